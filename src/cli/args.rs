@@ -1,0 +1,52 @@
+//! clap argument structs only. Doc comments are the `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// devcell: Dev Containers, hardened by default, handed to coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "devcell", version, about)]
+pub struct Cli {
+    /// Log level for stderr diagnostics (`error`, `warn`, `info`, `debug`, `trace`).
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// devcell's subcommands; names and flags follow `@devcontainers/cli`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read, substitute and print a devcontainer.json as JSON.
+    ReadConfiguration(ReadConfigurationArgs),
+}
+
+/// Flags shared by every command that locates a workspace and its config.
+#[derive(Debug, Clone, Args)]
+pub struct WorkspaceArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Mount the git root of the workspace folder rather than the folder itself.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub mount_workspace_git_root: bool,
+}
+
+/// `devcell read-configuration`.
+#[derive(Debug, Args)]
+pub struct ReadConfigurationArgs {
+    /// Workspace and config selection.
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+    /// Include the configuration merged with image metadata and Features.
+    #[arg(long)]
+    pub include_merged_configuration: bool,
+    /// Include the Features configuration.
+    #[arg(long)]
+    pub include_features_configuration: bool,
+}

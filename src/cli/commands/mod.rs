@@ -1,0 +1,4 @@
+//! One module per subcommand, named like it. Each turns args into options, calls `handoff`,
+//! and renders the result.
+
+pub mod read_configuration;

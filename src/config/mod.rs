@@ -1,0 +1,17 @@
+//! L0: `devcontainer.json` → typed, substituted, merged configuration.
+//!
+//! Sub-modules: [`discover`] (where configs live), [`jsonc`] (JSONC with located errors),
+//! [`model`] (typed properties), [`substitute`] (`${…}` variables), [`id`] (`${devcontainerId}`),
+//! [`workspace`] (default `workspaceFolder`/`workspaceMount`), [`metadata`] (the
+//! `devcontainer.metadata` label and the spec's merge rules).
+
+pub mod discover;
+pub mod error;
+pub mod id;
+pub mod jsonc;
+pub mod metadata;
+pub mod model;
+pub mod substitute;
+pub mod workspace;
+
+pub use error::{ConfigError, Result};

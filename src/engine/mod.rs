@@ -1,0 +1,1 @@
+//! L2: the container engine boundary. The only module that names `bollard`.

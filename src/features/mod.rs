@@ -1,0 +1,2 @@
+//! L1: Feature references → ordered, fetched, validated Features
+//! ([spec: Features](https://containers.dev/implementors/features/)).

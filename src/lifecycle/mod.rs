@@ -1,0 +1,1 @@
+//! L3: lifecycle hooks (`onCreateCommand` … `postAttachCommand`) in spec order.

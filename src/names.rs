@@ -1,0 +1,9 @@
+//! L0: label keys, environment variable names and media types, each defined once with its source.
+
+/// Image/container label holding the image metadata entries
+/// ([spec: image metadata](https://containers.dev/implementors/spec/#image-metadata)).
+pub const METADATA_LABEL: &str = "devcontainer.metadata";
+/// Container id label with the host workspace folder (reference CLI).
+pub const LOCAL_FOLDER_LABEL: &str = "devcontainer.local_folder";
+/// Container id label with the config file path (reference CLI).
+pub const CONFIG_FILE_LABEL: &str = "devcontainer.config_file";

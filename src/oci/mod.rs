@@ -1,0 +1,1 @@
+//! L1: OCI registries, the content-addressed cache, and safe archive extraction.

@@ -1,0 +1,1 @@
+//! L3: security profiles (`hardened`, `reference`), permission requests and audit.

@@ -1,0 +1,115 @@
+//! Enforces the layer rule: a module never imports a higher layer, and only `engine` names
+//! `bollard`. Fails with the offending file and line.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// (module, layer, modules it may use besides lower layers' rules below)
+fn layer_of(module: &str) -> Option<u8> {
+    Some(match module {
+        "config" | "diagnostics" | "progress" | "names" => 0,
+        "oci" | "features" => 1,
+        "engine" => 2,
+        "build" | "security" | "lifecycle" => 3,
+        "handoff" => 4,
+        "cli" => 5,
+        _ => return None,
+    })
+}
+
+fn allowed(from: &str, to: &str) -> bool {
+    if from == to {
+        return true;
+    }
+    let (Some(lf), Some(lt)) = (layer_of(from), layer_of(to)) else {
+        return true;
+    };
+    match (lf, lt) {
+        // L0: config may use the other L0 modules; the others use nothing of ours but L0 peers.
+        (0, 0) => true,
+        // L1: features may use oci, not the reverse.
+        (1, 1) => from == "features" && to == "oci",
+        // L2 engine: L0 only.
+        (2, t) => t == 0,
+        // L3: never one another.
+        (3, 3) => false,
+        // L5 cli: handoff and L0 only.
+        (5, t) => t == 4 || t == 0,
+        (f, t) => t < f,
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn top_module(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    Some(first.trim_end_matches(".rs").to_string())
+}
+
+#[test]
+fn modules_respect_the_layer_rule() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let Some(from) = top_module(&src, file) else {
+            continue;
+        };
+        if layer_of(&from).is_none() {
+            continue;
+        }
+        let text = fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("bollard") && from != "engine" {
+                violations.push(format!(
+                    "{}:{}: only `engine` may name bollard",
+                    file.display(),
+                    n + 1
+                ));
+            }
+            let mut rest = code;
+            while let Some(i) = rest.find("crate::") {
+                rest = &rest[i + "crate::".len()..];
+                let to: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !allowed(&from, &to) {
+                    violations.push(format!(
+                        "{}:{}: `{from}` must not use `{to}`",
+                        file.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "layer rule violations:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_rule_can_fail() {
+    assert!(!allowed("config", "engine"));
+    assert!(!allowed("engine", "features"));
+    assert!(!allowed("build", "security"));
+    assert!(!allowed("cli", "engine"));
+    assert!(!allowed("oci", "features"));
+    assert!(allowed("features", "oci"));
+    assert!(allowed("handoff", "build"));
+}
