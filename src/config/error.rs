@@ -22,6 +22,19 @@ pub enum ConfigError {
         /// How to fix it, if known.
         hint: Option<String>,
     },
+    /// A `${…}` variable cannot be resolved, e.g. `${localEnv}` naming no variable
+    /// ([spec: variables](https://containers.dev/implementors/json_reference/#variables-in-devcontainerjson)).
+    #[error("{}{}{message}", file.as_ref().map(|f| format!("{}: ", f.display())).unwrap_or_default(), if path.is_empty() { String::new() } else { format!("{path}: ") })]
+    Substitution {
+        /// The config file, when known.
+        file: Option<std::path::PathBuf>,
+        /// JSON property path of the string holding the variable (empty for the root).
+        path: String,
+        /// What is wrong, naming the variable.
+        message: String,
+        /// How to fix it.
+        hint: Option<String>,
+    },
     /// A file could not be read.
     #[error("cannot read `{}`", path.display())]
     Io {
@@ -69,6 +82,7 @@ impl Hint for ConfigError {
             ConfigError::ConfigMissing { .. } => {
                 Some("`--config` is relative to the current directory".into())
             }
+            ConfigError::Substitution { hint, .. } => hint.clone(),
             ConfigError::Io { .. } => None,
         }
     }
