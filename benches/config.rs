@@ -3,11 +3,12 @@
 //! validate (typed model), substitute (+ workspace defaults), merge (metadata merge), and the
 //! whole `read_configuration` operation.
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use devcell::config::{jsonc, model};
+use devcell::config::{jsonc, model, workspace};
 
 fn corpus_config() -> (PathBuf, String) {
     let file = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,10 +26,26 @@ fn bench(c: &mut Criterion) {
     c.bench_function("validate", |b| {
         b.iter(|| model::validate(black_box(&doc)).expect("valid"))
     });
-    c.bench_function("parse+validate", |b| {
+    let opts = workspace::ResolveOptions {
+        workspace_folder: file.parent().expect("ws").to_owned(),
+        config_file: file.clone(),
+        mount_workspace_git_root: false,
+        env: HashMap::from([("HOME".to_owned(), "/home/bench".to_owned())]),
+    };
+    c.bench_function("substitute", |b| {
+        b.iter(|| {
+            let mut value = doc.value.clone();
+            workspace::resolve(black_box(&mut value), &opts).expect("resolves");
+            value
+        })
+    });
+    c.bench_function("parse+validate+substitute", |b| {
         b.iter(|| {
             let doc = jsonc::parse(black_box(&file), black_box(&text)).expect("parses");
-            model::validate(&doc).expect("valid")
+            model::validate(&doc).expect("valid");
+            let mut value = doc.value;
+            workspace::resolve(&mut value, &opts).expect("resolves");
+            value
         })
     });
 }

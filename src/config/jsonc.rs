@@ -67,9 +67,41 @@ impl JsonPath {
         Self(v)
     }
 
-    /// Parses the display form back (`a.b[0]."c.d"`); used by tests and tools.
+    /// `true` for the document root.
     pub fn is_root(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Parses the display form back (`a.b[0]."c.d"`); `None` when it is malformed.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        let mut segs = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'.' => i += 1,
+                b'[' => {
+                    let end = i + text[i..].find(']')?;
+                    segs.push(Segment::Index(text[i + 1..end].parse().ok()?));
+                    i = end + 1;
+                }
+                b'"' => {
+                    let mut j = i + 1;
+                    while j < bytes.len() && bytes[j] != b'"' {
+                        j += if bytes[j] == b'\\' { 2 } else { 1 };
+                    }
+                    let raw = text.get(i..=j)?;
+                    segs.push(Segment::Key(serde_json::from_str(raw).ok()?));
+                    i = j + 1;
+                }
+                _ => {
+                    let end = text[i..].find(['.', '[']).map_or(text.len(), |n| i + n);
+                    segs.push(Segment::Key(text[i..end].to_owned()));
+                    i = end;
+                }
+            }
+        }
+        Some(Self(segs))
     }
 }
 
@@ -751,6 +783,20 @@ mod tests {
         assert_eq!(path_at(text, at).to_string(), "a.b[2]");
         assert_eq!(path_at("{\"k\": ", 7).to_string(), "k");
         assert_eq!(path_at("{\"k\": 1, ", 10).to_string(), "");
+    }
+
+    #[test]
+    fn json_path_parse_round_trips() {
+        for p in [
+            "",
+            "a",
+            "forwardPorts[0]",
+            "features.\"ghcr.io/x/y:1\".version",
+            "a[1][2].b",
+            "\"a\\\"b\".c",
+        ] {
+            assert_eq!(JsonPath::parse(p).unwrap().to_string(), p, "{p}");
+        }
     }
 
     #[test]
