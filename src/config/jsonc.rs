@@ -67,9 +67,41 @@ impl JsonPath {
         Self(v)
     }
 
-    /// Parses the display form back (`a.b[0]."c.d"`); used by tests and tools.
+    /// `true` for the document root.
     pub fn is_root(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Parses the display form back (`a.b[0]."c.d"`); `None` when it is malformed.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        let mut segs = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'.' => i += 1,
+                b'[' => {
+                    let end = i + text[i..].find(']')?;
+                    segs.push(Segment::Index(text[i + 1..end].parse().ok()?));
+                    i = end + 1;
+                }
+                b'"' => {
+                    let mut j = i + 1;
+                    while j < bytes.len() && bytes[j] != b'"' {
+                        j += if bytes[j] == b'\\' { 2 } else { 1 };
+                    }
+                    let raw = text.get(i..=j)?;
+                    segs.push(Segment::Key(serde_json::from_str(raw).ok()?));
+                    i = j + 1;
+                }
+                _ => {
+                    let end = text[i..].find(['.', '[']).map_or(text.len(), |n| i + n);
+                    segs.push(Segment::Key(text[i..end].to_owned()));
+                    i = end;
+                }
+            }
+        }
+        Some(Self(segs))
     }
 }
 
@@ -325,8 +357,11 @@ fn check_depth(file: &Path, text: &str) -> Result<()> {
                 b'[' | b'{' => {
                     depth += 1;
                     if depth > MAX_DEPTH {
+                        // Name the top-level property only: the full path is 128 steps long.
+                        let mut path = path_at(text, i);
+                        path.0.truncate(1);
                         return Err(ConfigError::Invalid {
-                            location: Box::new(location_at(file, text, i, JsonPath::root())),
+                            location: Box::new(location_at(file, text, i, path)),
                             message: format!(
                                 "arrays and objects are nested more than {MAX_DEPTH} levels deep"
                             ),
@@ -449,10 +484,90 @@ fn syntax_error(file: &Path, text: &str, e: &jsonc_parser::errors::ParseError) -
         other => (lower_first(&other.to_string()), None),
     };
     ConfigError::Invalid {
-        location: Box::new(location_at(file, text, start, JsonPath::root())),
+        location: Box::new(location_at(file, text, start, path_at(text, start))),
         message,
         hint: hint.map(str::to_owned),
     }
+}
+
+/// The property path at byte `offset` of a possibly malformed text, found by a forgiving scan
+/// of the brackets, keys and commas before it (used to name the property of a syntax error).
+pub fn path_at(text: &str, offset: usize) -> JsonPath {
+    enum Frame {
+        Object {
+            key: Option<String>,
+            expect_key: bool,
+        },
+        Array {
+            index: usize,
+        },
+    }
+    let bytes = text.as_bytes();
+    let end = offset.min(bytes.len());
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match bytes[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                let raw = text.get(start..(i + 1).min(text.len())).unwrap_or("");
+                if let Some(Frame::Object { key, expect_key }) = stack.last_mut()
+                    && *expect_key
+                {
+                    let name = serde_json::from_str::<String>(raw)
+                        .unwrap_or_else(|_| raw.trim_matches('"').to_owned());
+                    *key = Some(name);
+                    *expect_key = false;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'{' => stack.push(Frame::Object {
+                key: None,
+                expect_key: true,
+            }),
+            b'[' => stack.push(Frame::Array { index: 0 }),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Object { key, expect_key }) => {
+                    *key = None;
+                    *expect_key = true;
+                }
+                Some(Frame::Array { index }) => *index += 1,
+                None => {}
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut path = JsonPath::root();
+    for frame in &stack {
+        match frame {
+            Frame::Object { key: Some(k), .. } => path = path.key(k),
+            Frame::Object { key: None, .. } => break,
+            Frame::Array { index } => path = path.index(*index),
+        }
+    }
+    path
 }
 
 fn lower_first(s: &str) -> String {
@@ -659,6 +774,29 @@ mod tests {
             "{".repeat(500)
         );
         assert!(p(&text).is_ok());
+    }
+
+    #[test]
+    fn path_at_names_the_property_of_a_syntax_error() {
+        let text = "{\"a\": {\"b\": [1, 2, /* ] */ \"x\" 3]}}";
+        let at = text.find(" 3").unwrap();
+        assert_eq!(path_at(text, at).to_string(), "a.b[2]");
+        assert_eq!(path_at("{\"k\": ", 7).to_string(), "k");
+        assert_eq!(path_at("{\"k\": 1, ", 10).to_string(), "");
+    }
+
+    #[test]
+    fn json_path_parse_round_trips() {
+        for p in [
+            "",
+            "a",
+            "forwardPorts[0]",
+            "features.\"ghcr.io/x/y:1\".version",
+            "a[1][2].b",
+            "\"a\\\"b\".c",
+        ] {
+            assert_eq!(JsonPath::parse(p).unwrap().to_string(), p, "{p}");
+        }
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! [`migrate_legacy`] moves the legacy top-level `extensions`, `settings` and `devPort` into
 //! `customizations.vscode`, as the reference CLI does.
 
+use std::path::{Path, PathBuf};
+
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
@@ -280,6 +282,45 @@ impl DevContainerConfig {
             ConfigKind::None
         }
     }
+}
+
+impl DevContainerConfig {
+    /// The Dockerfile of a Dockerfile config, resolved against the folder of `config_file`
+    /// ([spec: `build.dockerfile`](https://containers.dev/implementors/json_reference/#image-specific)).
+    pub fn dockerfile_path(&self, config_file: &Path) -> Option<PathBuf> {
+        let dockerfile = self.build.as_ref()?.dockerfile.as_ref()?;
+        Some(config_dir(config_file).join(dockerfile))
+    }
+
+    /// The build context of a Dockerfile config: `build.context` (or legacy `context`)
+    /// resolved against the folder of `config_file`; without one, the Dockerfile's folder (the
+    /// reference CLI's default; the spec text says `"."`, which is the same folder when the
+    /// Dockerfile sits next to devcontainer.json — see `spec-notes/0005-build-context-default.md`).
+    pub fn context_path(&self, config_file: &Path) -> Option<PathBuf> {
+        let build = self.build.as_ref()?;
+        match &build.context {
+            Some(context) => Some(config_dir(config_file).join(context)),
+            None => self
+                .dockerfile_path(config_file)
+                .map(|d| d.parent().map(Path::to_path_buf).unwrap_or_default()),
+        }
+    }
+
+    /// The compose files of a compose config, resolved against the folder of `config_file`,
+    /// in the order written (later files override earlier ones)
+    /// ([spec: `dockerComposeFile`](https://containers.dev/implementors/json_reference/#compose-specific)).
+    pub fn compose_files(&self, config_file: &Path) -> Vec<PathBuf> {
+        let dir = config_dir(config_file);
+        self.docker_compose_file
+            .iter()
+            .flatten()
+            .map(|f| dir.join(f))
+            .collect()
+    }
+}
+
+fn config_dir(config_file: &Path) -> &Path {
+    config_file.parent().unwrap_or(Path::new("/"))
 }
 
 /// The lifecycle hook property names, in spec order.
@@ -744,6 +785,8 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
     let mut c = DevContainerConfig::default();
     let mut build = BuildOptions::default();
     let mut has_build = false;
+    let mut legacy_dockerfile = None;
+    let mut legacy_context = None;
     for (k, v) in obj {
         let p = root.key(k);
         match k.as_str() {
@@ -756,16 +799,8 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
                 ck.build(v, &p, &mut build)?;
                 has_build = true;
             }
-            "dockerFile" => {
-                let s = ck.string(v, &p)?;
-                build.dockerfile.get_or_insert(s);
-                has_build = true;
-            }
-            "context" => {
-                let s = ck.string(v, &p)?;
-                build.context.get_or_insert(s);
-                has_build = true;
-            }
+            "dockerFile" => legacy_dockerfile = Some(ck.string(v, &p)?),
+            "context" => legacy_context = Some(ck.string(v, &p)?),
             "dockerComposeFile" => c.docker_compose_file = Some(ck.string_or_strings(v, &p)?),
             "service" => c.service = Some(ck.string(v, &p)?),
             "runServices" => c.run_services = Some(ck.strings(v, &p)?),
@@ -899,6 +934,13 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
             }
         }
     }
+    // As in the reference CLI, a legacy top-level `dockerFile` takes its `context` from the
+    // top level too, and wins over `build.dockerfile`/`build.context`.
+    if let Some(dockerfile) = legacy_dockerfile {
+        build.dockerfile = Some(dockerfile);
+        build.context = legacy_context;
+        has_build = true;
+    }
     if has_build {
         c.build = Some(build);
     }
@@ -1012,7 +1054,6 @@ mod tests {
     use super::*;
     use crate::config::jsonc;
     use serde_json::json;
-    use std::path::Path;
 
     fn check(text: &str) -> Result<(DevContainerConfig, Vec<Warning>)> {
         let doc = jsonc::parse(Path::new("/w/devcontainer.json"), text)?;

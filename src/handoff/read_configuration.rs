@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{discover, jsonc, model};
+use crate::config::{self, discover, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::handoff::error::{HandoffError, Result};
 
@@ -73,13 +73,14 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
     warnings.extend(model_warnings);
 
     let mut value = doc.value.clone();
-    let resolve = interim::ResolveOptions {
+    let resolve = config::workspace::ResolveOptions {
         workspace_folder: workspace_folder.clone(),
         config_file: config_file.clone(),
         mount_workspace_git_root: opts.mount_workspace_git_root,
         env: opts.env.clone(),
     };
-    let workspace = interim::resolve(&mut value, &resolve)?;
+    let workspace =
+        config::workspace::resolve(&mut value, &resolve).map_err(|e| locate(&doc, e))?;
     // Substitution keeps the shape, so locations from `doc` still apply.
     let (typed, _) = model::validate_value(&doc, &value)?;
 
@@ -118,6 +119,32 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
         config_file,
         config: typed,
     })
+}
+
+/// Gives a substitution error (which knows its property path) the file position of that
+/// property, so it renders like every other config error.
+fn locate(doc: &jsonc::Document, err: config::ConfigError) -> config::ConfigError {
+    match err {
+        config::ConfigError::Substitution {
+            path,
+            message,
+            hint,
+            ..
+        } => match jsonc::JsonPath::parse(&path) {
+            Some(p) => config::ConfigError::Invalid {
+                location: Box::new(doc.locate(&p)),
+                message,
+                hint,
+            },
+            None => config::ConfigError::Substitution {
+                file: Some(doc.file.clone()),
+                path,
+                message,
+                hint,
+            },
+        },
+        other => other,
+    }
 }
 
 /// The reference CLI's serialised `vscode-uri` for a local file.
@@ -245,67 +272,9 @@ fn local_feature_entries(
     out
 }
 
-/// Thin stand-in for `config::workspace` / `config::metadata` until branch `config-vars`
-/// (which owns them) is merged: no variable substitution, default workspace paths only.
+/// Thin stand-in for `config::metadata` until branch `config-vars` (which owns it) has it.
 mod interim {
-    use std::collections::HashMap;
-    use std::path::PathBuf;
-
     use serde_json::Value;
-
-    pub struct ResolveOptions {
-        pub workspace_folder: PathBuf,
-        #[allow(dead_code)]
-        pub config_file: PathBuf,
-        #[allow(dead_code)]
-        pub mount_workspace_git_root: bool,
-        #[allow(dead_code)]
-        pub env: HashMap<String, String>,
-    }
-
-    pub struct WorkspaceConfig {
-        pub workspace_folder: String,
-        pub workspace_mount: Option<String>,
-    }
-
-    pub fn resolve(
-        config: &mut Value,
-        opts: &ResolveOptions,
-    ) -> crate::config::Result<WorkspaceConfig> {
-        let base = opts
-            .workspace_folder
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let compose = config.get("dockerComposeFile").is_some();
-        let folder = config
-            .get("workspaceFolder")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| {
-                if compose {
-                    "/".into()
-                } else {
-                    format!("/workspaces/{base}")
-                }
-            });
-        let mount = (!compose).then(|| {
-            config
-                .get("workspaceMount")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| {
-                    format!(
-                        "type=bind,source={},target=/workspaces/{base}",
-                        opts.workspace_folder.display()
-                    )
-                })
-        });
-        Ok(WorkspaceConfig {
-            workspace_folder: folder,
-            workspace_mount: mount,
-        })
-    }
 
     pub fn config_entry(config: &Value) -> Value {
         config.clone()
