@@ -221,6 +221,25 @@ pub fn merge_configuration(config: &Value, entries: &[Value]) -> Value {
     Value::Object(out)
 }
 
+/// The commands of one lifecycle hook across `entries`, each with its origin: the entry's `id`
+/// (a Feature) or `"devcontainer.json"` (entries without `id`: the config and image entries
+/// written from a devcontainer.json). Falsy hook values are skipped. Used to label hook output
+/// and failures ([spec: Features contributing lifecycle scripts](https://containers.dev/implementors/features/#lifecycle-hooks)).
+pub fn hook_commands(entries: &[Value], hook: &str) -> Vec<(String, Value)> {
+    entries
+        .iter()
+        .filter_map(Value::as_object)
+        .filter_map(|entry| {
+            let command = entry.get(hook).filter(|c| truthy(Some(c)))?;
+            let origin = entry
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("devcontainer.json");
+            Some((origin.to_owned(), command.clone()))
+        })
+        .collect()
+}
+
 /// Parses a Docker `--mount` string (`type=bind,source=/a,target=/b,readonly`) into an object:
 /// comma-separated `key=value` fields (a field may be wrapped in double quotes, `""` inside
 /// quotes is a literal quote), keys lowercased, `src`→`source`, `dst`/`destination`→`target`;
@@ -1107,6 +1126,25 @@ mod tests {
         assert_eq!(out["customizations"], json!({"vscode": [{}]}));
         assert_eq!(out["shutdownAction"], "none");
         assert!(out.get("capAdd").is_none());
+    }
+
+    #[test]
+    fn hook_commands_with_origins() {
+        let entries = [
+            json!({"postStartCommand": "base"}),
+            json!({"id": "ghcr.io/o/f:1", "postStartCommand": ["a", "b"]}),
+            json!({"id": "./g", "postStartCommand": ""}),
+            json!({"postStartCommand": {"x": "y"}}),
+        ];
+        assert_eq!(
+            hook_commands(&entries, "postStartCommand"),
+            vec![
+                ("devcontainer.json".to_owned(), json!("base")),
+                ("ghcr.io/o/f:1".to_owned(), json!(["a", "b"])),
+                ("devcontainer.json".to_owned(), json!({"x": "y"})),
+            ]
+        );
+        assert!(hook_commands(&entries, "onCreateCommand").is_empty());
     }
 
     #[test]

@@ -563,6 +563,30 @@ mod tests {
         );
     }
 
+    /// Every string of up to 5 characters over a syntax-heavy alphabet (multi-byte characters
+    /// and line breaks included): no panic, and with no known variable name the text is kept.
+    #[test]
+    fn exhaustive_short_strings_keep_unknown_text() {
+        let env = env();
+        let alphabet = ['$', '{', '}', ':', '\n', '\u{2028}', 'é', 'x'];
+        let mut current = vec![String::new()];
+        for _ in 0..5 {
+            let mut next = Vec::with_capacity(current.len() * alphabet.len());
+            for prefix in &current {
+                for c in alphabet {
+                    let text = format!("{prefix}{c}");
+                    let got = substitute_local_str(&text, &ctx(&env)).unwrap();
+                    assert_eq!(got, text);
+                    let mut value = Value::String(text.clone());
+                    substitute_devcontainer_id(&mut value, "id");
+                    assert_eq!(value, Value::String(text.clone()));
+                    next.push(text);
+                }
+            }
+            current = next;
+        }
+    }
+
     #[test]
     fn variable_parse_parts() {
         let v = Variable::parse("${a:b:c:d}", "a:b:c:d");
