@@ -32,8 +32,9 @@ use super::error::{ConfigError, Result};
 
 /// Values known in phase 1 (when the config is read on the host).
 ///
-/// A `None` folder leaves its variables verbatim.
-#[derive(Debug, Clone, Copy)]
+/// A `None` folder leaves its variables verbatim. `Debug` shows environment variable names,
+/// never their values.
+#[derive(Clone, Copy)]
 pub struct LocalContext<'a> {
     /// Host path of the opened workspace folder (as given, not the git root):
     /// `${localWorkspaceFolder}`.
@@ -45,6 +46,22 @@ pub struct LocalContext<'a> {
     pub env: &'a HashMap<String, String>,
     /// The config file, named in errors.
     pub config_file: Option<&'a Path>,
+}
+
+impl std::fmt::Debug for LocalContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.env.keys().collect();
+        names.sort();
+        f.debug_struct("LocalContext")
+            .field("local_workspace_folder", &self.local_workspace_folder)
+            .field(
+                "container_workspace_folder",
+                &self.container_workspace_folder,
+            )
+            .field("env (names only)", &names)
+            .field("config_file", &self.config_file)
+            .finish()
+    }
 }
 
 /// One `${…}` occurrence, split into its parts.
@@ -585,6 +602,16 @@ mod tests {
             }
             current = next;
         }
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let env = env();
+        let text = format!("{:?}", ctx(&env));
+        assert!(
+            text.contains("HOME") && !text.contains("/home/me"),
+            "{text}"
+        );
     }
 
     #[test]

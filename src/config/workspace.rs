@@ -24,7 +24,10 @@ use super::error::Result;
 use super::substitute::{self, LocalContext};
 
 /// Inputs of [`resolve`].
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows the names of the environment variables, never their values (they may be
+/// secrets).
+#[derive(Clone)]
 pub struct ResolveOptions {
     /// The opened host folder, absolute (`--workspace-folder`); `${localWorkspaceFolder}`.
     pub workspace_folder: PathBuf,
@@ -35,6 +38,19 @@ pub struct ResolveOptions {
     pub mount_workspace_git_root: bool,
     /// Host environment for `${localEnv:…}` (usually `std::env::vars()`).
     pub env: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for ResolveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.env.keys().collect();
+        names.sort();
+        f.debug_struct("ResolveOptions")
+            .field("workspace_folder", &self.workspace_folder)
+            .field("config_file", &self.config_file)
+            .field("mount_workspace_git_root", &self.mount_workspace_git_root)
+            .field("env (names only)", &names)
+            .finish()
+    }
 }
 
 /// Where the workspace lives in the container.
@@ -535,6 +551,18 @@ mod tests {
         );
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(resolve_path(Path::new("x/../y/")), cwd.join("y"));
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let mut o = opts(Path::new("/w"), false);
+        o.env.insert("API_TOKEN".into(), "s3cr3t-value".into());
+        let text = format!("{o:?}");
+        assert!(text.contains("API_TOKEN"), "{text}");
+        assert!(
+            !text.contains("s3cr3t-value") && !text.contains("alice"),
+            "{text}"
+        );
     }
 
     #[test]
