@@ -11,6 +11,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use super::workspace::resolve_path;
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
 
 /// Length of a `${devcontainerId}` value: 256 bits in base 32, rounded up.
@@ -23,17 +24,14 @@ const BASE32_DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
 /// `devcontainer.local_folder` = the host workspace folder (as given, not the git root) and
 /// `devcontainer.config_file` = the path of the `devcontainer.json` in use.
 ///
-/// Paths that are not valid UTF-8 are converted lossily (U+FFFD), as they would be in a label.
+/// Both paths are first made absolute and normalised like the reference's `path.resolve`
+/// ([`super::workspace::resolve_path`]: `/w/ws/` and `/w/x/../ws` label as `/w/ws`). Paths that
+/// are not valid UTF-8 are converted lossily (U+FFFD), as they would be in a label.
 pub fn id_labels(local_folder: &Path, config_file: &Path) -> BTreeMap<String, String> {
+    let text = |path: &Path| resolve_path(path).to_string_lossy().into_owned();
     BTreeMap::from([
-        (
-            LOCAL_FOLDER_LABEL.to_owned(),
-            local_folder.to_string_lossy().into_owned(),
-        ),
-        (
-            CONFIG_FILE_LABEL.to_owned(),
-            config_file.to_string_lossy().into_owned(),
-        ),
+        (LOCAL_FOLDER_LABEL.to_owned(), text(local_folder)),
+        (CONFIG_FILE_LABEL.to_owned(), text(config_file)),
     ])
 }
 
@@ -123,6 +121,12 @@ mod tests {
         assert_eq!(labels.len(), 2);
         assert_eq!(labels["devcontainer.local_folder"], "/ws");
         assert_eq!(labels["devcontainer.config_file"], "/ws/.devcontainer.json");
+        // Normalised like Node's `path.resolve`.
+        let same = id_labels(
+            Path::new("/x/../ws/"),
+            Path::new("/ws/./.devcontainer.json"),
+        );
+        assert_eq!(same, labels);
     }
 
     #[test]

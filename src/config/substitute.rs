@@ -32,8 +32,9 @@ use super::error::{ConfigError, Result};
 
 /// Values known in phase 1 (when the config is read on the host).
 ///
-/// A `None` folder leaves its variables verbatim.
-#[derive(Debug, Clone, Copy)]
+/// A `None` folder leaves its variables verbatim. `Debug` shows environment variable names,
+/// never their values.
+#[derive(Clone, Copy)]
 pub struct LocalContext<'a> {
     /// Host path of the opened workspace folder (as given, not the git root):
     /// `${localWorkspaceFolder}`.
@@ -45,6 +46,22 @@ pub struct LocalContext<'a> {
     pub env: &'a HashMap<String, String>,
     /// The config file, named in errors.
     pub config_file: Option<&'a Path>,
+}
+
+impl std::fmt::Debug for LocalContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.env.keys().collect();
+        names.sort();
+        f.debug_struct("LocalContext")
+            .field("local_workspace_folder", &self.local_workspace_folder)
+            .field(
+                "container_workspace_folder",
+                &self.container_workspace_folder,
+            )
+            .field("env (names only)", &names)
+            .field("config_file", &self.config_file)
+            .finish()
+    }
 }
 
 /// One `${…}` occurrence, split into its parts.
@@ -560,6 +577,40 @@ mod tests {
                 "mounts": [{"source": "vol-abc", "target": "/x"}],
                 "x": "abc ${devcontainerid} ${localEnv:HOME}"
             })
+        );
+    }
+
+    /// Every string of up to 5 characters over a syntax-heavy alphabet (multi-byte characters
+    /// and line breaks included): no panic, and with no known variable name the text is kept.
+    #[test]
+    fn exhaustive_short_strings_keep_unknown_text() {
+        let env = env();
+        let alphabet = ['$', '{', '}', ':', '\n', '\u{2028}', 'é', 'x'];
+        let mut current = vec![String::new()];
+        for _ in 0..5 {
+            let mut next = Vec::with_capacity(current.len() * alphabet.len());
+            for prefix in &current {
+                for c in alphabet {
+                    let text = format!("{prefix}{c}");
+                    let got = substitute_local_str(&text, &ctx(&env)).unwrap();
+                    assert_eq!(got, text);
+                    let mut value = Value::String(text.clone());
+                    substitute_devcontainer_id(&mut value, "id");
+                    assert_eq!(value, Value::String(text.clone()));
+                    next.push(text);
+                }
+            }
+            current = next;
+        }
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let env = env();
+        let text = format!("{:?}", ctx(&env));
+        assert!(
+            text.contains("HOME") && !text.contains("/home/me"),
+            "{text}"
         );
     }
 

@@ -24,7 +24,10 @@ use super::error::Result;
 use super::substitute::{self, LocalContext};
 
 /// Inputs of [`resolve`].
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows the names of the environment variables, never their values (they may be
+/// secrets).
+#[derive(Clone)]
 pub struct ResolveOptions {
     /// The opened host folder, absolute (`--workspace-folder`); `${localWorkspaceFolder}`.
     pub workspace_folder: PathBuf,
@@ -35,6 +38,19 @@ pub struct ResolveOptions {
     pub mount_workspace_git_root: bool,
     /// Host environment for `${localEnv:…}` (usually `std::env::vars()`).
     pub env: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for ResolveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.env.keys().collect();
+        names.sort();
+        f.debug_struct("ResolveOptions")
+            .field("workspace_folder", &self.workspace_folder)
+            .field("config_file", &self.config_file)
+            .field("mount_workspace_git_root", &self.mount_workspace_git_root)
+            .field("env (names only)", &names)
+            .finish()
+    }
 }
 
 /// Where the workspace lives in the container.
@@ -68,7 +84,9 @@ pub struct WorkspaceConfig {
 /// # Errors
 /// [`super::ConfigError::Substitution`] when a variable cannot be resolved (`${localEnv}`).
 pub fn resolve(config: &mut Value, opts: &ResolveOptions) -> Result<WorkspaceConfig> {
-    let local_folder = opts.workspace_folder.to_string_lossy().into_owned();
+    let local_folder = resolve_path(&opts.workspace_folder)
+        .to_string_lossy()
+        .into_owned();
     let base_ctx = LocalContext {
         local_workspace_folder: Some(&local_folder),
         container_workspace_folder: None,
@@ -133,7 +151,7 @@ pub struct WorkspaceDefaults {
 /// Computes [`WorkspaceDefaults`] for `opts.workspace_folder` (runs git when
 /// `opts.mount_workspace_git_root`).
 pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
-    let folder = normalize_lexically(&opts.workspace_folder);
+    let folder = resolve_path(&opts.workspace_folder);
     let host_root = if opts.mount_workspace_git_root {
         git_root(&folder).unwrap_or_else(|| folder.clone())
     } else {
@@ -184,6 +202,16 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
     }
     let cdup = String::from_utf8(output.stdout).ok()?;
     Some(normalize_lexically(&folder.join(cdup.trim())))
+}
+
+/// Makes `path` absolute (against the current directory) and resolves `.`, `..`, repeated and
+/// trailing separators lexically, like Node's `path.resolve` in the reference CLI. Use it for
+/// `--workspace-folder` / `--config` so `${localWorkspaceFolder}` and the id labels (hence
+/// `${devcontainerId}` and container lookup) equal the reference's: `./ws/` and `ws/../ws`
+/// both give `<cwd>/ws`. Symlinks are kept (not canonicalised).
+pub fn resolve_path(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    normalize_lexically(&absolute)
 }
 
 /// Resolves `.` and `..` without touching the file system (like Node's `path.resolve`);
@@ -506,6 +534,35 @@ mod tests {
         let got = defaults(&opts(Path::new("/"), false));
         assert_eq!(got.workspace_folder, "/workspaces");
         assert_eq!(got.workspace_mount, "type=bind,source=/,target=/workspaces");
+    }
+
+    /// `${localWorkspaceFolder}` and the defaults use the resolved path, as the reference's
+    /// `path.resolve` of `--workspace-folder` does.
+    #[test]
+    fn workspace_folder_is_resolved_like_node() {
+        let ws = Path::new("/nonexistent/a/../ws/./");
+        let mut config = json!({"image": "x", "name": "${localWorkspaceFolder}|${localWorkspaceFolderBasename}"});
+        let got = resolve(&mut config, &opts(ws, false)).unwrap();
+        assert_eq!(config["name"], "/nonexistent/ws|ws");
+        assert_eq!(got.workspace_folder, "/workspaces/ws");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            "type=bind,source=/nonexistent/ws,target=/workspaces/ws"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(resolve_path(Path::new("x/../y/")), cwd.join("y"));
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let mut o = opts(Path::new("/w"), false);
+        o.env.insert("API_TOKEN".into(), "s3cr3t-value".into());
+        let text = format!("{o:?}");
+        assert!(text.contains("API_TOKEN"), "{text}");
+        assert!(
+            !text.contains("s3cr3t-value") && !text.contains("alice"),
+            "{text}"
+        );
     }
 
     #[test]
