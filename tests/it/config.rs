@@ -421,7 +421,12 @@ fn merged_configuration_is_included_on_request() {
         &ws,
         &["--include-merged-configuration"],
     ));
-    assert!(v["mergedConfiguration"].is_object(), "{v}");
+    let merged = &v["mergedConfiguration"];
+    // The local Feature's metadata is merged before the devcontainer.json entry.
+    assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]), "{v}");
+    assert_eq!(merged["postCreateCommands"], json!(["echo feature"]), "{v}");
+    assert_eq!(merged["image"], "debian");
+    assert!(merged["configFilePath"]["path"].is_string());
     let plain = stdout_json(&read_configuration(&ws, &[]));
     assert!(plain.get("mergedConfiguration").is_none());
     assert!(plain.get("featuresConfiguration").is_none());
