@@ -73,6 +73,7 @@ bad_cases! {
     bad_root_array => "root-array",
     bad_root_string => "root-string",
     bad_run_args_string => "run-args-string",
+    bad_shutdown_action_wrong_kind => "shutdown-action-wrong-kind",
     bad_substitution_local_env_without_name => "substitution-local-env-without-name",
     bad_syntax_double_comma => "syntax-double-comma",
     bad_syntax_hex_number => "syntax-hex-number",
