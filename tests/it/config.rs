@@ -579,3 +579,17 @@ fn randomized_mutations_of_corpus_configs_never_panic() {
     }
     assert!(parsed > 100, "some mutations still parse: {parsed}");
 }
+
+#[test]
+fn bad_workspace_folder_that_does_not_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let stderr = assert_failed(&read_configuration(&missing, &[]));
+    assert_eq!(
+        stderr,
+        format!(
+            "error: workspace folder `{}` is not a directory\n\nhint: pass an existing folder with `--workspace-folder`\n",
+            missing.display()
+        )
+    );
+}
