@@ -21,6 +21,35 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
+    /// Feature commands (`resolve-dependencies`).
+    Features(FeaturesArgs),
+}
+
+/// `devcell features`.
+#[derive(Debug, Args)]
+pub struct FeaturesArgs {
+    /// The `features` subcommand.
+    #[command(subcommand)]
+    pub command: FeaturesCommand,
+}
+
+/// `devcell features` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FeaturesCommand {
+    /// Print the install order of the configuration's Features as JSON
+    /// (`{"installOrder": [{"id": …, "options": …}]}`).
+    ResolveDependencies(ResolveDependenciesArgs),
+}
+
+/// `devcell features resolve-dependencies`.
+#[derive(Debug, Args)]
+pub struct ResolveDependenciesArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// Flags shared by every command that locates a workspace and its config.

@@ -20,6 +20,7 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
+        Command::Features(args) => commands::features::run(args),
     };
     match result {
         Ok(code) => code,

@@ -5,9 +5,11 @@
 //! - [`metadata`]: the `devcontainer-feature.json` model ([`FeatureMetadata`]).
 //! - [`options`]: user options validated against a Feature's options; env files.
 //! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
+//! - [`local`]: local Feature folders (`./name`).
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
 
 pub mod error;
+pub mod local;
 pub mod lockfile;
 pub mod metadata;
 pub mod options;

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod read_configuration;
+pub mod resolve_dependencies;
 
 pub use error::{HandoffError, Result};
 pub use read_configuration::{ReadConfiguration, ReadConfigurationOptions, read_configuration};

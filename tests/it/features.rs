@@ -275,3 +275,122 @@ fn own_features_have_valid_metadata_and_layout() {
     ids.sort();
     assert_eq!(ids, ["agent-user", "packages"]);
 }
+
+/// A workspace with `.devcontainer/devcontainer.json` = `config` and local Features
+/// `.devcontainer/<id>/devcontainer-feature.json` = `metadata` (with `id` filled in).
+fn workspace(config: Value, features: &[(&str, Value)]) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let dc = ws.path().join(".devcontainer");
+    std::fs::create_dir_all(&dc).unwrap();
+    std::fs::write(dc.join("devcontainer.json"), config.to_string()).unwrap();
+    for (id, metadata) in features {
+        let mut metadata = metadata.clone();
+        metadata["id"] = json!(id);
+        std::fs::create_dir_all(dc.join(id)).unwrap();
+        std::fs::write(
+            dc.join(id).join("devcontainer-feature.json"),
+            metadata.to_string(),
+        )
+        .unwrap();
+    }
+    ws
+}
+
+fn resolve_dependencies(ws: &Path) -> Output {
+    crate::support::devcell()
+        .args(["features", "resolve-dependencies", "--workspace-folder"])
+        .arg(ws)
+        .output()
+        .expect("devcell runs")
+}
+
+#[test]
+fn resolve_dependencies_prints_install_order_of_local_features() {
+    let ws = workspace(
+        json!({
+            "image": "devcell-test/busybox:1",
+            "features": {"./zeta": {}, "./alpha": "1.2", "./beta": {"flag": true}},
+            "overrideFeatureInstallOrder": ["./beta"]
+        }),
+        &[
+            (
+                "alpha",
+                json!({"options": {"version": {"type": "string", "default": "x"}},
+                             "dependsOn": {"./gamma": {"level": "high"}}}),
+            ),
+            (
+                "beta",
+                json!({"options": {"flag": {"type": "boolean", "default": false}}}),
+            ),
+            (
+                "gamma",
+                json!({"options": {"level": {"type": "string", "enum": ["low", "high"], "default": "low"}}}),
+            ),
+            ("zeta", json!({"installsAfter": ["./alpha"]})),
+        ],
+    );
+    let out = resolve_dependencies(ws.path());
+    let json = crate::support::stdout_json(&out);
+    assert_eq!(
+        json,
+        json!({"installOrder": [
+            {"id": "./beta", "options": {"flag": true}},
+            {"id": "./gamma", "options": {"level": "high"}},
+            {"id": "./alpha", "options": "1.2"},
+            {"id": "./zeta", "options": {}},
+        ]})
+    );
+}
+
+#[test]
+fn resolve_dependencies_reports_cycles_and_bad_references() {
+    let ws = workspace(
+        json!({"image": "x", "features": {"./a": {}}}),
+        &[
+            ("a", json!({"dependsOn": {"./b": {}}})),
+            (
+                "b",
+                json!({"installsAfter": ["./a"], "dependsOn": {"./c": {}}}),
+            ),
+            ("c", json!({"dependsOn": {"./a": {}}})),
+        ],
+    );
+    let out = resolve_dependencies(ws.path());
+    let stderr = crate::support::assert_failed(&out);
+    assert!(
+        stderr.contains("error: circular Feature dependency: ./a -> ./b -> ./c -> ./a"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: "), "{stderr}");
+
+    let ws = workspace(
+        json!({"image": "x", "features": {"docker-in-docker": {}}}),
+        &[],
+    );
+    let stderr = crate::support::assert_failed(&resolve_dependencies(ws.path()));
+    assert!(
+        stderr.contains("invalid Feature reference `docker-in-docker`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: `docker-in-docker` is a legacy short id; use `ghcr.io/devcontainers/features/docker-in-docker:1`"),
+        "{stderr}"
+    );
+
+    let ws = workspace(
+        json!({"image": "x", "features": {"./g": {"level": "extreme"}}}),
+        &[(
+            "g",
+            json!({"options": {"level": {"type": "string", "enum": ["low", "high"], "default": "low"}}}),
+        )],
+    );
+    let stderr = crate::support::assert_failed(&resolve_dependencies(ws.path()));
+    assert!(
+        stderr.contains("option `level`: `extreme` is not one of the allowed values `low`, `high`"),
+        "{stderr}"
+    );
+
+    let ws = workspace(json!({"image": "x", "features": {"../outside": {}}}), &[]);
+    let stderr = crate::support::assert_failed(&resolve_dependencies(ws.path()));
+    assert!(stderr.contains("outside"), "{stderr}");
+}
