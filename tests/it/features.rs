@@ -47,6 +47,18 @@ fn engine_available() -> bool {
 /// Renders the env files for `feature` with `value` (as written in devcontainer.json) and runs
 /// `install.sh` in a fresh busybox container, followed by `after` (a shell snippet).
 fn install(feature: &str, value: Value, runs: usize, setup: &str, after: &str) -> Output {
+    install_in(IMAGE, feature, value, runs, setup, after)
+}
+
+/// [`install`] in another image.
+fn install_in(
+    image: &str,
+    feature: &str,
+    value: Value,
+    runs: usize,
+    setup: &str,
+    after: &str,
+) -> Output {
     let dir = feature_dir(feature);
     let metadata = FeatureMetadata::read_dir(&dir).unwrap();
     let mut warnings = Vec::new();
@@ -71,16 +83,16 @@ fn install(feature: &str, value: Value, runs: usize, setup: &str, after: &str) -
     let script = format!(
         "set -e; {setup}\ncp -R /feature /tmp/f; chmod +x /tmp/f/install.sh; {installs}; echo '--- after'; {after}"
     );
-    docker_run(&dir, env.path(), &script)
+    docker_run(image, &dir, env.path(), &script)
 }
 
-fn docker_run(feature: &Path, env: &Path, script: &str) -> Output {
+fn docker_run(image: &str, feature: &Path, env: &Path, script: &str) -> Output {
     Command::new("docker")
         .args(["run", "--rm", "--network", "none", "-v"])
         .arg(format!("{}:/feature:ro", feature.display()))
         .arg("-v")
         .arg(format!("{}:/env:ro", env.display()))
-        .args([IMAGE, "sh", "-c", script])
+        .args([image, "sh", "-c", script])
         .output()
         .expect("docker runs")
 }
@@ -115,6 +127,8 @@ fn agent_user_creates_user_with_uid_and_home() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("created user 'coder'"), "{stdout}");
+    // busybox has no user tools: the passwd/group files are edited directly.
+    assert!(stdout.contains("with files"), "{stdout}");
     // The second run is a no-op.
     assert!(
         stdout.contains("user 'coder' (UID 1234) already exists"),
@@ -123,6 +137,82 @@ fn agent_user_creates_user_with_uid_and_home() {
     assert_eq!(
         after_marker(&stdout),
         "uid=1234(coder) gid=1234(coder) groups=1234(coder)\ndrwxr-x--- 1234 1234\ncoder:x:1234:1234::/home/coder:/bin/sh\n"
+    );
+}
+
+/// Builds `devcell-test/busybox:1` plus the host's `useradd`/`groupadd` (Debian shadow
+/// utilities) and the shared libraries they load, so the `useradd` branch runs for real.
+fn shadow_image() -> String {
+    let tag = "devcell-test/agent-user-shadow:1".to_string();
+    let ctx = tempfile::tempdir().unwrap();
+    let root = ctx.path().join("root");
+    let mut files: Vec<PathBuf> = [
+        "/usr/sbin/useradd",
+        "/usr/sbin/groupadd",
+        "/etc/login.defs",
+        "/etc/default/useradd",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    for bin in ["/usr/sbin/useradd", "/usr/sbin/groupadd"] {
+        let out = Command::new("ldd").arg(bin).output().expect("ldd runs");
+        assert!(
+            out.status.success(),
+            "ldd {bin}: the host needs Debian's `passwd` package"
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(path) = line.split_whitespace().find(|w| w.starts_with('/')) {
+                files.push(PathBuf::from(path));
+            }
+        }
+    }
+    for file in &files {
+        let real =
+            std::fs::canonicalize(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let dest = root.join(file.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&real, &dest).unwrap();
+    }
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!("FROM {IMAGE}\nCOPY root/ /\n"),
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", &tag])
+        .arg(ctx.path())
+        .output()
+        .expect("docker build runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tag
+}
+
+#[test]
+fn agent_user_uses_useradd_when_present() {
+    if !engine_available() {
+        return;
+    }
+    let image = shadow_image();
+    let out = install_in(
+        &image,
+        "agent-user",
+        json!({"username": "dev", "userUid": "4321", "userGid": "4000"}),
+        2,
+        "",
+        "id dev; ls -ldn /home/dev | awk '{print $1, $3, $4}'; grep '^dev:' /etc/group",
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("with useradd"), "{stdout}");
+    assert!(stdout.contains("already exists"), "{stdout}");
+    assert_eq!(
+        after_marker(&stdout),
+        "uid=4321(dev) gid=4000(dev) groups=4000(dev)\ndrwxr-x--- 4321 4000\ndev:x:4000:\n"
     );
 }
 
