@@ -12,6 +12,10 @@
 //! 4. rounds: the nodes whose hard and soft predecessors are all installed, restricted to the
 //!    highest priority among them, sorted by the round stable sort, are appended. An empty
 //!    round is a cycle, reported with every Feature in it.
+//!
+//! Async callers (registry fetches) can pre-fetch: starting from the user's references, fetch
+//! each one, queue [`dependency_refs`] of its metadata, repeat until nothing new appears, then
+//! call [`order`] with a resolver that looks the results up in that map.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
@@ -73,15 +77,36 @@ pub struct InstallPlan {
 
 impl InstallPlan {
     /// The `devcontainer features resolve-dependencies` shape:
-    /// `{"installOrder": [{"id": <key as written>, "options": <value as written>}]}`.
+    /// `{"installOrder": [{"id": …, "options": <value as written>}]}` where `id` is
+    /// `<registry>/<repository>@<manifest digest>` for OCI Features with a known digest (as the
+    /// reference CLI prints) and the reference as written otherwise.
     pub fn to_install_order_json(&self) -> Value {
         let order: Vec<Value> = self
             .features
             .iter()
-            .map(|f| serde_json::json!({"id": f.key, "options": f.value}))
+            .map(|f| {
+                let id = match (&f.reference, &f.canonical) {
+                    (FeatureRef::Oci { .. }, Some(digest)) => {
+                        format!("{}@{digest}", f.reference.resource())
+                    }
+                    _ => f.key.clone(),
+                };
+                serde_json::json!({"id": id, "options": f.value})
+            })
             .collect();
         serde_json::json!({ "installOrder": order })
     }
+}
+
+/// The references a Feature pulls in through `dependsOn`, parsed (for pre-fetching).
+///
+/// Errors: [`FeatureError::InvalidReference`] for a `dependsOn` key that is not a reference.
+pub fn dependency_refs(metadata: &FeatureMetadata) -> Result<Vec<FeatureRef>> {
+    metadata
+        .depends_on
+        .keys()
+        .map(|k| FeatureRef::parse(k))
+        .collect()
 }
 
 struct Node {
@@ -850,12 +875,15 @@ mod tests {
     #[test]
     fn install_order_json_shape() {
         let c = Catalog::new(&[(&r("a"), f("a")), ("./l", f("l"))]);
-        let plan = c
-            .order(json!({"./l": "1", r("a"): {"o": "x"}}), &[])
-            .unwrap();
+        let key = format!("{}:1", r("a"));
+        let plan = c.order(json!({"./l": "1", key: {"o": "x"}}), &[]).unwrap();
+        let digest = format!("sha256:{}", sha(&r("a")));
         assert_eq!(
             plan.to_install_order_json(),
-            json!({"installOrder": [{"id": "./l", "options": "1"}, {"id": r("a"), "options": {"o": "x"}}]})
+            json!({"installOrder": [
+                {"id": "./l", "options": "1"},
+                {"id": format!("{}@{digest}", r("a")), "options": {"o": "x"}}
+            ]})
         );
     }
 
@@ -877,6 +905,16 @@ mod tests {
         .unwrap();
         assert_eq!(plan.features.len(), 4);
         assert_eq!(calls.len(), 3, "{calls:?}");
+    }
+
+    #[test]
+    fn dependency_refs_parse_depends_on_keys() {
+        let mut a = f("a");
+        a["dependsOn"] = json!({r("c"): {}, "./x": "1"});
+        let m = FeatureMetadata::parse(&a.to_string(), Path::new("t.json")).unwrap();
+        let refs = dependency_refs(&m).unwrap();
+        assert_eq!(refs[0].resource(), r("c"));
+        assert!(refs[1].is_local());
     }
 
     #[test]
