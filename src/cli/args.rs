@@ -21,29 +21,22 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
-    /// Feature commands (`resolve-dependencies`).
-    Features(FeaturesArgs),
-}
-
-/// `devcell features`.
-#[derive(Debug, Args)]
-pub struct FeaturesArgs {
-    /// The `features` subcommand.
+    /// Feature tools: resolve-dependencies.
     #[command(subcommand)]
-    pub command: FeaturesCommand,
+    Features(FeaturesCommand),
 }
 
-/// `devcell features` subcommands.
+/// `devcell features …` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum FeaturesCommand {
     /// Print the install order of the configuration's Features as JSON
     /// (`{"installOrder": [{"id": …, "options": …}]}`).
-    ResolveDependencies(ResolveDependenciesArgs),
+    ResolveDependencies(FeaturesResolveDependenciesArgs),
 }
 
 /// `devcell features resolve-dependencies`.
 #[derive(Debug, Args)]
-pub struct ResolveDependenciesArgs {
+pub struct FeaturesResolveDependenciesArgs {
     /// The workspace folder (default: the current directory).
     #[arg(long)]
     pub workspace_folder: Option<PathBuf>,

@@ -1,20 +1,14 @@
-//! `devcell features …`.
+//! `devcell features resolve-dependencies`.
 
 use std::process::ExitCode;
 
-use crate::cli::args::{FeaturesArgs, FeaturesCommand, ResolveDependenciesArgs};
+use crate::cli::args::FeaturesResolveDependenciesArgs;
 use crate::cli::output;
 use crate::handoff::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies};
 
-/// Dispatches a `features` subcommand.
-pub fn run(args: FeaturesArgs) -> anyhow::Result<ExitCode> {
-    match args.command {
-        FeaturesCommand::ResolveDependencies(args) => resolve_dependencies_cmd(args),
-    }
-}
-
-/// `features resolve-dependencies`: the install order as JSON on stdout, warnings on stderr.
-fn resolve_dependencies_cmd(args: ResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
+/// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
+/// warnings on stderr.
+pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,
