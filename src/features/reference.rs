@@ -702,6 +702,32 @@ mod tests {
     }
 
     #[test]
+    fn short_strings_never_panic_and_oci_round_trips() {
+        // Every string of up to 4 characters over an alphabet of the separators, a letter, a
+        // digit and non-ASCII: parse never panics, and an OCI result is consistent.
+        let alphabet = ['a', '1', '.', '/', ':', '@', '\\', 'ü', '-'];
+        let mut inputs = vec![String::new()];
+        for _ in 0..4 {
+            let next: Vec<String> = inputs
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            inputs.extend(next);
+        }
+        inputs.sort();
+        inputs.dedup();
+        for input in &inputs {
+            for key in [input.clone(), format!("h.io/{input}"), format!("./{input}")] {
+                if let Ok(r @ FeatureRef::Oci { .. }) = FeatureRef::parse(&key) {
+                    assert_eq!(FeatureRef::parse(&r.to_string()).unwrap(), r, "{key}");
+                    assert!(r.resource().starts_with("h.io/"), "{key}");
+                    assert_eq!(r.id().as_deref(), r.resource().rsplit('/').next(), "{key}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn local_resource_is_normalized() {
         assert_eq!(
             FeatureRef::parse("./a/./b/../c").unwrap().resource(),
