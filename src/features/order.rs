@@ -152,7 +152,20 @@ pub fn order(
                 r
             }
         };
-        let user = user_options(&key, &value, &mut warnings)?;
+        let mut user = user_options(&key, &value, &mut warnings)?;
+        if matches!(value, Value::String(_) | Value::Number(_))
+            && !resolved.metadata.options.contains_key("version")
+        {
+            // The reference CLI ignores the shorthand when there is no `version` option
+            // (spec-note 0041); the install environment stays identical.
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "Feature `{key}` has no `version` option; the value `{value}` is ignored (write an options object)"
+                ),
+            });
+            user.clear();
+        }
         let mut option_warnings = Vec::new();
         let options = resolve_options(&key, &resolved.metadata, &user, &mut option_warnings)?;
         let candidate = PlannedFeature {
@@ -905,6 +918,23 @@ mod tests {
         .unwrap();
         assert_eq!(plan.features.len(), 4);
         assert_eq!(calls.len(), 3, "{calls:?}");
+    }
+
+    #[test]
+    fn version_shorthand_without_version_option_is_ignored() {
+        let c = Catalog::new(&[("./plain", json!({"id": "plain"})), ("./v", f("v"))]);
+        let plan = c.order(json!({"./plain": "latest"}), &[]).unwrap();
+        assert!(plan.features[0].options.is_empty());
+        assert!(plan.features[0].user_options.is_empty());
+        assert_eq!(plan.warnings.len(), 1);
+        assert!(plan.warnings[0].message.contains("has no `version` option"));
+        // With a `version` option the shorthand applies (checklist 25).
+        let mut v = f("v");
+        v["options"]["version"] = json!({"type": "string", "default": "x"});
+        let c = Catalog::new(&[("./v", v)]);
+        let plan = c.order(json!({"./v": "1.18"}), &[]).unwrap();
+        assert_eq!(plan.features[0].options["version"].as_env(), "1.18");
+        assert!(plan.warnings.is_empty());
     }
 
     #[test]
