@@ -1,7 +1,7 @@
 //! L1: Feature references → ordered, validated Features
 //! ([spec: Features](https://containers.dev/implementors/features/)).
 //!
-//! - [`reference`]: the keys of `features` / `dependsOn` ([`FeatureRef`]).
+//! - [`reference`](mod@reference): the keys of `features` / `dependsOn` ([`FeatureRef`]).
 //! - [`metadata`]: the `devcontainer-feature.json` model ([`FeatureMetadata`]).
 //! - [`options`]: user options validated against a Feature's options; env files.
 //! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
