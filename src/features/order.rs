@@ -197,6 +197,18 @@ pub fn order(
                     });
                 }
                 warnings.extend(option_warnings);
+                if let Some(ref_id) = candidate.reference.id()
+                    && ref_id != candidate.metadata.id
+                    && candidate.metadata.legacy_ids.contains(&ref_id)
+                {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!(
+                            "Feature `{key}` was renamed from `{ref_id}` to `{}`; update the reference",
+                            candidate.metadata.id
+                        ),
+                    });
+                }
                 if candidate.metadata.deprecated == Some(true) {
                     warnings.push(Warning {
                         location: None,
@@ -733,6 +745,27 @@ mod tests {
         assert_eq!(
             c.keys(json!({r("a"): {}, r("new-name"): {}}), &[]),
             [r("a"), r("new-name")]
+        );
+    }
+
+    #[test]
+    fn renamed_and_deprecated_features_warn() {
+        let mut renamed = f("new-name");
+        renamed["legacyIds"] = json!(["old-name"]);
+        renamed["deprecated"] = json!(true);
+        let c = Catalog::new(&[(&r("old-name"), renamed)]);
+        let plan = c.order(json!({r("old-name"): {}}), &[]).unwrap();
+        let messages: Vec<_> = plan.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                format!(
+                    "Feature `{}` was renamed from `old-name` to `new-name`; update the reference",
+                    r("old-name")
+                )
+                .as_str(),
+                format!("Feature `{}` is deprecated", r("old-name")).as_str(),
+            ]
         );
     }
 
