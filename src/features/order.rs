@@ -439,9 +439,7 @@ fn oci_prefix(r: &FeatureRef) -> Option<String> {
 /// option keys, then option values; canonical digest; first seen first.
 fn compare(a: &Node, b: &Node) -> Ordering {
     let (fa, fb) = (&a.planned, &b.planned);
-    fa.reference
-        .resource()
-        .cmp(&fb.reference.resource())
+    collate(&fa.reference.resource(), &fb.reference.resource())
         .then_with(|| compare_versions(&fa.reference, &fb.reference))
         .then_with(|| fa.user_options.len().cmp(&fb.user_options.len()))
         .then_with(|| {
@@ -465,6 +463,41 @@ fn compare(a: &Node, b: &Node) -> Ordering {
         })
         .then_with(|| fa.canonical.cmp(&fb.canonical))
         .then_with(|| a.seq.cmp(&b.seq))
+}
+
+/// ASCII punctuation and symbols in the order of the Unicode (CLDR root) collation that the
+/// reference CLI's `localeCompare` uses; digits and letters follow.
+const PUNCTUATION_ORDER: &str = "\t\n\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$";
+
+/// Compares resource names like the reference CLI's `localeCompare` (CLDR root collation) for
+/// ASCII: punctuation (in collation order) < digits < letters; letters case-insensitive first,
+/// lowercase before uppercase on a tie; other characters after letters by code point; finally
+/// byte order, so the result is total.
+fn collate(a: &str, b: &str) -> Ordering {
+    fn primary(c: char) -> (u8, u32) {
+        if let Some(i) = PUNCTUATION_ORDER.find(c) {
+            (0, i as u32)
+        } else if c.is_ascii_digit() {
+            (1, c as u32)
+        } else if c.is_ascii_alphabetic() {
+            (2, c.to_ascii_lowercase() as u32)
+        } else {
+            (3, c as u32)
+        }
+    }
+    a.chars()
+        .map(primary)
+        .cmp(b.chars().map(primary))
+        .then_with(|| {
+            // Tertiary: lowercase before uppercase.
+            let case = |s: &str| {
+                s.chars()
+                    .map(|c| c.is_ascii_uppercase())
+                    .collect::<Vec<_>>()
+            };
+            case(a).cmp(&case(b))
+        })
+        .then_with(|| a.cmp(b))
 }
 
 fn compare_versions(a: &FeatureRef, b: &FeatureRef) -> Ordering {
@@ -916,6 +949,23 @@ mod tests {
         );
         assert_eq!(compare_tags("1", "1.0"), Ordering::Less);
         assert_eq!(compare_tags("2", "10"), Ordering::Less);
+    }
+
+    #[test]
+    fn collation_follows_locale_compare_for_ascii() {
+        let mut names = vec![
+            "a/b", "aa", "a0", "a.b", "a-b", "a_b", "A", "a", "B", "b", "a~", "a@",
+        ];
+        names.sort_by(|x, y| collate(x, y));
+        assert_eq!(
+            names,
+            [
+                "a", "A", "a_b", "a-b", "a.b", "a@", "a/b", "a~", "a0", "aa", "b", "B"
+            ]
+        );
+        // Differs from byte order: `_` sorts before `/` and `-`.
+        assert_eq!(collate("ghcr.io/o/r_x/f", "ghcr.io/o/r/f"), Ordering::Less);
+        assert_eq!("ghcr.io/o/r_x/f".cmp("ghcr.io/o/r/f"), Ordering::Greater);
     }
 
     #[test]
