@@ -968,6 +968,140 @@ mod tests {
         assert_eq!("ghcr.io/o/r_x/f".cmp("ghcr.io/o/r/f"), Ordering::Greater);
     }
 
+    /// A tiny deterministic generator (no `rand` dependency): 64-bit LCG.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn random_graphs_respect_every_edge_and_ignore_config_order() {
+        let mut rng = Lcg(0x5eed);
+        let mut cycles = 0;
+        for case in 0..300 {
+            let n = 2 + rng.next(7) as usize;
+            let mut metas: Vec<Value> = (0..n).map(|i| f(&format!("f{i}"))).collect();
+            let mut hard: Vec<Vec<usize>> = vec![Vec::new(); n];
+            let mut soft: Vec<Vec<usize>> = vec![Vec::new(); n];
+            for i in 1..n {
+                for j in 0..i {
+                    match rng.next(6) {
+                        0 => hard[i].push(j),
+                        1 => soft[i].push(j),
+                        _ => {}
+                    }
+                }
+                let deps: serde_json::Map<String, Value> = hard[i]
+                    .iter()
+                    .map(|&j| (r(&format!("f{j}")), json!({})))
+                    .collect();
+                metas[i]["dependsOn"] = Value::Object(deps);
+                metas[i]["installsAfter"] = json!(
+                    soft[i]
+                        .iter()
+                        .map(|&j| r(&format!("f{j}")))
+                        .collect::<Vec<_>>()
+                );
+            }
+            let keys: Vec<String> = (0..n).map(|i| r(&format!("f{i}"))).collect();
+            let entries: Vec<(&str, Value)> = keys
+                .iter()
+                .map(|k| k.as_str())
+                .zip(metas.iter().cloned())
+                .collect();
+            let c = Catalog::new(&entries);
+            let mut user: Vec<usize> = (0..n).filter(|_| rng.next(2) == 0).collect();
+            if user.is_empty() {
+                user.push(n - 1);
+            }
+            let over: Vec<&str> = (0..n)
+                .filter(|_| rng.next(4) == 0)
+                .map(|i| keys[i].as_str())
+                .collect();
+            let config = |order: &[usize]| {
+                Value::Object(
+                    order
+                        .iter()
+                        .map(|&i| (keys[i].clone(), json!({})))
+                        .collect(),
+                )
+            };
+            let got = c.keys(config(&user), &over);
+            let mut reversed = user.clone();
+            reversed.reverse();
+            assert_eq!(
+                got,
+                c.keys(config(&reversed), &over),
+                "case {case}: config order matters"
+            );
+            let pos = |i: usize| got.iter().position(|k| *k == keys[i]);
+            let mut seen = std::collections::HashSet::new();
+            for k in &got {
+                assert!(seen.insert(k.clone()), "case {case}: {k} installed twice");
+            }
+            for i in 0..n {
+                let Some(pi) = pos(i) else { continue };
+                for &j in &hard[i] {
+                    let pj = pos(j)
+                        .unwrap_or_else(|| panic!("case {case}: dependency f{j} of f{i} missing"));
+                    assert!(pj < pi, "case {case}: f{j} must precede f{i}: {got:?}");
+                }
+                for &j in &soft[i] {
+                    if let Some(pj) = pos(j) {
+                        assert!(pj < pi, "case {case}: f{j} should precede f{i}: {got:?}");
+                    }
+                }
+            }
+            for &u in &user {
+                assert!(pos(u).is_some(), "case {case}: user Feature f{u} missing");
+            }
+            // Adding a back edge f0 -> f(n-1) along an existing path makes a cycle, reported
+            // with real edges only.
+            if pos(0).is_some() && pos(n - 1).is_some() && !hard[n - 1].is_empty() {
+                let mut cyclic = metas.clone();
+                cyclic[0]["dependsOn"] = json!({keys[n - 1].clone(): {}});
+                let entries: Vec<(&str, Value)> = keys
+                    .iter()
+                    .map(|k| k.as_str())
+                    .zip(cyclic.iter().cloned())
+                    .collect();
+                let c = Catalog::new(&entries);
+                match c.order(config(&user), &over) {
+                    Err(FeatureError::Cycle { cycle }) => {
+                        cycles += 1;
+                        assert!(
+                            cycle.len() >= 2 && cycle.first() == cycle.last(),
+                            "{cycle:?}"
+                        );
+                        for pair in cycle.windows(2) {
+                            let a = keys.iter().position(|k| *k == pair[0]).unwrap();
+                            let b = keys.iter().position(|k| *k == pair[1]).unwrap();
+                            let edge = (a == 0 && b == n - 1)
+                                || hard[a].contains(&b)
+                                || soft[a].contains(&b);
+                            assert!(
+                                edge,
+                                "case {case}: {} -> {} is not an edge",
+                                pair[0], pair[1]
+                            );
+                        }
+                    }
+                    // f0 may not reach f(n-1)'s dependencies back: then there is no cycle.
+                    Ok(_) => {}
+                    Err(e) => panic!("case {case}: {e}"),
+                }
+            }
+        }
+        assert!(cycles > 40, "only {cycles} cyclic cases were generated");
+    }
+
     #[test]
     fn install_order_json_shape() {
         let c = Catalog::new(&[(&r("a"), f("a")), ("./l", f("l"))]);
