@@ -364,6 +364,12 @@ fn own_features_have_valid_metadata_and_layout() {
     }
     ids.sort();
     assert_eq!(ids, ["agent-user", "packages"]);
+    for id in &ids {
+        assert!(
+            root.join("../test").join(id).join("test.sh").is_file(),
+            "{id} has no test.sh"
+        );
+    }
 }
 
 /// A workspace with `.devcontainer/devcontainer.json` = `config` and local Features
@@ -483,4 +489,24 @@ fn resolve_dependencies_reports_cycles_and_bad_references() {
     let ws = workspace(json!({"image": "x", "features": {"../outside": {}}}), &[]);
     let stderr = crate::support::assert_failed(&resolve_dependencies(ws.path()));
     assert!(stderr.contains("outside"), "{stderr}");
+}
+
+#[test]
+fn own_feature_tests_pass_after_install_with_defaults() {
+    if !engine_available() {
+        return;
+    }
+    for id in ["agent-user", "packages"] {
+        let test = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("features/test")
+            .join(id)
+            .join("test.sh");
+        let script = std::fs::read_to_string(&test).unwrap();
+        let after = format!("sh <<'DEVCELL_TEST_EOF'\n{script}\nDEVCELL_TEST_EOF\n");
+        let out = install(id, json!({}), 1, "", &after);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{id}: {stdout}\n{stderr}");
+        assert!(after_marker(&stdout).contains("ok: "), "{id}: {stdout}");
+        assert!(!stdout.contains("FAILED"), "{id}: {stdout}");
+    }
 }
