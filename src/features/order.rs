@@ -895,6 +895,14 @@ mod tests {
     }
 
     #[test]
+    fn references_differing_in_case_install_once() {
+        // checklist 20 at the graph level
+        let c = Catalog::new(&[(&r("a"), f("a"))]);
+        let got = c.keys(json!({"GHCR.IO/O/R/A": {}, r("a"): {}}), &[]);
+        assert_eq!(got, ["GHCR.IO/O/R/A"]);
+    }
+
+    #[test]
     fn different_options_install_twice() {
         // checklist 49
         let mut a = f("a");
