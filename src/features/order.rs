@@ -209,6 +209,15 @@ pub fn order(
                         ),
                     });
                 }
+                if candidate.reference.is_redirected() {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!(
+                            "Feature `{key}`: `devcontainers-contrib` is redirected to `{}`",
+                            candidate.reference.resource()
+                        ),
+                    });
+                }
                 if candidate.metadata.deprecated == Some(true) {
                     warnings.push(Warning {
                         location: None,
