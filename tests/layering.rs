@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// (module, layer, modules it may use besides lower layers' rules below)
 fn layer_of(module: &str) -> Option<u8> {
     Some(match module {
-        "config" | "diagnostics" | "progress" | "names" => 0,
+        "config" | "diagnostics" | "progress" | "names" | "settings" => 0,
         "oci" | "features" => 1,
         "engine" => 2,
         "build" | "security" | "lifecycle" => 3,
