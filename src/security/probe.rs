@@ -73,8 +73,8 @@ limit memory_max "$v2/memory.max" /sys/fs/cgroup/memory.max /sys/fs/cgroup/memor
 limit cpu_max "$v2/cpu.max" /sys/fs/cgroup/cpu.max
 limit cpu_cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us
 limit cpu_cfs_period_us /sys/fs/cgroup/cpu/cpu.cfs_period_us /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us
-tr '\000' '\n' < /proc/self/environ 2>/dev/null | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/env=\1/p'
-tr '\000' '\n' < /proc/self/environ 2>/dev/null \
+cat /proc/self/environ 2>/dev/null | tr '\000' '\n' | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/env=\1/p'
+cat /proc/self/environ 2>/dev/null | tr '\000' '\n' \
   | grep -E '^[A-Za-z_][A-Za-z0-9_]*=((ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|sk-|sk_live_|rk_live_|xoxb-|xoxp-|xoxa-|AKIA|ASIA|AIza|npm_|pypi-|hf_|dop_v1_)[^[:space:]]{16}|-----BEGIN[A-Z ]*PRIVATE KEY)' \
   | sed 's/=.*//; s/^/env_token=/'
 sed -n 's/^ *\([^:| ]*\):.*/netif=\1/p' /proc/net/dev 2>/dev/null
