@@ -93,6 +93,7 @@ pub enum MountKind {
 
 /// One mount of the container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MountFact {
     /// Bind, volume, tmpfs or other.
     pub kind: MountKind,
@@ -111,6 +112,7 @@ pub struct MountFact {
 /// One environment variable of the container: its name only. The value is dropped when facts
 /// are read; only whether it looks like a token is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EnvFact {
     /// Variable name.
     pub name: String,
@@ -133,6 +135,7 @@ impl EnvFact {
 
 /// A host device made available in the container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeviceFact {
     /// Path on the host (inspect only).
     pub host_path: Option<String>,
@@ -142,6 +145,7 @@ pub struct DeviceFact {
 
 /// A published port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PortFact {
     /// Container port and protocol, e.g. `8080/tcp`.
     pub container_port: String,
@@ -164,6 +168,7 @@ pub enum Seccomp {
 /// A neutral description of one container: what the audit scores. Every field is optional where
 /// a source cannot know it (`None` = unknown). Values of environment variables are never stored.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerFacts {
     /// Where these facts came from (`None` only for hand-built facts).
     pub source: Option<FactsSource>,
@@ -775,6 +780,7 @@ fn looks_like_token(value: &str) -> bool {
 /// What the audit knows about the host side: the workspace, the user's home, the lockfile.
 /// Paths are host paths. All fields are optional; a missing one weakens the rules that need it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AuditContext {
     /// Host workspace folder (the folder mounted as the workspace). Default: the container's
     /// `devcontainer.local_folder` label.
@@ -822,6 +828,23 @@ pub fn lockfile_path_for_config(config_file: &Path) -> PathBuf {
 // ------------------------------------------------------------------------------------------
 // Report
 // ------------------------------------------------------------------------------------------
+
+/// Audits the JSON of `docker inspect <container>` (and, optionally, of `docker image inspect`
+/// of its image, for `RepoDigests`): the seam for `devcell audit CONTAINER`.
+///
+/// # Errors
+/// [`AuditError::NotAContainer`] when `container` is not one container object.
+pub fn audit_inspect_json(
+    container: &Value,
+    image: Option<&Value>,
+    ctx: &AuditContext,
+) -> Result<AuditReport, AuditError> {
+    let mut facts = ContainerFacts::from_docker_inspect(container)?;
+    if let Some(image) = image {
+        facts = facts.with_image_inspect(image);
+    }
+    Ok(audit(&facts, ctx))
+}
 
 /// The blueprint's eight controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -1525,6 +1548,13 @@ fn engine_socket(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         )),
         Some(_) => out.push(ev("pid namespace", "private", Risk::Safe)),
         None => {}
+    }
+    if f.ipc_mode.is_none() && f.uts_mode.is_none() && f.source == Some(FactsSource::Probe) {
+        out.push(ev(
+            "ipc/uts namespaces",
+            "not observable from inside (sharing the host's is judged from `docker inspect`)",
+            Risk::Safe,
+        ));
     }
     for (label, mode) in [("ipc", &f.ipc_mode), ("uts", &f.uts_mode)] {
         match mode.as_deref() {

@@ -95,6 +95,7 @@ pub fn probe_command(container_workspace: &str) -> Vec<String> {
 
 /// One `/proc/self/mountinfo` entry, octal escapes decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MountInfo {
     /// Mount point inside the container.
     pub mount_point: String,
@@ -118,6 +119,7 @@ impl MountInfo {
 
 /// What the probe reported, parsed. `None` = the probe could not tell.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProbeFacts {
     /// The workspace folder the probe was given.
     pub workspace: Option<String>,
@@ -448,6 +450,23 @@ impl ProbeFacts {
             ..ContainerFacts::default()
         }
     }
+}
+
+/// Parses probe output and audits it: the seam for `devcell audit --probe`. `engine` is the
+/// container's `docker inspect` JSON, when available.
+///
+/// # Errors
+/// As [`parse_probe_output`] and [`ContainerFacts::from_docker_inspect`].
+pub fn audit_probe_output(
+    output: &str,
+    ctx: &AuditContext,
+    engine: Option<&serde_json::Value>,
+) -> Result<AuditReport, AuditError> {
+    let probe = parse_probe_output(output)?;
+    let engine = engine
+        .map(ContainerFacts::from_docker_inspect)
+        .transpose()?;
+    Ok(audit_probe(&probe, ctx, engine.as_ref()))
 }
 
 /// Scores the eight controls from what the probe saw inside. With `engine` (the same

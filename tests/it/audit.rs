@@ -75,14 +75,23 @@ fn unique() -> String {
     format!("{}-{nanos}", std::process::id())
 }
 
-/// Removes its containers (and their anonymous volumes) when dropped, even on panic.
-struct Cleanup(Vec<String>);
+/// Removes its containers (and their anonymous volumes), then its named volumes, when dropped,
+/// even on panic.
+struct Cleanup {
+    containers: Vec<String>,
+    volumes: Vec<String>,
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for name in &self.0 {
+        for name in &self.containers {
             let _ = Command::new("docker")
                 .args(["rm", "-f", "-v", name])
+                .output();
+        }
+        for name in &self.volumes {
+            let _ = Command::new("docker")
+                .args(["volume", "rm", "-f", name])
                 .output();
         }
     }
@@ -158,8 +167,17 @@ fn path(p: &Path) -> &str {
 /// Creates a hardened container plus `extra` flags (started and probed when `start`), and
 /// audits it by inspect and, when started, by probe.
 fn case(h: &Host, extra: &[&str], start: bool) -> Case {
+    case_with(h, extra, start, true, &[])
+}
+
+/// [`case`], optionally without the hardening flags and the workspace label, removing
+/// `volumes` afterwards.
+fn case_with(h: &Host, extra: &[&str], start: bool, hardened: bool, volumes: &[&str]) -> Case {
     let name = format!("devcell-audit-{}", unique());
-    let cleanup = Cleanup(vec![name.clone()]);
+    let cleanup = Cleanup {
+        containers: vec![name.clone()],
+        volumes: volumes.iter().map(|v| v.to_string()).collect(),
+    };
     let label = format!("{TEST_LABEL}={name}");
     let folder_label = format!("devcontainer.local_folder={}", path(&h.workspace));
     let ws_mount = format!("{}:/workspace", path(&h.workspace));
@@ -169,6 +187,8 @@ fn case(h: &Host, extra: &[&str], start: bool) -> Case {
         &name,
         "--label",
         &label,
+    ];
+    let hardening = [
         "--label",
         &folder_label,
         "--user",
@@ -189,14 +209,21 @@ fn case(h: &Host, extra: &[&str], start: bool) -> Case {
         "-v",
         &ws_mount,
     ];
-    if !extra.contains(&"--network") {
-        args.extend(["--network", "none"]);
+    if hardened {
+        args.extend(hardening);
+        if !extra.contains(&"--network") {
+            args.extend(["--network", "none"]);
+        }
     }
     if start {
         args.push("-d");
     }
     args.extend(extra);
-    args.extend([pinned_image(), "sleep", "300"]);
+    args.extend([
+        if hardened { pinned_image() } else { BASE_IMAGE },
+        "sleep",
+        "300",
+    ]);
     docker(&args);
 
     let inspect_json = docker(&["inspect", &name]);
@@ -528,4 +555,91 @@ fn bridge_network_loses_network_policy() {
         Risk::Critical
     ));
     assert_probe_agrees(&c);
+}
+
+#[test]
+fn plain_docker_run_container_loses_points_for_defaults() {
+    if !engine_enabled() {
+        return;
+    }
+    // `docker run -d IMAGE`: root, default capabilities, no limits, writable root, default
+    // bridge network, image by tag only, no workspace label.
+    let h = host();
+    let c = case_with(&h, &[], true, false, &[]);
+    assert_eq!(
+        scores(&c.inspect),
+        expected(&[
+            (Control::EngineSocket, 1),
+            (Control::NetworkPolicy, 0),
+            (Control::Reproducibility, 0),
+            (Control::Teardown, 1),
+        ]),
+        "{}",
+        c.inspect.render_table()
+    );
+    for subject in [
+        "capabilities AUDIT_WRITE,CHOWN",
+        "user root",
+        "no-new-privileges",
+        "pids limit",
+        "memory limit",
+        "cpu limit",
+    ] {
+        assert!(
+            has_evidence(&c.inspect, Control::EngineSocket, subject, Risk::Weak),
+            "{subject}\n{}",
+            c.inspect.render_table()
+        );
+    }
+    assert!(has_evidence(
+        &c.inspect,
+        Control::Reproducibility,
+        "image devcell-test/busybox:1",
+        Risk::Critical
+    ));
+    assert!(has_evidence(
+        &c.inspect,
+        Control::Reproducibility,
+        "root file system",
+        Risk::Weak
+    ));
+    assert_probe_agrees(&c);
+}
+
+#[test]
+fn shared_named_cache_volume_loses_cache_and_teardown_points() {
+    if !engine_enabled() {
+        return;
+    }
+    let h = host();
+    let volume = format!("audit-npm-cache-{}", unique());
+    let mount = format!("{volume}:/home/dev/.npm");
+    let c = case_with(&h, &["-v", &mount], true, true, &[volume.as_str()]);
+    assert_eq!(
+        scores(&c.inspect),
+        expected(&[(Control::CachePolicy, 1), (Control::Teardown, 1)]),
+        "{}",
+        c.inspect.render_table()
+    );
+    let subject = format!("volume {volume} -> /home/dev/.npm (rw)");
+    assert!(has_evidence(
+        &c.inspect,
+        Control::CachePolicy,
+        &subject,
+        Risk::Weak
+    ));
+    assert!(has_evidence(
+        &c.inspect,
+        Control::Teardown,
+        &subject,
+        Risk::Weak
+    ));
+    assert_probe_agrees(&c);
+    // The probe reads the volume's name from its storage path.
+    assert!(has_evidence(
+        c.probe_alone.as_ref().unwrap(),
+        Control::CachePolicy,
+        &subject,
+        Risk::Weak
+    ));
 }
