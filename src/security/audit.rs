@@ -1473,6 +1473,9 @@ fn engine_socket(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
             if let Some(dir) = HOST_CONTROL_DIRS
                 .iter()
                 .find(|d| same(src, Path::new(d)) || within(src, Path::new(d)))
+                // A read-only file inside (e.g. `/etc/localtime`) controls nothing; it is an
+                // extra host path, scored under repo scope.
+                .filter(|d| !m.read_only || same(src, Path::new(d)))
             {
                 let risk = if m.read_only {
                     Risk::Weak
@@ -2355,6 +2358,13 @@ mod tests {
         let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", false));
         assert_eq!(r.score_of(Control::RepoScope), 0);
         assert_eq!(r.score_of(Control::EngineSocket), 1);
+        let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", true));
+        assert_eq!(r.score_of(Control::EngineSocket), 0);
+        let r = with(|v| add_mount(v, "bind", "/etc/localtime", "/etc/localtime", false));
+        assert_eq!(r.score_of(Control::EngineSocket), 2);
+        assert_eq!(r.score_of(Control::RepoScope), 1);
+        let r = with(|v| add_mount(v, "bind", "/var/lib/docker/volumes", "/v", true));
+        assert_eq!(r.score_of(Control::EngineSocket), 0);
     }
 
     #[test]
