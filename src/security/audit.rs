@@ -1360,6 +1360,27 @@ pub fn audit(facts: &ContainerFacts, ctx: &AuditContext) -> AuditReport {
     }
 }
 
+/// Whether a bind mount (source `src`) is the workspace: inside the host workspace folder, or,
+/// for probe facts (whose sources may be relative to a host file system), mounted at the
+/// container workspace folder with a source the host workspace path ends with.
+fn is_workspace_bind(f: &ContainerFacts, m: &MountFact, src: &str, ctx: &AuditContext) -> bool {
+    let ws = ctx.workspace.as_deref();
+    if ws.is_some_and(|w| within(src, w)) {
+        return true;
+    }
+    let at_ws_target = ctx
+        .container_workspace
+        .as_deref()
+        .is_some_and(|t| components(t) == components(&m.target));
+    f.source != Some(FactsSource::Inspect)
+        && at_ws_target
+        && !components(src).is_empty()
+        && ws.is_none_or(|w| {
+            let (w, s) = (components(&w.to_string_lossy()), components(src));
+            w.len() >= s.len() && w[w.len() - s.len()..] == s[..]
+        })
+}
+
 fn repo_scope(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
     let mut out = Vec::new();
     for m in &f.mounts {
@@ -1374,10 +1395,6 @@ fn repo_scope(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
             continue;
         };
         let ws = ctx.workspace.as_deref();
-        let is_ws_target = ctx
-            .container_workspace
-            .as_deref()
-            .is_some_and(|t| components(t) == components(&m.target));
         let is_socket = components(src)
             .last()
             .is_some_and(|n| ENGINE_SOCKET_NAMES.contains(&n.as_str()))
@@ -1407,14 +1424,7 @@ fn repo_scope(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                 "a parent folder of the workspace: sibling repositories and files are visible"
                     .to_string(),
             )
-        } else if ws.is_some_and(|w| within(src, w))
-            || (f.source != Some(FactsSource::Inspect)
-                && is_ws_target
-                && ws.is_none_or(|w| {
-                    Path::new(&w.to_string_lossy().into_owned())
-                        .ends_with(src.trim_start_matches('/'))
-                }))
-        {
+        } else if is_workspace_bind(f, m, src, ctx) {
             (Risk::Safe, "the workspace folder".to_string())
         } else if BROAD_DIRS.iter().any(|b| same(src, Path::new(b))) {
             (Risk::Critical, "a broad host system folder".to_string())
@@ -1745,6 +1755,9 @@ fn secret_boundary(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                 ));
                 continue;
             }
+            if is_workspace_bind(f, m, src, ctx) {
+                continue;
+            }
             if let Some((rel, _)) = matches_any(src, CREDENTIAL_DIRS) {
                 out.push(ev(
                     mount_subject(m),
@@ -1932,6 +1945,8 @@ fn cache_policy(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                             Risk::Critical
                         },
                     ));
+                } else if is_workspace_bind(f, m, src, ctx) {
+                    continue;
                 } else if let Some((rel, _)) = matches_any(src, CACHE_DIRS) {
                     if m.read_only {
                         out.push(ev(
@@ -2000,6 +2015,8 @@ fn browser_isolation(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                     "contains the host's browser profiles (cookies, saved passwords, sessions)",
                     Risk::Critical,
                 ));
+            } else if is_workspace_bind(f, m, src, ctx) {
+                continue;
             } else if let Some((rel, _)) = matches_any(src, BROWSER_DIRS) {
                 out.push(ev(
                     mount_subject(m),
@@ -2663,6 +2680,16 @@ mod tests {
         let anon = "a".repeat(64);
         let r = with(|v| add_mount(v, "volume", &anon, "/data", true));
         assert_eq!(r.score_of(Control::Teardown), 2);
+    }
+
+    #[test]
+    fn a_workspace_under_a_cache_folder_is_still_just_the_workspace() {
+        let mut c = ctx();
+        c.workspace = Some("/home/me/.cache/devcell/wt/task".into());
+        let mut v = hardened();
+        v[0]["Mounts"][0]["Source"] = json!("/home/me/.cache/devcell/wt/task");
+        let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &c);
+        assert_eq!(r.score, 16, "{}", r.render_table());
     }
 
     #[test]

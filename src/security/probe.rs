@@ -325,6 +325,11 @@ fn volume_name_from_root(root: &str) -> Option<String> {
 }
 
 impl ProbeFacts {
+    /// Whether the probe could create a file in `/`.
+    pub fn root_writable(&self) -> bool {
+        self.writable.iter().any(|w| w == "/")
+    }
+
     /// Maps the probe's observations onto [`ContainerFacts`] (source `probe`). Unobservable
     /// facts stay unknown: image, labels, ports, IPC/UTS modes, attached network names.
     ///
@@ -550,6 +555,7 @@ devcell_probe_end=1
         assert_eq!(p.mounts.len(), 7);
         assert!(p.devices.is_empty(), "{:?}", p.devices);
         assert!(p.complete);
+        assert!(!p.root_writable());
         let f = p.to_container_facts();
         assert_eq!(f.read_only_rootfs, Some(true));
         assert_eq!(f.mounts.len(), 2, "{:?}", f.mounts);
