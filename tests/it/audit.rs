@@ -643,3 +643,20 @@ fn shared_named_cache_volume_loses_cache_and_teardown_points() {
         Risk::Weak
     ));
 }
+
+#[test]
+fn probe_script_is_valid_posix_sh_for_dash_and_busybox() {
+    // Syntax only (`-n`): nothing runs on the host.
+    for shell in [&["sh", "-n", "-c"][..], &["busybox", "sh", "-n", "-c"][..]] {
+        let out = Command::new(shell[0])
+            .args(&shell[1..])
+            .arg(devcell::security::probe::PROBE_SCRIPT)
+            .output()
+            .unwrap_or_else(|e| panic!("`{}` runs: {e}", shell[0]));
+        assert!(
+            out.status.success(),
+            "{shell:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
