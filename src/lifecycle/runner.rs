@@ -452,3 +452,498 @@ impl Reporter for Capture {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Orchestration only: a recording executor stands in for the container so the order,
+    //! stop-on-failure and marker bookkeeping can be checked exactly. Real execution is tested
+    //! against the Docker engine in `tests/it/lifecycle.rs`.
+    use super::*;
+    use crate::lifecycle::plan::{BringUpKind, HookSources, PlanOptions};
+    use serde_json::{Value, json};
+
+    /// Records calls as `start <label>` / `end <label>` events; `exit <n>` anywhere in a
+    /// command makes it exit `n`. Keeps markers in memory, answering the marker scripts.
+    #[derive(Default)]
+    struct Recorder {
+        events: Mutex<Vec<String>>,
+        requests: Mutex<Vec<ExecRequest>>,
+        markers: Mutex<HashMap<String, String>>,
+    }
+
+    impl Recorder {
+        fn events(&self) -> Vec<String> {
+            self.events.lock().unwrap().clone()
+        }
+    }
+
+    impl HookExecutor for Recorder {
+        async fn exec(
+            &self,
+            request: &ExecRequest,
+            output: &dyn Reporter,
+        ) -> std::result::Result<i64, crate::lifecycle::ExecutorError> {
+            self.requests.lock().unwrap().push(request.clone());
+            let label = request.argv.last().cloned().unwrap_or_default();
+            if label == marker::READ_SCRIPT {
+                for (hook, value) in self.markers.lock().unwrap().iter() {
+                    output.report(Event::Output(format!("{hook}={value}")));
+                }
+                self.events.lock().unwrap().push("read markers".into());
+                return Ok(0);
+            }
+            if label == marker::WRITE_SCRIPT {
+                let name = request.env.0[marker::MARKER_NAME_ENV].clone();
+                let value = request.env.0[marker::MARKER_VALUE_ENV].clone();
+                self.events.lock().unwrap().push(format!("mark {name}"));
+                self.markers.lock().unwrap().insert(name, value);
+                return Ok(0);
+            }
+            self.events.lock().unwrap().push(format!("start {label}"));
+            output.report(Event::Output(format!("out {label}")));
+            // Let concurrent siblings run: sequential code would not interleave here.
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            self.events.lock().unwrap().push(format!("end {label}"));
+            let code = label
+                .split("exit ")
+                .nth(1)
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            Ok(code)
+        }
+    }
+
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<Event>>);
+    impl Reporter for Lines {
+        fn report(&self, event: Event) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    fn markers() -> MarkerContext {
+        MarkerContext {
+            created_at: "created-1".into(),
+            started_at: "started-1".into(),
+            folder: None,
+        }
+    }
+
+    fn context() -> HookContext {
+        HookContext {
+            user: Some("vscode".into()),
+            working_dir: Some("/workspaces/app".into()),
+            env: [("SECRET_TOKEN", "s3cret-value")].into_iter().collect(),
+            markers: Some(markers()),
+        }
+    }
+
+    fn plan(config: Value, kind: BringUpKind) -> Plan {
+        Plan::from_merged_configuration(&config, kind, PlanOptions::default()).unwrap()
+    }
+
+    fn all_hooks() -> Value {
+        json!({
+            "onCreateCommands": ["on-create feature", ["on-create", "json"]],
+            "updateContentCommands": ["update"],
+            "postCreateCommands": ["post-create"],
+            "postStartCommands": ["post-start"],
+            "postAttachCommands": ["post-attach"],
+        })
+    }
+
+    #[tokio::test]
+    async fn stages_and_sources_run_in_order_each_finishing_before_the_next() {
+        let recorder = Recorder::default();
+        let report = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "start on-create feature",
+                "end on-create feature",
+                "start json",
+                "end json",
+                "mark onCreateCommand",
+                "start update",
+                "end update",
+                "mark updateContentCommand",
+                "start post-create",
+                "end post-create",
+                "mark postCreateCommand",
+                "start post-start",
+                "end post-start",
+                "mark postStartCommand",
+                "start post-attach",
+                "end post-attach",
+            ]
+        );
+        let hooks: Vec<(LifecycleHook, usize)> =
+            report.runs.iter().map(|r| (r.hook, r.source)).collect();
+        assert_eq!(
+            hooks,
+            vec![
+                (LifecycleHook::OnCreateCommand, 0),
+                (LifecycleHook::OnCreateCommand, 1),
+                (LifecycleHook::UpdateContentCommand, 0),
+                (LifecycleHook::PostCreateCommand, 0),
+                (LifecycleHook::PostStartCommand, 0),
+                (LifecycleHook::PostAttachCommand, 0),
+            ]
+        );
+        assert_eq!(report.runs[1].command, "on-create json");
+        assert!(
+            report
+                .runs
+                .iter()
+                .all(|r| r.exit_code == 0 && r.output_tail.is_empty())
+        );
+        assert!(report.skipped.is_empty());
+    }
+
+    #[tokio::test]
+    async fn hook_processes_get_user_dir_and_env_never_secrets_in_argv() {
+        let recorder = Recorder::default();
+        let stages = plan(all_hooks(), BringUpKind::Created).blocking;
+        run_stages(&recorder, &stages, &context(), &Lines::default())
+            .await
+            .unwrap();
+        let requests = recorder.requests.lock().unwrap().clone();
+        let hook_requests: Vec<&ExecRequest> = requests
+            .iter()
+            .filter(|r| !r.argv.iter().any(|a| a == marker::WRITE_SCRIPT))
+            .collect();
+        assert_eq!(hook_requests.len(), 3);
+        for request in hook_requests {
+            assert_eq!(request.user.as_deref(), Some("vscode"));
+            assert_eq!(request.working_dir.as_deref(), Some("/workspaces/app"));
+            assert_eq!(request.env.0["SECRET_TOKEN"], "s3cret-value");
+        }
+        for request in &requests {
+            assert!(
+                request.argv.iter().all(|a| !a.contains("s3cret-value")),
+                "{:?}",
+                request.argv
+            );
+        }
+        // String form goes through /bin/sh -c; array form does not.
+        assert_eq!(requests[0].argv, vec!["/bin/sh", "-c", "on-create feature"]);
+        assert_eq!(requests[1].argv, vec!["on-create", "json"]);
+    }
+
+    #[tokio::test]
+    async fn parallel_entries_overlap_and_prefix_their_output() {
+        let recorder = Recorder::default();
+        let lines = Lines::default();
+        let stages = plan(
+            json!({"postAttachCommands": [{"a": "task-a", "b": ["task-b"]}, "after"]}),
+            BringUpKind::Created,
+        )
+        .background;
+        let report = run_stages(&recorder, &stages, &context(), &lines)
+            .await
+            .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "start task-a",
+                "start task-b",
+                "end task-a",
+                "end task-b",
+                "start after",
+                "end after"
+            ]
+        );
+        assert_eq!(report.runs[0].entry.as_deref(), Some("a"));
+        assert_eq!(report.runs[1].entry.as_deref(), Some("b"));
+        let outputs: Vec<String> = lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(l) => Some(l.clone()),
+                Event::Status(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            outputs,
+            vec!["[a] out task-a", "[b] out task-b", "out after"]
+        );
+    }
+
+    #[tokio::test]
+    async fn failing_parallel_entry_waits_for_siblings_and_reports_all_failures() {
+        let recorder = Recorder::default();
+        let stages = plan(
+            json!({"postCreateCommands": [{"ok": "fine", "x": "x exit 3", "y": "y exit 4"}]}),
+            BringUpKind::Created,
+        )
+        .stages()
+        .cloned()
+        .collect::<Vec<_>>();
+        let err = run_stages(&recorder, &stages, &context(), &Lines::default())
+            .await
+            .unwrap_err();
+        let LifecycleError::HookFailed(failure) = &err else {
+            panic!("unexpected {err:?}");
+        };
+        assert_eq!(failure.report.runs.len(), 3);
+        assert_eq!(failure.failed_runs().count(), 2);
+        assert_eq!(failure.exit_code(), 3);
+        assert_eq!(
+            err.to_string(),
+            "entries `x` (exit code 3), `y` (exit code 4) of `postCreateCommand` from `postCreateCommands[0]` (source 0) failed"
+        );
+        // All three finished; no marker for the failed stage.
+        let events = recorder.events();
+        assert_eq!(events.iter().filter(|e| e.starts_with("end ")).count(), 3);
+        assert!(!events.iter().any(|e| e.starts_with("mark")));
+    }
+
+    #[tokio::test]
+    async fn failing_post_create_stops_post_start_and_post_attach() {
+        let recorder = Recorder::default();
+        let sources = HookSources::from_metadata(
+            &[
+                json!({"id": "ghcr.io/x/f:1", "postCreateCommand": "feature ok"}),
+                json!({"postCreateCommand": "json exit 7", "postStartCommand": "post-start",
+                       "postAttachCommand": "post-attach"}),
+            ],
+            None,
+        )
+        .unwrap();
+        let plan = Plan::new(
+            &sources,
+            LifecycleHook::UpdateContentCommand,
+            BringUpKind::Created,
+            PlanOptions::default(),
+        );
+        let lines = Lines::default();
+        let err = run_plan(&recorder, &plan, &context(), &lines)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`postCreateCommand` from devcontainer.json (source 1) failed with exit code 7"
+        );
+        let LifecycleError::HookFailed(failure) = &err else {
+            panic!("unexpected {err:?}");
+        };
+        assert_eq!(failure.hook, LifecycleHook::PostCreateCommand);
+        assert_eq!(failure.source, 1);
+        assert_eq!(failure.exit_code(), 7);
+        assert_eq!(failure.report.runs.len(), 2);
+        assert_eq!(failure.report.runs[0].origin, "Feature 'ghcr.io/x/f:1'");
+        assert_eq!(failure.report.runs[1].output_tail, vec!["out json exit 7"]);
+        assert_eq!(
+            failure
+                .report
+                .skipped
+                .iter()
+                .map(|s| s.hook)
+                .collect::<Vec<_>>(),
+            vec![
+                LifecycleHook::OnCreateCommand,
+                LifecycleHook::UpdateContentCommand
+            ]
+        );
+        let events = recorder.events();
+        assert!(
+            !events
+                .iter()
+                .any(|e| e.contains("post-start") || e.contains("post-attach"))
+        );
+        assert!(!events.iter().any(|e| e.starts_with("mark")));
+        assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
+            Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
+    }
+
+    #[tokio::test]
+    async fn markers_skip_completed_hooks_and_retry_failed_ones() {
+        let recorder = Recorder::default();
+        recorder.markers.lock().unwrap().extend([
+            ("onCreateCommand".to_string(), "created-1".to_string()),
+            ("updateContentCommand".to_string(), "created-1".to_string()),
+            // postCreate failed last time: no marker. postStart ran for an older start.
+            ("postStartCommand".to_string(), "started-0".to_string()),
+        ]);
+        let report = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Running),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "read markers",
+                "start post-create",
+                "end post-create",
+                "mark postCreateCommand",
+                "start post-start",
+                "end post-start",
+                "mark postStartCommand",
+                "start post-attach",
+                "end post-attach",
+            ]
+        );
+        assert_eq!(
+            report.skipped,
+            vec![
+                SkippedHook {
+                    hook: LifecycleHook::OnCreateCommand,
+                    reason: SkipReason::AlreadyRan
+                },
+                SkippedHook {
+                    hook: LifecycleHook::UpdateContentCommand,
+                    reason: SkipReason::AlreadyRan
+                },
+            ]
+        );
+        // Second re-attach: only postAttach runs.
+        recorder.events.lock().unwrap().clear();
+        run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Running),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec!["read markers", "start post-attach", "end post-attach"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_container_reads_no_markers() {
+        let recorder = Recorder::default();
+        recorder
+            .markers
+            .lock()
+            .unwrap()
+            .insert("onCreateCommand".into(), "created-1".into());
+        run_plan(
+            &recorder,
+            &plan(json!({"onCreateCommands": ["x"]}), BringUpKind::Created),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec!["start x", "end x", "mark onCreateCommand"]
+        );
+    }
+
+    #[tokio::test]
+    async fn marker_stages_without_container_times_are_refused_before_running() {
+        let recorder = Recorder::default();
+        let mut ctx = context();
+        ctx.markers = None;
+        let err = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &ctx,
+            &Lines::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            LifecycleError::MarkersUnavailable {
+                hook: LifecycleHook::OnCreateCommand
+            }
+        ));
+        assert!(recorder.events().is_empty());
+        // postAttach alone needs no markers.
+        let report = run_plan(
+            &recorder,
+            &plan(json!({"postAttachCommands": ["a"]}), BringUpKind::Running),
+            &ctx,
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.runs.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn initialize_command_runs_on_the_host_in_the_workspace_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = HookSources::from_merged_configuration(&json!({
+            "initializeCommand": {"one": "echo one > one.txt", "two": ["touch", "two.txt"]}
+        }))
+        .unwrap();
+        let stage = crate::lifecycle::initialize_stage(&sources).unwrap();
+        let report =
+            run_initialize_command(&stage, dir.path(), HookEnv::default(), &Lines::default())
+                .await
+                .unwrap();
+        assert_eq!(report.runs.len(), 2);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("one.txt")).unwrap(),
+            "one\n"
+        );
+        assert!(dir.path().join("two.txt").exists());
+
+        let sources = HookSources::from_merged_configuration(&json!({
+            "initializeCommand": "echo \"$DEVCELL_T\"; exit 5"
+        }))
+        .unwrap();
+        let stage = crate::lifecycle::initialize_stage(&sources).unwrap();
+        let env: HookEnv = [("DEVCELL_T", "from-env")].into_iter().collect();
+        let err = run_initialize_command(&stage, dir.path(), env, &Lines::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`initializeCommand` from devcontainer.json (source 0) failed with exit code 5"
+        );
+        let LifecycleError::HookFailed(failure) = err else {
+            unreachable!()
+        };
+        assert_eq!(failure.report.runs[0].output_tail, vec!["from-env"]);
+    }
+
+    #[test]
+    fn report_serialises_for_the_context_file() {
+        let report = LifecycleReport {
+            runs: vec![HookRun {
+                hook: LifecycleHook::PostCreateCommand,
+                source: 1,
+                origin: "devcontainer.json".into(),
+                entry: None,
+                command: "npm ci".into(),
+                exit_code: 0,
+                duration_ms: 12,
+                output_tail: Vec::new(),
+            }],
+            skipped: vec![SkippedHook {
+                hook: LifecycleHook::PostAttachCommand,
+                reason: SkipReason::Flag("--skip-post-attach"),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&report).unwrap(),
+            json!({
+                "runs": [{"hook": "postCreateCommand", "source": 1, "origin": "devcontainer.json",
+                          "command": "npm ci", "exitCode": 0, "durationMs": 12}],
+                "skipped": [{"hook": "postAttachCommand", "reason": "flag", "flag": "--skip-post-attach"}]
+            })
+        );
+    }
+}
