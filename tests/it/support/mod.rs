@@ -1,0 +1,5 @@
+//! Shared helpers for integration tests.
+
+#![allow(dead_code)]
+
+pub mod docker;
