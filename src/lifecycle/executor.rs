@@ -17,7 +17,7 @@ use crate::progress::{Event, Reporter};
 ///
 /// Values may be secrets: `Debug` shows only the names, and executors must pass the values
 /// to the process environment (e.g. the engine API's `Env`), never on a command line
-/// (spec-notes/0105).
+/// (spec-notes/0104).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct HookEnv(pub IndexMap<String, String>);
 
