@@ -28,8 +28,12 @@ pub struct HookContext {
     pub user: Option<String>,
     /// The remote `workspaceFolder`; `None` = the user's home (as the reference CLI).
     pub working_dir: Option<String>,
-    /// remoteEnv ⊕ secrets (later wins); passed to the executor's env only.
+    /// The remote environment (probed user env ⊕ `remoteEnv`); passed to the executor's env.
     pub env: HookEnv,
+    /// Secrets (`--secrets-file`): added to the executor's env after `env` (secrets win), and
+    /// their values are replaced by `********` in reported output, output tails and command
+    /// summaries. Never put on a command line.
+    pub secrets: HookEnv,
     /// Container times for run-once markers; required when any stage has a marker
     /// ([`RunCondition::Due`] or [`RunCondition::UnlessMarked`]).
     pub markers: Option<MarkerContext>,
@@ -48,7 +52,7 @@ pub struct HookRun {
     /// The object-form entry name, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
-    /// One-line summary of the command (never contains env values).
+    /// One-line summary of the command, secret values masked.
     pub command: String,
     /// Exit code (128 + n when killed by signal n).
     pub exit_code: i64,
@@ -242,6 +246,7 @@ pub async fn run_initialize_command(
         user: None,
         working_dir: None,
         env,
+        secrets: HookEnv::default(),
         markers: None,
     };
     run_stages(&executor, std::slice::from_ref(stage), &context, reporter).await
@@ -272,13 +277,16 @@ async fn run_one<E: HookExecutor>(
     context: &HookContext,
     reporter: &dyn Reporter,
 ) -> Result<HookRun> {
+    let mut env = context.env.clone();
+    env.0.extend(context.secrets.0.clone());
     let request = ExecRequest {
         argv: command.argv(),
         user: context.user.clone(),
         working_dir: context.working_dir.clone(),
-        env: context.env.clone(),
+        env,
     };
-    let output = TailReporter::new(reporter, entry.map(|name| format!("[{name}] ")));
+    let mask = Mask::new(&context.secrets);
+    let output = TailReporter::new(reporter, entry.map(|name| format!("[{name}] ")), &mask);
     let started = Instant::now();
     let exit_code =
         executor
@@ -305,7 +313,7 @@ async fn run_one<E: HookExecutor>(
         source: sourced.source,
         origin: sourced.origin_label(),
         entry: entry.map(str::to_string),
-        command: command.summary(),
+        command: mask.apply(command.summary()),
         exit_code,
         duration_ms,
         output_tail: if exit_code == 0 {
@@ -389,18 +397,48 @@ async fn write_marker<E: HookExecutor>(
     Ok(())
 }
 
-/// Forwards output lines (optionally prefixed) and keeps the last [`OUTPUT_TAIL_LINES`].
+/// Replaces secret values in text by `********` (longest value first, so a value containing
+/// another is masked whole). Empty values are ignored.
+struct Mask(Vec<String>);
+
+impl Mask {
+    fn new(secrets: &HookEnv) -> Mask {
+        let mut values: Vec<String> = secrets
+            .0
+            .values()
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .collect();
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Mask(values)
+    }
+
+    fn apply(&self, mut text: String) -> String {
+        for value in &self.0 {
+            if text.contains(value.as_str()) {
+                text = text.replace(value.as_str(), "********");
+            }
+        }
+        text
+    }
+}
+
+/// Forwards output lines (optionally prefixed, secrets masked) and keeps the last
+/// [`OUTPUT_TAIL_LINES`].
 struct TailReporter<'a> {
     inner: &'a dyn Reporter,
     prefix: Option<String>,
+    mask: &'a Mask,
     tail: Mutex<VecDeque<String>>,
 }
 
 impl<'a> TailReporter<'a> {
-    fn new(inner: &'a dyn Reporter, prefix: Option<String>) -> Self {
+    fn new(inner: &'a dyn Reporter, prefix: Option<String>, mask: &'a Mask) -> Self {
         TailReporter {
             inner,
             prefix,
+            mask,
             tail: Mutex::new(VecDeque::with_capacity(OUTPUT_TAIL_LINES)),
         }
     }
@@ -417,6 +455,7 @@ impl Reporter for TailReporter<'_> {
     fn report(&self, event: Event) {
         match event {
             Event::Output(line) => {
+                let line = self.mask.apply(line);
                 {
                     let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
                     if tail.len() == OUTPUT_TAIL_LINES {
@@ -535,7 +574,10 @@ mod tests {
         HookContext {
             user: Some("vscode".into()),
             working_dir: Some("/workspaces/app".into()),
-            env: [("SECRET_TOKEN", "s3cret-value")].into_iter().collect(),
+            env: [("LANG", "C.UTF-8"), ("SECRET_TOKEN", "overridden")]
+                .into_iter()
+                .collect(),
+            secrets: [("SECRET_TOKEN", "s3cret-value")].into_iter().collect(),
             markers: Some(markers()),
         }
     }
@@ -625,7 +667,9 @@ mod tests {
         for request in hook_requests {
             assert_eq!(request.user.as_deref(), Some("vscode"));
             assert_eq!(request.working_dir.as_deref(), Some("/workspaces/app"));
+            // Secrets are added after the remote env and win.
             assert_eq!(request.env.0["SECRET_TOKEN"], "s3cret-value");
+            assert_eq!(request.env.0["LANG"], "C.UTF-8");
         }
         for request in &requests {
             assert!(
@@ -917,6 +961,30 @@ mod tests {
             unreachable!()
         };
         assert_eq!(failure.report.runs[0].output_tail, vec!["from-env"]);
+    }
+
+    #[tokio::test]
+    async fn secret_values_are_masked_in_output_tails_and_summaries() {
+        let recorder = Recorder::default();
+        let lines = Lines::default();
+        let stages = plan(
+            json!({"postAttachCommands": ["echo s3cret-value; exit 1"]}),
+            BringUpKind::Running,
+        )
+        .background;
+        let err = run_stages(&recorder, &stages, &context(), &lines)
+            .await
+            .unwrap_err();
+        let LifecycleError::HookFailed(failure) = err else {
+            panic!("expected a hook failure");
+        };
+        let run = &failure.report.runs[0];
+        assert_eq!(run.command, "echo ********; exit 1");
+        assert_eq!(run.output_tail, vec!["out echo ********; exit 1"]);
+        for event in lines.0.lock().unwrap().iter() {
+            let (Event::Output(text) | Event::Status(text)) = event;
+            assert!(!text.contains("s3cret-value"), "{text}");
+        }
     }
 
     #[test]

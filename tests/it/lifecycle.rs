@@ -87,7 +87,10 @@ fn context(container: &TestContainer) -> HookContext {
     HookContext {
         user: Some("root".into()),
         working_dir: Some("/tmp".into()),
-        env: [("DEVCELL_IT_SECRET", "it-secret-value")]
+        env: [("DEVCELL_IT_ENV", "remote-env-value")]
+            .into_iter()
+            .collect(),
+        secrets: [("DEVCELL_IT_SECRET", "it-secret-value")]
             .into_iter()
             .collect(),
         markers: Some(MarkerContext {
@@ -123,7 +126,7 @@ async fn hook_forms_run_as_the_spec_says_in_a_real_container() {
         // Object form: entries run concurrently.
         "updateContentCommands": [{"a": entry("a"), "b": ["/bin/sh", "-c", entry("b")]}],
         // Env, working directory.
-        "postCreateCommands": ["echo \"secret=$DEVCELL_IT_SECRET\"; pwd"],
+        "postCreateCommands": ["echo \"env=$DEVCELL_IT_ENV\"; pwd; echo \"$DEVCELL_IT_SECRET\" > /tmp/secret"],
     });
     let lines = Lines::default();
     let report = run_plan(
@@ -137,10 +140,12 @@ async fn hook_forms_run_as_the_spec_says_in_a_real_container() {
     let output = lines.take();
     assert_eq!(
         output,
-        vec!["2", "a'b", "$((1+1))", "secret=it-secret-value", "/tmp"],
+        vec!["2", "a'b", "$((1+1))", "env=remote-env-value", "/tmp"],
         "object-form entries print nothing; the rest in order"
     );
     assert_eq!(report.runs.len(), 6);
+    // The secret reached the hook's environment.
+    assert_eq!(container.sh("cat /tmp/secret"), "it-secret-value\n");
     assert!(report.runs.iter().all(|r| r.exit_code == 0));
 
     // Both entries started before either ended: they overlapped.
