@@ -75,6 +75,26 @@ pub trait HookExecutor: Send + Sync {
     ) -> impl Future<Output = Result<i64, ExecutorError>> + Send;
 }
 
+impl<T: HookExecutor> HookExecutor for &T {
+    fn exec(
+        &self,
+        request: &ExecRequest,
+        output: &dyn Reporter,
+    ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
+        (**self).exec(request, output)
+    }
+}
+
+impl<T: HookExecutor> HookExecutor for std::sync::Arc<T> {
+    fn exec(
+        &self,
+        request: &ExecRequest,
+        output: &dyn Reporter,
+    ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
+        (**self).exec(request, output)
+    }
+}
+
 /// Runs hook commands on the host with `tokio::process` (for `initializeCommand`).
 ///
 /// The process inherits the host environment plus [`ExecRequest::env`], runs in

@@ -987,6 +987,25 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn background_stages_can_be_spawned() {
+        // `up` runs the stages after `waitFor` in a spawned task: the future must be Send.
+        let executor = std::sync::Arc::new(Recorder::default());
+        let stages = plan(
+            json!({"postAttachCommands": ["late"]}),
+            BringUpKind::Running,
+        )
+        .background;
+        let ctx = context();
+        let task = tokio::spawn({
+            let executor = executor.clone();
+            async move { run_stages(&executor, &stages, &ctx, &crate::progress::NoopReporter).await }
+        });
+        let report = task.await.unwrap().unwrap();
+        assert_eq!(report.runs.len(), 1);
+        assert_eq!(executor.events(), vec!["start late", "end late"]);
+    }
+
     #[test]
     fn report_serialises_for_the_context_file() {
         let report = LifecycleReport {
