@@ -74,7 +74,7 @@ impl crate::diagnostics::Hint for LifecycleError {
     fn hint(&self) -> Option<String> {
         match self {
             LifecycleError::HookFailed(failure) if failure.hook != LifecycleHook::InitializeCommand => Some(
-                "the container was left running for inspection; the failed hook runs again at the next `up`"
+                "fix the hook and bring the container up again: the failed hook and the ones after it run again"
                     .to_string(),
             ),
             LifecycleError::InvalidHook { .. } => Some(

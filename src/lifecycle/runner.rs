@@ -469,7 +469,7 @@ impl Reporter for TailReporter<'_> {
                 };
                 self.inner.report(Event::Output(line));
             }
-            other => self.inner.report(other),
+            Event::Status(text) => self.inner.report(Event::Status(self.mask.apply(text))),
         }
     }
 }
