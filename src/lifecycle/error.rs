@@ -40,6 +40,14 @@ pub enum LifecycleError {
         /// The value found (JSON-encoded).
         found: String,
     },
+    /// `userEnvProbe` is not one of the spec's values.
+    #[error(
+        "`userEnvProbe`: expected one of `none`, `loginShell`, `interactiveShell`, `loginInteractiveShell`, found {found}"
+    )]
+    InvalidUserEnvProbe {
+        /// The value found (described).
+        found: String,
+    },
     /// A stage needs run-once markers but the caller gave no container timestamps.
     #[error(
         "cannot run `{hook}`: the container's creation and start times are needed for its run-once marker"

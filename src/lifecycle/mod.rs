@@ -7,6 +7,7 @@
 //! - [`runner`]: runs a plan through a [`HookExecutor`], stopping at the first failing stage, with
 //!   run-once [`marker`]s written only on success.
 //! - [`executor`]: the [`HookExecutor`] boundary; [`HostExecutor`] runs `initializeCommand`.
+//! - [`probe`]: `userEnvProbe`, the user's shell environment for hooks ([`probe_user_env`]).
 //!
 //! Input is the reference CLI's merged configuration as a `serde_json::Value` (hook arrays
 //! `onCreateCommands` … `postAttachCommands`, plus `initializeCommand` and `waitFor`), or the
@@ -31,6 +32,7 @@ pub mod executor;
 pub mod hook;
 pub mod marker;
 pub mod plan;
+pub mod probe;
 pub mod runner;
 
 pub use error::{ExecutorError, LifecycleError, Result};
@@ -41,6 +43,7 @@ pub use plan::{
     BringUpKind, HookSources, Plan, PlanOptions, RunCondition, SkipReason, SkippedHook,
     SourcedCommand, Stage, initialize_stage, wait_for,
 };
+pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 pub use runner::{
     HookContext, HookFailure, HookRun, LifecycleReport, run_initialize_command, run_plan,
     run_stages,

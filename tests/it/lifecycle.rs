@@ -6,8 +6,9 @@ use std::process::Stdio;
 use std::sync::Mutex;
 
 use devcell::lifecycle::{
-    BringUpKind, ExecRequest, ExecutorError, HookContext, HookExecutor, LifecycleError,
-    LifecycleHook, MarkerContext, Plan, PlanOptions, SkipReason, run_plan,
+    BringUpKind, DEFAULT_PROBE_TIMEOUT, ExecRequest, ExecutorError, HookContext, HookExecutor,
+    LifecycleError, LifecycleHook, MarkerContext, Plan, PlanOptions, SkipReason, UserEnvProbe,
+    probe_user_env, run_plan,
 };
 use devcell::progress::{Event, Reporter};
 use serde_json::{Value, json};
@@ -310,5 +311,85 @@ async fn failed_post_create_stops_the_sequence_and_markers_prevent_reruns() {
             .sh("cat /root/.devcontainer/.postStartCommandMarker")
             .trim(),
         container.inspect("{{.State.StartedAt}}")
+    );
+}
+
+/// Collects status lines.
+#[derive(Default)]
+struct Statuses(Mutex<Vec<String>>);
+
+impl Reporter for Statuses {
+    fn report(&self, event: Event) {
+        if let Event::Status(line) = event {
+            self.0.lock().unwrap().push(line);
+        }
+    }
+}
+
+#[tokio::test]
+async fn user_env_probe_reads_the_login_shell_environment() {
+    if !engine_ready(
+        "user_env_probe_reads_the_login_shell_environment",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let container = TestContainer::run(BUSYBOX_IMAGE, &["sleep", "600"]);
+    let executor = DockerExec {
+        container: container.id.clone(),
+    };
+    container.sh(
+        "printf '%s\\n' 'echo welcome from profile' 'export DEVCELL_FROM_PROFILE=\"yes it is\"' > /etc/profile",
+    );
+    let statuses = Statuses::default();
+    let env = probe_user_env(
+        &executor,
+        UserEnvProbe::LoginShell,
+        Some("root"),
+        DEFAULT_PROBE_TIMEOUT,
+        &statuses,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        env.0.get("DEVCELL_FROM_PROFILE").map(String::as_str),
+        Some("yes it is"),
+        "{:?}",
+        env.0.keys().collect::<Vec<_>>()
+    );
+    assert!(env.0.contains_key("PATH"));
+    assert!(!env.0.contains_key("PWD"));
+    assert!(statuses.0.lock().unwrap().is_empty());
+
+    // A non-login shell does not read /etc/profile.
+    let env = probe_user_env(
+        &executor,
+        UserEnvProbe::InteractiveShell,
+        Some("root"),
+        DEFAULT_PROBE_TIMEOUT,
+        &statuses,
+    )
+    .await
+    .unwrap();
+    assert!(env.0.contains_key("PATH"));
+    assert!(!env.0.contains_key("DEVCELL_FROM_PROFILE"));
+
+    // A startup file that hangs: the probe gives up and bring-up continues without it.
+    container.sh("echo 'sleep 30' >> /etc/profile");
+    let env = probe_user_env(
+        &executor,
+        UserEnvProbe::LoginShell,
+        Some("root"),
+        std::time::Duration::from_secs(1),
+        &statuses,
+    )
+    .await
+    .unwrap();
+    assert!(env.0.is_empty());
+    let statuses = statuses.0.lock().unwrap();
+    assert_eq!(statuses.len(), 1);
+    assert!(
+        statuses[0].contains("userEnvProbe took longer than 1 s"),
+        "{statuses:?}"
     );
 }
