@@ -109,7 +109,9 @@ impl HookSources {
 
     /// Reads the hooks from image metadata entries (the `devcontainer.metadata` label's
     /// array, with the devcontainer.json entry last) and the devcontainer.json's
-    /// `initializeCommand` if given. An entry's origin is its `id` (Features), else
+    /// `initializeCommand` if given. Values that are falsy in JavaScript (`null`, `false`,
+    /// `0`, `""`) are left out as the reference's merge does, so `source` equals the index in
+    /// the merged configuration's array. An entry's origin is its `id` (Features), else
     /// `devcontainer.json` (as the reference CLI labels it). `initializeCommand` in an entry is
     /// ignored: Features may not contribute host commands (spec#428).
     ///
@@ -135,11 +137,15 @@ impl HookSources {
                     }
                 }
             } else {
-                for (source, entry) in entries.iter().enumerate() {
-                    let Some(value) = entry.get(hook.property()) else {
-                        continue;
-                    };
-                    let path = format!("devcontainer.metadata[{source}].{}", hook.property());
+                // Like the reference's merge, JS-falsy values are left out, so `source` is the
+                // position the value has in the merged configuration's array.
+                let truthy = entries
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, entry)| entry.get(hook.property()).map(|v| (i, entry, v)))
+                    .filter(|(_, _, value)| !is_falsy(value));
+                for (source, (index, entry, value)) in truthy.enumerate() {
+                    let path = format!("devcontainer.metadata[{index}].{}", hook.property());
                     if let Some(command) = HookCommand::parse(hook, &path, value)? {
                         let origin = entry
                             .get("id")
@@ -167,6 +173,17 @@ impl HookSources {
             .find(|(h, _)| *h == hook)
             .map(|(_, c)| c.as_slice())
             .unwrap_or(&[])
+    }
+}
+
+/// JavaScript falsiness, as the reference CLI's merge uses to drop hook values.
+fn is_falsy(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(_) | Value::Object(_) => false,
     }
 }
 
@@ -468,7 +485,8 @@ mod tests {
     fn metadata_entries_give_origins_and_ignore_feature_initialize_command() {
         let entries = [
             json!({"id": "ghcr.io/x/node:1", "postCreateCommand": "echo node", "initializeCommand": "evil"}),
-            json!({"remoteUser": "vscode"}),
+            json!({"remoteUser": "vscode", "postCreateCommand": ""}),
+            json!({"id": "./f", "postCreateCommand": false}),
             json!({"postCreateCommand": ["echo", "json"]}),
         ];
         let sources = HookSources::from_metadata(&entries, Some(&json!("echo init"))).unwrap();
@@ -476,7 +494,12 @@ mod tests {
         assert_eq!(post_create.len(), 2);
         assert_eq!(post_create[0].origin_label(), "Feature 'ghcr.io/x/node:1'");
         assert_eq!(post_create[1].origin_label(), "devcontainer.json");
-        assert_eq!(post_create[1].source, 2);
+        // Falsy values are left out as in the merged array: source 1, the entry at index 3.
+        assert_eq!(post_create[1].source, 1);
+        assert_eq!(
+            post_create[1].path,
+            "devcontainer.metadata[3].postCreateCommand"
+        );
         let init = sources.commands(InitializeCommand);
         assert_eq!(init.len(), 1);
         assert_eq!(init[0].command, HookCommand::Shell("echo init".into()));
