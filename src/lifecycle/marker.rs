@@ -28,7 +28,9 @@ pub struct MarkerContext {
     /// `postStartCommand` marker.
     pub started_at: String,
     /// The folder holding the markers, absolute; `None` = `$HOME/.devcontainer` of the user
-    /// the hooks run as (the reference CLI's default user data folder).
+    /// the hooks run as (the reference CLI's default user data folder). Must survive container
+    /// restarts: when home is a tmpfs (hardened profile), use a persistent mount instead
+    /// (spec-notes/0101).
     pub folder: Option<String>,
 }
 
