@@ -660,3 +660,79 @@ fn probe_script_is_valid_posix_sh_for_dash_and_busybox() {
         );
     }
 }
+
+#[test]
+fn host_ipc_and_uts_namespaces_cost_one_engine_socket_point() {
+    if !engine_enabled() {
+        return;
+    }
+    let h = host();
+    let c = case(&h, &["--ipc", "host", "--uts", "host"], true);
+    assert_eq!(
+        scores(&c.inspect),
+        expected(&[(Control::EngineSocket, 1)]),
+        "{}",
+        c.inspect.render_table()
+    );
+    for subject in ["ipc namespace host", "uts namespace host"] {
+        assert!(has_evidence(
+            &c.inspect,
+            Control::EngineSocket,
+            subject,
+            Risk::Weak
+        ));
+    }
+    // Not observable from inside: the probe takes these modes from the engine's facts.
+    let probe = c.probe.as_ref().unwrap();
+    for control in Control::ALL {
+        assert_eq!(
+            probe.score_of(control),
+            c.inspect.score_of(control),
+            "{control:?}"
+        );
+    }
+    assert_eq!(
+        c.probe_alone
+            .as_ref()
+            .unwrap()
+            .score_of(Control::EngineSocket),
+        2,
+        "documented gap (spec-note 0148): the probe alone cannot see IPC/UTS sharing"
+    );
+}
+
+#[test]
+fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
+    if !engine_enabled() {
+        return;
+    }
+    // The engine only knows a folder is mounted; a process inside finds the socket in it.
+    let h = host();
+    let folder = h.socket.parent().unwrap().join("sockets");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::rename(&h.socket, folder.join("docker.sock")).unwrap();
+    let mount = format!("{}:/srv/sockets:ro", path(&folder));
+    let c = case(&h, &["-v", &mount], true);
+    assert_eq!(
+        c.inspect.score_of(Control::EngineSocket),
+        2,
+        "{}",
+        c.inspect.render_table()
+    );
+    assert_eq!(c.inspect.score_of(Control::RepoScope), 1);
+    for probe in [c.probe.as_ref().unwrap(), c.probe_alone.as_ref().unwrap()] {
+        assert_eq!(
+            probe.score_of(Control::EngineSocket),
+            0,
+            "{}",
+            probe.render_table()
+        );
+        assert!(has_evidence(
+            probe,
+            Control::EngineSocket,
+            "socket /srv/sockets/docker.sock",
+            Risk::Critical
+        ));
+        assert_eq!(probe.score_of(Control::RepoScope), 1);
+    }
+}
