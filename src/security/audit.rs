@@ -418,6 +418,30 @@ impl ContainerFacts {
             .and_then(Value::as_array)
             .map(|a| a.iter().map(mount_from_inspect).collect())
             .unwrap_or_default();
+        if obj.get("Mounts").is_none() {
+            // No `Mounts` (e.g. a create request rather than an inspect result): read the
+            // `HostConfig.Binds` strings, `source:target[:options]`.
+            for bind in str_list(hc.get("Binds")) {
+                let parts: Vec<&str> = bind.split(':').collect();
+                let (src, dst, opts) = match parts.as_slice() {
+                    [s, d] => (*s, *d, ""),
+                    [s, d, o, ..] => (*s, *d, *o),
+                    _ => continue,
+                };
+                let is_path = src.starts_with('/');
+                mounts.push(MountFact {
+                    kind: if is_path {
+                        MountKind::Bind
+                    } else {
+                        MountKind::Volume
+                    },
+                    source: is_path.then(|| src.to_string()),
+                    volume_name: (!is_path).then(|| src.to_string()),
+                    target: dst.to_string(),
+                    read_only: opts.split(',').any(|o| o == "ro"),
+                });
+            }
+        }
         if let Some(tmpfs) = hc.get("Tmpfs").and_then(Value::as_object) {
             for (target, opts) in tmpfs {
                 let ro = opts
@@ -808,6 +832,17 @@ impl AuditContext {
             xdg_runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
             ..Self::default()
         }
+    }
+}
+
+impl AuditContext {
+    /// Sets `features_lockfile` from the config file's lockfile ([`lockfile_path_for_config`]):
+    /// `Some(true)` when it exists and is not empty (an empty lockfile only asks to be
+    /// initialised), else `Some(false)`.
+    pub fn with_config_file(mut self, config_file: &Path) -> Self {
+        let lockfile = lockfile_path_for_config(config_file);
+        self.features_lockfile = Some(std::fs::metadata(lockfile).is_ok_and(|m| m.len() > 0));
+        self
     }
 }
 
@@ -2701,6 +2736,46 @@ mod tests {
             &c,
         );
         assert_eq!(r.score_of(Control::RepoScope), 2);
+    }
+
+    #[test]
+    fn binds_are_read_when_mounts_are_absent() {
+        let mut v = hardened();
+        v[0].as_object_mut().unwrap().remove("Mounts");
+        v[0]["HostConfig"]["Binds"] = json!([
+            "/home/me/work/repo:/workspace",
+            "/var/run/docker.sock:/var/run/docker.sock:ro",
+            "cache:/c"
+        ]);
+        let f = ContainerFacts::from_docker_inspect(&v).unwrap();
+        assert_eq!(f.mounts.len(), 4, "{:?}", f.mounts);
+        assert!(f.mounts[1].read_only);
+        assert_eq!(f.mounts[2].volume_name.as_deref(), Some("cache"));
+        let r = audit(&f, &ctx());
+        assert_eq!(r.score_of(Control::EngineSocket), 0);
+        assert_eq!(r.score_of(Control::RepoScope), 2);
+    }
+
+    #[test]
+    fn lockfile_state_from_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("devcontainer.json");
+        let c = AuditContext::default().with_config_file(&config);
+        assert_eq!(c.features_lockfile, Some(false));
+        std::fs::write(dir.path().join("devcontainer-lock.json"), "").unwrap();
+        let c = AuditContext::default().with_config_file(&config);
+        assert_eq!(
+            c.features_lockfile,
+            Some(false),
+            "an empty lockfile locks nothing"
+        );
+        std::fs::write(
+            dir.path().join("devcontainer-lock.json"),
+            "{\"features\":{}}\n",
+        )
+        .unwrap();
+        let c = AuditContext::default().with_config_file(&config);
+        assert_eq!(c.features_lockfile, Some(true));
     }
 
     #[test]
