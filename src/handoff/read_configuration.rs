@@ -160,8 +160,8 @@ pub fn file_uri(path: &Path) -> Value {
     json!({"$mid": 1, "fsPath": p, "path": p, "scheme": "vscode-fileHost"})
 }
 
-/// How a `features` key refers to a Feature ([spec: referencing Features]
-/// (https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
+/// How a `features` key refers to a Feature
+/// ([spec: referencing Features](https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
 fn feature_source(key: &str, config_dir: &Path) -> Value {
     if key.starts_with("./") || key.starts_with("../") || key.starts_with('/') {
         // `components()` drops `.` segments: `/w/.devcontainer/./a` → `/w/.devcontainer/a`.
