@@ -1,5 +1,7 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
+mod audit;
 mod config;
 mod features;
+mod lifecycle;
 mod support;
