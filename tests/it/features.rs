@@ -510,3 +510,66 @@ fn own_feature_tests_pass_after_install_with_defaults() {
         assert!(!stdout.contains("FAILED"), "{id}: {stdout}");
     }
 }
+
+#[test]
+fn hostile_option_values_reach_install_sh_unchanged_in_busybox() {
+    if !engine_available() {
+        return;
+    }
+    // Spec-note 0042: values the reference CLI would let the shell interpret.
+    let values = [
+        "dq\"inside\"",
+        "sq'inside'",
+        "$HOME ${PATH} $(id -u)",
+        "`id -u`",
+        "back\\slash\\",
+        "line1\nline2\n",
+        "semi; echo pwned",
+        "*",
+        "ünïcødé",
+        "",
+    ];
+    let feature = tempfile::tempdir().unwrap();
+    let options: serde_json::Map<String, Value> = (0..values.len())
+        .map(|i| (format!("opt-{i}"), json!({"type": "string", "default": ""})))
+        .collect();
+    std::fs::write(
+        feature.path().join("devcontainer-feature.json"),
+        json!({"id": "echo", "version": "1.0.0", "options": options}).to_string(),
+    )
+    .unwrap();
+    let printf: String = (0..values.len())
+        .map(|i| format!("printf '%s\\0' \"$OPT_{i}\"\n"))
+        .collect();
+    std::fs::write(
+        feature.path().join("install.sh"),
+        format!("#!/bin/sh\nset -e\n{printf}"),
+    )
+    .unwrap();
+    let metadata = FeatureMetadata::read_dir(feature.path()).unwrap();
+    let user: serde_json::Map<String, Value> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("opt-{i}"), json!(v)))
+        .collect();
+    let mut warnings = Vec::new();
+    let user = user_options("echo", &Value::Object(user), &mut warnings).unwrap();
+    let resolved = resolve_options("echo", &metadata, &user, &mut warnings).unwrap();
+    let env = tempfile::tempdir().unwrap();
+    std::fs::write(
+        env.path().join(OPTIONS_ENV_FILE),
+        render_options_env(&resolved).unwrap(),
+    )
+    .unwrap();
+    let out = docker_run(
+        IMAGE,
+        feature.path(),
+        env.path(),
+        &format!("cd /feature && set -a && . /env/{OPTIONS_ENV_FILE} && set +a && sh ./install.sh"),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let mut got: Vec<&str> = stdout.split('\0').collect();
+    assert_eq!(got.pop(), Some(""));
+    assert_eq!(got, values);
+}
