@@ -1,0 +1,502 @@
+//! Handoff building blocks against real git repositories and worktrees (host-side, as Grove
+//! creates them): workspace inspection, git directory mounts, the context file and its JSON
+//! Schema, the generated `AGENTS.md`.
+//!
+//! git runs with a fixed identity through `-c` flags and an isolated environment; the user's
+//! global git config is never read or written.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use devcell::handoff::agents_md::{self, AgentsMdOutcome};
+use devcell::handoff::context::{
+    self, AgentInfo, ContextInputs, FeatureInfo, HandoffContext, HookResult, ImageInfo,
+    SecurityInfo, Task,
+};
+use devcell::handoff::workspace::{
+    self, InspectOptions, Layout, RepoKind, RepoRole, Workspace, WorkspaceError,
+};
+
+/// Runs git in `dir` with a fixed identity and no global/system config; panics with stderr on
+/// failure; returns trimmed stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=devcell test",
+            "-c",
+            "user.email=test@devcell.invalid",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A main repository at `dir` with one commit (and a `.devcontainer` when asked).
+fn main_repo(dir: &Path, devcontainer: bool) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q"]);
+    std::fs::write(dir.join("README.md"), "hello\n").unwrap();
+    if devcontainer {
+        std::fs::create_dir(dir.join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.join(".devcontainer/devcontainer.json"),
+            "{\"image\": \"devcell-test/busybox:1\"}\n",
+        )
+        .unwrap();
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
+}
+
+/// A Grove-style workspace: main repos under `<tmp>/src/{api,web}`, worktrees on branch
+/// `feat/x` under `<tmp>/ws/{api,web}`. Returns (tmp, ws root).
+fn grove_workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    main_repo(&src.join("api"), true);
+    main_repo(&src.join("web"), false);
+    for name in ["api", "web"] {
+        let target = ws.join(name);
+        git(
+            &src.join(name),
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "feat/x",
+                target.to_str().unwrap(),
+            ],
+        );
+    }
+    (tmp, ws)
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap()
+}
+
+#[test]
+fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
+    let (tmp, ws) = grove_workspace();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert_eq!(w.layout, Layout::MultiRepository);
+    assert_eq!(w.root, canonical(&ws));
+    assert_eq!(w.name, "ws");
+    assert_eq!(w.container_root, "/workspace");
+    let names: Vec<_> = w.repos.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["api", "web"]);
+
+    let api = &w.repos[0];
+    assert_eq!(api.role, RepoRole::Primary, "api holds the .devcontainer");
+    assert_eq!(api.kind, RepoKind::Worktree);
+    assert_eq!(api.container_path, "/workspace/api");
+    assert_eq!(api.host_path, canonical(&ws.join("api")));
+    assert_eq!(api.branch.as_deref(), Some("feat/x"));
+    assert_eq!(
+        api.head.as_deref(),
+        Some(git(&ws.join("api"), &["rev-parse", "HEAD"]).as_str())
+    );
+    assert!(!api.dirty);
+    assert_eq!(api.upstream, None);
+    assert_eq!((api.ahead, api.behind), (None, None));
+    let api_git = canonical(&tmp.path().join("src/api/.git"));
+    assert_eq!(api.common_dir, api_git);
+    assert_eq!(api.git_dir, api_git.join("worktrees/api"));
+    assert_eq!(w.repos[1].role, RepoRole::Secondary);
+    assert_eq!(w.config_folder.as_deref(), Some(api.host_path.as_path()));
+    assert_eq!(w.branch(), Some("feat/x"));
+
+    // exactly the two main git dirs, at their host paths; the worktree dirs fold into them
+    let mounts: Vec<_> = w
+        .git_mounts
+        .iter()
+        .map(|m| {
+            (
+                m.host_path.clone(),
+                m.container_path.clone(),
+                m.repos.clone(),
+            )
+        })
+        .collect();
+    let web_git = canonical(&tmp.path().join("src/web/.git"));
+    assert_eq!(
+        mounts,
+        vec![
+            (
+                api_git.clone(),
+                api_git.to_string_lossy().into_owned(),
+                vec!["api".to_string()]
+            ),
+            (
+                web_git.clone(),
+                web_git.to_string_lossy().into_owned(),
+                vec!["web".to_string()]
+            ),
+        ]
+    );
+    assert!(w.warnings.is_empty(), "{:?}", w.warnings);
+
+    // an uncommitted file makes the repo dirty; git state is read without writing
+    std::fs::write(ws.join("web/new.txt"), "x").unwrap();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert!(w.repos[1].dirty);
+    assert!(!w.repos[0].dirty);
+}
+
+#[test]
+fn primary_flag_and_container_root_are_honoured() {
+    let (_tmp, ws) = grove_workspace();
+    let options = InspectOptions {
+        container_root: "/work/".into(),
+        primary: Some("web".into()),
+    };
+    let w = workspace::inspect(&ws, &options).unwrap();
+    assert_eq!(w.repos[0].name, "web");
+    assert_eq!(w.repos[0].role, RepoRole::Primary);
+    assert_eq!(w.repos[0].container_path, "/work/web");
+    assert_eq!(w.repos[1].role, RepoRole::Secondary);
+    // web has no .devcontainer and the root neither: no config folder
+    assert_eq!(w.config_folder, None);
+
+    let err = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            primary: Some("nope".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::UnknownPrimary { .. }),
+        "{err}"
+    );
+    assert_eq!(err.hint().as_deref(), Some("pass one of: api, web"));
+}
+
+#[test]
+fn a_root_devcontainer_is_the_config_folder() {
+    let (_tmp, ws) = grove_workspace();
+    std::fs::create_dir(ws.join(".devcontainer")).unwrap();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    // api's own config still wins for the primary repo; without --primary api is primary
+    assert_eq!(w.config_folder, Some(canonical(&ws.join("api"))));
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            primary: Some("web".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(w.config_folder, Some(canonical(&ws)));
+}
+
+#[test]
+fn ahead_and_behind_are_counted_against_the_upstream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let main = tmp.path().join("src/api");
+    main_repo(&main, false);
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let wt = ws.join("api");
+    git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--track",
+            "-b",
+            "feat/y",
+            wt.to_str().unwrap(),
+            "main",
+        ],
+    );
+    git(&wt, &["commit", "-q", "--allow-empty", "-m", "mine 1"]);
+    git(&wt, &["commit", "-q", "--allow-empty", "-m", "mine 2"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "theirs"]);
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let r = &w.repos[0];
+    assert_eq!(r.role, RepoRole::Primary, "the only repo is primary");
+    assert_eq!(r.upstream.as_deref(), Some("main"));
+    assert_eq!((r.ahead, r.behind), (Some(2), Some(1)));
+}
+
+#[test]
+fn a_single_repository_root_needs_no_mounts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("proj");
+    main_repo(&repo, true);
+    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    assert_eq!(w.layout, Layout::Repository);
+    assert_eq!(w.repos.len(), 1);
+    assert_eq!(w.repos[0].name, "proj");
+    assert_eq!(w.repos[0].container_path, "/workspace");
+    assert_eq!(w.repos[0].kind, RepoKind::Repository);
+    assert_eq!(w.repos[0].role, RepoRole::Primary);
+    assert!(w.git_mounts.is_empty());
+    assert_eq!(w.config_folder, Some(canonical(&repo)));
+
+    // the context file inside the user's repository does not show up as a change
+    let ctx = full_context(&w);
+    assert_eq!(ctx.repos[0].path, "/workspace");
+    context::write(&w.root, ".devcell/context.json", &ctx).unwrap();
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    assert!(!w.repos[0].dirty);
+    // and no AGENTS.md is generated inside it
+    assert_eq!(
+        agents_md::write_if_absent(&w.root, &ctx).unwrap(),
+        AgentsMdOutcome::SingleRepository
+    );
+
+    // detached HEAD: no branch
+    git(&repo, &["checkout", "-q", "--detach"]);
+    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    assert_eq!(w.repos[0].branch, None);
+    assert!(w.repos[0].head.is_some());
+}
+
+#[test]
+fn unborn_repositories_hidden_folders_and_symlinks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("empty")).unwrap();
+    git(&ws.join("empty"), &["init", "-q"]);
+    std::fs::create_dir_all(ws.join(".hidden")).unwrap();
+    git(&ws.join(".hidden"), &["init", "-q"]);
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    main_repo(&tmp.path().join("elsewhere"), false);
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), ws.join("linked")).unwrap();
+
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert_eq!(w.layout, Layout::MultiRepository);
+    let names: Vec<_> = w.repos.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["empty"]);
+    assert_eq!(w.repos[0].head, None, "no commits yet");
+    assert_eq!(w.repos[0].branch.as_deref(), Some("main"));
+    assert!(
+        w.git_mounts.is_empty(),
+        "a repo inside the root needs no mount"
+    );
+    assert_eq!(w.warnings.len(), 1, "{:?}", w.warnings);
+    assert_eq!(w.warnings[0].code, "symlink_skipped");
+
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let w = workspace::inspect(&plain, &InspectOptions::default()).unwrap();
+    assert_eq!(w.layout, Layout::Plain);
+    assert!(w.repos.is_empty());
+
+    let err =
+        workspace::inspect(&tmp.path().join("missing"), &InspectOptions::default()).unwrap_err();
+    assert!(matches!(err, WorkspaceError::Root { .. }), "{err}");
+    assert!(err.to_string().contains("missing"), "{err}");
+}
+
+#[test]
+fn a_relative_gitdir_link_is_mounted_where_it_resolves_in_the_container() {
+    let (tmp, ws) = grove_workspace();
+    // rewrite api's absolute `gitdir:` as a relative one (as `worktree.useRelativePaths` does)
+    std::fs::write(
+        ws.join("api/.git"),
+        "gitdir: ../../src/api/.git/worktrees/api\n",
+    )
+    .unwrap();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let api_git = canonical(&tmp.path().join("src/api/.git"));
+    let api_mount = w
+        .git_mounts
+        .iter()
+        .find(|m| m.repos == ["api"])
+        .expect("api has a mount");
+    assert_eq!(api_mount.host_path, api_git);
+    // /workspace/api/../../src/api/.git/worktrees/api → common dir two levels up
+    assert_eq!(api_mount.container_path, "/src/api/.git");
+    assert_eq!(w.git_mounts.len(), 2);
+}
+
+#[test]
+fn a_broken_git_file_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("api")).unwrap();
+    std::fs::write(ws.join("api/.git"), "nonsense\n").unwrap();
+    let err = workspace::inspect(&ws, &InspectOptions::default()).unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadGitLink { .. }), "{err}");
+    assert!(err.to_string().contains("gitdir:"), "{err}");
+}
+
+fn full_context(w: &Workspace) -> HandoffContext {
+    HandoffContext::new(
+        w,
+        ContextInputs {
+            task: Task::new(
+                Some("https://github.com/acme/api/pull/123".into()),
+                Some("Add partial refunds".into()),
+            ),
+            verification: vec!["cargo test".into(), "npm test".into()],
+            security: SecurityInfo {
+                profile: "hardened".into(),
+                permissions: vec!["cap:SYS_PTRACE".into()],
+                network: "default".into(),
+            },
+            secrets: vec!["OPENAI_API_KEY".into()],
+            env: vec!["RUST_LOG".into()],
+            image: ImageInfo {
+                reference: "devcell-test/busybox:1".into(),
+                digest: Some(format!("sha256:{}", "a".repeat(64))),
+                features: vec![
+                    FeatureInfo {
+                        id: "ghcr.io/devcontainers/features/node:1".into(),
+                        digest: Some(format!("sha256:{}", "b".repeat(64))),
+                    },
+                    FeatureInfo {
+                        id: "./local-feature".into(),
+                        digest: None,
+                    },
+                ],
+            },
+            hooks: vec![HookResult {
+                hook: "postCreateCommand".into(),
+                source: "devcontainer.json".into(),
+                exit_code: Some(0),
+                duration_ms: 812,
+            }],
+            agent: AgentInfo {
+                name: "reference".into(),
+                command: vec!["/workspace/agent.sh".into(), "--fast".into()],
+            },
+            context_path: ".devcell/context.json".into(),
+        },
+    )
+}
+
+fn schema() -> serde_json::Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/context.schema.json"),
+    )
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn schema_errors(instance: &serde_json::Value) -> Vec<String> {
+    let validator = jsonschema::validator_for(&schema()).expect("the schema is valid");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn a_written_context_validates_against_the_published_schema() {
+    let (_tmp, ws) = grove_workspace();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let ctx = full_context(&w);
+    let path = context::write(&w.root, ".devcell/context.json", &ctx).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(schema_errors(&written), Vec::<String>::new());
+    assert_eq!(written["schemaVersion"], 1);
+    assert_eq!(written["repos"][0]["name"], "api");
+    assert_eq!(written["repos"][0]["role"], "primary");
+    assert_eq!(written["repos"][1]["path"], "/workspace/web");
+    assert_eq!(
+        written["repos"][0]["baseCommit"],
+        git(&ws.join("api"), &["rev-parse", "HEAD"])
+    );
+    assert_eq!(written["workspace"]["branch"], "feat/x");
+    assert_eq!(written["contextPath"], "/workspace/.devcell/context.json");
+    // names only: no value of any variable appears
+    assert_eq!(written["secrets"], serde_json::json!(["OPENAI_API_KEY"]));
+
+    // the workspace's repos do not see the context file as a change
+    let w2 = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert!(w2.repos.iter().all(|r| !r.dirty));
+
+    // a minimal context (no task, no hooks, no digests) validates too
+    let mut minimal = ctx.clone();
+    minimal.task = Task::default();
+    minimal.hooks.clear();
+    minimal.image.digest = None;
+    minimal.image.features.clear();
+    let v = serde_json::to_value(&minimal).unwrap();
+    assert_eq!(schema_errors(&v), Vec::<String>::new());
+}
+
+#[test]
+fn the_schema_rejects_drift_in_either_direction() {
+    let (_tmp, ws) = grove_workspace();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let good = serde_json::to_value(full_context(&w)).unwrap();
+
+    let mut extra = good.clone();
+    extra["surprise"] = serde_json::json!(true);
+    assert!(
+        !schema_errors(&extra).is_empty(),
+        "unknown keys are rejected"
+    );
+
+    let mut missing = good.clone();
+    missing["repos"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("baseCommit");
+    assert!(
+        !schema_errors(&missing).is_empty(),
+        "missing keys are rejected"
+    );
+
+    let mut version = good.clone();
+    version["schemaVersion"] = serde_json::json!(2);
+    assert!(!schema_errors(&version).is_empty());
+
+    let mut role = good;
+    role["repos"][1]["role"] = serde_json::json!("related");
+    assert!(!schema_errors(&role).is_empty());
+}
+
+#[test]
+fn agents_md_is_generated_once_and_user_content_survives() {
+    let (_tmp, ws) = grove_workspace();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let ctx = full_context(&w);
+    let out = agents_md::write_if_absent(&w.root, &ctx).unwrap();
+    let path = w.root.join("AGENTS.md");
+    assert_eq!(out, AgentsMdOutcome::Created(path.clone()));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("| api | `/workspace/api` | primary |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`/workspace/.devcell/context.json`"),
+        "{text}"
+    );
+
+    std::fs::write(&path, "# Our own rules\n").unwrap();
+    let out = agents_md::write_if_absent(&w.root, &ctx).unwrap();
+    assert_eq!(out, AgentsMdOutcome::Exists(path.clone()));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Our own rules\n");
+}
