@@ -84,6 +84,18 @@ pub enum ContextError {
 }
 
 impl ContextError {
+    /// The envelope error code: `config_invalid` for a bad `context_path` or a path taken by a
+    /// file devcell does not own (the fix is in the config), `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            ContextError::InvalidPath { .. }
+            | ContextError::NotOwned { .. }
+            | ContextError::Unsafe { .. } => ErrorCode::ConfigInvalid,
+            _ => ErrorCode::Internal,
+        }
+    }
+
     /// A hint for the user, when a fix is known.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -294,6 +306,49 @@ pub struct ContextInputs {
     pub agent: AgentInfo,
     /// The context path relative to the workspace root (`[handoff] context_path`).
     pub context_path: String,
+}
+
+impl ContextInputs {
+    /// Inputs from devcell's user settings for agent `agent`: its argv, the names of its env
+    /// variables and secrets, its verification commands followed by `extra_verification` (e.g.
+    /// from flags; duplicates dropped), the profile and network (the agent's overrides, else
+    /// `[security]`), the granted permissions, and `[handoff] context_path`. `None` when no
+    /// `[agents.<agent>]` exists. Task, image and hooks are left empty for the caller.
+    pub fn from_settings(
+        settings: &crate::settings::Settings,
+        agent: &str,
+        extra_verification: &[String],
+    ) -> Option<Self> {
+        let a = settings.agents.get(agent)?;
+        let mut verification: Vec<String> = Vec::new();
+        for v in a.verify.iter().chain(extra_verification) {
+            if !verification.contains(v) {
+                verification.push(v.clone());
+            }
+        }
+        Some(Self {
+            verification,
+            security: SecurityInfo {
+                profile: a
+                    .profile
+                    .clone()
+                    .unwrap_or_else(|| settings.security.profile.clone()),
+                permissions: settings.security.allow.clone(),
+                network: a
+                    .network
+                    .clone()
+                    .unwrap_or_else(|| settings.security.network.clone()),
+            },
+            secrets: a.secrets.keys().cloned().collect(),
+            env: a.env.clone(),
+            agent: AgentInfo {
+                name: agent.to_string(),
+                command: a.command.clone(),
+            },
+            context_path: settings.handoff.context_path.clone(),
+            ..Default::default()
+        })
+    }
 }
 
 impl HandoffContext {
@@ -528,6 +583,41 @@ pub(crate) mod tests {
         assert_eq!(v["repos"][1]["role"], "secondary");
         assert_eq!(v["task"]["title"], serde_json::Value::Null);
         assert!(is_devcell_context(&serde_json::to_vec(&ctx).unwrap()));
+    }
+
+    #[test]
+    fn inputs_come_from_the_agent_settings_without_values() {
+        let settings = crate::settings::parse(
+            r#"
+[security]
+allow = ["cap:SYS_PTRACE"]
+[agents.codex]
+command = ["codex", "--full-auto"]
+env = ["OPENAI_API_KEY"]
+secrets = { GH_TOKEN = "env:MY_GH_TOKEN" }
+verify = ["cargo test"]
+network = "none"
+[handoff]
+context_path = ".grove/context.json"
+"#,
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let extra = ["cargo test".to_string(), "cargo clippy".to_string()];
+        let i = ContextInputs::from_settings(&settings, "codex", &extra).unwrap();
+        assert_eq!(i.agent.command, ["codex", "--full-auto"]);
+        assert_eq!(i.verification, ["cargo test", "cargo clippy"]);
+        assert_eq!(i.env, ["OPENAI_API_KEY"]);
+        assert_eq!(
+            i.secrets,
+            ["GH_TOKEN"],
+            "names, never the reference or value"
+        );
+        assert_eq!(i.security.profile, "hardened");
+        assert_eq!(i.security.network, "none");
+        assert_eq!(i.security.permissions, ["cap:SYS_PTRACE"]);
+        assert_eq!(i.context_path, ".grove/context.json");
+        assert!(ContextInputs::from_settings(&settings, "claude", &[]).is_none());
     }
 
     #[test]

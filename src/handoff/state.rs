@@ -82,6 +82,28 @@ pub enum StateError {
 }
 
 impl StateError {
+    /// The envelope error code: `session_active`, `not_found` for an unknown session,
+    /// `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            StateError::SessionActive { .. } => ErrorCode::SessionActive,
+            StateError::NoSuchSession { .. } => ErrorCode::NotFound,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    /// The envelope error `details`: for `session_active`, `{"session": <the live session>}`;
+    /// otherwise `{}`.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            StateError::SessionActive { session } => {
+                serde_json::json!({ "session": serde_json::to_value(session).unwrap_or_default() })
+            }
+            _ => serde_json::json!({}),
+        }
+    }
+
     /// A hint for the user, when a fix is known.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -279,6 +301,101 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// A problem in the stored state, for `devcell doctor`; each has a code, a message and a fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateFinding {
+    /// A session without a recorded end whose devcell is gone or whose container stopped.
+    StaleSession {
+        /// The workspace root.
+        workspace: PathBuf,
+        /// The session.
+        session: Session,
+    },
+    /// State for a workspace folder that no longer exists (its container may be orphaned).
+    WorkspaceGone {
+        /// The recorded workspace root.
+        workspace: PathBuf,
+        /// The state key (for [`StateStore::remove_key`]).
+        key: String,
+        /// The state file.
+        state_file: PathBuf,
+        /// The recorded container, if any.
+        container_id: Option<String>,
+    },
+    /// A state file that cannot be parsed.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        message: String,
+    },
+}
+
+impl StateFinding {
+    /// A stable snake_case code: `stale_session`, `workspace_gone`, `corrupt_state`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StateFinding::StaleSession { .. } => "stale_session",
+            StateFinding::WorkspaceGone { .. } => "workspace_gone",
+            StateFinding::Corrupt { .. } => "corrupt_state",
+        }
+    }
+
+    /// What is wrong, in words.
+    pub fn message(&self) -> String {
+        match self {
+            StateFinding::StaleSession { workspace, session } => format!(
+                "handoff session `{}` (agent `{}`) in `{}` never recorded an end: its devcell (pid {}) is gone or its container stopped",
+                session.id,
+                session.agent,
+                workspace.display(),
+                session.pid
+            ),
+            StateFinding::WorkspaceGone {
+                workspace,
+                container_id,
+                ..
+            } => match container_id {
+                Some(id) => format!(
+                    "workspace `{}` no longer exists but its container `{id}` is still recorded",
+                    workspace.display()
+                ),
+                None => format!("workspace `{}` no longer exists", workspace.display()),
+            },
+            StateFinding::Corrupt { path, message } => {
+                format!("handoff state `{}` is corrupt: {message}", path.display())
+            }
+        }
+    }
+
+    /// How to fix it, in words.
+    pub fn fix(&self) -> String {
+        match self {
+            StateFinding::StaleSession { workspace, .. } => format!(
+                "run `devcell status --workspace-folder {}`; the next handoff closes the session as abandoned",
+                workspace.display()
+            ),
+            StateFinding::WorkspaceGone {
+                container_id,
+                state_file,
+                ..
+            } => match container_id {
+                Some(id) => format!(
+                    "remove the orphaned container (`docker rm -f {id}`) and the state file `{}`",
+                    state_file.display()
+                ),
+                None => format!("remove the state file `{}`", state_file.display()),
+            },
+            StateFinding::Corrupt { path, .. } => {
+                format!(
+                    "move `{}` away; devcell starts fresh state without it",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
 /// What [`StateStore::begin_session`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionStart {
@@ -418,6 +535,67 @@ impl StateStore {
         }
         states.sort_by(|a, b| a.workspace.cmp(&b.workspace));
         Ok((states, errors))
+    }
+
+    /// Stored-state problems for `doctor`: stale sessions, workspaces whose folder is gone, and
+    /// corrupt files. Pure inspection: nothing is changed.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when the state folder cannot be listed.
+    pub fn findings(
+        &self,
+        probe: &dyn ContainerProbe,
+        alive: &dyn Fn(u32) -> bool,
+    ) -> Result<Vec<StateFinding>, StateError> {
+        let (states, errors) = self.list()?;
+        let mut out = Vec::new();
+        for state in states {
+            if !state.workspace.is_dir() {
+                out.push(StateFinding::WorkspaceGone {
+                    workspace: state.workspace.clone(),
+                    key: state.key.clone(),
+                    state_file: self.state_path_for_key(&state.key),
+                    container_id: state.container_id.clone(),
+                });
+            }
+            for session in &state.sessions {
+                if session_status(session, probe, alive) == SessionStatus::Stale {
+                    out.push(StateFinding::StaleSession {
+                        workspace: state.workspace.clone(),
+                        session: session.clone(),
+                    });
+                }
+            }
+        }
+        for e in errors {
+            if let StateError::Corrupt { path, source } = e {
+                out.push(StateFinding::Corrupt {
+                    path,
+                    message: source.to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the state (and lock) of the workspace with this key, e.g. after its folder is
+    /// gone. Logs are kept. Removing absent state is not an error.
+    ///
+    /// # Errors
+    /// [`StateError::Io`].
+    pub fn remove_key(&self, key: &str) -> Result<(), StateError> {
+        let dir = self.root.join("workspaces");
+        for path in [
+            dir.join(format!("{key}.json")),
+            dir.join(format!("{key}.lock")),
+        ] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(StateError::Io { path, source }),
+            }
+        }
+        Ok(())
     }
 
     /// Runs `f` on the workspace's state (fresh when absent) under the workspace lock and saves
@@ -881,6 +1059,77 @@ mod tests {
         // a failed update leaves the corrupt file as it was
         assert!(store.clear_container(ws.path()).is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{not json");
+    }
+
+    #[test]
+    fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
+        let (_s, ws, store) = setup();
+        let gone = tempfile::tempdir().unwrap();
+        let alive = |pid: u32| pid != 1111;
+        store
+            .begin_session_with(
+                ws.path(),
+                "codex",
+                Some("c1"),
+                false,
+                &running,
+                1111,
+                &alive,
+            )
+            .unwrap();
+        store
+            .begin_session_with(gone.path(), "codex", None, false, &running, 2222, &alive)
+            .unwrap();
+        store.set_container(gone.path(), None, "c2", None).unwrap();
+        let gone_key = workspace_key(gone.path()).unwrap();
+        drop(gone);
+        std::fs::write(store.root().join("workspaces/zzzz.json"), "[]").unwrap();
+
+        let findings = store.findings(&running, &alive).unwrap();
+        let codes: Vec<_> = findings.iter().map(StateFinding::code).collect();
+        assert_eq!(codes.len(), 3, "{findings:?}");
+        assert!(codes.contains(&"stale_session"));
+        assert!(codes.contains(&"workspace_gone"));
+        assert!(codes.contains(&"corrupt_state"));
+        for f in &findings {
+            assert!(!f.message().is_empty() && !f.fix().is_empty());
+        }
+        let gone_finding = findings
+            .iter()
+            .find(|f| f.code() == "workspace_gone")
+            .unwrap();
+        assert!(
+            gone_finding.message().contains("`c2`"),
+            "{}",
+            gone_finding.message()
+        );
+
+        store.remove_key(&gone_key).unwrap();
+        store.remove_key(&gone_key).unwrap();
+        let codes: Vec<_> = store
+            .findings(&running, &alive)
+            .unwrap()
+            .iter()
+            .map(|f| f.code())
+            .collect();
+        assert_eq!(codes, ["stale_session", "corrupt_state"]);
+    }
+
+    #[test]
+    fn session_active_maps_to_the_envelope() {
+        let (_s, ws, store) = setup();
+        store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        let err = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            crate::handoff::envelope::ErrorCode::SessionActive
+        );
+        assert_eq!(err.details()["session"]["agent"], "codex");
+        assert_eq!(err.details()["session"]["pid"], std::process::id());
     }
 
     #[test]

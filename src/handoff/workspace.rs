@@ -92,6 +92,21 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
+    /// The envelope error code: `not_found` for a missing root or unknown `--primary`,
+    /// `invalid_argument` for a non-directory root or an ambiguous primary, `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            WorkspaceError::Root { .. } | WorkspaceError::UnknownPrimary { .. } => {
+                ErrorCode::NotFound
+            }
+            WorkspaceError::NotADirectory { .. } | WorkspaceError::AmbiguousPrimary { .. } => {
+                ErrorCode::InvalidArgument
+            }
+            _ => ErrorCode::Internal,
+        }
+    }
+
     /// A hint for the user, when a fix is known.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -225,7 +240,60 @@ pub struct Workspace {
     pub warnings: Vec<WorkspaceWarning>,
 }
 
+/// One bind mount a handoff needs, in engine-neutral form (for `up`, the plan and the audit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceMount {
+    /// Absolute host path.
+    pub source: PathBuf,
+    /// Absolute container path.
+    pub target: String,
+    /// Always `false` today: the workspace and the git directories are read-write.
+    pub read_only: bool,
+    /// Why it is mounted: `workspace` or `git` (a repository's git directory).
+    pub purpose: MountPurpose,
+}
+
+/// Why a [`WorkspaceMount`] exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MountPurpose {
+    /// The workspace root.
+    Workspace,
+    /// A git directory outside the root ([`Workspace::git_mounts`]).
+    Git,
+}
+
 impl Workspace {
+    /// Every mount the workspace needs: the root at the container root, then each git directory
+    /// (read-write, at the same path unless a relative link says otherwise). Nothing else of the
+    /// host is ever in this list.
+    pub fn mounts(&self) -> Vec<WorkspaceMount> {
+        let mut out = vec![WorkspaceMount {
+            source: self.root.clone(),
+            target: self.container_root.clone(),
+            read_only: false,
+            purpose: MountPurpose::Workspace,
+        }];
+        out.extend(self.git_mounts.iter().map(|m| WorkspaceMount {
+            source: m.host_path.clone(),
+            target: m.container_path.clone(),
+            read_only: false,
+            purpose: MountPurpose::Git,
+        }));
+        out
+    }
+
+    /// Container paths to declare as git `safe.directory` inside the container (each repository's
+    /// working tree), so git's ownership check passes when the container user's uid differs from
+    /// the host owner's.
+    pub fn safe_directories(&self) -> Vec<String> {
+        self.repos
+            .iter()
+            .map(|r| r.container_path.clone())
+            .collect()
+    }
+
     /// The primary repository, if any.
     pub fn primary(&self) -> Option<&Repo> {
         self.repos.iter().find(|r| r.role == RepoRole::Primary)

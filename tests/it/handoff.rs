@@ -14,7 +14,7 @@ use devcell::handoff::context::{
     SecurityInfo, Task,
 };
 use devcell::handoff::workspace::{
-    self, InspectOptions, Layout, RepoKind, RepoRole, Workspace, WorkspaceError,
+    self, InspectOptions, Layout, MountPurpose, RepoKind, RepoRole, Workspace, WorkspaceError,
 };
 
 /// Runs git in `dir` with a fixed identity and no global/system config; panics with stderr on
@@ -156,6 +156,20 @@ fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
         ]
     );
     assert!(w.warnings.is_empty(), "{:?}", w.warnings);
+
+    // the whole mount list: the root at /workspace plus the two git dirs, nothing else
+    let all = w.mounts();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].source, w.root);
+    assert_eq!(all[0].target, "/workspace");
+    assert_eq!(all[0].purpose, MountPurpose::Workspace);
+    assert!(all.iter().all(|m| !m.read_only));
+    assert!(
+        all[1..]
+            .iter()
+            .all(|m| m.purpose == MountPurpose::Git && m.target == m.source.to_string_lossy())
+    );
+    assert_eq!(w.safe_directories(), ["/workspace/api", "/workspace/web"]);
 
     // an uncommitted file makes the repo dirty; git state is read without writing
     std::fs::write(ws.join("web/new.txt"), "x").unwrap();
