@@ -172,6 +172,10 @@ pub struct Session {
     pub agent: String,
     /// The devcell process that runs the session.
     pub pid: u32,
+    /// That process's start time (Linux: clock ticks since boot, `/proc/<pid>/stat` field 22),
+    /// so a recycled pid is not mistaken for it; `None` where unknown.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
     /// The container the agent runs in; `None` while `up` is still starting it.
     pub container_id: Option<String>,
     /// Start time (RFC 3339, UTC).
@@ -257,16 +261,38 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// The status of `session`, asking `probe` about its container and `alive` about its pid.
+/// Whether process `pid` is alive and, when `start` is known on both sides, is the same process
+/// (same start time): a recycled pid does not count.
+pub fn process_alive(pid: u32, start: Option<u64>) -> bool {
+    if !pid_alive(pid) {
+        return false;
+    }
+    match (start, process_start_time(pid)) {
+        (Some(recorded), Some(now)) => recorded == now,
+        _ => true,
+    }
+}
+
+/// A process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22); `None` when
+/// unavailable (not Linux, process gone, unreadable).
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // the command name (field 2) is in parentheses and may contain spaces or `)`
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The status of `session`, asking `probe` about its container and `alive` about its process
+/// (pid and recorded start time; [`process_alive`] is the real check).
 pub fn session_status(
     session: &Session,
     probe: &dyn ContainerProbe,
-    alive: &dyn Fn(u32) -> bool,
+    alive: &dyn Fn(u32, Option<u64>) -> bool,
 ) -> SessionStatus {
     if session.ended_at.is_some() || session.outcome.is_some() {
         return SessionStatus::Ended;
     }
-    if !alive(session.pid) {
+    if !alive(session.pid, session.pid_start) {
         return SessionStatus::Stale;
     }
     match &session.container_id {
@@ -394,6 +420,22 @@ impl StateFinding {
             }
         }
     }
+}
+
+/// How many sessions a workspace's state keeps: beyond it the oldest *ended* sessions are
+/// dropped (their log files stay).
+pub const MAX_SESSIONS: usize = 100;
+
+fn prune_sessions(sessions: &mut Vec<Session>) {
+    let mut excess = sessions.len().saturating_sub(MAX_SESSIONS);
+    sessions.retain(|s| {
+        if excess > 0 && s.outcome.is_some() {
+            excess -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// What [`StateStore::begin_session`] did.
@@ -545,7 +587,7 @@ impl StateStore {
     pub fn findings(
         &self,
         probe: &dyn ContainerProbe,
-        alive: &dyn Fn(u32) -> bool,
+        alive: &dyn Fn(u32, Option<u64>) -> bool,
     ) -> Result<Vec<StateFinding>, StateError> {
         let (states, errors) = self.list()?;
         let mut out = Vec::new();
@@ -695,7 +737,8 @@ impl StateStore {
             replace,
             probe,
             std::process::id(),
-            &pid_alive,
+            process_start_time(std::process::id()),
+            &process_alive,
         )
     }
 
@@ -713,7 +756,8 @@ impl StateStore {
         replace: bool,
         probe: &dyn ContainerProbe,
         pid: u32,
-        alive: &dyn Fn(u32) -> bool,
+        pid_start: Option<u64>,
+        alive: &dyn Fn(u32, Option<u64>) -> bool,
     ) -> Result<SessionStart, StateError> {
         let started = chrono::Utc::now();
         let base = format!("{}-{pid}", started.format("%Y%m%dT%H%M%SZ"));
@@ -754,12 +798,14 @@ impl StateStore {
                 id,
                 agent: agent.to_string(),
                 pid,
+                pid_start,
                 container_id,
                 started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ended_at: None,
                 outcome: None,
             };
             state.sessions.push(session.clone());
+            prune_sessions(&mut state.sessions);
             Ok(SessionStart {
                 session,
                 abandoned,
@@ -899,7 +945,7 @@ mod tests {
         assert_eq!(state.image.as_deref(), Some("img:1"));
         assert_eq!(state.sessions[0].container_id.as_deref(), Some("c0ffee"));
         assert_eq!(
-            session_status(&state.sessions[0], &running, &pid_alive),
+            session_status(&state.sessions[0], &running, &process_alive),
             SessionStatus::Live
         );
 
@@ -964,8 +1010,8 @@ mod tests {
     #[test]
     fn a_session_whose_devcell_died_is_stale_and_abandoned() {
         let (_s, ws, store) = setup();
-        let dead = |_: u32| false;
-        let alive = |_: u32| true;
+        let dead = |_: u32, _: Option<u64>| false;
+        let alive = |_: u32, _: Option<u64>| true;
         let old = store
             .begin_session_with(
                 ws.path(),
@@ -974,6 +1020,7 @@ mod tests {
                 false,
                 &running,
                 4_000_000,
+                None,
                 &alive,
             )
             .unwrap();
@@ -994,6 +1041,7 @@ mod tests {
                 false,
                 &running,
                 4_000_001,
+                None,
                 &dead,
             )
             .unwrap();
@@ -1032,6 +1080,49 @@ mod tests {
     }
 
     #[test]
+    fn a_recycled_pid_is_not_the_session_process() {
+        let me = std::process::id();
+        let start = process_start_time(me);
+        assert!(start.is_some(), "Linux exposes /proc/<pid>/stat");
+        assert!(process_alive(me, start));
+        assert!(process_alive(me, None));
+        assert!(!process_alive(me, start.map(|s| s + 1)));
+        let (_s, ws, store) = setup();
+        let first = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        assert_eq!(first.session.pid_start, start);
+        let mut recycled = first.session.clone();
+        recycled.pid_start = start.map(|s| s + 1);
+        assert_eq!(
+            session_status(&recycled, &running, &process_alive),
+            SessionStatus::Stale
+        );
+    }
+
+    #[test]
+    fn only_the_newest_ended_sessions_are_kept() {
+        let session = |id: usize, ended: bool| Session {
+            id: id.to_string(),
+            agent: "a".into(),
+            pid: 1,
+            pid_start: None,
+            container_id: None,
+            started_at: String::new(),
+            ended_at: None,
+            outcome: ended.then_some(SessionOutcome::Abandoned),
+            log: PathBuf::new(),
+        };
+        // the oldest is unended (e.g. a live one): it survives, the next ended ones go
+        let mut sessions: Vec<_> = (0..MAX_SESSIONS + 3).map(|i| session(i, i != 0)).collect();
+        prune_sessions(&mut sessions);
+        assert_eq!(sessions.len(), MAX_SESSIONS);
+        let ids: Vec<_> = sessions.iter().take(2).map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["0", "4"]);
+        assert_eq!(sessions.last().unwrap().id, (MAX_SESSIONS + 2).to_string());
+    }
+
+    #[test]
     fn pid_liveness() {
         assert!(pid_alive(std::process::id()));
         assert!(!pid_alive(0));
@@ -1065,7 +1156,7 @@ mod tests {
     fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
         let (_s, ws, store) = setup();
         let gone = tempfile::tempdir().unwrap();
-        let alive = |pid: u32| pid != 1111;
+        let alive = |pid: u32, _: Option<u64>| pid != 1111;
         store
             .begin_session_with(
                 ws.path(),
@@ -1074,11 +1165,21 @@ mod tests {
                 false,
                 &running,
                 1111,
+                None,
                 &alive,
             )
             .unwrap();
         store
-            .begin_session_with(gone.path(), "codex", None, false, &running, 2222, &alive)
+            .begin_session_with(
+                gone.path(),
+                "codex",
+                None,
+                false,
+                &running,
+                2222,
+                None,
+                &alive,
+            )
             .unwrap();
         store.set_container(gone.path(), None, "c2", None).unwrap();
         let gone_key = workspace_key(gone.path()).unwrap();
@@ -1162,14 +1263,14 @@ mod tests {
     #[test]
     fn concurrent_updates_do_not_lose_sessions() {
         let (_s, ws, store) = setup();
-        let alive = |_: u32| false; // every earlier session looks stale: no refusal
+        let alive = |_: u32, _: Option<u64>| false; // every earlier session looks stale: no refusal
         std::thread::scope(|scope| {
             for t in 0..8u32 {
                 let store = store.clone();
                 let ws = ws.path().to_path_buf();
                 scope.spawn(move || {
                     store
-                        .begin_session_with(&ws, "a", None, false, &running, 1000 + t, &alive)
+                        .begin_session_with(&ws, "a", None, false, &running, 1000 + t, None, &alive)
                         .unwrap();
                 });
             }

@@ -506,7 +506,7 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
     } else {
         let (target, _) = read_gitdir_link(&dot_git)?;
         let resolved = dir.join(target);
-        (RepoKind::Worktree, canonical(&resolved)?)
+        (RepoKind::Worktree, link_target(&dot_git, &resolved)?)
     };
     let common_dir = read_commondir(&git_dir)?;
     let status = git(
@@ -570,7 +570,26 @@ fn read_commondir(git_dir: &Path) -> Result<PathBuf, WorkspaceError> {
             message: "the file is empty".into(),
         });
     }
-    canonical(&git_dir.join(line))
+    link_target(&file, &git_dir.join(line))
+}
+
+/// Canonicalises the target of the git link `link`, turning a missing target into a
+/// [`WorkspaceError::BadGitLink`] that says what to do.
+fn link_target(link: &Path, target: &Path) -> Result<PathBuf, WorkspaceError> {
+    match std::fs::canonicalize(target) {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WorkspaceError::BadGitLink {
+            path: link.to_path_buf(),
+            message: format!(
+                "it points at `{}`, which does not exist (was the main repository moved or deleted? `git worktree repair` fixes a moved one)",
+                target.display()
+            ),
+        }),
+        Err(source) => Err(WorkspaceError::Io {
+            path: target.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 fn read_small(path: &Path) -> Result<String, WorkspaceError> {

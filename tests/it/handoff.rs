@@ -362,6 +362,18 @@ fn a_broken_git_file_is_a_clear_error() {
     assert!(err.to_string().contains("gitdir:"), "{err}");
 }
 
+#[test]
+fn a_worktree_whose_main_repository_vanished_says_so() {
+    let (tmp, ws) = grove_workspace();
+    std::fs::rename(tmp.path().join("src/web"), tmp.path().join("src/web-moved")).unwrap();
+    let err = workspace::inspect(&ws, &InspectOptions::default()).unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadGitLink { .. }), "{err}");
+    assert!(err.to_string().contains("git worktree repair"), "{err}");
+    // nothing in the workspace was touched
+    assert!(ws.join("web/README.md").is_file());
+    assert!(ws.join("api/.git").is_file());
+}
+
 fn full_context(w: &Workspace) -> HandoffContext {
     HandoffContext::new(
         w,
