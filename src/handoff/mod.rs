@@ -3,5 +3,10 @@
 pub mod agents_md;
 pub mod context;
 pub mod envelope;
+pub mod error;
+pub mod read_configuration;
 pub mod state;
 pub mod workspace;
+
+pub use error::{HandoffError, Result};
+pub use read_configuration::{ReadConfiguration, ReadConfigurationOptions, read_configuration};
