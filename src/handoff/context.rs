@@ -18,8 +18,8 @@
 //!  "secrets": ["OPENAI_API_KEY"], "env": ["RUST_LOG"],
 //!  "image": {"reference": "…", "digest": "sha256:…",
 //!            "features": [{"id": "ghcr.io/devcontainers/features/node:1", "digest": "sha256:…"}]},
-//!  "hooks": [{"hook": "postCreateCommand", "source": "devcontainer.json", "exitCode": 0,
-//!             "durationMs": 812}],
+//!  "hooks": [{"hook": "postCreateCommand", "source": "devcontainer.json", "entry": null,
+//!             "exitCode": 0, "durationMs": 812, "skipped": null}],
 //!  "agent": {"name": "codex", "command": ["codex", "--full-auto"]},
 //!  "contextPath": "/workspace/.devcell/context.json"}
 //! ```
@@ -269,10 +269,49 @@ pub struct HookResult {
     pub hook: String,
     /// Where the command came from (`devcontainer.json`, a Feature id, `image metadata`).
     pub source: String,
-    /// Its exit code, `null` when killed by a signal or skipped.
+    /// The entry name of an object-form (parallel) command, else `null`.
+    pub entry: Option<String>,
+    /// Its exit code (128 + N when killed by signal N), `null` when skipped.
     pub exit_code: Option<i32>,
-    /// Wall time in milliseconds.
+    /// Wall time in milliseconds (0 when skipped).
     pub duration_ms: u64,
+    /// Why it did not run (`alreadyRan`, or the flag that excluded it, e.g.
+    /// `--skip-post-attach`), else `null`.
+    pub skipped: Option<String>,
+}
+
+/// The `hooks` of a context from a lifecycle report: every command that ran, in order, then
+/// every hook skipped for a reason other than not being configured.
+pub fn hooks_from_report(report: &crate::lifecycle::LifecycleReport) -> Vec<HookResult> {
+    use crate::lifecycle::SkipReason;
+    let mut out: Vec<HookResult> = report
+        .runs
+        .iter()
+        .map(|r| HookResult {
+            hook: r.hook.property().to_string(),
+            source: r.origin.clone(),
+            entry: r.entry.clone(),
+            exit_code: Some(i32::try_from(r.exit_code).unwrap_or(i32::MAX)),
+            duration_ms: r.duration_ms,
+            skipped: None,
+        })
+        .collect();
+    for s in &report.skipped {
+        let reason = match s.reason {
+            SkipReason::NotConfigured => continue,
+            SkipReason::AlreadyRan => "alreadyRan".to_string(),
+            SkipReason::Flag(flag) => flag.to_string(),
+        };
+        out.push(HookResult {
+            hook: s.hook.property().to_string(),
+            source: String::new(),
+            entry: None,
+            exit_code: None,
+            duration_ms: 0,
+            skipped: Some(reason),
+        });
+    }
+    out
 }
 
 /// `agent`.
@@ -618,6 +657,66 @@ context_path = ".grove/context.json"
         assert_eq!(i.security.permissions, ["cap:SYS_PTRACE"]);
         assert_eq!(i.context_path, ".grove/context.json");
         assert!(ContextInputs::from_settings(&settings, "claude", &[]).is_none());
+    }
+
+    #[test]
+    fn hooks_come_from_the_lifecycle_report() {
+        use crate::lifecycle::{LifecycleHook, LifecycleReport, SkipReason, SkippedHook};
+        let run = |hook, origin: &str, entry: Option<&str>, exit_code| crate::lifecycle::HookRun {
+            hook,
+            source: 0,
+            origin: origin.into(),
+            entry: entry.map(str::to_string),
+            command: "x".into(),
+            exit_code,
+            duration_ms: 7,
+            output_tail: vec![],
+        };
+        let report = LifecycleReport {
+            runs: vec![
+                run(
+                    LifecycleHook::OnCreateCommand,
+                    "Feature 'ghcr.io/x/y:1'",
+                    None,
+                    0,
+                ),
+                run(
+                    LifecycleHook::PostCreateCommand,
+                    "devcontainer.json",
+                    Some("npm"),
+                    137,
+                ),
+            ],
+            skipped: vec![
+                SkippedHook {
+                    hook: LifecycleHook::UpdateContentCommand,
+                    reason: SkipReason::NotConfigured,
+                },
+                SkippedHook {
+                    hook: LifecycleHook::PostAttachCommand,
+                    reason: SkipReason::Flag("--skip-post-attach"),
+                },
+                SkippedHook {
+                    hook: LifecycleHook::PostStartCommand,
+                    reason: SkipReason::AlreadyRan,
+                },
+            ],
+        };
+        let hooks = hooks_from_report(&report);
+        let v = serde_json::to_value(&hooks).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!([
+                {"hook": "onCreateCommand", "source": "Feature 'ghcr.io/x/y:1'", "entry": null,
+                 "exitCode": 0, "durationMs": 7, "skipped": null},
+                {"hook": "postCreateCommand", "source": "devcontainer.json", "entry": "npm",
+                 "exitCode": 137, "durationMs": 7, "skipped": null},
+                {"hook": "postAttachCommand", "source": "", "entry": null,
+                 "exitCode": null, "durationMs": 0, "skipped": "--skip-post-attach"},
+                {"hook": "postStartCommand", "source": "", "entry": null,
+                 "exitCode": null, "durationMs": 0, "skipped": "alreadyRan"},
+            ])
+        );
     }
 
     #[test]

@@ -404,12 +404,24 @@ fn full_context(w: &Workspace) -> HandoffContext {
                     },
                 ],
             },
-            hooks: vec![HookResult {
-                hook: "postCreateCommand".into(),
-                source: "devcontainer.json".into(),
-                exit_code: Some(0),
-                duration_ms: 812,
-            }],
+            hooks: vec![
+                HookResult {
+                    hook: "postCreateCommand".into(),
+                    source: "devcontainer.json".into(),
+                    entry: Some("deps".into()),
+                    exit_code: Some(0),
+                    duration_ms: 812,
+                    skipped: None,
+                },
+                HookResult {
+                    hook: "postAttachCommand".into(),
+                    source: String::new(),
+                    entry: None,
+                    exit_code: None,
+                    duration_ms: 0,
+                    skipped: Some("--skip-post-attach".into()),
+                },
+            ],
             agent: AgentInfo {
                 name: "reference".into(),
                 command: vec!["/workspace/agent.sh".into(), "--fast".into()],
