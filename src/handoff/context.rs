@@ -777,6 +777,10 @@ context_path = ".grove/context.json"
         assert!(matches!(err, ContextError::NotOwned { .. }), "{err}");
         assert!(err.hint().is_some());
         assert_eq!(
+            err.code(),
+            crate::handoff::envelope::ErrorCode::ConfigInvalid
+        );
+        assert_eq!(
             std::fs::read_to_string(&user).unwrap(),
             "{\"schemaVersion\": 1, \"mine\": true}"
         );

@@ -579,6 +579,26 @@ impl StateStore {
         Ok((states, errors))
     }
 
+    /// The workspace's state with each session's [`SessionStatus`] (for `status`); `None` when
+    /// devcell has no state for it.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn status(
+        &self,
+        workspace_root: &Path,
+        probe: &dyn ContainerProbe,
+    ) -> Result<Option<(WorkspaceState, Vec<SessionStatus>)>, StateError> {
+        Ok(self.load(workspace_root)?.map(|state| {
+            let statuses = state
+                .sessions
+                .iter()
+                .map(|s| session_status(s, probe, &process_alive))
+                .collect();
+            (state, statuses)
+        }))
+    }
+
     /// Stored-state problems for `doctor`: stale sessions, workspaces whose folder is gone, and
     /// corrupt files. Pure inspection: nothing is changed.
     ///
@@ -672,11 +692,14 @@ impl StateStore {
             }
         })?;
         let path = self.state_path_for_key(&key);
-        let mut state = self
-            .load_path(&path)?
-            .unwrap_or_else(|| WorkspaceState::new(root));
+        let loaded = self.load_path(&path)?;
+        let existed = loaded.is_some();
+        let mut state = loaded.unwrap_or_else(|| WorkspaceState::new(root.clone()));
         let result = f(&mut state)?;
-        self.save_to(&path, &state)?;
+        // nothing recorded for a workspace devcell never saw: leave no file behind
+        if existed || state != WorkspaceState::new(root) {
+            self.save_to(&path, &state)?;
+        }
         drop(lock); // closing the file releases the flock
         Ok(result)
     }
@@ -1231,6 +1254,35 @@ mod tests {
         );
         assert_eq!(err.details()["session"]["agent"], "codex");
         assert_eq!(err.details()["session"]["pid"], std::process::id());
+    }
+
+    #[test]
+    fn status_pairs_sessions_with_their_status_and_reads_leave_no_file() {
+        let (_s, ws, store) = setup();
+        assert_eq!(store.status(ws.path(), &running).unwrap(), None);
+        store.clear_container(ws.path()).unwrap();
+        assert!(
+            !store.state_path(ws.path()).unwrap().exists(),
+            "a no-op update writes nothing"
+        );
+        let first = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        store
+            .end_session(
+                ws.path(),
+                &first.session.id,
+                SessionOutcome::Exited { exit_code: 3 },
+            )
+            .unwrap();
+        store
+            .begin_session(ws.path(), "codex", Some("c9"), false, &running)
+            .unwrap();
+        let (state, statuses) = store.status(ws.path(), &running).unwrap().unwrap();
+        assert_eq!(state.sessions.len(), 2);
+        assert_eq!(statuses, [SessionStatus::Ended, SessionStatus::Live]);
+        let (_, statuses) = store.status(ws.path(), &stopped).unwrap().unwrap();
+        assert_eq!(statuses, [SessionStatus::Ended, SessionStatus::Stale]);
     }
 
     #[test]

@@ -981,6 +981,29 @@ mod tests {
     }
 
     #[test]
+    fn errors_map_to_envelope_codes() {
+        use crate::handoff::envelope::ErrorCode;
+        let unknown = WorkspaceError::UnknownPrimary {
+            name: "x".into(),
+            available: vec![],
+        };
+        assert_eq!(unknown.code(), ErrorCode::NotFound);
+        assert_eq!(unknown.hint(), None);
+        let ambiguous = WorkspaceError::AmbiguousPrimary {
+            candidates: vec!["api".into(), "web".into()],
+        };
+        assert_eq!(ambiguous.code(), ErrorCode::InvalidArgument);
+        assert_eq!(ambiguous.hint().as_deref(), Some("e.g. `--primary api`"));
+        let git = WorkspaceError::Git {
+            dir: "/w".into(),
+            args: "status".into(),
+            stderr: "fatal: boom".into(),
+        };
+        assert_eq!(git.code(), ErrorCode::Internal);
+        assert_eq!(git.to_string(), "`git status` failed in `/w`: fatal: boom");
+    }
+
+    #[test]
     fn workspace_branch_prefers_agreement_then_primary() {
         let mut ws = Workspace {
             name: "w".into(),
