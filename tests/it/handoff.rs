@@ -538,3 +538,52 @@ fn agents_md_is_generated_once_and_user_content_survives() {
     assert_eq!(out, AgentsMdOutcome::Exists(path.clone()));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Our own rules\n");
 }
+
+fn envelope_errors(instance: &serde_json::Value) -> Vec<String> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/envelope.schema.json"),
+    )
+    .unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema is valid");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn envelopes_validate_against_the_published_schema() {
+    use devcell::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+    let ok = Envelope::success(serde_json::json!({"containerId": "abc"}))
+        .with_warning("stale_session", "an older session was abandoned");
+    let ok = serde_json::to_value(&ok).unwrap();
+    assert_eq!(envelope_errors(&ok), Vec::<String>::new());
+
+    for code in ErrorCode::ALL {
+        let failed: Envelope<()> = Envelope::failure(
+            ErrorBody::new(code, "it failed").with_details(serde_json::json!({"x": 1})),
+        )
+        .with_next_action(NextAction::command("retry", ["devcell", "status"]))
+        .with_next_action(NextAction::manual("edit the config"));
+        let v = serde_json::to_value(&failed).unwrap();
+        assert_eq!(envelope_errors(&v), Vec::<String>::new(), "{code}");
+    }
+
+    // the schema is not vacuous: both result and error, or an unknown code, are rejected
+    let mut both = ok.clone();
+    both["error"] = serde_json::json!({"code": "internal", "message": "m", "details": {}});
+    assert!(!envelope_errors(&both).is_empty());
+    let mut unknown = both.clone();
+    unknown.as_object_mut().unwrap().remove("result");
+    unknown["ok"] = serde_json::json!(false);
+    assert_eq!(envelope_errors(&unknown), Vec::<String>::new());
+    unknown["error"]["code"] = serde_json::json!("oops");
+    assert!(!envelope_errors(&unknown).is_empty());
+    let mut shell = ok;
+    shell["next_actions"] = serde_json::json!([{"description": "d", "command": "devcell status"}]);
+    assert!(
+        !envelope_errors(&shell).is_empty(),
+        "shell strings are rejected"
+    );
+}
