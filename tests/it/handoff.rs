@@ -6,7 +6,9 @@
 //! global git config is never read or written.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+
+use crate::support;
 
 use devcell::handoff::agents_md::{self, AgentsMdOutcome};
 use devcell::handoff::context::{
@@ -586,4 +588,220 @@ fn envelopes_validate_against_the_published_schema() {
         !envelope_errors(&shell).is_empty(),
         "shell strings are rejected"
     );
+}
+
+/// Builds (once per run, cached by Docker) `devcell-test/hostgit:1`: the busybox base image plus
+/// this host's `git` binary and the shared libraries `ldd` lists, so git can run in a container
+/// without any registry or network.
+fn hostgit_image() -> &'static str {
+    const IMAGE: &str = "devcell-test/hostgit:1";
+    let ctx = tempfile::tempdir().unwrap();
+    let rootfs = ctx.path().join("rootfs");
+    let git_bin = PathBuf::from(
+        String::from_utf8(
+            Command::new("sh")
+                .args(["-c", "command -v git"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+    );
+    let ldd = Command::new("ldd")
+        .arg(&git_bin)
+        .output()
+        .expect("ldd runs");
+    assert!(ldd.status.success(), "ldd git failed");
+    let mut files = vec![git_bin.clone()];
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+        let path = line
+            .split("=>")
+            .last()
+            .and_then(|p| p.split_whitespace().next())
+            .unwrap_or("");
+        if path.starts_with('/') {
+            files.push(PathBuf::from(path));
+        }
+    }
+    for f in &files {
+        let dest = rootfs.join(f.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(f, &dest).unwrap(); // follows symlinks: the real library under the ldd name
+    }
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!(
+            "FROM {}\nCOPY rootfs/ /\nENV PATH={}:/bin:/usr/bin\n",
+            support::docker::BUSYBOX_IMAGE,
+            git_bin.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", IMAGE])
+        .arg(ctx.path())
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker build of {IMAGE} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    IMAGE
+}
+
+/// Starts a container of `image` with exactly `mounts` (source:target, read-write) and nothing
+/// else of the host.
+fn container_with(image: &str, mounts: &[(PathBuf, String)]) -> support::docker::TestContainer {
+    let mut cmd = Command::new("docker");
+    cmd.args(["run", "-d", "--rm", "--label", "devcell.test=1"]);
+    for (source, target) in mounts {
+        cmd.arg("--mount").arg(format!(
+            "type=bind,source={},target={target}",
+            source.display()
+        ));
+    }
+    let out = cmd
+        .args([image, "sleep", "600"])
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    support::docker::TestContainer {
+        id: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    }
+}
+
+fn container_git(
+    c: &support::docker::TestContainer,
+    w: &Workspace,
+    repo: &str,
+    args: &str,
+) -> Output {
+    let mut safe = String::new();
+    for dir in w.safe_directories() {
+        safe.push_str(&format!(" -c safe.directory={dir}"));
+    }
+    Command::new("docker")
+        .args([
+            "exec",
+            "-w",
+            &format!("/workspace/{repo}"),
+            &c.id,
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "git --no-pager -c user.name=agent -c user.email=agent@devcell.invalid{safe} {args}"
+        ))
+        .output()
+        .expect("docker runs")
+}
+
+#[test]
+fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
+    let test = "git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let (tmp, ws) = grove_workspace();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let mounts: Vec<_> = w
+        .mounts()
+        .into_iter()
+        .map(|m| (m.source, m.target))
+        .collect();
+    assert_eq!(mounts.len(), 3, "the root and two git dirs: {mounts:?}");
+
+    // control: with the workspace alone, git in a worktree cannot find its repository
+    let bare = container_with(image, &mounts[..1]);
+    let out = container_git(&bare, &w, "api", "status");
+    assert!(!out.status.success(), "git must fail without the git dirs");
+    drop(bare);
+
+    let c = container_with(image, &mounts);
+    for repo in ["api", "web"] {
+        let out = container_git(&c, &w, repo, "status --porcelain");
+        assert!(
+            out.status.success(),
+            "git status in {repo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c.sh(&format!(
+            "echo 'from the agent' > /workspace/{repo}/agent.txt"
+        ));
+        let out = container_git(
+            &c,
+            &w,
+            repo,
+            "add agent.txt && git --no-pager -c user.name=agent -c user.email=agent@devcell.invalid commit -q -m 'agent change'",
+        );
+        assert!(
+            out.status.success(),
+            "git commit in {repo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = container_git(&c, &w, repo, "diff HEAD~1 --stat");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("agent.txt"));
+    }
+    drop(c); // the container is gone: the work stays on the host
+
+    for repo in ["api", "web"] {
+        let wt = ws.join(repo);
+        assert_eq!(git(&wt, &["log", "-1", "--format=%s"]), "agent change");
+        assert_eq!(git(&wt, &["status", "--porcelain"]), "", "{repo} is clean");
+        assert_eq!(
+            std::fs::read_to_string(wt.join("agent.txt")).unwrap(),
+            "from the agent\n"
+        );
+        // the main repository sees the branch move too
+        let main = tmp.path().join("src").join(repo);
+        assert_eq!(
+            git(&main, &["log", "-1", "--format=%s", "feat/x"]),
+            "agent change"
+        );
+    }
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert!(w.repos.iter().all(|r| !r.dirty));
+}
+
+#[test]
+fn a_relative_gitdir_link_works_in_the_container_too() {
+    let test = "a_relative_gitdir_link_works_in_the_container_too";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let (_tmp, ws) = grove_workspace();
+    std::fs::write(
+        ws.join("api/.git"),
+        "gitdir: ../../src/api/.git/worktrees/api\n",
+    )
+    .unwrap();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let mounts: Vec<_> = w
+        .mounts()
+        .into_iter()
+        .map(|m| (m.source, m.target))
+        .collect();
+    assert!(
+        mounts.iter().any(|(_, t)| t == "/src/api/.git"),
+        "{mounts:?}"
+    );
+    let c = container_with(image, &mounts);
+    for repo in ["api", "web"] {
+        let out = container_git(&c, &w, repo, "rev-parse --abbrev-ref HEAD");
+        assert!(
+            out.status.success(),
+            "git in {repo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "feat/x");
+    }
 }
