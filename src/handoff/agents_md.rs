@@ -138,6 +138,10 @@ pub fn write_if_absent(
         .map_err(io(root))?;
     tmp.write_all(render(context).as_bytes())
         .map_err(io(&target))?;
+    // world-readable: the agent may run as another uid than the host user (tempfile makes 0600)
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io(&target))?;
     tmp.as_file().sync_all().map_err(io(&target))?;
     match tmp.persist_noclobber(&target) {
         Ok(_) => Ok(AgentsMdOutcome::Created(target)),
@@ -200,6 +204,9 @@ mod tests {
         let path = dir.path().join(FILE_NAME);
         assert_eq!(out, AgentsMdOutcome::Created(path.clone()));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), render(&ctx));
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
 
         // the user edits it: a later handoff leaves it alone, even with other content
         std::fs::write(&path, "my own notes\n").unwrap();

@@ -547,6 +547,10 @@ pub fn write_owned_file(
         .tempfile_in(&parent)
         .map_err(io(&parent))?;
     tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    // world-readable: the agent may run as another uid than the host user (tempfile makes 0600)
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io(&target))?;
     tmp.as_file().sync_all().map_err(io(&target))?;
     tmp.persist(&target).map_err(|e| io(&target)(e.error))?;
     Ok(target)
@@ -744,6 +748,13 @@ context_path = ".grove/context.json"
         let path = write(dir.path(), ".devcell/context.json", &ctx).unwrap();
         assert_eq!(path, dir.path().join(".devcell/context.json"));
         assert_eq!(read(&path).unwrap(), ctx);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o644,
+            "readable by a container user of another uid"
+        );
         let ignore = std::fs::read_to_string(dir.path().join(".devcell/.gitignore")).unwrap();
         assert!(ignore.lines().any(|l| l == "*"));
         // second write replaces devcell's own file
