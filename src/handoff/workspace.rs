@@ -233,8 +233,9 @@ pub struct Workspace {
     /// The folder whose `.devcontainer` configures the container: the primary repository when
     /// it has one, else the root when it has one; `None` when neither does.
     pub config_folder: Option<PathBuf>,
-    /// Host git directories outside the root that must be mounted (host path = container path),
-    /// sorted by path, none nested in another or inside the root.
+    /// Host git directories that must be mounted for git to work in the container (usually
+    /// host path = container path), sorted by host path, none nested in another same-path mount.
+    /// Directories the workspace mount already shows at the right container path are left out.
     pub git_mounts: Vec<GitMount>,
     /// Non-fatal findings.
     pub warnings: Vec<WorkspaceWarning>,
@@ -390,7 +391,7 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
 
     let mut git_mounts = Vec::new();
     for repo in &repos {
-        for (host, container_path) in mounts_for(repo, &root)? {
+        for (host, container_path) in mounts_for(repo, &root, &container_root)? {
             add_mount(&mut git_mounts, &host, container_path, &repo.name);
         }
         alternates_warnings(repo, &root, &mut warnings);
@@ -616,53 +617,100 @@ fn canonical(path: &Path) -> Result<PathBuf, WorkspaceError> {
     })
 }
 
-/// The git directories of `repo` outside `root`, with their container paths.
+/// The git directories `repo` needs mounted, with their container paths.
 ///
-/// A plain repository inside the root needs nothing. A worktree needs its common git directory
-/// (which usually contains its own git directory under `worktrees/<name>`), plus its git
-/// directory when that lies elsewhere. With an absolute `gitdir:` link the container path is the
-/// host path; with a relative one it is where the link resolves from the repo's container path,
-/// and the common directory is placed at the same relative position.
-fn mounts_for(repo: &Repo, root: &Path) -> Result<Vec<(PathBuf, String)>, WorkspaceError> {
+/// Git inside the container follows the worktree's `.git` link and its `commondir` from the
+/// container's point of view: an absolute link names a host path, a relative one resolves from
+/// the repository's container path. A directory needs a mount unless that container path already
+/// shows it through the workspace mount (`root` at `container_root`). A plain repository whose
+/// `.git` folder is inside the root needs nothing; a worktree of it, linked by absolute path,
+/// needs its git directory at that host path even though it is inside the root. The common
+/// directory (which usually contains the worktree's own git directory under `worktrees/<name>`)
+/// is preferred; the git directory is added on its own only when the common one does not cover
+/// it.
+fn mounts_for(
+    repo: &Repo,
+    root: &Path,
+    container_root: &str,
+) -> Result<Vec<(PathBuf, String)>, WorkspaceError> {
     let mut out = Vec::new();
-    let git_outside = !repo.git_dir.starts_with(root);
-    let common_outside = !repo.common_dir.starts_with(root);
-    if !git_outside && !common_outside {
-        return Ok(out);
-    }
-    let relative =
-        repo.kind == RepoKind::Worktree && read_gitdir_link(&repo.host_path.join(".git"))?.1;
-    let container_git_dir = if relative {
-        let (target, _) = read_gitdir_link(&repo.host_path.join(".git"))?;
-        normalize_posix(&format!(
-            "{}/{}",
-            repo.container_path,
-            target.to_string_lossy()
-        ))
-    } else {
-        path_string(&repo.git_dir)
-    };
-    let git_in_common = repo.git_dir.strip_prefix(&repo.common_dir).ok();
-    if common_outside {
-        let container_common = match (relative, git_in_common) {
-            (false, _) => path_string(&repo.common_dir),
-            (true, Some(suffix)) => {
-                let depth = suffix.components().count();
-                let mut c = container_git_dir.clone();
-                for _ in 0..depth {
-                    c = normalize_posix(&format!("{c}/.."));
-                }
-                c
+    let container_git_dir = match repo.kind {
+        RepoKind::Repository => format!("{}/.git", repo.container_path.trim_end_matches('/')),
+        RepoKind::Worktree => {
+            let (target, relative) = read_gitdir_link(&repo.host_path.join(".git"))?;
+            if relative {
+                normalize_posix(&format!(
+                    "{}/{}",
+                    repo.container_path,
+                    target.to_string_lossy()
+                ))
+            } else {
+                // as written: git in the container follows the text, not the canonical path
+                normalize_posix(&target.to_string_lossy())
             }
-            // a relative link whose git dir is not under the common dir: keep the host path
-            (true, None) => path_string(&repo.common_dir),
-        };
-        out.push((repo.common_dir.clone(), container_common));
+        }
+    };
+    let container_common = match read_commondir_raw(&repo.git_dir)? {
+        None => container_git_dir.clone(),
+        Some(c) if Path::new(&c).is_absolute() => normalize_posix(&c),
+        Some(c) => normalize_posix(&format!("{container_git_dir}/{c}")),
+    };
+    let need_git = !shown_by_workspace(&container_git_dir, &repo.git_dir, root, container_root);
+    let need_common =
+        !shown_by_workspace(&container_common, &repo.common_dir, root, container_root);
+    if need_common {
+        out.push((repo.common_dir.clone(), container_common.clone()));
     }
-    if git_outside && (git_in_common.is_none() || !common_outside) {
-        out.push((repo.git_dir.clone(), container_git_dir));
+    if need_git {
+        let covered = need_common
+            && repo
+                .git_dir
+                .strip_prefix(&repo.common_dir)
+                .is_ok_and(|suffix| {
+                    normalize_posix(&format!("{container_common}/{}", suffix.to_string_lossy()))
+                        == container_git_dir
+                });
+        if !covered {
+            out.push((repo.git_dir.clone(), container_git_dir));
+        }
     }
     Ok(out)
+}
+
+/// Whether the container path `container` shows host directory `host` through the workspace
+/// mount (`root` mounted at `container_root`).
+fn shown_by_workspace(container: &str, host: &Path, root: &Path, container_root: &str) -> bool {
+    let base = container_root.trim_end_matches('/');
+    let suffix = if container == base {
+        ""
+    } else if let Some(rest) = container.strip_prefix(&format!("{base}/")) {
+        rest
+    } else if base.is_empty() {
+        container.trim_start_matches('/')
+    } else {
+        return false;
+    };
+    let candidate = if suffix.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(suffix)
+    };
+    std::fs::canonicalize(candidate).is_ok_and(|c| c == host)
+}
+
+/// The raw first line of `<git_dir>/commondir`, `None` when the file is absent.
+fn read_commondir_raw(git_dir: &Path) -> Result<Option<String>, WorkspaceError> {
+    let file = git_dir.join("commondir");
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let text = read_small(&file)?;
+    Ok(text
+        .lines()
+        .next()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string))
 }
 
 fn add_mount(mounts: &mut Vec<GitMount>, host: &Path, container_path: String, repo: &str) {

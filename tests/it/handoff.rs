@@ -805,3 +805,89 @@ fn a_relative_gitdir_link_works_in_the_container_too() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "feat/x");
     }
 }
+
+/// A workspace holding a main repository and a worktree of it: the worktree's absolute `gitdir:`
+/// names the main repository's host path, which the container does not have under `/workspace`.
+fn nested_worktree_workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    main_repo(&ws.join("main"), true);
+    git(
+        &ws.join("main"),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feat/z",
+            ws.join("feature").to_str().unwrap(),
+        ],
+    );
+    (tmp, ws)
+}
+
+#[test]
+fn a_worktree_of_a_repository_inside_the_workspace_still_gets_its_git_dir_mounted() {
+    let (_tmp, ws) = nested_worktree_workspace();
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            primary: Some("main".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let main_git = canonical(&ws.join("main/.git"));
+    let mounts: Vec<_> = w
+        .git_mounts
+        .iter()
+        .map(|m| {
+            (
+                m.host_path.clone(),
+                m.container_path.clone(),
+                m.repos.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        mounts,
+        vec![(
+            main_git.clone(),
+            main_git.to_string_lossy().into_owned(),
+            vec!["feature".to_string()]
+        )]
+    );
+}
+
+#[test]
+fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
+    let test = "a_worktree_of_a_repository_inside_the_workspace_works_in_the_container";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let (_tmp, ws) = nested_worktree_workspace();
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            primary: Some("main".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mounts: Vec<_> = w
+        .mounts()
+        .into_iter()
+        .map(|m| (m.source, m.target))
+        .collect();
+    let c = container_with(image, &mounts);
+    for (repo, branch) in [("main", "main"), ("feature", "feat/z")] {
+        let out = container_git(&c, &w, repo, "rev-parse --abbrev-ref HEAD");
+        assert!(
+            out.status.success(),
+            "git in {repo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), branch);
+    }
+}
