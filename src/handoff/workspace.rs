@@ -210,7 +210,8 @@ pub struct GitMount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceWarning {
-    /// snake_case identifier: `symlink_skipped`, `non_utf8_name`, `alternates_outside`.
+    /// snake_case identifier: `symlink_skipped`, `non_utf8_name`, `alternates_outside`,
+    /// `mount_shadows_workspace`.
     pub code: String,
     /// Human text.
     pub message: String,
@@ -397,6 +398,19 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         alternates_warnings(repo, &root, &mut warnings);
     }
     prune_nested(&mut git_mounts);
+    let inside = format!("{}/", container_root.trim_end_matches('/'));
+    for m in &git_mounts {
+        if m.container_path == container_root || m.container_path.starts_with(&inside) {
+            warnings.push(WorkspaceWarning {
+                code: "mount_shadows_workspace".into(),
+                message: format!(
+                    "the git directory `{}` must appear at `{}`, inside the workspace mount: it hides what the workspace has there",
+                    m.host_path.display(),
+                    m.container_path
+                ),
+            });
+        }
+    }
 
     Ok(Workspace {
         name,

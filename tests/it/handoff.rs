@@ -891,3 +891,22 @@ fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), branch);
     }
 }
+
+#[test]
+fn a_git_mount_inside_the_workspace_target_is_warned_about() {
+    let (tmp, ws) = grove_workspace();
+    let target = canonical(tmp.path()).to_string_lossy().into_owned();
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            container_root: target,
+            primary: None,
+        },
+    )
+    .unwrap();
+    let codes: Vec<_> = w.warnings.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        ["mount_shadows_workspace", "mount_shadows_workspace"]
+    );
+}
