@@ -27,7 +27,7 @@
 //! Secrets and environment variables appear by **name only**, never by value.
 //!
 //! # Writing
-//! [`write`] writes atomically (a temporary file in the same folder, then a rename). It creates
+//! [`write()`] writes atomically (a temporary file in the same folder, then a rename). It creates
 //! missing folders on the way (and, in a folder it creates, a `.gitignore` holding `*` so the
 //! file never shows up in `git status`), and replaces an existing file only when devcell owns it
 //! (a JSON object whose `generatedBy` starts with `devcell`). It never follows a symbolic link
@@ -484,7 +484,7 @@ pub fn is_devcell_context(bytes: &[u8]) -> bool {
 /// symbolic link below `root`.
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 pub fn write_owned_file(
     root: &Path,
     rel_path: &str,
