@@ -256,6 +256,32 @@ pub struct WorkspaceMount {
     pub purpose: MountPurpose,
 }
 
+impl WorkspaceMount {
+    /// The mount in Docker's `--mount` syntax (the form `devcontainer.json`'s `mounts` and
+    /// `workspaceMount` strings use): `type=bind,source=<host>,target=<container>[,readonly]`.
+    /// A field holding a comma or a double quote is quoted CSV-style (`"source=a,b"`, inner
+    /// quotes doubled), as Docker's parser expects.
+    pub fn to_mount_string(&self) -> String {
+        let field = |key: &str, value: &str| {
+            let kv = format!("{key}={value}");
+            if kv.contains(',') || kv.contains('"') {
+                format!("\"{}\"", kv.replace('"', "\"\""))
+            } else {
+                kv
+            }
+        };
+        let mut s = format!(
+            "type=bind,{},{}",
+            field("source", &self.source.to_string_lossy()),
+            field("target", &self.target)
+        );
+        if self.read_only {
+            s.push_str(",readonly");
+        }
+        s
+    }
+}
+
 /// Why a [`WorkspaceMount`] exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -1039,6 +1065,26 @@ mod tests {
         assert_eq!(
             choose_primary(Layout::Repository, &none[..1], None, false).unwrap(),
             Some(0)
+        );
+    }
+
+    #[test]
+    fn mount_strings_quote_awkward_paths() {
+        let mut m = WorkspaceMount {
+            source: "/home/me/ws".into(),
+            target: "/workspace".into(),
+            read_only: false,
+            purpose: MountPurpose::Workspace,
+        };
+        assert_eq!(
+            m.to_mount_string(),
+            "type=bind,source=/home/me/ws,target=/workspace"
+        );
+        m.source = "/home/me/a,b \"c\"".into();
+        m.read_only = true;
+        assert_eq!(
+            m.to_mount_string(),
+            r#"type=bind,"source=/home/me/a,b ""c""",target=/workspace,readonly"#
         );
     }
 

@@ -17,6 +17,7 @@ use devcell::handoff::context::{
 };
 use devcell::handoff::workspace::{
     self, InspectOptions, Layout, MountPurpose, RepoKind, RepoRole, Workspace, WorkspaceError,
+    WorkspaceMount,
 };
 
 /// Runs git in `dir` with a fixed identity and no global/system config; panics with stderr on
@@ -654,14 +655,11 @@ fn hostgit_image() -> &'static str {
 
 /// Starts a container of `image` with exactly `mounts` (source:target, read-write) and nothing
 /// else of the host.
-fn container_with(image: &str, mounts: &[(PathBuf, String)]) -> support::docker::TestContainer {
+fn container_with(image: &str, mounts: &[WorkspaceMount]) -> support::docker::TestContainer {
     let mut cmd = Command::new("docker");
     cmd.args(["run", "-d", "--rm", "--label", "devcell.test=1"]);
-    for (source, target) in mounts {
-        cmd.arg("--mount").arg(format!(
-            "type=bind,source={},target={target}",
-            source.display()
-        ));
+    for m in mounts {
+        cmd.arg("--mount").arg(m.to_mount_string());
     }
     let out = cmd
         .args([image, "sleep", "600"])
@@ -712,11 +710,7 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
     let image = hostgit_image();
     let (tmp, ws) = grove_workspace();
     let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
-    let mounts: Vec<_> = w
-        .mounts()
-        .into_iter()
-        .map(|m| (m.source, m.target))
-        .collect();
+    let mounts = w.mounts();
     assert_eq!(mounts.len(), 3, "the root and two git dirs: {mounts:?}");
 
     // control: with the workspace alone, git in a worktree cannot find its repository
@@ -785,13 +779,9 @@ fn a_relative_gitdir_link_works_in_the_container_too() {
     )
     .unwrap();
     let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
-    let mounts: Vec<_> = w
-        .mounts()
-        .into_iter()
-        .map(|m| (m.source, m.target))
-        .collect();
+    let mounts = w.mounts();
     assert!(
-        mounts.iter().any(|(_, t)| t == "/src/api/.git"),
+        mounts.iter().any(|m| m.target == "/src/api/.git"),
         "{mounts:?}"
     );
     let c = container_with(image, &mounts);
@@ -875,11 +865,7 @@ fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
         },
     )
     .unwrap();
-    let mounts: Vec<_> = w
-        .mounts()
-        .into_iter()
-        .map(|m| (m.source, m.target))
-        .collect();
+    let mounts = w.mounts();
     let c = container_with(image, &mounts);
     for (repo, branch) in [("main", "main"), ("feature", "feat/z")] {
         let out = container_git(&c, &w, repo, "rev-parse --abbrev-ref HEAD");
