@@ -592,6 +592,7 @@ pub(crate) mod tests {
             ],
             config_folder: Some(root.join("api")),
             git_mounts: vec![],
+            protected: vec![],
             warnings: vec![],
         }
     }

@@ -238,6 +238,10 @@ pub struct Workspace {
     /// host path = container path), sorted by host path, none nested in another same-path mount.
     /// Directories the workspace mount already shows at the right container path are left out.
     pub git_mounts: Vec<GitMount>,
+    /// Read-only overlays inside the git directories: each repository's common `config` file
+    /// and `hooks` folder, so the agent cannot plant configuration or hooks that git on the host
+    /// would run (empty when [`InspectOptions::protect_git_config`] is off).
+    pub protected: Vec<GitMount>,
     /// Non-fatal findings.
     pub warnings: Vec<WorkspaceWarning>,
 }
@@ -250,9 +254,10 @@ pub struct WorkspaceMount {
     pub source: PathBuf,
     /// Absolute container path.
     pub target: String,
-    /// Always `false` today: the workspace and the git directories are read-write.
+    /// `true` for the [`MountPurpose::GitProtected`] overlays; the workspace and the git
+    /// directories are read-write.
     pub read_only: bool,
-    /// Why it is mounted: `workspace` or `git` (a repository's git directory).
+    /// Why it is mounted: `workspace`, `git` (a repository's git directory) or `gitProtected`.
     pub purpose: MountPurpose,
 }
 
@@ -290,12 +295,16 @@ pub enum MountPurpose {
     Workspace,
     /// A git directory outside the root ([`Workspace::git_mounts`]).
     Git,
+    /// A repository's git `config` or `hooks`, read-only ([`Workspace::protected`]).
+    GitProtected,
 }
 
 impl Workspace {
     /// Every mount the workspace needs: the root at the container root, then each git directory
-    /// (read-write, at the same path unless a relative link says otherwise). Nothing else of the
-    /// host is ever in this list.
+    /// (read-write, at the same path unless a relative link says otherwise), then the read-only
+    /// overlays of [`Workspace::protected`]. Nothing else of the host is ever in this list.
+    /// Overlays are nested in earlier mounts: the engine must apply mounts shallowest target
+    /// first (Docker sorts them so).
     pub fn mounts(&self) -> Vec<WorkspaceMount> {
         let mut out = vec![WorkspaceMount {
             source: self.root.clone(),
@@ -308,6 +317,12 @@ impl Workspace {
             target: m.container_path.clone(),
             read_only: false,
             purpose: MountPurpose::Git,
+        }));
+        out.extend(self.protected.iter().map(|m| WorkspaceMount {
+            source: m.host_path.clone(),
+            target: m.container_path.clone(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
         }));
         out
     }
@@ -347,6 +362,9 @@ pub struct InspectOptions {
     pub container_root: String,
     /// The primary repository's name (`--primary`), if given.
     pub primary: Option<String>,
+    /// Mount each repository's git `config` and `hooks` read-only (default `true`); see
+    /// [`Workspace::protected`].
+    pub protect_git_config: bool,
 }
 
 impl Default for InspectOptions {
@@ -354,6 +372,7 @@ impl Default for InspectOptions {
         Self {
             container_root: crate::settings::HandoffSettings::default().workspace_target,
             primary: None,
+            protect_git_config: true,
         }
     }
 }
@@ -417,13 +436,29 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
     };
 
     let mut git_mounts = Vec::new();
+    let mut protected: Vec<GitMount> = Vec::new();
     for repo in &repos {
-        for (host, container_path) in mounts_for(repo, &root, &container_root)? {
+        let (mounts, container_common) = mounts_for(repo, &root, &container_root)?;
+        for (host, container_path) in mounts {
             add_mount(&mut git_mounts, &host, container_path, &repo.name);
+        }
+        if options.protect_git_config {
+            for p in protect_common_dir(repo, &container_common, &mut warnings) {
+                if let Some(existing) = protected
+                    .iter_mut()
+                    .find(|e| e.host_path == p.host_path && e.container_path == p.container_path)
+                {
+                    existing.repos.extend(p.repos);
+                } else {
+                    protected.push(p);
+                }
+            }
         }
         alternates_warnings(repo, &root, &mut warnings);
     }
     prune_nested(&mut git_mounts);
+    protected
+        .sort_by(|a, b| (&a.host_path, &a.container_path).cmp(&(&b.host_path, &b.container_path)));
     let inside = format!("{}/", container_root.trim_end_matches('/'));
     for m in &git_mounts {
         if m.container_path == container_root || m.container_path.starts_with(&inside) {
@@ -446,8 +481,67 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         repos,
         config_folder,
         git_mounts,
+        protected,
         warnings,
     })
+}
+
+/// The read-only overlays protecting a repository's common git directory: its `config` file and
+/// `hooks` folder, which the host's git executes from. Warns when they cannot be protected
+/// (no `hooks` folder to cover, or `core.hooksPath` pointing elsewhere).
+fn protect_common_dir(
+    repo: &Repo,
+    container_common: &str,
+    warnings: &mut Vec<WorkspaceWarning>,
+) -> Vec<GitMount> {
+    let mut out = Vec::new();
+    for (name, want_dir) in [("config", false), ("hooks", true)] {
+        let host = repo.common_dir.join(name);
+        match host.symlink_metadata() {
+            Ok(m) if m.is_dir() == want_dir && !m.file_type().is_symlink() => out.push(GitMount {
+                host_path: host,
+                container_path: format!("{}/{name}", container_common.trim_end_matches('/')),
+                repos: vec![repo.name.clone()],
+            }),
+            _ if want_dir => warnings.push(WorkspaceWarning {
+                code: "git_hooks_unprotected".into(),
+                message: format!(
+                    "repository `{}` has no `{}` folder to mount read-only: the agent could create hooks there that git on the host would run",
+                    repo.name,
+                    host.display()
+                ),
+            }),
+            _ => warnings.push(WorkspaceWarning {
+                code: "git_config_unprotected".into(),
+                message: format!(
+                    "repository `{}`: `{}` is not a regular file and cannot be mounted read-only",
+                    repo.name,
+                    host.display()
+                ),
+            }),
+        }
+    }
+    if let Ok(hooks_path) = git(
+        &repo.host_path,
+        &[
+            "config",
+            "--file",
+            &repo.common_dir.join("config").to_string_lossy(),
+            "--get",
+            "core.hooksPath",
+        ],
+    ) && !hooks_path.trim().is_empty()
+    {
+        warnings.push(WorkspaceWarning {
+            code: "git_hooks_path".into(),
+            message: format!(
+                "repository `{}` sets `core.hooksPath = {}`: hooks there are not protected; if it points into the workspace, the agent can change what git on the host runs",
+                repo.name,
+                hooks_path.trim()
+            ),
+        });
+    }
+    out
 }
 
 /// The immediate, non-hidden, non-symlink child folders of `root`, sorted by name.
@@ -668,11 +762,12 @@ fn canonical(path: &Path) -> Result<PathBuf, WorkspaceError> {
 /// directory (which usually contains the worktree's own git directory under `worktrees/<name>`)
 /// is preferred; the git directory is added on its own only when the common one does not cover
 /// it.
+#[allow(clippy::type_complexity)]
 fn mounts_for(
     repo: &Repo,
     root: &Path,
     container_root: &str,
-) -> Result<Vec<(PathBuf, String)>, WorkspaceError> {
+) -> Result<(Vec<(PathBuf, String)>, String), WorkspaceError> {
     let mut out = Vec::new();
     let container_git_dir = match repo.kind {
         RepoKind::Repository => format!("{}/.git", repo.container_path.trim_end_matches('/')),
@@ -714,7 +809,7 @@ fn mounts_for(
             out.push((repo.git_dir.clone(), container_git_dir));
         }
     }
-    Ok(out)
+    Ok((out, container_common))
 }
 
 /// Whether the container path `container` shows host directory `host` through the workspace
@@ -1121,6 +1216,7 @@ mod tests {
             repos: vec![repo("api", false), repo("web", false)],
             config_folder: None,
             git_mounts: vec![],
+            protected: vec![],
             warnings: vec![],
         };
         assert_eq!(ws.branch(), Some("main"));

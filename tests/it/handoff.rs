@@ -160,17 +160,35 @@ fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
     );
     assert!(w.warnings.is_empty(), "{:?}", w.warnings);
 
-    // the whole mount list: the root at /workspace plus the two git dirs, nothing else
+    // the whole mount list: the root at /workspace, the two git dirs, and read-only overlays of
+    // their config and hooks; nothing else
     let all = w.mounts();
-    assert_eq!(all.len(), 3);
+    assert_eq!(all.len(), 7, "{all:#?}");
     assert_eq!(all[0].source, w.root);
     assert_eq!(all[0].target, "/workspace");
     assert_eq!(all[0].purpose, MountPurpose::Workspace);
-    assert!(all.iter().all(|m| !m.read_only));
+    assert!(all[..3].iter().all(|m| !m.read_only));
     assert!(
-        all[1..]
+        all[1..3]
             .iter()
             .all(|m| m.purpose == MountPurpose::Git && m.target == m.source.to_string_lossy())
+    );
+    let protected: Vec<_> = all[3..]
+        .iter()
+        .map(|m| {
+            assert!(m.read_only && m.purpose == MountPurpose::GitProtected);
+            assert_eq!(m.target, m.source.to_string_lossy());
+            m.source.clone()
+        })
+        .collect();
+    assert_eq!(
+        protected,
+        [
+            api_git.join("config"),
+            api_git.join("hooks"),
+            web_git.join("config"),
+            web_git.join("hooks"),
+        ]
     );
     assert_eq!(w.safe_directories(), ["/workspace/api", "/workspace/web"]);
 
@@ -187,6 +205,7 @@ fn primary_flag_and_container_root_are_honoured() {
     let options = InspectOptions {
         container_root: "/work/".into(),
         primary: Some("web".into()),
+        ..Default::default()
     };
     let w = workspace::inspect(&ws, &options).unwrap();
     assert_eq!(w.repos[0].name, "web");
@@ -274,6 +293,15 @@ fn a_single_repository_root_needs_no_mounts() {
     assert_eq!(w.repos[0].role, RepoRole::Primary);
     assert!(w.git_mounts.is_empty());
     assert_eq!(w.config_folder, Some(canonical(&repo)));
+    let overlays: Vec<_> = w
+        .protected
+        .iter()
+        .map(|m| m.container_path.as_str())
+        .collect();
+    assert_eq!(
+        overlays,
+        ["/workspace/.git/config", "/workspace/.git/hooks"]
+    );
 
     // the context file inside the user's repository does not show up as a change
     let ctx = full_context(&w);
@@ -711,7 +739,11 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
     let (tmp, ws) = grove_workspace();
     let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
     let mounts = w.mounts();
-    assert_eq!(mounts.len(), 3, "the root and two git dirs: {mounts:?}");
+    assert_eq!(
+        mounts.len(),
+        7,
+        "root, two git dirs, four overlays: {mounts:?}"
+    );
 
     // control: with the workspace alone, git in a worktree cannot find its repository
     let bare = container_with(image, &mounts[..1]);
@@ -743,6 +775,26 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
         );
         let out = container_git(&c, &w, repo, "diff HEAD~1 --stat");
         assert!(String::from_utf8_lossy(&out.stdout).contains("agent.txt"));
+    }
+    // the agent cannot change what git on the host runs: config and hooks are read-only
+    for repo in ["api", "web"] {
+        let out = container_git(
+            &c,
+            &w,
+            repo,
+            "config --local core.fsmonitor 'touch /tmp/pwned'",
+        );
+        assert!(!out.status.success(), "config must be read-only in {repo}");
+        let hooks = format!(
+            "{}/hooks/post-checkout",
+            canonical(&tmp.path().join("src").join(repo).join(".git")).display()
+        );
+        let out = Command::new("docker")
+            .args(["exec", &c.id, "sh", "-c", &format!("echo evil > '{hooks}'")])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "hooks must be read-only in {repo}");
+        assert!(!Path::new(&hooks).exists());
     }
     drop(c); // the container is gone: the work stays on the host
 
@@ -828,6 +880,16 @@ fn a_worktree_of_a_repository_inside_the_workspace_still_gets_its_git_dir_mounte
     )
     .unwrap();
     let main_git = canonical(&ws.join("main/.git"));
+    // the shared config is protected at both places the container sees it
+    let overlays: Vec<_> = w
+        .protected
+        .iter()
+        .filter(|m| m.host_path.ends_with("config"))
+        .map(|m| m.container_path.clone())
+        .collect();
+    assert_eq!(overlays.len(), 2, "{overlays:?}");
+    assert!(overlays.contains(&"/workspace/main/.git/config".to_string()));
+    assert!(overlays.contains(&format!("{}/config", main_git.display())));
     let mounts: Vec<_> = w
         .git_mounts
         .iter()
@@ -886,7 +948,7 @@ fn a_git_mount_inside_the_workspace_target_is_warned_about() {
         &ws,
         &InspectOptions {
             container_root: target,
-            primary: None,
+            ..Default::default()
         },
     )
     .unwrap();
