@@ -958,3 +958,35 @@ fn a_git_mount_inside_the_workspace_target_is_warned_about() {
         ["mount_shadows_workspace", "mount_shadows_workspace"]
     );
 }
+
+#[test]
+fn unprotectable_hooks_are_warned_about_and_protection_can_be_turned_off() {
+    let (tmp, ws) = grove_workspace();
+    std::fs::remove_dir_all(tmp.path().join("src/api/.git/hooks")).unwrap();
+    git(
+        &tmp.path().join("src/web"),
+        &["config", "core.hooksPath", ".husky"],
+    );
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let codes: Vec<_> = w.warnings.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        ["git_hooks_unprotected", "git_hooks_path"],
+        "{:?}",
+        w.warnings
+    );
+    assert!(w.warnings[1].message.contains(".husky"));
+    assert_eq!(w.protected.len(), 3, "api config, web config and hooks");
+
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            protect_git_config: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(w.protected.is_empty());
+    assert!(w.warnings.is_empty());
+    assert_eq!(w.mounts().len(), 3);
+}
