@@ -487,61 +487,129 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
 }
 
 /// The read-only overlays protecting a repository's common git directory: its `config` file and
-/// `hooks` folder, which the host's git executes from. Warns when they cannot be protected
-/// (no `hooks` folder to cover, or `core.hooksPath` pointing elsewhere).
+/// `hooks` folder, which the host's git executes from, and the same in each submodule git
+/// directory under `modules/`. With `extensions.worktreeConfig` on, an existing
+/// `config.worktree` is protected too. Warns when something cannot be protected (no `hooks`
+/// folder to cover, `core.hooksPath` pointing elsewhere, per-worktree configuration enabled).
 fn protect_common_dir(
     repo: &Repo,
     container_common: &str,
     warnings: &mut Vec<WorkspaceWarning>,
 ) -> Vec<GitMount> {
     let mut out = Vec::new();
-    for (name, want_dir) in [("config", false), ("hooks", true)] {
-        let host = repo.common_dir.join(name);
-        match host.symlink_metadata() {
-            Ok(m) if m.is_dir() == want_dir && !m.file_type().is_symlink() => out.push(GitMount {
-                host_path: host,
-                container_path: format!("{}/{name}", container_common.trim_end_matches('/')),
-                repos: vec![repo.name.clone()],
-            }),
-            _ if want_dir => warnings.push(WorkspaceWarning {
-                code: "git_hooks_unprotected".into(),
+    let mut git_dirs = vec![(repo.common_dir.clone(), container_common.to_string())];
+    submodule_git_dirs(
+        &repo.common_dir.join("modules"),
+        &format!("{}/modules", container_common.trim_end_matches('/')),
+        0,
+        &mut git_dirs,
+    );
+    for (host_dir, container_dir) in &git_dirs {
+        let container_dir = container_dir.trim_end_matches('/');
+        let config = host_dir.join("config");
+        let mut files = vec![("config", false), ("hooks", true)];
+        if config_value(repo, &config, "extensions.worktreeConfig").is_some_and(|v| v == "true") {
+            warnings.push(WorkspaceWarning {
+                code: "git_worktree_config".into(),
                 message: format!(
-                    "repository `{}` has no `{}` folder to mount read-only: the agent could create hooks there that git on the host would run",
-                    repo.name,
-                    host.display()
+                    "`{}` enables per-worktree configuration (`extensions.worktreeConfig`): the `config.worktree` files of other worktrees are not protected",
+                    config.display()
                 ),
-            }),
-            _ => warnings.push(WorkspaceWarning {
-                code: "git_config_unprotected".into(),
+            });
+            if host_dir.join("config.worktree").is_file() {
+                files.push(("config.worktree", false));
+            }
+        }
+        for (name, want_dir) in files {
+            let host = host_dir.join(name);
+            match host.symlink_metadata() {
+                Ok(m) if m.is_dir() == want_dir && !m.file_type().is_symlink() => {
+                    out.push(GitMount {
+                        host_path: host,
+                        container_path: format!("{container_dir}/{name}"),
+                        repos: vec![repo.name.clone()],
+                    })
+                }
+                _ if want_dir => warnings.push(WorkspaceWarning {
+                    code: "git_hooks_unprotected".into(),
+                    message: format!(
+                        "repository `{}` has no `{}` folder to mount read-only: the agent could create hooks there that git on the host would run",
+                        repo.name,
+                        host.display()
+                    ),
+                }),
+                _ => warnings.push(WorkspaceWarning {
+                    code: "git_config_unprotected".into(),
+                    message: format!(
+                        "repository `{}`: `{}` is not a regular file and cannot be mounted read-only",
+                        repo.name,
+                        host.display()
+                    ),
+                }),
+            }
+        }
+        if let Some(hooks_path) = config_value(repo, &config, "core.hooksPath") {
+            warnings.push(WorkspaceWarning {
+                code: "git_hooks_path".into(),
                 message: format!(
-                    "repository `{}`: `{}` is not a regular file and cannot be mounted read-only",
+                    "repository `{}` sets `core.hooksPath = {hooks_path}` in `{}`: hooks there are not protected; if it points into the workspace, the agent can change what git on the host runs",
                     repo.name,
-                    host.display()
+                    config.display()
                 ),
-            }),
+            });
         }
     }
-    if let Ok(hooks_path) = git(
-        &repo.host_path,
-        &[
-            "config",
-            "--file",
-            &repo.common_dir.join("config").to_string_lossy(),
-            "--get",
-            "core.hooksPath",
-        ],
-    ) && !hooks_path.trim().is_empty()
-    {
-        warnings.push(WorkspaceWarning {
-            code: "git_hooks_path".into(),
-            message: format!(
-                "repository `{}` sets `core.hooksPath = {}`: hooks there are not protected; if it points into the workspace, the agent can change what git on the host runs",
-                repo.name,
-                hooks_path.trim()
-            ),
-        });
-    }
     out
+}
+
+/// A value from one git config file, `None` when unset or unreadable.
+fn config_value(repo: &Repo, file: &Path, key: &str) -> Option<String> {
+    if !file.is_file() {
+        return None;
+    }
+    let value = git(
+        &repo.host_path,
+        &["config", "--file", &file.to_string_lossy(), "--get", key],
+    )
+    .ok()?;
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// Submodule git directories under `modules/` (any depth up to 4; a git directory has `HEAD`
+/// and `config`), with their container paths.
+fn submodule_git_dirs(dir: &Path, container: &str, depth: usize, out: &mut Vec<(PathBuf, String)>) {
+    if depth > 4 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if !file_type.is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child = format!("{container}/{name}");
+        if path.join("HEAD").is_file() && path.join("config").is_file() {
+            out.push((path.clone(), child.clone()));
+            submodule_git_dirs(
+                &path.join("modules"),
+                &format!("{child}/modules"),
+                depth + 1,
+                out,
+            );
+        } else {
+            // nested submodule paths (`modules/a/b`) without a git dir at this level
+            submodule_git_dirs(&path, &child, depth + 1, out);
+        }
+    }
 }
 
 /// The immediate, non-hidden, non-symlink child folders of `root`, sorted by name.

@@ -990,3 +990,51 @@ fn unprotectable_hooks_are_warned_about_and_protection_can_be_turned_off() {
     assert!(w.warnings.is_empty());
     assert_eq!(w.mounts().len(), 3);
 }
+
+#[test]
+fn submodule_git_dirs_and_worktree_config_are_protected_too() {
+    let (tmp, ws) = grove_workspace();
+    let lib = tmp.path().join("src/lib");
+    main_repo(&lib, false);
+    let api = tmp.path().join("src/api");
+    git(
+        &api,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    let web = tmp.path().join("src/web");
+    git(&web, &["config", "extensions.worktreeConfig", "true"]);
+    git(&web, &["config", "--worktree", "core.editor", "true"]);
+    assert!(web.join(".git/config.worktree").is_file());
+
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let api_git = canonical(&api.join(".git"));
+    let web_git = canonical(&web.join(".git"));
+    let protected: Vec<_> = w.protected.iter().map(|m| m.host_path.clone()).collect();
+    for p in [
+        api_git.join("modules/vendor/lib/config"),
+        api_git.join("modules/vendor/lib/hooks"),
+        web_git.join("config.worktree"),
+    ] {
+        assert!(
+            protected.contains(&p),
+            "{} not in {protected:#?}",
+            p.display()
+        );
+    }
+    let sub = w
+        .protected
+        .iter()
+        .find(|m| m.host_path.ends_with("modules/vendor/lib/config"))
+        .unwrap();
+    assert_eq!(sub.container_path, sub.host_path.to_string_lossy());
+    let codes: Vec<_> = w.warnings.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["git_worktree_config"], "{:?}", w.warnings);
+}
