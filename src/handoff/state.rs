@@ -273,6 +273,32 @@ pub fn process_alive(pid: u32, start: Option<u64>) -> bool {
     }
 }
 
+/// Asks the devcell process of `session` to stop (`SIGTERM`), for `handoff --replace`: that
+/// devcell then ends its agent and records the end. Returns `false`, sending nothing, when the
+/// process is gone or its pid now belongs to another process (start time differs).
+///
+/// # Errors
+/// [`StateError::Io`] when the signal cannot be sent (e.g. the process belongs to another user).
+pub fn terminate(session: &Session) -> Result<bool, StateError> {
+    if !process_alive(session.pid, session.pid_start) {
+        return Ok(false);
+    }
+    let Some(pid) = i32::try_from(session.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(false);
+    };
+    match rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::SRCH => Ok(false),
+        Err(e) => Err(StateError::Io {
+            path: PathBuf::from(format!("/proc/{}", session.pid)),
+            source: e.into(),
+        }),
+    }
+}
+
 /// A process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22); `None` when
 /// unavailable (not Linux, process gone, unreadable).
 pub fn process_start_time(pid: u32) -> Option<u64> {
@@ -1143,6 +1169,37 @@ mod tests {
         let ids: Vec<_> = sessions.iter().take(2).map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["0", "4"]);
         assert_eq!(sessions.last().unwrap().id, (MAX_SESSIONS + 2).to_string());
+    }
+
+    #[test]
+    fn terminate_signals_only_the_recorded_process() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let session = Session {
+            id: "s".into(),
+            agent: "a".into(),
+            pid,
+            pid_start: process_start_time(pid),
+            container_id: None,
+            started_at: String::new(),
+            ended_at: None,
+            outcome: None,
+            log: PathBuf::new(),
+        };
+        // a recycled pid (other start time) is left alone
+        let mut other = session.clone();
+        other.pid_start = session.pid_start.map(|s| s + 1);
+        assert!(!terminate(&other).unwrap());
+        assert!(child.try_wait().unwrap().is_none(), "still running");
+
+        assert!(terminate(&session).unwrap());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(15));
+        assert!(!terminate(&session).unwrap(), "gone now");
     }
 
     #[test]
