@@ -60,7 +60,7 @@ pub fn render(context: &HandoffContext) -> String {
             RepoRole::Primary => "primary",
             RepoRole::Secondary => "secondary",
         };
-        let short = r.base_commit.as_deref().map(|c| &c[..c.len().min(12)]);
+        let short = r.base_commit.as_deref().map(|c| c.get(..12).unwrap_or(c));
         let _ = writeln!(
             s,
             "| {} | `{}` | {} | {} | {} |",

@@ -14,6 +14,10 @@
 //! while the repository stays on the host, usable by a human. See spec note
 //! `spec-notes/0160-multi-repo-workspaces.md`.
 //!
+//! Inside those directories, each repository's `config` and `hooks` (which git on the host
+//! executes from) are overlaid read-only ([`Workspace::protected`], spec note
+//! `spec-notes/0165-git-config-and-hooks-read-only.md`). [`Workspace::mounts`] lists all of it.
+//!
 //! Git is queried with the `git` CLI (explicit argv, no shell), never writing: `status` runs with
 //! `--no-optional-locks` so a concurrent human `git` on the host is never disturbed.
 
