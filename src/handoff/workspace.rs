@@ -371,6 +371,17 @@ pub struct InspectOptions {
     pub protect_git_config: bool,
 }
 
+impl InspectOptions {
+    /// Options from devcell's user settings (`[handoff] workspace_target`) and `--primary`.
+    pub fn from_settings(settings: &crate::settings::Settings, primary: Option<String>) -> Self {
+        Self {
+            container_root: settings.handoff.workspace_target.clone(),
+            primary,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for InspectOptions {
     fn default() -> Self {
         Self {
@@ -1253,6 +1264,19 @@ mod tests {
             m.to_mount_string(),
             r#"type=bind,"source=/home/me/a,b ""c""",target=/workspace,readonly"#
         );
+    }
+
+    #[test]
+    fn options_follow_the_settings() {
+        let settings = crate::settings::parse(
+            "[handoff]\nworkspace_target = \"/src\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let o = InspectOptions::from_settings(&settings, Some("api".into()));
+        assert_eq!(o.container_root, "/src");
+        assert_eq!(o.primary.as_deref(), Some("api"));
+        assert!(o.protect_git_config);
     }
 
     #[test]
