@@ -721,6 +721,20 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
         })?;
     let (kind, git_dir) = if meta.is_dir() {
         (RepoKind::Repository, canonical(&dot_git)?)
+    } else if meta.file_type().is_symlink() {
+        // `.git` as a symbolic link to a git directory kept elsewhere
+        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+        let resolved = link_target(&dot_git, &dir.join(target))?;
+        if !resolved.is_dir() {
+            return Err(WorkspaceError::BadGitLink {
+                path: dot_git,
+                message: "a symbolic link `.git` must point at a git directory".into(),
+            });
+        }
+        (RepoKind::Repository, resolved)
     } else {
         let (target, _) = read_gitdir_link(&dot_git)?;
         let resolved = dir.join(target);
@@ -852,10 +866,17 @@ fn mounts_for(
     container_root: &str,
 ) -> Result<(Vec<(PathBuf, String)>, String), WorkspaceError> {
     let mut out = Vec::new();
-    let container_git_dir = match repo.kind {
-        RepoKind::Repository => format!("{}/.git", repo.container_path.trim_end_matches('/')),
-        RepoKind::Worktree => {
-            let (target, relative) = read_gitdir_link(&repo.host_path.join(".git"))?;
+    let dot_git = repo.host_path.join(".git");
+    let link = match repo.kind {
+        RepoKind::Worktree => Some(read_gitdir_link(&dot_git)?),
+        RepoKind::Repository => std::fs::read_link(&dot_git).ok().map(|t| {
+            let relative = t.is_relative();
+            (t, relative)
+        }),
+    };
+    let container_git_dir = match link {
+        None => format!("{}/.git", repo.container_path.trim_end_matches('/')),
+        Some((target, relative)) => {
             if relative {
                 normalize_posix(&format!(
                     "{}/{}",

@@ -1038,3 +1038,25 @@ fn submodule_git_dirs_and_worktree_config_are_protected_too() {
     let codes: Vec<_> = w.warnings.iter().map(|x| x.code.as_str()).collect();
     assert_eq!(codes, ["git_worktree_config"], "{:?}", w.warnings);
 }
+
+#[test]
+fn a_dot_git_symlink_to_a_git_dir_elsewhere_is_mounted_where_it_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("elsewhere/proj");
+    main_repo(&repo, false);
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("proj")).unwrap();
+    std::fs::rename(repo.join(".git"), tmp.path().join("proj.git")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("proj.git"), ws.join("proj/.git")).unwrap();
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert_eq!(w.repos[0].kind, RepoKind::Repository);
+    let git_dir = canonical(&tmp.path().join("proj.git"));
+    assert_eq!(w.repos[0].git_dir, git_dir);
+    assert_eq!(w.git_mounts.len(), 1);
+    assert_eq!(w.git_mounts[0].host_path, git_dir);
+    // the link's text, which is what git in the container follows
+    assert_eq!(
+        w.git_mounts[0].container_path,
+        tmp.path().join("proj.git").to_string_lossy()
+    );
+}
