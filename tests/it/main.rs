@@ -3,5 +3,6 @@
 mod audit;
 mod config;
 mod features;
+mod handoff;
 mod lifecycle;
 mod support;
