@@ -1,4 +1,6 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
 mod config;
+mod engine;
+mod security;
 mod support;
