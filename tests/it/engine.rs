@@ -314,6 +314,25 @@ async fn container_lifecycle_find_by_labels_exec_stop_start_remove() {
         .await
         .unwrap();
     assert_eq!(r.stdout_text().trim_end(), "tty");
+    // Interactive shape: stdin from a stream, output copied to writers as it arrives.
+    let (mut out_buf, mut err_buf) = (Vec::new(), Vec::new());
+    let r = e
+        .exec(
+            &id,
+            &argv(&["/bin/sh", "-c", "tr a-z A-Z; echo done >&2"]),
+            ExecInput::Stream(Box::new(&b"streamed"[..])),
+            ExecOutput::Write {
+                stdout: Box::new(&mut out_buf),
+                stderr: Box::new(&mut err_buf),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(
+        (&out_buf[..], &err_buf[..]),
+        (&b"STREAMED"[..], &b"done\n"[..])
+    );
     let missing = e
         .exec(
             &id,
