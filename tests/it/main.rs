@@ -1,5 +1,7 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
 mod config;
+mod engine;
 mod lifecycle;
+mod security;
 mod support;
