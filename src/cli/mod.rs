@@ -20,6 +20,10 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
+        Command::Up(args) => commands::up::run(*args),
+        Command::Exec(args) => commands::exec::run(args),
+        Command::RunUserCommands(args) => commands::run_user_commands::run(args),
+        Command::Down(args) => commands::down::run(args),
     };
     match result {
         Ok(code) => code,

@@ -603,6 +603,8 @@ impl Engine for DockerEngine {
             status: state.status.map(|s| s.to_string()).unwrap_or_default(),
             running: state.running.unwrap_or(false),
             exit_code: state.exit_code.unwrap_or(0),
+            created: c.created.clone().unwrap_or_default(),
+            started_at: state.started_at.clone().unwrap_or_default(),
             labels: sorted(config.labels),
             env: config.env.unwrap_or_default(),
             user: config.user.unwrap_or_default(),
