@@ -5,3 +5,4 @@ mod engine;
 mod lifecycle;
 mod security;
 mod support;
+mod up;
