@@ -387,6 +387,8 @@ impl Engine for DockerEngine {
             pull: request.pull.then(|| "1".to_string()),
             rm: true,
             forcerm: true,
+            networkmode: request.network.clone(),
+            platform: request.platform.clone().unwrap_or_default(),
             ..BuildImageOptions::default()
         };
         // Registry credentials for the base images: every registry in the client config.

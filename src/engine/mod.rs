@@ -6,10 +6,11 @@
 //! Docker-compatible socket: point `DOCKER_HOST` at it.
 //!
 //! Pure helpers: [`run_args`] maps `runArgs` (`docker run` flags) onto a [`ContainerSpec`] and
-//! parses `--mount` strings; [`context`] packs a build context honouring `.dockerignore`;
+//! parses `--mount` strings; [`build_options`] maps `build.options` onto a [`BuildRequest`]; [`context`] packs a build context honouring `.dockerignore`;
 //! [`auth`] reads registry credentials from the Docker client configuration.
 
 pub mod auth;
+pub mod build_options;
 pub mod context;
 mod docker;
 pub mod error;
