@@ -13,8 +13,8 @@ use bollard::models::{
     PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptions, CreateImageOptions, ListContainersOptions,
-    RemoveContainerOptions, StopContainerOptions, TagImageOptions,
+    BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
+    ListContainersOptions, RemoveContainerOptions, StopContainerOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -636,6 +636,43 @@ impl Engine for DockerEngine {
                 init: host.init,
             },
         }))
+    }
+
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let options = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => archive.extend_from_slice(&bytes),
+                Err(e) if is_not_found(&e) && archive.is_empty() => {
+                    // 404 is both "no such container" and "no such path".
+                    return match self.inspect_container(id).await? {
+                        Some(_) => Ok(None),
+                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
+                    };
+                }
+                Err(e) => return Err(Self::api("read file", &format!("{id}:{path}"))(e)),
+            }
+        }
+        let io = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let mut tar = tar::Archive::new(archive.as_slice());
+        let mut entries = tar.entries().map_err(io)?;
+        let Some(entry) = entries.next() else {
+            return Ok(None);
+        };
+        let mut entry = entry.map_err(io)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Ok(None);
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).map_err(io)?;
+        Ok(Some(content))
     }
 
     async fn exec(

@@ -432,3 +432,40 @@ async fn run_args_reach_the_engine() {
     assert!(lines[4].split_whitespace().nth(1) == Some("16384"), "{out}");
     assert_eq!(&lines[5..], ["scratch-ok", "mnt-ok", "ro"]);
 }
+
+#[tokio::test]
+async fn read_files_from_images_and_containers() {
+    let Some(e) = engine("read_files_from_images_and_containers").await else {
+        return;
+    };
+    let passwd = e
+        .read_image_file(BUSYBOX, "/etc/passwd")
+        .await
+        .unwrap()
+        .expect("/etc/passwd exists");
+    let nobody = devcell::engine::passwd::lookup(&String::from_utf8_lossy(&passwd), "nobody")
+        .expect("nobody is in the image");
+    assert_eq!((nobody.uid, nobody.home.as_str()), (65534, "/nonexistent"));
+    assert!(
+        e.read_image_file(BUSYBOX, "/no/such/file")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A folder is not a regular file.
+    assert!(e.read_image_file(BUSYBOX, "/etc").await.unwrap().is_none());
+    // No probe container is left behind.
+    let probes = e
+        .find_containers(&BTreeMap::from([(
+            "devcell.probe".to_string(),
+            "1".to_string(),
+        )]))
+        .await
+        .unwrap();
+    assert!(probes.is_empty(), "{probes:?}");
+    let err = e
+        .read_file("devcell-no-such-container", "/etc/passwd")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NoSuchContainer { .. }), "{err}");
+}
