@@ -35,6 +35,8 @@ const TIMEOUT_SECS: u64 = 6 * 60 * 60;
 pub struct DockerEngine {
     docker: Docker,
     host: String,
+    /// Whether the engine is Podman (asked once, at the first container creation).
+    podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -91,6 +93,7 @@ impl DockerEngine {
         Ok(Self {
             docker,
             host: host.to_string(),
+            podman: std::sync::Arc::default(),
         })
     }
 
@@ -272,6 +275,24 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         host_config: Some(host_config),
         ..ContainerCreateBody::default()
     }
+}
+
+/// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
+/// option makes the tmpfs owned by the container's user instead (spec-note 0084).
+pub(crate) fn podman_tmpfs_options(options: &str) -> String {
+    let mut owned = false;
+    let mut kept: Vec<&str> = Vec::new();
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        if opt.starts_with("uid=") || opt.starts_with("gid=") {
+            owned = true;
+        } else {
+            kept.push(opt);
+        }
+    }
+    if owned && !kept.contains(&"U") {
+        kept.push("U");
+    }
+    kept.join(",")
 }
 
 fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
@@ -497,9 +518,19 @@ impl Engine for DockerEngine {
             ..CreateContainerOptions::default()
         };
         let subject = spec.name.clone().unwrap_or_else(|| spec.image.clone());
+        let podman = *self
+            .podman
+            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
+            .await?;
+        let mut body = to_create_body(spec);
+        if podman && let Some(tmpfs) = body.host_config.as_mut().and_then(|h| h.tmpfs.as_mut()) {
+            for options in tmpfs.values_mut() {
+                *options = podman_tmpfs_options(options);
+            }
+        }
         let created = self
             .docker
-            .create_container(Some(options), to_create_body(spec))
+            .create_container(Some(options), body)
             .await
             .map_err(Self::api("create container", &subject))?;
         Ok(created.id)
@@ -844,6 +875,15 @@ mod tests {
             split_reference("x/y:1@sha256:abc"),
             ("x/y".into(), "sha256:abc".into())
         );
+    }
+
+    #[test]
+    fn podman_tmpfs_owner_uses_u() {
+        assert_eq!(
+            podman_tmpfs_options("rw,nosuid,uid=1000,gid=1000,mode=755"),
+            "rw,nosuid,mode=755,U"
+        );
+        assert_eq!(podman_tmpfs_options("rw,mode=1777"), "rw,mode=1777");
     }
 
     #[test]
