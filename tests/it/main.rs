@@ -1,6 +1,8 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
+mod audit;
 mod config;
 mod engine;
+mod lifecycle;
 mod security;
 mod support;
