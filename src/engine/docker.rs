@@ -13,8 +13,8 @@ use bollard::models::{
     PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptions, CreateImageOptions, ListContainersOptions,
-    RemoveContainerOptions, StopContainerOptions, TagImageOptions,
+    BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
+    ListContainersOptions, RemoveContainerOptions, StopContainerOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -35,6 +35,8 @@ const TIMEOUT_SECS: u64 = 6 * 60 * 60;
 pub struct DockerEngine {
     docker: Docker,
     host: String,
+    /// Whether the engine is Podman (asked once, at the first container creation).
+    podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -91,6 +93,7 @@ impl DockerEngine {
         Ok(Self {
             docker,
             host: host.to_string(),
+            podman: std::sync::Arc::default(),
         })
     }
 
@@ -274,6 +277,24 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     }
 }
 
+/// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
+/// option makes the tmpfs owned by the container's user instead (spec-note 0084).
+pub(crate) fn podman_tmpfs_options(options: &str) -> String {
+    let mut owned = false;
+    let mut kept: Vec<&str> = Vec::new();
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        if opt.starts_with("uid=") || opt.starts_with("gid=") {
+            owned = true;
+        } else {
+            kept.push(opt);
+        }
+    }
+    if owned && !kept.contains(&"U") {
+        kept.push("U");
+    }
+    kept.join(",")
+}
+
 fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
@@ -387,6 +408,8 @@ impl Engine for DockerEngine {
             pull: request.pull.then(|| "1".to_string()),
             rm: true,
             forcerm: true,
+            networkmode: request.network.clone(),
+            platform: request.platform.clone().unwrap_or_default(),
             ..BuildImageOptions::default()
         };
         // Registry credentials for the base images: every registry in the client config.
@@ -495,9 +518,19 @@ impl Engine for DockerEngine {
             ..CreateContainerOptions::default()
         };
         let subject = spec.name.clone().unwrap_or_else(|| spec.image.clone());
+        let podman = *self
+            .podman
+            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
+            .await?;
+        let mut body = to_create_body(spec);
+        if podman && let Some(tmpfs) = body.host_config.as_mut().and_then(|h| h.tmpfs.as_mut()) {
+            for options in tmpfs.values_mut() {
+                *options = podman_tmpfs_options(options);
+            }
+        }
         let created = self
             .docker
-            .create_container(Some(options), to_create_body(spec))
+            .create_container(Some(options), body)
             .await
             .map_err(Self::api("create container", &subject))?;
         Ok(created.id)
@@ -636,6 +669,43 @@ impl Engine for DockerEngine {
                 init: host.init,
             },
         }))
+    }
+
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let options = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => archive.extend_from_slice(&bytes),
+                Err(e) if is_not_found(&e) && archive.is_empty() => {
+                    // 404 is both "no such container" and "no such path".
+                    return match self.inspect_container(id).await? {
+                        Some(_) => Ok(None),
+                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
+                    };
+                }
+                Err(e) => return Err(Self::api("read file", &format!("{id}:{path}"))(e)),
+            }
+        }
+        let io = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let mut tar = tar::Archive::new(archive.as_slice());
+        let mut entries = tar.entries().map_err(io)?;
+        let Some(entry) = entries.next() else {
+            return Ok(None);
+        };
+        let mut entry = entry.map_err(io)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Ok(None);
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).map_err(io)?;
+        Ok(Some(content))
     }
 
     async fn exec(
@@ -807,6 +877,15 @@ mod tests {
             split_reference("x/y:1@sha256:abc"),
             ("x/y".into(), "sha256:abc".into())
         );
+    }
+
+    #[test]
+    fn podman_tmpfs_owner_uses_u() {
+        assert_eq!(
+            podman_tmpfs_options("rw,nosuid,uid=1000,gid=1000,mode=755"),
+            "rw,nosuid,mode=755,U"
+        );
+        assert_eq!(podman_tmpfs_options("rw,mode=1777"), "rw,mode=1777");
     }
 
     #[test]

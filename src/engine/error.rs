@@ -135,6 +135,20 @@ pub enum EngineError {
         /// What was expected and what was found.
         message: String,
     },
+    /// A `build.options` flag devcell does not map to the engine's build parameters.
+    #[error("unsupported `build.options` flag `{flag}`")]
+    UnsupportedBuildOption {
+        /// The flag as written.
+        flag: String,
+    },
+    /// A `build.options` flag has a missing or invalid value.
+    #[error("invalid `build.options` value for `{flag}`: {message}")]
+    InvalidBuildOption {
+        /// The flag.
+        flag: String,
+        /// What was expected and what was found.
+        message: String,
+    },
     /// A `--mount` / `mounts` string is invalid.
     #[error("invalid mount `{spec}`: {message}")]
     InvalidMount {
@@ -163,6 +177,11 @@ impl Hint for EngineError {
             ),
             EngineError::UnsupportedRunArg { .. } => Some(
                 "remove the flag from `runArgs`, or use a devcontainer.json property instead"
+                    .to_string(),
+            ),
+            EngineError::UnsupportedBuildOption { .. } => Some(
+                "supported: `--build-arg`, `--target`, `--cache-from`, `--label`, `--no-cache`, \
+                 `--pull`, `--tag`, `--network`, `--platform`; move the rest into the Dockerfile"
                     .to_string(),
             ),
             EngineError::Pull { .. } => Some(

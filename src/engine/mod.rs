@@ -6,13 +6,15 @@
 //! Docker-compatible socket: point `DOCKER_HOST` at it.
 //!
 //! Pure helpers: [`run_args`] maps `runArgs` (`docker run` flags) onto a [`ContainerSpec`] and
-//! parses `--mount` strings; [`context`] packs a build context honouring `.dockerignore`;
+//! parses `--mount` strings; [`build_options`] maps `build.options` onto a [`BuildRequest`]; [`context`] packs a build context honouring `.dockerignore`;
 //! [`auth`] reads registry credentials from the Docker client configuration.
 
 pub mod auth;
+pub mod build_options;
 pub mod context;
 mod docker;
 pub mod error;
+pub mod passwd;
 pub mod run_args;
 pub mod spec;
 
@@ -89,6 +91,27 @@ pub trait Engine: Send + Sync {
         input: ExecInput,
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
+
+    /// The content of a regular file in a container (running or not); `Ok(None)` when the
+    /// path does not exist or is not a regular file. Symbolic links are not followed.
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>>;
+
+    /// The content of a regular file in an image, read through a created-but-never-started
+    /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]).
+    async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let probe = ContainerSpec {
+            image: image.to_string(),
+            entrypoint: Some(vec!["/devcell-probe-never-started".to_string()]),
+            labels: BTreeMap::from([("devcell.probe".to_string(), "1".to_string())]),
+            ..ContainerSpec::default()
+        };
+        let id = self.create_container(&probe).await?;
+        let read = self.read_file(&id, path).await;
+        let removed = self.remove_container(&id, true).await;
+        let content = read?;
+        removed?;
+        Ok(content)
+    }
 
     /// The image locally, pulled through the engine first when it is missing.
     async fn ensure_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<ImageInfo> {

@@ -287,6 +287,10 @@ pub struct BuildRequest {
     pub no_cache: bool,
     /// Always attempt to pull a newer version of the base images.
     pub pull: bool,
+    /// Network mode for `RUN` steps (`--network`).
+    pub network: Option<String>,
+    /// Target platform (`--platform`, e.g. `linux/amd64`).
+    pub platform: Option<String>,
 }
 
 /// A command to run in a running container (`docker exec`).
