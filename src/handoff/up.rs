@@ -301,7 +301,7 @@ pub async fn up_with(
             (info, entries, action)
         }
         None => {
-            let image = prepare_image(engine, &loaded, kind, reporter).await?;
+            let image = prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
             let (raw_base, base) =
                 image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
             let entries =
@@ -813,6 +813,7 @@ async fn prepare_image(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
     kind: ConfigKind,
+    host_env: &HashMap<String, String>,
     reporter: &dyn Reporter,
 ) -> Result<PreparedImage> {
     if kind == ConfigKind::Image {
@@ -820,7 +821,7 @@ async fn prepare_image(
         let info = engine.ensure_image(&reference, reporter).await?;
         return Ok(PreparedImage { reference, info });
     }
-    let request = build_request(loaded)?;
+    let request = build_request(loaded, host_env)?;
     reporter.report(Event::Status(format!(
         "building {} from {}",
         request
@@ -838,10 +839,13 @@ async fn prepare_image(
 }
 
 /// The build request of a Dockerfile config: `build.dockerfile`, `context`, `args`, `target`,
-/// `cacheFrom`, and the `build.options` devcell maps (`--build-arg`, `--target`,
-/// `--cache-from`, `--label`, `--no-cache`, `--pull`); any other option is an error naming
-/// it. The image is named like the reference CLI's: `vsc-<folder>-<sha256 of its path>`.
-pub fn build_request(loaded: &LoadedConfiguration) -> Result<BuildRequest> {
+/// `cacheFrom`, and the `build.options` the engine maps
+/// ([`crate::engine::build_options::apply_build_options`]); any other option is an error
+/// naming it. The image is named like the reference CLI's: `vsc-<folder>-<sha256 of its path>`.
+pub fn build_request(
+    loaded: &LoadedConfiguration,
+    host_env: &HashMap<String, String>,
+) -> Result<BuildRequest> {
     let build = loaded.typed.build.clone().unwrap_or_default();
     let dockerfile = loaded
         .typed
@@ -860,59 +864,10 @@ pub fn build_request(loaded: &LoadedConfiguration) -> Result<BuildRequest> {
         cache_from: build.cache_from.clone(),
         ..BuildRequest::default()
     };
-    apply_build_options(&mut request, &build.options)?;
+    crate::engine::build_options::apply_build_options(&mut request, &build.options, &|name| {
+        host_env.get(name).cloned()
+    })?;
     Ok(request)
-}
-
-fn apply_build_options(request: &mut BuildRequest, options: &[String]) -> Result<()> {
-    let mut i = 0;
-    while i < options.len() {
-        let option = &options[i];
-        i += 1;
-        let (name, inline) = match option.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (option.as_str(), None),
-        };
-        let mut value = || -> Result<String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = options
-                .get(i)
-                .cloned()
-                .ok_or_else(|| HandoffError::Unsupported {
-                    message: format!("`build.options`: `{name}` needs a value"),
-                    hint: None,
-                })?;
-            i += 1;
-            Ok(v)
-        };
-        match name {
-            "--build-arg" => {
-                let v = value()?;
-                let (k, val) = v.split_once('=').unwrap_or((v.as_str(), ""));
-                request.args.insert(k.to_string(), val.to_string());
-            }
-            "--target" => request.target = Some(value()?),
-            "--cache-from" => request.cache_from.push(value()?),
-            "--label" => {
-                let v = value()?;
-                let (k, val) = v.split_once('=').unwrap_or((v.as_str(), ""));
-                request.labels.insert(k.to_string(), val.to_string());
-            }
-            "--no-cache" => request.no_cache = true,
-            "--pull" => request.pull = true,
-            other => {
-                return Err(HandoffError::Unsupported {
-                    message: format!("unsupported `build.options` flag `{other}`"),
-                    hint: Some(
-                        "devcell builds through the engine API and maps `--build-arg`, `--target`, `--cache-from`, `--label`, `--no-cache` and `--pull`; remove the flag or use the matching `build` property".into(),
-                    ),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `vsc-<basename>-<sha256 hex of the workspace path>`, lowercased, other characters removed.
@@ -1085,27 +1040,6 @@ pub(crate) fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn build_options_map_or_name_the_flag() {
-        let mut request = BuildRequest::default();
-        apply_build_options(
-            &mut request,
-            &[
-                "--build-arg".into(),
-                "A=1".into(),
-                "--target=dev".into(),
-                "--no-cache".into(),
-            ],
-        )
-        .unwrap();
-        assert_eq!(request.args["A"], "1");
-        assert_eq!(request.target.as_deref(), Some("dev"));
-        assert!(request.no_cache);
-        let err =
-            apply_build_options(&mut request, &["--ssh".into(), "default".into()]).unwrap_err();
-        assert!(err.to_string().contains("`--ssh`"), "{err}");
-    }
 
     #[test]
     fn remote_env_layers_and_null_unsets() {
