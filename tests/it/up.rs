@@ -518,3 +518,67 @@ impl Drop for ImageCleanup {
         let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
     }
 }
+
+/// The reference CLI (`@devcontainers/cli`): `DEVCELL_TEST_REFCLI` (required when set), else
+/// `/opt/refcli/node_modules/.bin/devcontainer` when installed; `None` skips with a note.
+fn reference_cli(test: &str) -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("DEVCELL_TEST_REFCLI") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "{test}: DEVCELL_TEST_REFCLI names no file");
+        return Some(path);
+    }
+    let default = PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
+    if default.is_file() {
+        return Some(default);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("note: {test} skipped: no reference CLI (set DEVCELL_TEST_REFCLI)");
+    }
+    None
+}
+
+fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+    let out = Command::new(cli)
+        .args(["up", "--workspace-folder"])
+        .arg(ws.path())
+        .output()
+        .expect("the reference CLI runs");
+    let result = last_json(&out);
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "reference up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    result
+}
+
+#[test]
+fn containers_are_shared_with_the_reference_cli() {
+    if !engine_ready(
+        "containers_are_shared_with_the_reference_cli",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let Some(cli) = reference_cli("containers_are_shared_with_the_reference_cli") else {
+        return;
+    };
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
+    // Made by the reference, reused by devcell.
+    let ws = Workspace::new(config);
+    let theirs = reference_up(&cli, &ws);
+    let ours = ws.up(&[]);
+    assert_eq!(ours["containerId"], theirs["containerId"]);
+    assert_eq!(ours["devcell"]["container"], "running");
+    assert_eq!(ws.containers().len(), 1);
+
+    // Made by devcell, reused by the reference.
+    let ws = Workspace::new(config);
+    let ours = ws.up(&[]);
+    let theirs = reference_up(&cli, &ws);
+    assert_eq!(theirs["containerId"], ours["containerId"]);
+    assert_eq!(theirs["remoteUser"], "nobody");
+    assert_eq!(ws.containers().len(), 1);
+}
