@@ -2,6 +2,10 @@
 
 use crate::config::ConfigError;
 use crate::diagnostics::{Hint, SourceLocation};
+use crate::engine::EngineError;
+use crate::lifecycle::LifecycleError;
+use crate::security::{Permission, RequestStatus, SecurityError};
+use crate::settings::SettingsError;
 
 /// `Result` with [`HandoffError`].
 pub type Result<T, E = HandoffError> = std::result::Result<T, E>;
@@ -21,6 +25,54 @@ pub enum HandoffError {
         /// The folder given.
         path: std::path::PathBuf,
     },
+    /// The container engine failed or refused a request.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The user settings file could not be read.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A lifecycle hook failed (or could not be run) in the container `container_id`.
+    #[error("{source}")]
+    Lifecycle {
+        /// The dev container, left in place for inspection (empty for `initializeCommand`).
+        container_id: String,
+        /// What failed.
+        #[source]
+        source: LifecycleError,
+    },
+    /// The configuration asks for something devcell does not do (compose, an unmappable
+    /// `build.options` flag, a malformed property value).
+    #[error("{message}")]
+    Unsupported {
+        /// What is unsupported, naming the property or flag.
+        message: String,
+        /// How to get on.
+        hint: Option<String>,
+    },
+    /// The security policy refused the configuration (nothing was created), or a grant is
+    /// invalid.
+    #[error(transparent)]
+    Security(#[from] SecurityError),
+    /// The `--secrets-file` could not be read or is not a JSON object of strings.
+    #[error("cannot use secrets file `{}`: {message}", path.display())]
+    SecretsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--expect-existing-container` was given but there is no container.
+    #[error("the expected container does not exist (labels {labels})")]
+    NoContainer {
+        /// The labels looked for, `k=v` joined by `,`.
+        labels: String,
+    },
+    /// The dev container exists but is not running (for `exec`).
+    #[error("dev container `{id}` is not running")]
+    NotRunning {
+        /// The container id.
+        id: String,
+    },
 }
 
 impl HandoffError {
@@ -28,7 +80,22 @@ impl HandoffError {
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
             HandoffError::Config(e) => e.location(),
+<<<<<<< HEAD
             HandoffError::WorkspaceFolder { .. } | HandoffError::Feature(_) => None,
+=======
+            _ => None,
+        }
+    }
+
+    /// The container concerned by a failure, when one exists (the reference CLI reports it in
+    /// the error result).
+    pub fn container_id(&self) -> Option<&str> {
+        match self {
+            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+                Some(container_id)
+            }
+            _ => None,
+>>>>>>> refs/heads/up
         }
     }
 }
@@ -41,6 +108,30 @@ impl Hint for HandoffError {
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
+            HandoffError::Engine(e) => e.hint(),
+            HandoffError::Settings(_) => None,
+            HandoffError::Lifecycle { source, .. } => source.hint(),
+            HandoffError::Unsupported { hint, .. } => hint.clone(),
+            HandoffError::Security(e) => {
+                let mut hint = e.hint().unwrap_or_default();
+                if let SecurityError::Refused { requests, .. } = e
+                    && requests.iter().any(|r| {
+                        r.permission == Permission::Root && r.status == RequestStatus::Refused
+                    })
+                {
+                    hint.push_str(
+                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's agent-user Feature)",
+                    );
+                }
+                (!hint.is_empty()).then_some(hint)
+            }
+            HandoffError::SecretsFile { .. } => {
+                Some("the secrets file is a JSON object mapping names to string values".into())
+            }
+            HandoffError::NoContainer { .. } => {
+                Some("run `devcell up` first, or drop `--expect-existing-container`".into())
+            }
+            HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
         }
     }
 }

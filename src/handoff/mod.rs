@@ -1,13 +1,37 @@
-//! L4: operations (`read-configuration`, `up`, `exec`, agent handoff). Library code never prints.
+//! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`). Library
+//! code never prints: results are values, progress goes to a `progress::Reporter`.
 
+<<<<<<< HEAD
 pub mod agents_md;
 pub mod context;
 pub mod envelope;
+=======
+pub mod container;
+pub mod down;
+>>>>>>> refs/heads/up
 pub mod error;
+pub mod exec;
+pub mod executor;
 pub mod read_configuration;
+<<<<<<< HEAD
 pub mod resolve_dependencies;
 pub mod state;
 pub mod workspace;
+=======
+pub mod up;
+>>>>>>> refs/heads/up
 
+pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
-pub use read_configuration::{ReadConfiguration, ReadConfigurationOptions, read_configuration};
+pub use exec::{ExecOptions, ExecStreams, exec};
+pub use read_configuration::{
+    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationOptions,
+    load_configuration, read_configuration,
+};
+pub use up::{
+    ContainerAction, PermissionReport, RunUserCommandsOptions, SecurityOptions, TargetOptions,
+    UpOptions, UpResult, read_secrets_file, run_user_commands, up,
+};
+
+/// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
+pub use crate::lifecycle::{PlanOptions, UserEnvProbe};

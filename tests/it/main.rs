@@ -4,5 +4,8 @@ mod audit;
 mod config;
 mod features;
 mod handoff;
+mod engine;
 mod lifecycle;
+mod security;
 mod support;
+mod up;
