@@ -21,7 +21,14 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
-<<<<<<< HEAD
+    /// Create and run the dev container (or reuse it), then run its lifecycle hooks.
+    Up(Box<UpArgs>),
+    /// Run a command in the running dev container as `remoteUser`.
+    Exec(ExecArgs),
+    /// Run the lifecycle hooks in the running dev container.
+    RunUserCommands(RunUserCommandsArgs),
+    /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
+    Down(DownArgs),
     /// Feature tools: resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),
@@ -44,16 +51,6 @@ pub struct FeaturesResolveDependenciesArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
-=======
-    /// Create and run the dev container (or reuse it), then run its lifecycle hooks.
-    Up(Box<UpArgs>),
-    /// Run a command in the running dev container as `remoteUser`.
-    Exec(ExecArgs),
-    /// Run the lifecycle hooks in the running dev container.
-    RunUserCommands(RunUserCommandsArgs),
-    /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
-    Down(DownArgs),
->>>>>>> refs/heads/up
 }
 
 /// Flags shared by every command that locates a workspace and its config.

@@ -20,16 +20,13 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
-<<<<<<< HEAD
         Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
             commands::features_resolve_dependencies::run(args)
         }
-=======
         Command::Up(args) => commands::up::run(*args),
         Command::Exec(args) => commands::exec::run(args),
         Command::RunUserCommands(args) => commands::run_user_commands::run(args),
         Command::Down(args) => commands::down::run(args),
->>>>>>> refs/heads/up
     };
     match result {
         Ok(code) => code,

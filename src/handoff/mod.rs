@@ -1,25 +1,19 @@
 //! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`). Library
 //! code never prints: results are values, progress goes to a `progress::Reporter`.
 
-<<<<<<< HEAD
 pub mod agents_md;
 pub mod context;
 pub mod envelope;
-=======
 pub mod container;
 pub mod down;
->>>>>>> refs/heads/up
 pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod read_configuration;
-<<<<<<< HEAD
 pub mod resolve_dependencies;
 pub mod state;
 pub mod workspace;
-=======
 pub mod up;
->>>>>>> refs/heads/up
 
 pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};

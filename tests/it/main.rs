@@ -2,9 +2,9 @@
 
 mod audit;
 mod config;
+mod engine;
 mod features;
 mod handoff;
-mod engine;
 mod lifecycle;
 mod security;
 mod support;
