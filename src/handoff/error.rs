@@ -80,9 +80,6 @@ impl HandoffError {
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
             HandoffError::Config(e) => e.location(),
-<<<<<<< HEAD
-            HandoffError::WorkspaceFolder { .. } | HandoffError::Feature(_) => None,
-=======
             _ => None,
         }
     }
@@ -95,7 +92,6 @@ impl HandoffError {
                 Some(container_id)
             }
             _ => None,
->>>>>>> refs/heads/up
         }
     }
 }

@@ -1,9 +1,9 @@
 //! One module per subcommand, named like it. Each turns args into options, calls `handoff`,
 //! and renders the result.
 
-pub mod features_resolve_dependencies;
 pub mod down;
 pub mod exec;
+pub mod features_resolve_dependencies;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod up;
