@@ -14,7 +14,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
-    ListContainersOptions, RemoveContainerOptions, StopContainerOptions, TagImageOptions,
+    ListContainersOptions, ListNetworksOptions, ListVolumesOptions, RemoveContainerOptions,
+    RemoveVolumeOptions, StopContainerOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -293,6 +294,18 @@ pub(crate) fn podman_tmpfs_options(options: &str) -> String {
         kept.push("U");
     }
     kept.join(",")
+}
+
+fn label_filters(labels: &BTreeMap<String, String>) -> HashMap<String, Vec<String>> {
+    HashMap::from([("label".to_string(), join_pairs_vec(labels))])
+}
+
+fn join_pairs_vec(labels: &BTreeMap<String, String>) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+fn join_pairs(labels: &BTreeMap<String, String>) -> String {
+    join_pairs_vec(labels).join(",")
 }
 
 fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
@@ -669,6 +682,114 @@ impl Engine for DockerEngine {
                 init: host.init,
             },
         }))
+    }
+
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
+        match self.docker.inspect_container(id, None).await {
+            Ok(c) => serde_json::to_value(&c)
+                .map(Some)
+                .map_err(|e| EngineError::ExecIo {
+                    container: id.to_string(),
+                    source: std::io::Error::other(e),
+                }),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(Self::api("inspect container", id)(e)),
+        }
+    }
+
+    async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>> {
+        match self.docker.inspect_image(reference).await {
+            Ok(i) => serde_json::to_value(&i)
+                .map(Some)
+                .map_err(|e| EngineError::ExecIo {
+                    container: reference.to_string(),
+                    source: std::io::Error::other(e),
+                }),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(Self::api("inspect image", reference)(e)),
+        }
+    }
+
+    async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![key.to_string()],
+            )])),
+            ..ListContainersOptions::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(Self::api("list containers", key))?;
+        Ok(list
+            .into_iter()
+            .map(|c| ContainerSummary {
+                id: c.id.unwrap_or_default(),
+                names: c
+                    .names
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .collect(),
+                image: c.image.unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                labels: sorted(c.labels),
+            })
+            .collect())
+    }
+
+    async fn find_volumes(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>> {
+        let filters = label_filters(labels);
+        let subject = join_pairs(labels);
+        let list = self
+            .docker
+            .list_volumes(Some(ListVolumesOptions {
+                filters: Some(filters),
+            }))
+            .await
+            .map_err(Self::api("list volumes", &subject))?;
+        Ok(list
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect())
+    }
+
+    async fn find_networks(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>> {
+        let filters = label_filters(labels);
+        let subject = join_pairs(labels);
+        let list = self
+            .docker
+            .list_networks(Some(ListNetworksOptions {
+                filters: Some(filters),
+            }))
+            .await
+            .map_err(Self::api("list networks", &subject))?;
+        Ok(list.into_iter().filter_map(|n| n.name).collect())
+    }
+
+    async fn volume_exists(&self, name: &str) -> Result<bool> {
+        match self.docker.inspect_volume(name).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Self::api("inspect volume", name)(e)),
+        }
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<()> {
+        match self
+            .docker
+            .remove_volume(name, Some(RemoveVolumeOptions { force: false }))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Self::api("remove volume", name)(e)),
+        }
     }
 
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {

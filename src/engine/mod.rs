@@ -92,6 +92,29 @@ pub trait Engine: Send + Sync {
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
 
+    /// The container's `docker inspect` JSON (the Engine API `ContainerInspect` object, keys as
+    /// the engine sends them), for the isolation audit; `Ok(None)` when it does not exist.
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
+
+    /// The image's `docker image inspect` JSON (`ImageInspect`); `Ok(None)` when absent.
+    async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>>;
+
+    /// Containers (running or not) carrying the label `key`, whatever its value (e.g. every
+    /// dev container: `devcontainer.local_folder`).
+    async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>>;
+
+    /// Names of the volumes carrying every one of `labels`.
+    async fn find_volumes(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>>;
+
+    /// Names of the networks carrying every one of `labels`.
+    async fn find_networks(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>>;
+
+    /// Whether a volume with this name exists.
+    async fn volume_exists(&self, name: &str) -> Result<bool>;
+
+    /// Removes a volume; an absent volume is not an error.
+    async fn remove_volume(&self, name: &str) -> Result<()>;
+
     /// The content of a regular file in a container (running or not); `Ok(None)` when the
     /// path does not exist or is not a regular file. Symbolic links are not followed.
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>>;

@@ -73,9 +73,106 @@ pub enum HandoffError {
         /// The container id.
         id: String,
     },
+    /// The workspace could not be inspected (layout, git state, primary repository).
+    #[error(transparent)]
+    Workspace(#[from] crate::handoff::workspace::WorkspaceError),
+    /// The context file (or `AGENTS.md`) could not be written.
+    #[error(transparent)]
+    Context(#[from] crate::handoff::context::ContextError),
+    /// The host-side handoff state failed, or a session is already live.
+    #[error(transparent)]
+    State(#[from] crate::handoff::state::StateError),
+    /// `--agent` names no `[agents.NAME]` of the user settings.
+    #[error("no agent `{name}` in devcell's config (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    UnknownAgent {
+        /// The name given.
+        name: String,
+        /// The agents configured.
+        available: Vec<String>,
+    },
+    /// An agent setting is unusable (empty command, a bad secret reference, a missing host
+    /// variable).
+    #[error("agent `{agent}`: {message}")]
+    AgentConfig {
+        /// The agent.
+        agent: String,
+        /// What is wrong (never a secret value).
+        message: String,
+    },
+    /// Neither the primary repository nor the workspace root has a dev container configuration.
+    #[error("no dev container configuration in `{}` (looked in the primary repository and the workspace root)", root.display())]
+    NoConfiguration {
+        /// The workspace root.
+        root: std::path::PathBuf,
+    },
+    /// The audit input could not be read (not a container, bad probe output).
+    #[error(transparent)]
+    Audit(#[from] crate::security::audit::AuditError),
+    /// The container to audit does not exist.
+    #[error("no container `{id}` to audit")]
+    NoSuchContainer {
+        /// The name or id given.
+        id: String,
+    },
 }
 
 impl HandoffError {
+    /// The `--format json` envelope error code of this error (spec-notes/0163).
+    pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        use crate::handoff::envelope::ErrorCode;
+        match self {
+            HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
+                ErrorCode::ConfigInvalid
+            }
+            HandoffError::Unsupported { .. } | HandoffError::AgentConfig { .. } => {
+                ErrorCode::ConfigInvalid
+            }
+            HandoffError::WorkspaceFolder { .. }
+            | HandoffError::NoContainer { .. }
+            | HandoffError::NotRunning { .. }
+            | HandoffError::UnknownAgent { .. }
+            | HandoffError::NoConfiguration { .. }
+            | HandoffError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            HandoffError::Engine(e) => match e {
+                EngineError::NotRunning { .. } | EngineError::UnsupportedHost { .. } => {
+                    ErrorCode::EngineUnavailable
+                }
+                EngineError::Build { .. }
+                | EngineError::BuildContext { .. }
+                | EngineError::Dockerignore { .. }
+                | EngineError::Pull { .. }
+                | EngineError::InvalidReference { .. }
+                | EngineError::UnsupportedBuildOption { .. }
+                | EngineError::InvalidBuildOption { .. } => ErrorCode::BuildFailed,
+                EngineError::UnsupportedRunArg { .. }
+                | EngineError::InvalidRunArg { .. }
+                | EngineError::InvalidMount { .. } => ErrorCode::ConfigInvalid,
+                EngineError::NoSuchContainer { .. } => ErrorCode::NotFound,
+                _ => ErrorCode::ContainerFailed,
+            },
+            HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
+            HandoffError::Security(SecurityError::Refused { .. }) => ErrorCode::PermissionRequired,
+            HandoffError::Security(_) => ErrorCode::ConfigInvalid,
+            HandoffError::SecretsFile { .. } => ErrorCode::InvalidArgument,
+            HandoffError::Workspace(e) => e.code(),
+            HandoffError::Context(e) => e.code(),
+            HandoffError::State(e) => e.code(),
+            HandoffError::Audit(_) => ErrorCode::InvalidArgument,
+        }
+    }
+
+    /// The envelope `details` of this error: the live session for `session_active`, the
+    /// container for a failed hook, else `{}`.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            HandoffError::State(e) => e.details(),
+            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+                serde_json::json!({ "containerId": container_id })
+            }
+            _ => serde_json::json!({}),
+        }
+    }
+
     /// The source location of a config error, for rendering the offending line.
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
@@ -128,6 +225,22 @@ impl Hint for HandoffError {
                 Some("run `devcell up` first, or drop `--expect-existing-container`".into())
             }
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            HandoffError::Workspace(e) => e.hint(),
+            HandoffError::Context(e) => e.hint(),
+            HandoffError::State(e) => e.hint(),
+            HandoffError::UnknownAgent { name, .. } => Some(format!(
+                "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"
+            )),
+            HandoffError::AgentConfig { .. } => {
+                Some("fix the agent's entry in devcell's config.toml".into())
+            }
+            HandoffError::NoConfiguration { .. } => Some(
+                "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
+            ),
+            HandoffError::Audit(_) => None,
+            HandoffError::NoSuchContainer { .. } => {
+                Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
+            }
         }
     }
 }

@@ -64,6 +64,7 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
         config: opts.config.clone(),
         mount_workspace_git_root: opts.mount_workspace_git_root,
         env: opts.env.clone(),
+        workspace_override: None,
     })?;
     let LoadedConfiguration {
         config_file,
@@ -125,6 +126,20 @@ pub struct LoadOptions {
     pub mount_workspace_git_root: bool,
     /// The host environment used for `${localEnv:…}`/`${env:…}`.
     pub env: HashMap<String, String>,
+    /// Forces `workspaceMount` / `workspaceFolder` (for `handoff`, which mounts the whole
+    /// workspace root at its own target); `None` keeps the config's or the defaults.
+    pub workspace_override: Option<WorkspaceOverride>,
+}
+
+/// A `workspaceMount` and `workspaceFolder` that replace the configuration's (as if the
+/// devcontainer.json said so), before phase-1 substitution, so `${containerWorkspaceFolder}`
+/// is the forced folder. Used by `handoff` (spec-notes/0200).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceOverride {
+    /// The `--mount` string of the workspace (`type=bind,source=…,target=…`).
+    pub mount: String,
+    /// The container workspace folder.
+    pub folder: String,
 }
 
 /// A configuration read from disk, validated and substituted (phase 1), shared by
@@ -170,6 +185,10 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
     warnings.extend(model_warnings);
 
     let mut value = doc.value.clone();
+    if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
+        map.insert("workspaceMount".into(), Value::String(o.mount.clone()));
+        map.insert("workspaceFolder".into(), Value::String(o.folder.clone()));
+    }
     let resolve = config::workspace::ResolveOptions {
         workspace_folder: workspace_folder.clone(),
         config_file: config_file.clone(),

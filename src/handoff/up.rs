@@ -64,6 +64,8 @@ pub struct TargetOptions {
     pub id_labels: Vec<(String, String)>,
     /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
     pub env: HashMap<String, String>,
+    /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
+    pub workspace_override: Option<crate::handoff::read_configuration::WorkspaceOverride>,
 }
 
 /// Security choices of the user (flags); the user settings file fills what is not given.
@@ -545,6 +547,7 @@ pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
         config: target.config.clone(),
         mount_workspace_git_root: target.mount_workspace_git_root,
         env: target.env.clone(),
+        workspace_override: target.workspace_override.clone(),
     })
 }
 

@@ -821,6 +821,12 @@ pub struct AuditContext {
     pub features_lockfile: Option<bool>,
     /// Networks known to be internal (`docker network create --internal`: no route out).
     pub internal_networks: Vec<String>,
+    /// Host git directories of the workspace's repositories (a worktree's main repository's
+    /// `.git`), which must be mounted for git to work in the container: a bind at or inside one
+    /// is part of the workspace, not an extra host path (spec-note 0201). The caller derives
+    /// them from the host workspace (`handoff::workspace`), never from the container.
+    #[serde(default)]
+    pub git_dirs: Vec<PathBuf>,
 }
 
 impl AuditContext {
@@ -1461,6 +1467,12 @@ fn repo_scope(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
             )
         } else if is_workspace_bind(f, m, src, ctx) {
             (Risk::Safe, "the workspace folder".to_string())
+        } else if ctx.git_dirs.iter().any(|g| within(src, g)) {
+            (
+                Risk::Safe,
+                "the git directory of a workspace repository (git needs it in the worktree)"
+                    .to_string(),
+            )
         } else if BROAD_DIRS.iter().any(|b| same(src, Path::new(b))) {
             (Risk::Critical, "a broad host system folder".to_string())
         } else if ws.is_none() {
@@ -2310,6 +2322,7 @@ mod tests {
             xdg_runtime_dir: Some("/run/user/1000".into()),
             features_lockfile: Some(true),
             internal_networks: Vec::new(),
+            git_dirs: Vec::new(),
         }
     }
 
@@ -2417,6 +2430,46 @@ mod tests {
         assert_eq!(r.score_of(Control::RepoScope), 1);
         let r = with(|v| add_mount(v, "bind", "/var/lib/docker/volumes", "/v", true));
         assert_eq!(r.score_of(Control::EngineSocket), 0);
+    }
+
+    #[test]
+    fn git_dirs_of_the_workspace_are_not_extra_paths() {
+        let mount = |v: &mut Value| {
+            add_mount(
+                v,
+                "bind",
+                "/home/me/src/api/.git",
+                "/home/me/src/api/.git",
+                true,
+            );
+            add_mount(
+                v,
+                "bind",
+                "/home/me/src/api/.git/config",
+                "/home/me/src/api/.git/config",
+                false,
+            );
+        };
+        let mut v = hardened();
+        mount(&mut v[0]);
+        let facts = ContainerFacts::from_docker_inspect(&v).unwrap();
+        assert_eq!(audit(&facts, &ctx()).score_of(Control::RepoScope), 1);
+        let mut known = ctx();
+        known.git_dirs = vec!["/home/me/src/api/.git".into()];
+        let r = audit(&facts, &known);
+        assert_eq!(r.score_of(Control::RepoScope), 2);
+        assert_eq!(r.score, MAX_SCORE);
+        assert!(has(
+            &r,
+            Control::RepoScope,
+            "/home/me/src/api/.git",
+            Risk::Safe
+        ));
+        // a git dir does not excuse its parent
+        let mut v = hardened();
+        add_mount(&mut v[0], "bind", "/home/me/src/api", "/api", true);
+        let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &known);
+        assert_eq!(r.score_of(Control::RepoScope), 1);
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub(crate) fn target(args: &ContainerArgs) -> anyhow::Result<TargetOptions> {
         mount_workspace_git_root: args.workspace.mount_workspace_git_root,
         id_labels,
         env: std::env::vars().collect(),
+        workspace_override: None,
     })
 }
 
