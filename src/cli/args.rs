@@ -32,6 +32,135 @@ pub enum Command {
     /// Feature tools: resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),
+    /// Hand a workspace to a coding agent in a hardened container (plan, up, context, agent).
+    Handoff(Box<HandoffArgs>),
+    /// Show a workspace's container, handoff sessions and per-repository git state.
+    Status(StatusArgs),
+    /// Check the engine, cgroup limits, orphaned containers, stale state and the cache.
+    Doctor(DoctorArgs),
+    /// Remove a workspace's container, devcell-owned volumes and state (never the worktrees).
+    Delete(DeleteArgs),
+    /// Score a container's isolation (eight controls, 16 points) with the evidence.
+    Audit(AuditArgs),
+}
+
+/// Output format of devcell's own commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Human text (stderr for progress, stdout for the answer).
+    #[default]
+    Text,
+    /// Exactly one JSON envelope on stdout (`{ok, schemaVersion, result | error, warnings,
+    /// next_actions}`).
+    Json,
+}
+
+/// `devcell handoff`.
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    /// The workspace root: a repository, or a folder of repositories/worktrees (default: the
+    /// current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The agent to launch (`[agents.NAME]` in devcell's config.toml).
+    #[arg(long)]
+    pub agent: String,
+    /// The task's URL (issue, pull request).
+    #[arg(long)]
+    pub task_url: Option<String>,
+    /// The task's title.
+    #[arg(long)]
+    pub task_title: Option<String>,
+    /// The task's provider (default: derived from the URL).
+    #[arg(long)]
+    pub task_provider: Option<String>,
+    /// The primary repository (its `.devcontainer` configures the container; the agent starts
+    /// in it).
+    #[arg(long)]
+    pub primary: Option<String>,
+    /// Print the plan and stop (nothing is created).
+    #[arg(long)]
+    pub plan: bool,
+    /// Stop a live handoff session of the workspace and start a new one.
+    #[arg(long)]
+    pub replace: bool,
+    /// A verification command the agent must run before calling the task done (repeatable).
+    #[arg(long, value_name = "CMD")]
+    pub verify: Vec<String>,
+    /// Network: `none` (default for handoff) or `default`.
+    #[arg(long, value_parser = ["default", "none"])]
+    pub network: Option<String>,
+    /// JSON file of secrets (`{"NAME": "value"}`) for the hooks and the agent.
+    #[arg(long)]
+    pub secrets_file: Option<PathBuf>,
+    /// Security profile: `hardened` (default) or `reference`.
+    #[arg(long, value_parser = ["hardened", "reference"])]
+    pub security_profile: Option<String>,
+    /// Grant a permission (repeatable), as for `up`.
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`).
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The workspace root (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// devcell user settings file.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The workspace root (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The container (name or id); or use `--workspace-folder`.
+    #[arg(
+        conflicts_with = "workspace_folder",
+        required_unless_present = "workspace_folder"
+    )]
+    pub container: Option<String>,
+    /// Audit the dev container of this workspace.
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// Exit non-zero (3) when the score is below N.
+    #[arg(long, value_name = "N")]
+    pub min_score: Option<u8>,
+    /// Ask from inside the running container (mounts, capabilities, writable paths, sockets).
+    #[arg(long)]
+    pub probe: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `devcell features …` subcommands.

@@ -27,6 +27,11 @@ pub fn main() -> ExitCode {
         Command::Exec(args) => commands::exec::run(args),
         Command::RunUserCommands(args) => commands::run_user_commands::run(args),
         Command::Down(args) => commands::down::run(args),
+        Command::Handoff(args) => commands::handoff::run(*args),
+        Command::Status(args) => commands::status::run(args),
+        Command::Doctor(args) => commands::doctor::run(args),
+        Command::Delete(args) => commands::delete::run(args),
+        Command::Audit(args) => commands::audit::run(args),
     };
     match result {
         Ok(code) => code,

@@ -83,3 +83,19 @@ pub fn error_result(err: &anyhow::Error) {
     json(&value);
     error(err);
 }
+
+/// Prints one devcell envelope (`--format json`) as a single line on stdout.
+pub fn envelope<T: serde::Serialize>(envelope: &crate::handoff::envelope::Envelope<T>) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, envelope);
+    let _ = writeln!(out);
+}
+
+/// Prints human text on stdout as it is (the answer of a devcell command in text mode).
+pub fn text(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = writeln!(out);
+    }
+}

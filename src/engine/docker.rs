@@ -684,6 +684,18 @@ impl Engine for DockerEngine {
         }))
     }
 
+    async fn info_json(&self) -> Result<serde_json::Value> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(Self::api("info", &self.host))?;
+        serde_json::to_value(&info).map_err(|e| EngineError::ExecIo {
+            container: self.host.clone(),
+            source: std::io::Error::other(e),
+        })
+    }
+
     async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
         match self.docker.inspect_container(id, None).await {
             Ok(c) => serde_json::to_value(&c)

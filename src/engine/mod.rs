@@ -92,6 +92,10 @@ pub trait Engine: Send + Sync {
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
 
+    /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
+    /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.
+    async fn info_json(&self) -> Result<serde_json::Value>;
+
     /// The container's `docker inspect` JSON (the Engine API `ContainerInspect` object, keys as
     /// the engine sends them), for the isolation audit; `Ok(None)` when it does not exist.
     async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;

@@ -1,9 +1,14 @@
-//! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`). Library
+//! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`, and
+//! devcell's own `handoff`, `status`, `doctor`, `delete`, `audit`). Library
 //! code never prints: results are values, progress goes to a `progress::Reporter`.
 
+pub mod agent;
 pub mod agents_md;
+pub mod audit;
 pub mod container;
 pub mod context;
+pub mod delete;
+pub mod doctor;
 pub mod down;
 pub mod envelope;
 pub mod error;
@@ -12,6 +17,7 @@ pub mod executor;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod state;
+pub mod status;
 pub mod up;
 pub mod workspace;
 

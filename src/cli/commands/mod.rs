@@ -1,20 +1,29 @@
 //! One module per subcommand, named like it. Each turns args into options, calls `handoff`,
 //! and renders the result.
 
+pub mod audit;
+pub mod delete;
+pub mod doctor;
 pub mod down;
 pub mod exec;
 pub mod features_resolve_dependencies;
+pub mod handoff;
 pub mod read_configuration;
 pub mod run_user_commands;
+pub mod status;
 pub mod up;
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use indexmap::IndexMap;
 
-use crate::cli::args::{ContainerArgs, HookArgs, RemoteArgs};
+use crate::cli::args::{ContainerArgs, Format, HookArgs, RemoteArgs};
+use crate::cli::output;
+use crate::handoff::HandoffError;
 use crate::handoff::TargetOptions;
+use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
 use crate::handoff::{PlanOptions, UserEnvProbe};
 
 /// The target options of a command (workspace folder defaults to the current directory).
@@ -88,4 +97,73 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// The `--workspace-folder` of a devcell command, defaulting to the current directory.
+pub(crate) fn folder(given: Option<&Path>) -> std::path::PathBuf {
+    given
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
+/// The envelope of a failed devcell command: its code, message, details, and its hint as a
+/// manual next action.
+pub(crate) fn failure(err: &HandoffError) -> Envelope<()> {
+    let mut env =
+        Envelope::failure(ErrorBody::new(err.code(), err.to_string()).with_details(err.details()));
+    if let Some(hint) = crate::diagnostics::Hint::hint(err) {
+        env = env.with_next_action(NextAction::manual(hint));
+    }
+    env
+}
+
+/// Renders a devcell command's outcome: the envelope on stdout with `--format json`, else
+/// `render(result)` on stdout; an error is rendered on stderr in both formats. Returns the
+/// documented exit code (spec-notes/0163).
+pub(crate) fn finish<T: serde::Serialize>(
+    format: Format,
+    result: Result<T, HandoffError>,
+    render: impl FnOnce(&T) -> String,
+    decorate: impl FnOnce(&T) -> Extras,
+) -> ExitCode {
+    match result {
+        Ok(value) => {
+            match format {
+                Format::Json => {
+                    let extras = decorate(&value);
+                    let mut env = Envelope::success(&value);
+                    for (code, message) in extras.warnings {
+                        env = env.with_warning(code, message);
+                    }
+                    env.next_actions = extras.next_actions;
+                    output::envelope(&env);
+                }
+                Format::Text => output::text(&render(&value)),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let env = failure(&err);
+            if format == Format::Json {
+                output::envelope(&env);
+            }
+            output::error(&anyhow::Error::new(err));
+            exit(env.exit_code())
+        }
+    }
+}
+
+/// Warnings and next actions added to a success envelope.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    /// `(code, message)` pairs.
+    pub warnings: Vec<(String, String)>,
+    /// Next actions.
+    pub next_actions: Vec<NextAction>,
+}
+
+/// An exit code from an `i32` (clamped to 0..=255).
+pub(crate) fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255))
 }

@@ -1,0 +1,67 @@
+//! `devcell delete`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use crate::cli::args::DeleteArgs;
+use crate::cli::commands::{Extras, finish, folder, runtime};
+use crate::cli::output::StderrReporter;
+use crate::handoff::HandoffError;
+use crate::handoff::delete::{DeleteOptions, DeleteResult, delete};
+
+/// Runs `delete`: the teardown report (removed, kept, remaining, verified). Exit 0 only when
+/// nothing labelled for the workspace remains (`verified`), else 1 with the report.
+pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    let opts = DeleteOptions {
+        workspace_folder: folder(args.workspace_folder.as_deref()),
+        state_root: None,
+    };
+    let result = runtime()
+        .map_err(|e| HandoffError::Unsupported {
+            message: e.to_string(),
+            hint: None,
+        })
+        .and_then(|rt| rt.block_on(delete(&opts, &StderrReporter)));
+    let verified = result.as_ref().map(|r| r.verified).unwrap_or(true);
+    let code = finish(args.format, result, render, |r| Extras {
+        warnings: if r.verified {
+            Vec::new()
+        } else {
+            vec![(
+                "teardown_incomplete".to_string(),
+                "objects labelled for the workspace remain (see result.remaining)".to_string(),
+            )]
+        },
+        next_actions: Vec::new(),
+    });
+    Ok(if verified { code } else { ExitCode::from(1) })
+}
+
+fn render(r: &DeleteResult) -> String {
+    let mut s = String::new();
+    for c in &r.removed.containers {
+        let _ = writeln!(s, "removed container {c}");
+    }
+    for v in &r.removed.volumes {
+        let _ = writeln!(s, "removed volume {v}");
+    }
+    if let Some(p) = &r.removed.state {
+        let _ = writeln!(s, "removed state {}", p.display());
+    }
+    for w in &r.kept.worktrees {
+        let _ = writeln!(s, "kept worktree {}", w.display());
+    }
+    for l in &r.kept.logs {
+        let _ = writeln!(s, "kept log {}", l.display());
+    }
+    if r.verified {
+        let _ = writeln!(s, "verified: nothing labelled {} remains", r.label);
+    } else {
+        let _ = writeln!(
+            s,
+            "NOT verified: remaining containers {:?}, volumes {:?}, networks {:?}",
+            r.remaining.containers, r.remaining.volumes, r.remaining.networks
+        );
+    }
+    s
+}

@@ -1,0 +1,235 @@
+//! `devcell handoff`.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use crate::cli::args::{Format, HandoffArgs};
+use crate::cli::commands::{Extras, exit, finish, folder, runtime};
+use crate::cli::output::{self, StderrReporter};
+use crate::handoff::HandoffError;
+use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+use crate::handoff::up::SecurityOptions;
+
+/// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
+/// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
+pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
+    let opts = match options(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            return Ok(finish(
+                args.format,
+                Err::<(), _>(e),
+                |_| String::new(),
+                |_| Extras::default(),
+            ));
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let err = HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            };
+            return Ok(finish(
+                args.format,
+                Err::<(), _>(err),
+                |_| String::new(),
+                |_| Extras::default(),
+            ));
+        }
+    };
+    if args.plan {
+        let result = rt.block_on(plan(&opts));
+        return Ok(finish(args.format, result, render_plan, |_| {
+            Extras::default()
+        }));
+    }
+    let json = args.format == Format::Json;
+    let result = rt.block_on(async {
+        let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
+            if std::io::stdin().is_terminal() {
+                None
+            } else {
+                Some(Box::new(tokio::io::stdin()))
+            };
+        let stdout: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = if json {
+            Box::new(tokio::io::stderr())
+        } else {
+            Box::new(tokio::io::stdout())
+        };
+        let streams = AgentStreams {
+            stdin,
+            stdout,
+            stderr: Box::new(tokio::io::stderr()),
+        };
+        let stop = Box::pin(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        });
+        handoff(&opts, streams, stop, &StderrReporter).await
+    });
+    rt.shutdown_background();
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(finish(
+                args.format,
+                Err::<(), _>(e),
+                |_| String::new(),
+                |_| Extras::default(),
+            ));
+        }
+    };
+    for w in &r.warnings {
+        output::stderr_line(&format!("warning: {w}"));
+    }
+    let code = r.process_exit_code();
+    let how = match (r.exit_code, r.signal) {
+        (_, Some(s)) => format!("was killed by signal {s}"),
+        (Some(c), None) => format!("exited with code {c}"),
+        _ => "ended".to_string(),
+    };
+    output::stderr_line(&format!(
+        "[devcell] agent `{}` {how} (session {}, log {})",
+        r.plan.agent,
+        r.session.id,
+        r.session.log.display()
+    ));
+    if json {
+        let status = NextAction::command(
+            "show the workspace's container, sessions and git state",
+            [
+                "devcell".to_string(),
+                "status".to_string(),
+                "--workspace-folder".to_string(),
+                r.plan.workspace.to_string_lossy().into_owned(),
+            ],
+        );
+        if r.succeeded() {
+            output::envelope(&Envelope::success(&r).with_next_action(status));
+        } else {
+            let mut details = serde_json::json!({
+                "session": r.session.id,
+                "containerId": r.container_id,
+                "log": r.session.log,
+            });
+            match (r.exit_code, r.signal) {
+                (_, Some(s)) => details["signal"] = s.into(),
+                (Some(c), None) => details["exitCode"] = c.into(),
+                _ => {}
+            }
+            let env: Envelope<()> = Envelope::failure(
+                ErrorBody::new(
+                    ErrorCode::AgentFailed,
+                    format!("agent `{}` {how}", r.plan.agent),
+                )
+                .with_details(details),
+            )
+            .with_next_action(status);
+            output::envelope(&env);
+        }
+    }
+    Ok(exit(code))
+}
+
+fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
+    let settings = crate::settings::load(args.config_file.as_deref())?;
+    let secrets = match &args.secrets_file {
+        Some(path) => crate::handoff::read_secrets_file(path)?,
+        None => Default::default(),
+    };
+    let json = args.format == Format::Json;
+    let out_is_tty = if json {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
+    Ok(HandoffOptions {
+        workspace_folder: folder(args.workspace_folder.as_deref()),
+        agent: args.agent.clone(),
+        task_url: args.task_url.clone(),
+        task_title: args.task_title.clone(),
+        task_provider: args.task_provider.clone(),
+        primary: args.primary.clone(),
+        replace: args.replace,
+        verify: args.verify.clone(),
+        security: SecurityOptions {
+            profile: args.security_profile.clone(),
+            allow: args.allow.clone(),
+            network: args.network.clone(),
+            ..SecurityOptions::default()
+        },
+        secrets,
+        settings,
+        env: std::env::vars().collect(),
+        tty: std::io::stdin().is_terminal() && out_is_tty,
+        state_root: None,
+    })
+}
+
+fn render_plan(p: &HandoffPlan) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "plan: hand `{}` to agent `{}`",
+        p.workspace.display(),
+        p.agent
+    );
+    let _ = writeln!(s, "  config     {}", p.config_file.display());
+    let _ = writeln!(s, "  image      {}", p.image);
+    let _ = writeln!(
+        s,
+        "  features   {}",
+        if p.features.is_empty() {
+            "(none)".to_string()
+        } else {
+            p.features.join(", ")
+        }
+    );
+    let _ = writeln!(s, "  profile    {} (network {})", p.profile, p.network);
+    for g in &p.grants {
+        let _ = writeln!(s, "  grant      {g}");
+    }
+    for perm in &p.permissions {
+        let _ = writeln!(s, "  permission {perm}");
+    }
+    for m in &p.mounts {
+        let _ = writeln!(
+            s,
+            "  mount      {} -> {} ({}{})",
+            m.source,
+            m.target,
+            m.purpose,
+            if m.read_only { ", ro" } else { "" }
+        );
+    }
+    let _ = writeln!(s, "  env        {}", p.env.join(", "));
+    let _ = writeln!(s, "  secrets    {}", p.secrets.join(", "));
+    let _ = writeln!(
+        s,
+        "  container  {}{}",
+        p.container.action,
+        p.container
+            .id
+            .as_deref()
+            .map(|i| format!(" {}", &i[..i.len().min(12)]))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
+    let _ = writeln!(s, "  context    {}", p.context_path);
+    s
+}

@@ -1,0 +1,91 @@
+//! `devcell status`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use crate::cli::args::StatusArgs;
+use crate::cli::commands::{Extras, finish, folder, runtime};
+use crate::handoff::HandoffError;
+use crate::handoff::status::{StatusOptions, StatusResult, status};
+
+/// Runs `status`: the workspace's container, sessions and git state.
+pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let result = (|| {
+        let settings = crate::settings::load(args.config_file.as_deref())?;
+        let opts = StatusOptions {
+            workspace_folder: folder(args.workspace_folder.as_deref()),
+            settings,
+            state_root: None,
+        };
+        runtime()
+            .map_err(|e| HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            })?
+            .block_on(status(&opts))
+    })();
+    Ok(finish(args.format, result, render, |r| Extras {
+        warnings: r
+            .warnings
+            .iter()
+            .map(|w| ("status".to_string(), w.clone()))
+            .collect(),
+        next_actions: Vec::new(),
+    }))
+}
+
+fn render(r: &StatusResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "workspace {} ({:?})", r.workspace.display(), r.layout);
+    match &r.container {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "container {} {} ({})",
+                &c.id[..c.id.len().min(12)],
+                c.state,
+                c.image
+            );
+        }
+        None if r.engine_reachable => {
+            let _ = writeln!(s, "container none");
+        }
+        None => {
+            let _ = writeln!(s, "container unknown (no engine)");
+        }
+    }
+    for x in &r.sessions {
+        let _ = writeln!(
+            s,
+            "session {} agent {} {:?} started {}{}",
+            x.session.id,
+            x.session.agent,
+            x.status,
+            x.session.started_at,
+            x.session
+                .outcome
+                .as_ref()
+                .map(|o| format!(" ended {o:?}"))
+                .unwrap_or_default()
+        );
+    }
+    for repo in &r.repos {
+        let _ = writeln!(
+            s,
+            "repo {} {} {}{}{}",
+            repo.name,
+            repo.branch.as_deref().unwrap_or("(detached)"),
+            if repo.dirty { "dirty" } else { "clean" },
+            repo.ahead
+                .map(|a| format!(" ahead {a}"))
+                .unwrap_or_default(),
+            repo.behind
+                .map(|b| format!(" behind {b}"))
+                .unwrap_or_default(),
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}

@@ -1,0 +1,1052 @@
+//! `handoff`: hand a workspace to a coding agent inside a hardened dev container (the Grove 1.2
+//! RFC's golden path; spec-notes 0200-0205).
+//!
+//! Steps: resolve the agent (`[agents.NAME]` of the user settings), inspect the workspace
+//! ([`super::workspace::inspect`]) and find its configuration (the primary repository's
+//! `.devcontainer`, else the root's) → a structured [`HandoffPlan`] ([`plan`] stops here) →
+//! start a session in the host-side state ([`super::state`]; a live session refuses the handoff
+//! with `session_active` unless `replace`) → `up` ([`super::up::up_with`]) with the workspace
+//! root mounted whole at the workspace target (`/workspace`), the repositories' git directories
+//! and read-only git config/hooks overlays, the agent's read-only credential mounts, the network
+//! mode (`none` unless the agent or a flag asks for `default`) → the context file and
+//! `AGENTS.md` (when absent) → the agent's argv run in the container as the remote user, in the
+//! workspace root (or the primary repository with `--primary`), through the engine's exec.
+//!
+//! The agent's environment is the probed user environment ⊕ `remoteEnv`, the agent's
+//! passed-through host variables, its secrets (`env:NAME` / `file:PATH` references and
+//! `--secrets-file`), and `safe.directory` entries for every repository given to git as
+//! `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`. All of it travels in the exec
+//! request's environment only: never in the container's configuration or labels, the context
+//! file, the state, the log, or any host process's argv. Secret values are masked (`********`) in
+//! everything devcell shows or keeps of the agent's output.
+//!
+//! The agent is started as `sh -c 'echo $$ > <pidfile>; exec "$@"' devcell-agent <argv…>` so a
+//! replacing handoff (or a stop request) can signal exactly that process; its argv reaches it
+//! unchanged (no shell interpretation of the agent's words).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::model::ConfigKind;
+use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::handoff::agents_md::{self, AgentsMdOutcome};
+use crate::handoff::context::{self, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task};
+use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::executor::EngineExecutor;
+use crate::handoff::read_configuration::WorkspaceOverride;
+use crate::handoff::state::{Session, SessionOutcome, StateStore};
+use crate::handoff::up::{
+    ContainerAction, PermissionReport, SecurityOptions, TargetOptions, UpOptions, attach_running,
+    find_container, id_labels, load, remote_env, up_with,
+};
+use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
+use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
+use crate::progress::{Event, Reporter};
+use crate::settings::{AgentSettings, Settings};
+
+/// What the caller wants handed over (the `handoff` flags).
+#[derive(Debug, Clone, Default)]
+pub struct HandoffOptions {
+    /// `--workspace-folder`: the workspace root (a repository or a folder of repositories).
+    pub workspace_folder: PathBuf,
+    /// `--agent NAME` (`[agents.NAME]` of the user settings).
+    pub agent: String,
+    /// `--task-url`.
+    pub task_url: Option<String>,
+    /// `--task-title`.
+    pub task_title: Option<String>,
+    /// `--task-provider` (else derived from the URL's host).
+    pub task_provider: Option<String>,
+    /// `--primary REPO`.
+    pub primary: Option<String>,
+    /// `--replace`: stop a live session and start a new one.
+    pub replace: bool,
+    /// `--verify CMD` (repeatable): added after the agent's configured `verify`.
+    pub verify: Vec<String>,
+    /// Security flags (`--network`, `--security-profile`, `--allow`, limits).
+    pub security: SecurityOptions,
+    /// `--secrets-file` contents (NAME → value).
+    pub secrets: IndexMap<String, String>,
+    /// The user settings (`--config-file` or the default location).
+    pub settings: Settings,
+    /// The host environment (passed-through variables, `env:` secrets, `~`).
+    pub env: HashMap<String, String>,
+    /// Give the agent a TTY (devcell has one).
+    pub tty: bool,
+    /// The state folder (`None`: [`StateStore::default_root`]).
+    pub state_root: Option<PathBuf>,
+}
+
+/// One mount of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedMount {
+    /// Host path.
+    pub source: String,
+    /// Container path.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+    /// `workspace`, `git`, `gitProtected` or `agentCredential`.
+    pub purpose: String,
+}
+
+/// The container the plan uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedContainer {
+    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine.
+    pub action: String,
+    /// The existing container's id.
+    pub id: Option<String>,
+    /// The labels that identify it.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The structured plan printed by `handoff --plan` and carried in the handoff result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffPlan {
+    /// The agent's configured name.
+    pub agent: String,
+    /// The workspace root on the host.
+    pub workspace: PathBuf,
+    /// Where the root is mounted in the container.
+    pub workspace_target: String,
+    /// `repository`, `multiRepository` or `plain`.
+    pub layout: workspace::Layout,
+    /// The repositories (name, container path, role, branch, head).
+    pub repos: Vec<PlannedRepo>,
+    /// The devcontainer.json used.
+    pub config_file: PathBuf,
+    /// The image reference (image configs) or `build <Dockerfile>` (Dockerfile configs).
+    pub image: String,
+    /// The Features the configuration asks for (ids as written).
+    pub features: Vec<String>,
+    /// `hardened` or `reference`.
+    pub profile: String,
+    /// `none` or `default`.
+    pub network: String,
+    /// The user's grants in effect (`--allow` and `[security] allow` words).
+    pub grants: Vec<String>,
+    /// Host paths outside the workspace the handoff mounts, each a permission devcell asks for
+    /// on the user's behalf (git directories, agent credential files).
+    pub permissions: Vec<String>,
+    /// Every mount the handoff adds.
+    pub mounts: Vec<PlannedMount>,
+    /// Names of the host variables passed to the agent (never values).
+    pub env: Vec<String>,
+    /// Names of the secrets passed to hooks and the agent (never values).
+    pub secrets: Vec<String>,
+    /// The container.
+    pub container: PlannedContainer,
+    /// The agent's argv.
+    pub command: Vec<String>,
+    /// The agent's working folder in the container.
+    pub cwd: String,
+    /// The context file in the container.
+    pub context_path: String,
+    /// Verification commands written to the context file.
+    pub verification: Vec<String>,
+}
+
+/// One repository in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedRepo {
+    /// Folder name.
+    pub name: String,
+    /// Path in the container.
+    pub path: String,
+    /// `primary` or `secondary`.
+    pub role: workspace::RepoRole,
+    /// Branch, `null` when detached.
+    pub branch: Option<String>,
+    /// HEAD commit.
+    pub head: Option<String>,
+}
+
+/// What `AGENTS.md` generation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentsMdReport {
+    /// `created`, `exists` (left untouched) or `singleRepository` (not generated).
+    pub outcome: String,
+    /// The host path, when there is a file.
+    pub path: Option<PathBuf>,
+}
+
+/// The result of a handoff whose agent ran (whatever its exit status).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffResult {
+    /// The plan that was carried out.
+    pub plan: HandoffPlan,
+    /// The session as recorded at its end.
+    pub session: Session,
+    /// Sessions closed as abandoned when this one started.
+    pub abandoned_sessions: Vec<String>,
+    /// The session replaced (`--replace`).
+    pub replaced_session: Option<String>,
+    /// The container.
+    pub container_id: String,
+    /// Created, started or reused.
+    pub container_action: ContainerAction,
+    /// The remote user the agent ran as.
+    pub remote_user: String,
+    /// Every permission request and what was done with it (new containers).
+    pub permissions: Vec<PermissionReport>,
+    /// The lifecycle hooks.
+    pub lifecycle: LifecycleReport,
+    /// The context file on the host.
+    pub context_file: PathBuf,
+    /// `AGENTS.md`.
+    pub agents_md: AgentsMdReport,
+    /// The agent's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when it was killed (exit status 128 + n).
+    pub signal: Option<i32>,
+    /// Non-fatal findings.
+    pub warnings: Vec<String>,
+}
+
+impl HandoffResult {
+    /// Whether the agent succeeded (exit code 0).
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// devcell's exit code: the agent's (128 + n for signal n).
+    pub fn process_exit_code(&self) -> i32 {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => c.clamp(0, 255),
+            (None, Some(s)) => (128 + s).clamp(0, 255),
+            _ => 1,
+        }
+    }
+}
+
+/// Where the agent's streams go (the log file gets a masked copy of stdout and stderr).
+pub struct AgentStreams<'a> {
+    /// Fed to the agent's stdin until end of file (`None`: no stdin).
+    pub stdin: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// Receives the agent's stdout (everything, with a TTY).
+    pub stdout: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+    /// Receives the agent's stderr.
+    pub stderr: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+}
+
+/// Completes when the caller wants the agent stopped (SIGTERM/SIGINT to devcell, or `--replace`
+/// by another devcell).
+pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Everything resolved before anything is created.
+struct Prepared {
+    plan: HandoffPlan,
+    workspace: Workspace,
+    agent: AgentSettings,
+    target: TargetOptions,
+    extra_mounts: Vec<String>,
+    secrets: IndexMap<String, String>,
+    agent_env: IndexMap<String, String>,
+    network: String,
+    profile: String,
+    cwd: String,
+    warnings: Vec<String>,
+}
+
+/// The plan only (`handoff --plan`): nothing is created, started or written. The engine, when
+/// reachable, is asked whether the container exists.
+///
+/// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
+/// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`].
+pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
+    let engine = DockerEngine::connect().await.ok();
+    let prepared = prepare(opts, engine.as_ref().map(|e| e as &dyn Engine)).await?;
+    Ok(prepared.plan)
+}
+
+/// Runs a handoff against the engine at `DOCKER_HOST` (see the module docs). Returns when the
+/// agent has ended; its exit status is in the result.
+///
+/// Errors: as [`handoff_with`].
+pub async fn handoff(
+    opts: &HandoffOptions,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> Result<HandoffResult> {
+    let engine = DockerEngine::connect().await?;
+    let socket = engine.socket_path().map(PathBuf::from);
+    handoff_with(&engine, socket.as_deref(), opts, streams, stop, reporter).await
+}
+
+/// [`handoff`] through `engine` (`engine_socket`: its host socket, never mountable).
+///
+/// Errors: the plan's errors; [`HandoffError::State`] with `SessionActive` when a session is
+/// live (nothing was changed); `up`'s errors (the session is recorded as failed; the workspace
+/// is untouched and the container, if any, left for inspection); [`HandoffError::Context`].
+pub async fn handoff_with(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &HandoffOptions,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> Result<HandoffResult> {
+    let p = prepare(opts, Some(engine)).await?;
+    let store = match &opts.state_root {
+        Some(root) => StateStore::new(root),
+        None => StateStore::open_default()?,
+    };
+    let root = p.workspace.root.clone();
+
+    // Which recorded containers still run (the state module asks synchronously).
+    let running = running_containers(engine, &store, &root).await;
+    let probe = move |id: &str| running.contains(id);
+    let start = store.begin_session(&root, &opts.agent, None, opts.replace, &probe)?;
+    let session_id = start.session.id.clone();
+    if let Some(old) = &start.replaced {
+        reporter.report(Event::Status(format!(
+            "replacing handoff session {} (devcell pid {})",
+            old.id, old.pid
+        )));
+        // That devcell stops its agent and records the end; wait for it briefly.
+        if crate::handoff::state::terminate(old).unwrap_or(false) {
+            for _ in 0..100 {
+                if !crate::handoff::state::process_alive(old.pid, old.pid_start) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let mut log = store.create_log(&session_id)?;
+    let fail = |e: HandoffError| {
+        let _ = store.end_session(
+            &root,
+            &session_id,
+            SessionOutcome::Failed {
+                code: e.code().as_str().to_string(),
+                message: mask_text(&e.to_string(), &p.secrets),
+            },
+        );
+        e
+    };
+
+    // up, with the hardened profile and the handoff's mounts.
+    reporter.report(Event::Status(format!(
+        "starting the workspace container ({} profile, network {})",
+        p.profile, p.network
+    )));
+    let up_opts = UpOptions {
+        target: p.target.clone(),
+        secrets: p.secrets.clone(),
+        mounts: p.extra_mounts.clone(),
+        security: SecurityOptions {
+            profile: Some(p.profile.clone()),
+            network: Some(p.network.clone()),
+            ..opts.security.clone()
+        },
+        settings: opts.settings.clone(),
+        ..UpOptions::default()
+    };
+    let up = up_with(engine, engine_socket, &up_opts, reporter)
+        .await
+        .map_err(&fail)?;
+    let image = engine
+        .inspect_container(&up.container_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|c| c.image)
+        .unwrap_or_default();
+    store
+        .set_container(&root, Some(&session_id), &up.container_id, Some(&image))
+        .map_err(|e| fail(e.into()))?;
+    let _ = writeln!(
+        log,
+        "# devcell handoff session {session_id}: agent `{}` in container {}",
+        opts.agent, up.container_id
+    );
+
+    // The context file, then AGENTS.md.
+    let digest = engine
+        .inspect_image(&image)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|i| i.repo_digests.first().cloned())
+        .and_then(|d| d.split_once('@').map(|(_, d)| d.to_string()));
+    let mut inputs =
+        ContextInputs::from_settings(&opts.settings, &opts.agent, &opts.verify).unwrap_or_default();
+    inputs.task = Task::new(opts.task_url.clone(), opts.task_title.clone());
+    if let Some(provider) = &opts.task_provider {
+        inputs.task.provider = Some(provider.clone());
+    }
+    inputs.security.profile = up.profile.clone();
+    inputs.security.network = p.network.clone();
+    inputs.security.permissions = p.plan.grants.clone();
+    inputs.secrets = p.plan.secrets.clone();
+    inputs.env = p.plan.env.clone();
+    inputs.image = ImageInfo {
+        reference: image.clone(),
+        digest,
+        features: p
+            .plan
+            .features
+            .iter()
+            .map(|id| FeatureInfo {
+                id: id.clone(),
+                digest: id.split_once('@').map(|(_, d)| d.to_string()),
+            })
+            .collect(),
+    };
+    inputs.hooks = context::hooks_from_report(&up.lifecycle);
+    let ctx = HandoffContext::new(&p.workspace, inputs);
+    let context_file =
+        context::write(&root, &ctx_rel_path(&opts.settings), &ctx).map_err(|e| fail(e.into()))?;
+    let agents_md = match agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))? {
+        AgentsMdOutcome::Created(path) => AgentsMdReport {
+            outcome: "created".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::Exists(path) => AgentsMdReport {
+            outcome: "exists".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::SingleRepository => AgentsMdReport {
+            outcome: "singleRepository".into(),
+            path: None,
+        },
+    };
+
+    // The agent.
+    let loaded = load(&p.target).map_err(&fail)?;
+    let labels = id_labels(&p.target, &loaded);
+    let attached = attach_running(engine, &loaded, &labels, &opts.env, UserEnvProbe::default())
+        .await
+        .map_err(&fail)?;
+    let executor = EngineExecutor {
+        engine,
+        container_id: &attached.container.id,
+    };
+    let probed = probe_user_env(
+        &executor,
+        attached.probe,
+        Some(&attached.remote_user),
+        DEFAULT_PROBE_TIMEOUT,
+        reporter,
+    )
+    .await
+    .map_err(|source| {
+        fail(HandoffError::Lifecycle {
+            container_id: attached.container.id.clone(),
+            source,
+        })
+    })?;
+    let mut env = remote_env(probed, &IndexMap::new(), &attached.merged).0;
+    env.extend(p.agent_env.clone());
+    env.extend(p.secrets.clone());
+    add_safe_directories(&mut env, &p.workspace);
+    let pidfile = format!("/tmp/.devcell-agent-{session_id}.pid");
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        "echo $$ > \"$0\" 2>/dev/null; exec \"$@\"".to_string(),
+        pidfile.clone(),
+    ];
+    argv.extend(p.agent.command.iter().cloned());
+    let request = ExecRequest {
+        argv,
+        user: Some(attached.remote_user.clone()),
+        env,
+        working_dir: Some(p.cwd.clone()),
+        tty: opts.tty,
+    };
+    reporter.report(Event::Status(format!(
+        "launching agent `{}` as `{}` in {} (log {})",
+        opts.agent,
+        attached.remote_user,
+        p.cwd,
+        start.session.log.display()
+    )));
+    let log = Arc::new(Mutex::new(log));
+    let mask = Mask::new(&p.secrets);
+    let (out_w, out_r) = tokio::io::duplex(64 * 1024);
+    let (err_w, err_r) = tokio::io::duplex(64 * 1024);
+    let input = match streams.stdin {
+        Some(reader) => ExecInput::Stream(reader),
+        None => ExecInput::None,
+    };
+    let container_id = attached.container.id.clone();
+    let exec = engine.exec(
+        &container_id,
+        &request,
+        input,
+        ExecOutput::Write {
+            stdout: Box::new(out_w),
+            stderr: Box::new(err_w),
+        },
+    );
+    let run = async {
+        let (r, _, _) = tokio::join!(
+            exec,
+            pump(out_r, streams.stdout, &log, &mask, opts.tty),
+            pump(err_r, streams.stderr, &log, &mask, opts.tty)
+        );
+        r
+    };
+    tokio::pin!(run);
+    let mut stop = stop;
+    let mut stopped = false;
+    let exec_result = tokio::select! {
+        r = &mut run => r,
+        () = &mut stop => {
+            stopped = true;
+            reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
+            stop_agent(engine, &container_id, &attached.remote_user, &pidfile).await;
+            match tokio::time::timeout(Duration::from_secs(15), &mut run).await {
+                Ok(r) => r,
+                Err(_) => Ok(crate::engine::ExecResult { exit_code: 128 + 15, ..Default::default() }),
+            }
+        }
+    };
+    let exec_result = exec_result.map_err(|e| fail(e.into()))?;
+    let code = i32::try_from(exec_result.exit_code).unwrap_or(i32::MAX);
+    let (exit_code, signal) = split_status(code, stopped);
+    let outcome = match (exit_code, signal) {
+        (_, Some(signal)) => SessionOutcome::Signaled { signal },
+        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
+        (None, None) => SessionOutcome::Exited { exit_code: code },
+    };
+    if let Ok(mut l) = log.lock() {
+        let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
+    }
+    let session = store.end_session(&root, &session_id, outcome)?;
+    Ok(HandoffResult {
+        plan: p.plan,
+        session,
+        abandoned_sessions: start.abandoned.iter().map(|s| s.id.clone()).collect(),
+        replaced_session: start.replaced.as_ref().map(|s| s.id.clone()),
+        container_id: up.container_id,
+        container_action: up.action,
+        remote_user: attached.remote_user,
+        permissions: up.permissions,
+        lifecycle: up.lifecycle,
+        context_file,
+        agents_md,
+        exit_code,
+        signal,
+        warnings: p
+            .warnings
+            .into_iter()
+            .chain(up.warnings.iter().map(ToString::to_string))
+            .collect(),
+    })
+}
+
+/// Splits an exec status into an exit code or a signal: a status in 129..=192 is taken as
+/// signal `status - 128` (what a shell and the engine report for a killed process; an agent
+/// that exits with such a code on purpose is indistinguishable), and so is any status after a
+/// stop request above 128.
+pub fn split_status(status: i32, stopped: bool) -> (Option<i32>, Option<i32>) {
+    if (129..=192).contains(&status) || (stopped && status > 128) {
+        (None, Some(status - 128))
+    } else {
+        (Some(status), None)
+    }
+}
+
+fn ctx_rel_path(settings: &Settings) -> String {
+    settings.handoff.context_path.clone()
+}
+
+/// Ids of the containers recorded for the workspace's sessions that are running now.
+async fn running_containers(
+    engine: &dyn Engine,
+    store: &StateStore,
+    root: &Path,
+) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let Ok(Some(state)) = store.load(root) else {
+        return out;
+    };
+    for id in state
+        .sessions
+        .iter()
+        .filter(|s| s.outcome.is_none())
+        .filter_map(|s| s.container_id.clone())
+    {
+        if let Ok(Some(info)) = engine.inspect_container(&id).await
+            && info.running
+        {
+            out.insert(id);
+        }
+    }
+    out
+}
+
+/// Sends SIGTERM to the agent through its pid file (as the remote user, who owns it).
+async fn stop_agent(engine: &dyn Engine, container: &str, user: &str, pidfile: &str) {
+    let request = ExecRequest {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "kill -TERM \"$(cat \"$0\")\"".into(),
+            pidfile.into(),
+        ],
+        user: Some(user.to_string()),
+        ..ExecRequest::default()
+    };
+    let _ = engine
+        .exec(container, &request, ExecInput::None, ExecOutput::Collect)
+        .await;
+}
+
+/// Adds `safe.directory` for every repository (working tree and git directories) to git's
+/// environment configuration, after any `GIT_CONFIG_COUNT` entries already there.
+fn add_safe_directories(env: &mut IndexMap<String, String>, ws: &Workspace) {
+    let mut dirs: Vec<String> = ws.safe_directories();
+    dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
+    if dirs.is_empty() {
+        return;
+    }
+    let mut n: usize = env
+        .get("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    for dir in dirs {
+        env.insert(format!("GIT_CONFIG_KEY_{n}"), "safe.directory".into());
+        env.insert(format!("GIT_CONFIG_VALUE_{n}"), dir);
+        n += 1;
+    }
+    env.insert("GIT_CONFIG_COUNT".into(), n.to_string());
+}
+
+/// Copies `reader` to `out` and appends it to the log, secret values masked. Lines are masked
+/// whole; with a TTY a partial line is passed on when no more arrives at once (prompts).
+async fn pump(
+    mut reader: tokio::io::DuplexStream,
+    mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
+    log: &Mutex<std::fs::File>,
+    mask: &Mask,
+    tty: bool,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        let cut = if tty {
+            pending.len()
+        } else {
+            pending
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+        };
+        if cut == 0 {
+            continue;
+        }
+        let chunk: Vec<u8> = pending.drain(..cut).collect();
+        emit(&chunk, &mut out, log, mask).await;
+    }
+    if !pending.is_empty() {
+        emit(&pending, &mut out, log, mask).await;
+    }
+    let _ = out.flush().await;
+}
+
+async fn emit(
+    chunk: &[u8],
+    out: &mut Box<dyn AsyncWrite + Send + Unpin + '_>,
+    log: &Mutex<std::fs::File>,
+    mask: &Mask,
+) {
+    let text = mask.apply(&String::from_utf8_lossy(chunk));
+    let _ = out.write_all(text.as_bytes()).await;
+    let _ = out.flush().await;
+    if let Ok(mut f) = log.lock() {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
+/// Secret values, longest first, replaced by `********`.
+struct Mask(Vec<String>);
+
+impl Mask {
+    fn new(secrets: &IndexMap<String, String>) -> Self {
+        let mut values: Vec<String> = secrets
+            .values()
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .collect();
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Mask(values)
+    }
+
+    fn apply(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for v in &self.0 {
+            if text.contains(v.as_str()) {
+                text = text.replace(v.as_str(), "********");
+            }
+        }
+        text
+    }
+}
+
+fn mask_text(text: &str, secrets: &IndexMap<String, String>) -> String {
+    Mask::new(secrets).apply(text)
+}
+
+/// Resolves the agent, the workspace, the configuration, the mounts, the secrets and the plan.
+async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<Prepared> {
+    let settings = &opts.settings;
+    let agent =
+        settings
+            .agents
+            .get(&opts.agent)
+            .cloned()
+            .ok_or_else(|| HandoffError::UnknownAgent {
+                name: opts.agent.clone(),
+                available: settings.agents.keys().cloned().collect(),
+            })?;
+    let agent_err = |message: String| HandoffError::AgentConfig {
+        agent: opts.agent.clone(),
+        message,
+    };
+    if agent.command.is_empty() || agent.command[0].is_empty() {
+        return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
+    }
+    let ws = workspace::inspect(
+        &opts.workspace_folder,
+        &InspectOptions::from_settings(settings, opts.primary.clone()),
+    )?;
+    let config_folder = ws
+        .config_folder
+        .clone()
+        .ok_or_else(|| HandoffError::NoConfiguration {
+            root: ws.root.clone(),
+        })?;
+    let config_file = crate::config::discover::discover(&config_folder, None)?;
+    let mut warnings: Vec<String> = ws.warnings.iter().map(|w| w.message.clone()).collect();
+
+    // Network: flag, else the agent's, else `none` (default-deny; spec-notes/0202).
+    let network = opts
+        .security
+        .network
+        .clone()
+        .or_else(|| agent.network.clone())
+        .unwrap_or_else(|| "none".to_string());
+    if !matches!(network.as_str(), "none" | "default") {
+        return Err(agent_err(format!(
+            "unknown network `{network}`: expected `none` or `default`"
+        )));
+    }
+    let profile = opts
+        .security
+        .profile
+        .clone()
+        .or_else(|| agent.profile.clone())
+        .unwrap_or_else(|| settings.security.profile.clone());
+
+    // Mounts: the root becomes the workspace mount; the rest are extra mounts.
+    let mounts = ws.mounts();
+    let mut planned: Vec<PlannedMount> = Vec::new();
+    let mut extra_mounts = Vec::new();
+    let mut permissions = Vec::new();
+    let mut workspace_mount = String::new();
+    for m in &mounts {
+        let purpose = match m.purpose {
+            MountPurpose::Workspace => "workspace",
+            MountPurpose::Git => "git",
+            MountPurpose::GitProtected => "gitProtected",
+        };
+        planned.push(PlannedMount {
+            source: m.source.to_string_lossy().into_owned(),
+            target: m.target.clone(),
+            read_only: m.read_only,
+            purpose: purpose.into(),
+        });
+        if m.purpose == MountPurpose::Workspace {
+            workspace_mount = m.to_mount_string();
+        } else {
+            extra_mounts.push(m.to_mount_string());
+            if m.purpose == MountPurpose::Git {
+                permissions.push(format!(
+                    "mount of host path `{}` (git directory of the workspace's repositories)",
+                    m.source.display()
+                ));
+            }
+        }
+    }
+    let home = opts.env.get("HOME").cloned();
+    for m in &agent.mounts {
+        let source = expand_home(&m.source, home.as_deref())
+            .ok_or_else(|| agent_err(format!("mount source `{}` needs `HOME`", m.source)))?;
+        if !m.target.starts_with('/') {
+            return Err(agent_err(format!(
+                "mount target `{}` must be an absolute container path",
+                m.target
+            )));
+        }
+        if !Path::new(&source).exists() {
+            return Err(agent_err(format!("mount source `{source}` does not exist")));
+        }
+        let wm = workspace::WorkspaceMount {
+            source: PathBuf::from(&source),
+            target: m.target.clone(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
+        };
+        extra_mounts.push(wm.to_mount_string());
+        permissions.push(format!(
+            "read-only mount of host path `{source}` (agent credential)"
+        ));
+        planned.push(PlannedMount {
+            source,
+            target: m.target.clone(),
+            read_only: true,
+            purpose: "agentCredential".into(),
+        });
+    }
+
+    // Secrets: the agent's references, then `--secrets-file` (which wins).
+    let mut secrets = IndexMap::new();
+    for (name, reference) in &agent.secrets {
+        let value = if let Some(var) = reference.strip_prefix("env:") {
+            opts.env.get(var).cloned().ok_or_else(|| {
+                agent_err(format!(
+                    "secret `{name}` refers to host variable `{var}`, which is not set"
+                ))
+            })?
+        } else if let Some(path) = reference.strip_prefix("file:") {
+            let path = expand_home(path, home.as_deref())
+                .ok_or_else(|| agent_err(format!("secret `{name}`: `{path}` needs `HOME`")))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
+            text.trim_end_matches(['\n', '\r']).to_string()
+        } else {
+            return Err(agent_err(format!(
+                "secret `{name}`: expected `env:NAME` or `file:PATH`, found a reference of another form"
+            )));
+        };
+        secrets.insert(name.clone(), value);
+    }
+    secrets.extend(opts.secrets.clone());
+    let mut agent_env = IndexMap::new();
+    for name in &agent.env {
+        match opts.env.get(name) {
+            Some(v) => {
+                agent_env.insert(name.clone(), v.clone());
+            }
+            None => warnings.push(format!(
+                "host variable `{name}` (agent `{}` env) is not set: not passed",
+                opts.agent
+            )),
+        }
+    }
+
+    let target = TargetOptions {
+        workspace_folder: ws.root.clone(),
+        config: Some(config_file.clone()),
+        mount_workspace_git_root: false,
+        id_labels: Vec::new(),
+        env: opts.env.clone(),
+        workspace_override: Some(WorkspaceOverride {
+            mount: workspace_mount,
+            folder: ws.container_root.clone(),
+        }),
+    };
+    let loaded = load(&target)?;
+    let labels = id_labels(&target, &loaded);
+    let image = match loaded.typed.kind() {
+        ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
+        ConfigKind::Dockerfile => format!(
+            "build {}",
+            loaded
+                .typed
+                .dockerfile_path(&loaded.config_file)
+                .unwrap_or_default()
+                .display()
+        ),
+        _ => String::new(),
+    };
+    let features = loaded
+        .value
+        .get("features")
+        .and_then(|f| f.as_object())
+        .map(|f| f.keys().cloned().collect())
+        .unwrap_or_default();
+    let container = match engine {
+        Some(engine) => match find_container(engine, &labels).await {
+            Ok(Some(info)) => PlannedContainer {
+                action: if info.running { "reuse" } else { "start" }.into(),
+                id: Some(info.id),
+                labels: labels.clone(),
+            },
+            Ok(None) => PlannedContainer {
+                action: "create".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+            Err(_) => PlannedContainer {
+                action: "unknown".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+        },
+        None => PlannedContainer {
+            action: "unknown".into(),
+            id: None,
+            labels: labels.clone(),
+        },
+    };
+    let cwd = match &opts.primary {
+        Some(_) => ws
+            .primary()
+            .map(|r| r.container_path.clone())
+            .unwrap_or_else(|| ws.container_root.clone()),
+        None => ws.container_root.clone(),
+    };
+    let mut grants = settings.security.allow.clone();
+    grants.extend(opts.security.allow.iter().cloned());
+    let inputs =
+        ContextInputs::from_settings(settings, &opts.agent, &opts.verify).unwrap_or_default();
+    let context_path = workspace::normalize_posix(&format!(
+        "{}/{}",
+        ws.container_root, settings.handoff.context_path
+    ));
+    let mut secret_names: Vec<String> = secrets.keys().cloned().collect();
+    secret_names.sort();
+    let plan = HandoffPlan {
+        agent: opts.agent.clone(),
+        workspace: ws.root.clone(),
+        workspace_target: ws.container_root.clone(),
+        layout: ws.layout,
+        repos: ws
+            .repos
+            .iter()
+            .map(|r| PlannedRepo {
+                name: r.name.clone(),
+                path: r.container_path.clone(),
+                role: r.role,
+                branch: r.branch.clone(),
+                head: r.head.clone(),
+            })
+            .collect(),
+        config_file,
+        image,
+        features,
+        profile: profile.clone(),
+        network: network.clone(),
+        grants,
+        permissions,
+        mounts: planned,
+        env: agent_env.keys().cloned().collect(),
+        secrets: secret_names,
+        container,
+        command: agent.command.clone(),
+        cwd: cwd.clone(),
+        context_path,
+        verification: inputs.verification,
+    };
+    Ok(Prepared {
+        plan,
+        workspace: ws,
+        agent,
+        target,
+        extra_mounts,
+        secrets,
+        agent_env,
+        network,
+        profile,
+        cwd,
+        warnings,
+    })
+}
+
+/// `~/x` → `<home>/x`; other paths unchanged; `None` when `~/` is used without a home.
+fn expand_home(path: &str, home: Option<&str>) -> Option<String> {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.map(|h| format!("{}/{rest}", h.trim_end_matches('/'))),
+        None if path == "~" => home.map(str::to_string),
+        None => Some(path.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_above_128_are_signals() {
+        assert_eq!(split_status(0, false), (Some(0), None));
+        assert_eq!(split_status(3, false), (Some(3), None));
+        assert_eq!(split_status(137, false), (None, Some(9)));
+        assert_eq!(split_status(143, true), (None, Some(15)));
+        assert_eq!(split_status(255, false), (Some(255), None));
+    }
+
+    #[test]
+    fn home_expansion() {
+        assert_eq!(
+            expand_home("~/.codex/auth.json", Some("/home/me/")).as_deref(),
+            Some("/home/me/.codex/auth.json")
+        );
+        assert_eq!(expand_home("/etc/x", None).as_deref(), Some("/etc/x"));
+        assert_eq!(expand_home("~/x", None), None);
+    }
+
+    #[test]
+    fn masks_longest_first() {
+        let secrets = IndexMap::from([
+            ("A".to_string(), "abc".to_string()),
+            ("B".to_string(), "abcdef".to_string()),
+            ("C".to_string(), String::new()),
+        ]);
+        assert_eq!(
+            Mask::new(&secrets).apply("x abcdef abc y"),
+            "x ******** ******** y"
+        );
+    }
+
+    #[test]
+    fn safe_directories_append_to_existing_git_config_entries() {
+        let ws = Workspace {
+            name: "w".into(),
+            root: "/h/w".into(),
+            container_root: "/workspace".into(),
+            layout: workspace::Layout::Plain,
+            repos: Vec::new(),
+            config_folder: None,
+            git_mounts: vec![workspace::GitMount {
+                host_path: "/h/src/api/.git".into(),
+                container_path: "/h/src/api/.git".into(),
+                repos: vec!["api".into()],
+            }],
+            protected: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
+        add_safe_directories(&mut env, &ws);
+        assert_eq!(env["GIT_CONFIG_COUNT"], "2");
+        assert_eq!(env["GIT_CONFIG_KEY_1"], "safe.directory");
+        assert_eq!(env["GIT_CONFIG_VALUE_1"], "/h/src/api/.git");
+    }
+}

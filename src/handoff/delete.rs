@@ -1,0 +1,234 @@
+//! `delete`: tear a workspace's container down and prove it (issue 6 item 5, spec-note 0204).
+//!
+//! Removes every container labelled `devcontainer.local_folder=<workspace>` (stopping it first,
+//! with its anonymous volumes: devcell's state volume), the named volumes those containers used
+//! that devcell owns (`devcell-` prefix) or that carry the workspace label, and devcell's state
+//! for the workspace. Never touches the workspace folder, its worktrees or their git
+//! directories; session logs are kept (they are the run's record). Afterwards it asks the engine
+//! again for containers, volumes and networks with the workspace's label, and checks that every
+//! removed volume is gone: `verified` is true only when nothing remains.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::engine::{DockerEngine, Engine};
+use crate::handoff::error::Result;
+use crate::handoff::state::{SessionOutcome, StateStore};
+use crate::names::LOCAL_FOLDER_LABEL;
+use crate::progress::{Event, Reporter};
+use crate::security::audit::OWNED_VOLUME_PREFIX;
+
+/// Inputs of [`delete`].
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// The workspace root (need not exist any more).
+    pub workspace_folder: PathBuf,
+    /// The state folder (`None`: the default).
+    pub state_root: Option<PathBuf>,
+}
+
+/// What was removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removed {
+    /// Container ids.
+    pub containers: Vec<String>,
+    /// Volume names (anonymous ones included).
+    pub volumes: Vec<String>,
+    /// devcell's state file for the workspace, when there was one.
+    pub state: Option<PathBuf>,
+    /// Temporary credentials: secrets only ever lived in exec environments of the removed
+    /// container, so this lists where they could have been (always the containers above).
+    pub credentials: Vec<String>,
+}
+
+/// What was deliberately kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Kept {
+    /// The workspace root and its repositories' working trees (the user's work).
+    pub worktrees: Vec<PathBuf>,
+    /// Session logs (exported records of the runs).
+    pub logs: Vec<PathBuf>,
+}
+
+/// What the engine still has with the workspace's label after the removal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remaining {
+    /// Containers.
+    pub containers: Vec<String>,
+    /// Volumes (labelled, or removed above but still present).
+    pub volumes: Vec<String>,
+    /// Networks.
+    pub networks: Vec<String>,
+}
+
+/// The teardown report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteResult {
+    /// The workspace.
+    pub workspace: PathBuf,
+    /// The label looked for (`devcontainer.local_folder=<workspace>`).
+    pub label: String,
+    /// Removed.
+    pub removed: Removed,
+    /// Kept on purpose.
+    pub kept: Kept,
+    /// Left behind (should be empty).
+    pub remaining: Remaining,
+    /// `true` when nothing labelled for the workspace remains.
+    pub verified: bool,
+}
+
+/// Deletes the workspace's container and devcell-owned volumes and state, then verifies.
+///
+/// Errors: `Engine` when the engine fails, `State` when the state cannot be changed.
+pub async fn delete(opts: &DeleteOptions, reporter: &dyn Reporter) -> Result<DeleteResult> {
+    let engine = DockerEngine::connect().await?;
+    delete_with(&engine, opts, reporter).await
+}
+
+/// [`delete`] through `engine`.
+///
+/// Errors: as [`delete`].
+pub async fn delete_with(
+    engine: &dyn Engine,
+    opts: &DeleteOptions,
+    reporter: &dyn Reporter,
+) -> Result<DeleteResult> {
+    let root = std::fs::canonicalize(&opts.workspace_folder)
+        .unwrap_or_else(|_| std::path::absolute(&opts.workspace_folder).unwrap_or_default());
+    let labels = BTreeMap::from([(
+        LOCAL_FOLDER_LABEL.to_string(),
+        root.to_string_lossy().into_owned(),
+    )]);
+    let store = match &opts.state_root {
+        Some(r) => StateStore::new(r),
+        None => StateStore::open_default()?,
+    };
+    let state = if root.is_dir() {
+        store.load(&root)?
+    } else {
+        None
+    };
+    let mut removed = Removed::default();
+
+    let mut ids: Vec<String> = engine
+        .find_containers(&labels)
+        .await?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    if let Some(id) = state.as_ref().and_then(|s| s.container_id.clone())
+        && !ids
+            .iter()
+            .any(|i| i.starts_with(&id) || id.starts_with(i.as_str()))
+        && let Some(info) = engine.inspect_container(&id).await?
+        && info.labels.get(LOCAL_FOLDER_LABEL) == labels.get(LOCAL_FOLDER_LABEL)
+    {
+        ids.push(info.id);
+    }
+    let mut named_volumes = Vec::new();
+    for id in &ids {
+        if let Some(info) = engine.inspect_container(id).await? {
+            for m in info.mounts.iter().filter(|m| m.kind == "volume") {
+                if let Some(name) = &m.name {
+                    removed.volumes.push(name.clone());
+                    if name.starts_with(OWNED_VOLUME_PREFIX) {
+                        named_volumes.push(name.clone());
+                    }
+                }
+            }
+        }
+        reporter.report(Event::Status(format!(
+            "removing container {}",
+            &id[..id.len().min(12)]
+        )));
+        engine.remove_container(id, true).await?;
+        removed.containers.push(id.clone());
+        removed.credentials.push(format!(
+            "exec environments of container {} (secrets are never stored elsewhere)",
+            &id[..id.len().min(12)]
+        ));
+    }
+    for name in engine.find_volumes(&labels).await? {
+        if !named_volumes.contains(&name) {
+            named_volumes.push(name.clone());
+        }
+        if !removed.volumes.contains(&name) {
+            removed.volumes.push(name);
+        }
+    }
+    for name in &named_volumes {
+        reporter.report(Event::Status(format!("removing volume {name}")));
+        engine.remove_volume(name).await?;
+    }
+
+    // State: end sessions the removal cut short, then forget the workspace (logs stay).
+    let mut kept = Kept::default();
+    if let Some(state) = &state {
+        for s in state.sessions.iter().filter(|s| s.outcome.is_none()) {
+            let _ = store.end_session(
+                &root,
+                &s.id,
+                SessionOutcome::Failed {
+                    code: "deleted".into(),
+                    message: "the workspace container was deleted while the session ran".into(),
+                },
+            );
+        }
+        kept.logs = state
+            .sessions
+            .iter()
+            .map(|s| s.log.clone())
+            .filter(|l| l.is_file())
+            .collect();
+        let path = store.state_path(&root)?;
+        store.remove_key(&state.key)?;
+        removed.state = Some(path);
+    }
+    if root.is_dir() {
+        kept.worktrees.push(root.clone());
+        if let Ok(ws) = crate::handoff::workspace::inspect(
+            &root,
+            &crate::handoff::workspace::InspectOptions::default(),
+        ) {
+            kept.worktrees.extend(
+                ws.repos
+                    .iter()
+                    .filter(|r| r.host_path != root)
+                    .map(|r| r.host_path.clone()),
+            );
+        }
+    }
+
+    // Verify.
+    let mut remaining = Remaining {
+        containers: engine
+            .find_containers(&labels)
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect(),
+        volumes: engine.find_volumes(&labels).await?,
+        networks: engine.find_networks(&labels).await?,
+    };
+    for name in &removed.volumes {
+        if engine.volume_exists(name).await? && !remaining.volumes.contains(name) {
+            remaining.volumes.push(name.clone());
+        }
+    }
+    let verified = remaining == Remaining::default();
+    Ok(DeleteResult {
+        workspace: root.clone(),
+        label: format!("{LOCAL_FOLDER_LABEL}={}", root.display()),
+        removed,
+        kept,
+        remaining,
+        verified,
+    })
+}

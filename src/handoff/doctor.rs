@@ -1,0 +1,394 @@
+//! `doctor`: is this machine ready for handoffs, and what has been left behind (spec-note 0203)?
+//!
+//! Checks, each a [`Finding`] with a severity and, when something is wrong, a fix (an argv or a
+//! manual step): the engine is reachable (and its version); cgroup limits (memory, pids, CPU)
+//! can be enforced, so `hardened` limits mean something; dev containers whose workspace folder
+//! is gone (orphans); bind mounts of devcell containers whose host source vanished (missing
+//! mounts); stale handoff sessions, state of deleted workspaces and corrupt state files; the
+//! cache folder's health.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::{DockerEngine, Engine};
+use crate::handoff::envelope::NextAction;
+use crate::handoff::error::Result;
+use crate::handoff::state::{StateFinding, StateStore};
+use crate::names::LOCAL_FOLDER_LABEL;
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Handoffs cannot work (or are not isolated) until fixed.
+    Error,
+    /// Something is left behind or degraded.
+    Warning,
+    /// All good.
+    Ok,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
+    /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
+    /// `workspace_gone`, `corrupt_state`, `cache_dir`, `cache_dir_unwritable`).
+    pub code: String,
+    /// `error`, `warning` or `ok`.
+    pub severity: Severity,
+    /// What was found.
+    pub message: String,
+    /// How to fix it (absent for `ok`).
+    pub fix: Option<NextAction>,
+}
+
+/// The engine as `doctor` saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineReport {
+    /// Whether it answered.
+    pub reachable: bool,
+    /// Its version.
+    pub version: Option<String>,
+    /// Its API version.
+    pub api_version: Option<String>,
+    /// `true` for Podman.
+    pub podman: bool,
+    /// Its cgroup version (`1`, `2`).
+    pub cgroup_version: Option<String>,
+}
+
+/// The result of [`doctor`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorResult {
+    /// `true` when no finding is an error.
+    pub healthy: bool,
+    /// The engine.
+    pub engine: EngineReport,
+    /// Every check, errors first.
+    pub findings: Vec<Finding>,
+}
+
+impl DoctorResult {
+    /// The fixes of the findings, in order (for the envelope's `next_actions`).
+    pub fn next_actions(&self) -> Vec<NextAction> {
+        self.findings.iter().filter_map(|f| f.fix.clone()).collect()
+    }
+}
+
+/// Inputs of [`doctor`].
+#[derive(Debug, Clone, Default)]
+pub struct DoctorOptions {
+    /// The state folder (`None`: the default).
+    pub state_root: Option<PathBuf>,
+    /// The cache folder (`None`: `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Runs every check (the engine at `DOCKER_HOST`; an unreachable engine is a finding, not an
+/// error).
+///
+/// Errors: `State` when the state folder cannot be listed.
+pub async fn doctor(opts: &DoctorOptions) -> Result<DoctorResult> {
+    match DockerEngine::connect().await {
+        Ok(engine) => doctor_with(Some(&engine), opts).await,
+        Err(e) => {
+            let mut r = doctor_with(None, opts).await?;
+            if let Some(f) = r
+                .findings
+                .iter_mut()
+                .find(|f| f.code == "engine_unreachable")
+            {
+                f.message = format!("no container engine is reachable: {e}");
+            }
+            Ok(r)
+        }
+    }
+}
+
+fn finding(code: &str, severity: Severity, message: String, fix: Option<NextAction>) -> Finding {
+    Finding {
+        code: code.into(),
+        severity,
+        message,
+        fix,
+    }
+}
+
+/// [`doctor`] through `engine` (`None`: unreachable).
+///
+/// Errors: as [`doctor`].
+pub async fn doctor_with(
+    engine: Option<&dyn Engine>,
+    opts: &DoctorOptions,
+) -> Result<DoctorResult> {
+    let mut findings = Vec::new();
+    let mut report = EngineReport::default();
+    let mut running: HashSet<String> = HashSet::new();
+    let mut engine_ok = None;
+    if let Some(engine) = engine {
+        match engine.version().await {
+            Ok(v) => {
+                report.reachable = true;
+                report.version = Some(v.version.clone());
+                report.api_version = Some(v.api_version.clone());
+                report.podman = v.podman;
+                findings.push(finding(
+                    "engine_reachable",
+                    Severity::Ok,
+                    format!(
+                        "{} {} (API {}) is reachable",
+                        if v.podman { "Podman" } else { "Docker" },
+                        v.version,
+                        v.api_version
+                    ),
+                    None,
+                ));
+                engine_ok = Some(engine);
+            }
+            Err(e) => findings.push(unreachable(&e.to_string())),
+        }
+    } else {
+        findings.push(unreachable("no container engine is reachable"));
+    }
+
+    if let Some(engine) = engine_ok {
+        // cgroup limits
+        match engine.info_json().await {
+            Ok(info) => {
+                report.cgroup_version = info
+                    .get("CgroupVersion")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string);
+                let missing: Vec<&str> = [
+                    ("MemoryLimit", "memory"),
+                    ("PidsLimit", "pids"),
+                    ("CpuCfsQuota", "CPU"),
+                ]
+                .into_iter()
+                .filter(|(key, _)| info.get(*key).and_then(|v| v.as_bool()) != Some(true))
+                .map(|(_, name)| name)
+                .collect();
+                if missing.is_empty() {
+                    findings.push(finding(
+                        "cgroup_limits",
+                        Severity::Ok,
+                        format!(
+                            "memory, pids and CPU limits are enforced (cgroup v{})",
+                            report.cgroup_version.as_deref().unwrap_or("?")
+                        ),
+                        None,
+                    ));
+                } else {
+                    findings.push(finding(
+                        "cgroup_limits_unenforced",
+                        Severity::Error,
+                        format!(
+                            "the engine cannot enforce {} limits: `hardened` limits would be silently ignored",
+                            missing.join(", ")
+                        ),
+                        Some(NextAction::manual(
+                            "enable the missing cgroup controllers (cgroup v2: `memory pids cpu` in cgroup.subtree_control; a rootless engine needs systemd delegation) and restart the engine",
+                        )),
+                    ));
+                }
+            }
+            Err(e) => findings.push(finding(
+                "cgroup_limits_unknown",
+                Severity::Warning,
+                format!("cannot ask the engine about cgroup limits: {e}"),
+                None,
+            )),
+        }
+        // orphans and missing mounts
+        if let Ok(containers) = engine
+            .find_containers_with_label_key(LOCAL_FOLDER_LABEL)
+            .await
+        {
+            for c in containers {
+                if c.state == "running" {
+                    running.insert(c.id.clone());
+                }
+                let Some(folder) = c.labels.get(LOCAL_FOLDER_LABEL) else {
+                    continue;
+                };
+                let short = &c.id[..c.id.len().min(12)];
+                if !Path::new(folder).is_dir() {
+                    findings.push(finding(
+                        "orphaned_container",
+                        Severity::Warning,
+                        format!(
+                            "container {short} ({}) belongs to workspace `{folder}`, which no longer exists",
+                            c.state
+                        ),
+                        Some(NextAction::command(
+                            format!("remove the orphaned container {short} and its volumes"),
+                            ["docker", "rm", "-f", "-v", c.id.as_str()],
+                        )),
+                    ));
+                    continue;
+                }
+                if let Ok(Some(info)) = engine.inspect_container(&c.id).await {
+                    for m in info
+                        .mounts
+                        .iter()
+                        .filter(|m| m.kind == "bind" && !Path::new(&m.source).exists())
+                    {
+                        findings.push(finding(
+                            "missing_mount",
+                            Severity::Warning,
+                            format!(
+                                "container {short} of `{folder}` binds `{}` at `{}`, which no longer exists on the host",
+                                m.source, m.destination
+                            ),
+                            Some(NextAction::command(
+                                "recreate the workspace container",
+                                [
+                                    "devcell",
+                                    "delete",
+                                    "--workspace-folder",
+                                    folder.as_str(),
+                                ],
+                            )),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    // handoff state
+    let store = match &opts.state_root {
+        Some(r) => StateStore::new(r),
+        None => StateStore::open_default()?,
+    };
+    let probe = |id: &str| {
+        engine_ok.is_none()
+            || running
+                .iter()
+                .any(|r| r.starts_with(id) || id.starts_with(r.as_str()))
+    };
+    let state_findings = store.findings(&probe, &crate::handoff::state::process_alive)?;
+    for f in state_findings {
+        let fix = match &f {
+            StateFinding::StaleSession { workspace, .. } => NextAction::command(
+                f.fix(),
+                [
+                    "devcell".to_string(),
+                    "status".to_string(),
+                    "--workspace-folder".to_string(),
+                    workspace.to_string_lossy().into_owned(),
+                ],
+            ),
+            StateFinding::WorkspaceGone {
+                workspace,
+                container_id: Some(_),
+                ..
+            } => NextAction::command(
+                f.fix(),
+                [
+                    "devcell".to_string(),
+                    "delete".to_string(),
+                    "--workspace-folder".to_string(),
+                    workspace.to_string_lossy().into_owned(),
+                ],
+            ),
+            _ => NextAction::manual(f.fix()),
+        };
+        findings.push(finding(f.code(), Severity::Warning, f.message(), Some(fix)));
+    }
+
+    // cache folder
+    let cache = opts
+        .cache_dir
+        .clone()
+        .or_else(|| dirs::cache_dir().map(|d| d.join("devcell")));
+    match cache {
+        Some(dir) if dir.is_dir() => {
+            let probe = dir.join(format!(".devcell-doctor-{}", std::process::id()));
+            match std::fs::write(&probe, b"") {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&probe);
+                    findings.push(finding(
+                        "cache_dir",
+                        Severity::Ok,
+                        format!(
+                            "cache folder `{}` is writable ({} bytes)",
+                            dir.display(),
+                            dir_size(&dir)
+                        ),
+                        None,
+                    ));
+                }
+                Err(e) => findings.push(finding(
+                    "cache_dir_unwritable",
+                    Severity::Error,
+                    format!("cache folder `{}` is not writable: {e}", dir.display()),
+                    Some(NextAction::manual(format!(
+                        "fix the permissions of `{}` or remove it (devcell recreates it)",
+                        dir.display()
+                    ))),
+                )),
+            }
+        }
+        Some(dir) if dir.exists() => findings.push(finding(
+            "cache_dir_unwritable",
+            Severity::Error,
+            format!("cache path `{}` is not a folder", dir.display()),
+            Some(NextAction::manual(format!("remove `{}`", dir.display()))),
+        )),
+        Some(dir) => findings.push(finding(
+            "cache_dir",
+            Severity::Ok,
+            format!("cache folder `{}` not created yet", dir.display()),
+            None,
+        )),
+        None => findings.push(finding(
+            "cache_dir_unwritable",
+            Severity::Warning,
+            "no cache folder can be determined (no `HOME`)".into(),
+            Some(NextAction::manual("set `XDG_CACHE_HOME` or `HOME`")),
+        )),
+    }
+
+    findings.sort_by_key(|f| f.severity);
+    Ok(DoctorResult {
+        healthy: !findings.iter().any(|f| f.severity == Severity::Error),
+        engine: report,
+        findings,
+    })
+}
+
+fn unreachable(message: &str) -> Finding {
+    finding(
+        "engine_unreachable",
+        Severity::Error,
+        message.to_string(),
+        Some(NextAction::manual(
+            "start the Docker engine (`dockerd`) or point `DOCKER_HOST` at a running one (Podman: its Docker-compatible socket)",
+        )),
+    )
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    total
+}

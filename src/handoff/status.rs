@@ -1,0 +1,241 @@
+//! `status`: a workspace's container, its handoff sessions and each repository's git state
+//! (branch, dirty, ahead/behind), for humans and agents (spec-note 0203).
+//!
+//! Works without an engine: the container is then reported as unknown, with a warning.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::engine::{DockerEngine, Engine};
+use crate::handoff::error::Result;
+use crate::handoff::state::{Session, SessionStatus, StateStore};
+use crate::handoff::workspace::{self, InspectOptions};
+use crate::names::LOCAL_FOLDER_LABEL;
+use crate::settings::Settings;
+
+/// Inputs of [`status`].
+#[derive(Debug, Clone, Default)]
+pub struct StatusOptions {
+    /// The workspace root.
+    pub workspace_folder: PathBuf,
+    /// The user settings (`[handoff]` workspace target and context path).
+    pub settings: Settings,
+    /// The state folder (`None`: the default).
+    pub state_root: Option<PathBuf>,
+}
+
+/// The workspace's container as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    /// Container id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// `running`, `exited`, `created`, …
+    pub state: String,
+    /// Whether it runs.
+    pub running: bool,
+    /// The image it was created from.
+    pub image: String,
+}
+
+/// One session with its status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionReport {
+    /// The recorded session.
+    #[serde(flatten)]
+    pub session: Session,
+    /// `live`, `ended` or `stale`.
+    pub status: SessionStatus,
+}
+
+/// One repository's git state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoStatus {
+    /// Folder name.
+    pub name: String,
+    /// Host path.
+    pub host_path: PathBuf,
+    /// Container path.
+    pub path: String,
+    /// `primary` or `secondary`.
+    pub role: workspace::RepoRole,
+    /// Branch, `null` when detached.
+    pub branch: Option<String>,
+    /// HEAD commit.
+    pub head: Option<String>,
+    /// Uncommitted changes (staged, unstaged or untracked).
+    pub dirty: bool,
+    /// Upstream branch.
+    pub upstream: Option<String>,
+    /// Commits ahead of the upstream.
+    pub ahead: Option<u32>,
+    /// Commits behind the upstream.
+    pub behind: Option<u32>,
+}
+
+/// The result of [`status`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    /// The workspace root (canonical).
+    pub workspace: PathBuf,
+    /// `repository`, `multiRepository` or `plain`.
+    pub layout: workspace::Layout,
+    /// The container, `null` when none exists (or the engine is unreachable: see warnings).
+    pub container: Option<ContainerStatus>,
+    /// Whether the engine answered.
+    pub engine_reachable: bool,
+    /// The container recorded in devcell's state.
+    pub recorded_container: Option<String>,
+    /// The handoff sessions, oldest first.
+    pub sessions: Vec<SessionReport>,
+    /// The live session, if any.
+    pub active_session: Option<String>,
+    /// Git state per repository.
+    pub repos: Vec<RepoStatus>,
+    /// The context file on the host, when it exists.
+    pub context_file: Option<PathBuf>,
+    /// Non-fatal findings (engine unreachable, …).
+    pub warnings: Vec<String>,
+}
+
+/// Reports the workspace's container, sessions and git state.
+///
+/// Errors: [`crate::handoff::HandoffError::Workspace`] when the folder cannot be inspected;
+/// `State` when the state is unreadable.
+pub async fn status(opts: &StatusOptions) -> Result<StatusResult> {
+    let engine = DockerEngine::connect().await;
+    let engine = match &engine {
+        Ok(e) => Some(e as &dyn Engine),
+        Err(_) => None,
+    };
+    status_with(engine, opts).await
+}
+
+/// [`status`] through `engine` (`None`: no engine reachable).
+///
+/// Errors: as [`status`].
+pub async fn status_with(
+    engine: Option<&dyn Engine>,
+    opts: &StatusOptions,
+) -> Result<StatusResult> {
+    let ws = workspace::inspect(
+        &opts.workspace_folder,
+        &InspectOptions::from_settings(&opts.settings, None),
+    )?;
+    let store = match &opts.state_root {
+        Some(root) => StateStore::new(root),
+        None => StateStore::open_default()?,
+    };
+    let mut warnings = Vec::new();
+    let state = store.load(&ws.root)?;
+    let mut container = None;
+    let mut running: HashSet<String> = HashSet::new();
+    let mut engine_reachable = false;
+    if let Some(engine) = engine {
+        let labels = BTreeMap::from([(
+            LOCAL_FOLDER_LABEL.to_string(),
+            ws.root.to_string_lossy().into_owned(),
+        )]);
+        match engine.find_containers(&labels).await {
+            Ok(found) => {
+                engine_reachable = true;
+                if let Some(c) = found.iter().find(|c| c.state != "removing") {
+                    container = Some(ContainerStatus {
+                        id: c.id.clone(),
+                        name: c.names.first().cloned().unwrap_or_default(),
+                        state: c.state.clone(),
+                        running: c.state == "running",
+                        image: c.image.clone(),
+                    });
+                }
+                for c in &found {
+                    if c.state == "running" {
+                        running.insert(c.id.clone());
+                    }
+                }
+                // sessions may name the container by an id the label lookup did not return
+                for id in state
+                    .iter()
+                    .flat_map(|s| s.sessions.iter())
+                    .filter_map(|s| s.container_id.clone())
+                {
+                    if !running.contains(&id)
+                        && let Ok(Some(info)) = engine.inspect_container(&id).await
+                        && info.running
+                    {
+                        running.insert(info.id.clone());
+                        running.insert(id);
+                    }
+                }
+            }
+            Err(e) => warnings.push(format!("the container engine did not answer: {e}")),
+        }
+    } else {
+        warnings.push("no container engine is reachable: container state unknown".into());
+    }
+    let probe = |id: &str| running.contains(id);
+    let sessions: Vec<SessionReport> = state
+        .as_ref()
+        .map(|s| {
+            s.sessions
+                .iter()
+                .map(|session| SessionReport {
+                    status: if engine_reachable {
+                        crate::handoff::state::session_status(
+                            session,
+                            &probe,
+                            &crate::handoff::state::process_alive,
+                        )
+                    } else {
+                        // without an engine only the devcell process can be checked
+                        crate::handoff::state::session_status(
+                            session,
+                            &|_: &str| true,
+                            &crate::handoff::state::process_alive,
+                        )
+                    },
+                    session: session.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let active_session = sessions
+        .iter()
+        .find(|s| s.status == SessionStatus::Live)
+        .map(|s| s.session.id.clone());
+    let context_file = ws.root.join(&opts.settings.handoff.context_path);
+    Ok(StatusResult {
+        workspace: ws.root.clone(),
+        layout: ws.layout,
+        container,
+        engine_reachable,
+        recorded_container: state.as_ref().and_then(|s| s.container_id.clone()),
+        sessions,
+        active_session,
+        repos: ws
+            .repos
+            .iter()
+            .map(|r| RepoStatus {
+                name: r.name.clone(),
+                host_path: r.host_path.clone(),
+                path: r.container_path.clone(),
+                role: r.role,
+                branch: r.branch.clone(),
+                head: r.head.clone(),
+                dirty: r.dirty,
+                upstream: r.upstream.clone(),
+                ahead: r.ahead,
+                behind: r.behind,
+            })
+            .collect(),
+        context_file: context_file.is_file().then_some(context_file),
+        warnings,
+    })
+}
