@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::support;
+use crate::support::git::{git, hostgit_image};
 
 use devcell::handoff::agents_md::{self, AgentsMdOutcome};
 use devcell::handoff::context::{
@@ -19,38 +20,6 @@ use devcell::handoff::workspace::{
     self, InspectOptions, Layout, MountPurpose, RepoKind, RepoRole, Workspace, WorkspaceError,
     WorkspaceMount,
 };
-
-/// Runs git in `dir` with a fixed identity and no global/system config; panics with stderr on
-/// failure; returns trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=devcell test",
-            "-c",
-            "user.email=test@devcell.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A main repository at `dir` with one commit (and a `.devcontainer` when asked).
 fn main_repo(dir: &Path, devcontainer: bool) {
@@ -617,68 +586,6 @@ fn envelopes_validate_against_the_published_schema() {
         !envelope_errors(&shell).is_empty(),
         "shell strings are rejected"
     );
-}
-
-/// Builds (once per run, cached by Docker) `devcell-test/hostgit:1`: the busybox base image plus
-/// this host's `git` binary and the shared libraries `ldd` lists, so git can run in a container
-/// without any registry or network.
-fn hostgit_image() -> &'static str {
-    const IMAGE: &str = "devcell-test/hostgit:1";
-    let ctx = tempfile::tempdir().unwrap();
-    let rootfs = ctx.path().join("rootfs");
-    let git_bin = PathBuf::from(
-        String::from_utf8(
-            Command::new("sh")
-                .args(["-c", "command -v git"])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap()
-        .trim(),
-    );
-    let ldd = Command::new("ldd")
-        .arg(&git_bin)
-        .output()
-        .expect("ldd runs");
-    assert!(ldd.status.success(), "ldd git failed");
-    let mut files = vec![git_bin.clone()];
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
-        let path = line
-            .split("=>")
-            .last()
-            .and_then(|p| p.split_whitespace().next())
-            .unwrap_or("");
-        if path.starts_with('/') {
-            files.push(PathBuf::from(path));
-        }
-    }
-    for f in &files {
-        let dest = rootfs.join(f.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(f, &dest).unwrap(); // follows symlinks: the real library under the ldd name
-    }
-    std::fs::write(
-        ctx.path().join("Dockerfile"),
-        format!(
-            "FROM {}\nCOPY rootfs/ /\nENV PATH={}:/bin:/usr/bin\n",
-            support::docker::BUSYBOX_IMAGE,
-            git_bin.parent().unwrap().display()
-        ),
-    )
-    .unwrap();
-    let out = Command::new("docker")
-        .args(["build", "-q", "-t", IMAGE])
-        .arg(ctx.path())
-        .output()
-        .expect("docker runs");
-    assert!(
-        out.status.success(),
-        "docker build of {IMAGE} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    IMAGE
 }
 
 /// Starts a container of `image` with exactly `mounts` (source:target, read-write) and nothing

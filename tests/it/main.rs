@@ -5,6 +5,7 @@ mod config;
 mod engine;
 mod features;
 mod handoff;
+mod handoff_e2e;
 mod lifecycle;
 mod security;
 mod support;

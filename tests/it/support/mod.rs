@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod docker;
+pub mod git;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -1,0 +1,829 @@
+//! End to end: `devcell handoff` of a two-repository workspace (real host-side git worktrees, as
+//! Grove creates them) to the reference agent (`fixtures/agents/reference-agent.sh`), then
+//! `status`, `audit`, `doctor` and `delete` checked field by field (issue 5 "Shows it works",
+//! issue 6 secret leak and teardown tests).
+//!
+//! The image is busybox plus this host's git (`support::git::hostgit_image`), pushed to the local
+//! registry and named by digest when `DEVCELL_TEST_REGISTRY` is set (required with
+//! `DEVCELL_TEST_ENGINE=1`), so a hardened handoff can score 16/16. Nothing is downloaded.
+//!
+//! The host user here is root and the container user `nobody`, so the test makes its
+//! temporary repositories world-writable (devcell's ownership story is spec-note 0185).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support;
+use crate::support::git::{git, hostgit_image, pinned_hostgit_image};
+
+const AGENT: &str = "fixtures/agents/reference-agent.sh";
+
+/// One test workspace: `<tmp>/src/{api,web}` main repositories, `<tmp>/ws/{api,web}` worktrees
+/// on `feat/task`, a fake host home, devcell's state folder and config file.
+struct Env {
+    tmp: tempfile::TempDir,
+    ws: PathBuf,
+    home: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // whatever happened, leave no container behind
+        let _ = self.devcell(&["delete", "--workspace-folder", &self.ws_str()]);
+    }
+}
+
+impl Env {
+    /// `devcontainer` is the primary repository's devcontainer.json (`IMAGE` replaced).
+    fn new(image: &str, devcontainer: &str, dockerfile: Option<&str>) -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let ws = tmp.path().join("ws");
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("host-only.txt"), "host home\n").unwrap();
+        for name in ["api", "web"] {
+            let dir = src.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            git(&dir, &["init", "-q"]);
+            std::fs::write(dir.join("README.md"), format!("{name}\n")).unwrap();
+            if name == "api" {
+                std::fs::create_dir(dir.join(".devcontainer")).unwrap();
+                std::fs::write(
+                    dir.join(".devcontainer/devcontainer.json"),
+                    devcontainer.replace("IMAGE", image),
+                )
+                .unwrap();
+                if let Some(dockerfile) = dockerfile {
+                    std::fs::write(dir.join(".devcontainer/Dockerfile"), dockerfile).unwrap();
+                }
+            }
+            git(&dir, &["add", "-A"]);
+            git(&dir, &["commit", "-q", "-m", "initial"]);
+            let target = ws.join(name);
+            git(
+                &dir,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    "feat/task",
+                    target.to_str().unwrap(),
+                ],
+            );
+        }
+        std::fs::create_dir(ws.join(".agent")).unwrap();
+        std::fs::copy(
+            support::repo().join(AGENT),
+            ws.join(".agent/reference-agent.sh"),
+        )
+        .unwrap();
+        // the container user (nobody) must write the worktrees and git dirs
+        let status = Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let state = tmp.path().join("state");
+        let config = tmp.path().join("config.toml");
+        let agent = |name: &str, arg: &str| {
+            format!(
+                "[agents.{name}]\ncommand = [\"sh\", \"/workspace/.agent/reference-agent.sh\", \"{arg}\"]\nenv = [\"HOST_HOME_PROBE\"]\nverify = [\"git -C api log -1 --format=%s\", \"test -f web/AGENT_CHANGE.md\"]\n"
+            )
+        };
+        std::fs::write(
+            &config,
+            [
+                agent("ref0", "0"),
+                agent("ref7", "7"),
+                agent("refkill", "kill"),
+                agent("refwait", "wait"),
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        Env {
+            ws: std::fs::canonicalize(&ws).unwrap(),
+            home,
+            state,
+            config,
+            tmp,
+        }
+    }
+
+    fn ws_str(&self) -> String {
+        self.ws.to_string_lossy().into_owned()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DEVCELL_STATE_DIR", &self.state)
+            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
+            .env("HOST_HOME_PROBE", self.home.join("host-only.txt"))
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn devcell(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("devcell runs")
+    }
+
+    fn handoff_args<'a>(&'a self, agent: &'a str, extra: &[&'a str]) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "handoff",
+            "--workspace-folder",
+            &self.ws_str(),
+            "--agent",
+            agent,
+            "--config-file",
+            self.config.to_str().unwrap(),
+            "--task-url",
+            "https://github.com/acme/api/pull/123",
+            "--task-title",
+            "Add partial refunds",
+            "--format",
+            "json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    fn handoff(&self, agent: &str, extra: &[&str]) -> Output {
+        let args = self.handoff_args(agent, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.devcell(&args)
+    }
+
+    fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let out = self.devcell(args);
+        (out.status.code(), envelope(&out))
+    }
+}
+
+/// The one envelope on stdout.
+fn envelope(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "exactly one envelope on stdout: {text}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&text).expect("stdout is JSON");
+    assert_eq!(v["schemaVersion"], 1);
+    assert!(v["warnings"].is_array() && v["next_actions"].is_array());
+    v
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The image for handoffs: pinned by digest through the local registry when there is one
+/// (required under `DEVCELL_TEST_ENGINE=1`), else the local tag.
+fn image() -> (String, bool) {
+    match pinned_hostgit_image() {
+        Some(pinned) => (pinned.to_string(), true),
+        None => {
+            assert!(
+                std::env::var("DEVCELL_TEST_ENGINE").as_deref() != Ok("1"),
+                "DEVCELL_TEST_ENGINE=1 but DEVCELL_TEST_REGISTRY is not set"
+            );
+            (hostgit_image().to_string(), false)
+        }
+    }
+}
+
+const CONFIG: &str = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
+
+/// Runs a handoff, streaming stderr, and returns (output, time to the agent's first line).
+fn timed_handoff(env: &Env, agent: &str) -> (Output, Option<Duration>) {
+    let args = env.handoff_args(agent, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let start = Instant::now();
+    let mut child = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = None;
+    let mut err = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if first.is_none() && line.starts_with("reference agent: starting") {
+            first = Some(start.elapsed());
+        }
+        err.extend_from_slice(line.as_bytes());
+        err.push(b'\n');
+    }
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = err;
+    (out, first)
+}
+
+fn last_subject(repo: &Path) -> String {
+    git(repo, &["log", "-1", "--format=%s"])
+}
+
+fn labelled(kind: &str, ws: &Path) -> String {
+    let filter = format!("label=devcontainer.local_folder={}", ws.display());
+    let args: Vec<&str> = match kind {
+        "container" => vec!["ps", "-aq", "--filter", &filter],
+        "volume" => vec!["volume", "ls", "-q", "--filter", &filter],
+        _ => vec!["network", "ls", "-q", "--filter", &filter],
+    };
+    let out = Command::new("docker").args(&args).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
+    let test = "handoff_of_two_worktrees_to_the_reference_agent_end_to_end";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let (image, pinned) = image();
+    let env = Env::new(&image, CONFIG, None);
+    let ws = env.ws.clone();
+    let base_api = git(&ws.join("api"), &["rev-parse", "HEAD"]);
+
+    // the plan: nothing created
+    let plan_args = env.handoff_args("ref7", &["--plan"]);
+    let (code, plan) = env.json(&plan_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{plan}");
+    let p = &plan["result"];
+    assert_eq!(p["network"], "none");
+    assert_eq!(p["profile"], "hardened");
+    assert_eq!(p["image"], image.as_str());
+    assert_eq!(p["container"]["action"], "create");
+    assert_eq!(p["mounts"].as_array().unwrap().len(), 7, "{p}");
+    assert_eq!(p["mounts"][0]["target"], "/workspace");
+    assert_eq!(p["command"][2], "7");
+    assert_eq!(p["cwd"], "/workspace");
+    assert_eq!(p["env"], serde_json::json!(["HOST_HOME_PROBE"]));
+    assert_eq!(labelled("container", &ws), "");
+
+    // cold: the container is created; the agent's exit code is devcell's
+    let (out, cold) = timed_handoff(&env, "ref7");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    let v = envelope(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["code"], "agent_failed");
+    assert_eq!(v["error"]["details"]["exitCode"], 7);
+    let container = v["error"]["details"]["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for needle in [
+        "verified: git -C api log -1 --format=%s",
+        "verified: test -f web/AGENT_CHANGE.md",
+        "engine socket: checked",
+        "host home: not visible",
+        "committed in api",
+        "committed in web",
+    ] {
+        assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
+    }
+    assert!(!err.contains("engine socket: present"), "{err}");
+    // the work is on the host, in both worktrees and their main repositories
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join(name).join("AGENT_CHANGE.md")).unwrap(),
+            format!("change by the reference agent in {name}\n")
+        );
+        let main = env.tmp.path().join("src").join(name);
+        assert_eq!(
+            git(&main, &["log", "-1", "--format=%s", "feat/task"]),
+            format!("reference agent: change in {name}")
+        );
+    }
+    // the context file
+    let ctx: Value =
+        serde_json::from_slice(&std::fs::read(ws.join(".devcell/context.json")).unwrap()).unwrap();
+    assert_eq!(ctx["schemaVersion"], 1);
+    assert_eq!(ctx["task"]["provider"], "github");
+    assert_eq!(ctx["task"]["title"], "Add partial refunds");
+    assert_eq!(ctx["workspace"]["root"], "/workspace");
+    assert_eq!(ctx["workspace"]["branch"], "feat/task");
+    assert_eq!(ctx["repos"][0]["name"], "api");
+    assert_eq!(ctx["repos"][0]["role"], "primary");
+    assert_eq!(ctx["repos"][0]["baseCommit"], base_api.as_str());
+    assert_eq!(ctx["repos"][1]["path"], "/workspace/web");
+    assert_eq!(ctx["security"]["network"], "none");
+    assert_eq!(ctx["security"]["profile"], "hardened");
+    assert_eq!(ctx["env"], serde_json::json!(["HOST_HOME_PROBE"]));
+    assert_eq!(ctx["verification"].as_array().unwrap().len(), 2);
+    assert_eq!(ctx["agent"]["name"], "ref7");
+    assert!(ws.join("AGENTS.md").is_file());
+
+    // status, field by field
+    let (code, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{st}");
+    let r = &st["result"];
+    assert_eq!(r["workspace"], env.ws_str().as_str());
+    assert_eq!(r["layout"], "multiRepository");
+    assert_eq!(r["engineReachable"], true);
+    assert_eq!(r["container"]["id"], container.as_str());
+    assert_eq!(r["container"]["running"], true);
+    assert_eq!(r["recordedContainer"], container.as_str());
+    assert_eq!(r["activeSession"], Value::Null);
+    assert_eq!(r["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(r["sessions"][0]["status"], "ended");
+    assert_eq!(r["sessions"][0]["agent"], "ref7");
+    assert_eq!(r["sessions"][0]["outcome"]["kind"], "exited");
+    assert_eq!(r["sessions"][0]["outcome"]["exitCode"], 7);
+    assert_eq!(r["sessions"][0]["containerId"], container.as_str());
+    for (i, name) in ["api", "web"].iter().enumerate() {
+        let repo = &r["repos"][i];
+        assert_eq!(repo["name"], *name);
+        assert_eq!(repo["branch"], "feat/task");
+        assert_eq!(repo["dirty"], false, "{repo}");
+        assert_eq!(repo["path"], format!("/workspace/{name}").as_str());
+        assert_eq!(
+            repo["head"],
+            git(&ws.join(name), &["rev-parse", "HEAD"]).as_str()
+        );
+    }
+    assert_eq!(
+        r["contextFile"],
+        ws.join(".devcell/context.json").to_string_lossy().as_ref()
+    );
+
+    // the audit: 16/16 with a pinned image (by inspect and from inside)
+    let expected = if pinned { 16 } else { 15 };
+    let ws_s = env.ws_str();
+    for probe in [false, true] {
+        let mut args = vec!["audit", "--workspace-folder", &ws_s, "--format", "json"];
+        if probe {
+            args.push("--probe");
+        }
+        let (code, a) = env.json(&args);
+        assert_eq!(code, Some(0), "{a}");
+        assert_eq!(a["result"]["score"], expected, "probe {probe}: {a}");
+        assert_eq!(a["result"]["maxScore"], 16);
+    }
+    let out = env.devcell(&["audit", &container, "--min-score", "17"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("isolation audit of"));
+
+    // warm: the container exists and is reused
+    let (out, warm) = timed_handoff(&env, "ref0");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["result"]["containerAction"], "running");
+    assert_eq!(v["result"]["containerId"], container.as_str());
+    assert_eq!(v["result"]["exitCode"], 0);
+    assert_eq!(v["result"]["agentsMd"]["outcome"], "exists");
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "timing: handoff -> agent's first line: cold {:?}, warm {:?}",
+            cold.unwrap(),
+            warm.unwrap()
+        );
+    }
+
+    // doctor, field by field
+    let (code, d) = env.json(&["doctor", "--format", "json"]);
+    assert_eq!(code, Some(0), "{d}");
+    assert_eq!(d["ok"], true);
+    assert_eq!(d["result"]["engine"]["reachable"], true);
+    assert!(
+        d["result"]["engine"]["version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty())
+    );
+    let findings = d["result"]["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["code"] == "engine_reachable" && f["severity"] == "ok")
+    );
+    assert!(findings.iter().any(|f| f["code"] == "cgroup_limits"));
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["message"].as_str().unwrap_or("").contains(&env.ws_str())),
+        "nothing is wrong with this workspace: {d}"
+    );
+    assert_eq!(
+        d["next_actions"].as_array().unwrap().len(),
+        findings.iter().filter(|f| !f["fix"].is_null()).count()
+    );
+
+    // delete, field by field, and the proof
+    let volumes_before = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{range .Mounts}}{{.Name}} {{end}}",
+            &container,
+        ])
+        .output()
+        .unwrap();
+    let volumes_before = String::from_utf8_lossy(&volumes_before.stdout)
+        .trim()
+        .to_string();
+    assert!(!volumes_before.is_empty(), "the state volume exists");
+    let (code, del) = env.json(&[
+        "delete",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{del}");
+    let r = &del["result"];
+    assert_eq!(r["removed"]["containers"], serde_json::json!([container]));
+    assert_eq!(
+        r["removed"]["volumes"],
+        serde_json::json!(volumes_before.split_whitespace().collect::<Vec<_>>())
+    );
+    assert!(
+        r["removed"]["state"]
+            .as_str()
+            .is_some_and(|s| s.ends_with(".json"))
+    );
+    assert!(!Path::new(r["removed"]["state"].as_str().unwrap()).exists());
+    assert_eq!(
+        r["kept"]["worktrees"],
+        serde_json::json!([env.ws_str(), ws.join("api"), ws.join("web")])
+    );
+    assert_eq!(r["kept"]["logs"].as_array().unwrap().len(), 2);
+    for log in r["kept"]["logs"].as_array().unwrap() {
+        assert!(Path::new(log.as_str().unwrap()).is_file());
+    }
+    assert_eq!(
+        r["remaining"],
+        serde_json::json!({"containers": [], "volumes": [], "networks": []})
+    );
+    assert_eq!(r["verified"], true);
+    // the engine agrees
+    for kind in ["container", "volume", "network"] {
+        assert_eq!(
+            labelled(kind, &ws),
+            "",
+            "{kind}s labelled for the workspace remain"
+        );
+    }
+    for volume in volumes_before.split_whitespace() {
+        let gone = Command::new("docker")
+            .args(["volume", "inspect", volume])
+            .output()
+            .unwrap();
+        assert!(!gone.status.success(), "volume {volume} remains");
+    }
+    // and the work is still there
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(git(&ws.join(name), &["status", "--porcelain"]), "");
+    }
+    let (code, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(st["result"]["container"], Value::Null);
+    assert_eq!(st["result"]["sessions"], serde_json::json!([]));
+}
+
+/// `git status --porcelain` and HEAD of both worktrees.
+fn snapshot(ws: &Path) -> Vec<(String, String)> {
+    ["api", "web"]
+        .iter()
+        .map(|n| {
+            (
+                git(&ws.join(n), &["status", "--porcelain"]),
+                git(&ws.join(n), &["rev-parse", "HEAD"]),
+            )
+        })
+        .collect()
+}
+
+fn only_session(env: &Env) -> Value {
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    let sessions = st["result"]["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 1, "{st}");
+    assert_eq!(sessions[0]["status"], "ended", "{st}");
+    sessions[0].clone()
+}
+
+#[test]
+fn failures_leave_both_worktrees_intact_and_the_state_truthful() {
+    let test = "failures_leave_both_worktrees_intact_and_the_state_truthful";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+
+    // a failing hook
+    let env = Env::new(
+        image,
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo hook output; exit 5"}"#,
+        None,
+    );
+    let before = snapshot(&env.ws);
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(16), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "hook_failed");
+    assert!(v["error"]["details"]["containerId"].is_string());
+    assert_eq!(snapshot(&env.ws), before);
+    let s = only_session(&env);
+    assert_eq!(s["outcome"]["kind"], "failed");
+    assert_eq!(s["outcome"]["code"], "hook_failed");
+    assert!(!stderr(&out).contains("reference agent: starting"));
+
+    // a failing image build
+    let env = Env::new(
+        image,
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#,
+        Some(&format!("FROM {image}\nRUN exit 7\n")),
+    );
+    let before = snapshot(&env.ws);
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
+    assert_eq!(envelope(&out)["error"]["code"], "build_failed");
+    assert_eq!(snapshot(&env.ws), before);
+    let s = only_session(&env);
+    assert_eq!(s["outcome"]["kind"], "failed");
+    assert_eq!(s["outcome"]["code"], "build_failed");
+    assert_eq!(labelled("container", &env.ws), "");
+
+    // an agent killed by a signal (after committing)
+    let env = Env::new(image, CONFIG, None);
+    let out = env.handoff("refkill", &[]);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed");
+    assert_eq!(v["error"]["details"]["signal"], 9);
+    let s = only_session(&env);
+    assert_eq!(
+        s["outcome"],
+        serde_json::json!({"kind": "signaled", "signal": 9})
+    );
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&env.ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(git(&env.ws.join(name), &["status", "--porcelain"]), "");
+        git(&env.ws.join(name), &["fsck", "--no-progress"]);
+    }
+}
+
+#[test]
+fn a_second_handoff_is_refused_while_the_first_runs() {
+    let test = "a_second_handoff_is_refused_while_the_first_runs";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(hostgit_image(), CONFIG, None);
+    let args = env.handoff_args("refwait", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let active = loop {
+        let (_, st) = env.json(&[
+            "status",
+            "--workspace-folder",
+            &env.ws_str(),
+            "--format",
+            "json",
+        ]);
+        if let Some(id) = st["result"]["activeSession"].as_str()
+            && st["result"]["sessions"][0]["containerId"].is_string()
+        {
+            break id.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first handoff never became live: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "session_active");
+    assert_eq!(v["error"]["details"]["session"]["id"], active.as_str());
+    assert_eq!(v["error"]["details"]["session"]["agent"], "refwait");
+    assert!(
+        v["next_actions"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("--replace")
+    );
+    std::fs::write(env.ws.join(".release"), "").unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = only_session(&env);
+    assert_eq!(s["id"], active.as_str());
+    assert_eq!(
+        s["outcome"],
+        serde_json::json!({"kind": "exited", "exitCode": 0})
+    );
+}
+
+#[test]
+fn a_secret_reaches_the_agent_and_nothing_else() {
+    let test = "a_secret_reaches_the_agent_and_nothing_else";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let env = Env::new(
+        image,
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "sleep 3"}"#,
+        None,
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let noise = Box::new(0u8);
+    let secret = format!(
+        "dcs3cret{:x}{:x}{:x}",
+        nanos,
+        std::process::id(),
+        &*noise as *const u8 as usize
+    );
+    let secrets_file = env.tmp.path().join("secrets.json");
+    std::fs::write(
+        &secrets_file,
+        serde_json::json!({"DEVCELL_TEST_SECRET": secret}).to_string(),
+    )
+    .unwrap();
+    let args = env.handoff_args("ref0", &["--secrets-file", secrets_file.to_str().unwrap()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `ps` of every host process while the hook (`sleep 3`) runs
+    let mut captures = Vec::new();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+        let text = String::from_utf8_lossy(&ps.stdout).into_owned();
+        let done = text
+            .lines()
+            .all(|l| !l.contains("devcell handoff") && !l.ends_with("devcell"));
+        captures.push(text);
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        captures
+            .iter()
+            .any(|c| c.lines().any(|l| l.trim() == "sleep 3")),
+        "ps was captured while the hook ran"
+    );
+    let v = envelope(&out);
+    let container = v["result"]["containerId"].as_str().unwrap().to_string();
+
+    // the agent saw it
+    use sha2::Digest as _;
+    let expected = hex::encode(sha2::Sha256::digest(secret.as_bytes()));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("agent-secret.sha256"))
+            .unwrap()
+            .trim(),
+        expected
+    );
+    assert!(stderr(&out).contains("secret seen by the agent: ********"));
+
+    // and it is nowhere else
+    let mut haystacks: Vec<(String, String)> = Vec::new();
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(o.status.success(), "docker {args:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    haystacks.push((
+        "docker inspect container".into(),
+        docker(&["inspect", &container]),
+    ));
+    haystacks.push((
+        "docker image inspect".into(),
+        docker(&["image", "inspect", image]),
+    ));
+    haystacks.push((
+        "docker history".into(),
+        docker(&["history", "--no-trunc", image]),
+    ));
+    haystacks.push((
+        "labels".into(),
+        docker(&["inspect", "-f", "{{json .Config.Labels}}", &container]),
+    ));
+    haystacks.push((
+        "context file".into(),
+        std::fs::read_to_string(env.ws.join(".devcell/context.json")).unwrap(),
+    ));
+    haystacks.push((
+        "devcell stdout".into(),
+        String::from_utf8_lossy(&out.stdout).into(),
+    ));
+    haystacks.push(("devcell stderr".into(), stderr(&out)));
+    let mut files = 0;
+    for entry in walk(&env.state) {
+        files += 1;
+        haystacks.push((
+            entry.display().to_string(),
+            String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned(),
+        ));
+    }
+    assert!(files >= 2, "the state file and the log were searched");
+    for (i, c) in captures.iter().enumerate() {
+        haystacks.push((format!("ps capture {i}"), c.clone()));
+    }
+    for (what, text) in &haystacks {
+        assert!(!text.contains(&secret), "the secret leaked into {what}");
+    }
+    let log = v["result"]["session"]["log"].as_str().unwrap();
+    assert!(std::fs::read_to_string(log).unwrap().contains("********"));
+
+    // teardown leaves nothing labelled for the workspace
+    let (code, del) = env.json(&[
+        "delete",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{del}");
+    assert_eq!(del["result"]["verified"], true);
+    for kind in ["container", "volume", "network"] {
+        assert_eq!(labelled(kind, &env.ws), "");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
