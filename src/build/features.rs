@@ -15,7 +15,7 @@
 //! FROM <base reference>
 //! USER root
 //! COPY ["devcontainer-features.builtin.env", "devcell-user-homes.sh", "/tmp/dev-container-features/"]
-//! RUN sh /tmp/dev-container-features/devcell-user-homes.sh
+//! RUN sh /tmp/dev-container-features/devcell-user-homes.sh && rm -f …/devcell-user-homes.sh
 //! # Feature 0: a_0
 //! ENV A_VAR="…"                       (its containerEnv, one ENV per variable, `$` kept)
 //! COPY ["a_0", "/tmp/dev-container-features/a_0"]
@@ -303,7 +303,9 @@ pub fn plan(input: &FeaturesInput) -> Result<FeaturesPlan> {
             &format!("{STAGING_DIR}/")
         ])
     ));
-    df.push_str(&format!("RUN sh {STAGING_DIR}/{USER_HOMES_FILE}\n"));
+    df.push_str(&format!(
+        "RUN sh {STAGING_DIR}/{USER_HOMES_FILE} && rm -f {STAGING_DIR}/{USER_HOMES_FILE}\n"
+    ));
 
     let mut folders = Vec::with_capacity(input.features.len());
     let mut key = KeyHasher::new(&format!("devcell.build.features/{FEATURES_LAYER_VERSION}"));

@@ -122,6 +122,12 @@ pub fn plan_uid_update(input: &UidInput) -> Result<Option<UidPlan>> {
 }
 
 impl UidPlan {
+    /// Whether this plan's image has to be built: `false` when `image_exists(tag)` says it is
+    /// there (see [`super::features::needs_build`]).
+    pub fn needs_build(&self, image_exists: impl FnOnce(&str) -> bool) -> bool {
+        super::features::needs_build(&self.tag, image_exists)
+    }
+
     /// Writes the build context (Dockerfile and script) into a new temporary folder
     /// `devcell-uid-*` under `parent`, removed when the returned context is dropped.
     ///

@@ -1,0 +1,459 @@
+//! `build`: Features layered onto a base image and the `updateRemoteUserUID` layer, built by
+//! the real engine (`docker build` with the classic builder for now) and checked from inside
+//! containers of the result. Needs `DEVCELL_TEST_ENGINE=1` and `devcell-test/busybox:1`.
+
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use devcell::build::{self, BaseImage, FeatureLayer, FeaturesInput, UidInput};
+use devcell::config::metadata;
+use indexmap::IndexMap;
+use serde_json::{Value, json};
+
+use crate::support;
+
+const BUSYBOX: &str = "devcell-test/busybox:1";
+
+/// Whether the engine and the base image are there. With `DEVCELL_TEST_ENGINE` set a missing
+/// engine or image fails the test; without it the test returns early with a note.
+fn engine_available() -> bool {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", BUSYBOX])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("DEVCELL_TEST_ENGINE").is_none(),
+            "DEVCELL_TEST_ENGINE is set but `docker` or the image `{BUSYBOX}` is missing (run scripts/base-images)"
+        );
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping a build test: no Docker engine or no `{BUSYBOX}`");
+        }
+    }
+    ok
+}
+
+fn docker(args: &[&str]) -> Output {
+    Command::new("docker")
+        .args(args)
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .expect("docker runs")
+}
+
+fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "docker failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A name no other test (or test run) uses.
+fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Images a test made, removed (by tag) when it ends, pass or fail.
+#[derive(Default)]
+struct Images(Vec<String>);
+
+impl Images {
+    fn add(&mut self, tag: &str) {
+        self.0.push(tag.to_owned());
+    }
+}
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        for tag in self.0.iter().rev() {
+            let _ = docker(&["rmi", "-f", tag]);
+        }
+    }
+}
+
+fn image_exists(tag: &str) -> bool {
+    docker(&["image", "inspect", tag]).status.success()
+}
+
+/// Builds a unique base image from busybox: user `dev` (1000:1000, home `/home/dev`),
+/// `USER dev`, and a `devcontainer.metadata` label with two entries. The unique label comes
+/// first so no layer is shared with another test's images.
+fn base_image(images: &mut Images) -> BaseImage {
+    let tag = format!("devcell-test/build-base:{}", unique("b"));
+    let dir = tempfile::tempdir().unwrap();
+    let label = r#"[{"id":"base-feature","postCreateCommand":"echo base"},{"remoteUser":"dev"}]"#;
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX}\nLABEL devcell.test={tag:?}\n\
+             RUN echo 'dev:x:1000:1000:Dev:/home/dev:/bin/sh' >> /etc/passwd \
+             && echo 'dev:x:1000:' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n\
+             USER dev\nLABEL devcontainer.metadata='{label}'\n"
+        ),
+    )
+    .unwrap();
+    ok_stdout(&docker(&[
+        "build",
+        "-q",
+        "-t",
+        &tag,
+        dir.path().to_str().unwrap(),
+    ]));
+    images.add(&tag);
+    let id = ok_stdout(&docker(&["image", "inspect", "--format", "{{.Id}}", &tag]));
+    let (entries, warning) = metadata::parse_label(label);
+    assert!(warning.is_none());
+    BaseImage {
+        reference: tag,
+        id: id.trim().to_owned(),
+        user: "dev".into(),
+        metadata: entries,
+    }
+}
+
+/// Renders options the way a POSIX shell reads them back unchanged (single quotes).
+fn options_env(options: &[(&str, &str)]) -> String {
+    options
+        .iter()
+        .map(|(k, v)| format!("{k}='{}'", v.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn feature(id: &str, options: &[(&str, &str)]) -> FeatureLayer {
+    let dir = support::fixture(&format!("features/build/{id}"));
+    let text = std::fs::read_to_string(dir.join("devcontainer-feature.json")).unwrap();
+    let metadata: Value = serde_json::from_str(&text).unwrap();
+    let container_env: IndexMap<String, String> = metadata
+        .get("containerEnv")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    FeatureLayer {
+        id_as_written: format!("./{id}"),
+        dir,
+        options_env: options_env(options),
+        container_env,
+        metadata,
+        digest: None,
+    }
+}
+
+/// Plans, writes the context and builds it with `docker build`; returns the plan and the
+/// build output. Panics when the build fails.
+fn build_features(input: &FeaturesInput, images: &mut Images) -> (build::FeaturesPlan, String) {
+    let plan = build::plan(input).unwrap();
+    let out = docker_build(&plan.tag, &plan.write_context().unwrap());
+    images.add(&plan.tag);
+    (plan, ok_stdout(&out))
+}
+
+fn docker_build(tag: &str, context: &build::BuildContext) -> Output {
+    // `--force-rm`: the classic builder otherwise keeps a failed step's container (and so
+    // its parent layers) around.
+    docker(&[
+        "build",
+        "--force-rm",
+        "-t",
+        tag,
+        context.path().to_str().unwrap(),
+    ])
+}
+
+/// `sh -c <script>` in a throwaway container of `image`, as its default user.
+fn run(image: &str, script: &str) -> String {
+    ok_stdout(&docker(&["run", "--rm", image, "sh", "-c", script]))
+}
+
+fn image_user(image: &str) -> String {
+    ok_stdout(&docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{.Config.User}}",
+        image,
+    ]))
+    .trim()
+    .to_owned()
+}
+
+const MESSAGE: &str = "it's \"quoted\" $HOME ${PATH} `echo backtick` \\ back\\slash ünï";
+
+/// Checklist 29, 30, 31, 32, 76, 77, and the cache tag: options arrive unchanged, install.sh
+/// runs as root in its staging folder while the image's USER is restored, builtins name the
+/// users, containerEnv reaches the Feature itself, later Features and the container, the
+/// label holds base + Feature + devcontainer.json entries (a 70 kB one included), and a
+/// second plan of the same inputs needs no build.
+#[test]
+fn features_install_as_root_with_options_builtins_env_and_label() {
+    if !engine_available() {
+        return;
+    }
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let base_path = run(&base.reference, "printf %s \"$PATH\"");
+    let big = format!("{}\\\"$#\n\t", "x1#{$}\\\"".repeat(8_000));
+    let config = json!({
+        "image": "ignored:1",
+        "features": {"./write-message": {"message": "m"}},
+        "runArgs": ["--init"],
+        "postStartCommand": "echo \"start\" $HOME \\ `x` ${localEnv:HOME}\nline2",
+        "customizations": {"devcell-test": {"big": big}}
+    });
+    let input = FeaturesInput {
+        base: base.clone(),
+        features: vec![
+            feature("write-message", &[("MESSAGE", MESSAGE)]),
+            feature("use-path", &[("GREETING", "hey 'you'")]),
+        ],
+        config: config.clone(),
+        container_user: None,
+        remote_user: None,
+    };
+    let (plan, _) = build_features(&input, &mut images);
+    let image = plan.tag.as_str();
+
+    // Options arrive byte for byte.
+    assert_eq!(run(image, "cat /opt/x/message"), MESSAGE);
+    assert_eq!(run(image, "cat /opt/y/greeting"), "hey 'you'");
+    // 29: install.sh ran as root, in its staging folder (removed afterwards); USER restored.
+    assert_eq!(run(image, "cat /opt/x/install-uid").trim(), "0");
+    assert_eq!(
+        run(image, "cat /opt/x/install-cwd").trim(),
+        "/tmp/dev-container-features/write-message_0"
+    );
+    assert_eq!(
+        run(image, "ls /tmp/dev-container-features").trim(),
+        "devcontainer-features.builtin.env"
+    );
+    assert_eq!(image_user(image), "dev");
+    assert_eq!(run(image, "id -u").trim(), "1000");
+    // 30: builtins, remote user = container user = the image's USER without remoteUser.
+    assert_eq!(
+        run(image, "cat /opt/x/builtins"),
+        "_REMOTE_USER=dev\n_CONTAINER_USER=dev\n_REMOTE_USER_HOME=/home/dev\n_CONTAINER_USER_HOME=/home/dev\n"
+    );
+    // 31: containerEnv visible to the Feature's own install.sh, to the next one, and at run.
+    assert!(
+        run(image, "cat /opt/x/path-at-install").starts_with("/opt/x/bin:"),
+        "own install.sh sees its containerEnv"
+    );
+    assert_eq!(run(image, "cat /opt/y/out"), "hello from x\n");
+    assert_eq!(run(image, "cat /opt/y/write-message-dir"), "/opt/x");
+    assert_eq!(
+        run(image, "printf %s \"$WRITE_MESSAGE_DIR:$USE_PATH_DIR\""),
+        "/opt/x:/opt/y"
+    );
+    // 32: PATH prefixed, not replaced; Docker expanded ${PATH}.
+    assert_eq!(
+        run(image, "printf %s \"$PATH\""),
+        format!("/opt/x/bin:{base_path}")
+    );
+
+    // 76/77: base entries, one per Feature (with id), the devcontainer.json entry last.
+    let label = ok_stdout(&docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        image,
+    ]));
+    let label = label.strip_suffix('\n').unwrap_or(&label);
+    assert_eq!(
+        label, plan.label,
+        "label round-trips through the Dockerfile"
+    );
+    let entries: Vec<Value> = serde_json::from_str(label).unwrap();
+    assert_eq!(entries.len(), 5, "{label:.300}");
+    assert_eq!(
+        entries[0],
+        json!({"id": "base-feature", "postCreateCommand": "echo base"})
+    );
+    assert_eq!(entries[1], json!({"remoteUser": "dev"}));
+    assert_eq!(
+        entries[2],
+        json!({"id": "./write-message", "postCreateCommand": "cat /opt/x/message"})
+    );
+    assert_eq!(entries[3], json!({"id": "./use-path"}));
+    assert_eq!(
+        entries[4],
+        json!({
+            "postStartCommand": config["postStartCommand"],
+            "customizations": config["customizations"]
+        })
+    );
+    for absent in ["image", "features", "runArgs", "containerEnv"] {
+        assert!(entries.iter().all(|e| e.get(absent).is_none()), "{absent}");
+    }
+
+    // The cache tag exists; planning the same inputs again gives it, so nothing is built.
+    let again = build::plan(&input).unwrap();
+    assert_eq!(again.tag, plan.tag);
+    assert!(!again.needs_build(image_exists));
+}
+
+/// Checklist 33: a failing install.sh fails the build, names the Feature, and leaves no image.
+#[test]
+fn failing_install_fails_the_build() {
+    if !engine_available() {
+        return;
+    }
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let input = FeaturesInput {
+        base,
+        features: vec![
+            feature("write-message", &[("MESSAGE", "x")]),
+            feature("fails", &[]),
+        ],
+        config: json!({}),
+        ..Default::default()
+    };
+    let plan = build::plan(&input).unwrap();
+    assert!(plan.needs_build(image_exists));
+    images.add(&plan.tag);
+    let out = docker_build(&plan.tag, &plan.write_context().unwrap());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The classic builder keeps the steps that succeeded as untagged images: remove them too.
+    for line in text.lines() {
+        if let Some(id) = line.trim().strip_prefix("---> ")
+            && id.len() == 12
+            && id.chars().all(|c| c.is_ascii_hexdigit())
+        {
+            images.add(id);
+        }
+    }
+    assert!(!out.status.success(), "build should fail: {text}");
+    assert!(
+        text.contains("ERROR: Feature \"Fails\" (./fails) failed to install! (exit code 3)"),
+        "{text}"
+    );
+    assert!(!image_exists(&plan.tag));
+    assert!(plan.needs_build(image_exists));
+}
+
+/// A change to the last Feature's options rebuilds only from that Feature's layer: the first
+/// Feature's RUN layer is the same image in both builds. Also checklist 30 with a
+/// `remoteUser` different from the container user.
+#[test]
+fn changing_last_feature_options_reuses_earlier_layers() {
+    if !engine_available() {
+        return;
+    }
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let input = |greeting: &str| FeaturesInput {
+        base: base.clone(),
+        features: vec![
+            feature("write-message", &[("MESSAGE", "same")]),
+            feature("use-path", &[("GREETING", greeting)]),
+        ],
+        config: json!({"remoteUser": "root"}),
+        container_user: None,
+        remote_user: Some("root".into()),
+    };
+    let (first, _) = build_features(&input("one"), &mut images);
+    let (second, output) = build_features(&input("two"), &mut images);
+    assert_ne!(first.tag, second.tag);
+    assert!(output.contains("Using cache"), "{output}");
+
+    let layer = |image: &str, marker: &str| -> String {
+        let history = ok_stdout(&docker(&[
+            "history",
+            "--no-trunc",
+            "--format",
+            "{{.ID}}\t{{.CreatedBy}}",
+            image,
+        ]));
+        let row = history
+            .lines()
+            .find(|l| l.contains(marker) && l.contains("rm -rf"))
+            .unwrap_or_else(|| panic!("no `{marker}` RUN layer in {history}"));
+        let id = row.split('\t').next().unwrap_or_default().to_owned();
+        assert!(id.starts_with("sha256:"), "intermediate image id: {row}");
+        id
+    };
+    assert_eq!(
+        layer(&first.tag, "write-message_0"),
+        layer(&second.tag, "write-message_0"),
+        "the first Feature's layer is reused"
+    );
+    assert_ne!(
+        layer(&first.tag, "use-path_1"),
+        layer(&second.tag, "use-path_1"),
+        "the changed Feature's layer is rebuilt"
+    );
+    assert_eq!(run(&second.tag, "cat /opt/y/greeting"), "two");
+    assert_eq!(
+        run(&second.tag, "cat /opt/x/builtins"),
+        "_REMOTE_USER=root\n_CONTAINER_USER=dev\n_REMOTE_USER_HOME=/root\n_CONTAINER_USER_HOME=/home/dev\n"
+    );
+}
+
+/// updateRemoteUserUID (checklist 95's image side): the remote user gets the given UID/GID,
+/// its home follows, the image's USER is kept; a GID taken by another group is not reused.
+#[test]
+fn uid_layer_changes_the_remote_users_ids() {
+    if !engine_available() {
+        return;
+    }
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let uid_input = |uid, gid| UidInput {
+        image: base.reference.clone(),
+        image_id: base.id.clone(),
+        image_user: base.user.clone(),
+        remote_user: "dev".into(),
+        host_uid: uid,
+        host_gid: gid,
+    };
+    let build_uid = |input: &UidInput, images: &mut Images| -> String {
+        let plan = build::plan_uid_update(input).unwrap().expect("a UID layer");
+        assert!(plan.needs_build(image_exists));
+        ok_stdout(&docker_build(&plan.tag, &plan.write_context().unwrap()));
+        images.add(&plan.tag);
+        plan.tag
+    };
+
+    let image = build_uid(&uid_input(4242, 4343), &mut images);
+    assert_eq!(
+        run(
+            &image,
+            "id -u; id -g; stat -c %u:%g /home/dev; grep '^dev:' /etc/group"
+        ),
+        "4242\n4343\n4242:4343\ndev:x:4343:\n"
+    );
+    assert_eq!(image_user(&image), "dev");
+
+    // GID 65534 belongs to `nogroup`: the user keeps GID 1000.
+    let image = build_uid(&uid_input(4242, 65534), &mut images);
+    assert_eq!(run(&image, "id -u; id -g"), "4242\n1000\n");
+
+    // Same ids: the image's users are unchanged.
+    let image = build_uid(&uid_input(1000, 1000), &mut images);
+    assert_eq!(run(&image, "id -u; id -g"), "1000\n1000\n");
+
+    // Root host user: no layer.
+    assert!(build::plan_uid_update(&uid_input(0, 0)).unwrap().is_none());
+}
