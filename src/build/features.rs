@@ -41,6 +41,7 @@ use super::dockerfile::{check_env_name, check_user, json_array, quoted, sh_quote
 use super::error::{BuildError, Result};
 use super::tree::{self, TreeEntry};
 use crate::config::metadata;
+use crate::features::options::BuiltinEnv;
 use crate::names::METADATA_LABEL;
 
 /// devcell's own version of the generated Features layer. Part of every cache key: bump it
@@ -275,11 +276,12 @@ pub fn plan(input: &FeaturesInput) -> Result<FeaturesPlan> {
     let mut files = vec![
         GeneratedFile {
             rel: BUILTIN_ENV_FILE.into(),
-            content: format!(
-                "_CONTAINER_USER={}\n_REMOTE_USER={}\n",
-                sh_quote(&container_user),
-                sh_quote(&remote_user)
-            ),
+            content: BuiltinEnv::new(&container_user, Some(&remote_user))
+                .render()
+                .map_err(|_| BuildError::InvalidUser {
+                    user: format!("{container_user}/{remote_user}"),
+                    reason: "contains a NUL byte",
+                })?,
         },
         GeneratedFile {
             rel: USER_HOMES_FILE.into(),

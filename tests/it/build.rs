@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use devcell::build::{self, BaseImage, FeatureLayer, FeaturesInput, UidInput};
 use devcell::config::metadata;
+use devcell::features::metadata::FeatureMetadata;
+use devcell::features::options::{render_options_env, resolve_options};
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
@@ -124,35 +126,26 @@ fn base_image(images: &mut Images) -> BaseImage {
     }
 }
 
-/// Renders options the way a POSIX shell reads them back unchanged (single quotes).
-fn options_env(options: &[(&str, &str)]) -> String {
-    options
-        .iter()
-        .map(|(k, v)| format!("{k}='{}'", v.replace('\'', r"'\''")))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
+/// A fixture Feature with user `options` (option ids as in `devcontainer.json`), validated and
+/// rendered by the `features` layer.
 fn feature(id: &str, options: &[(&str, &str)]) -> FeatureLayer {
     let dir = support::fixture(&format!("features/build/{id}"));
+    let parsed = FeatureMetadata::read_dir(&dir).unwrap();
+    let user: IndexMap<String, Value> = options
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+        .collect();
+    let mut warnings = Vec::new();
+    let resolved = resolve_options(id, &parsed, &user, &mut warnings).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
     let text = std::fs::read_to_string(dir.join("devcontainer-feature.json")).unwrap();
-    let metadata: Value = serde_json::from_str(&text).unwrap();
-    let container_env: IndexMap<String, String> = metadata
-        .get("containerEnv")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
     FeatureLayer {
         id_as_written: format!("./{id}"),
-        dir,
-        options_env: options_env(options),
-        container_env,
-        metadata,
+        options_env: render_options_env(&resolved).unwrap(),
+        container_env: parsed.container_env.clone(),
+        metadata: serde_json::from_str(&text).unwrap(),
         digest: None,
+        dir,
     }
 }
 
@@ -220,8 +213,8 @@ fn features_install_as_root_with_options_builtins_env_and_label() {
     let input = FeaturesInput {
         base: base.clone(),
         features: vec![
-            feature("write-message", &[("MESSAGE", MESSAGE)]),
-            feature("use-path", &[("GREETING", "hey 'you'")]),
+            feature("write-message", &[("message", MESSAGE)]),
+            feature("use-path", &[("greeting", "hey 'you'")]),
         ],
         config: config.clone(),
         container_user: None,
@@ -320,7 +313,7 @@ fn failing_install_fails_the_build() {
     let input = FeaturesInput {
         base,
         features: vec![
-            feature("write-message", &[("MESSAGE", "x")]),
+            feature("write-message", &[("message", "x")]),
             feature("fails", &[]),
         ],
         config: json!({}),
@@ -366,8 +359,8 @@ fn changing_last_feature_options_reuses_earlier_layers() {
     let input = |greeting: &str| FeaturesInput {
         base: base.clone(),
         features: vec![
-            feature("write-message", &[("MESSAGE", "same")]),
-            feature("use-path", &[("GREETING", greeting)]),
+            feature("write-message", &[("message", "same")]),
+            feature("use-path", &[("greeting", greeting)]),
         ],
         config: json!({"remoteUser": "root"}),
         container_user: None,
