@@ -94,17 +94,29 @@ fn image_exists(tag: &str) -> bool {
 /// `USER dev`, and a `devcontainer.metadata` label with two entries. The unique label comes
 /// first so no layer is shared with another test's images.
 fn base_image(images: &mut Images) -> BaseImage {
-    let tag = format!("devcell-test/build-base:{}", unique("b"));
-    let dir = tempfile::tempdir().unwrap();
     let label = r#"[{"id":"base-feature","postCreateCommand":"echo base"},{"remoteUser":"dev"}]"#;
-    std::fs::write(
-        dir.path().join("Dockerfile"),
-        format!(
-            "FROM {BUSYBOX}\nLABEL devcell.test={tag:?}\n\
-             RUN echo 'dev:x:1000:1000:Dev:/home/dev:/bin/sh' >> /etc/passwd \
+    let (entries, warning) = metadata::parse_label(label);
+    assert!(warning.is_none());
+    let mut base = image_from_busybox(
+        images,
+        &format!(
+            "RUN echo 'dev:x:1000:1000:Dev:/home/dev:/bin/sh' >> /etc/passwd \
              && echo 'dev:x:1000:' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n\
              USER dev\nLABEL devcontainer.metadata='{label}'\n"
         ),
+    );
+    base.user = "dev".into();
+    base.metadata = entries;
+    base
+}
+
+/// A unique image: busybox, a unique label, then `rest` (Dockerfile lines).
+fn image_from_busybox(images: &mut Images, rest: &str) -> BaseImage {
+    let tag = format!("devcell-test/build-base:{}", unique("b"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!("FROM {BUSYBOX}\nLABEL devcell.test={tag:?}\n{rest}"),
     )
     .unwrap();
     ok_stdout(&docker(&[
@@ -116,13 +128,11 @@ fn base_image(images: &mut Images) -> BaseImage {
     ]));
     images.add(&tag);
     let id = ok_stdout(&docker(&["image", "inspect", "--format", "{{.Id}}", &tag]));
-    let (entries, warning) = metadata::parse_label(label);
-    assert!(warning.is_none());
     BaseImage {
         reference: tag,
         id: id.trim().to_owned(),
-        user: "dev".into(),
-        metadata: entries,
+        user: String::new(),
+        metadata: Vec::new(),
     }
 }
 
@@ -303,6 +313,42 @@ fn features_install_as_root_with_options_builtins_env_and_label() {
 }
 
 /// Checklist 33: a failing install.sh fails the build, names the Feature, and leaves no image.
+/// An image without `USER` keeps `Config.User` empty (no `USER root` is added); the builtins
+/// are root's and the label is just the Feature and devcontainer.json entries.
+#[test]
+fn image_without_user_keeps_it_empty() {
+    if !engine_available() {
+        return;
+    }
+    let mut images = Images::default();
+    let base = image_from_busybox(&mut images, "");
+    let input = FeaturesInput {
+        base,
+        features: vec![feature("write-message", &[])],
+        config: json!({"postCreateCommand": "true"}),
+        ..Default::default()
+    };
+    let (plan, _) = build_features(&input, &mut images);
+    assert_eq!(image_user(&plan.tag), "");
+    assert_eq!(
+        run(&plan.tag, "cat /opt/x/message"),
+        "hello",
+        "declared default"
+    );
+    assert_eq!(
+        run(&plan.tag, "cat /opt/x/builtins"),
+        "_REMOTE_USER=root\n_CONTAINER_USER=root\n_REMOTE_USER_HOME=/root\n_CONTAINER_USER_HOME=/root\n"
+    );
+    let label: Value = serde_json::from_str(&plan.label).unwrap();
+    assert_eq!(
+        label,
+        json!([
+            {"id": "./write-message", "postCreateCommand": "cat /opt/x/message"},
+            {"postCreateCommand": "true"}
+        ])
+    );
+}
+
 #[test]
 fn failing_install_fails_the_build() {
     if !engine_available() {
@@ -446,6 +492,15 @@ fn uid_layer_changes_the_remote_users_ids() {
     // Same ids: the image's users are unchanged.
     let image = build_uid(&uid_input(1000, 1000), &mut images);
     assert_eq!(run(&image, "id -u; id -g"), "1000\n1000\n");
+
+    // A user the image does not have: the build succeeds and changes nothing.
+    let mut ghost = uid_input(4242, 4343);
+    ghost.remote_user = "ghost".into();
+    let image = build_uid(&ghost, &mut images);
+    assert_eq!(
+        run(&image, "id -u; grep -c 4242 /etc/passwd || true"),
+        "1000\n0\n"
+    );
 
     // Root host user: no layer.
     assert!(build::plan_uid_update(&uid_input(0, 0)).unwrap().is_none());
