@@ -2,4 +2,6 @@
 
 mod build;
 mod config;
+mod engine;
+mod security;
 mod support;

@@ -71,3 +71,5 @@ pub fn assert_failed(out: &Output) -> String {
     assert!(!stderr.contains("panicked"), "devcell panicked: {stderr}");
     stderr
 }
+
+pub mod engine;
