@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::diagnostics::Hint;
+use crate::engine::EngineError;
 
 /// `Result` with [`BuildError`].
 pub type Result<T, E = BuildError> = std::result::Result<T, E>;
@@ -10,6 +11,9 @@ pub type Result<T, E = BuildError> = std::result::Result<T, E>;
 /// Generating a Features build context or an `updateRemoteUserUID` layer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The engine failed to inspect or build an image (a failing `install.sh` fails the build).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     /// A file or folder could not be read or written.
     #[error("cannot {action} `{}`", path.display())]
     Io {
@@ -75,6 +79,7 @@ impl Hint for BuildError {
             BuildError::InvalidContainerEnv { .. } => Some(
                 "variable names may not contain `=`, whitespace, quotes, `$` or `\\`; values may not contain line breaks".into(),
             ),
+            BuildError::Engine(e) => e.hint(),
             _ => None,
         }
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use devcell::build::{self, BaseImage, FeatureLayer, FeaturesInput, UidInput};
 use devcell::config::metadata;
+use devcell::engine::Engine;
 use devcell::features::metadata::FeatureMetadata;
 use devcell::features::options::{render_options_env, resolve_options};
 use indexmap::IndexMap;
@@ -75,6 +76,19 @@ struct Images(Vec<String>);
 impl Images {
     fn add(&mut self, tag: &str) {
         self.0.push(tag.to_owned());
+    }
+
+    /// A failed classic build keeps the steps that succeeded as untagged images (the build
+    /// cache): adds the ids its output names (` ---> <id>`), so they go too.
+    fn add_intermediates(&mut self, output: &str) {
+        for line in output.lines() {
+            if let Some(id) = line.trim().strip_prefix("---> ")
+                && id.len() == 12
+                && id.chars().all(|c| c.is_ascii_hexdigit())
+            {
+                self.add(id);
+            }
+        }
     }
 }
 
@@ -374,15 +388,7 @@ fn failing_install_fails_the_build() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The classic builder keeps the steps that succeeded as untagged images: remove them too.
-    for line in text.lines() {
-        if let Some(id) = line.trim().strip_prefix("---> ")
-            && id.len() == 12
-            && id.chars().all(|c| c.is_ascii_hexdigit())
-        {
-            images.add(id);
-        }
-    }
+    images.add_intermediates(&text);
     assert!(!out.status.success(), "build should fail: {text}");
     assert!(
         text.contains("ERROR: Feature \"Fails\" (./fails) failed to install! (exit code 3)"),
@@ -504,4 +510,104 @@ fn uid_layer_changes_the_remote_users_ids() {
 
     // Root host user: no layer.
     assert!(build::plan_uid_update(&uid_input(0, 0)).unwrap().is_none());
+}
+
+/// The same build through the engine API (`build::ensure_features_image`): the context tar
+/// carries the Feature folders, the image works, and a second call builds nothing; a failing
+/// `install.sh` is an engine build error naming the Feature and leaves no tag. The UID layer
+/// goes the same way.
+#[tokio::test]
+async fn features_image_through_the_engine_api_is_built_once() {
+    let Some(engine) = support::engine::engine("build::through_engine_api").await else {
+        return;
+    };
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let info = engine
+        .inspect_image(&base.reference)
+        .await
+        .unwrap()
+        .unwrap();
+    let (from_engine, warning) = BaseImage::from_image(&base.reference, &info);
+    assert!(warning.is_none());
+    assert_eq!(from_engine, base, "BaseImage from the engine's inspect");
+
+    let input = FeaturesInput {
+        base: from_engine.clone(),
+        features: vec![
+            feature("write-message", &[("message", MESSAGE)]),
+            feature("use-path", &[]),
+        ],
+        config: json!({"postStartCommand": "echo engine"}),
+        ..Default::default()
+    };
+    let recorder = support::engine::Recorder::default();
+    let first = build::ensure_features_image(&engine, &input, &recorder)
+        .await
+        .unwrap();
+    images.add(&first.tag);
+    assert!(first.built);
+    assert!(
+        recorder
+            .output()
+            .iter()
+            .any(|l| l.contains("devcell: installing Feature \"Write message\"")),
+        "build output reaches the reporter"
+    );
+    assert_eq!(first.image.user.as_deref(), Some("dev"));
+    assert_eq!(run(&first.tag, "cat /opt/x/message"), MESSAGE);
+    assert_eq!(run(&first.tag, "cat /opt/y/greeting"), "hi");
+
+    let second = build::ensure_features_image(&engine, &input, &devcell::progress::NoopReporter)
+        .await
+        .unwrap();
+    assert_eq!(
+        (second.tag.as_str(), second.built),
+        (first.tag.as_str(), false)
+    );
+    assert_eq!(second.image.id, first.image.id);
+
+    let failing = FeaturesInput {
+        features: vec![feature("fails", &[])],
+        ..input.clone()
+    };
+    let tag = build::plan(&failing).unwrap().tag;
+    images.add(&tag);
+    let err = build::ensure_features_image(&engine, &failing, &recorder)
+        .await
+        .unwrap_err();
+    images.add_intermediates(&recorder.output().join("\n"));
+    assert!(matches!(err, build::BuildError::Engine(_)), "{err}");
+    assert!(
+        recorder
+            .output()
+            .iter()
+            .any(|l| l.contains("ERROR: Feature \"Fails\" (./fails) failed to install!")),
+        "{err}"
+    );
+    assert!(!image_exists(&tag));
+
+    let uid = UidInput {
+        image: first.tag.clone(),
+        image_id: first.image.id.clone(),
+        image_user: "dev".into(),
+        remote_user: "dev".into(),
+        host_uid: 5001,
+        host_gid: 5002,
+    };
+    let built = build::ensure_uid_image(&engine, &uid, &recorder)
+        .await
+        .unwrap()
+        .expect("a UID layer");
+    images.add(&built.tag);
+    assert!(built.built);
+    assert_eq!(
+        run(&built.tag, "id -u; id -g; cat /opt/x/message"),
+        format!("5001\n5002\n{MESSAGE}")
+    );
+    let again = build::ensure_uid_image(&engine, &uid, &recorder)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!again.built);
 }
