@@ -95,6 +95,21 @@ pub fn check_user(user: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Checks an image reference for a `FROM` line: non-empty, only ASCII letters, digits and
+/// `.` `_` `-` `/` `:` `@` (the characters of Docker references and image IDs).
+pub fn check_reference(reference: &str) -> Result<(), &'static str> {
+    if reference.is_empty() {
+        return Err("is empty");
+    }
+    if !reference
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'))
+    {
+        return Err("contains a character not allowed in an image reference");
+    }
+    Ok(())
+}
+
 /// Checks an environment variable name for an `ENV` instruction: non-empty, no `=`,
 /// whitespace, control characters, quotes, `$` or `\`.
 pub fn check_env_name(name: &str) -> Result<(), &'static str> {
@@ -204,6 +219,11 @@ mod tests {
         assert!(check_user("").is_err());
         assert!(check_user("a b").is_err());
         assert!(check_user("$x").is_err());
+        assert!(check_reference("ghcr.io/o/r:1@sha256:ab").is_ok());
+        assert!(check_reference("sha256:0123").is_ok());
+        assert!(check_reference("a b").is_err());
+        assert!(check_reference("a\nRUN x").is_err());
+        assert!(check_reference("").is_err());
         assert!(check_env_name("PATH").is_ok());
         assert!(check_env_name("A=B").is_err());
         assert!(check_env_name("").is_err());

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::diagnostics::Hint;
 use crate::engine::EngineError;
+use crate::features::FeatureError;
 
 /// `Result` with [`BuildError`].
 pub type Result<T, E = BuildError> = std::result::Result<T, E>;
@@ -14,6 +15,17 @@ pub enum BuildError {
     /// The engine failed to inspect or build an image (a failing `install.sh` fails the build).
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A Feature's options could not be rendered.
+    #[error(transparent)]
+    Feature(#[from] FeatureError),
+    /// An image reference cannot be written after `FROM`.
+    #[error("image reference `{reference}` {reason}")]
+    InvalidReference {
+        /// The reference as given.
+        reference: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A file or folder could not be read or written.
     #[error("cannot {action} `{}`", path.display())]
     Io {

@@ -37,11 +37,13 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use super::cache_key::{KeyHasher, tree_digest};
-use super::dockerfile::{check_env_name, check_user, json_array, quoted, sh_quote};
+use super::dockerfile::{
+    check_env_name, check_reference, check_user, json_array, quoted, sh_quote,
+};
 use super::error::{BuildError, Result};
 use super::tree::{self, TreeEntry};
 use crate::config::metadata;
-use crate::features::options::BuiltinEnv;
+use crate::features::options::{BuiltinEnv, ResolvedOptions, render_options_env};
 use crate::names::METADATA_LABEL;
 
 /// devcell's own version of the generated Features layer. Part of every cache key: bump it
@@ -89,6 +91,45 @@ pub struct FeatureLayer {
     /// The manifest digest (`sha256:…`) of an OCI Feature, or the tarball's digest; `None` for
     /// a local Feature, whose folder content is hashed instead.
     pub digest: Option<String>,
+}
+
+impl FeatureLayer {
+    /// A layer from the `features` layer's values: the reference as written, the materialised
+    /// folder, the `devcontainer-feature.json` object, the resolved options (rendered with
+    /// [`render_options_env`]) and the digest (`None` for a local Feature). `containerEnv` is
+    /// read from `metadata`.
+    ///
+    /// Errors: [`BuildError::InvalidContainerEnv`] for a non-string `containerEnv` value;
+    /// [`BuildError::Feature`] when an option value cannot be rendered (a NUL byte).
+    pub fn new(
+        id_as_written: &str,
+        dir: PathBuf,
+        metadata: Value,
+        options: &ResolvedOptions,
+        digest: Option<String>,
+    ) -> Result<FeatureLayer> {
+        let mut container_env = IndexMap::new();
+        if let Some(env) = metadata.get("containerEnv").and_then(Value::as_object) {
+            for (name, value) in env {
+                let Some(value) = value.as_str() else {
+                    return Err(BuildError::InvalidContainerEnv {
+                        feature: id_as_written.to_owned(),
+                        name: name.clone(),
+                        reason: "has a value that is not a string",
+                    });
+                };
+                container_env.insert(name.clone(), value.to_owned());
+            }
+        }
+        Ok(FeatureLayer {
+            id_as_written: id_as_written.to_owned(),
+            dir,
+            options_env: render_options_env(options)?,
+            container_env,
+            metadata,
+            digest,
+        })
+    }
 }
 
 /// The image the Features are layered onto.
@@ -261,6 +302,10 @@ pub fn install_users(
 /// long to split over Dockerfile lines.
 pub fn plan(input: &FeaturesInput) -> Result<FeaturesPlan> {
     let base = &input.base;
+    check_reference(&base.reference).map_err(|reason| BuildError::InvalidReference {
+        reference: base.reference.clone(),
+        reason,
+    })?;
     if !base.user.is_empty() {
         check_user(&base.user).map_err(|reason| BuildError::InvalidUser {
             user: base.user.clone(),
@@ -694,6 +739,38 @@ mod tests {
         );
         drop(ctx);
         assert!(!root.exists(), "context removed on drop");
+    }
+
+    #[test]
+    fn layer_from_features_values() {
+        use crate::features::options::OptionValue;
+        let mut options = ResolvedOptions::new();
+        options.insert("my-opt".into(), OptionValue::String("a'b".into()));
+        options.insert("flag".into(), OptionValue::Bool(true));
+        let meta = json!({"id": "x", "containerEnv": {"A": "1", "PATH": "/x:${PATH}"}});
+        let layer =
+            FeatureLayer::new("./x", "/tmp/x".into(), meta.clone(), &options, None).unwrap();
+        assert_eq!(layer.options_env, "MY_OPT='a'\\''b'\nFLAG='true'\n");
+        assert_eq!(
+            layer.container_env.iter().collect::<Vec<_>>(),
+            [
+                (&"A".to_owned(), &"1".to_owned()),
+                (&"PATH".to_owned(), &"/x:${PATH}".to_owned())
+            ]
+        );
+        let bad = json!({"id": "x", "containerEnv": {"A": 1}});
+        assert!(matches!(
+            FeatureLayer::new("./x", "/tmp/x".into(), bad, &options, None),
+            Err(BuildError::InvalidContainerEnv { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_base_reference_is_an_error() {
+        let a = feature_dir("echo a");
+        let mut i = input(vec![layer("a", a.path(), "")]);
+        i.base.reference = "x\nRUN evil".into();
+        assert!(matches!(plan(&i), Err(BuildError::InvalidReference { .. })));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::cache_key::KeyHasher;
-use super::dockerfile::{check_user, json_array, sh_quote};
+use super::dockerfile::{check_reference, check_user, json_array, sh_quote};
 use super::error::{BuildError, Result};
 use super::features::BuildContext;
 
@@ -82,6 +82,10 @@ pub fn plan_uid_update(input: &UidInput) -> Result<Option<UidPlan>> {
     if input.host_uid == 0 || is_root_or_numeric(&input.remote_user) {
         return Ok(None);
     }
+    check_reference(&input.image).map_err(|reason| BuildError::InvalidReference {
+        reference: input.image.clone(),
+        reason,
+    })?;
     for user in [&input.remote_user, &input.image_user] {
         if !user.is_empty() {
             check_user(user).map_err(|reason| BuildError::InvalidUser {

@@ -9,7 +9,7 @@ use devcell::build::{self, BaseImage, FeatureLayer, FeaturesInput, UidInput};
 use devcell::config::metadata;
 use devcell::engine::Engine;
 use devcell::features::metadata::FeatureMetadata;
-use devcell::features::options::{render_options_env, resolve_options};
+use devcell::features::options::resolve_options;
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
@@ -163,14 +163,10 @@ fn feature(id: &str, options: &[(&str, &str)]) -> FeatureLayer {
     let resolved = resolve_options(id, &parsed, &user, &mut warnings).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let text = std::fs::read_to_string(dir.join("devcontainer-feature.json")).unwrap();
-    FeatureLayer {
-        id_as_written: format!("./{id}"),
-        options_env: render_options_env(&resolved).unwrap(),
-        container_env: parsed.container_env.clone(),
-        metadata: serde_json::from_str(&text).unwrap(),
-        digest: None,
-        dir,
-    }
+    let metadata: Value = serde_json::from_str(&text).unwrap();
+    let layer = FeatureLayer::new(&format!("./{id}"), dir, metadata, &resolved, None).unwrap();
+    assert_eq!(layer.container_env, parsed.container_env);
+    layer
 }
 
 /// Plans, writes the context and builds it with `docker build`; returns the plan and the
