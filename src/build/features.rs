@@ -661,9 +661,10 @@ mod tests {
         changed.config = json!({"postStartCommand": "echo other"});
         assert_ne!(plan(&changed).unwrap().key, first.key, "config entry");
 
-        let mut changed = base();
-        changed.features[0].digest = Some("sha256:abcd".into());
-        assert_ne!(plan(&changed).unwrap().key, first.key, "digest");
+        let mut pinned = base();
+        pinned.features[0].digest = Some("sha256:abcd".into());
+        let pinned_key = plan(&pinned).unwrap().key;
+        assert_ne!(pinned_key, first.key, "digest");
 
         fs::write(a.path().join("install.sh"), "echo A").unwrap();
         assert_ne!(
@@ -671,6 +672,9 @@ mod tests {
             first.key,
             "local folder content"
         );
+        // A Feature with a digest is identified by it: its (content-addressed) folder is not
+        // hashed again.
+        assert_eq!(plan(&pinned).unwrap().key, pinned_key, "digest wins");
     }
 
     #[test]

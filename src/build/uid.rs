@@ -77,7 +77,11 @@ pub fn is_root_or_numeric(user: &str) -> bool {
 /// root or numeric. When the user's ids already equal the host's, the layer still builds (once,
 /// cached by its tag) and leaves the image unchanged.
 ///
-/// Errors: [`BuildError::InvalidUser`] for a user name that cannot go into a Dockerfile.
+/// Whether the layer applies at all is the caller's decision (the spec's conditions: a Linux
+/// host, `up`, merged `updateRemoteUserUID` not `false`, a bind-mounted workspace).
+///
+/// Errors: [`BuildError::InvalidUser`] for a user name, [`BuildError::InvalidReference`] for an
+/// image reference, that cannot go into a Dockerfile.
 pub fn plan_uid_update(input: &UidInput) -> Result<Option<UidPlan>> {
     if input.host_uid == 0 || is_root_or_numeric(&input.remote_user) {
         return Ok(None);
