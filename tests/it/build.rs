@@ -607,3 +607,79 @@ async fn features_image_through_the_engine_api_is_built_once() {
         .unwrap();
     assert!(!again.built);
 }
+
+/// The reference CLI's `devcontainer` (from `DEVCELL_TEST_REFCLI`, else the copy under
+/// `/opt/refcli`), or `None` with a note. When `DEVCELL_TEST_REFCLI` is set it must exist.
+fn reference_cli() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("DEVCELL_TEST_REFCLI") {
+        let path = std::path::PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "DEVCELL_TEST_REFCLI={} is missing",
+            path.display()
+        );
+        return Some(path);
+    }
+    let default = std::path::PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
+    if default.is_file() {
+        return Some(default);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("note: skipping an interop test: no reference CLI (set DEVCELL_TEST_REFCLI)");
+    }
+    None
+}
+
+/// Interop: the reference CLI reads the `devcontainer.metadata` label devcell writes as it
+/// reads its own: base, Feature and devcontainer.json entries all reach its merged
+/// configuration, strings unchanged.
+#[test]
+fn reference_cli_reads_the_label() {
+    if !engine_available() {
+        return;
+    }
+    let Some(refcli) = reference_cli() else {
+        return;
+    };
+    let mut images = Images::default();
+    let base = base_image(&mut images);
+    let start = "echo \"start\" $HOME \\ `x` ${localEnv:HOME}";
+    let input = FeaturesInput {
+        base,
+        features: vec![feature("write-message", &[]), feature("use-path", &[])],
+        config: json!({"postStartCommand": start, "capAdd": ["SYS_PTRACE"]}),
+        ..Default::default()
+    };
+    let (plan, _) = build_features(&input, &mut images);
+
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        json!({"image": plan.tag}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(&refcli)
+        .args(["read-configuration", "--include-merged-configuration"])
+        .arg("--workspace-folder")
+        .arg(ws.path())
+        .output()
+        .expect("the reference CLI runs");
+    let result: Value = serde_json::from_str(&ok_stdout(&out)).expect("JSON on stdout");
+    let merged = &result["mergedConfiguration"];
+    assert_eq!(
+        merged["postCreateCommands"],
+        json!(["echo base", "cat /opt/x/message"]),
+        "{merged}"
+    );
+    // ${localEnv:HOME} in the label is substituted by the reader, not frozen by devcell.
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert_eq!(
+        merged["postStartCommands"],
+        json!([start.replace("${localEnv:HOME}", &home)]),
+        "{merged}"
+    );
+    assert_eq!(merged["remoteUser"], "dev");
+    assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]));
+}
