@@ -1,6 +1,7 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
 mod audit;
+mod build;
 mod config;
 mod engine;
 mod lifecycle;
