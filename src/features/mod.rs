@@ -1,2 +1,4 @@
 //! L1: Feature references → ordered, fetched, validated Features
 //! ([spec: Features](https://containers.dev/implementors/features/)).
+pub mod fetch;
+pub mod publish;
