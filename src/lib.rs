@@ -10,7 +10,7 @@
 //!
 //! | layer | modules | may use |
 //! |---|---|---|
-//! | L0 | [`config`], [`diagnostics`], [`progress`], [`names`] | external crates |
+//! | L0 | [`config`], [`diagnostics`], [`progress`], [`names`], [`settings`] | external crates |
 //! | L1 | [`oci`], [`features`] | L0; `features` may use `oci` |
 //! | L2 | [`engine`] | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`] | L2, L1, L0; never one another |
@@ -29,3 +29,4 @@ pub mod names;
 pub mod oci;
 pub mod progress;
 pub mod security;
+pub mod settings;

@@ -1,1 +1,582 @@
-//! (to be written)
+//! Default and user-given `workspaceFolder` / `workspaceMount`, and phase-1 substitution of the
+//! whole config ([spec: workspaceMount, workspaceFolder](https://containers.dev/implementors/json_reference/#image-specific)).
+//!
+//! Defaults, as the reference CLI computes them for image and Dockerfile configs:
+//!
+//! - host mount root: the git root of the workspace folder when `mount_workspace_git_root`
+//!   (`git rev-parse --show-cdup` run in the folder, resolved against it lexically so symlinked
+//!   paths are kept), else — or when that fails — the workspace folder itself;
+//! - container mount root: `/workspaces/<basename(host mount root)>`;
+//! - `workspaceFolder`: container mount root + the workspace folder's path below the host root;
+//! - `workspaceMount`: `type=bind,source=<host root>,target=<container root>`, each of the
+//!   `source=…`/`target=…` segments wrapped in double quotes when its path holds a comma.
+//!
+//! User-given values win (after substitution); the two defaults are computed independently.
+//! Compose configs: `workspaceFolder` defaults to `/` and there is no `workspaceMount`.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use super::error::Result;
+use super::substitute::{self, LocalContext};
+
+/// Inputs of [`resolve`].
+///
+/// `Debug` shows the names of the environment variables, never their values (they may be
+/// secrets).
+#[derive(Clone)]
+pub struct ResolveOptions {
+    /// The opened host folder, absolute (`--workspace-folder`); `${localWorkspaceFolder}`.
+    pub workspace_folder: PathBuf,
+    /// The `devcontainer.json` in use (named in errors).
+    pub config_file: PathBuf,
+    /// Mount the git root of the workspace folder rather than the folder itself
+    /// (`--mount-workspace-git-root`, default `true` in the CLI).
+    pub mount_workspace_git_root: bool,
+    /// Host environment for `${localEnv:…}` (usually `std::env::vars()`).
+    pub env: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for ResolveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.env.keys().collect();
+        names.sort();
+        f.debug_struct("ResolveOptions")
+            .field("workspace_folder", &self.workspace_folder)
+            .field("config_file", &self.config_file)
+            .field("mount_workspace_git_root", &self.mount_workspace_git_root)
+            .field("env (names only)", &names)
+            .finish()
+    }
+}
+
+/// Where the workspace lives in the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceConfig {
+    /// The effective in-container workspace folder (`workspaceFolder`, substituted, or the
+    /// default); also the value of `${containerWorkspaceFolder}`.
+    pub workspace_folder: String,
+    /// The `--mount` spec of the workspace: the user's `workspaceMount` (substituted; an empty
+    /// string means "no workspace mount", as in the reference CLI) or the default bind mount.
+    /// `None` for compose configs and for `"workspaceMount": null`.
+    pub workspace_mount: Option<String>,
+    /// Host folder the default mount binds: the git root or the workspace folder. When neither
+    /// default is needed (both properties given) and for compose configs, git is not asked and
+    /// this is the workspace folder.
+    pub host_mount_root: PathBuf,
+}
+
+/// Substitutes phase-1 variables in the whole `config` in place and computes the effective
+/// `workspaceFolder` / `workspaceMount`.
+///
+/// `config` is the parsed `devcontainer.json` (an object; other values are substituted and get
+/// the image-kind defaults). `${containerWorkspaceFolder}` is the effective workspace folder,
+/// itself substituted first. A `workspaceFolder` that is empty after substitution counts as
+/// unset (spec-notes/0025).
+///
+/// Runs `git rev-parse --show-cdup` (in the workspace folder) only when a default is needed
+/// and `mount_workspace_git_root` is set; a missing git or a folder outside any repository
+/// falls back to the workspace folder.
+///
+/// # Errors
+/// [`super::ConfigError::Substitution`] when a variable cannot be resolved (`${localEnv}`).
+pub fn resolve(config: &mut Value, opts: &ResolveOptions) -> Result<WorkspaceConfig> {
+    let local_folder = resolve_path(&opts.workspace_folder)
+        .to_string_lossy()
+        .into_owned();
+    let base_ctx = LocalContext {
+        local_workspace_folder: Some(&local_folder),
+        container_workspace_folder: None,
+        env: &opts.env,
+        config_file: Some(&opts.config_file),
+    };
+
+    let compose = config.get("dockerComposeFile").is_some();
+    let user_folder = match config.get("workspaceFolder").and_then(Value::as_str) {
+        Some(raw) if !raw.is_empty() => {
+            Some(substitute::substitute_local_str(raw, &base_ctx)?).filter(|s| !s.is_empty())
+        }
+        _ => None,
+    };
+    let mount_given = config.get("workspaceMount").is_some();
+
+    // Defaults only when needed, as the reference does (each one computed independently).
+    let defaults = (!compose && (user_folder.is_none() || !mount_given)).then(|| defaults(opts));
+    let workspace_folder = match (user_folder, &defaults) {
+        (Some(folder), _) => folder,
+        (None, Some(defaults)) => defaults.workspace_folder.clone(),
+        // Compose: the spec's default.
+        (None, None) => "/".to_owned(),
+    };
+
+    let ctx = LocalContext {
+        container_workspace_folder: Some(&workspace_folder),
+        ..base_ctx
+    };
+    substitute::substitute_local(config, &ctx)?;
+
+    let workspace_mount = if mount_given {
+        config
+            .get("workspaceMount")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    } else {
+        defaults.as_ref().map(|d| d.workspace_mount.clone())
+    };
+    Ok(WorkspaceConfig {
+        workspace_folder,
+        workspace_mount,
+        host_mount_root: defaults
+            .map(|d| d.host_mount_root)
+            .unwrap_or_else(|| opts.workspace_folder.clone()),
+    })
+}
+
+/// The default workspace paths for image and Dockerfile configs (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceDefaults {
+    /// The host folder that is mounted (git root or the workspace folder).
+    pub host_mount_root: PathBuf,
+    /// `/workspaces/<basename(host_mount_root)>`.
+    pub container_mount_root: String,
+    /// The container mount root plus the workspace folder's path below the host root.
+    pub workspace_folder: String,
+    /// `type=bind,source=<host root>,target=<container root>` (comma-holding segments quoted).
+    pub workspace_mount: String,
+}
+
+/// Computes [`WorkspaceDefaults`] for `opts.workspace_folder` (runs git when
+/// `opts.mount_workspace_git_root`).
+pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
+    let folder = resolve_path(&opts.workspace_folder);
+    let host_root = if opts.mount_workspace_git_root {
+        git_root(&folder).unwrap_or_else(|| folder.clone())
+    } else {
+        folder.clone()
+    };
+    let host_root_text = host_root.to_string_lossy().into_owned();
+    let basename = host_root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let container_root = posix_join("/workspaces", &basename);
+    let relative: Vec<String> = folder
+        .strip_prefix(&host_root)
+        .map(|rel| {
+            rel.components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let workspace_folder = relative
+        .iter()
+        .fold(container_root.clone(), |acc, seg| posix_join(&acc, seg));
+    let workspace_mount = format!(
+        "type=bind,{},{}",
+        quote_if_comma(&format!("source={host_root_text}"), &host_root_text),
+        quote_if_comma(&format!("target={container_root}"), &container_root),
+    );
+    WorkspaceDefaults {
+        host_mount_root: host_root,
+        container_mount_root: container_root,
+        workspace_folder,
+        workspace_mount,
+    }
+}
+
+/// The git root of `folder` via `git rev-parse --show-cdup` (keeps symlinked paths, unlike
+/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path.
+pub fn git_root(folder: &Path) -> Option<PathBuf> {
+    let output = Command::new("git")
+        .args(["rev-parse", "--show-cdup"])
+        .current_dir(folder)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let cdup = String::from_utf8(output.stdout).ok()?;
+    Some(normalize_lexically(&folder.join(cdup.trim())))
+}
+
+/// Makes `path` absolute (against the current directory) and resolves `.`, `..`, repeated and
+/// trailing separators lexically, like Node's `path.resolve` in the reference CLI. Use it for
+/// `--workspace-folder` / `--config` so `${localWorkspaceFolder}` and the id labels (hence
+/// `${devcontainerId}` and container lookup) equal the reference's: `./ws/` and `ws/../ws`
+/// both give `<cwd>/ws`. Symlinks are kept (not canonicalised).
+pub fn resolve_path(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    normalize_lexically(&absolute)
+}
+
+/// Resolves `.` and `..` without touching the file system (like Node's `path.resolve`);
+/// `..` above the root stays at the root.
+fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `..` at the root stays at the root; a relative path keeps it.
+                if !out.pop() && !out.has_root() {
+                    out.push("..");
+                }
+            }
+            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
+                out.push(component.as_os_str());
+            }
+        }
+    }
+    out
+}
+
+/// Joins two `/`-separated paths (an empty `tail` leaves `head` as is).
+fn posix_join(head: &str, tail: &str) -> String {
+    if tail.is_empty() {
+        head.to_owned()
+    } else if head.ends_with('/') {
+        format!("{head}{tail}")
+    } else {
+        format!("{head}/{tail}")
+    }
+}
+
+fn quote_if_comma(segment: &str, path: &str) -> String {
+    if path.contains(',') {
+        format!("\"{segment}\"")
+    } else {
+        segment.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git must be installed for these tests");
+        assert!(status.success(), "git {args:?} failed in {}", dir.display());
+    }
+
+    fn opts(folder: &Path, git_root: bool) -> ResolveOptions {
+        ResolveOptions {
+            workspace_folder: folder.to_path_buf(),
+            config_file: folder.join(".devcontainer/devcontainer.json"),
+            mount_workspace_git_root: git_root,
+            env: HashMap::from([("USER_X".to_owned(), "alice".to_owned())]),
+        }
+    }
+
+    /// A temp dir with a canonical path (no symlinks in the prefix).
+    fn tempdir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().canonicalize().expect("canonical temp dir");
+        (dir, path)
+    }
+
+    /// Checklist item 93 and 13: no properties ⇒ `/workspaces/<basename>` and a bind mount.
+    #[test]
+    fn defaults_without_git_repo() {
+        let (_t, root) = tempdir();
+        let ws = root.join("proj");
+        std::fs::create_dir(&ws).unwrap();
+        let mut config = json!({"image": "x", "remoteEnv": {"W": "${containerWorkspaceFolder}"}});
+        let got = resolve(&mut config, &opts(&ws, true)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/proj");
+        assert_eq!(
+            got.workspace_mount.as_deref(),
+            Some(format!("type=bind,source={},target=/workspaces/proj", ws.display()).as_str())
+        );
+        assert_eq!(got.host_mount_root, ws);
+        assert_eq!(config["remoteEnv"]["W"], "/workspaces/proj");
+    }
+
+    /// Git root detection with a real repository: the workspace is a sub-folder.
+    #[test]
+    fn defaults_in_git_subfolder() {
+        let (_t, root) = tempdir();
+        let repo = root.join("repo");
+        let ws = repo.join("sub/inner");
+        std::fs::create_dir_all(&ws).unwrap();
+        git(&repo, &["init", "-q"]);
+        assert_eq!(git_root(&ws), Some(repo.clone()));
+        let mut config = json!({
+            "image": "x",
+            "name": "${localWorkspaceFolderBasename} in ${containerWorkspaceFolderBasename}",
+            "postCreateCommand": "ls ${containerWorkspaceFolder}",
+        });
+        let got = resolve(&mut config, &opts(&ws, true)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/repo/sub/inner");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            format!(
+                "type=bind,source={},target=/workspaces/repo",
+                repo.display()
+            )
+        );
+        assert_eq!(got.host_mount_root, repo);
+        assert_eq!(config["name"], "inner in inner");
+        assert_eq!(config["postCreateCommand"], "ls /workspaces/repo/sub/inner");
+
+        // --mount-workspace-git-root=false: the folder itself.
+        let mut config = json!({"image": "x"});
+        let got = resolve(&mut config, &opts(&ws, false)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/inner");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            format!("type=bind,source={},target=/workspaces/inner", ws.display())
+        );
+    }
+
+    #[test]
+    fn workspace_at_git_root() {
+        let (_t, root) = tempdir();
+        git(&root, &["init", "-q"]);
+        assert_eq!(git_root(&root), Some(root.clone()));
+        let got = resolve(&mut json!({"image": "x"}), &opts(&root, true)).unwrap();
+        let base = root.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(got.workspace_folder, format!("/workspaces/{base}"));
+    }
+
+    /// `--show-cdup` keeps the symlinked path (the reference's reason to use it).
+    #[test]
+    fn git_root_keeps_symlinked_path() {
+        let (_t, root) = tempdir();
+        let repo = root.join("real");
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        git(&repo, &["init", "-q"]);
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&repo, &link).unwrap();
+        assert_eq!(git_root(&link.join("sub")), Some(link.clone()));
+        let got = resolve(&mut json!({}), &opts(&link.join("sub"), true)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/link/sub");
+    }
+
+    #[test]
+    fn git_root_outside_repo_is_none() {
+        let (_t, root) = tempdir();
+        assert_eq!(git_root(&root), None);
+        assert_eq!(git_root(&root.join("missing")), None);
+    }
+
+    /// Commas and spaces: the reference quotes `source=`/`target=` segments holding a comma.
+    #[test]
+    fn paths_with_commas_and_spaces() {
+        let (_t, root) = tempdir();
+        let repo = root.join("my repo, v2");
+        let ws = repo.join("a b");
+        std::fs::create_dir_all(&ws).unwrap();
+        git(&repo, &["init", "-q"]);
+        let mut config =
+            json!({"image": "x", "containerEnv": {"B": "${localWorkspaceFolderBasename}"}});
+        let got = resolve(&mut config, &opts(&ws, true)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/my repo, v2/a b");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            format!(
+                "type=bind,\"source={}\",\"target=/workspaces/my repo, v2\"",
+                repo.display()
+            )
+        );
+        assert_eq!(config["containerEnv"]["B"], "a b");
+
+        // Spaces only: no quotes.
+        let spaced = root.join("with space");
+        std::fs::create_dir(&spaced).unwrap();
+        let got = resolve(&mut json!({}), &opts(&spaced, false)).unwrap();
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            format!(
+                "type=bind,source={},target=/workspaces/with space",
+                spaced.display()
+            )
+        );
+    }
+
+    /// Checklist item 94 and user values: both given, substituted, no git involved.
+    #[test]
+    fn user_values_win_after_substitution() {
+        let ws = Path::new("/nonexistent/ws");
+        let mut config = json!({
+            "image": "x",
+            "workspaceFolder": "/home/${localEnv:USER_X}/src",
+            "workspaceMount": "source=${localWorkspaceFolder},target=/home/${localEnv:USER_X}/src,type=bind",
+            "remoteEnv": {"D": "${containerWorkspaceFolderBasename}"}
+        });
+        let got = resolve(&mut config, &opts(ws, true)).unwrap();
+        assert_eq!(got.workspace_folder, "/home/alice/src");
+        assert_eq!(
+            got.workspace_mount.as_deref(),
+            Some("source=/nonexistent/ws,target=/home/alice/src,type=bind")
+        );
+        assert_eq!(config["workspaceFolder"], "/home/alice/src");
+        assert_eq!(config["remoteEnv"]["D"], "src");
+        assert_eq!(got.host_mount_root, ws);
+    }
+
+    /// Defaults are computed independently (reference behaviour, spec-notes/0026).
+    #[test]
+    fn defaults_are_independent() {
+        let (_t, root) = tempdir();
+        let repo = root.join("r");
+        let ws = repo.join("sub");
+        std::fs::create_dir_all(&ws).unwrap();
+        git(&repo, &["init", "-q"]);
+
+        // Only workspaceFolder: the git root is still mounted at /workspaces/r.
+        let got = resolve(
+            &mut json!({"image": "x", "workspaceFolder": "/app"}),
+            &opts(&ws, true),
+        )
+        .unwrap();
+        assert_eq!(got.workspace_folder, "/app");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            format!("type=bind,source={},target=/workspaces/r", repo.display())
+        );
+
+        // Only workspaceMount: the folder default still points into /workspaces/r.
+        let got = resolve(
+            &mut json!({"image": "x", "workspaceMount": "type=volume,source=v,target=/v"}),
+            &opts(&ws, true),
+        )
+        .unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/r/sub");
+        assert_eq!(
+            got.workspace_mount.as_deref(),
+            Some("type=volume,source=v,target=/v")
+        );
+    }
+
+    /// Compose: folder defaults to `/`, no mount; a given folder is substituted.
+    #[test]
+    fn compose_configs() {
+        let ws = Path::new("/nonexistent/ws");
+        let got = resolve(
+            &mut json!({"dockerComposeFile": "c.yml", "service": "s"}),
+            &opts(ws, true),
+        )
+        .unwrap();
+        assert_eq!(got.workspace_folder, "/");
+        assert_eq!(got.workspace_mount, None);
+
+        let mut config = json!({
+            "dockerComposeFile": ["c.yml"], "service": "s",
+            "workspaceFolder": "/workspaces/${localWorkspaceFolderBasename}",
+            "postStartCommand": ["ls", "${containerWorkspaceFolder}"]
+        });
+        let got = resolve(&mut config, &opts(ws, true)).unwrap();
+        assert_eq!(got.workspace_folder, "/workspaces/ws");
+        assert_eq!(got.workspace_mount, None);
+        assert_eq!(config["postStartCommand"][1], "/workspaces/ws");
+    }
+
+    /// An empty (or emptied) workspaceFolder counts as unset (spec-notes/0025); an empty
+    /// workspaceMount is kept (no workspace mount), null gives none.
+    #[test]
+    fn empty_values() {
+        let (_t, root) = tempdir();
+        let ws = root.join("e");
+        std::fs::create_dir(&ws).unwrap();
+        for folder in ["", "${localEnv:UNSET_FOR_TEST}"] {
+            let mut config = json!({"image": "x", "workspaceFolder": folder, "workspaceMount": ""});
+            let got = resolve(&mut config, &opts(&ws, false)).unwrap();
+            assert_eq!(got.workspace_folder, "/workspaces/e", "{folder:?}");
+            assert_eq!(got.workspace_mount.as_deref(), Some(""));
+        }
+        let got = resolve(
+            &mut json!({"image": "x", "workspaceMount": null}),
+            &opts(&ws, false),
+        )
+        .unwrap();
+        assert_eq!(got.workspace_mount, None);
+        let got = resolve(
+            &mut json!({"dockerComposeFile": "c.yml", "workspaceFolder": ""}),
+            &opts(&ws, false),
+        )
+        .unwrap();
+        assert_eq!(got.workspace_folder, "/");
+    }
+
+    #[test]
+    fn substitution_errors_propagate_with_file() {
+        let ws = Path::new("/nonexistent/ws");
+        let err = resolve(
+            &mut json!({"image": "x", "containerEnv": {"A": "${localEnv}"}}),
+            &opts(ws, false),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/nonexistent/ws/.devcontainer/devcontainer.json: containerEnv.A: `${localEnv}` names no environment variable"
+        );
+        let err = resolve(
+            &mut json!({"image": "x", "workspaceFolder": "/${env}"}),
+            &opts(ws, false),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("`${env}`"), "{err}");
+    }
+
+    #[test]
+    fn filesystem_root_workspace() {
+        let got = defaults(&opts(Path::new("/"), false));
+        assert_eq!(got.workspace_folder, "/workspaces");
+        assert_eq!(got.workspace_mount, "type=bind,source=/,target=/workspaces");
+    }
+
+    /// `${localWorkspaceFolder}` and the defaults use the resolved path, as the reference's
+    /// `path.resolve` of `--workspace-folder` does.
+    #[test]
+    fn workspace_folder_is_resolved_like_node() {
+        let ws = Path::new("/nonexistent/a/../ws/./");
+        let mut config = json!({"image": "x", "name": "${localWorkspaceFolder}|${localWorkspaceFolderBasename}"});
+        let got = resolve(&mut config, &opts(ws, false)).unwrap();
+        assert_eq!(config["name"], "/nonexistent/ws|ws");
+        assert_eq!(got.workspace_folder, "/workspaces/ws");
+        assert_eq!(
+            got.workspace_mount.unwrap(),
+            "type=bind,source=/nonexistent/ws,target=/workspaces/ws"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(resolve_path(Path::new("x/../y/")), cwd.join("y"));
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let mut o = opts(Path::new("/w"), false);
+        o.env.insert("API_TOKEN".into(), "s3cr3t-value".into());
+        let text = format!("{o:?}");
+        assert!(text.contains("API_TOKEN"), "{text}");
+        assert!(
+            !text.contains("s3cr3t-value") && !text.contains("alice"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn lexical_normalization() {
+        for (input, expected) in [
+            ("/a/b/../c", "/a/c"),
+            ("/a/./b/", "/a/b"),
+            ("/a/b/../../..", "/"),
+            ("/a/b/", "/a/b"),
+        ] {
+            assert_eq!(
+                normalize_lexically(Path::new(input)),
+                PathBuf::from(expected)
+            );
+        }
+    }
+}

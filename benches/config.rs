@@ -1,0 +1,54 @@
+//! Criterion benchmarks of the config layer on a large real config from the corpus
+//! (`tests/corpus/050-0xjuaan-cs50`, ~6 KB with ~90 settings): parse (JSONC → value),
+//! validate (typed model), substitute (+ workspace defaults), merge (metadata merge), and the
+//! whole `read_configuration` operation.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use devcell::config::{jsonc, model, workspace};
+
+fn corpus_config() -> (PathBuf, String) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/050-0xjuaan-cs50/ws/.devcontainer.json");
+    let text = std::fs::read_to_string(&file).expect("corpus config");
+    (file, text)
+}
+
+fn bench(c: &mut Criterion) {
+    let (file, text) = corpus_config();
+    c.bench_function("parse", |b| {
+        b.iter(|| jsonc::parse(black_box(&file), black_box(&text)).expect("parses"))
+    });
+    let doc = jsonc::parse(&file, &text).expect("parses");
+    c.bench_function("validate", |b| {
+        b.iter(|| model::validate(black_box(&doc)).expect("valid"))
+    });
+    let opts = workspace::ResolveOptions {
+        workspace_folder: file.parent().expect("ws").to_owned(),
+        config_file: file.clone(),
+        mount_workspace_git_root: false,
+        env: HashMap::from([("HOME".to_owned(), "/home/bench".to_owned())]),
+    };
+    c.bench_function("substitute", |b| {
+        b.iter(|| {
+            let mut value = doc.value.clone();
+            workspace::resolve(black_box(&mut value), &opts).expect("resolves");
+            value
+        })
+    });
+    c.bench_function("parse+validate+substitute", |b| {
+        b.iter(|| {
+            let doc = jsonc::parse(black_box(&file), black_box(&text)).expect("parses");
+            model::validate(&doc).expect("valid");
+            let mut value = doc.value;
+            workspace::resolve(&mut value, &opts).expect("resolves");
+            value
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

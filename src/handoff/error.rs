@@ -1,0 +1,42 @@
+//! Errors of the `handoff` layer (operations).
+
+use crate::config::ConfigError;
+use crate::diagnostics::{Hint, SourceLocation};
+
+/// `Result` with [`HandoffError`].
+pub type Result<T, E = HandoffError> = std::result::Result<T, E>;
+
+/// An operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoffError {
+    /// The dev container configuration could not be found, read or validated.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The workspace folder does not exist or is not a directory.
+    #[error("workspace folder `{}` is not a directory", path.display())]
+    WorkspaceFolder {
+        /// The folder given.
+        path: std::path::PathBuf,
+    },
+}
+
+impl HandoffError {
+    /// The source location of a config error, for rendering the offending line.
+    pub fn location(&self) -> Option<&SourceLocation> {
+        match self {
+            HandoffError::Config(e) => e.location(),
+            HandoffError::WorkspaceFolder { .. } => None,
+        }
+    }
+}
+
+impl Hint for HandoffError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            HandoffError::Config(e) => e.hint(),
+            HandoffError::WorkspaceFolder { .. } => {
+                Some("pass an existing folder with `--workspace-folder`".into())
+            }
+        }
+    }
+}
