@@ -20,6 +20,12 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
+        Command::Features(args::FeaturesCommand::Package(args)) => {
+            commands::features_package::run(args)
+        }
+        Command::Features(args::FeaturesCommand::Publish(args)) => {
+            commands::features_publish::run(args)
+        }
     };
     match result {
         Ok(code) => code,

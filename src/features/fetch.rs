@@ -145,8 +145,8 @@ pub struct ResolvedFeature {
 #[derive(Debug, Clone)]
 enum Content {
     Oci {
-        reference: Reference,
-        layer: OciDescriptor,
+        reference: Box<Reference>,
+        layer: Box<OciDescriptor>,
     },
     Tarball {
         digest: String,
@@ -471,7 +471,10 @@ impl Fetcher {
             metadata,
             resolved: Some(format!("{repo}@{digest}")),
             integrity: Some(digest),
-            content: Content::Oci { reference, layer },
+            content: Content::Oci {
+                reference: Box::new(reference),
+                layer: Box::new(layer),
+            },
         })
     }
 

@@ -141,7 +141,7 @@ pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
 pub fn tags_to_publish(version: (u64, u64, u64), published: &[String]) -> Option<Vec<String>> {
     let (x, y, z) = version;
     let full = format!("{x}.{y}.{z}");
-    if published.iter().any(|t| *t == full) {
+    if published.contains(&full) {
         return None;
     }
     let versions: Vec<_> = published.iter().filter_map(|t| parse_version(t)).collect();

@@ -1,4 +1,6 @@
 //! One module per subcommand, named like it. Each turns args into options, calls `handoff`,
 //! and renders the result.
 
+pub mod features_package;
+pub mod features_publish;
 pub mod read_configuration;
