@@ -133,6 +133,7 @@ pub struct PrivateRegistry {
 impl PrivateRegistry {
     /// Starts one. `None` (note on stderr) when `docker-registry` is not installed and
     /// `DEVCELL_TEST_ENGINE` is not `1`; panics when it is.
+    #[allow(clippy::print_stderr)]
     pub fn start() -> Option<PrivateRegistry> {
         let have = std::process::Command::new("sh")
             .args(["-c", "command -v docker-registry"])
