@@ -77,6 +77,7 @@ pub fn assert_failed(out: &Output) -> String {
 /// The shared local registry (`DEVCELL_TEST_REGISTRY`, plain HTTP). `None` (with a note on
 /// stderr) when unset and `DEVCELL_TEST_ENGINE` is not `1`; panics when the engine flag is set
 /// but the registry is missing, so CI never skips silently.
+#[allow(clippy::print_stderr)]
 pub fn test_registry() -> Option<String> {
     match std::env::var("DEVCELL_TEST_REGISTRY") {
         Ok(r) if !r.is_empty() => Some(r),
