@@ -33,6 +33,9 @@ pub struct RegistryOptions {
     /// Registries (`host[:port]`) reached over plain HTTP. Loopback registries (`localhost`,
     /// `127.0.0.1`, `[::1]`, any port) always are.
     pub insecure_registries: Vec<String>,
+    /// Loopback registries (`host:port`) reached over HTTPS nonetheless (a local registry
+    /// with TLS, e.g. behind a self-signed CA given in `extra_ca_certificates`).
+    pub secure_registries: Vec<String>,
     /// PEM files with extra CA certificates trusted for HTTPS registries.
     pub extra_ca_certificates: Vec<PathBuf>,
     /// Registry → mirror (`ghcr.io` → `127.0.0.1:5000`): every pull from the key registry goes
@@ -242,12 +245,9 @@ impl Registry {
         if let Some(c) = clients.get(registry) {
             return Ok(c.clone());
         }
-        let plain = is_loopback(registry)
-            || self
-                .options
-                .insecure_registries
-                .iter()
-                .any(|r| r == registry);
+        let listed = |list: &[String]| list.iter().any(|r| r == registry);
+        let plain = (is_loopback(registry) && !listed(&self.options.secure_registries))
+            || listed(&self.options.insecure_registries);
         let config = ClientConfig {
             protocol: if plain {
                 ClientProtocol::Http

@@ -9,7 +9,8 @@ use devcell::oci::registry::{Platform, Registry, RegistryOptions, parse_referenc
 use serde_json::Value;
 
 use crate::support::{
-    FileServer, PrivateRegistry, copy_tree, fixture, publish, test_registry, unique,
+    FileServer, PrivateRegistry, REGISTRY_PASSWORD, REGISTRY_USER, copy_tree, fixture, publish,
+    test_registry, unique,
 };
 
 fn collection() -> PathBuf {
@@ -530,4 +531,110 @@ async fn direct_tarball_is_downloaded_cached_and_extracted() {
     off.resolve_and_fetch(&FeatureSource::Tarball(url), &out.path().join("u"))
         .await
         .unwrap();
+}
+
+fn docker_config(dir: &Path, json: &str) -> PathBuf {
+    let path = dir.join("config.json");
+    std::fs::write(&path, json).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn tls_registry_with_basic_auth_needs_the_ca_and_credentials() {
+    let Some(private) = PrivateRegistry::start_secure() else {
+        return;
+    };
+    let addr = private.addr.clone();
+    let home = tempfile::tempdir().unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}"));
+    let with_auths = docker_config(
+        home.path(),
+        &format!(r#"{{"auths":{{"{addr}":{{"auth":"{auth}"}}}}}}"#),
+    );
+    let options = |ca: bool, config: Option<PathBuf>| RegistryOptions {
+        secure_registries: vec![addr.clone()],
+        extra_ca_certificates: if ca {
+            vec![private.ca_certificate()]
+        } else {
+            vec![]
+        },
+        docker_config: Some(config.unwrap_or_else(|| PathBuf::from("/nonexistent/config.json"))),
+        ..RegistryOptions::default()
+    };
+    let publish_with = |o: RegistryOptions| {
+        let addr = addr.clone();
+        async move {
+            let r = Registry::new(o).unwrap();
+            devcell::features::publish::publish(&r, &collection(), &addr, "secure").await
+        }
+    };
+    // Without the CA the TLS handshake fails; without credentials the registry says 401.
+    let err = publish_with(options(false, Some(with_auths.clone())))
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("UnknownIssuer"), "{err:?}");
+    let err = publish_with(options(true, None)).await.unwrap_err();
+    assert!(format!("{err:?}").contains("UnauthorizedError"), "{err:?}");
+    // With both it works, and the credentials never show in Debug output.
+    let registry = Registry::new(options(true, Some(with_auths.clone()))).unwrap();
+    let out = devcell::features::publish::publish(&registry, &collection(), &addr, "secure")
+        .await
+        .unwrap();
+    assert!(out["hello"].digest.is_some());
+    let cache = tempfile::tempdir().unwrap();
+    let f = Fetcher::new(FetchOptions {
+        cache_dir: Some(cache.path().to_owned()),
+        registry: options(true, Some(with_auths)),
+        ..Default::default()
+    })
+    .unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    f.resolve_and_fetch(
+        &oci(&format!("{addr}/secure/hello:1")),
+        &dest.path().join("h"),
+    )
+    .await
+    .unwrap();
+    for shown in [format!("{registry:?}"), format!("{f:?}")] {
+        assert!(
+            !shown.contains(REGISTRY_PASSWORD) && !shown.contains(&auth),
+            "{shown}"
+        );
+    }
+
+    // The same registry through a credential helper (`credHelpers`).
+    let helpers = tempfile::tempdir().unwrap();
+    let helper = helpers.path().join("docker-credential-devcelltest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\nread r\n[ \"$r\" = {addr} ] || {{ echo 'credentials not found'; exit 1; }}\n\
+             printf '{{\"Username\":\"{REGISTRY_USER}\",\"Secret\":\"{REGISTRY_PASSWORD}\"}}'\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let with_helper = docker_config(
+        helpers.path(),
+        &format!(r#"{{"credHelpers":{{"{addr}":"devcelltest"}}}}"#),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let f = Fetcher::new(FetchOptions {
+        cache_dir: Some(cache.path().to_owned()),
+        registry: RegistryOptions {
+            credential_helper_dir: Some(helpers.path().to_owned()),
+            ..options(true, Some(with_helper))
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    f.resolve_and_fetch(
+        &oci(&format!("{addr}/secure/greeter:2")),
+        &dest.path().join("g"),
+    )
+    .await
+    .unwrap();
 }

@@ -131,11 +131,100 @@ pub struct PrivateRegistry {
     dir: tempfile::TempDir,
 }
 
+/// User name accepted by [`PrivateRegistry::start_secure`].
+pub const REGISTRY_USER: &str = "devcell-user";
+/// Password accepted by [`PrivateRegistry::start_secure`] (a test-only value).
+pub const REGISTRY_PASSWORD: &str = "devcell-test-password";
+/// bcrypt (cost 5) of [`REGISTRY_PASSWORD`], as `htpasswd -nbB` prints it.
+const REGISTRY_HTPASSWD: &str =
+    "devcell-user:$2y$05$oVv2/o77OT.1gPRF0/s5BuXnj1ZmEtss.t/Hi9E8zPOotAjPJcNMa";
+
 impl PrivateRegistry {
+    /// Starts one over plain HTTP, anonymous. See [`Self::start_with`].
+    pub fn start() -> Option<PrivateRegistry> {
+        Self::start_with(false)
+    }
+
+    /// Starts one with TLS (a CA and a `127.0.0.1` leaf certificate generated now with
+    /// `openssl`; the CA is at [`Self::ca_certificate`]) and htpasswd basic auth
+    /// ([`REGISTRY_USER`] / [`REGISTRY_PASSWORD`]).
+    pub fn start_secure() -> Option<PrivateRegistry> {
+        Self::start_with(true)
+    }
+
+    /// The CA certificate (PEM) of a registry started with [`Self::start_secure`].
+    pub fn ca_certificate(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    fn make_certificates(dir: &Path) {
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl is installed");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=devcell test CA",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            dir.join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write ext");
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ]);
+    }
+
     /// Starts one. `None` (note on stderr) when `docker-registry` is not installed and
     /// `DEVCELL_TEST_ENGINE` is not `1`; panics when it is.
     #[allow(clippy::print_stderr)]
-    pub fn start() -> Option<PrivateRegistry> {
+    fn start_with(secure: bool) -> Option<PrivateRegistry> {
         let have = std::process::Command::new("sh")
             .args(["-c", "command -v docker-registry"])
             .output()
@@ -150,14 +239,23 @@ impl PrivateRegistry {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.path().join("storage").display()
-            ),
-        )
-        .expect("write registry config");
+        let mut yaml = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("storage").display()
+        );
+        if secure {
+            Self::make_certificates(dir.path());
+            let d = dir.path().display();
+            yaml.push_str(&format!(
+                "  tls:\n    certificate: {d}/leaf.crt\n    key: {d}/leaf.key\nauth:\n  htpasswd:\n    realm: devcell-test\n    path: {d}/htpasswd\n"
+            ));
+            std::fs::write(
+                dir.path().join("htpasswd"),
+                format!("{REGISTRY_HTPASSWD}\n"),
+            )
+            .expect("write htpasswd");
+        }
+        std::fs::write(&config, yaml).expect("write registry config");
         let log = std::fs::File::create(dir.path().join("registry.log")).expect("log file");
         let child = std::process::Command::new("docker-registry")
             .arg("serve")
