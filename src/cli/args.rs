@@ -79,8 +79,15 @@ pub struct WorkspaceArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Mount the git root of the workspace folder rather than the folder itself.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// Mount the git root of the workspace folder rather than the folder itself
+    /// (`--mount-workspace-git-root`, `--mount-workspace-git-root true|false`; default true).
+    #[arg(
+        long,
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub mount_workspace_git_root: bool,
 }
 

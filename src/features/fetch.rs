@@ -10,19 +10,28 @@
 //! resolve of the same Features makes no network request; `offline` forbids the network and
 //! names the reference on a miss.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use indexmap::IndexMap;
 use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
 
 use crate::oci::digest::sha256_digest;
+use crate::oci::extract::{ExtractError, ExtractOptions};
 use crate::oci::registry::{Registry, RegistryOptions, parse_reference};
 use crate::oci::store::Store;
 use crate::oci::{OciError, http};
 use crate::progress::{Event, NoopReporter, Reporter};
+
+use super::FeatureMetadata;
+use super::error::FeatureError;
+use super::lockfile::Lockfile;
+use super::order::{self, InstallPlan};
+use super::reference::{FeatureRef, OciVersion};
 
 /// Config media type of a Feature artifact (spec-distilled §5.2, Appendix A).
 pub const FEATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.devcontainers";
@@ -46,6 +55,36 @@ pub enum FeatureSource {
     Tarball(String),
     /// A local Feature folder (already resolved and validated by the reference parser).
     Local(PathBuf),
+}
+
+impl FeatureSource {
+    /// The source of a parsed reference. Local references are resolved against
+    /// `config_dir` (the folder of the active devcontainer.json) and must stay inside
+    /// `devcontainer_dir` (see [`FeatureRef::local_dir`]).
+    ///
+    /// # Errors
+    /// [`FeatureError::InvalidReference`] for a local path escaping `.devcontainer/`.
+    pub fn from_ref(
+        reference: &FeatureRef,
+        config_dir: &Path,
+        devcontainer_dir: &Path,
+    ) -> Result<FeatureSource, FeatureError> {
+        Ok(match reference {
+            FeatureRef::Oci {
+                registry,
+                repository,
+                version,
+                ..
+            } => FeatureSource::Oci(match version {
+                OciVersion::Tag(t) => format!("{registry}/{repository}:{t}"),
+                OciVersion::Digest(d) => format!("{registry}/{repository}@{d}"),
+            }),
+            FeatureRef::Tarball { url, .. } => FeatureSource::Tarball(url.clone()),
+            FeatureRef::Local { .. } => {
+                FeatureSource::Local(reference.local_dir(config_dir, devcontainer_dir)?)
+            }
+        })
+    }
 }
 
 impl std::fmt::Display for FeatureSource {
@@ -99,6 +138,15 @@ pub enum FetchError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// The Feature archive is unsafe or unreadable (see [`ExtractError`]).
+    #[error("cannot extract Feature `{feature}`")]
+    Extract {
+        /// The Feature reference.
+        feature: String,
+        /// The cause.
+        #[source]
+        source: ExtractError,
     },
     /// `devcontainer-feature.json` is missing or not a JSON object.
     #[error("invalid `devcontainer-feature.json` in Feature `{feature}`: {reason}")]
@@ -162,6 +210,19 @@ impl ResolvedFeature {
     /// The Feature `version` from its metadata, if any.
     pub fn version(&self) -> Option<&str> {
         self.metadata.get("version").and_then(|v| v.as_str())
+    }
+
+    /// The metadata as the typed model.
+    ///
+    /// # Errors
+    /// [`FeatureError::InvalidMetadata`] naming the source.
+    pub fn feature_metadata(&self) -> Result<FeatureMetadata, FeatureError> {
+        let text = serde_json::to_string(&self.metadata).unwrap_or_default();
+        let file = match &self.source {
+            FeatureSource::Local(p) => p.join(FEATURE_FILE),
+            other => PathBuf::from(format!("{other} ({FEATURE_FILE})")),
+        };
+        FeatureMetadata::parse(&text, &file)
     }
 }
 
@@ -254,7 +315,8 @@ impl Fetcher {
     /// into a temporary sibling directory, then renamed to `dest`.
     ///
     /// # Errors
-    /// [`FetchError::Oci`], [`FetchError::Io`] (also when `dest` exists).
+    /// [`FetchError::Oci`], [`FetchError::Extract`] (unsafe archive, or `dest` exists),
+    /// [`FetchError::Io`].
     pub async fn fetch(&self, feature: &ResolvedFeature, dest: &Path) -> Result<()> {
         let name = feature.source.to_string();
         let io = |path: &Path| {
@@ -277,12 +339,14 @@ impl Fetcher {
             .map_err(io(parent))?;
         match &feature.content {
             Content::Oci { reference, layer } => {
+                drop(staging);
                 let data = self.blob(&name, reference, layer).await?;
-                extract(&data, staging.path()).map_err(io(staging.path()))?;
+                return extract_into(&name, &data, dest);
             }
             Content::Tarball { digest } => {
+                drop(staging);
                 let data = self.cached_blob(&name, digest)?;
-                extract(&data, staging.path()).map_err(io(staging.path()))?;
+                return extract_into(&name, &data, dest);
             }
             Content::Local(src) => copy_dir(src, staging.path()).map_err(io(src))?,
         }
@@ -541,6 +605,154 @@ impl Fetcher {
     }
 }
 
+/// Inputs of [`Fetcher::plan`]: one configuration's Features.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    /// devcontainer.json `features` (key → value, in file order).
+    pub features: &'a IndexMap<String, serde_json::Value>,
+    /// `overrideFeatureInstallOrder`.
+    pub override_order: &'a [String],
+    /// The folder of the active devcontainer.json (local references are relative to it).
+    pub config_dir: &'a Path,
+    /// `<workspace>/.devcontainer` (local Features must stay inside it).
+    pub devcontainer_dir: &'a Path,
+    /// The lockfile to honour (`None`: resolve tags freshly) and its path, for errors.
+    pub lockfile: Option<(&'a Lockfile, &'a Path)>,
+}
+
+/// The result of [`Fetcher::plan`].
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Features in install order (see [`order::order`]).
+    pub install: InstallPlan,
+    /// What each reference resolved to (for [`Fetcher::fetch`] and the lockfile).
+    pub resolved: HashMap<FeatureRef, ResolvedFeature>,
+}
+
+impl Plan {
+    /// The lockfile for this plan ([`Lockfile::from_plan`]); write it with
+    /// [`super::lockfile::write`].
+    pub fn lockfile(&self) -> Lockfile {
+        Lockfile::from_plan(&self.install)
+    }
+}
+
+impl Fetcher {
+    /// Resolves every Feature of a configuration, `dependsOn` included, and orders them with
+    /// the spec's algorithm ([`order::order`]). Each distinct reference is resolved once
+    /// (metadata only: OCI layers are not downloaded when the manifest carries
+    /// `dev.containers.metadata`). With a lockfile, locked references are fetched by their
+    /// locked digest and anything else is an error (checklist 60).
+    ///
+    /// # Errors
+    /// [`FeatureError::Resolve`] wrapping [`FetchError`] (network, offline miss, not a
+    /// Feature), [`FeatureError::Lockfile`] on a pin mismatch, and every error of
+    /// [`order::order`] (invalid references/options, cycles).
+    pub async fn plan(&self, request: &PlanRequest<'_>) -> Result<Plan, FeatureError> {
+        let mut resolved: HashMap<FeatureRef, (ResolvedFeature, FeatureMetadata)> = HashMap::new();
+        // `order` is synchronous and asks for metadata through a callback: run it, collect
+        // the references it is missing, resolve those (async), and run it again. Each round
+        // resolves at least one new reference, so this ends.
+        loop {
+            let mut missing: Vec<FeatureRef> = Vec::new();
+            let result = order::order(
+                request.features,
+                request.override_order,
+                &mut |reference: &FeatureRef| match resolved.get(reference) {
+                    Some((r, metadata)) => Ok(order::ResolvedFeature {
+                        metadata: metadata.clone(),
+                        canonical: r.integrity.clone(),
+                    }),
+                    None => {
+                        missing.push(reference.clone());
+                        Err(FeatureError::Resolve {
+                            feature: reference.to_string(),
+                            source: "not resolved yet".into(),
+                        })
+                    }
+                },
+            );
+            if missing.is_empty() {
+                let install = result?;
+                return Ok(Plan {
+                    install,
+                    resolved: resolved.into_iter().map(|(k, (r, _))| (k, r)).collect(),
+                });
+            }
+            for reference in missing {
+                if resolved.contains_key(&reference) {
+                    continue;
+                }
+                let r = self.resolve_ref(&reference, request).await?;
+                let metadata = r.feature_metadata()?;
+                resolved.insert(reference, (r, metadata));
+            }
+        }
+    }
+
+    async fn resolve_ref(
+        &self,
+        reference: &FeatureRef,
+        request: &PlanRequest<'_>,
+    ) -> Result<ResolvedFeature, FeatureError> {
+        let source =
+            FeatureSource::from_ref(reference, request.config_dir, request.devcontainer_dir)?;
+        let wrap = |e: FetchError| FeatureError::Resolve {
+            feature: reference.lock_key(),
+            source: Box::new(e),
+        };
+        let locked = request
+            .lockfile
+            .and_then(|(l, path)| l.get(reference).map(|e| (l, path, e)));
+        match locked {
+            Some((lockfile, path, entry)) => {
+                let r = match self.resolve_pinned(&source, &entry.integrity).await {
+                    Ok(r) => r,
+                    Err(FetchError::PinMismatch { actual, .. }) => {
+                        return Err(FeatureError::Lockfile {
+                            path: path.to_owned(),
+                            message: format!(
+                                "Feature `{}` is locked to `{}` but `{actual}` was fetched",
+                                reference.lock_key(),
+                                entry.integrity
+                            ),
+                        });
+                    }
+                    Err(e) => return Err(wrap(e)),
+                };
+                if let Some(d) = &r.integrity {
+                    lockfile.verify(path, reference, d)?;
+                }
+                Ok(r)
+            }
+            None => self.resolve(&source).await.map_err(wrap),
+        }
+    }
+
+    /// Materialises every Feature of `plan` under `root` as `<id>_<index>` (install order),
+    /// the reference CLI's folder naming. Returns the folders.
+    ///
+    /// # Errors
+    /// [`FeatureError::Resolve`] wrapping [`FetchError`].
+    pub async fn fetch_plan(&self, plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FeatureError> {
+        let mut dirs = Vec::new();
+        for (i, f) in plan.install.features.iter().enumerate() {
+            let wrap = |source: Box<dyn std::error::Error + Send + Sync>| FeatureError::Resolve {
+                feature: f.key.clone(),
+                source,
+            };
+            let r = plan
+                .resolved
+                .get(&f.reference)
+                .ok_or_else(|| wrap("missing from the plan".into()))?;
+            let dir = root.join(format!("{}_{i}", f.metadata.id));
+            self.fetch(r, &dir).await.map_err(|e| wrap(Box::new(e)))?;
+            dirs.push(dir);
+        }
+        Ok(dirs)
+    }
+}
+
 fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature> {
     let feature = path.display().to_string();
     let file = path.join(FEATURE_FILE);
@@ -560,11 +772,20 @@ fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature>
 }
 
 fn parse_metadata(feature: &str, bytes: &[u8]) -> Result<serde_json::Value> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| FetchError::Metadata {
-            feature: feature.to_owned(),
-            reason: e.to_string(),
-        })?;
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        // JSONC (comments, trailing commas), as devcontainer.json: let the model parse it.
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            let parsed = FeatureMetadata::parse(&text, Path::new(FEATURE_FILE)).map_err(|e| {
+                FetchError::Metadata {
+                    feature: feature.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
+            serde_json::to_value(parsed).unwrap_or_default()
+        }
+    };
     if !value.is_object() {
         return Err(FetchError::Metadata {
             feature: feature.to_owned(),
@@ -609,26 +830,14 @@ fn read_metadata(feature: &str, archive: &[u8]) -> Result<serde_json::Value> {
     })
 }
 
-/// Extracts a Feature archive into `dest`.
-// TODO(features branch): replace with `crate::oci::extract` once it lands.
-fn extract(archive: &[u8], dest: &Path) -> std::io::Result<()> {
-    let reader: Box<dyn Read + '_> = if archive.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::GzDecoder::new(archive))
-    } else {
-        Box::new(archive)
-    };
-    let mut tar = tar::Archive::new(reader);
-    tar.set_preserve_permissions(true);
-    for entry in tar.entries()? {
-        let mut entry = entry?;
-        if !entry.unpack_in(dest)? {
-            return Err(std::io::Error::other(format!(
-                "archive entry `{}` escapes the target",
-                entry.path()?.display()
-            )));
-        }
-    }
-    Ok(())
+/// Extracts a Feature archive (tar or tar+gzip) into `dest` with [`crate::oci::extract`].
+fn extract_into(feature: &str, archive: &[u8], dest: &Path) -> Result<()> {
+    crate::oci::extract::extract(archive, dest, &ExtractOptions::default())
+        .map(|_| ())
+        .map_err(|source| FetchError::Extract {
+            feature: feature.to_owned(),
+            source,
+        })
 }
 
 /// Copies a local Feature folder (files, folders, symlinks as symlinks).

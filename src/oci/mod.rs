@@ -7,10 +7,12 @@
 //! - [`store`]: the content-addressed cache (`blobs/sha256/<hex>`, tag resolutions).
 //! - [`digest`]: `sha256:<hex>` digests.
 //! - [`http`]: plain HTTPS downloads (direct Feature tarballs).
+//! - [`extract`]: safe extraction of Feature archives.
 
 pub mod auth;
 pub mod digest;
 pub mod error;
+pub mod extract;
 pub mod http;
 pub mod registry;
 pub mod store;

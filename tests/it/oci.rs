@@ -638,3 +638,128 @@ async fn tls_registry_with_basic_auth_needs_the_ca_and_credentials() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
+    use devcell::features::FeatureError;
+    use devcell::features::fetch::PlanRequest;
+    use devcell::features::lockfile;
+    let Some(mut private) = PrivateRegistry::start() else {
+        return;
+    };
+    // greeter dependsOn ghcr.io/devcell-test/features/hello:1, served by the mirror.
+    publish(&collection(), &private.addr, "devcell-test/features");
+    let ws = tempfile::tempdir().unwrap();
+    let dc = ws.path().join(".devcontainer");
+    copy_tree(&collection().join("hello"), &dc.join("local-hello"));
+    let features: indexmap::IndexMap<String, Value> = serde_json::from_str(
+        r#"{"ghcr.io/devcell-test/features/greeter:2": {}, "./local-hello": {"greeting": "hi"}}"#,
+    )
+    .unwrap();
+    let mut options = RegistryOptions::default();
+    options
+        .mirrors
+        .insert("ghcr.io".into(), private.addr.clone());
+    let cache = tempfile::tempdir().unwrap();
+    let f = fetcher(cache.path(), options.clone(), false);
+    let request = PlanRequest {
+        features: &features,
+        override_order: &[],
+        config_dir: &dc,
+        devcontainer_dir: &dc,
+        lockfile: None,
+    };
+    let plan = f.plan(&request).await.unwrap();
+    let keys: Vec<&str> = plan
+        .install
+        .features
+        .iter()
+        .map(|p| p.key.as_str())
+        .collect();
+    // Round 1: the dependency-free `./local-hello` and hello (pulled in by dependsOn), in
+    // resource-name order; round 2: greeter.
+    assert_eq!(
+        keys,
+        [
+            "./local-hello",
+            "ghcr.io/devcell-test/features/hello:1",
+            "ghcr.io/devcell-test/features/greeter:2",
+        ]
+    );
+    let lock = plan.lockfile();
+    let hello_lock = lock.features["ghcr.io/devcell-test/features/hello:1"].clone();
+    assert!(
+        hello_lock
+            .resolved
+            .starts_with("ghcr.io/devcell-test/features/hello@sha256:")
+    );
+    assert_eq!(
+        lock.features["ghcr.io/devcell-test/features/greeter:2"].depends_on,
+        Some(vec!["ghcr.io/devcell-test/features/hello:1".to_owned()])
+    );
+    assert_eq!(lock.features.len(), 2, "local Features are not locked");
+    let lock_path = dc.join(lockfile::LOCKFILE);
+    lockfile::write(&lock_path, &lock, false).unwrap();
+
+    let root = tempfile::tempdir().unwrap();
+    let dirs = f.fetch_plan(&plan, root.path()).await.unwrap();
+    let names: Vec<String> = dirs
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["hello_0", "hello_1", "greeter_2"]);
+    assert!(dirs.iter().all(|d| d.join("install.sh").is_file()));
+
+    // A newer hello 1.0.1 moves tag `1`; the lockfile keeps the old digest.
+    let newer = hello_at("1.0.1");
+    publish(newer.path(), &private.addr, "devcell-test/features");
+    let fresh_cache = tempfile::tempdir().unwrap();
+    let fresh = fetcher(fresh_cache.path(), options.clone(), false);
+    let unlocked = fresh.plan(&request).await.unwrap();
+    let unlocked_hello = &unlocked.install.features[1];
+    assert_eq!(unlocked_hello.metadata.version.as_deref(), Some("1.0.1"));
+    let state = lockfile::read(&lock_path).unwrap();
+    let locked_request = PlanRequest {
+        lockfile: Some((state.lockfile().unwrap(), &lock_path)),
+        ..request
+    };
+    let locked = fresh.plan(&locked_request).await.unwrap();
+    assert_eq!(
+        locked.install.features[1].metadata.version.as_deref(),
+        Some("1.0.0")
+    );
+    assert_eq!(
+        locked.install.features[1].canonical.as_deref(),
+        Some(hello_lock.integrity.as_str())
+    );
+    assert_eq!(locked.lockfile(), lock, "--frozen-lockfile would accept it");
+    lockfile::write(&lock_path, &locked.lockfile(), true).unwrap();
+    assert!(lockfile::write(&lock_path, &unlocked.lockfile(), true).is_err());
+
+    // A reference pinned by digest that disagrees with the lockfile is an error.
+    let pinned_key = format!(
+        "ghcr.io/devcell-test/features/hello@{}",
+        unlocked_hello.canonical.as_deref().unwrap()
+    );
+    let mut bad_lock = lock.clone();
+    bad_lock
+        .features
+        .insert(pinned_key.clone(), hello_lock.clone());
+    let pinned: indexmap::IndexMap<String, Value> =
+        [(pinned_key, Value::Bool(true))].into_iter().collect();
+    let err = fresh
+        .plan(&PlanRequest {
+            features: &pinned,
+            lockfile: Some((&bad_lock, &lock_path)),
+            ..request
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FeatureError::Lockfile { .. }), "{err}");
+
+    // The first cache resolves the same config with the registry gone, offline.
+    private.stop();
+    let offline = fetcher(cache.path(), options, true);
+    let again = offline.plan(&request).await.unwrap();
+    assert_eq!(again.lockfile(), lock);
+}
