@@ -763,3 +763,76 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
     let again = offline.plan(&request).await.unwrap();
     assert_eq!(again.lockfile(), lock);
 }
+
+/// Interop with `@devcontainers/cli` (`DEVCELL_TEST_REFCLI` = path of its `devcontainer`
+/// binary, e.g. after `npm install @devcontainers/cli`; skipped when unset). The reference
+/// CLI speaks plain HTTP only to `localhost`, so the registry is addressed as
+/// `localhost:<port>`.
+#[tokio::test]
+async fn interop_with_the_reference_cli() {
+    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+        return;
+    };
+    let Some(reg) = test_registry() else { return };
+    let port = reg.rsplit(':').next().unwrap();
+    let reg = format!("localhost:{port}");
+    let ns = unique("interop");
+
+    // devcell publishes; the reference reads the manifest and resolves the same digest.
+    let ours = publish(&collection().join("hello"), &reg, &format!("{ns}/ours"));
+    let out = std::process::Command::new(&refcli)
+        .args([
+            "features",
+            "info",
+            "manifest",
+            &format!("{reg}/{ns}/ours/hello:1"),
+        ])
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        info["canonicalId"],
+        format!(
+            "{reg}/{ns}/ours/hello@{}",
+            ours["hello"]["digest"].as_str().unwrap()
+        )
+    );
+
+    // The reference publishes; devcell resolves, verifies and extracts it.
+    let dir = hello_at("1.4.0");
+    let out = std::process::Command::new(&refcli)
+        .args(["features", "publish"])
+        .arg(dir.path())
+        .args(["-r", &reg, "-n", &format!("{ns}/theirs")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        theirs["hello"]["publishedTags"],
+        serde_json::json!(["1", "1.4", "1.4.0", "latest"])
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let f = fetcher(cache.path(), RegistryOptions::default(), false);
+    let dest = tempfile::tempdir().unwrap();
+    let r = f
+        .resolve_and_fetch(
+            &oci(&format!("{reg}/{ns}/theirs/hello:1.4")),
+            &dest.path().join("h"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.integrity.as_deref(), theirs["hello"]["digest"].as_str());
+    assert_eq!(r.version(), Some("1.4.0"));
+    assert!(dest.path().join("h/install.sh").is_file());
+}
