@@ -109,7 +109,11 @@ fn bench(c: &mut Criterion) {
                     tempfile::tempdir().expect("out"),
                 )
             },
-            |(cache, out)| run(cache.path(), &out.path().join("f")),
+            // Return the folders so their removal happens outside the measurement.
+            |(cache, out)| {
+                run(cache.path(), &out.path().join("f"));
+                (cache, out)
+            },
             BatchSize::PerIteration,
         )
     });
@@ -118,7 +122,10 @@ fn bench(c: &mut Criterion) {
     group.bench_function("warm", |b| {
         b.iter_batched(
             || tempfile::tempdir().expect("out"),
-            |out| run(warm.path(), &out.path().join("f")),
+            |out| {
+                run(warm.path(), &out.path().join("f"));
+                out
+            },
             BatchSize::PerIteration,
         )
     });

@@ -111,6 +111,14 @@ pub enum OciError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A download URL is not acceptable (not a URL, scheme not allowed, body too large).
+    #[error("refusing to download `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// An HTTP download (direct tarball) failed.
     #[error("download of `{url}` failed")]
     Http {

@@ -16,19 +16,20 @@ pub const MAX_DOWNLOAD_BYTES: u64 = 256 * 1024 * 1024;
 /// the platform roots.
 ///
 /// # Errors
-/// [`OciError::Http`] on network errors, non-2xx statuses, a disallowed scheme or a body over
-/// [`MAX_DOWNLOAD_BYTES`]; [`OciError::Certificate`] for an unreadable CA file.
+/// [`OciError::Http`] on network errors and non-2xx statuses; [`OciError::InvalidUrl`] for a
+/// disallowed scheme or a body over [`MAX_DOWNLOAD_BYTES`]; [`OciError::Certificate`] for an
+/// unreadable CA file.
 pub async fn download(url: &str, extra_ca_certificates: &[PathBuf]) -> Result<Bytes> {
     install_crypto_provider();
-    let parsed = reqwest::Url::parse(url).map_err(|_| OciError::InvalidManifest {
-        reference: url.to_owned(),
+    let parsed = reqwest::Url::parse(url).map_err(|_| OciError::InvalidUrl {
+        url: url.to_owned(),
         reason: "not a URL".into(),
     })?;
     let host = parsed.host_str().unwrap_or_default().to_owned();
     let allowed = parsed.scheme() == "https" || (parsed.scheme() == "http" && is_loopback(&host));
     if !allowed {
-        return Err(OciError::InvalidManifest {
-            reference: url.to_owned(),
+        return Err(OciError::InvalidUrl {
+            url: url.to_owned(),
             reason: "only `https://` URLs (or `http://` to loopback hosts) are fetched".into(),
         });
     }
@@ -67,17 +68,37 @@ pub async fn download(url: &str, extra_ca_certificates: &[PathBuf]) -> Result<By
         .content_length()
         .is_some_and(|n| n > MAX_DOWNLOAD_BYTES)
     {
-        return Err(OciError::InvalidManifest {
-            reference: url.to_owned(),
+        return Err(OciError::InvalidUrl {
+            url: url.to_owned(),
             reason: format!("larger than {MAX_DOWNLOAD_BYTES} bytes"),
         });
     }
     let body = response.bytes().await.map_err(http)?;
     if body.len() as u64 > MAX_DOWNLOAD_BYTES {
-        return Err(OciError::InvalidManifest {
-            reference: url.to_owned(),
+        return Err(OciError::InvalidUrl {
+            url: url.to_owned(),
             reason: format!("larger than {MAX_DOWNLOAD_BYTES} bytes"),
         });
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn plain_http_is_refused_except_to_loopback() {
+        for url in [
+            "http://example.invalid/devcontainer-feature-x.tgz",
+            "ftp://example.invalid/x.tgz",
+            "not a url",
+        ] {
+            let err = download(url, &[]).await.unwrap_err();
+            assert!(matches!(err, OciError::InvalidUrl { .. }), "{url}: {err}");
+        }
+        // Loopback plain HTTP is allowed (and fails here only because nothing listens).
+        let err = download("http://127.0.0.1:9/x.tgz", &[]).await.unwrap_err();
+        assert!(matches!(err, OciError::Http { .. }), "{err}");
+    }
 }
