@@ -836,3 +836,43 @@ async fn interop_with_the_reference_cli() {
     assert_eq!(r.version(), Some("1.4.0"));
     assert!(dest.path().join("h/install.sh").is_file());
 }
+
+#[tokio::test]
+async fn bearer_challenge_is_answered_with_a_token_checklist_56() {
+    // The token endpoint: a static file served at <base>/token (the query string is ignored).
+    let realm_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        realm_dir.path().join("token"),
+        r#"{"token":"devcell-test-token"}"#,
+    )
+    .unwrap();
+    let server = FileServer::start(realm_dir.path());
+    let Some(private) = PrivateRegistry::start_with_token_realm(&format!("{}/token", server.base))
+    else {
+        return;
+    };
+    // Anonymous access without the token flow is refused by this registry…
+    let refused = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys,urllib.request\ntry:\n urllib.request.urlopen(sys.argv[1]); print(200)\nexcept Exception as e: print(e.code)",
+            &format!("http://{}/v2/", private.addr),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&refused.stdout).trim(), "401");
+    // …while devcell (push and pull) gets a bearer token from the realm and succeeds.
+    let out = publish(&collection(), &private.addr, "token/features");
+    assert!(out["hello"]["digest"].is_string(), "{out}");
+    let cache = tempfile::tempdir().unwrap();
+    let f = fetcher(cache.path(), RegistryOptions::default(), false);
+    let dest = tempfile::tempdir().unwrap();
+    let r = f
+        .resolve_and_fetch(
+            &oci(&format!("{}/token/features/hello:1", private.addr)),
+            &dest.path().join("h"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.integrity.as_deref(), out["hello"]["digest"].as_str());
+}

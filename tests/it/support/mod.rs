@@ -142,14 +142,27 @@ const REGISTRY_HTPASSWD: &str =
 impl PrivateRegistry {
     /// Starts one over plain HTTP, anonymous. See [`Self::start_with`].
     pub fn start() -> Option<PrivateRegistry> {
-        Self::start_with(false)
+        Self::start_with(false, None)
+    }
+
+    /// Starts one over plain HTTP with distribution's `silly` token auth: every request
+    /// without `Authorization` gets `401` with `WWW-Authenticate: Bearer realm="<realm>",
+    /// service="devcell-test"`; any bearer token is then accepted. Exercises the client's
+    /// token flow against a real registry (checklist 56).
+    pub fn start_with_token_realm(realm: &str) -> Option<PrivateRegistry> {
+        Self::start_with(
+            false,
+            Some(format!(
+                "auth:\n  silly:\n    realm: {realm}\n    service: devcell-test\n"
+            )),
+        )
     }
 
     /// Starts one with TLS (a CA and a `127.0.0.1` leaf certificate generated now with
     /// `openssl`; the CA is at [`Self::ca_certificate`]) and htpasswd basic auth
     /// ([`REGISTRY_USER`] / [`REGISTRY_PASSWORD`]).
     pub fn start_secure() -> Option<PrivateRegistry> {
-        Self::start_with(true)
+        Self::start_with(true, None)
     }
 
     /// The CA certificate (PEM) of a registry started with [`Self::start_secure`].
@@ -224,7 +237,7 @@ impl PrivateRegistry {
     /// Starts one. `None` (note on stderr) when `docker-registry` is not installed and
     /// `DEVCELL_TEST_ENGINE` is not `1`; panics when it is.
     #[allow(clippy::print_stderr)]
-    fn start_with(secure: bool) -> Option<PrivateRegistry> {
+    fn start_with(secure: bool, extra: Option<String>) -> Option<PrivateRegistry> {
         let have = std::process::Command::new("sh")
             .args(["-c", "command -v docker-registry"])
             .output()
@@ -254,6 +267,9 @@ impl PrivateRegistry {
                 format!("{REGISTRY_HTPASSWD}\n"),
             )
             .expect("write htpasswd");
+        }
+        if let Some(extra) = extra {
+            yaml.push_str(&extra);
         }
         std::fs::write(&config, yaml).expect("write registry config");
         let log = std::fs::File::create(dir.path().join("registry.log")).expect("log file");
