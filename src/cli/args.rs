@@ -29,6 +29,53 @@ pub enum Command {
     RunUserCommands(RunUserCommandsArgs),
     /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
     Down(DownArgs),
+    /// Feature tools: package, publish.
+    #[command(subcommand)]
+    Features(FeaturesCommand),
+}
+
+/// `devcell features …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FeaturesCommand {
+    /// Package Features into `devcontainer-feature-<id>.tgz` files and `devcontainer-collection.json`.
+    Package(FeaturesPackageArgs),
+    /// Package and publish Features to an OCI registry.
+    Publish(FeaturesPublishArgs),
+}
+
+/// `devcell features package`.
+#[derive(Debug, Args)]
+pub struct FeaturesPackageArgs {
+    /// A Feature folder, or a collection folder (`src/`) with one sub-folder per Feature.
+    pub target: PathBuf,
+    /// Output folder.
+    #[arg(short = 'o', long, default_value = "./output")]
+    pub output_folder: PathBuf,
+    /// Remove previously packaged files from the output folder first.
+    #[arg(short = 'f', long)]
+    pub force_clean_output_folder: bool,
+}
+
+/// `devcell features publish`.
+#[derive(Debug, Args)]
+pub struct FeaturesPublishArgs {
+    /// A Feature folder, or a collection folder (`src/`) with one sub-folder per Feature.
+    pub target: PathBuf,
+    /// Registry host (loopback registries are reached over plain HTTP).
+    #[arg(short = 'r', long, default_value = "ghcr.io")]
+    pub registry: String,
+    /// Namespace: Features go to `<registry>/<namespace>/<id>`.
+    #[arg(short = 'n', long)]
+    pub namespace: String,
+    /// A registry to reach over plain HTTP (repeatable).
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+    /// A PEM file of extra CA certificates to trust (repeatable).
+    #[arg(long = "extra-ca-certificate")]
+    pub extra_ca_certificates: Vec<PathBuf>,
+    /// Docker config file with registry credentials (default `~/.docker/config.json`).
+    #[arg(long)]
+    pub docker_config: Option<PathBuf>,
 }
 
 /// Flags shared by every command that locates a workspace and its config.

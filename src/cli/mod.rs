@@ -24,6 +24,12 @@ pub fn main() -> ExitCode {
         Command::Exec(args) => commands::exec::run(args),
         Command::RunUserCommands(args) => commands::run_user_commands::run(args),
         Command::Down(args) => commands::down::run(args),
+        Command::Features(args::FeaturesCommand::Package(args)) => {
+            commands::features_package::run(args)
+        }
+        Command::Features(args::FeaturesCommand::Publish(args)) => {
+            commands::features_publish::run(args)
+        }
     };
     match result {
         Ok(code) => code,

@@ -6,12 +6,16 @@
 //! - [`options`]: user options validated against a Feature's options; env files.
 //! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
+//! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
+//! - [`publish`]: `features package` / `features publish`.
 
 pub mod error;
+pub mod fetch;
 pub mod lockfile;
 pub mod metadata;
 pub mod options;
 pub mod order;
+pub mod publish;
 pub mod reference;
 
 pub use error::{FeatureError, Result};

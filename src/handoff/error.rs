@@ -70,6 +70,16 @@ pub enum HandoffError {
         /// The container id.
         id: String,
     },
+    /// Packaging or publishing Features failed.
+    #[error(transparent)]
+    Publish(#[from] crate::features::publish::PublishError),
+    /// The async runtime could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl HandoffError {
@@ -124,6 +134,7 @@ impl Hint for HandoffError {
                 Some("run `devcell up` first, or drop `--expect-existing-container`".into())
             }
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod down;
 pub mod error;
 pub mod exec;
 pub mod executor;
+pub mod features;
 pub mod read_configuration;
 pub mod up;
 

@@ -5,6 +5,7 @@ mod build;
 mod config;
 mod engine;
 mod lifecycle;
+mod oci;
 mod security;
 mod support;
 mod up;

@@ -3,6 +3,8 @@
 
 pub mod down;
 pub mod exec;
+pub mod features_package;
+pub mod features_publish;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod up;
