@@ -50,6 +50,15 @@ pub enum HandoffError {
     /// invalid.
     #[error(transparent)]
     Security(#[from] SecurityError),
+    /// A Feature could not be resolved, fetched or ordered.
+    #[error(transparent)]
+    Feature(#[from] crate::features::FeatureError),
+    /// The Feature cache or registry client could not be set up.
+    #[error(transparent)]
+    Fetch(#[from] crate::features::fetch::FetchError),
+    /// The Features image could not be planned or built (a failing `install.sh`).
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
     /// The `--secrets-file` could not be read or is not a JSON object of strings.
     #[error("cannot use secrets file `{}`: {message}", path.display())]
     SecretsFile {
@@ -127,6 +136,8 @@ impl Hint for HandoffError {
                 }
                 (!hint.is_empty()).then_some(hint)
             }
+            HandoffError::Build(e) => e.hint(),
+            HandoffError::Feature(_) | HandoffError::Fetch(_) => None,
             HandoffError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }

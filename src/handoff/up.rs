@@ -110,6 +110,8 @@ pub struct UpOptions {
     pub security: SecurityOptions,
     /// The user settings file (`--config-file` or the default location).
     pub settings: Settings,
+    /// `--cache-dir`: the Feature cache (default `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// What happened to the container.
@@ -301,16 +303,29 @@ pub async fn up_with(
             (info, entries, action)
         }
         None => {
-            let image = prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
+            let mut image =
+                prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
             let (raw_base, base) =
                 image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
-            let entries =
-                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-            let label = metadata::label_value(&metadata::collect_entries(
-                &raw_base,
-                &[],
-                &metadata::config_entry(&loaded.raw),
-            ));
+            let with_features = has_features(&loaded.value);
+            let (entries, label) = if with_features {
+                // The built image's label holds base ++ Features ++ devcontainer.json entries;
+                // the container inherits it from the image.
+                image =
+                    build_features(engine, &loaded, image, raw_base, &base, opts, reporter).await?;
+                let (_, entries) =
+                    image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
+                (entries, None)
+            } else {
+                let entries =
+                    metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+                let label = metadata::label_value(&metadata::collect_entries(
+                    &raw_base,
+                    &[],
+                    &metadata::config_entry(&loaded.raw),
+                ));
+                (entries, Some(label))
+            };
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
             for message in unmet_host_requirements(
@@ -332,7 +347,7 @@ pub async fn up_with(
                 workspace_mount: loaded.workspace.workspace_mount.as_deref(),
                 extra_mounts: &opts.mounts,
                 id_labels: &id_labels,
-                metadata_label: Some(label),
+                metadata_label: label,
                 host_env: &host_env,
             })?;
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
@@ -835,6 +850,135 @@ async fn prepare_image(
     Ok(PreparedImage {
         reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
         info,
+    })
+}
+
+/// Whether the configuration lists any Feature.
+fn has_features(config: &Value) -> bool {
+    config
+        .get("features")
+        .and_then(Value::as_object)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
+/// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
+/// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
+async fn build_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    use crate::build::{BaseImage, FeatureLayer, FeaturesInput, ensure_features_image};
+    use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
+
+    let features: IndexMap<String, Value> = loaded
+        .value
+        .get("features")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let override_order: Vec<String> = loaded
+        .value
+        .get("overrideFeatureInstallOrder")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let registries = &opts.settings.registries;
+    let fetcher = Fetcher::new(FetchOptions {
+        cache_dir: opts.cache_dir.clone(),
+        registry: crate::oci::registry::RegistryOptions {
+            insecure_registries: registries.insecure.clone(),
+            extra_ca_certificates: registries.ca_certs.clone(),
+            mirrors: registries.mirrors.clone(),
+            ..Default::default()
+        },
+        ..FetchOptions::default()
+    })?;
+    let config_dir = loaded
+        .config_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    reporter.report(Event::Status(format!(
+        "resolving {} Feature(s)",
+        features.len()
+    )));
+    let plan = fetcher
+        .plan(&PlanRequest {
+            features: &features,
+            override_order: &override_order,
+            config_dir: &config_dir,
+            devcontainer_dir: &devcontainer_dir,
+            lockfile: None,
+        })
+        .await?;
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
+    let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
+        message: format!("cannot create a temporary folder for Features: {e}"),
+        hint: None,
+    })?;
+    let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+    let mut layers = Vec::with_capacity(dirs.len());
+    for (feature, dir) in plan.install.features.iter().zip(dirs) {
+        let metadata = plan
+            .resolved
+            .get(&feature.reference)
+            .map(|r| r.metadata.clone())
+            .unwrap_or(Value::Null);
+        layers.push(FeatureLayer::new(
+            &feature.key,
+            dir,
+            metadata,
+            &feature.options,
+            feature.canonical.clone(),
+        )?);
+    }
+    let users = metadata::merge(&metadata::collect_entries(
+        base,
+        &[],
+        &metadata::config_entry(&loaded.value),
+    ));
+    let user = |key: &str| {
+        users
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let input = FeaturesInput {
+        base: BaseImage {
+            reference: base_image.reference.clone(),
+            id: base_image.info.id.clone(),
+            user: base_image.info.user.clone().unwrap_or_default(),
+            metadata: raw_base,
+        },
+        features: layers,
+        config: loaded.raw.clone(),
+        container_user: user("containerUser"),
+        remote_user: user("remoteUser"),
+    };
+    let built = ensure_features_image(engine, &input, reporter).await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok(PreparedImage {
+        reference: built.tag,
+        info: built.image,
     })
 }
 
