@@ -328,6 +328,11 @@ pub async fn up_with(
             };
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
+            if let Some(updated) =
+                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?
+            {
+                image = updated;
+            }
             for message in unmet_host_requirements(
                 &merged,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -851,6 +856,73 @@ async fn prepare_image(
         reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
         info,
     })
+}
+
+/// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
+/// the remote user gets the host user's UID/GID in a small cached layer
+/// ([`crate::build::ensure_uid_image`]). Nothing is built when the host user is root (the
+/// CI case: the remote user keeps its ids, spec-note 0125), the remote user is root or
+/// numeric, or the property is `false`.
+async fn update_remote_user_uid(
+    engine: &dyn Engine,
+    image: &PreparedImage,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    reporter: &dyn Reporter,
+) -> Result<Option<PreparedImage>> {
+    if !cfg!(target_os = "linux")
+        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return Ok(None);
+    }
+    let Some((host_uid, host_gid)) = host_ids() else {
+        return Ok(None);
+    };
+    let text = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let image_user = image.info.user.clone().unwrap_or_default();
+    let remote_user = text("remoteUser")
+        .or_else(|| text("containerUser"))
+        .unwrap_or_else(|| image_user.clone());
+    let input = crate::build::UidInput {
+        image: image.reference.clone(),
+        image_id: image.info.id.clone(),
+        image_user,
+        remote_user,
+        host_uid,
+        host_gid,
+    };
+    Ok(crate::build::ensure_uid_image(engine, &input, reporter)
+        .await?
+        .map(|built| PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        }))
+}
+
+/// The real uid and gid of this process (Linux `/proc/self/status`).
+fn host_ids() -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u32> {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    Some((field("Uid:")?, field("Gid:")?))
 }
 
 /// Whether the configuration lists any Feature.
