@@ -74,3 +74,5 @@ pub fn assert_failed(out: &Output) -> String {
     assert!(!stderr.contains("panicked"), "devcell panicked: {stderr}");
     stderr
 }
+
+pub mod engine;
