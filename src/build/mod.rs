@@ -10,9 +10,9 @@
 //!   [`dockerfile`]: safe Dockerfile and shell words.
 //!
 //! Everything here is pure apart from reading Feature folders and writing the temporary build
-//! context; [`image`] hands the context to the engine. No secret goes into a build: the label holds the
-//! unsubstituted `devcontainer.json` entry, and `devcontainer.json`'s `containerEnv` is applied
-//! when the container is created, not baked into the image (spec-note 0122).
+//! context; [`image`] hands the context to the engine. No secret goes into a build: the label
+//! holds the unsubstituted `devcontainer.json` entry, and `devcontainer.json`'s `containerEnv`
+//! is applied when the container is created, not baked into the image (spec-note 0122).
 
 pub mod cache_key;
 pub mod dockerfile;

@@ -29,7 +29,7 @@ pub enum Command {
     RunUserCommands(RunUserCommandsArgs),
     /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
     Down(DownArgs),
-    /// Feature tools: package, publish.
+    /// Feature tools: package, publish, resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),
 }
@@ -41,6 +41,20 @@ pub enum FeaturesCommand {
     Package(FeaturesPackageArgs),
     /// Package and publish Features to an OCI registry.
     Publish(FeaturesPublishArgs),
+    /// Print the install order of the configuration's Features as JSON
+    /// (`{"installOrder": [{"id": …, "options": …}]}`).
+    ResolveDependencies(FeaturesResolveDependenciesArgs),
+}
+
+/// `devcell features resolve-dependencies`.
+#[derive(Debug, Args)]
+pub struct FeaturesResolveDependenciesArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// `devcell features package`.

@@ -30,6 +30,9 @@ pub fn main() -> ExitCode {
         Command::Features(args::FeaturesCommand::Publish(args)) => {
             commands::features_publish::run(args)
         }
+        Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
+            commands::features_resolve_dependencies::run(args)
+        }
     };
     match result {
         Ok(code) => code,

@@ -137,7 +137,8 @@ impl Hint for HandoffError {
                 (!hint.is_empty()).then_some(hint)
             }
             HandoffError::Build(e) => e.hint(),
-            HandoffError::Feature(_) | HandoffError::Fetch(_) => None,
+            HandoffError::Feature(e) => e.hint(),
+            HandoffError::Fetch(_) => None,
             HandoffError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }

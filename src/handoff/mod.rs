@@ -1,14 +1,20 @@
 //! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`). Library
 //! code never prints: results are values, progress goes to a `progress::Reporter`.
 
+pub mod agents_md;
 pub mod container;
+pub mod context;
 pub mod down;
+pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod features;
 pub mod read_configuration;
+pub mod resolve_dependencies;
+pub mod state;
 pub mod up;
+pub mod workspace;
 
 pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};

@@ -4,6 +4,8 @@ mod audit;
 mod build;
 mod config;
 mod engine;
+mod features;
+mod handoff;
 mod lifecycle;
 mod oci;
 mod security;

@@ -5,6 +5,7 @@ pub mod down;
 pub mod exec;
 pub mod features_package;
 pub mod features_publish;
+pub mod features_resolve_dependencies;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod up;
