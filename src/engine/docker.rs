@@ -669,6 +669,20 @@ impl Engine for DockerEngine {
         }))
     }
 
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
+        match self.docker.inspect_container(id, None).await {
+            Ok(c) => serde_json::to_value(c)
+                .map(Some)
+                .map_err(|e| EngineError::Api {
+                    operation: "inspect container",
+                    subject: id.to_string(),
+                    source: bollard::errors::Error::JsonSerdeError { err: e },
+                }),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(Self::api("inspect container", id)(e)),
+        }
+    }
+
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let options = DownloadFromContainerOptions {
             path: path.to_string(),

@@ -82,6 +82,11 @@ pub trait Engine: Send + Sync {
     /// Inspects a container; `Ok(None)` when it does not exist.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>>;
 
+    /// The engine's own `docker inspect` JSON of a container (the Engine API
+    /// `ContainerInspect` shape, PascalCase keys), for consumers that read it whole (the
+    /// isolation audit); `Ok(None)` when it does not exist.
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
+
     /// Runs a command in a running container and waits for it; returns its exit code (and the
     /// output, with [`ExecOutput::Collect`]).
     async fn exec(
