@@ -124,6 +124,79 @@ mod tests {
         assert_eq!(o.container_user, Some(Source::DevcontainerJson));
     }
 
+    /// The three refusals, from metadata as `up` sees it: a config asking for
+    /// privileged, a Feature asking for a capability, an image label asking for a socket mount.
+    #[test]
+    fn refusals_name_config_feature_and_image_label() {
+        use crate::engine::run_args::parse_mount;
+        use crate::engine::{ContainerSpec, Mount, MountKind};
+        use crate::security::{
+            Grants, Permission, PolicyInput, RequestStatus, SecurityError, SecurityProfile, apply,
+        };
+        let socket = "source=/var/run/docker.sock,target=/var/run/docker-host.sock,type=bind";
+        let base = [json!({ "mounts": [socket] })];
+        let features = [json!({"id": "ghcr.io/x/debugger:1", "capAdd": ["SYS_PTRACE"]})];
+        let config = json!({"privileged": true});
+        let spec = ContainerSpec {
+            image: "img".into(),
+            privileged: true,
+            cap_add: vec!["SYS_PTRACE".into()],
+            mounts: vec![
+                Mount {
+                    kind: MountKind::Bind,
+                    source: Some("/ws".into()),
+                    target: "/workspaces/ws".into(),
+                    read_only: false,
+                },
+                parse_mount(socket).unwrap(),
+            ],
+            ..ContainerSpec::default()
+        };
+        let input = PolicyInput {
+            spec,
+            origins: origins_from_metadata(&base, &features, &config),
+            remote_user: Some("vscode".into()),
+            workspace: "/ws".into(),
+            ..PolicyInput::default()
+        };
+        let err = apply(&SecurityProfile::default(), &input, &Grants::default()).unwrap_err();
+        let SecurityError::Refused { requests, .. } = &err else {
+            panic!("{err}");
+        };
+        let got: Vec<_> = requests
+            .iter()
+            .map(|r| (r.permission.clone(), r.source.clone(), r.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Permission::Privileged,
+                    Source::DevcontainerJson,
+                    RequestStatus::Refused
+                ),
+                (
+                    Permission::Capability("SYS_PTRACE".into()),
+                    Source::Feature("ghcr.io/x/debugger:1".into()),
+                    RequestStatus::Refused
+                ),
+                (
+                    Permission::EngineSocket("/var/run/docker.sock".into()),
+                    Source::ImageMetadata,
+                    RequestStatus::Forbidden
+                ),
+            ]
+        );
+        let text = err.to_string();
+        for needle in [
+            "privileged mode (from devcontainer.json), grant with `--allow privileged`",
+            "capability `SYS_PTRACE` (from Feature `ghcr.io/x/debugger:1`), grant with `--allow cap:SYS_PTRACE`",
+            "`/var/run/docker.sock` (from image label `devcontainer.metadata`), never allowed",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in {text}");
+        }
+    }
+
     #[test]
     fn plain_config_attributes_nothing_else() {
         let o = origins_from_metadata(&[], &[], &json!({"image": "x"}));
