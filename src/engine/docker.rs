@@ -848,12 +848,25 @@ impl Engine for DockerEngine {
         {
             return Err(io_err(e));
         }
-        let inspect = self
-            .docker
-            .inspect_exec(&created.id)
-            .await
-            .map_err(Self::api("inspect exec", id))?;
-        result.exit_code = inspect.exit_code.unwrap_or(-1);
+        // The output stream can end a moment before the engine records the exit code.
+        for attempt in 0.. {
+            let inspect = self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .map_err(Self::api("inspect exec", id))?;
+            match inspect.exit_code {
+                Some(code) if inspect.running != Some(true) => {
+                    result.exit_code = code;
+                    break;
+                }
+                _ if attempt >= 200 => {
+                    result.exit_code = inspect.exit_code.unwrap_or(-1);
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
         Ok(result)
     }
 }
