@@ -39,6 +39,18 @@ pub struct DockerEngine {
     podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
+/// Whether the request failed to reach the engine at all.
+fn is_connection_error(e: &bollard::errors::Error) -> bool {
+    use bollard::errors::Error as E;
+    matches!(
+        e,
+        E::IOError { .. }
+            | E::HyperLegacyError { .. }
+            | E::SocketNotFoundError(_)
+            | E::RequestTimeoutError
+    )
+}
+
 fn is_not_found(e: &bollard::errors::Error) -> bool {
     matches!(
         e,
@@ -108,15 +120,25 @@ impl DockerEngine {
         self.host.strip_prefix("unix://")
     }
 
+    /// Maps a failed request: a lost connection (the engine stopped mid-way) is
+    /// [`EngineError::NotRunning`], anything else [`EngineError::Api`].
     fn api(
+        &self,
         operation: &'static str,
         subject: &str,
     ) -> impl FnOnce(bollard::errors::Error) -> EngineError {
         let subject = subject.to_string();
-        move |source| EngineError::Api {
-            operation,
-            subject,
-            source,
+        let host = self.host.clone();
+        move |source| {
+            if is_connection_error(&source) {
+                EngineError::NotRunning { host, source }
+            } else {
+                EngineError::Api {
+                    operation,
+                    subject,
+                    source,
+                }
+            }
         }
     }
 }
@@ -333,7 +355,7 @@ impl Engine for DockerEngine {
         let image = match self.docker.inspect_image(reference).await {
             Ok(i) => i,
             Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(Self::api("inspect image", reference)(e)),
+            Err(e) => return Err(self.api("inspect image", reference)(e)),
         };
         let config = image.config.unwrap_or_default();
         Ok(Some(ImageInfo {
@@ -360,9 +382,18 @@ impl Engine for DockerEngine {
         let mut stream = self.docker.create_image(Some(options), None, credentials);
         let mut last = String::new();
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|source| EngineError::Pull {
-                reference: reference.to_string(),
-                source,
+            let info = item.map_err(|source| {
+                if is_connection_error(&source) {
+                    EngineError::NotRunning {
+                        host: self.host.clone(),
+                        source,
+                    }
+                } else {
+                    EngineError::Pull {
+                        reference: reference.to_string(),
+                        source,
+                    }
+                }
             })?;
             if let Some(status) = info.status {
                 let line = match info.id {
@@ -459,7 +490,7 @@ impl Engine for DockerEngine {
                 Err(bollard::errors::Error::DockerStreamError { error }) => {
                     return Err(EngineError::Build { message: error });
                 }
-                Err(e) => return Err(Self::api("build image", &subject)(e)),
+                Err(e) => return Err(self.api("build image", &subject)(e)),
             };
             if let Some(text) = info.stream {
                 drain_lines(&mut pending, &text, |l| reporter.report(Event::Output(l)));
@@ -509,7 +540,7 @@ impl Engine for DockerEngine {
                 }),
             )
             .await
-            .map_err(Self::api("tag image", source))
+            .map_err(self.api("tag image", source))
     }
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String> {
@@ -532,7 +563,7 @@ impl Engine for DockerEngine {
             .docker
             .create_container(Some(options), body)
             .await
-            .map_err(Self::api("create container", &subject))?;
+            .map_err(self.api("create container", &subject))?;
         Ok(created.id)
     }
 
@@ -543,7 +574,7 @@ impl Engine for DockerEngine {
                 status_code: 304, ..
             }) => Ok(()),
             Err(e) if is_not_found(&e) => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-            Err(e) => Err(Self::api("start container", id)(e)),
+            Err(e) => Err(self.api("start container", id)(e)),
         }
     }
 
@@ -558,7 +589,7 @@ impl Engine for DockerEngine {
                 status_code: 304, ..
             }) => Ok(()),
             Err(e) if is_not_found(&e) => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-            Err(e) => Err(Self::api("stop container", id)(e)),
+            Err(e) => Err(self.api("stop container", id)(e)),
         }
     }
 
@@ -571,7 +602,7 @@ impl Engine for DockerEngine {
         match self.docker.remove_container(id, Some(options)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Self::api("remove container", id)(e)),
+            Err(e) => Err(self.api("remove container", id)(e)),
         }
     }
 
@@ -597,7 +628,7 @@ impl Engine for DockerEngine {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(Self::api("list containers", &subject))?;
+            .map_err(self.api("list containers", &subject))?;
         Ok(list
             .into_iter()
             .map(|c| ContainerSummary {
@@ -619,7 +650,7 @@ impl Engine for DockerEngine {
         let c = match self.docker.inspect_container(id, None).await {
             Ok(c) => c,
             Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(Self::api("inspect container", id)(e)),
+            Err(e) => return Err(self.api("inspect container", id)(e)),
         };
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
@@ -679,7 +710,7 @@ impl Engine for DockerEngine {
                     source: bollard::errors::Error::JsonSerdeError { err: e },
                 }),
             Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(Self::api("inspect container", id)(e)),
+            Err(e) => Err(self.api("inspect container", id)(e)),
         }
     }
 
@@ -699,7 +730,7 @@ impl Engine for DockerEngine {
                         None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
                     };
                 }
-                Err(e) => return Err(Self::api("read file", &format!("{id}:{path}"))(e)),
+                Err(e) => return Err(self.api("read file", &format!("{id}:{path}"))(e)),
             }
         }
         let io = |source| EngineError::ExecIo {
@@ -750,7 +781,7 @@ impl Engine for DockerEngine {
             Err(e) if is_not_found(&e) => {
                 return Err(EngineError::NoSuchContainer { id: id.to_string() });
             }
-            Err(e) => return Err(Self::api("create exec", id)(e)),
+            Err(e) => return Err(self.api("create exec", id)(e)),
         };
         let started = self
             .docker
@@ -763,7 +794,7 @@ impl Engine for DockerEngine {
                 }),
             )
             .await
-            .map_err(Self::api("start exec", id))?;
+            .map_err(self.api("start exec", id))?;
         let StartExecResults::Attached {
             output: mut stream,
             input: mut stdin,
@@ -797,7 +828,7 @@ impl Engine for DockerEngine {
             let mut pending_err = String::new();
             let mut sink = output;
             while let Some(item) = stream.next().await {
-                let item = item.map_err(Self::api("exec output", id))?;
+                let item = item.map_err(self.api("exec output", id))?;
                 let (is_err, bytes) = match item {
                     LogOutput::StdErr { message } => (true, message),
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
@@ -854,7 +885,7 @@ impl Engine for DockerEngine {
                 .docker
                 .inspect_exec(&created.id)
                 .await
-                .map_err(Self::api("inspect exec", id))?;
+                .map_err(self.api("inspect exec", id))?;
             match inspect.exit_code {
                 Some(code) if inspect.running != Some(true) => {
                     result.exit_code = code;
@@ -902,6 +933,19 @@ mod tests {
             split_reference("x/y:1@sha256:abc"),
             ("x/y".into(), "sha256:abc".into())
         );
+    }
+
+    #[test]
+    fn lost_connections_are_not_running_errors() {
+        let io = bollard::errors::Error::IOError {
+            err: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert!(is_connection_error(&io));
+        let server = bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message: "boom".into(),
+        };
+        assert!(!is_connection_error(&server));
     }
 
     #[test]
