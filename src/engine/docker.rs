@@ -351,6 +351,24 @@ impl Engine for DockerEngine {
         })
     }
 
+    async fn info(&self) -> Result<EngineInfo> {
+        let i = self
+            .docker
+            .info()
+            .await
+            .map_err(self.api("info", &self.host))?;
+        let mut runtimes: Vec<String> = i.runtimes.unwrap_or_default().into_keys().collect();
+        runtimes.sort();
+        Ok(EngineInfo {
+            cpus: i.ncpu.unwrap_or(0),
+            memory_bytes: i.mem_total.unwrap_or(0),
+            storage_driver: i.driver.unwrap_or_default(),
+            runtimes,
+            security_options: i.security_options.unwrap_or_default(),
+            cgroup_version: i.cgroup_version.map(|v| v.to_string()).unwrap_or_default(),
+        })
+    }
+
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>> {
         let image = match self.docker.inspect_image(reference).await {
             Ok(i) => i,

@@ -74,6 +74,14 @@ async fn version_and_image_inspect() {
     };
     let v = e.version().await.unwrap();
     assert!(!v.version.is_empty() && !v.api_version.is_empty(), "{v:?}");
+    let info = e.info().await.unwrap();
+    assert!(info.cpus >= 1 && info.memory_bytes > 0, "{info:?}");
+    assert!(
+        info.runtimes
+            .iter()
+            .any(|r| r.contains("runc") || r.contains("crun")),
+        "{info:?}"
+    );
     let img = e.inspect_image(BUSYBOX).await.unwrap().unwrap();
     assert!(img.id.starts_with("sha256:"), "{img:?}");
     assert!(img.repo_tags.iter().any(|t| t.ends_with(BUSYBOX)));
