@@ -74,6 +74,10 @@ async fn version_and_image_inspect() {
     };
     let v = e.version().await.unwrap();
     assert!(!v.version.is_empty() && !v.api_version.is_empty(), "{v:?}");
+    // The fast path speaks 1.41; negotiation through `/version` reaches the same engine.
+    assert_eq!(e.api_version(), "1.41");
+    let negotiated = DockerEngine::connect_negotiated(e.host()).await.unwrap();
+    assert_eq!(negotiated.version().await.unwrap().version, v.version);
     let info = e.info().await.unwrap();
     assert!(info.cpus >= 1 && info.memory_bytes > 0, "{info:?}");
     assert!(
