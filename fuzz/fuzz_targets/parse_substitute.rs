@@ -1,11 +1,11 @@
 //! Fuzz target: arbitrary bytes as a devcontainer.json → parse → validate → substitute and
-//! compute the workspace → migrate. Must never panic or overflow the stack; errors are fine.
+//! compute the workspace → migrate → metadata merge. Must never panic or overflow the stack; errors are fine.
 #![no_main]
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use devcell::config::{jsonc, model, workspace};
+use devcell::config::{jsonc, metadata, model, workspace};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -36,5 +36,7 @@ fuzz_target!(|data: &[u8]| {
         if let serde_json::Value::Object(map) = &mut value {
             model::migrate_legacy(map);
         }
+        let entries = [metadata::config_entry(&value)];
+        let _ = metadata::merge_configuration(&value, &entries);
     }
 });

@@ -21,6 +21,28 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
+    /// Feature tools: resolve-dependencies.
+    #[command(subcommand)]
+    Features(FeaturesCommand),
+}
+
+/// `devcell features …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FeaturesCommand {
+    /// Print the install order of the configuration's Features as JSON
+    /// (`{"installOrder": [{"id": …, "options": …}]}`).
+    ResolveDependencies(FeaturesResolveDependenciesArgs),
+}
+
+/// `devcell features resolve-dependencies`.
+#[derive(Debug, Args)]
+pub struct FeaturesResolveDependenciesArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// Flags shared by every command that locates a workspace and its config.
@@ -32,8 +54,15 @@ pub struct WorkspaceArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Mount the git root of the workspace folder rather than the folder itself.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// Mount the git root of the workspace folder rather than the folder itself
+    /// (`--mount-workspace-git-root`, `--mount-workspace-git-root true|false`; default true).
+    #[arg(
+        long,
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub mount_workspace_git_root: bool,
 }
 

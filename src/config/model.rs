@@ -23,8 +23,8 @@ use crate::config::error::{ConfigError, Result};
 use crate::config::jsonc::{Document, JsonPath};
 use crate::diagnostics::Warning;
 
-/// Where the container comes from ([spec: image, Dockerfile and Compose kinds]
-/// (https://containers.dev/implementors/json_reference/#image-specific)).
+/// Where the container comes from
+/// ([spec: image, Dockerfile and Compose kinds](https://containers.dev/implementors/json_reference/#image-specific)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigKind {
     /// `image`.
@@ -37,8 +37,8 @@ pub enum ConfigKind {
     None,
 }
 
-/// A lifecycle hook command ([spec: lifecycle scripts]
-/// (https://containers.dev/implementors/json_reference/#lifecycle-scripts)).
+/// A lifecycle hook command
+/// ([spec: lifecycle scripts](https://containers.dev/implementors/json_reference/#lifecycle-scripts)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LifecycleCommand {
     /// Run with `/bin/sh -c`.
@@ -974,6 +974,29 @@ fn check_kind(ck: &Checker<'_>, obj: &Map<String, Value>, c: &DevContainerConfig
             Some("an image config uses `image`; a Dockerfile config uses `build.dockerfile`; remove one"),
         ));
     }
+    if let Some(action) = &c.shutdown_action {
+        let compose = c.docker_compose_file.is_some();
+        let wrong = if compose {
+            "stopContainer"
+        } else {
+            "stopCompose"
+        };
+        if action == wrong {
+            let (kind, allowed) = if compose {
+                ("a compose config", "\"none\" or \"stopCompose\"")
+            } else {
+                (
+                    "an image or Dockerfile config",
+                    "\"none\" or \"stopContainer\"",
+                )
+            };
+            return Err(ck.invalid(
+                &root.key("shutdownAction"),
+                format!("expected {allowed} for {kind}, found \"{action}\""),
+                None,
+            ));
+        }
+    }
     if c.docker_compose_file.is_some() {
         if c.service.is_none() {
             return Err(ck.invalid(
@@ -1162,6 +1185,19 @@ mod tests {
         assert_eq!(
             err("{\"image\": \"a\",\n \"build\": {\"dockerfile\": \"D\"}}"),
             "2:26: build.dockerfile: expected either `image` or `build.dockerfile`, found both"
+        );
+    }
+
+    #[test]
+    fn validate_shutdown_action_matches_kind() {
+        assert!(check(r#"{"image": "a", "shutdownAction": "stopContainer"}"#).is_ok());
+        assert_eq!(
+            err(r#"{"image": "a", "shutdownAction": "stopCompose"}"#),
+            "1:34: shutdownAction: expected \"none\" or \"stopContainer\" for an image or Dockerfile config, found \"stopCompose\""
+        );
+        assert!(
+            check(r#"{"dockerComposeFile": "c", "service": "s", "shutdownAction": "stopCompose"}"#)
+                .is_ok()
         );
     }
 

@@ -1,2 +1,21 @@
-//! L1: Feature references → ordered, fetched, validated Features
+//! L1: Feature references → ordered, validated Features
 //! ([spec: Features](https://containers.dev/implementors/features/)).
+//!
+//! - [`reference`](mod@reference): the keys of `features` / `dependsOn` ([`FeatureRef`]).
+//! - [`metadata`]: the `devcontainer-feature.json` model ([`FeatureMetadata`]).
+//! - [`options`]: user options validated against a Feature's options; env files.
+//! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
+//! - [`local`]: local Feature folders (`./name`).
+//! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
+
+pub mod error;
+pub mod local;
+pub mod lockfile;
+pub mod metadata;
+pub mod options;
+pub mod order;
+pub mod reference;
+
+pub use error::{FeatureError, Result};
+pub use metadata::FeatureMetadata;
+pub use reference::FeatureRef;

@@ -92,7 +92,7 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
     if let Value::Object(c) = &mut shown {
         c.insert("configFilePath".into(), file_uri(&config_file));
     }
-    output.insert("configuration".into(), shown);
+    output.insert("configuration".into(), shown.clone());
     let mut ws = Map::new();
     ws.insert(
         "workspaceFolder".into(),
@@ -109,9 +109,16 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
         );
     }
     if opts.include_merged_configuration {
-        let mut entries = local_feature_entries(&typed, &config_file, &mut warnings);
-        entries.push(interim::config_entry(&value));
-        output.insert("mergedConfiguration".into(), interim::merge(&entries));
+        let features = local_feature_entries(&typed, &config_file, &mut warnings);
+        let entries = config::metadata::collect_entries(
+            &[],
+            &features,
+            &config::metadata::config_entry(&value),
+        );
+        output.insert(
+            "mergedConfiguration".into(),
+            config::metadata::merge_configuration(&shown, &entries),
+        );
     }
     Ok(ReadConfiguration {
         output: Value::Object(output),
@@ -153,11 +160,12 @@ pub fn file_uri(path: &Path) -> Value {
     json!({"$mid": 1, "fsPath": p, "path": p, "scheme": "vscode-fileHost"})
 }
 
-/// How a `features` key refers to a Feature ([spec: referencing Features]
-/// (https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
+/// How a `features` key refers to a Feature
+/// ([spec: referencing Features](https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
 fn feature_source(key: &str, config_dir: &Path) -> Value {
     if key.starts_with("./") || key.starts_with("../") || key.starts_with('/') {
-        let resolved = config_dir.join(key);
+        // `components()` drops `.` segments: `/w/.devcontainer/./a` → `/w/.devcontainer/a`.
+        let resolved: PathBuf = config_dir.join(key).components().collect();
         json!({"type": "file-path", "userFeatureId": key, "resolvedFilePath": resolved.to_string_lossy()})
     } else if key.starts_with("https://") || key.starts_with("http://") {
         json!({"type": "direct-tarball", "userFeatureId": key, "tarballUri": key})
@@ -225,64 +233,33 @@ fn local_feature_entries(
     config_file: &Path,
     warnings: &mut Vec<Warning>,
 ) -> Vec<Value> {
-    const PICK: [&str; 13] = [
-        "init",
-        "privileged",
-        "capAdd",
-        "securityOpt",
-        "entrypoint",
-        "mounts",
-        "customizations",
-        "onCreateCommand",
-        "updateContentCommand",
-        "postCreateCommand",
-        "postStartCommand",
-        "postAttachCommand",
-        "containerEnv",
-    ];
     let dir = config_file.parent().unwrap_or(Path::new("/"));
     let mut out = Vec::new();
     for key in config.features.keys() {
         if !(key.starts_with("./") || key.starts_with("../")) {
             continue;
         }
-        let file = dir.join(key).join("devcontainer-feature.json");
+        let file: PathBuf = dir
+            .join(key)
+            .join("devcontainer-feature.json")
+            .components()
+            .collect();
         match jsonc::read(&file) {
-            Ok(doc) => {
-                let mut entry = Map::new();
-                entry.insert("id".into(), json!(key));
-                if let Value::Object(obj) = &doc.value {
-                    for k in PICK {
-                        if k == "containerEnv" {
-                            continue; // baked into the image as ENV, not metadata
-                        }
-                        if let Some(v) = obj.get(k) {
-                            entry.insert(k.into(), v.clone());
-                        }
-                    }
-                }
-                out.push(Value::Object(entry));
-            }
+            Ok(doc) => out.push(config::metadata::feature_entry(key, &doc.value)),
             Err(e) => warnings.push(Warning {
                 location: None,
-                message: format!("local Feature `{key}` skipped in the merged configuration: {e}"),
+                message: match std::error::Error::source(&e) {
+                    Some(cause) => format!(
+                        "local Feature `{key}` skipped in the merged configuration: {e}: {cause}"
+                    ),
+                    None => {
+                        format!("local Feature `{key}` skipped in the merged configuration: {e}")
+                    }
+                },
             }),
         }
     }
     out
-}
-
-/// Thin stand-in for `config::metadata` until branch `config-vars` (which owns it) has it.
-mod interim {
-    use serde_json::Value;
-
-    pub fn config_entry(config: &Value) -> Value {
-        config.clone()
-    }
-
-    pub fn merge(entries: &[Value]) -> Value {
-        entries.last().cloned().unwrap_or(Value::Null)
-    }
 }
 
 #[cfg(test)]

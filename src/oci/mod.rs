@@ -1,1 +1,3 @@
 //! L1: OCI registries, the content-addressed cache, and safe archive extraction.
+
+pub mod extract;

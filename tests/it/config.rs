@@ -73,6 +73,7 @@ bad_cases! {
     bad_root_array => "root-array",
     bad_root_string => "root-string",
     bad_run_args_string => "run-args-string",
+    bad_shutdown_action_wrong_kind => "shutdown-action-wrong-kind",
     bad_substitution_local_env_without_name => "substitution-local-env-without-name",
     bad_syntax_double_comma => "syntax-double-comma",
     bad_syntax_hex_number => "syntax-hex-number",
@@ -421,7 +422,12 @@ fn merged_configuration_is_included_on_request() {
         &ws,
         &["--include-merged-configuration"],
     ));
-    assert!(v["mergedConfiguration"].is_object(), "{v}");
+    let merged = &v["mergedConfiguration"];
+    // The local Feature's metadata is merged before the devcontainer.json entry.
+    assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]), "{v}");
+    assert_eq!(merged["postCreateCommands"], json!(["echo feature"]), "{v}");
+    assert_eq!(merged["image"], "debian");
+    assert!(merged["configFilePath"]["path"].is_string());
     let plain = stdout_json(&read_configuration(&ws, &[]));
     assert!(plain.get("mergedConfiguration").is_none());
     assert!(plain.get("featuresConfiguration").is_none());
@@ -441,5 +447,149 @@ fn workspace_folder_defaults_to_the_current_directory() {
             .as_str()
             .unwrap()
             .ends_with("kind-image/.devcontainer/devcontainer.json")
+    );
+}
+
+/// `--mount-workspace-git-root` (default true) mounts the git root and opens the sub-folder;
+/// `--mount-workspace-git-root false` mounts the folder itself. The flag also takes no value.
+#[test]
+fn mount_workspace_git_root_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let sub = repo.join("sub");
+    std::fs::create_dir_all(sub.join(".devcontainer")).unwrap();
+    std::fs::write(
+        sub.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian"}"#,
+    )
+    .unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .status()
+        .expect("git is installed");
+    assert!(git.success());
+
+    for extra in [
+        &[][..],
+        &["--mount-workspace-git-root"][..],
+        &["--mount-workspace-git-root", "true"][..],
+    ] {
+        let v = stdout_json(&read_configuration(&sub, extra));
+        assert_eq!(
+            v["workspace"]["workspaceFolder"], "/workspaces/repo/sub",
+            "{extra:?}"
+        );
+        assert_eq!(
+            v["workspace"]["workspaceMount"],
+            format!(
+                "type=bind,source={},target=/workspaces/repo",
+                repo.display()
+            ),
+            "{extra:?}"
+        );
+    }
+    let v = stdout_json(&read_configuration(
+        &sub,
+        &["--mount-workspace-git-root", "false"],
+    ));
+    assert_eq!(v["workspace"]["workspaceFolder"], "/workspaces/sub");
+    assert_eq!(
+        v["workspace"]["workspaceMount"],
+        format!("type=bind,source={},target=/workspaces/sub", sub.display())
+    );
+}
+
+/// A bounded, fixed-seed randomized test (runs in every `cargo test`, next to the cargo-fuzz
+/// target in `fuzz/`): mutations of every corpus config must parse, validate and substitute
+/// without a panic; errors are fine.
+#[test]
+fn randomized_mutations_of_corpus_configs_never_panic() {
+    use devcell::config::workspace;
+    let mut files = Vec::new();
+    for case in std::fs::read_dir(crate::support::repo().join("tests/corpus")).unwrap() {
+        let ws = case.unwrap().path().join("ws");
+        files.extend(devcell::config::discover::list(&ws));
+    }
+    assert!(files.len() >= 60, "corpus configs found: {}", files.len());
+    let mut seed: u64 = 0x5eed_d0c5;
+    let mut next = move || {
+        // xorshift64*
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    const PIECES: [&str; 12] = [
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "${localEnv:",
+        "${",
+        "//",
+        "/*",
+        "\\",
+    ];
+    let mut parsed = 0;
+    for round in 0..1500 {
+        let file = &files[round % files.len()];
+        let mut bytes = std::fs::read(file).unwrap();
+        for _ in 0..(1 + next() % 4) {
+            let at = (next() as usize) % (bytes.len() + 1);
+            match next() % 3 {
+                0 if !bytes.is_empty() => {
+                    let end = (at + (next() % 8) as usize).min(bytes.len());
+                    bytes.drain(at.min(end)..end);
+                }
+                1 => {
+                    let piece = PIECES[(next() as usize) % PIECES.len()];
+                    bytes.splice(at..at, piece.bytes());
+                }
+                _ => {
+                    if let Some(b) = bytes.get_mut(at) {
+                        *b = (next() % 128) as u8;
+                    }
+                }
+            }
+        }
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let Ok(doc) = jsonc::parse(file, &text) else {
+            continue;
+        };
+        parsed += 1;
+        if model::validate(&doc).is_err() {
+            continue;
+        }
+        let mut value = doc.value.clone();
+        let opts = workspace::ResolveOptions {
+            workspace_folder: "/w/ws".into(),
+            config_file: file.clone(),
+            mount_workspace_git_root: false,
+            env: Default::default(),
+        };
+        if workspace::resolve(&mut value, &opts).is_ok() {
+            let _ = model::validate_value(&doc, &value);
+        }
+    }
+    assert!(parsed > 100, "some mutations still parse: {parsed}");
+}
+
+#[test]
+fn bad_workspace_folder_that_does_not_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let stderr = assert_failed(&read_configuration(&missing, &[]));
+    assert_eq!(
+        stderr,
+        format!(
+            "error: workspace folder `{}` is not a directory\n\nhint: pass an existing folder with `--workspace-folder`\n",
+            missing.display()
+        )
     );
 }

@@ -3,6 +3,8 @@
 mod audit;
 mod config;
 mod engine;
+mod features;
+mod handoff;
 mod lifecycle;
 mod security;
 mod support;

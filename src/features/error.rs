@@ -1,0 +1,123 @@
+//! Errors of the `features` layer.
+
+use std::path::PathBuf;
+
+/// `Result` with [`FeatureError`].
+pub type Result<T, E = FeatureError> = std::result::Result<T, E>;
+
+/// An error resolving, validating or ordering Features
+/// ([spec: Features](https://containers.dev/implementors/features/)).
+#[derive(Debug, thiserror::Error)]
+pub enum FeatureError {
+    /// A key of `features` / `dependsOn` is not a valid Feature reference (spec-distilled §4.3).
+    #[error("invalid Feature reference `{reference}`: {message}")]
+    InvalidReference {
+        /// The reference as written.
+        reference: String,
+        /// What is wrong with it.
+        message: String,
+        /// What the user probably meant, if known.
+        hint: Option<String>,
+    },
+    /// A `devcontainer-feature.json` does not parse or violates the schema.
+    #[error("invalid Feature metadata in `{}{}`: {message}", file.display(), location_suffix(*line, *column))]
+    InvalidMetadata {
+        /// The file (or a description such as `manifest annotation`).
+        file: PathBuf,
+        /// 1-based line, 0 when unknown.
+        line: usize,
+        /// 1-based column, 0 when unknown.
+        column: usize,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// A user-provided option value is not acceptable for the Feature's declared option.
+    #[error("Feature `{feature}`: option `{option}`: {message}")]
+    InvalidOption {
+        /// The Feature reference as written.
+        feature: String,
+        /// The option id.
+        option: String,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// A Feature value in `features` / `dependsOn` has the wrong JSON type.
+    #[error("Feature `{feature}`: {message}")]
+    InvalidValue {
+        /// The Feature reference as written.
+        feature: String,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// The dependency graph cannot be ordered: a cycle through `dependsOn` / `installsAfter`.
+    #[error("circular Feature dependency: {}", cycle.join(" -> "))]
+    Cycle {
+        /// The Features in the cycle, in edge order, the first repeated at the end.
+        cycle: Vec<String>,
+    },
+    /// `overrideFeatureInstallOrder` holds an entry that is not a Feature resource.
+    #[error("invalid `overrideFeatureInstallOrder` entry `{entry}`: {message}")]
+    InvalidOverride {
+        /// The entry as written.
+        entry: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Resolving one Feature (fetching its metadata) failed.
+    #[error("cannot resolve Feature `{feature}`")]
+    Resolve {
+        /// The Feature reference as written.
+        feature: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The lockfile does not parse, does not match, or would change in frozen mode.
+    #[error("lockfile `{}`: {message}", path.display())]
+    Lockfile {
+        /// The lockfile path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value cannot be written to an env file (it contains a NUL byte).
+    #[error("cannot write `{name}` to an env file: {message}")]
+    EnvValue {
+        /// The variable name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("cannot access `{}`", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn location_suffix(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
+}
+
+impl crate::diagnostics::Hint for FeatureError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            FeatureError::InvalidReference { hint, .. } => hint.clone(),
+            FeatureError::Cycle { .. } => Some(
+                "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),
+            ),
+            FeatureError::Lockfile { .. } => Some(
+                "delete `devcontainer-lock.json` to re-resolve, or run without `--frozen-lockfile`".into(),
+            ),
+            _ => None,
+        }
+    }
+}
