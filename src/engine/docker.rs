@@ -69,6 +69,18 @@ pub struct DockerEngine {
     podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
+/// Runs blocking file or process work off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| EngineError::BuildContext {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
+}
+
 /// Whether the request failed to reach the engine at all.
 fn is_connection_error(e: &bollard::errors::Error) -> bool {
     use bollard::errors::Error as E;
@@ -437,7 +449,9 @@ impl Engine for DockerEngine {
     }
 
     async fn pull_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
-        let credentials = credentials_for(reference)?;
+        // Credential helpers are processes and the config a file: off the async workers.
+        let owned = reference.to_string();
+        let credentials = blocking(move || credentials_for(&owned)).await?;
         let (repository, tag) = split_reference(reference);
         let options = CreateImageOptions {
             from_image: Some(repository),
@@ -480,7 +494,8 @@ impl Engine for DockerEngine {
         request: &BuildRequest,
         reporter: &dyn Reporter,
     ) -> Result<ImageInfo> {
-        let packed = context::pack(&request.context, &request.dockerfile)?;
+        let (context_dir, dockerfile) = (request.context.clone(), request.dockerfile.clone());
+        let packed = blocking(move || context::pack(&context_dir, &dockerfile)).await?;
         let options = BuildImageOptions {
             dockerfile: packed.dockerfile.clone(),
             t: request.tags.first().cloned(),
