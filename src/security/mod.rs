@@ -8,11 +8,13 @@
 
 pub mod audit;
 pub mod error;
+pub mod origins;
 pub mod policy;
 pub mod probe;
 pub mod profile;
 
 pub use error::{PolicyError, Result, SecurityError};
+pub use origins::origins_from_metadata;
 pub use policy::{
     Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
     apply,
