@@ -19,6 +19,15 @@ fn corpus_config() -> (PathBuf, String) {
 
 fn bench(c: &mut Criterion) {
     let (file, text) = corpus_config();
+    // The `jsonc-parser` AST alone, to see devcell's own share of `parse`.
+    c.bench_function("jsonc_parser_ast", |b| {
+        b.iter(|| {
+            jsonc_parser::parse_to_ast(black_box(&text), &Default::default(), &Default::default())
+                .expect("parses")
+                .value
+                .is_some()
+        })
+    });
     c.bench_function("parse", |b| {
         b.iter(|| jsonc::parse(black_box(&file), black_box(&text)).expect("parses"))
     });

@@ -21,7 +21,7 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
-    /// Feature tools: package, publish.
+    /// Feature tools: resolve-dependencies, package, publish.
     #[command(subcommand)]
     Features(FeaturesCommand),
 }
@@ -29,10 +29,24 @@ pub enum Command {
 /// `devcell features …` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum FeaturesCommand {
+    /// Print the install order of the configuration's Features as JSON
+    /// (`{"installOrder": [{"id": …, "options": …}]}`).
+    ResolveDependencies(FeaturesResolveDependenciesArgs),
     /// Package Features into `devcontainer-feature-<id>.tgz` files and `devcontainer-collection.json`.
     Package(FeaturesPackageArgs),
     /// Package and publish Features to an OCI registry.
     Publish(FeaturesPublishArgs),
+}
+
+/// `devcell features resolve-dependencies`.
+#[derive(Debug, Args)]
+pub struct FeaturesResolveDependenciesArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// `devcell features package`.

@@ -20,6 +20,9 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
+        Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
+            commands::features_resolve_dependencies::run(args)
+        }
         Command::Features(args::FeaturesCommand::Package(args)) => {
             commands::features_package::run(args)
         }

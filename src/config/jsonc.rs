@@ -256,7 +256,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Document> {
         });
     };
     let mut warnings = Vec::new();
-    let value = convert(file, text, &root, &JsonPath::root(), &mut warnings)?;
+    let value = convert(file, text, root, &mut warnings)?;
     Ok(Document {
         file: file.to_owned(),
         text: text.to_owned(),
@@ -276,22 +276,24 @@ fn ast_kind(v: &ast::Value<'_>) -> &'static str {
     }
 }
 
+/// Turns the AST into a value, consuming it (strings are moved, not copied). Paths are only
+/// computed (with [`path_at`]) for the rare error or warning, keeping the common path cheap.
 fn convert(
     file: &Path,
     text: &str,
-    node: &ast::Value<'_>,
-    path: &JsonPath,
+    node: ast::Value<'_>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Value> {
     Ok(match node {
-        ast::Value::StringLit(s) => Value::String(s.value.clone().into_owned()),
+        ast::Value::StringLit(s) => Value::String(s.value.into_owned()),
         ast::Value::BooleanLit(b) => Value::Bool(b.value),
         ast::Value::NullKeyword(_) => Value::Null,
         ast::Value::NumberLit(n) => match n.value.parse::<serde_json::Number>() {
             Ok(num) => Value::Number(num),
             Err(_) => {
+                let path = path_at(text, n.range.start);
                 return Err(ConfigError::Invalid {
-                    location: Box::new(location_at(file, text, n.range.start, path.clone())),
+                    location: Box::new(location_at(file, text, n.range.start, path)),
                     message: format!(
                         "expected a number within the range of a 64-bit float, found `{}`",
                         n.value
@@ -302,25 +304,27 @@ fn convert(
         },
         ast::Value::Array(a) => {
             let mut out = Vec::with_capacity(a.elements.len());
-            for (i, el) in a.elements.iter().enumerate() {
-                out.push(convert(file, text, el, &path.index(i), warnings)?);
+            for el in a.elements {
+                out.push(convert(file, text, el, warnings)?);
             }
             Value::Array(out)
         }
         ast::Value::Object(o) => {
-            let mut out = Map::new();
-            for prop in &o.properties {
-                let name = prop.name.as_str();
-                let child = path.key(name);
-                let v = convert(file, text, &prop.value, &child, warnings)?;
-                if out.insert(name.to_owned(), v).is_some() {
+            let mut out = Map::with_capacity(o.properties.len());
+            for prop in o.properties {
+                let start = prop.range.start;
+                let name = prop.name.into_string();
+                let v = convert(file, text, prop.value, warnings)?;
+                if out.contains_key(&name) {
+                    let path = path_at(text, start).key(&name);
                     warnings.push(Warning {
-                        location: Some(location_at(file, text, prop.range.start, child)),
+                        location: Some(location_at(file, text, start, path)),
                         message: format!(
                             "duplicate property `{name}`; the last value wins (as in the reference CLI)"
                         ),
                     });
                 }
+                out.insert(name, v);
             }
             Value::Object(out)
         }
@@ -338,6 +342,11 @@ fn check_depth(file: &Path, text: &str) -> Result<()> {
         BlockComment,
     }
     let bytes = text.as_bytes();
+    // Fast path: with no more opening brackets than the limit (any real config), the limit
+    // cannot be exceeded; counting is much cheaper than the scan below.
+    if bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= MAX_DEPTH {
+        return Ok(());
+    }
     let mut state = State::Normal;
     let mut depth = 0usize;
     let mut i = 0;

@@ -23,8 +23,8 @@ use crate::config::error::{ConfigError, Result};
 use crate::config::jsonc::{Document, JsonPath};
 use crate::diagnostics::Warning;
 
-/// Where the container comes from ([spec: image, Dockerfile and Compose kinds]
-/// (https://containers.dev/implementors/json_reference/#image-specific)).
+/// Where the container comes from
+/// ([spec: image, Dockerfile and Compose kinds](https://containers.dev/implementors/json_reference/#image-specific)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigKind {
     /// `image`.
@@ -37,8 +37,8 @@ pub enum ConfigKind {
     None,
 }
 
-/// A lifecycle hook command ([spec: lifecycle scripts]
-/// (https://containers.dev/implementors/json_reference/#lifecycle-scripts)).
+/// A lifecycle hook command
+/// ([spec: lifecycle scripts](https://containers.dev/implementors/json_reference/#lifecycle-scripts)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LifecycleCommand {
     /// Run with `/bin/sh -c`.

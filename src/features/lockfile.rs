@@ -73,7 +73,7 @@ impl LockfileState {
     }
 }
 
-/// What [`write`] did.
+/// What [`write()`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// The file already had exactly this content.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{FeatureError, Result};
+use crate::config::jsonc::{self, JsonPath};
 
 /// The metadata file name inside a Feature folder.
 pub const FEATURE_FILE: &str = "devcontainer-feature.json";
@@ -223,7 +224,16 @@ impl FeatureMetadata {
                 return Err(invalid(line, column, unlocated(&e)));
             }
         };
-        metadata.validate().map_err(|m| invalid(0, 0, m))?;
+        if let Err((path, message)) = metadata.check() {
+            let (line, column) = match jsonc::parse(file, text) {
+                Ok(doc) => {
+                    let loc = doc.locate(&path);
+                    (loc.line, loc.column)
+                }
+                Err(_) => (0, 0),
+            };
+            return Err(invalid(line, column, message));
+        }
         Ok(metadata)
     }
 
@@ -242,10 +252,19 @@ impl FeatureMetadata {
     /// Checks the schema rules serde cannot: non-empty `id`, option defaults matching their
     /// type, and string defaults inside `enum`. Returns the message of the first violation.
     pub fn validate(&self) -> std::result::Result<(), String> {
+        self.check().map_err(|(_, message)| message)
+    }
+
+    /// [`FeatureMetadata::validate`] with the JSON path of the offending value.
+    fn check(&self) -> std::result::Result<(), (JsonPath, String)> {
         if self.id.trim().is_empty() {
-            return Err("`id` must be a non-empty string".into());
+            return Err((
+                JsonPath::root().key("id"),
+                "`id` must be a non-empty string".into(),
+            ));
         }
         for (name, option) in &self.options {
+            let at = JsonPath::root().key("options").key(name);
             match (option.option_type, &option.default) {
                 (_, None) => {}
                 (OptionType::Boolean, Some(Value::Bool(_))) => {}
@@ -253,25 +272,32 @@ impl FeatureMetadata {
                     if let Some(allowed) = &option.enum_values
                         && !allowed.contains(d)
                     {
-                        return Err(format!(
-                            "option `{name}`: default `{d}` is not one of its `enum` values {}",
-                            list(allowed)
+                        return Err((
+                            at.key("default"),
+                            format!(
+                                "option `{name}`: default `{d}` is not one of its `enum` values {}",
+                                list(allowed)
+                            ),
                         ));
                     }
                 }
                 (t, Some(other)) => {
-                    return Err(format!(
-                        "option `{name}`: default must be a {} (found `{other}`)",
-                        match t {
-                            OptionType::Boolean => "boolean",
-                            OptionType::String => "string",
-                        }
+                    return Err((
+                        at.key("default"),
+                        format!(
+                            "option `{name}`: default must be a {} (found `{other}`)",
+                            match t {
+                                OptionType::Boolean => "boolean",
+                                OptionType::String => "string",
+                            }
+                        ),
                     ));
                 }
             }
             if option.option_type == OptionType::Boolean && option.enum_values.is_some() {
-                return Err(format!(
-                    "option `{name}`: `enum` is only allowed on string options"
+                return Err((
+                    at.key("enum"),
+                    format!("option `{name}`: `enum` is only allowed on string options"),
                 ));
             }
         }
@@ -429,6 +455,22 @@ mod tests {
     fn comments_and_trailing_commas_accepted() {
         let m = FeatureMetadata::parse("{ // c\n \"id\": \"x\", }", Path::new("f.json")).unwrap();
         assert_eq!(m.id, "x");
+    }
+
+    #[test]
+    fn schema_violations_are_located() {
+        let text = "{\n  \"id\": \"x\",\n  \"options\": {\n    \"o\": {\"type\": \"string\", \"enum\": [\"a\"], \"default\": \"b\"}\n  }\n}";
+        let e = FeatureMetadata::parse(text, Path::new("f.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid Feature metadata in `f.json:4:"),
+            "{e}"
+        );
+        assert!(
+            e.contains("default `b` is not one of its `enum` values `a`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,16 +1,18 @@
 //! L1: Feature references → ordered, validated Features
 //! ([spec: Features](https://containers.dev/implementors/features/)).
 //!
-//! - [`reference`]: the keys of `features` / `dependsOn` ([`FeatureRef`]).
+//! - [`reference`](mod@reference): the keys of `features` / `dependsOn` ([`FeatureRef`]).
 //! - [`metadata`]: the `devcontainer-feature.json` model ([`FeatureMetadata`]).
 //! - [`options`]: user options validated against a Feature's options; env files.
 //! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
+//! - [`local`]: local Feature folders (`./name`).
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
 //! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
 //! - [`publish`]: `features package` / `features publish`.
 
 pub mod error;
 pub mod fetch;
+pub mod local;
 pub mod lockfile;
 pub mod metadata;
 pub mod options;

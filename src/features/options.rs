@@ -48,7 +48,9 @@ pub type ResolvedOptions = IndexMap<String, OptionValue>;
 /// Normalizes the value of a `features` / `dependsOn` entry to the user's option object.
 ///
 /// - object → itself; `true`, `{}` or `null` → no options;
-/// - a string (or number) → `{"version": value}` (spec shorthand; checklist 25);
+/// - a string (or number) → `{"version": value}` (spec shorthand; checklist 25; [`order`](super::order::order)
+///   drops it with a warning when the Feature declares no `version` option, as the reference
+///   CLI does);
 /// - `false` → no options plus a warning (it does not disable a Feature).
 ///
 /// Errors: [`FeatureError::InvalidValue`] for arrays and values nested in the object that are

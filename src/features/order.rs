@@ -12,6 +12,10 @@
 //! 4. rounds: the nodes whose hard and soft predecessors are all installed, restricted to the
 //!    highest priority among them, sorted by the round stable sort, are appended. An empty
 //!    round is a cycle, reported with every Feature in it.
+//!
+//! Async callers (registry fetches) can pre-fetch: starting from the user's references, fetch
+//! each one, queue [`dependency_refs`] of its metadata, repeat until nothing new appears, then
+//! call [`order`] with a resolver that looks the results up in that map.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
@@ -73,15 +77,36 @@ pub struct InstallPlan {
 
 impl InstallPlan {
     /// The `devcontainer features resolve-dependencies` shape:
-    /// `{"installOrder": [{"id": <key as written>, "options": <value as written>}]}`.
+    /// `{"installOrder": [{"id": …, "options": <value as written>}]}` where `id` is
+    /// `<registry>/<repository>@<manifest digest>` for OCI Features with a known digest (as the
+    /// reference CLI prints) and the reference as written otherwise.
     pub fn to_install_order_json(&self) -> Value {
         let order: Vec<Value> = self
             .features
             .iter()
-            .map(|f| serde_json::json!({"id": f.key, "options": f.value}))
+            .map(|f| {
+                let id = match (&f.reference, &f.canonical) {
+                    (FeatureRef::Oci { .. }, Some(digest)) => {
+                        format!("{}@{digest}", f.reference.resource())
+                    }
+                    _ => f.key.clone(),
+                };
+                serde_json::json!({"id": id, "options": f.value})
+            })
             .collect();
         serde_json::json!({ "installOrder": order })
     }
+}
+
+/// The references a Feature pulls in through `dependsOn`, parsed (for pre-fetching).
+///
+/// Errors: [`FeatureError::InvalidReference`] for a `dependsOn` key that is not a reference.
+pub fn dependency_refs(metadata: &FeatureMetadata) -> Result<Vec<FeatureRef>> {
+    metadata
+        .depends_on
+        .keys()
+        .map(|k| FeatureRef::parse(k))
+        .collect()
 }
 
 struct Node {
@@ -127,7 +152,20 @@ pub fn order(
                 r
             }
         };
-        let user = user_options(&key, &value, &mut warnings)?;
+        let mut user = user_options(&key, &value, &mut warnings)?;
+        if matches!(value, Value::String(_) | Value::Number(_))
+            && !resolved.metadata.options.contains_key("version")
+        {
+            // The reference CLI ignores the shorthand when there is no `version` option
+            // (spec-note 0041); the install environment stays identical.
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "Feature `{key}` has no `version` option; the value `{value}` is ignored (write an options object)"
+                ),
+            });
+            user.clear();
+        }
         let mut option_warnings = Vec::new();
         let options = resolve_options(&key, &resolved.metadata, &user, &mut option_warnings)?;
         let candidate = PlannedFeature {
@@ -159,6 +197,27 @@ pub fn order(
                     });
                 }
                 warnings.extend(option_warnings);
+                if let Some(ref_id) = candidate.reference.id()
+                    && ref_id != candidate.metadata.id
+                    && candidate.metadata.legacy_ids.contains(&ref_id)
+                {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!(
+                            "Feature `{key}` was renamed from `{ref_id}` to `{}`; update the reference",
+                            candidate.metadata.id
+                        ),
+                    });
+                }
+                if candidate.reference.is_redirected() {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!(
+                            "Feature `{key}`: `devcontainers-contrib` is redirected to `{}`",
+                            candidate.reference.resource()
+                        ),
+                    });
+                }
                 if candidate.metadata.deprecated == Some(true) {
                     warnings.push(Warning {
                         location: None,
@@ -389,9 +448,7 @@ fn oci_prefix(r: &FeatureRef) -> Option<String> {
 /// option keys, then option values; canonical digest; first seen first.
 fn compare(a: &Node, b: &Node) -> Ordering {
     let (fa, fb) = (&a.planned, &b.planned);
-    fa.reference
-        .resource()
-        .cmp(&fb.reference.resource())
+    collate(&fa.reference.resource(), &fb.reference.resource())
         .then_with(|| compare_versions(&fa.reference, &fb.reference))
         .then_with(|| fa.user_options.len().cmp(&fb.user_options.len()))
         .then_with(|| {
@@ -415,6 +472,41 @@ fn compare(a: &Node, b: &Node) -> Ordering {
         })
         .then_with(|| fa.canonical.cmp(&fb.canonical))
         .then_with(|| a.seq.cmp(&b.seq))
+}
+
+/// ASCII punctuation and symbols in the order of the Unicode (CLDR root) collation that the
+/// reference CLI's `localeCompare` uses; digits and letters follow.
+const PUNCTUATION_ORDER: &str = "\t\n\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$";
+
+/// Compares resource names like the reference CLI's `localeCompare` (CLDR root collation) for
+/// ASCII: punctuation (in collation order) < digits < letters; letters case-insensitive first,
+/// lowercase before uppercase on a tie; other characters after letters by code point; finally
+/// byte order, so the result is total.
+fn collate(a: &str, b: &str) -> Ordering {
+    fn primary(c: char) -> (u8, u32) {
+        if let Some(i) = PUNCTUATION_ORDER.find(c) {
+            (0, i as u32)
+        } else if c.is_ascii_digit() {
+            (1, c as u32)
+        } else if c.is_ascii_alphabetic() {
+            (2, c.to_ascii_lowercase() as u32)
+        } else {
+            (3, c as u32)
+        }
+    }
+    a.chars()
+        .map(primary)
+        .cmp(b.chars().map(primary))
+        .then_with(|| {
+            // Tertiary: lowercase before uppercase.
+            let case = |s: &str| {
+                s.chars()
+                    .map(|c| c.is_ascii_uppercase())
+                    .collect::<Vec<_>>()
+            };
+            case(a).cmp(&case(b))
+        })
+        .then_with(|| a.cmp(b))
 }
 
 fn compare_versions(a: &FeatureRef, b: &FeatureRef) -> Ordering {
@@ -699,6 +791,27 @@ mod tests {
     }
 
     #[test]
+    fn renamed_and_deprecated_features_warn() {
+        let mut renamed = f("new-name");
+        renamed["legacyIds"] = json!(["old-name"]);
+        renamed["deprecated"] = json!(true);
+        let c = Catalog::new(&[(&r("old-name"), renamed)]);
+        let plan = c.order(json!({r("old-name"): {}}), &[]).unwrap();
+        let messages: Vec<_> = plan.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                format!(
+                    "Feature `{}` was renamed from `old-name` to `new-name`; update the reference",
+                    r("old-name")
+                )
+                .as_str(),
+                format!("Feature `{}` is deprecated", r("old-name")).as_str(),
+            ]
+        );
+    }
+
+    #[test]
     fn installs_after_bare_id_matches_same_namespace_and_local() {
         let mut a = f("a");
         a["installsAfter"] = json!(["zz"]);
@@ -791,6 +904,14 @@ mod tests {
     }
 
     #[test]
+    fn references_differing_in_case_install_once() {
+        // checklist 20 at the graph level
+        let c = Catalog::new(&[(&r("a"), f("a"))]);
+        let got = c.keys(json!({"GHCR.IO/O/R/A": {}, r("a"): {}}), &[]);
+        assert_eq!(got, ["GHCR.IO/O/R/A"]);
+    }
+
+    #[test]
     fn different_options_install_twice() {
         // checklist 49
         let mut a = f("a");
@@ -848,14 +969,168 @@ mod tests {
     }
 
     #[test]
+    fn collation_follows_locale_compare_for_ascii() {
+        let mut names = vec![
+            "a/b", "aa", "a0", "a.b", "a-b", "a_b", "A", "a", "B", "b", "a~", "a@",
+        ];
+        names.sort_by(|x, y| collate(x, y));
+        assert_eq!(
+            names,
+            [
+                "a", "A", "a_b", "a-b", "a.b", "a@", "a/b", "a~", "a0", "aa", "b", "B"
+            ]
+        );
+        // Differs from byte order: `_` sorts before `/` and `-`.
+        assert_eq!(collate("ghcr.io/o/r_x/f", "ghcr.io/o/r/f"), Ordering::Less);
+        assert_eq!("ghcr.io/o/r_x/f".cmp("ghcr.io/o/r/f"), Ordering::Greater);
+    }
+
+    /// A tiny deterministic generator (no `rand` dependency): 64-bit LCG.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn random_graphs_respect_every_edge_and_ignore_config_order() {
+        let mut rng = Lcg(0x5eed);
+        let mut cycles = 0;
+        for case in 0..300 {
+            let n = 2 + rng.next(7) as usize;
+            let mut metas: Vec<Value> = (0..n).map(|i| f(&format!("f{i}"))).collect();
+            let mut hard: Vec<Vec<usize>> = vec![Vec::new(); n];
+            let mut soft: Vec<Vec<usize>> = vec![Vec::new(); n];
+            for i in 1..n {
+                for j in 0..i {
+                    match rng.next(6) {
+                        0 => hard[i].push(j),
+                        1 => soft[i].push(j),
+                        _ => {}
+                    }
+                }
+                let deps: serde_json::Map<String, Value> = hard[i]
+                    .iter()
+                    .map(|&j| (r(&format!("f{j}")), json!({})))
+                    .collect();
+                metas[i]["dependsOn"] = Value::Object(deps);
+                metas[i]["installsAfter"] = json!(
+                    soft[i]
+                        .iter()
+                        .map(|&j| r(&format!("f{j}")))
+                        .collect::<Vec<_>>()
+                );
+            }
+            let keys: Vec<String> = (0..n).map(|i| r(&format!("f{i}"))).collect();
+            let entries: Vec<(&str, Value)> = keys
+                .iter()
+                .map(|k| k.as_str())
+                .zip(metas.iter().cloned())
+                .collect();
+            let c = Catalog::new(&entries);
+            let mut user: Vec<usize> = (0..n).filter(|_| rng.next(2) == 0).collect();
+            if user.is_empty() {
+                user.push(n - 1);
+            }
+            let over: Vec<&str> = (0..n)
+                .filter(|_| rng.next(4) == 0)
+                .map(|i| keys[i].as_str())
+                .collect();
+            let config = |order: &[usize]| {
+                Value::Object(
+                    order
+                        .iter()
+                        .map(|&i| (keys[i].clone(), json!({})))
+                        .collect(),
+                )
+            };
+            let got = c.keys(config(&user), &over);
+            let mut reversed = user.clone();
+            reversed.reverse();
+            assert_eq!(
+                got,
+                c.keys(config(&reversed), &over),
+                "case {case}: config order matters"
+            );
+            let pos = |i: usize| got.iter().position(|k| *k == keys[i]);
+            let mut seen = std::collections::HashSet::new();
+            for k in &got {
+                assert!(seen.insert(k.clone()), "case {case}: {k} installed twice");
+            }
+            for i in 0..n {
+                let Some(pi) = pos(i) else { continue };
+                for &j in &hard[i] {
+                    let pj = pos(j)
+                        .unwrap_or_else(|| panic!("case {case}: dependency f{j} of f{i} missing"));
+                    assert!(pj < pi, "case {case}: f{j} must precede f{i}: {got:?}");
+                }
+                for &j in &soft[i] {
+                    if let Some(pj) = pos(j) {
+                        assert!(pj < pi, "case {case}: f{j} should precede f{i}: {got:?}");
+                    }
+                }
+            }
+            for &u in &user {
+                assert!(pos(u).is_some(), "case {case}: user Feature f{u} missing");
+            }
+            // Adding a back edge f0 -> f(n-1) along an existing path makes a cycle, reported
+            // with real edges only.
+            if pos(0).is_some() && pos(n - 1).is_some() && !hard[n - 1].is_empty() {
+                let mut cyclic = metas.clone();
+                cyclic[0]["dependsOn"] = json!({keys[n - 1].clone(): {}});
+                let entries: Vec<(&str, Value)> = keys
+                    .iter()
+                    .map(|k| k.as_str())
+                    .zip(cyclic.iter().cloned())
+                    .collect();
+                let c = Catalog::new(&entries);
+                match c.order(config(&user), &over) {
+                    Err(FeatureError::Cycle { cycle }) => {
+                        cycles += 1;
+                        assert!(
+                            cycle.len() >= 2 && cycle.first() == cycle.last(),
+                            "{cycle:?}"
+                        );
+                        for pair in cycle.windows(2) {
+                            let a = keys.iter().position(|k| *k == pair[0]).unwrap();
+                            let b = keys.iter().position(|k| *k == pair[1]).unwrap();
+                            let edge = (a == 0 && b == n - 1)
+                                || hard[a].contains(&b)
+                                || soft[a].contains(&b);
+                            assert!(
+                                edge,
+                                "case {case}: {} -> {} is not an edge",
+                                pair[0], pair[1]
+                            );
+                        }
+                    }
+                    // f0 may not reach f(n-1)'s dependencies back: then there is no cycle.
+                    Ok(_) => {}
+                    Err(e) => panic!("case {case}: {e}"),
+                }
+            }
+        }
+        assert!(cycles > 40, "only {cycles} cyclic cases were generated");
+    }
+
+    #[test]
     fn install_order_json_shape() {
         let c = Catalog::new(&[(&r("a"), f("a")), ("./l", f("l"))]);
-        let plan = c
-            .order(json!({"./l": "1", r("a"): {"o": "x"}}), &[])
-            .unwrap();
+        let key = format!("{}:1", r("a"));
+        let plan = c.order(json!({"./l": "1", key: {"o": "x"}}), &[]).unwrap();
+        let digest = format!("sha256:{}", sha(&r("a")));
         assert_eq!(
             plan.to_install_order_json(),
-            json!({"installOrder": [{"id": "./l", "options": "1"}, {"id": r("a"), "options": {"o": "x"}}]})
+            json!({"installOrder": [
+                {"id": "./l", "options": "1"},
+                {"id": format!("{}@{digest}", r("a")), "options": {"o": "x"}}
+            ]})
         );
     }
 
@@ -877,6 +1152,33 @@ mod tests {
         .unwrap();
         assert_eq!(plan.features.len(), 4);
         assert_eq!(calls.len(), 3, "{calls:?}");
+    }
+
+    #[test]
+    fn version_shorthand_without_version_option_is_ignored() {
+        let c = Catalog::new(&[("./plain", json!({"id": "plain"})), ("./v", f("v"))]);
+        let plan = c.order(json!({"./plain": "latest"}), &[]).unwrap();
+        assert!(plan.features[0].options.is_empty());
+        assert!(plan.features[0].user_options.is_empty());
+        assert_eq!(plan.warnings.len(), 1);
+        assert!(plan.warnings[0].message.contains("has no `version` option"));
+        // With a `version` option the shorthand applies (checklist 25).
+        let mut v = f("v");
+        v["options"]["version"] = json!({"type": "string", "default": "x"});
+        let c = Catalog::new(&[("./v", v)]);
+        let plan = c.order(json!({"./v": "1.18"}), &[]).unwrap();
+        assert_eq!(plan.features[0].options["version"].as_env(), "1.18");
+        assert!(plan.warnings.is_empty());
+    }
+
+    #[test]
+    fn dependency_refs_parse_depends_on_keys() {
+        let mut a = f("a");
+        a["dependsOn"] = json!({r("c"): {}, "./x": "1"});
+        let m = FeatureMetadata::parse(&a.to_string(), Path::new("t.json")).unwrap();
+        let refs = dependency_refs(&m).unwrap();
+        assert_eq!(refs[0].resource(), r("c"));
+        assert!(refs[1].is_local());
     }
 
     #[test]

@@ -41,6 +41,11 @@ const LEGACY_SHORT_IDS: &[(&str, &str)] = &[
     ("jupyterlab", "python"),
 ];
 
+/// The abandoned Feature owner the reference CLI redirects (`devcontainers-contrib`).
+const CONTRIB_OWNER: &str = "devcontainers-contrib";
+/// Its successor (`devcontainers-extra`).
+const EXTRA_OWNER: &str = "devcontainers-extra";
+
 /// The version part of an OCI Feature reference.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum OciVersion {
@@ -221,6 +226,20 @@ impl FeatureRef {
         }
     }
 
+    /// True when an OCI reference was redirected from `devcontainers-contrib/…` to
+    /// `devcontainers-extra/…` (as the reference CLI does); callers may warn.
+    pub fn is_redirected(&self) -> bool {
+        match self {
+            FeatureRef::Oci {
+                registry,
+                repository,
+                raw,
+                ..
+            } => !raw.starts_with(&format!("{registry}/{repository}")),
+            _ => false,
+        }
+    }
+
     /// True for local Features.
     pub fn is_local(&self) -> bool {
         matches!(self, FeatureRef::Local { .. })
@@ -396,9 +415,15 @@ fn parse_oci(
         .unwrap_or(repository)
         .to_string();
     let _ = key;
+    // The reference CLI redirects the abandoned `devcontainers-contrib` owner to its successor
+    // `devcontainers-extra` (the old packages are gone); the reference as written is kept.
+    let repository = match repository.strip_prefix(CONTRIB_OWNER) {
+        Some(rest) if rest.starts_with('/') => format!("{EXTRA_OWNER}{rest}"),
+        _ => repository.to_string(),
+    };
     Ok(FeatureRef::Oci {
         registry: registry.to_string(),
-        repository: repository.to_string(),
+        repository,
         id,
         version: match digest {
             Some(d) => OciVersion::Digest(d),
@@ -582,6 +607,24 @@ mod tests {
     }
 
     #[test]
+    fn contrib_owner_redirects_to_extra() {
+        let r = FeatureRef::parse("ghcr.io/devcontainers-contrib/features/zsh-plugins:0").unwrap();
+        assert_eq!(
+            r.resource(),
+            "ghcr.io/devcontainers-extra/features/zsh-plugins"
+        );
+        assert_eq!(
+            r.lock_key(),
+            "ghcr.io/devcontainers-contrib/features/zsh-plugins:0"
+        );
+        assert!(r.is_redirected());
+        let r = FeatureRef::parse("ghcr.io/devcontainers-contribx/features/a").unwrap();
+        assert!(!r.is_redirected());
+        assert_eq!(r.resource(), "ghcr.io/devcontainers-contribx/features/a");
+        assert!(!FeatureRef::parse("ghcr.io/o/r/f").unwrap().is_redirected());
+    }
+
+    #[test]
     fn oci_invalid_forms_rejected() {
         let d = "a".repeat(64);
         assert!(
@@ -699,6 +742,32 @@ mod tests {
                 .to_string()
                 .contains("outside")
         );
+    }
+
+    #[test]
+    fn short_strings_never_panic_and_oci_round_trips() {
+        // Every string of up to 4 characters over an alphabet of the separators, a letter, a
+        // digit and non-ASCII: parse never panics, and an OCI result is consistent.
+        let alphabet = ['a', '1', '.', '/', ':', '@', '\\', 'ü', '-'];
+        let mut inputs = vec![String::new()];
+        for _ in 0..4 {
+            let next: Vec<String> = inputs
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            inputs.extend(next);
+        }
+        inputs.sort();
+        inputs.dedup();
+        for input in &inputs {
+            for key in [input.clone(), format!("h.io/{input}"), format!("./{input}")] {
+                if let Ok(r @ FeatureRef::Oci { .. }) = FeatureRef::parse(&key) {
+                    assert_eq!(FeatureRef::parse(&r.to_string()).unwrap(), r, "{key}");
+                    assert!(r.resource().starts_with("h.io/"), "{key}");
+                    assert_eq!(r.id().as_deref(), r.resource().rsplit('/').next(), "{key}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub enum HandoffError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Feature references, options or their install order are invalid.
+    #[error(transparent)]
+    Feature(#[from] crate::features::FeatureError),
     /// The workspace folder does not exist or is not a directory.
     #[error("workspace folder `{}` is not a directory", path.display())]
     WorkspaceFolder {
@@ -36,6 +39,7 @@ impl HandoffError {
         match self {
             HandoffError::Config(e) => e.location(),
             HandoffError::WorkspaceFolder { .. }
+            | HandoffError::Feature(_)
             | HandoffError::Publish(_)
             | HandoffError::Runtime { .. } => None,
         }
@@ -46,6 +50,7 @@ impl Hint for HandoffError {
     fn hint(&self) -> Option<String> {
         match self {
             HandoffError::Config(e) => e.hint(),
+            HandoffError::Feature(e) => e.hint(),
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }

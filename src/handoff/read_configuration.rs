@@ -160,11 +160,12 @@ pub fn file_uri(path: &Path) -> Value {
     json!({"$mid": 1, "fsPath": p, "path": p, "scheme": "vscode-fileHost"})
 }
 
-/// How a `features` key refers to a Feature ([spec: referencing Features]
-/// (https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
+/// How a `features` key refers to a Feature
+/// ([spec: referencing Features](https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
 fn feature_source(key: &str, config_dir: &Path) -> Value {
     if key.starts_with("./") || key.starts_with("../") || key.starts_with('/') {
-        let resolved = config_dir.join(key);
+        // `components()` drops `.` segments: `/w/.devcontainer/./a` → `/w/.devcontainer/a`.
+        let resolved: PathBuf = config_dir.join(key).components().collect();
         json!({"type": "file-path", "userFeatureId": key, "resolvedFilePath": resolved.to_string_lossy()})
     } else if key.starts_with("https://") || key.starts_with("http://") {
         json!({"type": "direct-tarball", "userFeatureId": key, "tarballUri": key})
@@ -238,12 +239,23 @@ fn local_feature_entries(
         if !(key.starts_with("./") || key.starts_with("../")) {
             continue;
         }
-        let file = dir.join(key).join("devcontainer-feature.json");
+        let file: PathBuf = dir
+            .join(key)
+            .join("devcontainer-feature.json")
+            .components()
+            .collect();
         match jsonc::read(&file) {
             Ok(doc) => out.push(config::metadata::feature_entry(key, &doc.value)),
             Err(e) => warnings.push(Warning {
                 location: None,
-                message: format!("local Feature `{key}` skipped in the merged configuration: {e}"),
+                message: match std::error::Error::source(&e) {
+                    Some(cause) => format!(
+                        "local Feature `{key}` skipped in the merged configuration: {e}: {cause}"
+                    ),
+                    None => {
+                        format!("local Feature `{key}` skipped in the merged configuration: {e}")
+                    }
+                },
             }),
         }
     }

@@ -1,1 +1,50 @@
-//! L3: lifecycle hooks (`onCreateCommand` … `postAttachCommand`) in spec order.
+//! L3: lifecycle hooks (`initializeCommand`, `onCreateCommand` … `postAttachCommand`) in spec
+//! order ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle)).
+//!
+//! - [`hook`]: the typed model — [`LifecycleHook`] in spec order and the three command forms
+//!   ([`HookCommand`]: string via `/bin/sh -c`, array without a shell, object run concurrently).
+//! - [`plan`]: which hooks a bring-up runs ([`BringUpKind`], [`PlanOptions`]), split at `waitFor`.
+//! - [`runner`]: runs a plan through a [`HookExecutor`], stopping at the first failing stage, with
+//!   run-once [`marker`]s written only on success.
+//! - [`executor`]: the [`HookExecutor`] boundary; [`HostExecutor`] runs `initializeCommand`.
+//! - [`probe`]: `userEnvProbe`, the user's shell environment for hooks ([`probe_user_env`]).
+//!
+//! Input is the reference CLI's merged configuration as a `serde_json::Value` (hook arrays
+//! `onCreateCommands` … `postAttachCommands`, plus `initializeCommand` and `waitFor`), or the
+//! image metadata entries.
+//!
+//! Typical use by `up`:
+//!
+//! ```no_run
+//! # async fn demo(executor: impl devcell::lifecycle::HookExecutor, merged: serde_json::Value,
+//! #   context: devcell::lifecycle::HookContext) -> Result<(), devcell::lifecycle::LifecycleError> {
+//! use devcell::lifecycle::{BringUpKind, Plan, PlanOptions, run_stages};
+//! use devcell::progress::NoopReporter;
+//! let plan = Plan::from_merged_configuration(&merged, BringUpKind::Created, PlanOptions::default())?;
+//! let blocking = run_stages(&executor, &plan.blocking, &context, &NoopReporter).await?;
+//! // … report ready / hand off to the agent …
+//! let background = run_stages(&executor, &plan.background, &context, &NoopReporter).await?;
+//! # let _ = (blocking, background); Ok(()) }
+//! ```
+
+pub mod error;
+pub mod executor;
+pub mod hook;
+pub mod marker;
+pub mod plan;
+pub mod probe;
+pub mod runner;
+
+pub use error::{ExecutorError, LifecycleError, Result};
+pub use executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
+pub use hook::{HookCommand, LifecycleHook, SimpleCommand};
+pub use marker::MarkerContext;
+pub use plan::{
+    BringUpKind, HookSources, Plan, PlanOptions, RunCondition, SkipReason, SkippedHook,
+    SourcedCommand, Stage, initialize_stage, wait_for,
+};
+pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
+pub use runner::{
+    HookContext, HookFailure, HookRun, LifecycleReport, run_initialize_command, run_plan,
+    run_stages,
+};

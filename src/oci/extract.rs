@@ -18,6 +18,9 @@ use std::path::{Component, Path, PathBuf};
 pub const DEFAULT_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 /// Default limit on the number of archive entries.
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+/// Default limit on the uncompressed archive stream: 128 MiB (headers, long names and pax
+/// records included; bounds memory and CPU for gzip bombs the entry limits cannot see).
+pub const DEFAULT_MAX_ARCHIVE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Limits for [`extract`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +31,8 @@ pub struct ExtractOptions {
     pub max_total_bytes: u64,
     /// Most archive entries (default [`DEFAULT_MAX_ENTRIES`]).
     pub max_entries: usize,
+    /// Largest uncompressed tar stream, in bytes (default [`DEFAULT_MAX_ARCHIVE_BYTES`]).
+    pub max_archive_bytes: u64,
 }
 
 impl Default for ExtractOptions {
@@ -36,6 +41,7 @@ impl Default for ExtractOptions {
             max_file_bytes: DEFAULT_SIZE_LIMIT,
             max_total_bytes: DEFAULT_SIZE_LIMIT,
             max_entries: DEFAULT_MAX_ENTRIES,
+            max_archive_bytes: DEFAULT_MAX_ARCHIVE_BYTES,
         }
     }
 }
@@ -71,6 +77,12 @@ pub enum ExtractError {
         what: &'static str,
         /// The size reached, in bytes.
         size: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The uncompressed archive stream is larger than allowed.
+    #[error("the uncompressed archive exceeds the limit of {limit} bytes")]
+    ArchiveTooLarge {
         /// The limit, in bytes.
         limit: u64,
     },
@@ -186,14 +198,26 @@ fn unpack(
     } else {
         Box::new(reader)
     };
-    let mut tar = tar::Archive::new(stream);
+    let limit = options.max_archive_bytes;
+    let archive_error = |source: std::io::Error| {
+        if source
+            .get_ref()
+            .is_some_and(|inner| inner.is::<StreamLimitExceeded>())
+        {
+            ExtractError::ArchiveTooLarge { limit }
+        } else {
+            ExtractError::Archive { source }
+        }
+    };
+    let mut tar = tar::Archive::new(LimitedReader {
+        inner: stream,
+        remaining: limit,
+    });
     let mut report = ExtractReport::default();
     let mut count = 0usize;
-    let entries = tar
-        .entries()
-        .map_err(|source| ExtractError::Archive { source })?;
+    let entries = tar.entries().map_err(archive_error)?;
     for entry in entries {
-        let mut entry = entry.map_err(|source| ExtractError::Archive { source })?;
+        let mut entry = entry.map_err(archive_error)?;
         count += 1;
         if count > options.max_entries {
             return Err(ExtractError::TooManyEntries {
@@ -252,7 +276,7 @@ fn unpack(
                 replace_existing(&target).map_err(&unsafe_entry)?;
                 let mut file = fs::File::create(&target).map_err(io)?;
                 let written = std::io::copy(&mut (&mut entry).take(size), &mut file)
-                    .map_err(|source| ExtractError::Archive { source })?;
+                    .map_err(archive_error)?;
                 set_mode(&target, mode).map_err(io)?;
                 report.files += 1;
                 report.bytes = report.bytes.saturating_add(written);
@@ -307,6 +331,43 @@ fn unpack(
         }
     }
     Ok(report)
+}
+
+/// Marker error: the uncompressed stream passed [`ExtractOptions::max_archive_bytes`].
+#[derive(Debug)]
+struct StreamLimitExceeded;
+
+impl std::fmt::Display for StreamLimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("archive stream limit exceeded")
+    }
+}
+
+impl std::error::Error for StreamLimitExceeded {}
+
+/// Fails reads once more than `remaining` bytes were produced.
+struct LimitedReader<R> {
+    inner: R,
+    remaining: u64,
+}
+
+impl<R: Read> Read for LimitedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.remaining == 0 {
+            // Allow a clean end of stream exactly at the limit.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other(StreamLimitExceeded)),
+            };
+        }
+        let max = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.remaining -= n as u64;
+        Ok(n)
+    }
 }
 
 /// Archive path → relative path without `.`; refuses absolute paths and `..`.
@@ -756,6 +817,7 @@ mod tests {
             max_file_bytes: 1024,
             max_total_bytes: 1500,
             max_entries: 10,
+            max_archive_bytes: 1 << 20,
         };
         s.refuse_with(
             &Tar::new().file("big", &[0u8; 2048]).bytes(),
@@ -783,6 +845,41 @@ mod tests {
         let mut bytes = h.as_bytes().to_vec();
         bytes.extend_from_slice(&[0u8; 1024]);
         s.refuse(&bytes, "exceeds the limit of 67108864");
+    }
+
+    #[test]
+    fn gzip_bomb_in_a_long_name_is_refused() {
+        // A GNU long-name record the tar reader would buffer whole: 8 MiB of zeros (8 KiB
+        // compressed) against a 1 MiB stream limit.
+        let s = Sandbox::new();
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_size(8 << 20);
+        h.set_cksum();
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(h.as_bytes()).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..8 {
+            e.write_all(&zeros).unwrap();
+        }
+        let bomb = e.finish().unwrap();
+        assert!(bomb.len() < 64 * 1024);
+        let options = ExtractOptions {
+            max_archive_bytes: 1 << 20,
+            ..ExtractOptions::default()
+        };
+        s.refuse_with(
+            &bomb,
+            &options,
+            "the uncompressed archive exceeds the limit of 1048576 bytes",
+        );
+        // The limit counts the stream: a normal Feature fits in a small one.
+        let ok = ExtractOptions {
+            max_archive_bytes: 64 * 1024,
+            ..ExtractOptions::default()
+        };
+        s.run(&gzip(&feature_tar().bytes()), &ok).unwrap();
     }
 
     #[test]

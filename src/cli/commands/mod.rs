@@ -3,4 +3,5 @@
 
 pub mod features_package;
 pub mod features_publish;
+pub mod features_resolve_dependencies;
 pub mod read_configuration;

@@ -1,6 +1,9 @@
-//! Shared helpers for integration tests: run the real `devcell` binary on fixtures.
+//! Shared helpers for integration tests: run the real `devcell` binary on fixtures; Docker
+//! engine helpers in [`docker`].
 
 #![allow(dead_code)]
+
+pub mod docker;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

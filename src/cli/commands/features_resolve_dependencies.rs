@@ -1,0 +1,25 @@
+//! `devcell features resolve-dependencies`.
+
+use std::process::ExitCode;
+
+use crate::cli::args::FeaturesResolveDependenciesArgs;
+use crate::cli::output;
+use crate::handoff::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies};
+
+/// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
+/// warnings on stderr.
+pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
+    let workspace_folder = match args.workspace_folder {
+        Some(folder) => folder,
+        None => std::env::current_dir()?,
+    };
+    let result = resolve_dependencies(&ResolveDependenciesOptions {
+        workspace_folder,
+        config: args.config,
+    })?;
+    for warning in &result.warnings {
+        output::warning(warning);
+    }
+    output::json(&result.output);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,829 @@
+//! The handoff context file: a versioned, machine-readable description of the task's workspace,
+//! written inside the mounted workspace (default `.devcell/context.json`, configurable with
+//! `[handoff] context_path`, e.g. `.grove/context.json` for Grove) for the agent to read.
+//!
+//! Its JSON Schema is published at `schemas/context.schema.json` (draft 2020-12); a test
+//! validates a produced context against it. Shape (`schemaVersion: 1`; every key always present,
+//! unknown values are `null`):
+//!
+//! ```json
+//! {"schemaVersion": 1, "generatedBy": "devcell 0.1.0", "createdAt": "2026-11-29T08:00:00Z",
+//!  "task": {"provider": "github", "url": "https://…/pull/123", "title": "Add partial refunds"},
+//!  "workspace": {"name": "partial-refunds", "root": "/workspace",
+//!                "hostRoot": "/home/me/w/partial-refunds", "branch": "feat/partial-refunds"},
+//!  "repos": [{"name": "api", "path": "/workspace/api", "role": "primary",
+//!             "branch": "feat/partial-refunds", "baseCommit": "1a2b…"}],
+//!  "verification": ["cargo test"],
+//!  "security": {"profile": "hardened", "permissions": [], "network": "default"},
+//!  "secrets": ["OPENAI_API_KEY"], "env": ["RUST_LOG"],
+//!  "image": {"reference": "…", "digest": "sha256:…",
+//!            "features": [{"id": "ghcr.io/devcontainers/features/node:1", "digest": "sha256:…"}]},
+//!  "hooks": [{"hook": "postCreateCommand", "source": "devcontainer.json", "entry": null,
+//!             "exitCode": 0, "durationMs": 812, "skipped": null}],
+//!  "agent": {"name": "codex", "command": ["codex", "--full-auto"]},
+//!  "contextPath": "/workspace/.devcell/context.json"}
+//! ```
+//!
+//! Secrets and environment variables appear by **name only**, never by value.
+//!
+//! # Writing
+//! [`write()`] writes atomically (a temporary file in the same folder, then a rename). It creates
+//! missing folders on the way (and, in a folder it creates, a `.gitignore` holding `*` so the
+//! file never shows up in `git status`), and replaces an existing file only when devcell owns it
+//! (a JSON object whose `generatedBy` starts with `devcell`). It never follows a symbolic link
+//! inside the workspace. See spec note `spec-notes/0161-handoff-context-file.md`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::workspace::{RepoRole, Workspace, is_safe_relative};
+
+/// The context file's schema version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The `generatedBy` value devcell writes (and recognises as its own).
+pub fn generated_by() -> String {
+    format!("devcell {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// A failure writing the context file (or another devcell-owned workspace file).
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The configured path is absolute, empty or leaves the workspace.
+    #[error("context path `{path}` must be relative to the workspace root and stay inside it")]
+    InvalidPath {
+        /// The configured path.
+        path: String,
+    },
+    /// Something on the path is a symbolic link or not a folder.
+    #[error("refusing to write through `{}`: it is a symbolic link or not a regular folder/file", path.display())]
+    Unsafe {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A file devcell does not own is in the way.
+    #[error("`{}` exists and was not written by devcell; it is left untouched", path.display())]
+    NotOwned {
+        /// The existing file.
+        path: PathBuf,
+    },
+    /// Reading or writing failed.
+    #[error("cannot write `{}`", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The context could not be serialised (a bug).
+    #[error("cannot serialise the handoff context")]
+    Serialize(#[source] serde_json::Error),
+}
+
+impl ContextError {
+    /// The envelope error code: `config_invalid` for a bad `context_path` or a path taken by a
+    /// file devcell does not own (the fix is in the config), `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            ContextError::InvalidPath { .. }
+            | ContextError::NotOwned { .. }
+            | ContextError::Unsafe { .. } => ErrorCode::ConfigInvalid,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    /// A hint for the user, when a fix is known.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ContextError::NotOwned { .. } | ContextError::InvalidPath { .. } => {
+                Some("set another `context_path` under `[handoff]` in devcell's config.toml".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The whole context file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffContext {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `devcell <version>` ([`generated_by`]); marks the file as devcell's.
+    pub generated_by: String,
+    /// When the context was produced (RFC 3339, UTC).
+    pub created_at: String,
+    /// The task handed over.
+    pub task: Task,
+    /// The workspace.
+    pub workspace: WorkspaceInfo,
+    /// Its repositories, the primary first.
+    pub repos: Vec<RepoInfo>,
+    /// Commands the agent must run (in the container, from the workspace root) and see succeed
+    /// before calling the task done.
+    pub verification: Vec<String>,
+    /// The applied security posture.
+    pub security: SecurityInfo,
+    /// Names of secrets passed to the agent (never values).
+    pub secrets: Vec<String>,
+    /// Names of host environment variables passed to the agent (never values).
+    pub env: Vec<String>,
+    /// The container image.
+    pub image: ImageInfo,
+    /// Each lifecycle hook that ran, in order.
+    pub hooks: Vec<HookResult>,
+    /// The agent launched.
+    pub agent: AgentInfo,
+    /// Where this file is, in the container.
+    pub context_path: String,
+}
+
+/// `task`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// Where the task comes from (`github`, `linear`, …), derived from the URL or given.
+    pub provider: Option<String>,
+    /// The task or pull request URL.
+    pub url: Option<String>,
+    /// A one-line title.
+    pub title: Option<String>,
+}
+
+impl Task {
+    /// A task from an optional URL and title; the provider is guessed from the URL's host
+    /// ([`provider_of`]).
+    pub fn new(url: Option<String>, title: Option<String>) -> Self {
+        let provider = url.as_deref().and_then(provider_of);
+        Self {
+            provider,
+            url,
+            title,
+        }
+    }
+}
+
+/// The provider named by a task URL's host: `github`, `gitlab`, `bitbucket`, `linear`, `jira`
+/// (`*.atlassian.net`), else the host itself; `None` when it is not an `http(s)` URL.
+pub fn provider_of(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?.split(':').next()?;
+    let host = host.to_ascii_lowercase();
+    if host.is_empty() {
+        return None;
+    }
+    let known = [
+        ("github.com", "github"),
+        ("gitlab.com", "gitlab"),
+        ("bitbucket.org", "bitbucket"),
+        ("linear.app", "linear"),
+        ("atlassian.net", "jira"),
+    ];
+    for (suffix, name) in known {
+        if host == suffix || host.ends_with(&format!(".{suffix}")) {
+            return Some(name.to_string());
+        }
+    }
+    Some(host)
+}
+
+/// `workspace`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceInfo {
+    /// The root folder's name.
+    pub name: String,
+    /// The root in the container (e.g. `/workspace`).
+    pub root: String,
+    /// The root on the host.
+    pub host_root: String,
+    /// The workspace branch ([`Workspace::branch`]).
+    pub branch: Option<String>,
+    /// `repository`, `multiRepository` or `plain`.
+    pub layout: super::workspace::Layout,
+}
+
+/// One of `repos`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoInfo {
+    /// Folder name.
+    pub name: String,
+    /// Path in the container.
+    pub path: String,
+    /// `primary` or `secondary`.
+    pub role: RepoRole,
+    /// Branch at handoff, `null` when detached.
+    pub branch: Option<String>,
+    /// HEAD commit at handoff (the diff base of the agent's work), `null` without commits.
+    pub base_commit: Option<String>,
+}
+
+/// `security`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityInfo {
+    /// The applied profile (`hardened` or `reference`).
+    pub profile: String,
+    /// Permissions granted by the user (`--allow` / `[security] allow` words, e.g.
+    /// `cap:SYS_PTRACE`).
+    pub permissions: Vec<String>,
+    /// Network mode (`default` or `none`).
+    pub network: String,
+}
+
+/// `image`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageInfo {
+    /// The image reference the container runs.
+    pub reference: String,
+    /// The image's digest (`sha256:…`), `null` when unknown (e.g. a local build).
+    pub digest: Option<String>,
+    /// The installed Features with their digests.
+    pub features: Vec<FeatureInfo>,
+}
+
+/// One of `image.features`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureInfo {
+    /// The Feature reference as configured.
+    pub id: String,
+    /// The resolved content digest (`sha256:…`), `null` for a local Feature.
+    pub digest: Option<String>,
+}
+
+/// One of `hooks`: a lifecycle hook's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookResult {
+    /// The hook's spec name (`onCreateCommand`, `postCreateCommand`, …).
+    pub hook: String,
+    /// Where the command came from (`devcontainer.json`, a Feature id, `image metadata`).
+    pub source: String,
+    /// The entry name of an object-form (parallel) command, else `null`.
+    pub entry: Option<String>,
+    /// Its exit code (128 + N when killed by signal N), `null` when skipped.
+    pub exit_code: Option<i32>,
+    /// Wall time in milliseconds (0 when skipped).
+    pub duration_ms: u64,
+    /// Why it did not run (`alreadyRan`, or the flag that excluded it, e.g.
+    /// `--skip-post-attach`), else `null`.
+    pub skipped: Option<String>,
+}
+
+/// The `hooks` of a context from a lifecycle report: every command that ran, in order, then
+/// every hook skipped for a reason other than not being configured.
+pub fn hooks_from_report(report: &crate::lifecycle::LifecycleReport) -> Vec<HookResult> {
+    use crate::lifecycle::SkipReason;
+    let mut out: Vec<HookResult> = report
+        .runs
+        .iter()
+        .map(|r| HookResult {
+            hook: r.hook.property().to_string(),
+            source: r.origin.clone(),
+            entry: r.entry.clone(),
+            exit_code: Some(i32::try_from(r.exit_code).unwrap_or(i32::MAX)),
+            duration_ms: r.duration_ms,
+            skipped: None,
+        })
+        .collect();
+    for s in &report.skipped {
+        let reason = match s.reason {
+            SkipReason::NotConfigured => continue,
+            SkipReason::AlreadyRan => "alreadyRan".to_string(),
+            SkipReason::Flag(flag) => flag.to_string(),
+        };
+        out.push(HookResult {
+            hook: s.hook.property().to_string(),
+            source: String::new(),
+            entry: None,
+            exit_code: None,
+            duration_ms: 0,
+            skipped: Some(reason),
+        });
+    }
+    out
+}
+
+/// `agent`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInfo {
+    /// The configured agent name (`[agents.NAME]`).
+    pub name: String,
+    /// Its argv.
+    pub command: Vec<String>,
+}
+
+/// Everything a context needs besides the inspected workspace.
+#[derive(Debug, Clone, Default)]
+pub struct ContextInputs {
+    /// The task.
+    pub task: Task,
+    /// Verification commands.
+    pub verification: Vec<String>,
+    /// Security posture.
+    pub security: SecurityInfo,
+    /// Secret names.
+    pub secrets: Vec<String>,
+    /// Environment variable names.
+    pub env: Vec<String>,
+    /// Image.
+    pub image: ImageInfo,
+    /// Lifecycle hook results.
+    pub hooks: Vec<HookResult>,
+    /// Agent.
+    pub agent: AgentInfo,
+    /// The context path relative to the workspace root (`[handoff] context_path`).
+    pub context_path: String,
+}
+
+impl ContextInputs {
+    /// Inputs from devcell's user settings for agent `agent`: its argv, the names of its env
+    /// variables and secrets, its verification commands followed by `extra_verification` (e.g.
+    /// from flags; duplicates dropped), the profile and network (the agent's overrides, else
+    /// `[security]`), the granted permissions, and `[handoff] context_path`. `None` when no
+    /// `[agents.<agent>]` exists. Task, image and hooks are left empty for the caller.
+    pub fn from_settings(
+        settings: &crate::settings::Settings,
+        agent: &str,
+        extra_verification: &[String],
+    ) -> Option<Self> {
+        let a = settings.agents.get(agent)?;
+        let mut verification: Vec<String> = Vec::new();
+        for v in a.verify.iter().chain(extra_verification) {
+            if !verification.contains(v) {
+                verification.push(v.clone());
+            }
+        }
+        Some(Self {
+            verification,
+            security: SecurityInfo {
+                profile: a
+                    .profile
+                    .clone()
+                    .unwrap_or_else(|| settings.security.profile.clone()),
+                permissions: settings.security.allow.clone(),
+                network: a
+                    .network
+                    .clone()
+                    .unwrap_or_else(|| settings.security.network.clone()),
+            },
+            secrets: a.secrets.keys().cloned().collect(),
+            env: a.env.clone(),
+            agent: AgentInfo {
+                name: agent.to_string(),
+                command: a.command.clone(),
+            },
+            context_path: settings.handoff.context_path.clone(),
+            ..Default::default()
+        })
+    }
+}
+
+impl HandoffContext {
+    /// Builds the context for `workspace` (repos, branch, base commits from its git state),
+    /// stamped now.
+    pub fn new(workspace: &Workspace, inputs: ContextInputs) -> Self {
+        let repos = workspace
+            .repos
+            .iter()
+            .map(|r| RepoInfo {
+                name: r.name.clone(),
+                path: r.container_path.clone(),
+                role: r.role,
+                branch: r.branch.clone(),
+                base_commit: r.head.clone(),
+            })
+            .collect();
+        let context_path = super::workspace::normalize_posix(&format!(
+            "{}/{}",
+            workspace.container_root, inputs.context_path
+        ));
+        Self {
+            schema_version: SCHEMA_VERSION,
+            generated_by: generated_by(),
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            task: inputs.task,
+            workspace: WorkspaceInfo {
+                name: workspace.name.clone(),
+                root: workspace.container_root.clone(),
+                host_root: workspace.root.to_string_lossy().into_owned(),
+                branch: workspace.branch().map(str::to_string),
+                layout: workspace.layout,
+            },
+            repos,
+            verification: inputs.verification,
+            security: inputs.security,
+            secrets: inputs.secrets,
+            env: inputs.env,
+            image: inputs.image,
+            hooks: inputs.hooks,
+            agent: inputs.agent,
+            context_path,
+        }
+    }
+}
+
+/// Writes `context` to `root/rel_path` atomically and returns the file's host path.
+///
+/// # Errors
+/// [`ContextError::InvalidPath`] for a path that is not a plain relative path,
+/// [`ContextError::Unsafe`] when a component is a symbolic link or not a folder,
+/// [`ContextError::NotOwned`] when a file devcell did not write is there, [`ContextError::Io`].
+pub fn write(
+    root: &Path,
+    rel_path: &str,
+    context: &HandoffContext,
+) -> Result<PathBuf, ContextError> {
+    let mut text = serde_json::to_vec_pretty(context).map_err(ContextError::Serialize)?;
+    text.push(b'\n');
+    write_owned_file(root, rel_path, &text, is_devcell_context)
+}
+
+/// Reads a context file back (e.g. for `status`).
+///
+/// # Errors
+/// [`ContextError::Io`] when it cannot be read or is not a valid context.
+pub fn read(path: &Path) -> Result<HandoffContext, ContextError> {
+    let text = std::fs::read(path).map_err(|source| ContextError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|e| ContextError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })
+}
+
+/// Whether `bytes` is a file devcell wrote: a JSON object whose `generatedBy` starts with
+/// `devcell`.
+pub fn is_devcell_context(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| {
+            v.get("generatedBy")?
+                .as_str()
+                .map(|s| s.starts_with("devcell"))
+        })
+        .unwrap_or(false)
+}
+
+/// Writes `bytes` to `root/rel_path` atomically, creating missing folders (each folder devcell
+/// creates gets a `.gitignore` holding `*` when it is the first one created), and replacing an
+/// existing file only when `owned(existing bytes)` says devcell wrote it. Never follows a
+/// symbolic link below `root`.
+///
+/// # Errors
+/// As [`write()`].
+pub fn write_owned_file(
+    root: &Path,
+    rel_path: &str,
+    bytes: &[u8],
+    owned: impl Fn(&[u8]) -> bool,
+) -> Result<PathBuf, ContextError> {
+    let rel = Path::new(rel_path);
+    if !is_safe_relative(rel) {
+        return Err(ContextError::InvalidPath {
+            path: rel_path.to_string(),
+        });
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ContextError::Io { path, source }
+    };
+    let target = root.join(rel);
+    let parent = target.parent().unwrap_or(root).to_path_buf();
+    // Walk the folders below root: each must be a real folder, or absent (then created).
+    let mut dir = root.to_path_buf();
+    let mut created_first: Option<PathBuf> = None;
+    for component in rel.parent().into_iter().flat_map(Path::components) {
+        dir.push(component);
+        match dir.symlink_metadata() {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(ContextError::Unsafe { path: dir }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&dir).map_err(io(&dir))?;
+                if created_first.is_none() {
+                    created_first = Some(dir.clone());
+                }
+            }
+            Err(e) => return Err(io(&dir)(e)),
+        }
+    }
+    if let Some(first) = created_first {
+        let ignore = first.join(".gitignore");
+        std::fs::write(
+            &ignore,
+            "# created by devcell: keep its files out of git\n*\n",
+        )
+        .map_err(io(&ignore))?;
+    }
+    match target.symlink_metadata() {
+        Ok(m) if m.is_file() => {
+            if m.len() > 16 * 1024 * 1024 {
+                return Err(ContextError::NotOwned { path: target });
+            }
+            let existing = std::fs::read(&target).map_err(io(&target))?;
+            if !owned(&existing) {
+                return Err(ContextError::NotOwned { path: target });
+            }
+        }
+        Ok(_) => return Err(ContextError::Unsafe { path: target }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&target)(e)),
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".devcell-tmp-")
+        .tempfile_in(&parent)
+        .map_err(io(&parent))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    // world-readable: the agent may run as another uid than the host user (tempfile makes 0600)
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io(&target))?;
+    tmp.as_file().sync_all().map_err(io(&target))?;
+    tmp.persist(&target).map_err(|e| io(&target)(e.error))?;
+    Ok(target)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::handoff::workspace::{Layout, Repo, RepoKind};
+
+    pub(crate) fn sample_workspace(root: &Path) -> Workspace {
+        let repo = |name: &str, role| Repo {
+            name: name.into(),
+            host_path: root.join(name),
+            container_path: format!("/workspace/{name}"),
+            role,
+            kind: RepoKind::Worktree,
+            branch: Some("feat/x".into()),
+            head: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            dirty: false,
+            upstream: None,
+            ahead: None,
+            behind: None,
+            git_dir: PathBuf::from("/src")
+                .join(name)
+                .join(".git/worktrees")
+                .join(name),
+            common_dir: PathBuf::from("/src").join(name).join(".git"),
+            has_devcontainer: role == RepoRole::Primary,
+        };
+        Workspace {
+            name: "task".into(),
+            root: root.to_path_buf(),
+            container_root: "/workspace".into(),
+            layout: Layout::MultiRepository,
+            repos: vec![
+                repo("api", RepoRole::Primary),
+                repo("web", RepoRole::Secondary),
+            ],
+            config_folder: Some(root.join("api")),
+            git_mounts: vec![],
+            protected: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn sample(root: &Path) -> HandoffContext {
+        HandoffContext::new(
+            &sample_workspace(root),
+            ContextInputs {
+                task: Task::new(Some("https://github.com/acme/api/pull/1".into()), None),
+                verification: vec!["cargo test".into()],
+                context_path: ".devcell/context.json".into(),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn context_is_built_from_the_workspace() {
+        let ctx = sample(Path::new("/w/task"));
+        assert_eq!(ctx.workspace.root, "/workspace");
+        assert_eq!(ctx.workspace.host_root, "/w/task");
+        assert_eq!(ctx.workspace.branch.as_deref(), Some("feat/x"));
+        assert_eq!(ctx.repos[0].role, RepoRole::Primary);
+        assert_eq!(ctx.repos[1].path, "/workspace/web");
+        assert_eq!(ctx.context_path, "/workspace/.devcell/context.json");
+        assert_eq!(ctx.task.provider.as_deref(), Some("github"));
+        let v = serde_json::to_value(&ctx).unwrap();
+        assert_eq!(
+            v["repos"][0]["baseCommit"],
+            ctx.repos[0].base_commit.clone().unwrap()
+        );
+        assert_eq!(v["repos"][1]["role"], "secondary");
+        assert_eq!(v["task"]["title"], serde_json::Value::Null);
+        assert!(is_devcell_context(&serde_json::to_vec(&ctx).unwrap()));
+    }
+
+    #[test]
+    fn inputs_come_from_the_agent_settings_without_values() {
+        let settings = crate::settings::parse(
+            r#"
+[security]
+allow = ["cap:SYS_PTRACE"]
+[agents.codex]
+command = ["codex", "--full-auto"]
+env = ["OPENAI_API_KEY"]
+secrets = { GH_TOKEN = "env:MY_GH_TOKEN" }
+verify = ["cargo test"]
+network = "none"
+[handoff]
+context_path = ".grove/context.json"
+"#,
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let extra = ["cargo test".to_string(), "cargo clippy".to_string()];
+        let i = ContextInputs::from_settings(&settings, "codex", &extra).unwrap();
+        assert_eq!(i.agent.command, ["codex", "--full-auto"]);
+        assert_eq!(i.verification, ["cargo test", "cargo clippy"]);
+        assert_eq!(i.env, ["OPENAI_API_KEY"]);
+        assert_eq!(
+            i.secrets,
+            ["GH_TOKEN"],
+            "names, never the reference or value"
+        );
+        assert_eq!(i.security.profile, "hardened");
+        assert_eq!(i.security.network, "none");
+        assert_eq!(i.security.permissions, ["cap:SYS_PTRACE"]);
+        assert_eq!(i.context_path, ".grove/context.json");
+        assert!(ContextInputs::from_settings(&settings, "claude", &[]).is_none());
+    }
+
+    #[test]
+    fn hooks_come_from_the_lifecycle_report() {
+        use crate::lifecycle::{LifecycleHook, LifecycleReport, SkipReason, SkippedHook};
+        let run = |hook, origin: &str, entry: Option<&str>, exit_code| crate::lifecycle::HookRun {
+            hook,
+            source: 0,
+            origin: origin.into(),
+            entry: entry.map(str::to_string),
+            command: "x".into(),
+            exit_code,
+            duration_ms: 7,
+            output_tail: vec![],
+        };
+        let report = LifecycleReport {
+            runs: vec![
+                run(
+                    LifecycleHook::OnCreateCommand,
+                    "Feature 'ghcr.io/x/y:1'",
+                    None,
+                    0,
+                ),
+                run(
+                    LifecycleHook::PostCreateCommand,
+                    "devcontainer.json",
+                    Some("npm"),
+                    137,
+                ),
+            ],
+            skipped: vec![
+                SkippedHook {
+                    hook: LifecycleHook::UpdateContentCommand,
+                    reason: SkipReason::NotConfigured,
+                },
+                SkippedHook {
+                    hook: LifecycleHook::PostAttachCommand,
+                    reason: SkipReason::Flag("--skip-post-attach"),
+                },
+                SkippedHook {
+                    hook: LifecycleHook::PostStartCommand,
+                    reason: SkipReason::AlreadyRan,
+                },
+            ],
+        };
+        let hooks = hooks_from_report(&report);
+        let v = serde_json::to_value(&hooks).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!([
+                {"hook": "onCreateCommand", "source": "Feature 'ghcr.io/x/y:1'", "entry": null,
+                 "exitCode": 0, "durationMs": 7, "skipped": null},
+                {"hook": "postCreateCommand", "source": "devcontainer.json", "entry": "npm",
+                 "exitCode": 137, "durationMs": 7, "skipped": null},
+                {"hook": "postAttachCommand", "source": "", "entry": null,
+                 "exitCode": null, "durationMs": 0, "skipped": "--skip-post-attach"},
+                {"hook": "postStartCommand", "source": "", "entry": null,
+                 "exitCode": null, "durationMs": 0, "skipped": "alreadyRan"},
+            ])
+        );
+    }
+
+    #[test]
+    fn providers_come_from_the_host() {
+        assert_eq!(
+            provider_of("https://github.com/a/b/pull/1").as_deref(),
+            Some("github")
+        );
+        assert_eq!(
+            provider_of("https://acme.atlassian.net/browse/X-1").as_deref(),
+            Some("jira")
+        );
+        assert_eq!(
+            provider_of("http://user@Tracker.Example:8080/x").as_deref(),
+            Some("tracker.example")
+        );
+        assert_eq!(provider_of("linear.app/x"), None);
+        assert_eq!(provider_of("https:///x"), None);
+    }
+
+    #[test]
+    fn write_creates_folder_with_gitignore_and_replaces_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = sample(dir.path());
+        let path = write(dir.path(), ".devcell/context.json", &ctx).unwrap();
+        assert_eq!(path, dir.path().join(".devcell/context.json"));
+        assert_eq!(read(&path).unwrap(), ctx);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o644,
+            "readable by a container user of another uid"
+        );
+        let ignore = std::fs::read_to_string(dir.path().join(".devcell/.gitignore")).unwrap();
+        assert!(ignore.lines().any(|l| l == "*"));
+        // second write replaces devcell's own file
+        let mut ctx2 = ctx.clone();
+        ctx2.verification = vec!["make check".into()];
+        write(dir.path(), ".devcell/context.json", &ctx2).unwrap();
+        assert_eq!(read(&path).unwrap().verification, ["make check"]);
+        // no temp files left behind
+        let names: Vec<_> = std::fs::read_dir(dir.path().join(".devcell"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn an_existing_folder_gets_no_gitignore() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".grove")).unwrap();
+        write(dir.path(), ".grove/context.json", &sample(dir.path())).unwrap();
+        assert!(!dir.path().join(".grove/.gitignore").exists());
+    }
+
+    #[test]
+    fn a_user_file_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".grove")).unwrap();
+        let user = dir.path().join(".grove/context.json");
+        std::fs::write(&user, "{\"schemaVersion\": 1, \"mine\": true}").unwrap();
+        let err = write(dir.path(), ".grove/context.json", &sample(dir.path())).unwrap_err();
+        assert!(matches!(err, ContextError::NotOwned { .. }), "{err}");
+        assert!(err.hint().is_some());
+        assert_eq!(
+            err.code(),
+            crate::handoff::envelope::ErrorCode::ConfigInvalid
+        );
+        assert_eq!(
+            std::fs::read_to_string(&user).unwrap(),
+            "{\"schemaVersion\": 1, \"mine\": true}"
+        );
+    }
+
+    #[test]
+    fn symlinks_and_escaping_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".devcell")).unwrap();
+        let err = write(dir.path(), ".devcell/context.json", &sample(dir.path())).unwrap_err();
+        assert!(matches!(err, ContextError::Unsafe { .. }), "{err}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".devcell")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("x.json"),
+            dir.path().join(".devcell/context.json"),
+        )
+        .unwrap();
+        let err = write(dir.path(), ".devcell/context.json", &sample(dir.path())).unwrap_err();
+        assert!(matches!(err, ContextError::Unsafe { .. }), "{err}");
+        assert!(!outside.path().join("x.json").exists());
+
+        for bad in ["/etc/x.json", "../x.json", ""] {
+            let err = write(dir.path(), bad, &sample(dir.path())).unwrap_err();
+            assert!(
+                matches!(err, ContextError::InvalidPath { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
+}

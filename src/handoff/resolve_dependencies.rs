@@ -1,0 +1,94 @@
+//! `features resolve-dependencies`: the install order of a configuration's Features, as
+//! `devcontainer features resolve-dependencies` prints it (spec-distilled §4.6).
+//!
+//! Output: `{"installOrder": [{"id": "<reference as written>", "options": <value as written>}]}`.
+//! Local Features are read from disk; remote (OCI, tarball) metadata is not fetched yet.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use serde_json::Value;
+
+use crate::config::{discover, jsonc, model};
+use crate::diagnostics::Warning;
+use crate::features::FeatureError;
+use crate::features::local::LocalFeatureRoot;
+use crate::features::order::{InstallPlan, ResolvedFeature, order};
+use crate::features::reference::FeatureRef;
+use crate::handoff::error::{HandoffError, Result};
+
+/// Inputs of [`resolve_dependencies`].
+#[derive(Debug, Clone, Default)]
+pub struct ResolveDependenciesOptions {
+    /// `--workspace-folder`.
+    pub workspace_folder: PathBuf,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+}
+
+/// The result of [`resolve_dependencies`].
+#[derive(Debug, Clone)]
+pub struct ResolveDependencies {
+    /// The JSON document to print.
+    pub output: Value,
+    /// Non-fatal findings (config and Feature warnings).
+    pub warnings: Vec<Warning>,
+    /// The ordered Features.
+    pub plan: InstallPlan,
+}
+
+/// Discovers and parses the config, then orders its Features.
+///
+/// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
+/// `read-configuration`; [`HandoffError::Feature`] for invalid references, options, cycles, and
+/// for remote Features (not fetched by this command yet).
+pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<ResolveDependencies> {
+    let workspace_folder = std::path::absolute(&opts.workspace_folder)
+        .unwrap_or_else(|_| opts.workspace_folder.clone());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
+    let doc = jsonc::read(&config_file)?;
+    let mut warnings = doc.warnings.clone();
+    let (config, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+
+    let features: IndexMap<String, Value> = config
+        .features
+        .iter()
+        .map(|(k, v)| (k.clone(), feature_value(v)))
+        .collect();
+    let override_order = config
+        .override_feature_install_order
+        .clone()
+        .unwrap_or_default();
+    let local = LocalFeatureRoot::new(&workspace_folder, &config_file);
+    let mut resolve = |r: &FeatureRef| -> crate::features::Result<ResolvedFeature> {
+        match r {
+            FeatureRef::Local { .. } => local.resolve(r),
+            _ => Err(FeatureError::Resolve {
+                feature: r.to_string(),
+                source: "fetching remote Features is not implemented in `resolve-dependencies` yet"
+                    .into(),
+            }),
+        }
+    };
+    let plan = order(&features, &override_order, &mut resolve)?;
+    warnings.extend(plan.warnings.iter().cloned());
+    Ok(ResolveDependencies {
+        output: plan.to_install_order_json(),
+        warnings,
+        plan,
+    })
+}
+
+fn feature_value(v: &model::FeatureValue) -> Value {
+    match v {
+        model::FeatureValue::Version(s) => Value::String(s.clone()),
+        model::FeatureValue::Enabled(b) => Value::Bool(*b),
+        model::FeatureValue::Options(m) => Value::Object(m.clone()),
+    }
+}

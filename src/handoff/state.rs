@@ -1,0 +1,1389 @@
+//! Host-side handoff state, outside the workspace: per workspace the container, the image and
+//! the handoff sessions (agent, start, end, exit code or signal, log path), so `status`,
+//! `doctor` and a repeated `handoff` can tell what is running.
+//!
+//! Layout under the state root (`$DEVCELL_STATE_DIR`, else `$XDG_STATE_HOME/devcell`, else
+//! `~/.local/state/devcell`; [`StateStore::new`] takes any folder, for tests):
+//!
+//! ```text
+//! <root>/workspaces/<key>.json   one WorkspaceState per workspace (key: sha256 of the canonical root)
+//! <root>/workspaces/<key>.lock   flock(2) taken around every read-modify-write
+//! <root>/logs/<session>.log      the agent's output for one session
+//! ```
+//!
+//! Files are written atomically (temporary file + rename in the same folder); folders are
+//! created `0700` and logs `0600` (an agent's output may contain secrets it printed).
+//!
+//! # Sessions
+//! A session records the devcell process id and the container id. Its [`SessionStatus`]:
+//! - `ended`: an end was recorded;
+//! - `live`: no end, the devcell process is alive, and the container is running (or not yet
+//!   known: `up` is still starting it);
+//! - `stale`: no end, and the devcell process is gone (killed before it could record the end)
+//!   or the container is not running any more.
+//!
+//! [`StateStore::begin_session`] refuses a new session while another is live (unless replacing)
+//! and closes stale ones as `abandoned`. Whether a container runs is asked through
+//! [`ContainerProbe`], so this module stays engine-free. See spec note
+//! `spec-notes/0164-handoff-state-and-sessions.md`.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// The environment variable overriding the state root.
+pub const STATE_DIR_ENV: &str = "DEVCELL_STATE_DIR";
+
+/// The state file's schema version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A failure reading or writing handoff state.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// No state folder could be determined (no `$HOME`).
+    #[error("cannot determine the state folder: set `XDG_STATE_HOME` or `HOME`")]
+    NoStateDir,
+    /// A file or folder could not be read or written.
+    #[error("cannot access handoff state `{}`", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file is not valid.
+    #[error("handoff state `{}` is corrupt", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Another handoff session is live for the workspace.
+    #[error("a handoff session (`{}`, agent `{}`, devcell pid {}) is already live for this workspace", session.id, session.agent, session.pid)]
+    SessionActive {
+        /// The live session.
+        session: Box<Session>,
+    },
+    /// No session with that id exists for the workspace.
+    #[error("no handoff session `{id}` for workspace `{}`", workspace.display())]
+    NoSuchSession {
+        /// The workspace root.
+        workspace: PathBuf,
+        /// The session id.
+        id: String,
+    },
+}
+
+impl StateError {
+    /// The envelope error code: `session_active`, `not_found` for an unknown session,
+    /// `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            StateError::SessionActive { .. } => ErrorCode::SessionActive,
+            StateError::NoSuchSession { .. } => ErrorCode::NotFound,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    /// The envelope error `details`: for `session_active`, `{"session": <the live session>}`;
+    /// otherwise `{}`.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            StateError::SessionActive { session } => {
+                serde_json::json!({ "session": serde_json::to_value(session).unwrap_or_default() })
+            }
+            _ => serde_json::json!({}),
+        }
+    }
+
+    /// A hint for the user, when a fix is known.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            StateError::SessionActive { .. } => Some(
+                "wait for it to end, or pass `--replace` to stop it and start a new one".into(),
+            ),
+            StateError::Corrupt { path, .. } => Some(format!(
+                "move `{}` away; devcell starts fresh state without it",
+                path.display()
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Everything devcell remembers about one workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceState {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The canonical workspace root on the host.
+    pub workspace: PathBuf,
+    /// [`workspace_key`] of `workspace`.
+    pub key: String,
+    /// The workspace's container, once `up` created it; `None` after `delete`.
+    pub container_id: Option<String>,
+    /// The image reference the container runs.
+    pub image: Option<String>,
+    /// Handoff sessions, oldest first.
+    pub sessions: Vec<Session>,
+}
+
+impl WorkspaceState {
+    /// Empty state for a canonical workspace root.
+    pub fn new(workspace: PathBuf) -> Self {
+        let key = key_of(&workspace);
+        Self {
+            schema_version: SCHEMA_VERSION,
+            workspace,
+            key,
+            container_id: None,
+            image: None,
+            sessions: Vec::new(),
+        }
+    }
+
+    /// The session with this id.
+    pub fn session(&self, id: &str) -> Option<&Session> {
+        self.sessions.iter().find(|s| s.id == id)
+    }
+
+    /// The most recent session, if any.
+    pub fn last_session(&self) -> Option<&Session> {
+        self.sessions.last()
+    }
+}
+
+/// One handoff of the workspace to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// Unique id: `<UTC yyyymmddThhmmssZ>-<pid>` (plus `-N` on a collision).
+    pub id: String,
+    /// The agent's configured name.
+    pub agent: String,
+    /// The devcell process that runs the session.
+    pub pid: u32,
+    /// That process's start time (Linux: clock ticks since boot, `/proc/<pid>/stat` field 22),
+    /// so a recycled pid is not mistaken for it; `None` where unknown.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
+    /// The container the agent runs in; `None` while `up` is still starting it.
+    pub container_id: Option<String>,
+    /// Start time (RFC 3339, UTC).
+    pub started_at: String,
+    /// End time (RFC 3339, UTC); `None` while running (or when devcell died: stale).
+    pub ended_at: Option<String>,
+    /// How it ended; `None` while running.
+    pub outcome: Option<SessionOutcome>,
+    /// The agent's output log on the host.
+    pub log: PathBuf,
+}
+
+/// How a session ended (serialised with a `kind` tag).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum SessionOutcome {
+    /// The agent exited with this code.
+    Exited {
+        /// The exit code.
+        exit_code: i32,
+    },
+    /// The agent was killed by this signal.
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+    /// The handoff failed before or while starting the agent (build, hook, engine, …).
+    Failed {
+        /// The envelope error code (`build_failed`, `hook_failed`, …).
+        code: String,
+        /// The error message.
+        message: String,
+    },
+    /// Replaced by a later handoff with `--replace`.
+    Replaced {
+        /// The replacing session's id.
+        by: String,
+    },
+    /// Found stale (devcell gone, no end recorded) and closed by a later devcell.
+    Abandoned,
+}
+
+/// Whether a session is still running (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionStatus {
+    /// An end is recorded.
+    Ended,
+    /// Running: devcell alive and the container running (or starting).
+    Live,
+    /// No end recorded, but devcell is gone or the container is not running.
+    Stale,
+}
+
+/// Answers "is this container running?" for [`session_status`]; implemented by the engine
+/// layer's caller. Any `Fn(&str) -> bool` is one.
+pub trait ContainerProbe {
+    /// Whether the container with this id (or name) exists and is running.
+    fn is_running(&self, container_id: &str) -> bool;
+}
+
+impl<F: Fn(&str) -> bool> ContainerProbe for F {
+    fn is_running(&self, container_id: &str) -> bool {
+        self(container_id)
+    }
+}
+
+/// Whether process `pid` exists (signal 0; a process of another user counts as alive).
+pub fn pid_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// Whether process `pid` is alive and, when `start` is known on both sides, is the same process
+/// (same start time): a recycled pid does not count.
+pub fn process_alive(pid: u32, start: Option<u64>) -> bool {
+    if !pid_alive(pid) {
+        return false;
+    }
+    match (start, process_start_time(pid)) {
+        (Some(recorded), Some(now)) => recorded == now,
+        _ => true,
+    }
+}
+
+/// Asks the devcell process of `session` to stop (`SIGTERM`), for `handoff --replace`: that
+/// devcell then ends its agent and records the end. Returns `false`, sending nothing, when the
+/// process is gone or its pid now belongs to another process (start time differs).
+///
+/// # Errors
+/// [`StateError::Io`] when the signal cannot be sent (e.g. the process belongs to another user).
+pub fn terminate(session: &Session) -> Result<bool, StateError> {
+    if !process_alive(session.pid, session.pid_start) {
+        return Ok(false);
+    }
+    let Some(pid) = i32::try_from(session.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(false);
+    };
+    match rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::SRCH => Ok(false),
+        Err(e) => Err(StateError::Io {
+            path: PathBuf::from(format!("/proc/{}", session.pid)),
+            source: e.into(),
+        }),
+    }
+}
+
+/// A process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22); `None` when
+/// unavailable (not Linux, process gone, unreadable).
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // the command name (field 2) is in parentheses and may contain spaces or `)`
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The status of `session`, asking `probe` about its container and `alive` about its process
+/// (pid and recorded start time; [`process_alive`] is the real check).
+pub fn session_status(
+    session: &Session,
+    probe: &dyn ContainerProbe,
+    alive: &dyn Fn(u32, Option<u64>) -> bool,
+) -> SessionStatus {
+    if session.ended_at.is_some() || session.outcome.is_some() {
+        return SessionStatus::Ended;
+    }
+    if !alive(session.pid, session.pid_start) {
+        return SessionStatus::Stale;
+    }
+    match &session.container_id {
+        Some(id) if !probe.is_running(id) => SessionStatus::Stale,
+        _ => SessionStatus::Live,
+    }
+}
+
+/// The key of a canonical workspace root: the first 32 hex digits of the SHA-256 of its path
+/// bytes.
+fn key_of(canonical: &Path) -> String {
+    let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// The key of a workspace root (canonicalised first, so `./w` and `/abs/w` agree).
+///
+/// # Errors
+/// [`StateError::Io`] when the root does not exist.
+pub fn workspace_key(root: &Path) -> Result<String, StateError> {
+    Ok(key_of(&canonical(root)?))
+}
+
+fn canonical(root: &Path) -> Result<PathBuf, StateError> {
+    std::fs::canonicalize(root).map_err(|source| StateError::Io {
+        path: root.to_path_buf(),
+        source,
+    })
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A problem in the stored state, for `devcell doctor`; each has a code, a message and a fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateFinding {
+    /// A session without a recorded end whose devcell is gone or whose container stopped.
+    StaleSession {
+        /// The workspace root.
+        workspace: PathBuf,
+        /// The session.
+        session: Session,
+    },
+    /// State for a workspace folder that no longer exists (its container may be orphaned).
+    WorkspaceGone {
+        /// The recorded workspace root.
+        workspace: PathBuf,
+        /// The state key (for [`StateStore::remove_key`]).
+        key: String,
+        /// The state file.
+        state_file: PathBuf,
+        /// The recorded container, if any.
+        container_id: Option<String>,
+    },
+    /// A state file that cannot be parsed.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        message: String,
+    },
+}
+
+impl StateFinding {
+    /// A stable snake_case code: `stale_session`, `workspace_gone`, `corrupt_state`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StateFinding::StaleSession { .. } => "stale_session",
+            StateFinding::WorkspaceGone { .. } => "workspace_gone",
+            StateFinding::Corrupt { .. } => "corrupt_state",
+        }
+    }
+
+    /// What is wrong, in words.
+    pub fn message(&self) -> String {
+        match self {
+            StateFinding::StaleSession { workspace, session } => format!(
+                "handoff session `{}` (agent `{}`) in `{}` never recorded an end: its devcell (pid {}) is gone or its container stopped",
+                session.id,
+                session.agent,
+                workspace.display(),
+                session.pid
+            ),
+            StateFinding::WorkspaceGone {
+                workspace,
+                container_id,
+                ..
+            } => match container_id {
+                Some(id) => format!(
+                    "workspace `{}` no longer exists but its container `{id}` is still recorded",
+                    workspace.display()
+                ),
+                None => format!("workspace `{}` no longer exists", workspace.display()),
+            },
+            StateFinding::Corrupt { path, message } => {
+                format!("handoff state `{}` is corrupt: {message}", path.display())
+            }
+        }
+    }
+
+    /// How to fix it, in words.
+    pub fn fix(&self) -> String {
+        match self {
+            StateFinding::StaleSession { workspace, .. } => format!(
+                "run `devcell status --workspace-folder {}`; the next handoff closes the session as abandoned",
+                workspace.display()
+            ),
+            StateFinding::WorkspaceGone {
+                container_id,
+                state_file,
+                ..
+            } => match container_id {
+                Some(id) => format!(
+                    "remove the orphaned container (`docker rm -f {id}`) and the state file `{}`",
+                    state_file.display()
+                ),
+                None => format!("remove the state file `{}`", state_file.display()),
+            },
+            StateFinding::Corrupt { path, .. } => {
+                format!(
+                    "move `{}` away; devcell starts fresh state without it",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+/// How many sessions a workspace's state keeps: beyond it the oldest *ended* sessions are
+/// dropped (their log files stay).
+pub const MAX_SESSIONS: usize = 100;
+
+fn prune_sessions(sessions: &mut Vec<Session>) {
+    let mut excess = sessions.len().saturating_sub(MAX_SESSIONS);
+    sessions.retain(|s| {
+        if excess > 0 && s.outcome.is_some() {
+            excess -= 1;
+            false
+        } else {
+            true
+        }
+    });
+}
+
+/// What [`StateStore::begin_session`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStart {
+    /// The new session (already saved).
+    pub session: Session,
+    /// Stale sessions that were closed as abandoned.
+    pub abandoned: Vec<Session>,
+    /// The live session that was replaced (`replace` was true); the caller stops its agent.
+    pub replaced: Option<Session>,
+}
+
+/// The handoff state store rooted at one folder.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    root: PathBuf,
+}
+
+impl StateStore {
+    /// A store rooted at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The default root: `$DEVCELL_STATE_DIR`, else `$XDG_STATE_HOME/devcell` (`dirs::state_dir`),
+    /// else `~/.local/state/devcell`.
+    pub fn default_root() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|d| !d.is_empty()) {
+            return Some(PathBuf::from(dir));
+        }
+        dirs::state_dir()
+            .or_else(|| dirs::home_dir().map(|h| h.join(".local").join("state")))
+            .map(|d| d.join("devcell"))
+    }
+
+    /// A store at [`StateStore::default_root`].
+    ///
+    /// # Errors
+    /// [`StateError::NoStateDir`] when no home folder is known.
+    pub fn open_default() -> Result<Self, StateError> {
+        Self::default_root()
+            .map(Self::new)
+            .ok_or(StateError::NoStateDir)
+    }
+
+    /// The root folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/workspaces/<key>.json` for a workspace root.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when the root does not exist.
+    pub fn state_path(&self, workspace_root: &Path) -> Result<PathBuf, StateError> {
+        Ok(self.state_path_for_key(&workspace_key(workspace_root)?))
+    }
+
+    fn state_path_for_key(&self, key: &str) -> PathBuf {
+        self.root.join("workspaces").join(format!("{key}.json"))
+    }
+
+    /// `<root>/logs/<session>.log`.
+    pub fn log_path(&self, session_id: &str) -> PathBuf {
+        self.root.join("logs").join(format!("{session_id}.log"))
+    }
+
+    /// Creates (or truncates) a session's log file, mode `0600`, and returns it for writing.
+    ///
+    /// # Errors
+    /// [`StateError::Io`].
+    pub fn create_log(&self, session_id: &str) -> Result<File, StateError> {
+        let path = self.log_path(session_id);
+        self.ensure_dir(&self.root.join("logs"))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StateError::Io { path, source })
+    }
+
+    /// Loads a workspace's state; `None` when devcell has none.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn load(&self, workspace_root: &Path) -> Result<Option<WorkspaceState>, StateError> {
+        self.load_path(&self.state_path(workspace_root)?)
+    }
+
+    fn load_path(&self, path: &Path) -> Result<Option<WorkspaceState>, StateError> {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|source| StateError::Corrupt {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Every workspace's state (for `doctor`), sorted by workspace path. Corrupt files are
+    /// returned as errors in the second list rather than failing the whole listing.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when the folder cannot be listed.
+    pub fn list(&self) -> Result<(Vec<WorkspaceState>, Vec<StateError>), StateError> {
+        let dir = self.root.join("workspaces");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((vec![], vec![])),
+            Err(source) => return Err(StateError::Io { path: dir, source }),
+        };
+        let mut states = Vec::new();
+        let mut errors = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|source| StateError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match self.load_path(&path) {
+                Ok(Some(s)) => states.push(s),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        states.sort_by(|a, b| a.workspace.cmp(&b.workspace));
+        Ok((states, errors))
+    }
+
+    /// The workspace's state with each session's [`SessionStatus`] (for `status`); `None` when
+    /// devcell has no state for it.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn status(
+        &self,
+        workspace_root: &Path,
+        probe: &dyn ContainerProbe,
+    ) -> Result<Option<(WorkspaceState, Vec<SessionStatus>)>, StateError> {
+        Ok(self.load(workspace_root)?.map(|state| {
+            let statuses = state
+                .sessions
+                .iter()
+                .map(|s| session_status(s, probe, &process_alive))
+                .collect();
+            (state, statuses)
+        }))
+    }
+
+    /// Stored-state problems for `doctor`: stale sessions, workspaces whose folder is gone, and
+    /// corrupt files. Pure inspection: nothing is changed.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when the state folder cannot be listed.
+    pub fn findings(
+        &self,
+        probe: &dyn ContainerProbe,
+        alive: &dyn Fn(u32, Option<u64>) -> bool,
+    ) -> Result<Vec<StateFinding>, StateError> {
+        let (states, errors) = self.list()?;
+        let mut out = Vec::new();
+        for state in states {
+            if !state.workspace.is_dir() {
+                out.push(StateFinding::WorkspaceGone {
+                    workspace: state.workspace.clone(),
+                    key: state.key.clone(),
+                    state_file: self.state_path_for_key(&state.key),
+                    container_id: state.container_id.clone(),
+                });
+            }
+            for session in &state.sessions {
+                if session_status(session, probe, alive) == SessionStatus::Stale {
+                    out.push(StateFinding::StaleSession {
+                        workspace: state.workspace.clone(),
+                        session: session.clone(),
+                    });
+                }
+            }
+        }
+        for e in errors {
+            if let StateError::Corrupt { path, source } = e {
+                out.push(StateFinding::Corrupt {
+                    path,
+                    message: source.to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the state (and lock) of the workspace with this key, e.g. after its folder is
+    /// gone. Logs are kept. Removing absent state is not an error.
+    ///
+    /// # Errors
+    /// [`StateError::Io`].
+    pub fn remove_key(&self, key: &str) -> Result<(), StateError> {
+        let dir = self.root.join("workspaces");
+        for path in [
+            dir.join(format!("{key}.json")),
+            dir.join(format!("{key}.lock")),
+        ] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(StateError::Io { path, source }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the workspace's state (fresh when absent) under the workspace lock and saves
+    /// the result atomically when `f` succeeds.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`], or `f`'s error.
+    pub fn update<R>(
+        &self,
+        workspace_root: &Path,
+        f: impl FnOnce(&mut WorkspaceState) -> Result<R, StateError>,
+    ) -> Result<R, StateError> {
+        let root = canonical(workspace_root)?;
+        let key = key_of(&root);
+        let dir = self.root.join("workspaces");
+        self.ensure_dir(&dir)?;
+        let lock_path = dir.join(format!("{key}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|source| StateError::Io {
+                path: lock_path.clone(),
+                source,
+            })?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
+            StateError::Io {
+                path: lock_path.clone(),
+                source: e.into(),
+            }
+        })?;
+        let path = self.state_path_for_key(&key);
+        let loaded = self.load_path(&path)?;
+        let existed = loaded.is_some();
+        let mut state = loaded.unwrap_or_else(|| WorkspaceState::new(root.clone()));
+        let result = f(&mut state)?;
+        // nothing recorded for a workspace devcell never saw: leave no file behind
+        if existed || state != WorkspaceState::new(root) {
+            self.save_to(&path, &state)?;
+        }
+        drop(lock); // closing the file releases the flock
+        Ok(result)
+    }
+
+    fn save_to(&self, path: &Path, state: &WorkspaceState) -> Result<(), StateError> {
+        let dir = path.parent().unwrap_or(&self.root);
+        let io = |source| StateError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        bytes.push(b'\n');
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(dir)
+            .map_err(io)?;
+        tmp.write_all(&bytes).map_err(io)?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+
+    fn ensure_dir(&self, dir: &Path) -> Result<(), StateError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| StateError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Starts a session for `agent` in the workspace, recording this process's pid and the
+    /// container id if already known.
+    ///
+    /// Unended sessions are examined first: a [`SessionStatus::Live`] one refuses the new
+    /// session with [`StateError::SessionActive`] unless `replace` (then it is closed as
+    /// `replaced` and returned); a stale one is closed as `abandoned`.
+    ///
+    /// # Errors
+    /// [`StateError::SessionActive`], [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn begin_session(
+        &self,
+        workspace_root: &Path,
+        agent: &str,
+        container_id: Option<&str>,
+        replace: bool,
+        probe: &dyn ContainerProbe,
+    ) -> Result<SessionStart, StateError> {
+        self.begin_session_with(
+            workspace_root,
+            agent,
+            container_id,
+            replace,
+            probe,
+            std::process::id(),
+            process_start_time(std::process::id()),
+            &process_alive,
+        )
+    }
+
+    /// [`StateStore::begin_session`] with an explicit pid and liveness check (for tests and
+    /// for callers that run the session in another process).
+    ///
+    /// # Errors
+    /// As [`StateStore::begin_session`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin_session_with(
+        &self,
+        workspace_root: &Path,
+        agent: &str,
+        container_id: Option<&str>,
+        replace: bool,
+        probe: &dyn ContainerProbe,
+        pid: u32,
+        pid_start: Option<u64>,
+        alive: &dyn Fn(u32, Option<u64>) -> bool,
+    ) -> Result<SessionStart, StateError> {
+        let started = chrono::Utc::now();
+        let base = format!("{}-{pid}", started.format("%Y%m%dT%H%M%SZ"));
+        self.update(workspace_root, |state| {
+            let mut id = base.clone();
+            let mut n = 1;
+            while state.sessions.iter().any(|s| s.id == id) {
+                n += 1;
+                id = format!("{base}-{n}");
+            }
+            let mut abandoned = Vec::new();
+            let mut replaced = None;
+            for s in state.sessions.iter_mut() {
+                match session_status(s, probe, alive) {
+                    SessionStatus::Ended => {}
+                    SessionStatus::Live if !replace => {
+                        return Err(StateError::SessionActive {
+                            session: Box::new(s.clone()),
+                        });
+                    }
+                    SessionStatus::Live => {
+                        s.ended_at = Some(now());
+                        s.outcome = Some(SessionOutcome::Replaced { by: id.clone() });
+                        replaced = Some(s.clone());
+                    }
+                    SessionStatus::Stale => {
+                        s.ended_at = Some(now());
+                        s.outcome = Some(SessionOutcome::Abandoned);
+                        abandoned.push(s.clone());
+                    }
+                }
+            }
+            let container_id = container_id
+                .map(str::to_string)
+                .or_else(|| state.container_id.clone());
+            let session = Session {
+                log: self.log_path(&id),
+                id,
+                agent: agent.to_string(),
+                pid,
+                pid_start,
+                container_id,
+                started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                ended_at: None,
+                outcome: None,
+            };
+            state.sessions.push(session.clone());
+            prune_sessions(&mut state.sessions);
+            Ok(SessionStart {
+                session,
+                abandoned,
+                replaced,
+            })
+        })
+    }
+
+    /// Records the workspace's container and image (after `up`), and on the session `session_id`
+    /// when given.
+    ///
+    /// # Errors
+    /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn set_container(
+        &self,
+        workspace_root: &Path,
+        session_id: Option<&str>,
+        container_id: &str,
+        image: Option<&str>,
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.container_id = Some(container_id.to_string());
+            if let Some(image) = image {
+                state.image = Some(image.to_string());
+            }
+            if let Some(id) = session_id {
+                let workspace = state.workspace.clone();
+                let s = state
+                    .sessions
+                    .iter_mut()
+                    .find(|s| s.id == id)
+                    .ok_or_else(|| StateError::NoSuchSession {
+                        workspace,
+                        id: id.to_string(),
+                    })?;
+                s.container_id = Some(container_id.to_string());
+            }
+            Ok(())
+        })
+    }
+
+    /// Forgets the workspace's container (after `delete`); sessions are kept as history.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn clear_container(&self, workspace_root: &Path) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.container_id = None;
+            Ok(())
+        })
+    }
+
+    /// Records how session `session_id` ended, stamped now, and returns it. A session already
+    /// closed by another devcell as `replaced` or `abandoned` gets its real outcome; any other
+    /// recorded end is kept.
+    ///
+    /// # Errors
+    /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn end_session(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        outcome: SessionOutcome,
+    ) -> Result<Session, StateError> {
+        self.update(workspace_root, |state| {
+            let workspace = state.workspace.clone();
+            let s = state
+                .sessions
+                .iter_mut()
+                .find(|s| s.id == session_id)
+                .ok_or_else(|| StateError::NoSuchSession {
+                    workspace,
+                    id: session_id.to_string(),
+                })?;
+            let overwritable = matches!(
+                s.outcome,
+                None | Some(SessionOutcome::Replaced { .. }) | Some(SessionOutcome::Abandoned)
+            );
+            if overwritable {
+                s.ended_at = Some(now());
+                s.outcome = Some(outcome);
+            }
+            Ok(s.clone())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(_: &str) -> bool {
+        true
+    }
+    fn stopped(_: &str) -> bool {
+        false
+    }
+
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, StateStore) {
+        let state = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let store = StateStore::new(state.path());
+        (state, ws, store)
+    }
+
+    #[test]
+    fn keys_are_stable_and_canonical() {
+        let ws = tempfile::tempdir().unwrap();
+        let a = workspace_key(ws.path()).unwrap();
+        let b = workspace_key(&ws.path().join(".")).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(workspace_key(Path::new("/nonexistent/devcell/ws")).is_err());
+    }
+
+    #[test]
+    fn a_session_is_recorded_and_ended() {
+        let (_s, ws, store) = setup();
+        assert_eq!(store.load(ws.path()).unwrap(), None);
+        let start = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        assert!(start.abandoned.is_empty() && start.replaced.is_none());
+        assert_eq!(start.session.pid, std::process::id());
+        assert_eq!(
+            start.session.log,
+            store
+                .root()
+                .join("logs")
+                .join(format!("{}.log", start.session.id))
+        );
+        store
+            .set_container(ws.path(), Some(&start.session.id), "c0ffee", Some("img:1"))
+            .unwrap();
+        let state = store.load(ws.path()).unwrap().unwrap();
+        assert_eq!(state.container_id.as_deref(), Some("c0ffee"));
+        assert_eq!(state.image.as_deref(), Some("img:1"));
+        assert_eq!(state.sessions[0].container_id.as_deref(), Some("c0ffee"));
+        assert_eq!(
+            session_status(&state.sessions[0], &running, &process_alive),
+            SessionStatus::Live
+        );
+
+        let ended = store
+            .end_session(
+                ws.path(),
+                &start.session.id,
+                SessionOutcome::Signaled { signal: 9 },
+            )
+            .unwrap();
+        assert!(ended.ended_at.is_some());
+        let state = store.load(ws.path()).unwrap().unwrap();
+        assert_eq!(
+            state.sessions[0].outcome,
+            Some(SessionOutcome::Signaled { signal: 9 })
+        );
+        let json = serde_json::to_value(&state).unwrap();
+        assert_eq!(
+            json["sessions"][0]["outcome"],
+            serde_json::json!({"kind": "signaled", "signal": 9})
+        );
+        assert_eq!(json["containerId"], "c0ffee");
+        // no temporary files left next to the state
+        let names: Vec<_> = std::fs::read_dir(store.root().join("workspaces"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with(".tmp-")), "{names:?}");
+    }
+
+    #[test]
+    fn a_second_handoff_to_a_live_session_is_refused() {
+        let (_s, ws, store) = setup();
+        let first = store
+            .begin_session(ws.path(), "codex", Some("c1"), false, &running)
+            .unwrap();
+        let err = store
+            .begin_session(ws.path(), "claude", Some("c1"), false, &running)
+            .unwrap_err();
+        let StateError::SessionActive { session } = &err else {
+            panic!("expected SessionActive, got {err}")
+        };
+        assert_eq!(session.id, first.session.id);
+        assert!(err.to_string().contains("agent `codex`"), "{err}");
+        assert!(err.hint().unwrap().contains("--replace"));
+        // the refused attempt changed nothing
+        assert_eq!(store.load(ws.path()).unwrap().unwrap().sessions.len(), 1);
+
+        let second = store
+            .begin_session(ws.path(), "claude", Some("c1"), true, &running)
+            .unwrap();
+        let replaced = second.replaced.unwrap();
+        assert_eq!(replaced.id, first.session.id);
+        assert_eq!(
+            replaced.outcome,
+            Some(SessionOutcome::Replaced {
+                by: second.session.id.clone()
+            })
+        );
+    }
+
+    #[test]
+    fn a_session_whose_devcell_died_is_stale_and_abandoned() {
+        let (_s, ws, store) = setup();
+        let dead = |_: u32, _: Option<u64>| false;
+        let alive = |_: u32, _: Option<u64>| true;
+        let old = store
+            .begin_session_with(
+                ws.path(),
+                "codex",
+                Some("c1"),
+                false,
+                &running,
+                4_000_000,
+                None,
+                &alive,
+            )
+            .unwrap();
+        let state = store.load(ws.path()).unwrap().unwrap();
+        assert_eq!(
+            session_status(&state.sessions[0], &running, &dead),
+            SessionStatus::Stale
+        );
+        assert_eq!(
+            session_status(&state.sessions[0], &stopped, &alive),
+            SessionStatus::Stale
+        );
+        let new = store
+            .begin_session_with(
+                ws.path(),
+                "codex",
+                Some("c1"),
+                false,
+                &running,
+                4_000_001,
+                None,
+                &dead,
+            )
+            .unwrap();
+        assert_eq!(new.abandoned.len(), 1);
+        assert_eq!(new.abandoned[0].id, old.session.id);
+        // the old devcell comes back and records the real exit over `abandoned`
+        let ended = store
+            .end_session(
+                ws.path(),
+                &old.session.id,
+                SessionOutcome::Exited { exit_code: 0 },
+            )
+            .unwrap();
+        assert_eq!(ended.outcome, Some(SessionOutcome::Exited { exit_code: 0 }));
+        // but a real recorded end is not overwritten
+        let again = store
+            .end_session(
+                ws.path(),
+                &old.session.id,
+                SessionOutcome::Exited { exit_code: 5 },
+            )
+            .unwrap();
+        assert_eq!(again.outcome, Some(SessionOutcome::Exited { exit_code: 0 }));
+    }
+
+    #[test]
+    fn a_session_without_container_yet_is_live_while_devcell_runs() {
+        let (_s, ws, store) = setup();
+        store
+            .begin_session(ws.path(), "codex", None, false, &stopped)
+            .unwrap();
+        let err = store
+            .begin_session(ws.path(), "codex", None, false, &stopped)
+            .unwrap_err();
+        assert!(matches!(err, StateError::SessionActive { .. }));
+    }
+
+    #[test]
+    fn a_recycled_pid_is_not_the_session_process() {
+        let me = std::process::id();
+        let start = process_start_time(me);
+        assert!(start.is_some(), "Linux exposes /proc/<pid>/stat");
+        assert!(process_alive(me, start));
+        assert!(process_alive(me, None));
+        assert!(!process_alive(me, start.map(|s| s + 1)));
+        let (_s, ws, store) = setup();
+        let first = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        assert_eq!(first.session.pid_start, start);
+        let mut recycled = first.session.clone();
+        recycled.pid_start = start.map(|s| s + 1);
+        assert_eq!(
+            session_status(&recycled, &running, &process_alive),
+            SessionStatus::Stale
+        );
+    }
+
+    #[test]
+    fn only_the_newest_ended_sessions_are_kept() {
+        let session = |id: usize, ended: bool| Session {
+            id: id.to_string(),
+            agent: "a".into(),
+            pid: 1,
+            pid_start: None,
+            container_id: None,
+            started_at: String::new(),
+            ended_at: None,
+            outcome: ended.then_some(SessionOutcome::Abandoned),
+            log: PathBuf::new(),
+        };
+        // the oldest is unended (e.g. a live one): it survives, the next ended ones go
+        let mut sessions: Vec<_> = (0..MAX_SESSIONS + 3).map(|i| session(i, i != 0)).collect();
+        prune_sessions(&mut sessions);
+        assert_eq!(sessions.len(), MAX_SESSIONS);
+        let ids: Vec<_> = sessions.iter().take(2).map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["0", "4"]);
+        assert_eq!(sessions.last().unwrap().id, (MAX_SESSIONS + 2).to_string());
+    }
+
+    #[test]
+    fn terminate_signals_only_the_recorded_process() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let session = Session {
+            id: "s".into(),
+            agent: "a".into(),
+            pid,
+            pid_start: process_start_time(pid),
+            container_id: None,
+            started_at: String::new(),
+            ended_at: None,
+            outcome: None,
+            log: PathBuf::new(),
+        };
+        // a recycled pid (other start time) is left alone
+        let mut other = session.clone();
+        other.pid_start = session.pid_start.map(|s| s + 1);
+        assert!(!terminate(&other).unwrap());
+        assert!(child.try_wait().unwrap().is_none(), "still running");
+
+        assert!(terminate(&session).unwrap());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(15));
+        assert!(!terminate(&session).unwrap(), "gone now");
+    }
+
+    #[test]
+    fn pid_liveness() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!pid_alive(pid), "a reaped child is gone");
+    }
+
+    #[test]
+    fn corrupt_state_is_reported_with_a_hint_and_listed_apart() {
+        let (_s, ws, store) = setup();
+        store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        let path = store.state_path(ws.path()).unwrap();
+        std::fs::write(&path, "{not json").unwrap();
+        let err = store.load(ws.path()).unwrap_err();
+        assert!(matches!(err, StateError::Corrupt { .. }), "{err}");
+        assert!(err.hint().unwrap().contains("move"));
+        let (states, errors) = store.list().unwrap();
+        assert!(states.is_empty());
+        assert_eq!(errors.len(), 1);
+        // a failed update leaves the corrupt file as it was
+        assert!(store.clear_container(ws.path()).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{not json");
+    }
+
+    #[test]
+    fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
+        let (_s, ws, store) = setup();
+        let gone = tempfile::tempdir().unwrap();
+        let alive = |pid: u32, _: Option<u64>| pid != 1111;
+        store
+            .begin_session_with(
+                ws.path(),
+                "codex",
+                Some("c1"),
+                false,
+                &running,
+                1111,
+                None,
+                &alive,
+            )
+            .unwrap();
+        store
+            .begin_session_with(
+                gone.path(),
+                "codex",
+                None,
+                false,
+                &running,
+                2222,
+                None,
+                &alive,
+            )
+            .unwrap();
+        store.set_container(gone.path(), None, "c2", None).unwrap();
+        let gone_key = workspace_key(gone.path()).unwrap();
+        drop(gone);
+        std::fs::write(store.root().join("workspaces/zzzz.json"), "[]").unwrap();
+
+        let findings = store.findings(&running, &alive).unwrap();
+        let codes: Vec<_> = findings.iter().map(StateFinding::code).collect();
+        assert_eq!(codes.len(), 3, "{findings:?}");
+        assert!(codes.contains(&"stale_session"));
+        assert!(codes.contains(&"workspace_gone"));
+        assert!(codes.contains(&"corrupt_state"));
+        for f in &findings {
+            assert!(!f.message().is_empty() && !f.fix().is_empty());
+        }
+        let gone_finding = findings
+            .iter()
+            .find(|f| f.code() == "workspace_gone")
+            .unwrap();
+        assert!(
+            gone_finding.message().contains("`c2`"),
+            "{}",
+            gone_finding.message()
+        );
+
+        store.remove_key(&gone_key).unwrap();
+        store.remove_key(&gone_key).unwrap();
+        let codes: Vec<_> = store
+            .findings(&running, &alive)
+            .unwrap()
+            .iter()
+            .map(|f| f.code())
+            .collect();
+        assert_eq!(codes, ["stale_session", "corrupt_state"]);
+    }
+
+    #[test]
+    fn session_active_maps_to_the_envelope() {
+        let (_s, ws, store) = setup();
+        store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        let err = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            crate::handoff::envelope::ErrorCode::SessionActive
+        );
+        assert_eq!(err.details()["session"]["agent"], "codex");
+        assert_eq!(err.details()["session"]["pid"], std::process::id());
+    }
+
+    #[test]
+    fn status_pairs_sessions_with_their_status_and_reads_leave_no_file() {
+        let (_s, ws, store) = setup();
+        assert_eq!(store.status(ws.path(), &running).unwrap(), None);
+        store.clear_container(ws.path()).unwrap();
+        assert!(
+            !store.state_path(ws.path()).unwrap().exists(),
+            "a no-op update writes nothing"
+        );
+        let first = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        store
+            .end_session(
+                ws.path(),
+                &first.session.id,
+                SessionOutcome::Exited { exit_code: 3 },
+            )
+            .unwrap();
+        store
+            .begin_session(ws.path(), "codex", Some("c9"), false, &running)
+            .unwrap();
+        let (state, statuses) = store.status(ws.path(), &running).unwrap().unwrap();
+        assert_eq!(state.sessions.len(), 2);
+        assert_eq!(statuses, [SessionStatus::Ended, SessionStatus::Live]);
+        let (_, statuses) = store.status(ws.path(), &stopped).unwrap().unwrap();
+        assert_eq!(statuses, [SessionStatus::Ended, SessionStatus::Stale]);
+    }
+
+    #[test]
+    fn unknown_sessions_are_errors() {
+        let (_s, ws, store) = setup();
+        let err = store
+            .end_session(ws.path(), "nope", SessionOutcome::Abandoned)
+            .unwrap_err();
+        assert!(matches!(err, StateError::NoSuchSession { .. }), "{err}");
+    }
+
+    #[test]
+    fn logs_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_s, _ws, store) = setup();
+        let mut f = store.create_log("s1").unwrap();
+        writeln!(f, "hello").unwrap();
+        let mode = std::fs::metadata(store.log_path("s1"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(store.root().join("logs"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn concurrent_updates_do_not_lose_sessions() {
+        let (_s, ws, store) = setup();
+        let alive = |_: u32, _: Option<u64>| false; // every earlier session looks stale: no refusal
+        std::thread::scope(|scope| {
+            for t in 0..8u32 {
+                let store = store.clone();
+                let ws = ws.path().to_path_buf();
+                scope.spawn(move || {
+                    store
+                        .begin_session_with(&ws, "a", None, false, &running, 1000 + t, None, &alive)
+                        .unwrap();
+                });
+            }
+        });
+        assert_eq!(store.load(ws.path()).unwrap().unwrap().sessions.len(), 8);
+    }
+}

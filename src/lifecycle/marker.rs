@@ -1,0 +1,172 @@
+//! Run-once markers: files in the remote user's data folder recording that a hook completed
+//! for this container (or this start), compatible with the reference CLI's
+//! (`~/.devcontainer/.onCreateCommandMarker` … holding the container's creation time;
+//! `.postStartCommandMarker` holding its start time). devcell writes a marker only after the
+//! hook succeeded, so a failed hook runs again next time (spec-notes/0101).
+
+use std::collections::HashMap;
+
+use super::hook::LifecycleHook;
+
+/// Environment variable carrying the marker folder to the marker scripts (absent = the
+/// default `$HOME/.devcontainer`).
+pub const MARKER_FOLDER_ENV: &str = "DEVCELL_MARKER_FOLDER";
+/// Environment variable carrying the hook name to the marker write script.
+pub const MARKER_NAME_ENV: &str = "DEVCELL_MARKER_NAME";
+/// Environment variable carrying the marker content to the marker write script.
+pub const MARKER_VALUE_ENV: &str = "DEVCELL_MARKER_VALUE";
+
+/// The container facts markers are keyed by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerContext {
+    /// The container's creation time, exactly as the engine reports it (`Created` of
+    /// `docker inspect`, e.g. `2026-11-29T08:00:00.123456789Z`): the content of the
+    /// once-per-container markers. Use the engine's string verbatim so markers written by the
+    /// reference CLI for the same container match.
+    pub created_at: String,
+    /// The container's last start time, verbatim (`State.StartedAt`): the content of the
+    /// `postStartCommand` marker.
+    pub started_at: String,
+    /// The folder holding the markers, absolute; `None` = `$HOME/.devcontainer` of the user
+    /// the hooks run as (the reference CLI's default user data folder). Must survive container
+    /// restarts: when home is a tmpfs (hardened profile), use a persistent mount instead
+    /// (spec-notes/0101).
+    pub folder: Option<String>,
+}
+
+impl MarkerContext {
+    /// The content `hook`'s marker holds once the hook completed; `None` for hooks without a
+    /// marker (`initializeCommand`, `postAttachCommand`).
+    pub fn value_for(&self, hook: LifecycleHook) -> Option<&str> {
+        match hook {
+            LifecycleHook::OnCreateCommand
+            | LifecycleHook::UpdateContentCommand
+            | LifecycleHook::PostCreateCommand => Some(&self.created_at),
+            LifecycleHook::PostStartCommand => Some(&self.started_at),
+            LifecycleHook::InitializeCommand | LifecycleHook::PostAttachCommand => None,
+        }
+    }
+
+    /// Environment for the marker scripts (the folder, when set).
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        self.folder
+            .iter()
+            .map(|f| (MARKER_FOLDER_ENV.to_string(), f.clone()))
+            .collect()
+    }
+}
+
+/// Hooks that have markers, in spec order.
+pub const MARKED_HOOKS: [LifecycleHook; 4] = [
+    LifecycleHook::OnCreateCommand,
+    LifecycleHook::UpdateContentCommand,
+    LifecycleHook::PostCreateCommand,
+    LifecycleHook::PostStartCommand,
+];
+
+/// `/bin/sh` script printing one `<hook>=<first line of its marker>` line per marked hook
+/// (empty after `=` when the marker is missing). Paths come from the environment, never from
+/// the script text.
+pub const READ_SCRIPT: &str = r#"d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}"
+for m in onCreateCommand updateContentCommand postCreateCommand postStartCommand; do
+  v=
+  if [ -f "$d/.${m}Marker" ]; then IFS= read -r v < "$d/.${m}Marker" || true; fi
+  printf '%s=%s\n' "$m" "$v"
+done"#;
+
+/// `/bin/sh` script writing `$DEVCELL_MARKER_VALUE` and a newline to
+/// `<folder>/.<$DEVCELL_MARKER_NAME>Marker`, creating the folder.
+pub const WRITE_SCRIPT: &str = r#"d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}"
+mkdir -p "$d" && printf '%s\n' "$DEVCELL_MARKER_VALUE" > "$d/.${DEVCELL_MARKER_NAME}Marker""#;
+
+/// Parses the output lines of [`READ_SCRIPT`] into hook → marker content (trimmed; hooks
+/// whose marker is missing or empty are absent). Unknown lines are ignored.
+pub fn parse_read_output(lines: &[String]) -> HashMap<LifecycleHook, String> {
+    lines
+        .iter()
+        .filter_map(|line| {
+            let (name, value) = line.split_once('=')?;
+            let hook = LifecycleHook::from_property(name.trim())?;
+            let value = value.trim();
+            (MARKED_HOOKS.contains(&hook) && !value.is_empty()).then(|| (hook, value.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_output_parses_present_markers_only() {
+        let lines: Vec<String> = [
+            "onCreateCommand=2026-11-29T08:00:00.1Z",
+            "updateContentCommand=",
+            "postCreateCommand=2026-11-29T08:00:00.1Z\r",
+            "postStartCommand=2026-11-29T09:00:00Z",
+            "garbage",
+            "postAttachCommand=x",
+        ]
+        .map(String::from)
+        .to_vec();
+        let markers = parse_read_output(&lines);
+        assert_eq!(markers.len(), 3);
+        assert_eq!(
+            markers[&LifecycleHook::PostCreateCommand],
+            "2026-11-29T08:00:00.1Z"
+        );
+        assert!(!markers.contains_key(&LifecycleHook::UpdateContentCommand));
+        assert!(!markers.contains_key(&LifecycleHook::PostAttachCommand));
+    }
+
+    #[test]
+    fn marker_values_follow_the_reference_keys() {
+        let ctx = MarkerContext {
+            created_at: "c".into(),
+            started_at: "s".into(),
+            folder: None,
+        };
+        assert_eq!(ctx.value_for(LifecycleHook::OnCreateCommand), Some("c"));
+        assert_eq!(ctx.value_for(LifecycleHook::PostCreateCommand), Some("c"));
+        assert_eq!(ctx.value_for(LifecycleHook::PostStartCommand), Some("s"));
+        assert_eq!(ctx.value_for(LifecycleHook::PostAttachCommand), None);
+        assert!(ctx.env().is_empty());
+    }
+
+    #[test]
+    fn scripts_run_in_a_real_shell() {
+        // The scripts are plain POSIX sh; check them against the host's /bin/sh.
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("nested/.devcontainer");
+        let write = std::process::Command::new("/bin/sh")
+            .args(["-c", WRITE_SCRIPT])
+            .env(MARKER_FOLDER_ENV, &folder)
+            .env(MARKER_NAME_ENV, "postStartCommand")
+            .env(MARKER_VALUE_ENV, "2026-11-29T09:00:00Z")
+            .status()
+            .unwrap();
+        assert!(write.success());
+        assert_eq!(
+            std::fs::read_to_string(folder.join(".postStartCommandMarker")).unwrap(),
+            "2026-11-29T09:00:00Z\n"
+        );
+        let read = std::process::Command::new("/bin/sh")
+            .args(["-c", READ_SCRIPT])
+            .env(MARKER_FOLDER_ENV, &folder)
+            .output()
+            .unwrap();
+        assert!(read.status.success());
+        let lines: Vec<String> = String::from_utf8(read.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(lines.len(), 4);
+        let markers = parse_read_output(&lines);
+        assert_eq!(markers.len(), 1);
+        assert_eq!(
+            markers[&LifecycleHook::PostStartCommand],
+            "2026-11-29T09:00:00Z"
+        );
+    }
+}

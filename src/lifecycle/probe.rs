@@ -1,0 +1,255 @@
+//! `userEnvProbe`: the environment the remote user's shell startup files produce, captured once
+//! so hooks (and other injected processes) see the same `PATH` etc. as an interactive terminal
+//! ([spec: `userEnvProbe`](https://containers.dev/implementors/json_reference/#general-properties),
+//! spec-notes/0106).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::error::{LifecycleError, Result};
+use super::executor::{ExecRequest, HookEnv, HookExecutor};
+use super::hook::describe;
+use crate::progress::{Event, Reporter};
+
+/// How to start the user's shell to read its environment (the spec's `userEnvProbe` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UserEnvProbe {
+    /// `none`: no probe; hooks get the container environment plus `remoteEnv`.
+    None,
+    /// `loginShell`: `<shell> -lc`.
+    LoginShell,
+    /// `interactiveShell`: `<shell> -ic`.
+    InteractiveShell,
+    /// `loginInteractiveShell`: `<shell> -lic` (the reference CLI's default).
+    #[default]
+    LoginInteractiveShell,
+}
+
+impl UserEnvProbe {
+    /// Parses a spec value (`"loginInteractiveShell"` …).
+    pub fn from_property(value: &str) -> Option<UserEnvProbe> {
+        Some(match value {
+            "none" => UserEnvProbe::None,
+            "loginShell" => UserEnvProbe::LoginShell,
+            "interactiveShell" => UserEnvProbe::InteractiveShell,
+            "loginInteractiveShell" => UserEnvProbe::LoginInteractiveShell,
+            _ => return None,
+        })
+    }
+
+    /// Reads `userEnvProbe` from a merged configuration; `default` (the CLI's
+    /// `--default-user-env-probe`) when absent or `null`.
+    ///
+    /// Errors: [`LifecycleError::InvalidUserEnvProbe`] for any other value.
+    pub fn from_merged_configuration(
+        merged: &Value,
+        default: UserEnvProbe,
+    ) -> Result<UserEnvProbe> {
+        match merged.get("userEnvProbe") {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::String(s)) => {
+                UserEnvProbe::from_property(s).ok_or_else(|| LifecycleError::InvalidUserEnvProbe {
+                    found: format!("`{s}`"),
+                })
+            }
+            Some(other) => Err(LifecycleError::InvalidUserEnvProbe {
+                found: describe(other),
+            }),
+        }
+    }
+
+    /// The shell flags, e.g. `-lic`; `None` for [`UserEnvProbe::None`].
+    pub fn shell_flags(self) -> Option<&'static str> {
+        match self {
+            UserEnvProbe::None => None,
+            UserEnvProbe::LoginShell => Some("-lc"),
+            UserEnvProbe::InteractiveShell => Some("-ic"),
+            UserEnvProbe::LoginInteractiveShell => Some("-lic"),
+        }
+    }
+}
+
+/// How long a probe may take before devcell continues without it (as the reference CLI).
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Delimits the environment dump in the probe's output (startup files may print anything).
+const MARK: &str = "DEVCELL5e1f0c7aPROBE";
+
+/// The probe, run by `/bin/sh -c` as the remote user: picks the shell (`$SHELL`, else the user's
+/// `/etc/passwd` entry, else `/bin/sh`), then runs it with `$DEVCELL_PROBE_FLAGS` printing the
+/// marked environment (`/proc/self/environ`, NUL-separated; `printenv` if unreadable).
+const PROBE_SCRIPT: &str = r#"f="$DEVCELL_PROBE_FLAGS"; unset DEVCELL_PROBE_FLAGS
+s="${SHELL:-}"
+if [ -z "$s" ]; then
+  u="$(id -un 2>/dev/null || true)"
+  while IFS=: read -r n _ _ _ _ _ sh; do
+    if [ "$n" = "$u" ]; then s="$sh"; break; fi
+  done < /etc/passwd 2>/dev/null
+fi
+if [ -z "$s" ] || [ ! -x "$s" ]; then s=/bin/sh; fi
+exec "$s" "$f" 'printf %s MARK; cat /proc/self/environ 2>/dev/null || printenv; printf %s MARK'"#;
+
+/// Runs the probe as `user` and returns the shell's environment, without `PWD`.
+///
+/// Returns an empty environment, after reporting a `Status` warning, when the probe is
+/// [`UserEnvProbe::None`] (no warning then), exceeds `timeout`, exits non-zero or prints no
+/// environment: bring-up continues, as with the reference CLI.
+///
+/// Errors: [`LifecycleError::Executor`] when the executor cannot run it at all.
+pub async fn probe_user_env<E: HookExecutor>(
+    executor: &E,
+    probe: UserEnvProbe,
+    user: Option<&str>,
+    timeout: Duration,
+    reporter: &dyn Reporter,
+) -> Result<HookEnv> {
+    let Some(flags) = probe.shell_flags() else {
+        return Ok(HookEnv::default());
+    };
+    let request = ExecRequest {
+        argv: vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            PROBE_SCRIPT.replace("MARK", MARK),
+        ],
+        user: user.map(str::to_string),
+        working_dir: None,
+        env: [("DEVCELL_PROBE_FLAGS", flags)].into_iter().collect(),
+    };
+    let capture = Capture::default();
+    let exit_code = match tokio::time::timeout(timeout, executor.exec(&request, &capture)).await {
+        Err(_elapsed) => {
+            reporter.report(Event::Status(format!(
+                "warning: userEnvProbe took longer than {} s (a shell startup file may wait for input); continuing without it",
+                timeout.as_secs()
+            )));
+            return Ok(HookEnv::default());
+        }
+        Ok(result) => result.map_err(|source| LifecycleError::Executor {
+            what: "the userEnvProbe".to_string(),
+            source,
+        })?,
+    };
+    let output = capture.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    let env = parse_probe_output(&output.join("\n"));
+    if exit_code != 0 || env.0.is_empty() {
+        reporter.report(Event::Status(format!(
+            "warning: userEnvProbe printed no environment (exit code {exit_code}); continuing without it"
+        )));
+        return Ok(HookEnv::default());
+    }
+    Ok(env)
+}
+
+/// Extracts the environment between the first and last [`MARK`]: `NAME=value` entries separated
+/// by NUL (or by newlines when there is no NUL: the `printenv` fallback). `PWD` is dropped.
+fn parse_probe_output(output: &str) -> HookEnv {
+    let (Some(first), Some(last)) = (output.find(MARK), output.rfind(MARK)) else {
+        return HookEnv::default();
+    };
+    let start = first + MARK.len();
+    if last < start {
+        return HookEnv::default();
+    }
+    let dump = &output[start..last];
+    let separator = if dump.contains('\0') { '\0' } else { '\n' };
+    dump.split(separator)
+        .filter_map(|entry| entry.split_once('='))
+        .filter(|(name, _)| !name.is_empty() && *name != "PWD")
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect()
+}
+
+#[derive(Default)]
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+impl Reporter for Capture {
+    fn report(&self, event: Event) {
+        if let Event::Output(line) = event {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::HostExecutor;
+    use crate::progress::NoopReporter;
+    use serde_json::json;
+
+    #[test]
+    fn probe_values_parse_and_default() {
+        let default = UserEnvProbe::default();
+        assert_eq!(default, UserEnvProbe::LoginInteractiveShell);
+        assert_eq!(
+            UserEnvProbe::from_merged_configuration(&json!({}), UserEnvProbe::LoginShell).unwrap(),
+            UserEnvProbe::LoginShell
+        );
+        assert_eq!(
+            UserEnvProbe::from_merged_configuration(&json!({"userEnvProbe": "none"}), default)
+                .unwrap(),
+            UserEnvProbe::None
+        );
+        let err =
+            UserEnvProbe::from_merged_configuration(&json!({"userEnvProbe": "login"}), default)
+                .unwrap_err();
+        assert!(err.to_string().ends_with("found `login`"), "{err}");
+        assert_eq!(UserEnvProbe::InteractiveShell.shell_flags(), Some("-ic"));
+        assert_eq!(UserEnvProbe::None.shell_flags(), None);
+    }
+
+    #[test]
+    fn output_between_marks_is_parsed_nul_or_newline_separated() {
+        let nul = format!("motd line\n{MARK}PATH=/a:/b\0PWD=/x\0MULTI=one\ntwo\0EMPTY=\0{MARK}");
+        let env = parse_probe_output(&nul);
+        assert_eq!(env.0["PATH"], "/a:/b");
+        assert_eq!(env.0["MULTI"], "one\ntwo");
+        assert_eq!(env.0["EMPTY"], "");
+        assert!(!env.0.contains_key("PWD"));
+
+        let lines = format!("{MARK}A=1\nB=x=y\n{MARK}\n");
+        let env = parse_probe_output(&lines);
+        assert_eq!(env.0.len(), 2);
+        assert_eq!(env.0["B"], "x=y");
+
+        assert!(parse_probe_output("no marks").0.is_empty());
+        assert!(parse_probe_output(MARK).0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn host_probe_returns_the_shell_environment_without_pwd_or_own_variables() {
+        let env = probe_user_env(
+            &HostExecutor::default(),
+            UserEnvProbe::LoginShell,
+            None,
+            DEFAULT_PROBE_TIMEOUT,
+            &NoopReporter,
+        )
+        .await
+        .unwrap();
+        assert!(env.0.contains_key("PATH"), "{env:?}");
+        assert!(!env.0.contains_key("PWD"));
+        assert!(
+            env.0.keys().all(|k| !k.starts_with("DEVCELL_PROBE")),
+            "{env:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn none_probe_runs_nothing() {
+        let env = probe_user_env(
+            &HostExecutor {
+                default_working_dir: Some("/nonexistent/never-used".into()),
+            },
+            UserEnvProbe::None,
+            None,
+            DEFAULT_PROBE_TIMEOUT,
+            &NoopReporter,
+        )
+        .await
+        .unwrap();
+        assert!(env.0.is_empty());
+    }
+}

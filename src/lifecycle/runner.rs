@@ -1,0 +1,1036 @@
+//! Runs planned stages through a [`HookExecutor`]: stages in order, each source's command in
+//! order, object-form entries concurrently; stops at the first failing stage
+//! ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle),
+//! [parallel execution](https://containers.dev/implementors/spec/#parallel-lifecycle-script-execution)).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use serde::Serialize;
+
+use super::error::{LifecycleError, Result};
+use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
+use super::hook::{LifecycleHook, SimpleCommand};
+use super::marker::{self, MarkerContext};
+use super::plan::{Plan, RunCondition, SkipReason, SkippedHook, SourcedCommand, Stage};
+use crate::progress::{Event, Reporter};
+
+/// How many trailing output lines a failed command keeps for its report.
+pub const OUTPUT_TAIL_LINES: usize = 20;
+
+/// Who, where and with what environment container hooks run, and the marker keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookContext {
+    /// `remoteUser` (falling back to the container user); `None` = the container's default.
+    pub user: Option<String>,
+    /// The remote `workspaceFolder`; `None` = the user's home (as the reference CLI).
+    pub working_dir: Option<String>,
+    /// The remote environment (probed user env ⊕ `remoteEnv`); passed to the executor's env.
+    pub env: HookEnv,
+    /// Secrets (`--secrets-file`): added to the executor's env after `env` (secrets win), and
+    /// their values are replaced by `********` in reported output, output tails and command
+    /// summaries. Never put on a command line.
+    pub secrets: HookEnv,
+    /// Container times for run-once markers; required when any stage has a marker
+    /// ([`RunCondition::Due`] or [`RunCondition::UnlessMarked`]).
+    pub markers: Option<MarkerContext>,
+}
+
+/// One command that ran: a source's command, or one entry of an object-form command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRun {
+    /// The hook.
+    pub hook: LifecycleHook,
+    /// 0-based index of the source (see [`SourcedCommand::source`]).
+    pub source: usize,
+    /// The source as named in messages (`devcontainer.json`, `Feature '…'`, or its path).
+    pub origin: String,
+    /// The object-form entry name, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    /// One-line summary of the command, secret values masked.
+    pub command: String,
+    /// Exit code (128 + n when killed by signal n).
+    pub exit_code: i64,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Last [`OUTPUT_TAIL_LINES`] output lines, kept only when the command failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_tail: Vec<String>,
+}
+
+/// What ran and what did not, in order; for the result JSON and the hand-off context file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleReport {
+    /// Commands that ran, in the order they were started (entries of one object-form command
+    /// in document order).
+    pub runs: Vec<HookRun>,
+    /// Hooks not run, with the reason.
+    pub skipped: Vec<SkippedHook>,
+}
+
+impl LifecycleReport {
+    fn extend(&mut self, other: LifecycleReport) {
+        self.runs.extend(other.runs);
+        self.skipped.extend(other.skipped);
+    }
+}
+
+/// A failed stage: the hook and source whose command exited non-zero, and everything that
+/// ran up to and including it. Hooks after it were not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookFailure {
+    /// The failing hook.
+    pub hook: LifecycleHook,
+    /// 0-based index of the failing source.
+    pub source: usize,
+    /// The failing source as named in messages.
+    pub origin_label: String,
+    /// All runs so far, including the failed one(s) (whose `output_tail` is filled).
+    pub report: LifecycleReport,
+}
+
+impl HookFailure {
+    /// The failed runs of the failing source (several for an object-form command).
+    pub fn failed_runs(&self) -> impl Iterator<Item = &HookRun> {
+        self.report
+            .runs
+            .iter()
+            .filter(|r| r.hook == self.hook && r.source == self.source && r.exit_code != 0)
+    }
+
+    /// The exit code of the (first) failed run.
+    pub fn exit_code(&self) -> i64 {
+        self.failed_runs().next().map(|r| r.exit_code).unwrap_or(-1)
+    }
+}
+
+/// Runs a whole plan: [`Plan::blocking`] then [`Plan::background`], as the reference CLI's
+/// `up` does before printing its result. The report's `skipped` holds the plan's skipped
+/// hooks followed by those skipped at run time.
+///
+/// Errors: as [`run_stages`].
+pub async fn run_plan<E: HookExecutor>(
+    executor: &E,
+    plan: &Plan,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let mut report = LifecycleReport {
+        runs: Vec::new(),
+        skipped: plan.skipped.clone(),
+    };
+    let stages: Vec<Stage> = plan.stages().cloned().collect();
+    match run_stages(executor, &stages, context, reporter).await {
+        Ok(ran) => {
+            report.extend(ran);
+            Ok(report)
+        }
+        Err(LifecycleError::HookFailed(mut failure)) => {
+            let ran = std::mem::take(&mut failure.report);
+            report.extend(ran);
+            failure.report = report;
+            Err(LifecycleError::HookFailed(failure))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Runs `stages` in order through `executor`.
+///
+/// For each stage: skip it if its condition is [`RunCondition::UnlessMarked`] and its marker
+/// already holds the current value (markers are read once, in one exec, before the first
+/// stage); else run each source's command in order, each finishing before the next, an
+/// object-form command's entries concurrently (their output lines prefixed `[name] `);
+/// when every command succeeded, write the stage's marker (a marker that cannot be written
+/// is reported as a status line, not an error).
+///
+/// Errors:
+/// - [`LifecycleError::HookFailed`] at the first command exiting non-zero (after all
+///   entries of its object-form command have finished), carrying the runs so far;
+/// - [`LifecycleError::MarkersUnavailable`] if a stage needs markers and
+///   `context.markers` is `None` (checked before anything runs);
+/// - [`LifecycleError::MarkerRead`] / [`LifecycleError::Executor`] when the executor fails.
+pub async fn run_stages<E: HookExecutor>(
+    executor: &E,
+    stages: &[Stage],
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    for stage in stages {
+        if stage.condition != RunCondition::Always
+            && context
+                .markers
+                .as_ref()
+                .and_then(|m| m.value_for(stage.hook))
+                .is_none()
+        {
+            return Err(LifecycleError::MarkersUnavailable { hook: stage.hook });
+        }
+    }
+    let existing = if stages
+        .iter()
+        .any(|s| s.condition == RunCondition::UnlessMarked)
+    {
+        read_markers(executor, context).await?
+    } else {
+        HashMap::new()
+    };
+
+    let mut report = LifecycleReport::default();
+    for stage in stages {
+        let current = context
+            .markers
+            .as_ref()
+            .and_then(|m| m.value_for(stage.hook));
+        if stage.condition == RunCondition::UnlessMarked
+            && current.is_some()
+            && existing.get(&stage.hook).map(String::as_str) == current
+        {
+            report.skipped.push(SkippedHook {
+                hook: stage.hook,
+                reason: SkipReason::AlreadyRan,
+            });
+            continue;
+        }
+        for sourced in &stage.commands {
+            reporter.report(Event::Status(format!(
+                "running the {} from {}",
+                stage.hook,
+                sourced.origin_label()
+            )));
+            let runs = run_sourced(executor, stage.hook, sourced, context, reporter).await?;
+            let failed = runs.iter().any(|r| r.exit_code != 0);
+            report.runs.extend(runs);
+            if failed {
+                let failure = HookFailure {
+                    hook: stage.hook,
+                    source: sourced.source,
+                    origin_label: sourced.origin_label(),
+                    report,
+                };
+                reporter.report(Event::Status(format!(
+                    "{failure}; skipping any further lifecycle hooks"
+                )));
+                return Err(LifecycleError::HookFailed(Box::new(failure)));
+            }
+        }
+        if let (Some(value), Some(markers)) = (current, context.markers.as_ref())
+            && stage.condition != RunCondition::Always
+        {
+            write_marker(executor, stage.hook, value, markers, context, reporter).await?;
+        }
+    }
+    Ok(report)
+}
+
+/// Runs `initializeCommand` on the host with [`HostExecutor`]: in `local_workspace_folder`,
+/// with the host environment plus `env`, as the invoking user.
+///
+/// Errors: as [`run_stages`]; a missing folder is [`LifecycleError::Executor`].
+pub async fn run_initialize_command(
+    stage: &Stage,
+    local_workspace_folder: &Path,
+    env: HookEnv,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let executor = HostExecutor {
+        default_working_dir: Some(local_workspace_folder.to_path_buf()),
+    };
+    let context = HookContext {
+        user: None,
+        working_dir: None,
+        env,
+        secrets: HookEnv::default(),
+        markers: None,
+    };
+    run_stages(&executor, std::slice::from_ref(stage), &context, reporter).await
+}
+
+/// Runs one source's command (all entries of an object-form command concurrently).
+async fn run_sourced<E: HookExecutor>(
+    executor: &E,
+    hook: LifecycleHook,
+    sourced: &SourcedCommand,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<Vec<HookRun>> {
+    let entries = sourced.command.entries();
+    let runs = join_all(entries.iter().map(|(name, command)| {
+        run_one(executor, hook, sourced, *name, command, context, reporter)
+    }))
+    .await;
+    runs.into_iter().collect()
+}
+
+async fn run_one<E: HookExecutor>(
+    executor: &E,
+    hook: LifecycleHook,
+    sourced: &SourcedCommand,
+    entry: Option<&str>,
+    command: &SimpleCommand,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<HookRun> {
+    let mut env = context.env.clone();
+    env.0.extend(context.secrets.0.clone());
+    let request = ExecRequest {
+        argv: command.argv(),
+        user: context.user.clone(),
+        working_dir: context.working_dir.clone(),
+        env,
+    };
+    let mask = Mask::new(&context.secrets);
+    let output = TailReporter::new(reporter, entry.map(|name| format!("[{name}] ")), &mask);
+    let started = Instant::now();
+    let exit_code =
+        executor
+            .exec(&request, &output)
+            .await
+            .map_err(|source| LifecycleError::Executor {
+                what: match entry {
+                    Some(name) => format!(
+                        "`{name}` of `{hook}` from {} (source {})",
+                        sourced.origin_label(),
+                        sourced.source
+                    ),
+                    None => format!(
+                        "`{hook}` from {} (source {})",
+                        sourced.origin_label(),
+                        sourced.source
+                    ),
+                },
+                source,
+            })?;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(HookRun {
+        hook,
+        source: sourced.source,
+        origin: sourced.origin_label(),
+        entry: entry.map(str::to_string),
+        command: mask.apply(command.summary()),
+        exit_code,
+        duration_ms,
+        output_tail: if exit_code == 0 {
+            Vec::new()
+        } else {
+            output.into_tail()
+        },
+    })
+}
+
+async fn read_markers<E: HookExecutor>(
+    executor: &E,
+    context: &HookContext,
+) -> Result<HashMap<LifecycleHook, String>> {
+    let Some(markers) = context.markers.as_ref() else {
+        return Ok(HashMap::new());
+    };
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(marker::READ_SCRIPT.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env: markers.env().into_iter().collect(),
+    };
+    let capture = Capture::default();
+    let exit_code =
+        executor
+            .exec(&request, &capture)
+            .await
+            .map_err(|source| LifecycleError::Executor {
+                what: "the lifecycle marker read".to_string(),
+                source,
+            })?;
+    let lines = capture.into_lines();
+    if exit_code != 0 {
+        let skip = lines.len().saturating_sub(OUTPUT_TAIL_LINES);
+        return Err(LifecycleError::MarkerRead {
+            exit_code,
+            output_tail: lines[skip..].to_vec(),
+        });
+    }
+    Ok(marker::parse_read_output(&lines))
+}
+
+async fn write_marker<E: HookExecutor>(
+    executor: &E,
+    hook: LifecycleHook,
+    value: &str,
+    markers: &MarkerContext,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let mut env: HookEnv = markers.env().into_iter().collect();
+    env.0.insert(
+        marker::MARKER_NAME_ENV.to_string(),
+        hook.property().to_string(),
+    );
+    env.0
+        .insert(marker::MARKER_VALUE_ENV.to_string(), value.to_string());
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(marker::WRITE_SCRIPT.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env,
+    };
+    let capture = Capture::default();
+    let exit_code =
+        executor
+            .exec(&request, &capture)
+            .await
+            .map_err(|source| LifecycleError::Executor {
+                what: format!("the `{hook}` marker write"),
+                source,
+            })?;
+    if exit_code != 0 {
+        let detail = capture.into_lines().last().cloned().unwrap_or_default();
+        reporter.report(Event::Status(format!(
+            "warning: cannot write the `{hook}` marker (exit code {exit_code}{}{detail}); it will run again next time",
+            if detail.is_empty() { "" } else { ": " }
+        )));
+    }
+    Ok(())
+}
+
+/// Replaces secret values in text by `********` (longest value first, so a value containing
+/// another is masked whole). Empty values are ignored.
+struct Mask(Vec<String>);
+
+impl Mask {
+    fn new(secrets: &HookEnv) -> Mask {
+        let mut values: Vec<String> = secrets
+            .0
+            .values()
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .collect();
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Mask(values)
+    }
+
+    fn apply(&self, mut text: String) -> String {
+        for value in &self.0 {
+            if text.contains(value.as_str()) {
+                text = text.replace(value.as_str(), "********");
+            }
+        }
+        text
+    }
+}
+
+/// Forwards output lines (optionally prefixed, secrets masked) and keeps the last
+/// [`OUTPUT_TAIL_LINES`].
+struct TailReporter<'a> {
+    inner: &'a dyn Reporter,
+    prefix: Option<String>,
+    mask: &'a Mask,
+    tail: Mutex<VecDeque<String>>,
+}
+
+impl<'a> TailReporter<'a> {
+    fn new(inner: &'a dyn Reporter, prefix: Option<String>, mask: &'a Mask) -> Self {
+        TailReporter {
+            inner,
+            prefix,
+            mask,
+            tail: Mutex::new(VecDeque::with_capacity(OUTPUT_TAIL_LINES)),
+        }
+    }
+
+    fn into_tail(self) -> Vec<String> {
+        self.tail
+            .into_inner()
+            .map(Vec::from)
+            .unwrap_or_else(|poisoned| Vec::from(poisoned.into_inner()))
+    }
+}
+
+impl Reporter for TailReporter<'_> {
+    fn report(&self, event: Event) {
+        match event {
+            Event::Output(line) => {
+                let line = self.mask.apply(line);
+                {
+                    let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+                    if tail.len() == OUTPUT_TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line.clone());
+                }
+                let line = match &self.prefix {
+                    Some(prefix) => format!("{prefix}{line}"),
+                    None => line,
+                };
+                self.inner.report(Event::Output(line));
+            }
+            Event::Status(text) => self.inner.report(Event::Status(self.mask.apply(text))),
+        }
+    }
+}
+
+/// Collects output lines of internal commands (marker scripts) without showing them.
+#[derive(Default)]
+struct Capture(Mutex<Vec<String>>);
+
+impl Capture {
+    fn into_lines(self) -> Vec<String> {
+        self.0.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Reporter for Capture {
+    fn report(&self, event: Event) {
+        if let Event::Output(line) = event {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Orchestration only: a recording executor stands in for the container so the order,
+    //! stop-on-failure and marker bookkeeping can be checked exactly. Real execution is tested
+    //! against the Docker engine in `tests/it/lifecycle.rs`.
+    use super::*;
+    use crate::lifecycle::plan::{BringUpKind, HookSources, PlanOptions};
+    use serde_json::{Value, json};
+
+    /// Records calls as `start <label>` / `end <label>` events; `exit <n>` anywhere in a
+    /// command makes it exit `n`. Keeps markers in memory, answering the marker scripts.
+    #[derive(Default)]
+    struct Recorder {
+        events: Mutex<Vec<String>>,
+        requests: Mutex<Vec<ExecRequest>>,
+        markers: Mutex<HashMap<String, String>>,
+    }
+
+    impl Recorder {
+        fn events(&self) -> Vec<String> {
+            self.events.lock().unwrap().clone()
+        }
+    }
+
+    impl HookExecutor for Recorder {
+        async fn exec(
+            &self,
+            request: &ExecRequest,
+            output: &dyn Reporter,
+        ) -> std::result::Result<i64, crate::lifecycle::ExecutorError> {
+            self.requests.lock().unwrap().push(request.clone());
+            let label = request.argv.last().cloned().unwrap_or_default();
+            if label == marker::READ_SCRIPT {
+                for (hook, value) in self.markers.lock().unwrap().iter() {
+                    output.report(Event::Output(format!("{hook}={value}")));
+                }
+                self.events.lock().unwrap().push("read markers".into());
+                return Ok(0);
+            }
+            if label == marker::WRITE_SCRIPT {
+                let name = request.env.0[marker::MARKER_NAME_ENV].clone();
+                let value = request.env.0[marker::MARKER_VALUE_ENV].clone();
+                self.events.lock().unwrap().push(format!("mark {name}"));
+                self.markers.lock().unwrap().insert(name, value);
+                return Ok(0);
+            }
+            self.events.lock().unwrap().push(format!("start {label}"));
+            output.report(Event::Output(format!("out {label}")));
+            // Let concurrent siblings run: sequential code would not interleave here.
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            self.events.lock().unwrap().push(format!("end {label}"));
+            let code = label
+                .split("exit ")
+                .nth(1)
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            Ok(code)
+        }
+    }
+
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<Event>>);
+    impl Reporter for Lines {
+        fn report(&self, event: Event) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    fn markers() -> MarkerContext {
+        MarkerContext {
+            created_at: "created-1".into(),
+            started_at: "started-1".into(),
+            folder: None,
+        }
+    }
+
+    fn context() -> HookContext {
+        HookContext {
+            user: Some("vscode".into()),
+            working_dir: Some("/workspaces/app".into()),
+            env: [("LANG", "C.UTF-8"), ("SECRET_TOKEN", "overridden")]
+                .into_iter()
+                .collect(),
+            secrets: [("SECRET_TOKEN", "s3cret-value")].into_iter().collect(),
+            markers: Some(markers()),
+        }
+    }
+
+    fn plan(config: Value, kind: BringUpKind) -> Plan {
+        Plan::from_merged_configuration(&config, kind, PlanOptions::default()).unwrap()
+    }
+
+    fn all_hooks() -> Value {
+        json!({
+            "onCreateCommands": ["on-create feature", ["on-create", "json"]],
+            "updateContentCommands": ["update"],
+            "postCreateCommands": ["post-create"],
+            "postStartCommands": ["post-start"],
+            "postAttachCommands": ["post-attach"],
+        })
+    }
+
+    #[tokio::test]
+    async fn stages_and_sources_run_in_order_each_finishing_before_the_next() {
+        let recorder = Recorder::default();
+        let report = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "start on-create feature",
+                "end on-create feature",
+                "start json",
+                "end json",
+                "mark onCreateCommand",
+                "start update",
+                "end update",
+                "mark updateContentCommand",
+                "start post-create",
+                "end post-create",
+                "mark postCreateCommand",
+                "start post-start",
+                "end post-start",
+                "mark postStartCommand",
+                "start post-attach",
+                "end post-attach",
+            ]
+        );
+        let hooks: Vec<(LifecycleHook, usize)> =
+            report.runs.iter().map(|r| (r.hook, r.source)).collect();
+        assert_eq!(
+            hooks,
+            vec![
+                (LifecycleHook::OnCreateCommand, 0),
+                (LifecycleHook::OnCreateCommand, 1),
+                (LifecycleHook::UpdateContentCommand, 0),
+                (LifecycleHook::PostCreateCommand, 0),
+                (LifecycleHook::PostStartCommand, 0),
+                (LifecycleHook::PostAttachCommand, 0),
+            ]
+        );
+        assert_eq!(report.runs[1].command, "on-create json");
+        assert!(
+            report
+                .runs
+                .iter()
+                .all(|r| r.exit_code == 0 && r.output_tail.is_empty())
+        );
+        assert!(report.skipped.is_empty());
+    }
+
+    #[tokio::test]
+    async fn hook_processes_get_user_dir_and_env_never_secrets_in_argv() {
+        let recorder = Recorder::default();
+        let stages = plan(all_hooks(), BringUpKind::Created).blocking;
+        run_stages(&recorder, &stages, &context(), &Lines::default())
+            .await
+            .unwrap();
+        let requests = recorder.requests.lock().unwrap().clone();
+        let hook_requests: Vec<&ExecRequest> = requests
+            .iter()
+            .filter(|r| !r.argv.iter().any(|a| a == marker::WRITE_SCRIPT))
+            .collect();
+        assert_eq!(hook_requests.len(), 3);
+        for request in hook_requests {
+            assert_eq!(request.user.as_deref(), Some("vscode"));
+            assert_eq!(request.working_dir.as_deref(), Some("/workspaces/app"));
+            // Secrets are added after the remote env and win.
+            assert_eq!(request.env.0["SECRET_TOKEN"], "s3cret-value");
+            assert_eq!(request.env.0["LANG"], "C.UTF-8");
+        }
+        for request in &requests {
+            assert!(
+                request.argv.iter().all(|a| !a.contains("s3cret-value")),
+                "{:?}",
+                request.argv
+            );
+        }
+        // String form goes through /bin/sh -c; array form does not.
+        assert_eq!(requests[0].argv, vec!["/bin/sh", "-c", "on-create feature"]);
+        assert_eq!(requests[1].argv, vec!["on-create", "json"]);
+    }
+
+    #[tokio::test]
+    async fn parallel_entries_overlap_and_prefix_their_output() {
+        let recorder = Recorder::default();
+        let lines = Lines::default();
+        let stages = plan(
+            json!({"postAttachCommands": [{"a": "task-a", "b": ["task-b"]}, "after"]}),
+            BringUpKind::Created,
+        )
+        .background;
+        let report = run_stages(&recorder, &stages, &context(), &lines)
+            .await
+            .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "start task-a",
+                "start task-b",
+                "end task-a",
+                "end task-b",
+                "start after",
+                "end after"
+            ]
+        );
+        assert_eq!(report.runs[0].entry.as_deref(), Some("a"));
+        assert_eq!(report.runs[1].entry.as_deref(), Some("b"));
+        let outputs: Vec<String> = lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(l) => Some(l.clone()),
+                Event::Status(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            outputs,
+            vec!["[a] out task-a", "[b] out task-b", "out after"]
+        );
+    }
+
+    #[tokio::test]
+    async fn failing_parallel_entry_waits_for_siblings_and_reports_all_failures() {
+        let recorder = Recorder::default();
+        let stages = plan(
+            json!({"postCreateCommands": [{"ok": "fine", "x": "x exit 3", "y": "y exit 4"}]}),
+            BringUpKind::Created,
+        )
+        .stages()
+        .cloned()
+        .collect::<Vec<_>>();
+        let err = run_stages(&recorder, &stages, &context(), &Lines::default())
+            .await
+            .unwrap_err();
+        let LifecycleError::HookFailed(failure) = &err else {
+            panic!("unexpected {err:?}");
+        };
+        assert_eq!(failure.report.runs.len(), 3);
+        assert_eq!(failure.failed_runs().count(), 2);
+        assert_eq!(failure.exit_code(), 3);
+        assert_eq!(
+            err.to_string(),
+            "entries `x` (exit code 3), `y` (exit code 4) of `postCreateCommand` from `postCreateCommands[0]` (source 0) failed"
+        );
+        // All three finished; no marker for the failed stage.
+        let events = recorder.events();
+        assert_eq!(events.iter().filter(|e| e.starts_with("end ")).count(), 3);
+        assert!(!events.iter().any(|e| e.starts_with("mark")));
+    }
+
+    #[tokio::test]
+    async fn failing_post_create_stops_post_start_and_post_attach() {
+        let recorder = Recorder::default();
+        let sources = HookSources::from_metadata(
+            &[
+                json!({"id": "ghcr.io/x/f:1", "postCreateCommand": "feature ok"}),
+                json!({"postCreateCommand": "json exit 7", "postStartCommand": "post-start",
+                       "postAttachCommand": "post-attach"}),
+            ],
+            None,
+        )
+        .unwrap();
+        let plan = Plan::new(
+            &sources,
+            LifecycleHook::UpdateContentCommand,
+            BringUpKind::Created,
+            PlanOptions::default(),
+        );
+        let lines = Lines::default();
+        let err = run_plan(&recorder, &plan, &context(), &lines)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`postCreateCommand` from devcontainer.json (source 1) failed with exit code 7"
+        );
+        let LifecycleError::HookFailed(failure) = &err else {
+            panic!("unexpected {err:?}");
+        };
+        assert_eq!(failure.hook, LifecycleHook::PostCreateCommand);
+        assert_eq!(failure.source, 1);
+        assert_eq!(failure.exit_code(), 7);
+        assert_eq!(failure.report.runs.len(), 2);
+        assert_eq!(failure.report.runs[0].origin, "Feature 'ghcr.io/x/f:1'");
+        assert_eq!(failure.report.runs[1].output_tail, vec!["out json exit 7"]);
+        assert_eq!(
+            failure
+                .report
+                .skipped
+                .iter()
+                .map(|s| s.hook)
+                .collect::<Vec<_>>(),
+            vec![
+                LifecycleHook::OnCreateCommand,
+                LifecycleHook::UpdateContentCommand
+            ]
+        );
+        let events = recorder.events();
+        assert!(
+            !events
+                .iter()
+                .any(|e| e.contains("post-start") || e.contains("post-attach"))
+        );
+        assert!(!events.iter().any(|e| e.starts_with("mark")));
+        assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
+            Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
+    }
+
+    #[tokio::test]
+    async fn markers_skip_completed_hooks_and_retry_failed_ones() {
+        let recorder = Recorder::default();
+        recorder.markers.lock().unwrap().extend([
+            ("onCreateCommand".to_string(), "created-1".to_string()),
+            ("updateContentCommand".to_string(), "created-1".to_string()),
+            // postCreate failed last time: no marker. postStart ran for an older start.
+            ("postStartCommand".to_string(), "started-0".to_string()),
+        ]);
+        let report = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Running),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec![
+                "read markers",
+                "start post-create",
+                "end post-create",
+                "mark postCreateCommand",
+                "start post-start",
+                "end post-start",
+                "mark postStartCommand",
+                "start post-attach",
+                "end post-attach",
+            ]
+        );
+        assert_eq!(
+            report.skipped,
+            vec![
+                SkippedHook {
+                    hook: LifecycleHook::OnCreateCommand,
+                    reason: SkipReason::AlreadyRan
+                },
+                SkippedHook {
+                    hook: LifecycleHook::UpdateContentCommand,
+                    reason: SkipReason::AlreadyRan
+                },
+            ]
+        );
+        // Second re-attach: only postAttach runs.
+        recorder.events.lock().unwrap().clear();
+        run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Running),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec!["read markers", "start post-attach", "end post-attach"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_container_reads_no_markers() {
+        let recorder = Recorder::default();
+        recorder
+            .markers
+            .lock()
+            .unwrap()
+            .insert("onCreateCommand".into(), "created-1".into());
+        run_plan(
+            &recorder,
+            &plan(json!({"onCreateCommands": ["x"]}), BringUpKind::Created),
+            &context(),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            recorder.events(),
+            vec!["start x", "end x", "mark onCreateCommand"]
+        );
+    }
+
+    #[tokio::test]
+    async fn marker_stages_without_container_times_are_refused_before_running() {
+        let recorder = Recorder::default();
+        let mut ctx = context();
+        ctx.markers = None;
+        let err = run_plan(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &ctx,
+            &Lines::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            LifecycleError::MarkersUnavailable {
+                hook: LifecycleHook::OnCreateCommand
+            }
+        ));
+        assert!(recorder.events().is_empty());
+        // postAttach alone needs no markers.
+        let report = run_plan(
+            &recorder,
+            &plan(json!({"postAttachCommands": ["a"]}), BringUpKind::Running),
+            &ctx,
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.runs.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn initialize_command_runs_on_the_host_in_the_workspace_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = HookSources::from_merged_configuration(&json!({
+            "initializeCommand": {"one": "echo one > one.txt", "two": ["touch", "two.txt"]}
+        }))
+        .unwrap();
+        let stage = crate::lifecycle::initialize_stage(&sources).unwrap();
+        let report =
+            run_initialize_command(&stage, dir.path(), HookEnv::default(), &Lines::default())
+                .await
+                .unwrap();
+        assert_eq!(report.runs.len(), 2);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("one.txt")).unwrap(),
+            "one\n"
+        );
+        assert!(dir.path().join("two.txt").exists());
+
+        let sources = HookSources::from_merged_configuration(&json!({
+            "initializeCommand": "echo \"$DEVCELL_T\"; exit 5"
+        }))
+        .unwrap();
+        let stage = crate::lifecycle::initialize_stage(&sources).unwrap();
+        let env: HookEnv = [("DEVCELL_T", "from-env")].into_iter().collect();
+        let err = run_initialize_command(&stage, dir.path(), env, &Lines::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`initializeCommand` from devcontainer.json (source 0) failed with exit code 5"
+        );
+        let LifecycleError::HookFailed(failure) = err else {
+            unreachable!()
+        };
+        assert_eq!(failure.report.runs[0].output_tail, vec!["from-env"]);
+    }
+
+    #[tokio::test]
+    async fn secret_values_are_masked_in_output_tails_and_summaries() {
+        let recorder = Recorder::default();
+        let lines = Lines::default();
+        let stages = plan(
+            json!({"postAttachCommands": ["echo s3cret-value; exit 1"]}),
+            BringUpKind::Running,
+        )
+        .background;
+        let err = run_stages(&recorder, &stages, &context(), &lines)
+            .await
+            .unwrap_err();
+        let LifecycleError::HookFailed(failure) = err else {
+            panic!("expected a hook failure");
+        };
+        let run = &failure.report.runs[0];
+        assert_eq!(run.command, "echo ********; exit 1");
+        assert_eq!(run.output_tail, vec!["out echo ********; exit 1"]);
+        for event in lines.0.lock().unwrap().iter() {
+            let (Event::Output(text) | Event::Status(text)) = event;
+            assert!(!text.contains("s3cret-value"), "{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn background_stages_can_be_spawned() {
+        // `up` runs the stages after `waitFor` in a spawned task: the future must be Send.
+        let executor = std::sync::Arc::new(Recorder::default());
+        let stages = plan(
+            json!({"postAttachCommands": ["late"]}),
+            BringUpKind::Running,
+        )
+        .background;
+        let ctx = context();
+        let task = tokio::spawn({
+            let executor = executor.clone();
+            async move { run_stages(&executor, &stages, &ctx, &crate::progress::NoopReporter).await }
+        });
+        let report = task.await.unwrap().unwrap();
+        assert_eq!(report.runs.len(), 1);
+        assert_eq!(executor.events(), vec!["start late", "end late"]);
+    }
+
+    #[test]
+    fn report_serialises_for_the_context_file() {
+        let report = LifecycleReport {
+            runs: vec![HookRun {
+                hook: LifecycleHook::PostCreateCommand,
+                source: 1,
+                origin: "devcontainer.json".into(),
+                entry: None,
+                command: "npm ci".into(),
+                exit_code: 0,
+                duration_ms: 12,
+                output_tail: Vec::new(),
+            }],
+            skipped: vec![SkippedHook {
+                hook: LifecycleHook::PostAttachCommand,
+                reason: SkipReason::Flag("--skip-post-attach"),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&report).unwrap(),
+            json!({
+                "runs": [{"hook": "postCreateCommand", "source": 1, "origin": "devcontainer.json",
+                          "command": "npm ci", "exitCode": 0, "durationMs": 12}],
+                "skipped": [{"hook": "postAttachCommand", "reason": "flag", "flag": "--skip-post-attach"}]
+            })
+        );
+    }
+}

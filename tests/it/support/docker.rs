@@ -1,0 +1,105 @@
+//! Docker engine helpers for integration tests: the engine gate and throwaway containers.
+//!
+//! Engine tests must fail (not skip) when `DEVCELL_TEST_ENGINE=1` and the engine or the base
+//! image is missing; without the variable they return early with a note on stderr.
+
+use std::process::Command;
+
+/// The tiny base image built by `scripts/base-images`.
+pub const BUSYBOX_IMAGE: &str = "devcell-test/busybox:1";
+
+/// Whether engine tests should run. Panics when `DEVCELL_TEST_ENGINE=1` but `docker info`
+/// fails or `image` is missing; returns `false` (with a note on stderr) when the variable is
+/// unset and the engine or image is unavailable.
+pub fn engine_ready(test: &str, image: &str) -> bool {
+    let required = std::env::var("DEVCELL_TEST_ENGINE").is_ok_and(|v| v == "1");
+    let engine = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let image_present = engine
+        && Command::new("docker")
+            .args(["image", "inspect", image])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if engine && image_present {
+        return true;
+    }
+    let what = if engine {
+        format!("image `{image}` is missing (run scripts/base-images)")
+    } else {
+        "no Docker engine is reachable".to_string()
+    };
+    assert!(!required, "{test}: DEVCELL_TEST_ENGINE=1 but {what}");
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("note: {test} skipped: {what} (set DEVCELL_TEST_ENGINE=1 to require it)");
+    }
+    false
+}
+
+/// A container started with `docker run -d --rm <image> <args…>`, force-removed on drop
+/// (also when the test panics).
+pub struct TestContainer {
+    /// The container id.
+    pub id: String,
+}
+
+impl TestContainer {
+    /// Starts a detached, auto-removed container.
+    pub fn run(image: &str, args: &[&str]) -> TestContainer {
+        let out = Command::new("docker")
+            .args(["run", "-d", "--rm", "--label", "devcell.test=1", image])
+            .args(args)
+            .output()
+            .expect("docker runs");
+        assert!(
+            out.status.success(),
+            "docker run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        TestContainer {
+            id: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        }
+    }
+
+    /// `docker inspect -f <format>` of the container, trimmed.
+    pub fn inspect(&self, format: &str) -> String {
+        let out = Command::new("docker")
+            .args(["inspect", "-f", format, &self.id])
+            .output()
+            .expect("docker runs");
+        assert!(out.status.success(), "docker inspect failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Runs `argv` in the container as root and returns stdout (panics on failure).
+    pub fn sh(&self, script: &str) -> String {
+        let out = Command::new("docker")
+            .args(["exec", &self.id, "/bin/sh", "-c", script])
+            .output()
+            .expect("docker runs");
+        assert!(
+            out.status.success(),
+            "`{script}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Restarts the container immediately (`docker restart -t 0`).
+    pub fn restart(&self) {
+        let status = Command::new("docker")
+            .args(["restart", "-t", "0", &self.id])
+            .output()
+            .expect("docker runs")
+            .status;
+        assert!(status.success(), "docker restart failed");
+    }
+}
+
+impl Drop for TestContainer {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.id]).output();
+    }
+}
