@@ -47,6 +47,12 @@ pub struct FeaturesResolveDependenciesArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `devcell features package`.

@@ -651,9 +651,9 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
     publish(&collection(), &private.addr, "devcell-test/features");
     let ws = tempfile::tempdir().unwrap();
     let dc = ws.path().join(".devcontainer");
-    copy_tree(&collection().join("hello"), &dc.join("local-hello"));
+    copy_tree(&collection().join("hello"), &dc.join("hello"));
     let features: indexmap::IndexMap<String, Value> = serde_json::from_str(
-        r#"{"ghcr.io/devcell-test/features/greeter:2": {}, "./local-hello": {"greeting": "hi"}}"#,
+        r#"{"ghcr.io/devcell-test/features/greeter:2": {}, "./hello": {"greeting": "hi"}}"#,
     )
     .unwrap();
     let mut options = RegistryOptions::default();
@@ -676,12 +676,12 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
         .iter()
         .map(|p| p.key.as_str())
         .collect();
-    // Round 1: the dependency-free `./local-hello` and hello (pulled in by dependsOn), in
+    // Round 1: the dependency-free `./hello` and hello (pulled in by dependsOn), in
     // resource-name order; round 2: greeter.
     assert_eq!(
         keys,
         [
-            "./local-hello",
+            "./hello",
             "ghcr.io/devcell-test/features/hello:1",
             "ghcr.io/devcell-test/features/greeter:2",
         ]
@@ -875,4 +875,54 @@ async fn bearer_challenge_is_answered_with_a_token_checklist_56() {
         .await
         .unwrap();
     assert_eq!(r.integrity.as_deref(), out["hello"]["digest"].as_str());
+}
+
+#[test]
+fn resolve_dependencies_fetches_oci_features_through_the_cache() {
+    let Some(mut private) = PrivateRegistry::start() else {
+        return;
+    };
+    let reg = private.addr.clone();
+    let published = publish(&collection(), &reg, "cli/features");
+    let ws = tempfile::tempdir().unwrap();
+    let dc = ws.path().join(".devcontainer");
+    copy_tree(&collection().join("hello"), &dc.join("hello"));
+    std::fs::write(
+        dc.join("devcontainer.json"),
+        format!(
+            r#"{{"image": "x", "features": {{"{reg}/cli/features/hello:1": {{"greeting": "hey"}}, "./hello": {{}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |cache: &Path, offline: bool| {
+        let mut cmd = crate::support::devcell();
+        cmd.args(["features", "resolve-dependencies", "--workspace-folder"])
+            .arg(ws.path())
+            .arg("--cache-dir")
+            .arg(cache);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let first = crate::support::stdout_json(&run(cache.path(), false));
+    let ids: Vec<&str> = first["installOrder"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    // The reference CLI's shape: OCI Features as `<resource>@<manifest digest>`.
+    let oci_key = format!(
+        "{reg}/cli/features/hello@{}",
+        published["hello"]["digest"].as_str().unwrap()
+    );
+    assert_eq!(ids, ["./hello", oci_key.as_str()], "{first}");
+    private.stop();
+    let again = crate::support::stdout_json(&run(cache.path(), true));
+    assert_eq!(again, first);
+    let empty = tempfile::tempdir().unwrap();
+    let err = crate::support::assert_failed(&run(empty.path(), true));
+    assert!(err.contains("offline"), "{err}");
 }
