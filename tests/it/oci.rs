@@ -926,3 +926,30 @@ fn resolve_dependencies_fetches_oci_features_through_the_cache() {
     let err = crate::support::assert_failed(&run(empty.path(), true));
     assert!(err.contains("offline"), "{err}");
 }
+
+#[tokio::test]
+async fn blob_larger_than_its_descriptor_is_refused() {
+    let Some(reg) = test_registry() else { return };
+    let ns = unique("size");
+    publish(&collection().join("hello"), &reg, &ns);
+    let r = Registry::new(RegistryOptions::default()).unwrap();
+    let reference = parse_reference(&format!("{reg}/{ns}/hello:1")).unwrap();
+    let pulled = r.pull_manifest(&reference).await.unwrap();
+    let oci_client::manifest::OciManifest::Image(m) = pulled.manifest else {
+        panic!("not an image manifest");
+    };
+    let mut layer = m.layers[0].clone();
+    assert_eq!(
+        r.pull_blob(&reference, &layer).await.unwrap().len() as i64,
+        layer.size
+    );
+    layer.size = 10;
+    let err = r.pull_blob(&reference, &layer).await.unwrap_err();
+    assert!(
+        format!("{err:?}").contains("larger than its descriptor"),
+        "{err:?}"
+    );
+    layer.size = -1;
+    let err = r.pull_blob(&reference, &layer).await.unwrap_err();
+    assert!(matches!(err, OciError::InvalidManifest { .. }), "{err}");
+}
