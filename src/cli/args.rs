@@ -82,6 +82,9 @@ pub struct FeaturesPublishArgs {
     /// A registry to reach over plain HTTP (repeatable).
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
+    /// A loopback registry to reach over HTTPS nonetheless (repeatable).
+    #[arg(long = "secure-registry")]
+    pub secure_registries: Vec<String>,
     /// A PEM file of extra CA certificates to trust (repeatable).
     #[arg(long = "extra-ca-certificate")]
     pub extra_ca_certificates: Vec<PathBuf>,

@@ -953,3 +953,37 @@ async fn blob_larger_than_its_descriptor_is_refused() {
     let err = r.pull_blob(&reference, &layer).await.unwrap_err();
     assert!(matches!(err, OciError::InvalidManifest { .. }), "{err}");
 }
+
+#[test]
+fn credentials_never_reach_the_logs() {
+    let Some(private) = PrivateRegistry::start_secure() else {
+        return;
+    };
+    let addr = private.addr.clone();
+    let home = tempfile::tempdir().unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}"));
+    let config = docker_config(
+        home.path(),
+        &format!(r#"{{"auths":{{"{addr}":{{"auth":"{auth}"}}}}}}"#),
+    );
+    let out = crate::support::devcell()
+        .env("DEVCELL_LOG", "trace")
+        .args(["features", "publish"])
+        .arg(collection())
+        .args(["-r", &addr, "-n", "logs", "--secure-registry", &addr])
+        .arg("--extra-ca-certificate")
+        .arg(private.ca_certificate())
+        .arg("--docker-config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.len() > 1000, "trace logging is on: {stderr}");
+    for secret in [REGISTRY_PASSWORD, auth.as_str()] {
+        assert!(!stderr.contains(secret), "secret in logs");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+    }
+}
