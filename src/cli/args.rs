@@ -55,6 +55,12 @@ pub struct FeaturesResolveDependenciesArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `devcell features package`.
@@ -84,6 +90,9 @@ pub struct FeaturesPublishArgs {
     /// A registry to reach over plain HTTP (repeatable).
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
+    /// A loopback registry to reach over HTTPS nonetheless (repeatable).
+    #[arg(long = "secure-registry")]
+    pub secure_registries: Vec<String>,
     /// A PEM file of extra CA certificates to trust (repeatable).
     #[arg(long = "extra-ca-certificate")]
     pub extra_ca_certificates: Vec<PathBuf>,
@@ -194,7 +203,7 @@ pub struct UpArgs {
     /// Extra mount, Docker `--mount` syntax (repeatable); granted by being asked for here.
     #[arg(long, value_name = "MOUNT")]
     pub mount: Vec<String>,
-    /// Cache folder (accepted for compatibility).
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// Security profile: `hardened` (default) or `reference` (the config as written).

@@ -29,6 +29,7 @@ use crate::progress::{Event, NoopReporter, Reporter};
 
 use super::FeatureMetadata;
 use super::error::FeatureError;
+use super::local::LocalFeatureRoot;
 use super::lockfile::Lockfile;
 use super::order::{self, InstallPlan};
 use super::reference::{FeatureRef, OciVersion};
@@ -695,6 +696,14 @@ impl Fetcher {
         reference: &FeatureRef,
         request: &PlanRequest<'_>,
     ) -> Result<ResolvedFeature, FeatureError> {
+        if reference.is_local() {
+            // Same validation as everywhere else for local Features (id = folder name, …).
+            LocalFeatureRoot {
+                config_dir: request.config_dir.to_owned(),
+                devcontainer_dir: request.devcontainer_dir.to_owned(),
+            }
+            .resolve(reference)?;
+        }
         let source =
             FeatureSource::from_ref(reference, request.config_dir, request.devcontainer_dir)?;
         let wrap = |e: FetchError| FeatureError::Resolve {

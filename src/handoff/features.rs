@@ -51,6 +51,8 @@ pub struct PublishOptions {
     pub namespace: String,
     /// Registries reached over plain HTTP besides loopback ones.
     pub insecure_registries: Vec<String>,
+    /// Loopback registries reached over HTTPS nonetheless.
+    pub secure_registries: Vec<String>,
     /// Extra CA certificates (PEM files).
     pub extra_ca_certificates: Vec<PathBuf>,
     /// Docker config file with credentials (default `~/.docker/config.json`).
@@ -66,6 +68,7 @@ pub struct PublishOptions {
 pub fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
     let registry = Registry::new(RegistryOptions {
         insecure_registries: options.insecure_registries.clone(),
+        secure_registries: options.secure_registries.clone(),
         extra_ca_certificates: options.extra_ca_certificates.clone(),
         docker_config: options.docker_config.clone(),
         ..RegistryOptions::default()

@@ -116,6 +116,48 @@ pub fn select_platform<'a>(
     })
 }
 
+/// Largest blob devcell pulls, in bytes (512 MiB); larger descriptors are refused.
+pub const MAX_BLOB_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Collects a blob in memory and fails as soon as more bytes than the descriptor's `size`
+/// arrive (a registry cannot make devcell buffer an unbounded body).
+struct LimitedWriter {
+    buf: Vec<u8>,
+    limit: u64,
+}
+
+impl tokio::io::AsyncWrite for LimitedWriter {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.buf.len() as u64 + data.len() as u64 > this.limit {
+            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
+                "blob is larger than its descriptor's {} bytes",
+                this.limit
+            ))));
+        }
+        this.buf.extend_from_slice(data);
+        std::task::Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 /// A manifest pulled from a registry, with its verified digest and exact bytes.
 #[derive(Debug, Clone)]
 pub struct PulledManifest {
@@ -382,20 +424,36 @@ impl Registry {
         let client = self.client_for(target.registry())?;
         let auth = self.auth_for(target.registry())?;
         client.store_auth_if_needed(target.registry(), &auth).await;
-        let mut out: Vec<u8> = Vec::with_capacity(descriptor.size.clamp(0, 1 << 24) as usize);
+        let limit = match u64::try_from(descriptor.size) {
+            Ok(n) if n <= MAX_BLOB_BYTES => n,
+            _ => {
+                return Err(OciError::InvalidManifest {
+                    reference: reference.whole(),
+                    reason: format!(
+                        "blob `{}` declares {} bytes; at most {MAX_BLOB_BYTES} are accepted",
+                        descriptor.digest, descriptor.size
+                    ),
+                });
+            }
+        };
+        let mut out = LimitedWriter {
+            buf: Vec::with_capacity(limit.min(1 << 24) as usize),
+            limit,
+        };
         client
             .pull_blob(&target, descriptor, &mut out)
             .await
             .map_err(|e| {
                 Self::registry_error(&format!("pull blob {}", descriptor.digest), &target, e)
             })?;
+        let out = out.buf;
         let actual = sha256_digest(&out);
         verify(
             &format!("blob of `{reference}`"),
             &descriptor.digest,
             &actual,
         )?;
-        if descriptor.size >= 0 && out.len() as u64 != descriptor.size as u64 {
+        if out.len() as u64 != limit {
             return Err(OciError::InvalidManifest {
                 reference: reference.whole(),
                 reason: format!(

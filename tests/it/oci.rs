@@ -651,9 +651,9 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
     publish(&collection(), &private.addr, "devcell-test/features");
     let ws = tempfile::tempdir().unwrap();
     let dc = ws.path().join(".devcontainer");
-    copy_tree(&collection().join("hello"), &dc.join("local-hello"));
+    copy_tree(&collection().join("hello"), &dc.join("hello"));
     let features: indexmap::IndexMap<String, Value> = serde_json::from_str(
-        r#"{"ghcr.io/devcell-test/features/greeter:2": {}, "./local-hello": {"greeting": "hi"}}"#,
+        r#"{"ghcr.io/devcell-test/features/greeter:2": {}, "./hello": {"greeting": "hi"}}"#,
     )
     .unwrap();
     let mut options = RegistryOptions::default();
@@ -676,12 +676,12 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
         .iter()
         .map(|p| p.key.as_str())
         .collect();
-    // Round 1: the dependency-free `./local-hello` and hello (pulled in by dependsOn), in
+    // Round 1: the dependency-free `./hello` and hello (pulled in by dependsOn), in
     // resource-name order; round 2: greeter.
     assert_eq!(
         keys,
         [
-            "./local-hello",
+            "./hello",
             "ghcr.io/devcell-test/features/hello:1",
             "ghcr.io/devcell-test/features/greeter:2",
         ]
@@ -875,4 +875,115 @@ async fn bearer_challenge_is_answered_with_a_token_checklist_56() {
         .await
         .unwrap();
     assert_eq!(r.integrity.as_deref(), out["hello"]["digest"].as_str());
+}
+
+#[test]
+fn resolve_dependencies_fetches_oci_features_through_the_cache() {
+    let Some(mut private) = PrivateRegistry::start() else {
+        return;
+    };
+    let reg = private.addr.clone();
+    let published = publish(&collection(), &reg, "cli/features");
+    let ws = tempfile::tempdir().unwrap();
+    let dc = ws.path().join(".devcontainer");
+    copy_tree(&collection().join("hello"), &dc.join("hello"));
+    std::fs::write(
+        dc.join("devcontainer.json"),
+        format!(
+            r#"{{"image": "x", "features": {{"{reg}/cli/features/hello:1": {{"greeting": "hey"}}, "./hello": {{}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |cache: &Path, offline: bool| {
+        let mut cmd = crate::support::devcell();
+        cmd.args(["features", "resolve-dependencies", "--workspace-folder"])
+            .arg(ws.path())
+            .arg("--cache-dir")
+            .arg(cache);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let first = crate::support::stdout_json(&run(cache.path(), false));
+    let ids: Vec<&str> = first["installOrder"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    // The reference CLI's shape: OCI Features as `<resource>@<manifest digest>`.
+    let oci_key = format!(
+        "{reg}/cli/features/hello@{}",
+        published["hello"]["digest"].as_str().unwrap()
+    );
+    assert_eq!(ids, ["./hello", oci_key.as_str()], "{first}");
+    private.stop();
+    let again = crate::support::stdout_json(&run(cache.path(), true));
+    assert_eq!(again, first);
+    let empty = tempfile::tempdir().unwrap();
+    let err = crate::support::assert_failed(&run(empty.path(), true));
+    assert!(err.contains("offline"), "{err}");
+}
+
+#[tokio::test]
+async fn blob_larger_than_its_descriptor_is_refused() {
+    let Some(reg) = test_registry() else { return };
+    let ns = unique("size");
+    publish(&collection().join("hello"), &reg, &ns);
+    let r = Registry::new(RegistryOptions::default()).unwrap();
+    let reference = parse_reference(&format!("{reg}/{ns}/hello:1")).unwrap();
+    let pulled = r.pull_manifest(&reference).await.unwrap();
+    let oci_client::manifest::OciManifest::Image(m) = pulled.manifest else {
+        panic!("not an image manifest");
+    };
+    let mut layer = m.layers[0].clone();
+    assert_eq!(
+        r.pull_blob(&reference, &layer).await.unwrap().len() as i64,
+        layer.size
+    );
+    layer.size = 10;
+    let err = r.pull_blob(&reference, &layer).await.unwrap_err();
+    assert!(
+        format!("{err:?}").contains("larger than its descriptor"),
+        "{err:?}"
+    );
+    layer.size = -1;
+    let err = r.pull_blob(&reference, &layer).await.unwrap_err();
+    assert!(matches!(err, OciError::InvalidManifest { .. }), "{err}");
+}
+
+#[test]
+fn credentials_never_reach_the_logs() {
+    let Some(private) = PrivateRegistry::start_secure() else {
+        return;
+    };
+    let addr = private.addr.clone();
+    let home = tempfile::tempdir().unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}"));
+    let config = docker_config(
+        home.path(),
+        &format!(r#"{{"auths":{{"{addr}":{{"auth":"{auth}"}}}}}}"#),
+    );
+    let out = crate::support::devcell()
+        .env("DEVCELL_LOG", "trace")
+        .args(["features", "publish"])
+        .arg(collection())
+        .args(["-r", &addr, "-n", "logs", "--secure-registry", &addr])
+        .arg("--extra-ca-certificate")
+        .arg(private.ca_certificate())
+        .arg("--docker-config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.len() > 1000, "trace logging is on: {stderr}");
+    for secret in [REGISTRY_PASSWORD, auth.as_str()] {
+        assert!(!stderr.contains(secret), "secret in logs");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+    }
 }

@@ -13,6 +13,7 @@ pub fn run(args: FeaturesPublishArgs) -> anyhow::Result<ExitCode> {
         registry: args.registry,
         namespace: args.namespace,
         insecure_registries: args.insecure_registries,
+        secure_registries: args.secure_registries,
         extra_ca_certificates: args.extra_ca_certificates,
         docker_config: args.docker_config,
     })?;
