@@ -44,8 +44,7 @@ use crate::lifecycle::{
 use crate::names::METADATA_LABEL;
 use crate::progress::{Event, Reporter};
 use crate::security::{
-    self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, RequestStatus,
-    SecurityProfile, Source,
+    self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, SecurityProfile, Source,
 };
 use crate::settings::Settings;
 
@@ -126,37 +125,6 @@ pub enum ContainerAction {
     Running,
 }
 
-/// One permission request and what was done with it (for the result).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PermissionReport {
-    /// What was asked for, e.g. ``capability `SYS_PTRACE` ``.
-    pub permission: String,
-    /// Who asked (`devcontainer.json`, ``Feature `x` ``, …).
-    pub source: String,
-    /// `granted`, `allowedByProfile`, `refused` or `forbidden`.
-    pub status: String,
-    /// The flag that grants it (absent for what is never allowed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grant: Option<String>,
-}
-
-impl From<&PermissionRequest> for PermissionReport {
-    fn from(r: &PermissionRequest) -> Self {
-        PermissionReport {
-            permission: r.permission.to_string(),
-            source: r.source.to_string(),
-            status: match r.status {
-                RequestStatus::Granted => "granted",
-                RequestStatus::AllowedByProfile => "allowedByProfile",
-                RequestStatus::Refused => "refused",
-                RequestStatus::Forbidden => "forbidden",
-            }
-            .to_string(),
-            grant: r.permission.grant_flag(),
-        }
-    }
-}
-
 /// The result of [`up`].
 #[derive(Debug, Clone)]
 pub struct UpResult {
@@ -171,7 +139,7 @@ pub struct UpResult {
     /// The security profile in effect (`hardened`/`reference`).
     pub profile: String,
     /// Every permission request (for a new container) and what was done with it.
-    pub permissions: Vec<PermissionReport>,
+    pub permissions: Vec<PermissionRequest>,
     /// The hooks that ran or were skipped.
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
@@ -374,11 +342,7 @@ pub async fn up_with(
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
-            permissions = applied
-                .requests
-                .iter()
-                .map(PermissionReport::from)
-                .collect();
+            permissions = applied.requests.clone();
             let mut spec = applied.spec;
             let hardened = matches!(profile, SecurityProfile::Hardened(_));
             if hardened {
