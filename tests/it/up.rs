@@ -741,3 +741,80 @@ impl Drop for ImageCleanupByPrefix {
         }
     }
 }
+
+#[test]
+fn oci_features_with_dependencies_from_the_local_registry() {
+    if !engine_ready(
+        "oci_features_with_dependencies_from_the_local_registry",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let Some(registry) = crate::support::test_registry() else {
+        return;
+    };
+    // The fixture collection (greeter dependsOn ghcr.io/devcell-test/features/hello:1) and
+    // devcell's agent-user Feature, published to the local registry, reached through a
+    // `ghcr.io` mirror in the user's settings file.
+    let root = crate::support::repo();
+    for folder in [
+        "fixtures/features/collection/src",
+        "features/src/agent-user",
+    ] {
+        let out = devcell()
+            .args([
+                "features",
+                "publish",
+                "-r",
+                &registry,
+                "-n",
+                "devcell-test/features",
+            ])
+            .arg(root.join(folder))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        settings.path(),
+        format!("[registries]\nmirrors = {{ \"ghcr.io\" = \"{registry}\" }}\n"),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "agent",
+            "features": {"ghcr.io/devcell-test/features/greeter:2": {},
+                         "ghcr.io/devcell-test/features/agent-user:1": {}}}"#,
+    );
+    let out = ws.run(
+        "up",
+        &[
+            "--config-file",
+            settings.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    let _cleanup = ImageCleanup(image);
+    // The dependency installs first.
+    let hello = stderr.find("installing Feature \"Hello\"");
+    let greeter = stderr.find("installing Feature \"Greeter\"");
+    if !stderr.contains("using cached devcell/features:") {
+        let (Some(h), Some(g)) = (hello, greeter) else {
+            panic!("Features not installed: {stderr}");
+        };
+        assert!(h < g, "install order: {stderr}");
+    }
+    let (code, stdout, _) = ws.sh("id -un; cat /usr/local/share/greeter.txt");
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "agent\nhello\n");
+}
