@@ -803,17 +803,22 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{stderr}");
-    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
-    let _cleanup = ImageCleanup(image);
-    // The dependency installs first.
-    let hello = stderr.find("installing Feature \"Hello\"");
-    let greeter = stderr.find("installing Feature \"Greeter\"");
-    if !stderr.contains("using cached devcell/features:") {
-        let (Some(h), Some(g)) = (hello, greeter) else {
-            panic!("Features not installed: {stderr}");
-        };
-        assert!(h < g, "install order: {stderr}");
-    }
+    let id = result["containerId"].as_str().unwrap();
+    let _cleanup = ImageCleanup(docker_inspect(id, "{{.Config.Image}}"));
+    // The dependency installs first: the label lists one entry per Feature in install order.
+    let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    let entries: Value = serde_json::from_str(&label).unwrap();
+    let ids: Vec<&str> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    let position = |needle: &str| ids.iter().position(|i| i.contains(needle));
+    assert!(
+        position("hello").unwrap() < position("greeter").unwrap(),
+        "install order: {ids:?}"
+    );
     let (code, stdout, _) = ws.sh("id -un; cat /usr/local/share/greeter.txt");
     assert_eq!(code, 0);
     assert_eq!(stdout, "agent\nhello\n");
