@@ -26,9 +26,9 @@ use async_trait::async_trait;
 pub use docker::DockerEngine;
 pub use error::{EngineError, Result};
 pub use spec::{
-    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineVersion, ExecInput,
-    ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits, Mount, MountInfo,
-    MountKind, PortBinding, Ulimit,
+    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
+    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits,
+    Mount, MountInfo, MountKind, PortBinding, Ulimit,
 };
 
 use crate::progress::{Event, Reporter};
@@ -41,6 +41,9 @@ use crate::progress::{Event, Reporter};
 pub trait Engine: Send + Sync {
     /// The engine's version; also a liveness check.
     async fn version(&self) -> Result<EngineVersion>;
+
+    /// The engine's view of its host (`docker info`): CPUs, memory, runtimes.
+    async fn info(&self) -> Result<EngineInfo>;
 
     /// Inspects a local image by reference or id; `Ok(None)` when it is not present locally.
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>>;
@@ -82,6 +85,11 @@ pub trait Engine: Send + Sync {
     /// Inspects a container; `Ok(None)` when it does not exist.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>>;
 
+    /// The engine's own `docker inspect` JSON of a container (the Engine API
+    /// `ContainerInspect` shape, PascalCase keys), for consumers that read it whole (the
+    /// isolation audit); `Ok(None)` when it does not exist.
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
+
     /// Runs a command in a running container and waits for it; returns its exit code (and the
     /// output, with [`ExecOutput::Collect`]).
     async fn exec(
@@ -95,10 +103,6 @@ pub trait Engine: Send + Sync {
     /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
     /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.
     async fn info_json(&self) -> Result<serde_json::Value>;
-
-    /// The container's `docker inspect` JSON (the Engine API `ContainerInspect` object, keys as
-    /// the engine sends them), for the isolation audit; `Ok(None)` when it does not exist.
-    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
 
     /// The image's `docker image inspect` JSON (`ImageInspect`); `Ok(None)` when absent.
     async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>>;

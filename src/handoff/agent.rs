@@ -45,8 +45,8 @@ use crate::handoff::executor::EngineExecutor;
 use crate::handoff::read_configuration::WorkspaceOverride;
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
 use crate::handoff::up::{
-    ContainerAction, PermissionReport, SecurityOptions, TargetOptions, UpOptions, attach_running,
-    find_container, id_labels, load, remote_env, up_with,
+    ContainerAction, SecurityOptions, TargetOptions, UpOptions, attach_running, find_container,
+    id_labels, load, remote_env, up_with,
 };
 use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
@@ -204,7 +204,7 @@ pub struct HandoffResult {
     /// The remote user the agent ran as.
     pub remote_user: String,
     /// Every permission request and what was done with it (new containers).
-    pub permissions: Vec<PermissionReport>,
+    pub permissions: Vec<crate::security::PermissionRequest>,
     /// The lifecycle hooks.
     pub lifecycle: LifecycleReport,
     /// The context file on the host.

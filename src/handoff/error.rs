@@ -16,9 +16,6 @@ pub enum HandoffError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Feature references, options or their install order are invalid.
-    #[error(transparent)]
-    Feature(#[from] crate::features::FeatureError),
     /// The workspace folder does not exist or is not a directory.
     #[error("workspace folder `{}` is not a directory", path.display())]
     WorkspaceFolder {
@@ -53,6 +50,15 @@ pub enum HandoffError {
     /// invalid.
     #[error(transparent)]
     Security(#[from] SecurityError),
+    /// A Feature could not be resolved, fetched or ordered.
+    #[error(transparent)]
+    Feature(#[from] crate::features::FeatureError),
+    /// The Feature cache or registry client could not be set up.
+    #[error(transparent)]
+    Fetch(#[from] crate::features::fetch::FetchError),
+    /// The Features image could not be planned or built (a failing `install.sh`).
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
     /// The `--secrets-file` could not be read or is not a JSON object of strings.
     #[error("cannot use secrets file `{}`: {message}", path.display())]
     SecretsFile {
@@ -114,6 +120,16 @@ pub enum HandoffError {
         /// The name or id given.
         id: String,
     },
+    /// Packaging or publishing Features failed.
+    #[error(transparent)]
+    Publish(#[from] crate::features::publish::PublishError),
+    /// The async runtime could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl HandoffError {
@@ -158,6 +174,10 @@ impl HandoffError {
             HandoffError::Context(e) => e.code(),
             HandoffError::State(e) => e.code(),
             HandoffError::Audit(_) => ErrorCode::InvalidArgument,
+            HandoffError::Publish(_) | HandoffError::Fetch(_) | HandoffError::Build(_) => {
+                ErrorCode::BuildFailed
+            }
+            HandoffError::Runtime { .. } => ErrorCode::Internal,
         }
     }
 
@@ -197,7 +217,6 @@ impl Hint for HandoffError {
     fn hint(&self) -> Option<String> {
         match self {
             HandoffError::Config(e) => e.hint(),
-            HandoffError::Feature(e) => e.hint(),
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
@@ -218,6 +237,9 @@ impl Hint for HandoffError {
                 }
                 (!hint.is_empty()).then_some(hint)
             }
+            HandoffError::Build(e) => e.hint(),
+            HandoffError::Feature(e) => e.hint(),
+            HandoffError::Fetch(_) => None,
             HandoffError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }
@@ -241,6 +263,7 @@ impl Hint for HandoffError {
             HandoffError::NoSuchContainer { .. } => {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
+            HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
         }
     }
 }

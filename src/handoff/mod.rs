@@ -14,6 +14,7 @@ pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod executor;
+pub mod features;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod state;
@@ -29,8 +30,8 @@ pub use read_configuration::{
     load_configuration, read_configuration,
 };
 pub use up::{
-    ContainerAction, PermissionReport, RunUserCommandsOptions, SecurityOptions, TargetOptions,
-    UpOptions, UpResult, read_secrets_file, run_user_commands, up,
+    ContainerAction, RunUserCommandsOptions, SecurityOptions, TargetOptions, UpOptions, UpResult,
+    read_secrets_file, run_user_commands, up,
 };
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).

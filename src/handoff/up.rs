@@ -44,8 +44,7 @@ use crate::lifecycle::{
 use crate::names::METADATA_LABEL;
 use crate::progress::{Event, Reporter};
 use crate::security::{
-    self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, RequestStatus,
-    SecurityProfile, Source,
+    self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, SecurityProfile, Source,
 };
 use crate::settings::Settings;
 
@@ -112,6 +111,8 @@ pub struct UpOptions {
     pub security: SecurityOptions,
     /// The user settings file (`--config-file` or the default location).
     pub settings: Settings,
+    /// `--cache-dir`: the Feature cache (default `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// What happened to the container.
@@ -124,37 +125,6 @@ pub enum ContainerAction {
     Started,
     /// Found running; reused as it is.
     Running,
-}
-
-/// One permission request and what was done with it (for the result).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PermissionReport {
-    /// What was asked for, e.g. ``capability `SYS_PTRACE` ``.
-    pub permission: String,
-    /// Who asked (`devcontainer.json`, ``Feature `x` ``, …).
-    pub source: String,
-    /// `granted`, `allowedByProfile`, `refused` or `forbidden`.
-    pub status: String,
-    /// The flag that grants it (absent for what is never allowed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grant: Option<String>,
-}
-
-impl From<&PermissionRequest> for PermissionReport {
-    fn from(r: &PermissionRequest) -> Self {
-        PermissionReport {
-            permission: r.permission.to_string(),
-            source: r.source.to_string(),
-            status: match r.status {
-                RequestStatus::Granted => "granted",
-                RequestStatus::AllowedByProfile => "allowedByProfile",
-                RequestStatus::Refused => "refused",
-                RequestStatus::Forbidden => "forbidden",
-            }
-            .to_string(),
-            grant: r.permission.grant_flag(),
-        }
-    }
 }
 
 /// The result of [`up`].
@@ -171,7 +141,7 @@ pub struct UpResult {
     /// The security profile in effect (`hardened`/`reference`).
     pub profile: String,
     /// Every permission request (for a new container) and what was done with it.
-    pub permissions: Vec<PermissionReport>,
+    pub permissions: Vec<PermissionRequest>,
     /// The hooks that ran or were skipped.
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
@@ -303,18 +273,36 @@ pub async fn up_with(
             (info, entries, action)
         }
         None => {
-            let image = prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
+            let mut image =
+                prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
             let (raw_base, base) =
                 image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
-            let entries =
-                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-            let label = metadata::label_value(&metadata::collect_entries(
-                &raw_base,
-                &[],
-                &metadata::config_entry(&loaded.raw),
-            ));
+            let with_features = has_features(&loaded.value);
+            let (entries, label) = if with_features {
+                // The built image's label holds base ++ Features ++ devcontainer.json entries;
+                // the container inherits it from the image.
+                image =
+                    build_features(engine, &loaded, image, raw_base, &base, opts, reporter).await?;
+                let (_, entries) =
+                    image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
+                (entries, None)
+            } else {
+                let entries =
+                    metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+                let label = metadata::label_value(&metadata::collect_entries(
+                    &raw_base,
+                    &[],
+                    &metadata::config_entry(&loaded.raw),
+                ));
+                (entries, Some(label))
+            };
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
+            if let Some(updated) =
+                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?
+            {
+                image = updated;
+            }
             for message in unmet_host_requirements(
                 &merged,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -334,7 +322,7 @@ pub async fn up_with(
                 workspace_mount: loaded.workspace.workspace_mount.as_deref(),
                 extra_mounts: &opts.mounts,
                 id_labels: &id_labels,
-                metadata_label: Some(label),
+                metadata_label: label,
                 host_env: &host_env,
             })?;
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
@@ -356,11 +344,7 @@ pub async fn up_with(
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
-            permissions = applied
-                .requests
-                .iter()
-                .map(PermissionReport::from)
-                .collect();
+            permissions = applied.requests.clone();
             let mut spec = applied.spec;
             let hardened = matches!(profile, SecurityProfile::Hardened(_));
             if hardened {
@@ -838,6 +822,202 @@ async fn prepare_image(
     Ok(PreparedImage {
         reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
         info,
+    })
+}
+
+/// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
+/// the remote user gets the host user's UID/GID in a small cached layer
+/// ([`crate::build::ensure_uid_image`]). Nothing is built when the host user is root (the
+/// CI case: the remote user keeps its ids, spec-note 0125), the remote user is root or
+/// numeric, or the property is `false`.
+async fn update_remote_user_uid(
+    engine: &dyn Engine,
+    image: &PreparedImage,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    reporter: &dyn Reporter,
+) -> Result<Option<PreparedImage>> {
+    if !cfg!(target_os = "linux")
+        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return Ok(None);
+    }
+    let Some((host_uid, host_gid)) = host_ids() else {
+        return Ok(None);
+    };
+    let text = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let image_user = image.info.user.clone().unwrap_or_default();
+    let remote_user = text("remoteUser")
+        .or_else(|| text("containerUser"))
+        .unwrap_or_else(|| image_user.clone());
+    let input = crate::build::UidInput {
+        image: image.reference.clone(),
+        image_id: image.info.id.clone(),
+        image_user,
+        remote_user,
+        host_uid,
+        host_gid,
+    };
+    Ok(crate::build::ensure_uid_image(engine, &input, reporter)
+        .await?
+        .map(|built| PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        }))
+}
+
+/// The real uid and gid of this process (Linux `/proc/self/status`).
+fn host_ids() -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u32> {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    Some((field("Uid:")?, field("Gid:")?))
+}
+
+/// Whether the configuration lists any Feature.
+fn has_features(config: &Value) -> bool {
+    config
+        .get("features")
+        .and_then(Value::as_object)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
+/// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
+/// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
+async fn build_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    use crate::build::{BaseImage, FeatureLayer, FeaturesInput, ensure_features_image};
+    use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
+
+    let features: IndexMap<String, Value> = loaded
+        .value
+        .get("features")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let override_order: Vec<String> = loaded
+        .value
+        .get("overrideFeatureInstallOrder")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let registries = &opts.settings.registries;
+    let fetcher = Fetcher::new(FetchOptions {
+        cache_dir: opts.cache_dir.clone(),
+        registry: crate::oci::registry::RegistryOptions {
+            insecure_registries: registries.insecure.clone(),
+            extra_ca_certificates: registries.ca_certs.clone(),
+            mirrors: registries.mirrors.clone(),
+            ..Default::default()
+        },
+        ..FetchOptions::default()
+    })?;
+    let config_dir = loaded
+        .config_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    reporter.report(Event::Status(format!(
+        "resolving {} Feature(s)",
+        features.len()
+    )));
+    let plan = fetcher
+        .plan(&PlanRequest {
+            features: &features,
+            override_order: &override_order,
+            config_dir: &config_dir,
+            devcontainer_dir: &devcontainer_dir,
+            lockfile: None,
+        })
+        .await?;
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
+    let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
+        message: format!("cannot create a temporary folder for Features: {e}"),
+        hint: None,
+    })?;
+    let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+    let mut layers = Vec::with_capacity(dirs.len());
+    for (feature, dir) in plan.install.features.iter().zip(dirs) {
+        let metadata = plan
+            .resolved
+            .get(&feature.reference)
+            .map(|r| r.metadata.clone())
+            .unwrap_or(Value::Null);
+        layers.push(FeatureLayer::new(
+            &feature.key,
+            dir,
+            metadata,
+            &feature.options,
+            feature.canonical.clone(),
+        )?);
+    }
+    let users = metadata::merge(&metadata::collect_entries(
+        base,
+        &[],
+        &metadata::config_entry(&loaded.value),
+    ));
+    let user = |key: &str| {
+        users
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let input = FeaturesInput {
+        base: BaseImage {
+            reference: base_image.reference.clone(),
+            id: base_image.info.id.clone(),
+            user: base_image.info.user.clone().unwrap_or_default(),
+            metadata: raw_base,
+        },
+        features: layers,
+        config: loaded.raw.clone(),
+        container_user: user("containerUser"),
+        remote_user: user("remoteUser"),
+    };
+    let built = ensure_features_image(engine, &input, reporter).await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok(PreparedImage {
+        reference: built.tag,
+        info: built.image,
     })
 }
 

@@ -74,6 +74,18 @@ async fn version_and_image_inspect() {
     };
     let v = e.version().await.unwrap();
     assert!(!v.version.is_empty() && !v.api_version.is_empty(), "{v:?}");
+    // The fast path speaks 1.41; negotiation through `/version` reaches the same engine.
+    assert_eq!(e.api_version(), "1.41");
+    let negotiated = DockerEngine::connect_negotiated(e.host()).await.unwrap();
+    assert_eq!(negotiated.version().await.unwrap().version, v.version);
+    let info = e.info().await.unwrap();
+    assert!(info.cpus >= 1 && info.memory_bytes > 0, "{info:?}");
+    assert!(
+        info.runtimes
+            .iter()
+            .any(|r| r.contains("runc") || r.contains("crun")),
+        "{info:?}"
+    );
     let img = e.inspect_image(BUSYBOX).await.unwrap().unwrap();
     assert!(img.id.starts_with("sha256:"), "{img:?}");
     assert!(img.repo_tags.iter().any(|t| t.ends_with(BUSYBOX)));
@@ -480,4 +492,43 @@ async fn read_files_from_images_and_containers() {
         .await
         .unwrap_err();
     assert!(matches!(err, EngineError::NoSuchContainer { .. }), "{err}");
+}
+
+/// The engine going away after devcell connected is reported as "not running" with the hint,
+/// not as an opaque request failure. A proxy socket stands in for the engine and is stopped.
+#[tokio::test]
+async fn an_engine_that_stops_mid_way_is_not_running() {
+    let Some(_) = engine("an_engine_that_stops_mid_way_is_not_running").await else {
+        return;
+    };
+    let real = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let proxy_path = dir.path().join("engine.sock");
+    let listener = tokio::net::UnixListener::bind(&proxy_path).unwrap();
+    let proxy = tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let real = real.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::UnixStream::connect(&real).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let e = DockerEngine::connect_to(&format!("unix://{}", proxy_path.display()))
+        .await
+        .unwrap();
+    assert!(e.inspect_image(BUSYBOX).await.unwrap().is_some());
+    proxy.abort();
+    let _ = proxy.await;
+    std::fs::remove_file(&proxy_path).unwrap();
+    let err = e.find_containers(&unique_labels("gone")).await.unwrap_err();
+    assert!(matches!(err, EngineError::NotRunning { .. }), "{err:?}");
+    assert!(err.hint().unwrap().contains("dockerd"));
 }

@@ -1,12 +1,14 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
 mod audit;
+mod build;
 mod config;
 mod engine;
 mod features;
 mod handoff;
 mod handoff_e2e;
 mod lifecycle;
+mod oci;
 mod security;
 mod support;
 mod up;

@@ -108,6 +108,23 @@ async fn hardened_container_proven_from_inside() {
     );
     assert_eq!(info.host.limits.pids, Some(64));
 
+    // The engine's raw inspect JSON reads as the audit's facts, and agrees.
+    let json = e.inspect_container_json(&id).await.unwrap().unwrap();
+    let facts = devcell::security::audit::ContainerFacts::from_docker_inspect(&json).unwrap();
+    assert_eq!(facts.privileged, Some(false));
+    assert_eq!(
+        facts.capabilities,
+        Some(Default::default()),
+        "{:?}",
+        facts.cap_drop
+    );
+    assert!(
+        e.inspect_container_json("devcell-no-such")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
     // From inside, as the container's own user (exec without a user) and as the remote user.
     for user in [None, applied.remote_user.as_deref()] {
         let (_, uid) = run(&e, &id, user, "id -u").await;

@@ -582,3 +582,244 @@ fn containers_are_shared_with_the_reference_cli() {
     assert_eq!(theirs["remoteUser"], "nobody");
     assert_eq!(ws.containers().len(), 1);
 }
+
+/// A local Feature `./<id>` in the workspace's `.devcontainer/`.
+fn local_feature(ws: &Workspace, id: &str, metadata: &str, install: &str) {
+    let dir = ws.path().join(".devcontainer").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("devcontainer-feature.json"), metadata).unwrap();
+    std::fs::write(
+        dir.join("install.sh"),
+        format!("#!/bin/sh\nset -e\n{install}\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn local_features_are_layered_cached_and_hooked_first() {
+    if !engine_ready(
+        "local_features_are_layered_cached_and_hooked_first",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "features": {"./hello": {"greeting": "hi-there"}},
+            "postCreateCommand": "echo config-post-create"}"#,
+    );
+    local_feature(
+        &ws,
+        "hello",
+        r#"{"id": "hello", "version": "1.0.0", "name": "Hello",
+            "options": {"greeting": {"type": "string", "default": "hey"}},
+            "containerEnv": {"HELLO_FEATURE": "yes"},
+            "postCreateCommand": "echo feature-post-create"}"#,
+        "echo \"$GREETING for $_REMOTE_USER\" > /etc/hello.txt",
+    );
+    let out = ws.run("up", &[]);
+    let result = last_json(&out);
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = docker_inspect(&id, "{{.Config.Image}}");
+    let _cleanup = ImageCleanup(image.clone());
+    assert!(image.starts_with("devcell/features:"), "{image}");
+    let origins: Vec<&str> = result["devcell"]["lifecycle"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(origins, ["Feature './hello'", "devcontainer.json"]);
+    let (code, stdout, _) = ws.sh("cat /etc/hello.txt; echo \"$HELLO_FEATURE\"");
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "hi-there for nobody\nyes\n");
+    // The container's metadata label (inherited from the image) lists the Feature entry.
+    let label = docker_inspect(&id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    let entries: Value = serde_json::from_str(&label).unwrap();
+    assert_eq!(entries[0]["id"], "./hello");
+
+    // A second `up` with unchanged inputs builds nothing.
+    ws.run("down", &["--remove"]);
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("using cached devcell/features:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Step 1/"), "built again: {stderr}");
+}
+
+#[test]
+fn feature_and_image_label_requests_are_refused() {
+    if !engine_ready(
+        "feature_and_image_label_requests_are_refused",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A Feature asking for a capability.
+    let ws =
+        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./cap": {}}}"#);
+    local_feature(
+        &ws,
+        "cap",
+        r#"{"id": "cap", "version": "1.0.0", "capAdd": ["SYS_PTRACE"]}"#,
+        "true",
+    );
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(
+        text.contains("Feature `./cap`") && text.contains("--allow cap:SYS_PTRACE"),
+        "{text}"
+    );
+    assert!(ws.containers().is_empty());
+    let images: Vec<String> = Command::new("docker")
+        .args(["images", "-q", "devcell/features"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    drop(images);
+
+    // An image label asking for the engine socket.
+    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcontainer.metadata='[{{\"mounts\":[\"type=bind,source=/var/run/docker.sock,target=/var/run/docker.sock\"]}}]'\n"
+        ),
+    );
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    let _cleanup = ImageCleanupByPrefix(format!("vsc-{base}-*"));
+    let out = ws.run("up", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(
+        text.contains("engine socket") && text.contains("image label"),
+        "{text}"
+    );
+    assert!(ws.containers().is_empty());
+}
+
+/// Removes every image whose reference matches a `docker images --filter reference=` pattern.
+struct ImageCleanupByPrefix(String);
+
+impl Drop for ImageCleanupByPrefix {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args(["images", "--format", "{{.Repository}}", "--filter"])
+            .arg(format!("reference={}", self.0))
+            .output();
+        if let Ok(out) = out {
+            for image in String::from_utf8_lossy(&out.stdout).lines() {
+                let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+            }
+        }
+    }
+}
+
+#[test]
+fn oci_features_with_dependencies_from_the_local_registry() {
+    if !engine_ready(
+        "oci_features_with_dependencies_from_the_local_registry",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let Some(registry) = crate::support::test_registry() else {
+        return;
+    };
+    // The fixture collection (greeter dependsOn ghcr.io/devcell-test/features/hello:1) and
+    // devcell's agent-user Feature, published to the local registry, reached through a
+    // `ghcr.io` mirror in the user's settings file.
+    let root = crate::support::repo();
+    for folder in [
+        "fixtures/features/collection/src",
+        "features/src/agent-user",
+    ] {
+        let out = devcell()
+            .args([
+                "features",
+                "publish",
+                "-r",
+                &registry,
+                "-n",
+                "devcell-test/features",
+            ])
+            .arg(root.join(folder))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        settings.path(),
+        format!("[registries]\nmirrors = {{ \"ghcr.io\" = \"{registry}\" }}\n"),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "agent",
+            "features": {"ghcr.io/devcell-test/features/greeter:2": {},
+                         "ghcr.io/devcell-test/features/agent-user:1": {}}}"#,
+    );
+    let out = ws.run(
+        "up",
+        &[
+            "--config-file",
+            settings.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let id = result["containerId"].as_str().unwrap();
+    let _cleanup = ImageCleanup(docker_inspect(id, "{{.Config.Image}}"));
+    // The dependency installs first: the label lists one entry per Feature in install order.
+    let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    let entries: Value = serde_json::from_str(&label).unwrap();
+    let ids: Vec<&str> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    let position = |needle: &str| ids.iter().position(|i| i.contains(needle));
+    assert!(
+        position("hello").unwrap() < position("greeter").unwrap(),
+        "install order: {ids:?}"
+    );
+    let (code, stdout, _) = ws.sh("id -un; cat /usr/local/share/greeter.txt");
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "agent\nhello\n");
+}

@@ -6,6 +6,8 @@ pub mod delete;
 pub mod doctor;
 pub mod down;
 pub mod exec;
+pub mod features_package;
+pub mod features_publish;
 pub mod features_resolve_dependencies;
 pub mod handoff;
 pub mod read_configuration;

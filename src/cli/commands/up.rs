@@ -34,6 +34,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 network: args.network.clone(),
             },
             settings,
+            cache_dir: args.cache_dir.clone(),
         };
         let result = runtime()?.block_on(up(&opts, &StderrReporter))?;
         anyhow::Ok(result)
