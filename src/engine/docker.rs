@@ -13,8 +13,8 @@ use bollard::models::{
     PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptions, CreateImageOptions, ListContainersOptions,
-    RemoveContainerOptions, StopContainerOptions, TagImageOptions,
+    BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
+    ListContainersOptions, RemoveContainerOptions, StopContainerOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -27,6 +27,36 @@ use crate::progress::{Event, Reporter};
 /// The default engine address when `DOCKER_HOST` is unset.
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
+/// The Engine API version tried first: Docker 20.10's, which later Docker releases up to 28
+/// and Podman's compatible API also accept.
+const FAST_PATH_API: &bollard::ClientVersion = &bollard::ClientVersion {
+    major_version: 1,
+    minor_version: 41,
+};
+
+/// A client for `host` speaking API `version` (no request made yet).
+fn client(host: &str, version: &bollard::ClientVersion) -> Result<Docker> {
+    let made = if host.starts_with("unix://") {
+        Docker::connect_with_unix(host, TIMEOUT_SECS, version)
+    } else if host.starts_with("tcp://") || host.starts_with("http://") {
+        Docker::connect_with_http(host, TIMEOUT_SECS, version)
+    } else {
+        Err(bollard::errors::Error::UnsupportedURISchemeError {
+            uri: host.to_string(),
+        })
+    };
+    made.map_err(|source| match source {
+        bollard::errors::Error::SocketNotFoundError(_) => EngineError::NotRunning {
+            host: host.to_string(),
+            source,
+        },
+        source => EngineError::UnsupportedHost {
+            host: host.to_string(),
+            source,
+        },
+    })
+}
+
 /// Request timeout: long, because a build or an exec can legitimately run for a long time.
 const TIMEOUT_SECS: u64 = 6 * 60 * 60;
 
@@ -35,6 +65,32 @@ const TIMEOUT_SECS: u64 = 6 * 60 * 60;
 pub struct DockerEngine {
     docker: Docker,
     host: String,
+    /// Whether the engine is Podman (asked once, at the first container creation).
+    podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
+}
+
+/// Runs blocking file or process work off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| EngineError::BuildContext {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
+}
+
+/// Whether the request failed to reach the engine at all.
+fn is_connection_error(e: &bollard::errors::Error) -> bool {
+    use bollard::errors::Error as E;
+    matches!(
+        e,
+        E::IOError { .. }
+            | E::HyperLegacyError { .. }
+            | E::SocketNotFoundError(_)
+            | E::RequestTimeoutError
+    )
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -63,35 +119,53 @@ impl DockerEngine {
 
     /// Connects to the engine at `host` (`unix:///path`, `tcp://host:port`, `http://…`).
     ///
+    /// Fast path: Engine API [`FAST_PATH_API`] (Docker ≥ 20.10, Podman ≥ 3) checked with one
+    /// `/_ping` (about 1 ms); an engine that refuses that version is negotiated with through
+    /// `/version` ([`DockerEngine::connect_negotiated`]), which Docker answers slowly (it asks
+    /// its runtimes for their versions: 8–27 ms here, more than a whole `docker inspect`).
+    ///
     /// Errors: as [`DockerEngine::connect`].
     pub async fn connect_to(host: &str) -> Result<Self> {
-        let docker = match Docker::connect_with_host(host) {
-            Ok(d) => d,
-            Err(source @ bollard::errors::Error::SocketNotFoundError(_)) => {
-                return Err(EngineError::NotRunning {
-                    host: host.to_string(),
-                    source,
-                });
+        let docker = client(host, FAST_PATH_API)?;
+        match docker.ping().await {
+            Ok(_) => Ok(Self::wrap(docker, host)),
+            Err(bollard::errors::Error::DockerResponseServerError { .. }) => {
+                Self::connect_negotiated(host).await
             }
-            Err(source) => {
-                return Err(EngineError::UnsupportedHost {
-                    host: host.to_string(),
-                    source,
-                });
-            }
-        };
-        let docker = docker
-            .with_timeout(Duration::from_secs(TIMEOUT_SECS))
+            Err(source) => Err(EngineError::NotRunning {
+                host: host.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Connects to the engine at `host` and negotiates the API version through `/version`
+    /// (the highest version both sides speak).
+    ///
+    /// Errors: as [`DockerEngine::connect`].
+    pub async fn connect_negotiated(host: &str) -> Result<Self> {
+        let docker = client(host, bollard::API_DEFAULT_VERSION)?
             .negotiate_version()
             .await
             .map_err(|source| EngineError::NotRunning {
                 host: host.to_string(),
                 source,
             })?;
-        Ok(Self {
+        Ok(Self::wrap(docker, host))
+    }
+
+    fn wrap(docker: Docker, host: &str) -> Self {
+        Self {
             docker,
             host: host.to_string(),
-        })
+            podman: std::sync::Arc::default(),
+        }
+    }
+
+    /// The Engine API version requests use (`1.41`).
+    pub fn api_version(&self) -> String {
+        let v = self.docker.client_version();
+        format!("{}.{}", v.major_version, v.minor_version)
     }
 
     /// The address this engine was reached at.
@@ -105,15 +179,25 @@ impl DockerEngine {
         self.host.strip_prefix("unix://")
     }
 
+    /// Maps a failed request: a lost connection (the engine stopped mid-way) is
+    /// [`EngineError::NotRunning`], anything else [`EngineError::Api`].
     fn api(
+        &self,
         operation: &'static str,
         subject: &str,
     ) -> impl FnOnce(bollard::errors::Error) -> EngineError {
         let subject = subject.to_string();
-        move |source| EngineError::Api {
-            operation,
-            subject,
-            source,
+        let host = self.host.clone();
+        move |source| {
+            if is_connection_error(&source) {
+                EngineError::NotRunning { host, source }
+            } else {
+                EngineError::Api {
+                    operation,
+                    subject,
+                    source,
+                }
+            }
         }
     }
 }
@@ -274,6 +358,24 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     }
 }
 
+/// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
+/// option makes the tmpfs owned by the container's user instead (spec-note 0084).
+pub(crate) fn podman_tmpfs_options(options: &str) -> String {
+    let mut owned = false;
+    let mut kept: Vec<&str> = Vec::new();
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        if opt.starts_with("uid=") || opt.starts_with("gid=") {
+            owned = true;
+        } else {
+            kept.push(opt);
+        }
+    }
+    if owned && !kept.contains(&"U") {
+        kept.push("U");
+    }
+    kept.join(",")
+}
+
 fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
@@ -308,11 +410,29 @@ impl Engine for DockerEngine {
         })
     }
 
+    async fn info(&self) -> Result<EngineInfo> {
+        let i = self
+            .docker
+            .info()
+            .await
+            .map_err(self.api("info", &self.host))?;
+        let mut runtimes: Vec<String> = i.runtimes.unwrap_or_default().into_keys().collect();
+        runtimes.sort();
+        Ok(EngineInfo {
+            cpus: i.ncpu.unwrap_or(0),
+            memory_bytes: i.mem_total.unwrap_or(0),
+            storage_driver: i.driver.unwrap_or_default(),
+            runtimes,
+            security_options: i.security_options.unwrap_or_default(),
+            cgroup_version: i.cgroup_version.map(|v| v.to_string()).unwrap_or_default(),
+        })
+    }
+
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>> {
         let image = match self.docker.inspect_image(reference).await {
             Ok(i) => i,
             Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(Self::api("inspect image", reference)(e)),
+            Err(e) => return Err(self.api("inspect image", reference)(e)),
         };
         let config = image.config.unwrap_or_default();
         Ok(Some(ImageInfo {
@@ -329,7 +449,9 @@ impl Engine for DockerEngine {
     }
 
     async fn pull_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
-        let credentials = credentials_for(reference)?;
+        // Credential helpers are processes and the config a file: off the async workers.
+        let owned = reference.to_string();
+        let credentials = blocking(move || credentials_for(&owned)).await?;
         let (repository, tag) = split_reference(reference);
         let options = CreateImageOptions {
             from_image: Some(repository),
@@ -339,9 +461,18 @@ impl Engine for DockerEngine {
         let mut stream = self.docker.create_image(Some(options), None, credentials);
         let mut last = String::new();
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|source| EngineError::Pull {
-                reference: reference.to_string(),
-                source,
+            let info = item.map_err(|source| {
+                if is_connection_error(&source) {
+                    EngineError::NotRunning {
+                        host: self.host.clone(),
+                        source,
+                    }
+                } else {
+                    EngineError::Pull {
+                        reference: reference.to_string(),
+                        source,
+                    }
+                }
             })?;
             if let Some(status) = info.status {
                 let line = match info.id {
@@ -363,7 +494,8 @@ impl Engine for DockerEngine {
         request: &BuildRequest,
         reporter: &dyn Reporter,
     ) -> Result<ImageInfo> {
-        let packed = context::pack(&request.context, &request.dockerfile)?;
+        let (context_dir, dockerfile) = (request.context.clone(), request.dockerfile.clone());
+        let packed = blocking(move || context::pack(&context_dir, &dockerfile)).await?;
         let options = BuildImageOptions {
             dockerfile: packed.dockerfile.clone(),
             t: request.tags.first().cloned(),
@@ -438,7 +570,7 @@ impl Engine for DockerEngine {
                 Err(bollard::errors::Error::DockerStreamError { error }) => {
                     return Err(EngineError::Build { message: error });
                 }
-                Err(e) => return Err(Self::api("build image", &subject)(e)),
+                Err(e) => return Err(self.api("build image", &subject)(e)),
             };
             if let Some(text) = info.stream {
                 drain_lines(&mut pending, &text, |l| reporter.report(Event::Output(l)));
@@ -488,7 +620,7 @@ impl Engine for DockerEngine {
                 }),
             )
             .await
-            .map_err(Self::api("tag image", source))
+            .map_err(self.api("tag image", source))
     }
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String> {
@@ -497,11 +629,21 @@ impl Engine for DockerEngine {
             ..CreateContainerOptions::default()
         };
         let subject = spec.name.clone().unwrap_or_else(|| spec.image.clone());
+        let podman = *self
+            .podman
+            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
+            .await?;
+        let mut body = to_create_body(spec);
+        if podman && let Some(tmpfs) = body.host_config.as_mut().and_then(|h| h.tmpfs.as_mut()) {
+            for options in tmpfs.values_mut() {
+                *options = podman_tmpfs_options(options);
+            }
+        }
         let created = self
             .docker
-            .create_container(Some(options), to_create_body(spec))
+            .create_container(Some(options), body)
             .await
-            .map_err(Self::api("create container", &subject))?;
+            .map_err(self.api("create container", &subject))?;
         Ok(created.id)
     }
 
@@ -512,7 +654,7 @@ impl Engine for DockerEngine {
                 status_code: 304, ..
             }) => Ok(()),
             Err(e) if is_not_found(&e) => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-            Err(e) => Err(Self::api("start container", id)(e)),
+            Err(e) => Err(self.api("start container", id)(e)),
         }
     }
 
@@ -527,7 +669,7 @@ impl Engine for DockerEngine {
                 status_code: 304, ..
             }) => Ok(()),
             Err(e) if is_not_found(&e) => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-            Err(e) => Err(Self::api("stop container", id)(e)),
+            Err(e) => Err(self.api("stop container", id)(e)),
         }
     }
 
@@ -540,7 +682,7 @@ impl Engine for DockerEngine {
         match self.docker.remove_container(id, Some(options)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Self::api("remove container", id)(e)),
+            Err(e) => Err(self.api("remove container", id)(e)),
         }
     }
 
@@ -566,7 +708,7 @@ impl Engine for DockerEngine {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(Self::api("list containers", &subject))?;
+            .map_err(self.api("list containers", &subject))?;
         Ok(list
             .into_iter()
             .map(|c| ContainerSummary {
@@ -588,7 +730,7 @@ impl Engine for DockerEngine {
         let c = match self.docker.inspect_container(id, None).await {
             Ok(c) => c,
             Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(Self::api("inspect container", id)(e)),
+            Err(e) => return Err(self.api("inspect container", id)(e)),
         };
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
@@ -638,6 +780,57 @@ impl Engine for DockerEngine {
         }))
     }
 
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
+        match self.docker.inspect_container(id, None).await {
+            Ok(c) => serde_json::to_value(c)
+                .map(Some)
+                .map_err(|e| EngineError::Api {
+                    operation: "inspect container",
+                    subject: id.to_string(),
+                    source: bollard::errors::Error::JsonSerdeError { err: e },
+                }),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.api("inspect container", id)(e)),
+        }
+    }
+
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let options = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => archive.extend_from_slice(&bytes),
+                Err(e) if is_not_found(&e) && archive.is_empty() => {
+                    // 404 is both "no such container" and "no such path".
+                    return match self.inspect_container(id).await? {
+                        Some(_) => Ok(None),
+                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
+                    };
+                }
+                Err(e) => return Err(self.api("read file", &format!("{id}:{path}"))(e)),
+            }
+        }
+        let io = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let mut tar = tar::Archive::new(archive.as_slice());
+        let mut entries = tar.entries().map_err(io)?;
+        let Some(entry) = entries.next() else {
+            return Ok(None);
+        };
+        let mut entry = entry.map_err(io)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Ok(None);
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).map_err(io)?;
+        Ok(Some(content))
+    }
+
     async fn exec(
         &self,
         id: &str,
@@ -668,7 +861,7 @@ impl Engine for DockerEngine {
             Err(e) if is_not_found(&e) => {
                 return Err(EngineError::NoSuchContainer { id: id.to_string() });
             }
-            Err(e) => return Err(Self::api("create exec", id)(e)),
+            Err(e) => return Err(self.api("create exec", id)(e)),
         };
         let started = self
             .docker
@@ -681,7 +874,7 @@ impl Engine for DockerEngine {
                 }),
             )
             .await
-            .map_err(Self::api("start exec", id))?;
+            .map_err(self.api("start exec", id))?;
         let StartExecResults::Attached {
             output: mut stream,
             input: mut stdin,
@@ -715,7 +908,7 @@ impl Engine for DockerEngine {
             let mut pending_err = String::new();
             let mut sink = output;
             while let Some(item) = stream.next().await {
-                let item = item.map_err(Self::api("exec output", id))?;
+                let item = item.map_err(self.api("exec output", id))?;
                 let (is_err, bytes) = match item {
                     LogOutput::StdErr { message } => (true, message),
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
@@ -766,12 +959,25 @@ impl Engine for DockerEngine {
         {
             return Err(io_err(e));
         }
-        let inspect = self
-            .docker
-            .inspect_exec(&created.id)
-            .await
-            .map_err(Self::api("inspect exec", id))?;
-        result.exit_code = inspect.exit_code.unwrap_or(-1);
+        // The output stream can end a moment before the engine records the exit code.
+        for attempt in 0.. {
+            let inspect = self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .map_err(self.api("inspect exec", id))?;
+            match inspect.exit_code {
+                Some(code) if inspect.running != Some(true) => {
+                    result.exit_code = code;
+                    break;
+                }
+                _ if attempt >= 200 => {
+                    result.exit_code = inspect.exit_code.unwrap_or(-1);
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
         Ok(result)
     }
 }
@@ -807,6 +1013,28 @@ mod tests {
             split_reference("x/y:1@sha256:abc"),
             ("x/y".into(), "sha256:abc".into())
         );
+    }
+
+    #[test]
+    fn lost_connections_are_not_running_errors() {
+        let io = bollard::errors::Error::IOError {
+            err: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert!(is_connection_error(&io));
+        let server = bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message: "boom".into(),
+        };
+        assert!(!is_connection_error(&server));
+    }
+
+    #[test]
+    fn podman_tmpfs_owner_uses_u() {
+        assert_eq!(
+            podman_tmpfs_options("rw,nosuid,uid=1000,gid=1000,mode=755"),
+            "rw,nosuid,mode=755,U"
+        );
+        assert_eq!(podman_tmpfs_options("rw,mode=1777"), "rw,mode=1777");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod build_options;
 pub mod context;
 mod docker;
 pub mod error;
+pub mod passwd;
 pub mod run_args;
 pub mod spec;
 
@@ -25,9 +26,9 @@ use async_trait::async_trait;
 pub use docker::DockerEngine;
 pub use error::{EngineError, Result};
 pub use spec::{
-    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineVersion, ExecInput,
-    ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits, Mount, MountInfo,
-    MountKind, PortBinding, Ulimit,
+    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
+    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits,
+    Mount, MountInfo, MountKind, PortBinding, Ulimit,
 };
 
 use crate::progress::{Event, Reporter};
@@ -40,6 +41,9 @@ use crate::progress::{Event, Reporter};
 pub trait Engine: Send + Sync {
     /// The engine's version; also a liveness check.
     async fn version(&self) -> Result<EngineVersion>;
+
+    /// The engine's view of its host (`docker info`): CPUs, memory, runtimes.
+    async fn info(&self) -> Result<EngineInfo>;
 
     /// Inspects a local image by reference or id; `Ok(None)` when it is not present locally.
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>>;
@@ -81,6 +85,11 @@ pub trait Engine: Send + Sync {
     /// Inspects a container; `Ok(None)` when it does not exist.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>>;
 
+    /// The engine's own `docker inspect` JSON of a container (the Engine API
+    /// `ContainerInspect` shape, PascalCase keys), for consumers that read it whole (the
+    /// isolation audit); `Ok(None)` when it does not exist.
+    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
+
     /// Runs a command in a running container and waits for it; returns its exit code (and the
     /// output, with [`ExecOutput::Collect`]).
     async fn exec(
@@ -90,6 +99,27 @@ pub trait Engine: Send + Sync {
         input: ExecInput,
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
+
+    /// The content of a regular file in a container (running or not); `Ok(None)` when the
+    /// path does not exist or is not a regular file. Symbolic links are not followed.
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>>;
+
+    /// The content of a regular file in an image, read through a created-but-never-started
+    /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]).
+    async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let probe = ContainerSpec {
+            image: image.to_string(),
+            entrypoint: Some(vec!["/devcell-probe-never-started".to_string()]),
+            labels: BTreeMap::from([("devcell.probe".to_string(), "1".to_string())]),
+            ..ContainerSpec::default()
+        };
+        let id = self.create_container(&probe).await?;
+        let read = self.read_file(&id, path).await;
+        let removed = self.remove_container(&id, true).await;
+        let content = read?;
+        removed?;
+        Ok(content)
+    }
 
     /// The image locally, pulled through the engine first when it is missing.
     async fn ensure_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<ImageInfo> {

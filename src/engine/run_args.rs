@@ -516,6 +516,63 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     })
 }
 
+/// Converts one devcontainer.json / Feature `mounts` element: a string in `--mount` syntax
+/// ([`parse_mount`]) or a Mount object `{ "type": "bind" | "volume", "source"?, "target" }`
+/// (`src`/`dst`/`destination` accepted as in strings; `external` and other keys ignored, as the
+/// reference CLI does). Spec: [`mounts`](https://containers.dev/implementors/json_reference/#general-properties).
+///
+/// Errors: [`EngineError::InvalidMount`] naming the element.
+pub fn mount_from_json(value: &serde_json::Value) -> Result<Mount> {
+    use serde_json::Value;
+    let obj = match value {
+        Value::String(s) => return parse_mount(s),
+        Value::Object(obj) => obj,
+        other => {
+            return Err(EngineError::InvalidMount {
+                spec: other.to_string(),
+                message: "expected a string or an object".to_string(),
+            });
+        }
+    };
+    let field = |names: &[&str]| {
+        obj.iter()
+            .find(|(k, _)| names.contains(&k.to_ascii_lowercase().as_str()))
+            .and_then(|(_, v)| v.as_str())
+            .map(str::to_string)
+    };
+    let bad = |message: &str| EngineError::InvalidMount {
+        spec: value.to_string(),
+        message: message.to_string(),
+    };
+    let kind = match field(&["type"]).as_deref() {
+        Some("bind") => MountKind::Bind,
+        Some("volume") | None => MountKind::Volume,
+        Some("tmpfs") => MountKind::Tmpfs,
+        Some(_) => return Err(bad("unsupported mount `type`")),
+    };
+    let target = field(&["target", "dst", "destination"])
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| bad("no `target`"))?;
+    let source = field(&["source", "src"]).filter(|s| !s.is_empty());
+    if kind == MountKind::Bind && source.is_none() {
+        return Err(bad("a bind mount needs a `source`"));
+    }
+    let read_only = obj
+        .iter()
+        .find(|(k, _)| matches!(k.to_ascii_lowercase().as_str(), "readonly" | "ro"))
+        .is_some_and(|(_, v)| v.as_bool() == Some(true) || v.as_str() == Some("true"));
+    Ok(Mount {
+        kind,
+        source: if kind == MountKind::Tmpfs {
+            None
+        } else {
+            source
+        },
+        target,
+        read_only,
+    })
+}
+
 /// Splits one CSV record (commas; `"…"` quoting with `""` for a quote).
 fn split_csv(text: &str) -> std::result::Result<Vec<String>, &'static str> {
     let mut fields = Vec::new();
@@ -744,6 +801,19 @@ mod tests {
         ] {
             assert!(map(&a).is_err(), "{a:?} should fail");
         }
+    }
+
+    #[test]
+    fn mount_json_elements() {
+        use serde_json::json;
+        let m = mount_from_json(&json!("type=bind,src=/a,dst=/b")).unwrap();
+        assert_eq!((m.kind, m.target.as_str()), (MountKind::Bind, "/b"));
+        let m = mount_from_json(&json!({"type": "volume", "source": "dind-${devcontainerId}", "target": "/var/lib/docker", "external": true})).unwrap();
+        assert_eq!(m.source.as_deref(), Some("dind-${devcontainerId}"));
+        assert_eq!(m.kind, MountKind::Volume);
+        assert!(mount_from_json(&json!({"type": "bind", "target": "/x"})).is_err());
+        assert!(mount_from_json(&json!({"type": "bind", "source": "/x"})).is_err());
+        assert!(mount_from_json(&json!(42)).is_err());
     }
 
     #[test]

@@ -387,3 +387,21 @@ pub struct EngineVersion {
     /// `true` when the engine says it is Podman (its `Components` name it).
     pub podman: bool,
 }
+
+/// What the engine reports about its host (`docker info`), for `hostRequirements` checks and
+/// runtime choices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// CPUs available to containers.
+    pub cpus: i64,
+    /// Memory of the engine's host, in bytes.
+    pub memory_bytes: i64,
+    /// Storage driver (`overlay2`, `vfs`, …).
+    pub storage_driver: String,
+    /// Container runtimes the engine offers (`runc`, `nvidia`, …), sorted.
+    pub runtimes: Vec<String>,
+    /// Security options the engine applies (`name=seccomp,profile=default`, `name=rootless`, …).
+    pub security_options: Vec<String>,
+    /// `1` or `2` (empty when not reported).
+    pub cgroup_version: String,
+}

@@ -129,6 +129,67 @@ impl fmt::Display for PermissionRequest {
     }
 }
 
+impl Permission {
+    /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
+    /// `device`, `hostNetwork`, `engineSocket`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Permission::Privileged => "privileged",
+            Permission::Root => "root",
+            Permission::Capability(_) => "capability",
+            Permission::Mount(_) => "mount",
+            Permission::SecurityOpt(_) => "securityOpt",
+            Permission::Device(_) => "device",
+            Permission::HostNetwork => "hostNetwork",
+            Permission::EngineSocket(_) => "engineSocket",
+        }
+    }
+
+    /// The capability, path or option the permission is about, if any.
+    pub fn value(&self) -> Option<&str> {
+        match self {
+            Permission::Capability(v)
+            | Permission::Mount(v)
+            | Permission::SecurityOpt(v)
+            | Permission::Device(v)
+            | Permission::EngineSocket(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl RequestStatus {
+    /// `granted`, `allowedByProfile`, `refused`, `forbidden`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Granted => "granted",
+            RequestStatus::AllowedByProfile => "allowedByProfile",
+            RequestStatus::Refused => "refused",
+            RequestStatus::Forbidden => "forbidden",
+        }
+    }
+}
+
+/// JSON form for the `up` result: `{"permission": "capability", "value": "SYS_PTRACE",
+/// "source": "Feature `ghcr.io/x/y:1`", "status": "refused", "grant": "--allow cap:SYS_PTRACE"}`
+/// (`value` and `grant` omitted when there is none).
+impl serde::Serialize for PermissionRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("permission", self.permission.kind())?;
+        if let Some(v) = self.permission.value() {
+            map.serialize_entry("value", v)?;
+        }
+        map.serialize_entry("source", &self.source.to_string())?;
+        map.serialize_entry("status", self.status.as_str())?;
+        if let Some(g) = self.permission.grant_flag() {
+            map.serialize_entry("grant", &g)?;
+        }
+        map.end()
+    }
+}
+
 /// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
@@ -979,6 +1040,27 @@ mod tests {
             let err = Grants::parse(&[bad]).unwrap_err();
             assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
         }
+    }
+
+    #[test]
+    fn requests_serialize_for_the_up_result() {
+        let r = PermissionRequest {
+            permission: Permission::Capability("SYS_PTRACE".into()),
+            source: Source::Feature("ghcr.io/x/y:1".into()),
+            status: RequestStatus::Refused,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"permission":"capability","value":"SYS_PTRACE","source":"Feature `ghcr.io/x/y:1`","status":"refused","grant":"--allow cap:SYS_PTRACE"}"#
+        );
+        let r = PermissionRequest {
+            permission: Permission::EngineSocket("/run/docker.sock".into()),
+            source: Source::ImageMetadata,
+            status: RequestStatus::Forbidden,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["status"], "forbidden");
+        assert!(v.get("grant").is_none());
     }
 
     #[test]
