@@ -1,1 +1,108 @@
 //! L2: the container engine boundary. The only module that names `bollard`.
+//!
+//! [`Engine`] is the runtime boundary the rest of devcell talks to, in neutral types
+//! ([`ContainerSpec`], [`ImageInfo`], [`ContainerInfo`], [`ExecRequest`], …); [`DockerEngine`]
+//! implements it over the Docker Engine API (bollard). Podman works through its
+//! Docker-compatible socket: point `DOCKER_HOST` at it.
+//!
+//! Pure helpers: [`run_args`] maps `runArgs` (`docker run` flags) onto a [`ContainerSpec`] and
+//! parses `--mount` strings; [`build_options`] maps `build.options` onto a [`BuildRequest`]; [`context`] packs a build context honouring `.dockerignore`;
+//! [`auth`] reads registry credentials from the Docker client configuration.
+
+pub mod auth;
+pub mod build_options;
+pub mod context;
+mod docker;
+pub mod error;
+pub mod run_args;
+pub mod spec;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use docker::DockerEngine;
+pub use error::{EngineError, Result};
+pub use spec::{
+    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineVersion, ExecInput,
+    ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits, Mount, MountInfo,
+    MountKind, PortBinding, Ulimit,
+};
+
+use crate::progress::{Event, Reporter};
+
+/// The container runtime boundary (Docker Engine API semantics).
+///
+/// Object-safe (`&dyn Engine`); every method is one engine round trip or one streamed
+/// operation. Errors are [`EngineError`]s naming the image or container concerned.
+#[async_trait]
+pub trait Engine: Send + Sync {
+    /// The engine's version; also a liveness check.
+    async fn version(&self) -> Result<EngineVersion>;
+
+    /// Inspects a local image by reference or id; `Ok(None)` when it is not present locally.
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>>;
+
+    /// Pulls an image through the engine, with credentials from the Docker client
+    /// configuration ([`auth`]); progress lines go to `reporter` as [`Event::Status`].
+    async fn pull_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<()>;
+
+    /// Builds an image from a context ([`BuildRequest`]); build output lines go to `reporter`
+    /// as [`Event::Output`]. Returns the built image (inspected by its first tag, or by id).
+    async fn build_image(
+        &self,
+        request: &BuildRequest,
+        reporter: &dyn Reporter,
+    ) -> Result<ImageInfo>;
+
+    /// Tags `source` (reference or id) as `target` (`name:tag`, `:latest` when no tag).
+    async fn tag_image(&self, source: &str, target: &str) -> Result<()>;
+
+    /// Creates (does not start) a container; returns its id.
+    async fn create_container(&self, spec: &ContainerSpec) -> Result<String>;
+
+    /// Starts a created or stopped container (no-op if running).
+    async fn start_container(&self, id: &str) -> Result<()>;
+
+    /// Stops a container, killing it after `timeout` (engine default when `None`).
+    async fn stop_container(&self, id: &str, timeout: Option<Duration>) -> Result<()>;
+
+    /// Removes a container and its anonymous volumes; `force` kills it first if running.
+    /// Removing a container that does not exist is not an error.
+    async fn remove_container(&self, id: &str, force: bool) -> Result<()>;
+
+    /// Containers (running or not) carrying every one of `labels` (`key` = `value`).
+    async fn find_containers(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Vec<ContainerSummary>>;
+
+    /// Inspects a container; `Ok(None)` when it does not exist.
+    async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>>;
+
+    /// Runs a command in a running container and waits for it; returns its exit code (and the
+    /// output, with [`ExecOutput::Collect`]).
+    async fn exec(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+    ) -> Result<ExecResult>;
+
+    /// The image locally, pulled through the engine first when it is missing.
+    async fn ensure_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<ImageInfo> {
+        if let Some(info) = self.inspect_image(reference).await? {
+            return Ok(info);
+        }
+        reporter.report(Event::Status(format!("pulling {reference}")));
+        self.pull_image(reference, reporter).await?;
+        self.inspect_image(reference)
+            .await?
+            .ok_or_else(|| EngineError::InvalidReference {
+                reference: reference.to_string(),
+                message: "pulled, but the engine does not list it".to_string(),
+            })
+    }
+}

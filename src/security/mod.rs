@@ -1,4 +1,20 @@
-//! L3: security profiles (`hardened`, `reference`), permission requests and audit.
+//! L3: security profiles (`hardened`, `reference`) the permission-request policy, and the audit.
+//!
+//! [`apply`] is a pure function: the container the merged configuration asks for
+//! ([`PolicyInput`]), the [`SecurityProfile`] and the user's [`Grants`] → the container to
+//! create and every [`PermissionRequest`] with what was done with it, or
+//! [`SecurityError::Refused`] listing them (then nothing may be created). Grants come only from
+//! the user (CLI `--allow`, the user's devcell config), never from the repository.
 
 pub mod audit;
+pub mod error;
+pub mod policy;
 pub mod probe;
+pub mod profile;
+
+pub use error::{PolicyError, Result, SecurityError};
+pub use policy::{
+    Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
+    apply,
+};
+pub use profile::{ProfileLimits, SecurityProfile};

@@ -1,9 +1,12 @@
 //! devcell's integration tests: one binary, one module per area (see `support` for helpers).
 
 mod audit;
+mod build;
 mod config;
+mod engine;
 mod features;
 mod handoff;
 mod lifecycle;
 mod oci;
+mod security;
 mod support;

@@ -388,3 +388,4 @@ pub fn publish(dir: &Path, registry: &str, namespace: &str) -> serde_json::Value
         .expect("devcell runs");
     stdout_json(&out)
 }
+pub mod engine;

@@ -1,0 +1,103 @@
+//! Building the planned images through the engine: inspect the cache tag first, build only
+//! when it is missing (spec-note 0121).
+
+use crate::config::metadata;
+use crate::diagnostics::Warning;
+use crate::engine::{BuildRequest, Engine, ImageInfo};
+use crate::progress::{Event, Reporter};
+
+use super::error::Result;
+use super::features::{BaseImage, BuildContext, FeaturesInput, plan};
+use super::uid::{UidInput, plan_uid_update};
+
+/// An image devcell made (or found already made) for a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltImage {
+    /// The cache tag (`devcell/features:<key>` or `devcell/uid:<key>`).
+    pub tag: String,
+    /// `true` when it was built now, `false` when the tag already existed (nothing built).
+    pub built: bool,
+    /// The image as the engine reports it.
+    pub image: ImageInfo,
+}
+
+impl BaseImage {
+    /// The base image as the engine reports it: `reference` for `FROM`, its ID, `USER`, and
+    /// the entries of its `devcontainer.metadata` label (an invalid label gives no entries
+    /// and a warning, as in [`metadata::parse_label`]).
+    pub fn from_image(reference: &str, image: &ImageInfo) -> (BaseImage, Option<Warning>) {
+        let (entries, warning) = match image.metadata_label() {
+            Some(label) => metadata::parse_label(label),
+            None => (Vec::new(), None),
+        };
+        (
+            BaseImage {
+                reference: reference.to_owned(),
+                id: image.id.clone(),
+                user: image.user.clone().unwrap_or_default(),
+                metadata: entries,
+            },
+            warning,
+        )
+    }
+}
+
+/// Plans the Features image and builds it through `engine` unless its tag exists already.
+/// Build output goes to `reporter` as [`Event::Output`] lines.
+///
+/// Errors: planning errors ([`super::BuildError`]), and engine errors: a failing
+/// `install.sh` fails the build ([`super::BuildError::Engine`]) and leaves no tag.
+pub async fn ensure_features_image(
+    engine: &dyn Engine,
+    input: &FeaturesInput,
+    reporter: &dyn Reporter,
+) -> Result<BuiltImage> {
+    let plan = plan(input)?;
+    ensure(engine, &plan.tag, || plan.write_context(), reporter).await
+}
+
+/// Plans the `updateRemoteUserUID` image and builds it unless its tag exists; `None` when no
+/// UID layer is needed ([`plan_uid_update`]).
+///
+/// Errors: as [`ensure_features_image`].
+pub async fn ensure_uid_image(
+    engine: &dyn Engine,
+    input: &UidInput,
+    reporter: &dyn Reporter,
+) -> Result<Option<BuiltImage>> {
+    let Some(plan) = plan_uid_update(input)? else {
+        return Ok(None);
+    };
+    ensure(engine, &plan.tag, || plan.write_context(), reporter)
+        .await
+        .map(Some)
+}
+
+async fn ensure(
+    engine: &dyn Engine,
+    tag: &str,
+    write_context: impl FnOnce() -> Result<BuildContext>,
+    reporter: &dyn Reporter,
+) -> Result<BuiltImage> {
+    if let Some(image) = engine.inspect_image(tag).await? {
+        return Ok(BuiltImage {
+            tag: tag.to_owned(),
+            built: false,
+            image,
+        });
+    }
+    let context = write_context()?;
+    reporter.report(Event::Status(format!("building {tag}")));
+    let request = BuildRequest {
+        context: context.path().to_owned(),
+        dockerfile: context.dockerfile(),
+        tags: vec![tag.to_owned()],
+        ..BuildRequest::default()
+    };
+    let image = engine.build_image(&request, reporter).await?;
+    Ok(BuiltImage {
+        tag: tag.to_owned(),
+        built: true,
+        image,
+    })
+}

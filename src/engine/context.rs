@@ -1,0 +1,334 @@
+//! Build contexts: the tar archive sent to the engine's `/build`, honouring `.dockerignore`.
+//!
+//! `.dockerignore` follows Docker's rules: one pattern per line, `#` comments and blank lines
+//! skipped, a leading `/` ignored, `*` and `?` never cross `/`, `**` matches any number of
+//! folders, `!` re-includes; the last matching pattern decides, and a pattern that matches a
+//! folder matches everything under it. The Dockerfile and `.dockerignore` are always sent.
+
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+
+use super::error::{EngineError, Result};
+
+/// The name a Dockerfile outside the context is sent under.
+pub const OUTSIDE_DOCKERFILE_NAME: &str = ".devcell.Dockerfile";
+
+/// Parsed `.dockerignore` patterns.
+#[derive(Debug, Clone, Default)]
+pub struct Dockerignore {
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    matcher: GlobMatcher,
+    negated: bool,
+}
+
+impl Dockerignore {
+    /// Parses the text of a `.dockerignore` file (`path` names it in errors).
+    ///
+    /// Errors: [`EngineError::Dockerignore`] for a pattern that is not a valid glob.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let mut rules = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (negated, pattern) = match line.strip_prefix('!') {
+                Some(rest) => (true, rest.trim()),
+                None => (false, line),
+            };
+            let cleaned = clean(pattern);
+            if cleaned.is_empty() {
+                continue;
+            }
+            let glob = GlobBuilder::new(&cleaned)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|source| EngineError::Dockerignore {
+                    path: path.to_path_buf(),
+                    pattern: line.to_string(),
+                    source,
+                })?;
+            rules.push(Rule {
+                matcher: glob.compile_matcher(),
+                negated,
+            });
+        }
+        Ok(Self { rules })
+    }
+
+    /// Reads `<context>/.dockerignore`; a missing file excludes nothing.
+    pub fn load(context: &Path) -> Result<Self> {
+        let path = context.join(".dockerignore");
+        match fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(EngineError::BuildContext { path, source }),
+        }
+    }
+
+    /// Whether `relative` (a `/`-separated path inside the context) is excluded.
+    pub fn is_excluded(&self, relative: &str) -> bool {
+        let mut excluded = false;
+        for rule in &self.rules {
+            if matches_or_parent_matches(&rule.matcher, relative) {
+                excluded = !rule.negated;
+            }
+        }
+        excluded
+    }
+
+    fn has_negations(&self) -> bool {
+        self.rules.iter().any(|r| r.negated)
+    }
+}
+
+fn matches_or_parent_matches(matcher: &GlobMatcher, relative: &str) -> bool {
+    if matcher.is_match(relative) {
+        return true;
+    }
+    let mut prefix = relative;
+    while let Some((parent, _)) = prefix.rsplit_once('/') {
+        if matcher.is_match(parent) {
+            return true;
+        }
+        prefix = parent;
+    }
+    false
+}
+
+/// Lexically cleans a pattern like Go's `filepath.Clean`, without a leading `/`.
+fn clean(pattern: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in pattern.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// A packed build context.
+#[derive(Debug, Clone)]
+pub struct PackedContext {
+    /// The uncompressed tar archive.
+    pub tar: Vec<u8>,
+    /// The Dockerfile's name inside the archive (the `dockerfile` build parameter).
+    pub dockerfile: String,
+}
+
+/// Packs `context` into a tar honouring `<context>/.dockerignore`. `dockerfile` may be inside
+/// the context (sent under its relative path) or outside it (sent as
+/// [`OUTSIDE_DOCKERFILE_NAME`]). Symbolic links are stored as links, not followed.
+///
+/// Errors: [`EngineError::BuildContext`] naming the file that could not be read,
+/// [`EngineError::Dockerignore`].
+pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
+    let ignore = Dockerignore::load(context)?;
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| EngineError::BuildContext { path, source }
+    };
+    let context_abs = absolute(context);
+    let dockerfile_abs = absolute(dockerfile);
+    let inside = dockerfile_abs
+        .strip_prefix(&context_abs)
+        .ok()
+        .map(to_slash)
+        .filter(|r| !r.is_empty());
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    let mut always = vec![".dockerignore".to_string()];
+    if let Some(rel) = &inside {
+        always.push(rel.clone());
+    }
+    walk(
+        &context_abs,
+        &context_abs,
+        &ignore,
+        &always,
+        &mut builder,
+        &io_err,
+    )?;
+    let name = match inside {
+        Some(rel) => rel,
+        None => {
+            let bytes = fs::read(&dockerfile_abs).map_err(io_err(&dockerfile_abs))?;
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, OUTSIDE_DOCKERFILE_NAME, bytes.as_slice())
+                .map_err(io_err(&dockerfile_abs))?;
+            OUTSIDE_DOCKERFILE_NAME.to_string()
+        }
+    };
+    let tar = builder.into_inner().map_err(io_err(&context_abs))?;
+    Ok(PackedContext {
+        tar,
+        dockerfile: name,
+    })
+}
+
+fn walk<F, G>(
+    root: &Path,
+    dir: &Path,
+    ignore: &Dockerignore,
+    always: &[String],
+    builder: &mut tar::Builder<Vec<u8>>,
+    io_err: &F,
+) -> Result<()>
+where
+    F: Fn(&Path) -> G,
+    G: FnOnce(std::io::Error) -> EngineError,
+{
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .collect::<std::io::Result<_>>()
+        .map_err(io_err(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let rel = match path.strip_prefix(root) {
+            Ok(r) => to_slash(r),
+            Err(_) => continue,
+        };
+        let file_type = entry.file_type().map_err(io_err(&path))?;
+        let excluded = ignore.is_excluded(&rel) && !always.contains(&rel);
+        if file_type.is_dir() {
+            if excluded && !ignore.has_negations() {
+                continue;
+            }
+            if !excluded {
+                builder.append_dir(&rel, &path).map_err(io_err(&path))?;
+            }
+            walk(root, &path, ignore, always, builder, io_err)?;
+        } else if !excluded {
+            builder
+                .append_path_with_name(&path, &rel)
+                .map_err(io_err(&path))?;
+        }
+    }
+    Ok(())
+}
+
+fn to_slash(path: &Path) -> String {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ig(text: &str) -> Dockerignore {
+        Dockerignore::parse(text, Path::new(".dockerignore")).unwrap()
+    }
+
+    #[test]
+    fn star_does_not_cross_folders_and_root_anchored() {
+        let i = ig("*.log\n");
+        assert!(i.is_excluded("a.log"));
+        assert!(!i.is_excluded("sub/a.log"));
+    }
+
+    #[test]
+    fn double_star_matches_any_depth() {
+        let i = ig("**/*.log");
+        assert!(i.is_excluded("a.log"));
+        assert!(i.is_excluded("x/y/a.log"));
+    }
+
+    #[test]
+    fn folder_pattern_excludes_contents() {
+        let i = ig("node_modules\n/target/");
+        assert!(i.is_excluded("node_modules/x/y.js"));
+        assert!(i.is_excluded("target/debug/app"));
+        assert!(!i.is_excluded("src/node_modules.rs"));
+    }
+
+    #[test]
+    fn negation_reincludes_and_last_match_wins() {
+        let i = ig("# comment\n\n*.md\n!README.md\n");
+        assert!(i.is_excluded("CHANGES.md"));
+        assert!(!i.is_excluded("README.md"));
+        let i = ig("!README.md\n*.md");
+        assert!(i.is_excluded("README.md"));
+    }
+
+    #[test]
+    fn invalid_pattern_is_an_error_naming_it() {
+        let err = Dockerignore::parse("[unclosed", Path::new("ctx/.dockerignore")).unwrap_err();
+        assert!(err.to_string().contains("`[unclosed`"), "{err}");
+    }
+
+    fn names(tar: &[u8]) -> Vec<String> {
+        let mut a = tar::Archive::new(tar);
+        a.entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn pack_honours_dockerignore_and_keeps_the_dockerfile() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::create_dir_all(root.join("secret")).unwrap();
+        fs::write(root.join("src/main.rs"), "fn main(){}").unwrap();
+        fs::write(root.join("secret/key"), "k").unwrap();
+        fs::write(root.join("app.log"), "l").unwrap();
+        fs::write(root.join("Dockerfile"), "FROM scratch").unwrap();
+        fs::write(root.join(".dockerignore"), "secret\n*.log\nDockerfile\n").unwrap();
+        let packed = pack(root, &root.join("Dockerfile")).unwrap();
+        let names = names(&packed.tar);
+        assert_eq!(packed.dockerfile, "Dockerfile");
+        assert!(names.contains(&"src/main.rs".to_string()), "{names:?}");
+        assert!(names.contains(&"Dockerfile".to_string()), "{names:?}");
+        assert!(names.contains(&".dockerignore".to_string()), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("secret")), "{names:?}");
+        assert!(!names.contains(&"app.log".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn pack_sends_an_outside_dockerfile_under_a_generated_name() {
+        let ctx = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        fs::write(ctx.path().join("f"), "x").unwrap();
+        fs::write(other.path().join("Dockerfile"), "FROM scratch").unwrap();
+        let packed = pack(ctx.path(), &other.path().join("Dockerfile")).unwrap();
+        assert_eq!(packed.dockerfile, OUTSIDE_DOCKERFILE_NAME);
+        assert!(names(&packed.tar).contains(&OUTSIDE_DOCKERFILE_NAME.to_string()));
+    }
+
+    #[test]
+    fn pack_reports_a_missing_context() {
+        let err = pack(
+            Path::new("/nonexistent/ctx"),
+            Path::new("/nonexistent/ctx/Dockerfile"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/ctx"), "{err}");
+    }
+}

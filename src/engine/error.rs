@@ -1,0 +1,194 @@
+//! Errors of the `engine` layer.
+
+use std::path::PathBuf;
+
+use crate::diagnostics::Hint;
+
+/// `Result` with [`EngineError`].
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// How to start an engine, shown as the hint of [`EngineError::NotRunning`].
+pub const START_ENGINE_HINT: &str = "start the Docker engine (`dockerd`, or `systemctl start docker`), \
+or point `DOCKER_HOST` at a running engine (Podman: `systemctl --user start podman.socket` and \
+`DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock`)";
+
+/// An error talking to the container engine, or a bad engine request (`runArgs`, `--mount`).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// `DOCKER_HOST` names a scheme devcell cannot connect to.
+    #[error("cannot connect to the container engine at `{host}`: unsupported address")]
+    UnsupportedHost {
+        /// The address (`DOCKER_HOST` or the default socket).
+        host: String,
+        /// The cause.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// No engine answers at the address.
+    #[error("cannot reach the container engine at `{host}`: is it running?")]
+    NotRunning {
+        /// The address (`DOCKER_HOST` or the default socket).
+        host: String,
+        /// The cause.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// An engine API call failed.
+    #[error("engine request `{operation}` failed for `{subject}`")]
+    Api {
+        /// What devcell asked for (`inspect image`, `create container`, …).
+        operation: &'static str,
+        /// The image, container or exec the request concerned.
+        subject: String,
+        /// The engine's answer.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// An image does not exist locally and could not be pulled.
+    #[error("cannot pull image `{reference}`")]
+    Pull {
+        /// The image reference.
+        reference: String,
+        /// The engine's answer.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// An image reference could not be parsed.
+    #[error("invalid image reference `{reference}`: {message}")]
+    InvalidReference {
+        /// The reference as given.
+        reference: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An image build failed (a Dockerfile step, or the engine refused the build).
+    #[error("image build failed: {message}")]
+    Build {
+        /// The engine's error message (e.g. the failing step and its exit code).
+        message: String,
+    },
+    /// The build context could not be read or packed.
+    #[error("cannot pack build context `{}`", path.display())]
+    BuildContext {
+        /// The file or folder that failed.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.dockerignore` pattern is not a valid glob.
+    #[error("invalid `.dockerignore` pattern `{pattern}` in `{}`", path.display())]
+    Dockerignore {
+        /// The `.dockerignore` file.
+        path: PathBuf,
+        /// The pattern.
+        pattern: String,
+        /// The cause.
+        #[source]
+        source: globset::Error,
+    },
+    /// A Docker client configuration (`~/.docker/config.json`) could not be read.
+    #[error("cannot read Docker client configuration `{}`", path.display())]
+    ClientConfig {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Docker client configuration is not valid JSON of the expected shape.
+    #[error("invalid Docker client configuration `{}`", path.display())]
+    ClientConfigJson {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A credential helper (`docker-credential-<name>`) failed.
+    #[error("credential helper `docker-credential-{helper}` failed for `{registry}`: {message}")]
+    CredentialHelper {
+        /// The helper's name.
+        helper: String,
+        /// The registry asked about.
+        registry: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A container does not exist.
+    #[error("no container `{id}`")]
+    NoSuchContainer {
+        /// The container id or name.
+        id: String,
+    },
+    /// A `runArgs` flag devcell does not map to the engine's fields.
+    #[error("unsupported `runArgs` flag `{flag}`")]
+    UnsupportedRunArg {
+        /// The flag as written.
+        flag: String,
+    },
+    /// A `runArgs` flag has a missing or invalid value.
+    #[error("invalid `runArgs` value for `{flag}`: {message}")]
+    InvalidRunArg {
+        /// The flag.
+        flag: String,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// A `build.options` flag devcell does not map to the engine's build parameters.
+    #[error("unsupported `build.options` flag `{flag}`")]
+    UnsupportedBuildOption {
+        /// The flag as written.
+        flag: String,
+    },
+    /// A `build.options` flag has a missing or invalid value.
+    #[error("invalid `build.options` value for `{flag}`: {message}")]
+    InvalidBuildOption {
+        /// The flag.
+        flag: String,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// A `--mount` / `mounts` string is invalid.
+    #[error("invalid mount `{spec}`: {message}")]
+    InvalidMount {
+        /// The mount string as written.
+        spec: String,
+        /// What was expected and what was found.
+        message: String,
+    },
+    /// Writing to or reading from an exec stream failed.
+    #[error("exec stream failed in container `{container}`")]
+    ExecIo {
+        /// The container.
+        container: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Hint for EngineError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            EngineError::NotRunning { .. } => Some(START_ENGINE_HINT.to_string()),
+            EngineError::UnsupportedHost { .. } => Some(
+                "set `DOCKER_HOST` to `unix:///path/to/socket` or `tcp://host:port`".to_string(),
+            ),
+            EngineError::UnsupportedRunArg { .. } => Some(
+                "remove the flag from `runArgs`, or use a devcontainer.json property instead"
+                    .to_string(),
+            ),
+            EngineError::UnsupportedBuildOption { .. } => Some(
+                "supported: `--build-arg`, `--target`, `--cache-from`, `--label`, `--no-cache`, \
+                 `--pull`, `--tag`, `--network`, `--platform`; move the rest into the Dockerfile"
+                    .to_string(),
+            ),
+            EngineError::Pull { .. } => Some(
+                "check the reference, and log in with `docker login <registry>` if it is private"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+}

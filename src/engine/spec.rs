@@ -1,0 +1,389 @@
+//! Neutral request and answer types of the engine boundary. Only `engine` converts them to
+//! and from bollard's types, so the rest of the crate does not change when bollard does.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+
+/// A container creation request: what `docker run` would be told, in engine-neutral terms.
+///
+/// Filled in by `handoff::up` from the merged configuration (spec: [container
+/// creation](https://containers.dev/implementors/spec/#container-creation)), then adjusted by
+/// `security::apply`. Empty collections and `None` mean "not requested" (the engine's default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Image reference or id to run.
+    pub image: String,
+    /// Container name (`--name`); `None` lets the engine choose.
+    pub name: Option<String>,
+    /// Container labels (`--label`).
+    pub labels: BTreeMap<String, String>,
+    /// Environment (`-e`, `containerEnv`), in order; a later key replaces an earlier one.
+    pub env: IndexMap<String, String>,
+    /// User the container's processes run as (`-u`, `containerUser`): `name`, `uid`,
+    /// `name:group` or `uid:gid`; `None` keeps the image's `USER`.
+    pub user: Option<String>,
+    /// Entrypoint override (`--entrypoint`); `None` keeps the image's.
+    pub entrypoint: Option<Vec<String>>,
+    /// Command override; `None` keeps the image's `CMD`.
+    pub cmd: Option<Vec<String>>,
+    /// Working directory (`-w`).
+    pub working_dir: Option<String>,
+    /// Hostname (`-h`).
+    pub hostname: Option<String>,
+    /// Mounts (`-v`, `--mount`, `mounts`, the workspace mount), in order.
+    pub mounts: Vec<Mount>,
+    /// Capabilities added (`--cap-add`, `capAdd`), as written (`SYS_PTRACE`, `CAP_NET_ADMIN`, `ALL`).
+    pub cap_add: Vec<String>,
+    /// Capabilities dropped (`--cap-drop`).
+    pub cap_drop: Vec<String>,
+    /// Security options (`--security-opt`, `securityOpt`), e.g. `seccomp=unconfined`.
+    pub security_opt: Vec<String>,
+    /// Privileged mode (`--privileged`, `privileged`).
+    pub privileged: bool,
+    /// Run an init process as PID 1 (`--init`, `init`); `None` = engine default.
+    pub init: Option<bool>,
+    /// Read-only root filesystem (`--read-only`).
+    pub read_only_rootfs: bool,
+    /// tmpfs mounts (`--tmpfs`): container path → mount options (`""` = engine defaults).
+    pub tmpfs: BTreeMap<String, String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Network mode (`--network`): `bridge`, `host`, `none`, `container:<id>` or a network name.
+    pub network_mode: Option<String>,
+    /// Extra `/etc/hosts` entries (`--add-host`), as `host:ip`.
+    pub extra_hosts: Vec<String>,
+    /// Published ports (`-p`, `appPort`).
+    pub ports: Vec<PortBinding>,
+    /// Host devices (`--device`).
+    pub devices: Vec<Device>,
+    /// Size of `/dev/shm` in bytes (`--shm-size`).
+    pub shm_size: Option<i64>,
+    /// Resource limits per process (`--ulimit`).
+    pub ulimits: Vec<Ulimit>,
+}
+
+/// Resource limits of a container. `None` = unlimited (engine default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum number of processes (`--pids-limit`).
+    pub pids: Option<i64>,
+    /// Memory limit in bytes (`--memory`).
+    pub memory_bytes: Option<i64>,
+    /// CPU quota in billionths of a CPU (`--cpus 1.5` = 1_500_000_000).
+    pub nano_cpus: Option<i64>,
+}
+
+/// The kind of a [`Mount`] (Docker's `--mount type=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MountKind {
+    /// A host path (`type=bind`).
+    Bind,
+    /// A named or anonymous engine volume (`type=volume`).
+    Volume,
+    /// An in-memory filesystem (`type=tmpfs`).
+    Tmpfs,
+}
+
+impl MountKind {
+    /// Docker's name for the kind (`bind`, `volume`, `tmpfs`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MountKind::Bind => "bind",
+            MountKind::Volume => "volume",
+            MountKind::Tmpfs => "tmpfs",
+        }
+    }
+}
+
+/// One mount of a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Bind, volume or tmpfs.
+    pub kind: MountKind,
+    /// Host path (bind), volume name (volume; `None` = anonymous), unused for tmpfs.
+    pub source: Option<String>,
+    /// Absolute path inside the container.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A published port: `[host_ip:][host_port:]container_port[/protocol]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortBinding {
+    /// Port inside the container.
+    pub container_port: u16,
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    /// Host address to bind; `None` = all addresses.
+    pub host_ip: Option<String>,
+    /// Host port; `None` = an ephemeral port chosen by the engine.
+    pub host_port: Option<u16>,
+}
+
+/// A host device made available in the container (`--device host[:container[:perms]]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// Device path on the host.
+    pub host_path: String,
+    /// Device path in the container (defaults to `host_path`).
+    pub container_path: String,
+    /// cgroup permissions, a combination of `r`, `w`, `m` (default `rwm`).
+    pub permissions: String,
+}
+
+/// A per-process resource limit (`--ulimit name=soft[:hard]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ulimit {
+    /// Limit name (`nofile`, `nproc`, `core`, …).
+    pub name: String,
+    /// Soft limit.
+    pub soft: i64,
+    /// Hard limit.
+    pub hard: i64,
+}
+
+/// What the engine knows about a local image.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// Image id (`sha256:…`, the config digest).
+    pub id: String,
+    /// Repository digests (`name@sha256:…`), empty for images never pushed or pulled.
+    pub repo_digests: Vec<String>,
+    /// Repository tags.
+    pub repo_tags: Vec<String>,
+    /// The image's `USER` (`None` or empty = root).
+    pub user: Option<String>,
+    /// The image's environment, as `KEY=value`.
+    pub env: Vec<String>,
+    /// The image's labels.
+    pub labels: BTreeMap<String, String>,
+    /// The image's `ENTRYPOINT`.
+    pub entrypoint: Option<Vec<String>>,
+    /// The image's `CMD`.
+    pub cmd: Option<Vec<String>>,
+    /// The image's `WORKDIR`.
+    pub working_dir: Option<String>,
+}
+
+impl ImageInfo {
+    /// The raw `devcontainer.metadata` label (a JSON array or object), if any
+    /// ([spec: image metadata](https://containers.dev/implementors/spec/#image-metadata)).
+    pub fn metadata_label(&self) -> Option<&str> {
+        self.labels
+            .get(crate::names::METADATA_LABEL)
+            .map(String::as_str)
+    }
+}
+
+/// A container found by labels (a row of `docker ps -a`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSummary {
+    /// Container id.
+    pub id: String,
+    /// Names, without the leading `/`.
+    pub names: Vec<String>,
+    /// Image the container was created from, as given at creation.
+    pub image: String,
+    /// State: `created`, `running`, `paused`, `restarting`, `exited`, `dead`, `removing`.
+    pub state: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What the engine knows about a container (`docker inspect`), the fields devcell reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Container id.
+    pub id: String,
+    /// Name, without the leading `/`.
+    pub name: String,
+    /// Image id the container runs.
+    pub image_id: String,
+    /// Image as given at creation (`Config.Image`).
+    pub image: String,
+    /// State (`created`, `running`, `exited`, …).
+    pub status: String,
+    /// Whether it is running.
+    pub running: bool,
+    /// Exit code of the last run (0 if never exited).
+    pub exit_code: i64,
+    /// Labels (`Config.Labels`).
+    pub labels: BTreeMap<String, String>,
+    /// Environment (`Config.Env`), as `KEY=value`.
+    pub env: Vec<String>,
+    /// `Config.User` (empty = the image's).
+    pub user: String,
+    /// Mounts as the engine made them.
+    pub mounts: Vec<MountInfo>,
+    /// `HostConfig` security fields.
+    pub host: HostSecurity,
+}
+
+/// A mount as reported by `docker inspect` (`Mounts[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// `bind`, `volume`, `tmpfs`, …
+    pub kind: String,
+    /// Host path (bind) or volume path on the host.
+    pub source: String,
+    /// Volume name (volumes only).
+    pub name: Option<String>,
+    /// Path inside the container.
+    pub destination: String,
+    /// Writable.
+    pub rw: bool,
+}
+
+/// The security-relevant `HostConfig` fields of a container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostSecurity {
+    /// `Privileged`.
+    pub privileged: bool,
+    /// `CapAdd`.
+    pub cap_add: Vec<String>,
+    /// `CapDrop`.
+    pub cap_drop: Vec<String>,
+    /// `SecurityOpt`.
+    pub security_opt: Vec<String>,
+    /// `ReadonlyRootfs`.
+    pub read_only_rootfs: bool,
+    /// `Tmpfs`.
+    pub tmpfs: BTreeMap<String, String>,
+    /// `PidsLimit`, `Memory`, `NanoCpus` (0 or absent = unlimited → `None`).
+    pub limits: Limits,
+    /// `NetworkMode`.
+    pub network_mode: String,
+    /// `Init`.
+    pub init: Option<bool>,
+}
+
+/// An image build request (Dockerfile kind, or a generated Features Dockerfile).
+///
+/// Spec: [`build` properties](https://containers.dev/implementors/json_reference/#image-specific).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildRequest {
+    /// The build context folder. `.dockerignore` at its root is honoured.
+    pub context: PathBuf,
+    /// The Dockerfile. It may be outside the context; then it is sent under a generated name.
+    pub dockerfile: PathBuf,
+    /// Tags to give the result (`name:tag`); the first one is inspected for the answer.
+    pub tags: Vec<String>,
+    /// Build arguments (`build.args`).
+    pub args: IndexMap<String, String>,
+    /// Target stage (`build.target`).
+    pub target: Option<String>,
+    /// Images to use as cache sources (`build.cacheFrom`).
+    pub cache_from: Vec<String>,
+    /// Labels to set on the image.
+    pub labels: BTreeMap<String, String>,
+    /// Do not use the build cache.
+    pub no_cache: bool,
+    /// Always attempt to pull a newer version of the base images.
+    pub pull: bool,
+    /// Network mode for `RUN` steps (`--network`).
+    pub network: Option<String>,
+    /// Target platform (`--platform`, e.g. `linux/amd64`).
+    pub platform: Option<String>,
+}
+
+/// A command to run in a running container (`docker exec`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The command and its arguments, run without a shell.
+    pub argv: Vec<String>,
+    /// User to run as (`name`, `uid`, `uid:gid`); `None` = the container's user.
+    pub user: Option<String>,
+    /// Extra environment.
+    pub env: IndexMap<String, String>,
+    /// Working directory; `None` = the container's.
+    pub working_dir: Option<String>,
+    /// Allocate a TTY (stdout and stderr then arrive merged).
+    pub tty: bool,
+}
+
+/// The outcome of an exec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecResult {
+    /// The process's exit code (128 + n when killed by signal n, as the engine reports it).
+    pub exit_code: i64,
+    /// Collected stdout (empty unless [`ExecOutput::Collect`] was used; with a TTY it holds
+    /// everything).
+    pub stdout: Vec<u8>,
+    /// Collected stderr (empty unless [`ExecOutput::Collect`] was used).
+    pub stderr: Vec<u8>,
+}
+
+impl ExecResult {
+    /// The collected stdout as text (lossy UTF-8).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// The collected stderr as text (lossy UTF-8).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// What to feed an exec's stdin.
+pub enum ExecInput {
+    /// No stdin (the process sees end of file at once if it reads).
+    None,
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// Everything read from this stream, then end of file (interactive `exec`).
+    Stream(Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+}
+
+impl std::fmt::Debug for ExecInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecInput::None => f.write_str("ExecInput::None"),
+            ExecInput::Bytes(b) => write!(f, "ExecInput::Bytes({} bytes)", b.len()),
+            ExecInput::Stream(_) => f.write_str("ExecInput::Stream"),
+        }
+    }
+}
+
+/// Where an exec's output goes.
+pub enum ExecOutput<'a> {
+    /// Kept in [`ExecResult::stdout`] / [`ExecResult::stderr`].
+    Collect,
+    /// Each complete line sent as [`crate::progress::Event::Output`] (stdout and stderr alike).
+    Report(&'a dyn crate::progress::Reporter),
+    /// Copied as it arrives to these writers (stdout, stderr) — for an interactive `exec`.
+    Write {
+        /// Receives stdout (and everything, with a TTY).
+        stdout: Box<dyn tokio::io::AsyncWrite + Send + Unpin + 'a>,
+        /// Receives stderr.
+        stderr: Box<dyn tokio::io::AsyncWrite + Send + Unpin + 'a>,
+    },
+}
+
+impl std::fmt::Debug for ExecOutput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecOutput::Collect => f.write_str("ExecOutput::Collect"),
+            ExecOutput::Report(_) => f.write_str("ExecOutput::Report"),
+            ExecOutput::Write { .. } => f.write_str("ExecOutput::Write"),
+        }
+    }
+}
+
+/// The engine's identity (`docker version`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineVersion {
+    /// Product version (`20.10.24+dfsg1`, `4.9.3` for Podman).
+    pub version: String,
+    /// Highest Engine API version the engine speaks (`1.41`).
+    pub api_version: String,
+    /// Operating system of the engine (`linux`).
+    pub os: String,
+    /// Architecture (`amd64`).
+    pub arch: String,
+    /// `true` when the engine says it is Podman (its `Components` name it).
+    pub podman: bool,
+}

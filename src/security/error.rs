@@ -1,0 +1,97 @@
+//! Errors of the `security` layer.
+
+use crate::diagnostics::Hint;
+
+use super::policy::{PermissionRequest, RequestStatus};
+
+/// `Result` with [`SecurityError`].
+pub type Result<T, E = SecurityError> = std::result::Result<T, E>;
+
+/// The policy refused a configuration, or a grant could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    /// The configuration asks for permissions the user has not granted (or that the profile
+    /// never allows). Lists every request, granted or not.
+    #[error(
+        "refusing to create the container under the `{profile}` profile: {}",
+        refusal_summary(requests)
+    )]
+    Refused {
+        /// The profile's name.
+        profile: String,
+        /// Every permission request with its status.
+        requests: Vec<PermissionRequest>,
+    },
+    /// A `--allow` value (or user-config grant) is not understood.
+    #[error("invalid grant `{value}`: {message}")]
+    InvalidGrant {
+        /// The grant as written.
+        value: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A security profile name is not known.
+    #[error("unknown security profile `{name}`: expected `hardened` or `reference`")]
+    UnknownProfile {
+        /// The name as written.
+        name: String,
+    },
+}
+
+/// The alias the brief and the issue use for policy failures.
+pub type PolicyError = SecurityError;
+
+fn refusal_summary(requests: &[PermissionRequest]) -> String {
+    let refused: Vec<String> = requests
+        .iter()
+        .filter(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+        .map(|r| r.to_string())
+        .collect();
+    format!(
+        "{} permission request(s) not granted: {}",
+        refused.len(),
+        refused.join("; ")
+    )
+}
+
+impl Hint for SecurityError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            SecurityError::Refused { requests, .. } => {
+                let flags: Vec<String> = requests
+                    .iter()
+                    .filter(|r| r.status == RequestStatus::Refused)
+                    .filter_map(|r| r.permission.grant_flag())
+                    .collect();
+                let forbidden = requests
+                    .iter()
+                    .any(|r| r.status == RequestStatus::Forbidden);
+                let mut hint = String::new();
+                if !flags.is_empty() {
+                    hint.push_str(&format!(
+                        "if you trust this configuration, grant with `{}` (or the same under \
+                         `allow` in your devcell user config); a repository cannot grant itself \
+                         permissions",
+                        flags.join(" ")
+                    ));
+                }
+                if forbidden {
+                    if !hint.is_empty() {
+                        hint.push_str("; ");
+                    }
+                    hint.push_str(
+                        "mounting an engine socket is never allowed under `hardened`: use \
+                         `--security-profile reference` to run the configuration as written",
+                    );
+                }
+                Some(hint)
+            }
+            SecurityError::InvalidGrant { .. } => Some(
+                "use `privileged`, `root`, `network:host`, `cap:<NAME>`, `mount:<host path>`, \
+                 `security-opt:<option>` or `device:<host path>`"
+                    .to_string(),
+            ),
+            SecurityError::UnknownProfile { .. } => None,
+        }
+    }
+}

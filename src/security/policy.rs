@@ -1,0 +1,992 @@
+//! The permission policy: a pure function from a requested [`ContainerSpec`] (as the merged
+//! configuration asks for it), the profile and the user's grants, to the spec devcell creates
+//! and the list of permission requests with what was done with each.
+//!
+//! Grants come only from the user (`--allow` flags, the user's devcell config), never from the
+//! repository: nothing in devcontainer.json, a Feature or an image label can add to [`Grants`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::engine::{ContainerSpec, Limits, MountKind};
+
+use super::error::{Result, SecurityError};
+use super::profile::{ProfileLimits, SecurityProfile};
+
+/// Who asked for something.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The repository's devcontainer.json (including its `runArgs`).
+    DevcontainerJson,
+    /// A Feature's `devcontainer-feature.json`, by Feature id.
+    Feature(String),
+    /// The base image's `devcontainer.metadata` label.
+    ImageMetadata,
+    /// The base image's `USER` (root when unset).
+    ImageUser,
+    /// The user's own command line (`up --mount …`): granted by being asked for.
+    CommandLine,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::DevcontainerJson => f.write_str("devcontainer.json"),
+            Source::Feature(id) => write!(f, "Feature `{id}`"),
+            Source::ImageMetadata => write!(f, "image label `{}`", crate::names::METADATA_LABEL),
+            Source::ImageUser => f.write_str("image `USER`"),
+            Source::CommandLine => f.write_str("command line"),
+        }
+    }
+}
+
+/// Something beyond the hardened baseline.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    /// `privileged: true` / `--privileged`.
+    Privileged,
+    /// The container or remote user is root.
+    Root,
+    /// A Linux capability (normalised: upper case, no `CAP_` prefix; `ALL` for all).
+    Capability(String),
+    /// A bind mount of a host path outside the workspace (normalised absolute path).
+    Mount(String),
+    /// A security option other than `no-new-privileges`.
+    SecurityOpt(String),
+    /// A host device.
+    Device(String),
+    /// The host's network namespace (`--network host`).
+    HostNetwork,
+    /// A mount of (or over) a container engine's socket: never granted under `hardened`.
+    EngineSocket(String),
+}
+
+impl Permission {
+    /// The `--allow` flag that grants it; `None` for [`Permission::EngineSocket`].
+    pub fn grant_flag(&self) -> Option<String> {
+        Some(match self {
+            Permission::Privileged => "--allow privileged".to_string(),
+            Permission::Root => "--allow root".to_string(),
+            Permission::Capability(c) => format!("--allow cap:{c}"),
+            Permission::Mount(p) => format!("--allow mount:{p}"),
+            Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
+            Permission::Device(d) => format!("--allow device:{d}"),
+            Permission::HostNetwork => "--allow network:host".to_string(),
+            Permission::EngineSocket(_) => return None,
+        })
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Permission::Privileged => f.write_str("privileged mode"),
+            Permission::Root => f.write_str("running as root"),
+            Permission::Capability(c) => write!(f, "capability `{c}`"),
+            Permission::Mount(p) => write!(f, "mount of host path `{p}`"),
+            Permission::SecurityOpt(o) => write!(f, "security option `{o}`"),
+            Permission::Device(d) => write!(f, "host device `{d}`"),
+            Permission::HostNetwork => f.write_str("host network"),
+            Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
+        }
+    }
+}
+
+/// What was done with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestStatus {
+    /// The user granted it; applied.
+    Granted,
+    /// Applied because the profile is `reference` (or the user asked on the command line).
+    AllowedByProfile,
+    /// Not granted: creation is refused.
+    Refused,
+    /// Never allowed under this profile (an engine socket): creation is refused.
+    Forbidden,
+}
+
+/// One permission request: what, who asked, and what was done with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRequest {
+    /// What is asked for.
+    pub permission: Permission,
+    /// Who asked.
+    pub source: Source,
+    /// What was done.
+    pub status: RequestStatus,
+}
+
+impl fmt::Display for PermissionRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (from {})", self.permission, self.source)?;
+        match (&self.status, self.permission.grant_flag()) {
+            (RequestStatus::Refused, Some(flag)) => write!(f, ", grant with `{flag}`"),
+            (RequestStatus::Forbidden, _) => f.write_str(", never allowed"),
+            (RequestStatus::Granted, _) => f.write_str(", granted"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// `privileged`.
+    pub privileged: bool,
+    /// `root`.
+    pub root: bool,
+    /// `network:host`.
+    pub host_network: bool,
+    /// `cap:<NAME>` (normalised).
+    pub capabilities: BTreeSet<String>,
+    /// `mount:<host path>` (normalised); grants that path and everything under it.
+    pub mounts: BTreeSet<String>,
+    /// `security-opt:<option>`.
+    pub security_opts: BTreeSet<String>,
+    /// `device:<host path>`.
+    pub devices: BTreeSet<String>,
+}
+
+impl Grants {
+    /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
+    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`.
+    ///
+    /// Errors: [`SecurityError::InvalidGrant`] naming the value.
+    pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
+        let mut grants = Grants::default();
+        for value in values {
+            grants.add(value.as_ref())?;
+        }
+        Ok(grants)
+    }
+
+    /// Adds one `--allow` value (see [`Grants::parse`]).
+    pub fn add(&mut self, value: &str) -> Result<()> {
+        let bad = |message: &str| SecurityError::InvalidGrant {
+            value: value.to_string(),
+            message: message.to_string(),
+        };
+        match value.split_once(':') {
+            None if value == "privileged" => self.privileged = true,
+            None if value == "root" => self.root = true,
+            Some(("network", "host")) => self.host_network = true,
+            Some(("cap", c)) if !c.is_empty() => {
+                self.capabilities.insert(normalize_cap(c));
+            }
+            Some(("mount", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.mounts.insert(p);
+            }
+            Some(("security-opt", o)) if !o.is_empty() => {
+                self.security_opts.insert(o.to_string());
+            }
+            Some(("device", d)) if d.starts_with('/') => {
+                self.devices.insert(d.to_string());
+            }
+            _ => return Err(bad("unknown permission")),
+        }
+        Ok(())
+    }
+
+    /// Whether `permission` is granted.
+    pub fn allows(&self, permission: &Permission) -> bool {
+        match permission {
+            Permission::Privileged => self.privileged,
+            Permission::Root => self.root,
+            Permission::HostNetwork => self.host_network,
+            Permission::Capability(c) => self.capabilities.contains(c),
+            Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
+            Permission::SecurityOpt(o) => self.security_opts.contains(o),
+            Permission::Device(d) => self.devices.contains(d),
+            Permission::EngineSocket(_) => false,
+        }
+    }
+}
+
+/// Who asked for each part of a [`ContainerSpec`]; anything not listed came from
+/// devcontainer.json. Filled by `up` while merging image metadata, Features and the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins {
+    /// Source of `privileged: true`.
+    pub privileged: Option<Source>,
+    /// Source of the container user (`containerUser`, `-u`).
+    pub container_user: Option<Source>,
+    /// Source of `remoteUser`.
+    pub remote_user: Option<Source>,
+    /// Capability (normalised) → source.
+    pub capabilities: BTreeMap<String, Source>,
+    /// Mount target (container path) → source.
+    pub mounts: BTreeMap<String, Source>,
+    /// Security option → source.
+    pub security_opts: BTreeMap<String, Source>,
+    /// Device host path → source.
+    pub devices: BTreeMap<String, Source>,
+    /// Source of the network mode.
+    pub network: Option<Source>,
+}
+
+fn or_config(s: Option<&Source>) -> Source {
+    s.cloned().unwrap_or(Source::DevcontainerJson)
+}
+
+/// Everything [`apply`] needs besides the profile and the grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyInput {
+    /// The container as the merged configuration asks for it (workspace mount included).
+    pub spec: ContainerSpec,
+    /// Who asked for what.
+    pub origins: Origins,
+    /// The merged `remoteUser` (`None` = the container user).
+    pub remote_user: Option<String>,
+    /// The image's `USER` (`None`/empty = root).
+    pub image_user: Option<String>,
+    /// The remote user's home directory in the container, when known (from the image's
+    /// `/etc/passwd`); else derived (spec-note 0084).
+    pub remote_home: Option<String>,
+    /// The remote user's numeric uid and gid, when known (owner of the home tmpfs).
+    pub remote_ids: Option<(u32, u32)>,
+    /// The host workspace folder (absolute, symlinks resolved by the caller).
+    pub workspace: PathBuf,
+    /// The host user's home directory, if known.
+    pub host_home: Option<PathBuf>,
+    /// The host path of the socket devcell talks to the engine through, if any.
+    pub engine_socket: Option<PathBuf>,
+}
+
+/// The spec to create and every request with its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The container to create.
+    pub spec: ContainerSpec,
+    /// The user remote commands run as (may be adjusted: see spec-note 0083).
+    pub remote_user: Option<String>,
+    /// Every permission request, with what was done with it.
+    pub requests: Vec<PermissionRequest>,
+}
+
+/// Engine sockets at their usual places; a bind of any of them, or of a folder containing
+/// one, is an [`Permission::EngineSocket`].
+pub const KNOWN_ENGINE_SOCKETS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/podman/podman.sock",
+    "/var/run/podman/podman.sock",
+    "/run/containerd/containerd.sock",
+    "/var/run/containerd/containerd.sock",
+    "/run/buildkit/buildkitd.sock",
+];
+
+/// Socket file names that are engine sockets wherever they are.
+pub const ENGINE_SOCKET_NAMES: &[&str] = &[
+    "docker.sock",
+    "podman.sock",
+    "containerd.sock",
+    "buildkitd.sock",
+    "cri-dockerd.sock",
+];
+
+/// tmpfs paths `hardened` always adds (with the remote user's home).
+pub const HARDENED_TMPFS: &[(&str, &str)] = &[
+    ("/tmp", "rw,nosuid,nodev,exec,mode=1777"),
+    ("/var/tmp", "rw,nosuid,nodev,exec,mode=1777"),
+    ("/run", "rw,nosuid,nodev,mode=755"),
+];
+
+/// The security option `hardened` always sets.
+pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges:true";
+
+/// Applies `profile` to the requested container.
+///
+/// `Hardened`: computes every [`PermissionRequest`]; if any is not granted by `grants` (or is
+/// never allowed), returns [`SecurityError::Refused`] listing all of them — the caller must
+/// create nothing. Otherwise returns the spec with the baseline applied (spec-notes 0082–0086).
+/// `Reference`: the spec unchanged; requests reported as [`RequestStatus::AllowedByProfile`].
+///
+/// Pure: no file system or engine access.
+pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) -> Result<Applied> {
+    let mut requests = collect_requests(input);
+    let limits = match profile {
+        SecurityProfile::Reference => {
+            for r in &mut requests {
+                r.status = RequestStatus::AllowedByProfile;
+            }
+            return Ok(Applied {
+                spec: input.spec.clone(),
+                remote_user: input.remote_user.clone(),
+                requests,
+            });
+        }
+        SecurityProfile::Hardened(limits) => *limits,
+    };
+    for r in &mut requests {
+        r.status = match (&r.permission, &r.source) {
+            (Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+            (_, Source::CommandLine) => RequestStatus::AllowedByProfile,
+            (p, _) if grants.allows(p) => RequestStatus::Granted,
+            _ => RequestStatus::Refused,
+        };
+    }
+    if requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+    {
+        return Err(SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests,
+        });
+    }
+    let allowed = |p: &Permission| {
+        requests
+            .iter()
+            .any(|r| &r.permission == p && r.status != RequestStatus::Refused)
+    };
+    let mut spec = input.spec.clone();
+
+    spec.privileged = input.spec.privileged && allowed(&Permission::Privileged);
+
+    // Capabilities: drop all, add back only the granted ones.
+    spec.cap_drop = vec!["ALL".to_string()];
+    let mut caps: Vec<String> = Vec::new();
+    for c in input.spec.cap_add.iter().map(|c| normalize_cap(c)) {
+        if allowed(&Permission::Capability(c.clone())) && !caps.contains(&c) {
+            caps.push(c);
+        }
+    }
+    spec.cap_add = caps;
+
+    // Security options: granted ones, plus no-new-privileges unless a granted one sets it.
+    let mut opts: Vec<String> = input
+        .spec
+        .security_opt
+        .iter()
+        .filter(|o| !is_no_new_privileges(o) && allowed(&Permission::SecurityOpt((*o).clone())))
+        .cloned()
+        .collect();
+    opts.push(NO_NEW_PRIVILEGES.to_string());
+    spec.security_opt = opts;
+
+    // Users.
+    let (container_user, remote_user) = effective_users(input);
+    spec.user = container_user;
+
+    // Read-only root with tmpfs where programs expect to write.
+    spec.read_only_rootfs = true;
+    let taken = |spec: &ContainerSpec, path: &str| {
+        spec.tmpfs.contains_key(path) || spec.mounts.iter().any(|m| m.target == path)
+    };
+    for (path, opts) in HARDENED_TMPFS {
+        if !taken(&spec, path) {
+            spec.tmpfs.insert((*path).to_string(), (*opts).to_string());
+        }
+    }
+    let home_user = remote_user
+        .clone()
+        .or_else(|| spec.user.clone())
+        .or_else(|| input.image_user.clone())
+        .or_else(|| Some("root".to_string()));
+    if let Some(home) = remote_home(input, home_user.as_deref())
+        && !taken(&spec, &home)
+        && home != "/"
+    {
+        let opts = match input.remote_ids {
+            Some((uid, gid)) => format!("rw,nosuid,nodev,exec,uid={uid},gid={gid},mode=755"),
+            None => "rw,nosuid,nodev,exec,mode=1777".to_string(),
+        };
+        spec.tmpfs.insert(home, opts);
+    }
+
+    spec.limits = clamp_limits(input.spec.limits, limits);
+
+    Ok(Applied {
+        spec,
+        remote_user,
+        requests,
+    })
+}
+
+/// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
+/// until decided. Deduplicated by (permission, source), in spec order.
+fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
+    let spec = &input.spec;
+    let o = &input.origins;
+    let mut out: Vec<PermissionRequest> = Vec::new();
+    let mut push = |permission: Permission, source: Source| {
+        if !out
+            .iter()
+            .any(|r| r.permission == permission && r.source == source)
+        {
+            out.push(PermissionRequest {
+                permission,
+                source,
+                status: RequestStatus::Refused,
+            });
+        }
+    };
+    if spec.privileged {
+        push(Permission::Privileged, or_config(o.privileged.as_ref()));
+    }
+    // Root: an explicit root container user or remote user, or an image that runs as root
+    // with no non-root remote user to run as instead.
+    if let Some(u) = &spec.user {
+        if is_root_user(u) {
+            push(Permission::Root, or_config(o.container_user.as_ref()));
+        }
+    } else if input.image_user.as_deref().is_none_or(is_root_user)
+        && input.remote_user.as_deref().is_none_or(is_root_user)
+    {
+        push(Permission::Root, Source::ImageUser);
+    }
+    if let Some(u) = &input.remote_user
+        && is_root_user(u)
+    {
+        push(Permission::Root, or_config(o.remote_user.as_ref()));
+    }
+    for c in &spec.cap_add {
+        let c = normalize_cap(c);
+        let source = or_config(o.capabilities.get(&c));
+        push(Permission::Capability(c), source);
+    }
+    for opt in &spec.security_opt {
+        if !is_no_new_privileges(opt) {
+            push(
+                Permission::SecurityOpt(opt.clone()),
+                or_config(o.security_opts.get(opt)),
+            );
+        }
+    }
+    for m in &spec.mounts {
+        if m.kind != MountKind::Bind {
+            continue;
+        }
+        let source = or_config(o.mounts.get(&m.target));
+        let raw = m.source.clone().unwrap_or_default();
+        let Some(path) = normalize_path(&raw) else {
+            // A relative bind source cannot be placed: treat it as outside the workspace.
+            push(Permission::Mount(raw), source);
+            continue;
+        };
+        if is_engine_socket(&path, input.engine_socket.as_deref()) {
+            push(Permission::EngineSocket(path), source);
+        } else if !is_within(&path, &path_string(&input.workspace)) {
+            push(Permission::Mount(path), source);
+        }
+    }
+    for d in &spec.devices {
+        push(
+            Permission::Device(d.host_path.clone()),
+            or_config(o.devices.get(&d.host_path)),
+        );
+    }
+    if spec.network_mode.as_deref() == Some("host") {
+        push(Permission::HostNetwork, or_config(o.network.as_ref()));
+    }
+    out
+}
+
+/// The container and remote users under `hardened` (spec-note 0083): an image that would run
+/// as root by default runs as the non-root remote user instead.
+fn effective_users(input: &PolicyInput) -> (Option<String>, Option<String>) {
+    let remote = input.remote_user.clone();
+    let container = match &input.spec.user {
+        Some(u) => Some(u.clone()),
+        None => {
+            let image_root = input.image_user.as_deref().is_none_or(is_root_user);
+            match &remote {
+                Some(r) if image_root && !is_root_user(r) => Some(r.clone()),
+                _ => None,
+            }
+        }
+    };
+    (container, remote)
+}
+
+/// The remote user's home (spec-note 0084): the caller's answer, else `/root` for root,
+/// `/home/<name>` for a named user, none for a bare uid.
+fn remote_home(input: &PolicyInput, user: Option<&str>) -> Option<String> {
+    if let Some(h) = &input.remote_home {
+        return Some(h.clone());
+    }
+    let user = user.map(|u| u.split(':').next().unwrap_or(u))?;
+    if is_root_user(user) {
+        return Some("/root".to_string());
+    }
+    if user.is_empty() || user.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!("/home/{user}"))
+}
+
+/// The profile's limits, or the configuration's when it asks for less (spec-note 0085).
+fn clamp_limits(requested: Limits, profile: ProfileLimits) -> Limits {
+    let min = |r: Option<i64>, p: i64| Some(r.filter(|r| *r > 0 && *r < p).unwrap_or(p));
+    Limits {
+        pids: min(requested.pids, profile.pids),
+        memory_bytes: min(requested.memory_bytes, profile.memory_bytes),
+        nano_cpus: min(requested.nano_cpus, profile.nano_cpus),
+    }
+}
+
+/// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) names root.
+pub fn is_root_user(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or(user).trim();
+    name.is_empty() || name == "root" || name == "0"
+}
+
+/// `SYS_PTRACE`, `cap_sys_ptrace` and `CAP_SYS_PTRACE` all normalise to `SYS_PTRACE`.
+pub fn normalize_cap(cap: &str) -> String {
+    let up = cap.trim().to_ascii_uppercase();
+    up.strip_prefix("CAP_").map(str::to_string).unwrap_or(up)
+}
+
+fn is_no_new_privileges(opt: &str) -> bool {
+    matches!(
+        opt.trim(),
+        "no-new-privileges" | "no-new-privileges:true" | "no-new-privileges=true"
+    )
+}
+
+/// Lexically normalises an absolute path (`.`/`..`/duplicate `/` resolved, no trailing `/`);
+/// `None` for a relative path.
+pub fn normalize_path(path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+fn path_string(p: &Path) -> String {
+    normalize_path(&p.to_string_lossy()).unwrap_or_else(|| p.to_string_lossy().into_owned())
+}
+
+/// Whether `path` is `base` or inside it (both normalised).
+pub fn is_within(path: &str, base: &str) -> bool {
+    if base == "/" {
+        return true;
+    }
+    path == base
+        || path
+            .strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Whether binding `path` exposes an engine socket: it is one (by name or known place, or the
+/// socket devcell itself uses), or a folder containing one of those.
+pub fn is_engine_socket(path: &str, engine_socket: Option<&Path>) -> bool {
+    let name = path.rsplit('/').next().unwrap_or_default();
+    if ENGINE_SOCKET_NAMES.contains(&name) {
+        return true;
+    }
+    let mut known: Vec<String> = KNOWN_ENGINE_SOCKETS.iter().map(|s| s.to_string()).collect();
+    if let Some(s) = engine_socket {
+        known.push(path_string(s));
+    }
+    known.iter().any(|s| is_within(s, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Device, Mount};
+
+    fn base() -> PolicyInput {
+        PolicyInput {
+            spec: ContainerSpec {
+                image: "img".into(),
+                mounts: vec![Mount {
+                    kind: MountKind::Bind,
+                    source: Some("/home/alice/src/repo".into()),
+                    target: "/workspaces/repo".into(),
+                    read_only: false,
+                }],
+                ..ContainerSpec::default()
+            },
+            remote_user: Some("vscode".into()),
+            image_user: Some("vscode".into()),
+            workspace: "/home/alice/src/repo".into(),
+            host_home: Some("/home/alice".into()),
+            ..PolicyInput::default()
+        }
+    }
+
+    fn hardened() -> SecurityProfile {
+        SecurityProfile::default()
+    }
+
+    fn refused(input: &PolicyInput, grants: &Grants) -> Vec<PermissionRequest> {
+        match apply(&hardened(), input, grants) {
+            Err(SecurityError::Refused { requests, .. }) => requests,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn bind(src: &str, target: &str) -> Mount {
+        Mount {
+            kind: MountKind::Bind,
+            source: Some(src.into()),
+            target: target.into(),
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn baseline_is_applied_to_a_plain_config() {
+        let a = apply(&hardened(), &base(), &Grants::default()).unwrap();
+        assert!(a.requests.is_empty());
+        let s = &a.spec;
+        assert!(!s.privileged);
+        assert_eq!(s.cap_drop, ["ALL"]);
+        assert!(s.cap_add.is_empty());
+        assert_eq!(s.security_opt, [NO_NEW_PRIVILEGES]);
+        assert!(s.read_only_rootfs);
+        for p in ["/tmp", "/var/tmp", "/run", "/home/vscode"] {
+            assert!(s.tmpfs.contains_key(p), "missing tmpfs {p}: {:?}", s.tmpfs);
+        }
+        assert_eq!(s.limits.pids, Some(1024));
+        assert_eq!(s.limits.memory_bytes, Some(4 << 30));
+        assert_eq!(s.limits.nano_cpus, Some(2_000_000_000));
+        assert_eq!(s.mounts, base().spec.mounts, "the workspace mount is kept");
+    }
+
+    #[test]
+    fn privileged_from_config_is_refused_then_granted() {
+        let mut input = base();
+        input.spec.privileged = true;
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].permission, Permission::Privileged);
+        assert_eq!(r[0].source, Source::DevcontainerJson);
+        assert_eq!(r[0].permission.grant_flag().unwrap(), "--allow privileged");
+        let a = apply(
+            &hardened(),
+            &input,
+            &Grants::parse(&["privileged"]).unwrap(),
+        )
+        .unwrap();
+        assert!(a.spec.privileged);
+        assert_eq!(a.requests[0].status, RequestStatus::Granted);
+    }
+
+    #[test]
+    fn capability_from_a_feature_names_the_feature_and_flag() {
+        let mut input = base();
+        input.spec.cap_add = vec!["CAP_SYS_PTRACE".into()];
+        input.origins.capabilities.insert(
+            "SYS_PTRACE".into(),
+            Source::Feature("ghcr.io/x/debugger:1".into()),
+        );
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r[0].permission, Permission::Capability("SYS_PTRACE".into()));
+        assert_eq!(r[0].source, Source::Feature("ghcr.io/x/debugger:1".into()));
+        assert!(
+            r[0].to_string().contains("--allow cap:SYS_PTRACE"),
+            "{}",
+            r[0]
+        );
+        let a = apply(
+            &hardened(),
+            &input,
+            &Grants::parse(&["cap:sys_ptrace"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(a.spec.cap_add, ["SYS_PTRACE"]);
+        assert_eq!(a.spec.cap_drop, ["ALL"]);
+    }
+
+    #[test]
+    fn engine_socket_from_image_label_is_forbidden_even_when_granted() {
+        let mut input = base();
+        input
+            .spec
+            .mounts
+            .push(bind("/var/run/docker.sock", "/var/run/docker-host.sock"));
+        input
+            .origins
+            .mounts
+            .insert("/var/run/docker-host.sock".into(), Source::ImageMetadata);
+        let grants = Grants::parse(&["mount:/var/run/docker.sock", "mount:/var/run"]).unwrap();
+        let r = refused(&input, &grants);
+        assert_eq!(
+            r[0].permission,
+            Permission::EngineSocket("/var/run/docker.sock".into())
+        );
+        assert_eq!(r[0].status, RequestStatus::Forbidden);
+        assert_eq!(r[0].source, Source::ImageMetadata);
+        // Reference runs it as written.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec, input.spec);
+        assert_eq!(a.requests[0].status, RequestStatus::AllowedByProfile);
+    }
+
+    #[test]
+    fn engine_sockets_anywhere_and_their_folders() {
+        for p in [
+            "/srv/x/docker.sock",
+            "/run/user/1000/podman/podman.sock",
+            "/run/containerd/containerd.sock",
+            "/var/run",
+            "/run",
+            "/",
+            "/run/podman",
+        ] {
+            assert!(is_engine_socket(p, None), "{p}");
+        }
+        assert!(is_engine_socket(
+            "/run/user/1000/podman",
+            Some(Path::new("/run/user/1000/podman/podman.sock"))
+        ));
+        assert!(!is_engine_socket("/home/alice/src/repo", None));
+        assert!(!is_engine_socket("/var/run/dbus", None));
+    }
+
+    #[test]
+    fn mounts_outside_the_workspace_and_host_home_are_requests() {
+        let mut input = base();
+        input
+            .spec
+            .mounts
+            .push(bind("/home/alice/.ssh", "/home/vscode/.ssh"));
+        input.spec.mounts.push(bind("/home/alice", "/host-home"));
+        input
+            .spec
+            .mounts
+            .push(bind("/home/alice/src/repo/../other", "/other"));
+        input
+            .spec
+            .mounts
+            .push(bind("/home/alice/src/repo/.cache", "/cache"));
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Volume,
+            source: Some("named".into()),
+            target: "/vol".into(),
+            read_only: false,
+        });
+        let r = refused(&input, &Grants::default());
+        let perms: Vec<_> = r.iter().map(|r| r.permission.clone()).collect();
+        assert_eq!(
+            perms,
+            [
+                Permission::Mount("/home/alice/.ssh".into()),
+                Permission::Mount("/home/alice".into()),
+                Permission::Mount("/home/alice/src/other".into()),
+            ]
+        );
+        assert_eq!(
+            r[0].permission.grant_flag().unwrap(),
+            "--allow mount:/home/alice/.ssh"
+        );
+        // A grant of a folder covers what is under it.
+        let g = Grants::parse(&["mount:/home/alice"]).unwrap();
+        assert!(apply(&hardened(), &input, &g).is_ok());
+    }
+
+    #[test]
+    fn root_requests_from_config_and_image() {
+        // Explicit containerUser root.
+        let mut input = base();
+        input.spec.user = Some("root".into());
+        input.origins.container_user = Some(Source::DevcontainerJson);
+        assert_eq!(
+            refused(&input, &Grants::default())[0].permission,
+            Permission::Root
+        );
+        // Explicit remoteUser 0 from a Feature.
+        let mut input = base();
+        input.remote_user = Some("0".into());
+        input.origins.remote_user = Some(Source::Feature("f".into()));
+        let r = refused(&input, &Grants::default());
+        assert!(r.iter().any(|r| r.source == Source::Feature("f".into())));
+        // Image runs as root and nobody else to run as.
+        let mut input = base();
+        input.image_user = None;
+        input.remote_user = None;
+        let r = refused(&input, &Grants::default());
+        assert_eq!(
+            (r[0].permission.clone(), r[0].source.clone()),
+            (Permission::Root, Source::ImageUser)
+        );
+        let a = apply(&hardened(), &input, &Grants::parse(&["root"]).unwrap()).unwrap();
+        assert!(a.spec.tmpfs.contains_key("/root"));
+    }
+
+    #[test]
+    fn root_image_runs_as_the_non_root_remote_user() {
+        let mut input = base();
+        input.image_user = None;
+        input.remote_ids = Some((1000, 1000));
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.user.as_deref(), Some("vscode"));
+        assert!(a.spec.tmpfs["/home/vscode"].contains("uid=1000,gid=1000"));
+    }
+
+    #[test]
+    fn security_opts_and_no_new_privileges() {
+        let mut input = base();
+        input.spec.security_opt = vec!["no-new-privileges".into(), "seccomp=unconfined".into()];
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            r[0].permission,
+            Permission::SecurityOpt("seccomp=unconfined".into())
+        );
+        let a = apply(
+            &hardened(),
+            &input,
+            &Grants::parse(&["security-opt:seccomp=unconfined"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            a.spec.security_opt,
+            ["seccomp=unconfined", NO_NEW_PRIVILEGES]
+        );
+    }
+
+    #[test]
+    fn devices_and_host_network_are_requests() {
+        let mut input = base();
+        input.spec.devices.push(Device {
+            host_path: "/dev/fuse".into(),
+            container_path: "/dev/fuse".into(),
+            permissions: "rwm".into(),
+        });
+        input.spec.network_mode = Some("host".into());
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r[0].permission, Permission::Device("/dev/fuse".into()));
+        assert_eq!(r[1].permission, Permission::HostNetwork);
+        let g = Grants::parse(&["device:/dev/fuse", "network:host"]).unwrap();
+        assert!(apply(&hardened(), &input, &g).is_ok());
+    }
+
+    #[test]
+    fn refusal_lists_every_request() {
+        let mut input = base();
+        input.spec.privileged = true;
+        input.spec.cap_add = vec!["NET_ADMIN".into(), "SYS_ADMIN".into()];
+        input
+            .spec
+            .mounts
+            .push(bind("/run/docker.sock", "/run/docker.sock"));
+        let err = apply(
+            &hardened(),
+            &input,
+            &Grants::parse(&["cap:NET_ADMIN"]).unwrap(),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("3 permission request(s) not granted"),
+            "{text}"
+        );
+        for needle in ["privileged mode", "`SYS_ADMIN`", "/run/docker.sock"] {
+            assert!(text.contains(needle), "{needle} missing in {text}");
+        }
+        assert!(
+            !text.contains("`NET_ADMIN`"),
+            "granted request listed as refused: {text}"
+        );
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        assert!(
+            hint.contains("--allow privileged --allow cap:SYS_ADMIN"),
+            "{hint}"
+        );
+        assert!(hint.contains("reference"), "{hint}");
+    }
+
+    #[test]
+    fn command_line_mounts_need_no_grant_but_sockets_stay_forbidden() {
+        let mut input = base();
+        input.spec.mounts.push(bind("/data", "/data"));
+        input
+            .origins
+            .mounts
+            .insert("/data".into(), Source::CommandLine);
+        assert!(apply(&hardened(), &input, &Grants::default()).is_ok());
+        input.spec.mounts.push(bind("/var/run/docker.sock", "/s"));
+        input
+            .origins
+            .mounts
+            .insert("/s".into(), Source::CommandLine);
+        assert!(apply(&hardened(), &input, &Grants::default()).is_err());
+    }
+
+    #[test]
+    fn limits_take_the_lower_value() {
+        let mut input = base();
+        input.spec.limits = Limits {
+            pids: Some(100),
+            memory_bytes: Some(64 << 30),
+            nano_cpus: None,
+        };
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.limits.pids, Some(100));
+        assert_eq!(a.spec.limits.memory_bytes, Some(4 << 30));
+        let custom = SecurityProfile::Hardened(ProfileLimits {
+            pids: 50,
+            memory_bytes: 1 << 30,
+            nano_cpus: 500_000_000,
+        });
+        let a = apply(&custom, &input, &Grants::default()).unwrap();
+        assert_eq!(
+            a.spec.limits,
+            Limits {
+                pids: Some(50),
+                memory_bytes: Some(1 << 30),
+                nano_cpus: Some(500_000_000)
+            }
+        );
+    }
+
+    #[test]
+    fn existing_mounts_on_tmpfs_paths_are_kept() {
+        let mut input = base();
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Volume,
+            source: Some("home".into()),
+            target: "/home/vscode".into(),
+            read_only: false,
+        });
+        input.spec.tmpfs.insert("/tmp".into(), "size=1m".into());
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(!a.spec.tmpfs.contains_key("/home/vscode"));
+        assert_eq!(a.spec.tmpfs["/tmp"], "size=1m");
+    }
+
+    #[test]
+    fn grants_parse_and_reject_unknown() {
+        let g = Grants::parse(&[
+            "privileged",
+            "root",
+            "cap:CAP_net_raw",
+            "mount:/a/b/../c/",
+            "network:host",
+        ])
+        .unwrap();
+        assert!(g.privileged && g.root && g.host_network);
+        assert!(g.capabilities.contains("NET_RAW"));
+        assert!(g.mounts.contains("/a/c"));
+        for bad in ["everything", "mount:relative", "cap:", "network:bridge"] {
+            let err = Grants::parse(&[bad]).unwrap_err();
+            assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn user_and_path_helpers() {
+        assert!(is_root_user("root") && is_root_user("0:0") && is_root_user("root:staff"));
+        assert!(!is_root_user("vscode") && !is_root_user("1000:0"));
+        assert_eq!(normalize_path("/a//b/./c/../d/").as_deref(), Some("/a/b/d"));
+        assert_eq!(normalize_path("rel"), None);
+        assert!(is_within("/a/b", "/a") && is_within("/a", "/a") && !is_within("/ab", "/a"));
+    }
+}

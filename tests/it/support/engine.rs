@@ -1,0 +1,109 @@
+//! Engine helpers for the `engine` and `security` integration tests: connect through
+//! `devcell::engine` (failing, not skipping, when `DEVCELL_TEST_ENGINE=1`), unique labels, and
+//! guards that remove containers and images even when a test panics.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use devcell::engine::{DockerEngine, Engine};
+use devcell::progress::{Event, Reporter};
+
+/// The tiny base image built by `scripts/base-images`.
+pub const BUSYBOX: &str = "devcell-test/busybox:1";
+
+/// A connected engine with [`BUSYBOX`] present; `None` (with a note) when neither is available
+/// and `DEVCELL_TEST_ENGINE` is not `1`; panics when it is `1`.
+pub async fn engine(test: &str) -> Option<DockerEngine> {
+    let required = std::env::var("DEVCELL_TEST_ENGINE").is_ok_and(|v| v == "1");
+    let problem = match DockerEngine::connect().await {
+        Ok(engine) => match engine.inspect_image(BUSYBOX).await {
+            Ok(Some(_)) => return Some(engine),
+            Ok(None) => format!("image `{BUSYBOX}` is missing (run scripts/base-images)"),
+            Err(e) => format!("cannot inspect `{BUSYBOX}`: {e}"),
+        },
+        Err(e) => format!("no engine: {e}"),
+    };
+    assert!(!required, "{test}: DEVCELL_TEST_ENGINE=1 but {problem}");
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("note: {test} skipped: {problem} (set DEVCELL_TEST_ENGINE=1 to require it)");
+    }
+    None
+}
+
+/// Labels unique to one test run: `devcell.test=engine`, `devcell.test.id=<pid>-<n>-<name>`.
+pub fn unique_labels(name: &str) -> BTreeMap<String, String> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    BTreeMap::from([
+        ("devcell.test".to_string(), "engine".to_string()),
+        (
+            "devcell.test.id".to_string(),
+            format!("{}-{n}-{name}", std::process::id()),
+        ),
+    ])
+}
+
+/// Force-removes the container (and its anonymous volumes) on drop, with the `docker` CLI so
+/// it works from `Drop` without a runtime, also when the test panics.
+pub struct ContainerGuard(pub String);
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v", &self.0])
+                .output();
+        }
+    }
+}
+
+/// Removes the image tags on drop.
+pub struct ImageGuard(pub Vec<String>);
+
+impl Drop for ImageGuard {
+    fn drop(&mut self) {
+        for tag in &self.0 {
+            let _ = Command::new("docker").args(["rmi", "-f", tag]).output();
+        }
+    }
+}
+
+/// A [`Reporter`] that keeps every event.
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<Event>>);
+
+impl Reporter for Recorder {
+    fn report(&self, event: Event) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    /// The text of every [`Event::Output`].
+    pub fn output(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Runs the `docker` CLI (test setup only), returning (success, stdout+stderr).
+pub fn docker(args: &[&str]) -> (bool, String) {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
