@@ -21,7 +21,7 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
-    /// Feature tools: resolve-dependencies.
+    /// Feature tools: resolve-dependencies, package, publish.
     #[command(subcommand)]
     Features(FeaturesCommand),
 }
@@ -32,6 +32,10 @@ pub enum FeaturesCommand {
     /// Print the install order of the configuration's Features as JSON
     /// (`{"installOrder": [{"id": …, "options": …}]}`).
     ResolveDependencies(FeaturesResolveDependenciesArgs),
+    /// Package Features into `devcontainer-feature-<id>.tgz` files and `devcontainer-collection.json`.
+    Package(FeaturesPackageArgs),
+    /// Package and publish Features to an OCI registry.
+    Publish(FeaturesPublishArgs),
 }
 
 /// `devcell features resolve-dependencies`.
@@ -43,6 +47,50 @@ pub struct FeaturesResolveDependenciesArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `devcell features package`.
+#[derive(Debug, Args)]
+pub struct FeaturesPackageArgs {
+    /// A Feature folder, or a collection folder (`src/`) with one sub-folder per Feature.
+    pub target: PathBuf,
+    /// Output folder.
+    #[arg(short = 'o', long, default_value = "./output")]
+    pub output_folder: PathBuf,
+    /// Remove previously packaged files from the output folder first.
+    #[arg(short = 'f', long)]
+    pub force_clean_output_folder: bool,
+}
+
+/// `devcell features publish`.
+#[derive(Debug, Args)]
+pub struct FeaturesPublishArgs {
+    /// A Feature folder, or a collection folder (`src/`) with one sub-folder per Feature.
+    pub target: PathBuf,
+    /// Registry host (loopback registries are reached over plain HTTP).
+    #[arg(short = 'r', long, default_value = "ghcr.io")]
+    pub registry: String,
+    /// Namespace: Features go to `<registry>/<namespace>/<id>`.
+    #[arg(short = 'n', long)]
+    pub namespace: String,
+    /// A registry to reach over plain HTTP (repeatable).
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+    /// A loopback registry to reach over HTTPS nonetheless (repeatable).
+    #[arg(long = "secure-registry")]
+    pub secure_registries: Vec<String>,
+    /// A PEM file of extra CA certificates to trust (repeatable).
+    #[arg(long = "extra-ca-certificate")]
+    pub extra_ca_certificates: Vec<PathBuf>,
+    /// Docker config file with registry credentials (default `~/.docker/config.json`).
+    #[arg(long)]
+    pub docker_config: Option<PathBuf>,
 }
 
 /// Flags shared by every command that locates a workspace and its config.

@@ -23,6 +23,12 @@ pub fn main() -> ExitCode {
         Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
             commands::features_resolve_dependencies::run(args)
         }
+        Command::Features(args::FeaturesCommand::Package(args)) => {
+            commands::features_package::run(args)
+        }
+        Command::Features(args::FeaturesCommand::Publish(args)) => {
+            commands::features_publish::run(args)
+        }
     };
     match result {
         Ok(code) => code,

@@ -7,13 +7,17 @@
 //! - [`order`]: the spec's round-based install order (pure; metadata comes from a resolver).
 //! - [`local`]: local Feature folders (`./name`).
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
+//! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
+//! - [`publish`]: `features package` / `features publish`.
 
 pub mod error;
+pub mod fetch;
 pub mod local;
 pub mod lockfile;
 pub mod metadata;
 pub mod options;
 pub mod order;
+pub mod publish;
 pub mod reference;
 
 pub use error::{FeatureError, Result};

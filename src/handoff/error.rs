@@ -21,6 +21,16 @@ pub enum HandoffError {
         /// The folder given.
         path: std::path::PathBuf,
     },
+    /// Packaging or publishing Features failed.
+    #[error(transparent)]
+    Publish(#[from] crate::features::publish::PublishError),
+    /// The async runtime could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl HandoffError {
@@ -28,7 +38,10 @@ impl HandoffError {
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
             HandoffError::Config(e) => e.location(),
-            HandoffError::WorkspaceFolder { .. } | HandoffError::Feature(_) => None,
+            HandoffError::WorkspaceFolder { .. }
+            | HandoffError::Feature(_)
+            | HandoffError::Publish(_)
+            | HandoffError::Runtime { .. } => None,
         }
     }
 }
@@ -41,6 +54,7 @@ impl Hint for HandoffError {
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
+            HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
         }
     }
 }

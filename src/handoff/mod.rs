@@ -4,6 +4,7 @@ pub mod agents_md;
 pub mod context;
 pub mod envelope;
 pub mod error;
+pub mod features;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod state;

@@ -2,7 +2,8 @@
 //! `devcontainer features resolve-dependencies` prints it (spec-distilled §4.6).
 //!
 //! Output: `{"installOrder": [{"id": "<reference as written>", "options": <value as written>}]}`.
-//! Local Features are read from disk; remote (OCI, tarball) metadata is not fetched yet.
+//! Local Features are read from disk; OCI and tarball metadata is fetched through the cache
+//! (`features::fetch::Fetcher::plan`; `--cache-dir`, `--offline`).
 
 use std::path::PathBuf;
 
@@ -12,8 +13,9 @@ use serde_json::Value;
 use crate::config::{discover, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::features::FeatureError;
+use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
 use crate::features::local::LocalFeatureRoot;
-use crate::features::order::{InstallPlan, ResolvedFeature, order};
+use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
 use crate::handoff::error::{HandoffError, Result};
 
@@ -24,6 +26,10 @@ pub struct ResolveDependenciesOptions {
     pub workspace_folder: PathBuf,
     /// `--config`.
     pub config: Option<PathBuf>,
+    /// `--cache-dir` (default `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
+    /// `--offline`: use only the cache.
+    pub offline: bool,
 }
 
 /// The result of [`resolve_dependencies`].
@@ -41,7 +47,7 @@ pub struct ResolveDependencies {
 ///
 /// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
 /// `read-configuration`; [`HandoffError::Feature`] for invalid references, options, cycles, and
-/// for remote Features (not fetched by this command yet).
+/// remote Features that cannot be fetched (network, offline cache miss, not a Feature).
 pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<ResolveDependencies> {
     let workspace_folder = std::path::absolute(&opts.workspace_folder)
         .unwrap_or_else(|_| opts.workspace_folder.clone());
@@ -66,17 +72,35 @@ pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<Resolve
         .clone()
         .unwrap_or_default();
     let local = LocalFeatureRoot::new(&workspace_folder, &config_file);
-    let mut resolve = |r: &FeatureRef| -> crate::features::Result<ResolvedFeature> {
-        match r {
-            FeatureRef::Local { .. } => local.resolve(r),
-            _ => Err(FeatureError::Resolve {
-                feature: r.to_string(),
-                source: "fetching remote Features is not implemented in `resolve-dependencies` yet"
-                    .into(),
-            }),
-        }
+    let all_local = features
+        .keys()
+        .all(|k| FeatureRef::parse(k).is_ok_and(|r| r.is_local()));
+    let plan = if all_local {
+        let mut resolve = |r: &FeatureRef| local.resolve(r);
+        order(&features, &override_order, &mut resolve)?
+    } else {
+        let fetcher = Fetcher::new(FetchOptions {
+            cache_dir: opts.cache_dir.clone(),
+            offline: opts.offline,
+            ..FetchOptions::default()
+        })
+        .map_err(|e| FeatureError::Resolve {
+            feature: "*".into(),
+            source: Box::new(e),
+        })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| HandoffError::Runtime { source })?;
+        let request = PlanRequest {
+            features: &features,
+            override_order: &override_order,
+            config_dir: &local.config_dir,
+            devcontainer_dir: &local.devcontainer_dir,
+            lockfile: None,
+        };
+        runtime.block_on(fetcher.plan(&request))?.install
     };
-    let plan = order(&features, &override_order, &mut resolve)?;
     warnings.extend(plan.warnings.iter().cloned());
     Ok(ResolveDependencies {
         output: plan.to_install_order_json(),

@@ -1,3 +1,20 @@
 //! L1: OCI registries, the content-addressed cache, and safe archive extraction.
+//!
+//! - [`registry`]: pull/push manifests, blobs and tags over the OCI distribution API (a
+//!   wrapper over `oci-client`), with plain HTTP for loopback registries, mirrors and CA
+//!   certificates.
+//! - [`auth`]: credentials from the Docker config and credential helpers.
+//! - [`store`]: the content-addressed cache (`blobs/sha256/<hex>`, tag resolutions).
+//! - [`digest`]: `sha256:<hex>` digests.
+//! - [`http`]: plain HTTPS downloads (direct Feature tarballs).
+//! - [`extract`]: safe extraction of Feature archives.
 
+pub mod auth;
+pub mod digest;
+pub mod error;
 pub mod extract;
+pub mod http;
+pub mod registry;
+pub mod store;
+
+pub use error::{OciError, Result};

@@ -7,5 +7,6 @@ mod engine;
 mod features;
 mod handoff;
 mod lifecycle;
+mod oci;
 mod security;
 mod support;

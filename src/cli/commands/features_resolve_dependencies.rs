@@ -16,6 +16,8 @@ pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
     let result = resolve_dependencies(&ResolveDependenciesOptions {
         workspace_folder,
         config: args.config,
+        cache_dir: args.cache_dir,
+        offline: args.offline,
     })?;
     for warning in &result.warnings {
         output::warning(warning);

@@ -75,4 +75,317 @@ pub fn assert_failed(out: &Output) -> String {
     stderr
 }
 
+// ---- OCI registries -------------------------------------------------------------------------
+
+/// The shared local registry (`DEVCELL_TEST_REGISTRY`, plain HTTP). `None` (with a note on
+/// stderr) when unset and `DEVCELL_TEST_ENGINE` is not `1`; panics when the engine flag is set
+/// but the registry is missing, so CI never skips silently.
+#[allow(clippy::print_stderr)]
+pub fn test_registry() -> Option<String> {
+    match std::env::var("DEVCELL_TEST_REGISTRY") {
+        Ok(r) if !r.is_empty() => Some(r),
+        _ if std::env::var("DEVCELL_TEST_ENGINE").as_deref() == Ok("1") => {
+            panic!("DEVCELL_TEST_ENGINE=1 but DEVCELL_TEST_REGISTRY is not set")
+        }
+        _ => {
+            eprintln!("note: DEVCELL_TEST_REGISTRY unset; skipping registry test");
+            None
+        }
+    }
+}
+
+/// A name unique to this test run and call (`<prefix>-<pid>-<nanos>-<n>`), lowercase.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr").port()
+}
+
+fn wait_for_port(port: u16) -> bool {
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+/// A private `docker-registry` (distribution 2.8) on a free 127.0.0.1 port, storage in a
+/// temporary folder; killed on drop. Tests may stop it or tamper with its storage.
+pub struct PrivateRegistry {
+    /// `127.0.0.1:<port>`.
+    pub addr: String,
+    child: Option<std::process::Child>,
+    dir: tempfile::TempDir,
+}
+
+/// User name accepted by [`PrivateRegistry::start_secure`].
+pub const REGISTRY_USER: &str = "devcell-user";
+/// Password accepted by [`PrivateRegistry::start_secure`] (a test-only value).
+pub const REGISTRY_PASSWORD: &str = "devcell-test-password";
+/// bcrypt (cost 5) of [`REGISTRY_PASSWORD`], as `htpasswd -nbB` prints it.
+const REGISTRY_HTPASSWD: &str =
+    "devcell-user:$2y$05$oVv2/o77OT.1gPRF0/s5BuXnj1ZmEtss.t/Hi9E8zPOotAjPJcNMa";
+
+impl PrivateRegistry {
+    /// Starts one over plain HTTP, anonymous. See [`Self::start_with`].
+    pub fn start() -> Option<PrivateRegistry> {
+        Self::start_with(false, None)
+    }
+
+    /// Starts one over plain HTTP with distribution's `silly` token auth: every request
+    /// without `Authorization` gets `401` with `WWW-Authenticate: Bearer realm="<realm>",
+    /// service="devcell-test"`; any bearer token is then accepted. Exercises the client's
+    /// token flow against a real registry (checklist 56).
+    pub fn start_with_token_realm(realm: &str) -> Option<PrivateRegistry> {
+        Self::start_with(
+            false,
+            Some(format!(
+                "auth:\n  silly:\n    realm: {realm}\n    service: devcell-test\n"
+            )),
+        )
+    }
+
+    /// Starts one with TLS (a CA and a `127.0.0.1` leaf certificate generated now with
+    /// `openssl`; the CA is at [`Self::ca_certificate`]) and htpasswd basic auth
+    /// ([`REGISTRY_USER`] / [`REGISTRY_PASSWORD`]).
+    pub fn start_secure() -> Option<PrivateRegistry> {
+        Self::start_with(true, None)
+    }
+
+    /// The CA certificate (PEM) of a registry started with [`Self::start_secure`].
+    pub fn ca_certificate(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    fn make_certificates(dir: &Path) {
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl is installed");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=devcell test CA",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            dir.join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write ext");
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ]);
+    }
+
+    /// Starts one. `None` (note on stderr) when `docker-registry` is not installed and
+    /// `DEVCELL_TEST_ENGINE` is not `1`; panics when it is.
+    #[allow(clippy::print_stderr)]
+    fn start_with(secure: bool, extra: Option<String>) -> Option<PrivateRegistry> {
+        let have = std::process::Command::new("sh")
+            .args(["-c", "command -v docker-registry"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have {
+            if std::env::var("DEVCELL_TEST_ENGINE").as_deref() == Ok("1") {
+                panic!("DEVCELL_TEST_ENGINE=1 but `docker-registry` is not installed");
+            }
+            eprintln!("note: docker-registry not installed; skipping registry test");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let config = dir.path().join("config.yml");
+        let mut yaml = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("storage").display()
+        );
+        if secure {
+            Self::make_certificates(dir.path());
+            let d = dir.path().display();
+            yaml.push_str(&format!(
+                "  tls:\n    certificate: {d}/leaf.crt\n    key: {d}/leaf.key\nauth:\n  htpasswd:\n    realm: devcell-test\n    path: {d}/htpasswd\n"
+            ));
+            std::fs::write(
+                dir.path().join("htpasswd"),
+                format!("{REGISTRY_HTPASSWD}\n"),
+            )
+            .expect("write htpasswd");
+        }
+        if let Some(extra) = extra {
+            yaml.push_str(&extra);
+        }
+        std::fs::write(&config, yaml).expect("write registry config");
+        let log = std::fs::File::create(dir.path().join("registry.log")).expect("log file");
+        let child = std::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(log.try_clone().expect("clone log"))
+            .stderr(log)
+            .spawn()
+            .expect("start docker-registry");
+        let reg = PrivateRegistry {
+            addr: format!("127.0.0.1:{port}"),
+            child: Some(child),
+            dir,
+        };
+        assert!(
+            wait_for_port(port),
+            "docker-registry did not listen on {}: {}",
+            reg.addr,
+            std::fs::read_to_string(reg.dir.path().join("registry.log")).unwrap_or_default()
+        );
+        Some(reg)
+    }
+
+    /// The registry's blob storage root (`…/docker/registry/v2/blobs/sha256`).
+    pub fn blob_data(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.dir
+            .path()
+            .join("storage/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    /// Kills the registry process and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRegistry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A static file server (`python3 -m http.server`) for `dir` on a free 127.0.0.1 port;
+/// killed on drop.
+pub struct FileServer {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    child: std::process::Child,
+}
+
+impl FileServer {
+    /// Serves `dir`. Panics when python3 is missing (it is part of the test prerequisites).
+    pub fn start(dir: &Path) -> FileServer {
+        let port = free_port();
+        let child = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        assert!(wait_for_port(port), "http.server did not start");
+        FileServer {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+        }
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Copies a folder tree (test fixtures into a temporary place).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).expect("copy");
+        }
+    }
+}
+
+/// Runs `devcell features publish <dir> -r <registry> -n <namespace>` and returns its JSON.
+pub fn publish(dir: &Path, registry: &str, namespace: &str) -> serde_json::Value {
+    let out = devcell()
+        .args(["features", "publish"])
+        .arg(dir)
+        .args(["-r", registry, "-n", namespace])
+        .output()
+        .expect("devcell runs");
+    stdout_json(&out)
+}
 pub mod engine;

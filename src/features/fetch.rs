@@ -1,0 +1,949 @@
+//! Materialise a Feature into a fresh directory, from any of the spec's three sources
+//! (spec-distilled §4.3, §5.2, §5.5): an OCI artifact (through [`crate::oci::store`] and
+//! [`crate::oci::registry`]), a direct `https://…/devcontainer-feature-<id>.tgz` tarball, or a
+//! local folder.
+//!
+//! [`Fetcher::resolve`] reads a Feature's `devcontainer-feature.json` with as little I/O as
+//! possible (for OCI, from the manifest annotation `dev.containers.metadata` when present,
+//! checklist 54/55) and pins it (manifest digest / tarball sha256); [`Fetcher::fetch`] then
+//! writes its files. Every network read is cached by digest, tag resolutions too, so a second
+//! resolve of the same Features makes no network request; `offline` forbids the network and
+//! names the reference on a miss.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+use oci_client::Reference;
+use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
+
+use crate::oci::digest::sha256_digest;
+use crate::oci::extract::{ExtractError, ExtractOptions};
+use crate::oci::registry::{Registry, RegistryOptions, parse_reference};
+use crate::oci::store::Store;
+use crate::oci::{OciError, http};
+use crate::progress::{Event, NoopReporter, Reporter};
+
+use super::FeatureMetadata;
+use super::error::FeatureError;
+use super::local::LocalFeatureRoot;
+use super::lockfile::Lockfile;
+use super::order::{self, InstallPlan};
+use super::reference::{FeatureRef, OciVersion};
+
+/// Config media type of a Feature artifact (spec-distilled §5.2, Appendix A).
+pub const FEATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.devcontainers";
+/// Layer media type of a Feature artifact.
+pub const FEATURE_LAYER_MEDIA_TYPE: &str = "application/vnd.devcontainers.layer.v1+tar";
+/// Manifest annotation holding the Feature's `devcontainer-feature.json` as a JSON string.
+pub const METADATA_ANNOTATION: &str = "dev.containers.metadata";
+/// Layer annotation with the file name of the layer.
+pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+/// A Feature's metadata file.
+pub const FEATURE_FILE: &str = "devcontainer-feature.json";
+/// Upper bound on `devcontainer-feature.json`, in bytes.
+const MAX_METADATA_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Where a Feature comes from. Built from the features reference parser's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeatureSource {
+    /// An OCI artifact: `registry/namespace/id[:tag|@sha256:…]` (lowercased).
+    Oci(String),
+    /// A direct tarball URL (`https://…/devcontainer-feature-<id>.tgz`).
+    Tarball(String),
+    /// A local Feature folder (already resolved and validated by the reference parser).
+    Local(PathBuf),
+}
+
+impl FeatureSource {
+    /// The source of a parsed reference. Local references are resolved against
+    /// `config_dir` (the folder of the active devcontainer.json) and must stay inside
+    /// `devcontainer_dir` (see [`FeatureRef::local_dir`]).
+    ///
+    /// # Errors
+    /// [`FeatureError::InvalidReference`] for a local path escaping `.devcontainer/`.
+    pub fn from_ref(
+        reference: &FeatureRef,
+        config_dir: &Path,
+        devcontainer_dir: &Path,
+    ) -> Result<FeatureSource, FeatureError> {
+        Ok(match reference {
+            FeatureRef::Oci {
+                registry,
+                repository,
+                version,
+                ..
+            } => FeatureSource::Oci(match version {
+                OciVersion::Tag(t) => format!("{registry}/{repository}:{t}"),
+                OciVersion::Digest(d) => format!("{registry}/{repository}@{d}"),
+            }),
+            FeatureRef::Tarball { url, .. } => FeatureSource::Tarball(url.clone()),
+            FeatureRef::Local { .. } => {
+                FeatureSource::Local(reference.local_dir(config_dir, devcontainer_dir)?)
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for FeatureSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FeatureSource::Oci(r) | FeatureSource::Tarball(r) => f.write_str(r),
+            FeatureSource::Local(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// An error resolving or fetching a Feature. Messages name the Feature reference.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// Registry, cache, credential or download failure.
+    #[error("cannot fetch Feature `{feature}`")]
+    Oci {
+        /// The Feature reference.
+        feature: String,
+        /// The cause.
+        #[source]
+        source: OciError,
+    },
+    /// The artifact is not a Feature (media types, layers, metadata).
+    #[error("`{feature}` is not a Feature artifact: {reason}")]
+    NotAFeature {
+        /// The Feature reference.
+        feature: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A digest pin (lockfile `integrity`) does not match what the source serves.
+    #[error(
+        "Feature `{feature}` does not match its pinned digest: expected `{expected}`, got `{actual}`"
+    )]
+    PinMismatch {
+        /// The Feature reference.
+        feature: String,
+        /// The pinned digest.
+        expected: String,
+        /// The digest found.
+        actual: String,
+    },
+    /// The Feature's files could not be read, extracted or written.
+    #[error("cannot materialise Feature `{feature}` at `{path}`")]
+    Io {
+        /// The Feature reference.
+        feature: String,
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Feature archive is unsafe or unreadable (see [`ExtractError`]).
+    #[error("cannot extract Feature `{feature}`")]
+    Extract {
+        /// The Feature reference.
+        feature: String,
+        /// The cause.
+        #[source]
+        source: ExtractError,
+    },
+    /// `devcontainer-feature.json` is missing or not a JSON object.
+    #[error("invalid `devcontainer-feature.json` in Feature `{feature}`: {reason}")]
+    Metadata {
+        /// The Feature reference.
+        feature: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Result alias of this module.
+pub type Result<T, E = FetchError> = std::result::Result<T, E>;
+
+/// How Features are fetched. The CLI fills it from flags and the user settings file.
+#[derive(Debug, Clone, Default)]
+pub struct FetchOptions {
+    /// Cache root (`--cache-dir`); default `$XDG_CACHE_HOME/devcell`.
+    pub cache_dir: Option<PathBuf>,
+    /// Use only the cache; a miss is an error naming the reference (`--offline`).
+    pub offline: bool,
+    /// Ignore cached tag → digest resolutions (still use cached blobs).
+    pub refresh_tags: bool,
+    /// Registry access: mirrors, insecure registries, CA certificates, Docker config.
+    pub registry: RegistryOptions,
+}
+
+/// A resolved Feature: its metadata and what pins it.
+#[derive(Debug, Clone)]
+pub struct ResolvedFeature {
+    /// Where it came from.
+    pub source: FeatureSource,
+    /// The `devcontainer-feature.json` object.
+    pub metadata: serde_json::Value,
+    /// Lockfile `resolved`: `registry/repository@sha256:<manifest digest>` (OCI) or the URL
+    /// (tarball); `None` for local Features.
+    pub resolved: Option<String>,
+    /// Lockfile `integrity`: the manifest digest (OCI) or the tarball's sha256 (tarball);
+    /// `None` for local Features.
+    pub integrity: Option<String>,
+    content: Content,
+}
+
+#[derive(Debug, Clone)]
+enum Content {
+    Oci {
+        reference: Box<Reference>,
+        layer: Box<OciDescriptor>,
+    },
+    Tarball {
+        digest: String,
+    },
+    Local(PathBuf),
+}
+
+impl ResolvedFeature {
+    /// The Feature `id` from its metadata, if any.
+    pub fn id(&self) -> Option<&str> {
+        self.metadata.get("id").and_then(|v| v.as_str())
+    }
+    /// The Feature `version` from its metadata, if any.
+    pub fn version(&self) -> Option<&str> {
+        self.metadata.get("version").and_then(|v| v.as_str())
+    }
+
+    /// The metadata as the typed model.
+    ///
+    /// # Errors
+    /// [`FeatureError::InvalidMetadata`] naming the source.
+    pub fn feature_metadata(&self) -> Result<FeatureMetadata, FeatureError> {
+        let text = serde_json::to_string(&self.metadata).unwrap_or_default();
+        let file = match &self.source {
+            FeatureSource::Local(p) => p.join(FEATURE_FILE),
+            other => PathBuf::from(format!("{other} ({FEATURE_FILE})")),
+        };
+        FeatureMetadata::parse(&text, &file)
+    }
+}
+
+/// Resolves and fetches Features through one cache and one registry client.
+pub struct Fetcher {
+    store: Store,
+    registry: Registry,
+    options: FetchOptions,
+    reporter: Arc<dyn Reporter>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("store", &self.store)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fetcher {
+    /// Opens the cache and builds the registry client.
+    ///
+    /// # Errors
+    /// [`FetchError::Oci`] (feature `*`) when the cache cannot be created or the Docker config
+    /// or CA certificates cannot be read.
+    pub fn new(options: FetchOptions) -> Result<Fetcher> {
+        let wrap = |source| FetchError::Oci {
+            feature: "*".into(),
+            source,
+        };
+        let store = Store::open(options.cache_dir.as_deref()).map_err(wrap)?;
+        let registry = Registry::new(options.registry.clone()).map_err(wrap)?;
+        Ok(Fetcher {
+            store,
+            registry,
+            options,
+            reporter: Arc::new(NoopReporter),
+        })
+    }
+
+    /// Sends progress events (`pulling …`) to `reporter`.
+    pub fn with_reporter(mut self, reporter: Arc<dyn Reporter>) -> Fetcher {
+        self.reporter = reporter;
+        self
+    }
+
+    /// The cache in use.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The registry client in use.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Resolves `source`: reads its metadata and computes its pin. OCI metadata comes from
+    /// the `dev.containers.metadata` annotation without downloading the layer when present.
+    ///
+    /// # Errors
+    /// [`FetchError::Oci`] (network, digest, offline miss), [`FetchError::NotAFeature`],
+    /// [`FetchError::Metadata`], [`FetchError::Io`].
+    pub async fn resolve(&self, source: &FeatureSource) -> Result<ResolvedFeature> {
+        match source {
+            FeatureSource::Oci(r) => self.resolve_oci(source, r, None).await,
+            FeatureSource::Tarball(url) => self.resolve_tarball(source, url, None).await,
+            FeatureSource::Local(path) => resolve_local(source, path),
+        }
+    }
+
+    /// As [`Self::resolve`], but the Feature must match `integrity` (a lockfile pin: the OCI
+    /// manifest digest or the tarball sha256). OCI Features are then fetched by that digest.
+    ///
+    /// # Errors
+    /// As [`Self::resolve`], plus [`FetchError::PinMismatch`].
+    pub async fn resolve_pinned(
+        &self,
+        source: &FeatureSource,
+        integrity: &str,
+    ) -> Result<ResolvedFeature> {
+        match source {
+            FeatureSource::Oci(r) => self.resolve_oci(source, r, Some(integrity)).await,
+            FeatureSource::Tarball(url) => self.resolve_tarball(source, url, Some(integrity)).await,
+            FeatureSource::Local(path) => resolve_local(source, path),
+        }
+    }
+
+    /// Writes the Feature's files into `dest`, which must not exist yet: they are extracted
+    /// into a temporary sibling directory, then renamed to `dest`.
+    ///
+    /// # Errors
+    /// [`FetchError::Oci`], [`FetchError::Extract`] (unsafe archive, or `dest` exists),
+    /// [`FetchError::Io`].
+    pub async fn fetch(&self, feature: &ResolvedFeature, dest: &Path) -> Result<()> {
+        let name = feature.source.to_string();
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            let name = name.clone();
+            move |source| FetchError::Io {
+                feature: name,
+                path,
+                source,
+            }
+        };
+        let parent = dest
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".devcell-feature-")
+            .tempdir_in(parent)
+            .map_err(io(parent))?;
+        match &feature.content {
+            Content::Oci { reference, layer } => {
+                drop(staging);
+                let data = self.blob(&name, reference, layer).await?;
+                return extract_into(&name, &data, dest);
+            }
+            Content::Tarball { digest } => {
+                drop(staging);
+                let data = self.cached_blob(&name, digest)?;
+                return extract_into(&name, &data, dest);
+            }
+            Content::Local(src) => copy_dir(src, staging.path()).map_err(io(src))?,
+        }
+        let staged = staging.keep();
+        std::fs::rename(&staged, dest).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&staged);
+            io(dest)(e)
+        })?;
+        Ok(())
+    }
+
+    /// [`Self::resolve`] then [`Self::fetch`].
+    ///
+    /// # Errors
+    /// As both.
+    pub async fn resolve_and_fetch(
+        &self,
+        source: &FeatureSource,
+        dest: &Path,
+    ) -> Result<ResolvedFeature> {
+        let resolved = self.resolve(source).await?;
+        self.fetch(&resolved, dest).await?;
+        Ok(resolved)
+    }
+
+    fn oci_err(feature: &str) -> impl FnOnce(OciError) -> FetchError + '_ {
+        move |source| FetchError::Oci {
+            feature: feature.to_owned(),
+            source,
+        }
+    }
+
+    fn cached_blob(&self, feature: &str, digest: &str) -> Result<Bytes> {
+        self.store
+            .get_blob(digest)
+            .map_err(Self::oci_err(feature))?
+            .ok_or_else(|| FetchError::Oci {
+                feature: feature.to_owned(),
+                source: OciError::OfflineMiss {
+                    reference: format!("{feature}@{digest}"),
+                },
+            })
+    }
+
+    /// Manifest bytes and digest for `reference`, from the cache when possible.
+    async fn manifest(&self, feature: &str, reference: &Reference) -> Result<(Bytes, String)> {
+        let err = Self::oci_err(feature);
+        let digest = match reference.digest() {
+            Some(d) => Some(d.to_owned()),
+            None if self.options.refresh_tags && !self.options.offline => None,
+            None => self.store.get_tag(&reference.whole()).map_err(err)?,
+        };
+        if let Some(d) = &digest
+            && let Some(bytes) = self.store.get_blob(d).map_err(Self::oci_err(feature))?
+        {
+            tracing::debug!(reference = %reference, digest = %d, "manifest from cache");
+            return Ok((bytes, d.clone()));
+        }
+        if self.options.offline {
+            return Err(FetchError::Oci {
+                feature: feature.to_owned(),
+                source: OciError::OfflineMiss {
+                    reference: reference.whole(),
+                },
+            });
+        }
+        self.reporter
+            .report(Event::Status(format!("pulling manifest {reference}")));
+        let pulled = self
+            .registry
+            .pull_manifest(reference)
+            .await
+            .map_err(Self::oci_err(feature))?;
+        self.store
+            .put_blob_verified(&pulled.digest, &pulled.bytes)
+            .map_err(Self::oci_err(feature))?;
+        if reference.digest().is_none() {
+            self.store
+                .put_tag(&reference.whole(), &pulled.digest)
+                .map_err(Self::oci_err(feature))?;
+        }
+        Ok((pulled.bytes, pulled.digest))
+    }
+
+    /// A blob of `reference`'s repository, from the cache when possible.
+    async fn blob(
+        &self,
+        feature: &str,
+        reference: &Reference,
+        descriptor: &OciDescriptor,
+    ) -> Result<Bytes> {
+        if let Some(b) = self
+            .store
+            .get_blob(&descriptor.digest)
+            .map_err(Self::oci_err(feature))?
+        {
+            return Ok(b);
+        }
+        if self.options.offline {
+            return Err(FetchError::Oci {
+                feature: feature.to_owned(),
+                source: OciError::OfflineMiss {
+                    reference: format!("{}@{}", reference.whole(), descriptor.digest),
+                },
+            });
+        }
+        self.reporter.report(Event::Status(format!(
+            "pulling {} of {reference}",
+            descriptor.digest
+        )));
+        let data = self
+            .registry
+            .pull_blob(reference, descriptor)
+            .await
+            .map_err(Self::oci_err(feature))?;
+        self.store
+            .put_blob_verified(&descriptor.digest, &data)
+            .map_err(Self::oci_err(feature))?;
+        Ok(data)
+    }
+
+    async fn resolve_oci(
+        &self,
+        source: &FeatureSource,
+        text: &str,
+        pin: Option<&str>,
+    ) -> Result<ResolvedFeature> {
+        let feature = text;
+        let mut reference = parse_reference(text).map_err(Self::oci_err(feature))?;
+        if let Some(pin) = pin {
+            if let Some(d) = reference.digest()
+                && d != pin
+            {
+                return Err(FetchError::PinMismatch {
+                    feature: feature.to_owned(),
+                    expected: pin.to_owned(),
+                    actual: d.to_owned(),
+                });
+            }
+            crate::oci::digest::parse_sha256(pin).map_err(Self::oci_err(feature))?;
+            reference = reference.clone_with_digest(pin.to_owned());
+        }
+        let (bytes, digest) = self.manifest(feature, &reference).await?;
+        let not_feature = |reason: String| FetchError::NotAFeature {
+            feature: feature.to_owned(),
+            reason,
+        };
+        let manifest: OciImageManifest = match serde_json::from_slice::<OciManifest>(&bytes) {
+            Ok(OciManifest::Image(m)) => m,
+            Ok(OciManifest::ImageIndex(_)) => {
+                return Err(not_feature("the manifest is an image index".into()));
+            }
+            Err(e) => return Err(not_feature(format!("invalid manifest: {e}"))),
+        };
+        if manifest.config.media_type != FEATURE_CONFIG_MEDIA_TYPE {
+            return Err(not_feature(format!(
+                "config media type is `{}`, expected `{FEATURE_CONFIG_MEDIA_TYPE}`",
+                manifest.config.media_type
+            )));
+        }
+        let Some(layer) = manifest.layers.first().cloned() else {
+            return Err(not_feature("the manifest has no layers".into()));
+        };
+        if layer.media_type != FEATURE_LAYER_MEDIA_TYPE {
+            return Err(not_feature(format!(
+                "layer media type is `{}`, expected `{FEATURE_LAYER_MEDIA_TYPE}`",
+                layer.media_type
+            )));
+        }
+        let annotated = manifest
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(METADATA_ANNOTATION))
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            .filter(|v| v.is_object());
+        let metadata = match annotated {
+            Some(m) => m,
+            None => {
+                let data = self.blob(feature, &reference, &layer).await?;
+                read_metadata(feature, &data)?
+            }
+        };
+        let repo = format!("{}/{}", reference.registry(), reference.repository());
+        Ok(ResolvedFeature {
+            source: source.clone(),
+            metadata,
+            resolved: Some(format!("{repo}@{digest}")),
+            integrity: Some(digest),
+            content: Content::Oci {
+                reference: Box::new(reference),
+                layer: Box::new(layer),
+            },
+        })
+    }
+
+    async fn resolve_tarball(
+        &self,
+        source: &FeatureSource,
+        url: &str,
+        pin: Option<&str>,
+    ) -> Result<ResolvedFeature> {
+        let err = Self::oci_err(url);
+        let cached = match pin {
+            Some(p) => Some(p.to_owned()),
+            None => self.store.get_url(url).map_err(err)?,
+        };
+        let cached = match cached {
+            Some(d) => self
+                .store
+                .get_blob(&d)
+                .map_err(Self::oci_err(url))?
+                .map(|b| (b, d)),
+            None => None,
+        };
+        let (data, digest) = match cached {
+            Some(hit) => hit,
+            None => {
+                if self.options.offline {
+                    return Err(FetchError::Oci {
+                        feature: url.to_owned(),
+                        source: OciError::OfflineMiss {
+                            reference: url.to_owned(),
+                        },
+                    });
+                }
+                self.reporter
+                    .report(Event::Status(format!("downloading {url}")));
+                let data = http::download(url, &self.options.registry.extra_ca_certificates)
+                    .await
+                    .map_err(Self::oci_err(url))?;
+                let digest = sha256_digest(&data);
+                if let Some(p) = pin
+                    && p != digest
+                {
+                    return Err(FetchError::PinMismatch {
+                        feature: url.to_owned(),
+                        expected: p.to_owned(),
+                        actual: digest,
+                    });
+                }
+                self.store.put_blob(&data).map_err(Self::oci_err(url))?;
+                self.store
+                    .put_url(url, &digest)
+                    .map_err(Self::oci_err(url))?;
+                (data, digest)
+            }
+        };
+        let metadata = read_metadata(url, &data)?;
+        Ok(ResolvedFeature {
+            source: source.clone(),
+            metadata,
+            resolved: Some(url.to_owned()),
+            integrity: Some(digest.clone()),
+            content: Content::Tarball { digest },
+        })
+    }
+}
+
+/// Inputs of [`Fetcher::plan`]: one configuration's Features.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    /// devcontainer.json `features` (key → value, in file order).
+    pub features: &'a IndexMap<String, serde_json::Value>,
+    /// `overrideFeatureInstallOrder`.
+    pub override_order: &'a [String],
+    /// The folder of the active devcontainer.json (local references are relative to it).
+    pub config_dir: &'a Path,
+    /// `<workspace>/.devcontainer` (local Features must stay inside it).
+    pub devcontainer_dir: &'a Path,
+    /// The lockfile to honour (`None`: resolve tags freshly) and its path, for errors.
+    pub lockfile: Option<(&'a Lockfile, &'a Path)>,
+}
+
+/// The result of [`Fetcher::plan`].
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Features in install order (see [`order::order`]).
+    pub install: InstallPlan,
+    /// What each reference resolved to (for [`Fetcher::fetch`] and the lockfile).
+    pub resolved: HashMap<FeatureRef, ResolvedFeature>,
+}
+
+impl Plan {
+    /// The lockfile for this plan ([`Lockfile::from_plan`]); write it with
+    /// [`super::lockfile::write`].
+    pub fn lockfile(&self) -> Lockfile {
+        Lockfile::from_plan(&self.install)
+    }
+}
+
+impl Fetcher {
+    /// Resolves every Feature of a configuration, `dependsOn` included, and orders them with
+    /// the spec's algorithm ([`order::order`]). Each distinct reference is resolved once
+    /// (metadata only: OCI layers are not downloaded when the manifest carries
+    /// `dev.containers.metadata`). With a lockfile, locked references are fetched by their
+    /// locked digest and anything else is an error (checklist 60).
+    ///
+    /// # Errors
+    /// [`FeatureError::Resolve`] wrapping [`FetchError`] (network, offline miss, not a
+    /// Feature), [`FeatureError::Lockfile`] on a pin mismatch, and every error of
+    /// [`order::order`] (invalid references/options, cycles).
+    pub async fn plan(&self, request: &PlanRequest<'_>) -> Result<Plan, FeatureError> {
+        let mut resolved: HashMap<FeatureRef, (ResolvedFeature, FeatureMetadata)> = HashMap::new();
+        // `order` is synchronous and asks for metadata through a callback: run it, collect
+        // the references it is missing, resolve those (async), and run it again. Each round
+        // resolves at least one new reference, so this ends.
+        loop {
+            let mut missing: Vec<FeatureRef> = Vec::new();
+            let result = order::order(
+                request.features,
+                request.override_order,
+                &mut |reference: &FeatureRef| match resolved.get(reference) {
+                    Some((r, metadata)) => Ok(order::ResolvedFeature {
+                        metadata: metadata.clone(),
+                        canonical: r.integrity.clone(),
+                    }),
+                    None => {
+                        missing.push(reference.clone());
+                        Err(FeatureError::Resolve {
+                            feature: reference.to_string(),
+                            source: "not resolved yet".into(),
+                        })
+                    }
+                },
+            );
+            if missing.is_empty() {
+                let install = result?;
+                return Ok(Plan {
+                    install,
+                    resolved: resolved.into_iter().map(|(k, (r, _))| (k, r)).collect(),
+                });
+            }
+            for reference in missing {
+                if resolved.contains_key(&reference) {
+                    continue;
+                }
+                let r = self.resolve_ref(&reference, request).await?;
+                let metadata = r.feature_metadata()?;
+                resolved.insert(reference, (r, metadata));
+            }
+        }
+    }
+
+    async fn resolve_ref(
+        &self,
+        reference: &FeatureRef,
+        request: &PlanRequest<'_>,
+    ) -> Result<ResolvedFeature, FeatureError> {
+        if reference.is_local() {
+            // Same validation as everywhere else for local Features (id = folder name, …).
+            LocalFeatureRoot {
+                config_dir: request.config_dir.to_owned(),
+                devcontainer_dir: request.devcontainer_dir.to_owned(),
+            }
+            .resolve(reference)?;
+        }
+        let source =
+            FeatureSource::from_ref(reference, request.config_dir, request.devcontainer_dir)?;
+        let wrap = |e: FetchError| FeatureError::Resolve {
+            feature: reference.lock_key(),
+            source: Box::new(e),
+        };
+        let locked = request
+            .lockfile
+            .and_then(|(l, path)| l.get(reference).map(|e| (l, path, e)));
+        match locked {
+            Some((lockfile, path, entry)) => {
+                let r = match self.resolve_pinned(&source, &entry.integrity).await {
+                    Ok(r) => r,
+                    Err(FetchError::PinMismatch { actual, .. }) => {
+                        return Err(FeatureError::Lockfile {
+                            path: path.to_owned(),
+                            message: format!(
+                                "Feature `{}` is locked to `{}` but `{actual}` was fetched",
+                                reference.lock_key(),
+                                entry.integrity
+                            ),
+                        });
+                    }
+                    Err(e) => return Err(wrap(e)),
+                };
+                if let Some(d) = &r.integrity {
+                    lockfile.verify(path, reference, d)?;
+                }
+                Ok(r)
+            }
+            None => self.resolve(&source).await.map_err(wrap),
+        }
+    }
+
+    /// Materialises every Feature of `plan` under `root` as `<id>_<index>` (install order),
+    /// the reference CLI's folder naming. Returns the folders.
+    ///
+    /// # Errors
+    /// [`FeatureError::Resolve`] wrapping [`FetchError`].
+    pub async fn fetch_plan(&self, plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FeatureError> {
+        let mut dirs = Vec::new();
+        for (i, f) in plan.install.features.iter().enumerate() {
+            let wrap = |source: Box<dyn std::error::Error + Send + Sync>| FeatureError::Resolve {
+                feature: f.key.clone(),
+                source,
+            };
+            let r = plan
+                .resolved
+                .get(&f.reference)
+                .ok_or_else(|| wrap("missing from the plan".into()))?;
+            let dir = root.join(format!("{}_{i}", f.metadata.id));
+            self.fetch(r, &dir).await.map_err(|e| wrap(Box::new(e)))?;
+            dirs.push(dir);
+        }
+        Ok(dirs)
+    }
+}
+
+fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature> {
+    let feature = path.display().to_string();
+    let file = path.join(FEATURE_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|e| FetchError::Io {
+        feature: feature.clone(),
+        path: file.clone(),
+        source: e,
+    })?;
+    let metadata = parse_metadata(&feature, text.as_bytes())?;
+    Ok(ResolvedFeature {
+        source: source.clone(),
+        metadata,
+        resolved: None,
+        integrity: None,
+        content: Content::Local(path.to_owned()),
+    })
+}
+
+fn parse_metadata(feature: &str, bytes: &[u8]) -> Result<serde_json::Value> {
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        // JSONC (comments, trailing commas), as devcontainer.json: let the model parse it.
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            let parsed = FeatureMetadata::parse(&text, Path::new(FEATURE_FILE)).map_err(|e| {
+                FetchError::Metadata {
+                    feature: feature.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
+            serde_json::to_value(parsed).unwrap_or_default()
+        }
+    };
+    if !value.is_object() {
+        return Err(FetchError::Metadata {
+            feature: feature.to_owned(),
+            reason: "not a JSON object".into(),
+        });
+    }
+    Ok(value)
+}
+
+/// Reads `devcontainer-feature.json` from a Feature archive (gzip or plain tar) in memory.
+fn read_metadata(feature: &str, archive: &[u8]) -> Result<serde_json::Value> {
+    let io = |source| FetchError::Io {
+        feature: feature.to_owned(),
+        path: PathBuf::from(FEATURE_FILE),
+        source,
+    };
+    let reader: Box<dyn Read + '_> = if archive.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::GzDecoder::new(archive))
+    } else {
+        Box::new(archive)
+    };
+    let mut tar = tar::Archive::new(reader);
+    for entry in tar.entries().map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let path = entry.path().map_err(io)?.into_owned();
+        let normal: PathBuf = path
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        if normal == Path::new(FEATURE_FILE) && entry.header().entry_type().is_file() {
+            let mut buf = Vec::new();
+            entry
+                .take(MAX_METADATA_BYTES)
+                .read_to_end(&mut buf)
+                .map_err(io)?;
+            return parse_metadata(feature, &buf);
+        }
+    }
+    Err(FetchError::Metadata {
+        feature: feature.to_owned(),
+        reason: format!("the archive has no `{FEATURE_FILE}`"),
+    })
+}
+
+/// Extracts a Feature archive (tar or tar+gzip) into `dest` with [`crate::oci::extract`].
+fn extract_into(feature: &str, archive: &[u8], dest: &Path) -> Result<()> {
+    crate::oci::extract::extract(archive, dest, &ExtractOptions::default())
+        .map(|_| ())
+        .map_err(|source| FetchError::Extract {
+            feature: feature.to_owned(),
+            source,
+        })
+}
+
+/// Copies a local Feature folder (files, folders, symlinks as symlinks).
+fn copy_dir(src: &Path, dest: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let to = dest.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir(&to)?;
+            copy_dir(&entry.path(), &to)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &to)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_of(files: &[(&str, &[u8])], gzip: bool) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in files {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o755);
+            h.set_cksum();
+            b.append_data(&mut h, name, *data).unwrap();
+        }
+        let raw = b.into_inner().unwrap();
+        if gzip {
+            use std::io::Write;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+            gz.write_all(&raw).unwrap();
+            gz.finish().unwrap()
+        } else {
+            raw
+        }
+    }
+
+    #[test]
+    fn metadata_is_read_from_plain_and_gzip_archives() {
+        for gzip in [false, true] {
+            let a = tar_of(
+                &[
+                    ("./install.sh", b"#!/bin/sh\n"),
+                    (
+                        "./devcontainer-feature.json",
+                        br#"{"id":"x","version":"1.0.0"}"#,
+                    ),
+                ],
+                gzip,
+            );
+            let m = read_metadata("t", &a).unwrap();
+            assert_eq!(m["id"], "x");
+        }
+        let a = tar_of(&[("install.sh", b"")], false);
+        assert!(matches!(
+            read_metadata("t", &a),
+            Err(FetchError::Metadata { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn local_feature_is_copied_into_a_fresh_dir() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(
+            src.path().join(FEATURE_FILE),
+            r#"{"id":"loc", "version":"0.1.0"}"#,
+        )
+        .unwrap();
+        std::fs::create_dir(src.path().join("lib")).unwrap();
+        std::fs::write(src.path().join("lib/a.sh"), "echo a").unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let f = Fetcher::new(FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            offline: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dest = out.path().join("loc_0");
+        let r = f
+            .resolve_and_fetch(&FeatureSource::Local(src.path().to_owned()), &dest)
+            .await
+            .unwrap();
+        assert_eq!(r.id(), Some("loc"));
+        assert_eq!(r.resolved, None);
+        assert_eq!(
+            std::fs::read_to_string(dest.join("lib/a.sh")).unwrap(),
+            "echo a"
+        );
+        // A second fetch into the same place refuses to overwrite.
+        assert!(f.fetch(&r, &dest).await.is_err());
+    }
+}

@@ -1,0 +1,663 @@
+//! `devcell features package` and `devcell features publish`: Features as OCI artifacts
+//! (spec-distilled §5.2-5.4, Appendix A; spec-notes/0064, 0065).
+//!
+//! Each Feature becomes a manifest (`application/vnd.oci.image.manifest.v1+json`) with the
+//! config blob `{}` of media type `application/vnd.devcontainers`, one layer
+//! `devcontainer-feature-<id>.tgz` of media type `application/vnd.devcontainers.layer.v1+tar`
+//! (a plain, reproducible tar, as the reference CLI publishes; spec-notes/0064), and
+//! the annotation `dev.containers.metadata` holding its `devcontainer-feature.json`. It is
+//! pushed to `<registry>/<namespace>/<id>` under the tags `X`, `X.Y`, `X.Y.Z`, `latest`, each
+//! only when the version is the highest published for that tag; a version already published is
+//! skipped. The collection (`devcontainer-collection.json`) goes to
+//! `<registry>/<namespace>:latest`.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::fetch::{
+    FEATURE_CONFIG_MEDIA_TYPE, FEATURE_FILE, FEATURE_LAYER_MEDIA_TYPE, METADATA_ANNOTATION,
+    TITLE_ANNOTATION,
+};
+use crate::oci::OciError;
+use crate::oci::digest::sha256_digest;
+use crate::oci::registry::{Registry, parse_reference};
+
+/// Layer media type of the collection metadata artifact.
+pub const COLLECTION_LAYER_MEDIA_TYPE: &str =
+    "application/vnd.devcontainers.collection.layer.v1+json";
+/// File name of the collection metadata.
+pub const COLLECTION_FILE: &str = "devcontainer-collection.json";
+/// OCI image manifest media type.
+pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The config blob pushed with every Feature (`{}`, as the reference CLI does).
+pub const EMPTY_CONFIG: &[u8] = b"{}";
+
+/// An error packaging or publishing Features. Messages name the Feature or folder.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The folder holds no Feature (no `devcontainer-feature.json` in it or its sub-folders).
+    #[error("no Feature found in `{path}`: expected `{FEATURE_FILE}` in it or in its sub-folders")]
+    NoFeatures {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A Feature's `devcontainer-feature.json` is invalid for publishing.
+    #[error("invalid Feature at `{path}`: {reason}")]
+    Invalid {
+        /// The Feature folder.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Reading the Feature or writing the package failed.
+    #[error("I/O failed at `{path}`")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A registry operation failed.
+    #[error("cannot publish `{reference}`")]
+    Registry {
+        /// The repository or reference.
+        reference: String,
+        /// The cause.
+        #[source]
+        source: OciError,
+    },
+}
+
+/// Result alias of this module.
+pub type Result<T, E = PublishError> = std::result::Result<T, E>;
+
+/// One packaged Feature.
+#[derive(Debug, Clone)]
+pub struct PackagedFeature {
+    /// The Feature `id`.
+    pub id: String,
+    /// Its `version` (`X.Y.Z`).
+    pub version: String,
+    /// `legacyIds` (also published under these names).
+    pub legacy_ids: Vec<String>,
+    /// The `devcontainer-feature.json` object.
+    pub metadata: Value,
+    /// The layer: a plain tar of the Feature folder.
+    pub archive: Bytes,
+}
+
+impl PackagedFeature {
+    /// The layer file name, `devcontainer-feature-<id>.tgz`.
+    pub fn file_name(&self) -> String {
+        format!("devcontainer-feature-{}.tgz", self.id)
+    }
+}
+
+/// The outcome of publishing one Feature, shaped like the reference CLI's JSON
+/// (`{}` when the version was already published).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishOutcome {
+    /// Tags pushed, in the order `X`, `X.Y`, `X.Y.Z`, `latest` (those that moved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published_tags: Option<Vec<String>>,
+    /// The manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The version published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Legacy ids the Feature was also published under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published_legacy_ids: Option<Vec<String>>,
+}
+
+/// Parses `X.Y.Z` (plain numbers only; spec-distilled §5.3, cli#557).
+pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
+    let mut it = v.split('.');
+    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
+    if it.next().is_some() {
+        return None;
+    }
+    let num = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    Some((num(a)?, num(b)?, num(c)?))
+}
+
+/// The tags to push for `version` given the tags already `published`, in the order `X`,
+/// `X.Y`, `X.Y.Z`, `latest`; `None` when `X.Y.Z` itself is already published.
+///
+/// `X.Y.Z` is always pushed; `X` only when the version is above every published `X.*.*`;
+/// `X.Y` only when above every published `X.Y.*`; `latest` only when above every published
+/// version (checklist 59).
+pub fn tags_to_publish(version: (u64, u64, u64), published: &[String]) -> Option<Vec<String>> {
+    let (x, y, z) = version;
+    let full = format!("{x}.{y}.{z}");
+    if published.contains(&full) {
+        return None;
+    }
+    let versions: Vec<_> = published.iter().filter_map(|t| parse_version(t)).collect();
+    let above = |pred: &dyn Fn(&(u64, u64, u64)) -> bool| {
+        versions.iter().filter(|v| pred(v)).all(|v| *v < version)
+    };
+    let mut tags = Vec::new();
+    if above(&|v| v.0 == x) {
+        tags.push(x.to_string());
+    }
+    if above(&|v| v.0 == x && v.1 == y) {
+        tags.push(format!("{x}.{y}"));
+    }
+    tags.push(full);
+    if above(&|_| true) {
+        tags.push("latest".into());
+    }
+    Some(tags)
+}
+
+/// The Feature folders of `dir`: `dir` itself when it holds `devcontainer-feature.json`,
+/// else each sub-folder that does (a collection's `src/`), sorted by name.
+///
+/// # Errors
+/// [`PublishError::NoFeatures`], [`PublishError::Io`].
+pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
+    if dir.join(FEATURE_FILE).is_file() {
+        return Ok(vec![dir.to_owned()]);
+    }
+    let io = |source| PublishError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.is_dir() && path.join(FEATURE_FILE).is_file() {
+            found.push(path);
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return Err(PublishError::NoFeatures {
+            path: dir.to_owned(),
+        });
+    }
+    Ok(found)
+}
+
+/// Packages one Feature folder: validates `id` (`[a-z0-9_-]`, equal to the folder name when
+/// part of a collection) and `version` (`X.Y.Z`), and tars the folder.
+///
+/// # Errors
+/// [`PublishError::Invalid`], [`PublishError::Io`].
+pub fn package_feature(dir: &Path, in_collection: bool) -> Result<PackagedFeature> {
+    let invalid = |reason: String| PublishError::Invalid {
+        path: dir.to_owned(),
+        reason,
+    };
+    let file = dir.join(FEATURE_FILE);
+    let text = std::fs::read(&file).map_err(|source| PublishError::Io {
+        path: file.clone(),
+        source,
+    })?;
+    let metadata: Value = serde_json::from_slice(&text)
+        .map_err(|e| invalid(format!("`{FEATURE_FILE}` is not valid JSON: {e}")))?;
+    let id = metadata
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("`id` is missing or not a string".into()))?
+        .to_owned();
+    let valid_name = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    };
+    if !valid_name(&id) {
+        return Err(invalid(format!(
+            "`id` `{id}` must be lowercase letters, digits, `-` or `_`"
+        )));
+    }
+    if in_collection && dir.file_name().and_then(|n| n.to_str()) != Some(id.as_str()) {
+        return Err(invalid(format!("`id` `{id}` must equal the folder name")));
+    }
+    let version = metadata
+        .get("version")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("`version` is missing or not a string".into()))?
+        .to_owned();
+    if parse_version(&version).is_none() {
+        return Err(invalid(format!(
+            "`version` `{version}` is not `MAJOR.MINOR.PATCH` (plain numbers)"
+        )));
+    }
+    let legacy_ids: Vec<String> = metadata
+        .get("legacyIds")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(bad) = legacy_ids.iter().find(|l| !valid_name(l)) {
+        return Err(invalid(format!("legacy id `{bad}` is not a valid id")));
+    }
+    let archive = tar_dir(dir).map_err(|source| PublishError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    Ok(PackagedFeature {
+        id,
+        version,
+        legacy_ids,
+        metadata,
+        archive: Bytes::from(archive),
+    })
+}
+
+/// Packages every Feature under `dir` (see [`discover`]).
+///
+/// # Errors
+/// As [`discover`] and [`package_feature`].
+pub fn package_all(dir: &Path) -> Result<Vec<PackagedFeature>> {
+    let dirs = discover(dir)?;
+    let in_collection = !(dirs.len() == 1 && dirs[0] == dir);
+    dirs.iter()
+        .map(|d| package_feature(d, in_collection))
+        .collect()
+}
+
+/// The collection metadata `{"sourceInformation": {…}, "features": [<metadata>…]}`.
+pub fn collection_json(features: &[PackagedFeature]) -> Value {
+    json!({
+        "sourceInformation": {"source": "devcell", "version": env!("CARGO_PKG_VERSION")},
+        "features": features.iter().map(|f| f.metadata.clone()).collect::<Vec<_>>(),
+    })
+}
+
+/// `devcell features package DIR`: writes `devcontainer-feature-<id>.tgz` for each Feature
+/// and `devcontainer-collection.json` into `output` (created if needed). Returns the paths
+/// written.
+///
+/// # Errors
+/// As [`package_all`], plus [`PublishError::Io`] for the output folder.
+pub fn package(dir: &Path, output: &Path) -> Result<Vec<PathBuf>> {
+    let features = package_all(dir)?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| PublishError::Io { path, source }
+    };
+    std::fs::create_dir_all(output).map_err(io(output))?;
+    let mut written = Vec::new();
+    for f in &features {
+        let p = output.join(f.file_name());
+        std::fs::write(&p, &f.archive).map_err(io(&p))?;
+        written.push(p);
+    }
+    let p = output.join(COLLECTION_FILE);
+    let text = serde_json::to_vec_pretty(&collection_json(&features)).unwrap_or_default();
+    std::fs::write(&p, text).map_err(io(&p))?;
+    written.push(p);
+    Ok(written)
+}
+
+/// The manifest bytes of an artifact with the `{}` config of media type
+/// `application/vnd.devcontainers` and one layer.
+pub fn artifact_manifest(
+    layer_media_type: &str,
+    layer_digest: &str,
+    layer_size: usize,
+    title: &str,
+    annotations: &IndexMap<String, String>,
+) -> Bytes {
+    let mut manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST_MEDIA_TYPE,
+        "config": {
+            "mediaType": FEATURE_CONFIG_MEDIA_TYPE,
+            "digest": sha256_digest(EMPTY_CONFIG),
+            "size": EMPTY_CONFIG.len(),
+        },
+        "layers": [{
+            "mediaType": layer_media_type,
+            "digest": layer_digest,
+            "size": layer_size,
+            "annotations": {TITLE_ANNOTATION: title},
+        }],
+    });
+    if !annotations.is_empty() {
+        manifest["annotations"] = json!(annotations);
+    }
+    Bytes::from(serde_json::to_vec(&manifest).unwrap_or_default())
+}
+
+/// Pushes one artifact (config, layer, manifest) to `repository` under each of `tags`.
+/// Returns the manifest digest.
+async fn push_artifact(
+    registry: &Registry,
+    repository: &str,
+    layer: Bytes,
+    manifest: Bytes,
+    tags: &[String],
+) -> Result<String> {
+    let wrap = |reference: String| move |source| PublishError::Registry { reference, source };
+    let base =
+        parse_reference(&format!("{repository}:latest")).map_err(wrap(repository.to_owned()))?;
+    registry
+        .push_blob(&base, Bytes::from_static(EMPTY_CONFIG))
+        .await
+        .map_err(wrap(repository.to_owned()))?;
+    registry
+        .push_blob(&base, layer)
+        .await
+        .map_err(wrap(repository.to_owned()))?;
+    let mut digest = sha256_digest(&manifest);
+    for tag in tags {
+        let r = format!("{repository}:{tag}");
+        let reference = parse_reference(&r).map_err(wrap(r.clone()))?;
+        digest = registry
+            .push_manifest(&reference, manifest.clone(), OCI_MANIFEST_MEDIA_TYPE)
+            .await
+            .map_err(wrap(r))?;
+    }
+    Ok(digest)
+}
+
+/// Publishes one packaged Feature to `<registry>/<namespace>/<name>` for its id and each
+/// legacy id.
+///
+/// # Errors
+/// [`PublishError::Registry`].
+pub async fn publish_feature(
+    registry: &Registry,
+    target_registry: &str,
+    namespace: &str,
+    feature: &PackagedFeature,
+) -> Result<PublishOutcome> {
+    let Some(version) = parse_version(&feature.version) else {
+        return Err(PublishError::Invalid {
+            path: PathBuf::from(&feature.id),
+            reason: format!("`version` `{}` is not `MAJOR.MINOR.PATCH`", feature.version),
+        });
+    };
+    let layer_digest = sha256_digest(&feature.archive);
+    let mut annotations = IndexMap::new();
+    annotations.insert(
+        METADATA_ANNOTATION.to_owned(),
+        serde_json::to_string(&feature.metadata).unwrap_or_default(),
+    );
+    annotations.insert(
+        "com.github.package.type".to_owned(),
+        "devcontainer_feature".to_owned(),
+    );
+    let manifest = artifact_manifest(
+        FEATURE_LAYER_MEDIA_TYPE,
+        &layer_digest,
+        feature.archive.len(),
+        &feature.file_name(),
+        &annotations,
+    );
+    let mut outcome = PublishOutcome::default();
+    let mut legacy_published = Vec::new();
+    let names = std::iter::once(&feature.id).chain(feature.legacy_ids.iter());
+    for (i, name) in names.enumerate() {
+        let repository = format!("{target_registry}/{namespace}/{name}");
+        let reference = parse_reference(&format!("{repository}:latest")).map_err(|source| {
+            PublishError::Registry {
+                reference: repository.clone(),
+                source,
+            }
+        })?;
+        let published = registry
+            .list_tags_unmirrored(&reference)
+            .await
+            .map_err(|source| PublishError::Registry {
+                reference: repository.clone(),
+                source,
+            })?;
+        let Some(tags) = tags_to_publish(version, &published) else {
+            tracing::info!(%repository, version = %feature.version, "version already published; skipping");
+            continue;
+        };
+        let digest = push_artifact(
+            registry,
+            &repository,
+            feature.archive.clone(),
+            manifest.clone(),
+            &tags,
+        )
+        .await?;
+        if i == 0 {
+            outcome.published_tags = Some(tags);
+            outcome.digest = Some(digest);
+            outcome.version = Some(feature.version.clone());
+        } else {
+            legacy_published.push(name.clone());
+        }
+    }
+    if !legacy_published.is_empty() {
+        outcome.published_legacy_ids = Some(legacy_published);
+    }
+    Ok(outcome)
+}
+
+/// `devcell features publish DIR --registry R --namespace NS`: packages every Feature under
+/// `dir`, publishes each, then the collection metadata to `<registry>/<namespace>:latest`.
+/// Returns `id → outcome` in folder order.
+///
+/// # Errors
+/// As [`package_all`] and [`publish_feature`].
+pub async fn publish(
+    registry: &Registry,
+    dir: &Path,
+    target_registry: &str,
+    namespace: &str,
+) -> Result<IndexMap<String, PublishOutcome>> {
+    let features = package_all(dir)?;
+    let mut out = IndexMap::new();
+    for f in &features {
+        let outcome = publish_feature(registry, target_registry, namespace, f).await?;
+        out.insert(f.id.clone(), outcome);
+    }
+    let collection =
+        Bytes::from(serde_json::to_vec(&collection_json(&features)).unwrap_or_default());
+    let mut annotations = IndexMap::new();
+    annotations.insert(
+        "com.github.package.type".to_owned(),
+        "devcontainer_collection".to_owned(),
+    );
+    let manifest = artifact_manifest(
+        COLLECTION_LAYER_MEDIA_TYPE,
+        &sha256_digest(&collection),
+        collection.len(),
+        COLLECTION_FILE,
+        &annotations,
+    );
+    push_artifact(
+        registry,
+        &format!("{target_registry}/{namespace}"),
+        collection,
+        manifest,
+        &["latest".to_owned()],
+    )
+    .await?;
+    Ok(out)
+}
+
+/// A reproducible plain tar of `dir`: entries sorted, relative to the Feature root (the `tar`
+/// crate normalises away a `./` prefix; readers accept both), owner 0:0, mtime 0,
+/// modes kept (so `install.sh` stays executable), symlinks kept as symlinks.
+fn tar_dir(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.mode(tar::HeaderMode::Deterministic);
+    builder.follow_symlinks(false);
+    let mut stack = vec![PathBuf::new()];
+    let mut entries = Vec::new();
+    while let Some(rel) = stack.pop() {
+        let mut children: Vec<_> = std::fs::read_dir(dir.join(&rel))?
+            .map(|e| e.map(|e| rel.join(e.file_name())))
+            .collect::<std::io::Result<_>>()?;
+        children.sort();
+        for c in children.into_iter().rev() {
+            let meta = std::fs::symlink_metadata(dir.join(&c))?;
+            if meta.is_dir() {
+                stack.push(c.clone());
+            }
+            entries.push(c);
+        }
+    }
+    entries.sort();
+    for rel in entries {
+        builder.append_path_with_name(dir.join(&rel), &rel)?;
+    }
+    builder.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(v: &str, published: &[&str]) -> Option<Vec<String>> {
+        let p: Vec<String> = published.iter().map(|s| s.to_string()).collect();
+        tags_to_publish(parse_version(v).unwrap(), &p)
+    }
+
+    #[test]
+    fn first_publish_pushes_all_four_tags() {
+        assert_eq!(tags("1.2.3", &[]).unwrap(), ["1", "1.2", "1.2.3", "latest"]);
+    }
+
+    #[test]
+    fn older_patch_moves_only_its_minor_tag_checklist_59() {
+        let published = ["1", "1.2", "1.2.3", "1.3", "1.3.0", "latest"];
+        assert_eq!(tags("1.2.4", &published).unwrap(), ["1.2", "1.2.4"]);
+        // 1.2.3 when 1.3.0 exists: pushes 1.2.3 and 1.2 (no higher 1.2.x), neither 1 nor latest.
+        assert_eq!(
+            tags("1.2.3", &["1", "1.3", "1.3.0", "latest"]).unwrap(),
+            ["1.2", "1.2.3"]
+        );
+        assert_eq!(tags("1.2.3", &published), None);
+        assert_eq!(
+            tags("2.0.0", &published).unwrap(),
+            ["2", "2.0", "2.0.0", "latest"]
+        );
+        assert_eq!(tags("0.9.0", &published).unwrap(), ["0", "0.9", "0.9.0"]);
+    }
+
+    #[test]
+    fn versions_must_be_plain_x_y_z() {
+        assert_eq!(parse_version("1.2.3"), Some((1, 2, 3)));
+        for bad in [
+            "1.2",
+            "1.2.3.4",
+            "1.2.3-rc1",
+            "1.2.3+b",
+            "v1.2.3",
+            "1..3",
+            "",
+        ] {
+            assert_eq!(parse_version(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn package_is_reproducible_and_layout_matches_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("hello");
+        std::fs::create_dir(&f).unwrap();
+        std::fs::write(
+            f.join(FEATURE_FILE),
+            r#"{"id":"hello","version":"1.0.0","name":"Hello"}"#,
+        )
+        .unwrap();
+        std::fs::write(f.join("install.sh"), "#!/bin/sh\necho hi\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f.join("install.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let a = package_all(dir.path()).unwrap();
+        let b = package_all(dir.path()).unwrap();
+        assert_eq!(a[0].archive, b[0].archive);
+        assert_eq!(a[0].file_name(), "devcontainer-feature-hello.tgz");
+        let mut tar = tar::Archive::new(a[0].archive.as_ref());
+        let names: Vec<(String, u32)> = tar
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.path().unwrap().display().to_string(),
+                    e.header().mode().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names.iter().map(|n| n.0.as_str()).collect::<Vec<_>>(),
+            ["devcontainer-feature.json", "install.sh"]
+        );
+        assert_eq!(names[1].1 & 0o111, 0o111, "install.sh stays executable");
+
+        let out = dir.path().join("out");
+        let written = package(dir.path(), &out).unwrap();
+        assert!(out.join("devcontainer-feature-hello.tgz").is_file());
+        let coll: Value =
+            serde_json::from_slice(&std::fs::read(out.join(COLLECTION_FILE)).unwrap()).unwrap();
+        assert_eq!(coll["features"][0]["id"], "hello");
+        assert_eq!(written.len(), 2);
+    }
+
+    #[test]
+    fn package_rejects_id_not_matching_folder_and_bad_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a");
+        std::fs::create_dir(&f).unwrap();
+        std::fs::write(f.join(FEATURE_FILE), r#"{"id":"b","version":"1.0.0"}"#).unwrap();
+        std::fs::create_dir(dir.path().join("c")).unwrap();
+        std::fs::write(
+            dir.path().join("c").join(FEATURE_FILE),
+            r#"{"id":"c","version":"1.0"}"#,
+        )
+        .unwrap();
+        let err = package_all(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("folder name"), "{err}");
+        let err = package_feature(&dir.path().join("c"), true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MAJOR.MINOR.PATCH"), "{err}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            package_all(empty.path()),
+            Err(PublishError::NoFeatures { .. })
+        ));
+    }
+
+    #[test]
+    fn manifest_has_spec_media_types_and_annotations() {
+        let mut ann = IndexMap::new();
+        ann.insert(METADATA_ANNOTATION.to_owned(), "{}".to_owned());
+        let m = artifact_manifest(
+            FEATURE_LAYER_MEDIA_TYPE,
+            &sha256_digest(b"x"),
+            1,
+            "devcontainer-feature-x.tgz",
+            &ann,
+        );
+        let v: Value = serde_json::from_slice(&m).unwrap();
+        assert_eq!(v["mediaType"], OCI_MANIFEST_MEDIA_TYPE);
+        assert_eq!(v["config"]["mediaType"], "application/vnd.devcontainers");
+        assert_eq!(
+            v["config"]["digest"],
+            "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert_eq!(
+            v["layers"][0]["annotations"][TITLE_ANNOTATION],
+            "devcontainer-feature-x.tgz"
+        );
+        assert_eq!(v["annotations"][METADATA_ANNOTATION], "{}");
+    }
+}

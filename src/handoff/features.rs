@@ -1,0 +1,92 @@
+//! Operations `features package` and `features publish` (spec-distilled §5.2-5.4): options the
+//! CLI fills, results it renders.
+
+use std::path::PathBuf;
+
+use crate::features::publish;
+use crate::oci::registry::{Registry, RegistryOptions};
+
+use super::error::{HandoffError, Result};
+
+/// Options of `devcell features package`.
+#[derive(Debug, Clone)]
+pub struct PackageOptions {
+    /// A Feature folder, or a collection folder (`src/`) with one sub-folder per Feature.
+    pub target: PathBuf,
+    /// Where the `.tgz` files and `devcontainer-collection.json` are written.
+    pub output_folder: PathBuf,
+    /// Empty the output folder first (only files devcell would write are removed).
+    pub force_clean_output_folder: bool,
+}
+
+/// Packages Features; returns the files written.
+///
+/// # Errors
+/// [`HandoffError::Publish`].
+pub fn package_features(options: &PackageOptions) -> Result<Vec<PathBuf>> {
+    if options.force_clean_output_folder
+        && let Ok(entries) = std::fs::read_dir(&options.output_folder)
+    {
+        // Nothing is lost: only remove what packaging itself produces.
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if (name.starts_with("devcontainer-feature-") && name.ends_with(".tgz"))
+                || name == publish::COLLECTION_FILE
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(publish::package(&options.target, &options.output_folder)?)
+}
+
+/// Options of `devcell features publish`.
+#[derive(Debug, Clone, Default)]
+pub struct PublishOptions {
+    /// A Feature folder or a collection folder.
+    pub target: PathBuf,
+    /// Registry host (`ghcr.io`, `127.0.0.1:5000`).
+    pub registry: String,
+    /// Namespace (`owner/repo`); Features go to `<registry>/<namespace>/<id>`.
+    pub namespace: String,
+    /// Registries reached over plain HTTP besides loopback ones.
+    pub insecure_registries: Vec<String>,
+    /// Loopback registries reached over HTTPS nonetheless.
+    pub secure_registries: Vec<String>,
+    /// Extra CA certificates (PEM files).
+    pub extra_ca_certificates: Vec<PathBuf>,
+    /// Docker config file with credentials (default `~/.docker/config.json`).
+    pub docker_config: Option<PathBuf>,
+}
+
+/// Publishes Features; returns the reference CLI's JSON shape
+/// `{"<id>": {"publishedTags": […], "digest": "sha256:…", "version": "x.y.z"}}`
+/// (`{}` for an id whose version was already published).
+///
+/// # Errors
+/// [`HandoffError::Publish`], [`HandoffError::Runtime`].
+pub fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
+    let registry = Registry::new(RegistryOptions {
+        insecure_registries: options.insecure_registries.clone(),
+        secure_registries: options.secure_registries.clone(),
+        extra_ca_certificates: options.extra_ca_certificates.clone(),
+        docker_config: options.docker_config.clone(),
+        ..RegistryOptions::default()
+    })
+    .map_err(|source| publish::PublishError::Registry {
+        reference: options.registry.clone(),
+        source,
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| HandoffError::Runtime { source })?;
+    let namespace = options.namespace.trim_matches('/');
+    let out = runtime.block_on(publish::publish(
+        &registry,
+        &options.target,
+        &options.registry,
+        namespace,
+    ))?;
+    Ok(serde_json::to_value(out).unwrap_or_default())
+}
