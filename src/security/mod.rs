@@ -1,4 +1,4 @@
-//! L3: security profiles (`hardened`, `reference`) the permission-request policy, and the audit.
+//! L3: security profiles (`hardened`, `reference`), permission requests and audit.
 //!
 //! [`apply`] is a pure function: the container the merged configuration asks for
 //! ([`PolicyInput`]), the [`SecurityProfile`] and the user's [`Grants`] → the container to
