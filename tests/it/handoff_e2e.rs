@@ -827,3 +827,117 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn the_default_network_is_reported_and_scored_honestly() {
+    let test = "the_default_network_is_reported_and_scored_honestly";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(hostgit_image(), CONFIG, None);
+    let out = env.handoff("ref0", &["--network", "default"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["result"]["plan"]["network"], "default");
+    let ctx: Value =
+        serde_json::from_slice(&std::fs::read(env.ws.join(".devcell/context.json")).unwrap())
+            .unwrap();
+    assert_eq!(ctx["security"]["network"], "default");
+    let (code, a) = env.json(&[
+        "audit",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let network = a["result"]["controls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["control"] == "networkPolicy")
+        .unwrap()
+        .clone();
+    assert_eq!(network["score"], 0, "{network}");
+    assert!(
+        network["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("unrestricted")
+    );
+}
+
+#[test]
+fn audit_of_a_bad_container_loses_the_right_points() {
+    let test = "audit_of_a_bad_container_loses_the_right_points";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let token = "s3cret-value-never-printed";
+    let c = support::docker::TestContainer::run_with(
+        &[
+            "--pid",
+            "host",
+            "--cap-add",
+            "SYS_ADMIN",
+            "-e",
+            &format!("API_TOKEN={token}"),
+        ],
+        support::docker::BUSYBOX_IMAGE,
+        &["sleep", "120"],
+    );
+    let score = |v: &Value, control: &str| {
+        v["result"]["controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["control"] == control)
+            .unwrap()["score"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut reports = Vec::new();
+    for probe in [false, true] {
+        let mut args = vec![
+            "audit",
+            c.id.as_str(),
+            "--format",
+            "json",
+            "--min-score",
+            "16",
+        ];
+        if probe {
+            args.push("--probe");
+        }
+        let out = support::devcell().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        let v = envelope(&out);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["warnings"][0]["code"], "below_min_score");
+        assert_eq!(score(&v, "engineSocket"), 0, "probe {probe}: {v}");
+        assert_eq!(score(&v, "networkPolicy"), 0, "probe {probe}");
+        assert_eq!(score(&v, "secretBoundary"), 1, "probe {probe}");
+        assert!(!v.to_string().contains(token), "values are never reported");
+        reports.push(v);
+    }
+    // the probe agrees with the engine on every control
+    for control in [
+        "repoScope",
+        "engineSocket",
+        "secretBoundary",
+        "networkPolicy",
+    ] {
+        assert_eq!(
+            score(&reports[0], control),
+            score(&reports[1], control),
+            "{control}"
+        );
+    }
+    let out = support::devcell().args(["audit", &c.id]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("SYS_ADMIN"), "{table}");
+    assert!(
+        table.contains("API_TOKEN") && !table.contains(token),
+        "{table}"
+    );
+}

@@ -63,6 +63,25 @@ impl TestContainer {
         }
     }
 
+    /// Starts a detached, auto-removed container with extra `docker run` options.
+    pub fn run_with(options: &[&str], image: &str, args: &[&str]) -> TestContainer {
+        let out = Command::new("docker")
+            .args(["run", "-d", "--rm", "--label", "devcell.test=1"])
+            .args(options)
+            .arg(image)
+            .args(args)
+            .output()
+            .expect("docker runs");
+        assert!(
+            out.status.success(),
+            "docker run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        TestContainer {
+            id: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        }
+    }
+
     /// `docker inspect -f <format>` of the container, trimmed.
     pub fn inspect(&self, format: &str) -> String {
         let out = Command::new("docker")
