@@ -323,7 +323,9 @@ pub async fn handoff_with(
         // That devcell stops its agent and records the end; wait for it briefly.
         if crate::handoff::state::terminate(old).unwrap_or(false) {
             for _ in 0..100 {
-                if !crate::handoff::state::process_alive(old.pid, old.pid_start) {
+                if !crate::handoff::state::process_alive(old.pid, old.pid_start)
+                    || is_zombie(old.pid)
+                {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -565,6 +567,17 @@ pub fn split_status(status: i32, stopped: bool) -> (Option<i32>, Option<i32>) {
     } else {
         (Some(status), None)
     }
+}
+
+/// Whether process `pid` has exited but is not yet reaped (Linux `/proc/<pid>/stat` state `Z`).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st == "Z"))
+        })
+        .unwrap_or(false)
 }
 
 fn ctx_rel_path(settings: &Settings) -> String {

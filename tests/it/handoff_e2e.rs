@@ -186,9 +186,22 @@ fn envelope(out: &Output) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_str(&text).expect("stdout is JSON");
+    assert_eq!(schema_errors("envelope", &v), Vec::<String>::new(), "{v}");
     assert_eq!(v["schemaVersion"], 1);
     assert!(v["warnings"].is_array() && v["next_actions"].is_array());
     v
+}
+
+/// Violations of `schemas/<name>.schema.json`.
+fn schema_errors(name: &str, instance: &Value) -> Vec<String> {
+    let text = std::fs::read_to_string(support::repo().join(format!("schemas/{name}.schema.json")))
+        .unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema is valid");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
 }
 
 fn stderr(out: &Output) -> String {
@@ -323,6 +336,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     // the context file
     let ctx: Value =
         serde_json::from_slice(&std::fs::read(ws.join(".devcell/context.json")).unwrap()).unwrap();
+    assert_eq!(schema_errors("context", &ctx), Vec::<String>::new());
     assert_eq!(ctx["schemaVersion"], 1);
     assert_eq!(ctx["task"]["provider"], "github");
     assert_eq!(ctx["task"]["title"], "Add partial refunds");
@@ -940,4 +954,68 @@ fn audit_of_a_bad_container_loses_the_right_points() {
         table.contains("API_TOKEN") && !table.contains(token),
         "{table}"
     );
+}
+
+#[test]
+fn replace_stops_the_live_session_and_starts_a_new_one() {
+    let test = "replace_stops_the_live_session_and_starts_a_new_one";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(hostgit_image(), CONFIG, None);
+    let args = env.handoff_args("refwait", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let active = loop {
+        let (_, st) = env.json(&[
+            "status",
+            "--workspace-folder",
+            &env.ws_str(),
+            "--format",
+            "json",
+        ]);
+        if let Some(id) = st["result"]["activeSession"].as_str()
+            && st["result"]["sessions"][0]["containerId"].is_string()
+        {
+            break id.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first handoff never became live: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // the first agent has reached its wait loop once it printed its first line; give it a moment
+    std::thread::sleep(Duration::from_millis(500));
+    let out = env.handoff("ref0", &["--replace"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["result"]["replacedSession"], active.as_str());
+    let first = first.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(143), "{}", stderr(&first));
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    let sessions = st["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{st}");
+    assert_eq!(sessions[0]["id"], active.as_str());
+    assert_eq!(
+        sessions[0]["outcome"],
+        serde_json::json!({"kind": "signaled", "signal": 15})
+    );
+    assert_eq!(
+        sessions[1]["outcome"],
+        serde_json::json!({"kind": "exited", "exitCode": 0})
+    );
+    assert_eq!(st["result"]["activeSession"], Value::Null);
 }
