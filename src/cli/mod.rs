@@ -16,7 +16,10 @@ use args::{Cli, Command};
 
 /// Runs the `devcell` command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
@@ -46,6 +49,43 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A usage error: clap's rendering on stderr (exit 2, help and version as clap does them); for
+/// devcell's own commands under `--format json`, also the `invalid_argument` envelope on stdout.
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) || err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        err.exit();
+    }
+    let argv: Vec<String> = std::env::args().collect();
+    let ours = ["handoff", "status", "doctor", "delete", "audit"];
+    let json = argv
+        .windows(2)
+        .any(|w| w[0] == "--format" && w[1] == "json")
+        || argv.iter().any(|a| a == "--format=json");
+    if json && argv.iter().skip(1).any(|a| ours.contains(&a.as_str())) {
+        let message = err
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("invalid arguments")
+            .trim_start_matches("error: ")
+            .to_string();
+        output::envelope(&crate::handoff::envelope::Envelope::<()>::failure(
+            crate::handoff::envelope::ErrorBody::new(
+                crate::handoff::envelope::ErrorCode::InvalidArgument,
+                message,
+            ),
+        ));
+    }
+    let _ = err.print();
+    ExitCode::from(2)
 }
 
 fn init_tracing(cli: &Cli) {

@@ -1019,3 +1019,90 @@ fn replace_stops_the_live_session_and_starts_a_new_one() {
     );
     assert_eq!(st["result"]["activeSession"], Value::Null);
 }
+
+#[test]
+fn errors_before_any_container_are_envelopes_with_documented_exit_codes() {
+    // no engine needed: nothing is created
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    let ws = tmp.path().to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = support::devcell()
+            .env("DEVCELL_STATE_DIR", tmp.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), envelope(&out), stderr(&out))
+    };
+    let cfg = config.to_str().unwrap();
+    let (code, v, err) = run(&[
+        "handoff",
+        "--workspace-folder",
+        ws,
+        "--agent",
+        "nope",
+        "--config-file",
+        cfg,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(11), "{err}");
+    assert_eq!(v["error"]["code"], "not_found");
+    assert!(v["error"]["message"].as_str().unwrap().contains("`nope`"));
+    assert!(
+        v["next_actions"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("[agents.nope]")
+    );
+    assert!(err.contains("error: no agent `nope`"), "{err}");
+    // a plain folder without any configuration
+    let (code, v, _) = run(&[
+        "handoff",
+        "--workspace-folder",
+        ws,
+        "--agent",
+        "a",
+        "--config-file",
+        cfg,
+        "--plan",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(11));
+    assert_eq!(v["error"]["code"], "not_found");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no dev container configuration")
+    );
+    // a usage error is an envelope too
+    let (code, v, _) = run(&[
+        "handoff",
+        "--format",
+        "json",
+        "--network",
+        "open",
+        "--agent",
+        "a",
+    ]);
+    assert_eq!(code, Some(2));
+    assert_eq!(v["error"]["code"], "invalid_argument");
+    // a bad config file
+    std::fs::write(&config, "[agents.a]\ncommand = \"codex --full-auto\"\n").unwrap();
+    let (code, v, _) = run(&[
+        "handoff",
+        "--workspace-folder",
+        ws,
+        "--agent",
+        "a",
+        "--config-file",
+        cfg,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(10));
+    assert_eq!(v["error"]["code"], "config_invalid");
+}
