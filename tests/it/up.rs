@@ -823,3 +823,49 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     assert_eq!(code, 0);
     assert_eq!(stdout, "agent\nhello\n");
 }
+
+#[test]
+fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
+    if !engine_ready(
+        "failed_builds_leave_the_workspace_unchanged_and_create_nothing",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A bad Dockerfile.
+    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN exit 42\n"),
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    assert!(
+        result["message"].as_str().unwrap().contains("build failed"),
+        "{result}"
+    );
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+
+    // A failing install.sh.
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./broken": {}}}"#,
+    );
+    local_feature(
+        &ws,
+        "broken",
+        r#"{"id": "broken", "version": "1.0.0", "name": "Broken"}"#,
+        "echo installing-broken; exit 3",
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Broken"), "{stderr}");
+    assert_eq!(last_json(&out)["outcome"], "error");
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+}
