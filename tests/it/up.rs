@@ -18,6 +18,8 @@ use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 /// A temporary workspace with a `.devcontainer/devcontainer.json`.
 struct Workspace {
     dir: tempfile::TempDir,
+    /// Image reference patterns removed on drop.
+    cleanup_images: std::cell::RefCell<Vec<String>>,
 }
 
 impl Workspace {
@@ -32,7 +34,10 @@ impl Workspace {
             config.replace("IMAGE", BUSYBOX_IMAGE),
         )
         .unwrap();
-        Workspace { dir }
+        Workspace {
+            dir,
+            cleanup_images: std::cell::RefCell::new(Vec::new()),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -127,6 +132,9 @@ impl Drop for Workspace {
             let _ = Command::new("docker")
                 .args(["rm", "-f", "-v", &id])
                 .output();
+        }
+        for pattern in self.cleanup_images.take() {
+            drop(ImageCleanupByPrefix(pattern));
         }
     }
 }
@@ -539,6 +547,14 @@ fn reference_cli(test: &str) -> Option<PathBuf> {
 }
 
 fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+    // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
     let out = Command::new(cli)
         .args(["up", "--workspace-folder"])
         .arg(ws.path())
@@ -551,6 +567,10 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         "reference up failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    if image.starts_with("vsc-") {
+        ws.cleanup_images.borrow_mut().push(image);
+    }
     result
 }
 
