@@ -889,3 +889,103 @@ fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
     assert_eq!(ws.tree_hash(), before, "the workspace changed");
     assert!(ws.containers().is_empty());
 }
+
+#[test]
+fn up_flags_follow_the_reference_cli() {
+    if !engine_ready("up_flags_follow_the_reference_cli", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo \"token=$TOKEN extra=$EXTRA\"",
+            "remoteEnv": {"EXTRA": "from-config"}}"#,
+    );
+    // --expect-existing-container without a container: an error, nothing created.
+    let out = ws.run("up", &["--expect-existing-container"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(ws.containers().is_empty());
+
+    // --id-label, --secrets-file (masked in output), --remote-env (the config wins), --mount,
+    // --include-merged-configuration.
+    let secrets = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secrets.path(), r#"{"TOKEN": "s3cr3t-value"}"#).unwrap();
+    let label = format!("devcell.test.flags={}", std::process::id());
+    let volume = format!(
+        "type=volume,source=devcell-test-flags-{},target=/extra",
+        std::process::id()
+    );
+    let common = ["--id-label", label.as_str()];
+    let mut args = common.to_vec();
+    args.extend([
+        "--secrets-file",
+        secrets.path().to_str().unwrap(),
+        "--remote-env",
+        "EXTRA=from-cli",
+        "--mount",
+        volume.as_str(),
+        "--include-merged-configuration",
+    ]);
+    let out = ws.run("up", &args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let id = result["containerId"].as_str().unwrap().to_string();
+    // Dropped last: after the containers that use it.
+    let _volume = VolumeRemover(format!("devcell-test-flags-{}", std::process::id()));
+    let _container = ContainerRemover(id.clone());
+    assert!(
+        stderr.contains("token=******** extra=from-config"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cr3t-value"), "secret leaked: {stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("s3cr3t-value"));
+    assert_eq!(result["mergedConfiguration"]["remoteUser"], "nobody");
+    // Only the --id-label identifies the container (the defaults are not added).
+    assert_eq!(
+        docker_inspect(&id, "{{index .Config.Labels \"devcell.test.flags\"}}"),
+        std::process::id().to_string()
+    );
+    assert!(ws.containers().is_empty());
+    assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
+
+    // exec finds it by the same label; --expect-existing-container now succeeds.
+    let mut exec_args = common.to_vec();
+    exec_args.extend(["sh", "-c", "echo $EXTRA"]);
+    let out = ws.run("exec", &exec_args);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from-config");
+    let mut again = common.to_vec();
+    again.extend(["--expect-existing-container", "--skip-post-create"]);
+    let result = ws.up(&again);
+    assert_eq!(result["containerId"], id.as_str());
+
+    // --remove-existing-container makes a new one.
+    let mut replace = common.to_vec();
+    replace.extend(["--remove-existing-container", "--skip-post-create"]);
+    let result = ws.up(&replace);
+    let new_id = result["containerId"].as_str().unwrap().to_string();
+    let _new_container = ContainerRemover(new_id.clone());
+    assert_ne!(new_id, id);
+    assert_eq!(docker_inspect(&id, "{{.Id}}"), "");
+    // --skip-post-create: no hook ran.
+    assert!(ran(&result).is_empty());
+}
+
+struct ContainerRemover(String);
+
+impl Drop for ContainerRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v", &self.0])
+            .output();
+    }
+}
+
+struct VolumeRemover(String);
+
+impl Drop for VolumeRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f", &self.0])
+            .output();
+    }
+}
