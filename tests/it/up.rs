@@ -171,6 +171,7 @@ const HOOKS_CONFIG: &str = r#"{
   "image": "IMAGE",
   "remoteUser": "nobody",
   "remoteEnv": {"GREETING": "hello ${containerEnv:PATH}"},
+  "initializeCommand": ["sh", "-c", "echo \"initialize-ran-in-$PWD\""],
   "onCreateCommand": "echo on-create-ran",
   "updateContentCommand": ["echo", "update-content-ran"],
   "postCreateCommand": {"one": "echo post-create-one", "two": ["echo", "post-create-two"]},
@@ -206,8 +207,14 @@ fn up_exec_reuse_down_and_restart() {
             "postAttachCommand"
         ]
     );
-    // Every form ran in a shell or not, with remoteEnv (substituted from the container's env).
+    // Every form ran in a shell or not, with remoteEnv (substituted from the container's env);
+    // initializeCommand on the host, in the workspace folder.
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let host_folder = ws.path().canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("initialize-ran-in-{}", host_folder.display())),
+        "{stderr}"
+    );
     for line in [
         "on-create-ran",
         "update-content-ran",
