@@ -1,10 +1,11 @@
-//! L3: security profiles (`hardened`, `reference`) the permission-request policy, and the audit.
+//! L3: security profiles (`hardened`, `reference`), permission requests and audit.
 //!
 //! [`apply`] is a pure function: the container the merged configuration asks for
 //! ([`PolicyInput`]), the [`SecurityProfile`] and the user's [`Grants`] → the container to
 //! create and every [`PermissionRequest`] with what was done with it, or
 //! [`SecurityError::Refused`] listing them (then nothing may be created). Grants come only from
 //! the user (CLI `--allow`, the user's devcell config), never from the repository.
+//! [`audit`] and [`probe`] score an existing configuration or container.
 
 pub mod audit;
 pub mod error;

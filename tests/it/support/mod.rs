@@ -75,7 +75,6 @@ pub fn assert_failed(out: &Output) -> String {
     stderr
 }
 
-pub mod engine;
 // ---- OCI registries -------------------------------------------------------------------------
 
 /// The shared local registry (`DEVCELL_TEST_REGISTRY`, plain HTTP). `None` (with a note on
@@ -389,3 +388,4 @@ pub fn publish(dir: &Path, registry: &str, namespace: &str) -> serde_json::Value
         .expect("devcell runs");
     stdout_json(&out)
 }
+pub mod engine;
