@@ -5,6 +5,7 @@
 //! create and every [`PermissionRequest`] with what was done with it, or
 //! [`SecurityError::Refused`] listing them (then nothing may be created). Grants come only from
 //! the user (CLI `--allow`, the user's devcell config), never from the repository.
+//! [`audit`] and [`probe`] score an existing configuration or container.
 
 pub mod audit;
 pub mod error;

@@ -18,6 +18,8 @@ use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 /// A temporary workspace with a `.devcontainer/devcontainer.json`.
 struct Workspace {
     dir: tempfile::TempDir,
+    /// Image reference patterns removed on drop.
+    cleanup_images: std::cell::RefCell<Vec<String>>,
 }
 
 impl Workspace {
@@ -32,7 +34,10 @@ impl Workspace {
             config.replace("IMAGE", BUSYBOX_IMAGE),
         )
         .unwrap();
-        Workspace { dir }
+        Workspace {
+            dir,
+            cleanup_images: std::cell::RefCell::new(Vec::new()),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -128,6 +133,9 @@ impl Drop for Workspace {
                 .args(["rm", "-f", "-v", &id])
                 .output();
         }
+        for pattern in self.cleanup_images.take() {
+            drop(ImageCleanupByPrefix(pattern));
+        }
     }
 }
 
@@ -163,6 +171,7 @@ const HOOKS_CONFIG: &str = r#"{
   "image": "IMAGE",
   "remoteUser": "nobody",
   "remoteEnv": {"GREETING": "hello ${containerEnv:PATH}"},
+  "initializeCommand": ["sh", "-c", "echo \"initialize-ran-in-$PWD\""],
   "onCreateCommand": "echo on-create-ran",
   "updateContentCommand": ["echo", "update-content-ran"],
   "postCreateCommand": {"one": "echo post-create-one", "two": ["echo", "post-create-two"]},
@@ -198,8 +207,14 @@ fn up_exec_reuse_down_and_restart() {
             "postAttachCommand"
         ]
     );
-    // Every form ran in a shell or not, with remoteEnv (substituted from the container's env).
+    // Every form ran in a shell or not, with remoteEnv (substituted from the container's env);
+    // initializeCommand on the host, in the workspace folder.
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let host_folder = ws.path().canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("initialize-ran-in-{}", host_folder.display())),
+        "{stderr}"
+    );
     for line in [
         "on-create-ran",
         "update-content-ran",
@@ -539,6 +554,14 @@ fn reference_cli(test: &str) -> Option<PathBuf> {
 }
 
 fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+    // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
     let out = Command::new(cli)
         .args(["up", "--workspace-folder"])
         .arg(ws.path())
@@ -551,6 +574,10 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         "reference up failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    if image.starts_with("vsc-") {
+        ws.cleanup_images.borrow_mut().push(image);
+    }
     result
 }
 
@@ -822,4 +849,150 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     let (code, stdout, _) = ws.sh("id -un; cat /usr/local/share/greeter.txt");
     assert_eq!(code, 0);
     assert_eq!(stdout, "agent\nhello\n");
+}
+
+#[test]
+fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
+    if !engine_ready(
+        "failed_builds_leave_the_workspace_unchanged_and_create_nothing",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A bad Dockerfile.
+    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN exit 42\n"),
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    assert!(
+        result["message"].as_str().unwrap().contains("build failed"),
+        "{result}"
+    );
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+
+    // A failing install.sh.
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./broken": {}}}"#,
+    );
+    local_feature(
+        &ws,
+        "broken",
+        r#"{"id": "broken", "version": "1.0.0", "name": "Broken"}"#,
+        "echo installing-broken; exit 3",
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Broken"), "{stderr}");
+    assert_eq!(last_json(&out)["outcome"], "error");
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+}
+
+#[test]
+fn up_flags_follow_the_reference_cli() {
+    if !engine_ready("up_flags_follow_the_reference_cli", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo \"token=$TOKEN extra=$EXTRA\"",
+            "remoteEnv": {"EXTRA": "from-config"}}"#,
+    );
+    // --expect-existing-container without a container: an error, nothing created.
+    let out = ws.run("up", &["--expect-existing-container"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(ws.containers().is_empty());
+
+    // --id-label, --secrets-file (masked in output), --remote-env (the config wins), --mount,
+    // --include-merged-configuration.
+    let secrets = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secrets.path(), r#"{"TOKEN": "s3cr3t-value"}"#).unwrap();
+    let label = format!("devcell.test.flags={}", std::process::id());
+    let volume = format!(
+        "type=volume,source=devcell-test-flags-{},target=/extra",
+        std::process::id()
+    );
+    let common = ["--id-label", label.as_str()];
+    let mut args = common.to_vec();
+    args.extend([
+        "--secrets-file",
+        secrets.path().to_str().unwrap(),
+        "--remote-env",
+        "EXTRA=from-cli",
+        "--mount",
+        volume.as_str(),
+        "--include-merged-configuration",
+    ]);
+    let out = ws.run("up", &args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let id = result["containerId"].as_str().unwrap().to_string();
+    // Dropped last: after the containers that use it.
+    let _volume = VolumeRemover(format!("devcell-test-flags-{}", std::process::id()));
+    let _container = ContainerRemover(id.clone());
+    assert!(
+        stderr.contains("token=******** extra=from-config"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cr3t-value"), "secret leaked: {stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("s3cr3t-value"));
+    assert_eq!(result["mergedConfiguration"]["remoteUser"], "nobody");
+    // Only the --id-label identifies the container (the defaults are not added).
+    assert_eq!(
+        docker_inspect(&id, "{{index .Config.Labels \"devcell.test.flags\"}}"),
+        std::process::id().to_string()
+    );
+    assert!(ws.containers().is_empty());
+    assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
+
+    // exec finds it by the same label; --expect-existing-container now succeeds.
+    let mut exec_args = common.to_vec();
+    exec_args.extend(["sh", "-c", "echo $EXTRA"]);
+    let out = ws.run("exec", &exec_args);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from-config");
+    let mut again = common.to_vec();
+    again.extend(["--expect-existing-container", "--skip-post-create"]);
+    let result = ws.up(&again);
+    assert_eq!(result["containerId"], id.as_str());
+
+    // --remove-existing-container makes a new one.
+    let mut replace = common.to_vec();
+    replace.extend(["--remove-existing-container", "--skip-post-create"]);
+    let result = ws.up(&replace);
+    let new_id = result["containerId"].as_str().unwrap().to_string();
+    let _new_container = ContainerRemover(new_id.clone());
+    assert_ne!(new_id, id);
+    assert_eq!(docker_inspect(&id, "{{.Id}}"), "");
+    // --skip-post-create: no hook ran.
+    assert!(ran(&result).is_empty());
+}
+
+struct ContainerRemover(String);
+
+impl Drop for ContainerRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v", &self.0])
+            .output();
+    }
+}
+
+struct VolumeRemover(String);
+
+impl Drop for VolumeRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f", &self.0])
+            .output();
+    }
 }
