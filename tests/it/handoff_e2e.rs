@@ -293,6 +293,20 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(p["cwd"], "/workspace");
     assert_eq!(p["env"], serde_json::json!(["HOST_HOME_PROBE"]));
     assert_eq!(labelled("container", &ws), "");
+    let primary_args = env.handoff_args("ref7", &["--plan", "--primary", "api"]);
+    let (code, plan) = env.json(&primary_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{plan}");
+    assert_eq!(plan["result"]["cwd"], "/workspace/api");
+    assert_eq!(plan["result"]["repos"][0]["role"], "primary");
+    let bad_args = env.handoff_args("ref7", &["--plan", "--primary", "nope"]);
+    let (code, plan) = env.json(&bad_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(11), "{plan}");
+    assert!(
+        plan["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("api, web")
+    );
 
     // cold: the container is created; the agent's exit code is devcell's
     let (out, cold) = timed_handoff(&env, "ref7");
@@ -1105,4 +1119,75 @@ fn errors_before_any_container_are_envelopes_with_documented_exit_codes() {
     ]);
     assert_eq!(code, Some(10));
     assert_eq!(v["error"]["code"], "config_invalid");
+}
+
+#[test]
+fn doctor_finds_orphans_missing_mounts_and_stale_sessions() {
+    let test = "doctor_finds_orphans_missing_mounts_and_stale_sessions";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let gone = tmp.path().join("deleted-workspace");
+    let here = tmp.path().join("workspace");
+    let vanished = tmp.path().join("vanished");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::create_dir_all(&vanished).unwrap();
+    let label = |p: &Path| format!("devcontainer.local_folder={}", p.display());
+    let orphan = support::docker::TestContainer::run_with(
+        &["--label", &label(&gone)],
+        support::docker::BUSYBOX_IMAGE,
+        &["sleep", "120"],
+    );
+    let mount = format!("type=bind,source={},target=/data", vanished.display());
+    let missing = support::docker::TestContainer::run_with(
+        &["--label", &label(&here), "--mount", &mount],
+        support::docker::BUSYBOX_IMAGE,
+        &["sleep", "120"],
+    );
+    std::fs::remove_dir(&vanished).unwrap();
+    // a session whose devcell died without recording its end
+    let state = tmp.path().join("state");
+    let store = devcell::handoff::state::StateStore::new(&state);
+    store
+        .begin_session_with(
+            &here,
+            "ghost",
+            None,
+            false,
+            &|_: &str| true,
+            u32::MAX - 1,
+            None,
+            &|_, _| true,
+        )
+        .unwrap();
+    let out = support::devcell()
+        .env("DEVCELL_STATE_DIR", &state)
+        .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = envelope(&out);
+    let findings = v["result"]["findings"].as_array().unwrap();
+    let find = |code: &str, needle: &str| {
+        findings
+            .iter()
+            .find(|f| f["code"] == code && f["message"].as_str().unwrap().contains(needle))
+            .unwrap_or_else(|| panic!("no `{code}` finding about `{needle}`: {v}"))
+            .clone()
+    };
+    let o = find("orphaned_container", &gone.to_string_lossy());
+    assert_eq!(o["severity"], "warning");
+    assert_eq!(
+        o["fix"]["command"],
+        serde_json::json!(["docker", "rm", "-f", "-v", orphan.id])
+    );
+    let m = find("missing_mount", &vanished.to_string_lossy());
+    assert_eq!(m["fix"]["command"][1], "delete");
+    assert!(m["message"].as_str().unwrap().contains(&missing.id[..12]));
+    let s = find("stale_session", "ghost");
+    assert_eq!(s["fix"]["command"][1], "status");
+    // every fix is a next action
+    assert!(v["next_actions"].as_array().unwrap().contains(&o["fix"]));
 }
