@@ -304,6 +304,9 @@ pub async fn handoff_with(
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
     let p = prepare(opts, Some(engine)).await?;
+    for line in plan_lines(&p.plan) {
+        reporter.report(Event::Status(line));
+    }
     let store = match &opts.state_root {
         Some(root) => StateStore::new(root),
         None => StateStore::open_default()?,
@@ -555,6 +558,36 @@ pub async fn handoff_with(
             .chain(up.warnings.iter().map(ToString::to_string))
             .collect(),
     })
+}
+
+/// The plan in a few status lines (shown before anything is created).
+fn plan_lines(p: &HandoffPlan) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "plan: agent `{}` {:?} in {} as the workspace `{}` ({} repositories)",
+            p.agent,
+            p.command,
+            p.cwd,
+            p.workspace.display(),
+            p.repos.len()
+        ),
+        format!(
+            "plan: image {} ({} Features), profile {}, network {}, container: {}",
+            p.image,
+            p.features.len(),
+            p.profile,
+            p.network,
+            p.container.action
+        ),
+    ];
+    out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
+    if !p.env.is_empty() || !p.secrets.is_empty() {
+        out.push(format!(
+            "plan: env {:?}, secrets {:?} (names only)",
+            p.env, p.secrets
+        ));
+    }
+    out
 }
 
 /// Splits an exec status into an exit code or a signal: a status in 129..=192 is taken as

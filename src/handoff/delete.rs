@@ -145,9 +145,14 @@ pub async fn delete_with(
             }
         }
         reporter.report(Event::Status(format!(
-            "removing container {}",
+            "stopping and removing container {}",
             &id[..id.len().min(12)]
         )));
+        // a graceful stop first (the keep-alive process exits on SIGTERM); a container that
+        // is already stopped or will not stop is removed by force anyway
+        let _ = engine
+            .stop_container(id, Some(std::time::Duration::from_secs(10)))
+            .await;
         engine.remove_container(id, true).await?;
         removed.containers.push(id.clone());
         removed.credentials.push(format!(
