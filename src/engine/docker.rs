@@ -1073,7 +1073,19 @@ impl Engine for DockerEngine {
             }
             Ok::<_, EngineError>(())
         };
-        let (fed, drained) = tokio::join!(feed, drain);
+        // The output ends when the process does; a stdin that never ends (a terminal) must not
+        // keep the exec waiting, so the feed is dropped then.
+        let (fed, drained) = {
+            tokio::pin!(feed);
+            tokio::pin!(drain);
+            let mut fed: Option<std::io::Result<()>> = None;
+            loop {
+                tokio::select! {
+                    r = &mut feed, if fed.is_none() => fed = Some(r),
+                    d = &mut drain => break (fed.unwrap_or(Ok(())), d),
+                }
+            }
+        };
         drained?;
         // A process that exits without reading its stdin closes the pipe: not an error.
         if let Err(e) = fed

@@ -48,9 +48,13 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         }));
     }
     let json = args.format == Format::Json;
+    // With a TTY the terminal is put in raw mode (restored on drop) and forwarded, so an
+    // interactive agent gets every key (Ctrl-C included); a terminal without a TTY for the agent
+    // is not forwarded (like `exec`), piped input always is.
+    let raw = opts.tty.then(RawMode::enable).flatten();
     let result = rt.block_on(async {
         let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
-            if std::io::stdin().is_terminal() {
+            if std::io::stdin().is_terminal() && raw.is_none() {
                 None
             } else {
                 Some(Box::new(tokio::io::stdin()))
@@ -82,6 +86,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         });
         handoff(&opts, streams, stop, &StderrReporter).await
     });
+    drop(raw);
     rt.shutdown_background();
     let r = match result {
         Ok(r) => r,
@@ -232,4 +237,31 @@ fn render_plan(p: &HandoffPlan) -> String {
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);
     s
+}
+
+/// The terminal on stdin in raw mode until dropped (then restored).
+struct RawMode {
+    saved: rustix::termios::Termios,
+}
+
+impl RawMode {
+    /// Raw mode on stdin; `None` when stdin is not a terminal or cannot be changed.
+    fn enable() -> Option<RawMode> {
+        let stdin = std::io::stdin();
+        let saved = rustix::termios::tcgetattr(&stdin).ok()?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &raw).ok()?;
+        Some(RawMode { saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = rustix::termios::tcsetattr(
+            std::io::stdin(),
+            rustix::termios::OptionalActions::Now,
+            &self.saved,
+        );
+    }
 }
