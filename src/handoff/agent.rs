@@ -318,6 +318,16 @@ pub async fn handoff_with(
     let probe = move |id: &str| running.contains(id);
     let start = store.begin_session(&root, &opts.agent, None, opts.replace, &probe)?;
     let session_id = start.session.id.clone();
+    // An abandoned session's devcell died, but its agent may still run in the container.
+    for old in start.abandoned.iter() {
+        if let Some(container) = &old.container_id {
+            reporter.report(Event::Status(format!(
+                "closing abandoned handoff session {} (its devcell, pid {}, is gone)",
+                old.id, old.pid
+            )));
+            stop_agent(engine, container, None, &pidfile_of(&old.id)).await;
+        }
+    }
     if let Some(old) = &start.replaced {
         reporter.report(Event::Status(format!(
             "replacing handoff session {} (devcell pid {})",
@@ -463,7 +473,7 @@ pub async fn handoff_with(
     env.extend(p.agent_env.clone());
     env.extend(p.secrets.clone());
     add_safe_directories(&mut env, &p.workspace);
-    let pidfile = format!("/tmp/.devcell-agent-{session_id}.pid");
+    let pidfile = pidfile_of(&session_id);
     let mut argv = vec![
         "sh".to_string(),
         "-c".to_string(),
@@ -519,7 +529,7 @@ pub async fn handoff_with(
         () = &mut stop => {
             stopped = true;
             reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
-            stop_agent(engine, &container_id, &attached.remote_user, &pidfile).await;
+            stop_agent(engine, &container_id, Some(&attached.remote_user), &pidfile).await;
             match tokio::time::timeout(Duration::from_secs(15), &mut run).await {
                 Ok(r) => r,
                 Err(_) => Ok(crate::engine::ExecResult { exit_code: 128 + 15, ..Default::default() }),
@@ -642,16 +652,22 @@ async fn running_containers(
     out
 }
 
-/// Sends SIGTERM to the agent through its pid file (as the remote user, who owns it).
-async fn stop_agent(engine: &dyn Engine, container: &str, user: &str, pidfile: &str) {
+/// The agent's pid file in the container for a session.
+fn pidfile_of(session_id: &str) -> String {
+    format!("/tmp/.devcell-agent-{session_id}.pid")
+}
+
+/// Sends SIGTERM to the agent through its pid file (as `user`, who owns it; `None`: the
+/// container's user). Nothing happens when the file or the process is gone.
+async fn stop_agent(engine: &dyn Engine, container: &str, user: Option<&str>, pidfile: &str) {
     let request = ExecRequest {
         argv: vec![
             "sh".into(),
             "-c".into(),
-            "kill -TERM \"$(cat \"$0\")\"".into(),
+            "[ -f \"$0\" ] && kill -TERM \"$(cat \"$0\")\" 2>/dev/null; rm -f \"$0\" 2>/dev/null; true".into(),
             pidfile.into(),
         ],
-        user: Some(user.to_string()),
+        user: user.map(str::to_string),
         ..ExecRequest::default()
     };
     let _ = engine

@@ -1191,3 +1191,77 @@ fn doctor_finds_orphans_missing_mounts_and_stale_sessions() {
     // every fix is a next action
     assert!(v["next_actions"].as_array().unwrap().contains(&o["fix"]));
 }
+
+#[test]
+fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
+    let test = "a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(hostgit_image(), CONFIG, None);
+    let args = env.handoff_args("refwait", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = env
+        .command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait for the agent's first line, then kill devcell without a chance to clean up
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("reference agent: starting")),
+        "the agent started"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(st["result"]["sessions"][0]["status"], "stale", "{st}");
+    let container = st["result"]["container"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agents = |c: &str| {
+        let o = Command::new("docker")
+            .args(["exec", c, "ps", "-o", "args"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("reference-agent.sh wait"))
+            .count()
+    };
+    assert_eq!(agents(&container), 1, "the orphaned agent still runs");
+
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        envelope(&out)["result"]["abandonedSessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(agents(&container), 0, "the orphaned agent was stopped");
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        st["result"]["sessions"][0]["outcome"]["kind"], "abandoned",
+        "{st}"
+    );
+    assert_eq!(st["result"]["sessions"][1]["outcome"]["kind"], "exited");
+}
