@@ -1,5 +1,5 @@
 //! `handoff`: hand a workspace to a coding agent inside a hardened dev container (the Grove 1.2
-//! RFC's golden path; spec-notes 0200-0205).
+//! RFC's golden path; spec-notes 0200-0206).
 //!
 //! Steps: resolve the agent (`[agents.NAME]` of the user settings), inspect the workspace
 //! ([`super::workspace::inspect`]) and find its configuration (the primary repository's

@@ -709,7 +709,8 @@ fn a_secret_reaches_the_agent_and_nothing_else() {
     let image = hostgit_image();
     let env = Env::new(
         image,
-        r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "sleep 3"}"#,
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "printf %s \"$DEVCELL_TEST_SECRET\" | sha256sum | cut -d' ' -f1 > /workspace/hook-secret.sha256; sleep 3"}"#,
         None,
     );
     let nanos = std::time::SystemTime::now()
@@ -774,6 +775,13 @@ fn a_secret_reaches_the_agent_and_nothing_else() {
         expected
     );
     assert!(stderr(&out).contains("secret seen by the agent: ********"));
+    // and so did the lifecycle hook
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("hook-secret.sha256"))
+            .unwrap()
+            .trim(),
+        expected
+    );
 
     // and it is nowhere else
     let mut haystacks: Vec<(String, String)> = Vec::new();
