@@ -953,7 +953,24 @@ impl Engine for DockerEngine {
             }
             Ok::<_, EngineError>(())
         };
-        let (fed, drained) = tokio::join!(feed, drain);
+        // The output ends when the process exits; stop feeding stdin then (like `docker exec
+        // -i`), so an input that never reaches end of file cannot keep the exec open.
+        let (fed, drained) = {
+            tokio::pin!(feed);
+            tokio::pin!(drain);
+            let mut fed = Ok(());
+            let mut feeding = true;
+            let drained = loop {
+                tokio::select! {
+                    result = &mut drain => break result,
+                    result = &mut feed, if feeding => {
+                        fed = result;
+                        feeding = false;
+                    }
+                }
+            };
+            (fed, drained)
+        };
         drained?;
         // A process that exits without reading its stdin closes the pipe: not an error.
         if let Err(e) = fed

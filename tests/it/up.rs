@@ -255,6 +255,35 @@ fn up_exec_reuse_down_and_restart() {
     let out = ws.run("exec", &["sh", "-c", "kill -9 $$"]);
     assert_eq!(out.status.code(), Some(137));
 
+    // Piped stdin is forwarded; the exec ends with the process even while stdin stays open.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_devcell"))
+        .args(["exec", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["sh", "-c", "read line; echo \"got $line\""])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"abc\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec kept running after its process ended (stdin still open)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    drop(stdin);
+    assert!(status.success());
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(stdout, "got abc\n");
+
     // Reuse: the same container, nothing created, once-hooks and postStart not rerun.
     let second = ws.up(&[]);
     assert_eq!(second["containerId"], id.as_str());
