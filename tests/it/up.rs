@@ -960,6 +960,12 @@ fn up_flags_follow_the_reference_cli() {
         "--mount",
         volume.as_str(),
         "--include-merged-configuration",
+        "--network",
+        "none",
+        "--memory",
+        "512m",
+        "--cpus",
+        "1.5",
     ]);
     let out = ws.run("up", &args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -983,6 +989,11 @@ fn up_flags_follow_the_reference_cli() {
     );
     assert!(ws.containers().is_empty());
     assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
+    assert_eq!(docker_inspect(&id, "{{.HostConfig.NetworkMode}}"), "none");
+    assert_eq!(
+        docker_inspect(&id, "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}"),
+        format!("{} 1500000000", 512 << 20)
+    );
 
     // exec finds it by the same label; --expect-existing-container now succeeds.
     let mut exec_args = common.to_vec();
