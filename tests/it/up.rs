@@ -338,7 +338,8 @@ fn hardened_profile_holds_inside_the_container() {
          if touch /devcell-probe 2>/dev/null; then echo root-writable; else echo root-read-only; fi; \
          if [ -e /var/run/docker.sock ]; then echo socket-present; else echo socket-absent; fi; \
          grep -c secret-devcell-test /proc/self/mountinfo || true; \
-         find / -xdev -name secret-devcell-test 2>/dev/null | wc -l",
+         find / -xdev -name secret-devcell-test 2>/dev/null | wc -l; \
+         echo \"$HOME\"; touch \"$HOME/devcell-probe\" && stat -c %u:%a \"$HOME\"",
     );
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -348,6 +349,9 @@ fn hardened_profile_holds_inside_the_container() {
     assert_eq!(lines[3], "socket-absent");
     assert_eq!(lines[4], "0");
     assert_eq!(lines[5], "0");
+    // The home from the image's /etc/passwd is a tmpfs owned by the user (mode 755).
+    assert_eq!(lines[6], "/nonexistent");
+    assert_eq!(lines[7], "65534:755", "{stdout}");
     let mounts = docker_inspect(id, "{{json .Mounts}}");
     assert!(
         !mounts.contains(&home.path().display().to_string()),
