@@ -388,7 +388,6 @@ pub async fn up_with(
     };
 
     let attached = attach(
-        engine,
         &container,
         &loaded,
         entries,
@@ -505,14 +504,7 @@ pub(crate) async fn attach_running(
     let mut warnings = Vec::new();
     let entries = existing_entries(&container, loaded, env, &mut warnings);
     let devcontainer_id = crate::config::id::devcontainer_id(labels);
-    attach(
-        engine,
-        &container,
-        loaded,
-        entries,
-        &devcontainer_id,
-        default_probe,
-    )
+    attach(&container, loaded, entries, &devcontainer_id, default_probe)
 }
 
 /// A running dev container with its merged configuration: everything needed to run hooks or
@@ -639,7 +631,6 @@ fn substitute_entries(
 /// Phases 2 and 3 over the entries and the merged configuration, and who/where/how commands
 /// run in `container`.
 pub(crate) fn attach(
-    _engine: &dyn Engine,
     container: &ContainerInfo,
     loaded: &LoadedConfiguration,
     entries: Vec<Value>,
