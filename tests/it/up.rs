@@ -291,8 +291,8 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(ran(&second), ["postAttachCommand"]);
     assert_eq!(ws.containers(), vec![id.clone()]);
 
-    // down stops it; up starts it again: postStart reruns, onCreate does not.
-    let down = last_json(&ws.run("down", &[]));
+    // down (or stop) stops it; up starts it again: postStart reruns, onCreate does not.
+    let down = last_json(&ws.run("stop", &[]));
     assert_eq!(down["containerIds"][0], id.as_str());
     assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
     let third = ws.up(&[]);
