@@ -29,6 +29,8 @@ pub enum Command {
     RunUserCommands(RunUserCommandsArgs),
     /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
     Down(DownArgs),
+    /// Stop the dev container (the same as `down` without `--remove`).
+    Stop(ContainerArgs),
     /// Feature tools: package, publish, resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),

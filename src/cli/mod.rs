@@ -27,6 +27,10 @@ pub fn main() -> ExitCode {
         Command::Exec(args) => commands::exec::run(args),
         Command::RunUserCommands(args) => commands::run_user_commands::run(args),
         Command::Down(args) => commands::down::run(args),
+        Command::Stop(container) => commands::down::run(args::DownArgs {
+            container,
+            remove: false,
+        }),
         Command::Features(args::FeaturesCommand::Package(args)) => {
             commands::features_package::run(args)
         }

@@ -1073,18 +1073,23 @@ impl Engine for DockerEngine {
             }
             Ok::<_, EngineError>(())
         };
-        // The output ends when the process does; a stdin that never ends (a terminal) must not
-        // keep the exec waiting, so the feed is dropped then.
+        // The output ends when the process exits; stop feeding stdin then (like `docker exec
+        // -i`), so an input that never reaches end of file cannot keep the exec open.
         let (fed, drained) = {
             tokio::pin!(feed);
             tokio::pin!(drain);
-            let mut fed: Option<std::io::Result<()>> = None;
-            loop {
+            let mut fed = Ok(());
+            let mut feeding = true;
+            let drained = loop {
                 tokio::select! {
-                    r = &mut feed, if fed.is_none() => fed = Some(r),
-                    d = &mut drain => break (fed.unwrap_or(Ok(())), d),
+                    result = &mut drain => break result,
+                    result = &mut feed, if feeding => {
+                        fed = result;
+                        feeding = false;
+                    }
                 }
-            }
+            };
+            (fed, drained)
         };
         drained?;
         // A process that exits without reading its stdin closes the pipe: not an error.

@@ -328,16 +328,29 @@ pub async fn up_with(
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
                 spec.network_mode = Some(network);
             }
+            let remote_user = merged
+                .get("remoteUser")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            let image_user = image.info.user.clone().filter(|u| !u.is_empty());
+            // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
+            let home_user = remote_user
+                .clone()
+                .or_else(|| spec.user.clone())
+                .or_else(|| image_user.clone())
+                .unwrap_or_else(|| "root".to_string());
+            let account = if matches!(profile, SecurityProfile::Hardened(_)) {
+                image_account(engine, &image.reference, &home_user).await
+            } else {
+                None
+            };
             let input = PolicyInput {
                 origins: origins(&entries, &opts.mounts),
-                remote_user: merged
-                    .get("remoteUser")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string),
-                image_user: image.info.user.clone().filter(|u| !u.is_empty()),
-                remote_home: None,
-                remote_ids: None,
+                remote_user,
+                image_user,
+                remote_home: account.as_ref().map(|a| a.home.clone()),
+                remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
                 workspace: loaded.workspace.host_mount_root.clone(),
                 host_home: opts.target.env.get("HOME").map(PathBuf::from),
                 engine_socket: engine_socket.map(Path::to_path_buf),
@@ -377,7 +390,6 @@ pub async fn up_with(
     };
 
     let attached = attach(
-        engine,
         &container,
         &loaded,
         entries,
@@ -494,14 +506,7 @@ pub(crate) async fn attach_running(
     let mut warnings = Vec::new();
     let entries = existing_entries(&container, loaded, env, &mut warnings);
     let devcontainer_id = crate::config::id::devcontainer_id(labels);
-    attach(
-        engine,
-        &container,
-        loaded,
-        entries,
-        &devcontainer_id,
-        default_probe,
-    )
+    attach(&container, loaded, entries, &devcontainer_id, default_probe)
 }
 
 /// A running dev container with its merged configuration: everything needed to run hooks or
@@ -629,7 +634,6 @@ fn substitute_entries(
 /// Phases 2 and 3 over the entries and the merged configuration, and who/where/how commands
 /// run in `container`.
 pub(crate) fn attach(
-    _engine: &dyn Engine,
     container: &ContainerInfo,
     loaded: &LoadedConfiguration,
     entries: Vec<Value>,
@@ -890,6 +894,54 @@ fn host_ids() -> Option<(u32, u32)> {
             .ok()
     };
     Some((field("Uid:")?, field("Gid:")?))
+}
+
+/// A user's `/etc/passwd` entry: ids and home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Numeric user id.
+    pub uid: u32,
+    /// Numeric primary group id.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+}
+
+/// Finds `user` (a name, or a numeric uid; a `:group` suffix is ignored) in `/etc/passwd`
+/// text. `None` when absent or malformed.
+pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
+    let user = user.split(':').next().unwrap_or(user);
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let [name, _, uid, gid, _, home, ..] = fields.as_slice() else {
+            return None;
+        };
+        if *name != user && *uid != user {
+            return None;
+        }
+        Some(Account {
+            uid: uid.parse().ok()?,
+            gid: gid.parse().ok()?,
+            home: (*home).to_string(),
+        })
+    })
+}
+
+/// The image's `/etc/passwd` entry for `user`, read from a container that is created and
+/// removed without being started (spec-note 0185). `None` when it cannot be read: the policy
+/// then derives the home itself.
+async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<Account> {
+    let spec = crate::engine::ContainerSpec {
+        image: image.to_string(),
+        entrypoint: Some(vec!["/bin/sh".to_string()]),
+        labels: BTreeMap::from([("devcell.probe".to_string(), "passwd".to_string())]),
+        ..crate::engine::ContainerSpec::default()
+    };
+    let id = engine.create_container(&spec).await.ok()?;
+    let passwd = engine.read_file(&id, "/etc/passwd").await;
+    let _ = engine.remove_container(&id, true).await;
+    let passwd = String::from_utf8(passwd.ok()??).ok()?;
+    passwd_account(&passwd, user)
 }
 
 /// Whether the configuration lists any Feature.
@@ -1223,6 +1275,18 @@ pub(crate) fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwd_entries_by_name_or_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/sh\nbad line\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+        let nobody = passwd_account(passwd, "nobody").unwrap();
+        assert_eq!(
+            (nobody.uid, nobody.gid, nobody.home.as_str()),
+            (65534, 65534, "/nonexistent")
+        );
+        assert_eq!(passwd_account(passwd, "0:0").unwrap().home, "/root");
+        assert_eq!(passwd_account(passwd, "agent"), None);
+    }
 
     #[test]
     fn remote_env_layers_and_null_unsets() {

@@ -255,6 +255,35 @@ fn up_exec_reuse_down_and_restart() {
     let out = ws.run("exec", &["sh", "-c", "kill -9 $$"]);
     assert_eq!(out.status.code(), Some(137));
 
+    // Piped stdin is forwarded; the exec ends with the process even while stdin stays open.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_devcell"))
+        .args(["exec", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["sh", "-c", "read line; echo \"got $line\""])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"abc\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec kept running after its process ended (stdin still open)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    drop(stdin);
+    assert!(status.success());
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(stdout, "got abc\n");
+
     // Reuse: the same container, nothing created, once-hooks and postStart not rerun.
     let second = ws.up(&[]);
     assert_eq!(second["containerId"], id.as_str());
@@ -262,8 +291,8 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(ran(&second), ["postAttachCommand"]);
     assert_eq!(ws.containers(), vec![id.clone()]);
 
-    // down stops it; up starts it again: postStart reruns, onCreate does not.
-    let down = last_json(&ws.run("down", &[]));
+    // down (or stop) stops it; up starts it again: postStart reruns, onCreate does not.
+    let down = last_json(&ws.run("stop", &[]));
     assert_eq!(down["containerIds"][0], id.as_str());
     assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
     let third = ws.up(&[]);
@@ -309,7 +338,8 @@ fn hardened_profile_holds_inside_the_container() {
          if touch /devcell-probe 2>/dev/null; then echo root-writable; else echo root-read-only; fi; \
          if [ -e /var/run/docker.sock ]; then echo socket-present; else echo socket-absent; fi; \
          grep -c secret-devcell-test /proc/self/mountinfo || true; \
-         find / -xdev -name secret-devcell-test 2>/dev/null | wc -l",
+         find / -xdev -name secret-devcell-test 2>/dev/null | wc -l; \
+         echo \"$HOME\"; touch \"$HOME/devcell-probe\" && stat -c %u:%a \"$HOME\"",
     );
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -319,6 +349,9 @@ fn hardened_profile_holds_inside_the_container() {
     assert_eq!(lines[3], "socket-absent");
     assert_eq!(lines[4], "0");
     assert_eq!(lines[5], "0");
+    // The home from the image's /etc/passwd is a tmpfs owned by the user (mode 755).
+    assert_eq!(lines[6], "/nonexistent");
+    assert_eq!(lines[7], "65534:755", "{stdout}");
     let mounts = docker_inspect(id, "{{json .Mounts}}");
     assert!(
         !mounts.contains(&home.path().display().to_string()),
@@ -931,6 +964,12 @@ fn up_flags_follow_the_reference_cli() {
         "--mount",
         volume.as_str(),
         "--include-merged-configuration",
+        "--network",
+        "none",
+        "--memory",
+        "512m",
+        "--cpus",
+        "1.5",
     ]);
     let out = ws.run("up", &args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -954,6 +993,11 @@ fn up_flags_follow_the_reference_cli() {
     );
     assert!(ws.containers().is_empty());
     assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
+    assert_eq!(docker_inspect(&id, "{{.HostConfig.NetworkMode}}"), "none");
+    assert_eq!(
+        docker_inspect(&id, "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}"),
+        format!("{} 1500000000", 512 << 20)
+    );
 
     // exec finds it by the same label; --expect-existing-container now succeeds.
     let mut exec_args = common.to_vec();
