@@ -211,6 +211,9 @@ pub struct HandoffResult {
     pub context_file: PathBuf,
     /// `AGENTS.md`.
     pub agents_md: AgentsMdReport,
+    /// The network mode the container really has (`none` or `default`): a reused container
+    /// keeps the one it was created with, whatever was asked (a warning says so).
+    pub network: String,
     /// The agent's exit code, when it exited.
     pub exit_code: Option<i32>,
     /// The signal that ended it, when it was killed (exit status 128 + n).
@@ -378,13 +381,28 @@ pub async fn handoff_with(
     let up = up_with(engine, engine_socket, &up_opts, reporter)
         .await
         .map_err(&fail)?;
-    let image = engine
+    let info = engine
         .inspect_container(&up.container_id)
         .await
         .ok()
-        .flatten()
-        .map(|c| c.image)
-        .unwrap_or_default();
+        .flatten();
+    let image = info.as_ref().map(|c| c.image.clone()).unwrap_or_default();
+    // A reused container keeps the network it was created with: report the real one.
+    let network = match info.as_ref().map(|c| c.host.network_mode.as_str()) {
+        Some("none") => "none".to_string(),
+        Some(_) => "default".to_string(),
+        None => p.network.clone(),
+    };
+    let mut warnings = p.warnings.clone();
+    if network != p.network {
+        let message = format!(
+            "the existing container {} uses network `{network}`, not the requested `{}`; run `devcell delete` and hand off again to change it",
+            &up.container_id[..up.container_id.len().min(12)],
+            p.network
+        );
+        reporter.report(Event::Status(format!("warning: {message}")));
+        warnings.push(message);
+    }
     store
         .set_container(&root, Some(&session_id), &up.container_id, Some(&image))
         .map_err(|e| fail(e.into()))?;
@@ -409,7 +427,7 @@ pub async fn handoff_with(
         inputs.task.provider = Some(provider.clone());
     }
     inputs.security.profile = up.profile.clone();
-    inputs.security.network = p.network.clone();
+    inputs.security.network = network.clone();
     inputs.security.permissions = p.plan.grants.clone();
     inputs.secrets = p.plan.secrets.clone();
     inputs.env = p.plan.env.clone();
@@ -562,8 +580,8 @@ pub async fn handoff_with(
         agents_md,
         exit_code,
         signal,
-        warnings: p
-            .warnings
+        network,
+        warnings: warnings
             .into_iter()
             .chain(up.warnings.iter().map(ToString::to_string))
             .collect(),

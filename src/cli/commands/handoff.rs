@@ -125,7 +125,11 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             ],
         );
         if r.succeeded() {
-            output::envelope(&Envelope::success(&r).with_next_action(status));
+            let mut env = Envelope::success(&r).with_next_action(status);
+            for w in &r.warnings {
+                env = env.with_warning("handoff", w.clone());
+            }
+            output::envelope(&env);
         } else {
             let mut details = serde_json::json!({
                 "session": r.session.id,
