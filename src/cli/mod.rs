@@ -1,8 +1,11 @@
 //! L5: the terminal. Parses arguments (clap), dispatches to `handoff` operations, renders
 //! results (JSON on stdout) and errors (stderr), and maps them to exit codes.
 //!
-//! Exit codes: 0 success; 1 the operation failed (as `@devcontainers/cli` when `outcome` is
-//! `error`); 2 usage error.
+//! Exit codes of the reference CLI's commands (`up`, `exec`, …): 0 success; 1 the operation
+//! failed (as `@devcontainers/cli` when `outcome` is `error`); 2 usage error. devcell's own
+//! commands (`handoff`, `status`, `doctor`, `delete`, `audit`) use the envelope's documented
+//! codes (`handoff::envelope`, spec-note 0163); `handoff` exits with the agent's status, `audit`
+//! with 3 below `--min-score`, `delete` with 1 when its teardown could not be verified.
 
 pub mod args;
 pub mod commands;
