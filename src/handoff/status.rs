@@ -105,6 +105,38 @@ pub struct StatusResult {
     pub warnings: Vec<String>,
 }
 
+impl StatusResult {
+    /// What a caller can do next: tear the container down when no session runs, look at a
+    /// stale session with `doctor`, or hand the workspace over when nothing exists yet.
+    pub fn next_actions(&self) -> Vec<crate::handoff::envelope::NextAction> {
+        use crate::handoff::envelope::NextAction;
+        let ws = self.workspace.to_string_lossy().into_owned();
+        let mut out = Vec::new();
+        if self
+            .sessions
+            .iter()
+            .any(|s| s.status == SessionStatus::Stale)
+        {
+            out.push(NextAction::command(
+                "diagnose the stale handoff session",
+                ["devcell", "doctor"],
+            ));
+        }
+        if self.container.is_some() && self.active_session.is_none() {
+            out.push(NextAction::command(
+                "remove the workspace container when the work is reviewed (worktrees are kept)",
+                ["devcell", "delete", "--workspace-folder", ws.as_str()],
+            ));
+        }
+        if self.container.is_none() && self.engine_reachable {
+            out.push(NextAction::manual(format!(
+                "hand the workspace to an agent: `devcell handoff --workspace-folder {ws} --agent NAME`"
+            )));
+        }
+        out
+    }
+}
+
 /// Reports the workspace's container, sessions and git state.
 ///
 /// Errors: [`crate::handoff::HandoffError::Workspace`] when the folder cannot be inspected;

@@ -405,6 +405,10 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         r["contextFile"],
         ws.join(".devcell/context.json").to_string_lossy().as_ref()
     );
+    assert_eq!(
+        st["next_actions"][0]["command"],
+        serde_json::json!(["devcell", "delete", "--workspace-folder", env.ws_str()])
+    );
 
     // the audit: 16/16 with a pinned image (by inspect and from inside)
     let expected = if pinned { 16 } else { 15 };

@@ -30,7 +30,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|w| ("status".to_string(), w.clone()))
             .collect(),
-        next_actions: Vec::new(),
+        next_actions: r.next_actions(),
     }))
 }
 
