@@ -431,6 +431,10 @@ pub async fn handoff_with(
     inputs.security.permissions = p.plan.grants.clone();
     inputs.secrets = p.plan.secrets.clone();
     inputs.env = p.plan.env.clone();
+    let lockfile = crate::features::lockfile::read(&crate::features::lockfile::lockfile_path(
+        &p.plan.config_file,
+    ))
+    .ok();
     inputs.image = ImageInfo {
         reference: image.clone(),
         digest,
@@ -440,7 +444,15 @@ pub async fn handoff_with(
             .iter()
             .map(|id| FeatureInfo {
                 id: id.clone(),
-                digest: id.split_once('@').map(|(_, d)| d.to_string()),
+                // pinned in the reference, else the lockfile's integrity digest
+                digest: id.split_once('@').map(|(_, d)| d.to_string()).or_else(|| {
+                    lockfile
+                        .as_ref()
+                        .and_then(|l| l.lockfile())
+                        .and_then(|l| l.features.get(id))
+                        .map(|f| f.integrity.clone())
+                        .filter(|d| !d.is_empty())
+                }),
             })
             .collect(),
     };
