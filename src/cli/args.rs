@@ -126,4 +126,71 @@ pub struct ReadConfigurationArgs {
     /// Include the Features configuration.
     #[arg(long)]
     pub include_features_configuration: bool,
+    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
+    /// `DOCKER_HOST`).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted for compatibility; unused by this command).
+    #[arg(long)]
+    pub docker_compose_path: Option<String>,
+    /// Host folder for state shared between sessions (accepted; unused by this command).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr (accepted; devcell's stderr is text).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+    /// Id label `name=value` identifying the dev container (repeatable); replaces the default
+    /// `devcontainer.local_folder` / `devcontainer.config_file` labels for the lookup and for
+    /// `${devcontainerId}`.
+    #[arg(long = "id-label", value_parser = parse_id_label)]
+    pub id_labels: Vec<(String, String)>,
+    /// Id of the dev container to read `devcontainer.metadata` and `Config.Env` from.
+    #[arg(long)]
+    pub container_id: Option<String>,
+    /// Read the configuration's content from this file instead (paths keep the semantics of
+    /// the workspace's devcontainer.json location).
+    #[arg(long)]
+    pub override_config: Option<PathBuf>,
+    /// Mount the git worktree common dir (accepted; `read-configuration` output does not
+    /// change, see spec-notes/0220).
+    #[arg(
+        long,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub mount_git_worktree_common_dir: bool,
+    /// Additional Features as JSON, like `features` in devcontainer.json.
+    #[arg(long)]
+    pub additional_features: Option<String>,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Plain text lines.
+    Text,
+    /// JSON log events (the reference's format; devcell writes text).
+    Json,
+}
+
+/// Parses `--id-label name=value` (the reference's check: `.+=.+`; split at the first `=`).
+pub fn parse_id_label(text: &str) -> Result<(String, String), String> {
+    // `.+=.+`: some `=` with at least one character on each side.
+    let ok = text
+        .char_indices()
+        .any(|(i, c)| c == '=' && i > 0 && i + 1 < text.len());
+    match text.split_once('=') {
+        Some((name, value)) if ok => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "`{text}` does not match `<name>=<value>` (id-label must match <name>=<value>)"
+        )),
+    }
 }

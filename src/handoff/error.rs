@@ -31,6 +31,12 @@ pub enum HandoffError {
         #[source]
         source: std::io::Error,
     },
+    /// `--additional-features` is not a JSON object.
+    #[error("invalid `--additional-features`: {message}")]
+    AdditionalFeatures {
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl HandoffError {
@@ -41,7 +47,8 @@ impl HandoffError {
             HandoffError::WorkspaceFolder { .. }
             | HandoffError::Feature(_)
             | HandoffError::Publish(_)
-            | HandoffError::Runtime { .. } => None,
+            | HandoffError::Runtime { .. }
+            | HandoffError::AdditionalFeatures { .. } => None,
         }
     }
 }
@@ -55,6 +62,9 @@ impl Hint for HandoffError {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
+            HandoffError::AdditionalFeatures { .. } => Some(
+                "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
+            ),
         }
     }
 }

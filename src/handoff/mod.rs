@@ -11,4 +11,7 @@ pub mod state;
 pub mod workspace;
 
 pub use error::{HandoffError, Result};
-pub use read_configuration::{ReadConfiguration, ReadConfigurationOptions, read_configuration};
+pub use read_configuration::{
+    ReadConfiguration, ReadConfigurationExtras, ReadConfigurationOptions, read_configuration,
+    read_configuration_with,
+};

@@ -3,6 +3,7 @@
 mod audit;
 mod build;
 mod config;
+mod config_compat;
 mod engine;
 mod features;
 mod handoff;
