@@ -24,6 +24,10 @@ pub enum Command {
     /// Feature tools: resolve-dependencies, package, publish.
     #[command(subcommand)]
     Features(FeaturesCommand),
+    /// Show current, wanted and latest versions of the configuration's OCI Features.
+    Outdated(OutdatedArgs),
+    /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
+    Upgrade(UpgradeArgs),
 }
 
 /// `devcell features …` subcommands.
@@ -193,4 +197,65 @@ pub fn parse_id_label(text: &str) -> Result<(String, String), String> {
             "`{text}` does not match `<name>=<value>` (id-label must match <name>=<value>)"
         )),
     }
+}
+
+/// `--output-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A table.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// `devcell outdated`.
+#[derive(Debug, Args)]
+pub struct OutdatedArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output format: `text` (a table) or `json` (`{"features": {…}}`).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Host folder for state shared between sessions (accepted; unused).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr (accepted; devcell's stderr is text).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+}
+
+/// `devcell upgrade`.
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the regenerated lockfile on stdout instead of writing it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Docker CLI path (accepted for compatibility; unused).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted for compatibility; unused).
+    #[arg(long)]
+    pub docker_compose_path: Option<String>,
 }

@@ -29,6 +29,8 @@ pub fn main() -> ExitCode {
         Command::Features(args::FeaturesCommand::Publish(args)) => {
             commands::features_publish::run(args)
         }
+        Command::Outdated(args) => commands::outdated::run(args),
+        Command::Upgrade(args) => commands::upgrade::run(args),
     };
     match result {
         Ok(code) => code,

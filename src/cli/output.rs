@@ -45,3 +45,8 @@ pub fn error(err: &anyhow::Error) {
         eprintln!("\nhint: {hint}");
     }
 }
+
+/// Prints text on stdout followed by a newline.
+pub fn stdout_text(text: &str) {
+    println!("{text}");
+}

@@ -15,3 +15,4 @@ pub use read_configuration::{
     ReadConfiguration, ReadConfigurationExtras, ReadConfigurationOptions, read_configuration,
     read_configuration_with,
 };
+pub mod outdated;

@@ -9,5 +9,6 @@ mod features;
 mod handoff;
 mod lifecycle;
 mod oci;
+mod outdated;
 mod security;
 mod support;

@@ -4,4 +4,6 @@
 pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
+pub mod outdated;
 pub mod read_configuration;
+pub mod upgrade;
