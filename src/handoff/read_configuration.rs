@@ -203,8 +203,10 @@ pub fn read_configuration_with(
     output.insert("workspace".into(), Value::Object(ws));
     // As the reference: the Features configuration is computed (and printed) for a merged
     // configuration without a container too.
-    if opts.include_features_configuration
-        || (opts.include_merged_configuration && found.container.is_none())
+    // Without any Feature the reference has no Features configuration (the key is omitted).
+    if (opts.include_features_configuration
+        || (opts.include_merged_configuration && found.container.is_none()))
+        && !features.is_empty()
     {
         output.insert(
             "featuresConfiguration".into(),
@@ -253,8 +255,9 @@ fn read_container_only(
     let mut output = Map::new();
     output.insert("configuration".into(), value.clone());
     let config_file = PathBuf::new();
-    if opts.include_features_configuration
-        || (opts.include_merged_configuration && found.container.is_none())
+    if (opts.include_features_configuration
+        || (opts.include_merged_configuration && found.container.is_none()))
+        && !additional.is_empty()
     {
         output.insert(
             "featuresConfiguration".into(),

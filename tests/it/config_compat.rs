@@ -388,8 +388,19 @@ fn image_metadata_label_is_merged_for_image_configs() {
     );
     assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]));
     assert_eq!(merged["remoteUser"], "imageuser");
-    // The reference prints the Features configuration alongside a container-less merge.
-    assert_eq!(v["featuresConfiguration"], json!({"featureSets": []}));
+    // The reference prints the Features configuration alongside a container-less merge, and
+    // none at all without Features.
+    assert!(v.get("featuresConfiguration").is_none());
+    let ws_f = workspace(&json!({"image": image.0, "features": {"ghcr.io/o/f/a:1": {}}}));
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &ws_arg(ws_f.path()),
+        "--include-merged-configuration",
+    ]));
+    assert_eq!(
+        v["featuresConfiguration"]["featureSets"][0]["features"][0]["id"],
+        "ghcr.io/o/f/a:1"
+    );
 
     // An image that is not present locally: a warning, merged without it.
     let ws = workspace(&json!({"image": "devcell-test/not-here:404", "postCreateCommand": "x"}));
@@ -404,5 +415,120 @@ fn image_metadata_label_is_merged_for_image_configs() {
         String::from_utf8_lossy(&out.stderr).contains("not present locally"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Interop: with `--id-label` naming a container, devcell's `read-configuration` substitutes
+/// and merges like the reference CLI (`DEVCELL_TEST_REFCLI`; skipped when unset).
+#[test]
+fn id_label_lookup_matches_the_reference_cli() {
+    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping an interop test: DEVCELL_TEST_REFCLI unset");
+        }
+        return;
+    };
+    if !engine_ready("id_label_lookup_matches_the_reference_cli", BUSYBOX_IMAGE) {
+        return;
+    }
+    let id_value = unique("compat-interop");
+    let label_entries = json!([
+        {"postCreateCommand": "echo ${containerEnv:GREETING} ${devcontainerId}", "remoteUser": "u1",
+         "capAdd": ["SYS_PTRACE"]},
+    ]);
+    let _container = Created::new(
+        &[
+            ("devcell.compat.id", &id_value),
+            ("devcontainer.metadata", &label_entries.to_string()),
+        ],
+        &["GREETING=hello"],
+    );
+    let ws = workspace(&json!({
+        "image": "debian",
+        "postCreateCommand": "echo json",
+        "remoteEnv": {"G": "${containerEnv:GREETING}", "ID": "${devcontainerId}"},
+        "containerEnv": {"C": "${containerEnv:GREETING}"},
+    }));
+    let w = ws_arg(ws.path());
+    let label = format!("devcell.compat.id={id_value}");
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--id-label",
+        &label,
+        "--include-merged-configuration",
+    ];
+    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    assert!(
+        theirs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+    let ours = stdout_json(&read(&args[1..]));
+    for key in ["remoteEnv", "containerEnv"] {
+        assert_eq!(
+            ours["configuration"][key], theirs["configuration"][key],
+            "{key}"
+        );
+    }
+    for key in ["postCreateCommands", "remoteUser", "capAdd", "remoteEnv"] {
+        assert_eq!(
+            ours["mergedConfiguration"][key], theirs["mergedConfiguration"][key],
+            "{key}: ours {} theirs {}",
+            ours["mergedConfiguration"], theirs["mergedConfiguration"]
+        );
+    }
+    assert_eq!(
+        ours.get("featuresConfiguration").is_some(),
+        theirs.get("featuresConfiguration").is_some()
+    );
+}
+
+/// Interop: for an image config whose image carries `devcontainer.metadata`, devcell's merged
+/// configuration equals the reference CLI's on the merged properties.
+#[test]
+fn image_metadata_merge_matches_the_reference_cli() {
+    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+        return;
+    };
+    if !engine_ready(
+        "image_metadata_merge_matches_the_reference_cli",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let image = LabelledImage::build(&json!([
+        {"postCreateCommand": "echo ${localWorkspaceFolderBasename}", "remoteUser": "iu",
+         "containerEnv": {"A": "1"}, "mounts": ["type=volume,source=v,target=/v"]},
+        {"id": "ghcr.io/x/y/z:1", "init": true, "entrypoint": "/x.sh"},
+    ]));
+    let ws = workspace(&json!({"image": image.0, "postCreateCommand": "echo json",
+        "containerEnv": {"B": "2"}}));
+    let w = ws_arg(ws.path());
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--include-merged-configuration",
+    ];
+    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    assert!(
+        theirs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+    let ours = stdout_json(&read(&args[1..]));
+    assert_eq!(
+        ours["mergedConfiguration"], theirs["mergedConfiguration"],
+        "ours {} theirs {}",
+        ours["mergedConfiguration"], theirs["mergedConfiguration"]
+    );
+    assert_eq!(
+        ours["featuresConfiguration"],
+        theirs["featuresConfiguration"]
     );
 }
