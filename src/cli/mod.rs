@@ -7,6 +7,7 @@
 pub mod args;
 pub mod commands;
 pub mod output;
+pub mod reporter;
 
 use std::process::ExitCode;
 

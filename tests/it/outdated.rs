@@ -6,7 +6,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::support::{copy_tree, devcell, fixture, publish, stdout_json, test_registry, unique};
+use crate::support::{copy_tree, devcell, fixture, stdout_json, test_registry, unique};
 
 /// Publishes the hello fixture Feature with `version` to `<reg>/<ns>/hello`.
 fn publish_hello(reg: &str, ns: &str, version: &str) {
@@ -16,7 +16,19 @@ fn publish_hello(reg: &str, ns: &str, version: &str) {
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     meta["version"] = Value::from(version);
     std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
-    let out = publish(dir.path(), reg, ns);
+    let out = devcell()
+        .args(["features", "publish"])
+        .arg(dir.path())
+        .args(["-r", reg, "-n", ns])
+        .output()
+        .expect("devcell runs");
+    // Not a terminal: the CLI reporter writes plain status lines on stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains(&format!("publishing {reg}/{ns}/hello {version}")),
+        "{stderr}"
+    );
+    let out = stdout_json(&out);
     assert_eq!(out["hello"]["version"], version, "{out}");
 }
 
