@@ -258,4 +258,10 @@ pub struct UpgradeArgs {
     /// Docker Compose CLI path (accepted for compatibility; unused).
     #[arg(long)]
     pub docker_compose_path: Option<String>,
+    /// Re-pin this Feature in devcontainer.json (with `--target-version`), then upgrade.
+    #[arg(short = 'f', long, hide = true, requires = "target_version")]
+    pub feature: Option<String>,
+    /// The `x`, `x.y` or `x.y.z` version to pin `--feature` to.
+    #[arg(short = 'v', long, hide = true, requires = "feature")]
+    pub target_version: Option<String>,
 }

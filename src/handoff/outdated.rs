@@ -8,7 +8,7 @@
 //! only OCI Features (local and tarball ones cannot be versioned). Text: a table
 //! `Feature  Current  Wanted  Latest` with `-` for unknown values.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -302,8 +302,29 @@ pub fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
 pub struct UpgradeOptions {
     /// Workspace, config and cache.
     pub base: OutdatedOptions,
-    /// `--dry-run`: return the lockfile text, write nothing.
+    /// `--dry-run`: return the lockfile text, write nothing (devcontainer.json included).
     pub dry_run: bool,
+    /// Hidden `--feature` + `--target-version` (Dependabot): re-pin the Feature whose
+    /// reference without version equals this one's to `<reference>:<target_version>` in
+    /// devcontainer.json before regenerating the lockfile.
+    pub pin: Option<(String, String)>,
+}
+
+/// Whether `version` is a valid `--target-version`: `x`, `x.y` or `x.y.z` (digits).
+pub fn is_target_version(version: &str) -> bool {
+    let parts: Vec<&str> = version.split('.').collect();
+    (1..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The config text with every JSON string `"<current>"` replaced by `"<updated>"` (the
+/// reference replaces the bare text everywhere, as a regular expression; devcell only replaces
+/// whole quoted strings, see spec-notes/0221).
+pub fn repin_in_text(text: &str, current: &str, updated: &str) -> String {
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""));
+    text.replace(&quoted(current), &quoted(updated))
 }
 
 /// The result of [`upgrade`].
@@ -317,6 +338,8 @@ pub struct Upgrade {
     pub path: PathBuf,
     /// Whether the file was written (`false` for a dry run or unchanged content).
     pub written: bool,
+    /// The devcontainer.json rewritten for `--feature`/`--target-version`, if it changed.
+    pub config_updated: Option<PathBuf>,
     /// Non-fatal findings.
     pub warnings: Vec<Warning>,
 }
@@ -329,7 +352,49 @@ pub struct Upgrade {
 /// Errors: as [`outdated`]; [`HandoffError::Feature`] for references that cannot be resolved
 /// or a lockfile that cannot be written.
 pub fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
-    let loaded = load(&opts.base)?;
+    let mut loaded = load(&opts.base)?;
+    let mut config_updated = None;
+    if let Some((feature, version)) = &opts.pin {
+        if !is_target_version(version) {
+            return Err(HandoffError::Feature(FeatureError::InvalidReference {
+                reference: feature.clone(),
+                message: format!(
+                    "invalid version `{version}`: must be in the form of `x`, `x.y`, or `x.y.z`"
+                ),
+                hint: None,
+            }));
+        }
+        let target = feature_id_without_version(feature);
+        let current = loaded
+            .config
+            .features
+            .keys()
+            .find(|k| feature_id_without_version(k) == target)
+            .cloned();
+        if let Some(current) = current {
+            let updated = format!("{target}:{version}");
+            if let Some(value) = loaded.config.features.shift_remove(&current) {
+                loaded.config.features.insert(updated.clone(), value);
+            }
+            if !opts.dry_run {
+                let io = |source| {
+                    HandoffError::Feature(FeatureError::Io {
+                        path: loaded.config_file.clone(),
+                        source,
+                    })
+                };
+                let text = std::fs::read_to_string(&loaded.config_file).map_err(io)?;
+                let new_text = repin_in_text(&text, &current, &updated);
+                if new_text != text {
+                    let dir = loaded.config_file.parent().unwrap_or(Path::new("."));
+                    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+                    std::io::Write::write_all(&mut tmp, new_text.as_bytes()).map_err(io)?;
+                    tmp.persist(&loaded.config_file).map_err(|e| io(e.error))?;
+                    config_updated = Some(loaded.config_file.clone());
+                }
+            }
+        }
+    }
     let features: IndexMap<String, Value> = loaded
         .config
         .features
@@ -373,6 +438,7 @@ pub fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
         text,
         path,
         written,
+        config_updated,
         warnings,
     })
 }
@@ -434,6 +500,21 @@ mod tests {
         assert_eq!(wanted_for_tag(&versions, "1.2"), Some(v("1.2.4")));
         assert_eq!(wanted_for_tag(&versions, "latest"), Some(v("2.0.0")));
         assert_eq!(wanted_for_tag(&versions, "3"), None);
+    }
+
+    #[test]
+    fn target_versions_and_repinning() {
+        assert!(is_target_version("1"));
+        assert!(is_target_version("1.2"));
+        assert!(is_target_version("1.2.3"));
+        assert!(!is_target_version("1.2.3.4"));
+        assert!(!is_target_version("v1"));
+        assert!(!is_target_version("1."));
+        let text = "{\"features\": {\"r/o/a:1\": {}}, // r/o/a:1 stays\n \"x\": \"r/o/a:10\"}";
+        assert_eq!(
+            repin_in_text(text, "r/o/a:1", "r/o/a:2"),
+            "{\"features\": {\"r/o/a:2\": {}}, // r/o/a:1 stays\n \"x\": \"r/o/a:10\"}"
+        );
     }
 
     #[test]

@@ -144,4 +144,43 @@ fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
     ));
     assert_eq!(v["features"][&pinned]["wanted"], "1.2.3", "{v}");
     assert_eq!(v["features"][&pinned]["latest"], "2.0.0");
+
+    // Hidden `--feature`/`--target-version` (Dependabot): re-pins devcontainer.json, then
+    // regenerates the lockfile; with `--dry-run` the config is left alone.
+    let config_path = ws.path().join(".devcontainer/devcontainer.json");
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    let repo = format!("{reg}/{ns}/hello");
+    let text = ok_stdout(&run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["--dry-run", "--feature", &repo, "--target-version", "2"],
+    ));
+    let lock: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        lock["features"][format!("{repo}:2")]["version"],
+        "2.0.0",
+        "{lock}"
+    );
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
+    ok_stdout(&run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["-f", &repo, "-v", "2"],
+    ));
+    let after = std::fs::read_to_string(&config_path).unwrap();
+    let config: Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(config["features"], json!({format!("{repo}:2"): {}}));
+    let lock: Value = serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+    assert_eq!(lock["features"][format!("{repo}:2")]["version"], "2.0.0");
+    // A malformed version is refused before anything is touched.
+    let out = run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["--feature", &repo, "--target-version", "2.x"],
+    );
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), after);
 }

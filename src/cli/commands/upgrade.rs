@@ -19,9 +19,13 @@ pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir,
         },
         dry_run: args.dry_run,
+        pin: args.feature.zip(args.target_version),
     })?;
     for warning in &result.warnings {
         output::warning(warning);
+    }
+    if let Some(config) = &result.config_updated {
+        output::stderr_line(&format!("updated {}", config.display()));
     }
     if args.dry_run {
         output::stdout_text(result.text.trim_end());
