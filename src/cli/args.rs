@@ -161,8 +161,9 @@ pub struct ReadConfigurationArgs {
     /// the workspace's devcontainer.json location).
     #[arg(long)]
     pub override_config: Option<PathBuf>,
-    /// Mount the git worktree common dir (accepted; `read-configuration` output does not
-    /// change, see spec-notes/0220).
+    /// Mount the git worktree common dir (worktrees made with `git worktree add
+    /// --relative-paths`): changes the workspace layout and adds
+    /// `workspace.additionalMountString`.
     #[arg(
         long,
         default_value_t = false,

@@ -58,6 +58,10 @@ pub struct ReadConfigurationExtras {
     pub no_workspace: bool,
     /// Never ask the container engine (library callers that already know there is none).
     pub skip_engine: bool,
+    /// `--mount-git-worktree-common-dir`: lay out a worktree with a relative `gitdir:` so its
+    /// common git dir can be mounted (`workspace.additionalMountString`; see
+    /// [`config::workspace::worktree_common_dir_layout`]).
+    pub mount_git_worktree_common_dir: bool,
 }
 
 /// The result of [`read_configuration`].
@@ -151,8 +155,12 @@ pub fn read_configuration_with(
         mount_workspace_git_root: opts.mount_workspace_git_root,
         env: opts.env.clone(),
     };
-    let workspace =
-        config::workspace::resolve(&mut value, &resolve).map_err(|e| locate(&doc, e))?;
+    let (workspace, additional_mount) = config::workspace::resolve_with_worktree(
+        &mut value,
+        &resolve,
+        extras.mount_git_worktree_common_dir,
+    )
+    .map_err(|e| locate(&doc, e))?;
 
     let id_labels = if extras.id_labels.is_empty() {
         config::id::id_labels(&workspace_folder, &config_file)
@@ -199,6 +207,9 @@ pub fn read_configuration_with(
     );
     if let Some(mount) = &workspace.workspace_mount {
         ws.insert("workspaceMount".into(), Value::String(mount.clone()));
+    }
+    if let Some(mount) = additional_mount {
+        ws.insert("additionalMountString".into(), Value::String(mount));
     }
     output.insert("workspace".into(), Value::Object(ws));
     // As the reference: the Features configuration is computed (and printed) for a merged

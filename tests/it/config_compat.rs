@@ -532,3 +532,59 @@ fn image_metadata_merge_matches_the_reference_cli() {
         theirs["featuresConfiguration"]
     );
 }
+
+/// `--mount-git-worktree-common-dir`: a worktree with a relative `gitdir:` keeps its position
+/// relative to the repository in the container, and the common git dir gets its own mount.
+#[test]
+fn worktree_common_dir_layout_follows_the_reference() {
+    let root = tempfile::tempdir().unwrap();
+    let main_git = root.path().join("main/.git/worktrees/feature");
+    std::fs::create_dir_all(&main_git).unwrap();
+    let wt = root.path().join("wts/feature");
+    std::fs::create_dir_all(wt.join(".devcontainer")).unwrap();
+    std::fs::write(
+        wt.join(".git"),
+        "gitdir: ../../main/.git/worktrees/feature\n",
+    )
+    .unwrap();
+    std::fs::write(
+        wt.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian", "remoteEnv": {"W": "${containerWorkspaceFolder}"}}"#,
+    )
+    .unwrap();
+    let w = ws_arg(&wt);
+    let plain = stdout_json(&read(&["--workspace-folder", &w]));
+    assert_eq!(plain["workspace"]["workspaceFolder"], "/workspaces/feature");
+    assert!(plain["workspace"].get("additionalMountString").is_none());
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--mount-git-worktree-common-dir",
+    ];
+    let v = stdout_json(&read(&args[1..]));
+    let root_text = root.path().to_string_lossy();
+    assert_eq!(
+        v["workspace"],
+        json!({
+            "workspaceFolder": "/workspaces/wts/feature",
+            "workspaceMount": format!("type=bind,source={w},target=/workspaces/wts/feature"),
+            "additionalMountString":
+                format!("type=bind,source={root_text}/main/.git,target=/workspaces/main/.git"),
+        })
+    );
+    assert_eq!(
+        v["configuration"]["remoteEnv"]["W"],
+        "/workspaces/wts/feature"
+    );
+    if let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") {
+        let theirs = Command::new(&refcli).args(args).output().unwrap();
+        assert!(theirs.status.success());
+        let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+        assert_eq!(v["workspace"], theirs["workspace"]);
+        assert_eq!(
+            v["configuration"]["remoteEnv"],
+            theirs["configuration"]["remoteEnv"]
+        );
+    }
+}

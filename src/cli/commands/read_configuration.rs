@@ -29,6 +29,7 @@ pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
         additional_features: args.additional_features,
         no_workspace,
         skip_engine: false,
+        mount_git_worktree_common_dir: args.mount_git_worktree_common_dir,
     };
     let result = read_configuration_with(&opts, &extras)?;
     for warning in &result.warnings {
