@@ -140,7 +140,7 @@ pub struct ReadConfigurationArgs {
     /// Host folder for state shared between sessions (accepted; unused by this command).
     #[arg(long)]
     pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr (accepted; devcell's stderr is text).
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
@@ -182,7 +182,7 @@ pub struct ReadConfigurationArgs {
 pub enum LogFormat {
     /// Plain text lines.
     Text,
-    /// JSON log events (the reference's format; devcell writes text).
+    /// JSON log events, one per line (`{"type":"text","level","timestamp","text"}`).
     Json,
 }
 
@@ -227,7 +227,7 @@ pub struct OutdatedArgs {
     /// Host folder for state shared between sessions (accepted; unused).
     #[arg(long)]
     pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr (accepted; devcell's stderr is text).
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Columns to render output for (implies `--terminal-rows`; accepted, unused).

@@ -588,3 +588,40 @@ fn worktree_common_dir_layout_follows_the_reference() {
         );
     }
 }
+
+/// `--log-format json`: warnings and errors on stderr are the reference's JSON log events.
+#[test]
+fn log_format_json_writes_json_events_on_stderr() {
+    let ws = workspace(&json!({"image": "debian", "notAProperty": 1}));
+    let w = ws_arg(ws.path());
+    let out = read(&["--workspace-folder", &w, "--log-format", "json"]);
+    let v = stdout_json(&out);
+    assert_eq!(v["configuration"]["image"], "debian");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let events: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!events.is_empty(), "expected a warning event");
+    for e in &events {
+        assert_eq!(e["type"], "text");
+        assert!(e["timestamp"].as_u64().is_some());
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e["level"] == 4 && e["text"].as_str().unwrap().contains("notAProperty"))
+    );
+
+    let out = read(&[
+        "--workspace-folder",
+        "/nonexistent/devcell-ws",
+        "--log-format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let e: Value = serde_json::from_str(stderr.lines().next().unwrap()).unwrap();
+    assert_eq!(e["level"], 5);
+    assert!(e["text"].as_str().unwrap().starts_with("error: "), "{e}");
+}

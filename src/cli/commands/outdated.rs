@@ -8,6 +8,7 @@ use crate::handoff::outdated::{OutdatedOptions, outdated};
 
 /// Runs `outdated`: a table (or one JSON line) on stdout, warnings on stderr.
 pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
+    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,

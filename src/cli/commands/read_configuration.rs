@@ -8,6 +8,7 @@ use crate::handoff::{ReadConfigurationExtras, ReadConfigurationOptions, read_con
 
 /// Runs `read-configuration`: JSON on stdout (one line), warnings on stderr.
 pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
+    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
     let no_workspace = args.workspace.workspace_folder.is_none()
         && (args.container_id.is_some() || !args.id_labels.is_empty());
     let workspace_folder = match args.workspace.workspace_folder {
