@@ -78,13 +78,20 @@ pub struct ReadConfiguration {
 }
 
 /// Reads the configuration of a workspace the way `devcontainer read-configuration` does,
-/// without the container-selection flags: [`read_configuration_with`] with
-/// [`ReadConfigurationExtras::default`] (the default id labels are looked up when an engine
-/// answers).
+/// without the container-selection flags and without asking the engine:
+/// [`read_configuration_with`] with `skip_engine` (no container lookup, so no
+/// `${devcontainerId}` / `${containerEnv:…}` substitution and no image metadata). For
+/// operations (`up`, handoff) that deal with the container themselves.
 ///
 /// Errors: as [`read_configuration_with`].
 pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
-    read_configuration_with(opts, &ReadConfigurationExtras::default())
+    read_configuration_with(
+        opts,
+        &ReadConfigurationExtras {
+            skip_engine: true,
+            ..ReadConfigurationExtras::default()
+        },
+    )
 }
 
 /// Reads the configuration of a workspace the way `devcontainer read-configuration` does.
