@@ -21,7 +21,17 @@ pub struct Cli {
 pub enum Command {
     /// Read, substitute and print a devcontainer.json as JSON.
     ReadConfiguration(ReadConfigurationArgs),
-    /// Feature tools: resolve-dependencies, package, publish.
+    /// Create and run the dev container (or reuse it), then run its lifecycle hooks.
+    Up(Box<UpArgs>),
+    /// Run a command in the running dev container as `remoteUser`.
+    Exec(ExecArgs),
+    /// Run the lifecycle hooks in the running dev container.
+    RunUserCommands(RunUserCommandsArgs),
+    /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
+    Down(DownArgs),
+    /// Stop the dev container (the same as `down` without `--remove`).
+    Stop(ContainerArgs),
+    /// Feature tools: package, publish, resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),
     /// Show current, wanted and latest versions of the configuration's OCI Features.
@@ -33,13 +43,13 @@ pub enum Command {
 /// `devcell features …` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum FeaturesCommand {
-    /// Print the install order of the configuration's Features as JSON
-    /// (`{"installOrder": [{"id": …, "options": …}]}`).
-    ResolveDependencies(FeaturesResolveDependenciesArgs),
     /// Package Features into `devcontainer-feature-<id>.tgz` files and `devcontainer-collection.json`.
     Package(FeaturesPackageArgs),
     /// Package and publish Features to an OCI registry.
     Publish(FeaturesPublishArgs),
+    /// Print the install order of the configuration's Features as JSON
+    /// (`{"installOrder": [{"id": …, "options": …}]}`).
+    ResolveDependencies(FeaturesResolveDependenciesArgs),
 }
 
 /// `devcell features resolve-dependencies`.
@@ -265,4 +275,140 @@ pub struct UpgradeArgs {
     /// The `x`, `x.y` or `x.y.z` version to pin `--feature` to.
     #[arg(short = 'v', long, hide = true, requires = "feature")]
     pub target_version: Option<String>,
+}
+
+/// Flags that identify the dev container of a workspace.
+#[derive(Debug, Clone, Args)]
+pub struct ContainerArgs {
+    /// Workspace and config selection.
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+    /// Id label `name=value` identifying the container (repeatable); replaces the default
+    /// `devcontainer.local_folder`/`devcontainer.config_file` labels.
+    #[arg(long = "id-label", value_name = "NAME=VALUE")]
+    pub id_label: Vec<String>,
+}
+
+/// Flags shared by the commands that run processes in the container.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// Extra remote environment variable `NAME=VALUE` (repeatable).
+    #[arg(long = "remote-env", value_name = "NAME=VALUE")]
+    pub remote_env: Vec<String>,
+    /// Default `userEnvProbe` when the configuration has none.
+    #[arg(long, value_parser = ["none", "loginShell", "interactiveShell", "loginInteractiveShell"])]
+    pub default_user_env_probe: Option<String>,
+}
+
+/// Flags shared by the commands that run lifecycle hooks.
+#[derive(Debug, Clone, Args)]
+pub struct HookArgs {
+    /// Do not run any container lifecycle hook (the reference CLI's meaning).
+    #[arg(long)]
+    pub skip_post_create: bool,
+    /// Do not run `postAttachCommand`.
+    #[arg(long)]
+    pub skip_post_attach: bool,
+    /// Stop after the `waitFor` hook.
+    #[arg(long)]
+    pub skip_non_blocking_commands: bool,
+    /// JSON file of secrets (`{"NAME": "value"}`) given to hooks as environment variables.
+    #[arg(long)]
+    pub secrets_file: Option<PathBuf>,
+}
+
+/// `devcell up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Container identity.
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    /// Remote environment.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Hook selection.
+    #[command(flatten)]
+    pub hooks: HookArgs,
+    /// Remove the existing container (if any) and create a new one.
+    #[arg(long)]
+    pub remove_existing_container: bool,
+    /// Fail unless the container already exists.
+    #[arg(long)]
+    pub expect_existing_container: bool,
+    /// Include the configuration read in the result.
+    #[arg(long)]
+    pub include_configuration: bool,
+    /// Include the merged configuration in the result.
+    #[arg(long)]
+    pub include_merged_configuration: bool,
+    /// Extra mount, Docker `--mount` syntax (repeatable); granted by being asked for here.
+    #[arg(long, value_name = "MOUNT")]
+    pub mount: Vec<String>,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Security profile: `hardened` (default) or `reference` (the config as written).
+    #[arg(long, value_parser = ["hardened", "reference"])]
+    pub security_profile: Option<String>,
+    /// Grant a permission: `privileged`, `root`, `cap:NAME`, `mount:PATH`,
+    /// `security-opt:OPT`, `device:PATH`, `network:host` (repeatable).
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`).
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// Maximum number of processes in the container (hardened).
+    #[arg(long)]
+    pub pids_limit: Option<i64>,
+    /// Memory limit, e.g. `4g` (hardened).
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// CPU limit, e.g. `2` or `1.5` (hardened).
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// Network: `default` or `none`.
+    #[arg(long, value_parser = ["default", "none"])]
+    pub network: Option<String>,
+}
+
+/// `devcell exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Container identity.
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    /// Remote environment.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// `devcell run-user-commands`.
+#[derive(Debug, Args)]
+pub struct RunUserCommandsArgs {
+    /// Container identity.
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    /// Remote environment.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Hook selection.
+    #[command(flatten)]
+    pub hooks: HookArgs,
+    /// Run `onCreateCommand` and `updateContentCommand` (again) and stop.
+    #[arg(long)]
+    pub prebuild: bool,
+}
+
+/// `devcell down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// Container identity.
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    /// Remove the container and its devcell-owned volumes (never the workspace).
+    #[arg(long)]
+    pub remove: bool,
 }

@@ -21,14 +21,22 @@ pub fn main() -> ExitCode {
     init_tracing(&cli);
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
-        Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
-            commands::features_resolve_dependencies::run(args)
-        }
+        Command::Up(args) => commands::up::run(*args),
+        Command::Exec(args) => commands::exec::run(args),
+        Command::RunUserCommands(args) => commands::run_user_commands::run(args),
+        Command::Down(args) => commands::down::run(args),
+        Command::Stop(container) => commands::down::run(args::DownArgs {
+            container,
+            remove: false,
+        }),
         Command::Features(args::FeaturesCommand::Package(args)) => {
             commands::features_package::run(args)
         }
         Command::Features(args::FeaturesCommand::Publish(args)) => {
             commands::features_publish::run(args)
+        }
+        Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
+            commands::features_resolve_dependencies::run(args)
         }
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),

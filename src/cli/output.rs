@@ -116,3 +116,41 @@ fn json_event(level: u8, text: &str) -> bool {
     let _ = writeln!(err);
     true
 }
+
+/// A [`Reporter`](crate::progress::Reporter) that writes status lines and hook/build output
+/// to stderr, one line each (stdout stays reserved for the JSON result).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StderrReporter;
+
+impl crate::progress::Reporter for StderrReporter {
+    fn report(&self, event: crate::progress::Event) {
+        match event {
+            crate::progress::Event::Status(line) => eprintln!("[devcell] {line}"),
+            crate::progress::Event::Output(line) => eprintln!("{line}"),
+        }
+    }
+}
+
+/// Prints the reference CLI's error result on stdout
+/// (`{"outcome":"error","message","description"[,"containerId"]}`) and the human rendering
+/// on stderr.
+pub fn error_result(err: &anyhow::Error) {
+    let handoff = err.downcast_ref::<HandoffError>();
+    let mut description: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
+    if let Some(hint) = handoff.and_then(Hint::hint) {
+        description.push(format!("hint: {hint}"));
+    }
+    let mut value = serde_json::json!({
+        "outcome": "error",
+        "message": err.to_string(),
+        "description": description.join("\n"),
+    });
+    if let (Some(id), Some(map)) = (
+        handoff.and_then(HandoffError::container_id),
+        value.as_object_mut(),
+    ) {
+        map.insert("containerId".into(), serde_json::json!(id));
+    }
+    json(&value);
+    error(err);
+}

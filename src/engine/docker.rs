@@ -747,6 +747,8 @@ impl Engine for DockerEngine {
             status: state.status.map(|s| s.to_string()).unwrap_or_default(),
             running: state.running.unwrap_or(false),
             exit_code: state.exit_code.unwrap_or(0),
+            created: c.created.clone().unwrap_or_default(),
+            started_at: state.started_at.clone().unwrap_or_default(),
             labels: sorted(config.labels),
             env: config.env.unwrap_or_default(),
             user: config.user.unwrap_or_default(),
@@ -951,7 +953,24 @@ impl Engine for DockerEngine {
             }
             Ok::<_, EngineError>(())
         };
-        let (fed, drained) = tokio::join!(feed, drain);
+        // The output ends when the process exits; stop feeding stdin then (like `docker exec
+        // -i`), so an input that never reaches end of file cannot keep the exec open.
+        let (fed, drained) = {
+            tokio::pin!(feed);
+            tokio::pin!(drain);
+            let mut fed = Ok(());
+            let mut feeding = true;
+            let drained = loop {
+                tokio::select! {
+                    result = &mut drain => break result,
+                    result = &mut feed, if feeding => {
+                        fed = result;
+                        feeding = false;
+                    }
+                }
+            };
+            (fed, drained)
+        };
         drained?;
         // A process that exits without reading its stdin closes the pipe: not an error.
         if let Err(e) = fed

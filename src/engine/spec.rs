@@ -210,6 +210,10 @@ pub struct ContainerInfo {
     pub running: bool,
     /// Exit code of the last run (0 if never exited).
     pub exit_code: i64,
+    /// Creation time, verbatim as the engine reports it (`Created`).
+    pub created: String,
+    /// Last start time, verbatim (`State.StartedAt`).
+    pub started_at: String,
     /// Labels (`Config.Labels`).
     pub labels: BTreeMap<String, String>,
     /// Environment (`Config.Env`), as `KEY=value`.

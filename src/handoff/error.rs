@@ -2,6 +2,10 @@
 
 use crate::config::ConfigError;
 use crate::diagnostics::{Hint, SourceLocation};
+use crate::engine::EngineError;
+use crate::lifecycle::LifecycleError;
+use crate::security::{Permission, RequestStatus, SecurityError};
+use crate::settings::SettingsError;
 
 /// `Result` with [`HandoffError`].
 pub type Result<T, E = HandoffError> = std::result::Result<T, E>;
@@ -12,14 +16,68 @@ pub enum HandoffError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Feature references, options or their install order are invalid.
-    #[error(transparent)]
-    Feature(#[from] crate::features::FeatureError),
     /// The workspace folder does not exist or is not a directory.
     #[error("workspace folder `{}` is not a directory", path.display())]
     WorkspaceFolder {
         /// The folder given.
         path: std::path::PathBuf,
+    },
+    /// The container engine failed or refused a request.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The user settings file could not be read.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A lifecycle hook failed (or could not be run) in the container `container_id`.
+    #[error("{source}")]
+    Lifecycle {
+        /// The dev container, left in place for inspection (empty for `initializeCommand`).
+        container_id: String,
+        /// What failed.
+        #[source]
+        source: LifecycleError,
+    },
+    /// The configuration asks for something devcell does not do (compose, an unmappable
+    /// `build.options` flag, a malformed property value).
+    #[error("{message}")]
+    Unsupported {
+        /// What is unsupported, naming the property or flag.
+        message: String,
+        /// How to get on.
+        hint: Option<String>,
+    },
+    /// The security policy refused the configuration (nothing was created), or a grant is
+    /// invalid.
+    #[error(transparent)]
+    Security(#[from] SecurityError),
+    /// A Feature could not be resolved, fetched or ordered.
+    #[error(transparent)]
+    Feature(#[from] crate::features::FeatureError),
+    /// The Feature cache or registry client could not be set up.
+    #[error(transparent)]
+    Fetch(#[from] crate::features::fetch::FetchError),
+    /// The Features image could not be planned or built (a failing `install.sh`).
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
+    /// The `--secrets-file` could not be read or is not a JSON object of strings.
+    #[error("cannot use secrets file `{}`: {message}", path.display())]
+    SecretsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--expect-existing-container` was given but there is no container.
+    #[error("the expected container does not exist (labels {labels})")]
+    NoContainer {
+        /// The labels looked for, `k=v` joined by `,`.
+        labels: String,
+    },
+    /// The dev container exists but is not running (for `exec`).
+    #[error("dev container `{id}` is not running")]
+    NotRunning {
+        /// The container id.
+        id: String,
     },
     /// Packaging or publishing Features failed.
     #[error(transparent)]
@@ -44,11 +102,18 @@ impl HandoffError {
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
             HandoffError::Config(e) => e.location(),
-            HandoffError::WorkspaceFolder { .. }
-            | HandoffError::Feature(_)
-            | HandoffError::Publish(_)
-            | HandoffError::Runtime { .. }
-            | HandoffError::AdditionalFeatures { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// The container concerned by a failure, when one exists (the reference CLI reports it in
+    /// the error result).
+    pub fn container_id(&self) -> Option<&str> {
+        match self {
+            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+                Some(container_id)
+            }
+            _ => None,
         }
     }
 }
@@ -57,10 +122,36 @@ impl Hint for HandoffError {
     fn hint(&self) -> Option<String> {
         match self {
             HandoffError::Config(e) => e.hint(),
-            HandoffError::Feature(e) => e.hint(),
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
+            HandoffError::Engine(e) => e.hint(),
+            HandoffError::Settings(_) => None,
+            HandoffError::Lifecycle { source, .. } => source.hint(),
+            HandoffError::Unsupported { hint, .. } => hint.clone(),
+            HandoffError::Security(e) => {
+                let mut hint = e.hint().unwrap_or_default();
+                if let SecurityError::Refused { requests, .. } = e
+                    && requests.iter().any(|r| {
+                        r.permission == Permission::Root && r.status == RequestStatus::Refused
+                    })
+                {
+                    hint.push_str(
+                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's agent-user Feature)",
+                    );
+                }
+                (!hint.is_empty()).then_some(hint)
+            }
+            HandoffError::Build(e) => e.hint(),
+            HandoffError::Feature(e) => e.hint(),
+            HandoffError::Fetch(_) => None,
+            HandoffError::SecretsFile { .. } => {
+                Some("the secrets file is a JSON object mapping names to string values".into())
+            }
+            HandoffError::NoContainer { .. } => {
+                Some("run `devcell up` first, or drop `--expect-existing-container`".into())
+            }
+            HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
             HandoffError::AdditionalFeatures { .. } => Some(
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),

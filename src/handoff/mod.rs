@@ -1,18 +1,33 @@
-//! L4: operations (`read-configuration`, `up`, `exec`, agent handoff). Library code never prints.
+//! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`). Library
+//! code never prints: results are values, progress goes to a `progress::Reporter`.
 
 pub mod agents_md;
+pub mod container;
 pub mod context;
+pub mod down;
 pub mod envelope;
 pub mod error;
+pub mod exec;
+pub mod executor;
 pub mod features;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod state;
+pub mod up;
 pub mod workspace;
 
+pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
+pub use exec::{ExecOptions, ExecStreams, exec};
 pub use read_configuration::{
-    ReadConfiguration, ReadConfigurationExtras, ReadConfigurationOptions, read_configuration,
-    read_configuration_with,
+    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
+    ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
 };
+pub use up::{
+    ContainerAction, RunUserCommandsOptions, SecurityOptions, TargetOptions, UpOptions, UpResult,
+    read_secrets_file, run_user_commands, up,
+};
+
+/// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
+pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
 pub mod outdated;

@@ -550,6 +550,87 @@ fn feature_list(
     list
 }
 
+/// Inputs of [`load_configuration`]: which workspace and config, and the host environment.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--workspace-folder` (made absolute against the current directory).
+    pub workspace_folder: PathBuf,
+    /// `--config`: an explicit config file.
+    pub config: Option<PathBuf>,
+    /// `--mount-workspace-git-root`.
+    pub mount_workspace_git_root: bool,
+    /// The host environment used for `${localEnv:…}`/`${env:…}`.
+    pub env: HashMap<String, String>,
+}
+
+/// A configuration read from disk, validated and substituted (phase 1), shared by
+/// `read-configuration`, `up`, `exec` and the other operations.
+#[derive(Debug, Clone)]
+pub struct LoadedConfiguration {
+    /// The absolute, normalised host workspace folder (`${localWorkspaceFolder}`).
+    pub workspace_folder: PathBuf,
+    /// The `devcontainer.json` that was read.
+    pub config_file: PathBuf,
+    /// The config as written (parsed JSONC, unsubstituted): what goes into the
+    /// `devcontainer.metadata` label, which is stored raw.
+    pub raw: Value,
+    /// The config after phase-1 substitution and legacy migration.
+    pub value: Value,
+    /// The typed view of `value`.
+    pub typed: model::DevContainerConfig,
+    /// The effective `workspaceFolder` / `workspaceMount`.
+    pub workspace: config::workspace::WorkspaceConfig,
+    /// Non-fatal findings.
+    pub warnings: Vec<Warning>,
+}
+
+/// Loads a configuration the way every command does: discover it ([`discover::discover`]),
+/// parse it ([`jsonc::read`]), validate it ([`model::validate`]), substitute phase-1 variables
+/// and compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), then
+/// migrate legacy properties ([`model::migrate_legacy`]).
+///
+/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
+pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
+    let workspace_folder = std::path::absolute(&opts.workspace_folder)
+        .unwrap_or_else(|_| opts.workspace_folder.clone());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
+    let doc = jsonc::read(&config_file)?;
+    let mut warnings = doc.warnings.clone();
+    let (_, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+
+    let mut value = doc.value.clone();
+    let resolve = config::workspace::ResolveOptions {
+        workspace_folder: workspace_folder.clone(),
+        config_file: config_file.clone(),
+        mount_workspace_git_root: opts.mount_workspace_git_root,
+        env: opts.env.clone(),
+    };
+    let workspace =
+        config::workspace::resolve(&mut value, &resolve).map_err(|e| locate(&doc, e))?;
+    // Substitution keeps the shape, so locations from `doc` still apply.
+    let (typed, _) = model::validate_value(&doc, &value)?;
+
+    if let Value::Object(c) = &mut value {
+        model::migrate_legacy(c);
+    }
+    Ok(LoadedConfiguration {
+        workspace_folder: config::workspace::resolve_path(&workspace_folder),
+        config_file,
+        raw: doc.value,
+        value,
+        typed,
+        workspace,
+        warnings,
+    })
+}
+
 /// Gives a substitution error (which knows its property path) the file position of that
 /// property, so it renders like every other config error.
 fn locate(doc: &jsonc::Document, err: config::ConfigError) -> config::ConfigError {

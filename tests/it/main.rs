@@ -12,3 +12,4 @@ mod oci;
 mod outdated;
 mod security;
 mod support;
+mod up;

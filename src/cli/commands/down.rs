@@ -1,0 +1,20 @@
+//! `devcell down`.
+
+use std::process::ExitCode;
+
+use crate::cli::args::DownArgs;
+use crate::cli::commands::{runtime, target};
+use crate::cli::output::{self, StderrReporter};
+use crate::handoff::{DownOptions, down};
+
+/// Runs `down`: `{"outcome":"success","containerIds":[…],"removed":…}` on stdout.
+pub fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
+    let opts = DownOptions {
+        target: target(&args.container)?,
+        remove: args.remove,
+        timeout: None,
+    };
+    let result = runtime()?.block_on(down(&opts, &StderrReporter))?;
+    output::json(&result.to_json());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,113 @@
+//! `exec`: run a command in the running dev container as `remoteUser`, in the workspace
+//! folder, with the remote environment (probed user environment ⊕ `--remote-env` ⊕
+//! `remoteEnv`), streaming its output; the command's exit code is the result.
+
+use indexmap::IndexMap;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::handoff::error::Result;
+use crate::handoff::executor::EngineExecutor;
+use crate::handoff::up::{TargetOptions, attach_running, id_labels, load, remote_env};
+use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
+use crate::progress::Reporter;
+
+/// Inputs of [`exec`].
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// The command and its arguments (run without a shell).
+    pub argv: Vec<String>,
+    /// `--remote-env NAME=VALUE` (the config's `remoteEnv` wins).
+    pub remote_env: IndexMap<String, String>,
+    /// `--default-user-env-probe`.
+    pub default_user_env_probe: UserEnvProbe,
+    /// Allocate a TTY (stdout and stderr then arrive merged on `stdout`).
+    pub tty: bool,
+}
+
+/// Where an exec's streams go: stdin (`None` = none), stdout and stderr.
+pub struct ExecStreams<'a> {
+    /// Fed to the command's stdin until end of file.
+    pub stdin: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// Receives the command's stdout.
+    pub stdout: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+    /// Receives the command's stderr.
+    pub stderr: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+}
+
+/// Runs `opts.argv` in the running dev container and returns its exit code (128 + n when
+/// killed by signal n). Progress (the env probe's warnings) goes to `reporter`.
+///
+/// Errors: [`crate::handoff::HandoffError::NoContainer`] / `NotRunning` when there is no
+/// running dev container; `Engine` when the engine fails; `Config` for the configuration.
+pub async fn exec(
+    opts: &ExecOptions,
+    streams: ExecStreams<'_>,
+    reporter: &dyn Reporter,
+) -> Result<i64> {
+    let engine = DockerEngine::connect().await?;
+    exec_with(&engine, opts, streams, reporter).await
+}
+
+/// [`exec`] through `engine`.
+///
+/// Errors: as [`exec`].
+pub async fn exec_with(
+    engine: &dyn Engine,
+    opts: &ExecOptions,
+    streams: ExecStreams<'_>,
+    reporter: &dyn Reporter,
+) -> Result<i64> {
+    let loaded = load(&opts.target)?;
+    let labels = id_labels(&opts.target, &loaded);
+    let attached = attach_running(
+        engine,
+        &loaded,
+        &labels,
+        &opts.target.env,
+        opts.default_user_env_probe,
+    )
+    .await?;
+    let executor = EngineExecutor {
+        engine,
+        container_id: &attached.container.id,
+    };
+    let probed = probe_user_env(
+        &executor,
+        attached.probe,
+        Some(&attached.remote_user),
+        DEFAULT_PROBE_TIMEOUT,
+        reporter,
+    )
+    .await
+    .map_err(|source| crate::handoff::HandoffError::Lifecycle {
+        container_id: attached.container.id.clone(),
+        source,
+    })?;
+    let env = remote_env(probed, &opts.remote_env, &attached.merged);
+    let request = ExecRequest {
+        argv: opts.argv.clone(),
+        user: Some(attached.remote_user.clone()),
+        env: env.0,
+        working_dir: Some(attached.workspace_folder.clone()),
+        tty: opts.tty,
+    };
+    let input = match streams.stdin {
+        Some(reader) => ExecInput::Stream(reader),
+        None => ExecInput::None,
+    };
+    let result = engine
+        .exec(
+            &attached.container.id,
+            &request,
+            input,
+            ExecOutput::Write {
+                stdout: streams.stdout,
+                stderr: streams.stderr,
+            },
+        )
+        .await?;
+    Ok(result.exit_code)
+}

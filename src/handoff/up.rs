@@ -1,0 +1,1355 @@
+//! `up`: bring a dev container up the way `@devcontainers/cli up` does, under devcell's
+//! security profile ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle),
+//! [container creation](https://containers.dev/implementors/spec/#container-creation)).
+//!
+//! Steps: load the configuration ([`load_configuration`]) → find the container by its id
+//! labels → run `initializeCommand` on the host → (no container) inspect or pull the image /
+//! build the Dockerfile → read the image's `devcontainer.metadata` label → merge entries
+//! (image ++ devcontainer.json) → `${devcontainerId}` → [`container_spec`] → the security
+//! policy ([`security::apply`]; refuse before creating anything) → create and start →
+//! `${containerEnv:…}` against the container's environment → lifecycle hooks through the
+//! engine's exec ([`EngineExecutor`]).
+//!
+//! An existing container is reused: running → nothing changes, stopped → started
+//! (`postStartCommand` runs again). Its metadata comes from its own label plus the
+//! `remoteUser`, `userEnvProbe` and `remoteEnv` of the current devcontainer.json, as in the
+//! reference CLI.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+use crate::config::model::ConfigKind;
+use crate::config::{metadata, substitute};
+use crate::diagnostics::Warning;
+use crate::engine::{
+    BuildRequest, ContainerInfo, DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest,
+    ImageInfo, Mount, MountKind,
+};
+use crate::handoff::container::{
+    STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
+};
+use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::executor::EngineExecutor;
+use crate::handoff::read_configuration::{
+    LoadOptions, LoadedConfiguration, file_uri, load_configuration,
+};
+use crate::lifecycle::{
+    BringUpKind, DEFAULT_PROBE_TIMEOUT, HookContext, HookEnv, HookSources, LifecycleReport,
+    MarkerContext, Plan, PlanOptions, UserEnvProbe, initialize_stage, probe_user_env,
+    run_initialize_command, run_plan, wait_for,
+};
+use crate::names::METADATA_LABEL;
+use crate::progress::{Event, Reporter};
+use crate::security::{
+    self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, SecurityProfile, Source,
+};
+use crate::settings::Settings;
+
+/// Which workspace and config, and how to find its container (flags shared by `up`, `exec`,
+/// `run-user-commands` and `down`).
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    /// `--workspace-folder` (absolute; the cli defaults it to the current directory).
+    pub workspace_folder: PathBuf,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--mount-workspace-git-root` (default `true`).
+    pub mount_workspace_git_root: bool,
+    /// `--id-label name=value` (repeatable): when given, exactly these labels identify the
+    /// container (the defaults are then not used, as in the reference CLI).
+    pub id_labels: Vec<(String, String)>,
+    /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
+    pub env: HashMap<String, String>,
+}
+
+/// Security choices of the user (flags); the user settings file fills what is not given.
+#[derive(Debug, Clone, Default)]
+pub struct SecurityOptions {
+    /// `--security-profile hardened|reference`.
+    pub profile: Option<String>,
+    /// `--allow …` grants (repeatable), added to the settings file's `allow`.
+    pub allow: Vec<String>,
+    /// `--pids-limit`.
+    pub pids_limit: Option<i64>,
+    /// `--memory` (bytes with optional `k`/`m`/`g`/`t` suffix).
+    pub memory: Option<String>,
+    /// `--cpus`.
+    pub cpus: Option<f64>,
+    /// `--network default|none`.
+    pub network: Option<String>,
+}
+
+/// Inputs of [`up`] (the `up` flags).
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// `--remove-existing-container`.
+    pub remove_existing_container: bool,
+    /// `--expect-existing-container`.
+    pub expect_existing_container: bool,
+    /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`.
+    pub plan: PlanOptions,
+    /// `--include-configuration`.
+    pub include_configuration: bool,
+    /// `--include-merged-configuration`.
+    pub include_merged_configuration: bool,
+    /// `--remote-env NAME=VALUE` (repeatable; the config's `remoteEnv` wins).
+    pub remote_env: IndexMap<String, String>,
+    /// Secrets (`--secrets-file`): given to hooks as environment, masked in output.
+    pub secrets: IndexMap<String, String>,
+    /// `--mount` (repeatable): extra mounts, granted by being asked for on the command line.
+    pub mounts: Vec<String>,
+    /// `--default-user-env-probe` (default `loginInteractiveShell`).
+    pub default_user_env_probe: UserEnvProbe,
+    /// Security flags.
+    pub security: SecurityOptions,
+    /// The user settings file (`--config-file` or the default location).
+    pub settings: Settings,
+    /// `--cache-dir`: the Feature cache (default `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// What happened to the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ContainerAction {
+    /// Created and started.
+    Created,
+    /// Found stopped and started again.
+    Started,
+    /// Found running; reused as it is.
+    Running,
+}
+
+/// The result of [`up`].
+#[derive(Debug, Clone)]
+pub struct UpResult {
+    /// The container id.
+    pub container_id: String,
+    /// The user hooks and `exec` run as.
+    pub remote_user: String,
+    /// The workspace folder in the container.
+    pub remote_workspace_folder: String,
+    /// Created, started or reused.
+    pub action: ContainerAction,
+    /// The security profile in effect (`hardened`/`reference`).
+    pub profile: String,
+    /// Every permission request (for a new container) and what was done with it.
+    pub permissions: Vec<PermissionRequest>,
+    /// The hooks that ran or were skipped.
+    pub lifecycle: LifecycleReport,
+    /// Non-fatal findings (unmet `hostRequirements`, config warnings).
+    pub warnings: Vec<Warning>,
+    /// The configuration read (`--include-configuration`).
+    pub configuration: Option<Value>,
+    /// The merged configuration (`--include-merged-configuration`).
+    pub merged_configuration: Option<Value>,
+}
+
+impl UpResult {
+    /// The reference CLI's result line, with devcell's additions under `devcell`:
+    /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
+    /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
+    /// "permissions":[…],"lifecycle":{…},"warnings":[…]}}`.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("outcome".into(), json!("success"));
+        out.insert("containerId".into(), json!(self.container_id));
+        out.insert("remoteUser".into(), json!(self.remote_user));
+        out.insert(
+            "remoteWorkspaceFolder".into(),
+            json!(self.remote_workspace_folder),
+        );
+        if let Some(c) = &self.configuration {
+            out.insert("configuration".into(), c.clone());
+        }
+        if let Some(c) = &self.merged_configuration {
+            out.insert("mergedConfiguration".into(), c.clone());
+        }
+        out.insert(
+            "devcell".into(),
+            json!({
+                "profile": self.profile,
+                "container": self.action,
+                "permissions": self.permissions,
+                "lifecycle": self.lifecycle,
+                "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        );
+        Value::Object(out)
+    }
+}
+
+/// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`].
+///
+/// Errors: as [`up_with`]; [`HandoffError::Engine`] when no engine answers.
+pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
+    let engine = DockerEngine::connect().await?;
+    let socket = engine.socket_path().map(PathBuf::from);
+    up_with(&engine, socket.as_deref(), opts, reporter).await
+}
+
+/// Brings the dev container of `opts.target` up through `engine` (see the module docs).
+/// `engine_socket` is the host path of the engine's socket (never mountable under
+/// `hardened`). Progress and hook output go to `reporter`.
+///
+/// Errors: [`HandoffError::Config`] (config), [`HandoffError::Security`] (refused: nothing
+/// was created), [`HandoffError::Engine`] (image, build, create), [`HandoffError::Lifecycle`]
+/// (a hook failed: the container is left for inspection, and the failed hook runs again at
+/// the next `up`), [`HandoffError::Unsupported`], [`HandoffError::NoContainer`].
+pub async fn up_with(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    let loaded = load(&opts.target)?;
+    let kind = loaded.typed.kind();
+    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: devcell brings up `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
+                loaded.config_file.display()
+            ),
+            hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
+        });
+    }
+    let id_labels = id_labels(&opts.target, &loaded);
+    let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+
+    let mut existing = find_container(engine, &id_labels).await?;
+    if let Some(found) = &existing
+        && opts.remove_existing_container
+    {
+        reporter.report(Event::Status(format!(
+            "removing the existing container {}",
+            short(&found.id)
+        )));
+        engine.remove_container(&found.id, true).await?;
+        existing = None;
+    }
+    if existing.is_none() && opts.expect_existing_container {
+        return Err(HandoffError::NoContainer {
+            labels: join_labels(&id_labels),
+        });
+    }
+
+    // initializeCommand: on the host, at every `up`, before any image work.
+    let host_hooks = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
+        .map_err(lifecycle_error(""))?;
+    if let Some(stage) = initialize_stage(&host_hooks) {
+        run_initialize_command(
+            &stage,
+            &loaded.workspace_folder,
+            HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(lifecycle_error(""))?;
+    }
+
+    let mut warnings = loaded.warnings.clone();
+    let mut permissions = Vec::new();
+    let (container, entries, action) = match existing {
+        Some(info) => {
+            let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            let action = if info.running {
+                ContainerAction::Running
+            } else {
+                reporter.report(Event::Status(format!(
+                    "starting container {}",
+                    short(&info.id)
+                )));
+                engine.start_container(&info.id).await?;
+                ContainerAction::Started
+            };
+            (info, entries, action)
+        }
+        None => {
+            let mut image =
+                prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
+            let (raw_base, base) =
+                image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
+            let with_features = has_features(&loaded.value);
+            let (entries, label) = if with_features {
+                // The built image's label holds base ++ Features ++ devcontainer.json entries;
+                // the container inherits it from the image.
+                image =
+                    build_features(engine, &loaded, image, raw_base, &base, opts, reporter).await?;
+                let (_, entries) =
+                    image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
+                (entries, None)
+            } else {
+                let entries =
+                    metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+                let label = metadata::label_value(&metadata::collect_entries(
+                    &raw_base,
+                    &[],
+                    &metadata::config_entry(&loaded.raw),
+                ));
+                (entries, Some(label))
+            };
+            let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+            substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
+            if let Some(updated) =
+                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?
+            {
+                image = updated;
+            }
+            for message in unmet_host_requirements(
+                &merged,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                host_memory_bytes(),
+            ) {
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(Warning {
+                    location: None,
+                    message,
+                });
+            }
+            let host_env = |name: &str| opts.target.env.get(name).cloned();
+            let mut spec = container_spec(&SpecInputs {
+                image: &image.reference,
+                image_info: &image.info,
+                merged: &merged,
+                workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+                extra_mounts: &opts.mounts,
+                id_labels: &id_labels,
+                metadata_label: label,
+                host_env: &host_env,
+            })?;
+            if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+                spec.network_mode = Some(network);
+            }
+            let remote_user = merged
+                .get("remoteUser")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            let image_user = image.info.user.clone().filter(|u| !u.is_empty());
+            // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
+            let home_user = remote_user
+                .clone()
+                .or_else(|| spec.user.clone())
+                .or_else(|| image_user.clone())
+                .unwrap_or_else(|| "root".to_string());
+            let account = if matches!(profile, SecurityProfile::Hardened(_)) {
+                image_account(engine, &image.reference, &home_user).await
+            } else {
+                None
+            };
+            let input = PolicyInput {
+                origins: origins(&entries, &opts.mounts),
+                remote_user,
+                image_user,
+                remote_home: account.as_ref().map(|a| a.home.clone()),
+                remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+                workspace: loaded.workspace.host_mount_root.clone(),
+                host_home: opts.target.env.get("HOME").map(PathBuf::from),
+                engine_socket: engine_socket.map(Path::to_path_buf),
+                spec,
+            };
+            let applied = security::apply(&profile, &input, &grants)?;
+            permissions = applied.requests.clone();
+            let mut spec = applied.spec;
+            let hardened = matches!(profile, SecurityProfile::Hardened(_));
+            if hardened {
+                // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
+                spec.mounts.push(Mount {
+                    kind: MountKind::Volume,
+                    source: None,
+                    target: STATE_DIR.to_string(),
+                    read_only: false,
+                });
+            }
+            reporter.report(Event::Status(format!(
+                "creating container from {}",
+                image.reference
+            )));
+            let id = engine.create_container(&spec).await?;
+            engine.start_container(&id).await?;
+            if hardened {
+                prepare_state_dir(engine, &id).await?;
+            }
+            let info = inspect(engine, &id).await?;
+            (info, entries, ContainerAction::Created)
+        }
+    };
+    // Re-read the container's times after a start.
+    let container = if action == ContainerAction::Started {
+        inspect(engine, &container.id).await?
+    } else {
+        container
+    };
+
+    let attached = attach(
+        &container,
+        &loaded,
+        entries,
+        &devcontainer_id,
+        opts.default_user_env_probe,
+    )?;
+    let kind = match action {
+        ContainerAction::Created => BringUpKind::Created,
+        ContainerAction::Started => BringUpKind::Restarted,
+        ContainerAction::Running => BringUpKind::Running,
+    };
+    let lifecycle = run_hooks(
+        engine,
+        &attached,
+        kind,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        reporter,
+    )
+    .await?;
+
+    let configuration = opts.include_configuration.then(|| {
+        let mut shown = loaded.value.clone();
+        if let Value::Object(c) = &mut shown {
+            c.insert("configFilePath".into(), file_uri(&loaded.config_file));
+        }
+        shown
+    });
+    Ok(UpResult {
+        container_id: container.id.clone(),
+        remote_user: attached.remote_user.clone(),
+        remote_workspace_folder: attached.workspace_folder.clone(),
+        action,
+        profile: profile.name().to_string(),
+        permissions,
+        lifecycle,
+        warnings,
+        configuration,
+        merged_configuration: opts
+            .include_merged_configuration
+            .then(|| attached.merged.clone()),
+    })
+}
+
+/// Inputs of [`run_user_commands`].
+#[derive(Debug, Clone, Default)]
+pub struct RunUserCommandsOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`, `--prebuild`.
+    pub plan: PlanOptions,
+    /// `--remote-env NAME=VALUE`.
+    pub remote_env: IndexMap<String, String>,
+    /// Secrets (`--secrets-file`).
+    pub secrets: IndexMap<String, String>,
+    /// `--default-user-env-probe`.
+    pub default_user_env_probe: UserEnvProbe,
+}
+
+/// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
+/// (once-hooks only when their marker says they have not completed; `postAttachCommand`
+/// always). Returns the hooks that ran.
+///
+/// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`],
+/// [`HandoffError::Lifecycle`], [`HandoffError::Engine`], [`HandoffError::Config`].
+pub async fn run_user_commands(
+    opts: &RunUserCommandsOptions,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let engine = DockerEngine::connect().await?;
+    let loaded = load(&opts.target)?;
+    let labels = id_labels(&opts.target, &loaded);
+    let attached = attach_running(
+        &engine,
+        &loaded,
+        &labels,
+        &opts.target.env,
+        opts.default_user_env_probe,
+    )
+    .await?;
+    run_hooks(
+        &engine,
+        &attached,
+        BringUpKind::Running,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        reporter,
+    )
+    .await
+}
+
+/// Finds the running dev container of `labels` and attaches to it (its label metadata plus the
+/// current devcontainer.json's updateable properties, substituted).
+///
+/// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`].
+pub(crate) async fn attach_running(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    labels: &BTreeMap<String, String>,
+    env: &HashMap<String, String>,
+    default_probe: UserEnvProbe,
+) -> Result<Attached> {
+    let container =
+        find_container(engine, labels)
+            .await?
+            .ok_or_else(|| HandoffError::NoContainer {
+                labels: join_labels(labels),
+            })?;
+    if !container.running {
+        return Err(HandoffError::NotRunning { id: container.id });
+    }
+    let mut warnings = Vec::new();
+    let entries = existing_entries(&container, loaded, env, &mut warnings);
+    let devcontainer_id = crate::config::id::devcontainer_id(labels);
+    attach(&container, loaded, entries, &devcontainer_id, default_probe)
+}
+
+/// A running dev container with its merged configuration: everything needed to run hooks or
+/// commands in it.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The container.
+    pub container: ContainerInfo,
+    /// The merged configuration, fully substituted (phases 1–3).
+    pub merged: Value,
+    /// The metadata entries, fully substituted (hook sources).
+    pub entries: Vec<Value>,
+    /// The user commands run as.
+    pub remote_user: String,
+    /// The workspace folder in the container.
+    pub workspace_folder: String,
+    /// The `userEnvProbe` in effect.
+    pub probe: UserEnvProbe,
+    /// The run-once marker folder (`None` = the remote user's `~/.devcontainer`).
+    pub marker_folder: Option<String>,
+}
+
+/// Loads the configuration of `target` (see [`load_configuration`]).
+pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
+    load_configuration(&LoadOptions {
+        workspace_folder: target.workspace_folder.clone(),
+        config: target.config.clone(),
+        mount_workspace_git_root: target.mount_workspace_git_root,
+        env: target.env.clone(),
+    })
+}
+
+/// The id labels: `--id-label`s when given, else the reference CLI's defaults.
+pub(crate) fn id_labels(
+    target: &TargetOptions,
+    loaded: &LoadedConfiguration,
+) -> BTreeMap<String, String> {
+    if target.id_labels.is_empty() {
+        crate::config::id::id_labels(&loaded.workspace_folder, &loaded.config_file)
+    } else {
+        target.id_labels.iter().cloned().collect()
+    }
+}
+
+/// The first container carrying every id label that is not being removed.
+pub(crate) async fn find_container(
+    engine: &dyn Engine,
+    labels: &BTreeMap<String, String>,
+) -> Result<Option<ContainerInfo>> {
+    let found = engine.find_containers(labels).await?;
+    for summary in found.iter().filter(|c| c.state != "removing") {
+        if let Some(info) = engine.inspect_container(&summary.id).await? {
+            return Ok(Some(info));
+        }
+    }
+    Ok(None)
+}
+
+async fn inspect(engine: &dyn Engine, id: &str) -> Result<ContainerInfo> {
+    engine.inspect_container(id).await?.ok_or_else(|| {
+        HandoffError::Engine(crate::engine::EngineError::NoSuchContainer { id: id.to_string() })
+    })
+}
+
+/// The metadata entries of an existing container: its label (phase-1 substituted) plus the
+/// updateable properties of the current devcontainer.json; a container without the label gets
+/// the devcontainer.json entry.
+fn existing_entries(
+    info: &ContainerInfo,
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Value> {
+    match info.labels.get(METADATA_LABEL) {
+        Some(label) => {
+            let (mut entries, warning) = metadata::parse_label(label);
+            warnings.extend(warning);
+            substitute_entries(&mut entries, loaded, env);
+            entries.push(metadata::updateable_entry(&loaded.value));
+            entries
+        }
+        None => vec![metadata::config_entry(&loaded.value)],
+    }
+}
+
+/// The image's metadata entries: raw (for the label) and phase-1 substituted (for the merge).
+fn image_entries(
+    image: &ImageInfo,
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    warnings: &mut Vec<Warning>,
+) -> (Vec<Value>, Vec<Value>) {
+    let Some(label) = image.metadata_label() else {
+        return (Vec::new(), Vec::new());
+    };
+    let (raw, warning) = metadata::parse_label(label);
+    warnings.extend(warning);
+    let mut substituted = raw.clone();
+    substitute_entries(&mut substituted, loaded, env);
+    (raw, substituted)
+}
+
+fn substitute_entries(
+    entries: &mut [Value],
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+) {
+    let local = loaded.workspace_folder.to_string_lossy().into_owned();
+    let ctx = substitute::LocalContext {
+        local_workspace_folder: Some(&local),
+        container_workspace_folder: Some(&loaded.workspace.workspace_folder),
+        env,
+        config_file: None,
+    };
+    for entry in entries {
+        // An entry that cannot be substituted (`${localEnv}` without a name) is kept verbatim.
+        let mut copy = entry.clone();
+        if substitute::substitute_local(&mut copy, &ctx).is_ok() {
+            *entry = copy;
+        }
+    }
+}
+
+/// Phases 2 and 3 over the entries and the merged configuration, and who/where/how commands
+/// run in `container`.
+pub(crate) fn attach(
+    container: &ContainerInfo,
+    loaded: &LoadedConfiguration,
+    entries: Vec<Value>,
+    devcontainer_id: &str,
+    default_probe: UserEnvProbe,
+) -> Result<Attached> {
+    let container_env = substitute::env_from_list(&container.env);
+    let mut entries = Value::Array(entries);
+    substitute::substitute_devcontainer_id(&mut entries, devcontainer_id);
+    substitute::substitute_container_env(&mut entries, &container_env)?;
+    let entries = match entries {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+    substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
+    substitute::substitute_container_env(&mut merged, &container_env)?;
+    let text = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let remote_user = text("remoteUser")
+        .or_else(|| text("containerUser"))
+        .or_else(|| Some(container.user.clone()).filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "root".to_string());
+    let probe = UserEnvProbe::from_merged_configuration(&merged, default_probe)
+        .map_err(lifecycle_error(&container.id))?;
+    let marker_folder = container
+        .mounts
+        .iter()
+        .any(|m| m.destination == STATE_DIR)
+        .then(|| format!("{STATE_DIR}/markers"));
+    Ok(Attached {
+        container: container.clone(),
+        merged,
+        entries,
+        remote_user,
+        workspace_folder: loaded.workspace.workspace_folder.clone(),
+        probe,
+        marker_folder,
+    })
+}
+
+/// The remote environment: the probed user environment, then `--remote-env`, then the merged
+/// `remoteEnv` (which wins; `null` unsets, spec-notes/0027).
+pub(crate) fn remote_env(
+    probed: HookEnv,
+    cli: &IndexMap<String, String>,
+    merged: &Value,
+) -> HookEnv {
+    let mut env = probed.0;
+    env.extend(cli.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if let Some(Value::Object(remote)) = merged.get("remoteEnv") {
+        for (name, value) in remote {
+            match value {
+                Value::String(s) => {
+                    env.insert(name.clone(), s.clone());
+                }
+                Value::Null => {
+                    env.shift_remove(name);
+                }
+                other => {
+                    env.insert(name.clone(), other.to_string());
+                }
+            }
+        }
+    }
+    HookEnv(env)
+}
+
+/// Plans and runs the container hooks of `attached` for a bring-up of `kind`.
+pub(crate) async fn run_hooks(
+    engine: &dyn Engine,
+    attached: &Attached,
+    kind: BringUpKind,
+    options: PlanOptions,
+    cli_remote_env: &IndexMap<String, String>,
+    secrets: &IndexMap<String, String>,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let id = attached.container.id.as_str();
+    let sources =
+        HookSources::from_metadata(&attached.entries, None).map_err(lifecycle_error(id))?;
+    let wait = wait_for(&attached.merged).map_err(lifecycle_error(id))?;
+    let plan = Plan::new(&sources, wait, kind, options);
+    if plan.stages().next().is_none() {
+        return Ok(LifecycleReport {
+            runs: Vec::new(),
+            skipped: plan.skipped,
+        });
+    }
+    let executor = EngineExecutor {
+        engine,
+        container_id: id,
+    };
+    let probed = probe_user_env(
+        &executor,
+        attached.probe,
+        Some(&attached.remote_user),
+        DEFAULT_PROBE_TIMEOUT,
+        reporter,
+    )
+    .await
+    .map_err(lifecycle_error(id))?;
+    let context = HookContext {
+        user: Some(attached.remote_user.clone()),
+        working_dir: Some(attached.workspace_folder.clone()),
+        env: remote_env(probed, cli_remote_env, &attached.merged),
+        secrets: HookEnv(secrets.clone()),
+        markers: Some(MarkerContext {
+            created_at: attached.container.created.clone(),
+            started_at: attached.container.started_at.clone(),
+            folder: attached.marker_folder.clone(),
+        }),
+    };
+    run_plan(&executor, &plan, &context, reporter)
+        .await
+        .map_err(lifecycle_error(id))
+}
+
+fn lifecycle_error(
+    container_id: &str,
+) -> impl Fn(crate::lifecycle::LifecycleError) -> HandoffError {
+    let container_id = container_id.to_string();
+    move |source| HandoffError::Lifecycle {
+        container_id: container_id.clone(),
+        source,
+    }
+}
+
+/// Makes devcell's state volume writable by every user (sticky, like `/tmp`), as root: a
+/// fresh volume is owned by root and the hardened profile drops `CAP_CHOWN`, so the owner
+/// (root) changes its mode instead (spec-notes/0181).
+async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
+    let request = ExecRequest {
+        argv: vec!["chmod".into(), "1777".into(), STATE_DIR.into()],
+        user: Some("0".into()),
+        ..ExecRequest::default()
+    };
+    let result = engine
+        .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+        .await?;
+    if result.exit_code != 0 {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {}): {}",
+                short(id),
+                result.exit_code,
+                result.stderr_text().trim()
+            ),
+            hint: Some("the image needs a `chmod` program (busybox or coreutils)".into()),
+        });
+    }
+    Ok(())
+}
+
+/// An image ready to run: its reference and what the engine knows about it.
+struct PreparedImage {
+    reference: String,
+    info: ImageInfo,
+}
+
+/// Image kind: inspect, pull when missing. Dockerfile kind: build through the engine.
+async fn prepare_image(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    kind: ConfigKind,
+    host_env: &HashMap<String, String>,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    if kind == ConfigKind::Image {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        let info = engine.ensure_image(&reference, reporter).await?;
+        return Ok(PreparedImage { reference, info });
+    }
+    let request = build_request(loaded, host_env)?;
+    reporter.report(Event::Status(format!(
+        "building {} from {}",
+        request
+            .tags
+            .first()
+            .map(String::as_str)
+            .unwrap_or("the image"),
+        request.dockerfile.display()
+    )));
+    let info = engine.build_image(&request, reporter).await?;
+    Ok(PreparedImage {
+        reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
+        info,
+    })
+}
+
+/// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
+/// the remote user gets the host user's UID/GID in a small cached layer
+/// ([`crate::build::ensure_uid_image`]). Nothing is built when the host user is root (the
+/// CI case: the remote user keeps its ids, spec-note 0125), the remote user is root or
+/// numeric, or the property is `false`.
+async fn update_remote_user_uid(
+    engine: &dyn Engine,
+    image: &PreparedImage,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    reporter: &dyn Reporter,
+) -> Result<Option<PreparedImage>> {
+    if !cfg!(target_os = "linux")
+        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return Ok(None);
+    }
+    let Some((host_uid, host_gid)) = host_ids() else {
+        return Ok(None);
+    };
+    let text = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let image_user = image.info.user.clone().unwrap_or_default();
+    let remote_user = text("remoteUser")
+        .or_else(|| text("containerUser"))
+        .unwrap_or_else(|| image_user.clone());
+    let input = crate::build::UidInput {
+        image: image.reference.clone(),
+        image_id: image.info.id.clone(),
+        image_user,
+        remote_user,
+        host_uid,
+        host_gid,
+    };
+    Ok(crate::build::ensure_uid_image(engine, &input, reporter)
+        .await?
+        .map(|built| PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        }))
+}
+
+/// The real uid and gid of this process (Linux `/proc/self/status`).
+fn host_ids() -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u32> {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    Some((field("Uid:")?, field("Gid:")?))
+}
+
+/// A user's `/etc/passwd` entry: ids and home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Numeric user id.
+    pub uid: u32,
+    /// Numeric primary group id.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+}
+
+/// Finds `user` (a name, or a numeric uid; a `:group` suffix is ignored) in `/etc/passwd`
+/// text. `None` when absent or malformed.
+pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
+    let user = user.split(':').next().unwrap_or(user);
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let [name, _, uid, gid, _, home, ..] = fields.as_slice() else {
+            return None;
+        };
+        if *name != user && *uid != user {
+            return None;
+        }
+        Some(Account {
+            uid: uid.parse().ok()?,
+            gid: gid.parse().ok()?,
+            home: (*home).to_string(),
+        })
+    })
+}
+
+/// The image's `/etc/passwd` entry for `user`, read from a container that is created and
+/// removed without being started (spec-note 0185). `None` when it cannot be read: the policy
+/// then derives the home itself.
+async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<Account> {
+    let spec = crate::engine::ContainerSpec {
+        image: image.to_string(),
+        entrypoint: Some(vec!["/bin/sh".to_string()]),
+        labels: BTreeMap::from([("devcell.probe".to_string(), "passwd".to_string())]),
+        ..crate::engine::ContainerSpec::default()
+    };
+    let id = engine.create_container(&spec).await.ok()?;
+    let passwd = engine.read_file(&id, "/etc/passwd").await;
+    let _ = engine.remove_container(&id, true).await;
+    let passwd = String::from_utf8(passwd.ok()??).ok()?;
+    passwd_account(&passwd, user)
+}
+
+/// Whether the configuration lists any Feature.
+fn has_features(config: &Value) -> bool {
+    config
+        .get("features")
+        .and_then(Value::as_object)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
+/// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
+/// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
+async fn build_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    use crate::build::{BaseImage, FeatureLayer, FeaturesInput, ensure_features_image};
+    use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
+
+    let features: IndexMap<String, Value> = loaded
+        .value
+        .get("features")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let override_order: Vec<String> = loaded
+        .value
+        .get("overrideFeatureInstallOrder")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let registries = &opts.settings.registries;
+    let fetcher = Fetcher::new(FetchOptions {
+        cache_dir: opts.cache_dir.clone(),
+        registry: crate::oci::registry::RegistryOptions {
+            insecure_registries: registries.insecure.clone(),
+            extra_ca_certificates: registries.ca_certs.clone(),
+            mirrors: registries.mirrors.clone(),
+            ..Default::default()
+        },
+        ..FetchOptions::default()
+    })?;
+    let config_dir = loaded
+        .config_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    reporter.report(Event::Status(format!(
+        "resolving {} Feature(s)",
+        features.len()
+    )));
+    let plan = fetcher
+        .plan(&PlanRequest {
+            features: &features,
+            override_order: &override_order,
+            config_dir: &config_dir,
+            devcontainer_dir: &devcontainer_dir,
+            lockfile: None,
+        })
+        .await?;
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
+    let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
+        message: format!("cannot create a temporary folder for Features: {e}"),
+        hint: None,
+    })?;
+    let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+    let mut layers = Vec::with_capacity(dirs.len());
+    for (feature, dir) in plan.install.features.iter().zip(dirs) {
+        let metadata = plan
+            .resolved
+            .get(&feature.reference)
+            .map(|r| r.metadata.clone())
+            .unwrap_or(Value::Null);
+        layers.push(FeatureLayer::new(
+            &feature.key,
+            dir,
+            metadata,
+            &feature.options,
+            feature.canonical.clone(),
+        )?);
+    }
+    let users = metadata::merge(&metadata::collect_entries(
+        base,
+        &[],
+        &metadata::config_entry(&loaded.value),
+    ));
+    let user = |key: &str| {
+        users
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let input = FeaturesInput {
+        base: BaseImage {
+            reference: base_image.reference.clone(),
+            id: base_image.info.id.clone(),
+            user: base_image.info.user.clone().unwrap_or_default(),
+            metadata: raw_base,
+        },
+        features: layers,
+        config: loaded.raw.clone(),
+        container_user: user("containerUser"),
+        remote_user: user("remoteUser"),
+    };
+    let built = ensure_features_image(engine, &input, reporter).await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok(PreparedImage {
+        reference: built.tag,
+        info: built.image,
+    })
+}
+
+/// The build request of a Dockerfile config: `build.dockerfile`, `context`, `args`, `target`,
+/// `cacheFrom`, and the `build.options` the engine maps
+/// ([`crate::engine::build_options::apply_build_options`]); any other option is an error
+/// naming it. The image is named like the reference CLI's: `vsc-<folder>-<sha256 of its path>`.
+pub fn build_request(
+    loaded: &LoadedConfiguration,
+    host_env: &HashMap<String, String>,
+) -> Result<BuildRequest> {
+    let build = loaded.typed.build.clone().unwrap_or_default();
+    let dockerfile = loaded
+        .typed
+        .dockerfile_path(&loaded.config_file)
+        .unwrap_or_default();
+    let context = loaded
+        .typed
+        .context_path(&loaded.config_file)
+        .unwrap_or_default();
+    let mut request = BuildRequest {
+        context,
+        dockerfile,
+        tags: vec![image_name(&loaded.workspace_folder)],
+        args: build.args.clone(),
+        target: build.target.clone(),
+        cache_from: build.cache_from.clone(),
+        ..BuildRequest::default()
+    };
+    crate::engine::build_options::apply_build_options(&mut request, &build.options, &|name| {
+        host_env.get(name).cloned()
+    })?;
+    Ok(request)
+}
+
+/// `vsc-<basename>-<sha256 hex of the workspace path>`, lowercased, other characters removed.
+fn image_name(workspace: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let base: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    let hash = hex::encode(Sha256::digest(workspace.to_string_lossy().as_bytes()));
+    format!("vsc-{base}-{hash}")
+}
+
+/// Who asked for what, from the metadata entries (image label entries, Feature entries with
+/// `id`, the devcontainer.json entry last) and the `--mount` flags.
+fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
+    let mut origins = Origins::default();
+    let last = entries.len().saturating_sub(1);
+    for (index, entry) in entries.iter().enumerate() {
+        let source = match entry.get("id").and_then(Value::as_str) {
+            Some(id) => Source::Feature(id.to_string()),
+            None if index == last => Source::DevcontainerJson,
+            None => Source::ImageMetadata,
+        };
+        if entry.get("privileged").and_then(Value::as_bool) == Some(true)
+            && origins.privileged.is_none()
+        {
+            origins.privileged = Some(source.clone());
+        }
+        for cap in entry
+            .get("capAdd")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            origins
+                .capabilities
+                .entry(security::policy::normalize_cap(cap))
+                .or_insert_with(|| source.clone());
+        }
+        for opt in entry
+            .get("securityOpt")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            origins
+                .security_opts
+                .entry(opt.to_string())
+                .or_insert_with(|| source.clone());
+        }
+        for mount in entry
+            .get("mounts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(target) = metadata::mount_target(mount) {
+                origins.mounts.insert(target, source.clone());
+            }
+        }
+        if entry.get("containerUser").and_then(Value::as_str).is_some() {
+            origins.container_user = Some(source.clone());
+        }
+        if entry.get("remoteUser").and_then(Value::as_str).is_some() {
+            origins.remote_user = Some(source.clone());
+        }
+    }
+    for mount in cli_mounts {
+        if let Some(target) = metadata::mount_target(&Value::String(mount.clone())) {
+            origins.mounts.insert(target, Source::CommandLine);
+        }
+    }
+    origins
+}
+
+/// The profile (flag, else settings file; default `hardened`) with its limits, and the grants
+/// (settings file `allow` plus `--allow` flags — never anything from the repository).
+///
+/// Errors: [`HandoffError::Security`] for an unknown profile or grant;
+/// [`HandoffError::Unsupported`] for an invalid `--memory`.
+pub fn security_choice(
+    opts: &SecurityOptions,
+    settings: &Settings,
+) -> Result<(SecurityProfile, Grants)> {
+    let name = opts
+        .profile
+        .clone()
+        .unwrap_or_else(|| settings.security.profile.clone());
+    let mut profile: SecurityProfile = name.parse()?;
+    if let SecurityProfile::Hardened(limits) = &mut profile {
+        let memory_text = opts
+            .memory
+            .clone()
+            .unwrap_or_else(|| settings.security.memory.clone());
+        let memory = crate::settings::parse_size(&memory_text)
+            .and_then(|m| i64::try_from(m).ok())
+            .ok_or_else(|| HandoffError::Unsupported {
+                message: format!("invalid memory limit `{memory_text}`: expected bytes with an optional `k`, `m`, `g` or `t` suffix"),
+                hint: None,
+            })?;
+        let cpus = opts.cpus.unwrap_or(settings.security.cpus);
+        *limits = ProfileLimits {
+            pids: opts.pids_limit.unwrap_or(settings.security.pids_limit),
+            memory_bytes: memory,
+            nano_cpus: (cpus * 1e9) as i64,
+        };
+    }
+    let mut grants = Grants::parse(&settings.security.allow)?;
+    for value in &opts.allow {
+        grants.add(value)?;
+    }
+    Ok((profile, grants))
+}
+
+fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<String>> {
+    let network = opts
+        .network
+        .clone()
+        .unwrap_or_else(|| settings.security.network.clone());
+    match network.as_str() {
+        "default" | "" => Ok(None),
+        "none" => Ok(Some("none".into())),
+        other => Err(HandoffError::Unsupported {
+            message: format!("unknown network setting `{other}`: expected `default` or `none`"),
+            hint: None,
+        }),
+    }
+}
+
+/// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`).
+///
+/// Errors: [`HandoffError::SecretsFile`] naming the file (never a value).
+pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
+    let bad = |message: String| HandoffError::SecretsFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("invalid JSON at line {}", e.line())))?;
+    let Value::Object(map) = value else {
+        return Err(bad("expected a JSON object".into()));
+    };
+    map.into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k, s)),
+            _ => Err(bad(format!("the value of `{k}` is not a string"))),
+        })
+        .collect()
+}
+
+pub(crate) fn join_labels(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub(crate) fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwd_entries_by_name_or_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/sh\nbad line\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+        let nobody = passwd_account(passwd, "nobody").unwrap();
+        assert_eq!(
+            (nobody.uid, nobody.gid, nobody.home.as_str()),
+            (65534, 65534, "/nonexistent")
+        );
+        assert_eq!(passwd_account(passwd, "0:0").unwrap().home, "/root");
+        assert_eq!(passwd_account(passwd, "agent"), None);
+    }
+
+    #[test]
+    fn remote_env_layers_and_null_unsets() {
+        let probed: HookEnv = [("PATH", "/bin"), ("X", "probe")].into_iter().collect();
+        let cli = IndexMap::from([
+            ("X".to_string(), "cli".to_string()),
+            ("Y".into(), "cli".into()),
+        ]);
+        let merged = json!({"remoteEnv": {"Y": "config", "PATH": null}});
+        let env = remote_env(probed, &cli, &merged);
+        assert_eq!(env.0.get("X").map(String::as_str), Some("cli"));
+        assert_eq!(env.0.get("Y").map(String::as_str), Some("config"));
+        assert!(!env.0.contains_key("PATH"));
+    }
+
+    #[test]
+    fn origins_name_features_image_and_config() {
+        let entries = vec![
+            json!({"capAdd": ["SYS_ADMIN"]}),
+            json!({"id": "./f", "capAdd": ["CAP_SYS_PTRACE"], "privileged": true}),
+            json!({"mounts": ["type=bind,source=/data,target=/data"], "remoteUser": "me"}),
+        ];
+        let o = origins(&entries, &["type=volume,source=x,target=/x".into()]);
+        assert_eq!(o.capabilities["SYS_ADMIN"], Source::ImageMetadata);
+        assert_eq!(o.capabilities["SYS_PTRACE"], Source::Feature("./f".into()));
+        assert_eq!(o.privileged, Some(Source::Feature("./f".into())));
+        assert_eq!(o.mounts["/data"], Source::DevcontainerJson);
+        assert_eq!(o.mounts["/x"], Source::CommandLine);
+        assert_eq!(o.remote_user, Some(Source::DevcontainerJson));
+    }
+
+    #[test]
+    fn security_choice_combines_settings_and_flags() {
+        let mut settings = Settings::default();
+        settings.security.allow = vec!["cap:NET_ADMIN".into()];
+        let opts = SecurityOptions {
+            allow: vec!["root".into()],
+            pids_limit: Some(64),
+            ..SecurityOptions::default()
+        };
+        let (profile, grants) = security_choice(&opts, &settings).unwrap();
+        let SecurityProfile::Hardened(limits) = profile else {
+            panic!("hardened by default")
+        };
+        assert_eq!(limits.pids, 64);
+        assert_eq!(limits.memory_bytes, 4 << 30);
+        assert!(grants.root && grants.capabilities.contains("NET_ADMIN"));
+        let reference = SecurityOptions {
+            profile: Some("reference".into()),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(
+            security_choice(&reference, &settings).unwrap().0.name(),
+            "reference"
+        );
+        let bad = SecurityOptions {
+            allow: vec!["everything".into()],
+            ..SecurityOptions::default()
+        };
+        assert!(security_choice(&bad, &settings).is_err());
+    }
+
+    #[test]
+    fn image_name_is_like_the_reference() {
+        let name = image_name(Path::new("/w/My Repo"));
+        assert!(name.starts_with("vsc-myrepo-"), "{name}");
+        assert_eq!(name.len(), "vsc-myrepo-".len() + 64);
+    }
+}

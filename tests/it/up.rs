@@ -1,0 +1,1042 @@
+//! `devcell up` / `exec` / `down` / `run-user-commands` end to end: the real binary against the
+//! real engine, with `devcell-test/busybox:1` (users `root` and `nobody`).
+//!
+//! Every test uses its own temporary workspace; [`Workspace`]'s `Drop` force-removes every
+//! container labelled with that workspace folder (and their anonymous volumes), also when the
+//! test fails.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::support::devcell;
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+
+/// A temporary workspace with a `.devcontainer/devcontainer.json`.
+struct Workspace {
+    dir: tempfile::TempDir,
+    /// Image reference patterns removed on drop.
+    cleanup_images: std::cell::RefCell<Vec<String>>,
+}
+
+impl Workspace {
+    fn new(config: &str) -> Workspace {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-up-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer/devcontainer.json"),
+            config.replace("IMAGE", BUSYBOX_IMAGE),
+        )
+        .unwrap();
+        Workspace {
+            dir,
+            cleanup_images: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.path().join(rel), text).unwrap();
+    }
+
+    /// Runs `devcell <command> --workspace-folder <ws> <args…>`.
+    fn run(&self, command: &str, args: &[&str]) -> Output {
+        devcell()
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(self.path())
+            .args(args)
+            .output()
+            .expect("devcell runs")
+    }
+
+    /// `devcell up` that must succeed; returns the result JSON.
+    fn up(&self, args: &[&str]) -> Value {
+        let out = self.run("up", args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "up failed: {stderr}\nstdout: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let result = last_json(&out);
+        assert_eq!(result["outcome"], "success", "{result}");
+        result
+    }
+
+    /// `devcell exec … sh -c <script>`: (exit code, stdout, stderr).
+    fn sh(&self, script: &str) -> (i32, String, String) {
+        let out = self.run("exec", &["sh", "-c", script]);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Ids of the containers carrying this workspace's `devcontainer.local_folder` label.
+    fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--no-trunc", "--filter"])
+            .arg(format!(
+                "label=devcontainer.local_folder={}",
+                self.path().display()
+            ))
+            .output()
+            .expect("docker runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A hash of every file path and content under the workspace.
+    fn tree_hash(&self) -> String {
+        let mut files = BTreeMap::new();
+        collect(self.path(), self.path(), &mut files);
+        let mut hasher = Sha256::new();
+        for (path, content) in files {
+            hasher.update(path.as_bytes());
+            hasher.update([0]);
+            hasher.update(&content);
+        }
+        hex::encode(hasher.finalize())
+    }
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path: PathBuf = entry.unwrap().path();
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        if path.is_dir() {
+            out.insert(format!("{rel}/"), Vec::new());
+            collect(root, &path, out);
+        } else {
+            out.insert(rel, std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        for id in self.containers() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .output();
+        }
+        for pattern in self.cleanup_images.take() {
+            drop(ImageCleanupByPrefix(pattern));
+        }
+    }
+}
+
+/// The last line of stdout as JSON (the result line).
+fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}"))
+}
+
+/// The hooks that ran, in order, as `hook` or `hook[entry]`.
+fn ran(result: &Value) -> Vec<String> {
+    result["devcell"]["lifecycle"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| match r["entry"].as_str() {
+            Some(e) => format!("{}[{e}]", r["hook"].as_str().unwrap()),
+            None => r["hook"].as_str().unwrap().to_string(),
+        })
+        .collect()
+}
+
+fn docker_inspect(id: &str, format: &str) -> String {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", format, id])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+const HOOKS_CONFIG: &str = r#"{
+  "image": "IMAGE",
+  "remoteUser": "nobody",
+  "remoteEnv": {"GREETING": "hello ${containerEnv:PATH}"},
+  "initializeCommand": ["sh", "-c", "echo \"initialize-ran-in-$PWD\""],
+  "onCreateCommand": "echo on-create-ran",
+  "updateContentCommand": ["echo", "update-content-ran"],
+  "postCreateCommand": {"one": "echo post-create-one", "two": ["echo", "post-create-two"]},
+  "postStartCommand": "echo post-start-ran",
+  "postAttachCommand": "echo \"attach $GREETING\""
+}"#;
+
+#[test]
+fn up_exec_reuse_down_and_restart() {
+    if !engine_ready("up_exec_reuse_down_and_restart", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(HOOKS_CONFIG);
+    let out = ws.run("up", &[]);
+    let first = last_json(&out);
+    assert_eq!(first["outcome"], "success", "{first}");
+    let id = first["containerId"].as_str().unwrap().to_string();
+    assert_eq!(first["remoteUser"], "nobody");
+    let folder = format!(
+        "/workspaces/{}",
+        ws.path().file_name().unwrap().to_string_lossy()
+    );
+    assert_eq!(first["remoteWorkspaceFolder"], folder.as_str());
+    assert_eq!(first["devcell"]["container"], "created");
+    assert_eq!(
+        ran(&first),
+        [
+            "onCreateCommand",
+            "updateContentCommand",
+            "postCreateCommand[one]",
+            "postCreateCommand[two]",
+            "postStartCommand",
+            "postAttachCommand"
+        ]
+    );
+    // Every form ran in a shell or not, with remoteEnv (substituted from the container's env);
+    // initializeCommand on the host, in the workspace folder.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let host_folder = ws.path().canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("initialize-ran-in-{}", host_folder.display())),
+        "{stderr}"
+    );
+    for line in [
+        "on-create-ran",
+        "update-content-ran",
+        "[one] post-create-one",
+        "[two] post-create-two",
+        "post-start-ran",
+        "attach hello /usr/local/sbin:",
+    ] {
+        assert!(stderr.contains(line), "missing `{line}` in: {stderr}");
+    }
+    // The container carries the reference CLI's labels.
+    let labels = docker_inspect(&id, "{{json .Config.Labels}}");
+    let labels: Value = serde_json::from_str(&labels).unwrap();
+    assert_eq!(
+        labels["devcontainer.local_folder"],
+        ws.path().display().to_string()
+    );
+    assert!(
+        labels["devcontainer.config_file"]
+            .as_str()
+            .unwrap()
+            .ends_with(".devcontainer/devcontainer.json")
+    );
+    let metadata: Value =
+        serde_json::from_str(labels["devcontainer.metadata"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        metadata.as_array().unwrap().last().unwrap()["remoteUser"],
+        "nobody"
+    );
+
+    // exec: as remoteUser, in the workspace folder, with remoteEnv, exit code passed through.
+    let (code, stdout, _) = ws.sh("id -un; pwd; echo \"$GREETING\"; exit 3");
+    assert_eq!(code, 3);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "nobody");
+    assert_eq!(lines[1], folder);
+    assert!(lines[2].starts_with("hello /usr/local/sbin:"), "{stdout}");
+    let out = ws.run("exec", &["sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.status.code(), Some(137));
+
+    // Piped stdin is forwarded; the exec ends with the process even while stdin stays open.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_devcell"))
+        .args(["exec", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["sh", "-c", "read line; echo \"got $line\""])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"abc\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec kept running after its process ended (stdin still open)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    drop(stdin);
+    assert!(status.success());
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(stdout, "got abc\n");
+
+    // Reuse: the same container, nothing created, once-hooks and postStart not rerun.
+    let second = ws.up(&[]);
+    assert_eq!(second["containerId"], id.as_str());
+    assert_eq!(second["devcell"]["container"], "running");
+    assert_eq!(ran(&second), ["postAttachCommand"]);
+    assert_eq!(ws.containers(), vec![id.clone()]);
+
+    // down (or stop) stops it; up starts it again: postStart reruns, onCreate does not.
+    let down = last_json(&ws.run("stop", &[]));
+    assert_eq!(down["containerIds"][0], id.as_str());
+    assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
+    let third = ws.up(&[]);
+    assert_eq!(third["containerId"], id.as_str());
+    assert_eq!(third["devcell"]["container"], "started");
+    assert_eq!(ran(&third), ["postStartCommand", "postAttachCommand"]);
+
+    // run-user-commands: only postAttach is due.
+    let out = ws.run("run-user-commands", &[]);
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{result}");
+    assert_eq!(result["result"], "done");
+
+    // down --remove removes the container (and its state volume); the workspace stays.
+    let down = last_json(&ws.run("down", &["--remove"]));
+    assert_eq!(down["removed"], true);
+    assert!(ws.containers().is_empty());
+    assert!(ws.path().join(".devcontainer/devcontainer.json").is_file());
+}
+
+#[test]
+fn hardened_profile_holds_inside_the_container() {
+    if !engine_ready("hardened_profile_holds_inside_the_container", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    // A host "home" with a file the container must not see.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("secret-devcell-test"), "x").unwrap();
+    let out = devcell()
+        .env("HOME", home.path())
+        .args(["up", "--pids-limit", "64", "--workspace-folder"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{result}");
+    assert_eq!(result["devcell"]["profile"], "hardened");
+    let id = result["containerId"].as_str().unwrap();
+
+    let (code, stdout, stderr) = ws.sh(
+        "id -u; grep CapEff /proc/self/status; \
+         if touch /devcell-probe 2>/dev/null; then echo root-writable; else echo root-read-only; fi; \
+         if [ -e /var/run/docker.sock ]; then echo socket-present; else echo socket-absent; fi; \
+         grep -c secret-devcell-test /proc/self/mountinfo || true; \
+         find / -xdev -name secret-devcell-test 2>/dev/null | wc -l; \
+         echo \"$HOME\"; touch \"$HOME/devcell-probe\" && stat -c %u:%a \"$HOME\"",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_ne!(lines[0], "0", "remote user is root: {stdout}");
+    assert_eq!(lines[1].split_whitespace().last(), Some("0000000000000000"));
+    assert_eq!(lines[2], "root-read-only");
+    assert_eq!(lines[3], "socket-absent");
+    assert_eq!(lines[4], "0");
+    assert_eq!(lines[5], "0");
+    // The home from the image's /etc/passwd is a tmpfs owned by the user (mode 755).
+    assert_eq!(lines[6], "/nonexistent");
+    assert_eq!(lines[7], "65534:755", "{stdout}");
+    let mounts = docker_inspect(id, "{{json .Mounts}}");
+    assert!(
+        !mounts.contains(&home.path().display().to_string()),
+        "host home mounted: {mounts}"
+    );
+    assert_eq!(docker_inspect(id, "{{.HostConfig.PidsLimit}}"), "64");
+
+    // A fork bomb stops at the pids limit, and the container survives it.
+    let (_, stdout, stderr) =
+        ws.sh("for i in $(seq 1 200); do sleep 2 & done; wait; echo all-forked");
+    assert!(!stdout.contains("all-forked"), "fork bomb was not bounded");
+    assert!(
+        stderr.contains("can't fork") || stderr.contains("Resource temporarily unavailable"),
+        "{stderr}"
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (code, stdout, _) = ws.sh("echo alive");
+    assert_eq!((code, stdout.trim()), (0, "alive"));
+}
+
+/// `up` refuses, exit 1, the error result lists the request with its flag, nothing created.
+fn assert_refused(config: &str, args: &[&str], wanted: &[&str]) {
+    let ws = Workspace::new(config);
+    let out = ws.run("up", args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    let text = format!("{} {}", result["message"], result["description"]);
+    for w in wanted {
+        assert!(text.contains(w), "missing `{w}` in {text}");
+    }
+    assert!(ws.containers().is_empty(), "a container was created");
+}
+
+#[test]
+fn refusals_create_nothing() {
+    if !engine_ready("refusals_create_nothing", BUSYBOX_IMAGE) {
+        return;
+    }
+    assert_refused(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "privileged": true}"#,
+        &[],
+        &["privileged mode", "--allow privileged"],
+    );
+    assert_refused(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#,
+        &[],
+        &["`SYS_PTRACE`", "--allow cap:SYS_PTRACE"],
+    );
+    assert_refused(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "mounts": ["type=bind,source=/var/run/docker.sock,target=/var/run/docker.sock"]}"#,
+        &["--allow", "mount:/var/run/docker.sock"],
+        &["engine socket", "never allowed"],
+    );
+    assert_refused(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "mounts": ["type=bind,source=${localEnv:HOME},target=/host-home"]}"#,
+        &[],
+        &["/home/tester", "--allow mount:/home/tester"],
+    );
+    // A root image without a non-root user: `--allow root`, with the hint.
+    assert_refused(
+        r#"{"image": "IMAGE"}"#,
+        &[],
+        &["running as root", "--allow root", "remoteUser"],
+    );
+    // Grants never come from the repository: a config cannot name them.
+    assert_refused(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"],
+            "runArgs": ["--label", "allow=cap:SYS_PTRACE"]}"#,
+        &[],
+        &["--allow cap:SYS_PTRACE"],
+    );
+}
+
+#[test]
+fn grants_and_the_reference_profile_apply_requests() {
+    if !engine_ready(
+        "grants_and_the_reference_profile_apply_requests",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws =
+        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
+    let result = ws.up(&["--allow", "cap:SYS_PTRACE"]);
+    let id = result["containerId"].as_str().unwrap();
+    assert_eq!(docker_inspect(id, "{{.HostConfig.CapAdd}}"), "[SYS_PTRACE]");
+    let permissions = &result["devcell"]["permissions"];
+    assert_eq!(permissions[0]["status"], "granted", "{permissions}");
+    assert_eq!(permissions[0]["grant"], "--allow cap:SYS_PTRACE");
+
+    // The same grant from the user's settings file.
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(settings.path(), "[security]\nallow = [\"root\"]\n").unwrap();
+    let root_ws = Workspace::new(r#"{"image": "IMAGE"}"#);
+    let result = root_ws.up(&["--config-file", settings.path().to_str().unwrap()]);
+    assert_eq!(result["remoteUser"], "root");
+    assert_eq!(result["devcell"]["permissions"][0]["status"], "granted");
+
+    // reference: the configuration as written, like the reference CLI.
+    let reference = Workspace::new(r#"{"image": "IMAGE", "capAdd": ["SYS_PTRACE"]}"#);
+    let result = reference.up(&["--security-profile", "reference"]);
+    let id = result["containerId"].as_str().unwrap();
+    assert_eq!(result["devcell"]["profile"], "reference");
+    assert_eq!(
+        docker_inspect(id, "{{.HostConfig.ReadonlyRootfs}}"),
+        "false"
+    );
+    assert_eq!(docker_inspect(id, "{{.HostConfig.CapAdd}}"), "[SYS_PTRACE]");
+    assert!(
+        result["devcell"]["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["status"] == "allowedByProfile")
+    );
+}
+
+#[test]
+fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
+    if !engine_ready(
+        "failing_post_create_leaves_the_workspace_unchanged_and_reruns",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "onCreateCommand": "echo created",
+            "postCreateCommand": "echo failing-now; touch \"$PWD/written-by-hook\"; exit 5"}"#,
+    );
+    ws.write("README", "a file the hook must not change\n");
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.contains("postCreateCommand") && message.contains("exit code 5"),
+        "{message}"
+    );
+    assert!(
+        result["containerId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+
+    // The container is left for inspection; the next `up` runs the failed hook again (and
+    // not the completed onCreateCommand).
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("failing-now"), "{stderr}");
+    assert!(!stderr.contains("\ncreated\n"), "{stderr}");
+    assert_eq!(ws.containers().len(), 1);
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+}
+
+#[test]
+fn dockerfile_kind_builds_through_the_engine() {
+    if !engine_ready("dockerfile_kind_builds_through_the_engine", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"build": {"dockerfile": "Dockerfile", "args": {"WORD": "built-with-arg"}},
+            "remoteUser": "nobody"}"#,
+    );
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nARG WORD\nRUN echo \"$WORD\" > /built\n"),
+    );
+    let result = ws.up(&[]);
+    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    let _cleanup = ImageCleanup(image.clone());
+    assert!(image.starts_with("vsc-"), "{image}");
+    let (code, stdout, _) = ws.sh("cat /built");
+    assert_eq!((code, stdout.trim()), (0, "built-with-arg"));
+
+    // An option devcell cannot map is an error naming it, before anything is created.
+    let bad = Workspace::new(
+        r#"{"build": {"dockerfile": "Dockerfile", "options": ["--ssh", "default"]},
+            "remoteUser": "nobody"}"#,
+    );
+    bad.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\n"),
+    );
+    let out = bad.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        last_json(&out)["message"]
+            .as_str()
+            .unwrap()
+            .contains("`--ssh`")
+    );
+    assert!(bad.containers().is_empty());
+}
+
+struct ImageCleanup(String);
+
+impl Drop for ImageCleanup {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}
+
+/// The reference CLI (`@devcontainers/cli`): `DEVCELL_TEST_REFCLI` (required when set), else
+/// `/opt/refcli/node_modules/.bin/devcontainer` when installed; `None` skips with a note.
+fn reference_cli(test: &str) -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("DEVCELL_TEST_REFCLI") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "{test}: DEVCELL_TEST_REFCLI names no file");
+        return Some(path);
+    }
+    let default = PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
+    if default.is_file() {
+        return Some(default);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("note: {test} skipped: no reference CLI (set DEVCELL_TEST_REFCLI)");
+    }
+    None
+}
+
+fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+    // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
+    let out = Command::new(cli)
+        .args(["up", "--workspace-folder"])
+        .arg(ws.path())
+        .output()
+        .expect("the reference CLI runs");
+    let result = last_json(&out);
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "reference up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    if image.starts_with("vsc-") {
+        ws.cleanup_images.borrow_mut().push(image);
+    }
+    result
+}
+
+#[test]
+fn containers_are_shared_with_the_reference_cli() {
+    if !engine_ready(
+        "containers_are_shared_with_the_reference_cli",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let Some(cli) = reference_cli("containers_are_shared_with_the_reference_cli") else {
+        return;
+    };
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
+    // Made by the reference, reused by devcell.
+    let ws = Workspace::new(config);
+    let theirs = reference_up(&cli, &ws);
+    let ours = ws.up(&[]);
+    assert_eq!(ours["containerId"], theirs["containerId"]);
+    assert_eq!(ours["devcell"]["container"], "running");
+    assert_eq!(ws.containers().len(), 1);
+
+    // Made by devcell, reused by the reference.
+    let ws = Workspace::new(config);
+    let ours = ws.up(&[]);
+    let theirs = reference_up(&cli, &ws);
+    assert_eq!(theirs["containerId"], ours["containerId"]);
+    assert_eq!(theirs["remoteUser"], "nobody");
+    assert_eq!(ws.containers().len(), 1);
+}
+
+/// A local Feature `./<id>` in the workspace's `.devcontainer/`.
+fn local_feature(ws: &Workspace, id: &str, metadata: &str, install: &str) {
+    let dir = ws.path().join(".devcontainer").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("devcontainer-feature.json"), metadata).unwrap();
+    std::fs::write(
+        dir.join("install.sh"),
+        format!("#!/bin/sh\nset -e\n{install}\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn local_features_are_layered_cached_and_hooked_first() {
+    if !engine_ready(
+        "local_features_are_layered_cached_and_hooked_first",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "features": {"./hello": {"greeting": "hi-there"}},
+            "postCreateCommand": "echo config-post-create"}"#,
+    );
+    local_feature(
+        &ws,
+        "hello",
+        r#"{"id": "hello", "version": "1.0.0", "name": "Hello",
+            "options": {"greeting": {"type": "string", "default": "hey"}},
+            "containerEnv": {"HELLO_FEATURE": "yes"},
+            "postCreateCommand": "echo feature-post-create"}"#,
+        "echo \"$GREETING for $_REMOTE_USER\" > /etc/hello.txt",
+    );
+    let out = ws.run("up", &[]);
+    let result = last_json(&out);
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = docker_inspect(&id, "{{.Config.Image}}");
+    let _cleanup = ImageCleanup(image.clone());
+    assert!(image.starts_with("devcell/features:"), "{image}");
+    let origins: Vec<&str> = result["devcell"]["lifecycle"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(origins, ["Feature './hello'", "devcontainer.json"]);
+    let (code, stdout, _) = ws.sh("cat /etc/hello.txt; echo \"$HELLO_FEATURE\"");
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "hi-there for nobody\nyes\n");
+    // The container's metadata label (inherited from the image) lists the Feature entry.
+    let label = docker_inspect(&id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    let entries: Value = serde_json::from_str(&label).unwrap();
+    assert_eq!(entries[0]["id"], "./hello");
+
+    // A second `up` with unchanged inputs builds nothing.
+    ws.run("down", &["--remove"]);
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("using cached devcell/features:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Step 1/"), "built again: {stderr}");
+}
+
+#[test]
+fn feature_and_image_label_requests_are_refused() {
+    if !engine_ready(
+        "feature_and_image_label_requests_are_refused",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A Feature asking for a capability.
+    let ws =
+        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./cap": {}}}"#);
+    local_feature(
+        &ws,
+        "cap",
+        r#"{"id": "cap", "version": "1.0.0", "capAdd": ["SYS_PTRACE"]}"#,
+        "true",
+    );
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(
+        text.contains("Feature `./cap`") && text.contains("--allow cap:SYS_PTRACE"),
+        "{text}"
+    );
+    assert!(ws.containers().is_empty());
+    let images: Vec<String> = Command::new("docker")
+        .args(["images", "-q", "devcell/features"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    drop(images);
+
+    // An image label asking for the engine socket.
+    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcontainer.metadata='[{{\"mounts\":[\"type=bind,source=/var/run/docker.sock,target=/var/run/docker.sock\"]}}]'\n"
+        ),
+    );
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    let _cleanup = ImageCleanupByPrefix(format!("vsc-{base}-*"));
+    let out = ws.run("up", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(
+        text.contains("engine socket") && text.contains("image label"),
+        "{text}"
+    );
+    assert!(ws.containers().is_empty());
+}
+
+/// Removes every image whose reference matches a `docker images --filter reference=` pattern.
+struct ImageCleanupByPrefix(String);
+
+impl Drop for ImageCleanupByPrefix {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args(["images", "--format", "{{.Repository}}", "--filter"])
+            .arg(format!("reference={}", self.0))
+            .output();
+        if let Ok(out) = out {
+            for image in String::from_utf8_lossy(&out.stdout).lines() {
+                let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+            }
+        }
+    }
+}
+
+#[test]
+fn oci_features_with_dependencies_from_the_local_registry() {
+    if !engine_ready(
+        "oci_features_with_dependencies_from_the_local_registry",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let Some(registry) = crate::support::test_registry() else {
+        return;
+    };
+    // The fixture collection (greeter dependsOn ghcr.io/devcell-test/features/hello:1) and
+    // devcell's agent-user Feature, published to the local registry, reached through a
+    // `ghcr.io` mirror in the user's settings file.
+    let root = crate::support::repo();
+    for folder in [
+        "fixtures/features/collection/src",
+        "features/src/agent-user",
+    ] {
+        let out = devcell()
+            .args([
+                "features",
+                "publish",
+                "-r",
+                &registry,
+                "-n",
+                "devcell-test/features",
+            ])
+            .arg(root.join(folder))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        settings.path(),
+        format!("[registries]\nmirrors = {{ \"ghcr.io\" = \"{registry}\" }}\n"),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "agent",
+            "features": {"ghcr.io/devcell-test/features/greeter:2": {},
+                         "ghcr.io/devcell-test/features/agent-user:1": {}}}"#,
+    );
+    let out = ws.run(
+        "up",
+        &[
+            "--config-file",
+            settings.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let id = result["containerId"].as_str().unwrap();
+    let _cleanup = ImageCleanup(docker_inspect(id, "{{.Config.Image}}"));
+    // The dependency installs first: the label lists one entry per Feature in install order.
+    let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    let entries: Value = serde_json::from_str(&label).unwrap();
+    let ids: Vec<&str> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    let position = |needle: &str| ids.iter().position(|i| i.contains(needle));
+    assert!(
+        position("hello").unwrap() < position("greeter").unwrap(),
+        "install order: {ids:?}"
+    );
+    let (code, stdout, _) = ws.sh("id -un; cat /usr/local/share/greeter.txt");
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "agent\nhello\n");
+}
+
+#[test]
+fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
+    if !engine_ready(
+        "failed_builds_leave_the_workspace_unchanged_and_create_nothing",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A bad Dockerfile.
+    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN exit 42\n"),
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    assert!(
+        result["message"].as_str().unwrap().contains("build failed"),
+        "{result}"
+    );
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+
+    // A failing install.sh.
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./broken": {}}}"#,
+    );
+    local_feature(
+        &ws,
+        "broken",
+        r#"{"id": "broken", "version": "1.0.0", "name": "Broken"}"#,
+        "echo installing-broken; exit 3",
+    );
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Broken"), "{stderr}");
+    assert_eq!(last_json(&out)["outcome"], "error");
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert!(ws.containers().is_empty());
+}
+
+#[test]
+fn up_flags_follow_the_reference_cli() {
+    if !engine_ready("up_flags_follow_the_reference_cli", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo \"token=$TOKEN extra=$EXTRA\"",
+            "remoteEnv": {"EXTRA": "from-config"}}"#,
+    );
+    // --expect-existing-container without a container: an error, nothing created.
+    let out = ws.run("up", &["--expect-existing-container"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(ws.containers().is_empty());
+
+    // --id-label, --secrets-file (masked in output), --remote-env (the config wins), --mount,
+    // --include-merged-configuration.
+    let secrets = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secrets.path(), r#"{"TOKEN": "s3cr3t-value"}"#).unwrap();
+    let label = format!("devcell.test.flags={}", std::process::id());
+    let volume = format!(
+        "type=volume,source=devcell-test-flags-{},target=/extra",
+        std::process::id()
+    );
+    let common = ["--id-label", label.as_str()];
+    let mut args = common.to_vec();
+    args.extend([
+        "--secrets-file",
+        secrets.path().to_str().unwrap(),
+        "--remote-env",
+        "EXTRA=from-cli",
+        "--mount",
+        volume.as_str(),
+        "--include-merged-configuration",
+        "--network",
+        "none",
+        "--memory",
+        "512m",
+        "--cpus",
+        "1.5",
+    ]);
+    let out = ws.run("up", &args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{stderr}");
+    let id = result["containerId"].as_str().unwrap().to_string();
+    // Dropped last: after the containers that use it.
+    let _volume = VolumeRemover(format!("devcell-test-flags-{}", std::process::id()));
+    let _container = ContainerRemover(id.clone());
+    assert!(
+        stderr.contains("token=******** extra=from-config"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cr3t-value"), "secret leaked: {stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("s3cr3t-value"));
+    assert_eq!(result["mergedConfiguration"]["remoteUser"], "nobody");
+    // Only the --id-label identifies the container (the defaults are not added).
+    assert_eq!(
+        docker_inspect(&id, "{{index .Config.Labels \"devcell.test.flags\"}}"),
+        std::process::id().to_string()
+    );
+    assert!(ws.containers().is_empty());
+    assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
+    assert_eq!(docker_inspect(&id, "{{.HostConfig.NetworkMode}}"), "none");
+    assert_eq!(
+        docker_inspect(&id, "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}"),
+        format!("{} 1500000000", 512 << 20)
+    );
+
+    // exec finds it by the same label; --expect-existing-container now succeeds.
+    let mut exec_args = common.to_vec();
+    exec_args.extend(["sh", "-c", "echo $EXTRA"]);
+    let out = ws.run("exec", &exec_args);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from-config");
+    let mut again = common.to_vec();
+    again.extend(["--expect-existing-container", "--skip-post-create"]);
+    let result = ws.up(&again);
+    assert_eq!(result["containerId"], id.as_str());
+
+    // --remove-existing-container makes a new one.
+    let mut replace = common.to_vec();
+    replace.extend(["--remove-existing-container", "--skip-post-create"]);
+    let result = ws.up(&replace);
+    let new_id = result["containerId"].as_str().unwrap().to_string();
+    let _new_container = ContainerRemover(new_id.clone());
+    assert_ne!(new_id, id);
+    assert_eq!(docker_inspect(&id, "{{.Id}}"), "");
+    // --skip-post-create: no hook ran.
+    assert!(ran(&result).is_empty());
+}
+
+struct ContainerRemover(String);
+
+impl Drop for ContainerRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v", &self.0])
+            .output();
+    }
+}
+
+struct VolumeRemover(String);
+
+impl Drop for VolumeRemover {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f", &self.0])
+            .output();
+    }
+}
