@@ -44,6 +44,10 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Score a container's isolation (eight controls, 16 points) with the evidence.
     Audit(AuditArgs),
+    /// Show current, wanted and latest versions of the configuration's OCI Features.
+    Outdated(OutdatedArgs),
+    /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
+    Upgrade(UpgradeArgs),
 }
 
 /// Output format of devcell's own commands.
@@ -265,6 +269,141 @@ pub struct ReadConfigurationArgs {
     /// Include the Features configuration.
     #[arg(long)]
     pub include_features_configuration: bool,
+    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
+    /// `DOCKER_HOST`).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted for compatibility; unused by this command).
+    #[arg(long)]
+    pub docker_compose_path: Option<String>,
+    /// Host folder for state shared between sessions (accepted; unused by this command).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+    /// Id label `name=value` identifying the dev container (repeatable); replaces the default
+    /// `devcontainer.local_folder` / `devcontainer.config_file` labels for the lookup and for
+    /// `${devcontainerId}`.
+    #[arg(long = "id-label", value_parser = parse_id_label)]
+    pub id_labels: Vec<(String, String)>,
+    /// Id of the dev container to read `devcontainer.metadata` and `Config.Env` from.
+    #[arg(long)]
+    pub container_id: Option<String>,
+    /// Read the configuration's content from this file instead (paths keep the semantics of
+    /// the workspace's devcontainer.json location).
+    #[arg(long)]
+    pub override_config: Option<PathBuf>,
+    /// Mount the git worktree common dir (worktrees made with `git worktree add
+    /// --relative-paths`): changes the workspace layout and adds
+    /// `workspace.additionalMountString`.
+    #[arg(
+        long,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub mount_git_worktree_common_dir: bool,
+    /// Additional Features as JSON, like `features` in devcontainer.json.
+    #[arg(long)]
+    pub additional_features: Option<String>,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Plain text lines.
+    Text,
+    /// JSON log events, one per line (`{"type":"text","level","timestamp","text"}`).
+    Json,
+}
+
+/// Parses `--id-label name=value` (the reference's check: `.+=.+`; split at the first `=`).
+pub fn parse_id_label(text: &str) -> Result<(String, String), String> {
+    // `.+=.+`: some `=` with at least one character on each side.
+    let ok = text
+        .char_indices()
+        .any(|(i, c)| c == '=' && i > 0 && i + 1 < text.len());
+    match text.split_once('=') {
+        Some((name, value)) if ok => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "`{text}` does not match `<name>=<value>` (id-label must match <name>=<value>)"
+        )),
+    }
+}
+
+/// `--output-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A table.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// `devcell outdated`.
+#[derive(Debug, Args)]
+pub struct OutdatedArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output format: `text` (a table) or `json` (`{"features": {…}}`).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Host folder for state shared between sessions (accepted; unused).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+}
+
+/// `devcell upgrade`.
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the regenerated lockfile on stdout instead of writing it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Docker CLI path (accepted for compatibility; unused).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted for compatibility; unused).
+    #[arg(long)]
+    pub docker_compose_path: Option<String>,
+    /// Re-pin this Feature in devcontainer.json (with `--target-version`), then upgrade.
+    #[arg(short = 'f', long, hide = true, requires = "target_version")]
+    pub feature: Option<String>,
+    /// The `x`, `x.y` or `x.y.z` version to pin `--feature` to.
+    #[arg(short = 'v', long, hide = true, requires = "feature")]
+    pub target_version: Option<String>,
 }
 
 /// Flags that identify the dev container of a workspace.

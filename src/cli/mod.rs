@@ -10,6 +10,7 @@
 pub mod args;
 pub mod commands;
 pub mod output;
+pub mod reporter;
 
 use std::process::ExitCode;
 
@@ -48,6 +49,8 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Delete(args) => commands::delete::run(args),
         Command::Audit(args) => commands::audit::run(args),
+        Command::Outdated(args) => commands::outdated::run(args),
+        Command::Upgrade(args) => commands::upgrade::run(args),
     };
     match result {
         Ok(code) => code,

@@ -15,11 +15,27 @@ pub fn json(value: &serde_json::Value) {
 
 /// Prints a line on stderr.
 pub fn stderr_line(line: &str) {
+    if json_event(LEVEL_INFO, line) {
+        return;
+    }
     eprintln!("{line}");
 }
 
 /// Prints a warning on stderr as `warning: …`, followed by the offending line when known.
 pub fn warning(warning: &Warning) {
+    if json_log() {
+        let mut text = format!("warning: {warning}");
+        if let Some(loc) = warning
+            .location
+            .as_ref()
+            .filter(|l| !l.line_text.is_empty())
+        {
+            text.push('\n');
+            text.push_str(&loc.snippet());
+        }
+        json_event(LEVEL_WARNING, &text);
+        return;
+    }
     eprintln!("warning: {warning}");
     if let Some(loc) = &warning.location
         && !loc.line_text.is_empty()
@@ -31,6 +47,17 @@ pub fn warning(warning: &Warning) {
 /// Renders an error chain on stderr as `error: …` followed by the offending line with a caret
 /// (config errors), its causes, and `hint: …` when a fix is known.
 pub fn error(err: &anyhow::Error) {
+    if json_log() {
+        let mut text = format!("error: {err}");
+        for cause in err.chain().skip(1) {
+            text.push_str(&format!("\n  caused by: {cause}"));
+        }
+        if let Some(hint) = err.downcast_ref::<HandoffError>().and_then(Hint::hint) {
+            text.push_str(&format!("\nhint: {hint}"));
+        }
+        json_event(LEVEL_ERROR, &text);
+        return;
+    }
     eprintln!("error: {err}");
     let handoff = err.downcast_ref::<HandoffError>();
     if let Some(loc) = handoff.and_then(HandoffError::location)
@@ -44,6 +71,50 @@ pub fn error(err: &anyhow::Error) {
     if let Some(hint) = handoff.and_then(Hint::hint) {
         eprintln!("\nhint: {hint}");
     }
+}
+
+/// Prints text on stdout followed by a newline.
+pub fn stdout_text(text: &str) {
+    println!("{text}");
+}
+
+// ---- `--log-format json` ----------------------------------------------------------------------
+
+/// Whether stderr carries JSON log events (`--log-format json`).
+static JSON_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The reference CLI's log levels (`LogLevel` in its `log.ts`).
+const LEVEL_INFO: u8 = 3;
+const LEVEL_WARNING: u8 = 4;
+const LEVEL_ERROR: u8 = 5;
+
+/// Switches stderr to the reference CLI's JSON log events (`--log-format json`): one line
+/// `{"type":"text","level":N,"timestamp":<ms since the epoch>,"text":"…"}` per message
+/// (levels: 3 info, 4 warning, 5 error).
+pub fn set_log_format_json(on: bool) {
+    JSON_LOG.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn json_log() -> bool {
+    JSON_LOG.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Writes one JSON log event when `--log-format json` is on; `false` (nothing written) when
+/// off.
+fn json_event(level: u8, text: &str) -> bool {
+    if !json_log() {
+        return false;
+    }
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let event =
+        serde_json::json!({"type": "text", "level": level, "timestamp": timestamp, "text": text});
+    let mut err = std::io::stderr().lock();
+    let _ = serde_json::to_writer(&mut err, &event);
+    let _ = writeln!(err);
+    true
 }
 
 /// A [`Reporter`](crate::progress::Reporter) that writes status lines and hook/build output

@@ -84,6 +84,23 @@ pub struct WorkspaceConfig {
 /// # Errors
 /// [`super::ConfigError::Substitution`] when a variable cannot be resolved (`${localEnv}`).
 pub fn resolve(config: &mut Value, opts: &ResolveOptions) -> Result<WorkspaceConfig> {
+    resolve_with_worktree(config, opts, false).map(|(workspace, _)| workspace)
+}
+
+/// As [`resolve`], with `--mount-git-worktree-common-dir`: when `mount_git_worktree_common_dir`
+/// and `opts.mount_workspace_git_root` are set and a default is computed, a host mount root
+/// whose `.git` is a file with a *relative* `gitdir:` is laid out by
+/// [`worktree_common_dir_layout`] (container paths keep the worktree's position relative to
+/// its repository). Returns the workspace and the extra bind mount of the common git dir
+/// (`additionalMountString` in the reference), if any.
+///
+/// # Errors
+/// As [`resolve`].
+pub fn resolve_with_worktree(
+    config: &mut Value,
+    opts: &ResolveOptions,
+    mount_git_worktree_common_dir: bool,
+) -> Result<(WorkspaceConfig, Option<String>)> {
     let local_folder = resolve_path(&opts.workspace_folder)
         .to_string_lossy()
         .into_owned();
@@ -104,7 +121,41 @@ pub fn resolve(config: &mut Value, opts: &ResolveOptions) -> Result<WorkspaceCon
     let mount_given = config.get("workspaceMount").is_some();
 
     // Defaults only when needed, as the reference does (each one computed independently).
-    let defaults = (!compose && (user_folder.is_none() || !mount_given)).then(|| defaults(opts));
+    let mut additional_mount = None;
+    let defaults = (!compose && (user_folder.is_none() || !mount_given)).then(|| {
+        let mut d = defaults(opts);
+        if mount_git_worktree_common_dir
+            && opts.mount_workspace_git_root
+            && let Some(layout) = worktree_common_dir_layout(&d.host_mount_root)
+        {
+            let folder = resolve_path(&opts.workspace_folder);
+            let relative: Vec<String> = folder
+                .strip_prefix(&d.host_mount_root)
+                .map(|rel| {
+                    rel.components()
+                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            d.workspace_folder = relative
+                .iter()
+                .fold(layout.container_mount_root.clone(), |acc, seg| {
+                    posix_join(&acc, seg)
+                });
+            let host = d.host_mount_root.to_string_lossy().into_owned();
+            d.workspace_mount = format!(
+                "type=bind,{},{}",
+                quote_if_comma(&format!("source={host}"), &host),
+                quote_if_comma(
+                    &format!("target={}", layout.container_mount_root),
+                    &layout.container_mount_root
+                ),
+            );
+            d.container_mount_root = layout.container_mount_root;
+            additional_mount = Some(layout.additional_mount);
+        }
+        d
+    });
     let workspace_folder = match (user_folder, &defaults) {
         (Some(folder), _) => folder,
         (None, Some(defaults)) => defaults.workspace_folder.clone(),
@@ -126,12 +177,77 @@ pub fn resolve(config: &mut Value, opts: &ResolveOptions) -> Result<WorkspaceCon
     } else {
         defaults.as_ref().map(|d| d.workspace_mount.clone())
     };
-    Ok(WorkspaceConfig {
-        workspace_folder,
-        workspace_mount,
-        host_mount_root: defaults
-            .map(|d| d.host_mount_root)
-            .unwrap_or_else(|| opts.workspace_folder.clone()),
+    Ok((
+        WorkspaceConfig {
+            workspace_folder,
+            workspace_mount,
+            host_mount_root: defaults
+                .map(|d| d.host_mount_root)
+                .unwrap_or_else(|| opts.workspace_folder.clone()),
+        },
+        additional_mount,
+    ))
+}
+
+/// The container layout of a git worktree for `--mount-git-worktree-common-dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeLayout {
+    /// Where the host mount root goes: `/workspaces/<segments>`, the segments being the host
+    /// root's path below the deepest folder that also holds the common git dir.
+    pub container_mount_root: String,
+    /// `type=bind,source=<common git dir>,target=<its container path>` (comma-holding segments
+    /// quoted).
+    pub additional_mount: String,
+}
+
+/// For a host mount root whose `.git` is a file with a relative `gitdir:` (a worktree made
+/// with `git worktree add --relative-paths`): the common git dir is `gitdir/../..`; the
+/// container keeps the worktree and the common dir at the same relative positions, and the
+/// common dir gets its own bind mount. `None` for anything else (no `.git` file, absolute
+/// `gitdir`).
+pub fn worktree_common_dir_layout(host_root: &Path) -> Option<WorktreeLayout> {
+    let text = std::fs::read_to_string(host_root.join(".git")).ok()?;
+    let gitdir = text.lines().find_map(|line| {
+        let rest = line.strip_prefix("gitdir:")?;
+        let value = rest.trim_start().trim_end_matches('\r');
+        (!value.is_empty()).then(|| value.to_owned())
+    })?;
+    if Path::new(&gitdir).is_absolute() {
+        return None;
+    }
+    let common = normalize_lexically(&host_root.join(&gitdir).join("..").join(".."));
+    let mut segments: Vec<String> = Vec::new();
+    let mut current = host_root.to_path_buf();
+    loop {
+        let parent = current.parent().map(Path::to_path_buf);
+        let inside = common.starts_with(&current) && common != current;
+        if inside || parent.is_none() {
+            break;
+        }
+        if let Some(name) = current.file_name() {
+            segments.insert(0, name.to_string_lossy().into_owned());
+        }
+        current = parent.unwrap_or_default();
+    }
+    let container_root = segments
+        .iter()
+        .fold("/workspaces".to_owned(), |acc, seg| posix_join(&acc, seg));
+    let container_common = normalize_lexically(
+        &Path::new(&container_root)
+            .join(&gitdir)
+            .join("..")
+            .join(".."),
+    )
+    .to_string_lossy()
+    .into_owned();
+    let common_text = common.to_string_lossy().into_owned();
+    Some(WorktreeLayout {
+        additional_mount: format!(
+            "type=bind,{},{}",
+            quote_if_comma(&format!("source={common_text}"), &common_text),
+            quote_if_comma(&format!("target={container_common}"), &container_common),
+        ),
+        container_mount_root: container_root,
     })
 }
 

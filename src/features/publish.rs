@@ -25,6 +25,7 @@ use super::fetch::{
 use crate::oci::OciError;
 use crate::oci::digest::sha256_digest;
 use crate::oci::registry::{Registry, parse_reference};
+use crate::progress::{Event, NoopReporter, Reporter};
 
 /// Layer media type of the collection metadata artifact.
 pub const COLLECTION_LAYER_MEDIA_TYPE: &str =
@@ -459,12 +460,34 @@ pub async fn publish(
     target_registry: &str,
     namespace: &str,
 ) -> Result<IndexMap<String, PublishOutcome>> {
+    publish_with_reporter(registry, dir, target_registry, namespace, &NoopReporter).await
+}
+
+/// As [`publish`], reporting each step to `reporter` as [`Event::Status`] lines
+/// (`publishing <registry>/<namespace>/<id> <version>`, `publishing the collection …`).
+///
+/// # Errors
+/// As [`publish`].
+pub async fn publish_with_reporter(
+    registry: &Registry,
+    dir: &Path,
+    target_registry: &str,
+    namespace: &str,
+    reporter: &dyn Reporter,
+) -> Result<IndexMap<String, PublishOutcome>> {
     let features = package_all(dir)?;
     let mut out = IndexMap::new();
     for f in &features {
+        reporter.report(Event::Status(format!(
+            "publishing {target_registry}/{namespace}/{} {}",
+            f.id, f.version
+        )));
         let outcome = publish_feature(registry, target_registry, namespace, f).await?;
         out.insert(f.id.clone(), outcome);
     }
+    reporter.report(Event::Status(format!(
+        "publishing the collection {target_registry}/{namespace}"
+    )));
     let collection =
         Bytes::from(serde_json::to_vec(&collection_json(&features)).unwrap_or_default());
     let mut annotations = IndexMap::new();

@@ -130,6 +130,12 @@ pub enum HandoffError {
         #[source]
         source: std::io::Error,
     },
+    /// `--additional-features` is not a JSON object.
+    #[error("invalid `--additional-features`: {message}")]
+    AdditionalFeatures {
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl HandoffError {
@@ -169,7 +175,9 @@ impl HandoffError {
             HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
             HandoffError::Security(SecurityError::Refused { .. }) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
-            HandoffError::SecretsFile { .. } => ErrorCode::InvalidArgument,
+            HandoffError::SecretsFile { .. } | HandoffError::AdditionalFeatures { .. } => {
+                ErrorCode::InvalidArgument
+            }
             HandoffError::Workspace(e) => e.code(),
             HandoffError::Context(e) => e.code(),
             HandoffError::State(e) => e.code(),
@@ -264,6 +272,9 @@ impl Hint for HandoffError {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
+            HandoffError::AdditionalFeatures { .. } => Some(
+                "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
+            ),
         }
     }
 }

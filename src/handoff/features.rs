@@ -66,6 +66,17 @@ pub struct PublishOptions {
 /// # Errors
 /// [`HandoffError::Publish`], [`HandoffError::Runtime`].
 pub fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
+    publish_features_with(options, &crate::progress::NoopReporter)
+}
+
+/// As [`publish_features`], reporting progress (one status line per Feature) to `reporter`.
+///
+/// # Errors
+/// As [`publish_features`].
+pub fn publish_features_with(
+    options: &PublishOptions,
+    reporter: &dyn crate::progress::Reporter,
+) -> Result<serde_json::Value> {
     let registry = Registry::new(RegistryOptions {
         insecure_registries: options.insecure_registries.clone(),
         secure_registries: options.secure_registries.clone(),
@@ -82,11 +93,12 @@ pub fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
         .build()
         .map_err(|source| HandoffError::Runtime { source })?;
     let namespace = options.namespace.trim_matches('/');
-    let out = runtime.block_on(publish::publish(
+    let out = runtime.block_on(publish::publish_with_reporter(
         &registry,
         &options.target,
         &options.registry,
         namespace,
+        reporter,
     ))?;
     Ok(serde_json::to_value(out).unwrap_or_default())
 }

@@ -26,8 +26,8 @@ pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
 pub use exec::{ExecOptions, ExecStreams, exec};
 pub use read_configuration::{
-    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationOptions,
-    load_configuration, read_configuration,
+    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
+    ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
 };
 pub use up::{
     ContainerAction, RunUserCommandsOptions, SecurityOptions, TargetOptions, UpOptions, UpResult,
@@ -36,3 +36,4 @@ pub use up::{
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
+pub mod outdated;

@@ -9,13 +9,14 @@
 //!  "mergedConfiguration": {…}, "featuresConfiguration": {…}}
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
 use crate::config::{self, discover, jsonc, model};
 use crate::diagnostics::Warning;
+use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
 use crate::handoff::error::{HandoffError, Result};
 
 /// Inputs of [`read_configuration`] (the `read-configuration` flags).
@@ -36,6 +37,33 @@ pub struct ReadConfigurationOptions {
     pub env: HashMap<String, String>,
 }
 
+/// The `read-configuration` flags beyond [`ReadConfigurationOptions`], for drop-in use by tools
+/// written for `@devcontainers/cli` (refcli §1). `Default` = none given.
+#[derive(Debug, Clone, Default)]
+pub struct ReadConfigurationExtras {
+    /// `--override-config`: read the configuration's content from this file; paths keep the
+    /// semantics of the real config (`--config`, else the discovered one, else
+    /// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+    pub override_config: Option<PathBuf>,
+    /// `--id-label name=value`s: the labels identifying the dev container (replace the default
+    /// `devcontainer.local_folder` / `devcontainer.config_file` pair).
+    pub id_labels: BTreeMap<String, String>,
+    /// `--container-id`: the dev container, instead of a label lookup.
+    pub container_id: Option<String>,
+    /// `--additional-features`: a JSON object like `features` (keys the config already has
+    /// are ignored).
+    pub additional_features: Option<String>,
+    /// No `--workspace-folder` was given (only `--container-id` / `--id-label`): without
+    /// `--config` / `--override-config` the configuration is empty, as in the reference.
+    pub no_workspace: bool,
+    /// Never ask the container engine (library callers that already know there is none).
+    pub skip_engine: bool,
+    /// `--mount-git-worktree-common-dir`: lay out a worktree with a relative `gitdir:` so its
+    /// common git dir can be mounted (`workspace.additionalMountString`; see
+    /// [`config::workspace::worktree_common_dir_layout`]).
+    pub mount_git_worktree_common_dir: bool,
+}
+
 /// The result of [`read_configuration`].
 #[derive(Debug, Clone)]
 pub struct ReadConfiguration {
@@ -49,31 +77,130 @@ pub struct ReadConfiguration {
     pub config: model::DevContainerConfig,
 }
 
+/// Reads the configuration of a workspace the way `devcontainer read-configuration` does,
+/// without the container-selection flags and without asking the engine:
+/// [`read_configuration_with`] with `skip_engine` (no container lookup, so no
+/// `${devcontainerId}` / `${containerEnv:…}` substitution and no image metadata). For
+/// operations (`up`, handoff) that deal with the container themselves.
+///
+/// Errors: as [`read_configuration_with`].
+pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
+    read_configuration_with(
+        opts,
+        &ReadConfigurationExtras {
+            skip_engine: true,
+            ..ReadConfigurationExtras::default()
+        },
+    )
+}
+
 /// Reads the configuration of a workspace the way `devcontainer read-configuration` does.
 ///
-/// Steps: discover the config ([`discover::discover`]), parse it ([`jsonc::read`]), validate
-/// it ([`model::validate`]), substitute phase-1 variables and compute `workspaceFolder` /
-/// `workspaceMount` ([`config::workspace::resolve`]), migrate legacy properties
-/// ([`model::migrate_legacy`]), then build the output.
+/// Steps: discover the config ([`discover::discover`]; with `override_config`, its content is
+/// read from that file while paths keep the semantics of the real config location), parse it
+/// ([`jsonc::read`]), validate it ([`model::validate`]), substitute phase-1 variables and
+/// compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), look up the
+/// dev container (`--container-id`, else the id labels: `--id-label`s or the default
+/// `devcontainer.local_folder` + `devcontainer.config_file`) when an engine answers and, when
+/// one is found, substitute `${devcontainerId}` and `${containerEnv:…}` (refcli §2.2); migrate
+/// legacy properties ([`model::migrate_legacy`]); then build the output.
+///
+/// `mergedConfiguration` is built from the container's `devcontainer.metadata` label when a
+/// container is found (only the updateable properties of devcontainer.json are appended when
+/// it carries the id labels, refcli §2.5), else from the image's label (image configs whose
+/// image is present locally), local Features and devcontainer.json. Engine failures are
+/// warnings, never errors (spec-notes/0220).
 ///
 /// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
-/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
-pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
-    let loaded = load_configuration(&LoadOptions {
-        workspace_folder: opts.workspace_folder.clone(),
-        config: opts.config.clone(),
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
+/// [`HandoffError::AdditionalFeatures`] for an `--additional-features` value that is not a
+/// JSON object.
+pub fn read_configuration_with(
+    opts: &ReadConfigurationOptions,
+    extras: &ReadConfigurationExtras,
+) -> Result<ReadConfiguration> {
+    let additional = parse_additional_features(extras.additional_features.as_deref())?;
+    let workspace_folder = std::path::absolute(&opts.workspace_folder)
+        .unwrap_or_else(|_| opts.workspace_folder.clone());
+    let without_config =
+        extras.no_workspace && opts.config.is_none() && extras.override_config.is_none();
+    if without_config {
+        return read_container_only(opts, extras, &additional);
+    }
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let (config_file, doc) = match &extras.override_config {
+        Some(override_file) => {
+            let override_file =
+                std::path::absolute(override_file).unwrap_or_else(|_| override_file.clone());
+            let config_file = match &opts.config {
+                Some(c) => std::path::absolute(c).unwrap_or_else(|_| c.clone()),
+                None => discover::discover(&workspace_folder, None).unwrap_or_else(|_| {
+                    let [first, _] = discover::default_locations(&workspace_folder);
+                    first
+                }),
+            };
+            (config_file, jsonc::read(&override_file)?)
+        }
+        None => {
+            let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
+            let doc = jsonc::read(&config_file)?;
+            (config_file, doc)
+        }
+    };
+    let mut warnings = doc.warnings.clone();
+    let (_, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+
+    let mut value = doc.value.clone();
+    let resolve = config::workspace::ResolveOptions {
+        workspace_folder: workspace_folder.clone(),
+        config_file: config_file.clone(),
         mount_workspace_git_root: opts.mount_workspace_git_root,
         env: opts.env.clone(),
-        workspace_override: None,
-    })?;
-    let LoadedConfiguration {
-        config_file,
-        value,
-        typed,
-        workspace,
-        mut warnings,
-        ..
-    } = loaded;
+    };
+    let (workspace, additional_mount) = config::workspace::resolve_with_worktree(
+        &mut value,
+        &resolve,
+        extras.mount_git_worktree_common_dir,
+    )
+    .map_err(|e| locate(&doc, e))?;
+
+    let id_labels = if extras.id_labels.is_empty() {
+        config::id::id_labels(&workspace_folder, &config_file)
+    } else {
+        extras.id_labels.clone()
+    };
+    let image = value
+        .get("image")
+        .and_then(Value::as_str)
+        .filter(|_| {
+            opts.include_merged_configuration
+                && value.get("dockerComposeFile").is_none()
+                && value.get("dockerFile").is_none()
+                && value.get("build").is_none()
+        })
+        .map(str::to_owned);
+    let found = lookup(extras, &id_labels, image.as_deref(), &mut warnings);
+    if let Some(container) = &found.container {
+        config::substitute::substitute_devcontainer_id(
+            &mut value,
+            &config::id::devcontainer_id(&id_labels),
+        );
+        let env = config::substitute::env_from_list(&container.env);
+        config::substitute::substitute_container_env(&mut value, &env)
+            .map_err(|e| locate(&doc, e))?;
+    }
+    // Substitution keeps the shape, so locations from `doc` still apply.
+    let (typed, _) = model::validate_value(&doc, &value)?;
+    let features = feature_list(&typed, &additional);
+
+    if let Value::Object(c) = &mut value {
+        model::migrate_legacy(c);
+    }
     let mut output = Map::new();
     let mut shown = value.clone();
     if let Value::Object(c) = &mut shown {
@@ -88,19 +215,37 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
     if let Some(mount) = &workspace.workspace_mount {
         ws.insert("workspaceMount".into(), Value::String(mount.clone()));
     }
+    if let Some(mount) = additional_mount {
+        ws.insert("additionalMountString".into(), Value::String(mount));
+    }
     output.insert("workspace".into(), Value::Object(ws));
-    if opts.include_features_configuration {
+    // As the reference: the Features configuration is computed (and printed) for a merged
+    // configuration without a container too.
+    // Without any Feature the reference has no Features configuration (the key is omitted).
+    if (opts.include_features_configuration
+        || (opts.include_merged_configuration && found.container.is_none()))
+        && !features.is_empty()
+    {
         output.insert(
             "featuresConfiguration".into(),
-            features_configuration(&typed, &config_file),
+            features_configuration(&features, &config_file),
         );
     }
     if opts.include_merged_configuration {
-        let features = local_feature_entries(&typed, &config_file, &mut warnings);
-        let entries = config::metadata::collect_entries(
-            &[],
-            &features,
-            &config::metadata::config_entry(&value),
+        let local = LocalLabelContext {
+            workspace_folder: workspace_folder.to_string_lossy().into_owned(),
+            container_workspace_folder: workspace.workspace_folder.clone(),
+            env: &opts.env,
+            config_file: &config_file,
+        };
+        let feature_entries = local_feature_entries(&features, &config_file, &mut warnings);
+        let entries = merged_entries(
+            &found,
+            &id_labels,
+            &value,
+            &feature_entries,
+            &local,
+            &mut warnings,
         );
         output.insert(
             "mergedConfiguration".into(),
@@ -113,6 +258,296 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
         config_file,
         config: typed,
     })
+}
+
+/// `read-configuration` with only `--container-id` / `--id-label` (no workspace folder, no
+/// config): an empty configuration, merged with the container's metadata when asked.
+fn read_container_only(
+    opts: &ReadConfigurationOptions,
+    extras: &ReadConfigurationExtras,
+    additional: &[(String, Value)],
+) -> Result<ReadConfiguration> {
+    let mut warnings = Vec::new();
+    let found = lookup(extras, &extras.id_labels, None, &mut warnings);
+    let value = Value::Object(Map::new());
+    let mut output = Map::new();
+    output.insert("configuration".into(), value.clone());
+    let config_file = PathBuf::new();
+    if (opts.include_features_configuration
+        || (opts.include_merged_configuration && found.container.is_none()))
+        && !additional.is_empty()
+    {
+        output.insert(
+            "featuresConfiguration".into(),
+            features_configuration(additional, &config_file),
+        );
+    }
+    if opts.include_merged_configuration {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let local = LocalLabelContext {
+            workspace_folder: cwd.to_string_lossy().into_owned(),
+            container_workspace_folder: String::new(),
+            env: &opts.env,
+            config_file: &config_file,
+        };
+        let entries = merged_entries(
+            &found,
+            &extras.id_labels,
+            &value,
+            &[],
+            &local,
+            &mut warnings,
+        );
+        output.insert(
+            "mergedConfiguration".into(),
+            config::metadata::merge_configuration(&value, &entries),
+        );
+    }
+    Ok(ReadConfiguration {
+        output: Value::Object(output),
+        warnings,
+        config_file,
+        config: model::DevContainerConfig::default(),
+    })
+}
+
+/// What the engine told us: the dev container and, without one, the config's image.
+#[derive(Debug, Default)]
+struct Found {
+    container: Option<ContainerInfo>,
+    image: Option<ImageInfo>,
+}
+
+/// Looks up the dev container (by `--container-id`, else by `labels`) and, when none is found
+/// and `image` is given, the image (locally only, never pulled). An unreachable engine or a
+/// failed request is a warning when the user asked for a container (`--container-id`,
+/// `--id-label`) or the image is needed, else only logged.
+fn lookup(
+    extras: &ReadConfigurationExtras,
+    labels: &BTreeMap<String, String>,
+    image: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) -> Found {
+    if extras.skip_engine {
+        return Found::default();
+    }
+    let explicit = extras.container_id.is_some() || !extras.id_labels.is_empty();
+    let mut warn = |message: String, loud: bool| {
+        if loud {
+            warnings.push(Warning {
+                location: None,
+                message,
+            });
+        } else {
+            tracing::debug!("{message}");
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            warn(format!("cannot start the async runtime: {e}"), true);
+            return Found::default();
+        }
+    };
+    runtime.block_on(async {
+        let engine = match DockerEngine::connect().await {
+            Ok(engine) => engine,
+            Err(e) => {
+                warn(
+                    format!(
+                        "container engine not reachable ({e}); reading the configuration without a container{}",
+                        if image.is_some() { " or image metadata" } else { "" }
+                    ),
+                    explicit || image.is_some(),
+                );
+                return Found::default();
+            }
+        };
+        let mut found = Found::default();
+        let container = match &extras.container_id {
+            Some(id) => engine.inspect_container(id).await.inspect(|c| {
+                if c.is_none() {
+                    warn(format!("container `{id}` not found"), true);
+                }
+            }),
+            None => find_container(&engine, labels).await,
+        };
+        match container {
+            Ok(c) => found.container = c,
+            Err(e) => warn(format!("cannot look up the dev container: {e}"), explicit),
+        }
+        if found.container.is_none()
+            && let Some(image) = image
+        {
+            match engine.inspect_image(image).await {
+                Ok(Some(info)) => found.image = Some(info),
+                Ok(None) => warn(
+                    format!(
+                        "image `{image}` is not present locally; its `devcontainer.metadata` is not merged (devcell does not pull for `read-configuration`)"
+                    ),
+                    true,
+                ),
+                Err(e) => warn(
+                    format!("cannot inspect image `{image}`; its metadata is not merged: {e}"),
+                    true,
+                ),
+            }
+        }
+        found
+    })
+}
+
+/// The first container carrying all `labels` that is not being removed, inspected.
+async fn find_container(
+    engine: &DockerEngine,
+    labels: &BTreeMap<String, String>,
+) -> std::result::Result<Option<ContainerInfo>, crate::engine::EngineError> {
+    if labels.is_empty() {
+        return Ok(None);
+    }
+    for summary in engine.find_containers(labels).await? {
+        if summary.state == "removing" {
+            continue;
+        }
+        if let Some(info) = engine.inspect_container(&summary.id).await? {
+            return Ok(Some(info));
+        }
+    }
+    Ok(None)
+}
+
+/// Phase-1 values for re-substituting label entries (stored raw, substituted on every read).
+struct LocalLabelContext<'a> {
+    workspace_folder: String,
+    container_workspace_folder: String,
+    env: &'a HashMap<String, String>,
+    config_file: &'a Path,
+}
+
+/// The metadata entries to merge (refcli §2.5): from the container's label when a container
+/// was found, else the image's label entries, the Features' entries and devcontainer.json's.
+/// Label entries get phase-1 substitution, and with a container `${devcontainerId}` and
+/// `${containerEnv:…}` too.
+fn merged_entries(
+    found: &Found,
+    id_labels: &BTreeMap<String, String>,
+    config_value: &Value,
+    feature_entries: &[Value],
+    local: &LocalLabelContext<'_>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Value> {
+    let ctx = config::substitute::LocalContext {
+        local_workspace_folder: Some(&local.workspace_folder),
+        container_workspace_folder: Some(&local.container_workspace_folder)
+            .filter(|s| !s.is_empty())
+            .map(String::as_str),
+        env: local.env,
+        config_file: Some(local.config_file),
+    };
+    let config_entry = config::metadata::config_entry(config_value);
+    let mut substituted = |label: &str, container: Option<&ContainerInfo>| -> Vec<Value> {
+        let (mut entries, warning) = config::metadata::parse_label(label);
+        warnings.extend(warning);
+        for entry in &mut entries {
+            if let Err(e) = config::substitute::substitute_local(entry, &ctx) {
+                warnings.push(Warning {
+                    location: None,
+                    message: format!("`devcontainer.metadata` entry left unsubstituted: {e}"),
+                });
+                continue;
+            }
+            if let Some(container) = container {
+                config::substitute::substitute_devcontainer_id(
+                    entry,
+                    &config::id::devcontainer_id(id_labels),
+                );
+                let env = config::substitute::env_from_list(&container.env);
+                if let Err(e) = config::substitute::substitute_container_env(entry, &env) {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!("`devcontainer.metadata` entry: {e}"),
+                    });
+                }
+            }
+        }
+        entries
+    };
+    match (&found.container, &found.image) {
+        (Some(container), _) => match container.labels.get(crate::names::METADATA_LABEL) {
+            None => config::metadata::collect_entries(&[], feature_entries, &config_entry),
+            Some(label) => {
+                let entries = substituted(label, Some(container));
+                let has_id_labels = !id_labels.is_empty()
+                    && id_labels.keys().all(|k| container.labels.contains_key(k));
+                if has_id_labels {
+                    config::metadata::collect_entries(
+                        &entries,
+                        &[],
+                        &config::metadata::updateable_entry(config_value),
+                    )
+                } else {
+                    config::metadata::collect_entries(&entries, feature_entries, &config_entry)
+                }
+            }
+        },
+        (None, Some(image)) => {
+            let base = image
+                .metadata_label()
+                .map(|label| substituted(label, None))
+                .unwrap_or_default();
+            config::metadata::collect_entries(&base, feature_entries, &config_entry)
+        }
+        (None, None) => config::metadata::collect_entries(&[], feature_entries, &config_entry),
+    }
+}
+
+/// Parses `--additional-features` (a JSON object like devcontainer.json's `features`).
+fn parse_additional_features(text: Option<&str>) -> Result<Vec<(String, Value)>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let doc = jsonc::parse(Path::new("--additional-features"), text).map_err(|e| {
+        HandoffError::AdditionalFeatures {
+            message: e.to_string(),
+        }
+    })?;
+    match doc.value {
+        Value::Object(map) => Ok(map.into_iter().collect()),
+        other => Err(HandoffError::AdditionalFeatures {
+            message: format!(
+                "expected a JSON object of Feature references to options, found `{other}`"
+            ),
+        }),
+    }
+}
+
+/// The configuration's Features (as written) followed by the additional ones whose key the
+/// configuration does not already have (the reference's order).
+fn feature_list(
+    config: &model::DevContainerConfig,
+    additional: &[(String, Value)],
+) -> Vec<(String, Value)> {
+    let mut list: Vec<(String, Value)> = config
+        .features
+        .iter()
+        .map(|(key, value)| {
+            let value = match value {
+                model::FeatureValue::Version(v) => json!(v),
+                model::FeatureValue::Enabled(b) => json!(b),
+                model::FeatureValue::Options(o) => Value::Object(o.clone()),
+            };
+            (key.clone(), value)
+        })
+        .collect();
+    for (key, value) in additional {
+        if !list.iter().any(|(k, _)| k == key) {
+            list.push((key.clone(), value.clone()));
+        }
+    }
+    list
 }
 
 /// Inputs of [`load_configuration`]: which workspace and config, and the host environment.
@@ -292,19 +727,14 @@ fn feature_source(key: &str, config_dir: &Path) -> Value {
     }
 }
 
-/// `featuresConfiguration`: one Feature set per `features` entry, as written, with its
-/// parsed source kind. (Resolution, options and ordering belong to the `features` module.)
-fn features_configuration(config: &model::DevContainerConfig, config_file: &Path) -> Value {
+/// `featuresConfiguration`: one Feature set per Feature (the configuration's, then
+/// `--additional-features`), as written, with its parsed source kind. (Resolution, options and
+/// ordering belong to the `features` module.)
+fn features_configuration(features: &[(String, Value)], config_file: &Path) -> Value {
     let dir = config_file.parent().unwrap_or(Path::new("/"));
-    let sets: Vec<Value> = config
-        .features
+    let sets: Vec<Value> = features
         .iter()
         .map(|(key, value)| {
-            let value = match value {
-                model::FeatureValue::Version(v) => json!(v),
-                model::FeatureValue::Enabled(b) => json!(b),
-                model::FeatureValue::Options(o) => Value::Object(o.clone()),
-            };
             json!({"features": [{"id": key, "value": value, "included": true}],
                 "sourceInformation": feature_source(key, dir)})
         })
@@ -315,13 +745,13 @@ fn features_configuration(config: &model::DevContainerConfig, config_file: &Path
 /// Image-metadata-like entries of local (`./…`) Features that can be read from disk, for the
 /// merged configuration without an engine. Unreadable ones are skipped with a warning.
 fn local_feature_entries(
-    config: &model::DevContainerConfig,
+    features: &[(String, Value)],
     config_file: &Path,
     warnings: &mut Vec<Warning>,
 ) -> Vec<Value> {
     let dir = config_file.parent().unwrap_or(Path::new("/"));
     let mut out = Vec::new();
-    for key in config.features.keys() {
+    for (key, _) in features {
         if !(key.starts_with("./") || key.starts_with("../")) {
             continue;
         }

@@ -6,6 +6,7 @@
 //! (`features::fetch::Fetcher::plan`; `--cache-dir`, `--offline`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde_json::Value;
@@ -18,6 +19,7 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
 use crate::handoff::error::{HandoffError, Result};
+use crate::progress::{NoopReporter, Reporter};
 
 /// Inputs of [`resolve_dependencies`].
 #[derive(Debug, Clone, Default)]
@@ -49,6 +51,17 @@ pub struct ResolveDependencies {
 /// `read-configuration`; [`HandoffError::Feature`] for invalid references, options, cycles, and
 /// remote Features that cannot be fetched (network, offline cache miss, not a Feature).
 pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<ResolveDependencies> {
+    resolve_dependencies_with(opts, Arc::new(NoopReporter))
+}
+
+/// As [`resolve_dependencies`], sending fetch progress (`pulling …` status lines) to
+/// `reporter`.
+///
+/// Errors: as [`resolve_dependencies`].
+pub fn resolve_dependencies_with(
+    opts: &ResolveDependenciesOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<ResolveDependencies> {
     let workspace_folder = std::path::absolute(&opts.workspace_folder)
         .unwrap_or_else(|_| opts.workspace_folder.clone());
     if !workspace_folder.is_dir() {
@@ -87,7 +100,8 @@ pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<Resolve
         .map_err(|e| FeatureError::Resolve {
             feature: "*".into(),
             source: Box::new(e),
-        })?;
+        })?
+        .with_reporter(reporter);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

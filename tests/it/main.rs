@@ -3,12 +3,14 @@
 mod audit;
 mod build;
 mod config;
+mod config_compat;
 mod engine;
 mod features;
 mod handoff;
 mod handoff_e2e;
 mod lifecycle;
 mod oci;
+mod outdated;
 mod security;
 mod support;
 mod up;

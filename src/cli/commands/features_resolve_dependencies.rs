@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 use crate::cli::args::FeaturesResolveDependenciesArgs;
 use crate::cli::output;
-use crate::handoff::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies};
+use std::sync::Arc;
+
+use crate::cli::reporter::CliReporter;
+use crate::handoff::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies_with};
 
 /// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
 /// warnings on stderr.
@@ -13,12 +16,18 @@ pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
-    let result = resolve_dependencies(&ResolveDependenciesOptions {
-        workspace_folder,
-        config: args.config,
-        cache_dir: args.cache_dir,
-        offline: args.offline,
-    })?;
+    let reporter = Arc::new(CliReporter::stderr());
+    let result = resolve_dependencies_with(
+        &ResolveDependenciesOptions {
+            workspace_folder,
+            config: args.config,
+            cache_dir: args.cache_dir,
+            offline: args.offline,
+        },
+        reporter.clone(),
+    );
+    reporter.finish();
+    let result = result?;
     for warning in &result.warnings {
         output::warning(warning);
     }

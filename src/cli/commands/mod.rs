@@ -10,10 +10,12 @@ pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
 pub mod handoff;
+pub mod outdated;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod status;
 pub mod up;
+pub mod upgrade;
 
 use std::path::Path;
 use std::process::ExitCode;

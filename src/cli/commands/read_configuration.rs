@@ -4,10 +4,13 @@ use std::process::ExitCode;
 
 use crate::cli::args::ReadConfigurationArgs;
 use crate::cli::output;
-use crate::handoff::{ReadConfigurationOptions, read_configuration};
+use crate::handoff::{ReadConfigurationExtras, ReadConfigurationOptions, read_configuration_with};
 
 /// Runs `read-configuration`: JSON on stdout (one line), warnings on stderr.
 pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
+    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
+    let no_workspace = args.workspace.workspace_folder.is_none()
+        && (args.container_id.is_some() || !args.id_labels.is_empty());
     let workspace_folder = match args.workspace.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,
@@ -20,7 +23,16 @@ pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
         include_features_configuration: args.include_features_configuration,
         env: std::env::vars().collect(),
     };
-    let result = read_configuration(&opts)?;
+    let extras = ReadConfigurationExtras {
+        override_config: args.override_config,
+        id_labels: args.id_labels.into_iter().collect(),
+        container_id: args.container_id,
+        additional_features: args.additional_features,
+        no_workspace,
+        skip_engine: false,
+        mount_git_worktree_common_dir: args.mount_git_worktree_common_dir,
+    };
+    let result = read_configuration_with(&opts, &extras)?;
     for warning in &result.warnings {
         output::warning(warning);
     }

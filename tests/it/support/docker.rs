@@ -114,6 +114,19 @@ impl TestContainer {
             .expect("docker runs")
             .status;
         assert!(status.success(), "docker restart failed");
+        // `docker restart` can return before the engine accepts execs again (seen under load:
+        // the first exec failed with no message). Wait, bounded, until one succeeds.
+        for _ in 0..100 {
+            let ready = Command::new("docker")
+                .args(["exec", &self.id, "true"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ready {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("container {} accepts no exec after restart", self.id);
     }
 }
 

@@ -1,0 +1,29 @@
+//! `devcell outdated`.
+
+use std::process::ExitCode;
+
+use crate::cli::args::{OutdatedArgs, OutputFormat};
+use crate::cli::output;
+use crate::handoff::outdated::{OutdatedOptions, outdated};
+
+/// Runs `outdated`: a table (or one JSON line) on stdout, warnings on stderr.
+pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
+    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
+    let workspace_folder = match args.workspace_folder {
+        Some(folder) => folder,
+        None => std::env::current_dir()?,
+    };
+    let result = outdated(&OutdatedOptions {
+        workspace_folder,
+        config: args.config,
+        cache_dir: args.cache_dir,
+    })?;
+    for warning in &result.warnings {
+        output::warning(warning);
+    }
+    match args.output_format {
+        OutputFormat::Json => output::json(&result.to_json()),
+        OutputFormat::Text => output::stdout_text(&result.to_text()),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,36 @@
+//! `devcell upgrade`.
+
+use std::process::ExitCode;
+
+use crate::cli::args::UpgradeArgs;
+use crate::cli::output;
+use crate::handoff::outdated::{OutdatedOptions, UpgradeOptions, upgrade};
+
+/// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`.
+pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
+    let workspace_folder = match args.workspace_folder {
+        Some(folder) => folder,
+        None => std::env::current_dir()?,
+    };
+    let result = upgrade(&UpgradeOptions {
+        base: OutdatedOptions {
+            workspace_folder,
+            config: args.config,
+            cache_dir: args.cache_dir,
+        },
+        dry_run: args.dry_run,
+        pin: args.feature.zip(args.target_version),
+    })?;
+    for warning in &result.warnings {
+        output::warning(warning);
+    }
+    if let Some(config) = &result.config_updated {
+        output::stderr_line(&format!("updated {}", config.display()));
+    }
+    if args.dry_run {
+        output::stdout_text(result.text.trim_end());
+    } else if result.written {
+        output::stderr_line(&format!("updated {}", result.path.display()));
+    }
+    Ok(ExitCode::SUCCESS)
+}

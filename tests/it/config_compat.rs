@@ -1,0 +1,627 @@
+//! `read-configuration` drop-in flags of `@devcontainers/cli` (refcli §1, §2.2, §2.5):
+//! accepted flags, `--override-config`, `--additional-features`, `--id-label` /
+//! `--container-id` against the real engine, and image `devcontainer.metadata` merging.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::{assert_failed, devcell, read_configuration, stdout_json, unique};
+
+/// A workspace with `.devcontainer/devcontainer.json` = `config`.
+fn workspace(config: &Value) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(ws.path().join(".devcontainer")).expect("mkdir");
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        config.to_string(),
+    )
+    .expect("write config");
+    ws
+}
+
+/// `devcell read-configuration <args…>` with the engine address passed through.
+fn read(args: &[&str]) -> Output {
+    let mut cmd = devcell();
+    if let Ok(host) = std::env::var("DOCKER_HOST") {
+        cmd.env("DOCKER_HOST", host);
+    }
+    cmd.arg("read-configuration")
+        .args(args)
+        .output()
+        .expect("devcell runs")
+}
+
+fn ws_arg(ws: &Path) -> String {
+    ws.to_string_lossy().into_owned()
+}
+
+#[test]
+fn reference_flags_are_accepted_and_change_nothing_without_a_container() {
+    let ws = workspace(&json!({"image": "debian", "remoteEnv": {"A": "${containerEnv:X:d}"}}));
+    let plain = stdout_json(&read_configuration(ws.path(), &[]));
+    let w = ws_arg(ws.path());
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--docker-path",
+        "docker",
+        "--docker-compose-path",
+        "docker-compose",
+        "--user-data-folder",
+        "/tmp/devcell-udf",
+        "--log-format",
+        "json",
+        "--terminal-columns",
+        "120",
+        "--terminal-rows",
+        "40",
+        "--mount-git-worktree-common-dir",
+        "--mount-workspace-git-root",
+        "false",
+    ]));
+    assert_eq!(v["configuration"], plain["configuration"]);
+    // Without a container `${containerEnv:…}` stays literal.
+    assert_eq!(v["configuration"]["remoteEnv"]["A"], "${containerEnv:X:d}");
+}
+
+#[test]
+fn id_label_must_be_name_equals_value() {
+    let ws = workspace(&json!({"image": "debian"}));
+    let w = ws_arg(ws.path());
+    for bad in ["foo", "=x", "x="] {
+        let out = read(&["--workspace-folder", &w, "--id-label", bad]);
+        assert!(!out.status.success(), "`{bad}` accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("<name>=<value>"), "{err}");
+    }
+    let out = read(&["--workspace-folder", &w, "--terminal-columns", "80"]);
+    assert!(
+        !out.status.success(),
+        "--terminal-columns without rows accepted"
+    );
+}
+
+#[test]
+fn override_config_takes_content_but_keeps_the_config_path() {
+    let ws = workspace(&json!({"image": "from-file"}));
+    let dir = tempfile::tempdir().unwrap();
+    let over = dir.path().join("override.json");
+    std::fs::write(
+        &over,
+        r#"{ // comment
+            "image": "from-override", "features": {"./local-f": {}}}"#,
+    )
+    .unwrap();
+    let w = ws_arg(ws.path());
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--override-config",
+        over.to_str().unwrap(),
+        "--include-features-configuration",
+    ]));
+    assert_eq!(v["configuration"]["image"], "from-override");
+    let config_path = ws.path().join(".devcontainer/devcontainer.json");
+    assert_eq!(
+        v["configuration"]["configFilePath"]["fsPath"],
+        config_path.to_string_lossy().as_ref()
+    );
+    assert_eq!(
+        v["featuresConfiguration"]["featureSets"][0]["sourceInformation"]["resolvedFilePath"],
+        ws.path()
+            .join(".devcontainer/local-f")
+            .to_string_lossy()
+            .as_ref()
+    );
+
+    // No devcontainer.json at all: the default location gives the path semantics.
+    let empty = tempfile::tempdir().unwrap();
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &ws_arg(empty.path()),
+        "--override-config",
+        over.to_str().unwrap(),
+    ]));
+    assert_eq!(v["configuration"]["image"], "from-override");
+    assert_eq!(
+        v["configuration"]["configFilePath"]["fsPath"],
+        empty
+            .path()
+            .join(".devcontainer/devcontainer.json")
+            .to_string_lossy()
+            .as_ref()
+    );
+    // A missing override file is an error naming it.
+    let err = assert_failed(&read(&[
+        "--workspace-folder",
+        &w,
+        "--override-config",
+        "/nonexistent/override.json",
+    ]));
+    assert!(err.contains("/nonexistent/override.json"), "{err}");
+}
+
+#[test]
+fn additional_features_join_the_features_configuration() {
+    let ws = workspace(&json!({"image": "debian", "features": {"ghcr.io/o/f/a:1": {}}}));
+    let w = ws_arg(ws.path());
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--include-features-configuration",
+        "--additional-features",
+        r#"{"ghcr.io/o/f/a:1": {"x": "ignored"}, "ghcr.io/o/f/b:2": {"y": "1"}}"#,
+    ]));
+    let sets = v["featuresConfiguration"]["featureSets"]
+        .as_array()
+        .expect("featureSets");
+    let ids: Vec<&str> = sets
+        .iter()
+        .map(|s| s["features"][0]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ghcr.io/o/f/a:1", "ghcr.io/o/f/b:2"]);
+    assert_eq!(sets[0]["features"][0]["value"], json!({}));
+    assert_eq!(sets[1]["features"][0]["value"], json!({"y": "1"}));
+    // The configuration itself is unchanged.
+    assert_eq!(
+        v["configuration"]["features"],
+        json!({"ghcr.io/o/f/a:1": {}})
+    );
+
+    let err = assert_failed(&read(&[
+        "--workspace-folder",
+        &w,
+        "--additional-features",
+        "[1]",
+    ]));
+    assert!(err.contains("--additional-features"), "{err}");
+}
+
+#[test]
+fn unreachable_engine_is_a_warning_not_an_error() {
+    let ws = workspace(&json!({"image": "debian", "remoteEnv": {"A": "${devcontainerId}"}}));
+    let out = devcell()
+        .env("DOCKER_HOST", "unix:///nonexistent/devcell-test.sock")
+        .args(["read-configuration", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--id-label", "a=b", "--include-merged-configuration"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    assert_eq!(v["configuration"]["remoteEnv"]["A"], "${devcontainerId}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not reachable"), "{err}");
+}
+
+/// A container created (not started) with labels and env; removed on drop.
+struct Created(String);
+
+impl Created {
+    fn new(labels: &[(&str, &str)], env: &[&str]) -> Created {
+        let mut cmd = Command::new("docker");
+        cmd.args(["create", "--label", "devcell.test=1"]);
+        for (k, v) in labels {
+            cmd.arg("--label").arg(format!("{k}={v}"));
+        }
+        for e in env {
+            cmd.arg("-e").arg(e);
+        }
+        let out = cmd.arg(BUSYBOX_IMAGE).output().expect("docker runs");
+        assert!(
+            out.status.success(),
+            "docker create: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Created(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+#[test]
+fn id_label_finds_the_container_and_substitutes_from_it() {
+    if !engine_ready("id_label_finds_the_container", BUSYBOX_IMAGE) {
+        return;
+    }
+    let id_value = unique("compat");
+    let label_entries = json!([
+        {"postCreateCommand": "echo from-label ${containerEnv:GREETING}", "remoteUser": "labeluser"},
+    ]);
+    let container = Created::new(
+        &[
+            ("devcell.compat.id", &id_value),
+            ("devcontainer.metadata", &label_entries.to_string()),
+        ],
+        &["GREETING=hello", "EMPTY="],
+    );
+    let ws = workspace(&json!({
+        "image": "debian",
+        "postCreateCommand": "echo from-json",
+        "remoteEnv": {"G": "${containerEnv:GREETING}", "D": "${containerEnv:MISSING:dflt}",
+                      "ID": "${devcontainerId}"},
+    }));
+    let w = ws_arg(ws.path());
+    let label = format!("devcell.compat.id={id_value}");
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--id-label",
+        &label,
+        "--include-merged-configuration",
+    ]));
+    let expected_id = devcell::config::id::devcontainer_id(
+        &[("devcell.compat.id".to_owned(), id_value.clone())]
+            .into_iter()
+            .collect(),
+    );
+    let env = &v["configuration"]["remoteEnv"];
+    assert_eq!(env["G"], "hello", "{v}");
+    assert_eq!(env["D"], "dflt");
+    assert_eq!(env["ID"], expected_id.as_str());
+    let merged = &v["mergedConfiguration"];
+    // The container carries the id labels: its label entries plus only the updateable
+    // properties of devcontainer.json (hooks come from the label alone).
+    assert_eq!(
+        merged["postCreateCommands"],
+        json!(["echo from-label hello"]),
+        "{merged}"
+    );
+    assert_eq!(merged["remoteUser"], "labeluser");
+    assert_eq!(merged["remoteEnv"]["G"], "hello");
+    // With a container, no featuresConfiguration is computed (as the reference).
+    assert!(v.get("featuresConfiguration").is_none());
+
+    // --container-id selects the same container, whatever the labels say.
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--container-id",
+        &container.0,
+        "--id-label",
+        "devcell.compat.other=x",
+        "--include-merged-configuration",
+    ]));
+    assert_eq!(v["configuration"]["remoteEnv"]["G"], "hello");
+    // The id labels given are not on the container: label entries, then devcontainer.json.
+    assert_eq!(
+        v["mergedConfiguration"]["postCreateCommands"],
+        json!(["echo from-label hello", "echo from-json"])
+    );
+
+    // Only --id-label, no workspace: an empty configuration merged with the container's.
+    let v = stdout_json(&read(&[
+        "--id-label",
+        &label,
+        "--include-merged-configuration",
+    ]));
+    assert_eq!(v["configuration"], json!({}));
+    assert!(v.get("workspace").is_none());
+    assert_eq!(
+        v["mergedConfiguration"]["postCreateCommands"],
+        json!(["echo from-label hello"])
+    );
+
+    // No container with these labels: behaves as without the flag.
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--id-label",
+        "devcell.compat.id=nobody-has-this",
+    ]));
+    assert_eq!(
+        v["configuration"]["remoteEnv"]["G"],
+        "${containerEnv:GREETING}"
+    );
+}
+
+/// An image built from the busybox base with a `devcontainer.metadata` label; removed on drop.
+struct LabelledImage(String);
+
+impl LabelledImage {
+    fn build(label: &Value) -> LabelledImage {
+        let tag = format!("devcell-test/{}:1", unique("compat-label"));
+        let dir = tempfile::tempdir().unwrap();
+        // Dockerfile `LABEL` expands `$…`: escape it like the reference's generated Dockerfile.
+        let escaped = label
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('$', "\\$");
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            format!("FROM {BUSYBOX_IMAGE}\nLABEL devcontainer.metadata=\"{escaped}\"\n"),
+        )
+        .unwrap();
+        let out = Command::new("docker")
+            .args(["build", "-q", "-t", &tag])
+            .arg(dir.path())
+            .output()
+            .expect("docker runs");
+        assert!(
+            out.status.success(),
+            "docker build: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        LabelledImage(tag)
+    }
+}
+
+impl Drop for LabelledImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}
+
+#[test]
+fn image_metadata_label_is_merged_for_image_configs() {
+    if !engine_ready("image_metadata_label_is_merged", BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = LabelledImage::build(&json!([
+        {"postCreateCommand": "echo image ${localWorkspaceFolderBasename}", "capAdd": ["SYS_PTRACE"],
+         "remoteUser": "imageuser"},
+    ]));
+    let ws = workspace(&json!({"image": image.0, "postCreateCommand": "echo json"}));
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &ws_arg(ws.path()),
+        "--include-merged-configuration",
+    ]));
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let merged = &v["mergedConfiguration"];
+    assert_eq!(
+        merged["postCreateCommands"],
+        json!([format!("echo image {base}"), "echo json"]),
+        "{merged}"
+    );
+    assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]));
+    assert_eq!(merged["remoteUser"], "imageuser");
+    // The reference prints the Features configuration alongside a container-less merge, and
+    // none at all without Features.
+    assert!(v.get("featuresConfiguration").is_none());
+    let ws_f = workspace(&json!({"image": image.0, "features": {"ghcr.io/o/f/a:1": {}}}));
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &ws_arg(ws_f.path()),
+        "--include-merged-configuration",
+    ]));
+    assert_eq!(
+        v["featuresConfiguration"]["featureSets"][0]["features"][0]["id"],
+        "ghcr.io/o/f/a:1"
+    );
+
+    // An image that is not present locally: a warning, merged without it.
+    let ws = workspace(&json!({"image": "devcell-test/not-here:404", "postCreateCommand": "x"}));
+    let out = read(&[
+        "--workspace-folder",
+        &ws_arg(ws.path()),
+        "--include-merged-configuration",
+    ]);
+    let v = stdout_json(&out);
+    assert_eq!(v["mergedConfiguration"]["postCreateCommands"], json!(["x"]));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not present locally"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Interop: with `--id-label` naming a container, devcell's `read-configuration` substitutes
+/// and merges like the reference CLI (`DEVCELL_TEST_REFCLI`; skipped when unset).
+#[test]
+fn id_label_lookup_matches_the_reference_cli() {
+    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: skipping an interop test: DEVCELL_TEST_REFCLI unset");
+        }
+        return;
+    };
+    if !engine_ready("id_label_lookup_matches_the_reference_cli", BUSYBOX_IMAGE) {
+        return;
+    }
+    let id_value = unique("compat-interop");
+    let label_entries = json!([
+        {"postCreateCommand": "echo ${containerEnv:GREETING} ${devcontainerId}", "remoteUser": "u1",
+         "capAdd": ["SYS_PTRACE"]},
+    ]);
+    let _container = Created::new(
+        &[
+            ("devcell.compat.id", &id_value),
+            ("devcontainer.metadata", &label_entries.to_string()),
+        ],
+        &["GREETING=hello"],
+    );
+    let ws = workspace(&json!({
+        "image": "debian",
+        "postCreateCommand": "echo json",
+        "remoteEnv": {"G": "${containerEnv:GREETING}", "ID": "${devcontainerId}"},
+        "containerEnv": {"C": "${containerEnv:GREETING}"},
+    }));
+    let w = ws_arg(ws.path());
+    let label = format!("devcell.compat.id={id_value}");
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--id-label",
+        &label,
+        "--include-merged-configuration",
+    ];
+    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    assert!(
+        theirs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+    let ours = stdout_json(&read(&args[1..]));
+    for key in ["remoteEnv", "containerEnv"] {
+        assert_eq!(
+            ours["configuration"][key], theirs["configuration"][key],
+            "{key}"
+        );
+    }
+    for key in ["postCreateCommands", "remoteUser", "capAdd", "remoteEnv"] {
+        assert_eq!(
+            ours["mergedConfiguration"][key], theirs["mergedConfiguration"][key],
+            "{key}: ours {} theirs {}",
+            ours["mergedConfiguration"], theirs["mergedConfiguration"]
+        );
+    }
+    assert_eq!(
+        ours.get("featuresConfiguration").is_some(),
+        theirs.get("featuresConfiguration").is_some()
+    );
+}
+
+/// Interop: for an image config whose image carries `devcontainer.metadata`, devcell's merged
+/// configuration equals the reference CLI's on the merged properties.
+#[test]
+fn image_metadata_merge_matches_the_reference_cli() {
+    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+        return;
+    };
+    if !engine_ready(
+        "image_metadata_merge_matches_the_reference_cli",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let image = LabelledImage::build(&json!([
+        {"postCreateCommand": "echo ${localWorkspaceFolderBasename}", "remoteUser": "iu",
+         "containerEnv": {"A": "1"}, "mounts": ["type=volume,source=v,target=/v"]},
+        {"id": "ghcr.io/x/y/z:1", "init": true, "entrypoint": "/x.sh"},
+    ]));
+    let ws = workspace(&json!({"image": image.0, "postCreateCommand": "echo json",
+        "containerEnv": {"B": "2"}}));
+    let w = ws_arg(ws.path());
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--include-merged-configuration",
+    ];
+    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    assert!(
+        theirs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+    let ours = stdout_json(&read(&args[1..]));
+    assert_eq!(
+        ours["mergedConfiguration"], theirs["mergedConfiguration"],
+        "ours {} theirs {}",
+        ours["mergedConfiguration"], theirs["mergedConfiguration"]
+    );
+    assert_eq!(
+        ours["featuresConfiguration"],
+        theirs["featuresConfiguration"]
+    );
+}
+
+/// `--mount-git-worktree-common-dir`: a worktree with a relative `gitdir:` keeps its position
+/// relative to the repository in the container, and the common git dir gets its own mount.
+#[test]
+fn worktree_common_dir_layout_follows_the_reference() {
+    let root = tempfile::tempdir().unwrap();
+    let main_git = root.path().join("main/.git/worktrees/feature");
+    std::fs::create_dir_all(&main_git).unwrap();
+    let wt = root.path().join("wts/feature");
+    std::fs::create_dir_all(wt.join(".devcontainer")).unwrap();
+    std::fs::write(
+        wt.join(".git"),
+        "gitdir: ../../main/.git/worktrees/feature\n",
+    )
+    .unwrap();
+    std::fs::write(
+        wt.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian", "remoteEnv": {"W": "${containerWorkspaceFolder}"}}"#,
+    )
+    .unwrap();
+    let w = ws_arg(&wt);
+    let plain = stdout_json(&read(&["--workspace-folder", &w]));
+    assert_eq!(plain["workspace"]["workspaceFolder"], "/workspaces/feature");
+    assert!(plain["workspace"].get("additionalMountString").is_none());
+    let args = [
+        "read-configuration",
+        "--workspace-folder",
+        &w,
+        "--mount-git-worktree-common-dir",
+    ];
+    let v = stdout_json(&read(&args[1..]));
+    let root_text = root.path().to_string_lossy();
+    assert_eq!(
+        v["workspace"],
+        json!({
+            "workspaceFolder": "/workspaces/wts/feature",
+            "workspaceMount": format!("type=bind,source={w},target=/workspaces/wts/feature"),
+            "additionalMountString":
+                format!("type=bind,source={root_text}/main/.git,target=/workspaces/main/.git"),
+        })
+    );
+    assert_eq!(
+        v["configuration"]["remoteEnv"]["W"],
+        "/workspaces/wts/feature"
+    );
+    if let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") {
+        let theirs = Command::new(&refcli).args(args).output().unwrap();
+        assert!(theirs.status.success());
+        let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
+        assert_eq!(v["workspace"], theirs["workspace"]);
+        assert_eq!(
+            v["configuration"]["remoteEnv"],
+            theirs["configuration"]["remoteEnv"]
+        );
+    }
+}
+
+/// `--log-format json`: warnings and errors on stderr are the reference's JSON log events.
+#[test]
+fn log_format_json_writes_json_events_on_stderr() {
+    let ws = workspace(&json!({"image": "debian", "notAProperty": 1}));
+    let w = ws_arg(ws.path());
+    let out = read(&["--workspace-folder", &w, "--log-format", "json"]);
+    let v = stdout_json(&out);
+    assert_eq!(v["configuration"]["image"], "debian");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let events: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!events.is_empty(), "expected a warning event");
+    for e in &events {
+        assert_eq!(e["type"], "text");
+        assert!(e["timestamp"].as_u64().is_some());
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e["level"] == 4 && e["text"].as_str().unwrap().contains("notAProperty"))
+    );
+
+    let out = read(&[
+        "--workspace-folder",
+        "/nonexistent/devcell-ws",
+        "--log-format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let e: Value = serde_json::from_str(stderr.lines().next().unwrap()).unwrap();
+    assert_eq!(e["level"], 5);
+    assert!(e["text"].as_str().unwrap().starts_with("error: "), "{e}");
+}

@@ -1,0 +1,186 @@
+//! `devcell outdated` and `devcell upgrade` against the shared local registry
+//! (`DEVCELL_TEST_REGISTRY`): Features published under a unique namespace.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::{copy_tree, devcell, fixture, stdout_json, test_registry, unique};
+
+/// Publishes the hello fixture Feature with `version` to `<reg>/<ns>/hello`.
+fn publish_hello(reg: &str, ns: &str, version: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("features/collection/src/hello"), dir.path());
+    let path = dir.path().join("devcontainer-feature.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta["version"] = Value::from(version);
+    std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    let out = devcell()
+        .args(["features", "publish"])
+        .arg(dir.path())
+        .args(["-r", reg, "-n", ns])
+        .output()
+        .expect("devcell runs");
+    // Not a terminal: the CLI reporter writes plain status lines on stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains(&format!("publishing {reg}/{ns}/hello {version}")),
+        "{stderr}"
+    );
+    let out = stdout_json(&out);
+    assert_eq!(out["hello"]["version"], version, "{out}");
+}
+
+fn run(cmd: &str, ws: &Path, cache: &Path, extra: &[&str]) -> Output {
+    devcell()
+        .arg(cmd)
+        .arg("--workspace-folder")
+        .arg(ws)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(extra)
+        .output()
+        .expect("devcell runs")
+}
+
+fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "devcell failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
+    let Some(reg) = test_registry() else { return };
+    let ns = unique("outdated");
+    for v in ["1.2.3", "1.3.0", "2.0.0"] {
+        publish_hello(&reg, &ns, v);
+    }
+    let feature = format!("{reg}/{ns}/hello:1");
+    let pinned = format!("{reg}/{ns}/hello:1.2");
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer/local")).unwrap();
+    std::fs::write(
+        ws.path()
+            .join(".devcontainer/local/devcontainer-feature.json"),
+        r#"{"id": "local", "version": "0.1.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        json!({"image": "debian", "features": {&feature: {}, "./local": {}}}).to_string(),
+    )
+    .unwrap();
+    let lock_path = ws.path().join(".devcontainer/devcontainer-lock.json");
+
+    // No lockfile: current = wanted = newest 1.x; local Features are left out.
+    let v = stdout_json(&run(
+        "outdated",
+        ws.path(),
+        cache.path(),
+        &["--output-format", "json"],
+    ));
+    assert_eq!(
+        v,
+        json!({"features": {&feature: {"current": "1.3.0", "wanted": "1.3.0", "wantedMajor": "1",
+            "latest": "2.0.0", "latestMajor": "2"}}})
+    );
+
+    // upgrade --dry-run prints the lockfile and writes nothing.
+    let text = ok_stdout(&run("upgrade", ws.path(), cache.path(), &["--dry-run"]));
+    let lock: Value = serde_json::from_str(&text).expect("lockfile JSON on stdout");
+    assert_eq!(lock["features"][&feature]["version"], "1.3.0", "{lock}");
+    assert!(!lock_path.exists());
+
+    // upgrade writes it; a newer 1.x then shows as wanted while current stays locked.
+    ok_stdout(&run("upgrade", ws.path(), cache.path(), &[]));
+    let lock: Value = serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+    assert_eq!(lock["features"][&feature]["version"], "1.3.0");
+    publish_hello(&reg, &ns, "1.4.0");
+    let v = stdout_json(&run(
+        "outdated",
+        ws.path(),
+        cache.path(),
+        &["--output-format", "json"],
+    ));
+    assert_eq!(v["features"][&feature]["current"], "1.3.0");
+    assert_eq!(v["features"][&feature]["wanted"], "1.4.0");
+    let table = ok_stdout(&run("outdated", ws.path(), cache.path(), &[]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(lines[0].starts_with("Feature"), "{table}");
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            format!("{reg}/{ns}/hello").as_str(),
+            "1.3.0",
+            "1.4.0",
+            "2.0.0"
+        ]
+    );
+    ok_stdout(&run("upgrade", ws.path(), cache.path(), &[]));
+    let lock: Value = serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+    assert_eq!(lock["features"][&feature]["version"], "1.4.0");
+
+    // A minor pin wants the newest patch of that minor.
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        json!({"image": "debian", "features": {&pinned: {}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::remove_file(&lock_path).unwrap();
+    let v = stdout_json(&run(
+        "outdated",
+        ws.path(),
+        cache.path(),
+        &["--output-format", "json"],
+    ));
+    assert_eq!(v["features"][&pinned]["wanted"], "1.2.3", "{v}");
+    assert_eq!(v["features"][&pinned]["latest"], "2.0.0");
+
+    // Hidden `--feature`/`--target-version` (Dependabot): re-pins devcontainer.json, then
+    // regenerates the lockfile; with `--dry-run` the config is left alone.
+    let config_path = ws.path().join(".devcontainer/devcontainer.json");
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    let repo = format!("{reg}/{ns}/hello");
+    let text = ok_stdout(&run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["--dry-run", "--feature", &repo, "--target-version", "2"],
+    ));
+    let lock: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        lock["features"][format!("{repo}:2")]["version"],
+        "2.0.0",
+        "{lock}"
+    );
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
+    ok_stdout(&run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["-f", &repo, "-v", "2"],
+    ));
+    let after = std::fs::read_to_string(&config_path).unwrap();
+    let config: Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(config["features"], json!({format!("{repo}:2"): {}}));
+    let lock: Value = serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+    assert_eq!(lock["features"][format!("{repo}:2")]["version"], "2.0.0");
+    // A malformed version is refused before anything is touched.
+    let out = run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["--feature", &repo, "--target-version", "2.x"],
+    );
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), after);
+}
