@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{discover, jsonc, model};
+use crate::config::model;
 use crate::diagnostics::Warning;
 use crate::features::FeatureError;
 use crate::features::fetch::{FeatureSource, FetchOptions, Fetcher, PlanRequest};
@@ -22,6 +22,7 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
 use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
 
 /// Inputs of [`outdated`] and [`upgrade`].
 #[derive(Debug, Clone, Default)]
@@ -171,18 +172,13 @@ struct Loaded {
 }
 
 fn load(opts: &OutdatedOptions) -> Result<Loaded> {
-    let workspace_folder = std::path::absolute(&opts.workspace_folder)
-        .unwrap_or_else(|_| opts.workspace_folder.clone());
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
-    let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
-    let doc = jsonc::read(&config_file)?;
-    let mut warnings = doc.warnings.clone();
-    let (config, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
+    let ValidatedConfig {
+        workspace_folder,
+        config_file,
+        config,
+        warnings,
+        ..
+    } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
     Ok(Loaded {
         workspace_folder,
         config_file,

@@ -598,6 +598,51 @@ pub struct LoadedConfiguration {
     pub warnings: Vec<Warning>,
 }
 
+/// A config found, parsed and validated (no substitution yet): the first steps every command
+/// shares.
+pub(crate) struct ValidatedConfig {
+    /// The workspace folder, made absolute.
+    pub workspace_folder: PathBuf,
+    /// The config file found ([`discover::discover`]).
+    pub config_file: PathBuf,
+    /// The parsed document, with its source locations.
+    pub doc: jsonc::Document,
+    /// The typed, validated configuration (before substitution).
+    pub config: model::DevContainerConfig,
+    /// Parser and validation warnings, in that order.
+    pub warnings: Vec<Warning>,
+}
+
+/// Finds ([`discover::discover`]), parses ([`jsonc::read`]) and validates
+/// ([`model::validate`]) the configuration of `workspace_folder` (or `config` when given).
+///
+/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
+pub(crate) fn read_validated(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+) -> Result<ValidatedConfig> {
+    let workspace_folder =
+        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let config_file = discover::discover(&workspace_folder, config)?;
+    let doc = jsonc::read(&config_file)?;
+    let mut warnings = doc.warnings.clone();
+    let (config, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+    Ok(ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config,
+        warnings,
+    })
+}
+
 /// Loads a configuration the way every command does: discover it ([`discover::discover`]),
 /// parse it ([`jsonc::read`]), validate it ([`model::validate`]), substitute phase-1 variables
 /// and compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), then
@@ -606,18 +651,13 @@ pub struct LoadedConfiguration {
 /// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
 /// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
 pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
-    let workspace_folder = std::path::absolute(&opts.workspace_folder)
-        .unwrap_or_else(|_| opts.workspace_folder.clone());
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
-    let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
-    let doc = jsonc::read(&config_file)?;
-    let mut warnings = doc.warnings.clone();
-    let (_, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
+    let ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config: _,
+        warnings,
+    } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
 
     let mut value = doc.value.clone();
     if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde_json::Value;
 
-use crate::config::{discover, jsonc, model};
+use crate::config::model;
 use crate::diagnostics::Warning;
 use crate::features::FeatureError;
 use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
@@ -19,6 +19,7 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
 use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
 use crate::progress::{NoopReporter, Reporter};
 
 /// Inputs of [`resolve_dependencies`].
@@ -62,18 +63,13 @@ pub fn resolve_dependencies_with(
     opts: &ResolveDependenciesOptions,
     reporter: Arc<dyn Reporter>,
 ) -> Result<ResolveDependencies> {
-    let workspace_folder = std::path::absolute(&opts.workspace_folder)
-        .unwrap_or_else(|_| opts.workspace_folder.clone());
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
-    let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
-    let doc = jsonc::read(&config_file)?;
-    let mut warnings = doc.warnings.clone();
-    let (config, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
+    let ValidatedConfig {
+        workspace_folder,
+        config_file,
+        config,
+        mut warnings,
+        ..
+    } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
 
     let features: IndexMap<String, Value> = config
         .features
