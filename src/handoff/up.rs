@@ -1034,7 +1034,15 @@ async fn build_features(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    // Local Features live under the `.devcontainer` folder that holds the configuration (in a
+    // multi-repository handoff, the primary repository's, not the workspace root's).
+    let devcontainer_dir = loaded
+        .config_file
+        .ancestors()
+        .take_while(|a| a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder)
+        .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
     reporter.report(Event::Status(format!(
         "resolving {} Feature(s)",
         features.len()
