@@ -105,6 +105,17 @@ pub struct HandoffArgs {
     /// Grant a permission (repeatable), as for `up`.
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
+    /// Maximum number of processes in the container (hardened; default 1024 or
+    /// `[security] pids_limit`).
+    #[arg(long, value_name = "N")]
+    pub pids_limit: Option<i64>,
+    /// Memory limit: bytes, or with a `k`/`m`/`g`/`t` suffix, e.g. `1g` (hardened; default `4g`
+    /// or `[security] memory`).
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<String>,
+    /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<f64>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
@@ -486,14 +497,16 @@ pub struct UpArgs {
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
-    /// Maximum number of processes in the container (hardened).
-    #[arg(long)]
+    /// Maximum number of processes in the container (hardened; default 1024 or
+    /// `[security] pids_limit`).
+    #[arg(long, value_name = "N")]
     pub pids_limit: Option<i64>,
-    /// Memory limit, e.g. `4g` (hardened).
-    #[arg(long)]
+    /// Memory limit: bytes, or with a `k`/`m`/`g`/`t` suffix, e.g. `1g` (hardened; default `4g`
+    /// or `[security] memory`).
+    #[arg(long, value_name = "BYTES")]
     pub memory: Option<String>,
-    /// CPU limit, e.g. `2` or `1.5` (hardened).
-    #[arg(long)]
+    /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
+    #[arg(long, value_name = "N")]
     pub cpus: Option<f64>,
     /// Network: `default` or `none`.
     #[arg(long, value_parser = ["default", "none"])]
@@ -509,6 +522,10 @@ pub struct ExecArgs {
     /// Remote environment.
     #[command(flatten)]
     pub remote: RemoteArgs,
+    /// JSON file of secrets (`{"NAME": "value"}`) given to the command as environment variables
+    /// (through the engine's exec API, never on a command line; masked in devcell's messages).
+    #[arg(long)]
+    pub secrets_file: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

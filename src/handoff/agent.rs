@@ -136,6 +136,9 @@ pub struct HandoffPlan {
     pub profile: String,
     /// `none` or `default`.
     pub network: String,
+    /// The resource limits of the `hardened` profile (`--pids-limit`, `--memory`, `--cpus`,
+    /// else `[security]`); `null` under `reference`, which sets none.
+    pub limits: Option<PlannedLimits>,
     /// The user's grants in effect (`--allow` and `[security] allow` words).
     pub grants: Vec<String>,
     /// Host paths outside the workspace the handoff mounts, each a permission devcell asks for
@@ -157,6 +160,19 @@ pub struct HandoffPlan {
     pub context_path: String,
     /// Verification commands written to the context file.
     pub verification: Vec<String>,
+}
+
+/// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
+/// values still win, spec-note 0085).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedLimits {
+    /// Maximum number of processes.
+    pub pids: i64,
+    /// Memory limit in bytes.
+    pub memory_bytes: i64,
+    /// CPU limit in CPUs.
+    pub cpus: f64,
 }
 
 /// One repository in the plan.
@@ -856,6 +872,22 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         .clone()
         .or_else(|| agent.profile.clone())
         .unwrap_or_else(|| settings.security.profile.clone());
+    // The profile, limits and grants are checked before anything is planned or created.
+    let (chosen, _) = crate::handoff::up::security_choice(
+        &SecurityOptions {
+            profile: Some(profile.clone()),
+            ..opts.security.clone()
+        },
+        settings,
+    )?;
+    let limits = match chosen {
+        crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
+            pids: l.pids,
+            memory_bytes: l.memory_bytes,
+            cpus: l.nano_cpus as f64 / 1e9,
+        }),
+        crate::security::SecurityProfile::Reference => None,
+    };
 
     // Mounts: the root becomes the workspace mount; the rest are extra mounts.
     let mounts = ws.mounts();
@@ -1047,6 +1079,7 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         features,
         profile: profile.clone(),
         network: network.clone(),
+        limits,
         grants,
         permissions,
         mounts: planned,

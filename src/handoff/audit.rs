@@ -18,7 +18,7 @@ use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::workspace::{self, InspectOptions};
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
-use crate::security::audit::{AuditContext, AuditReport, ContainerFacts, audit_inspect_json};
+use crate::security::audit::{self as scoring, AuditContext, AuditReport, ContainerFacts};
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
 
 /// Inputs of [`audit`].
@@ -89,8 +89,18 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         engine.inspect_image_json(&image_ref).await?
     };
     let ctx = context_for(&inspect, opts.workspace_folder.as_deref());
+    let mut engine_facts = ContainerFacts::from_docker_inspect(&inspect)?;
+    if let Some(image) = &image {
+        engine_facts = engine_facts.with_image_inspect(image);
+    }
+    // A base the container's label names is checked against the image's layers, not trusted.
+    if let Some(base) = engine_facts.pinned_base_label().map(str::to_string)
+        && let Some(base) = engine.inspect_image_json(&base).await?
+    {
+        engine_facts = engine_facts.with_base_image_inspect(&base);
+    }
     if !opts.probe {
-        return Ok(audit_inspect_json(&inspect, image.as_ref(), &ctx)?);
+        return Ok(scoring::audit(&engine_facts, &ctx));
     }
     let running = inspect
         .pointer("/State/Running")
@@ -115,10 +125,6 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         )
         .await?;
     let probe = parse_probe_output(&result.stdout_text())?;
-    let mut engine_facts = ContainerFacts::from_docker_inspect(&inspect)?;
-    if let Some(image) = &image {
-        engine_facts = engine_facts.with_image_inspect(image);
-    }
     let mut report = audit_probe(&probe, &ctx, Some(&engine_facts));
     report.container = report.container.or(Some(id));
     Ok(report)

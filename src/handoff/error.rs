@@ -136,6 +136,28 @@ pub enum HandoffError {
         /// What is wrong.
         message: String,
     },
+    /// A resource limit (`--pids-limit`, `--memory`, `--cpus`, or `[security]` in devcell's
+    /// config) is out of range or malformed.
+    #[error("invalid {what} `{value}`: {expected}")]
+    InvalidLimit {
+        /// Which limit, naming the flag and setting.
+        what: String,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// An error whose text contained a secret value, shown with every value masked
+    /// (`********`); `message` is the whole cause chain ([`crate::handoff::secrets::redact`]).
+    #[error("{message}")]
+    Redacted {
+        /// The original error's code.
+        code: crate::handoff::envelope::ErrorCode,
+        /// The original message and causes, masked.
+        message: String,
+        /// The original hint, masked.
+        hint: Option<String>,
+    },
 }
 
 impl HandoffError {
@@ -175,9 +197,10 @@ impl HandoffError {
             HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
             HandoffError::Security(SecurityError::Refused { .. }) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
-            HandoffError::SecretsFile { .. } | HandoffError::AdditionalFeatures { .. } => {
-                ErrorCode::InvalidArgument
-            }
+            HandoffError::SecretsFile { .. }
+            | HandoffError::AdditionalFeatures { .. }
+            | HandoffError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
+            HandoffError::Redacted { code, .. } => *code,
             HandoffError::Workspace(e) => e.code(),
             HandoffError::Context(e) => e.code(),
             HandoffError::State(e) => e.code(),
@@ -272,6 +295,10 @@ impl Hint for HandoffError {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
+            HandoffError::InvalidLimit { .. } => Some(
+                "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
+            ),
+            HandoffError::Redacted { hint, .. } => hint.clone(),
             HandoffError::AdditionalFeatures { .. } => Some(
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
             ),

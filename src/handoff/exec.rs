@@ -1,6 +1,12 @@
 //! `exec`: run a command in the running dev container as `remoteUser`, in the workspace
 //! folder, with the remote environment (probed user environment ⊕ `--remote-env` ⊕
-//! `remoteEnv`), streaming its output; the command's exit code is the result.
+//! `remoteEnv` ⊕ `--secrets-file`), streaming its output; the command's exit code is the
+//! result.
+//!
+//! Secrets reach the command only through the exec's environment (sent in the engine API
+//! request, never on a host command line, never in the container's config); devcell's own
+//! messages (the env probe's warnings, errors) show them masked. The command's stdout and
+//! stderr are its own data and pass through unchanged (spec-note 0240).
 
 use indexmap::IndexMap;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -8,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::error::Result;
 use crate::handoff::executor::EngineExecutor;
+use crate::handoff::secrets::{MaskingReporter, redact};
 use crate::handoff::up::{TargetOptions, attach_running, id_labels, load, remote_env};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 use crate::progress::Reporter;
@@ -21,6 +28,9 @@ pub struct ExecOptions {
     pub argv: Vec<String>,
     /// `--remote-env NAME=VALUE` (the config's `remoteEnv` wins).
     pub remote_env: IndexMap<String, String>,
+    /// `--secrets-file` contents (NAME → value): added to the command's environment last
+    /// (they win), masked in devcell's own output.
+    pub secrets: IndexMap<String, String>,
     /// `--default-user-env-probe`.
     pub default_user_env_probe: UserEnvProbe,
     /// Allocate a TTY (stdout and stderr then arrive merged on `stdout`).
@@ -41,13 +51,17 @@ pub struct ExecStreams<'a> {
 /// killed by signal n). Progress (the env probe's warnings) goes to `reporter`.
 ///
 /// Errors: [`crate::handoff::HandoffError::NoContainer`] / `NotRunning` when there is no
-/// running dev container; `Engine` when the engine fails; `Config` for the configuration.
+/// running dev container; `Engine` when the engine fails; `Config` for the configuration;
+/// any of them as [`crate::handoff::HandoffError::Redacted`] when its text held a secret
+/// value.
 pub async fn exec(
     opts: &ExecOptions,
     streams: ExecStreams<'_>,
     reporter: &dyn Reporter,
 ) -> Result<i64> {
-    let engine = DockerEngine::connect().await?;
+    let engine = DockerEngine::connect()
+        .await
+        .map_err(|e| redact(e.into(), &opts.secrets))?;
     exec_with(&engine, opts, streams, reporter).await
 }
 
@@ -55,6 +69,21 @@ pub async fn exec(
 ///
 /// Errors: as [`exec`].
 pub async fn exec_with(
+    engine: &dyn Engine,
+    opts: &ExecOptions,
+    streams: ExecStreams<'_>,
+    reporter: &dyn Reporter,
+) -> Result<i64> {
+    let reporter = MaskingReporter {
+        inner: reporter,
+        secrets: &opts.secrets,
+    };
+    exec_inner(engine, opts, streams, &reporter)
+        .await
+        .map_err(|e| redact(e, &opts.secrets))
+}
+
+async fn exec_inner(
     engine: &dyn Engine,
     opts: &ExecOptions,
     streams: ExecStreams<'_>,
@@ -86,11 +115,12 @@ pub async fn exec_with(
         container_id: attached.container.id.clone(),
         source,
     })?;
-    let env = remote_env(probed, &opts.remote_env, &attached.merged);
+    let mut env = remote_env(probed, &opts.remote_env, &attached.merged).0;
+    env.extend(opts.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     let request = ExecRequest {
         argv: opts.argv.clone(),
         user: Some(attached.remote_user.clone()),
-        env: env.0,
+        env,
         working_dir: Some(attached.workspace_folder.clone()),
         tty: opts.tty,
     };

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod features;
 pub mod read_configuration;
 pub mod resolve_dependencies;
+pub mod secrets;
 pub mod state;
 pub mod status;
 pub mod up;

@@ -36,6 +36,7 @@ use crate::handoff::executor::EngineExecutor;
 use crate::handoff::read_configuration::{
     LoadOptions, LoadedConfiguration, file_uri, load_configuration,
 };
+use crate::handoff::secrets::{MaskingReporter, redact};
 use crate::lifecycle::{
     BringUpKind, DEFAULT_PROBE_TIMEOUT, HookContext, HookEnv, HookSources, LifecycleReport,
     MarkerContext, Plan, PlanOptions, UserEnvProbe, initialize_stage, probe_user_env,
@@ -186,13 +187,22 @@ impl UpResult {
     }
 }
 
-/// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`].
+/// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
+/// every event and error (spec-note 0240).
 ///
-/// Errors: as [`up_with`]; [`HandoffError::Engine`] when no engine answers.
+/// Errors: as [`up_with`]; [`HandoffError::Engine`] when no engine answers;
+/// [`HandoffError::Redacted`] when an error's text held a secret value.
 pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
-    let engine = DockerEngine::connect().await?;
-    let socket = engine.socket_path().map(PathBuf::from);
-    up_with(&engine, socket.as_deref(), opts, reporter).await
+    let reporter = MaskingReporter {
+        inner: reporter,
+        secrets: &opts.secrets,
+    };
+    let run = async {
+        let engine = DockerEngine::connect().await?;
+        let socket = engine.socket_path().map(PathBuf::from);
+        up_with(&engine, socket.as_deref(), opts, &reporter).await
+    };
+    run.await.map_err(|e| redact(e, &opts.secrets))
 }
 
 /// Brings the dev container of `opts.target` up through `engine` (see the module docs).
@@ -328,6 +338,21 @@ pub async fn up_with(
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
                 spec.network_mode = Some(network);
             }
+            // An image devcell layered (Features, updateRemoteUserUID) on a base the
+            // configuration pins by digest: record that base for the audit, which checks it
+            // against the image's layers (spec-note 0241).
+            if let Some(base) = loaded
+                .typed
+                .image
+                .as_deref()
+                .filter(|b| kind == ConfigKind::Image && security::audit::is_digest_pinned(b))
+                && image.reference != base
+            {
+                spec.labels.insert(
+                    security::audit::BASE_IMAGE_LABEL.to_string(),
+                    base.to_string(),
+                );
+            }
             let remote_user = merged
                 .get("remoteUser")
                 .and_then(Value::as_str)
@@ -452,35 +477,44 @@ pub struct RunUserCommandsOptions {
 
 /// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
 /// (once-hooks only when their marker says they have not completed; `postAttachCommand`
-/// always). Returns the hooks that ran.
+/// always), the secrets in their exec environment and masked in every event and error.
+/// Returns the hooks that ran.
 ///
 /// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`],
-/// [`HandoffError::Lifecycle`], [`HandoffError::Engine`], [`HandoffError::Config`].
+/// [`HandoffError::Lifecycle`], [`HandoffError::Engine`], [`HandoffError::Config`]; any of
+/// them as [`HandoffError::Redacted`] when its text held a secret value.
 pub async fn run_user_commands(
     opts: &RunUserCommandsOptions,
     reporter: &dyn Reporter,
 ) -> Result<LifecycleReport> {
-    let engine = DockerEngine::connect().await?;
-    let loaded = load(&opts.target)?;
-    let labels = id_labels(&opts.target, &loaded);
-    let attached = attach_running(
-        &engine,
-        &loaded,
-        &labels,
-        &opts.target.env,
-        opts.default_user_env_probe,
-    )
-    .await?;
-    run_hooks(
-        &engine,
-        &attached,
-        BringUpKind::Running,
-        opts.plan,
-        &opts.remote_env,
-        &opts.secrets,
-        reporter,
-    )
-    .await
+    let reporter = MaskingReporter {
+        inner: reporter,
+        secrets: &opts.secrets,
+    };
+    let run = async {
+        let engine = DockerEngine::connect().await?;
+        let loaded = load(&opts.target)?;
+        let labels = id_labels(&opts.target, &loaded);
+        let attached = attach_running(
+            &engine,
+            &loaded,
+            &labels,
+            &opts.target.env,
+            opts.default_user_env_probe,
+        )
+        .await?;
+        run_hooks(
+            &engine,
+            &attached,
+            BringUpKind::Running,
+            opts.plan,
+            &opts.remote_env,
+            &opts.secrets,
+            &reporter,
+        )
+        .await
+    };
+    run.await.map_err(|e| redact(e, &opts.secrets))
 }
 
 /// Finds the running dev container of `labels` and attaches to it (its label metadata plus the
@@ -1000,7 +1034,15 @@ async fn build_features(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    // Local Features live under the `.devcontainer` folder that holds the configuration (in a
+    // multi-repository handoff, the primary repository's, not the workspace root's).
+    let devcontainer_dir = loaded
+        .config_file
+        .ancestors()
+        .take_while(|a| a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder)
+        .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
     reporter.report(Event::Status(format!(
         "resolving {} Feature(s)",
         features.len()
@@ -1198,29 +1240,78 @@ pub fn security_choice(
         .clone()
         .unwrap_or_else(|| settings.security.profile.clone());
     let mut profile: SecurityProfile = name.parse()?;
+    // Checked under every profile: a bad value is an error even where it is not applied.
+    let chosen = limits(opts, settings)?;
     if let SecurityProfile::Hardened(limits) = &mut profile {
-        let memory_text = opts
-            .memory
-            .clone()
-            .unwrap_or_else(|| settings.security.memory.clone());
-        let memory = crate::settings::parse_size(&memory_text)
-            .and_then(|m| i64::try_from(m).ok())
-            .ok_or_else(|| HandoffError::Unsupported {
-                message: format!("invalid memory limit `{memory_text}`: expected bytes with an optional `k`, `m`, `g` or `t` suffix"),
-                hint: None,
-            })?;
-        let cpus = opts.cpus.unwrap_or(settings.security.cpus);
-        *limits = ProfileLimits {
-            pids: opts.pids_limit.unwrap_or(settings.security.pids_limit),
-            memory_bytes: memory,
-            nano_cpus: (cpus * 1e9) as i64,
-        };
+        *limits = chosen;
     }
     let mut grants = Grants::parse(&settings.security.allow)?;
     for value in &opts.allow {
         grants.add(value)?;
     }
     Ok((profile, grants))
+}
+
+/// The smallest memory limit the engine accepts (Docker: 6 MiB).
+pub const MIN_MEMORY_BYTES: i64 = 6 << 20;
+/// The CPU limit's range in CPUs (Docker's granularity is 0.01; the upper bound only keeps
+/// the value in range, the engine refuses more CPUs than its host has).
+pub const CPUS_RANGE: std::ops::RangeInclusive<f64> = 0.01..=4096.0;
+
+/// The `hardened` profile's limits: each flag (`--pids-limit`, `--memory`, `--cpus`), else
+/// the `[security]` setting (`pids_limit`, `memory`, `cpus`; defaults 1024, `4g`, 2).
+///
+/// Errors: [`HandoffError::InvalidLimit`] for a pids limit below 1, a memory size that is not
+/// bytes with an optional `k`/`m`/`g`/`t` suffix or is below 6 MiB, or CPUs outside
+/// [`CPUS_RANGE`].
+pub fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
+    let invalid = |what: &str, value: String, expected: &str| HandoffError::InvalidLimit {
+        what: what.to_string(),
+        value,
+        expected: expected.to_string(),
+    };
+    let pids = opts.pids_limit.unwrap_or(settings.security.pids_limit);
+    if pids < 1 {
+        return Err(invalid(
+            "pids limit (`--pids-limit`, `[security] pids_limit`)",
+            pids.to_string(),
+            "expected a whole number of processes, at least 1",
+        ));
+    }
+    let memory_text = opts
+        .memory
+        .clone()
+        .unwrap_or_else(|| settings.security.memory.clone());
+    let memory_what = "memory limit (`--memory`, `[security] memory`)";
+    let memory = crate::settings::parse_size(&memory_text)
+        .and_then(|m| i64::try_from(m).ok())
+        .ok_or_else(|| {
+            invalid(
+                memory_what,
+                memory_text.clone(),
+                "expected bytes with an optional `k`, `m`, `g` or `t` suffix (powers of 1024), e.g. `4g`",
+            )
+        })?;
+    if memory < MIN_MEMORY_BYTES {
+        return Err(invalid(
+            memory_what,
+            memory_text,
+            "expected at least `6m` (the engine's minimum)",
+        ));
+    }
+    let cpus = opts.cpus.unwrap_or(settings.security.cpus);
+    if !CPUS_RANGE.contains(&cpus) {
+        return Err(invalid(
+            "CPU limit (`--cpus`, `[security] cpus`)",
+            cpus.to_string(),
+            "expected a number of CPUs from 0.01 to 4096, e.g. `2` or `1.5`",
+        ));
+    }
+    Ok(ProfileLimits {
+        pids,
+        memory_bytes: memory,
+        nano_cpus: (cpus * 1e9).round() as i64,
+    })
 }
 
 fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<String>> {
@@ -1238,9 +1329,11 @@ fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<St
     }
 }
 
-/// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`).
+/// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`), the
+/// reference CLI's format. Names must be usable as environment variable names (non-empty, no
+/// `=` or NUL); values must not contain NUL.
 ///
-/// Errors: [`HandoffError::SecretsFile`] naming the file (never a value).
+/// Errors: [`HandoffError::SecretsFile`] naming the file and the key (never a value).
 pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
     let bad = |message: String| HandoffError::SecretsFile {
         path: path.to_path_buf(),
@@ -1253,9 +1346,22 @@ pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
         return Err(bad("expected a JSON object".into()));
     };
     map.into_iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => Ok((k, s)),
-            _ => Err(bad(format!("the value of `{k}` is not a string"))),
+        .map(|(k, v)| {
+            // An exec's environment entry is `NAME=value`: a name with `=` (or NUL) would set
+            // another variable, a NUL cannot cross `execve`.
+            if k.is_empty() || k.contains(['=', '\0']) {
+                return Err(bad(format!(
+                    "`{}` is not an environment variable name (non-empty, without `=` or NUL)",
+                    k.escape_debug()
+                )));
+            }
+            match v {
+                Value::String(s) if s.contains('\0') => {
+                    Err(bad(format!("the value of `{k}` contains a NUL character")))
+                }
+                Value::String(s) => Ok((k, s)),
+                _ => Err(bad(format!("the value of `{k}` is not a string"))),
+            }
         })
         .collect()
 }
@@ -1347,6 +1453,99 @@ mod tests {
             ..SecurityOptions::default()
         };
         assert!(security_choice(&bad, &settings).is_err());
+    }
+
+    #[test]
+    fn limits_come_from_flags_then_settings_and_bad_values_are_refused() {
+        let settings = Settings::default();
+        let defaults = limits(&SecurityOptions::default(), &settings).unwrap();
+        assert_eq!(defaults, ProfileLimits::default());
+        let flags = SecurityOptions {
+            pids_limit: Some(77),
+            memory: Some("1g".into()),
+            cpus: Some(1.5),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(
+            limits(&flags, &settings).unwrap(),
+            ProfileLimits {
+                pids: 77,
+                memory_bytes: 1 << 30,
+                nano_cpus: 1_500_000_000
+            }
+        );
+        let bytes = SecurityOptions {
+            memory: Some("536870912".into()),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(limits(&bytes, &settings).unwrap().memory_bytes, 512 << 20);
+        let bad = |opts: SecurityOptions, needle: &str| {
+            let err = limits(&opts, &settings).unwrap_err();
+            assert!(matches!(err, HandoffError::InvalidLimit { .. }), "{err}");
+            assert_eq!(
+                err.code(),
+                crate::handoff::envelope::ErrorCode::InvalidArgument
+            );
+            assert!(err.to_string().contains(needle), "{err}");
+        };
+        for pids in [0, -1] {
+            bad(
+                SecurityOptions {
+                    pids_limit: Some(pids),
+                    ..SecurityOptions::default()
+                },
+                "--pids-limit",
+            );
+        }
+        for memory in ["lots", "1x", "", "5m", "0"] {
+            bad(
+                SecurityOptions {
+                    memory: Some(memory.into()),
+                    ..SecurityOptions::default()
+                },
+                "--memory",
+            );
+        }
+        for cpus in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.001, 5000.0] {
+            bad(
+                SecurityOptions {
+                    cpus: Some(cpus),
+                    ..SecurityOptions::default()
+                },
+                "--cpus",
+            );
+        }
+        // the settings file is checked too
+        let mut zero = Settings::default();
+        zero.security.pids_limit = 0;
+        assert!(limits(&SecurityOptions::default(), &zero).is_err());
+        // and under `reference`, where the limits are not applied
+        let reference = SecurityOptions {
+            profile: Some("reference".into()),
+            cpus: Some(0.0),
+            ..SecurityOptions::default()
+        };
+        assert!(security_choice(&reference, &settings).is_err());
+    }
+
+    #[test]
+    fn secrets_file_names_must_be_env_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.json");
+        std::fs::write(&file, r#"{"A": "x", "B_2": ""}"#).unwrap();
+        assert_eq!(read_secrets_file(&file).unwrap().len(), 2);
+        for (text, needle) in [
+            (r#"{"A=B": "v3ry-s3cret"}"#, "A=B"),
+            (r#"{"": "v3ry-s3cret"}"#, "environment variable name"),
+            (r#"{"A": "v3ry\u0000s3cret"}"#, "NUL"),
+            (r#"{"A": 1}"#, "not a string"),
+            (r#"["v3ry-s3cret"]"#, "JSON object"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = read_secrets_file(&file).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+            assert!(!err.contains("v3ry"), "a value leaked: {err}");
+        }
     }
 
     #[test]

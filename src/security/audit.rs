@@ -26,10 +26,33 @@ use crate::names;
 /// without it outlives the container (spec-note 0146).
 pub const OWNED_VOLUME_PREFIX: &str = "devcell-";
 
-/// Image or container label naming the base image a locally built image was built from, as
-/// `<repository>@sha256:<digest>`; when it carries a digest the image counts as pinned
-/// (spec-note 0145).
+/// Container label naming the base image devcell layered the container's image on (Features,
+/// the `updateRemoteUserUID` layer), as the configuration wrote it: `<repository>@sha256:<digest>`.
+/// devcell writes it only when that reference is pinned by digest; the audit credits it only
+/// when the base's layers are verifiably the first layers of the container's image
+/// (spec-notes 0146, 0241).
 pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
+
+/// Whether `reference` names an image by registry digest (`<repository>@sha256:<64 hex>`): a
+/// pin any machine can pull.
+pub fn is_digest_pinned(reference: &str) -> bool {
+    reference
+        .rsplit_once("@sha256:")
+        .is_some_and(|(repo, hex)| !repo.is_empty() && is_sha256_hex(hex))
+}
+
+/// Whether `reference` is a local image ID (`sha256:<64 hex>`): exact on this engine, but not
+/// something another machine can pull.
+pub fn is_image_id(reference: &str) -> bool {
+    reference.strip_prefix("sha256:").is_some_and(is_sha256_hex)
+}
+
+fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// The highest score of one control.
 pub const CONTROL_MAX: u8 = 2;
@@ -182,6 +205,13 @@ pub struct ContainerFacts {
     pub image_id: Option<String>,
     /// The image's registry digests (`RepoDigests` of `docker image inspect`).
     pub image_repo_digests: Vec<String>,
+    /// The image's layers (`RootFS.Layers` of `docker image inspect`, diff ids), bottom first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_layers: Vec<String>,
+    /// The layers of the image the [`BASE_IMAGE_LABEL`] names, when it is present on this
+    /// engine (`None`: not looked up or absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_image_layers: Option<Vec<String>>,
     /// Container labels (`None` = not observable).
     pub labels: Option<BTreeMap<String, String>>,
     /// Environment variable names.
@@ -344,6 +374,14 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
         cur = cur.get(key)?;
     }
     if cur.is_null() { None } else { Some(cur) }
+}
+
+/// The first object of a `docker … inspect` array, or the value itself.
+fn first_object(v: &Value) -> &Value {
+    match v {
+        Value::Array(items) => items.first().unwrap_or(&Value::Null),
+        other => other,
+    }
 }
 
 fn str_list(v: Option<&Value>) -> Vec<String> {
@@ -560,6 +598,8 @@ impl ContainerFacts {
             image: str_at(&cfg, &["Image"]).map(str::to_string),
             image_id: str_at(obj, &["Image"]).map(str::to_string),
             image_repo_digests: Vec::new(),
+            image_layers: Vec::new(),
+            base_image_layers: None,
             labels,
             env,
             mounts,
@@ -602,14 +642,35 @@ impl ContainerFacts {
         })
     }
 
-    /// Adds what `docker image inspect <image>` says: its `RepoDigests`. Accepts the array
-    /// `docker image inspect` prints or one image object; anything else is ignored.
+    /// Adds what `docker image inspect <image>` says: its `RepoDigests` and `RootFS.Layers`.
+    /// Accepts the array `docker image inspect` prints or one image object; anything else is
+    /// ignored.
     pub fn with_image_inspect(mut self, image: &Value) -> Self {
-        let obj = match image {
-            Value::Array(items) => items.first().unwrap_or(&Value::Null),
-            other => other,
-        };
+        let obj = first_object(image);
         self.image_repo_digests = str_list(obj.get("RepoDigests"));
+        self.image_layers = str_list(obj.get("RootFS").and_then(|r| r.get("Layers")));
+        self
+    }
+
+    /// The [`BASE_IMAGE_LABEL`] when it names an image by digest ([`is_digest_pinned`]): the
+    /// image whose `docker image inspect` [`Self::with_base_image_inspect`] wants.
+    pub fn pinned_base_label(&self) -> Option<&str> {
+        self.labels
+            .as_ref()?
+            .get(BASE_IMAGE_LABEL)
+            .map(String::as_str)
+            .filter(|b| is_digest_pinned(b))
+    }
+
+    /// Adds `docker image inspect` of the image [`Self::pinned_base_label`] names (its
+    /// `RootFS.Layers`), so the audit can check that the container's image is built on it.
+    pub fn with_base_image_inspect(mut self, base: &Value) -> Self {
+        let layers = str_list(
+            first_object(base)
+                .get("RootFS")
+                .and_then(|r| r.get("Layers")),
+        );
+        self.base_image_layers = (!layers.is_empty()).then_some(layers);
         self
     }
 
@@ -625,6 +686,13 @@ impl ContainerFacts {
         if self.image_repo_digests.is_empty() {
             self.image_repo_digests = engine.image_repo_digests.clone();
         }
+        if self.image_layers.is_empty() {
+            self.image_layers = engine.image_layers.clone();
+        }
+        self.base_image_layers = self
+            .base_image_layers
+            .take()
+            .or_else(|| engine.base_image_layers.clone());
         self.labels = self.labels.or_else(|| engine.labels.clone());
         self.ports = self.ports.or_else(|| engine.ports.clone());
         self.publish_all_ports |= engine.publish_all_ports;
@@ -2124,19 +2192,21 @@ fn reproducibility(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                 .labels
                 .as_ref()
                 .and_then(|l| l.get(BASE_IMAGE_LABEL))
-                .filter(|b| b.contains("@sha256:"));
-            if image.contains("@sha256:") {
+                .map(String::as_str);
+            if is_digest_pinned(image) {
                 out.push(ev(format!("image {image}"), "pinned by digest", Risk::Safe));
-            } else if let Some(b) = base {
+            } else if let Some(b) = base.filter(|b| is_digest_pinned(b)) {
+                out.push(base_evidence(image, b, f));
+            } else if is_image_id(image) {
                 out.push(ev(
                     format!("image {image}"),
-                    format!("built locally from base `{b}` pinned by digest"),
-                    Risk::Safe,
+                    "a local image ID: exact on this engine, but another machine cannot pull it; pin a registry digest (`<image>@sha256:…`)",
+                    Risk::Weak,
                 ));
             } else if let Some(d) = f.image_repo_digests.first() {
                 out.push(ev(
                     format!("image {image}"),
-                    format!("named by tag; the image has registry digest `{d}`, but a re-pull of the tag can drift"),
+                    format!("named by tag; the image has registry digest `{d}`, but a re-pull of the tag can drift; pin it as `{d}`"),
                     Risk::Weak,
                 ));
             } else if f
@@ -2167,6 +2237,13 @@ fn reproducibility(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         Some(ids) if ids.is_empty() => {
             out.push(ev("Features", "none installed", Risk::Safe));
         }
+        Some(ids) if ids.iter().all(|id| is_local_feature(id)) => {
+            out.push(ev(
+                format!("Features {}", ids.join(",")),
+                "local Features: in the configuration's folder, versioned with it (nothing to lock)",
+                Risk::Safe,
+            ));
+        }
         Some(ids) => {
             let subject = format!("Features {}", ids.join(","));
             match ctx.features_lockfile {
@@ -2195,6 +2272,42 @@ fn reproducibility(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         None => out.push(ev("root file system", "not observable", Risk::Weak)),
     }
     out
+}
+
+/// The evidence for an image devcell layered on the digest-pinned base `base`: safe only when
+/// the base is present and its layers are the first layers of the image (the label's claim is
+/// checked, not trusted).
+fn base_evidence(image: &str, base: &str, f: &ContainerFacts) -> Evidence {
+    let subject = format!("image {image}");
+    match &f.base_image_layers {
+        Some(layers) if !f.image_layers.is_empty() && f.image_layers.starts_with(layers) => ev(
+            subject,
+            format!(
+                "built locally on base `{base}` pinned by digest (its {} layer(s) are the image's first)",
+                layers.len()
+            ),
+            Risk::Safe,
+        ),
+        Some(_) if !f.image_layers.is_empty() => ev(
+            subject,
+            format!(
+                "label `{BASE_IMAGE_LABEL}` claims base `{base}`, but the image is not built on that base's layers"
+            ),
+            Risk::Critical,
+        ),
+        _ => ev(
+            subject,
+            format!(
+                "label `{BASE_IMAGE_LABEL}` names base `{base}`, which is not on this engine: the claim cannot be checked"
+            ),
+            Risk::Weak,
+        ),
+    }
+}
+
+/// A Feature referenced by a relative path (`./name`, `../name`): part of the configuration.
+fn is_local_feature(id: &str) -> bool {
+    id.starts_with("./") || id.starts_with("../")
 }
 
 fn teardown(f: &ContainerFacts, _ctx: &AuditContext) -> Vec<Evidence> {
@@ -2739,11 +2852,6 @@ mod tests {
             .unwrap()
             .with_image_inspect(&json!([{"RepoDigests": ["busybox@sha256:aa"]}]));
         assert_eq!(audit(&f, &ctx()).score_of(Control::Reproducibility), 1);
-        let r = with(|v| {
-            tag(v);
-            v["Config"]["Labels"][BASE_IMAGE_LABEL] = json!("debian@sha256:bb");
-        });
-        assert_eq!(r.score_of(Control::Reproducibility), 2);
         let meta = r#"[{"id":"ghcr.io/devcontainers/features/node:1"},{"remoteUser":"node"}]"#;
         let r = with(|v| v["Config"]["Labels"][names::METADATA_LABEL] = json!(meta));
         assert_eq!(r.score_of(Control::Reproducibility), 2);
@@ -2754,6 +2862,89 @@ mod tests {
         let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &c);
         assert_eq!(r.score_of(Control::Reproducibility), 1);
         assert!(has(&r, Control::Reproducibility, "node:1", Risk::Weak));
+        // local Features are part of the configuration: nothing to lock
+        let mut v = hardened();
+        v[0]["Config"]["Labels"][names::METADATA_LABEL] = json!(r#"[{"id":"./probe"},{}]"#);
+        let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &c);
+        assert_eq!(r.score_of(Control::Reproducibility), 2);
+        assert!(has(&r, Control::Reproducibility, "./probe", Risk::Safe));
+    }
+
+    #[test]
+    fn reproducibility_checks_a_recorded_base_against_the_layers() {
+        let base = format!("registry.example/base@sha256:{}", "b".repeat(64));
+        let built = |v: &mut Value| {
+            v["Config"]["Image"] = json!("devcell/features:123");
+            v["Config"]["Labels"][names::METADATA_LABEL] = json!(r#"[{"id":"./probe"},{}]"#);
+            v["Config"]["Labels"][BASE_IMAGE_LABEL] = json!(base.as_str());
+        };
+        let facts = || {
+            let mut v = hardened();
+            built(&mut v[0]);
+            ContainerFacts::from_docker_inspect(&v)
+                .unwrap()
+                .with_image_inspect(
+                    &json!([{"RootFS": {"Layers": ["sha256:l1", "sha256:l2", "sha256:f1"]}}]),
+                )
+        };
+        assert_eq!(facts().pinned_base_label(), Some(base.as_str()));
+        // verified: the base's layers are the image's first
+        let ok = facts()
+            .with_base_image_inspect(&json!([{"RootFS": {"Layers": ["sha256:l1", "sha256:l2"]}}]));
+        let r = audit(&ok, &ctx());
+        assert_eq!(
+            r.score_of(Control::Reproducibility),
+            2,
+            "{}",
+            r.render_table()
+        );
+        assert!(has(
+            &r,
+            Control::Reproducibility,
+            "features:123",
+            Risk::Safe
+        ));
+        // a false claim
+        let lie = facts().with_base_image_inspect(&json!([{"RootFS": {"Layers": ["sha256:zz"]}}]));
+        let r = audit(&lie, &ctx());
+        assert_eq!(r.score_of(Control::Reproducibility), 0);
+        // the base is not on this engine: cannot be checked
+        let r = audit(&facts(), &ctx());
+        assert_eq!(r.score_of(Control::Reproducibility), 1);
+        // a base label that is only a tag is not a pin
+        let mut v = hardened();
+        built(&mut v[0]);
+        v[0]["Config"]["Labels"][BASE_IMAGE_LABEL] = json!("registry.example/base:1");
+        let f = ContainerFacts::from_docker_inspect(&v).unwrap();
+        assert_eq!(f.pinned_base_label(), None);
+        assert_eq!(audit(&f, &ctx()).score_of(Control::Reproducibility), 1);
+    }
+
+    #[test]
+    fn a_local_image_id_is_exact_but_not_reproducible_elsewhere() {
+        let id = format!("sha256:{}", "c".repeat(64));
+        let r = with(|v| v["Config"]["Image"] = json!(id.as_str()));
+        assert_eq!(r.score_of(Control::Reproducibility), 1);
+        assert!(has(&r, Control::Reproducibility, &id, Risk::Weak));
+    }
+
+    #[test]
+    fn digest_pins_and_image_ids_are_recognised_exactly() {
+        let hex = "0123456789abcdef".repeat(4);
+        assert!(is_digest_pinned(&format!("r.example/a/b@sha256:{hex}")));
+        assert!(is_digest_pinned(&format!(
+            "127.0.0.1:5000/a:1@sha256:{hex}"
+        )));
+        assert!(!is_digest_pinned("busybox@sha256:aa"));
+        assert!(!is_digest_pinned(&format!("@sha256:{hex}")));
+        assert!(!is_digest_pinned(&format!(
+            "a@sha256:{}",
+            hex.to_uppercase()
+        )));
+        assert!(!is_digest_pinned("busybox:1"));
+        assert!(is_image_id(&format!("sha256:{hex}")));
+        assert!(!is_image_id("sha256:feed"));
+        assert!(!is_image_id(&format!("a@sha256:{hex}")));
     }
 
     #[test]

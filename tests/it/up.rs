@@ -944,6 +944,27 @@ fn up_flags_follow_the_reference_cli() {
     let out = ws.run("up", &["--expect-existing-container"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(ws.containers().is_empty());
+    // Bad limits: a clear error naming the flag, nothing created.
+    for (flag, value) in [
+        ("--pids-limit", "0"),
+        ("--memory", "1x"),
+        ("--memory", "1k"),
+        ("--cpus", "0"),
+    ] {
+        let out = ws.run("up", &[flag, value]);
+        assert_eq!(out.status.code(), Some(1));
+        let result = last_json(&out);
+        assert_eq!(result["outcome"], "error");
+        let message = result["message"].as_str().unwrap();
+        assert!(
+            message.contains(flag) && message.contains(&format!("`{value}`")),
+            "{message}"
+        );
+    }
+    let out = ws.run("up", &["--cpus", "many"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus"));
+    assert!(ws.containers().is_empty());
 
     // --id-label, --secrets-file (masked in output), --remote-env (the config wins), --mount,
     // --include-merged-configuration.
@@ -970,6 +991,8 @@ fn up_flags_follow_the_reference_cli() {
         "512m",
         "--cpus",
         "1.5",
+        "--pids-limit",
+        "99",
     ]);
     let out = ws.run("up", &args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -995,9 +1018,23 @@ fn up_flags_follow_the_reference_cli() {
     assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
     assert_eq!(docker_inspect(&id, "{{.HostConfig.NetworkMode}}"), "none");
     assert_eq!(
-        docker_inspect(&id, "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}"),
-        format!("{} 1500000000", 512 << 20)
+        docker_inspect(
+            &id,
+            "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}} {{.HostConfig.PidsLimit}}"
+        ),
+        format!("{} 1500000000 99", 512 << 20)
     );
+    // and from inside: the cgroup's limits (v2 files, else v1)
+    let mut cgroup = common.to_vec();
+    cgroup.extend(["sh", "-c", CGROUP_LIMITS]);
+    let out = ws.run("exec", &cgroup);
+    let inside = String::from_utf8_lossy(&out.stdout);
+    assert!(inside.contains("pids=99\n"), "{inside}");
+    assert!(
+        inside.contains(&format!("memory={}\n", 512 << 20)),
+        "{inside}"
+    );
+    assert!(inside.contains("cpu=150000 100000\n"), "{inside}");
 
     // exec finds it by the same label; --expect-existing-container now succeeds.
     let mut exec_args = common.to_vec();
@@ -1021,6 +1058,13 @@ fn up_flags_follow_the_reference_cli() {
     assert!(ran(&result).is_empty());
 }
 
+/// A shell script printing the container's cgroup limits as `pids=N`, `memory=BYTES` and
+/// `cpu=QUOTA PERIOD` (cgroup v2 files, else v1).
+pub const CGROUP_LIMITS: &str = "c=/sys/fs/cgroup; \
+    if [ -r $c/pids.max ]; then echo pids=$(cat $c/pids.max); else echo pids=$(cat $c/pids/pids.max); fi; \
+    if [ -r $c/memory.max ]; then echo memory=$(cat $c/memory.max); else echo memory=$(cat $c/memory/memory.limit_in_bytes); fi; \
+    if [ -r $c/cpu.max ]; then echo cpu=$(cat $c/cpu.max); else echo cpu=$(cat $c/cpu/cpu.cfs_quota_us) $(cat $c/cpu/cpu.cfs_period_us); fi";
+
 struct ContainerRemover(String);
 
 impl Drop for ContainerRemover {
@@ -1038,5 +1082,205 @@ impl Drop for VolumeRemover {
         let _ = Command::new("docker")
             .args(["volume", "rm", "-f", &self.0])
             .output();
+    }
+}
+
+/// Runs the `devcell` binary with `HOME`, the XDG folders and `DEVCELL_STATE_DIR` under `home`,
+/// capturing `ps -eo args` of every host process (the container's included) until it ends:
+/// (its output, the captures).
+fn run_capturing_ps(home: &Path, args: &[&str]) -> (Output, Vec<String>) {
+    use std::process::Stdio;
+    let child = Command::new(assert_cmd::cargo::cargo_bin("devcell"))
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("DEVCELL_STATE_DIR", home.join("devcell-state"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("devcell runs");
+    let proc = PathBuf::from(format!("/proc/{}", child.id()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut captures = Vec::new();
+    // The child stays a zombie (its /proc entry exists) until waited for: stop at its exit.
+    while std::time::Instant::now() < deadline
+        && std::fs::read_to_string(proc.join("stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    {
+        let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+        captures.push(String::from_utf8_lossy(&ps.stdout).into_owned());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (child.wait_with_output().unwrap(), captures)
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
+    if !engine_ready(
+        "exec_and_run_user_commands_pass_secrets_through_the_exec_env_only",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postAttachCommand": "echo \"hook sees $DEVCELL_IT_SECRET\"; printf %s \"$DEVCELL_IT_SECRET\" | sha256sum > /tmp/hook-secret.sha256; sleep 3"}"#,
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let secret = format!("dcs3cret{nanos:x}{:x}", std::process::id());
+    let expected = hex::encode(Sha256::digest(secret.as_bytes()));
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secrets_file = outside.path().join("secrets.json");
+    std::fs::write(
+        &secrets_file,
+        serde_json::json!({"DEVCELL_IT_SECRET": secret}).to_string(),
+    )
+    .unwrap();
+    let ws_path = ws.path().to_str().unwrap().to_string();
+    let file = secrets_file.to_str().unwrap();
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let mut captures = Vec::new();
+
+    let (out, _) = run_capturing_ps(home.path(), &["up", "--workspace-folder", &ws_path]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = last_json(&out)["containerId"].as_str().unwrap().to_string();
+
+    // exec: the process sees the value (its hash), through the exec's environment
+    let (out, ps) = run_capturing_ps(
+        home.path(),
+        &[
+            "exec",
+            "--workspace-folder",
+            &ws_path,
+            "--secrets-file",
+            file,
+            "sh",
+            "-c",
+            "printf %s \"$DEVCELL_IT_SECRET\" | sha256sum; sleep 3",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout.split_whitespace().next(), Some(expected.as_str()));
+    assert!(
+        ps.iter().any(|c| c.lines().any(|l| l.trim() == "sleep 3")),
+        "ps was captured while the exec ran"
+    );
+    captures.extend(ps);
+    outputs.push(("exec stdout".into(), stdout));
+    outputs.push(("exec stderr".into(), stderr));
+
+    // run-user-commands: the hook sees it; its output shows it masked
+    let (out, ps) = run_capturing_ps(
+        home.path(),
+        &[
+            "run-user-commands",
+            "--workspace-folder",
+            &ws_path,
+            "--secrets-file",
+            file,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(last_json(&out)["outcome"], "success");
+    assert!(stderr.contains("hook sees ********"), "{stderr}");
+    assert!(
+        ps.iter().any(|c| c.lines().any(|l| l.trim() == "sleep 3")),
+        "ps was captured while the hook ran"
+    );
+    let (code, hook_hash, _) = ws.sh("cat /tmp/hook-secret.sha256");
+    assert_eq!(code, 0);
+    assert_eq!(hook_hash.split_whitespace().next(), Some(expected.as_str()));
+    captures.extend(ps);
+    outputs.push(("run-user-commands stdout".into(), stdout));
+    outputs.push(("run-user-commands stderr".into(), stderr));
+
+    // an error whose text would show the value (here: a workspace path containing it) shows
+    // it masked
+    let named = outside.path().join(&secret);
+    std::fs::create_dir_all(named.join(".devcontainer")).unwrap();
+    std::fs::write(
+        named.join(".devcontainer/devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#),
+    )
+    .unwrap();
+    let (out, _) = run_capturing_ps(
+        home.path(),
+        &[
+            "exec",
+            "--workspace-folder",
+            named.to_str().unwrap(),
+            "--secrets-file",
+            file,
+            "true",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("does not exist") && stderr.contains("********"),
+        "{stderr}"
+    );
+    outputs.push(("exec error".into(), stderr));
+
+    // and the value is nowhere else
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(o.status.success(), "docker {args:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    outputs.push(("docker inspect".into(), docker(&["inspect", &id])));
+    outputs.push((
+        "docker image inspect".into(),
+        docker(&["image", "inspect", BUSYBOX_IMAGE]),
+    ));
+    for path in files_under(home.path()) {
+        outputs.push((
+            path.display().to_string(),
+            String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned(),
+        ));
+    }
+    for (i, c) in captures.into_iter().enumerate() {
+        outputs.push((format!("ps capture {i}"), c));
+    }
+    for (what, text) in &outputs {
+        assert!(!text.contains(&secret), "the secret leaked into {what}");
     }
 }

@@ -13,10 +13,15 @@ use crate::handoff::{ExecOptions, ExecStreams, exec};
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let (remote_env, probe) = remote(&args.remote)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let secrets = match &args.secrets_file {
+        Some(path) => crate::handoff::read_secrets_file(path)?,
+        None => Default::default(),
+    };
     let opts = ExecOptions {
         target: target(&args.container)?,
         argv: args.command,
         remote_env,
+        secrets,
         default_user_env_probe: probe,
         tty,
     };

@@ -180,7 +180,9 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
             profile: args.security_profile.clone(),
             allow: args.allow.clone(),
             network: args.network.clone(),
-            ..SecurityOptions::default()
+            pids_limit: args.pids_limit,
+            memory: args.memory.clone(),
+            cpus: args.cpus,
         },
         secrets,
         settings,
@@ -210,6 +212,15 @@ fn render_plan(p: &HandoffPlan) -> String {
         }
     );
     let _ = writeln!(s, "  profile    {} (network {})", p.profile, p.network);
+    if let Some(l) = &p.limits {
+        let _ = writeln!(
+            s,
+            "  limits     {} pids, {} MiB memory, {} CPUs",
+            l.pids,
+            l.memory_bytes >> 20,
+            l.cpus
+        );
+    }
     for g in &p.grants {
         let _ = writeln!(s, "  grant      {g}");
     }

@@ -1,0 +1,153 @@
+//! Secret values (`--secrets-file`, an agent's `env:`/`file:` references) kept out of
+//! everything devcell itself shows: [`mask`] replaces each value by [`MASK`] in a text,
+//! [`MaskingReporter`] does it for every progress event, and [`redact`] for an error whose
+//! text would carry a value (spec-note 0240).
+//!
+//! The values themselves travel only in the engine's exec environment (the exec's `Env`, sent
+//! over the engine's API): never in a host process's argv, the container's config or labels,
+//! an image, devcell's state or logs.
+
+use indexmap::IndexMap;
+
+use crate::diagnostics::Hint;
+use crate::handoff::error::HandoffError;
+use crate::progress::{Event, Reporter};
+
+/// What a secret value is replaced by (the reference CLI's mask).
+pub const MASK: &str = "********";
+
+/// `text` with every non-empty secret value replaced by [`MASK`], the longest value first (so
+/// a value containing another is masked whole).
+pub fn mask(text: &str, secrets: &IndexMap<String, String>) -> String {
+    let mut values: Vec<&str> = secrets
+        .values()
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.dedup();
+    let mut text = text.to_string();
+    for value in values {
+        if text.contains(value) {
+            text = text.replace(value, MASK);
+        }
+    }
+    text
+}
+
+/// Whether `text` contains any non-empty secret value.
+pub fn contains_secret(text: &str, secrets: &IndexMap<String, String>) -> bool {
+    secrets
+        .values()
+        .any(|v| !v.is_empty() && text.contains(v.as_str()))
+}
+
+/// Forwards events to `inner` with secret values masked ([`mask`]).
+pub struct MaskingReporter<'a> {
+    /// Where the masked events go.
+    pub inner: &'a dyn Reporter,
+    /// NAME → value.
+    pub secrets: &'a IndexMap<String, String>,
+}
+
+impl Reporter for MaskingReporter<'_> {
+    fn report(&self, event: Event) {
+        let event = match event {
+            Event::Status(text) => Event::Status(mask(&text, self.secrets)),
+            Event::Output(text) => Event::Output(mask(&text, self.secrets)),
+        };
+        self.inner.report(event);
+    }
+}
+
+/// `err` as it is when neither its message, its causes nor its hint contain a secret value;
+/// else [`HandoffError::Redacted`] with the same error code and every value masked (the
+/// message is the whole cause chain, as it would have been shown).
+pub fn redact(err: HandoffError, secrets: &IndexMap<String, String>) -> HandoffError {
+    let mut chain = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        chain.push_str(": ");
+        chain.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let hint = err.hint();
+    if !contains_secret(&chain, secrets)
+        && !hint.as_deref().is_some_and(|h| contains_secret(h, secrets))
+    {
+        return err;
+    }
+    HandoffError::Redacted {
+        code: err.code(),
+        message: mask(&chain, secrets),
+        hint: hint.map(|h| mask(&h, secrets)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn secrets() -> IndexMap<String, String> {
+        IndexMap::from([
+            ("A".to_string(), "abc".to_string()),
+            ("B".into(), "abcdef".into()),
+            ("EMPTY".into(), String::new()),
+        ])
+    }
+
+    #[test]
+    fn masks_longest_first_and_ignores_empty_values() {
+        assert_eq!(mask("x abcdef abc y", &secrets()), "x ******** ******** y");
+        assert_eq!(mask("nothing here", &secrets()), "nothing here");
+        assert!(contains_secret("..abc..", &secrets()));
+        assert!(!contains_secret("..ab..", &secrets()));
+    }
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<Event>>);
+    impl Reporter for Collect {
+        fn report(&self, event: Event) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    #[test]
+    fn reporter_masks_status_and_output() {
+        let inner = Collect::default();
+        let s = secrets();
+        let r = MaskingReporter {
+            inner: &inner,
+            secrets: &s,
+        };
+        r.report(Event::Status("token abc".into()));
+        r.report(Event::Output("out abcdef".into()));
+        assert_eq!(
+            *inner.0.lock().unwrap(),
+            vec![
+                Event::Status("token ********".into()),
+                Event::Output("out ********".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn redact_keeps_clean_errors_and_masks_the_rest() {
+        let clean = HandoffError::NotRunning { id: "c1".into() };
+        assert!(matches!(
+            redact(clean, &secrets()),
+            HandoffError::NotRunning { .. }
+        ));
+        let leaky = HandoffError::NoContainer {
+            labels: "devcontainer.local_folder=/w/abcdef".into(),
+        };
+        let code = leaky.code();
+        let r = redact(leaky, &secrets());
+        assert_eq!(r.code(), code);
+        let text = r.to_string();
+        assert!(!text.contains("abc"), "{text}");
+        assert!(text.contains("/w/********"), "{text}");
+        assert!(r.hint().is_some_and(|h| h.contains("devcell up")));
+    }
+}
