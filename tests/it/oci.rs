@@ -764,23 +764,25 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
     assert_eq!(again.lockfile(), lock);
 }
 
-/// Interop with `@devcontainers/cli` (`DEVCELL_TEST_REFCLI` = path of its `devcontainer`
-/// binary, e.g. after `npm install @devcontainers/cli`; skipped when unset). The reference
+/// Interop with `@devcontainers/cli` at the artifact level (`DEVCELL_TEST_REFCLI`, see
+/// `support::refcli`; `build`/`up` in both directions are in `interop.rs`). The reference
 /// CLI speaks plain HTTP only to `localhost`, so the registry is addressed as
 /// `localhost:<port>`.
 #[tokio::test]
 async fn interop_with_the_reference_cli() {
-    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+    let Some(reg) = test_registry() else { return };
+    let Some(refcli) = crate::support::refcli::reference_cli("interop_with_the_reference_cli")
+    else {
         return;
     };
-    let Some(reg) = test_registry() else { return };
     let port = reg.rsplit(':').next().unwrap();
     let reg = format!("localhost:{port}");
     let ns = unique("interop");
 
     // devcell publishes; the reference reads the manifest and resolves the same digest.
     let ours = publish(&collection().join("hello"), &reg, &format!("{ns}/ours"));
-    let out = std::process::Command::new(&refcli)
+    let out = refcli
+        .command()
         .args([
             "features",
             "info",
@@ -806,7 +808,8 @@ async fn interop_with_the_reference_cli() {
 
     // The reference publishes; devcell resolves, verifies and extracts it.
     let dir = hello_at("1.4.0");
-    let out = std::process::Command::new(&refcli)
+    let out = refcli
+        .command()
         .args(["features", "publish"])
         .arg(dir.path())
         .args(["-r", &reg, "-n", &format!("{ns}/theirs")])
@@ -835,6 +838,7 @@ async fn interop_with_the_reference_cli() {
     assert_eq!(r.integrity.as_deref(), theirs["hello"]["digest"].as_str());
     assert_eq!(r.version(), Some("1.4.0"));
     assert!(dest.path().join("h/install.sh").is_file());
+    refcli.assert_stayed_local();
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod git;
+pub mod refcli;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
