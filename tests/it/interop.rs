@@ -265,6 +265,12 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
         .unwrap();
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{}", stderr(&out));
+    // Pull progress through the CLI reporter (plain lines: stderr is not a terminal).
+    let progress = stderr(&out);
+    assert!(
+        progress.contains(&format!("[devcell] pulling manifest {reg}/{ns}/hello:1")),
+        "{progress}"
+    );
     let id = result["containerId"].as_str().unwrap();
     let image = Command::new("docker")
         .args(["inspect", "-f", "{{.Config.Image}}", id])

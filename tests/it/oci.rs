@@ -910,7 +910,15 @@ fn resolve_dependencies_fetches_oci_features_through_the_cache() {
         }
         cmd.output().unwrap()
     };
-    let first = crate::support::stdout_json(&run(cache.path(), false));
+    let cold = run(cache.path(), false);
+    let progress = String::from_utf8_lossy(&cold.stderr).into_owned();
+    assert!(
+        progress.contains(&format!(
+            "[devcell] pulling manifest {reg}/cli/features/hello:1"
+        )),
+        "{progress}"
+    );
+    let first = crate::support::stdout_json(&cold);
     let ids: Vec<&str> = first["installOrder"]
         .as_array()
         .unwrap()
