@@ -999,3 +999,123 @@ fn credentials_never_reach_the_logs() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
     }
 }
+
+/// An OAuth2 identity token (`auths.<host>.identitytoken`) is exchanged at the registry's token
+/// endpoint (`refresh_token` grant) for scoped access tokens, which a real registry with token
+/// auth accepts for push and pull (spec-notes/0262).
+#[test]
+fn identity_token_is_exchanged_for_scoped_access_tokens() {
+    let server = crate::support::TokenServer::start();
+    let Some(private) = PrivateRegistry::start_with_token_server(&server) else {
+        return;
+    };
+    let reg = private.addr.clone();
+    let config_dir = tempfile::tempdir().unwrap();
+    let write_config = |token: &str| {
+        // As `docker login` stores an identity token: `auth` is `<token>:`.
+        std::fs::write(
+            config_dir.path().join("config.json"),
+            serde_json::json!({"auths": {&reg: {"auth": "PHRva2VuPjo=", "identitytoken": token}}})
+                .to_string(),
+        )
+        .unwrap();
+    };
+    let publish_with = |docker_config: Option<&Path>| {
+        let mut cmd = crate::support::devcell();
+        if let Some(dir) = docker_config {
+            cmd.env("DOCKER_CONFIG", dir).env("DEVCELL_LOG", "trace");
+        }
+        cmd.args(["features", "publish"])
+            .arg(collection().join("hello"))
+            .args(["-r", &reg, "-n", "idtok"])
+            .output()
+            .unwrap()
+    };
+
+    // Without credentials the registry refuses.
+    let err = crate::support::assert_failed(&publish_with(None));
+    assert!(err.contains(&reg), "{err}");
+    let anonymous_requests = server.requests().len();
+
+    // With the identity token: push, then pull by tag through the fetcher.
+    write_config(crate::support::TokenServer::REFRESH_TOKEN);
+    let out = publish_with(Some(config_dir.path()));
+    // Trace logging (devcell, oci-client, reqwest, hyper) never shows the identity token.
+    let logs = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(logs.contains("TRACE") || logs.contains("DEBUG"), "{logs}");
+    assert!(
+        !logs.contains(crate::support::TokenServer::REFRESH_TOKEN),
+        "identity token in the logs"
+    );
+    // …nor an access token (the JWTs the token server issues start with `eyJ`).
+    assert!(!logs.contains("eyJ"), "access token in the logs");
+    let published = crate::support::stdout_json(&out);
+    let fetcher = |cache: &Path| {
+        Fetcher::new(FetchOptions {
+            cache_dir: Some(cache.to_owned()),
+            offline: false,
+            refresh_tags: false,
+            registry: RegistryOptions {
+                docker_config: Some(config_dir.path().join("config.json")),
+                ..RegistryOptions::default()
+            },
+        })
+        .unwrap()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    let r = rt
+        .block_on(fetcher(cache.path()).resolve_and_fetch(
+            &oci(&format!("{reg}/idtok/hello:1")),
+            &dest.path().join("h"),
+        ))
+        .unwrap();
+    assert_eq!(
+        r.integrity.as_deref(),
+        published["hello"]["digest"].as_str()
+    );
+    assert!(dest.path().join("h/install.sh").is_file());
+
+    // What reached the token endpoint: only refresh_token grants, scoped per repository and
+    // operation, with devcell's client id and the registry's service.
+    let exchanges = &server.requests()[anonymous_requests..];
+    assert!(!exchanges.is_empty());
+    let mut scopes = std::collections::BTreeSet::new();
+    for e in exchanges {
+        assert_eq!(e["method"], "POST", "{e}");
+        assert_eq!(e["grant_type"], "refresh_token", "{e}");
+        assert_eq!(e["client_id"], "devcell", "{e}");
+        assert_eq!(e["service"], "devcell-test", "{e}");
+        assert_eq!(e["refresh_token_ok"], true, "{e}");
+        assert_eq!(e["authorization"], false, "{e}");
+        scopes.insert(e["scope"].as_str().unwrap().to_string());
+    }
+    assert!(
+        scopes.contains("repository:idtok/hello:pull,push"),
+        "{scopes:?}"
+    );
+    assert!(scopes.contains("repository:idtok/hello:pull"), "{scopes:?}");
+
+    // A wrong identity token: a clear error that never shows the token.
+    write_config("wrong-identity-token-value");
+    let cache = tempfile::tempdir().unwrap();
+    let err = rt
+        .block_on(fetcher(cache.path()).resolve_and_fetch(
+            &oci(&format!("{reg}/idtok/hello:1")),
+            &dest.path().join("w"),
+        ))
+        .unwrap_err();
+    let mut shown = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(e) = source {
+        shown.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    assert!(
+        shown.contains("cannot exchange the identity token"),
+        "{shown}"
+    );
+    assert!(shown.contains("401"), "{shown}");
+    assert!(!shown.contains("wrong-identity-token-value"), "{shown}");
+}
