@@ -1019,16 +1019,6 @@ async fn build_features(
         })
         .unwrap_or_default();
     let registries = &opts.settings.registries;
-    let fetcher = Fetcher::new(FetchOptions {
-        cache_dir: opts.cache_dir.clone(),
-        registry: crate::oci::registry::RegistryOptions {
-            insecure_registries: registries.insecure.clone(),
-            extra_ca_certificates: registries.ca_certs.clone(),
-            mirrors: registries.mirrors.clone(),
-            ..Default::default()
-        },
-        ..FetchOptions::default()
-    })?;
     let config_dir = loaded
         .config_file
         .parent()
@@ -1047,23 +1037,42 @@ async fn build_features(
         "resolving {} Feature(s)",
         features.len()
     )));
-    let plan = fetcher
-        .plan(&PlanRequest {
-            features: &features,
-            override_order: &override_order,
-            config_dir: &config_dir,
-            devcontainer_dir: &devcontainer_dir,
-            lockfile: None,
-        })
-        .await?;
-    for warning in &plan.install.warnings {
-        reporter.report(Event::Status(format!("warning: {warning}")));
-    }
     let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
         message: format!("cannot create a temporary folder for Features: {e}"),
         hint: None,
     })?;
-    let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+    // The fetcher keeps an owned reporter: its pull progress is forwarded to `reporter` while
+    // it works (the forwarding ends when the fetcher is dropped).
+    let (fetch_progress, fetch_events) = crate::progress::channel();
+    let fetched = async {
+        let fetcher = Fetcher::new(FetchOptions {
+            cache_dir: opts.cache_dir.clone(),
+            registry: crate::oci::registry::RegistryOptions {
+                insecure_registries: registries.insecure.clone(),
+                extra_ca_certificates: registries.ca_certs.clone(),
+                mirrors: registries.mirrors.clone(),
+                ..Default::default()
+            },
+            ..FetchOptions::default()
+        })?
+        .with_reporter(fetch_progress);
+        let plan = fetcher
+            .plan(&PlanRequest {
+                features: &features,
+                override_order: &override_order,
+                config_dir: &config_dir,
+                devcontainer_dir: &devcontainer_dir,
+                lockfile: None,
+            })
+            .await?;
+        let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+        Ok::<_, HandoffError>((plan, dirs))
+    };
+    let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
+    let (plan, dirs) = fetched?;
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
     let mut layers = Vec::with_capacity(dirs.len());
     for (feature, dir) in plan.install.features.iter().zip(dirs) {
         let metadata = plan

@@ -8,6 +8,7 @@ mod engine;
 mod features;
 mod handoff;
 mod handoff_e2e;
+mod interop;
 mod lifecycle;
 mod oci;
 mod outdated;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::devcell;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::refcli::{RefCli, reference_cli};
 
 /// A temporary workspace with a `.devcontainer/devcontainer.json`.
 struct Workspace {
@@ -567,26 +568,7 @@ impl Drop for ImageCleanup {
     }
 }
 
-/// The reference CLI (`@devcontainers/cli`): `DEVCELL_TEST_REFCLI` (required when set), else
-/// `/opt/refcli/node_modules/.bin/devcontainer` when installed; `None` skips with a note.
-fn reference_cli(test: &str) -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("DEVCELL_TEST_REFCLI") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "{test}: DEVCELL_TEST_REFCLI names no file");
-        return Some(path);
-    }
-    let default = PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
-    if default.is_file() {
-        return Some(default);
-    }
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("note: {test} skipped: no reference CLI (set DEVCELL_TEST_REFCLI)");
-    }
-    None
-}
-
-fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
     // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
     let base = ws
         .path()
@@ -595,7 +577,8 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         .to_string_lossy()
         .to_lowercase();
     ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
-    let out = Command::new(cli)
+    let out = cli
+        .command()
         .args(["up", "--workspace-folder"])
         .arg(ws.path())
         .output()
@@ -607,6 +590,7 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         "reference up failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    cli.assert_stayed_local();
     let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
     if image.starts_with("vsc-") {
         ws.cleanup_images.borrow_mut().push(image);

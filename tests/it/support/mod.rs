@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod git;
+pub mod refcli;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -159,6 +160,20 @@ impl PrivateRegistry {
             false,
             Some(format!(
                 "auth:\n  silly:\n    realm: {realm}\n    service: devcell-test\n"
+            )),
+        )
+    }
+
+    /// Starts one over plain HTTP with distribution's `token` auth: JWTs issued by a
+    /// [`TokenServer`] (realm `<server>/token`, service `devcell-test`, issuer
+    /// `devcell-test-issuer`) and verified against its certificate.
+    pub fn start_with_token_server(server: &TokenServer) -> Option<PrivateRegistry> {
+        Self::start_with(
+            false,
+            Some(format!(
+                "auth:\n  token:\n    realm: {}/token\n    service: devcell-test\n    issuer: devcell-test-issuer\n    rootcertbundle: {}\n",
+                server.base,
+                server.certificate().display()
             )),
         )
     }
@@ -360,6 +375,91 @@ impl FileServer {
 }
 
 impl Drop for FileServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `fixtures/registry/token-server.py` on a free 127.0.0.1 port: an OAuth2 token endpoint
+/// that accepts only the `refresh_token` grant with [`TokenServer::REFRESH_TOKEN`] and issues
+/// JWTs a [`PrivateRegistry::start_with_token_server`] registry accepts. Killed on drop.
+pub struct TokenServer {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl TokenServer {
+    /// The refresh (identity) token the server accepts (a test-only value).
+    pub const REFRESH_TOKEN: &'static str = "devcell-test-refresh-token";
+
+    /// Generates a signing key and certificate with `openssl` and starts the server.
+    pub fn start() -> TokenServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "token.key",
+                "-out",
+                "token.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=devcell test token issuer",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let child = std::process::Command::new("python3")
+            .arg(fixture("registry/token-server.py"))
+            .arg(port.to_string())
+            .arg(dir.path().join("token.key"))
+            .arg(dir.path().join("token.crt"))
+            .arg(Self::REFRESH_TOKEN)
+            .arg(dir.path().join("requests.log"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 runs the token server");
+        assert!(wait_for_port(port), "the token server did not start");
+        TokenServer {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            dir,
+        }
+    }
+
+    /// The certificate whose key signs the tokens (PEM).
+    pub fn certificate(&self) -> PathBuf {
+        self.dir.path().join("token.crt")
+    }
+
+    /// The requests received so far, one JSON object each (`method`, `path`, the form fields,
+    /// `refresh_token_ok` instead of the refresh token, `authorization`: whether the header
+    /// was sent).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect()
+    }
+}
+
+impl Drop for TokenServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
