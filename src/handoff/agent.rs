@@ -45,8 +45,8 @@ use crate::handoff::executor::EngineExecutor;
 use crate::handoff::read_configuration::WorkspaceOverride;
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
 use crate::handoff::up::{
-    ContainerAction, SecurityOptions, TargetOptions, UpOptions, attach_running, find_container,
-    id_labels, load, remote_env, up_with,
+    ContainerAction, SecurityOptions, TargetOptions, UpOptions, append_safe_directories,
+    attach_running, find_container, id_labels, load, remote_env, up_with,
 };
 use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
@@ -376,6 +376,7 @@ pub async fn handoff_with(
             ..opts.security.clone()
         },
         settings: opts.settings.clone(),
+        safe_directories: safe_directories(&p.workspace),
         ..UpOptions::default()
     };
     let up = up_with(engine, engine_socket, &up_opts, reporter)
@@ -502,7 +503,7 @@ pub async fn handoff_with(
     let mut env = remote_env(probed, &IndexMap::new(), &attached.merged).0;
     env.extend(p.agent_env.clone());
     env.extend(p.secrets.clone());
-    add_safe_directories(&mut env, &p.workspace);
+    append_safe_directories(&mut env, &safe_directories(&p.workspace));
     let pidfile = pidfile_of(&session_id);
     let mut argv = vec![
         "sh".to_string(),
@@ -705,24 +706,12 @@ async fn stop_agent(engine: &dyn Engine, container: &str, user: Option<&str>, pi
         .await;
 }
 
-/// Adds `safe.directory` for every repository (working tree and git directories) to git's
-/// environment configuration, after any `GIT_CONFIG_COUNT` entries already there.
-fn add_safe_directories(env: &mut IndexMap<String, String>, ws: &Workspace) {
+/// The `safe.directory` entries of a handoff: every repository's working tree and every git
+/// directory mounted, as the container sees them.
+fn safe_directories(ws: &Workspace) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
     dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
-    if dirs.is_empty() {
-        return;
-    }
-    let mut n: usize = env
-        .get("GIT_CONFIG_COUNT")
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    for dir in dirs {
-        env.insert(format!("GIT_CONFIG_KEY_{n}"), "safe.directory".into());
-        env.insert(format!("GIT_CONFIG_VALUE_{n}"), dir);
-        n += 1;
-    }
-    env.insert("GIT_CONFIG_COUNT".into(), n.to_string());
+    dirs
 }
 
 /// Copies `reader` to `out` and appends it to the log, secret values masked. Lines are masked
@@ -1136,7 +1125,7 @@ mod tests {
             warnings: Vec::new(),
         };
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
-        add_safe_directories(&mut env, &ws);
+        append_safe_directories(&mut env, &safe_directories(&ws));
         assert_eq!(env["GIT_CONFIG_COUNT"], "2");
         assert_eq!(env["GIT_CONFIG_KEY_1"], "safe.directory");
         assert_eq!(env["GIT_CONFIG_VALUE_1"], "/h/src/api/.git");

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::workspace::{RepoRole, Workspace, is_safe_relative};
+use crate::config::ownership::hand_over;
 
 /// The context file's schema version.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -481,7 +482,8 @@ pub fn is_devcell_context(bytes: &[u8]) -> bool {
 /// Writes `bytes` to `root/rel_path` atomically, creating missing folders (each folder devcell
 /// creates gets a `.gitignore` holding `*` when it is the first one created), and replacing an
 /// existing file only when `owned(existing bytes)` says devcell wrote it. Never follows a
-/// symbolic link below `root`.
+/// symbolic link below `root`. When devcell runs as root and `root` belongs to another user,
+/// every folder and file it creates is given to that user ([`hand_over`], spec-note 0250).
 ///
 /// # Errors
 /// As [`write()`].
@@ -513,6 +515,7 @@ pub fn write_owned_file(
             Ok(_) => return Err(ContextError::Unsafe { path: dir }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir(&dir).map_err(io(&dir))?;
+                hand_over(&dir, root).map_err(io(&dir))?;
                 if created_first.is_none() {
                     created_first = Some(dir.clone());
                 }
@@ -527,6 +530,7 @@ pub fn write_owned_file(
             "# created by devcell: keep its files out of git\n*\n",
         )
         .map_err(io(&ignore))?;
+        hand_over(&ignore, root).map_err(io(&ignore))?;
     }
     match target.symlink_metadata() {
         Ok(m) if m.is_file() => {
@@ -551,6 +555,7 @@ pub fn write_owned_file(
     tmp.as_file()
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .map_err(io(&target))?;
+    hand_over(tmp.path(), root).map_err(io(&target))?;
     tmp.as_file().sync_all().map_err(io(&target))?;
     tmp.persist(&target).map_err(|e| io(&target)(e.error))?;
     Ok(target)

@@ -28,8 +28,8 @@ pub const OWNED_VOLUME_PREFIX: &str = "devcell-";
 
 /// Image or container label naming the base image a locally built image was built from, as
 /// `<repository>@sha256:<digest>`; when it carries a digest the image counts as pinned
-/// (spec-note 0145).
-pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
+/// (spec-note 0145). Written by the `updateRemoteUserUID` layer over a pinned image.
+pub const BASE_IMAGE_LABEL: &str = names::BASE_IMAGE_LABEL;
 
 /// The highest score of one control.
 pub const CONTROL_MAX: u8 = 2;

@@ -7,8 +7,10 @@
 //! registry and named by digest when `DEVCELL_TEST_REGISTRY` is set (required with
 //! `DEVCELL_TEST_ENGINE=1`), so a hardened handoff can score 16/16. Nothing is downloaded.
 //!
-//! The host user here is root and the container user `nobody`, so the test makes its
-//! temporary repositories world-writable (devcell's ownership story is spec-note 0185).
+//! The host user here is root and the container's remote user `nobody`; the test workspaces
+//! belong to uid/gid 4242 ([`WORKSPACE_OWNER`], not world-writable), so devcell's
+//! `updateRemoteUserUID` gives `nobody` uid 4242 and what the agent writes belongs to 4242
+//! (spec-note 0250).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
-use crate::support::git::{git, hostgit_image, pinned_hostgit_image};
+use crate::support::git::{
+    WORKSPACE_OWNER, git, give_to_workspace_owner, hostgit_image, owner_uid, pinned_hostgit_image,
+};
 
 const AGENT: &str = "fixtures/agents/reference-agent.sh";
 
@@ -86,13 +90,9 @@ impl Env {
             ws.join(".agent/reference-agent.sh"),
         )
         .unwrap();
-        // the container user (nobody) must write the worktrees and git dirs
-        let status = Command::new("chmod")
-            .args(["-R", "a+rwX"])
-            .arg(tmp.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        // The workspace and its repositories belong to a non-root user (not world-writable):
+        // devcell (run as root here) gives the container's remote user that user's ids.
+        give_to_workspace_owner(tmp.path());
         let state = tmp.path().join("state");
         let config = tmp.path().join("config.toml");
         let agent = |name: &str, arg: &str| {
@@ -327,6 +327,8 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         "host home: not visible",
         "committed in api",
         "committed in web",
+        // updateRemoteUserUID gave the remote user (nobody) the workspace owner's uid
+        &format!("reference agent: starting in /workspace as {WORKSPACE_OWNER}"),
     ] {
         assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
     }
@@ -346,6 +348,26 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
             git(&main, &["log", "-1", "--format=%s", "feat/task"]),
             format!("reference agent: change in {name}")
         );
+        // what the agent wrote, in the worktree and in the main repository's git directory,
+        // belongs to the workspace's owner
+        let head = git(&ws.join(name), &["rev-parse", "HEAD"]);
+        for path in [
+            ws.join(name).join("AGENT_CHANGE.md"),
+            main.join(".git/objects").join(&head[..2]).join(&head[2..]),
+            main.join(".git/refs/heads/feat/task"),
+            main.join(".git/worktrees").join(name).join("index"),
+        ] {
+            assert_eq!(owner_uid(&path), WORKSPACE_OWNER, "{}", path.display());
+        }
+    }
+    // and so do devcell's own files in the workspace
+    for rel in [
+        ".devcell",
+        ".devcell/context.json",
+        ".devcell/.gitignore",
+        "AGENTS.md",
+    ] {
+        assert_eq!(owner_uid(&ws.join(rel)), WORKSPACE_OWNER, "{rel}");
     }
     // the context file
     let ctx: Value =

@@ -35,6 +35,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             cache_dir: args.cache_dir.clone(),
+            safe_directories: Vec::new(),
         };
         let result = runtime()?.block_on(up(&opts, &StderrReporter))?;
         anyhow::Ok(result)
