@@ -693,10 +693,36 @@ pub(crate) fn attach(
         merged,
         entries,
         remote_user,
-        workspace_folder: loaded.workspace.workspace_folder.clone(),
+        workspace_folder: workspace_folder_in(container, loaded),
         probe,
         marker_folder,
     })
+}
+
+/// The workspace folder commands run in: the configuration's, unless `container` mounts
+/// nothing at or above it but bind-mounts the host workspace folder elsewhere (a `handoff`
+/// container, whose workspace root is at `/workspace`, found by `exec` or `run-user-commands`
+/// through the same id labels): then that mount's destination.
+fn workspace_folder_in(container: &ContainerInfo, loaded: &LoadedConfiguration) -> String {
+    let folder = &loaded.workspace.workspace_folder;
+    let covered = container.mounts.iter().any(|m| {
+        let d = m.destination.trim_end_matches('/');
+        folder == d || folder.starts_with(&format!("{d}/"))
+    });
+    if covered {
+        return folder.clone();
+    }
+    let host = &loaded.workspace_folder;
+    let canonical = std::fs::canonicalize(host).ok();
+    container
+        .mounts
+        .iter()
+        .find(|m| {
+            m.kind == "bind"
+                && (Path::new(&m.source) == host.as_path()
+                    || canonical.as_deref() == Some(Path::new(&m.source)))
+        })
+        .map_or_else(|| folder.clone(), |m| m.destination.clone())
 }
 
 /// The remote environment: the probed user environment, then `--remote-env`, then the merged
@@ -1085,7 +1111,16 @@ async fn build_features(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let devcontainer_dir = loaded.workspace_folder.join(".devcontainer");
+    // The `.devcontainer` folder holding the config (a handoff's config is the primary
+    // repository's, below the workspace root), else the workspace's.
+    let devcontainer_dir = loaded
+        .config_file
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
+        .map_or_else(
+            || loaded.workspace_folder.join(".devcontainer"),
+            Path::to_path_buf,
+        );
     reporter.report(Event::Status(format!(
         "resolving {} Feature(s)",
         features.len()

@@ -43,9 +43,27 @@ impl Drop for Env {
     }
 }
 
+/// Who owns a test workspace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// [`WORKSPACE_OWNER`] (the usual case: a non-root user's workspace).
+    User,
+    /// root, every file and folder world-writable (the container user can write, but git's
+    /// ownership check needs devcell's `safe.directory` entries).
+    RootWorldWritable,
+    /// root, as created (the container user cannot write).
+    Root,
+}
+
 impl Env {
-    /// `devcontainer` is the primary repository's devcontainer.json (`IMAGE` replaced).
+    /// `devcontainer` is the primary repository's devcontainer.json (`IMAGE` replaced); the
+    /// workspace belongs to [`WORKSPACE_OWNER`].
     fn new(image: &str, devcontainer: &str, dockerfile: Option<&str>) -> Env {
+        Env::with_owner(image, devcontainer, dockerfile, Owner::User)
+    }
+
+    /// [`Env::new`] with the workspace's owner chosen.
+    fn with_owner(image: &str, devcontainer: &str, dockerfile: Option<&str>, owner: Owner) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         let ws = tmp.path().join("ws");
@@ -90,9 +108,20 @@ impl Env {
             ws.join(".agent/reference-agent.sh"),
         )
         .unwrap();
-        // The workspace and its repositories belong to a non-root user (not world-writable):
-        // devcell (run as root here) gives the container's remote user that user's ids.
-        give_to_workspace_owner(tmp.path());
+        match owner {
+            // The workspace and its repositories belong to a non-root user (not
+            // world-writable): devcell (run as root here) gives the remote user that user's ids.
+            Owner::User => give_to_workspace_owner(tmp.path()),
+            Owner::RootWorldWritable => {
+                let status = Command::new("chmod")
+                    .args(["-R", "a+rwX"])
+                    .arg(tmp.path())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+            Owner::Root => {}
+        }
         let state = tmp.path().join("state");
         let config = tmp.path().join("config.toml");
         let agent = |name: &str, arg: &str| {
@@ -449,6 +478,36 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("isolation audit of"));
 
+    // `devcell exec` in the handoff's container (found by the same id labels) runs as the
+    // workspace owner in /workspace; git works in both repositories without any
+    // `safe.directory` (the files are the remote user's own), and what it writes is 4242's
+    let config = ws.join("api/.devcontainer/devcontainer.json");
+    let out = env.devcell(&[
+        "exec",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--config",
+        config.to_str().unwrap(),
+        "sh",
+        "-c",
+        "set -e; pwd; id -u; for r in api web; do echo exec > $r/EXEC_CHANGE.md; \
+         git -C $r status --porcelain; git -C $r add EXEC_CHANGE.md; \
+         git -C $r -c user.name=exec -c user.email=exec@devcell.invalid commit -q -m \"exec in $r\"; done",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert!(
+        text.starts_with(&format!(
+            "/workspace\n{WORKSPACE_OWNER}\n?? EXEC_CHANGE.md\n"
+        )),
+        "{text}"
+    );
+    for name in ["api", "web"] {
+        assert_eq!(last_subject(&ws.join(name)), format!("exec in {name}"));
+        let file = ws.join(name).join("EXEC_CHANGE.md");
+        assert_eq!(owner_uid(&file), WORKSPACE_OWNER);
+    }
+
     // warm: the container exists and is reused
     let (out, warm) = timed_handoff(&env, "ref0");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -630,21 +689,79 @@ fn failures_leave_both_worktrees_intact_and_the_state_truthful() {
     assert_eq!(s["outcome"]["code"], "hook_failed");
     assert!(!stderr(&out).contains("reference agent: starting"));
 
-    // a failing image build
-    let env = Env::new(
-        image,
-        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#,
-        Some(&format!("FROM {image}\nRUN exit 7\n")),
-    );
-    let before = snapshot(&env.ws);
-    let out = env.handoff("ref0", &[]);
-    assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
-    assert_eq!(envelope(&out)["error"]["code"], "build_failed");
-    assert_eq!(snapshot(&env.ws), before);
-    let s = only_session(&env);
-    assert_eq!(s["outcome"]["kind"], "failed");
-    assert_eq!(s["outcome"]["code"], "build_failed");
-    assert_eq!(labelled("container", &env.ws), "");
+    // a failing image build: a Dockerfile whose RUN fails, and a Feature whose install.sh
+    // fails; both worktrees stay byte-for-byte the same (contents, modes, owners), the
+    // envelope is `build_failed` (exit 14), no container exists and no session is running
+    let feature = |ws: &Path| {
+        let dir = ws.join("api/.devcontainer/failing");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("devcontainer-feature.json"),
+            r#"{"id": "failing", "version": "1.0.0", "name": "fails on purpose"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("install.sh"),
+            "#!/bin/sh\necho failing feature install >&2\nexit 3\n",
+        )
+        .unwrap();
+        give_to_workspace_owner(&ws.join("api/.devcontainer"));
+    };
+    let dockerfile = format!("FROM {image}\nRUN exit 7\n");
+    let cases: [(&str, Option<&str>, bool); 2] = [
+        (
+            r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#,
+            Some(&dockerfile),
+            false,
+        ),
+        (
+            r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./failing": {}}}"#,
+            None,
+            true,
+        ),
+    ];
+    for (config, dockerfile, with_feature) in cases {
+        let env = Env::new(image, config, dockerfile);
+        if with_feature {
+            feature(&env.ws);
+        }
+        let before = snapshot(&env.ws);
+        let trees = |env: &Env| ["api", "web"].map(|n| support::tree_fingerprint(&env.ws.join(n)));
+        let hashes = trees(&env);
+        let root_before = support::tree_fingerprint(&env.ws);
+        let out = env.handoff("ref0", &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(14), "{err}");
+        let v = envelope(&out);
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["code"], "build_failed", "{v}");
+        if with_feature {
+            assert!(err.contains("failing feature install"), "{err}");
+        }
+        assert_eq!(trees(&env), hashes, "a worktree changed");
+        assert_eq!(
+            support::tree_fingerprint(&env.ws),
+            root_before,
+            "the workspace changed"
+        );
+        assert!(!env.ws.join(".devcell").exists() && !env.ws.join("AGENTS.md").exists());
+        assert_eq!(snapshot(&env.ws), before);
+        let s = only_session(&env);
+        assert_eq!(s["outcome"]["kind"], "failed");
+        assert_eq!(s["outcome"]["code"], "build_failed");
+        assert_eq!(s["containerId"], Value::Null, "{s}");
+        let (_, st) = env.json(&[
+            "status",
+            "--workspace-folder",
+            &env.ws_str(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(st["result"]["activeSession"], Value::Null, "{st}");
+        assert_eq!(st["result"]["container"], Value::Null, "{st}");
+        assert_eq!(labelled("container", &env.ws), "");
+        assert!(!err.contains("reference agent: starting"));
+    }
 
     // an agent killed by a signal (after committing)
     let env = Env::new(image, CONFIG, None);
@@ -1298,4 +1415,52 @@ fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
         "{st}"
     );
     assert_eq!(st["result"]["sessions"][1]["outcome"]["kind"], "exited");
+}
+
+/// When everything is root (devcell and the workspace), the remote user keeps its non-root ids
+/// (spec-note 0250): in a world-writable workspace git still works for the agent and for the
+/// lifecycle hooks through devcell's `safe.directory` entries; in a workspace only root can
+/// write, the handoff says why the agent will fail (a warning in the envelope).
+#[test]
+fn when_everything_is_root_safe_directory_entries_keep_git_working() {
+    let test = "when_everything_is_root_safe_directory_entries_keep_git_working";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let env = Env::with_owner(
+        image,
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "git -C /workspace/api status --porcelain && git -C /workspace/web log -1 --format=hook-saw-%s"}"#,
+        None,
+        Owner::RootWorldWritable,
+    );
+    let out = env.handoff("ref0", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v = envelope(&out);
+    assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
+    assert!(err.contains("hook-saw-initial"), "{err}");
+    assert!(
+        err.contains("reference agent: starting in /workspace as 65534"),
+        "{err}"
+    );
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&env.ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(owner_uid(&env.ws.join(name).join("AGENT_CHANGE.md")), 65534);
+    }
+
+    let env = Env::with_owner(image, CONFIG, None, Owner::Root);
+    let out = env.handoff("ref0", &[]);
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
+        "{v}"
+    );
+    assert!(stderr(&out).contains("belongs to root"));
 }

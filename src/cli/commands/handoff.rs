@@ -141,7 +141,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
                 (Some(c), None) => details["exitCode"] = c.into(),
                 _ => {}
             }
-            let env: Envelope<()> = Envelope::failure(
+            let mut env: Envelope<()> = Envelope::failure(
                 ErrorBody::new(
                     ErrorCode::AgentFailed,
                     format!("agent `{}` {how}", r.plan.agent),
@@ -149,6 +149,9 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
                 .with_details(details),
             )
             .with_next_action(status);
+            for w in &r.warnings {
+                env = env.with_warning("handoff", w.clone());
+            }
             output::envelope(&env);
         }
     }
