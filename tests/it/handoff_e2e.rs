@@ -1464,3 +1464,162 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
     );
     assert!(stderr(&out).contains("belongs to root"));
 }
+
+/// `handoff --runtime host` (spec-note 0251): with no engine reachable, a handoff without
+/// `--runtime` fails with `engine_unavailable` and offers `--runtime host` (nothing is written,
+/// no session); with it, the reference agent runs on the host in the workspace as the
+/// workspace's owner, reads the same context file (`runtime: host`, `isolation: none`, host
+/// paths), commits in both worktrees, runs the verification commands, and its exit code or
+/// signal is devcell's, with the `unisolated` warning on stderr and in the envelope.
+#[test]
+fn the_host_runtime_runs_the_agent_unisolated_and_says_so() {
+    // no engine needed: DOCKER_HOST points at nothing
+    let env = Env::new("unused", CONFIG, None);
+    let ws = env.ws.clone();
+    let script = ws.join(".agent/reference-agent.sh");
+    let mut config = std::fs::read_to_string(&env.config).unwrap();
+    for (name, arg) in [("host5", "5"), ("hostkill", "kill")] {
+        config.push_str(&format!(
+            "\n[agents.{name}]\ncommand = [\"sh\", \"{}\", \"{arg}\"]\nverify = [\"git -C api log -1 --format=%s\", \"test -f web/AGENT_CHANGE.md\"]\n",
+            script.display()
+        ));
+    }
+    std::fs::write(&env.config, config).unwrap();
+    let without_engine = |args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        env.command(&args)
+            .env("DOCKER_HOST", "unix:///nonexistent/devcell-test.sock")
+            .output()
+            .unwrap()
+    };
+    let before = support::tree_fingerprint(&ws);
+
+    // no engine, no --runtime: an error that suggests the host runtime, and nothing happens
+    let out = without_engine(&env.handoff_args("host5", &[]));
+    assert_eq!(out.status.code(), Some(13), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "engine_unavailable");
+    let offered = v["next_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["command"].is_array())
+        .expect("a next action with a command");
+    let argv: Vec<&str> = offered["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[..2], ["devcell", "handoff"]);
+    assert_eq!(argv[argv.len() - 2..], ["--runtime", "host"]);
+    assert!(
+        offered["description"]
+            .as_str()
+            .unwrap()
+            .contains("WITHOUT ANY ISOLATION")
+    );
+    assert!(stderr(&out).contains("--runtime host"));
+    assert_eq!(support::tree_fingerprint(&ws), before, "nothing written");
+    assert!(
+        !env.state.join("workspaces").exists(),
+        "no session recorded"
+    );
+
+    // the plan says where the agent runs and warns
+    let out = without_engine(&env.handoff_args("host5", &["--runtime", "host", "--plan"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan = envelope(&out);
+    assert_eq!(plan["warnings"][0]["code"], "unisolated", "{plan}");
+    let p = &plan["result"];
+    assert_eq!(p["runtime"], "host");
+    assert_eq!(p["isolation"], "none");
+    assert_eq!(p["mounts"], serde_json::json!([]));
+    assert_eq!(p["container"]["action"], "none");
+    assert_eq!(p["cwd"], env.ws_str().as_str());
+    assert_eq!(p["repos"][1]["path"], ws.join("web").to_str().unwrap());
+
+    // the handoff: the agent's exit code is devcell's
+    let out = without_engine(&env.handoff_args("host5", &["--runtime", "host"]));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    assert_eq!(v["error"]["details"]["exitCode"], 5);
+    assert_eq!(v["error"]["details"]["containerId"], Value::Null);
+    assert_eq!(v["warnings"][0]["code"], "unisolated", "{v}");
+    let warning = v["warnings"][0]["message"].as_str().unwrap();
+    assert!(warning.starts_with("UNISOLATED:"), "{warning}");
+    assert!(err.contains(&format!("WARNING: {warning}")), "{err}");
+    for needle in [
+        format!(
+            "reference agent: starting in {} as {WORKSPACE_OWNER}",
+            env.ws_str()
+        ),
+        "committed in api".to_string(),
+        "committed in web".to_string(),
+        "verified: git -C api log -1 --format=%s".to_string(),
+        "verified: test -f web/AGENT_CHANGE.md".to_string(),
+        "reference agent: done".to_string(),
+    ] {
+        assert!(err.contains(&needle), "missing `{needle}` in:\n{err}");
+    }
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(
+            owner_uid(&ws.join(name).join("AGENT_CHANGE.md")),
+            WORKSPACE_OWNER
+        );
+    }
+    // the same context file, marked as the host runtime, with host paths
+    let ctx: Value =
+        serde_json::from_slice(&std::fs::read(ws.join(".devcell/context.json")).unwrap()).unwrap();
+    assert_eq!(schema_errors("context", &ctx), Vec::<String>::new());
+    assert_eq!(ctx["runtime"], "host");
+    assert_eq!(ctx["security"]["isolation"], "none");
+    assert_eq!(ctx["security"]["network"], "host");
+    assert_eq!(ctx["workspace"]["root"], env.ws_str().as_str());
+    assert_eq!(ctx["repos"][0]["path"], ws.join("api").to_str().unwrap());
+    assert_eq!(
+        ctx["contextPath"],
+        ws.join(".devcell/context.json").to_str().unwrap()
+    );
+    assert_eq!(ctx["verification"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        owner_uid(&ws.join(".devcell/context.json")),
+        WORKSPACE_OWNER
+    );
+    // the state and the log
+    let out = without_engine(&[
+        "status".into(),
+        "--workspace-folder".into(),
+        env.ws_str(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    let st = envelope(&out);
+    let sessions = st["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{st}");
+    assert_eq!(sessions[0]["runtime"], "host");
+    assert_eq!(sessions[0]["status"], "ended");
+    assert_eq!(sessions[0]["containerId"], Value::Null);
+    assert_eq!(
+        sessions[0]["outcome"],
+        serde_json::json!({"kind": "exited", "exitCode": 5})
+    );
+    let log = std::fs::read_to_string(sessions[0]["log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("unisolated") && log.contains("committed in web"),
+        "{log}"
+    );
+
+    // an agent killed by a signal: 128 + 9, recorded as signaled
+    let out = without_engine(&env.handoff_args("hostkill", &["--runtime", "host"]));
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["details"]["signal"], 9, "{v}");
+    assert_eq!(v["warnings"][0]["code"], "unisolated");
+}
