@@ -23,6 +23,10 @@
 //! The agent is started as `sh -c 'echo $$ > <pidfile>; exec "$@"' devcell-agent <argv…>` so a
 //! replacing handoff (or a stop request) can signal exactly that process; its argv reaches it
 //! unchanged (no shell interpretation of the agent's words).
+//!
+//! With `runtime: Some(AgentRuntime::Host)` (`--runtime host`) the agent runs on the host
+//! instead, unisolated and warned about ([`super::host`], spec-note 0251); an unreachable engine
+//! is never a reason to do that silently.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
