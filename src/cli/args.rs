@@ -90,6 +90,11 @@ pub struct HandoffArgs {
     /// Stop a live handoff session of the workspace and start a new one.
     #[arg(long)]
     pub replace: bool,
+    /// Where the agent runs: `container` (default: the workspace's hardened dev container) or
+    /// `host` (directly on this host, in the workspace, WITHOUT ANY ISOLATION; for machines
+    /// without a container engine). devcell never falls back to `host` on its own.
+    #[arg(long, value_parser = ["container", "host"])]
+    pub runtime: Option<String>,
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,

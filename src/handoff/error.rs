@@ -130,6 +130,17 @@ pub enum HandoffError {
         #[source]
         source: std::io::Error,
     },
+    /// The agent could not be started on the host (`handoff --runtime host`).
+    #[error("cannot start agent `{agent}` on the host: `{program}`: {source}")]
+    AgentStart {
+        /// The agent.
+        agent: String,
+        /// Its program (`command[0]`).
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// `--additional-features` is not a JSON object.
     #[error("invalid `--additional-features`: {message}")]
     AdditionalFeatures {
@@ -209,6 +220,10 @@ impl HandoffError {
                 ErrorCode::BuildFailed
             }
             HandoffError::Runtime { .. } => ErrorCode::Internal,
+            HandoffError::AgentStart { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+                _ => ErrorCode::Internal,
+            },
         }
     }
 
@@ -299,6 +314,9 @@ impl Hint for HandoffError {
                 "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
             ),
             HandoffError::Redacted { hint, .. } => hint.clone(),
+            HandoffError::AgentStart { program, .. } => Some(format!(
+                "install `{program}` on this host (it must be on `PATH` or an absolute path), or fix the agent's `command` in devcell's config.toml"
+            )),
             HandoffError::AdditionalFeatures { .. } => Some(
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
             ),

@@ -15,6 +15,7 @@ pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod features;
+pub mod host;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod secrets;

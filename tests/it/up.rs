@@ -775,7 +775,7 @@ struct ImageCleanupByPrefix(String);
 impl Drop for ImageCleanupByPrefix {
     fn drop(&mut self) {
         let out = Command::new("docker")
-            .args(["images", "--format", "{{.Repository}}", "--filter"])
+            .args(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter"])
             .arg(format!("reference={}", self.0))
             .output();
         if let Ok(out) = out {
@@ -1267,4 +1267,72 @@ fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
     for (what, text) in &outputs {
         assert!(!text.contains(&secret), "the secret leaked into {what}");
     }
+}
+
+/// `updateRemoteUserUID` with devcell run as root (spec-note 0250): a workspace owned by a
+/// non-root user (4242, not world-writable) gives the remote user `nobody` that user's ids, so
+/// files made through `exec` belong to 4242 on the host; `updateRemoteUserUID: false` keeps
+/// `nobody` at 65534; a root-owned workspace keeps it at 65534 with a warning that it cannot
+/// write there.
+#[test]
+fn the_remote_user_gets_the_workspace_owners_ids() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
+    if !engine_ready(
+        "the_remote_user_gets_the_workspace_owners_ids",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    assert_eq!(
+        owner_uid(Path::new("/proc/self")),
+        0,
+        "this test expects to run as root (as CI does)"
+    );
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    give_to_workspace_owner(ws.path());
+    let result = ws.up(&[]);
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = docker_inspect(&id, "{{.Config.Image}}");
+    assert!(image.starts_with("devcell/uid:"), "{image}");
+    ws.cleanup_images.borrow_mut().push(image);
+    assert_eq!(
+        result["devcell"]["warnings"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    let (code, stdout, stderr) = ws.sh("id -u; id -g; echo x > made-by-exec; stat -c %u \"$HOME\"");
+    assert_eq!(code, 0, "{stderr}");
+    let owner = WORKSPACE_OWNER.to_string();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [owner.as_str(), owner.as_str(), owner.as_str()]
+    );
+    assert_eq!(owner_uid(&ws.path().join("made-by-exec")), WORKSPACE_OWNER);
+
+    let off = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false}"#,
+    );
+    give_to_workspace_owner(off.path());
+    let result = off.up(&[]);
+    assert_eq!(
+        result["devcell"]["warnings"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    let (_, stdout, _) = off.sh("id -u");
+    assert_eq!(stdout.trim(), "65534");
+
+    // everything is root: nothing to map to; the user is told
+    let root_owned = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let result = root_owned.up(&[]);
+    let warnings = result["devcell"]["warnings"].to_string();
+    assert!(
+        warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
+        "{result}"
+    );
+    let (_, stdout, _) = root_owned.sh("id -u; touch probe 2>/dev/null || echo cannot-write");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["65534", "cannot-write"]
+    );
 }

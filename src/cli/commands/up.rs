@@ -37,6 +37,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             cache_dir: args.cache_dir.clone(),
+            safe_directories: Vec::new(),
         };
         // Dropped (spinner cleared) before the result or the error is printed.
         let reporter = CliReporter::stderr();

@@ -490,3 +490,52 @@ pub fn publish(dir: &Path, registry: &str, namespace: &str) -> serde_json::Value
         .expect("devcell runs");
     stdout_json(&out)
 }
+
+/// A byte-for-byte fingerprint of the tree under `root`: SHA-256 over every entry's relative
+/// path (sorted), kind, mode bits, owner uid/gid, and content (files) or target (symbolic
+/// links, not followed). Equal before and after means nothing under `root` was created,
+/// removed, changed, re-owned or re-moded.
+pub fn tree_fingerprint(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt as _;
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mut record =
+                format!("{:o} {}:{} ", meta.mode(), meta.uid(), meta.gid()).into_bytes();
+            if meta.file_type().is_symlink() {
+                record.extend(
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .as_os_str()
+                        .as_encoded_bytes(),
+                );
+            } else if meta.is_dir() {
+                walk(root, &path, out);
+            } else {
+                record.extend(std::fs::read(&path).unwrap());
+            }
+            out.insert(rel, record);
+        }
+    }
+    let mut entries = std::collections::BTreeMap::new();
+    walk(root, root, &mut entries);
+    let mut hasher = Sha256::new();
+    for (path, record) in &entries {
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(record);
+        hasher.update([0]);
+    }
+    format!(
+        "{} entries, sha256 {}",
+        entries.len(),
+        hex::encode(hasher.finalize())
+    )
+}
