@@ -791,6 +791,12 @@ impl Engine for DockerEngine {
                 },
                 network_mode: host.network_mode.unwrap_or_default(),
                 init: host.init,
+                devices: host
+                    .devices
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|d| d.path_on_host)
+                    .collect(),
             },
         }))
     }

@@ -262,6 +262,8 @@ pub struct HostSecurity {
     pub network_mode: String,
     /// `Init`.
     pub init: Option<bool>,
+    /// `Devices`: the host paths of the devices given to the container.
+    pub devices: Vec<String>,
 }
 
 /// An image build request (Dockerfile kind, or a generated Features Dockerfile).

@@ -11,6 +11,7 @@ mod handoff_e2e;
 mod lifecycle;
 mod oci;
 mod outdated;
+mod robust;
 mod security;
 mod support;
 mod up;

@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod git;
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -1,0 +1,240 @@
+//! Robustness: the engine vanishing mid-way through `up` (through [`EngineProxy`], never by
+//! stopping the shared engine), and recovery once it is back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::support::devcell;
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::proxy::{EngineProxy, Trigger};
+
+/// A temporary workspace with a `.devcontainer/devcontainer.json`; its containers are
+/// force-removed (with their volumes) on drop.
+pub(crate) struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    pub(crate) fn new(config: &str) -> Ws {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-robust-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer/devcontainer.json"),
+            config.replace("IMAGE", BUSYBOX_IMAGE),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("README.md"), "user content\n").unwrap();
+        Ws { dir }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `devcell <command> --workspace-folder <ws> <args…>`, with `DOCKER_HOST` when given.
+    pub(crate) fn run(&self, command: &str, args: &[&str], docker_host: Option<&str>) -> Output {
+        let mut cmd = devcell();
+        cmd.arg(command)
+            .arg("--workspace-folder")
+            .arg(self.path())
+            .args(args);
+        if let Some(host) = docker_host {
+            cmd.env("DOCKER_HOST", host);
+        }
+        cmd.output().expect("devcell runs")
+    }
+
+    /// Ids of the containers labelled with this workspace.
+    pub(crate) fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--no-trunc", "--filter"])
+            .arg(format!(
+                "label=devcontainer.local_folder={}",
+                self.path().display()
+            ))
+            .output()
+            .expect("docker runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A hash of every path, file content and mode under the workspace.
+    pub(crate) fn tree_hash(&self) -> String {
+        let mut files = BTreeMap::new();
+        collect(self.path(), self.path(), &mut files);
+        let mut hasher = Sha256::new();
+        for (path, content) in files {
+            hasher.update(path.as_bytes());
+            hasher.update([0]);
+            hasher.update(&content);
+        }
+        hex::encode(hasher.finalize())
+    }
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path: PathBuf = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let rel = format!(
+            "{} {:o}",
+            path.strip_prefix(root).unwrap().display(),
+            meta.permissions().mode()
+        );
+        if meta.is_dir() {
+            out.insert(format!("{rel}/"), Vec::new());
+            collect(root, &path, out);
+        } else {
+            out.insert(rel, std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        for id in self.containers() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .output();
+        }
+    }
+}
+
+/// The last line of stdout as JSON.
+pub(crate) fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `up` failed cleanly because the engine went away: exit 1, the error result (no panic),
+/// naming the unreachable engine at the proxy's address.
+fn assert_engine_gone(out: &Output, proxy: &EngineProxy) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(proxy.fired(), "the proxy never stopped; stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let result = last_json(out);
+    assert_eq!(result["outcome"], "error", "{result}");
+    let message = result["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cannot reach the container engine")
+            && message.contains(&proxy.docker_host()),
+        "{result}"
+    );
+    assert!(
+        result["description"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("DOCKER_HOST"),
+        "the hint says how to reach an engine: {result}"
+    );
+}
+
+/// `up` that must succeed against the real engine.
+fn up_ok(ws: &Ws) -> Value {
+    let out = ws.run("up", &[], None);
+    assert!(
+        out.status.success(),
+        "up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    last_json(&out)
+}
+
+#[test]
+fn engine_gone_while_a_hook_runs_then_up_recovers() {
+    if !engine_ready(
+        "engine_gone_while_a_hook_runs_then_up_recovers",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // The hook prints a line the proxy waits for (computed, so the line is not in the request),
+    // then keeps running; at the next `up` it ends at once.
+    let ws = Ws::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo hook-$((40+2))-running; test -e /tmp/hook-ran && exit 0; touch /tmp/hook-ran; sleep 30"}"#,
+    );
+    let before = ws.tree_hash();
+    let proxy = EngineProxy::start(Trigger::OnOutput("hook-42-running".into()));
+    let out = ws.run("up", &[], Some(&proxy.docker_host()));
+    assert_engine_gone(&out, &proxy);
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    let left = ws.containers();
+    assert_eq!(left.len(), 1, "the container is left for inspection");
+
+    // The engine is back: the same container is reused and the failed hook runs again.
+    let result = up_ok(&ws);
+    assert_eq!(result["containerId"], left[0].as_str(), "{result}");
+    assert_eq!(result["devcell"]["container"], "running");
+    let runs = result["devcell"]["lifecycle"]["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .any(|r| r["hook"] == "postCreateCommand" && r["exitCode"] == 0),
+        "{result}"
+    );
+    assert_eq!(ws.tree_hash(), before);
+}
+
+#[test]
+fn engine_gone_after_the_container_is_created_then_up_recovers() {
+    if !engine_ready(
+        "engine_gone_after_the_container_is_created_then_up_recovers",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Ws::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo created-ok > /tmp/created"}"#,
+    );
+    let before = ws.tree_hash();
+    // The workspace label as a JSON key appears only in the create request's body.
+    let proxy = EngineProxy::start(Trigger::AfterResponseTo(
+        "\"devcontainer.local_folder\":".into(),
+    ));
+    let out = ws.run("up", &[], Some(&proxy.docker_host()));
+    assert_engine_gone(&out, &proxy);
+    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    let left = ws.containers();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let state = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Status}}", &left[0]])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&state.stdout).trim(), "created");
+
+    // The engine is back: the created container is started, set up and its hooks run.
+    let result = up_ok(&ws);
+    assert_eq!(result["containerId"], left[0].as_str(), "{result}");
+    let runs = result["devcell"]["lifecycle"]["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .any(|r| r["hook"] == "postCreateCommand" && r["exitCode"] == 0),
+        "{result}"
+    );
+    // Its run-once marker was written: a third `up` does not run it again.
+    let again = up_ok(&ws);
+    let runs = again["devcell"]["lifecycle"]["runs"].as_array().unwrap();
+    assert!(
+        !runs.iter().any(|r| r["hook"] == "postCreateCommand"),
+        "{again}"
+    );
+    assert_eq!(ws.tree_hash(), before);
+}
