@@ -14,8 +14,9 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
-    ListContainersOptions, ListNetworksOptions, ListVolumesOptions, RemoveContainerOptions,
-    RemoveVolumeOptions, StopContainerOptions, TagImageOptions,
+    ListContainersOptions, ListImagesOptions, ListNetworksOptions, ListVolumesOptions,
+    RemoveContainerOptions, RemoveImageOptions, RemoveVolumeOptions, StopContainerOptions,
+    TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -393,6 +394,22 @@ fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
 
+fn container_summary(c: bollard::models::ContainerSummary) -> ContainerSummary {
+    ContainerSummary {
+        id: c.id.unwrap_or_default(),
+        names: c
+            .names
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.trim_start_matches('/').to_string())
+            .collect(),
+        image: c.image.unwrap_or_default(),
+        image_id: c.image_id.unwrap_or_default(),
+        state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+        labels: sorted(c.labels),
+    }
+}
+
 fn positive(v: Option<i64>) -> Option<i64> {
     v.filter(|n| *n > 0)
 }
@@ -733,6 +750,7 @@ impl Engine for DockerEngine {
                     .map(|n| n.trim_start_matches('/').to_string())
                     .collect(),
                 image: c.image.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 labels: sorted(c.labels),
             })
@@ -851,10 +869,77 @@ impl Engine for DockerEngine {
                     .map(|n| n.trim_start_matches('/').to_string())
                     .collect(),
                 image: c.image.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 labels: sorted(c.labels),
             })
             .collect())
+    }
+
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>> {
+        let options = ListContainersOptions {
+            all: true,
+            ..ListContainersOptions::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(self.api("list containers", "all"))?;
+        Ok(list.into_iter().map(container_summary).collect())
+    }
+
+    async fn list_images(&self, reference: &str) -> Result<Vec<ImageSummary>> {
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "reference".to_string(),
+                vec![reference.to_string()],
+            )])),
+            ..ListImagesOptions::default()
+        };
+        let list = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(self.api("list images", reference))?;
+        Ok(list
+            .into_iter()
+            .map(|i| ImageSummary {
+                id: i.id,
+                parent_id: i.parent_id,
+                repo_tags: i
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect(),
+                created: i.created,
+                size: i.size,
+            })
+            .collect())
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<Vec<String>> {
+        let options = RemoveImageOptions {
+            force: false,
+            noprune: false,
+            platforms: None,
+        };
+        match self
+            .docker
+            .remove_image(reference, Some(options), None)
+            .await
+        {
+            Ok(items) => Ok(items.into_iter().filter_map(|i| i.deleted).collect()),
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) => Err(EngineError::ImageInUse {
+                reference: reference.to_string(),
+                message,
+            }),
+            Err(e) => Err(self.api("remove image", reference)(e)),
+        }
     }
 
     async fn find_volumes(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>> {

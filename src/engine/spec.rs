@@ -178,6 +178,21 @@ impl ImageInfo {
     }
 }
 
+/// A local image as `docker images` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageSummary {
+    /// Image id (`sha256:…`).
+    pub id: String,
+    /// The parent image's id (classic builder; empty when none or unknown).
+    pub parent_id: String,
+    /// Repository tags (`name:tag`).
+    pub repo_tags: Vec<String>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: i64,
+    /// Size in bytes, layers shared with other images included (`docker images`' SIZE).
+    pub size: i64,
+}
+
 /// A container found by labels (a row of `docker ps -a`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerSummary {
@@ -187,6 +202,8 @@ pub struct ContainerSummary {
     pub names: Vec<String>,
     /// Image the container was created from, as given at creation.
     pub image: String,
+    /// Id of the image the container runs (`sha256:…`).
+    pub image_id: String,
     /// State: `created`, `running`, `paused`, `restarting`, `exited`, `dead`, `removing`.
     pub state: String,
     /// Labels.

@@ -37,3 +37,4 @@ pub use up::{
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
 pub mod outdated;
+pub mod prune;

@@ -1,5 +1,6 @@
 //! Robustness: the engine vanishing mid-way through `up` (through [`EngineProxy`], never by
-//! stopping the shared engine), and recovery once it is back.
+//! stopping the shared engine) and recovery once it is back; unused devcell-built images found
+//! by `doctor` and removed by `prune`, never one a container uses.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -237,4 +238,162 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
         "{again}"
     );
     assert_eq!(ws.tree_hash(), before);
+}
+
+/// Force-removes image references on drop (also when the test panics).
+struct Images(Vec<String>);
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        for image in &self.0 {
+            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+        }
+    }
+}
+
+/// A workspace whose config layers a local Feature (its install step unique to this run, so
+/// its `devcell/features:<key>` image is this test's own).
+fn feature_ws(tag: &str) -> Ws {
+    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./feat": {}}}"#);
+    let dir = ws.path().join(".devcontainer/feat");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("devcontainer-feature.json"),
+        r#"{"id": "feat", "version": "1.0.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("install.sh"),
+        format!(
+            "#!/bin/sh\nset -e\necho {} > /etc/devcell-robust-{tag}\n",
+            crate::support::unique("robust")
+        ),
+    )
+    .unwrap();
+    ws
+}
+
+fn image_exists(reference: &str) -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", reference])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn devcell_json(args: &[&str]) -> Value {
+    let out = devcell().args(args).output().expect("devcell runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    last_json(&out)
+}
+
+#[test]
+fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
+    let test = "doctor_reports_and_prune_removes_only_unused_devcell_images";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    // Two Features images; the container of the second is removed, so only the first is used.
+    let used_ws = feature_ws("used");
+    let unused_ws = feature_ws("unused");
+    let used_id = up_ok(&used_ws)["containerId"].as_str().unwrap().to_string();
+    let gone_id = up_ok(&unused_ws)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let image_of = |id: &str| {
+        let out = Command::new("docker")
+            .args(["inspect", "-f", "{{.Config.Image}}", id])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let used = image_of(&used_id);
+    let unused = image_of(&gone_id);
+    let _cleanup = Images(vec![used.clone(), unused.clone()]);
+    assert!(used.starts_with("devcell/features:"), "{used}");
+    assert!(
+        unused.starts_with("devcell/features:") && unused != used,
+        "{unused}"
+    );
+    Command::new("docker")
+        .args(["rm", "-f", "-v", &gone_id])
+        .output()
+        .unwrap();
+
+    // doctor: the unused one with its size and the command that removes it; not the used one.
+    let doctor = devcell_json(&["doctor", "--format", "json"]);
+    let findings = doctor["result"]["findings"].as_array().unwrap();
+    let about = |reference: &str| {
+        findings
+            .iter()
+            .filter(|f| f["code"] == "unused_image")
+            .find(|f| f["message"].as_str().unwrap().contains(reference))
+            .cloned()
+    };
+    let finding = about(&unused).unwrap_or_else(|| panic!("no finding about {unused}: {doctor}"));
+    assert_eq!(finding["severity"], "warning");
+    assert!(
+        finding["message"].as_str().unwrap().contains(" MB"),
+        "{finding}"
+    );
+    assert_eq!(
+        finding["fix"]["command"],
+        serde_json::json!(["devcell", "prune", "--image", unused])
+    );
+    assert!(
+        doctor["next_actions"]
+            .as_array()
+            .unwrap()
+            .contains(&finding["fix"])
+    );
+    assert!(
+        about(&used).is_none(),
+        "the used image is reported: {doctor}"
+    );
+
+    // Only this test's images are named: other tests share the engine.
+    let scope = ["--image", used.as_str(), "--image", unused.as_str()];
+    let dry = devcell_json(&[&["prune", "--dry-run", "--format", "json"][..], &scope].concat());
+    let r = &dry["result"];
+    assert_eq!(r["dryRun"], true);
+    assert_eq!(r["removed"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(r["removed"][0]["reference"], unused.as_str());
+    assert!(r["removed"][0]["size"].as_i64().unwrap() > 0);
+    assert_eq!(r["kept"][0]["reference"], used.as_str());
+    assert_eq!(r["kept"][0]["usedBy"], serde_json::json!([&used_id[..12]]));
+    assert!(
+        image_exists(&used) && image_exists(&unused),
+        "a dry run removed something"
+    );
+
+    let done = devcell_json(&[&["prune", "--format", "json"][..], &scope].concat());
+    let r = &done["result"];
+    assert_eq!(r["dryRun"], false);
+    assert_eq!(r["removed"][0]["reference"], unused.as_str(), "{done}");
+    assert_eq!(r["removed"][0]["deleted"], true);
+    assert!(r["reclaimedBytes"].as_i64().unwrap() > 0);
+    assert_eq!(r["kept"][0]["reference"], used.as_str());
+    assert!(!image_exists(&unused), "the unused image is still there");
+    assert!(image_exists(&used), "the used image was removed");
+
+    // The engine's own check stands behind devcell's: removing a used image is refused.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let refused = rt.block_on(async {
+        use devcell::engine::Engine;
+        let engine = devcell::engine::DockerEngine::connect().await.unwrap();
+        engine.remove_image(&used).await
+    });
+    assert!(
+        matches!(
+            refused,
+            Err(devcell::engine::EngineError::ImageInUse { .. })
+        ),
+        "{refused:?}"
+    );
+    assert!(image_exists(&used));
 }

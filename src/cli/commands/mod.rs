@@ -11,6 +11,7 @@ pub mod features_publish;
 pub mod features_resolve_dependencies;
 pub mod handoff;
 pub mod outdated;
+pub mod prune;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod status;
