@@ -1051,6 +1051,33 @@ impl Engine for DockerEngine {
         input: ExecInput,
         output: ExecOutput<'_>,
     ) -> Result<ExecResult> {
+        self.run_exec(id, request, input, output, None).await
+    }
+
+    async fn exec_resizable(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: tokio::sync::watch::Receiver<TtySize>,
+    ) -> Result<ExecResult> {
+        self.run_exec(id, request, input, output, Some(sizes)).await
+    }
+}
+
+impl DockerEngine {
+    /// [`Engine::exec`]; with a TTY and `sizes`, the TTY follows them (spec-note 0273): the
+    /// initial size is given at creation (engines with API ≥ 1.42 use it) and sent with a
+    /// resize right after the start (older engines), then each change is sent as it comes.
+    async fn run_exec(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) -> Result<ExecResult> {
         let has_input = !matches!(input, ExecInput::None);
         let config = CreateExecOptions::<String> {
             attach_stdin: Some(has_input),
@@ -1069,6 +1096,15 @@ impl Engine for DockerEngine {
             working_dir: request.working_dir.clone(),
             ..CreateExecOptions::default()
         };
+        let sizes = sizes.filter(|_| request.tty);
+        let mut config = bollard::models::ExecConfig::from(config);
+        if let Some(size) = sizes
+            .as_ref()
+            .map(|s| *s.borrow())
+            .filter(|s| !s.is_empty())
+        {
+            config.console_size = Some(vec![usize::from(size.rows), usize::from(size.cols)]);
+        }
         let created = match self.docker.create_exec(id, config).await {
             Ok(c) => c,
             Err(e) if is_not_found(&e) => {
@@ -1165,12 +1201,15 @@ impl Engine for DockerEngine {
             Ok::<_, EngineError>(())
         };
         // The output ends when the process exits; stop feeding stdin then (like `docker exec
-        // -i`), so an input that never reaches end of file cannot keep the exec open.
+        // -i`), so an input that never reaches end of file cannot keep the exec open. The TTY
+        // size is followed until then.
         let (fed, drained) = {
             tokio::pin!(feed);
             tokio::pin!(drain);
             let mut fed = Ok(());
             let mut feeding = true;
+            let resize = self.follow_sizes(&created.id, sizes);
+            tokio::pin!(resize);
             let drained = loop {
                 tokio::select! {
                     result = &mut drain => break result,
@@ -1178,6 +1217,7 @@ impl Engine for DockerEngine {
                         fed = result;
                         feeding = false;
                     }
+                    () = &mut resize => {}
                 }
             };
             (fed, drained)
@@ -1209,6 +1249,34 @@ impl Engine for DockerEngine {
             }
         }
         Ok(result)
+    }
+
+    /// Sends the current size of `sizes` to the exec's TTY, then every change; never completes
+    /// (pending at once without sizes, or once the sender is gone). A failed resize is logged
+    /// and skipped: the process keeps its previous size.
+    async fn follow_sizes(
+        &self,
+        exec_id: &str,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) {
+        if let Some(mut sizes) = sizes {
+            loop {
+                let size = *sizes.borrow_and_update();
+                if !size.is_empty() {
+                    let options = bollard::exec::ResizeExecOptions {
+                        height: size.rows,
+                        width: size.cols,
+                    };
+                    if let Err(e) = self.docker.resize_exec(exec_id, options).await {
+                        tracing::debug!("resizing exec {exec_id} to {size:?} failed: {e}");
+                    }
+                }
+                if sizes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        std::future::pending::<()>().await
     }
 }
 

@@ -28,7 +28,7 @@ pub use error::{EngineError, Result};
 pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
     EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
-    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, Ulimit,
+    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, TtySize, Ulimit,
 };
 
 use crate::progress::{Event, Reporter};
@@ -99,6 +99,21 @@ pub trait Engine: Send + Sync {
         input: ExecInput,
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
+
+    /// [`Engine::exec`] with the TTY's size following `sizes` (when `request.tty`): the size
+    /// at the start, then every change sent to the engine as the exec's resize. The default
+    /// implementation ignores `sizes`.
+    async fn exec_resizable(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: tokio::sync::watch::Receiver<TtySize>,
+    ) -> Result<ExecResult> {
+        let _ = sizes;
+        self.exec(id, request, input, output).await
+    }
 
     /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
     /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.

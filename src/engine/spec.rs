@@ -327,6 +327,22 @@ pub struct ExecRequest {
     pub tty: bool,
 }
 
+/// A terminal's size in character cells (`stty size` shows `rows cols`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TtySize {
+    /// Lines.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
+impl TtySize {
+    /// Whether the size is unknown (a dimension is 0): nothing is sent to the engine then.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0 || self.cols == 0
+    }
+}
+
 /// The outcome of an exec.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecResult {

@@ -397,3 +397,101 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
     );
     assert!(image_exists(&used));
 }
+
+/// A pseudo-terminal of `rows` × `cols`: (master, slave). The test holds the master, the
+/// child gets the slave.
+fn open_pty(rows: u16, cols: u16) -> (std::os::fd::OwnedFd, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .expect("open the pty slave");
+    set_size(&master, rows, cols);
+    (master, slave)
+}
+
+/// Sets the terminal's size; the kernel sends `SIGWINCH` to its foreground process group.
+fn set_size(master: &std::os::fd::OwnedFd, rows: u16, cols: u16) {
+    rustix::termios::tcsetwinsize(
+        master,
+        rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        },
+    )
+    .expect("set the pty size");
+}
+
+#[test]
+fn exec_tty_follows_the_terminal_size() {
+    let test = "exec_tty_follows_the_terminal_size";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    up_ok(&ws);
+    // Inside: wait until the TTY has a size (older engines apply it right after the start),
+    // print it, wait until it changes (bounded), print it again.
+    // (busybox's `stty size` prints nothing, and an error, while the size is 0x0.)
+    let inner = r#"size() { stty -F /dev/tty size 2>/dev/null; }
+i=0; while [ -z "$(size)" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+echo "first $(size)"
+i=0; while [ "$(size)" = "33 101" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+echo "second $(size)""#;
+    let (master, slave) = open_pty(33, 101);
+    // `setsid -c`: devcell leads a new session whose controlling terminal is the pty, as in a
+    // terminal window, so a size change signals it.
+    let mut child = Command::new("setsid")
+        .args(["-w", "-c"])
+        .arg(env!("CARGO_BIN_EXE_devcell"))
+        .args(["exec", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["sh", "-c", inner])
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("setsid runs");
+    drop(slave);
+    let reader_fd = master.try_clone().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut file = std::fs::File::from(reader_fd);
+        let mut all = String::new();
+        let mut buf = [0u8; 4096];
+        // Ends with EIO once the child has exited and closed the slave.
+        while let Ok(n @ 1..) = std::io::Read::read(&mut file, &mut buf) {
+            all.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = tx.send(all.clone());
+        }
+        all
+    });
+    // Once the first size line is out, resize the terminal.
+    let first_line = |text: &str| {
+        text.find("first ")
+            .is_some_and(|i| text[i..].contains('\n'))
+    };
+    assert!(
+        rx.iter().any(|text| first_line(&text)),
+        "no first size line"
+    );
+    set_size(&master, 44, 120);
+    let status = child.wait().unwrap();
+    drop(master);
+    let text = reader.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exec failed: {stderr}\noutput: {text}");
+    assert!(text.contains("first 33 101"), "the initial size: {text}");
+    assert!(
+        text.contains("second 44 120"),
+        "the size after SIGWINCH: {text}"
+    );
+}
