@@ -429,31 +429,26 @@ fn set_size(master: &std::os::fd::OwnedFd, rows: u16, cols: u16) {
     .expect("set the pty size");
 }
 
-#[test]
-fn exec_tty_follows_the_terminal_size() {
-    let test = "exec_tty_follows_the_terminal_size";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
-        return;
-    }
-    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
-    up_ok(&ws);
-    // Inside: wait until the TTY has a size (older engines apply it right after the start),
-    // print it, wait until it changes (bounded), print it again.
-    // (busybox's `stty size` prints nothing, and an error, while the size is 0x0.)
-    let inner = r#"size() { stty -F /dev/tty size 2>/dev/null; }
+/// Run inside the TTY: wait until it has a size (older engines apply it right after the
+/// start), print it, wait until it changes (bounded), print it again. (busybox's `stty size`
+/// prints nothing, and an error, while the size is 0x0.)
+const TTY_SIZE_SCRIPT: &str = r#"size() { stty -F /dev/tty size 2>/dev/null; }
 i=0; while [ -z "$(size)" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
 echo "first $(size)"
 i=0; while [ "$(size)" = "33 101" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
 echo "second $(size)""#;
+
+/// Runs `devcell <args…>` (which runs [`TTY_SIZE_SCRIPT`] in the container) as the leader of a
+/// new session whose controlling terminal is a 33×101 pty (`setsid -c`, as in a terminal
+/// window), resizes the pty to 44×120 once the first size is printed (the kernel signals
+/// `SIGWINCH`), and checks that the TTY inside followed both.
+fn assert_tty_follows(args: &[&std::ffi::OsStr], envs: &[(&str, &Path)]) {
     let (master, slave) = open_pty(33, 101);
-    // `setsid -c`: devcell leads a new session whose controlling terminal is the pty, as in a
-    // terminal window, so a size change signals it.
     let mut child = Command::new("setsid")
         .args(["-w", "-c"])
         .arg(env!("CARGO_BIN_EXE_devcell"))
-        .args(["exec", "--workspace-folder"])
-        .arg(ws.path())
-        .args(["sh", "-c", inner])
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
         .stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(std::process::Stdio::piped())
@@ -473,25 +468,73 @@ echo "second $(size)""#;
         }
         all
     });
-    // Once the first size line is out, resize the terminal.
     let first_line = |text: &str| {
         text.find("first ")
             .is_some_and(|i| text[i..].contains('\n'))
     };
-    assert!(
-        rx.iter().any(|text| first_line(&text)),
-        "no first size line"
-    );
-    set_size(&master, 44, 120);
+    let seen = rx.iter().any(|text| first_line(&text));
+    if seen {
+        set_size(&master, 44, 120);
+    }
     let status = child.wait().unwrap();
     drop(master);
     let text = reader.join().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert!(status.success(), "exec failed: {stderr}\noutput: {text}");
+    assert!(seen, "no first size line: {stderr}\noutput: {text}");
+    assert!(status.success(), "devcell failed: {stderr}\noutput: {text}");
     assert!(text.contains("first 33 101"), "the initial size: {text}");
     assert!(
         text.contains("second 44 120"),
         "the size after SIGWINCH: {text}"
     );
+}
+
+#[test]
+fn exec_tty_follows_the_terminal_size() {
+    let test = "exec_tty_follows_the_terminal_size";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    up_ok(&ws);
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "exec".as_ref(),
+        "--workspace-folder".as_ref(),
+        ws.path().as_os_str(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        TTY_SIZE_SCRIPT.as_ref(),
+    ];
+    assert_tty_follows(&args, &[]);
+}
+
+#[test]
+fn handoff_tty_follows_the_terminal_size() {
+    let test = "handoff_tty_follows_the_terminal_size";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("config.toml");
+    std::fs::write(
+        &settings,
+        format!(
+            "[agents.tty]\ncommand = [\"sh\", \"-c\", {}]\n",
+            serde_json::to_string(TTY_SIZE_SCRIPT).unwrap()
+        ),
+    )
+    .unwrap();
+    let state = home.path().join("state");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "handoff".as_ref(),
+        "--workspace-folder".as_ref(),
+        ws.path().as_os_str(),
+        "--agent".as_ref(),
+        "tty".as_ref(),
+        "--config-file".as_ref(),
+        settings.as_os_str(),
+    ];
+    assert_tty_follows(&args, &[("DEVCELL_STATE_DIR", &state)]);
 }
