@@ -129,9 +129,10 @@ impl Hint for SecurityError {
                     .filter(|r| r.status == RequestStatus::Refused)
                     .filter_map(|r| r.permission.grant_flag())
                     .collect();
-                let mut hint = "recreate it under the current profile with \
-                                `--remove-existing-container` (the workspace is kept), or reuse it \
-                                as it is with `--security-profile reference`"
+                let mut hint = "recreate it under the current profile with `devcell up \
+                                --remove-existing-container` (before a handoff: `devcell delete`; \
+                                the workspace is kept), or reuse it as it is with \
+                                `--security-profile reference`"
                     .to_string();
                 if gaps.is_empty()
                     && !flags.is_empty()

@@ -538,3 +538,41 @@ fn handoff_tty_follows_the_terminal_size() {
     ];
     assert_tty_follows(&args, &[("DEVCELL_STATE_DIR", &state)]);
 }
+
+#[test]
+fn handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for() {
+    let test = "handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    // `up` makes a container on the engine's bridge; handoff's default network is `none`.
+    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let id = up_ok(&ws)["containerId"].as_str().unwrap().to_string();
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("config.toml");
+    std::fs::write(&settings, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    let out = devcell()
+        .env("DEVCELL_STATE_DIR", home.path().join("state"))
+        .args(["handoff", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--agent", "a", "--format", "json", "--config-file"])
+        .arg(&settings)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let v = last_json(&out);
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["error"]["code"], "permission_required", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("refusing to reuse container"), "{v}");
+    assert!(
+        message.contains("network `default` (asked for `none`)"),
+        "{v}"
+    );
+    assert!(v.to_string().contains("devcell delete"), "the hint: {v}");
+    assert_eq!(
+        ws.containers(),
+        std::slice::from_ref(&id),
+        "nothing changed"
+    );
+}
