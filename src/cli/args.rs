@@ -48,6 +48,23 @@ pub enum Command {
     Outdated(OutdatedArgs),
     /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
     Upgrade(UpgradeArgs),
+    /// Remove the images devcell built (`devcell/features:*`, `devcell/uid:*`) that no container
+    /// uses.
+    Prune(PruneArgs),
+}
+
+/// `devcell prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// List what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only this devcell-built image: its tag or image id (repeatable).
+    #[arg(long, value_name = "REF")]
+    pub image: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Output format of devcell's own commands.

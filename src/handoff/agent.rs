@@ -88,6 +88,8 @@ pub struct HandoffOptions {
     pub env: HashMap<String, String>,
     /// Give the agent a TTY (devcell has one).
     pub tty: bool,
+    /// With `tty`: the terminal's size, followed by the agent's TTY (start and every change).
+    pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
     /// The state folder (`None`: [`StateStore::default_root`]).
     pub state_root: Option<PathBuf>,
     /// `--runtime`: `None` when not given (the container runtime, and an unreachable engine is
@@ -585,15 +587,14 @@ pub async fn handoff_with(
         None => ExecInput::None,
     };
     let container_id = attached.container.id.clone();
-    let exec = engine.exec(
-        &container_id,
-        &request,
-        input,
-        ExecOutput::Write {
-            stdout: Box::new(out_w),
-            stderr: Box::new(err_w),
-        },
-    );
+    let output = ExecOutput::Write {
+        stdout: Box::new(out_w),
+        stderr: Box::new(err_w),
+    };
+    let exec = match opts.tty_size.clone() {
+        Some(sizes) => engine.exec_resizable(&container_id, &request, input, output, sizes),
+        None => engine.exec(&container_id, &request, input, output),
+    };
     let run = async {
         let (r, _, _) = tokio::join!(
             exec,

@@ -28,8 +28,9 @@ pub enum HandoffError {
     /// The user settings file could not be read.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// A lifecycle hook failed (or could not be run) in the container `container_id`.
-    #[error("{source}")]
+    /// A lifecycle hook failed (or could not be run) in the container `container_id`. When the
+    /// engine could not be reached mid-way, the message ends with that engine error.
+    #[error("{}", lifecycle_message(source))]
     Lifecycle {
         /// The dev container, left in place for inspection (empty for `initializeCommand`).
         container_id: String,
@@ -171,6 +172,28 @@ pub enum HandoffError {
     },
 }
 
+/// The [`EngineError::NotRunning`] in `source`'s chain: the hook could not run (or its result
+/// could not be read) because the engine went away.
+pub fn engine_lost(source: &LifecycleError) -> Option<&EngineError> {
+    let mut cur = std::error::Error::source(source);
+    while let Some(e) = cur {
+        if let Some(engine) = e.downcast_ref::<EngineError>()
+            && matches!(engine, EngineError::NotRunning { .. })
+        {
+            return Some(engine);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn lifecycle_message(source: &LifecycleError) -> String {
+    match engine_lost(source) {
+        Some(engine) => format!("{source}: {engine}"),
+        None => source.to_string(),
+    }
+}
+
 impl HandoffError {
     /// The `--format json` envelope error code of this error (spec-notes/0163).
     pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
@@ -205,8 +228,13 @@ impl HandoffError {
                 EngineError::NoSuchContainer { .. } => ErrorCode::NotFound,
                 _ => ErrorCode::ContainerFailed,
             },
+            HandoffError::Lifecycle { source, .. } if engine_lost(source).is_some() => {
+                ErrorCode::EngineUnavailable
+            }
             HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
-            HandoffError::Security(SecurityError::Refused { .. }) => ErrorCode::PermissionRequired,
+            HandoffError::Security(
+                SecurityError::Refused { .. } | SecurityError::ReuseRefused { .. },
+            ) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
             HandoffError::SecretsFile { .. }
             | HandoffError::AdditionalFeatures { .. }
@@ -268,7 +296,10 @@ impl Hint for HandoffError {
             }
             HandoffError::Engine(e) => e.hint(),
             HandoffError::Settings(_) => None,
-            HandoffError::Lifecycle { source, .. } => source.hint(),
+            HandoffError::Lifecycle { source, .. } => match engine_lost(source) {
+                Some(engine) => engine.hint(),
+                None => source.hint(),
+            },
             HandoffError::Unsupported { hint, .. } => hint.clone(),
             HandoffError::Security(e) => {
                 let mut hint = e.hint().unwrap_or_default();

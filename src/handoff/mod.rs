@@ -38,4 +38,9 @@ pub use up::{
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
+
+/// The terminal size `exec` and `handoff` forward to the container's TTY (re-exported so `cli`
+/// depends on `handoff` only).
+pub use crate::engine::TtySize;
 pub mod outdated;
+pub mod prune;

@@ -254,6 +254,24 @@ pub async fn up_with(
         });
     }
 
+    // Re-check what an existing container has against the current profile and grants before
+    // running, starting or using anything (spec-note 0270).
+    let mut reuse_permissions = Vec::new();
+    if let Some(info) = &existing {
+        let entries = existing_entries(info, &loaded, &opts.target.env, &mut Vec::new());
+        reuse_permissions = check_existing(
+            engine,
+            info,
+            &entries,
+            &loaded,
+            engine_socket,
+            &profile,
+            &grants,
+            opts,
+        )
+        .await?;
+    }
+
     // initializeCommand: on the host, at every `up`, before any image work.
     let host_hooks = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
         .map_err(lifecycle_error(""))?;
@@ -269,10 +287,11 @@ pub async fn up_with(
     }
 
     let mut warnings = loaded.warnings.clone();
-    let mut permissions = Vec::new();
+    let permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            permissions = std::mem::take(&mut reuse_permissions);
             let action = if info.running {
                 ContainerAction::Running
             } else {
@@ -424,8 +443,13 @@ pub async fn up_with(
             (info, entries, ContainerAction::Created)
         }
     };
-    // Re-read the container's times after a start.
+    // Re-read the container's times after a start. A container created by an `up` that
+    // stopped before setting it up (the engine went away) gets its state folder prepared now
+    // (idempotent).
     let container = if action == ContainerAction::Started {
+        if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
+            prepare_state_dir(engine, &container.id).await?;
+        }
         inspect(engine, &container.id).await?
     } else {
         container
@@ -580,6 +604,52 @@ pub struct Attached {
     pub probe: UserEnvProbe,
     /// The run-once marker folder (`None` = the remote user's `~/.devcontainer`).
     pub marker_folder: Option<String>,
+}
+
+/// [`security::check_reuse`] for the container `up` found: its image's `USER`, the merged
+/// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
+/// for. Returns the granted requests.
+///
+/// Errors: [`HandoffError::Security`] (`ReuseRefused`), [`HandoffError::Engine`].
+#[allow(clippy::too_many_arguments)]
+async fn check_existing(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    entries: &[Value],
+    loaded: &LoadedConfiguration,
+    engine_socket: Option<&Path>,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    opts: &UpOptions,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let image_user = if info.user.is_empty() {
+        engine
+            .inspect_image(&info.image_id)
+            .await?
+            .and_then(|i| i.user)
+    } else {
+        None
+    };
+    let merged = metadata::merge_configuration(&loaded.value, entries);
+    let remote_user = merged
+        .get("remoteUser")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let binds = security::reuse::bind_sources(&opts.mounts);
+    let network = network_mode(&opts.security, &opts.settings)?;
+    let existing = security::ExistingContainer {
+        info,
+        image_user: image_user.as_deref(),
+        remote_user,
+        workspace: &loaded.workspace.host_mount_root,
+        command_line_binds: &binds,
+        engine_socket,
+        network: network.as_deref(),
+    };
+    Ok(security::check_reuse(profile, &existing, grants)?)
 }
 
 /// Loads the configuration of `target` (see [`load_configuration`]).

@@ -12,6 +12,7 @@ mod interop;
 mod lifecycle;
 mod oci;
 mod outdated;
+mod robust;
 mod security;
 mod support;
 mod up;

@@ -610,10 +610,11 @@ fn containers_are_shared_with_the_reference_cli() {
         return;
     };
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
-    // Made by the reference, reused by devcell.
+    // Made by the reference, reused by devcell under `reference` (under `hardened` it is
+    // refused: `reused_containers_are_rechecked_against_the_profile`).
     let ws = Workspace::new(config);
     let theirs = reference_up(&cli, &ws);
-    let ours = ws.up(&[]);
+    let ours = ws.up(&["--security-profile", "reference"]);
     assert_eq!(ours["containerId"], theirs["containerId"]);
     assert_eq!(ours["devcell"]["container"], "running");
     assert_eq!(ws.containers().len(), 1);
@@ -625,6 +626,91 @@ fn containers_are_shared_with_the_reference_cli() {
     assert_eq!(theirs["containerId"], ours["containerId"]);
     assert_eq!(theirs["remoteUser"], "nobody");
     assert_eq!(ws.containers().len(), 1);
+}
+
+#[test]
+fn reused_containers_are_rechecked_against_the_profile() {
+    let test = "reused_containers_are_rechecked_against_the_profile";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let Some(cli) = reference_cli(test) else {
+        return;
+    };
+    // Made by the reference CLI: root, the engine's default capabilities, writable root, no
+    // limits. `hardened` refuses to reuse it and changes nothing.
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let theirs = reference_up(&cli, &ws);
+    let id = theirs["containerId"].as_str().unwrap().to_string();
+    let started = docker_inspect(&id, "{{.State.StartedAt}}");
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    let text = format!("{} {}", result["message"], result["description"]);
+    for wanted in [
+        "refusing to reuse container",
+        &id[..12],
+        "running as root",
+        "`CHOWN`",
+        "`NET_RAW`",
+        "writable root filesystem",
+        "no-new-privileges",
+        "no pids limit",
+        "--remove-existing-container",
+        "--security-profile reference",
+    ] {
+        assert!(text.contains(wanted), "missing `{wanted}` in {text}");
+    }
+    assert_eq!(ws.containers(), std::slice::from_ref(&id));
+    assert_eq!(docker_inspect(&id, "{{.State.StartedAt}}"), started);
+    assert_eq!(ws.tree_hash(), before);
+
+    // `reference` reuses it as it is; `--remove-existing-container` recreates it hardened, and
+    // that one is reused by a plain `up`.
+    let reused = ws.up(&["--security-profile", "reference"]);
+    assert_eq!(reused["containerId"], id.as_str());
+    let fresh = ws.up(&["--remove-existing-container"]);
+    let fresh_id = fresh["containerId"].as_str().unwrap().to_string();
+    assert_ne!(fresh_id, id);
+    assert_eq!(
+        docker_inspect(&fresh_id, "{{.HostConfig.ReadonlyRootfs}}"),
+        "true"
+    );
+    let again = ws.up(&[]);
+    assert_eq!(again["containerId"], fresh_id.as_str());
+    assert_eq!(again["devcell"]["container"], "running");
+
+    // Made by devcell with a grant, reused without it: refused, the grant named; with it:
+    // reused, the granted permission reported.
+    let granted =
+        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
+    let first = granted.up(&["--allow", "cap:SYS_PTRACE"]);
+    let out = granted.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(text.contains("refusing to reuse container"), "{text}");
+    assert!(text.contains("capabilities `SYS_PTRACE`"), "{text}");
+    assert!(text.contains("--allow cap:SYS_PTRACE"), "{text}");
+    let second = granted.up(&["--allow", "cap:SYS_PTRACE"]);
+    assert_eq!(second["containerId"], first["containerId"]);
+    let permissions = &second["devcell"]["permissions"];
+    assert_eq!(permissions[0]["value"], "SYS_PTRACE", "{permissions}");
+    assert_eq!(permissions[0]["status"], "granted");
+    assert_eq!(
+        permissions[0]["source"],
+        format!(
+            "existing container {}",
+            &first["containerId"].as_str().unwrap()[..12]
+        )
+    );
 }
 
 /// A local Feature `./<id>` in the workspace's `.devcontainer/`.

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::args::{Format, HandoffArgs};
-use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime};
+use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::HandoffError;
 use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
@@ -54,6 +54,15 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     // interactive agent gets every key (Ctrl-C included); a terminal without a TTY for the agent
     // is not forwarded (like `exec`), piped input always is.
     let raw = opts.tty.then(RawMode::enable).flatten();
+    let opts = HandoffOptions {
+        tty_size: if opts.tty {
+            let _context = rt.enter();
+            terminal_sizes()
+        } else {
+            None
+        },
+        ..opts
+    };
     let result = rt.block_on(async {
         let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
             if std::io::stdin().is_terminal() && raw.is_none() {
@@ -196,6 +205,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         env: std::env::vars().collect(),
         // the host runtime gives the agent pipes (logged, masked), never the terminal
         tty: std::io::stdin().is_terminal() && out_is_tty && runtime != Some(AgentRuntime::Host),
+        tty_size: None,
         state_root: None,
         runtime,
     })
@@ -308,14 +318,14 @@ fn render_plan(p: &HandoffPlan) -> String {
     s
 }
 
-/// The terminal on stdin in raw mode until dropped (then restored).
-struct RawMode {
+/// The terminal on stdin in raw mode until dropped (then restored); `exec` uses it too.
+pub(crate) struct RawMode {
     saved: rustix::termios::Termios,
 }
 
 impl RawMode {
     /// Raw mode on stdin; `None` when stdin is not a terminal or cannot be changed.
-    fn enable() -> Option<RawMode> {
+    pub(crate) fn enable() -> Option<RawMode> {
         let stdin = std::io::stdin();
         let saved = rustix::termios::tcgetattr(&stdin).ok()?;
         let mut raw = saved.clone();

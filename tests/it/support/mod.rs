@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod git;
+pub mod proxy;
 pub mod refcli;
 
 use std::path::{Path, PathBuf};
