@@ -293,7 +293,10 @@ pub async fn set_up_with(
     } else {
         String::new()
     };
-    let workspace_folder = config.workspace_folder.unwrap_or_else(|| home.clone());
+    let workspace_folder = match config.workspace_folder {
+        Some(folder) => folder,
+        None => usable_folder(engine, &container.id, &remote_user, &home).await,
+    };
     let probe = UserEnvProbe::from_merged_configuration(&merged, opts.default_user_env_probe)
         .map_err(|source| HandoffError::Lifecycle {
             container_id: container.id.clone(),
@@ -487,8 +490,41 @@ fn marker_folder(
     })
 }
 
+/// `folder` when it is a directory `user` can enter in the container, else `/` (a user
+/// whose home does not exist, like busybox's `nobody` with `/nonexistent`: the hooks would
+/// fail to start there).
+async fn usable_folder(engine: &dyn Engine, id: &str, user: &str, folder: &str) -> String {
+    let request = crate::engine::ExecRequest {
+        argv: vec![
+            "test".into(),
+            "-d".into(),
+            folder.into(),
+            "-a".into(),
+            "-x".into(),
+            folder.into(),
+        ],
+        user: Some(user.to_string()),
+        ..crate::engine::ExecRequest::default()
+    };
+    let usable = engine
+        .exec(
+            id,
+            &request,
+            crate::engine::ExecInput::None,
+            crate::engine::ExecOutput::Collect,
+        )
+        .await
+        .is_ok_and(|r| r.exit_code == 0);
+    if usable {
+        folder.to_string()
+    } else {
+        "/".to_string()
+    }
+}
+
 /// The home of `user` in the running container (its `/etc/passwd`), else the container's
-/// `HOME`, else `/`: where hooks run without a `workspaceFolder` (the reference's choice).
+/// `HOME`, else `/`: where hooks run without a `workspaceFolder` (the reference's choice; see
+/// [`usable_folder`]) and where a relative `--container-data-folder` is.
 async fn home_of(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> String {
     let passwd = engine
         .read_file(&container.id, "/etc/passwd")
