@@ -159,6 +159,9 @@ pub async fn build_with(
             ),
         });
     }
+    for name in &opts.image_names {
+        check_image_name(name)?;
+    }
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let up_opts = UpOptions {
         target: opts.target.clone(),
@@ -265,6 +268,32 @@ pub async fn build_with(
     })
 }
 
+/// Checks an `--image-name` before anything is built: a `[registry/]repository[:tag]` the
+/// engine can tag (no digest).
+///
+/// Errors: [`EngineError::InvalidReference`](crate::engine::EngineError::InvalidReference)
+/// naming it.
+fn check_image_name(name: &str) -> Result<()> {
+    let invalid = |message: String| {
+        HandoffError::Engine(crate::engine::EngineError::InvalidReference {
+            reference: name.to_string(),
+            message,
+        })
+    };
+    let parsed = crate::oci::registry::parse_reference(name).map_err(|e| {
+        invalid(match std::error::Error::source(&e) {
+            Some(cause) => cause.to_string(),
+            None => e.to_string(),
+        })
+    })?;
+    if parsed.digest().is_some() {
+        return Err(invalid(
+            "an `--image-name` is a tag (`[registry/]repository[:tag]`), not a digest".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The reference CLI's default image name when no `--image-name` is given: for a Dockerfile
 /// configuration `vsc-<folder>-<sha256 of the workspace path>` (the name its Dockerfile build
 /// gets), for an image configuration that name with `-features`.
@@ -290,6 +319,22 @@ mod tests {
             default_image_name(ws, ConfigKind::Image),
             format!("{dockerfile}-features")
         );
+    }
+
+    #[test]
+    fn image_names_are_checked() {
+        for ok in ["a", "a/b:1", "127.0.0.1:5000/team/x:1.0", "ghcr.io/o/r"] {
+            assert!(check_image_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "Bad:Name:x",
+            "a b",
+            "",
+            "a@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ] {
+            let err = check_image_name(bad).unwrap_err().to_string();
+            assert!(err.contains("invalid image reference"), "{bad}: {err}");
+        }
     }
 
     #[test]
