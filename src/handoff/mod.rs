@@ -37,4 +37,7 @@ pub use up::{
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
+
+/// How `up`/`handoff` treat `devcontainer-lock.json` (re-exported for `cli`).
+pub use crate::features::lockfile::LockfileMode;
 pub mod outdated;

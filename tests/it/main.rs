@@ -9,6 +9,7 @@ mod features;
 mod handoff;
 mod handoff_e2e;
 mod lifecycle;
+mod lockfile;
 mod oci;
 mod outdated;
 mod security;

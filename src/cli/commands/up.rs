@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::UpArgs;
-use crate::cli::commands::{hooks, remote, runtime, target};
+use crate::cli::commands::{hooks, lockfile_mode, remote, runtime, target};
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::{SecurityOptions, UpOptions, up};
 
@@ -35,6 +35,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             cache_dir: args.cache_dir.clone(),
+            lockfile: lockfile_mode(&args.lockfile),
         };
         let result = runtime()?.block_on(up(&opts, &StderrReporter))?;
         anyhow::Ok(result)
