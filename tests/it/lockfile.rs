@@ -256,6 +256,20 @@ fn up_writes_pins_verifies_and_freezes_the_lockfile() {
         written_at,
         "an unchanged lockfile is not rewritten"
     );
+    // `features resolve-dependencies` honours it too (and never writes it).
+    let out = devcell()
+        .args(["features", "resolve-dependencies", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--cache-dir", fresh_arg])
+        .output()
+        .unwrap();
+    let order = crate::support::stdout_json(&out);
+    assert_eq!(
+        order["installOrder"][0]["id"],
+        format!("{registry}/{ns}/lockdemo@{one}"),
+        "{order}"
+    );
+    assert_eq!(mtime(&lock_path), written_at);
 
     // 4. `--no-lockfile` resolves the tag afresh and writes nothing; the audit sees the
     //    container no longer matches the lockfile.
@@ -292,11 +306,12 @@ fn up_writes_pins_verifies_and_freezes_the_lockfile() {
     assert!(ws.containers().is_empty());
     ws.configure(&key);
 
-    // 6. `--frozen-lockfile` with a matching configuration works and writes nothing.
-    assert_eq!(
-        ws.up_shows(&["--cache-dir", fresh_arg, "--frozen-lockfile"]),
-        "one"
-    );
+    // 6. A frozen lockfile matching the configuration works and is not written (here through
+    //    the deprecated alias, which warns).
+    let (code, result, stderr) =
+        ws.up(&["--cache-dir", fresh_arg, "--experimental-frozen-lockfile"]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    assert!(stderr.contains("use `--frozen-lockfile`"), "{stderr}");
     assert_eq!(mtime(&lock_path), written_at);
 
     // 7. `--frozen-lockfile` without a lockfile fails and creates none.
