@@ -1,4 +1,4 @@
-//! Resolve + fetch of 10 Features from a local registry (spec-notes/0069): `cold` starts each
+//! Resolve + fetch of 10 Features from a local registry (spec-notes/0067): `cold` starts each
 //! iteration with an empty cache (every manifest and layer pulled over HTTP from a private
 //! `docker-registry` on 127.0.0.1), `warm` reuses a filled cache (no network request at all).
 //! Each iteration plans the 10 Features (order + metadata) and materialises them into a fresh

@@ -7,3 +7,7 @@ pub const METADATA_LABEL: &str = "devcontainer.metadata";
 pub const LOCAL_FOLDER_LABEL: &str = "devcontainer.local_folder";
 /// Container id label with the config file path (reference CLI).
 pub const CONFIG_FILE_LABEL: &str = "devcontainer.config_file";
+/// Image label naming the base image a locally built image was built from, as
+/// `<repository>@sha256:<digest>`; the audit counts such an image as pinned (spec-notes 0145,
+/// 0250).
+pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";

@@ -14,7 +14,12 @@
 //! ```
 //!
 //! The script edits `/etc/passwd` and `/etc/group` with `awk` (no `usermod` needed) and
-//! `chown -R`s the user's home; it leaves the image unchanged when the ids already match.
+//! `chown -R`s the user's home; it leaves the image unchanged when the ids already match. Over an
+//! image pinned by digest (`FROM repo@sha256:…`) the layer also gets
+//! `LABEL devcell.base_image="repo@sha256:…"`, so the audit still counts it as pinned.
+//!
+//! The ids are the *workspace user's* (the caller decides them: the host user, or when devcell
+//! runs as root the workspace folder's non-root owner; spec-note 0250).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -24,6 +29,7 @@ use super::cache_key::KeyHasher;
 use super::dockerfile::{check_reference, check_user, json_array, sh_quote};
 use super::error::{BuildError, Result};
 use super::features::BuildContext;
+use crate::names::BASE_IMAGE_LABEL;
 
 /// devcell's own version of the generated UID layer (part of its cache key).
 pub const UID_LAYER_VERSION: u32 = 1;
@@ -46,9 +52,10 @@ pub struct UidInput {
     /// The user to update: merged `remoteUser`, else the `containerUser`, else the image's
     /// `USER` (the caller resolves this).
     pub remote_user: String,
-    /// The host user's UID.
+    /// The UID to give the user: the workspace user's (the host user's, or the workspace
+    /// owner's when devcell runs as root; spec-note 0250).
     pub host_uid: u32,
-    /// The host user's GID.
+    /// The GID to give the user (as `host_uid`).
     pub host_gid: u32,
 }
 
@@ -72,8 +79,8 @@ pub fn is_root_or_numeric(user: &str) -> bool {
     name.is_empty() || name == "root" || name.chars().all(|c| c.is_ascii_digit())
 }
 
-/// Plans the UID layer, or `None` when there is nothing to do: the host user is root
-/// (`host_uid` 0: then the remote user keeps its ids, spec-note 0125), or the remote user is
+/// Plans the UID layer, or `None` when there is nothing to do: the target is root
+/// (`host_uid` 0: then the remote user keeps its ids, spec-notes 0125, 0250), or the remote user is
 /// root or numeric. When the user's ids already equal the host's, the layer still builds (once,
 /// cached by its tag) and leaves the image unchanged.
 ///
@@ -116,6 +123,10 @@ pub fn plan_uid_update(input: &UidInput) -> Result<Option<UidPlan>> {
     ));
     if !input.image_user.is_empty() {
         df.push_str(&format!("USER {}\n", input.image_user));
+    }
+    if input.image.contains("@sha256:") {
+        // the layer is a local build: name its pinned base for the audit (spec-note 0250)
+        df.push_str(&format!("LABEL {BASE_IMAGE_LABEL}=\"{}\"\n", input.image));
     }
     let mut key = KeyHasher::new(&format!("devcell.build.uid/{UID_LAYER_VERSION}"));
     key.field("image-id", input.image_id.as_bytes())
@@ -217,6 +228,19 @@ mod tests {
         i.image_id = "sha256:2".into();
         assert_ne!(plan_uid_update(&i).unwrap().unwrap().key, first);
         assert_eq!(plan_uid_update(&input()).unwrap().unwrap().key, first);
+    }
+
+    #[test]
+    fn a_pinned_base_is_named_in_a_label() {
+        let mut i = input();
+        i.image = "127.0.0.1:5000/x/y@sha256:abcd".into();
+        let p = plan_uid_update(&i).unwrap().unwrap();
+        assert_eq!(
+            p.dockerfile.lines().last(),
+            Some("LABEL devcell.base_image=\"127.0.0.1:5000/x/y@sha256:abcd\"")
+        );
+        let p = plan_uid_update(&input()).unwrap().unwrap();
+        assert!(!p.dockerfile.contains("LABEL"), "{}", p.dockerfile);
     }
 
     #[test]

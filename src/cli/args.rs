@@ -48,6 +48,23 @@ pub enum Command {
     Outdated(OutdatedArgs),
     /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
     Upgrade(UpgradeArgs),
+    /// Remove the images devcell built (`devcell/features:*`, `devcell/uid:*`) that no container
+    /// uses.
+    Prune(PruneArgs),
+}
+
+/// `devcell prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// List what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only this devcell-built image: its tag or image id (repeatable).
+    #[arg(long, value_name = "REF")]
+    pub image: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Output format of devcell's own commands.
@@ -97,6 +114,11 @@ pub struct HandoffArgs {
     /// Ignore `devcontainer-lock.json`: resolve Feature tags afresh.
     #[arg(long)]
     pub no_lockfile: bool,
+    /// Where the agent runs: `container` (default: the workspace's hardened dev container) or
+    /// `host` (directly on this host, in the workspace, WITHOUT ANY ISOLATION; for machines
+    /// without a container engine). devcell never falls back to `host` on its own.
+    #[arg(long, value_parser = ["container", "host"])]
+    pub runtime: Option<String>,
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,

@@ -3,7 +3,7 @@
 //!
 //! Exit codes of the reference CLI's commands (`up`, `exec`, …): 0 success; 1 the operation
 //! failed (as `@devcontainers/cli` when `outcome` is `error`); 2 usage error. devcell's own
-//! commands (`handoff`, `status`, `doctor`, `delete`, `audit`) use the envelope's documented
+//! commands (`handoff`, `status`, `doctor`, `delete`, `audit`, `prune`) use the envelope's documented
 //! codes (`handoff::envelope`, spec-note 0163); `handoff` exits with the agent's status, `audit`
 //! with 3 below `--min-score`, `delete` with 1 when its teardown could not be verified.
 
@@ -51,6 +51,7 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => commands::audit::run(args),
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),
+        Command::Prune(args) => commands::prune::run(args),
     };
     match result {
         Ok(code) => code,
@@ -73,7 +74,7 @@ fn usage_error(err: clap::Error) -> ExitCode {
         err.exit();
     }
     let argv: Vec<String> = std::env::args().collect();
-    let ours = ["handoff", "status", "doctor", "delete", "audit"];
+    let ours = ["handoff", "status", "doctor", "delete", "audit", "prune"];
     let json = argv
         .windows(2)
         .any(|w| w[0] == "--format" && w[1] == "json")

@@ -1,8 +1,10 @@
 //! The terminal's [`Reporter`]: progress of long operations on stderr.
 //!
 //! On a terminal (stderr is a TTY) a spinner shows the latest [`Event::Status`] line and
-//! [`Event::Output`] lines are printed above it; otherwise every event is one plain stderr line,
-//! as given, so logs and CI output stay readable.
+//! [`Event::Output`] lines are printed above it; otherwise every event is one plain stderr line
+//! (status lines prefixed `[devcell] `, output lines as given), so logs and CI output stay
+//! readable. Every command that fetches Features or blobs (`up`, `features
+//! resolve-dependencies`, `outdated`, `upgrade`, `features publish`) reports through it.
 //! Library operations take an `Arc<dyn Reporter>` / `&dyn Reporter`; commands create one
 //! [`CliReporter`] and call [`CliReporter::finish`] (or drop it) before printing results.
 
@@ -90,9 +92,16 @@ impl Reporter for CliReporter {
         match (&*sink, event) {
             (Sink::Spinner(bar), Event::Status(line)) => bar.set_message(line),
             (Sink::Spinner(bar), Event::Output(line)) => bar.suspend(|| output::stderr_line(&line)),
-            (Sink::Lines, Event::Status(line) | Event::Output(line)) => output::stderr_line(&line),
+            (Sink::Lines, Event::Status(line)) => output::stderr_line(&status_line(&line)),
+            (Sink::Lines, Event::Output(line)) => output::stderr_line(&line),
         }
     }
+}
+
+/// A status line as printed without a spinner: `[devcell] <line>` (as `up`'s progress has
+/// always read in logs).
+fn status_line(line: &str) -> String {
+    format!("[devcell] {line}")
 }
 
 impl Drop for CliReporter {
@@ -114,5 +123,6 @@ mod tests {
         r.finish();
         assert!(!r.is_spinner());
         assert!(!CliReporter::lines().is_spinner());
+        assert_eq!(status_line("pulling x"), "[devcell] pulling x");
     }
 }

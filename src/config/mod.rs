@@ -3,7 +3,8 @@
 //! Sub-modules: [`discover`] (where configs live), [`jsonc`] (JSONC with located errors),
 //! [`model`] (typed properties), [`substitute`] (`${…}` variables), [`id`] (`${devcontainerId}`),
 //! [`workspace`] (default `workspaceFolder`/`workspaceMount`), [`metadata`] (the
-//! `devcontainer.metadata` label and the spec's merge rules).
+//! `devcontainer.metadata` label and the spec's merge rules), [`ownership`] (host uids: the
+//! workspace user for `updateRemoteUserUID`, host-side git and devcell's own files).
 
 pub mod discover;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod id;
 pub mod jsonc;
 pub mod metadata;
 pub mod model;
+pub mod ownership;
 pub mod substitute;
 pub mod workspace;
 

@@ -304,15 +304,17 @@ pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
 }
 
 /// The git root of `folder` via `git rev-parse --show-cdup` (keeps symlinked paths, unlike
-/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path.
+/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run as the
+/// folder's owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
-    let output = Command::new("git")
-        .args(["rev-parse", "--show-cdup"])
+    let mut git = Command::new("git");
+    git.args(["rev-parse", "--show-cdup"])
         .current_dir(folder)
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+        .stderr(Stdio::null());
+    // a root devcell in a user's repository asks git as that user (spec-note 0250)
+    super::ownership::run_as_owner(&mut git, folder);
+    let output = git.output().ok()?;
     if !output.status.success() {
         return None;
     }

@@ -14,8 +14,9 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
-    ListContainersOptions, ListNetworksOptions, ListVolumesOptions, RemoveContainerOptions,
-    RemoveVolumeOptions, StopContainerOptions, TagImageOptions,
+    ListContainersOptions, ListImagesOptions, ListNetworksOptions, ListVolumesOptions,
+    RemoveContainerOptions, RemoveImageOptions, RemoveVolumeOptions, StopContainerOptions,
+    TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -393,6 +394,22 @@ fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
 
+fn container_summary(c: bollard::models::ContainerSummary) -> ContainerSummary {
+    ContainerSummary {
+        id: c.id.unwrap_or_default(),
+        names: c
+            .names
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.trim_start_matches('/').to_string())
+            .collect(),
+        image: c.image.unwrap_or_default(),
+        image_id: c.image_id.unwrap_or_default(),
+        state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+        labels: sorted(c.labels),
+    }
+}
+
 fn positive(v: Option<i64>) -> Option<i64> {
     v.filter(|n| *n > 0)
 }
@@ -733,6 +750,7 @@ impl Engine for DockerEngine {
                     .map(|n| n.trim_start_matches('/').to_string())
                     .collect(),
                 image: c.image.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 labels: sorted(c.labels),
             })
@@ -791,6 +809,12 @@ impl Engine for DockerEngine {
                 },
                 network_mode: host.network_mode.unwrap_or_default(),
                 init: host.init,
+                devices: host
+                    .devices
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|d| d.path_on_host)
+                    .collect(),
             },
         }))
     }
@@ -845,10 +869,77 @@ impl Engine for DockerEngine {
                     .map(|n| n.trim_start_matches('/').to_string())
                     .collect(),
                 image: c.image.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 labels: sorted(c.labels),
             })
             .collect())
+    }
+
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>> {
+        let options = ListContainersOptions {
+            all: true,
+            ..ListContainersOptions::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(self.api("list containers", "all"))?;
+        Ok(list.into_iter().map(container_summary).collect())
+    }
+
+    async fn list_images(&self, reference: &str) -> Result<Vec<ImageSummary>> {
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "reference".to_string(),
+                vec![reference.to_string()],
+            )])),
+            ..ListImagesOptions::default()
+        };
+        let list = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(self.api("list images", reference))?;
+        Ok(list
+            .into_iter()
+            .map(|i| ImageSummary {
+                id: i.id,
+                parent_id: i.parent_id,
+                repo_tags: i
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect(),
+                created: i.created,
+                size: i.size,
+            })
+            .collect())
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<Vec<String>> {
+        let options = RemoveImageOptions {
+            force: false,
+            noprune: false,
+            platforms: None,
+        };
+        match self
+            .docker
+            .remove_image(reference, Some(options), None)
+            .await
+        {
+            Ok(items) => Ok(items.into_iter().filter_map(|i| i.deleted).collect()),
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) => Err(EngineError::ImageInUse {
+                reference: reference.to_string(),
+                message,
+            }),
+            Err(e) => Err(self.api("remove image", reference)(e)),
+        }
     }
 
     async fn find_volumes(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>> {
@@ -960,6 +1051,33 @@ impl Engine for DockerEngine {
         input: ExecInput,
         output: ExecOutput<'_>,
     ) -> Result<ExecResult> {
+        self.run_exec(id, request, input, output, None).await
+    }
+
+    async fn exec_resizable(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: tokio::sync::watch::Receiver<TtySize>,
+    ) -> Result<ExecResult> {
+        self.run_exec(id, request, input, output, Some(sizes)).await
+    }
+}
+
+impl DockerEngine {
+    /// [`Engine::exec`]; with a TTY and `sizes`, the TTY follows them (spec-note 0273): the
+    /// initial size is given at creation (engines with API ≥ 1.42 use it) and sent with a
+    /// resize right after the start (older engines), then each change is sent as it comes.
+    async fn run_exec(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) -> Result<ExecResult> {
         let has_input = !matches!(input, ExecInput::None);
         let config = CreateExecOptions::<String> {
             attach_stdin: Some(has_input),
@@ -978,6 +1096,15 @@ impl Engine for DockerEngine {
             working_dir: request.working_dir.clone(),
             ..CreateExecOptions::default()
         };
+        let sizes = sizes.filter(|_| request.tty);
+        let mut config = bollard::models::ExecConfig::from(config);
+        if let Some(size) = sizes
+            .as_ref()
+            .map(|s| *s.borrow())
+            .filter(|s| !s.is_empty())
+        {
+            config.console_size = Some(vec![usize::from(size.rows), usize::from(size.cols)]);
+        }
         let created = match self.docker.create_exec(id, config).await {
             Ok(c) => c,
             Err(e) if is_not_found(&e) => {
@@ -1074,12 +1201,15 @@ impl Engine for DockerEngine {
             Ok::<_, EngineError>(())
         };
         // The output ends when the process exits; stop feeding stdin then (like `docker exec
-        // -i`), so an input that never reaches end of file cannot keep the exec open.
+        // -i`), so an input that never reaches end of file cannot keep the exec open. The TTY
+        // size is followed until then.
         let (fed, drained) = {
             tokio::pin!(feed);
             tokio::pin!(drain);
             let mut fed = Ok(());
             let mut feeding = true;
+            let resize = self.follow_sizes(&created.id, sizes);
+            tokio::pin!(resize);
             let drained = loop {
                 tokio::select! {
                     result = &mut drain => break result,
@@ -1087,6 +1217,7 @@ impl Engine for DockerEngine {
                         fed = result;
                         feeding = false;
                     }
+                    () = &mut resize => {}
                 }
             };
             (fed, drained)
@@ -1118,6 +1249,34 @@ impl Engine for DockerEngine {
             }
         }
         Ok(result)
+    }
+
+    /// Sends the current size of `sizes` to the exec's TTY, then every change; never completes
+    /// (pending at once without sizes, or once the sender is gone). A failed resize is logged
+    /// and skipped: the process keeps its previous size.
+    async fn follow_sizes(
+        &self,
+        exec_id: &str,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) {
+        if let Some(mut sizes) = sizes {
+            loop {
+                let size = *sizes.borrow_and_update();
+                if !size.is_empty() {
+                    let options = bollard::exec::ResizeExecOptions {
+                        height: size.rows,
+                        width: size.cols,
+                    };
+                    if let Err(e) = self.docker.resize_exec(exec_id, options).await {
+                        tracing::debug!("resizing exec {exec_id} to {size:?} failed: {e}");
+                    }
+                }
+                if sizes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        std::future::pending::<()>().await
     }
 }
 

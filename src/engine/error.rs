@@ -121,6 +121,14 @@ pub enum EngineError {
         /// The container id or name.
         id: String,
     },
+    /// The engine refused to remove an image because a container uses it.
+    #[error("image `{reference}` is in use: {message}")]
+    ImageInUse {
+        /// The image reference.
+        reference: String,
+        /// The engine's message (naming the container).
+        message: String,
+    },
     /// A `runArgs` flag devcell does not map to the engine's fields.
     #[error("unsupported `runArgs` flag `{flag}`")]
     UnsupportedRunArg {

@@ -27,8 +27,8 @@ pub use docker::DockerEngine;
 pub use error::{EngineError, Result};
 pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
-    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo, Limits,
-    Mount, MountInfo, MountKind, PortBinding, Ulimit,
+    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
+    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, TtySize, Ulimit,
 };
 
 use crate::progress::{Event, Reporter};
@@ -100,6 +100,21 @@ pub trait Engine: Send + Sync {
         output: ExecOutput<'_>,
     ) -> Result<ExecResult>;
 
+    /// [`Engine::exec`] with the TTY's size following `sizes` (when `request.tty`): the size
+    /// at the start, then every change sent to the engine as the exec's resize. The default
+    /// implementation ignores `sizes`.
+    async fn exec_resizable(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: tokio::sync::watch::Receiver<TtySize>,
+    ) -> Result<ExecResult> {
+        let _ = sizes;
+        self.exec(id, request, input, output).await
+    }
+
     /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
     /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.
     async fn info_json(&self) -> Result<serde_json::Value>;
@@ -110,6 +125,21 @@ pub trait Engine: Send + Sync {
     /// Containers (running or not) carrying the label `key`, whatever its value (e.g. every
     /// dev container: `devcontainer.local_folder`).
     async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>>;
+
+    /// Every container, running or not (`docker ps -a`).
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>>;
+
+    /// Local images whose reference matches `reference` (`docker images <reference>`: a
+    /// repository such as `devcell/features`, or `repository:tag` with `*` wildcards).
+    async fn list_images(&self, reference: &str) -> Result<Vec<ImageSummary>>;
+
+    /// Removes an image reference (`docker rmi <reference>`, never forced): a tag is removed,
+    /// and the image with it when no other tag and no child image keeps it. Returns the ids
+    /// of the images actually deleted (empty when only the tag went).
+    ///
+    /// Errors: [`EngineError::ImageInUse`] when a container uses it (the engine refuses);
+    /// [`EngineError::Api`] otherwise. An absent image is not an error.
+    async fn remove_image(&self, reference: &str) -> Result<Vec<String>>;
 
     /// Names of the volumes carrying every one of `labels`.
     async fn find_volumes(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>>;

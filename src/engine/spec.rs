@@ -178,6 +178,21 @@ impl ImageInfo {
     }
 }
 
+/// A local image as `docker images` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageSummary {
+    /// Image id (`sha256:…`).
+    pub id: String,
+    /// The parent image's id (classic builder; empty when none or unknown).
+    pub parent_id: String,
+    /// Repository tags (`name:tag`).
+    pub repo_tags: Vec<String>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: i64,
+    /// Size in bytes, layers shared with other images included (`docker images`' SIZE).
+    pub size: i64,
+}
+
 /// A container found by labels (a row of `docker ps -a`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerSummary {
@@ -187,6 +202,8 @@ pub struct ContainerSummary {
     pub names: Vec<String>,
     /// Image the container was created from, as given at creation.
     pub image: String,
+    /// Id of the image the container runs (`sha256:…`).
+    pub image_id: String,
     /// State: `created`, `running`, `paused`, `restarting`, `exited`, `dead`, `removing`.
     pub state: String,
     /// Labels.
@@ -262,6 +279,8 @@ pub struct HostSecurity {
     pub network_mode: String,
     /// `Init`.
     pub init: Option<bool>,
+    /// `Devices`: the host paths of the devices given to the container.
+    pub devices: Vec<String>,
 }
 
 /// An image build request (Dockerfile kind, or a generated Features Dockerfile).
@@ -306,6 +325,22 @@ pub struct ExecRequest {
     pub working_dir: Option<String>,
     /// Allocate a TTY (stdout and stderr then arrive merged).
     pub tty: bool,
+}
+
+/// A terminal's size in character cells (`stty size` shows `rows cols`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TtySize {
+    /// Lines.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
+impl TtySize {
+    /// Whether the size is unknown (a dimension is 0): nothing is sent to the engine then.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0 || self.cols == 0
+    }
 }
 
 /// The outcome of an exec.

@@ -23,6 +23,10 @@
 //! The agent is started as `sh -c 'echo $$ > <pidfile>; exec "$@"' devcell-agent <argv…>` so a
 //! replacing handoff (or a stop request) can signal exactly that process; its argv reaches it
 //! unchanged (no shell interpretation of the agent's words).
+//!
+//! With `runtime: Some(AgentRuntime::Host)` (`--runtime host`) the agent runs on the host
+//! instead, unisolated and warned about ([`super::host`], spec-note 0251); an unreachable engine
+//! is never a reason to do that silently.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -40,14 +44,16 @@ use crate::config::model::ConfigKind;
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::agents_md::{self, AgentsMdOutcome};
-use crate::handoff::context::{self, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task};
+use crate::handoff::context::{
+    self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
+};
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::executor::EngineExecutor;
 use crate::handoff::read_configuration::WorkspaceOverride;
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
 use crate::handoff::up::{
-    ContainerAction, SecurityOptions, TargetOptions, UpOptions, attach_running, find_container,
-    id_labels, load, remote_env, up_with,
+    ContainerAction, SecurityOptions, TargetOptions, UpOptions, append_safe_directories,
+    attach_running, find_container, id_labels, load, remote_env, up_with,
 };
 use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
@@ -83,12 +89,17 @@ pub struct HandoffOptions {
     pub env: HashMap<String, String>,
     /// Give the agent a TTY (devcell has one).
     pub tty: bool,
+    /// With `tty`: the terminal's size, followed by the agent's TTY (start and every change).
+    pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
     /// The state folder (`None`: [`StateStore::default_root`]).
     pub state_root: Option<PathBuf>,
     /// `--frozen-lockfile` (`Frozen`) / `--no-lockfile` (`Off`). handoff honours
     /// `devcontainer-lock.json` when present but never writes it: `Write` (the default) acts
     /// as `ReadOnly` (spec-note 0282).
     pub lockfile: crate::features::lockfile::LockfileMode,
+    /// `--runtime`: `None` when not given (the container runtime, and an unreachable engine is
+    /// an error that suggests `--runtime host`; never a silent fallback).
+    pub runtime: Option<AgentRuntime>,
 }
 
 /// One mount of the plan.
@@ -109,7 +120,8 @@ pub struct PlannedMount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedContainer {
-    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine.
+    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine;
+    /// `none` for the host runtime.
     pub action: String,
     /// The existing container's id.
     pub id: Option<String>,
@@ -131,15 +143,16 @@ pub struct HandoffPlan {
     pub layout: workspace::Layout,
     /// The repositories (name, container path, role, branch, head).
     pub repos: Vec<PlannedRepo>,
-    /// The devcontainer.json used.
-    pub config_file: PathBuf,
-    /// The image reference (image configs) or `build <Dockerfile>` (Dockerfile configs).
+    /// The devcontainer.json used (`null` for the host runtime in a workspace without one).
+    pub config_file: Option<PathBuf>,
+    /// The image reference (image configs) or `build <Dockerfile>` (Dockerfile configs); empty
+    /// for the host runtime.
     pub image: String,
     /// The Features the configuration asks for (ids as written).
     pub features: Vec<String>,
-    /// `hardened` or `reference`.
+    /// `hardened` or `reference`; `none` for the host runtime.
     pub profile: String,
-    /// `none` or `default`.
+    /// `none` or `default`; `host` for the host runtime.
     pub network: String,
     /// The resource limits of the `hardened` profile (`--pids-limit`, `--memory`, `--cpus`,
     /// else `[security]`); `null` under `reference`, which sets none.
@@ -165,6 +178,10 @@ pub struct HandoffPlan {
     pub context_path: String,
     /// Verification commands written to the context file.
     pub verification: Vec<String>,
+    /// Where the agent runs: `container` or `host` (spec-note 0251).
+    pub runtime: AgentRuntime,
+    /// What isolates it: `container`, or `none` on the host.
+    pub isolation: String,
 }
 
 /// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
@@ -218,12 +235,16 @@ pub struct HandoffResult {
     pub abandoned_sessions: Vec<String>,
     /// The session replaced (`--replace`).
     pub replaced_session: Option<String>,
-    /// The container.
-    pub container_id: String,
-    /// Created, started or reused.
-    pub container_action: ContainerAction,
-    /// The remote user the agent ran as.
+    /// The container (`null` for the host runtime).
+    pub container_id: Option<String>,
+    /// Created, started or reused (`null` for the host runtime).
+    pub container_action: Option<ContainerAction>,
+    /// The user the agent ran as (the remote user; on the host, a uid).
     pub remote_user: String,
+    /// Where the agent ran: `container` or `host`.
+    pub runtime: AgentRuntime,
+    /// What isolated it: `container`, or `none` on the host.
+    pub isolation: String,
     /// Every permission request and what was done with it (new containers).
     pub permissions: Vec<crate::security::PermissionRequest>,
     /// The lifecycle hooks.
@@ -239,11 +260,57 @@ pub struct HandoffResult {
     pub exit_code: Option<i32>,
     /// The signal that ended it, when it was killed (exit status 128 + n).
     pub signal: Option<i32>,
-    /// Non-fatal findings.
+    /// Non-fatal findings; for the host runtime the first is [`unisolated_warning`].
     pub warnings: Vec<String>,
 }
 
+/// The envelope warning code of the host runtime's warning.
+pub const UNISOLATED_CODE: &str = "unisolated";
+
+/// What the plan's `permissions` say of the host runtime.
+const UNISOLATED_PERMISSION: &str = "everything the host user can do: the agent runs on the host, without a container (`--runtime host`)";
+
+/// The warning every host-runtime handoff (and its plan) carries, on stderr before the agent
+/// starts and in the envelope's `warnings` (code [`UNISOLATED_CODE`]).
+pub fn unisolated_warning(agent: &str, root: &Path) -> String {
+    format!(
+        "UNISOLATED: agent `{agent}` runs directly on this host (`--runtime host`), in `{}`: no container, no security profile, no network policy; it can read, change and delete anything your user can, use your credentials, and reach any network",
+        root.display()
+    )
+}
+
+impl HandoffPlan {
+    /// The plan's warnings as envelope `(code, message)` pairs: the unisolated warning for the
+    /// host runtime, else none.
+    pub fn coded_warnings(&self) -> Vec<(String, String)> {
+        match self.runtime {
+            AgentRuntime::Host => vec![(
+                UNISOLATED_CODE.to_string(),
+                unisolated_warning(&self.agent, &self.workspace),
+            )],
+            AgentRuntime::Container => Vec::new(),
+        }
+    }
+}
+
 impl HandoffResult {
+    /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
+    /// runtime's first, `handoff` for the others.
+    pub fn coded_warnings(&self) -> Vec<(String, String)> {
+        self.warnings
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let code = if i == 0 && self.runtime == AgentRuntime::Host {
+                    UNISOLATED_CODE
+                } else {
+                    "handoff"
+                };
+                (code.to_string(), w.clone())
+            })
+            .collect()
+    }
+
     /// Whether the agent succeeded (exit code 0).
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0)
@@ -274,18 +341,18 @@ pub struct AgentStreams<'a> {
 pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// Everything resolved before anything is created.
-struct Prepared {
-    plan: HandoffPlan,
-    workspace: Workspace,
-    agent: AgentSettings,
+pub(super) struct Prepared {
+    pub(super) plan: HandoffPlan,
+    pub(super) workspace: Workspace,
+    pub(super) agent: AgentSettings,
     target: TargetOptions,
     extra_mounts: Vec<String>,
-    secrets: IndexMap<String, String>,
-    agent_env: IndexMap<String, String>,
+    pub(super) secrets: IndexMap<String, String>,
+    pub(super) agent_env: IndexMap<String, String>,
     network: String,
     profile: String,
-    cwd: String,
-    warnings: Vec<String>,
+    pub(super) cwd: String,
+    pub(super) warnings: Vec<String>,
 }
 
 /// The plan only (`handoff --plan`): nothing is created, started or written. The engine, when
@@ -294,21 +361,39 @@ struct Prepared {
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
 /// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`].
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
-    let engine = DockerEngine::connect().await.ok();
-    let prepared = prepare(opts, engine.as_ref().map(|e| e as &dyn Engine)).await?;
+    let runtime = opts.runtime.unwrap_or_default();
+    let engine = match runtime {
+        AgentRuntime::Container => DockerEngine::connect().await.ok(),
+        AgentRuntime::Host => None,
+    };
+    let prepared = prepare(opts, engine.as_ref().map(|e| e as &dyn Engine), runtime).await?;
     Ok(prepared.plan)
 }
 
-/// Runs a handoff against the engine at `DOCKER_HOST` (see the module docs). Returns when the
-/// agent has ended; its exit status is in the result.
+/// Runs a handoff against the engine at `DOCKER_HOST` (see the module docs), or on the host
+/// with `runtime: Some(Host)` ([`super::host::handoff_on_host`]). Returns when the agent has
+/// ended; its exit status is in the result.
 ///
-/// Errors: as [`handoff_with`].
+/// Errors: as [`handoff_with`]; [`HandoffError::Engine`] (`engine_unavailable`) when no engine
+/// answers for the container runtime (there is no silent fallback to the host).
 pub async fn handoff(
     opts: &HandoffOptions,
     streams: AgentStreams<'_>,
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
+    if opts.runtime == Some(AgentRuntime::Host) {
+        // the engine, when there is one, only tells which recorded containers still run
+        let engine = DockerEngine::connect().await.ok();
+        return super::host::handoff_on_host(
+            engine.as_ref().map(|e| e as &dyn Engine),
+            opts,
+            streams,
+            stop,
+            reporter,
+        )
+        .await;
+    }
     let engine = DockerEngine::connect().await?;
     let socket = engine.socket_path().map(PathBuf::from);
     handoff_with(&engine, socket.as_deref(), opts, streams, stop, reporter).await
@@ -327,7 +412,7 @@ pub async fn handoff_with(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
-    let p = prepare(opts, Some(engine)).await?;
+    let p = prepare(opts, Some(engine), AgentRuntime::Container).await?;
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
@@ -342,45 +427,9 @@ pub async fn handoff_with(
     let probe = move |id: &str| running.contains(id);
     let start = store.begin_session(&root, &opts.agent, None, opts.replace, &probe)?;
     let session_id = start.session.id.clone();
-    // An abandoned session's devcell died, but its agent may still run in the container.
-    for old in start.abandoned.iter() {
-        if let Some(container) = &old.container_id {
-            reporter.report(Event::Status(format!(
-                "closing abandoned handoff session {} (its devcell, pid {}, is gone)",
-                old.id, old.pid
-            )));
-            stop_agent(engine, container, None, &pidfile_of(&old.id)).await;
-        }
-    }
-    if let Some(old) = &start.replaced {
-        reporter.report(Event::Status(format!(
-            "replacing handoff session {} (devcell pid {})",
-            old.id, old.pid
-        )));
-        // That devcell stops its agent and records the end; wait for it briefly.
-        if crate::handoff::state::terminate(old).unwrap_or(false) {
-            for _ in 0..100 {
-                if !crate::handoff::state::process_alive(old.pid, old.pid_start)
-                    || is_zombie(old.pid)
-                {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    close_previous_sessions(Some(engine), &start, reporter).await;
     let mut log = store.create_log(&session_id)?;
-    let fail = |e: HandoffError| {
-        let _ = store.end_session(
-            &root,
-            &session_id,
-            SessionOutcome::Failed {
-                code: e.code().as_str().to_string(),
-                message: mask_text(&e.to_string(), &p.secrets),
-            },
-        );
-        e
-    };
+    let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
 
     // up, with the hardened profile and the handoff's mounts.
     reporter.report(Event::Status(format!(
@@ -401,6 +450,7 @@ pub async fn handoff_with(
             LockfileMode::Write => LockfileMode::ReadOnly,
             other => other,
         },
+        safe_directories: safe_directories(&p.workspace),
         ..UpOptions::default()
     };
     let up = up_with(engine, engine_socket, &up_opts, reporter)
@@ -482,20 +532,8 @@ pub async fn handoff_with(
     let ctx = HandoffContext::new(&p.workspace, inputs);
     let context_file =
         context::write(&root, &ctx_rel_path(&opts.settings), &ctx).map_err(|e| fail(e.into()))?;
-    let agents_md = match agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))? {
-        AgentsMdOutcome::Created(path) => AgentsMdReport {
-            outcome: "created".into(),
-            path: Some(path),
-        },
-        AgentsMdOutcome::Exists(path) => AgentsMdReport {
-            outcome: "exists".into(),
-            path: Some(path),
-        },
-        AgentsMdOutcome::SingleRepository => AgentsMdReport {
-            outcome: "singleRepository".into(),
-            path: None,
-        },
-    };
+    let agents_md =
+        agents_md_report(agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))?);
 
     // The agent.
     let loaded = load(&p.target).map_err(&fail)?;
@@ -524,7 +562,7 @@ pub async fn handoff_with(
     let mut env = remote_env(probed, &IndexMap::new(), &attached.merged).0;
     env.extend(p.agent_env.clone());
     env.extend(p.secrets.clone());
-    add_safe_directories(&mut env, &p.workspace);
+    append_safe_directories(&mut env, &safe_directories(&p.workspace));
     let pidfile = pidfile_of(&session_id);
     let mut argv = vec![
         "sh".to_string(),
@@ -556,15 +594,14 @@ pub async fn handoff_with(
         None => ExecInput::None,
     };
     let container_id = attached.container.id.clone();
-    let exec = engine.exec(
-        &container_id,
-        &request,
-        input,
-        ExecOutput::Write {
-            stdout: Box::new(out_w),
-            stderr: Box::new(err_w),
-        },
-    );
+    let output = ExecOutput::Write {
+        stdout: Box::new(out_w),
+        stderr: Box::new(err_w),
+    };
+    let exec = match opts.tty_size.clone() {
+        Some(sizes) => engine.exec_resizable(&container_id, &request, input, output, sizes),
+        None => engine.exec(&container_id, &request, input, output),
+    };
     let run = async {
         let (r, _, _) = tokio::join!(
             exec,
@@ -605,9 +642,11 @@ pub async fn handoff_with(
         session,
         abandoned_sessions: start.abandoned.iter().map(|s| s.id.clone()).collect(),
         replaced_session: start.replaced.as_ref().map(|s| s.id.clone()),
-        container_id: up.container_id,
-        container_action: up.action,
+        container_id: Some(up.container_id),
+        container_action: Some(up.action),
         remote_user: attached.remote_user,
+        runtime: AgentRuntime::Container,
+        isolation: AgentRuntime::Container.isolation().to_string(),
         permissions: up.permissions,
         lifecycle: up.lifecycle,
         context_file,
@@ -622,8 +661,83 @@ pub async fn handoff_with(
     })
 }
 
+/// Deals with the sessions [`StateStore::begin_session`] closed: an abandoned session's devcell
+/// died, but its agent may still run in its container (stopped through its pid file when
+/// `engine` answers; an agent left on the host by a dead devcell cannot be found); a replaced
+/// session's devcell is asked to stop its agent and record its end (waited for briefly).
+pub(super) async fn close_previous_sessions(
+    engine: Option<&dyn Engine>,
+    start: &crate::handoff::state::SessionStart,
+    reporter: &dyn Reporter,
+) {
+    for old in start.abandoned.iter() {
+        reporter.report(Event::Status(format!(
+            "closing abandoned handoff session {} (its devcell, pid {}, is gone)",
+            old.id, old.pid
+        )));
+        if let (Some(engine), Some(container)) = (engine, &old.container_id) {
+            stop_agent(engine, container, None, &pidfile_of(&old.id)).await;
+        }
+    }
+    if let Some(old) = &start.replaced {
+        reporter.report(Event::Status(format!(
+            "replacing handoff session {} (devcell pid {})",
+            old.id, old.pid
+        )));
+        // That devcell stops its agent and records the end; wait for it briefly.
+        if crate::handoff::state::terminate(old).unwrap_or(false) {
+            for _ in 0..100 {
+                if !crate::handoff::state::process_alive(old.pid, old.pid_start)
+                    || is_zombie(old.pid)
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Records `e` as the end of session `session_id` (`failed`, with its code and its message,
+/// secret values masked) and returns it.
+pub(super) fn record_failure(
+    store: &StateStore,
+    root: &Path,
+    session_id: &str,
+    secrets: &IndexMap<String, String>,
+    e: HandoffError,
+) -> HandoffError {
+    let _ = store.end_session(
+        root,
+        session_id,
+        SessionOutcome::Failed {
+            code: e.code().as_str().to_string(),
+            message: mask_text(&e.to_string(), secrets),
+        },
+    );
+    e
+}
+
+/// The report of [`agents_md::write_if_absent`].
+pub(super) fn agents_md_report(outcome: AgentsMdOutcome) -> AgentsMdReport {
+    match outcome {
+        AgentsMdOutcome::Created(path) => AgentsMdReport {
+            outcome: "created".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::Exists(path) => AgentsMdReport {
+            outcome: "exists".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::SingleRepository => AgentsMdReport {
+            outcome: "singleRepository".into(),
+            path: None,
+        },
+    }
+}
+
 /// The plan in a few status lines (shown before anything is created).
-fn plan_lines(p: &HandoffPlan) -> Vec<String> {
+pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
     let mut out = vec![
         format!(
             "plan: agent `{}` {:?} in {} as the workspace `{}` ({} repositories)",
@@ -633,14 +747,20 @@ fn plan_lines(p: &HandoffPlan) -> Vec<String> {
             p.workspace.display(),
             p.repos.len()
         ),
-        format!(
-            "plan: image {} ({} Features), profile {}, network {}, container: {}",
-            p.image,
-            p.features.len(),
-            p.profile,
-            p.network,
-            p.container.action
-        ),
+        match p.runtime {
+            AgentRuntime::Container => format!(
+                "plan: image {} ({} Features), profile {}, network {}, container: {}",
+                p.image,
+                p.features.len(),
+                p.profile,
+                p.network,
+                p.container.action
+            ),
+            AgentRuntime::Host => {
+                "plan: runtime host: no image, no container, no isolation, the host's network"
+                    .to_string()
+            }
+        },
     ];
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
     if !p.env.is_empty() || !p.secrets.is_empty() {
@@ -675,12 +795,12 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn ctx_rel_path(settings: &Settings) -> String {
+pub(super) fn ctx_rel_path(settings: &Settings) -> String {
     settings.handoff.context_path.clone()
 }
 
 /// Ids of the containers recorded for the workspace's sessions that are running now.
-async fn running_containers(
+pub(super) async fn running_containers(
     engine: &dyn Engine,
     store: &StateStore,
     root: &Path,
@@ -727,30 +847,18 @@ async fn stop_agent(engine: &dyn Engine, container: &str, user: Option<&str>, pi
         .await;
 }
 
-/// Adds `safe.directory` for every repository (working tree and git directories) to git's
-/// environment configuration, after any `GIT_CONFIG_COUNT` entries already there.
-fn add_safe_directories(env: &mut IndexMap<String, String>, ws: &Workspace) {
+/// The `safe.directory` entries of a handoff: every repository's working tree and every git
+/// directory mounted, as the container sees them.
+fn safe_directories(ws: &Workspace) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
     dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
-    if dirs.is_empty() {
-        return;
-    }
-    let mut n: usize = env
-        .get("GIT_CONFIG_COUNT")
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    for dir in dirs {
-        env.insert(format!("GIT_CONFIG_KEY_{n}"), "safe.directory".into());
-        env.insert(format!("GIT_CONFIG_VALUE_{n}"), dir);
-        n += 1;
-    }
-    env.insert("GIT_CONFIG_COUNT".into(), n.to_string());
+    dirs
 }
 
 /// Copies `reader` to `out` and appends it to the log, secret values masked. Lines are masked
 /// whole; with a TTY a partial line is passed on when no more arrives at once (prompts).
-async fn pump(
-    mut reader: tokio::io::DuplexStream,
+pub(super) async fn pump(
+    mut reader: impl AsyncRead + Unpin,
     mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
     log: &Mutex<std::fs::File>,
     mask: &Mask,
@@ -799,10 +907,10 @@ async fn emit(
 }
 
 /// Secret values, longest first, replaced by `********`.
-struct Mask(Vec<String>);
+pub(super) struct Mask(Vec<String>);
 
 impl Mask {
-    fn new(secrets: &IndexMap<String, String>) -> Self {
+    pub(super) fn new(secrets: &IndexMap<String, String>) -> Self {
         let mut values: Vec<String> = secrets
             .values()
             .filter(|v| !v.is_empty())
@@ -829,8 +937,13 @@ fn mask_text(text: &str, secrets: &IndexMap<String, String>) -> String {
 }
 
 /// Resolves the agent, the workspace, the configuration, the mounts, the secrets and the plan.
-async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<Prepared> {
+pub(super) async fn prepare(
+    opts: &HandoffOptions,
+    engine: Option<&dyn Engine>,
+    runtime: AgentRuntime,
+) -> Result<Prepared> {
     let settings = &opts.settings;
+    let host = runtime == AgentRuntime::Host;
     let agent =
         settings
             .agents
@@ -847,20 +960,29 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
     if agent.command.is_empty() || agent.command[0].is_empty() {
         return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
     }
-    let ws = workspace::inspect(
-        &opts.workspace_folder,
-        &InspectOptions::from_settings(settings, opts.primary.clone()),
-    )?;
-    let config_folder = ws
-        .config_folder
-        .clone()
-        .ok_or_else(|| HandoffError::NoConfiguration {
-            root: ws.root.clone(),
-        })?;
-    let config_file = crate::config::discover::discover(&config_folder, None)?;
+    let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
+    if host {
+        // on the host every path the agent is given is a host path
+        let root = std::fs::canonicalize(&opts.workspace_folder)
+            .unwrap_or_else(|_| opts.workspace_folder.clone());
+        inspect_options.container_root = root.to_string_lossy().into_owned();
+        inspect_options.protect_git_config = false;
+    }
+    let ws = workspace::inspect(&opts.workspace_folder, &inspect_options)?;
+    let config_file = match &ws.config_folder {
+        Some(folder) => Some(crate::config::discover::discover(folder, None)?),
+        // the host runtime needs no dev container configuration
+        None if host => None,
+        None => {
+            return Err(HandoffError::NoConfiguration {
+                root: ws.root.clone(),
+            });
+        }
+    };
     let mut warnings: Vec<String> = ws.warnings.iter().map(|w| w.message.clone()).collect();
 
-    // Network: flag, else the agent's, else `none` (default-deny; spec-notes/0202).
+    // Network: flag, else the agent's, else `none` (default-deny; spec-notes/0202). On the
+    // host: the host's own network, whatever was asked.
     let network = opts
         .security
         .network
@@ -878,28 +1000,54 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         .clone()
         .or_else(|| agent.profile.clone())
         .unwrap_or_else(|| settings.security.profile.clone());
-    // The profile, limits and grants are checked before anything is planned or created.
-    let (chosen, _) = crate::handoff::up::security_choice(
-        &SecurityOptions {
-            profile: Some(profile.clone()),
-            ..opts.security.clone()
-        },
-        settings,
-    )?;
-    let limits = match chosen {
-        crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
-            pids: l.pids,
-            memory_bytes: l.memory_bytes,
-            cpus: l.nano_cpus as f64 / 1e9,
-        }),
-        crate::security::SecurityProfile::Reference => None,
+    // The profile, limits and grants are checked before anything is planned or created (not
+    // on the host, where none of them applies).
+    let limits = if host {
+        None
+    } else {
+        let (chosen, _) = crate::handoff::up::security_choice(
+            &SecurityOptions {
+                profile: Some(profile.clone()),
+                ..opts.security.clone()
+            },
+            settings,
+        )?;
+        match chosen {
+            crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
+                pids: l.pids,
+                memory_bytes: l.memory_bytes,
+                cpus: l.nano_cpus as f64 / 1e9,
+            }),
+            crate::security::SecurityProfile::Reference => None,
+        }
+    };
+    let (network, profile) = if host {
+        if opts.security.network.is_some()
+            || opts.security.profile.is_some()
+            || !opts.security.allow.is_empty()
+            || opts.security.pids_limit.is_some()
+            || opts.security.memory.is_some()
+            || opts.security.cpus.is_some()
+        {
+            warnings.push(
+                "`--network`, `--security-profile`, `--allow` and the limit flags have no effect with `--runtime host`: the agent gets the host's network, no resource limits and every permission of its user"
+                    .to_string(),
+            );
+        }
+        ("host".to_string(), "none".to_string())
+    } else {
+        (network, profile)
     };
 
-    // Mounts: the root becomes the workspace mount; the rest are extra mounts.
-    let mounts = ws.mounts();
+    // Mounts: the root becomes the workspace mount; the rest are extra mounts (none on the
+    // host: the agent sees everything its user can).
+    let mounts = if host { Vec::new() } else { ws.mounts() };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();
     let mut permissions = Vec::new();
+    if host {
+        permissions.push(UNISOLATED_PERMISSION.to_string());
+    }
     let mut workspace_mount = String::new();
     for m in &mounts {
         let purpose = match m.purpose {
@@ -926,7 +1074,7 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         }
     }
     let home = opts.env.get("HOME").cloned();
-    for m in &agent.mounts {
+    for m in agent.mounts.iter().filter(|_| !host) {
         let source = expand_home(&m.source, home.as_deref())
             .ok_or_else(|| agent_err(format!("mount source `{}` needs `HOME`", m.source)))?;
         if !m.target.starts_with('/') {
@@ -994,7 +1142,7 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
 
     let target = TargetOptions {
         workspace_folder: ws.root.clone(),
-        config: Some(config_file.clone()),
+        config: config_file.clone(),
         mount_workspace_git_root: false,
         id_labels: Vec::new(),
         env: opts.env.clone(),
@@ -1003,49 +1151,17 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
             folder: ws.container_root.clone(),
         }),
     };
-    let loaded = load(&target)?;
-    let labels = id_labels(&target, &loaded);
-    let image = match loaded.typed.kind() {
-        ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
-        ConfigKind::Dockerfile => format!(
-            "build {}",
-            loaded
-                .typed
-                .dockerfile_path(&loaded.config_file)
-                .unwrap_or_default()
-                .display()
+    let (image, features, container) = match &config_file {
+        Some(_) if !host => planned_container(&target, engine).await?,
+        _ => (
+            String::new(),
+            Vec::new(),
+            PlannedContainer {
+                action: "none".into(),
+                id: None,
+                labels: BTreeMap::new(),
+            },
         ),
-        _ => String::new(),
-    };
-    let features = loaded
-        .value
-        .get("features")
-        .and_then(|f| f.as_object())
-        .map(|f| f.keys().cloned().collect())
-        .unwrap_or_default();
-    let container = match engine {
-        Some(engine) => match find_container(engine, &labels).await {
-            Ok(Some(info)) => PlannedContainer {
-                action: if info.running { "reuse" } else { "start" }.into(),
-                id: Some(info.id),
-                labels: labels.clone(),
-            },
-            Ok(None) => PlannedContainer {
-                action: "create".into(),
-                id: None,
-                labels: labels.clone(),
-            },
-            Err(_) => PlannedContainer {
-                action: "unknown".into(),
-                id: None,
-                labels: labels.clone(),
-            },
-        },
-        None => PlannedContainer {
-            action: "unknown".into(),
-            id: None,
-            labels: labels.clone(),
-        },
     };
     let cwd = match &opts.primary {
         Some(_) => ws
@@ -1096,6 +1212,8 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         cwd: cwd.clone(),
         context_path,
         verification: inputs.verification,
+        runtime,
+        isolation: runtime.isolation().to_string(),
     };
     Ok(Prepared {
         plan,
@@ -1110,6 +1228,59 @@ async fn prepare(opts: &HandoffOptions, engine: Option<&dyn Engine>) -> Result<P
         cwd,
         warnings,
     })
+}
+
+/// The image (reference, or `build <Dockerfile>`), the Features as written and the container
+/// (asked of `engine` when there is one) of a container handoff's plan.
+async fn planned_container(
+    target: &TargetOptions,
+    engine: Option<&dyn Engine>,
+) -> Result<(String, Vec<String>, PlannedContainer)> {
+    let loaded = load(target)?;
+    let labels = id_labels(target, &loaded);
+    let image = match loaded.typed.kind() {
+        ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
+        ConfigKind::Dockerfile => format!(
+            "build {}",
+            loaded
+                .typed
+                .dockerfile_path(&loaded.config_file)
+                .unwrap_or_default()
+                .display()
+        ),
+        _ => String::new(),
+    };
+    let features = loaded
+        .value
+        .get("features")
+        .and_then(|f| f.as_object())
+        .map(|f| f.keys().cloned().collect())
+        .unwrap_or_default();
+    let container = match engine {
+        Some(engine) => match find_container(engine, &labels).await {
+            Ok(Some(info)) => PlannedContainer {
+                action: if info.running { "reuse" } else { "start" }.into(),
+                id: Some(info.id),
+                labels: labels.clone(),
+            },
+            Ok(None) => PlannedContainer {
+                action: "create".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+            Err(_) => PlannedContainer {
+                action: "unknown".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+        },
+        None => PlannedContainer {
+            action: "unknown".into(),
+            id: None,
+            labels: labels.clone(),
+        },
+    };
+    Ok((image, features, container))
 }
 
 /// `~/x` → `<home>/x`; other paths unchanged; `None` when `~/` is used without a home.
@@ -1175,7 +1346,7 @@ mod tests {
             warnings: Vec::new(),
         };
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
-        add_safe_directories(&mut env, &ws);
+        append_safe_directories(&mut env, &safe_directories(&ws));
         assert_eq!(env["GIT_CONFIG_COUNT"], "2");
         assert_eq!(env["GIT_CONFIG_KEY_1"], "safe.directory");
         assert_eq!(env["GIT_CONFIG_VALUE_1"], "/h/src/api/.git");

@@ -142,6 +142,8 @@ pub fn write_if_absent(
     tmp.as_file()
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .map_err(io(&target))?;
+    // a root devcell gives the file to the workspace's owner (spec-note 0250)
+    crate::config::ownership::hand_over(tmp.path(), root).map_err(io(&target))?;
     tmp.as_file().sync_all().map_err(io(&target))?;
     match tmp.persist_noclobber(&target) {
         Ok(_) => Ok(AgentsMdOutcome::Created(target)),

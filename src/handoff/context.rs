@@ -14,15 +14,19 @@
 //!  "repos": [{"name": "api", "path": "/workspace/api", "role": "primary",
 //!             "branch": "feat/partial-refunds", "baseCommit": "1a2b…"}],
 //!  "verification": ["cargo test"],
-//!  "security": {"profile": "hardened", "permissions": [], "network": "default"},
+//!  "security": {"profile": "hardened", "permissions": [], "network": "default",
+//!               "isolation": "container"},
 //!  "secrets": ["OPENAI_API_KEY"], "env": ["RUST_LOG"],
 //!  "image": {"reference": "…", "digest": "sha256:…",
 //!            "features": [{"id": "ghcr.io/devcontainers/features/node:1", "digest": "sha256:…"}]},
 //!  "hooks": [{"hook": "postCreateCommand", "source": "devcontainer.json", "entry": null,
 //!             "exitCode": 0, "durationMs": 812, "skipped": null}],
 //!  "agent": {"name": "codex", "command": ["codex", "--full-auto"]},
-//!  "contextPath": "/workspace/.devcell/context.json"}
+//!  "contextPath": "/workspace/.devcell/context.json", "runtime": "container"}
 //! ```
+//!
+//! With `handoff --runtime host` (spec-note 0251) `runtime` is `host`, `security.isolation` is
+//! `none`, and every path (`workspace.root`, `repos[].path`, `contextPath`) is a host path.
 //!
 //! Secrets and environment variables appear by **name only**, never by value.
 //!
@@ -39,6 +43,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::workspace::{RepoRole, Workspace, is_safe_relative};
+use crate::config::ownership::hand_over;
 
 /// The context file's schema version.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -138,8 +143,55 @@ pub struct HandoffContext {
     pub hooks: Vec<HookResult>,
     /// The agent launched.
     pub agent: AgentInfo,
-    /// Where this file is, in the container.
+    /// Where this file is, in the container (on the host for the `host` runtime).
     pub context_path: String,
+    /// Where the agent runs: `container` (the default) or `host` (`handoff --runtime host`:
+    /// unisolated, every path in this file is a host path; spec-note 0251).
+    #[serde(default)]
+    pub runtime: AgentRuntime,
+}
+
+/// Where a handoff runs its agent (`handoff --runtime`, spec-note 0251).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AgentRuntime {
+    /// In the workspace's dev container, through the engine (the default).
+    #[default]
+    Container,
+    /// Directly on the host, in the workspace folder: no isolation at all.
+    Host,
+}
+
+impl AgentRuntime {
+    /// `container` or `host`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentRuntime::Container => "container",
+            AgentRuntime::Host => "host",
+        }
+    }
+
+    /// The isolation it gives the agent: `container` or `none`.
+    pub fn isolation(self) -> &'static str {
+        match self {
+            AgentRuntime::Container => "container",
+            AgentRuntime::Host => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for AgentRuntime {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "container" => Ok(AgentRuntime::Container),
+            "host" => Ok(AgentRuntime::Host),
+            other => Err(format!(
+                "unknown runtime `{other}`: expected `container` or `host`"
+            )),
+        }
+    }
 }
 
 /// `task`.
@@ -235,8 +287,15 @@ pub struct SecurityInfo {
     /// Permissions granted by the user (`--allow` / `[security] allow` words, e.g.
     /// `cap:SYS_PTRACE`).
     pub permissions: Vec<String>,
-    /// Network mode (`default` or `none`).
+    /// Network mode (`default` or `none`; `host` for the `host` runtime).
     pub network: String,
+    /// What isolates the agent: `container`, or `none` for the `host` runtime.
+    #[serde(default = "container_isolation")]
+    pub isolation: String,
+}
+
+fn container_isolation() -> String {
+    AgentRuntime::Container.isolation().to_string()
 }
 
 /// `image`.
@@ -345,6 +404,8 @@ pub struct ContextInputs {
     pub agent: AgentInfo,
     /// The context path relative to the workspace root (`[handoff] context_path`).
     pub context_path: String,
+    /// Where the agent runs (also sets `security.isolation`).
+    pub runtime: AgentRuntime,
 }
 
 impl ContextInputs {
@@ -377,6 +438,7 @@ impl ContextInputs {
                     .network
                     .clone()
                     .unwrap_or_else(|| settings.security.network.clone()),
+                isolation: container_isolation(),
             },
             secrets: a.secrets.keys().cloned().collect(),
             env: a.env.clone(),
@@ -413,6 +475,7 @@ impl HandoffContext {
             schema_version: SCHEMA_VERSION,
             generated_by: generated_by(),
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            runtime: inputs.runtime,
             task: inputs.task,
             workspace: WorkspaceInfo {
                 name: workspace.name.clone(),
@@ -423,7 +486,10 @@ impl HandoffContext {
             },
             repos,
             verification: inputs.verification,
-            security: inputs.security,
+            security: SecurityInfo {
+                isolation: inputs.runtime.isolation().to_string(),
+                ..inputs.security
+            },
             secrets: inputs.secrets,
             env: inputs.env,
             image: inputs.image,
@@ -481,7 +547,8 @@ pub fn is_devcell_context(bytes: &[u8]) -> bool {
 /// Writes `bytes` to `root/rel_path` atomically, creating missing folders (each folder devcell
 /// creates gets a `.gitignore` holding `*` when it is the first one created), and replacing an
 /// existing file only when `owned(existing bytes)` says devcell wrote it. Never follows a
-/// symbolic link below `root`.
+/// symbolic link below `root`. When devcell runs as root and `root` belongs to another user,
+/// every folder and file it creates is given to that user ([`hand_over`], spec-note 0250).
 ///
 /// # Errors
 /// As [`write()`].
@@ -513,6 +580,7 @@ pub fn write_owned_file(
             Ok(_) => return Err(ContextError::Unsafe { path: dir }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir(&dir).map_err(io(&dir))?;
+                hand_over(&dir, root).map_err(io(&dir))?;
                 if created_first.is_none() {
                     created_first = Some(dir.clone());
                 }
@@ -527,6 +595,7 @@ pub fn write_owned_file(
             "# created by devcell: keep its files out of git\n*\n",
         )
         .map_err(io(&ignore))?;
+        hand_over(&ignore, root).map_err(io(&ignore))?;
     }
     match target.symlink_metadata() {
         Ok(m) if m.is_file() => {
@@ -551,6 +620,7 @@ pub fn write_owned_file(
     tmp.as_file()
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .map_err(io(&target))?;
+    hand_over(tmp.path(), root).map_err(io(&target))?;
     tmp.as_file().sync_all().map_err(io(&target))?;
     tmp.persist(&target).map_err(|e| io(&target)(e.error))?;
     Ok(target)

@@ -4,8 +4,9 @@
 //! manual step): the engine is reachable (and its version); cgroup limits (memory, pids, CPU)
 //! can be enforced, so `hardened` limits mean something; dev containers whose workspace folder
 //! is gone (orphans); bind mounts of devcell containers whose host source vanished (missing
-//! mounts); stale handoff sessions, state of deleted workspaces and corrupt state files; the
-//! cache folder's health.
+//! mounts); devcell-built images no container uses (with their size and the `devcell prune`
+//! command that removes them); stale handoff sessions, state of deleted workspaces and corrupt
+//! state files; the cache folder's health.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -36,7 +37,8 @@ pub enum Severity {
 pub struct Finding {
     /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
     /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
-    /// `workspace_gone`, `corrupt_state`, `cache_dir`, `cache_dir_unwritable`).
+    /// `workspace_gone`, `corrupt_state`, `cache_dir`, `cache_dir_unwritable`, `unused_image`,
+    /// `images_unknown`).
     pub code: String,
     /// `error`, `warning` or `ok`.
     pub severity: Severity,
@@ -262,6 +264,36 @@ pub async fn doctor_with(
         }
     }
 
+    // devcell-built images no container uses (spec-note 0272)
+    if let Some(engine) = engine_ok {
+        match crate::handoff::prune::devcell_images(engine).await {
+            Ok(images) => {
+                for image in images.iter().filter(|i| i.used_by.is_empty()) {
+                    findings.push(finding(
+                        "unused_image",
+                        Severity::Warning,
+                        format!(
+                            "devcell-built image `{}` ({}, {}) is used by no container",
+                            image.reference,
+                            crate::handoff::prune::human_size(image.size),
+                            short_id(&image.id)
+                        ),
+                        Some(NextAction::command(
+                            format!("remove the unused image `{}`", image.reference),
+                            ["devcell", "prune", "--image", image.reference.as_str()],
+                        )),
+                    ));
+                }
+            }
+            Err(e) => findings.push(finding(
+                "images_unknown",
+                Severity::Warning,
+                format!("cannot list devcell-built images: {e}"),
+                None,
+            )),
+        }
+    }
+
     // handoff state
     let store = match &opts.state_root {
         Some(r) => StateStore::new(r),
@@ -362,6 +394,11 @@ pub async fn doctor_with(
         engine: report,
         findings,
     })
+}
+
+fn short_id(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..hex.len().min(12)]
 }
 
 fn unreachable(message: &str) -> Finding {

@@ -28,8 +28,9 @@ pub enum HandoffError {
     /// The user settings file could not be read.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// A lifecycle hook failed (or could not be run) in the container `container_id`.
-    #[error("{source}")]
+    /// A lifecycle hook failed (or could not be run) in the container `container_id`. When the
+    /// engine could not be reached mid-way, the message ends with that engine error.
+    #[error("{}", lifecycle_message(source))]
     Lifecycle {
         /// The dev container, left in place for inspection (empty for `initializeCommand`).
         container_id: String,
@@ -130,6 +131,17 @@ pub enum HandoffError {
         #[source]
         source: std::io::Error,
     },
+    /// The agent could not be started on the host (`handoff --runtime host`).
+    #[error("cannot start agent `{agent}` on the host: `{program}`: {source}")]
+    AgentStart {
+        /// The agent.
+        agent: String,
+        /// Its program (`command[0]`).
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// `--additional-features` is not a JSON object.
     #[error("invalid `--additional-features`: {message}")]
     AdditionalFeatures {
@@ -158,6 +170,28 @@ pub enum HandoffError {
         /// The original hint, masked.
         hint: Option<String>,
     },
+}
+
+/// The [`EngineError::NotRunning`] in `source`'s chain: the hook could not run (or its result
+/// could not be read) because the engine went away.
+pub fn engine_lost(source: &LifecycleError) -> Option<&EngineError> {
+    let mut cur = std::error::Error::source(source);
+    while let Some(e) = cur {
+        if let Some(engine) = e.downcast_ref::<EngineError>()
+            && matches!(engine, EngineError::NotRunning { .. })
+        {
+            return Some(engine);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn lifecycle_message(source: &LifecycleError) -> String {
+    match engine_lost(source) {
+        Some(engine) => format!("{source}: {engine}"),
+        None => source.to_string(),
+    }
 }
 
 impl HandoffError {
@@ -194,8 +228,13 @@ impl HandoffError {
                 EngineError::NoSuchContainer { .. } => ErrorCode::NotFound,
                 _ => ErrorCode::ContainerFailed,
             },
+            HandoffError::Lifecycle { source, .. } if engine_lost(source).is_some() => {
+                ErrorCode::EngineUnavailable
+            }
             HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
-            HandoffError::Security(SecurityError::Refused { .. }) => ErrorCode::PermissionRequired,
+            HandoffError::Security(
+                SecurityError::Refused { .. } | SecurityError::ReuseRefused { .. },
+            ) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
             HandoffError::SecretsFile { .. }
             | HandoffError::AdditionalFeatures { .. }
@@ -209,6 +248,10 @@ impl HandoffError {
                 ErrorCode::BuildFailed
             }
             HandoffError::Runtime { .. } => ErrorCode::Internal,
+            HandoffError::AgentStart { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+                _ => ErrorCode::Internal,
+            },
         }
     }
 
@@ -253,7 +296,10 @@ impl Hint for HandoffError {
             }
             HandoffError::Engine(e) => e.hint(),
             HandoffError::Settings(_) => None,
-            HandoffError::Lifecycle { source, .. } => source.hint(),
+            HandoffError::Lifecycle { source, .. } => match engine_lost(source) {
+                Some(engine) => engine.hint(),
+                None => source.hint(),
+            },
             HandoffError::Unsupported { hint, .. } => hint.clone(),
             HandoffError::Security(e) => {
                 let mut hint = e.hint().unwrap_or_default();
@@ -299,6 +345,9 @@ impl Hint for HandoffError {
                 "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
             ),
             HandoffError::Redacted { hint, .. } => hint.clone(),
+            HandoffError::AgentStart { program, .. } => Some(format!(
+                "install `{program}` on this host (it must be on `PATH` or an absolute path), or fix the agent's `command` in devcell's config.toml"
+            )),
             HandoffError::AdditionalFeatures { .. } => Some(
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
             ),

@@ -35,6 +35,8 @@ pub struct ExecOptions {
     pub default_user_env_probe: UserEnvProbe,
     /// Allocate a TTY (stdout and stderr then arrive merged on `stdout`).
     pub tty: bool,
+    /// With `tty`: the terminal's size, followed by the TTY (start and every change).
+    pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
 }
 
 /// Where an exec's streams go: stdin (`None` = none), stdout and stderr.
@@ -128,16 +130,18 @@ async fn exec_inner(
         Some(reader) => ExecInput::Stream(reader),
         None => ExecInput::None,
     };
-    let result = engine
-        .exec(
-            &attached.container.id,
-            &request,
-            input,
-            ExecOutput::Write {
-                stdout: streams.stdout,
-                stderr: streams.stderr,
-            },
-        )
-        .await?;
+    let output = ExecOutput::Write {
+        stdout: streams.stdout,
+        stderr: streams.stderr,
+    };
+    let id = &attached.container.id;
+    let result = match opts.tty_size.clone() {
+        Some(sizes) => {
+            engine
+                .exec_resizable(id, &request, input, output, sizes)
+                .await?
+        }
+        None => engine.exec(id, &request, input, output).await?,
+    };
     Ok(result.exit_code)
 }

@@ -15,6 +15,7 @@ pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod features;
+pub mod host;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod secrets;
@@ -38,6 +39,10 @@ pub use up::{
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
 
+/// The terminal size `exec` and `handoff` forward to the container's TTY (re-exported so `cli`
+/// depends on `handoff` only).
+pub use crate::engine::TtySize;
 /// How `up`/`handoff` treat `devcontainer-lock.json` (re-exported for `cli`).
 pub use crate::features::lockfile::LockfileMode;
 pub mod outdated;
+pub mod prune;

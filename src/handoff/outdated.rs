@@ -9,6 +9,7 @@
 //! `Feature  Current  Wanted  Latest` with `-` for unknown values.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -23,6 +24,7 @@ use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
+use crate::progress::{Event, NoopReporter, Reporter};
 
 /// Inputs of [`outdated`] and [`upgrade`].
 #[derive(Debug, Clone, Default)]
@@ -187,7 +189,7 @@ fn load(opts: &OutdatedOptions) -> Result<Loaded> {
     })
 }
 
-fn fetcher(opts: &OutdatedOptions) -> Result<Fetcher> {
+fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetcher> {
     Fetcher::new(FetchOptions {
         cache_dir: opts.cache_dir.clone(),
         offline: false,
@@ -201,6 +203,7 @@ fn fetcher(opts: &OutdatedOptions) -> Result<Fetcher> {
             source: Box::new(e),
         })
     })
+    .map(|f| f.with_reporter(reporter))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -217,10 +220,18 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// `read-configuration`; [`HandoffError::Feature`] for an unreadable lockfile, or a registry
 /// that cannot be reached or refuses to list tags (naming the Feature).
 pub fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
+    outdated_with(opts, Arc::new(NoopReporter))
+}
+
+/// As [`outdated`], sending progress (`listing tags of …`, `pulling …` status lines) to
+/// `reporter`.
+///
+/// Errors: as [`outdated`].
+pub fn outdated_with(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Outdated> {
     let loaded = load(opts)?;
     let lock_path = lockfile::lockfile_path(&loaded.config_file);
     let lock = lockfile::read(&lock_path)?;
-    let fetcher = fetcher(opts)?;
+    let fetcher = fetcher(opts, reporter.clone())?;
     let runtime = runtime()?;
     let mut features = IndexMap::new();
     for key in loaded.config.features.keys() {
@@ -245,6 +256,7 @@ pub fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
         };
         let repo = crate::oci::registry::parse_reference(&format!("{registry}/{repository}"))
             .map_err(|e| resolve_err(Box::new(e)))?;
+        reporter.report(Event::Status(format!("listing tags of {}", repo.whole())));
         let tags = runtime
             .block_on(fetcher.registry().list_tags(&repo))
             .map_err(|e| resolve_err(Box::new(e)))?;
@@ -348,6 +360,13 @@ pub struct Upgrade {
 /// Errors: as [`outdated`]; [`HandoffError::Feature`] for references that cannot be resolved
 /// or a lockfile that cannot be written.
 pub fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
+    upgrade_with(opts, Arc::new(NoopReporter))
+}
+
+/// As [`upgrade`], sending fetch progress (`pulling …` status lines) to `reporter`.
+///
+/// Errors: as [`upgrade`].
+pub fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Result<Upgrade> {
     let mut loaded = load(&opts.base)?;
     let mut config_updated = None;
     if let Some((feature, version)) = &opts.pin {
@@ -410,7 +429,7 @@ pub fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
         .clone()
         .unwrap_or_default();
     let local = LocalFeatureRoot::new(&loaded.workspace_folder, &loaded.config_file);
-    let fetcher = fetcher(&opts.base)?;
+    let fetcher = fetcher(&opts.base, reporter)?;
     let request = PlanRequest {
         features: &features,
         override_order: &override_order,

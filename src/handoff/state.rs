@@ -35,6 +35,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use super::context::AgentRuntime;
+
 /// The environment variable overriding the state root.
 pub const STATE_DIR_ENV: &str = "DEVCELL_STATE_DIR";
 
@@ -186,6 +188,10 @@ pub struct Session {
     pub outcome: Option<SessionOutcome>,
     /// The agent's output log on the host.
     pub log: PathBuf,
+    /// Where the agent runs (`container`, or `host` for `handoff --runtime host`: then no
+    /// container is ever recorded and liveness is the devcell process's alone).
+    #[serde(default)]
+    pub runtime: AgentRuntime,
 }
 
 /// How a session ended (serialised with a `kind` tag).
@@ -808,6 +814,55 @@ impl StateStore {
         pid_start: Option<u64>,
         alive: &dyn Fn(u32, Option<u64>) -> bool,
     ) -> Result<SessionStart, StateError> {
+        self.begin(
+            workspace_root,
+            agent,
+            AgentRuntime::Container,
+            container_id,
+            replace,
+            probe,
+            (pid, pid_start),
+            alive,
+        )
+    }
+
+    /// [`StateStore::begin_session`] for an agent run on the host (`handoff --runtime host`):
+    /// the session never has a container (the workspace's recorded one is not copied in).
+    ///
+    /// # Errors
+    /// As [`StateStore::begin_session`].
+    pub fn begin_host_session(
+        &self,
+        workspace_root: &Path,
+        agent: &str,
+        replace: bool,
+        probe: &dyn ContainerProbe,
+    ) -> Result<SessionStart, StateError> {
+        let pid = std::process::id();
+        self.begin(
+            workspace_root,
+            agent,
+            AgentRuntime::Host,
+            None,
+            replace,
+            probe,
+            (pid, process_start_time(pid)),
+            &process_alive,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn begin(
+        &self,
+        workspace_root: &Path,
+        agent: &str,
+        runtime: AgentRuntime,
+        container_id: Option<&str>,
+        replace: bool,
+        probe: &dyn ContainerProbe,
+        (pid, pid_start): (u32, Option<u64>),
+        alive: &dyn Fn(u32, Option<u64>) -> bool,
+    ) -> Result<SessionStart, StateError> {
         let started = chrono::Utc::now();
         let base = format!("{}-{pid}", started.format("%Y%m%dT%H%M%SZ"));
         self.update(workspace_root, |state| {
@@ -839,9 +894,12 @@ impl StateStore {
                     }
                 }
             }
-            let container_id = container_id
-                .map(str::to_string)
-                .or_else(|| state.container_id.clone());
+            let container_id = match runtime {
+                AgentRuntime::Container => container_id
+                    .map(str::to_string)
+                    .or_else(|| state.container_id.clone()),
+                AgentRuntime::Host => None,
+            };
             let session = Session {
                 log: self.log_path(&id),
                 id,
@@ -852,6 +910,7 @@ impl StateStore {
                 started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ended_at: None,
                 outcome: None,
+                runtime,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -968,6 +1027,45 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 32);
         assert!(workspace_key(Path::new("/nonexistent/devcell/ws")).is_err());
+    }
+
+    #[test]
+    fn a_host_session_has_no_container_and_lives_with_its_devcell() {
+        let (_s, ws, store) = setup();
+        let first = store
+            .begin_session(ws.path(), "codex", None, false, &running)
+            .unwrap();
+        store
+            .set_container(ws.path(), Some(&first.session.id), "c0ffee", None)
+            .unwrap();
+        store
+            .end_session(ws.path(), &first.session.id, SessionOutcome::Abandoned)
+            .unwrap();
+        // the workspace's recorded container is not the host session's
+        let host = store
+            .begin_host_session(ws.path(), "codex", false, &stopped)
+            .unwrap();
+        assert_eq!(host.session.container_id, None);
+        assert_eq!(host.session.runtime, AgentRuntime::Host);
+        let state = store.load(ws.path()).unwrap().unwrap();
+        let saved = state.session(&host.session.id).unwrap();
+        assert_eq!(saved.runtime, AgentRuntime::Host);
+        // live while this devcell runs, whatever the engine says of containers
+        assert_eq!(
+            session_status(saved, &stopped, &process_alive),
+            SessionStatus::Live
+        );
+        assert!(matches!(
+            store.begin_session(ws.path(), "other", None, false, &stopped),
+            Err(StateError::SessionActive { .. })
+        ));
+        // a session written before the field existed reads as a container session
+        let old: Session = serde_json::from_value(serde_json::json!({
+            "id": "s", "agent": "a", "pid": 1, "containerId": null,
+            "startedAt": "", "endedAt": null, "outcome": null, "log": "/l"
+        }))
+        .unwrap();
+        assert_eq!(old.runtime, AgentRuntime::Container);
     }
 
     #[test]
@@ -1161,6 +1259,7 @@ mod tests {
             ended_at: None,
             outcome: ended.then_some(SessionOutcome::Abandoned),
             log: PathBuf::new(),
+            runtime: AgentRuntime::Container,
         };
         // the oldest is unended (e.g. a live one): it survives, the next ended ones go
         let mut sessions: Vec<_> = (0..MAX_SESSIONS + 3).map(|i| session(i, i != 0)).collect();
@@ -1189,6 +1288,7 @@ mod tests {
             ended_at: None,
             outcome: None,
             log: PathBuf::new(),
+            runtime: AgentRuntime::Container,
         };
         // a recycled pid (other start time) is left alone
         let mut other = session.clone();

@@ -120,6 +120,9 @@ pub struct UpOptions {
     /// `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`), or `ReadOnly` (`handoff`)
     /// (spec-note 0280).
     pub lockfile: LockfileMode,
+    /// Container paths given to git as `safe.directory` in the lifecycle hooks' environment
+    /// ([`append_safe_directories`]; `handoff` passes its repositories and git directories).
+    pub safe_directories: Vec<String>,
 }
 
 /// What happened to the container.
@@ -257,6 +260,24 @@ pub async fn up_with(
         });
     }
 
+    // Re-check what an existing container has against the current profile and grants before
+    // running, starting or using anything (spec-note 0270).
+    let mut reuse_permissions = Vec::new();
+    if let Some(info) = &existing {
+        let entries = existing_entries(info, &loaded, &opts.target.env, &mut Vec::new());
+        reuse_permissions = check_existing(
+            engine,
+            info,
+            &entries,
+            &loaded,
+            engine_socket,
+            &profile,
+            &grants,
+            opts,
+        )
+        .await?;
+    }
+
     // initializeCommand: on the host, at every `up`, before any image work.
     let host_hooks = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
         .map_err(lifecycle_error(""))?;
@@ -272,10 +293,11 @@ pub async fn up_with(
     }
 
     let mut warnings = loaded.warnings.clone();
-    let mut permissions = Vec::new();
+    let permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            permissions = std::mem::take(&mut reuse_permissions);
             let action = if info.running {
                 ContainerAction::Running
             } else {
@@ -317,9 +339,9 @@ pub async fn up_with(
             };
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
-            if let Some(updated) =
-                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?
-            {
+            let uid_update =
+                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?;
+            if let Some(updated) = uid_update.image {
                 image = updated;
             }
             for message in unmet_host_requirements(
@@ -387,6 +409,20 @@ pub async fn up_with(
             } else {
                 None
             };
+            if let (Some(account), true) = (&account, uid_update.applies)
+                && let Some(message) = ownership_warning(
+                    &home_user,
+                    account,
+                    uid_update.target,
+                    &loaded.workspace.host_mount_root,
+                )
+            {
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(Warning {
+                    location: None,
+                    message,
+                });
+            }
             let input = PolicyInput {
                 origins: origins(&entries, &opts.mounts),
                 remote_user,
@@ -431,8 +467,13 @@ pub async fn up_with(
             (info, entries, ContainerAction::Created)
         }
     };
-    // Re-read the container's times after a start.
+    // Re-read the container's times after a start. A container created by an `up` that
+    // stopped before setting it up (the engine went away) gets its state folder prepared now
+    // (idempotent).
     let container = if action == ContainerAction::Started {
+        if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
+            prepare_state_dir(engine, &container.id).await?;
+        }
         inspect(engine, &container.id).await?
     } else {
         container
@@ -457,6 +498,7 @@ pub async fn up_with(
         opts.plan,
         &opts.remote_env,
         &opts.secrets,
+        &opts.safe_directories,
         reporter,
     )
     .await?;
@@ -534,6 +576,7 @@ pub async fn run_user_commands(
             opts.plan,
             &opts.remote_env,
             &opts.secrets,
+            &[],
             &reporter,
         )
         .await
@@ -585,6 +628,52 @@ pub struct Attached {
     pub probe: UserEnvProbe,
     /// The run-once marker folder (`None` = the remote user's `~/.devcontainer`).
     pub marker_folder: Option<String>,
+}
+
+/// [`security::check_reuse`] for the container `up` found: its image's `USER`, the merged
+/// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
+/// for. Returns the granted requests.
+///
+/// Errors: [`HandoffError::Security`] (`ReuseRefused`), [`HandoffError::Engine`].
+#[allow(clippy::too_many_arguments)]
+async fn check_existing(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    entries: &[Value],
+    loaded: &LoadedConfiguration,
+    engine_socket: Option<&Path>,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    opts: &UpOptions,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let image_user = if info.user.is_empty() {
+        engine
+            .inspect_image(&info.image_id)
+            .await?
+            .and_then(|i| i.user)
+    } else {
+        None
+    };
+    let merged = metadata::merge_configuration(&loaded.value, entries);
+    let remote_user = merged
+        .get("remoteUser")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let binds = security::reuse::bind_sources(&opts.mounts);
+    let network = network_mode(&opts.security, &opts.settings)?;
+    let existing = security::ExistingContainer {
+        info,
+        image_user: image_user.as_deref(),
+        remote_user,
+        workspace: &loaded.workspace.host_mount_root,
+        command_line_binds: &binds,
+        engine_socket,
+        network: network.as_deref(),
+    };
+    Ok(security::check_reuse(profile, &existing, grants)?)
 }
 
 /// Loads the configuration of `target` (see [`load_configuration`]).
@@ -732,10 +821,36 @@ pub(crate) fn attach(
         merged,
         entries,
         remote_user,
-        workspace_folder: loaded.workspace.workspace_folder.clone(),
+        workspace_folder: workspace_folder_in(container, loaded),
         probe,
         marker_folder,
     })
+}
+
+/// The workspace folder commands run in: the configuration's, unless `container` mounts
+/// nothing at or above it but bind-mounts the host workspace folder elsewhere (a `handoff`
+/// container, whose workspace root is at `/workspace`, found by `exec` or `run-user-commands`
+/// through the same id labels): then that mount's destination.
+fn workspace_folder_in(container: &ContainerInfo, loaded: &LoadedConfiguration) -> String {
+    let folder = &loaded.workspace.workspace_folder;
+    let covered = container.mounts.iter().any(|m| {
+        let d = m.destination.trim_end_matches('/');
+        folder == d || folder.starts_with(&format!("{d}/"))
+    });
+    if covered {
+        return folder.clone();
+    }
+    let host = &loaded.workspace_folder;
+    let canonical = std::fs::canonicalize(host).ok();
+    container
+        .mounts
+        .iter()
+        .find(|m| {
+            m.kind == "bind"
+                && (Path::new(&m.source) == host.as_path()
+                    || canonical.as_deref() == Some(Path::new(&m.source)))
+        })
+        .map_or_else(|| folder.clone(), |m| m.destination.clone())
 }
 
 /// The remote environment: the probed user environment, then `--remote-env`, then the merged
@@ -765,7 +880,29 @@ pub(crate) fn remote_env(
     HookEnv(env)
 }
 
-/// Plans and runs the container hooks of `attached` for a bring-up of `kind`.
+/// Adds `safe.directory` for each of `dirs` to git's environment configuration
+/// (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, command-scope configuration that
+/// git honours for `safe.directory`), after any entries already in `env`. Nothing when `dirs`
+/// is empty.
+pub(crate) fn append_safe_directories(env: &mut IndexMap<String, String>, dirs: &[String]) {
+    if dirs.is_empty() {
+        return;
+    }
+    let mut n: usize = env
+        .get("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    for dir in dirs {
+        env.insert(format!("GIT_CONFIG_KEY_{n}"), "safe.directory".into());
+        env.insert(format!("GIT_CONFIG_VALUE_{n}"), dir.clone());
+        n += 1;
+    }
+    env.insert("GIT_CONFIG_COUNT".into(), n.to_string());
+}
+
+/// Plans and runs the container hooks of `attached` for a bring-up of `kind`; their
+/// environment also names `safe_directories` for git ([`append_safe_directories`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_hooks(
     engine: &dyn Engine,
     attached: &Attached,
@@ -773,6 +910,7 @@ pub(crate) async fn run_hooks(
     options: PlanOptions,
     cli_remote_env: &IndexMap<String, String>,
     secrets: &IndexMap<String, String>,
+    safe_directories: &[String],
     reporter: &dyn Reporter,
 ) -> Result<LifecycleReport> {
     let id = attached.container.id.as_str();
@@ -799,10 +937,12 @@ pub(crate) async fn run_hooks(
     )
     .await
     .map_err(lifecycle_error(id))?;
+    let mut env = remote_env(probed, cli_remote_env, &attached.merged);
+    append_safe_directories(&mut env.0, safe_directories);
     let context = HookContext {
         user: Some(attached.remote_user.clone()),
         working_dir: Some(attached.workspace_folder.clone()),
-        env: remote_env(probed, cli_remote_env, &attached.merged),
+        env,
         secrets: HookEnv(secrets.clone()),
         markers: Some(MarkerContext {
             created_at: attached.container.created.clone(),
@@ -887,18 +1027,36 @@ async fn prepare_image(
     })
 }
 
+/// What [`update_remote_user_uid`] decided.
+struct UidUpdate {
+    /// The image with the UID layer, when one applies.
+    image: Option<PreparedImage>,
+    /// Whether `updateRemoteUserUID` applies at all (Linux, not `false`, a bind-mounted
+    /// workspace).
+    applies: bool,
+    /// The ids the remote user should get: the workspace user (spec-note 0250); `None` when
+    /// everything is root.
+    target: Option<crate::config::ownership::Ids>,
+}
+
 /// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
-/// the remote user gets the host user's UID/GID in a small cached layer
-/// ([`crate::build::ensure_uid_image`]). Nothing is built when the host user is root (the
-/// CI case: the remote user keeps its ids, spec-note 0125), the remote user is root or
-/// numeric, or the property is `false`.
+/// the remote user gets the *workspace user's* UID/GID in a small cached layer
+/// ([`crate::build::ensure_uid_image`]): the host user's, or, when devcell runs as root, the
+/// owner of the workspace folder when that is not root (spec-note 0250). Nothing is built when
+/// everything is root (the remote user keeps its ids), the remote user is root or numeric, or
+/// the property is `false`.
 async fn update_remote_user_uid(
     engine: &dyn Engine,
     image: &PreparedImage,
     merged: &Value,
     loaded: &LoadedConfiguration,
     reporter: &dyn Reporter,
-) -> Result<Option<PreparedImage>> {
+) -> Result<UidUpdate> {
+    let mut outcome = UidUpdate {
+        image: None,
+        applies: false,
+        target: None,
+    };
     if !cfg!(target_os = "linux")
         || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
         || !loaded
@@ -907,10 +1065,12 @@ async fn update_remote_user_uid(
             .as_deref()
             .is_some_and(|m| m.contains("type=bind"))
     {
-        return Ok(None);
+        return Ok(outcome);
     }
-    let Some((host_uid, host_gid)) = host_ids() else {
-        return Ok(None);
+    outcome.applies = true;
+    outcome.target = crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root);
+    let Some(target) = outcome.target else {
+        return Ok(outcome);
     };
     let text = |key: &str| {
         merged
@@ -928,30 +1088,51 @@ async fn update_remote_user_uid(
         image_id: image.info.id.clone(),
         image_user,
         remote_user,
-        host_uid,
-        host_gid,
+        host_uid: target.uid,
+        host_gid: target.gid,
     };
-    Ok(crate::build::ensure_uid_image(engine, &input, reporter)
+    outcome.image = crate::build::ensure_uid_image(engine, &input, reporter)
         .await?
         .map(|built| PreparedImage {
             reference: built.tag,
             info: built.image,
-        }))
+        });
+    Ok(outcome)
 }
 
-/// The real uid and gid of this process (Linux `/proc/self/status`).
-fn host_ids() -> Option<(u32, u32)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| -> Option<u32> {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    Some((field("Uid:")?, field("Gid:")?))
+/// A warning when files the remote user `user` (its final `account`) writes in the workspace
+/// `workspace` will not belong to the workspace user `target` (spec-note 0250): its uid could
+/// not be changed (another user of the image has it), or everything is root and the remote
+/// user keeps its non-root ids in a workspace only root can write. `None` when all is well (or
+/// the user is root: the non-root rule speaks for that).
+fn ownership_warning(
+    user: &str,
+    account: &Account,
+    target: Option<crate::config::ownership::Ids>,
+    workspace: &Path,
+) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if account.uid == 0 {
+        return None;
+    }
+    match target {
+        Some(t) if t.uid != account.uid => Some(format!(
+            "the remote user `{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
+            account.uid,
+            t.uid,
+            workspace.display(),
+            account.uid
+        )),
+        Some(_) => None,
+        None => {
+            let meta = std::fs::metadata(workspace).ok()?;
+            (meta.uid() == 0 && meta.mode() & 0o002 == 0).then(|| format!(
+                "devcell runs as root and the workspace `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
+                workspace.display(),
+                account.uid
+            ))
+        }
+    }
 }
 
 /// A user's `/etc/passwd` entry: ids and home.
@@ -1089,16 +1270,6 @@ async fn build_features(
         })
         .unwrap_or_default();
     let registries = &opts.settings.registries;
-    let fetcher = Fetcher::new(FetchOptions {
-        cache_dir: opts.cache_dir.clone(),
-        registry: crate::oci::registry::RegistryOptions {
-            insecure_registries: registries.insecure.clone(),
-            extra_ca_certificates: registries.ca_certs.clone(),
-            mirrors: registries.mirrors.clone(),
-            ..Default::default()
-        },
-        ..FetchOptions::default()
-    })?;
     let config_dir = loaded
         .config_file
         .parent()
@@ -1125,31 +1296,50 @@ async fn build_features(
             String::new()
         }
     )));
-    let plan = fetcher
-        .plan(&PlanRequest {
-            features: &features,
-            override_order: &override_order,
-            config_dir: &config_dir,
-            devcontainer_dir: &devcontainer_dir,
-            lockfile: locked.map(|l| (l, lock_path.as_path())),
-        })
-        .await?;
-    let pending = PendingLock {
-        path: lock_path,
-        lockfile: plan.lockfile(),
-    };
-    if opts.lockfile == LockfileMode::Frozen {
-        // Before any build: a frozen lockfile that does not match stops `up` here.
-        lockfile::write(&pending.path, &pending.lockfile, true)?;
-    }
-    for warning in &plan.install.warnings {
-        reporter.report(Event::Status(format!("warning: {warning}")));
-    }
     let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
         message: format!("cannot create a temporary folder for Features: {e}"),
         hint: None,
     })?;
-    let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+    // The fetcher keeps an owned reporter: its pull progress is forwarded to `reporter` while
+    // it works (the forwarding ends when the fetcher is dropped).
+    let (fetch_progress, fetch_events) = crate::progress::channel();
+    let fetched = async {
+        let fetcher = Fetcher::new(FetchOptions {
+            cache_dir: opts.cache_dir.clone(),
+            registry: crate::oci::registry::RegistryOptions {
+                insecure_registries: registries.insecure.clone(),
+                extra_ca_certificates: registries.ca_certs.clone(),
+                mirrors: registries.mirrors.clone(),
+                ..Default::default()
+            },
+            ..FetchOptions::default()
+        })?
+        .with_reporter(fetch_progress);
+        let plan = fetcher
+            .plan(&PlanRequest {
+                features: &features,
+                override_order: &override_order,
+                config_dir: &config_dir,
+                devcontainer_dir: &devcontainer_dir,
+                lockfile: locked.map(|l| (l, lock_path.as_path())),
+            })
+            .await?;
+        if opts.lockfile == LockfileMode::Frozen {
+            // Before any download or build: a frozen lockfile that does not match stops here.
+            lockfile::write(&lock_path, &plan.lockfile(), true)?;
+        }
+        let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+        Ok::<_, HandoffError>((plan, dirs))
+    };
+    let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
+    let (plan, dirs) = fetched?;
+    let pending = PendingLock {
+        path: lock_path.clone(),
+        lockfile: plan.lockfile(),
+    };
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
     let mut layers = Vec::with_capacity(dirs.len());
     for (feature, dir) in plan.install.features.iter().zip(dirs) {
         let metadata = plan

@@ -1039,9 +1039,12 @@ pub fn normalize_posix(path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
-/// Runs `git <args>` in `dir` with a clean git environment and returns standard output.
+/// Runs `git <args>` in `dir` with a clean git environment and returns standard output; as the
+/// owner of `dir` when devcell is root and the owner is not
+/// ([`crate::config::ownership::run_as_owner`]).
 fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
-    let output = Command::new("git")
+    let mut command = Command::new("git");
+    command
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -1051,7 +1054,10 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
         .env_remove("GIT_COMMON_DIR")
         .env_remove("GIT_OBJECT_DIRECTORY")
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
+        .stdin(std::process::Stdio::null());
+    // a root devcell in a user's repository runs git as that user (spec-note 0250)
+    crate::config::ownership::run_as_owner(&mut command, dir);
+    let output = command
         .output()
         .map_err(|source| WorkspaceError::GitUnavailable { source })?;
     if !output.status.success() {

@@ -28,6 +28,10 @@ pub enum Credentials {
         /// The password or token.
         password: String,
     },
+    /// An OAuth2 identity (refresh) token (`identitytoken`, or a helper's `<token>` user):
+    /// exchanged for a scoped access token before each registry operation
+    /// ([`crate::oci::token`]; spec-notes/0262).
+    IdentityToken(String),
 }
 
 impl fmt::Debug for Credentials {
@@ -39,15 +43,21 @@ impl fmt::Debug for Credentials {
                 .field("username", username)
                 .field("password", &"<redacted>")
                 .finish(),
+            Credentials::IdentityToken(_) => {
+                f.debug_tuple("IdentityToken").field(&"<redacted>").finish()
+            }
         }
     }
 }
 
 impl Credentials {
-    /// Converts to the `oci-client` representation.
+    /// Converts to the `oci-client` representation. An identity token has none (it must be
+    /// exchanged first, which [`crate::oci::registry::Registry`] does): anonymous.
     pub fn to_registry_auth(&self) -> oci_client::secrets::RegistryAuth {
         match self {
-            Credentials::Anonymous => oci_client::secrets::RegistryAuth::Anonymous,
+            Credentials::Anonymous | Credentials::IdentityToken(_) => {
+                oci_client::secrets::RegistryAuth::Anonymous
+            }
             Credentials::Basic { username, password } => {
                 oci_client::secrets::RegistryAuth::Basic(username.clone(), password.clone())
             }
@@ -143,11 +153,10 @@ impl DockerConfig {
     }
 
     /// Finds credentials for `registry` (`host[:port]`): `credHelpers[registry]`, else
-    /// `credsStore`, else `auths[registry]` (`auth` = base64 `user:password`, or
-    /// `username`/`password`). Anonymous when nothing matches or the helper has no entry.
-    ///
-    /// `identitytoken` entries (OAuth2 refresh tokens) are not supported and are ignored with a
-    /// warning (spec-notes/0062).
+    /// `credsStore`, else `auths[registry]`: its `identitytoken` (an OAuth2 refresh token,
+    /// which takes precedence, as in Docker), else `auth` (base64 `user:password`), else
+    /// `username`/`password`. A helper answering `Username: "<token>"` gives an identity token
+    /// too. Anonymous when nothing matches or the helper has no entry (spec-notes/0062, 0262).
     ///
     /// # Errors
     /// [`OciError::CredentialHelper`] when a configured helper cannot run or answers garbage.
@@ -164,6 +173,9 @@ impl DockerConfig {
         let Some(entry) = self.find_auth(registry) else {
             return Ok(Credentials::Anonymous);
         };
+        if let Some(token) = entry.identity_token.as_deref().filter(|t| !t.is_empty()) {
+            return Ok(Credentials::IdentityToken(token.to_owned()));
+        }
         if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(auth.trim())
@@ -182,12 +194,6 @@ impl DockerConfig {
                 username: u.clone(),
                 password: p.clone(),
             });
-        }
-        if entry.identity_token.is_some() {
-            tracing::warn!(
-                registry,
-                "ignoring `identitytoken` in Docker config: refresh tokens are not supported"
-            );
         }
         Ok(Credentials::Anonymous)
     }
@@ -269,12 +275,7 @@ fn run_helper(dir: Option<&Path>, helper: &str, registry: &str) -> Result<Creden
     let answer: HelperAnswer = serde_json::from_slice(&out.stdout)
         .map_err(|_| fail("answer is not `{\"Username\",\"Secret\"}` JSON".into()))?;
     if answer.username == "<token>" {
-        tracing::warn!(
-            registry,
-            helper,
-            "ignoring identity token from credential helper: refresh tokens are not supported"
-        );
-        return Ok(Credentials::Anonymous);
+        return Ok(Credentials::IdentityToken(answer.secret));
     }
     Ok(Credentials::Basic {
         username: answer.username,
@@ -322,6 +323,28 @@ mod tests {
     }
 
     #[test]
+    fn identity_token_takes_precedence_and_is_redacted() {
+        // As `docker login` stores it: `auth` is `<token>:` with an empty password.
+        let cfg = DockerConfig::parse(
+            r#"{"auths":{"reg.example":{"auth":"PHRva2VuPjo=","identitytoken":"refresh-xyz"},
+                "empty.example":{"auth":"dTpw","identitytoken":""}}}"#,
+        )
+        .unwrap();
+        let creds = cfg.credentials_for("reg.example").unwrap();
+        assert_eq!(creds, Credentials::IdentityToken("refresh-xyz".into()));
+        assert!(!format!("{creds:?}").contains("refresh-xyz"));
+        assert_eq!(
+            creds.to_registry_auth(),
+            oci_client::secrets::RegistryAuth::Anonymous
+        );
+        // An empty `identitytoken` is no token: `auth` applies.
+        assert!(matches!(
+            cfg.credentials_for("empty.example").unwrap(),
+            Credentials::Basic { .. }
+        ));
+    }
+
+    #[test]
     fn debug_output_redacts_secrets() {
         let c = Credentials::Basic {
             username: "alice".into(),
@@ -346,6 +369,7 @@ mod tests {
             &helper,
             "#!/bin/sh\nread r\n[ \"$1\" = get ] || exit 3\n\
              if [ \"$r\" = known.example ]; then printf '{\"Username\":\"bob\",\"Secret\":\"s3\"}'; \
+             elif [ \"$r\" = oauth.example ]; then printf '{\"Username\":\"<token>\",\"Secret\":\"rt\"}'; \
              else echo 'credentials not found in native keychain'; exit 1; fi\n",
         )
         .unwrap();
@@ -362,6 +386,11 @@ mod tests {
                 username: "bob".into(),
                 password: "s3".into()
             }
+        );
+        // `<token>` as the user name: the secret is an identity token.
+        assert_eq!(
+            cfg.credentials_for("oauth.example").unwrap(),
+            Credentials::IdentityToken("rt".into())
         );
         // Helper says "not found": fall through to `auths`, then anonymous.
         assert!(matches!(

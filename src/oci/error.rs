@@ -128,6 +128,15 @@ pub enum OciError {
         #[source]
         source: reqwest::Error,
     },
+    /// An identity token could not be exchanged for an access token (the token itself is
+    /// never part of the message).
+    #[error("cannot exchange the identity token for registry `{registry}`: {reason}")]
+    TokenExchange {
+        /// The registry (`host[:port]`).
+        registry: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// An HTTP client could not be built.
     #[error("cannot build the HTTP client")]
     Client {

@@ -12,6 +12,47 @@ use super::registry::{install_crypto_provider, is_loopback};
 /// Upper bound on a downloaded tarball, in bytes (256 MiB).
 pub const MAX_DOWNLOAD_BYTES: u64 = 256 * 1024 * 1024;
 
+/// A `reqwest` client with devcell's user agent and connect timeout, trusting
+/// `extra_ca_certificates` (PEM files) in addition to the platform roots.
+///
+/// # Errors
+/// [`OciError::Certificate`] for an unreadable CA file, [`OciError::Client`] when the client
+/// cannot be built.
+pub fn client(extra_ca_certificates: &[PathBuf]) -> Result<reqwest::Client> {
+    client_builder(extra_ca_certificates)?
+        .build()
+        .map_err(|e| OciError::Client {
+            source: Box::new(e),
+        })
+}
+
+/// The builder behind [`client`], for callers that change a setting (e.g. no redirects).
+///
+/// # Errors
+/// [`OciError::Certificate`] for an unreadable CA file.
+pub fn client_builder(extra_ca_certificates: &[PathBuf]) -> Result<reqwest::ClientBuilder> {
+    install_crypto_provider();
+    let mut builder = reqwest::Client::builder()
+        .user_agent(concat!("devcell/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(std::time::Duration::from_secs(30));
+    let mut certs = Vec::new();
+    for p in extra_ca_certificates {
+        let data = std::fs::read(p).map_err(|e| OciError::Certificate {
+            path: p.clone(),
+            source: Box::new(e),
+        })?;
+        let cert = reqwest::Certificate::from_pem(&data).map_err(|e| OciError::Certificate {
+            path: p.clone(),
+            source: Box::new(e),
+        })?;
+        certs.push(cert);
+    }
+    if !certs.is_empty() {
+        builder = builder.tls_certs_merge(certs);
+    }
+    Ok(builder)
+}
+
 /// Downloads `url` into memory. `extra_ca_certificates` are PEM files trusted in addition to
 /// the platform roots.
 ///
@@ -33,27 +74,7 @@ pub async fn download(url: &str, extra_ca_certificates: &[PathBuf]) -> Result<By
             reason: "only `https://` URLs (or `http://` to loopback hosts) are fetched".into(),
         });
     }
-    let mut builder = reqwest::Client::builder()
-        .user_agent(concat!("devcell/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(std::time::Duration::from_secs(30));
-    let mut certs = Vec::new();
-    for p in extra_ca_certificates {
-        let data = std::fs::read(p).map_err(|e| OciError::Certificate {
-            path: p.clone(),
-            source: Box::new(e),
-        })?;
-        let cert = reqwest::Certificate::from_pem(&data).map_err(|e| OciError::Certificate {
-            path: p.clone(),
-            source: Box::new(e),
-        })?;
-        certs.push(cert);
-    }
-    if !certs.is_empty() {
-        builder = builder.tls_certs_merge(certs);
-    }
-    let client = builder.build().map_err(|e| OciError::Client {
-        source: Box::new(e),
-    })?;
+    let client = client(extra_ca_certificates)?;
     let http = |source| OciError::Http {
         url: url.to_owned(),
         source,

@@ -4,6 +4,7 @@
 //!   wrapper over `oci-client`), with plain HTTP for loopback registries, mirrors and CA
 //!   certificates.
 //! - [`auth`]: credentials from the Docker config and credential helpers.
+//! - [`token`]: identity (OAuth2 refresh) tokens exchanged for scoped access tokens.
 //! - [`store`]: the content-addressed cache (`blobs/sha256/<hex>`, tag resolutions).
 //! - [`digest`]: `sha256:<hex>` digests.
 //! - [`http`]: plain HTTPS downloads (direct Feature tarballs).
@@ -16,5 +17,6 @@ pub mod extract;
 pub mod http;
 pub mod registry;
 pub mod store;
+pub mod token;
 
 pub use error::{OciError, Result};

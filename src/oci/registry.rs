@@ -198,6 +198,9 @@ pub fn is_loopback(registry: &str) -> bool {
     host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
+/// (registry, repository, push) of a cached access token.
+type AccessTokenKey = (String, String, bool);
+
 /// A registry client shared by every pull and push of one devcell operation.
 ///
 /// Holds one [`oci_client::Client`] per registry host (each with its own protocol and token
@@ -208,6 +211,9 @@ pub struct Registry {
     certificates: Vec<Certificate>,
     clients: Mutex<HashMap<String, Client>>,
     credentials: Mutex<HashMap<String, Credentials>>,
+    /// Access tokens obtained with an identity token, by (registry, repository, push), with
+    /// the instant they stop being used.
+    access_tokens: Mutex<HashMap<AccessTokenKey, (String, std::time::Instant)>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -254,6 +260,7 @@ impl Registry {
             certificates,
             clients: Mutex::new(HashMap::new()),
             credentials: Mutex::new(HashMap::new()),
+            access_tokens: Mutex::new(HashMap::new()),
         })
     }
 
@@ -282,14 +289,20 @@ impl Registry {
         }
     }
 
+    /// Whether `registry` is reached over plain HTTP: loopback (unless listed secure) or
+    /// listed insecure.
+    fn plain_http(&self, registry: &str) -> bool {
+        let listed = |list: &[String]| list.iter().any(|r| r == registry);
+        (is_loopback(registry) && !listed(&self.options.secure_registries))
+            || listed(&self.options.insecure_registries)
+    }
+
     fn client_for(&self, registry: &str) -> Result<Client> {
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = clients.get(registry) {
             return Ok(c.clone());
         }
-        let listed = |list: &[String]| list.iter().any(|r| r == registry);
-        let plain = (is_loopback(registry) && !listed(&self.options.secure_registries))
-            || listed(&self.options.insecure_registries);
+        let plain = self.plain_http(registry);
         let config = ClientConfig {
             protocol: if plain {
                 ClientProtocol::Http
@@ -309,15 +322,99 @@ impl Registry {
         Ok(client)
     }
 
-    fn auth_for(&self, registry: &str) -> Result<oci_client::secrets::RegistryAuth> {
+    fn credentials_for(&self, registry: &str) -> Result<Credentials> {
         let mut creds = self.credentials.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = creds.get(registry) {
-            return Ok(c.to_registry_auth());
+            return Ok(c.clone());
         }
         let c = self.docker_config.credentials_for(registry)?;
         tracing::debug!(registry, credentials = ?c, "registry credentials");
-        let auth = c.to_registry_auth();
-        creds.insert(registry.to_owned(), c);
+        creds.insert(registry.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    /// The `oci-client` credentials for `op` on `target`'s repository. An identity token is
+    /// exchanged (once per repository and operation while the access token is valid) for a
+    /// scoped access token, which is handed to `client` as a bearer token for that repository.
+    async fn auth_for(
+        &self,
+        client: &Client,
+        target: &Reference,
+        operation: oci_client::RegistryOperation,
+    ) -> Result<oci_client::secrets::RegistryAuth> {
+        let creds = self.credentials_for(target.registry())?;
+        let Credentials::IdentityToken(refresh_token) = &creds else {
+            return Ok(creds.to_registry_auth());
+        };
+        let push = matches!(operation, oci_client::RegistryOperation::Push);
+        let key = (
+            target.registry().to_owned(),
+            target.repository().to_owned(),
+            push,
+        );
+        let now = std::time::Instant::now();
+        let cached = self
+            .access_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .filter(|(_, until)| *until > now)
+            .map(|(token, _)| token.clone());
+        let token = match cached {
+            Some(token) => token,
+            None => {
+                // No redirects: a 307/308 would resend the refresh token to another URL.
+                let http = super::http::client_builder(&self.options.extra_ca_certificates)?
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| OciError::Client {
+                        source: Box::new(e),
+                    })?;
+                let scheme = if self.plain_http(target.registry()) {
+                    "http"
+                } else {
+                    "https"
+                };
+                let base = format!("{scheme}://{}", target.registry());
+                let access = super::token::exchange_refresh_token(
+                    &http,
+                    target.registry(),
+                    &base,
+                    target.repository(),
+                    push,
+                    refresh_token,
+                )
+                .await?;
+                // Renewed a little before it expires.
+                let until = now
+                    + access
+                        .expires_in
+                        .saturating_sub(std::time::Duration::from_secs(5));
+                self.access_tokens
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, (access.token.clone(), until));
+                access.token
+            }
+        };
+        let auth = oci_client::secrets::RegistryAuth::Bearer(token);
+        // Caches the bearer token in `client` for this repository (no request is made): for
+        // `op`, and a push token also for the pulls a push makes (`blob_exists`), since
+        // `oci-client` would otherwise reuse the first bearer token it saw for the registry.
+        let ops: &[oci_client::RegistryOperation] = if push {
+            &[
+                oci_client::RegistryOperation::Push,
+                oci_client::RegistryOperation::Pull,
+            ]
+        } else {
+            &[oci_client::RegistryOperation::Pull]
+        };
+        for op in ops {
+            client
+                .auth(target, &auth, *op)
+                .await
+                .map_err(|e| Self::registry_error("authenticate", target, e))?;
+        }
         Ok(auth)
     }
 
@@ -353,7 +450,9 @@ impl Registry {
     pub async fn pull_manifest(&self, reference: &Reference) -> Result<PulledManifest> {
         let target = self.mirrored(reference);
         let client = self.client_for(target.registry())?;
-        let auth = self.auth_for(target.registry())?;
+        let auth = self
+            .auth_for(&client, &target, oci_client::RegistryOperation::Pull)
+            .await?;
         let (bytes, _) = client
             .pull_manifest_raw(&target, &auth, MANIFEST_MEDIA_TYPES)
             .await
@@ -422,7 +521,9 @@ impl Registry {
         super::digest::parse_sha256(&descriptor.digest)?;
         let target = self.mirrored(reference);
         let client = self.client_for(target.registry())?;
-        let auth = self.auth_for(target.registry())?;
+        let auth = self
+            .auth_for(&client, &target, oci_client::RegistryOperation::Pull)
+            .await?;
         client.store_auth_if_needed(target.registry(), &auth).await;
         let limit = match u64::try_from(descriptor.size) {
             Ok(n) if n <= MAX_BLOB_BYTES => n,
@@ -487,7 +588,9 @@ impl Registry {
     async fn list_tags_at(&self, target: &Reference) -> Result<Vec<String>> {
         const PAGE: usize = 1000;
         let client = self.client_for(target.registry())?;
-        let auth = self.auth_for(target.registry())?;
+        let auth = self
+            .auth_for(&client, target, oci_client::RegistryOperation::Pull)
+            .await?;
         let mut tags: Vec<String> = Vec::new();
         loop {
             let last = tags.last().cloned();
@@ -515,7 +618,9 @@ impl Registry {
     /// [`OciError::Registry`].
     pub async fn push_blob(&self, reference: &Reference, data: Bytes) -> Result<String> {
         let client = self.client_for(reference.registry())?;
-        let auth = self.auth_for(reference.registry())?;
+        let auth = self
+            .auth_for(&client, reference, oci_client::RegistryOperation::Push)
+            .await?;
         let digest = sha256_digest(&data);
         client
             .auth(reference, &auth, oci_client::RegistryOperation::Push)
@@ -546,7 +651,9 @@ impl Registry {
         media_type: &str,
     ) -> Result<String> {
         let client = self.client_for(reference.registry())?;
-        let auth = self.auth_for(reference.registry())?;
+        let auth = self
+            .auth_for(&client, reference, oci_client::RegistryOperation::Push)
+            .await?;
         client
             .auth(reference, &auth, oci_client::RegistryOperation::Push)
             .await

@@ -31,7 +31,7 @@ pub const OWNED_VOLUME_PREFIX: &str = "devcell-";
 /// devcell writes it only when that reference is pinned by digest; the audit credits it only
 /// when the base's layers are verifiably the first layers of the container's image
 /// (spec-notes 0146, 0241).
-pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
+pub const BASE_IMAGE_LABEL: &str = names::BASE_IMAGE_LABEL;
 
 /// Container label devcell writes when it installs OCI or tarball Features: a JSON object
 /// `{"<Feature reference as written, lowercased>": "sha256:…"}` (the lockfile's keys and

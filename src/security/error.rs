@@ -3,6 +3,7 @@
 use crate::diagnostics::Hint;
 
 use super::policy::{PermissionRequest, RequestStatus};
+use super::reuse::BaselineGap;
 
 /// `Result` with [`SecurityError`].
 pub type Result<T, E = SecurityError> = std::result::Result<T, E>;
@@ -21,6 +22,22 @@ pub enum SecurityError {
         profile: String,
         /// Every permission request with its status.
         requests: Vec<PermissionRequest>,
+    },
+    /// An existing container `up` found has more than the profile and the grants allow
+    /// (spec-note 0270): it is not reused; nothing was started or changed.
+    #[error(
+        "refusing to reuse container `{container}` under the `{profile}` profile: it has more than the profile and your grants allow: {}",
+        reuse_summary(requests, gaps)
+    )]
+    ReuseRefused {
+        /// The container's short id.
+        container: String,
+        /// The profile's name.
+        profile: String,
+        /// Every permission the container has beyond the baseline, with its status.
+        requests: Vec<PermissionRequest>,
+        /// The baseline it lacks (no grant covers these).
+        gaps: Vec<BaselineGap>,
     },
     /// A `--allow` value (or user-config grant) is not understood.
     #[error("invalid grant `{value}`: {message}")]
@@ -54,6 +71,26 @@ fn refusal_summary(requests: &[PermissionRequest]) -> String {
     )
 }
 
+fn reuse_summary(requests: &[PermissionRequest], gaps: &[BaselineGap]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut caps: Vec<String> = Vec::new();
+    for r in requests
+        .iter()
+        .filter(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+    {
+        match &r.permission {
+            super::policy::Permission::Capability(c) => caps.push(format!("`{c}`")),
+            p if r.status == RequestStatus::Forbidden => parts.push(format!("{p} (never allowed)")),
+            p => parts.push(p.to_string()),
+        }
+    }
+    if !caps.is_empty() {
+        parts.push(format!("capabilities {}", caps.join(", ")));
+    }
+    parts.extend(gaps.iter().map(ToString::to_string));
+    parts.join("; ")
+}
+
 impl Hint for SecurityError {
     fn hint(&self) -> Option<String> {
         match self {
@@ -83,6 +120,30 @@ impl Hint for SecurityError {
                         "mounting an engine socket is never allowed under `hardened`: use \
                          `--security-profile reference` to run the configuration as written",
                     );
+                }
+                Some(hint)
+            }
+            SecurityError::ReuseRefused { requests, gaps, .. } => {
+                let flags: Vec<String> = requests
+                    .iter()
+                    .filter(|r| r.status == RequestStatus::Refused)
+                    .filter_map(|r| r.permission.grant_flag())
+                    .collect();
+                let mut hint = "recreate it under the current profile with `devcell up \
+                                --remove-existing-container` (before a handoff: `devcell delete`; \
+                                the workspace is kept), or reuse it as it is with \
+                                `--security-profile reference`"
+                    .to_string();
+                if gaps.is_empty()
+                    && !flags.is_empty()
+                    && !requests
+                        .iter()
+                        .any(|r| r.status == RequestStatus::Forbidden)
+                {
+                    hint.push_str(&format!(
+                        "; or, if you trust it, grant what it has with `{}`",
+                        flags.join(" ")
+                    ));
                 }
                 Some(hint)
             }

@@ -13,6 +13,7 @@ pub mod origins;
 pub mod policy;
 pub mod probe;
 pub mod profile;
+pub mod reuse;
 
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
@@ -21,3 +22,4 @@ pub use policy::{
     apply,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
+pub use reuse::{BaselineGap, ExistingContainer, check_reuse};

@@ -27,6 +27,9 @@ pub enum Source {
     ImageUser,
     /// The user's own command line (`up --mount …`): granted by being asked for.
     CommandLine,
+    /// An existing container `up` would reuse (short id): what it already has
+    /// ([`crate::security::reuse`]).
+    ExistingContainer(String),
 }
 
 impl fmt::Display for Source {
@@ -37,6 +40,7 @@ impl fmt::Display for Source {
             Source::ImageMetadata => write!(f, "image label `{}`", crate::names::METADATA_LABEL),
             Source::ImageUser => f.write_str("image `USER`"),
             Source::CommandLine => f.write_str("command line"),
+            Source::ExistingContainer(id) => write!(f, "existing container {id}"),
         }
     }
 }

@@ -608,29 +608,6 @@ async fn features_image_through_the_engine_api_is_built_once() {
     assert!(!again.built);
 }
 
-/// The reference CLI's `devcontainer` (from `DEVCELL_TEST_REFCLI`, else the copy under
-/// `/opt/refcli`), or `None` with a note. When `DEVCELL_TEST_REFCLI` is set it must exist.
-fn reference_cli() -> Option<std::path::PathBuf> {
-    if let Some(path) = std::env::var_os("DEVCELL_TEST_REFCLI") {
-        let path = std::path::PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "DEVCELL_TEST_REFCLI={} is missing",
-            path.display()
-        );
-        return Some(path);
-    }
-    let default = std::path::PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
-    if default.is_file() {
-        return Some(default);
-    }
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("note: skipping an interop test: no reference CLI (set DEVCELL_TEST_REFCLI)");
-    }
-    None
-}
-
 /// Interop: the reference CLI reads the `devcontainer.metadata` label devcell writes as it
 /// reads its own: base, Feature and devcontainer.json entries all reach its merged
 /// configuration, strings unchanged.
@@ -639,7 +616,7 @@ fn reference_cli_reads_the_label() {
     if !engine_available() {
         return;
     }
-    let Some(refcli) = reference_cli() else {
+    let Some(refcli) = support::refcli::reference_cli("reference_cli_reads_the_label") else {
         return;
     };
     let mut images = Images::default();
@@ -660,13 +637,15 @@ fn reference_cli_reads_the_label() {
         json!({"image": plan.tag}).to_string(),
     )
     .unwrap();
-    let out = Command::new(&refcli)
+    let out = refcli
+        .command()
         .args(["read-configuration", "--include-merged-configuration"])
         .arg("--workspace-folder")
         .arg(ws.path())
         .output()
         .expect("the reference CLI runs");
     let result: Value = serde_json::from_str(&ok_stdout(&out)).expect("JSON on stdout");
+    refcli.assert_stayed_local();
     let merged = &result["mergedConfiguration"];
     assert_eq!(
         merged["postCreateCommands"],

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::refcli::reference_cli;
 use crate::support::{assert_failed, devcell, read_configuration, stdout_json, unique};
 
 /// A workspace with `.devcontainer/devcontainer.json` = `config`.
@@ -419,19 +420,15 @@ fn image_metadata_label_is_merged_for_image_configs() {
 }
 
 /// Interop: with `--id-label` naming a container, devcell's `read-configuration` substitutes
-/// and merges like the reference CLI (`DEVCELL_TEST_REFCLI`; skipped when unset).
+/// and merges like the reference CLI (see `support::refcli`).
 #[test]
 fn id_label_lookup_matches_the_reference_cli() {
-    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("note: skipping an interop test: DEVCELL_TEST_REFCLI unset");
-        }
-        return;
-    };
     if !engine_ready("id_label_lookup_matches_the_reference_cli", BUSYBOX_IMAGE) {
         return;
     }
+    let Some(refcli) = reference_cli("id_label_lookup_matches_the_reference_cli") else {
+        return;
+    };
     let id_value = unique("compat-interop");
     let label_entries = json!([
         {"postCreateCommand": "echo ${containerEnv:GREETING} ${devcontainerId}", "remoteUser": "u1",
@@ -460,12 +457,13 @@ fn id_label_lookup_matches_the_reference_cli() {
         &label,
         "--include-merged-configuration",
     ];
-    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    let theirs = refcli.command().args(args).output().unwrap();
     assert!(
         theirs.status.success(),
         "{}",
         String::from_utf8_lossy(&theirs.stderr)
     );
+    refcli.assert_stayed_local();
     let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
     let ours = stdout_json(&read(&args[1..]));
     for key in ["remoteEnv", "containerEnv"] {
@@ -491,15 +489,15 @@ fn id_label_lookup_matches_the_reference_cli() {
 /// configuration equals the reference CLI's on the merged properties.
 #[test]
 fn image_metadata_merge_matches_the_reference_cli() {
-    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
-        return;
-    };
     if !engine_ready(
         "image_metadata_merge_matches_the_reference_cli",
         BUSYBOX_IMAGE,
     ) {
         return;
     }
+    let Some(refcli) = reference_cli("image_metadata_merge_matches_the_reference_cli") else {
+        return;
+    };
     let image = LabelledImage::build(&json!([
         {"postCreateCommand": "echo ${localWorkspaceFolderBasename}", "remoteUser": "iu",
          "containerEnv": {"A": "1"}, "mounts": ["type=volume,source=v,target=/v"]},
@@ -514,12 +512,13 @@ fn image_metadata_merge_matches_the_reference_cli() {
         &w,
         "--include-merged-configuration",
     ];
-    let theirs = Command::new(&refcli).args(args).output().unwrap();
+    let theirs = refcli.command().args(args).output().unwrap();
     assert!(
         theirs.status.success(),
         "{}",
         String::from_utf8_lossy(&theirs.stderr)
     );
+    refcli.assert_stayed_local();
     let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
     let ours = stdout_json(&read(&args[1..]));
     assert_eq!(
@@ -577,9 +576,10 @@ fn worktree_common_dir_layout_follows_the_reference() {
         v["configuration"]["remoteEnv"]["W"],
         "/workspaces/wts/feature"
     );
-    if let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") {
-        let theirs = Command::new(&refcli).args(args).output().unwrap();
+    if let Some(refcli) = reference_cli("worktree_common_dir_layout_follows_the_reference") {
+        let theirs = refcli.command().args(args).output().unwrap();
         assert!(theirs.status.success());
+        refcli.assert_stayed_local();
         let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
         assert_eq!(v["workspace"], theirs["workspace"]);
         assert_eq!(

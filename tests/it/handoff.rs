@@ -387,6 +387,7 @@ fn full_context(w: &Workspace) -> HandoffContext {
                 profile: "hardened".into(),
                 permissions: vec!["cap:SYS_PTRACE".into()],
                 network: "default".into(),
+                ..Default::default()
             },
             secrets: vec!["OPENAI_API_KEY".into()],
             env: vec!["RUST_LOG".into()],
@@ -427,6 +428,7 @@ fn full_context(w: &Workspace) -> HandoffContext {
                 command: vec!["/workspace/agent.sh".into(), "--fast".into()],
             },
             context_path: ".devcell/context.json".into(),
+            ..Default::default()
         },
     )
 }

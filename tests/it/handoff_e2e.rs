@@ -7,8 +7,10 @@
 //! registry and named by digest when `DEVCELL_TEST_REGISTRY` is set (required with
 //! `DEVCELL_TEST_ENGINE=1`), so a hardened handoff can score 16/16. Nothing is downloaded.
 //!
-//! The host user here is root and the container user `nobody`, so the test makes its
-//! temporary repositories world-writable (devcell's ownership story is spec-note 0185).
+//! The host user here is root and the container's remote user `nobody`; the test workspaces
+//! belong to uid/gid 4242 ([`WORKSPACE_OWNER`], not world-writable), so devcell's
+//! `updateRemoteUserUID` gives `nobody` uid 4242 and what the agent writes belongs to 4242
+//! (spec-note 0250).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
-use crate::support::git::{git, hostgit_image, pinned_hostgit_image};
+use crate::support::git::{
+    WORKSPACE_OWNER, git, give_to_workspace_owner, hostgit_image, owner_uid, pinned_hostgit_image,
+};
 
 const AGENT: &str = "fixtures/agents/reference-agent.sh";
 
@@ -39,9 +43,27 @@ impl Drop for Env {
     }
 }
 
+/// Who owns a test workspace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// [`WORKSPACE_OWNER`] (the usual case: a non-root user's workspace).
+    User,
+    /// root, every file and folder world-writable (the container user can write, but git's
+    /// ownership check needs devcell's `safe.directory` entries).
+    RootWorldWritable,
+    /// root, as created (the container user cannot write).
+    Root,
+}
+
 impl Env {
-    /// `devcontainer` is the primary repository's devcontainer.json (`IMAGE` replaced).
+    /// `devcontainer` is the primary repository's devcontainer.json (`IMAGE` replaced); the
+    /// workspace belongs to [`WORKSPACE_OWNER`].
     fn new(image: &str, devcontainer: &str, dockerfile: Option<&str>) -> Env {
+        Env::with_owner(image, devcontainer, dockerfile, Owner::User)
+    }
+
+    /// [`Env::new`] with the workspace's owner chosen.
+    fn with_owner(image: &str, devcontainer: &str, dockerfile: Option<&str>, owner: Owner) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         let ws = tmp.path().join("ws");
@@ -86,13 +108,20 @@ impl Env {
             ws.join(".agent/reference-agent.sh"),
         )
         .unwrap();
-        // the container user (nobody) must write the worktrees and git dirs
-        let status = Command::new("chmod")
-            .args(["-R", "a+rwX"])
-            .arg(tmp.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        match owner {
+            // The workspace and its repositories belong to a non-root user (not
+            // world-writable): devcell (run as root here) gives the remote user that user's ids.
+            Owner::User => give_to_workspace_owner(tmp.path()),
+            Owner::RootWorldWritable => {
+                let status = Command::new("chmod")
+                    .args(["-R", "a+rwX"])
+                    .arg(tmp.path())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+            Owner::Root => {}
+        }
         let state = tmp.path().join("state");
         let config = tmp.path().join("config.toml");
         let agent = |name: &str, arg: &str| {
@@ -349,6 +378,8 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         "host home: not visible",
         "committed in api",
         "committed in web",
+        // updateRemoteUserUID gave the remote user (nobody) the workspace owner's uid
+        &format!("reference agent: starting in /workspace as {WORKSPACE_OWNER}"),
     ] {
         assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
     }
@@ -368,6 +399,26 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
             git(&main, &["log", "-1", "--format=%s", "feat/task"]),
             format!("reference agent: change in {name}")
         );
+        // what the agent wrote, in the worktree and in the main repository's git directory,
+        // belongs to the workspace's owner
+        let head = git(&ws.join(name), &["rev-parse", "HEAD"]);
+        for path in [
+            ws.join(name).join("AGENT_CHANGE.md"),
+            main.join(".git/objects").join(&head[..2]).join(&head[2..]),
+            main.join(".git/refs/heads/feat/task"),
+            main.join(".git/worktrees").join(name).join("index"),
+        ] {
+            assert_eq!(owner_uid(&path), WORKSPACE_OWNER, "{}", path.display());
+        }
+    }
+    // and so do devcell's own files in the workspace
+    for rel in [
+        ".devcell",
+        ".devcell/context.json",
+        ".devcell/.gitignore",
+        "AGENTS.md",
+    ] {
+        assert_eq!(owner_uid(&ws.join(rel)), WORKSPACE_OWNER, "{rel}");
     }
     // the context file
     let ctx: Value =
@@ -453,6 +504,36 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     let out = env.devcell(&["audit", &container, "--min-score", "17"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("isolation audit of"));
+
+    // `devcell exec` in the handoff's container (found by the same id labels) runs as the
+    // workspace owner in /workspace; git works in both repositories without any
+    // `safe.directory` (the files are the remote user's own), and what it writes is 4242's
+    let config = ws.join("api/.devcontainer/devcontainer.json");
+    let out = env.devcell(&[
+        "exec",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--config",
+        config.to_str().unwrap(),
+        "sh",
+        "-c",
+        "set -e; pwd; id -u; for r in api web; do echo exec > $r/EXEC_CHANGE.md; \
+         git -C $r status --porcelain; git -C $r add EXEC_CHANGE.md; \
+         git -C $r -c user.name=exec -c user.email=exec@devcell.invalid commit -q -m \"exec in $r\"; done",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert!(
+        text.starts_with(&format!(
+            "/workspace\n{WORKSPACE_OWNER}\n?? EXEC_CHANGE.md\n"
+        )),
+        "{text}"
+    );
+    for name in ["api", "web"] {
+        assert_eq!(last_subject(&ws.join(name)), format!("exec in {name}"));
+        let file = ws.join(name).join("EXEC_CHANGE.md");
+        assert_eq!(owner_uid(&file), WORKSPACE_OWNER);
+    }
 
     // warm: the container exists and is reused
     let (out, warm) = timed_handoff(&env, "ref0");
@@ -635,21 +716,79 @@ fn failures_leave_both_worktrees_intact_and_the_state_truthful() {
     assert_eq!(s["outcome"]["code"], "hook_failed");
     assert!(!stderr(&out).contains("reference agent: starting"));
 
-    // a failing image build
-    let env = Env::new(
-        image,
-        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#,
-        Some(&format!("FROM {image}\nRUN exit 7\n")),
-    );
-    let before = snapshot(&env.ws);
-    let out = env.handoff("ref0", &[]);
-    assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
-    assert_eq!(envelope(&out)["error"]["code"], "build_failed");
-    assert_eq!(snapshot(&env.ws), before);
-    let s = only_session(&env);
-    assert_eq!(s["outcome"]["kind"], "failed");
-    assert_eq!(s["outcome"]["code"], "build_failed");
-    assert_eq!(labelled("container", &env.ws), "");
+    // a failing image build: a Dockerfile whose RUN fails, and a Feature whose install.sh
+    // fails; both worktrees stay byte-for-byte the same (contents, modes, owners), the
+    // envelope is `build_failed` (exit 14), no container exists and no session is running
+    let feature = |ws: &Path| {
+        let dir = ws.join("api/.devcontainer/failing");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("devcontainer-feature.json"),
+            r#"{"id": "failing", "version": "1.0.0", "name": "fails on purpose"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("install.sh"),
+            "#!/bin/sh\necho failing feature install >&2\nexit 3\n",
+        )
+        .unwrap();
+        give_to_workspace_owner(&ws.join("api/.devcontainer"));
+    };
+    let dockerfile = format!("FROM {image}\nRUN exit 7\n");
+    let cases: [(&str, Option<&str>, bool); 2] = [
+        (
+            r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#,
+            Some(&dockerfile),
+            false,
+        ),
+        (
+            r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./failing": {}}}"#,
+            None,
+            true,
+        ),
+    ];
+    for (config, dockerfile, with_feature) in cases {
+        let env = Env::new(image, config, dockerfile);
+        if with_feature {
+            feature(&env.ws);
+        }
+        let before = snapshot(&env.ws);
+        let trees = |env: &Env| ["api", "web"].map(|n| support::tree_fingerprint(&env.ws.join(n)));
+        let hashes = trees(&env);
+        let root_before = support::tree_fingerprint(&env.ws);
+        let out = env.handoff("ref0", &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(14), "{err}");
+        let v = envelope(&out);
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["code"], "build_failed", "{v}");
+        if with_feature {
+            assert!(err.contains("failing feature install"), "{err}");
+        }
+        assert_eq!(trees(&env), hashes, "a worktree changed");
+        assert_eq!(
+            support::tree_fingerprint(&env.ws),
+            root_before,
+            "the workspace changed"
+        );
+        assert!(!env.ws.join(".devcell").exists() && !env.ws.join("AGENTS.md").exists());
+        assert_eq!(snapshot(&env.ws), before);
+        let s = only_session(&env);
+        assert_eq!(s["outcome"]["kind"], "failed");
+        assert_eq!(s["outcome"]["code"], "build_failed");
+        assert_eq!(s["containerId"], Value::Null, "{s}");
+        let (_, st) = env.json(&[
+            "status",
+            "--workspace-folder",
+            &env.ws_str(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(st["result"]["activeSession"], Value::Null, "{st}");
+        assert_eq!(st["result"]["container"], Value::Null, "{st}");
+        assert_eq!(labelled("container", &env.ws), "");
+        assert!(!err.contains("reference agent: starting"));
+    }
 
     // an agent killed by a signal (after committing)
     let env = Env::new(image, CONFIG, None);
@@ -1481,4 +1620,211 @@ fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
         "{st}"
     );
     assert_eq!(st["result"]["sessions"][1]["outcome"]["kind"], "exited");
+}
+
+/// When everything is root (devcell and the workspace), the remote user keeps its non-root ids
+/// (spec-note 0250): in a world-writable workspace git still works for the agent and for the
+/// lifecycle hooks through devcell's `safe.directory` entries; in a workspace only root can
+/// write, the handoff says why the agent will fail (a warning in the envelope).
+#[test]
+fn when_everything_is_root_safe_directory_entries_keep_git_working() {
+    let test = "when_everything_is_root_safe_directory_entries_keep_git_working";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = hostgit_image();
+    let env = Env::with_owner(
+        image,
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "git -C /workspace/api status --porcelain && git -C /workspace/web log -1 --format=hook-saw-%s"}"#,
+        None,
+        Owner::RootWorldWritable,
+    );
+    let out = env.handoff("ref0", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v = envelope(&out);
+    assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
+    assert!(err.contains("hook-saw-initial"), "{err}");
+    assert!(
+        err.contains("reference agent: starting in /workspace as 65534"),
+        "{err}"
+    );
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&env.ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(owner_uid(&env.ws.join(name).join("AGENT_CHANGE.md")), 65534);
+    }
+
+    let env = Env::with_owner(image, CONFIG, None, Owner::Root);
+    let out = env.handoff("ref0", &[]);
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
+        "{v}"
+    );
+    assert!(stderr(&out).contains("belongs to root"));
+}
+
+/// `handoff --runtime host` (spec-note 0251): with no engine reachable, a handoff without
+/// `--runtime` fails with `engine_unavailable` and offers `--runtime host` (nothing is written,
+/// no session); with it, the reference agent runs on the host in the workspace as the
+/// workspace's owner, reads the same context file (`runtime: host`, `isolation: none`, host
+/// paths), commits in both worktrees, runs the verification commands, and its exit code or
+/// signal is devcell's, with the `unisolated` warning on stderr and in the envelope.
+#[test]
+fn the_host_runtime_runs_the_agent_unisolated_and_says_so() {
+    // no engine needed: DOCKER_HOST points at nothing
+    let env = Env::new("unused", CONFIG, None);
+    let ws = env.ws.clone();
+    let script = ws.join(".agent/reference-agent.sh");
+    let mut config = std::fs::read_to_string(&env.config).unwrap();
+    for (name, arg) in [("host5", "5"), ("hostkill", "kill")] {
+        config.push_str(&format!(
+            "\n[agents.{name}]\ncommand = [\"sh\", \"{}\", \"{arg}\"]\nverify = [\"git -C api log -1 --format=%s\", \"test -f web/AGENT_CHANGE.md\"]\n",
+            script.display()
+        ));
+    }
+    std::fs::write(&env.config, config).unwrap();
+    let without_engine = |args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        env.command(&args)
+            .env("DOCKER_HOST", "unix:///nonexistent/devcell-test.sock")
+            .output()
+            .unwrap()
+    };
+    let before = support::tree_fingerprint(&ws);
+
+    // no engine, no --runtime: an error that suggests the host runtime, and nothing happens
+    let out = without_engine(&env.handoff_args("host5", &[]));
+    assert_eq!(out.status.code(), Some(13), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "engine_unavailable");
+    let offered = v["next_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["command"].is_array())
+        .expect("a next action with a command");
+    let argv: Vec<&str> = offered["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[..2], ["devcell", "handoff"]);
+    assert_eq!(argv[argv.len() - 2..], ["--runtime", "host"]);
+    assert!(
+        offered["description"]
+            .as_str()
+            .unwrap()
+            .contains("WITHOUT ANY ISOLATION")
+    );
+    assert!(stderr(&out).contains("--runtime host"));
+    assert_eq!(support::tree_fingerprint(&ws), before, "nothing written");
+    assert!(
+        !env.state.join("workspaces").exists(),
+        "no session recorded"
+    );
+
+    // the plan says where the agent runs and warns
+    let out = without_engine(&env.handoff_args("host5", &["--runtime", "host", "--plan"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan = envelope(&out);
+    assert_eq!(plan["warnings"][0]["code"], "unisolated", "{plan}");
+    let p = &plan["result"];
+    assert_eq!(p["runtime"], "host");
+    assert_eq!(p["isolation"], "none");
+    assert_eq!(p["mounts"], serde_json::json!([]));
+    assert_eq!(p["container"]["action"], "none");
+    assert_eq!(p["cwd"], env.ws_str().as_str());
+    assert_eq!(p["repos"][1]["path"], ws.join("web").to_str().unwrap());
+
+    // the handoff: the agent's exit code is devcell's
+    let out = without_engine(&env.handoff_args("host5", &["--runtime", "host"]));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    assert_eq!(v["error"]["details"]["exitCode"], 5);
+    assert_eq!(v["error"]["details"]["containerId"], Value::Null);
+    assert_eq!(v["warnings"][0]["code"], "unisolated", "{v}");
+    let warning = v["warnings"][0]["message"].as_str().unwrap();
+    assert!(warning.starts_with("UNISOLATED:"), "{warning}");
+    assert!(err.contains(&format!("WARNING: {warning}")), "{err}");
+    for needle in [
+        format!(
+            "reference agent: starting in {} as {WORKSPACE_OWNER}",
+            env.ws_str()
+        ),
+        "committed in api".to_string(),
+        "committed in web".to_string(),
+        "verified: git -C api log -1 --format=%s".to_string(),
+        "verified: test -f web/AGENT_CHANGE.md".to_string(),
+        "reference agent: done".to_string(),
+    ] {
+        assert!(err.contains(&needle), "missing `{needle}` in:\n{err}");
+    }
+    for name in ["api", "web"] {
+        assert_eq!(
+            last_subject(&ws.join(name)),
+            format!("reference agent: change in {name}")
+        );
+        assert_eq!(
+            owner_uid(&ws.join(name).join("AGENT_CHANGE.md")),
+            WORKSPACE_OWNER
+        );
+    }
+    // the same context file, marked as the host runtime, with host paths
+    let ctx: Value =
+        serde_json::from_slice(&std::fs::read(ws.join(".devcell/context.json")).unwrap()).unwrap();
+    assert_eq!(schema_errors("context", &ctx), Vec::<String>::new());
+    assert_eq!(ctx["runtime"], "host");
+    assert_eq!(ctx["security"]["isolation"], "none");
+    assert_eq!(ctx["security"]["network"], "host");
+    assert_eq!(ctx["workspace"]["root"], env.ws_str().as_str());
+    assert_eq!(ctx["repos"][0]["path"], ws.join("api").to_str().unwrap());
+    assert_eq!(
+        ctx["contextPath"],
+        ws.join(".devcell/context.json").to_str().unwrap()
+    );
+    assert_eq!(ctx["verification"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        owner_uid(&ws.join(".devcell/context.json")),
+        WORKSPACE_OWNER
+    );
+    // the state and the log
+    let out = without_engine(&[
+        "status".into(),
+        "--workspace-folder".into(),
+        env.ws_str(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    let st = envelope(&out);
+    let sessions = st["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{st}");
+    assert_eq!(sessions[0]["runtime"], "host");
+    assert_eq!(sessions[0]["status"], "ended");
+    assert_eq!(sessions[0]["containerId"], Value::Null);
+    assert_eq!(
+        sessions[0]["outcome"],
+        serde_json::json!({"kind": "exited", "exitCode": 5})
+    );
+    let log = std::fs::read_to_string(sessions[0]["log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("unisolated") && log.contains("committed in web"),
+        "{log}"
+    );
+
+    // an agent killed by a signal: 128 + 9, recorded as signaled
+    let out = without_engine(&env.handoff_args("hostkill", &["--runtime", "host"]));
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    let v = envelope(&out);
+    assert_eq!(v["error"]["details"]["signal"], 9, "{v}");
+    assert_eq!(v["warnings"][0]["code"], "unisolated");
 }

@@ -764,23 +764,25 @@ async fn plan_orders_dependencies_writes_and_honours_the_lockfile() {
     assert_eq!(again.lockfile(), lock);
 }
 
-/// Interop with `@devcontainers/cli` (`DEVCELL_TEST_REFCLI` = path of its `devcontainer`
-/// binary, e.g. after `npm install @devcontainers/cli`; skipped when unset). The reference
+/// Interop with `@devcontainers/cli` at the artifact level (`DEVCELL_TEST_REFCLI`, see
+/// `support::refcli`; `build`/`up` in both directions are in `interop.rs`). The reference
 /// CLI speaks plain HTTP only to `localhost`, so the registry is addressed as
 /// `localhost:<port>`.
 #[tokio::test]
 async fn interop_with_the_reference_cli() {
-    let Ok(refcli) = std::env::var("DEVCELL_TEST_REFCLI") else {
+    let Some(reg) = test_registry() else { return };
+    let Some(refcli) = crate::support::refcli::reference_cli("interop_with_the_reference_cli")
+    else {
         return;
     };
-    let Some(reg) = test_registry() else { return };
     let port = reg.rsplit(':').next().unwrap();
     let reg = format!("localhost:{port}");
     let ns = unique("interop");
 
     // devcell publishes; the reference reads the manifest and resolves the same digest.
     let ours = publish(&collection().join("hello"), &reg, &format!("{ns}/ours"));
-    let out = std::process::Command::new(&refcli)
+    let out = refcli
+        .command()
         .args([
             "features",
             "info",
@@ -806,7 +808,8 @@ async fn interop_with_the_reference_cli() {
 
     // The reference publishes; devcell resolves, verifies and extracts it.
     let dir = hello_at("1.4.0");
-    let out = std::process::Command::new(&refcli)
+    let out = refcli
+        .command()
         .args(["features", "publish"])
         .arg(dir.path())
         .args(["-r", &reg, "-n", &format!("{ns}/theirs")])
@@ -835,6 +838,7 @@ async fn interop_with_the_reference_cli() {
     assert_eq!(r.integrity.as_deref(), theirs["hello"]["digest"].as_str());
     assert_eq!(r.version(), Some("1.4.0"));
     assert!(dest.path().join("h/install.sh").is_file());
+    refcli.assert_stayed_local();
 }
 
 #[tokio::test]
@@ -906,7 +910,15 @@ fn resolve_dependencies_fetches_oci_features_through_the_cache() {
         }
         cmd.output().unwrap()
     };
-    let first = crate::support::stdout_json(&run(cache.path(), false));
+    let cold = run(cache.path(), false);
+    let progress = String::from_utf8_lossy(&cold.stderr).into_owned();
+    assert!(
+        progress.contains(&format!(
+            "[devcell] pulling manifest {reg}/cli/features/hello:1"
+        )),
+        "{progress}"
+    );
+    let first = crate::support::stdout_json(&cold);
     let ids: Vec<&str> = first["installOrder"]
         .as_array()
         .unwrap()
@@ -986,4 +998,124 @@ fn credentials_never_reach_the_logs() {
         assert!(!stderr.contains(secret), "secret in logs");
         assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
     }
+}
+
+/// An OAuth2 identity token (`auths.<host>.identitytoken`) is exchanged at the registry's token
+/// endpoint (`refresh_token` grant) for scoped access tokens, which a real registry with token
+/// auth accepts for push and pull (spec-notes/0262).
+#[test]
+fn identity_token_is_exchanged_for_scoped_access_tokens() {
+    let server = crate::support::TokenServer::start();
+    let Some(private) = PrivateRegistry::start_with_token_server(&server) else {
+        return;
+    };
+    let reg = private.addr.clone();
+    let config_dir = tempfile::tempdir().unwrap();
+    let write_config = |token: &str| {
+        // As `docker login` stores an identity token: `auth` is `<token>:`.
+        std::fs::write(
+            config_dir.path().join("config.json"),
+            serde_json::json!({"auths": {&reg: {"auth": "PHRva2VuPjo=", "identitytoken": token}}})
+                .to_string(),
+        )
+        .unwrap();
+    };
+    let publish_with = |docker_config: Option<&Path>| {
+        let mut cmd = crate::support::devcell();
+        if let Some(dir) = docker_config {
+            cmd.env("DOCKER_CONFIG", dir).env("DEVCELL_LOG", "trace");
+        }
+        cmd.args(["features", "publish"])
+            .arg(collection().join("hello"))
+            .args(["-r", &reg, "-n", "idtok"])
+            .output()
+            .unwrap()
+    };
+
+    // Without credentials the registry refuses.
+    let err = crate::support::assert_failed(&publish_with(None));
+    assert!(err.contains(&reg), "{err}");
+    let anonymous_requests = server.requests().len();
+
+    // With the identity token: push, then pull by tag through the fetcher.
+    write_config(crate::support::TokenServer::REFRESH_TOKEN);
+    let out = publish_with(Some(config_dir.path()));
+    // Trace logging (devcell, oci-client, reqwest, hyper) never shows the identity token.
+    let logs = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(logs.contains("TRACE") || logs.contains("DEBUG"), "{logs}");
+    assert!(
+        !logs.contains(crate::support::TokenServer::REFRESH_TOKEN),
+        "identity token in the logs"
+    );
+    // …nor an access token (the JWTs the token server issues start with `eyJ`).
+    assert!(!logs.contains("eyJ"), "access token in the logs");
+    let published = crate::support::stdout_json(&out);
+    let fetcher = |cache: &Path| {
+        Fetcher::new(FetchOptions {
+            cache_dir: Some(cache.to_owned()),
+            offline: false,
+            refresh_tags: false,
+            registry: RegistryOptions {
+                docker_config: Some(config_dir.path().join("config.json")),
+                ..RegistryOptions::default()
+            },
+        })
+        .unwrap()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    let r = rt
+        .block_on(fetcher(cache.path()).resolve_and_fetch(
+            &oci(&format!("{reg}/idtok/hello:1")),
+            &dest.path().join("h"),
+        ))
+        .unwrap();
+    assert_eq!(
+        r.integrity.as_deref(),
+        published["hello"]["digest"].as_str()
+    );
+    assert!(dest.path().join("h/install.sh").is_file());
+
+    // What reached the token endpoint: only refresh_token grants, scoped per repository and
+    // operation, with devcell's client id and the registry's service.
+    let exchanges = &server.requests()[anonymous_requests..];
+    assert!(!exchanges.is_empty());
+    let mut scopes = std::collections::BTreeSet::new();
+    for e in exchanges {
+        assert_eq!(e["method"], "POST", "{e}");
+        assert_eq!(e["grant_type"], "refresh_token", "{e}");
+        assert_eq!(e["client_id"], "devcell", "{e}");
+        assert_eq!(e["service"], "devcell-test", "{e}");
+        assert_eq!(e["refresh_token_ok"], true, "{e}");
+        assert_eq!(e["authorization"], false, "{e}");
+        scopes.insert(e["scope"].as_str().unwrap().to_string());
+    }
+    assert!(
+        scopes.contains("repository:idtok/hello:pull,push"),
+        "{scopes:?}"
+    );
+    assert!(scopes.contains("repository:idtok/hello:pull"), "{scopes:?}");
+
+    // A wrong identity token: a clear error that never shows the token.
+    write_config("wrong-identity-token-value");
+    let cache = tempfile::tempdir().unwrap();
+    let err = rt
+        .block_on(fetcher(cache.path()).resolve_and_fetch(
+            &oci(&format!("{reg}/idtok/hello:1")),
+            &dest.path().join("w"),
+        ))
+        .unwrap_err();
+    let mut shown = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(e) = source {
+        shown.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    assert!(
+        shown.contains("cannot exchange the identity token"),
+        "{shown}"
+    );
+    assert!(shown.contains("401"), "{shown}");
+    assert!(!shown.contains("wrong-identity-token-value"), "{shown}");
 }

@@ -79,13 +79,20 @@ fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
     .unwrap();
     let lock_path = ws.path().join(".devcontainer/devcontainer-lock.json");
 
-    // No lockfile: current = wanted = newest 1.x; local Features are left out.
-    let v = stdout_json(&run(
+    // No lockfile: current = wanted = newest 1.x; local Features are left out. Progress goes
+    // to stderr through the CLI reporter (plain lines: not a terminal).
+    let out = run(
         "outdated",
         ws.path(),
         cache.path(),
         &["--output-format", "json"],
-    ));
+    );
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        progress.contains(&format!("[devcell] listing tags of {reg}/{ns}/hello")),
+        "{progress}"
+    );
+    let v = stdout_json(&out);
     assert_eq!(
         v,
         json!({"features": {&feature: {"current": "1.3.0", "wanted": "1.3.0", "wantedMajor": "1",
@@ -93,7 +100,13 @@ fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
     );
 
     // upgrade --dry-run prints the lockfile and writes nothing.
-    let text = ok_stdout(&run("upgrade", ws.path(), cache.path(), &["--dry-run"]));
+    let out = run("upgrade", ws.path(), cache.path(), &["--dry-run"]);
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        progress.contains(&format!("[devcell] pulling manifest {feature}")),
+        "{progress}"
+    );
+    let text = ok_stdout(&out);
     let lock: Value = serde_json::from_str(&text).expect("lockfile JSON on stdout");
     assert_eq!(lock["features"][&feature]["version"], "1.3.0", "{lock}");
     assert!(!lock_path.exists());

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::devcell;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::refcli::{RefCli, reference_cli};
 
 /// A temporary workspace with a `.devcontainer/devcontainer.json`.
 struct Workspace {
@@ -567,26 +568,7 @@ impl Drop for ImageCleanup {
     }
 }
 
-/// The reference CLI (`@devcontainers/cli`): `DEVCELL_TEST_REFCLI` (required when set), else
-/// `/opt/refcli/node_modules/.bin/devcontainer` when installed; `None` skips with a note.
-fn reference_cli(test: &str) -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("DEVCELL_TEST_REFCLI") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "{test}: DEVCELL_TEST_REFCLI names no file");
-        return Some(path);
-    }
-    let default = PathBuf::from("/opt/refcli/node_modules/.bin/devcontainer");
-    if default.is_file() {
-        return Some(default);
-    }
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("note: {test} skipped: no reference CLI (set DEVCELL_TEST_REFCLI)");
-    }
-    None
-}
-
-fn reference_up(cli: &Path, ws: &Workspace) -> Value {
+fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
     // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
     let base = ws
         .path()
@@ -595,7 +577,8 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         .to_string_lossy()
         .to_lowercase();
     ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
-    let out = Command::new(cli)
+    let out = cli
+        .command()
         .args(["up", "--workspace-folder"])
         .arg(ws.path())
         .output()
@@ -607,6 +590,7 @@ fn reference_up(cli: &Path, ws: &Workspace) -> Value {
         "reference up failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    cli.assert_stayed_local();
     let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
     if image.starts_with("vsc-") {
         ws.cleanup_images.borrow_mut().push(image);
@@ -626,10 +610,11 @@ fn containers_are_shared_with_the_reference_cli() {
         return;
     };
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
-    // Made by the reference, reused by devcell.
+    // Made by the reference, reused by devcell under `reference` (under `hardened` it is
+    // refused: `reused_containers_are_rechecked_against_the_profile`).
     let ws = Workspace::new(config);
     let theirs = reference_up(&cli, &ws);
-    let ours = ws.up(&[]);
+    let ours = ws.up(&["--security-profile", "reference"]);
     assert_eq!(ours["containerId"], theirs["containerId"]);
     assert_eq!(ours["devcell"]["container"], "running");
     assert_eq!(ws.containers().len(), 1);
@@ -641,6 +626,91 @@ fn containers_are_shared_with_the_reference_cli() {
     assert_eq!(theirs["containerId"], ours["containerId"]);
     assert_eq!(theirs["remoteUser"], "nobody");
     assert_eq!(ws.containers().len(), 1);
+}
+
+#[test]
+fn reused_containers_are_rechecked_against_the_profile() {
+    let test = "reused_containers_are_rechecked_against_the_profile";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let Some(cli) = reference_cli(test) else {
+        return;
+    };
+    // Made by the reference CLI: root, the engine's default capabilities, writable root, no
+    // limits. `hardened` refuses to reuse it and changes nothing.
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let theirs = reference_up(&cli, &ws);
+    let id = theirs["containerId"].as_str().unwrap().to_string();
+    let started = docker_inspect(&id, "{{.State.StartedAt}}");
+    let before = ws.tree_hash();
+    let out = ws.run("up", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "error");
+    let text = format!("{} {}", result["message"], result["description"]);
+    for wanted in [
+        "refusing to reuse container",
+        &id[..12],
+        "running as root",
+        "`CHOWN`",
+        "`NET_RAW`",
+        "writable root filesystem",
+        "no-new-privileges",
+        "no pids limit",
+        "--remove-existing-container",
+        "--security-profile reference",
+    ] {
+        assert!(text.contains(wanted), "missing `{wanted}` in {text}");
+    }
+    assert_eq!(ws.containers(), std::slice::from_ref(&id));
+    assert_eq!(docker_inspect(&id, "{{.State.StartedAt}}"), started);
+    assert_eq!(ws.tree_hash(), before);
+
+    // `reference` reuses it as it is; `--remove-existing-container` recreates it hardened, and
+    // that one is reused by a plain `up`.
+    let reused = ws.up(&["--security-profile", "reference"]);
+    assert_eq!(reused["containerId"], id.as_str());
+    let fresh = ws.up(&["--remove-existing-container"]);
+    let fresh_id = fresh["containerId"].as_str().unwrap().to_string();
+    assert_ne!(fresh_id, id);
+    assert_eq!(
+        docker_inspect(&fresh_id, "{{.HostConfig.ReadonlyRootfs}}"),
+        "true"
+    );
+    let again = ws.up(&[]);
+    assert_eq!(again["containerId"], fresh_id.as_str());
+    assert_eq!(again["devcell"]["container"], "running");
+
+    // Made by devcell with a grant, reused without it: refused, the grant named; with it:
+    // reused, the granted permission reported.
+    let granted =
+        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
+    let first = granted.up(&["--allow", "cap:SYS_PTRACE"]);
+    let out = granted.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    let text = format!("{} {}", result["message"], result["description"]);
+    assert!(text.contains("refusing to reuse container"), "{text}");
+    assert!(text.contains("capabilities `SYS_PTRACE`"), "{text}");
+    assert!(text.contains("--allow cap:SYS_PTRACE"), "{text}");
+    let second = granted.up(&["--allow", "cap:SYS_PTRACE"]);
+    assert_eq!(second["containerId"], first["containerId"]);
+    let permissions = &second["devcell"]["permissions"];
+    assert_eq!(permissions[0]["value"], "SYS_PTRACE", "{permissions}");
+    assert_eq!(permissions[0]["status"], "granted");
+    assert_eq!(
+        permissions[0]["source"],
+        format!(
+            "existing container {}",
+            &first["containerId"].as_str().unwrap()[..12]
+        )
+    );
 }
 
 /// A local Feature `./<id>` in the workspace's `.devcontainer/`.
@@ -791,7 +861,7 @@ struct ImageCleanupByPrefix(String);
 impl Drop for ImageCleanupByPrefix {
     fn drop(&mut self) {
         let out = Command::new("docker")
-            .args(["images", "--format", "{{.Repository}}", "--filter"])
+            .args(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter"])
             .arg(format!("reference={}", self.0))
             .output();
         if let Ok(out) = out {
@@ -1283,4 +1353,72 @@ fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
     for (what, text) in &outputs {
         assert!(!text.contains(&secret), "the secret leaked into {what}");
     }
+}
+
+/// `updateRemoteUserUID` with devcell run as root (spec-note 0250): a workspace owned by a
+/// non-root user (4242, not world-writable) gives the remote user `nobody` that user's ids, so
+/// files made through `exec` belong to 4242 on the host; `updateRemoteUserUID: false` keeps
+/// `nobody` at 65534; a root-owned workspace keeps it at 65534 with a warning that it cannot
+/// write there.
+#[test]
+fn the_remote_user_gets_the_workspace_owners_ids() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
+    if !engine_ready(
+        "the_remote_user_gets_the_workspace_owners_ids",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    assert_eq!(
+        owner_uid(Path::new("/proc/self")),
+        0,
+        "this test expects to run as root (as CI does)"
+    );
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    give_to_workspace_owner(ws.path());
+    let result = ws.up(&[]);
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = docker_inspect(&id, "{{.Config.Image}}");
+    assert!(image.starts_with("devcell/uid:"), "{image}");
+    ws.cleanup_images.borrow_mut().push(image);
+    assert_eq!(
+        result["devcell"]["warnings"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    let (code, stdout, stderr) = ws.sh("id -u; id -g; echo x > made-by-exec; stat -c %u \"$HOME\"");
+    assert_eq!(code, 0, "{stderr}");
+    let owner = WORKSPACE_OWNER.to_string();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [owner.as_str(), owner.as_str(), owner.as_str()]
+    );
+    assert_eq!(owner_uid(&ws.path().join("made-by-exec")), WORKSPACE_OWNER);
+
+    let off = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false}"#,
+    );
+    give_to_workspace_owner(off.path());
+    let result = off.up(&[]);
+    assert_eq!(
+        result["devcell"]["warnings"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    let (_, stdout, _) = off.sh("id -u");
+    assert_eq!(stdout.trim(), "65534");
+
+    // everything is root: nothing to map to; the user is told
+    let root_owned = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let result = root_owned.up(&[]);
+    let warnings = result["devcell"]["warnings"].to_string();
+    assert!(
+        warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
+        "{result}"
+    );
+    let (_, stdout, _) = root_owned.sh("id -u; touch probe 2>/dev/null || echo cannot-write");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["65534", "cannot-write"]
+    );
 }

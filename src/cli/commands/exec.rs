@@ -4,7 +4,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::args::ExecArgs;
-use crate::cli::commands::{remote, runtime, target};
+use crate::cli::commands::handoff::RawMode;
+use crate::cli::commands::{remote, runtime, target, terminal_sizes};
 use crate::cli::output::StderrReporter;
 use crate::handoff::{ExecOptions, ExecStreams, exec};
 
@@ -17,6 +18,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         Some(path) => crate::handoff::read_secrets_file(path)?,
         None => Default::default(),
     };
+    let rt = runtime()?;
+    // The container's TTY follows this terminal's size (spec-note 0273).
+    let tty_size = if tty {
+        let _context = rt.enter();
+        terminal_sizes()
+    } else {
+        None
+    };
     let opts = ExecOptions {
         target: target(&args.container)?,
         argv: args.command,
@@ -24,12 +33,15 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         secrets,
         default_user_env_probe: probe,
         tty,
+        tty_size,
     };
-    let rt = runtime()?;
+    // With a TTY the terminal is put in raw mode (restored on drop) and forwarded, so an
+    // interactive command gets every key; a terminal without a TTY in the container (stdout
+    // redirected) is not forwarded; piped input always is.
+    let raw = tty.then(RawMode::enable).flatten();
     let code = rt.block_on(async {
-        // A terminal is not forwarded (no raw mode); piped input is.
         let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
-            if std::io::stdin().is_terminal() {
+            if std::io::stdin().is_terminal() && raw.is_none() {
                 None
             } else {
                 Some(Box::new(tokio::io::stdin()))
@@ -40,7 +52,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             stderr: Box::new(tokio::io::stderr()),
         };
         exec(&opts, streams, &StderrReporter).await
-    })?;
+    });
+    drop(raw);
+    let code = code?;
     // Leave without waiting for a blocked stdin reader.
     rt.shutdown_background();
     Ok(ExitCode::from(

@@ -5,9 +5,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::args::{Format, HandoffArgs};
-use crate::cli::commands::{Extras, exit, finish, folder, runtime};
+use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
+use crate::handoff::context::AgentRuntime;
 use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::handoff::up::SecurityOptions;
 use crate::handoff::{HandoffError, LockfileMode};
@@ -43,8 +44,9 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     };
     if args.plan {
         let result = rt.block_on(plan(&opts));
-        return Ok(finish(args.format, result, render_plan, |_| {
-            Extras::default()
+        return Ok(finish(args.format, result, render_plan, |p| Extras {
+            warnings: p.coded_warnings(),
+            next_actions: Vec::new(),
         }));
     }
     let json = args.format == Format::Json;
@@ -52,6 +54,15 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     // interactive agent gets every key (Ctrl-C included); a terminal without a TTY for the agent
     // is not forwarded (like `exec`), piped input always is.
     let raw = opts.tty.then(RawMode::enable).flatten();
+    let opts = HandoffOptions {
+        tty_size: if opts.tty {
+            let _context = rt.enter();
+            terminal_sizes()
+        } else {
+            None
+        },
+        ..opts
+    };
     let result = rt.block_on(async {
         let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
             if std::io::stdin().is_terminal() && raw.is_none() {
@@ -90,14 +101,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     rt.shutdown_background();
     let r = match result {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(finish(
-                args.format,
-                Err::<(), _>(e),
-                |_| String::new(),
-                |_| Extras::default(),
-            ));
-        }
+        Err(e) => return Ok(failed(&args, e)),
     };
     for w in &r.warnings {
         output::stderr_line(&format!("warning: {w}"));
@@ -126,8 +130,8 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         );
         if r.succeeded() {
             let mut env = Envelope::success(&r).with_next_action(status);
-            for w in &r.warnings {
-                env = env.with_warning("handoff", w.clone());
+            for (code, w) in r.coded_warnings() {
+                env = env.with_warning(code, w);
             }
             output::envelope(&env);
         } else {
@@ -141,7 +145,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
                 (Some(c), None) => details["exitCode"] = c.into(),
                 _ => {}
             }
-            let env: Envelope<()> = Envelope::failure(
+            let mut env: Envelope<()> = Envelope::failure(
                 ErrorBody::new(
                     ErrorCode::AgentFailed,
                     format!("agent `{}` {how}", r.plan.agent),
@@ -149,6 +153,9 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
                 .with_details(details),
             )
             .with_next_action(status);
+            for (code, w) in r.coded_warnings() {
+                env = env.with_warning(code, w);
+            }
             output::envelope(&env);
         }
     }
@@ -161,6 +168,15 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         Some(path) => crate::handoff::read_secrets_file(path)?,
         None => Default::default(),
     };
+    let runtime = args
+        .runtime
+        .as_deref()
+        .map(str::parse::<AgentRuntime>)
+        .transpose()
+        .map_err(|message| HandoffError::Unsupported {
+            message,
+            hint: None,
+        })?;
     let json = args.format == Format::Json;
     let out_is_tty = if json {
         std::io::stderr().is_terminal()
@@ -187,7 +203,9 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         secrets,
         settings,
         env: std::env::vars().collect(),
-        tty: std::io::stdin().is_terminal() && out_is_tty,
+        // the host runtime gives the agent pipes (logged, masked), never the terminal
+        tty: std::io::stdin().is_terminal() && out_is_tty && runtime != Some(AgentRuntime::Host),
+        tty_size: None,
         state_root: None,
         lockfile: if args.frozen_lockfile {
             LockfileMode::Frozen
@@ -196,7 +214,38 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         } else {
             LockfileMode::ReadOnly
         },
+        runtime,
     })
+}
+
+/// A handoff that failed before its agent ran: the error's envelope (and stderr); when no
+/// engine answered and `--runtime` was not given, a next action offers `--runtime host` (never
+/// taken on its own).
+fn failed(args: &HandoffArgs, err: HandoffError) -> ExitCode {
+    if args.runtime.is_some() || err.code() != ErrorCode::EngineUnavailable {
+        return finish(
+            args.format,
+            Err::<(), _>(err),
+            |_| String::new(),
+            |_| Extras::default(),
+        );
+    }
+    let mut argv = vec!["devcell".to_string()];
+    argv.extend(std::env::args().skip(1));
+    argv.extend(["--runtime".to_string(), "host".to_string()]);
+    let action = NextAction::command(
+        "run the agent on this host instead, WITHOUT ANY ISOLATION (no container: it can do anything your user can)",
+        argv,
+    );
+    let env = failure(&err).with_next_action(action);
+    if args.format == Format::Json {
+        output::envelope(&env);
+    }
+    output::error(&anyhow::Error::new(err));
+    output::stderr_line(
+        "hint: to run the agent on this host without isolation instead, add `--runtime host`",
+    );
+    exit(env.exit_code())
 }
 
 fn render_plan(p: &HandoffPlan) -> String {
@@ -207,7 +256,22 @@ fn render_plan(p: &HandoffPlan) -> String {
         p.workspace.display(),
         p.agent
     );
-    let _ = writeln!(s, "  config     {}", p.config_file.display());
+    let _ = writeln!(
+        s,
+        "  runtime    {} (isolation {})",
+        p.runtime.as_str(),
+        p.isolation
+    );
+    if let Some((_, warning)) = p.coded_warnings().first() {
+        let _ = writeln!(s, "  WARNING    {warning}");
+    }
+    let _ = writeln!(
+        s,
+        "  config     {}",
+        p.config_file
+            .as_deref()
+            .map_or_else(|| "(none)".to_string(), |c| c.display().to_string())
+    );
     let _ = writeln!(s, "  image      {}", p.image);
     let _ = writeln!(
         s,
@@ -261,14 +325,14 @@ fn render_plan(p: &HandoffPlan) -> String {
     s
 }
 
-/// The terminal on stdin in raw mode until dropped (then restored).
-struct RawMode {
+/// The terminal on stdin in raw mode until dropped (then restored); `exec` uses it too.
+pub(crate) struct RawMode {
     saved: rustix::termios::Termios,
 }
 
 impl RawMode {
     /// Raw mode on stdin; `None` when stdin is not a terminal or cannot be changed.
-    fn enable() -> Option<RawMode> {
+    pub(crate) fn enable() -> Option<RawMode> {
         let stdin = std::io::stdin();
         let saved = rustix::termios::tcgetattr(&stdin).ok()?;
         let mut raw = saved.clone();

@@ -11,6 +11,7 @@ pub mod features_publish;
 pub mod features_resolve_dependencies;
 pub mod handoff;
 pub mod outdated;
+pub mod prune;
 pub mod read_configuration;
 pub mod run_user_commands;
 pub mod status;
@@ -115,6 +116,36 @@ pub(crate) fn hooks(
         None => IndexMap::new(),
     };
     Ok((plan, secrets))
+}
+
+/// The size of the terminal on stdin, then each new size after a `SIGWINCH`, for a TTY in the
+/// container that follows devcell's terminal (spec-note 0273). Needs a tokio runtime context
+/// (the signal is watched by a spawned task). `None` when stdin is not a terminal.
+pub(crate) fn terminal_sizes() -> Option<tokio::sync::watch::Receiver<crate::handoff::TtySize>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let read = || {
+        rustix::termios::tcgetwinsize(std::io::stdin())
+            .ok()
+            .map(|w| crate::handoff::TtySize {
+                rows: w.ws_row,
+                cols: w.ws_col,
+            })
+    };
+    let (tx, rx) = tokio::sync::watch::channel(read()?);
+    if let Ok(mut winch) = signal(SignalKind::window_change()) {
+        tokio::spawn(async move {
+            while winch.recv().await.is_some() && !tx.is_closed() {
+                if let Some(size) = read() {
+                    tx.send_if_modified(|current| {
+                        let changed = *current != size;
+                        *current = size;
+                        changed
+                    });
+                }
+            }
+        });
+    }
+    Some(rx)
 }
 
 /// A multi-threaded tokio runtime for one command.

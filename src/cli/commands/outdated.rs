@@ -1,23 +1,32 @@
 //! `devcell outdated`.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::cli::args::{OutdatedArgs, OutputFormat};
 use crate::cli::output;
-use crate::handoff::outdated::{OutdatedOptions, outdated};
+use crate::cli::reporter::CliReporter;
+use crate::handoff::outdated::{OutdatedOptions, outdated_with};
 
-/// Runs `outdated`: a table (or one JSON line) on stdout, warnings on stderr.
+/// Runs `outdated`: a table (or one JSON line) on stdout, progress ([`CliReporter`]) and
+/// warnings on stderr.
 pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
     output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
-    let result = outdated(&OutdatedOptions {
-        workspace_folder,
-        config: args.config,
-        cache_dir: args.cache_dir,
-    })?;
+    let reporter = Arc::new(CliReporter::stderr());
+    let result = outdated_with(
+        &OutdatedOptions {
+            workspace_folder,
+            config: args.config,
+            cache_dir: args.cache_dir,
+        },
+        reporter.clone(),
+    );
+    reporter.finish();
+    let result = result?;
     for warning in &result.warnings {
         output::warning(warning);
     }

@@ -4,10 +4,12 @@ use std::process::ExitCode;
 
 use crate::cli::args::UpArgs;
 use crate::cli::commands::{hooks, lockfile_mode, remote, runtime, target};
-use crate::cli::output::{self, StderrReporter};
+use crate::cli::output;
+use crate::cli::reporter::CliReporter;
 use crate::handoff::{SecurityOptions, UpOptions, up};
 
-/// Runs `up`: the result JSON on stdout (one line), progress and hook output on stderr.
+/// Runs `up`: the result JSON on stdout (one line), progress (a spinner on a terminal, plain
+/// lines otherwise; [`CliReporter`]) and hook output on stderr.
 /// A failure prints the error result and exits 1.
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     let result = (|| {
@@ -36,8 +38,12 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             settings,
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
+            safe_directories: Vec::new(),
         };
-        let result = runtime()?.block_on(up(&opts, &StderrReporter))?;
+        // Dropped (spinner cleared) before the result or the error is printed.
+        let reporter = CliReporter::stderr();
+        let result = runtime()?.block_on(up(&opts, &reporter))?;
+        reporter.finish();
         anyhow::Ok(result)
     })();
     match result {

@@ -1,26 +1,35 @@
 //! `devcell upgrade`.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::cli::args::UpgradeArgs;
 use crate::cli::output;
-use crate::handoff::outdated::{OutdatedOptions, UpgradeOptions, upgrade};
+use crate::cli::reporter::CliReporter;
+use crate::handoff::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
 
-/// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`.
+/// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`; fetch progress
+/// ([`CliReporter`]) on stderr.
 pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
-    let result = upgrade(&UpgradeOptions {
-        base: OutdatedOptions {
-            workspace_folder,
-            config: args.config,
-            cache_dir: args.cache_dir,
+    let reporter = Arc::new(CliReporter::stderr());
+    let result = upgrade_with(
+        &UpgradeOptions {
+            base: OutdatedOptions {
+                workspace_folder,
+                config: args.config,
+                cache_dir: args.cache_dir,
+            },
+            dry_run: args.dry_run,
+            pin: args.feature.zip(args.target_version),
         },
-        dry_run: args.dry_run,
-        pin: args.feature.zip(args.target_version),
-    })?;
+        reporter.clone(),
+    );
+    reporter.finish();
+    let result = result?;
     for warning in &result.warnings {
         output::warning(warning);
     }

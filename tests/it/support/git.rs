@@ -7,8 +7,34 @@ use std::sync::OnceLock;
 
 use crate::support;
 
+/// The uid and gid test workspaces are given to (`chown -R`) so that they belong to a non-root
+/// user other than the container's: devcell, run as root, then maps the remote user to it
+/// (spec-note 0250).
+pub const WORKSPACE_OWNER: u32 = 4242;
+
+/// `chown -R WORKSPACE_OWNER:WORKSPACE_OWNER <path>` (panics on failure).
+pub fn give_to_workspace_owner(path: &Path) {
+    let ids = format!("{WORKSPACE_OWNER}:{WORKSPACE_OWNER}");
+    let status = Command::new("chown")
+        .args(["-R", &ids])
+        .arg(path)
+        .status()
+        .expect("chown runs");
+    assert!(status.success(), "chown -R {ids} {}", path.display());
+}
+
+/// The owner uid of `path` (not following a final symbolic link).
+pub fn owner_uid(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .uid()
+}
+
 /// Runs git in `dir` with a fixed identity and no global/system config; panics with stderr on
-/// failure; returns trimmed stdout.
+/// failure; returns trimmed stdout. Repositories owned by another user (tests run as root and
+/// hand their workspaces to [`WORKSPACE_OWNER`]) pass git's ownership check
+/// (`safe.directory=*`, command-line configuration).
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
@@ -22,6 +48,8 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
             "init.defaultBranch=main",
             "-c",
             "commit.gpgsign=false",
+            "-c",
+            "safe.directory=*",
         ])
         .args(args)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -5,6 +5,8 @@
 
 pub mod docker;
 pub mod git;
+pub mod proxy;
+pub mod refcli;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -159,6 +161,20 @@ impl PrivateRegistry {
             false,
             Some(format!(
                 "auth:\n  silly:\n    realm: {realm}\n    service: devcell-test\n"
+            )),
+        )
+    }
+
+    /// Starts one over plain HTTP with distribution's `token` auth: JWTs issued by a
+    /// [`TokenServer`] (realm `<server>/token`, service `devcell-test`, issuer
+    /// `devcell-test-issuer`) and verified against its certificate.
+    pub fn start_with_token_server(server: &TokenServer) -> Option<PrivateRegistry> {
+        Self::start_with(
+            false,
+            Some(format!(
+                "auth:\n  token:\n    realm: {}/token\n    service: devcell-test\n    issuer: devcell-test-issuer\n    rootcertbundle: {}\n",
+                server.base,
+                server.certificate().display()
             )),
         )
     }
@@ -366,6 +382,91 @@ impl Drop for FileServer {
     }
 }
 
+/// `fixtures/registry/token-server.py` on a free 127.0.0.1 port: an OAuth2 token endpoint
+/// that accepts only the `refresh_token` grant with [`TokenServer::REFRESH_TOKEN`] and issues
+/// JWTs a [`PrivateRegistry::start_with_token_server`] registry accepts. Killed on drop.
+pub struct TokenServer {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl TokenServer {
+    /// The refresh (identity) token the server accepts (a test-only value).
+    pub const REFRESH_TOKEN: &'static str = "devcell-test-refresh-token";
+
+    /// Generates a signing key and certificate with `openssl` and starts the server.
+    pub fn start() -> TokenServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "token.key",
+                "-out",
+                "token.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=devcell test token issuer",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let child = std::process::Command::new("python3")
+            .arg(fixture("registry/token-server.py"))
+            .arg(port.to_string())
+            .arg(dir.path().join("token.key"))
+            .arg(dir.path().join("token.crt"))
+            .arg(Self::REFRESH_TOKEN)
+            .arg(dir.path().join("requests.log"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 runs the token server");
+        assert!(wait_for_port(port), "the token server did not start");
+        TokenServer {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            dir,
+        }
+    }
+
+    /// The certificate whose key signs the tokens (PEM).
+    pub fn certificate(&self) -> PathBuf {
+        self.dir.path().join("token.crt")
+    }
+
+    /// The requests received so far, one JSON object each (`method`, `path`, the form fields,
+    /// `refresh_token_ok` instead of the refresh token, `authorization`: whether the header
+    /// was sent).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect()
+    }
+}
+
+impl Drop for TokenServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Copies a folder tree (test fixtures into a temporary place).
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
@@ -389,4 +490,53 @@ pub fn publish(dir: &Path, registry: &str, namespace: &str) -> serde_json::Value
         .output()
         .expect("devcell runs");
     stdout_json(&out)
+}
+
+/// A byte-for-byte fingerprint of the tree under `root`: SHA-256 over every entry's relative
+/// path (sorted), kind, mode bits, owner uid/gid, and content (files) or target (symbolic
+/// links, not followed). Equal before and after means nothing under `root` was created,
+/// removed, changed, re-owned or re-moded.
+pub fn tree_fingerprint(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt as _;
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mut record =
+                format!("{:o} {}:{} ", meta.mode(), meta.uid(), meta.gid()).into_bytes();
+            if meta.file_type().is_symlink() {
+                record.extend(
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .as_os_str()
+                        .as_encoded_bytes(),
+                );
+            } else if meta.is_dir() {
+                walk(root, &path, out);
+            } else {
+                record.extend(std::fs::read(&path).unwrap());
+            }
+            out.insert(rel, record);
+        }
+    }
+    let mut entries = std::collections::BTreeMap::new();
+    walk(root, root, &mut entries);
+    let mut hasher = Sha256::new();
+    for (path, record) in &entries {
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(record);
+        hasher.update([0]);
+    }
+    format!(
+        "{} entries, sha256 {}",
+        entries.len(),
+        hex::encode(hasher.finalize())
+    )
 }

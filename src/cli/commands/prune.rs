@@ -1,0 +1,60 @@
+//! `devcell prune`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use crate::cli::args::PruneArgs;
+use crate::cli::commands::{Extras, finish, runtime};
+use crate::handoff::HandoffError;
+use crate::handoff::prune::{PruneOptions, PruneResult, human_size, prune};
+
+/// Runs `prune`: the images removed (or, with `--dry-run`, to be removed) and those kept with
+/// the reason. Exit 0 unless the engine cannot be reached.
+pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let opts = PruneOptions {
+        dry_run: args.dry_run,
+        images: args.image.clone(),
+    };
+    let result = runtime()
+        .map_err(|e| HandoffError::Unsupported {
+            message: e.to_string(),
+            hint: None,
+        })
+        .and_then(|rt| rt.block_on(prune(&opts)));
+    Ok(finish(args.format, result, render, |r| Extras {
+        warnings: Vec::new(),
+        next_actions: if r.dry_run && !r.removed.is_empty() {
+            vec![crate::handoff::envelope::NextAction::command(
+                "remove them",
+                std::iter::once("devcell".to_string())
+                    .chain(std::iter::once("prune".to_string()))
+                    .chain(
+                        args.image
+                            .iter()
+                            .flat_map(|i| ["--image".to_string(), i.clone()]),
+                    ),
+            )]
+        } else {
+            Vec::new()
+        },
+    }))
+}
+
+fn render(r: &PruneResult) -> String {
+    let mut s = String::new();
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    for i in &r.removed {
+        let _ = writeln!(s, "{verb} {} ({})", i.reference, human_size(i.size));
+    }
+    for k in &r.kept {
+        let _ = writeln!(s, "kept {}: {}", k.reference, k.reason);
+    }
+    let _ = writeln!(
+        s,
+        "{} {} image(s), {}",
+        verb,
+        r.removed.len(),
+        human_size(r.reclaimed_bytes)
+    );
+    s
+}

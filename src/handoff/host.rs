@@ -1,0 +1,278 @@
+//! `handoff --runtime host`: the agent runs directly on the host, in the workspace folder,
+//! without any isolation: the fallback the Grove RFC asks for when no container engine is
+//! available (spec-note 0251). devcell never falls back to it on its own: it is chosen with
+//! `--runtime host` (or `HandoffOptions::runtime`).
+//!
+//! Everything else is the container handoff's: the plan, a session in the host state (live
+//! while this devcell runs), the context file (`runtime: "host"`, `security.isolation: "none"`,
+//! every path a host path) and `AGENTS.md`, the masked log, the exit code or signal. What
+//! differs:
+//! - a warning ([`unisolated_warning`]) is reported before anything else and returned first
+//!   in the result's `warnings` (envelope code `unisolated`);
+//! - no image, container, security profile, network policy, mounts or lifecycle hooks; the
+//!   agent sees whatever its user can;
+//! - its environment is devcell's own (the user's), plus its secrets and `DEVCELL_WORKSPACE` /
+//!   `DEVCELL_CONTEXT` (the workspace root and the context file);
+//! - it gets pipes, not a terminal (its output is logged and masked; an interactive agent
+//!   needs the container runtime's TTY);
+//! - when devcell runs as root and the workspace belongs to another user, the agent runs as
+//!   that user (uid, gid, its home from `/etc/passwd`; supplementary groups dropped), so what
+//!   it writes is that user's (spec-note 0250);
+//! - a stop request (SIGTERM/SIGINT to devcell, `--replace`) sends it SIGTERM, then SIGKILL
+//!   after 15 s.
+
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use crate::config::ownership;
+use crate::engine::Engine;
+use crate::handoff::agent::{
+    AgentStreams, HandoffOptions, HandoffResult, Mask, StopSignal, agents_md_report,
+    close_previous_sessions, ctx_rel_path, plan_lines, prepare, pump, record_failure,
+    running_containers, unisolated_warning,
+};
+use crate::handoff::agents_md;
+use crate::handoff::context::{self, AgentRuntime, ContextInputs, HandoffContext, Task};
+use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::state::{SessionOutcome, StateStore};
+use crate::lifecycle::LifecycleReport;
+use crate::progress::{Event, Reporter};
+
+/// How long a stopped agent gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Runs the handoff of `opts` with the agent on the host (see the module docs). `engine`, when
+/// one answers, only tells which recorded container sessions still run (without one, a
+/// session is live while its devcell runs).
+///
+/// Errors: the plan's errors (no dev container configuration is needed);
+/// [`HandoffError::State`] with `SessionActive` when a session is live;
+/// [`HandoffError::Context`] (the session is recorded as failed);
+/// [`HandoffError::AgentStart`] when the agent's program cannot be started (`not_found` when
+/// it does not exist; recorded as failed).
+pub async fn handoff_on_host(
+    engine: Option<&dyn Engine>,
+    opts: &HandoffOptions,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> Result<HandoffResult> {
+    let p = prepare(opts, None, AgentRuntime::Host).await?;
+    let root = p.workspace.root.clone();
+    let unisolated = unisolated_warning(&opts.agent, &root);
+    reporter.report(Event::Status(format!("WARNING: {unisolated}")));
+    for line in plan_lines(&p.plan) {
+        reporter.report(Event::Status(line));
+    }
+    let store = match &opts.state_root {
+        Some(dir) => StateStore::new(dir),
+        None => StateStore::open_default()?,
+    };
+    let running: Option<HashSet<String>> = match engine {
+        Some(engine) => Some(running_containers(engine, &store, &root).await),
+        None => None,
+    };
+    let probe = move |id: &str| running.as_ref().is_none_or(|r| r.contains(id));
+    let start = store.begin_host_session(&root, &opts.agent, opts.replace, &probe)?;
+    let session_id = start.session.id.clone();
+    close_previous_sessions(engine, &start, reporter).await;
+    let mut log = store.create_log(&session_id)?;
+    let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
+    let _ = writeln!(
+        log,
+        "# devcell handoff session {session_id}: agent `{}` on the host, unisolated (--runtime host)",
+        opts.agent
+    );
+
+    // The context file, then AGENTS.md.
+    let mut inputs =
+        ContextInputs::from_settings(&opts.settings, &opts.agent, &opts.verify).unwrap_or_default();
+    inputs.task = Task::new(opts.task_url.clone(), opts.task_title.clone());
+    if let Some(provider) = &opts.task_provider {
+        inputs.task.provider = Some(provider.clone());
+    }
+    inputs.security.profile = p.plan.profile.clone();
+    inputs.security.network = p.plan.network.clone();
+    inputs.security.permissions = p.plan.grants.clone();
+    inputs.secrets = p.plan.secrets.clone();
+    inputs.env = p.plan.env.clone();
+    inputs.runtime = AgentRuntime::Host;
+    let ctx = HandoffContext::new(&p.workspace, inputs);
+    let context_file =
+        context::write(&root, &ctx_rel_path(&opts.settings), &ctx).map_err(|e| fail(e.into()))?;
+    let agents_md =
+        agents_md_report(agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))?);
+
+    // The agent, as the workspace's owner when devcell is root.
+    let argv = &p.agent.command;
+    let program = argv.first().cloned().unwrap_or_default();
+    let mut command = tokio::process::Command::new(&program);
+    command
+        .args(&argv[1..])
+        .current_dir(&p.cwd)
+        .env_clear()
+        .envs(&opts.env)
+        .envs(&p.agent_env)
+        .envs(&p.secrets)
+        .env("DEVCELL_WORKSPACE", &root)
+        .env("DEVCELL_CONTEXT", &context_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let user = run_as_workspace_owner(&mut command, &root);
+    command.stdin(if streams.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    reporter.report(Event::Status(format!(
+        "launching agent `{}` on the host as {user} in {} (log {})",
+        opts.agent,
+        p.cwd,
+        start.session.log.display()
+    )));
+    let mut child = command.spawn().map_err(|source| {
+        fail(HandoffError::AgentStart {
+            agent: opts.agent.clone(),
+            program: program.clone(),
+            source,
+        })
+    })?;
+    let pid = child.id();
+    let feeder = match (streams.stdin, child.stdin.take()) {
+        (Some(mut input), Some(mut to_agent)) => Some(tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut input, &mut to_agent).await;
+        })),
+        _ => None,
+    };
+    let log = Arc::new(Mutex::new(log));
+    let mask = Mask::new(&p.secrets);
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let wait = async {
+        let (status, _, _) = tokio::join!(
+            child.wait(),
+            async {
+                if let Some(out) = out {
+                    pump(out, streams.stdout, &log, &mask, false).await;
+                }
+            },
+            async {
+                if let Some(err) = err {
+                    pump(err, streams.stderr, &log, &mask, false).await;
+                }
+            }
+        );
+        status
+    };
+    tokio::pin!(wait);
+    let mut stop = stop;
+    let status = tokio::select! {
+        s = &mut wait => s,
+        () = &mut stop => {
+            reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
+            signal(pid, rustix::process::Signal::TERM);
+            match tokio::time::timeout(STOP_GRACE, &mut wait).await {
+                Ok(s) => s,
+                Err(_) => {
+                    signal(pid, rustix::process::Signal::KILL);
+                    wait.await
+                }
+            }
+        }
+    };
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
+    let status = status.map_err(|source| {
+        fail(HandoffError::AgentStart {
+            agent: opts.agent.clone(),
+            program: program.clone(),
+            source,
+        })
+    })?;
+    let (exit_code, signal) = {
+        use std::os::unix::process::ExitStatusExt as _;
+        (status.code(), status.signal())
+    };
+    let outcome = match (exit_code, signal) {
+        (_, Some(signal)) => SessionOutcome::Signaled { signal },
+        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
+        (None, None) => SessionOutcome::Exited { exit_code: 1 },
+    };
+    if let Ok(mut l) = log.lock() {
+        let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
+    }
+    let session = store.end_session(&root, &session_id, outcome)?;
+    let mut warnings = vec![unisolated];
+    warnings.extend(p.warnings.iter().cloned());
+    Ok(HandoffResult {
+        plan: p.plan,
+        session,
+        abandoned_sessions: start.abandoned.iter().map(|s| s.id.clone()).collect(),
+        replaced_session: start.replaced.as_ref().map(|s| s.id.clone()),
+        container_id: None,
+        container_action: None,
+        remote_user: user,
+        runtime: AgentRuntime::Host,
+        isolation: AgentRuntime::Host.isolation().to_string(),
+        permissions: Vec::new(),
+        lifecycle: LifecycleReport::default(),
+        context_file,
+        agents_md,
+        network: "host".to_string(),
+        exit_code: if signal.is_some() { None } else { exit_code },
+        signal,
+        warnings,
+    })
+}
+
+/// When devcell is root and the workspace `root` belongs to another user, makes `command` run
+/// as that user ([`ownership::hand_over_to`]): its uid and gid, supplementary groups dropped,
+/// and `HOME`, `USER`, `LOGNAME` from the host's `/etc/passwd` (`HOME` removed when the uid has
+/// no entry). Returns who the agent runs as (`name (uid N)` or `uid N`).
+fn run_as_workspace_owner(command: &mut tokio::process::Command, root: &Path) -> String {
+    let me = ownership::process_ids();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = |uid: u32| crate::engine::passwd::lookup(&passwd, &uid.to_string());
+    let Some(ids) = ownership::hand_over_to(me, ownership::owner(root)) else {
+        return match name(me.uid) {
+            Some(e) => format!("`{}` (uid {})", e.name, me.uid),
+            None => format!("uid {}", me.uid),
+        };
+    };
+    command.uid(ids.uid).gid(ids.gid);
+    match name(ids.uid) {
+        Some(entry) => {
+            command
+                .env("HOME", &entry.home)
+                .env("USER", &entry.name)
+                .env("LOGNAME", &entry.name);
+            format!("`{}` (uid {}, the workspace's owner)", entry.name, ids.uid)
+        }
+        None => {
+            command.env_remove("HOME");
+            let envs: IndexMap<&str, String> = IndexMap::from([
+                ("USER", ids.uid.to_string()),
+                ("LOGNAME", ids.uid.to_string()),
+            ]);
+            command.envs(envs);
+            format!("uid {} (the workspace's owner)", ids.uid)
+        }
+    }
+}
+
+/// Sends `signal` to process `pid` (nothing when it is gone or unknown).
+fn signal(pid: Option<u32>, signal: rustix::process::Signal) {
+    if let Some(pid) = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}

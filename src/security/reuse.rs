@@ -1,0 +1,479 @@
+//! Re-checking a container `up` is about to reuse against the current profile and grants
+//! (spec-note 0270).
+//!
+//! `up` finds its container by labels. That container may have been made by the reference CLI,
+//! by devcell under `reference`, or by devcell with grants the user no longer gives. Reusing it
+//! as it is would silently hand out more than the current `hardened` profile allows, so
+//! [`check_reuse`] reads what the container actually has (`docker inspect`: privileged mode,
+//! capabilities, security options, user, mounts, devices, network, read-only root, limits) and
+//! compares it with what a container created now would get. Pure: no engine access.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::engine::{ContainerInfo, MountKind};
+
+use super::error::{Result, SecurityError};
+use super::policy::{
+    Grants, NO_NEW_PRIVILEGES, Permission, PermissionRequest, RequestStatus, Source,
+    is_engine_socket, is_root_user, is_within, normalize_cap, normalize_path,
+};
+use super::profile::{ProfileLimits, SecurityProfile};
+
+/// The capabilities Docker gives a container that drops none (its `oci.DefaultCapabilities`),
+/// normalised. A reused container whose `CapDrop` does not drop one of them has it.
+pub const ENGINE_DEFAULT_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// A part of the hardened baseline an existing container lacks that no `--allow` grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaselineGap {
+    /// The root filesystem is writable (`ReadonlyRootfs` false).
+    WritableRoot,
+    /// `no-new-privileges` is not set.
+    NoNewPrivileges,
+    /// A resource limit is missing (`None`) or above the profile's.
+    Limit {
+        /// `pids`, `memory` or `cpus`.
+        name: &'static str,
+        /// What the container has (`None` = unlimited), in the engine's units.
+        have: Option<i64>,
+        /// The profile's maximum, in the same units.
+        max: i64,
+    },
+    /// The container has a network the current choice does not allow (`none` was asked for).
+    Network {
+        /// The container's `NetworkMode`.
+        have: String,
+        /// The network asked for now.
+        want: String,
+    },
+}
+
+impl fmt::Display for BaselineGap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BaselineGap::WritableRoot => f.write_str("a writable root filesystem"),
+            BaselineGap::NoNewPrivileges => write!(f, "no `{NO_NEW_PRIVILEGES}`"),
+            BaselineGap::Limit { name, have, max } => {
+                let show = |v: i64| match *name {
+                    "cpus" => format!("{}", v as f64 / 1e9),
+                    _ => v.to_string(),
+                };
+                match have {
+                    None => write!(f, "no {name} limit (at most {})", show(*max)),
+                    Some(v) => write!(f, "{name} limit {} (at most {})", show(*v), show(*max)),
+                }
+            }
+            BaselineGap::Network { have, want } => {
+                write!(f, "network `{have}` (asked for `{want}`)")
+            }
+        }
+    }
+}
+
+impl BaselineGap {
+    /// A stable word for JSON: `writableRoot`, `noNewPrivileges`, `limit`, `network`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BaselineGap::WritableRoot => "writableRoot",
+            BaselineGap::NoNewPrivileges => "noNewPrivileges",
+            BaselineGap::Limit { .. } => "limit",
+            BaselineGap::Network { .. } => "network",
+        }
+    }
+}
+
+/// What `up` knows about the container it found and about the current invocation.
+#[derive(Debug, Clone, Copy)]
+pub struct ExistingContainer<'a> {
+    /// The container as the engine reports it.
+    pub info: &'a ContainerInfo,
+    /// The `USER` of the image the container runs (`None`/empty = root), used when the
+    /// container's own `Config.User` is empty.
+    pub image_user: Option<&'a str>,
+    /// The user hooks and `exec` would run as (the merged `remoteUser`), if set.
+    pub remote_user: Option<&'a str>,
+    /// The host folder the workspace mount may cover (binds inside it are not requests).
+    pub workspace: &'a Path,
+    /// Host paths the current command line asks to bind (`--mount`, handoff's git folders):
+    /// granted by being asked for, as at creation.
+    pub command_line_binds: &'a [String],
+    /// The socket devcell talks to the engine through.
+    pub engine_socket: Option<&'a Path>,
+    /// The network asked for now (`Some("none")` when it must be `none`).
+    pub network: Option<&'a str>,
+}
+
+/// Checks that reusing `existing` gives nothing beyond `profile` and `grants`.
+///
+/// `Reference`: nothing is checked; `Ok(vec![])`. `Hardened`: every permission the container
+/// has beyond the baseline (privileged mode, root, each capability it holds — the engine's
+/// defaults when it drops none —, each security option, each bind outside the workspace, each
+/// device, the host network) becomes a [`PermissionRequest`] from
+/// [`Source::ExistingContainer`], granted when `grants` allows it; the baseline it lacks
+/// (read-only root, `no-new-privileges`, limits within the profile's, network `none` when asked
+/// for) becomes [`BaselineGap`]s, which no grant covers. Returns the granted requests (for the
+/// `up` result), or [`SecurityError::ReuseRefused`] when anything is not granted.
+pub fn check_reuse(
+    profile: &SecurityProfile,
+    existing: &ExistingContainer<'_>,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let SecurityProfile::Hardened(limits) = profile else {
+        return Ok(Vec::new());
+    };
+    let info = existing.info;
+    let host = &info.host;
+    let source = Source::ExistingContainer(short(&info.id).to_string());
+    let mut permissions: Vec<Permission> = Vec::new();
+    let mut push = |p: Permission| {
+        if !permissions.contains(&p) {
+            permissions.push(p);
+        }
+    };
+    if host.privileged {
+        push(Permission::Privileged);
+    }
+    let user = Some(info.user.as_str())
+        .filter(|u| !u.is_empty())
+        .or(existing.image_user.filter(|u| !u.is_empty()))
+        .unwrap_or("root");
+    if is_root_user(user) || existing.remote_user.is_some_and(is_root_user) {
+        push(Permission::Root);
+    }
+    let dropped: Vec<String> = host.cap_drop.iter().map(|c| normalize_cap(c)).collect();
+    if !host.privileged {
+        if !dropped.iter().any(|c| c == "ALL") {
+            for cap in ENGINE_DEFAULT_CAPABILITIES {
+                if !dropped.iter().any(|d| d == cap) {
+                    push(Permission::Capability((*cap).to_string()));
+                }
+            }
+        }
+        for cap in &host.cap_add {
+            push(Permission::Capability(normalize_cap(cap)));
+        }
+    }
+    let mut no_new_privileges = false;
+    for opt in &host.security_opt {
+        if is_no_new_privileges(opt) {
+            no_new_privileges = true;
+        } else {
+            push(Permission::SecurityOpt(opt.clone()));
+        }
+    }
+    let workspace = normalize_path(&existing.workspace.to_string_lossy())
+        .unwrap_or_else(|| existing.workspace.to_string_lossy().into_owned());
+    let asked: Vec<String> = existing
+        .command_line_binds
+        .iter()
+        .filter_map(|p| normalize_path(p))
+        .collect();
+    for m in info
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind.as_str())
+    {
+        let path = normalize_path(&m.source).unwrap_or_else(|| m.source.clone());
+        if is_engine_socket(&path, existing.engine_socket) {
+            push(Permission::EngineSocket(path));
+        } else if !is_within(&path, &workspace) && !asked.contains(&path) {
+            push(Permission::Mount(path));
+        }
+    }
+    for d in &host.devices {
+        push(Permission::Device(d.clone()));
+    }
+    if host.network_mode == "host" {
+        push(Permission::HostNetwork);
+    }
+
+    let mut gaps = Vec::new();
+    if !host.read_only_rootfs {
+        gaps.push(BaselineGap::WritableRoot);
+    }
+    if !no_new_privileges {
+        gaps.push(BaselineGap::NoNewPrivileges);
+    }
+    gaps.extend(limit_gaps(host.limits, *limits));
+    if existing.network == Some("none") && host.network_mode != "none" {
+        gaps.push(BaselineGap::Network {
+            have: host.network_mode.clone(),
+            want: "none".to_string(),
+        });
+    }
+
+    let requests: Vec<PermissionRequest> = permissions
+        .into_iter()
+        .map(|permission| {
+            let status = match &permission {
+                Permission::EngineSocket(_) => RequestStatus::Forbidden,
+                p if grants.allows(p) => RequestStatus::Granted,
+                _ => RequestStatus::Refused,
+            };
+            PermissionRequest {
+                permission,
+                source: source.clone(),
+                status,
+            }
+        })
+        .collect();
+    let refused = requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden));
+    if refused || !gaps.is_empty() {
+        return Err(SecurityError::ReuseRefused {
+            container: short(&info.id).to_string(),
+            profile: profile.name().to_string(),
+            requests,
+            gaps,
+        });
+    }
+    Ok(requests)
+}
+
+fn limit_gaps(have: crate::engine::Limits, max: ProfileLimits) -> Vec<BaselineGap> {
+    [
+        ("pids", have.pids, max.pids),
+        ("memory", have.memory_bytes, max.memory_bytes),
+        ("cpus", have.nano_cpus, max.nano_cpus),
+    ]
+    .into_iter()
+    .filter(|(_, have, max)| have.is_none_or(|h| h > *max))
+    .map(|(name, have, max)| BaselineGap::Limit { name, have, max })
+    .collect()
+}
+
+fn is_no_new_privileges(opt: &str) -> bool {
+    matches!(
+        opt.trim(),
+        "no-new-privileges" | "no-new-privileges:true" | "no-new-privileges=true"
+    )
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// The host paths of `--mount`-style strings that bind (`type=bind,source=…`), for
+/// [`ExistingContainer::command_line_binds`]; other strings are skipped.
+pub fn bind_sources(mounts: &[String]) -> Vec<String> {
+    mounts
+        .iter()
+        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
+        .filter(|m| m.kind == MountKind::Bind)
+        .filter_map(|m| m.source)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{HostSecurity, Limits, MountInfo};
+
+    fn hardened_container() -> ContainerInfo {
+        ContainerInfo {
+            id: "0123456789abcdef".into(),
+            user: "nobody".into(),
+            mounts: vec![
+                MountInfo {
+                    kind: "bind".into(),
+                    source: "/w/repo".into(),
+                    name: None,
+                    destination: "/workspaces/repo".into(),
+                    rw: true,
+                },
+                MountInfo {
+                    kind: "volume".into(),
+                    source: "/var/lib/docker/volumes/x/_data".into(),
+                    name: Some("x".into()),
+                    destination: "/var/lib/devcell".into(),
+                    rw: true,
+                },
+            ],
+            host: HostSecurity {
+                cap_drop: vec!["ALL".into()],
+                security_opt: vec![NO_NEW_PRIVILEGES.into()],
+                read_only_rootfs: true,
+                limits: Limits {
+                    pids: Some(1024),
+                    memory_bytes: Some(4 << 30),
+                    nano_cpus: Some(2_000_000_000),
+                },
+                network_mode: "bridge".into(),
+                ..HostSecurity::default()
+            },
+            ..ContainerInfo::default()
+        }
+    }
+
+    fn existing(info: &ContainerInfo) -> ExistingContainer<'_> {
+        ExistingContainer {
+            info,
+            image_user: None,
+            remote_user: Some("nobody"),
+            workspace: Path::new("/w/repo"),
+            command_line_binds: &[],
+            engine_socket: None,
+            network: None,
+        }
+    }
+
+    fn refusal(r: Result<Vec<PermissionRequest>>) -> (Vec<PermissionRequest>, Vec<BaselineGap>) {
+        match r {
+            Err(SecurityError::ReuseRefused { requests, gaps, .. }) => (requests, gaps),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_hardened_container_is_reused() {
+        let info = hardened_container();
+        let r = check_reuse(
+            &SecurityProfile::default(),
+            &existing(&info),
+            &Grants::default(),
+        );
+        assert_eq!(r.unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn a_reference_container_lists_root_default_caps_and_gaps() {
+        let info = ContainerInfo {
+            id: "abc".into(),
+            mounts: hardened_container().mounts,
+            host: HostSecurity {
+                network_mode: "bridge".into(),
+                ..HostSecurity::default()
+            },
+            ..ContainerInfo::default()
+        };
+        let err = check_reuse(
+            &SecurityProfile::default(),
+            &existing(&info),
+            &Grants::default(),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("running as root"), "{text}");
+        assert!(text.contains("`CHOWN`"), "{text}");
+        assert!(text.contains("writable root filesystem"), "{text}");
+        let (requests, gaps) = refusal(Err(err));
+        assert_eq!(requests[0].permission, Permission::Root);
+        assert_eq!(requests[0].source, Source::ExistingContainer("abc".into()));
+        assert_eq!(requests.len(), 1 + ENGINE_DEFAULT_CAPABILITIES.len());
+        assert_eq!(
+            gaps.iter().map(BaselineGap::kind).collect::<Vec<_>>(),
+            ["writableRoot", "noNewPrivileges", "limit", "limit", "limit"]
+        );
+        // Reference reuses anything.
+        assert!(
+            check_reuse(
+                &SecurityProfile::Reference,
+                &existing(&info),
+                &Grants::default()
+            )
+            .unwrap()
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn granted_capabilities_and_mounts_pass_and_are_reported() {
+        let mut info = hardened_container();
+        info.host.cap_add = vec!["CAP_SYS_PTRACE".into()];
+        info.mounts.push(MountInfo {
+            kind: "bind".into(),
+            source: "/data/set".into(),
+            name: None,
+            destination: "/data".into(),
+            rw: false,
+        });
+        let (requests, gaps) = refusal(check_reuse(
+            &SecurityProfile::default(),
+            &existing(&info),
+            &Grants::default(),
+        ));
+        assert!(gaps.is_empty());
+        assert_eq!(
+            requests
+                .iter()
+                .map(|r| r.permission.grant_flag().unwrap())
+                .collect::<Vec<_>>(),
+            ["--allow cap:SYS_PTRACE", "--allow mount:/data/set"]
+        );
+        let grants = Grants::parse(&["cap:sys_ptrace", "mount:/data"]).unwrap();
+        let ok = check_reuse(&SecurityProfile::default(), &existing(&info), &grants).unwrap();
+        assert!(ok.iter().all(|r| r.status == RequestStatus::Granted));
+        // A bind asked for on the command line is not a request.
+        let binds = ["/data/set".to_string()];
+        let mut e = existing(&info);
+        e.command_line_binds = &binds;
+        let grants = Grants::parse(&["cap:SYS_PTRACE"]).unwrap();
+        assert_eq!(
+            check_reuse(&SecurityProfile::default(), &e, &grants)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn sockets_limits_network_and_remote_root() {
+        let mut info = hardened_container();
+        info.mounts.push(MountInfo {
+            kind: "bind".into(),
+            source: "/var/run/docker.sock".into(),
+            name: None,
+            destination: "/var/run/docker.sock".into(),
+            rw: true,
+        });
+        info.host.limits.pids = Some(4096);
+        info.host.limits.memory_bytes = None;
+        let mut e = existing(&info);
+        e.network = Some("none");
+        e.remote_user = Some("root");
+        let (requests, gaps) = refusal(check_reuse(
+            &SecurityProfile::default(),
+            &e,
+            &Grants::parse(&["root"]).unwrap(),
+        ));
+        assert_eq!(requests[0].permission, Permission::Root);
+        assert_eq!(requests[0].status, RequestStatus::Granted);
+        assert_eq!(requests[1].status, RequestStatus::Forbidden);
+        let shown: Vec<String> = gaps.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "pids limit 4096 (at most 1024)",
+                "no memory limit (at most 4294967296)",
+                "network `bridge` (asked for `none`)"
+            ]
+        );
+    }
+
+    #[test]
+    fn bind_sources_of_mount_strings() {
+        let m = [
+            "type=bind,source=/a,target=/b".to_string(),
+            "type=volume,source=v,target=/v".to_string(),
+            "garbage".to_string(),
+        ];
+        assert_eq!(bind_sources(&m), ["/a"]);
+    }
+}
