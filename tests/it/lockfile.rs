@@ -447,7 +447,7 @@ impl HandoffEnv {
             .expect("devcell runs");
         let image = docker(&[
             "ps",
-            "-aq",
+            "-a",
             "--filter",
             &format!("label=devcontainer.local_folder={}", self.repo.display()),
             "--format",
