@@ -113,6 +113,13 @@ pub struct HandoffArgs {
     /// Stop a live handoff session of the workspace and start a new one.
     #[arg(long)]
     pub replace: bool,
+    /// Fail unless `devcontainer-lock.json` exists and matches the resolved Features (handoff
+    /// never writes the lockfile; it honours it when present).
+    #[arg(long, conflicts_with = "no_lockfile")]
+    pub frozen_lockfile: bool,
+    /// Ignore `devcontainer-lock.json`: resolve Feature tags afresh.
+    #[arg(long)]
+    pub no_lockfile: bool,
     /// Where the agent runs: `container` (default: the workspace's hardened dev container) or
     /// `host` (directly on this host, in the workspace, WITHOUT ANY ISOLATION; for machines
     /// without a container engine). devcell never falls back to `host` on its own.
@@ -485,6 +492,25 @@ pub struct HookArgs {
     pub secrets_file: Option<PathBuf>,
 }
 
+/// The lockfile flags of `up` (the reference CLI's, hidden deprecated ones included).
+#[derive(Debug, Clone, Args)]
+pub struct LockfileArgs {
+    /// Disable lockfile generation and verification: `devcontainer-lock.json` is neither read
+    /// nor written.
+    #[arg(long, conflicts_with_all = ["frozen_lockfile", "experimental_frozen_lockfile", "experimental_lockfile"])]
+    pub no_lockfile: bool,
+    /// Ensure `devcontainer-lock.json` exists and matches the resolved Features; fail otherwise
+    /// (it is never written).
+    #[arg(long)]
+    pub frozen_lockfile: bool,
+    /// Deprecated: lockfiles are written by default.
+    #[arg(long, hide = true)]
+    pub experimental_lockfile: bool,
+    /// Deprecated: use `--frozen-lockfile`.
+    #[arg(long, hide = true)]
+    pub experimental_frozen_lockfile: bool,
+}
+
 /// `devcell up`.
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -515,6 +541,9 @@ pub struct UpArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// `devcontainer-lock.json` handling.
+    #[command(flatten)]
+    pub lockfile: LockfileArgs,
     /// Security profile: `hardened` (default) or `reference` (the config as written).
     #[arg(long, value_parser = ["hardened", "reference"])]
     pub security_profile: Option<String>,
@@ -617,6 +646,9 @@ pub struct BuildArgs {
     /// A label `name=value` for the image (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub label: Vec<String>,
+    /// Lockfile handling (`devcontainer-lock.json`), as for `up`.
+    #[command(flatten)]
+    pub lockfile: LockfileArgs,
     /// Not supported: devcell builds for the engine's own platform (refused).
     #[arg(long, value_name = "PLATFORMS")]
     pub platform: Option<String>,

@@ -788,22 +788,7 @@ impl Engine for DockerEngine {
             .list_containers(Some(options))
             .await
             .map_err(self.api("list containers", &subject))?;
-        Ok(list
-            .into_iter()
-            .map(|c| ContainerSummary {
-                id: c.id.unwrap_or_default(),
-                names: c
-                    .names
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|n| n.trim_start_matches('/').to_string())
-                    .collect(),
-                image: c.image.unwrap_or_default(),
-                image_id: c.image_id.unwrap_or_default(),
-                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
-                labels: sorted(c.labels),
-            })
-            .collect())
+        Ok(list.into_iter().map(container_summary).collect())
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>> {
@@ -907,22 +892,7 @@ impl Engine for DockerEngine {
             .list_containers(Some(options))
             .await
             .map_err(self.api("list containers", key))?;
-        Ok(list
-            .into_iter()
-            .map(|c| ContainerSummary {
-                id: c.id.unwrap_or_default(),
-                names: c
-                    .names
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|n| n.trim_start_matches('/').to_string())
-                    .collect(),
-                image: c.image.unwrap_or_default(),
-                image_id: c.image_id.unwrap_or_default(),
-                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
-                labels: sorted(c.labels),
-            })
-            .collect())
+        Ok(list.into_iter().map(container_summary).collect())
     }
 
     async fn list_containers(&self) -> Result<Vec<ContainerSummary>> {

@@ -80,6 +80,20 @@ pub enum FeatureError {
         /// What is wrong.
         message: String,
     },
+    /// A Feature the lockfile pins could not be fetched at its locked digest (the registry no
+    /// longer serves it, the network or the cache failed).
+    #[error("cannot fetch Feature `{feature}` at its locked digest `{integrity}` (lockfile `{}`)", path.display())]
+    Locked {
+        /// The lock key (the reference as written, lowercased).
+        feature: String,
+        /// The locked digest.
+        integrity: String,
+        /// The lockfile path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A value cannot be written to an env file (it contains a NUL byte).
     #[error("cannot write `{name}` to an env file: {message}")]
     EnvValue {
@@ -114,8 +128,14 @@ impl crate::diagnostics::Hint for FeatureError {
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),
             ),
+            FeatureError::Lockfile { message, .. } if message.contains("--frozen-lockfile") => {
+                Some("run without `--frozen-lockfile` to update the lockfile, or commit the lockfile that matches the configuration".into())
+            }
             FeatureError::Lockfile { .. } => Some(
                 "delete `devcontainer-lock.json` to re-resolve, or run without `--frozen-lockfile`".into(),
+            ),
+            FeatureError::Locked { .. } => Some(
+                "the registry may no longer serve that digest: run `devcell upgrade` to lock what it serves now, or pass `--no-lockfile` to ignore the lockfile".into(),
             ),
             _ => None,
         }

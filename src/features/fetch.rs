@@ -715,19 +715,33 @@ impl Fetcher {
             .and_then(|(l, path)| l.get(reference).map(|e| (l, path, e)));
         match locked {
             Some((lockfile, path, entry)) => {
+                let mismatch = |actual: &str| FeatureError::Lockfile {
+                    path: path.to_owned(),
+                    message: format!(
+                        "Feature `{}` is locked to `{}` but `{actual}` was fetched",
+                        reference.lock_key(),
+                        entry.integrity
+                    ),
+                };
                 let r = match self.resolve_pinned(&source, &entry.integrity).await {
                     Ok(r) => r,
-                    Err(FetchError::PinMismatch { actual, .. }) => {
-                        return Err(FeatureError::Lockfile {
+                    Err(FetchError::PinMismatch { actual, .. }) => return Err(mismatch(&actual)),
+                    // The registry (or a mirror) answered the locked digest with other bytes.
+                    Err(FetchError::Oci {
+                        source:
+                            OciError::DigestMismatch {
+                                subject, actual, ..
+                            },
+                        ..
+                    }) if subject.contains("manifest") => return Err(mismatch(&actual)),
+                    Err(e) => {
+                        return Err(FeatureError::Locked {
+                            feature: reference.lock_key(),
+                            integrity: entry.integrity.clone(),
                             path: path.to_owned(),
-                            message: format!(
-                                "Feature `{}` is locked to `{}` but `{actual}` was fetched",
-                                reference.lock_key(),
-                                entry.integrity
-                            ),
+                            source: Box::new(e),
                         });
                     }
-                    Err(e) => return Err(wrap(e)),
                 };
                 if let Some(d) = &r.integrity {
                     lockfile.verify(path, reference, d)?;

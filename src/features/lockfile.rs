@@ -73,15 +73,6 @@ impl LockfileState {
     }
 }
 
-/// What [`write()`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// The file already had exactly this content.
-    Unchanged,
-    /// The file was created or replaced.
-    Written,
-}
-
 /// Reads the lockfile at `path`.
 ///
 /// Errors: [`FeatureError::Io`] when it exists but cannot be read; [`FeatureError::Lockfile`]
@@ -182,46 +173,162 @@ impl Lockfile {
     }
 }
 
-/// Writes `lockfile` to `path` unless it already holds exactly that content.
+/// How a command treats the lockfile (spec-note 0280).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LockfileMode {
+    /// Honour it when present; write it after a successful resolution (`up`'s default, as the
+    /// reference CLI's `up`/`build` since 0.87).
+    #[default]
+    Write,
+    /// Honour it when present; never write it (`handoff`, `features resolve-dependencies`).
+    ReadOnly,
+    /// `--frozen-lockfile`: honour it; it must exist and equal the resolution; never written.
+    Frozen,
+    /// `--no-lockfile`: neither read nor written.
+    Off,
+}
+
+impl LockfileMode {
+    /// Whether the lockfile is read and honoured (every mode but [`LockfileMode::Off`]).
+    pub fn reads(self) -> bool {
+        self != LockfileMode::Off
+    }
+}
+
+/// What [`write()`] / [`apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The file already had this content (compared after re-formatting it, as the reference
+    /// CLI does: indentation and whitespace do not count).
+    Unchanged,
+    /// The file was created or replaced.
+    Written,
+    /// [`LockfileMode::ReadOnly`]: the file exists but differs from the resolution (or is empty);
+    /// it was left as it is.
+    Stale,
+    /// Nothing was compared or written ([`LockfileMode::Off`], or [`LockfileMode::ReadOnly`]
+    /// without a file).
+    Skipped,
+}
+
+/// Reads the lockfile at `path` for `mode`: [`LockfileState::Missing`] without reading under
+/// [`LockfileMode::Off`].
 ///
-/// With `frozen` (`--frozen-lockfile`) nothing is written: a missing file or a different
-/// content is an error. The write is atomic (temporary file in the same folder, then rename).
+/// Errors: as [`read`].
+pub fn read_for(path: &Path, mode: LockfileMode) -> Result<LockfileState> {
+    if mode.reads() {
+        read(path)
+    } else {
+        Ok(LockfileState::Missing)
+    }
+}
+
+/// Writes (or checks) the lockfile after a resolution, as `mode` says: `Write` →
+/// [`write()`]; `Frozen` → [`write()`] in frozen mode (errors when missing or different);
+/// `ReadOnly` → compares only ([`WriteOutcome::Unchanged`], [`WriteOutcome::Stale`] or
+/// [`WriteOutcome::Skipped`] when there is no file); `Off` → [`WriteOutcome::Skipped`].
+///
+/// Errors: as [`write()`].
+pub fn apply(path: &Path, lockfile: &Lockfile, mode: LockfileMode) -> Result<WriteOutcome> {
+    match mode {
+        LockfileMode::Write => write(path, lockfile, false),
+        LockfileMode::Frozen => write(path, lockfile, true),
+        LockfileMode::Off => Ok(WriteOutcome::Skipped),
+        LockfileMode::ReadOnly => Ok(match read_existing(path)? {
+            None => WriteOutcome::Skipped,
+            Some(text) if same_content(&text, &lockfile.render()) => WriteOutcome::Unchanged,
+            Some(_) => WriteOutcome::Stale,
+        }),
+    }
+}
+
+fn read_existing(path: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(FeatureError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Whether the existing text holds `rendered` once re-formatted (parsed and pretty-printed
+/// with its key order kept, as the reference CLI compares): an empty or invalid file differs.
+fn same_content(existing: &str, rendered: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(existing)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .is_some_and(|mut t| {
+            t.push('\n');
+            t == rendered
+        })
+}
+
+/// What differs between the existing lockfile text and the resolution, for the frozen error:
+/// `` `key` locked to `A` but resolved to `B` ``, `` `key` is not in the lockfile ``,
+/// `` `key` is locked but no longer used ``; a generic phrase when the file is empty or not a
+/// lockfile.
+fn differences(existing: &str, new: &Lockfile) -> String {
+    let old = match parse(existing, Path::new("")) {
+        Ok(LockfileState::Present(old)) => old,
+        Ok(_) => return "the lockfile is empty".into(),
+        Err(_) => return "the lockfile is not valid JSON".into(),
+    };
+    let mut out = Vec::new();
+    for (key, entry) in &new.features {
+        match old.features.get(key) {
+            None => out.push(format!("`{key}` is not in the lockfile")),
+            Some(o) if o.integrity != entry.integrity => out.push(format!(
+                "`{key}` locked to `{}` but resolved to `{}`",
+                o.integrity, entry.integrity
+            )),
+            Some(o) if o != entry => out.push(format!("`{key}` has different details")),
+            Some(_) => {}
+        }
+    }
+    for key in old.features.keys() {
+        if !new.features.contains_key(key) {
+            out.push(format!("`{key}` is locked but no longer used"));
+        }
+    }
+    if out.is_empty() {
+        "its key order or extra properties differ".into()
+    } else {
+        out.join("; ")
+    }
+}
+
+/// Writes `lockfile` to `path` unless it already holds that content (compared after
+/// re-formatting, as the reference CLI does).
+///
+/// With `frozen` (`--frozen-lockfile`) nothing is written: a missing file is the reference's
+/// "lockfile does not exist", a different (or empty) one its "lockfile does not match", naming
+/// what differs. The write is atomic (temporary file in the same folder, then rename).
 ///
 /// Errors: [`FeatureError::Lockfile`] in frozen mode; [`FeatureError::Io`] on write failure.
 pub fn write(path: &Path, lockfile: &Lockfile, frozen: bool) -> Result<WriteOutcome> {
     let text = lockfile.render();
-    let existing = match std::fs::read_to_string(path) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(FeatureError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let same = match &existing {
-        Some(t) => match parse(t, path) {
-            Ok(LockfileState::Present(old)) => &old == lockfile,
-            _ => false,
-        },
-        None => false,
-    };
+    let existing = read_existing(path)?;
+    let same = existing.as_deref().is_some_and(|t| same_content(t, &text));
     if frozen {
-        return match (&existing, same) {
-            (None, _) => Err(FeatureError::Lockfile {
+        return match &existing {
+            None => Err(FeatureError::Lockfile {
                 path: path.to_path_buf(),
-                message: "the lockfile does not exist and `--frozen-lockfile` forbids creating it"
+                message: "lockfile does not exist, and `--frozen-lockfile` forbids creating it"
                     .into(),
             }),
-            (Some(_), false) => Err(FeatureError::Lockfile {
+            Some(old) if !same => Err(FeatureError::Lockfile {
                 path: path.to_path_buf(),
-                message: "the resolved Features do not match the lockfile and `--frozen-lockfile` forbids changing it".into(),
+                message: format!(
+                    "lockfile does not match the resolved Features ({}), and `--frozen-lockfile` forbids changing it",
+                    differences(old, lockfile)
+                ),
             }),
-            (Some(_), true) => Ok(WriteOutcome::Unchanged),
+            Some(_) => Ok(WriteOutcome::Unchanged),
         };
     }
-    if existing.as_deref() == Some(text.as_str()) {
+    if same {
         return Ok(WriteOutcome::Unchanged);
     }
     let io = |source| FeatureError::Io {
@@ -231,6 +338,11 @@ pub fn write(path: &Path, lockfile: &Lockfile, frozen: bool) -> Result<WriteOutc
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
     std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
+    // A replaced file keeps its mode; a new one gets the usual 0644 (not the temporary 0600).
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions())
+        .unwrap_or_else(|_| std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    tmp.as_file().set_permissions(mode).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(WriteOutcome::Written)
 }
@@ -356,7 +468,7 @@ mod tests {
             write(&path, &l, true)
                 .unwrap_err()
                 .to_string()
-                .contains("does not exist")
+                .contains("lockfile does not exist")
         );
         assert!(!path.exists());
         assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Written);
@@ -365,11 +477,11 @@ mod tests {
         let mut changed = l.clone();
         changed.features.pop_first();
         let before = std::fs::read_to_string(&path).unwrap();
+        let e = write(&path, &changed, true).unwrap_err().to_string();
+        assert!(e.contains("lockfile does not match"), "{e}");
         assert!(
-            write(&path, &changed, true)
-                .unwrap_err()
-                .to_string()
-                .contains("do not match")
+            e.contains("`ghcr.io/devcontainers/features/node:1` is locked but no longer used"),
+            "{e}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         assert_eq!(
@@ -392,6 +504,135 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("invalid JSON at 2:")
+        );
+    }
+
+    #[test]
+    fn new_files_are_0644_and_replaced_files_keep_their_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCKFILE);
+        let l = Lockfile::from_plan(&plan());
+        write(&path, &l, false).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o644);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let mut changed = l.clone();
+        changed.features.pop_first();
+        assert_eq!(
+            write(&path, &changed, false).unwrap(),
+            WriteOutcome::Written
+        );
+        assert_eq!(mode(&path), 0o664);
+    }
+
+    #[test]
+    fn comparison_ignores_formatting_but_not_key_order_or_extra_properties() {
+        // As the reference CLI: the old file is parsed and pretty-printed before comparing.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCKFILE);
+        let l = Lockfile::from_plan(&plan());
+        let compact = serde_json::to_string(&l).unwrap();
+        std::fs::write(&path, &compact).unwrap();
+        assert_eq!(write(&path, &l, true).unwrap(), WriteOutcome::Unchanged);
+        assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Unchanged);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            compact,
+            "not rewritten"
+        );
+        // Another key order is another text: frozen refuses, a write normalises.
+        let mut value: serde_json::Value = serde_json::from_str(&compact).unwrap();
+        let features = value["features"].as_object_mut().unwrap();
+        let first = features.keys().next().unwrap().clone();
+        let entry = features.shift_remove(&first).unwrap();
+        features.insert(first, entry);
+        std::fs::write(&path, value.to_string()).unwrap();
+        let e = write(&path, &l, true).unwrap_err().to_string();
+        assert!(e.contains("key order or extra properties differ"), "{e}");
+        assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Written);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), l.render());
+        // An empty file ("initialise") does not match in frozen mode and is written otherwise.
+        std::fs::write(&path, "").unwrap();
+        let e = write(&path, &l, true).unwrap_err().to_string();
+        assert!(
+            e.contains("does not match the resolved Features (the lockfile is empty)"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Written);
+    }
+
+    #[test]
+    fn frozen_error_names_changed_and_new_features() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCKFILE);
+        let l = Lockfile::from_plan(&plan());
+        write(&path, &l, false).unwrap();
+        let mut changed = l.clone();
+        let node = "ghcr.io/devcontainers/features/node:1";
+        changed.features.get_mut(node).unwrap().integrity = digest('d');
+        let mut extra = changed.features[node].clone();
+        extra.integrity = digest('e');
+        changed.features.insert("ghcr.io/o/r/new:1".into(), extra);
+        let e = write(&path, &changed, true).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "`{node}` locked to `{}` but resolved to `{}`",
+                digest('a'),
+                digest('d')
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains("`ghcr.io/o/r/new:1` is not in the lockfile"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), l.render());
+    }
+
+    #[test]
+    fn apply_follows_the_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCKFILE);
+        let l = Lockfile::from_plan(&plan());
+        for mode in [LockfileMode::Off, LockfileMode::ReadOnly] {
+            assert_eq!(apply(&path, &l, mode).unwrap(), WriteOutcome::Skipped);
+            assert!(!path.exists(), "{mode:?} wrote");
+        }
+        assert!(apply(&path, &l, LockfileMode::Frozen).is_err());
+        assert!(!path.exists());
+        assert_eq!(
+            apply(&path, &l, LockfileMode::Write).unwrap(),
+            WriteOutcome::Written
+        );
+        for mode in [
+            LockfileMode::ReadOnly,
+            LockfileMode::Frozen,
+            LockfileMode::Write,
+        ] {
+            assert_eq!(apply(&path, &l, mode).unwrap(), WriteOutcome::Unchanged);
+        }
+        let mut changed = l.clone();
+        changed.features.pop_first();
+        assert_eq!(
+            apply(&path, &changed, LockfileMode::ReadOnly).unwrap(),
+            WriteOutcome::Stale
+        );
+        assert_eq!(
+            apply(&path, &changed, LockfileMode::Off).unwrap(),
+            WriteOutcome::Skipped
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), l.render());
+        assert_eq!(
+            read_for(&path, LockfileMode::Off).unwrap(),
+            LockfileState::Missing
+        );
+        assert!(
+            read_for(&path, LockfileMode::ReadOnly)
+                .unwrap()
+                .lockfile()
+                .is_some()
         );
     }
 

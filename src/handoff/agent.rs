@@ -42,6 +42,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::model::ConfigKind;
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::features::lockfile::LockfileMode;
 use crate::handoff::agents_md::{self, AgentsMdOutcome};
 use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
@@ -92,6 +93,10 @@ pub struct HandoffOptions {
     pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
     /// The state folder (`None`: [`StateStore::default_root`]).
     pub state_root: Option<PathBuf>,
+    /// `--frozen-lockfile` (`Frozen`) / `--no-lockfile` (`Off`). handoff honours
+    /// `devcontainer-lock.json` when present but never writes it: `Write` (the default) acts
+    /// as `ReadOnly` (spec-note 0282).
+    pub lockfile: crate::features::lockfile::LockfileMode,
     /// `--runtime`: `None` when not given (the container runtime, and an unreachable engine is
     /// an error that suggests `--runtime host`; never a silent fallback).
     pub runtime: Option<AgentRuntime>,
@@ -441,6 +446,10 @@ pub async fn handoff_with(
             ..opts.security.clone()
         },
         settings: opts.settings.clone(),
+        lockfile: match opts.lockfile {
+            LockfileMode::Write => LockfileMode::ReadOnly,
+            other => other,
+        },
         safe_directories: safe_directories(&p.workspace),
         ..UpOptions::default()
     };
@@ -497,9 +506,12 @@ pub async fn handoff_with(
     inputs.security.permissions = p.plan.grants.clone();
     inputs.secrets = p.plan.secrets.clone();
     inputs.env = p.plan.env.clone();
-    let lockfile = p.plan.config_file.as_deref().and_then(|config| {
-        crate::features::lockfile::read(&crate::features::lockfile::lockfile_path(config)).ok()
-    });
+    // The digests the container's Features were installed at (its label, written by `up` from
+    // the resolution, which the lockfile pins), else the digest pinned in the reference.
+    let installed = info
+        .as_ref()
+        .and_then(|c| crate::security::audit::feature_digests(&c.labels))
+        .unwrap_or_default();
     inputs.image = ImageInfo {
         reference: image.clone(),
         digest,
@@ -509,15 +521,10 @@ pub async fn handoff_with(
             .iter()
             .map(|id| FeatureInfo {
                 id: id.clone(),
-                // pinned in the reference, else the lockfile's integrity digest
-                digest: id.split_once('@').map(|(_, d)| d.to_string()).or_else(|| {
-                    lockfile
-                        .as_ref()
-                        .and_then(|l| l.lockfile())
-                        .and_then(|l| l.features.get(id))
-                        .map(|f| f.integrity.clone())
-                        .filter(|d| !d.is_empty())
-                }),
+                digest: crate::features::FeatureRef::parse(id)
+                    .ok()
+                    .and_then(|r| installed.get(&r.lock_key()).cloned())
+                    .or_else(|| id.split_once('@').map(|(_, d)| d.to_string())),
             })
             .collect(),
     };

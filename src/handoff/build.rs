@@ -52,6 +52,9 @@ pub struct BuildOptions {
     pub settings: Settings,
     /// `--cache-dir`: the Feature cache.
     pub cache_dir: Option<PathBuf>,
+    /// `devcontainer-lock.json`: honoured when present and written once the image is built
+    /// (`Write`, the default), `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`).
+    pub lockfile: crate::features::lockfile::LockfileMode,
 }
 
 /// One tag pushed to its registry.
@@ -171,11 +174,16 @@ pub async fn build_with(
         },
         settings: opts.settings.clone(),
         cache_dir: opts.cache_dir.clone(),
+        lockfile: opts.lockfile,
         ..UpOptions::default()
     };
     let mut warnings = loaded.warnings.clone();
-    let DevImage { image, entries, .. } =
-        dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?;
+    let DevImage {
+        image,
+        entries,
+        lock,
+        ..
+    } = dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?;
 
     let names = if opts.image_names.is_empty() {
         vec![default_image_name(&loaded.workspace_folder, kind)]
@@ -185,6 +193,13 @@ pub async fn build_with(
     for name in &names {
         reporter.report(Event::Status(format!("tagging {name}")));
         engine.tag_image(&image.info.id, name).await?;
+    }
+    // The lockfile changes only once the image exists (a failed build leaves the workspace as
+    // it was), as `up` writes it only once the container exists.
+    if let Some(lock) = lock
+        && let Some(warning) = lock.finish(opts.lockfile, reporter)
+    {
+        warnings.push(warning);
     }
 
     // What a container of this image would ask for, as `up` would judge it.

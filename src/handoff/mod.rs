@@ -46,5 +46,7 @@ pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
 /// The terminal size `exec` and `handoff` forward to the container's TTY (re-exported so `cli`
 /// depends on `handoff` only).
 pub use crate::engine::TtySize;
+/// How `up`/`handoff` treat `devcontainer-lock.json` (re-exported for `cli`).
+pub use crate::features::lockfile::LockfileMode;
 pub mod outdated;
 pub mod prune;

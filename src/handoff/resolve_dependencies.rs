@@ -102,12 +102,16 @@ pub fn resolve_dependencies_with(
             .enable_all()
             .build()
             .map_err(|source| HandoffError::Runtime { source })?;
+        // The lockfile pins OCI and tarball Features when present; it is never written here
+        // (as the reference CLI; spec-note 0280).
+        let lock_path = crate::features::lockfile::lockfile_path(&config_file);
+        let lock_state = crate::features::lockfile::read(&lock_path)?;
         let request = PlanRequest {
             features: &features,
             override_order: &override_order,
             config_dir: &local.config_dir,
             devcontainer_dir: &local.devcontainer_dir,
-            lockfile: None,
+            lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
         };
         runtime.block_on(fetcher.plan(&request))?.install
     };

@@ -28,6 +28,7 @@ use crate::engine::{
     BuildRequest, ContainerInfo, DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest,
     ImageInfo, Mount, MountKind,
 };
+use crate::features::lockfile::{self, Lockfile, LockfileMode, WriteOutcome};
 use crate::handoff::container::{
     STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
 };
@@ -116,6 +117,11 @@ pub struct UpOptions {
     pub settings: Settings,
     /// `--cache-dir`: the Feature cache (default `$XDG_CACHE_HOME/devcell`).
     pub cache_dir: Option<PathBuf>,
+    /// `devcontainer-lock.json` handling when Features are resolved (a new container):
+    /// honoured when present; written after the container is created (`Write`, the default),
+    /// `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`), or `ReadOnly` (`handoff`)
+    /// (spec-note 0280).
+    pub lockfile: LockfileMode,
     /// Container paths given to git as `safe.directory` in the lifecycle hooks' environment
     /// ([`append_safe_directories`]; `handoff` passes its repositories and git directories).
     pub safe_directories: Vec<String>,
@@ -311,6 +317,7 @@ pub async fn up_with(
                 mut image,
                 entries,
                 label,
+                lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
@@ -343,6 +350,14 @@ pub async fn up_with(
             })?;
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
                 spec.network_mode = Some(network);
+            }
+            // The digests of the Features installed, for the audit and the handoff context
+            // (compared with the lockfile; spec-note 0281).
+            if let Some(lock) = &pending_lock {
+                spec.labels.insert(
+                    security::audit::FEATURE_DIGESTS_LABEL.to_string(),
+                    lock.digests_label(),
+                );
             }
             // An image devcell layered (Features, updateRemoteUserUID) on a base the
             // configuration pins by digest: record that base for the audit, which checks it
@@ -422,6 +437,13 @@ pub async fn up_with(
             engine.start_container(&id).await?;
             if hardened {
                 prepare_state_dir(engine, &id).await?;
+            }
+            // The lockfile changes only once the container exists (a refused or failed `up`
+            // leaves the workspace as it was; spec-note 0280).
+            if let Some(lock) = pending_lock {
+                if let Some(w) = lock.finish(opts.lockfile, reporter) {
+                    warnings.push(w);
+                }
             }
             let info = inspect(engine, &id).await?;
             (info, entries, ContainerAction::Created)
@@ -1023,6 +1045,9 @@ pub(crate) struct DevImage {
     /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
     /// the image carries it.
     pub(crate) label: Option<String>,
+    /// The Features resolution's lockfile, to write once the result exists (`None` without
+    /// Features).
+    pub(crate) lock: Option<PendingLock>,
 }
 
 /// Prepares the image of a new dev container, as `up` and `build` do: the `image` (inspected,
@@ -1052,11 +1077,15 @@ pub(crate) async fn dev_image(
     .await?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     let with_features = has_features(&loaded.value);
+    let mut lock = None;
     let (entries, label) = if with_features || opts.build.bake_metadata_label {
         // The built image's label holds base ++ Features ++ devcontainer.json entries; the
         // container inherits it from the image.
         image = if with_features {
-            build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?
+            let (built, pending) =
+                build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+            lock = Some(pending);
+            built
         } else {
             let built = layer_features(
                 engine,
@@ -1094,6 +1123,7 @@ pub(crate) async fn dev_image(
         image,
         entries,
         label,
+        lock,
     })
 }
 
@@ -1261,9 +1291,56 @@ fn has_features(config: &Value) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
+/// The lockfile of a resolution, written (or checked) once the container (`build`: the image)
+/// exists.
+pub(crate) struct PendingLock {
+    path: PathBuf,
+    lockfile: Lockfile,
+}
+
+impl PendingLock {
+    /// The [`security::audit::FEATURE_DIGESTS_LABEL`] value: `{"<lock key>": "sha256:…"}` for
+    /// the OCI and tarball Features installed (local Features have no digest).
+    fn digests_label(&self) -> String {
+        let digests: BTreeMap<&str, &str> = self
+            .lockfile
+            .features
+            .iter()
+            .map(|(k, f)| (k.as_str(), f.integrity.as_str()))
+            .collect();
+        serde_json::to_string(&digests).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// Applies `mode` ([`lockfile::apply`]); returns a warning for a lockfile that could not be
+    /// written or that a read-only run left stale.
+    pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
+        let message = match lockfile::apply(&self.path, &self.lockfile, mode) {
+            Ok(WriteOutcome::Written) => {
+                reporter.report(Event::Status(format!("wrote {}", self.path.display())));
+                return None;
+            }
+            Ok(WriteOutcome::Stale) => format!(
+                "`{}` does not match the Features resolved for this container; it is left unchanged (run `devcell up` or `devcell upgrade` to update it)",
+                self.path.display()
+            ),
+            Ok(_) => return None,
+            Err(e) => format!("cannot write `{}`: {e}", self.path.display()),
+        };
+        reporter.report(Event::Status(format!("warning: {message}")));
+        Some(Warning {
+            location: None,
+            message,
+        })
+    }
+}
+
 /// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
 /// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
 /// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
+///
+/// The lockfile beside the configuration pins OCI and tarball Features when present (unless
+/// `opts.lockfile` is `Off`); under `Frozen` the resolution must equal it before anything is
+/// built. Returns the image and the resolution's lockfile, to write once the container exists.
 async fn build_features(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
@@ -1272,7 +1349,7 @@ async fn build_features(
     base: &[Value],
     opts: &UpOptions,
     reporter: &dyn Reporter,
-) -> Result<PreparedImage> {
+) -> Result<(PreparedImage, PendingLock)> {
     use crate::build::FeatureLayer;
     use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
 
@@ -1308,9 +1385,17 @@ async fn build_features(
         .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
         .map(Path::to_path_buf)
         .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
+    let lock_path = lockfile::lockfile_path(&loaded.config_file);
+    let lock_state = lockfile::read_for(&lock_path, opts.lockfile)?;
+    let locked = lock_state.lockfile();
     reporter.report(Event::Status(format!(
-        "resolving {} Feature(s)",
-        features.len()
+        "resolving {} Feature(s){}",
+        features.len(),
+        if locked.is_some() {
+            format!(" pinned by {}", lock_path.display())
+        } else {
+            String::new()
+        }
     )));
     let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
         message: format!("cannot create a temporary folder for Features: {e}"),
@@ -1337,14 +1422,22 @@ async fn build_features(
                 override_order: &override_order,
                 config_dir: &config_dir,
                 devcontainer_dir: &devcontainer_dir,
-                lockfile: None,
+                lockfile: locked.map(|l| (l, lock_path.as_path())),
             })
             .await?;
+        if opts.lockfile == LockfileMode::Frozen {
+            // Before any download or build: a frozen lockfile that does not match stops here.
+            lockfile::write(&lock_path, &plan.lockfile(), true)?;
+        }
         let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
         Ok::<_, HandoffError>((plan, dirs))
     };
     let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
     let (plan, dirs) = fetched?;
+    let pending = PendingLock {
+        path: lock_path.clone(),
+        lockfile: plan.lockfile(),
+    };
     for warning in &plan.install.warnings {
         reporter.report(Event::Status(format!("warning: {warning}")));
     }
@@ -1379,10 +1472,13 @@ async fn build_features(
     } else {
         format!("using cached {}", built.tag)
     }));
-    Ok(PreparedImage {
-        reference: built.tag,
-        info: built.image,
-    })
+    Ok((
+        PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        },
+        pending,
+    ))
 }
 
 /// Layers `layers` (Features in install order, materialised; none to only write the label)

@@ -77,7 +77,8 @@ pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 const MARK: &str = "DEVCELL5e1f0c7aPROBE";
 
 /// The probe, run by `/bin/sh -c` as the remote user: picks the shell (`$SHELL`, else the user's
-/// `/etc/passwd` entry, else `/bin/sh`), then runs it with `$DEVCELL_PROBE_FLAGS` printing the
+/// `/etc/passwd` entry, else `/bin/sh`; a `nologin` or `false` entry, as system users such as
+/// `nobody` have, also means `/bin/sh`), then runs it with `$DEVCELL_PROBE_FLAGS` printing the
 /// marked environment (`/proc/self/environ`, NUL-separated; `printenv` if unreadable).
 const PROBE_SCRIPT: &str = r#"f="$DEVCELL_PROBE_FLAGS"; unset DEVCELL_PROBE_FLAGS
 s="${SHELL:-}"
@@ -87,6 +88,7 @@ if [ -z "$s" ]; then
     if [ "$n" = "$u" ]; then s="$sh"; break; fi
   done < /etc/passwd 2>/dev/null
 fi
+case "$s" in */nologin|*/false) s=/bin/sh ;; esac
 if [ -z "$s" ] || [ ! -x "$s" ]; then s=/bin/sh; fi
 exec "$s" "$f" 'printf %s MARK; cat /proc/self/environ 2>/dev/null || printenv; printf %s MARK'"#;
 

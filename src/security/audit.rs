@@ -33,6 +33,18 @@ pub const OWNED_VOLUME_PREFIX: &str = "devcell-";
 /// (spec-notes 0146, 0241).
 pub const BASE_IMAGE_LABEL: &str = names::BASE_IMAGE_LABEL;
 
+/// Container label devcell writes when it installs OCI or tarball Features: a JSON object
+/// `{"<Feature reference as written, lowercased>": "sha256:…"}` (the lockfile's keys and
+/// `integrity` values) of the Features in the container's image. The audit compares it with
+/// the lockfile (spec-note 0281).
+pub const FEATURE_DIGESTS_LABEL: &str = "devcell.feature_digests";
+
+/// The [`FEATURE_DIGESTS_LABEL`] of a container's labels as a map (lock key → digest); `None`
+/// when the label is absent or not a JSON object of strings.
+pub fn feature_digests(labels: &BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    serde_json::from_str(labels.get(FEATURE_DIGESTS_LABEL)?).ok()
+}
+
 /// Whether `reference` names an image by registry digest (`<repository>@sha256:<64 hex>`): a
 /// pin any machine can pull.
 pub fn is_digest_pinned(reference: &str) -> bool {
@@ -887,6 +899,10 @@ pub struct AuditContext {
     /// `Some(true)` when a `devcontainer-lock.json` was found beside the config, `Some(false)`
     /// when looked for and missing, `None` when not checked.
     pub features_lockfile: Option<bool>,
+    /// The lockfile's pins (lock key → `integrity`) when it was read; `None` when not read or
+    /// not a valid lockfile. Compared with the container's [`FEATURE_DIGESTS_LABEL`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_features: Option<BTreeMap<String, String>>,
     /// Networks known to be internal (`docker network create --internal`: no route out).
     pub internal_networks: Vec<String>,
     /// Host git directories of the workspace's repositories (a worktree's main repository's
@@ -912,10 +928,19 @@ impl AuditContext {
 impl AuditContext {
     /// Sets `features_lockfile` from the config file's lockfile ([`lockfile_path_for_config`]):
     /// `Some(true)` when it exists and is not empty (an empty lockfile only asks to be
-    /// initialised), else `Some(false)`.
+    /// initialised), else `Some(false)`; and `locked_features` from its content when it parses.
     pub fn with_config_file(mut self, config_file: &Path) -> Self {
         let lockfile = lockfile_path_for_config(config_file);
-        self.features_lockfile = Some(std::fs::metadata(lockfile).is_ok_and(|m| m.len() > 0));
+        self.features_lockfile = Some(std::fs::metadata(&lockfile).is_ok_and(|m| m.len() > 0));
+        self.locked_features = crate::features::lockfile::read(&lockfile)
+            .ok()
+            .and_then(|state| state.lockfile().cloned())
+            .map(|l| {
+                l.features
+                    .into_iter()
+                    .map(|(k, f)| (k, f.integrity))
+                    .collect()
+            });
         self
     }
 }
@@ -2247,7 +2272,7 @@ fn reproducibility(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         Some(ids) => {
             let subject = format!("Features {}", ids.join(","));
             match ctx.features_lockfile {
-                Some(true) => out.push(ev(subject, "locked by devcontainer-lock.json", Risk::Safe)),
+                Some(true) => out.push(lock_evidence(subject, &ids, f, ctx)),
                 Some(false) => out.push(ev(
                     subject,
                     "no devcontainer-lock.json: Feature versions can drift",
@@ -2272,6 +2297,64 @@ fn reproducibility(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         None => out.push(ev("root file system", "not observable", Risk::Weak)),
     }
     out
+}
+
+/// The evidence for Features when a lockfile exists: "locked" only when every non-local Feature
+/// the container's metadata label lists was installed (its [`FEATURE_DIGESTS_LABEL`]) at the
+/// digest the lockfile holds for it (spec-note 0281).
+fn lock_evidence(
+    subject: String,
+    ids: &[String],
+    f: &ContainerFacts,
+    ctx: &AuditContext,
+) -> Evidence {
+    let Some(locked) = &ctx.locked_features else {
+        return ev(
+            subject,
+            "devcontainer-lock.json is not a valid lockfile: Feature versions can drift",
+            Risk::Weak,
+        );
+    };
+    let Some(installed) = f.labels.as_ref().and_then(feature_digests) else {
+        return ev(
+            subject,
+            "devcontainer-lock.json exists, but the container does not record the digests its Features were installed at (not created by `devcell up`/`handoff`): whether they match the lockfile cannot be checked",
+            Risk::Weak,
+        );
+    };
+    let mut problems = Vec::new();
+    let mut matched = 0;
+    for id in ids.iter().filter(|id| !is_local_feature(id)) {
+        let key = crate::features::FeatureRef::parse(id)
+            .map(|r| r.lock_key())
+            .unwrap_or_else(|_| id.to_ascii_lowercase());
+        match (installed.get(&key), locked.get(&key)) {
+            (Some(i), Some(l)) if i == l => matched += 1,
+            (Some(i), Some(l)) => {
+                problems.push(format!("`{id}` installed at `{i}`, locked to `{l}`"))
+            }
+            (_, None) => problems.push(format!("`{id}` is not in devcontainer-lock.json")),
+            (None, Some(_)) => problems.push(format!("`{id}`: installed digest not recorded")),
+        }
+    }
+    if problems.is_empty() {
+        ev(
+            subject,
+            format!(
+                "locked by devcontainer-lock.json: the {matched} installed Feature digest(s) match it"
+            ),
+            Risk::Safe,
+        )
+    } else {
+        ev(
+            subject,
+            format!(
+                "the container does not match devcontainer-lock.json ({}): recreate it (`devcell up --remove-existing-container`)",
+                problems.join("; ")
+            ),
+            Risk::Weak,
+        )
+    }
 }
 
 /// The evidence for an image devcell layered on the digest-pinned base `base`: safe only when
@@ -2434,6 +2517,10 @@ mod tests {
             home: Some("/home/me".into()),
             xdg_runtime_dir: Some("/run/user/1000".into()),
             features_lockfile: Some(true),
+            locked_features: Some(BTreeMap::from([(
+                "ghcr.io/devcontainers/features/node:1".to_string(),
+                format!("sha256:{}", "a".repeat(64)),
+            )])),
             internal_networks: Vec::new(),
             git_dirs: Vec::new(),
         }
@@ -2455,6 +2542,14 @@ mod tests {
 
     fn scores(r: &AuditReport) -> Vec<u8> {
         r.controls.iter().map(|c| c.score).collect()
+    }
+
+    fn has_detail(r: &AuditReport, c: Control, detail: &str, risk: Risk) -> bool {
+        r.control(c)
+            .unwrap()
+            .evidence
+            .iter()
+            .any(|e| e.detail.contains(detail) && e.risk == risk)
     }
 
     fn has(r: &AuditReport, c: Control, subject: &str, risk: Risk) -> bool {
@@ -2853,8 +2948,58 @@ mod tests {
             .with_image_inspect(&json!([{"RepoDigests": ["busybox@sha256:aa"]}]));
         assert_eq!(audit(&f, &ctx()).score_of(Control::Reproducibility), 1);
         let meta = r#"[{"id":"ghcr.io/devcontainers/features/node:1"},{"remoteUser":"node"}]"#;
+        // A lockfile exists, but the container records no digests: not "locked".
         let r = with(|v| v["Config"]["Labels"][names::METADATA_LABEL] = json!(meta));
+        assert_eq!(r.score_of(Control::Reproducibility), 1);
+        assert!(has_detail(
+            &r,
+            Control::Reproducibility,
+            "cannot be checked",
+            Risk::Weak
+        ));
+        // Installed at the locked digest: locked.
+        let digests = |d: char| {
+            json!(format!(
+                r#"{{"ghcr.io/devcontainers/features/node:1":"sha256:{}"}}"#,
+                d.to_string().repeat(64)
+            ))
+        };
+        let r = with(|v| {
+            v["Config"]["Labels"][names::METADATA_LABEL] = json!(meta);
+            v["Config"]["Labels"][FEATURE_DIGESTS_LABEL] = digests('a');
+        });
         assert_eq!(r.score_of(Control::Reproducibility), 2);
+        assert!(has_detail(
+            &r,
+            Control::Reproducibility,
+            "digest(s) match",
+            Risk::Safe
+        ));
+        // Installed at another digest: not locked, and both digests are named.
+        let r = with(|v| {
+            v["Config"]["Labels"][names::METADATA_LABEL] = json!(meta);
+            v["Config"]["Labels"][FEATURE_DIGESTS_LABEL] = digests('b');
+        });
+        assert_eq!(r.score_of(Control::Reproducibility), 1);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.contains(&"a".repeat(64)) && text.contains(&"b".repeat(64)),
+            "{text}"
+        );
+        // A Feature the lockfile does not hold.
+        let mut c = ctx();
+        c.locked_features = Some(BTreeMap::new());
+        let mut v = hardened();
+        v[0]["Config"]["Labels"][names::METADATA_LABEL] = json!(meta);
+        v[0]["Config"]["Labels"][FEATURE_DIGESTS_LABEL] = digests('a');
+        let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &c);
+        assert_eq!(r.score_of(Control::Reproducibility), 1);
+        assert!(has_detail(
+            &r,
+            Control::Reproducibility,
+            "not in devcontainer-lock.json",
+            Risk::Weak
+        ));
         let mut c = ctx();
         c.features_lockfile = Some(false);
         let mut v = hardened();
@@ -3020,6 +3165,23 @@ mod tests {
         .unwrap();
         let c = AuditContext::default().with_config_file(&config);
         assert_eq!(c.features_lockfile, Some(true));
+        assert_eq!(c.locked_features, Some(BTreeMap::new()));
+        std::fs::write(
+            dir.path().join("devcontainer-lock.json"),
+            r#"{"features":{"ghcr.io/a/b/c:1":{"version":"1.0.0","resolved":"ghcr.io/a/b/c@sha256:aa","integrity":"sha256:aa"}}}"#,
+        )
+        .unwrap();
+        let c = AuditContext::default().with_config_file(&config);
+        assert_eq!(
+            c.locked_features,
+            Some(BTreeMap::from([(
+                "ghcr.io/a/b/c:1".to_string(),
+                "sha256:aa".to_string()
+            )]))
+        );
+        std::fs::write(dir.path().join("devcontainer-lock.json"), "{oops").unwrap();
+        let c = AuditContext::default().with_config_file(&config);
+        assert_eq!((c.features_lockfile, c.locked_features), (Some(true), None));
     }
 
     #[test]

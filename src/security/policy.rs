@@ -351,12 +351,19 @@ pub const ENGINE_SOCKET_NAMES: &[&str] = &[
     "cri-dockerd.sock",
 ];
 
-/// tmpfs paths `hardened` always adds (with the remote user's home).
+/// tmpfs paths `hardened` always adds (with the remote user's home, [`HOME_TMPFS_SIZE`]).
+///
+/// Each has an explicit `size`, so temporary storage is bounded per mount (a full tmpfs gives
+/// `ENOSPC`) and not only by the memory limit its pages are charged to (the Grove RFC's
+/// "bounded temporary storage"; spec-note 0082).
 pub const HARDENED_TMPFS: &[(&str, &str)] = &[
-    ("/tmp", "rw,nosuid,nodev,exec,mode=1777"),
-    ("/var/tmp", "rw,nosuid,nodev,exec,mode=1777"),
-    ("/run", "rw,nosuid,nodev,mode=755"),
+    ("/tmp", "rw,nosuid,nodev,exec,size=1g,mode=1777"),
+    ("/var/tmp", "rw,nosuid,nodev,exec,size=1g,mode=1777"),
+    ("/run", "rw,nosuid,nodev,size=64m,mode=755"),
 ];
+
+/// `size` of the tmpfs `hardened` puts on the remote user's home.
+pub const HOME_TMPFS_SIZE: &str = "2g";
 
 /// The security option `hardened` always sets.
 pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges:true";
@@ -455,8 +462,10 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
         && home != "/"
     {
         let opts = match input.remote_ids {
-            Some((uid, gid)) => format!("rw,nosuid,nodev,exec,uid={uid},gid={gid},mode=755"),
-            None => "rw,nosuid,nodev,exec,mode=1777".to_string(),
+            Some((uid, gid)) => {
+                format!("rw,nosuid,nodev,exec,size={HOME_TMPFS_SIZE},uid={uid},gid={gid},mode=755")
+            }
+            None => format!("rw,nosuid,nodev,exec,size={HOME_TMPFS_SIZE},mode=1777"),
         };
         spec.tmpfs.insert(home, opts);
     }

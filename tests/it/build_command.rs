@@ -194,6 +194,14 @@ fn build_layers_features_tags_and_creates_no_container() {
     assert_eq!(entries[1]["postCreateCommand"], format!("echo {mark}"));
     assert_eq!(entries[1]["remoteUser"], "nobody");
 
+    // The lockfile is written once the image exists (local Features only: no entries).
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join(".devcontainer/devcontainer-lock.json"))
+            .expect("devcontainer-lock.json written"),
+    )
+    .unwrap();
+    assert_eq!(lock, serde_json::json!({"features": {}}));
+
     // No container was created: none of the workspace, none from the image.
     assert!(ws.containers().is_empty());
     assert!(

@@ -337,7 +337,11 @@ impl LabelledImage {
             .replace('$', "\\$");
         std::fs::write(
             dir.path().join("Dockerfile"),
-            format!("FROM {BUSYBOX_IMAGE}\nLABEL devcontainer.metadata=\"{escaped}\"\n"),
+            // The unique label gives every build its own image ID, so a concurrent run's `rmi -f`
+            // of an identical build cannot remove this one mid-way.
+            format!(
+                "FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.image=\"{tag}\" devcontainer.metadata=\"{escaped}\"\n"
+            ),
         )
         .unwrap();
         let out = Command::new("docker")

@@ -290,17 +290,18 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{marker}\n"));
 
     // devcell fetched the reference's manifest by the digest the reference printed (its
-    // content-addressed cache holds it under that digest), and wrote no lockfile (0186).
+    // content-addressed cache holds it under that digest), and locked that digest (0280).
     let digest = published["hello"]["digest"].as_str().unwrap();
     let cached = cache
         .path()
         .join("blobs/sha256")
         .join(digest.trim_start_matches("sha256:"));
     assert!(cached.is_file(), "{} is not cached", cached.display());
+    let lock =
+        std::fs::read_to_string(ws.path().join(".devcontainer/devcontainer-lock.json")).unwrap();
     assert!(
-        !ws.path()
-            .join(".devcontainer/devcontainer-lock.json")
-            .exists()
+        lock.contains(&format!("\"integrity\": \"{digest}\"")),
+        "{lock}"
     );
 }
 

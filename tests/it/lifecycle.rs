@@ -374,6 +374,23 @@ async fn user_env_probe_reads_the_login_shell_environment() {
     assert!(env.0.contains_key("PATH"));
     assert!(!env.0.contains_key("DEVCELL_FROM_PROFILE"));
 
+    // A system user whose passwd shell is `/bin/false` (busybox's `nobody`) is probed with
+    // `/bin/sh`, not reported as a failed probe.
+    let env = probe_user_env(
+        &executor,
+        UserEnvProbe::LoginShell,
+        Some("nobody"),
+        DEFAULT_PROBE_TIMEOUT,
+        &statuses,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        env.0.get("DEVCELL_FROM_PROFILE").map(String::as_str),
+        Some("yes it is")
+    );
+    assert!(statuses.0.lock().unwrap().is_empty());
+
     // A startup file that hangs: the probe gives up and bring-up continues without it.
     container.sh("echo 'sleep 30' >> /etc/profile");
     let env = probe_user_env(

@@ -11,6 +11,7 @@ mod handoff;
 mod handoff_e2e;
 mod interop;
 mod lifecycle;
+mod lockfile;
 mod oci;
 mod outdated;
 mod robust;

@@ -150,6 +150,13 @@ async fn hardened_container_proven_from_inside() {
         let (code, out) = run(&e, &id, None, &format!("touch {dir}/ok && echo written")).await;
         assert_eq!((code, out.trim()), (0, "written"), "{dir}");
     }
+    // Temporary storage is bounded per tmpfs (1 GiB for /tmp and /var/tmp, 64 MiB for /run).
+    let (_, df) = run(&e, &id, None, "df -k /tmp /var/tmp /run | tail -3").await;
+    let sizes: Vec<&str> = df
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(sizes, ["1048576", "1048576", "65536"], "{df}");
     let (code, _) = run(
         &e,
         &id,

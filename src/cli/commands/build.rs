@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use crate::cli::args::{BuildArgs, LogFormat};
-use crate::cli::commands::{runtime, split_pair};
+use crate::cli::commands::{lockfile_mode, runtime, split_pair};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::handoff::{
@@ -51,6 +51,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             cache_dir: args.cache_dir.clone(),
+            lockfile: lockfile_mode(&args.lockfile),
         };
         // Dropped (spinner cleared) before the result or the error is printed.
         let reporter = CliReporter::stderr();

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use crate::cli::args::{Format, HandoffArgs};
 use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::HandoffError;
 use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
 use crate::handoff::context::AgentRuntime;
 use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::handoff::up::SecurityOptions;
+use crate::handoff::{HandoffError, LockfileMode};
 
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
 /// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
@@ -207,6 +207,13 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         tty: std::io::stdin().is_terminal() && out_is_tty && runtime != Some(AgentRuntime::Host),
         tty_size: None,
         state_root: None,
+        lockfile: if args.frozen_lockfile {
+            LockfileMode::Frozen
+        } else if args.no_lockfile {
+            LockfileMode::Off
+        } else {
+            LockfileMode::ReadOnly
+        },
         runtime,
     })
 }

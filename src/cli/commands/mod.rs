@@ -33,6 +33,29 @@ use crate::handoff::TargetOptions;
 use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
 use crate::handoff::{PlanOptions, UserEnvProbe};
 
+/// The lockfile mode of `up`'s flags; the hidden deprecated ones warn on stderr as in the
+/// reference CLI.
+pub(crate) fn lockfile_mode(args: &crate::cli::args::LockfileArgs) -> crate::handoff::LockfileMode {
+    use crate::handoff::LockfileMode;
+    if args.experimental_lockfile {
+        output::stderr_line(
+            "warning: `--experimental-lockfile` is deprecated: lockfiles are now written by default",
+        );
+    }
+    if args.experimental_frozen_lockfile {
+        output::stderr_line(
+            "warning: `--experimental-frozen-lockfile` is deprecated: use `--frozen-lockfile`",
+        );
+    }
+    if args.no_lockfile {
+        LockfileMode::Off
+    } else if args.frozen_lockfile || args.experimental_frozen_lockfile {
+        LockfileMode::Frozen
+    } else {
+        LockfileMode::Write
+    }
+}
+
 /// The target options of a command (workspace folder defaults to the current directory).
 pub(crate) fn target(args: &ContainerArgs) -> anyhow::Result<TargetOptions> {
     let workspace_folder = match &args.workspace.workspace_folder {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::UpArgs;
-use crate::cli::commands::{hooks, remote, runtime, target};
+use crate::cli::commands::{hooks, lockfile_mode, remote, runtime, target};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::handoff::{SecurityOptions, UpOptions, up};
@@ -38,6 +38,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             cache_dir: args.cache_dir.clone(),
+            lockfile: lockfile_mode(&args.lockfile),
             safe_directories: Vec::new(),
         };
         // Dropped (spinner cleared) before the result or the error is printed.
