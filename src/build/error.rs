@@ -71,6 +71,14 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An image label (`build --label`) cannot be written into a Dockerfile `LABEL`.
+    #[error("image label `{name}` {reason}")]
+    InvalidImageLabel {
+        /// The label's name.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A user name (`remoteUser`, `containerUser`, the image's `USER`) cannot be used in a
     /// generated Dockerfile.
     #[error("user `{user}` {reason}")]

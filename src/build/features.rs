@@ -29,6 +29,7 @@
 //! One instruction group per Feature, in install order, so the builder's layer cache reuses
 //! every group before the first changed Feature.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -301,6 +302,20 @@ pub fn install_users(
 /// `containerEnv` entry or image user that cannot be written into a Dockerfile, a label too
 /// long to split over Dockerfile lines.
 pub fn plan(input: &FeaturesInput) -> Result<FeaturesPlan> {
+    plan_with_labels(input, &BTreeMap::new())
+}
+
+/// [`plan`] with extra image labels (`devcell build --label name=value`): written as `LABEL`
+/// lines just before the `devcontainer.metadata` one (which therefore wins over a label of
+/// that name). They are part of the Dockerfile, so of the cache key; none gives exactly
+/// [`plan`]'s Dockerfile and key.
+///
+/// Errors: as [`plan`]; [`BuildError::InvalidImageLabel`] for an empty name, or a name or
+/// value with a control character (a line break).
+pub fn plan_with_labels(
+    input: &FeaturesInput,
+    labels: &BTreeMap<String, String>,
+) -> Result<FeaturesPlan> {
     let base = &input.base;
     check_reference(&base.reference).map_err(|reason| BuildError::InvalidReference {
         reference: base.reference.clone(),
@@ -433,6 +448,21 @@ pub fn plan(input: &FeaturesInput) -> Result<FeaturesPlan> {
         &feature_entries,
         &metadata::config_entry(&input.config),
     );
+    for (name, value) in labels {
+        let invalid = |e: super::dockerfile::WordError| BuildError::InvalidImageLabel {
+            name: name.clone(),
+            reason: e.reason(),
+        };
+        if name.is_empty() {
+            return Err(BuildError::InvalidImageLabel {
+                name: name.clone(),
+                reason: "has an empty name",
+            });
+        }
+        let name_word = quoted(name, true).map_err(invalid)?;
+        let value_word = quoted(value, true).map_err(invalid)?;
+        df.push_str(&format!("LABEL {name_word}={value_word}\n"));
+    }
     let label = metadata::label_value(&entries);
     let label_word =
         quoted(&label, true).map_err(|e| BuildError::InvalidLabel { reason: e.reason() })?;
@@ -630,6 +660,36 @@ mod tests {
             install_users(None, Some("r"), "dev"),
             ("dev".into(), "r".into())
         );
+    }
+
+    #[test]
+    fn labels_go_before_the_metadata_label_and_into_the_key() {
+        let a = feature_dir("echo a");
+        let input = input(vec![layer("a", a.path(), "X=1")]);
+        let plain = plan(&input).unwrap();
+        assert_eq!(plan_with_labels(&input, &BTreeMap::new()).unwrap(), plain);
+        let labels = BTreeMap::from([
+            (
+                "org.example.team".to_string(),
+                "core \"x\" $HOME".to_string(),
+            ),
+            ("b".to_string(), String::new()),
+        ]);
+        let labelled = plan_with_labels(&input, &labels).unwrap();
+        assert_ne!(labelled.key, plain.key);
+        let lines: Vec<&str> = labelled.dockerfile.lines().collect();
+        let n = lines.len();
+        assert_eq!(lines[n - 3], r#"LABEL "b"="""#);
+        assert_eq!(
+            lines[n - 2],
+            r#"LABEL "org.example.team"="core \"x\" \$HOME""#
+        );
+        assert!(lines[n - 1].starts_with("LABEL devcontainer.metadata="));
+        for bad in [("", "v"), ("k", "two\nlines")] {
+            let labels = BTreeMap::from([(bad.0.to_string(), bad.1.to_string())]);
+            let err = plan_with_labels(&input, &labels).unwrap_err();
+            assert!(matches!(err, BuildError::InvalidImageLabel { .. }), "{err}");
+        }
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Building the planned images through the engine: inspect the cache tag first, build only
 //! when it is missing (spec-note 0121).
 
+use std::collections::BTreeMap;
+
 use crate::config::metadata;
 use crate::diagnostics::Warning;
 use crate::engine::{BuildRequest, Engine, ImageInfo};
 use crate::progress::{Event, Reporter};
 
 use super::error::Result;
-use super::features::{BaseImage, BuildContext, FeaturesInput, plan};
+use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with_labels};
 use super::uid::{UidInput, plan_uid_update};
 
 /// An image devcell made (or found already made) for a plan.
@@ -52,7 +54,33 @@ pub async fn ensure_features_image(
     input: &FeaturesInput,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
-    let plan = plan(input)?;
+    ensure_features_image_with(engine, input, &ImageOptions::default(), reporter).await
+}
+
+/// How [`ensure_features_image_with`] builds, beyond the inputs (`devcell build`'s flags; the
+/// default is [`ensure_features_image`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageOptions {
+    /// Extra image labels ([`plan_with_labels`]): part of the cache key.
+    pub labels: BTreeMap<String, String>,
+    /// `--no-cache`: build even when the tag exists, without the builder's layer cache (the
+    /// tag then names the new image).
+    pub no_cache: bool,
+}
+
+/// [`ensure_features_image`] with `options`: extra labels, and a forced build without cache.
+///
+/// Errors: as [`ensure_features_image`].
+pub async fn ensure_features_image_with(
+    engine: &dyn Engine,
+    input: &FeaturesInput,
+    options: &ImageOptions,
+    reporter: &dyn Reporter,
+) -> Result<BuiltImage> {
+    let plan = plan_with_labels(input, &options.labels)?;
+    if options.no_cache {
+        return build(engine, &plan.tag, plan.write_context()?, true, reporter).await;
+    }
     ensure(engine, &plan.tag, || plan.write_context(), reporter).await
 }
 
@@ -86,12 +114,22 @@ async fn ensure(
             image,
         });
     }
-    let context = write_context()?;
+    build(engine, tag, write_context()?, false, reporter).await
+}
+
+async fn build(
+    engine: &dyn Engine,
+    tag: &str,
+    context: BuildContext,
+    no_cache: bool,
+    reporter: &dyn Reporter,
+) -> Result<BuiltImage> {
     reporter.report(Event::Status(format!("building {tag}")));
     let request = BuildRequest {
         context: context.path().to_owned(),
         dockerfile: context.dockerfile(),
         tags: vec![tag.to_owned()],
+        no_cache,
         ..BuildRequest::default()
     };
     let image = engine.build_image(&request, reporter).await?;

@@ -25,6 +25,9 @@ pub mod uid;
 pub use error::{BuildError, Result};
 pub use features::{
     BaseImage, BuildContext, FeatureLayer, FeaturesInput, FeaturesPlan, needs_build, plan,
+    plan_with_labels,
 };
-pub use image::{BuiltImage, ensure_features_image, ensure_uid_image};
+pub use image::{
+    BuiltImage, ImageOptions, ensure_features_image, ensure_features_image_with, ensure_uid_image,
+};
 pub use uid::{UidInput, UidPlan, plan_uid_update};

@@ -27,6 +27,12 @@ pub enum Command {
     Exec(ExecArgs),
     /// Run the lifecycle hooks in the running dev container.
     RunUserCommands(RunUserCommandsArgs),
+    /// Build the dev container's image (Features and metadata label included) without
+    /// creating a container; tag it with `--image-name`s and `--push` them.
+    Build(Box<BuildArgs>),
+    /// Set up an existing running container as a dev container: read its metadata label (and
+    /// `--config`), then run the lifecycle hooks in it.
+    SetUp(Box<SetUpArgs>),
     /// Stop the dev container (`--remove`: remove it and its devcell-owned volumes).
     Down(DownArgs),
     /// Stop the dev container (the same as `down` without `--remove`).
@@ -608,4 +614,150 @@ pub struct DownArgs {
     /// Remove the container and its devcell-owned volumes (never the workspace).
     #[arg(long)]
     pub remove: bool,
+}
+
+/// `devcell build` (the reference CLI's flags; the Docker CLI and BuildKit-only ones are
+/// accepted where they change nothing and refused where devcell cannot honour them).
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Accepted and ignored, as by the reference CLI (use `--workspace-folder`).
+    #[arg(hide = true)]
+    pub path: Option<PathBuf>,
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A name (`[registry/]repository[:tag]`) to tag the image with (repeatable; default: the
+    /// reference CLI's `vsc-<folder>-<hash>[-features]`).
+    #[arg(long = "image-name", value_name = "NAME")]
+    pub image_names: Vec<String>,
+    /// Push every `--image-name` to its registry through the engine (credentials from
+    /// `~/.docker/config.json`).
+    #[arg(long)]
+    pub push: bool,
+    /// Build without the layer cache (and pull the Dockerfile's base images).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// An image to use as layer cache for the Dockerfile (repeatable).
+    #[arg(long, value_name = "IMAGE")]
+    pub cache_from: Vec<String>,
+    /// A label `name=value` for the image (repeatable).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub label: Vec<String>,
+    /// Lockfile handling (`devcontainer-lock.json`), as for `up`.
+    #[command(flatten)]
+    pub lockfile: LockfileArgs,
+    /// Not supported: devcell builds for the engine's own platform (refused).
+    #[arg(long, value_name = "PLATFORMS")]
+    pub platform: Option<String>,
+    /// Not supported: the image is loaded into the engine (refused).
+    #[arg(long, value_name = "OUTPUT")]
+    pub output: Option<String>,
+    /// Not supported: no external build cache export (refused).
+    #[arg(long, value_name = "CACHE")]
+    pub cache_to: Option<String>,
+    /// Not supported for `build` (refused; put the Features in devcontainer.json).
+    #[arg(long, value_name = "JSON")]
+    pub additional_features: Option<String>,
+    /// `auto` or `never` (accepted; devcell builds through the Engine API).
+    #[arg(long, value_parser = ["auto", "never"])]
+    pub buildkit: Option<String>,
+    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
+    /// `DOCKER_HOST`).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted; Compose configurations are not supported).
+    #[arg(long)]
+    pub docker_compose_path: Option<String>,
+    /// Host folder for state shared between sessions (accepted; unused).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Security profile the permission requests are judged under (reported, not enforced:
+    /// `build` creates no container).
+    #[arg(long, value_parser = ["hardened", "reference"])]
+    pub security_profile: Option<String>,
+    /// A grant, as for `up` (repeatable).
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`).
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+}
+
+/// `devcell set-up`.
+#[derive(Debug, Args)]
+pub struct SetUpArgs {
+    /// The running container to set up (id or name).
+    #[arg(long, required = true)]
+    pub container_id: String,
+    /// A devcontainer.json to merge with the container's metadata (default: none).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Remote environment.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Do not run any lifecycle hook.
+    #[arg(long)]
+    pub skip_post_create: bool,
+    /// Stop after the `waitFor` hook.
+    #[arg(long)]
+    pub skip_non_blocking_commands: bool,
+    /// Include the configuration read in the result.
+    #[arg(long)]
+    pub include_configuration: bool,
+    /// Include the merged configuration in the result.
+    #[arg(long)]
+    pub include_merged_configuration: bool,
+    /// Folder of the run-once markers in the container (relative: to the remote user's home;
+    /// default `.devcontainer`).
+    #[arg(long, value_name = "PATH")]
+    pub container_data_folder: Option<String>,
+    /// Container folder for system data (accepted; devcell patches no system files).
+    #[arg(long, value_name = "PATH")]
+    pub container_system_data_folder: Option<String>,
+    /// Container folder for session data (accepted; unused).
+    #[arg(long, value_name = "PATH")]
+    pub container_session_data_folder: Option<String>,
+    /// Not supported: devcell installs no dotfiles (refused).
+    #[arg(long, value_name = "URL")]
+    pub dotfiles_repository: Option<String>,
+    /// Not supported (refused, with `--dotfiles-repository`).
+    #[arg(long, value_name = "CMD")]
+    pub dotfiles_install_command: Option<String>,
+    /// Accepted for compatibility (dotfiles are not installed).
+    #[arg(long, value_name = "PATH")]
+    pub dotfiles_target_path: Option<String>,
+    /// Docker CLI path (accepted; devcell talks to the Engine API at `DOCKER_HOST`).
+    #[arg(long)]
+    pub docker_path: Option<String>,
+    /// Host folder for state shared between sessions (accepted; unused).
+    #[arg(long)]
+    pub user_data_folder: Option<PathBuf>,
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+    /// Security profile: `hardened` (default: refuses a privileged container or one holding
+    /// an engine socket) or `reference` (runs the hooks whatever the container has).
+    #[arg(long, value_parser = ["hardened", "reference"])]
+    pub security_profile: Option<String>,
+    /// A grant (repeatable); `--allow privileged` lets the hooks run in a privileged container.
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`).
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
 }

@@ -30,6 +30,8 @@ pub fn main() -> ExitCode {
         Command::Up(args) => commands::up::run(*args),
         Command::Exec(args) => commands::exec::run(args),
         Command::RunUserCommands(args) => commands::run_user_commands::run(args),
+        Command::Build(args) => commands::build::run(*args),
+        Command::SetUp(args) => commands::set_up::run(*args),
         Command::Down(args) => commands::down::run(args),
         Command::Stop(container) => commands::down::run(args::DownArgs {
             container,

@@ -15,8 +15,8 @@ use bollard::models::{
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
     ListContainersOptions, ListImagesOptions, ListNetworksOptions, ListVolumesOptions,
-    RemoveContainerOptions, RemoveImageOptions, RemoveVolumeOptions, StopContainerOptions,
-    TagImageOptions,
+    PushImageOptions, RemoveContainerOptions, RemoveImageOptions, RemoveVolumeOptions,
+    StopContainerOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -217,6 +217,15 @@ fn credentials_for(reference: &str) -> Result<Option<DockerCredentials>> {
         serveraddress: Some(c.server_address),
         ..DockerCredentials::default()
     }))
+}
+
+/// The manifest digest in the engine's final push status line
+/// (`<tag>: digest: sha256:<64 hex> size: <n>`), if `status` is that line.
+fn pushed_digest(status: &str) -> Option<String> {
+    let rest = status.split_once("digest: ")?.1;
+    let digest = rest.split_whitespace().next()?;
+    let hex = digest.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| digest.to_string())
 }
 
 /// The registry host of an image reference (`docker.io` when none is named), following the
@@ -651,6 +660,46 @@ impl Engine for DockerEngine {
             )
             .await
             .map_err(self.api("tag image", source))
+    }
+
+    async fn push_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<Option<String>> {
+        let owned = reference.to_string();
+        let credentials = blocking(move || credentials_for(&owned)).await?;
+        let (repository, tag) = split_reference(reference);
+        let options = PushImageOptions {
+            tag: Some(tag),
+            platform: None,
+        };
+        let mut stream = self
+            .docker
+            .push_image(&repository, Some(options), credentials);
+        let (mut last, mut digest) = (String::new(), None);
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|source| {
+                if is_connection_error(&source) {
+                    EngineError::NotRunning {
+                        host: self.host.clone(),
+                        source,
+                    }
+                } else {
+                    EngineError::Push {
+                        reference: reference.to_string(),
+                        message: match source {
+                            bollard::errors::Error::DockerStreamError { error } => error,
+                            other => other.to_string(),
+                        },
+                    }
+                }
+            })?;
+            if let Some(status) = info.status {
+                digest = digest.or_else(|| pushed_digest(&status));
+                if status != last && info.progress_detail.is_none_or(|p| p.current.is_none()) {
+                    reporter.report(Event::Status(status.clone()));
+                    last = status;
+                }
+            }
+        }
+        Ok(digest)
     }
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String> {
@@ -1253,6 +1302,18 @@ impl DockerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pushed_digest_reads_the_final_status_line() {
+        let hex = "a".repeat(64);
+        assert_eq!(
+            pushed_digest(&format!("1: digest: sha256:{hex} size: 527")),
+            Some(format!("sha256:{hex}"))
+        );
+        assert_eq!(pushed_digest("Pushed"), None);
+        assert_eq!(pushed_digest("1: digest: sha256:abc size: 1"), None);
+        assert_eq!(pushed_digest("digest: md5:00 size: 1"), None);
+    }
 
     #[test]
     fn registry_of_follows_reference_rules() {

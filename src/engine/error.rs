@@ -53,6 +53,14 @@ pub enum EngineError {
         #[source]
         source: bollard::errors::Error,
     },
+    /// An image could not be pushed to its registry (refused, unreachable, not logged in).
+    #[error("cannot push image `{reference}`: {message}")]
+    Push {
+        /// The image reference (`registry/repository:tag`).
+        reference: String,
+        /// The engine's or the registry's message.
+        message: String,
+    },
     /// An image reference could not be parsed.
     #[error("invalid image reference `{reference}`: {message}")]
     InvalidReference {
@@ -194,6 +202,11 @@ impl Hint for EngineError {
             ),
             EngineError::Pull { .. } => Some(
                 "check the reference, and log in with `docker login <registry>` if it is private"
+                    .to_string(),
+            ),
+            EngineError::Push { .. } => Some(
+                "name the image `<registry>/<repository>:<tag>`, check the registry is reachable, \
+                 and log in with `docker login <registry>` if it needs credentials"
                     .to_string(),
             ),
             _ => None,

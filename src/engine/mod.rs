@@ -63,6 +63,17 @@ pub trait Engine: Send + Sync {
     /// Tags `source` (reference or id) as `target` (`name:tag`, `:latest` when no tag).
     async fn tag_image(&self, source: &str, target: &str) -> Result<()>;
 
+    /// Pushes the local image `reference` (`registry/repository[:tag]`, `:latest` when no tag)
+    /// to its registry through the engine, with credentials from the Docker client
+    /// configuration ([`auth`]); progress lines go to `reporter` as [`Event::Status`]. The
+    /// engine decides the transport (plain HTTP only for registries it treats as insecure,
+    /// such as `127.0.0.0/8`). Returns the manifest digest the registry reported
+    /// (`sha256:…`), when it reported one.
+    ///
+    /// Errors: [`EngineError::Push`] when the engine or the registry refuses it;
+    /// [`EngineError::NotRunning`] when the engine went away.
+    async fn push_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<Option<String>>;
+
     /// Creates (does not start) a container; returns its id.
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String>;
 

@@ -233,7 +233,9 @@ impl HandoffError {
             }
             HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
             HandoffError::Security(
-                SecurityError::Refused { .. } | SecurityError::ReuseRefused { .. },
+                SecurityError::Refused { .. }
+                | SecurityError::ReuseRefused { .. }
+                | SecurityError::SetUpRefused { .. },
             ) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
             HandoffError::SecretsFile { .. }

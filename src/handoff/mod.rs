@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod agents_md;
 pub mod audit;
+pub mod build;
 pub mod container;
 pub mod context;
 pub mod delete;
@@ -19,11 +20,13 @@ pub mod host;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod secrets;
+pub mod set_up;
 pub mod state;
 pub mod status;
 pub mod up;
 pub mod workspace;
 
+pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
 pub use exec::{ExecOptions, ExecStreams, exec};
@@ -31,9 +34,10 @@ pub use read_configuration::{
     LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
     ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
 };
+pub use set_up::{SetUpOptions, SetUpResult, set_up};
 pub use up::{
-    ContainerAction, RunUserCommandsOptions, SecurityOptions, TargetOptions, UpOptions, UpResult,
-    read_secrets_file, run_user_commands, up,
+    ContainerAction, ImageBuildOptions, RunUserCommandsOptions, SecurityOptions, TargetOptions,
+    UpOptions, UpResult, read_secrets_file, run_user_commands, up,
 };
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).

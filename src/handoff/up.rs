@@ -107,6 +107,8 @@ pub struct UpOptions {
     pub secrets: IndexMap<String, String>,
     /// `--mount` (repeatable): extra mounts, granted by being asked for on the command line.
     pub mounts: Vec<String>,
+    /// How images are built (`build`'s flags; the defaults for `up`).
+    pub build: ImageBuildOptions,
     /// `--default-user-env-probe` (default `loginInteractiveShell`).
     pub default_user_env_probe: UserEnvProbe,
     /// Security flags.
@@ -311,32 +313,12 @@ pub async fn up_with(
             (info, entries, action)
         }
         None => {
-            let mut image =
-                prepare_image(engine, &loaded, kind, &opts.target.env, reporter).await?;
-            let (raw_base, base) =
-                image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
-            let with_features = has_features(&loaded.value);
-            let mut pending_lock = None;
-            let (entries, label) = if with_features {
-                // The built image's label holds base ++ Features ++ devcontainer.json entries;
-                // the container inherits it from the image.
-                let (built, lock) =
-                    build_features(engine, &loaded, image, raw_base, &base, opts, reporter).await?;
-                image = built;
-                pending_lock = Some(lock);
-                let (_, entries) =
-                    image_entries(&image.info, &loaded, &opts.target.env, &mut warnings);
-                (entries, None)
-            } else {
-                let entries =
-                    metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-                let label = metadata::label_value(&metadata::collect_entries(
-                    &raw_base,
-                    &[],
-                    &metadata::config_entry(&loaded.raw),
-                ));
-                (entries, Some(label))
-            };
+            let DevImage {
+                mut image,
+                entries,
+                label,
+                lock: pending_lock,
+            } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
             let uid_update =
@@ -992,9 +974,27 @@ async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
 }
 
 /// An image ready to run: its reference and what the engine knows about it.
-struct PreparedImage {
-    reference: String,
-    info: ImageInfo,
+pub(crate) struct PreparedImage {
+    /// The reference (a tag, or the image id).
+    pub(crate) reference: String,
+    /// What the engine knows about it.
+    pub(crate) info: ImageInfo,
+}
+
+/// How images are built: `build`'s flags (`up` uses the defaults).
+#[derive(Debug, Clone, Default)]
+pub struct ImageBuildOptions {
+    /// `--no-cache`: the Dockerfile is built without the layer cache (pulling its base
+    /// images) and the Features layer is built again without cache.
+    pub no_cache: bool,
+    /// `--cache-from` (repeatable): images to use as layer cache for the Dockerfile, before
+    /// `build.cacheFrom`.
+    pub cache_from: Vec<String>,
+    /// `--label name=value` (repeatable): labels of the final image (the Features layer).
+    pub labels: BTreeMap<String, String>,
+    /// Write the `devcontainer.metadata` label into an image even without Features (`build`:
+    /// the image must carry it; `up` puts it on the container instead).
+    pub bake_metadata_label: bool,
 }
 
 /// Image kind: inspect, pull when missing. Dockerfile kind: build through the engine.
@@ -1003,6 +1003,7 @@ async fn prepare_image(
     loaded: &LoadedConfiguration,
     kind: ConfigKind,
     host_env: &HashMap<String, String>,
+    build: &ImageBuildOptions,
     reporter: &dyn Reporter,
 ) -> Result<PreparedImage> {
     if kind == ConfigKind::Image {
@@ -1010,7 +1011,14 @@ async fn prepare_image(
         let info = engine.ensure_image(&reference, reporter).await?;
         return Ok(PreparedImage { reference, info });
     }
-    let request = build_request(loaded, host_env)?;
+    let mut request = build_request(loaded, host_env)?;
+    if build.no_cache {
+        request.no_cache = true;
+        request.pull = true;
+    }
+    request
+        .cache_from
+        .splice(0..0, build.cache_from.iter().cloned());
     reporter.report(Event::Status(format!(
         "building {} from {}",
         request
@@ -1024,6 +1032,98 @@ async fn prepare_image(
     Ok(PreparedImage {
         reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
         info,
+    })
+}
+
+/// The image of a new dev container (before `updateRemoteUserUID`) and its metadata.
+pub(crate) struct DevImage {
+    /// The image.
+    pub(crate) image: PreparedImage,
+    /// The metadata entries to merge, phase-1 substituted: base image ++ Features ++
+    /// devcontainer.json.
+    pub(crate) entries: Vec<Value>,
+    /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
+    /// the image carries it.
+    pub(crate) label: Option<String>,
+    /// The Features resolution's lockfile, to write once the result exists (`None` without
+    /// Features).
+    pub(crate) lock: Option<PendingLock>,
+}
+
+/// Prepares the image of a new dev container, as `up` and `build` do: the `image` (inspected,
+/// pulled when missing) or the built `build.dockerfile` ([`prepare_image`]), with the
+/// configuration's Features layered on ([`build_features`]; the image's label then holds base
+/// ++ Features ++ devcontainer.json entries). Without Features the label is returned for the
+/// container, unless `opts.build.bake_metadata_label` asks for an image carrying it (`build`;
+/// a layer without Features).
+///
+/// Errors: as [`prepare_image`] and [`build_features`].
+pub(crate) async fn dev_image(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    kind: ConfigKind,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+    warnings: &mut Vec<Warning>,
+) -> Result<DevImage> {
+    let mut image = prepare_image(
+        engine,
+        loaded,
+        kind,
+        &opts.target.env,
+        &opts.build,
+        reporter,
+    )
+    .await?;
+    let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+    let with_features = has_features(&loaded.value);
+    let mut lock = None;
+    let (entries, label) = if with_features || opts.build.bake_metadata_label {
+        // The built image's label holds base ++ Features ++ devcontainer.json entries; the
+        // container inherits it from the image.
+        image = if with_features {
+            let (built, pending) =
+                build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+            lock = Some(pending);
+            built
+        } else {
+            let built = layer_features(
+                engine,
+                loaded,
+                &image,
+                raw_base,
+                &base,
+                Vec::new(),
+                opts,
+                reporter,
+            )
+            .await?;
+            reporter.report(Event::Status(if built.built {
+                format!("built {}", built.tag)
+            } else {
+                format!("using cached {}", built.tag)
+            }));
+            PreparedImage {
+                reference: built.tag,
+                info: built.image,
+            }
+        };
+        let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+        (entries, None)
+    } else {
+        let entries = metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+        let label = metadata::label_value(&metadata::collect_entries(
+            &raw_base,
+            &[],
+            &metadata::config_entry(&loaded.raw),
+        ));
+        (entries, Some(label))
+    };
+    Ok(DevImage {
+        image,
+        entries,
+        label,
+        lock,
     })
 }
 
@@ -1191,8 +1291,9 @@ fn has_features(config: &Value) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
-/// The lockfile of a resolution, written (or checked) once the container exists.
-struct PendingLock {
+/// The lockfile of a resolution, written (or checked) once the container (`build`: the image)
+/// exists.
+pub(crate) struct PendingLock {
     path: PathBuf,
     lockfile: Lockfile,
 }
@@ -1212,7 +1313,7 @@ impl PendingLock {
 
     /// Applies `mode` ([`lockfile::apply`]); returns a warning for a lockfile that could not be
     /// written or that a read-only run left stale.
-    fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
+    pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
         let message = match lockfile::apply(&self.path, &self.lockfile, mode) {
             Ok(WriteOutcome::Written) => {
                 reporter.report(Event::Status(format!("wrote {}", self.path.display())));
@@ -1249,7 +1350,7 @@ async fn build_features(
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<(PreparedImage, PendingLock)> {
-    use crate::build::{BaseImage, FeatureLayer, FeaturesInput, ensure_features_image};
+    use crate::build::FeatureLayer;
     use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
 
     let features: IndexMap<String, Value> = loaded
@@ -1355,6 +1456,50 @@ async fn build_features(
             feature.canonical.clone(),
         )?);
     }
+    let built = layer_features(
+        engine,
+        loaded,
+        &base_image,
+        raw_base,
+        base,
+        layers,
+        opts,
+        reporter,
+    )
+    .await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok((
+        PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        },
+        pending,
+    ))
+}
+
+/// Layers `layers` (Features in install order, materialised; none to only write the label)
+/// onto `base_image` with the `devcontainer.metadata` label (`raw_base` ++ Features ++
+/// devcontainer.json) and `opts.build`'s labels ([`crate::build::ensure_features_image_with`]):
+/// built only when its cache tag is missing, unless `opts.build.no_cache`.
+///
+/// Errors: [`HandoffError::Build`] (planning, or the engine's build failed).
+#[allow(clippy::too_many_arguments)]
+async fn layer_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: &PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    layers: Vec<crate::build::FeatureLayer>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<crate::build::BuiltImage> {
+    use crate::build::{BaseImage, FeaturesInput, ImageOptions, ensure_features_image_with};
+
     let users = metadata::merge(&metadata::collect_entries(
         base,
         &[],
@@ -1379,19 +1524,11 @@ async fn build_features(
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };
-    let built = ensure_features_image(engine, &input, reporter).await?;
-    reporter.report(Event::Status(if built.built {
-        format!("built {}", built.tag)
-    } else {
-        format!("using cached {}", built.tag)
-    }));
-    Ok((
-        PreparedImage {
-            reference: built.tag,
-            info: built.image,
-        },
-        pending,
-    ))
+    let options = ImageOptions {
+        labels: opts.build.labels.clone(),
+        no_cache: opts.build.no_cache,
+    };
+    Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
 }
 
 /// The build request of a Dockerfile config: `build.dockerfile`, `context`, `args`, `target`,
@@ -1427,7 +1564,7 @@ pub fn build_request(
 }
 
 /// `vsc-<basename>-<sha256 hex of the workspace path>`, lowercased, other characters removed.
-fn image_name(workspace: &Path) -> String {
+pub(crate) fn image_name(workspace: &Path) -> String {
     use sha2::{Digest, Sha256};
     let base: String = workspace
         .file_name()
@@ -1442,7 +1579,7 @@ fn image_name(workspace: &Path) -> String {
 
 /// Who asked for what, from the metadata entries (image label entries, Feature entries with
 /// `id`, the devcontainer.json entry last) and the `--mount` flags.
-fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
+pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
     let mut origins = Origins::default();
     let last = entries.len().saturating_sub(1);
     for (index, entry) in entries.iter().enumerate() {

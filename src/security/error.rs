@@ -39,6 +39,21 @@ pub enum SecurityError {
         /// The baseline it lacks (no grant covers these).
         gaps: Vec<BaselineGap>,
     },
+    /// `set-up` was asked to run lifecycle hooks in an existing container that can control
+    /// the host (privileged mode not granted, an engine socket): nothing was run in it
+    /// (spec-note 0291).
+    #[error(
+        "refusing to set up container `{container}` under the `{profile}` profile: it can control the host ({}), and its lifecycle hooks would run with that",
+        set_up_summary(requests)
+    )]
+    SetUpRefused {
+        /// The container's short id.
+        container: String,
+        /// The profile's name.
+        profile: String,
+        /// The requests that stopped it (privileged mode, engine sockets).
+        requests: Vec<PermissionRequest>,
+    },
     /// A `--allow` value (or user-config grant) is not understood.
     #[error("invalid grant `{value}`: {message}")]
     InvalidGrant {
@@ -69,6 +84,14 @@ fn refusal_summary(requests: &[PermissionRequest]) -> String {
         refused.len(),
         refused.join("; ")
     )
+}
+
+fn set_up_summary(requests: &[PermissionRequest]) -> String {
+    requests
+        .iter()
+        .map(|r| r.permission.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn reuse_summary(requests: &[PermissionRequest], gaps: &[BaselineGap]) -> String {
@@ -145,6 +168,24 @@ impl Hint for SecurityError {
                         flags.join(" ")
                     ));
                 }
+                Some(hint)
+            }
+            SecurityError::SetUpRefused { requests, .. } => {
+                let mut hint = String::new();
+                if requests
+                    .iter()
+                    .any(|r| r.permission == super::policy::Permission::Privileged)
+                {
+                    hint.push_str(
+                        "if you trust the container, its image and this configuration, grant \
+                         privileged mode with `--allow privileged`; ",
+                    );
+                }
+                hint.push_str(
+                    "to run the hooks in it as the reference CLI does, pass \
+                     `--security-profile reference`; or bring a hardened container up with \
+                     `devcell up`",
+                );
                 Some(hint)
             }
             SecurityError::InvalidGrant { .. } => Some(

@@ -2,6 +2,7 @@
 
 mod audit;
 mod build;
+mod build_command;
 mod config;
 mod config_compat;
 mod engine;
@@ -15,5 +16,6 @@ mod oci;
 mod outdated;
 mod robust;
 mod security;
+mod set_up;
 mod support;
 mod up;

@@ -2,6 +2,7 @@
 //! and renders the result.
 
 pub mod audit;
+pub mod build;
 pub mod delete;
 pub mod doctor;
 pub mod down;
@@ -14,6 +15,7 @@ pub mod outdated;
 pub mod prune;
 pub mod read_configuration;
 pub mod run_user_commands;
+pub mod set_up;
 pub mod status;
 pub mod up;
 pub mod upgrade;

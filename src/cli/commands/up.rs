@@ -26,6 +26,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             remote_env,
             secrets,
             mounts: args.mount.clone(),
+            build: Default::default(),
             default_user_env_probe: probe,
             security: SecurityOptions {
                 profile: args.security_profile.clone(),

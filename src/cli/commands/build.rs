@@ -1,0 +1,113 @@
+//! `devcell build`.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use crate::cli::args::{BuildArgs, LogFormat};
+use crate::cli::commands::{lockfile_mode, runtime, split_pair};
+use crate::cli::output;
+use crate::cli::reporter::CliReporter;
+use crate::handoff::{
+    BuildOptions, HandoffError, ImageBuildOptions, SecurityOptions, TargetOptions, build,
+};
+
+/// Runs `build`: `{"outcome":"success","imageName":[…],"devcell":{…}}` on stdout (one line),
+/// progress and build output on stderr. A failure prints the error result and exits 1.
+pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
+    output::set_log_format_json(args.log_format == LogFormat::Json);
+    let result = (|| {
+        refuse_unsupported(&args)?;
+        let labels = args
+            .label
+            .iter()
+            .map(|l| split_pair(l, "--label"))
+            .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
+        let settings = crate::settings::load(args.config_file.as_deref())?;
+        let workspace_folder = match &args.workspace_folder {
+            Some(folder) => folder.clone(),
+            None => std::env::current_dir()?,
+        };
+        let opts = BuildOptions {
+            // As the reference's `build`: the workspace folder itself, not its git root.
+            target: TargetOptions {
+                workspace_folder,
+                config: args.config.clone(),
+                mount_workspace_git_root: false,
+                env: std::env::vars().collect(),
+                ..TargetOptions::default()
+            },
+            image_names: args.image_names.clone(),
+            push: args.push,
+            image: ImageBuildOptions {
+                no_cache: args.no_cache,
+                cache_from: args.cache_from.clone(),
+                labels,
+                bake_metadata_label: true,
+            },
+            security: SecurityOptions {
+                profile: args.security_profile.clone(),
+                allow: args.allow.clone(),
+                ..SecurityOptions::default()
+            },
+            settings,
+            cache_dir: args.cache_dir.clone(),
+            lockfile: lockfile_mode(&args.lockfile),
+        };
+        // Dropped (spinner cleared) before the result or the error is printed.
+        let reporter = CliReporter::stderr();
+        let result = runtime()?.block_on(build(&opts, &reporter))?;
+        reporter.finish();
+        anyhow::Ok(result)
+    })();
+    match result {
+        Ok(result) => {
+            for warning in &result.warnings {
+                output::warning(warning);
+            }
+            output::json(&result.to_json());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            output::error_result(&err);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// The reference CLI's BuildKit-only and `--additional-features` flags, which devcell cannot
+/// honour: an error naming the flag, before anything is built.
+fn refuse_unsupported(args: &BuildArgs) -> Result<(), HandoffError> {
+    let unsupported = [
+        (
+            "--platform",
+            args.platform.is_some(),
+            "devcell builds through the engine's API for the engine's own platform",
+            "build on a machine of that platform (or with `docker buildx` from the Dockerfile)",
+        ),
+        (
+            "--output",
+            args.output.is_some(),
+            "devcell loads the image into the engine",
+            "use `--image-name <registry>/<repository>:<tag> --push`, or `docker save` the image",
+        ),
+        (
+            "--cache-to",
+            args.cache_to.is_some(),
+            "devcell keeps the layer cache in the engine",
+            "drop `--cache-to`; `--cache-from` with a pushed image works",
+        ),
+        (
+            "--additional-features",
+            args.additional_features.is_some(),
+            "`devcell build` installs the Features devcontainer.json lists",
+            "add the Features to `features` in devcontainer.json",
+        ),
+    ];
+    match unsupported.into_iter().find(|(_, given, _, _)| *given) {
+        Some((flag, _, why, hint)) => Err(HandoffError::Unsupported {
+            message: format!("`{flag}` is not supported by `devcell build`: {why}"),
+            hint: Some(hint.to_string()),
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,426 @@
+//! `devcell build` end to end against the real engine and the shared local registry
+//! (spec-note 0290): the image `up` would run, built without creating a container, tagged with
+//! each `--image-name`, pushed with `--push`; an unchanged second build builds nothing; the
+//! result line has the reference CLI's shape.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::refcli::reference_cli;
+use crate::support::{devcell, test_registry, unique};
+
+/// A temporary workspace; removes the images it names and the workspace's containers on drop.
+struct Ws {
+    dir: tempfile::TempDir,
+    images: std::cell::RefCell<Vec<String>>,
+}
+
+impl Ws {
+    fn new(config: &str) -> Ws {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-build-")
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer/devcontainer.json"),
+            config.replace("IMAGE", BUSYBOX_IMAGE),
+        )
+        .unwrap();
+        Ws {
+            dir,
+            images: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A local Feature `./<id>` in `.devcontainer/`.
+    fn feature(&self, id: &str, metadata: &str, install: &str) {
+        self.write(
+            &format!(".devcontainer/{id}/devcontainer-feature.json"),
+            metadata,
+        );
+        self.write(
+            &format!(".devcontainer/{id}/install.sh"),
+            &format!("#!/bin/sh\nset -e\n{install}\n"),
+        );
+    }
+
+    /// Removes `image` (every tag of it, by id) on drop.
+    fn remove_on_drop(&self, image: &str) {
+        self.images.borrow_mut().push(image.to_string());
+    }
+
+    fn build(&self, args: &[&str]) -> Output {
+        devcell()
+            .arg("build")
+            .arg("--workspace-folder")
+            .arg(self.path())
+            .args(args)
+            .output()
+            .expect("devcell runs")
+    }
+
+    /// Containers carrying this workspace's label.
+    fn containers(&self) -> Vec<String> {
+        lines(&docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=devcontainer.local_folder={}", self.path().display()),
+        ]))
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        for id in self.containers() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .output();
+        }
+        for image in self.images.take() {
+            let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+        }
+    }
+}
+
+fn docker(args: &[&str]) -> Output {
+    Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs")
+}
+
+fn lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn inspect_image(image: &str, format: &str) -> String {
+    let out = docker(&["image", "inspect", "-f", format, image]);
+    assert!(
+        out.status.success(),
+        "no image `{image}`: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The single JSON line on stdout of a successful run.
+fn result(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "build failed: {}\nstdout: {stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 1, "one line on stdout: {stdout}");
+    let value: Value = serde_json::from_str(&stdout).expect("stdout is JSON");
+    assert_eq!(value["outcome"], "success", "{value}");
+    value
+}
+
+fn metadata_entries(image: &str) -> Vec<Value> {
+    let label = inspect_image(image, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+    serde_json::from_str(&label).unwrap_or_else(|e| panic!("label is not JSON ({e}): {label}"))
+}
+
+fn keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
+const FEATURE_CONFIG: &str = r#"{"image": "IMAGE", "remoteUser": "nobody",
+    "features": {"./hello": {"greeting": "hi-there"}},
+    "postCreateCommand": "echo MARK"}"#;
+
+fn hello_feature(ws: &Ws) {
+    ws.feature(
+        "hello",
+        r#"{"id": "hello", "version": "1.0.0", "name": "Hello",
+            "options": {"greeting": {"type": "string", "default": "hey"}},
+            "capAdd": ["SYS_PTRACE"],
+            "postCreateCommand": "echo feature-post-create"}"#,
+        "echo \"$GREETING for $_REMOTE_USER\" > /etc/hello.txt",
+    );
+}
+
+#[test]
+fn build_layers_features_tags_and_creates_no_container() {
+    if !engine_ready(
+        "build_layers_features_tags_and_creates_no_container",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let mark = unique("buildcmd");
+    // The mark makes the label, so the cached image, unique to this test run.
+    let ws = Ws::new(&FEATURE_CONFIG.replace("MARK", &mark));
+    hello_feature(&ws);
+    let (a, b) = (
+        format!("devcell-test/{mark}:1"),
+        format!("devcell-test/{mark}-b"),
+    );
+    let out = ws.build(&["--image-name", &a, "--image-name", &b]);
+    let first = result(&out);
+    let id = first["devcell"]["imageId"].as_str().unwrap().to_string();
+    ws.remove_on_drop(&id);
+    assert_eq!(first["imageName"], serde_json::json!([a, b]));
+    assert_eq!(inspect_image(&a, "{{.Id}}"), id);
+    assert_eq!(inspect_image(&b, "{{.Id}}"), id);
+
+    // The merged metadata label: the Feature's entry, then devcontainer.json's.
+    let entries = metadata_entries(&a);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0]["id"], "./hello");
+    assert_eq!(entries[0]["capAdd"], serde_json::json!(["SYS_PTRACE"]));
+    assert_eq!(entries[1]["postCreateCommand"], format!("echo {mark}"));
+    assert_eq!(entries[1]["remoteUser"], "nobody");
+
+    // The lockfile is written once the image exists (local Features only: no entries).
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join(".devcontainer/devcontainer-lock.json"))
+            .expect("devcontainer-lock.json written"),
+    )
+    .unwrap();
+    assert_eq!(lock, serde_json::json!({"features": {}}));
+
+    // No container was created: none of the workspace, none from the image.
+    assert!(ws.containers().is_empty());
+    assert!(
+        lines(&docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("ancestor={id}")
+        ]))
+        .is_empty(),
+        "a container runs the built image"
+    );
+
+    // The Feature's permission request is reported, as `up` would judge it.
+    let permissions = first["devcell"]["permissions"].as_array().unwrap();
+    assert!(
+        permissions.iter().any(|p| p["permission"] == "capability"
+            && p["value"] == "SYS_PTRACE"
+            && p["source"] == "Feature `./hello`"
+            && p["status"] == "refused"),
+        "{permissions:?}"
+    );
+    assert_eq!(first["devcell"]["profile"], "hardened");
+
+    // The Feature really ran, with its option and the remote user.
+    let run = docker(&["run", "--rm", &a, "cat", "/etc/hello.txt"]);
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "hi-there for nobody\n"
+    );
+
+    // A second build with unchanged inputs builds nothing.
+    let out = ws.build(&["--image-name", &a]);
+    let second = result(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(second["devcell"]["imageId"], id.as_str());
+    assert!(
+        stderr.contains("using cached devcell/features:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Step 1/"), "built again: {stderr}");
+
+    // `--label` is part of the image (and of its cache key).
+    let out = ws.build(&["--image-name", &a, "--label", "org.example.mark=yes"]);
+    let labelled = result(&out);
+    let labelled_id = labelled["devcell"]["imageId"].as_str().unwrap().to_string();
+    ws.remove_on_drop(&labelled_id);
+    assert_ne!(labelled_id, id);
+    assert_eq!(
+        inspect_image(&a, "{{index .Config.Labels \"org.example.mark\"}}"),
+        "yes"
+    );
+    assert_eq!(metadata_entries(&a), entries, "the metadata label is kept");
+}
+
+#[test]
+fn build_pushes_to_the_local_registry() {
+    if !engine_ready("build_pushes_to_the_local_registry", BUSYBOX_IMAGE) {
+        return;
+    }
+    let Some(registry) = test_registry() else {
+        return;
+    };
+    let mark = unique("buildcmd-push");
+    // An image configuration without Features: the label is still baked into an image.
+    let ws = Ws::new(&format!(
+        r#"{{"image": "IMAGE", "postStartCommand": "echo {mark}"}}"#
+    ));
+    let repository = format!("devcell-test/{mark}");
+    let name = format!("{registry}/{repository}:1");
+
+    // `--push` needs a name that says where to.
+    let out = ws.build(&["--push"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let error: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(error["outcome"], "error");
+    assert!(
+        error["message"].as_str().unwrap().contains("--image-name"),
+        "{error}"
+    );
+
+    let out = ws.build(&["--image-name", &name, "--push"]);
+    let pushed = result(&out);
+    ws.remove_on_drop(pushed["devcell"]["imageId"].as_str().unwrap());
+    assert_eq!(pushed["imageName"], serde_json::json!([name]));
+    let digest = pushed["devcell"]["pushed"][0]["digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no digest reported: {pushed}"))
+        .to_string();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    assert_eq!(
+        metadata_entries(&name)[0]["postStartCommand"],
+        format!("echo {mark}")
+    );
+
+    // The registry has the manifest, under the digest devcell reported.
+    let url = format!("http://{registry}/v2/{repository}/manifests/1");
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "the test registry is local: {url}"
+    );
+    let head = Command::new("curl")
+        .args([
+            "-sS",
+            "-I",
+            "--noproxy",
+            "*",
+            "-H",
+            "Accept: application/vnd.docker.distribution.manifest.v2+json",
+            &url,
+        ])
+        .output()
+        .expect("curl runs");
+    let headers = String::from_utf8_lossy(&head.stdout).to_lowercase();
+    assert!(headers.starts_with("http/1.1 200"), "{headers}");
+    assert!(
+        headers.contains(&format!("docker-content-digest: {digest}")),
+        "{headers}"
+    );
+}
+
+#[test]
+fn build_of_a_dockerfile_config_gets_the_reference_name() {
+    if !engine_ready(
+        "build_of_a_dockerfile_config_gets_the_reference_name",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let mark = unique("buildcmd-df");
+    let ws = Ws::new(&format!(
+        r#"{{"build": {{"dockerfile": "Dockerfile"}}, "postCreateCommand": "echo {mark}"}}"#
+    ));
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN echo {mark} > /mark\n"),
+    );
+    let out = ws.build(&[]);
+    let built = result(&out);
+    let name = built["imageName"][0].as_str().unwrap().to_string();
+    ws.remove_on_drop(&name);
+    ws.remove_on_drop(built["devcell"]["imageId"].as_str().unwrap());
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    assert!(name.starts_with(&format!("vsc-{base}-")), "{name}");
+    assert!(!name.ends_with("-features"), "{name}");
+    assert_eq!(inspect_image(&name, "{{.Id}}"), built["devcell"]["imageId"]);
+    assert_eq!(
+        metadata_entries(&name),
+        vec![serde_json::json!({"postCreateCommand": format!("echo {mark}")})]
+    );
+    // Unsupported BuildKit flags are refused by name, before anything is built.
+    for (flag, value) in [
+        ("--platform", "linux/arm64"),
+        ("--output", "type=tar,dest=x"),
+    ] {
+        let out = ws.build(&[flag, value]);
+        assert_eq!(out.status.code(), Some(1));
+        let error: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim())
+            .expect("an error result");
+        assert!(error["message"].as_str().unwrap().contains(flag), "{error}");
+    }
+}
+
+#[test]
+fn build_result_has_the_reference_cli_shape() {
+    if !engine_ready("build_result_has_the_reference_cli_shape", BUSYBOX_IMAGE) {
+        return;
+    }
+    let Some(cli) = reference_cli("build_result_has_the_reference_cli_shape") else {
+        return;
+    };
+    let mark = unique("buildcmd-ref");
+    let ws = Ws::new(&FEATURE_CONFIG.replace("MARK", &mark));
+    hello_feature(&ws);
+    let (theirs_name, ours_name) = (
+        format!("devcell-test/{mark}-theirs:1"),
+        format!("devcell-test/{mark}-ours:1"),
+    );
+    let out = cli
+        .command()
+        .args(["build", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--image-name", &theirs_name])
+        .output()
+        .expect("the reference CLI runs");
+    cli.assert_stayed_local();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let theirs: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| {
+            panic!(
+                "reference output is not JSON ({e}): {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    ws.remove_on_drop(&theirs_name);
+    assert_eq!(theirs["outcome"], "success", "{theirs}");
+
+    let ours = result(&ws.build(&["--image-name", &ours_name]));
+    ws.remove_on_drop(ours["devcell"]["imageId"].as_str().unwrap());
+    // Same keys, apart from devcell's one addition and the reference 0.89's auth diagnostics.
+    let strip = |v: &Value, key: &str| {
+        let mut v = v.clone();
+        v.as_object_mut().unwrap().remove(key);
+        v
+    };
+    assert_eq!(
+        keys(&strip(&ours, "devcell")),
+        keys(&strip(&theirs, "ociAuthDiagnostics"))
+    );
+    assert_eq!(theirs["imageName"], serde_json::json!([theirs_name]));
+    assert_eq!(ours["imageName"], serde_json::json!([ours_name]));
+    // Both labels: the Feature's entry then devcontainer.json's, with the same content.
+    let (theirs_entries, ours_entries) =
+        (metadata_entries(&theirs_name), metadata_entries(&ours_name));
+    assert_eq!(ours_entries, theirs_entries);
+}
