@@ -102,12 +102,21 @@ fn usage_error(err: clap::Error) -> ExitCode {
 }
 
 fn init_tracing(cli: &Cli) {
+    use std::io::IsTerminal;
     let level = cli.log_level.as_deref().unwrap_or("warn");
     let filter = tracing_subscriber::EnvFilter::try_from_env("DEVCELL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("devcell={level}")));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .without_time()
-        .try_init();
+        .with_ansi(std::io::stderr().is_terminal());
+    if matches!(level, "debug" | "trace") {
+        // Every engine API call (a span in `engine::docker`) is logged as it ends, with its
+        // duration (`time.busy`), and lines carry timestamps.
+        let _ = builder
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .try_init();
+    } else {
+        let _ = builder.without_time().try_init();
+    }
 }

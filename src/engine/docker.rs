@@ -467,6 +467,7 @@ impl Engine for DockerEngine {
         })
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>> {
         let image = match self.docker.inspect_image(reference).await {
             Ok(i) => i,
@@ -487,6 +488,7 @@ impl Engine for DockerEngine {
         }))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     async fn pull_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
         // Credential helpers are processes and the config a file: off the async workers.
         let owned = reference.to_string();
@@ -528,6 +530,7 @@ impl Engine for DockerEngine {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn build_image(
         &self,
         request: &BuildRequest,
@@ -662,6 +665,7 @@ impl Engine for DockerEngine {
             .map_err(self.api("tag image", source))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     async fn push_image(&self, reference: &str, reporter: &dyn Reporter) -> Result<Option<String>> {
         let owned = reference.to_string();
         let credentials = blocking(move || credentials_for(&owned)).await?;
@@ -702,6 +706,7 @@ impl Engine for DockerEngine {
         Ok(digest)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String> {
         let options = CreateContainerOptions {
             name: spec.name.clone(),
@@ -726,6 +731,7 @@ impl Engine for DockerEngine {
         Ok(created.id)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     async fn start_container(&self, id: &str) -> Result<()> {
         match self.docker.start_container(id, None).await {
             Ok(()) => Ok(()),
@@ -737,6 +743,7 @@ impl Engine for DockerEngine {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     async fn stop_container(&self, id: &str, timeout: Option<Duration>) -> Result<()> {
         let options = StopContainerOptions {
             t: timeout.map(|t| i32::try_from(t.as_secs()).unwrap_or(i32::MAX)),
@@ -752,6 +759,7 @@ impl Engine for DockerEngine {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     async fn remove_container(&self, id: &str, force: bool) -> Result<()> {
         let options = RemoveContainerOptions {
             v: true,
@@ -765,6 +773,7 @@ impl Engine for DockerEngine {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn find_containers(
         &self,
         labels: &BTreeMap<String, String>,
@@ -791,6 +800,7 @@ impl Engine for DockerEngine {
         Ok(list.into_iter().map(container_summary).collect())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>> {
         let c = match self.docker.inspect_container(id, None).await {
             Ok(c) => c,
@@ -937,6 +947,7 @@ impl Engine for DockerEngine {
             .collect())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     async fn remove_image(&self, reference: &str) -> Result<Vec<String>> {
         let options = RemoveImageOptions {
             force: false,
@@ -1089,6 +1100,7 @@ impl DockerEngine {
     /// [`Engine::exec`]; with a TTY and `sizes`, the TTY follows them (spec-note 0273): the
     /// initial size is given at creation (engines with API ≥ 1.42 use it) and sent with a
     /// resize right after the start (older engines), then each change is sent as it comes.
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, argv = ?request.argv.first()))]
     async fn run_exec(
         &self,
         id: &str,

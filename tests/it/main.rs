@@ -12,6 +12,7 @@ mod handoff_e2e;
 mod interop;
 mod lifecycle;
 mod lockfile;
+mod logging;
 mod oci;
 mod outdated;
 mod robust;
