@@ -11,6 +11,14 @@ pub struct Cli {
     /// Log level for stderr diagnostics (`error`, `warn`, `info`, `debug`, `trace`).
     #[arg(long, global = true)]
     pub log_level: Option<String>,
+    /// The reference CLI's OCI bearer-realm restriction (0.89). Accepted; devcell's own rule
+    /// applies: identity tokens go only to HTTPS (or loopback) token realms (spec-note 0310).
+    #[arg(long, global = true)]
+    pub oci_auth_hardening: bool,
+    /// `<registry-host>=<auth-host>` the reference allows under `--oci-auth-hardening`
+    /// (repeatable). Accepted; not used by devcell (spec-note 0310).
+    #[arg(long, global = true, value_name = "REGISTRY=AUTH_HOST")]
+    pub allow_cross_origin_auth_host: Vec<String>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -194,12 +202,14 @@ pub struct DeleteArgs {
 
 /// `devcell audit`.
 #[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("audited")
+        .required(true)
+        .multiple(false)
+        .args(["container", "workspace_folder"])
+))]
 pub struct AuditArgs {
     /// The container (name or id); or use `--workspace-folder`.
-    #[arg(
-        conflicts_with = "workspace_folder",
-        required_unless_present = "workspace_folder"
-    )]
     pub container: Option<String>,
     /// Audit the dev container of this workspace.
     #[arg(long)]
@@ -301,6 +311,107 @@ pub struct WorkspaceArgs {
         action = clap::ArgAction::Set
     )]
     pub mount_workspace_git_root: bool,
+    /// Mount the git worktree common dir (worktrees made with `git worktree add
+    /// --relative-paths`): changes the workspace layout and adds a bind mount of the common
+    /// git dir.
+    #[arg(
+        long,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub mount_git_worktree_common_dir: bool,
+    /// Read the configuration's content from this file instead (paths keep the semantics of
+    /// the workspace's devcontainer.json location, which need not exist).
+    #[arg(long, value_name = "PATH")]
+    pub override_config: Option<PathBuf>,
+}
+
+/// Reference flags about the Docker CLI and host-side state that devcell accepts and ignores:
+/// it talks to the Engine API at `DOCKER_HOST` and keeps its own state (spec-note 0310).
+#[derive(Debug, Clone, Args)]
+pub struct HostToolArgs {
+    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
+    /// `DOCKER_HOST`).
+    #[arg(long, value_name = "PATH")]
+    pub docker_path: Option<String>,
+    /// Docker Compose CLI path (accepted for compatibility; Compose configurations are not
+    /// supported).
+    #[arg(long, value_name = "PATH")]
+    pub docker_compose_path: Option<String>,
+    /// Host folder for state shared between sessions (accepted; unused).
+    #[arg(long, value_name = "PATH")]
+    pub user_data_folder: Option<PathBuf>,
+}
+
+/// Log format and terminal size flags of the reference CLI.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
+    #[arg(long, requires = "terminal_rows")]
+    pub terminal_columns: Option<u16>,
+    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
+    #[arg(long, requires = "terminal_columns")]
+    pub terminal_rows: Option<u16>,
+}
+
+/// The reference CLI's in-container data folders.
+#[derive(Debug, Clone, Args)]
+pub struct ContainerDataArgs {
+    /// Folder of the run-once markers in the container (relative: to the remote user's home;
+    /// default `.devcontainer`). Honoured by `set-up`; accepted by the other commands, whose
+    /// markers stay where `up` put them (devcell's state volume or `~/.devcontainer`).
+    #[arg(long, value_name = "PATH")]
+    pub container_data_folder: Option<String>,
+    /// Container folder for system data (accepted; devcell patches no system files).
+    #[arg(long, value_name = "PATH")]
+    pub container_system_data_folder: Option<String>,
+    /// Container folder for session data (accepted; devcell caches no probed environment).
+    #[arg(long, value_name = "PATH")]
+    pub container_session_data_folder: Option<String>,
+}
+
+/// The reference CLI's dotfiles flags: devcell clones nothing into the container (refused
+/// with a hint; spec-note 0310).
+#[derive(Debug, Clone, Args)]
+pub struct DotfilesArgs {
+    /// Not supported: devcell installs no dotfiles (refused; use a lifecycle hook).
+    #[arg(long, value_name = "URL")]
+    pub dotfiles_repository: Option<String>,
+    /// Not supported (refused, as `--dotfiles-repository`).
+    #[arg(long, value_name = "CMD")]
+    pub dotfiles_install_command: Option<String>,
+    /// Accepted alone (without `--dotfiles-repository` it changes nothing, as in the reference).
+    #[arg(long, value_name = "PATH")]
+    pub dotfiles_target_path: Option<String>,
+}
+
+/// Hidden flags of the reference CLI, accepted (spec-note 0310).
+#[derive(Debug, Clone, Args)]
+pub struct HiddenRefArgs {
+    /// Legacy short Feature ids are never mapped by devcell (they are an error with a hint).
+    #[arg(long, hide = true)]
+    pub skip_feature_auto_mapping: bool,
+    /// Accepted; devcell's metadata label keeps `remoteEnv`.
+    #[arg(long, hide = true)]
+    pub omit_config_remote_env_from_metadata: bool,
+    /// Accepted; devcell writes no `# syntax=` directive.
+    #[arg(long, hide = true)]
+    pub omit_syntax_directive: bool,
+}
+
+/// `--container-id` of `exec` and `run-user-commands`.
+#[derive(Debug, Clone, Args)]
+pub struct ContainerIdArgs {
+    /// The container (id or name) instead of a lookup by the id labels; without
+    /// `--workspace-folder`, `--config` or `--override-config` no devcontainer.json is read
+    /// (its `devcontainer.metadata` label says everything).
+    #[arg(long, value_name = "ID")]
+    pub container_id: Option<String>,
 }
 
 /// `devcell read-configuration`.
@@ -315,25 +426,15 @@ pub struct ReadConfigurationArgs {
     /// Include the Features configuration.
     #[arg(long)]
     pub include_features_configuration: bool,
-    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
-    /// `DOCKER_HOST`).
-    #[arg(long)]
-    pub docker_path: Option<String>,
-    /// Docker Compose CLI path (accepted for compatibility; unused by this command).
-    #[arg(long)]
-    pub docker_compose_path: Option<String>,
-    /// Host folder for state shared between sessions (accepted; unused by this command).
-    #[arg(long)]
-    pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
-    #[arg(long, requires = "terminal_rows")]
-    pub terminal_columns: Option<u16>,
-    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
-    #[arg(long, requires = "terminal_columns")]
-    pub terminal_rows: Option<u16>,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Hidden reference flags (accepted).
+    #[command(flatten)]
+    pub hidden: HiddenRefArgs,
     /// Id label `name=value` identifying the dev container (repeatable); replaces the default
     /// `devcontainer.local_folder` / `devcontainer.config_file` labels for the lookup and for
     /// `${devcontainerId}`.
@@ -342,21 +443,6 @@ pub struct ReadConfigurationArgs {
     /// Id of the dev container to read `devcontainer.metadata` and `Config.Env` from.
     #[arg(long)]
     pub container_id: Option<String>,
-    /// Read the configuration's content from this file instead (paths keep the semantics of
-    /// the workspace's devcontainer.json location).
-    #[arg(long)]
-    pub override_config: Option<PathBuf>,
-    /// Mount the git worktree common dir (worktrees made with `git worktree add
-    /// --relative-paths`): changes the workspace layout and adds
-    /// `workspace.additionalMountString`.
-    #[arg(
-        long,
-        default_value_t = false,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set
-    )]
-    pub mount_git_worktree_common_dir: bool,
     /// Additional Features as JSON, like `features` in devcontainer.json.
     #[arg(long)]
     pub additional_features: Option<String>,
@@ -409,18 +495,12 @@ pub struct OutdatedArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Host folder for state shared between sessions (accepted; unused).
-    #[arg(long)]
-    pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
-    #[arg(long, requires = "terminal_rows")]
-    pub terminal_columns: Option<u16>,
-    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
-    #[arg(long, requires = "terminal_columns")]
-    pub terminal_rows: Option<u16>,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// `devcell upgrade`.
@@ -438,12 +518,9 @@ pub struct UpgradeArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Docker CLI path (accepted for compatibility; unused).
-    #[arg(long)]
-    pub docker_path: Option<String>,
-    /// Docker Compose CLI path (accepted for compatibility; unused).
-    #[arg(long)]
-    pub docker_compose_path: Option<String>,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
     /// Re-pin this Feature in devcontainer.json (with `--target-version`), then upgrade.
     #[arg(short = 'f', long, hide = true, requires = "target_version")]
     pub feature: Option<String>,
@@ -487,9 +564,16 @@ pub struct HookArgs {
     /// Stop after the `waitFor` hook.
     #[arg(long)]
     pub skip_non_blocking_commands: bool,
+    /// Stop after `onCreateCommand` and `updateContentCommand`, running
+    /// `updateContentCommand` again if it has run before.
+    #[arg(long)]
+    pub prebuild: bool,
     /// JSON file of secrets (`{"NAME": "value"}`) given to hooks as environment variables.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
+    /// Dotfiles (refused).
+    #[command(flatten)]
+    pub dotfiles: DotfilesArgs,
 }
 
 /// The lockfile flags of `up` (the reference CLI's, hidden deprecated ones included).
@@ -568,6 +652,64 @@ pub struct UpArgs {
     /// Network: `default` or `none`.
     #[arg(long, value_parser = ["default", "none"])]
     pub network: Option<String>,
+    /// Additional Features as JSON, like `features` in devcontainer.json (keys the
+    /// configuration already has are ignored).
+    #[arg(long, value_name = "JSON")]
+    pub additional_features: Option<String>,
+    /// Default of `updateRemoteUserUID` when the configuration does not say: `on` (default),
+    /// `off`, or `never` (not even when the configuration says `true`).
+    #[arg(long, value_enum, default_value_t = UidDefault::On)]
+    pub update_remote_user_uid_default: UidDefault,
+    /// GPUs: `detect` (default) or `none`; devcell gives no GPU to a container, so `all`
+    /// (require one) is refused.
+    #[arg(long, value_parser = ["all", "detect", "none"])]
+    pub gpu_availability: Option<String>,
+    /// `consistent`, `cached` or `delegated` (accepted; the reference uses it on macOS only).
+    #[arg(long, value_parser = ["consistent", "cached", "delegated"])]
+    pub workspace_mount_consistency: Option<String>,
+    /// Image build flags.
+    #[command(flatten)]
+    pub image: UpImageArgs,
+    /// In-container data folders (accepted).
+    #[command(flatten)]
+    pub container_data: ContainerDataArgs,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Hidden reference flags (accepted).
+    #[command(flatten)]
+    pub hidden: HiddenRefArgs,
+}
+
+/// `--update-remote-user-uid-default`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UidDefault {
+    /// Update unless the configuration says `false`.
+    On,
+    /// Update only when the configuration says `true`.
+    Off,
+    /// Never update.
+    Never,
+}
+
+/// The image build flags of `up` (used when a new container needs its image built).
+#[derive(Debug, Clone, Args)]
+pub struct UpImageArgs {
+    /// Build the image without the layer cache (only when a container is created).
+    #[arg(long)]
+    pub build_no_cache: bool,
+    /// An image to use as layer cache for the Dockerfile (repeatable).
+    #[arg(long, value_name = "IMAGE")]
+    pub cache_from: Vec<String>,
+    /// Not supported: no external build cache export (refused).
+    #[arg(long, value_name = "CACHE")]
+    pub cache_to: Option<String>,
+    /// `auto` or `never` (accepted; devcell builds through the Engine API).
+    #[arg(long, value_parser = ["auto", "never"])]
+    pub buildkit: Option<String>,
 }
 
 /// `devcell exec`.
@@ -583,8 +725,21 @@ pub struct ExecArgs {
     /// (through the engine's exec API, never on a command line; masked in devcell's messages).
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
-    /// The command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// `--container-id`.
+    #[command(flatten)]
+    pub container_id: ContainerIdArgs,
+    /// In-container data folders (accepted).
+    #[command(flatten)]
+    pub container_data: ContainerDataArgs,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// The command and its arguments. Options of devcell come before it; everything from
+    /// the command on is the command's (`exec sh -c 'ls -l'`; `--` also ends the options).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -600,9 +755,21 @@ pub struct RunUserCommandsArgs {
     /// Hook selection.
     #[command(flatten)]
     pub hooks: HookArgs,
-    /// Run `onCreateCommand` and `updateContentCommand` (again) and stop.
+    /// Not supported: devcell's hook plan has no personalization stop (refused).
     #[arg(long)]
-    pub prebuild: bool,
+    pub stop_for_personalization: bool,
+    /// `--container-id`.
+    #[command(flatten)]
+    pub container_id: ContainerIdArgs,
+    /// In-container data folders (accepted).
+    #[command(flatten)]
+    pub container_data: ContainerDataArgs,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// `devcell down`.
@@ -664,19 +831,19 @@ pub struct BuildArgs {
     /// `auto` or `never` (accepted; devcell builds through the Engine API).
     #[arg(long, value_parser = ["auto", "never"])]
     pub buildkit: Option<String>,
-    /// Docker CLI path (accepted for compatibility; devcell talks to the Engine API at
-    /// `DOCKER_HOST`).
-    #[arg(long)]
-    pub docker_path: Option<String>,
-    /// Docker Compose CLI path (accepted; Compose configurations are not supported).
-    #[arg(long)]
-    pub docker_compose_path: Option<String>,
-    /// Host folder for state shared between sessions (accepted; unused).
-    #[arg(long)]
-    pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Hidden reference flags (accepted).
+    #[command(flatten)]
+    pub hidden: HiddenRefArgs,
+    /// Accepted (hidden, as in the reference); devcell's image label keeps the Features'
+    /// customizations.
+    #[arg(long, hide = true)]
+    pub skip_persisting_customizations_from_features: bool,
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -716,40 +883,18 @@ pub struct SetUpArgs {
     /// Include the merged configuration in the result.
     #[arg(long)]
     pub include_merged_configuration: bool,
-    /// Folder of the run-once markers in the container (relative: to the remote user's home;
-    /// default `.devcontainer`).
-    #[arg(long, value_name = "PATH")]
-    pub container_data_folder: Option<String>,
-    /// Container folder for system data (accepted; devcell patches no system files).
-    #[arg(long, value_name = "PATH")]
-    pub container_system_data_folder: Option<String>,
-    /// Container folder for session data (accepted; unused).
-    #[arg(long, value_name = "PATH")]
-    pub container_session_data_folder: Option<String>,
-    /// Not supported: devcell installs no dotfiles (refused).
-    #[arg(long, value_name = "URL")]
-    pub dotfiles_repository: Option<String>,
-    /// Not supported (refused, with `--dotfiles-repository`).
-    #[arg(long, value_name = "CMD")]
-    pub dotfiles_install_command: Option<String>,
-    /// Accepted for compatibility (dotfiles are not installed).
-    #[arg(long, value_name = "PATH")]
-    pub dotfiles_target_path: Option<String>,
-    /// Docker CLI path (accepted; devcell talks to the Engine API at `DOCKER_HOST`).
-    #[arg(long)]
-    pub docker_path: Option<String>,
-    /// Host folder for state shared between sessions (accepted; unused).
-    #[arg(long)]
-    pub user_data_folder: Option<PathBuf>,
-    /// Log format of stderr: `text`, or `json` (one JSON log event per line, as the reference).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// Columns to render output for (implies `--terminal-rows`; accepted, unused).
-    #[arg(long, requires = "terminal_rows")]
-    pub terminal_columns: Option<u16>,
-    /// Rows to render output for (implies `--terminal-columns`; accepted, unused).
-    #[arg(long, requires = "terminal_columns")]
-    pub terminal_rows: Option<u16>,
+    /// In-container data folders (`--container-data-folder` is honoured).
+    #[command(flatten)]
+    pub container_data: ContainerDataArgs,
+    /// Dotfiles (refused).
+    #[command(flatten)]
+    pub dotfiles: DotfilesArgs,
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
     /// Security profile: `hardened` (default: refuses a privileged container or one holding
     /// an engine socket) or `reference` (runs the hooks whatever the container has).
     #[arg(long, value_parser = ["hardened", "reference"])]

@@ -25,6 +25,11 @@ pub fn main() -> ExitCode {
         Err(err) => return usage_error(err),
     };
     init_tracing(&cli);
+    if cli.oci_auth_hardening || !cli.allow_cross_origin_auth_host.is_empty() {
+        output::stderr_line(
+            "note: `--oci-auth-hardening`/`--allow-cross-origin-auth-host` are accepted; devcell sends registry identity tokens only to HTTPS (or loopback) token realms whatever they say",
+        );
+    }
     let result = match cli.command {
         Command::ReadConfiguration(args) => commands::read_configuration::run(args),
         Command::Up(args) => commands::up::run(*args),

@@ -58,7 +58,10 @@ pub fn discover(workspace_folder: &Path, config: Option<&Path>) -> Result<PathBu
     if let Some(config) = config {
         let path = std::path::absolute(config).unwrap_or_else(|_| config.to_owned());
         if !path.is_file() {
-            return Err(ConfigError::ConfigMissing { path });
+            return Err(ConfigError::ConfigMissing {
+                path,
+                relative: config.is_relative(),
+            });
         }
         return Ok(path);
     }

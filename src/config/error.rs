@@ -58,8 +58,10 @@ pub enum ConfigError {
     /// The file given with `--config` does not exist.
     #[error("dev container config `{}` not found", path.display())]
     ConfigMissing {
-        /// The path given.
+        /// The path given, made absolute.
         path: PathBuf,
+        /// The path was given relative (to the current directory): the hint says so.
+        relative: bool,
     },
 }
 
@@ -79,9 +81,12 @@ impl Hint for ConfigError {
                 "create `.devcontainer/devcontainer.json`, or pass `--workspace-folder`/`--config`"
                     .into(),
             ),
-            ConfigError::ConfigMissing { .. } => {
+            ConfigError::ConfigMissing { relative: true, .. } => {
                 Some("`--config` is relative to the current directory".into())
             }
+            ConfigError::ConfigMissing {
+                relative: false, ..
+            } => None,
             ConfigError::Substitution { hint, .. } => hint.clone(),
             ConfigError::Io { .. } => None,
         }

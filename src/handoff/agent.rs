@@ -1150,6 +1150,7 @@ pub(super) async fn prepare(
             mount: workspace_mount,
             folder: ws.container_root.clone(),
         }),
+        ..TargetOptions::default()
     };
     let (image, features, container) = match &config_file {
         Some(_) if !host => planned_container(&target, engine).await?,

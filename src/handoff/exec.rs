@@ -15,7 +15,7 @@ use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::error::Result;
 use crate::handoff::executor::EngineExecutor;
 use crate::handoff::secrets::{MaskingReporter, redact};
-use crate::handoff::up::{TargetOptions, attach_running, id_labels, load, remote_env};
+use crate::handoff::up::{TargetOptions, attach_target, remote_env};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 use crate::progress::Reporter;
 
@@ -91,16 +91,7 @@ async fn exec_inner(
     streams: ExecStreams<'_>,
     reporter: &dyn Reporter,
 ) -> Result<i64> {
-    let loaded = load(&opts.target)?;
-    let labels = id_labels(&opts.target, &loaded);
-    let attached = attach_running(
-        engine,
-        &loaded,
-        &labels,
-        &opts.target.env,
-        opts.default_user_env_probe,
-    )
-    .await?;
+    let attached = attach_target(engine, &opts.target, opts.default_user_env_probe).await?;
     let executor = EngineExecutor {
         engine,
         container_id: &attached.container.id,

@@ -37,7 +37,7 @@ pub use read_configuration::{
 pub use set_up::{SetUpOptions, SetUpResult, set_up};
 pub use up::{
     ContainerAction, ImageBuildOptions, RunUserCommandsOptions, SecurityOptions, TargetOptions,
-    UpOptions, UpResult, read_secrets_file, run_user_commands, up,
+    UidUpdateDefault, UpOptions, UpResult, read_secrets_file, run_user_commands, up,
 };
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).

@@ -564,6 +564,16 @@ pub struct LoadOptions {
     /// Forces `workspaceMount` / `workspaceFolder` (for `handoff`, which mounts the whole
     /// workspace root at its own target); `None` keeps the config's or the defaults.
     pub workspace_override: Option<WorkspaceOverride>,
+    /// `--override-config`: read the configuration's content from this file; paths keep the
+    /// semantics of the real config (`config`, else the discovered one, else
+    /// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+    pub override_config: Option<PathBuf>,
+    /// `--additional-features`: a JSON object like `features`, added to the configuration's
+    /// Features (keys it already has are ignored, as in the reference).
+    pub additional_features: Option<String>,
+    /// `--mount-git-worktree-common-dir`: a worktree's common git dir gets its own mount
+    /// ([`LoadedConfiguration::additional_mount`]).
+    pub mount_git_worktree_common_dir: bool,
 }
 
 /// A `workspaceMount` and `workspaceFolder` that replace the configuration's (as if the
@@ -596,6 +606,30 @@ pub struct LoadedConfiguration {
     pub workspace: config::workspace::WorkspaceConfig,
     /// Non-fatal findings.
     pub warnings: Vec<Warning>,
+    /// The `--mount` string of a worktree's common git dir
+    /// (`--mount-git-worktree-common-dir`), mounted besides the workspace.
+    pub additional_mount: Option<String>,
+}
+
+impl LoadedConfiguration {
+    /// No configuration (`exec`/`run-user-commands` given only `--container-id` or
+    /// `--id-label`s): `{}`, no workspace; the container's metadata says everything.
+    pub fn empty() -> Self {
+        LoadedConfiguration {
+            workspace_folder: PathBuf::new(),
+            config_file: PathBuf::new(),
+            raw: Value::Object(Map::new()),
+            value: Value::Object(Map::new()),
+            typed: model::DevContainerConfig::default(),
+            workspace: config::workspace::WorkspaceConfig {
+                workspace_folder: String::new(),
+                workspace_mount: None,
+                host_mount_root: PathBuf::new(),
+            },
+            warnings: Vec::new(),
+            additional_mount: None,
+        }
+    }
 }
 
 /// A config found, parsed and validated (no substitution yet): the first steps every command
@@ -651,13 +685,17 @@ pub(crate) fn read_validated(
 /// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
 /// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
 pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
+    let additional = parse_additional_features(opts.additional_features.as_deref())?;
     let ValidatedConfig {
         workspace_folder,
         config_file,
         doc,
         config: _,
         warnings,
-    } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
+    } = match &opts.override_config {
+        Some(file) => read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?,
+        None => read_validated(&opts.workspace_folder, opts.config.as_deref())?,
+    };
 
     let mut value = doc.value.clone();
     if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
@@ -670,8 +708,13 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         mount_workspace_git_root: opts.mount_workspace_git_root,
         env: opts.env.clone(),
     };
-    let workspace =
-        config::workspace::resolve(&mut value, &resolve).map_err(|e| locate(&doc, e))?;
+    let (workspace, additional_mount) = config::workspace::resolve_with_worktree(
+        &mut value,
+        &resolve,
+        opts.mount_git_worktree_common_dir,
+    )
+    .map_err(|e| locate(&doc, e))?;
+    add_features(&mut value, &additional);
     // Substitution keeps the shape, so locations from `doc` still apply.
     let (typed, _) = model::validate_value(&doc, &value)?;
 
@@ -686,7 +729,68 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         typed,
         workspace,
         warnings,
+        additional_mount,
     })
+}
+
+/// [`read_validated`] with `--override-config`: the content from `override_file`, the path
+/// semantics of `config` (else the discovered config, else
+/// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+///
+/// Errors: as [`read_validated`], for `override_file`.
+fn read_overridden(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+    override_file: &Path,
+) -> Result<ValidatedConfig> {
+    let workspace_folder =
+        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let override_file =
+        std::path::absolute(override_file).unwrap_or_else(|_| override_file.to_path_buf());
+    let config_file = match config {
+        Some(c) => std::path::absolute(c).unwrap_or_else(|_| c.to_path_buf()),
+        None => discover::discover(&workspace_folder, None).unwrap_or_else(|_| {
+            let [first, _] = discover::default_locations(&workspace_folder);
+            first
+        }),
+    };
+    let doc = jsonc::read(&override_file)?;
+    let mut warnings = doc.warnings.clone();
+    let (config, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+    Ok(ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config,
+        warnings,
+    })
+}
+
+/// Adds `--additional-features` to `features` (keys the configuration has are kept as they
+/// are, as in the reference).
+fn add_features(value: &mut Value, additional: &[(String, Value)]) {
+    if additional.is_empty() {
+        return;
+    }
+    let Value::Object(map) = value else {
+        return;
+    };
+    let features = map
+        .entry("features")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(features) = features {
+        for (key, options) in additional {
+            if !features.contains_key(key) {
+                features.insert(key.clone(), options.clone());
+            }
+        }
+    }
 }
 
 /// Gives a substitution error (which knows its property path) the file position of that

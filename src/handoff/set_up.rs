@@ -370,7 +370,11 @@ fn read_config(
     };
     let file = std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
     if !file.is_file() {
-        return Err(crate::config::ConfigError::ConfigMissing { path: file }.into());
+        return Err(crate::config::ConfigError::ConfigMissing {
+            path: file,
+            relative: config.is_relative(),
+        }
+        .into());
     }
     let doc = jsonc::read(&file)?;
     let mut warnings = doc.warnings.clone();
@@ -493,7 +497,12 @@ fn marker_folder(
 /// `folder` when it is a directory `user` can enter in the container, else `/` (a user
 /// whose home does not exist, like busybox's `nobody` with `/nonexistent`: the hooks would
 /// fail to start there).
-async fn usable_folder(engine: &dyn Engine, id: &str, user: &str, folder: &str) -> String {
+pub(crate) async fn usable_folder(
+    engine: &dyn Engine,
+    id: &str,
+    user: &str,
+    folder: &str,
+) -> String {
     let request = crate::engine::ExecRequest {
         argv: vec![
             "test".into(),
@@ -525,7 +534,7 @@ async fn usable_folder(engine: &dyn Engine, id: &str, user: &str, folder: &str) 
 /// The home of `user` in the running container (its `/etc/passwd`), else the container's
 /// `HOME`, else `/`: where hooks run without a `workspaceFolder` (the reference's choice; see
 /// [`usable_folder`]) and where a relative `--container-data-folder` is.
-async fn home_of(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> String {
+pub(crate) async fn home_of(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> String {
     let passwd = engine
         .read_file(&container.id, "/etc/passwd")
         .await

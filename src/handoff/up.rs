@@ -67,6 +67,34 @@ pub struct TargetOptions {
     pub env: HashMap<String, String>,
     /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
     pub workspace_override: Option<crate::handoff::read_configuration::WorkspaceOverride>,
+    /// `--override-config`: the configuration's content comes from this file (paths keep the
+    /// semantics of the real config location).
+    pub override_config: Option<PathBuf>,
+    /// `--additional-features` (`up`): a JSON object like `features`, added to the
+    /// configuration's Features.
+    pub additional_features: Option<String>,
+    /// `--mount-git-worktree-common-dir`: a worktree's common git dir is mounted too.
+    pub mount_git_worktree_common_dir: bool,
+    /// `--container-id` (`exec`, `run-user-commands`): this container (id or name) instead
+    /// of a lookup by the id labels.
+    pub container_id: Option<String>,
+    /// No configuration is read (`exec`/`run-user-commands` given `--container-id` or
+    /// `--id-label` but no `--workspace-folder`, `--config` or `--override-config`, as the
+    /// reference): the container's `devcontainer.metadata` label says everything.
+    pub no_configuration: bool,
+}
+
+/// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged
+/// configuration does not say (spec: `updateRemoteUserUID`, default `true` on Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UidUpdateDefault {
+    /// Update unless the configuration says `false` (the reference's default).
+    #[default]
+    On,
+    /// Update only when the configuration says `true`.
+    Off,
+    /// Never update, whatever the configuration says.
+    Never,
 }
 
 /// Security choices of the user (flags); the user settings file fills what is not given.
@@ -125,6 +153,8 @@ pub struct UpOptions {
     /// Container paths given to git as `safe.directory` in the lifecycle hooks' environment
     /// ([`append_safe_directories`]; `handoff` passes its repositories and git directories).
     pub safe_directories: Vec<String>,
+    /// `--update-remote-user-uid-default never|on|off` (default `on`).
+    pub update_remote_user_uid_default: UidUpdateDefault,
 }
 
 /// What happened to the container.
@@ -321,8 +351,15 @@ pub async fn up_with(
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
-            let uid_update =
-                update_remote_user_uid(engine, &image, &merged, &loaded, reporter).await?;
+            let uid_update = update_remote_user_uid(
+                engine,
+                &image,
+                &merged,
+                &loaded,
+                opts.update_remote_user_uid_default,
+                reporter,
+            )
+            .await?;
             if let Some(updated) = uid_update.image {
                 image = updated;
             }
@@ -343,7 +380,7 @@ pub async fn up_with(
                 image_info: &image.info,
                 merged: &merged,
                 workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-                extra_mounts: &opts.mounts,
+                extra_mounts: &cli_mounts(opts, &loaded),
                 id_labels: &id_labels,
                 metadata_label: label,
                 host_env: &host_env,
@@ -406,7 +443,7 @@ pub async fn up_with(
                 });
             }
             let input = PolicyInput {
-                origins: origins(&entries, &opts.mounts),
+                origins: origins(&entries, &cli_mounts(opts, &loaded)),
                 remote_user,
                 image_user,
                 remote_home: account.as_ref().map(|a| a.home.clone()),
@@ -541,16 +578,7 @@ pub async fn run_user_commands(
     };
     let run = async {
         let engine = DockerEngine::connect().await?;
-        let loaded = load(&opts.target)?;
-        let labels = id_labels(&opts.target, &loaded);
-        let attached = attach_running(
-            &engine,
-            &loaded,
-            &labels,
-            &opts.target.env,
-            opts.default_user_env_probe,
-        )
-        .await?;
+        let attached = attach_target(&engine, &opts.target, opts.default_user_env_probe).await?;
         run_hooks(
             &engine,
             &attached,
@@ -644,7 +672,7 @@ async fn check_existing(
         .get("remoteUser")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
-    let binds = security::reuse::bind_sources(&opts.mounts);
+    let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
     let network = network_mode(&opts.security, &opts.settings)?;
     let existing = security::ExistingContainer {
         info,
@@ -658,6 +686,90 @@ async fn check_existing(
     Ok(security::check_reuse(profile, &existing, grants)?)
 }
 
+/// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
+/// (`--mount-git-worktree-common-dir`). Granted by being asked for.
+fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
+    opts.mounts
+        .iter()
+        .cloned()
+        .chain(loaded.additional_mount.clone())
+        .collect()
+}
+
+/// Finds the running container `target` names and attaches to it: `--container-id` (an id or
+/// a name), else the id labels (`--id-label`s, else the defaults of the workspace's config).
+/// With [`TargetOptions::no_configuration`] no configuration is read: the container's
+/// `devcontainer.metadata` label alone gives `remoteUser`, `remoteEnv`, …, `${devcontainerId}`
+/// comes from the container's own `devcontainer.local_folder`/`devcontainer.config_file`
+/// labels (else the `--id-label`s), and commands run in the remote user's home (`/` when it
+/// does not exist), as in the reference CLI and `set-up`.
+///
+/// Errors: [`HandoffError::NoContainer`] (no container has the labels),
+/// [`HandoffError::Engine`] (`NoSuchContainer` for a `--container-id` the engine does not
+/// know), [`HandoffError::NotRunning`], [`HandoffError::Config`].
+pub(crate) async fn attach_target(
+    engine: &dyn Engine,
+    target: &TargetOptions,
+    default_probe: UserEnvProbe,
+) -> Result<Attached> {
+    let loaded = if target.no_configuration {
+        LoadedConfiguration::empty()
+    } else {
+        load(target)?
+    };
+    let labels = if target.no_configuration {
+        target.id_labels.iter().cloned().collect()
+    } else {
+        id_labels(target, &loaded)
+    };
+    let container = match &target.container_id {
+        Some(id) => inspect(engine, id).await?,
+        None => {
+            find_container(engine, &labels)
+                .await?
+                .ok_or_else(|| HandoffError::NoContainer {
+                    labels: join_labels(&labels),
+                })?
+        }
+    };
+    if !container.running {
+        return Err(HandoffError::NotRunning { id: container.id });
+    }
+    let mut warnings = Vec::new();
+    let entries = existing_entries(&container, &loaded, &target.env, &mut warnings);
+    let id_source = if target.no_configuration && target.id_labels.is_empty() {
+        [
+            crate::names::LOCAL_FOLDER_LABEL,
+            crate::names::CONFIG_FILE_LABEL,
+        ]
+        .iter()
+        .filter_map(|k| {
+            container
+                .labels
+                .get(*k)
+                .map(|v| ((*k).to_string(), v.clone()))
+        })
+        .collect()
+    } else {
+        labels
+    };
+    let devcontainer_id = crate::config::id::devcontainer_id(&id_source);
+    let mut attached = attach(
+        &container,
+        &loaded,
+        entries,
+        &devcontainer_id,
+        default_probe,
+    )?;
+    if target.no_configuration {
+        use crate::handoff::set_up::{home_of, usable_folder};
+        let home = home_of(engine, &container, &attached.remote_user).await;
+        attached.workspace_folder =
+            usable_folder(engine, &container.id, &attached.remote_user, &home).await;
+    }
+    Ok(attached)
+}
+
 /// Loads the configuration of `target` (see [`load_configuration`]).
 pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
     load_configuration(&LoadOptions {
@@ -666,6 +778,9 @@ pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
         mount_workspace_git_root: target.mount_workspace_git_root,
         env: target.env.clone(),
         workspace_override: target.workspace_override.clone(),
+        override_config: target.override_config.clone(),
+        additional_features: target.additional_features.clone(),
+        mount_git_worktree_common_dir: target.mount_git_worktree_common_dir,
     })
 }
 
@@ -1150,6 +1265,7 @@ async fn update_remote_user_uid(
     image: &PreparedImage,
     merged: &Value,
     loaded: &LoadedConfiguration,
+    default: UidUpdateDefault,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
     let mut outcome = UidUpdate {
@@ -1157,8 +1273,17 @@ async fn update_remote_user_uid(
         applies: false,
         target: None,
     };
+    let wanted = match (
+        default,
+        merged.get("updateRemoteUserUID").and_then(Value::as_bool),
+    ) {
+        (UidUpdateDefault::Never, _) => false,
+        (_, Some(said)) => said,
+        (UidUpdateDefault::On, None) => true,
+        (UidUpdateDefault::Off, None) => false,
+    };
     if !cfg!(target_os = "linux")
-        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
+        || !wanted
         || !loaded
             .workspace
             .workspace_mount

@@ -3,6 +3,7 @@
 mod audit;
 mod build;
 mod build_command;
+mod compat_flags;
 mod config;
 mod config_compat;
 mod engine;

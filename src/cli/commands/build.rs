@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use crate::cli::args::{BuildArgs, LogFormat};
-use crate::cli::commands::{lockfile_mode, runtime, split_pair};
+use crate::cli::args::BuildArgs;
+use crate::cli::commands::{apply_log_args, lockfile_mode, runtime, split_pair};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::handoff::{
@@ -14,7 +14,7 @@ use crate::handoff::{
 /// Runs `build`: `{"outcome":"success","imageName":[…],"devcell":{…}}` on stdout (one line),
 /// progress and build output on stderr. A failure prints the error result and exits 1.
 pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
-    output::set_log_format_json(args.log_format == LogFormat::Json);
+    apply_log_args(&args.log);
     let result = (|| {
         refuse_unsupported(&args)?;
         let labels = args

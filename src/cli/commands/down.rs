@@ -10,7 +10,7 @@ use crate::handoff::{DownOptions, down};
 /// Runs `down`: `{"outcome":"success","containerIds":[…],"removed":…}` on stdout.
 pub fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
     let opts = DownOptions {
-        target: target(&args.container)?,
+        target: target(&args.container, None)?,
         remove: args.remove,
         timeout: None,
     };

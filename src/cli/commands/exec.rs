@@ -5,13 +5,14 @@ use std::process::ExitCode;
 
 use crate::cli::args::ExecArgs;
 use crate::cli::commands::handoff::RawMode;
-use crate::cli::commands::{remote, runtime, target, terminal_sizes};
+use crate::cli::commands::{apply_log_args, remote, runtime, target, terminal_sizes};
 use crate::cli::output::StderrReporter;
 use crate::handoff::{ExecOptions, ExecStreams, exec};
 
 /// Runs `exec`: the command's stdout/stderr streamed; its exit code becomes devcell's (a
 /// signal n gives 128 + n; codes above 255 are reported as 255).
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    apply_log_args(&args.log);
     let (remote_env, probe) = remote(&args.remote)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let secrets = match &args.secrets_file {
@@ -27,7 +28,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let opts = ExecOptions {
-        target: target(&args.container)?,
+        target: target(&args.container, args.container_id.container_id.as_deref())?,
         argv: args.command,
         remote_env,
         secrets,

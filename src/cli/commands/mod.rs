@@ -26,7 +26,9 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use indexmap::IndexMap;
 
-use crate::cli::args::{ContainerArgs, Format, HookArgs, RemoteArgs};
+use crate::cli::args::{
+    ContainerArgs, DotfilesArgs, Format, HookArgs, LogArgs, LogFormat, RemoteArgs,
+};
 use crate::cli::output;
 use crate::handoff::HandoffError;
 use crate::handoff::TargetOptions;
@@ -57,7 +59,17 @@ pub(crate) fn lockfile_mode(args: &crate::cli::args::LockfileArgs) -> crate::han
 }
 
 /// The target options of a command (workspace folder defaults to the current directory).
-pub(crate) fn target(args: &ContainerArgs) -> anyhow::Result<TargetOptions> {
+/// `container_id` is `exec`'s and `run-user-commands`' `--container-id`: with it or with
+/// `--id-label`s, and without `--workspace-folder`, `--config` and `--override-config`, no
+/// configuration is read (as the reference).
+pub(crate) fn target(
+    args: &ContainerArgs,
+    container_id: Option<&str>,
+) -> anyhow::Result<TargetOptions> {
+    let no_configuration = (container_id.is_some() || !args.id_label.is_empty())
+        && args.workspace.workspace_folder.is_none()
+        && args.workspace.config.is_none()
+        && args.workspace.override_config.is_none();
     let workspace_folder = match &args.workspace.workspace_folder {
         Some(folder) => folder.clone(),
         None => std::env::current_dir()?,
@@ -74,7 +86,52 @@ pub(crate) fn target(args: &ContainerArgs) -> anyhow::Result<TargetOptions> {
         id_labels,
         env: std::env::vars().collect(),
         workspace_override: None,
+        override_config: args.workspace.override_config.clone(),
+        additional_features: None,
+        mount_git_worktree_common_dir: args.workspace.mount_git_worktree_common_dir,
+        container_id: container_id.map(str::to_string),
+        no_configuration,
     })
+}
+
+/// Applies `--log-format` (stderr as JSON log events) for the rest of the run.
+pub(crate) fn apply_log_args(args: &LogArgs) {
+    output::set_log_format_json(args.log_format == LogFormat::Json);
+}
+
+/// A reference flag devcell deliberately does not support: an error naming it, why, and what
+/// to do instead (given when `given`).
+pub(crate) fn refuse(
+    flag: &str,
+    given: bool,
+    command: &str,
+    why: &str,
+    hint: &str,
+) -> Result<(), HandoffError> {
+    if !given {
+        return Ok(());
+    }
+    Err(HandoffError::Unsupported {
+        message: format!("`{flag}` is not supported by `devcell {command}`: {why}"),
+        hint: Some(hint.to_string()),
+    })
+}
+
+/// Refuses `--dotfiles-repository` / `--dotfiles-install-command`: devcell clones nothing
+/// from the network into the container (spec-note 0310).
+pub(crate) fn refuse_dotfiles(args: &DotfilesArgs, command: &str) -> Result<(), HandoffError> {
+    let flag = if args.dotfiles_repository.is_some() {
+        "--dotfiles-repository"
+    } else {
+        "--dotfiles-install-command"
+    };
+    refuse(
+        flag,
+        args.dotfiles_repository.is_some() || args.dotfiles_install_command.is_some(),
+        command,
+        "devcell installs no dotfiles (it clones nothing from the network into the container)",
+        "install them from a lifecycle hook (`postCreateCommand`) if you need them",
+    )
 }
 
 /// `NAME=VALUE` (the name non-empty).
@@ -105,13 +162,14 @@ pub(crate) fn remote(
 /// The plan flags and the secrets.
 pub(crate) fn hooks(
     args: &HookArgs,
-    prebuild: bool,
+    command: &str,
 ) -> anyhow::Result<(PlanOptions, IndexMap<String, String>)> {
+    refuse_dotfiles(&args.dotfiles, command)?;
     let plan = PlanOptions {
         skip_post_create: args.skip_post_create,
         skip_post_attach: args.skip_post_attach,
         skip_non_blocking_commands: args.skip_non_blocking_commands,
-        prebuild,
+        prebuild: args.prebuild,
     };
     let secrets = match &args.secrets_file {
         Some(path) => crate::handoff::read_secrets_file(Path::new(path))?,

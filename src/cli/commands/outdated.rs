@@ -11,7 +11,7 @@ use crate::handoff::outdated::{OutdatedOptions, outdated_with};
 /// Runs `outdated`: a table (or one JSON line) on stdout, progress ([`CliReporter`]) and
 /// warnings on stderr.
 pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
-    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
+    crate::cli::commands::apply_log_args(&args.log);
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,

@@ -8,7 +8,7 @@ use crate::handoff::{ReadConfigurationExtras, ReadConfigurationOptions, read_con
 
 /// Runs `read-configuration`: JSON on stdout (one line), warnings on stderr.
 pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
-    output::set_log_format_json(args.log_format == crate::cli::args::LogFormat::Json);
+    crate::cli::commands::apply_log_args(&args.log);
     let no_workspace = args.workspace.workspace_folder.is_none()
         && (args.container_id.is_some() || !args.id_labels.is_empty());
     let workspace_folder = match args.workspace.workspace_folder {
@@ -24,13 +24,13 @@ pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
         env: std::env::vars().collect(),
     };
     let extras = ReadConfigurationExtras {
-        override_config: args.override_config,
+        override_config: args.workspace.override_config,
         id_labels: args.id_labels.into_iter().collect(),
         container_id: args.container_id,
         additional_features: args.additional_features,
         no_workspace,
         skip_engine: false,
-        mount_git_worktree_common_dir: args.mount_git_worktree_common_dir,
+        mount_git_worktree_common_dir: args.workspace.mount_git_worktree_common_dir,
     };
     let result = read_configuration_with(&opts, &extras)?;
     for warning in &result.warnings {

@@ -2,30 +2,20 @@
 
 use std::process::ExitCode;
 
-use crate::cli::args::{LogFormat, SetUpArgs};
-use crate::cli::commands::{remote, runtime};
+use crate::cli::args::SetUpArgs;
+use crate::cli::commands::{apply_log_args, refuse_dotfiles, remote, runtime};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::{HandoffError, PlanOptions, SecurityOptions, SetUpOptions, set_up};
+use crate::handoff::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 
 /// Runs `set-up`: `{"outcome":"success",["configuration"],["mergedConfiguration"],
 /// "devcell":{…}}` on stdout (one line), progress, hook output and the container's weaknesses
 /// on stderr. A failure (a refused container, a failed hook) prints the error result and
 /// exits 1.
 pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
-    output::set_log_format_json(args.log_format == LogFormat::Json);
+    apply_log_args(&args.log);
     let result = (|| {
-        if args.dotfiles_repository.is_some() || args.dotfiles_install_command.is_some() {
-            return Err(HandoffError::Unsupported {
-                message: "`--dotfiles-repository` is not supported: devcell installs no dotfiles"
-                    .into(),
-                hint: Some(
-                    "install them from a lifecycle hook (`postCreateCommand`) if you need them"
-                        .into(),
-                ),
-            }
-            .into());
-        }
+        refuse_dotfiles(&args.dotfiles, "set-up")?;
         let (remote_env, probe) = remote(&args.remote)?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let opts = SetUpOptions {
@@ -41,7 +31,7 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
             default_user_env_probe: probe,
             include_configuration: args.include_configuration,
             include_merged_configuration: args.include_merged_configuration,
-            container_data_folder: args.container_data_folder.clone(),
+            container_data_folder: args.container_data.container_data_folder.clone(),
             security: SecurityOptions {
                 profile: args.security_profile.clone(),
                 allow: args.allow.clone(),

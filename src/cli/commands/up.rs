@@ -2,22 +2,39 @@
 
 use std::process::ExitCode;
 
-use crate::cli::args::UpArgs;
-use crate::cli::commands::{hooks, lockfile_mode, remote, runtime, target};
+use crate::cli::args::{UidDefault, UpArgs};
+use crate::cli::commands::{apply_log_args, hooks, lockfile_mode, refuse, remote, runtime, target};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::{SecurityOptions, UpOptions, up};
+use crate::handoff::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions, up};
 
 /// Runs `up`: the result JSON on stdout (one line), progress (a spinner on a terminal, plain
 /// lines otherwise; [`CliReporter`]) and hook output on stderr.
 /// A failure prints the error result and exits 1.
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
+    apply_log_args(&args.log);
     let result = (|| {
+        refuse(
+            "--cache-to",
+            args.image.cache_to.is_some(),
+            "up",
+            "devcell keeps the layer cache in the engine",
+            "drop `--cache-to`; `--cache-from` with a pushed image works",
+        )?;
+        refuse(
+            "--gpu-availability all",
+            args.gpu_availability.as_deref() == Some("all"),
+            "up",
+            "devcell gives no GPU to a container",
+            "use `--gpu-availability detect` or `none` (GPUs are not passed through)",
+        )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.hooks, false)?;
+        let (plan, secrets) = hooks(&args.hooks, "up")?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
+        let mut target = target(&args.container, None)?;
+        target.additional_features = args.additional_features.clone();
         let opts = UpOptions {
-            target: target(&args.container)?,
+            target,
             remove_existing_container: args.remove_existing_container,
             expect_existing_container: args.expect_existing_container,
             plan,
@@ -26,7 +43,11 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             remote_env,
             secrets,
             mounts: args.mount.clone(),
-            build: Default::default(),
+            build: ImageBuildOptions {
+                no_cache: args.image.build_no_cache,
+                cache_from: args.image.cache_from.clone(),
+                ..ImageBuildOptions::default()
+            },
             default_user_env_probe: probe,
             security: SecurityOptions {
                 profile: args.security_profile.clone(),
@@ -40,6 +61,11 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
             safe_directories: Vec::new(),
+            update_remote_user_uid_default: match args.update_remote_user_uid_default {
+                UidDefault::On => UidUpdateDefault::On,
+                UidDefault::Off => UidUpdateDefault::Off,
+                UidDefault::Never => UidUpdateDefault::Never,
+            },
         };
         // Dropped (spinner cleared) before the result or the error is printed.
         let reporter = CliReporter::stderr();

@@ -1,0 +1,554 @@
+//! The reference CLI's flags on devcell's drop-in commands (spec-note 0310): every flag of
+//! `@devcontainers/cli` 0.89 parses (implemented, accepted, or refused with a devcell error
+//! naming it, never clap's "unexpected argument"); `exec --container-id` against the real
+//! engine; options before `exec`'s command are options.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::devcell;
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::refcli::reference_cli;
+
+/// The drop-in commands compared with the reference's `--help`.
+const COMMANDS: &[&[&str]] = &[
+    &["up"],
+    &["exec"],
+    &["run-user-commands"],
+    &["set-up"],
+    &["build"],
+    &["read-configuration"],
+    &["outdated"],
+    &["upgrade"],
+    &["features", "resolve-dependencies"],
+    &["features", "package"],
+    &["features", "publish"],
+];
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}"))
+}
+
+/// The long flags a `--help` text lists (`--name` at the start of an option line).
+fn help_flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-")
+                .filter(|_| l.as_bytes().get(1) != Some(&b'-'))
+                .map_or(l, |rest| {
+                    rest.split_once(", ").map_or(rest, |(_, long)| long)
+                });
+            l.strip_prefix("--").map(|f| {
+                f.split([' ', '=', '['])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+        })
+        .filter(|f| !f.is_empty() && f != "help" && f != "version")
+        .collect()
+}
+
+#[test]
+fn every_reference_flag_is_known_to_devcell() {
+    let Some(cli) = reference_cli("every_reference_flag_is_known_to_devcell") else {
+        return;
+    };
+    let mut missing = Vec::new();
+    for command in COMMANDS {
+        let reference = cli
+            .command()
+            .args(*command)
+            .arg("--help")
+            .output()
+            .expect("reference CLI runs");
+        let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
+        let flags = help_flags(&reference);
+        assert!(
+            flags.iter().any(|f| f == "log-level"),
+            "{command:?}: no flags read from the reference help:\n{reference}"
+        );
+        let ours = devcell().args(*command).arg("--help").output().unwrap();
+        assert!(ours.status.success(), "{command:?}: {}", stderr(&ours));
+        let ours = help_flags(&String::from_utf8_lossy(&ours.stdout));
+        for flag in flags {
+            if !ours.contains(&flag) {
+                missing.push(format!("{} --{flag}", command.join(" ")));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "flags devcell lacks: {missing:#?}");
+}
+
+/// A workspace folder that does not exist: commands that get past parsing fail on it.
+const NO_WORKSPACE: &str = "/nonexistent/devcell-compat-flags";
+
+#[test]
+fn accepted_reference_flags_parse() {
+    let accepted: &[(&str, &[&str])] = &[
+        (
+            "up",
+            &[
+                "--docker-path=docker",
+                "--docker-compose-path=docker-compose",
+                "--user-data-folder=/tmp",
+                "--container-data-folder=.data",
+                "--container-system-data-folder=/var/devcontainer",
+                "--container-session-data-folder=/tmp/s",
+                "--workspace-mount-consistency=cached",
+                "--gpu-availability=detect",
+                "--mount-git-worktree-common-dir",
+                "--override-config=/nonexistent/o.json",
+                "--log-format=json",
+                "--terminal-columns=80",
+                "--terminal-rows=24",
+                "--update-remote-user-uid-default=never",
+                "--build-no-cache",
+                "--cache-from=devcell-test/none:1",
+                "--buildkit=never",
+                "--additional-features={}",
+                "--prebuild",
+                "--dotfiles-target-path=~/dots",
+                "--skip-feature-auto-mapping",
+                "--omit-config-remote-env-from-metadata",
+                "--omit-syntax-directive",
+                "--oci-auth-hardening",
+                "--allow-cross-origin-auth-host=r.example=a.example",
+            ],
+        ),
+        (
+            "exec",
+            &[
+                "--docker-path=docker",
+                "--user-data-folder=/tmp",
+                "--container-data-folder=.data",
+                "--container-system-data-folder=/x",
+                "--mount-git-worktree-common-dir=false",
+                "--override-config=/nonexistent/o.json",
+                "--log-format=text",
+                "--terminal-columns=80",
+                "--terminal-rows=24",
+                "true",
+            ],
+        ),
+        (
+            "run-user-commands",
+            &[
+                "--docker-compose-path=dc",
+                "--container-session-data-folder=/tmp/s",
+                "--prebuild",
+                "--skip-post-attach",
+                "--dotfiles-target-path=~/d",
+                "--log-format=json",
+            ],
+        ),
+        (
+            "read-configuration",
+            &["--skip-feature-auto-mapping", "--log-format=json"],
+        ),
+        ("outdated", &["--docker-path=docker", "--log-format=json"]),
+        (
+            "build",
+            &[
+                "--skip-persisting-customizations-from-features",
+                "--omit-syntax-directive",
+                "--terminal-columns=1",
+                "--terminal-rows=1",
+            ],
+        ),
+    ];
+    for (command, flags) in accepted {
+        let out = devcell()
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(NO_WORKSPACE)
+            .args(*flags)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{command}: {err}");
+        assert!(!err.contains("unexpected argument"), "{command}: {err}");
+        assert!(
+            err.contains("does not exist")
+                || err.contains("not a directory")
+                || err.contains("not found"),
+            "{command} got past parsing to the workspace: {err}"
+        );
+    }
+}
+
+#[test]
+fn unsupported_reference_flags_are_refused_by_name() {
+    let refused: &[(&[&str], &str)] = &[
+        (
+            &["up", "--dotfiles-repository", "me/dots"],
+            "--dotfiles-repository",
+        ),
+        (
+            &["up", "--dotfiles-install-command", "./go"],
+            "--dotfiles-install-command",
+        ),
+        (
+            &["up", "--cache-to", "type=local,dest=/tmp/c"],
+            "--cache-to",
+        ),
+        (
+            &["up", "--gpu-availability", "all"],
+            "--gpu-availability all",
+        ),
+        (
+            &["run-user-commands", "--dotfiles-repository", "me/dots"],
+            "--dotfiles-repository",
+        ),
+        (
+            &["run-user-commands", "--stop-for-personalization"],
+            "--stop-for-personalization",
+        ),
+        (
+            &[
+                "set-up",
+                "--container-id",
+                "x",
+                "--dotfiles-repository",
+                "me/d",
+            ],
+            "--dotfiles-repository",
+        ),
+    ];
+    for (args, flag) in refused {
+        let out = devcell()
+            .args(*args)
+            .args(["--workspace-folder", NO_WORKSPACE])
+            .output()
+            .unwrap();
+        // set-up has no --workspace-folder: it is a usage error there; run it without.
+        let out = if args[0] == "set-up" {
+            devcell().args(*args).output().unwrap()
+        } else {
+            out
+        };
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let result = last_json(&out);
+        assert_eq!(result["outcome"], "error");
+        let message = result["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "`{flag}` is not supported by `devcell {}`",
+                args[0]
+            )),
+            "{args:?}: {message}"
+        );
+        assert!(
+            !result["description"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{args:?}: no hint: {result}"
+        );
+    }
+}
+
+#[test]
+fn exec_options_come_before_the_command() {
+    // An unknown option before the command is a usage error, not the command.
+    let out = devcell().args(["exec", "--bogus", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unexpected argument '--bogus'"),
+        "{}",
+        stderr(&out)
+    );
+    // `--container-id` needs a value and a command.
+    let out = devcell()
+        .args(["exec", "--container-id", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // Hyphen values after the command are the command's (parsed by clap: the container is
+    // then looked for, and not found).
+    let out = devcell()
+        .args([
+            "exec",
+            "--container-id",
+            "devcell-compat-no-such-container",
+            "sh",
+            "-c",
+            "ls -l",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("unexpected argument"), "{err}");
+}
+
+#[test]
+fn usage_errors_name_the_way_out() {
+    let out = devcell().arg("audit").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--workspace-folder"),
+        "{}",
+        stderr(&out)
+    );
+
+    let ws = tempfile::tempdir().unwrap();
+    let run = |config: &str| {
+        devcell()
+            .current_dir(ws.path())
+            .args(["read-configuration", "--config", config])
+            .output()
+            .unwrap()
+    };
+    let absolute = run("/nonexistent/devcell-compat/devcontainer.json");
+    assert_eq!(absolute.status.code(), Some(1));
+    assert!(
+        stderr(&absolute).contains("not found"),
+        "{}",
+        stderr(&absolute)
+    );
+    assert!(
+        !stderr(&absolute).contains("relative to the current directory"),
+        "{}",
+        stderr(&absolute)
+    );
+    let relative = run("nope/devcontainer.json");
+    assert_eq!(relative.status.code(), Some(1));
+    assert!(
+        stderr(&relative).contains("`--config` is relative to the current directory"),
+        "{}",
+        stderr(&relative)
+    );
+}
+
+/// A workspace whose containers are removed on drop.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new(config: &str) -> Workspace {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-flags-")
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer/devcontainer.json"),
+            config.replace("IMAGE", BUSYBOX_IMAGE),
+        )
+        .unwrap();
+        Workspace { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn run(&self, command: &str, args: &[&str]) -> Output {
+        devcell()
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(self.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--no-trunc", "--filter"])
+            .arg(format!(
+                "label=devcontainer.local_folder={}",
+                self.path().display()
+            ))
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
+        }
+    }
+}
+
+fn ran(result: &Value) -> Vec<String> {
+    result["devcell"]["lifecycle"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["hook"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn exec_and_run_user_commands_by_container_id() {
+    if !engine_ready("exec_and_run_user_commands_by_container_id", BUSYBOX_IMAGE) {
+        return;
+    }
+    // The real devcontainer.json is broken: `--override-config` gives the content.
+    let ws = Workspace::new("{ this is not json");
+    let override_file = ws.path().join("override.json");
+    std::fs::write(
+        &override_file,
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "remoteEnv": {"FROM_LABEL": "label-${containerEnv:PATH}"},
+            "onCreateCommand": "echo on-create",
+            "updateContentCommand": "echo update-content",
+            "postCreateCommand": "echo post-create",
+            "postStartCommand": "echo post-start"}"#
+            .replace("IMAGE", BUSYBOX_IMAGE),
+    )
+    .unwrap();
+    let override_arg = override_file.to_str().unwrap();
+    let out = ws.run(
+        "up",
+        &[
+            "--override-config",
+            override_arg,
+            "--prebuild",
+            "--update-remote-user-uid-default",
+            "never",
+            "--log-format",
+            "json",
+            "--build-no-cache",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "up failed: {err}");
+    let result = last_json(&out);
+    assert_eq!(result["outcome"], "success", "{result}");
+    // --prebuild: onCreate and updateContent only.
+    assert_eq!(ran(&result), ["onCreateCommand", "updateContentCommand"]);
+    // --log-format json: stderr is JSON log events.
+    for line in err.lines().filter(|l| !l.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stderr line is not a JSON event ({e}): {line}"));
+        assert!(event.get("type").is_some(), "{line}");
+    }
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let name = Command::new("docker")
+        .args(["inspect", "-f", "{{.Name}}", &id])
+        .output()
+        .unwrap();
+    let name = String::from_utf8_lossy(&name.stdout)
+        .trim()
+        .trim_start_matches('/')
+        .to_string();
+
+    // From another folder, with no devcontainer.json at all: the container's label gives
+    // remoteUser and remoteEnv; the command runs in the remote user's home.
+    let elsewhere = tempfile::tempdir().unwrap();
+    for target in [id.as_str(), name.as_str()] {
+        let out = devcell()
+            .current_dir(elsewhere.path())
+            .args([
+                "exec",
+                "--container-id",
+                target,
+                "sh",
+                "-c",
+                "echo \"$(id -un) $FROM_LABEL $PWD\"",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "exec {target}: {}", stderr(&out));
+        let home = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let parts: Vec<&str> = home.split(' ').collect();
+        assert_eq!(parts.len(), 3, "{home}");
+        assert_eq!(parts[0], "nobody", "{home}");
+        assert!(parts[1].starts_with("label-"), "{home}");
+        assert_ne!(
+            parts[1], "label-",
+            "${{containerEnv:PATH}} substituted: {home}"
+        );
+    }
+
+    // run-user-commands by id: the remaining hooks run (postCreate, postStart).
+    let out = devcell()
+        .current_dir(elsewhere.path())
+        .args(["run-user-commands", "--container-id", &id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result = last_json(&out);
+    assert_eq!(result["result"], "done");
+    let hooks = ran(&result);
+    assert!(
+        hooks.contains(&"postCreateCommand".to_string()),
+        "{hooks:?}"
+    );
+    assert!(!hooks.contains(&"onCreateCommand".to_string()), "{hooks:?}");
+
+    // An unknown id: an error naming it.
+    let out = devcell()
+        .args(["exec", "--container-id", "devcell-flags-no-such", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("devcell-flags-no-such"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn up_adds_additional_features() {
+    if !engine_ready("up_adds_additional_features", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let dir = ws.path().join(".devcontainer/extra");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("devcontainer-feature.json"),
+        r#"{"id": "extra", "version": "1.0.0", "options": {"word": {"type": "string", "default": "no"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("install.sh"),
+        "#!/bin/sh\nset -e\necho \"$WORD\" > /etc/extra-feature.txt\n",
+    )
+    .unwrap();
+    let out = ws.run(
+        "up",
+        &["--additional-features", r#"{"./extra": {"word": "added"}}"#],
+    );
+    assert!(out.status.success(), "up failed: {}", stderr(&out));
+    let result = last_json(&out);
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = Command::new("docker")
+        .args(["inspect", "-f", "{{.Config.Image}}", &id])
+        .output()
+        .unwrap();
+    let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
+    let out = ws.run("exec", &["cat", "/etc/extra-feature.txt"]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    drop(ws);
+    if image.starts_with("devcell/") {
+        let _ = Command::new("docker").args(["rmi", &image]).output();
+    }
+    assert_eq!(text, "added");
+
+    // Not JSON: an error naming the flag, nothing created.
+    let ws = Workspace::new(r#"{"image": "IMAGE"}"#);
+    let out = ws.run("up", &["--additional-features", "[1]"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--additional-features"),
+        "{}",
+        stderr(&out)
+    );
+}
