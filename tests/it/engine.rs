@@ -178,8 +178,8 @@ async fn build_honours_dockerignore_args_target_labels_and_tags() {
         img.labels.get("devcell.test.build").map(String::as_str),
         Some("yes")
     );
-    // Podman reports tags fully qualified (`docker.io/…`).
-    assert!(img.repo_tags.iter().any(|t| t.ends_with(&tag2)), "{img:?}");
+    // Docker's familiar form on Podman too (which reports `docker.io/devcell-test/…`).
+    assert!(img.repo_tags.contains(&tag2), "{img:?}");
     let out = recorder.output();
     assert!(out.iter().any(|l| l.contains("greeting=hello")), "{out:?}");
     // What the context held, seen from a container of the image.
@@ -231,6 +231,14 @@ async fn tag_then_inspect_by_the_new_name() {
     let a = e.inspect_image(&target).await.unwrap().unwrap();
     let b = e.inspect_image(BUSYBOX).await.unwrap().unwrap();
     assert_eq!(a.id, b.id);
+    // Listed by its repository, in Docker's familiar form on either engine (prune relies on it).
+    assert!(a.repo_tags.contains(&target), "{a:?}");
+    let repository = target.split(':').next().unwrap();
+    let listed = e.list_images(repository).await.unwrap();
+    assert!(
+        listed.iter().any(|i| i.repo_tags.contains(&target)),
+        "{listed:?}"
+    );
 }
 
 #[tokio::test]
