@@ -369,6 +369,46 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     }
 }
 
+/// A tag or digest reference (`name:tag`, `name@sha256:…`) in Docker's familiar form: Podman
+/// reports Docker Hub names fully qualified (`docker.io/library/alpine:3`,
+/// `docker.io/devcell/features:…`) where Docker says `alpine:3`, `devcell/features:…`, so
+/// callers (prune's `devcell/features` match, build's base digest) see one spelling whatever the
+/// engine (spec-notes/0080). Other registries (`localhost/`, `ghcr.io/`) are kept.
+pub(crate) fn familiar_reference(reference: &str) -> String {
+    let Some(rest) = reference.strip_prefix("docker.io/") else {
+        return reference.to_string();
+    };
+    match rest.strip_prefix("library/") {
+        Some(official)
+            if !official
+                .split(['@', ':'])
+                .next()
+                .unwrap_or("")
+                .contains('/') =>
+        {
+            official.to_string()
+        }
+        _ => rest.to_string(),
+    }
+}
+
+/// An image id in Docker's form, `sha256:<hex>`: Podman reports deleted images by the bare hex.
+pub(crate) fn image_id(id: &str) -> String {
+    if !id.contains(':') && id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("sha256:{id}")
+    } else {
+        id.to_string()
+    }
+}
+
+fn familiar(references: Option<Vec<String>>) -> Vec<String> {
+    references
+        .unwrap_or_default()
+        .iter()
+        .map(|r| familiar_reference(r))
+        .collect()
+}
+
 /// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
 /// option makes the tmpfs owned by the container's user instead (spec-note 0084).
 pub(crate) fn podman_tmpfs_options(options: &str) -> String {
@@ -477,8 +517,8 @@ impl Engine for DockerEngine {
         let config = image.config.unwrap_or_default();
         Ok(Some(ImageInfo {
             id: image.id.unwrap_or_default(),
-            repo_digests: image.repo_digests.unwrap_or_default(),
-            repo_tags: image.repo_tags.unwrap_or_default(),
+            repo_digests: familiar(image.repo_digests),
+            repo_tags: familiar(image.repo_tags),
             user: config.user.filter(|u| !u.is_empty()),
             env: config.env.unwrap_or_default(),
             labels: sorted(config.labels),
@@ -938,8 +978,9 @@ impl Engine for DockerEngine {
                 parent_id: i.parent_id,
                 repo_tags: i
                     .repo_tags
-                    .into_iter()
-                    .filter(|t| t != "<none>:<none>")
+                    .iter()
+                    .filter(|t| *t != "<none>:<none>")
+                    .map(|t| familiar_reference(t))
                     .collect(),
                 created: i.created,
                 size: i.size,
@@ -959,7 +1000,11 @@ impl Engine for DockerEngine {
             .remove_image(reference, Some(options), None)
             .await
         {
-            Ok(items) => Ok(items.into_iter().filter_map(|i| i.deleted).collect()),
+            Ok(items) => Ok(items
+                .into_iter()
+                .filter_map(|i| i.deleted)
+                .map(|id| image_id(&id))
+                .collect()),
             Err(e) if is_not_found(&e) => Ok(Vec::new()),
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 409,
@@ -1367,6 +1412,34 @@ mod tests {
             message: "boom".into(),
         };
         assert!(!is_connection_error(&server));
+    }
+
+    #[test]
+    fn podman_references_become_dockers_familiar_ones() {
+        for (podman, docker) in [
+            ("docker.io/library/alpine:3", "alpine:3"),
+            ("docker.io/library/alpine@sha256:ab", "alpine@sha256:ab"),
+            ("docker.io/devcell/features:k", "devcell/features:k"),
+            ("docker.io/library/vsc-ws-1:latest", "vsc-ws-1:latest"),
+            ("docker.io/library/a/b:1", "library/a/b:1"),
+            ("devcell/uid:k", "devcell/uid:k"),
+            (
+                "localhost/devcell-test/busybox:1",
+                "localhost/devcell-test/busybox:1",
+            ),
+            ("ghcr.io/x/y:1", "ghcr.io/x/y:1"),
+            ("127.0.0.1:5000/x@sha256:ab", "127.0.0.1:5000/x@sha256:ab"),
+        ] {
+            assert_eq!(familiar_reference(podman), docker);
+        }
+    }
+
+    #[test]
+    fn podman_deleted_ids_get_the_digest_algorithm() {
+        let hex = "b5883b5d3ded92e7266ee2653fcea5893d720696cb3fa139ef50bfe27513c6f2";
+        assert_eq!(image_id(hex), format!("sha256:{hex}"));
+        assert_eq!(image_id(&format!("sha256:{hex}")), format!("sha256:{hex}"));
+        assert_eq!(image_id("abc"), "abc");
     }
 
     #[test]

@@ -150,9 +150,11 @@ pub struct Ulimit {
 pub struct ImageInfo {
     /// Image id (`sha256:…`, the config digest).
     pub id: String,
-    /// Repository digests (`name@sha256:…`), empty for images never pushed or pulled.
+    /// Repository digests (`name@sha256:…`), empty for images never pushed or pulled; Docker
+    /// Hub names in Docker's familiar form whatever the engine (`alpine@sha256:…`).
     pub repo_digests: Vec<String>,
-    /// Repository tags.
+    /// Repository tags, Docker Hub names in Docker's familiar form whatever the engine
+    /// (`devcell/features:…`, not Podman's `docker.io/devcell/features:…`).
     pub repo_tags: Vec<String>,
     /// The image's `USER` (`None` or empty = root).
     pub user: Option<String>,
@@ -185,7 +187,8 @@ pub struct ImageSummary {
     pub id: String,
     /// The parent image's id (classic builder; empty when none or unknown).
     pub parent_id: String,
-    /// Repository tags (`name:tag`).
+    /// Repository tags (`name:tag`), Docker Hub names in Docker's familiar form whatever the
+    /// engine (see [`ImageInfo::repo_tags`]).
     pub repo_tags: Vec<String>,
     /// Creation time, seconds since the Unix epoch.
     pub created: i64,

@@ -1062,30 +1062,40 @@ fn lifecycle_error(
     }
 }
 
-/// Makes devcell's state volume writable by every user (sticky, like `/tmp`), as root: a
-/// fresh volume is owned by root and the hardened profile drops `CAP_CHOWN`, so the owner
-/// (root) changes its mode instead (spec-notes/0181).
+/// Makes devcell's state volume writable by every user (sticky, like `/tmp`). The hardened
+/// profile drops `CAP_CHOWN` and `CAP_FOWNER`, so only the volume's owner may change its mode,
+/// and engines differ on who owns a fresh anonymous volume: root on Docker, the container's user
+/// on Podman (it gives new volumes to the user the container runs as). `chmod` runs as root
+/// first, then, when that is refused, as the container's user (spec-notes/0181). Errors:
+/// [`HandoffError::Unsupported`] when neither may, with the last `chmod`'s output.
 async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
-    let request = ExecRequest {
-        argv: vec!["chmod".into(), "1777".into(), STATE_DIR.into()],
-        user: Some("0".into()),
-        ..ExecRequest::default()
-    };
-    let result = engine
-        .exec(id, &request, ExecInput::None, ExecOutput::Collect)
-        .await?;
-    if result.exit_code != 0 {
-        return Err(HandoffError::Unsupported {
-            message: format!(
-                "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {}): {}",
-                short(id),
-                result.exit_code,
-                result.stderr_text().trim()
-            ),
-            hint: Some("the image needs a `chmod` program (busybox or coreutils)".into()),
-        });
+    let mut result = None;
+    for user in [Some("0".to_string()), None] {
+        let request = ExecRequest {
+            argv: vec!["chmod".into(), "1777".into(), STATE_DIR.into()],
+            user,
+            ..ExecRequest::default()
+        };
+        let r = engine
+            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+            .await?;
+        if r.exit_code == 0 {
+            return Ok(());
+        }
+        result = Some(r);
     }
-    Ok(())
+    let (code, stderr) = result.map_or((-1, String::new()), |r| {
+        (r.exit_code, r.stderr_text().trim().to_string())
+    });
+    Err(HandoffError::Unsupported {
+        message: format!(
+            "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {code}): {stderr}",
+            short(id),
+        ),
+        hint: Some(
+            "the image needs a `chmod` program (busybox or coreutils), and the volume must be owned by root or the container's user".into(),
+        ),
+    })
 }
 
 /// An image ready to run: its reference and what the engine knows about it.

@@ -278,7 +278,14 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
         .unwrap();
     let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
     cleanup.images.push(image.clone());
-    assert!(image.starts_with("devcell/features:"), "{image}");
+    // Podman reports the name fully qualified (`docker.io/devcell/features:…`).
+    assert!(
+        image
+            .strip_prefix("docker.io/")
+            .unwrap_or(&image)
+            .starts_with("devcell/features:"),
+        "{image}"
+    );
 
     let out = devcell()
         .args(["exec", "--workspace-folder"])

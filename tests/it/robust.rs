@@ -305,12 +305,16 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
         .as_str()
         .unwrap()
         .to_string();
+    // Podman reports the name fully qualified (`docker.io/devcell/features:…`).
     let image_of = |id: &str| {
         let out = Command::new("docker")
             .args(["inspect", "-f", "{{.Config.Image}}", id])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        let image = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        image
+            .strip_prefix("docker.io/")
+            .map_or_else(|| image.clone(), str::to_string)
     };
     let used = image_of(&used_id);
     let unused = image_of(&gone_id);
@@ -565,8 +569,10 @@ fn handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for() {
     assert_eq!(v["error"]["code"], "permission_required", "{v}");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.contains("refusing to reuse container"), "{v}");
+    // Docker names the engine's default network `default`, Podman `bridge`.
     assert!(
-        message.contains("network `default` (asked for `none`)"),
+        message.contains("network `default` (asked for `none`)")
+            || message.contains("network `bridge` (asked for `none`)"),
         "{v}"
     );
     assert!(v.to_string().contains("devcell delete"), "the hint: {v}");

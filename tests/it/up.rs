@@ -168,6 +168,16 @@ fn docker_inspect(id: &str, format: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The image a container runs, as devcell named it: Podman reports names fully qualified
+/// (`docker.io/library/vsc-…`, `docker.io/devcell/features:…`), Docker as given.
+fn container_image(id: &str) -> String {
+    let image = docker_inspect(id, "{{.Config.Image}}");
+    ["docker.io/library/", "docker.io/", "localhost/"]
+        .iter()
+        .find_map(|prefix| image.strip_prefix(prefix))
+        .map_or_else(|| image.clone(), str::to_string)
+}
+
 const HOOKS_CONFIG: &str = r#"{
   "image": "IMAGE",
   "remoteUser": "nobody",
@@ -534,7 +544,7 @@ fn dockerfile_kind_builds_through_the_engine() {
         &format!("FROM {BUSYBOX_IMAGE}\nARG WORD\nRUN echo \"$WORD\" > /built\n"),
     );
     let result = ws.up(&[]);
-    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    let image = container_image(result["containerId"].as_str().unwrap());
     let _cleanup = ImageCleanup(image.clone());
     assert!(image.starts_with("vsc-"), "{image}");
     let (code, stdout, _) = ws.sh("cat /built");
@@ -591,7 +601,7 @@ fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     cli.assert_stayed_local();
-    let image = docker_inspect(result["containerId"].as_str().unwrap(), "{{.Config.Image}}");
+    let image = container_image(result["containerId"].as_str().unwrap());
     if image.starts_with("vsc-") {
         ws.cleanup_images.borrow_mut().push(image);
     }
@@ -756,7 +766,7 @@ fn local_features_are_layered_cached_and_hooked_first() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = result["containerId"].as_str().unwrap().to_string();
-    let image = docker_inspect(&id, "{{.Config.Image}}");
+    let image = container_image(&id);
     let _cleanup = ImageCleanup(image.clone());
     assert!(image.starts_with("devcell/features:"), "{image}");
     let origins: Vec<&str> = result["devcell"]["lifecycle"]["runs"]
@@ -934,7 +944,7 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{stderr}");
     let id = result["containerId"].as_str().unwrap();
-    let _cleanup = ImageCleanup(docker_inspect(id, "{{.Config.Image}}"));
+    let _cleanup = ImageCleanup(container_image(id));
     // The dependency installs first: the label lists one entry per Feature in install order.
     let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
     let entries: Value = serde_json::from_str(&label).unwrap();
@@ -1160,14 +1170,20 @@ impl Drop for VolumeRemover {
 /// (its output, the captures).
 fn run_capturing_ps(home: &Path, args: &[&str]) -> (Output, Vec<String>) {
     use std::process::Stdio;
-    let child = Command::new(assert_cmd::cargo::cargo_bin("devcell"))
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
+    command
         .env_clear()
         .env("HOME", home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("XDG_STATE_HOME", home.join("state"))
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("DEVCELL_STATE_DIR", home.join("devcell-state"))
+        .env("DEVCELL_STATE_DIR", home.join("devcell-state"));
+    // The engine of the test run (scripts/podman points DOCKER_HOST at Podman).
+    if let Ok(host) = std::env::var("DOCKER_HOST") {
+        command.env("DOCKER_HOST", host);
+    }
+    let child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1378,7 +1394,7 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
     give_to_workspace_owner(ws.path());
     let result = ws.up(&[]);
     let id = result["containerId"].as_str().unwrap().to_string();
-    let image = docker_inspect(&id, "{{.Config.Image}}");
+    let image = container_image(&id);
     assert!(image.starts_with("devcell/uid:"), "{image}");
     ws.cleanup_images.borrow_mut().push(image);
     assert_eq!(

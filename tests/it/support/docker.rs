@@ -38,18 +38,19 @@ pub fn engine_ready(test: &str, image: &str) -> bool {
     false
 }
 
-/// A container started with `docker run -d --rm <image> <args…>`, force-removed on drop
-/// (also when the test panics).
+/// A container started with `docker run -d <image> <args…>`, force-removed on drop (also when
+/// the test panics). Not `--rm`: Podman removes such a container when `docker restart` stops
+/// it, and [`TestContainer::restart`] then fails ("container has already been removed").
 pub struct TestContainer {
     /// The container id.
     pub id: String,
 }
 
 impl TestContainer {
-    /// Starts a detached, auto-removed container.
+    /// Starts a detached container.
     pub fn run(image: &str, args: &[&str]) -> TestContainer {
         let out = Command::new("docker")
-            .args(["run", "-d", "--rm", "--label", "devcell.test=1", image])
+            .args(["run", "-d", "--label", "devcell.test=1", image])
             .args(args)
             .output()
             .expect("docker runs");
@@ -63,10 +64,10 @@ impl TestContainer {
         }
     }
 
-    /// Starts a detached, auto-removed container with extra `docker run` options.
+    /// Starts a detached container with extra `docker run` options.
     pub fn run_with(options: &[&str], image: &str, args: &[&str]) -> TestContainer {
         let out = Command::new("docker")
-            .args(["run", "-d", "--rm", "--label", "devcell.test=1"])
+            .args(["run", "-d", "--label", "devcell.test=1"])
             .args(options)
             .arg(image)
             .args(args)
@@ -132,6 +133,8 @@ impl TestContainer {
 
 impl Drop for TestContainer {
     fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rm", "-f", &self.id]).output();
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v", &self.id])
+            .output();
     }
 }

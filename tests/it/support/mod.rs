@@ -23,13 +23,17 @@ pub fn fixture(rel: &str) -> PathBuf {
     repo().join("fixtures").join(rel)
 }
 
-/// A `devcell` command with a clean, fixed environment (`HOME`, `USER`, `PATH` only).
+/// A `devcell` command with a clean, fixed environment (`HOME`, `USER`, `PATH` only, and the
+/// test run's `DOCKER_HOST` when set: scripts/podman runs the engine tests against Podman).
 pub fn devcell() -> Command {
     let mut cmd = Command::cargo_bin("devcell").expect("devcell binary is built");
     cmd.env_clear()
         .env("HOME", "/home/tester")
         .env("USER", "tester")
         .env("PATH", std::env::var("PATH").unwrap_or_default());
+    if let Ok(host) = std::env::var("DOCKER_HOST") {
+        cmd.env("DOCKER_HOST", host);
+    }
     cmd
 }
 
