@@ -258,10 +258,17 @@ impl HandoffError {
     }
 
     /// The envelope `details` of this error: the live session for `session_active`, the
-    /// container for a failed hook, else `{}`.
+    /// container for a failed hook, every permission request (`{"permissions": […]}`, each
+    /// with its status and the `--allow` flag that grants it) for `permission_required`, else
+    /// `{}`.
     pub fn details(&self) -> serde_json::Value {
         match self {
             HandoffError::State(e) => e.details(),
+            HandoffError::Security(
+                SecurityError::Refused { requests, .. }
+                | SecurityError::ReuseRefused { requests, .. }
+                | SecurityError::SetUpRefused { requests, .. },
+            ) => serde_json::json!({ "permissions": requests }),
             HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }

@@ -140,6 +140,17 @@ pub enum Layout {
     Plain,
 }
 
+impl Layout {
+    /// For people: `repository`, `multi-repository` or `plain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Repository => "repository",
+            Layout::MultiRepository => "multi-repository",
+            Layout::Plain => "plain",
+        }
+    }
+}
+
 /// A repository's role in the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +159,16 @@ pub enum RepoRole {
     Primary,
     /// Any other repository of the workspace.
     Secondary,
+}
+
+impl RepoRole {
+    /// `primary` or `secondary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepoRole::Primary => "primary",
+            RepoRole::Secondary => "secondary",
+        }
+    }
 }
 
 /// Whether a repository's `.git` is a directory or a link to a git directory elsewhere.

@@ -1,0 +1,234 @@
+//! What a fresh user meets in `handoff --plan`, `status`, `audit` and `delete`: the plan judges
+//! permissions as the handoff does, text output is for people, git failures stay per
+//! repository (spec-notes 0320-0329).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::git::git;
+
+/// A single-repository workspace with `.devcontainer/devcontainer.json`, a fake home, devcell's
+/// state folder and a config file with agent `a` (`true`).
+struct Ws {
+    tmp: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+}
+
+impl Ws {
+    fn new(devcontainer: &str) -> Ws {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(root.join(".devcontainer")).unwrap();
+        std::fs::write(root.join(".devcontainer/devcontainer.json"), devcontainer).unwrap();
+        git(&root, &["init", "-q"]);
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "initial"]);
+        std::fs::create_dir_all(tmp.path().join("home")).unwrap();
+        let config = tmp.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "[agents.a]\ncommand = [\"true\"]\nverify = [\"make test\"]\n",
+        )
+        .unwrap();
+        Ws {
+            root: std::fs::canonicalize(&root).unwrap(),
+            config,
+            tmp,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
+        cmd.env_clear()
+            .env("HOME", self.tmp.path().join("home"))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DEVCELL_STATE_DIR", self.tmp.path().join("state"))
+            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("devcell runs")
+    }
+
+    fn handoff(&self, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "handoff",
+            "--workspace-folder",
+            self.root.to_str().unwrap(),
+            "--agent",
+            "a",
+            "--config-file",
+            self.config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        let _ = self.run(&["delete", "--workspace-folder", self.root.to_str().unwrap()]);
+    }
+}
+
+fn envelope(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON envelope on stdout ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `(permission, value, source, status, grant)` of each request, sorted.
+fn requests(v: &Value) -> Vec<(String, String, String, String, String)> {
+    let s = |r: &Value, k: &str| r[k].as_str().unwrap_or_default().to_string();
+    let mut out: Vec<_> = v
+        .as_array()
+        .unwrap_or_else(|| panic!("an array of requests: {v}"))
+        .iter()
+        .map(|r| {
+            (
+                s(r, "permission"),
+                s(r, "value"),
+                s(r, "source"),
+                s(r, "status"),
+                s(r, "grant"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_plan_refuses_what_the_handoff_refuses_and_lists_every_request() {
+    if !engine_ready(
+        "the_plan_refuses_what_the_handoff_refuses_and_lists_every_request",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // privileged, in an image without `USER` (root)
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
+    ));
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let real = ws.handoff(&["--format", "json"]);
+    let (p, r) = (envelope(&plan), envelope(&real));
+    assert_eq!(real.status.code(), Some(12), "{}", stderr(&real));
+    assert_eq!(plan.status.code(), real.status.code(), "{p}");
+    assert_eq!(p["ok"], false);
+    assert_eq!(p["error"]["code"], "permission_required");
+    assert_eq!(r["error"]["code"], "permission_required");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert_eq!(listed, requests(&r["error"]["details"]["permissions"]));
+    for (kind, grant) in [
+        ("privileged", "--allow privileged"),
+        ("root", "--allow root"),
+    ] {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.0 == kind && l.3 == "refused" && l.4 == grant),
+            "{kind}: {listed:?}"
+        );
+    }
+    // text: the refusal names the flags
+    let text = ws.handoff(&["--plan"]);
+    assert_eq!(text.status.code(), Some(12));
+    assert!(
+        stderr(&text).contains("--allow privileged"),
+        "{}",
+        stderr(&text)
+    );
+
+    // granted: the plan succeeds and shows each request granted, with its flag
+    let granted = ws.handoff(&[
+        "--plan",
+        "--format",
+        "json",
+        "--allow",
+        "privileged",
+        "--allow",
+        "root",
+    ]);
+    let g = envelope(&granted);
+    assert_eq!(granted.status.code(), Some(0), "{g}");
+    let listed = requests(&g["result"]["permissions"]);
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.0 == "privileged" && l.3 == "granted" && l.4 == "--allow privileged"),
+        "{listed:?}"
+    );
+    let text = ws.handoff(&["--plan", "--allow", "privileged", "--allow", "root"]);
+    let out = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        out.contains("permission privileged mode (from devcontainer.json), granted"),
+        "{out}"
+    );
+
+    // runArgs capabilities, with a non-root user
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "runArgs": ["--cap-add=SYS_ADMIN", "--network=host"]}}"#
+    ));
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let real = ws.handoff(&["--format", "json"]);
+    let (p, r) = (envelope(&plan), envelope(&real));
+    assert_eq!(real.status.code(), Some(12), "{r}");
+    assert_eq!(plan.status.code(), Some(12), "{p}");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert_eq!(listed, requests(&r["error"]["details"]["permissions"]));
+    assert!(
+        listed.iter().any(|l| l.0 == "capability"
+            && l.1 == "SYS_ADMIN"
+            && l.3 == "refused"
+            && l.4 == "--allow cap:SYS_ADMIN"),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn the_plan_reads_the_features_metadata_and_says_what_it_cannot_judge() {
+    // no engine needed: the image is not looked at without one, and the plan says so
+    let ws = Ws::new(
+        r#"{"image": "devcell-test/not-pulled:never", "remoteUser": "nobody", "features": {"./tracer": {}}}"#,
+    );
+    let feature = ws.root.join(".devcontainer/tracer");
+    std::fs::create_dir_all(&feature).unwrap();
+    std::fs::write(
+        feature.join("devcontainer-feature.json"),
+        r#"{"id": "tracer", "version": "1.0.0", "capAdd": ["SYS_PTRACE"]}"#,
+    )
+    .unwrap();
+    std::fs::write(feature.join("install.sh"), "#!/bin/sh\n").unwrap();
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(12), "{p}");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert!(
+        listed.iter().any(|l| l.0 == "capability"
+            && l.1 == "SYS_PTRACE"
+            && l.2 == "Feature `./tracer`"
+            && l.4 == "--allow cap:SYS_PTRACE"),
+        "{listed:?}"
+    );
+    let plan = ws.handoff(&["--plan", "--format", "json", "--allow", "cap:SYS_PTRACE"]);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(0), "{p}");
+    let notes = p["result"]["permissionNotes"].to_string();
+    assert!(notes.contains("devcell-test/not-pulled:never"), "{notes}");
+}
