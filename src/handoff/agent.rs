@@ -1240,9 +1240,18 @@ pub(super) async fn prepare(
         verification: inputs.verification,
         runtime,
         isolation: runtime.isolation().to_string(),
-        warnings: warnings
+        // the workspace's findings keep their codes (`git_unreadable`, …); the rest are the
+        // handoff's own
+        warnings: ws
+            .warnings
             .iter()
-            .map(|w| ("handoff".to_string(), w.clone()))
+            .map(|w| (w.code.clone(), w.message.clone()))
+            .chain(
+                warnings
+                    .iter()
+                    .skip(ws.warnings.len())
+                    .map(|w| ("handoff".to_string(), w.clone())),
+            )
             .collect(),
     };
     Ok(Prepared {

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
-use crate::support::git::git;
+use crate::support::git::{WORKSPACE_OWNER, git};
 
 /// A single-repository workspace with `.devcontainer/devcontainer.json`, a fake home, devcell's
 /// state folder and a config file with agent `a` (`true`).
@@ -231,4 +231,165 @@ fn the_plan_reads_the_features_metadata_and_says_what_it_cannot_judge() {
     assert_eq!(plan.status.code(), Some(0), "{p}");
     let notes = p["result"]["permissionNotes"].to_string();
     assert!(notes.contains("devcell-test/not-pulled:never"), "{notes}");
+}
+
+#[test]
+fn status_text_is_for_people_and_json_warnings_are_the_envelopes() {
+    if !engine_ready(
+        "status_text_is_for_people_and_json_warnings_are_the_envelopes",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
+    ));
+    // a failed session (refused), then one on the host that exits 0
+    assert_eq!(ws.handoff(&[]).status.code(), Some(12));
+    let host = ws.handoff(&["--runtime", "host"]);
+    assert_eq!(host.status.code(), Some(0), "{}", stderr(&host));
+    let root = ws.root.to_str().unwrap();
+    let out = ws.run(&["status", "--workspace-folder", root]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for debug in ["Repository)", "Exited {", "Failed {", "Ended", "exit_code"] {
+        assert!(!text.contains(debug), "Debug formatting `{debug}`: {text}");
+    }
+    assert!(text.contains("(repository)"), "{text}");
+    assert!(
+        text.contains("on container: ended, started")
+            && text.contains("ended: failed: permission_required: refusing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("on host: ended, started") && text.contains("ended: exit 0"),
+        "{text}"
+    );
+    let out = ws.run(&["status", "--workspace-folder", root, "--format", "json"]);
+    let v = envelope(&out);
+    assert!(v["result"].get("warnings").is_none(), "{v}");
+    assert!(v["warnings"].is_array(), "{v}");
+}
+
+/// `<tmp>/src/api` (root's) with a worktree `<tmp>/ws/api` and a repository `<tmp>/ws/web`
+/// (with a devcontainer.json), `<tmp>/ws` given to [`WORKSPACE_OWNER`]: git, run as that user,
+/// refuses `api` for "dubious ownership" (its git directory belongs to root).
+fn dubious_workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src/api");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q"]);
+    std::fs::write(src.join("README.md"), "api\n").unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "initial"]);
+    git(
+        &src,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feat",
+            ws.join("api").to_str().unwrap(),
+        ],
+    );
+    let web = ws.join("web");
+    std::fs::create_dir_all(web.join(".devcontainer")).unwrap();
+    std::fs::write(
+        web.join(".devcontainer/devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    )
+    .unwrap();
+    git(&web, &["init", "-q"]);
+    git(&web, &["add", "-A"]);
+    git(&web, &["commit", "-q", "-m", "initial"]);
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", WORKSPACE_OWNER, WORKSPACE_OWNER))
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (tmp, ws)
+}
+
+#[test]
+fn a_repository_git_refuses_is_reported_per_repository() {
+    // devcell runs git as the workspace's owner only when it is root
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var("DEVCELL_TEST_ENGINE").as_deref() != Ok("1"),
+            "needs root to give the workspace to another user"
+        );
+        return;
+    }
+    let (tmp, ws) = dubious_workspace();
+    let run = |args: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("devcell"))
+            .env_clear()
+            .env("HOME", tmp.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DEVCELL_STATE_DIR", tmp.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let w = ws.to_str().unwrap();
+    let out = run(&["status", "--workspace-folder", w, "--format", "json"]);
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let repos = v["result"]["repos"].as_array().unwrap();
+    let api = repos.iter().find(|r| r["name"] == "api").unwrap();
+    let web = repos.iter().find(|r| r["name"] == "web").unwrap();
+    for field in ["branch", "head", "dirty"] {
+        assert!(api[field].is_null(), "{api}");
+    }
+    let error = api["error"].as_str().unwrap();
+    assert!(
+        error.contains("dubious ownership") && error.contains("chown"),
+        "{error}"
+    );
+    assert!(!v.to_string().contains("git config --global"), "{v}");
+    assert_eq!(web["branch"], "main", "{web}");
+    assert!(web["error"].is_null());
+    assert_eq!(v["warnings"][0]["code"], "git_unreadable", "{v}");
+    let text = run(&["status", "--workspace-folder", w]);
+    assert_eq!(text.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("repo api: git state unknown"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+
+    // the plan warns and goes on
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    let c = config.to_str().unwrap();
+    let args = [
+        "handoff",
+        "--workspace-folder",
+        w,
+        "--agent",
+        "a",
+        "--config-file",
+        c,
+        "--primary",
+        "web",
+        "--plan",
+    ];
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let out = run(&json);
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let w = v["warnings"].to_string();
+    assert!(w.contains("git_unreadable") && w.contains("dubious"), "{w}");
+    assert!(!v.to_string().contains("git config --global"), "{v}");
+    let out = run(&args);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("warning    repository `api`"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -262,8 +262,12 @@ fn render_plan(p: &HandoffPlan) -> String {
         p.runtime.as_str(),
         p.isolation
     );
-    if let Some((_, warning)) = p.coded_warnings().first() {
-        let _ = writeln!(s, "  WARNING    {warning}");
+    for (code, warning) in p.coded_warnings() {
+        if code == crate::handoff::agent::UNISOLATED_CODE {
+            let _ = writeln!(s, "  WARNING    {warning}");
+        } else {
+            let _ = writeln!(s, "  warning    {warning}");
+        }
     }
     let _ = writeln!(
         s,
