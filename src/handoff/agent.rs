@@ -306,7 +306,9 @@ impl HandoffPlan {
 
 impl HandoffResult {
     /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
-    /// runtime's first, `handoff` for the others.
+    /// runtime's first, `up`'s specific codes (`workspace_not_writable`,
+    /// `workspace_owner_mismatch`; [`crate::handoff::up::warning_code`]), `handoff` for the
+    /// others.
     pub fn coded_warnings(&self) -> Vec<(String, String)> {
         self.warnings
             .iter()
@@ -315,7 +317,7 @@ impl HandoffResult {
                 let code = if i == 0 && self.runtime == AgentRuntime::Host {
                     UNISOLATED_CODE
                 } else {
-                    "handoff"
+                    crate::handoff::up::warning_code(w).unwrap_or("handoff")
                 };
                 (code.to_string(), w.clone())
             })

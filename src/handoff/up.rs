@@ -391,20 +391,6 @@ pub async fn up_with(
             } else {
                 None
             };
-            if let (Some(account), true) = (&account, uid_update.applies)
-                && let Some(message) = ownership_warning(
-                    &home_user,
-                    account,
-                    uid_update.target,
-                    &loaded.workspace.host_mount_root,
-                )
-            {
-                reporter.report(Event::Status(format!("warning: {message}")));
-                warnings.push(Warning {
-                    location: None,
-                    message,
-                });
-            }
             let input = PolicyInput {
                 origins: origins(&entries, &opts.mounts),
                 remote_user,
@@ -468,6 +454,22 @@ pub async fn up_with(
         &devcontainer_id,
         opts.default_user_env_probe,
     )?;
+    // Whether the remote user can write the workspace, for a new or a reused container alike:
+    // one warning, in `warnings` only (the caller shows it once; spec-note 0324).
+    if let Some(message) = workspace_ownership_warning(
+        engine,
+        &container.id,
+        &attached.merged,
+        &loaded,
+        &attached.remote_user,
+    )
+    .await
+    {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
     let kind = match action {
         ContainerAction::Created => BringUpKind::Created,
         ContainerAction::Started => BringUpKind::Restarted,
@@ -1422,12 +1424,6 @@ pub(crate) async fn dev_image(
 struct UidUpdate {
     /// The image with the UID layer, when one applies.
     image: Option<PreparedImage>,
-    /// Whether `updateRemoteUserUID` applies at all (Linux, not `false`, a bind-mounted
-    /// workspace).
-    applies: bool,
-    /// The ids the remote user should get: the workspace user (spec-note 0250); `None` when
-    /// everything is root.
-    target: Option<crate::config::ownership::Ids>,
 }
 
 /// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
@@ -1443,24 +1439,12 @@ async fn update_remote_user_uid(
     loaded: &LoadedConfiguration,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
-    let mut outcome = UidUpdate {
-        image: None,
-        applies: false,
-        target: None,
-    };
-    if !cfg!(target_os = "linux")
-        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
-        || !loaded
-            .workspace
-            .workspace_mount
-            .as_deref()
-            .is_some_and(|m| m.contains("type=bind"))
-    {
+    let mut outcome = UidUpdate { image: None };
+    let (applies, target) = uid_target(merged, loaded);
+    if !applies {
         return Ok(outcome);
     }
-    outcome.applies = true;
-    outcome.target = crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root);
-    let Some(target) = outcome.target else {
+    let Some(target) = target else {
         return Ok(outcome);
     };
     let text = |key: &str| {
@@ -1491,6 +1475,74 @@ async fn update_remote_user_uid(
     Ok(outcome)
 }
 
+/// Whether `updateRemoteUserUID` applies (Linux, not `false`, a bind-mounted workspace) and
+/// the ids the remote user should get: the workspace user (spec-note 0250); `None` when
+/// everything is root.
+fn uid_target(
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+) -> (bool, Option<crate::config::ownership::Ids>) {
+    if !cfg!(target_os = "linux")
+        || merged.get("updateRemoteUserUID").and_then(Value::as_bool) == Some(false)
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return (false, None);
+    }
+    (
+        true,
+        crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root),
+    )
+}
+
+/// The envelope warning code of the "the remote user cannot write the root-owned workspace"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_NOT_WRITABLE_CODE: &str = "workspace_not_writable";
+/// The envelope warning code of the "files the remote user writes will belong to another uid"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_OWNER_MISMATCH_CODE: &str = "workspace_owner_mismatch";
+
+const NOT_WRITABLE_PREFIX: &str = "devcell runs as root and the workspace";
+const MISMATCH_PREFIX: &str = "the remote user `";
+
+/// The envelope code of one of `up`'s warnings, when it has a specific one
+/// ([`WORKSPACE_NOT_WRITABLE_CODE`], [`WORKSPACE_OWNER_MISMATCH_CODE`]).
+pub fn warning_code(message: &str) -> Option<&'static str> {
+    if message.starts_with(NOT_WRITABLE_PREFIX) {
+        Some(WORKSPACE_NOT_WRITABLE_CODE)
+    } else if message.starts_with(MISMATCH_PREFIX) && message.contains("updateRemoteUserUID") {
+        Some(WORKSPACE_OWNER_MISMATCH_CODE)
+    } else {
+        None
+    }
+}
+
+/// [`ownership_warning`] for the container `container_id` (running): the remote user's
+/// account read from its `/etc/passwd`. `None` when all is well or it cannot be told.
+async fn workspace_ownership_warning(
+    engine: &dyn Engine,
+    container_id: &str,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    remote_user: &str,
+) -> Option<String> {
+    let (applies, target) = uid_target(merged, loaded);
+    if !applies {
+        return None;
+    }
+    let passwd = engine.read_file(container_id, "/etc/passwd").await.ok()??;
+    let account = passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?;
+    ownership_warning(
+        remote_user,
+        &account,
+        target,
+        &loaded.workspace.host_mount_root,
+    )
+}
+
 /// A warning when files the remote user `user` (its final `account`) writes in the workspace
 /// `workspace` will not belong to the workspace user `target` (spec-note 0250): its uid could
 /// not be changed (another user of the image has it), or everything is root and the remote
@@ -1508,7 +1560,7 @@ fn ownership_warning(
     }
     match target {
         Some(t) if t.uid != account.uid => Some(format!(
-            "the remote user `{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
+            "{MISMATCH_PREFIX}{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
             account.uid,
             t.uid,
             workspace.display(),
@@ -1518,7 +1570,7 @@ fn ownership_warning(
         None => {
             let meta = std::fs::metadata(workspace).ok()?;
             (meta.uid() == 0 && meta.mode() & 0o002 == 0).then(|| format!(
-                "devcell runs as root and the workspace `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
+                "{NOT_WRITABLE_PREFIX} `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
                 workspace.display(),
                 account.uid
             ))

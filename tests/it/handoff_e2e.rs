@@ -1686,7 +1686,38 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
         warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
         "{v}"
     );
-    assert!(stderr(&out).contains("belongs to root"));
+    // one warning, with its own code, shown once (spec-note 0324)
+    let coded: Vec<&Value> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "workspace_not_writable")
+        .collect();
+    assert_eq!(coded.len(), 1, "{v}");
+    assert_eq!(
+        stderr(&out).matches("belongs to root").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // the container is reused: the warning is still given, once
+    let out = env.handoff("ref0", &[]);
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "workspace_not_writable"),
+        "{v}"
+    );
+    assert_eq!(
+        stderr(&out).matches("belongs to root").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `handoff --runtime host` (spec-note 0251): with no engine reachable, a handoff without
