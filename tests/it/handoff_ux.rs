@@ -393,3 +393,67 @@ fn a_repository_git_refuses_is_reported_per_repository() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn delete_names_each_kept_folder_by_what_it_is() {
+    if !engine_ready("delete_names_each_kept_folder_by_what_it_is", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new("{}");
+    let root = ws.root.to_str().unwrap();
+    let text = |out: Output| {
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = text(ws.run(&["delete", "--workspace-folder", root]));
+    assert!(
+        out.contains(&format!("kept workspace folder {root} (a git repository)")),
+        "{out}"
+    );
+    assert!(!out.contains("kept worktree"), "{out}");
+
+    // a plain folder holding a worktree and a repository
+    let plain = ws.tmp.path().join("plain");
+    std::fs::create_dir_all(plain.join("web")).unwrap();
+    git(&plain.join("web"), &["init", "-q"]);
+    git(
+        &ws.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "t",
+            plain.join("api").to_str().unwrap(),
+        ],
+    );
+    let plain = std::fs::canonicalize(plain).unwrap();
+    let p = plain.to_str().unwrap();
+    let out = text(ws.run(&["delete", "--workspace-folder", p]));
+    assert!(
+        out.contains(&format!(
+            "kept workspace folder {p} (a folder of repositories)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains(&format!("kept worktree {p}/api")), "{out}");
+    assert!(out.contains(&format!("kept repository {p}/web")), "{out}");
+    let empty = ws.tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let empty = std::fs::canonicalize(empty).unwrap();
+    let e = empty.to_str().unwrap();
+    let out = ws.run(&["delete", "--workspace-folder", e, "--format", "json"]);
+    let v = envelope(&out);
+    assert_eq!(
+        v["result"]["kept"]["folders"][0],
+        serde_json::json!({"path": e, "kind": "workspaceFolder", "git": "plain"}),
+        "{v}"
+    );
+    let out = text(ws.run(&["delete", "--workspace-folder", e]));
+    assert!(
+        out.contains(&format!(
+            "kept workspace folder {e} (a plain folder, not under git)"
+        )),
+        "{out}"
+    );
+}
