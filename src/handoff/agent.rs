@@ -991,6 +991,11 @@ pub(super) async fn prepare(
             .cloned()
             .ok_or_else(|| HandoffError::UnknownAgent {
                 name: opts.agent.clone(),
+                config: match (&settings.file, settings.file_exists) {
+                    (Some(f), true) => format!("`{}`", f.display()),
+                    (Some(f), false) => format!("`{}` (not found)", f.display()),
+                    (None, _) => "(no file)".to_string(),
+                },
                 available: settings.agents.keys().cloned().collect(),
             })?;
     let agent_err = |message: String| HandoffError::AgentConfig {

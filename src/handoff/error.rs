@@ -90,10 +90,13 @@ pub enum HandoffError {
     #[error(transparent)]
     State(#[from] crate::handoff::state::StateError),
     /// `--agent` names no `[agents.NAME]` of the user settings.
-    #[error("no agent `{name}` in devcell's config (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    #[error("no agent `{name}` in devcell's config {config} (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownAgent {
         /// The name given.
         name: String,
+        /// The config file read (`` `PATH` ``), or `` `PATH` (not found) `` for the default
+        /// location when it does not exist.
+        config: String,
         /// The agents configured.
         available: Vec<String>,
     },

@@ -457,3 +457,65 @@ fn delete_names_each_kept_folder_by_what_it_is() {
         "{out}"
     );
 }
+
+#[test]
+fn errors_name_the_config_file_and_carry_their_causes() {
+    // no engine needed: both fail before anything is looked up
+    let ws = Ws::new("{}");
+    let root = ws.root.to_str().unwrap();
+    let c = ws.config.to_str().unwrap();
+    let out = ws.run(&[
+        "handoff",
+        "--workspace-folder",
+        root,
+        "--agent",
+        "codex",
+        "--config-file",
+        c,
+        "--plan",
+    ]);
+    assert_eq!(out.status.code(), Some(11));
+    assert!(
+        stderr(&out).contains(&format!(
+            "no agent `codex` in devcell's config `{c}` (agents: a)"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // the default location, absent
+    let out = ws
+        .command(&[
+            "handoff",
+            "--workspace-folder",
+            root,
+            "--agent",
+            "codex",
+            "--plan",
+        ])
+        .env("XDG_CONFIG_HOME", ws.tmp.path().join("xdg"))
+        .output()
+        .unwrap();
+    let expected = format!(
+        "`{}` (not found) (agents: none)",
+        ws.tmp.path().join("xdg/devcell/config.toml").display()
+    );
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+
+    let missing = ws.tmp.path().join("missing.toml");
+    let m = missing.to_str().unwrap();
+    let out = ws.run(&[
+        "handoff",
+        "--workspace-folder",
+        root,
+        "--agent",
+        "a",
+        "--config-file",
+        m,
+        "--format",
+        "json",
+    ]);
+    let v = envelope(&out);
+    let causes = v["error"]["details"]["causes"].to_string();
+    assert!(causes.contains("No such file or directory"), "{v}");
+    assert!(stderr(&out).contains("caused by: No such file or directory"));
+}
