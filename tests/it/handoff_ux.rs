@@ -519,3 +519,65 @@ fn errors_name_the_config_file_and_carry_their_causes() {
     assert!(causes.contains("No such file or directory"), "{v}");
     assert!(stderr(&out).contains("caused by: No such file or directory"));
 }
+
+#[test]
+fn primary_help_and_the_agents_folder_agree() {
+    let ws = Ws::new("{}");
+    let multi = ws.tmp.path().join("multi");
+    for name in ["api", "web"] {
+        let dir = multi.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        if name == "api" {
+            std::fs::create_dir_all(dir.join(".devcontainer")).unwrap();
+            std::fs::write(
+                dir.join(".devcontainer/devcontainer.json"),
+                format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+            )
+            .unwrap();
+        }
+        git(&dir, &["init", "-q"]);
+        git(&dir, &["add", "-A"]);
+        git(&dir, &["commit", "-q", "-m", "initial", "--allow-empty"]);
+    }
+    let m = multi.to_str().unwrap();
+    let c = ws.config.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "handoff",
+            "--workspace-folder",
+            m,
+            "--agent",
+            "a",
+            "--config-file",
+            c,
+            "--plan",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ws.run(&args);
+        let v = envelope(&out);
+        assert_eq!(out.status.code(), Some(0), "{v}");
+        v
+    };
+    // detected primary: it configures the container, the agent starts in the root
+    let v = plan(&[]);
+    assert_eq!(v["result"]["repos"][0]["name"], "api");
+    assert_eq!(v["result"]["repos"][0]["role"], "primary");
+    assert_eq!(v["result"]["cwd"], "/workspace");
+    // chosen primary: the agent starts in it
+    let v = plan(&["--primary", "api"]);
+    assert_eq!(v["result"]["cwd"], "/workspace/api");
+    // and the help says exactly that
+    let help = ws.run(&["handoff", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("the agent starts in it")
+            && help.contains("Without it the primary is detected")
+            && help.contains("the agent starts in the workspace root"),
+        "{help}"
+    );
+}
