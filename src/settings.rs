@@ -70,6 +70,13 @@ pub struct Settings {
     pub agents: BTreeMap<String, AgentSettings>,
     /// Handoff defaults.
     pub handoff: HandoffSettings,
+    /// The file these settings were read from, or (`file_exists` false) the default location
+    /// looked at and not found; `None` for settings not loaded from a file. For messages.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// Whether `file` exists (it was read).
+    #[serde(skip)]
+    pub file_exists: bool,
 }
 
 /// `[security]`.
@@ -179,14 +186,22 @@ pub fn load(explicit: Option<&Path>) -> Result<Settings, SettingsError> {
         Some(p) => p.to_path_buf(),
         None => match default_path() {
             Some(p) if p.exists() => p,
-            _ => return Ok(Settings::default()),
+            looked_at => {
+                return Ok(Settings {
+                    file: looked_at,
+                    ..Settings::default()
+                });
+            }
         },
     };
     let text = std::fs::read_to_string(&path).map_err(|source| SettingsError::Io {
         path: path.clone(),
         source,
     })?;
-    parse(&text, &path)
+    let mut settings = parse(&text, &path)?;
+    settings.file = Some(path);
+    settings.file_exists = true;
+    Ok(settings)
 }
 
 /// Parses settings text; `path` is used in error messages only.

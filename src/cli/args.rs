@@ -111,8 +111,9 @@ pub struct HandoffArgs {
     /// The task's provider (default: derived from the URL).
     #[arg(long)]
     pub task_provider: Option<String>,
-    /// The primary repository (its `.devcontainer` configures the container; the agent starts
-    /// in it).
+    /// Choose the primary repository: its `.devcontainer` configures the container and the
+    /// agent starts in it. Without it the primary is detected (the one repository with a
+    /// `.devcontainer`) and the agent starts in the workspace root.
     #[arg(long)]
     pub primary: Option<String>,
     /// Print the plan and stop (nothing is created).

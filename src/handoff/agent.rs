@@ -159,9 +159,17 @@ pub struct HandoffPlan {
     pub limits: Option<PlannedLimits>,
     /// The user's grants in effect (`--allow` and `[security] allow` words).
     pub grants: Vec<String>,
-    /// Host paths outside the workspace the handoff mounts, each a permission devcell asks for
-    /// on the user's behalf (git directories, agent credential files).
-    pub permissions: Vec<String>,
+    /// Every permission request of the container, judged as the real handoff judges it
+    /// (devcontainer.json, the Features' metadata, the image's metadata when the engine has
+    /// the image; spec-note 0320): `{permission, value?, source, status, grant?}` with status
+    /// `granted`, `allowedByProfile`, `refused` or `forbidden` and the `--allow` flag that
+    /// grants it. A plan with a `refused` or `forbidden` request is not printed: `handoff
+    /// --plan` fails with `permission_required` (exit 12), as the handoff would. Empty for the
+    /// host runtime.
+    pub permissions: Vec<crate::security::PermissionRequest>,
+    /// What the plan could not judge without a pull or a build (the image's `USER` and
+    /// metadata label, the Features' metadata), one sentence each.
+    pub permission_notes: Vec<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
     /// Names of the host variables passed to the agent (never values).
@@ -182,6 +190,10 @@ pub struct HandoffPlan {
     pub runtime: AgentRuntime,
     /// What isolates it: `container`, or `none` on the host.
     pub isolation: String,
+    /// Non-fatal findings as envelope `(code, message)` pairs (the workspace's, a repository
+    /// git could not read, a host variable not set); in the envelope's `warnings` only.
+    #[serde(skip)]
+    pub warnings: Vec<(String, String)>,
 }
 
 /// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
@@ -267,9 +279,6 @@ pub struct HandoffResult {
 /// The envelope warning code of the host runtime's warning.
 pub const UNISOLATED_CODE: &str = "unisolated";
 
-/// What the plan's `permissions` say of the host runtime.
-const UNISOLATED_PERMISSION: &str = "everything the host user can do: the agent runs on the host, without a container (`--runtime host`)";
-
 /// The warning every host-runtime handoff (and its plan) carries, on stderr before the agent
 /// starts and in the envelope's `warnings` (code [`UNISOLATED_CODE`]).
 pub fn unisolated_warning(agent: &str, root: &Path) -> String {
@@ -280,22 +289,26 @@ pub fn unisolated_warning(agent: &str, root: &Path) -> String {
 }
 
 impl HandoffPlan {
-    /// The plan's warnings as envelope `(code, message)` pairs: the unisolated warning for the
-    /// host runtime, else none.
+    /// The plan's warnings as envelope `(code, message)` pairs: the unisolated warning first
+    /// for the host runtime, then [`HandoffPlan::warnings`].
     pub fn coded_warnings(&self) -> Vec<(String, String)> {
-        match self.runtime {
+        let mut out = match self.runtime {
             AgentRuntime::Host => vec![(
                 UNISOLATED_CODE.to_string(),
                 unisolated_warning(&self.agent, &self.workspace),
             )],
             AgentRuntime::Container => Vec::new(),
-        }
+        };
+        out.extend(self.warnings.iter().cloned());
+        out
     }
 }
 
 impl HandoffResult {
     /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
-    /// runtime's first, `handoff` for the others.
+    /// runtime's first, `up`'s specific codes (`workspace_not_writable`,
+    /// `workspace_owner_mismatch`; [`crate::handoff::up::warning_code`]), `handoff` for the
+    /// others.
     pub fn coded_warnings(&self) -> Vec<(String, String)> {
         self.warnings
             .iter()
@@ -304,7 +317,7 @@ impl HandoffResult {
                 let code = if i == 0 && self.runtime == AgentRuntime::Host {
                     UNISOLATED_CODE
                 } else {
-                    "handoff"
+                    crate::handoff::up::warning_code(w).unwrap_or("handoff")
                 };
                 (code.to_string(), w.clone())
             })
@@ -355,19 +368,60 @@ pub(super) struct Prepared {
     pub(super) warnings: Vec<String>,
 }
 
-/// The plan only (`handoff --plan`): nothing is created, started or written. The engine, when
-/// reachable, is asked whether the container exists.
+/// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
+/// The engine, when reachable, is asked whether the container exists and for the image's
+/// metadata; the permission requests are judged as the handoff judges them
+/// ([`super::up::preview_permissions`], spec-note 0320).
 ///
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
-/// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`].
+/// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
+/// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
+/// something not granted, exactly as the handoff would refuse it.
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let runtime = opts.runtime.unwrap_or_default();
     let engine = match runtime {
         AgentRuntime::Container => DockerEngine::connect().await.ok(),
         AgentRuntime::Host => None,
     };
-    let prepared = prepare(opts, engine.as_ref().map(|e| e as &dyn Engine), runtime).await?;
-    Ok(prepared.plan)
+    let dyn_engine = engine.as_ref().map(|e| e as &dyn Engine);
+    let prepared = prepare(opts, dyn_engine, runtime).await?;
+    if runtime == AgentRuntime::Host || prepared.plan.config_file.is_none() {
+        return Ok(prepared.plan);
+    }
+    let socket = engine
+        .as_ref()
+        .and_then(|e| e.socket_path().map(PathBuf::from));
+    let up_opts = up_options(&prepared, opts);
+    let preview = super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    if let Some(refusal) = preview.refusal {
+        return Err(refusal.into());
+    }
+    let mut plan = prepared.plan;
+    plan.permissions = preview.requests;
+    plan.permission_notes = preview.notes;
+    Ok(plan)
+}
+
+/// The `up` a container handoff runs: the hardened profile, the handoff's mounts, network,
+/// secrets and `safe.directory` entries; the lockfile honoured, never written.
+fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
+    UpOptions {
+        target: p.target.clone(),
+        secrets: p.secrets.clone(),
+        mounts: p.extra_mounts.clone(),
+        security: SecurityOptions {
+            profile: Some(p.profile.clone()),
+            network: Some(p.network.clone()),
+            ..opts.security.clone()
+        },
+        settings: opts.settings.clone(),
+        lockfile: match opts.lockfile {
+            LockfileMode::Write => LockfileMode::ReadOnly,
+            other => other,
+        },
+        safe_directories: safe_directories(&p.workspace),
+        ..UpOptions::default()
+    }
 }
 
 /// Runs a handoff against the engine at `DOCKER_HOST` (see the module docs), or on the host
@@ -436,23 +490,7 @@ pub async fn handoff_with(
         "starting the workspace container ({} profile, network {})",
         p.profile, p.network
     )));
-    let up_opts = UpOptions {
-        target: p.target.clone(),
-        secrets: p.secrets.clone(),
-        mounts: p.extra_mounts.clone(),
-        security: SecurityOptions {
-            profile: Some(p.profile.clone()),
-            network: Some(p.network.clone()),
-            ..opts.security.clone()
-        },
-        settings: opts.settings.clone(),
-        lockfile: match opts.lockfile {
-            LockfileMode::Write => LockfileMode::ReadOnly,
-            other => other,
-        },
-        safe_directories: safe_directories(&p.workspace),
-        ..UpOptions::default()
-    };
+    let up_opts = up_options(&p, opts);
     let up = up_with(engine, engine_socket, &up_opts, reporter)
         .await
         .map_err(&fail)?;
@@ -637,8 +675,10 @@ pub async fn handoff_with(
         let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
     }
     let session = store.end_session(&root, &session_id, outcome)?;
+    let mut plan = p.plan;
+    plan.permissions = up.permissions.clone();
     Ok(HandoffResult {
-        plan: p.plan,
+        plan,
         session,
         abandoned_sessions: start.abandoned.iter().map(|s| s.id.clone()).collect(),
         replaced_session: start.replaced.as_ref().map(|s| s.id.clone()),
@@ -951,6 +991,11 @@ pub(super) async fn prepare(
             .cloned()
             .ok_or_else(|| HandoffError::UnknownAgent {
                 name: opts.agent.clone(),
+                config: match (&settings.file, settings.file_exists) {
+                    (Some(f), true) => format!("`{}`", f.display()),
+                    (Some(f), false) => format!("`{}` (not found)", f.display()),
+                    (None, _) => "(no file)".to_string(),
+                },
                 available: settings.agents.keys().cloned().collect(),
             })?;
     let agent_err = |message: String| HandoffError::AgentConfig {
@@ -1044,10 +1089,6 @@ pub(super) async fn prepare(
     let mounts = if host { Vec::new() } else { ws.mounts() };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();
-    let mut permissions = Vec::new();
-    if host {
-        permissions.push(UNISOLATED_PERMISSION.to_string());
-    }
     let mut workspace_mount = String::new();
     for m in &mounts {
         let purpose = match m.purpose {
@@ -1065,12 +1106,6 @@ pub(super) async fn prepare(
             workspace_mount = m.to_mount_string();
         } else {
             extra_mounts.push(m.to_mount_string());
-            if m.purpose == MountPurpose::Git {
-                permissions.push(format!(
-                    "mount of host path `{}` (git directory of the workspace's repositories)",
-                    m.source.display()
-                ));
-            }
         }
     }
     let home = opts.env.get("HOME").cloned();
@@ -1093,9 +1128,6 @@ pub(super) async fn prepare(
             purpose: MountPurpose::GitProtected,
         };
         extra_mounts.push(wm.to_mount_string());
-        permissions.push(format!(
-            "read-only mount of host path `{source}` (agent credential)"
-        ));
         planned.push(PlannedMount {
             source,
             target: m.target.clone(),
@@ -1204,7 +1236,8 @@ pub(super) async fn prepare(
         network: network.clone(),
         limits,
         grants,
-        permissions,
+        permissions: Vec::new(),
+        permission_notes: Vec::new(),
         mounts: planned,
         env: agent_env.keys().cloned().collect(),
         secrets: secret_names,
@@ -1215,6 +1248,19 @@ pub(super) async fn prepare(
         verification: inputs.verification,
         runtime,
         isolation: runtime.isolation().to_string(),
+        // the workspace's findings keep their codes (`git_unreadable`, …); the rest are the
+        // handoff's own
+        warnings: ws
+            .warnings
+            .iter()
+            .map(|w| (w.code.clone(), w.message.clone()))
+            .chain(
+                warnings
+                    .iter()
+                    .skip(ws.warnings.len())
+                    .map(|w| ("handoff".to_string(), w.clone())),
+            )
+            .collect(),
     };
     Ok(Prepared {
         plan,

@@ -650,6 +650,7 @@ pub(crate) mod tests {
                 .join(name),
             common_dir: PathBuf::from("/src").join(name).join(".git"),
             has_devcontainer: role == RepoRole::Primary,
+            git_error: None,
         };
         Workspace {
             name: "task".into(),

@@ -48,10 +48,50 @@ pub struct Removed {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Kept {
-    /// The workspace root and its repositories' working trees (the user's work).
+    /// The workspace root and its repositories' working trees (the user's work; the name is
+    /// historical: see `folders` for what each is).
     pub worktrees: Vec<PathBuf>,
     /// Session logs (exported records of the runs).
     pub logs: Vec<PathBuf>,
+    /// The same folders as `worktrees`, each named by what it is (spec-note 0325).
+    pub folders: Vec<KeptFolder>,
+}
+
+/// One folder `delete` kept, and what it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptFolder {
+    /// Host path.
+    pub path: PathBuf,
+    /// `workspaceFolder` (the root), `worktree` (a linked git worktree) or `repository` (a
+    /// repository with its own `.git` directory).
+    pub kind: String,
+    /// For the root: `repository`, `worktree` or `plain` (no git), `multiRepository` (a folder
+    /// of repositories); `null` for the others.
+    pub git: Option<String>,
+}
+
+impl KeptFolder {
+    /// For people: `workspace folder /x (a git worktree)`, `worktree /x/api`, `repository
+    /// /x/web`, `workspace folder /x (a plain folder, not under git)`.
+    pub fn describe(&self) -> String {
+        let path = self.path.display();
+        match (self.kind.as_str(), self.git.as_deref()) {
+            ("workspaceFolder", Some("worktree")) => {
+                format!("workspace folder {path} (a git worktree)")
+            }
+            ("workspaceFolder", Some("repository")) => {
+                format!("workspace folder {path} (a git repository)")
+            }
+            ("workspaceFolder", Some("multiRepository")) => {
+                format!("workspace folder {path} (a folder of repositories)")
+            }
+            ("workspaceFolder", _) => {
+                format!("workspace folder {path} (a plain folder, not under git)")
+            }
+            (kind, _) => format!("{kind} {path}"),
+        }
+    }
 }
 
 /// What the engine still has with the workspace's label after the removal.
@@ -197,17 +237,43 @@ pub async fn delete_with(
         removed.state = Some(path);
     }
     if root.is_dir() {
+        use crate::handoff::workspace::{Layout, RepoKind};
+        let kind_of = |k: RepoKind| match k {
+            RepoKind::Worktree => "worktree",
+            RepoKind::Repository => "repository",
+        };
         kept.worktrees.push(root.clone());
-        if let Ok(ws) = crate::handoff::workspace::inspect(
+        let ws = crate::handoff::workspace::inspect(
             &root,
             &crate::handoff::workspace::InspectOptions::default(),
-        ) {
-            kept.worktrees.extend(
-                ws.repos
-                    .iter()
-                    .filter(|r| r.host_path != root)
-                    .map(|r| r.host_path.clone()),
-            );
+        )
+        .ok();
+        let git = ws.as_ref().map(|ws| match ws.layout {
+            Layout::Repository => ws
+                .repos
+                .iter()
+                .find(|r| r.host_path == root)
+                .map_or("repository", |r| kind_of(r.kind))
+                .to_string(),
+            Layout::MultiRepository => "multiRepository".to_string(),
+            Layout::Plain => "plain".to_string(),
+        });
+        kept.folders.push(KeptFolder {
+            path: root.clone(),
+            kind: "workspaceFolder".into(),
+            git,
+        });
+        for r in ws
+            .iter()
+            .flat_map(|ws| ws.repos.iter())
+            .filter(|r| r.host_path != root)
+        {
+            kept.worktrees.push(r.host_path.clone());
+            kept.folders.push(KeptFolder {
+                path: r.host_path.clone(),
+                kind: kind_of(r.kind).into(),
+                git: None,
+            });
         }
     }
 

@@ -26,6 +26,7 @@
 //! | (success) | 0 | `ok: true` |
 //! | `internal` | 1 | a bug or an unexpected I/O failure |
 //! | `invalid_argument` | 2 | a flag or argument is wrong (clap usage errors also exit 2) |
+//! | `below_min_score` | 3 | `audit --min-score N`: the score is below N (the report is in `details`) |
 //! | `config_invalid` | 10 | `devcontainer.json` or devcell's `config.toml` is invalid |
 //! | `not_found` | 11 | a workspace, agent, repository, container or session does not exist |
 //! | `permission_required` | 12 | the config asks for something the user has not granted |
@@ -225,6 +226,9 @@ pub enum ErrorCode {
     Internal,
     /// A flag or argument is wrong. Exit 2.
     InvalidArgument,
+    /// `audit --min-score N` scored below N: `details` holds `score`, `maxScore`, `minScore`
+    /// and the whole `report`. Exit 3.
+    BelowMinScore,
     /// `devcontainer.json` or devcell's `config.toml` is invalid. Exit 10.
     ConfigInvalid,
     /// A workspace, agent, repository, container or session does not exist. Exit 11.
@@ -247,9 +251,10 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::Internal,
         ErrorCode::InvalidArgument,
+        ErrorCode::BelowMinScore,
         ErrorCode::ConfigInvalid,
         ErrorCode::NotFound,
         ErrorCode::PermissionRequired,
@@ -266,6 +271,7 @@ impl ErrorCode {
         match self {
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::BelowMinScore => "below_min_score",
             ErrorCode::ConfigInvalid => "config_invalid",
             ErrorCode::NotFound => "not_found",
             ErrorCode::PermissionRequired => "permission_required",
@@ -284,6 +290,7 @@ impl ErrorCode {
         match self {
             ErrorCode::Internal => 1,
             ErrorCode::InvalidArgument => 2,
+            ErrorCode::BelowMinScore => 3,
             ErrorCode::ConfigInvalid => 10,
             ErrorCode::NotFound => 11,
             ErrorCode::PermissionRequired => 12,

@@ -90,10 +90,13 @@ pub enum HandoffError {
     #[error(transparent)]
     State(#[from] crate::handoff::state::StateError),
     /// `--agent` names no `[agents.NAME]` of the user settings.
-    #[error("no agent `{name}` in devcell's config (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    #[error("no agent `{name}` in devcell's config {config} (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownAgent {
         /// The name given.
         name: String,
+        /// The config file read (`` `PATH` ``), or `` `PATH` (not found) `` for the default
+        /// location when it does not exist.
+        config: String,
         /// The agents configured.
         available: Vec<String>,
     },
@@ -258,10 +261,17 @@ impl HandoffError {
     }
 
     /// The envelope `details` of this error: the live session for `session_active`, the
-    /// container for a failed hook, else `{}`.
+    /// container for a failed hook, every permission request (`{"permissions": […]}`, each
+    /// with its status and the `--allow` flag that grants it) for `permission_required`, else
+    /// `{}`.
     pub fn details(&self) -> serde_json::Value {
         match self {
             HandoffError::State(e) => e.details(),
+            HandoffError::Security(
+                SecurityError::Refused { requests, .. }
+                | SecurityError::ReuseRefused { requests, .. }
+                | SecurityError::SetUpRefused { requests, .. },
+            ) => serde_json::json!({ "permissions": requests }),
             HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }

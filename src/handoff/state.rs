@@ -228,6 +228,20 @@ pub enum SessionOutcome {
     Abandoned,
 }
 
+impl std::fmt::Display for SessionOutcome {
+    /// For people: `exit 0`, `signal 15`, `failed: permission_required: …`, `replaced by
+    /// <id>`, `abandoned`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionOutcome::Exited { exit_code } => write!(f, "exit {exit_code}"),
+            SessionOutcome::Signaled { signal } => write!(f, "signal {signal}"),
+            SessionOutcome::Failed { code, message } => write!(f, "failed: {code}: {message}"),
+            SessionOutcome::Replaced { by } => write!(f, "replaced by {by}"),
+            SessionOutcome::Abandoned => f.write_str("abandoned"),
+        }
+    }
+}
+
 /// Whether a session is still running (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -238,6 +252,17 @@ pub enum SessionStatus {
     Live,
     /// No end recorded, but devcell is gone or the container is not running.
     Stale,
+}
+
+impl SessionStatus {
+    /// `ended`, `live` or `stale`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Ended => "ended",
+            SessionStatus::Live => "live",
+            SessionStatus::Stale => "stale",
+        }
+    }
 }
 
 /// Answers "is this container running?" for [`session_status`]; implemented by the engine

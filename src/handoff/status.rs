@@ -69,14 +69,17 @@ pub struct RepoStatus {
     pub branch: Option<String>,
     /// HEAD commit.
     pub head: Option<String>,
-    /// Uncommitted changes (staged, unstaged or untracked).
-    pub dirty: bool,
+    /// Uncommitted changes (staged, unstaged or untracked); `null` when git could not tell.
+    pub dirty: Option<bool>,
     /// Upstream branch.
     pub upstream: Option<String>,
     /// Commits ahead of the upstream.
     pub ahead: Option<u32>,
     /// Commits behind the upstream.
     pub behind: Option<u32>,
+    /// Why git could not describe this repository (its git fields are then `null`), with
+    /// what to do; `null` when git answered (spec-note 0322).
+    pub error: Option<String>,
 }
 
 /// The result of [`status`].
@@ -101,8 +104,10 @@ pub struct StatusResult {
     pub repos: Vec<RepoStatus>,
     /// The context file on the host, when it exists.
     pub context_file: Option<PathBuf>,
-    /// Non-fatal findings (engine unreachable, …).
-    pub warnings: Vec<String>,
+    /// Non-fatal findings as `(code, message)`: `engine_unavailable`, and the workspace's
+    /// (`git_unreadable`, …). Only in the envelope's `warnings`, never in `result`.
+    #[serde(skip)]
+    pub warnings: Vec<(String, String)>,
 }
 
 impl StatusResult {
@@ -207,11 +212,22 @@ pub async fn status_with(
                     }
                 }
             }
-            Err(e) => warnings.push(format!("the container engine did not answer: {e}")),
+            Err(e) => warnings.push((
+                "engine_unavailable".to_string(),
+                format!("the container engine did not answer: {e}"),
+            )),
         }
     } else {
-        warnings.push("no container engine is reachable: container state unknown".into());
+        warnings.push((
+            "engine_unavailable".to_string(),
+            "no container engine is reachable: container state unknown".to_string(),
+        ));
     }
+    warnings.extend(
+        ws.warnings
+            .iter()
+            .map(|w| (w.code.clone(), w.message.clone())),
+    );
     let probe = |id: &str| running.contains(id);
     let sessions: Vec<SessionReport> = state
         .as_ref()
@@ -261,10 +277,11 @@ pub async fn status_with(
                 role: r.role,
                 branch: r.branch.clone(),
                 head: r.head.clone(),
-                dirty: r.dirty,
+                dirty: r.git_error.is_none().then_some(r.dirty),
                 upstream: r.upstream.clone(),
                 ahead: r.ahead,
                 behind: r.behind,
+                error: r.git_error.clone(),
             })
             .collect(),
         context_file: context_file.is_file().then_some(context_file),

@@ -428,20 +428,6 @@ pub async fn up_with(
             } else {
                 None
             };
-            if let (Some(account), true) = (&account, uid_update.applies)
-                && let Some(message) = ownership_warning(
-                    &home_user,
-                    account,
-                    uid_update.target,
-                    &loaded.workspace.host_mount_root,
-                )
-            {
-                reporter.report(Event::Status(format!("warning: {message}")));
-                warnings.push(Warning {
-                    location: None,
-                    message,
-                });
-            }
             let input = PolicyInput {
                 origins: origins(&entries, &cli_mounts(opts, &loaded)),
                 remote_user,
@@ -505,6 +491,23 @@ pub async fn up_with(
         &devcontainer_id,
         opts.default_user_env_probe,
     )?;
+    // Whether the remote user can write the workspace, for a new or a reused container alike:
+    // one warning, in `warnings` only (the caller shows it once; spec-note 0324).
+    if let Some(message) = workspace_ownership_warning(
+        engine,
+        &container.id,
+        &attached.merged,
+        &loaded,
+        &attached.remote_user,
+        opts.update_remote_user_uid_default,
+    )
+    .await
+    {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
     let kind = match action {
         ContainerAction::Created => BringUpKind::Created,
         ContainerAction::Started => BringUpKind::Restarted,
@@ -768,6 +771,297 @@ pub(crate) async fn attach_target(
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
     }
     Ok(attached)
+}
+
+/// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
+/// building, pulling or creating anything (`handoff --plan`; spec-note 0320).
+#[derive(Debug, Default)]
+pub(crate) struct PermissionPreview {
+    /// Every request with its status (`refused` ones included), as `up` would report them.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// What could not be judged without a pull or a build (the image's `USER` and metadata
+    /// label, the Features' metadata), one sentence each.
+    pub(crate) notes: Vec<String>,
+    /// The refusal `up` would return (`permission_required`), when any request is not granted.
+    pub(crate) refusal: Option<security::SecurityError>,
+}
+
+/// Evaluates the permission requests of the container `up` would create (or re-checks the one
+/// it would reuse, spec-note 0270) with the same policy ([`security::apply`] /
+/// [`security::check_reuse`]) and the same inputs: devcontainer.json, the Features' metadata
+/// (resolved, metadata only), the image's metadata label and `USER` when the image is already
+/// on the engine (a Dockerfile image: its last build, when there is one), and `opts.mounts`.
+/// What needs a pull or a build is named in [`PermissionPreview::notes`], and requests
+/// attributed to an unknown image `USER` are left out.
+///
+/// Errors: [`HandoffError::Config`]; [`HandoffError::Security`] for a bad profile or grant;
+/// [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a config whose container
+/// request cannot be built (bad `runArgs`, mounts).
+pub(crate) async fn preview_permissions(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+) -> Result<PermissionPreview> {
+    let loaded = load(&opts.target)?;
+    let kind = loaded.typed.kind();
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = PermissionPreview::default();
+    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+        // `up` refuses these itself, before any permission is looked at
+        return Ok(preview);
+    }
+    let id_labels = id_labels(&opts.target, &loaded);
+
+    // An existing container is re-checked, not re-created.
+    if let Some(engine) = engine
+        && let Ok(Some(info)) = find_container(engine, &id_labels).await
+    {
+        let entries = existing_entries(&info, &loaded, &opts.target.env, &mut Vec::new());
+        match check_existing(
+            engine,
+            &info,
+            &entries,
+            &loaded,
+            engine_socket,
+            &profile,
+            &grants,
+            opts,
+        )
+        .await
+        {
+            Ok(requests) => preview.requests = requests,
+            Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+                if let security::SecurityError::ReuseRefused { requests, .. } = &e {
+                    preview.requests = requests.clone();
+                }
+                preview.refusal = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+        return Ok(preview);
+    }
+
+    // The base image, when the engine already has it.
+    let (reference, image_info) = match kind {
+        ConfigKind::Image => {
+            let reference = loaded.typed.image.clone().unwrap_or_default();
+            let info = match engine {
+                Some(engine) => engine.inspect_image(&reference).await.ok().flatten(),
+                None => None,
+            };
+            if info.is_none() {
+                preview.notes.push(format!(
+                    "image `{reference}` is not on the engine yet: its `USER` and `devcontainer.metadata` label are read when handoff pulls it, and may ask for more than listed here"
+                ));
+            }
+            (reference, info)
+        }
+        _ => {
+            let tag = build_request(&loaded, &opts.target.env)
+                .ok()
+                .and_then(|r| r.tags.first().cloned())
+                .unwrap_or_default();
+            let info = match engine {
+                Some(engine) if !tag.is_empty() => engine.inspect_image(&tag).await.ok().flatten(),
+                _ => None,
+            };
+            preview.notes.push(match &info {
+                Some(_) => format!(
+                    "the image's `USER` and `devcontainer.metadata` label are those of the last build (`{tag}`): handoff builds the Dockerfile again first"
+                ),
+                None => "the image is built from the Dockerfile by handoff: its `USER` and `devcontainer.metadata` label are known only after that build, and may ask for more than listed here".to_string(),
+            });
+            (tag, info)
+        }
+    };
+    let mut ignored = Vec::new();
+    let base = image_info
+        .as_ref()
+        .map(|i| image_entries(i, &loaded, &opts.target.env, &mut ignored).1)
+        .unwrap_or_default();
+
+    // The Features' metadata (resolved, not downloaded where the registry has it apart).
+    let mut feature_entries = Vec::new();
+    if has_features(&loaded.value) {
+        match preview_feature_entries(&loaded, opts).await {
+            Ok(entries) => feature_entries = entries,
+            Err(e) => preview.notes.push(format!(
+                "the Features' metadata could not be read ({e}): what they ask for is not listed"
+            )),
+        }
+        substitute_entries(&mut feature_entries, &loaded, &opts.target.env);
+    }
+    let entries = metadata::collect_entries(
+        &base,
+        &feature_entries,
+        &metadata::config_entry(&loaded.value),
+    );
+    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+    substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let unknown = ImageInfo::default();
+    let mut spec = container_spec(&SpecInputs {
+        image: &reference,
+        image_info: image_info.as_ref().unwrap_or(&unknown),
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts: &opts.mounts,
+        id_labels: &id_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    })?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    let input = PolicyInput {
+        origins: origins(&entries, &opts.mounts),
+        remote_user: merged
+            .get("remoteUser")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        image_user: image_info
+            .as_ref()
+            .and_then(|i| i.user.clone())
+            .filter(|u| !u.is_empty()),
+        workspace: loaded.workspace.host_mount_root.clone(),
+        host_home: opts.target.env.get("HOME").map(PathBuf::from),
+        engine_socket: engine_socket.map(Path::to_path_buf),
+        spec,
+        ..PolicyInput::default()
+    };
+    let mut requests = match security::apply(&profile, &input, &grants) {
+        Ok(applied) => applied.requests,
+        Err(security::SecurityError::Refused { requests, .. }) => requests,
+        Err(other) => return Err(other.into()),
+    };
+    if image_info.is_none() {
+        // an unknown `USER` is not taken for root: the note says it is not judged yet
+        requests.retain(|r| r.source != Source::ImageUser);
+    }
+    if requests.iter().any(|r| {
+        matches!(
+            r.status,
+            security::RequestStatus::Refused | security::RequestStatus::Forbidden
+        )
+    }) {
+        preview.refusal = Some(security::SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests: requests.clone(),
+        });
+    }
+    preview.requests = requests;
+    Ok(preview)
+}
+
+/// The Features' metadata entries (install order, ids as written), as the image label of a
+/// Features build would hold them: resolved through the Feature cache and registries
+/// (metadata only), honouring the lockfile when present.
+async fn preview_feature_entries(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+) -> Result<Vec<Value>> {
+    use crate::features::fetch::{Fetcher, PlanRequest};
+    let parts = FeatureRequestParts::of(loaded);
+    let lock_path = lockfile::lockfile_path(&loaded.config_file);
+    let mode = match opts.lockfile {
+        LockfileMode::Off => LockfileMode::Off,
+        _ => LockfileMode::ReadOnly,
+    };
+    let lock_state = lockfile::read_for(&lock_path, mode)?;
+    let fetcher = Fetcher::new(fetch_options(opts))?;
+    let plan = fetcher
+        .plan(&PlanRequest {
+            features: &parts.features,
+            override_order: &parts.override_order,
+            config_dir: &parts.config_dir,
+            devcontainer_dir: &parts.devcontainer_dir,
+            lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
+        })
+        .await?;
+    Ok(plan
+        .install
+        .features
+        .iter()
+        .map(|f| {
+            let metadata = plan
+                .resolved
+                .get(&f.reference)
+                .map(|r| r.metadata.clone())
+                .unwrap_or(Value::Null);
+            metadata::feature_entry(&f.key, &metadata)
+        })
+        .collect())
+}
+
+/// The inputs of a Features resolution taken from a configuration.
+struct FeatureRequestParts {
+    features: IndexMap<String, Value>,
+    override_order: Vec<String>,
+    config_dir: PathBuf,
+    devcontainer_dir: PathBuf,
+}
+
+impl FeatureRequestParts {
+    fn of(loaded: &LoadedConfiguration) -> FeatureRequestParts {
+        let features: IndexMap<String, Value> = loaded
+            .value
+            .get("features")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let override_order: Vec<String> = loaded
+            .value
+            .get("overrideFeatureInstallOrder")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let config_dir = loaded
+            .config_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        // Local Features live under the `.devcontainer` folder that holds the configuration
+        // (in a multi-repository handoff, the primary repository's, not the workspace root's).
+        let devcontainer_dir = loaded
+            .config_file
+            .ancestors()
+            .take_while(|a| {
+                a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder
+            })
+            .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
+        FeatureRequestParts {
+            features,
+            override_order,
+            config_dir,
+            devcontainer_dir,
+        }
+    }
+}
+
+/// The Feature fetcher's options of an `up`: its cache folder and the user's registry settings.
+fn fetch_options(opts: &UpOptions) -> crate::features::fetch::FetchOptions {
+    let registries = &opts.settings.registries;
+    crate::features::fetch::FetchOptions {
+        cache_dir: opts.cache_dir.clone(),
+        registry: crate::oci::registry::RegistryOptions {
+            insecure_registries: registries.insecure.clone(),
+            extra_ca_certificates: registries.ca_certs.clone(),
+            mirrors: registries.mirrors.clone(),
+            ..Default::default()
+        },
+        ..crate::features::fetch::FetchOptions::default()
+    }
 }
 
 /// Loads the configuration of `target` (see [`load_configuration`]).
@@ -1256,12 +1550,6 @@ pub(crate) async fn dev_image(
 struct UidUpdate {
     /// The image with the UID layer, when one applies.
     image: Option<PreparedImage>,
-    /// Whether `updateRemoteUserUID` applies at all (Linux, not `false`, a bind-mounted
-    /// workspace).
-    applies: bool,
-    /// The ids the remote user should get: the workspace user (spec-note 0250); `None` when
-    /// everything is root.
-    target: Option<crate::config::ownership::Ids>,
 }
 
 /// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
@@ -1278,33 +1566,12 @@ async fn update_remote_user_uid(
     default: UidUpdateDefault,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
-    let mut outcome = UidUpdate {
-        image: None,
-        applies: false,
-        target: None,
-    };
-    let wanted = match (
-        default,
-        merged.get("updateRemoteUserUID").and_then(Value::as_bool),
-    ) {
-        (UidUpdateDefault::Never, _) => false,
-        (_, Some(said)) => said,
-        (UidUpdateDefault::On, None) => true,
-        (UidUpdateDefault::Off, None) => false,
-    };
-    if !cfg!(target_os = "linux")
-        || !wanted
-        || !loaded
-            .workspace
-            .workspace_mount
-            .as_deref()
-            .is_some_and(|m| m.contains("type=bind"))
-    {
+    let mut outcome = UidUpdate { image: None };
+    let (applies, target) = uid_target(merged, loaded, default);
+    if !applies {
         return Ok(outcome);
     }
-    outcome.applies = true;
-    outcome.target = crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root);
-    let Some(target) = outcome.target else {
+    let Some(target) = target else {
         return Ok(outcome);
     };
     let text = |key: &str| {
@@ -1335,6 +1602,87 @@ async fn update_remote_user_uid(
     Ok(outcome)
 }
 
+/// Whether `updateRemoteUserUID` applies (Linux, not `false`, a bind-mounted workspace) and
+/// the ids the remote user should get: the workspace user (spec-note 0250); `None` when
+/// everything is root.
+fn uid_target(
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    default: UidUpdateDefault,
+) -> (bool, Option<crate::config::ownership::Ids>) {
+    // `--update-remote-user-uid-default`: `never` wins over the configuration; otherwise the
+    // configuration's `updateRemoteUserUID`, else the default (`on`).
+    let wanted = match (
+        default,
+        merged.get("updateRemoteUserUID").and_then(Value::as_bool),
+    ) {
+        (UidUpdateDefault::Never, _) => false,
+        (_, Some(said)) => said,
+        (UidUpdateDefault::On, None) => true,
+        (UidUpdateDefault::Off, None) => false,
+    };
+    if !cfg!(target_os = "linux")
+        || !wanted
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return (false, None);
+    }
+    (
+        true,
+        crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root),
+    )
+}
+
+/// The envelope warning code of the "the remote user cannot write the root-owned workspace"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_NOT_WRITABLE_CODE: &str = "workspace_not_writable";
+/// The envelope warning code of the "files the remote user writes will belong to another uid"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_OWNER_MISMATCH_CODE: &str = "workspace_owner_mismatch";
+
+const NOT_WRITABLE_PREFIX: &str = "devcell runs as root and the workspace";
+const MISMATCH_PREFIX: &str = "the remote user `";
+
+/// The envelope code of one of `up`'s warnings, when it has a specific one
+/// ([`WORKSPACE_NOT_WRITABLE_CODE`], [`WORKSPACE_OWNER_MISMATCH_CODE`]).
+pub fn warning_code(message: &str) -> Option<&'static str> {
+    if message.starts_with(NOT_WRITABLE_PREFIX) {
+        Some(WORKSPACE_NOT_WRITABLE_CODE)
+    } else if message.starts_with(MISMATCH_PREFIX) && message.contains("updateRemoteUserUID") {
+        Some(WORKSPACE_OWNER_MISMATCH_CODE)
+    } else {
+        None
+    }
+}
+
+/// [`ownership_warning`] for the container `container_id` (running): the remote user's
+/// account read from its `/etc/passwd`. `None` when all is well or it cannot be told.
+async fn workspace_ownership_warning(
+    engine: &dyn Engine,
+    container_id: &str,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    remote_user: &str,
+    default: UidUpdateDefault,
+) -> Option<String> {
+    let (applies, target) = uid_target(merged, loaded, default);
+    if !applies {
+        return None;
+    }
+    let passwd = engine.read_file(container_id, "/etc/passwd").await.ok()??;
+    let account = passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?;
+    ownership_warning(
+        remote_user,
+        &account,
+        target,
+        &loaded.workspace.host_mount_root,
+    )
+}
+
 /// A warning when files the remote user `user` (its final `account`) writes in the workspace
 /// `workspace` will not belong to the workspace user `target` (spec-note 0250): its uid could
 /// not be changed (another user of the image has it), or everything is root and the remote
@@ -1352,7 +1700,7 @@ fn ownership_warning(
     }
     match target {
         Some(t) if t.uid != account.uid => Some(format!(
-            "the remote user `{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
+            "{MISMATCH_PREFIX}{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
             account.uid,
             t.uid,
             workspace.display(),
@@ -1362,7 +1710,7 @@ fn ownership_warning(
         None => {
             let meta = std::fs::metadata(workspace).ok()?;
             (meta.uid() == 0 && meta.mode() & 0o002 == 0).then(|| format!(
-                "devcell runs as root and the workspace `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
+                "{NOT_WRITABLE_PREFIX} `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
                 workspace.display(),
                 account.uid
             ))
@@ -1486,40 +1834,14 @@ async fn build_features(
     reporter: &dyn Reporter,
 ) -> Result<(PreparedImage, PendingLock)> {
     use crate::build::FeatureLayer;
-    use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest};
+    use crate::features::fetch::{Fetcher, PlanRequest};
 
-    let features: IndexMap<String, Value> = loaded
-        .value
-        .get("features")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-    let override_order: Vec<String> = loaded
-        .value
-        .get("overrideFeatureInstallOrder")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    let registries = &opts.settings.registries;
-    let config_dir = loaded
-        .config_file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    // Local Features live under the `.devcontainer` folder that holds the configuration (in a
-    // multi-repository handoff, the primary repository's, not the workspace root's).
-    let devcontainer_dir = loaded
-        .config_file
-        .ancestors()
-        .take_while(|a| a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder)
-        .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
+    let FeatureRequestParts {
+        features,
+        override_order,
+        config_dir,
+        devcontainer_dir,
+    } = FeatureRequestParts::of(loaded);
     let lock_path = lockfile::lockfile_path(&loaded.config_file);
     let lock_state = lockfile::read_for(&lock_path, opts.lockfile)?;
     let locked = lock_state.lockfile();
@@ -1540,17 +1862,7 @@ async fn build_features(
     // it works (the forwarding ends when the fetcher is dropped).
     let (fetch_progress, fetch_events) = crate::progress::channel();
     let fetched = async {
-        let fetcher = Fetcher::new(FetchOptions {
-            cache_dir: opts.cache_dir.clone(),
-            registry: crate::oci::registry::RegistryOptions {
-                insecure_registries: registries.insecure.clone(),
-                extra_ca_certificates: registries.ca_certs.clone(),
-                mirrors: registries.mirrors.clone(),
-                ..Default::default()
-            },
-            ..FetchOptions::default()
-        })?
-        .with_reporter(fetch_progress);
+        let fetcher = Fetcher::new(fetch_options(opts))?.with_reporter(fetch_progress);
         let plan = fetcher
             .plan(&PlanRequest {
                 features: &features,

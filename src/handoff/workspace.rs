@@ -140,6 +140,17 @@ pub enum Layout {
     Plain,
 }
 
+impl Layout {
+    /// For people: `repository`, `multi-repository` or `plain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Repository => "repository",
+            Layout::MultiRepository => "multi-repository",
+            Layout::Plain => "plain",
+        }
+    }
+}
+
 /// A repository's role in the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +159,16 @@ pub enum RepoRole {
     Primary,
     /// Any other repository of the workspace.
     Secondary,
+}
+
+impl RepoRole {
+    /// `primary` or `secondary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepoRole::Primary => "primary",
+            RepoRole::Secondary => "secondary",
+        }
+    }
 }
 
 /// Whether a repository's `.git` is a directory or a link to a git directory elsewhere.
@@ -195,6 +216,11 @@ pub struct Repo {
     /// Whether this repository holds a dev container configuration (`.devcontainer/` or
     /// `.devcontainer.json`).
     pub has_devcontainer: bool,
+    /// Why git could not describe the repository (e.g. git refused it for "dubious
+    /// ownership"), with what to do; the git fields above are then empty (`branch`, `head`,
+    /// `upstream`, `ahead`, `behind` `None`, `dirty` false). `None` when git answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_error: Option<String>,
 }
 
 /// A host git directory that must be bind-mounted, read-write, into the container.
@@ -438,6 +464,17 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         }
     };
 
+    for repo in repos.iter() {
+        if let Some(error) = &repo.git_error {
+            warnings.push(WorkspaceWarning {
+                code: "git_unreadable".into(),
+                message: format!(
+                    "repository `{}`: {error}; its branch, commit and changes are unknown",
+                    repo.name
+                ),
+            });
+        }
+    }
     let primary = choose_primary(layout, &repos, options.primary.as_deref(), root_has_config)?;
     if let Some(index) = primary {
         repos[index].role = RepoRole::Primary;
@@ -750,8 +787,17 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
             "--branch",
             "--untracked-files=normal",
         ],
-    )?;
-    let parsed = parse_status(&status);
+    );
+    // git refusing one repository (ownership, a damaged index) leaves its git state unknown;
+    // the rest of the workspace is still described (spec-note 0322)
+    let (parsed, git_error) = match status {
+        Ok(status) => (parse_status(&status), None),
+        Err(WorkspaceError::Git { stderr, .. }) => (
+            Status::default(),
+            Some(explain_git_failure(&stderr, dir, &git_dir, &common_dir)),
+        ),
+        Err(e) => return Err(e),
+    };
     Ok(Repo {
         name,
         host_path: dir.to_path_buf(),
@@ -767,7 +813,38 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
         git_dir,
         common_dir,
         has_devcontainer: has_devcontainer(dir),
+        git_error,
     })
+}
+
+/// What to tell the user when `git status` fails in `dir`: git's first line, and for git's
+/// ownership check ("detected dubious ownership") the owners involved and the fix devcell
+/// suggests, giving them one owner; never git's own advice to change the global git config
+/// (devcell never touches the user's git config).
+fn explain_git_failure(stderr: &str, dir: &Path, git_dir: &Path, common_dir: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let first = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("git failed without a message");
+    if !stderr.contains("dubious ownership") {
+        return format!("git cannot read the repository: {first}");
+    }
+    let owner = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.uid().to_string())
+            .unwrap_or_else(|_| "?".to_string())
+    };
+    format!(
+        "git refuses the repository (`detected dubious ownership`): the working tree `{}` belongs to uid {}, its git directory `{}` to uid {} and `{}` to uid {}; give them one owner (e.g. `chown -R` the worktree and its main repository to the same user)",
+        dir.display(),
+        owner(dir),
+        git_dir.display(),
+        owner(git_dir),
+        common_dir.display(),
+        owner(common_dir)
+    )
 }
 
 /// Reads a `.git` file: returns the `gitdir:` target as written and whether it is relative.
@@ -1237,6 +1314,7 @@ mod tests {
             git_dir: PathBuf::new(),
             common_dir: PathBuf::new(),
             has_devcontainer,
+            git_error: None,
         }
     }
 

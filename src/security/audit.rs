@@ -507,6 +507,10 @@ impl ContainerFacts {
             }
         }
 
+        // The engine lists mounts in no stable order: by target, so evidence reads the same
+        // at every run.
+        mounts.sort_by(|a, b| a.target.cmp(&b.target));
+
         let privileged = hc.get("Privileged").and_then(Value::as_bool);
         let cap_add: Vec<String> = str_list(hc.get("CapAdd"))
             .iter()
@@ -1945,8 +1949,12 @@ fn secret_boundary(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
         out.push(ev(
             "credentials",
             format!(
-                "no credential-like variable among {} names and no credential folder mounted; secrets injected per exec are not part of the container",
-                f.env.len()
+                "no credential-like variable {} and no credential folder mounted; secrets injected per exec are not part of the container",
+                match f.env.len() {
+                    0 => "(the container has no environment variables)".to_string(),
+                    1 => "among its 1 environment variable".to_string(),
+                    n => format!("among its {n} environment variables"),
+                }
             ),
             Risk::Safe,
         ));
@@ -3128,6 +3136,27 @@ mod tests {
     }
 
     #[test]
+    fn evidence_does_not_depend_on_the_engines_mount_order() {
+        let mut v = hardened();
+        let mounts = v[0]["Mounts"].as_array_mut().unwrap();
+        for (source, target) in [("/srv/a", "/mnt/a"), ("/srv/b", "/mnt/b")] {
+            mounts.push(json!({
+                "Type": "bind", "Source": source, "Destination": target,
+                "Mode": "", "RW": true, "Propagation": "rprivate"
+            }));
+        }
+        let mut reversed = v.clone();
+        reversed[0]["Mounts"].as_array_mut().unwrap().reverse();
+        let table = |v: &Value| {
+            let f = ContainerFacts::from_docker_inspect(v).unwrap();
+            audit(&f, &ctx()).render_table()
+        };
+        assert_eq!(table(&v), table(&reversed));
+        let one = table(&v);
+        assert!(!one.contains("among 1 names"), "{one}");
+    }
+
+    #[test]
     fn binds_are_read_when_mounts_are_absent() {
         let mut v = hardened();
         v[0].as_object_mut().unwrap().remove("Mounts");
@@ -3138,8 +3167,14 @@ mod tests {
         ]);
         let f = ContainerFacts::from_docker_inspect(&v).unwrap();
         assert_eq!(f.mounts.len(), 4, "{:?}", f.mounts);
-        assert!(f.mounts[1].read_only);
-        assert_eq!(f.mounts[2].volume_name.as_deref(), Some("cache"));
+        let at = |t: &str| f.mounts.iter().find(|m| m.target == t).unwrap();
+        assert!(at("/var/run/docker.sock").read_only);
+        assert_eq!(at("/c").volume_name.as_deref(), Some("cache"));
+        // sorted by target, whatever order the engine gave
+        let targets: Vec<&str> = f.mounts.iter().map(|m| m.target.as_str()).collect();
+        let mut sorted = targets.clone();
+        sorted.sort();
+        assert_eq!(targets, sorted);
         let r = audit(&f, &ctx());
         assert_eq!(r.score_of(Control::EngineSocket), 0);
         assert_eq!(r.score_of(Control::RepoScope), 2);

@@ -1296,8 +1296,17 @@ fn audit_of_a_bad_container_loses_the_right_points() {
         let out = support::devcell().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         let v = envelope(&out);
-        assert_eq!(v["ok"], true);
+        // below the gate: `ok: false` with the report in `error.details` (spec-note 0323)
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["code"], "below_min_score");
+        assert_eq!(v["error"]["details"]["minScore"], 16);
         assert_eq!(v["warnings"][0]["code"], "below_min_score");
+        assert!(
+            stderr(&out).contains("is below --min-score 16"),
+            "{}",
+            stderr(&out)
+        );
+        let v = serde_json::json!({ "result": v["error"]["details"]["report"] });
         assert_eq!(score(&v, "engineSocket"), 0, "probe {probe}: {v}");
         assert_eq!(score(&v, "networkPolicy"), 0, "probe {probe}");
         assert_eq!(score(&v, "secretBoundary"), 1, "probe {probe}");
@@ -1317,7 +1326,17 @@ fn audit_of_a_bad_container_loses_the_right_points() {
             "{control}"
         );
     }
-    let out = support::devcell().args(["audit", &c.id]).output().unwrap();
+    // text below the gate: the table, and the verdict on stderr (exit 3)
+    let out = support::devcell()
+        .args(["audit", &c.id, "--min-score", "16"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: score ") && err.contains("/16 is below --min-score 16"),
+        "{err}"
+    );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("SYS_ADMIN"), "{table}");
     assert!(
@@ -1667,7 +1686,38 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
         warnings.contains("belongs to root") && warnings.contains("keeps uid 65534"),
         "{v}"
     );
-    assert!(stderr(&out).contains("belongs to root"));
+    // one warning, with its own code, shown once (spec-note 0324)
+    let coded: Vec<&Value> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "workspace_not_writable")
+        .collect();
+    assert_eq!(coded.len(), 1, "{v}");
+    assert_eq!(
+        stderr(&out).matches("belongs to root").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // the container is reused: the warning is still given, once
+    let out = env.handoff("ref0", &[]);
+    let v = envelope(&out);
+    assert_eq!(v["error"]["code"], "agent_failed", "{v}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "workspace_not_writable"),
+        "{v}"
+    );
+    assert_eq!(
+        stderr(&out).matches("belongs to root").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `handoff --runtime host` (spec-note 0251): with no engine reachable, a handoff without

@@ -10,6 +10,7 @@ mod engine;
 mod features;
 mod handoff;
 mod handoff_e2e;
+mod handoff_ux;
 mod interop;
 mod lifecycle;
 mod lockfile;

@@ -2,10 +2,12 @@
 
 use std::process::ExitCode;
 
-use crate::cli::args::AuditArgs;
+use crate::cli::args::{AuditArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
+use crate::cli::output;
 use crate::handoff::HandoffError;
 use crate::handoff::audit::{AuditOptions, audit};
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Exit code when the score is below `--min-score` (the report is still printed).
 pub const BELOW_MIN_SCORE: u8 = 3;
@@ -24,33 +26,41 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             hint: None,
         })
         .and_then(|rt| rt.block_on(audit(&opts)));
-    let below = match (&result, args.min_score) {
-        (Ok(r), Some(min)) => !r.passes(min),
-        _ => false,
+    let min = match (&result, args.min_score) {
+        (Ok(r), Some(min)) if !r.passes(min) => min,
+        _ => {
+            return Ok(finish(
+                args.format,
+                result,
+                |r| r.render_table(),
+                |_| Extras::default(),
+            ));
+        }
     };
-    let min = args.min_score.unwrap_or(0);
-    let code = finish(
-        args.format,
-        result,
-        |r| r.render_table(),
-        |r| Extras {
-            warnings: if r.passes(min) {
-                Vec::new()
-            } else {
-                vec![(
-                    "below_min_score".to_string(),
-                    format!(
-                        "score {}/{} is below --min-score {min}",
-                        r.score, r.max_score
-                    ),
-                )]
-            },
-            next_actions: Vec::new(),
-        },
+    // Below `--min-score`: the report is still shown, and the gate's verdict is an error
+    // (exit 3; `ok: false`, the report in `error.details`; spec-note 0323).
+    let Ok(report) = result else {
+        return Ok(ExitCode::from(BELOW_MIN_SCORE));
+    };
+    let message = format!(
+        "score {}/{} is below --min-score {min}",
+        report.score, report.max_score
     );
-    Ok(if below {
-        ExitCode::from(BELOW_MIN_SCORE)
+    if args.format == Format::Json {
+        let details = serde_json::json!({
+            "score": report.score,
+            "maxScore": report.max_score,
+            "minScore": min,
+            "report": report,
+        });
+        let env: Envelope<()> = Envelope::failure(
+            ErrorBody::new(ErrorCode::BelowMinScore, message.clone()).with_details(details),
+        )
+        .with_warning("below_min_score", message.clone());
+        output::envelope(&env);
     } else {
-        code
-    })
+        output::text(&report.render_table());
+    }
+    output::stderr_line(&format!("error: {message}"));
+    Ok(ExitCode::from(BELOW_MIN_SCORE))
 }

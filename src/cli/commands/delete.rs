@@ -48,8 +48,8 @@ fn render(r: &DeleteResult) -> String {
     if let Some(p) = &r.removed.state {
         let _ = writeln!(s, "removed state {}", p.display());
     }
-    for w in &r.kept.worktrees {
-        let _ = writeln!(s, "kept worktree {}", w.display());
+    for f in &r.kept.folders {
+        let _ = writeln!(s, "kept {}", f.describe());
     }
     for l in &r.kept.logs {
         let _ = writeln!(s, "kept log {}", l.display());

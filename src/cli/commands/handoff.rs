@@ -262,8 +262,12 @@ fn render_plan(p: &HandoffPlan) -> String {
         p.runtime.as_str(),
         p.isolation
     );
-    if let Some((_, warning)) = p.coded_warnings().first() {
-        let _ = writeln!(s, "  WARNING    {warning}");
+    for (code, warning) in p.coded_warnings() {
+        if code == crate::handoff::agent::UNISOLATED_CODE {
+            let _ = writeln!(s, "  WARNING    {warning}");
+        } else {
+            let _ = writeln!(s, "  warning    {warning}");
+        }
     }
     let _ = writeln!(
         s,
@@ -272,6 +276,26 @@ fn render_plan(p: &HandoffPlan) -> String {
             .as_deref()
             .map_or_else(|| "(none)".to_string(), |c| c.display().to_string())
     );
+    let _ = writeln!(s, "  layout     {}", p.layout.as_str());
+    if p.repos.is_empty() {
+        let _ = writeln!(s, "  repo       (none)");
+    }
+    for r in &p.repos {
+        let _ = writeln!(
+            s,
+            "  repo       {} at {} ({}, {}{})",
+            r.name,
+            r.path,
+            r.role.as_str(),
+            r.branch
+                .as_deref()
+                .map_or_else(|| "detached HEAD".to_string(), |b| format!("branch {b}")),
+            r.head
+                .as_deref()
+                .map(|h| format!(" @ {}", &h[..h.len().min(12)]))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(s, "  image      {}", p.image);
     let _ = writeln!(
         s,
@@ -298,6 +322,9 @@ fn render_plan(p: &HandoffPlan) -> String {
     for perm in &p.permissions {
         let _ = writeln!(s, "  permission {perm}");
     }
+    for note in &p.permission_notes {
+        let _ = writeln!(s, "  note       {note}");
+    }
     for m in &p.mounts {
         let _ = writeln!(
             s,
@@ -308,8 +335,8 @@ fn render_plan(p: &HandoffPlan) -> String {
             if m.read_only { ", ro" } else { "" }
         );
     }
-    let _ = writeln!(s, "  env        {}", p.env.join(", "));
-    let _ = writeln!(s, "  secrets    {}", p.secrets.join(", "));
+    let _ = writeln!(s, "  env        {}", list_or_none(&p.env));
+    let _ = writeln!(s, "  secrets    {}", list_or_none(&p.secrets));
     let _ = writeln!(
         s,
         "  container  {}{}",
@@ -322,7 +349,22 @@ fn render_plan(p: &HandoffPlan) -> String {
     );
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);
+    if p.verification.is_empty() {
+        let _ = writeln!(s, "  verify     (none)");
+    }
+    for v in &p.verification {
+        let _ = writeln!(s, "  verify     {v}");
+    }
     s
+}
+
+/// `a, b` or `(none)`.
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".to_string()
+    } else {
+        items.join(", ")
+    }
 }
 
 /// The terminal on stdin in raw mode until dropped (then restored); `exec` uses it too.

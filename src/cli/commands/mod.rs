@@ -228,8 +228,16 @@ pub(crate) fn folder(given: Option<&Path>) -> std::path::PathBuf {
 /// The envelope of a failed devcell command: its code, message, details, and its hint as a
 /// manual next action.
 pub(crate) fn failure(err: &HandoffError) -> Envelope<()> {
+    let mut details = err.details();
+    // the causes stderr shows as `caused by:` lines (spec-note 0326)
+    let causes: Vec<String> = std::iter::successors(std::error::Error::source(err), |e| e.source())
+        .map(ToString::to_string)
+        .collect();
+    if let (Some(obj), false) = (details.as_object_mut(), causes.is_empty()) {
+        obj.entry("causes").or_insert_with(|| causes.into());
+    }
     let mut env =
-        Envelope::failure(ErrorBody::new(err.code(), err.to_string()).with_details(err.details()));
+        Envelope::failure(ErrorBody::new(err.code(), err.to_string()).with_details(details));
     if let Some(hint) = crate::diagnostics::Hint::hint(err) {
         env = env.with_next_action(NextAction::manual(hint));
     }

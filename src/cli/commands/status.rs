@@ -25,18 +25,19 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             .block_on(status(&opts))
     })();
     Ok(finish(args.format, result, render, |r| Extras {
-        warnings: r
-            .warnings
-            .iter()
-            .map(|w| ("status".to_string(), w.clone()))
-            .collect(),
+        warnings: r.warnings.clone(),
         next_actions: r.next_actions(),
     }))
 }
 
 fn render(r: &StatusResult) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "workspace {} ({:?})", r.workspace.display(), r.layout);
+    let _ = writeln!(
+        s,
+        "workspace {} ({})",
+        r.workspace.display(),
+        r.layout.as_str()
+    );
     match &r.container {
         Some(c) => {
             let _ = writeln!(
@@ -57,25 +58,34 @@ fn render(r: &StatusResult) -> String {
     for x in &r.sessions {
         let _ = writeln!(
             s,
-            "session {} agent {} {:?} started {}{}",
+            "session {} agent `{}` on {}: {}, started {}{}",
             x.session.id,
             x.session.agent,
-            x.status,
+            x.session.runtime.as_str(),
+            x.status.as_str(),
             x.session.started_at,
             x.session
                 .outcome
                 .as_ref()
-                .map(|o| format!(" ended {o:?}"))
+                .map(|o| format!(", ended: {o}"))
                 .unwrap_or_default()
         );
     }
     for repo in &r.repos {
+        if let Some(error) = &repo.error {
+            let _ = writeln!(s, "repo {}: git state unknown: {error}", repo.name);
+            continue;
+        }
         let _ = writeln!(
             s,
             "repo {} {} {}{}{}",
             repo.name,
             repo.branch.as_deref().unwrap_or("(detached)"),
-            if repo.dirty { "dirty" } else { "clean" },
+            if repo.dirty == Some(true) {
+                "dirty"
+            } else {
+                "clean"
+            },
             repo.ahead
                 .map(|a| format!(" ahead {a}"))
                 .unwrap_or_default(),
@@ -84,7 +94,8 @@ fn render(r: &StatusResult) -> String {
                 .unwrap_or_default(),
         );
     }
-    for w in &r.warnings {
+    // a repository git refused is shown on its own line above
+    for (_, w) in r.warnings.iter().filter(|(c, _)| c != "git_unreadable") {
         let _ = writeln!(s, "warning: {w}");
     }
     s

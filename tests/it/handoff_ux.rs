@@ -1,0 +1,583 @@
+//! What a fresh user meets in `handoff --plan`, `status`, `audit` and `delete`: the plan judges
+//! permissions as the handoff does, text output is for people, git failures stay per
+//! repository (spec-notes 0320-0329).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::git::{WORKSPACE_OWNER, git};
+
+/// A single-repository workspace with `.devcontainer/devcontainer.json`, a fake home, devcell's
+/// state folder and a config file with agent `a` (`true`).
+struct Ws {
+    tmp: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+}
+
+impl Ws {
+    fn new(devcontainer: &str) -> Ws {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(root.join(".devcontainer")).unwrap();
+        std::fs::write(root.join(".devcontainer/devcontainer.json"), devcontainer).unwrap();
+        git(&root, &["init", "-q"]);
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "initial"]);
+        std::fs::create_dir_all(tmp.path().join("home")).unwrap();
+        let config = tmp.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "[agents.a]\ncommand = [\"true\"]\nverify = [\"make test\"]\n",
+        )
+        .unwrap();
+        Ws {
+            root: std::fs::canonicalize(&root).unwrap(),
+            config,
+            tmp,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
+        cmd.env_clear()
+            .env("HOME", self.tmp.path().join("home"))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DEVCELL_STATE_DIR", self.tmp.path().join("state"))
+            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("devcell runs")
+    }
+
+    fn handoff(&self, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "handoff",
+            "--workspace-folder",
+            self.root.to_str().unwrap(),
+            "--agent",
+            "a",
+            "--config-file",
+            self.config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        let _ = self.run(&["delete", "--workspace-folder", self.root.to_str().unwrap()]);
+    }
+}
+
+fn envelope(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON envelope on stdout ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `(permission, value, source, status, grant)` of each request, sorted.
+fn requests(v: &Value) -> Vec<(String, String, String, String, String)> {
+    let s = |r: &Value, k: &str| r[k].as_str().unwrap_or_default().to_string();
+    let mut out: Vec<_> = v
+        .as_array()
+        .unwrap_or_else(|| panic!("an array of requests: {v}"))
+        .iter()
+        .map(|r| {
+            (
+                s(r, "permission"),
+                s(r, "value"),
+                s(r, "source"),
+                s(r, "status"),
+                s(r, "grant"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_plan_refuses_what_the_handoff_refuses_and_lists_every_request() {
+    if !engine_ready(
+        "the_plan_refuses_what_the_handoff_refuses_and_lists_every_request",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // privileged, in an image without `USER` (root)
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
+    ));
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let real = ws.handoff(&["--format", "json"]);
+    let (p, r) = (envelope(&plan), envelope(&real));
+    assert_eq!(real.status.code(), Some(12), "{}", stderr(&real));
+    assert_eq!(plan.status.code(), real.status.code(), "{p}");
+    assert_eq!(p["ok"], false);
+    assert_eq!(p["error"]["code"], "permission_required");
+    assert_eq!(r["error"]["code"], "permission_required");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert_eq!(listed, requests(&r["error"]["details"]["permissions"]));
+    for (kind, grant) in [
+        ("privileged", "--allow privileged"),
+        ("root", "--allow root"),
+    ] {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.0 == kind && l.3 == "refused" && l.4 == grant),
+            "{kind}: {listed:?}"
+        );
+    }
+    // text: the refusal names the flags
+    let text = ws.handoff(&["--plan"]);
+    assert_eq!(text.status.code(), Some(12));
+    assert!(
+        stderr(&text).contains("--allow privileged"),
+        "{}",
+        stderr(&text)
+    );
+
+    // granted: the plan succeeds and shows each request granted, with its flag
+    let granted = ws.handoff(&[
+        "--plan",
+        "--format",
+        "json",
+        "--allow",
+        "privileged",
+        "--allow",
+        "root",
+    ]);
+    let g = envelope(&granted);
+    assert_eq!(granted.status.code(), Some(0), "{g}");
+    let listed = requests(&g["result"]["permissions"]);
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.0 == "privileged" && l.3 == "granted" && l.4 == "--allow privileged"),
+        "{listed:?}"
+    );
+    let text = ws.handoff(&["--plan", "--allow", "privileged", "--allow", "root"]);
+    let out = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        out.contains("permission privileged mode (from devcontainer.json), granted"),
+        "{out}"
+    );
+
+    // runArgs capabilities, with a non-root user
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "runArgs": ["--cap-add=SYS_ADMIN", "--network=host"]}}"#
+    ));
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let real = ws.handoff(&["--format", "json"]);
+    let (p, r) = (envelope(&plan), envelope(&real));
+    assert_eq!(real.status.code(), Some(12), "{r}");
+    assert_eq!(plan.status.code(), Some(12), "{p}");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert_eq!(listed, requests(&r["error"]["details"]["permissions"]));
+    assert!(
+        listed.iter().any(|l| l.0 == "capability"
+            && l.1 == "SYS_ADMIN"
+            && l.3 == "refused"
+            && l.4 == "--allow cap:SYS_ADMIN"),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn the_plan_reads_the_features_metadata_and_says_what_it_cannot_judge() {
+    // no engine needed: the image is not looked at without one, and the plan says so
+    let ws = Ws::new(
+        r#"{"image": "devcell-test/not-pulled:never", "remoteUser": "nobody", "features": {"./tracer": {}}}"#,
+    );
+    let feature = ws.root.join(".devcontainer/tracer");
+    std::fs::create_dir_all(&feature).unwrap();
+    std::fs::write(
+        feature.join("devcontainer-feature.json"),
+        r#"{"id": "tracer", "version": "1.0.0", "capAdd": ["SYS_PTRACE"]}"#,
+    )
+    .unwrap();
+    std::fs::write(feature.join("install.sh"), "#!/bin/sh\n").unwrap();
+    let plan = ws.handoff(&["--plan", "--format", "json"]);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(12), "{p}");
+    let listed = requests(&p["error"]["details"]["permissions"]);
+    assert!(
+        listed.iter().any(|l| l.0 == "capability"
+            && l.1 == "SYS_PTRACE"
+            && l.2 == "Feature `./tracer`"
+            && l.4 == "--allow cap:SYS_PTRACE"),
+        "{listed:?}"
+    );
+    let plan = ws.handoff(&["--plan", "--format", "json", "--allow", "cap:SYS_PTRACE"]);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(0), "{p}");
+    let notes = p["result"]["permissionNotes"].to_string();
+    assert!(notes.contains("devcell-test/not-pulled:never"), "{notes}");
+}
+
+#[test]
+fn status_text_is_for_people_and_json_warnings_are_the_envelopes() {
+    if !engine_ready(
+        "status_text_is_for_people_and_json_warnings_are_the_envelopes",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
+    ));
+    // a failed session (refused), then one on the host that exits 0
+    assert_eq!(ws.handoff(&[]).status.code(), Some(12));
+    let host = ws.handoff(&["--runtime", "host"]);
+    assert_eq!(host.status.code(), Some(0), "{}", stderr(&host));
+    let root = ws.root.to_str().unwrap();
+    let out = ws.run(&["status", "--workspace-folder", root]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for debug in ["Repository)", "Exited {", "Failed {", "Ended", "exit_code"] {
+        assert!(!text.contains(debug), "Debug formatting `{debug}`: {text}");
+    }
+    assert!(text.contains("(repository)"), "{text}");
+    assert!(
+        text.contains("on container: ended, started")
+            && text.contains("ended: failed: permission_required: refusing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("on host: ended, started") && text.contains("ended: exit 0"),
+        "{text}"
+    );
+    let out = ws.run(&["status", "--workspace-folder", root, "--format", "json"]);
+    let v = envelope(&out);
+    assert!(v["result"].get("warnings").is_none(), "{v}");
+    assert!(v["warnings"].is_array(), "{v}");
+}
+
+/// `<tmp>/src/api` (root's) with a worktree `<tmp>/ws/api` and a repository `<tmp>/ws/web`
+/// (with a devcontainer.json), `<tmp>/ws` given to [`WORKSPACE_OWNER`]: git, run as that user,
+/// refuses `api` for "dubious ownership" (its git directory belongs to root).
+fn dubious_workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src/api");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q"]);
+    std::fs::write(src.join("README.md"), "api\n").unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "initial"]);
+    git(
+        &src,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feat",
+            ws.join("api").to_str().unwrap(),
+        ],
+    );
+    let web = ws.join("web");
+    std::fs::create_dir_all(web.join(".devcontainer")).unwrap();
+    std::fs::write(
+        web.join(".devcontainer/devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    )
+    .unwrap();
+    git(&web, &["init", "-q"]);
+    git(&web, &["add", "-A"]);
+    git(&web, &["commit", "-q", "-m", "initial"]);
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", WORKSPACE_OWNER, WORKSPACE_OWNER))
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (tmp, ws)
+}
+
+#[test]
+fn a_repository_git_refuses_is_reported_per_repository() {
+    // devcell runs git as the workspace's owner only when it is root
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var("DEVCELL_TEST_ENGINE").as_deref() != Ok("1"),
+            "needs root to give the workspace to another user"
+        );
+        return;
+    }
+    let (tmp, ws) = dubious_workspace();
+    let run = |args: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("devcell"))
+            .env_clear()
+            .env("HOME", tmp.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DEVCELL_STATE_DIR", tmp.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let w = ws.to_str().unwrap();
+    let out = run(&["status", "--workspace-folder", w, "--format", "json"]);
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let repos = v["result"]["repos"].as_array().unwrap();
+    let api = repos.iter().find(|r| r["name"] == "api").unwrap();
+    let web = repos.iter().find(|r| r["name"] == "web").unwrap();
+    for field in ["branch", "head", "dirty"] {
+        assert!(api[field].is_null(), "{api}");
+    }
+    let error = api["error"].as_str().unwrap();
+    assert!(
+        error.contains("dubious ownership") && error.contains("chown"),
+        "{error}"
+    );
+    assert!(!v.to_string().contains("git config --global"), "{v}");
+    assert_eq!(web["branch"], "main", "{web}");
+    assert!(web["error"].is_null());
+    assert_eq!(v["warnings"][0]["code"], "git_unreadable", "{v}");
+    let text = run(&["status", "--workspace-folder", w]);
+    assert_eq!(text.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("repo api: git state unknown"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+
+    // the plan warns and goes on
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    let c = config.to_str().unwrap();
+    let args = [
+        "handoff",
+        "--workspace-folder",
+        w,
+        "--agent",
+        "a",
+        "--config-file",
+        c,
+        "--primary",
+        "web",
+        "--plan",
+    ];
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let out = run(&json);
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let w = v["warnings"].to_string();
+    assert!(w.contains("git_unreadable") && w.contains("dubious"), "{w}");
+    assert!(!v.to_string().contains("git config --global"), "{v}");
+    let out = run(&args);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("warning    repository `api`"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn delete_names_each_kept_folder_by_what_it_is() {
+    if !engine_ready("delete_names_each_kept_folder_by_what_it_is", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new("{}");
+    let root = ws.root.to_str().unwrap();
+    let text = |out: Output| {
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = text(ws.run(&["delete", "--workspace-folder", root]));
+    assert!(
+        out.contains(&format!("kept workspace folder {root} (a git repository)")),
+        "{out}"
+    );
+    assert!(!out.contains("kept worktree"), "{out}");
+
+    // a plain folder holding a worktree and a repository
+    let plain = ws.tmp.path().join("plain");
+    std::fs::create_dir_all(plain.join("web")).unwrap();
+    git(&plain.join("web"), &["init", "-q"]);
+    git(
+        &ws.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "t",
+            plain.join("api").to_str().unwrap(),
+        ],
+    );
+    let plain = std::fs::canonicalize(plain).unwrap();
+    let p = plain.to_str().unwrap();
+    let out = text(ws.run(&["delete", "--workspace-folder", p]));
+    assert!(
+        out.contains(&format!(
+            "kept workspace folder {p} (a folder of repositories)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains(&format!("kept worktree {p}/api")), "{out}");
+    assert!(out.contains(&format!("kept repository {p}/web")), "{out}");
+    let empty = ws.tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let empty = std::fs::canonicalize(empty).unwrap();
+    let e = empty.to_str().unwrap();
+    let out = ws.run(&["delete", "--workspace-folder", e, "--format", "json"]);
+    let v = envelope(&out);
+    assert_eq!(
+        v["result"]["kept"]["folders"][0],
+        serde_json::json!({"path": e, "kind": "workspaceFolder", "git": "plain"}),
+        "{v}"
+    );
+    let out = text(ws.run(&["delete", "--workspace-folder", e]));
+    assert!(
+        out.contains(&format!(
+            "kept workspace folder {e} (a plain folder, not under git)"
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn errors_name_the_config_file_and_carry_their_causes() {
+    // no engine needed: both fail before anything is looked up
+    let ws = Ws::new("{}");
+    let root = ws.root.to_str().unwrap();
+    let c = ws.config.to_str().unwrap();
+    let out = ws.run(&[
+        "handoff",
+        "--workspace-folder",
+        root,
+        "--agent",
+        "codex",
+        "--config-file",
+        c,
+        "--plan",
+    ]);
+    assert_eq!(out.status.code(), Some(11));
+    assert!(
+        stderr(&out).contains(&format!(
+            "no agent `codex` in devcell's config `{c}` (agents: a)"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // the default location, absent
+    let out = ws
+        .command(&[
+            "handoff",
+            "--workspace-folder",
+            root,
+            "--agent",
+            "codex",
+            "--plan",
+        ])
+        .env("XDG_CONFIG_HOME", ws.tmp.path().join("xdg"))
+        .output()
+        .unwrap();
+    let expected = format!(
+        "`{}` (not found) (agents: none)",
+        ws.tmp.path().join("xdg/devcell/config.toml").display()
+    );
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+
+    let missing = ws.tmp.path().join("missing.toml");
+    let m = missing.to_str().unwrap();
+    let out = ws.run(&[
+        "handoff",
+        "--workspace-folder",
+        root,
+        "--agent",
+        "a",
+        "--config-file",
+        m,
+        "--format",
+        "json",
+    ]);
+    let v = envelope(&out);
+    let causes = v["error"]["details"]["causes"].to_string();
+    assert!(causes.contains("No such file or directory"), "{v}");
+    assert!(stderr(&out).contains("caused by: No such file or directory"));
+}
+
+#[test]
+fn primary_help_and_the_agents_folder_agree() {
+    let ws = Ws::new("{}");
+    let multi = ws.tmp.path().join("multi");
+    for name in ["api", "web"] {
+        let dir = multi.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        if name == "api" {
+            std::fs::create_dir_all(dir.join(".devcontainer")).unwrap();
+            std::fs::write(
+                dir.join(".devcontainer/devcontainer.json"),
+                format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+            )
+            .unwrap();
+        }
+        git(&dir, &["init", "-q"]);
+        git(&dir, &["add", "-A"]);
+        git(&dir, &["commit", "-q", "-m", "initial", "--allow-empty"]);
+    }
+    let m = multi.to_str().unwrap();
+    let c = ws.config.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "handoff",
+            "--workspace-folder",
+            m,
+            "--agent",
+            "a",
+            "--config-file",
+            c,
+            "--plan",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ws.run(&args);
+        let v = envelope(&out);
+        assert_eq!(out.status.code(), Some(0), "{v}");
+        v
+    };
+    // detected primary: it configures the container, the agent starts in the root
+    let v = plan(&[]);
+    assert_eq!(v["result"]["repos"][0]["name"], "api");
+    assert_eq!(v["result"]["repos"][0]["role"], "primary");
+    assert_eq!(v["result"]["cwd"], "/workspace");
+    // chosen primary: the agent starts in it
+    let v = plan(&["--primary", "api"]);
+    assert_eq!(v["result"]["cwd"], "/workspace/api");
+    // and the help says exactly that
+    let help = ws.run(&["handoff", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("the agent starts in it")
+            && help.contains("Without it the primary is detected")
+            && help.contains("the agent starts in the workspace root"),
+        "{help}"
+    );
+}
