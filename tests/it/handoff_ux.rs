@@ -581,3 +581,51 @@ fn primary_help_and_the_agents_folder_agree() {
         "{help}"
     );
 }
+
+/// The text plan of a worktree names the git directory devcell mounts for it by what it is,
+/// not as a mount "from command line".
+#[test]
+fn the_text_plan_names_the_git_directory_mounts() {
+    if !engine_ready(
+        "the_text_plan_names_the_git_directory_mounts",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Ws::new(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+    ));
+    let worktree = ws.tmp.path().join("wt");
+    git(
+        &ws.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "task",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    let out = ws.run(&[
+        "handoff",
+        "--workspace-folder",
+        worktree.to_str().unwrap(),
+        "--agent",
+        "a",
+        "--config-file",
+        ws.config.to_str().unwrap(),
+        "--plan",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let git_dir = ws.root.join(".git");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("  permission") && l.contains(git_dir.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("no permission line for {}: {text}", git_dir.display()));
+    assert!(
+        line.contains("git directory of a workspace repository") && !line.contains("command line"),
+        "{line}"
+    );
+}
