@@ -11,3 +11,7 @@ pub const CONFIG_FILE_LABEL: &str = "devcontainer.config_file";
 /// `<repository>@sha256:<digest>`; the audit counts such an image as pinned (spec-notes 0145,
 /// 0250).
 pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
+/// Container label with the remote user's numeric uid as the container's `/etc/passwd` had it
+/// at creation (decimal), so a reused container's ownership check needs no file read
+/// (spec-note 0324).
+pub const REMOTE_UID_LABEL: &str = "devcell.remote_uid";

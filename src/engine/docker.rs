@@ -1082,6 +1082,7 @@ impl Engine for DockerEngine {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, path = %path))]
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let options = DownloadFromContainerOptions {
             path: path.to_string(),

@@ -442,6 +442,12 @@ pub async fn up_with(
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
             let mut spec = applied.spec;
+            if let Some(account) = &account {
+                spec.labels.insert(
+                    crate::names::REMOTE_UID_LABEL.to_string(),
+                    account.uid.to_string(),
+                );
+            }
             let hardened = matches!(profile, SecurityProfile::Hardened(_));
             if hardened {
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
@@ -495,7 +501,7 @@ pub async fn up_with(
     // one warning, in `warnings` only (the caller shows it once; spec-note 0324).
     if let Some(message) = workspace_ownership_warning(
         engine,
-        &container.id,
+        &container,
         &attached.merged,
         &loaded,
         &attached.remote_user,
@@ -1659,11 +1665,12 @@ pub fn warning_code(message: &str) -> Option<&'static str> {
     }
 }
 
-/// [`ownership_warning`] for the container `container_id` (running): the remote user's
-/// account read from its `/etc/passwd`. `None` when all is well or it cannot be told.
+/// [`ownership_warning`] for the running `container`: the remote user's uid from its
+/// [`crate::names::REMOTE_UID_LABEL`], else read from its `/etc/passwd`. `None` when all is
+/// well or it cannot be told.
 async fn workspace_ownership_warning(
     engine: &dyn Engine,
-    container_id: &str,
+    container: &ContainerInfo,
     merged: &Value,
     loaded: &LoadedConfiguration,
     remote_user: &str,
@@ -1673,8 +1680,27 @@ async fn workspace_ownership_warning(
     if !applies {
         return None;
     }
-    let passwd = engine.read_file(container_id, "/etc/passwd").await.ok()??;
-    let account = passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?;
+    // The uid recorded at creation when devcell made the container (a file read through the
+    // engine costs ~40 ms, too much for a warm `up`), else the container's `/etc/passwd`.
+    let recorded = container
+        .labels
+        .get(crate::names::REMOTE_UID_LABEL)
+        .and_then(|uid| uid.parse().ok())
+        .map(|uid| Account {
+            uid,
+            gid: uid,
+            home: String::new(),
+        });
+    let account = match recorded {
+        Some(account) => account,
+        None => {
+            let passwd = engine
+                .read_file(&container.id, "/etc/passwd")
+                .await
+                .ok()??;
+            passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?
+        }
+    };
     ownership_warning(
         remote_user,
         &account,

@@ -1700,6 +1700,19 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
         "{}",
         stderr(&out)
     );
+    // the container records the remote user's uid, so a reuse checks it without reading the
+    // container's /etc/passwd through the engine (slow for a warm `up`)
+    let id = labelled("container", &env.ws);
+    let uid = Command::new("docker")
+        .args([
+            "inspect",
+            "--format",
+            "{{index .Config.Labels \"devcell.remote_uid\"}}",
+            id.trim(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&uid.stdout).trim(), "65534");
     // the container is reused: the warning is still given, once
     let out = env.handoff("ref0", &[]);
     let v = envelope(&out);
