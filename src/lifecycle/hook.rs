@@ -119,12 +119,15 @@ impl SimpleCommand {
     }
 
     /// A one-line human summary for logs and results: the script, or the argv joined by
-    /// spaces (like the reference CLI). Newlines are shown as `⏎`, and the summary is cut at
+    /// spaces with POSIX shell quoting where an element needs it (`sh -c 'echo a > b'`; the
+    /// reference CLI joins without quoting, which misstates what runs). Newlines are shown as `⏎`, and the summary is cut at
     /// 200 characters with `…`.
     pub fn summary(&self) -> String {
         let text = match self {
             SimpleCommand::Shell(script) => script.trim().to_string(),
-            SimpleCommand::Exec(argv) => argv.join(" "),
+            SimpleCommand::Exec(argv) => {
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+            }
         };
         let one_line = text.replace("\r\n", "⏎").replace('\n', "⏎");
         if one_line.chars().count() > 200 {
@@ -453,6 +456,8 @@ mod tests {
     #[test]
     fn summary_is_one_line_and_bounded() {
         assert_eq!(SimpleCommand::Shell("a\nb".into()).summary(), "a⏎b");
+        let exec = SimpleCommand::Exec(vec!["sh".into(), "-c".into(), "echo a > /tmp/b".into()]);
+        assert_eq!(exec.summary(), "sh -c 'echo a > /tmp/b'");
         let long = SimpleCommand::Shell("x".repeat(500)).summary();
         assert_eq!(long.chars().count(), 200);
         assert!(long.ends_with('…'));
