@@ -384,7 +384,8 @@ pub async fn up_with(
                 id_labels: &id_labels,
                 metadata_label: label,
                 host_env: &host_env,
-            })?;
+            })
+            .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
                 spec.network_mode = Some(network);
             }
@@ -918,7 +919,8 @@ pub(crate) async fn preview_permissions(
         id_labels: &id_labels,
         metadata_label: None,
         host_env: &host_env,
-    })?;
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
     if let Some(network) = network_mode(&opts.security, &opts.settings)? {
         spec.network_mode = Some(network);
     }
@@ -1068,6 +1070,55 @@ fn fetch_options(opts: &UpOptions) -> crate::features::fetch::FetchOptions {
         },
         ..crate::features::fetch::FetchOptions::default()
     }
+}
+
+/// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
+/// line, column and the property path `runArgs[i]` of the first element that is the flag (or
+/// `flag=value`). Errors for flags the file does not hold (image metadata) stay as they are.
+fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError {
+    use crate::config::jsonc::{JsonPath, Segment};
+    use crate::engine::EngineError;
+    let HandoffError::Engine(
+        engine @ (EngineError::UnsupportedRunArg { .. } | EngineError::InvalidRunArg { .. }),
+    ) = &error
+    else {
+        return error;
+    };
+    let flag = match engine {
+        EngineError::UnsupportedRunArg { flag } | EngineError::InvalidRunArg { flag, .. } => {
+            flag.clone()
+        }
+        _ => return error,
+    };
+    let Ok(text) = std::fs::read_to_string(config_file) else {
+        return error;
+    };
+    let Ok(document) = crate::config::jsonc::parse(config_file, &text) else {
+        return error;
+    };
+    let index = document
+        .value
+        .get("runArgs")
+        .and_then(Value::as_array)
+        .and_then(|args| {
+            args.iter().position(|a| {
+                a.as_str().is_some_and(|a| {
+                    a == flag || a.split_once('=').is_some_and(|(name, _)| name == flag)
+                })
+            })
+        });
+    let Some(index) = index else {
+        return error;
+    };
+    let location = document.locate(&JsonPath(vec![
+        Segment::Key("runArgs".to_string()),
+        Segment::Index(index),
+    ]));
+    HandoffError::Config(crate::config::ConfigError::Invalid {
+        location: Box::new(location),
+        message: engine.to_string(),
+        hint: crate::diagnostics::Hint::hint(engine),
+    })
 }
 
 /// Loads the configuration of `target` (see [`load_configuration`]).

@@ -1438,3 +1438,44 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
         ["65534", "cannot-write"]
     );
 }
+
+/// An unsupported or invalid `runArgs` flag is reported at its place in devcontainer.json
+/// (file:line:column and `runArgs[i]`), with the caret line, and nothing is created.
+#[test]
+fn unsupported_run_args_are_located_in_the_config() {
+    if !engine_ready(
+        "unsupported_run_args_are_located_in_the_config",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        "{\n  \"image\": \"IMAGE\",\n  \"remoteUser\": \"nobody\",\n  \"runArgs\": [\"--init\", \"--weird-flag\"]\n}\n",
+    );
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let result = last_json(&out);
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(
+            "devcontainer.json:4:25: runArgs[1]: unsupported `runArgs` flag `--weird-flag`"
+        ),
+        "{message}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("^"), "{stderr}");
+    assert!(ws.containers().is_empty(), "a container was created");
+    // `flag=value` spellings are found too
+    ws.write(
+        ".devcontainer/devcontainer.json",
+        &format!(
+            "{{\"image\": \"{BUSYBOX_IMAGE}\", \"remoteUser\": \"nobody\",\n \"runArgs\": [\"--weird-flag=1\"]}}"
+        ),
+    );
+    let out = ws.run("up", &[]);
+    let message = last_json(&out)["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("devcontainer.json:2:14: runArgs[0]"),
+        "{message}"
+    );
+}
