@@ -1876,6 +1876,16 @@ impl PendingLock {
     pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
         let message = match lockfile::apply(&self.path, &self.lockfile, mode) {
             Ok(WriteOutcome::Written) => {
+                // Written as root in a user's workspace: the file goes to the owner of its
+                // folder, like devcell's other files there (spec-note 0250).
+                if let Some(folder) = self.path.parent()
+                    && let Err(e) = crate::config::ownership::hand_over(&self.path, folder)
+                {
+                    reporter.report(Event::Status(format!(
+                        "warning: cannot give `{}` to the owner of its folder: {e}",
+                        self.path.display()
+                    )));
+                }
                 reporter.report(Event::Status(format!("wrote {}", self.path.display())));
                 return None;
             }

@@ -1479,3 +1479,45 @@ fn unsupported_run_args_are_located_in_the_config() {
         "{message}"
     );
 }
+
+/// devcell run as root in a user's workspace writes `devcontainer-lock.json` as that user's
+/// file, like its other files there (spec-note 0250).
+#[test]
+fn the_lockfile_belongs_to_the_workspace_owner() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
+    if !engine_ready("the_lockfile_belongs_to_the_workspace_owner", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./marker": {}}}"#,
+    );
+    local_feature(
+        &ws,
+        "marker",
+        r#"{"id": "marker", "version": "1.0.0"}"#,
+        "touch /marker",
+    );
+    give_to_workspace_owner(ws.path());
+    let out = ws.run("up", &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock = ws.path().join(".devcontainer/devcontainer-lock.json");
+    if nix_is_root() {
+        assert_eq!(owner_uid(&lock), WORKSPACE_OWNER);
+    }
+    ws.run("down", &["--remove"]);
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
