@@ -44,12 +44,25 @@ pub fn warning(warning: &Warning) {
     }
 }
 
+/// The causes of `err` worth showing: its chain after the error itself, without a cause whose
+/// text repeats the line before it (errors that wrap a source and show it as their own message).
+fn causes(err: &anyhow::Error) -> Vec<String> {
+    let mut shown = vec![err.to_string()];
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if shown.last() != Some(&text) {
+            shown.push(text);
+        }
+    }
+    shown.split_off(1)
+}
+
 /// Renders an error chain on stderr as `error: …` followed by the offending line with a caret
 /// (config errors), its causes, and `hint: …` when a fix is known.
 pub fn error(err: &anyhow::Error) {
     if json_log() {
         let mut text = format!("error: {err}");
-        for cause in err.chain().skip(1) {
+        for cause in causes(err) {
             text.push_str(&format!("\n  caused by: {cause}"));
         }
         if let Some(hint) = err.downcast_ref::<HandoffError>().and_then(Hint::hint) {
@@ -65,7 +78,7 @@ pub fn error(err: &anyhow::Error) {
     {
         eprintln!("{}", loc.snippet());
     }
-    for cause in err.chain().skip(1) {
+    for cause in causes(err) {
         eprintln!("  caused by: {cause}");
     }
     if let Some(hint) = handoff.and_then(Hint::hint) {
@@ -168,5 +181,18 @@ pub fn text(text: &str) {
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {
         let _ = writeln!(out);
+    }
+}
+
+#[cfg(test)]
+mod cause_tests {
+    #[test]
+    fn a_cause_repeating_the_line_before_is_shown_once() {
+        let err = anyhow::Error::new(std::io::Error::other("disk full"))
+            .context("disk full")
+            .context("cannot write `x`");
+        assert_eq!(super::causes(&err), ["disk full"]);
+        let err = anyhow::Error::new(std::io::Error::other("b")).context("a");
+        assert_eq!(super::causes(&err), ["b"]);
     }
 }

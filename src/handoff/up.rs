@@ -530,7 +530,14 @@ pub async fn up_with(
         &opts.safe_directories,
         reporter,
     )
-    .await?;
+    .await
+    .inspect_err(|_| {
+        // A failed hook ends `up` before its warnings are shown with the result: show them
+        // now, as one of them (the remote user cannot write the workspace) is often the cause.
+        for w in &warnings {
+            reporter.report(Event::Status(format!("warning: {}", w.message)));
+        }
+    })?;
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
