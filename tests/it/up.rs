@@ -1521,3 +1521,29 @@ fn nix_is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// A hook that fails because the remote user cannot write a root-owned workspace (devcell run
+/// as root): `up`'s warning saying so is shown before the failure, not lost with the result;
+/// the error's cause is not printed twice.
+#[test]
+fn a_failed_hook_shows_the_warnings_first() {
+    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !nix_is_root() {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo x > postcreate.txt"}"#,
+    );
+    let out = ws.run("up", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = stderr
+        .find("belongs to root: the remote user `nobody` keeps uid 65534 and cannot write it")
+        .unwrap_or_else(|| panic!("no ownership warning: {stderr}"));
+    let error = stderr.find("error: `postCreateCommand`").unwrap();
+    assert!(warning < error, "{stderr}");
+    assert!(
+        !stderr.contains("caused by: `postCreateCommand`"),
+        "{stderr}"
+    );
+    ws.run("down", &["--remove"]);
+}
