@@ -196,6 +196,41 @@ pub struct HandoffPlan {
     pub warnings: Vec<(String, String)>,
 }
 
+impl HandoffPlan {
+    /// One human line per permission request. The git directories and agent credential files
+    /// the handoff mounts itself, on the user's behalf (as if by `--mount`), are named by what
+    /// they are rather than as "from command line".
+    pub fn permission_lines(&self) -> Vec<String> {
+        use crate::security::{Permission, Source};
+        self.permissions
+            .iter()
+            .map(|perm| {
+                let purpose = match &perm.permission {
+                    Permission::Mount(path) if perm.source == Source::CommandLine => self
+                        .mounts
+                        .iter()
+                        .find(|m| &m.source == path)
+                        .and_then(|m| match m.purpose.as_str() {
+                            "git" | "gitProtected" => {
+                                Some("git directory of a workspace repository")
+                            }
+                            "agentCredential" => Some("the agent's credential file"),
+                            _ => None,
+                        }),
+                    _ => None,
+                };
+                match purpose {
+                    Some(purpose) => format!(
+                        "{} ({purpose}; devcell mounts it for the handoff)",
+                        perm.permission
+                    ),
+                    None => perm.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
 /// values still win, spec-note 0085).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -319,36 +319,8 @@ fn render_plan(p: &HandoffPlan) -> String {
     for g in &p.grants {
         let _ = writeln!(s, "  grant      {g}");
     }
-    for perm in &p.permissions {
-        // The handoff asks for its git directories and agent credential files itself, on the
-        // user's behalf (as if by `--mount`): say which, rather than "from command line".
-        let purpose = match &perm.permission {
-            crate::security::Permission::Mount(path)
-                if perm.source == crate::security::Source::CommandLine =>
-            {
-                p.mounts
-                    .iter()
-                    .find(|m| &m.source == path)
-                    .and_then(|m| match m.purpose.as_str() {
-                        "git" | "gitProtected" => Some("git directory of a workspace repository"),
-                        "agentCredential" => Some("the agent's credential file"),
-                        _ => None,
-                    })
-            }
-            _ => None,
-        };
-        match purpose {
-            Some(purpose) => {
-                let _ = writeln!(
-                    s,
-                    "  permission {} ({purpose}; devcell mounts it for the handoff)",
-                    perm.permission
-                );
-            }
-            None => {
-                let _ = writeln!(s, "  permission {perm}");
-            }
-        }
+    for line in p.permission_lines() {
+        let _ = writeln!(s, "  permission {line}");
     }
     for note in &p.permission_notes {
         let _ = writeln!(s, "  note       {note}");
