@@ -521,8 +521,13 @@ pub async fn handoff_with(
     let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
 
     // up, with the hardened profile and the handoff's mounts.
+    let verb = match p.plan.container.action.as_str() {
+        "reuse" => "reusing the running",
+        "start" => "starting the stopped",
+        _ => "creating the",
+    };
     reporter.report(Event::Status(format!(
-        "starting the workspace container ({} profile, network {})",
+        "{verb} workspace container ({} profile, network {})",
         p.profile, p.network
     )));
     let up_opts = up_options(&p, opts);

@@ -123,6 +123,11 @@ impl WorkspaceError {
             WorkspaceError::AmbiguousPrimary { candidates } => {
                 candidates.first().map(|c| format!("e.g. `--primary {c}`"))
             }
+            WorkspaceError::Root { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Some("pass the workspace root (the folder holding the repositories or worktrees) to `--workspace-folder`".into())
+            }
             _ => None,
         }
     }
@@ -1425,5 +1430,24 @@ mod tests {
         assert_eq!(ws.branch(), None);
         ws.repos[1].role = RepoRole::Primary;
         assert_eq!(ws.branch(), Some("other"));
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::WorkspaceError;
+
+    #[test]
+    fn a_missing_workspace_root_has_a_hint() {
+        let missing = WorkspaceError::Root {
+            path: "/nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(missing.hint().unwrap().contains("--workspace-folder"));
+        let denied = WorkspaceError::Root {
+            path: "/nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(denied.hint().is_none());
     }
 }

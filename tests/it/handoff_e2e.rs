@@ -1715,6 +1715,11 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
     assert_eq!(String::from_utf8_lossy(&uid.stdout).trim(), "65534");
     // the container is reused: the warning is still given, once
     let out = env.handoff("ref0", &[]);
+    assert!(
+        stderr(&out).contains("reusing the running workspace container"),
+        "{}",
+        stderr(&out)
+    );
     let v = envelope(&out);
     assert_eq!(v["error"]["code"], "agent_failed", "{v}");
     assert!(
