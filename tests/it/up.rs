@@ -1505,13 +1505,13 @@ fn the_lockfile_belongs_to_the_workspace_owner() {
         String::from_utf8_lossy(&out.stderr)
     );
     let lock = ws.path().join(".devcontainer/devcontainer-lock.json");
-    if nix_is_root() {
+    if running_as_root() {
         assert_eq!(owner_uid(&lock), WORKSPACE_OWNER);
     }
     ws.run("down", &["--remove"]);
 }
 
-fn nix_is_root() -> bool {
+fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -1527,7 +1527,7 @@ fn nix_is_root() -> bool {
 /// the error's cause is not printed twice.
 #[test]
 fn a_failed_hook_shows_the_warnings_first() {
-    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !nix_is_root() {
+    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !running_as_root() {
         return;
     }
     let ws = Workspace::new(
