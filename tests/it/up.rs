@@ -1527,7 +1527,8 @@ fn running_as_root() -> bool {
 /// the error's cause is not printed twice.
 #[test]
 fn a_failed_hook_shows_the_warnings_first() {
-    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !running_as_root() {
+    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !running_as_root()
+    {
         return;
     }
     let ws = Workspace::new(
