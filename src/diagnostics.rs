@@ -1,4 +1,5 @@
-//! L0: shared diagnostic types: where in a file something went wrong, and hints.
+//! L0: shared diagnostic types: where in a file something went wrong, hints, and the mask
+//! that keeps secret values out of what devcell shows.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -72,5 +73,38 @@ pub trait Hint {
     /// A one-line suggestion, shown after the error as `hint: …`.
     fn hint(&self) -> Option<String> {
         None
+    }
+}
+
+/// What a secret value is replaced by wherever devcell shows text (the reference CLI's mask).
+pub const SECRET_MASK: &str = "********";
+
+/// Secret values to hide in text devcell shows (hook and agent output, logs, messages):
+/// non-empty values, longest first (so a value containing another is masked whole), each once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretMask(Vec<String>);
+
+impl SecretMask {
+    /// The mask of `values` (empty ones are ignored).
+    pub fn new<'a>(values: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut values: Vec<String> = values
+            .into_iter()
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .collect();
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        SecretMask(values)
+    }
+
+    /// `text` with every value replaced by [`SECRET_MASK`].
+    pub fn apply(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for value in &self.0 {
+            if text.contains(value.as_str()) {
+                text = text.replace(value.as_str(), SECRET_MASK);
+            }
+        }
+        text
     }
 }

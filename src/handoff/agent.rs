@@ -41,6 +41,7 @@ use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::model::ConfigKind;
+use crate::diagnostics::SecretMask;
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::agents_md::{self, AgentsMdOutcome};
@@ -664,7 +665,7 @@ pub async fn handoff_with(
         start.session.log.display()
     )));
     let log = Arc::new(Mutex::new(log));
-    let mask = Mask::new(&p.secrets);
+    let mask = SecretMask::new(p.secrets.values());
     let (out_w, out_r) = tokio::io::duplex(64 * 1024);
     let (err_w, err_r) = tokio::io::duplex(64 * 1024);
     let input = match streams.stdin {
@@ -792,7 +793,7 @@ pub(super) fn record_failure(
         session_id,
         SessionOutcome::Failed {
             code: e.code().as_str().to_string(),
-            message: mask_text(&e.to_string(), secrets),
+            message: crate::handoff::secrets::mask(&e.to_string(), secrets),
         },
     );
     e
@@ -941,7 +942,7 @@ pub(super) async fn pump(
     mut reader: impl AsyncRead + Unpin,
     mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
     log: &Mutex<std::fs::File>,
-    mask: &Mask,
+    mask: &SecretMask,
     tty: bool,
 ) {
     let mut pending: Vec<u8> = Vec::new();
@@ -976,7 +977,7 @@ async fn emit(
     chunk: &[u8],
     out: &mut Box<dyn AsyncWrite + Send + Unpin + '_>,
     log: &Mutex<std::fs::File>,
-    mask: &Mask,
+    mask: &SecretMask,
 ) {
     let text = mask.apply(&String::from_utf8_lossy(chunk));
     let _ = out.write_all(text.as_bytes()).await;
@@ -984,36 +985,6 @@ async fn emit(
     if let Ok(mut f) = log.lock() {
         let _ = f.write_all(text.as_bytes());
     }
-}
-
-/// Secret values, longest first, replaced by `********`.
-pub(super) struct Mask(Vec<String>);
-
-impl Mask {
-    pub(super) fn new(secrets: &IndexMap<String, String>) -> Self {
-        let mut values: Vec<String> = secrets
-            .values()
-            .filter(|v| !v.is_empty())
-            .cloned()
-            .collect();
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
-        Mask(values)
-    }
-
-    fn apply(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for v in &self.0 {
-            if text.contains(v.as_str()) {
-                text = text.replace(v.as_str(), "********");
-            }
-        }
-        text
-    }
-}
-
-fn mask_text(text: &str, secrets: &IndexMap<String, String>) -> String {
-    Mask::new(secrets).apply(text)
 }
 
 /// Resolves the agent, the workspace, the configuration, the mounts, the secrets and the plan.
@@ -1410,7 +1381,7 @@ mod tests {
             ("C".to_string(), String::new()),
         ]);
         assert_eq!(
-            Mask::new(&secrets).apply("x abcdef abc y"),
+            SecretMask::new(secrets.values()).apply("x abcdef abc y"),
             "x ******** ******** y"
         );
     }

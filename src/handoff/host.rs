@@ -33,7 +33,7 @@ use indexmap::IndexMap;
 use crate::config::ownership;
 use crate::engine::Engine;
 use crate::handoff::agent::{
-    AgentStreams, HandoffOptions, HandoffResult, Mask, StopSignal, agents_md_report,
+    AgentStreams, HandoffOptions, HandoffResult, StopSignal, agents_md_report,
     close_previous_sessions, ctx_rel_path, plan_lines, prepare, pump, record_failure,
     running_containers, unisolated_warning,
 };
@@ -152,7 +152,7 @@ pub async fn handoff_on_host(
         _ => None,
     };
     let log = Arc::new(Mutex::new(log));
-    let mask = Mask::new(&p.secrets);
+    let mask = crate::diagnostics::SecretMask::new(p.secrets.values());
     let (out, err) = (child.stdout.take(), child.stderr.take());
     let wait = async {
         let (status, _, _) = tokio::join!(

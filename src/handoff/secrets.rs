@@ -14,25 +14,12 @@ use crate::handoff::error::HandoffError;
 use crate::progress::{Event, Reporter};
 
 /// What a secret value is replaced by (the reference CLI's mask).
-pub const MASK: &str = "********";
+pub const MASK: &str = crate::diagnostics::SECRET_MASK;
 
 /// `text` with every non-empty secret value replaced by [`MASK`], the longest value first (so
-/// a value containing another is masked whole).
+/// a value containing another is masked whole; [`crate::diagnostics::SecretMask`]).
 pub fn mask(text: &str, secrets: &IndexMap<String, String>) -> String {
-    let mut values: Vec<&str> = secrets
-        .values()
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-        .collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    values.dedup();
-    let mut text = text.to_string();
-    for value in values {
-        if text.contains(value) {
-            text = text.replace(value, MASK);
-        }
-    }
-    text
+    crate::diagnostics::SecretMask::new(secrets.values()).apply(text)
 }
 
 /// Whether `text` contains any non-empty secret value.

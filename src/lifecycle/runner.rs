@@ -16,6 +16,7 @@ use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
 use super::hook::{LifecycleHook, SimpleCommand};
 use super::marker::{self, MarkerContext};
 use super::plan::{Plan, RunCondition, SkipReason, SkippedHook, SourcedCommand, Stage};
+use crate::diagnostics::SecretMask;
 use crate::progress::{Event, Reporter};
 
 /// How many trailing output lines a failed command keeps for its report.
@@ -285,7 +286,7 @@ async fn run_one<E: HookExecutor>(
         working_dir: context.working_dir.clone(),
         env,
     };
-    let mask = Mask::new(&context.secrets);
+    let mask = SecretMask::new(context.secrets.0.values());
     let output = TailReporter::new(reporter, entry.map(|name| format!("[{name}] ")), &mask);
     let started = Instant::now();
     let exit_code =
@@ -313,7 +314,7 @@ async fn run_one<E: HookExecutor>(
         source: sourced.source,
         origin: sourced.origin_label(),
         entry: entry.map(str::to_string),
-        command: mask.apply(command.summary()),
+        command: mask.apply(&command.summary()),
         exit_code,
         duration_ms,
         output_tail: if exit_code == 0 {
@@ -397,44 +398,17 @@ async fn write_marker<E: HookExecutor>(
     Ok(())
 }
 
-/// Replaces secret values in text by `********` (longest value first, so a value containing
-/// another is masked whole). Empty values are ignored.
-struct Mask(Vec<String>);
-
-impl Mask {
-    fn new(secrets: &HookEnv) -> Mask {
-        let mut values: Vec<String> = secrets
-            .0
-            .values()
-            .filter(|v| !v.is_empty())
-            .cloned()
-            .collect();
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
-        Mask(values)
-    }
-
-    fn apply(&self, mut text: String) -> String {
-        for value in &self.0 {
-            if text.contains(value.as_str()) {
-                text = text.replace(value.as_str(), "********");
-            }
-        }
-        text
-    }
-}
-
 /// Forwards output lines (optionally prefixed, secrets masked) and keeps the last
 /// [`OUTPUT_TAIL_LINES`].
 struct TailReporter<'a> {
     inner: &'a dyn Reporter,
     prefix: Option<String>,
-    mask: &'a Mask,
+    mask: &'a SecretMask,
     tail: Mutex<VecDeque<String>>,
 }
 
 impl<'a> TailReporter<'a> {
-    fn new(inner: &'a dyn Reporter, prefix: Option<String>, mask: &'a Mask) -> Self {
+    fn new(inner: &'a dyn Reporter, prefix: Option<String>, mask: &'a SecretMask) -> Self {
         TailReporter {
             inner,
             prefix,
@@ -455,7 +429,7 @@ impl Reporter for TailReporter<'_> {
     fn report(&self, event: Event) {
         match event {
             Event::Output(line) => {
-                let line = self.mask.apply(line);
+                let line = self.mask.apply(&line);
                 {
                     let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
                     if tail.len() == OUTPUT_TAIL_LINES {
@@ -469,7 +443,7 @@ impl Reporter for TailReporter<'_> {
                 };
                 self.inner.report(Event::Output(line));
             }
-            Event::Status(text) => self.inner.report(Event::Status(self.mask.apply(text))),
+            Event::Status(text) => self.inner.report(Event::Status(self.mask.apply(&text))),
         }
     }
 }
