@@ -183,6 +183,26 @@ impl DockerEngine {
 
     /// Maps a failed request: a lost connection (the engine stopped mid-way) is
     /// [`EngineError::NotRunning`], anything else [`EngineError::Api`].
+    /// Every container (running or not) with all of `labels` (`key` or `key=value` filters;
+    /// none: every container); `subject` names them in an error.
+    async fn containers_with_labels(
+        &self,
+        labels: Vec<String>,
+        subject: &str,
+    ) -> Result<Vec<ContainerSummary>> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: (!labels.is_empty()).then(|| HashMap::from([("label".to_string(), labels)])),
+            ..ListContainersOptions::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(self.api("list containers", subject))?;
+        Ok(list.into_iter().map(container_summary).collect())
+    }
+
     fn api(
         &self,
         operation: &'static str,
@@ -818,26 +838,9 @@ impl Engine for DockerEngine {
         &self,
         labels: &BTreeMap<String, String>,
     ) -> Result<Vec<ContainerSummary>> {
-        let filters: HashMap<String, Vec<String>> = HashMap::from([(
-            "label".to_string(),
-            labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        )]);
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..ListContainersOptions::default()
-        };
-        let subject = labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(self.api("list containers", &subject))?;
-        Ok(list.into_iter().map(container_summary).collect())
+        let filters: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let subject = filters.join(",");
+        self.containers_with_labels(filters, &subject).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
@@ -929,33 +932,12 @@ impl Engine for DockerEngine {
     }
 
     async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![key.to_string()],
-            )])),
-            ..ListContainersOptions::default()
-        };
-        let list = self
-            .docker
-            .list_containers(Some(options))
+        self.containers_with_labels(vec![key.to_string()], key)
             .await
-            .map_err(self.api("list containers", key))?;
-        Ok(list.into_iter().map(container_summary).collect())
     }
 
     async fn list_containers(&self) -> Result<Vec<ContainerSummary>> {
-        let options = ListContainersOptions {
-            all: true,
-            ..ListContainersOptions::default()
-        };
-        let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(self.api("list containers", "all"))?;
-        Ok(list.into_iter().map(container_summary).collect())
+        self.containers_with_labels(Vec::new(), "all").await
     }
 
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageSummary>> {
