@@ -209,7 +209,55 @@ impl Hint for EngineError {
                  and log in with `docker login <registry>` if it needs credentials"
                     .to_string(),
             ),
+            EngineError::Api { source, .. } if is_missing_init_binary(source) => {
+                Some(MISSING_INIT_HINT.to_string())
+            }
             _ => None,
         }
+    }
+}
+
+/// The hint for an engine that cannot find the init process it runs for `init` (the hardened
+/// profile sets it): Podman's `catatonit`, which Debian's podman only recommends.
+pub const MISSING_INIT_HINT: &str = "the engine cannot find its init binary (`init` is part of \
+the hardened profile): install it (Debian: `apt-get install catatonit`), or point Podman's \
+`init_path` in containers.conf's `[containers]` at an init such as `/usr/bin/tini`";
+
+/// Whether the engine's answer says its init binary is missing (Podman: `container-init binary
+/// not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory`).
+pub fn is_missing_init_binary(error: &bollard::errors::Error) -> bool {
+    let text = error.to_string();
+    text.contains("container-init binary not found") || text.contains("catatonit: no such file")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(message: &str) -> bollard::errors::Error {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message: message.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_missing_podman_init_binary_gets_the_install_hint() {
+        let e = EngineError::Api {
+            operation: "start container",
+            subject: "c1".to_string(),
+            source: server_error(
+                "container-init binary not found on the host: stat /usr/libexec/podman/catatonit: \
+                 no such file or directory",
+            ),
+        };
+        let hint = e.hint().expect("a hint");
+        assert!(hint.contains("apt-get install catatonit"), "{hint}");
+        let other = EngineError::Api {
+            operation: "start container",
+            subject: "c1".to_string(),
+            source: server_error("port is already allocated"),
+        };
+        assert_eq!(other.hint(), None);
     }
 }

@@ -11,6 +11,7 @@ mod features;
 mod handoff;
 mod handoff_e2e;
 mod handoff_ux;
+mod hostile;
 mod interop;
 mod lifecycle;
 mod lockfile;

@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod git;
+pub mod hostile;
 pub mod proxy;
 pub mod refcli;
 

@@ -1,0 +1,10 @@
+//! Hostile repositories (issue: "a hostile repository cannot reach the host"): the attacker
+//! owns the repository, the user runs devcell with default flags. Each test asserts that
+//! nothing happened on the host (tripwire folders and markers in `support::hostile`, `docker
+//! inspect`), not only that an error was printed; and that the grant, when given, does what it
+//! asks and is reported. Threat model: `spec-notes/0400-threat-model.md`.
+
+mod env_and_build;
+mod host_execution;
+mod identity_and_escapes;
+mod paths;

@@ -1,0 +1,139 @@
+//! The attacker's side of the hostile-repository tests (`tests/it/hostile`): a repository
+//! committed with git (symbolic links included, as git stores them), owned by the test
+//! workspace user, and host-side tripwires that prove nothing happened on the host.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use crate::support::{self, git};
+
+/// A hostile repository in a temporary folder: `.devcontainer/…` files and symbolic links
+/// written by the attacker, committed with git, then handed to
+/// [`git::WORKSPACE_OWNER`]. Removed on drop.
+pub struct HostileRepo {
+    dir: tempfile::TempDir,
+}
+
+impl HostileRepo {
+    /// An empty repository (`git init`, no commit yet).
+    pub fn new() -> HostileRepo {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-hostile-")
+            .tempdir()
+            .expect("temp dir");
+        git::git(dir.path(), &["init", "-q"]);
+        HostileRepo { dir }
+    }
+
+    /// The repository's folder (the workspace folder given to devcell).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `rel` (parents created) with `text`.
+    pub fn file(&self, rel: &str, text: &str) -> &HostileRepo {
+        let path = self.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self
+    }
+
+    /// `.devcontainer/devcontainer.json` with `text`.
+    pub fn config(&self, text: &str) -> &HostileRepo {
+        self.file(".devcontainer/devcontainer.json", text)
+    }
+
+    /// A symbolic link at `rel` (parents created) pointing at `target`, as written (absolute or
+    /// relative).
+    pub fn symlink(&self, rel: &str, target: impl AsRef<Path>) -> &HostileRepo {
+        let path = self.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        symlink(target.as_ref(), &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self
+    }
+
+    /// `git add -A && git commit`, then gives the whole tree to [`git::WORKSPACE_OWNER`]
+    /// (devcell, run as root, treats that user as the workspace user).
+    pub fn commit(&self) -> &HostileRepo {
+        git::git(self.path(), &["add", "-A"]);
+        git::git(self.path(), &["commit", "-q", "--allow-empty", "-m", "attacker"]);
+        git::give_to_workspace_owner(self.path());
+        self
+    }
+
+    /// [`support::tree_fingerprint`] of the repository.
+    pub fn fingerprint(&self) -> String {
+        support::tree_fingerprint(self.path())
+    }
+}
+
+impl Default for HostileRepo {
+    fn default() -> Self {
+        HostileRepo::new()
+    }
+}
+
+/// A host folder outside every workspace, holding a secret file: what an attack would read,
+/// mount or write. [`HostTarget::assert_untouched`] checks its tree is byte-identical;
+/// [`HostTarget::marker`] is a path that must never come to exist (a command the repository
+/// names that ran on the host would create it).
+pub struct HostTarget {
+    dir: tempfile::TempDir,
+    before: String,
+}
+
+impl HostTarget {
+    /// A folder with `secret.txt` (content [`HostTarget::SECRET`]).
+    pub fn new() -> HostTarget {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-host-target-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::write(dir.path().join("secret.txt"), HostTarget::SECRET).unwrap();
+        let before = support::tree_fingerprint(dir.path());
+        HostTarget { dir, before }
+    }
+
+    /// The content of `secret.txt`: a test may search for it where it must not appear.
+    pub const SECRET: &'static str = "host-secret-7f3a91c2";
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A path in a sibling folder (not under [`HostTarget::path`], so the fingerprint is not
+    /// changed by creating it) that must never exist: `<tmp>/<folder name>.marker`.
+    pub fn marker(&self) -> PathBuf {
+        let name = self.path().file_name().unwrap().to_string_lossy().to_string();
+        std::env::temp_dir().join(format!("{name}.marker"))
+    }
+
+    /// Panics when the folder changed or [`HostTarget::marker`] exists.
+    pub fn assert_untouched(&self) {
+        assert_eq!(
+            support::tree_fingerprint(self.path()),
+            self.before,
+            "the host folder {} changed",
+            self.path().display()
+        );
+        let marker = self.marker();
+        assert!(
+            !marker.exists(),
+            "{} exists: a command named by the repository ran on the host",
+            marker.display()
+        );
+    }
+}
+
+impl Default for HostTarget {
+    fn default() -> Self {
+        HostTarget::new()
+    }
+}
+
+impl Drop for HostTarget {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.marker());
+    }
+}
