@@ -1058,16 +1058,19 @@ pub(super) async fn prepare(
         .unwrap_or_else(|| settings.security.profile.clone());
     // The profile, limits and grants are checked before anything is planned or created (not
     // on the host, where none of them applies).
+    let mut confine = None;
     let limits = if host {
         None
     } else {
-        let (chosen, _) = crate::handoff::up::security_choice(
+        let (chosen, grants) = crate::handoff::up::security_choice(
             &SecurityOptions {
                 profile: Some(profile.clone()),
                 ..opts.security.clone()
             },
             settings,
         )?;
+        // the config file is judged before it is read, as `up` judges it (spec-note 0400)
+        confine = crate::handoff::up::confine_grants(&chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
@@ -1196,7 +1199,7 @@ pub(super) async fn prepare(
         ..TargetOptions::default()
     };
     let (image, features, container) = match &config_file {
-        Some(_) if !host => planned_container(&target, engine).await?,
+        Some(_) if !host => planned_container(&target, engine, confine).await?,
         _ => (
             String::new(),
             Vec::new(),
@@ -1293,8 +1296,9 @@ pub(super) async fn prepare(
 async fn planned_container(
     target: &TargetOptions,
     engine: Option<&dyn Engine>,
+    confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
-    let loaded = load(target)?;
+    let loaded = crate::handoff::up::load_for(target, confine)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
