@@ -9,8 +9,8 @@ use bollard::auth::DockerCredentials;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountType,
-    PortBinding as BollardPortBinding, ResourcesUlimits,
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountTmpfsOptions,
+    MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
@@ -303,9 +303,17 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 MountKind::Volume => MountType::VOLUME,
                 MountKind::Tmpfs => MountType::TMPFS,
             }),
-            source: m.source.clone(),
+            source: m.source.clone().filter(|_| m.kind != MountKind::Tmpfs),
             target: Some(m.target.clone()),
             read_only: Some(m.read_only),
+            tmpfs_options: (m.kind == MountKind::Tmpfs)
+                .then(|| m.source.as_deref())
+                .flatten()
+                .map(|s| MountTmpfsOptions {
+                    size_bytes: super::run_args::tmpfs_mount_size(s),
+                    mode: super::run_args::tmpfs_mount_mode(s).map(i64::from),
+                    ..MountTmpfsOptions::default()
+                }),
             ..BollardMount::default()
         })
         .collect();

@@ -193,9 +193,10 @@ fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
             };
             Ok(Some(Mount {
                 kind,
+                // A tmpfs has no source; its size comes only from a `tmpfs-size` string.
                 source: text("source")
                     .or_else(|| text("src"))
-                    .filter(|s| !s.is_empty()),
+                    .filter(|s| !s.is_empty() && kind != MountKind::Tmpfs),
                 target,
                 read_only: o.get("readonly").and_then(Value::as_bool).unwrap_or(false),
             }))

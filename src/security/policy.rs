@@ -64,6 +64,13 @@ pub enum Permission {
     HostNetwork,
     /// A mount of (or over) a container engine's socket: never granted under `hardened`.
     EngineSocket(String),
+    /// Another network namespace or network than the engine's default bridge or `none`:
+    /// `container:<name|id>` (another container's namespace) or a named network, as written
+    /// (spec-note 0430).
+    Network(String),
+    /// A port published on a host address other than loopback: `<ip>:<hostPort>` (IPv6 in
+    /// brackets, `*` for an engine-chosen port) (spec-note 0431).
+    PublishPort(String),
 }
 
 impl Permission {
@@ -78,6 +85,8 @@ impl Permission {
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
             Permission::EngineSocket(_) => return None,
+            Permission::Network(n) => format!("--allow network:{n}"),
+            Permission::PublishPort(a) => format!("--allow publish:{a}"),
         })
     }
 }
@@ -93,6 +102,8 @@ impl fmt::Display for Permission {
             Permission::Device(d) => write!(f, "host device `{d}`"),
             Permission::HostNetwork => f.write_str("host network"),
             Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
+            Permission::Network(n) => write!(f, "network `{n}`"),
+            Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
         }
     }
 }
@@ -135,7 +146,7 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`.
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -146,6 +157,8 @@ impl Permission {
             Permission::Device(_) => "device",
             Permission::HostNetwork => "hostNetwork",
             Permission::EngineSocket(_) => "engineSocket",
+            Permission::Network(_) => "network",
+            Permission::PublishPort(_) => "publishPort",
         }
     }
 
@@ -156,7 +169,9 @@ impl Permission {
             | Permission::Mount(v)
             | Permission::SecurityOpt(v)
             | Permission::Device(v)
-            | Permission::EngineSocket(v) => Some(v),
+            | Permission::EngineSocket(v)
+            | Permission::Network(v)
+            | Permission::PublishPort(v) => Some(v),
             _ => None,
         }
     }
@@ -211,11 +226,16 @@ pub struct Grants {
     pub security_opts: BTreeSet<String>,
     /// `device:<host path>`.
     pub devices: BTreeSet<String>,
+    /// `network:<container:x | name>` (`network:host` is [`Grants::host_network`]).
+    pub networks: BTreeSet<String>,
+    /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
+    pub publish: BTreeSet<String>,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
-    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`.
+    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
+    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -249,6 +269,24 @@ impl Grants {
             Some(("device", d)) if d.starts_with('/') => {
                 self.devices.insert(d.to_string());
             }
+            Some(("network", n)) => match network_permission(n) {
+                Some(Permission::Network(n)) => {
+                    self.networks.insert(n);
+                }
+                _ => {
+                    return Err(bad(
+                        "expected `network:host`, `network:container:<name>` or `network:<network name>`",
+                    ));
+                }
+            },
+            Some(("publish", a)) => {
+                if a != "*" && split_publish_grant(a).is_none() {
+                    return Err(bad(
+                        "expected `publish:<ip>:<port>`, `publish:<ip>:*` or `publish:*`",
+                    ));
+                }
+                self.publish.insert(a.to_string());
+            }
             _ => return Err(bad("unknown permission")),
         }
         Ok(())
@@ -265,8 +303,58 @@ impl Grants {
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
             Permission::Device(d) => self.devices.contains(d),
             Permission::EngineSocket(_) => false,
+            Permission::Network(n) => self.networks.contains(n),
+            Permission::PublishPort(a) => {
+                self.publish.contains("*")
+                    || self.publish.contains(a)
+                    || split_publish_grant(a)
+                        .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
+            }
         }
     }
+}
+
+/// The permission a network mode asks for (spec-note 0430): `None` for the engine's default
+/// bridge (`bridge`, `default`, empty) and `none`; [`Permission::HostNetwork`] for `host`;
+/// [`Permission::Network`] for anything else, as written (`container:<x>`, a named network,
+/// any other spelling the engine might accept).
+pub fn network_permission(mode: &str) -> Option<Permission> {
+    match mode {
+        "" | "bridge" | "default" | "none" => None,
+        "host" => Some(Permission::HostNetwork),
+        other => Some(Permission::Network(other.to_string())),
+    }
+}
+
+/// Splits a publish address `ip:port` / `[v6]:port` / `…:*` into its address (brackets kept)
+/// and port; `None` when it is not of that form.
+fn split_publish_grant(text: &str) -> Option<(&str, &str)> {
+    let (ip, port) = text.rsplit_once(':')?;
+    let ip_ok = match ip.strip_prefix('[').and_then(|i| i.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => ip.parse::<std::net::Ipv4Addr>().is_ok(),
+    };
+    let port_ok = port == "*" || port.parse::<u16>().is_ok_and(|p| p > 0);
+    (ip_ok && port_ok).then_some((ip, port))
+}
+
+/// The address a published port binds on the host, as [`Permission::PublishPort`] names it:
+/// `0.0.0.0:8080`, `[::]:8080`, `192.168.1.5:*` (engine-chosen port).
+pub fn publish_address(ip: &str, host_port: Option<u16>) -> String {
+    let port = host_port.map_or_else(|| "*".to_string(), |p| p.to_string());
+    if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}
+
+/// Whether a published port's host address is loopback (`127.0.0.0/8`, `::1`; the engine
+/// takes IP addresses only, so a host name is not).
+pub fn is_loopback_address(ip: &str) -> bool {
+    let ip = ip.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<std::net::IpAddr>()
+        .is_ok_and(|a| a.is_loopback())
 }
 
 /// Who asked for each part of a [`ContainerSpec`]; anything not listed came from
@@ -471,6 +559,13 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
     }
 
     spec.limits = clamp_limits(input.spec.limits, limits);
+    bound_memory_filesystems(&mut spec);
+    // A port without a host address would be published on every host interface.
+    for p in &mut spec.ports {
+        if p.host_ip.as_deref().is_none_or(str::is_empty) {
+            p.host_ip = Some(LOOPBACK.to_string());
+        }
+    }
 
     Ok(Applied {
         spec,
@@ -552,8 +647,22 @@ fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
             or_config(o.devices.get(&d.host_path)),
         );
     }
-    if spec.network_mode.as_deref() == Some("host") {
-        push(Permission::HostNetwork, or_config(o.network.as_ref()));
+    if let Some(p) = spec.network_mode.as_deref().and_then(network_permission) {
+        push(p, or_config(o.network.as_ref()));
+    }
+    // `appPort` and `runArgs -p` (devcontainer.json only): no address is rewritten to loopback
+    // under `hardened`; any other address than loopback is a request (spec-note 0431).
+    for p in &spec.ports {
+        if let Some(ip) = p
+            .host_ip
+            .as_deref()
+            .filter(|ip| !ip.is_empty() && !is_loopback_address(ip))
+        {
+            push(
+                Permission::PublishPort(publish_address(ip, p.host_port)),
+                Source::DevcontainerJson,
+            );
+        }
     }
     out
 }
@@ -599,6 +708,104 @@ fn clamp_limits(requested: Limits, profile: ProfileLimits) -> Limits {
         memory_bytes: min(requested.memory_bytes, profile.memory_bytes),
         nano_cpus: min(requested.nano_cpus, profile.nano_cpus),
     }
+}
+
+/// The host address `hardened` publishes ports on when none is given (spec-note 0431).
+pub const LOOPBACK: &str = "127.0.0.1";
+
+/// `size` `hardened` gives a requested tmpfs that names none (the profile's `/tmp` size),
+/// before the memory limit bounds it (spec-note 0432).
+pub const DEFAULT_TMPFS_BYTES: i64 = 1 << 30;
+
+/// Bounds what lives in memory by the container's memory limit (spec-note 0432): `/dev/shm`
+/// (`--shm-size`) and every tmpfs (`--tmpfs`, `--mount type=tmpfs`, the profile's own) get a
+/// `size` of at most `spec.limits.memory_bytes`; a tmpfs without one gets
+/// [`DEFAULT_TMPFS_BYTES`] (or the limit when lower). Larger requests are clamped, like limits
+/// (spec-note 0085): raising them is the user's setting, not the repository's.
+fn bound_memory_filesystems(spec: &mut ContainerSpec) {
+    let Some(max) = spec.limits.memory_bytes.filter(|m| *m > 0) else {
+        return;
+    };
+    if let Some(shm) = spec.shm_size.as_mut() {
+        *shm = (*shm).clamp(0, max);
+    }
+    for opts in spec.tmpfs.values_mut() {
+        *opts = bound_tmpfs_options(opts, max);
+    }
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Tmpfs)
+    {
+        let size = m
+            .source
+            .as_deref()
+            .and_then(crate::engine::run_args::tmpfs_mount_size)
+            .unwrap_or(DEFAULT_TMPFS_BYTES);
+        let mode = m
+            .source
+            .as_deref()
+            .and_then(crate::engine::run_args::tmpfs_mount_mode);
+        m.source = Some(crate::engine::run_args::tmpfs_mount_source(
+            size.min(max),
+            mode,
+        ));
+    }
+}
+
+/// tmpfs mount options (`rw,size=100g,mode=1777`) with `size` (or `nr_blocks`) replaced by one
+/// of at most `max` bytes; a size the kernel takes relative to RAM (`50%`) or cannot be read
+/// counts as `max`.
+pub fn bound_tmpfs_options(opts: &str, max: i64) -> String {
+    let mut size: Option<i64> = None;
+    let mut out: Vec<String> = Vec::new();
+    let mut at = None;
+    for opt in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let asked = match opt.split_once('=') {
+            Some(("size", v)) => tmpfs_size_bytes(v),
+            Some(("nr_blocks", v)) => tmpfs_size_bytes(v).and_then(|b| b.checked_mul(4096)),
+            _ => {
+                out.push(opt.to_string());
+                continue;
+            }
+        };
+        // The last one wins, as for `mount`; it stays where the first one was.
+        size = Some(asked.unwrap_or(max));
+        at.get_or_insert(out.len());
+    }
+    let size = format!(
+        "size={}",
+        human_size(size.unwrap_or(DEFAULT_TMPFS_BYTES).clamp(0, max))
+    );
+    out.insert(at.unwrap_or(out.len()), size);
+    out.join(",")
+}
+
+/// A tmpfs `size=` value in bytes: a number with an optional `k`, `m`, `g`, `t`, `p`, `e`
+/// suffix (powers of 1024, as `mount -t tmpfs` reads it); `None` for `%` or anything else.
+fn tmpfs_size_bytes(text: &str) -> Option<i64> {
+    let t = text.trim().to_ascii_lowercase();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => {
+            let exp = "kmgtpe".find(c)? as u32 + 1;
+            (&t[..i], 1024_i64.checked_pow(exp)?)
+        }
+        _ => (t.as_str(), 1),
+    };
+    num.parse::<i64>()
+        .ok()?
+        .checked_mul(mult)
+        .or(Some(i64::MAX))
+}
+
+/// Bytes as the largest exact tmpfs unit: `1g`, `64m`, `12k`, `1000`.
+fn human_size(bytes: i64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if bytes > 0 && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
 }
 
 /// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) names root.
@@ -940,6 +1147,229 @@ mod tests {
         assert_eq!(r[1].permission, Permission::HostNetwork);
         let g = Grants::parse(&["device:/dev/fuse", "network:host"]).unwrap();
         assert!(apply(&hardened(), &input, &g).is_ok());
+    }
+
+    #[test]
+    fn other_network_namespaces_and_named_networks_are_requests() {
+        for (mode, want) in [
+            (
+                "container:victim",
+                Some(Permission::Network("container:victim".into())),
+            ),
+            (
+                "container:4f1c2b",
+                Some(Permission::Network("container:4f1c2b".into())),
+            ),
+            ("corp-net", Some(Permission::Network("corp-net".into()))),
+            ("Host", Some(Permission::Network("Host".into()))),
+            ("host", Some(Permission::HostNetwork)),
+            ("bridge", None),
+            ("default", None),
+            ("none", None),
+        ] {
+            let mut input = base();
+            input.spec.network_mode = Some(mode.into());
+            match &want {
+                None => assert!(
+                    apply(&hardened(), &input, &Grants::default()).is_ok(),
+                    "{mode}"
+                ),
+                Some(p) => {
+                    let r = refused(&input, &Grants::default());
+                    assert_eq!(&r[0].permission, p, "{mode}");
+                    let flag = p.grant_flag().unwrap();
+                    assert_eq!(flag, format!("--allow network:{mode}"));
+                    let g = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+                    let a = apply(&hardened(), &input, &g).unwrap();
+                    assert_eq!(a.spec.network_mode.as_deref(), Some(mode));
+                    assert_eq!(a.requests[0].status, RequestStatus::Granted);
+                    // A grant of another network does not cover it.
+                    let other = Grants::parse(&["network:container:other"]).unwrap();
+                    assert!(apply(&hardened(), &input, &other).is_err(), "{mode}");
+                }
+            }
+        }
+        for bad in [
+            "network:",
+            "network:none",
+            "network:bridge",
+            "network:default",
+        ] {
+            assert!(Grants::parse(&[bad]).is_err(), "{bad}");
+        }
+        let v = serde_json::to_value(PermissionRequest {
+            permission: Permission::Network("container:victim".into()),
+            source: Source::DevcontainerJson,
+            status: RequestStatus::Refused,
+        })
+        .unwrap();
+        assert_eq!(v["permission"], "network");
+        assert_eq!(v["value"], "container:victim");
+        assert_eq!(v["grant"], "--allow network:container:victim");
+    }
+
+    fn port(ip: Option<&str>, host: Option<u16>, container: u16) -> crate::engine::PortBinding {
+        crate::engine::PortBinding {
+            container_port: container,
+            protocol: "tcp".into(),
+            host_ip: ip.map(str::to_string),
+            host_port: host,
+        }
+    }
+
+    #[test]
+    fn ports_publish_on_loopback_and_other_addresses_are_requests() {
+        let mut input = base();
+        input.spec.ports = vec![
+            port(None, Some(8080), 80),
+            port(Some(""), None, 81),
+            port(Some("127.0.0.1"), Some(5432), 5432),
+            port(Some("127.0.0.2"), Some(5433), 5433),
+            port(Some("::1"), Some(5434), 5434),
+        ];
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(a.requests.is_empty(), "{:?}", a.requests);
+        let ips: Vec<_> = a
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.host_ip.clone().unwrap())
+            .collect();
+        assert_eq!(
+            ips,
+            ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "::1"]
+        );
+        // The reference profile publishes as written.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.ports[0].host_ip, None);
+
+        let mut input = base();
+        input.spec.ports = vec![
+            port(Some("0.0.0.0"), Some(8080), 80),
+            port(Some("::"), Some(8081), 80),
+            port(Some("192.168.1.5"), None, 80),
+        ];
+        let r = refused(&input, &Grants::default());
+        let perms: Vec<_> = r.iter().map(|r| r.permission.clone()).collect();
+        assert_eq!(
+            perms,
+            [
+                Permission::PublishPort("0.0.0.0:8080".into()),
+                Permission::PublishPort("[::]:8081".into()),
+                Permission::PublishPort("192.168.1.5:*".into()),
+            ]
+        );
+        assert_eq!(
+            r[1].permission.grant_flag().unwrap(),
+            "--allow publish:[::]:8081"
+        );
+        let exact = Grants::parse(&[
+            "publish:0.0.0.0:8080",
+            "publish:[::]:8081",
+            "publish:192.168.1.5:*",
+        ])
+        .unwrap();
+        let a = apply(&hardened(), &input, &exact).unwrap();
+        assert_eq!(a.spec.ports, input.spec.ports, "granted addresses are kept");
+        assert!(
+            a.requests
+                .iter()
+                .all(|r| r.status == RequestStatus::Granted)
+        );
+        assert!(apply(&hardened(), &input, &Grants::parse(&["publish:*"]).unwrap()).is_ok());
+        let partial = Grants::parse(&["publish:0.0.0.0:*"]).unwrap();
+        assert_eq!(
+            refused(&input, &partial)
+                .iter()
+                .filter(|r| r.status == RequestStatus::Refused)
+                .count(),
+            2
+        );
+        for bad in [
+            "publish:",
+            "publish:0.0.0.0",
+            "publish:host:80",
+            "publish:1.2.3.4:0",
+            "publish:::80",
+        ] {
+            assert!(Grants::parse(&[bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shm_and_tmpfs_are_bounded_by_the_memory_limit() {
+        let mut input = base();
+        input.spec.shm_size = Some(100 << 30);
+        input
+            .spec
+            .tmpfs
+            .insert("/big".into(), "rw,size=100g,mode=1777".into());
+        input.spec.tmpfs.insert("/pct".into(), "size=90%".into());
+        input
+            .spec
+            .tmpfs
+            .insert("/blocks".into(), "nr_blocks=1000".into());
+        input.spec.tmpfs.insert("/unsized".into(), "".into());
+        input
+            .spec
+            .tmpfs
+            .insert("/small".into(), "size=64m,noexec".into());
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Tmpfs,
+            source: Some(crate::engine::run_args::tmpfs_mount_source(
+                100 << 30,
+                Some(0o700),
+            )),
+            target: "/m-big".into(),
+            read_only: false,
+        });
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Tmpfs,
+            source: None,
+            target: "/m-unsized".into(),
+            read_only: false,
+        });
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(a.requests.is_empty());
+        assert_eq!(a.spec.shm_size, Some(4 << 30));
+        let t = &a.spec.tmpfs;
+        assert_eq!(t["/big"], "rw,size=4g,mode=1777");
+        assert_eq!(t["/pct"], "size=4g");
+        assert_eq!(t["/blocks"], "size=4000k");
+        assert_eq!(t["/unsized"], "size=1g");
+        assert_eq!(t["/small"], "size=64m,noexec");
+        assert_eq!(
+            t["/tmp"], HARDENED_TMPFS[0].1,
+            "the profile's own stay as they are"
+        );
+        let src = |target: &str| {
+            a.spec
+                .mounts
+                .iter()
+                .find(|m| m.target == target)
+                .unwrap()
+                .source
+                .clone()
+                .unwrap()
+        };
+        assert_eq!(src("/m-big"), format!("size={},mode=700", 4_i64 << 30));
+        assert_eq!(src("/m-unsized"), format!("size={}", 1_i64 << 30));
+        // A lower memory limit lowers every tmpfs, the profile's own included.
+        let small = SecurityProfile::Hardened(ProfileLimits {
+            memory_bytes: 512 << 20,
+            ..ProfileLimits::default()
+        });
+        let a = apply(&small, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.shm_size, Some(512 << 20));
+        assert_eq!(
+            a.spec.tmpfs["/tmp"],
+            "rw,nosuid,nodev,exec,size=512m,mode=1777"
+        );
+        assert!(a.spec.tmpfs["/home/vscode"].contains("size=512m"));
+        // The reference profile keeps what was asked.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.shm_size, Some(100 << 30));
+        assert_eq!(a.spec.tmpfs["/unsized"], "");
     }
 
     #[test]

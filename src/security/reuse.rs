@@ -16,7 +16,7 @@ use crate::engine::{ContainerInfo, MountKind};
 use super::error::{Result, SecurityError};
 use super::policy::{
     Grants, NO_NEW_PRIVILEGES, Permission, PermissionRequest, RequestStatus, Source,
-    is_engine_socket, is_root_user, is_within, normalize_cap, normalize_path,
+    is_engine_socket, is_root_user, is_within, network_permission, normalize_cap, normalize_path,
 };
 use super::profile::{ProfileLimits, SecurityProfile};
 
@@ -199,8 +199,8 @@ pub fn check_reuse(
     for d in &host.devices {
         push(Permission::Device(d.clone()));
     }
-    if host.network_mode == "host" {
-        push(Permission::HostNetwork);
+    if let Some(p) = network_permission(&host.network_mode) {
+        push(p);
     }
 
     let mut gaps = Vec::new();
