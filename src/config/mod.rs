@@ -6,6 +6,7 @@
 //! `devcontainer.metadata` label and the spec's merge rules), [`ownership`] (host uids: the
 //! workspace user for `updateRemoteUserUID`, host-side git and devcell's own files).
 
+pub mod bounded;
 pub mod discover;
 pub mod error;
 pub mod id;

@@ -206,7 +206,7 @@ pub struct WorktreeLayout {
 /// common dir gets its own bind mount. `None` for anything else (no `.git` file, absolute
 /// `gitdir`).
 pub fn worktree_common_dir_layout(host_root: &Path) -> Option<WorktreeLayout> {
-    let text = std::fs::read_to_string(host_root.join(".git")).ok()?;
+    let text = crate::config::bounded::read_to_string(&host_root.join(".git"), 64 * 1024).ok()?;
     let gitdir = text.lines().find_map(|line| {
         let rest = line.strip_prefix("gitdir:")?;
         let value = rest.trim_start().trim_end_matches('\r');

@@ -307,7 +307,7 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             target: Some(m.target.clone()),
             read_only: Some(m.read_only),
             tmpfs_options: (m.kind == MountKind::Tmpfs)
-                .then(|| m.source.as_deref())
+                .then_some(m.source.as_deref())
                 .flatten()
                 .map(|s| MountTmpfsOptions {
                     size_bytes: super::run_args::tmpfs_mount_size(s),

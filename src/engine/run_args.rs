@@ -494,7 +494,7 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
                 }
             }
             "tmpfs-size" => {
-                tmpfs_size = Some(parse_size(&need(value)?).map_err(|m| bad(m))?);
+                tmpfs_size = Some(parse_size(&need(value)?).map_err(&bad)?);
             }
             "tmpfs-mode" => {
                 let v = need(value)?;

@@ -779,10 +779,12 @@ impl Fetcher {
 fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature> {
     let feature = path.display().to_string();
     let file = path.join(FEATURE_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| FetchError::Io {
-        feature: feature.clone(),
-        path: file.clone(),
-        source: e,
+    let text = crate::config::bounded::read_to_string(&file, MAX_METADATA_BYTES).map_err(|e| {
+        FetchError::Io {
+            feature: feature.clone(),
+            path: file.clone(),
+            source: e,
+        }
     })?;
     let metadata = parse_metadata(&feature, text.as_bytes())?;
     Ok(ResolvedFeature {

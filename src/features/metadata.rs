@@ -242,7 +242,11 @@ impl FeatureMetadata {
     /// Errors: [`FeatureError::Io`] when the file cannot be read; see [`FeatureMetadata::parse`].
     pub fn read_dir(dir: &Path) -> Result<FeatureMetadata> {
         let file = dir.join(FEATURE_FILE);
-        let text = std::fs::read_to_string(&file).map_err(|source| FeatureError::Io {
+        let text = crate::config::bounded::read_to_string(
+            &file,
+            crate::config::jsonc::MAX_FILE_BYTES as u64,
+        )
+        .map_err(|source| FeatureError::Io {
             path: file.clone(),
             source,
         })?;

@@ -1162,8 +1162,11 @@ pub(super) async fn prepare(
         } else if let Some(path) = reference.strip_prefix("file:") {
             let path = expand_home(path, home.as_deref())
                 .ok_or_else(|| agent_err(format!("secret `{name}`: `{path}` needs `HOME`")))?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
+            let text = crate::config::bounded::read_to_string(
+                Path::new(&path),
+                crate::config::jsonc::MAX_FILE_BYTES as u64,
+            )
+            .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
             text.trim_end_matches(['\n', '\r']).to_string()
         } else {
             return Err(agent_err(format!(

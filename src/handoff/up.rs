@@ -1127,7 +1127,10 @@ fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError
         }
         _ => return error,
     };
-    let Ok(text) = std::fs::read_to_string(config_file) else {
+    let Ok(text) = crate::config::bounded::read_to_string(
+        config_file,
+        crate::config::jsonc::MAX_FILE_BYTES as u64,
+    ) else {
         return error;
     };
     let Ok(document) = crate::config::jsonc::parse(config_file, &text) else {
@@ -2396,8 +2399,10 @@ fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<St
 }
 
 /// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`), the
-/// reference CLI's format. Names must be usable as environment variable names (non-empty, no
-/// `=` or NUL); values must not contain NUL.
+/// reference CLI's format, of at most [`crate::config::jsonc::MAX_FILE_BYTES`] (a regular file
+/// or a pipe such as `<(pass show x)`; a device or a FIFO nobody finishes writing is an error
+/// within seconds). Names must be usable as environment variable names (non-empty, no `=` or
+/// NUL); values must not contain NUL.
 ///
 /// Errors: [`HandoffError::SecretsFile`] naming the file and the key (never a value).
 pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
@@ -2405,7 +2410,13 @@ pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
         path: path.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    // Bounded like devcontainer.json; a FIFO or device never hangs devcell (spec-note 0433).
+    let text =
+        crate::config::bounded::read_to_string(path, crate::config::jsonc::MAX_FILE_BYTES as u64)
+            .map_err(|e| bad(e.to_string()))?;
+    if text.trim().is_empty() {
+        return Err(bad("the file is empty; expected a JSON object".into()));
+    }
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("invalid JSON at line {}", e.line())))?;
     let Value::Object(map) = value else {

@@ -907,10 +907,12 @@ fn link_target(link: &Path, target: &Path) -> Result<PathBuf, WorkspaceError> {
 }
 
 fn read_small(path: &Path) -> Result<String, WorkspaceError> {
-    let bytes = std::fs::read(path).map_err(|source| WorkspaceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    // Bounded one byte past the limit (no FIFO or device: the container can write these).
+    let bytes =
+        crate::config::bounded::read(path, 64 * 1024 + 1).map_err(|source| WorkspaceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() > 64 * 1024 {
         return Err(WorkspaceError::BadGitLink {
             path: path.to_path_buf(),
@@ -1078,7 +1080,9 @@ fn prune_nested(mounts: &mut Vec<GitMount>) {
 
 fn alternates_warnings(repo: &Repo, root: &Path, warnings: &mut Vec<WorkspaceWarning>) {
     let objects = repo.common_dir.join("objects");
-    let Ok(text) = std::fs::read_to_string(objects.join("info").join("alternates")) else {
+    let Ok(text) =
+        crate::config::bounded::read_to_string(&objects.join("info").join("alternates"), 1 << 20)
+    else {
         return;
     };
     for line in text
