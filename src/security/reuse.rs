@@ -394,6 +394,34 @@ mod tests {
     }
 
     #[test]
+    fn a_container_in_another_network_namespace_is_a_request() {
+        for mode in ["container:4f1c2b9e", "corp-net"] {
+            let mut info = hardened_container();
+            info.host.network_mode = mode.into();
+            let (requests, gaps) = refusal(check_reuse(
+                &SecurityProfile::default(),
+                &existing(&info),
+                &Grants::default(),
+            ));
+            assert!(gaps.is_empty());
+            assert_eq!(requests[0].permission, Permission::Network(mode.into()));
+            let grants = Grants::parse(&[format!("network:{mode}")]).unwrap();
+            let r = check_reuse(&SecurityProfile::default(), &existing(&info), &grants).unwrap();
+            assert_eq!(r[0].status, RequestStatus::Granted);
+        }
+        let mut info = hardened_container();
+        info.host.network_mode = "default".into();
+        assert!(
+            check_reuse(
+                &SecurityProfile::default(),
+                &existing(&info),
+                &Grants::default()
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn granted_capabilities_and_mounts_pass_and_are_reported() {
         let mut info = hardened_container();
         info.host.cap_add = vec!["CAP_SYS_PTRACE".into()];
