@@ -559,4 +559,114 @@ mod escapes {
         );
         assert_eq!(inspect(id, r#"{{index .HostConfig.Tmpfs "/y"}}"#), "");
     }
+
+    /// `devcell handoff --workspace-folder <repo> --agent a --format json <extra…>` with a
+    /// settings file naming agent `a` (`true`), a fake home and state folder under `home`.
+    fn handoff(repo: &Path, home: &Path, extra: &[&str]) -> (Option<i32>, Value) {
+        let settings = home.join("config.toml");
+        std::fs::write(&settings, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+        let out = devcell()
+            .env("HOME", home)
+            .env("DEVCELL_STATE_DIR", home.join("state"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .args(["handoff", "--workspace-folder"])
+            .arg(repo)
+            .args(["--agent", "a", "--format", "json", "--config-file"])
+            .arg(&settings)
+            .args(extra)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .expect("devcell runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    }
+
+    /// `(permission, value, status)` of each request in `v`, sorted.
+    fn listed(v: &Value) -> Vec<(String, String, String)> {
+        let mut out: Vec<_> = v
+            .as_array()
+            .unwrap_or_else(|| panic!("requests: {v}"))
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                (s("permission"), s("value"), s("status"))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_handoff_plan_judges_networks_and_ports_as_the_handoff_does() {
+        if !engine_ready(
+            "the_handoff_plan_judges_networks_and_ports_as_the_handoff_does",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        let victim = TestContainer::run(BUSYBOX_IMAGE, &["sleep", "600"]);
+        let port = free_port();
+        let attack = Attack::new(&format!(
+            r#"{{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false,
+                "appPort": ["0.0.0.0:{port}:80"],
+                "runArgs": ["--network", "container:{}"]}}"#,
+            victim.id
+        ));
+        let home = tempfile::tempdir().unwrap();
+        let network = format!("container:{}", victim.id);
+        let address = format!("0.0.0.0:{port}");
+        let want = |status: &str| {
+            vec![
+                ("network".to_string(), network.clone(), status.to_string()),
+                (
+                    "publishPort".to_string(),
+                    address.clone(),
+                    status.to_string(),
+                ),
+            ]
+        };
+        // With the bridge (`--network default`) the configuration's network stands: both are
+        // requests, in the plan exactly as in the handoff, and nothing is created.
+        let (plan_code, plan) = handoff(
+            attack.path(),
+            home.path(),
+            &["--network", "default", "--plan"],
+        );
+        let (code, real) = handoff(attack.path(), home.path(), &["--network", "default"]);
+        assert_eq!(code, Some(12), "{real}");
+        assert_eq!(plan_code, code, "{plan}");
+        assert_eq!(real["error"]["code"], "permission_required");
+        assert_eq!(
+            listed(&plan["error"]["details"]["permissions"]),
+            want("refused")
+        );
+        assert_eq!(
+            listed(&real["error"]["details"]["permissions"]),
+            want("refused")
+        );
+        assert!(attack.containers().is_empty(), "a container was created");
+        // Granted: the plan says so.
+        let grants = [
+            "--network",
+            "default",
+            "--plan",
+            "--allow",
+            &format!("network:{network}"),
+            "--allow",
+            &format!("publish:{address}"),
+        ];
+        let (code, plan) = handoff(attack.path(), home.path(), &grants);
+        assert_eq!(code, Some(0), "{plan}");
+        assert_eq!(
+            listed(&plan["result"]["permissions"]),
+            want("granted"),
+            "{plan}"
+        );
+        assert!(
+            attack.containers().is_empty(),
+            "the plan created a container"
+        );
+    }
 }
