@@ -252,6 +252,13 @@ pub async fn set_up_with(
         .get(LOCAL_FOLDER_LABEL)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
+    // Users are judged by the uid the container's passwd gives them (spec-note 0420).
+    let passwd = engine
+        .read_file(&container.id, "/etc/passwd")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok());
     let existing = ExistingContainer {
         info: &container,
         image_user: image_user.as_deref(),
@@ -260,6 +267,7 @@ pub async fn set_up_with(
         command_line_binds: &[],
         engine_socket,
         network: None,
+        passwd: passwd.as_deref(),
     };
     let (permissions, gaps) = match security::check_reuse(&baseline, &existing, &grants) {
         Ok(granted) => (granted, Vec::new()),
@@ -635,6 +643,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            passwd: None,
         };
         let profile = SecurityProfile::Hardened(Default::default());
         let Err(SecurityError::ReuseRefused { requests, .. }) =
