@@ -179,6 +179,9 @@ pub async fn set_up_with(
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
+    // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
+    let _lock =
+        crate::handoff::up::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
     reporter.report(Event::Status(format!(
         "setting up container {}",
         short(&container.id)

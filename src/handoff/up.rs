@@ -274,6 +274,8 @@ pub async fn up_with(
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // One find-or-create (and one run of the create hooks) at a time per identity.
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
     let mut warnings = loaded.warnings.clone();
     let expected = expected_workspace(&opts.target, &loaded);
@@ -1538,6 +1540,45 @@ fn lifecycle_error(
         container_id: container_id.clone(),
         source,
     }
+}
+
+/// Takes the bring-up lock of the dev container identity `id` in devcell's state folder
+/// ([`crate::handoff::state::StateStore::lock_bring_up`]; spec-note 0422), so parallel `up`s,
+/// handoffs and `run-user-commands` of one workspace find-or-create one container and run its
+/// hooks once: the second waits (saying so) for the first to finish, then finds its
+/// container. No state folder (no home) means no lock.
+///
+/// Errors: [`HandoffError::Unsupported`] when the lock file cannot be opened or locked.
+pub(crate) async fn bring_up_lock(
+    id: &str,
+    reporter: &dyn Reporter,
+) -> Result<Option<crate::handoff::state::BringUpLock>> {
+    let Ok(store) = crate::handoff::state::StateStore::open_default() else {
+        return Ok(None);
+    };
+    let failed = |e: crate::handoff::state::StateError| HandoffError::Unsupported {
+        message: format!("cannot take the bring-up lock: {e}"),
+        hint: Some(format!(
+            "devcell keeps its locks in `{}`; check that it is writable",
+            store.root().join("locks").display()
+        )),
+    };
+    if let Some(lock) = store.lock_bring_up(id, false).map_err(failed)? {
+        return Ok(Some(lock));
+    }
+    reporter.report(Event::Status(
+        "waiting for another devcell bringing up this workspace's container".to_string(),
+    ));
+    let owned = id.to_string();
+    let waited = store.clone();
+    let lock = tokio::task::spawn_blocking(move || waited.lock_bring_up(&owned, true))
+        .await
+        .map_err(|e| HandoffError::Unsupported {
+            message: format!("cannot take the bring-up lock: {e}"),
+            hint: None,
+        })?
+        .map_err(failed)?;
+    Ok(lock)
 }
 
 /// `/bin/sh` script printing the real, effective, saved and filesystem uids of the shell
