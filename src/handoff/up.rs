@@ -1584,7 +1584,7 @@ pub(crate) async fn bring_up_lock(
 /// `/bin/sh` script printing the real, effective, saved and filesystem uids of the shell
 /// itself (`/proc/self/status`, `Uid:` line): shell built-ins only, so it needs nothing but
 /// the `/bin/sh` the keep-alive entrypoint needs anyway.
-pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && echo "$r $e $s $f"; done < /proc/self/status"#;
+pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && echo "$r $e $s $f"; done < /proc/self/status; :"#;
 
 /// After creation under `hardened`, before anything of the configuration runs in it: the
 /// container's user and the remote user, as the engine resolves them, must not be uid 0
