@@ -90,13 +90,14 @@ pub const HOOK_WRAPPER_NAME: &str = "devcell-hook";
 /// <argv…>`; spec-note 0423). An engine exec's process leads its own session and process
 /// group, and this shell is that process: it records `<pid> <start time>` (`/proc/self/stat`
 /// field 22) in `<folder>/running/$DEVCELL_HOOK_ID.pid`, runs the command as its child (same
-/// process group), removes the file and exits with the command's status. A devcell killed
+/// process group), removes the file (and the folder once empty, so a normal run leaves the
+/// reference CLI's marker folder as it was) and exits with the command's status. A devcell killed
 /// while the hook runs leaves the file, and the process group, behind for
-/// [`REAP_SCRIPT`]. Shell built-ins only (plus `mkdir`, `rm`).
+/// [`REAP_SCRIPT`]. Shell built-ins only (plus `mkdir`, `rm`, `rmdir`).
 pub const HOOK_WRAPPER_SCRIPT: &str = r#"st() { [ $# -ge 20 ] && shift 19 && printf '%s' "$1"; }
 d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running"; f="$d/$DEVCELL_HOOK_ID.pid"
 if mkdir -p "$d" 2>/dev/null && read -r l < /proc/$$/stat; then printf '%s %s\n' $$ "$(st ${l##*) })" > "$f" 2>/dev/null; fi
-"$@"; rc=$?; rm -f "$f"; exit $rc"#;
+"$@"; rc=$?; rm -f "$f"; rmdir "$d" 2>/dev/null; exit $rc"#;
 
 /// `/bin/sh` script run before a bring-up's first container hook (spec-note 0423): for each
 /// pid file [`HOOK_WRAPPER_SCRIPT`] left behind whose process is still the one recorded (same
@@ -120,7 +121,8 @@ for f in "$d"/*.pid; do
     f2=${f##*/}; echo "stopped ${f2%.pid}"
   fi
   rm -f "$f"
-done"#;
+done
+rmdir "$d" 2>/dev/null; :"#;
 
 /// The pid-file id of one hook command: `<hook>-<source index>[-<entry>]`, every character
 /// but ASCII letters, digits, `-` and `_` replaced by `_` (an entry name is the repository's).
@@ -240,12 +242,7 @@ mod tests {
         );
         let status = waiter.join().unwrap();
         assert!(!status.success(), "the hook was stopped: {status:?}");
-        assert!(
-            std::fs::read_dir(folder.join("running"))
-                .unwrap()
-                .next()
-                .is_none()
-        );
+        assert!(!folder.join("running").exists(), "emptied and removed");
         // A hook that ends by itself removes its file and keeps its exit status.
         let done = std::process::Command::new("/bin/sh")
             .args([
@@ -261,7 +258,7 @@ mod tests {
             .status()
             .unwrap();
         assert_eq!(done.code(), Some(3));
-        assert!(!folder.join("running/x.pid").exists());
+        assert!(!folder.join("running").exists());
         assert_eq!(
             hook_id(LifecycleHook::PostCreateCommand, 1, Some("a b/../c")),
             "postCreateCommand-1-a_b____c"
