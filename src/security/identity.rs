@@ -91,7 +91,7 @@ mod tests {
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let real = std::fs::canonicalize(&real).unwrap();
         let info = container(&[real.to_str().unwrap()]);
-        assert!(binds_workspace(&info, &[link.clone()]));
+        assert!(binds_workspace(&info, std::slice::from_ref(&link)));
         // The container's source is taken as the engine bound it, not resolved again.
         let info = container(&[link.to_str().unwrap()]);
         assert!(!binds_workspace(&info, &[real]));

@@ -314,9 +314,7 @@ mod identity {
         let _c = cleanup(&[attacker.path()]);
         assert_refused_and_nothing_ran(&attacker, &[], &["--label-file"]);
         // `reference` applies the configuration as written (the reference CLI's behaviour).
-        let attacker = repo_with(&format!(
-            r#"{{"image": "IMAGE", "runArgs": ["-l", "devcell.claim=x"]}}"#
-        ));
+        let attacker = repo_with(r#"{"image": "IMAGE", "runArgs": ["-l", "devcell.claim=x"]}"#);
         let _c = cleanup(&[attacker.path()]);
         let result = up_ok(attacker.path(), &["--security-profile", "reference"]);
         let id = result["containerId"].as_str().unwrap();
