@@ -2610,6 +2610,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn image_identity_labels_are_emptied_on_the_container_with_a_warning() {
+        struct Quiet;
+        impl Reporter for Quiet {
+            fn report(&self, _: Event) {}
+        }
+        let image = ImageInfo {
+            labels: BTreeMap::from([
+                (
+                    "devcontainer.local_folder".to_string(),
+                    "/other".to_string(),
+                ),
+                ("devcell.feature_digests".to_string(), "{}".to_string()),
+                (METADATA_LABEL.to_string(), "[]".to_string()),
+                (
+                    "org.opencontainers.image.title".to_string(),
+                    "x".to_string(),
+                ),
+            ]),
+            ..ImageInfo::default()
+        };
+        let mut spec = crate::engine::ContainerSpec::default();
+        spec.labels
+            .insert("devcontainer.local_folder".into(), "/mine".into());
+        let mut warnings = Vec::new();
+        neutralise_image_identity_labels(&image, &mut spec, &mut warnings, &Quiet);
+        // devcell's own value stays; the image's other identity label is emptied; the
+        // metadata label and labels outside the namespaces are inherited as they are.
+        assert_eq!(spec.labels["devcontainer.local_folder"], "/mine");
+        assert_eq!(spec.labels["devcell.feature_digests"], "");
+        assert!(!spec.labels.contains_key(METADATA_LABEL));
+        assert!(!spec.labels.contains_key("org.opencontainers.image.title"));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].message.contains("`devcell.feature_digests`"));
+    }
+
+    #[test]
     fn passwd_entries_by_name_or_uid() {
         let passwd = "root:x:0:0:root:/root:/bin/sh\nbad line\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
         let nobody = passwd_account(passwd, "nobody").unwrap();
