@@ -617,9 +617,17 @@ pub async fn handoff_with(
     // The agent.
     let loaded = load(&p.target).map_err(&fail)?;
     let labels = id_labels(&p.target, &loaded);
-    let attached = attach_running(engine, &loaded, &labels, &opts.env, UserEnvProbe::default())
-        .await
-        .map_err(&fail)?;
+    let expected = super::up::expected_workspace(&p.target, &loaded);
+    let attached = attach_running(
+        engine,
+        &loaded,
+        &labels,
+        expected.as_deref(),
+        &opts.env,
+        UserEnvProbe::default(),
+    )
+    .await
+    .map_err(&fail)?;
     let executor = EngineExecutor {
         engine,
         container_id: &attached.container.id,
@@ -1322,7 +1330,14 @@ async fn planned_container(
         .map(|f| f.keys().cloned().collect())
         .unwrap_or_default();
     let container = match engine {
-        Some(engine) => match find_container(engine, &labels).await {
+        Some(engine) => match find_container(
+            engine,
+            &labels,
+            super::up::expected_workspace(target, &loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
+        {
             Ok(Some(info)) => PlannedContainer {
                 action: if info.running { "reuse" } else { "start" }.into(),
                 id: Some(info.id),

@@ -275,8 +275,13 @@ pub async fn up_with(
     }
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    // One find-or-create (and one run of the create hooks) at a time per identity.
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
-    let mut existing = find_container(engine, &id_labels).await?;
+    let mut warnings = loaded.warnings.clone();
+    let expected = expected_workspace(&opts.target, &loaded);
+    let mut existing =
+        find_container(engine, &id_labels, expected.as_deref(), &mut warnings).await?;
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -325,7 +330,6 @@ pub async fn up_with(
         .map_err(lifecycle_error(""))?;
     }
 
-    let mut warnings = loaded.warnings.clone();
     let permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
@@ -425,13 +429,24 @@ pub async fn up_with(
                 .or_else(|| spec.user.clone())
                 .or_else(|| image_user.clone())
                 .unwrap_or_else(|| "root".to_string());
-            let account = if matches!(profile, SecurityProfile::Hardened(_)) {
-                image_account(engine, &image.reference, &home_user).await
+            let hardened = matches!(profile, SecurityProfile::Hardened(_));
+            // The image's passwd, read once: the policy judges users by the uid it gives them
+            // and the home tmpfs is owned by the remote user's ids (spec-notes 0185, 0420).
+            let passwd = if hardened {
+                image_passwd(engine, &image.reference).await
             } else {
                 None
             };
             let (workspace, host_home, engine_socket) =
                 judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+            let account = passwd
+                .as_deref()
+                .and_then(|p| passwd_account(p, &home_user));
+            // Identity labels an image carries (its Dockerfile is the repository's) are not
+            // carried into the container's labels (spec-note 0421).
+            if hardened {
+                neutralise_image_identity_labels(&image.info, &mut spec, &mut warnings, reporter);
+            }
             let input = PolicyInput {
                 origins: origins(&entries, &cli_mounts(opts, &loaded)),
                 remote_user,
@@ -441,10 +456,13 @@ pub async fn up_with(
                 workspace,
                 host_home,
                 engine_socket,
+                passwd,
+                repository_labels: crate::handoff::container::repository_labels(&merged),
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
+            let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
                 spec.labels.insert(
@@ -452,7 +470,6 @@ pub async fn up_with(
                     account.uid.to_string(),
                 );
             }
-            let hardened = matches!(profile, SecurityProfile::Hardened(_));
             if hardened {
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
                 spec.mounts.push(Mount {
@@ -469,6 +486,16 @@ pub async fn up_with(
             let id = engine.create_container(&spec).await?;
             engine.start_container(&id).await?;
             if hardened {
+                // What the users resolved to inside, before anything runs in it: a uid 0 the
+                // policy did not grant removes the container (spec-note 0420).
+                verify_uids_inside(
+                    engine,
+                    &id,
+                    applied_remote.as_deref(),
+                    &permissions,
+                    &grants,
+                )
+                .await?;
                 prepare_state_dir(engine, &id).await?;
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
@@ -622,15 +649,15 @@ pub(crate) async fn attach_running(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
     labels: &BTreeMap<String, String>,
+    workspace: Option<&[PathBuf]>,
     env: &HashMap<String, String>,
     default_probe: UserEnvProbe,
 ) -> Result<Attached> {
-    let container =
-        find_container(engine, labels)
-            .await?
-            .ok_or_else(|| HandoffError::NoContainer {
-                labels: join_labels(labels),
-            })?;
+    let container = find_container(engine, labels, workspace, &mut Vec::new())
+        .await?
+        .ok_or_else(|| HandoffError::NoContainer {
+            labels: join_labels(labels),
+        })?;
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
@@ -703,6 +730,7 @@ async fn check_existing(
     }
     let info = &resolved;
     let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
+    let passwd = reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
     let existing = security::ExistingContainer {
         info,
         image_user: image_user.as_deref(),
@@ -711,8 +739,36 @@ async fn check_existing(
         command_line_binds: &binds,
         engine_socket,
         network: network.as_deref(),
+        passwd: passwd.as_deref(),
     };
     Ok(security::check_reuse(profile, &existing, grants)?)
+}
+
+/// The container's `/etc/passwd` for the reuse re-check, read only when a user name could
+/// hide uid 0 and was not checked from inside at creation (spec-note 0420): the remote user
+/// differs from the user the container runs as (its `remoteUser` changed since), or the
+/// container was not made by devcell under `hardened` (no state volume). The warm path of
+/// devcell's own containers reads nothing.
+async fn reuse_passwd(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    image_user: Option<&str>,
+    remote_user: Option<&str>,
+) -> Option<String> {
+    use crate::engine::passwd::{Resolved, resolve};
+    let runs_as = Some(info.user.as_str())
+        .filter(|u| !u.is_empty())
+        .or(image_user.filter(|u| !u.is_empty()))
+        .unwrap_or("root");
+    let unresolved = |u: &str| matches!(resolve(u, None), Resolved::Unresolved(_));
+    let verified_at_creation = info.mounts.iter().any(|m| m.destination == STATE_DIR);
+    let needed = remote_user.is_some_and(|r| r != runs_as && unresolved(r))
+        || (!verified_at_creation && unresolved(runs_as));
+    if !needed {
+        return None;
+    }
+    let bytes = engine.read_file(&info.id, "/etc/passwd").await.ok()??;
+    String::from_utf8(bytes).ok()
 }
 
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
@@ -754,7 +810,9 @@ pub(crate) async fn attach_target(
     let container = match &target.container_id {
         Some(id) => inspect(engine, id).await?,
         None => {
-            find_container(engine, &labels)
+            let expected = expected_workspace(target, &loaded);
+            let mut passed_over = Vec::new();
+            find_container(engine, &labels, expected.as_deref(), &mut passed_over)
                 .await?
                 .ok_or_else(|| HandoffError::NoContainer {
                     labels: join_labels(&labels),
@@ -847,7 +905,13 @@ pub(crate) async fn preview_permissions(
 
     // An existing container is re-checked, not re-created.
     if let Some(engine) = engine
-        && let Ok(Some(info)) = find_container(engine, &id_labels).await
+        && let Ok(Some(info)) = find_container(
+            engine,
+            &id_labels,
+            expected_workspace(&opts.target, &loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
     {
         let entries = existing_entries(&info, &loaded, &opts.target.env, &mut Vec::new());
         match check_existing(
@@ -961,7 +1025,17 @@ pub(crate) async fn preview_permissions(
     }
     let (workspace, host_home, engine_socket) =
         judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+    // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
+    // (spec-note 0420).
+    let passwd = match (engine, &image_info) {
+        (Some(engine), Some(_)) if matches!(profile, SecurityProfile::Hardened(_)) => {
+            image_passwd(engine, &reference).await
+        }
+        _ => None,
+    };
     let input = PolicyInput {
+        passwd,
+        repository_labels: crate::handoff::container::repository_labels(&merged),
         origins: origins(&entries, &opts.mounts),
         remote_user: merged
             .get("remoteUser")
@@ -1260,18 +1334,66 @@ pub(crate) fn id_labels(
     }
 }
 
-/// The first container carrying every id label that is not being removed.
+/// The first container carrying every id label that is not being removed and, when
+/// `workspace` names the folders it must bind ([`expected_workspace`]), binds one of them
+/// ([`security::identity::binds_workspace`]): a container claiming this workspace's labels
+/// without its bind is never reused, and nothing is sent to it (spec-note 0421); each one
+/// passed over is a warning in `warnings`.
 pub(crate) async fn find_container(
     engine: &dyn Engine,
     labels: &BTreeMap<String, String>,
+    workspace: Option<&[PathBuf]>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<ContainerInfo>> {
     let found = engine.find_containers(labels).await?;
     for summary in found.iter().filter(|c| c.state != "removing") {
-        if let Some(info) = engine.inspect_container(&summary.id).await? {
-            return Ok(Some(info));
+        let Some(info) = engine.inspect_container(&summary.id).await? else {
+            continue;
+        };
+        if let Some(folders) = workspace
+            && !security::identity::binds_workspace(&info, folders)
+        {
+            let binds = security::identity::bind_sources(&info);
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "container {} carries this workspace's labels but does not bind `{}` (its binds: {}): it is not used; remove it if it is not yours (`docker rm -f {}`)",
+                    short(&info.id),
+                    folders.first().map(|f| f.display().to_string()).unwrap_or_default(),
+                    if binds.is_empty() { "none".to_string() } else { binds.join(", ") },
+                    short(&info.id),
+                ),
+            });
+            continue;
         }
+        return Ok(Some(info));
     }
     Ok(None)
+}
+
+/// The host folders a container found by `target`'s id labels must bind to be this
+/// workspace's: the workspace mount's source, the default mount root and the workspace folder
+/// (a handoff binds its root at `/workspace`). `None` when the lookup is by `--id-label`s
+/// (the user's own choice of identity) or the configuration has no bind workspace mount
+/// (nothing to compare with; spec-note 0421).
+pub(crate) fn expected_workspace(
+    target: &TargetOptions,
+    loaded: &LoadedConfiguration,
+) -> Option<Vec<PathBuf>> {
+    if !target.id_labels.is_empty() || target.no_configuration {
+        return None;
+    }
+    let mount = loaded
+        .workspace
+        .workspace_mount
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .and_then(|m| crate::engine::run_args::parse_mount(m).ok())
+        .filter(|m| m.kind == MountKind::Bind)?;
+    let mut folders: Vec<PathBuf> = mount.source.map(PathBuf::from).into_iter().collect();
+    folders.push(loaded.workspace.host_mount_root.clone());
+    folders.push(loaded.workspace_folder.clone());
+    Some(folders)
 }
 
 async fn inspect(engine: &dyn Engine, id: &str) -> Result<ContainerInfo> {
@@ -1523,6 +1645,164 @@ fn lifecycle_error(
     move |source| HandoffError::Lifecycle {
         container_id: container_id.clone(),
         source,
+    }
+}
+
+/// Takes the bring-up lock of the dev container identity `id` in devcell's state folder
+/// ([`crate::handoff::state::StateStore::lock_bring_up`]; spec-note 0422), so parallel `up`s,
+/// handoffs and `run-user-commands` of one workspace find-or-create one container and run its
+/// hooks once: the second waits (saying so) for the first to finish, then finds its
+/// container. No state folder (no home) means no lock.
+///
+/// Errors: [`HandoffError::Unsupported`] when the lock file cannot be opened or locked.
+pub(crate) async fn bring_up_lock(
+    id: &str,
+    reporter: &dyn Reporter,
+) -> Result<Option<crate::handoff::state::BringUpLock>> {
+    let Ok(store) = crate::handoff::state::StateStore::open_default() else {
+        return Ok(None);
+    };
+    let failed = |e: crate::handoff::state::StateError| HandoffError::Unsupported {
+        message: format!("cannot take the bring-up lock: {e}"),
+        hint: Some(format!(
+            "devcell keeps its locks in `{}`; check that it is writable",
+            store.root().join("locks").display()
+        )),
+    };
+    if let Some(lock) = store.lock_bring_up(id, false).map_err(failed)? {
+        return Ok(Some(lock));
+    }
+    reporter.report(Event::Status(
+        "waiting for another devcell bringing up this workspace's container".to_string(),
+    ));
+    let owned = id.to_string();
+    let waited = store.clone();
+    let lock = tokio::task::spawn_blocking(move || waited.lock_bring_up(&owned, true))
+        .await
+        .map_err(|e| HandoffError::Unsupported {
+            message: format!("cannot take the bring-up lock: {e}"),
+            hint: None,
+        })?
+        .map_err(failed)?;
+    Ok(lock)
+}
+
+/// `/bin/sh` script printing the real, effective, saved and filesystem uids of the shell
+/// itself (`/proc/self/status`, `Uid:` line): shell built-ins only, so it needs nothing but
+/// the `/bin/sh` the keep-alive entrypoint needs anyway.
+pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && echo "$r $e $s $f"; done < /proc/self/status; :"#;
+
+/// After creation under `hardened`, before anything of the configuration runs in it: the
+/// container's user and the remote user, as the engine resolves them, must not be uid 0
+/// unless `--allow root` was given (spec-note 0420). Each is checked with one exec of
+/// [`UID_SCRIPT`]. A uid 0, or a user the check cannot run as, removes the container (and its
+/// anonymous volumes).
+///
+/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) for uid 0;
+/// [`HandoffError::Unsupported`] when the check could not run; [`HandoffError::Engine`].
+async fn verify_uids_inside(
+    engine: &dyn Engine,
+    id: &str,
+    remote_user: Option<&str>,
+    requests: &[PermissionRequest],
+    grants: &Grants,
+) -> Result<()> {
+    if grants.allows(&security::Permission::Root) {
+        return Ok(());
+    }
+    let mut users: Vec<Option<&str>> = vec![None];
+    if let Some(r) = remote_user {
+        users.push(Some(r));
+    }
+    for user in users {
+        let request = ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), UID_SCRIPT.into()],
+            user: user.map(str::to_string),
+            ..ExecRequest::default()
+        };
+        let shown = user.map_or_else(|| "the container's user".to_string(), |u| format!("`{u}`"));
+        let result = engine
+            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+            .await;
+        let uids: Option<Vec<u32>> = match &result {
+            Ok(r) if r.exit_code == 0 => {
+                let text = r.stdout_text();
+                let fields: Vec<&str> = text.split_whitespace().collect();
+                let parsed: Option<Vec<u32>> = fields.iter().map(|f| f.parse().ok()).collect();
+                parsed.filter(|p| p.len() == 4)
+            }
+            _ => None,
+        };
+        let problem = match uids {
+            Some(uids) if !uids.contains(&0) => continue,
+            Some(_) => None,
+            None => Some(match result {
+                Ok(r) => format!("exit code {}: {}", r.exit_code, r.stderr_text().trim()),
+                Err(e) => e.to_string(),
+            }),
+        };
+        let _ = engine.remove_container(id, true).await;
+        if let Some(problem) = problem {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "cannot check which uid {shown} runs as in container {} ({problem}); the container was removed",
+                    short(id)
+                ),
+                hint: Some(
+                    "the user must exist in the image's `/etc/passwd` (or be numeric) and the image needs `/bin/sh`".into(),
+                ),
+            });
+        }
+        let source = requests
+            .iter()
+            .find(|r| r.permission == security::Permission::Root)
+            .map(|r| r.source.clone())
+            .unwrap_or(if user.is_some() {
+                Source::DevcontainerJson
+            } else {
+                Source::ImageUser
+            });
+        let mut all: Vec<PermissionRequest> = requests.to_vec();
+        all.push(PermissionRequest {
+            permission: security::Permission::Root,
+            source,
+            status: security::RequestStatus::Refused,
+        });
+        return Err(HandoffError::Security(security::SecurityError::Refused {
+            profile: "hardened".to_string(),
+            requests: all,
+        }));
+    }
+    Ok(())
+}
+
+/// Under `hardened`, every label of the image in the identity namespaces
+/// ([`crate::names::is_identity_label`]) but `devcontainer.metadata` that devcell does not set
+/// itself is overridden with an empty value on the container (a container inherits its
+/// image's labels, and the image may come from the repository's Dockerfile): an empty value
+/// matches no lookup. Each is a warning (spec-note 0421).
+fn neutralise_image_identity_labels(
+    image: &ImageInfo,
+    spec: &mut crate::engine::ContainerSpec,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) {
+    for key in image.labels.keys() {
+        if !crate::names::is_identity_label(key)
+            || key == METADATA_LABEL
+            || spec.labels.contains_key(key)
+        {
+            continue;
+        }
+        spec.labels.insert(key.clone(), String::new());
+        let message = format!(
+            "the image's label `{key}` is in a namespace devcell identifies containers by: the container gets it empty"
+        );
+        reporter.report(Event::Status(format!("warning: {message}")));
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
     }
 }
 
@@ -1926,29 +2206,20 @@ pub struct Account {
 }
 
 /// Finds `user` (a name, or a numeric uid; a `:group` suffix is ignored) in `/etc/passwd`
-/// text. `None` when absent or malformed.
+/// text the way the engine resolves it ([`crate::engine::passwd::lookup`]). `None` when it has
+/// no entry.
 pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
-    let user = user.split(':').next().unwrap_or(user);
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        let [name, _, uid, gid, _, home, ..] = fields.as_slice() else {
-            return None;
-        };
-        if *name != user && *uid != user {
-            return None;
-        }
-        Some(Account {
-            uid: uid.parse().ok()?,
-            gid: gid.parse().ok()?,
-            home: (*home).to_string(),
-        })
+    crate::engine::passwd::lookup(passwd, user).map(|e| Account {
+        uid: e.uid,
+        gid: e.gid,
+        home: e.home,
     })
 }
 
-/// The image's `/etc/passwd` entry for `user`, read from a container that is created and
-/// removed without being started (spec-note 0185). `None` when it cannot be read: the policy
-/// then derives the home itself.
-async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<Account> {
+/// The image's `/etc/passwd` text, read from a container that is created and removed without
+/// being started (spec-note 0185). `None` when it cannot be read: names are then judged from
+/// inside the container after creation (spec-note 0420), and the policy derives the home.
+pub(crate) async fn image_passwd(engine: &dyn Engine, image: &str) -> Option<String> {
     let spec = crate::engine::ContainerSpec {
         image: image.to_string(),
         entrypoint: Some(vec!["/bin/sh".to_string()]),
@@ -1958,8 +2229,7 @@ async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<A
     let id = engine.create_container(&spec).await.ok()?;
     let passwd = engine.read_file(&id, "/etc/passwd").await;
     let _ = engine.remove_container(&id, true).await;
-    let passwd = String::from_utf8(passwd.ok()??).ok()?;
-    passwd_account(&passwd, user)
+    String::from_utf8(passwd.ok()??).ok()
 }
 
 /// Whether the configuration lists any Feature.
@@ -2458,6 +2728,42 @@ pub(crate) fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_identity_labels_are_emptied_on_the_container_with_a_warning() {
+        struct Quiet;
+        impl Reporter for Quiet {
+            fn report(&self, _: Event) {}
+        }
+        let image = ImageInfo {
+            labels: BTreeMap::from([
+                (
+                    "devcontainer.local_folder".to_string(),
+                    "/other".to_string(),
+                ),
+                ("devcell.feature_digests".to_string(), "{}".to_string()),
+                (METADATA_LABEL.to_string(), "[]".to_string()),
+                (
+                    "org.opencontainers.image.title".to_string(),
+                    "x".to_string(),
+                ),
+            ]),
+            ..ImageInfo::default()
+        };
+        let mut spec = crate::engine::ContainerSpec::default();
+        spec.labels
+            .insert("devcontainer.local_folder".into(), "/mine".into());
+        let mut warnings = Vec::new();
+        neutralise_image_identity_labels(&image, &mut spec, &mut warnings, &Quiet);
+        // devcell's own value stays; the image's other identity label is emptied; the
+        // metadata label and labels outside the namespaces are inherited as they are.
+        assert_eq!(spec.labels["devcontainer.local_folder"], "/mine");
+        assert_eq!(spec.labels["devcell.feature_digests"], "");
+        assert!(!spec.labels.contains_key(METADATA_LABEL));
+        assert!(!spec.labels.contains_key("org.opencontainers.image.title"));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].message.contains("`devcell.feature_digests`"));
+    }
 
     #[test]
     fn passwd_entries_by_name_or_uid() {

@@ -174,6 +174,11 @@ pub async fn run_stages<E: HookExecutor>(
             return Err(LifecycleError::MarkersUnavailable { hook: stage.hook });
         }
     }
+    // Container hooks: stop what a killed devcell left running before starting anything
+    // again (spec-note 0423).
+    if context.markers.is_some() && stages.iter().any(|s| !s.commands.is_empty()) {
+        reap_left_behind(executor, context, reporter).await?;
+    }
     let existing = if stages
         .iter()
         .any(|s| s.condition == RunCondition::UnlessMarked)
@@ -280,8 +285,28 @@ async fn run_one<E: HookExecutor>(
 ) -> Result<HookRun> {
     let mut env = context.env.clone();
     env.0.extend(context.secrets.0.clone());
+    // In a container, the command runs under the wrapper that records its process group
+    // (spec-note 0423); the marker folder and the id go through the environment.
+    let argv = match &context.markers {
+        Some(markers) => {
+            env.0.extend(markers.env());
+            env.0.insert(
+                marker::HOOK_ID_ENV.to_string(),
+                marker::hook_id(hook, sourced.source, entry),
+            );
+            let mut argv = vec![
+                "/bin/sh".to_string(),
+                "-c".to_string(),
+                marker::HOOK_WRAPPER_SCRIPT.to_string(),
+                marker::HOOK_WRAPPER_NAME.to_string(),
+            ];
+            argv.extend(command.argv());
+            argv
+        }
+        None => command.argv(),
+    };
     let request = ExecRequest {
-        argv: command.argv(),
+        argv,
         user: context.user.clone(),
         working_dir: context.working_dir.clone(),
         env,
@@ -323,6 +348,46 @@ async fn run_one<E: HookExecutor>(
             output.into_tail()
         },
     })
+}
+
+/// Runs [`marker::REAP_SCRIPT`] as the hooks' user: hook process groups a killed devcell left
+/// behind are stopped (each one a status line). A reap that cannot run is a status line, not
+/// an error: the hooks then run as before.
+async fn reap_left_behind<E: HookExecutor>(
+    executor: &E,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let Some(markers) = context.markers.as_ref() else {
+        return Ok(());
+    };
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(marker::REAP_SCRIPT.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env: markers.env().into_iter().collect(),
+    };
+    let collected = Capture::default();
+    let code = executor
+        .exec(&request, &collected)
+        .await
+        .map_err(|source| LifecycleError::Executor {
+            what: "the check for hooks left running".to_string(),
+            source,
+        })?;
+    for line in collected.into_lines() {
+        if let Some(id) = line.strip_prefix("stopped ") {
+            reporter.report(Event::Status(format!(
+                "stopped `{id}`, left running by an interrupted devcell, before starting the hooks again"
+            )));
+        }
+    }
+    if code != 0 {
+        reporter.report(Event::Status(format!(
+            "warning: the check for hooks left running exited with {code}"
+        )));
+    }
+    Ok(())
 }
 
 async fn read_markers<E: HookExecutor>(
@@ -482,6 +547,7 @@ mod tests {
         events: Mutex<Vec<String>>,
         requests: Mutex<Vec<ExecRequest>>,
         markers: Mutex<HashMap<String, String>>,
+        reaps: Mutex<usize>,
     }
 
     impl Recorder {
@@ -496,8 +562,12 @@ mod tests {
             request: &ExecRequest,
             output: &dyn Reporter,
         ) -> std::result::Result<i64, crate::lifecycle::ExecutorError> {
-            self.requests.lock().unwrap().push(request.clone());
             let label = request.argv.last().cloned().unwrap_or_default();
+            if label == marker::REAP_SCRIPT {
+                *self.reaps.lock().unwrap() += 1;
+                return Ok(0);
+            }
+            self.requests.lock().unwrap().push(request.clone());
             if label == marker::READ_SCRIPT {
                 for (hook, value) in self.markers.lock().unwrap().iter() {
                     output.report(Event::Output(format!("{hook}={value}")));
@@ -652,9 +722,24 @@ mod tests {
                 request.argv
             );
         }
-        // String form goes through /bin/sh -c; array form does not.
-        assert_eq!(requests[0].argv, vec!["/bin/sh", "-c", "on-create feature"]);
-        assert_eq!(requests[1].argv, vec!["on-create", "json"]);
+        // String form goes through /bin/sh -c; array form does not; both under the wrapper
+        // that records the process group, whose id comes through the environment.
+        let wrapper = [
+            "/bin/sh",
+            "-c",
+            marker::HOOK_WRAPPER_SCRIPT,
+            marker::HOOK_WRAPPER_NAME,
+        ];
+        assert_eq!(requests[0].argv[..4], wrapper);
+        assert_eq!(
+            requests[0].argv[4..],
+            ["/bin/sh", "-c", "on-create feature"]
+        );
+        assert_eq!(requests[1].argv[4..], ["on-create", "json"]);
+        assert_eq!(requests[0].env.0[marker::HOOK_ID_ENV], "onCreateCommand-0");
+        assert_eq!(requests[1].env.0[marker::HOOK_ID_ENV], "onCreateCommand-1");
+        // Left-behind hooks were looked for once, before the first hook.
+        assert_eq!(*recorder.reaps.lock().unwrap(), 1);
     }
 
     #[tokio::test]

@@ -812,11 +812,14 @@ pub fn caps_from_mask(mask: u64) -> BTreeSet<String> {
         .collect()
 }
 
+/// The uid `Config.User` gives without a passwd to look names up in
+/// ([`crate::engine::passwd::resolve`]: `00`, `+0` are uid 0 too); empty is the image's
+/// default, taken as root.
 fn user_uid(user: &str) -> Option<u32> {
-    let name = user.split(':').next().unwrap_or_default();
-    match name {
-        "" | "root" => Some(0),
-        n => n.parse().ok(),
+    use crate::engine::passwd::{Resolved, resolve};
+    match resolve(user, None) {
+        Resolved::Default => Some(0),
+        other => other.uid(),
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod error;
 pub mod host_path;
+pub mod identity;
 pub mod origins;
 pub mod policy;
 pub mod probe;

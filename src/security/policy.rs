@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::engine::{ContainerSpec, Limits, MountKind};
+use crate::engine::{ContainerSpec, Limits, MountKind, passwd};
 
 use super::error::{Result, SecurityError};
 use super::profile::{ProfileLimits, SecurityProfile};
@@ -71,6 +71,10 @@ pub enum Permission {
     /// A port published on a host address other than loopback: `<ip>:<hostPort>` (IPv6 in
     /// brackets, `*` for an engine-chosen port) (spec-note 0431).
     PublishPort(String),
+    /// A label key in the namespaces devcell and the reference CLI find containers by
+    /// (`devcontainer.*`, `devcell.*`) set by the repository: never granted under `hardened`
+    /// (spec-note 0421).
+    IdentityLabel(String),
 }
 
 impl Permission {
@@ -84,9 +88,9 @@ impl Permission {
             Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
-            Permission::EngineSocket(_) => return None,
             Permission::Network(n) => format!("--allow network:{n}"),
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
+            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
         })
     }
 }
@@ -104,6 +108,7 @@ impl fmt::Display for Permission {
             Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
             Permission::Network(n) => write!(f, "network `{n}`"),
             Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
+            Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
         }
     }
 }
@@ -146,7 +151,7 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`.
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -159,6 +164,7 @@ impl Permission {
             Permission::EngineSocket(_) => "engineSocket",
             Permission::Network(_) => "network",
             Permission::PublishPort(_) => "publishPort",
+            Permission::IdentityLabel(_) => "identityLabel",
         }
     }
 
@@ -171,7 +177,8 @@ impl Permission {
             | Permission::Device(v)
             | Permission::EngineSocket(v)
             | Permission::Network(v)
-            | Permission::PublishPort(v) => Some(v),
+            | Permission::PublishPort(v)
+            | Permission::IdentityLabel(v) => Some(v),
             _ => None,
         }
     }
@@ -302,7 +309,7 @@ impl Grants {
             Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
             Permission::Device(d) => self.devices.contains(d),
-            Permission::EngineSocket(_) => false,
+            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => false,
             Permission::Network(n) => self.networks.contains(n),
             Permission::PublishPort(a) => {
                 self.publish.contains("*")
@@ -405,6 +412,11 @@ pub struct PolicyInput {
     pub host_home: Option<PathBuf>,
     /// The host path of the socket devcell talks to the engine through, if any.
     pub engine_socket: Option<PathBuf>,
+    /// The image's `/etc/passwd` text, when read: users are judged by the uid the engine
+    /// resolves them to ([`crate::engine::passwd::resolve`]), not by their spelling.
+    pub passwd: Option<String>,
+    /// Label keys the repository sets on the container (`runArgs` `--label`/`-l`).
+    pub repository_labels: Vec<String>,
 }
 
 /// The spec to create and every request with its status.
@@ -481,7 +493,9 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
     };
     for r in &mut requests {
         r.status = match (&r.permission, &r.source) {
-            (Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+            (Permission::EngineSocket(_) | Permission::IdentityLabel(_), _) => {
+                RequestStatus::Forbidden
+            }
             (_, Source::CommandLine) => RequestStatus::AllowedByProfile,
             (p, _) if grants.allows(p) => RequestStatus::Granted,
             _ => RequestStatus::Refused,
@@ -595,19 +609,20 @@ fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
     if spec.privileged {
         push(Permission::Privileged, or_config(o.privileged.as_ref()));
     }
-    // Root: an explicit root container user or remote user, or an image that runs as root
-    // with no non-root remote user to run as instead.
+    // Root: a container user or remote user that resolves to uid 0, or an image that runs as
+    // root with no non-root remote user to run as instead.
+    let root = |u: &str| input.is_root(u);
     if let Some(u) = &spec.user {
-        if is_root_user(u) {
+        if root(u) {
             push(Permission::Root, or_config(o.container_user.as_ref()));
         }
-    } else if input.image_user.as_deref().is_none_or(is_root_user)
-        && input.remote_user.as_deref().is_none_or(is_root_user)
+    } else if input.image_user.as_deref().is_none_or(root)
+        && input.remote_user.as_deref().is_none_or(root)
     {
         push(Permission::Root, Source::ImageUser);
     }
     if let Some(u) = &input.remote_user
-        && is_root_user(u)
+        && root(u)
     {
         push(Permission::Root, or_config(o.remote_user.as_ref()));
     }
@@ -664,7 +679,23 @@ fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
             );
         }
     }
+    for key in &input.repository_labels {
+        if crate::names::is_identity_label(key) {
+            push(
+                Permission::IdentityLabel(key.clone()),
+                Source::DevcontainerJson,
+            );
+        }
+    }
     out
+}
+
+impl PolicyInput {
+    /// Whether `user` runs as uid 0 in this image ([`passwd::is_root`] against
+    /// [`PolicyInput::passwd`]; an empty spelling is the image's default, taken as root).
+    pub fn is_root(&self, user: &str) -> bool {
+        passwd::is_root(user, self.passwd.as_deref(), true)
+    }
 }
 
 /// The container and remote users under `hardened` (spec-note 0083): an image that would run
@@ -674,9 +705,9 @@ fn effective_users(input: &PolicyInput) -> (Option<String>, Option<String>) {
     let container = match &input.spec.user {
         Some(u) => Some(u.clone()),
         None => {
-            let image_root = input.image_user.as_deref().is_none_or(is_root_user);
+            let image_root = input.image_user.as_deref().is_none_or(|u| input.is_root(u));
             match &remote {
-                Some(r) if image_root && !is_root_user(r) => Some(r.clone()),
+                Some(r) if image_root && !input.is_root(r) => Some(r.clone()),
                 _ => None,
             }
         }
@@ -691,7 +722,7 @@ fn remote_home(input: &PolicyInput, user: Option<&str>) -> Option<String> {
         return Some(h.clone());
     }
     let user = user.map(|u| u.split(':').next().unwrap_or(u))?;
-    if is_root_user(user) {
+    if input.is_root(user) {
         return Some("/root".to_string());
     }
     if user.is_empty() || user.chars().all(|c| c.is_ascii_digit()) {
@@ -808,10 +839,11 @@ fn human_size(bytes: i64) -> String {
     bytes.to_string()
 }
 
-/// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) names root.
+/// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) is uid 0 without a passwd to
+/// look names up in: any numeric spelling of 0 (`00`, `+0`, `0:0`), `root`, or empty (the
+/// engine's default). [`passwd::is_root`] with the image's passwd is the full judgement.
 pub fn is_root_user(user: &str) -> bool {
-    let name = user.split(':').next().unwrap_or(user).trim();
-    name.is_empty() || name == "root" || name == "0"
+    passwd::is_root(user, None, true)
 }
 
 /// `SYS_PTRACE`, `cap_sys_ptrace` and `CAP_SYS_PTRACE` all normalise to `SYS_PTRACE`.
@@ -1099,6 +1131,92 @@ mod tests {
         );
         let a = apply(&hardened(), &input, &Grants::parse(&["root"]).unwrap()).unwrap();
         assert!(a.spec.tmpfs.contains_key("/root"));
+    }
+
+    #[test]
+    fn root_is_judged_by_the_uid_the_image_gives_not_the_spelling() {
+        let passwd = "root:x:0:0::/root:/bin/sh\nadmin:x:0:0::/home/admin:/bin/sh\n\
+                      vscode:x:1000:1000::/home/vscode:/bin/sh\n";
+        // Every spelling of uid 0, as containerUser (or `-u`) and as remoteUser.
+        for spelling in ["00", "+0", "-0", "0:0", "0000:1000", "root:staff", "admin"] {
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.spec.user = Some(spelling.into());
+            let r = refused(&input, &Grants::default());
+            assert_eq!(
+                r[0].permission,
+                Permission::Root,
+                "containerUser {spelling}"
+            );
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.remote_user = Some(spelling.into());
+            input.origins.remote_user = Some(Source::Feature("f".into()));
+            let r = refused(&input, &Grants::default());
+            assert!(
+                r.iter()
+                    .any(|r| r.permission == Permission::Root
+                        && r.source == Source::Feature("f".into())),
+                "remoteUser {spelling}: {r:?}"
+            );
+            let a = apply(&hardened(), &input, &Grants::parse(&["root"]).unwrap()).unwrap();
+            assert_eq!(a.requests[0].status, RequestStatus::Granted, "{spelling}");
+        }
+        // An image whose `USER` is a uid-0 name, and no remote user: root from the image.
+        let mut input = base();
+        input.passwd = Some(passwd.into());
+        input.remote_user = None;
+        input.image_user = Some("admin".into());
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r[0].source, Source::ImageUser);
+        // With a non-root remote user the root image runs as that user instead.
+        input.remote_user = Some("vscode".into());
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.user.as_deref(), Some("vscode"));
+        // Not root: a plain user, a gid of 0, an out-of-range uid the engine refuses.
+        for spelling in ["vscode", "1000:0", "4294967296"] {
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.spec.user = Some(spelling.into());
+            assert!(
+                apply(&hardened(), &input, &Grants::default()).is_ok(),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
+    fn identity_labels_from_the_repository_are_never_allowed() {
+        let mut input = base();
+        input.repository_labels = vec![
+            "devcontainer.local_folder".into(),
+            "DevCell.session".into(),
+            "team".into(),
+        ];
+        let r = refused(&input, &Grants::default());
+        let kinds: Vec<_> = r.iter().map(|r| (r.permission.clone(), r.status)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (
+                    Permission::IdentityLabel("devcontainer.local_folder".into()),
+                    RequestStatus::Forbidden
+                ),
+                (
+                    Permission::IdentityLabel("DevCell.session".into()),
+                    RequestStatus::Forbidden
+                )
+            ]
+        );
+        assert!(r[0].permission.grant_flag().is_none());
+        assert!(r[0].to_string().contains("never allowed"), "{}", r[0]);
+        assert!(Grants::parse(&["label:devcontainer.local_folder"]).is_err());
+        // `reference` applies the configuration as written.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.requests[0].status, RequestStatus::AllowedByProfile);
+        // A plain label is no request at all.
+        input.repository_labels = vec!["team".into()];
+        assert!(apply(&hardened(), &input, &Grants::default()).is_ok());
     }
 
     #[test]

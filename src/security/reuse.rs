@@ -16,7 +16,7 @@ use crate::engine::{ContainerInfo, MountKind};
 use super::error::{Result, SecurityError};
 use super::policy::{
     Grants, NO_NEW_PRIVILEGES, Permission, PermissionRequest, RequestStatus, Source,
-    is_engine_socket, is_root_user, is_within, network_permission, normalize_cap, normalize_path,
+    is_engine_socket, is_within, network_permission, normalize_cap, normalize_path,
 };
 use super::profile::{ProfileLimits, SecurityProfile};
 
@@ -117,6 +117,10 @@ pub struct ExistingContainer<'a> {
     pub engine_socket: Option<&'a Path>,
     /// The network asked for now (`Some("none")` when it must be `none`).
     pub network: Option<&'a str>,
+    /// The container's `/etc/passwd` text, when read: a user name is judged by the uid it
+    /// resolves to ([`crate::engine::passwd::resolve`]); without it only numeric spellings and
+    /// `root` are recognised.
+    pub passwd: Option<&'a str>,
 }
 
 /// Checks that reusing `existing` gives nothing beyond `profile` and `grants`.
@@ -153,7 +157,8 @@ pub fn check_reuse(
         .filter(|u| !u.is_empty())
         .or(existing.image_user.filter(|u| !u.is_empty()))
         .unwrap_or("root");
-    if is_root_user(user) || existing.remote_user.is_some_and(is_root_user) {
+    let root = |u: &str| crate::engine::passwd::is_root(u, existing.passwd, true);
+    if root(user) || existing.remote_user.is_some_and(root) {
         push(Permission::Root);
     }
     let dropped: Vec<String> = host.cap_drop.iter().map(|c| normalize_cap(c)).collect();
@@ -331,6 +336,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            passwd: None,
         }
     }
 
