@@ -304,16 +304,14 @@ pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
 }
 
 /// The git root of `folder` via `git rev-parse --show-cdup` (keeps symlinked paths, unlike
-/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run as the
-/// folder's owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
+/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run through
+/// [`super::hostgit::command`] (no system or global configuration, nothing the repository's
+/// configuration names can run; as the folder's owner when devcell is root).
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
-    let mut git = Command::new("git");
-    git.args(["rev-parse", "--show-cdup"])
-        .current_dir(folder)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null());
-    // a root devcell in a user's repository asks git as that user (spec-note 0250)
-    super::ownership::run_as_owner(&mut git, folder);
+    // nothing the repository's configuration names may run (spec-note 0412); as the folder's
+    // owner when devcell is root (spec-note 0250)
+    let mut git = super::hostgit::command(folder, &[]);
+    git.args(["rev-parse", "--show-cdup"]).stderr(Stdio::null());
     let output = git.output().ok()?;
     if !output.status.success() {
         return None;

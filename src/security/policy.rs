@@ -30,6 +30,9 @@ pub enum Source {
     /// An existing container `up` would reuse (short id): what it already has
     /// ([`crate::security::reuse`]).
     ExistingContainer(String),
+    /// A repository's git link (`.git` file or symlink, or a `commondir` file; host path):
+    /// it names the git directory devcell's host git would read and the handoff would mount.
+    GitLink(String),
 }
 
 impl fmt::Display for Source {
@@ -41,6 +44,7 @@ impl fmt::Display for Source {
             Source::ImageUser => f.write_str("image `USER`"),
             Source::CommandLine => f.write_str("command line"),
             Source::ExistingContainer(id) => write!(f, "existing container {id}"),
+            Source::GitLink(path) => write!(f, "git link `{path}`"),
         }
     }
 }
@@ -64,6 +68,12 @@ pub enum Permission {
     HostNetwork,
     /// A mount of (or over) a container engine's socket: never granted under `hardened`.
     EngineSocket(String),
+    /// A command the repository names that devcell would run on the host (`initializeCommand`):
+    /// its exact argv, shlex-quoted (spec-note 0410).
+    HostCommand(String),
+    /// A git directory outside the workspace that a repository's git link names and that
+    /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
+    GitDir(String),
 }
 
 impl Permission {
@@ -78,6 +88,8 @@ impl Permission {
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
             Permission::EngineSocket(_) => return None,
+            Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::GitDir(p) => format!("--allow gitdir:{p}"),
         })
     }
 }
@@ -93,6 +105,8 @@ impl fmt::Display for Permission {
             Permission::Device(d) => write!(f, "host device `{d}`"),
             Permission::HostNetwork => f.write_str("host network"),
             Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
+            Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
+            Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
         }
     }
 }
@@ -135,7 +149,7 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`.
+    /// `device`, `hostNetwork`, `engineSocket`, `hostCommand`, `gitDir`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -146,6 +160,8 @@ impl Permission {
             Permission::Device(_) => "device",
             Permission::HostNetwork => "hostNetwork",
             Permission::EngineSocket(_) => "engineSocket",
+            Permission::HostCommand(_) => "hostCommand",
+            Permission::GitDir(_) => "gitDir",
         }
     }
 
@@ -156,7 +172,9 @@ impl Permission {
             | Permission::Mount(v)
             | Permission::SecurityOpt(v)
             | Permission::Device(v)
-            | Permission::EngineSocket(v) => Some(v),
+            | Permission::EngineSocket(v)
+            | Permission::HostCommand(v)
+            | Permission::GitDir(v) => Some(v),
             _ => None,
         }
     }
@@ -211,11 +229,16 @@ pub struct Grants {
     pub security_opts: BTreeSet<String>,
     /// `device:<host path>`.
     pub devices: BTreeSet<String>,
+    /// `host-command`: every command the repository names for the host runs.
+    pub host_command: bool,
+    /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
+    pub git_dirs: BTreeSet<String>,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
-    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`.
+    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
+    /// `host-command`, `gitdir:<absolute host path>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -235,6 +258,11 @@ impl Grants {
         match value.split_once(':') {
             None if value == "privileged" => self.privileged = true,
             None if value == "root" => self.root = true,
+            None if value == "host-command" => self.host_command = true,
+            Some(("gitdir", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.git_dirs.insert(p);
+            }
             Some(("network", "host")) => self.host_network = true,
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
@@ -265,6 +293,8 @@ impl Grants {
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
             Permission::Device(d) => self.devices.contains(d),
             Permission::EngineSocket(_) => false,
+            Permission::HostCommand(_) => self.host_command,
+            Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
         }
     }
 }
@@ -477,6 +507,44 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
         remote_user,
         requests,
     })
+}
+
+/// Judges requests that are not part of a container (host commands, git directories):
+/// `reference` allows each ([`RequestStatus::AllowedByProfile`]); `hardened` grants what
+/// `grants` allows and refuses the rest. Pure. [`refusal`] turns the result into the error.
+pub fn judge(
+    profile: &SecurityProfile,
+    asked: impl IntoIterator<Item = (Permission, Source)>,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    asked
+        .into_iter()
+        .map(|(permission, source)| {
+            let status = match (profile, &permission, &source) {
+                (SecurityProfile::Reference, _, _) => RequestStatus::AllowedByProfile,
+                (_, Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+                (_, _, Source::CommandLine) => RequestStatus::AllowedByProfile,
+                (_, p, _) if grants.allows(p) => RequestStatus::Granted,
+                _ => RequestStatus::Refused,
+            };
+            PermissionRequest {
+                permission,
+                source,
+                status,
+            }
+        })
+        .collect()
+}
+
+/// [`SecurityError::Refused`] listing `requests` when any is refused or forbidden.
+pub fn refusal(profile: &SecurityProfile, requests: &[PermissionRequest]) -> Option<SecurityError> {
+    requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+        .then(|| SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests: requests.to_vec(),
+        })
 }
 
 /// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
@@ -1074,6 +1142,50 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "forbidden");
         assert!(v.get("grant").is_none());
+    }
+
+    #[test]
+    fn host_commands_and_git_dirs_are_requests_only_the_user_grants() {
+        let asked = || {
+            vec![
+                (
+                    Permission::HostCommand("/bin/sh -c 'touch /tmp/m'".into()),
+                    Source::DevcontainerJson,
+                ),
+                (
+                    Permission::GitDir("/srv/other/.git".into()),
+                    Source::GitLink("/w/api/.git".into()),
+                ),
+            ]
+        };
+        let r = judge(&hardened(), asked(), &Grants::default());
+        assert!(r.iter().all(|r| r.status == RequestStatus::Refused));
+        let err = refusal(&hardened(), &r).unwrap();
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        assert!(hint.contains("--allow host-command"), "{hint}");
+        assert!(hint.contains("--allow gitdir:/srv/other/.git"), "{hint}");
+        assert!(
+            err.to_string().contains("`/bin/sh -c 'touch /tmp/m'`"),
+            "{err}"
+        );
+        let g = Grants::parse(&["host-command", "gitdir:/srv/other"]).unwrap();
+        let r = judge(&hardened(), asked(), &g);
+        assert!(
+            r.iter().all(|r| r.status == RequestStatus::Granted),
+            "{r:?}"
+        );
+        assert!(refusal(&hardened(), &r).is_none());
+        let r = judge(&SecurityProfile::Reference, asked(), &Grants::default());
+        assert!(
+            r.iter()
+                .all(|r| r.status == RequestStatus::AllowedByProfile)
+        );
+        let v = serde_json::to_value(&r[0]).unwrap();
+        assert_eq!(v["permission"], "hostCommand");
+        assert_eq!(v["value"], "/bin/sh -c 'touch /tmp/m'");
+        assert_eq!(v["grant"], "--allow host-command");
+        assert!(Grants::parse(&["gitdir:relative"]).is_err());
+        assert!(Grants::parse(&["host-command:x"]).is_err());
     }
 
     #[test]
