@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -374,6 +374,7 @@ fn quote_if_comma(segment: &str, path: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) {
         let status = Command::new("git")
