@@ -196,9 +196,16 @@ fn up_exec_reuse_down_and_restart() {
         return;
     }
     let ws = Workspace::new(HOOKS_CONFIG);
-    let out = ws.run("up", &[]);
+    // initializeCommand runs on the host only when the user grants it (spec-note 0410)
+    let out = ws.run("up", &["--allow", "host-command"]);
     let first = last_json(&out);
     assert_eq!(first["outcome"], "success", "{first}");
+    assert_eq!(
+        first["devcell"]["permissions"][0]["value"],
+        "sh -c 'echo \"initialize-ran-in-$PWD\"'",
+        "{first}"
+    );
+    assert_eq!(first["devcell"]["permissions"][0]["status"], "granted");
     let id = first["containerId"].as_str().unwrap().to_string();
     assert_eq!(first["remoteUser"], "nobody");
     let folder = format!(
