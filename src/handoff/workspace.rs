@@ -745,7 +745,6 @@ fn config_value(repo: &Repo, file: &Path, key: &str) -> Option<String> {
     }
     let pin = GitPin {
         work_tree: &repo.host_path,
-        git_dir: &repo.git_dir,
         common_dir: &repo.common_dir,
     };
     let value = git(
@@ -933,7 +932,6 @@ fn describe(
     }
     let pin = GitPin {
         work_tree: dir,
-        git_dir: &git_dir,
         common_dir: &common_dir,
     };
     let status = if refused.is_empty() {
@@ -1360,10 +1358,12 @@ pub fn normalize_posix(path: &str) -> String {
 }
 
 /// The directories a host `git` is pinned to: what [`describe`] judged, not what the links
-/// say when git runs (`GIT_DIR`, `GIT_COMMON_DIR`, `GIT_WORK_TREE`).
+/// say when git runs. The common directory (whose `config` and `hooks` git uses) is pinned
+/// with `GIT_COMMON_DIR`, the working tree with `GIT_WORK_TREE` (no `core.worktree`); the
+/// worktree's own git directory is left to git's discovery, so git's ownership check
+/// (`safe.directory`) still runs (spec-note 0322).
 struct GitPin<'a> {
     work_tree: &'a Path,
-    git_dir: &'a Path,
     common_dir: &'a Path,
 }
 
@@ -1379,7 +1379,6 @@ fn git(
     let mut command = crate::config::hostgit::command(dir, extra);
     command
         .args(args)
-        .env("GIT_DIR", pin.git_dir)
         .env("GIT_COMMON_DIR", pin.common_dir)
         .env("GIT_WORK_TREE", dir);
     let output = command
