@@ -1448,6 +1448,51 @@ pub fn is_safe_relative(rel: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// The worktree back-link rule of [`judge_git_links`] on files laid out by hand: git's
+    /// own two-way layout is trusted; a one-way link, a wrong back-link or a `commondir` in a
+    /// repository's own `.git` is not.
+    #[test]
+    fn only_the_two_way_worktree_link_is_trusted_outside_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("src/api/.git");
+        for d in ["objects", "refs", "worktrees/api"] {
+            std::fs::create_dir_all(main.join(d)).unwrap();
+        }
+        std::fs::write(main.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let ws = base.join("ws");
+        let wt = ws.join("api");
+        std::fs::create_dir_all(&wt).unwrap();
+        let git_dir = main.join("worktrees/api");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", git_dir.display())).unwrap();
+        std::fs::write(git_dir.join("commondir"), "../..\n").unwrap();
+        std::fs::write(
+            git_dir.join("gitdir"),
+            format!("{}\n", wt.join(".git").display()),
+        )
+        .unwrap();
+        let judge = || judge_git_links(&wt, RepoKind::Worktree, &git_dir, &main, &ws);
+        assert!(judge().is_empty(), "{:?}", judge());
+
+        // the back-link names another worktree: untrusted, the git directory is requested
+        std::fs::write(git_dir.join("gitdir"), "/elsewhere/.git\n").unwrap();
+        let got = judge();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].0.clone(), got[0].1.clone()),
+            (wt.join(".git"), git_dir.clone())
+        );
+
+        // a plain repository's own `.git` with a `commondir`, even pointing inside
+        let repo = ws.join("web");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".git/commondir"), "../../api\n").unwrap();
+        let got = judge_git_links(&repo, RepoKind::Repository, &repo.join(".git"), &wt, &ws);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, repo.join(".git/commondir"));
+        assert_eq!(got[0].1, wt);
+    }
+
     #[test]
     fn porcelain_v2_branch_headers_parse() {
         let s = parse_status(
