@@ -523,7 +523,8 @@ pub async fn handoff_with(
     {
         let up_opts = up_options(&p, opts);
         let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
-        let loaded = load(&p.target)?;
+        let loaded =
+            super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
         let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
         let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
         if let Some(refused) = crate::security::refusal(&profile, &early) {
@@ -1124,18 +1125,21 @@ pub(super) async fn prepare(
         .unwrap_or_else(|| settings.security.profile.clone());
     // The profile, limits and grants are checked before anything is planned or created (not
     // on the host, where none of them applies).
+    let mut confine = None;
     let mut git_requests = Vec::new();
     let limits = if host {
         None
     } else {
-        let (chosen, chosen_grants) = crate::handoff::up::security_choice(
+        let (chosen, grants) = crate::handoff::up::security_choice(
             &SecurityOptions {
                 profile: Some(profile.clone()),
                 ..opts.security.clone()
             },
             settings,
         )?;
-        git_requests = git_dir_requests(&ws, &chosen, &chosen_grants);
+        // the config file is judged before it is read, as `up` judges it (spec-note 0400)
+        confine = crate::handoff::up::confine_grants(&chosen, &grants);
+        git_requests = git_dir_requests(&ws, &chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
@@ -1264,7 +1268,7 @@ pub(super) async fn prepare(
         ..TargetOptions::default()
     };
     let (image, features, container) = match &config_file {
-        Some(_) if !host => planned_container(&target, engine).await?,
+        Some(_) if !host => planned_container(&target, engine, confine).await?,
         _ => (
             String::new(),
             Vec::new(),
@@ -1362,8 +1366,9 @@ pub(super) async fn prepare(
 async fn planned_container(
     target: &TargetOptions,
     engine: Option<&dyn Engine>,
+    confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
-    let loaded = load(target)?;
+    let loaded = crate::handoff::up::load_for(target, confine)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),

@@ -9,11 +9,11 @@
 //! See spec note `spec-notes/0162-generated-agents-md.md`.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::context::{ContextError, HandoffContext};
+use super::context::{ContextError, HandoffContext, from_write_error};
 use super::workspace::{Layout, RepoRole};
+use crate::security::host_path::{Existing, WorkspaceDir, WriteError};
 
 /// The file name.
 pub const FILE_NAME: &str = "AGENTS.md";
@@ -131,26 +131,18 @@ pub fn write_if_absent(
             return Ok(AgentsMdOutcome::Exists(entry.path()));
         }
     }
-    let target = root.join(FILE_NAME);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".devcell-tmp-")
-        .tempfile_in(root)
-        .map_err(io(root))?;
-    tmp.write_all(render(context).as_bytes())
-        .map_err(io(&target))?;
-    // world-readable: the agent may run as another uid than the host user (tempfile makes 0600)
-    tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(io(&target))?;
-    // a root devcell gives the file to the workspace's owner (spec-note 0250)
-    crate::config::ownership::hand_over(tmp.path(), root).map_err(io(&target))?;
-    tmp.as_file().sync_all().map_err(io(&target))?;
-    match tmp.persist_noclobber(&target) {
-        Ok(_) => Ok(AgentsMdOutcome::Created(target)),
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            Ok(AgentsMdOutcome::Exists(target))
-        }
-        Err(e) => Err(io(&target)(e.error)),
+    // no-clobber, relative to a handle of the root, never through a link (spec-note 0400)
+    let dir = WorkspaceDir::open(root).map_err(|e| from_write_error(e, FILE_NAME))?;
+    match dir.write(
+        FILE_NAME,
+        render(context).as_bytes(),
+        0o644,
+        Existing::Keep,
+        false,
+    ) {
+        Ok(target) => Ok(AgentsMdOutcome::Created(target)),
+        Err(WriteError::Exists { path }) => Ok(AgentsMdOutcome::Exists(path)),
+        Err(e) => Err(from_write_error(e, FILE_NAME)),
     }
 }
 

@@ -19,6 +19,7 @@ use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::workspace::{self, InspectOptions};
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
 use crate::security::audit::{self as scoring, AuditContext, AuditReport, ContainerFacts};
+use crate::security::host_path;
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
 
 /// Inputs of [`audit`].
@@ -89,7 +90,7 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         engine.inspect_image_json(&image_ref).await?
     };
     let ctx = context_for(&inspect, opts.workspace_folder.as_deref());
-    let mut engine_facts = ContainerFacts::from_docker_inspect(&inspect)?;
+    let mut engine_facts = resolved_binds(ContainerFacts::from_docker_inspect(&inspect)?);
     if let Some(image) = &image {
         engine_facts = engine_facts.with_image_inspect(image);
     }
@@ -130,6 +131,24 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     Ok(report)
 }
 
+/// `facts` with every bind source replaced by what it resolves to on this host
+/// ([`host_path::resolve`]): a bind of a symbolic link in the workspace is scored as the folder
+/// it points at, the same resolved fact `up` and `handoff --plan` judge (spec-note 0400).
+pub fn resolved_binds(mut facts: ContainerFacts) -> ContainerFacts {
+    for m in facts
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == scoring::MountKind::Bind)
+    {
+        if let Some(source) = m.source.as_deref()
+            && let Ok(resolved) = host_path::resolve(Path::new(source))
+        {
+            m.source = Some(resolved.to_string_lossy().into_owned());
+        }
+    }
+    facts
+}
+
 /// The host-side context for a container's `docker inspect` JSON (see the module docs).
 pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditContext {
     let mut ctx = AuditContext::from_environment();
@@ -142,14 +161,22 @@ pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditCon
     };
     let workspace = workspace_folder
         .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf()))
-        .or_else(|| label(LOCAL_FOLDER_LABEL).map(PathBuf::from));
+        .or_else(|| label(LOCAL_FOLDER_LABEL).map(PathBuf::from))
+        // compared with resolved bind sources (`resolved_binds`)
+        .map(|w| host_path::resolve(&w).unwrap_or(w));
     if let Some(ws) = &workspace {
         ctx.container_workspace = inspect
             .get("Mounts")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .find(|m| m.get("Source").and_then(Value::as_str) == Some(&*ws.to_string_lossy()))
+            .find(|m| {
+                m.get("Source")
+                    .and_then(Value::as_str)
+                    .and_then(|s| host_path::resolve(Path::new(s)).ok())
+                    .as_deref()
+                    == Some(ws.as_path())
+            })
             .and_then(|m| m.get("Destination").and_then(Value::as_str))
             .map(str::to_string);
         if ws.is_dir()

@@ -168,6 +168,7 @@ pub async fn build_with(
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let up_opts = UpOptions {
         target: opts.target.clone(),
+        security: opts.security.clone(),
         build: ImageBuildOptions {
             bake_metadata_label: true,
             ..opts.image.clone()

@@ -37,13 +37,12 @@
 //! (a JSON object whose `generatedBy` starts with `devcell`). It never follows a symbolic link
 //! inside the workspace. See spec note `spec-notes/0161-handoff-context-file.md`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::workspace::{RepoRole, Workspace, is_safe_relative};
-use crate::config::ownership::hand_over;
+use crate::security::host_path::{Existing, WorkspaceDir, WriteError};
 
 /// The context file's schema version.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -558,72 +557,35 @@ pub fn write_owned_file(
     bytes: &[u8],
     owned: impl Fn(&[u8]) -> bool,
 ) -> Result<PathBuf, ContextError> {
-    let rel = Path::new(rel_path);
-    if !is_safe_relative(rel) {
+    if !is_safe_relative(Path::new(rel_path)) {
         return Err(ContextError::InvalidPath {
             path: rel_path.to_string(),
         });
     }
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ContextError::Io { path, source }
-    };
-    let target = root.join(rel);
-    let parent = target.parent().unwrap_or(root).to_path_buf();
-    // Walk the folders below root: each must be a real folder, or absent (then created).
-    let mut dir = root.to_path_buf();
-    let mut created_first: Option<PathBuf> = None;
-    for component in rel.parent().into_iter().flat_map(Path::components) {
-        dir.push(component);
-        match dir.symlink_metadata() {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(ContextError::Unsafe { path: dir }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&dir).map_err(io(&dir))?;
-                hand_over(&dir, root).map_err(io(&dir))?;
-                if created_first.is_none() {
-                    created_first = Some(dir.clone());
-                }
-            }
-            Err(e) => return Err(io(&dir)(e)),
+    // relative to a handle of the root, never through a link (spec-note 0400)
+    let dir = WorkspaceDir::open(root).map_err(|e| from_write_error(e, rel_path))?;
+    dir.write(
+        rel_path,
+        bytes,
+        0o644,
+        Existing::ReplaceIfOwned(&owned),
+        true,
+    )
+    .map_err(|e| from_write_error(e, rel_path))
+}
+
+/// The [`ContextError`] of a [`WorkspaceDir`] write.
+pub(crate) fn from_write_error(e: WriteError, rel_path: &str) -> ContextError {
+    match e {
+        WriteError::Unsafe { path } => ContextError::Unsafe { path },
+        WriteError::InvalidPath { .. } => ContextError::InvalidPath {
+            path: rel_path.to_string(),
+        },
+        WriteError::NotOwned { path } | WriteError::Exists { path } => {
+            ContextError::NotOwned { path }
         }
+        WriteError::Io { path, source } => ContextError::Io { path, source },
     }
-    if let Some(first) = created_first {
-        let ignore = first.join(".gitignore");
-        std::fs::write(
-            &ignore,
-            "# created by devcell: keep its files out of git\n*\n",
-        )
-        .map_err(io(&ignore))?;
-        hand_over(&ignore, root).map_err(io(&ignore))?;
-    }
-    match target.symlink_metadata() {
-        Ok(m) if m.is_file() => {
-            if m.len() > 16 * 1024 * 1024 {
-                return Err(ContextError::NotOwned { path: target });
-            }
-            let existing = std::fs::read(&target).map_err(io(&target))?;
-            if !owned(&existing) {
-                return Err(ContextError::NotOwned { path: target });
-            }
-        }
-        Ok(_) => return Err(ContextError::Unsafe { path: target }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&target)(e)),
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".devcell-tmp-")
-        .tempfile_in(&parent)
-        .map_err(io(&parent))?;
-    tmp.write_all(bytes).map_err(io(tmp.path()))?;
-    // world-readable: the agent may run as another uid than the host user (tempfile makes 0600)
-    tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(io(&target))?;
-    hand_over(tmp.path(), root).map_err(io(&target))?;
-    tmp.as_file().sync_all().map_err(io(&target))?;
-    tmp.persist(&target).map_err(|e| io(&target)(e.error))?;
-    Ok(target)
 }
 
 #[cfg(test)]

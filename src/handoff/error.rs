@@ -238,7 +238,8 @@ impl HandoffError {
             HandoffError::Security(
                 SecurityError::Refused { .. }
                 | SecurityError::ReuseRefused { .. }
-                | SecurityError::SetUpRefused { .. },
+                | SecurityError::SetUpRefused { .. }
+                | SecurityError::PathOutside { .. },
             ) => ErrorCode::PermissionRequired,
             HandoffError::Security(_) => ErrorCode::ConfigInvalid,
             HandoffError::SecretsFile { .. }

@@ -18,6 +18,7 @@ use crate::config::{self, discover, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
 use crate::handoff::error::{HandoffError, Result};
+use crate::security::host_path;
 
 /// Inputs of [`read_configuration`] (the `read-configuration` flags).
 #[derive(Debug, Clone, Default)]
@@ -574,6 +575,11 @@ pub struct LoadOptions {
     /// `--mount-git-worktree-common-dir`: a worktree's common git dir gets its own mount
     /// ([`LoadedConfiguration::additional_mount`]).
     pub mount_git_worktree_common_dir: bool,
+    /// Under `hardened`, the user's grants: the configuration file the repository supplies
+    /// (discovered, or a `--config` inside the workspace folder) must resolve inside the
+    /// workspace folder, or be granted, before it is read (spec-note 0400). `None`: read as
+    /// written (the reference CLI's behaviour).
+    pub confine: Option<crate::security::Grants>,
 }
 
 /// A `workspaceMount` and `workspaceFolder` that replace the configuration's (as if the
@@ -656,6 +662,20 @@ pub(crate) fn read_validated(
     workspace_folder: &Path,
     config: Option<&Path>,
 ) -> Result<ValidatedConfig> {
+    read_validated_confined(workspace_folder, config, None)
+}
+
+/// [`read_validated`], the config file judged first when `confine` holds the user's grants
+/// ([`LoadOptions::confine`]): the file (and the folders on its way, `.devcontainer` among
+/// them) resolved ([`host_path::confine`]) and, outside the workspace folder and not granted,
+/// refused without being read. The file read is the resolved one.
+///
+/// Errors: as [`read_validated`]; [`HandoffError::Security`] (`PathOutside`).
+pub(crate) fn read_validated_confined(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+    confine: Option<&crate::security::Grants>,
+) -> Result<ValidatedConfig> {
     let workspace_folder =
         std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
     if !workspace_folder.is_dir() {
@@ -664,7 +684,18 @@ pub(crate) fn read_validated(
         });
     }
     let config_file = discover::discover(&workspace_folder, config)?;
-    let doc = jsonc::read(&config_file)?;
+    let mut read_from = config_file.clone();
+    if let Some(grants) = confine {
+        let folder = config::workspace::resolve_path(&workspace_folder);
+        // a `--config` the user names outside the workspace is the user's, not the repository's
+        let repository_supplied =
+            config.is_none() || config::workspace::resolve_path(&config_file).starts_with(&folder);
+        if repository_supplied {
+            let places = host_path::Places::new(&folder, None, None);
+            read_from = host_path::confine("devcontainer.json", &config_file, &places, grants)?;
+        }
+    }
+    let doc = jsonc::read(&read_from)?;
     let mut warnings = doc.warnings.clone();
     let (config, model_warnings) = model::validate(&doc)?;
     warnings.extend(model_warnings);
@@ -694,7 +725,11 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         warnings,
     } = match &opts.override_config {
         Some(file) => read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?,
-        None => read_validated(&opts.workspace_folder, opts.config.as_deref())?,
+        None => read_validated_confined(
+            &opts.workspace_folder,
+            opts.config.as_deref(),
+            opts.confine.as_ref(),
+        )?,
     };
 
     let mut value = doc.value.clone();

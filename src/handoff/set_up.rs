@@ -465,7 +465,9 @@ fn weakness_warning(
 /// could not be read).
 async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     let inspect = engine.inspect_container_json(id).await.ok()??;
-    let mut facts = security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?;
+    let mut facts = crate::handoff::audit::resolved_binds(
+        security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?,
+    );
     if let Some(image) = inspect.pointer("/Config/Image").and_then(Value::as_str)
         && let Ok(Some(image)) = engine.inspect_image_json(image).await
     {

@@ -45,6 +45,7 @@ use crate::lifecycle::{
 };
 use crate::names::METADATA_LABEL;
 use crate::progress::{Event, Reporter};
+use crate::security::host_path;
 use crate::security::{
     self, Grants, Origins, PermissionRequest, PolicyInput, ProfileLimits, SecurityProfile, Source,
 };
@@ -260,7 +261,8 @@ pub async fn up_with(
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
-    let loaded = load(&opts.target)?;
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
     if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
         return Err(HandoffError::Unsupported {
@@ -273,7 +275,6 @@ pub async fn up_with(
     }
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     // What the repository would run on the host is judged before anything else happens: a
     // refusal leaves no container, no image and nothing run (spec-note 0410).
     let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
@@ -433,15 +434,17 @@ pub async fn up_with(
             } else {
                 None
             };
+            let (workspace, host_home, engine_socket) =
+                judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
             let input = PolicyInput {
                 origins: origins(&entries, &cli_mounts(opts, &loaded)),
                 remote_user,
                 image_user,
                 remote_home: account.as_ref().map(|a| a.home.clone()),
                 remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-                workspace: loaded.workspace.host_mount_root.clone(),
-                host_home: opts.target.env.get("HOME").map(PathBuf::from),
-                engine_socket: engine_socket.map(Path::to_path_buf),
+                workspace,
+                host_home,
+                engine_socket,
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
@@ -696,11 +699,20 @@ async fn check_existing(
         .filter(|s| !s.is_empty());
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
     let network = network_mode(&opts.security, &opts.settings)?;
+    // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
+    let mut resolved = info.clone();
+    for m in resolved.mounts.iter_mut().filter(|m| m.kind == "bind") {
+        if let Ok(r) = host_path::resolve(Path::new(&m.source)) {
+            m.source = r.to_string_lossy().into_owned();
+        }
+    }
+    let info = &resolved;
+    let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
     let existing = security::ExistingContainer {
         info,
         image_user: image_user.as_deref(),
         remote_user,
-        workspace: &loaded.workspace.host_mount_root,
+        workspace: &workspace,
         command_line_binds: &binds,
         engine_socket,
         network: network.as_deref(),
@@ -853,10 +865,17 @@ pub(crate) async fn preview_permissions(
     engine_socket: Option<&Path>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
-    let loaded = load(&opts.target)?;
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, engine_socket, opts).await?;
+    if matches!(
+        preview.refusal,
+        Some(security::SecurityError::PathOutside { .. })
+    ) {
+        // the configuration itself is refused: its commands are not read
+        return Ok(preview);
+    }
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let (_, host) = host_commands(&loaded, &profile, &grants)?;
-    let mut preview = preview_container(engine, engine_socket, opts, loaded).await?;
     if host.is_empty() {
         return Ok(preview);
     }
@@ -881,16 +900,23 @@ pub(crate) async fn preview_permissions(
     Ok(preview)
 }
 
-/// [`preview_permissions`] for the container alone (`loaded`: the configuration of `opts`).
+/// [`preview_permissions`] for the container alone.
 async fn preview_container(
     engine: Option<&dyn Engine>,
     engine_socket: Option<&Path>,
     opts: &UpOptions,
-    loaded: LoadedConfiguration,
 ) -> Result<PermissionPreview> {
-    let kind = loaded.typed.kind();
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let mut preview = PermissionPreview::default();
+    // a config file outside the workspace is refused by `up` before anything else
+    let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
+        Err(HandoffError::Security(e @ security::SecurityError::PathOutside { .. })) => {
+            preview.refusal = Some(e);
+            return Ok(preview);
+        }
+        other => other?,
+    };
+    let kind = loaded.typed.kind();
     if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
         // `up` refuses these itself, before any permission is looked at
         return Ok(preview);
@@ -942,6 +968,15 @@ async fn preview_container(
             (reference, info)
         }
         _ => {
+            // the Dockerfile and context `up` would refuse are refused here too, unread
+            if let Some(grants) = confine_grants(&profile, &grants)
+                && let Ok(mut request) = build_request(&loaded, &opts.target.env)
+                && let Err(HandoffError::Security(e)) =
+                    confine_build(&mut request, &loaded, &grants)
+            {
+                preview.refusal = Some(e);
+                return Ok(preview);
+            }
             let tag = build_request(&loaded, &opts.target.env)
                 .ok()
                 .and_then(|r| r.tags.first().cloned())
@@ -1002,6 +1037,8 @@ async fn preview_container(
     if let Some(network) = network_mode(&opts.security, &opts.settings)? {
         spec.network_mode = Some(network);
     }
+    let (workspace, host_home, engine_socket) =
+        judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
     let input = PolicyInput {
         origins: origins(&entries, &opts.mounts),
         remote_user: merged
@@ -1013,9 +1050,9 @@ async fn preview_container(
             .as_ref()
             .and_then(|i| i.user.clone())
             .filter(|u| !u.is_empty()),
-        workspace: loaded.workspace.host_mount_root.clone(),
-        host_home: opts.target.env.get("HOME").map(PathBuf::from),
-        engine_socket: engine_socket.map(Path::to_path_buf),
+        workspace,
+        host_home,
+        engine_socket,
         spec,
         ..PolicyInput::default()
     };
@@ -1201,7 +1238,17 @@ fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError
 
 /// Loads the configuration of `target` (see [`load_configuration`]).
 pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
+    load_for(target, None)
+}
+
+/// [`load`], the configuration file judged first under `hardened` (`confine`: the user's
+/// grants; [`LoadOptions::confine`], spec-note 0400).
+pub(crate) fn load_for(
+    target: &TargetOptions,
+    confine: Option<Grants>,
+) -> Result<LoadedConfiguration> {
     load_configuration(&LoadOptions {
+        confine,
         workspace_folder: target.workspace_folder.clone(),
         config: target.config.clone(),
         mount_workspace_git_root: target.mount_workspace_git_root,
@@ -1211,6 +1258,69 @@ pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
         additional_features: target.additional_features.clone(),
         mount_git_worktree_common_dir: target.mount_git_worktree_common_dir,
     })
+}
+
+/// The user's grants when the profile judges the host paths a repository names (`hardened`);
+/// `None` under `reference`, which uses them as written (spec-note 0400).
+pub(crate) fn confine_grants(profile: &SecurityProfile, grants: &Grants) -> Option<Grants> {
+    matches!(profile, SecurityProfile::Hardened(_)).then(|| grants.clone())
+}
+
+/// Judges `build.dockerfile` and the build context of `request` on what they resolve to
+/// ([`host_path::confine`], against the mounted workspace folder) and makes the request use
+/// the resolved paths: a Dockerfile or context outside the workspace is neither read nor packed
+/// (nor echoed in a build error) unless granted (`--allow mount:<resolved path>`).
+///
+/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+pub(crate) fn confine_build(
+    request: &mut BuildRequest,
+    loaded: &LoadedConfiguration,
+    grants: &Grants,
+) -> Result<()> {
+    let places = host_path::Places::new(&loaded.workspace.host_mount_root, None, None);
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    request.dockerfile = host_path::confine(
+        "build.dockerfile",
+        &absolute(&request.dockerfile),
+        &places,
+        grants,
+    )?;
+    request.context = host_path::confine(
+        "build.context",
+        &absolute(&request.context),
+        &places,
+        grants,
+    )?;
+    Ok(())
+}
+
+/// The workspace, host home and engine socket the policy judges `spec` against. Under
+/// `hardened` they are resolved ([`host_path::Places`]) and every bind source of `spec` is
+/// replaced by what it resolves to ([`host_path::resolve_binds`]): the policy judges, and the
+/// engine mounts, the link's target, not the link (spec-note 0400). Under `reference` the
+/// configuration's paths are kept as written.
+fn judged_places(
+    profile: &SecurityProfile,
+    spec: &mut crate::engine::ContainerSpec,
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    engine_socket: Option<&Path>,
+) -> (PathBuf, Option<PathBuf>, Option<PathBuf>) {
+    let home = opts.target.env.get("HOME").map(PathBuf::from);
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return (
+            loaded.workspace.host_mount_root.clone(),
+            home,
+            engine_socket.map(Path::to_path_buf),
+        );
+    }
+    host_path::resolve_binds(spec);
+    let places = host_path::Places::new(
+        &loaded.workspace.host_mount_root,
+        home.as_deref(),
+        engine_socket,
+    );
+    (places.workspace, places.home, places.engine_socket)
 }
 
 /// The id labels: `--id-label`s when given, else the reference CLI's defaults.
@@ -1558,6 +1668,7 @@ async fn prepare_image(
     kind: ConfigKind,
     host_env: &HashMap<String, String>,
     build: &ImageBuildOptions,
+    confine: Option<&Grants>,
     reporter: &dyn Reporter,
 ) -> Result<PreparedImage> {
     if kind == ConfigKind::Image {
@@ -1566,6 +1677,9 @@ async fn prepare_image(
         return Ok(PreparedImage { reference, info });
     }
     let mut request = build_request(loaded, host_env)?;
+    if let Some(grants) = confine {
+        confine_build(&mut request, loaded, grants)?;
+    }
     if build.no_cache {
         request.no_cache = true;
         request.pull = true;
@@ -1620,12 +1734,14 @@ pub(crate) async fn dev_image(
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let mut image = prepare_image(
         engine,
         loaded,
         kind,
         &opts.target.env,
         &opts.build,
+        confine_grants(&profile, &grants).as_ref(),
         reporter,
     )
     .await?;

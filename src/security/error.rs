@@ -62,6 +62,36 @@ pub enum SecurityError {
         /// What was expected.
         message: String,
     },
+    /// A host path the repository names (config file, Dockerfile, build context, local
+    /// Feature) resolves outside the workspace under `hardened`: it was not read
+    /// ([`super::host_path::confine`]).
+    #[error(
+        "`{what}` is `{}`, which resolves to `{}` ({place}): under the hardened profile devcell reads only files inside the workspace for the repository, and did not read it",
+        written.display(),
+        resolved.display()
+    )]
+    PathOutside {
+        /// What the path is (`build.context`, `build.dockerfile`, …).
+        what: String,
+        /// The path as written (absolute).
+        written: std::path::PathBuf,
+        /// What it resolves to.
+        resolved: std::path::PathBuf,
+        /// Where that is ([`super::host_path::Place::describe`]).
+        place: &'static str,
+        /// The `--allow` flag that would allow it (`None`: never allowed).
+        grant: Option<String>,
+    },
+    /// A host path the repository names cannot be resolved (a link loop).
+    #[error("`{what}` is `{}`, which cannot be resolved: {message}", written.display())]
+    PathUnresolvable {
+        /// What the path is.
+        what: String,
+        /// The path as written.
+        written: std::path::PathBuf,
+        /// The failure.
+        message: String,
+    },
     /// A security profile name is not known.
     #[error("unknown security profile `{name}`: expected `hardened` or `reference`")]
     UnknownProfile {
@@ -193,6 +223,15 @@ impl Hint for SecurityError {
                  `security-opt:<option>` or `device:<host path>`"
                     .to_string(),
             ),
+            SecurityError::PathOutside { grant, .. } => Some(match grant {
+                Some(flag) => format!(
+                    "keep the path inside the workspace; if you trust this repository with that host path, grant it with `{flag}`, or use `--security-profile reference` to run the configuration as written"
+                ),
+                None => "keep the path inside the workspace (the host's root folder, a folder holding the home folder and the engine socket are never read for a repository under `hardened`), or use `--security-profile reference` to run the configuration as written".to_string(),
+            }),
+            SecurityError::PathUnresolvable { .. } => {
+                Some("fix the symbolic link (a loop, or too many links)".to_string())
+            }
             SecurityError::UnknownProfile { .. } => None,
         }
     }

@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod error;
+pub mod host_path;
 pub mod origins;
 pub mod policy;
 pub mod probe;

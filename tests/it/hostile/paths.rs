@@ -1,1 +1,535 @@
-//! Hostile repositories: see `super`.
+//! Class 1 (spec-note 0400): host paths the repository names are judged on what they resolve
+//! to (symbolic links committed with git, `..`), and the resolved path is what is used; class
+//! 8's `.devcell/` writes never go through a link. Each test asserts on the host (the
+//! [`HostTarget`] tree and marker, the containers and images of the workspace), not only the
+//! message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::hostile::{HostTarget, HostileRepo};
+use crate::support::{self, git};
+
+/// The containers carrying the workspace's `devcontainer.local_folder` label.
+fn containers_of(ws: &Path) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=devcontainer.local_folder={}", ws.display()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Removes the workspace's containers (and only those) on drop.
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for id in containers_of(&self.0) {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .output();
+        }
+    }
+}
+
+fn ready(test: &str) -> bool {
+    engine_ready(test, BUSYBOX_IMAGE)
+}
+
+fn devcell(args: &[&str]) -> Output {
+    support::devcell()
+        .args(args)
+        .output()
+        .expect("devcell runs")
+}
+
+fn up(repo: &HostileRepo, extra: &[&str]) -> Output {
+    let ws = repo.path().to_str().unwrap();
+    let mut args = vec!["up", "--workspace-folder", ws];
+    args.extend_from_slice(extra);
+    devcell(&args)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The `Source` of the container's mount at `target`.
+fn mount_source(id: &str, target: &str) -> String {
+    let out = Command::new("docker")
+        .args([
+            "inspect",
+            "--format",
+            &format!("{{{{range .Mounts}}}}{{{{if eq .Destination \"{target}\"}}}}{{{{.Source}}}}{{{{end}}}}{{{{end}}}}"),
+            id,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// An image config binding `source` (as written) at `/host`.
+fn bind_config(source: &str) -> String {
+    format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "mounts": ["type=bind,source={source},target=/host"]}}"#
+    )
+}
+
+/// `up` refused: failed, nothing created for the workspace, the host folder untouched, its
+/// secret not in the output. Returns the output text.
+fn assert_refused(repo: &HostileRepo, target: &HostTarget, out: &Output) -> String {
+    let t = text(out);
+    assert!(!out.status.success(), "expected a refusal: {t}");
+    assert!(
+        containers_of(repo.path()).is_empty(),
+        "a container was created: {t}"
+    );
+    assert!(
+        !t.contains(HostTarget::SECRET),
+        "the host secret was echoed: {t}"
+    );
+    target.assert_untouched();
+    t
+}
+
+fn canonical(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap().display().to_string()
+}
+
+#[test]
+fn a_bind_through_a_link_to_root_is_forbidden() {
+    if !ready("a_bind_through_a_link_to_root_is_forbidden") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("escape", "/")
+        .config(&bind_config("${localWorkspaceFolder}/escape"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &["--allow", "mount:/"]));
+    assert!(t.contains("engine socket"), "judged as `/`: {t}");
+}
+
+#[test]
+fn a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden() {
+    if !ready("a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("sock", "/var/run")
+        .config(&bind_config("${localWorkspaceFolder}/sock"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(
+        t.contains("engine socket") && t.contains("never allowed"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_bind_through_a_link_to_the_home_folder_is_a_request() {
+    if !ready("a_bind_through_a_link_to_the_home_folder_is_a_request") {
+        return;
+    }
+    let home_dir = tempfile::tempdir().unwrap();
+    let home = home_dir.path().to_path_buf();
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("home", &home)
+        .config(&bind_config("${localWorkspaceFolder}/home"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = support::devcell()
+        .env("HOME", &home)
+        .args(["up", "--workspace-folder", repo.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let t = assert_refused(&repo, &target, &out);
+    assert!(
+        t.contains(&format!("--allow mount:{}", canonical(&home))),
+        "the request names the home folder, not the link: {t}"
+    );
+}
+
+#[test]
+fn nested_and_relative_links_are_judged_where_they_end() {
+    if !ready("nested_and_relative_links_are_judged_where_they_end") {
+        return;
+    }
+    let target = HostTarget::new();
+    let name = target.path().file_name().unwrap().to_str().unwrap();
+    let repo = HostileRepo::new();
+    // a → b/c → ../<target> (relative, via the repository's parent folder)
+    repo.symlink("a", "b/c")
+        .symlink("b/c", format!("../../{name}"))
+        .config(&bind_config("${localWorkspaceFolder}/a"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(
+        t.contains(&format!("--allow mount:{}", canonical(target.path()))),
+        "{t}"
+    );
+    // `..` in the text itself
+    let repo2 = HostileRepo::new();
+    repo2
+        .config(&bind_config(&format!(
+            "${{localWorkspaceFolder}}/sub/../../{name}"
+        )))
+        .commit();
+    let _c2 = Cleanup(repo2.path().to_path_buf());
+    let t = assert_refused(&repo2, &target, &up(&repo2, &[]));
+    assert!(t.contains(&canonical(target.path())), "{t}");
+}
+
+#[test]
+fn the_grant_mounts_exactly_the_resolved_path() {
+    if !ready("the_grant_mounts_exactly_the_resolved_path") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("data", target.path())
+        .config(&bind_config("${localWorkspaceFolder}/data"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let resolved = canonical(target.path());
+    let out = up(&repo, &["--allow", &format!("mount:{resolved}")]);
+    assert!(out.status.success(), "{}", text(&out));
+    let result = support::stdout_json(&out);
+    let id = result["containerId"].as_str().unwrap();
+    assert_eq!(
+        mount_source(id, "/host"),
+        resolved,
+        "the engine mounts the judged path, not the link"
+    );
+    let perms = result["devcell"]["permissions"].as_array().unwrap();
+    assert!(
+        perms
+            .iter()
+            .any(|p| p["value"] == resolved.as_str() && p["status"] == "granted"),
+        "{perms:?}"
+    );
+    // the link swapped after `up`: the container still has what was judged
+    std::fs::remove_file(repo.path().join("data")).unwrap();
+    std::os::unix::fs::symlink("/", repo.path().join("data")).unwrap();
+    assert_eq!(mount_source(id, "/host"), resolved);
+    target.assert_untouched();
+}
+
+#[test]
+fn a_workspace_mount_through_a_link_is_judged_where_it_points() {
+    if !ready("a_workspace_mount_through_a_link_is_judged_where_it_points") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("ws", target.path())
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+                "workspaceMount": "type=bind,source=${{localWorkspaceFolder}}/ws,target=/workspaces/x",
+                "workspaceFolder": "/workspaces/x"}}"#
+        ))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(t.contains(&canonical(target.path())), "{t}");
+}
+
+#[test]
+fn a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read() {
+    if !ready("a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink(
+        ".devcontainer/devcontainer.json",
+        target.path().join("secret.txt"),
+    )
+    .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(
+        t.contains("devcontainer.json") && t.contains("resolves to"),
+        "{t}"
+    );
+    // read-configuration under reference reads it as written (the reference CLI's behaviour)
+    let ws = repo.path().to_str().unwrap();
+    let out = devcell(&[
+        "up",
+        "--workspace-folder",
+        ws,
+        "--security-profile",
+        "reference",
+    ]);
+    assert!(
+        !text(&out).contains("resolves to"),
+        "reference does not judge it: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_devcontainer_folder_that_is_a_link_out_is_refused() {
+    if !ready("a_devcontainer_folder_that_is_a_link_out_is_refused") {
+        return;
+    }
+    let target = HostTarget::new();
+    // the attacker's folder outside the repository, with a harmless config
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    )
+    .unwrap();
+    let repo = HostileRepo::new();
+    repo.symlink(".devcontainer", outside.path()).commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(t.contains(&canonical(outside.path())), "{t}");
+}
+
+#[test]
+fn a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed() {
+    if !ready("a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed") {
+        return;
+    }
+    let target = HostTarget::new();
+    let name = target.path().file_name().unwrap().to_str().unwrap();
+    for (how, dockerfile) in [
+        ("link", "Dockerfile".to_string()),
+        ("dots", format!("../../{name}/secret.txt")),
+    ] {
+        let repo = HostileRepo::new();
+        if how == "link" {
+            repo.symlink(".devcontainer/Dockerfile", target.path().join("secret.txt"));
+        }
+        repo.config(&format!(
+            r#"{{"build": {{"dockerfile": "{dockerfile}"}}, "remoteUser": "nobody"}}"#
+        ))
+        .commit();
+        let _c = Cleanup(repo.path().to_path_buf());
+        let t = assert_refused(&repo, &target, &up(&repo, &[]));
+        assert!(t.contains("build.dockerfile"), "{how}: {t}");
+        assert!(
+            !t.contains("building"),
+            "{how}: nothing is sent to the engine: {t}"
+        );
+    }
+}
+
+#[test]
+fn a_build_context_outside_the_workspace_is_not_packed() {
+    if !ready("a_build_context_outside_the_workspace_is_not_packed") {
+        return;
+    }
+    let target = HostTarget::new();
+    for context in ["../..", "${localEnv:HOME}", "ctx"] {
+        let repo = HostileRepo::new();
+        repo.file(
+            ".devcontainer/Dockerfile",
+            &format!("FROM {BUSYBOX_IMAGE}\nCOPY . /ctx\n"),
+        )
+        .symlink(".devcontainer/ctx", target.path())
+        .config(&format!(
+            r#"{{"build": {{"dockerfile": "Dockerfile", "context": "{context}"}}, "remoteUser": "nobody"}}"#
+        ))
+        .commit();
+        let _c = Cleanup(repo.path().to_path_buf());
+        let t = assert_refused(&repo, &target, &up(&repo, &[]));
+        assert!(t.contains("build.context"), "{context}: {t}");
+        assert!(!t.contains("building"), "{context}: nothing packed: {t}");
+    }
+}
+
+#[test]
+fn a_local_feature_folder_that_is_a_link_out_is_refused() {
+    if !ready("a_local_feature_folder_that_is_a_link_out_is_refused") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink(".devcontainer/feature", target.path())
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"./feature": {{}}}}}}"#
+        ))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(t.contains("outside"), "{t}");
+}
+
+#[test]
+fn the_reference_profile_keeps_the_bind_as_written_and_the_audit_scores_what_it_resolves_to() {
+    if !ready(
+        "the_reference_profile_keeps_the_bind_as_written_and_the_audit_scores_what_it_resolves_to",
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink("data", target.path())
+        .config(&bind_config("${localWorkspaceFolder}/data"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = up(&repo, &["--security-profile", "reference"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = support::stdout_json(&out)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let written = repo.path().join("data").display().to_string();
+    assert_eq!(mount_source(&id, "/host"), written, "reference: as written");
+    let ws = repo.path().to_str().unwrap();
+    let audit = devcell(&["audit", "--workspace-folder", ws, "--format", "json"]);
+    let t = text(&audit);
+    let resolved = canonical(target.path());
+    assert!(
+        t.contains(&format!("bind {resolved} -> /host")),
+        "the audit scores the link's target: {t}"
+    );
+    assert!(
+        !t.contains(&format!("bind {written} -> /host")),
+        "not the link as the workspace: {t}"
+    );
+    // a hardened `up` does not reuse it as if the bind were the workspace
+    let again = up(&repo, &[]);
+    assert!(!again.status.success(), "{}", text(&again));
+    assert!(text(&again).contains(&resolved), "{}", text(&again));
+    target.assert_untouched();
+}
+
+/// A handoff environment: an agent config running `true`.
+struct Agent {
+    dir: tempfile::TempDir,
+}
+
+impl Agent {
+    fn new() -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "[agents.a]\ncommand = [\"true\"]\n",
+        )
+        .unwrap();
+        Agent { dir }
+    }
+
+    fn handoff(&self, ws: &Path, extra: &[&str]) -> Output {
+        let config = self.dir.path().join("config.toml");
+        let state = self.dir.path().join("state");
+        let mut cmd = support::devcell();
+        cmd.env("DEVCELL_STATE_DIR", &state).args([
+            "handoff",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--agent",
+            "a",
+            "--config-file",
+            config.to_str().unwrap(),
+        ]);
+        cmd.args(extra);
+        cmd.output().expect("devcell runs")
+    }
+}
+
+#[test]
+fn a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through() {
+    if !ready("a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.symlink(".devcell", target.path())
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+        ))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = Agent::new().handoff(repo.path(), &[]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("symbolic link"), "{t}");
+    target.assert_untouched();
+    assert!(!target.path().join("context.json").exists());
+}
+
+#[test]
+fn an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through() {
+    if !ready("an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through") {
+        return;
+    }
+    let target = HostTarget::new();
+    // a workspace of one repository folder: the root gets AGENTS.md
+    let ws = tempfile::tempdir().unwrap();
+    let api = ws.path().join("api");
+    std::fs::create_dir(&api).unwrap();
+    git::git(&api, &["init", "-q"]);
+    std::fs::create_dir(api.join(".devcontainer")).unwrap();
+    std::fs::write(
+        api.join(".devcontainer/devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    )
+    .unwrap();
+    git::git(&api, &["add", "-A"]);
+    git::git(&api, &["commit", "-q", "-m", "attacker"]);
+    std::os::unix::fs::symlink(target.path(), ws.path().join("AGENTS.md")).unwrap();
+    git::give_to_workspace_owner(ws.path());
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let _c = Cleanup(root.clone());
+    let out = Agent::new().handoff(&root, &["--format", "json"]);
+    let t = text(&out);
+    target.assert_untouched();
+    assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 1, "{t}");
+    assert!(
+        std::fs::symlink_metadata(root.join("AGENTS.md"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is left as it is: {t}"
+    );
+}
+
+#[test]
+fn a_link_changed_between_plan_and_run_is_judged_again() {
+    if !ready("a_link_changed_between_plan_and_run_is_judged_again") {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.file("inside/keep.txt", "x")
+        .symlink("data", "inside")
+        .config(&bind_config("${localWorkspaceFolder}/data"))
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let agent = Agent::new();
+    let plan = agent.handoff(repo.path(), &["--plan", "--format", "json"]);
+    assert!(plan.status.success(), "{}", text(&plan));
+    // now the attacker (or the container) swaps the link to the host folder
+    std::fs::remove_file(repo.path().join("data")).unwrap();
+    std::os::unix::fs::symlink(target.path(), repo.path().join("data")).unwrap();
+    let plan = agent.handoff(repo.path(), &["--plan", "--format", "json"]);
+    let t = text(&plan);
+    assert!(
+        !plan.status.success(),
+        "the plan judges the resolved link: {t}"
+    );
+    assert!(t.contains(&canonical(target.path())), "{t}");
+    let run = agent.handoff(repo.path(), &["--format", "json"]);
+    let t = assert_refused(&repo, &target, &run);
+    assert!(t.contains("permission_required"), "{t}");
+}

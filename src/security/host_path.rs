@@ -1,0 +1,777 @@
+//! Host paths the repository influences, resolved before they are judged and used
+//! (spec-note 0400, class 1).
+//!
+//! A repository can commit symbolic links (git stores them) and write `..` in any path its
+//! `devcontainer.json` names, so the text of a path says nothing about where it lands. Every
+//! host path devcell reads, packs or mounts for a repository goes through here:
+//!
+//! - [`resolve`] turns it into a canonical path (no symbolic link, no `..`), following links
+//!   the way the kernel does, dangling ones included;
+//! - [`Places::place`] / [`confine`] judge the *resolved* path (inside the workspace, the
+//!   engine socket, the host home, `/`, elsewhere);
+//! - the caller hands the resolved path on ([`resolve_binds`] rewrites a container's bind
+//!   sources), so what was judged is what the engine uses and a link swapped after the check
+//!   does not matter.
+//!
+//! devcell's own writes into the workspace (`.devcell/context.json`, `AGENTS.md`, the
+//! Features lockfile) go through [`WorkspaceDir`]: every folder below the workspace root is
+//! opened relative to its parent's handle with `O_NOFOLLOW`, and files are created and renamed
+//! relative to that handle, so a `.devcell` or `AGENTS.md` that is (or becomes) a symbolic link
+//! never makes a write land outside the workspace.
+
+use std::ffi::OsStr;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+
+use crate::engine::{ContainerSpec, MountKind};
+
+use super::error::{Result, SecurityError};
+use super::policy::{Grants, Permission, is_engine_socket, is_within};
+
+/// How many symbolic links [`resolve`] follows before giving up (Linux's `MAXSYMLINKS`).
+pub const MAX_LINKS: usize = 40;
+
+/// The canonical form of `path`: absolute (relative paths are taken against the current
+/// directory), every symbolic link followed and every `.`/`..` applied in the order the kernel
+/// applies them (`a/link/..` is the parent of the link's *target*). A part that does not exist
+/// is kept as written (lexically normalised), so a bind source the engine would create is
+/// judged where it would be created; a dangling link is followed to where it points.
+///
+/// Errors: `ELOOP` after [`MAX_LINKS`] links; any other error reading a link.
+pub fn resolve(path: &Path) -> io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut pending: Vec<PathBuf> = Vec::new();
+    push_components(&mut pending, &absolute);
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0usize;
+    let mut missing = false;
+    while let Some(part) = pending.pop() {
+        match part.as_os_str().as_bytes() {
+            b"" | b"." => {}
+            b".." => {
+                resolved.pop();
+            }
+            _ => {
+                resolved.push(&part);
+                if missing {
+                    continue;
+                }
+                match std::fs::symlink_metadata(&resolved) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return Err(io::Error::from_raw_os_error(libc_eloop()));
+                        }
+                        let target = std::fs::read_link(&resolved)?;
+                        resolved.pop();
+                        if target.is_absolute() {
+                            resolved = PathBuf::from("/");
+                        }
+                        push_components(&mut pending, &target);
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => missing = true,
+                    Err(e)
+                        if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+                    {
+                        missing = true
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+fn libc_eloop() -> i32 {
+    rustix::io::Errno::LOOP.raw_os_error()
+}
+
+/// Pushes `path`'s parts onto the stack `pending` so they pop in order.
+fn push_components(pending: &mut Vec<PathBuf>, path: &Path) {
+    let parts: Vec<PathBuf> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(PathBuf::from(s)),
+            Component::ParentDir => Some(PathBuf::from("..")),
+            _ => None,
+        })
+        .collect();
+    pending.extend(parts.into_iter().rev());
+}
+
+/// The host places a resolved path is judged against, themselves resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Places {
+    /// The workspace folder (canonical).
+    pub workspace: PathBuf,
+    /// The host user's home folder (canonical), if known.
+    pub home: Option<PathBuf>,
+    /// The engine socket devcell talks to (canonical), if any.
+    pub engine_socket: Option<PathBuf>,
+}
+
+impl Places {
+    /// Resolves each place ([`resolve`]; a place that cannot be resolved is kept as given).
+    pub fn new(workspace: &Path, home: Option<&Path>, engine_socket: Option<&Path>) -> Places {
+        let canonical = |p: &Path| resolve(p).unwrap_or_else(|_| p.to_path_buf());
+        Places {
+            workspace: canonical(workspace),
+            home: home.map(canonical),
+            engine_socket: engine_socket.map(canonical),
+        }
+    }
+
+    /// Where the resolved path `resolved` lies.
+    pub fn place(&self, resolved: &Path) -> Place {
+        let text = resolved.to_string_lossy();
+        if text == "/" {
+            return Place::Root;
+        }
+        if is_engine_socket(&text, self.engine_socket.as_deref()) {
+            return Place::EngineSocket;
+        }
+        if is_within(&text, &self.workspace.to_string_lossy()) {
+            return Place::Workspace;
+        }
+        if let Some(home) = &self.home {
+            let home = home.to_string_lossy();
+            if is_within(&text, &home) || is_within(&home, &text) {
+                return Place::HostHome;
+            }
+        }
+        Place::Outside
+    }
+}
+
+/// Where a resolved host path lies ([`Places::place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The workspace folder or inside it.
+    Workspace,
+    /// An engine socket or a folder holding one ([`is_engine_socket`]).
+    EngineSocket,
+    /// The host home folder, inside it, or a folder holding it.
+    HostHome,
+    /// The host's root folder.
+    Root,
+    /// Anywhere else on the host.
+    Outside,
+}
+
+impl Place {
+    /// A few words for messages: `the workspace`, `the host's root folder`, ….
+    pub fn describe(self) -> &'static str {
+        match self {
+            Place::Workspace => "inside the workspace",
+            Place::EngineSocket => "the container engine's socket (or a folder holding it)",
+            Place::HostHome => "the host home folder",
+            Place::Root => "the host's root folder",
+            Place::Outside => "outside the workspace",
+        }
+    }
+}
+
+/// Judges a host path the repository names that devcell would *read or pack* (the
+/// `devcontainer.json` itself, `build.dockerfile`, `build.context`, a local Feature folder):
+/// `what` names it in errors (`build.context`), `written` is the path as written (made
+/// absolute by the caller). Returns the resolved path, to be used instead of `written`.
+///
+/// Inside the workspace: allowed. Outside: allowed only when `grants` holds
+/// `--allow mount:<resolved path>` (or a folder above it); never for an engine socket, the
+/// host's root folder or a folder holding the home folder. Nothing is read here but link
+/// targets.
+///
+/// Errors: [`SecurityError::PathOutside`] naming `what`, the path as written, what it
+/// resolves to and where that is; [`SecurityError::PathUnresolvable`] for a link loop.
+pub fn confine(what: &str, written: &Path, places: &Places, grants: &Grants) -> Result<PathBuf> {
+    let resolved = resolve(written).map_err(|e| SecurityError::PathUnresolvable {
+        what: what.to_string(),
+        written: written.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let place = places.place(&resolved);
+    let grantable = match place {
+        Place::Workspace => return Ok(resolved),
+        Place::Outside => true,
+        // a grant of the home folder itself may read files below it, never above it
+        Place::HostHome => places
+            .home
+            .as_deref()
+            .is_some_and(|h| resolved.starts_with(h)),
+        Place::EngineSocket | Place::Root => false,
+    };
+    let permission = Permission::Mount(resolved.to_string_lossy().into_owned());
+    if grantable && grants.allows(&permission) {
+        return Ok(resolved);
+    }
+    Err(SecurityError::PathOutside {
+        what: what.to_string(),
+        written: written.to_path_buf(),
+        resolved,
+        place: place.describe(),
+        grant: grantable.then(|| permission.grant_flag()).flatten(),
+    })
+}
+
+/// One bind source [`resolve_binds`] changed: as written and as resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBind {
+    /// The container path.
+    pub target: String,
+    /// The source as the configuration wrote it.
+    pub written: String,
+    /// What it resolves to (now the mount's source).
+    pub resolved: String,
+}
+
+/// Replaces every absolute bind source of `spec` by its resolved path ([`resolve`]), so the
+/// policy judges, and the engine mounts, what the source points at rather than the link the
+/// repository wrote. Relative sources are left (the policy treats them as outside the
+/// workspace); a source that cannot be resolved (a link loop) is left as written and the
+/// engine fails on it. Returns the sources that changed.
+pub fn resolve_binds(spec: &mut ContainerSpec) -> Vec<ResolvedBind> {
+    let mut changed = Vec::new();
+    for m in spec.mounts.iter_mut().filter(|m| m.kind == MountKind::Bind) {
+        let Some(source) = m.source.clone().filter(|s| s.starts_with('/')) else {
+            continue;
+        };
+        let Ok(resolved) = resolve(Path::new(&source)) else {
+            continue;
+        };
+        let resolved = resolved.to_string_lossy().into_owned();
+        if resolved != source {
+            changed.push(ResolvedBind {
+                target: m.target.clone(),
+                written: source,
+                resolved: resolved.clone(),
+            });
+            m.source = Some(resolved);
+        }
+    }
+    changed
+}
+
+/// A workspace folder opened once; devcell's writes below it are made relative to this handle
+/// and never follow a symbolic link below it (see the module docs).
+#[derive(Debug)]
+pub struct WorkspaceDir {
+    fd: OwnedFd,
+    root: PathBuf,
+}
+
+/// Why a write below a [`WorkspaceDir`] was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A part of the path is a symbolic link or not a folder/file: nothing was written.
+    #[error("`{}` is a symbolic link or not a regular file or folder: devcell does not write through it", path.display())]
+    Unsafe {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// The path is absolute or holds `..`.
+    #[error("`{path}` is not a relative path inside the workspace")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+    },
+    /// The file exists and devcell must not replace it.
+    #[error("`{}` exists and was not written by devcell: left as it is", path.display())]
+    NotOwned {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file exists (a no-clobber write).
+    #[error("`{}` exists", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A system call failed.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The failure.
+        source: io::Error,
+    },
+}
+
+/// How [`WorkspaceDir::write`] treats an existing file.
+pub enum Existing<'a> {
+    /// Replace it only when the predicate, given its bytes (at most 16 MiB), says devcell wrote
+    /// it.
+    ReplaceIfOwned(&'a dyn Fn(&[u8]) -> bool),
+    /// Replace it (e.g. the lockfile).
+    Replace,
+    /// Never replace it: [`WriteError::Exists`].
+    Keep,
+}
+
+const MAX_OWNED_READ: u64 = 16 * 1024 * 1024;
+
+fn errno_io(path: &Path) -> impl Fn(rustix::io::Errno) -> WriteError + '_ {
+    move |e| {
+        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+            WriteError::Unsafe {
+                path: path.to_path_buf(),
+            }
+        } else {
+            WriteError::Io {
+                path: path.to_path_buf(),
+                source: e.into(),
+            }
+        }
+    }
+}
+
+impl WorkspaceDir {
+    /// Opens the workspace folder `root` (the user's choice: a link there is followed once).
+    ///
+    /// Errors: [`WriteError::Io`].
+    pub fn open(root: &Path) -> std::result::Result<WorkspaceDir, WriteError> {
+        let fd = rustix::fs::open(
+            root,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| WriteError::Io {
+            path: root.to_path_buf(),
+            source: e.into(),
+        })?;
+        Ok(WorkspaceDir {
+            fd,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// The workspace folder as opened.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Writes `bytes` to `rel` (below the root) atomically: missing folders are created (the
+    /// first one created gets a `.gitignore` holding `*` when `ignore_new_folders`), a
+    /// temporary file is made in the target's folder and renamed into place, all relative to
+    /// folder handles opened with `O_NOFOLLOW`. A root devcell gives every folder and file it
+    /// creates to the workspace's owner (spec-note 0250). Returns the written file's path.
+    ///
+    /// Errors: [`WriteError::InvalidPath`], [`WriteError::Unsafe`] (a part is a symbolic link
+    /// or of the wrong type), [`WriteError::NotOwned`] / [`WriteError::Exists`] (per
+    /// `existing`), [`WriteError::Io`].
+    pub fn write(
+        &self,
+        rel: &str,
+        bytes: &[u8],
+        mode: u32,
+        existing: Existing<'_>,
+        ignore_new_folders: bool,
+    ) -> std::result::Result<PathBuf, WriteError> {
+        let rel_path = Path::new(rel);
+        let parts: Vec<&OsStr> = rel_path
+            .components()
+            .map(|c| match c {
+                Component::Normal(s) => Some(s),
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .filter(|p: &Vec<&OsStr>| !p.is_empty())
+            .ok_or_else(|| WriteError::InvalidPath {
+                path: rel.to_string(),
+            })?;
+        let (name, folders) = parts.split_last().expect("not empty");
+        let owner = crate::config::ownership::hand_over_to(
+            crate::config::ownership::process_ids(),
+            rustix::fs::fstat(&self.fd)
+                .ok()
+                .map(|s| crate::config::ownership::Ids {
+                    uid: s.st_uid,
+                    gid: s.st_gid,
+                }),
+        );
+        let give = |fd: &OwnedFd, path: &Path| match owner {
+            Some(ids) => rustix::fs::fchown(
+                fd,
+                Some(rustix::fs::Uid::from_raw(ids.uid)),
+                Some(rustix::fs::Gid::from_raw(ids.gid)),
+            )
+            .map_err(errno_io(path)),
+            None => Ok(()),
+        };
+        let mut dir: Option<OwnedFd> = None;
+        let mut path = self.root.clone();
+        let mut first_created: Option<(OwnedFd, PathBuf)> = None;
+        for folder in folders {
+            path.push(folder);
+            let parent = dir.as_ref().unwrap_or(&self.fd);
+            let open = || {
+                rustix::fs::openat(
+                    parent,
+                    *folder,
+                    OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+            };
+            let fd = match open() {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::NOENT) => {
+                    match rustix::fs::mkdirat(parent, *folder, Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(errno_io(&path)(e)),
+                    }
+                    let fd = open().map_err(errno_io(&path))?;
+                    give(&fd, &path)?;
+                    if first_created.is_none() {
+                        let dup =
+                            rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(errno_io(&path))?;
+                        first_created = Some((dup, path.clone()));
+                    }
+                    fd
+                }
+                Err(e) => return Err(errno_io(&path)(e)),
+            };
+            dir = Some(fd);
+        }
+        let dir = dir
+            .unwrap_or(rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(errno_io(&self.root))?);
+        if ignore_new_folders && let Some((first, first_path)) = &first_created {
+            let ignore = first_path.join(".gitignore");
+            self.create_file(first, OsStr::new(".gitignore"), &ignore, 0o644, &give)
+                .and_then(|fd| {
+                    write_all(
+                        fd,
+                        b"# created by devcell: keep its files out of git\n*\n",
+                        &ignore,
+                    )
+                })?;
+        }
+        let target = path.join(name);
+        match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    return Err(WriteError::Unsafe { path: target });
+                }
+                match &existing {
+                    Existing::Keep => return Err(WriteError::Exists { path: target }),
+                    Existing::Replace => {}
+                    Existing::ReplaceIfOwned(owned) => {
+                        let fd = rustix::fs::openat(
+                            &dir,
+                            *name,
+                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                            Mode::empty(),
+                        )
+                        .map_err(errno_io(&target))?;
+                        let stat = rustix::fs::fstat(&fd).map_err(errno_io(&target))?;
+                        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+                            || stat.st_size as u64 > MAX_OWNED_READ
+                        {
+                            return Err(WriteError::NotOwned { path: target });
+                        }
+                        let mut bytes = Vec::new();
+                        std::fs::File::from(fd)
+                            .take(MAX_OWNED_READ)
+                            .read_to_end(&mut bytes)
+                            .map_err(|source| WriteError::Io {
+                                path: target.clone(),
+                                source,
+                            })?;
+                        if !owned(&bytes) {
+                            return Err(WriteError::NotOwned { path: target });
+                        }
+                    }
+                }
+            }
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(errno_io(&target)(e)),
+        }
+        // a temporary name only devcell uses, created exclusively (never through a link)
+        let tmp_name = format!(
+            ".devcell-tmp-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let tmp_path = path.join(&tmp_name);
+        let fd = self.create_file(&dir, OsStr::new(&tmp_name), &tmp_path, mode, &give)?;
+        let written = write_all(fd, bytes, &tmp_path);
+        let renamed = written.and_then(|()| {
+            let flags = match existing {
+                Existing::Keep => RenameFlags::NOREPLACE,
+                _ => RenameFlags::empty(),
+            };
+            rustix::fs::renameat_with(&dir, tmp_name.as_str(), &dir, *name, flags).map_err(|e| {
+                if e == rustix::io::Errno::EXIST {
+                    WriteError::Exists {
+                        path: target.clone(),
+                    }
+                } else {
+                    errno_io(&target)(e)
+                }
+            })
+        });
+        if renamed.is_err() {
+            let _ = rustix::fs::unlinkat(&dir, tmp_name.as_str(), AtFlags::empty());
+        }
+        renamed.map(|()| target)
+    }
+
+    /// Creates `name` in `dir` exclusively (`O_EXCL|O_NOFOLLOW`), mode `mode`, owned as
+    /// devcell's files are.
+    fn create_file(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        path: &Path,
+        mode: u32,
+        give: &dyn Fn(&OwnedFd, &Path) -> std::result::Result<(), WriteError>,
+    ) -> std::result::Result<OwnedFd, WriteError> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(errno_io(path))?;
+        // the umask must not narrow what the agent (another uid) needs to read
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(errno_io(path))?;
+        give(&fd, path)?;
+        Ok(fd)
+    }
+}
+
+fn write_all(fd: OwnedFd, bytes: &[u8], path: &Path) -> std::result::Result<(), WriteError> {
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|source| WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Mount;
+    use std::os::unix::fs::symlink;
+
+    /// A temp tree: `ws/` (the workspace, with `sub/`), `host/secret.txt` outside it.
+    fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        let ws = base.join("ws");
+        let host = base.join("host");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(&host).unwrap();
+        std::fs::write(host.join("secret.txt"), "s").unwrap();
+        (t, ws, host)
+    }
+
+    fn places(ws: &Path) -> Places {
+        Places::new(
+            ws,
+            Some(Path::new("/root")),
+            Some(Path::new("/run/docker.sock")),
+        )
+    }
+
+    #[test]
+    fn links_and_dots_resolve_like_the_kernel() {
+        let (_t, ws, host) = tree();
+        symlink(&host, ws.join("out")).unwrap();
+        symlink("../host", ws.join("rel")).unwrap();
+        symlink("out", ws.join("nested")).unwrap();
+        symlink("/", ws.join("root")).unwrap();
+        assert_eq!(resolve(&ws.join("out")).unwrap(), host);
+        assert_eq!(
+            resolve(&ws.join("rel/secret.txt")).unwrap(),
+            host.join("secret.txt")
+        );
+        assert_eq!(resolve(&ws.join("nested")).unwrap(), host);
+        assert_eq!(resolve(&ws.join("root")).unwrap(), Path::new("/"));
+        // `..` after a link is the parent of its target, not of the link
+        assert_eq!(resolve(&ws.join("out/..")).unwrap(), host.parent().unwrap());
+        assert_eq!(resolve(&ws.join("sub/../sub/./")).unwrap(), ws.join("sub"));
+        assert_eq!(
+            resolve(&ws.join("../..")).unwrap(),
+            ws.parent().unwrap().parent().unwrap()
+        );
+    }
+
+    #[test]
+    fn missing_parts_are_kept_and_dangling_links_followed() {
+        let (_t, ws, host) = tree();
+        assert_eq!(resolve(&ws.join("new/dir")).unwrap(), ws.join("new/dir"));
+        symlink(host.join("not-yet"), ws.join("dangling")).unwrap();
+        assert_eq!(
+            resolve(&ws.join("dangling/x")).unwrap(),
+            host.join("not-yet/x")
+        );
+    }
+
+    #[test]
+    fn link_loops_are_an_error() {
+        let (_t, ws, _) = tree();
+        symlink("b", ws.join("a")).unwrap();
+        symlink("a", ws.join("b")).unwrap();
+        let e = resolve(&ws.join("a")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc_eloop()));
+    }
+
+    #[test]
+    fn places_are_judged_on_the_resolved_path() {
+        let (_t, ws, host) = tree();
+        let p = places(&ws);
+        assert_eq!(p.place(&ws.join("sub")), Place::Workspace);
+        assert_eq!(p.place(&host), Place::Outside);
+        assert_eq!(p.place(Path::new("/")), Place::Root);
+        assert_eq!(p.place(Path::new("/run")), Place::EngineSocket);
+        assert_eq!(p.place(Path::new("/root/.ssh")), Place::HostHome);
+    }
+
+    #[test]
+    fn confine_refuses_outside_names_both_paths_and_honours_a_mount_grant() {
+        let (_t, ws, host) = tree();
+        symlink(&host, ws.join("ctx")).unwrap();
+        let p = places(&ws);
+        assert_eq!(
+            confine("build.context", &ws.join("sub"), &p, &Grants::default()).unwrap(),
+            ws.join("sub")
+        );
+        let err = confine("build.context", &ws.join("ctx"), &p, &Grants::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&ws.join("ctx").display().to_string()),
+            "{text}"
+        );
+        assert!(text.contains(&host.display().to_string()), "{text}");
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        assert!(
+            hint.contains(&format!("--allow mount:{}", host.display())),
+            "{hint}"
+        );
+        let grants = Grants::parse(&[format!("mount:{}", host.display())]).unwrap();
+        assert_eq!(
+            confine("build.context", &ws.join("ctx"), &p, &grants).unwrap(),
+            host
+        );
+        // `/` and the engine socket's folder are never granted
+        symlink("/", ws.join("r")).unwrap();
+        let all = Grants::parse(&["mount:/"]).unwrap();
+        assert!(confine("build.context", &ws.join("r"), &p, &all).is_err());
+        assert!(confine("build.context", Path::new("/run"), &p, &all).is_err());
+    }
+
+    #[test]
+    fn binds_are_rewritten_to_what_they_resolve_to() {
+        let (_t, ws, host) = tree();
+        symlink(&host, ws.join("out")).unwrap();
+        let bind = |s: &str, t: &str| Mount {
+            kind: MountKind::Bind,
+            source: Some(s.into()),
+            target: t.into(),
+            read_only: false,
+        };
+        let mut spec = ContainerSpec {
+            mounts: vec![
+                bind(&ws.display().to_string(), "/workspace"),
+                bind(&ws.join("out").display().to_string(), "/x"),
+                bind("relative", "/r"),
+            ],
+            ..ContainerSpec::default()
+        };
+        let changed = resolve_binds(&mut spec);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].target, "/x");
+        assert_eq!(
+            spec.mounts[1].source.as_deref(),
+            Some(&*host.to_string_lossy())
+        );
+        assert_eq!(spec.mounts[2].source.as_deref(), Some("relative"));
+    }
+
+    #[test]
+    fn writes_never_follow_a_link_below_the_root() {
+        let (_t, ws, host) = tree();
+        let dir = WorkspaceDir::open(&ws).unwrap();
+        let path = dir
+            .write(
+                ".devcell/context.json",
+                b"{}",
+                0o644,
+                Existing::Replace,
+                true,
+            )
+            .unwrap();
+        assert_eq!(path, ws.join(".devcell/context.json"));
+        assert!(
+            std::fs::read_to_string(ws.join(".devcell/.gitignore"))
+                .unwrap()
+                .ends_with("\n*\n")
+        );
+        // a linked folder, a linked file
+        symlink(&host, ws.join("linked")).unwrap();
+        let e = dir
+            .write("linked/context.json", b"{}", 0o644, Existing::Replace, true)
+            .unwrap_err();
+        assert!(matches!(e, WriteError::Unsafe { .. }), "{e}");
+        symlink(host.join("secret.txt"), ws.join("AGENTS.md")).unwrap();
+        let e = dir
+            .write("AGENTS.md", b"x", 0o644, Existing::Keep, false)
+            .unwrap_err();
+        assert!(matches!(e, WriteError::Unsafe { .. }), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(host.join("secret.txt")).unwrap(),
+            "s"
+        );
+        assert_eq!(std::fs::read_dir(&host).unwrap().count(), 1);
+        // owned check, keep, invalid paths
+        let owned = |b: &[u8]| b == b"{}";
+        dir.write(
+            ".devcell/context.json",
+            b"{}",
+            0o644,
+            Existing::ReplaceIfOwned(&owned),
+            true,
+        )
+        .unwrap();
+        std::fs::write(ws.join("mine"), "user").unwrap();
+        assert!(matches!(
+            dir.write(
+                "mine",
+                b"{}",
+                0o644,
+                Existing::ReplaceIfOwned(&owned),
+                false
+            ),
+            Err(WriteError::NotOwned { .. })
+        ));
+        assert!(matches!(
+            dir.write("mine", b"{}", 0o644, Existing::Keep, false),
+            Err(WriteError::Exists { .. })
+        ));
+        for bad in ["../x", "/etc/x", ""] {
+            assert!(matches!(
+                dir.write(bad, b"", 0o644, Existing::Replace, false),
+                Err(WriteError::InvalidPath { .. })
+            ));
+        }
+        assert_eq!(
+            std::fs::metadata(ws.join(".devcell/context.json"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o644
+        );
+    }
+
+    use std::os::unix::fs::PermissionsExt as _;
+}
