@@ -523,8 +523,7 @@ pub async fn handoff_with(
     {
         let up_opts = up_options(&p, opts);
         let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
-        let loaded =
-            super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
+        let loaded = super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
         let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
         let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
         if let Some(refused) = crate::security::refusal(&profile, &early) {
