@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -304,16 +304,14 @@ pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
 }
 
 /// The git root of `folder` via `git rev-parse --show-cdup` (keeps symlinked paths, unlike
-/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run as the
-/// folder's owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
+/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run through
+/// [`super::hostgit::command`] (no system or global configuration, nothing the repository's
+/// configuration names can run; as the folder's owner when devcell is root).
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
-    let mut git = Command::new("git");
-    git.args(["rev-parse", "--show-cdup"])
-        .current_dir(folder)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null());
-    // a root devcell in a user's repository asks git as that user (spec-note 0250)
-    super::ownership::run_as_owner(&mut git, folder);
+    // nothing the repository's configuration names may run (spec-note 0412); as the folder's
+    // owner when devcell is root (spec-note 0250)
+    let mut git = super::hostgit::command(folder, &[]);
+    git.args(["rev-parse", "--show-cdup"]).stderr(Stdio::null());
     let output = git.output().ok()?;
     if !output.status.success() {
         return None;
@@ -376,6 +374,7 @@ fn quote_if_comma(segment: &str, path: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) {
         let status = Command::new("git")

@@ -392,6 +392,8 @@ pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// Everything resolved before anything is created.
 pub(super) struct Prepared {
     pub(super) plan: HandoffPlan,
+    /// The workspace's untrusted git directories as requests, judged (spec-note 0411).
+    git_requests: Vec<crate::security::PermissionRequest>,
     pub(super) workspace: Workspace,
     pub(super) agent: AgentSettings,
     target: TargetOptions,
@@ -428,7 +430,20 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         .as_ref()
         .and_then(|e| e.socket_path().map(PathBuf::from));
     let up_opts = up_options(&prepared, opts);
-    let preview = super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    let mut preview =
+        super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    if !prepared.git_requests.is_empty() {
+        let (profile, _) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        preview
+            .requests
+            .splice(0..0, prepared.git_requests.iter().cloned());
+        if !matches!(
+            preview.refusal,
+            Some(crate::security::SecurityError::ReuseRefused { .. })
+        ) {
+            preview.refusal = crate::security::refusal(&profile, &preview.requests);
+        }
+    }
     if let Some(refusal) = preview.refusal {
         return Err(refusal.into());
     }
@@ -503,6 +518,18 @@ pub async fn handoff_with(
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
     let p = prepare(opts, Some(engine), AgentRuntime::Container).await?;
+    // What would reach the host (untrusted git directories, host commands) is judged before
+    // a session, a container or an image exists (spec-notes 0410, 0411).
+    {
+        let up_opts = up_options(&p, opts);
+        let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        let loaded = super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
+        let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
+        let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
+        if let Some(refused) = crate::security::refusal(&profile, &early) {
+            return Err(refused.into());
+        }
+    }
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
@@ -725,7 +752,13 @@ pub async fn handoff_with(
     }
     let session = store.end_session(&root, &session_id, outcome)?;
     let mut plan = p.plan;
-    plan.permissions = up.permissions.clone();
+    let permissions: Vec<_> = p
+        .git_requests
+        .iter()
+        .cloned()
+        .chain(up.permissions.iter().cloned())
+        .collect();
+    plan.permissions = permissions.clone();
     Ok(HandoffResult {
         plan,
         session,
@@ -736,7 +769,7 @@ pub async fn handoff_with(
         remote_user: attached.remote_user,
         runtime: AgentRuntime::Container,
         isolation: AgentRuntime::Container.isolation().to_string(),
-        permissions: up.permissions,
+        permissions,
         lifecycle: up.lifecycle,
         context_file,
         agents_md,
@@ -936,6 +969,23 @@ async fn stop_agent(engine: &dyn Engine, container: &str, user: Option<&str>, pi
         .await;
 }
 
+/// The workspace's untrusted git directories ([`Workspace::untrusted_git_dirs`]) as
+/// [`crate::security::Permission::GitDir`] requests, judged by `profile` and `grants`.
+fn git_dir_requests(
+    ws: &Workspace,
+    profile: &crate::security::SecurityProfile,
+    grants: &crate::security::Grants,
+) -> Vec<crate::security::PermissionRequest> {
+    use crate::security::{Permission, Source};
+    let asked = ws.untrusted_git_dirs.iter().map(|u| {
+        (
+            Permission::GitDir(u.path.to_string_lossy().into_owned()),
+            Source::GitLink(u.link.to_string_lossy().into_owned()),
+        )
+    });
+    crate::security::judge(profile, asked, grants)
+}
+
 /// The `safe.directory` entries of a handoff: every repository's working tree and every git
 /// directory mounted, as the container sees them.
 fn safe_directories(ws: &Workspace) -> Vec<String> {
@@ -1025,6 +1075,22 @@ pub(super) async fn prepare(
         return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
     }
     let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
+    // git directories outside the workspace are read and mounted only when trusted or granted
+    // (spec-note 0411)
+    let profile_name = opts
+        .security
+        .profile
+        .clone()
+        .or_else(|| agent.profile.clone())
+        .unwrap_or_else(|| settings.security.profile.clone());
+    let allow: Vec<String> = settings
+        .security
+        .allow
+        .iter()
+        .chain(opts.security.allow.iter())
+        .cloned()
+        .collect();
+    inspect_options.trusted_git_dirs = workspace::trusted_git_dirs(&profile_name, &allow);
     if host {
         // on the host every path the agent is given is a host path
         let root = std::fs::canonicalize(&opts.workspace_folder)
@@ -1067,6 +1133,7 @@ pub(super) async fn prepare(
     // The profile, limits and grants are checked before anything is planned or created (not
     // on the host, where none of them applies).
     let mut confine = None;
+    let mut git_requests = Vec::new();
     let limits = if host {
         None
     } else {
@@ -1079,6 +1146,7 @@ pub(super) async fn prepare(
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
         confine = crate::handoff::up::confine_grants(&chosen, &grants);
+        git_requests = git_dir_requests(&ws, &chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
@@ -1289,6 +1357,7 @@ pub(super) async fn prepare(
     };
     Ok(Prepared {
         plan,
+        git_requests,
         workspace: ws,
         agent,
         target,
@@ -1423,6 +1492,7 @@ mod tests {
                 repos: vec!["api".into()],
             }],
             protected: Vec::new(),
+            untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);

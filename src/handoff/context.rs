@@ -629,6 +629,7 @@ pub(crate) mod tests {
             config_folder: Some(root.join("api")),
             git_mounts: vec![],
             protected: vec![],
+            untrusted_git_dirs: Vec::new(),
             warnings: vec![],
         }
     }

@@ -277,6 +277,12 @@ pub async fn up_with(
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     // One find-or-create (and one run of the create hooks) at a time per identity.
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
+    // What the repository would run on the host is judged before anything else happens: a
+    // refusal leaves no container, no image and nothing run (spec-note 0410).
+    let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
+    if let Some(refused) = security::refusal(&profile, &host_requests) {
+        return Err(refused.into());
+    }
 
     let mut warnings = loaded.warnings.clone();
     let expected = expected_workspace(&opts.target, &loaded);
@@ -316,12 +322,10 @@ pub async fn up_with(
         .await?;
     }
 
-    // initializeCommand: on the host, at every `up`, before any image work.
-    let host_hooks = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
-        .map_err(lifecycle_error(""))?;
-    if let Some(stage) = initialize_stage(&host_hooks) {
+    // initializeCommand: on the host, at every `up`, before any image work (granted above).
+    if let Some(stage) = &init_stage {
         run_initialize_command(
-            &stage,
+            stage,
             &loaded.workspace_folder,
             HookEnv::default(),
             reporter,
@@ -330,7 +334,7 @@ pub async fn up_with(
         .map_err(lifecycle_error(""))?;
     }
 
-    let permissions: Vec<PermissionRequest>;
+    let mut permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
@@ -509,6 +513,7 @@ pub async fn up_with(
             (info, entries, ContainerAction::Created)
         }
     };
+    permissions.splice(0..0, host_requests);
     // Re-read the container's times after a start. A container created by an `up` that
     // stopped before setting it up (the engine went away) gets its state folder prepared now
     // (idempotent).
@@ -771,6 +776,38 @@ async fn reuse_passwd(
     String::from_utf8(bytes).ok()
 }
 
+/// `initializeCommand` as a stage, and one [`security::Permission::HostCommand`] request per
+/// argv it would run on the host (each entry of the object form; the string form is
+/// `/bin/sh -c <string>`), judged by `profile` and `grants` (spec-note 0410). Only
+/// devcontainer.json sets it (Features and image metadata cannot), so the source is always
+/// devcontainer.json.
+///
+/// Errors: [`HandoffError::Lifecycle`] for a malformed `initializeCommand`.
+pub(crate) fn host_commands(
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<(Option<crate::lifecycle::Stage>, Vec<PermissionRequest>)> {
+    let sources = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
+        .map_err(lifecycle_error(""))?;
+    let stage = initialize_stage(&sources);
+    let asked: Vec<_> = stage
+        .iter()
+        .flat_map(|s| s.commands.iter())
+        .flat_map(|c| c.command.entries())
+        .map(|(_, command)| {
+            let argv = command.argv();
+            let text =
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));
+            (
+                security::Permission::HostCommand(text),
+                Source::DevcontainerJson,
+            )
+        })
+        .collect();
+    Ok((stage, security::judge(profile, asked, grants)))
+}
+
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
 /// (`--mount-git-worktree-common-dir`). Granted by being asked for.
 fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
@@ -882,6 +919,47 @@ pub(crate) struct PermissionPreview {
 /// [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a config whose container
 /// request cannot be built (bad `runArgs`, mounts).
 pub(crate) async fn preview_permissions(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+) -> Result<PermissionPreview> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, engine_socket, opts).await?;
+    if matches!(
+        preview.refusal,
+        Some(security::SecurityError::PathOutside { .. })
+    ) {
+        // the configuration itself is refused: its commands are not read
+        return Ok(preview);
+    }
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let (_, host) = host_commands(&loaded, &profile, &grants)?;
+    if host.is_empty() {
+        return Ok(preview);
+    }
+    preview.requests.splice(0..0, host.iter().cloned());
+    preview.refusal = match preview.refusal.take() {
+        Some(security::SecurityError::ReuseRefused {
+            container,
+            profile,
+            mut requests,
+            gaps,
+        }) => {
+            requests.splice(0..0, host);
+            Some(security::SecurityError::ReuseRefused {
+                container,
+                profile,
+                requests,
+                gaps,
+            })
+        }
+        _ => security::refusal(&profile, &preview.requests),
+    };
+    Ok(preview)
+}
+
+/// [`preview_permissions`] for the container alone.
+async fn preview_container(
     engine: Option<&dyn Engine>,
     engine_socket: Option<&Path>,
     opts: &UpOptions,

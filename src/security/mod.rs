@@ -21,7 +21,7 @@ pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
 pub use policy::{
     Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
-    apply,
+    apply, judge, refusal,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
 pub use reuse::{BaselineGap, ExistingContainer, check_reuse};

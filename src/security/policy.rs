@@ -30,6 +30,9 @@ pub enum Source {
     /// An existing container `up` would reuse (short id): what it already has
     /// ([`crate::security::reuse`]).
     ExistingContainer(String),
+    /// A repository's git link (`.git` file or symlink, or a `commondir` file; host path):
+    /// it names the git directory devcell's host git would read and the handoff would mount.
+    GitLink(String),
 }
 
 impl fmt::Display for Source {
@@ -41,6 +44,7 @@ impl fmt::Display for Source {
             Source::ImageUser => f.write_str("image `USER`"),
             Source::CommandLine => f.write_str("command line"),
             Source::ExistingContainer(id) => write!(f, "existing container {id}"),
+            Source::GitLink(path) => write!(f, "git link `{path}`"),
         }
     }
 }
@@ -75,6 +79,12 @@ pub enum Permission {
     /// (`devcontainer.*`, `devcell.*`) set by the repository: never granted under `hardened`
     /// (spec-note 0421).
     IdentityLabel(String),
+    /// A command the repository names that devcell would run on the host (`initializeCommand`):
+    /// its exact argv, shlex-quoted (spec-note 0410).
+    HostCommand(String),
+    /// A git directory outside the workspace that a repository's git link names and that
+    /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
+    GitDir(String),
 }
 
 impl Permission {
@@ -91,6 +101,8 @@ impl Permission {
             Permission::Network(n) => format!("--allow network:{n}"),
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
             Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
+            Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::GitDir(p) => format!("--allow gitdir:{p}"),
         })
     }
 }
@@ -109,6 +121,8 @@ impl fmt::Display for Permission {
             Permission::Network(n) => write!(f, "network `{n}`"),
             Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
             Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
+            Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
+            Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
         }
     }
 }
@@ -151,7 +165,8 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`.
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
+    /// `hostCommand`, `gitDir`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -165,6 +180,8 @@ impl Permission {
             Permission::Network(_) => "network",
             Permission::PublishPort(_) => "publishPort",
             Permission::IdentityLabel(_) => "identityLabel",
+            Permission::HostCommand(_) => "hostCommand",
+            Permission::GitDir(_) => "gitDir",
         }
     }
 
@@ -178,7 +195,9 @@ impl Permission {
             | Permission::EngineSocket(v)
             | Permission::Network(v)
             | Permission::PublishPort(v)
-            | Permission::IdentityLabel(v) => Some(v),
+            | Permission::IdentityLabel(v)
+            | Permission::HostCommand(v)
+            | Permission::GitDir(v) => Some(v),
             _ => None,
         }
     }
@@ -237,12 +256,17 @@ pub struct Grants {
     pub networks: BTreeSet<String>,
     /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
     pub publish: BTreeSet<String>,
+    /// `host-command`: every command the repository names for the host runs.
+    pub host_command: bool,
+    /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
+    pub git_dirs: BTreeSet<String>,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`.
+    /// `host-command`, `gitdir:<absolute host path>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -262,6 +286,11 @@ impl Grants {
         match value.split_once(':') {
             None if value == "privileged" => self.privileged = true,
             None if value == "root" => self.root = true,
+            None if value == "host-command" => self.host_command = true,
+            Some(("gitdir", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.git_dirs.insert(p);
+            }
             Some(("network", "host")) => self.host_network = true,
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
@@ -317,6 +346,8 @@ impl Grants {
                     || split_publish_grant(a)
                         .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
             }
+            Permission::HostCommand(_) => self.host_command,
+            Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
         }
     }
 }
@@ -586,6 +617,44 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
         remote_user,
         requests,
     })
+}
+
+/// Judges requests that are not part of a container (host commands, git directories):
+/// `reference` allows each ([`RequestStatus::AllowedByProfile`]); `hardened` grants what
+/// `grants` allows and refuses the rest. Pure. [`refusal`] turns the result into the error.
+pub fn judge(
+    profile: &SecurityProfile,
+    asked: impl IntoIterator<Item = (Permission, Source)>,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    asked
+        .into_iter()
+        .map(|(permission, source)| {
+            let status = match (profile, &permission, &source) {
+                (SecurityProfile::Reference, _, _) => RequestStatus::AllowedByProfile,
+                (_, Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+                (_, _, Source::CommandLine) => RequestStatus::AllowedByProfile,
+                (_, p, _) if grants.allows(p) => RequestStatus::Granted,
+                _ => RequestStatus::Refused,
+            };
+            PermissionRequest {
+                permission,
+                source,
+                status,
+            }
+        })
+        .collect()
+}
+
+/// [`SecurityError::Refused`] listing `requests` when any is refused or forbidden.
+pub fn refusal(profile: &SecurityProfile, requests: &[PermissionRequest]) -> Option<SecurityError> {
+    requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+        .then(|| SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests: requests.to_vec(),
+        })
 }
 
 /// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
@@ -1622,6 +1691,50 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "forbidden");
         assert!(v.get("grant").is_none());
+    }
+
+    #[test]
+    fn host_commands_and_git_dirs_are_requests_only_the_user_grants() {
+        let asked = || {
+            vec![
+                (
+                    Permission::HostCommand("/bin/sh -c 'touch /tmp/m'".into()),
+                    Source::DevcontainerJson,
+                ),
+                (
+                    Permission::GitDir("/srv/other/.git".into()),
+                    Source::GitLink("/w/api/.git".into()),
+                ),
+            ]
+        };
+        let r = judge(&hardened(), asked(), &Grants::default());
+        assert!(r.iter().all(|r| r.status == RequestStatus::Refused));
+        let err = refusal(&hardened(), &r).unwrap();
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        assert!(hint.contains("--allow host-command"), "{hint}");
+        assert!(hint.contains("--allow gitdir:/srv/other/.git"), "{hint}");
+        assert!(
+            err.to_string().contains("`/bin/sh -c 'touch /tmp/m'`"),
+            "{err}"
+        );
+        let g = Grants::parse(&["host-command", "gitdir:/srv/other"]).unwrap();
+        let r = judge(&hardened(), asked(), &g);
+        assert!(
+            r.iter().all(|r| r.status == RequestStatus::Granted),
+            "{r:?}"
+        );
+        assert!(refusal(&hardened(), &r).is_none());
+        let r = judge(&SecurityProfile::Reference, asked(), &Grants::default());
+        assert!(
+            r.iter()
+                .all(|r| r.status == RequestStatus::AllowedByProfile)
+        );
+        let v = serde_json::to_value(&r[0]).unwrap();
+        assert_eq!(v["permission"], "hostCommand");
+        assert_eq!(v["value"], "/bin/sh -c 'touch /tmp/m'");
+        assert_eq!(v["grant"], "--allow host-command");
+        assert!(Grants::parse(&["gitdir:relative"]).is_err());
+        assert!(Grants::parse(&["host-command:x"]).is_err());
     }
 
     #[test]

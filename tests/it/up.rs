@@ -196,9 +196,15 @@ fn up_exec_reuse_down_and_restart() {
         return;
     }
     let ws = Workspace::new(HOOKS_CONFIG);
-    let out = ws.run("up", &[]);
+    // initializeCommand runs on the host only when the user grants it (spec-note 0410)
+    let out = ws.run("up", &["--allow", "host-command"]);
     let first = last_json(&out);
     assert_eq!(first["outcome"], "success", "{first}");
+    assert_eq!(
+        first["devcell"]["permissions"][0]["value"], "sh -c 'echo \"initialize-ran-in-$PWD\"'",
+        "{first}"
+    );
+    assert_eq!(first["devcell"]["permissions"][0]["status"], "granted");
     let id = first["containerId"].as_str().unwrap().to_string();
     assert_eq!(first["remoteUser"], "nobody");
     let folder = format!(
@@ -296,7 +302,7 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(stdout, "got abc\n");
 
     // Reuse: the same container, nothing created, once-hooks and postStart not rerun.
-    let second = ws.up(&[]);
+    let second = ws.up(&["--allow", "host-command"]);
     assert_eq!(second["containerId"], id.as_str());
     assert_eq!(second["devcell"]["container"], "running");
     assert_eq!(ran(&second), ["postAttachCommand"]);
@@ -306,7 +312,7 @@ fn up_exec_reuse_down_and_restart() {
     let down = last_json(&ws.run("stop", &[]));
     assert_eq!(down["containerIds"][0], id.as_str());
     assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
-    let third = ws.up(&[]);
+    let third = ws.up(&["--allow", "host-command"]);
     assert_eq!(third["containerId"], id.as_str());
     assert_eq!(third["devcell"]["container"], "started");
     assert_eq!(ran(&third), ["postStartCommand", "postAttachCommand"]);
