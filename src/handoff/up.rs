@@ -275,14 +275,14 @@ pub async fn up_with(
     }
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    // One find-or-create (and one run of the create hooks) at a time per identity.
-    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
     // What the repository would run on the host is judged before anything else happens: a
-    // refusal leaves no container, no image and nothing run (spec-note 0410).
+    // refusal leaves no container, no image, no state and nothing run (spec-note 0410).
     let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
     if let Some(refused) = security::refusal(&profile, &host_requests) {
         return Err(refused.into());
     }
+    // One find-or-create (and one run of the create hooks) at a time per identity.
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
     let mut warnings = loaded.warnings.clone();
     let expected = expected_workspace(&opts.target, &loaded);
