@@ -446,9 +446,7 @@ impl Fetcher {
         let digest = match reference.digest() {
             Some(d) => Some(d.to_owned()),
             // A tag is asked for once per fetcher (spec-note 0451); offline, the cache answers.
-            None if self.options.offline || revalidated => {
-                self.store.get_tag(&tag).map_err(err)?
-            }
+            None if self.options.offline || revalidated => self.store.get_tag(&tag).map_err(err)?,
             None => None,
         };
         if let Some(d) = &digest
