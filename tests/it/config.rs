@@ -148,8 +148,13 @@ fn bad_missing_config_lists_where_it_looked() {
     assert_eq!(
         stderr.lines().next().unwrap(),
         format!(
-            "error: no dev container config found in `{ws}`; looked for `{ws}/.devcontainer/devcontainer.json` and `{ws}/.devcontainer.json`"
+            "error: Dev container config ({ws}/.devcontainer/devcontainer.json) not found. Looked for `{ws}/.devcontainer/devcontainer.json` and `{ws}/.devcontainer.json` in `{ws}`"
         )
+    );
+    // devcell's hint after the reference's text (spec-note 0454).
+    assert!(
+        stderr.contains("\nhint: create `.devcontainer/devcontainer.json`"),
+        "{stderr}"
     );
 }
 
@@ -159,10 +164,14 @@ fn bad_missing_explicit_config() {
     let missing = tmp.path().join("nope.json");
     let out = read_configuration(tmp.path(), &["--config", missing.to_str().unwrap()]);
     let stderr = assert_failed(&out);
-    assert!(stderr.starts_with(&format!(
-        "error: dev container config `{}` not found",
-        missing.display()
-    )));
+    // The reference CLI's text (spec-note 0454).
+    assert!(
+        stderr.starts_with(&format!(
+            "error: Dev container config ({}) not found.\n",
+            missing.display()
+        )),
+        "{stderr}"
+    );
 }
 
 // Checklist 1: `.devcontainer/devcontainer.json` wins over `.devcontainer.json`.

@@ -601,7 +601,11 @@ fn package_and_publish_read_jsonc_feature_metadata() {
         "{}",
         String::from_utf8_lossy(&packaged.stderr)
     );
-    assert!(out.path().join("devcontainer-feature-commented.tgz").is_file());
+    assert!(
+        out.path()
+            .join("devcontainer-feature-commented.tgz")
+            .is_file()
+    );
     let collection: Value = serde_json::from_slice(
         &std::fs::read(out.path().join("devcontainer-collection.json")).unwrap(),
     )
@@ -614,7 +618,11 @@ fn package_and_publish_read_jsonc_feature_metadata() {
     // A syntax error is still an error, located.
     let bad = src.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
-    std::fs::write(bad.join("devcontainer-feature.json"), "{\"id\": \"bad\",\n \"version\": }").unwrap();
+    std::fs::write(
+        bad.join("devcontainer-feature.json"),
+        "{\"id\": \"bad\",\n \"version\": }",
+    )
+    .unwrap();
     let failed = crate::support::devcell()
         .args(["features", "package"])
         .arg(&bad)
@@ -623,7 +631,10 @@ fn package_and_publish_read_jsonc_feature_metadata() {
         .output()
         .unwrap();
     let err = crate::support::assert_failed(&failed);
-    assert!(err.contains("devcontainer-feature.json` is invalid"), "{err}");
+    assert!(
+        err.contains("devcontainer-feature.json` is invalid"),
+        "{err}"
+    );
     assert!(err.contains(":2:"), "{err}");
 
     let Some(reg) = crate::support::test_registry() else {
@@ -636,13 +647,19 @@ fn package_and_publish_read_jsonc_feature_metadata() {
         json!(["1", "1.2", "1.2.3", "latest"])
     );
     let manifest = Command::new("curl")
-        .args(["-sf", "-H", "Accept: application/vnd.oci.image.manifest.v1+json"])
+        .args([
+            "-sf",
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+        ])
         .arg(format!("http://{reg}/v2/{ns}/commented/manifests/1.2.3"))
         .output()
         .unwrap();
     let manifest: Value = serde_json::from_slice(&manifest.stdout).unwrap();
     let annotation: Value = serde_json::from_str(
-        manifest["annotations"]["dev.containers.metadata"].as_str().unwrap(),
+        manifest["annotations"]["dev.containers.metadata"]
+            .as_str()
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(annotation["id"], "commented");
