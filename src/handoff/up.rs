@@ -289,6 +289,7 @@ pub async fn up_with(
     if existing.is_none() && opts.expect_existing_container {
         return Err(HandoffError::NoContainer {
             labels: join_labels(&id_labels),
+            expected: true,
         });
     }
 
@@ -627,6 +628,7 @@ pub(crate) async fn attach_running(
             .await?
             .ok_or_else(|| HandoffError::NoContainer {
                 labels: join_labels(labels),
+                expected: false,
             })?;
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
@@ -746,6 +748,7 @@ pub(crate) async fn attach_target(
                 .await?
                 .ok_or_else(|| HandoffError::NoContainer {
                     labels: join_labels(&labels),
+                    expected: false,
                 })?
         }
     };
