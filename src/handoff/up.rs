@@ -471,10 +471,10 @@ pub async fn up_with(
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
-            if let Some(lock) = pending_lock {
-                if let Some(w) = lock.finish(opts.lockfile, reporter) {
-                    warnings.push(w);
-                }
+            if let Some(lock) = pending_lock
+                && let Some(w) = lock.finish(opts.lockfile, reporter)
+            {
+                warnings.push(w);
             }
             let info = inspect(engine, &id).await?;
             (info, entries, ContainerAction::Created)
