@@ -68,11 +68,14 @@ pub enum HandoffError {
         /// What is wrong.
         message: String,
     },
-    /// `--expect-existing-container` was given but there is no container.
-    #[error("the expected container does not exist (labels {labels})")]
+    /// No dev container has the labels (`exec`, `run-user-commands`), or
+    /// `--expect-existing-container` was given and there is none.
+    #[error("{} (labels {labels})", if *expected { "the expected container does not exist" } else { "no dev container found" })]
     NoContainer {
         /// The labels looked for, `k=v` joined by `,`.
         labels: String,
+        /// `--expect-existing-container` was given: only then does the hint name it.
+        expected: bool,
     },
     /// The dev container exists but is not running (for `exec`).
     #[error("dev container `{id}` is not running")]
@@ -118,11 +121,16 @@ pub enum HandoffError {
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
-    /// The container to audit does not exist.
-    #[error("no container `{id}` to audit")]
+    /// The container to audit does not exist (or the workspace has none).
+    #[error("{}", match workspace {
+        Some(w) => format!("no dev container of workspace `{}` to audit", w.display()),
+        None => format!("no container `{id}` to audit"),
+    })]
     NoSuchContainer {
-        /// The name or id given.
+        /// The name or id given (empty when looked up by workspace).
         id: String,
+        /// `--workspace-folder`, when the container was looked up by workspace.
+        workspace: Option<std::path::PathBuf>,
     },
     /// Packaging or publishing Features failed.
     #[error(transparent)]
@@ -333,9 +341,13 @@ impl Hint for HandoffError {
             HandoffError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }
-            HandoffError::NoContainer { .. } => {
+            // Hints name only flags the user gave or can give (spec-note 0455).
+            HandoffError::NoContainer { expected: true, .. } => {
                 Some("run `devcell up` first, or drop `--expect-existing-container`".into())
             }
+            HandoffError::NoContainer { expected: false, .. } => Some(
+                "run `devcell up` first, or name the container with `--container-id`".into(),
+            ),
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
             HandoffError::Workspace(e) => e.hint(),
             HandoffError::Context(e) => e.hint(),
@@ -350,7 +362,13 @@ impl Hint for HandoffError {
                 "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
             ),
             HandoffError::Audit(_) => None,
-            HandoffError::NoSuchContainer { .. } => {
+            HandoffError::NoSuchContainer {
+                workspace: Some(w), ..
+            } => Some(format!(
+                "create it with `devcell up --workspace-folder {}` (or `devcell handoff`), or pass a container name or id from `docker ps -a` instead of `--workspace-folder`",
+                w.display()
+            )),
+            HandoffError::NoSuchContainer { workspace: None, .. } => {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,

@@ -301,6 +301,7 @@ pub async fn up_with(
     if existing.is_none() && opts.expect_existing_container {
         return Err(HandoffError::NoContainer {
             labels: join_labels(&id_labels),
+            expected: true,
         });
     }
 
@@ -504,10 +505,10 @@ pub async fn up_with(
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
-            if let Some(lock) = pending_lock {
-                if let Some(w) = lock.finish(opts.lockfile, reporter) {
-                    warnings.push(w);
-                }
+            if let Some(lock) = pending_lock
+                && let Some(w) = lock.finish(opts.lockfile, reporter)
+            {
+                warnings.push(w);
             }
             let info = inspect(engine, &id).await?;
             (info, entries, ContainerAction::Created)
@@ -662,6 +663,7 @@ pub(crate) async fn attach_running(
         .await?
         .ok_or_else(|| HandoffError::NoContainer {
             labels: join_labels(labels),
+            expected: false,
         })?;
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
@@ -853,6 +855,7 @@ pub(crate) async fn attach_target(
                 .await?
                 .ok_or_else(|| HandoffError::NoContainer {
                     labels: join_labels(&labels),
+                    expected: false,
                 })?
         }
     };

@@ -206,7 +206,8 @@ pub async fn run_stages<E: HookExecutor>(
         }
         for sourced in &stage.commands {
             reporter.report(Event::Status(format!(
-                "running the {} from {}",
+                // The reference CLI's log line, word for word (tools match on it).
+                "Running the {} from {}...",
                 stage.hook,
                 sourced.origin_label()
             )));
@@ -868,6 +869,26 @@ mod tests {
         assert!(!events.iter().any(|e| e.starts_with("mark")));
         assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
             Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
+        // The reference CLI's log line, exactly (spec-note 0454), for both sources.
+        let statuses: Vec<String> = lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Status(s) if s.starts_with("Running the postCreateCommand") => {
+                    Some(s.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                "Running the postCreateCommand from Feature 'ghcr.io/x/f:1'...",
+                "Running the postCreateCommand from devcontainer.json...",
+            ]
+        );
     }
 
     #[tokio::test]

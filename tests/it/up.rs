@@ -532,6 +532,14 @@ fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("failing-now"), "{stderr}");
     assert!(!stderr.contains("\ncreated\n"), "{stderr}");
+    // The reference CLI's log line, word for word (spec-note 0454).
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == "[devcell] Running the postCreateCommand from devcontainer.json..."),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Running the onCreateCommand"), "{stderr}");
     assert_eq!(ws.containers().len(), 1);
     assert_eq!(ws.tree_hash(), before, "the workspace changed");
 }
