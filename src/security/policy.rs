@@ -71,6 +71,11 @@ pub enum Permission {
     /// A port published on a host address other than loopback: `<ip>:<hostPort>` (IPv6 in
     /// brackets, `*` for an engine-chosen port) (spec-note 0431).
     PublishPort(String),
+    /// A host environment variable whose value the configuration sends into the container, a
+    /// build, a label or a mount (`${localEnv:NAME}`, `runArgs -e NAME`; spec-note 0440).
+    HostEnv(String),
+    /// A network for image builds of a container whose network is `none` (spec-note 0442).
+    BuildNetwork,
 }
 
 impl Permission {
@@ -84,6 +89,8 @@ impl Permission {
             Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
+            Permission::HostEnv(n) => format!("--allow env:{n}"),
+            Permission::BuildNetwork => "--allow build-network".to_string(),
             Permission::EngineSocket(_) => return None,
             Permission::Network(n) => format!("--allow network:{n}"),
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
@@ -104,6 +111,8 @@ impl fmt::Display for Permission {
             Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
             Permission::Network(n) => write!(f, "network `{n}`"),
             Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
+            Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
+            Permission::BuildNetwork => f.write_str("network for image builds"),
         }
     }
 }
@@ -146,7 +155,8 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`.
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `hostEnv`,
+    /// `buildNetwork`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -159,6 +169,8 @@ impl Permission {
             Permission::EngineSocket(_) => "engineSocket",
             Permission::Network(_) => "network",
             Permission::PublishPort(_) => "publishPort",
+            Permission::HostEnv(_) => "hostEnv",
+            Permission::BuildNetwork => "buildNetwork",
         }
     }
 
@@ -171,7 +183,8 @@ impl Permission {
             | Permission::Device(v)
             | Permission::EngineSocket(v)
             | Permission::Network(v)
-            | Permission::PublishPort(v) => Some(v),
+            | Permission::PublishPort(v)
+            | Permission::HostEnv(v) => Some(v),
             _ => None,
         }
     }
@@ -230,12 +243,17 @@ pub struct Grants {
     pub networks: BTreeSet<String>,
     /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
     pub publish: BTreeSet<String>,
+    /// `env:<NAME>`: host variables the configuration may send into the container.
+    pub env: BTreeSet<String>,
+    /// `build-network`: image builds keep a network when the container has none.
+    pub build_network: bool,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
-    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`.
+    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
+    /// `env:<NAME>`, `build-network`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -255,6 +273,14 @@ impl Grants {
         match value.split_once(':') {
             None if value == "privileged" => self.privileged = true,
             None if value == "root" => self.root = true,
+            None if value == "build-network" => self.build_network = true,
+            Some(("env", n)) => {
+                // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
+                if n.is_empty() || n.contains(['=', '\0']) {
+                    return Err(bad("expected an environment variable name (`env:NAME`)"));
+                }
+                self.env.insert(n.to_string());
+            }
             Some(("network", "host")) => self.host_network = true,
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
@@ -310,6 +336,8 @@ impl Grants {
                     || split_publish_grant(a)
                         .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
             }
+            Permission::HostEnv(n) => self.env.contains(n),
+            Permission::BuildNetwork => self.build_network,
         }
     }
 }
