@@ -646,7 +646,8 @@ pub struct UpArgs {
     pub security_profile: Option<String>,
     /// Grant a permission: `privileged`, `root`, `cap:NAME`, `mount:PATH`,
     /// `security-opt:OPT`, `device:PATH`, `network:host`, `network:container:NAME`,
-    /// `network:NAME`, `publish:IP:PORT`, `publish:IP:*`, `publish:*` (repeatable).
+    /// `network:NAME`, `publish:IP:PORT`, `publish:IP:*`, `publish:*`, `env:NAME`,
+    /// `build-network` (repeatable).
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).

@@ -67,6 +67,8 @@ pub struct WorkspaceConfig {
     /// default is needed (both properties given) and for compose configs, git is not asked and
     /// this is the workspace folder.
     pub host_mount_root: PathBuf,
+    /// The host variables phase 1 read, per property path (names only; spec-note 0440).
+    pub host_env_reads: substitute::HostEnvReads,
 }
 
 /// Substitutes phase-1 variables in the whole `config` in place and computes the effective
@@ -167,7 +169,7 @@ pub fn resolve_with_worktree(
         container_workspace_folder: Some(&workspace_folder),
         ..base_ctx
     };
-    substitute::substitute_local(config, &ctx)?;
+    let host_env_reads = substitute::substitute_local_recorded(config, &ctx)?;
 
     let workspace_mount = if mount_given {
         config
@@ -184,6 +186,7 @@ pub fn resolve_with_worktree(
             host_mount_root: defaults
                 .map(|d| d.host_mount_root)
                 .unwrap_or_else(|| opts.workspace_folder.clone()),
+            host_env_reads,
         },
         additional_mount,
     ))

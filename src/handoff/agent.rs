@@ -173,8 +173,12 @@ pub struct HandoffPlan {
     pub permission_notes: Vec<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
-    /// Names of the host variables passed to the agent (never values).
+    /// Names of the host variables passed to the agent (never values): its `env` allow-list.
     pub env: Vec<String>,
+    /// The host variables the configuration sends into the container (`${localEnv:NAME}`,
+    /// `runArgs -e NAME`), by name (never values), with the properties they go into; each is
+    /// also a `hostEnv` permission request (spec-note 0440). Empty for the host runtime.
+    pub host_env: Vec<crate::security::host_env::HostEnvUse>,
     /// Names of the secrets passed to hooks and the agent (never values).
     pub secrets: Vec<String>,
     /// The container.
@@ -450,6 +454,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let mut plan = prepared.plan;
     plan.permissions = preview.requests;
     plan.permission_notes = preview.notes;
+    plan.host_env = preview.host_env;
     Ok(plan)
 }
 
@@ -759,6 +764,7 @@ pub async fn handoff_with(
         .chain(up.permissions.iter().cloned())
         .collect();
     plan.permissions = permissions.clone();
+    plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,
         session,
@@ -885,9 +891,10 @@ pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
         },
     ];
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
-    if !p.env.is_empty() || !p.secrets.is_empty() {
+    if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
+        let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();
         out.push(format!(
-            "plan: env {:?}, secrets {:?} (names only)",
+            "plan: env {:?}, host variables from the configuration {from_config:?}, secrets {:?} (names only)",
             p.env, p.secrets
         ));
     }
@@ -1333,6 +1340,7 @@ pub(super) async fn prepare(
         permission_notes: Vec::new(),
         mounts: planned,
         env: agent_env.keys().cloned().collect(),
+        host_env: Vec::new(),
         secrets: secret_names,
         container,
         command: agent.command.clone(),

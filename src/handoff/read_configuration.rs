@@ -635,6 +635,7 @@ impl LoadedConfiguration {
                 workspace_folder: String::new(),
                 workspace_mount: None,
                 host_mount_root: PathBuf::new(),
+                host_env_reads: Default::default(),
             },
             warnings: Vec::new(),
             additional_mount: None,

@@ -185,6 +185,9 @@ pub struct UpResult {
     pub profile: String,
     /// Every permission request (for a new container) and what was done with it.
     pub permissions: Vec<PermissionRequest>,
+    /// The host variables the configuration sent into the container, by name, with the
+    /// properties they went into (spec-note 0440).
+    pub host_env: Vec<security::host_env::HostEnvUse>,
     /// The hooks that ran or were skipped.
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
@@ -221,6 +224,7 @@ impl UpResult {
                 "profile": self.profile,
                 "container": self.action,
                 "permissions": self.permissions,
+                "hostEnv": self.host_env,
                 "lifecycle": self.lifecycle,
                 "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
@@ -262,6 +266,8 @@ pub async fn up_with(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // Loaded with the whole host environment (`initializeCommand` runs on the host and keeps
+    // it); every read that reaches the container is judged right below.
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
     if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
@@ -273,6 +279,19 @@ pub async fn up_with(
             hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
         });
     }
+    // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
+    // From here on only judged host variables are visible (image labels, Features, a reused
+    // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    let opts = &judged_options(opts, &profile, &grants);
+    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    security::host_env::check(&profile, &early.requests)?;
+    let opts = &UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..opts.build.clone()
+        },
+        ..opts.clone()
+    };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     // What the repository would run on the host is judged before anything else happens: a
@@ -335,6 +354,10 @@ pub async fn up_with(
         .map_err(lifecycle_error(""))?;
     }
 
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
     let mut permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
@@ -367,6 +390,7 @@ pub async fn up_with(
                 &merged,
                 &loaded,
                 opts.update_remote_user_uid_default,
+                opts.build.network.clone().flatten().as_deref(),
                 reporter,
             )
             .await?;
@@ -588,7 +612,8 @@ pub async fn up_with(
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),
-        permissions,
+        permissions: early.requests.into_iter().chain(permissions).collect(),
+        host_env: early.host_env,
         lifecycle,
         warnings,
         configuration,
@@ -908,6 +933,8 @@ pub(crate) struct PermissionPreview {
     pub(crate) notes: Vec<String>,
     /// The refusal `up` would return (`permission_required`), when any request is not granted.
     pub(crate) refusal: Option<security::SecurityError>,
+    /// The host variables the configuration would send into the container (spec-note 0440).
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
 }
 
 /// Evaluates the permission requests of the container `up` would create (or re-checks the one
@@ -982,27 +1009,76 @@ async fn preview_container(
         // `up` refuses these itself, before any permission is looked at
         return Ok(preview);
     }
-    let id_labels = id_labels(&opts.target, &loaded);
+    // As `up`: the host variables and the builds' network first, then only judged variables.
+    let opts = &judged_options(opts, &profile, &grants);
+    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    preview.host_env = early.host_env.clone();
+    preview.notes.extend(early.warning.clone());
+    let early_refusal = security::host_env::check(&profile, &early.requests).err();
+    let preview = finish_preview(
+        preview_rest(
+            engine,
+            engine_socket,
+            opts,
+            &loaded,
+            preview,
+            &profile,
+            &grants,
+        )
+        .await?,
+        early,
+        early_refusal,
+    );
+    Ok(preview)
+}
+
+/// Puts the early requests ([`early_requests`]) before the others; their refusal is the one
+/// `up` returns first.
+fn finish_preview(
+    mut preview: PermissionPreview,
+    early: EarlyRequests,
+    early_refusal: Option<security::SecurityError>,
+) -> PermissionPreview {
+    preview.requests.splice(0..0, early.requests);
+    if early_refusal.is_some() {
+        preview.refusal = early_refusal;
+    }
+    preview
+}
+
+/// [`preview_permissions`] after the early requests: the container's own requests.
+#[allow(clippy::too_many_arguments)]
+async fn preview_rest(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    mut preview: PermissionPreview,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<PermissionPreview> {
+    let kind = loaded.typed.kind();
+    let id_labels = id_labels(&opts.target, loaded);
 
     // An existing container is re-checked, not re-created.
     if let Some(engine) = engine
         && let Ok(Some(info)) = find_container(
             engine,
             &id_labels,
-            expected_workspace(&opts.target, &loaded).as_deref(),
+            expected_workspace(&opts.target, loaded).as_deref(),
             &mut Vec::new(),
         )
         .await
     {
-        let entries = existing_entries(&info, &loaded, &opts.target.env, &mut Vec::new());
+        let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
         match check_existing(
             engine,
             &info,
             &entries,
-            &loaded,
+            loaded,
             engine_socket,
-            &profile,
-            &grants,
+            profile,
+            grants,
             opts,
         )
         .await
@@ -1036,15 +1112,14 @@ async fn preview_container(
         }
         _ => {
             // the Dockerfile and context `up` would refuse are refused here too, unread
-            if let Some(grants) = confine_grants(&profile, &grants)
-                && let Ok(mut request) = build_request(&loaded, &opts.target.env)
-                && let Err(HandoffError::Security(e)) =
-                    confine_build(&mut request, &loaded, &grants)
+            if let Some(grants) = confine_grants(profile, grants)
+                && let Ok(mut request) = build_request(loaded, &opts.target.env)
+                && let Err(HandoffError::Security(e)) = confine_build(&mut request, loaded, &grants)
             {
                 preview.refusal = Some(e);
                 return Ok(preview);
             }
-            let tag = build_request(&loaded, &opts.target.env)
+            let tag = build_request(loaded, &opts.target.env)
                 .ok()
                 .and_then(|r| r.tags.first().cloned())
                 .unwrap_or_default();
@@ -1064,19 +1139,19 @@ async fn preview_container(
     let mut ignored = Vec::new();
     let base = image_info
         .as_ref()
-        .map(|i| image_entries(i, &loaded, &opts.target.env, &mut ignored).1)
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored).1)
         .unwrap_or_default();
 
     // The Features' metadata (resolved, not downloaded where the registry has it apart).
     let mut feature_entries = Vec::new();
     if has_features(&loaded.value) {
-        match preview_feature_entries(&loaded, opts).await {
+        match preview_feature_entries(loaded, opts).await {
             Ok(entries) => feature_entries = entries,
             Err(e) => preview.notes.push(format!(
                 "the Features' metadata could not be read ({e}): what they ask for is not listed"
             )),
         }
-        substitute_entries(&mut feature_entries, &loaded, &opts.target.env);
+        substitute_entries(&mut feature_entries, loaded, &opts.target.env);
     }
     let entries = metadata::collect_entries(
         &base,
@@ -1105,7 +1180,7 @@ async fn preview_container(
         spec.network_mode = Some(network);
     }
     let (workspace, host_home, engine_socket) =
-        judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
     // (spec-note 0420).
     let passwd = match (engine, &image_info) {
@@ -1133,7 +1208,7 @@ async fn preview_container(
         spec,
         ..PolicyInput::default()
     };
-    let mut requests = match security::apply(&profile, &input, &grants) {
+    let mut requests = match security::apply(profile, &input, grants) {
         Ok(applied) => applied.requests,
         Err(security::SecurityError::Refused { requests, .. }) => requests,
         Err(other) => return Err(other.into()),
@@ -1313,6 +1388,98 @@ fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError
         location: Box::new(location),
         message: engine.to_string(),
         hint: crate::diagnostics::Hint::hint(engine),
+    })
+}
+
+/// What `up` judges before it looks anything up, runs, builds or creates (spec-notes 0440,
+/// 0442): the host variables the configuration sends into the container and the builds'
+/// network.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EarlyRequests {
+    /// The [`security::Permission::HostEnv`] requests (one per name) and the
+    /// [`security::Permission::BuildNetwork`] request, judged.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// The host variables that would cross, by name, with the properties they go into.
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
+    /// The network every build gets ([`ImageBuildOptions::network`]).
+    pub(crate) build_network: Option<Option<String>>,
+    /// A granted build argument persists in the image history: said once.
+    pub(crate) warning: Option<String>,
+}
+
+/// `opts` with the host environment substitution and the engine may read
+/// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
+fn judged_options(opts: &UpOptions, profile: &SecurityProfile, grants: &Grants) -> UpOptions {
+    let mut judged = opts.clone();
+    judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
+    judged
+}
+
+/// The bare host-variable forms the engine resolves itself: `runArgs -e NAME`/`--env NAME`
+/// and `build.options --build-arg NAME`, found by the parsers that apply them (a recording
+/// lookup that resolves nothing). Parse errors are left to those parsers' real run.
+fn bare_env_names(loaded: &LoadedConfiguration) -> Vec<(String, String)> {
+    use security::host_env::{BUILD_OPTIONS_PROPERTY, RUN_ARGS_PROPERTY};
+    let asked = std::cell::RefCell::new(Vec::new());
+    let record = |property: &'static str| {
+        let asked = &asked;
+        move |name: &str| {
+            asked
+                .borrow_mut()
+                .push((property.to_string(), name.to_string()));
+            None
+        }
+    };
+    let _ = crate::engine::run_args::apply_run_args(
+        &mut crate::engine::ContainerSpec::default(),
+        &loaded.typed.run_args,
+        &record(RUN_ARGS_PROPERTY),
+    );
+    if let Some(build) = &loaded.typed.build {
+        let _ = crate::engine::build_options::apply_build_options(
+            &mut BuildRequest::default(),
+            &build.options,
+            &record(BUILD_OPTIONS_PROPERTY),
+        );
+    }
+    asked.into_inner()
+}
+
+/// Judges the configuration's host variables and the builds' network ([`EarlyRequests`]).
+/// The caller refuses when any request is refused
+/// ([`security::host_env::check`]).
+///
+/// Errors: [`HandoffError::Unsupported`] for an unknown network setting.
+pub(crate) fn early_requests(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<EarlyRequests> {
+    let host_env =
+        security::host_env::uses(&loaded.workspace.host_env_reads, &bare_env_names(loaded));
+    let mut requests = security::host_env::judge(profile, grants, &host_env);
+    let warning = security::host_env::image_history_warning(&host_env, &requests);
+    let container_network = network_mode(&opts.security, &opts.settings)?;
+    let configured = build_request(loaded, &opts.target.env)
+        .ok()
+        .and_then(|r| r.network);
+    let decided = security::build_network::decide(
+        profile,
+        grants,
+        container_network.as_deref(),
+        configured.as_deref(),
+    );
+    // Only a hardened container on `none` changes the builds' network; elsewhere each build
+    // keeps its own (the Dockerfile the configured one, devcell's layers the default).
+    let forced = matches!(profile, SecurityProfile::Hardened(_))
+        && container_network.as_deref() == Some("none");
+    requests.extend(decided.request);
+    Ok(EarlyRequests {
+        requests,
+        host_env,
+        build_network: forced.then_some(decided.network),
+        warning,
     })
 }
 
@@ -1945,6 +2112,10 @@ pub struct ImageBuildOptions {
     /// Write the `devcontainer.metadata` label into an image even without Features (`build`:
     /// the image must carry it; `up` puts it on the container instead).
     pub bake_metadata_label: bool,
+    /// Every build (the Dockerfile, the Features layer, the `updateRemoteUserUID` layer) runs
+    /// on this network (`Some(None)`: the engine's default) instead of the configured one
+    /// (spec-note 0442: a container on `none` is built on `none`).
+    pub network: Option<Option<String>>,
 }
 
 /// Image kind: inspect, pull when missing. Dockerfile kind: build through the engine.
@@ -1965,6 +2136,9 @@ async fn prepare_image(
     let mut request = build_request(loaded, host_env)?;
     if let Some(grants) = confine {
         confine_build(&mut request, loaded, grants)?;
+    }
+    if let Some(network) = &build.network {
+        request.network = network.clone();
     }
     if build.no_cache {
         request.no_cache = true;
@@ -2101,6 +2275,7 @@ async fn update_remote_user_uid(
     merged: &Value,
     loaded: &LoadedConfiguration,
     default: UidUpdateDefault,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
     let mut outcome = UidUpdate { image: None };
@@ -2130,7 +2305,7 @@ async fn update_remote_user_uid(
         host_uid: target.uid,
         host_gid: target.gid,
     };
-    outcome.image = crate::build::ensure_uid_image(engine, &input, reporter)
+    outcome.image = crate::build::ensure_uid_image(engine, &input, network, reporter)
         .await?
         .map(|built| PreparedImage {
             reference: built.tag,
@@ -2531,6 +2706,7 @@ async fn layer_features(
     let options = ImageOptions {
         labels: opts.build.labels.clone(),
         no_cache: opts.build.no_cache,
+        network: opts.build.network.clone().flatten(),
     };
     Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
 }

@@ -8,7 +8,9 @@
 //! [`audit`] and [`probe`] score an existing configuration or container.
 
 pub mod audit;
+pub mod build_network;
 pub mod error;
+pub mod host_env;
 pub mod host_path;
 pub mod identity;
 pub mod origins;

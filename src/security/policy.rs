@@ -85,6 +85,11 @@ pub enum Permission {
     /// A git directory outside the workspace that a repository's git link names and that
     /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
     GitDir(String),
+    /// A host environment variable whose value the configuration sends into the container, a
+    /// build, a label or a mount (`${localEnv:NAME}`, `runArgs -e NAME`; spec-note 0440).
+    HostEnv(String),
+    /// A network for image builds of a container whose network is `none` (spec-note 0442).
+    BuildNetwork,
 }
 
 impl Permission {
@@ -98,6 +103,8 @@ impl Permission {
             Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
+            Permission::HostEnv(n) => format!("--allow env:{n}"),
+            Permission::BuildNetwork => "--allow build-network".to_string(),
             Permission::Network(n) => format!("--allow network:{n}"),
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
             Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
@@ -123,6 +130,8 @@ impl fmt::Display for Permission {
             Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
             Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
             Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
+            Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
+            Permission::BuildNetwork => f.write_str("network for image builds"),
         }
     }
 }
@@ -166,7 +175,7 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -182,6 +191,8 @@ impl Permission {
             Permission::IdentityLabel(_) => "identityLabel",
             Permission::HostCommand(_) => "hostCommand",
             Permission::GitDir(_) => "gitDir",
+            Permission::HostEnv(_) => "hostEnv",
+            Permission::BuildNetwork => "buildNetwork",
         }
     }
 
@@ -197,7 +208,8 @@ impl Permission {
             | Permission::PublishPort(v)
             | Permission::IdentityLabel(v)
             | Permission::HostCommand(v)
-            | Permission::GitDir(v) => Some(v),
+            | Permission::GitDir(v)
+            | Permission::HostEnv(v) => Some(v),
             _ => None,
         }
     }
@@ -260,13 +272,17 @@ pub struct Grants {
     pub host_command: bool,
     /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
     pub git_dirs: BTreeSet<String>,
+    /// `env:<NAME>`: host variables the configuration may send into the container.
+    pub env: BTreeSet<String>,
+    /// `build-network`: image builds keep a network when the container has none.
+    pub build_network: bool,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
-    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`.
-    /// `host-command`, `gitdir:<absolute host path>`.
+    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
+    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -290,6 +306,14 @@ impl Grants {
             Some(("gitdir", p)) => {
                 let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
                 self.git_dirs.insert(p);
+            }
+            None if value == "build-network" => self.build_network = true,
+            Some(("env", n)) => {
+                // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
+                if n.is_empty() || n.contains(['=', '\0']) {
+                    return Err(bad("expected an environment variable name (`env:NAME`)"));
+                }
+                self.env.insert(n.to_string());
             }
             Some(("network", "host")) => self.host_network = true,
             Some(("cap", c)) if !c.is_empty() => {
@@ -348,6 +372,8 @@ impl Grants {
             }
             Permission::HostCommand(_) => self.host_command,
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
+            Permission::HostEnv(n) => self.env.contains(n),
+            Permission::BuildNetwork => self.build_network,
         }
     }
 }
