@@ -1548,3 +1548,89 @@ fn a_failed_hook_shows_the_warnings_first() {
     );
     ws.run("down", &["--remove"]);
 }
+
+/// Issue 12 item 1: on an image whose `/etc/profile` resets `PATH` (Debian's, non-root
+/// `remoteUser`), a Feature's `containerEnv` `PATH` entry and the image's `ENV PATH` entry still
+/// reach a `postCreateCommand`, `devcell exec` and a handoff agent (spec-note 0470).
+#[test]
+fn feature_and_image_path_entries_survive_a_login_shell_profile() {
+    let test = "feature_and_image_path_entries_survive_a_login_shell_profile";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = crate::support::docker::debian_like_image();
+    let ws = Workspace::new(&format!(
+        r#"{{"image": "{image}", "remoteUser": "dev",
+            "features": {{"./tool": {{}}}},
+            "postCreateCommand": "tool && imagetool && echo \"hook PATH=$PATH\""}}"#
+    ));
+    ws.cleanup_images
+        .borrow_mut()
+        .push("devcell/features:".to_string());
+    local_feature(
+        &ws,
+        "tool",
+        r#"{"id": "tool", "version": "1.0.0", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}"#,
+        "mkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho feature-tool-ran\\n' > /opt/tool/bin/tool\nchmod 755 /opt/tool/bin/tool",
+    );
+    // The login shell really resets PATH in this image (the bug's precondition).
+    let (ok, profile_path) = crate::support::engine::docker(&[
+        "run", "--rm", "--user", "dev", image, "sh", "-lc", "echo $PATH",
+    ]);
+    assert!(ok);
+    assert_eq!(
+        profile_path.trim(),
+        "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+    );
+
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("feature-tool-ran\nimage-tool-ran\n"), "{stderr}");
+    // Merged as the reference does: the container's entries first, the profile's order kept,
+    // no sbin for a non-root user.
+    assert!(
+        stderr.contains(
+            "hook PATH=/opt/tool/bin:/opt/image/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\n"
+        ),
+        "{stderr}"
+    );
+
+    for (tool, said) in [("tool", "feature-tool-ran\n"), ("imagetool", "image-tool-ran\n")] {
+        let out = ws.run("exec", &[tool]);
+        assert!(
+            out.status.success(),
+            "exec {tool}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), said);
+    }
+
+    // A handoff agent (a one-repository workspace) calls both tools too.
+    crate::support::git::git(ws.path(), &["init", "-q"]);
+    crate::support::git::git(ws.path(), &["add", "-A"]);
+    crate::support::git::git(ws.path(), &["commit", "-q", "-m", "initial"]);
+    let settings = tempfile::tempdir().unwrap();
+    let config = settings.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.tools]\ncommand = [\"sh\", \"-c\", \"tool && imagetool\"]\n",
+    )
+    .unwrap();
+    let out = devcell()
+        .args(["handoff", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--agent", "tools", "--format", "json", "--config-file"])
+        .arg(&config)
+        .env("DEVCELL_STATE_DIR", settings.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = devcell()
+        .args(["delete", "--workspace-folder"])
+        .arg(ws.path())
+        .env("DEVCELL_STATE_DIR", settings.path().join("state"))
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("feature-tool-ran\nimage-tool-ran\n"), "{stderr}");
+}
