@@ -25,8 +25,7 @@ use crate::config::model::ConfigKind;
 use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::{
-    BuildRequest, ContainerInfo, DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest,
-    ImageInfo, Mount, MountKind,
+    BuildRequest, ContainerInfo, DockerEngine, Engine, ImageInfo, Mount, MountKind,
 };
 use crate::features::lockfile::{self, Lockfile, LockfileMode, WriteOutcome};
 use crate::handoff::container::{
@@ -425,7 +424,7 @@ pub async fn up_with(
                 .or_else(|| image_user.clone())
                 .unwrap_or_else(|| "root".to_string());
             let account = if matches!(profile, SecurityProfile::Hardened(_)) {
-                image_account(engine, &image.reference, &home_user).await
+                image_account(engine, &image.info, &image.reference, &home_user).await
             } else {
                 None
             };
@@ -465,9 +464,6 @@ pub async fn up_with(
             )));
             let id = engine.create_container(&spec).await?;
             engine.start_container(&id).await?;
-            if hardened {
-                prepare_state_dir(engine, &id).await?;
-            }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
             if let Some(lock) = pending_lock {
@@ -479,13 +475,8 @@ pub async fn up_with(
             (info, entries, ContainerAction::Created)
         }
     };
-    // Re-read the container's times after a start. A container created by an `up` that
-    // stopped before setting it up (the engine went away) gets its state folder prepared now
-    // (idempotent).
+    // Re-read the container's times after a start.
     let container = if action == ContainerAction::Started {
-        if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
-            prepare_state_dir(engine, &container.id).await?;
-        }
         inspect(engine, &container.id).await?
     } else {
         container
@@ -1383,6 +1374,20 @@ pub(crate) async fn run_hooks(
         engine,
         container_id: id,
     };
+    let markers = MarkerContext {
+        created_at: attached.container.created.clone(),
+        started_at: attached.container.started_at.clone(),
+        folder: attached.marker_folder.clone(),
+    };
+    // Hooks that already ran are skipped without a process in the container (spec-note 0471).
+    use crate::handoff::marker_record;
+    if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
+        return Ok(report);
+    }
+    if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
+        marker_record::remember(id, &plan, &markers, &report);
+        return Ok(report);
+    }
     let probed = probe_user_env(
         &executor,
         attached.probe,
@@ -1399,15 +1404,15 @@ pub(crate) async fn run_hooks(
         working_dir: Some(attached.workspace_folder.clone()),
         env,
         secrets: HookEnv(secrets.clone()),
-        markers: Some(MarkerContext {
-            created_at: attached.container.created.clone(),
-            started_at: attached.container.started_at.clone(),
-            folder: attached.marker_folder.clone(),
-        }),
+        markers: Some(markers),
     };
-    run_plan(&executor, &plan, &context, reporter)
+    let report = run_plan(&executor, &plan, &context, reporter)
         .await
-        .map_err(lifecycle_error(id))
+        .map_err(lifecycle_error(id))?;
+    if let Some(markers) = &context.markers {
+        marker_record::remember(id, &plan, markers, &report);
+    }
+    Ok(report)
 }
 
 fn lifecycle_error(
@@ -1418,42 +1423,6 @@ fn lifecycle_error(
         container_id: container_id.clone(),
         source,
     }
-}
-
-/// Makes devcell's state volume writable by every user (sticky, like `/tmp`). The hardened
-/// profile drops `CAP_CHOWN` and `CAP_FOWNER`, so only the volume's owner may change its mode,
-/// and engines differ on who owns a fresh anonymous volume: root on Docker, the container's user
-/// on Podman (it gives new volumes to the user the container runs as). `chmod` runs as root
-/// first, then, when that is refused, as the container's user (spec-notes/0181). Errors:
-/// [`HandoffError::Unsupported`] when neither may, with the last `chmod`'s output.
-async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
-    let mut result = None;
-    for user in [Some("0".to_string()), None] {
-        let request = ExecRequest {
-            argv: vec!["chmod".into(), "1777".into(), STATE_DIR.into()],
-            user,
-            ..ExecRequest::default()
-        };
-        let r = engine
-            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
-            .await?;
-        if r.exit_code == 0 {
-            return Ok(());
-        }
-        result = Some(r);
-    }
-    let (code, stderr) = result.map_or((-1, String::new()), |r| {
-        (r.exit_code, r.stderr_text().trim().to_string())
-    });
-    Err(HandoffError::Unsupported {
-        message: format!(
-            "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {code}): {stderr}",
-            short(id),
-        ),
-        hint: Some(
-            "the image needs a `chmod` program (busybox or coreutils), and the volume must be owned by root or the container's user".into(),
-        ),
-    })
 }
 
 /// An image ready to run: its reference and what the engine knows about it.
@@ -1834,18 +1803,17 @@ pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
 }
 
 /// The image's `/etc/passwd` entry for `user`, read from a container that is created and
-/// removed without being started (spec-note 0185). `None` when it cannot be read: the policy
+/// removed without being started (spec-note 0185), once per image id. `None` when it cannot be read: the policy
 /// then derives the home itself.
-async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<Account> {
-    let spec = crate::engine::ContainerSpec {
-        image: image.to_string(),
-        entrypoint: Some(vec!["/bin/sh".to_string()]),
-        labels: BTreeMap::from([("devcell.probe".to_string(), "passwd".to_string())]),
-        ..crate::engine::ContainerSpec::default()
-    };
-    let id = engine.create_container(&spec).await.ok()?;
-    let passwd = engine.read_file(&id, "/etc/passwd").await;
-    let _ = engine.remove_container(&id, true).await;
+async fn image_account(
+    engine: &dyn Engine,
+    image: &ImageInfo,
+    reference: &str,
+    user: &str,
+) -> Option<Account> {
+    // Read once per image id (spec-note 0471).
+    let passwd =
+        crate::handoff::image_files::read(engine, reference, &image.id, "/etc/passwd").await;
     let passwd = String::from_utf8(passwd.ok()??).ok()?;
     passwd_account(&passwd, user)
 }

@@ -308,10 +308,15 @@ mod tests {
 
     #[test]
     fn the_container_path_is_read_from_its_marks() {
-        let out = format!("{CONTAINER_MARK}1000:/opt/x/bin:/bin{CONTAINER_MARK}motd\n{MARK}PATH=/bin\0{MARK}");
+        let out = format!(
+            "{CONTAINER_MARK}1000:/opt/x/bin:/bin{CONTAINER_MARK}motd\n{MARK}PATH=/bin\0{MARK}"
+        );
         assert_eq!(container_path(&out), Some(("1000", "/opt/x/bin:/bin")));
         assert_eq!(parse_probe_output(&out).0["PATH"], "/bin");
-        assert_eq!(container_path(&format!("{CONTAINER_MARK}0:{CONTAINER_MARK}")), None);
+        assert_eq!(
+            container_path(&format!("{CONTAINER_MARK}0:{CONTAINER_MARK}")),
+            None
+        );
         assert_eq!(container_path("nothing"), None);
     }
 

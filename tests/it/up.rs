@@ -1575,7 +1575,14 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
     );
     // The login shell really resets PATH in this image (the bug's precondition).
     let (ok, profile_path) = crate::support::engine::docker(&[
-        "run", "--rm", "--user", "dev", image, "sh", "-lc", "echo $PATH",
+        "run",
+        "--rm",
+        "--user",
+        "dev",
+        image,
+        "sh",
+        "-lc",
+        "echo $PATH",
     ]);
     assert!(ok);
     assert_eq!(
@@ -1586,7 +1593,10 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
     let out = ws.run("up", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("feature-tool-ran\nimage-tool-ran\n"), "{stderr}");
+    assert!(
+        stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
+        "{stderr}"
+    );
     // Merged as the reference does: the container's entries first, the profile's order kept,
     // no sbin for a non-root user.
     assert!(
@@ -1596,7 +1606,10 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         "{stderr}"
     );
 
-    for (tool, said) in [("tool", "feature-tool-ran\n"), ("imagetool", "image-tool-ran\n")] {
+    for (tool, said) in [
+        ("tool", "feature-tool-ran\n"),
+        ("imagetool", "image-tool-ran\n"),
+    ] {
         let out = ws.run("exec", &[tool]);
         assert!(
             out.status.success(),
@@ -1632,5 +1645,8 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         .env("DEVCELL_STATE_DIR", settings.path().join("state"))
         .output();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("feature-tool-ran\nimage-tool-ran\n"), "{stderr}");
+    assert!(
+        stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
+        "{stderr}"
+    );
 }

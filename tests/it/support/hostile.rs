@@ -56,7 +56,10 @@ impl HostileRepo {
     /// (devcell, run as root, treats that user as the workspace user).
     pub fn commit(&self) -> &HostileRepo {
         git::git(self.path(), &["add", "-A"]);
-        git::git(self.path(), &["commit", "-q", "--allow-empty", "-m", "attacker"]);
+        git::git(
+            self.path(),
+            &["commit", "-q", "--allow-empty", "-m", "attacker"],
+        );
         git::give_to_workspace_owner(self.path());
         self
     }
@@ -105,7 +108,12 @@ impl HostTarget {
     /// A path in a sibling folder (not under [`HostTarget::path`], so the fingerprint is not
     /// changed by creating it) that must never exist: `<tmp>/<folder name>.marker`.
     pub fn marker(&self) -> PathBuf {
-        let name = self.path().file_name().unwrap().to_string_lossy().to_string();
+        let name = self
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
         std::env::temp_dir().join(format!("{name}.marker"))
     }
 
