@@ -9,7 +9,7 @@ use crate::engine::{BuildRequest, Engine, ImageInfo};
 use crate::progress::{Event, Reporter};
 
 use super::error::Result;
-use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with_labels};
+use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with};
 use super::uid::{UidInput, plan_uid_update};
 
 /// An image devcell made (or found already made) for a plan.
@@ -66,6 +66,9 @@ pub struct ImageOptions {
     /// `--no-cache`: build even when the tag exists, without the builder's layer cache (the
     /// tag then names the new image).
     pub no_cache: bool,
+    /// devcontainer.json's `containerEnv` (substituted), written as `ENV` lines after the
+    /// Features' (`devcell build`: the image shows the merged values; spec-note 0473).
+    pub container_env: Vec<(String, String)>,
 }
 
 /// [`ensure_features_image`] with `options`: extra labels, and a forced build without cache.
@@ -77,7 +80,7 @@ pub async fn ensure_features_image_with(
     options: &ImageOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
-    let plan = plan_with_labels(input, &options.labels)?;
+    let plan = plan_with(input, &options.labels, &options.container_env)?;
     if options.no_cache {
         return build(engine, &plan.tag, plan.write_context()?, true, reporter).await;
     }

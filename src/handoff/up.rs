@@ -463,7 +463,11 @@ pub async fn up_with(
                 image.reference
             )));
             let id = engine.create_container(&spec).await?;
-            engine.start_container(&id).await?;
+            // From here on, a failure names the container (spec-note 0472).
+            engine
+                .start_container(&id)
+                .await
+                .map_err(|e| HandoffError::from(e).in_container(&id))?;
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
             if let Some(lock) = pending_lock {
@@ -471,13 +475,17 @@ pub async fn up_with(
                     warnings.push(w);
                 }
             }
-            let info = inspect(engine, &id).await?;
+            let info = inspect(engine, &id)
+                .await
+                .map_err(|e| e.in_container(&id))?;
             (info, entries, ContainerAction::Created)
         }
     };
     // Re-read the container's times after a start.
     let container = if action == ContainerAction::Started {
-        inspect(engine, &container.id).await?
+        inspect(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?
     } else {
         container
     };
@@ -1444,8 +1452,9 @@ pub struct ImageBuildOptions {
     pub cache_from: Vec<String>,
     /// `--label name=value` (repeatable): labels of the final image (the Features layer).
     pub labels: BTreeMap<String, String>,
-    /// Write the `devcontainer.metadata` label into an image even without Features (`build`:
-    /// the image must carry it; `up` puts it on the container instead).
+    /// Write the `devcontainer.metadata` label into an image even without Features, and
+    /// devcontainer.json's `containerEnv` as `ENV` after the Features' (`build`: the image
+    /// must stand on its own; `up` sets `containerEnv` on the container instead).
     pub bake_metadata_label: bool,
 }
 
@@ -1530,47 +1539,50 @@ pub(crate) async fn dev_image(
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     let with_features = has_features(&loaded.value);
     let mut lock = None;
-    let (entries, label) = if with_features || opts.build.bake_metadata_label {
-        // The built image's label holds base ++ Features ++ devcontainer.json entries; the
-        // container inherits it from the image.
-        image = if with_features {
-            let (built, pending) =
-                build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
-            lock = Some(pending);
-            built
-        } else {
-            let built = layer_features(
-                engine,
-                loaded,
-                &image,
-                raw_base,
-                &base,
-                Vec::new(),
-                opts,
-                reporter,
-            )
-            .await?;
-            reporter.report(Event::Status(if built.built {
-                format!("built {}", built.tag)
+    // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
+    let (entries, label) =
+        if with_features || opts.build.bake_metadata_label || kind == ConfigKind::Dockerfile {
+            // The built image's label holds base ++ Features ++ devcontainer.json entries; the
+            // container inherits it from the image.
+            image = if with_features {
+                let (built, pending) =
+                    build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+                lock = Some(pending);
+                built
             } else {
-                format!("using cached {}", built.tag)
-            }));
-            PreparedImage {
-                reference: built.tag,
-                info: built.image,
-            }
+                let built = layer_features(
+                    engine,
+                    loaded,
+                    &image,
+                    raw_base,
+                    &base,
+                    Vec::new(),
+                    opts,
+                    reporter,
+                )
+                .await?;
+                reporter.report(Event::Status(if built.built {
+                    format!("built {}", built.tag)
+                } else {
+                    format!("using cached {}", built.tag)
+                }));
+                PreparedImage {
+                    reference: built.tag,
+                    info: built.image,
+                }
+            };
+            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            (entries, None)
+        } else {
+            let entries =
+                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+            let label = metadata::label_value(&metadata::collect_entries(
+                &raw_base,
+                &[],
+                &metadata::config_entry(&loaded.raw),
+            ));
+            (entries, Some(label))
         };
-        let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
-        (entries, None)
-    } else {
-        let entries = metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-        let label = metadata::label_value(&metadata::collect_entries(
-            &raw_base,
-            &[],
-            &metadata::config_entry(&loaded.raw),
-        ));
-        (entries, Some(label))
-    };
     Ok(DevImage {
         image,
         entries,
@@ -2033,9 +2045,25 @@ async fn layer_features(
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };
+    // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
+    let container_env = if opts.build.bake_metadata_label {
+        loaded
+            .value
+            .get("containerEnv")
+            .and_then(Value::as_object)
+            .map(|env| {
+                env.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let options = ImageOptions {
         labels: opts.build.labels.clone(),
         no_cache: opts.build.no_cache,
+        container_env,
     };
     Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
 }

@@ -543,10 +543,29 @@ fn dockerfile_kind_builds_through_the_engine() {
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nARG WORD\nRUN echo \"$WORD\" > /built\n"),
     );
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
     let result = ws.up(&[]);
     let image = container_image(result["containerId"].as_str().unwrap());
     let _cleanup = ImageCleanup(image.clone());
-    assert!(image.starts_with("vsc-"), "{image}");
+    // The image the container runs carries the metadata label itself, as the reference's
+    // does (spec-note 0473): the Dockerfile's image with the label layered on.
+    assert!(image.starts_with("devcell/features:"), "{image}");
+    let (ok, label) = crate::support::engine::docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        &image,
+    ]);
+    assert!(ok, "{label}");
+    let entries: Value = serde_json::from_str(label.trim()).unwrap();
+    assert_eq!(entries, serde_json::json!([{"remoteUser": "nobody"}]));
     let (code, stdout, _) = ws.sh("cat /built");
     assert_eq!((code, stdout.trim()), (0, "built-with-arg"));
 
@@ -1564,9 +1583,6 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
             "features": {{"./tool": {{}}}},
             "postCreateCommand": "tool && imagetool && echo \"hook PATH=$PATH\""}}"#
     ));
-    ws.cleanup_images
-        .borrow_mut()
-        .push("devcell/features:".to_string());
     local_feature(
         &ws,
         "tool",
@@ -1593,6 +1609,9 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
     let out = ws.run("up", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // This test's Features image (its config is its own) goes with the workspace.
+    let id = last_json(&out)["containerId"].as_str().unwrap().to_string();
+    ws.cleanup_images.borrow_mut().push(container_image(&id));
     assert!(
         stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
         "{stderr}"
@@ -1649,4 +1668,81 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
         "{stderr}"
     );
+}
+
+/// Issue 12 item 8: a warm `up` whose once-hooks already ran starts no process in the
+/// container (no `exec_create` event), the markers are written by the engine into the state
+/// volume (root-owned, the reference's file names and contents), and a restart still runs
+/// `postStartCommand` but not `postCreateCommand` (spec-note 0471).
+#[test]
+fn warm_up_with_hooks_that_ran_starts_no_process() {
+    if !engine_ready(
+        "warm_up_with_hooks_that_ran_starts_no_process",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo post-create-ran", "postStartCommand": "echo post-start-ran"}"#,
+    );
+    let first = ws.up(&[]);
+    assert_eq!(ran(&first), ["postCreateCommand", "postStartCommand"]);
+    let id = first["containerId"].as_str().unwrap().to_string();
+    // The markers: root's files in the volume, holding the container's times.
+    let (ok, owners) = crate::support::engine::docker(&[
+        "exec",
+        &id,
+        "stat",
+        "-c",
+        "%u %a",
+        "/var/lib/devcell/markers/.postCreateCommandMarker",
+        "/var/lib/devcell",
+    ]);
+    assert!(ok, "{owners}");
+    assert_eq!(owners, "0 644\n0 755\n");
+    let (_, marker) = crate::support::engine::docker(&[
+        "exec",
+        &id,
+        "cat",
+        "/var/lib/devcell/markers/.postCreateCommandMarker",
+    ]);
+    assert_eq!(marker.trim(), docker_inspect(&id, "{{.Created}}"));
+
+    // The first warm `up` reads the markers (no process either), later ones only inspect.
+    for _ in 0..2 {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let warm = ws.up(&[]);
+        assert!(ran(&warm).is_empty(), "{warm}");
+        let already: Vec<&str> = warm["devcell"]["lifecycle"]["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["reason"] == "alreadyRan")
+            .map(|s| s["hook"].as_str().unwrap())
+            .collect();
+        assert_eq!(already, ["postCreateCommand", "postStartCommand"], "{warm}");
+        let (ok, events) = crate::support::engine::docker(&[
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &(since + 2).to_string(),
+            "--filter",
+            &format!("container={id}"),
+            "--filter",
+            "event=exec_create",
+        ]);
+        assert!(ok, "{events}");
+        assert_eq!(events.trim(), "", "a warm up started a process");
+    }
+
+    // After a restart postStartCommand is due again, postCreateCommand is not.
+    let (ok, _) = crate::support::engine::docker(&["restart", "-t", "0", &id]);
+    assert!(ok);
+    let restarted = ws.up(&[]);
+    assert_eq!(ran(&restarted), ["postStartCommand"], "{restarted}");
 }
