@@ -426,7 +426,7 @@ fn build_result_has_the_reference_cli_shape() {
 }
 
 /// Issue 12 item 5: `devcell build` writes devcontainer.json's `containerEnv` after the
-/// Features' `ENV`s, so the image's `Config.Env` (and `docker run <image> printenv`) shows the
+/// Features' `ENV`s, so the image's `Config.Env` (and `docker run <image>`) shows the
 /// merged values, devcontainer.json's last (spec-note 0473).
 #[test]
 fn build_bakes_container_env_after_the_features() {
@@ -470,6 +470,6 @@ fn build_bakes_container_env_after_the_features() {
         env.iter().any(|e| e.starts_with("PATH=/opt/envf/bin:")),
         "{env:?}"
     );
-    let run = docker(&["run", "--rm", &name, "printenv", "WHO"]);
+    let run = docker(&["run", "--rm", &name, "sh", "-c", "echo $WHO"]);
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "config");
 }

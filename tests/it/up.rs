@@ -1601,9 +1601,10 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         "echo $PATH",
     ]);
     assert!(ok);
+    // (`docker` merges stderr, where the engine may add a warning line.)
     assert_eq!(
-        profile_path.trim(),
-        "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+        profile_path.lines().next(),
+        Some("/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games")
     );
 
     let out = ws.run("up", &[]);
@@ -1638,7 +1639,9 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), said);
     }
 
-    // A handoff agent (a one-repository workspace) calls both tools too.
+    // A handoff agent (a one-repository workspace, its own container) calls both tools too.
+    let out = ws.run("down", &["--remove"]);
+    assert!(out.status.success());
     crate::support::git::git(ws.path(), &["init", "-q"]);
     crate::support::git::git(ws.path(), &["add", "-A"]);
     crate::support::git::git(ws.path(), &["commit", "-q", "-m", "initial"]);
@@ -1713,8 +1716,7 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
     for _ in 0..2 {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
+            .unwrap();
         let warm = ws.up(&[]);
         assert!(ran(&warm).is_empty(), "{warm}");
         let already: Vec<&str> = warm["devcell"]["lifecycle"]["skipped"]
@@ -1728,9 +1730,9 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
         let (ok, events) = crate::support::engine::docker(&[
             "events",
             "--since",
-            &since.to_string(),
+            &format!("{}.{:09}", since.as_secs(), since.subsec_nanos()),
             "--until",
-            &(since + 2).to_string(),
+            &(since.as_secs() + 2).to_string(),
             "--filter",
             &format!("container={id}"),
             "--filter",
