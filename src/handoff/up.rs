@@ -1281,17 +1281,24 @@ pub(crate) fn attach(
     })
 }
 
-/// The workspace folder commands run in: the configuration's, unless `container` mounts
-/// nothing at or above it but bind-mounts the host workspace folder elsewhere (a `handoff`
-/// container, whose workspace root is at `/workspace`, found by `exec` or `run-user-commands`
-/// through the same id labels): then that mount's destination.
+/// The workspace folder commands run in: the configuration's, unless the configuration does
+/// not set `workspaceFolder` and `container` mounts nothing at or above the default one but
+/// bind-mounts the host workspace folder elsewhere (a `handoff` container, whose workspace root
+/// is at `/workspace`, found by `exec` or `run-user-commands` through the same id labels): then
+/// that mount's destination. A `workspaceFolder` the configuration names is used as it is,
+/// covered by a mount or not, as the reference CLI does (spec-note 0474).
 fn workspace_folder_in(container: &ContainerInfo, loaded: &LoadedConfiguration) -> String {
     let folder = &loaded.workspace.workspace_folder;
     let covered = container.mounts.iter().any(|m| {
         let d = m.destination.trim_end_matches('/');
         folder == d || folder.starts_with(&format!("{d}/"))
     });
-    if covered {
+    let configured = loaded
+        .value
+        .get("workspaceFolder")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !f.is_empty());
+    if covered || configured {
         return folder.clone();
     }
     let host = &loaded.workspace_folder;

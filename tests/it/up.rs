@@ -1748,3 +1748,30 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
     let restarted = ws.up(&[]);
     assert_eq!(ran(&restarted), ["postStartCommand"], "{restarted}");
 }
+
+/// Issue 12 item 11a: an explicit `workspaceFolder` that no mount covers is the
+/// `remoteWorkspaceFolder`, the hooks' and `exec`'s working folder, as with the reference CLI
+/// (spec-note 0474).
+#[test]
+fn a_workspace_folder_no_mount_covers_is_used_as_written() {
+    let test = "a_workspace_folder_no_mount_covers_is_used_as_written";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "workspaceFolder": "/etc",
+        "postCreateCommand": "echo \"hook-in-$(pwd)\""}"#;
+    let ws = Workspace::new(config);
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(last_json(&out)["remoteWorkspaceFolder"], "/etc");
+    assert!(stderr.contains("hook-in-/etc\n"), "{stderr}");
+    let (code, stdout, _) = ws.sh("pwd");
+    assert_eq!((code, stdout.as_str()), (0, "/etc\n"));
+
+    if let Some(cli) = reference_cli(test) {
+        let theirs = Workspace::new(config);
+        let reference = reference_up(&cli, &theirs);
+        assert_eq!(reference["remoteWorkspaceFolder"], "/etc", "{reference}");
+    }
+}
