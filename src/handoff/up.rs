@@ -540,6 +540,14 @@ pub async fn up_with(
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
+        // Substituted like `mergedConfiguration` (`${devcontainerId}`, `${containerEnv:…}`),
+        // as the reference prints it (spec-note 0475); a value that cannot be is kept.
+        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
+        let container_env = substitute::env_from_list(&container.env);
+        let mut substituted = shown.clone();
+        if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
+            shown = substituted;
+        }
         if let Value::Object(c) = &mut shown {
             c.insert("configFilePath".into(), file_uri(&loaded.config_file));
         }

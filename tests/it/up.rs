@@ -1775,3 +1775,60 @@ fn a_workspace_folder_no_mount_covers_is_used_as_written() {
         assert_eq!(reference["remoteWorkspaceFolder"], "/etc", "{reference}");
     }
 }
+
+/// Issue 12 item 11c: `up --include-configuration` prints `configuration` with
+/// `${containerEnv:…}` and `${devcontainerId}` substituted, as the reference CLI does
+/// (spec-note 0475).
+#[test]
+fn include_configuration_is_substituted_like_the_reference() {
+    let test = "include_configuration_is_substituted_like_the_reference";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody",
+        "remoteEnv": {"P": "${containerEnv:PATH}:/x", "I": "${devcontainerId}"}}"#;
+    let ws = Workspace::new(config);
+    let ours = ws.up(&["--include-configuration"]);
+    let path = docker_inspect(
+        ours["containerId"].as_str().unwrap(),
+        "{{range .Config.Env}}{{println .}}{{end}}",
+    )
+    .lines()
+    .find_map(|l| l.strip_prefix("PATH=").map(str::to_string))
+    .unwrap();
+    let env = &ours["configuration"]["remoteEnv"];
+    assert_eq!(env["P"], format!("{path}:/x"), "{ours}");
+    let id = env["I"].as_str().unwrap();
+    assert!(!id.contains("${") && id.len() > 20, "{ours}");
+    assert!(ours["mergedConfiguration"].is_null());
+
+    if let Some(cli) = reference_cli(test) {
+        let theirs = Workspace::new(config);
+        let out = cli
+            .command()
+            .args(["up", "--include-configuration", "--workspace-folder"])
+            .arg(theirs.path())
+            .output()
+            .unwrap();
+        let reference = last_json(&out);
+        let base = theirs
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_lowercase();
+        theirs
+            .cleanup_images
+            .borrow_mut()
+            .push(format!("vsc-{base}-*"));
+        cli.assert_stayed_local();
+        assert_eq!(
+            reference["configuration"]["remoteEnv"]["P"], env["P"],
+            "{reference}"
+        );
+        let theirs_id = reference["configuration"]["remoteEnv"]["I"]
+            .as_str()
+            .unwrap();
+        assert!(!theirs_id.contains("${"), "{reference}");
+    }
+}
