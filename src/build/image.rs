@@ -9,7 +9,7 @@ use crate::engine::{BuildRequest, Engine, ImageInfo};
 use crate::progress::{Event, Reporter};
 
 use super::error::Result;
-use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with_labels};
+use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with};
 use super::uid::{UidInput, plan_uid_update};
 
 /// An image devcell made (or found already made) for a plan.
@@ -69,6 +69,9 @@ pub struct ImageOptions {
     /// The build's network mode (`none`; `None`: the engine's default). Not part of the cache
     /// key: a cached image was built already (spec-note 0442).
     pub network: Option<String>,
+    /// devcontainer.json's `containerEnv` (substituted), written as `ENV` lines after the
+    /// Features' (`devcell build`: the image shows the merged values; spec-note 0473).
+    pub container_env: Vec<(String, String)>,
 }
 
 /// [`ensure_features_image`] with `options`: extra labels, and a forced build without cache.
@@ -80,7 +83,7 @@ pub async fn ensure_features_image_with(
     options: &ImageOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
-    let plan = plan_with_labels(input, &options.labels)?;
+    let plan = plan_with(input, &options.labels, &options.container_env)?;
     if options.no_cache {
         let context = plan.write_context()?;
         return build(

@@ -170,6 +170,11 @@ pub enum HandoffError {
         /// What is accepted.
         expected: String,
     },
+    /// A step after `up` created the container failed (start, inspect): the error as it is,
+    /// with the container, left in place for its logs or removal (the reference CLI's
+    /// `containerId` in the error result).
+    #[error(transparent)]
+    InContainer(Box<InContainer>),
     /// An error whose text contained a secret value, shown with every value masked
     /// (`********`); `message` is the whole cause chain ([`crate::handoff::secrets::redact`]).
     #[error("{message}")]
@@ -181,6 +186,27 @@ pub enum HandoffError {
         /// The original hint, masked.
         hint: Option<String>,
     },
+}
+
+/// [`HandoffError::InContainer`]'s content: displays and chains as `error`.
+#[derive(Debug)]
+pub struct InContainer {
+    /// The container `up` created.
+    pub container_id: String,
+    /// What failed.
+    pub error: HandoffError,
+}
+
+impl std::fmt::Display for InContainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for InContainer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }
 
 /// The [`EngineError::NotRunning`] in `source`'s chain: the hook could not run (or its result
@@ -206,10 +232,23 @@ fn lifecycle_message(source: &LifecycleError) -> String {
 }
 
 impl HandoffError {
+    /// This error, naming the container `up` created before it happened
+    /// ([`HandoffError::InContainer`]); an error that names one already is kept as it is.
+    pub fn in_container(self, container_id: &str) -> HandoffError {
+        if self.container_id().is_some() {
+            return self;
+        }
+        HandoffError::InContainer(Box::new(InContainer {
+            container_id: container_id.to_string(),
+            error: self,
+        }))
+    }
+
     /// The `--format json` envelope error code of this error (spec-notes/0163).
     pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
         use crate::handoff::envelope::ErrorCode;
         match self {
+            HandoffError::InContainer(e) => e.error.code(),
             HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
                 ErrorCode::ConfigInvalid
             }
@@ -275,6 +314,13 @@ impl HandoffError {
     /// `{}`.
     pub fn details(&self) -> serde_json::Value {
         match self {
+            HandoffError::InContainer(e) => {
+                let mut details = e.error.details();
+                if let Some(map) = details.as_object_mut() {
+                    map.insert("containerId".into(), e.container_id.clone().into());
+                }
+                details
+            }
             HandoffError::State(e) => e.details(),
             HandoffError::Security(
                 SecurityError::Refused { requests, .. }
@@ -291,6 +337,7 @@ impl HandoffError {
     /// The source location of a config error, for rendering the offending line.
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
+            HandoffError::InContainer(e) => e.error.location(),
             HandoffError::Config(e) => e.location(),
             _ => None,
         }
@@ -300,6 +347,7 @@ impl HandoffError {
     /// the error result).
     pub fn container_id(&self) -> Option<&str> {
         match self {
+            HandoffError::InContainer(e) => Some(&e.container_id),
             HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 Some(container_id)
             }
@@ -311,6 +359,7 @@ impl HandoffError {
 impl Hint for HandoffError {
     fn hint(&self) -> Option<String> {
         match self {
+            HandoffError::InContainer(e) => e.error.hint(),
             HandoffError::Config(e) => e.hint(),
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())

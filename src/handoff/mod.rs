@@ -17,6 +17,8 @@ pub mod exec;
 pub mod executor;
 pub mod features;
 pub mod host;
+pub mod image_files;
+pub mod marker_record;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod secrets;

@@ -462,7 +462,7 @@ pub async fn up_with(
             // The image's passwd, read once: the policy judges users by the uid it gives them
             // and the home tmpfs is owned by the remote user's ids (spec-notes 0185, 0420).
             let passwd = if hardened {
-                image_passwd(engine, &image.reference).await
+                image_passwd(engine, Some(&image.info), &image.reference).await
             } else {
                 None
             };
@@ -513,7 +513,11 @@ pub async fn up_with(
                 image.reference
             )));
             let id = engine.create_container(&spec).await?;
-            engine.start_container(&id).await?;
+            // From here on, a failure names the container (spec-note 0472).
+            engine
+                .start_container(&id)
+                .await
+                .map_err(|e| HandoffError::from(e).in_container(&id))?;
             if hardened {
                 // What the users resolved to inside, before anything runs in it: a uid 0 the
                 // policy did not grant removes the container (spec-note 0420).
@@ -525,7 +529,9 @@ pub async fn up_with(
                     &grants,
                 )
                 .await?;
-                prepare_state_dir(engine, &id).await?;
+                prepare_state_dir(engine, &id)
+                    .await
+                    .map_err(|e| e.in_container(&id))?;
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
@@ -534,7 +540,9 @@ pub async fn up_with(
             {
                 warnings.push(w);
             }
-            let info = inspect(engine, &id).await?;
+            let info = inspect(engine, &id)
+                .await
+                .map_err(|e| e.in_container(&id))?;
             (info, entries, ContainerAction::Created)
         }
     };
@@ -544,9 +552,13 @@ pub async fn up_with(
     // (idempotent).
     let container = if action == ContainerAction::Started {
         if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
-            prepare_state_dir(engine, &container.id).await?;
+            prepare_state_dir(engine, &container.id)
+                .await
+                .map_err(|e| e.in_container(&container.id))?;
         }
-        inspect(engine, &container.id).await?
+        inspect(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?
     } else {
         container
     };
@@ -601,6 +613,14 @@ pub async fn up_with(
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
+        // Substituted like `mergedConfiguration` (`${devcontainerId}`, `${containerEnv:…}`),
+        // as the reference prints it (spec-note 0475); a value that cannot be is kept.
+        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
+        let container_env = substitute::env_from_list(&container.env);
+        let mut substituted = shown.clone();
+        if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
+            shown = substituted;
+        }
         if let Value::Object(c) = &mut shown {
             c.insert("configFilePath".into(), file_uri(&loaded.config_file));
         }
@@ -1185,7 +1205,7 @@ async fn preview_rest(
     // (spec-note 0420).
     let passwd = match (engine, &image_info) {
         (Some(engine), Some(_)) if matches!(profile, SecurityProfile::Hardened(_)) => {
-            image_passwd(engine, &reference).await
+            image_passwd(engine, image_info.as_ref(), &reference).await
         }
         _ => None,
     };
@@ -1758,17 +1778,24 @@ pub(crate) fn attach(
     })
 }
 
-/// The workspace folder commands run in: the configuration's, unless `container` mounts
-/// nothing at or above it but bind-mounts the host workspace folder elsewhere (a `handoff`
-/// container, whose workspace root is at `/workspace`, found by `exec` or `run-user-commands`
-/// through the same id labels): then that mount's destination.
+/// The workspace folder commands run in: the configuration's, unless the configuration does
+/// not set `workspaceFolder` and `container` mounts nothing at or above the default one but
+/// bind-mounts the host workspace folder elsewhere (a `handoff` container, whose workspace root
+/// is at `/workspace`, found by `exec` or `run-user-commands` through the same id labels): then
+/// that mount's destination. A `workspaceFolder` the configuration names is used as it is,
+/// covered by a mount or not, as the reference CLI does (spec-note 0474).
 fn workspace_folder_in(container: &ContainerInfo, loaded: &LoadedConfiguration) -> String {
     let folder = &loaded.workspace.workspace_folder;
     let covered = container.mounts.iter().any(|m| {
         let d = m.destination.trim_end_matches('/');
         folder == d || folder.starts_with(&format!("{d}/"))
     });
-    if covered {
+    let configured = loaded
+        .value
+        .get("workspaceFolder")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !f.is_empty());
+    if covered || configured {
         return folder.clone();
     }
     let host = &loaded.workspace_folder;
@@ -1859,6 +1886,20 @@ pub(crate) async fn run_hooks(
         engine,
         container_id: id,
     };
+    let markers = MarkerContext {
+        created_at: attached.container.created.clone(),
+        started_at: attached.container.started_at.clone(),
+        folder: attached.marker_folder.clone(),
+    };
+    // Hooks that already ran are skipped without a process in the container (spec-note 0471).
+    use crate::handoff::marker_record;
+    if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
+        return Ok(report);
+    }
+    if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
+        marker_record::remember(id, &plan, &markers, &report);
+        return Ok(report);
+    }
     let probed = probe_user_env(
         &executor,
         attached.probe,
@@ -1875,15 +1916,15 @@ pub(crate) async fn run_hooks(
         working_dir: Some(attached.workspace_folder.clone()),
         env,
         secrets: HookEnv(secrets.clone()),
-        markers: Some(MarkerContext {
-            created_at: attached.container.created.clone(),
-            started_at: attached.container.started_at.clone(),
-            folder: attached.marker_folder.clone(),
-        }),
+        markers: Some(markers),
     };
-    run_plan(&executor, &plan, &context, reporter)
+    let report = run_plan(&executor, &plan, &context, reporter)
         .await
-        .map_err(lifecycle_error(id))
+        .map_err(lifecycle_error(id))?;
+    if let Some(markers) = &context.markers {
+        marker_record::remember(id, &plan, markers, &report);
+    }
+    Ok(report)
 }
 
 fn lifecycle_error(
@@ -2109,8 +2150,9 @@ pub struct ImageBuildOptions {
     pub cache_from: Vec<String>,
     /// `--label name=value` (repeatable): labels of the final image (the Features layer).
     pub labels: BTreeMap<String, String>,
-    /// Write the `devcontainer.metadata` label into an image even without Features (`build`:
-    /// the image must carry it; `up` puts it on the container instead).
+    /// Write the `devcontainer.metadata` label into an image even without Features, and
+    /// devcontainer.json's `containerEnv` as `ENV` after the Features' (`build`: the image
+    /// must stand on its own; `up` sets `containerEnv` on the container instead).
     pub bake_metadata_label: bool,
     /// Every build (the Dockerfile, the Features layer, the `updateRemoteUserUID` layer) runs
     /// on this network (`Some(None)`: the engine's default) instead of the configured one
@@ -2208,47 +2250,50 @@ pub(crate) async fn dev_image(
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     let with_features = has_features(&loaded.value);
     let mut lock = None;
-    let (entries, label) = if with_features || opts.build.bake_metadata_label {
-        // The built image's label holds base ++ Features ++ devcontainer.json entries; the
-        // container inherits it from the image.
-        image = if with_features {
-            let (built, pending) =
-                build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
-            lock = Some(pending);
-            built
-        } else {
-            let built = layer_features(
-                engine,
-                loaded,
-                &image,
-                raw_base,
-                &base,
-                Vec::new(),
-                opts,
-                reporter,
-            )
-            .await?;
-            reporter.report(Event::Status(if built.built {
-                format!("built {}", built.tag)
+    // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
+    let (entries, label) =
+        if with_features || opts.build.bake_metadata_label || kind == ConfigKind::Dockerfile {
+            // The built image's label holds base ++ Features ++ devcontainer.json entries; the
+            // container inherits it from the image.
+            image = if with_features {
+                let (built, pending) =
+                    build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+                lock = Some(pending);
+                built
             } else {
-                format!("using cached {}", built.tag)
-            }));
-            PreparedImage {
-                reference: built.tag,
-                info: built.image,
-            }
+                let built = layer_features(
+                    engine,
+                    loaded,
+                    &image,
+                    raw_base,
+                    &base,
+                    Vec::new(),
+                    opts,
+                    reporter,
+                )
+                .await?;
+                reporter.report(Event::Status(if built.built {
+                    format!("built {}", built.tag)
+                } else {
+                    format!("using cached {}", built.tag)
+                }));
+                PreparedImage {
+                    reference: built.tag,
+                    info: built.image,
+                }
+            };
+            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            (entries, None)
+        } else {
+            let entries =
+                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+            let label = metadata::label_value(&metadata::collect_entries(
+                &raw_base,
+                &[],
+                &metadata::config_entry(&loaded.raw),
+            ));
+            (entries, Some(label))
         };
-        let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
-        (entries, None)
-    } else {
-        let entries = metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-        let label = metadata::label_value(&metadata::collect_entries(
-            &raw_base,
-            &[],
-            &metadata::config_entry(&loaded.raw),
-        ));
-        (entries, Some(label))
-    };
     Ok(DevImage {
         image,
         entries,
@@ -2472,20 +2517,22 @@ pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
     })
 }
 
-/// The image's `/etc/passwd` text, read from a container that is created and removed without
+/// The image's `/etc/passwd` text: from the host record of the image's files when its id is
+/// known (spec-note 0471), else read from a container that is created and removed without
 /// being started (spec-note 0185). `None` when it cannot be read: names are then judged from
 /// inside the container after creation (spec-note 0420), and the policy derives the home.
-pub(crate) async fn image_passwd(engine: &dyn Engine, image: &str) -> Option<String> {
-    let spec = crate::engine::ContainerSpec {
-        image: image.to_string(),
-        entrypoint: Some(vec!["/bin/sh".to_string()]),
-        labels: BTreeMap::from([("devcell.probe".to_string(), "passwd".to_string())]),
-        ..crate::engine::ContainerSpec::default()
+pub(crate) async fn image_passwd(
+    engine: &dyn Engine,
+    image: Option<&ImageInfo>,
+    reference: &str,
+) -> Option<String> {
+    let bytes = match image {
+        Some(info) => {
+            crate::handoff::image_files::read(engine, reference, &info.id, "/etc/passwd").await
+        }
+        None => engine.read_image_file(reference, "/etc/passwd").await,
     };
-    let id = engine.create_container(&spec).await.ok()?;
-    let passwd = engine.read_file(&id, "/etc/passwd").await;
-    let _ = engine.remove_container(&id, true).await;
-    String::from_utf8(passwd.ok()??).ok()
+    String::from_utf8(bytes.ok()??).ok()
 }
 
 /// Whether the configuration lists any Feature.
@@ -2703,10 +2750,26 @@ async fn layer_features(
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };
+    // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
+    let container_env = if opts.build.bake_metadata_label {
+        loaded
+            .value
+            .get("containerEnv")
+            .and_then(Value::as_object)
+            .map(|env| {
+                env.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let options = ImageOptions {
         labels: opts.build.labels.clone(),
         no_cache: opts.build.no_cache,
         network: opts.build.network.clone().flatten(),
+        container_env,
     };
     Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
 }

@@ -156,9 +156,55 @@ pub fn parse_read_output(lines: &[String]) -> HashMap<LifecycleHook, String> {
         .collect()
 }
 
+/// The marker file of `hook` in the marker folder (`.postCreateCommandMarker`).
+pub fn file_name(hook: LifecycleHook) -> String {
+    format!(".{}Marker", hook.property())
+}
+
+/// The markers among the files of a marker folder (file name → content, as
+/// [`HookExecutor::read_files`](super::HookExecutor::read_files) gives them): hook → first
+/// line, trimmed, as [`parse_read_output`]. Empty or unreadable markers are absent.
+pub fn parse_files(
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> HashMap<LifecycleHook, String> {
+    MARKED_HOOKS
+        .iter()
+        .filter_map(|hook| {
+            let text = std::str::from_utf8(files.get(&file_name(*hook))?).ok()?;
+            let value = text.lines().next().unwrap_or_default().trim();
+            (!value.is_empty()).then(|| (*hook, value.to_string()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marker_files_read_directly_parse_like_the_script_output() {
+        let files = std::collections::BTreeMap::from([
+            (
+                ".postCreateCommandMarker".to_string(),
+                b"2026-01-01T00:00:00Z\n".to_vec(),
+            ),
+            (".onCreateCommandMarker".to_string(), b"\n".to_vec()),
+            (".postStartCommandMarker".to_string(), vec![0xff]),
+            ("other".to_string(), b"x".to_vec()),
+        ]);
+        let markers = parse_files(&files);
+        assert_eq!(
+            markers,
+            HashMap::from([(
+                LifecycleHook::PostCreateCommand,
+                "2026-01-01T00:00:00Z".to_string()
+            )])
+        );
+        assert_eq!(
+            file_name(LifecycleHook::UpdateContentCommand),
+            ".updateContentCommandMarker"
+        );
+    }
 
     #[test]
     fn read_output_parses_present_markers_only() {

@@ -391,6 +391,60 @@ async fn reap_left_behind<E: HookExecutor>(
     Ok(())
 }
 
+/// The markers of an explicit marker folder read by the executor without a process; `None`
+/// when there is no such folder or the executor cannot.
+async fn read_markers_directly<E: HookExecutor>(
+    executor: &E,
+    markers: &MarkerContext,
+) -> Option<Result<HashMap<LifecycleHook, String>>> {
+    let folder = markers.folder.as_deref()?;
+    let read = executor.read_files(folder).await?;
+    Some(
+        read.map(|files| marker::parse_files(&files))
+            .map_err(|source| LifecycleError::Executor {
+                what: "the lifecycle marker read".to_string(),
+                source,
+            }),
+    )
+}
+
+/// When every stage of `plan` is a run-once stage whose marker already holds the current
+/// value, the report of skipping them all (as [`run_plan`] would give it), decided without
+/// running a process in the container: the executor reads `markers.folder` directly. `None`
+/// when some stage is due, when there is no marker folder, or when the executor cannot read
+/// it that way (the caller then probes and runs the plan). A read error is `None` too: the
+/// plan's own read reports it.
+pub async fn already_ran<E: HookExecutor>(
+    executor: &E,
+    plan: &Plan,
+    markers: &MarkerContext,
+) -> Option<LifecycleReport> {
+    let stages: Vec<&Stage> = plan.stages().collect();
+    if stages.is_empty()
+        || stages
+            .iter()
+            .any(|s| s.condition != RunCondition::UnlessMarked)
+    {
+        return None;
+    }
+    let existing = read_markers_directly(executor, markers).await?.ok()?;
+    let mut report = LifecycleReport {
+        runs: Vec::new(),
+        skipped: plan.skipped.clone(),
+    };
+    for stage in stages {
+        let current = markers.value_for(stage.hook)?;
+        if existing.get(&stage.hook).map(String::as_str) != Some(current) {
+            return None;
+        }
+        report.skipped.push(SkippedHook {
+            hook: stage.hook,
+            reason: SkipReason::AlreadyRan,
+        });
+    }
+    Some(report)
+}
+
 async fn read_markers<E: HookExecutor>(
     executor: &E,
     context: &HookContext,
@@ -398,6 +452,9 @@ async fn read_markers<E: HookExecutor>(
     let Some(markers) = context.markers.as_ref() else {
         return Ok(HashMap::new());
     };
+    if let Some(read) = read_markers_directly(executor, markers).await {
+        return read;
+    }
     let request = ExecRequest {
         argv: SimpleCommand::Shell(marker::READ_SCRIPT.to_string()).argv(),
         user: context.user.clone(),
@@ -432,6 +489,19 @@ async fn write_marker<E: HookExecutor>(
     context: &HookContext,
     reporter: &dyn Reporter,
 ) -> Result<()> {
+    // Through the engine when it can (no process; the folder need not be the user's),
+    // else the write script as the hook user.
+    if let Some(folder) = &markers.folder
+        && let Some(Ok(())) = executor
+            .write_file(
+                folder,
+                &marker::file_name(hook),
+                format!("{value}\n").as_bytes(),
+            )
+            .await
+    {
+        return Ok(());
+    }
     let mut env: HookEnv = markers.env().into_iter().collect();
     env.0.insert(
         marker::MARKER_NAME_ENV.to_string(),
