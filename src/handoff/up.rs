@@ -1202,10 +1202,10 @@ async fn preview_rest(
     let (workspace, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
-    // (spec-note 0420).
+    // (spec-note 0420); read past the host record of image files, which a plan never writes.
     let passwd = match (engine, &image_info) {
         (Some(engine), Some(_)) if matches!(profile, SecurityProfile::Hardened(_)) => {
-            image_passwd(engine, image_info.as_ref(), &reference).await
+            image_passwd(engine, None, &reference).await
         }
         _ => None,
     };
@@ -2517,8 +2517,8 @@ pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
     })
 }
 
-/// The image's `/etc/passwd` text: from the host record of the image's files when its id is
-/// known (spec-note 0471), else read from a container that is created and removed without
+/// The image's `/etc/passwd` text: from the host record of the image's files when `image` is
+/// given (spec-note 0471; recorded there after a read), else read from a container that is created and removed without
 /// being started (spec-note 0185). `None` when it cannot be read: names are then judged from
 /// inside the container after creation (spec-note 0420), and the policy derives the home.
 pub(crate) async fn image_passwd(

@@ -1374,7 +1374,7 @@ fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("does not exist") && stderr.contains("********"),
+        stderr.contains("no dev container found") && stderr.contains("********"),
         "{stderr}"
     );
     outputs.push(("exec error".into(), stderr));
@@ -1706,7 +1706,8 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
     let first = ws.up(&[]);
     assert_eq!(ran(&first), ["postCreateCommand", "postStartCommand"]);
     let id = first["containerId"].as_str().unwrap().to_string();
-    // The markers: root's files in the volume, holding the container's times.
+    // The markers: root's files in the volume, holding the container's times; the volume is
+    // sticky and world-writable, for the hook wrapper's process records (spec-note 0423).
     let (ok, owners) = crate::support::engine::docker(&[
         "exec",
         &id,
@@ -1717,7 +1718,7 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
         "/var/lib/devcell",
     ]);
     assert!(ok, "{owners}");
-    assert_eq!(owners, "0 644\n0 755\n");
+    assert_eq!(owners, "0 644\n0 1777\n");
     let (_, marker) = crate::support::engine::docker(&[
         "exec",
         &id,
