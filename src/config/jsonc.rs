@@ -173,6 +173,14 @@ pub fn read(file: &Path) -> Result<Document> {
         path: file.to_owned(),
         source,
     })?;
+    parse_bytes(file, bytes)
+}
+
+/// [`read`] for bytes already read (e.g. without following links, spec-note 0400): the same
+/// size, UTF-8 and syntax rules; `file` names them in locations.
+///
+/// Errors: [`ConfigError::Invalid`] as [`read`].
+pub fn parse_bytes(file: &Path, bytes: Vec<u8>) -> Result<Document> {
     if bytes.len() > MAX_FILE_BYTES {
         return Err(too_large(file, bytes.len() as u64));
     }

@@ -779,7 +779,7 @@ impl Fetcher {
 fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature> {
     let feature = path.display().to_string();
     let file = path.join(FEATURE_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| FetchError::Io {
+    let text = super::metadata::read_feature_file(path).map_err(|e| FetchError::Io {
         feature: feature.clone(),
         path: file.clone(),
         source: e,

@@ -17,6 +17,7 @@ pub mod exec;
 pub mod executor;
 pub mod features;
 pub mod host;
+pub(crate) mod lockfile_io;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod secrets;

@@ -68,6 +68,7 @@ pub fn resolve_dependencies_with(
         config_file,
         config,
         mut warnings,
+        confined,
         ..
     } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
 
@@ -104,8 +105,14 @@ pub fn resolve_dependencies_with(
             .map_err(|source| HandoffError::Runtime { source })?;
         // The lockfile pins OCI and tarball Features when present; it is never written here
         // (as the reference CLI; spec-note 0280).
-        let lock_path = crate::features::lockfile::lockfile_path(&config_file);
-        let lock_state = crate::features::lockfile::read(&lock_path)?;
+        // judged as the configuration was (spec-note 0400)
+        let lock_at = crate::handoff::lockfile_io::LockfileAt::new(
+            &config_file,
+            &workspace_folder,
+            confined.as_ref(),
+        );
+        let lock_path = lock_at.path.clone();
+        let lock_state = lock_at.read(crate::features::lockfile::LockfileMode::ReadOnly)?;
         let request = PlanRequest {
             features: &features,
             override_order: &override_order,

@@ -588,21 +588,25 @@ fn feature_config() -> String {
     )
 }
 
-/// Removes the image `id` runs (unless it is the shared base image).
+/// Removes the container `id` and the images devcell built for it: the chain from its image
+/// up to (not including) the shared base image.
 fn remove_image_of(id: &str) {
-    let out = Command::new("docker")
-        .args(["inspect", "--format", "{{.Image}}", id])
-        .output()
-        .unwrap();
-    let image = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let base = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", BUSYBOX_IMAGE])
-        .output()
-        .unwrap();
-    if !image.is_empty() && image != String::from_utf8_lossy(&base.stdout).trim() {
-        let _ = Command::new("docker")
-            .args(["rm", "-f", "-v", id])
-            .output();
+    let inspect = |what: &str, format: &str| {
+        let out = Command::new("docker")
+            .args(["inspect", "--format", format, what])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let base = inspect(BUSYBOX_IMAGE, "{{.Id}}");
+    let mut chain = Vec::new();
+    let mut image = inspect(id, "{{.Image}}");
+    while !image.is_empty() && image != base && chain.len() < 32 {
+        chain.push(image.clone());
+        image = inspect(&image, "{{.Parent}}");
+    }
+    let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
+    for image in chain {
         let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
     }
 }
@@ -640,13 +644,21 @@ fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through(
             t.contains("devcontainer-lock.json") && t.contains("resolves to"),
             "{extra:?}: {t}"
         );
-        assert!(t.contains("permission_required") || t.contains("permission"), "{t}");
         host.assert_untouched();
-        assert!(is_link_to(&lock, &host.path()), "{extra:?}: the link is left as it is");
+        assert!(
+            is_link_to(&lock, &host.path()),
+            "{extra:?}: the link is left as it is"
+        );
     }
     // a command without a profile (`outdated`) does not read it either
     let ws = repo.path().to_str().unwrap();
-    let out = devcell(&["outdated", "--workspace-folder", ws, "--output-format", "json"]);
+    let out = devcell(&[
+        "outdated",
+        "--workspace-folder",
+        ws,
+        "--output-format",
+        "json",
+    ]);
     assert!(!text(&out).contains(HostTarget::SECRET), "{}", text(&out));
     host.assert_untouched();
 }
@@ -716,11 +728,20 @@ fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
     let out = Agent::new().handoff(repo.path(), &["--format", "json"]);
     let t = text(&out);
     assert!(
-        is_link_to(&repo.path().join(".devcontainer/devcontainer.json"), &secret),
+        is_link_to(
+            &repo.path().join(".devcontainer/devcontainer.json"),
+            &secret
+        ),
         "the hook swapped the file: {t}"
     );
-    assert!(!t.contains(HostTarget::SECRET), "the host file was read: {t}");
-    assert!(out.status.success(), "the agent ran with the judged configuration: {t}");
+    assert!(
+        !t.contains(HostTarget::SECRET),
+        "the host file was read: {t}"
+    );
+    assert!(
+        out.status.success(),
+        "the agent ran with the judged configuration: {t}"
+    );
     target.assert_untouched();
 }
 
@@ -748,7 +769,10 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
                 ".devcontainer/f/devcontainer-feature.json",
                 r#"{"id": "f", "version": "1.0.0"}"#,
             )
-            .symlink(".devcontainer/f/install.sh", target.path().join("secret.txt"));
+            .symlink(
+                ".devcontainer/f/install.sh",
+                target.path().join("secret.txt"),
+            );
         }),
         ("a sub-folder", &|r: &HostileRepo| {
             local_feature(r).symlink(".devcontainer/f/data", target.path());
@@ -845,12 +869,13 @@ fn every_command_judges_the_discovered_configuration() {
     assert!(!out.status.success());
     assert!(!text(&out).contains(HostTarget::SECRET), "{}", text(&out));
     // the user's own `--config` outside the workspace is the user's choice: read
-    let out = support::read_configuration(
-        repo.path(),
-        &["--config", host.path().to_str().unwrap()],
-    );
+    let out =
+        support::read_configuration(repo.path(), &["--config", host.path().to_str().unwrap()]);
     let v = support::stdout_json(&out);
-    assert_eq!(v["configuration"]["containerEnv"]["LEAK"], HostTarget::SECRET);
+    assert_eq!(
+        v["configuration"]["containerEnv"]["LEAK"],
+        HostTarget::SECRET
+    );
 }
 
 #[test]
@@ -861,9 +886,14 @@ fn links_in_the_build_context_reach_the_image_as_links() {
     let target = HostTarget::new();
     let secret = target.path().join("secret.txt");
     let repo = HostileRepo::new();
+    // a label unique to this run first: the engine's layer cache keys a `COPY` of links by
+    // their names, not their targets, and must not hand back an earlier run's layer
     repo.file(
         ".devcontainer/Dockerfile",
-        &format!("FROM {BUSYBOX_IMAGE}\nCOPY . /ctx\n"),
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.run={}\nCOPY . /ctx\n",
+            support::unique("links")
+        ),
     )
     .symlink(".devcontainer/leak", &secret)
     .symlink(".devcontainer/leakdir", target.path())
@@ -887,7 +917,10 @@ fn links_in_the_build_context_reach_the_image_as_links() {
             String::from_utf8_lossy(&o.stderr)
         )
     };
-    assert_eq!(sh("readlink /ctx/leak").trim(), secret.display().to_string());
+    assert_eq!(
+        sh("readlink /ctx/leak").trim(),
+        secret.display().to_string()
+    );
     assert_eq!(
         sh("readlink /ctx/leakdir").trim(),
         target.path().display().to_string()
