@@ -759,7 +759,8 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
             HostTarget::SECRET
         ),
     );
-    let cases: [(&str, &dyn Fn(&HostileRepo)); 3] = [
+    type Make<'a> = &'a dyn Fn(&HostileRepo);
+    let cases: [(&str, Make<'_>); 3] = [
         ("devcontainer-feature.json", &|r: &HostileRepo| {
             r.file(".devcontainer/f/install.sh", "#!/bin/sh\ntrue\n")
                 .symlink(".devcontainer/f/devcontainer-feature.json", host.path());
