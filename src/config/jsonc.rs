@@ -201,7 +201,8 @@ pub fn parse_bytes(file: &Path, bytes: Vec<u8>) -> Result<Document> {
     parse(file, &text)
 }
 
-fn too_large(file: &Path, len: u64) -> ConfigError {
+/// The error for a config file of `len` bytes, above [`MAX_FILE_BYTES`].
+pub fn too_large(file: &Path, len: u64) -> ConfigError {
     ConfigError::Invalid {
         location: Box::new(SourceLocation {
             file: file.to_owned(),

@@ -705,7 +705,14 @@ fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
             source,
         })
     };
-    let bytes = host_path::read_no_follow(resolved, jsonc::MAX_FILE_BYTES as u64 + 1)
+    // the size first (without following a link), for the usual located error
+    if let Ok(meta) = std::fs::symlink_metadata(resolved)
+        && meta.is_file()
+        && meta.len() > jsonc::MAX_FILE_BYTES as u64
+    {
+        return Err(jsonc::too_large(resolved, meta.len()).into());
+    }
+    let bytes = host_path::read_no_follow(resolved, jsonc::MAX_FILE_BYTES as u64)
         .map_err(io)?
         .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
     Ok(jsonc::parse_bytes(resolved, bytes)?)
