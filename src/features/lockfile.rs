@@ -504,6 +504,41 @@ mod tests {
     }
 
     #[test]
+    fn decide_touches_nothing_and_follows_the_mode() {
+        let l = Lockfile::from_plan(&plan());
+        let text = l.render();
+        let p = Path::new("lock.json");
+        let write = |existing: Option<&str>, mode| decide(existing, &l, mode, p).unwrap();
+        assert_eq!(
+            write(None, LockfileMode::Write),
+            Decision::Write(text.clone())
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::Write),
+            Decision::Write(text.clone())
+        );
+        assert_eq!(
+            write(Some(&text), LockfileMode::Write),
+            Decision::Done(WriteOutcome::Unchanged)
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::ReadOnly),
+            Decision::Done(WriteOutcome::Stale)
+        );
+        assert_eq!(
+            write(None, LockfileMode::ReadOnly),
+            Decision::Done(WriteOutcome::Skipped)
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::Off),
+            Decision::Done(WriteOutcome::Skipped)
+        );
+        assert!(decide(None, &l, LockfileMode::Frozen, p).is_err());
+        let e = decide(Some("{}"), &l, LockfileMode::Frozen, p).unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
+    }
+
+    #[test]
     fn write_and_frozen_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCKFILE);

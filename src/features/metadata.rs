@@ -395,6 +395,24 @@ pub(crate) fn list(values: &[String]) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_linked_metadata_file_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("x.json"), r#"{"id": "host-secret"}"#).unwrap();
+        std::os::unix::fs::symlink(host.path().join("x.json"), dir.path().join(FEATURE_FILE))
+            .unwrap();
+        let e = read_feature_file(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("symbolic link") && !e.contains("host-secret"),
+            "{e}"
+        );
+        assert!(FeatureMetadata::read_dir(dir.path()).is_err());
+        std::fs::remove_file(dir.path().join(FEATURE_FILE)).unwrap();
+        std::fs::write(dir.path().join(FEATURE_FILE), r#"{"id": "f"}"#).unwrap();
+        assert_eq!(FeatureMetadata::read_dir(dir.path()).unwrap().id, "f");
+    }
+
     const DIND: &str = r#"{
         "id": "docker-in-docker",
         "version": "2.12.0",

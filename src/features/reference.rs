@@ -745,6 +745,14 @@ mod tests {
                 .to_string()
                 .contains("outside")
         );
+        // a link inside `.devcontainer`: the folder it resolves to is what is used
+        std::fs::create_dir_all(dc.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", dc.join("alias")).unwrap();
+        let r = FeatureRef::parse("./alias").unwrap();
+        assert_eq!(
+            r.local_dir(&dc, &dc).unwrap(),
+            dc.canonicalize().unwrap().join("real")
+        );
     }
 
     #[test]

@@ -953,3 +953,30 @@ fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
     assert!(t.contains(".dockerignore"), "{t}");
     host.assert_untouched();
 }
+
+#[test]
+fn a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through() {
+    if !ready("a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through") {
+        return;
+    }
+    // the lockfile a local-only resolution matches, kept outside the workspace
+    let host = HostFile::new("lock.json", "{\"features\": {}}\n");
+    let repo = HostileRepo::new();
+    local_feature(&repo)
+        .symlink(".devcontainer/devcontainer-lock.json", host.path())
+        .config(&feature_config())
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let grant = format!("mount:{}", canonical(&host.path()));
+    // `--frozen-lockfile` succeeds only when the lockfile was read and matched
+    let out = up(&repo, &["--frozen-lockfile", "--allow", &grant]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = support::stdout_json(&out)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    host.assert_untouched();
+    let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
+    assert!(is_link_to(&lock, &host.path()), "the link is left as it is");
+    remove_image_of(&id);
+}
