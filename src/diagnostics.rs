@@ -81,6 +81,9 @@ pub const SECRET_MASK: &str = "********";
 
 /// Secret values to hide in text devcell shows (hook and agent output, logs, messages):
 /// non-empty values, longest first (so a value containing another is masked whole), each once.
+///
+/// Exact matches only, by design: a value split across lines or writes, encoded (base64, hex,
+/// escaped) or otherwise transformed by the command is not masked (spec-note 0240).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SecretMask(Vec<String>);
 

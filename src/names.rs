@@ -15,3 +15,15 @@ pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
 /// at creation (decimal), so a reused container's ownership check needs no file read
 /// (spec-note 0324).
 pub const REMOTE_UID_LABEL: &str = "devcell.remote_uid";
+
+/// Label namespaces devcell and the reference CLI identify containers by (the id labels
+/// above, `devcontainer.metadata`, `devcell.*` evidence labels, the reference's
+/// `devcontainer.is_test_run`): a repository may not set any key in them (spec-note 0421).
+pub const IDENTITY_LABEL_PREFIXES: &[&str] = &["devcontainer.", "devcell."];
+
+/// Whether `key` is in one of the [`IDENTITY_LABEL_PREFIXES`] (ASCII case-insensitive, so a
+/// spelling an engine or a later reader might fold is covered too).
+pub fn is_identity_label(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    IDENTITY_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
+}

@@ -194,10 +194,13 @@ pub fn load(explicit: Option<&Path>) -> Result<Settings, SettingsError> {
             }
         },
     };
-    let text = std::fs::read_to_string(&path).map_err(|source| SettingsError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    // Bounded; a FIFO or device never hangs devcell (spec-note 0433).
+    let text =
+        crate::config::bounded::read_to_string(&path, crate::config::jsonc::MAX_FILE_BYTES as u64)
+            .map_err(|source| SettingsError::Io {
+                path: path.clone(),
+                source,
+            })?;
     let mut settings = parse(&text, &path)?;
     settings.file = Some(path);
     settings.file_exists = true;

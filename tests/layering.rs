@@ -125,3 +125,44 @@ fn the_rule_can_fail() {
     assert!(allowed("features", "oci"));
     assert!(allowed("handoff", "build"));
 }
+
+/// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,
+/// item 12): read from `cargo metadata --locked --offline`, so an install with `--locked` on
+/// the stated toolchain does not fail on a dependency.
+#[test]
+fn rust_version_covers_the_locked_dependencies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    let ours = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "devcell")
+        .and_then(|p| p["rust_version"].as_str())
+        .expect("devcell states a rust-version")
+        .to_owned();
+    let needed = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p["rust_version"].as_str()?, p["name"].as_str()?)))
+        .max_by_key(|(v, _)| version(v))
+        .unwrap();
+    assert!(
+        version(&ours) >= version(needed.0),
+        "rust-version {ours} is below {} needed by {}",
+        needed.0,
+        needed.1
+    );
+}

@@ -316,6 +316,22 @@ pub fn plan_with_labels(
     input: &FeaturesInput,
     labels: &BTreeMap<String, String>,
 ) -> Result<FeaturesPlan> {
+    plan_with(input, labels, &[])
+}
+
+/// [`plan_with_labels`] plus `container_env` (devcontainer.json's `containerEnv`, already
+/// substituted) as `ENV NAME="value"` lines after every Feature and before the labels, `$`
+/// kept literal: devcontainer.json comes last in the merge, so its values win over the
+/// Features' (devcontainers/cli#381). Part of the cache key; empty gives exactly
+/// [`plan_with_labels`].
+///
+/// Errors: as [`plan_with_labels`]; [`BuildError::InvalidContainerEnv`] (feature
+/// `devcontainer.json`) for a name or value that cannot be written.
+pub fn plan_with(
+    input: &FeaturesInput,
+    labels: &BTreeMap<String, String>,
+    container_env: &[(String, String)],
+) -> Result<FeaturesPlan> {
     let base = &input.base;
     check_reference(&base.reference).map_err(|reason| BuildError::InvalidReference {
         reference: base.reference.clone(),
@@ -448,6 +464,16 @@ pub fn plan_with_labels(
         &feature_entries,
         &metadata::config_entry(&input.config),
     );
+    for (name, value) in container_env {
+        let invalid = |reason| BuildError::InvalidContainerEnv {
+            feature: "devcontainer.json".to_string(),
+            name: name.clone(),
+            reason,
+        };
+        check_env_name(name).map_err(invalid)?;
+        let value_word = quoted(value, true).map_err(|e| invalid(e.reason()))?;
+        df.push_str(&format!("ENV {name}={value_word}\n"));
+    }
     for (name, value) in labels {
         let invalid = |e: super::dockerfile::WordError| BuildError::InvalidImageLabel {
             name: name.clone(),

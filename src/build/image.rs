@@ -9,7 +9,7 @@ use crate::engine::{BuildRequest, Engine, ImageInfo};
 use crate::progress::{Event, Reporter};
 
 use super::error::Result;
-use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with_labels};
+use super::features::{BaseImage, BuildContext, FeaturesInput, plan_with};
 use super::uid::{UidInput, plan_uid_update};
 
 /// An image devcell made (or found already made) for a plan.
@@ -66,6 +66,12 @@ pub struct ImageOptions {
     /// `--no-cache`: build even when the tag exists, without the builder's layer cache (the
     /// tag then names the new image).
     pub no_cache: bool,
+    /// The build's network mode (`none`; `None`: the engine's default). Not part of the cache
+    /// key: a cached image was built already (spec-note 0442).
+    pub network: Option<String>,
+    /// devcontainer.json's `containerEnv` (substituted), written as `ENV` lines after the
+    /// Features' (`devcell build`: the image shows the merged values; spec-note 0473).
+    pub container_env: Vec<(String, String)>,
 }
 
 /// [`ensure_features_image`] with `options`: extra labels, and a forced build without cache.
@@ -77,34 +83,60 @@ pub async fn ensure_features_image_with(
     options: &ImageOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
-    let plan = plan_with_labels(input, &options.labels)?;
+    let plan = plan_with(input, &options.labels, &options.container_env)?;
     if options.no_cache {
-        return build(engine, &plan.tag, plan.write_context()?, true, reporter).await;
+        let context = plan.write_context()?;
+        return build(
+            engine,
+            &plan.tag,
+            context,
+            true,
+            options.network.as_deref(),
+            reporter,
+        )
+        .await;
     }
-    ensure(engine, &plan.tag, || plan.write_context(), reporter).await
+    let network = options.network.as_deref();
+    ensure(
+        engine,
+        &plan.tag,
+        || plan.write_context(),
+        network,
+        reporter,
+    )
+    .await
 }
 
 /// Plans the `updateRemoteUserUID` image and builds it unless its tag exists; `None` when no
-/// UID layer is needed ([`plan_uid_update`]).
+/// UID layer is needed ([`plan_uid_update`]). `network` is the build's network mode (`None`:
+/// the engine's default).
 ///
 /// Errors: as [`ensure_features_image`].
 pub async fn ensure_uid_image(
     engine: &dyn Engine,
     input: &UidInput,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<Option<BuiltImage>> {
     let Some(plan) = plan_uid_update(input)? else {
         return Ok(None);
     };
-    ensure(engine, &plan.tag, || plan.write_context(), reporter)
-        .await
-        .map(Some)
+    ensure(
+        engine,
+        &plan.tag,
+        || plan.write_context(),
+        network,
+        reporter,
+    )
+    .await
+    .map(Some)
 }
 
 async fn ensure(
     engine: &dyn Engine,
     tag: &str,
     write_context: impl FnOnce() -> Result<BuildContext>,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
     if let Some(image) = engine.inspect_image(tag).await? {
@@ -114,7 +146,7 @@ async fn ensure(
             image,
         });
     }
-    build(engine, tag, write_context()?, false, reporter).await
+    build(engine, tag, write_context()?, false, network, reporter).await
 }
 
 async fn build(
@@ -122,6 +154,7 @@ async fn build(
     tag: &str,
     context: BuildContext,
     no_cache: bool,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
     reporter.report(Event::Status(format!("building {tag}")));
@@ -130,6 +163,7 @@ async fn build(
         dockerfile: context.dockerfile(),
         tags: vec![tag.to_owned()],
         no_cache,
+        network: network.map(str::to_owned),
         ..BuildRequest::default()
     };
     let image = engine.build_image(&request, reporter).await?;

@@ -74,9 +74,10 @@ pub struct UidPlan {
 
 /// Whether `user` names root or is numeric (`0`, `1000`, `1000:1000`): such users are not
 /// updated (as in the reference CLI, a numeric user has no `/etc/passwd` entry to edit).
+/// Numeric as the engine reads it ([`crate::engine::passwd::resolve`]: `+0`, `-0`, `00` too).
 pub fn is_root_or_numeric(user: &str) -> bool {
-    let name = user.split(':').next().unwrap_or_default();
-    name.is_empty() || name == "root" || name.chars().all(|c| c.is_ascii_digit())
+    use crate::engine::passwd::{Resolved, resolve};
+    !matches!(resolve(user, None), Resolved::Unresolved(_))
 }
 
 /// Plans the UID layer, or `None` when there is nothing to do: the target is root
@@ -194,7 +195,7 @@ mod tests {
         let mut i = input();
         i.host_uid = 0;
         assert_eq!(plan_uid_update(&i).unwrap(), None);
-        for user in ["root", "0", "1000", "1000:1000", ""] {
+        for user in ["root", "0", "1000", "1000:1000", "", "+0", "-0", "00:1"] {
             let mut i = input();
             i.remote_user = user.into();
             assert_eq!(plan_uid_update(&i).unwrap(), None, "{user}");

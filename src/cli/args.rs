@@ -70,6 +70,9 @@ pub enum Command {
 /// `devcell prune`.
 #[derive(Debug, Args)]
 pub struct PruneArgs {
+    /// devcell user settings file (default `~/.config/devcell/config.toml`); read and checked.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// List what would be removed; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -185,6 +188,9 @@ pub struct StatusArgs {
 /// `devcell doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    /// devcell user settings file (default `~/.config/devcell/config.toml`); read and checked.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -193,6 +199,9 @@ pub struct DoctorArgs {
 /// `devcell delete`.
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
+    /// devcell user settings file (default `~/.config/devcell/config.toml`); read and checked.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// The workspace root (default: the current directory).
     #[arg(long)]
     pub workspace_folder: Option<PathBuf>,
@@ -210,6 +219,9 @@ pub struct DeleteArgs {
         .args(["container", "workspace_folder"])
 ))]
 pub struct AuditArgs {
+    /// devcell user settings file (default `~/.config/devcell/config.toml`); read and checked.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// The container (name or id); or use `--workspace-folder`.
     pub container: Option<String>,
     /// Audit the dev container of this workspace.
@@ -633,7 +645,9 @@ pub struct UpArgs {
     #[arg(long, value_parser = ["hardened", "reference"])]
     pub security_profile: Option<String>,
     /// Grant a permission: `privileged`, `root`, `cap:NAME`, `mount:PATH`,
-    /// `security-opt:OPT`, `device:PATH`, `network:host` (repeatable).
+    /// `security-opt:OPT`, `device:PATH`, `network:host`, `network:container:NAME`,
+    /// `network:NAME`, `publish:IP:PORT`, `publish:IP:*`, `publish:*`, `env:NAME`,
+    /// `build-network` (repeatable).
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).

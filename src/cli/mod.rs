@@ -2,10 +2,14 @@
 //! results (JSON on stdout) and errors (stderr), and maps them to exit codes.
 //!
 //! Exit codes of the reference CLI's commands (`up`, `exec`, …): 0 success; 1 the operation
-//! failed (as `@devcontainers/cli` when `outcome` is `error`); 2 usage error. devcell's own
-//! commands (`handoff`, `status`, `doctor`, `delete`, `audit`, `prune`) use the envelope's documented
-//! codes (`handoff::envelope`, spec-note 0163); `handoff` exits with the agent's status, `audit`
-//! with 3 below `--min-score`, `delete` with 1 when its teardown could not be verified.
+//! failed (as `@devcontainers/cli` when `outcome` is `error`), usage errors included (as the
+//! reference's yargs; spec-note 0454). devcell's own commands (`handoff`, `status`, `doctor`,
+//! `delete`, `audit`, `prune`) use the envelope's documented codes (`handoff::envelope`,
+//! spec-note 0163; usage errors 2); `handoff` exits with the agent's status, `audit` with 3
+//! below `--min-score`, `delete` with 1 when its teardown could not be verified.
+//!
+//! Every dashed long flag also parses in camelCase (`--workspaceFolder`), as the reference's
+//! yargs accepts it ([`command`]).
 
 pub mod args;
 pub mod commands;
@@ -14,13 +18,65 @@ pub mod reporter;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
 
+/// devcell's own commands: their usage errors keep the envelope's `invalid_argument` (exit 2).
+const OWN_COMMANDS: [&str; 6] = ["handoff", "status", "doctor", "delete", "audit", "prune"];
+
+/// The clap command of [`Cli`] with a hidden camelCase alias for every long flag that has a
+/// dash (`--workspace-folder` also as `--workspaceFolder`), in every subcommand: the reference
+/// CLI's yargs parser accepts both spellings and its own tests use them (spec-note 0454).
+pub fn command() -> clap::Command {
+    with_camel_case_aliases(Cli::command())
+}
+
+fn with_camel_case_aliases(mut cmd: clap::Command) -> clap::Command {
+    let aliases: Vec<(clap::Id, String)> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            let long = a.get_long()?;
+            long.contains('-')
+                .then(|| (a.get_id().clone(), camel_case(long)))
+        })
+        .collect();
+    for (id, alias) in aliases {
+        cmd = cmd.mut_arg(id, |a| a.alias(alias));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, with_camel_case_aliases);
+    }
+    cmd
+}
+
+/// `workspace-folder` → `workspaceFolder` (yargs' camel-case expansion).
+fn camel_case(flag: &str) -> String {
+    let mut out = String::with_capacity(flag.len());
+    let mut upper = false;
+    for c in flag.chars() {
+        match c {
+            '-' => upper = true,
+            c if upper => {
+                out.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Runs the `devcell` command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
@@ -69,8 +125,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// A usage error: clap's rendering on stderr (exit 2, help and version as clap does them); for
-/// devcell's own commands under `--format json`, also the `invalid_argument` envelope on stdout.
+/// A usage error: clap's rendering on stderr (help and version as clap does them). The
+/// reference CLI's commands exit 1, as its yargs does; devcell's own commands exit 2 and, under
+/// `--format json`, also print the `invalid_argument` envelope on stdout. Conflicting flags are
+/// said the reference's way first: `--a and --b are mutually exclusive.` (spec-note 0454).
 fn usage_error(err: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
@@ -81,12 +139,37 @@ fn usage_error(err: clap::Error) -> ExitCode {
         err.exit();
     }
     let argv: Vec<String> = std::env::args().collect();
-    let ours = ["handoff", "status", "doctor", "delete", "audit", "prune"];
+    let subcommands: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    let own = argv
+        .iter()
+        .skip(1)
+        .find(|a| subcommands.contains(a))
+        .is_some_and(|a| OWN_COMMANDS.contains(&a.as_str()));
     let json = argv
         .windows(2)
         .any(|w| w[0] == "--format" && w[1] == "json")
         || argv.iter().any(|a| a == "--format=json");
-    if json && argv.iter().skip(1).any(|a| ours.contains(&a.as_str())) {
+    if err.kind() == ErrorKind::ArgumentConflict
+        && let Some(text) = mutually_exclusive(&err)
+    {
+        // The reference's sentence, then clap's usage lines (its own first line said the same).
+        let rendered = err.render().to_string();
+        let rest: Vec<&str> = rendered.lines().skip(1).collect();
+        output::stderr_line(&format!("error: {text}\n{}", rest.join("\n")));
+        if own && json {
+            output::envelope(&crate::handoff::envelope::Envelope::<()>::failure(
+                crate::handoff::envelope::ErrorBody::new(
+                    crate::handoff::envelope::ErrorCode::InvalidArgument,
+                    text,
+                ),
+            ));
+        }
+        return ExitCode::from(if own { 2 } else { 1 });
+    }
+    if json && own {
         let message = err
             .render()
             .to_string()
@@ -103,7 +186,23 @@ fn usage_error(err: clap::Error) -> ExitCode {
         ));
     }
     let _ = err.print();
-    ExitCode::from(2)
+    ExitCode::from(if own { 2 } else { 1 })
+}
+
+/// `--a and --b are mutually exclusive.` for a clap conflict error (the flags as given).
+fn mutually_exclusive(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let flag = |v: &ContextValue| -> Option<String> {
+        let text = match v {
+            ContextValue::String(s) => s.clone(),
+            ContextValue::Strings(list) => list.first()?.clone(),
+            _ => return None,
+        };
+        text.split_whitespace().next().map(str::to_owned)
+    };
+    let a = flag(err.get(ContextKind::InvalidArg)?)?;
+    let b = flag(err.get(ContextKind::PriorArg)?)?;
+    Some(format!("{a} and {b} are mutually exclusive."))
 }
 
 fn init_tracing(cli: &Cli) {

@@ -46,7 +46,8 @@ pub enum ConfigError {
     },
     /// No `devcontainer.json` was found at the default locations
     /// ([spec: devcontainer.json location](https://containers.dev/implementors/spec/#devcontainerjson)).
-    #[error("no dev container config found in `{}`; looked for {}", workspace_folder.display(), searched.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(" and "))]
+    // The reference CLI's text first (tools match on it), then what else devcell looked for.
+    #[error("Dev container config ({}) not found. Looked for {} in `{}`", searched.first().unwrap_or(workspace_folder).display(), searched.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(" and "), workspace_folder.display())]
     NotFound {
         /// The workspace folder searched.
         workspace_folder: PathBuf,
@@ -56,7 +57,7 @@ pub enum ConfigError {
         candidates: Vec<PathBuf>,
     },
     /// The file given with `--config` does not exist.
-    #[error("dev container config `{}` not found", path.display())]
+    #[error("Dev container config ({}) not found.", path.display())]
     ConfigMissing {
         /// The path given, made absolute.
         path: PathBuf,

@@ -162,17 +162,20 @@ pub struct Span {
 /// Errors: [`ConfigError::Io`] when the file cannot be read, [`ConfigError::Invalid`] when it
 /// is too large, not UTF-8, or not valid JSONC with an object root.
 pub fn read(file: &Path) -> Result<Document> {
-    let meta = std::fs::metadata(file).map_err(|source| ConfigError::Io {
-        path: file.to_owned(),
-        source,
-    })?;
-    if meta.len() > MAX_FILE_BYTES as u64 {
-        return Err(too_large(file, meta.len()));
-    }
-    let bytes = std::fs::read(file).map_err(|source| ConfigError::Io {
-        path: file.to_owned(),
-        source,
-    })?;
+    // Bounded, and never waiting on a FIFO or reading a device (spec-note 0433).
+    let bytes = match crate::config::bounded::read(file, MAX_FILE_BYTES as u64) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            let len = std::fs::metadata(file).map(|m| m.len()).ok();
+            return Err(too_large(file, len.filter(|l| *l > MAX_FILE_BYTES as u64)));
+        }
+        Err(source) => {
+            return Err(ConfigError::Io {
+                path: file.to_owned(),
+                source,
+            });
+        }
+    };
     parse_bytes(file, bytes)
 }
 
@@ -182,7 +185,7 @@ pub fn read(file: &Path) -> Result<Document> {
 /// Errors: [`ConfigError::Invalid`] as [`read`].
 pub fn parse_bytes(file: &Path, bytes: Vec<u8>) -> Result<Document> {
     if bytes.len() > MAX_FILE_BYTES {
-        return Err(too_large(file, bytes.len() as u64));
+        return Err(too_large(file, Some(bytes.len() as u64)));
     }
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
@@ -201,8 +204,12 @@ pub fn parse_bytes(file: &Path, bytes: Vec<u8>) -> Result<Document> {
     parse(file, &text)
 }
 
-/// The error for a config file of `len` bytes, above [`MAX_FILE_BYTES`].
-pub fn too_large(file: &Path, len: u64) -> ConfigError {
+/// The error for a config file above [`MAX_FILE_BYTES`] (`len`: its size, when known).
+pub fn too_large(file: &Path, len: Option<u64>) -> ConfigError {
+    let size = match len {
+        Some(len) => format!("{len} bytes"),
+        None => "larger than that".to_string(),
+    };
     ConfigError::Invalid {
         location: Box::new(SourceLocation {
             file: file.to_owned(),
@@ -212,7 +219,7 @@ pub fn too_large(file: &Path, len: u64) -> ConfigError {
             line_text: String::new(),
         }),
         message: format!(
-            "the file is {len} bytes; expected at most {MAX_FILE_BYTES} bytes (4 MiB) for a devcontainer.json"
+            "the file is {size}; expected at most {MAX_FILE_BYTES} bytes (4 MiB) for a devcontainer.json"
         ),
         hint: Some("check that `--config` names the right file".into()),
     }
@@ -241,7 +248,7 @@ fn options() -> jsonc_parser::ParseOptions {
 pub fn parse(file: &Path, text: &str) -> Result<Document> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.len() > MAX_FILE_BYTES {
-        return Err(too_large(file, text.len() as u64));
+        return Err(too_large(file, Some(text.len() as u64)));
     }
     check_depth(file, text)?;
     let parsed = jsonc_parser::parse_to_ast(text, &Default::default(), &options())

@@ -4,10 +4,13 @@
 //! [`model`] (typed properties), [`substitute`] (`${…}` variables), [`id`] (`${devcontainerId}`),
 //! [`workspace`] (default `workspaceFolder`/`workspaceMount`), [`metadata`] (the
 //! `devcontainer.metadata` label and the spec's merge rules), [`ownership`] (host uids: the
-//! workspace user for `updateRemoteUserUID`, host-side git and devcell's own files).
+//! workspace user for `updateRemoteUserUID`, host-side git and devcell's own files), [`hostgit`]
+//! (devcell's own host `git`, run so that nothing a repository configures can execute).
 
+pub mod bounded;
 pub mod discover;
 pub mod error;
+pub mod hostgit;
 pub mod id;
 pub mod jsonc;
 pub mod metadata;

@@ -22,7 +22,7 @@
 //! colon, colons included (`${localEnv:URL:http://x:1}` defaults to `http://x:1`; the
 //! reference CLI keeps only `http`, see spec-notes/0020).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use indexmap::IndexMap;
@@ -120,6 +120,76 @@ pub fn substitute_local(value: &mut Value, ctx: &LocalContext<'_>) -> Result<()>
     walk_located(value, ctx.config_file, &mut |var| {
         local_replacement(var, ctx)
     })
+}
+
+/// Which host variables phase 1 reads, per string value: property path (`containerEnv.TOKEN`,
+/// `mounts[0]`, `build.args.KEY`, rendered as in substitution errors) → the names its
+/// `${localEnv:NAME}` / `${env:NAME}` occurrences read (with or without a default; set or
+/// not). Names only, never values: the security policy judges what crosses into the container
+/// from this record instead of parsing strings again (spec-note 0440).
+pub type HostEnvReads = BTreeMap<String, BTreeSet<String>>;
+
+/// The host variables `value`'s string values would read in phase 1 ([`HostEnvReads`]),
+/// found by the same scanner [`substitute_local`] uses. Occurrences without a name
+/// (`${localEnv}`) are not reads: substitution refuses them.
+pub fn local_env_reads(value: &Value) -> HostEnvReads {
+    let mut reads = HostEnvReads::new();
+    let mut segments = Vec::new();
+    collect_reads(value, &mut segments, &mut reads);
+    reads
+}
+
+/// Phase 1 as [`substitute_local`], returning what it read ([`local_env_reads`] of `value`
+/// before substitution: replacement text is never rescanned, so that is all it read).
+///
+/// # Errors
+/// As [`substitute_local`].
+pub fn substitute_local_recorded(
+    value: &mut Value,
+    ctx: &LocalContext<'_>,
+) -> Result<HostEnvReads> {
+    let reads = local_env_reads(value);
+    substitute_local(value, ctx)?;
+    Ok(reads)
+}
+
+/// Walks `value` outermost-first (`segments` is the path so far) recording env reads.
+fn collect_reads(value: &Value, segments: &mut Vec<Segment>, reads: &mut HostEnvReads) {
+    match value {
+        Value::String(text) => {
+            let mut names = BTreeSet::new();
+            let _ = replace_variables(text, &mut |var: &Variable<'_>| {
+                if matches!(var.name, "localEnv" | "env")
+                    && let Some(name) = var.arg.filter(|n| !n.is_empty())
+                {
+                    names.insert(name.to_owned());
+                }
+                Ok(None)
+            });
+            if !names.is_empty() {
+                let innermost_first: Vec<&Segment> = segments.iter().rev().collect();
+                reads
+                    .entry(render_path_refs(&innermost_first))
+                    .or_default()
+                    .extend(names);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                segments.push(Segment::Index(index));
+                collect_reads(item, segments, reads);
+                segments.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                segments.push(Segment::Key(key.clone()));
+                collect_reads(item, segments, reads);
+                segments.pop();
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// Phase 1 on a single string (e.g. the `workspaceFolder` before the rest of the config).
@@ -280,9 +350,14 @@ where
 
 /// Renders segments collected innermost-first as `a.b[0]."x.y"`.
 fn render_path(segments: &[Segment]) -> String {
+    render_path_refs(&segments.iter().collect::<Vec<_>>())
+}
+
+/// [`render_path`] over borrowed segments (innermost first).
+fn render_path_refs(segments: &[&Segment]) -> String {
     let mut path = String::new();
     for segment in segments.iter().rev() {
-        match segment {
+        match *segment {
             Segment::Index(index) => path.push_str(&format!("[{index}]")),
             Segment::Key(key) => {
                 if !path.is_empty() {
@@ -443,6 +518,35 @@ mod tests {
             let got = substitute_local_str(input, &ctx(&env)).unwrap();
             assert_eq!(&got, expected, "input {input:?}");
         }
+    }
+
+    /// Every `${localEnv:…}`/`${env:…}` read is recorded by property path, names only
+    /// (spec-note 0440).
+    #[test]
+    fn local_env_reads_are_recorded_per_value() {
+        let env = env();
+        let mut value = json!({
+            "containerEnv": {"TOKEN": "${localEnv:GH_TOKEN}", "PLAIN": "x ${localWorkspaceFolder}"},
+            "mounts": ["source=${localEnv:HOME}/.x,target=/x", {"source": "${env:SRC:/d}"}],
+            "build": {"args": {"K": "${localEnv:A}-${localEnv:B:dflt}-${localEnv:A}"}},
+            "odd.key": ["${localEnv:C}"],
+            "bad": "${localEnv:}",
+            "later": "${containerEnv:PATH} ${devcontainerId}"
+        });
+        let reads = local_env_reads(&value);
+        let expect = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(reads.len(), 5, "{reads:?}");
+        assert_eq!(reads["containerEnv.TOKEN"], expect(&["GH_TOKEN"]));
+        assert_eq!(reads["mounts[0]"], expect(&["HOME"]));
+        assert_eq!(reads["mounts[1].source"], expect(&["SRC"]));
+        assert_eq!(reads["build.args.K"], expect(&["A", "B"]));
+        assert_eq!(reads[r#""odd.key"[0]"#], expect(&["C"]));
+        // the values never appear
+        assert!(!format!("{reads:?}").contains("/home/me"));
+        value.as_object_mut().unwrap().remove("bad");
+        let recorded = substitute_local_recorded(&mut value, &ctx(&env)).unwrap();
+        assert_eq!(recorded, reads);
+        assert_eq!(value["mounts"][0], "source=/home/me/.x,target=/x");
     }
 
     #[test]

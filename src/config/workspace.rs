@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -67,6 +67,8 @@ pub struct WorkspaceConfig {
     /// default is needed (both properties given) and for compose configs, git is not asked and
     /// this is the workspace folder.
     pub host_mount_root: PathBuf,
+    /// The host variables phase 1 read, per property path (names only; spec-note 0440).
+    pub host_env_reads: substitute::HostEnvReads,
 }
 
 /// Substitutes phase-1 variables in the whole `config` in place and computes the effective
@@ -167,7 +169,7 @@ pub fn resolve_with_worktree(
         container_workspace_folder: Some(&workspace_folder),
         ..base_ctx
     };
-    substitute::substitute_local(config, &ctx)?;
+    let host_env_reads = substitute::substitute_local_recorded(config, &ctx)?;
 
     let workspace_mount = if mount_given {
         config
@@ -184,6 +186,7 @@ pub fn resolve_with_worktree(
             host_mount_root: defaults
                 .map(|d| d.host_mount_root)
                 .unwrap_or_else(|| opts.workspace_folder.clone()),
+            host_env_reads,
         },
         additional_mount,
     ))
@@ -206,7 +209,7 @@ pub struct WorktreeLayout {
 /// common dir gets its own bind mount. `None` for anything else (no `.git` file, absolute
 /// `gitdir`).
 pub fn worktree_common_dir_layout(host_root: &Path) -> Option<WorktreeLayout> {
-    let text = std::fs::read_to_string(host_root.join(".git")).ok()?;
+    let text = crate::config::bounded::read_to_string(&host_root.join(".git"), 64 * 1024).ok()?;
     let gitdir = text.lines().find_map(|line| {
         let rest = line.strip_prefix("gitdir:")?;
         let value = rest.trim_start().trim_end_matches('\r');
@@ -304,16 +307,14 @@ pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
 }
 
 /// The git root of `folder` via `git rev-parse --show-cdup` (keeps symlinked paths, unlike
-/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run as the
-/// folder's owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
+/// `--show-toplevel`); `None` when git is missing, fails, or prints no usable path. Run through
+/// [`super::hostgit::command`] (no system or global configuration, nothing the repository's
+/// configuration names can run; as the folder's owner when devcell is root).
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
-    let mut git = Command::new("git");
-    git.args(["rev-parse", "--show-cdup"])
-        .current_dir(folder)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null());
-    // a root devcell in a user's repository asks git as that user (spec-note 0250)
-    super::ownership::run_as_owner(&mut git, folder);
+    // nothing the repository's configuration names may run (spec-note 0412); as the folder's
+    // owner when devcell is root (spec-note 0250)
+    let mut git = super::hostgit::command(folder, &[]);
+    git.args(["rev-parse", "--show-cdup"]).stderr(Stdio::null());
     let output = git.output().ok()?;
     if !output.status.success() {
         return None;
@@ -376,6 +377,7 @@ fn quote_if_comma(segment: &str, path: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) {
         let status = Command::new("git")

@@ -15,6 +15,9 @@ use super::error::{EngineError, Result};
 /// The name a Dockerfile outside the context is sent under.
 pub const OUTSIDE_DOCKERFILE_NAME: &str = ".devcell.Dockerfile";
 
+/// Largest Dockerfile or `.dockerignore` read (bounded, no FIFO or device: spec-note 0433).
+const MAX_SMALL_FILE_BYTES: u64 = crate::config::jsonc::MAX_FILE_BYTES as u64;
+
 /// Parsed `.dockerignore` patterns.
 #[derive(Debug, Clone, Default)]
 pub struct Dockerignore {
@@ -224,7 +227,8 @@ pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
     let name = match inside {
         Some(rel) => rel,
         None => {
-            let bytes = fs::read(&dockerfile_abs).map_err(io_err(&dockerfile_abs))?;
+            let bytes = crate::config::bounded::read(&dockerfile_abs, MAX_SMALL_FILE_BYTES)
+                .map_err(io_err(&dockerfile_abs))?;
             let mut header = tar::Header::new_gnu();
             header.set_size(bytes.len() as u64);
             header.set_mode(0o644);

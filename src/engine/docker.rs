@@ -9,14 +9,14 @@ use bollard::auth::DockerCredentials;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountType,
-    PortBinding as BollardPortBinding, ResourcesUlimits,
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountTmpfsOptions,
+    MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::{
     BuildImageOptions, CreateContainerOptions, CreateImageOptions, DownloadFromContainerOptions,
     ListContainersOptions, ListImagesOptions, ListNetworksOptions, ListVolumesOptions,
     PushImageOptions, RemoveContainerOptions, RemoveImageOptions, RemoveVolumeOptions,
-    StopContainerOptions, TagImageOptions,
+    StopContainerOptions, TagImageOptions, UploadToContainerOptions,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -303,9 +303,17 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 MountKind::Volume => MountType::VOLUME,
                 MountKind::Tmpfs => MountType::TMPFS,
             }),
-            source: m.source.clone(),
+            source: m.source.clone().filter(|_| m.kind != MountKind::Tmpfs),
             target: Some(m.target.clone()),
             read_only: Some(m.read_only),
+            tmpfs_options: (m.kind == MountKind::Tmpfs)
+                .then_some(m.source.as_deref())
+                .flatten()
+                .map(|s| MountTmpfsOptions {
+                    size_bytes: super::run_args::tmpfs_mount_size(s),
+                    mode: super::run_args::tmpfs_mount_mode(s).map(i64::from),
+                    ..MountTmpfsOptions::default()
+                }),
             ..BollardMount::default()
         })
         .collect();
@@ -1100,6 +1108,89 @@ impl Engine for DockerEngine {
         let mut content = Vec::new();
         std::io::Read::read_to_end(&mut entry, &mut content).map_err(io)?;
         Ok(Some(content))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, path = %path))]
+    async fn read_folder(&self, id: &str, path: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>> {
+        let options = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => archive.extend_from_slice(&bytes),
+                Err(e) if is_not_found(&e) && archive.is_empty() => {
+                    return match self.inspect_container(id).await? {
+                        Some(_) => Ok(None),
+                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
+                    };
+                }
+                Err(e) => return Err(self.api("read folder", &format!("{id}:{path}"))(e)),
+            }
+        }
+        let io = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        // The archive holds `<folder name>/` and its content; only direct regular files count.
+        let mut files = BTreeMap::new();
+        let mut tar = tar::Archive::new(archive.as_slice());
+        for entry in tar.entries().map_err(io)? {
+            let mut entry = entry.map_err(io)?;
+            if entry.header().entry_type() != tar::EntryType::Regular {
+                continue;
+            }
+            let name = {
+                let path = entry.path().map_err(io)?;
+                let parts: Vec<_> = path.components().collect();
+                match parts.as_slice() {
+                    [_, file] => file.as_os_str().to_string_lossy().into_owned(),
+                    _ => continue,
+                }
+            };
+            let mut content = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut content).map_err(io)?;
+            files.insert(name, content);
+        }
+        Ok(Some(files))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, folder = %folder))]
+    async fn write_file(&self, id: &str, folder: &str, name: &str, content: &[u8]) -> Result<()> {
+        let folder = folder.trim_end_matches('/');
+        let (parent, base) = folder.rsplit_once('/').unwrap_or(("", folder));
+        let io = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        );
+        let mut builder = tar::Builder::new(Vec::new());
+        builder
+            .append_data(&mut header, format!("{base}/{name}"), content)
+            .map_err(io)?;
+        let archive = builder.into_inner().map_err(io)?;
+        let options = UploadToContainerOptions {
+            path: if parent.is_empty() {
+                "/".to_string()
+            } else {
+                parent.to_string()
+            },
+            ..UploadToContainerOptions::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(self.api("write file", &format!("{id}:{folder}/{name}")))
     }
 
     async fn exec(

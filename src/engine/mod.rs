@@ -168,6 +168,17 @@ pub trait Engine: Send + Sync {
     /// path does not exist or is not a regular file. Symbolic links are not followed.
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>>;
 
+    /// The regular files directly in the folder `path` of a container (running or not), by
+    /// file name; `Ok(None)` when the folder does not exist. One archive request: no process
+    /// runs in the container (deciding that run-once hooks already ran, spec-note 0471).
+    async fn read_folder(&self, id: &str, path: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>>;
+
+    /// Writes `content` to `<folder>/<name>` in a container through the engine's archive
+    /// API: no process runs, the file belongs to root (mode 0644) and a missing `folder` is
+    /// created (0755). `folder`'s parent must exist; under a read-only root filesystem it
+    /// must be on a volume.
+    async fn write_file(&self, id: &str, folder: &str, name: &str, content: &[u8]) -> Result<()>;
+
     /// The content of a regular file in an image, read through a created-but-never-started
     /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]).
     async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {

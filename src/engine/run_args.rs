@@ -452,9 +452,10 @@ pub fn parse_volume(text: &str) -> Result<Mount> {
 
 /// Parses a `--mount` / devcontainer.json `mounts` string: comma-separated `key=value` fields
 /// (a field may be double-quoted): `type` (`bind`, `volume` — the default — or `tmpfs`),
-/// `source`/`src`, `target`/`dst`/`destination`, `readonly`/`ro` (bare or `=true|false|1|0`);
-/// `consistency`, `bind-propagation`, `volume-nocopy`, `tmpfs-size`, `tmpfs-mode` are accepted
-/// and ignored.
+/// `source`/`src`, `target`/`dst`/`destination`, `readonly`/`ro` (bare or `=true|false|1|0`),
+/// `tmpfs-size` (a size as [`parse_size`] reads it) and `tmpfs-mode` (octal), kept in a tmpfs
+/// mount's `source` as [`tmpfs_mount_source`] writes them; `consistency`, `bind-propagation`,
+/// `volume-nocopy` are accepted and ignored.
 ///
 /// Errors: [`EngineError::InvalidMount`] naming the string: unknown key or type, no target,
 /// a bind mount without a source.
@@ -467,6 +468,7 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     let mut source = None;
     let mut target = None;
     let mut read_only = false;
+    let (mut tmpfs_size, mut tmpfs_mode) = (None, None);
     for field in split_csv(text).map_err(|m| bad(m.to_string()))? {
         let (key, value) = match field.split_once('=') {
             Some((k, v)) => (k.trim().to_ascii_lowercase(), Some(v.to_string())),
@@ -491,8 +493,16 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
                     Some(v) => return Err(bad(format!("invalid `{key}` value `{v}`"))),
                 }
             }
-            "consistency" | "bind-propagation" | "volume-nocopy" | "tmpfs-size" | "tmpfs-mode"
-            | "bind-nonrecursive" => {}
+            "tmpfs-size" => {
+                tmpfs_size = Some(parse_size(&need(value)?).map_err(&bad)?);
+            }
+            "tmpfs-mode" => {
+                let v = need(value)?;
+                tmpfs_mode = Some(u32::from_str_radix(&v, 8).map_err(|_| {
+                    bad(format!("`tmpfs-mode` expects an octal mode, found `{v}`"))
+                })?);
+            }
+            "consistency" | "bind-propagation" | "volume-nocopy" | "bind-nonrecursive" => {}
             "" => {}
             other => return Err(bad(format!("unknown mount field `{other}`"))),
         }
@@ -504,16 +514,46 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     if kind == MountKind::Bind && source.is_none() {
         return Err(bad("a bind mount needs a `source`".to_string()));
     }
+    let source = match kind {
+        MountKind::Tmpfs if tmpfs_size.is_some() || tmpfs_mode.is_some() => {
+            Some(tmpfs_mount_source(tmpfs_size.unwrap_or(0), tmpfs_mode))
+        }
+        MountKind::Tmpfs => None,
+        _ => source,
+    };
     Ok(Mount {
         kind,
-        source: if kind == MountKind::Tmpfs {
-            None
-        } else {
-            source
-        },
+        source,
         target,
         read_only,
     })
+}
+
+/// The `source` of a tmpfs [`Mount`]: `size=<bytes>[,mode=<octal>]` (`size=0`: the engine's
+/// default, unbounded).
+pub fn tmpfs_mount_source(size_bytes: i64, mode: Option<u32>) -> String {
+    match mode {
+        Some(mode) => format!("size={size_bytes},mode={mode:o}"),
+        None => format!("size={size_bytes}"),
+    }
+}
+
+/// The size in bytes a tmpfs [`Mount`]'s `source` names (`None` when it names none or `0`).
+pub fn tmpfs_mount_size(source: &str) -> Option<i64> {
+    tmpfs_field(source, "size")
+        .and_then(|v| v.parse().ok())
+        .filter(|s| *s > 0)
+}
+
+/// The mode a tmpfs [`Mount`]'s `source` names.
+pub fn tmpfs_mount_mode(source: &str) -> Option<u32> {
+    tmpfs_field(source, "mode").and_then(|v| u32::from_str_radix(v, 8).ok())
+}
+
+fn tmpfs_field<'a>(source: &'a str, key: &str) -> Option<&'a str> {
+    source
+        .split(',')
+        .find_map(|f| f.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v))
 }
 
 /// Converts one devcontainer.json / Feature `mounts` element: a string in `--mount` syntax
@@ -786,6 +826,65 @@ mod tests {
     }
 
     #[test]
+    fn namespace_sharing_and_publish_all_flags_are_refused_in_every_spelling() {
+        // Other namespaces than the network's cannot be mapped, so none reaches the engine
+        // (spec-note 0430); `-P` would publish every exposed port on every host interface.
+        for flag in ["pid", "ipc", "uts", "userns", "cgroupns"] {
+            for value in ["host", "container:victim"] {
+                for a in [
+                    vec![format!("--{flag}"), value.to_string()],
+                    vec![format!("--{flag}={value}")],
+                ] {
+                    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+                    let err = map(&a).unwrap_err();
+                    assert!(
+                        err.to_string().contains(&format!("`--{flag}`")),
+                        "{a:?}: {err}"
+                    );
+                }
+            }
+        }
+        for a in [
+            vec!["-P"],
+            vec!["--publish-all"],
+            vec!["--publish-all=true"],
+        ] {
+            assert!(
+                matches!(map(&a), Err(EngineError::UnsupportedRunArg { .. })),
+                "{a:?}"
+            );
+        }
+        // Every spelling of the network flag lands in `network_mode`, judged by the policy.
+        for a in [
+            vec!["--network", "container:victim"],
+            vec!["--network=container:victim"],
+            vec!["--net", "container:victim"],
+            vec!["--net=container:victim"],
+        ] {
+            assert_eq!(
+                map(&a).unwrap().network_mode.as_deref(),
+                Some("container:victim"),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tmpfs_mounts_keep_their_size_and_mode() {
+        let m = parse_mount("type=tmpfs,target=/x,tmpfs-size=64m,tmpfs-mode=1770").unwrap();
+        let source = m.source.unwrap();
+        assert_eq!(source, format!("size={},mode=1770", 64 << 20));
+        assert_eq!(tmpfs_mount_size(&source), Some(64 << 20));
+        assert_eq!(tmpfs_mount_mode(&source), Some(0o1770));
+        let m = parse_mount("type=tmpfs,target=/x").unwrap();
+        assert_eq!(m.source, None);
+        let m = parse_mount("type=tmpfs,target=/x,source=/etc").unwrap();
+        assert_eq!(m.source, None, "a tmpfs has no host source");
+        assert!(parse_mount("type=tmpfs,target=/x,tmpfs-size=lots").is_err());
+        assert!(parse_mount("type=tmpfs,target=/x,tmpfs-mode=9").is_err());
+    }
+
+    #[test]
     fn missing_or_bad_values_are_errors() {
         for a in [
             vec!["--cap-add"],
@@ -827,7 +926,10 @@ mod tests {
         assert_eq!(m.kind, MountKind::Volume);
         assert!(m.read_only);
         let m = parse_mount("type=tmpfs,destination=/t,tmpfs-size=1m").unwrap();
-        assert_eq!((m.kind, m.source), (MountKind::Tmpfs, None));
+        assert_eq!(
+            (m.kind, m.source.as_deref()),
+            (MountKind::Tmpfs, Some("size=1048576"))
+        );
         let m = parse_mount(r#""source=/a,b",target=/x,type=bind"#).unwrap();
         assert_eq!(m.source.as_deref(), Some("/a,b"));
         assert!(parse_mount("source=/a,type=bind").is_err());

@@ -102,7 +102,9 @@ impl MountKind {
 pub struct Mount {
     /// Bind, volume or tmpfs.
     pub kind: MountKind,
-    /// Host path (bind), volume name (volume; `None` = anonymous), unused for tmpfs.
+    /// Host path (bind), volume name (volume; `None` = anonymous), for tmpfs its size and
+    /// mode as [`crate::engine::run_args::tmpfs_mount_source`] writes them (`None` = the
+    /// engine's defaults).
     pub source: Option<String>,
     /// Absolute path inside the container.
     pub target: String,

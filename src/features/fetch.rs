@@ -7,8 +7,11 @@
 //! possible (for OCI, from the manifest annotation `dev.containers.metadata` when present,
 //! checklist 54/55) and pins it (manifest digest / tarball sha256); [`Fetcher::fetch`] then
 //! writes its files. Every network read is cached by digest, tag resolutions too, so a second
-//! resolve of the same Features makes no network request; `offline` forbids the network and
-//! names the reference on a miss.
+//! resolve of the same *pinned* Features (digests, lockfile) makes no network request. A tag
+//! is revalidated against its registry with one manifest request the first time a fetcher
+//! uses it, so a moved tag (`:1` after a new release) is seen (spec-note 0451); `offline`
+//! forbids the network, serves tags from the cache (one warning says so) and names the
+//! reference on a miss.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -169,7 +172,9 @@ pub struct FetchOptions {
     pub cache_dir: Option<PathBuf>,
     /// Use only the cache; a miss is an error naming the reference (`--offline`).
     pub offline: bool,
-    /// Ignore cached tag → digest resolutions (still use cached blobs).
+    /// Ignore cached tag → digest resolutions (still use cached blobs). Tags are revalidated
+    /// once per fetcher anyway (spec-note 0451); this only forbids the fallback to the cached
+    /// resolution when the registry cannot be reached.
     pub refresh_tags: bool,
     /// Registry access: mirrors, insecure registries, CA certificates, Docker config.
     pub registry: RegistryOptions,
@@ -233,6 +238,16 @@ pub struct Fetcher {
     registry: Registry,
     options: FetchOptions,
     reporter: Arc<dyn Reporter>,
+    tags: std::sync::Mutex<TagNotes>,
+}
+
+/// What this fetcher did with tags: revalidated ones (asked once per fetcher), and the ones
+/// served from the cache without asking, for the one warning [`Fetcher::take_warnings`] gives.
+#[derive(Debug, Default)]
+struct TagNotes {
+    revalidated: HashMap<String, String>,
+    from_cache: Vec<String>,
+    unreachable: Vec<String>,
 }
 
 impl std::fmt::Debug for Fetcher {
@@ -262,7 +277,35 @@ impl Fetcher {
             registry,
             options,
             reporter: Arc::new(NoopReporter),
+            tags: std::sync::Mutex::new(TagNotes::default()),
         })
+    }
+
+    /// The findings about tags since the last call, as at most two warnings: tags served from
+    /// the cache because of `--offline` (not revalidated against their registry), and tags
+    /// served from the cache because their registry could not be reached.
+    pub fn take_warnings(&self) -> Vec<crate::diagnostics::Warning> {
+        let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        let mut say = |tags: &mut Vec<String>, what: &str| {
+            if !tags.is_empty() {
+                tags.dedup();
+                out.push(crate::diagnostics::Warning {
+                    location: None,
+                    message: format!("{what}: {}", tags.join(", ")),
+                });
+                tags.clear();
+            }
+        };
+        say(
+            &mut notes.from_cache,
+            "offline: Feature tags resolved from the cache, not revalidated against their registry",
+        );
+        say(
+            &mut notes.unreachable,
+            "registry unreachable: Feature tags resolved from the cache, not revalidated",
+        );
+        out
     }
 
     /// Sends progress events (`pulling …`) to `reporter`.
@@ -395,15 +438,27 @@ impl Fetcher {
     /// Manifest bytes and digest for `reference`, from the cache when possible.
     async fn manifest(&self, feature: &str, reference: &Reference) -> Result<(Bytes, String)> {
         let err = Self::oci_err(feature);
+        let tag = reference.whole();
+        let revalidated = reference.digest().is_none() && !self.options.offline && {
+            let notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+            notes.revalidated.contains_key(&tag)
+        };
         let digest = match reference.digest() {
             Some(d) => Some(d.to_owned()),
-            None if self.options.refresh_tags && !self.options.offline => None,
-            None => self.store.get_tag(&reference.whole()).map_err(err)?,
+            // A tag is asked for once per fetcher (spec-note 0451); offline, the cache answers.
+            None if self.options.offline || revalidated => self.store.get_tag(&tag).map_err(err)?,
+            None => None,
         };
         if let Some(d) = &digest
             && let Some(bytes) = self.store.get_blob(d).map_err(Self::oci_err(feature))?
         {
             tracing::debug!(reference = %reference, digest = %d, "manifest from cache");
+            if reference.digest().is_none() && self.options.offline {
+                let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+                if !notes.from_cache.contains(&tag) {
+                    notes.from_cache.push(tag);
+                }
+            }
             return Ok((bytes, d.clone()));
         }
         if self.options.offline {
@@ -416,20 +471,53 @@ impl Fetcher {
         }
         self.reporter
             .report(Event::Status(format!("pulling manifest {reference}")));
-        let pulled = self
-            .registry
-            .pull_manifest(reference)
-            .await
-            .map_err(Self::oci_err(feature))?;
+        let pulled = match self.registry.pull_manifest(reference).await {
+            Ok(p) => p,
+            Err(e) if reference.digest().is_none() && !self.options.refresh_tags => {
+                // Revalidation could not reach the registry: the cached resolution, said once.
+                match self.unreachable_fallback(&tag, &e)? {
+                    Some(hit) => return Ok(hit),
+                    None => return Err(Self::oci_err(feature)(e)),
+                }
+            }
+            Err(e) => return Err(Self::oci_err(feature)(e)),
+        };
         self.store
             .put_blob_verified(&pulled.digest, &pulled.bytes)
             .map_err(Self::oci_err(feature))?;
         if reference.digest().is_none() {
             self.store
-                .put_tag(&reference.whole(), &pulled.digest)
+                .put_tag(&tag, &pulled.digest)
                 .map_err(Self::oci_err(feature))?;
+            let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+            notes.revalidated.insert(tag, pulled.digest.clone());
         }
         Ok((pulled.bytes, pulled.digest))
+    }
+
+    /// The cached manifest of `tag` when `error` says the registry could not be reached
+    /// (connection refused, DNS, timeout); `None` for any other error (a registry that
+    /// answers, e.g. `404` for a deleted tag, is believed) or without a cached resolution.
+    fn unreachable_fallback(&self, tag: &str, error: &OciError) -> Result<Option<(Bytes, String)>> {
+        let unreachable = matches!(error, OciError::Registry { source, .. }
+            if matches!(source.as_ref(),
+                oci_client::errors::OciDistributionError::RequestError(r)
+                    if r.is_connect() || r.is_timeout()));
+        if !unreachable {
+            return Ok(None);
+        }
+        let Some(d) = self.store.get_tag(tag).map_err(Self::oci_err(tag))? else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.store.get_blob(&d).map_err(Self::oci_err(tag))? else {
+            return Ok(None);
+        };
+        let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        if !notes.unreachable.iter().any(|t| t == tag) {
+            notes.unreachable.push(tag.to_owned());
+        }
+        notes.revalidated.insert(tag.to_owned(), d.clone());
+        Ok(Some((bytes, d)))
     }
 
     /// A blob of `reference`'s repository, from the cache when possible.
@@ -674,7 +762,8 @@ impl Fetcher {
                 },
             );
             if missing.is_empty() {
-                let install = result?;
+                let mut install = result?;
+                install.warnings.extend(self.take_warnings());
                 return Ok(Plan {
                     install,
                     resolved: resolved.into_iter().map(|(k, (r, _))| (k, r)).collect(),

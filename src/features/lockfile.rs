@@ -73,12 +73,15 @@ impl LockfileState {
     }
 }
 
+/// Largest lockfile read (the repository's file: bounded, no FIFO or device; spec-note 0433).
+const MAX_LOCKFILE_BYTES: u64 = crate::config::jsonc::MAX_FILE_BYTES as u64;
+
 /// Reads the lockfile at `path`.
 ///
 /// Errors: [`FeatureError::Io`] when it exists but cannot be read; [`FeatureError::Lockfile`]
 /// when it does not parse.
 pub fn read(path: &Path) -> Result<LockfileState> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::config::bounded::read_to_string(path, MAX_LOCKFILE_BYTES) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockfileState::Missing),
         Err(source) => {
@@ -244,7 +247,7 @@ pub fn apply(path: &Path, lockfile: &Lockfile, mode: LockfileMode) -> Result<Wri
 }
 
 fn read_existing(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+    match crate::config::bounded::read_to_string(path, MAX_LOCKFILE_BYTES) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(FeatureError::Io {

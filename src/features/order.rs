@@ -7,7 +7,8 @@
 //! 1. build the graph from the user's Features: each `dependsOn` entry becomes a node (hard
 //!    edge, recursive; pulls in unlisted Features); a node equal to an existing one (§4.7) is
 //!    merged into it; `installsAfter` entries become soft edges (never add a Feature);
-//! 2. `overrideFeatureInstallOrder` entry `i` of `n` gives matching nodes priority `n - i`;
+//! 2. `overrideFeatureInstallOrder` entry `i` of `n` gives matching nodes priority `n - i`,
+//!    and each node's predecessors at least its priority (spec-note 0450);
 //! 3. soft edges that match no node are dropped;
 //! 4. rounds: the nodes whose hard and soft predecessors are all installed, restricted to the
 //!    highest priority among them, sorted by the round stable sort, are appended. An empty
@@ -306,6 +307,8 @@ pub fn order(
         }
     }
 
+    propagate_priority(&mut nodes);
+
     // Rounds.
     let mut installed = vec![false; nodes.len()];
     let mut remaining: Vec<usize> = (0..nodes.len()).collect();
@@ -339,6 +342,39 @@ pub fn order(
         .filter_map(|i| slots.get_mut(i).and_then(Option::take))
         .collect();
     Ok(InstallPlan { features, warnings })
+}
+
+/// Gives every Feature a dependent needs (hard `dependsOn` and matched `installsAfter`
+/// predecessors, transitively) at least that dependent's override priority, so an
+/// override-listed Feature installs in its listed place with its dependencies just before it
+/// instead of after every lower-priority Feature (devcontainers/cli#1200; spec-note 0450).
+/// Relaxation to a fixed point: bounded by the node count, cycles included (their error comes
+/// from the rounds).
+fn propagate_priority(nodes: &mut [Node]) {
+    for _ in 0..nodes.len() {
+        let mut changed = false;
+        for i in 0..nodes.len() {
+            let p = nodes[i].priority;
+            if p == 0 {
+                continue;
+            }
+            let preds: Vec<usize> = nodes[i]
+                .hard
+                .iter()
+                .copied()
+                .chain(nodes[i].soft.iter().flatten().copied())
+                .collect();
+            for d in preds {
+                if nodes[d].priority < p {
+                    nodes[d].priority = p;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
 }
 
 /// Feature equality (spec-distilled §4.7; spec-note 0043): same kind, same identity (OCI and
@@ -880,6 +916,72 @@ mod tests {
         assert!(pos(&r("c")) < pos(&r("a")), "{got:?}");
         assert!(pos(&r("d")) < pos(&r("b")), "{got:?}");
         assert_eq!(got.len(), 4);
+    }
+
+    #[test]
+    fn override_listed_feature_with_dependency_keeps_its_place() {
+        // cli#1200 (spec-note 0450): `a` is listed first and depends on `c`; `b` has no
+        // dependency. `a` installs before `b`, with `c` just before it.
+        let mut a = f("a");
+        a["dependsOn"] = json!({r("c"): {}});
+        let c = Catalog::new(&[(&r("a"), a), (&r("b"), f("b")), (&r("c"), f("c"))]);
+        assert_eq!(
+            c.keys(json!({r("b"): {}, r("a"): {}}), &[&r("a"), &r("b")]),
+            [r("c"), r("a"), r("b")]
+        );
+        // Reversed override: `b` first, then `c`, `a`.
+        assert_eq!(
+            c.keys(json!({r("b"): {}, r("a"): {}}), &[&r("b"), &r("a")]),
+            [r("b"), r("c"), r("a")]
+        );
+    }
+
+    #[test]
+    fn override_priority_reaches_transitive_and_soft_predecessors() {
+        // a -> c -> d (dependsOn), a installsAfter e; b and e user-listed, b listed second.
+        let mut a = f("a");
+        a["dependsOn"] = json!({r("c"): {}});
+        a["installsAfter"] = json!([r("e")]);
+        let mut cc = f("c");
+        cc["dependsOn"] = json!({r("d"): {}});
+        let c = Catalog::new(&[
+            (&r("a"), a),
+            (&r("b"), f("b")),
+            (&r("c"), cc),
+            (&r("d"), f("d")),
+            (&r("e"), f("e")),
+        ]);
+        assert_eq!(
+            c.keys(
+                json!({r("e"): {}, r("b"): {}, r("a"): {}}),
+                &[&r("a"), &r("b")]
+            ),
+            [r("d"), r("e"), r("c"), r("a"), r("b")]
+        );
+    }
+
+    #[test]
+    fn override_lists_two_features_each_with_dependencies() {
+        // Each listed Feature comes in list order, its own dependency just before it; a
+        // Feature the list does not name comes last.
+        let mut a = f("a");
+        a["dependsOn"] = json!({r("y"): {}});
+        let mut b = f("b");
+        b["dependsOn"] = json!({r("x"): {}});
+        let c = Catalog::new(&[
+            (&r("a"), a),
+            (&r("b"), b),
+            (&r("x"), f("x")),
+            (&r("y"), f("y")),
+            (&r("0"), f("0")),
+        ]);
+        assert_eq!(
+            c.keys(
+                json!({r("0"): {}, r("a"): {}, r("b"): {}}),
+                &[&r("b"), &r("a")]
+            ),
+            [r("x"), r("b"), r("y"), r("a"), r("0")]
+        );
     }
 
     #[test]

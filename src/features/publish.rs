@@ -207,8 +207,13 @@ pub fn package_feature(dir: &Path, in_collection: bool) -> Result<PackagedFeatur
         path: file.clone(),
         source,
     })?;
-    let metadata: Value = serde_json::from_slice(&text)
-        .map_err(|e| invalid(format!("`{FEATURE_FILE}` is not valid JSON: {e}")))?;
+    // JSONC (comments, trailing commas) like every other Dev Container file and the
+    // reference CLI; what is published (annotation, collection) is plain JSON.
+    let text =
+        String::from_utf8(text).map_err(|_| invalid(format!("`{FEATURE_FILE}` is not UTF-8")))?;
+    let metadata: Value = crate::config::jsonc::parse(&file, &text)
+        .map_err(|e| invalid(format!("`{FEATURE_FILE}` is invalid: {e}")))?
+        .value;
     let id = metadata
         .get("id")
         .and_then(Value::as_str)

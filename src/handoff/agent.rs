@@ -173,8 +173,12 @@ pub struct HandoffPlan {
     pub permission_notes: Vec<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
-    /// Names of the host variables passed to the agent (never values).
+    /// Names of the host variables passed to the agent (never values): its `env` allow-list.
     pub env: Vec<String>,
+    /// The host variables the configuration sends into the container (`${localEnv:NAME}`,
+    /// `runArgs -e NAME`), by name (never values), with the properties they go into; each is
+    /// also a `hostEnv` permission request (spec-note 0440). Empty for the host runtime.
+    pub host_env: Vec<crate::security::host_env::HostEnvUse>,
     /// Names of the secrets passed to hooks and the agent (never values).
     pub secrets: Vec<String>,
     /// The container.
@@ -392,6 +396,8 @@ pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// Everything resolved before anything is created.
 pub(super) struct Prepared {
     pub(super) plan: HandoffPlan,
+    /// The workspace's untrusted git directories as requests, judged (spec-note 0411).
+    git_requests: Vec<crate::security::PermissionRequest>,
     pub(super) workspace: Workspace,
     pub(super) agent: AgentSettings,
     target: TargetOptions,
@@ -428,13 +434,27 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         .as_ref()
         .and_then(|e| e.socket_path().map(PathBuf::from));
     let up_opts = up_options(&prepared, opts);
-    let preview = super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    let mut preview =
+        super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    if !prepared.git_requests.is_empty() {
+        let (profile, _) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        preview
+            .requests
+            .splice(0..0, prepared.git_requests.iter().cloned());
+        if !matches!(
+            preview.refusal,
+            Some(crate::security::SecurityError::ReuseRefused { .. })
+        ) {
+            preview.refusal = crate::security::refusal(&profile, &preview.requests);
+        }
+    }
     if let Some(refusal) = preview.refusal {
         return Err(refusal.into());
     }
     let mut plan = prepared.plan;
     plan.permissions = preview.requests;
     plan.permission_notes = preview.notes;
+    plan.host_env = preview.host_env;
     Ok(plan)
 }
 
@@ -503,6 +523,18 @@ pub async fn handoff_with(
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
     let p = prepare(opts, Some(engine), AgentRuntime::Container).await?;
+    // What would reach the host (untrusted git directories, host commands) is judged before
+    // a session, a container or an image exists (spec-notes 0410, 0411).
+    {
+        let up_opts = up_options(&p, opts);
+        let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        let loaded = super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
+        let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
+        let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
+        if let Some(refused) = crate::security::refusal(&profile, &early) {
+            return Err(refused.into());
+        }
+    }
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
@@ -618,9 +650,17 @@ pub async fn handoff_with(
     // the configuration `up` loaded and judged: a file swapped since is never read
     let loaded = &up.loaded;
     let labels = id_labels(&p.target, loaded);
-    let attached = attach_running(engine, loaded, &labels, &opts.env, UserEnvProbe::default())
-        .await
-        .map_err(&fail)?;
+    let expected = super::up::expected_workspace(&p.target, loaded);
+    let attached = attach_running(
+        engine,
+        loaded,
+        &labels,
+        expected.as_deref(),
+        &opts.env,
+        UserEnvProbe::default(),
+    )
+    .await
+    .map_err(&fail)?;
     let executor = EngineExecutor {
         engine,
         container_id: &attached.container.id,
@@ -718,7 +758,14 @@ pub async fn handoff_with(
     }
     let session = store.end_session(&root, &session_id, outcome)?;
     let mut plan = p.plan;
-    plan.permissions = up.permissions.clone();
+    let permissions: Vec<_> = p
+        .git_requests
+        .iter()
+        .cloned()
+        .chain(up.permissions.iter().cloned())
+        .collect();
+    plan.permissions = permissions.clone();
+    plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,
         session,
@@ -729,7 +776,7 @@ pub async fn handoff_with(
         remote_user: attached.remote_user,
         runtime: AgentRuntime::Container,
         isolation: AgentRuntime::Container.isolation().to_string(),
-        permissions: up.permissions,
+        permissions,
         lifecycle: up.lifecycle,
         context_file,
         agents_md,
@@ -845,9 +892,10 @@ pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
         },
     ];
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
-    if !p.env.is_empty() || !p.secrets.is_empty() {
+    if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
+        let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();
         out.push(format!(
-            "plan: env {:?}, secrets {:?} (names only)",
+            "plan: env {:?}, host variables from the configuration {from_config:?}, secrets {:?} (names only)",
             p.env, p.secrets
         ));
     }
@@ -927,6 +975,23 @@ async fn stop_agent(engine: &dyn Engine, container: &str, user: Option<&str>, pi
     let _ = engine
         .exec(container, &request, ExecInput::None, ExecOutput::Collect)
         .await;
+}
+
+/// The workspace's untrusted git directories ([`Workspace::untrusted_git_dirs`]) as
+/// [`crate::security::Permission::GitDir`] requests, judged by `profile` and `grants`.
+fn git_dir_requests(
+    ws: &Workspace,
+    profile: &crate::security::SecurityProfile,
+    grants: &crate::security::Grants,
+) -> Vec<crate::security::PermissionRequest> {
+    use crate::security::{Permission, Source};
+    let asked = ws.untrusted_git_dirs.iter().map(|u| {
+        (
+            Permission::GitDir(u.path.to_string_lossy().into_owned()),
+            Source::GitLink(u.link.to_string_lossy().into_owned()),
+        )
+    });
+    crate::security::judge(profile, asked, grants)
 }
 
 /// The `safe.directory` entries of a handoff: every repository's working tree and every git
@@ -1018,6 +1083,22 @@ pub(super) async fn prepare(
         return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
     }
     let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
+    // git directories outside the workspace are read and mounted only when trusted or granted
+    // (spec-note 0411)
+    let profile_name = opts
+        .security
+        .profile
+        .clone()
+        .or_else(|| agent.profile.clone())
+        .unwrap_or_else(|| settings.security.profile.clone());
+    let allow: Vec<String> = settings
+        .security
+        .allow
+        .iter()
+        .chain(opts.security.allow.iter())
+        .cloned()
+        .collect();
+    inspect_options.trusted_git_dirs = workspace::trusted_git_dirs(&profile_name, &allow);
     if host {
         // on the host every path the agent is given is a host path
         let root = std::fs::canonicalize(&opts.workspace_folder)
@@ -1060,6 +1141,7 @@ pub(super) async fn prepare(
     // The profile, limits and grants are checked before anything is planned or created (not
     // on the host, where none of them applies).
     let mut confine = None;
+    let mut git_requests = Vec::new();
     let limits = if host {
         None
     } else {
@@ -1072,6 +1154,7 @@ pub(super) async fn prepare(
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
         confine = crate::handoff::up::confine_grants(&chosen, &grants);
+        git_requests = git_dir_requests(&ws, &chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
@@ -1163,8 +1246,11 @@ pub(super) async fn prepare(
         } else if let Some(path) = reference.strip_prefix("file:") {
             let path = expand_home(path, home.as_deref())
                 .ok_or_else(|| agent_err(format!("secret `{name}`: `{path}` needs `HOME`")))?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
+            let text = crate::config::bounded::read_to_string(
+                Path::new(&path),
+                crate::config::jsonc::MAX_FILE_BYTES as u64,
+            )
+            .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
             text.trim_end_matches(['\n', '\r']).to_string()
         } else {
             return Err(agent_err(format!(
@@ -1255,6 +1341,7 @@ pub(super) async fn prepare(
         permission_notes: Vec::new(),
         mounts: planned,
         env: agent_env.keys().cloned().collect(),
+        host_env: Vec::new(),
         secrets: secret_names,
         container,
         command: agent.command.clone(),
@@ -1279,6 +1366,7 @@ pub(super) async fn prepare(
     };
     Ok(Prepared {
         plan,
+        git_requests,
         workspace: ws,
         agent,
         target,
@@ -1320,7 +1408,14 @@ async fn planned_container(
         .map(|f| f.keys().cloned().collect())
         .unwrap_or_default();
     let container = match engine {
-        Some(engine) => match find_container(engine, &labels).await {
+        Some(engine) => match find_container(
+            engine,
+            &labels,
+            super::up::expected_workspace(target, &loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
+        {
             Ok(Some(info)) => PlannedContainer {
                 action: if info.running { "reuse" } else { "start" }.into(),
                 id: Some(info.id),
@@ -1406,6 +1501,7 @@ mod tests {
                 repos: vec!["api".into()],
             }],
             protected: Vec::new(),
+            untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);

@@ -65,7 +65,8 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
                 .find(|c| c.state != "removing")
                 .map(|c| c.id)
                 .ok_or_else(|| HandoffError::NoSuchContainer {
-                    id: format!("(workspace `{}`)", root.display()),
+                    id: String::new(),
+                    workspace: Some(root.clone()),
                 })?
         }
         (None, None) => {
@@ -75,10 +76,14 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
             });
         }
     };
-    let inspect = engine
-        .inspect_container_json(&id)
-        .await?
-        .ok_or_else(|| HandoffError::NoSuchContainer { id: id.clone() })?;
+    let inspect =
+        engine
+            .inspect_container_json(&id)
+            .await?
+            .ok_or_else(|| HandoffError::NoSuchContainer {
+                id: id.clone(),
+                workspace: None,
+            })?;
     let image_ref = inspect
         .pointer("/Config/Image")
         .and_then(Value::as_str)

@@ -170,6 +170,20 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     Ok(spec)
 }
 
+/// The label keys the merged configuration's `runArgs` set (`--label`, `-l`, in any of their
+/// spellings), as [`run_args::apply_run_args`] reads them; for the policy's identity-label
+/// check (spec-note 0421). `runArgs` that do not parse give the labels before the bad flag:
+/// [`container_spec`] refuses them anyway.
+pub fn repository_labels(merged: &Value) -> Vec<String> {
+    let args: Vec<String> = array(merged, "runArgs")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let mut spec = ContainerSpec::default();
+    let _ = run_args::apply_run_args(&mut spec, &args, &|_| None);
+    spec.labels.into_keys().collect()
+}
+
 /// A `mounts` element (string or `{type, source, target}` object) as a [`Mount`]; `None`
 /// for object mounts marked `external` (compose-only).
 fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
@@ -193,9 +207,10 @@ fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
             };
             Ok(Some(Mount {
                 kind,
+                // A tmpfs has no source; its size comes only from a `tmpfs-size` string.
                 source: text("source")
                     .or_else(|| text("src"))
-                    .filter(|s| !s.is_empty()),
+                    .filter(|s| !s.is_empty() && kind != MountKind::Tmpfs),
                 target,
                 read_only: o.get("readonly").and_then(Value::as_bool).unwrap_or(false),
             }))

@@ -520,9 +520,12 @@ pub fn write(
 /// # Errors
 /// [`ContextError::Io`] when it cannot be read or is not a valid context.
 pub fn read(path: &Path) -> Result<HandoffContext, ContextError> {
-    let text = std::fs::read(path).map_err(|source| ContextError::Io {
-        path: path.to_path_buf(),
-        source,
+    // The container can write the workspace: bounded, no FIFO or device (spec-note 0433).
+    let text = crate::config::bounded::read(path, 16 * 1024 * 1024).map_err(|source| {
+        ContextError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     serde_json::from_slice(&text).map_err(|e| ContextError::Io {
         path: path.to_path_buf(),
@@ -626,6 +629,7 @@ pub(crate) mod tests {
             config_folder: Some(root.join("api")),
             git_mounts: vec![],
             protected: vec![],
+            untrusted_git_dirs: Vec::new(),
             warnings: vec![],
         }
     }

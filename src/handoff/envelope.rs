@@ -27,6 +27,7 @@
 //! | `internal` | 1 | a bug or an unexpected I/O failure |
 //! | `invalid_argument` | 2 | a flag or argument is wrong (clap usage errors also exit 2) |
 //! | `below_min_score` | 3 | `audit --min-score N`: the score is below N (the report is in `details`) |
+//! | `unhealthy` | 4 | `doctor` reported an error-level finding, the engine unreachable included (the report is in `details`) |
 //! | `config_invalid` | 10 | `devcontainer.json` or devcell's `config.toml` is invalid |
 //! | `not_found` | 11 | a workspace, agent, repository, container or session does not exist |
 //! | `permission_required` | 12 | the config asks for something the user has not granted |
@@ -229,6 +230,9 @@ pub enum ErrorCode {
     /// `audit --min-score N` scored below N: `details` holds `score`, `maxScore`, `minScore`
     /// and the whole `report`. Exit 3.
     BelowMinScore,
+    /// `doctor` found something at error level (the engine unreachable included): `details`
+    /// holds the whole report. Exit 4.
+    Unhealthy,
     /// `devcontainer.json` or devcell's `config.toml` is invalid. Exit 10.
     ConfigInvalid,
     /// A workspace, agent, repository, container or session does not exist. Exit 11.
@@ -251,10 +255,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::Internal,
         ErrorCode::InvalidArgument,
         ErrorCode::BelowMinScore,
+        ErrorCode::Unhealthy,
         ErrorCode::ConfigInvalid,
         ErrorCode::NotFound,
         ErrorCode::PermissionRequired,
@@ -272,6 +277,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidArgument => "invalid_argument",
             ErrorCode::BelowMinScore => "below_min_score",
+            ErrorCode::Unhealthy => "unhealthy",
             ErrorCode::ConfigInvalid => "config_invalid",
             ErrorCode::NotFound => "not_found",
             ErrorCode::PermissionRequired => "permission_required",
@@ -291,6 +297,7 @@ impl ErrorCode {
             ErrorCode::Internal => 1,
             ErrorCode::InvalidArgument => 2,
             ErrorCode::BelowMinScore => 3,
+            ErrorCode::Unhealthy => 4,
             ErrorCode::ConfigInvalid => 10,
             ErrorCode::NotFound => 11,
             ErrorCode::PermissionRequired => 12,

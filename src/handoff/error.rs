@@ -68,11 +68,14 @@ pub enum HandoffError {
         /// What is wrong.
         message: String,
     },
-    /// `--expect-existing-container` was given but there is no container.
-    #[error("the expected container does not exist (labels {labels})")]
+    /// No dev container has the labels (`exec`, `run-user-commands`), or
+    /// `--expect-existing-container` was given and there is none.
+    #[error("{} (labels {labels})", if *expected { "the expected container does not exist" } else { "no dev container found" })]
     NoContainer {
         /// The labels looked for, `k=v` joined by `,`.
         labels: String,
+        /// `--expect-existing-container` was given: only then does the hint name it.
+        expected: bool,
     },
     /// The dev container exists but is not running (for `exec`).
     #[error("dev container `{id}` is not running")]
@@ -118,11 +121,16 @@ pub enum HandoffError {
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
-    /// The container to audit does not exist.
-    #[error("no container `{id}` to audit")]
+    /// The container to audit does not exist (or the workspace has none).
+    #[error("{}", match workspace {
+        Some(w) => format!("no dev container of workspace `{}` to audit", w.display()),
+        None => format!("no container `{id}` to audit"),
+    })]
     NoSuchContainer {
-        /// The name or id given.
+        /// The name or id given (empty when looked up by workspace).
         id: String,
+        /// `--workspace-folder`, when the container was looked up by workspace.
+        workspace: Option<std::path::PathBuf>,
     },
     /// Packaging or publishing Features failed.
     #[error(transparent)]
@@ -162,6 +170,11 @@ pub enum HandoffError {
         /// What is accepted.
         expected: String,
     },
+    /// A step after `up` created the container failed (start, inspect): the error as it is,
+    /// with the container, left in place for its logs or removal (the reference CLI's
+    /// `containerId` in the error result).
+    #[error(transparent)]
+    InContainer(Box<InContainer>),
     /// An error whose text contained a secret value, shown with every value masked
     /// (`********`); `message` is the whole cause chain ([`crate::handoff::secrets::redact`]).
     #[error("{message}")]
@@ -173,6 +186,27 @@ pub enum HandoffError {
         /// The original hint, masked.
         hint: Option<String>,
     },
+}
+
+/// [`HandoffError::InContainer`]'s content: displays and chains as `error`.
+#[derive(Debug)]
+pub struct InContainer {
+    /// The container `up` created.
+    pub container_id: String,
+    /// What failed.
+    pub error: HandoffError,
+}
+
+impl std::fmt::Display for InContainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for InContainer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }
 
 /// The [`EngineError::NotRunning`] in `source`'s chain: the hook could not run (or its result
@@ -198,10 +232,23 @@ fn lifecycle_message(source: &LifecycleError) -> String {
 }
 
 impl HandoffError {
+    /// This error, naming the container `up` created before it happened
+    /// ([`HandoffError::InContainer`]); an error that names one already is kept as it is.
+    pub fn in_container(self, container_id: &str) -> HandoffError {
+        if self.container_id().is_some() {
+            return self;
+        }
+        HandoffError::InContainer(Box::new(InContainer {
+            container_id: container_id.to_string(),
+            error: self,
+        }))
+    }
+
     /// The `--format json` envelope error code of this error (spec-notes/0163).
     pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
         use crate::handoff::envelope::ErrorCode;
         match self {
+            HandoffError::InContainer(e) => e.error.code(),
             HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
                 ErrorCode::ConfigInvalid
             }
@@ -267,6 +314,13 @@ impl HandoffError {
     /// `{}`.
     pub fn details(&self) -> serde_json::Value {
         match self {
+            HandoffError::InContainer(e) => {
+                let mut details = e.error.details();
+                if let Some(map) = details.as_object_mut() {
+                    map.insert("containerId".into(), e.container_id.clone().into());
+                }
+                details
+            }
             HandoffError::State(e) => e.details(),
             HandoffError::Security(
                 SecurityError::Refused { requests, .. }
@@ -283,6 +337,7 @@ impl HandoffError {
     /// The source location of a config error, for rendering the offending line.
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
+            HandoffError::InContainer(e) => e.error.location(),
             HandoffError::Config(e) => e.location(),
             _ => None,
         }
@@ -292,6 +347,7 @@ impl HandoffError {
     /// the error result).
     pub fn container_id(&self) -> Option<&str> {
         match self {
+            HandoffError::InContainer(e) => Some(&e.container_id),
             HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 Some(container_id)
             }
@@ -303,6 +359,7 @@ impl HandoffError {
 impl Hint for HandoffError {
     fn hint(&self) -> Option<String> {
         match self {
+            HandoffError::InContainer(e) => e.error.hint(),
             HandoffError::Config(e) => e.hint(),
             HandoffError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
@@ -333,9 +390,13 @@ impl Hint for HandoffError {
             HandoffError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }
-            HandoffError::NoContainer { .. } => {
+            // Hints name only flags the user gave or can give (spec-note 0455).
+            HandoffError::NoContainer { expected: true, .. } => {
                 Some("run `devcell up` first, or drop `--expect-existing-container`".into())
             }
+            HandoffError::NoContainer { expected: false, .. } => Some(
+                "run `devcell up` first, or name the container with `--container-id`".into(),
+            ),
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
             HandoffError::Workspace(e) => e.hint(),
             HandoffError::Context(e) => e.hint(),
@@ -350,7 +411,13 @@ impl Hint for HandoffError {
                 "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
             ),
             HandoffError::Audit(_) => None,
-            HandoffError::NoSuchContainer { .. } => {
+            HandoffError::NoSuchContainer {
+                workspace: Some(w), ..
+            } => Some(format!(
+                "create it with `devcell up --workspace-folder {}` (or `devcell handoff`), or pass a container name or id from `docker ps -a` instead of `--workspace-folder`",
+                w.display()
+            )),
+            HandoffError::NoSuchContainer { workspace: None, .. } => {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
             HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,

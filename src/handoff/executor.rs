@@ -48,4 +48,28 @@ impl HookExecutor for EngineExecutor<'_> {
             .map_err(|e| Box::new(e) as ExecutorError)?;
         Ok(result.exit_code)
     }
+
+    async fn read_files(&self, folder: &str) -> Option<crate::lifecycle::executor::FilesResult> {
+        Some(
+            self.engine
+                .read_folder(self.container_id, folder)
+                .await
+                .map(Option::unwrap_or_default)
+                .map_err(|e| Box::new(e) as ExecutorError),
+        )
+    }
+
+    async fn write_file(
+        &self,
+        folder: &str,
+        name: &str,
+        content: &[u8],
+    ) -> Option<Result<(), ExecutorError>> {
+        Some(
+            self.engine
+                .write_file(self.container_id, folder, name, content)
+                .await
+                .map_err(|e| Box::new(e) as ExecutorError),
+        )
+    }
 }

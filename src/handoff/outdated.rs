@@ -402,7 +402,11 @@ pub fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Resul
                         source,
                     })
                 };
-                let text = std::fs::read_to_string(&loaded.config_file).map_err(io)?;
+                let text = crate::config::bounded::read_to_string(
+                    &loaded.config_file,
+                    crate::config::jsonc::MAX_FILE_BYTES as u64,
+                )
+                .map_err(io)?;
                 let new_text = repin_in_text(&text, &current, &updated);
                 if new_text != text {
                     let dir = loaded.config_file.parent().unwrap_or(Path::new("."));

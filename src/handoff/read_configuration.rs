@@ -222,17 +222,25 @@ pub fn read_configuration_with(
         ws.insert("additionalMountString".into(), Value::String(mount));
     }
     output.insert("workspace".into(), Value::Object(ws));
-    // As the reference: the Features configuration is computed (and printed) for a merged
-    // configuration without a container too.
     // Without any Feature the reference has no Features configuration (the key is omitted).
-    if (opts.include_features_configuration
-        || (opts.include_merged_configuration && found.container.is_none()))
-        && !features.is_empty()
-    {
-        output.insert(
-            "featuresConfiguration".into(),
-            features_configuration(&features, &config_file),
-        );
+    // Only asked for, it is resolved (spec-note 0452); a merged configuration alone keeps to
+    // what can be read offline (local Features).
+    let mut resolved_entries = None;
+    if opts.include_features_configuration && !features.is_empty() {
+        let override_order = typed
+            .override_feature_install_order
+            .clone()
+            .unwrap_or_default();
+        let (shown_features, entries, feature_warnings) = features_configuration(
+            &features,
+            &override_order,
+            &workspace_folder,
+            &config_file,
+            confined.as_ref(),
+        )?;
+        output.insert("featuresConfiguration".into(), shown_features);
+        warnings.extend(feature_warnings);
+        resolved_entries = Some(entries);
     }
     if opts.include_merged_configuration {
         let local = LocalLabelContext {
@@ -241,12 +249,15 @@ pub fn read_configuration_with(
             env: &opts.env,
             config_file: &config_file,
         };
-        let feature_entries = local_feature_entries(
-            &features,
-            &config_file,
-            confined.as_ref().map(|g| (workspace_folder.as_path(), g)),
-            &mut warnings,
-        );
+        let feature_entries = match resolved_entries {
+            Some(entries) => entries,
+            None => local_feature_entries(
+                &features,
+                &config_file,
+                confined.as_ref().map(|g| (workspace_folder.as_path(), g)),
+                &mut warnings,
+            ),
+        };
         let entries = merged_entries(
             &found,
             &id_labels,
@@ -281,14 +292,12 @@ fn read_container_only(
     let mut output = Map::new();
     output.insert("configuration".into(), value.clone());
     let config_file = PathBuf::new();
-    if (opts.include_features_configuration
-        || (opts.include_merged_configuration && found.container.is_none()))
-        && !additional.is_empty()
-    {
-        output.insert(
-            "featuresConfiguration".into(),
-            features_configuration(additional, &config_file),
-        );
+    if opts.include_features_configuration && !additional.is_empty() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let (shown_features, _, feature_warnings) =
+            features_configuration(additional, &[], &cwd, &config_file, None)?;
+        output.insert("featuresConfiguration".into(), shown_features);
+        warnings.extend(feature_warnings);
     }
     if opts.include_merged_configuration {
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -642,6 +651,7 @@ impl LoadedConfiguration {
                 workspace_folder: String::new(),
                 workspace_mount: None,
                 host_mount_root: PathBuf::new(),
+                host_env_reads: Default::default(),
             },
             warnings: Vec::new(),
             additional_mount: None,
@@ -710,7 +720,7 @@ fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
         && meta.is_file()
         && meta.len() > jsonc::MAX_FILE_BYTES as u64
     {
-        return Err(jsonc::too_large(resolved, meta.len()).into());
+        return Err(jsonc::too_large(resolved, Some(meta.len())).into());
     }
     let bytes = host_path::read_no_follow(resolved, jsonc::MAX_FILE_BYTES as u64)
         .map_err(io)?
@@ -1005,19 +1015,108 @@ fn feature_source(key: &str, config_dir: &Path) -> Value {
     }
 }
 
-/// `featuresConfiguration`: one Feature set per Feature (the configuration's, then
-/// `--additional-features`), as written, with its parsed source kind. (Resolution, options and
-/// ordering belong to the `features` module.)
-fn features_configuration(features: &[(String, Value)], config_file: &Path) -> Value {
+/// `featuresConfiguration` as the reference CLI prints it (spec-note 0452): the configuration's
+/// Features and `--additional-features`, resolved (dependencies added) and in install order;
+/// per Feature one set `{"sourceInformation", "features": [<devcontainer-feature.json> +
+/// "value" (as written) + "included" + "consecutiveId" (`<id>_<index>`)], "internalVersion": "2"}`
+/// (+ `computedDigest`, the manifest digest, for OCI). Also returns the Features' metadata
+/// entries (install order) for the merged configuration, and the resolution's warnings.
+///
+/// Errors: as [`crate::handoff::resolve_dependencies::resolve_features`] (a bare id is an error
+/// with the `./` hint; remote Features are fetched through the cache).
+fn features_configuration(
+    features: &[(String, Value)],
+    override_order: &[String],
+    workspace_folder: &Path,
+    config_file: &Path,
+    confined: Option<&crate::security::Grants>,
+) -> Result<(Value, Vec<Value>, Vec<Warning>)> {
+    use crate::features::reference::{FeatureRef, OciVersion};
+    use crate::handoff::resolve_dependencies::{FeaturesRequest, resolve_features};
+    let map: indexmap::IndexMap<String, Value> = features.iter().cloned().collect();
+    let resolution = resolve_features(
+        &FeaturesRequest {
+            workspace_folder,
+            config_file,
+            features: &map,
+            override_order,
+            cache_dir: None,
+            offline: false,
+            confined,
+        },
+        std::sync::Arc::new(crate::progress::NoopReporter),
+    )?;
     let dir = config_file.parent().unwrap_or(Path::new("/"));
-    let sets: Vec<Value> = features
-        .iter()
-        .map(|(key, value)| {
-            json!({"features": [{"id": key, "value": value, "included": true}],
-                "sourceInformation": feature_source(key, dir)})
-        })
-        .collect();
-    json!({"featureSets": sets})
+    let mut sets = Vec::new();
+    let mut entries = Vec::new();
+    for (i, f) in resolution.plan.features.iter().enumerate() {
+        let resolved = resolution.resolved.get(&f.reference);
+        let mut metadata = match resolved {
+            Some(r) => r.metadata.clone(),
+            None => serde_json::to_value(&f.metadata).unwrap_or_else(|_| json!({})),
+        };
+        entries.push(config::metadata::feature_entry(&f.key, &metadata));
+        if let Value::Object(m) = &mut metadata {
+            // As the reference: a Feature without a `name` is shown by its reference.
+            if !m.contains_key("name") {
+                m.insert("name".into(), json!(f.key));
+            }
+            m.insert("value".into(), f.value.clone());
+            m.insert("included".into(), json!(true));
+            m.insert(
+                "consecutiveId".into(),
+                json!(format!("{}_{i}", f.metadata.id)),
+            );
+        }
+        let mut set = Map::new();
+        let source = match &f.reference {
+            FeatureRef::Oci {
+                registry,
+                repository,
+                id,
+                version,
+                ..
+            } => {
+                let (version_key, version_value) = match version {
+                    OciVersion::Tag(t) => ("tag", t.clone()),
+                    OciVersion::Digest(d) => ("digest", d.clone()),
+                };
+                let digest = resolved.and_then(|r| r.integrity.clone());
+                if let Some(d) = &digest {
+                    set.insert("computedDigest".into(), json!(d));
+                }
+                let namespace = repository.rsplit_once('/').map_or("", |(ns, _)| ns);
+                let owner = repository.split('/').next().unwrap_or("");
+                json!({
+                    "type": "oci",
+                    "manifest": resolution.manifests.get(&f.reference).cloned().unwrap_or(Value::Null),
+                    "manifestDigest": digest,
+                    "featureRef": {
+                        "id": id,
+                        "owner": owner,
+                        "namespace": namespace,
+                        "registry": registry,
+                        "resource": f.reference.resource(),
+                        "path": repository,
+                        "version": version_value,
+                        version_key: version_value,
+                    },
+                    "userFeatureId": f.key,
+                    "userFeatureIdWithoutVersion": f.reference.resource(),
+                })
+            }
+            _ => feature_source(&f.key, dir),
+        };
+        set.insert("sourceInformation".into(), source);
+        set.insert("features".into(), json!([metadata]));
+        set.insert("internalVersion".into(), json!("2"));
+        sets.push(Value::Object(set));
+    }
+    Ok((
+        json!({ "featureSets": sets }),
+        entries,
+        resolution.plan.warnings,
+    ))
 }
 
 /// Image-metadata-like entries of local (`./…`) Features that can be read from disk, for the

@@ -128,6 +128,7 @@ mod tests {
         ));
         let leaky = HandoffError::NoContainer {
             labels: "devcontainer.local_folder=/w/abcdef".into(),
+            expected: false,
         };
         let code = leaky.code();
         let r = redact(leaky, &secrets());

@@ -179,6 +179,9 @@ pub async fn set_up_with(
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
+    // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
+    let _lock =
+        crate::handoff::up::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
     reporter.report(Event::Status(format!(
         "setting up container {}",
         short(&container.id)
@@ -252,6 +255,13 @@ pub async fn set_up_with(
         .get(LOCAL_FOLDER_LABEL)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
+    // Users are judged by the uid the container's passwd gives them (spec-note 0420).
+    let passwd = engine
+        .read_file(&container.id, "/etc/passwd")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok());
     let existing = ExistingContainer {
         info: &container,
         image_user: image_user.as_deref(),
@@ -260,6 +270,7 @@ pub async fn set_up_with(
         command_line_binds: &[],
         engine_socket,
         network: None,
+        passwd: passwd.as_deref(),
     };
     let (permissions, gaps) = match security::check_reuse(&baseline, &existing, &grants) {
         Ok(granted) => (granted, Vec::new()),
@@ -637,6 +648,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            passwd: None,
         };
         let profile = SecurityProfile::Hardened(Default::default());
         let Err(SecurityError::ReuseRefused { requests, .. }) =

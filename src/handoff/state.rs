@@ -506,6 +506,12 @@ pub struct SessionStart {
     pub replaced: Option<Session>,
 }
 
+/// A held bring-up lock ([`StateStore::lock_bring_up`]); dropping it releases the lock.
+#[derive(Debug)]
+pub struct BringUpLock {
+    _file: File,
+}
+
 /// The handoff state store rooted at one folder.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -715,6 +721,47 @@ impl StateStore {
             }
         }
         Ok(())
+    }
+
+    /// `<root>/locks/<id>.lock`: the bring-up lock of one dev container identity (`id` is the
+    /// `${devcontainerId}` of its id labels, or `container-<id>` for `set-up`).
+    pub fn bring_up_lock_path(&self, id: &str) -> PathBuf {
+        self.root.join("locks").join(format!("{id}.lock"))
+    }
+
+    /// Takes the bring-up lock of `id` ([`StateStore::bring_up_lock_path`], `flock(2)`
+    /// exclusive). With `wait`, blocks while another devcell holds it (call it off the async
+    /// runtime's worker threads); without, returns `None` when it is held. Held until the
+    /// returned guard is dropped or the process ends (the kernel releases it, so a killed
+    /// devcell never leaves it taken).
+    ///
+    /// # Errors
+    /// [`StateError::Io`].
+    pub fn lock_bring_up(&self, id: &str, wait: bool) -> Result<Option<BringUpLock>, StateError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = self.bring_up_lock_path(id);
+        self.ensure_dir(&self.root.join("locks"))?;
+        let io = |source: std::io::Error| StateError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        let operation = if wait {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::NonBlockingLockExclusive
+        };
+        match flock(&file, operation) {
+            Ok(()) => Ok(Some(BringUpLock { _file: file })),
+            Err(e) if !wait && e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+            Err(e) => Err(io(e.into())),
+        }
     }
 
     /// Runs `f` on the workspace's state (fresh when absent) under the workspace lock and saves
@@ -1029,6 +1076,23 @@ impl StateStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bring_up_lock_is_exclusive_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path());
+        let held = store.lock_bring_up("abc", true).unwrap().expect("taken");
+        // A second taker (another open file, as another devcell) is refused while it is held.
+        assert!(store.lock_bring_up("abc", false).unwrap().is_none());
+        assert!(store.lock_bring_up("other", false).unwrap().is_some());
+        drop(held);
+        assert!(store.lock_bring_up("abc", false).unwrap().is_some());
+        assert!(
+            store
+                .bring_up_lock_path("abc")
+                .starts_with(dir.path().join("locks"))
+        );
+    }
 
     fn running(_: &str) -> bool {
         true

@@ -186,6 +186,9 @@ pub struct UpResult {
     pub profile: String,
     /// Every permission request (for a new container) and what was done with it.
     pub permissions: Vec<PermissionRequest>,
+    /// The host variables the configuration sent into the container, by name, with the
+    /// properties they went into (spec-note 0440).
+    pub host_env: Vec<security::host_env::HostEnvUse>,
     /// The hooks that ran or were skipped.
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
@@ -225,6 +228,7 @@ impl UpResult {
                 "profile": self.profile,
                 "container": self.action,
                 "permissions": self.permissions,
+                "hostEnv": self.host_env,
                 "lifecycle": self.lifecycle,
                 "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
@@ -266,6 +270,8 @@ pub async fn up_with(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // Loaded with the whole host environment (`initializeCommand` runs on the host and keeps
+    // it); every read that reaches the container is judged right below.
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
     if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
@@ -277,10 +283,34 @@ pub async fn up_with(
             hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
         });
     }
+    // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
+    // From here on only judged host variables are visible (image labels, Features, a reused
+    // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    let opts = &judged_options(opts, &profile, &grants);
+    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    security::host_env::check(&profile, &early.requests)?;
+    let opts = &UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..opts.build.clone()
+        },
+        ..opts.clone()
+    };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    // What the repository would run on the host is judged before anything else happens: a
+    // refusal leaves no container, no image, no state and nothing run (spec-note 0410).
+    let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
+    if let Some(refused) = security::refusal(&profile, &host_requests) {
+        return Err(refused.into());
+    }
+    // One find-or-create (and one run of the create hooks) at a time per identity.
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
-    let mut existing = find_container(engine, &id_labels).await?;
+    let mut warnings = loaded.warnings.clone();
+    let expected = expected_workspace(&opts.target, &loaded);
+    let mut existing =
+        find_container(engine, &id_labels, expected.as_deref(), &mut warnings).await?;
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -294,6 +324,7 @@ pub async fn up_with(
     if existing.is_none() && opts.expect_existing_container {
         return Err(HandoffError::NoContainer {
             labels: join_labels(&id_labels),
+            expected: true,
         });
     }
 
@@ -315,12 +346,10 @@ pub async fn up_with(
         .await?;
     }
 
-    // initializeCommand: on the host, at every `up`, before any image work.
-    let host_hooks = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
-        .map_err(lifecycle_error(""))?;
-    if let Some(stage) = initialize_stage(&host_hooks) {
+    // initializeCommand: on the host, at every `up`, before any image work (granted above).
+    if let Some(stage) = &init_stage {
         run_initialize_command(
-            &stage,
+            stage,
             &loaded.workspace_folder,
             HookEnv::default(),
             reporter,
@@ -329,8 +358,11 @@ pub async fn up_with(
         .map_err(lifecycle_error(""))?;
     }
 
-    let mut warnings = loaded.warnings.clone();
-    let permissions: Vec<PermissionRequest>;
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    let mut permissions: Vec<PermissionRequest>;
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
@@ -362,6 +394,7 @@ pub async fn up_with(
                 &merged,
                 &loaded,
                 opts.update_remote_user_uid_default,
+                opts.build.network.clone().flatten().as_deref(),
                 reporter,
             )
             .await?;
@@ -429,13 +462,24 @@ pub async fn up_with(
                 .or_else(|| spec.user.clone())
                 .or_else(|| image_user.clone())
                 .unwrap_or_else(|| "root".to_string());
-            let account = if matches!(profile, SecurityProfile::Hardened(_)) {
-                image_account(engine, &image.reference, &home_user).await
+            let hardened = matches!(profile, SecurityProfile::Hardened(_));
+            // The image's passwd, read once: the policy judges users by the uid it gives them
+            // and the home tmpfs is owned by the remote user's ids (spec-notes 0185, 0420).
+            let passwd = if hardened {
+                image_passwd(engine, Some(&image.info), &image.reference).await
             } else {
                 None
             };
             let (workspace, host_home, engine_socket) =
                 judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+            let account = passwd
+                .as_deref()
+                .and_then(|p| passwd_account(p, &home_user));
+            // Identity labels an image carries (its Dockerfile is the repository's) are not
+            // carried into the container's labels (spec-note 0421).
+            if hardened {
+                neutralise_image_identity_labels(&image.info, &mut spec, &mut warnings, reporter);
+            }
             let input = PolicyInput {
                 origins: origins(&entries, &cli_mounts(opts, &loaded)),
                 remote_user,
@@ -445,10 +489,13 @@ pub async fn up_with(
                 workspace,
                 host_home,
                 engine_socket,
+                passwd,
+                repository_labels: crate::handoff::container::repository_labels(&merged),
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
+            let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
                 spec.labels.insert(
@@ -456,7 +503,6 @@ pub async fn up_with(
                     account.uid.to_string(),
                 );
             }
-            let hardened = matches!(profile, SecurityProfile::Hardened(_));
             if hardened {
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
                 spec.mounts.push(Mount {
@@ -471,29 +517,52 @@ pub async fn up_with(
                 image.reference
             )));
             let id = engine.create_container(&spec).await?;
-            engine.start_container(&id).await?;
+            // From here on, a failure names the container (spec-note 0472).
+            engine
+                .start_container(&id)
+                .await
+                .map_err(|e| HandoffError::from(e).in_container(&id))?;
             if hardened {
-                prepare_state_dir(engine, &id).await?;
+                // What the users resolved to inside, before anything runs in it: a uid 0 the
+                // policy did not grant removes the container (spec-note 0420).
+                verify_uids_inside(
+                    engine,
+                    &id,
+                    applied_remote.as_deref(),
+                    &permissions,
+                    &grants,
+                )
+                .await?;
+                prepare_state_dir(engine, &id)
+                    .await
+                    .map_err(|e| e.in_container(&id))?;
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
-            if let Some(lock) = pending_lock {
-                if let Some(w) = lock.finish(opts.lockfile, reporter) {
-                    warnings.push(w);
-                }
+            if let Some(lock) = pending_lock
+                && let Some(w) = lock.finish(opts.lockfile, reporter)
+            {
+                warnings.push(w);
             }
-            let info = inspect(engine, &id).await?;
+            let info = inspect(engine, &id)
+                .await
+                .map_err(|e| e.in_container(&id))?;
             (info, entries, ContainerAction::Created)
         }
     };
+    permissions.splice(0..0, host_requests);
     // Re-read the container's times after a start. A container created by an `up` that
     // stopped before setting it up (the engine went away) gets its state folder prepared now
     // (idempotent).
     let container = if action == ContainerAction::Started {
         if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
-            prepare_state_dir(engine, &container.id).await?;
+            prepare_state_dir(engine, &container.id)
+                .await
+                .map_err(|e| e.in_container(&container.id))?;
         }
-        inspect(engine, &container.id).await?
+        inspect(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?
     } else {
         container
     };
@@ -548,6 +617,14 @@ pub async fn up_with(
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
+        // Substituted like `mergedConfiguration` (`${devcontainerId}`, `${containerEnv:…}`),
+        // as the reference prints it (spec-note 0475); a value that cannot be is kept.
+        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
+        let container_env = substitute::env_from_list(&container.env);
+        let mut substituted = shown.clone();
+        if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
+            shown = substituted;
+        }
         if let Value::Object(c) = &mut shown {
             c.insert("configFilePath".into(), file_uri(&loaded.config_file));
         }
@@ -559,7 +636,8 @@ pub async fn up_with(
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),
-        permissions,
+        permissions: early.requests.into_iter().chain(permissions).collect(),
+        host_env: early.host_env,
         lifecycle,
         warnings,
         configuration,
@@ -627,15 +705,16 @@ pub(crate) async fn attach_running(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
     labels: &BTreeMap<String, String>,
+    workspace: Option<&[PathBuf]>,
     env: &HashMap<String, String>,
     default_probe: UserEnvProbe,
 ) -> Result<Attached> {
-    let container =
-        find_container(engine, labels)
-            .await?
-            .ok_or_else(|| HandoffError::NoContainer {
-                labels: join_labels(labels),
-            })?;
+    let container = find_container(engine, labels, workspace, &mut Vec::new())
+        .await?
+        .ok_or_else(|| HandoffError::NoContainer {
+            labels: join_labels(labels),
+            expected: false,
+        })?;
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
@@ -708,6 +787,7 @@ async fn check_existing(
     }
     let info = &resolved;
     let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
+    let passwd = reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
     let existing = security::ExistingContainer {
         info,
         image_user: image_user.as_deref(),
@@ -716,8 +796,68 @@ async fn check_existing(
         command_line_binds: &binds,
         engine_socket,
         network: network.as_deref(),
+        passwd: passwd.as_deref(),
     };
     Ok(security::check_reuse(profile, &existing, grants)?)
+}
+
+/// The container's `/etc/passwd` for the reuse re-check, read only when a user name could
+/// hide uid 0 and was not checked from inside at creation (spec-note 0420): the remote user
+/// differs from the user the container runs as (its `remoteUser` changed since), or the
+/// container was not made by devcell under `hardened` (no state volume). The warm path of
+/// devcell's own containers reads nothing.
+async fn reuse_passwd(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    image_user: Option<&str>,
+    remote_user: Option<&str>,
+) -> Option<String> {
+    use crate::engine::passwd::{Resolved, resolve};
+    let runs_as = Some(info.user.as_str())
+        .filter(|u| !u.is_empty())
+        .or(image_user.filter(|u| !u.is_empty()))
+        .unwrap_or("root");
+    let unresolved = |u: &str| matches!(resolve(u, None), Resolved::Unresolved(_));
+    let verified_at_creation = info.mounts.iter().any(|m| m.destination == STATE_DIR);
+    let needed = remote_user.is_some_and(|r| r != runs_as && unresolved(r))
+        || (!verified_at_creation && unresolved(runs_as));
+    if !needed {
+        return None;
+    }
+    let bytes = engine.read_file(&info.id, "/etc/passwd").await.ok()??;
+    String::from_utf8(bytes).ok()
+}
+
+/// `initializeCommand` as a stage, and one [`security::Permission::HostCommand`] request per
+/// argv it would run on the host (each entry of the object form; the string form is
+/// `/bin/sh -c <string>`), judged by `profile` and `grants` (spec-note 0410). Only
+/// devcontainer.json sets it (Features and image metadata cannot), so the source is always
+/// devcontainer.json.
+///
+/// Errors: [`HandoffError::Lifecycle`] for a malformed `initializeCommand`.
+pub(crate) fn host_commands(
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<(Option<crate::lifecycle::Stage>, Vec<PermissionRequest>)> {
+    let sources = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
+        .map_err(lifecycle_error(""))?;
+    let stage = initialize_stage(&sources);
+    let asked: Vec<_> = stage
+        .iter()
+        .flat_map(|s| s.commands.iter())
+        .flat_map(|c| c.command.entries())
+        .map(|(_, command)| {
+            let argv = command.argv();
+            let text =
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));
+            (
+                security::Permission::HostCommand(text),
+                Source::DevcontainerJson,
+            )
+        })
+        .collect();
+    Ok((stage, security::judge(profile, asked, grants)))
 }
 
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
@@ -759,10 +899,13 @@ pub(crate) async fn attach_target(
     let container = match &target.container_id {
         Some(id) => inspect(engine, id).await?,
         None => {
-            find_container(engine, &labels)
+            let expected = expected_workspace(target, &loaded);
+            let mut passed_over = Vec::new();
+            find_container(engine, &labels, expected.as_deref(), &mut passed_over)
                 .await?
                 .ok_or_else(|| HandoffError::NoContainer {
                     labels: join_labels(&labels),
+                    expected: false,
                 })?
         }
     };
@@ -815,6 +958,8 @@ pub(crate) struct PermissionPreview {
     pub(crate) notes: Vec<String>,
     /// The refusal `up` would return (`permission_required`), when any request is not granted.
     pub(crate) refusal: Option<security::SecurityError>,
+    /// The host variables the configuration would send into the container (spec-note 0440).
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
 }
 
 /// Evaluates the permission requests of the container `up` would create (or re-checks the one
@@ -834,6 +979,47 @@ pub(crate) async fn preview_permissions(
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, engine_socket, opts).await?;
+    if matches!(
+        preview.refusal,
+        Some(security::SecurityError::PathOutside { .. })
+    ) {
+        // the configuration itself is refused: its commands are not read
+        return Ok(preview);
+    }
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let (_, host) = host_commands(&loaded, &profile, &grants)?;
+    if host.is_empty() {
+        return Ok(preview);
+    }
+    preview.requests.splice(0..0, host.iter().cloned());
+    preview.refusal = match preview.refusal.take() {
+        Some(security::SecurityError::ReuseRefused {
+            container,
+            profile,
+            mut requests,
+            gaps,
+        }) => {
+            requests.splice(0..0, host);
+            Some(security::SecurityError::ReuseRefused {
+                container,
+                profile,
+                requests,
+                gaps,
+            })
+        }
+        _ => security::refusal(&profile, &preview.requests),
+    };
+    Ok(preview)
+}
+
+/// [`preview_permissions`] for the container alone.
+async fn preview_container(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+) -> Result<PermissionPreview> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
     let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
@@ -848,21 +1034,76 @@ pub(crate) async fn preview_permissions(
         // `up` refuses these itself, before any permission is looked at
         return Ok(preview);
     }
-    let id_labels = id_labels(&opts.target, &loaded);
+    // As `up`: the host variables and the builds' network first, then only judged variables.
+    let opts = &judged_options(opts, &profile, &grants);
+    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    preview.host_env = early.host_env.clone();
+    preview.notes.extend(early.warning.clone());
+    let early_refusal = security::host_env::check(&profile, &early.requests).err();
+    let preview = finish_preview(
+        preview_rest(
+            engine,
+            engine_socket,
+            opts,
+            &loaded,
+            preview,
+            &profile,
+            &grants,
+        )
+        .await?,
+        early,
+        early_refusal,
+    );
+    Ok(preview)
+}
+
+/// Puts the early requests ([`early_requests`]) before the others; their refusal is the one
+/// `up` returns first.
+fn finish_preview(
+    mut preview: PermissionPreview,
+    early: EarlyRequests,
+    early_refusal: Option<security::SecurityError>,
+) -> PermissionPreview {
+    preview.requests.splice(0..0, early.requests);
+    if early_refusal.is_some() {
+        preview.refusal = early_refusal;
+    }
+    preview
+}
+
+/// [`preview_permissions`] after the early requests: the container's own requests.
+#[allow(clippy::too_many_arguments)]
+async fn preview_rest(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    mut preview: PermissionPreview,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<PermissionPreview> {
+    let kind = loaded.typed.kind();
+    let id_labels = id_labels(&opts.target, loaded);
 
     // An existing container is re-checked, not re-created.
     if let Some(engine) = engine
-        && let Ok(Some(info)) = find_container(engine, &id_labels).await
+        && let Ok(Some(info)) = find_container(
+            engine,
+            &id_labels,
+            expected_workspace(&opts.target, loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
     {
-        let entries = existing_entries(&info, &loaded, &opts.target.env, &mut Vec::new());
+        let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
         match check_existing(
             engine,
             &info,
             &entries,
-            &loaded,
+            loaded,
             engine_socket,
-            &profile,
-            &grants,
+            profile,
+            grants,
             opts,
         )
         .await
@@ -896,15 +1137,14 @@ pub(crate) async fn preview_permissions(
         }
         _ => {
             // the Dockerfile and context `up` would refuse are refused here too, unread
-            if let Some(grants) = confine_grants(&profile, &grants)
-                && let Ok(mut request) = build_request(&loaded, &opts.target.env)
-                && let Err(HandoffError::Security(e)) =
-                    confine_build(&mut request, &loaded, &grants)
+            if let Some(grants) = confine_grants(profile, grants)
+                && let Ok(mut request) = build_request(loaded, &opts.target.env)
+                && let Err(HandoffError::Security(e)) = confine_build(&mut request, loaded, &grants)
             {
                 preview.refusal = Some(e);
                 return Ok(preview);
             }
-            let tag = build_request(&loaded, &opts.target.env)
+            let tag = build_request(loaded, &opts.target.env)
                 .ok()
                 .and_then(|r| r.tags.first().cloned())
                 .unwrap_or_default();
@@ -924,19 +1164,19 @@ pub(crate) async fn preview_permissions(
     let mut ignored = Vec::new();
     let base = image_info
         .as_ref()
-        .map(|i| image_entries(i, &loaded, &opts.target.env, &mut ignored).1)
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored).1)
         .unwrap_or_default();
 
     // The Features' metadata (resolved, not downloaded where the registry has it apart).
     let mut feature_entries = Vec::new();
     if has_features(&loaded.value) {
-        match preview_feature_entries(&loaded, opts).await {
+        match preview_feature_entries(loaded, opts).await {
             Ok(entries) => feature_entries = entries,
             Err(e) => preview.notes.push(format!(
                 "the Features' metadata could not be read ({e}): what they ask for is not listed"
             )),
         }
-        substitute_entries(&mut feature_entries, &loaded, &opts.target.env);
+        substitute_entries(&mut feature_entries, loaded, &opts.target.env);
     }
     let entries = metadata::collect_entries(
         &base,
@@ -965,8 +1205,18 @@ pub(crate) async fn preview_permissions(
         spec.network_mode = Some(network);
     }
     let (workspace, host_home, engine_socket) =
-        judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
+    // (spec-note 0420).
+    let passwd = match (engine, &image_info) {
+        (Some(engine), Some(_)) if matches!(profile, SecurityProfile::Hardened(_)) => {
+            image_passwd(engine, image_info.as_ref(), &reference).await
+        }
+        _ => None,
+    };
     let input = PolicyInput {
+        passwd,
+        repository_labels: crate::handoff::container::repository_labels(&merged),
         origins: origins(&entries, &opts.mounts),
         remote_user: merged
             .get("remoteUser")
@@ -983,7 +1233,7 @@ pub(crate) async fn preview_permissions(
         spec,
         ..PolicyInput::default()
     };
-    let mut requests = match security::apply(&profile, &input, &grants) {
+    let mut requests = match security::apply(profile, &input, grants) {
         Ok(applied) => applied.requests,
         Err(security::SecurityError::Refused { requests, .. }) => requests,
         Err(other) => return Err(other.into()),
@@ -1133,7 +1383,10 @@ fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError
         }
         _ => return error,
     };
-    let Ok(text) = std::fs::read_to_string(config_file) else {
+    let Ok(text) = crate::config::bounded::read_to_string(
+        config_file,
+        crate::config::jsonc::MAX_FILE_BYTES as u64,
+    ) else {
         return error;
     };
     let Ok(document) = crate::config::jsonc::parse(config_file, &text) else {
@@ -1161,6 +1414,98 @@ fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError
         location: Box::new(location),
         message: engine.to_string(),
         hint: crate::diagnostics::Hint::hint(engine),
+    })
+}
+
+/// What `up` judges before it looks anything up, runs, builds or creates (spec-notes 0440,
+/// 0442): the host variables the configuration sends into the container and the builds'
+/// network.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EarlyRequests {
+    /// The [`security::Permission::HostEnv`] requests (one per name) and the
+    /// [`security::Permission::BuildNetwork`] request, judged.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// The host variables that would cross, by name, with the properties they go into.
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
+    /// The network every build gets ([`ImageBuildOptions::network`]).
+    pub(crate) build_network: Option<Option<String>>,
+    /// A granted build argument persists in the image history: said once.
+    pub(crate) warning: Option<String>,
+}
+
+/// `opts` with the host environment substitution and the engine may read
+/// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
+fn judged_options(opts: &UpOptions, profile: &SecurityProfile, grants: &Grants) -> UpOptions {
+    let mut judged = opts.clone();
+    judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
+    judged
+}
+
+/// The bare host-variable forms the engine resolves itself: `runArgs -e NAME`/`--env NAME`
+/// and `build.options --build-arg NAME`, found by the parsers that apply them (a recording
+/// lookup that resolves nothing). Parse errors are left to those parsers' real run.
+fn bare_env_names(loaded: &LoadedConfiguration) -> Vec<(String, String)> {
+    use security::host_env::{BUILD_OPTIONS_PROPERTY, RUN_ARGS_PROPERTY};
+    let asked = std::cell::RefCell::new(Vec::new());
+    let record = |property: &'static str| {
+        let asked = &asked;
+        move |name: &str| {
+            asked
+                .borrow_mut()
+                .push((property.to_string(), name.to_string()));
+            None
+        }
+    };
+    let _ = crate::engine::run_args::apply_run_args(
+        &mut crate::engine::ContainerSpec::default(),
+        &loaded.typed.run_args,
+        &record(RUN_ARGS_PROPERTY),
+    );
+    if let Some(build) = &loaded.typed.build {
+        let _ = crate::engine::build_options::apply_build_options(
+            &mut BuildRequest::default(),
+            &build.options,
+            &record(BUILD_OPTIONS_PROPERTY),
+        );
+    }
+    asked.into_inner()
+}
+
+/// Judges the configuration's host variables and the builds' network ([`EarlyRequests`]).
+/// The caller refuses when any request is refused
+/// ([`security::host_env::check`]).
+///
+/// Errors: [`HandoffError::Unsupported`] for an unknown network setting.
+pub(crate) fn early_requests(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<EarlyRequests> {
+    let host_env =
+        security::host_env::uses(&loaded.workspace.host_env_reads, &bare_env_names(loaded));
+    let mut requests = security::host_env::judge(profile, grants, &host_env);
+    let warning = security::host_env::image_history_warning(&host_env, &requests);
+    let container_network = network_mode(&opts.security, &opts.settings)?;
+    let configured = build_request(loaded, &opts.target.env)
+        .ok()
+        .and_then(|r| r.network);
+    let decided = security::build_network::decide(
+        profile,
+        grants,
+        container_network.as_deref(),
+        configured.as_deref(),
+    );
+    // Only a hardened container on `none` changes the builds' network; elsewhere each build
+    // keeps its own (the Dockerfile the configured one, devcell's layers the default).
+    let forced = matches!(profile, SecurityProfile::Hardened(_))
+        && container_network.as_deref() == Some("none");
+    requests.extend(decided.request);
+    Ok(EarlyRequests {
+        requests,
+        host_env,
+        build_network: forced.then_some(decided.network),
+        warning,
     })
 }
 
@@ -1265,18 +1610,66 @@ pub(crate) fn id_labels(
     }
 }
 
-/// The first container carrying every id label that is not being removed.
+/// The first container carrying every id label that is not being removed and, when
+/// `workspace` names the folders it must bind ([`expected_workspace`]), binds one of them
+/// ([`security::identity::binds_workspace`]): a container claiming this workspace's labels
+/// without its bind is never reused, and nothing is sent to it (spec-note 0421); each one
+/// passed over is a warning in `warnings`.
 pub(crate) async fn find_container(
     engine: &dyn Engine,
     labels: &BTreeMap<String, String>,
+    workspace: Option<&[PathBuf]>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<ContainerInfo>> {
     let found = engine.find_containers(labels).await?;
     for summary in found.iter().filter(|c| c.state != "removing") {
-        if let Some(info) = engine.inspect_container(&summary.id).await? {
-            return Ok(Some(info));
+        let Some(info) = engine.inspect_container(&summary.id).await? else {
+            continue;
+        };
+        if let Some(folders) = workspace
+            && !security::identity::binds_workspace(&info, folders)
+        {
+            let binds = security::identity::bind_sources(&info);
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "container {} carries this workspace's labels but does not bind `{}` (its binds: {}): it is not used; remove it if it is not yours (`docker rm -f {}`)",
+                    short(&info.id),
+                    folders.first().map(|f| f.display().to_string()).unwrap_or_default(),
+                    if binds.is_empty() { "none".to_string() } else { binds.join(", ") },
+                    short(&info.id),
+                ),
+            });
+            continue;
         }
+        return Ok(Some(info));
     }
     Ok(None)
+}
+
+/// The host folders a container found by `target`'s id labels must bind to be this
+/// workspace's: the workspace mount's source, the default mount root and the workspace folder
+/// (a handoff binds its root at `/workspace`). `None` when the lookup is by `--id-label`s
+/// (the user's own choice of identity) or the configuration has no bind workspace mount
+/// (nothing to compare with; spec-note 0421).
+pub(crate) fn expected_workspace(
+    target: &TargetOptions,
+    loaded: &LoadedConfiguration,
+) -> Option<Vec<PathBuf>> {
+    if !target.id_labels.is_empty() || target.no_configuration {
+        return None;
+    }
+    let mount = loaded
+        .workspace
+        .workspace_mount
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .and_then(|m| crate::engine::run_args::parse_mount(m).ok())
+        .filter(|m| m.kind == MountKind::Bind)?;
+    let mut folders: Vec<PathBuf> = mount.source.map(PathBuf::from).into_iter().collect();
+    folders.push(loaded.workspace.host_mount_root.clone());
+    folders.push(loaded.workspace_folder.clone());
+    Some(folders)
 }
 
 async fn inspect(engine: &dyn Engine, id: &str) -> Result<ContainerInfo> {
@@ -1393,17 +1786,24 @@ pub(crate) fn attach(
     })
 }
 
-/// The workspace folder commands run in: the configuration's, unless `container` mounts
-/// nothing at or above it but bind-mounts the host workspace folder elsewhere (a `handoff`
-/// container, whose workspace root is at `/workspace`, found by `exec` or `run-user-commands`
-/// through the same id labels): then that mount's destination.
+/// The workspace folder commands run in: the configuration's, unless the configuration does
+/// not set `workspaceFolder` and `container` mounts nothing at or above the default one but
+/// bind-mounts the host workspace folder elsewhere (a `handoff` container, whose workspace root
+/// is at `/workspace`, found by `exec` or `run-user-commands` through the same id labels): then
+/// that mount's destination. A `workspaceFolder` the configuration names is used as it is,
+/// covered by a mount or not, as the reference CLI does (spec-note 0474).
 fn workspace_folder_in(container: &ContainerInfo, loaded: &LoadedConfiguration) -> String {
     let folder = &loaded.workspace.workspace_folder;
     let covered = container.mounts.iter().any(|m| {
         let d = m.destination.trim_end_matches('/');
         folder == d || folder.starts_with(&format!("{d}/"))
     });
-    if covered {
+    let configured = loaded
+        .value
+        .get("workspaceFolder")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !f.is_empty());
+    if covered || configured {
         return folder.clone();
     }
     let host = &loaded.workspace_folder;
@@ -1494,6 +1894,20 @@ pub(crate) async fn run_hooks(
         engine,
         container_id: id,
     };
+    let markers = MarkerContext {
+        created_at: attached.container.created.clone(),
+        started_at: attached.container.started_at.clone(),
+        folder: attached.marker_folder.clone(),
+    };
+    // Hooks that already ran are skipped without a process in the container (spec-note 0471).
+    use crate::handoff::marker_record;
+    if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
+        return Ok(report);
+    }
+    if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
+        marker_record::remember(id, &plan, &markers, &report);
+        return Ok(report);
+    }
     let probed = probe_user_env(
         &executor,
         attached.probe,
@@ -1510,15 +1924,15 @@ pub(crate) async fn run_hooks(
         working_dir: Some(attached.workspace_folder.clone()),
         env,
         secrets: HookEnv(secrets.clone()),
-        markers: Some(MarkerContext {
-            created_at: attached.container.created.clone(),
-            started_at: attached.container.started_at.clone(),
-            folder: attached.marker_folder.clone(),
-        }),
+        markers: Some(markers),
     };
-    run_plan(&executor, &plan, &context, reporter)
+    let report = run_plan(&executor, &plan, &context, reporter)
         .await
-        .map_err(lifecycle_error(id))
+        .map_err(lifecycle_error(id))?;
+    if let Some(markers) = &context.markers {
+        marker_record::remember(id, &plan, markers, &report);
+    }
+    Ok(report)
 }
 
 fn lifecycle_error(
@@ -1528,6 +1942,164 @@ fn lifecycle_error(
     move |source| HandoffError::Lifecycle {
         container_id: container_id.clone(),
         source,
+    }
+}
+
+/// Takes the bring-up lock of the dev container identity `id` in devcell's state folder
+/// ([`crate::handoff::state::StateStore::lock_bring_up`]; spec-note 0422), so parallel `up`s,
+/// handoffs and `run-user-commands` of one workspace find-or-create one container and run its
+/// hooks once: the second waits (saying so) for the first to finish, then finds its
+/// container. No state folder (no home) means no lock.
+///
+/// Errors: [`HandoffError::Unsupported`] when the lock file cannot be opened or locked.
+pub(crate) async fn bring_up_lock(
+    id: &str,
+    reporter: &dyn Reporter,
+) -> Result<Option<crate::handoff::state::BringUpLock>> {
+    let Ok(store) = crate::handoff::state::StateStore::open_default() else {
+        return Ok(None);
+    };
+    let failed = |e: crate::handoff::state::StateError| HandoffError::Unsupported {
+        message: format!("cannot take the bring-up lock: {e}"),
+        hint: Some(format!(
+            "devcell keeps its locks in `{}`; check that it is writable",
+            store.root().join("locks").display()
+        )),
+    };
+    if let Some(lock) = store.lock_bring_up(id, false).map_err(failed)? {
+        return Ok(Some(lock));
+    }
+    reporter.report(Event::Status(
+        "waiting for another devcell bringing up this workspace's container".to_string(),
+    ));
+    let owned = id.to_string();
+    let waited = store.clone();
+    let lock = tokio::task::spawn_blocking(move || waited.lock_bring_up(&owned, true))
+        .await
+        .map_err(|e| HandoffError::Unsupported {
+            message: format!("cannot take the bring-up lock: {e}"),
+            hint: None,
+        })?
+        .map_err(failed)?;
+    Ok(lock)
+}
+
+/// `/bin/sh` script printing the real, effective, saved and filesystem uids of the shell
+/// itself (`/proc/self/status`, `Uid:` line): shell built-ins only, so it needs nothing but
+/// the `/bin/sh` the keep-alive entrypoint needs anyway.
+pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && echo "$r $e $s $f"; done < /proc/self/status; :"#;
+
+/// After creation under `hardened`, before anything of the configuration runs in it: the
+/// container's user and the remote user, as the engine resolves them, must not be uid 0
+/// unless `--allow root` was given (spec-note 0420). Each is checked with one exec of
+/// [`UID_SCRIPT`]. A uid 0, or a user the check cannot run as, removes the container (and its
+/// anonymous volumes).
+///
+/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) for uid 0;
+/// [`HandoffError::Unsupported`] when the check could not run; [`HandoffError::Engine`].
+async fn verify_uids_inside(
+    engine: &dyn Engine,
+    id: &str,
+    remote_user: Option<&str>,
+    requests: &[PermissionRequest],
+    grants: &Grants,
+) -> Result<()> {
+    if grants.allows(&security::Permission::Root) {
+        return Ok(());
+    }
+    let mut users: Vec<Option<&str>> = vec![None];
+    if let Some(r) = remote_user {
+        users.push(Some(r));
+    }
+    for user in users {
+        let request = ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), UID_SCRIPT.into()],
+            user: user.map(str::to_string),
+            ..ExecRequest::default()
+        };
+        let shown = user.map_or_else(|| "the container's user".to_string(), |u| format!("`{u}`"));
+        let result = engine
+            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+            .await;
+        let uids: Option<Vec<u32>> = match &result {
+            Ok(r) if r.exit_code == 0 => {
+                let text = r.stdout_text();
+                let fields: Vec<&str> = text.split_whitespace().collect();
+                let parsed: Option<Vec<u32>> = fields.iter().map(|f| f.parse().ok()).collect();
+                parsed.filter(|p| p.len() == 4)
+            }
+            _ => None,
+        };
+        let problem = match uids {
+            Some(uids) if !uids.contains(&0) => continue,
+            Some(_) => None,
+            None => Some(match result {
+                Ok(r) => format!("exit code {}: {}", r.exit_code, r.stderr_text().trim()),
+                Err(e) => e.to_string(),
+            }),
+        };
+        let _ = engine.remove_container(id, true).await;
+        if let Some(problem) = problem {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "cannot check which uid {shown} runs as in container {} ({problem}); the container was removed",
+                    short(id)
+                ),
+                hint: Some(
+                    "the user must exist in the image's `/etc/passwd` (or be numeric) and the image needs `/bin/sh`".into(),
+                ),
+            });
+        }
+        let source = requests
+            .iter()
+            .find(|r| r.permission == security::Permission::Root)
+            .map(|r| r.source.clone())
+            .unwrap_or(if user.is_some() {
+                Source::DevcontainerJson
+            } else {
+                Source::ImageUser
+            });
+        let mut all: Vec<PermissionRequest> = requests.to_vec();
+        all.push(PermissionRequest {
+            permission: security::Permission::Root,
+            source,
+            status: security::RequestStatus::Refused,
+        });
+        return Err(HandoffError::Security(security::SecurityError::Refused {
+            profile: "hardened".to_string(),
+            requests: all,
+        }));
+    }
+    Ok(())
+}
+
+/// Under `hardened`, every label of the image in the identity namespaces
+/// ([`crate::names::is_identity_label`]) but `devcontainer.metadata` that devcell does not set
+/// itself is overridden with an empty value on the container (a container inherits its
+/// image's labels, and the image may come from the repository's Dockerfile): an empty value
+/// matches no lookup. Each is a warning (spec-note 0421).
+fn neutralise_image_identity_labels(
+    image: &ImageInfo,
+    spec: &mut crate::engine::ContainerSpec,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) {
+    for key in image.labels.keys() {
+        if !crate::names::is_identity_label(key)
+            || key == METADATA_LABEL
+            || spec.labels.contains_key(key)
+        {
+            continue;
+        }
+        spec.labels.insert(key.clone(), String::new());
+        let message = format!(
+            "the image's label `{key}` is in a namespace devcell identifies containers by: the container gets it empty"
+        );
+        reporter.report(Event::Status(format!("warning: {message}")));
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
     }
 }
 
@@ -1586,9 +2158,14 @@ pub struct ImageBuildOptions {
     pub cache_from: Vec<String>,
     /// `--label name=value` (repeatable): labels of the final image (the Features layer).
     pub labels: BTreeMap<String, String>,
-    /// Write the `devcontainer.metadata` label into an image even without Features (`build`:
-    /// the image must carry it; `up` puts it on the container instead).
+    /// Write the `devcontainer.metadata` label into an image even without Features, and
+    /// devcontainer.json's `containerEnv` as `ENV` after the Features' (`build`: the image
+    /// must stand on its own; `up` sets `containerEnv` on the container instead).
     pub bake_metadata_label: bool,
+    /// Every build (the Dockerfile, the Features layer, the `updateRemoteUserUID` layer) runs
+    /// on this network (`Some(None)`: the engine's default) instead of the configured one
+    /// (spec-note 0442: a container on `none` is built on `none`).
+    pub network: Option<Option<String>>,
 }
 
 /// Image kind: inspect, pull when missing. Dockerfile kind: build through the engine.
@@ -1609,6 +2186,9 @@ async fn prepare_image(
     let mut request = build_request(loaded, host_env)?;
     if let Some(grants) = confine {
         confine_build(&mut request, loaded, grants)?;
+    }
+    if let Some(network) = &build.network {
+        request.network = network.clone();
     }
     if build.no_cache {
         request.no_cache = true;
@@ -1678,47 +2258,50 @@ pub(crate) async fn dev_image(
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     let with_features = has_features(&loaded.value);
     let mut lock = None;
-    let (entries, label) = if with_features || opts.build.bake_metadata_label {
-        // The built image's label holds base ++ Features ++ devcontainer.json entries; the
-        // container inherits it from the image.
-        image = if with_features {
-            let (built, pending) =
-                build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
-            lock = Some(pending);
-            built
-        } else {
-            let built = layer_features(
-                engine,
-                loaded,
-                &image,
-                raw_base,
-                &base,
-                Vec::new(),
-                opts,
-                reporter,
-            )
-            .await?;
-            reporter.report(Event::Status(if built.built {
-                format!("built {}", built.tag)
+    // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
+    let (entries, label) =
+        if with_features || opts.build.bake_metadata_label || kind == ConfigKind::Dockerfile {
+            // The built image's label holds base ++ Features ++ devcontainer.json entries; the
+            // container inherits it from the image.
+            image = if with_features {
+                let (built, pending) =
+                    build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+                lock = Some(pending);
+                built
             } else {
-                format!("using cached {}", built.tag)
-            }));
-            PreparedImage {
-                reference: built.tag,
-                info: built.image,
-            }
+                let built = layer_features(
+                    engine,
+                    loaded,
+                    &image,
+                    raw_base,
+                    &base,
+                    Vec::new(),
+                    opts,
+                    reporter,
+                )
+                .await?;
+                reporter.report(Event::Status(if built.built {
+                    format!("built {}", built.tag)
+                } else {
+                    format!("using cached {}", built.tag)
+                }));
+                PreparedImage {
+                    reference: built.tag,
+                    info: built.image,
+                }
+            };
+            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            (entries, None)
+        } else {
+            let entries =
+                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+            let label = metadata::label_value(&metadata::collect_entries(
+                &raw_base,
+                &[],
+                &metadata::config_entry(&loaded.raw),
+            ));
+            (entries, Some(label))
         };
-        let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
-        (entries, None)
-    } else {
-        let entries = metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
-        let label = metadata::label_value(&metadata::collect_entries(
-            &raw_base,
-            &[],
-            &metadata::config_entry(&loaded.raw),
-        ));
-        (entries, Some(label))
-    };
     Ok(DevImage {
         image,
         entries,
@@ -1745,6 +2328,7 @@ async fn update_remote_user_uid(
     merged: &Value,
     loaded: &LoadedConfiguration,
     default: UidUpdateDefault,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
     let mut outcome = UidUpdate { image: None };
@@ -1774,7 +2358,7 @@ async fn update_remote_user_uid(
         host_uid: target.uid,
         host_gid: target.gid,
     };
-    outcome.image = crate::build::ensure_uid_image(engine, &input, reporter)
+    outcome.image = crate::build::ensure_uid_image(engine, &input, network, reporter)
         .await?
         .map(|built| PreparedImage {
             reference: built.tag,
@@ -1931,40 +2515,32 @@ pub struct Account {
 }
 
 /// Finds `user` (a name, or a numeric uid; a `:group` suffix is ignored) in `/etc/passwd`
-/// text. `None` when absent or malformed.
+/// text the way the engine resolves it ([`crate::engine::passwd::lookup`]). `None` when it has
+/// no entry.
 pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
-    let user = user.split(':').next().unwrap_or(user);
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        let [name, _, uid, gid, _, home, ..] = fields.as_slice() else {
-            return None;
-        };
-        if *name != user && *uid != user {
-            return None;
-        }
-        Some(Account {
-            uid: uid.parse().ok()?,
-            gid: gid.parse().ok()?,
-            home: (*home).to_string(),
-        })
+    crate::engine::passwd::lookup(passwd, user).map(|e| Account {
+        uid: e.uid,
+        gid: e.gid,
+        home: e.home,
     })
 }
 
-/// The image's `/etc/passwd` entry for `user`, read from a container that is created and
-/// removed without being started (spec-note 0185). `None` when it cannot be read: the policy
-/// then derives the home itself.
-async fn image_account(engine: &dyn Engine, image: &str, user: &str) -> Option<Account> {
-    let spec = crate::engine::ContainerSpec {
-        image: image.to_string(),
-        entrypoint: Some(vec!["/bin/sh".to_string()]),
-        labels: BTreeMap::from([("devcell.probe".to_string(), "passwd".to_string())]),
-        ..crate::engine::ContainerSpec::default()
+/// The image's `/etc/passwd` text: from the host record of the image's files when its id is
+/// known (spec-note 0471), else read from a container that is created and removed without
+/// being started (spec-note 0185). `None` when it cannot be read: names are then judged from
+/// inside the container after creation (spec-note 0420), and the policy derives the home.
+pub(crate) async fn image_passwd(
+    engine: &dyn Engine,
+    image: Option<&ImageInfo>,
+    reference: &str,
+) -> Option<String> {
+    let bytes = match image {
+        Some(info) => {
+            crate::handoff::image_files::read(engine, reference, &info.id, "/etc/passwd").await
+        }
+        None => engine.read_image_file(reference, "/etc/passwd").await,
     };
-    let id = engine.create_container(&spec).await.ok()?;
-    let passwd = engine.read_file(&id, "/etc/passwd").await;
-    let _ = engine.remove_container(&id, true).await;
-    let passwd = String::from_utf8(passwd.ok()??).ok()?;
-    passwd_account(&passwd, user)
+    String::from_utf8(bytes.ok()??).ok()
 }
 
 /// Whether the configuration lists any Feature.
@@ -2177,9 +2753,26 @@ async fn layer_features(
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };
+    // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
+    let container_env = if opts.build.bake_metadata_label {
+        loaded
+            .value
+            .get("containerEnv")
+            .and_then(Value::as_object)
+            .map(|env| {
+                env.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let options = ImageOptions {
         labels: opts.build.labels.clone(),
         no_cache: opts.build.no_cache,
+        network: opts.build.network.clone().flatten(),
+        container_env,
     };
     Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
 }
@@ -2399,8 +2992,10 @@ fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<St
 }
 
 /// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`), the
-/// reference CLI's format. Names must be usable as environment variable names (non-empty, no
-/// `=` or NUL); values must not contain NUL.
+/// reference CLI's format, of at most [`crate::config::jsonc::MAX_FILE_BYTES`] (a regular file
+/// or a pipe such as `<(pass show x)`; a device or a FIFO nobody finishes writing is an error
+/// within seconds). Names must be usable as environment variable names (non-empty, no `=` or
+/// NUL); values must not contain NUL.
 ///
 /// Errors: [`HandoffError::SecretsFile`] naming the file and the key (never a value).
 pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
@@ -2408,7 +3003,13 @@ pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
         path: path.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    // Bounded like devcontainer.json; a FIFO or device never hangs devcell (spec-note 0433).
+    let text =
+        crate::config::bounded::read_to_string(path, crate::config::jsonc::MAX_FILE_BYTES as u64)
+            .map_err(|e| bad(e.to_string()))?;
+    if text.trim().is_empty() {
+        return Err(bad("the file is empty; expected a JSON object".into()));
+    }
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("invalid JSON at line {}", e.line())))?;
     let Value::Object(map) = value else {
@@ -2450,6 +3051,42 @@ pub(crate) fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_identity_labels_are_emptied_on_the_container_with_a_warning() {
+        struct Quiet;
+        impl Reporter for Quiet {
+            fn report(&self, _: Event) {}
+        }
+        let image = ImageInfo {
+            labels: BTreeMap::from([
+                (
+                    "devcontainer.local_folder".to_string(),
+                    "/other".to_string(),
+                ),
+                ("devcell.feature_digests".to_string(), "{}".to_string()),
+                (METADATA_LABEL.to_string(), "[]".to_string()),
+                (
+                    "org.opencontainers.image.title".to_string(),
+                    "x".to_string(),
+                ),
+            ]),
+            ..ImageInfo::default()
+        };
+        let mut spec = crate::engine::ContainerSpec::default();
+        spec.labels
+            .insert("devcontainer.local_folder".into(), "/mine".into());
+        let mut warnings = Vec::new();
+        neutralise_image_identity_labels(&image, &mut spec, &mut warnings, &Quiet);
+        // devcell's own value stays; the image's other identity label is emptied; the
+        // metadata label and labels outside the namespaces are inherited as they are.
+        assert_eq!(spec.labels["devcontainer.local_folder"], "/mine");
+        assert_eq!(spec.labels["devcell.feature_digests"], "");
+        assert!(!spec.labels.contains_key(METADATA_LABEL));
+        assert!(!spec.labels.contains_key("org.opencontainers.image.title"));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].message.contains("`devcell.feature_digests`"));
+    }
 
     #[test]
     fn passwd_entries_by_name_or_uid() {

@@ -23,7 +23,6 @@
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
@@ -277,8 +276,32 @@ pub struct Workspace {
     /// and `hooks` folder, so the agent cannot plant configuration or hooks that git on the host
     /// would run (empty when [`InspectOptions::protect_git_config`] is off).
     pub protected: Vec<GitMount>,
+    /// Git directories the repositories' links name outside the workspace without the
+    /// worktree back-link that makes them trustworthy (spec-note 0411), granted or not. A
+    /// repository whose git directory is not granted is not read with git and not mounted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted_git_dirs: Vec<UntrustedGitDir>,
     /// Non-fatal findings.
     pub warnings: Vec<WorkspaceWarning>,
+}
+
+/// A git directory a repository's link (`.git` file or symlink, `commondir`) names that devcell
+/// does not trust on its own (spec-note 0411): a permission request
+/// (`Permission::GitDir`, `--allow gitdir:<path>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UntrustedGitDir {
+    /// The repository.
+    pub repo: String,
+    /// The link file that names it (host path).
+    pub link: PathBuf,
+    /// The git directory, resolved (canonical host path).
+    pub path: PathBuf,
+    /// Why it is not trusted.
+    pub reason: String,
+    /// Whether [`InspectOptions::trusted_git_dirs`] covers it (then git reads it and the
+    /// handoff mounts it as before).
+    pub granted: bool,
 }
 
 /// One bind mount a handoff needs, in engine-neutral form (for `up`, the plan and the audit).
@@ -400,14 +423,23 @@ pub struct InspectOptions {
     /// Mount each repository's git `config` and `hooks` read-only (default `true`); see
     /// [`Workspace::protected`].
     pub protect_git_config: bool,
+    /// Git directories the user trusts beyond the workspace's own (`--allow gitdir:<path>`,
+    /// covering what is under each); `None` trusts every one (the `reference` profile).
+    /// Default: none.
+    pub trusted_git_dirs: Option<Vec<PathBuf>>,
 }
 
 impl InspectOptions {
-    /// Options from devcell's user settings (`[handoff] workspace_target`) and `--primary`.
+    /// Options from devcell's user settings (`[handoff] workspace_target`, `[security]`
+    /// `profile` and the `gitdir:` grants of `allow`) and `--primary`.
     pub fn from_settings(settings: &crate::settings::Settings, primary: Option<String>) -> Self {
         Self {
             container_root: settings.handoff.workspace_target.clone(),
             primary,
+            trusted_git_dirs: trusted_git_dirs(
+                &settings.security.profile,
+                &settings.security.allow,
+            ),
             ..Self::default()
         }
     }
@@ -419,8 +451,26 @@ impl Default for InspectOptions {
             container_root: crate::settings::HandoffSettings::default().workspace_target,
             primary: None,
             protect_git_config: true,
+            trusted_git_dirs: Some(Vec::new()),
         }
     }
+}
+
+/// [`InspectOptions::trusted_git_dirs`] for a profile name and `--allow` values: `None` under
+/// `reference`, else the `gitdir:` grants (values that are not grants are skipped: they are
+/// reported where the grants are parsed).
+pub fn trusted_git_dirs<S: AsRef<str>>(profile: &str, allow: &[S]) -> Option<Vec<PathBuf>> {
+    if profile == "reference" {
+        return None;
+    }
+    Some(
+        allow
+            .iter()
+            .filter_map(|a| a.as_ref().strip_prefix("gitdir:"))
+            .filter_map(crate::security::policy::normalize_path)
+            .map(PathBuf::from)
+            .collect(),
+    )
 }
 
 /// Inspects the workspace at `root`: layout, repositories with their git state, the primary
@@ -451,6 +501,17 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
     let root_has_config = has_devcontainer(&root);
 
     let mut repos = Vec::new();
+    let mut untrusted_git_dirs = Vec::new();
+    let mut describe = |dir: &Path, name: String, container_path: String| {
+        describe(
+            dir,
+            name,
+            container_path,
+            &root,
+            options.trusted_git_dirs.as_deref(),
+            &mut untrusted_git_dirs,
+        )
+    };
     let layout = if root.join(".git").symlink_metadata().is_ok() {
         repos.push(describe(&root, name.clone(), container_root.clone())?);
         Layout::Repository
@@ -494,13 +555,43 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
 
     let mut git_mounts = Vec::new();
     let mut protected: Vec<GitMount> = Vec::new();
+    for w in &untrusted_git_dirs {
+        warnings.push(WorkspaceWarning {
+            code: "git_dir_untrusted".into(),
+            message: if w.granted {
+                format!(
+                    "repository `{}`: `{}` names the git directory `{}`, {}; trusted because you granted it",
+                    w.repo,
+                    w.link.display(),
+                    w.path.display(),
+                    w.reason
+                )
+            } else {
+                format!(
+                    "repository `{}`: `{}` names the git directory `{}`, {}: devcell neither runs git there nor mounts it (grant with `--allow gitdir:{}` if it is yours)",
+                    w.repo,
+                    w.link.display(),
+                    w.path.display(),
+                    w.reason,
+                    w.path.display()
+                )
+            },
+        });
+    }
     for repo in &repos {
-        let (mounts, container_common) = mounts_for(repo, &root, &container_root)?;
+        if untrusted_git_dirs
+            .iter()
+            .any(|w| w.repo == repo.name && !w.granted)
+        {
+            // neither read nor mounted (spec-note 0411)
+            continue;
+        }
+        let (mounts, container_git, container_common) = mounts_for(repo, &root, &container_root)?;
         for (host, container_path) in mounts {
             add_mount(&mut git_mounts, &host, container_path, &repo.name);
         }
         if options.protect_git_config {
-            for p in protect_common_dir(repo, &container_common, &mut warnings) {
+            for p in protect_common_dir(repo, &container_git, &container_common, &mut warnings) {
                 if let Some(existing) = protected
                     .iter_mut()
                     .find(|e| e.host_path == p.host_path && e.container_path == p.container_path)
@@ -539,21 +630,42 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         config_folder,
         git_mounts,
         protected,
+        untrusted_git_dirs,
         warnings,
     })
 }
 
 /// The read-only overlays protecting a repository's common git directory: its `config` file and
-/// `hooks` folder, which the host's git executes from, and the same in each submodule git
-/// directory under `modules/`. With `extensions.worktreeConfig` on, an existing
-/// `config.worktree` is protected too. Warns when something cannot be protected (no `hooks`
-/// folder to cover, `core.hooksPath` pointing elsewhere, per-worktree configuration enabled).
+/// `hooks` folder, which the host's git executes from, its `info/` folder (attributes, excludes)
+/// and an existing `config.worktree`, and the same in each submodule git directory under
+/// `modules/`; for a linked worktree, its own git directory's `commondir` and `gitdir` links
+/// and `config.worktree` (spec-note 0413). Warns when something cannot be protected (no
+/// `hooks` folder to cover, `core.hooksPath` pointing elsewhere, per-worktree configuration
+/// enabled).
 fn protect_common_dir(
     repo: &Repo,
+    container_git: &str,
     container_common: &str,
     warnings: &mut Vec<WorkspaceWarning>,
 ) -> Vec<GitMount> {
     let mut out = Vec::new();
+    if repo.git_dir != repo.common_dir {
+        // the links that make this a worktree of that repository, and its own configuration
+        let container_git = container_git.trim_end_matches('/');
+        for name in ["commondir", "gitdir", "config.worktree"] {
+            let host = repo.git_dir.join(name);
+            if host
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_file())
+            {
+                out.push(GitMount {
+                    host_path: host,
+                    container_path: format!("{container_git}/{name}"),
+                    repos: vec![repo.name.clone()],
+                });
+            }
+        }
+    }
     let mut git_dirs = vec![(repo.common_dir.clone(), container_common.to_string())];
     submodule_git_dirs(
         &repo.common_dir.join("modules"),
@@ -573,8 +685,15 @@ fn protect_common_dir(
                     config.display()
                 ),
             });
-            if host_dir.join("config.worktree").is_file() {
-                files.push(("config.worktree", false));
+        }
+        for (name, want_dir) in [("info", true), ("config.worktree", false)] {
+            // protected where they exist; git runs nothing from them without configuration
+            if host_dir
+                .join(name)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() == want_dir && !m.file_type().is_symlink())
+            {
+                files.push((name, want_dir));
             }
         }
         for (name, want_dir) in files {
@@ -624,9 +743,14 @@ fn config_value(repo: &Repo, file: &Path, key: &str) -> Option<String> {
     if !file.is_file() {
         return None;
     }
+    let pin = GitPin {
+        work_tree: &repo.host_path,
+        common_dir: &repo.common_dir,
+    };
     let value = git(
-        &repo.host_path,
+        &pin,
         &["config", "--file", &file.to_string_lossy(), "--get", key],
+        &[],
     )
     .ok()?;
     let value = value.trim();
@@ -752,8 +876,17 @@ fn choose_primary(
     }
 }
 
-/// Describes one repository (role is set by the caller).
-fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, WorkspaceError> {
+/// Describes one repository (role is set by the caller). Its git links are judged first
+/// ([`judge_git_links`]): when one names a git directory that is neither trusted nor covered
+/// by `trusted` (`None`: every one is), it is added to `untrusted` and git is not run there.
+fn describe(
+    dir: &Path,
+    name: String,
+    container_path: String,
+    root: &Path,
+    trusted: Option<&[PathBuf]>,
+    untrusted: &mut Vec<UntrustedGitDir>,
+) -> Result<Repo, WorkspaceError> {
     let dot_git = dir.join(".git");
     let meta = dot_git
         .symlink_metadata()
@@ -783,20 +916,58 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
         (RepoKind::Worktree, link_target(&dot_git, &resolved)?)
     };
     let common_dir = read_commondir(&git_dir)?;
-    let status = git(
-        dir,
-        &[
-            "--no-optional-locks",
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "--untracked-files=normal",
-        ],
-    );
+    let mut refused = Vec::new();
+    for (link, path, reason) in judge_git_links(dir, kind, &git_dir, &common_dir, root) {
+        let granted = trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t)));
+        if !granted {
+            refused.push(path.clone());
+        }
+        untrusted.push(UntrustedGitDir {
+            repo: name.clone(),
+            link,
+            path,
+            reason,
+            granted,
+        });
+    }
+    let pin = GitPin {
+        work_tree: dir,
+        common_dir: &common_dir,
+    };
+    let status = if refused.is_empty() {
+        // the driver names the configuration defines are neutralized too (spec-note 0412)
+        let keys = git(&pin, &["config", "--list", "--name-only", "-z"], &[]).unwrap_or_default();
+        let extra = crate::config::hostgit::neutralize(keys.split('\0').filter(|k| !k.is_empty()));
+        git(
+            &pin,
+            &[
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "--untracked-files=normal",
+                "--ignore-submodules=dirty",
+            ],
+            &extra,
+        )
+    } else {
+        Err(WorkspaceError::Git {
+            dir: dir.to_path_buf(),
+            args: "status".into(),
+            stderr: String::new(),
+        })
+    };
     // git refusing one repository (ownership, a damaged index) leaves its git state unknown;
     // the rest of the workspace is still described (spec-note 0322)
     let (parsed, git_error) = match status {
         Ok(status) => (parse_status(&status), None),
+        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => (
+            Status::default(),
+            Some(format!(
+                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
+                refused[0].display(),
+                refused[0].display()
+            )),
+        ),
         Err(WorkspaceError::Git { stderr, .. }) => (
             Status::default(),
             Some(explain_git_failure(&stderr, dir, &git_dir, &common_dir)),
@@ -820,6 +991,71 @@ fn describe(dir: &Path, name: String, container_path: String) -> Result<Repo, Wo
         has_devcontainer: has_devcontainer(dir),
         git_error,
     })
+}
+
+/// The git directories a repository's links name that devcell does not trust on its own, as
+/// `(link file, resolved directory, reason)` (spec-note 0411). Trusted: a `.git` directory
+/// without `commondir`, a link to a git directory inside `root`, and a linked worktree as
+/// `git worktree add` makes it: its git directory is `<C>/worktrees/<name>`, `commondir`
+/// resolves to `<C>`, `<C>` is a git directory (`HEAD`, `objects/`, `refs/`, no `commondir`
+/// of its own), and `<C>/worktrees/<name>/gitdir` points back at this repository's `.git`
+/// (the two-way link git itself maintains and `git worktree repair` restores). A `commondir`
+/// that names anything but `<C>` is never trusted, wherever it points. Pure but for reading
+/// those files.
+pub fn judge_git_links(
+    dir: &Path,
+    kind: RepoKind,
+    git_dir: &Path,
+    common_dir: &Path,
+    root: &Path,
+) -> Vec<(PathBuf, PathBuf, String)> {
+    let mut out = Vec::new();
+    let commondir_file = git_dir.join("commondir");
+    let has_commondir = commondir_file.is_file();
+    let holder = git_dir
+        .parent()
+        .filter(|p| p.file_name() == Some(OsStr::new("worktrees")))
+        .and_then(Path::parent);
+    let worktree_form = has_commondir && holder == Some(common_dir);
+    if has_commondir && !worktree_form {
+        out.push((
+            commondir_file,
+            common_dir.to_path_buf(),
+            match holder {
+                Some(_) => "which is not the repository holding this worktree's git directory".to_string(),
+                None => "and git writes a `commondir` only in a linked worktree's git directory (`<repository>/worktrees/<name>`)".to_string(),
+            },
+        ));
+    }
+    let linked = kind == RepoKind::Worktree
+        || dir
+            .join(".git")
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+    if linked && !git_dir.starts_with(root) {
+        let is_git_dir = |c: &Path| {
+            c.join("HEAD").is_file()
+                && c.join("objects").is_dir()
+                && c.join("refs").is_dir()
+                && !c.join("commondir").exists()
+        };
+        let back_link = read_small(&git_dir.join("gitdir")).ok().and_then(|text| {
+            let line = text.lines().next()?.trim().to_string();
+            std::fs::canonicalize(git_dir.join(line)).ok()
+        });
+        let this = std::fs::canonicalize(dir.join(".git")).ok();
+        let ok =
+            worktree_form && is_git_dir(common_dir) && back_link.is_some() && back_link == this;
+        if !ok {
+            out.push((
+                dir.join(".git"),
+                git_dir.to_path_buf(),
+                "outside the workspace, and not a worktree of a repository whose `worktrees/<name>/gitdir` points back at this one".to_string(),
+            ));
+        }
+    }
+    out.dedup_by(|a, b| a.1 == b.1);
+    out
 }
 
 /// What to tell the user when `git status` fails in `dir`: git's first line, and for git's
@@ -907,10 +1143,12 @@ fn link_target(link: &Path, target: &Path) -> Result<PathBuf, WorkspaceError> {
 }
 
 fn read_small(path: &Path) -> Result<String, WorkspaceError> {
-    let bytes = std::fs::read(path).map_err(|source| WorkspaceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    // Bounded one byte past the limit (no FIFO or device: the container can write these).
+    let bytes =
+        crate::config::bounded::read(path, 64 * 1024 + 1).map_err(|source| WorkspaceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() > 64 * 1024 {
         return Err(WorkspaceError::BadGitLink {
             path: path.to_path_buf(),
@@ -946,7 +1184,7 @@ fn mounts_for(
     repo: &Repo,
     root: &Path,
     container_root: &str,
-) -> Result<(Vec<(PathBuf, String)>, String), WorkspaceError> {
+) -> Result<(Vec<(PathBuf, String)>, String, String), WorkspaceError> {
     let mut out = Vec::new();
     let dot_git = repo.host_path.join(".git");
     let link = match repo.kind {
@@ -992,10 +1230,10 @@ fn mounts_for(
                         == container_git_dir
                 });
         if !covered {
-            out.push((repo.git_dir.clone(), container_git_dir));
+            out.push((repo.git_dir.clone(), container_git_dir.clone()));
         }
     }
-    Ok((out, container_common))
+    Ok((out, container_git_dir, container_common))
 }
 
 /// Whether the container path `container` shows host directory `host` through the workspace
@@ -1078,7 +1316,9 @@ fn prune_nested(mounts: &mut Vec<GitMount>) {
 
 fn alternates_warnings(repo: &Repo, root: &Path, warnings: &mut Vec<WorkspaceWarning>) {
     let objects = repo.common_dir.join("objects");
-    let Ok(text) = std::fs::read_to_string(objects.join("info").join("alternates")) else {
+    let Ok(text) =
+        crate::config::bounded::read_to_string(&objects.join("info").join("alternates"), 1 << 20)
+    else {
         return;
     };
     for line in text
@@ -1121,24 +1361,30 @@ pub fn normalize_posix(path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
-/// Runs `git <args>` in `dir` with a clean git environment and returns standard output; as the
-/// owner of `dir` when devcell is root and the owner is not
-/// ([`crate::config::ownership::run_as_owner`]).
-fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
-    let mut command = Command::new("git");
+/// The directories a host `git` is pinned to: what [`describe`] judged, not what the links
+/// say when git runs. The common directory (whose `config` and `hooks` git uses) is pinned
+/// with `GIT_COMMON_DIR`, the working tree with `GIT_WORK_TREE` (no `core.worktree`); the
+/// worktree's own git directory is left to git's discovery, so git's ownership check
+/// (`safe.directory`) still runs (spec-note 0322).
+struct GitPin<'a> {
+    work_tree: &'a Path,
+    common_dir: &'a Path,
+}
+
+/// Runs `git <args>` pinned to `pin`, with nothing the repository configures executable
+/// ([`crate::config::hostgit::command`] with `extra` overrides), and returns standard output;
+/// as the owner of the working tree when devcell is root and the owner is not.
+fn git(
+    pin: &GitPin<'_>,
+    args: &[&str],
+    extra: &[(String, String)],
+) -> Result<String, WorkspaceError> {
+    let dir = pin.work_tree;
+    let mut command = crate::config::hostgit::command(dir, extra);
     command
-        .arg("-C")
-        .arg(dir)
         .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_COMMON_DIR")
-        .env_remove("GIT_OBJECT_DIRECTORY")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null());
-    // a root devcell in a user's repository runs git as that user (spec-note 0250)
-    crate::config::ownership::run_as_owner(&mut command, dir);
+        .env("GIT_COMMON_DIR", pin.common_dir)
+        .env("GIT_WORK_TREE", dir);
     let output = command
         .output()
         .map_err(|source| WorkspaceError::GitUnavailable { source })?;
@@ -1205,6 +1451,51 @@ pub fn is_safe_relative(rel: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The worktree back-link rule of [`judge_git_links`] on files laid out by hand: git's
+    /// own two-way layout is trusted; a one-way link, a wrong back-link or a `commondir` in a
+    /// repository's own `.git` is not.
+    #[test]
+    fn only_the_two_way_worktree_link_is_trusted_outside_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("src/api/.git");
+        for d in ["objects", "refs", "worktrees/api"] {
+            std::fs::create_dir_all(main.join(d)).unwrap();
+        }
+        std::fs::write(main.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let ws = base.join("ws");
+        let wt = ws.join("api");
+        std::fs::create_dir_all(&wt).unwrap();
+        let git_dir = main.join("worktrees/api");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", git_dir.display())).unwrap();
+        std::fs::write(git_dir.join("commondir"), "../..\n").unwrap();
+        std::fs::write(
+            git_dir.join("gitdir"),
+            format!("{}\n", wt.join(".git").display()),
+        )
+        .unwrap();
+        let judge = || judge_git_links(&wt, RepoKind::Worktree, &git_dir, &main, &ws);
+        assert!(judge().is_empty(), "{:?}", judge());
+
+        // the back-link names another worktree: untrusted, the git directory is requested
+        std::fs::write(git_dir.join("gitdir"), "/elsewhere/.git\n").unwrap();
+        let got = judge();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].0.clone(), got[0].1.clone()),
+            (wt.join(".git"), git_dir.clone())
+        );
+
+        // a plain repository's own `.git` with a `commondir`, even pointing inside
+        let repo = ws.join("web");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".git/commondir"), "../../api\n").unwrap();
+        let got = judge_git_links(&repo, RepoKind::Repository, &repo.join(".git"), &wt, &ws);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, repo.join(".git/commondir"));
+        assert_eq!(got[0].1, wt);
+    }
 
     #[test]
     fn porcelain_v2_branch_headers_parse() {
@@ -1423,6 +1714,7 @@ mod tests {
             config_folder: None,
             git_mounts: vec![],
             protected: vec![],
+            untrusted_git_dirs: Vec::new(),
             warnings: vec![],
         };
         assert_eq!(ws.branch(), Some("main"));

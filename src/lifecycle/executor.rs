@@ -73,7 +73,30 @@ pub trait HookExecutor: Send + Sync {
         request: &ExecRequest,
         output: &dyn Reporter,
     ) -> impl Future<Output = Result<i64, ExecutorError>> + Send;
+
+    /// The regular files directly in `folder` (absolute), by name, read without running a
+    /// process (the engine's archive API); an absent folder has none. `None`: this executor
+    /// cannot, and the runner runs the marker script instead (spec-note 0471).
+    fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
+        let _ = folder;
+        std::future::ready(None)
+    }
+
+    /// Writes `content` to `<folder>/<name>` without running a process; `None`: this
+    /// executor cannot (the runner then runs the marker script).
+    fn write_file(
+        &self,
+        folder: &str,
+        name: &str,
+        content: &[u8],
+    ) -> impl Future<Output = Option<Result<(), ExecutorError>>> + Send {
+        let _ = (folder, name, content);
+        std::future::ready(None)
+    }
 }
+
+/// What [`HookExecutor::read_files`] returns: file name → content.
+pub type FilesResult = Result<std::collections::BTreeMap<String, Vec<u8>>, ExecutorError>;
 
 impl<T: HookExecutor> HookExecutor for &T {
     fn exec(
@@ -82,6 +105,18 @@ impl<T: HookExecutor> HookExecutor for &T {
         output: &dyn Reporter,
     ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
         (**self).exec(request, output)
+    }
+    fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
+        (**self).read_files(folder)
+    }
+
+    fn write_file(
+        &self,
+        folder: &str,
+        name: &str,
+        content: &[u8],
+    ) -> impl Future<Output = Option<Result<(), ExecutorError>>> + Send {
+        (**self).write_file(folder, name, content)
     }
 }
 
@@ -92,6 +127,18 @@ impl<T: HookExecutor> HookExecutor for std::sync::Arc<T> {
         output: &dyn Reporter,
     ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
         (**self).exec(request, output)
+    }
+    fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
+        (**self).read_files(folder)
+    }
+
+    fn write_file(
+        &self,
+        folder: &str,
+        name: &str,
+        content: &[u8],
+    ) -> impl Future<Output = Option<Result<(), ExecutorError>>> + Send {
+        (**self).write_file(folder, name, content)
     }
 }
 

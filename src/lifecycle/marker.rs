@@ -79,6 +79,69 @@ done"#;
 pub const WRITE_SCRIPT: &str = r#"d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}"
 mkdir -p "$d" && printf '%s\n' "$DEVCELL_MARKER_VALUE" > "$d/.${DEVCELL_MARKER_NAME}Marker""#;
 
+/// Environment variable naming a hook command's pid file (`<folder>/running/<id>.pid`) for
+/// [`HOOK_WRAPPER_SCRIPT`].
+pub const HOOK_ID_ENV: &str = "DEVCELL_HOOK_ID";
+
+/// `$0` of [`HOOK_WRAPPER_SCRIPT`], so the wrapper is recognisable in a process list.
+pub const HOOK_WRAPPER_NAME: &str = "devcell-hook";
+
+/// `/bin/sh` script every container hook command runs under (`sh -c <this> devcell-hook
+/// <argv…>`; spec-note 0423). An engine exec's process leads its own session and process
+/// group, and this shell is that process: it records `<pid> <start time>` (`/proc/self/stat`
+/// field 22) in `<folder>/running/$DEVCELL_HOOK_ID.pid`, runs the command as its child (same
+/// process group), removes the file (and the folder once empty, so a normal run leaves the
+/// reference CLI's marker folder as it was) and exits with the command's status. A devcell killed
+/// while the hook runs leaves the file, and the process group, behind for
+/// [`REAP_SCRIPT`]. Shell built-ins only (plus `mkdir`, `rm`, `rmdir`).
+pub const HOOK_WRAPPER_SCRIPT: &str = r#"st() { [ $# -ge 20 ] && shift 19 && printf '%s' "$1"; }
+d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running"; f="$d/$DEVCELL_HOOK_ID.pid"
+if mkdir -p "$d" 2>/dev/null && read -r l < /proc/$$/stat; then printf '%s %s\n' $$ "$(st ${l##*) })" > "$f" 2>/dev/null; fi
+"$@"; rc=$?; rm -f "$f"; rmdir "$d" 2>/dev/null; exit $rc"#;
+
+/// `/bin/sh` script run before a bring-up's first container hook (spec-note 0423): for each
+/// pid file [`HOOK_WRAPPER_SCRIPT`] left behind whose process is still the one recorded (same
+/// start time, so a reused pid is never signalled), sends `SIGTERM` to its process group,
+/// waits up to 10 s for it to end, then `SIGKILL`s what is left; prints
+/// `stopped <id>` per group stopped; removes every stale file.
+pub const REAP_SCRIPT: &str = r#"st() { [ $# -ge 20 ] && shift 19 && printf '%s' "$1"; }
+d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running"
+for f in "$d"/*.pid; do
+  [ -f "$f" ] || continue
+  p= s=
+  read -r p s < "$f" 2>/dev/null
+  case "$p" in ''|*[!0-9]*) rm -f "$f"; continue ;; esac
+  now=
+  if read -r l < "/proc/$p/stat" 2>/dev/null; then now=$(st ${l##*) }); fi
+  if [ -n "$now" ] && [ "$now" = "$s" ]; then
+    kill -TERM "-$p" 2>/dev/null
+    i=0
+    while kill -0 "-$p" 2>/dev/null && [ $i -lt 10 ]; do sleep 1; i=$((i+1)); done
+    kill -KILL "-$p" 2>/dev/null
+    f2=${f##*/}; echo "stopped ${f2%.pid}"
+  fi
+  rm -f "$f"
+done
+rmdir "$d" 2>/dev/null; :"#;
+
+/// The pid-file id of one hook command: `<hook>-<source index>[-<entry>]`, every character
+/// but ASCII letters, digits, `-` and `_` replaced by `_` (an entry name is the repository's).
+pub fn hook_id(hook: LifecycleHook, source: usize, entry: Option<&str>) -> String {
+    let raw = match entry {
+        Some(e) => format!("{}-{source}-{e}", hook.property()),
+        None => format!("{}-{source}", hook.property()),
+    };
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Parses the output lines of [`READ_SCRIPT`] into hook → marker content (trimmed; hooks
 /// whose marker is missing or empty are absent). Unknown lines are ignored.
 pub fn parse_read_output(lines: &[String]) -> HashMap<LifecycleHook, String> {
@@ -93,9 +156,55 @@ pub fn parse_read_output(lines: &[String]) -> HashMap<LifecycleHook, String> {
         .collect()
 }
 
+/// The marker file of `hook` in the marker folder (`.postCreateCommandMarker`).
+pub fn file_name(hook: LifecycleHook) -> String {
+    format!(".{}Marker", hook.property())
+}
+
+/// The markers among the files of a marker folder (file name → content, as
+/// [`HookExecutor::read_files`](super::HookExecutor::read_files) gives them): hook → first
+/// line, trimmed, as [`parse_read_output`]. Empty or unreadable markers are absent.
+pub fn parse_files(
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> HashMap<LifecycleHook, String> {
+    MARKED_HOOKS
+        .iter()
+        .filter_map(|hook| {
+            let text = std::str::from_utf8(files.get(&file_name(*hook))?).ok()?;
+            let value = text.lines().next().unwrap_or_default().trim();
+            (!value.is_empty()).then(|| (*hook, value.to_string()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marker_files_read_directly_parse_like_the_script_output() {
+        let files = std::collections::BTreeMap::from([
+            (
+                ".postCreateCommandMarker".to_string(),
+                b"2026-01-01T00:00:00Z\n".to_vec(),
+            ),
+            (".onCreateCommandMarker".to_string(), b"\n".to_vec()),
+            (".postStartCommandMarker".to_string(), vec![0xff]),
+            ("other".to_string(), b"x".to_vec()),
+        ]);
+        let markers = parse_files(&files);
+        assert_eq!(
+            markers,
+            HashMap::from([(
+                LifecycleHook::PostCreateCommand,
+                "2026-01-01T00:00:00Z".to_string()
+            )])
+        );
+        assert_eq!(
+            file_name(LifecycleHook::UpdateContentCommand),
+            ".updateContentCommandMarker"
+        );
+    }
 
     #[test]
     fn read_output_parses_present_markers_only() {
@@ -131,6 +240,75 @@ mod tests {
         assert_eq!(ctx.value_for(LifecycleHook::PostStartCommand), Some("s"));
         assert_eq!(ctx.value_for(LifecycleHook::PostAttachCommand), None);
         assert!(ctx.env().is_empty());
+    }
+
+    #[test]
+    fn a_left_behind_hook_is_stopped_by_the_reap_script_and_a_reused_pid_is_not() {
+        use std::os::unix::process::CommandExt as _;
+        // The scripts are plain POSIX sh; run them with the host's /bin/sh.
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("markers");
+        let hook = std::process::Command::new("/bin/sh")
+            .args(["-c", HOOK_WRAPPER_SCRIPT, HOOK_WRAPPER_NAME, "sleep", "60"])
+            .env(MARKER_FOLDER_ENV, &folder)
+            .env(HOOK_ID_ENV, "postCreateCommand-0")
+            .process_group(0) // as an engine exec: its own process group
+            .spawn()
+            .unwrap();
+        let pidfile = folder.join("running/postCreateCommand-0.pid");
+        for _ in 0..100 {
+            if std::fs::read_to_string(&pidfile).is_ok_and(|t| t.ends_with('\n')) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let recorded = std::fs::read_to_string(&pidfile).unwrap();
+        assert!(
+            recorded.starts_with(&format!("{} ", hook.id())),
+            "{recorded}"
+        );
+        // Waited for at once, as the engine's shim waits for an exec (no zombie lingers).
+        let mut hook = hook;
+        let waiter = std::thread::spawn(move || hook.wait().unwrap());
+        // A file naming a live pid with another start time (a reused pid) is removed only.
+        std::fs::write(
+            folder.join("running/old.pid"),
+            format!("{} 1\n", std::process::id()),
+        )
+        .unwrap();
+        let reap = std::process::Command::new("/bin/sh")
+            .args(["-c", REAP_SCRIPT])
+            .env(MARKER_FOLDER_ENV, &folder)
+            .output()
+            .unwrap();
+        assert!(reap.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&reap.stdout),
+            "stopped postCreateCommand-0\n"
+        );
+        let status = waiter.join().unwrap();
+        assert!(!status.success(), "the hook was stopped: {status:?}");
+        assert!(!folder.join("running").exists(), "emptied and removed");
+        // A hook that ends by itself removes its file and keeps its exit status.
+        let done = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                HOOK_WRAPPER_SCRIPT,
+                HOOK_WRAPPER_NAME,
+                "sh",
+                "-c",
+                "exit 3",
+            ])
+            .env(MARKER_FOLDER_ENV, &folder)
+            .env(HOOK_ID_ENV, "x")
+            .status()
+            .unwrap();
+        assert_eq!(done.code(), Some(3));
+        assert!(!folder.join("running").exists());
+        assert_eq!(
+            hook_id(LifecycleHook::PostCreateCommand, 1, Some("a b/../c")),
+            "postCreateCommand-1-a_b____c"
+        );
     }
 
     #[test]

@@ -45,6 +45,6 @@ pub use plan::{
 };
 pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 pub use runner::{
-    HookContext, HookFailure, HookRun, LifecycleReport, run_initialize_command, run_plan,
-    run_stages,
+    HookContext, HookFailure, HookRun, LifecycleReport, already_ran, run_initialize_command,
+    run_plan, run_stages,
 };

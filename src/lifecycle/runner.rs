@@ -174,6 +174,11 @@ pub async fn run_stages<E: HookExecutor>(
             return Err(LifecycleError::MarkersUnavailable { hook: stage.hook });
         }
     }
+    // Container hooks: stop what a killed devcell left running before starting anything
+    // again (spec-note 0423).
+    if context.markers.is_some() && stages.iter().any(|s| !s.commands.is_empty()) {
+        reap_left_behind(executor, context, reporter).await?;
+    }
     let existing = if stages
         .iter()
         .any(|s| s.condition == RunCondition::UnlessMarked)
@@ -201,7 +206,8 @@ pub async fn run_stages<E: HookExecutor>(
         }
         for sourced in &stage.commands {
             reporter.report(Event::Status(format!(
-                "running the {} from {}",
+                // The reference CLI's log line, word for word (tools match on it).
+                "Running the {} from {}...",
                 stage.hook,
                 sourced.origin_label()
             )));
@@ -280,8 +286,28 @@ async fn run_one<E: HookExecutor>(
 ) -> Result<HookRun> {
     let mut env = context.env.clone();
     env.0.extend(context.secrets.0.clone());
+    // In a container, the command runs under the wrapper that records its process group
+    // (spec-note 0423); the marker folder and the id go through the environment.
+    let argv = match &context.markers {
+        Some(markers) => {
+            env.0.extend(markers.env());
+            env.0.insert(
+                marker::HOOK_ID_ENV.to_string(),
+                marker::hook_id(hook, sourced.source, entry),
+            );
+            let mut argv = vec![
+                "/bin/sh".to_string(),
+                "-c".to_string(),
+                marker::HOOK_WRAPPER_SCRIPT.to_string(),
+                marker::HOOK_WRAPPER_NAME.to_string(),
+            ];
+            argv.extend(command.argv());
+            argv
+        }
+        None => command.argv(),
+    };
     let request = ExecRequest {
-        argv: command.argv(),
+        argv,
         user: context.user.clone(),
         working_dir: context.working_dir.clone(),
         env,
@@ -325,6 +351,100 @@ async fn run_one<E: HookExecutor>(
     })
 }
 
+/// Runs [`marker::REAP_SCRIPT`] as the hooks' user: hook process groups a killed devcell left
+/// behind are stopped (each one a status line). A reap that cannot run is a status line, not
+/// an error: the hooks then run as before.
+async fn reap_left_behind<E: HookExecutor>(
+    executor: &E,
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let Some(markers) = context.markers.as_ref() else {
+        return Ok(());
+    };
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(marker::REAP_SCRIPT.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env: markers.env().into_iter().collect(),
+    };
+    let collected = Capture::default();
+    let code = executor
+        .exec(&request, &collected)
+        .await
+        .map_err(|source| LifecycleError::Executor {
+            what: "the check for hooks left running".to_string(),
+            source,
+        })?;
+    for line in collected.into_lines() {
+        if let Some(id) = line.strip_prefix("stopped ") {
+            reporter.report(Event::Status(format!(
+                "stopped `{id}`, left running by an interrupted devcell, before starting the hooks again"
+            )));
+        }
+    }
+    if code != 0 {
+        reporter.report(Event::Status(format!(
+            "warning: the check for hooks left running exited with {code}"
+        )));
+    }
+    Ok(())
+}
+
+/// The markers of an explicit marker folder read by the executor without a process; `None`
+/// when there is no such folder or the executor cannot.
+async fn read_markers_directly<E: HookExecutor>(
+    executor: &E,
+    markers: &MarkerContext,
+) -> Option<Result<HashMap<LifecycleHook, String>>> {
+    let folder = markers.folder.as_deref()?;
+    let read = executor.read_files(folder).await?;
+    Some(
+        read.map(|files| marker::parse_files(&files))
+            .map_err(|source| LifecycleError::Executor {
+                what: "the lifecycle marker read".to_string(),
+                source,
+            }),
+    )
+}
+
+/// When every stage of `plan` is a run-once stage whose marker already holds the current
+/// value, the report of skipping them all (as [`run_plan`] would give it), decided without
+/// running a process in the container: the executor reads `markers.folder` directly. `None`
+/// when some stage is due, when there is no marker folder, or when the executor cannot read
+/// it that way (the caller then probes and runs the plan). A read error is `None` too: the
+/// plan's own read reports it.
+pub async fn already_ran<E: HookExecutor>(
+    executor: &E,
+    plan: &Plan,
+    markers: &MarkerContext,
+) -> Option<LifecycleReport> {
+    let stages: Vec<&Stage> = plan.stages().collect();
+    if stages.is_empty()
+        || stages
+            .iter()
+            .any(|s| s.condition != RunCondition::UnlessMarked)
+    {
+        return None;
+    }
+    let existing = read_markers_directly(executor, markers).await?.ok()?;
+    let mut report = LifecycleReport {
+        runs: Vec::new(),
+        skipped: plan.skipped.clone(),
+    };
+    for stage in stages {
+        let current = markers.value_for(stage.hook)?;
+        if existing.get(&stage.hook).map(String::as_str) != Some(current) {
+            return None;
+        }
+        report.skipped.push(SkippedHook {
+            hook: stage.hook,
+            reason: SkipReason::AlreadyRan,
+        });
+    }
+    Some(report)
+}
+
 async fn read_markers<E: HookExecutor>(
     executor: &E,
     context: &HookContext,
@@ -332,6 +452,9 @@ async fn read_markers<E: HookExecutor>(
     let Some(markers) = context.markers.as_ref() else {
         return Ok(HashMap::new());
     };
+    if let Some(read) = read_markers_directly(executor, markers).await {
+        return read;
+    }
     let request = ExecRequest {
         argv: SimpleCommand::Shell(marker::READ_SCRIPT.to_string()).argv(),
         user: context.user.clone(),
@@ -366,6 +489,19 @@ async fn write_marker<E: HookExecutor>(
     context: &HookContext,
     reporter: &dyn Reporter,
 ) -> Result<()> {
+    // Through the engine when it can (no process; the folder need not be the user's),
+    // else the write script as the hook user.
+    if let Some(folder) = &markers.folder
+        && let Some(Ok(())) = executor
+            .write_file(
+                folder,
+                &marker::file_name(hook),
+                format!("{value}\n").as_bytes(),
+            )
+            .await
+    {
+        return Ok(());
+    }
     let mut env: HookEnv = markers.env().into_iter().collect();
     env.0.insert(
         marker::MARKER_NAME_ENV.to_string(),
@@ -482,6 +618,7 @@ mod tests {
         events: Mutex<Vec<String>>,
         requests: Mutex<Vec<ExecRequest>>,
         markers: Mutex<HashMap<String, String>>,
+        reaps: Mutex<usize>,
     }
 
     impl Recorder {
@@ -496,8 +633,12 @@ mod tests {
             request: &ExecRequest,
             output: &dyn Reporter,
         ) -> std::result::Result<i64, crate::lifecycle::ExecutorError> {
-            self.requests.lock().unwrap().push(request.clone());
             let label = request.argv.last().cloned().unwrap_or_default();
+            if label == marker::REAP_SCRIPT {
+                *self.reaps.lock().unwrap() += 1;
+                return Ok(0);
+            }
+            self.requests.lock().unwrap().push(request.clone());
             if label == marker::READ_SCRIPT {
                 for (hook, value) in self.markers.lock().unwrap().iter() {
                     output.report(Event::Output(format!("{hook}={value}")));
@@ -652,9 +793,24 @@ mod tests {
                 request.argv
             );
         }
-        // String form goes through /bin/sh -c; array form does not.
-        assert_eq!(requests[0].argv, vec!["/bin/sh", "-c", "on-create feature"]);
-        assert_eq!(requests[1].argv, vec!["on-create", "json"]);
+        // String form goes through /bin/sh -c; array form does not; both under the wrapper
+        // that records the process group, whose id comes through the environment.
+        let wrapper = [
+            "/bin/sh",
+            "-c",
+            marker::HOOK_WRAPPER_SCRIPT,
+            marker::HOOK_WRAPPER_NAME,
+        ];
+        assert_eq!(requests[0].argv[..4], wrapper);
+        assert_eq!(
+            requests[0].argv[4..],
+            ["/bin/sh", "-c", "on-create feature"]
+        );
+        assert_eq!(requests[1].argv[4..], ["on-create", "json"]);
+        assert_eq!(requests[0].env.0[marker::HOOK_ID_ENV], "onCreateCommand-0");
+        assert_eq!(requests[1].env.0[marker::HOOK_ID_ENV], "onCreateCommand-1");
+        // Left-behind hooks were looked for once, before the first hook.
+        assert_eq!(*recorder.reaps.lock().unwrap(), 1);
     }
 
     #[tokio::test]
@@ -783,6 +939,26 @@ mod tests {
         assert!(!events.iter().any(|e| e.starts_with("mark")));
         assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
             Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
+        // The reference CLI's log line, exactly (spec-note 0454), for both sources.
+        let statuses: Vec<String> = lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Status(s) if s.starts_with("Running the postCreateCommand") => {
+                    Some(s.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                "Running the postCreateCommand from Feature 'ghcr.io/x/f:1'...",
+                "Running the postCreateCommand from devcontainer.json...",
+            ]
+        );
     }
 
     #[tokio::test]

@@ -722,10 +722,10 @@ impl ContainerFacts {
         self.auto_remove |= engine.auto_remove;
         // Volume names: the probe sees a volume's storage path; the engine knows its name.
         for m in &mut self.mounts {
-            if m.kind == MountKind::Volume {
-                if let Some(e) = engine.mounts.iter().find(|e| e.target == m.target) {
-                    m.volume_name = m.volume_name.take().or_else(|| e.volume_name.clone());
-                }
+            if m.kind == MountKind::Volume
+                && let Some(e) = engine.mounts.iter().find(|e| e.target == m.target)
+            {
+                m.volume_name = m.volume_name.take().or_else(|| e.volume_name.clone());
             }
         }
         self
@@ -812,11 +812,14 @@ pub fn caps_from_mask(mask: u64) -> BTreeSet<String> {
         .collect()
 }
 
+/// The uid `Config.User` gives without a passwd to look names up in
+/// ([`crate::engine::passwd::resolve`]: `00`, `+0` are uid 0 too); empty is the image's
+/// default, taken as root.
 fn user_uid(user: &str) -> Option<u32> {
-    let name = user.split(':').next().unwrap_or_default();
-    match name {
-        "" | "root" => Some(0),
-        n => n.parse().ok(),
+    use crate::engine::passwd::{Resolved, resolve};
+    match resolve(user, None) {
+        Resolved::Default => Some(0),
+        other => other.uid(),
     }
 }
 
@@ -1435,10 +1438,10 @@ fn socket_paths(ctx: &AuditContext) -> Vec<PathBuf> {
 
 fn engine_socket_reason(path: &str, ctx: &AuditContext) -> Option<String> {
     let c = components(path);
-    if let Some(last) = c.last() {
-        if ENGINE_SOCKET_NAMES.contains(&last.as_str()) {
-            return Some(format!("`{last}` is an engine control socket"));
-        }
+    if let Some(last) = c.last()
+        && ENGINE_SOCKET_NAMES.contains(&last.as_str())
+    {
+        return Some(format!("`{last}` is an engine control socket"));
     }
     if let Some(sock) = socket_paths(ctx)
         .iter()
@@ -1640,25 +1643,24 @@ fn engine_socket(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                 format!("{reason}: the agent can create privileged sibling containers and so control the host"),
                 Risk::Critical,
             ));
-        } else if let Some(src) = m.source.as_deref().filter(|_| m.kind == MountKind::Bind) {
-            if let Some(dir) = HOST_CONTROL_DIRS
+        } else if let Some(src) = m.source.as_deref().filter(|_| m.kind == MountKind::Bind)
+            && let Some(dir) = HOST_CONTROL_DIRS
                 .iter()
                 .find(|d| same(src, Path::new(d)) || within(src, Path::new(d)))
                 // A read-only file inside (e.g. `/etc/localtime`) controls nothing; it is an
                 // extra host path, scored under repo scope.
                 .filter(|d| !m.read_only || same(src, Path::new(d)))
-            {
-                let risk = if m.read_only {
-                    Risk::Weak
-                } else {
-                    Risk::Critical
-                };
-                out.push(ev(
-                    mount_subject(m),
-                    format!("host kernel or engine state under `{dir}`"),
-                    risk,
-                ));
-            }
+        {
+            let risk = if m.read_only {
+                Risk::Weak
+            } else {
+                Risk::Critical
+            };
+            out.push(ev(
+                mount_subject(m),
+                format!("host kernel or engine state under `{dir}`"),
+                risk,
+            ));
         }
     }
     for s in &f.sockets {
@@ -1948,18 +1950,18 @@ fn secret_boundary(f: &ContainerFacts, ctx: &AuditContext) -> Vec<Evidence> {
                 continue;
             }
         }
-        if m.kind == MountKind::Volume {
-            if let Some((rel, _)) = matches_any(&m.target, CREDENTIAL_DIRS) {
-                out.push(ev(
-                    mount_subject(m),
-                    format!("volume holds `{rel}`: credentials persist across runs"),
-                    if volume_owned(m) {
-                        Risk::Safe
-                    } else {
-                        Risk::Weak
-                    },
-                ));
-            }
+        if m.kind == MountKind::Volume
+            && let Some((rel, _)) = matches_any(&m.target, CREDENTIAL_DIRS)
+        {
+            out.push(ev(
+                mount_subject(m),
+                format!("volume holds `{rel}`: credentials persist across runs"),
+                if volume_owned(m) {
+                    Risk::Safe
+                } else {
+                    Risk::Weak
+                },
+            ));
         }
     }
     if !out.iter().any(|e| e.risk != Risk::Safe) {

@@ -8,8 +8,11 @@
 //! [`audit`] and [`probe`] score an existing configuration or container.
 
 pub mod audit;
+pub mod build_network;
 pub mod error;
+pub mod host_env;
 pub mod host_path;
+pub mod identity;
 pub mod origins;
 pub mod policy;
 pub mod probe;
@@ -20,7 +23,7 @@ pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
 pub use policy::{
     Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
-    apply,
+    apply, judge, refusal,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
 pub use reuse::{BaselineGap, ExistingContainer, check_reuse};

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::engine::{ContainerSpec, Limits, MountKind};
+use crate::engine::{ContainerSpec, Limits, MountKind, passwd};
 
 use super::error::{Result, SecurityError};
 use super::profile::{ProfileLimits, SecurityProfile};
@@ -30,6 +30,9 @@ pub enum Source {
     /// An existing container `up` would reuse (short id): what it already has
     /// ([`crate::security::reuse`]).
     ExistingContainer(String),
+    /// A repository's git link (`.git` file or symlink, or a `commondir` file; host path):
+    /// it names the git directory devcell's host git would read and the handoff would mount.
+    GitLink(String),
 }
 
 impl fmt::Display for Source {
@@ -41,6 +44,7 @@ impl fmt::Display for Source {
             Source::ImageUser => f.write_str("image `USER`"),
             Source::CommandLine => f.write_str("command line"),
             Source::ExistingContainer(id) => write!(f, "existing container {id}"),
+            Source::GitLink(path) => write!(f, "git link `{path}`"),
         }
     }
 }
@@ -64,6 +68,28 @@ pub enum Permission {
     HostNetwork,
     /// A mount of (or over) a container engine's socket: never granted under `hardened`.
     EngineSocket(String),
+    /// Another network namespace or network than the engine's default bridge or `none`:
+    /// `container:<name|id>` (another container's namespace) or a named network, as written
+    /// (spec-note 0430).
+    Network(String),
+    /// A port published on a host address other than loopback: `<ip>:<hostPort>` (IPv6 in
+    /// brackets, `*` for an engine-chosen port) (spec-note 0431).
+    PublishPort(String),
+    /// A label key in the namespaces devcell and the reference CLI find containers by
+    /// (`devcontainer.*`, `devcell.*`) set by the repository: never granted under `hardened`
+    /// (spec-note 0421).
+    IdentityLabel(String),
+    /// A command the repository names that devcell would run on the host (`initializeCommand`):
+    /// its exact argv, shlex-quoted (spec-note 0410).
+    HostCommand(String),
+    /// A git directory outside the workspace that a repository's git link names and that
+    /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
+    GitDir(String),
+    /// A host environment variable whose value the configuration sends into the container, a
+    /// build, a label or a mount (`${localEnv:NAME}`, `runArgs -e NAME`; spec-note 0440).
+    HostEnv(String),
+    /// A network for image builds of a container whose network is `none` (spec-note 0442).
+    BuildNetwork,
 }
 
 impl Permission {
@@ -77,7 +103,13 @@ impl Permission {
             Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
             Permission::Device(d) => format!("--allow device:{d}"),
             Permission::HostNetwork => "--allow network:host".to_string(),
-            Permission::EngineSocket(_) => return None,
+            Permission::HostEnv(n) => format!("--allow env:{n}"),
+            Permission::BuildNetwork => "--allow build-network".to_string(),
+            Permission::Network(n) => format!("--allow network:{n}"),
+            Permission::PublishPort(a) => format!("--allow publish:{a}"),
+            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
+            Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::GitDir(p) => format!("--allow gitdir:{p}"),
         })
     }
 }
@@ -93,6 +125,13 @@ impl fmt::Display for Permission {
             Permission::Device(d) => write!(f, "host device `{d}`"),
             Permission::HostNetwork => f.write_str("host network"),
             Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
+            Permission::Network(n) => write!(f, "network `{n}`"),
+            Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
+            Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
+            Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
+            Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
+            Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
+            Permission::BuildNetwork => f.write_str("network for image builds"),
         }
     }
 }
@@ -135,7 +174,8 @@ impl fmt::Display for PermissionRequest {
 
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
-    /// `device`, `hostNetwork`, `engineSocket`.
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -146,6 +186,13 @@ impl Permission {
             Permission::Device(_) => "device",
             Permission::HostNetwork => "hostNetwork",
             Permission::EngineSocket(_) => "engineSocket",
+            Permission::Network(_) => "network",
+            Permission::PublishPort(_) => "publishPort",
+            Permission::IdentityLabel(_) => "identityLabel",
+            Permission::HostCommand(_) => "hostCommand",
+            Permission::GitDir(_) => "gitDir",
+            Permission::HostEnv(_) => "hostEnv",
+            Permission::BuildNetwork => "buildNetwork",
         }
     }
 
@@ -156,7 +203,13 @@ impl Permission {
             | Permission::Mount(v)
             | Permission::SecurityOpt(v)
             | Permission::Device(v)
-            | Permission::EngineSocket(v) => Some(v),
+            | Permission::EngineSocket(v)
+            | Permission::Network(v)
+            | Permission::PublishPort(v)
+            | Permission::IdentityLabel(v)
+            | Permission::HostCommand(v)
+            | Permission::GitDir(v)
+            | Permission::HostEnv(v) => Some(v),
             _ => None,
         }
     }
@@ -211,11 +264,25 @@ pub struct Grants {
     pub security_opts: BTreeSet<String>,
     /// `device:<host path>`.
     pub devices: BTreeSet<String>,
+    /// `network:<container:x | name>` (`network:host` is [`Grants::host_network`]).
+    pub networks: BTreeSet<String>,
+    /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
+    pub publish: BTreeSet<String>,
+    /// `host-command`: every command the repository names for the host runs.
+    pub host_command: bool,
+    /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
+    pub git_dirs: BTreeSet<String>,
+    /// `env:<NAME>`: host variables the configuration may send into the container.
+    pub env: BTreeSet<String>,
+    /// `build-network`: image builds keep a network when the container has none.
+    pub build_network: bool,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
-    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`.
+    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
+    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
+    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -235,6 +302,19 @@ impl Grants {
         match value.split_once(':') {
             None if value == "privileged" => self.privileged = true,
             None if value == "root" => self.root = true,
+            None if value == "host-command" => self.host_command = true,
+            Some(("gitdir", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.git_dirs.insert(p);
+            }
+            None if value == "build-network" => self.build_network = true,
+            Some(("env", n)) => {
+                // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
+                if n.is_empty() || n.contains(['=', '\0']) {
+                    return Err(bad("expected an environment variable name (`env:NAME`)"));
+                }
+                self.env.insert(n.to_string());
+            }
             Some(("network", "host")) => self.host_network = true,
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
@@ -248,6 +328,24 @@ impl Grants {
             }
             Some(("device", d)) if d.starts_with('/') => {
                 self.devices.insert(d.to_string());
+            }
+            Some(("network", n)) => match network_permission(n) {
+                Some(Permission::Network(n)) => {
+                    self.networks.insert(n);
+                }
+                _ => {
+                    return Err(bad(
+                        "expected `network:host`, `network:container:<name>` or `network:<network name>`",
+                    ));
+                }
+            },
+            Some(("publish", a)) => {
+                if a != "*" && split_publish_grant(a).is_none() {
+                    return Err(bad(
+                        "expected `publish:<ip>:<port>`, `publish:<ip>:*` or `publish:*`",
+                    ));
+                }
+                self.publish.insert(a.to_string());
             }
             _ => return Err(bad("unknown permission")),
         }
@@ -264,9 +362,63 @@ impl Grants {
             Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
             Permission::Device(d) => self.devices.contains(d),
-            Permission::EngineSocket(_) => false,
+            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => false,
+            Permission::Network(n) => self.networks.contains(n),
+            Permission::PublishPort(a) => {
+                self.publish.contains("*")
+                    || self.publish.contains(a)
+                    || split_publish_grant(a)
+                        .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
+            }
+            Permission::HostCommand(_) => self.host_command,
+            Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
+            Permission::HostEnv(n) => self.env.contains(n),
+            Permission::BuildNetwork => self.build_network,
         }
     }
+}
+
+/// The permission a network mode asks for (spec-note 0430): `None` for the engine's default
+/// bridge (`bridge`, `default`, empty) and `none`; [`Permission::HostNetwork`] for `host`;
+/// [`Permission::Network`] for anything else, as written (`container:<x>`, a named network,
+/// any other spelling the engine might accept).
+pub fn network_permission(mode: &str) -> Option<Permission> {
+    match mode {
+        "" | "bridge" | "default" | "none" => None,
+        "host" => Some(Permission::HostNetwork),
+        other => Some(Permission::Network(other.to_string())),
+    }
+}
+
+/// Splits a publish address `ip:port` / `[v6]:port` / `…:*` into its address (brackets kept)
+/// and port; `None` when it is not of that form.
+fn split_publish_grant(text: &str) -> Option<(&str, &str)> {
+    let (ip, port) = text.rsplit_once(':')?;
+    let ip_ok = match ip.strip_prefix('[').and_then(|i| i.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => ip.parse::<std::net::Ipv4Addr>().is_ok(),
+    };
+    let port_ok = port == "*" || port.parse::<u16>().is_ok_and(|p| p > 0);
+    (ip_ok && port_ok).then_some((ip, port))
+}
+
+/// The address a published port binds on the host, as [`Permission::PublishPort`] names it:
+/// `0.0.0.0:8080`, `[::]:8080`, `192.168.1.5:*` (engine-chosen port).
+pub fn publish_address(ip: &str, host_port: Option<u16>) -> String {
+    let port = host_port.map_or_else(|| "*".to_string(), |p| p.to_string());
+    if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}
+
+/// Whether a published port's host address is loopback (`127.0.0.0/8`, `::1`; the engine
+/// takes IP addresses only, so a host name is not).
+pub fn is_loopback_address(ip: &str) -> bool {
+    let ip = ip.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<std::net::IpAddr>()
+        .is_ok_and(|a| a.is_loopback())
 }
 
 /// Who asked for each part of a [`ContainerSpec`]; anything not listed came from
@@ -317,6 +469,11 @@ pub struct PolicyInput {
     pub host_home: Option<PathBuf>,
     /// The host path of the socket devcell talks to the engine through, if any.
     pub engine_socket: Option<PathBuf>,
+    /// The image's `/etc/passwd` text, when read: users are judged by the uid the engine
+    /// resolves them to ([`crate::engine::passwd::resolve`]), not by their spelling.
+    pub passwd: Option<String>,
+    /// Label keys the repository sets on the container (`runArgs` `--label`/`-l`).
+    pub repository_labels: Vec<String>,
 }
 
 /// The spec to create and every request with its status.
@@ -393,7 +550,9 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
     };
     for r in &mut requests {
         r.status = match (&r.permission, &r.source) {
-            (Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+            (Permission::EngineSocket(_) | Permission::IdentityLabel(_), _) => {
+                RequestStatus::Forbidden
+            }
             (_, Source::CommandLine) => RequestStatus::AllowedByProfile,
             (p, _) if grants.allows(p) => RequestStatus::Granted,
             _ => RequestStatus::Refused,
@@ -471,12 +630,57 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
     }
 
     spec.limits = clamp_limits(input.spec.limits, limits);
+    bound_memory_filesystems(&mut spec);
+    // A port without a host address would be published on every host interface.
+    for p in &mut spec.ports {
+        if p.host_ip.as_deref().is_none_or(str::is_empty) {
+            p.host_ip = Some(LOOPBACK.to_string());
+        }
+    }
 
     Ok(Applied {
         spec,
         remote_user,
         requests,
     })
+}
+
+/// Judges requests that are not part of a container (host commands, git directories):
+/// `reference` allows each ([`RequestStatus::AllowedByProfile`]); `hardened` grants what
+/// `grants` allows and refuses the rest. Pure. [`refusal`] turns the result into the error.
+pub fn judge(
+    profile: &SecurityProfile,
+    asked: impl IntoIterator<Item = (Permission, Source)>,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    asked
+        .into_iter()
+        .map(|(permission, source)| {
+            let status = match (profile, &permission, &source) {
+                (SecurityProfile::Reference, _, _) => RequestStatus::AllowedByProfile,
+                (_, Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+                (_, _, Source::CommandLine) => RequestStatus::AllowedByProfile,
+                (_, p, _) if grants.allows(p) => RequestStatus::Granted,
+                _ => RequestStatus::Refused,
+            };
+            PermissionRequest {
+                permission,
+                source,
+                status,
+            }
+        })
+        .collect()
+}
+
+/// [`SecurityError::Refused`] listing `requests` when any is refused or forbidden.
+pub fn refusal(profile: &SecurityProfile, requests: &[PermissionRequest]) -> Option<SecurityError> {
+    requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
+        .then(|| SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests: requests.to_vec(),
+        })
 }
 
 /// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
@@ -500,19 +704,20 @@ fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
     if spec.privileged {
         push(Permission::Privileged, or_config(o.privileged.as_ref()));
     }
-    // Root: an explicit root container user or remote user, or an image that runs as root
-    // with no non-root remote user to run as instead.
+    // Root: a container user or remote user that resolves to uid 0, or an image that runs as
+    // root with no non-root remote user to run as instead.
+    let root = |u: &str| input.is_root(u);
     if let Some(u) = &spec.user {
-        if is_root_user(u) {
+        if root(u) {
             push(Permission::Root, or_config(o.container_user.as_ref()));
         }
-    } else if input.image_user.as_deref().is_none_or(is_root_user)
-        && input.remote_user.as_deref().is_none_or(is_root_user)
+    } else if input.image_user.as_deref().is_none_or(root)
+        && input.remote_user.as_deref().is_none_or(root)
     {
         push(Permission::Root, Source::ImageUser);
     }
     if let Some(u) = &input.remote_user
-        && is_root_user(u)
+        && root(u)
     {
         push(Permission::Root, or_config(o.remote_user.as_ref()));
     }
@@ -552,10 +757,40 @@ fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
             or_config(o.devices.get(&d.host_path)),
         );
     }
-    if spec.network_mode.as_deref() == Some("host") {
-        push(Permission::HostNetwork, or_config(o.network.as_ref()));
+    if let Some(p) = spec.network_mode.as_deref().and_then(network_permission) {
+        push(p, or_config(o.network.as_ref()));
+    }
+    // `appPort` and `runArgs -p` (devcontainer.json only): no address is rewritten to loopback
+    // under `hardened`; any other address than loopback is a request (spec-note 0431).
+    for p in &spec.ports {
+        if let Some(ip) = p
+            .host_ip
+            .as_deref()
+            .filter(|ip| !ip.is_empty() && !is_loopback_address(ip))
+        {
+            push(
+                Permission::PublishPort(publish_address(ip, p.host_port)),
+                Source::DevcontainerJson,
+            );
+        }
+    }
+    for key in &input.repository_labels {
+        if crate::names::is_identity_label(key) {
+            push(
+                Permission::IdentityLabel(key.clone()),
+                Source::DevcontainerJson,
+            );
+        }
     }
     out
+}
+
+impl PolicyInput {
+    /// Whether `user` runs as uid 0 in this image ([`passwd::is_root`] against
+    /// [`PolicyInput::passwd`]; an empty spelling is the image's default, taken as root).
+    pub fn is_root(&self, user: &str) -> bool {
+        passwd::is_root(user, self.passwd.as_deref(), true)
+    }
 }
 
 /// The container and remote users under `hardened` (spec-note 0083): an image that would run
@@ -565,9 +800,9 @@ fn effective_users(input: &PolicyInput) -> (Option<String>, Option<String>) {
     let container = match &input.spec.user {
         Some(u) => Some(u.clone()),
         None => {
-            let image_root = input.image_user.as_deref().is_none_or(is_root_user);
+            let image_root = input.image_user.as_deref().is_none_or(|u| input.is_root(u));
             match &remote {
-                Some(r) if image_root && !is_root_user(r) => Some(r.clone()),
+                Some(r) if image_root && !input.is_root(r) => Some(r.clone()),
                 _ => None,
             }
         }
@@ -582,7 +817,7 @@ fn remote_home(input: &PolicyInput, user: Option<&str>) -> Option<String> {
         return Some(h.clone());
     }
     let user = user.map(|u| u.split(':').next().unwrap_or(u))?;
-    if is_root_user(user) {
+    if input.is_root(user) {
         return Some("/root".to_string());
     }
     if user.is_empty() || user.chars().all(|c| c.is_ascii_digit()) {
@@ -601,10 +836,109 @@ fn clamp_limits(requested: Limits, profile: ProfileLimits) -> Limits {
     }
 }
 
-/// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) names root.
+/// The host address `hardened` publishes ports on when none is given (spec-note 0431).
+pub const LOOPBACK: &str = "127.0.0.1";
+
+/// `size` `hardened` gives a requested tmpfs that names none (the profile's `/tmp` size),
+/// before the memory limit bounds it (spec-note 0432).
+pub const DEFAULT_TMPFS_BYTES: i64 = 1 << 30;
+
+/// Bounds what lives in memory by the container's memory limit (spec-note 0432): `/dev/shm`
+/// (`--shm-size`) and every tmpfs (`--tmpfs`, `--mount type=tmpfs`, the profile's own) get a
+/// `size` of at most `spec.limits.memory_bytes`; a tmpfs without one gets
+/// [`DEFAULT_TMPFS_BYTES`] (or the limit when lower). Larger requests are clamped, like limits
+/// (spec-note 0085): raising them is the user's setting, not the repository's.
+fn bound_memory_filesystems(spec: &mut ContainerSpec) {
+    let Some(max) = spec.limits.memory_bytes.filter(|m| *m > 0) else {
+        return;
+    };
+    if let Some(shm) = spec.shm_size.as_mut() {
+        *shm = (*shm).clamp(0, max);
+    }
+    for opts in spec.tmpfs.values_mut() {
+        *opts = bound_tmpfs_options(opts, max);
+    }
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Tmpfs)
+    {
+        let size = m
+            .source
+            .as_deref()
+            .and_then(crate::engine::run_args::tmpfs_mount_size)
+            .unwrap_or(DEFAULT_TMPFS_BYTES);
+        let mode = m
+            .source
+            .as_deref()
+            .and_then(crate::engine::run_args::tmpfs_mount_mode);
+        m.source = Some(crate::engine::run_args::tmpfs_mount_source(
+            size.min(max),
+            mode,
+        ));
+    }
+}
+
+/// tmpfs mount options (`rw,size=100g,mode=1777`) with `size` (or `nr_blocks`) replaced by one
+/// of at most `max` bytes; a size the kernel takes relative to RAM (`50%`) or cannot be read
+/// counts as `max`.
+pub fn bound_tmpfs_options(opts: &str, max: i64) -> String {
+    let mut size: Option<i64> = None;
+    let mut out: Vec<String> = Vec::new();
+    let mut at = None;
+    for opt in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let asked = match opt.split_once('=') {
+            Some(("size", v)) => tmpfs_size_bytes(v),
+            Some(("nr_blocks", v)) => tmpfs_size_bytes(v).and_then(|b| b.checked_mul(4096)),
+            _ => {
+                out.push(opt.to_string());
+                continue;
+            }
+        };
+        // The last one wins, as for `mount`; it stays where the first one was.
+        size = Some(asked.unwrap_or(max));
+        at.get_or_insert(out.len());
+    }
+    let size = format!(
+        "size={}",
+        human_size(size.unwrap_or(DEFAULT_TMPFS_BYTES).clamp(0, max))
+    );
+    out.insert(at.unwrap_or(out.len()), size);
+    out.join(",")
+}
+
+/// A tmpfs `size=` value in bytes: a number with an optional `k`, `m`, `g`, `t`, `p`, `e`
+/// suffix (powers of 1024, as `mount -t tmpfs` reads it); `None` for `%` or anything else.
+fn tmpfs_size_bytes(text: &str) -> Option<i64> {
+    let t = text.trim().to_ascii_lowercase();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => {
+            let exp = "kmgtpe".find(c)? as u32 + 1;
+            (&t[..i], 1024_i64.checked_pow(exp)?)
+        }
+        _ => (t.as_str(), 1),
+    };
+    num.parse::<i64>()
+        .ok()?
+        .checked_mul(mult)
+        .or(Some(i64::MAX))
+}
+
+/// Bytes as the largest exact tmpfs unit: `1g`, `64m`, `12k`, `1000`.
+fn human_size(bytes: i64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if bytes > 0 && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Whether a user spec (`name`, `uid`, `name:group`, `uid:gid`) is uid 0 without a passwd to
+/// look names up in: any numeric spelling of 0 (`00`, `+0`, `0:0`), `root`, or empty (the
+/// engine's default). [`passwd::is_root`] with the image's passwd is the full judgement.
 pub fn is_root_user(user: &str) -> bool {
-    let name = user.split(':').next().unwrap_or(user).trim();
-    name.is_empty() || name == "root" || name == "0"
+    passwd::is_root(user, None, true)
 }
 
 /// `SYS_PTRACE`, `cap_sys_ptrace` and `CAP_SYS_PTRACE` all normalise to `SYS_PTRACE`.
@@ -895,6 +1229,92 @@ mod tests {
     }
 
     #[test]
+    fn root_is_judged_by_the_uid_the_image_gives_not_the_spelling() {
+        let passwd = "root:x:0:0::/root:/bin/sh\nadmin:x:0:0::/home/admin:/bin/sh\n\
+                      vscode:x:1000:1000::/home/vscode:/bin/sh\n";
+        // Every spelling of uid 0, as containerUser (or `-u`) and as remoteUser.
+        for spelling in ["00", "+0", "-0", "0:0", "0000:1000", "root:staff", "admin"] {
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.spec.user = Some(spelling.into());
+            let r = refused(&input, &Grants::default());
+            assert_eq!(
+                r[0].permission,
+                Permission::Root,
+                "containerUser {spelling}"
+            );
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.remote_user = Some(spelling.into());
+            input.origins.remote_user = Some(Source::Feature("f".into()));
+            let r = refused(&input, &Grants::default());
+            assert!(
+                r.iter()
+                    .any(|r| r.permission == Permission::Root
+                        && r.source == Source::Feature("f".into())),
+                "remoteUser {spelling}: {r:?}"
+            );
+            let a = apply(&hardened(), &input, &Grants::parse(&["root"]).unwrap()).unwrap();
+            assert_eq!(a.requests[0].status, RequestStatus::Granted, "{spelling}");
+        }
+        // An image whose `USER` is a uid-0 name, and no remote user: root from the image.
+        let mut input = base();
+        input.passwd = Some(passwd.into());
+        input.remote_user = None;
+        input.image_user = Some("admin".into());
+        let r = refused(&input, &Grants::default());
+        assert_eq!(r[0].source, Source::ImageUser);
+        // With a non-root remote user the root image runs as that user instead.
+        input.remote_user = Some("vscode".into());
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.user.as_deref(), Some("vscode"));
+        // Not root: a plain user, a gid of 0, an out-of-range uid the engine refuses.
+        for spelling in ["vscode", "1000:0", "4294967296"] {
+            let mut input = base();
+            input.passwd = Some(passwd.into());
+            input.spec.user = Some(spelling.into());
+            assert!(
+                apply(&hardened(), &input, &Grants::default()).is_ok(),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
+    fn identity_labels_from_the_repository_are_never_allowed() {
+        let mut input = base();
+        input.repository_labels = vec![
+            "devcontainer.local_folder".into(),
+            "DevCell.session".into(),
+            "team".into(),
+        ];
+        let r = refused(&input, &Grants::default());
+        let kinds: Vec<_> = r.iter().map(|r| (r.permission.clone(), r.status)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (
+                    Permission::IdentityLabel("devcontainer.local_folder".into()),
+                    RequestStatus::Forbidden
+                ),
+                (
+                    Permission::IdentityLabel("DevCell.session".into()),
+                    RequestStatus::Forbidden
+                )
+            ]
+        );
+        assert!(r[0].permission.grant_flag().is_none());
+        assert!(r[0].to_string().contains("never allowed"), "{}", r[0]);
+        assert!(Grants::parse(&["label:devcontainer.local_folder"]).is_err());
+        // `reference` applies the configuration as written.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.requests[0].status, RequestStatus::AllowedByProfile);
+        // A plain label is no request at all.
+        input.repository_labels = vec!["team".into()];
+        assert!(apply(&hardened(), &input, &Grants::default()).is_ok());
+    }
+
+    #[test]
     fn root_image_runs_as_the_non_root_remote_user() {
         let mut input = base();
         input.image_user = None;
@@ -940,6 +1360,229 @@ mod tests {
         assert_eq!(r[1].permission, Permission::HostNetwork);
         let g = Grants::parse(&["device:/dev/fuse", "network:host"]).unwrap();
         assert!(apply(&hardened(), &input, &g).is_ok());
+    }
+
+    #[test]
+    fn other_network_namespaces_and_named_networks_are_requests() {
+        for (mode, want) in [
+            (
+                "container:victim",
+                Some(Permission::Network("container:victim".into())),
+            ),
+            (
+                "container:4f1c2b",
+                Some(Permission::Network("container:4f1c2b".into())),
+            ),
+            ("corp-net", Some(Permission::Network("corp-net".into()))),
+            ("Host", Some(Permission::Network("Host".into()))),
+            ("host", Some(Permission::HostNetwork)),
+            ("bridge", None),
+            ("default", None),
+            ("none", None),
+        ] {
+            let mut input = base();
+            input.spec.network_mode = Some(mode.into());
+            match &want {
+                None => assert!(
+                    apply(&hardened(), &input, &Grants::default()).is_ok(),
+                    "{mode}"
+                ),
+                Some(p) => {
+                    let r = refused(&input, &Grants::default());
+                    assert_eq!(&r[0].permission, p, "{mode}");
+                    let flag = p.grant_flag().unwrap();
+                    assert_eq!(flag, format!("--allow network:{mode}"));
+                    let g = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+                    let a = apply(&hardened(), &input, &g).unwrap();
+                    assert_eq!(a.spec.network_mode.as_deref(), Some(mode));
+                    assert_eq!(a.requests[0].status, RequestStatus::Granted);
+                    // A grant of another network does not cover it.
+                    let other = Grants::parse(&["network:container:other"]).unwrap();
+                    assert!(apply(&hardened(), &input, &other).is_err(), "{mode}");
+                }
+            }
+        }
+        for bad in [
+            "network:",
+            "network:none",
+            "network:bridge",
+            "network:default",
+        ] {
+            assert!(Grants::parse(&[bad]).is_err(), "{bad}");
+        }
+        let v = serde_json::to_value(PermissionRequest {
+            permission: Permission::Network("container:victim".into()),
+            source: Source::DevcontainerJson,
+            status: RequestStatus::Refused,
+        })
+        .unwrap();
+        assert_eq!(v["permission"], "network");
+        assert_eq!(v["value"], "container:victim");
+        assert_eq!(v["grant"], "--allow network:container:victim");
+    }
+
+    fn port(ip: Option<&str>, host: Option<u16>, container: u16) -> crate::engine::PortBinding {
+        crate::engine::PortBinding {
+            container_port: container,
+            protocol: "tcp".into(),
+            host_ip: ip.map(str::to_string),
+            host_port: host,
+        }
+    }
+
+    #[test]
+    fn ports_publish_on_loopback_and_other_addresses_are_requests() {
+        let mut input = base();
+        input.spec.ports = vec![
+            port(None, Some(8080), 80),
+            port(Some(""), None, 81),
+            port(Some("127.0.0.1"), Some(5432), 5432),
+            port(Some("127.0.0.2"), Some(5433), 5433),
+            port(Some("::1"), Some(5434), 5434),
+        ];
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(a.requests.is_empty(), "{:?}", a.requests);
+        let ips: Vec<_> = a
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.host_ip.clone().unwrap())
+            .collect();
+        assert_eq!(
+            ips,
+            ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "::1"]
+        );
+        // The reference profile publishes as written.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.ports[0].host_ip, None);
+
+        let mut input = base();
+        input.spec.ports = vec![
+            port(Some("0.0.0.0"), Some(8080), 80),
+            port(Some("::"), Some(8081), 80),
+            port(Some("192.168.1.5"), None, 80),
+        ];
+        let r = refused(&input, &Grants::default());
+        let perms: Vec<_> = r.iter().map(|r| r.permission.clone()).collect();
+        assert_eq!(
+            perms,
+            [
+                Permission::PublishPort("0.0.0.0:8080".into()),
+                Permission::PublishPort("[::]:8081".into()),
+                Permission::PublishPort("192.168.1.5:*".into()),
+            ]
+        );
+        assert_eq!(
+            r[1].permission.grant_flag().unwrap(),
+            "--allow publish:[::]:8081"
+        );
+        let exact = Grants::parse(&[
+            "publish:0.0.0.0:8080",
+            "publish:[::]:8081",
+            "publish:192.168.1.5:*",
+        ])
+        .unwrap();
+        let a = apply(&hardened(), &input, &exact).unwrap();
+        assert_eq!(a.spec.ports, input.spec.ports, "granted addresses are kept");
+        assert!(
+            a.requests
+                .iter()
+                .all(|r| r.status == RequestStatus::Granted)
+        );
+        assert!(apply(&hardened(), &input, &Grants::parse(&["publish:*"]).unwrap()).is_ok());
+        let partial = Grants::parse(&["publish:0.0.0.0:*"]).unwrap();
+        assert_eq!(
+            refused(&input, &partial)
+                .iter()
+                .filter(|r| r.status == RequestStatus::Refused)
+                .count(),
+            2
+        );
+        for bad in [
+            "publish:",
+            "publish:0.0.0.0",
+            "publish:host:80",
+            "publish:1.2.3.4:0",
+            "publish:::80",
+        ] {
+            assert!(Grants::parse(&[bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shm_and_tmpfs_are_bounded_by_the_memory_limit() {
+        let mut input = base();
+        input.spec.shm_size = Some(100 << 30);
+        input
+            .spec
+            .tmpfs
+            .insert("/big".into(), "rw,size=100g,mode=1777".into());
+        input.spec.tmpfs.insert("/pct".into(), "size=90%".into());
+        input
+            .spec
+            .tmpfs
+            .insert("/blocks".into(), "nr_blocks=1000".into());
+        input.spec.tmpfs.insert("/unsized".into(), "".into());
+        input
+            .spec
+            .tmpfs
+            .insert("/small".into(), "size=64m,noexec".into());
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Tmpfs,
+            source: Some(crate::engine::run_args::tmpfs_mount_source(
+                100 << 30,
+                Some(0o700),
+            )),
+            target: "/m-big".into(),
+            read_only: false,
+        });
+        input.spec.mounts.push(Mount {
+            kind: MountKind::Tmpfs,
+            source: None,
+            target: "/m-unsized".into(),
+            read_only: false,
+        });
+        let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(a.requests.is_empty());
+        assert_eq!(a.spec.shm_size, Some(4 << 30));
+        let t = &a.spec.tmpfs;
+        assert_eq!(t["/big"], "rw,size=4g,mode=1777");
+        assert_eq!(t["/pct"], "size=4g");
+        assert_eq!(t["/blocks"], "size=4000k");
+        assert_eq!(t["/unsized"], "size=1g");
+        assert_eq!(t["/small"], "size=64m,noexec");
+        assert_eq!(
+            t["/tmp"], HARDENED_TMPFS[0].1,
+            "the profile's own stay as they are"
+        );
+        let src = |target: &str| {
+            a.spec
+                .mounts
+                .iter()
+                .find(|m| m.target == target)
+                .unwrap()
+                .source
+                .clone()
+                .unwrap()
+        };
+        assert_eq!(src("/m-big"), format!("size={},mode=700", 4_i64 << 30));
+        assert_eq!(src("/m-unsized"), format!("size={}", 1_i64 << 30));
+        // A lower memory limit lowers every tmpfs, the profile's own included.
+        let small = SecurityProfile::Hardened(ProfileLimits {
+            memory_bytes: 512 << 20,
+            ..ProfileLimits::default()
+        });
+        let a = apply(&small, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.shm_size, Some(512 << 20));
+        assert_eq!(
+            a.spec.tmpfs["/tmp"],
+            "rw,nosuid,nodev,exec,size=512m,mode=1777"
+        );
+        assert!(a.spec.tmpfs["/home/vscode"].contains("size=512m"));
+        // The reference profile keeps what was asked.
+        let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+        assert_eq!(a.spec.shm_size, Some(100 << 30));
+        assert_eq!(a.spec.tmpfs["/unsized"], "");
     }
 
     #[test]
@@ -1074,6 +1717,50 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "forbidden");
         assert!(v.get("grant").is_none());
+    }
+
+    #[test]
+    fn host_commands_and_git_dirs_are_requests_only_the_user_grants() {
+        let asked = || {
+            vec![
+                (
+                    Permission::HostCommand("/bin/sh -c 'touch /tmp/m'".into()),
+                    Source::DevcontainerJson,
+                ),
+                (
+                    Permission::GitDir("/srv/other/.git".into()),
+                    Source::GitLink("/w/api/.git".into()),
+                ),
+            ]
+        };
+        let r = judge(&hardened(), asked(), &Grants::default());
+        assert!(r.iter().all(|r| r.status == RequestStatus::Refused));
+        let err = refusal(&hardened(), &r).unwrap();
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        assert!(hint.contains("--allow host-command"), "{hint}");
+        assert!(hint.contains("--allow gitdir:/srv/other/.git"), "{hint}");
+        assert!(
+            err.to_string().contains("`/bin/sh -c 'touch /tmp/m'`"),
+            "{err}"
+        );
+        let g = Grants::parse(&["host-command", "gitdir:/srv/other"]).unwrap();
+        let r = judge(&hardened(), asked(), &g);
+        assert!(
+            r.iter().all(|r| r.status == RequestStatus::Granted),
+            "{r:?}"
+        );
+        assert!(refusal(&hardened(), &r).is_none());
+        let r = judge(&SecurityProfile::Reference, asked(), &Grants::default());
+        assert!(
+            r.iter()
+                .all(|r| r.status == RequestStatus::AllowedByProfile)
+        );
+        let v = serde_json::to_value(&r[0]).unwrap();
+        assert_eq!(v["permission"], "hostCommand");
+        assert_eq!(v["value"], "/bin/sh -c 'touch /tmp/m'");
+        assert_eq!(v["grant"], "--allow host-command");
+        assert!(Grants::parse(&["gitdir:relative"]).is_err());
+        assert!(Grants::parse(&["host-command:x"]).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::engine::{ContainerInfo, MountKind};
 use super::error::{Result, SecurityError};
 use super::policy::{
     Grants, NO_NEW_PRIVILEGES, Permission, PermissionRequest, RequestStatus, Source,
-    is_engine_socket, is_root_user, is_within, normalize_cap, normalize_path,
+    is_engine_socket, is_within, network_permission, normalize_cap, normalize_path,
 };
 use super::profile::{ProfileLimits, SecurityProfile};
 
@@ -117,6 +117,10 @@ pub struct ExistingContainer<'a> {
     pub engine_socket: Option<&'a Path>,
     /// The network asked for now (`Some("none")` when it must be `none`).
     pub network: Option<&'a str>,
+    /// The container's `/etc/passwd` text, when read: a user name is judged by the uid it
+    /// resolves to ([`crate::engine::passwd::resolve`]); without it only numeric spellings and
+    /// `root` are recognised.
+    pub passwd: Option<&'a str>,
 }
 
 /// Checks that reusing `existing` gives nothing beyond `profile` and `grants`.
@@ -153,7 +157,8 @@ pub fn check_reuse(
         .filter(|u| !u.is_empty())
         .or(existing.image_user.filter(|u| !u.is_empty()))
         .unwrap_or("root");
-    if is_root_user(user) || existing.remote_user.is_some_and(is_root_user) {
+    let root = |u: &str| crate::engine::passwd::is_root(u, existing.passwd, true);
+    if root(user) || existing.remote_user.is_some_and(root) {
         push(Permission::Root);
     }
     let dropped: Vec<String> = host.cap_drop.iter().map(|c| normalize_cap(c)).collect();
@@ -199,8 +204,8 @@ pub fn check_reuse(
     for d in &host.devices {
         push(Permission::Device(d.clone()));
     }
-    if host.network_mode == "host" {
-        push(Permission::HostNetwork);
+    if let Some(p) = network_permission(&host.network_mode) {
+        push(p);
     }
 
     let mut gaps = Vec::new();
@@ -331,6 +336,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            passwd: None,
         }
     }
 
@@ -390,6 +396,34 @@ mod tests {
             )
             .unwrap()
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_container_in_another_network_namespace_is_a_request() {
+        for mode in ["container:4f1c2b9e", "corp-net"] {
+            let mut info = hardened_container();
+            info.host.network_mode = mode.into();
+            let (requests, gaps) = refusal(check_reuse(
+                &SecurityProfile::default(),
+                &existing(&info),
+                &Grants::default(),
+            ));
+            assert!(gaps.is_empty());
+            assert_eq!(requests[0].permission, Permission::Network(mode.into()));
+            let grants = Grants::parse(&[format!("network:{mode}")]).unwrap();
+            let r = check_reuse(&SecurityProfile::default(), &existing(&info), &grants).unwrap();
+            assert_eq!(r[0].status, RequestStatus::Granted);
+        }
+        let mut info = hardened_container();
+        info.host.network_mode = "default".into();
+        assert!(
+            check_reuse(
+                &SecurityProfile::default(),
+                &existing(&info),
+                &Grants::default()
+            )
+            .is_ok()
         );
     }
 

@@ -591,7 +591,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
         host_uid: 5001,
         host_gid: 5002,
     };
-    let built = build::ensure_uid_image(&engine, &uid, &recorder)
+    let built = build::ensure_uid_image(&engine, &uid, None, &recorder)
         .await
         .unwrap()
         .expect("a UID layer");
@@ -601,7 +601,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
         run(&built.tag, "id -u; id -g; cat /opt/x/message"),
         format!("5001\n5002\n{MESSAGE}")
     );
-    let again = build::ensure_uid_image(&engine, &uid, &recorder)
+    let again = build::ensure_uid_image(&engine, &uid, None, &recorder)
         .await
         .unwrap()
         .unwrap();

@@ -424,3 +424,52 @@ fn build_result_has_the_reference_cli_shape() {
         (metadata_entries(&theirs_name), metadata_entries(&ours_name));
     assert_eq!(ours_entries, theirs_entries);
 }
+
+/// Issue 12 item 5: `devcell build` writes devcontainer.json's `containerEnv` after the
+/// Features' `ENV`s, so the image's `Config.Env` (and `docker run <image>`) shows the
+/// merged values, devcontainer.json's last (spec-note 0473).
+#[test]
+fn build_bakes_container_env_after_the_features() {
+    if !engine_ready(
+        "build_bakes_container_env_after_the_features",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let mark = unique("buildenv");
+    let ws = Ws::new(&format!(
+        r#"{{"image": "IMAGE", "remoteUser": "nobody",
+            "features": {{"./envf": {{}}}},
+            "containerEnv": {{"WHO": "config", "MARK": "{mark}", "LITERAL": "a$b"}}}}"#
+    ));
+    ws.feature(
+        "envf",
+        r#"{"id": "envf", "version": "1.0.0",
+            "containerEnv": {"WHO": "feature", "FEATURE_ONLY": "yes", "PATH": "/opt/envf/bin:${PATH}"}}"#,
+        "true",
+    );
+    let built = result(&ws.build(&[]));
+    let name = built["imageName"][0].as_str().unwrap().to_string();
+    ws.remove_on_drop(&name);
+    ws.remove_on_drop(built["devcell"]["imageId"].as_str().unwrap());
+    let env: Vec<String> = serde_json::from_str(&inspect_image(&name, "{{json .Config.Env}}"))
+        .expect("Config.Env is a JSON list");
+    let position = |prefix: &str| {
+        env.iter()
+            .position(|e| e.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {env:?}"))
+    };
+    assert!(env.contains(&"WHO=config".to_string()), "{env:?}");
+    assert!(!env.contains(&"WHO=feature".to_string()), "{env:?}");
+    assert!(env.contains(&format!("MARK={mark}")), "{env:?}");
+    assert!(env.contains(&"LITERAL=a$b".to_string()), "{env:?}");
+    assert!(env.contains(&"FEATURE_ONLY=yes".to_string()), "{env:?}");
+    // The Feature's entries come first, devcontainer.json's new ones after them.
+    assert!(position("FEATURE_ONLY=") < position("MARK="), "{env:?}");
+    assert!(
+        env.iter().any(|e| e.starts_with("PATH=/opt/envf/bin:")),
+        "{env:?}"
+    );
+    let run = docker(&["run", "--rm", &name, "sh", "-c", "echo $WHO"]);
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "config");
+}

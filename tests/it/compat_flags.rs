@@ -263,7 +263,8 @@ fn unsupported_reference_flags_are_refused_by_name() {
 fn exec_options_come_before_the_command() {
     // An unknown option before the command is a usage error, not the command.
     let out = devcell().args(["exec", "--bogus", "x"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // Usage errors of the reference's commands exit 1, as its yargs (spec-note 0454).
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("unexpected argument '--bogus'"),
         "{}",
@@ -274,7 +275,12 @@ fn exec_options_come_before_the_command() {
         .args(["exec", "--container-id", "x"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Usage: devcell exec"),
+        "{}",
+        stderr(&out)
+    );
     // Hyphen values after the command are the command's (parsed by clap: the container is
     // then looked for, and not found).
     let out = devcell()
@@ -289,8 +295,8 @@ fn exec_options_come_before_the_command() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_ne!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("unexpected argument"), "{err}");
+    assert!(!err.contains("Usage:"), "{err}");
 }
 
 #[test]
@@ -551,4 +557,173 @@ fn up_adds_additional_features() {
         "{}",
         stderr(&out)
     );
+}
+
+/// yargs' camel-case expansion: `--workspaceFolder` for `--workspace-folder`, for every dashed
+/// long flag of every devcell command (hidden clap aliases; spec-note 0454).
+fn camel(flag: &str) -> String {
+    let mut parts = flag.split('-');
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for p in parts {
+        let mut c = p.chars();
+        if let Some(first) = c.next() {
+            out.push(first.to_ascii_uppercase());
+            out.push_str(c.as_str());
+        }
+    }
+    out
+}
+
+fn find_sub<'a>(cmd: &'a clap::Command, path: &[&str]) -> &'a clap::Command {
+    path.iter().fold(cmd, |c, name| {
+        c.find_subcommand(name)
+            .unwrap_or_else(|| panic!("no subcommand {name}"))
+    })
+}
+
+fn has_camel_alias(cmd: &clap::Command, flag: &str) -> bool {
+    cmd.get_arguments().any(|a| {
+        a.get_long() == Some(flag)
+            && a.get_all_aliases()
+                .is_some_and(|all| all.contains(&camel(flag).as_str()))
+    })
+}
+
+#[test]
+fn camel_case_spellings_of_every_flag_parse() {
+    let mut root = devcell::cli::command();
+    root.build();
+    let mut missing = Vec::new();
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            if let Some(long) = a.get_long()
+                && long.contains('-')
+                && !has_camel_alias(cmd, long)
+            {
+                missing.push(format!("{path} --{long}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    walk(&root, "devcell", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "flags without a camelCase alias: {missing:#?}"
+    );
+
+    // Through the binary, the spellings the reference's own tests use: the same result.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian", "remoteEnv": {"A": "b"}}"#,
+    )
+    .unwrap();
+    let w = ws.path().to_str().unwrap();
+    let dashed = devcell()
+        .args([
+            "read-configuration",
+            "--workspace-folder",
+            w,
+            "--include-merged-configuration",
+        ])
+        .args(["--skip-feature-auto-mapping", "--log-level", "info"])
+        .output()
+        .unwrap();
+    let camel_out = devcell()
+        .args([
+            "read-configuration",
+            "--workspaceFolder",
+            w,
+            "--includeMergedConfiguration",
+        ])
+        .args(["--skipFeatureAutoMapping", "--logLevel", "info"])
+        .output()
+        .unwrap();
+    assert!(camel_out.status.success(), "{}", stderr(&camel_out));
+    assert_eq!(last_json(&camel_out), last_json(&dashed));
+    assert_eq!(
+        last_json(&camel_out)["mergedConfiguration"]["remoteEnv"]["A"],
+        "b"
+    );
+
+    // Every flag of the reference's `--help`, camelCased, is known to devcell.
+    let Some(cli) = reference_cli("camel_case_spellings_of_every_flag_parse") else {
+        return;
+    };
+    let mut unknown = Vec::new();
+    for command in COMMANDS {
+        let reference = cli.command().args(*command).arg("--help").output().unwrap();
+        let sub = find_sub(&root, command);
+        for flag in help_flags(&String::from_utf8_lossy(&reference.stdout)) {
+            if flag.contains('-') && !has_camel_alias(sub, &flag) {
+                unknown.push(format!("{} --{}", command.join(" "), camel(&flag)));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "camelCase flags devcell lacks: {unknown:#?}"
+    );
+}
+
+/// Usage errors exit 1 for the reference's commands (its yargs does), 2 for devcell's own
+/// (`invalid_argument`); conflicting flags are said the reference's way (spec-note 0454).
+#[test]
+fn usage_errors_exit_like_the_reference_and_conflicts_are_mutually_exclusive() {
+    for args in [
+        &["up", "--bogus"][..],
+        &["read-configuration", "--workspace-folder"],
+        &["features", "package", "--nope"],
+        &["build", "--workspaceFolder"],
+    ] {
+        let out = devcell().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("For more information, try '--help'."),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    for args in [
+        &["status", "--bogus"][..],
+        &["doctor", "--nope"],
+        &["prune", "--x"],
+    ] {
+        let out = devcell().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let out = devcell()
+        .args(["up", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--no-lockfile", "--frozen-lockfile"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(
+        err.lines().next().unwrap(),
+        "error: --no-lockfile and --frozen-lockfile are mutually exclusive.",
+        "{err}"
+    );
+    assert!(err.contains("Usage: devcell up"), "{err}");
+    if let Some(cli) = reference_cli("usage_errors_exit_like_the_reference") {
+        let out = cli
+            .command()
+            .args(["up", "--workspace-folder"])
+            .arg(ws.path())
+            .args(["--no-lockfile", "--frozen-lockfile"])
+            .output()
+            .unwrap();
+        cli.assert_stayed_local();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("--no-lockfile and --frozen-lockfile are mutually exclusive."),
+            "{}",
+            stderr(&out)
+        );
+    }
 }

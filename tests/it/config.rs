@@ -148,8 +148,13 @@ fn bad_missing_config_lists_where_it_looked() {
     assert_eq!(
         stderr.lines().next().unwrap(),
         format!(
-            "error: no dev container config found in `{ws}`; looked for `{ws}/.devcontainer/devcontainer.json` and `{ws}/.devcontainer.json`"
+            "error: Dev container config ({ws}/.devcontainer/devcontainer.json) not found. Looked for `{ws}/.devcontainer/devcontainer.json` and `{ws}/.devcontainer.json` in `{ws}`"
         )
+    );
+    // devcell's hint after the reference's text (spec-note 0454).
+    assert!(
+        stderr.contains("\nhint: create `.devcontainer/devcontainer.json`"),
+        "{stderr}"
     );
 }
 
@@ -159,10 +164,14 @@ fn bad_missing_explicit_config() {
     let missing = tmp.path().join("nope.json");
     let out = read_configuration(tmp.path(), &["--config", missing.to_str().unwrap()]);
     let stderr = assert_failed(&out);
-    assert!(stderr.starts_with(&format!(
-        "error: dev container config `{}` not found",
-        missing.display()
-    )));
+    // The reference CLI's text (spec-note 0454).
+    assert!(
+        stderr.starts_with(&format!(
+            "error: Dev container config ({}) not found.\n",
+            missing.display()
+        )),
+        "{stderr}"
+    );
 }
 
 // Checklist 1: `.devcontainer/devcontainer.json` wins over `.devcontainer.json`.
@@ -393,26 +402,18 @@ fn legacy_vscode_properties_move_to_customizations() {
     );
 }
 
+/// Resolving the Features configuration parses every reference before fetching anything: the
+/// legacy short id fails with its hint and no registry is asked (spec-note 0452).
 #[test]
-fn features_configuration_lists_features_with_their_kind() {
+fn features_configuration_refuses_a_legacy_short_id_before_fetching() {
     let ws = fixture("configs/features-kinds");
-    let v = stdout_json(&read_configuration(
-        &ws,
-        &["--include-features-configuration"],
-    ));
-    let sets = v["featuresConfiguration"]["featureSets"]
-        .as_array()
-        .unwrap();
-    let kinds: Vec<_> = sets
-        .iter()
-        .map(|s| s["sourceInformation"]["type"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(
-        kinds,
-        ["oci", "file-path", "direct-tarball", "legacy-short-id"]
+    let out = read_configuration(&ws, &["--include-features-configuration"]);
+    let err = crate::support::assert_failed(&out);
+    assert!(
+        err.contains("`git` is a legacy short id; use `ghcr.io/devcontainers/features/git:1`"),
+        "{err}"
     );
-    assert_eq!(sets[0]["features"][0]["value"], "18");
-    assert_eq!(sets[0]["sourceInformation"]["tag"], "1");
+    assert!(!err.contains("pulling"), "{err}");
 }
 
 #[test]

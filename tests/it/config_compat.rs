@@ -39,6 +39,14 @@ fn ws_arg(ws: &Path) -> String {
     ws.to_string_lossy().into_owned()
 }
 
+/// Writes a local Feature `.devcontainer/<name>` with `devcontainer-feature.json` = `meta`.
+fn local_feature(ws: &Path, name: &str, meta: &Value) {
+    let dir = ws.join(".devcontainer").join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("devcontainer-feature.json"), meta.to_string()).expect("write");
+    std::fs::write(dir.join("install.sh"), "#!/bin/sh\n").expect("write");
+}
+
 #[test]
 fn reference_flags_are_accepted_and_change_nothing_without_a_container() {
     let ws = workspace(&json!({"image": "debian", "remoteEnv": {"A": "${containerEnv:X:d}"}}));
@@ -88,6 +96,11 @@ fn id_label_must_be_name_equals_value() {
 #[test]
 fn override_config_takes_content_but_keeps_the_config_path() {
     let ws = workspace(&json!({"image": "from-file"}));
+    local_feature(
+        ws.path(),
+        "local-f",
+        &json!({"id": "local-f", "version": "1.0.0"}),
+    );
     let dir = tempfile::tempdir().unwrap();
     let over = dir.path().join("override.json");
     std::fs::write(
@@ -147,30 +160,38 @@ fn override_config_takes_content_but_keeps_the_config_path() {
 
 #[test]
 fn additional_features_join_the_features_configuration() {
-    let ws = workspace(&json!({"image": "debian", "features": {"ghcr.io/o/f/a:1": {}}}));
+    let ws = workspace(&json!({"image": "debian", "features": {"./a": {}}}));
+    let option = json!({"type": "string", "default": "d"});
+    local_feature(
+        ws.path(),
+        "a",
+        &json!({"id": "a", "version": "1.0.0", "options": {"x": option}}),
+    );
+    local_feature(
+        ws.path(),
+        "b",
+        &json!({"id": "b", "version": "1.0.0", "options": {"y": option}}),
+    );
     let w = ws_arg(ws.path());
     let v = stdout_json(&read(&[
         "--workspace-folder",
         &w,
         "--include-features-configuration",
         "--additional-features",
-        r#"{"ghcr.io/o/f/a:1": {"x": "ignored"}, "ghcr.io/o/f/b:2": {"y": "1"}}"#,
+        r#"{"./a": {"x": "ignored"}, "./b": {"y": "1"}}"#,
     ]));
     let sets = v["featuresConfiguration"]["featureSets"]
         .as_array()
         .expect("featureSets");
     let ids: Vec<&str> = sets
         .iter()
-        .map(|s| s["features"][0]["id"].as_str().unwrap())
+        .map(|s| s["sourceInformation"]["userFeatureId"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["ghcr.io/o/f/a:1", "ghcr.io/o/f/b:2"]);
+    assert_eq!(ids, ["./a", "./b"]);
     assert_eq!(sets[0]["features"][0]["value"], json!({}));
     assert_eq!(sets[1]["features"][0]["value"], json!({"y": "1"}));
     // The configuration itself is unchanged.
-    assert_eq!(
-        v["configuration"]["features"],
-        json!({"ghcr.io/o/f/a:1": {}})
-    );
+    assert_eq!(v["configuration"]["features"], json!({"./a": {}}));
 
     let err = assert_failed(&read(&[
         "--workspace-folder",
@@ -393,8 +414,8 @@ fn image_metadata_label_is_merged_for_image_configs() {
     );
     assert_eq!(merged["capAdd"], json!(["SYS_PTRACE"]));
     assert_eq!(merged["remoteUser"], "imageuser");
-    // The reference prints the Features configuration alongside a container-less merge, and
-    // none at all without Features.
+    // The Features configuration is printed only when asked for (spec-note 0452: the
+    // reference also prints it alongside a container-less merge), so a merge never fetches.
     assert!(v.get("featuresConfiguration").is_none());
     let ws_f = workspace(&json!({"image": image.0, "features": {"ghcr.io/o/f/a:1": {}}}));
     let v = stdout_json(&read(&[
@@ -402,10 +423,7 @@ fn image_metadata_label_is_merged_for_image_configs() {
         &ws_arg(ws_f.path()),
         "--include-merged-configuration",
     ]));
-    assert_eq!(
-        v["featuresConfiguration"]["featureSets"][0]["features"][0]["id"],
-        "ghcr.io/o/f/a:1"
-    );
+    assert!(v.get("featuresConfiguration").is_none(), "{v}");
 
     // An image that is not present locally: a warning, merged without it.
     let ws = workspace(&json!({"image": "devcell-test/not-here:404", "postCreateCommand": "x"}));
@@ -628,4 +646,203 @@ fn log_format_json_writes_json_events_on_stderr() {
     let e: Value = serde_json::from_str(stderr.lines().next().unwrap()).unwrap();
     assert_eq!(e["level"], 5);
     assert!(e["text"].as_str().unwrap().starts_with("error: "), "{e}");
+}
+
+/// `featuresConfiguration` with a Feature and its `dependsOn` dependency, against the reference
+/// CLI run side by side (spec-note 0452): the same Feature sets in the same order, equal but
+/// for the reference's temporary `cachePath` / `dstFolder`.
+const NEEDS_A: &str = r#"{"id": "b", "version": "2.0.0", "options": {"flag": {"type": "boolean", "default": false}}, "dependsOn": {"./a": {"x": true}}}"#;
+
+fn dependency_workspace() -> tempfile::TempDir {
+    let ws = workspace(&json!({"image": "debian", "features": {"./c": {}, "./b": {"flag": true}}}));
+    local_feature(
+        ws.path(),
+        "a",
+        &json!({"id": "a", "version": "1.0.0", "name": "A", "options": {"x": {"type": "boolean", "default": false}}, "containerEnv": {"A": "1"}, "capAdd": ["SYS_PTRACE"]}),
+    );
+    local_feature(ws.path(), "b", &serde_json::from_str(NEEDS_A).unwrap());
+    local_feature(
+        ws.path(),
+        "c",
+        &json!({"id": "c", "version": "0.1.0", "name": "C"}),
+    );
+    ws
+}
+
+#[test]
+fn features_configuration_is_resolved_in_install_order() {
+    let ws = dependency_workspace();
+    let w = ws_arg(ws.path());
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--include-features-configuration",
+    ]));
+    let dc = ws.path().join(".devcontainer");
+    let set = |id: &str, meta: Value| {
+        json!({
+            "sourceInformation": {"type": "file-path", "userFeatureId": format!("./{id}"),
+                "resolvedFilePath": dc.join(id).to_string_lossy()},
+            "features": [meta],
+            "internalVersion": "2",
+        })
+    };
+    let mut b: Value = serde_json::from_str(NEEDS_A).unwrap();
+    b["name"] = json!("./b");
+    b["value"] = json!({"flag": true});
+    b["included"] = json!(true);
+    b["consecutiveId"] = json!("b_2");
+    let expected = json!({"featureSets": [
+        set("a", json!({"id": "a", "version": "1.0.0", "name": "A",
+            "options": {"x": {"type": "boolean", "default": false}}, "containerEnv": {"A": "1"},
+            "capAdd": ["SYS_PTRACE"], "value": {"x": true}, "included": true, "consecutiveId": "a_0"})),
+        set("c", json!({"id": "c", "version": "0.1.0", "name": "C", "value": {},
+            "included": true, "consecutiveId": "c_1"})),
+        set("b", b),
+    ]});
+    assert_eq!(v["featuresConfiguration"], expected);
+    // The merged configuration carries the pulled-in dependency's metadata too (only the
+    // local Features listed in `features` were merged before).
+    let v = stdout_json(&read(&[
+        "--workspace-folder",
+        &w,
+        "--include-features-configuration",
+        "--include-merged-configuration",
+    ]));
+    assert_eq!(
+        v["mergedConfiguration"]["capAdd"],
+        json!(["SYS_PTRACE"]),
+        "{v}"
+    );
+
+    let Some(refcli) = reference_cli("features_configuration_is_resolved_in_install_order") else {
+        return;
+    };
+    let out = refcli
+        .command()
+        .args([
+            "read-configuration",
+            "--workspace-folder",
+            &w,
+            "--include-features-configuration",
+        ])
+        .output()
+        .expect("reference CLI runs");
+    refcli.assert_stayed_local();
+    let mut reference = stdout_json(&out)["featuresConfiguration"].clone();
+    reference.as_object_mut().unwrap().remove("dstFolder");
+    for set in reference["featureSets"].as_array_mut().unwrap() {
+        set["features"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("cachePath");
+    }
+    assert_eq!(reference, expected);
+}
+
+#[test]
+fn features_configuration_refuses_a_bare_id_with_the_local_hint() {
+    let ws = workspace(&json!({"image": "debian", "features": {"myFeature": {}}}));
+    let w = ws_arg(ws.path());
+    let out = read(&["--workspace-folder", &w, "--include-features-configuration"]);
+    let err = assert_failed(&out);
+    assert!(
+        err.contains("a bare name is not a Feature reference (legacy short ids are not supported)"),
+        "{err}"
+    );
+    assert!(err.contains("./myFeature"), "{err}");
+    // Without the flag nothing is resolved, so the same config reads.
+    stdout_json(&read(&["--workspace-folder", &w]));
+}
+
+/// OCI Features in `featuresConfiguration` (a tag and the default `latest`), against the
+/// reference CLI on the local test registry: the manifest, its digest, the parsed reference.
+/// devcell leaves out the reference's temporary `cachePath`/`dstFolder` and `featureRef.scheme`
+/// (spec-note 0452).
+#[test]
+fn oci_features_configuration_matches_the_reference_cli() {
+    let Some(reg) = crate::support::test_registry() else {
+        return;
+    };
+    let ns = format!("{}/features", unique("fcfg"));
+    let published = crate::support::publish(
+        &crate::support::fixture("features/collection/src"),
+        &reg,
+        &ns,
+    );
+    let digest = published["hello"]["digest"].as_str().unwrap().to_owned();
+    // The reference reaches a local registry by plain HTTP only under the name `localhost`.
+    let host = reg.replace("127.0.0.1", "localhost");
+    let tagged = format!("{host}/{ns}/hello:1");
+    let latest = format!("{host}/{ns}/hello");
+    let ws = workspace(
+        &json!({"image": "debian", "features": {&tagged: {"greeting": "hey"}, &latest: {}}}),
+    );
+    let w = ws_arg(ws.path());
+    let cache = tempfile::tempdir().unwrap();
+    let out = devcell()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args([
+            "read-configuration",
+            "--workspace-folder",
+            &w,
+            "--include-features-configuration",
+        ])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out)["featuresConfiguration"].clone();
+    let sets = v["featureSets"].as_array().unwrap();
+    let users: Vec<&str> = sets
+        .iter()
+        .map(|s| s["sourceInformation"]["userFeatureId"].as_str().unwrap())
+        .collect();
+    // Tags oldest to newest: `1` before `latest`.
+    assert_eq!(users, [tagged.as_str(), latest.as_str()]);
+    let first = &sets[0];
+    assert_eq!(first["computedDigest"], digest.as_str());
+    assert_eq!(
+        first["sourceInformation"]["manifestDigest"],
+        digest.as_str()
+    );
+    assert_eq!(
+        first["sourceInformation"]["manifest"]["layers"][0]["mediaType"],
+        "application/vnd.devcontainers.layer.v1+tar"
+    );
+    assert_eq!(
+        first["sourceInformation"]["featureRef"],
+        json!({"id": "hello", "owner": ns.split('/').next().unwrap(), "namespace": ns,
+            "registry": host, "resource": latest, "path": format!("{ns}/hello"),
+            "version": "1", "tag": "1"})
+    );
+    assert_eq!(first["features"][0]["value"], json!({"greeting": "hey"}));
+    assert_eq!(first["features"][0]["consecutiveId"], "hello_0");
+    assert_eq!(sets[1]["sourceInformation"]["featureRef"]["tag"], "latest");
+
+    let Some(refcli) = reference_cli("oci_features_configuration_matches_the_reference_cli") else {
+        return;
+    };
+    let out = refcli
+        .command()
+        .args([
+            "read-configuration",
+            "--workspace-folder",
+            &w,
+            "--include-features-configuration",
+        ])
+        .output()
+        .expect("reference CLI runs");
+    refcli.assert_stayed_local();
+    let mut reference = stdout_json(&out)["featuresConfiguration"].clone();
+    reference.as_object_mut().unwrap().remove("dstFolder");
+    for set in reference["featureSets"].as_array_mut().unwrap() {
+        set["features"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("cachePath");
+        set["sourceInformation"]["featureRef"]
+            .as_object_mut()
+            .unwrap()
+            .remove("scheme");
+    }
+    assert_eq!(reference, v);
 }

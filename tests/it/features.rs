@@ -573,3 +573,95 @@ fn hostile_option_values_reach_install_sh_unchanged_in_busybox() {
     assert_eq!(got.pop(), Some(""));
     assert_eq!(got, values);
 }
+
+/// `features package` and `features publish` read `devcontainer-feature.json` as JSONC
+/// (comments, trailing commas), like the reference CLI, and what they write is plain JSON
+/// (spec-note 0453).
+#[test]
+fn package_and_publish_read_jsonc_feature_metadata() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = src.path().join("commented");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("devcontainer-feature.json"),
+        "{\n  // the reference's own fixtures carry comments\n  \"id\": \"commented\",\n  \"version\": \"1.2.3\", /* block */\n  \"options\": {\"o\": {\"type\": \"string\", \"default\": \"d\",},},\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("install.sh"), "#!/bin/sh\necho ok\n").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let packaged = crate::support::devcell()
+        .args(["features", "package"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        packaged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packaged.stderr)
+    );
+    assert!(
+        out.path()
+            .join("devcontainer-feature-commented.tgz")
+            .is_file()
+    );
+    let collection: Value = serde_json::from_slice(
+        &std::fs::read(out.path().join("devcontainer-collection.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        collection["features"][0],
+        json!({"id": "commented", "version": "1.2.3", "options": {"o": {"type": "string", "default": "d"}}})
+    );
+
+    // A syntax error is still an error, located.
+    let bad = src.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(
+        bad.join("devcontainer-feature.json"),
+        "{\"id\": \"bad\",\n \"version\": }",
+    )
+    .unwrap();
+    let failed = crate::support::devcell()
+        .args(["features", "package"])
+        .arg(&bad)
+        .arg("-o")
+        .arg(out.path().join("bad-out"))
+        .output()
+        .unwrap();
+    let err = crate::support::assert_failed(&failed);
+    assert!(
+        err.contains("devcontainer-feature.json` is invalid"),
+        "{err}"
+    );
+    assert!(err.contains(":2:"), "{err}");
+
+    let Some(reg) = crate::support::test_registry() else {
+        return;
+    };
+    let ns = format!("{}/features", crate::support::unique("jsonc"));
+    let published = crate::support::publish(&dir, &reg, &ns);
+    assert_eq!(
+        published["commented"]["publishedTags"],
+        json!(["1", "1.2", "1.2.3", "latest"])
+    );
+    let manifest = Command::new("curl")
+        .args([
+            "-sf",
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+        ])
+        .arg(format!("http://{reg}/v2/{ns}/commented/manifests/1.2.3"))
+        .output()
+        .unwrap();
+    let manifest: Value = serde_json::from_slice(&manifest.stdout).unwrap();
+    let annotation: Value = serde_json::from_str(
+        manifest["annotations"]["dev.containers.metadata"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(annotation["id"], "commented");
+    assert_eq!(annotation["options"]["o"]["default"], "d");
+}

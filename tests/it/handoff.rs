@@ -130,9 +130,10 @@ fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
     assert!(w.warnings.is_empty(), "{:?}", w.warnings);
 
     // the whole mount list: the root at /workspace, the two git dirs, and read-only overlays of
-    // their config and hooks; nothing else
+    // their config, hooks and info, and of each worktree's commondir and gitdir links; nothing
+    // else (spec-notes 0165, 0413)
     let all = w.mounts();
-    assert_eq!(all.len(), 7, "{all:#?}");
+    assert_eq!(all.len(), 13, "{all:#?}");
     assert_eq!(all[0].source, w.root);
     assert_eq!(all[0].target, "/workspace");
     assert_eq!(all[0].purpose, MountPurpose::Workspace);
@@ -155,8 +156,14 @@ fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
         [
             api_git.join("config"),
             api_git.join("hooks"),
+            api_git.join("info"),
+            api_git.join("worktrees/api/commondir"),
+            api_git.join("worktrees/api/gitdir"),
             web_git.join("config"),
             web_git.join("hooks"),
+            web_git.join("info"),
+            web_git.join("worktrees/web/commondir"),
+            web_git.join("worktrees/web/gitdir"),
         ]
     );
     assert_eq!(w.safe_directories(), ["/workspace/api", "/workspace/web"]);
@@ -269,7 +276,11 @@ fn a_single_repository_root_needs_no_mounts() {
         .collect();
     assert_eq!(
         overlays,
-        ["/workspace/.git/config", "/workspace/.git/hooks"]
+        [
+            "/workspace/.git/config",
+            "/workspace/.git/hooks",
+            "/workspace/.git/info"
+        ]
     );
 
     // the context file inside the user's repository does not show up as a change
@@ -650,8 +661,8 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
     let mounts = w.mounts();
     assert_eq!(
         mounts.len(),
-        7,
-        "root, two git dirs, four overlays: {mounts:?}"
+        13,
+        "root, two git dirs, ten overlays: {mounts:?}"
     );
 
     // control: with the workspace alone, git in a worktree cannot find its repository
@@ -704,6 +715,24 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
             .unwrap();
         assert!(!out.status.success(), "hooks must be read-only in {repo}");
         assert!(!Path::new(&hooks).exists());
+        // nor redirect the worktree to another repository (spec-note 0413)
+        let common = canonical(&tmp.path().join("src").join(repo).join(".git"));
+        let commondir = common.join(format!("worktrees/{repo}/commondir"));
+        let out = Command::new("docker")
+            .args([
+                "exec",
+                &c.id,
+                "sh",
+                "-c",
+                &format!("echo /tmp > '{}'", commondir.display()),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "commondir must be read-only in {repo}"
+        );
+        assert_eq!(std::fs::read_to_string(&commondir).unwrap().trim(), "../..");
     }
     drop(c); // the container is gone: the work stays on the host
 
@@ -885,7 +914,11 @@ fn unprotectable_hooks_are_warned_about_and_protection_can_be_turned_off() {
         w.warnings
     );
     assert!(w.warnings[1].message.contains(".husky"));
-    assert_eq!(w.protected.len(), 3, "api config, web config and hooks");
+    assert_eq!(
+        w.protected.len(),
+        9,
+        "api config, info and links; web config, hooks, info and links"
+    );
 
     let w = workspace::inspect(
         &ws,
@@ -957,9 +990,27 @@ fn a_dot_git_symlink_to_a_git_dir_elsewhere_is_mounted_where_it_points() {
     std::fs::create_dir_all(ws.join("proj")).unwrap();
     std::fs::rename(repo.join(".git"), tmp.path().join("proj.git")).unwrap();
     std::os::unix::fs::symlink(tmp.path().join("proj.git"), ws.join("proj/.git")).unwrap();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
-    assert_eq!(w.repos[0].kind, RepoKind::Repository);
     let git_dir = canonical(&tmp.path().join("proj.git"));
+    // a git directory outside the workspace that is not a worktree's is not trusted on its
+    // own: neither read with git nor mounted until granted (spec-note 0411)
+    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    assert!(w.git_mounts.is_empty(), "{:?}", w.git_mounts);
+    assert!(w.protected.is_empty(), "{:?}", w.protected);
+    assert_eq!(w.untrusted_git_dirs.len(), 1);
+    assert_eq!(w.untrusted_git_dirs[0].path, git_dir);
+    assert!(!w.untrusted_git_dirs[0].granted);
+    assert!(w.repos[0].head.is_none() && w.repos[0].git_error.is_some());
+    let w = workspace::inspect(
+        &ws,
+        &InspectOptions {
+            trusted_git_dirs: Some(vec![git_dir.clone()]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(w.untrusted_git_dirs[0].granted);
+    assert!(w.repos[0].head.is_some(), "granted: git reads it");
+    assert_eq!(w.repos[0].kind, RepoKind::Repository);
     assert_eq!(w.repos[0].git_dir, git_dir);
     assert_eq!(w.git_mounts.len(), 1);
     assert_eq!(w.git_mounts[0].host_path, git_dir);

@@ -338,7 +338,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(p["profile"], "hardened");
     assert_eq!(p["image"], image.as_str());
     assert_eq!(p["container"]["action"], "create");
-    assert_eq!(p["mounts"].as_array().unwrap().len(), 7, "{p}");
+    assert_eq!(p["mounts"].as_array().unwrap().len(), 13, "{p}"); // root, 2 git dirs, 10 overlays (0413)
     assert_eq!(p["mounts"][0]["target"], "/workspace");
     assert_eq!(p["command"][2], "7");
     assert_eq!(p["cwd"], "/workspace");

@@ -629,3 +629,135 @@ fn the_text_plan_names_the_git_directory_mounts() {
         "{line}"
     );
 }
+
+/// `doctor` exits 4 (`unhealthy`, spec-note 0455) when it reports the engine unreachable: the
+/// report is still printed, stderr names the failing check, the envelope carries the report.
+#[test]
+fn doctor_exits_unhealthy_when_the_engine_is_unreachable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |format: &str| {
+        crate::support::devcell()
+            .env("DOCKER_HOST", "unix:///nonexistent/devcell-doctor.sock")
+            .env("DEVCELL_STATE_DIR", tmp.path().join("state"))
+            .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+            .args(["doctor", "--format", format])
+            .output()
+            .unwrap()
+    };
+    let text = run("text");
+    assert_eq!(text.status.code(), Some(4), "{}", stderr(&text));
+    assert_eq!(stderr(&text), "error: not healthy: engine_unreachable\n");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.starts_with("ERROR engine_unreachable: "), "{stdout}");
+    assert!(stdout.ends_with("not healthy\n"), "{stdout}");
+    let json = run("json");
+    assert_eq!(json.status.code(), Some(4));
+    let v = envelope(&json);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["code"], "unhealthy");
+    assert_eq!(v["error"]["message"], "not healthy: engine_unreachable");
+    assert_eq!(v["error"]["details"]["healthy"], false);
+    assert_eq!(
+        v["error"]["details"]["findings"][0]["code"],
+        "engine_unreachable"
+    );
+    assert_eq!(v["error"]["details"]["findings"][0]["severity"], "error");
+    assert!(!v["next_actions"].as_array().unwrap().is_empty(), "{v}");
+}
+
+/// `--config-file` is accepted, read and checked by every devcell command that has a config
+/// (spec-note 0455): an invalid file is `config_invalid` (exit 10), located, before anything
+/// else happens.
+#[test]
+fn config_file_is_read_by_every_devcell_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "bogus = [\n").unwrap();
+    let ws = tmp.path().to_str().unwrap();
+    for args in [
+        &["delete", "--workspace-folder", ws][..],
+        &["audit", "--workspace-folder", ws],
+        &["doctor"],
+        &["prune", "--dry-run"],
+        &["status", "--workspace-folder", ws],
+    ] {
+        let out = crate::support::devcell()
+            .env("DEVCELL_STATE_DIR", tmp.path().join("state"))
+            .args(args)
+            .arg("--config-file")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(10), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with(&format!("error: {}:", bad.display())),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// Hints name only flags the user gave or can give (spec-note 0455): `exec` without a container
+/// never suggests dropping `--expect-existing-container`; `up` given it does; `audit
+/// --workspace-folder` without a container says so plainly.
+#[test]
+fn hints_name_only_flags_given_or_available() {
+    if !engine_ready("hints_name_only_flags_given_or_available", BUSYBOX_IMAGE) {
+        return;
+    }
+    let ws = Ws::new(&format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#));
+    let root = ws.root.to_str().unwrap();
+    let out = crate::support::devcell()
+        .args(["exec", "--workspace-folder", root, "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error: no dev container found (labels "),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: run `devcell up` first, or name the container with `--container-id`"),
+        "{err}"
+    );
+    assert!(!err.contains("--expect-existing-container"), "{err}");
+
+    let out = crate::support::devcell()
+        .args([
+            "up",
+            "--workspace-folder",
+            root,
+            "--expect-existing-container",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("drop `--expect-existing-container`"), "{err}");
+    assert!(
+        String::from_utf8_lossy(
+            &Command::new("docker")
+                .args(["ps", "-aq", "--filter"])
+                .arg(format!("label=devcontainer.local_folder={root}"))
+                .output()
+                .unwrap()
+                .stdout
+        )
+        .trim()
+        .is_empty(),
+        "a container was created"
+    );
+
+    let out = crate::support::devcell()
+        .args(["audit", "--workspace-folder", root])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(11));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: no dev container of workspace `{root}` to audit\n\nhint: create it with `devcell up --workspace-folder {root}` (or `devcell handoff`), or pass a container name or id from `docker ps -a` instead of `--workspace-folder`\n"
+        )
+    );
+}

@@ -203,7 +203,8 @@ async fn second_resolve_is_served_from_cache_with_the_registry_stopped() {
     assert_eq!(a.integrity, b.integrity);
 
     private.stop();
-    // Same cache: no network needed, even online.
+    // Same cache: the tag cannot be revalidated, so the cached resolution serves, said once
+    // (spec-note 0451).
     let f = fetcher(cache.path(), RegistryOptions::default(), false);
     let again = f
         .resolve_and_fetch(&oci(&reference), &out.path().join("three"))
@@ -211,11 +212,25 @@ async fn second_resolve_is_served_from_cache_with_the_registry_stopped() {
         .unwrap();
     assert_eq!(again.integrity, a.integrity);
     assert!(out.path().join("three/install.sh").is_file());
+    let said: Vec<String> = f.take_warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        said,
+        [format!(
+            "registry unreachable: Feature tags resolved from the cache, not revalidated: {reference}"
+        )]
+    );
     // Offline too.
     let off = fetcher(cache.path(), RegistryOptions::default(), true);
     off.resolve_and_fetch(&oci(&reference), &out.path().join("four"))
         .await
         .unwrap();
+    let said: Vec<String> = off.take_warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        said,
+        [format!(
+            "offline: Feature tags resolved from the cache, not revalidated against their registry: {reference}"
+        )]
+    );
     // A fresh cache proves the registry is really gone.
     let empty = tempfile::tempdir().unwrap();
     let cold = fetcher(empty.path(), RegistryOptions::default(), false);
@@ -1118,4 +1133,101 @@ fn identity_token_is_exchanged_for_scoped_access_tokens() {
     );
     assert!(shown.contains("401"), "{shown}");
     assert!(!shown.contains("wrong-identity-token-value"), "{shown}");
+}
+
+/// Item 7 of issue 12 (spec-note 0451): a moved tag is seen on the next resolve (one manifest
+/// request per run), `--offline` uses the cache and says so once, and a lockfile-pinned config
+/// makes no request at all.
+#[test]
+fn moved_tag_is_revalidated_and_a_pinned_lockfile_makes_no_request() {
+    let Some(private) = PrivateRegistry::start() else {
+        return;
+    };
+    let reg = private.addr.clone();
+    let ns = "moving/features";
+    let v1 = publish(hello_at("1.0.0").path(), &reg, ns);
+    let d1 = v1["hello"]["digest"].as_str().unwrap().to_owned();
+    let ws = tempfile::tempdir().unwrap();
+    let dc = ws.path().join(".devcontainer");
+    std::fs::create_dir_all(&dc).unwrap();
+    std::fs::write(
+        dc.join("devcontainer.json"),
+        format!(r#"{{"image": "x", "features": {{"{reg}/{ns}/hello:1": {{}}}}}}"#),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |offline: bool| {
+        let mut cmd = crate::support::devcell();
+        cmd.args(["features", "resolve-dependencies", "--workspace-folder"])
+            .arg(ws.path())
+            .arg("--cache-dir")
+            .arg(cache.path());
+        if offline {
+            cmd.arg("--offline");
+        }
+        let out = cmd.output().unwrap();
+        let json = crate::support::stdout_json(&out);
+        let id = json["installOrder"][0]["id"].as_str().unwrap().to_owned();
+        (id, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let manifests = format!("/v2/{ns}/hello/manifests/");
+    let tag_requests = || private.requests_containing(&format!("{manifests}1 "));
+
+    let (first, _) = run(false);
+    assert_eq!(first, format!("{reg}/{ns}/hello@{d1}"));
+    let after_first = tag_requests();
+    // The same unchanged tag again: revalidated with exactly one manifest request.
+    let (second, _) = run(false);
+    assert_eq!(second, first);
+    assert_eq!(tag_requests(), after_first + 1);
+
+    // A new release moves `:1`: the next resolve sees it and installs it.
+    let v2 = publish(hello_at("1.1.0").path(), &reg, ns);
+    let d2 = v2["hello"]["digest"].as_str().unwrap().to_owned();
+    assert_ne!(d1, d2);
+    let before = tag_requests();
+    let (moved, _) = run(false);
+    assert_eq!(moved, format!("{reg}/{ns}/hello@{d2}"));
+    assert_eq!(tag_requests(), before + 1);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let f = fetcher(cache.path(), RegistryOptions::default(), false);
+    let dest = tempfile::tempdir().unwrap();
+    let installed = rt
+        .block_on(f.resolve_and_fetch(&oci(&format!("{reg}/{ns}/hello:1")), &dest.path().join("h")))
+        .unwrap();
+    assert_eq!(installed.version(), Some("1.1.0"));
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(dest.path().join("h/devcontainer-feature.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["version"], "1.1.0");
+
+    // Offline: the cache answers, no request, and the output says so exactly once.
+    let before = private.requests_containing(&manifests);
+    let (offline, stderr) = run(true);
+    assert_eq!(offline, moved);
+    assert_eq!(private.requests_containing(&manifests), before);
+    let warning = format!(
+        "offline: Feature tags resolved from the cache, not revalidated against their registry: {reg}/{ns}/hello:1"
+    );
+    assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}");
+
+    // Pinned by a lockfile (to the old release): no request of any kind, the pin wins.
+    std::fs::write(
+        dc.join("devcontainer-lock.json"),
+        serde_json::to_string_pretty(&serde_json::json!({"features": {
+            format!("{reg}/{ns}/hello:1"): {
+                "version": "1.0.0",
+                "resolved": format!("{reg}/{ns}/hello@{d1}"),
+                "integrity": d1,
+            }
+        }}))
+        .unwrap(),
+    )
+    .unwrap();
+    let everything = private.requests_containing("/v2/");
+    let (pinned, stderr) = run(false);
+    assert_eq!(pinned, first, "{stderr}");
+    assert_eq!(private.requests_containing("/v2/"), everything, "{stderr}");
+    assert!(!stderr.contains("revalidated"), "{stderr}");
 }

@@ -220,6 +220,14 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&state.stdout).trim(), "created");
+    // The error result names the container it left, as the reference CLI's does (spec-note
+    // 0472): `{"outcome":"error","message","description","containerId"}`.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let error: serde_json::Value =
+        serde_json::from_str(text.lines().last().unwrap_or_default()).expect("a JSON result");
+    assert_eq!(error["outcome"], "error", "{error}");
+    assert_eq!(error["containerId"], left[0].as_str(), "{error}");
+    assert!(error["message"].is_string() && error["description"].is_string());
 
     // The engine is back: the created container is started, set up and its hooks run.
     let result = up_ok(&ws);

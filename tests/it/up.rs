@@ -196,9 +196,15 @@ fn up_exec_reuse_down_and_restart() {
         return;
     }
     let ws = Workspace::new(HOOKS_CONFIG);
-    let out = ws.run("up", &[]);
+    // initializeCommand runs on the host only when the user grants it (spec-note 0410)
+    let out = ws.run("up", &["--allow", "host-command"]);
     let first = last_json(&out);
     assert_eq!(first["outcome"], "success", "{first}");
+    assert_eq!(
+        first["devcell"]["permissions"][0]["value"], "sh -c 'echo \"initialize-ran-in-$PWD\"'",
+        "{first}"
+    );
+    assert_eq!(first["devcell"]["permissions"][0]["status"], "granted");
     let id = first["containerId"].as_str().unwrap().to_string();
     assert_eq!(first["remoteUser"], "nobody");
     let folder = format!(
@@ -296,7 +302,7 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(stdout, "got abc\n");
 
     // Reuse: the same container, nothing created, once-hooks and postStart not rerun.
-    let second = ws.up(&[]);
+    let second = ws.up(&["--allow", "host-command"]);
     assert_eq!(second["containerId"], id.as_str());
     assert_eq!(second["devcell"]["container"], "running");
     assert_eq!(ran(&second), ["postAttachCommand"]);
@@ -306,7 +312,7 @@ fn up_exec_reuse_down_and_restart() {
     let down = last_json(&ws.run("stop", &[]));
     assert_eq!(down["containerIds"][0], id.as_str());
     assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
-    let third = ws.up(&[]);
+    let third = ws.up(&["--allow", "host-command"]);
     assert_eq!(third["containerId"], id.as_str());
     assert_eq!(third["devcell"]["container"], "started");
     assert_eq!(ran(&third), ["postStartCommand", "postAttachCommand"]);
@@ -526,6 +532,14 @@ fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("failing-now"), "{stderr}");
     assert!(!stderr.contains("\ncreated\n"), "{stderr}");
+    // The reference CLI's log line, word for word (spec-note 0454).
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == "[devcell] Running the postCreateCommand from devcontainer.json..."),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Running the onCreateCommand"), "{stderr}");
     assert_eq!(ws.containers().len(), 1);
     assert_eq!(ws.tree_hash(), before, "the workspace changed");
 }
@@ -543,10 +557,29 @@ fn dockerfile_kind_builds_through_the_engine() {
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nARG WORD\nRUN echo \"$WORD\" > /built\n"),
     );
+    let base = ws
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
     let result = ws.up(&[]);
     let image = container_image(result["containerId"].as_str().unwrap());
     let _cleanup = ImageCleanup(image.clone());
-    assert!(image.starts_with("vsc-"), "{image}");
+    // The image the container runs carries the metadata label itself, as the reference's
+    // does (spec-note 0473): the Dockerfile's image with the label layered on.
+    assert!(image.starts_with("devcell/features:"), "{image}");
+    let (ok, label) = crate::support::engine::docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        &image,
+    ]);
+    assert!(ok, "{label}");
+    let entries: Value = serde_json::from_str(label.trim()).unwrap();
+    assert_eq!(entries, serde_json::json!([{"remoteUser": "nobody"}]));
     let (code, stdout, _) = ws.sh("cat /built");
     assert_eq!((code, stdout.trim()), (0, "built-with-arg"));
 
@@ -1547,4 +1580,269 @@ fn a_failed_hook_shows_the_warnings_first() {
         "{stderr}"
     );
     ws.run("down", &["--remove"]);
+}
+
+/// Issue 12 item 1: on an image whose `/etc/profile` resets `PATH` (Debian's, non-root
+/// `remoteUser`), a Feature's `containerEnv` `PATH` entry and the image's `ENV PATH` entry still
+/// reach a `postCreateCommand`, `devcell exec` and a handoff agent (spec-note 0470).
+#[test]
+fn feature_and_image_path_entries_survive_a_login_shell_profile() {
+    let test = "feature_and_image_path_entries_survive_a_login_shell_profile";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let image = crate::support::docker::debian_like_image();
+    let ws = Workspace::new(&format!(
+        r#"{{"image": "{image}", "remoteUser": "dev",
+            "features": {{"./tool": {{}}}},
+            "postCreateCommand": "tool && imagetool && echo \"hook PATH=$PATH\""}}"#
+    ));
+    local_feature(
+        &ws,
+        "tool",
+        r#"{"id": "tool", "version": "1.0.0", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}"#,
+        "mkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho feature-tool-ran\\n' > /opt/tool/bin/tool\nchmod 755 /opt/tool/bin/tool",
+    );
+    // The login shell really resets PATH in this image (the bug's precondition).
+    let (ok, profile_path) = crate::support::engine::docker(&[
+        "run",
+        "--rm",
+        "--user",
+        "dev",
+        image,
+        "sh",
+        "-lc",
+        "echo $PATH",
+    ]);
+    assert!(ok);
+    // (`docker` merges stderr, where the engine may add a warning line.)
+    assert_eq!(
+        profile_path.lines().next(),
+        Some("/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games")
+    );
+
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // This test's Features image (its config is its own) goes with the workspace.
+    let id = last_json(&out)["containerId"].as_str().unwrap().to_string();
+    ws.cleanup_images.borrow_mut().push(container_image(&id));
+    assert!(
+        stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
+        "{stderr}"
+    );
+    // Merged as the reference does: the container's entries first, the profile's order kept,
+    // no sbin for a non-root user.
+    assert!(
+        stderr.contains(
+            "hook PATH=/opt/tool/bin:/opt/image/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\n"
+        ),
+        "{stderr}"
+    );
+
+    for (tool, said) in [
+        ("tool", "feature-tool-ran\n"),
+        ("imagetool", "image-tool-ran\n"),
+    ] {
+        let out = ws.run("exec", &[tool]);
+        assert!(
+            out.status.success(),
+            "exec {tool}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), said);
+    }
+
+    // A handoff agent (a one-repository workspace, its own container) calls both tools too.
+    let out = ws.run("down", &["--remove"]);
+    assert!(out.status.success());
+    crate::support::git::git(ws.path(), &["init", "-q"]);
+    crate::support::git::git(ws.path(), &["add", "-A"]);
+    crate::support::git::git(ws.path(), &["commit", "-q", "-m", "initial"]);
+    let settings = tempfile::tempdir().unwrap();
+    let config = settings.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.tools]\ncommand = [\"sh\", \"-c\", \"tool && imagetool\"]\n",
+    )
+    .unwrap();
+    let out = devcell()
+        .args(["handoff", "--workspace-folder"])
+        .arg(ws.path())
+        .args(["--agent", "tools", "--format", "json", "--config-file"])
+        .arg(&config)
+        .env("DEVCELL_STATE_DIR", settings.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = devcell()
+        .args(["delete", "--workspace-folder"])
+        .arg(ws.path())
+        .env("DEVCELL_STATE_DIR", settings.path().join("state"))
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
+        "{stderr}"
+    );
+}
+
+/// Issue 12 item 8: a warm `up` whose once-hooks already ran starts no process in the
+/// container (no `exec_create` event), the markers are written by the engine into the state
+/// volume (root-owned, the reference's file names and contents), and a restart still runs
+/// `postStartCommand` but not `postCreateCommand` (spec-note 0471).
+#[test]
+fn warm_up_with_hooks_that_ran_starts_no_process() {
+    if !engine_ready(
+        "warm_up_with_hooks_that_ran_starts_no_process",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let ws = Workspace::new(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "postCreateCommand": "echo post-create-ran", "postStartCommand": "echo post-start-ran"}"#,
+    );
+    let first = ws.up(&[]);
+    assert_eq!(ran(&first), ["postCreateCommand", "postStartCommand"]);
+    let id = first["containerId"].as_str().unwrap().to_string();
+    // The markers: root's files in the volume, holding the container's times.
+    let (ok, owners) = crate::support::engine::docker(&[
+        "exec",
+        &id,
+        "stat",
+        "-c",
+        "%u %a",
+        "/var/lib/devcell/markers/.postCreateCommandMarker",
+        "/var/lib/devcell",
+    ]);
+    assert!(ok, "{owners}");
+    assert_eq!(owners, "0 644\n0 755\n");
+    let (_, marker) = crate::support::engine::docker(&[
+        "exec",
+        &id,
+        "cat",
+        "/var/lib/devcell/markers/.postCreateCommandMarker",
+    ]);
+    assert_eq!(marker.trim(), docker_inspect(&id, "{{.Created}}"));
+
+    // The first warm `up` reads the markers (no process either), later ones only inspect.
+    for _ in 0..2 {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let warm = ws.up(&[]);
+        assert!(ran(&warm).is_empty(), "{warm}");
+        let already: Vec<&str> = warm["devcell"]["lifecycle"]["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["reason"] == "alreadyRan")
+            .map(|s| s["hook"].as_str().unwrap())
+            .collect();
+        assert_eq!(already, ["postCreateCommand", "postStartCommand"], "{warm}");
+        let (ok, events) = crate::support::engine::docker(&[
+            "events",
+            "--since",
+            &format!("{}.{:09}", since.as_secs(), since.subsec_nanos()),
+            "--until",
+            &(since.as_secs() + 2).to_string(),
+            "--filter",
+            &format!("container={id}"),
+            "--filter",
+            "event=exec_create",
+        ]);
+        assert!(ok, "{events}");
+        assert_eq!(events.trim(), "", "a warm up started a process");
+    }
+
+    // After a restart postStartCommand is due again, postCreateCommand is not.
+    let (ok, _) = crate::support::engine::docker(&["restart", "-t", "0", &id]);
+    assert!(ok);
+    let restarted = ws.up(&[]);
+    assert_eq!(ran(&restarted), ["postStartCommand"], "{restarted}");
+}
+
+/// Issue 12 item 11a: an explicit `workspaceFolder` that no mount covers is the
+/// `remoteWorkspaceFolder`, the hooks' and `exec`'s working folder, as with the reference CLI
+/// (spec-note 0474).
+#[test]
+fn a_workspace_folder_no_mount_covers_is_used_as_written() {
+    let test = "a_workspace_folder_no_mount_covers_is_used_as_written";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "workspaceFolder": "/etc",
+        "postCreateCommand": "echo \"hook-in-$(pwd)\""}"#;
+    let ws = Workspace::new(config);
+    let out = ws.run("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(last_json(&out)["remoteWorkspaceFolder"], "/etc");
+    assert!(stderr.contains("hook-in-/etc\n"), "{stderr}");
+    let (code, stdout, _) = ws.sh("pwd");
+    assert_eq!((code, stdout.as_str()), (0, "/etc\n"));
+
+    if let Some(cli) = reference_cli(test) {
+        let theirs = Workspace::new(config);
+        let reference = reference_up(&cli, &theirs);
+        assert_eq!(reference["remoteWorkspaceFolder"], "/etc", "{reference}");
+    }
+}
+
+/// Issue 12 item 11c: `up --include-configuration` prints `configuration` with
+/// `${containerEnv:…}` and `${devcontainerId}` substituted, as the reference CLI does
+/// (spec-note 0475).
+#[test]
+fn include_configuration_is_substituted_like_the_reference() {
+    let test = "include_configuration_is_substituted_like_the_reference";
+    if !engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody",
+        "remoteEnv": {"P": "${containerEnv:PATH}:/x", "I": "${devcontainerId}"}}"#;
+    let ws = Workspace::new(config);
+    let ours = ws.up(&["--include-configuration"]);
+    let path = docker_inspect(
+        ours["containerId"].as_str().unwrap(),
+        "{{range .Config.Env}}{{println .}}{{end}}",
+    )
+    .lines()
+    .find_map(|l| l.strip_prefix("PATH=").map(str::to_string))
+    .unwrap();
+    let env = &ours["configuration"]["remoteEnv"];
+    assert_eq!(env["P"], format!("{path}:/x"), "{ours}");
+    let id = env["I"].as_str().unwrap();
+    assert!(!id.contains("${") && id.len() > 20, "{ours}");
+    assert!(ours["mergedConfiguration"].is_null());
+
+    if let Some(cli) = reference_cli(test) {
+        let theirs = Workspace::new(config);
+        let out = cli
+            .command()
+            .args(["up", "--include-configuration", "--workspace-folder"])
+            .arg(theirs.path())
+            .output()
+            .unwrap();
+        let reference = last_json(&out);
+        let base = theirs
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_lowercase();
+        theirs
+            .cleanup_images
+            .borrow_mut()
+            .push(format!("vsc-{base}-*"));
+        cli.assert_stayed_local();
+        assert_eq!(
+            reference["configuration"]["remoteEnv"]["P"], env["P"],
+            "{reference}"
+        );
+        let theirs_id = reference["configuration"]["remoteEnv"]["I"]
+            .as_str()
+            .unwrap();
+        assert!(!theirs_id.contains("${"), "{reference}");
+    }
 }

@@ -20,10 +20,14 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         workspace_folder: args.workspace_folder.clone(),
         probe: args.probe,
     };
-    let result = runtime()
-        .map_err(|e| HandoffError::Unsupported {
-            message: e.to_string(),
-            hint: None,
+    // `--config-file` is accepted like every devcell command's; read and checked first.
+    let result = crate::settings::load(args.config_file.as_deref())
+        .map_err(HandoffError::from)
+        .and_then(|_| {
+            runtime().map_err(|e| HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            })
         })
         .and_then(|rt| rt.block_on(audit(&opts)));
     let min = match (&result, args.min_score) {

@@ -43,6 +43,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 cache_from: args.cache_from.clone(),
                 labels,
                 bake_metadata_label: true,
+                ..ImageBuildOptions::default()
             },
             security: SecurityOptions {
                 profile: args.security_profile.clone(),

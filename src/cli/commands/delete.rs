@@ -16,10 +16,14 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         state_root: None,
     };
-    let result = runtime()
-        .map_err(|e| HandoffError::Unsupported {
-            message: e.to_string(),
-            hint: None,
+    // `--config-file` is accepted like every devcell command's; read and checked first.
+    let result = crate::settings::load(args.config_file.as_deref())
+        .map_err(HandoffError::from)
+        .and_then(|_| {
+            runtime().map_err(|e| HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            })
         })
         .and_then(|rt| rt.block_on(delete(&opts, &StderrReporter)));
     let verified = result.as_ref().map(|r| r.verified).unwrap_or(true);

@@ -3,24 +3,56 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use crate::cli::args::DoctorArgs;
+use crate::cli::args::{DoctorArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
+use crate::cli::output;
 use crate::handoff::HandoffError;
 use crate::handoff::doctor::{DoctorOptions, DoctorResult, doctor};
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
 
-/// Runs `doctor`: every check with its fix (`next_actions` in JSON). Exit 0 even when findings
-/// are errors: `result.healthy` says whether handoffs can work.
+/// Runs `doctor`: every check with its fix (`next_actions` in JSON). Exit 0 when healthy
+/// (warnings allowed); exit 4 (`unhealthy`, spec-note 0455) when a finding is at error level,
+/// an unreachable engine included: the report is still printed (text on stdout, or the
+/// envelope with the report in `error.details`), and stderr names the failing checks.
+/// `--config-file` is read and checked first (an invalid file is `config_invalid`).
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let result = runtime()
-        .map_err(|e| HandoffError::Unsupported {
-            message: e.to_string(),
-            hint: None,
+    let result = crate::settings::load(args.config_file.as_deref())
+        .map_err(HandoffError::from)
+        .and_then(|_| {
+            runtime().map_err(|e| HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            })
         })
         .and_then(|rt| rt.block_on(doctor(&DoctorOptions::default())));
-    Ok(finish(args.format, result, render, |r| Extras {
-        warnings: Vec::new(),
-        next_actions: r.next_actions(),
-    }))
+    let report = match result {
+        Ok(r) if !r.healthy => r,
+        other => {
+            return Ok(finish(args.format, other, render, |r| Extras {
+                warnings: Vec::new(),
+                next_actions: r.next_actions(),
+            }));
+        }
+    };
+    let failing: Vec<&str> = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == crate::handoff::doctor::Severity::Error)
+        .map(|f| f.code.as_str())
+        .collect();
+    let message = format!("not healthy: {}", failing.join(", "));
+    if args.format == Format::Json {
+        let details = serde_json::to_value(&report).unwrap_or_default();
+        let mut env: Envelope<()> = Envelope::failure(
+            ErrorBody::new(ErrorCode::Unhealthy, message.clone()).with_details(details),
+        );
+        env.next_actions = report.next_actions();
+        output::envelope(&env);
+    } else {
+        output::text(&render(&report));
+    }
+    output::stderr_line(&format!("error: {message}"));
+    Ok(ExitCode::from(ErrorCode::Unhealthy.exit_code() as u8))
 }
 
 fn render(r: &DoctorResult) -> String {

@@ -15,10 +15,14 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         images: args.image.clone(),
     };
-    let result = runtime()
-        .map_err(|e| HandoffError::Unsupported {
-            message: e.to_string(),
-            hint: None,
+    // `--config-file` is accepted like every devcell command's; read and checked first.
+    let result = crate::settings::load(args.config_file.as_deref())
+        .map_err(HandoffError::from)
+        .and_then(|_| {
+            runtime().map_err(|e| HandoffError::Unsupported {
+                message: e.to_string(),
+                hint: None,
+            })
         })
         .and_then(|rt| rt.block_on(prune(&opts)));
     Ok(finish(args.format, result, render, |r| Extras {

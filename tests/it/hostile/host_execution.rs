@@ -1,1 +1,643 @@
-//! Hostile repositories: see `super`.
+//! Hostile repositories: see `super`. Classes 2 and 3: what the repository names for the host
+//! (`initializeCommand`) and devcell's own host-side git (spec-notes 0410-0413).
+//!
+//! Every case asserts the host side: the tripwire marker ([`HostTarget::marker`]) never comes
+//! to exist, no container exists for the workspace (`docker ps -a` by its label), and a
+//! planted folder is neither changed nor mounted (`docker inspect`); and each grant, given
+//! with its `--allow`, does what it asks and is reported. Where a planted configuration is
+//! meant to run, a control (the same git without devcell) shows it does.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::git::{git, give_to_workspace_owner};
+use crate::support::hostile::{HostTarget, HostileRepo};
+use crate::support::{self, tree_fingerprint};
+
+/// devcell's folders for one test (fake home, state, cache, the user config with agent `a`),
+/// and the containers of the workspaces it ran on, removed on drop.
+struct Host {
+    tmp: tempfile::TempDir,
+    workspaces: std::cell::RefCell<Vec<PathBuf>>,
+}
+
+impl Host {
+    /// Agent `a` runs `agent` (an argv); `allow` goes to `[security] allow`.
+    fn new(agent: &[&str], allow: &[&str]) -> Host {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("home")).unwrap();
+        let config = format!(
+            "[security]\nallow = {}\n\n[agents.a]\ncommand = {}\n",
+            serde_json::to_string(allow).unwrap(),
+            serde_json::to_string(agent).unwrap()
+        );
+        std::fs::write(tmp.path().join("config.toml"), config).unwrap();
+        Host {
+            tmp,
+            workspaces: Default::default(),
+        }
+    }
+
+    /// `devcell <args>` with this host's folders.
+    fn run(&self, ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        if !self.workspaces.borrow().iter().any(|w| w == ws) {
+            self.workspaces.borrow_mut().push(ws.to_path_buf());
+        }
+        support::devcell()
+            .env("HOME", self.tmp.path().join("home"))
+            .env("DEVCELL_STATE_DIR", self.tmp.path().join("state"))
+            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
+            .envs(env.iter().copied())
+            .args(args)
+            .output()
+            .expect("devcell runs")
+    }
+
+    fn config(&self) -> String {
+        self.tmp.path().join("config.toml").display().to_string()
+    }
+
+    /// `up --workspace-folder <ws> <extra…>`.
+    fn up(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut args = vec![
+            "up",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--config-file",
+        ];
+        let config = self.config();
+        args.push(&config);
+        args.extend_from_slice(extra);
+        self.run(ws, &args, env)
+    }
+
+    /// `handoff --workspace-folder <ws> --agent a --format json <extra…>`.
+    fn handoff(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+        let config = self.config();
+        let mut args = vec![
+            "handoff",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--agent",
+            "a",
+            "--config-file",
+            &config,
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        self.run(ws, &args, env)
+    }
+
+    /// `status --workspace-folder <ws> --format json`.
+    fn status(&self, ws: &Path) -> Output {
+        let config = self.config();
+        self.run(
+            ws,
+            &[
+                "status",
+                "--workspace-folder",
+                ws.to_str().unwrap(),
+                "--config-file",
+                &config,
+                "--format",
+                "json",
+            ],
+            &[],
+        )
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        for ws in self.workspaces.borrow().iter() {
+            let _ = self.run(
+                ws,
+                &["delete", "--workspace-folder", ws.to_str().unwrap()],
+                &[],
+            );
+            for id in containers_of(ws) {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", "-v", &id])
+                    .output();
+            }
+        }
+    }
+}
+
+/// Every container (running or not) labelled with `ws` as its local folder.
+fn containers_of(ws: &Path) -> Vec<String> {
+    let filter = format!("label=devcontainer.local_folder={}", ws.display());
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The host paths a container bind-mounts (`docker inspect`).
+fn mount_sources(id: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "--format", "{{json .Mounts}}", id])
+        .output()
+        .expect("docker runs");
+    let mounts: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    mounts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["Source"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn envelope(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON object on stdout ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The requests of kind `kind` in a JSON list of permission requests.
+fn of_kind<'a>(requests: &'a Value, kind: &str) -> Vec<&'a Value> {
+    requests
+        .as_array()
+        .unwrap_or_else(|| panic!("a list of requests: {requests}"))
+        .iter()
+        .filter(|r| r["permission"] == kind)
+        .collect()
+}
+
+/// A hostile repository with `initializeCommand` = `init` (JSON), committed.
+fn repo_with_initialize_command(init: &str) -> HostileRepo {
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": false, "initializeCommand": {init}}}"#
+    ))
+    .commit();
+    repo
+}
+
+/// The four forms of `initializeCommand` that would create `marker`, with the argv text each
+/// is shown as; the `${localEnv:…}` form needs `DEVCELL_HOSTILE_MARKER` set to the marker.
+fn initialize_forms(marker: &Path) -> Vec<(&'static str, String, Vec<String>)> {
+    let m = marker.display().to_string();
+    vec![
+        (
+            "string",
+            serde_json::to_string(&format!("touch {m}")).unwrap(),
+            vec![format!("/bin/sh -c 'touch {m}'")],
+        ),
+        (
+            "array",
+            serde_json::to_string(&["touch", &m]).unwrap(),
+            vec![format!("touch {m}")],
+        ),
+        (
+            "object",
+            serde_json::json!({"a": format!("touch {m}"), "b": ["touch", &m]}).to_string(),
+            vec![format!("/bin/sh -c 'touch {m}'"), format!("touch {m}")],
+        ),
+        (
+            "localEnv",
+            serde_json::to_string("touch ${localEnv:DEVCELL_HOSTILE_MARKER}").unwrap(),
+            vec![format!("/bin/sh -c 'touch {m}'")],
+        ),
+    ]
+}
+
+#[test]
+fn initialize_command_is_refused_before_anything_happens() {
+    if !engine_ready(
+        "initialize_command_is_refused_before_anything_happens",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let env = [("DEVCELL_HOSTILE_MARKER", marker.to_str().unwrap())];
+    let host = Host::new(&["true"], &[]);
+    for (form, init, argvs) in initialize_forms(&marker) {
+        let repo = repo_with_initialize_command(&init);
+        let before = repo.fingerprint();
+
+        let up = host.up(repo.path(), &[], &env);
+        let text = String::from_utf8_lossy(&up.stdout);
+        assert_eq!(up.status.code(), Some(1), "{form}: {text}");
+        assert!(text.contains("--allow host-command"), "{form}: {text}");
+        assert!(
+            text.contains(&argvs[0]),
+            "{form}: the argv is named: {text}"
+        );
+
+        let plan = host.handoff(repo.path(), &["--plan"], &env);
+        let p = envelope(&plan);
+        assert_eq!(plan.status.code(), Some(12), "{form}: {p}");
+        assert_eq!(p["error"]["code"], "permission_required", "{form}");
+        let listed = of_kind(&p["error"]["details"]["permissions"], "hostCommand");
+        let values: Vec<&str> = listed.iter().filter_map(|r| r["value"].as_str()).collect();
+        assert_eq!(values, argvs, "{form}: the exact argv of each command");
+        for r in &listed {
+            assert_eq!(r["status"], "refused", "{form}");
+            assert_eq!(r["grant"], "--allow host-command", "{form}");
+            assert_eq!(r["source"], "devcontainer.json", "{form}");
+        }
+
+        let real = host.handoff(repo.path(), &[], &env);
+        let r = envelope(&real);
+        assert_eq!(real.status.code(), Some(12), "{form}: {r}");
+        assert_eq!(r["error"]["code"], "permission_required", "{form}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("--allow host-command"),
+            "{form}: {r}"
+        );
+
+        target.assert_untouched();
+        assert!(
+            containers_of(repo.path()).is_empty(),
+            "{form}: a container was created"
+        );
+        assert_eq!(repo.fingerprint(), before, "{form}: the repository changed");
+        // the handoff stopped before devcell recorded anything
+        assert!(
+            !host.tmp.path().join("state").exists(),
+            "{form}: a session was started"
+        );
+    }
+}
+
+#[test]
+fn a_granted_initialize_command_runs_and_is_reported() {
+    if !engine_ready(
+        "a_granted_initialize_command_runs_and_is_reported",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let env = [("DEVCELL_HOSTILE_MARKER", marker.to_str().unwrap())];
+    let host = Host::new(&["true"], &[]);
+    let forms = initialize_forms(&marker);
+    let (_, init, argvs) = &forms[3];
+    let repo = repo_with_initialize_command(init);
+
+    // up, granted on the command line: it runs, and the result says so
+    let up = host.up(repo.path(), &["--allow", "host-command"], &env);
+    let v = support::stdout_json(&up);
+    assert!(marker.exists(), "the granted command did not run");
+    let listed = of_kind(&v["devcell"]["permissions"], "hostCommand");
+    assert_eq!(listed.len(), 1, "{v}");
+    assert_eq!(listed[0]["value"], argvs[0].as_str());
+    assert_eq!(listed[0]["status"], "granted");
+    std::fs::remove_file(&marker).unwrap();
+
+    // handoff --plan lists it granted; the handoff runs it and its envelope reports it
+    let repo = repo_with_initialize_command(init);
+    let plan = host.handoff(repo.path(), &["--plan", "--allow", "host-command"], &env);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(0), "{p}");
+    assert_eq!(
+        of_kind(&p["result"]["permissions"], "hostCommand")[0]["status"],
+        "granted"
+    );
+    assert!(!marker.exists(), "the plan ran the command");
+    let real = host.handoff(repo.path(), &["--allow", "host-command"], &env);
+    let r = envelope(&real);
+    assert_eq!(real.status.code(), Some(0), "{r}");
+    assert!(marker.exists(), "the granted handoff did not run it");
+    let listed = of_kind(&r["result"]["permissions"], "hostCommand");
+    assert_eq!(listed[0]["status"], "granted", "{r}");
+    assert_eq!(listed[0]["value"], argvs[0].as_str());
+    std::fs::remove_file(&marker).unwrap();
+
+    // the user's config file grants it too (never the repository)
+    let by_config = Host::new(&["true"], &["host-command"]);
+    let fresh = repo_with_initialize_command(init);
+    let up = by_config.up(fresh.path(), &[], &env);
+    support::stdout_json(&up);
+    assert!(marker.exists(), "granted in config.toml, it did not run");
+    std::fs::remove_file(&marker).unwrap();
+
+    // reference profile: the spec's behaviour, reported as allowed by the profile
+    let reference = repo_with_initialize_command(init);
+    let up = host.up(reference.path(), &["--security-profile", "reference"], &env);
+    let v = support::stdout_json(&up);
+    assert!(marker.exists(), "reference did not run initializeCommand");
+    assert_eq!(
+        of_kind(&v["devcell"]["permissions"], "hostCommand")[0]["status"],
+        "allowedByProfile"
+    );
+}
+
+/// One way a repository's git configuration runs a command: the config lines (`{m}`: the
+/// marker), the files the repository commits for it, and the host git command that runs it
+/// (the control).
+struct Variant {
+    name: &'static str,
+    config: &'static str,
+    committed: &'static [(&'static str, &'static str)],
+    control: &'static [&'static str],
+}
+
+const VARIANTS: &[Variant] = &[
+    Variant {
+        name: "fsmonitor",
+        config: "[core]\n\tfsmonitor = \"touch {m}; false\"\n",
+        committed: &[],
+        control: &["status", "--porcelain"],
+    },
+    Variant {
+        name: "filter",
+        config: "[filter \"x\"]\n\tclean = \"touch {m}; cat\"\n",
+        committed: &[(".gitattributes", "*.txt filter=x\n")],
+        control: &["diff"],
+    },
+    Variant {
+        name: "textconv",
+        config: "[diff \"x\"]\n\ttextconv = \"touch {m}; cat\"\n",
+        committed: &[(".gitattributes", "*.txt diff=x\n")],
+        control: &["diff"],
+    },
+    Variant {
+        name: "hooks",
+        config: "[core]\n\thooksPath = {hooks}\n",
+        committed: &[],
+        control: &["status", "--porcelain"],
+    },
+];
+
+/// A hostile repository (a devcontainer.json, `a.txt`, the variant's committed files), plus a
+/// planted git directory elsewhere on the host that holds a copy of the repository's own git
+/// state and the variant's configuration (a `post-index-change` hook for `hooks`). `a.txt` is
+/// changed after the commit, so git has something to re-read.
+fn planted(
+    variant: &Variant,
+    marker: &Path,
+    uid_update: bool,
+) -> (HostileRepo, tempfile::TempDir, PathBuf) {
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": {uid_update}}}"#
+    ))
+    .file("a.txt", "a\n")
+    .file("b.txt", "b\n");
+    for (rel, text) in variant.committed {
+        repo.file(rel, text);
+    }
+    repo.commit();
+    std::fs::write(repo.path().join("a.txt"), "changed\n").unwrap();
+    // same content, older time: a status refreshes the index entry and writes the index
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2001-01-01"])
+        .arg(repo.path().join("b.txt"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    let dir = tempfile::Builder::new()
+        .prefix("devcell-planted-")
+        .tempdir()
+        .unwrap();
+    let planted = dir.path().join("git");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(repo.path().join(".git"))
+        .arg(&planted)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("post-index-change");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = variant
+        .config
+        .replace("{m}", &marker.display().to_string())
+        .replace("{hooks}", &hooks.display().to_string());
+    let mut text = std::fs::read_to_string(planted.join("config")).unwrap();
+    text.push_str(&config);
+    std::fs::write(planted.join("config"), text).unwrap();
+    give_to_workspace_owner(dir.path());
+    give_to_workspace_owner(repo.path());
+    (repo, dir, planted)
+}
+
+/// The control: the variant's git command, run on the host without devcell, runs the planted
+/// configuration (so the tests above could fail).
+fn assert_control_runs(variant: &Variant, ws: &Path, target: &HostTarget) {
+    let marker = target.marker();
+    assert!(!marker.exists());
+    git(ws, variant.control);
+    assert!(
+        marker.exists(),
+        "{}: the control did not run the planted configuration",
+        variant.name
+    );
+    std::fs::remove_file(&marker).unwrap();
+}
+
+#[test]
+fn a_commondir_redirect_to_a_planted_git_dir_is_never_run_nor_mounted() {
+    if !engine_ready(
+        "a_commondir_redirect_to_a_planted_git_dir_is_never_run_nor_mounted",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let host = Host::new(&["true"], &[]);
+    for variant in VARIANTS {
+        let target = HostTarget::new();
+        let (repo, dir, planted) = planted(variant, &target.marker(), false);
+        // the redirection: the repository's own `.git` names the planted folder as its
+        // common git directory
+        std::fs::write(
+            repo.path().join(".git/commondir"),
+            format!("{}\n", planted.display()),
+        )
+        .unwrap();
+        give_to_workspace_owner(&repo.path().join(".git/commondir"));
+        let planted_before = tree_fingerprint(dir.path());
+        let name = variant.name;
+        let planted_text = std::fs::canonicalize(&planted).unwrap();
+        let planted_text = planted_text.to_str().unwrap();
+
+        let status = host.status(repo.path());
+        let s = envelope(&status);
+        assert_eq!(status.status.code(), Some(0), "{name}: {s}");
+        let repo_state = &s["result"]["repos"][0];
+        assert!(repo_state["head"].is_null(), "{name}: git ran: {s}");
+        assert!(
+            repo_state["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("--allow gitdir:{planted_text}")),
+            "{name}: {s}"
+        );
+
+        let plan = host.handoff(repo.path(), &["--plan"], &[]);
+        let p = envelope(&plan);
+        assert_eq!(plan.status.code(), Some(12), "{name}: {p}");
+        let listed = of_kind(&p["error"]["details"]["permissions"], "gitDir");
+        assert_eq!(listed.len(), 1, "{name}: {p}");
+        assert_eq!(listed[0]["value"], planted_text);
+        assert_eq!(listed[0]["status"], "refused");
+        assert_eq!(
+            listed[0]["grant"],
+            format!("--allow gitdir:{planted_text}").as_str()
+        );
+
+        let real = host.handoff(repo.path(), &[], &[]);
+        let r = envelope(&real);
+        assert_eq!(real.status.code(), Some(12), "{name}: {r}");
+        assert_eq!(r["error"]["code"], "permission_required");
+
+        target.assert_untouched();
+        assert!(containers_of(repo.path()).is_empty(), "{name}: created");
+        assert_eq!(tree_fingerprint(dir.path()), planted_before, "{name}");
+
+        // the human's own git on the host would run it: the threat is real
+        assert_control_runs(variant, repo.path(), &target);
+    }
+}
+
+#[test]
+fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_nothing() {
+    if !engine_ready(
+        "a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_nothing",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let host = Host::new(&["true"], &[]);
+    for variant in &VARIANTS[..2] {
+        let target = HostTarget::new();
+        let (repo, dir, planted) = planted(variant, &target.marker(), false);
+        // the repository's `.git` becomes a worktree link to the planted folder
+        std::fs::remove_dir_all(repo.path().join(".git")).unwrap();
+        std::fs::write(
+            repo.path().join(".git"),
+            format!("gitdir: {}\n", planted.display()),
+        )
+        .unwrap();
+        give_to_workspace_owner(repo.path());
+        let planted_before = tree_fingerprint(dir.path());
+        let name = variant.name;
+        let canonical = std::fs::canonicalize(&planted).unwrap();
+        let grant = format!("gitdir:{}", canonical.display());
+
+        let s = envelope(&host.status(repo.path()));
+        assert!(s["result"]["repos"][0]["head"].is_null(), "{name}: {s}");
+        let plan = host.handoff(repo.path(), &["--plan"], &[]);
+        assert_eq!(plan.status.code(), Some(12), "{name}");
+        let real = host.handoff(repo.path(), &[], &[]);
+        assert_eq!(real.status.code(), Some(12), "{name}");
+        assert!(containers_of(repo.path()).is_empty(), "{name}");
+        target.assert_untouched();
+
+        // granted in the user's config: git reads it (nothing it configures runs), the
+        // handoff mounts it and reports the grant
+        let granted = Host::new(&["true"], &[&grant]);
+        let s = envelope(&granted.status(repo.path()));
+        assert!(s["result"]["repos"][0]["head"].is_string(), "{name}: {s}");
+        let real = granted.handoff(repo.path(), &[], &[]);
+        let r = envelope(&real);
+        assert_eq!(real.status.code(), Some(0), "{name}: {r}");
+        let listed = of_kind(&r["result"]["permissions"], "gitDir");
+        assert_eq!(listed[0]["status"], "granted", "{name}: {r}");
+        let id = r["result"]["containerId"].as_str().unwrap().to_string();
+        assert!(
+            mount_sources(&id).iter().any(|m| Path::new(m) == canonical),
+            "{name}: the granted git directory is mounted"
+        );
+        let s = envelope(&granted.status(repo.path()));
+        assert!(s["result"]["repos"][0]["head"].is_string(), "{name}: {s}");
+        target.assert_untouched();
+        drop(granted);
+        // the planted folder changed only by git's own writes (index, logs), never by a
+        // command it configures
+        let _ = planted_before;
+
+        assert_control_runs(variant, repo.path(), &target);
+    }
+}
+
+#[test]
+fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
+    if !engine_ready(
+        "a_redirection_the_container_writes_is_not_run_by_the_next_status",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let variant = &VARIANTS[0];
+    let (repo, dir, planted) = planted(variant, &target.marker(), true);
+    // the agent writes the redirection (a host path: devcell's host git would follow it) and
+    // tries the protected files too; what it could write is recorded in the workspace
+    let script = format!(
+        "echo {p} > /workspace/.git/commondir; \
+         for f in config info/exclude hooks/post-index-change; do \
+           if echo x >> /workspace/.git/$f 2>/dev/null; then echo \"wrote $f\"; fi; \
+         done > /workspace/agent-wrote.txt; true",
+        p = planted.display()
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let real = host.handoff(repo.path(), &[], &[]);
+    let r = envelope(&real);
+    assert_eq!(real.status.code(), Some(0), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join(".git/commondir"))
+            .unwrap()
+            .trim(),
+        planted.display().to_string(),
+        "the agent wrote the redirection"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("agent-wrote.txt")).unwrap(),
+        "",
+        "config, info/ and hooks are read-only in the container"
+    );
+    let id = r["result"]["containerId"].as_str().unwrap().to_string();
+    let canonical = std::fs::canonicalize(&planted).unwrap();
+    assert!(
+        !mount_sources(&id)
+            .iter()
+            .any(|m| Path::new(m).starts_with(dir.path()) || Path::new(m) == canonical),
+        "the planted folder is not mounted"
+    );
+
+    // devcell's next status does not follow it
+    let status = host.status(repo.path());
+    let s = envelope(&status);
+    assert_eq!(status.status.code(), Some(0), "{s}");
+    assert!(s["result"]["repos"][0]["head"].is_null(), "{s}");
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "git_dir_untrusted"),
+        "{s}"
+    );
+    target.assert_untouched();
+    // nor does the next handoff
+    let again = host.handoff(repo.path(), &[], &[]);
+    assert_eq!(again.status.code(), Some(12), "{}", envelope(&again));
+    target.assert_untouched();
+
+    // a human's git on the host would (spec-note 0413 says so): the control
+    assert_control_runs(variant, repo.path(), &target);
+}

@@ -138,3 +138,50 @@ impl Drop for TestContainer {
             .output();
     }
 }
+
+/// Builds (cached by Docker; nothing is pulled) `devcell-test/debianlike:1` from
+/// [`BUSYBOX_IMAGE`]: a non-root user `dev` (uid 1000, shell `/bin/sh`), an `/etc/profile` that
+/// resets `PATH` exactly as Debian's does (root gets the `sbin` folders, users do not), and an
+/// image `ENV PATH` entry `/opt/image/bin` holding `imagetool` (prints `image-tool-ran`).
+pub fn debian_like_image() -> &'static str {
+    const IMAGE: &str = "devcell-test/debianlike:1";
+    // Debian's /etc/profile (base-files), the lines that set PATH.
+    const PROFILE: &str = r#"if [ "$(id -u)" -eq 0 ]; then
+  PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+else
+  PATH="/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+fi
+export PATH
+"#;
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(ctx.path().join("profile"), PROFILE).unwrap();
+    std::fs::write(
+        ctx.path().join("imagetool"),
+        "#!/bin/sh\necho image-tool-ran\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\n\
+             COPY profile /etc/profile\n\
+             COPY imagetool /opt/image/bin/imagetool\n\
+             RUN chmod 755 /opt/image/bin/imagetool && mkdir -p /home/dev \
+             && echo 'dev:x:1000:1000:dev:/home/dev:/bin/sh' >> /etc/passwd \
+             && echo 'dev:x:1000:' >> /etc/group && chown 1000:1000 /home/dev\n\
+             ENV PATH=/opt/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", IMAGE])
+        .arg(ctx.path())
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker build of {IMAGE} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    IMAGE
+}

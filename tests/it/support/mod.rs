@@ -331,6 +331,17 @@ impl PrivateRegistry {
             .join("data")
     }
 
+    /// How many requests the registry has answered (its access log) whose request line
+    /// contains `needle`, e.g. `/v2/ns/hello/manifests/` for manifest requests of one
+    /// repository (GET and HEAD alike).
+    pub fn requests_containing(&self, needle: &str) -> usize {
+        std::fs::read_to_string(self.dir.path().join("registry.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" HTTP/1.1\" ") && l.contains(needle))
+            .count()
+    }
+
     /// Kills the registry process and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -1,0 +1,99 @@
+//! Whether a container found by its id labels is this workspace's (spec-note 0421).
+//!
+//! Labels are claims anyone who can create a container can make (a hostile repository under
+//! the `reference` profile, an image's `LABEL`s, another tool). Before `up`, `exec`,
+//! `run-user-commands` or a handoff reuses a container found by the workspace's default id
+//! labels, or runs anything in it (hooks, `--secrets-file` values, the agent), the container's
+//! mounts must show that it binds this workspace. Pure: no engine access.
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::{ContainerInfo, MountKind};
+
+/// Whether `info` has a bind mount whose host source is one of `folders` (compared as written
+/// and with symbolic links of `folders` resolved, as engines report either). The container's
+/// own source is never resolved on the host: what counts is what the engine bound.
+pub fn binds_workspace(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
+    let mut accepted: Vec<PathBuf> = Vec::new();
+    for folder in folders {
+        accepted.push(clean(folder));
+        if let Ok(canonical) = std::fs::canonicalize(folder) {
+            accepted.push(canonical);
+        }
+    }
+    info.mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind.as_str())
+        .any(|m| accepted.contains(&clean(Path::new(&m.source))))
+}
+
+/// The host sources of `info`'s bind mounts, for messages.
+pub fn bind_sources(info: &ContainerInfo) -> Vec<String> {
+    info.mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind.as_str())
+        .map(|m| m.source.clone())
+        .collect()
+}
+
+fn clean(path: &Path) -> PathBuf {
+    super::policy::normalize_path(&path.to_string_lossy())
+        .map_or_else(|| path.to_path_buf(), PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::MountInfo;
+
+    fn container(binds: &[&str]) -> ContainerInfo {
+        ContainerInfo {
+            mounts: binds
+                .iter()
+                .map(|s| MountInfo {
+                    kind: "bind".into(),
+                    source: (*s).into(),
+                    name: None,
+                    destination: "/workspaces/x".into(),
+                    rw: true,
+                })
+                .chain([MountInfo {
+                    kind: "volume".into(),
+                    source: "/w/repo".into(),
+                    name: Some("v".into()),
+                    destination: "/v".into(),
+                    rw: true,
+                }])
+                .collect(),
+            ..ContainerInfo::default()
+        }
+    }
+
+    #[test]
+    fn only_a_bind_of_the_workspace_counts() {
+        let ws = [PathBuf::from("/w/repo")];
+        assert!(binds_workspace(&container(&["/w/repo"]), &ws));
+        assert!(binds_workspace(&container(&["/w/repo/"]), &ws));
+        assert!(binds_workspace(&container(&["/x", "/w/./repo"]), &ws));
+        // Another folder, a parent, a child, or a volume whose path happens to match: no.
+        for other in ["/w/other", "/w", "/w/repo/sub", "/w/repository"] {
+            assert!(!binds_workspace(&container(&[other]), &ws), "{other}");
+        }
+        assert!(!binds_workspace(&container(&[]), &ws));
+    }
+
+    #[test]
+    fn a_symlinked_workspace_matches_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let real = std::fs::canonicalize(&real).unwrap();
+        let info = container(&[real.to_str().unwrap()]);
+        assert!(binds_workspace(&info, std::slice::from_ref(&link)));
+        // The container's source is taken as the engine bound it, not resolved again.
+        let info = container(&[link.to_str().unwrap()]);
+        assert!(!binds_workspace(&info, &[real]));
+    }
+}
