@@ -176,6 +176,17 @@ pub fn read(file: &Path) -> Result<Document> {
             });
         }
     };
+    parse_bytes(file, bytes)
+}
+
+/// [`read`] for bytes already read (e.g. without following links, spec-note 0400): the same
+/// size, UTF-8 and syntax rules; `file` names them in locations.
+///
+/// Errors: [`ConfigError::Invalid`] as [`read`].
+pub fn parse_bytes(file: &Path, bytes: Vec<u8>) -> Result<Document> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(too_large(file, Some(bytes.len() as u64)));
+    }
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -193,7 +204,8 @@ pub fn read(file: &Path) -> Result<Document> {
     parse(file, &text)
 }
 
-fn too_large(file: &Path, len: Option<u64>) -> ConfigError {
+/// The error for a config file above [`MAX_FILE_BYTES`] (`len`: its size, when known).
+pub fn too_large(file: &Path, len: Option<u64>) -> ConfigError {
     let size = match len {
         Some(len) => format!("{len} bytes"),
         None => "larger than that".to_string(),

@@ -66,14 +66,75 @@ impl Dockerignore {
         Ok(Self { rules })
     }
 
-    /// Reads `<context>/.dockerignore`; a missing file excludes nothing.
+    /// Reads `<context>/.dockerignore`; a missing file excludes nothing. A `.dockerignore`
+    /// that is a symbolic link is followed only when it resolves inside the context: one
+    /// pointing out of it (at a host file, whose lines an invalid pattern would echo) is an
+    /// error and is not read; neither is anything but a regular file (a FIFO never blocks) or
+    /// a file above 4 MiB (spec-note 0400).
+    ///
+    /// Errors: [`EngineError::BuildContext`] (unreadable, a link out, not a regular file, too
+    /// large), [`EngineError::Dockerignore`].
     pub fn load(context: &Path) -> Result<Self> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        const MAX_DOCKERIGNORE_BYTES: u64 = 4 * 1024 * 1024;
         let path = context.join(".dockerignore");
-        match crate::config::bounded::read_to_string(&path, MAX_SMALL_FILE_BYTES) {
-            Ok(text) => Self::parse(&text, &path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(source) => Err(EngineError::BuildContext { path, source }),
+        let refused = |why: &str| EngineError::BuildContext {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
+        };
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => return Err(EngineError::BuildContext { path, source }),
+        };
+        let file = if meta.file_type().is_symlink() {
+            match (fs::canonicalize(&path), fs::canonicalize(context)) {
+                (Ok(real), Ok(root)) if real.starts_with(&root) => real,
+                (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Self::default());
+                }
+                _ => {
+                    return Err(refused(
+                        "a symbolic link that leaves the build context: devcell does not read it",
+                    ));
+                }
+            }
+        } else {
+            path.clone()
+        };
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                rustix::fs::OFlags::NOFOLLOW.bits() as i32
+                    | rustix::fs::OFlags::NONBLOCK.bits() as i32,
+            )
+            .open(&file)
+            .map_err(|source| EngineError::BuildContext {
+                path: path.clone(),
+                source,
+            })?;
+        let meta = opened
+            .metadata()
+            .map_err(|source| EngineError::BuildContext {
+                path: path.clone(),
+                source,
+            })?;
+        if !meta.is_file() {
+            return Err(refused("not a regular file: devcell does not read it"));
         }
+        let mut text = String::new();
+        opened
+            .take(MAX_DOCKERIGNORE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|source| EngineError::BuildContext {
+                path: path.clone(),
+                source,
+            })?;
+        if text.len() as u64 > MAX_DOCKERIGNORE_BYTES {
+            return Err(refused("larger than 4 MiB: devcell does not read it"));
+        }
+        Self::parse(&text, &path)
     }
 
     /// Whether `relative` (a `/`-separated path inside the context) is excluded.
@@ -324,6 +385,37 @@ mod tests {
         let packed = pack(ctx.path(), &other.path().join("Dockerfile")).unwrap();
         assert_eq!(packed.dockerfile, OUTSIDE_DOCKERFILE_NAME);
         assert!(names(&packed.tar).contains(&OUTSIDE_DOCKERFILE_NAME.to_string()));
+    }
+
+    #[test]
+    fn a_dockerignore_linked_out_of_the_context_is_not_read() {
+        let ctx = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        fs::write(other.path().join("ignore"), "[host-line\n").unwrap();
+        std::os::unix::fs::symlink(
+            other.path().join("ignore"),
+            ctx.path().join(".dockerignore"),
+        )
+        .unwrap();
+        let err = Dockerignore::load(ctx.path()).unwrap_err();
+        let text = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(text.contains("leaves the build context"), "{text}");
+        assert!(!text.contains("host-line"), "{text}");
+        // a link inside the context is followed; a FIFO is refused, never read
+        fs::remove_file(ctx.path().join(".dockerignore")).unwrap();
+        fs::write(ctx.path().join("ignore.txt"), "*.log\n").unwrap();
+        std::os::unix::fs::symlink("ignore.txt", ctx.path().join(".dockerignore")).unwrap();
+        assert!(Dockerignore::load(ctx.path()).unwrap().is_excluded("a.log"));
+        fs::remove_file(ctx.path().join(".dockerignore")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ctx.path().join(".dockerignore"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert!(Dockerignore::load(ctx.path()).is_err());
     }
 
     #[test]

@@ -868,12 +868,10 @@ impl Fetcher {
 fn resolve_local(source: &FeatureSource, path: &Path) -> Result<ResolvedFeature> {
     let feature = path.display().to_string();
     let file = path.join(FEATURE_FILE);
-    let text = crate::config::bounded::read_to_string(&file, MAX_METADATA_BYTES).map_err(|e| {
-        FetchError::Io {
-            feature: feature.clone(),
-            path: file.clone(),
-            source: e,
-        }
+    let text = super::metadata::read_feature_file(path).map_err(|e| FetchError::Io {
+        feature: feature.clone(),
+        path: file.clone(),
+        source: e,
     })?;
     let metadata = parse_metadata(&feature, text.as_bytes())?;
     Ok(ResolvedFeature {

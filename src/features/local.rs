@@ -39,7 +39,8 @@ impl LocalFeatureRoot {
     pub fn resolve(&self, reference: &FeatureRef) -> Result<ResolvedFeature> {
         let dir = reference.local_dir(&self.config_dir, &self.devcontainer_dir)?;
         let metadata = FeatureMetadata::read_dir(&dir)?;
-        if let Some(folder) = dir.file_name().and_then(|n| n.to_str())
+        // the folder as the reference names it (`dir` is where it resolves to)
+        if let Some(folder) = reference.id()
             && folder != metadata.id
         {
             return Err(FeatureError::InvalidMetadata {

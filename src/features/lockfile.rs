@@ -237,11 +237,12 @@ pub fn apply(path: &Path, lockfile: &Lockfile, mode: LockfileMode) -> Result<Wri
         LockfileMode::Write => write(path, lockfile, false),
         LockfileMode::Frozen => write(path, lockfile, true),
         LockfileMode::Off => Ok(WriteOutcome::Skipped),
-        LockfileMode::ReadOnly => Ok(match read_existing(path)? {
-            None => WriteOutcome::Skipped,
-            Some(text) if same_content(&text, &lockfile.render()) => WriteOutcome::Unchanged,
-            Some(_) => WriteOutcome::Stale,
-        }),
+        LockfileMode::ReadOnly => {
+            match decide(read_existing(path)?.as_deref(), lockfile, mode, path)? {
+                Decision::Done(outcome) => Ok(outcome),
+                Decision::Write(_) => Ok(WriteOutcome::Stale),
+            }
+        }
     }
 }
 
@@ -302,38 +303,81 @@ fn differences(existing: &str, new: &Lockfile) -> String {
     }
 }
 
-/// Writes `lockfile` to `path` unless it already holds that content (compared after
-/// re-formatting, as the reference CLI does).
+/// What a write of the lockfile comes to, given the text the file holds now
+/// ([`decide`]): an outcome already reached, or the text to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to write.
+    Done(WriteOutcome),
+    /// Write this text (the file is missing or differs).
+    Write(String),
+}
+
+/// Decides what `mode` does with the lockfile whose current text is `existing` (`None`: no
+/// file), without touching the file system, so the caller reads and writes it the way it
+/// must (spec-note 0400: judged, no-follow, through the workspace's handle). `Write` writes
+/// unless the content is already there (compared after re-formatting, as the reference CLI
+/// does); `Frozen` never writes: a missing file is the reference's "lockfile does not exist",
+/// a different (or empty) one its "lockfile does not match", naming what differs; `ReadOnly`
+/// only compares; `Off` is [`WriteOutcome::Skipped`]. `path` names the file in errors.
 ///
-/// With `frozen` (`--frozen-lockfile`) nothing is written: a missing file is the reference's
-/// "lockfile does not exist", a different (or empty) one its "lockfile does not match", naming
-/// what differs. The write is atomic (temporary file in the same folder, then rename).
+/// Errors: [`FeatureError::Lockfile`] in frozen mode.
+pub fn decide(
+    existing: Option<&str>,
+    lockfile: &Lockfile,
+    mode: LockfileMode,
+    path: &Path,
+) -> Result<Decision> {
+    let text = lockfile.render();
+    let same = existing.is_some_and(|t| same_content(t, &text));
+    Ok(Decision::Done(match mode {
+        LockfileMode::Off => WriteOutcome::Skipped,
+        LockfileMode::ReadOnly => match existing {
+            None => WriteOutcome::Skipped,
+            Some(_) if same => WriteOutcome::Unchanged,
+            Some(_) => WriteOutcome::Stale,
+        },
+        LockfileMode::Frozen => match existing {
+            None => {
+                return Err(FeatureError::Lockfile {
+                    path: path.to_path_buf(),
+                    message: "lockfile does not exist, and `--frozen-lockfile` forbids creating it"
+                        .into(),
+                });
+            }
+            Some(old) if !same => {
+                return Err(FeatureError::Lockfile {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "lockfile does not match the resolved Features ({}), and `--frozen-lockfile` forbids changing it",
+                        differences(old, lockfile)
+                    ),
+                });
+            }
+            Some(_) => WriteOutcome::Unchanged,
+        },
+        LockfileMode::Write if same => WriteOutcome::Unchanged,
+        LockfileMode::Write => return Ok(Decision::Write(text)),
+    }))
+}
+
+/// Writes `lockfile` to `path` unless it already holds that content ([`decide`] with
+/// `Write`, or `Frozen` when `frozen`), by path: a temporary file in the same folder, then a
+/// rename. For files the user names; the repository's lockfile is written through the
+/// workspace's handle instead (`handoff`, spec-note 0400).
 ///
 /// Errors: [`FeatureError::Lockfile`] in frozen mode; [`FeatureError::Io`] on write failure.
 pub fn write(path: &Path, lockfile: &Lockfile, frozen: bool) -> Result<WriteOutcome> {
-    let text = lockfile.render();
     let existing = read_existing(path)?;
-    let same = existing.as_deref().is_some_and(|t| same_content(t, &text));
-    if frozen {
-        return match &existing {
-            None => Err(FeatureError::Lockfile {
-                path: path.to_path_buf(),
-                message: "lockfile does not exist, and `--frozen-lockfile` forbids creating it"
-                    .into(),
-            }),
-            Some(old) if !same => Err(FeatureError::Lockfile {
-                path: path.to_path_buf(),
-                message: format!(
-                    "lockfile does not match the resolved Features ({}), and `--frozen-lockfile` forbids changing it",
-                    differences(old, lockfile)
-                ),
-            }),
-            Some(_) => Ok(WriteOutcome::Unchanged),
-        };
-    }
-    if same {
-        return Ok(WriteOutcome::Unchanged);
-    }
+    let mode = if frozen {
+        LockfileMode::Frozen
+    } else {
+        LockfileMode::Write
+    };
+    let text = match decide(existing.as_deref(), lockfile, mode, path)? {
+        Decision::Done(outcome) => return Ok(outcome),
+        Decision::Write(text) => text,
+    };
     let io = |source| FeatureError::Io {
         path: path.to_path_buf(),
         source,
@@ -460,6 +504,41 @@ mod tests {
         assert!(e.contains("is locked to"), "{e}");
         let other = FeatureRef::parse("ghcr.io/o/r/other").unwrap();
         assert!(l.verify(Path::new("l"), &other, &digest('f')).is_ok());
+    }
+
+    #[test]
+    fn decide_touches_nothing_and_follows_the_mode() {
+        let l = Lockfile::from_plan(&plan());
+        let text = l.render();
+        let p = Path::new("lock.json");
+        let write = |existing: Option<&str>, mode| decide(existing, &l, mode, p).unwrap();
+        assert_eq!(
+            write(None, LockfileMode::Write),
+            Decision::Write(text.clone())
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::Write),
+            Decision::Write(text.clone())
+        );
+        assert_eq!(
+            write(Some(&text), LockfileMode::Write),
+            Decision::Done(WriteOutcome::Unchanged)
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::ReadOnly),
+            Decision::Done(WriteOutcome::Stale)
+        );
+        assert_eq!(
+            write(None, LockfileMode::ReadOnly),
+            Decision::Done(WriteOutcome::Skipped)
+        );
+        assert_eq!(
+            write(Some("{}"), LockfileMode::Off),
+            Decision::Done(WriteOutcome::Skipped)
+        );
+        assert!(decide(None, &l, LockfileMode::Frozen, p).is_err());
+        let e = decide(Some("{}"), &l, LockfileMode::Frozen, p).unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
     }
 
     #[test]

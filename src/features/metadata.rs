@@ -15,6 +15,52 @@ use crate::config::jsonc::{self, JsonPath};
 /// The metadata file name inside a Feature folder.
 pub const FEATURE_FILE: &str = "devcontainer-feature.json";
 
+/// Reads `<dir>/devcontainer-feature.json` of a local Feature folder without following a
+/// link in its place (`O_NOFOLLOW`; a FIFO never blocks): a metadata file linked to a host
+/// file is never read (spec-note 0400). At most [`jsonc::MAX_FILE_BYTES`].
+///
+/// Errors: the open or read failure; a link, a non-regular or too large file, as
+/// `InvalidData` naming it.
+pub fn read_feature_file(dir: &Path) -> std::io::Result<String> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read as _;
+    let file = dir.join(FEATURE_FILE);
+    let refused = |why: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("`{}` {why}: not read", file.display()),
+        )
+    };
+    let folder = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let fd = match rustix::fs::openat(
+        &folder,
+        FEATURE_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => return Err(refused("is a symbolic link")),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(refused("is not a regular file"));
+    }
+    let max = jsonc::MAX_FILE_BYTES as u64;
+    let mut text = String::new();
+    std::fs::File::from(fd)
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(refused("is larger than 4 MiB"));
+    }
+    Ok(text)
+}
+
 /// A parsed `devcontainer-feature.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -242,11 +288,7 @@ impl FeatureMetadata {
     /// Errors: [`FeatureError::Io`] when the file cannot be read; see [`FeatureMetadata::parse`].
     pub fn read_dir(dir: &Path) -> Result<FeatureMetadata> {
         let file = dir.join(FEATURE_FILE);
-        let text = crate::config::bounded::read_to_string(
-            &file,
-            crate::config::jsonc::MAX_FILE_BYTES as u64,
-        )
-        .map_err(|source| FeatureError::Io {
+        let text = read_feature_file(dir).map_err(|source| FeatureError::Io {
             path: file.clone(),
             source,
         })?;
@@ -352,6 +394,24 @@ pub(crate) fn list(values: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_linked_metadata_file_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("x.json"), r#"{"id": "host-secret"}"#).unwrap();
+        std::os::unix::fs::symlink(host.path().join("x.json"), dir.path().join(FEATURE_FILE))
+            .unwrap();
+        let e = read_feature_file(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("symbolic link") && !e.contains("host-secret"),
+            "{e}"
+        );
+        assert!(FeatureMetadata::read_dir(dir.path()).is_err());
+        std::fs::remove_file(dir.path().join(FEATURE_FILE)).unwrap();
+        std::fs::write(dir.path().join(FEATURE_FILE), r#"{"id": "f"}"#).unwrap();
+        assert_eq!(FeatureMetadata::read_dir(dir.path()).unwrap().id, "f");
+    }
 
     const DIND: &str = r#"{
         "id": "docker-in-docker",

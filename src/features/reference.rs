@@ -249,7 +249,9 @@ impl FeatureRef {
     ///
     /// `config_dir` is the folder containing the active devcontainer.json; `devcontainer_dir`
     /// is `<workspace>/.devcontainer`. The path must stay inside `devcontainer_dir`, both
-    /// lexically and (when it exists) after following symlinks.
+    /// lexically and (when it exists) after following symlinks. Returns the folder as it
+    /// resolves (no link left in it) when it exists, so what was checked is what is read and
+    /// packed (spec-note 0400); else the lexical path (reading it then fails).
     ///
     /// Errors: [`FeatureError::InvalidReference`] when the reference is not local or escapes.
     pub fn local_dir(&self, config_dir: &Path, devcontainer_dir: &Path) -> Result<PathBuf> {
@@ -276,10 +278,11 @@ impl FeatureRef {
         if !joined.starts_with(&root) || joined == root {
             return Err(escape());
         }
-        if let (Ok(real), Ok(real_root)) = (joined.canonicalize(), root.canonicalize())
-            && (!real.starts_with(&real_root) || real == real_root)
-        {
-            return Err(escape());
+        if let (Ok(real), Ok(real_root)) = (joined.canonicalize(), root.canonicalize()) {
+            if !real.starts_with(&real_root) || real == real_root {
+                return Err(escape());
+            }
+            return Ok(real);
         }
         Ok(joined)
     }
@@ -741,6 +744,14 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("outside")
+        );
+        // a link inside `.devcontainer`: the folder it resolves to is what is used
+        std::fs::create_dir_all(dc.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", dc.join("alias")).unwrap();
+        let r = FeatureRef::parse("./alias").unwrap();
+        assert_eq!(
+            r.local_dir(&dc, &dc).unwrap(),
+            dc.canonicalize().unwrap().join("real")
         );
     }
 

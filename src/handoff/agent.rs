@@ -54,7 +54,7 @@ use crate::handoff::read_configuration::WorkspaceOverride;
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
 use crate::handoff::up::{
     ContainerAction, SecurityOptions, TargetOptions, UpOptions, append_safe_directories,
-    attach_running, find_container, id_labels, load, remote_env, up_with,
+    attach_running, find_container, id_labels, remote_env, up_with,
 };
 use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
@@ -647,12 +647,13 @@ pub async fn handoff_with(
         agents_md_report(agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))?);
 
     // The agent.
-    let loaded = load(&p.target).map_err(&fail)?;
-    let labels = id_labels(&p.target, &loaded);
-    let expected = super::up::expected_workspace(&p.target, &loaded);
+    // the configuration `up` loaded and judged: a file swapped since is never read
+    let loaded = &up.loaded;
+    let labels = id_labels(&p.target, loaded);
+    let expected = super::up::expected_workspace(&p.target, loaded);
     let attached = attach_running(
         engine,
-        &loaded,
+        loaded,
         &labels,
         expected.as_deref(),
         &opts.env,

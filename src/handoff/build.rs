@@ -27,8 +27,8 @@ use crate::engine::{DockerEngine, Engine};
 use crate::handoff::container::{SpecInputs, container_spec};
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::up::{
-    DevImage, ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions, dev_image, id_labels,
-    image_name, load, origins, security_choice,
+    DevImage, ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions, confine_grants,
+    dev_image, id_labels, image_name, load_for, origins, security_choice,
 };
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityError};
@@ -131,7 +131,9 @@ pub async fn build_with(
     opts: &BuildOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuildResult> {
-    let loaded = load(&opts.target)?;
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // judged under `hardened` as `up` judges it (spec-note 0400)
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
     match kind {
         ConfigKind::Compose => {
@@ -165,7 +167,6 @@ pub async fn build_with(
     for name in &opts.image_names {
         check_image_name(name)?;
     }
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let up_opts = UpOptions {
         target: opts.target.clone(),
         security: opts.security.clone(),

@@ -18,6 +18,7 @@ pub mod executor;
 pub mod features;
 pub mod host;
 pub mod image_files;
+pub(crate) mod lockfile_io;
 pub mod marker_record;
 pub mod read_configuration;
 pub mod resolve_dependencies;

@@ -23,6 +23,7 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
 use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::lockfile_io::LockfileAt;
 use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
 use crate::progress::{Event, NoopReporter, Reporter};
 
@@ -171,6 +172,8 @@ struct Loaded {
     config_file: PathBuf,
     config: model::DevContainerConfig,
     warnings: Vec<Warning>,
+    /// Its lockfile, judged as the configuration was (spec-note 0400).
+    lock: LockfileAt,
 }
 
 fn load(opts: &OutdatedOptions) -> Result<Loaded> {
@@ -179,9 +182,11 @@ fn load(opts: &OutdatedOptions) -> Result<Loaded> {
         config_file,
         config,
         warnings,
+        confined,
         ..
     } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
     Ok(Loaded {
+        lock: LockfileAt::new(&config_file, &workspace_folder, confined.as_ref()),
         workspace_folder,
         config_file,
         config,
@@ -229,8 +234,7 @@ pub fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
 /// Errors: as [`outdated`].
 pub fn outdated_with(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Outdated> {
     let loaded = load(opts)?;
-    let lock_path = lockfile::lockfile_path(&loaded.config_file);
-    let lock = lockfile::read(&lock_path)?;
+    let lock = loaded.lock.read(lockfile::LockfileMode::Write)?;
     let fetcher = fetcher(opts, reporter.clone())?;
     let runtime = runtime()?;
     let mut features = IndexMap::new();
@@ -445,12 +449,12 @@ pub fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Resul
     let mut warnings = loaded.warnings;
     warnings.extend(plan.install.warnings.iter().cloned());
     let lock = plan.lockfile();
-    let path = lockfile::lockfile_path(&loaded.config_file);
+    let path = loaded.lock.path.clone();
     let text = lock.render();
     let written = if opts.dry_run {
         false
     } else {
-        lockfile::write(&path, &lock, false)? == lockfile::WriteOutcome::Written
+        loaded.lock.apply(&lock, lockfile::LockfileMode::Write)? == lockfile::WriteOutcome::Written
     };
     Ok(Upgrade {
         lockfile: lock,

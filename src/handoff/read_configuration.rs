@@ -147,11 +147,13 @@ pub fn read_configuration_with(
             (config_file, jsonc::read(&override_file)?)
         }
         None => {
-            let config_file = discover::discover(&workspace_folder, opts.config.as_deref())?;
-            let doc = jsonc::read(&config_file)?;
-            (config_file, doc)
+            // judged on what it resolves to, like every command's (spec-note 0400)
+            let validated = read_validated(&workspace_folder, opts.config.as_deref())?;
+            (validated.config_file, validated.doc)
         }
     };
+    let confined = repository_supplied(&workspace_folder, opts.config.as_deref(), &config_file)
+        .then(crate::security::Grants::default);
     let mut warnings = doc.warnings.clone();
     let (_, model_warnings) = model::validate(&doc)?;
     warnings.extend(model_warnings);
@@ -229,8 +231,13 @@ pub fn read_configuration_with(
             .override_feature_install_order
             .clone()
             .unwrap_or_default();
-        let (shown_features, entries, feature_warnings) =
-            features_configuration(&features, &override_order, &workspace_folder, &config_file)?;
+        let (shown_features, entries, feature_warnings) = features_configuration(
+            &features,
+            &override_order,
+            &workspace_folder,
+            &config_file,
+            confined.as_ref(),
+        )?;
         output.insert("featuresConfiguration".into(), shown_features);
         warnings.extend(feature_warnings);
         resolved_entries = Some(entries);
@@ -244,7 +251,12 @@ pub fn read_configuration_with(
         };
         let feature_entries = match resolved_entries {
             Some(entries) => entries,
-            None => local_feature_entries(&features, &config_file, &mut warnings),
+            None => local_feature_entries(
+                &features,
+                &config_file,
+                confined.as_ref().map(|g| (workspace_folder.as_path(), g)),
+                &mut warnings,
+            ),
         };
         let entries = merged_entries(
             &found,
@@ -283,7 +295,7 @@ fn read_container_only(
     if opts.include_features_configuration && !additional.is_empty() {
         let cwd = std::env::current_dir().unwrap_or_default();
         let (shown_features, _, feature_warnings) =
-            features_configuration(additional, &[], &cwd, &config_file)?;
+            features_configuration(additional, &[], &cwd, &config_file, None)?;
         output.insert("featuresConfiguration".into(), shown_features);
         warnings.extend(feature_warnings);
     }
@@ -619,6 +631,10 @@ pub struct LoadedConfiguration {
     /// The `--mount` string of a worktree's common git dir
     /// (`--mount-git-worktree-common-dir`), mounted besides the workspace.
     pub additional_mount: Option<String>,
+    /// The user's grants the repository's files (the config, its lockfile, local Features)
+    /// were judged with ([`LoadOptions::confine`], spec-note 0400); `None`: used as written
+    /// (`reference`, or a `--config` the user names outside the workspace).
+    pub confined: Option<crate::security::Grants>,
 }
 
 impl LoadedConfiguration {
@@ -639,6 +655,7 @@ impl LoadedConfiguration {
             },
             warnings: Vec::new(),
             additional_mount: None,
+            confined: None,
         }
     }
 }
@@ -656,18 +673,59 @@ pub(crate) struct ValidatedConfig {
     pub config: model::DevContainerConfig,
     /// Parser and validation warnings, in that order.
     pub warnings: Vec<Warning>,
+    /// The grants the config file was judged with (`None`: read as written).
+    pub confined: Option<crate::security::Grants>,
 }
 
 /// Finds ([`discover::discover`]), parses ([`jsonc::read`]) and validates
-/// ([`model::validate`]) the configuration of `workspace_folder` (or `config` when given).
+/// ([`model::validate`]) the configuration of `workspace_folder` (or `config` when given),
+/// judged as every command without a `--security-profile` judges it (spec-note 0400): a
+/// discovered config (or a `--config` inside the workspace folder) that resolves outside the
+/// workspace is refused without being read, with no grant.
 ///
 /// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
-/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
+/// [`HandoffError::Security`] (`PathOutside`).
 pub(crate) fn read_validated(
     workspace_folder: &Path,
     config: Option<&Path>,
 ) -> Result<ValidatedConfig> {
-    read_validated_confined(workspace_folder, config, None)
+    read_validated_confined(
+        workspace_folder,
+        config,
+        Some(&crate::security::Grants::default()),
+    )
+}
+
+/// Whether the config file is the repository's (discovered, or a `--config` inside the
+/// workspace folder) rather than one the user names outside it (the user's choice).
+fn repository_supplied(workspace_folder: &Path, config: Option<&Path>, config_file: &Path) -> bool {
+    config.is_none()
+        || config::workspace::resolve_path(config_file)
+            .starts_with(config::workspace::resolve_path(workspace_folder))
+}
+
+/// Reads the judged file `resolved` without following links ([`host_path::read_no_follow`]).
+///
+/// Errors: [`HandoffError::Config`] (`Io`, or `Invalid` as [`jsonc::read`]).
+fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
+    let io = |source| {
+        HandoffError::Config(config::ConfigError::Io {
+            path: resolved.to_path_buf(),
+            source,
+        })
+    };
+    // the size first (without following a link), for the usual located error
+    if let Ok(meta) = std::fs::symlink_metadata(resolved)
+        && meta.is_file()
+        && meta.len() > jsonc::MAX_FILE_BYTES as u64
+    {
+        return Err(jsonc::too_large(resolved, Some(meta.len())).into());
+    }
+    let bytes = host_path::read_no_follow(resolved, jsonc::MAX_FILE_BYTES as u64)
+        .map_err(io)?
+        .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+    Ok(jsonc::parse_bytes(resolved, bytes)?)
 }
 
 /// [`read_validated`], the config file judged first when `confine` holds the user's grants
@@ -689,18 +747,17 @@ pub(crate) fn read_validated_confined(
         });
     }
     let config_file = discover::discover(&workspace_folder, config)?;
-    let mut read_from = config_file.clone();
-    if let Some(grants) = confine {
-        let folder = config::workspace::resolve_path(&workspace_folder);
-        // a `--config` the user names outside the workspace is the user's, not the repository's
-        let repository_supplied =
-            config.is_none() || config::workspace::resolve_path(&config_file).starts_with(&folder);
-        if repository_supplied {
+    // a `--config` the user names outside the workspace is the user's, not the repository's
+    let confine = confine.filter(|_| repository_supplied(&workspace_folder, config, &config_file));
+    let doc = match confine {
+        Some(grants) => {
+            let folder = config::workspace::resolve_path(&workspace_folder);
             let places = host_path::Places::new(&folder, None, None);
-            read_from = host_path::confine("devcontainer.json", &config_file, &places, grants)?;
+            let read_from = host_path::confine("devcontainer.json", &config_file, &places, grants)?;
+            read_judged(&read_from)?
         }
-    }
-    let doc = jsonc::read(&read_from)?;
+        None => jsonc::read(&config_file)?,
+    };
     let mut warnings = doc.warnings.clone();
     let (config, model_warnings) = model::validate(&doc)?;
     warnings.extend(model_warnings);
@@ -710,6 +767,7 @@ pub(crate) fn read_validated_confined(
         doc,
         config,
         warnings,
+        confined: confine.cloned(),
     })
 }
 
@@ -726,10 +784,19 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         workspace_folder,
         config_file,
         doc,
-        config: _,
+        config: written,
         warnings,
+        confined,
     } = match &opts.override_config {
-        Some(file) => read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?,
+        Some(file) => {
+            let mut v = read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?;
+            // the content is the user's; the lockfile and local Features beside the config
+            // path are the repository's
+            v.confined = opts.confine.clone().filter(|_| {
+                repository_supplied(&v.workspace_folder, opts.config.as_deref(), &v.config_file)
+            });
+            v
+        }
         None => read_validated_confined(
             &opts.workspace_folder,
             opts.config.as_deref(),
@@ -737,6 +804,10 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         )?,
     };
 
+    // the commands that build judge local Features' folders before anything is read or packed
+    if let Some(grants) = &confined {
+        confine_local_features(&written, &config_file, &workspace_folder, grants)?;
+    }
     let mut value = doc.value.clone();
     if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
         map.insert("workspaceMount".into(), Value::String(o.mount.clone()));
@@ -762,6 +833,7 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         model::migrate_legacy(c);
     }
     Ok(LoadedConfiguration {
+        confined,
         workspace_folder: config::workspace::resolve_path(&workspace_folder),
         config_file,
         raw: doc.value,
@@ -809,7 +881,39 @@ fn read_overridden(
         doc,
         config,
         warnings,
+        confined: None,
     })
+}
+
+/// The folder of each local (`./…`) Feature of `typed` (relative to the config's folder),
+/// judged on what it resolves to ([`host_path::confine`], against the workspace folder), and
+/// every symbolic link inside it ([`host_path::confine_links`]): a Feature folder whose
+/// `install.sh`, `devcontainer-feature.json` or a sub-folder is a link out of the workspace
+/// is refused before anything is read or packed (spec-note 0400). The Features module then
+/// uses the resolved folder and reads its metadata without following links.
+///
+/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+fn confine_local_features(
+    typed: &model::DevContainerConfig,
+    config_file: &Path,
+    workspace_folder: &Path,
+    grants: &crate::security::Grants,
+) -> Result<()> {
+    let dir = config_file.parent().unwrap_or(Path::new("/"));
+    let places = host_path::Places::new(
+        &config::workspace::resolve_path(workspace_folder),
+        None,
+        None,
+    );
+    for key in typed.features.keys() {
+        if !(key.starts_with("./") || key.starts_with("../")) {
+            continue;
+        }
+        let what = format!("local Feature `{key}`");
+        let folder = host_path::confine(&what, &dir.join(key), &places, grants)?;
+        host_path::confine_links(&what, &folder, &places, grants)?;
+    }
+    Ok(())
 }
 
 /// Adds `--additional-features` to `features` (keys the configuration has are kept as they
@@ -925,6 +1029,7 @@ fn features_configuration(
     override_order: &[String],
     workspace_folder: &Path,
     config_file: &Path,
+    confined: Option<&crate::security::Grants>,
 ) -> Result<(Value, Vec<Value>, Vec<Warning>)> {
     use crate::features::reference::{FeatureRef, OciVersion};
     use crate::handoff::resolve_dependencies::{FeaturesRequest, resolve_features};
@@ -937,6 +1042,7 @@ fn features_configuration(
             override_order,
             cache_dir: None,
             offline: false,
+            confined,
         },
         std::sync::Arc::new(crate::progress::NoopReporter),
     )?;
@@ -1018,6 +1124,7 @@ fn features_configuration(
 fn local_feature_entries(
     features: &[(String, Value)],
     config_file: &Path,
+    judged: Option<(&Path, &crate::security::Grants)>,
     warnings: &mut Vec<Warning>,
 ) -> Vec<Value> {
     let dir = config_file.parent().unwrap_or(Path::new("/"));
@@ -1031,7 +1138,19 @@ fn local_feature_entries(
             .join("devcontainer-feature.json")
             .components()
             .collect();
-        match jsonc::read(&file) {
+        // judged like the configuration: a metadata file (or folder) linked out of the
+        // workspace is not read (spec-note 0400)
+        let read = match judged {
+            Some((workspace, grants)) => {
+                let places =
+                    host_path::Places::new(&config::workspace::resolve_path(workspace), None, None);
+                host_path::confine(&format!("local Feature `{key}`"), &file, &places, grants)
+                    .map_err(HandoffError::Security)
+                    .and_then(|resolved| read_judged(&resolved))
+            }
+            None => jsonc::read(&file).map_err(HandoffError::Config),
+        };
+        match read {
             Ok(doc) => out.push(config::metadata::feature_entry(key, &doc.value)),
             Err(e) => warnings.push(Warning {
                 location: None,

@@ -69,6 +69,7 @@ pub fn resolve_dependencies_with(
         config_file,
         config,
         mut warnings,
+        confined,
         ..
     } = read_validated(&opts.workspace_folder, opts.config.as_deref())?;
 
@@ -89,6 +90,7 @@ pub fn resolve_dependencies_with(
             override_order: &override_order,
             cache_dir: opts.cache_dir.clone(),
             offline: opts.offline,
+            confined: confined.as_ref(),
         },
         reporter,
     )?
@@ -115,6 +117,9 @@ pub(crate) struct FeaturesRequest<'a> {
     pub cache_dir: Option<PathBuf>,
     /// `--offline`.
     pub offline: bool,
+    /// The grants the configuration was judged with: its lockfile is judged the same way
+    /// (`None`: read as written; spec-note 0400).
+    pub confined: Option<&'a crate::security::Grants>,
 }
 
 /// What [`resolve_features`] found.
@@ -169,8 +174,14 @@ pub(crate) fn resolve_features(
         .enable_all()
         .build()
         .map_err(|source| HandoffError::Runtime { source })?;
-    let lock_path = crate::features::lockfile::lockfile_path(request.config_file);
-    let lock_state = crate::features::lockfile::read(&lock_path)?;
+    // judged as the configuration was (spec-note 0400)
+    let lock_at = crate::handoff::lockfile_io::LockfileAt::new(
+        request.config_file,
+        request.workspace_folder,
+        request.confined,
+    );
+    let lock_path = lock_at.path.clone();
+    let lock_state = lock_at.read(crate::features::lockfile::LockfileMode::ReadOnly)?;
     let plan_request = PlanRequest {
         features: request.features,
         override_order: request.override_order,

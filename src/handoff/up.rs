@@ -28,12 +28,13 @@ use crate::engine::{
     BuildRequest, ContainerInfo, DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest,
     ImageInfo, Mount, MountKind,
 };
-use crate::features::lockfile::{self, Lockfile, LockfileMode, WriteOutcome};
+use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::handoff::container::{
     STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
 };
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::executor::EngineExecutor;
+use crate::handoff::lockfile_io::LockfileAt;
 use crate::handoff::read_configuration::{
     LoadOptions, LoadedConfiguration, file_uri, load_configuration,
 };
@@ -196,6 +197,9 @@ pub struct UpResult {
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).
     pub merged_configuration: Option<Value>,
+    /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
+    /// its agent with, never loaded a second time (spec-note 0400).
+    pub(crate) loaded: LoadedConfiguration,
 }
 
 impl UpResult {
@@ -640,6 +644,7 @@ pub async fn up_with(
         merged_configuration: opts
             .include_merged_configuration
             .then(|| attached.merged.clone()),
+        loaded,
     })
 }
 
@@ -1261,12 +1266,13 @@ async fn preview_feature_entries(
 ) -> Result<Vec<Value>> {
     use crate::features::fetch::{Fetcher, PlanRequest};
     let parts = FeatureRequestParts::of(loaded);
-    let lock_path = lockfile::lockfile_path(&loaded.config_file);
+    let lock_at = LockfileAt::of(loaded);
+    let lock_path = lock_at.path.clone();
     let mode = match opts.lockfile {
         LockfileMode::Off => LockfileMode::Off,
         _ => LockfileMode::ReadOnly,
     };
-    let lock_state = lockfile::read_for(&lock_path, mode)?;
+    let lock_state = lock_at.read(mode)?;
     let fetcher = Fetcher::new(fetch_options(opts))?;
     let plan = fetcher
         .plan(&PlanRequest {
@@ -1503,9 +1509,11 @@ pub(crate) fn early_requests(
     })
 }
 
-/// Loads the configuration of `target` (see [`load_configuration`]).
+/// Loads the configuration of `target` (see [`load_configuration`]) for a command without a
+/// `--security-profile` (`exec`, `down`, `run-user-commands`): the repository's config file
+/// is judged as under `hardened`, with no grant (spec-note 0400).
 pub(crate) fn load(target: &TargetOptions) -> Result<LoadedConfiguration> {
-    load_for(target, None)
+    load_for(target, Some(Grants::default()))
 }
 
 /// [`load`], the configuration file judged first under `hardened` (`confine`: the user's
@@ -2548,6 +2556,7 @@ fn has_features(config: &Value) -> bool {
 pub(crate) struct PendingLock {
     path: PathBuf,
     lockfile: Lockfile,
+    at: LockfileAt,
 }
 
 impl PendingLock {
@@ -2566,18 +2575,10 @@ impl PendingLock {
     /// Applies `mode` ([`lockfile::apply`]); returns a warning for a lockfile that could not be
     /// written or that a read-only run left stale.
     pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
-        let message = match lockfile::apply(&self.path, &self.lockfile, mode) {
+        // judged and written through the workspace's handle, owned by the workspace's owner
+        // (spec-notes 0400, 0250)
+        let message = match self.at.apply(&self.lockfile, mode) {
             Ok(WriteOutcome::Written) => {
-                // Written as root in a user's workspace: the file goes to the owner of its
-                // folder, like devcell's other files there (spec-note 0250).
-                if let Some(folder) = self.path.parent()
-                    && let Err(e) = crate::config::ownership::hand_over(&self.path, folder)
-                {
-                    reporter.report(Event::Status(format!(
-                        "warning: cannot give `{}` to the owner of its folder: {e}",
-                        self.path.display()
-                    )));
-                }
                 reporter.report(Event::Status(format!("wrote {}", self.path.display())));
                 return None;
             }
@@ -2621,8 +2622,9 @@ async fn build_features(
         config_dir,
         devcontainer_dir,
     } = FeatureRequestParts::of(loaded);
-    let lock_path = lockfile::lockfile_path(&loaded.config_file);
-    let lock_state = lockfile::read_for(&lock_path, opts.lockfile)?;
+    let lock_at = LockfileAt::of(loaded);
+    let lock_path = lock_at.path.clone();
+    let lock_state = lock_at.read(opts.lockfile)?;
     let locked = lock_state.lockfile();
     reporter.report(Event::Status(format!(
         "resolving {} Feature(s){}",
@@ -2653,7 +2655,7 @@ async fn build_features(
             .await?;
         if opts.lockfile == LockfileMode::Frozen {
             // Before any download or build: a frozen lockfile that does not match stops here.
-            lockfile::write(&lock_path, &plan.lockfile(), true)?;
+            lock_at.apply(&plan.lockfile(), LockfileMode::Frozen)?;
         }
         let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
         Ok::<_, HandoffError>((plan, dirs))
@@ -2663,6 +2665,7 @@ async fn build_features(
     let pending = PendingLock {
         path: lock_path.clone(),
         lockfile: plan.lockfile(),
+        at: lock_at,
     };
     for warning in &plan.install.warnings {
         reporter.report(Event::Status(format!("warning: {warning}")));

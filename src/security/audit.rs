@@ -936,11 +936,28 @@ impl AuditContext {
     /// Sets `features_lockfile` from the config file's lockfile ([`lockfile_path_for_config`]):
     /// `Some(true)` when it exists and is not empty (an empty lockfile only asks to be
     /// initialised), else `Some(false)`; and `locked_features` from its content when it parses.
+    ///
+    /// The lockfile is the repository's: resolved first, and when it lands outside
+    /// [`AuditContext::workspace`] (a link to a host file) it is neither read nor counted;
+    /// inside, it is read without following links (spec-note 0400).
     pub fn with_config_file(mut self, config_file: &Path) -> Self {
+        use super::host_path;
         let lockfile = lockfile_path_for_config(config_file);
-        self.features_lockfile = Some(std::fs::metadata(&lockfile).is_ok_and(|m| m.len() > 0));
-        self.locked_features = crate::features::lockfile::read(&lockfile)
-            .ok()
+        let resolved = host_path::resolve(&lockfile).ok().filter(|r| {
+            self.workspace.as_deref().is_none_or(|ws| {
+                let places = host_path::Places::new(ws, None, None);
+                places.place(r) == host_path::Place::Workspace
+            })
+        });
+        let bytes = resolved.and_then(|r| {
+            host_path::read_no_follow(&r, crate::config::jsonc::MAX_FILE_BYTES as u64)
+                .ok()
+                .flatten()
+        });
+        self.features_lockfile = Some(bytes.as_ref().is_some_and(|b| !b.is_empty()));
+        self.locked_features = bytes
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|text| crate::features::lockfile::parse(&text, &lockfile).ok())
             .and_then(|state| state.lockfile().cloned())
             .map(|l| {
                 l.features

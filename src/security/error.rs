@@ -223,6 +223,9 @@ impl Hint for SecurityError {
                  `security-opt:<option>` or `device:<host path>`"
                     .to_string(),
             ),
+            SecurityError::PathOutside { what, .. } if what == "devcontainer.json" => Some(
+                "keep the configuration inside the workspace, or, if you trust that file, name it yourself with `--config <the path it resolves to>` (for `up` and `handoff` also `--allow mount:<that path>`)".to_string(),
+            ),
             SecurityError::PathOutside { grant, .. } => Some(match grant {
                 Some(flag) => format!(
                     "keep the path inside the workspace; if you trust this repository with that host path, grant it with `{flag}`, or use `--security-profile reference` to run the configuration as written"

@@ -219,6 +219,147 @@ pub fn confine(what: &str, written: &Path, places: &Places, grants: &Grants) -> 
     })
 }
 
+/// Reads the file at the canonical path `resolved` (what [`confine`] returned) without
+/// following any symbolic link: every folder from `/` down is opened relative to its parent
+/// with `O_NOFOLLOW`, then the file itself, so a link swapped in after the judgement makes the
+/// read fail instead of reaching another file. At most `max` bytes: a larger file (or a FIFO,
+/// a device: anything but a regular file) is an error, never a hang. `Ok(None)`: no such file.
+///
+/// Errors: `ELOOP`/`ENOTDIR` (a part became a symbolic link; the message says so),
+/// `InvalidData` for a file above `max` bytes or not a regular file, any other read error.
+pub fn read_no_follow(resolved: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let linked = |e: rustix::io::Errno| -> io::Error {
+        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+            io::Error::other(format!(
+                "`{}`: a part of the path is a symbolic link (changed after it was judged): not read",
+                resolved.display()
+            ))
+        } else {
+            e.into()
+        }
+    };
+    if !resolved.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{}` is not an absolute path", resolved.display()),
+        ));
+    }
+    let parts: Vec<&OsStr> = resolved
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "`/` is not a file",
+        ));
+    };
+    let mut dir = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for folder in folders {
+        dir = match rustix::fs::openat(
+            &dir,
+            *folder,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(linked(e)),
+        };
+    }
+    let fd = match rustix::fs::openat(
+        &dir,
+        *name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(linked(e)),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("`{}` is not a regular file: not read", resolved.display()),
+        ));
+    }
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is larger than {max} bytes: not read",
+                resolved.display()
+            ),
+        )
+    };
+    if stat.st_size as u64 > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(Some(bytes))
+}
+
+/// Judges every symbolic link below the folder `dir` (the folder itself judged by the caller
+/// with [`confine`]), without following any: each link is resolved ([`resolve`]) and must land
+/// inside the workspace or be granted, as [`confine`] decides; `what` names the folder in
+/// errors (`local Feature `./f``). Real sub-folders are walked; links never are, so the walk
+/// ends. Used where a folder's content is packed for a build (local Features): a link out of
+/// the workspace would carry a host path into an image.
+///
+/// Errors: as [`confine`], naming the link; [`SecurityError::PathUnresolvable`] for a folder
+/// that cannot be read.
+pub fn confine_links(what: &str, dir: &Path, places: &Places, grants: &Grants) -> Result<()> {
+    let unreadable = |path: &Path, e: io::Error| SecurityError::PathUnresolvable {
+        what: what.to_string(),
+        written: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(unreadable(&folder, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| unreadable(&folder, e))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| unreadable(&entry.path(), e))?;
+            if kind.is_symlink() {
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|_| entry.path());
+                confine(
+                    &format!("{what}: `{}`", rel.display()),
+                    &entry.path(),
+                    places,
+                    grants,
+                )?;
+            } else if kind.is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One bind source [`resolve_binds`] changed: as written and as resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedBind {
@@ -771,6 +912,55 @@ mod tests {
                 & 0o777,
             0o644
         );
+    }
+
+    #[test]
+    fn reads_never_follow_a_link_swapped_in_after_the_judgement() {
+        let (_t, ws, host) = tree();
+        std::fs::write(ws.join("sub/lock.json"), "{}").unwrap();
+        assert_eq!(
+            read_no_follow(&ws.join("sub/lock.json"), 1024).unwrap(),
+            Some(b"{}".to_vec())
+        );
+        assert_eq!(read_no_follow(&ws.join("sub/missing"), 1024).unwrap(), None);
+        assert_eq!(
+            read_no_follow(&ws.join("nope/missing"), 1024).unwrap(),
+            None
+        );
+        // the file, or a folder on its way, is a link (swapped after `confine`): not read
+        symlink(host.join("secret.txt"), ws.join("link.json")).unwrap();
+        let e = read_no_follow(&ws.join("link.json"), 1024).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        symlink(&host, ws.join("dir")).unwrap();
+        let e = read_no_follow(&ws.join("dir/secret.txt"), 1024).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        // bounded, regular files only (a FIFO never blocks the read)
+        std::fs::write(ws.join("big"), vec![b'x'; 2048]).unwrap();
+        assert!(read_no_follow(&ws.join("big"), 1024).is_err());
+        assert!(read_no_follow(Path::new("/dev/zero"), 1024).is_err());
+        assert!(read_no_follow(&ws.join("sub"), 1024).is_err());
+    }
+
+    #[test]
+    fn links_below_a_folder_are_judged_where_they_end() {
+        let (_t, ws, host) = tree();
+        let p = places(&ws);
+        std::fs::create_dir_all(ws.join("f/deep")).unwrap();
+        std::fs::write(ws.join("shared.sh"), "x").unwrap();
+        symlink("../shared.sh", ws.join("f/ok.sh")).unwrap();
+        assert!(
+            confine_links("local Feature `./f`", &ws.join("f"), &p, &Grants::default()).is_ok()
+        );
+        symlink(host.join("secret.txt"), ws.join("f/deep/install.sh")).unwrap();
+        let e = confine_links("local Feature `./f`", &ws.join("f"), &p, &Grants::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("deep/install.sh") && e.contains(&host.display().to_string()),
+            "{e}"
+        );
+        let grants = Grants::parse(&[format!("mount:{}", host.display())]).unwrap();
+        assert!(confine_links("local Feature `./f`", &ws.join("f"), &p, &grants).is_ok());
     }
 
     use std::os::unix::fs::PermissionsExt as _;

@@ -533,3 +533,450 @@ fn a_link_changed_between_plan_and_run_is_judged_again() {
     let t = assert_refused(&repo, &target, &run);
     assert!(t.contains("permission_required"), "{t}");
 }
+
+// ---- second round: the lockfile, the handoff's second load, local Features' files, every
+// command's config discovery, links inside the build context (spec-note 0400) ----
+
+/// A host folder outside every workspace holding `name` with `text` (a file an attack would
+/// read), fingerprinted: [`HostFile::assert_untouched`].
+struct HostFile {
+    dir: tempfile::TempDir,
+    name: &'static str,
+    before: String,
+}
+
+impl HostFile {
+    fn new(name: &'static str, text: &str) -> HostFile {
+        let dir = tempfile::Builder::new()
+            .prefix("devcell-host-file-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join(name), text).unwrap();
+        let before = support::tree_fingerprint(dir.path());
+        HostFile { dir, name, before }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join(self.name)
+    }
+
+    fn assert_untouched(&self) {
+        assert_eq!(
+            support::tree_fingerprint(self.dir.path()),
+            self.before,
+            "the host folder {} changed",
+            self.dir.path().display()
+        );
+    }
+}
+
+/// A local Feature `f` (its `install.sh` writes `/f-installed`).
+fn local_feature(repo: &HostileRepo) -> &HostileRepo {
+    repo.file(
+        ".devcontainer/f/install.sh",
+        "#!/bin/sh\ntouch /f-installed\n",
+    )
+    .file(
+        ".devcontainer/f/devcontainer-feature.json",
+        r#"{"id": "f", "version": "1.0.0"}"#,
+    )
+}
+
+fn feature_config() -> String {
+    format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"./f": {{}}}}}}"#
+    )
+}
+
+/// Removes the container `id` and the images devcell built for it: the chain from its image
+/// up to (not including) the shared base image.
+fn remove_image_of(id: &str) {
+    let inspect = |what: &str, format: &str| {
+        let out = Command::new("docker")
+            .args(["inspect", "--format", format, what])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let base = inspect(BUSYBOX_IMAGE, "{{.Id}}");
+    let mut chain = Vec::new();
+    let mut image = inspect(id, "{{.Image}}");
+    while !image.is_empty() && image != base && chain.len() < 32 {
+        chain.push(image.clone());
+        image = inspect(&image, "{{.Parent}}");
+    }
+    let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
+    for image in chain {
+        let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+    }
+}
+
+fn is_link_to(path: &Path, target: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && std::fs::read_link(path).is_ok_and(|t| t == target)
+}
+
+#[test]
+fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through() {
+    if !ready("a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through") {
+        return;
+    }
+    let target = HostTarget::new();
+    // a host file shaped like a lockfile, holding a secret as a key
+    let host = HostFile::new(
+        "lock.json",
+        &format!(
+            r#"{{"features": {{"{}": {{"version": "1.0.0", "resolved": "x", "integrity": "sha256:{}"}}}}}}"#,
+            HostTarget::SECRET,
+            "0".repeat(64)
+        ),
+    );
+    let repo = HostileRepo::new();
+    local_feature(&repo)
+        .symlink(".devcontainer/devcontainer-lock.json", host.path())
+        .config(&feature_config())
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
+    for extra in [&["--frozen-lockfile"][..], &[]] {
+        let t = assert_refused(&repo, &target, &up(&repo, extra));
+        assert!(
+            t.contains("devcontainer-lock.json") && t.contains("resolves to"),
+            "{extra:?}: {t}"
+        );
+        host.assert_untouched();
+        assert!(
+            is_link_to(&lock, &host.path()),
+            "{extra:?}: the link is left as it is"
+        );
+    }
+    // a command without a profile (`outdated`) does not read it either
+    let ws = repo.path().to_str().unwrap();
+    let out = devcell(&[
+        "outdated",
+        "--workspace-folder",
+        ws,
+        "--output-format",
+        "json",
+    ]);
+    assert!(!text(&out).contains(HostTarget::SECRET), "{}", text(&out));
+    host.assert_untouched();
+}
+
+#[test]
+fn a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only() {
+    if !ready("a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only") {
+        return;
+    }
+    // `.devcontainer` a link to a folder outside: `upgrade` (no profile) must neither read the
+    // configuration there nor write a lockfile into it
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("devcontainer.json"),
+        format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#),
+    )
+    .unwrap();
+    let before = support::tree_fingerprint(outside.path());
+    let repo = HostileRepo::new();
+    repo.symlink(".devcontainer", outside.path()).commit();
+    let ws = repo.path().to_str().unwrap();
+    let out = devcell(&["upgrade", "--workspace-folder", ws]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("resolves to"), "{t}");
+    assert_eq!(
+        support::tree_fingerprint(outside.path()),
+        before,
+        "nothing was written outside: {t}"
+    );
+    assert!(!outside.path().join("devcontainer-lock.json").exists());
+    // a plain workspace: `upgrade` writes the lockfile beside the configuration, owned by the
+    // workspace's owner
+    let repo = HostileRepo::new();
+    repo.config(&format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#))
+        .commit();
+    let ws = repo.path().to_str().unwrap();
+    let out = devcell(&["upgrade", "--workspace-folder", ws]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
+    assert!(lock.is_file(), "{}", text(&out));
+    assert_eq!(git::owner_uid(&lock), git::WORKSPACE_OWNER);
+}
+
+#[test]
+fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
+    if !ready("the_handoff_attaches_the_agent_with_the_configuration_it_judged") {
+        return;
+    }
+    let target = HostTarget::new();
+    let secret = target.path().join("secret.txt");
+    let repo = HostileRepo::new();
+    // the container (a hook) swaps devcontainer.json for a link to a host file after `up`
+    // has judged it, before the agent is attached
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "postCreateCommand": "ln -sf {} .devcontainer/devcontainer.json"}}"#,
+        secret.display()
+    ))
+    .commit();
+    std::fs::set_permissions(
+        repo.path().join(".devcontainer"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = Agent::new().handoff(repo.path(), &["--format", "json"]);
+    let t = text(&out);
+    assert!(
+        is_link_to(
+            &repo.path().join(".devcontainer/devcontainer.json"),
+            &secret
+        ),
+        "the hook swapped the file: {t}"
+    );
+    assert!(
+        !t.contains(HostTarget::SECRET),
+        "the host file was read: {t}"
+    );
+    assert!(
+        out.status.success(),
+        "the agent ran with the judged configuration: {t}"
+    );
+    target.assert_untouched();
+}
+
+#[test]
+fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
+    if !ready("a_local_feature_whose_files_link_out_packs_nothing_from_the_host") {
+        return;
+    }
+    let target = HostTarget::new();
+    // a host file shaped like Feature metadata: its containerEnv would reach the image
+    let host = HostFile::new(
+        "feature.json",
+        &format!(
+            r#"{{"id": "f", "version": "1.0.0", "containerEnv": {{"LEAK": "{}"}}}}"#,
+            HostTarget::SECRET
+        ),
+    );
+    type Make<'a> = &'a dyn Fn(&HostileRepo);
+    let cases: [(&str, Make<'_>); 3] = [
+        ("devcontainer-feature.json", &|r: &HostileRepo| {
+            r.file(".devcontainer/f/install.sh", "#!/bin/sh\ntrue\n")
+                .symlink(".devcontainer/f/devcontainer-feature.json", host.path());
+        }),
+        ("install.sh", &|r: &HostileRepo| {
+            r.file(
+                ".devcontainer/f/devcontainer-feature.json",
+                r#"{"id": "f", "version": "1.0.0"}"#,
+            )
+            .symlink(
+                ".devcontainer/f/install.sh",
+                target.path().join("secret.txt"),
+            );
+        }),
+        ("a sub-folder", &|r: &HostileRepo| {
+            local_feature(r).symlink(".devcontainer/f/data", target.path());
+        }),
+    ];
+    for (how, make) in cases {
+        let repo = HostileRepo::new();
+        make(&repo);
+        repo.config(&feature_config()).commit();
+        let _c = Cleanup(repo.path().to_path_buf());
+        let t = assert_refused(&repo, &target, &up(&repo, &[]));
+        assert!(t.contains("resolves to"), "{how}: {t}");
+        assert!(!t.contains("building"), "{how}: nothing was packed: {t}");
+        host.assert_untouched();
+    }
+    // the merged configuration `read-configuration` prints reads no linked metadata either
+    let repo = HostileRepo::new();
+    repo.file(".devcontainer/f/install.sh", "#!/bin/sh\ntrue\n")
+        .symlink(".devcontainer/f/devcontainer-feature.json", host.path())
+        .config(&feature_config())
+        .commit();
+    let out = support::read_configuration(repo.path(), &["--include-merged-configuration"]);
+    assert!(!text(&out).contains(HostTarget::SECRET), "{}", text(&out));
+    // a local Feature whose links stay inside the workspace still installs
+    let repo = HostileRepo::new();
+    local_feature(&repo)
+        .file(".devcontainer/shared/lib.sh", "true\n")
+        .symlink(".devcontainer/f/lib.sh", "../shared/lib.sh")
+        .config(&feature_config())
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = up(&repo, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = support::stdout_json(&out)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let check = Command::new("docker")
+        .args(["exec", &id, "test", "-e", "/f-installed"])
+        .status()
+        .unwrap();
+    assert!(check.success(), "the Feature was installed");
+    remove_image_of(&id);
+}
+
+#[test]
+fn every_command_judges_the_discovered_configuration() {
+    if !ready("every_command_judges_the_discovered_configuration") {
+        return;
+    }
+    // a host file shaped like a configuration, holding a secret
+    let host = HostFile::new(
+        "devcontainer.json",
+        &format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "containerEnv": {{"LEAK": "{}"}}}}"#,
+            HostTarget::SECRET
+        ),
+    );
+    let repo = HostileRepo::new();
+    repo.symlink(".devcontainer/devcontainer.json", host.path())
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let ws = repo.path().to_str().unwrap();
+    // (the command, then its arguments after `--workspace-folder`)
+    let commands: [(&[&str], &[&str]); 9] = [
+        (&["read-configuration"], &["--include-merged-configuration"]),
+        (&["exec"], &["true"]),
+        (&["down"], &[]),
+        (&["outdated"], &[]),
+        (&["upgrade"], &["--dry-run"]),
+        (&["features", "resolve-dependencies"], &[]),
+        (&["run-user-commands"], &[]),
+        (&["build"], &[]),
+        (&["up"], &["--security-profile", "hardened"]),
+    ];
+    for (command, rest) in commands {
+        let mut args = command.to_vec();
+        args.extend(["--workspace-folder", ws]);
+        args.extend_from_slice(rest);
+        let out = devcell(&args);
+        let t = text(&out);
+        assert!(!out.status.success(), "{command:?}: {t}");
+        assert!(!t.contains(HostTarget::SECRET), "{command:?}: {t}");
+        assert!(
+            t.contains("devcontainer.json") && t.contains("resolves to"),
+            "{command:?}: refused with the same error: {t}"
+        );
+        host.assert_untouched();
+    }
+    assert!(containers_of(repo.path()).is_empty());
+    // naming the link with `--config` inside the workspace is still the repository's file
+    let link = repo.path().join(".devcontainer/devcontainer.json");
+    let out = support::read_configuration(repo.path(), &["--config", link.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(!text(&out).contains(HostTarget::SECRET), "{}", text(&out));
+    // the user's own `--config` outside the workspace is the user's choice: read
+    let out =
+        support::read_configuration(repo.path(), &["--config", host.path().to_str().unwrap()]);
+    let v = support::stdout_json(&out);
+    assert_eq!(
+        v["configuration"]["containerEnv"]["LEAK"],
+        HostTarget::SECRET
+    );
+}
+
+#[test]
+fn links_in_the_build_context_reach_the_image_as_links() {
+    if !ready("links_in_the_build_context_reach_the_image_as_links") {
+        return;
+    }
+    let target = HostTarget::new();
+    let secret = target.path().join("secret.txt");
+    let repo = HostileRepo::new();
+    // a label unique to this run first: the engine's layer cache keys a `COPY` of links by
+    // their names, not their targets, and must not hand back an earlier run's layer
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.run={}\nCOPY . /ctx\n",
+            support::unique("links")
+        ),
+    )
+    .symlink(".devcontainer/leak", &secret)
+    .symlink(".devcontainer/leakdir", target.path())
+    .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
+    .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let out = up(&repo, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = support::stdout_json(&out)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sh = |script: &str| {
+        let o = Command::new("docker")
+            .args(["exec", &id, "sh", "-c", script])
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert_eq!(
+        sh("readlink /ctx/leak").trim(),
+        secret.display().to_string()
+    );
+    assert_eq!(
+        sh("readlink /ctx/leakdir").trim(),
+        target.path().display().to_string()
+    );
+    let found = sh("cat /ctx/leak; ls /ctx/leakdir/; grep -rs host-secret /ctx");
+    assert!(!found.contains(HostTarget::SECRET), "{found}");
+    remove_image_of(&id);
+    target.assert_untouched();
+}
+
+#[test]
+fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
+    if !ready("a_dockerignore_that_is_a_link_out_of_the_context_is_not_read") {
+        return;
+    }
+    // an invalid pattern would be echoed in the error: the host file must not be read at all
+    let host = HostFile::new("ignore", &format!("[{}\n", HostTarget::SECRET));
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\n"),
+    )
+    .symlink(".devcontainer/.dockerignore", host.path())
+    .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
+    .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let t = assert_refused(&repo, &target, &up(&repo, &[]));
+    assert!(t.contains(".dockerignore"), "{t}");
+    host.assert_untouched();
+}
+
+#[test]
+fn a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through() {
+    if !ready("a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through") {
+        return;
+    }
+    // the lockfile a local-only resolution matches, kept outside the workspace
+    let host = HostFile::new("lock.json", "{\"features\": {}}\n");
+    let repo = HostileRepo::new();
+    local_feature(&repo)
+        .symlink(".devcontainer/devcontainer-lock.json", host.path())
+        .config(&feature_config())
+        .commit();
+    let _c = Cleanup(repo.path().to_path_buf());
+    let grant = format!("mount:{}", canonical(&host.path()));
+    // `--frozen-lockfile` succeeds only when the lockfile was read and matched
+    let out = up(&repo, &["--frozen-lockfile", "--allow", &grant]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = support::stdout_json(&out)["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    host.assert_untouched();
+    let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
+    assert!(is_link_to(&lock, &host.path()), "the link is left as it is");
+    remove_image_of(&id);
+}
