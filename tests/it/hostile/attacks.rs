@@ -152,3 +152,64 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
         "the host variable reached the container through the image label: {t}"
     );
 }
+
+/// A named volume that already exists on the engine (another project's, or one a user made
+/// with the `local` driver and `o=bind,device=<host folder>`) is mounted for any repository
+/// that names it in `mounts`, with no request: through a bind-backed volume the repository
+/// reads and writes the host folder; through another workspace's volume, its data.
+#[test]
+#[ignore = "reason: the policy judges only bind sources; fix: a named volume the engine \
+            already has and devcell did not create for this workspace is a request \
+            (`--allow volume:<name>`), and a `local` volume with `o=bind` is judged as a bind \
+            of its `device`, see the report"]
+fn an_existing_bind_backed_volume_reaches_a_host_folder() {
+    if !engine_ready(
+        "an_existing_bind_backed_volume_reaches_a_host_folder",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = crate::support::hostile::HostTarget::new();
+    let name = format!(
+        "devcell-attack-{}",
+        target.path().file_name().unwrap().to_string_lossy()
+    );
+    let device = format!("device={}", target.path().display());
+    let (ok, out) = docker(&[
+        "volume",
+        "create",
+        "--opt",
+        "type=none",
+        "--opt",
+        "o=bind",
+        "--opt",
+        &device,
+        &name,
+    ]);
+    assert!(ok, "{out}");
+    struct Volume(String);
+    impl Drop for Volume {
+        fn drop(&mut self) {
+            let _ = docker(&["volume", "rm", "-f", &self.0]);
+        }
+    }
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "mounts": ["source={name},target=/stolen,type=volume"],
+            "postCreateCommand": "cat /stolen/secret.txt > leak.txt; touch /stolen/written"}}"#
+    ))
+    .commit();
+    world_writable(repo.path());
+    let cleanup = Cleanup(repo.path().to_path_buf());
+    let _v = Volume(name);
+    let up = devcell("up", repo.path(), &[]);
+    let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
+    drop(cleanup);
+    assert!(
+        !leaked.contains(crate::support::hostile::HostTarget::SECRET),
+        "the host secret was read through the volume: {}",
+        text(&up)
+    );
+    target.assert_untouched();
+}
