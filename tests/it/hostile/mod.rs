@@ -4,6 +4,7 @@
 //! inspect`), not only that an error was printed; and that the grant, when given, does what it
 //! asks and is reported. Threat model: `spec-notes/0400-threat-model.md`.
 
+mod attacks;
 mod env_and_build;
 mod host_execution;
 mod identity_and_escapes;
