@@ -203,6 +203,37 @@ impl DockerEngine {
         Ok(list.into_iter().map(container_summary).collect())
     }
 
+    /// The tar archive the engine gives for `path` in container `id` (the archive API), whole;
+    /// `None` when the container has no such path. `operation` names the request in errors.
+    ///
+    /// Errors: [`EngineError::NoSuchContainer`], [`EngineError::Api`].
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        operation: &'static str,
+    ) -> Result<Option<Vec<u8>>> {
+        let options = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => archive.extend_from_slice(&bytes),
+                Err(e) if is_not_found(&e) && archive.is_empty() => {
+                    // 404 is both "no such container" and "no such path".
+                    return match self.inspect_container(id).await? {
+                        Some(_) => Ok(None),
+                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
+                    };
+                }
+                Err(e) => return Err(self.api(operation, &format!("{id}:{path}"))(e)),
+            }
+        }
+        Ok(Some(archive))
+    }
+
     fn api(
         &self,
         operation: &'static str,
@@ -1074,24 +1105,9 @@ impl Engine for DockerEngine {
 
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id, path = %path))]
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
-        let options = DownloadFromContainerOptions {
-            path: path.to_string(),
+        let Some(archive) = self.download_archive(id, path, "read file").await? else {
+            return Ok(None);
         };
-        let mut stream = self.docker.download_from_container(id, Some(options));
-        let mut archive = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => archive.extend_from_slice(&bytes),
-                Err(e) if is_not_found(&e) && archive.is_empty() => {
-                    // 404 is both "no such container" and "no such path".
-                    return match self.inspect_container(id).await? {
-                        Some(_) => Ok(None),
-                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-                    };
-                }
-                Err(e) => return Err(self.api("read file", &format!("{id}:{path}"))(e)),
-            }
-        }
         let io = |source| EngineError::ExecIo {
             container: id.to_string(),
             source,
@@ -1112,23 +1128,9 @@ impl Engine for DockerEngine {
 
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id, path = %path))]
     async fn read_folder(&self, id: &str, path: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>> {
-        let options = DownloadFromContainerOptions {
-            path: path.to_string(),
+        let Some(archive) = self.download_archive(id, path, "read folder").await? else {
+            return Ok(None);
         };
-        let mut stream = self.docker.download_from_container(id, Some(options));
-        let mut archive = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => archive.extend_from_slice(&bytes),
-                Err(e) if is_not_found(&e) && archive.is_empty() => {
-                    return match self.inspect_container(id).await? {
-                        Some(_) => Ok(None),
-                        None => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-                    };
-                }
-                Err(e) => return Err(self.api("read folder", &format!("{id}:{path}"))(e)),
-            }
-        }
         let io = |source| EngineError::ExecIo {
             container: id.to_string(),
             source,
