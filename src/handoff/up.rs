@@ -1540,7 +1540,11 @@ pub(crate) struct EarlyRequests {
 
 /// `opts` with the host environment substitution and the engine may read
 /// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
-fn judged_options(opts: &UpOptions, profile: &SecurityProfile, grants: &Grants) -> UpOptions {
+pub(crate) fn judged_options(
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> UpOptions {
     let mut judged = opts.clone();
     judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
     judged
