@@ -525,3 +525,318 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::channel::SocketFolder;
+    use crate::egress::policy::FakeResolver;
+    use http_body_util::Empty;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    struct Harness {
+        _state: tempfile::TempDir,
+        socket: PathBuf,
+        log: PathBuf,
+    }
+
+    /// A proxy on a Unix socket (as the container reaches it), with `entries` and `resolver`.
+    fn proxy(entries: &[String], resolver: FakeResolver) -> Harness {
+        let state = tempfile::tempdir().unwrap();
+        let folder = SocketFolder::create(state.path(), "t").unwrap();
+        let listener = folder.bind().unwrap();
+        let log = state.path().join("decisions.jsonl");
+        let proxy = Proxy::new(
+            Allowlist::parse(entries).unwrap(),
+            Arc::new(resolver),
+            DecisionLog::open(&log).unwrap(),
+        );
+        tokio::spawn(async move { proxy.serve_unix(listener).await });
+        Harness {
+            socket: folder.socket(),
+            log,
+            _state: state,
+        }
+    }
+
+    /// Waits (bounded) until the log holds `n` decisions and returns them.
+    async fn decisions(log: &Path, n: usize) -> Vec<Decision> {
+        for _ in 0..500 {
+            let d = DecisionLog::read(log).unwrap_or_default();
+            if d.len() >= n {
+                return d;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("fewer than {n} decisions in {}", log.display());
+    }
+
+    type Seen = Arc<Mutex<Vec<(String, HeaderMap)>>>;
+
+    /// An HTTP server on 127.0.0.1 recording each request's URI and headers.
+    async fn http_upstream() -> (u16, Seen) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Seen = Arc::default();
+        let record = Arc::clone(&seen);
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = listener.accept().await.unwrap();
+                let record = Arc::clone(&record);
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        record
+                            .lock()
+                            .unwrap()
+                            .push((req.uri().to_string(), req.headers().clone()));
+                        async {
+                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                                b"hello from upstream",
+                            ))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(s), service)
+                        .await;
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    async fn client(socket: &Path) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+        let s = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let (tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+            .await
+            .unwrap();
+        tokio::spawn(conn.with_upgrades());
+        tx
+    }
+
+    async fn get(socket: &Path, uri: &str, host: Option<&str>) -> (StatusCode, String) {
+        let mut req = Request::builder().uri(uri);
+        if let Some(h) = host {
+            req = req.header(header::HOST, h);
+        }
+        let req = req
+            .header(header::PROXY_AUTHORIZATION, "Basic c2VjcmV0")
+            .body(Empty::new())
+            .unwrap();
+        let resp = client(socket).await.send_request(req).await.unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// A real TLS ClientHello from rustls, naming `sni` (or no SNI at all).
+    pub(crate) fn client_hello(sni: Option<&str>) -> Vec<u8> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        config.enable_sni = sni.is_some();
+        let name = rustls::pki_types::ServerName::try_from(sni.unwrap_or("unnamed.test"))
+            .unwrap()
+            .to_owned();
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut out = Vec::new();
+        conn.write_tls(&mut out).unwrap();
+        out
+    }
+
+    /// Sends `CONNECT authority`, then `first` bytes through the tunnel; returns the status and
+    /// what the tunnel answered before it closed (empty for a refused tunnel).
+    async fn connect(socket: &Path, authority: &str, first: &[u8]) -> (StatusCode, Vec<u8>) {
+        let req = Request::builder()
+            .method(Method::CONNECT)
+            .uri(authority)
+            .header(header::HOST, authority)
+            .body(Empty::new())
+            .unwrap();
+        let resp = client(socket).await.send_request(req).await.unwrap();
+        let status = resp.status();
+        if status != StatusCode::OK {
+            return (status, Vec::new());
+        }
+        let mut tunnel = TokioIo::new(hyper::upgrade::on(resp).await.unwrap());
+        tunnel.write_all(first).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tunnel.read_to_end(&mut answer).await;
+        (status, answer)
+    }
+
+    /// A TCP server on 127.0.0.1 that answers `tls-upstream:` + the first bytes it reads; a
+    /// non-blocking std listener, so a test can check that nothing connected.
+    fn raw_upstream() -> (u16, std::net::TcpListener) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        (l.local_addr().unwrap().port(), l)
+    }
+
+    fn assert_nothing_connected(l: &std::net::TcpListener) {
+        match l.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("the upstream was contacted: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn plain_http_to_a_pinned_name_is_forwarded_in_origin_form() {
+        let (port, seen) = http_upstream().await;
+        let h = proxy(&[format!("web.test:{port}=127.0.0.1")], FakeResolver::new());
+        let uri = format!("http://web.test:{port}/hello?x=1");
+        let (status, body) = get(&h.socket, &uri, Some(&format!("web.test:{port}"))).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "hello from upstream")
+        );
+        let d = decisions(&h.log, 1).await;
+        assert!(d[0].allowed, "{d:?}");
+        assert_eq!(d[0].reason, "allowed");
+        assert_eq!(d[0].destination, "web.test");
+        assert_eq!(d[0].port, port);
+        assert_eq!(d[0].via, Via::Http);
+        assert_eq!(
+            d[0].address.as_deref(),
+            Some(format!("127.0.0.1:{port}").as_str())
+        );
+        assert!(d[0].bytes_sent > 0 && d[0].bytes_received > "hello from upstream".len() as u64);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].0, "/hello?x=1");
+        assert_eq!(seen[0].1[header::HOST], format!("web.test:{port}").as_str());
+        assert!(!seen[0].1.contains_key(header::PROXY_AUTHORIZATION));
+    }
+
+    #[tokio::test]
+    async fn plain_http_refusals_never_reach_the_upstream() {
+        let (port, seen) = http_upstream().await;
+        let resolver = FakeResolver::new().with("local.test", &["127.0.0.1"]);
+        let h = proxy(
+            &[
+                format!("web.test:{port}=127.0.0.1"),
+                format!("local.test:{port}"),
+            ],
+            resolver,
+        );
+        let cases = [
+            // Not on the list.
+            (
+                format!("http://other.test:{port}/"),
+                None,
+                StatusCode::FORBIDDEN,
+                "not-listed",
+            ),
+            // The listed name on another port.
+            (
+                "http://web.test/".to_string(),
+                None,
+                StatusCode::FORBIDDEN,
+                "not-listed",
+            ),
+            // An IP literal no entry names.
+            (
+                format!("http://127.0.0.1:{port}/"),
+                None,
+                StatusCode::FORBIDDEN,
+                "not-listed",
+            ),
+            // A listed name that resolves to loopback without a pin.
+            (
+                format!("http://local.test:{port}/"),
+                None,
+                StatusCode::FORBIDDEN,
+                "non-public-address",
+            ),
+            // `Host` names another host than the URI.
+            (
+                format!("http://web.test:{port}/"),
+                Some(format!("other.test:{port}")),
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+            ),
+            // Origin form: the proxy is not a web server.
+            (
+                "/".to_string(),
+                Some(format!("web.test:{port}")),
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+            ),
+        ];
+        for (i, (uri, host, status, reason)) in cases.iter().enumerate() {
+            let (got, body) = get(&h.socket, uri, host.as_deref()).await;
+            assert_eq!(got, *status, "{uri}: {body}");
+            assert!(body.contains(reason), "{uri}: {body}");
+            let d = decisions(&h.log, i + 1).await;
+            assert!(!d[i].allowed);
+            assert_eq!(d[i].reason, *reason, "{uri}");
+        }
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "a refused request reached the upstream"
+        );
+    }
+
+    #[tokio::test]
+    async fn connect_with_the_hosts_sni_relays_the_client_hello() {
+        let (port, upstream) = raw_upstream();
+        let h = proxy(&[format!("tls.test:{port}=127.0.0.1")], FakeResolver::new());
+        let hello = client_hello(Some("tls.test"));
+        let server = tokio::task::spawn_blocking(move || {
+            upstream.set_nonblocking(false).unwrap();
+            let (mut s, _) = upstream.accept().unwrap();
+            let mut got = vec![0u8; 5];
+            std::io::Read::read_exact(&mut s, &mut got).unwrap();
+            let len = u16::from_be_bytes([got[3], got[4]]) as usize;
+            got.resize(5 + len, 0);
+            std::io::Read::read_exact(&mut s, &mut got[5..]).unwrap();
+            std::io::Write::write_all(&mut s, b"tls-upstream").unwrap();
+            got
+        });
+        let (status, answer) = connect(&h.socket, &format!("tls.test:{port}"), &hello).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer, b"tls-upstream");
+        assert_eq!(
+            server.await.unwrap(),
+            hello,
+            "the ClientHello went on unchanged"
+        );
+        let d = decisions(&h.log, 1).await;
+        assert!(d[0].allowed, "{d:?}");
+        assert_eq!(d[0].via, Via::Connect);
+        assert_eq!(d[0].bytes_sent, hello.len() as u64);
+        assert_eq!(d[0].bytes_received, b"tls-upstream".len() as u64);
+    }
+
+    #[tokio::test]
+    async fn connect_without_matching_sni_or_tls_is_closed_before_the_upstream() {
+        let (port, upstream) = raw_upstream();
+        let h = proxy(&[format!("tls.test:{port}=127.0.0.1")], FakeResolver::new());
+        let cases: [(&str, Vec<u8>, &str); 4] = [
+            ("tls.test", client_hello(Some("other.test")), "sni-mismatch"),
+            ("tls.test", client_hello(None), "no-sni"),
+            ("tls.test", b"SSH-2.0-OpenSSH_9.6\r\n".to_vec(), "not-tls"),
+            ("other.test", client_hello(Some("other.test")), "not-listed"),
+        ];
+        for (i, (host, first, reason)) in cases.iter().enumerate() {
+            let (status, answer) = connect(&h.socket, &format!("{host}:{port}"), first).await;
+            if *reason == "not-listed" {
+                assert_eq!(status, StatusCode::FORBIDDEN);
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::OK,
+                    "the tunnel opens before the ClientHello"
+                );
+                assert!(answer.is_empty(), "{reason}: {answer:?}");
+            }
+            let d = decisions(&h.log, i + 1).await;
+            assert!(!d[i].allowed);
+            assert_eq!(d[i].reason, *reason);
+        }
+        assert_nothing_connected(&upstream);
+    }
+}
