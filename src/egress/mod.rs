@@ -13,15 +13,18 @@
 //! - [`record`]: the decision log (JSON lines).
 //! - [`channel`]: the forwarder, the socket folder, and what the container needs
 //!   ([`ContainerEgress`]).
+//! - [`session`]: all of it started in one call for a workspace ([`EgressSession`]).
 
 pub mod channel;
 pub mod error;
 pub mod policy;
 pub mod proxy;
 pub mod record;
+pub mod session;
 
 pub use channel::{ContainerEgress, SocketFolder, install_forwarder};
 pub use error::EgressError;
 pub use policy::{Allowed, Allowlist, Entry, FakeResolver, HostResolver, Refusal, Resolver};
 pub use proxy::Proxy;
 pub use record::{Decision, DecisionLog, Via};
+pub use session::EgressSession;
