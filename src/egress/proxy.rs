@@ -668,19 +668,26 @@ mod tests {
         (status, answer)
     }
 
-    /// A TCP server on 127.0.0.1 that answers `tls-upstream:` + the first bytes it reads; a
-    /// non-blocking std listener, so a test can check that nothing connected.
+    /// A TCP listener on 127.0.0.1 for a test to accept from.
     fn raw_upstream() -> (u16, std::net::TcpListener) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
         (l.local_addr().unwrap().port(), l)
     }
 
-    fn assert_nothing_connected(l: &std::net::TcpListener) {
-        match l.accept() {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            other => panic!("the upstream was contacted: {other:?}"),
-        }
+    /// A TCP server on 127.0.0.1 that counts and at once closes every connection: a tunnel
+    /// wrongly let through ends (the test fails on its record, it does not hang).
+    async fn counting_upstream() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = Arc::clone(&hits);
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        (port, hits)
     }
 
     #[tokio::test]
@@ -786,7 +793,6 @@ mod tests {
         let h = proxy(&[format!("tls.test:{port}=127.0.0.1")], FakeResolver::new());
         let hello = client_hello(Some("tls.test"));
         let server = tokio::task::spawn_blocking(move || {
-            upstream.set_nonblocking(false).unwrap();
             let (mut s, _) = upstream.accept().unwrap();
             let mut got = vec![0u8; 5];
             std::io::Read::read_exact(&mut s, &mut got).unwrap();
@@ -813,7 +819,7 @@ mod tests {
 
     #[tokio::test]
     async fn connect_without_matching_sni_or_tls_is_closed_before_the_upstream() {
-        let (port, upstream) = raw_upstream();
+        let (port, hits) = counting_upstream().await;
         let h = proxy(&[format!("tls.test:{port}=127.0.0.1")], FakeResolver::new());
         let cases: [(&str, Vec<u8>, &str); 4] = [
             ("tls.test", client_hello(Some("other.test")), "sni-mismatch"),
@@ -837,6 +843,6 @@ mod tests {
             assert!(!d[i].allowed);
             assert_eq!(d[i].reason, *reason);
         }
-        assert_nothing_connected(&upstream);
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "the upstream was contacted");
     }
 }
