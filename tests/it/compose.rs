@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use devcell::engine::compose::{
-    ComposeCli, ComposeProject, PROJECT_LABEL, ProjectNameInputs, SERVICE_LABEL,
-    escape_interpolation, override_file, project_name,
+    CONFIG_FILES_LABEL, ComposeCli, ComposeProject, PROJECT_LABEL, ProjectNameInputs,
+    config_files_from_label, escape_interpolation, override_file, project_name, service_labels,
 };
 use devcell::engine::{
     ContainerSpec, Engine, ExecInput, ExecOutput, ExecRequest, Limits, Mount, MountKind,
@@ -286,15 +286,24 @@ async fn a_two_service_project_comes_up_hardened_and_goes_down_leaving_nothing()
     };
     project.up(&[], false).await.expect("up");
 
-    let labels = |service: &str| {
-        BTreeMap::from([
-            (PROJECT_LABEL.to_string(), name.clone()),
-            (SERVICE_LABEL.to_string(), service.to_string()),
-        ])
-    };
+    let labels = |service: &str| service_labels(&name, service);
     let app = engine.find_containers(&labels("app")).await.unwrap();
     assert_eq!(app.len(), 1, "{app:?}");
     let app_id = app[0].id.clone();
+    // the files it was brought up with, to find the override again on reuse
+    let info = engine
+        .inspect_container_json(&app_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let recorded = info
+        .pointer(&format!(
+            "/Config/Labels/{}",
+            CONFIG_FILES_LABEL.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert_eq!(config_files_from_label(recorded), project.files);
     let ps = project.ps().await.unwrap();
     assert_eq!(ps.len(), 2, "{ps:?}");
     assert!(ps.iter().all(|c| c.state == "running"), "{ps:?}");

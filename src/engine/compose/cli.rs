@@ -12,6 +12,30 @@ pub const PROJECT_LABEL: &str = "com.docker.compose.project";
 /// The label Compose puts on every container of a project: the service name.
 pub const SERVICE_LABEL: &str = "com.docker.compose.service";
 
+/// The label Compose puts on every container of a project: the files it was brought up
+/// with, absolute and comma-separated (the reference CLI recovers its override files from it).
+pub const CONFIG_FILES_LABEL: &str = "com.docker.compose.project.config_files";
+
+/// The labels that find a project's container of `service` (the reference CLI's lookup), for
+/// [`crate::engine::Engine::find_containers`].
+pub fn service_labels(project: &str, service: &str) -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        (PROJECT_LABEL.to_string(), project.to_string()),
+        (SERVICE_LABEL.to_string(), service.to_string()),
+    ])
+}
+
+/// The files of a [`CONFIG_FILES_LABEL`] value, in order (empty parts dropped). Compose joins
+/// them with `,`, so a path with a comma cannot be told apart: it comes back split.
+pub fn config_files_from_label(value: &str) -> Vec<PathBuf> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
 /// How much of Compose's stderr an error keeps (its end, where the cause is).
 const STDERR_KEPT: usize = 16 * 1024;
 
@@ -406,6 +430,21 @@ mod tests {
             parse_ps(b"not json"),
             Err(ComposeError::Json { .. })
         ));
+    }
+
+    #[test]
+    fn lookup_labels_and_the_config_files_label() {
+        let l = service_labels("p", "app");
+        assert_eq!(l[PROJECT_LABEL], "p");
+        assert_eq!(l[SERVICE_LABEL], "app");
+        assert_eq!(
+            config_files_from_label("/w/.devcontainer/c.yml,/tmp/devcell/override.json,"),
+            [
+                PathBuf::from("/w/.devcontainer/c.yml"),
+                PathBuf::from("/tmp/devcell/override.json")
+            ]
+        );
+        assert!(config_files_from_label("").is_empty());
     }
 
     #[test]

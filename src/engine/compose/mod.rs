@@ -18,7 +18,8 @@ pub mod name;
 pub mod overrides;
 
 pub use cli::{
-    ComposeCli, ComposeContainer, ComposeError, ComposeProject, PROJECT_LABEL, SERVICE_LABEL,
+    CONFIG_FILES_LABEL, ComposeCli, ComposeContainer, ComposeError, ComposeProject, PROJECT_LABEL,
+    SERVICE_LABEL, config_files_from_label, service_labels,
 };
 pub use name::{ProjectNameInputs, project_name, sanitize_project_name};
 pub use overrides::{escape_interpolation, override_file, service_override};
