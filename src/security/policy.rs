@@ -112,6 +112,11 @@ pub enum Permission {
     /// granted under `hardened` (spec-note 0601); a path below the home folder is a
     /// [`Permission::Mount`].
     HostHome(String),
+    /// A named volume that already exists on the engine and that devcell did not create for
+    /// this workspace (another workspace's data, a volume someone made by hand), by name
+    /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
+    /// instead.
+    Volume(String),
 }
 
 impl Permission {
@@ -136,6 +141,7 @@ impl Permission {
             Permission::Namespace(n) => format!("--allow namespace:{n}"),
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
+            Permission::Volume(v) => format!("--allow volume:{v}"),
         })
     }
 }
@@ -163,6 +169,10 @@ impl fmt::Display for Permission {
             Permission::HostHome(p) => write!(
                 f,
                 "mount of the host home folder (or a folder holding it) `{p}`"
+            ),
+            Permission::Volume(v) => write!(
+                f,
+                "existing volume `{v}` that devcell did not create for this workspace"
             ),
         }
     }
@@ -207,8 +217,8 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `namespace`, `deviceCgroupRule`,
-    /// `hostHome`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
+    /// `deviceCgroupRule`, `hostHome`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -226,6 +236,7 @@ impl Permission {
             Permission::GitDir(_) => "gitDir",
             Permission::HostEnv(_) => "hostEnv",
             Permission::BuildNetwork => "buildNetwork",
+            Permission::Volume(_) => "volume",
             Permission::Namespace(_) => "namespace",
             Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
             Permission::HostHome(_) => "hostHome",
@@ -246,6 +257,7 @@ impl Permission {
             | Permission::HostCommand(v)
             | Permission::GitDir(v)
             | Permission::HostEnv(v)
+            | Permission::Volume(v)
             | Permission::Namespace(v)
             | Permission::DeviceCgroupRule(v)
             | Permission::HostHome(v) => Some(v),
@@ -319,6 +331,8 @@ pub struct Grants {
     pub namespaces: BTreeSet<String>,
     /// `device-cgroup-rule:<rule>`.
     pub device_cgroup_rules: BTreeSet<String>,
+    /// `volume:<name>`: existing volumes devcell did not create for this workspace.
+    pub volumes: BTreeSet<String>,
 }
 
 impl Grants {
@@ -326,7 +340,8 @@ impl Grants {
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
-    /// `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`, `device-cgroup-rule:<rule>`.
+    /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
+    /// `device-cgroup-rule:<rule>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -399,6 +414,12 @@ impl Grants {
                     ));
                 }
             },
+            Some(("volume", v)) => {
+                if v.is_empty() || v.contains(['/', '\0']) {
+                    return Err(bad("expected a volume name (`volume:NAME`)"));
+                }
+                self.volumes.insert(v.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -438,6 +459,7 @@ impl Grants {
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,
+            Permission::Volume(v) => self.volumes.contains(v),
         }
     }
 }
