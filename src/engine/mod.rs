@@ -8,9 +8,12 @@
 //! Pure helpers: [`run_args`] maps `runArgs` (`docker run` flags) onto a [`ContainerSpec`] and
 //! parses `--mount` strings; [`build_options`] maps `build.options` onto a [`BuildRequest`]; [`context`] packs a build context honouring `.dockerignore`;
 //! [`auth`] reads registry credentials from the Docker client configuration.
+//!
+//! [`compose`] drives the Docker Compose v2 CLI (Compose configurations).
 
 pub mod auth;
 pub mod build_options;
+pub mod compose;
 pub mod context;
 mod docker;
 pub mod error;

@@ -5,10 +5,12 @@
 //! create and every [`PermissionRequest`] with what was done with it, or
 //! [`SecurityError::Refused`] listing them (then nothing may be created). Grants come only from
 //! the user (CLI `--allow`, the user's devcell config), never from the repository.
-//! [`audit`] and [`probe`] score an existing configuration or container.
+//! [`audit`] and [`probe`] score an existing configuration or container. [`compose`] bounds
+//! every service of a Compose configuration, judged on Compose's resolved model.
 
 pub mod audit;
 pub mod build_network;
+pub mod compose;
 pub mod error;
 pub mod host_env;
 pub mod host_path;

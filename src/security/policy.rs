@@ -33,6 +33,14 @@ pub enum Source {
     /// A repository's git link (`.git` file or symlink, or a `commondir` file; host path):
     /// it names the git directory devcell's host git would read and the handoff would mount.
     GitLink(String),
+    /// A service of the resolved Compose model and the property that asks (`cap_add`,
+    /// `volumes`, `network_mode`, …; spec-note 0601).
+    ComposeService {
+        /// The service name.
+        service: String,
+        /// The Compose property, as Compose spells it.
+        property: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -45,6 +53,9 @@ impl fmt::Display for Source {
             Source::CommandLine => f.write_str("command line"),
             Source::ExistingContainer(id) => write!(f, "existing container {id}"),
             Source::GitLink(path) => write!(f, "git link `{path}`"),
+            Source::ComposeService { service, property } => {
+                write!(f, "Compose service `{service}` (`{property}`)")
+            }
         }
     }
 }
@@ -90,6 +101,17 @@ pub enum Permission {
     HostEnv(String),
     /// A network for image builds of a container whose network is `none` (spec-note 0442).
     BuildNetwork,
+    /// A namespace shared with the host or with a container outside the Compose project:
+    /// `<kind>:<mode>` with kind `pid`, `ipc`, `uts`, `userns`, `cgroup` (`pid:host`,
+    /// `ipc:container:x`), or `volumes_from:container:<x>` (spec-note 0601).
+    Namespace(String),
+    /// A device cgroup rule (`device_cgroup_rules`: `c 1:3 mr`), which with the default
+    /// `MKNOD` capability opens host devices (spec-note 0601).
+    DeviceCgroupRule(String),
+    /// A bind of the host home folder, or of a folder holding it (the host's root): never
+    /// granted under `hardened` (spec-note 0601); a path below the home folder is a
+    /// [`Permission::Mount`].
+    HostHome(String),
     /// A named volume that already exists on the engine and that devcell did not create for
     /// this workspace (another workspace's data, a volume someone made by hand), by name
     /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
@@ -112,8 +134,12 @@ impl Permission {
             Permission::BuildNetwork => "--allow build-network".to_string(),
             Permission::Network(n) => format!("--allow network:{n}"),
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
-            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
+            Permission::EngineSocket(_)
+            | Permission::IdentityLabel(_)
+            | Permission::HostHome(_) => return None,
             Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::Namespace(n) => format!("--allow namespace:{n}"),
+            Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
             Permission::Volume(v) => format!("--allow volume:{v}"),
         })
@@ -138,6 +164,12 @@ impl fmt::Display for Permission {
             Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
             Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
             Permission::BuildNetwork => f.write_str("network for image builds"),
+            Permission::Namespace(n) => write!(f, "shared namespace `{n}`"),
+            Permission::DeviceCgroupRule(r) => write!(f, "device cgroup rule `{r}`"),
+            Permission::HostHome(p) => write!(
+                f,
+                "mount of the host home folder (or a folder holding it) `{p}`"
+            ),
             Permission::Volume(v) => write!(
                 f,
                 "existing volume `{v}` that devcell did not create for this workspace"
@@ -185,7 +217,8 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
+    /// `deviceCgroupRule`, `hostHome`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -204,6 +237,9 @@ impl Permission {
             Permission::HostEnv(_) => "hostEnv",
             Permission::BuildNetwork => "buildNetwork",
             Permission::Volume(_) => "volume",
+            Permission::Namespace(_) => "namespace",
+            Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
+            Permission::HostHome(_) => "hostHome",
         }
     }
 
@@ -221,7 +257,10 @@ impl Permission {
             | Permission::HostCommand(v)
             | Permission::GitDir(v)
             | Permission::HostEnv(v)
-            | Permission::Volume(v) => Some(v),
+            | Permission::Volume(v)
+            | Permission::Namespace(v)
+            | Permission::DeviceCgroupRule(v)
+            | Permission::HostHome(v) => Some(v),
             _ => None,
         }
     }
@@ -288,6 +327,10 @@ pub struct Grants {
     pub env: BTreeSet<String>,
     /// `build-network`: image builds keep a network when the container has none.
     pub build_network: bool,
+    /// `namespace:<kind>:<mode>` (`namespace:pid:host`).
+    pub namespaces: BTreeSet<String>,
+    /// `device-cgroup-rule:<rule>`.
+    pub device_cgroup_rules: BTreeSet<String>,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
 }
@@ -297,7 +340,8 @@ impl Grants {
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
-    /// `volume:<name>`.
+    /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
+    /// `device-cgroup-rule:<rule>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -331,6 +375,22 @@ impl Grants {
                 self.env.insert(n.to_string());
             }
             Some(("network", "host")) => self.host_network = true,
+            Some(("namespace", n)) => {
+                let known = ["pid", "ipc", "uts", "userns", "cgroup", "volumes_from"];
+                match n.split_once(':') {
+                    Some((kind, mode)) if known.contains(&kind) && !mode.is_empty() => {
+                        self.namespaces.insert(n.to_string());
+                    }
+                    _ => {
+                        return Err(bad(
+                            "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>` (`namespace:pid:host`)",
+                        ));
+                    }
+                }
+            }
+            Some(("device-cgroup-rule", r)) if !r.trim().is_empty() => {
+                self.device_cgroup_rules.insert(r.to_string());
+            }
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
             }
@@ -383,7 +443,11 @@ impl Grants {
             Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
             Permission::Device(d) => self.devices.contains(d),
-            Permission::EngineSocket(_) | Permission::IdentityLabel(_) => false,
+            Permission::EngineSocket(_)
+            | Permission::IdentityLabel(_)
+            | Permission::HostHome(_) => false,
+            Permission::Namespace(n) => self.namespaces.contains(n),
+            Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),
             Permission::Network(n) => self.networks.contains(n),
             Permission::PublishPort(a) => {
                 self.publish.contains("*")
@@ -680,7 +744,13 @@ pub fn judge(
         .map(|(permission, source)| {
             let status = match (profile, &permission, &source) {
                 (SecurityProfile::Reference, _, _) => RequestStatus::AllowedByProfile,
-                (_, Permission::EngineSocket(_), _) => RequestStatus::Forbidden,
+                (
+                    _,
+                    Permission::EngineSocket(_)
+                    | Permission::HostHome(_)
+                    | Permission::IdentityLabel(_),
+                    _,
+                ) => RequestStatus::Forbidden,
                 (_, _, Source::CommandLine) => RequestStatus::AllowedByProfile,
                 (_, p, _) if grants.allows(p) => RequestStatus::Granted,
                 _ => RequestStatus::Refused,
@@ -1026,7 +1096,8 @@ pub fn normalize_cap(cap: &str) -> String {
     up.strip_prefix("CAP_").map(str::to_string).unwrap_or(up)
 }
 
-fn is_no_new_privileges(opt: &str) -> bool {
+/// Whether a security option is `no-new-privileges` in one of its spellings.
+pub(crate) fn is_no_new_privileges(opt: &str) -> bool {
     matches!(
         opt.trim(),
         "no-new-privileges" | "no-new-privileges:true" | "no-new-privileges=true"

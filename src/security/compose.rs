@@ -1,0 +1,687 @@
+//! Every service of a Compose configuration bounded (spec-note 0601), judged on the resolved
+//! model (`docker compose config --format json`, [`crate::engine::compose::ComposeCli::config`]),
+//! so `extends`, profiles, anchors and interpolation are judged as Compose applies them.
+//!
+//! What each service's own properties ask for beyond the sidecar profile is a permission
+//! request naming the service and the property ([`Source::ComposeService`]): privileged mode,
+//! added capabilities, host or foreign namespaces (`network_mode: host|container:…`, `pid`,
+//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…`), devices and device
+//! cgroup rules, security options other than `no-new-privileges`, binds (and bind-backed
+//! volumes, secrets and configs) outside the workspace, an engine socket or the home folder
+//! (never granted), external networks, ports published beyond loopback, identity labels, a
+//! build context or Dockerfile outside the workspace and a build on the host network. This
+//! holds for the primary service too: Compose merges list properties (`cap_add`, `volumes`,
+//! `devices`) from the repository's files with devcell's override, so what they ask cannot be
+//! taken away, only refused; the primary's hardened container itself comes from
+//! [`super::apply`].
+//!
+//! The other services (sidecars) keep their image's user (a database that starts as root
+//! and drops to its own user still starts) and the engine's default capabilities, and get
+//! `no-new-privileges` and the profile's pids, memory and CPU limits (the lower of theirs and
+//! the profile's) through the override file ([`ComposeJudgement::sidecars`]).
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use super::error::{Result, SecurityError};
+use super::host_path::{Place, Places, resolve};
+use super::policy::{
+    Grants, Permission, PermissionRequest, Source, is_loopback_address, is_no_new_privileges,
+    judge, network_permission, normalize_cap, publish_address,
+};
+use super::profile::{ProfileLimits, SecurityProfile};
+
+/// What [`judge_compose`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComposeJudgement {
+    /// Every request, with what was done with it (none refused: refusals are an error).
+    pub requests: Vec<PermissionRequest>,
+    /// The additions for each service but the primary, as Compose service maps, for
+    /// [`crate::engine::compose::override_file`]'s `others` (empty under `reference`).
+    pub sidecars: Map<String, Value>,
+}
+
+/// Judges every service of `model` (the resolved Compose model) under `profile` with the
+/// user's `grants`: `primary` is the service devcell connects to, `places` the workspace,
+/// home folder and engine socket binds are judged against. Pure but for resolving bind
+/// sources' symbolic links ([`resolve`]).
+///
+/// Errors: [`SecurityError::Refused`] listing every request when one is refused or never
+/// allowed (then nothing may be created).
+pub fn judge_compose(
+    profile: &SecurityProfile,
+    model: &Value,
+    primary: &str,
+    places: &Places,
+    grants: &Grants,
+) -> Result<ComposeJudgement> {
+    let empty = Map::new();
+    let services = model
+        .get("services")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    for (name, service) in services {
+        service_requests(model, name, service, places, &mut asked);
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    if let Some(refused) = super::policy::refusal(profile, &requests) {
+        return Err(refused);
+    }
+    let sidecars = match profile {
+        SecurityProfile::Reference => Map::new(),
+        SecurityProfile::Hardened(limits) => services
+            .iter()
+            .filter(|(name, _)| name.as_str() != primary)
+            .map(|(name, service)| (name.clone(), sidecar_additions(service, limits)))
+            .collect(),
+    };
+    Ok(ComposeJudgement { requests, sidecars })
+}
+
+fn service_requests(
+    model: &Value,
+    name: &str,
+    service: &Value,
+    places: &Places,
+    out: &mut Vec<(Permission, Source)>,
+) {
+    let mut push = |permission: Permission, property: &str| {
+        out.push((
+            permission,
+            Source::ComposeService {
+                service: name.to_string(),
+                property: property.to_string(),
+            },
+        ));
+    };
+    let str_of = |key: &str| service.get(key).and_then(Value::as_str);
+    let strings = |key: &str| -> Vec<String> {
+        service
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    if service.get("privileged").and_then(Value::as_bool) == Some(true) {
+        push(Permission::Privileged, "privileged");
+    }
+    for cap in strings("cap_add") {
+        push(Permission::Capability(normalize_cap(&cap)), "cap_add");
+    }
+    for opt in strings("security_opt") {
+        if !is_no_new_privileges(&opt) {
+            push(Permission::SecurityOpt(opt), "security_opt");
+        }
+    }
+    if let Some(mode) = str_of("network_mode")
+        && !mode.starts_with("service:")
+        && let Some(p) = network_permission(mode)
+    {
+        push(p, "network_mode");
+    }
+    for (key, kind) in [
+        ("pid", "pid"),
+        ("ipc", "ipc"),
+        ("uts", "uts"),
+        ("userns_mode", "userns"),
+        ("cgroup", "cgroup"),
+    ] {
+        if let Some(mode) = str_of(key)
+            && (mode == "host" || mode.starts_with("container:"))
+        {
+            push(Permission::Namespace(format!("{kind}:{mode}")), key);
+        }
+    }
+    for from in strings("volumes_from") {
+        if from.starts_with("container:") {
+            push(
+                Permission::Namespace(format!("volumes_from:{from}")),
+                "volumes_from",
+            );
+        }
+    }
+    for device in service
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let host = match device {
+            Value::String(s) => s.split(':').next().unwrap_or_default().to_string(),
+            other => other
+                .get("source")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        };
+        push(Permission::Device(host), "devices");
+    }
+    for rule in strings("device_cgroup_rules") {
+        push(Permission::DeviceCgroupRule(rule), "device_cgroup_rules");
+    }
+    if service
+        .pointer("/deploy/resources/reservations/devices")
+        .is_some()
+        || service.get("gpus").is_some()
+    {
+        push(Permission::Device("gpu".to_string()), "deploy.resources");
+    }
+    for v in service
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
+        let source = v.get("source").and_then(Value::as_str);
+        match (kind, source) {
+            ("bind", Some(source)) => {
+                if let Some(p) = host_path_permission(source, places) {
+                    push(p, "volumes");
+                }
+            }
+            ("volume", Some(volume)) => {
+                // a volume whose driver options bind a host folder is a bind
+                if let Some(device) = bind_backed_volume(model, volume)
+                    && let Some(p) = host_path_permission(device, places)
+                {
+                    push(p, "volumes");
+                }
+            }
+            ("bind" | "volume" | "tmpfs", _) => {}
+            (other, _) => push(
+                Permission::Mount(format!("{other}:{}", source.unwrap_or_default())),
+                "volumes",
+            ),
+        }
+    }
+    for (key, top) in [("secrets", "secrets"), ("configs", "configs")] {
+        for item in service
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(source) = item.get("source").and_then(Value::as_str) else {
+                continue;
+            };
+            let Some(def) = model.get(top).and_then(|t| t.get(source)) else {
+                continue;
+            };
+            if let Some(file) = def.get("file").and_then(Value::as_str)
+                && let Some(p) = host_path_permission(file, places)
+            {
+                push(p, key);
+            }
+            if let Some(var) = def.get("environment").and_then(Value::as_str) {
+                push(Permission::HostEnv(var.to_string()), key);
+            }
+        }
+    }
+    if let Some(networks) = service.get("networks").and_then(Value::as_object) {
+        for key in networks.keys() {
+            let def = model.get("networks").and_then(|n| n.get(key));
+            let external =
+                def.and_then(|d| d.get("external")).and_then(Value::as_bool) == Some(true);
+            let driver = def.and_then(|d| d.get("driver")).and_then(Value::as_str);
+            if driver == Some("host") {
+                push(Permission::HostNetwork, "networks");
+            } else if external {
+                let name = def
+                    .and_then(|d| d.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(key);
+                push(Permission::Network(name.to_string()), "networks");
+            }
+        }
+    }
+    for port in service
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let ip = port.get("host_ip").and_then(Value::as_str).unwrap_or("");
+        if is_loopback_address(ip) {
+            continue;
+        }
+        let published = port
+            .get("published")
+            .and_then(|p| match p {
+                Value::String(s) => s.parse::<u16>().ok(),
+                Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+                _ => None,
+            })
+            .filter(|p| *p > 0);
+        let ip = if ip.is_empty() { "0.0.0.0" } else { ip };
+        push(
+            Permission::PublishPort(publish_address(ip, published)),
+            "ports",
+        );
+    }
+    if let Some(labels) = service.get("labels").and_then(Value::as_object) {
+        for key in labels.keys() {
+            if key.starts_with("devcontainer.") || key.starts_with("devcell.") {
+                push(Permission::IdentityLabel(key.clone()), "labels");
+            }
+        }
+    }
+    if let Some(build) = service.get("build") {
+        let context = build.get("context").and_then(Value::as_str);
+        if let Some(context) = context
+            && !context.contains("://")
+            && let Some(p) = host_path_permission(context, places)
+        {
+            push(p, "build.context");
+        }
+        if let Some(dockerfile) = build.get("dockerfile").and_then(Value::as_str) {
+            let path = match context {
+                Some(c) if !Path::new(dockerfile).is_absolute() => {
+                    Path::new(c).join(dockerfile).to_string_lossy().into_owned()
+                }
+                _ => dockerfile.to_string(),
+            };
+            if (context.is_none_or(|c| !c.contains("://")))
+                && let Some(p) = host_path_permission(&path, places)
+            {
+                push(p, "build.dockerfile");
+            }
+        }
+        if let Some(network) = build.get("network").and_then(Value::as_str)
+            && let Some(p) = network_permission(network)
+        {
+            push(p, "build.network");
+        }
+        if build.get("privileged").and_then(Value::as_bool) == Some(true) {
+            push(Permission::Privileged, "build.privileged");
+        }
+    }
+}
+
+/// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
+/// `device: <path>`), if it does.
+fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
+    let opts = model.get("volumes")?.get(volume)?.get("driver_opts")?;
+    let o = opts.get("o").and_then(Value::as_str).unwrap_or_default();
+    o.split(',')
+        .any(|f| matches!(f.trim(), "bind" | "rbind"))
+        .then(|| opts.get("device").and_then(Value::as_str))
+        .flatten()
+}
+
+/// The request a host path the repository names asks for, judged where it resolves: none
+/// inside the workspace; never the engine socket or the home folder (or a folder holding it);
+/// otherwise a grantable [`Permission::Mount`] of the resolved path.
+fn host_path_permission(written: &str, places: &Places) -> Option<Permission> {
+    let path = Path::new(written);
+    if !path.is_absolute() {
+        // Compose resolves relative paths; one it left relative cannot be placed.
+        return Some(Permission::Mount(written.to_string()));
+    }
+    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = resolved.to_string_lossy().into_owned();
+    match places.place(&resolved) {
+        Place::Workspace => None,
+        Place::EngineSocket => Some(Permission::EngineSocket(text)),
+        Place::Root => Some(Permission::HostHome(text)),
+        Place::HostHome
+            if places
+                .home
+                .as_deref()
+                .is_some_and(|h| resolved.starts_with(h) && resolved != h) =>
+        {
+            Some(Permission::Mount(text))
+        }
+        Place::HostHome => Some(Permission::HostHome(text)),
+        Place::Outside => Some(Permission::Mount(text)),
+    }
+}
+
+/// The sidecar profile's additions to one service: `no-new-privileges` and the lower of its
+/// own and the profile's limits (in `deploy.resources.limits` when the service sets its limits
+/// there, as Compose refuses both spellings with different values).
+fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
+    let mut add = Map::new();
+    add.insert(
+        "security_opt".to_string(),
+        json!(["no-new-privileges:true"]),
+    );
+    let deploy = service.pointer("/deploy/resources/limits");
+    let own_pids = service
+        .get("pids_limit")
+        .or_else(|| deploy.and_then(|d| d.get("pids")))
+        .and_then(number)
+        .filter(|p| *p > 0.0);
+    let own_memory = service
+        .get("mem_limit")
+        .or_else(|| deploy.and_then(|d| d.get("memory")))
+        .and_then(number)
+        .filter(|m| *m > 0.0);
+    let own_cpus = service
+        .get("cpus")
+        .or_else(|| deploy.and_then(|d| d.get("cpus")))
+        .and_then(number)
+        .filter(|c| *c > 0.0);
+    let pids = own_pids.map_or(limits.pids, |p| (p as i64).min(limits.pids));
+    let memory = own_memory.map_or(limits.memory_bytes, |m| (m as i64).min(limits.memory_bytes));
+    let profile_cpus = limits.nano_cpus as f64 / 1e9;
+    let cpus = own_cpus.map_or(profile_cpus, |c| c.min(profile_cpus));
+    let in_deploy = |key: &str| deploy.is_some_and(|d| d.get(key).is_some());
+    let mut deploy_limits = Map::new();
+    for (short, long, value) in [
+        ("pids_limit", "pids", json!(pids)),
+        ("mem_limit", "memory", json!(memory)),
+        ("cpus", "cpus", json!(cpus)),
+    ] {
+        if in_deploy(long) {
+            deploy_limits.insert(long.to_string(), value);
+        } else {
+            add.insert(short.to_string(), value);
+        }
+    }
+    if !deploy_limits.is_empty() {
+        add.insert(
+            "deploy".to_string(),
+            json!({"resources": {"limits": deploy_limits}}),
+        );
+    }
+    Value::Object(add)
+}
+
+/// A number Compose wrote as a number or a string (`"536870912"`, `"0.5"`).
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Turns a [`SecurityError::Refused`] from [`judge_compose`] into its request list (for
+/// reports); `None` for any other error.
+pub fn refused_requests(error: &SecurityError) -> Option<&[PermissionRequest]> {
+    match error {
+        SecurityError::Refused { requests, .. } => Some(requests),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::policy::RequestStatus;
+    use std::path::PathBuf;
+
+    fn places() -> Places {
+        Places {
+            workspace: PathBuf::from("/w/repo"),
+            home: Some(PathBuf::from("/home/dev")),
+            engine_socket: Some(PathBuf::from("/var/run/docker.sock")),
+        }
+    }
+
+    fn model(services: Value) -> Value {
+        json!({"name": "p", "services": services})
+    }
+
+    fn hardened() -> SecurityProfile {
+        SecurityProfile::default()
+    }
+
+    fn refused(model: &Value, grants: &Grants) -> Vec<(String, String, RequestStatus)> {
+        let err = judge_compose(&hardened(), model, "app", &places(), grants).unwrap_err();
+        refused_requests(&err)
+            .expect("a refusal")
+            .iter()
+            .filter(|r| r.status != RequestStatus::Granted)
+            .map(|r| {
+                (
+                    r.permission
+                        .grant_flag()
+                        .unwrap_or_else(|| r.permission.to_string()),
+                    r.source.to_string(),
+                    r.status,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_ordinary_project_passes_and_sidecars_get_the_profile() {
+        let m = model(json!({
+            "app": {"image": "a", "volumes": [
+                {"type": "bind", "source": "/w/repo", "target": "/workspace"},
+                {"type": "volume", "source": "data", "target": "/data"}]},
+            "db": {"image": "postgres", "user": "root", "mem_limit": "536870912",
+                   "ports": [{"target": 5432, "published": "5432", "host_ip": "127.0.0.1"}],
+                   "network_mode": "service:app"}
+        }));
+        let j = judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+        assert!(j.requests.is_empty(), "{:?}", j.requests);
+        assert!(j.sidecars.get("app").is_none());
+        let db = &j.sidecars["db"];
+        assert_eq!(db["security_opt"], json!(["no-new-privileges:true"]));
+        assert_eq!(db["pids_limit"], 1024);
+        assert_eq!(db["mem_limit"], 536_870_912);
+        assert_eq!(db["cpus"], 2.0);
+    }
+
+    #[test]
+    fn each_escape_is_a_request_naming_the_service_and_property() {
+        let m = model(json!({
+            "app": {"image": "a"},
+            "db": {"image": "d", "privileged": true, "cap_add": ["cap_net_admin"],
+                   "network_mode": "host", "pid": "host", "ipc": "container:x",
+                   "userns_mode": "host", "devices": [{"source": "/dev/fuse", "target": "/dev/fuse"}],
+                   "device_cgroup_rules": ["c 1:3 mr"],
+                   "security_opt": ["seccomp=unconfined", "no-new-privileges:true"],
+                   "volumes_from": ["container:other", "app"],
+                   "ports": [{"target": 80, "published": "8080"}]}
+        }));
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<&str> = got.iter().map(|(f, _, _)| f.as_str()).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow cap:NET_ADMIN",
+                "--allow device-cgroup-rule:c 1:3 mr",
+                "--allow device:/dev/fuse",
+                "--allow namespace:ipc:container:x",
+                "--allow namespace:pid:host",
+                "--allow namespace:userns:host",
+                "--allow namespace:volumes_from:container:other",
+                "--allow network:host",
+                "--allow privileged",
+                "--allow publish:0.0.0.0:8080",
+                "--allow security-opt:seccomp=unconfined",
+            ]
+        );
+        assert!(got.iter().all(
+            |(_, s, st)| s.starts_with("Compose service `db`") && *st == RequestStatus::Refused
+        ));
+        assert!(
+            got.iter()
+                .any(|(_, s, _)| s == "Compose service `db` (`pid`)")
+        );
+        // each granted with its --allow
+        let grants = Grants::parse(
+            &flags
+                .iter()
+                .map(|f| f.trim_start_matches("--allow "))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let j = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap();
+        assert_eq!(j.requests.len(), 11);
+        assert!(
+            j.requests
+                .iter()
+                .all(|r| r.status == RequestStatus::Granted)
+        );
+    }
+
+    #[test]
+    fn binds_are_judged_where_they_land() {
+        let m = model(json!({
+            "app": {"image": "a", "volumes": [
+                {"type": "bind", "source": "/w/repo/../other", "target": "/o"}]},
+            "db": {"image": "d", "volumes": [
+                {"type": "bind", "source": "/run/docker.sock", "target": "/s"},
+                {"type": "bind", "source": "/home/dev", "target": "/h"},
+                {"type": "bind", "source": "/", "target": "/host"},
+                {"type": "bind", "source": "/home/dev/cache", "target": "/c"},
+                {"type": "volume", "source": "disguised", "target": "/d"}]}
+        }));
+        let mut m = m;
+        m["volumes"] =
+            json!({"disguised": {"driver_opts": {"type": "none", "o": "bind", "device": "/etc"}}});
+        let got = refused(&m, &Grants::default());
+        let seen: Vec<(String, &str)> = got
+            .iter()
+            .map(|(f, s, st)| {
+                (
+                    f.clone(),
+                    if *st == RequestStatus::Forbidden {
+                        "never"
+                    } else {
+                        s.as_str()
+                    },
+                )
+            })
+            .collect();
+        assert!(
+            seen.contains(&(
+                "--allow mount:/w/other".into(),
+                "Compose service `app` (`volumes`)"
+            )),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(
+                "mount of the container engine socket `/run/docker.sock`".into(),
+                "never"
+            )),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(
+                "mount of the host home folder (or a folder holding it) `/home/dev`".into(),
+                "never"
+            )),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(
+                "mount of the host home folder (or a folder holding it) `/`".into(),
+                "never"
+            )),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(
+                "--allow mount:/home/dev/cache".into(),
+                "Compose service `db` (`volumes`)"
+            )),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(
+                "--allow mount:/etc".into(),
+                "Compose service `db` (`volumes`)"
+            )),
+            "{seen:?}"
+        );
+        // the engine socket and the home folder stay refused whatever is granted
+        let grants = Grants::parse(&["mount:/", "mount:/home/dev", "mount:/run"]).unwrap();
+        let err = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap_err();
+        let left: Vec<_> = refused_requests(&err)
+            .unwrap()
+            .iter()
+            .filter(|r| r.status != RequestStatus::Granted)
+            .map(|r| r.permission.kind())
+            .collect();
+        assert_eq!(left, ["engineSocket", "hostHome", "hostHome"]);
+    }
+
+    #[test]
+    fn secrets_networks_labels_and_builds() {
+        let mut m = model(json!({
+            "app": {"image": "a", "labels": {"devcontainer.local_folder": "/x"},
+                    "build": {"context": "/srv/ctx", "dockerfile": "Dockerfile", "network": "host"}},
+            "db": {"image": "d", "secrets": [{"source": "s"}, {"source": "t"}],
+                   "networks": {"ext": null, "default": null}}
+        }));
+        m["secrets"] = json!({"s": {"file": "/etc/shadow"}, "t": {"environment": "AWS_SECRET"}});
+        m["networks"] = json!({"ext": {"name": "othernet", "external": true}, "default": {"name": "p_default"}});
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow env:AWS_SECRET <- Compose service `db` (`secrets`)",
+                "--allow mount:/etc/shadow <- Compose service `db` (`secrets`)",
+                "--allow mount:/srv/ctx <- Compose service `app` (`build.context`)",
+                "--allow mount:/srv/ctx/Dockerfile <- Compose service `app` (`build.dockerfile`)",
+                "--allow network:host <- Compose service `app` (`build.network`)",
+                "--allow network:othernet <- Compose service `db` (`networks`)",
+                "identity label `devcontainer.local_folder` set by the repository <- Compose service `app` (`labels`)",
+            ]
+        );
+    }
+
+    #[test]
+    fn sidecar_limits_are_the_lower_and_follow_deploy_spelling() {
+        let limits = ProfileLimits::default();
+        let own_higher = json!({"pids_limit": 99999, "cpus": 8, "mem_limit": "99999999999"});
+        let a = sidecar_additions(&own_higher, &limits);
+        assert_eq!(a["pids_limit"], 1024);
+        assert_eq!(a["cpus"], 2.0);
+        assert_eq!(a["mem_limit"], 4_i64 << 30);
+        let own_deploy =
+            json!({"deploy": {"resources": {"limits": {"memory": "1073741824", "cpus": 0.5}}}});
+        let b = sidecar_additions(&own_deploy, &limits);
+        assert_eq!(b["deploy"]["resources"]["limits"]["memory"], 1_073_741_824);
+        assert_eq!(b["deploy"]["resources"]["limits"]["cpus"], 0.5);
+        assert!(b.get("mem_limit").is_none() && b.get("cpus").is_none());
+        assert_eq!(b["pids_limit"], 1024);
+    }
+
+    #[test]
+    fn reference_allows_everything_and_adds_nothing() {
+        let m = model(json!({
+            "app": {"image": "a"},
+            "db": {"image": "d", "privileged": true, "volumes": [
+                {"type": "bind", "source": "/var/run/docker.sock", "target": "/s"}]}
+        }));
+        let j = judge_compose(
+            &SecurityProfile::Reference,
+            &m,
+            "app",
+            &places(),
+            &Grants::default(),
+        )
+        .unwrap();
+        assert_eq!(j.requests.len(), 2);
+        assert!(
+            j.requests
+                .iter()
+                .all(|r| r.status == RequestStatus::AllowedByProfile)
+        );
+        assert!(j.sidecars.is_empty());
+    }
+}
