@@ -3,6 +3,7 @@
 mod audit;
 mod build;
 mod build_command;
+mod cli_output;
 mod compat_flags;
 mod config;
 mod config_compat;
