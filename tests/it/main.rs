@@ -4,6 +4,7 @@ mod audit;
 mod build;
 mod build_command;
 mod cli_output;
+mod cli_output_engine;
 mod compat_flags;
 mod config;
 mod config_compat;

@@ -93,6 +93,16 @@ impl Run {
         })
     }
 
+    /// A copy with every `from` in stdout and stderr replaced by `to` (a value only this run
+    /// knows, such as a container's generated name, before a snapshot).
+    pub fn redact(&self, from: &str, to: &str) -> Run {
+        Run {
+            code: self.code,
+            stdout: self.stdout.replace(from, to),
+            stderr: self.stderr.replace(from, to),
+        }
+    }
+
     /// The last line of stdout as JSON (the result line of `up`, `build`, `set-up`, …).
     #[track_caller]
     pub fn last_json(&self) -> Value {

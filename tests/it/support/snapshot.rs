@@ -70,6 +70,12 @@ pub fn settings(ctx: Option<&TestContext>) -> insta::Settings {
     }
     s.add_filter(r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]");
     s.add_filter(r"sha256:[0-9a-f]{64}", "sha256:[DIGEST]");
+    s.add_filter(r"\b[0-9a-f]{40}\b", "[COMMIT]");
+    s.add_filter(r"\b[0-9a-f]{32}\b", "[ID32]");
+    // handoff session ids and log names: `<UTC time>-<pid>`
+    s.add_filter(r"\b\d{8}T\d{6}Z-\d+\b", "[SESSION]");
+    s.add_filter(r#""(pid|pidStart)": \d+"#, r#""$1": "[PID]""#);
+    s.add_filter(r#""durationMs": \d+"#, r#""durationMs": "[DURATION]""#);
     s.add_filter(r"\b[0-9a-f]{64}\b", "[ID]");
     s.add_filter(r"\b[0-9a-f]{12}\b", "[ID12]");
     s.add_filter(
