@@ -12,7 +12,7 @@
 //! and, on drop (also when the test panics), force-removes what the test made on the engine:
 //! every container labelled `devcontainer.local_folder=<workspace>` (and its anonymous volumes),
 //! every container, volume and network carrying one of [`TestContext::clean_label`]'s labels,
-//! and every image given to [`TestContext::remove_image`] / [`TestContext::remove_images_like`].
+//! and every image given to [`TestContext::remove_image`] / [`TestContext::remove_images_matching`].
 //! Nothing else: the engine is shared by concurrent test runs.
 
 use std::cell::RefCell;
@@ -159,7 +159,14 @@ impl TestContext {
     /// [`Self::new`] when the engine and `image` are there (the engine gate: panics when
     /// `DEVCELL_TEST_ENGINE=1` and they are not, `None` with a note otherwise).
     pub fn engine(test: &str, image: &str) -> Option<TestContext> {
-        engine_ready(test, image).then(|| TestContext::new(test))
+        // A bounded prefix of `-`-separated words: the folder's name ends up in image names
+        // (`vsc-<folder>-…`), where `_-` is not allowed.
+        let prefix: String = test
+            .chars()
+            .take(24)
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        engine_ready(test, image).then(|| TestContext::new(&prefix))
     }
 
     /// [`Self::engine`] with `devcell-test/busybox:1`.
@@ -216,6 +223,19 @@ impl TestContext {
             std::fs::create_dir_all(parent).expect("mkdir");
         }
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    /// A local Feature `./<id>` in `.devcontainer/`: its `devcontainer-feature.json` and an
+    /// `install.sh` of `#!/bin/sh`, `set -e` and `install`.
+    pub fn feature(&self, id: &str, metadata: &str, install: &str) {
+        self.write(
+            &format!(".devcontainer/{id}/devcontainer-feature.json"),
+            metadata,
+        );
+        self.write(
+            &format!(".devcontainer/{id}/install.sh"),
+            &format!("#!/bin/sh\nset -e\n{install}\n"),
+        );
     }
 
     /// The workspace folder.
@@ -281,6 +301,17 @@ impl TestContext {
             .into()
     }
 
+    /// [`Self::run`], as the raw [`Output`] (for tests that look at bytes or the exit status).
+    pub fn output(&self, command: &str, args: &[&str]) -> Output {
+        self.command()
+            .args(command.split(' '))
+            .arg("--workspace-folder")
+            .arg(self.path())
+            .args(args)
+            .output()
+            .expect("devcell runs")
+    }
+
     /// `devcell up <args…>` that must succeed with `outcome: success`; returns the result line.
     #[track_caller]
     pub fn up(&self, args: &[&str]) -> Value {
@@ -313,9 +344,10 @@ impl TestContext {
         self.images.borrow_mut().push(image.to_string());
     }
 
-    /// Removes, on drop, every image whose `repository:tag` starts with `prefix`.
-    pub fn remove_images_like(&self, prefix: &str) {
-        self.image_patterns.borrow_mut().push(prefix.to_string());
+    /// Removes, on drop, every image matching `pattern` (`docker images --filter
+    /// reference=<pattern>`: `*` matches within a path component, e.g. `vsc-<folder>-*`).
+    pub fn remove_images_matching(&self, pattern: &str) {
+        self.image_patterns.borrow_mut().push(pattern.to_string());
     }
 
     /// Removes, on drop, every container, volume and network labelled `label` (`key=value`).
@@ -359,12 +391,34 @@ pub fn remove_labelled(label: &str) {
     }
 }
 
-/// Removes every image whose `repository:tag` starts with `prefix`.
-pub fn remove_images_like(prefix: &str) {
-    for image in docker_lines(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}"]) {
-        if image.starts_with(prefix) {
-            docker_quiet(&["rmi", "-f", &image]);
-        }
+/// Removes every image matching `pattern` (a `docker images --filter reference=` pattern).
+pub fn remove_images_matching(pattern: &str) {
+    for image in docker_lines(&[
+        "images",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+        "--filter",
+        &format!("reference={pattern}"),
+    ]) {
+        docker_quiet(&["rmi", "-f", &image]);
+    }
+}
+
+/// Runs [`remove_images_matching`] on drop.
+pub struct ImagePatternGuard(pub String);
+
+impl Drop for ImagePatternGuard {
+    fn drop(&mut self) {
+        remove_images_matching(&self.0);
+    }
+}
+
+/// Force-removes the named volume on drop.
+pub struct VolumeGuard(pub String);
+
+impl Drop for VolumeGuard {
+    fn drop(&mut self) {
+        docker_quiet(&["volume", "rm", "-f", &self.0]);
     }
 }
 
@@ -398,8 +452,8 @@ impl Drop for TestContext {
         for image in self.images.take() {
             docker_quiet(&["rmi", "-f", &image]);
         }
-        for prefix in self.image_patterns.take() {
-            remove_images_like(&prefix);
+        for pattern in self.image_patterns.take() {
+            remove_images_matching(&pattern);
         }
     }
 }
