@@ -207,12 +207,10 @@ impl TestContext {
         self
     }
 
-    /// Writes `.devcontainer/devcontainer.json` from a JSON value (pretty-printed).
+    /// Writes `.devcontainer/devcontainer.json` from a JSON value (compact, one line, so error
+    /// positions are columns of line 1).
     pub fn config_json(self, config: &Value) -> TestContext {
-        self.write(
-            ".devcontainer/devcontainer.json",
-            &serde_json::to_string_pretty(config).expect("JSON"),
-        );
+        self.write(".devcontainer/devcontainer.json", &config.to_string());
         self
     }
 
