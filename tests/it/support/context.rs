@@ -134,6 +134,7 @@ pub struct TestContext {
     images: RefCell<Vec<String>>,
     image_patterns: RefCell<Vec<String>>,
     labels: RefCell<Vec<String>>,
+    delete_on_drop: bool,
 }
 
 impl TestContext {
@@ -153,6 +154,7 @@ impl TestContext {
             images: RefCell::default(),
             image_patterns: RefCell::default(),
             labels: RefCell::default(),
+            delete_on_drop: false,
         }
     }
 
@@ -180,6 +182,13 @@ impl TestContext {
     pub fn isolated(mut self) -> TestContext {
         self.isolated = true;
         std::fs::create_dir_all(self.home()).expect("mkdir home");
+        self
+    }
+
+    /// Runs `devcell delete --workspace-folder <workspace>` on drop (before the engine cleanup):
+    /// the agent product's own teardown of its container, volumes and state.
+    pub fn delete_on_drop(mut self) -> TestContext {
+        self.delete_on_drop = true;
         self
     }
 
@@ -433,6 +442,9 @@ impl Drop for LabelGuard {
 
 impl Drop for TestContext {
     fn drop(&mut self) {
+        if self.delete_on_drop {
+            let _ = self.run("delete", &[]);
+        }
         // Only touch the engine when the test may have used it.
         let engine_used = !self.images.borrow().is_empty()
             || !self.image_patterns.borrow().is_empty()
