@@ -432,6 +432,17 @@ impl Drop for VolumeGuard {
 /// A guard that runs [`remove_labelled`] for each label on drop.
 pub struct LabelGuard(pub Vec<String>);
 
+impl LabelGuard {
+    /// For what devcell made for the workspace folder `folder`
+    /// (`devcontainer.local_folder=<folder>`).
+    pub fn workspace(folder: &Path) -> LabelGuard {
+        LabelGuard(vec![format!(
+            "devcontainer.local_folder={}",
+            folder.display()
+        )])
+    }
+}
+
 impl Drop for LabelGuard {
     fn drop(&mut self) {
         for label in &self.0 {
