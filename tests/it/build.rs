@@ -14,28 +14,9 @@ use indexmap::IndexMap;
 use serde_json::{Value, json};
 
 use crate::support;
+use crate::support::docker::engine_ready;
 
 const BUSYBOX: &str = "devcell-test/busybox:1";
-
-/// Whether the engine and the base image are there. With `DEVCELL_TEST_ENGINE` set a missing
-/// engine or image fails the test; without it the test returns early with a note.
-fn engine_available() -> bool {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", BUSYBOX])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("DEVCELL_TEST_ENGINE").is_none(),
-            "DEVCELL_TEST_ENGINE is set but `docker` or the image `{BUSYBOX}` is missing (run scripts/base-images)"
-        );
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("note: skipping a build test: no Docker engine or no `{BUSYBOX}`");
-        }
-    }
-    ok
-}
 
 fn docker(args: &[&str]) -> Output {
     Command::new("docker")
@@ -216,7 +197,10 @@ const MESSAGE: &str = "it's \"quoted\" $HOME ${PATH} `echo backtick` \\ back\\sl
 /// second plan of the same inputs needs no build.
 #[test]
 fn features_install_as_root_with_options_builtins_env_and_label() {
-    if !engine_available() {
+    if !engine_ready(
+        "features_install_as_root_with_options_builtins_env_and_label",
+        BUSYBOX,
+    ) {
         return;
     }
     let mut images = Images::default();
@@ -327,7 +311,7 @@ fn features_install_as_root_with_options_builtins_env_and_label() {
 /// are root's and the label is just the Feature and devcontainer.json entries.
 #[test]
 fn image_without_user_keeps_it_empty() {
-    if !engine_available() {
+    if !engine_ready("image_without_user_keeps_it_empty", BUSYBOX) {
         return;
     }
     let mut images = Images::default();
@@ -361,7 +345,7 @@ fn image_without_user_keeps_it_empty() {
 
 #[test]
 fn failing_install_fails_the_build() {
-    if !engine_available() {
+    if !engine_ready("failing_install_fails_the_build", BUSYBOX) {
         return;
     }
     let mut images = Images::default();
@@ -399,7 +383,10 @@ fn failing_install_fails_the_build() {
 /// `remoteUser` different from the container user.
 #[test]
 fn changing_last_feature_options_reuses_earlier_layers() {
-    if !engine_available() {
+    if !engine_ready(
+        "changing_last_feature_options_reuses_earlier_layers",
+        BUSYBOX,
+    ) {
         return;
     }
     let mut images = Images::default();
@@ -456,7 +443,7 @@ fn changing_last_feature_options_reuses_earlier_layers() {
 /// its home follows, the image's USER is kept; a GID taken by another group is not reused.
 #[test]
 fn uid_layer_changes_the_remote_users_ids() {
-    if !engine_available() {
+    if !engine_ready("uid_layer_changes_the_remote_users_ids", BUSYBOX) {
         return;
     }
     let mut images = Images::default();
@@ -613,7 +600,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
 /// configuration, strings unchanged.
 #[test]
 fn reference_cli_reads_the_label() {
-    if !engine_available() {
+    if !engine_ready("reference_cli_reads_the_label", BUSYBOX) {
         return;
     }
     let Some(refcli) = support::refcli::reference_cli("reference_cli_reads_the_label") else {

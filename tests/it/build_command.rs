@@ -3,99 +3,14 @@
 //! each `--image-name`, pushed with `--push`; an unchanged second build builds nothing; the
 //! result line has the reference CLI's shape.
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::context::TestContext;
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::refcli::reference_cli;
-use crate::support::{devcell, test_registry, unique};
-
-/// A temporary workspace; removes the images it names and the workspace's containers on drop.
-struct Ws {
-    dir: tempfile::TempDir,
-    images: std::cell::RefCell<Vec<String>>,
-}
-
-impl Ws {
-    fn new(config: &str) -> Ws {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-build-")
-            .tempdir()
-            .unwrap();
-        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
-        std::fs::write(
-            dir.path().join(".devcontainer/devcontainer.json"),
-            config.replace("IMAGE", BUSYBOX_IMAGE),
-        )
-        .unwrap();
-        Ws {
-            dir,
-            images: std::cell::RefCell::new(Vec::new()),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    /// A local Feature `./<id>` in `.devcontainer/`.
-    fn feature(&self, id: &str, metadata: &str, install: &str) {
-        self.write(
-            &format!(".devcontainer/{id}/devcontainer-feature.json"),
-            metadata,
-        );
-        self.write(
-            &format!(".devcontainer/{id}/install.sh"),
-            &format!("#!/bin/sh\nset -e\n{install}\n"),
-        );
-    }
-
-    /// Removes `image` (every tag of it, by id) on drop.
-    fn remove_on_drop(&self, image: &str) {
-        self.images.borrow_mut().push(image.to_string());
-    }
-
-    fn build(&self, args: &[&str]) -> Output {
-        devcell()
-            .arg("build")
-            .arg("--workspace-folder")
-            .arg(self.path())
-            .args(args)
-            .output()
-            .expect("devcell runs")
-    }
-
-    /// Containers carrying this workspace's label.
-    fn containers(&self) -> Vec<String> {
-        lines(&docker(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=devcontainer.local_folder={}", self.path().display()),
-        ]))
-    }
-}
-
-impl Drop for Ws {
-    fn drop(&mut self) {
-        for id in self.containers() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
-        }
-        for image in self.images.take() {
-            let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
-        }
-    }
-}
+use crate::support::{test_registry, unique};
 
 fn docker(args: &[&str]) -> Output {
     Command::new("docker")
@@ -151,7 +66,7 @@ const FEATURE_CONFIG: &str = r#"{"image": "IMAGE", "remoteUser": "nobody",
     "features": {"./hello": {"greeting": "hi-there"}},
     "postCreateCommand": "echo MARK"}"#;
 
-fn hello_feature(ws: &Ws) {
+fn hello_feature(ws: &TestContext) {
     ws.feature(
         "hello",
         r#"{"id": "hello", "version": "1.0.0", "name": "Hello",
@@ -164,24 +79,22 @@ fn hello_feature(ws: &Ws) {
 
 #[test]
 fn build_layers_features_tags_and_creates_no_container() {
-    if !engine_ready(
-        "build_layers_features_tags_and_creates_no_container",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("build_layers_features_tags_and_creates_no_container")
+    else {
         return;
-    }
+    };
     let mark = unique("buildcmd");
     // The mark makes the label, so the cached image, unique to this test run.
-    let ws = Ws::new(&FEATURE_CONFIG.replace("MARK", &mark));
+    let ws = ctx.config(&FEATURE_CONFIG.replace("MARK", &mark));
     hello_feature(&ws);
     let (a, b) = (
         format!("devcell-test/{mark}:1"),
         format!("devcell-test/{mark}-b"),
     );
-    let out = ws.build(&["--image-name", &a, "--image-name", &b]);
+    let out = ws.output("build", &["--image-name", &a, "--image-name", &b]);
     let first = result(&out);
     let id = first["devcell"]["imageId"].as_str().unwrap().to_string();
-    ws.remove_on_drop(&id);
+    ws.remove_image(&id);
     assert_eq!(first["imageName"], serde_json::json!([a, b]));
     assert_eq!(inspect_image(&a, "{{.Id}}"), id);
     assert_eq!(inspect_image(&b, "{{.Id}}"), id);
@@ -234,7 +147,7 @@ fn build_layers_features_tags_and_creates_no_container() {
     );
 
     // A second build with unchanged inputs builds nothing.
-    let out = ws.build(&["--image-name", &a]);
+    let out = ws.output("build", &["--image-name", &a]);
     let second = result(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(second["devcell"]["imageId"], id.as_str());
@@ -245,10 +158,13 @@ fn build_layers_features_tags_and_creates_no_container() {
     assert!(!stderr.contains("Step 1/"), "built again: {stderr}");
 
     // `--label` is part of the image (and of its cache key).
-    let out = ws.build(&["--image-name", &a, "--label", "org.example.mark=yes"]);
+    let out = ws.output(
+        "build",
+        &["--image-name", &a, "--label", "org.example.mark=yes"],
+    );
     let labelled = result(&out);
     let labelled_id = labelled["devcell"]["imageId"].as_str().unwrap().to_string();
-    ws.remove_on_drop(&labelled_id);
+    ws.remove_image(&labelled_id);
     assert_ne!(labelled_id, id);
     assert_eq!(
         inspect_image(&a, "{{index .Config.Labels \"org.example.mark\"}}"),
@@ -259,22 +175,22 @@ fn build_layers_features_tags_and_creates_no_container() {
 
 #[test]
 fn build_pushes_to_the_local_registry() {
-    if !engine_ready("build_pushes_to_the_local_registry", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("build_pushes_to_the_local_registry") else {
         return;
-    }
+    };
     let Some(registry) = test_registry() else {
         return;
     };
     let mark = unique("buildcmd-push");
     // An image configuration without Features: the label is still baked into an image.
-    let ws = Ws::new(&format!(
+    let ws = ctx.config(&format!(
         r#"{{"image": "IMAGE", "postStartCommand": "echo {mark}"}}"#
     ));
     let repository = format!("devcell-test/{mark}");
     let name = format!("{registry}/{repository}:1");
 
     // `--push` needs a name that says where to.
-    let out = ws.build(&["--push"]);
+    let out = ws.output("build", &["--push"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let error: Value = serde_json::from_str(stdout.trim()).unwrap();
@@ -284,9 +200,9 @@ fn build_pushes_to_the_local_registry() {
         "{error}"
     );
 
-    let out = ws.build(&["--image-name", &name, "--push"]);
+    let out = ws.output("build", &["--image-name", &name, "--push"]);
     let pushed = result(&out);
-    ws.remove_on_drop(pushed["devcell"]["imageId"].as_str().unwrap());
+    ws.remove_image(pushed["devcell"]["imageId"].as_str().unwrap());
     assert_eq!(pushed["imageName"], serde_json::json!([name]));
     let digest = pushed["devcell"]["pushed"][0]["digest"]
         .as_str()
@@ -326,25 +242,23 @@ fn build_pushes_to_the_local_registry() {
 
 #[test]
 fn build_of_a_dockerfile_config_gets_the_reference_name() {
-    if !engine_ready(
-        "build_of_a_dockerfile_config_gets_the_reference_name",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("build_of_a_dockerfile_config_gets_the_reference_name")
+    else {
         return;
-    }
+    };
     let mark = unique("buildcmd-df");
-    let ws = Ws::new(&format!(
+    let ws = ctx.config(&format!(
         r#"{{"build": {{"dockerfile": "Dockerfile"}}, "postCreateCommand": "echo {mark}"}}"#
     ));
     ws.write(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nRUN echo {mark} > /mark\n"),
     );
-    let out = ws.build(&[]);
+    let out = ws.output("build", &[]);
     let built = result(&out);
     let name = built["imageName"][0].as_str().unwrap().to_string();
-    ws.remove_on_drop(&name);
-    ws.remove_on_drop(built["devcell"]["imageId"].as_str().unwrap());
+    ws.remove_image(&name);
+    ws.remove_image(built["devcell"]["imageId"].as_str().unwrap());
     let base = ws
         .path()
         .file_name()
@@ -363,7 +277,7 @@ fn build_of_a_dockerfile_config_gets_the_reference_name() {
         ("--platform", "linux/arm64"),
         ("--output", "type=tar,dest=x"),
     ] {
-        let out = ws.build(&[flag, value]);
+        let out = ws.output("build", &[flag, value]);
         assert_eq!(out.status.code(), Some(1));
         let error: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim())
             .expect("an error result");
@@ -373,14 +287,14 @@ fn build_of_a_dockerfile_config_gets_the_reference_name() {
 
 #[test]
 fn build_result_has_the_reference_cli_shape() {
-    if !engine_ready("build_result_has_the_reference_cli_shape", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("build_result_has_the_reference_cli_shape") else {
         return;
-    }
+    };
     let Some(cli) = reference_cli("build_result_has_the_reference_cli_shape") else {
         return;
     };
     let mark = unique("buildcmd-ref");
-    let ws = Ws::new(&FEATURE_CONFIG.replace("MARK", &mark));
+    let ws = ctx.config(&FEATURE_CONFIG.replace("MARK", &mark));
     hello_feature(&ws);
     let (theirs_name, ours_name) = (
         format!("devcell-test/{mark}-theirs:1"),
@@ -402,11 +316,11 @@ fn build_result_has_the_reference_cli_shape() {
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-    ws.remove_on_drop(&theirs_name);
+    ws.remove_image(&theirs_name);
     assert_eq!(theirs["outcome"], "success", "{theirs}");
 
-    let ours = result(&ws.build(&["--image-name", &ours_name]));
-    ws.remove_on_drop(ours["devcell"]["imageId"].as_str().unwrap());
+    let ours = result(&ws.output("build", &["--image-name", &ours_name]));
+    ws.remove_image(ours["devcell"]["imageId"].as_str().unwrap());
     // Same keys, apart from devcell's one addition and the reference 0.89's auth diagnostics.
     let strip = |v: &Value, key: &str| {
         let mut v = v.clone();
@@ -430,14 +344,11 @@ fn build_result_has_the_reference_cli_shape() {
 /// merged values, devcontainer.json's last (spec-note 0473).
 #[test]
 fn build_bakes_container_env_after_the_features() {
-    if !engine_ready(
-        "build_bakes_container_env_after_the_features",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("build_bakes_container_env_after_the_features") else {
         return;
-    }
+    };
     let mark = unique("buildenv");
-    let ws = Ws::new(&format!(
+    let ws = ctx.config(&format!(
         r#"{{"image": "IMAGE", "remoteUser": "nobody",
             "features": {{"./envf": {{}}}},
             "containerEnv": {{"WHO": "config", "MARK": "{mark}", "LITERAL": "a$b"}}}}"#
@@ -448,10 +359,10 @@ fn build_bakes_container_env_after_the_features() {
             "containerEnv": {"WHO": "feature", "FEATURE_ONLY": "yes", "PATH": "/opt/envf/bin:${PATH}"}}"#,
         "true",
     );
-    let built = result(&ws.build(&[]));
+    let built = result(&ws.output("build", &[]));
     let name = built["imageName"][0].as_str().unwrap().to_string();
-    ws.remove_on_drop(&name);
-    ws.remove_on_drop(built["devcell"]["imageId"].as_str().unwrap());
+    ws.remove_image(&name);
+    ws.remove_image(built["devcell"]["imageId"].as_str().unwrap());
     let env: Vec<String> = serde_json::from_str(&inspect_image(&name, "{{json .Config.Env}}"))
         .expect("Config.Env is a JSON list");
     let position = |prefix: &str| {

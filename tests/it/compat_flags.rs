@@ -3,13 +3,13 @@
 //! naming it, never clap's "unexpected argument"); `exec --container-id` against the real
 //! engine; options before `exec`'s command are options.
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::context::TestContext;
 use crate::support::devcell;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::refcli::reference_cli;
 
 /// The drop-in commands compared with the reference's `--help`.
@@ -338,57 +338,6 @@ fn usage_errors_name_the_way_out() {
     );
 }
 
-/// A workspace whose containers are removed on drop.
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new(config: &str) -> Workspace {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-flags-")
-            .tempdir()
-            .unwrap();
-        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
-        std::fs::write(
-            dir.path().join(".devcontainer/devcontainer.json"),
-            config.replace("IMAGE", BUSYBOX_IMAGE),
-        )
-        .unwrap();
-        Workspace { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        devcell()
-            .arg(command)
-            .arg("--workspace-folder")
-            .arg(self.path())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--no-trunc", "--filter"])
-            .arg(format!(
-                "label=devcontainer.local_folder={}",
-                self.path().display()
-            ))
-            .output()
-            .unwrap();
-        for id in String::from_utf8_lossy(&out.stdout).lines() {
-            let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
-        }
-    }
-}
-
 fn ran(result: &Value) -> Vec<String> {
     result["devcell"]["lifecycle"]["runs"]
         .as_array()
@@ -400,11 +349,11 @@ fn ran(result: &Value) -> Vec<String> {
 
 #[test]
 fn exec_and_run_user_commands_by_container_id() {
-    if !engine_ready("exec_and_run_user_commands_by_container_id", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("exec_and_run_user_commands_by_container_id") else {
         return;
-    }
+    };
     // The real devcontainer.json is broken: `--override-config` gives the content.
-    let ws = Workspace::new("{ this is not json");
+    let ws = ctx.config("{ this is not json");
     let override_file = ws.path().join("override.json");
     std::fs::write(
         &override_file,
@@ -418,7 +367,7 @@ fn exec_and_run_user_commands_by_container_id() {
     )
     .unwrap();
     let override_arg = override_file.to_str().unwrap();
-    let out = ws.run(
+    let out = ws.output(
         "up",
         &[
             "--override-config",
@@ -550,10 +499,10 @@ fn exec_and_run_user_commands_by_container_id() {
 
 #[test]
 fn up_adds_additional_features() {
-    if !engine_ready("up_adds_additional_features", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("up_adds_additional_features") else {
         return;
-    }
-    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    };
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let dir = ws.path().join(".devcontainer/extra");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -566,7 +515,7 @@ fn up_adds_additional_features() {
         "#!/bin/sh\nset -e\necho \"$WORD\" > /etc/extra-feature.txt\n",
     )
     .unwrap();
-    let out = ws.run(
+    let out = ws.output(
         "up",
         &["--additional-features", r#"{"./extra": {"word": "added"}}"#],
     );
@@ -578,7 +527,7 @@ fn up_adds_additional_features() {
         .output()
         .unwrap();
     let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
-    let out = ws.run("exec", &["cat", "/etc/extra-feature.txt"]);
+    let out = ws.output("exec", &["cat", "/etc/extra-feature.txt"]);
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     drop(ws);
     if image.starts_with("devcell/") {
@@ -587,8 +536,8 @@ fn up_adds_additional_features() {
     assert_eq!(text, "added");
 
     // Not JSON: an error naming the flag, nothing created.
-    let ws = Workspace::new(r#"{"image": "IMAGE"}"#);
-    let out = ws.run("up", &["--additional-features", "[1]"]);
+    let ws = TestContext::new("flags").config(r#"{"image": "IMAGE"}"#);
+    let out = ws.output("up", &["--additional-features", "[1]"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("--additional-features"),

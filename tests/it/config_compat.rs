@@ -7,20 +7,15 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::support::context::TestContext;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::engine::ContainerGuard;
 use crate::support::refcli::reference_cli;
 use crate::support::{assert_failed, devcell, read_configuration, stdout_json, unique};
 
 /// A workspace with `.devcontainer/devcontainer.json` = `config`.
-fn workspace(config: &Value) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(ws.path().join(".devcontainer")).expect("mkdir");
-    std::fs::write(
-        ws.path().join(".devcontainer/devcontainer.json"),
-        config.to_string(),
-    )
-    .expect("write config");
-    ws
+fn workspace(config: &Value) -> TestContext {
+    TestContext::new("compat").config_json(config)
 }
 
 /// `devcell read-configuration <args…>` with the engine address passed through.
@@ -218,33 +213,23 @@ fn unreachable_engine_is_a_warning_not_an_error() {
     assert!(err.contains("not reachable"), "{err}");
 }
 
-/// A container created (not started) with labels and env; removed on drop.
-struct Created(String);
-
-impl Created {
-    fn new(labels: &[(&str, &str)], env: &[&str]) -> Created {
-        let mut cmd = Command::new("docker");
-        cmd.args(["create", "--label", "devcell.test=1"]);
-        for (k, v) in labels {
-            cmd.arg("--label").arg(format!("{k}={v}"));
-        }
-        for e in env {
-            cmd.arg("-e").arg(e);
-        }
-        let out = cmd.arg(BUSYBOX_IMAGE).output().expect("docker runs");
-        assert!(
-            out.status.success(),
-            "docker create: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Created(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+/// A created (not started) busybox container with `labels` and `env`, removed on drop.
+fn create_container(labels: &[(&str, &str)], env: &[&str]) -> ContainerGuard {
+    let mut cmd = Command::new("docker");
+    cmd.args(["create", "--label", "devcell.test=1"]);
+    for (k, v) in labels {
+        cmd.arg("--label").arg(format!("{k}={v}"));
     }
-}
-
-impl Drop for Created {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    for e in env {
+        cmd.arg("-e").arg(e);
     }
+    let out = cmd.arg(BUSYBOX_IMAGE).output().expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ContainerGuard(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 #[test]
@@ -256,7 +241,7 @@ fn id_label_finds_the_container_and_substitutes_from_it() {
     let label_entries = json!([
         {"postCreateCommand": "echo from-label ${containerEnv:GREETING}", "remoteUser": "labeluser"},
     ]);
-    let container = Created::new(
+    let container = create_container(
         &[
             ("devcell.compat.id", &id_value),
             ("devcontainer.metadata", &label_entries.to_string()),
@@ -456,7 +441,7 @@ fn id_label_lookup_matches_the_reference_cli() {
         {"postCreateCommand": "echo ${containerEnv:GREETING} ${devcontainerId}", "remoteUser": "u1",
          "capAdd": ["SYS_PTRACE"]},
     ]);
-    let _container = Created::new(
+    let _container = create_container(
         &[
             ("devcell.compat.id", &id_value),
             ("devcontainer.metadata", &label_entries.to_string()),
@@ -653,7 +638,7 @@ fn log_format_json_writes_json_events_on_stderr() {
 /// for the reference's temporary `cachePath` / `dstFolder`.
 const NEEDS_A: &str = r#"{"id": "b", "version": "2.0.0", "options": {"flag": {"type": "boolean", "default": false}}, "dependsOn": {"./a": {"x": true}}}"#;
 
-fn dependency_workspace() -> tempfile::TempDir {
+fn dependency_workspace() -> TestContext {
     let ws = workspace(&json!({"image": "debian", "features": {"./c": {}, "./b": {"flag": true}}}));
     local_feature(
         ws.path(),

@@ -15,33 +15,15 @@ use devcell::features::options::{
 };
 use serde_json::{Value, json};
 
+use crate::support::context::TestContext;
+use crate::support::docker::engine_ready;
+
 const IMAGE: &str = "devcell-test/busybox:1";
 
 fn feature_dir(id: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("features/src")
         .join(id)
-}
-
-/// True when the engine and the base image are available; panics when they are required.
-fn engine_available() -> bool {
-    let required = std::env::var("DEVCELL_TEST_ENGINE").as_deref() == Ok("1");
-    let ok = Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        if required {
-            panic!("DEVCELL_TEST_ENGINE=1 but `docker image inspect {IMAGE}` failed");
-        }
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!(
-                "note: skipping: Docker or `{IMAGE}` unavailable (set DEVCELL_TEST_ENGINE=1 to require)"
-            );
-        }
-    }
-    ok
 }
 
 /// Renders the env files for `feature` with `value` (as written in devcontainer.json) and runs
@@ -114,7 +96,7 @@ fn after_marker(stdout: &str) -> String {
 
 #[test]
 fn agent_user_creates_user_with_uid_and_home() {
-    if !engine_available() {
+    if !engine_ready("agent_user_creates_user_with_uid_and_home", IMAGE) {
         return;
     }
     let out = install(
@@ -194,7 +176,7 @@ fn shadow_image() -> String {
 
 #[test]
 fn agent_user_uses_useradd_when_present() {
-    if !engine_available() {
+    if !engine_ready("agent_user_uses_useradd_when_present", IMAGE) {
         return;
     }
     let image = shadow_image();
@@ -218,7 +200,7 @@ fn agent_user_uses_useradd_when_present() {
 
 #[test]
 fn agent_user_defaults_and_existing_group() {
-    if !engine_available() {
+    if !engine_ready("agent_user_defaults_and_existing_group", IMAGE) {
         return;
     }
     let out = install(
@@ -242,7 +224,7 @@ fn agent_user_defaults_and_existing_group() {
 
 #[test]
 fn agent_user_refuses_root_clashes_and_bad_names() {
-    if !engine_available() {
+    if !engine_ready("agent_user_refuses_root_clashes_and_bad_names", IMAGE) {
         return;
     }
     for (value, needle) in [
@@ -274,7 +256,7 @@ fn agent_user_refuses_root_clashes_and_bad_names() {
 
 #[test]
 fn packages_empty_list_is_a_no_op() {
-    if !engine_available() {
+    if !engine_ready("packages_empty_list_is_a_no_op", IMAGE) {
         return;
     }
     for value in [json!({}), json!({"packages": " , "})] {
@@ -287,7 +269,7 @@ fn packages_empty_list_is_a_no_op() {
 
 #[test]
 fn packages_without_a_package_manager_fails_clearly() {
-    if !engine_available() {
+    if !engine_ready("packages_without_a_package_manager_fails_clearly", IMAGE) {
         return;
     }
     let out = install("packages", json!({"packages": "git, jq"}), 1, "", "true");
@@ -301,7 +283,7 @@ fn packages_without_a_package_manager_fails_clearly() {
 
 #[test]
 fn packages_passes_the_list_to_the_package_manager() {
-    if !engine_available() {
+    if !engine_ready("packages_passes_the_list_to_the_package_manager", IMAGE) {
         return;
     }
     // A stand-in `apk` records its argv: the option → env → argv path is what is under test.
@@ -323,7 +305,7 @@ fn packages_passes_the_list_to_the_package_manager() {
 
 #[test]
 fn packages_refuses_flag_like_names() {
-    if !engine_available() {
+    if !engine_ready("packages_refuses_flag_like_names", IMAGE) {
         return;
     }
     for bad in ["--allow-untrusted", "git;id", "$(id)"] {
@@ -374,20 +356,15 @@ fn own_features_have_valid_metadata_and_layout() {
 
 /// A workspace with `.devcontainer/devcontainer.json` = `config` and local Features
 /// `.devcontainer/<id>/devcontainer-feature.json` = `metadata` (with `id` filled in).
-fn workspace(config: Value, features: &[(&str, Value)]) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    let dc = ws.path().join(".devcontainer");
-    std::fs::create_dir_all(&dc).unwrap();
-    std::fs::write(dc.join("devcontainer.json"), config.to_string()).unwrap();
+fn workspace(config: Value, features: &[(&str, Value)]) -> TestContext {
+    let ws = TestContext::new("features").config_json(&config);
     for (id, metadata) in features {
         let mut metadata = metadata.clone();
         metadata["id"] = json!(id);
-        std::fs::create_dir_all(dc.join(id)).unwrap();
-        std::fs::write(
-            dc.join(id).join("devcontainer-feature.json"),
-            metadata.to_string(),
-        )
-        .unwrap();
+        ws.write(
+            &format!(".devcontainer/{id}/devcontainer-feature.json"),
+            &metadata.to_string(),
+        );
     }
     ws
 }
@@ -493,7 +470,7 @@ fn resolve_dependencies_reports_cycles_and_bad_references() {
 
 #[test]
 fn own_feature_tests_pass_after_install_with_defaults() {
-    if !engine_available() {
+    if !engine_ready("own_feature_tests_pass_after_install_with_defaults", IMAGE) {
         return;
     }
     for id in ["agent-user", "packages"] {
@@ -513,7 +490,10 @@ fn own_feature_tests_pass_after_install_with_defaults() {
 
 #[test]
 fn hostile_option_values_reach_install_sh_unchanged_in_busybox() {
-    if !engine_available() {
+    if !engine_ready(
+        "hostile_option_values_reach_install_sh_unchanged_in_busybox",
+        IMAGE,
+    ) {
         return;
     }
     // Spec-note 0042: values the reference CLI would let the shell interpret.

@@ -3,53 +3,49 @@
 //! repository (spec-notes 0320-0329).
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::context::TestContext;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::git::{WORKSPACE_OWNER, git};
 
-/// A single-repository workspace with `.devcontainer/devcontainer.json`, a fake home, devcell's
-/// state folder and a config file with agent `a` (`true`).
+/// A single-repository workspace (`<tmp>/repo`, a git repository with
+/// `.devcontainer/devcontainer.json`) in an isolated [`TestContext`] (its own home, state and
+/// cache; `devcell delete` on drop), and a config file with agent `a` (`true`).
 struct Ws {
-    tmp: tempfile::TempDir,
+    ctx: TestContext,
     root: PathBuf,
     config: PathBuf,
 }
 
 impl Ws {
     fn new(devcontainer: &str) -> Ws {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("repo");
-        std::fs::create_dir_all(root.join(".devcontainer")).unwrap();
-        std::fs::write(root.join(".devcontainer/devcontainer.json"), devcontainer).unwrap();
-        git(&root, &["init", "-q"]);
-        git(&root, &["add", "-A"]);
-        git(&root, &["commit", "-q", "-m", "initial"]);
-        std::fs::create_dir_all(tmp.path().join("home")).unwrap();
-        let config = tmp.path().join("config.toml");
+        let ctx = TestContext::new("handoff-ux")
+            .isolated()
+            .at("repo")
+            .delete_on_drop();
+        ctx.write(".devcontainer/devcontainer.json", devcontainer);
+        git(ctx.path(), &["init", "-q"]);
+        git(ctx.path(), &["add", "-A"]);
+        git(ctx.path(), &["commit", "-q", "-m", "initial"]);
+        let config = ctx.tmp().join("config.toml");
         std::fs::write(
             &config,
             "[agents.a]\ncommand = [\"true\"]\nverify = [\"make test\"]\n",
         )
         .unwrap();
         Ws {
-            root: std::fs::canonicalize(&root).unwrap(),
+            root: std::fs::canonicalize(ctx.path()).unwrap(),
             config,
-            tmp,
+            ctx,
         }
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
-        cmd.env_clear()
-            .env("HOME", self.tmp.path().join("home"))
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DEVCELL_STATE_DIR", self.tmp.path().join("state"))
-            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
-            .args(args)
-            .stdin(Stdio::null());
+        let mut cmd = self.ctx.command();
+        cmd.args(args);
         cmd
     }
 
@@ -69,12 +65,6 @@ impl Ws {
         ];
         args.extend_from_slice(extra);
         self.run(&args)
-    }
-}
-
-impl Drop for Ws {
-    fn drop(&mut self) {
-        let _ = self.run(&["delete", "--workspace-folder", self.root.to_str().unwrap()]);
     }
 }
 
@@ -413,7 +403,7 @@ fn delete_names_each_kept_folder_by_what_it_is() {
     assert!(!out.contains("kept worktree"), "{out}");
 
     // a plain folder holding a worktree and a repository
-    let plain = ws.tmp.path().join("plain");
+    let plain = ws.ctx.tmp().join("plain");
     std::fs::create_dir_all(plain.join("web")).unwrap();
     git(&plain.join("web"), &["init", "-q"]);
     git(
@@ -438,7 +428,7 @@ fn delete_names_each_kept_folder_by_what_it_is() {
     );
     assert!(out.contains(&format!("kept worktree {p}/api")), "{out}");
     assert!(out.contains(&format!("kept repository {p}/web")), "{out}");
-    let empty = ws.tmp.path().join("empty");
+    let empty = ws.ctx.tmp().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let empty = std::fs::canonicalize(empty).unwrap();
     let e = empty.to_str().unwrap();
@@ -492,16 +482,16 @@ fn errors_name_the_config_file_and_carry_their_causes() {
             "codex",
             "--plan",
         ])
-        .env("XDG_CONFIG_HOME", ws.tmp.path().join("xdg"))
+        .env("XDG_CONFIG_HOME", ws.ctx.tmp().join("xdg"))
         .output()
         .unwrap();
     let expected = format!(
         "`{}` (not found) (agents: none)",
-        ws.tmp.path().join("xdg/devcell/config.toml").display()
+        ws.ctx.tmp().join("xdg/devcell/config.toml").display()
     );
     assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
 
-    let missing = ws.tmp.path().join("missing.toml");
+    let missing = ws.ctx.tmp().join("missing.toml");
     let m = missing.to_str().unwrap();
     let out = ws.run(&[
         "handoff",
@@ -523,7 +513,7 @@ fn errors_name_the_config_file_and_carry_their_causes() {
 #[test]
 fn primary_help_and_the_agents_folder_agree() {
     let ws = Ws::new("{}");
-    let multi = ws.tmp.path().join("multi");
+    let multi = ws.ctx.tmp().join("multi");
     for name in ["api", "web"] {
         let dir = multi.join(name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -595,7 +585,7 @@ fn the_text_plan_names_the_git_directory_mounts() {
     let ws = Ws::new(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
     ));
-    let worktree = ws.tmp.path().join("wt");
+    let worktree = ws.ctx.tmp().join("wt");
     git(
         &ws.root,
         &[

@@ -16,6 +16,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::context::TestContext;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::refcli::{RefCli, reference_cli};
 use crate::support::{copy_tree, devcell, fixture, publish, test_registry, unique};
@@ -31,18 +32,13 @@ fn hello_fixture() -> std::path::PathBuf {
     fixture("features/collection/src/hello")
 }
 
-/// Writes `.devcontainer/devcontainer.json` into a fresh workspace.
-fn workspace(config: &Value) -> tempfile::TempDir {
-    let ws = tempfile::Builder::new()
-        .prefix("devcell-interop-")
-        .tempdir()
-        .unwrap();
-    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
-    std::fs::write(
-        ws.path().join(".devcontainer/devcontainer.json"),
-        serde_json::to_vec_pretty(config).unwrap(),
-    )
-    .unwrap();
+/// A fresh workspace with `.devcontainer/devcontainer.json` = `config` (pretty-printed).
+fn workspace(config: &Value) -> TestContext {
+    let ws = TestContext::new("interop");
+    ws.write(
+        ".devcontainer/devcontainer.json",
+        &serde_json::to_string_pretty(config).unwrap(),
+    );
     ws
 }
 
@@ -55,31 +51,6 @@ fn last_json(out: &Output) -> Value {
     let line = text.lines().last().unwrap_or_default();
     serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}\nstderr: {}", stderr(out)))
-}
-
-/// Force-removes images (by reference) and the workspace's containers on drop.
-struct Cleanup {
-    images: Vec<String>,
-    workspace: Option<std::path::PathBuf>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(ws) = &self.workspace {
-            let out = Command::new("docker")
-                .args(["ps", "-aq", "--filter"])
-                .arg(format!("label=devcontainer.local_folder={}", ws.display()))
-                .output();
-            if let Ok(out) = out {
-                for id in String::from_utf8_lossy(&out.stdout).lines() {
-                    let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
-                }
-            }
-        }
-        for image in &self.images {
-            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
-        }
-    }
 }
 
 /// The `id`s of an image's `devcontainer.metadata` label, in order.
@@ -156,10 +127,8 @@ fn reference_cli_builds_with_features_published_by_devcell() {
         "features": { format!("{reg}/{ns}/greeter:2"): {} }
     }));
     let image = format!("devcell-{ns}:1");
-    let _cleanup = Cleanup {
-        images: vec![image.clone(), "dev_container_feature_content_temp".into()],
-        workspace: None,
-    };
+    ws.remove_image(&image);
+    ws.remove_image("dev_container_feature_content_temp");
     let out = refcli_run(
         &refcli,
         &[
@@ -251,10 +220,6 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
         "remoteUser": "nobody",
         "features": { format!("{reg}/{ns}/hello:1"): { "greeting": marker } }
     }));
-    let mut cleanup = Cleanup {
-        images: Vec::new(),
-        workspace: Some(ws.path().to_owned()),
-    };
     let cache = tempfile::tempdir().unwrap();
     let out = devcell()
         .args(["up", "--workspace-folder"])
@@ -277,7 +242,7 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
         .output()
         .unwrap();
     let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
-    cleanup.images.push(image.clone());
+    ws.remove_image(&image);
     // Podman reports the name fully qualified (`docker.io/devcell/features:…`).
     assert!(
         image

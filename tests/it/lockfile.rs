@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::context::TestContext;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::{devcell, free_port, publish, test_registry, unique};
 
@@ -45,31 +46,24 @@ fn publish_lockdemo(registry: &str, namespace: &str, version: &str, text: &str) 
         .to_string()
 }
 
-/// A workspace whose devcontainer.json asks for `feature`; containers and the images they run
-/// are removed on drop.
+/// A workspace whose devcontainer.json asks for `feature`; its [`TestContext`] removes the
+/// containers and the images they run on drop.
 struct Workspace {
-    dir: tempfile::TempDir,
-    images: std::cell::RefCell<Vec<String>>,
+    ctx: TestContext,
 }
 
 impl Workspace {
     fn new(feature: &str) -> Workspace {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-lock-")
-            .tempdir()
-            .unwrap();
-        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
-        std::fs::write(dir.path().join("README.md"), "the user's file\n").unwrap();
-        let ws = Workspace {
-            dir,
-            images: Default::default(),
-        };
+        let ctx = TestContext::new("lock");
+        std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
+        ctx.write("README.md", "the user's file\n");
+        let ws = Workspace { ctx };
         ws.configure(feature);
         ws
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.ctx.path()
     }
 
     fn configure(&self, feature: &str) {
@@ -87,13 +81,7 @@ impl Workspace {
     }
 
     fn run(&self, command: &str, args: &[&str]) -> Output {
-        devcell()
-            .arg(command)
-            .arg("--workspace-folder")
-            .arg(self.path())
-            .args(args)
-            .output()
-            .expect("devcell runs")
+        self.ctx.output(command, args)
     }
 
     /// `up --remove-existing-container <args>` (so Features are resolved every time): the
@@ -108,7 +96,7 @@ impl Workspace {
             .unwrap_or_else(|e| panic!("no result line ({e}): {text}\n{stderr}"));
         if let Some(id) = result["containerId"].as_str() {
             let image = docker(&["inspect", "-f", "{{.Config.Image}}", id]);
-            self.images.borrow_mut().push(image);
+            self.ctx.remove_image(&image);
         }
         (out.status.code(), result, stderr)
     }
@@ -122,13 +110,7 @@ impl Workspace {
     }
 
     fn containers(&self) -> Vec<String> {
-        let out = docker(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=devcontainer.local_folder={}", self.path().display()),
-        ]);
-        out.lines().map(str::to_string).collect()
+        self.ctx.containers()
     }
 
     /// Every file but the lockfile, by path.
@@ -137,17 +119,6 @@ impl Workspace {
         walk(self.path(), self.path(), &mut out);
         out.remove(Path::new(LOCK));
         out
-    }
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        for id in self.containers() {
-            docker(&["rm", "-f", "-v", &id]);
-        }
-        for image in self.images.take() {
-            docker(&["rmi", "-f", &image]);
-        }
     }
 }
 
@@ -644,7 +615,7 @@ fn lockfiles_are_interchangeable_with_the_reference_cli() {
         ])
         .lines()
         {
-            ws.images.borrow_mut().push(image.to_string());
+            ws.ctx.remove_image(image);
         }
         (out.status.success(), text.into_owned())
     };

@@ -3,6 +3,8 @@
 mod audit;
 mod build;
 mod build_command;
+mod cli_output;
+mod cli_output_engine;
 mod compat_flags;
 mod compose;
 mod config;

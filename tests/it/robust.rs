@@ -9,77 +9,42 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::support::context::TestContext;
 use crate::support::devcell;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::proxy::{EngineProxy, Trigger};
 
-/// A temporary workspace with a `.devcontainer/devcontainer.json`; its containers are
-/// force-removed (with their volumes) on drop.
-pub(crate) struct Ws {
-    dir: tempfile::TempDir,
+/// A [`TestContext`] with `config` and a `README.md` of user content.
+fn new_ws(config: &str) -> TestContext {
+    let ws = TestContext::new("robust").config(config);
+    ws.write("README.md", "user content\n");
+    ws
 }
 
-impl Ws {
-    pub(crate) fn new(config: &str) -> Ws {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-robust-")
-            .tempdir()
-            .expect("temp dir");
-        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
-        std::fs::write(
-            dir.path().join(".devcontainer/devcontainer.json"),
-            config.replace("IMAGE", BUSYBOX_IMAGE),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("README.md"), "user content\n").unwrap();
-        Ws { dir }
+/// `devcell <command> --workspace-folder <ws> <args…>`, with `DOCKER_HOST` when given.
+fn run(ws: &TestContext, command: &str, args: &[&str], docker_host: Option<&str>) -> Output {
+    let mut cmd = ws.command();
+    cmd.arg(command)
+        .arg("--workspace-folder")
+        .arg(ws.path())
+        .args(args);
+    if let Some(host) = docker_host {
+        cmd.env("DOCKER_HOST", host);
     }
+    cmd.output().expect("devcell runs")
+}
 
-    pub(crate) fn path(&self) -> &Path {
-        self.dir.path()
+/// A hash of every path, file content and mode under the workspace.
+fn tree_hash(root: &Path) -> String {
+    let mut files = BTreeMap::new();
+    collect(root, root, &mut files);
+    let mut hasher = Sha256::new();
+    for (path, content) in files {
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(&content);
     }
-
-    /// `devcell <command> --workspace-folder <ws> <args…>`, with `DOCKER_HOST` when given.
-    pub(crate) fn run(&self, command: &str, args: &[&str], docker_host: Option<&str>) -> Output {
-        let mut cmd = devcell();
-        cmd.arg(command)
-            .arg("--workspace-folder")
-            .arg(self.path())
-            .args(args);
-        if let Some(host) = docker_host {
-            cmd.env("DOCKER_HOST", host);
-        }
-        cmd.output().expect("devcell runs")
-    }
-
-    /// Ids of the containers labelled with this workspace.
-    pub(crate) fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--no-trunc", "--filter"])
-            .arg(format!(
-                "label=devcontainer.local_folder={}",
-                self.path().display()
-            ))
-            .output()
-            .expect("docker runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// A hash of every path, file content and mode under the workspace.
-    pub(crate) fn tree_hash(&self) -> String {
-        let mut files = BTreeMap::new();
-        collect(self.path(), self.path(), &mut files);
-        let mut hasher = Sha256::new();
-        for (path, content) in files {
-            hasher.update(path.as_bytes());
-            hasher.update([0]);
-            hasher.update(&content);
-        }
-        hex::encode(hasher.finalize())
-    }
+    hex::encode(hasher.finalize())
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
@@ -97,16 +62,6 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
             collect(root, &path, out);
         } else {
             out.insert(rel, std::fs::read(&path).unwrap());
-        }
-    }
-}
-
-impl Drop for Ws {
-    fn drop(&mut self) {
-        for id in self.containers() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
         }
     }
 }
@@ -148,8 +103,8 @@ fn assert_engine_gone(out: &Output, proxy: &EngineProxy) {
 }
 
 /// `up` that must succeed against the real engine.
-fn up_ok(ws: &Ws) -> Value {
-    let out = ws.run("up", &[], None);
+fn up_ok(ws: &TestContext) -> Value {
+    let out = run(ws, "up", &[], None);
     assert!(
         out.status.success(),
         "up failed: {}",
@@ -168,15 +123,15 @@ fn engine_gone_while_a_hook_runs_then_up_recovers() {
     }
     // The hook prints a line the proxy waits for (computed, so the line is not in the request),
     // then keeps running; at the next `up` it ends at once.
-    let ws = Ws::new(
+    let ws = new_ws(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo hook-$((40+2))-running; test -e /tmp/hook-ran && exit 0; touch /tmp/hook-ran; sleep 30"}"#,
     );
-    let before = ws.tree_hash();
+    let before = tree_hash(ws.path());
     let proxy = EngineProxy::start(Trigger::OnOutput("hook-42-running".into()));
-    let out = ws.run("up", &[], Some(&proxy.docker_host()));
+    let out = run(&ws, "up", &[], Some(&proxy.docker_host()));
     assert_engine_gone(&out, &proxy);
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     let left = ws.containers();
     assert_eq!(left.len(), 1, "the container is left for inspection");
 
@@ -190,7 +145,7 @@ fn engine_gone_while_a_hook_runs_then_up_recovers() {
             .any(|r| r["hook"] == "postCreateCommand" && r["exitCode"] == 0),
         "{result}"
     );
-    assert_eq!(ws.tree_hash(), before);
+    assert_eq!(tree_hash(ws.path()), before);
 }
 
 #[test]
@@ -201,18 +156,18 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
     ) {
         return;
     }
-    let ws = Ws::new(
+    let ws = new_ws(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo created-ok > /tmp/created"}"#,
     );
-    let before = ws.tree_hash();
+    let before = tree_hash(ws.path());
     // The workspace label as a JSON key appears only in the create request's body.
     let proxy = EngineProxy::start(Trigger::AfterResponseTo(
         "\"devcontainer.local_folder\":".into(),
     ));
-    let out = ws.run("up", &[], Some(&proxy.docker_host()));
+    let out = run(&ws, "up", &[], Some(&proxy.docker_host()));
     assert_engine_gone(&out, &proxy);
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     let left = ws.containers();
     assert_eq!(left.len(), 1, "{left:?}");
     let state = Command::new("docker")
@@ -245,7 +200,7 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
         !runs.iter().any(|r| r["hook"] == "postCreateCommand"),
         "{again}"
     );
-    assert_eq!(ws.tree_hash(), before);
+    assert_eq!(tree_hash(ws.path()), before);
 }
 
 /// Force-removes image references on drop (also when the test panics).
@@ -261,8 +216,8 @@ impl Drop for Images {
 
 /// A workspace whose config layers a local Feature (its install step unique to this run, so
 /// its `devcell/features:<key>` image is this test's own).
-fn feature_ws(tag: &str) -> Ws {
-    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./feat": {}}}"#);
+fn feature_ws(tag: &str) -> TestContext {
+    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./feat": {}}}"#);
     let dir = ws.path().join(".devcontainer/feat");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -508,7 +463,7 @@ fn exec_tty_follows_the_terminal_size() {
     if !engine_ready(test, BUSYBOX_IMAGE) {
         return;
     }
-    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     up_ok(&ws);
     let args: Vec<&std::ffi::OsStr> = vec![
         "exec".as_ref(),
@@ -527,7 +482,7 @@ fn handoff_tty_follows_the_terminal_size() {
     if !engine_ready(test, BUSYBOX_IMAGE) {
         return;
     }
-    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("config.toml");
     std::fs::write(
@@ -558,7 +513,7 @@ fn handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for() {
         return;
     }
     // `up` makes a container on the engine's bridge; handoff's default network is `none`.
-    let ws = Ws::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let id = up_ok(&ws)["containerId"].as_str().unwrap().to_string();
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("config.toml");

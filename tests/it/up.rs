@@ -1,7 +1,7 @@
 //! `devcell up` / `exec` / `down` / `run-user-commands` end to end: the real binary against the
 //! real engine, with `devcell-test/busybox:1` (users `root` and `nobody`).
 //!
-//! Every test uses its own temporary workspace; [`Workspace`]'s `Drop` force-removes every
+//! Every test uses its own [`TestContext`], whose `Drop` force-removes every
 //! container labelled with that workspace folder (and their anonymous volumes), also when the
 //! test fails.
 
@@ -12,106 +12,23 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::support::context::{ImagePatternGuard, TestContext, VolumeGuard};
 use crate::support::devcell;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::engine::{ContainerGuard, ImageGuard};
 use crate::support::refcli::{RefCli, reference_cli};
 
-/// A temporary workspace with a `.devcontainer/devcontainer.json`.
-struct Workspace {
-    dir: tempfile::TempDir,
-    /// Image reference patterns removed on drop.
-    cleanup_images: std::cell::RefCell<Vec<String>>,
-}
-
-impl Workspace {
-    fn new(config: &str) -> Workspace {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-up-")
-            .tempdir()
-            .expect("temp dir");
-        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
-        std::fs::write(
-            dir.path().join(".devcontainer/devcontainer.json"),
-            config.replace("IMAGE", BUSYBOX_IMAGE),
-        )
-        .unwrap();
-        Workspace {
-            dir,
-            cleanup_images: std::cell::RefCell::new(Vec::new()),
-        }
+/// A hash of every file path and content under `root`.
+fn tree_hash(root: &Path) -> String {
+    let mut files = BTreeMap::new();
+    collect(root, root, &mut files);
+    let mut hasher = Sha256::new();
+    for (path, content) in files {
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(&content);
     }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.path().join(rel), text).unwrap();
-    }
-
-    /// Runs `devcell <command> --workspace-folder <ws> <args…>`.
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        devcell()
-            .arg(command)
-            .arg("--workspace-folder")
-            .arg(self.path())
-            .args(args)
-            .output()
-            .expect("devcell runs")
-    }
-
-    /// `devcell up` that must succeed; returns the result JSON.
-    fn up(&self, args: &[&str]) -> Value {
-        let out = self.run("up", args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "up failed: {stderr}\nstdout: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let result = last_json(&out);
-        assert_eq!(result["outcome"], "success", "{result}");
-        result
-    }
-
-    /// `devcell exec … sh -c <script>`: (exit code, stdout, stderr).
-    fn sh(&self, script: &str) -> (i32, String, String) {
-        let out = self.run("exec", &["sh", "-c", script]);
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// Ids of the containers carrying this workspace's `devcontainer.local_folder` label.
-    fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--no-trunc", "--filter"])
-            .arg(format!(
-                "label=devcontainer.local_folder={}",
-                self.path().display()
-            ))
-            .output()
-            .expect("docker runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// A hash of every file path and content under the workspace.
-    fn tree_hash(&self) -> String {
-        let mut files = BTreeMap::new();
-        collect(self.path(), self.path(), &mut files);
-        let mut hasher = Sha256::new();
-        for (path, content) in files {
-            hasher.update(path.as_bytes());
-            hasher.update([0]);
-            hasher.update(&content);
-        }
-        hex::encode(hasher.finalize())
-    }
+    hex::encode(hasher.finalize())
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
@@ -123,19 +40,6 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
             collect(root, &path, out);
         } else {
             out.insert(rel, std::fs::read(&path).unwrap());
-        }
-    }
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        for id in self.containers() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
-        }
-        for pattern in self.cleanup_images.take() {
-            drop(ImageCleanupByPrefix(pattern));
         }
     }
 }
@@ -192,12 +96,12 @@ const HOOKS_CONFIG: &str = r#"{
 
 #[test]
 fn up_exec_reuse_down_and_restart() {
-    if !engine_ready("up_exec_reuse_down_and_restart", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("up_exec_reuse_down_and_restart") else {
         return;
-    }
-    let ws = Workspace::new(HOOKS_CONFIG);
+    };
+    let ws = ctx.config(HOOKS_CONFIG);
     // initializeCommand runs on the host only when the user grants it (spec-note 0410)
-    let out = ws.run("up", &["--allow", "host-command"]);
+    let out = ws.output("up", &["--allow", "host-command"]);
     let first = last_json(&out);
     assert_eq!(first["outcome"], "success", "{first}");
     assert_eq!(
@@ -269,7 +173,7 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(lines[0], "nobody");
     assert_eq!(lines[1], folder);
     assert!(lines[2].starts_with("hello /usr/local/sbin:"), "{stdout}");
-    let out = ws.run("exec", &["sh", "-c", "kill -9 $$"]);
+    let out = ws.output("exec", &["sh", "-c", "kill -9 $$"]);
     assert_eq!(out.status.code(), Some(137));
 
     // Piped stdin is forwarded; the exec ends with the process even while stdin stays open.
@@ -309,7 +213,7 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(ws.containers(), vec![id.clone()]);
 
     // down (or stop) stops it; up starts it again: postStart reruns, onCreate does not.
-    let down = last_json(&ws.run("stop", &[]));
+    let down = last_json(&ws.output("stop", &[]));
     assert_eq!(down["containerIds"][0], id.as_str());
     assert_eq!(docker_inspect(&id, "{{.State.Running}}"), "false");
     let third = ws.up(&["--allow", "host-command"]);
@@ -318,13 +222,13 @@ fn up_exec_reuse_down_and_restart() {
     assert_eq!(ran(&third), ["postStartCommand", "postAttachCommand"]);
 
     // run-user-commands: only postAttach is due.
-    let out = ws.run("run-user-commands", &[]);
+    let out = ws.output("run-user-commands", &[]);
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{result}");
     assert_eq!(result["result"], "done");
 
     // down --remove removes the container (and its state volume); the workspace stays.
-    let down = last_json(&ws.run("down", &["--remove"]));
+    let down = last_json(&ws.output("down", &["--remove"]));
     assert_eq!(down["removed"], true);
     assert!(ws.containers().is_empty());
     assert!(ws.path().join(".devcontainer/devcontainer.json").is_file());
@@ -332,10 +236,10 @@ fn up_exec_reuse_down_and_restart() {
 
 #[test]
 fn hardened_profile_holds_inside_the_container() {
-    if !engine_ready("hardened_profile_holds_inside_the_container", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("hardened_profile_holds_inside_the_container") else {
         return;
-    }
-    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    };
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     // A host "home" with a file the container must not see.
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("secret-devcell-test"), "x").unwrap();
@@ -391,8 +295,8 @@ fn hardened_profile_holds_inside_the_container() {
 
 /// `up` refuses, exit 1, the error result lists the request with its flag, nothing created.
 fn assert_refused(config: &str, args: &[&str], wanted: &[&str]) {
-    let ws = Workspace::new(config);
-    let out = ws.run("up", args);
+    let ws = TestContext::new("up").config(config);
+    let out = ws.output("up", args);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -452,14 +356,10 @@ fn refusals_create_nothing() {
 
 #[test]
 fn grants_and_the_reference_profile_apply_requests() {
-    if !engine_ready(
-        "grants_and_the_reference_profile_apply_requests",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("grants_and_the_reference_profile_apply_requests") else {
         return;
-    }
-    let ws =
-        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
+    };
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
     let result = ws.up(&["--allow", "cap:SYS_PTRACE"]);
     let id = result["containerId"].as_str().unwrap();
     assert_eq!(docker_inspect(id, "{{.HostConfig.CapAdd}}"), "[SYS_PTRACE]");
@@ -470,13 +370,14 @@ fn grants_and_the_reference_profile_apply_requests() {
     // The same grant from the user's settings file.
     let settings = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(settings.path(), "[security]\nallow = [\"root\"]\n").unwrap();
-    let root_ws = Workspace::new(r#"{"image": "IMAGE"}"#);
+    let root_ws = TestContext::new("up").config(r#"{"image": "IMAGE"}"#);
     let result = root_ws.up(&["--config-file", settings.path().to_str().unwrap()]);
     assert_eq!(result["remoteUser"], "root");
     assert_eq!(result["devcell"]["permissions"][0]["status"], "granted");
 
     // reference: the configuration as written, like the reference CLI.
-    let reference = Workspace::new(r#"{"image": "IMAGE", "capAdd": ["SYS_PTRACE"]}"#);
+    let reference =
+        TestContext::new("up").config(r#"{"image": "IMAGE", "capAdd": ["SYS_PTRACE"]}"#);
     let result = reference.up(&["--security-profile", "reference"]);
     let id = result["containerId"].as_str().unwrap();
     assert_eq!(result["devcell"]["profile"], "reference");
@@ -496,20 +397,19 @@ fn grants_and_the_reference_profile_apply_requests() {
 
 #[test]
 fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
-    if !engine_ready(
-        "failing_post_create_leaves_the_workspace_unchanged_and_reruns",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) =
+        TestContext::busybox("failing_post_create_leaves_the_workspace_unchanged_and_reruns")
+    else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "onCreateCommand": "echo created",
             "postCreateCommand": "echo failing-now; touch \"$PWD/written-by-hook\"; exit 5"}"#,
     );
     ws.write("README", "a file the hook must not change\n");
-    let before = ws.tree_hash();
-    let out = ws.run("up", &[]);
+    let before = tree_hash(ws.path());
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let result = last_json(&out);
     assert_eq!(result["outcome"], "error");
@@ -523,11 +423,11 @@ fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
             .as_str()
             .is_some_and(|id| !id.is_empty())
     );
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
 
     // The container is left for inspection; the next `up` runs the failed hook again (and
     // not the completed onCreateCommand).
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("failing-now"), "{stderr}");
@@ -541,15 +441,15 @@ fn failing_post_create_leaves_the_workspace_unchanged_and_reruns() {
     );
     assert!(!stderr.contains("Running the onCreateCommand"), "{stderr}");
     assert_eq!(ws.containers().len(), 1);
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
 }
 
 #[test]
 fn dockerfile_kind_builds_through_the_engine() {
-    if !engine_ready("dockerfile_kind_builds_through_the_engine", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("dockerfile_kind_builds_through_the_engine") else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"build": {"dockerfile": "Dockerfile", "args": {"WORD": "built-with-arg"}},
             "remoteUser": "nobody"}"#,
     );
@@ -563,10 +463,10 @@ fn dockerfile_kind_builds_through_the_engine() {
         .unwrap()
         .to_string_lossy()
         .to_lowercase();
-    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
+    ws.remove_images_matching(&format!("vsc-{base}-*"));
     let result = ws.up(&[]);
     let image = container_image(result["containerId"].as_str().unwrap());
-    let _cleanup = ImageCleanup(image.clone());
+    let _cleanup = ImageGuard(vec![image.clone()]);
     // The image the container runs carries the metadata label itself, as the reference's
     // does (spec-note 0473): the Dockerfile's image with the label layered on.
     assert!(image.starts_with("devcell/features:"), "{image}");
@@ -584,7 +484,7 @@ fn dockerfile_kind_builds_through_the_engine() {
     assert_eq!((code, stdout.trim()), (0, "built-with-arg"));
 
     // An option devcell cannot map is an error naming it, before anything is created.
-    let bad = Workspace::new(
+    let bad = TestContext::new("up").config(
         r#"{"build": {"dockerfile": "Dockerfile", "options": ["--ssh", "default"]},
             "remoteUser": "nobody"}"#,
     );
@@ -592,7 +492,7 @@ fn dockerfile_kind_builds_through_the_engine() {
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\n"),
     );
-    let out = bad.run("up", &[]);
+    let out = bad.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         last_json(&out)["message"]
@@ -603,15 +503,7 @@ fn dockerfile_kind_builds_through_the_engine() {
     assert!(bad.containers().is_empty());
 }
 
-struct ImageCleanup(String);
-
-impl Drop for ImageCleanup {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
-    }
-}
-
-fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
+fn reference_up(cli: &RefCli, ws: &TestContext) -> Value {
     // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
     let base = ws
         .path()
@@ -619,7 +511,7 @@ fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
         .unwrap()
         .to_string_lossy()
         .to_lowercase();
-    ws.cleanup_images.borrow_mut().push(format!("vsc-{base}-*"));
+    ws.remove_images_matching(&format!("vsc-{base}-*"));
     let out = cli
         .command()
         .args(["up", "--workspace-folder"])
@@ -636,26 +528,23 @@ fn reference_up(cli: &RefCli, ws: &Workspace) -> Value {
     cli.assert_stayed_local();
     let image = container_image(result["containerId"].as_str().unwrap());
     if image.starts_with("vsc-") {
-        ws.cleanup_images.borrow_mut().push(image);
+        ws.remove_images_matching(&image);
     }
     result
 }
 
 #[test]
 fn containers_are_shared_with_the_reference_cli() {
-    if !engine_ready(
-        "containers_are_shared_with_the_reference_cli",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("containers_are_shared_with_the_reference_cli") else {
         return;
-    }
+    };
     let Some(cli) = reference_cli("containers_are_shared_with_the_reference_cli") else {
         return;
     };
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody"}"#;
     // Made by the reference, reused by devcell under `reference` (under `hardened` it is
     // refused: `reused_containers_are_rechecked_against_the_profile`).
-    let ws = Workspace::new(config);
+    let ws = ctx.config(config);
     let theirs = reference_up(&cli, &ws);
     let ours = ws.up(&["--security-profile", "reference"]);
     assert_eq!(ours["containerId"], theirs["containerId"]);
@@ -663,7 +552,7 @@ fn containers_are_shared_with_the_reference_cli() {
     assert_eq!(ws.containers().len(), 1);
 
     // Made by devcell, reused by the reference.
-    let ws = Workspace::new(config);
+    let ws = TestContext::new("up").config(config);
     let ours = ws.up(&[]);
     let theirs = reference_up(&cli, &ws);
     assert_eq!(theirs["containerId"], ours["containerId"]);
@@ -674,20 +563,20 @@ fn containers_are_shared_with_the_reference_cli() {
 #[test]
 fn reused_containers_are_rechecked_against_the_profile() {
     let test = "reused_containers_are_rechecked_against_the_profile";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox(test) else {
         return;
-    }
+    };
     let Some(cli) = reference_cli(test) else {
         return;
     };
     // Made by the reference CLI: root, the engine's default capabilities, writable root, no
     // limits. `hardened` refuses to reuse it and changes nothing.
-    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let theirs = reference_up(&cli, &ws);
     let id = theirs["containerId"].as_str().unwrap().to_string();
     let started = docker_inspect(&id, "{{.State.StartedAt}}");
-    let before = ws.tree_hash();
-    let out = ws.run("up", &[]);
+    let before = tree_hash(ws.path());
+    let out = ws.output("up", &[]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -713,7 +602,7 @@ fn reused_containers_are_rechecked_against_the_profile() {
     }
     assert_eq!(ws.containers(), std::slice::from_ref(&id));
     assert_eq!(docker_inspect(&id, "{{.State.StartedAt}}"), started);
-    assert_eq!(ws.tree_hash(), before);
+    assert_eq!(tree_hash(ws.path()), before);
 
     // `reference` reuses it as it is; `--remove-existing-container` recreates it hardened, and
     // that one is reused by a plain `up`.
@@ -732,10 +621,10 @@ fn reused_containers_are_rechecked_against_the_profile() {
 
     // Made by devcell with a grant, reused without it: refused, the grant named; with it:
     // reused, the granted permission reported.
-    let granted =
-        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
+    let granted = TestContext::new("up")
+        .config(r#"{"image": "IMAGE", "remoteUser": "nobody", "capAdd": ["SYS_PTRACE"]}"#);
     let first = granted.up(&["--allow", "cap:SYS_PTRACE"]);
-    let out = granted.run("up", &[]);
+    let out = granted.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let result = last_json(&out);
     let text = format!("{} {}", result["message"], result["description"]);
@@ -756,33 +645,18 @@ fn reused_containers_are_rechecked_against_the_profile() {
     );
 }
 
-/// A local Feature `./<id>` in the workspace's `.devcontainer/`.
-fn local_feature(ws: &Workspace, id: &str, metadata: &str, install: &str) {
-    let dir = ws.path().join(".devcontainer").join(id);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("devcontainer-feature.json"), metadata).unwrap();
-    std::fs::write(
-        dir.join("install.sh"),
-        format!("#!/bin/sh\nset -e\n{install}\n"),
-    )
-    .unwrap();
-}
-
 #[test]
 fn local_features_are_layered_cached_and_hooked_first() {
-    if !engine_ready(
-        "local_features_are_layered_cached_and_hooked_first",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("local_features_are_layered_cached_and_hooked_first")
+    else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "features": {"./hello": {"greeting": "hi-there"}},
             "postCreateCommand": "echo config-post-create"}"#,
     );
-    local_feature(
-        &ws,
+    ws.feature(
         "hello",
         r#"{"id": "hello", "version": "1.0.0", "name": "Hello",
             "options": {"greeting": {"type": "string", "default": "hey"}},
@@ -790,7 +664,7 @@ fn local_features_are_layered_cached_and_hooked_first() {
             "postCreateCommand": "echo feature-post-create"}"#,
         "echo \"$GREETING for $_REMOTE_USER\" > /etc/hello.txt",
     );
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     let result = last_json(&out);
     assert_eq!(
         result["outcome"],
@@ -800,7 +674,7 @@ fn local_features_are_layered_cached_and_hooked_first() {
     );
     let id = result["containerId"].as_str().unwrap().to_string();
     let image = container_image(&id);
-    let _cleanup = ImageCleanup(image.clone());
+    let _cleanup = ImageGuard(vec![image.clone()]);
     assert!(image.starts_with("devcell/features:"), "{image}");
     let origins: Vec<&str> = result["devcell"]["lifecycle"]["runs"]
         .as_array()
@@ -818,8 +692,8 @@ fn local_features_are_layered_cached_and_hooked_first() {
     assert_eq!(entries[0]["id"], "./hello");
 
     // A second `up` with unchanged inputs builds nothing.
-    ws.run("down", &["--remove"]);
-    let out = ws.run("up", &[]);
+    ws.output("down", &["--remove"]);
+    let out = ws.output("up", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -831,22 +705,17 @@ fn local_features_are_layered_cached_and_hooked_first() {
 
 #[test]
 fn feature_and_image_label_requests_are_refused() {
-    if !engine_ready(
-        "feature_and_image_label_requests_are_refused",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("feature_and_image_label_requests_are_refused") else {
         return;
-    }
+    };
     // A Feature asking for a capability.
-    let ws =
-        Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./cap": {}}}"#);
-    local_feature(
-        &ws,
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./cap": {}}}"#);
+    ws.feature(
         "cap",
         r#"{"id": "cap", "version": "1.0.0", "capAdd": ["SYS_PTRACE"]}"#,
         "true",
     );
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let result = last_json(&out);
     let text = format!("{} {}", result["message"], result["description"]);
@@ -868,7 +737,8 @@ fn feature_and_image_label_requests_are_refused() {
     drop(images);
 
     // An image label asking for the engine socket.
-    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    let ws = TestContext::new("up")
+        .config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
     ws.write(
         ".devcontainer/Dockerfile",
         &format!(
@@ -881,8 +751,8 @@ fn feature_and_image_label_requests_are_refused() {
         .unwrap()
         .to_string_lossy()
         .to_lowercase();
-    let _cleanup = ImageCleanupByPrefix(format!("vsc-{base}-*"));
-    let out = ws.run("up", &[]);
+    let _cleanup = ImagePatternGuard(format!("vsc-{base}-*"));
+    let out = ws.output("up", &[]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -898,31 +768,12 @@ fn feature_and_image_label_requests_are_refused() {
     assert!(ws.containers().is_empty());
 }
 
-/// Removes every image whose reference matches a `docker images --filter reference=` pattern.
-struct ImageCleanupByPrefix(String);
-
-impl Drop for ImageCleanupByPrefix {
-    fn drop(&mut self) {
-        let out = Command::new("docker")
-            .args(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter"])
-            .arg(format!("reference={}", self.0))
-            .output();
-        if let Ok(out) = out {
-            for image in String::from_utf8_lossy(&out.stdout).lines() {
-                let _ = Command::new("docker").args(["rmi", "-f", image]).output();
-            }
-        }
-    }
-}
-
 #[test]
 fn oci_features_with_dependencies_from_the_local_registry() {
-    if !engine_ready(
-        "oci_features_with_dependencies_from_the_local_registry",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("oci_features_with_dependencies_from_the_local_registry")
+    else {
         return;
-    }
+    };
     let Some(registry) = crate::support::test_registry() else {
         return;
     };
@@ -959,12 +810,12 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     )
     .unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let ws = Workspace::new(
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "agent",
             "features": {"ghcr.io/devcell-test/features/greeter:2": {},
                          "ghcr.io/devcell-test/features/agent-user:1": {}}}"#,
     );
-    let out = ws.run(
+    let out = ws.output(
         "up",
         &[
             "--config-file",
@@ -977,7 +828,7 @@ fn oci_features_with_dependencies_from_the_local_registry() {
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{stderr}");
     let id = result["containerId"].as_str().unwrap();
-    let _cleanup = ImageCleanup(container_image(id));
+    let _cleanup = ImageGuard(vec![container_image(id)]);
     // The dependency installs first: the label lists one entry per Feature in install order.
     let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
     let entries: Value = serde_json::from_str(&label).unwrap();
@@ -999,20 +850,19 @@ fn oci_features_with_dependencies_from_the_local_registry() {
 
 #[test]
 fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
-    if !engine_ready(
-        "failed_builds_leave_the_workspace_unchanged_and_create_nothing",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) =
+        TestContext::busybox("failed_builds_leave_the_workspace_unchanged_and_create_nothing")
+    else {
         return;
-    }
+    };
     // A bad Dockerfile.
-    let ws = Workspace::new(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    let ws = ctx.config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
     ws.write(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nRUN exit 42\n"),
     );
-    let before = ws.tree_hash();
-    let out = ws.run("up", &[]);
+    let before = tree_hash(ws.path());
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let result = last_json(&out);
     assert_eq!(result["outcome"], "error");
@@ -1020,41 +870,39 @@ fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
         result["message"].as_str().unwrap().contains("build failed"),
         "{result}"
     );
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     assert!(ws.containers().is_empty());
 
     // A failing install.sh.
-    let ws = Workspace::new(
-        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./broken": {}}}"#,
-    );
-    local_feature(
-        &ws,
+    let ws = TestContext::new("up")
+        .config(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./broken": {}}}"#);
+    ws.feature(
         "broken",
         r#"{"id": "broken", "version": "1.0.0", "name": "Broken"}"#,
         "echo installing-broken; exit 3",
     );
-    let before = ws.tree_hash();
-    let out = ws.run("up", &[]);
+    let before = tree_hash(ws.path());
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Broken"), "{stderr}");
     assert_eq!(last_json(&out)["outcome"], "error");
-    assert_eq!(ws.tree_hash(), before, "the workspace changed");
+    assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     assert!(ws.containers().is_empty());
 }
 
 #[test]
 fn up_flags_follow_the_reference_cli() {
-    if !engine_ready("up_flags_follow_the_reference_cli", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("up_flags_follow_the_reference_cli") else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo \"token=$TOKEN extra=$EXTRA\"",
             "remoteEnv": {"EXTRA": "from-config"}}"#,
     );
     // --expect-existing-container without a container: an error, nothing created.
-    let out = ws.run("up", &["--expect-existing-container"]);
+    let out = ws.output("up", &["--expect-existing-container"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(ws.containers().is_empty());
     // Bad limits: a clear error naming the flag, nothing created.
@@ -1064,7 +912,7 @@ fn up_flags_follow_the_reference_cli() {
         ("--memory", "1k"),
         ("--cpus", "0"),
     ] {
-        let out = ws.run("up", &[flag, value]);
+        let out = ws.output("up", &[flag, value]);
         assert_eq!(out.status.code(), Some(1));
         let result = last_json(&out);
         assert_eq!(result["outcome"], "error");
@@ -1074,7 +922,7 @@ fn up_flags_follow_the_reference_cli() {
             "{message}"
         );
     }
-    let out = ws.run("up", &["--cpus", "many"]);
+    let out = ws.output("up", &["--cpus", "many"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus"));
     assert!(ws.containers().is_empty());
@@ -1107,14 +955,14 @@ fn up_flags_follow_the_reference_cli() {
         "--pids-limit",
         "99",
     ]);
-    let out = ws.run("up", &args);
+    let out = ws.output("up", &args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let result = last_json(&out);
     assert_eq!(result["outcome"], "success", "{stderr}");
     let id = result["containerId"].as_str().unwrap().to_string();
     // Dropped last: after the containers that use it.
-    let _volume = VolumeRemover(format!("devcell-test-flags-{}", std::process::id()));
-    let _container = ContainerRemover(id.clone());
+    let _volume = VolumeGuard(format!("devcell-test-flags-{}", std::process::id()));
+    let _container = ContainerGuard(id.clone());
     assert!(
         stderr.contains("token=******** extra=from-config"),
         "{stderr}"
@@ -1140,7 +988,7 @@ fn up_flags_follow_the_reference_cli() {
     // and from inside: the cgroup's limits (v2 files, else v1)
     let mut cgroup = common.to_vec();
     cgroup.extend(["sh", "-c", CGROUP_LIMITS]);
-    let out = ws.run("exec", &cgroup);
+    let out = ws.output("exec", &cgroup);
     let inside = String::from_utf8_lossy(&out.stdout);
     assert!(inside.contains("pids=99\n"), "{inside}");
     assert!(
@@ -1152,7 +1000,7 @@ fn up_flags_follow_the_reference_cli() {
     // exec finds it by the same label; --expect-existing-container now succeeds.
     let mut exec_args = common.to_vec();
     exec_args.extend(["sh", "-c", "echo $EXTRA"]);
-    let out = ws.run("exec", &exec_args);
+    let out = ws.output("exec", &exec_args);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from-config");
     let mut again = common.to_vec();
     again.extend(["--expect-existing-container", "--skip-post-create"]);
@@ -1164,7 +1012,7 @@ fn up_flags_follow_the_reference_cli() {
     replace.extend(["--remove-existing-container", "--skip-post-create"]);
     let result = ws.up(&replace);
     let new_id = result["containerId"].as_str().unwrap().to_string();
-    let _new_container = ContainerRemover(new_id.clone());
+    let _new_container = ContainerGuard(new_id.clone());
     assert_ne!(new_id, id);
     assert_eq!(docker_inspect(&id, "{{.Id}}"), "");
     // --skip-post-create: no hook ran.
@@ -1177,26 +1025,6 @@ pub const CGROUP_LIMITS: &str = "c=/sys/fs/cgroup; \
     if [ -r $c/pids.max ]; then echo pids=$(cat $c/pids.max); else echo pids=$(cat $c/pids/pids.max); fi; \
     if [ -r $c/memory.max ]; then echo memory=$(cat $c/memory.max); else echo memory=$(cat $c/memory/memory.limit_in_bytes); fi; \
     if [ -r $c/cpu.max ]; then echo cpu=$(cat $c/cpu.max); else echo cpu=$(cat $c/cpu/cpu.cfs_quota_us) $(cat $c/cpu/cpu.cfs_period_us); fi";
-
-struct ContainerRemover(String);
-
-impl Drop for ContainerRemover {
-    fn drop(&mut self) {
-        let _ = Command::new("docker")
-            .args(["rm", "-f", "-v", &self.0])
-            .output();
-    }
-}
-
-struct VolumeRemover(String);
-
-impl Drop for VolumeRemover {
-    fn drop(&mut self) {
-        let _ = Command::new("docker")
-            .args(["volume", "rm", "-f", &self.0])
-            .output();
-    }
-}
 
 /// Runs the `devcell` binary with `HOME`, the XDG folders and `DEVCELL_STATE_DIR` under `home`,
 /// capturing `ps -eo args` of every host process (the container's included) until it ends:
@@ -1261,13 +1089,12 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
-    if !engine_ready(
-        "exec_and_run_user_commands_pass_secrets_through_the_exec_env_only",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) =
+        TestContext::busybox("exec_and_run_user_commands_pass_secrets_through_the_exec_env_only")
+    else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postAttachCommand": "echo \"hook sees $DEVCELL_IT_SECRET\"; printf %s \"$DEVCELL_IT_SECRET\" | sha256sum > /tmp/hook-secret.sha256; sleep 3"}"#,
     );
@@ -1412,24 +1239,21 @@ fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
 #[test]
 fn the_remote_user_gets_the_workspace_owners_ids() {
     use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
-    if !engine_ready(
-        "the_remote_user_gets_the_workspace_owners_ids",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("the_remote_user_gets_the_workspace_owners_ids") else {
         return;
-    }
+    };
     assert_eq!(
         owner_uid(Path::new("/proc/self")),
         0,
         "this test expects to run as root (as CI does)"
     );
-    let ws = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     give_to_workspace_owner(ws.path());
     let result = ws.up(&[]);
     let id = result["containerId"].as_str().unwrap().to_string();
     let image = container_image(&id);
     assert!(image.starts_with("devcell/uid:"), "{image}");
-    ws.cleanup_images.borrow_mut().push(image);
+    ws.remove_images_matching(&image);
     assert_eq!(
         result["devcell"]["warnings"],
         serde_json::json!([]),
@@ -1444,9 +1268,8 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
     );
     assert_eq!(owner_uid(&ws.path().join("made-by-exec")), WORKSPACE_OWNER);
 
-    let off = Workspace::new(
-        r#"{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false}"#,
-    );
+    let off = TestContext::new("up")
+        .config(r#"{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false}"#);
     give_to_workspace_owner(off.path());
     let result = off.up(&[]);
     assert_eq!(
@@ -1458,7 +1281,7 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
     assert_eq!(stdout.trim(), "65534");
 
     // everything is root: nothing to map to; the user is told
-    let root_owned = Workspace::new(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let root_owned = TestContext::new("up").config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let result = root_owned.up(&[]);
     let warnings = result["devcell"]["warnings"].to_string();
     assert!(
@@ -1476,16 +1299,13 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
 /// (file:line:column and `runArgs[i]`), with the caret line, and nothing is created.
 #[test]
 fn unsupported_run_args_are_located_in_the_config() {
-    if !engine_ready(
-        "unsupported_run_args_are_located_in_the_config",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("unsupported_run_args_are_located_in_the_config") else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         "{\n  \"image\": \"IMAGE\",\n  \"remoteUser\": \"nobody\",\n  \"runArgs\": [\"--init\", \"--weird-flag\"]\n}\n",
     );
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let result = last_json(&out);
     let message = result["message"].as_str().unwrap();
@@ -1505,7 +1325,7 @@ fn unsupported_run_args_are_located_in_the_config() {
             "{{\"image\": \"{BUSYBOX_IMAGE}\", \"remoteUser\": \"nobody\",\n \"runArgs\": [\"--weird-flag=1\"]}}"
         ),
     );
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     let message = last_json(&out)["message"].as_str().unwrap().to_string();
     assert!(
         message.contains("devcontainer.json:2:14: runArgs[0]"),
@@ -1518,20 +1338,18 @@ fn unsupported_run_args_are_located_in_the_config() {
 #[test]
 fn the_lockfile_belongs_to_the_workspace_owner() {
     use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
-    if !engine_ready("the_lockfile_belongs_to_the_workspace_owner", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("the_lockfile_belongs_to_the_workspace_owner") else {
         return;
-    }
-    let ws = Workspace::new(
-        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./marker": {}}}"#,
-    );
-    local_feature(
-        &ws,
+    };
+    let ws =
+        ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./marker": {}}}"#);
+    ws.feature(
         "marker",
         r#"{"id": "marker", "version": "1.0.0"}"#,
         "touch /marker",
     );
     give_to_workspace_owner(ws.path());
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -1541,7 +1359,7 @@ fn the_lockfile_belongs_to_the_workspace_owner() {
     if running_as_root() {
         assert_eq!(owner_uid(&lock), WORKSPACE_OWNER);
     }
-    ws.run("down", &["--remove"]);
+    ws.output("down", &["--remove"]);
 }
 
 fn running_as_root() -> bool {
@@ -1564,10 +1382,10 @@ fn a_failed_hook_shows_the_warnings_first() {
     {
         return;
     }
-    let ws = Workspace::new(
+    let ws = TestContext::new("up").config(
         r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo x > postcreate.txt"}"#,
     );
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let warning = stderr
@@ -1579,7 +1397,7 @@ fn a_failed_hook_shows_the_warnings_first() {
         !stderr.contains("caused by: `postCreateCommand`"),
         "{stderr}"
     );
-    ws.run("down", &["--remove"]);
+    ws.output("down", &["--remove"]);
 }
 
 /// Issue 12 item 1: on an image whose `/etc/profile` resets `PATH` (Debian's, non-root
@@ -1588,17 +1406,16 @@ fn a_failed_hook_shows_the_warnings_first() {
 #[test]
 fn feature_and_image_path_entries_survive_a_login_shell_profile() {
     let test = "feature_and_image_path_entries_survive_a_login_shell_profile";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox(test) else {
         return;
-    }
+    };
     let image = crate::support::docker::debian_like_image();
-    let ws = Workspace::new(&format!(
+    let ws = ctx.config(&format!(
         r#"{{"image": "{image}", "remoteUser": "dev",
             "features": {{"./tool": {{}}}},
             "postCreateCommand": "tool && imagetool && echo \"hook PATH=$PATH\""}}"#
     ));
-    local_feature(
-        &ws,
+    ws.feature(
         "tool",
         r#"{"id": "tool", "version": "1.0.0", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}"#,
         "mkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho feature-tool-ran\\n' > /opt/tool/bin/tool\nchmod 755 /opt/tool/bin/tool",
@@ -1621,12 +1438,12 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         Some("/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games")
     );
 
-    let out = ws.run("up", &[]);
+    let out = ws.output("up", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     // This test's Features image (its config is its own) goes with the workspace.
     let id = last_json(&out)["containerId"].as_str().unwrap().to_string();
-    ws.cleanup_images.borrow_mut().push(container_image(&id));
+    ws.remove_images_matching(&container_image(&id));
     assert!(
         stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
         "{stderr}"
@@ -1644,7 +1461,7 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         ("tool", "feature-tool-ran\n"),
         ("imagetool", "image-tool-ran\n"),
     ] {
-        let out = ws.run("exec", &[tool]);
+        let out = ws.output("exec", &[tool]);
         assert!(
             out.status.success(),
             "exec {tool}: {}",
@@ -1654,7 +1471,7 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
     }
 
     // A handoff agent (a one-repository workspace, its own container) calls both tools too.
-    let out = ws.run("down", &["--remove"]);
+    let out = ws.output("down", &["--remove"]);
     assert!(out.status.success());
     crate::support::git::git(ws.path(), &["init", "-q"]);
     crate::support::git::git(ws.path(), &["add", "-A"]);
@@ -1693,13 +1510,10 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
 /// `postStartCommand` but not `postCreateCommand` (spec-note 0471).
 #[test]
 fn warm_up_with_hooks_that_ran_starts_no_process() {
-    if !engine_ready(
-        "warm_up_with_hooks_that_ran_starts_no_process",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("warm_up_with_hooks_that_ran_starts_no_process") else {
         return;
-    }
-    let ws = Workspace::new(
+    };
+    let ws = ctx.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo post-create-ran", "postStartCommand": "echo post-start-ran"}"#,
     );
@@ -1773,13 +1587,13 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
 #[test]
 fn a_workspace_folder_no_mount_covers_is_used_as_written() {
     let test = "a_workspace_folder_no_mount_covers_is_used_as_written";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox(test) else {
         return;
-    }
+    };
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "workspaceFolder": "/etc",
         "postCreateCommand": "echo \"hook-in-$(pwd)\""}"#;
-    let ws = Workspace::new(config);
-    let out = ws.run("up", &[]);
+    let ws = ctx.config(config);
+    let out = ws.output("up", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(last_json(&out)["remoteWorkspaceFolder"], "/etc");
@@ -1788,7 +1602,7 @@ fn a_workspace_folder_no_mount_covers_is_used_as_written() {
     assert_eq!((code, stdout.as_str()), (0, "/etc\n"));
 
     if let Some(cli) = reference_cli(test) {
-        let theirs = Workspace::new(config);
+        let theirs = TestContext::new("up").config(config);
         let reference = reference_up(&cli, &theirs);
         assert_eq!(reference["remoteWorkspaceFolder"], "/etc", "{reference}");
     }
@@ -1800,12 +1614,12 @@ fn a_workspace_folder_no_mount_covers_is_used_as_written() {
 #[test]
 fn include_configuration_is_substituted_like_the_reference() {
     let test = "include_configuration_is_substituted_like_the_reference";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox(test) else {
         return;
-    }
+    };
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody",
         "remoteEnv": {"P": "${containerEnv:PATH}:/x", "I": "${devcontainerId}"}}"#;
-    let ws = Workspace::new(config);
+    let ws = ctx.config(config);
     let ours = ws.up(&["--include-configuration"]);
     let path = docker_inspect(
         ours["containerId"].as_str().unwrap(),
@@ -1821,7 +1635,7 @@ fn include_configuration_is_substituted_like_the_reference() {
     assert!(ours["mergedConfiguration"].is_null());
 
     if let Some(cli) = reference_cli(test) {
-        let theirs = Workspace::new(config);
+        let theirs = TestContext::new("up").config(config);
         let out = cli
             .command()
             .args(["up", "--include-configuration", "--workspace-folder"])
@@ -1835,10 +1649,7 @@ fn include_configuration_is_substituted_like_the_reference() {
             .unwrap()
             .to_string_lossy()
             .to_lowercase();
-        theirs
-            .cleanup_images
-            .borrow_mut()
-            .push(format!("vsc-{base}-*"));
+        theirs.remove_images_matching(&format!("vsc-{base}-*"));
         cli.assert_stayed_local();
         assert_eq!(
             reference["configuration"]["remoteEnv"]["P"], env["P"],

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::context::LabelGuard;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::hostile::{HostTarget, HostileRepo};
 use crate::support::{self, git};
@@ -22,19 +23,6 @@ fn containers_of(ws: &Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-/// Removes the workspace's containers (and only those) on drop.
-struct Cleanup(PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for id in containers_of(&self.0) {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
-        }
-    }
 }
 
 fn ready(test: &str) -> bool {
@@ -116,7 +104,7 @@ fn a_bind_through_a_link_to_root_is_forbidden() {
     repo.symlink("escape", "/")
         .config(&bind_config("${localWorkspaceFolder}/escape"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &["--allow", "mount:/"]));
     assert!(t.contains("engine socket"), "judged as `/`: {t}");
 }
@@ -131,7 +119,7 @@ fn a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden() {
     repo.symlink("sock", "/var/run")
         .config(&bind_config("${localWorkspaceFolder}/sock"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains("engine socket") && t.contains("never allowed"),
@@ -151,7 +139,7 @@ fn a_bind_through_a_link_to_the_home_folder_is_a_request() {
     repo.symlink("home", &home)
         .config(&bind_config("${localWorkspaceFolder}/home"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = support::devcell()
         .env("HOME", &home)
         .args(["up", "--workspace-folder", repo.path().to_str().unwrap()])
@@ -177,7 +165,7 @@ fn nested_and_relative_links_are_judged_where_they_end() {
         .symlink("b/c", format!("../../{name}"))
         .config(&bind_config("${localWorkspaceFolder}/a"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains(&format!("--allow mount:{}", canonical(target.path()))),
@@ -190,7 +178,7 @@ fn nested_and_relative_links_are_judged_where_they_end() {
             "${{localWorkspaceFolder}}/sub/../../{name}"
         )))
         .commit();
-    let _c2 = Cleanup(repo2.path().to_path_buf());
+    let _c2 = LabelGuard::workspace(repo2.path());
     let t = assert_refused(&repo2, &target, &up(&repo2, &[]));
     assert!(t.contains(&canonical(target.path())), "{t}");
 }
@@ -205,7 +193,7 @@ fn the_grant_mounts_exactly_the_resolved_path() {
     repo.symlink("data", target.path())
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let resolved = canonical(target.path());
     let out = up(&repo, &["--allow", &format!("mount:{resolved}")]);
     assert!(out.status.success(), "{}", text(&out));
@@ -244,7 +232,7 @@ fn a_workspace_mount_through_a_link_is_judged_where_it_points() {
                 "workspaceFolder": "/workspaces/x"}}"#
         ))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(&canonical(target.path())), "{t}");
 }
@@ -261,7 +249,7 @@ fn a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read() {
         target.path().join("secret.txt"),
     )
     .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains("devcontainer.json") && t.contains("resolves to"),
@@ -298,7 +286,7 @@ fn a_devcontainer_folder_that_is_a_link_out_is_refused() {
     .unwrap();
     let repo = HostileRepo::new();
     repo.symlink(".devcontainer", outside.path()).commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(&canonical(outside.path())), "{t}");
 }
@@ -322,7 +310,7 @@ fn a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed() {
             r#"{{"build": {{"dockerfile": "{dockerfile}"}}, "remoteUser": "nobody"}}"#
         ))
         .commit();
-        let _c = Cleanup(repo.path().to_path_buf());
+        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("build.dockerfile"), "{how}: {t}");
         assert!(
@@ -349,7 +337,7 @@ fn a_build_context_outside_the_workspace_is_not_packed() {
             r#"{{"build": {{"dockerfile": "Dockerfile", "context": "{context}"}}, "remoteUser": "nobody"}}"#
         ))
         .commit();
-        let _c = Cleanup(repo.path().to_path_buf());
+        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("build.context"), "{context}: {t}");
         assert!(!t.contains("building"), "{context}: nothing packed: {t}");
@@ -368,7 +356,7 @@ fn a_local_feature_folder_that_is_a_link_out_is_refused() {
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"./feature": {{}}}}}}"#
         ))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains("outside"), "{t}");
 }
@@ -385,7 +373,7 @@ fn the_reference_profile_keeps_the_bind_as_written_and_the_audit_scores_what_it_
     repo.symlink("data", target.path())
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &["--security-profile", "reference"]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -459,7 +447,7 @@ fn a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through() {
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
         ))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = Agent::new().handoff(repo.path(), &[]);
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
@@ -490,7 +478,7 @@ fn an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through() {
     std::os::unix::fs::symlink(target.path(), ws.path().join("AGENTS.md")).unwrap();
     git::give_to_workspace_owner(ws.path());
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let _c = Cleanup(root.clone());
+    let _c = LabelGuard::workspace(&root);
     let out = Agent::new().handoff(&root, &["--format", "json"]);
     let t = text(&out);
     target.assert_untouched();
@@ -515,7 +503,7 @@ fn a_link_changed_between_plan_and_run_is_judged_again() {
         .symlink("data", "inside")
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let agent = Agent::new();
     let plan = agent.handoff(repo.path(), &["--plan", "--format", "json"]);
     assert!(plan.status.success(), "{}", text(&plan));
@@ -636,7 +624,7 @@ fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through(
         .symlink(".devcontainer/devcontainer-lock.json", host.path())
         .config(&feature_config())
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
     for extra in [&["--frozen-lockfile"][..], &[]] {
         let t = assert_refused(&repo, &target, &up(&repo, extra));
@@ -724,7 +712,7 @@ fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = Agent::new().handoff(repo.path(), &["--format", "json"]);
     let t = text(&out);
     assert!(
@@ -783,7 +771,7 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
         let repo = HostileRepo::new();
         make(&repo);
         repo.config(&feature_config()).commit();
-        let _c = Cleanup(repo.path().to_path_buf());
+        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("resolves to"), "{how}: {t}");
         assert!(!t.contains("building"), "{how}: nothing was packed: {t}");
@@ -804,7 +792,7 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
         .symlink(".devcontainer/f/lib.sh", "../shared/lib.sh")
         .config(&feature_config())
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -835,7 +823,7 @@ fn every_command_judges_the_discovered_configuration() {
     let repo = HostileRepo::new();
     repo.symlink(".devcontainer/devcontainer.json", host.path())
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let ws = repo.path().to_str().unwrap();
     // (the command, then its arguments after `--workspace-folder`)
     let commands: [(&[&str], &[&str]); 9] = [
@@ -900,7 +888,7 @@ fn links_in_the_build_context_reach_the_image_as_links() {
     .symlink(".devcontainer/leakdir", target.path())
     .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
     .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -948,7 +936,7 @@ fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
     .symlink(".devcontainer/.dockerignore", host.path())
     .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
     .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(".dockerignore"), "{t}");
     host.assert_untouched();
@@ -966,7 +954,7 @@ fn a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through() 
         .symlink(".devcontainer/devcontainer-lock.json", host.path())
         .config(&feature_config())
         .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let _c = LabelGuard::workspace(repo.path());
     let grant = format!("mount:{}", canonical(&host.path()));
     // `--frozen-lockfile` succeeds only when the lockfile was read and matched
     let out = up(&repo, &["--frozen-lockfile", "--allow", &grant]);

@@ -3,11 +3,13 @@
 
 #![allow(dead_code)]
 
+pub mod context;
 pub mod docker;
 pub mod git;
 pub mod hostile;
 pub mod proxy;
 pub mod refcli;
+pub mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
