@@ -204,13 +204,13 @@ fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetche
         refresh_tags: true,
     };
     Fetcher::for_operation(&opts.registries, flags)
-    .map_err(|e| {
-        HandoffError::Feature(FeatureError::Resolve {
-            feature: "*".into(),
-            source: Box::new(e),
+        .map_err(|e| {
+            HandoffError::Feature(FeatureError::Resolve {
+                feature: "*".into(),
+                source: Box::new(e),
+            })
         })
-    })
-    .map(|f| f.with_reporter(reporter))
+        .map(|f| f.with_reporter(reporter))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

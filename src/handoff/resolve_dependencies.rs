@@ -171,11 +171,11 @@ pub(crate) fn resolve_features(
         ..FetchFlags::default()
     };
     let fetcher = Fetcher::for_operation(request.registries, flags)
-    .map_err(|e| FeatureError::Resolve {
-        feature: "*".into(),
-        source: Box::new(e),
-    })?
-    .with_reporter(reporter);
+        .map_err(|e| FeatureError::Resolve {
+            feature: "*".into(),
+            source: Box::new(e),
+        })?
+        .with_reporter(reporter);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
