@@ -9,7 +9,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::{DockerEngine, blocking, drain_lines, is_connection_error, is_not_found, sorted};
+use super::{DockerEngine, blocking, drain_lines, is_not_found, sorted};
 use crate::engine::error::{EngineError, Result};
 use crate::engine::spec::*;
 use crate::engine::{Engine, auth, context};
@@ -53,19 +53,10 @@ impl DockerEngine {
         let mut stream = self.docker.create_image(Some(options), None, credentials);
         let mut last = String::new();
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|source| {
-                if is_connection_error(&source) {
-                    EngineError::NotRunning {
-                        host: self.host.clone(),
-                        source,
-                    }
-                } else {
-                    EngineError::Pull {
-                        reference: reference.to_string(),
-                        source,
-                    }
-                }
-            })?;
+            let info = item.map_err(self.lost_or(|source| EngineError::Pull {
+                reference: reference.to_string(),
+                source,
+            }))?;
             if let Some(status) = info.status {
                 let line = match info.id {
                     Some(id) => format!("{id}: {status}"),
@@ -192,22 +183,13 @@ impl DockerEngine {
             .push_image(&repository, Some(options), credentials);
         let (mut last, mut digest) = (String::new(), None);
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|source| {
-                if is_connection_error(&source) {
-                    EngineError::NotRunning {
-                        host: self.host.clone(),
-                        source,
-                    }
-                } else {
-                    EngineError::Push {
-                        reference: reference.to_string(),
-                        message: match source {
-                            bollard::errors::Error::DockerStreamError { error } => error,
-                            other => other.to_string(),
-                        },
-                    }
-                }
-            })?;
+            let info = item.map_err(self.lost_or(|source| EngineError::Push {
+                reference: reference.to_string(),
+                message: match source {
+                    bollard::errors::Error::DockerStreamError { error } => error,
+                    other => other.to_string(),
+                },
+            }))?;
             if let Some(status) = info.status {
                 digest = digest.or_else(|| pushed_digest(&status));
                 if status != last && info.progress_detail.is_none_or(|p| p.current.is_none()) {

@@ -208,16 +208,25 @@ impl DockerEngine {
         subject: &str,
     ) -> impl FnOnce(bollard::errors::Error) -> EngineError {
         let subject = subject.to_string();
+        self.lost_or(move |source| EngineError::Api {
+            operation,
+            subject,
+            source,
+        })
+    }
+
+    /// Maps a failed request: a lost connection is [`EngineError::NotRunning`], anything else
+    /// what `otherwise` makes of it.
+    fn lost_or(
+        &self,
+        otherwise: impl FnOnce(bollard::errors::Error) -> EngineError,
+    ) -> impl FnOnce(bollard::errors::Error) -> EngineError {
         let host = self.host.clone();
         move |source| {
             if is_connection_error(&source) {
                 EngineError::NotRunning { host, source }
             } else {
-                EngineError::Api {
-                    operation,
-                    subject,
-                    source,
-                }
+                otherwise(source)
             }
         }
     }
