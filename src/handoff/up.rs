@@ -84,6 +84,10 @@ pub struct TargetOptions {
     /// `--id-label` but no `--workspace-folder`, `--config` or `--override-config`, as the
     /// reference): the container's `devcontainer.metadata` label says everything.
     pub no_configuration: bool,
+    /// `--workspace-folder` was given (the cli otherwise defaults it to the current
+    /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
+    /// remote user's home unless the configuration names a `workspaceFolder`.
+    pub workspace_folder_given: bool,
 }
 
 /// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged
@@ -384,6 +388,7 @@ pub async fn up_with(
                 mut image,
                 entries,
                 label,
+                label_requests,
                 lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
@@ -470,6 +475,23 @@ pub async fn up_with(
             } else {
                 None
             };
+            // Named volumes judged by what they are, before the binds are resolved: a
+            // bind-backed one becomes a bind of its device (spec-note 0444).
+            let (volume_requests, missing_volumes) = if hardened {
+                judge_named_volumes(
+                    engine,
+                    &profile,
+                    &grants,
+                    &mut spec,
+                    &loaded.workspace_folder,
+                )
+                .await?
+            } else {
+                Default::default()
+            };
+            if let Some(refused) = security::refusal(&profile, &volume_requests) {
+                return Err(refused.into());
+            }
             let (workspace, host_home, engine_socket) =
                 judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
             let account = passwd
@@ -495,6 +517,8 @@ pub async fn up_with(
             };
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
+            permissions.extend(volume_requests);
+            permissions.extend(label_requests.iter().cloned());
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
@@ -504,6 +528,17 @@ pub async fn up_with(
                 );
             }
             if hardened {
+                // What `exec` and `run-user-commands` may use later (spec-note 0443).
+                spec.labels.insert(
+                    crate::names::HOST_ENV_LABEL.to_string(),
+                    security::reattach::host_env_label(
+                        &[early.requests.as_slice(), label_requests.as_slice()].concat(),
+                    ),
+                );
+                for name in &missing_volumes {
+                    let labels = security::volumes::labels_for(&loaded.workspace_folder);
+                    engine.create_volume(name, &labels).await?;
+                }
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
                 spec.mounts.push(Mount {
                     kind: MountKind::Volume,
@@ -661,6 +696,20 @@ pub struct RunUserCommandsOptions {
     pub secrets: IndexMap<String, String>,
     /// `--default-user-env-probe`.
     pub default_user_env_probe: UserEnvProbe,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
+}
+
+/// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status
+/// line (`granted: …`).
+pub(crate) fn report_grants(requests: &[PermissionRequest], reporter: &dyn Reporter) {
+    for r in requests
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Granted)
+    {
+        reporter.report(Event::Status(format!("granted: {r}")));
+    }
 }
 
 /// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
@@ -681,7 +730,14 @@ pub async fn run_user_commands(
     };
     let run = async {
         let engine = DockerEngine::connect().await?;
-        let attached = attach_target(&engine, &opts.target, opts.default_user_env_probe).await?;
+        let (attached, requests) = attach_target(
+            &engine,
+            &opts.target,
+            &opts.allow,
+            opts.default_user_env_probe,
+        )
+        .await?;
+        report_grants(&requests, &reporter);
         run_hooks(
             &engine,
             &attached,
@@ -884,9 +940,10 @@ fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
 pub(crate) async fn attach_target(
     engine: &dyn Engine,
     target: &TargetOptions,
+    allow: &[String],
     default_probe: UserEnvProbe,
-) -> Result<Attached> {
-    let loaded = if target.no_configuration {
+) -> Result<(Attached, Vec<PermissionRequest>)> {
+    let mut loaded = if target.no_configuration {
         LoadedConfiguration::empty()
     } else {
         load(target)?
@@ -912,8 +969,29 @@ pub(crate) async fn attach_target(
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
+    // A container `up` judged under `hardened`: the re-read configuration may use only the
+    // host variables `up` let cross, unless granted now (spec-note 0443).
+    let judged = security::reattach::JudgedAtCreation::from_labels(&container.labels);
+    let grants = Grants::parse(allow)?;
+    let mut requests = Vec::new();
+    let env = match &judged {
+        Some(judged) => {
+            let uses = security::host_env::uses(&loaded.workspace.host_env_reads, &[]);
+            requests = security::reattach::judge(judged, &grants, &uses, None);
+            security::reattach::check(&requests)?;
+            let env = security::reattach::visible_env(judged, &grants, &target.env);
+            if !target.no_configuration {
+                loaded = load(&TargetOptions {
+                    env: env.clone(),
+                    ..target.clone()
+                })?;
+            }
+            env
+        }
+        None => target.env.clone(),
+    };
     let mut warnings = Vec::new();
-    let entries = existing_entries(&container, &loaded, &target.env, &mut warnings);
+    let entries = existing_entries(&container, &loaded, &env, &mut warnings);
     let id_source = if target.no_configuration && target.id_labels.is_empty() {
         [
             crate::names::LOCAL_FOLDER_LABEL,
@@ -938,13 +1016,38 @@ pub(crate) async fn attach_target(
         &devcontainer_id,
         default_probe,
     )?;
-    if target.no_configuration {
+    // Without a workspace folder (`--container-id`, no `--workspace-folder`) commands run in
+    // the remote user's home unless the `--config` names a `workspaceFolder`, as the
+    // reference does (issue 12 item 11b).
+    let in_home = target.no_configuration
+        || (target.container_id.is_some()
+            && !target.workspace_folder_given
+            && loaded.raw.get("workspaceFolder").is_none());
+    if in_home {
         use crate::handoff::set_up::{home_of, usable_folder};
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
     }
-    Ok(attached)
+    if let Some(judged) = &judged {
+        // The remote user judged by the uid the engine will give it (spec-note 0420).
+        let uid = remote_uid(engine, &container.id, &attached.remote_user).await;
+        let root = security::reattach::judge(judged, &grants, &[], uid);
+        security::reattach::check(&root)?;
+        requests.extend(root);
+    }
+    Ok((attached, requests))
+}
+
+/// The uid the engine will run `user` as in the container `id`: a number as it is, a name
+/// through the container's `/etc/passwd` as it is now (`None` when it cannot be told).
+async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
+    use crate::engine::passwd::resolve;
+    if let Some(uid) = resolve(user, None).uid() {
+        return Some(uid);
+    }
+    let passwd = engine.read_file(id, "/etc/passwd").await.ok()??;
+    resolve(user, Some(&String::from_utf8(passwd).ok()?)).uid()
 }
 
 /// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
@@ -1595,6 +1698,44 @@ fn judged_places(
     (places.workspace, places.home, places.engine_socket)
 }
 
+/// The named volumes `spec` mounts, judged for the host workspace folder `workspace` under
+/// `hardened` ([`security::volumes::classify`], spec-note 0444): a bind-backed one is turned
+/// into a bind of its `device` (judged and resolved like every bind after this), a foreign one
+/// is a [`security::Permission::Volume`] request. Returns the requests (judged) and the names
+/// of the missing volumes, which devcell creates for this workspace once the policy accepts.
+///
+/// Errors: [`HandoffError::Engine`] when a volume cannot be inspected.
+async fn judge_named_volumes(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    spec: &mut crate::engine::ContainerSpec,
+    workspace: &Path,
+) -> Result<(Vec<PermissionRequest>, Vec<String>)> {
+    use security::volumes::{VolumeUse, classify};
+    let mut foreign: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
+        let Some(name) = m.source.clone() else {
+            continue;
+        };
+        match classify(engine.inspect_volume(&name).await?.as_ref(), workspace) {
+            VolumeUse::Missing if !missing.contains(&name) => missing.push(name),
+            VolumeUse::Foreign if !foreign.contains(&name) => foreign.push(name),
+            VolumeUse::BindBacked(device) => {
+                m.kind = MountKind::Bind;
+                m.source = Some(device);
+            }
+            _ => {}
+        }
+    }
+    Ok((security::volumes::judge(profile, grants, &foreign), missing))
+}
+
 /// The id labels: `--id-label`s when given, else the reference CLI's defaults.
 pub(crate) fn id_labels(
     target: &TargetOptions,
@@ -2220,6 +2361,9 @@ pub(crate) struct DevImage {
     /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
     /// the image carries it.
     pub(crate) label: Option<String>,
+    /// The host variables the label of an image built from the repository's Dockerfile
+    /// names, judged like devcontainer.json's (none refused; spec-note 0443).
+    pub(crate) label_requests: Vec<PermissionRequest>,
     /// The Features resolution's lockfile, to write once the result exists (`None` without
     /// Features).
     pub(crate) lock: Option<PendingLock>,
@@ -2253,6 +2397,20 @@ pub(crate) async fn dev_image(
     )
     .await?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+    // The label of an image built from the repository's Dockerfile is the repository's: its
+    // host variables are requests like devcontainer.json's (spec-note 0443).
+    let label_requests = if kind == ConfigKind::Dockerfile {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+        let uses = security::host_env::uses(&reads, &[]);
+        let mut requests = security::host_env::judge(&profile, &grants, &uses);
+        for r in &mut requests {
+            r.source = Source::ImageMetadata;
+        }
+        security::host_env::check(&profile, &requests)?;
+        requests
+    } else {
+        Vec::new()
+    };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
     // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
@@ -2303,6 +2461,7 @@ pub(crate) async fn dev_image(
         image,
         entries,
         label,
+        label_requests,
         lock,
     })
 }
