@@ -13,7 +13,7 @@
 //! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`names`], [`settings`] | external crates |
 //! | L1 | [`oci`], [`features`] | L0; `features` may use `oci` |
 //! | L2 | [`engine`] | L0 |
-//! | L3 | [`build`], [`security`], [`lifecycle`] | L2, L1, L0; never one another |
+//! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | L2, L1, L0; never one another |
 //! | L4 | [`handoff`] | L3, L2, L1, L0 |
 //! | L5 | [`cli`] | `handoff`, L0 |
 
@@ -21,6 +21,7 @@ pub mod build;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
+pub mod egress;
 pub mod engine;
 pub mod features;
 pub mod formats;

@@ -10,7 +10,7 @@ fn layer_of(module: &str) -> Option<u8> {
         "config" | "diagnostics" | "formats" | "progress" | "names" | "settings" => 0,
         "oci" | "features" => 1,
         "engine" => 2,
-        "build" | "security" | "lifecycle" => 3,
+        "build" | "security" | "lifecycle" | "egress" => 3,
         "handoff" => 4,
         "cli" => 5,
         _ => return None,
@@ -126,6 +126,9 @@ fn the_rule_can_fail() {
     assert!(allowed("handoff", "build"));
     assert!(allowed("engine", "formats") && allowed("oci", "formats"));
     assert!(!allowed("formats", "oci"));
+    assert!(!allowed("egress", "security"));
+    assert!(!allowed("engine", "egress"));
+    assert!(allowed("egress", "engine"));
 }
 
 /// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,

@@ -290,9 +290,14 @@ pub async fn up_with(
     // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    // Everything the configuration asks for is judged here, in one refusal, before anything
+    // runs on the host or the engine (spec-notes 0400, 0410).
+    let ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    } = judge_configuration(engine, engine_socket, opts, &loaded, &profile, &grants, &[]).await?;
     let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants)?;
-    security::host_env::check(&profile, &early.requests)?;
     let opts = &UpOptions {
         build: ImageBuildOptions {
             network: early.build_network.clone(),
@@ -302,12 +307,6 @@ pub async fn up_with(
     };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    // What the repository would run on the host is judged before anything else happens: a
-    // refusal leaves no container, no image, no state and nothing run (spec-note 0410).
-    let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
-    if let Some(refused) = security::refusal(&profile, &host_requests) {
-        return Err(refused.into());
-    }
     // One find-or-create (and one run of the create hooks) at a time per identity.
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
@@ -1095,24 +1094,9 @@ pub(crate) async fn preview_permissions(
     if host.is_empty() {
         return Ok(preview);
     }
-    preview.requests.splice(0..0, host.iter().cloned());
-    preview.refusal = match preview.refusal.take() {
-        Some(security::SecurityError::ReuseRefused {
-            container,
-            profile,
-            mut requests,
-            gaps,
-        }) => {
-            requests.splice(0..0, host);
-            Some(security::SecurityError::ReuseRefused {
-                container,
-                profile,
-                requests,
-                gaps,
-            })
-        }
-        _ => security::refusal(&profile, &preview.requests),
-    };
+    preview.refusal =
+        security::refusal_of_all(&profile, &host, preview.refusal.take(), &preview.requests);
+    preview.requests.splice(0..0, host);
     Ok(preview)
 }
 
@@ -1142,36 +1126,25 @@ async fn preview_container(
     let early = early_requests(&loaded, opts, &profile, &grants)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let early_refusal = security::host_env::check(&profile, &early.requests).err();
-    let preview = finish_preview(
-        preview_rest(
-            engine,
-            engine_socket,
-            opts,
-            &loaded,
-            preview,
-            &profile,
-            &grants,
-        )
-        .await?,
-        early,
-        early_refusal,
+    let mut preview = preview_rest(
+        engine,
+        engine_socket,
+        opts,
+        &loaded,
+        preview,
+        &profile,
+        &grants,
+    )
+    .await?;
+    // One refusal for all of them, as `up` refuses (spec-note 0400).
+    preview.refusal = security::refusal_of_all(
+        &profile,
+        &early.requests,
+        preview.refusal.take(),
+        &preview.requests,
     );
-    Ok(preview)
-}
-
-/// Puts the early requests ([`early_requests`]) before the others; their refusal is the one
-/// `up` returns first.
-fn finish_preview(
-    mut preview: PermissionPreview,
-    early: EarlyRequests,
-    early_refusal: Option<security::SecurityError>,
-) -> PermissionPreview {
     preview.requests.splice(0..0, early.requests);
-    if early_refusal.is_some() {
-        preview.refusal = early_refusal;
-    }
-    preview
+    Ok(preview)
 }
 
 /// [`preview_permissions`] after the early requests: the container's own requests.
@@ -1286,29 +1259,6 @@ async fn preview_rest(
         &feature_entries,
         &metadata::config_entry(&loaded.value),
     );
-    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
-    substitute::substitute_devcontainer_id(
-        &mut merged,
-        &crate::config::id::devcontainer_id(&id_labels),
-    );
-    let host_env = |name: &str| opts.target.env.get(name).cloned();
-    let unknown = ImageInfo::default();
-    let mut spec = container_spec(&SpecInputs {
-        image: &reference,
-        image_info: image_info.as_ref().unwrap_or(&unknown),
-        merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-        extra_mounts: &opts.mounts,
-        id_labels: &id_labels,
-        metadata_label: None,
-        host_env: &host_env,
-    })
-    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
-    }
-    let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
     // (spec-note 0420); read past the host record of image files, which a plan never writes.
     let passwd = match (engine, &image_info) {
@@ -1317,34 +1267,20 @@ async fn preview_rest(
         }
         _ => None,
     };
-    let input = PolicyInput {
+    let requests = container_requests(
+        &ContainerJudgement {
+            profile,
+            grants,
+            opts,
+            loaded,
+            engine_socket,
+            extra_mounts: &opts.mounts,
+        },
+        &reference,
+        image_info.as_ref(),
+        &entries,
         passwd,
-        repository_labels: crate::handoff::container::repository_labels(&merged),
-        origins: origins(&entries, &opts.mounts),
-        remote_user: merged
-            .get("remoteUser")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        image_user: image_info
-            .as_ref()
-            .and_then(|i| i.user.clone())
-            .filter(|u| !u.is_empty()),
-        workspace,
-        host_home,
-        engine_socket,
-        spec,
-        ..PolicyInput::default()
-    };
-    let mut requests = match security::apply(profile, &input, grants) {
-        Ok(applied) => applied.requests,
-        Err(security::SecurityError::Refused { requests, .. }) => requests,
-        Err(other) => return Err(other.into()),
-    };
-    if image_info.is_none() {
-        // an unknown `USER` is not taken for root: the note says it is not judged yet
-        requests.retain(|r| r.source != Source::ImageUser);
-    }
+    )?;
     if requests.iter().any(|r| {
         matches!(
             r.status,
@@ -1358,6 +1294,175 @@ async fn preview_rest(
     }
     preview.requests = requests;
     Ok(preview)
+}
+
+/// What [`judge_configuration`] judged and `up` goes on with.
+pub(crate) struct ConfigurationJudgement {
+    /// The host variables and the builds' network ([`early_requests`]).
+    pub(crate) early: EarlyRequests,
+    /// `initializeCommand`, granted ([`host_commands`]).
+    pub(crate) init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    pub(crate) host_requests: Vec<PermissionRequest>,
+}
+
+/// Judges everything the configuration asks for before anything runs on the host or the
+/// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
+/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
+/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// capabilities, users by spelling ([`container_requests`] without an image or Features,
+/// whose requests are judged with them before the container is created). `opts` as given to
+/// `up` (the whole host environment; judged here). Only engine reads happen.
+///
+/// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
+/// every request when any is not granted, so one `--allow` list grants them all;
+/// [`HandoffError::Lifecycle`] for a malformed `initializeCommand`; the container request's
+/// errors (bad `runArgs`, mounts); [`HandoffError::Engine`] when the engine cannot be asked.
+pub(crate) async fn judge_configuration(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    earlier: &[PermissionRequest],
+) -> Result<ConfigurationJudgement> {
+    let judged = judged_options(opts, profile, grants);
+    let early = early_requests(loaded, &judged, profile, grants)?;
+    let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
+    let before: Vec<PermissionRequest> = earlier
+        .iter()
+        .chain(&early.requests)
+        .chain(&host_requests)
+        .cloned()
+        .collect();
+    let kind = loaded.typed.kind();
+    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
+        && (opts.remove_existing_container
+            || find_container(
+                engine,
+                &id_labels(&opts.target, loaded),
+                expected_workspace(&opts.target, loaded).as_deref(),
+                &mut Vec::new(),
+            )
+            .await?
+            .is_none());
+    let container = if creates {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        container_requests(
+            &ContainerJudgement {
+                profile,
+                grants,
+                opts: &judged,
+                loaded,
+                engine_socket,
+                extra_mounts: &cli_mounts(opts, loaded),
+            },
+            &reference,
+            None,
+            &[metadata::config_entry(&loaded.value)],
+            None,
+        )?
+    } else {
+        Vec::new()
+    };
+    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+        return Err(refused.into());
+    }
+    Ok(ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    })
+}
+
+/// What [`container_requests`] judges a container with, besides its image and entries.
+struct ContainerJudgement<'a> {
+    profile: &'a SecurityProfile,
+    grants: &'a Grants,
+    /// `up`'s options, the host environment already judged ([`judged_options`]).
+    opts: &'a UpOptions,
+    loaded: &'a LoadedConfiguration,
+    engine_socket: Option<&'a Path>,
+    /// The mounts asked for on the command line.
+    extra_mounts: &'a [String],
+}
+
+/// The permission requests of the container `entries` (metadata entries, devcontainer.json's
+/// last) ask for on image `reference`, the container request built as `up` builds it and
+/// judged by the same policy. `image_info: None` is an image not known yet: its `USER` is not
+/// judged ([`security::configuration_requests`]). Refused requests are returned, not an error.
+///
+/// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
+/// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
+/// error other than a refusal.
+fn container_requests(
+    judgement: &ContainerJudgement<'_>,
+    reference: &str,
+    image_info: Option<&ImageInfo>,
+    entries: &[Value],
+    passwd: Option<String>,
+) -> Result<Vec<PermissionRequest>> {
+    let ContainerJudgement {
+        profile,
+        grants,
+        opts,
+        loaded,
+        engine_socket,
+        extra_mounts,
+    } = *judgement;
+    let id_labels = id_labels(&opts.target, loaded);
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
+    substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let unknown = ImageInfo::default();
+    let mut spec = container_spec(&SpecInputs {
+        image: reference,
+        image_info: image_info.unwrap_or(&unknown),
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts,
+        id_labels: &id_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    let (workspace, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let input = PolicyInput {
+        passwd,
+        repository_labels: crate::handoff::container::repository_labels(&merged),
+        origins: origins(entries, extra_mounts),
+        remote_user: merged
+            .get("remoteUser")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        image_user: image_info
+            .and_then(|i| i.user.clone())
+            .filter(|u| !u.is_empty()),
+        workspace,
+        host_home,
+        engine_socket,
+        spec,
+        ..PolicyInput::default()
+    };
+    if image_info.is_none() {
+        // an unknown `USER` is not taken for root: it is judged once the image exists
+        return Ok(security::configuration_requests(profile, &input, grants)?);
+    }
+    match security::apply(profile, &input, grants) {
+        Ok(applied) => Ok(applied.requests),
+        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// The Features' metadata entries (install order, ids as written), as the image label of a
@@ -1535,7 +1640,11 @@ pub(crate) struct EarlyRequests {
 
 /// `opts` with the host environment substitution and the engine may read
 /// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
-fn judged_options(opts: &UpOptions, profile: &SecurityProfile, grants: &Grants) -> UpOptions {
+pub(crate) fn judged_options(
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> UpOptions {
     let mut judged = opts.clone();
     judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
     judged

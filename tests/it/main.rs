@@ -6,6 +6,7 @@ mod build_command;
 mod compat_flags;
 mod config;
 mod config_compat;
+mod egress;
 mod engine;
 mod features;
 mod handoff;
