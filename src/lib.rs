@@ -10,7 +10,7 @@
 //!
 //! | layer | modules | may use |
 //! |---|---|---|
-//! | L0 | [`config`], [`diagnostics`], [`progress`], [`names`], [`settings`] | external crates |
+//! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`names`], [`settings`] | external crates |
 //! | L1 | [`oci`], [`features`] | L0; `features` may use `oci` |
 //! | L2 | [`engine`] | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | L2, L1, L0; never one another |
@@ -24,6 +24,7 @@ pub mod diagnostics;
 pub mod egress;
 pub mod engine;
 pub mod features;
+pub mod formats;
 pub mod handoff;
 pub mod lifecycle;
 pub mod names;

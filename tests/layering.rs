@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// (module, layer, modules it may use besides lower layers' rules below)
 fn layer_of(module: &str) -> Option<u8> {
     Some(match module {
-        "config" | "diagnostics" | "progress" | "names" | "settings" => 0,
+        "config" | "diagnostics" | "formats" | "progress" | "names" | "settings" => 0,
         "oci" | "features" => 1,
         "engine" => 2,
         "build" | "security" | "lifecycle" | "egress" => 3,
@@ -124,6 +124,8 @@ fn the_rule_can_fail() {
     assert!(!allowed("oci", "features"));
     assert!(allowed("features", "oci"));
     assert!(allowed("handoff", "build"));
+    assert!(allowed("engine", "formats") && allowed("oci", "formats"));
+    assert!(!allowed("formats", "oci"));
     assert!(!allowed("egress", "security"));
     assert!(!allowed("engine", "egress"));
     assert!(allowed("egress", "engine"));

@@ -75,11 +75,6 @@ pub fn json_array(args: &[&str]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// `value` as one POSIX `sh` word in single quotes (`'` written as `'\''`).
-pub fn sh_quote(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "'\\''"))
-}
-
 /// Checks a user name for a `USER` instruction or a shell word: non-empty, no whitespace,
 /// control characters, quotes, `$` or `\`. Returns the reason when it is not usable.
 pub fn check_user(user: &str) -> Result<(), &'static str> {
@@ -204,12 +199,6 @@ mod tests {
     #[test]
     fn json_array_escapes() {
         assert_eq!(json_array(&["a b", "c\"d"]), r#"["a b", "c\"d"]"#);
-    }
-
-    #[test]
-    fn sh_quote_single_quotes() {
-        assert_eq!(sh_quote("it's"), r"'it'\''s'");
-        assert_eq!(sh_quote(""), "''");
     }
 
     #[test]

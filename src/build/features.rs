@@ -38,13 +38,12 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use super::cache_key::{KeyHasher, tree_digest};
-use super::dockerfile::{
-    check_env_name, check_reference, check_user, json_array, quoted, sh_quote,
-};
+use super::dockerfile::{check_env_name, check_reference, check_user, json_array, quoted};
 use super::error::{BuildError, Result};
 use super::tree::{self, TreeEntry};
 use crate::config::metadata;
 use crate::features::options::{BuiltinEnv, ResolvedOptions, render_options_env};
+use crate::formats::shell;
 use crate::names::METADATA_LABEL;
 
 /// devcell's own version of the generated Features layer. Part of every cache key: bump it
@@ -423,8 +422,8 @@ pub fn plan_with(
             rel: Path::new(&name).join(INSTALL_WRAPPER_FILE),
             content: format!(
                 "#!/bin/sh\ndevcell_feature_id={}\ndevcell_feature_name={}\n{INSTALL_WRAPPER_BODY}",
-                sh_quote(&feature.id_as_written),
-                sh_quote(display_name)
+                shell::quote(&feature.id_as_written),
+                shell::quote(display_name)
             ),
         });
 

@@ -26,9 +26,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::cache_key::KeyHasher;
-use super::dockerfile::{check_reference, check_user, json_array, sh_quote};
+use super::dockerfile::{check_reference, check_user, json_array};
 use super::error::{BuildError, Result};
 use super::features::BuildContext;
+use crate::formats::shell;
 use crate::names::BASE_IMAGE_LABEL;
 
 /// devcell's own version of the generated UID layer (part of its cache key).
@@ -118,7 +119,7 @@ pub fn plan_uid_update(input: &UidInput) -> Result<Option<UidPlan>> {
     df.push_str(&format!("COPY {}\n", json_array(&[SCRIPT_FILE, &staged])));
     df.push_str(&format!(
         "RUN sh {staged} {} {} {} && rm -f {staged}\n",
-        sh_quote(name),
+        shell::quote(name),
         input.host_uid,
         input.host_gid
     ));

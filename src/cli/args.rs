@@ -262,6 +262,10 @@ pub struct FeaturesResolveDependenciesArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
+    /// `[registries]` mirrors, insecure registries and CA certificates apply.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// Use only the cache; fail on anything not cached.
     #[arg(long)]
     pub offline: bool,
@@ -508,6 +512,10 @@ pub struct OutdatedArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
+    /// `[registries]` mirrors, insecure registries and CA certificates apply.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// Docker CLI and host state flags (accepted).
     #[command(flatten)]
     pub host: HostToolArgs,
@@ -531,6 +539,10 @@ pub struct UpgradeArgs {
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
+    /// `[registries]` mirrors, insecure registries and CA certificates apply.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
     /// Docker CLI and host state flags (accepted).
     #[command(flatten)]
     pub host: HostToolArgs,

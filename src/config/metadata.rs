@@ -240,23 +240,16 @@ pub fn hook_commands(entries: &[Value], hook: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Parses a Docker `--mount` string (`type=bind,source=/a,target=/b,readonly`) into an object:
-/// comma-separated `key=value` fields (a field may be wrapped in double quotes, `""` inside
-/// quotes is a literal quote), keys lowercased, `src`→`source`, `dst`/`destination`→`target`;
-/// a field without `=` becomes `key: true`.
+/// Parses a Docker `--mount` string (`type=bind,source=/a,target=/b,readonly`) into an object,
+/// its fields as [`crate::formats::mount::fields`] reads them (keys lowercased, aliases
+/// resolved); a field without `=` becomes `key: true`.
 pub fn parse_mount(mount: &str) -> Map<String, Value> {
-    let mut out = Map::new();
-    for field in split_csv(mount) {
-        if field.is_empty() {
-            continue;
-        }
-        let (key, value) = match field.split_once('=') {
-            Some((key, value)) => (key, Value::String(value.to_owned())),
-            None => (field.as_str(), Value::Bool(true)),
-        };
-        out.insert(normalize_mount_key(&key.to_ascii_lowercase()), value);
-    }
-    out
+    // An unterminated quote: no fields (the engine refuses the string).
+    crate::formats::mount::fields(mount)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| (f.key, f.value.map_or(Value::Bool(true), Value::String)))
+        .collect()
 }
 
 /// The `target` of a mount in string or object form (object keys normalised as in
@@ -269,7 +262,7 @@ pub fn mount_target(mount: &Value) -> Option<String> {
             .map(str::to_owned),
         Value::Object(map) => map
             .iter()
-            .find(|(key, _)| normalize_mount_key(key) == "target")
+            .find(|(key, _)| crate::formats::mount::canonical_key(key) == "target")
             .and_then(|(_, value)| value.as_str())
             .map(str::to_owned),
         _ => None,
@@ -583,46 +576,6 @@ fn merge_gpu(current: Option<Value>, next: Option<&Value>) -> Option<Value> {
         out.insert("memory".into(), Value::String(memory.to_string()));
     }
     Some(Value::Object(out))
-}
-
-fn normalize_mount_key(key: &str) -> String {
-    match key {
-        "src" => "source".to_owned(),
-        "dst" | "destination" => "target".to_owned(),
-        other => other.to_owned(),
-    }
-}
-
-/// Splits Docker's `--mount` CSV: `,` separates fields; a field that starts with `"` runs to the
-/// closing `"` (`""` inside = one quote).
-fn split_csv(text: &str) -> Vec<String> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut in_quotes = false;
-    let mut at_field_start = true;
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if in_quotes => {
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    field.push('"');
-                } else {
-                    in_quotes = false;
-                }
-            }
-            '"' if at_field_start => in_quotes = true,
-            ',' if !in_quotes => {
-                fields.push(std::mem::take(&mut field));
-                at_field_start = true;
-                continue;
-            }
-            other => field.push(other),
-        }
-        at_field_start = false;
-    }
-    fields.push(field);
-    fields
 }
 
 #[cfg(test)]
@@ -1145,13 +1098,5 @@ mod tests {
             ]
         );
         assert!(hook_commands(&entries, "onCreateCommand").is_empty());
-    }
-
-    #[test]
-    fn csv_split() {
-        assert_eq!(split_csv("a,b"), ["a", "b"]);
-        assert_eq!(split_csv("\"a,b\",c"), ["a,b", "c"]);
-        assert_eq!(split_csv(""), [""]);
-        assert_eq!(split_csv("a\"b,c"), ["a\"b", "c"]);
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! Pure helpers: [`run_args`] maps `runArgs` (`docker run` flags) onto a [`ContainerSpec`] and
 //! parses `--mount` strings; [`build_options`] maps `build.options` onto a [`BuildRequest`]; [`context`] packs a build context honouring `.dockerignore`;
-//! [`auth`] reads registry credentials from the Docker client configuration.
+//! [`auth`] gives the engine registry credentials from the Docker client configuration (read by
+//! [`crate::formats::docker_config`]).
 //!
 //! [`compose`] drives the Docker Compose v2 CLI (Compose configurations).
 

@@ -469,11 +469,8 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     let mut target = None;
     let mut read_only = false;
     let (mut tmpfs_size, mut tmpfs_mode) = (None, None);
-    for field in split_csv(text).map_err(|m| bad(m.to_string()))? {
-        let (key, value) = match field.split_once('=') {
-            Some((k, v)) => (k.trim().to_ascii_lowercase(), Some(v.to_string())),
-            None => (field.trim().to_ascii_lowercase(), None),
-        };
+    let fields = crate::formats::mount::fields(text).map_err(|e| bad(e.to_string()))?;
+    for crate::formats::mount::MountField { key, value } in fields {
         let need = |v: Option<String>| v.ok_or_else(|| bad(format!("`{key}` needs a value")));
         match key.as_str() {
             "type" => {
@@ -484,9 +481,9 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
                     other => return Err(bad(format!("unsupported mount type `{other}`"))),
                 }
             }
-            "source" | "src" => source = Some(need(value)?),
-            "target" | "dst" | "destination" => target = Some(need(value)?),
-            "readonly" | "ro" => {
+            "source" => source = Some(need(value)?),
+            "target" => target = Some(need(value)?),
+            "readonly" => {
                 read_only = match value.as_deref() {
                     None | Some("true") | Some("1") => true,
                     Some("false") | Some("0") => false,
@@ -503,7 +500,6 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
                 })?);
             }
             "consistency" | "bind-propagation" | "volume-nocopy" | "bind-nonrecursive" => {}
-            "" => {}
             other => return Err(bad(format!("unknown mount field `{other}`"))),
         }
     }
@@ -611,30 +607,6 @@ pub fn mount_from_json(value: &serde_json::Value) -> Result<Mount> {
         target,
         read_only,
     })
-}
-
-/// Splits one CSV record (commas; `"…"` quoting with `""` for a quote).
-fn split_csv(text: &str) -> std::result::Result<Vec<String>, &'static str> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => fields.push(std::mem::take(&mut field)),
-            c => field.push(c),
-        }
-    }
-    if quoted {
-        return Err("unterminated quote");
-    }
-    fields.push(field);
-    Ok(fields)
 }
 
 #[cfg(test)]

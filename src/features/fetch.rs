@@ -180,6 +180,19 @@ pub struct FetchOptions {
     pub registry: RegistryOptions,
 }
 
+/// What an operation's flags choose about fetching Features; registry access is not among
+/// them: it comes from the user's settings ([`Fetcher::for_operation`]).
+#[derive(Debug, Clone, Default)]
+pub struct FetchFlags {
+    /// `--cache-dir`; default `$XDG_CACHE_HOME/devcell`.
+    pub cache_dir: Option<PathBuf>,
+    /// `--offline`: only the cache.
+    pub offline: bool,
+    /// Ignore cached tag → digest resolutions when the registry cannot be reached
+    /// ([`FetchOptions::refresh_tags`]).
+    pub refresh_tags: bool,
+}
+
 /// A resolved Feature: its metadata and what pins it.
 #[derive(Debug, Clone)]
 pub struct ResolvedFeature {
@@ -278,6 +291,25 @@ impl Fetcher {
             options,
             reporter: Arc::new(NoopReporter),
             tags: std::sync::Mutex::new(TagNotes::default()),
+        })
+    }
+
+    /// The fetcher of an operation (`up`, `outdated`, `upgrade`, `features
+    /// resolve-dependencies`, ...): its `flags`, and registry access (mirrors, insecure
+    /// registries, CA certificates) from the user's `[registries]` settings. Every operation
+    /// builds its fetcher here, so none reaches a registry the user has mirrored.
+    ///
+    /// # Errors
+    /// As [`Fetcher::new`].
+    pub fn for_operation(
+        registries: &crate::settings::RegistrySettings,
+        flags: FetchFlags,
+    ) -> Result<Fetcher> {
+        Fetcher::new(FetchOptions {
+            cache_dir: flags.cache_dir,
+            offline: flags.offline,
+            refresh_tags: flags.refresh_tags,
+            registry: RegistryOptions::from_settings(registries),
         })
     }
 

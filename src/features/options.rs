@@ -203,13 +203,13 @@ pub fn option_env_name(option_id: &str) -> String {
 /// Errors: [`FeatureError::EnvValue`] when the value holds a NUL byte (an environment
 /// variable cannot).
 pub fn shell_quote(name: &str, value: &str) -> Result<String> {
-    if value.contains('\0') {
+    if crate::formats::shell::has_nul(value) {
         return Err(FeatureError::EnvValue {
             name: name.to_string(),
             message: "the value contains a NUL byte".into(),
         });
     }
-    Ok(format!("'{}'", value.replace('\'', r"'\''")))
+    Ok(crate::formats::shell::quote(value))
 }
 
 /// Renders `devcontainer-features.env`: one `NAME='value'` line per option, in order, each

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::config::model;
 use crate::diagnostics::Warning;
 use crate::features::FeatureError;
-use crate::features::fetch::{FeatureSource, FetchOptions, Fetcher, PlanRequest};
+use crate::features::fetch::{FeatureSource, FetchFlags, Fetcher, PlanRequest};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
@@ -36,6 +36,8 @@ pub struct OutdatedOptions {
     pub config: Option<PathBuf>,
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
     pub cache_dir: Option<PathBuf>,
+    /// The user's `[registries]` settings (mirrors, insecure registries, CA certificates).
+    pub registries: crate::settings::RegistrySettings,
 }
 
 /// The versions of one OCI Feature. `None` = unknown (omitted in JSON, `-` in text).
@@ -195,20 +197,20 @@ fn load(opts: &OutdatedOptions) -> Result<Loaded> {
 }
 
 fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetcher> {
-    Fetcher::new(FetchOptions {
+    let flags = FetchFlags {
         cache_dir: opts.cache_dir.clone(),
         offline: false,
         // Tags move: always ask the registry.
         refresh_tags: true,
-        ..FetchOptions::default()
-    })
-    .map_err(|e| {
-        HandoffError::Feature(FeatureError::Resolve {
-            feature: "*".into(),
-            source: Box::new(e),
+    };
+    Fetcher::for_operation(&opts.registries, flags)
+        .map_err(|e| {
+            HandoffError::Feature(FeatureError::Resolve {
+                feature: "*".into(),
+                source: Box::new(e),
+            })
         })
-    })
-    .map(|f| f.with_reporter(reporter))
+        .map(|f| f.with_reporter(reporter))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

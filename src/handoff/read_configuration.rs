@@ -1042,6 +1042,7 @@ fn features_configuration(
             override_order,
             cache_dir: None,
             offline: false,
+            registries: &crate::settings::RegistrySettings::default(),
             confined,
         },
         std::sync::Arc::new(crate::progress::NoopReporter),

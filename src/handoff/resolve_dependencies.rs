@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::config::model;
 use crate::diagnostics::Warning;
 use crate::features::FeatureError;
-use crate::features::fetch::{FetchOptions, Fetcher, PlanRequest, ResolvedFeature};
+use crate::features::fetch::{FetchFlags, Fetcher, PlanRequest, ResolvedFeature};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
@@ -34,6 +34,8 @@ pub struct ResolveDependenciesOptions {
     pub cache_dir: Option<PathBuf>,
     /// `--offline`: use only the cache.
     pub offline: bool,
+    /// The user's `[registries]` settings (mirrors, insecure registries, CA certificates).
+    pub registries: crate::settings::RegistrySettings,
 }
 
 /// The result of [`resolve_dependencies`].
@@ -90,6 +92,7 @@ pub fn resolve_dependencies_with(
             override_order: &override_order,
             cache_dir: opts.cache_dir.clone(),
             offline: opts.offline,
+            registries: &opts.registries,
             confined: confined.as_ref(),
         },
         reporter,
@@ -117,6 +120,8 @@ pub(crate) struct FeaturesRequest<'a> {
     pub cache_dir: Option<PathBuf>,
     /// `--offline`.
     pub offline: bool,
+    /// The user's `[registries]` settings.
+    pub registries: &'a crate::settings::RegistrySettings,
     /// The grants the configuration was judged with: its lockfile is judged the same way
     /// (`None`: read as written; spec-note 0400).
     pub confined: Option<&'a crate::security::Grants>,
@@ -160,16 +165,17 @@ pub(crate) fn resolve_features(
             manifests: HashMap::new(),
         });
     }
-    let fetcher = Fetcher::new(FetchOptions {
+    let flags = FetchFlags {
         cache_dir: request.cache_dir.clone(),
         offline: request.offline,
-        ..FetchOptions::default()
-    })
-    .map_err(|e| FeatureError::Resolve {
-        feature: "*".into(),
-        source: Box::new(e),
-    })?
-    .with_reporter(reporter);
+        ..FetchFlags::default()
+    };
+    let fetcher = Fetcher::for_operation(request.registries, flags)
+        .map_err(|e| FeatureError::Resolve {
+            feature: "*".into(),
+            source: Box::new(e),
+        })?
+        .with_reporter(reporter);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1472,7 +1472,7 @@ async fn preview_feature_entries(
     loaded: &LoadedConfiguration,
     opts: &UpOptions,
 ) -> Result<Vec<Value>> {
-    use crate::features::fetch::{Fetcher, PlanRequest};
+    use crate::features::fetch::PlanRequest;
     let parts = FeatureRequestParts::of(loaded);
     let lock_at = LockfileAt::of(loaded);
     let lock_path = lock_at.path.clone();
@@ -1481,7 +1481,7 @@ async fn preview_feature_entries(
         _ => LockfileMode::ReadOnly,
     };
     let lock_state = lock_at.read(mode)?;
-    let fetcher = Fetcher::new(fetch_options(opts))?;
+    let fetcher = feature_fetcher(opts)?;
     let plan = fetcher
         .plan(&PlanRequest {
             features: &parts.features,
@@ -1558,19 +1558,16 @@ impl FeatureRequestParts {
     }
 }
 
-/// The Feature fetcher's options of an `up`: its cache folder and the user's registry settings.
-fn fetch_options(opts: &UpOptions) -> crate::features::fetch::FetchOptions {
-    let registries = &opts.settings.registries;
-    crate::features::fetch::FetchOptions {
+/// The Feature fetcher of an `up`: its cache folder and the user's registry settings.
+fn feature_fetcher(opts: &UpOptions) -> Result<crate::features::fetch::Fetcher> {
+    let flags = crate::features::fetch::FetchFlags {
         cache_dir: opts.cache_dir.clone(),
-        registry: crate::oci::registry::RegistryOptions {
-            insecure_registries: registries.insecure.clone(),
-            extra_ca_certificates: registries.ca_certs.clone(),
-            mirrors: registries.mirrors.clone(),
-            ..Default::default()
-        },
-        ..crate::features::fetch::FetchOptions::default()
-    }
+        ..Default::default()
+    };
+    Ok(crate::features::fetch::Fetcher::for_operation(
+        &opts.settings.registries,
+        flags,
+    )?)
 }
 
 /// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
@@ -2882,7 +2879,7 @@ async fn build_features(
     reporter: &dyn Reporter,
 ) -> Result<(PreparedImage, PendingLock)> {
     use crate::build::FeatureLayer;
-    use crate::features::fetch::{Fetcher, PlanRequest};
+    use crate::features::fetch::PlanRequest;
 
     let FeatureRequestParts {
         features,
@@ -2911,7 +2908,7 @@ async fn build_features(
     // it works (the forwarding ends when the fetcher is dropped).
     let (fetch_progress, fetch_events) = crate::progress::channel();
     let fetched = async {
-        let fetcher = Fetcher::new(fetch_options(opts))?.with_reporter(fetch_progress);
+        let fetcher = feature_fetcher(opts)?.with_reporter(fetch_progress);
         let plan = fetcher
             .plan(&PlanRequest {
                 features: &features,

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor};
 use super::hook::describe;
+use super::runner::Capture;
 use crate::progress::{Event, Reporter};
 
 /// How to start the user's shell to read its environment (the spec's `userEnvProbe` values).
@@ -142,7 +143,7 @@ pub async fn probe_user_env<E: HookExecutor>(
             source,
         })?,
     };
-    let output = capture.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    let output = capture.into_lines();
     let output = output.join("\n");
     let mut env = parse_probe_output(&output);
     if exit_code != 0 || env.0.is_empty() {
@@ -210,17 +211,6 @@ fn parse_probe_output(output: &str) -> HookEnv {
         .filter(|(name, _)| !name.is_empty() && *name != "PWD")
         .map(|(name, value)| (name.to_string(), value.to_string()))
         .collect()
-}
-
-#[derive(Default)]
-struct Capture(std::sync::Mutex<Vec<String>>);
-
-impl Reporter for Capture {
-    fn report(&self, event: Event) {
-        if let Event::Output(line) = event {
-            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -584,12 +584,14 @@ impl Reporter for TailReporter<'_> {
     }
 }
 
-/// Collects output lines of internal commands (marker scripts) without showing them.
+/// Collects output lines of internal commands (marker scripts, the environment probe) without
+/// showing them.
 #[derive(Default)]
-struct Capture(Mutex<Vec<String>>);
+pub(super) struct Capture(Mutex<Vec<String>>);
 
 impl Capture {
-    fn into_lines(self) -> Vec<String> {
+    /// The lines collected, in order.
+    pub(super) fn into_lines(self) -> Vec<String> {
         self.0.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -47,6 +47,20 @@ pub struct RegistryOptions {
     pub credential_helper_dir: Option<PathBuf>,
 }
 
+impl RegistryOptions {
+    /// The registry access the user's `[registries]` settings ask for: their mirrors,
+    /// insecure registries and CA certificate files; the Docker config and credential helpers
+    /// at their defaults.
+    pub fn from_settings(settings: &crate::settings::RegistrySettings) -> RegistryOptions {
+        RegistryOptions {
+            insecure_registries: settings.insecure.clone(),
+            extra_ca_certificates: settings.ca_certs.clone(),
+            mirrors: settings.mirrors.clone(),
+            ..RegistryOptions::default()
+        }
+    }
+}
+
 /// A target platform for image index selection (GOOS/GOARCH names).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Platform {

@@ -197,3 +197,105 @@ fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
     assert!(!out.status.success());
     assert_eq!(std::fs::read_to_string(&config_path).unwrap(), after);
 }
+
+/// `outdated`, `upgrade` and `features resolve-dependencies` reach Feature registries through
+/// the user's `[registries]` mirrors (issue 11): the configuration names a registry nobody
+/// listens on (`127.0.0.1:1`), the settings file mirrors it to the local registry. Without the
+/// settings file the same commands cannot reach the Feature, so the mirror is what served it.
+#[test]
+fn outdated_upgrade_and_resolve_dependencies_use_the_settings_mirrors() {
+    let Some(reg) = test_registry() else { return };
+    let ns = unique("mirrored");
+    for v in ["1.2.3", "2.0.0"] {
+        publish_hello(&reg, &ns, v);
+    }
+    let unreachable = "127.0.0.1:1";
+    let feature = format!("{unreachable}/{ns}/hello:1");
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        json!({"image": "debian", "features": {&feature: {}}}).to_string(),
+    )
+    .unwrap();
+    let settings_dir = tempfile::tempdir().unwrap();
+    let settings = settings_dir.path().join("config.toml");
+    std::fs::write(
+        &settings,
+        format!("[registries]\nmirrors = {{ \"{unreachable}\" = \"{reg}\" }}\n"),
+    )
+    .unwrap();
+    let settings = settings.to_str().unwrap();
+
+    let cache = tempfile::tempdir().unwrap();
+    let v = stdout_json(&run(
+        "outdated",
+        ws.path(),
+        cache.path(),
+        &["--output-format", "json", "--config-file", settings],
+    ));
+    assert_eq!(
+        v,
+        json!({"features": {&feature: {"current": "1.2.3", "wanted": "1.2.3", "wantedMajor": "1",
+            "latest": "2.0.0", "latestMajor": "2"}}})
+    );
+
+    let text = ok_stdout(&run(
+        "upgrade",
+        ws.path(),
+        cache.path(),
+        &["--dry-run", "--config-file", settings],
+    ));
+    let lock: Value = serde_json::from_str(&text).expect("lockfile JSON on stdout");
+    assert_eq!(lock["features"][&feature]["version"], "1.2.3", "{lock}");
+    // The pin names the registry as written: the mirror is a transport detail.
+    let resolved = lock["features"][&feature]["resolved"].as_str().unwrap();
+    assert!(
+        resolved.starts_with(&format!("{unreachable}/{ns}/hello@sha256:")),
+        "{resolved}"
+    );
+
+    let resolve = |cache: &Path, extra: &[&str]| {
+        devcell()
+            .args(["features", "resolve-dependencies", "--workspace-folder"])
+            .arg(ws.path())
+            .arg("--cache-dir")
+            .arg(cache)
+            .args(extra)
+            .output()
+            .expect("devcell runs")
+    };
+    let fresh = tempfile::tempdir().unwrap();
+    let v = stdout_json(&resolve(fresh.path(), &["--config-file", settings]));
+    let id = v["installOrder"][0]["id"].as_str().unwrap_or_default();
+    assert!(id.starts_with(&format!("{unreachable}/{ns}/hello")), "{v}");
+
+    // The control: no settings, no mirror: nothing reaches the Feature (fresh caches, so no
+    // cached resolution serves it either).
+    let empty = settings_dir.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let empty = empty.to_str().unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let out = resolve(fresh.path(), &["--config-file", empty]);
+    assert!(!out.status.success(), "resolved without the mirror");
+    let fresh = tempfile::tempdir().unwrap();
+    let out = run(
+        "upgrade",
+        ws.path(),
+        fresh.path(),
+        &["--dry-run", "--config-file", empty],
+    );
+    assert!(!out.status.success(), "upgraded without the mirror");
+    let fresh = tempfile::tempdir().unwrap();
+    let out = run(
+        "outdated",
+        ws.path(),
+        fresh.path(),
+        &["--output-format", "json", "--config-file", empty],
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() || !shown.contains("2.0.0"),
+        "outdated saw the registry without the mirror: {shown}"
+    );
+}

@@ -16,6 +16,7 @@ pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
+    let registries = crate::settings::load(args.config_file.as_deref())?.registries;
     let reporter = Arc::new(CliReporter::stderr());
     let result = resolve_dependencies_with(
         &ResolveDependenciesOptions {
@@ -23,6 +24,7 @@ pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
             config: args.config,
             cache_dir: args.cache_dir,
             offline: args.offline,
+            registries,
         },
         reporter.clone(),
     );

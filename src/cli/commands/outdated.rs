@@ -16,12 +16,14 @@ pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
+    let registries = crate::settings::load(args.config_file.as_deref())?.registries;
     let reporter = Arc::new(CliReporter::stderr());
     let result = outdated_with(
         &OutdatedOptions {
             workspace_folder,
             config: args.config,
             cache_dir: args.cache_dir,
+            registries,
         },
         reporter.clone(),
     );

@@ -15,6 +15,7 @@ pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
+    let registries = crate::settings::load(args.config_file.as_deref())?.registries;
     let reporter = Arc::new(CliReporter::stderr());
     let result = upgrade_with(
         &UpgradeOptions {
@@ -22,6 +23,7 @@ pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
                 workspace_folder,
                 config: args.config,
                 cache_dir: args.cache_dir,
+                registries,
             },
             dry_run: args.dry_run,
             pin: args.feature.zip(args.target_version),

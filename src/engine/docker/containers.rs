@@ -1,0 +1,312 @@
+//! Containers: the create body from the neutral [`ContainerSpec`], creation (Podman's tmpfs
+//! options), inspection.
+
+use std::collections::HashMap;
+
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountTmpfsOptions,
+    MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
+};
+use bollard::query_parameters::CreateContainerOptions;
+
+use super::{DockerEngine, is_not_found, sorted};
+use crate::engine::Engine;
+use crate::engine::error::Result;
+use crate::engine::run_args::{tmpfs_mount_mode, tmpfs_mount_size};
+use crate::engine::spec::*;
+
+impl DockerEngine {
+    /// [`Engine::create_container`].
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub(super) async fn create(&self, spec: &ContainerSpec) -> Result<String> {
+        let options = CreateContainerOptions {
+            name: spec.name.clone(),
+            ..CreateContainerOptions::default()
+        };
+        let subject = spec.name.clone().unwrap_or_else(|| spec.image.clone());
+        let podman = *self
+            .podman
+            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
+            .await?;
+        let mut body = to_create_body(spec);
+        if podman && let Some(tmpfs) = body.host_config.as_mut().and_then(|h| h.tmpfs.as_mut()) {
+            for options in tmpfs.values_mut() {
+                *options = podman_tmpfs_options(options);
+            }
+        }
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(self.api("create container", &subject))?;
+        Ok(created.id)
+    }
+
+    /// [`Engine::inspect_container`].
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
+    pub(super) async fn container_info(&self, id: &str) -> Result<Option<ContainerInfo>> {
+        let c = match self.docker.inspect_container(id, None).await {
+            Ok(c) => c,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(self.api("inspect container", id)(e)),
+        };
+        let state = c.state.unwrap_or_default();
+        let config = c.config.unwrap_or_default();
+        let host = c.host_config.unwrap_or_default();
+        Ok(Some(ContainerInfo {
+            id: c.id.unwrap_or_default(),
+            name: c
+                .name
+                .unwrap_or_default()
+                .trim_start_matches('/')
+                .to_string(),
+            image_id: c.image.unwrap_or_default(),
+            image: config.image.unwrap_or_default(),
+            status: state.status.map(|s| s.to_string()).unwrap_or_default(),
+            running: state.running.unwrap_or(false),
+            exit_code: state.exit_code.unwrap_or(0),
+            created: c.created.clone().unwrap_or_default(),
+            started_at: state.started_at.clone().unwrap_or_default(),
+            labels: sorted(config.labels),
+            env: config.env.unwrap_or_default(),
+            user: config.user.unwrap_or_default(),
+            mounts: c
+                .mounts
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| MountInfo {
+                    kind: m.typ.unwrap_or_default(),
+                    source: m.source.unwrap_or_default(),
+                    name: m.name.filter(|n| !n.is_empty()),
+                    destination: m.destination.unwrap_or_default(),
+                    rw: m.rw.unwrap_or(false),
+                })
+                .collect(),
+            host: HostSecurity {
+                privileged: host.privileged.unwrap_or(false),
+                cap_add: host.cap_add.unwrap_or_default(),
+                cap_drop: host.cap_drop.unwrap_or_default(),
+                security_opt: host.security_opt.unwrap_or_default(),
+                read_only_rootfs: host.readonly_rootfs.unwrap_or(false),
+                tmpfs: sorted(host.tmpfs),
+                limits: Limits {
+                    pids: positive(host.pids_limit),
+                    memory_bytes: positive(host.memory),
+                    nano_cpus: positive(host.nano_cpus),
+                },
+                network_mode: host.network_mode.unwrap_or_default(),
+                init: host.init,
+                devices: host
+                    .devices
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|d| d.path_on_host)
+                    .collect(),
+            },
+        }))
+    }
+}
+
+/// Converts the neutral spec to the engine's create body.
+pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let some_vec = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+    let mounts: Vec<BollardMount> = spec
+        .mounts
+        .iter()
+        .map(|m| BollardMount {
+            typ: Some(match m.kind {
+                MountKind::Bind => MountType::BIND,
+                MountKind::Volume => MountType::VOLUME,
+                MountKind::Tmpfs => MountType::TMPFS,
+            }),
+            source: m.source.clone().filter(|_| m.kind != MountKind::Tmpfs),
+            target: Some(m.target.clone()),
+            read_only: Some(m.read_only),
+            tmpfs_options: (m.kind == MountKind::Tmpfs)
+                .then_some(m.source.as_deref())
+                .flatten()
+                .map(|s| MountTmpfsOptions {
+                    size_bytes: tmpfs_mount_size(s),
+                    mode: tmpfs_mount_mode(s).map(i64::from),
+                    ..MountTmpfsOptions::default()
+                }),
+            ..BollardMount::default()
+        })
+        .collect();
+    let mut port_bindings: HashMap<String, Option<Vec<BollardPortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for p in &spec.ports {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        if !exposed.contains(&key) {
+            exposed.push(key.clone());
+        }
+        port_bindings
+            .entry(key)
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(BollardPortBinding {
+                host_ip: p.host_ip.clone(),
+                host_port: Some(p.host_port.map(|h| h.to_string()).unwrap_or_default()),
+            });
+    }
+    let host_config = HostConfig {
+        mounts: (!mounts.is_empty()).then_some(mounts),
+        cap_add: some_vec(&spec.cap_add),
+        cap_drop: some_vec(&spec.cap_drop),
+        security_opt: some_vec(&spec.security_opt),
+        privileged: Some(spec.privileged),
+        init: spec.init,
+        readonly_rootfs: Some(spec.read_only_rootfs),
+        tmpfs: (!spec.tmpfs.is_empty()).then(|| {
+            spec.tmpfs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }),
+        pids_limit: spec.limits.pids,
+        memory: spec.limits.memory_bytes,
+        nano_cpus: spec.limits.nano_cpus,
+        network_mode: spec.network_mode.clone(),
+        extra_hosts: some_vec(&spec.extra_hosts),
+        port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        devices: (!spec.devices.is_empty()).then(|| {
+            spec.devices
+                .iter()
+                .map(|d| DeviceMapping {
+                    path_on_host: Some(d.host_path.clone()),
+                    path_in_container: Some(d.container_path.clone()),
+                    cgroup_permissions: Some(d.permissions.clone()),
+                })
+                .collect()
+        }),
+        shm_size: spec.shm_size,
+        ulimits: (!spec.ulimits.is_empty()).then(|| {
+            spec.ulimits
+                .iter()
+                .map(|u| ResourcesUlimits {
+                    name: Some(u.name.clone()),
+                    soft: Some(u.soft),
+                    hard: Some(u.hard),
+                })
+                .collect()
+        }),
+        ..HostConfig::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        hostname: spec.hostname.clone(),
+        user: spec.user.clone(),
+        env: (!spec.env.is_empty())
+            .then(|| spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        cmd: spec.cmd.clone(),
+        entrypoint: spec.entrypoint.clone(),
+        working_dir: spec.working_dir.clone(),
+        labels: (!spec.labels.is_empty()).then(|| {
+            spec.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: Some(host_config),
+        ..ContainerCreateBody::default()
+    }
+}
+
+/// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
+/// option makes the tmpfs owned by the container's user instead (spec-note 0084).
+pub(crate) fn podman_tmpfs_options(options: &str) -> String {
+    let mut owned = false;
+    let mut kept: Vec<&str> = Vec::new();
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        if opt.starts_with("uid=") || opt.starts_with("gid=") {
+            owned = true;
+        } else {
+            kept.push(opt);
+        }
+    }
+    if owned && !kept.contains(&"U") {
+        kept.push("U");
+    }
+    kept.join(",")
+}
+
+pub(super) fn container_summary(c: bollard::models::ContainerSummary) -> ContainerSummary {
+    ContainerSummary {
+        id: c.id.unwrap_or_default(),
+        names: c
+            .names
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.trim_start_matches('/').to_string())
+            .collect(),
+        image: c.image.unwrap_or_default(),
+        image_id: c.image_id.unwrap_or_default(),
+        state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+        labels: sorted(c.labels),
+    }
+}
+
+fn positive(v: Option<i64>) -> Option<i64> {
+    v.filter(|n| *n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn podman_tmpfs_owner_uses_u() {
+        assert_eq!(
+            podman_tmpfs_options("rw,nosuid,uid=1000,gid=1000,mode=755"),
+            "rw,nosuid,mode=755,U"
+        );
+        assert_eq!(podman_tmpfs_options("rw,mode=1777"), "rw,mode=1777");
+    }
+
+    #[test]
+    fn create_body_maps_security_and_limits() {
+        let spec = ContainerSpec {
+            image: "img".into(),
+            cap_drop: vec!["ALL".into()],
+            security_opt: vec!["no-new-privileges:true".into()],
+            read_only_rootfs: true,
+            tmpfs: BTreeMap::from([("/tmp".to_string(), "mode=1777".to_string())]),
+            limits: Limits {
+                pids: Some(10),
+                memory_bytes: Some(1 << 20),
+                nano_cpus: Some(1_000_000_000),
+            },
+            ports: vec![PortBinding {
+                container_port: 80,
+                protocol: "tcp".into(),
+                host_ip: None,
+                host_port: Some(8080),
+            }],
+            mounts: vec![Mount {
+                kind: MountKind::Volume,
+                source: None,
+                target: "/v".into(),
+                read_only: true,
+            }],
+            ..ContainerSpec::default()
+        };
+        let body = to_create_body(&spec);
+        let host = body.host_config.unwrap();
+        assert_eq!(host.cap_drop.unwrap(), ["ALL"]);
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.pids_limit, Some(10));
+        assert_eq!(host.nano_cpus, Some(1_000_000_000));
+        assert_eq!(host.tmpfs.unwrap()["/tmp"], "mode=1777");
+        let ports = host.port_bindings.unwrap();
+        assert_eq!(
+            ports["80/tcp"].as_ref().unwrap()[0].host_port.as_deref(),
+            Some("8080")
+        );
+        assert_eq!(body.exposed_ports.unwrap(), ["80/tcp"]);
+        let m = &host.mounts.unwrap()[0];
+        assert_eq!((m.typ, m.read_only), (Some(MountType::VOLUME), Some(true)));
+    }
+}

@@ -1,0 +1,228 @@
+//! Exec: run a process in a container with its input, output and TTY size.
+
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use futures_util::StreamExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::{DockerEngine, drain_lines, is_not_found};
+use crate::engine::error::{EngineError, Result};
+use crate::engine::spec::*;
+use crate::progress::Event;
+
+impl DockerEngine {
+    /// [`Engine::exec`]; with a TTY and `sizes`, the TTY follows them (spec-note 0273): the
+    /// initial size is given at creation (engines with API ≥ 1.42 use it) and sent with a
+    /// resize right after the start (older engines), then each change is sent as it comes.
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, argv = ?request.argv.first()))]
+    pub(super) async fn run_exec(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        input: ExecInput,
+        output: ExecOutput<'_>,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) -> Result<ExecResult> {
+        let has_input = !matches!(input, ExecInput::None);
+        let config = CreateExecOptions::<String> {
+            attach_stdin: Some(has_input),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(request.tty),
+            env: (!request.env.is_empty()).then(|| {
+                request
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            }),
+            cmd: Some(request.argv.clone()),
+            user: request.user.clone(),
+            working_dir: request.working_dir.clone(),
+            ..CreateExecOptions::default()
+        };
+        let sizes = sizes.filter(|_| request.tty);
+        let mut config = bollard::models::ExecConfig::from(config);
+        if let Some(size) = sizes
+            .as_ref()
+            .map(|s| *s.borrow())
+            .filter(|s| !s.is_empty())
+        {
+            config.console_size = Some(vec![usize::from(size.rows), usize::from(size.cols)]);
+        }
+        let created = match self.docker.create_exec(id, config).await {
+            Ok(c) => c,
+            Err(e) if is_not_found(&e) => {
+                return Err(EngineError::NoSuchContainer { id: id.to_string() });
+            }
+            Err(e) => return Err(self.api("create exec", id)(e)),
+        };
+        let started = self
+            .docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: request.tty,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(self.api("start exec", id))?;
+        let StartExecResults::Attached {
+            output: mut stream,
+            input: mut stdin,
+        } = started
+        else {
+            return Err(EngineError::ExecIo {
+                container: id.to_string(),
+                source: std::io::Error::other("the engine detached the exec"),
+            });
+        };
+        let io_err = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let feed = async move {
+            match input {
+                ExecInput::None => Ok(()),
+                ExecInput::Bytes(bytes) => {
+                    stdin.write_all(&bytes).await?;
+                    stdin.shutdown().await
+                }
+                ExecInput::Stream(mut reader) => {
+                    tokio::io::copy(&mut reader, &mut stdin).await?;
+                    stdin.shutdown().await
+                }
+            }
+        };
+        let mut result = ExecResult::default();
+        let drain = async {
+            let mut pending_out = String::new();
+            let mut pending_err = String::new();
+            let mut sink = output;
+            while let Some(item) = stream.next().await {
+                let item = item.map_err(self.api("exec output", id))?;
+                let (is_err, bytes) = match item {
+                    LogOutput::StdErr { message } => (true, message),
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                        (false, message)
+                    }
+                    LogOutput::StdIn { .. } => continue,
+                };
+                match &mut sink {
+                    ExecOutput::Collect => {
+                        if is_err {
+                            result.stderr.extend_from_slice(&bytes);
+                        } else {
+                            result.stdout.extend_from_slice(&bytes);
+                        }
+                    }
+                    ExecOutput::Report(reporter) => {
+                        let pending = if is_err {
+                            &mut pending_err
+                        } else {
+                            &mut pending_out
+                        };
+                        drain_lines(pending, &String::from_utf8_lossy(&bytes), |l| {
+                            reporter.report(Event::Output(l))
+                        });
+                    }
+                    ExecOutput::Write { stdout, stderr } => {
+                        let w: &mut (dyn AsyncWrite + Send + Unpin) =
+                            if is_err { stderr } else { stdout };
+                        w.write_all(&bytes).await.map_err(io_err)?;
+                        w.flush().await.map_err(io_err)?;
+                    }
+                }
+            }
+            if let ExecOutput::Report(reporter) = &sink {
+                for tail in [pending_out, pending_err] {
+                    if !tail.is_empty() {
+                        reporter.report(Event::Output(tail));
+                    }
+                }
+            }
+            Ok::<_, EngineError>(())
+        };
+        // The output ends when the process exits; stop feeding stdin then (like `docker exec
+        // -i`), so an input that never reaches end of file cannot keep the exec open. The TTY
+        // size is followed until then.
+        let (fed, drained) = {
+            tokio::pin!(feed);
+            tokio::pin!(drain);
+            let mut fed = Ok(());
+            let mut feeding = true;
+            let resize = self.follow_sizes(&created.id, sizes);
+            tokio::pin!(resize);
+            let drained = loop {
+                tokio::select! {
+                    result = &mut drain => break result,
+                    result = &mut feed, if feeding => {
+                        fed = result;
+                        feeding = false;
+                    }
+                    () = &mut resize => {}
+                }
+            };
+            (fed, drained)
+        };
+        drained?;
+        // A process that exits without reading its stdin closes the pipe: not an error.
+        if let Err(e) = fed
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            return Err(io_err(e));
+        }
+        // The output stream can end a moment before the engine records the exit code.
+        for attempt in 0.. {
+            let inspect = self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .map_err(self.api("inspect exec", id))?;
+            match inspect.exit_code {
+                Some(code) if inspect.running != Some(true) => {
+                    result.exit_code = code;
+                    break;
+                }
+                _ if attempt >= 200 => {
+                    result.exit_code = inspect.exit_code.unwrap_or(-1);
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        Ok(result)
+    }
+
+    /// Sends the current size of `sizes` to the exec's TTY, then every change; never completes
+    /// (pending at once without sizes, or once the sender is gone). A failed resize is logged
+    /// and skipped: the process keeps its previous size.
+    async fn follow_sizes(
+        &self,
+        exec_id: &str,
+        sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
+    ) {
+        if let Some(mut sizes) = sizes {
+            loop {
+                let size = *sizes.borrow_and_update();
+                if !size.is_empty() {
+                    let options = bollard::exec::ResizeExecOptions {
+                        height: size.rows,
+                        width: size.cols,
+                    };
+                    if let Err(e) = self.docker.resize_exec(exec_id, options).await {
+                        tracing::debug!("resizing exec {exec_id} to {size:?} failed: {e}");
+                    }
+                }
+                if sizes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        std::future::pending::<()>().await
+    }
+}
