@@ -139,6 +139,29 @@ fn engine_sockets_are_critical_by_source_target_and_parent() {
     }
 }
 
+/// CRI-O's socket and its folder are engine sockets for the audit as for the policy (one list,
+/// `security::known`); a writable `/etc` is host control under the engine socket control, not
+/// an engine socket (spec-note 0142).
+#[test]
+fn cri_o_sockets_are_engine_sockets_and_etc_is_host_control() {
+    for src in ["/run/crio/crio.sock", "/run/crio", "/srv/x/crio.sock"] {
+        let r = with(|v| add_mount(v, "bind", src, "/c", true));
+        assert_eq!(r.score_of(Control::EngineSocket), 0, "{src}");
+        assert!(has(&r, Control::EngineSocket, src, Risk::Critical), "{src}");
+    }
+    let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", true));
+    assert!(has_detail(
+        &r,
+        Control::EngineSocket,
+        "host kernel or engine state under `/etc`",
+        Risk::Critical
+    ));
+    assert!(
+        !has_detail(&r, Control::EngineSocket, "socket", Risk::Critical),
+        "{r:#?}"
+    );
+}
+
 #[test]
 fn host_home_and_parents_are_critical_for_repo_secret_cache_browser() {
     for src in ["/home/me", "/home/me/work", "/", "/home", "/root"] {
