@@ -438,15 +438,16 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
     if !prepared.git_requests.is_empty() {
         let (profile, _) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        // one refusal for all, as the handoff refuses (spec-note 0400)
+        preview.refusal = crate::security::refusal_of_all(
+            &profile,
+            &prepared.git_requests,
+            preview.refusal.take(),
+            &preview.requests,
+        );
         preview
             .requests
             .splice(0..0, prepared.git_requests.iter().cloned());
-        if !matches!(
-            preview.refusal,
-            Some(crate::security::SecurityError::ReuseRefused { .. })
-        ) {
-            preview.refusal = crate::security::refusal(&profile, &preview.requests);
-        }
     }
     if let Some(refusal) = preview.refusal {
         return Err(refusal.into());
@@ -529,11 +530,16 @@ pub async fn handoff_with(
         let up_opts = up_options(&p, opts);
         let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
         let loaded = super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
-        let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
-        let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
-        if let Some(refused) = crate::security::refusal(&profile, &early) {
-            return Err(refused.into());
-        }
+        super::up::judge_configuration(
+            engine,
+            engine_socket,
+            &up_opts,
+            &loaded,
+            &profile,
+            &grants,
+            &p.git_requests,
+        )
+        .await?;
     }
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));

@@ -15,7 +15,7 @@ use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::error::Result;
 use crate::handoff::executor::EngineExecutor;
 use crate::handoff::secrets::{MaskingReporter, redact};
-use crate::handoff::up::{TargetOptions, attach_target, remote_env};
+use crate::handoff::up::{TargetOptions, attach_target, remote_env, report_grants};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 use crate::progress::Reporter;
 
@@ -37,6 +37,9 @@ pub struct ExecOptions {
     pub tty: bool,
     /// With `tty`: the terminal's size, followed by the TTY (start and every change).
     pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
 }
 
 /// Where an exec's streams go: stdin (`None` = none), stdout and stderr.
@@ -91,7 +94,14 @@ async fn exec_inner(
     streams: ExecStreams<'_>,
     reporter: &dyn Reporter,
 ) -> Result<i64> {
-    let attached = attach_target(engine, &opts.target, opts.default_user_env_probe).await?;
+    let (attached, requests) = attach_target(
+        engine,
+        &opts.target,
+        &opts.allow,
+        opts.default_user_env_probe,
+    )
+    .await?;
+    report_grants(&requests, reporter);
     let executor = EngineExecutor {
         engine,
         container_id: &attached.container.id,

@@ -84,6 +84,10 @@ pub struct TargetOptions {
     /// `--id-label` but no `--workspace-folder`, `--config` or `--override-config`, as the
     /// reference): the container's `devcontainer.metadata` label says everything.
     pub no_configuration: bool,
+    /// `--workspace-folder` was given (the cli otherwise defaults it to the current
+    /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
+    /// remote user's home unless the configuration names a `workspaceFolder`.
+    pub workspace_folder_given: bool,
 }
 
 /// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged
@@ -286,9 +290,14 @@ pub async fn up_with(
     // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    // Everything the configuration asks for is judged here, in one refusal, before anything
+    // runs on the host or the engine (spec-notes 0400, 0410).
+    let ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    } = judge_configuration(engine, engine_socket, opts, &loaded, &profile, &grants, &[]).await?;
     let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants)?;
-    security::host_env::check(&profile, &early.requests)?;
     let opts = &UpOptions {
         build: ImageBuildOptions {
             network: early.build_network.clone(),
@@ -298,12 +307,6 @@ pub async fn up_with(
     };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    // What the repository would run on the host is judged before anything else happens: a
-    // refusal leaves no container, no image, no state and nothing run (spec-note 0410).
-    let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
-    if let Some(refused) = security::refusal(&profile, &host_requests) {
-        return Err(refused.into());
-    }
     // One find-or-create (and one run of the create hooks) at a time per identity.
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
@@ -384,6 +387,7 @@ pub async fn up_with(
                 mut image,
                 entries,
                 label,
+                label_requests,
                 lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
@@ -470,6 +474,23 @@ pub async fn up_with(
             } else {
                 None
             };
+            // Named volumes judged by what they are, before the binds are resolved: a
+            // bind-backed one becomes a bind of its device (spec-note 0444).
+            let (volume_requests, missing_volumes) = if hardened {
+                judge_named_volumes(
+                    engine,
+                    &profile,
+                    &grants,
+                    &mut spec,
+                    &loaded.workspace_folder,
+                )
+                .await?
+            } else {
+                Default::default()
+            };
+            if let Some(refused) = security::refusal(&profile, &volume_requests) {
+                return Err(refused.into());
+            }
             let (workspace, host_home, engine_socket) =
                 judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
             let account = passwd
@@ -495,6 +516,8 @@ pub async fn up_with(
             };
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
+            permissions.extend(volume_requests);
+            permissions.extend(label_requests.iter().cloned());
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
@@ -504,6 +527,17 @@ pub async fn up_with(
                 );
             }
             if hardened {
+                // What `exec` and `run-user-commands` may use later (spec-note 0443).
+                spec.labels.insert(
+                    crate::names::HOST_ENV_LABEL.to_string(),
+                    security::reattach::host_env_label(
+                        &[early.requests.as_slice(), label_requests.as_slice()].concat(),
+                    ),
+                );
+                for name in &missing_volumes {
+                    let labels = security::volumes::labels_for(&loaded.workspace_folder);
+                    engine.create_volume(name, &labels).await?;
+                }
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
                 spec.mounts.push(Mount {
                     kind: MountKind::Volume,
@@ -661,6 +695,20 @@ pub struct RunUserCommandsOptions {
     pub secrets: IndexMap<String, String>,
     /// `--default-user-env-probe`.
     pub default_user_env_probe: UserEnvProbe,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
+}
+
+/// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status
+/// line (`granted: …`).
+pub(crate) fn report_grants(requests: &[PermissionRequest], reporter: &dyn Reporter) {
+    for r in requests
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Granted)
+    {
+        reporter.report(Event::Status(format!("granted: {r}")));
+    }
 }
 
 /// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
@@ -681,7 +729,14 @@ pub async fn run_user_commands(
     };
     let run = async {
         let engine = DockerEngine::connect().await?;
-        let attached = attach_target(&engine, &opts.target, opts.default_user_env_probe).await?;
+        let (attached, requests) = attach_target(
+            &engine,
+            &opts.target,
+            &opts.allow,
+            opts.default_user_env_probe,
+        )
+        .await?;
+        report_grants(&requests, &reporter);
         run_hooks(
             &engine,
             &attached,
@@ -884,9 +939,10 @@ fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
 pub(crate) async fn attach_target(
     engine: &dyn Engine,
     target: &TargetOptions,
+    allow: &[String],
     default_probe: UserEnvProbe,
-) -> Result<Attached> {
-    let loaded = if target.no_configuration {
+) -> Result<(Attached, Vec<PermissionRequest>)> {
+    let mut loaded = if target.no_configuration {
         LoadedConfiguration::empty()
     } else {
         load(target)?
@@ -912,8 +968,29 @@ pub(crate) async fn attach_target(
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
+    // A container `up` judged under `hardened`: the re-read configuration may use only the
+    // host variables `up` let cross, unless granted now (spec-note 0443).
+    let judged = security::reattach::JudgedAtCreation::from_labels(&container.labels);
+    let grants = Grants::parse(allow)?;
+    let mut requests = Vec::new();
+    let env = match &judged {
+        Some(judged) => {
+            let uses = security::host_env::uses(&loaded.workspace.host_env_reads, &[]);
+            requests = security::reattach::judge(judged, &grants, &uses, None);
+            security::reattach::check(&requests)?;
+            let env = security::reattach::visible_env(judged, &grants, &target.env);
+            if !target.no_configuration {
+                loaded = load(&TargetOptions {
+                    env: env.clone(),
+                    ..target.clone()
+                })?;
+            }
+            env
+        }
+        None => target.env.clone(),
+    };
     let mut warnings = Vec::new();
-    let entries = existing_entries(&container, &loaded, &target.env, &mut warnings);
+    let entries = existing_entries(&container, &loaded, &env, &mut warnings);
     let id_source = if target.no_configuration && target.id_labels.is_empty() {
         [
             crate::names::LOCAL_FOLDER_LABEL,
@@ -938,13 +1015,38 @@ pub(crate) async fn attach_target(
         &devcontainer_id,
         default_probe,
     )?;
-    if target.no_configuration {
+    // Without a workspace folder (`--container-id`, no `--workspace-folder`) commands run in
+    // the remote user's home unless the `--config` names a `workspaceFolder`, as the
+    // reference does (issue 12 item 11b).
+    let in_home = target.no_configuration
+        || (target.container_id.is_some()
+            && !target.workspace_folder_given
+            && loaded.raw.get("workspaceFolder").is_none());
+    if in_home {
         use crate::handoff::set_up::{home_of, usable_folder};
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
     }
-    Ok(attached)
+    if let Some(judged) = &judged {
+        // The remote user judged by the uid the engine will give it (spec-note 0420).
+        let uid = remote_uid(engine, &container.id, &attached.remote_user).await;
+        let root = security::reattach::judge(judged, &grants, &[], uid);
+        security::reattach::check(&root)?;
+        requests.extend(root);
+    }
+    Ok((attached, requests))
+}
+
+/// The uid the engine will run `user` as in the container `id`: a number as it is, a name
+/// through the container's `/etc/passwd` as it is now (`None` when it cannot be told).
+async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
+    use crate::engine::passwd::resolve;
+    if let Some(uid) = resolve(user, None).uid() {
+        return Some(uid);
+    }
+    let passwd = engine.read_file(id, "/etc/passwd").await.ok()??;
+    resolve(user, Some(&String::from_utf8(passwd).ok()?)).uid()
 }
 
 /// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
@@ -992,24 +1094,9 @@ pub(crate) async fn preview_permissions(
     if host.is_empty() {
         return Ok(preview);
     }
-    preview.requests.splice(0..0, host.iter().cloned());
-    preview.refusal = match preview.refusal.take() {
-        Some(security::SecurityError::ReuseRefused {
-            container,
-            profile,
-            mut requests,
-            gaps,
-        }) => {
-            requests.splice(0..0, host);
-            Some(security::SecurityError::ReuseRefused {
-                container,
-                profile,
-                requests,
-                gaps,
-            })
-        }
-        _ => security::refusal(&profile, &preview.requests),
-    };
+    preview.refusal =
+        security::refusal_of_all(&profile, &host, preview.refusal.take(), &preview.requests);
+    preview.requests.splice(0..0, host);
     Ok(preview)
 }
 
@@ -1039,36 +1126,25 @@ async fn preview_container(
     let early = early_requests(&loaded, opts, &profile, &grants)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let early_refusal = security::host_env::check(&profile, &early.requests).err();
-    let preview = finish_preview(
-        preview_rest(
-            engine,
-            engine_socket,
-            opts,
-            &loaded,
-            preview,
-            &profile,
-            &grants,
-        )
-        .await?,
-        early,
-        early_refusal,
+    let mut preview = preview_rest(
+        engine,
+        engine_socket,
+        opts,
+        &loaded,
+        preview,
+        &profile,
+        &grants,
+    )
+    .await?;
+    // One refusal for all of them, as `up` refuses (spec-note 0400).
+    preview.refusal = security::refusal_of_all(
+        &profile,
+        &early.requests,
+        preview.refusal.take(),
+        &preview.requests,
     );
-    Ok(preview)
-}
-
-/// Puts the early requests ([`early_requests`]) before the others; their refusal is the one
-/// `up` returns first.
-fn finish_preview(
-    mut preview: PermissionPreview,
-    early: EarlyRequests,
-    early_refusal: Option<security::SecurityError>,
-) -> PermissionPreview {
     preview.requests.splice(0..0, early.requests);
-    if early_refusal.is_some() {
-        preview.refusal = early_refusal;
-    }
-    preview
+    Ok(preview)
 }
 
 /// [`preview_permissions`] after the early requests: the container's own requests.
@@ -1183,29 +1259,6 @@ async fn preview_rest(
         &feature_entries,
         &metadata::config_entry(&loaded.value),
     );
-    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
-    substitute::substitute_devcontainer_id(
-        &mut merged,
-        &crate::config::id::devcontainer_id(&id_labels),
-    );
-    let host_env = |name: &str| opts.target.env.get(name).cloned();
-    let unknown = ImageInfo::default();
-    let mut spec = container_spec(&SpecInputs {
-        image: &reference,
-        image_info: image_info.as_ref().unwrap_or(&unknown),
-        merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-        extra_mounts: &opts.mounts,
-        id_labels: &id_labels,
-        metadata_label: None,
-        host_env: &host_env,
-    })
-    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
-    }
-    let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
     // (spec-note 0420); read past the host record of image files, which a plan never writes.
     let passwd = match (engine, &image_info) {
@@ -1214,34 +1267,20 @@ async fn preview_rest(
         }
         _ => None,
     };
-    let input = PolicyInput {
+    let requests = container_requests(
+        &ContainerJudgement {
+            profile,
+            grants,
+            opts,
+            loaded,
+            engine_socket,
+            extra_mounts: &opts.mounts,
+        },
+        &reference,
+        image_info.as_ref(),
+        &entries,
         passwd,
-        repository_labels: crate::handoff::container::repository_labels(&merged),
-        origins: origins(&entries, &opts.mounts),
-        remote_user: merged
-            .get("remoteUser")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        image_user: image_info
-            .as_ref()
-            .and_then(|i| i.user.clone())
-            .filter(|u| !u.is_empty()),
-        workspace,
-        host_home,
-        engine_socket,
-        spec,
-        ..PolicyInput::default()
-    };
-    let mut requests = match security::apply(profile, &input, grants) {
-        Ok(applied) => applied.requests,
-        Err(security::SecurityError::Refused { requests, .. }) => requests,
-        Err(other) => return Err(other.into()),
-    };
-    if image_info.is_none() {
-        // an unknown `USER` is not taken for root: the note says it is not judged yet
-        requests.retain(|r| r.source != Source::ImageUser);
-    }
+    )?;
     if requests.iter().any(|r| {
         matches!(
             r.status,
@@ -1255,6 +1294,175 @@ async fn preview_rest(
     }
     preview.requests = requests;
     Ok(preview)
+}
+
+/// What [`judge_configuration`] judged and `up` goes on with.
+pub(crate) struct ConfigurationJudgement {
+    /// The host variables and the builds' network ([`early_requests`]).
+    pub(crate) early: EarlyRequests,
+    /// `initializeCommand`, granted ([`host_commands`]).
+    pub(crate) init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    pub(crate) host_requests: Vec<PermissionRequest>,
+}
+
+/// Judges everything the configuration asks for before anything runs on the host or the
+/// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
+/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
+/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// capabilities, users by spelling ([`container_requests`] without an image or Features,
+/// whose requests are judged with them before the container is created). `opts` as given to
+/// `up` (the whole host environment; judged here). Only engine reads happen.
+///
+/// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
+/// every request when any is not granted, so one `--allow` list grants them all;
+/// [`HandoffError::Lifecycle`] for a malformed `initializeCommand`; the container request's
+/// errors (bad `runArgs`, mounts); [`HandoffError::Engine`] when the engine cannot be asked.
+pub(crate) async fn judge_configuration(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    earlier: &[PermissionRequest],
+) -> Result<ConfigurationJudgement> {
+    let judged = judged_options(opts, profile, grants);
+    let early = early_requests(loaded, &judged, profile, grants)?;
+    let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
+    let before: Vec<PermissionRequest> = earlier
+        .iter()
+        .chain(&early.requests)
+        .chain(&host_requests)
+        .cloned()
+        .collect();
+    let kind = loaded.typed.kind();
+    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
+        && (opts.remove_existing_container
+            || find_container(
+                engine,
+                &id_labels(&opts.target, loaded),
+                expected_workspace(&opts.target, loaded).as_deref(),
+                &mut Vec::new(),
+            )
+            .await?
+            .is_none());
+    let container = if creates {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        container_requests(
+            &ContainerJudgement {
+                profile,
+                grants,
+                opts: &judged,
+                loaded,
+                engine_socket,
+                extra_mounts: &cli_mounts(opts, loaded),
+            },
+            &reference,
+            None,
+            &[metadata::config_entry(&loaded.value)],
+            None,
+        )?
+    } else {
+        Vec::new()
+    };
+    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+        return Err(refused.into());
+    }
+    Ok(ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    })
+}
+
+/// What [`container_requests`] judges a container with, besides its image and entries.
+struct ContainerJudgement<'a> {
+    profile: &'a SecurityProfile,
+    grants: &'a Grants,
+    /// `up`'s options, the host environment already judged ([`judged_options`]).
+    opts: &'a UpOptions,
+    loaded: &'a LoadedConfiguration,
+    engine_socket: Option<&'a Path>,
+    /// The mounts asked for on the command line.
+    extra_mounts: &'a [String],
+}
+
+/// The permission requests of the container `entries` (metadata entries, devcontainer.json's
+/// last) ask for on image `reference`, the container request built as `up` builds it and
+/// judged by the same policy. `image_info: None` is an image not known yet: its `USER` is not
+/// judged ([`security::configuration_requests`]). Refused requests are returned, not an error.
+///
+/// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
+/// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
+/// error other than a refusal.
+fn container_requests(
+    judgement: &ContainerJudgement<'_>,
+    reference: &str,
+    image_info: Option<&ImageInfo>,
+    entries: &[Value],
+    passwd: Option<String>,
+) -> Result<Vec<PermissionRequest>> {
+    let ContainerJudgement {
+        profile,
+        grants,
+        opts,
+        loaded,
+        engine_socket,
+        extra_mounts,
+    } = *judgement;
+    let id_labels = id_labels(&opts.target, loaded);
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
+    substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let unknown = ImageInfo::default();
+    let mut spec = container_spec(&SpecInputs {
+        image: reference,
+        image_info: image_info.unwrap_or(&unknown),
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts,
+        id_labels: &id_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    let (workspace, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let input = PolicyInput {
+        passwd,
+        repository_labels: crate::handoff::container::repository_labels(&merged),
+        origins: origins(entries, extra_mounts),
+        remote_user: merged
+            .get("remoteUser")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        image_user: image_info
+            .and_then(|i| i.user.clone())
+            .filter(|u| !u.is_empty()),
+        workspace,
+        host_home,
+        engine_socket,
+        spec,
+        ..PolicyInput::default()
+    };
+    if image_info.is_none() {
+        // an unknown `USER` is not taken for root: it is judged once the image exists
+        return Ok(security::configuration_requests(profile, &input, grants)?);
+    }
+    match security::apply(profile, &input, grants) {
+        Ok(applied) => Ok(applied.requests),
+        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// The Features' metadata entries (install order, ids as written), as the image label of a
@@ -1435,7 +1643,11 @@ pub(crate) struct EarlyRequests {
 
 /// `opts` with the host environment substitution and the engine may read
 /// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
-fn judged_options(opts: &UpOptions, profile: &SecurityProfile, grants: &Grants) -> UpOptions {
+pub(crate) fn judged_options(
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> UpOptions {
     let mut judged = opts.clone();
     judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
     judged
@@ -1596,6 +1808,44 @@ fn judged_places(
         engine_socket,
     );
     (places.workspace, places.home, places.engine_socket)
+}
+
+/// The named volumes `spec` mounts, judged for the host workspace folder `workspace` under
+/// `hardened` ([`security::volumes::classify`], spec-note 0444): a bind-backed one is turned
+/// into a bind of its `device` (judged and resolved like every bind after this), a foreign one
+/// is a [`security::Permission::Volume`] request. Returns the requests (judged) and the names
+/// of the missing volumes, which devcell creates for this workspace once the policy accepts.
+///
+/// Errors: [`HandoffError::Engine`] when a volume cannot be inspected.
+async fn judge_named_volumes(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    spec: &mut crate::engine::ContainerSpec,
+    workspace: &Path,
+) -> Result<(Vec<PermissionRequest>, Vec<String>)> {
+    use security::volumes::{VolumeUse, classify};
+    let mut foreign: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
+        let Some(name) = m.source.clone() else {
+            continue;
+        };
+        match classify(engine.inspect_volume(&name).await?.as_ref(), workspace) {
+            VolumeUse::Missing if !missing.contains(&name) => missing.push(name),
+            VolumeUse::Foreign if !foreign.contains(&name) => foreign.push(name),
+            VolumeUse::BindBacked(device) => {
+                m.kind = MountKind::Bind;
+                m.source = Some(device);
+            }
+            _ => {}
+        }
+    }
+    Ok((security::volumes::judge(profile, grants, &foreign), missing))
 }
 
 /// The id labels: `--id-label`s when given, else the reference CLI's defaults.
@@ -2223,6 +2473,9 @@ pub(crate) struct DevImage {
     /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
     /// the image carries it.
     pub(crate) label: Option<String>,
+    /// The host variables the label of an image built from the repository's Dockerfile
+    /// names, judged like devcontainer.json's (none refused; spec-note 0443).
+    pub(crate) label_requests: Vec<PermissionRequest>,
     /// The Features resolution's lockfile, to write once the result exists (`None` without
     /// Features).
     pub(crate) lock: Option<PendingLock>,
@@ -2256,6 +2509,20 @@ pub(crate) async fn dev_image(
     )
     .await?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+    // The label of an image built from the repository's Dockerfile is the repository's: its
+    // host variables are requests like devcontainer.json's (spec-note 0443).
+    let label_requests = if kind == ConfigKind::Dockerfile {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+        let uses = security::host_env::uses(&reads, &[]);
+        let mut requests = security::host_env::judge(&profile, &grants, &uses);
+        for r in &mut requests {
+            r.source = Source::ImageMetadata;
+        }
+        security::host_env::check(&profile, &requests)?;
+        requests
+    } else {
+        Vec::new()
+    };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
     // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
@@ -2306,6 +2573,7 @@ pub(crate) async fn dev_image(
         image,
         entries,
         label,
+        label_requests,
         lock,
     })
 }

@@ -216,7 +216,6 @@ pub(super) const HOST_CONTROL_DIRS: &[&str] = &[
     "/var/lib/docker",
     "/var/lib/containerd",
     "/var/lib/containers",
-    "/etc",
 ];
 
 pub(super) fn components(p: &str) -> Vec<String> {

@@ -140,24 +140,21 @@ fn engine_sockets_are_critical_by_source_target_and_parent() {
 }
 
 /// CRI-O's socket and its folder are engine sockets for the audit as for the policy (one list,
-/// `security::known`); a writable `/etc` is host control under the engine socket control, not
-/// an engine socket (spec-note 0142).
+/// `security::known`); `/etc` is neither an engine socket nor host control (spec-note 0142).
 #[test]
-fn cri_o_sockets_are_engine_sockets_and_etc_is_host_control() {
+fn cri_o_sockets_are_engine_sockets_and_etc_is_not() {
     for src in ["/run/crio/crio.sock", "/run/crio", "/srv/x/crio.sock"] {
         let r = with(|v| add_mount(v, "bind", src, "/c", true));
         assert_eq!(r.score_of(Control::EngineSocket), 0, "{src}");
         assert!(has(&r, Control::EngineSocket, src, Risk::Critical), "{src}");
     }
     let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", true));
-    assert!(has_detail(
-        &r,
-        Control::EngineSocket,
-        "host kernel or engine state under `/etc`",
-        Risk::Critical
-    ));
     assert!(
-        !has_detail(&r, Control::EngineSocket, "socket", Risk::Critical),
+        !has(&r, Control::EngineSocket, "/etc", Risk::Critical),
+        "{r:#?}"
+    );
+    assert!(
+        !has(&r, Control::EngineSocket, "/etc", Risk::Weak),
         "{r:#?}"
     );
 }
@@ -190,11 +187,14 @@ fn extra_paths_are_weak_and_subfolders_of_the_workspace_safe() {
     assert!(has(&r, Control::RepoScope, "/home/me/notes", Risk::Weak));
     let r = with(|v| add_mount(v, "bind", "/home/me/work/repo/sub", "/sub", true));
     assert_eq!(r.score_of(Control::RepoScope), 2);
-    let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", false));
-    assert_eq!(r.score_of(Control::RepoScope), 0);
-    assert_eq!(r.score_of(Control::EngineSocket), 1);
-    let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", true));
-    assert_eq!(r.score_of(Control::EngineSocket), 0);
+    // `/etc` is host files (a broad host folder), not the kernel's or the engine's state:
+    // scored under repo scope only, read-only or not
+    for read_only in [false, true] {
+        let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", read_only));
+        assert_eq!(r.score_of(Control::RepoScope), 0, "{read_only}");
+        assert!(has(&r, Control::RepoScope, "/etc", Risk::Critical));
+        assert_eq!(r.score_of(Control::EngineSocket), 2, "{read_only}");
+    }
     let r = with(|v| add_mount(v, "bind", "/etc/localtime", "/etc/localtime", false));
     assert_eq!(r.score_of(Control::EngineSocket), 2);
     assert_eq!(r.score_of(Control::RepoScope), 1);

@@ -38,13 +38,16 @@ pub struct Grants {
     pub env: BTreeSet<String>,
     /// `build-network`: image builds keep a network when the container has none.
     pub build_network: bool,
+    /// `volume:<name>`: existing volumes devcell did not create for this workspace.
+    pub volumes: BTreeSet<String>,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
-    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`.
+    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
+    /// `volume:<name>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -101,6 +104,12 @@ impl Grants {
                     ));
                 }
             },
+            Some(("volume", v)) => {
+                if v.is_empty() || v.contains(['/', '\0']) {
+                    return Err(bad("expected a volume name (`volume:NAME`)"));
+                }
+                self.volumes.insert(v.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -136,6 +145,7 @@ impl Grants {
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,
+            Permission::Volume(v) => self.volumes.contains(v),
         }
     }
 }

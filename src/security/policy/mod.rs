@@ -209,3 +209,60 @@ pub fn refusal(profile: &SecurityProfile, requests: &[PermissionRequest]) -> Opt
             requests: requests.to_vec(),
         })
 }
+
+/// The requests of a container judged from its configuration alone, before its image exists
+/// (`up` and `handoff` judge these with the host variables, host commands and git directories,
+/// before anything runs; spec-note 0400): [`apply`]'s requests, refused or not, without those
+/// attributed to the image's `USER` (not known yet: the caller judges them with the image's
+/// passwd before the container is created). Pure.
+///
+/// Errors: none of [`apply`]'s refusals; only its other errors.
+pub fn configuration_requests(
+    profile: &SecurityProfile,
+    input: &PolicyInput,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let mut requests = match apply(profile, input, grants) {
+        Ok(applied) => applied.requests,
+        Err(SecurityError::Refused { requests, .. }) => requests,
+        Err(other) => return Err(other),
+    };
+    requests.retain(|r| r.source != Source::ImageUser);
+    Ok(requests)
+}
+
+/// One refusal for everything judged before anything runs: the `earlier` requests (host
+/// variables, build network, host commands, git directories) with a `later` judgement's
+/// (`later_requests`, and the refusal it returned, if any). A refusal to reuse a container
+/// keeps its form with `earlier` put first; another error (a path outside the workspace) is
+/// kept as it is; otherwise [`refusal`] over all the requests, so one `--allow` list grants
+/// them all. Pure.
+pub fn refusal_of_all(
+    profile: &SecurityProfile,
+    earlier: &[PermissionRequest],
+    later: Option<SecurityError>,
+    later_requests: &[PermissionRequest],
+) -> Option<SecurityError> {
+    match later {
+        Some(SecurityError::ReuseRefused {
+            container,
+            profile,
+            mut requests,
+            gaps,
+        }) => {
+            requests.splice(0..0, earlier.iter().cloned());
+            Some(SecurityError::ReuseRefused {
+                container,
+                profile,
+                requests,
+                gaps,
+            })
+        }
+        None | Some(SecurityError::Refused { .. }) => {
+            let all: Vec<PermissionRequest> =
+                earlier.iter().chain(later_requests).cloned().collect();
+            refusal(profile, &all)
+        }
+        Some(other) => Some(other),
+    }
+}

@@ -80,6 +80,11 @@ pub enum Permission {
     HostEnv(String),
     /// A network for image builds of a container whose network is `none` (spec-note 0442).
     BuildNetwork,
+    /// A named volume that already exists on the engine and that devcell did not create for
+    /// this workspace (another workspace's data, a volume someone made by hand), by name
+    /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
+    /// instead.
+    Volume(String),
 }
 
 impl Permission {
@@ -100,6 +105,7 @@ impl Permission {
             Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
             Permission::HostCommand(_) => "--allow host-command".to_string(),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
+            Permission::Volume(v) => format!("--allow volume:{v}"),
         })
     }
 }
@@ -122,6 +128,10 @@ impl fmt::Display for Permission {
             Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
             Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
             Permission::BuildNetwork => f.write_str("network for image builds"),
+            Permission::Volume(v) => write!(
+                f,
+                "existing volume `{v}` that devcell did not create for this workspace"
+            ),
         }
     }
 }
@@ -165,7 +175,7 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -183,6 +193,7 @@ impl Permission {
             Permission::GitDir(_) => "gitDir",
             Permission::HostEnv(_) => "hostEnv",
             Permission::BuildNetwork => "buildNetwork",
+            Permission::Volume(_) => "volume",
         }
     }
 
@@ -199,7 +210,8 @@ impl Permission {
             | Permission::IdentityLabel(v)
             | Permission::HostCommand(v)
             | Permission::GitDir(v)
-            | Permission::HostEnv(v) => Some(v),
+            | Permission::HostEnv(v)
+            | Permission::Volume(v) => Some(v),
             _ => None,
         }
     }

@@ -794,6 +794,70 @@ fn host_commands_and_git_dirs_are_requests_only_the_user_grants() {
 }
 
 #[test]
+fn everything_judged_before_anything_runs_is_one_refusal() {
+    let earlier = judge(
+        &hardened(),
+        [
+            (
+                Permission::HostCommand("touch /tmp/m".into()),
+                Source::DevcontainerJson,
+            ),
+            (
+                Permission::HostEnv("TOKEN".into()),
+                Source::DevcontainerJson,
+            ),
+        ],
+        &Grants::default(),
+    );
+    // the container's configuration asks for privileged mode and a root image `USER`
+    let mut input = base();
+    input.spec.privileged = true;
+    input.image_user = Some("root".into());
+    let later = configuration_requests(&hardened(), &input, &Grants::default()).unwrap();
+    assert!(
+        later.iter().all(|r| r.source != Source::ImageUser),
+        "{later:?}"
+    );
+    assert!(later.iter().any(|r| r.permission == Permission::Privileged));
+    let Some(SecurityError::Refused { requests, .. }) =
+        refusal_of_all(&hardened(), &earlier, None, &later)
+    else {
+        panic!("one refusal");
+    };
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let err = refusal_of_all(&hardened(), &earlier, None, &later).unwrap();
+    let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+    for flag in ["host-command", "env:TOKEN", "privileged"] {
+        assert!(hint.contains(&format!("--allow {flag}")), "{hint}");
+    }
+    // granted all at once by one list
+    let g = Grants::parse(&["host-command", "env:TOKEN", "privileged"]).unwrap();
+    let earlier = judge(
+        &hardened(),
+        [(
+            Permission::HostCommand("touch /tmp/m".into()),
+            Source::DevcontainerJson,
+        )],
+        &g,
+    );
+    let later = configuration_requests(&hardened(), &input, &g).unwrap();
+    assert!(refusal_of_all(&hardened(), &earlier, None, &later).is_none());
+    // a reuse refusal keeps its form, the earlier requests first
+    let reuse = SecurityError::ReuseRefused {
+        container: "abc".into(),
+        profile: "hardened".into(),
+        requests: later.clone(),
+        gaps: Vec::new(),
+    };
+    let Some(SecurityError::ReuseRefused { requests, .. }) =
+        refusal_of_all(&hardened(), &earlier, Some(reuse), &[])
+    else {
+        panic!("the reuse refusal");
+    };
+    assert_eq!(requests[0], earlier[0]);
+}
+
+#[test]
 fn user_and_path_helpers() {
     assert!(is_root_user("root") && is_root_user("0:0") && is_root_user("root:staff"));
     assert!(!is_root_user("vscode") && !is_root_user("1000:0"));
