@@ -18,9 +18,12 @@ use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::error::{HandoffError, Result};
 use crate::handoff::workspace::{self, InspectOptions};
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
-use crate::security::audit::{self as scoring, AuditContext, AuditReport, ContainerFacts};
+use crate::security::audit::{self as scoring, AuditContext, ContainerFacts};
 use crate::security::host_path;
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
+
+/// The report [`audit`] returns and what it is made of, for callers that render it.
+pub use crate::security::audit::{AuditReport, Control, ControlScore, Evidence, FactsSource, Risk};
 
 /// Inputs of [`audit`].
 #[derive(Debug, Clone, Default)]

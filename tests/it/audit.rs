@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use devcell::cli::commands::audit::render_table;
 use devcell::security::audit::{AuditContext, AuditReport, ContainerFacts, Control, Risk, audit};
 use devcell::security::probe::{audit_probe, parse_probe_output, probe_command};
 
@@ -303,8 +304,8 @@ fn assert_probe_agrees(c: &Case) {
             probe.score_of(control),
             c.inspect.score_of(control),
             "{control:?}: probe and inspect disagree\nINSPECT\n{}\nPROBE\n{}",
-            c.inspect.render_table(),
-            probe.render_table()
+            render_table(&c.inspect),
+            render_table(probe)
         );
     }
     let alone = c.probe_alone.as_ref().unwrap();
@@ -313,8 +314,8 @@ fn assert_probe_agrees(c: &Case) {
             alone.score_of(control),
             c.inspect.score_of(control),
             "{control:?}: probe alone and inspect disagree\nINSPECT\n{}\nPROBE\n{}",
-            c.inspect.render_table(),
-            alone.render_table()
+            render_table(&c.inspect),
+            render_table(alone)
         );
     }
 }
@@ -326,7 +327,7 @@ fn hardened_container_scores_16_by_inspect_and_by_probe() {
     }
     let h = host();
     let c = case(&h, &[], true);
-    assert_eq!(c.inspect.score, 16, "{}", c.inspect.render_table());
+    assert_eq!(c.inspect.score, 16, "{}", render_table(&c.inspect));
     assert!(c.inspect.passes(16));
     assert_probe_agrees(&c);
     assert_eq!(c.probe.as_ref().unwrap().score, 16);
@@ -357,7 +358,7 @@ fn engine_socket_mounted_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -391,7 +392,7 @@ fn host_home_mounted_loses_repo_scope_secrets_caches_and_browser() {
             (Control::BrowserIsolation, 0),
         ]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     let subject = format!("bind {} -> /home/dev (rw)", path(&h.home));
     for control in [
@@ -421,7 +422,7 @@ fn privileged_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -448,7 +449,7 @@ fn sys_admin_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -476,7 +477,7 @@ fn host_pid_namespace_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -506,7 +507,7 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
         scores(&c.inspect),
         expected(&[(Control::SecretBoundary, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -524,9 +525,9 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
     let probe = c.probe.as_ref().unwrap();
     for text in [
         serde_json::to_string(&c.inspect).unwrap(),
-        c.inspect.render_table(),
+        render_table(&c.inspect),
         serde_json::to_string(probe).unwrap(),
-        probe.render_table(),
+        render_table(probe),
         serde_json::to_string(&c.facts).unwrap(),
         c.probe_output.clone().unwrap(),
     ] {
@@ -546,7 +547,7 @@ fn bridge_network_loses_network_policy() {
         scores(&c.inspect),
         expected(&[(Control::NetworkPolicy, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -575,7 +576,7 @@ fn plain_docker_run_container_loses_points_for_defaults() {
             (Control::Teardown, 1),
         ]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     for subject in [
         "capabilities AUDIT_WRITE,CHOWN",
@@ -588,7 +589,7 @@ fn plain_docker_run_container_loses_points_for_defaults() {
         assert!(
             has_evidence(&c.inspect, Control::EngineSocket, subject, Risk::Weak),
             "{subject}\n{}",
-            c.inspect.render_table()
+            render_table(&c.inspect)
         );
     }
     assert!(has_evidence(
@@ -619,7 +620,7 @@ fn shared_named_cache_volume_loses_cache_and_teardown_points() {
         scores(&c.inspect),
         expected(&[(Control::CachePolicy, 1), (Control::Teardown, 1)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     let subject = format!("volume {volume} -> /home/dev/.npm (rw)");
     assert!(has_evidence(
@@ -680,7 +681,7 @@ fn host_ipc_and_uts_namespaces_cost_one_engine_socket_point() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 1)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     for subject in ["ipc namespace host", "uts namespace host"] {
         assert!(has_evidence(
@@ -725,7 +726,7 @@ fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
         c.inspect.score_of(Control::EngineSocket),
         2,
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert_eq!(c.inspect.score_of(Control::RepoScope), 1);
     for probe in [c.probe.as_ref().unwrap(), c.probe_alone.as_ref().unwrap()] {
@@ -733,7 +734,7 @@ fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
             probe.score_of(Control::EngineSocket),
             0,
             "{}",
-            probe.render_table()
+            render_table(probe)
         );
         assert!(has_evidence(
             probe,
