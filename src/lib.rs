@@ -27,6 +27,7 @@ pub mod handoff;
 pub mod lifecycle;
 pub mod names;
 pub mod oci;
+pub mod ops;
 pub mod progress;
 pub mod security;
 pub mod settings;

@@ -2,10 +2,10 @@
 //! RFC's golden path; spec-notes 0200-0206).
 //!
 //! Steps: resolve the agent (`[agents.NAME]` of the user settings), inspect the workspace
-//! ([`super::workspace::inspect`]) and find its configuration (the primary repository's
+//! ([`crate::ops::repository::inspect`]) and find its configuration (the primary repository's
 //! `.devcontainer`, else the root's) → a structured [`HandoffPlan`] ([`plan`] stops here) →
 //! start a session in the host-side state ([`super::state`]; a live session refuses the handoff
-//! with `session_active` unless `replace`) → `up` ([`super::up::up_with`]) with the workspace
+//! with `session_active` unless `replace`) → `up` ([`crate::ops::up::up_with`]) with the workspace
 //! root mounted whole at the workspace target (`/workspace`), the repositories' git directories
 //! and read-only git config/hooks overlays, the agent's read-only credential mounts, the network
 //! mode (`none` unless the agent or a flag asks for `default`) → the context file and
@@ -48,16 +48,16 @@ use crate::handoff::agents_md::{self, AgentsMdOutcome};
 use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::executor::EngineExecutor;
-use crate::handoff::read_configuration::WorkspaceOverride;
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
-use crate::handoff::up::{
+use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::executor::EngineExecutor;
+use crate::ops::read_configuration::WorkspaceOverride;
+use crate::ops::repository::{self, InspectOptions, MountPurpose, Workspace};
+use crate::ops::up::{
     ContainerAction, SecurityOptions, TargetOptions, UpOptions, append_safe_directories,
     attach_running, find_container, id_labels, remote_env, up_with,
 };
-use crate::handoff::workspace::{self, InspectOptions, MountPurpose, Workspace};
-use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
 use crate::progress::{Event, Reporter};
 use crate::settings::{AgentSettings, Settings};
 
@@ -141,7 +141,7 @@ pub struct HandoffPlan {
     /// Where the root is mounted in the container.
     pub workspace_target: String,
     /// `repository`, `multiRepository` or `plain`.
-    pub layout: workspace::Layout,
+    pub layout: repository::Layout,
     /// The repositories (name, container path, role, branch, head).
     pub repos: Vec<PlannedRepo>,
     /// The devcontainer.json used (`null` for the host runtime in a workspace without one).
@@ -258,7 +258,7 @@ pub struct PlannedRepo {
     /// Path in the container.
     pub path: String,
     /// `primary` or `secondary`.
-    pub role: workspace::RepoRole,
+    pub role: repository::RepoRole,
     /// Branch, `null` when detached.
     pub branch: Option<String>,
     /// HEAD commit.
@@ -347,7 +347,7 @@ impl HandoffPlan {
 impl HandoffResult {
     /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
     /// runtime's first, `up`'s specific codes (`workspace_not_writable`,
-    /// `workspace_owner_mismatch`; [`crate::handoff::up::warning_code`]), `handoff` for the
+    /// `workspace_owner_mismatch`; [`crate::ops::up::warning_code`]), `handoff` for the
     /// others.
     pub fn coded_warnings(&self) -> Vec<(String, String)> {
         self.warnings
@@ -357,7 +357,7 @@ impl HandoffResult {
                 let code = if i == 0 && self.runtime == AgentRuntime::Host {
                     UNISOLATED_CODE
                 } else {
-                    crate::handoff::up::warning_code(w).unwrap_or("handoff")
+                    crate::ops::up::warning_code(w).unwrap_or("handoff")
                 };
                 (code.to_string(), w.clone())
             })
@@ -413,7 +413,7 @@ pub(super) struct Prepared {
 /// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
 /// The engine, when reachable, is asked whether the container exists and for the image's
 /// metadata; the permission requests are judged as the handoff judges them
-/// ([`super::up::preview_permissions`], spec-note 0320).
+/// ([`crate::ops::up::preview_permissions`], spec-note 0320).
 ///
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
 /// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
@@ -435,9 +435,9 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         .and_then(|e| e.socket_path().map(PathBuf::from));
     let up_opts = up_options(&prepared, opts);
     let mut preview =
-        super::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+        crate::ops::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
     if !prepared.git_requests.is_empty() {
-        let (profile, _) = super::up::security_choice(&up_opts.security, &opts.settings)?;
+        let (profile, _) = crate::ops::up::security_choice(&up_opts.security, &opts.settings)?;
         preview
             .requests
             .splice(0..0, prepared.git_requests.iter().cloned());
@@ -511,9 +511,9 @@ pub async fn handoff(
 
 /// [`handoff`] through `engine` (`engine_socket`: its host socket, never mountable).
 ///
-/// Errors: the plan's errors; [`HandoffError::State`] with `SessionActive` when a session is
+/// Errors: the plan's errors; [`HandoffError::Product`] (a `StateError`) with `SessionActive` when a session is
 /// live (nothing was changed); `up`'s errors (the session is recorded as failed; the workspace
-/// is untouched and the container, if any, left for inspection); [`HandoffError::Context`].
+/// is untouched and the container, if any, left for inspection); [`HandoffError::Product`] (a `ContextError`).
 pub async fn handoff_with(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -527,9 +527,10 @@ pub async fn handoff_with(
     // a session, a container or an image exists (spec-notes 0410, 0411).
     {
         let up_opts = up_options(&p, opts);
-        let (profile, grants) = super::up::security_choice(&up_opts.security, &opts.settings)?;
-        let loaded = super::up::load_for(&p.target, super::up::confine_grants(&profile, &grants))?;
-        let (_, host) = super::up::host_commands(&loaded, &profile, &grants)?;
+        let (profile, grants) = crate::ops::up::security_choice(&up_opts.security, &opts.settings)?;
+        let loaded =
+            crate::ops::up::load_for(&p.target, crate::ops::up::confine_grants(&profile, &grants))?;
+        let (_, host) = crate::ops::up::host_commands(&loaded, &profile, &grants)?;
         let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
         if let Some(refused) = crate::security::refusal(&profile, &early) {
             return Err(refused.into());
@@ -650,7 +651,7 @@ pub async fn handoff_with(
     // the configuration `up` loaded and judged: a file swapped since is never read
     let loaded = &up.loaded;
     let labels = id_labels(&p.target, loaded);
-    let expected = super::up::expected_workspace(&p.target, loaded);
+    let expected = crate::ops::up::expected_workspace(&p.target, loaded);
     let attached = attach_running(
         engine,
         loaded,
@@ -841,7 +842,7 @@ pub(super) fn record_failure(
         session_id,
         SessionOutcome::Failed {
             code: e.code().as_str().to_string(),
-            message: crate::handoff::secrets::mask(&e.to_string(), secrets),
+            message: crate::ops::secrets::mask(&e.to_string(), secrets),
         },
     );
     e
@@ -1098,7 +1099,7 @@ pub(super) async fn prepare(
         .chain(opts.security.allow.iter())
         .cloned()
         .collect();
-    inspect_options.trusted_git_dirs = workspace::trusted_git_dirs(&profile_name, &allow);
+    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(&profile_name, &allow);
     if host {
         // on the host every path the agent is given is a host path
         let root = std::fs::canonicalize(&opts.workspace_folder)
@@ -1106,7 +1107,7 @@ pub(super) async fn prepare(
         inspect_options.container_root = root.to_string_lossy().into_owned();
         inspect_options.protect_git_config = false;
     }
-    let ws = workspace::inspect(&opts.workspace_folder, &inspect_options)?;
+    let ws = repository::inspect(&opts.workspace_folder, &inspect_options)?;
     let config_file = match &ws.config_folder {
         Some(folder) => Some(crate::config::discover::discover(folder, None)?),
         // the host runtime needs no dev container configuration
@@ -1145,7 +1146,7 @@ pub(super) async fn prepare(
     let limits = if host {
         None
     } else {
-        let (chosen, grants) = crate::handoff::up::security_choice(
+        let (chosen, grants) = crate::ops::up::security_choice(
             &SecurityOptions {
                 profile: Some(profile.clone()),
                 ..opts.security.clone()
@@ -1153,7 +1154,7 @@ pub(super) async fn prepare(
             settings,
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
-        confine = crate::handoff::up::confine_grants(&chosen, &grants);
+        confine = crate::ops::up::confine_grants(&chosen, &grants);
         git_requests = git_dir_requests(&ws, &chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
@@ -1219,7 +1220,7 @@ pub(super) async fn prepare(
         if !Path::new(&source).exists() {
             return Err(agent_err(format!("mount source `{source}` does not exist")));
         }
-        let wm = workspace::WorkspaceMount {
+        let wm = repository::WorkspaceMount {
             source: PathBuf::from(&source),
             target: m.target.clone(),
             read_only: true,
@@ -1308,7 +1309,7 @@ pub(super) async fn prepare(
     grants.extend(opts.security.allow.iter().cloned());
     let inputs =
         ContextInputs::from_settings(settings, &opts.agent, &opts.verify).unwrap_or_default();
-    let context_path = workspace::normalize_posix(&format!(
+    let context_path = repository::normalize_posix(&format!(
         "{}/{}",
         ws.container_root, settings.handoff.context_path
     ));
@@ -1387,7 +1388,7 @@ async fn planned_container(
     engine: Option<&dyn Engine>,
     confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
-    let loaded = crate::handoff::up::load_for(target, confine)?;
+    let loaded = crate::ops::up::load_for(target, confine)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
@@ -1411,7 +1412,7 @@ async fn planned_container(
         Some(engine) => match find_container(
             engine,
             &labels,
-            super::up::expected_workspace(target, &loaded).as_deref(),
+            crate::ops::up::expected_workspace(target, &loaded).as_deref(),
             &mut Vec::new(),
         )
         .await
@@ -1492,10 +1493,10 @@ mod tests {
             name: "w".into(),
             root: "/h/w".into(),
             container_root: "/workspace".into(),
-            layout: workspace::Layout::Plain,
+            layout: repository::Layout::Plain,
             repos: Vec::new(),
             config_folder: None,
-            git_mounts: vec![workspace::GitMount {
+            git_mounts: vec![repository::GitMount {
                 host_path: "/h/src/api/.git".into(),
                 container_path: "/h/src/api/.git".into(),
                 repos: vec!["api".into()],

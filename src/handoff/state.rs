@@ -36,9 +36,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::context::AgentRuntime;
-
-/// The environment variable overriding the state root.
-pub const STATE_DIR_ENV: &str = "DEVCELL_STATE_DIR";
+use crate::ops::state_folder;
 
 /// The state file's schema version.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -86,8 +84,8 @@ pub enum StateError {
 impl StateError {
     /// The envelope error code: `session_active`, `not_found` for an unknown session,
     /// `internal` otherwise.
-    pub fn code(&self) -> super::envelope::ErrorCode {
-        use super::envelope::ErrorCode;
+    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
+        use crate::ops::envelope::ErrorCode;
         match self {
             StateError::SessionActive { .. } => ErrorCode::SessionActive,
             StateError::NoSuchSession { .. } => ErrorCode::NotFound,
@@ -118,6 +116,18 @@ impl StateError {
             )),
             _ => None,
         }
+    }
+}
+
+impl crate::ops::error::ProductError for StateError {
+    fn code(&self) -> crate::ops::envelope::ErrorCode {
+        StateError::code(self)
+    }
+    fn details(&self) -> serde_json::Value {
+        StateError::details(self)
+    }
+    fn hint(&self) -> Option<String> {
+        StateError::hint(self)
     }
 }
 
@@ -506,12 +516,6 @@ pub struct SessionStart {
     pub replaced: Option<Session>,
 }
 
-/// A held bring-up lock ([`StateStore::lock_bring_up`]); dropping it releases the lock.
-#[derive(Debug)]
-pub struct BringUpLock {
-    _file: File,
-}
-
 /// The handoff state store rooted at one folder.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -524,15 +528,9 @@ impl StateStore {
         Self { root: root.into() }
     }
 
-    /// The default root: `$DEVCELL_STATE_DIR`, else `$XDG_STATE_HOME/devcell` (`dirs::state_dir`),
-    /// else `~/.local/state/devcell`.
+    /// The default root ([`state_folder::default_root`]).
     pub fn default_root() -> Option<PathBuf> {
-        if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|d| !d.is_empty()) {
-            return Some(PathBuf::from(dir));
-        }
-        dirs::state_dir()
-            .or_else(|| dirs::home_dir().map(|h| h.join(".local").join("state")))
-            .map(|d| d.join("devcell"))
+        state_folder::default_root()
     }
 
     /// A store at [`StateStore::default_root`].
@@ -721,47 +719,6 @@ impl StateStore {
             }
         }
         Ok(())
-    }
-
-    /// `<root>/locks/<id>.lock`: the bring-up lock of one dev container identity (`id` is the
-    /// `${devcontainerId}` of its id labels, or `container-<id>` for `set-up`).
-    pub fn bring_up_lock_path(&self, id: &str) -> PathBuf {
-        self.root.join("locks").join(format!("{id}.lock"))
-    }
-
-    /// Takes the bring-up lock of `id` ([`StateStore::bring_up_lock_path`], `flock(2)`
-    /// exclusive). With `wait`, blocks while another devcell holds it (call it off the async
-    /// runtime's worker threads); without, returns `None` when it is held. Held until the
-    /// returned guard is dropped or the process ends (the kernel releases it, so a killed
-    /// devcell never leaves it taken).
-    ///
-    /// # Errors
-    /// [`StateError::Io`].
-    pub fn lock_bring_up(&self, id: &str, wait: bool) -> Result<Option<BringUpLock>, StateError> {
-        use rustix::fs::{FlockOperation, flock};
-        let path = self.bring_up_lock_path(id);
-        self.ensure_dir(&self.root.join("locks"))?;
-        let io = |source: std::io::Error| StateError::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        let operation = if wait {
-            FlockOperation::LockExclusive
-        } else {
-            FlockOperation::NonBlockingLockExclusive
-        };
-        match flock(&file, operation) {
-            Ok(()) => Ok(Some(BringUpLock { _file: file })),
-            Err(e) if !wait && e == rustix::io::Errno::WOULDBLOCK => Ok(None),
-            Err(e) => Err(io(e.into())),
-        }
     }
 
     /// Runs `f` on the workspace's state (fresh when absent) under the workspace lock and saves
@@ -1076,23 +1033,6 @@ impl StateStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_bring_up_lock_is_exclusive_and_released_on_drop() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::new(dir.path());
-        let held = store.lock_bring_up("abc", true).unwrap().expect("taken");
-        // A second taker (another open file, as another devcell) is refused while it is held.
-        assert!(store.lock_bring_up("abc", false).unwrap().is_none());
-        assert!(store.lock_bring_up("other", false).unwrap().is_some());
-        drop(held);
-        assert!(store.lock_bring_up("abc", false).unwrap().is_some());
-        assert!(
-            store
-                .bring_up_lock_path("abc")
-                .starts_with(dir.path().join("locks"))
-        );
-    }
 
     fn running(_: &str) -> bool {
         true
@@ -1494,10 +1434,7 @@ mod tests {
         let err = store
             .begin_session(ws.path(), "codex", None, false, &running)
             .unwrap_err();
-        assert_eq!(
-            err.code(),
-            crate::handoff::envelope::ErrorCode::SessionActive
-        );
+        assert_eq!(err.code(), crate::ops::envelope::ErrorCode::SessionActive);
         assert_eq!(err.details()["session"]["agent"], "codex");
         assert_eq!(err.details()["session"]["pid"], std::process::id());
     }

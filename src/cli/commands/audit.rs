@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use crate::cli::args::{AuditArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
 use crate::cli::output;
-use crate::handoff::HandoffError;
-use crate::handoff::audit::{AuditOptions, audit};
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::ops::HandoffError;
+use crate::ops::container_audit::{AuditOptions, audit};
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Exit code when the score is below `--min-score` (the report is still printed).
 pub const BELOW_MIN_SCORE: u8 = 3;

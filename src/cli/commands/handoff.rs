@@ -9,9 +9,9 @@ use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, termi
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
 use crate::handoff::context::AgentRuntime;
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
-use crate::handoff::up::SecurityOptions;
-use crate::handoff::{HandoffError, LockfileMode};
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+use crate::ops::up::SecurityOptions;
+use crate::ops::{HandoffError, LockfileMode};
 
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
 /// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
@@ -165,7 +165,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
 fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
     let settings = crate::settings::load(args.config_file.as_deref())?;
     let secrets = match &args.secrets_file {
-        Some(path) => crate::handoff::read_secrets_file(path)?,
+        Some(path) => crate::ops::read_secrets_file(path)?,
         None => Default::default(),
     };
     let runtime = args

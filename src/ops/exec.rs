@@ -12,11 +12,11 @@ use indexmap::IndexMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::handoff::error::Result;
-use crate::handoff::executor::EngineExecutor;
-use crate::handoff::secrets::{MaskingReporter, redact};
-use crate::handoff::up::{TargetOptions, attach_target, remote_env};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
+use crate::ops::error::Result;
+use crate::ops::executor::EngineExecutor;
+use crate::ops::secrets::{MaskingReporter, redact};
+use crate::ops::up::{TargetOptions, attach_target, remote_env};
 use crate::progress::Reporter;
 
 /// Inputs of [`exec`].
@@ -52,9 +52,9 @@ pub struct ExecStreams<'a> {
 /// Runs `opts.argv` in the running dev container and returns its exit code (128 + n when
 /// killed by signal n). Progress (the env probe's warnings) goes to `reporter`.
 ///
-/// Errors: [`crate::handoff::HandoffError::NoContainer`] / `NotRunning` when there is no
+/// Errors: [`crate::ops::HandoffError::NoContainer`] / `NotRunning` when there is no
 /// running dev container; `Engine` when the engine fails; `Config` for the configuration;
-/// any of them as [`crate::handoff::HandoffError::Redacted`] when its text held a secret
+/// any of them as [`crate::ops::HandoffError::Redacted`] when its text held a secret
 /// value.
 pub async fn exec(
     opts: &ExecOptions,
@@ -104,7 +104,7 @@ async fn exec_inner(
         reporter,
     )
     .await
-    .map_err(|source| crate::handoff::HandoffError::Lifecycle {
+    .map_err(|source| crate::ops::HandoffError::Lifecycle {
         container_id: attached.container.id.clone(),
         source,
     })?;

@@ -25,13 +25,13 @@ use serde_json::{Map, Value, json};
 use crate::config::{jsonc, metadata, model, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, EngineError};
-use crate::handoff::container::STATE_DIR;
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::up::{
-    Attached, SecurityOptions, limits, passwd_account, run_hooks, security_choice, short,
-};
 use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
 use crate::names::{LOCAL_FOLDER_LABEL, METADATA_LABEL};
+use crate::ops::container::STATE_DIR;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::up::{
+    Attached, SecurityOptions, limits, passwd_account, run_hooks, security_choice, short,
+};
 use crate::progress::{Event, Reporter};
 use crate::security::{
     self, BaselineGap, ExistingContainer, Permission, PermissionRequest, RequestStatus,
@@ -181,7 +181,7 @@ pub async fn set_up_with(
     }
     // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
     let _lock =
-        crate::handoff::up::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
+        crate::ops::up::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
     reporter.report(Event::Status(format!(
         "setting up container {}",
         short(&container.id)
@@ -476,7 +476,7 @@ fn weakness_warning(
 /// could not be read).
 async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     let inspect = engine.inspect_container_json(id).await.ok()??;
-    let mut facts = crate::handoff::audit::resolved_binds(
+    let mut facts = crate::ops::container_audit::resolved_binds(
         security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?,
     );
     if let Some(image) = inspect.pointer("/Config/Image").and_then(Value::as_str)
@@ -484,7 +484,7 @@ async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     {
         facts = facts.with_image_inspect(&image);
     }
-    let ctx = crate::handoff::audit::context_for(&inspect, None);
+    let ctx = crate::ops::container_audit::context_for(&inspect, None);
     Some(security::audit::audit(&facts, &ctx).score)
 }
 

@@ -29,22 +29,23 @@ use crate::engine::{
     ImageInfo, Mount, MountKind,
 };
 use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
-use crate::handoff::container::{
-    STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
-};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::executor::EngineExecutor;
-use crate::handoff::lockfile_io::LockfileAt;
-use crate::handoff::read_configuration::{
-    LoadOptions, LoadedConfiguration, file_uri, load_configuration,
-};
-use crate::handoff::secrets::{MaskingReporter, redact};
 use crate::lifecycle::{
     BringUpKind, DEFAULT_PROBE_TIMEOUT, HookContext, HookEnv, HookSources, LifecycleReport,
     MarkerContext, Plan, PlanOptions, UserEnvProbe, initialize_stage, probe_user_env,
     run_initialize_command, run_plan, wait_for,
 };
 use crate::names::METADATA_LABEL;
+use crate::ops::container::{
+    STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
+};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::executor::EngineExecutor;
+use crate::ops::lockfile_io::LockfileAt;
+use crate::ops::read_configuration::{
+    LoadOptions, LoadedConfiguration, file_uri, load_configuration,
+};
+use crate::ops::secrets::{MaskingReporter, redact};
+use crate::ops::state_folder::{BringUpLock, LockError, StateFolder};
 use crate::progress::{Event, Reporter};
 use crate::security::host_path;
 use crate::security::{
@@ -68,7 +69,7 @@ pub struct TargetOptions {
     /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
     pub env: HashMap<String, String>,
     /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
-    pub workspace_override: Option<crate::handoff::read_configuration::WorkspaceOverride>,
+    pub workspace_override: Option<crate::ops::read_configuration::WorkspaceOverride>,
     /// `--override-config`: the configuration's content comes from this file (paths keep the
     /// semantics of the real config location).
     pub override_config: Option<PathBuf>,
@@ -490,7 +491,7 @@ pub async fn up_with(
                 host_home,
                 engine_socket,
                 passwd,
-                repository_labels: crate::handoff::container::repository_labels(&merged),
+                repository_labels: crate::ops::container::repository_labels(&merged),
                 spec,
             };
             let applied = security::apply(&profile, &input, &grants)?;
@@ -939,7 +940,7 @@ pub(crate) async fn attach_target(
         default_probe,
     )?;
     if target.no_configuration {
-        use crate::handoff::set_up::{home_of, usable_folder};
+        use crate::ops::set_up::{home_of, usable_folder};
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
@@ -1216,7 +1217,7 @@ async fn preview_rest(
     };
     let input = PolicyInput {
         passwd,
-        repository_labels: crate::handoff::container::repository_labels(&merged),
+        repository_labels: crate::ops::container::repository_labels(&merged),
         origins: origins(&entries, &opts.mounts),
         remote_user: merged
             .get("remoteUser")
@@ -1900,7 +1901,7 @@ pub(crate) async fn run_hooks(
         folder: attached.marker_folder.clone(),
     };
     // Hooks that already ran are skipped without a process in the container (spec-note 0471).
-    use crate::handoff::marker_record;
+    use crate::ops::marker_record;
     if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
         return Ok(report);
     }
@@ -1946,7 +1947,7 @@ fn lifecycle_error(
 }
 
 /// Takes the bring-up lock of the dev container identity `id` in devcell's state folder
-/// ([`crate::handoff::state::StateStore::lock_bring_up`]; spec-note 0422), so parallel `up`s,
+/// ([`StateFolder::lock_bring_up`]; spec-note 0422), so parallel `up`s,
 /// handoffs and `run-user-commands` of one workspace find-or-create one container and run its
 /// hooks once: the second waits (saying so) for the first to finish, then finds its
 /// container. No state folder (no home) means no lock.
@@ -1955,11 +1956,11 @@ fn lifecycle_error(
 pub(crate) async fn bring_up_lock(
     id: &str,
     reporter: &dyn Reporter,
-) -> Result<Option<crate::handoff::state::BringUpLock>> {
-    let Ok(store) = crate::handoff::state::StateStore::open_default() else {
+) -> Result<Option<BringUpLock>> {
+    let Some(store) = StateFolder::open_default() else {
         return Ok(None);
     };
-    let failed = |e: crate::handoff::state::StateError| HandoffError::Unsupported {
+    let failed = |e: LockError| HandoffError::Unsupported {
         message: format!("cannot take the bring-up lock: {e}"),
         hint: Some(format!(
             "devcell keeps its locks in `{}`; check that it is writable",
@@ -2536,7 +2537,7 @@ pub(crate) async fn image_passwd(
 ) -> Option<String> {
     let bytes = match image {
         Some(info) => {
-            crate::handoff::image_files::read(engine, reference, &info.id, "/etc/passwd").await
+            crate::ops::image_files::read(engine, reference, &info.id, "/etc/passwd").await
         }
         None => engine.read_image_file(reference, "/etc/passwd").await,
     };
@@ -3188,10 +3189,7 @@ mod tests {
         let bad = |opts: SecurityOptions, needle: &str| {
             let err = limits(&opts, &settings).unwrap_err();
             assert!(matches!(err, HandoffError::InvalidLimit { .. }), "{err}");
-            assert_eq!(
-                err.code(),
-                crate::handoff::envelope::ErrorCode::InvalidArgument
-            );
+            assert_eq!(err.code(), crate::ops::envelope::ErrorCode::InvalidArgument);
             assert!(err.to_string().contains(needle), "{err}");
         };
         for pids in [0, -1] {

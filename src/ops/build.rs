@@ -24,9 +24,9 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::container::{SpecInputs, container_spec};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::up::{
+use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::up::{
     DevImage, ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions, confine_grants,
     dev_image, id_labels, image_name, load_for, origins, security_choice,
 };

@@ -10,7 +10,7 @@
 use indexmap::IndexMap;
 
 use crate::diagnostics::Hint;
-use crate::handoff::error::HandoffError;
+use crate::ops::error::HandoffError;
 use crate::progress::{Event, Reporter};
 
 /// What a secret value is replaced by (the reference CLI's mask).

@@ -1682,7 +1682,7 @@ mod tests {
 
     #[test]
     fn errors_map_to_envelope_codes() {
-        use crate::handoff::envelope::ErrorCode;
+        use crate::ops::envelope::ErrorCode;
         let unknown = WorkspaceError::UnknownPrimary {
             name: "x".into(),
             available: vec![],

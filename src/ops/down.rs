@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::error::Result;
-use crate::handoff::up::{TargetOptions, id_labels, load, short};
+use crate::ops::error::Result;
+use crate::ops::up::{TargetOptions, id_labels, load, short};
 use crate::progress::{Event, Reporter};
 
 /// Inputs of [`down`].
