@@ -49,15 +49,14 @@ use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
-use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, LifecycleReport, UserEnvProbe, probe_user_env};
+use crate::lifecycle::{LifecycleReport, UserEnvProbe};
+use crate::ops::attach::{append_safe_directories, attach_running, probed_remote_env};
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::executor::EngineExecutor;
+use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::read_configuration::WorkspaceOverride;
 use crate::ops::repository::{self, InspectOptions, MountPurpose, Workspace};
-use crate::ops::up::{
-    ContainerAction, SecurityOptions, TargetOptions, UpOptions, append_safe_directories,
-    attach_running, find_container, id_labels, remote_env, up_with,
-};
+use crate::ops::target::{find_container, id_labels};
+use crate::ops::up::{ContainerAction, up_with};
 use crate::progress::{Event, Reporter};
 use crate::settings::{AgentSettings, Settings};
 
@@ -347,7 +346,7 @@ impl HandoffPlan {
 impl HandoffResult {
     /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
     /// runtime's first, `up`'s specific codes (`workspace_not_writable`,
-    /// `workspace_owner_mismatch`; [`crate::ops::up::warning_code`]), `handoff` for the
+    /// `workspace_owner_mismatch`; [`crate::ops::users::warning_code`]), `handoff` for the
     /// others.
     pub fn coded_warnings(&self) -> Vec<(String, String)> {
         self.warnings
@@ -357,7 +356,7 @@ impl HandoffResult {
                 let code = if i == 0 && self.runtime == AgentRuntime::Host {
                     UNISOLATED_CODE
                 } else {
-                    crate::ops::up::warning_code(w).unwrap_or("handoff")
+                    crate::ops::users::warning_code(w).unwrap_or("handoff")
                 };
                 (code.to_string(), w.clone())
             })
@@ -413,7 +412,7 @@ pub(super) struct Prepared {
 /// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
 /// The engine, when reachable, is asked whether the container exists and for the image's
 /// metadata; the permission requests are judged as the handoff judges them
-/// ([`crate::ops::up::preview_permissions`], spec-note 0320).
+/// ([`crate::ops::preview::preview_permissions`], spec-note 0320).
 ///
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
 /// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
@@ -435,9 +434,10 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         .and_then(|e| e.socket_path().map(PathBuf::from));
     let up_opts = up_options(&prepared, opts);
     let mut preview =
-        crate::ops::up::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+        crate::ops::preview::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
     if !prepared.git_requests.is_empty() {
-        let (profile, _) = crate::ops::up::security_choice(&up_opts.security, &opts.settings)?;
+        let (profile, _) =
+            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
         preview
             .requests
             .splice(0..0, prepared.git_requests.iter().cloned());
@@ -527,10 +527,13 @@ pub async fn handoff_with(
     // a session, a container or an image exists (spec-notes 0410, 0411).
     {
         let up_opts = up_options(&p, opts);
-        let (profile, grants) = crate::ops::up::security_choice(&up_opts.security, &opts.settings)?;
-        let loaded =
-            crate::ops::up::load_for(&p.target, crate::ops::up::confine_grants(&profile, &grants))?;
-        let (_, host) = crate::ops::up::host_commands(&loaded, &profile, &grants)?;
+        let (profile, grants) =
+            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
+        let loaded = crate::ops::target::load_for(
+            &p.target,
+            crate::ops::permissions::confine_grants(&profile, &grants),
+        )?;
+        let (_, host) = crate::ops::permissions::host_commands(&loaded, &profile, &grants)?;
         let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
         if let Some(refused) = crate::security::refusal(&profile, &early) {
             return Err(refused.into());
@@ -651,7 +654,7 @@ pub async fn handoff_with(
     // the configuration `up` loaded and judged: a file swapped since is never read
     let loaded = &up.loaded;
     let labels = id_labels(&p.target, loaded);
-    let expected = crate::ops::up::expected_workspace(&p.target, loaded);
+    let expected = crate::ops::target::expected_workspace(&p.target, loaded);
     let attached = attach_running(
         engine,
         loaded,
@@ -662,25 +665,10 @@ pub async fn handoff_with(
     )
     .await
     .map_err(&fail)?;
-    let executor = EngineExecutor {
-        engine,
-        container_id: &attached.container.id,
-    };
-    let probed = probe_user_env(
-        &executor,
-        attached.probe,
-        Some(&attached.remote_user),
-        DEFAULT_PROBE_TIMEOUT,
-        reporter,
-    )
-    .await
-    .map_err(|source| {
-        fail(HandoffError::Lifecycle {
-            container_id: attached.container.id.clone(),
-            source,
-        })
-    })?;
-    let mut env = remote_env(probed, &IndexMap::new(), &attached.merged).0;
+    let mut env = probed_remote_env(engine, &attached, &IndexMap::new(), reporter)
+        .await
+        .map_err(&fail)?
+        .0;
     env.extend(p.agent_env.clone());
     env.extend(p.secrets.clone());
     append_safe_directories(&mut env, &safe_directories(&p.workspace));
@@ -1146,7 +1134,7 @@ pub(super) async fn prepare(
     let limits = if host {
         None
     } else {
-        let (chosen, grants) = crate::ops::up::security_choice(
+        let (chosen, grants) = crate::ops::permissions::security_choice(
             &SecurityOptions {
                 profile: Some(profile.clone()),
                 ..opts.security.clone()
@@ -1154,7 +1142,7 @@ pub(super) async fn prepare(
             settings,
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
-        confine = crate::ops::up::confine_grants(&chosen, &grants);
+        confine = crate::ops::permissions::confine_grants(&chosen, &grants);
         git_requests = git_dir_requests(&ws, &chosen, &grants);
         match chosen {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
@@ -1388,7 +1376,7 @@ async fn planned_container(
     engine: Option<&dyn Engine>,
     confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
-    let loaded = crate::ops::up::load_for(target, confine)?;
+    let loaded = crate::ops::target::load_for(target, confine)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
@@ -1412,7 +1400,7 @@ async fn planned_container(
         Some(engine) => match find_container(
             engine,
             &labels,
-            crate::ops::up::expected_workspace(target, &loaded).as_deref(),
+            crate::ops::target::expected_workspace(target, &loaded).as_deref(),
             &mut Vec::new(),
         )
         .await

@@ -25,11 +25,12 @@ use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::{DockerEngine, Engine};
 use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::dockerfile::image_name;
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::up::{
-    DevImage, ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions, confine_grants,
-    dev_image, id_labels, image_name, load_for, origins, security_choice,
-};
+use crate::ops::image::{DevImage, dev_image};
+use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
+use crate::ops::permissions::{confine_grants, origins, security_choice};
+use crate::ops::target::{id_labels, load_for};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityError};
 use crate::settings::Settings;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::engine::{DockerEngine, Engine};
 use crate::ops::error::Result;
-use crate::ops::up::{TargetOptions, id_labels, load, short};
+use crate::ops::options::TargetOptions;
+use crate::ops::target::{id_labels, load, short};
 use crate::progress::{Event, Reporter};
 
 /// Inputs of [`down`].

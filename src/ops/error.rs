@@ -467,3 +467,15 @@ impl Hint for HandoffError {
         }
     }
 }
+
+/// Maps a lifecycle failure in `container_id` (empty: on the host) to
+/// [`HandoffError::Lifecycle`].
+pub(crate) fn lifecycle_error(
+    container_id: &str,
+) -> impl Fn(crate::lifecycle::LifecycleError) -> HandoffError {
+    let container_id = container_id.to_string();
+    move |source| HandoffError::Lifecycle {
+        container_id: container_id.clone(),
+        source,
+    }
+}

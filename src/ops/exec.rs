@@ -12,11 +12,11 @@ use indexmap::IndexMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
+use crate::lifecycle::UserEnvProbe;
+use crate::ops::attach::{attach_target, probed_remote_env};
 use crate::ops::error::Result;
-use crate::ops::executor::EngineExecutor;
+use crate::ops::options::TargetOptions;
 use crate::ops::secrets::{MaskingReporter, redact};
-use crate::ops::up::{TargetOptions, attach_target, remote_env};
 use crate::progress::Reporter;
 
 /// Inputs of [`exec`].
@@ -92,23 +92,9 @@ async fn exec_inner(
     reporter: &dyn Reporter,
 ) -> Result<i64> {
     let attached = attach_target(engine, &opts.target, opts.default_user_env_probe).await?;
-    let executor = EngineExecutor {
-        engine,
-        container_id: &attached.container.id,
-    };
-    let probed = probe_user_env(
-        &executor,
-        attached.probe,
-        Some(&attached.remote_user),
-        DEFAULT_PROBE_TIMEOUT,
-        reporter,
-    )
-    .await
-    .map_err(|source| crate::ops::HandoffError::Lifecycle {
-        container_id: attached.container.id.clone(),
-        source,
-    })?;
-    let mut env = remote_env(probed, &opts.remote_env, &attached.merged).0;
+    let mut env = probed_remote_env(engine, &attached, &opts.remote_env, reporter)
+        .await?
+        .0;
     env.extend(opts.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     let request = ExecRequest {
         argv: opts.argv.clone(),

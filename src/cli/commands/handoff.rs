@@ -10,7 +10,7 @@ use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
 use crate::handoff::context::AgentRuntime;
 use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
-use crate::ops::up::SecurityOptions;
+use crate::ops::options::SecurityOptions;
 use crate::ops::{HandoffError, LockfileMode};
 
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
