@@ -32,13 +32,13 @@ use indexmap::IndexMap;
 
 use crate::config::ownership;
 use crate::engine::Engine;
-use crate::handoff::agent::{
-    AgentStreams, HandoffOptions, HandoffResult, StopSignal, agents_md_report,
-    close_previous_sessions, ctx_rel_path, plan_lines, prepare, pump, record_failure,
-    running_containers, unisolated_warning,
-};
 use crate::handoff::agents_md;
 use crate::handoff::context::{self, AgentRuntime, ContextInputs, HandoffContext, Task};
+use crate::handoff::plan::{HandoffOptions, ctx_rel_path, plan_lines, prepare, unisolated_warning};
+use crate::handoff::session::{
+    AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pump,
+    record_failure, running_containers,
+};
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
 use crate::ops::error::{HandoffError, Result};

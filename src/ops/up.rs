@@ -538,11 +538,16 @@ pub async fn up_with(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use indexmap::IndexMap;
+
     use super::*;
-    use crate::ops::{
-        attach::*, dockerfile::*, image::*, options::*, permissions::*, secrets::*, target::*,
-        users::*,
-    };
+    use crate::engine::ImageInfo;
+    use crate::names::METADATA_LABEL;
+    use crate::ops::{attach::*, dockerfile::*, options::*, permissions::*, secrets::*};
+    use crate::security::{ProfileLimits, Source};
+    use crate::settings::Settings;
 
     #[test]
     fn image_identity_labels_are_emptied_on_the_container_with_a_warning() {

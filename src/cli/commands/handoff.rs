@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use crate::cli::args::{Format, HandoffArgs};
 use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
+use crate::handoff::agent::handoff;
 use crate::handoff::context::AgentRuntime;
+use crate::handoff::plan::{HandoffOptions, HandoffPlan, plan};
+use crate::handoff::session::AgentStreams;
 use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::ops::options::SecurityOptions;
 use crate::ops::{HandoffError, LockfileMode};
@@ -263,7 +265,7 @@ fn render_plan(p: &HandoffPlan) -> String {
         p.isolation
     );
     for (code, warning) in p.coded_warnings() {
-        if code == crate::handoff::agent::UNISOLATED_CODE {
+        if code == crate::handoff::plan::UNISOLATED_CODE {
             let _ = writeln!(s, "  WARNING    {warning}");
         } else {
             let _ = writeln!(s, "  warning    {warning}");
