@@ -15,6 +15,15 @@ pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
 /// at creation (decimal), so a reused container's ownership check needs no file read
 /// (spec-note 0324).
 pub const REMOTE_UID_LABEL: &str = "devcell.remote_uid";
+/// Container label with the host variables `up` let cross under `hardened` (granted names,
+/// sorted, comma-separated; empty when none): `exec` and `run-user-commands` re-reading the
+/// configuration may use no other (spec-note 0443). Its presence marks a container devcell
+/// created under `hardened`.
+pub const HOST_ENV_LABEL: &str = "devcell.host_env";
+/// Volume label with the host workspace folder a named volume was created for by devcell
+/// (`up` under `hardened` creates the missing named volumes a configuration mounts): an
+/// existing volume without it, or for another folder, is a permission request (spec-note 0444).
+pub const VOLUME_WORKSPACE_LABEL: &str = "devcell.volume_workspace";
 
 /// Label namespaces devcell and the reference CLI identify containers by (the id labels
 /// above, `devcontainer.metadata`, `devcell.*` evidence labels, the reference's

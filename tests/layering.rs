@@ -216,12 +216,24 @@ fn a_violation_names_its_file_and_line() {
 
 /// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,
 /// item 12): read from `cargo metadata --locked --offline`, so an install with `--locked` on
-/// the stated toolchain does not fail on a dependency.
+/// the stated toolchain does not fail on a dependency. Filtered to the host platform: offline,
+/// a fresh machine has only the packages this platform's build downloaded.
 #[test]
 fn rust_version_covers_the_locked_dependencies() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let verbose = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    let verbose = String::from_utf8_lossy(&verbose.stdout);
+    let host = verbose
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host triple");
     let out = std::process::Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["--filter-platform", host])
         .current_dir(root)
         .output()
         .expect("cargo metadata runs");

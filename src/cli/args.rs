@@ -647,7 +647,7 @@ pub struct UpArgs {
     /// Grant a permission: `privileged`, `root`, `cap:NAME`, `mount:PATH`,
     /// `security-opt:OPT`, `device:PATH`, `network:host`, `network:container:NAME`,
     /// `network:NAME`, `publish:IP:PORT`, `publish:IP:*`, `publish:*`, `env:NAME`,
-    /// `build-network` (repeatable).
+    /// `build-network`, `volume:NAME` (repeatable).
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
@@ -733,6 +733,11 @@ pub struct ExecArgs {
     /// Container identity.
     #[command(flatten)]
     pub container: ContainerArgs,
+    /// Grant what the configuration, read again, uses beyond what `up` judged for a
+    /// container it created under `hardened`: `env:NAME` (a host variable), `root` (a remote
+    /// user with uid 0) (repeatable).
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
     /// Remote environment.
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -764,6 +769,11 @@ pub struct RunUserCommandsArgs {
     /// Container identity.
     #[command(flatten)]
     pub container: ContainerArgs,
+    /// Grant what the configuration, read again, uses beyond what `up` judged for a
+    /// container it created under `hardened`: `env:NAME` (a host variable), `root` (a remote
+    /// user with uid 0) (repeatable).
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
     /// Remote environment.
     #[command(flatten)]
     pub remote: RemoteArgs,

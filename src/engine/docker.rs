@@ -1089,6 +1089,33 @@ impl Engine for DockerEngine {
         }
     }
 
+    async fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>> {
+        match self.docker.inspect_volume(name).await {
+            Ok(v) => Ok(Some(VolumeInfo {
+                name: v.name,
+                driver: v.driver,
+                options: v.options.into_iter().collect(),
+                labels: v.labels.into_iter().collect(),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.api("inspect volume", name)(e)),
+        }
+    }
+
+    async fn create_volume(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<()> {
+        let options = bollard::models::VolumeCreateRequest {
+            name: Some(name.to_string()),
+            driver: Some("local".to_string()),
+            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(options)
+            .await
+            .map(|_| ())
+            .map_err(self.api("create volume", name))
+    }
+
     async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
         match self.docker.inspect_container(id, None).await {
             Ok(c) => serde_json::to_value(c)

@@ -28,7 +28,7 @@ pub use error::{EngineError, Result};
 pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
     EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
-    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, TtySize, Ulimit,
+    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, TtySize, Ulimit, VolumeInfo,
 };
 
 use crate::progress::{Event, Reporter};
@@ -163,6 +163,13 @@ pub trait Engine: Send + Sync {
 
     /// Removes a volume; an absent volume is not an error.
     async fn remove_volume(&self, name: &str) -> Result<()>;
+
+    /// The named volume's driver, options and labels; `Ok(None)` when there is none.
+    async fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>>;
+
+    /// Creates the named volume with the `local` driver, no options and `labels`; one that
+    /// already exists is left as it is (the engine's answer for an existing name).
+    async fn create_volume(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<()>;
 
     /// The content of a regular file in a container (running or not); `Ok(None)` when the
     /// path does not exist or is not a regular file. Symbolic links are not followed.

@@ -112,6 +112,20 @@ pub struct Mount {
     pub read_only: bool,
 }
 
+/// What the engine knows about a named volume (`docker volume inspect`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeInfo {
+    /// The volume's name.
+    pub name: String,
+    /// Its driver (`local` for the engine's own).
+    pub driver: String,
+    /// The driver options it was created with (`local`: `type`, `o`, `device`, as `mount(8)`
+    /// takes them; `o=bind` with `device=<host path>` makes it a bind of that host path).
+    pub options: BTreeMap<String, String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// A published port: `[host_ip:][host_port:]container_port[/protocol]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortBinding {

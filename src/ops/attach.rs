@@ -19,7 +19,8 @@ use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load,
 };
 use crate::ops::users::passwd_account;
-use crate::progress::Reporter;
+use crate::progress::{Event, Reporter};
+use crate::security::{self, Grants, PermissionRequest};
 use indexmap::IndexMap;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -86,9 +87,10 @@ pub struct Attached {
 pub(crate) async fn attach_target(
     engine: &dyn Engine,
     target: &TargetOptions,
+    allow: &[String],
     default_probe: UserEnvProbe,
-) -> Result<Attached> {
-    let loaded = if target.no_configuration {
+) -> Result<(Attached, Vec<PermissionRequest>)> {
+    let mut loaded = if target.no_configuration {
         LoadedConfiguration::empty()
     } else {
         load(target)?
@@ -114,8 +116,29 @@ pub(crate) async fn attach_target(
     if !container.running {
         return Err(HandoffError::NotRunning { id: container.id });
     }
+    // A container `up` judged under `hardened`: the re-read configuration may use only the
+    // host variables `up` let cross, unless granted now (spec-note 0443).
+    let judged = security::reattach::JudgedAtCreation::from_labels(&container.labels);
+    let grants = Grants::parse(allow)?;
+    let mut requests = Vec::new();
+    let env = match &judged {
+        Some(judged) => {
+            let uses = security::host_env::uses(&loaded.workspace.host_env_reads, &[]);
+            requests = security::reattach::judge(judged, &grants, &uses, None);
+            security::reattach::check(&requests)?;
+            let env = security::reattach::visible_env(judged, &grants, &target.env);
+            if !target.no_configuration {
+                loaded = load(&TargetOptions {
+                    env: env.clone(),
+                    ..target.clone()
+                })?;
+            }
+            env
+        }
+        None => target.env.clone(),
+    };
     let mut warnings = Vec::new();
-    let entries = existing_entries(&container, &loaded, &target.env, &mut warnings);
+    let entries = existing_entries(&container, &loaded, &env, &mut warnings);
     let id_source = if target.no_configuration && target.id_labels.is_empty() {
         [
             crate::names::LOCAL_FOLDER_LABEL,
@@ -140,12 +163,48 @@ pub(crate) async fn attach_target(
         &devcontainer_id,
         default_probe,
     )?;
-    if target.no_configuration {
+    // Without a workspace folder (`--container-id`, no `--workspace-folder`) commands run in
+    // the remote user's home unless the `--config` names a `workspaceFolder`, as the
+    // reference does (issue 12 item 11b).
+    let in_home = target.no_configuration
+        || (target.container_id.is_some()
+            && !target.workspace_folder_given
+            && loaded.raw.get("workspaceFolder").is_none());
+    if in_home {
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
     }
-    Ok(attached)
+    if let Some(judged) = &judged {
+        // The remote user judged by the uid the engine will give it (spec-note 0420).
+        let uid = remote_uid(engine, &container.id, &attached.remote_user).await;
+        let root = security::reattach::judge(judged, &grants, &[], uid);
+        security::reattach::check(&root)?;
+        requests.extend(root);
+    }
+    Ok((attached, requests))
+}
+
+/// The uid the engine will run `user` as in the container `id`: a number as it is, a name
+/// through the container's `/etc/passwd` as it is now (`None` when it cannot be told).
+async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
+    use crate::engine::passwd::resolve;
+    if let Some(uid) = resolve(user, None).uid() {
+        return Some(uid);
+    }
+    let passwd = engine.read_file(id, "/etc/passwd").await.ok()??;
+    resolve(user, Some(&String::from_utf8(passwd).ok()?)).uid()
+}
+
+/// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status
+/// line (`granted: …`).
+pub(crate) fn report_grants(requests: &[PermissionRequest], reporter: &dyn Reporter) {
+    for r in requests
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Granted)
+    {
+        reporter.report(Event::Status(format!("granted: {r}")));
+    }
 }
 
 /// The metadata entries of an existing container: its label (phase-1 substituted) plus the

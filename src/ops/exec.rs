@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::lifecycle::UserEnvProbe;
-use crate::ops::attach::{attach_target, probed_remote_env};
+use crate::ops::attach::{attach_target, probed_remote_env, report_grants};
 use crate::ops::error::Result;
 use crate::ops::options::TargetOptions;
 use crate::ops::secrets::{MaskingReporter, redact};
@@ -37,6 +37,9 @@ pub struct ExecOptions {
     pub tty: bool,
     /// With `tty`: the terminal's size, followed by the TTY (start and every change).
     pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
 }
 
 /// Where an exec's streams go: stdin (`None` = none), stdout and stderr.
@@ -91,7 +94,14 @@ async fn exec_inner(
     streams: ExecStreams<'_>,
     reporter: &dyn Reporter,
 ) -> Result<i64> {
-    let attached = attach_target(engine, &opts.target, opts.default_user_env_probe).await?;
+    let (attached, requests) = attach_target(
+        engine,
+        &opts.target,
+        &opts.allow,
+        opts.default_user_env_probe,
+    )
+    .await?;
+    report_grants(&requests, reporter);
     let mut env = probed_remote_env(engine, &attached, &opts.remote_env, reporter)
         .await?
         .0;

@@ -16,7 +16,7 @@ use crate::ops::permissions::{
 };
 use crate::ops::read_configuration::LoadedConfiguration;
 use crate::progress::{Event, Reporter};
-use crate::security::Grants;
+use crate::security::{self, Grants, PermissionRequest, Source};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -167,6 +167,9 @@ pub(crate) struct DevImage {
     /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
     /// the image carries it.
     pub(crate) label: Option<String>,
+    /// The host variables the label of an image built from the repository's Dockerfile
+    /// names, judged like devcontainer.json's (none refused; spec-note 0443).
+    pub(crate) label_requests: Vec<PermissionRequest>,
     /// The Features resolution's lockfile, to write once the result exists (`None` without
     /// Features).
     pub(crate) lock: Option<PendingLock>,
@@ -200,6 +203,20 @@ pub(crate) async fn dev_image(
     )
     .await?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+    // The label of an image built from the repository's Dockerfile is the repository's: its
+    // host variables are requests like devcontainer.json's (spec-note 0443).
+    let label_requests = if kind == ConfigKind::Dockerfile {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+        let uses = security::host_env::uses(&reads, &[]);
+        let mut requests = security::host_env::judge(&profile, &grants, &uses);
+        for r in &mut requests {
+            r.source = Source::ImageMetadata;
+        }
+        security::host_env::check(&profile, &requests)?;
+        requests
+    } else {
+        Vec::new()
+    };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
     // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
@@ -250,6 +267,7 @@ pub(crate) async fn dev_image(
         image,
         entries,
         label,
+        label_requests,
         lock,
     })
 }

@@ -40,6 +40,10 @@ pub struct TargetOptions {
     /// `--id-label` but no `--workspace-folder`, `--config` or `--override-config`, as the
     /// reference): the container's `devcontainer.metadata` label says everything.
     pub no_configuration: bool,
+    /// `--workspace-folder` was given (the cli otherwise defaults it to the current
+    /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
+    /// remote user's home unless the configuration names a `workspaceFolder`.
+    pub workspace_folder_given: bool,
 }
 
 /// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged

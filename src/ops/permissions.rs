@@ -3,7 +3,7 @@
 //! (`--preview-permissions`).
 
 use crate::config::metadata;
-use crate::engine::{BuildRequest, ContainerInfo, Engine};
+use crate::engine::{BuildRequest, ContainerInfo, Engine, MountKind};
 use crate::lifecycle::{HookSources, initialize_stage};
 use crate::ops::container::STATE_DIR;
 use crate::ops::dockerfile::build_request;
@@ -574,4 +574,42 @@ pub(crate) fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<
         .cloned()
         .chain(loaded.additional_mount.clone())
         .collect()
+}
+
+/// The named volumes `spec` mounts, judged for the host workspace folder `workspace` under
+/// `hardened` ([`security::volumes::classify`], spec-note 0444): a bind-backed one is turned
+/// into a bind of its `device` (judged and resolved like every bind after this), a foreign one
+/// is a [`security::Permission::Volume`] request. Returns the requests (judged) and the names
+/// of the missing volumes, which devcell creates for this workspace once the policy accepts.
+///
+/// Errors: [`HandoffError::Engine`] when a volume cannot be inspected.
+pub(crate) async fn judge_named_volumes(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    spec: &mut crate::engine::ContainerSpec,
+    workspace: &Path,
+) -> Result<(Vec<PermissionRequest>, Vec<String>)> {
+    use security::volumes::{VolumeUse, classify};
+    let mut foreign: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
+        let Some(name) = m.source.clone() else {
+            continue;
+        };
+        match classify(engine.inspect_volume(&name).await?.as_ref(), workspace) {
+            VolumeUse::Missing if !missing.contains(&name) => missing.push(name),
+            VolumeUse::Foreign if !foreign.contains(&name) => foreign.push(name),
+            VolumeUse::BindBacked(device) => {
+                m.kind = MountKind::Bind;
+                m.source = Some(device);
+            }
+            _ => {}
+        }
+    }
+    Ok((security::volumes::judge(profile, grants, &foreign), missing))
 }

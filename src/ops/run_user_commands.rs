@@ -3,7 +3,7 @@
 
 use crate::engine::DockerEngine;
 use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
-use crate::ops::attach::attach_target;
+use crate::ops::attach::{attach_target, report_grants};
 use crate::ops::error::Result;
 use crate::ops::hooks::run_hooks;
 use crate::ops::options::TargetOptions;
@@ -24,6 +24,9 @@ pub struct RunUserCommandsOptions {
     pub secrets: IndexMap<String, String>,
     /// `--default-user-env-probe`.
     pub default_user_env_probe: UserEnvProbe,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
 }
 
 /// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
@@ -44,7 +47,14 @@ pub async fn run_user_commands(
     };
     let run = async {
         let engine = DockerEngine::connect().await?;
-        let attached = attach_target(&engine, &opts.target, opts.default_user_env_probe).await?;
+        let (attached, requests) = attach_target(
+            &engine,
+            &opts.target,
+            &opts.allow,
+            opts.default_user_env_probe,
+        )
+        .await?;
+        report_grants(&requests, &reporter);
         run_hooks(
             &engine,
             &attached,

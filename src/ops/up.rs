@@ -30,8 +30,8 @@ use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
-    check_existing, cli_mounts, confine_grants, early_requests, host_commands, judged_options,
-    judged_places, locate_run_arg_error, network_mode, origins, security_choice,
+    check_existing, cli_mounts, confine_grants, early_requests, host_commands, judge_named_volumes,
+    judged_options, judged_places, locate_run_arg_error, network_mode, origins, security_choice,
 };
 use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
 use crate::ops::secrets::{MaskingReporter, redact};
@@ -272,6 +272,7 @@ pub async fn up_with(
                 mut image,
                 entries,
                 label,
+                label_requests,
                 lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
@@ -358,6 +359,23 @@ pub async fn up_with(
             } else {
                 None
             };
+            // Named volumes judged by what they are, before the binds are resolved: a
+            // bind-backed one becomes a bind of its device (spec-note 0444).
+            let (volume_requests, missing_volumes) = if hardened {
+                judge_named_volumes(
+                    engine,
+                    &profile,
+                    &grants,
+                    &mut spec,
+                    &loaded.workspace_folder,
+                )
+                .await?
+            } else {
+                Default::default()
+            };
+            if let Some(refused) = security::refusal(&profile, &volume_requests) {
+                return Err(refused.into());
+            }
             let (workspace, host_home, engine_socket) =
                 judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
             let account = passwd
@@ -383,6 +401,8 @@ pub async fn up_with(
             };
             let applied = security::apply(&profile, &input, &grants)?;
             permissions = applied.requests.clone();
+            permissions.extend(volume_requests);
+            permissions.extend(label_requests.iter().cloned());
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
@@ -392,6 +412,17 @@ pub async fn up_with(
                 );
             }
             if hardened {
+                // What `exec` and `run-user-commands` may use later (spec-note 0443).
+                spec.labels.insert(
+                    crate::names::HOST_ENV_LABEL.to_string(),
+                    security::reattach::host_env_label(
+                        &[early.requests.as_slice(), label_requests.as_slice()].concat(),
+                    ),
+                );
+                for name in &missing_volumes {
+                    let labels = security::volumes::labels_for(&loaded.workspace_folder);
+                    engine.create_volume(name, &labels).await?;
+                }
                 // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
                 spec.mounts.push(Mount {
                     kind: MountKind::Volume,

@@ -17,7 +17,9 @@ pub mod origins;
 pub mod policy;
 pub mod probe;
 pub mod profile;
+pub mod reattach;
 pub mod reuse;
+pub mod volumes;
 
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;

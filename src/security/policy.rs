@@ -90,6 +90,11 @@ pub enum Permission {
     HostEnv(String),
     /// A network for image builds of a container whose network is `none` (spec-note 0442).
     BuildNetwork,
+    /// A named volume that already exists on the engine and that devcell did not create for
+    /// this workspace (another workspace's data, a volume someone made by hand), by name
+    /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
+    /// instead.
+    Volume(String),
 }
 
 impl Permission {
@@ -110,6 +115,7 @@ impl Permission {
             Permission::EngineSocket(_) | Permission::IdentityLabel(_) => return None,
             Permission::HostCommand(_) => "--allow host-command".to_string(),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
+            Permission::Volume(v) => format!("--allow volume:{v}"),
         })
     }
 }
@@ -132,6 +138,10 @@ impl fmt::Display for Permission {
             Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
             Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
             Permission::BuildNetwork => f.write_str("network for image builds"),
+            Permission::Volume(v) => write!(
+                f,
+                "existing volume `{v}` that devcell did not create for this workspace"
+            ),
         }
     }
 }
@@ -175,7 +185,7 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -193,6 +203,7 @@ impl Permission {
             Permission::GitDir(_) => "gitDir",
             Permission::HostEnv(_) => "hostEnv",
             Permission::BuildNetwork => "buildNetwork",
+            Permission::Volume(_) => "volume",
         }
     }
 
@@ -209,7 +220,8 @@ impl Permission {
             | Permission::IdentityLabel(v)
             | Permission::HostCommand(v)
             | Permission::GitDir(v)
-            | Permission::HostEnv(v) => Some(v),
+            | Permission::HostEnv(v)
+            | Permission::Volume(v) => Some(v),
             _ => None,
         }
     }
@@ -276,13 +288,16 @@ pub struct Grants {
     pub env: BTreeSet<String>,
     /// `build-network`: image builds keep a network when the container has none.
     pub build_network: bool,
+    /// `volume:<name>`: existing volumes devcell did not create for this workspace.
+    pub volumes: BTreeSet<String>,
 }
 
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
-    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`.
+    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
+    /// `volume:<name>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -339,6 +354,12 @@ impl Grants {
                     ));
                 }
             },
+            Some(("volume", v)) => {
+                if v.is_empty() || v.contains(['/', '\0']) {
+                    return Err(bad("expected a volume name (`volume:NAME`)"));
+                }
+                self.volumes.insert(v.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -374,6 +395,7 @@ impl Grants {
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,
+            Permission::Volume(v) => self.volumes.contains(v),
         }
     }
 }

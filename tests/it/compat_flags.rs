@@ -481,6 +481,44 @@ fn exec_and_run_user_commands_by_container_id() {
         );
     }
 
+    // `--container-id` with a `--config` and no `--workspace-folder`: still the remote user's
+    // home (no `/workspaces/<current folder>` made up), unless the config names a
+    // `workspaceFolder` (issue 12 item 11b).
+    let pwd_with = |config: &str| {
+        let file = elsewhere.path().join("given.json");
+        std::fs::write(&file, config).unwrap();
+        let out = devcell()
+            .current_dir(elsewhere.path())
+            .args(["exec", "--container-id", &id, "--config"])
+            .arg(&file)
+            .args(["sh", "-c", "echo \"$(id -un) $PWD\""])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let home_pwd = {
+        let out = devcell()
+            .current_dir(elsewhere.path())
+            .args([
+                "exec",
+                "--container-id",
+                &id,
+                "sh",
+                "-c",
+                "echo \"$(id -un) $PWD\"",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let image_only = format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#);
+    let got = pwd_with(&image_only);
+    assert_eq!(got, home_pwd, "ran in the remote user's home");
+    assert!(!got.contains("/workspaces"), "{got}");
+    let named = format!(r#"{{"image": "{BUSYBOX_IMAGE}", "workspaceFolder": "/tmp"}}"#);
+    assert_eq!(pwd_with(&named), "nobody /tmp");
+
     // run-user-commands by id: the remaining hooks run (postCreate, postStart).
     let out = devcell()
         .current_dir(elsewhere.path())

@@ -35,6 +35,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         default_user_env_probe: probe,
         tty,
         tty_size,
+        allow: args.allow,
     };
     // With a TTY the terminal is put in raw mode (restored on drop) and forwarded, so an
     // interactive command gets every key; a terminal without a TTY in the container (stdout

@@ -91,6 +91,7 @@ pub(crate) fn target(
         mount_git_worktree_common_dir: args.workspace.mount_git_worktree_common_dir,
         container_id: container_id.map(str::to_string),
         no_configuration,
+        workspace_folder_given: args.workspace.workspace_folder.is_some(),
     })
 }
 

@@ -27,6 +27,7 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             remote_env,
             secrets,
             default_user_env_probe: probe,
+            allow: args.allow.clone(),
         };
         let report = runtime()?.block_on(run_user_commands(&opts, &StderrReporter))?;
         anyhow::Ok((report, plan))

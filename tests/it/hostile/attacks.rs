@@ -1,6 +1,6 @@
 //! Attacks found after issue 10's fixes (spec-note 0400): each test is a hostile repository
 //! run with default flags against the real engine, asserting on what crossed from the host.
-//! The ones that still get through are `#[ignore]`d with the fix they need.
+//! Spec-notes 0443 (what `exec` and `run-user-commands` re-read) and 0444 (named volumes).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -74,12 +74,9 @@ fn world_writable(ws: &Path) {
 /// `remoteUser: root`. `up` judged the first configuration; the user's next `devcell exec`
 /// (default flags) re-reads the rewritten one with the whole host environment: the host secret
 /// crosses into the container, and the command runs as uid 0, both of which `up` refuses
-/// without `--allow env:NAME` / `--allow root`.
+/// without `--allow env:NAME` / `--allow root`: both commands refuse it the same way, and run
+/// nothing; the same grants on the command itself let it through, reported.
 #[test]
-#[ignore = "reason: exec and run-user-commands load devcontainer.json with the whole host \
-            environment and no security profile; fix: judge the re-read configuration as up \
-            does (host variables and remoteUser against what up granted, recorded on the \
-            container), see the attack report"]
 fn a_configuration_the_container_rewrites_reaches_the_host_environment_through_exec() {
     if !engine_ready(
         "a_configuration_the_container_rewrites_reaches_the_host_environment_through_exec",
@@ -104,27 +101,60 @@ fn a_configuration_the_container_rewrites_reaches_the_host_environment_through_e
         rewritten.contains(&format!("${{localEnv:{SECRET_VAR}}}")),
         "the attack's precondition: the container rewrote the configuration: {rewritten}"
     );
-    let out = devcell(
-        "exec",
-        repo.path(),
-        &["sh", "-c", "echo \"uid=$(id -u) stolen=$STOLEN\""],
-    );
+    let probe = ["sh", "-c", "echo \"uid=$(id -u) stolen=$STOLEN\""];
+    let out = devcell("exec", repo.path(), &probe);
     let t = text(&out);
     assert!(
         !t.contains(SECRET),
         "the host variable reached the container through exec: {t}"
     );
     assert!(!t.contains("uid=0 "), "exec ran as root: {t}");
+    assert!(!t.contains("uid="), "nothing ran: {t}");
+    assert!(
+        !out.status.success() && t.contains(&format!("--allow env:{SECRET_VAR}")),
+        "refused with the grant named: {t}"
+    );
+    // run-user-commands re-reads it too: a hook the container adds runs as root with the
+    // secret unless granted.
+    let rewritten = format!(
+        r#"{{"image":"{BUSYBOX_IMAGE}","remoteUser":"root","remoteEnv":{{"STOLEN":"${{localEnv:{SECRET_VAR}}}"}},"postAttachCommand":"echo \"hook uid=$(id -u) stolen=$STOLEN\" > hook.txt"}}"#
+    );
+    std::fs::write(
+        repo.path().join(".devcontainer/devcontainer.json"),
+        &rewritten,
+    )
+    .unwrap();
+    let out = devcell("run-user-commands", repo.path(), &[]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(!repo.path().join("hook.txt").exists(), "a hook ran: {t}");
+    assert!(!t.contains(SECRET), "{t}");
+    // Granting the variable alone still leaves root refused.
+    let env_grant = format!("env:{SECRET_VAR}");
+    let out = devcell(
+        "exec",
+        repo.path(),
+        &[&["--allow", &env_grant], &probe[..]].concat(),
+    );
+    let t = text(&out);
+    assert!(!t.contains(SECRET) && t.contains("--allow root"), "{t}");
+    // Both granted on the command: it does what was asked, and says so.
+    let granted = [&["--allow", &env_grant, "--allow", "root"], &probe[..]].concat();
+    let out = devcell("exec", repo.path(), &granted);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains(&format!("uid=0 stolen={SECRET}")), "{t}");
+    assert!(
+        t.contains("granted: running as root") && t.contains("granted: host environment variable"),
+        "the grants are reported: {t}"
+    );
 }
 
 /// The repository's own Dockerfile labels the image with `devcontainer.metadata` whose
-/// `remoteEnv` names `${localEnv:…}`. `up` reports no host variable (`hostEnv: []`) and no
-/// request, but `devcell exec` substitutes the label's entry with the host environment and
-/// hands the value to the command.
+/// `remoteEnv` names `${localEnv:…}`. That label is the repository's: `up` refuses it as a
+/// host-variable request (no container), and `exec` never substitutes it from the whole host
+/// environment. Granted at `up`, it crosses, is reported and reaches `exec`.
 #[test]
-#[ignore = "reason: exec substitutes ${localEnv} in the image label's remoteEnv with the \
-            whole host environment; fix: the label of an image built from the repository is \
-            the repository's, judged like devcontainer.json (spec-note 0440), see the report"]
 fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
     if !engine_ready(
         "an_image_label_remote_env_reaches_the_host_environment_through_exec",
@@ -141,27 +171,54 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
     )
     .config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#)
     .commit();
-    let _c = Cleanup(repo.path().to_path_buf());
+    let c = Cleanup(repo.path().to_path_buf());
     let up = devcell("up", repo.path(), &[]);
     let t = text(&up);
-    assert!(up.status.success(), "{t}");
+    assert!(
+        !up.status.success(),
+        "the label's host variable is a request: {t}"
+    );
+    assert!(t.contains(&format!("--allow env:{SECRET_VAR}")), "{t}");
+    assert!(c.containers().is_empty(), "no container was created: {t}");
     let out = devcell("exec", repo.path(), &["sh", "-c", "echo stolen=$STOLEN"]);
     let t = format!("{t}{}", text(&out));
     assert!(
         !t.contains(SECRET),
         "the host variable reached the container through the image label: {t}"
     );
+    // Granted at `up`: reported with its source, and `exec` gets what `up` let cross.
+    let grant = format!("env:{SECRET_VAR}");
+    let up = devcell("up", repo.path(), &["--allow", &grant]);
+    let t = text(&up);
+    assert!(up.status.success(), "{t}");
+    let result: serde_json::Value = t
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("a JSON result");
+    let reported = result["devcell"]["permissions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| {
+            p["permission"] == "hostEnv" && p["value"] == SECRET_VAR && p["status"] == "granted"
+        });
+    assert!(reported, "{result}");
+    let out = devcell("exec", repo.path(), &["sh", "-c", "echo stolen=$STOLEN"]);
+    assert!(
+        text(&out).contains(&format!("stolen={SECRET}")),
+        "{}",
+        text(&out)
+    );
 }
 
 /// A named volume that already exists on the engine (another project's, or one a user made
 /// with the `local` driver and `o=bind,device=<host folder>`) is mounted for any repository
 /// that names it in `mounts`, with no request: through a bind-backed volume the repository
-/// reads and writes the host folder; through another workspace's volume, its data.
+/// reads and writes the host folder; through another workspace's volume, its data. Under
+/// `hardened` the bind-backed one is judged as a bind of its device (a request naming the
+/// resolved host folder), and nothing is created.
 #[test]
-#[ignore = "reason: the policy judges only bind sources; fix: a named volume the engine \
-            already has and devcell did not create for this workspace is a request \
-            (`--allow volume:<name>`), and a `local` volume with `o=bind` is judged as a bind \
-            of its `device`, see the report"]
 fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     if !engine_ready(
         "an_existing_bind_backed_volume_reaches_a_host_folder",
@@ -205,6 +262,7 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     let _v = Volume(name);
     let up = devcell("up", repo.path(), &[]);
     let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
+    let created = cleanup.containers();
     drop(cleanup);
     assert!(
         !leaked.contains(crate::support::hostile::HostTarget::SECRET),
@@ -212,4 +270,160 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         text(&up)
     );
     target.assert_untouched();
+    let resolved = std::fs::canonicalize(target.path()).unwrap();
+    let t = text(&up);
+    assert!(!up.status.success(), "{t}");
+    assert!(
+        t.contains(&format!("--allow mount:{}", resolved.display())),
+        "judged as a bind of its device: {t}"
+    );
+    assert!(created.is_empty(), "no container: {t}");
+}
+
+/// Removes a named volume on drop.
+struct Volume(String);
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+/// The `permission` entries of `up`'s JSON result (last JSON line of its output).
+fn permissions(out: &Output) -> Vec<serde_json::Value> {
+    let t = text(out);
+    let result: serde_json::Value = t
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_default();
+    result["devcell"]["permissions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The volume grants do what they ask and are reported; the named volumes devcell creates for
+/// a workspace keep working for it (a second container reuses them without a request) and are
+/// another workspace's foreign volume (spec-note 0444).
+#[test]
+fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
+    if !engine_ready(
+        "volume_grants_work_and_devcells_own_volumes_stay_usable",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = crate::support::hostile::HostTarget::new();
+    let tag = target
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    // A foreign plain volume: refused, then granted by name.
+    let foreign = Volume(format!("devcell-test-foreign-{tag}"));
+    assert!(docker(&["volume", "create", &foreign.0]).0);
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "mounts": ["source={},target=/shared,type=volume"]}}"#,
+        foreign.0
+    ))
+    .commit();
+    let c = Cleanup(repo.path().to_path_buf());
+    let up = devcell("up", repo.path(), &[]);
+    let grant = format!("volume:{}", foreign.0);
+    assert!(!up.status.success(), "{}", text(&up));
+    assert!(
+        text(&up).contains(&format!("--allow {grant}")),
+        "{}",
+        text(&up)
+    );
+    assert!(c.containers().is_empty());
+    let up = devcell("up", repo.path(), &["--allow", &grant]);
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(
+        permissions(&up).iter().any(|p| p["permission"] == "volume"
+            && p["value"] == foreign.0.as_str()
+            && p["status"] == "granted"),
+        "{}",
+        text(&up)
+    );
+    drop(c);
+
+    // A bind-backed volume granted as the bind of its device: the host folder is mounted.
+    let bound = Volume(format!("devcell-test-bound-{tag}"));
+    let device = format!("device={}", target.path().display());
+    let (ok, out) = docker(&[
+        "volume",
+        "create",
+        "--opt",
+        "type=none",
+        "--opt",
+        "o=bind",
+        "--opt",
+        &device,
+        &bound.0,
+    ]);
+    assert!(ok, "{out}");
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "mounts": ["source={},target=/granted,type=volume"],
+            "postCreateCommand": "cat /granted/secret.txt > read.txt"}}"#,
+        bound.0
+    ))
+    .commit();
+    world_writable(repo.path());
+    let c = Cleanup(repo.path().to_path_buf());
+    let resolved = std::fs::canonicalize(target.path()).unwrap();
+    let grant = format!("mount:{}", resolved.display());
+    let up = devcell("up", repo.path(), &["--allow", &grant]);
+    assert!(up.status.success(), "{}", text(&up));
+    let read = std::fs::read_to_string(repo.path().join("read.txt")).unwrap_or_default();
+    assert!(
+        read.contains(crate::support::hostile::HostTarget::SECRET),
+        "{}",
+        text(&up)
+    );
+    assert!(
+        permissions(&up)
+            .iter()
+            .any(|p| p["permission"] == "mount" && p["status"] == "granted"),
+        "{}",
+        text(&up)
+    );
+    drop(c);
+
+    // devcell's own: created for the workspace, used again by its next container.
+    let own = Volume(format!("devcell-test-own-{tag}"));
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "mounts": ["source={},target=/cache,type=volume"]}}"#,
+        own.0
+    ))
+    .commit();
+    let c = Cleanup(repo.path().to_path_buf());
+    let up = devcell("up", repo.path(), &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let (_, labels) = docker(&["volume", "inspect", "--format", "{{json .Labels}}", &own.0]);
+    assert!(labels.contains("devcell.volume_workspace"), "{labels}");
+    let again = devcell("up", repo.path(), &["--remove-existing-container"]);
+    assert!(again.status.success(), "{}", text(&again));
+    // Another workspace naming it gets a request.
+    let other = HostileRepo::new();
+    other
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "mounts": ["source={},target=/cache,type=volume"]}}"#,
+            own.0
+        ))
+        .commit();
+    let oc = Cleanup(other.path().to_path_buf());
+    let up = devcell("up", other.path(), &[]);
+    assert!(!up.status.success(), "{}", text(&up));
+    assert!(text(&up).contains(&format!("--allow volume:{}", own.0)));
+    assert!(oc.containers().is_empty());
+    drop(c);
 }
