@@ -613,3 +613,172 @@ pub(crate) async fn judge_named_volumes(
     }
     Ok((security::volumes::judge(profile, grants, &foreign), missing))
 }
+
+/// What [`judge_configuration`] judged and `up` goes on with.
+pub(crate) struct ConfigurationJudgement {
+    /// The host variables and the builds' network ([`early_requests`]).
+    pub(crate) early: EarlyRequests,
+    /// `initializeCommand`, granted ([`host_commands`]).
+    pub(crate) init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    pub(crate) host_requests: Vec<PermissionRequest>,
+}
+
+/// Judges everything the configuration asks for before anything runs on the host or the
+/// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
+/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
+/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// capabilities, users by spelling ([`container_requests`] without an image or Features,
+/// whose requests are judged with them before the container is created). `opts` as given to
+/// `up` (the whole host environment; judged here). Only engine reads happen.
+///
+/// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
+/// every request when any is not granted, so one `--allow` list grants them all;
+/// [`HandoffError::Lifecycle`] for a malformed `initializeCommand`; the container request's
+/// errors (bad `runArgs`, mounts); [`HandoffError::Engine`] when the engine cannot be asked.
+pub(crate) async fn judge_configuration(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    earlier: &[PermissionRequest],
+) -> Result<ConfigurationJudgement> {
+    let judged = judged_options(opts, profile, grants);
+    let early = early_requests(loaded, &judged, profile, grants)?;
+    let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
+    let before: Vec<PermissionRequest> = earlier
+        .iter()
+        .chain(&early.requests)
+        .chain(&host_requests)
+        .cloned()
+        .collect();
+    let kind = loaded.typed.kind();
+    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
+        && (opts.remove_existing_container
+            || find_container(
+                engine,
+                &id_labels(&opts.target, loaded),
+                expected_workspace(&opts.target, loaded).as_deref(),
+                &mut Vec::new(),
+            )
+            .await?
+            .is_none());
+    let container = if creates {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        container_requests(
+            &ContainerJudgement {
+                profile,
+                grants,
+                opts: &judged,
+                loaded,
+                engine_socket,
+                extra_mounts: &cli_mounts(opts, loaded),
+            },
+            &reference,
+            None,
+            &[metadata::config_entry(&loaded.value)],
+            None,
+        )?
+    } else {
+        Vec::new()
+    };
+    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+        return Err(refused.into());
+    }
+    Ok(ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    })
+}
+
+/// What [`container_requests`] judges a container with, besides its image and entries.
+pub(crate) struct ContainerJudgement<'a> {
+    pub(crate) profile: &'a SecurityProfile,
+    pub(crate) grants: &'a Grants,
+    /// `up`'s options, the host environment already judged ([`judged_options`]).
+    pub(crate) opts: &'a UpOptions,
+    pub(crate) loaded: &'a LoadedConfiguration,
+    pub(crate) engine_socket: Option<&'a Path>,
+    /// The mounts asked for on the command line.
+    pub(crate) extra_mounts: &'a [String],
+}
+
+/// The permission requests of the container `entries` (metadata entries, devcontainer.json's
+/// last) ask for on image `reference`, the container request built as `up` builds it and
+/// judged by the same policy. `image_info: None` is an image not known yet: its `USER` is not
+/// judged ([`security::configuration_requests`]). Refused requests are returned, not an error.
+///
+/// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
+/// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
+/// error other than a refusal.
+pub(crate) fn container_requests(
+    judgement: &ContainerJudgement<'_>,
+    reference: &str,
+    image_info: Option<&ImageInfo>,
+    entries: &[Value],
+    passwd: Option<String>,
+) -> Result<Vec<PermissionRequest>> {
+    let ContainerJudgement {
+        profile,
+        grants,
+        opts,
+        loaded,
+        engine_socket,
+        extra_mounts,
+    } = *judgement;
+    let id_labels = id_labels(&opts.target, loaded);
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
+    substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let unknown = ImageInfo::default();
+    let mut spec = container_spec(&SpecInputs {
+        image: reference,
+        image_info: image_info.unwrap_or(&unknown),
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts,
+        id_labels: &id_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    let (workspace, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let input = PolicyInput {
+        passwd,
+        repository_labels: crate::ops::container::repository_labels(&merged),
+        origins: origins(entries, extra_mounts),
+        remote_user: merged
+            .get("remoteUser")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        image_user: image_info
+            .and_then(|i| i.user.clone())
+            .filter(|u| !u.is_empty()),
+        workspace,
+        host_home,
+        engine_socket,
+        spec,
+        ..PolicyInput::default()
+    };
+    if image_info.is_none() {
+        // an unknown `USER` is not taken for root: it is judged once the image exists
+        return Ok(security::configuration_requests(profile, &input, grants)?);
+    }
+    match security::apply(profile, &input, grants) {
+        Ok(applied) => Ok(applied.requests),
+        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
+        Err(other) => Err(other.into()),
+    }
+}

@@ -68,24 +68,9 @@ pub(crate) async fn preview_permissions(
     if host.is_empty() {
         return Ok(preview);
     }
-    preview.requests.splice(0..0, host.iter().cloned());
-    preview.refusal = match preview.refusal.take() {
-        Some(security::SecurityError::ReuseRefused {
-            container,
-            profile,
-            mut requests,
-            gaps,
-        }) => {
-            requests.splice(0..0, host);
-            Some(security::SecurityError::ReuseRefused {
-                container,
-                profile,
-                requests,
-                gaps,
-            })
-        }
-        _ => security::refusal(&profile, &preview.requests),
-    };
+    preview.refusal =
+        security::refusal_of_all(&profile, &host, preview.refusal.take(), &preview.requests);
+    preview.requests.splice(0..0, host);
     Ok(preview)
 }
 
@@ -115,36 +100,25 @@ pub(crate) async fn preview_container(
     let early = early_requests(&loaded, opts, &profile, &grants)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let early_refusal = security::host_env::check(&profile, &early.requests).err();
-    let preview = finish_preview(
-        preview_rest(
-            engine,
-            engine_socket,
-            opts,
-            &loaded,
-            preview,
-            &profile,
-            &grants,
-        )
-        .await?,
-        early,
-        early_refusal,
+    let mut preview = preview_rest(
+        engine,
+        engine_socket,
+        opts,
+        &loaded,
+        preview,
+        &profile,
+        &grants,
+    )
+    .await?;
+    // One refusal for all of them, as `up` refuses (spec-note 0400).
+    preview.refusal = security::refusal_of_all(
+        &profile,
+        &early.requests,
+        preview.refusal.take(),
+        &preview.requests,
     );
-    Ok(preview)
-}
-
-/// Puts the early requests ([`early_requests`]) before the others; their refusal is the one
-/// `up` returns first.
-pub(crate) fn finish_preview(
-    mut preview: PermissionPreview,
-    early: EarlyRequests,
-    early_refusal: Option<security::SecurityError>,
-) -> PermissionPreview {
     preview.requests.splice(0..0, early.requests);
-    if early_refusal.is_some() {
-        preview.refusal = early_refusal;
-    }
-    preview
+    Ok(preview)
 }
 
 /// [`preview_permissions`] after the early requests: the container's own requests.
@@ -259,29 +233,6 @@ pub(crate) async fn preview_rest(
         &feature_entries,
         &metadata::config_entry(&loaded.value),
     );
-    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
-    substitute::substitute_devcontainer_id(
-        &mut merged,
-        &crate::config::id::devcontainer_id(&id_labels),
-    );
-    let host_env = |name: &str| opts.target.env.get(name).cloned();
-    let unknown = ImageInfo::default();
-    let mut spec = container_spec(&SpecInputs {
-        image: &reference,
-        image_info: image_info.as_ref().unwrap_or(&unknown),
-        merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-        extra_mounts: &opts.mounts,
-        id_labels: &id_labels,
-        metadata_label: None,
-        host_env: &host_env,
-    })
-    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
-    }
-    let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
     // (spec-note 0420); read past the host record of image files, which a plan never writes.
     let passwd = match (engine, &image_info) {
@@ -290,34 +241,20 @@ pub(crate) async fn preview_rest(
         }
         _ => None,
     };
-    let input = PolicyInput {
+    let requests = container_requests(
+        &ContainerJudgement {
+            profile,
+            grants,
+            opts,
+            loaded,
+            engine_socket,
+            extra_mounts: &opts.mounts,
+        },
+        &reference,
+        image_info.as_ref(),
+        &entries,
         passwd,
-        repository_labels: crate::ops::container::repository_labels(&merged),
-        origins: origins(&entries, &opts.mounts),
-        remote_user: merged
-            .get("remoteUser")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        image_user: image_info
-            .as_ref()
-            .and_then(|i| i.user.clone())
-            .filter(|u| !u.is_empty()),
-        workspace,
-        host_home,
-        engine_socket,
-        spec,
-        ..PolicyInput::default()
-    };
-    let mut requests = match security::apply(profile, &input, grants) {
-        Ok(applied) => applied.requests,
-        Err(security::SecurityError::Refused { requests, .. }) => requests,
-        Err(other) => return Err(other.into()),
-    };
-    if image_info.is_none() {
-        // an unknown `USER` is not taken for root: the note says it is not judged yet
-        requests.retain(|r| r.source != Source::ImageUser);
-    }
+    )?;
     if requests.iter().any(|r| {
         matches!(
             r.status,

@@ -30,6 +30,7 @@ use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
+    ConfigurationJudgement, judge_configuration,
     check_existing, cli_mounts, confine_grants, early_requests, host_commands, judge_named_volumes,
     judged_options, judged_places, locate_run_arg_error, network_mode, origins, security_choice,
 };
@@ -174,9 +175,14 @@ pub async fn up_with(
     // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    // Everything the configuration asks for is judged here, in one refusal, before anything
+    // runs on the host or the engine (spec-notes 0400, 0410).
+    let ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    } = judge_configuration(engine, engine_socket, opts, &loaded, &profile, &grants, &[]).await?;
     let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants)?;
-    security::host_env::check(&profile, &early.requests)?;
     let opts = &UpOptions {
         build: ImageBuildOptions {
             network: early.build_network.clone(),
@@ -186,12 +192,6 @@ pub async fn up_with(
     };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    // What the repository would run on the host is judged before anything else happens: a
-    // refusal leaves no container, no image, no state and nothing run (spec-note 0410).
-    let (init_stage, host_requests) = host_commands(&loaded, &profile, &grants)?;
-    if let Some(refused) = security::refusal(&profile, &host_requests) {
-        return Err(refused.into());
-    }
     // One find-or-create (and one run of the create hooks) at a time per identity.
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
