@@ -107,11 +107,16 @@ pub async fn handoff_with(
             &p.target,
             crate::ops::permissions::confine_grants(&profile, &grants),
         )?;
-        let (_, host) = crate::ops::permissions::host_commands(&loaded, &profile, &grants)?;
-        let early: Vec<_> = p.git_requests.iter().cloned().chain(host).collect();
-        if let Some(refused) = crate::security::refusal(&profile, &early) {
-            return Err(refused.into());
-        }
+        crate::ops::permissions::judge_configuration(
+            engine,
+            engine_socket,
+            &up_opts,
+            &loaded,
+            &profile,
+            &grants,
+            &p.git_requests,
+        )
+        .await?;
     }
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));

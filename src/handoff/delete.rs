@@ -157,9 +157,14 @@ pub async fn delete_with(
     };
     let mut removed = Removed::default();
 
-    let mut ids: Vec<String> = engine
-        .find_containers(&labels)
+    // Only containers that bind the workspace are its own: one claiming its labels without
+    // the bind is neither removed nor counted as left behind (spec-note 0421).
+    let bound = |found| {
+        crate::security::identity::bound_to_workspace(engine, found, std::slice::from_ref(&root))
+    };
+    let mut ids: Vec<String> = bound(engine.find_containers(&labels).await?)
         .await?
+        .0
         .into_iter()
         .map(|c| c.id)
         .collect();
@@ -279,9 +284,9 @@ pub async fn delete_with(
 
     // Verify.
     let mut remaining = Remaining {
-        containers: engine
-            .find_containers(&labels)
+        containers: bound(engine.find_containers(&labels).await?)
             .await?
+            .0
             .into_iter()
             .map(|c| c.id)
             .collect(),

@@ -295,15 +295,16 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     if !prepared.git_requests.is_empty() {
         let (profile, _) =
             crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
+        // one refusal for all, as the handoff refuses (spec-note 0400)
+        preview.refusal = crate::security::refusal_of_all(
+            &profile,
+            &prepared.git_requests,
+            preview.refusal.take(),
+            &preview.requests,
+        );
         preview
             .requests
             .splice(0..0, prepared.git_requests.iter().cloned());
-        if !matches!(
-            preview.refusal,
-            Some(crate::security::SecurityError::ReuseRefused { .. })
-        ) {
-            preview.refusal = crate::security::refusal(&profile, &preview.requests);
-        }
     }
     if let Some(refusal) = preview.refusal {
         return Err(refusal.into());

@@ -180,7 +180,18 @@ pub async fn status_with(
             LOCAL_FOLDER_LABEL.to_string(),
             ws.root.to_string_lossy().into_owned(),
         )]);
-        match engine.find_containers(&labels).await {
+        let found = match engine.find_containers(&labels).await {
+            // only containers that bind the workspace are its own (spec-note 0421)
+            Ok(found) => crate::security::identity::bound_to_workspace(
+                engine,
+                found,
+                std::slice::from_ref(&ws.root),
+            )
+            .await
+            .map(|(bound, _)| bound),
+            Err(e) => Err(e),
+        };
+        match found {
             Ok(found) => {
                 engine_reachable = true;
                 if let Some(c) = found.iter().find(|c| c.state != "removing") {

@@ -180,7 +180,24 @@ pub async fn build_with(
         lockfile: opts.lockfile,
         ..UpOptions::default()
     };
+    // The host variables the build would read and the build's network, judged as `up` judges
+    // them before anything is built; after that only judged variables are visible
+    // (spec-notes 0440, 0442).
+    let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
+    let early = crate::ops::permissions::early_requests(&loaded, &up_opts, &profile, &grants)?;
+    crate::security::host_env::check(&profile, &early.requests)?;
+    let up_opts = UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..up_opts.build.clone()
+        },
+        ..up_opts
+    };
     let mut warnings = loaded.warnings.clone();
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
     let DevImage {
         image,
         entries,

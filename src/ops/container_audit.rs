@@ -58,16 +58,22 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
                 LOCAL_FOLDER_LABEL.to_string(),
                 root.to_string_lossy().into_owned(),
             )]);
-            engine
-                .find_containers(&labels)
-                .await?
-                .into_iter()
-                .find(|c| c.state != "removing")
-                .map(|c| c.id)
-                .ok_or_else(|| HandoffError::NoSuchContainer {
-                    id: String::new(),
-                    workspace: Some(root.clone()),
-                })?
+            let found = engine.find_containers(&labels).await?;
+            // only a container that binds the workspace is its own (spec-note 0421)
+            crate::security::identity::bound_to_workspace(
+                engine,
+                found,
+                std::slice::from_ref(&root),
+            )
+            .await?
+            .0
+            .into_iter()
+            .find(|c| c.state != "removing")
+            .map(|c| c.id)
+            .ok_or_else(|| HandoffError::NoSuchContainer {
+                id: String::new(),
+                workspace: Some(root.clone()),
+            })?
         }
         (None, None) => {
             return Err(HandoffError::Unsupported {

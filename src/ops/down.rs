@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::engine::{DockerEngine, Engine};
 use crate::ops::error::Result;
 use crate::ops::options::TargetOptions;
-use crate::ops::target::{id_labels, load, short};
+use crate::ops::target::{expected_workspace, id_labels, load, short};
 use crate::progress::{Event, Reporter};
 
 /// Inputs of [`down`].
@@ -63,7 +63,21 @@ pub async fn down_with(
         container_ids: Vec::new(),
         removed: opts.remove,
     };
-    for container in engine.find_containers(&labels).await? {
+    let mut found = engine.find_containers(&labels).await?;
+    // a container claiming this workspace's labels without binding it is not stopped or
+    // removed (spec-note 0421)
+    if let Some(folders) = expected_workspace(&opts.target, &loaded) {
+        let (bound, claims) =
+            crate::security::identity::bound_to_workspace(engine, found, &folders).await?;
+        for id in claims {
+            reporter.report(Event::Status(format!(
+                "warning: container {} carries this workspace's labels but does not bind it: left alone",
+                short(&id)
+            )));
+        }
+        found = bound;
+    }
+    for container in found {
         if opts.remove {
             reporter.report(Event::Status(format!(
                 "removing container {}",

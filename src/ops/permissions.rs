@@ -3,14 +3,19 @@
 //! (`--preview-permissions`).
 
 use crate::config::metadata;
-use crate::engine::{BuildRequest, ContainerInfo, Engine, MountKind};
+use crate::config::model::ConfigKind;
+use crate::config::substitute;
+use crate::engine::{BuildRequest, ContainerInfo, Engine, ImageInfo, MountKind};
 use crate::lifecycle::{HookSources, initialize_stage};
 use crate::ops::container::STATE_DIR;
+use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::target::{expected_workspace, find_container, id_labels};
+use crate::security::PolicyInput;
 use crate::security::{
     self, Grants, Origins, PermissionRequest, ProfileLimits, SecurityProfile, Source, host_path,
 };

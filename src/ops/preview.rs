@@ -1,25 +1,23 @@
 //! `--preview-permissions`: what `up` would ask of the grants, without creating anything.
 
+use crate::config::metadata;
 use crate::config::model::ConfigKind;
-use crate::config::{metadata, substitute};
-use crate::engine::{Engine, ImageInfo};
+use crate::engine::Engine;
 use crate::features::lockfile::LockfileMode;
 use crate::ops::attach::existing_entries;
-use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::image::{fetch_options, has_features, image_entries, substitute_entries};
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
-    EarlyRequests, FeatureRequestParts, check_existing, confine_build, confine_grants,
-    early_requests, host_commands, judged_options, judged_places, locate_run_arg_error,
-    network_mode, origins, security_choice,
+    ContainerJudgement, FeatureRequestParts, check_existing, confine_build, confine_grants,
+    container_requests, early_requests, host_commands, judged_options, security_choice,
 };
 use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
-use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile, Source};
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 use serde_json::Value;
 use std::path::Path;
 

@@ -30,9 +30,9 @@ use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
-    ConfigurationJudgement, judge_configuration,
-    check_existing, cli_mounts, confine_grants, early_requests, host_commands, judge_named_volumes,
-    judged_options, judged_places, locate_run_arg_error, network_mode, origins, security_choice,
+    ConfigurationJudgement, check_existing, cli_mounts, confine_grants, judge_configuration,
+    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
+    origins, security_choice,
 };
 use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
 use crate::ops::secrets::{MaskingReporter, redact};

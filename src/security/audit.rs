@@ -1328,7 +1328,6 @@ const HOST_CONTROL_DIRS: &[&str] = &[
     "/var/lib/docker",
     "/var/lib/containerd",
     "/var/lib/containers",
-    "/etc",
 ];
 
 fn components(p: &str) -> Vec<String> {
@@ -2655,11 +2654,14 @@ mod tests {
         assert!(has(&r, Control::RepoScope, "/home/me/notes", Risk::Weak));
         let r = with(|v| add_mount(v, "bind", "/home/me/work/repo/sub", "/sub", true));
         assert_eq!(r.score_of(Control::RepoScope), 2);
-        let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", false));
-        assert_eq!(r.score_of(Control::RepoScope), 0);
-        assert_eq!(r.score_of(Control::EngineSocket), 1);
-        let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", true));
-        assert_eq!(r.score_of(Control::EngineSocket), 0);
+        // `/etc` is host files (a broad host folder), not the kernel's or the engine's state:
+        // scored under repo scope only, read-only or not
+        for read_only in [false, true] {
+            let r = with(|v| add_mount(v, "bind", "/etc", "/hostetc", read_only));
+            assert_eq!(r.score_of(Control::RepoScope), 0, "{read_only}");
+            assert!(has(&r, Control::RepoScope, "/etc", Risk::Critical));
+            assert_eq!(r.score_of(Control::EngineSocket), 2, "{read_only}");
+        }
         let r = with(|v| add_mount(v, "bind", "/etc/localtime", "/etc/localtime", false));
         assert_eq!(r.score_of(Control::EngineSocket), 2);
         assert_eq!(r.score_of(Control::RepoScope), 1);

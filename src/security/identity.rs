@@ -4,11 +4,37 @@
 //! the `reference` profile, an image's `LABEL`s, another tool). Before `up`, `exec`,
 //! `run-user-commands` or a handoff reuses a container found by the workspace's default id
 //! labels, or runs anything in it (hooks, `--secrets-file` values, the agent), the container's
-//! mounts must show that it binds this workspace. Pure: no engine access.
+//! mounts must show that it binds this workspace; `down`, `status`, `delete` and `audit` act
+//! only on the containers that do ([`bound_to_workspace`], the one function here that asks the
+//! engine).
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::{ContainerInfo, MountKind};
+use crate::engine::{ContainerInfo, ContainerSummary, Engine, EngineError, MountKind};
+
+/// Splits `found` (containers carrying a workspace's identity labels) into those that bind one
+/// of `folders` ([`binds_workspace`], inspected through `engine`) and the ids of those that do
+/// not: a container claiming the labels without the bind is not the workspace's, and a command
+/// acting on "this workspace's container" leaves it alone (spec-note 0421). A container gone
+/// before it is inspected is dropped.
+///
+/// Errors: [`EngineError`] when the engine cannot inspect one.
+pub async fn bound_to_workspace(
+    engine: &dyn Engine,
+    found: Vec<ContainerSummary>,
+    folders: &[PathBuf],
+) -> Result<(Vec<ContainerSummary>, Vec<String>), EngineError> {
+    let mut bound = Vec::new();
+    let mut claims = Vec::new();
+    for summary in found {
+        match engine.inspect_container(&summary.id).await? {
+            Some(info) if binds_workspace(&info, folders) => bound.push(summary),
+            Some(_) => claims.push(summary.id),
+            None => {}
+        }
+    }
+    Ok((bound, claims))
+}
 
 /// Whether `info` has a bind mount whose host source is one of `folders` (compared as written
 /// and with symbolic links of `folders` resolved, as engines report either). The container's

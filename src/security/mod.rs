@@ -25,7 +25,7 @@ pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
 pub use policy::{
     Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
-    apply, judge, refusal,
+    apply, configuration_requests, judge, refusal, refusal_of_all,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
 pub use reuse::{BaselineGap, ExistingContainer, check_reuse};

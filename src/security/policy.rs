@@ -705,6 +705,63 @@ pub fn refusal(profile: &SecurityProfile, requests: &[PermissionRequest]) -> Opt
         })
 }
 
+/// The requests of a container judged from its configuration alone, before its image exists
+/// (`up` and `handoff` judge these with the host variables, host commands and git directories,
+/// before anything runs; spec-note 0400): [`apply`]'s requests, refused or not, without those
+/// attributed to the image's `USER` (not known yet: the caller judges them with the image's
+/// passwd before the container is created). Pure.
+///
+/// Errors: none of [`apply`]'s refusals; only its other errors.
+pub fn configuration_requests(
+    profile: &SecurityProfile,
+    input: &PolicyInput,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let mut requests = match apply(profile, input, grants) {
+        Ok(applied) => applied.requests,
+        Err(SecurityError::Refused { requests, .. }) => requests,
+        Err(other) => return Err(other),
+    };
+    requests.retain(|r| r.source != Source::ImageUser);
+    Ok(requests)
+}
+
+/// One refusal for everything judged before anything runs: the `earlier` requests (host
+/// variables, build network, host commands, git directories) with a `later` judgement's
+/// (`later_requests`, and the refusal it returned, if any). A refusal to reuse a container
+/// keeps its form with `earlier` put first; another error (a path outside the workspace) is
+/// kept as it is; otherwise [`refusal`] over all the requests, so one `--allow` list grants
+/// them all. Pure.
+pub fn refusal_of_all(
+    profile: &SecurityProfile,
+    earlier: &[PermissionRequest],
+    later: Option<SecurityError>,
+    later_requests: &[PermissionRequest],
+) -> Option<SecurityError> {
+    match later {
+        Some(SecurityError::ReuseRefused {
+            container,
+            profile,
+            mut requests,
+            gaps,
+        }) => {
+            requests.splice(0..0, earlier.iter().cloned());
+            Some(SecurityError::ReuseRefused {
+                container,
+                profile,
+                requests,
+                gaps,
+            })
+        }
+        None | Some(SecurityError::Refused { .. }) => {
+            let all: Vec<PermissionRequest> =
+                earlier.iter().chain(later_requests).cloned().collect();
+            refusal(profile, &all)
+        }
+        Some(other) => Some(other),
+    }
+}
+
 /// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
 /// until decided. Deduplicated by (permission, source), in spec order.
 fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
@@ -1783,6 +1840,70 @@ mod tests {
         assert_eq!(v["grant"], "--allow host-command");
         assert!(Grants::parse(&["gitdir:relative"]).is_err());
         assert!(Grants::parse(&["host-command:x"]).is_err());
+    }
+
+    #[test]
+    fn everything_judged_before_anything_runs_is_one_refusal() {
+        let earlier = judge(
+            &hardened(),
+            [
+                (
+                    Permission::HostCommand("touch /tmp/m".into()),
+                    Source::DevcontainerJson,
+                ),
+                (
+                    Permission::HostEnv("TOKEN".into()),
+                    Source::DevcontainerJson,
+                ),
+            ],
+            &Grants::default(),
+        );
+        // the container's configuration asks for privileged mode and a root image `USER`
+        let mut input = base();
+        input.spec.privileged = true;
+        input.image_user = Some("root".into());
+        let later = configuration_requests(&hardened(), &input, &Grants::default()).unwrap();
+        assert!(
+            later.iter().all(|r| r.source != Source::ImageUser),
+            "{later:?}"
+        );
+        assert!(later.iter().any(|r| r.permission == Permission::Privileged));
+        let Some(SecurityError::Refused { requests, .. }) =
+            refusal_of_all(&hardened(), &earlier, None, &later)
+        else {
+            panic!("one refusal");
+        };
+        assert_eq!(requests.len(), 3, "{requests:?}");
+        let err = refusal_of_all(&hardened(), &earlier, None, &later).unwrap();
+        let hint = crate::diagnostics::Hint::hint(&err).unwrap();
+        for flag in ["host-command", "env:TOKEN", "privileged"] {
+            assert!(hint.contains(&format!("--allow {flag}")), "{hint}");
+        }
+        // granted all at once by one list
+        let g = Grants::parse(&["host-command", "env:TOKEN", "privileged"]).unwrap();
+        let earlier = judge(
+            &hardened(),
+            [(
+                Permission::HostCommand("touch /tmp/m".into()),
+                Source::DevcontainerJson,
+            )],
+            &g,
+        );
+        let later = configuration_requests(&hardened(), &input, &g).unwrap();
+        assert!(refusal_of_all(&hardened(), &earlier, None, &later).is_none());
+        // a reuse refusal keeps its form, the earlier requests first
+        let reuse = SecurityError::ReuseRefused {
+            container: "abc".into(),
+            profile: "hardened".into(),
+            requests: later.clone(),
+            gaps: Vec::new(),
+        };
+        let Some(SecurityError::ReuseRefused { requests, .. }) =
+            refusal_of_all(&hardened(), &earlier, Some(reuse), &[])
+        else {
+            panic!("the reuse refusal");
+        };
+        assert_eq!(requests[0], earlier[0]);
     }
 
     #[test]

@@ -642,3 +642,43 @@ fn a_configured_build_network_in_a_handoff_is_a_request() {
     assert_eq!(made.ids("image"), Vec::<String>::new(), "nothing was built");
     assert_eq!(made.ids("container"), Vec::<String>::new());
 }
+
+/// `devcell build` judges the host variables as `up` does: a `${localEnv:…}` in `build.args`
+/// is refused before anything is built, and granted it is built (spec-note 0440).
+#[test]
+fn build_judges_host_variables_as_up_does() {
+    let test = "build_judges_host_variables_as_up_does";
+    if !support::docker::engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let token = support::unique("hostile-build");
+    let secret = format!("cloud-secret-{token}");
+    let made = Made(token.clone());
+    let repo = env_repo(&token);
+    let env = [(SECRET_VAR, secret.as_str()), (RUNARG_VAR, "runarg")];
+    let build = |extra: &[&str]| {
+        let mut cmd = support::devcell();
+        cmd.args(["build", "--workspace-folder"])
+            .arg(repo.path())
+            .args(extra);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("devcell runs")
+    };
+    let out = build(&[]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains(&format!("--allow env:{SECRET_VAR}")), "{all}");
+    assert!(!all.contains(&secret), "{all}");
+    assert_eq!(made.ids("image"), Vec::<String>::new(), "nothing was built");
+
+    let grant = format!("env:{SECRET_VAR}");
+    let runarg = format!("env:{RUNARG_VAR}");
+    let out = build(&["--allow", &grant, "--allow", &runarg]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !made.ids("image").is_empty(),
+        "the granted build made no image"
+    );
+}

@@ -641,3 +641,98 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
     // a human's git on the host would (spec-note 0413 says so): the control
     assert_control_runs(variant, repo.path(), &target);
 }
+
+/// A repository asking for three kinds of things at once: a host variable
+/// (`${localEnv:DEVCELL_HOSTILE_TOKEN}`), a host command (`initializeCommand` creating
+/// `marker`) and a bind of `target` (a container request): one refusal lists all three before
+/// anything runs, and one `--allow` list grants them all (spec-note 0400).
+#[test]
+fn every_request_is_judged_at_once_before_anything_runs() {
+    if !engine_ready(
+        "every_request_is_judged_at_once_before_anything_runs",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let source = target.path().canonicalize().unwrap();
+    let env = [("DEVCELL_HOSTILE_TOKEN", HostTarget::SECRET)];
+    let host = Host::new(&["true"], &[]);
+    let repo = HostileRepo::new();
+    repo.config(
+        &serde_json::json!({
+            "image": BUSYBOX_IMAGE,
+            "remoteUser": "nobody",
+            "updateRemoteUserUID": false,
+            "initializeCommand": ["touch", marker.to_str().unwrap()],
+            "containerEnv": {"TOKEN": "${localEnv:DEVCELL_HOSTILE_TOKEN}"},
+            "mounts": [format!("type=bind,source={},target=/host,readonly", source.display())],
+        })
+        .to_string(),
+    )
+    .commit();
+    let kinds = ["hostEnv", "hostCommand", "mount"];
+    let grants = [
+        "env:DEVCELL_HOSTILE_TOKEN".to_string(),
+        "host-command".to_string(),
+        format!("mount:{}", source.display()),
+    ];
+    let nothing_happened = |what: &str| {
+        target.assert_untouched();
+        assert!(
+            containers_of(repo.path()).is_empty(),
+            "{what}: a container was created"
+        );
+        assert!(
+            !host.tmp.path().join("state").exists(),
+            "{what}: devcell recorded something"
+        );
+    };
+
+    let up = host.up(repo.path(), &[], &env);
+    let text = String::from_utf8_lossy(&up.stdout);
+    assert_eq!(up.status.code(), Some(1), "{text}");
+    for grant in &grants {
+        assert!(
+            text.contains(&format!("--allow {grant}")),
+            "up names `{grant}`: {text}"
+        );
+    }
+    nothing_happened("up");
+
+    for (what, extra) in [("plan", &["--plan"][..]), ("handoff", &[][..])] {
+        let out = host.handoff(repo.path(), extra, &env);
+        let v = envelope(&out);
+        assert_eq!(out.status.code(), Some(12), "{what}: {v}");
+        assert_eq!(v["error"]["code"], "permission_required", "{what}");
+        let listed = &v["error"]["details"]["permissions"];
+        for kind in kinds {
+            let of = of_kind(listed, kind);
+            assert_eq!(of.len(), 1, "{what}: one `{kind}` request: {v}");
+            assert_eq!(of[0]["status"], "refused", "{what}: {v}");
+        }
+        nothing_happened(what);
+    }
+
+    // one list grants them all: the command runs, and the result reports each as granted
+    let mut args = Vec::new();
+    for grant in &grants {
+        args.extend(["--allow", grant.as_str()]);
+    }
+    let plan = host.handoff(repo.path(), &[&["--plan"][..], &args].concat(), &env);
+    let p = envelope(&plan);
+    assert_eq!(plan.status.code(), Some(0), "{p}");
+    assert!(!marker.exists(), "the plan ran the command");
+    let up = host.up(repo.path(), &args, &env);
+    let v = support::stdout_json(&up);
+    assert!(marker.exists(), "the granted command did not run");
+    for kind in kinds {
+        let of = of_kind(&v["devcell"]["permissions"], kind);
+        assert!(
+            !of.is_empty() && of.iter().all(|r| r["status"] == "granted"),
+            "`{kind}` granted: {v}"
+        );
+    }
+    std::fs::remove_file(&marker).unwrap();
+}

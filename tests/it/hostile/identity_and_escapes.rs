@@ -442,6 +442,91 @@ mod identity {
             .output();
     }
 
+    /// `down`, `status`, `delete` and `audit` act on this workspace's container only: one that
+    /// carries its identity labels but binds another folder is not stopped, removed, reported
+    /// or scored as the workspace's (spec-note 0421).
+    #[test]
+    fn teardown_and_reports_leave_a_container_claiming_this_workspace_without_its_bind_alone() {
+        if !engine_ready(
+            "teardown_and_reports_leave_a_container_claiming_this_workspace_without_its_bind_alone",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        let victim = HostileRepo::new();
+        victim.config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+        ));
+        victim.commit();
+        let v = victim.path().display().to_string();
+        let decoy = HostTarget::new();
+        let _c = cleanup(&[victim.path()]);
+        let crafted = docker(&[
+            "run",
+            "-d",
+            "--label",
+            &format!("devcontainer.local_folder={v}"),
+            "--label",
+            &format!("devcontainer.config_file={v}/.devcontainer/devcontainer.json"),
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace:ro", decoy.path().display()),
+            "--entrypoint",
+            "/bin/sh",
+            BUSYBOX_IMAGE,
+            "-c",
+            "while sleep 1; do :; done",
+        ]);
+        let state = tempfile::tempdir().unwrap();
+        let cmd = |args: &[&str]| {
+            devcell()
+                .env("DEVCELL_STATE_DIR", state.path())
+                .args(args)
+                .output()
+                .expect("devcell runs")
+        };
+        let running = || docker(&["inspect", "-f", "{{.State.Running}}", &crafted]);
+
+        for remove in [false, true] {
+            let mut args = vec!["down", "--workspace-folder", &v];
+            if remove {
+                args.push("--remove");
+            }
+            let out = cmd(&args);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let result = last_json(&out);
+            assert_eq!(result["containerIds"], serde_json::json!([]), "{result}");
+            assert_eq!(running(), "true", "down --remove={remove} stopped it");
+        }
+        let out = cmd(&["status", "--workspace-folder", &v, "--format", "json"]);
+        let status = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !status.contains(&crafted[..12]),
+            "status reports it: {status}"
+        );
+        let out = cmd(&["audit", "--workspace-folder", &v, "--format", "json"]);
+        let audit = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "audit scored it: {audit}");
+        assert!(!audit.contains(&crafted[..12]), "audit names it: {audit}");
+        let out = cmd(&["delete", "--workspace-folder", &v, "--format", "json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_eq!(running(), "true", "delete removed it");
+        assert!(containers_of(&v).contains(&crafted));
+        decoy.assert_untouched();
+        let _ = Command::new("docker")
+            .args(["rm", "-fv", &crafted])
+            .output();
+    }
+
     #[test]
     fn parallel_ups_of_one_workspace_make_one_container_and_run_post_create_once() {
         if !engine_ready(
