@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use crate::cli::args::{AuditArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
 use crate::cli::output;
-use crate::handoff::HandoffError;
-use crate::handoff::audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::ops::HandoffError;
+use crate::ops::container_audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Exit code when the score is below `--min-score` (the report is still printed).
 pub const BELOW_MIN_SCORE: u8 = 3;
@@ -114,7 +114,7 @@ pub fn render_table(report: &AuditReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::audit::{Control, ControlScore, Evidence};
+    use crate::ops::container_audit::{Control, ControlScore, Evidence};
 
     fn evidence(subject: &str, risk: Risk) -> Evidence {
         Evidence {

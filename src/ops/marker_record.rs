@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::handoff::state::StateStore;
 use crate::lifecycle::{
     LifecycleReport, MarkerContext, Plan, RunCondition, SkipReason, SkippedHook,
 };
+use crate::ops::state_folder;
 
 /// Records not written for this long are removed (their containers are long gone or idle).
 pub const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -45,14 +45,14 @@ fn all_marked(plan: &Plan) -> bool {
 
 /// The report of skipping every stage of `plan` when the record says each one's marker holds
 /// the current value (as [`crate::lifecycle::run_plan`] would report it); `None` otherwise.
-/// The record lives under [`StateStore::default_root`].
+/// The record lives under [`state_folder::default_root`].
 pub fn already_ran(
     container_id: &str,
     plan: &Plan,
     markers: &MarkerContext,
 ) -> Option<LifecycleReport> {
     already_ran_in(
-        StateStore::default_root().as_deref(),
+        state_folder::default_root().as_deref(),
         container_id,
         plan,
         markers,
@@ -95,7 +95,7 @@ pub fn remember(
     report: &LifecycleReport,
 ) {
     remember_in(
-        StateStore::default_root().as_deref(),
+        state_folder::default_root().as_deref(),
         container_id,
         plan,
         markers,

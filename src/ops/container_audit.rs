@@ -7,7 +7,7 @@
 //! `--workspace-folder` or the container's `devcontainer.local_folder` label; its mount target
 //! from the container's bind of that folder; the Features lockfile beside the
 //! `devcontainer.config_file` label's file; and, when the workspace folder exists on this host,
-//! its repositories' git directories ([`super::workspace::inspect`]).
+//! its repositories' git directories ([`super::repository::inspect`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::workspace::{self, InspectOptions};
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::repository::{self, InspectOptions};
 use crate::security::audit::{self as scoring, AuditContext, ContainerFacts};
 use crate::security::host_path;
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
@@ -194,7 +194,7 @@ pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditCon
             .and_then(|m| m.get("Destination").and_then(Value::as_str))
             .map(str::to_string);
         if ws.is_dir()
-            && let Ok(w) = workspace::inspect(ws, &InspectOptions::default())
+            && let Ok(w) = repository::inspect(ws, &InspectOptions::default())
         {
             ctx.git_dirs = w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
         }

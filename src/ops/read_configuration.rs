@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{self, discover, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
-use crate::handoff::error::{HandoffError, Result};
+use crate::ops::error::{HandoffError, Result};
 use crate::security::host_path;
 
 /// Inputs of [`read_configuration`] (the `read-configuration` flags).
@@ -1022,7 +1022,7 @@ fn feature_source(key: &str, config_dir: &Path) -> Value {
 /// (+ `computedDigest`, the manifest digest, for OCI). Also returns the Features' metadata
 /// entries (install order) for the merged configuration, and the resolution's warnings.
 ///
-/// Errors: as [`crate::handoff::resolve_dependencies::resolve_features`] (a bare id is an error
+/// Errors: as [`crate::ops::resolve_dependencies::resolve_features`] (a bare id is an error
 /// with the `./` hint; remote Features are fetched through the cache).
 fn features_configuration(
     features: &[(String, Value)],
@@ -1032,7 +1032,7 @@ fn features_configuration(
     confined: Option<&crate::security::Grants>,
 ) -> Result<(Value, Vec<Value>, Vec<Warning>)> {
     use crate::features::reference::{FeatureRef, OciVersion};
-    use crate::handoff::resolve_dependencies::{FeaturesRequest, resolve_features};
+    use crate::ops::resolve_dependencies::{FeaturesRequest, resolve_features};
     let map: indexmap::IndexMap<String, Value> = features.iter().cloned().collect();
     let resolution = resolve_features(
         &FeaturesRequest {

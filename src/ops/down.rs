@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::error::Result;
-use crate::handoff::up::{TargetOptions, expected_workspace, id_labels, load, short};
+use crate::ops::error::Result;
+use crate::ops::options::TargetOptions;
+use crate::ops::target::{expected_workspace, id_labels, load, short};
 use crate::progress::{Event, Reporter};
 
 /// Inputs of [`down`].

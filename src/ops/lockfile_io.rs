@@ -14,8 +14,8 @@ use crate::config;
 use crate::features::error::FeatureError;
 use crate::features::lockfile::WriteOutcome;
 use crate::features::lockfile::{self, Decision, Lockfile, LockfileMode, LockfileState};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::read_configuration::LoadedConfiguration;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::read_configuration::LoadedConfiguration;
 use crate::security::Grants;
 use crate::security::host_path::{self, Existing, Places, WorkspaceDir};
 

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::engine::run_args::{self, parse_mount, parse_publish};
 use crate::engine::{ContainerSpec, ImageInfo, Mount, MountKind};
-use crate::handoff::error::{HandoffError, Result};
 use crate::names::METADATA_LABEL;
+use crate::ops::error::{HandoffError, Result};
 
 /// Folder of devcell's per-container state volume (run-once markers), under the hardened
 /// profile whose home folders are tmpfs (spec-notes/0181).

@@ -8,10 +8,12 @@
 //! an image, devcell's state or logs.
 
 use indexmap::IndexMap;
+use serde_json::Value;
 
 use crate::diagnostics::Hint;
-use crate::handoff::error::HandoffError;
+use crate::ops::error::{HandoffError, Result};
 use crate::progress::{Event, Reporter};
+use std::path::Path;
 
 /// What a secret value is replaced by (the reference CLI's mask).
 pub const MASK: &str = crate::diagnostics::SECRET_MASK;
@@ -69,6 +71,51 @@ pub fn redact(err: HandoffError, secrets: &IndexMap<String, String>) -> HandoffE
         message: mask(&chain, secrets),
         hint: hint.map(|h| mask(&h, secrets)),
     }
+}
+
+/// Reads a `--secrets-file`: a JSON object of string values (`{"TOKEN": "…"}`), the
+/// reference CLI's format, of at most [`crate::config::jsonc::MAX_FILE_BYTES`] (a regular file
+/// or a pipe such as `<(pass show x)`; a device or a FIFO nobody finishes writing is an error
+/// within seconds). Names must be usable as environment variable names (non-empty, no `=` or
+/// NUL); values must not contain NUL.
+///
+/// Errors: [`HandoffError::SecretsFile`] naming the file and the key (never a value).
+pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
+    let bad = |message: String| HandoffError::SecretsFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    // Bounded like devcontainer.json; a FIFO or device never hangs devcell (spec-note 0433).
+    let text =
+        crate::config::bounded::read_to_string(path, crate::config::jsonc::MAX_FILE_BYTES as u64)
+            .map_err(|e| bad(e.to_string()))?;
+    if text.trim().is_empty() {
+        return Err(bad("the file is empty; expected a JSON object".into()));
+    }
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("invalid JSON at line {}", e.line())))?;
+    let Value::Object(map) = value else {
+        return Err(bad("expected a JSON object".into()));
+    };
+    map.into_iter()
+        .map(|(k, v)| {
+            // An exec's environment entry is `NAME=value`: a name with `=` (or NUL) would set
+            // another variable, a NUL cannot cross `execve`.
+            if k.is_empty() || k.contains(['=', '\0']) {
+                return Err(bad(format!(
+                    "`{}` is not an environment variable name (non-empty, without `=` or NUL)",
+                    k.escape_debug()
+                )));
+            }
+            match v {
+                Value::String(s) if s.contains('\0') => {
+                    Err(bad(format!("the value of `{k}` contains a NUL character")))
+                }
+                Value::String(s) => Ok((k, s)),
+                _ => Err(bad(format!("the value of `{k}` is not a string"))),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

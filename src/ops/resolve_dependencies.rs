@@ -19,8 +19,8 @@ use crate::features::fetch::{FetchFlags, Fetcher, PlanRequest, ResolvedFeature};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::read_configuration::{ValidatedConfig, read_validated};
 use crate::progress::{NoopReporter, Reporter};
 
 /// Inputs of [`resolve_dependencies`].
@@ -181,7 +181,7 @@ pub(crate) fn resolve_features(
         .build()
         .map_err(|source| HandoffError::Runtime { source })?;
     // judged as the configuration was (spec-note 0400)
-    let lock_at = crate::handoff::lockfile_io::LockfileAt::new(
+    let lock_at = crate::ops::lockfile_io::LockfileAt::new(
         request.config_file,
         request.workspace_folder,
         request.confined,

@@ -12,11 +12,11 @@ use indexmap::IndexMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::handoff::error::Result;
-use crate::handoff::executor::EngineExecutor;
-use crate::handoff::secrets::{MaskingReporter, redact};
-use crate::handoff::up::{TargetOptions, attach_target, remote_env, report_grants};
-use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
+use crate::lifecycle::UserEnvProbe;
+use crate::ops::attach::{attach_target, probed_remote_env, report_grants};
+use crate::ops::error::Result;
+use crate::ops::options::TargetOptions;
+use crate::ops::secrets::{MaskingReporter, redact};
 use crate::progress::Reporter;
 
 /// Inputs of [`exec`].
@@ -55,9 +55,9 @@ pub struct ExecStreams<'a> {
 /// Runs `opts.argv` in the running dev container and returns its exit code (128 + n when
 /// killed by signal n). Progress (the env probe's warnings) goes to `reporter`.
 ///
-/// Errors: [`crate::handoff::HandoffError::NoContainer`] / `NotRunning` when there is no
+/// Errors: [`crate::ops::HandoffError::NoContainer`] / `NotRunning` when there is no
 /// running dev container; `Engine` when the engine fails; `Config` for the configuration;
-/// any of them as [`crate::handoff::HandoffError::Redacted`] when its text held a secret
+/// any of them as [`crate::ops::HandoffError::Redacted`] when its text held a secret
 /// value.
 pub async fn exec(
     opts: &ExecOptions,
@@ -102,23 +102,9 @@ async fn exec_inner(
     )
     .await?;
     report_grants(&requests, reporter);
-    let executor = EngineExecutor {
-        engine,
-        container_id: &attached.container.id,
-    };
-    let probed = probe_user_env(
-        &executor,
-        attached.probe,
-        Some(&attached.remote_user),
-        DEFAULT_PROBE_TIMEOUT,
-        reporter,
-    )
-    .await
-    .map_err(|source| crate::handoff::HandoffError::Lifecycle {
-        container_id: attached.container.id.clone(),
-        source,
-    })?;
-    let mut env = remote_env(probed, &opts.remote_env, &attached.merged).0;
+    let mut env = probed_remote_env(engine, &attached, &opts.remote_env, reporter)
+        .await?
+        .0;
     env.extend(opts.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     let request = ExecRequest {
         argv: opts.argv.clone(),

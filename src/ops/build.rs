@@ -24,12 +24,13 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::container::{SpecInputs, container_spec};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::up::{
-    DevImage, ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions, confine_grants,
-    dev_image, id_labels, image_name, load_for, origins, security_choice,
-};
+use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::dockerfile::image_name;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::image::{DevImage, dev_image};
+use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
+use crate::ops::permissions::{confine_grants, origins, security_choice};
+use crate::ops::target::{id_labels, load_for};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityError};
 use crate::settings::Settings;
@@ -182,8 +183,8 @@ pub async fn build_with(
     // The host variables the build would read and the build's network, judged as `up` judges
     // them before anything is built; after that only judged variables are visible
     // (spec-notes 0440, 0442).
-    let up_opts = crate::handoff::up::judged_options(&up_opts, &profile, &grants);
-    let early = crate::handoff::up::early_requests(&loaded, &up_opts, &profile, &grants)?;
+    let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
+    let early = crate::ops::permissions::early_requests(&loaded, &up_opts, &profile, &grants)?;
     crate::security::host_env::check(&profile, &early.requests)?;
     let up_opts = UpOptions {
         build: ImageBuildOptions {

@@ -1,4 +1,5 @@
-//! Errors of the `handoff` layer (operations).
+//! Errors of the operations (`ops`) and, through [`ProductError`], of the agent product
+//! (`handoff`) above them: one error type, so every command renders one envelope.
 
 use crate::config::ConfigError;
 use crate::diagnostics::{Hint, SourceLocation};
@@ -85,13 +86,11 @@ pub enum HandoffError {
     },
     /// The workspace could not be inspected (layout, git state, primary repository).
     #[error(transparent)]
-    Workspace(#[from] crate::handoff::workspace::WorkspaceError),
-    /// The context file (or `AGENTS.md`) could not be written.
+    Workspace(#[from] crate::ops::repository::WorkspaceError),
+    /// The agent product failed: the context file (or `AGENTS.md`) could not be written, the
+    /// host-side handoff state failed, or a session is already live.
     #[error(transparent)]
-    Context(#[from] crate::handoff::context::ContextError),
-    /// The host-side handoff state failed, or a session is already live.
-    #[error(transparent)]
-    State(#[from] crate::handoff::state::StateError),
+    Product(ProductFailure),
     /// `--agent` names no `[agents.NAME]` of the user settings.
     #[error("no agent `{name}` in devcell's config {config} (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownAgent {
@@ -176,16 +175,52 @@ pub enum HandoffError {
     #[error(transparent)]
     InContainer(Box<InContainer>),
     /// An error whose text contained a secret value, shown with every value masked
-    /// (`********`); `message` is the whole cause chain ([`crate::handoff::secrets::redact`]).
+    /// (`********`); `message` is the whole cause chain ([`crate::ops::secrets::redact`]).
     #[error("{message}")]
     Redacted {
         /// The original error's code.
-        code: crate::handoff::envelope::ErrorCode,
+        code: crate::ops::envelope::ErrorCode,
         /// The original message and causes, masked.
         message: String,
         /// The original hint, masked.
         hint: Option<String>,
     },
+}
+
+/// An error of the agent product (`handoff`) with what the envelope needs of it; `handoff`
+/// converts its errors into [`HandoffError::Product`], so the operations need not know their
+/// types.
+pub trait ProductError: std::error::Error + Send + Sync + 'static {
+    /// The envelope error code.
+    fn code(&self) -> crate::ops::envelope::ErrorCode;
+    /// The envelope `details` (`{}` unless the error has some).
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+    /// How to fix it, when known.
+    fn hint(&self) -> Option<String>;
+}
+
+/// [`HandoffError::Product`]'s content: displays and chains as the product's error.
+#[derive(Debug)]
+pub struct ProductFailure(pub Box<dyn ProductError>);
+
+impl std::fmt::Display for ProductFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ProductFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl<E: ProductError> From<E> for HandoffError {
+    fn from(error: E) -> Self {
+        HandoffError::Product(ProductFailure(Box::new(error)))
+    }
 }
 
 /// [`HandoffError::InContainer`]'s content: displays and chains as `error`.
@@ -245,8 +280,8 @@ impl HandoffError {
     }
 
     /// The `--format json` envelope error code of this error (spec-notes/0163).
-    pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
-        use crate::handoff::envelope::ErrorCode;
+    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
+        use crate::ops::envelope::ErrorCode;
         match self {
             HandoffError::InContainer(e) => e.error.code(),
             HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
@@ -294,8 +329,7 @@ impl HandoffError {
             | HandoffError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
             HandoffError::Redacted { code, .. } => *code,
             HandoffError::Workspace(e) => e.code(),
-            HandoffError::Context(e) => e.code(),
-            HandoffError::State(e) => e.code(),
+            HandoffError::Product(e) => e.0.code(),
             HandoffError::Audit(_) => ErrorCode::InvalidArgument,
             HandoffError::Publish(_) | HandoffError::Fetch(_) | HandoffError::Build(_) => {
                 ErrorCode::BuildFailed
@@ -321,7 +355,7 @@ impl HandoffError {
                 }
                 details
             }
-            HandoffError::State(e) => e.details(),
+            HandoffError::Product(e) => e.0.details(),
             HandoffError::Security(
                 SecurityError::Refused { requests, .. }
                 | SecurityError::ReuseRefused { requests, .. }
@@ -399,8 +433,7 @@ impl Hint for HandoffError {
             ),
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
             HandoffError::Workspace(e) => e.hint(),
-            HandoffError::Context(e) => e.hint(),
-            HandoffError::State(e) => e.hint(),
+            HandoffError::Product(e) => e.0.hint(),
             HandoffError::UnknownAgent { name, .. } => Some(format!(
                 "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"
             )),
@@ -432,5 +465,17 @@ impl Hint for HandoffError {
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
             ),
         }
+    }
+}
+
+/// Maps a lifecycle failure in `container_id` (empty: on the host) to
+/// [`HandoffError::Lifecycle`].
+pub(crate) fn lifecycle_error(
+    container_id: &str,
+) -> impl Fn(crate::lifecycle::LifecycleError) -> HandoffError {
+    let container_id = container_id.to_string();
+    move |source| HandoffError::Lifecycle {
+        container_id: container_id.clone(),
+        source,
     }
 }

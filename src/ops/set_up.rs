@@ -17,27 +17,27 @@
 //! mode, unless granted with `--allow privileged`, or an engine socket mounted), because the
 //! hooks are the repository's and the image's code.
 
-use std::path::{Path, PathBuf};
-
-use indexmap::IndexMap;
-use serde_json::{Map, Value, json};
-
 use crate::config::{jsonc, metadata, model, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, EngineError};
-use crate::handoff::container::STATE_DIR;
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::up::{
-    Attached, SecurityOptions, limits, passwd_account, run_hooks, security_choice, short,
-};
 use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
 use crate::names::{LOCAL_FOLDER_LABEL, METADATA_LABEL};
+use crate::ops::attach::{Attached, home_of, usable_folder};
+use crate::ops::container::STATE_DIR;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::hooks::run_hooks;
+use crate::ops::options::SecurityOptions;
+use crate::ops::permissions::{limits, security_choice};
+use crate::ops::target::short;
 use crate::progress::{Event, Reporter};
 use crate::security::{
     self, BaselineGap, ExistingContainer, Permission, PermissionRequest, RequestStatus,
     SecurityError, SecurityProfile,
 };
 use crate::settings::Settings;
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
 
 /// Inputs of [`set_up`] (the `set-up` flags).
 #[derive(Debug, Clone, Default)]
@@ -181,7 +181,7 @@ pub async fn set_up_with(
     }
     // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
     let _lock =
-        crate::handoff::up::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
+        crate::ops::hooks::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
     reporter.report(Event::Status(format!(
         "setting up container {}",
         short(&container.id)
@@ -476,7 +476,7 @@ fn weakness_warning(
 /// could not be read).
 async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     let inspect = engine.inspect_container_json(id).await.ok()??;
-    let mut facts = crate::handoff::audit::resolved_binds(
+    let mut facts = crate::ops::container_audit::resolved_binds(
         security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?,
     );
     if let Some(image) = inspect.pointer("/Config/Image").and_then(Value::as_str)
@@ -484,7 +484,7 @@ async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     {
         facts = facts.with_image_inspect(&image);
     }
-    let ctx = crate::handoff::audit::context_for(&inspect, None);
+    let ctx = crate::ops::container_audit::context_for(&inspect, None);
     Some(security::audit::audit(&facts, &ctx).score)
 }
 
@@ -505,65 +505,6 @@ fn marker_folder(
     } else {
         format!("{}/{folder}", home.trim_end_matches('/'))
     })
-}
-
-/// `folder` when it is a directory `user` can enter in the container, else `/` (a user
-/// whose home does not exist, like busybox's `nobody` with `/nonexistent`: the hooks would
-/// fail to start there).
-pub(crate) async fn usable_folder(
-    engine: &dyn Engine,
-    id: &str,
-    user: &str,
-    folder: &str,
-) -> String {
-    let request = crate::engine::ExecRequest {
-        argv: vec![
-            "test".into(),
-            "-d".into(),
-            folder.into(),
-            "-a".into(),
-            "-x".into(),
-            folder.into(),
-        ],
-        user: Some(user.to_string()),
-        ..crate::engine::ExecRequest::default()
-    };
-    let usable = engine
-        .exec(
-            id,
-            &request,
-            crate::engine::ExecInput::None,
-            crate::engine::ExecOutput::Collect,
-        )
-        .await
-        .is_ok_and(|r| r.exit_code == 0);
-    if usable {
-        folder.to_string()
-    } else {
-        "/".to_string()
-    }
-}
-
-/// The home of `user` in the running container (its `/etc/passwd`), else the container's
-/// `HOME`, else `/`: where hooks run without a `workspaceFolder` (the reference's choice; see
-/// [`usable_folder`]) and where a relative `--container-data-folder` is.
-pub(crate) async fn home_of(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> String {
-    let passwd = engine
-        .read_file(&container.id, "/etc/passwd")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok());
-    passwd
-        .and_then(|p| passwd_account(&p, user))
-        .map(|a| a.home)
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            substitute::env_from_list(&container.env)
-                .get("HOME")
-                .cloned()
-        })
-        .unwrap_or_else(|| "/".to_string())
 }
 
 #[cfg(test)]

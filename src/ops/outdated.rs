@@ -22,9 +22,9 @@ use crate::features::fetch::{FeatureSource, FetchFlags, Fetcher, PlanRequest};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
-use crate::handoff::error::{HandoffError, Result};
-use crate::handoff::lockfile_io::LockfileAt;
-use crate::handoff::read_configuration::{ValidatedConfig, read_validated};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::lockfile_io::LockfileAt;
+use crate::ops::read_configuration::{ValidatedConfig, read_validated};
 use crate::progress::{Event, NoopReporter, Reporter};
 
 /// Inputs of [`outdated`] and [`upgrade`].

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::engine::Engine;
-use crate::handoff::state::StateStore;
+use crate::ops::state_folder;
 
 fn cached_path(root: &Path, image_id: &str, file: &str) -> Option<PathBuf> {
     let hex = image_id.strip_prefix("sha256:").unwrap_or(image_id);
@@ -35,7 +35,7 @@ pub async fn read(
     path: &str,
 ) -> crate::engine::Result<Option<Vec<u8>>> {
     read_in(
-        StateStore::default_root().as_deref(),
+        state_folder::default_root().as_deref(),
         engine,
         reference,
         image_id,
