@@ -13,6 +13,7 @@ pub mod error;
 pub mod host_env;
 pub mod host_path;
 pub mod identity;
+pub mod image_tags;
 pub mod origins;
 pub mod policy;
 pub mod probe;

@@ -95,6 +95,10 @@ pub enum Permission {
     /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
     /// instead.
     Volume(String),
+    /// A tag the repository gives the image it builds (`build.options --tag`/`-t`): the engine
+    /// moves that tag to the repository's image, so another workspace (and its grants) that
+    /// names the tag would run it (spec-note 0400, attacks).
+    ImageTag(String),
 }
 
 impl Permission {
@@ -116,6 +120,7 @@ impl Permission {
             Permission::HostCommand(_) => "--allow host-command".to_string(),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
             Permission::Volume(v) => format!("--allow volume:{v}"),
+            Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
         })
     }
 }
@@ -142,6 +147,7 @@ impl fmt::Display for Permission {
                 f,
                 "existing volume `{v}` that devcell did not create for this workspace"
             ),
+            Permission::ImageTag(t) => write!(f, "image tag `{t}` for the built image"),
         }
     }
 }
@@ -185,7 +191,7 @@ impl fmt::Display for PermissionRequest {
 impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
-    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`.
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `imageTag`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -204,6 +210,7 @@ impl Permission {
             Permission::HostEnv(_) => "hostEnv",
             Permission::BuildNetwork => "buildNetwork",
             Permission::Volume(_) => "volume",
+            Permission::ImageTag(_) => "imageTag",
         }
     }
 
@@ -221,7 +228,8 @@ impl Permission {
             | Permission::HostCommand(v)
             | Permission::GitDir(v)
             | Permission::HostEnv(v)
-            | Permission::Volume(v) => Some(v),
+            | Permission::Volume(v)
+            | Permission::ImageTag(v) => Some(v),
             _ => None,
         }
     }
@@ -290,6 +298,8 @@ pub struct Grants {
     pub build_network: bool,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
+    /// `image-tag:<reference>`: tags the configuration's `build.options` give the built image.
+    pub image_tags: BTreeSet<String>,
 }
 
 impl Grants {
@@ -297,7 +307,7 @@ impl Grants {
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
-    /// `volume:<name>`.
+    /// `volume:<name>`, `image-tag:<reference>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -360,6 +370,12 @@ impl Grants {
                 }
                 self.volumes.insert(v.to_string());
             }
+            Some(("image-tag", t)) => {
+                if t.is_empty() || t.contains(char::is_whitespace) {
+                    return Err(bad("expected an image reference (`image-tag:NAME[:TAG]`)"));
+                }
+                self.image_tags.insert(t.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -396,6 +412,7 @@ impl Grants {
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,
             Permission::Volume(v) => self.volumes.contains(v),
+            Permission::ImageTag(t) => self.image_tags.contains(t),
         }
     }
 }
