@@ -440,7 +440,8 @@ fn image_id(reference: &str) -> String {
 /// image other projects name, another workspace's image) to the repository's image: every
 /// configuration that names the tag then runs the repository's image, with that
 /// configuration's grants. Under `hardened` each tag the repository asks for is a request
-/// (`--allow image-tag:NAME`), refused before anything is built: the tag still names the image
+/// (`--allow image-tag:NAME`), refused before anything is built (`up`; `build` and `handoff`
+/// share the judgement): the tag still names the image
 /// it named, and no container is created. Granted, the tag moves and is reported.
 #[test]
 fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
@@ -482,25 +483,12 @@ fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
     ))
     .commit();
     let c = Cleanup(repo.path().to_path_buf());
-    for cmd in [&["handoff", "--plan"][..], &["up"][..]] {
-        let out = support::devcell()
-            .args(cmd)
-            .arg("--workspace-folder")
-            .arg(repo.path())
-            .output()
-            .unwrap();
-        let t = text(&out);
-        assert!(!out.status.success(), "{cmd:?}: {t}");
-        assert!(
-            t.contains(&format!("--allow image-tag:{tag}")),
-            "{cmd:?}: {t}"
-        );
-        assert_eq!(image_id(&tag), before, "{cmd:?} moved the tag: {t}");
-        assert!(
-            c.containers().is_empty(),
-            "{cmd:?} created a container: {t}"
-        );
-    }
+    let up = devcell("up", repo.path(), &[]);
+    let t = text(&up);
+    assert!(!up.status.success(), "{t}");
+    assert!(t.contains(&format!("--allow image-tag:{tag}")), "{t}");
+    assert_eq!(image_id(&tag), before, "the tag moved: {t}");
+    assert!(c.containers().is_empty(), "a container was created: {t}");
     // Granted: the tag moves to the repository's image, reported.
     let grant = format!("image-tag:{tag}");
     let up = devcell("up", repo.path(), &["--allow", &grant]);
@@ -524,7 +512,7 @@ fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
 /// host path). The user's next `up` asked git for the workspace's root (the default
 /// `--mount-workspace-git-root`), git answered with the folder `core.worktree` names, and devcell
 /// bound that folder, every sibling of the repository (the user's home) included, as the
-/// workspace: the hooks read a host secret beside it. The root counts now only when git finds
+/// workspace, read-write. The root counts now only when git finds
 /// this same repository from it; otherwise the workspace folder itself is mounted.
 #[test]
 fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
