@@ -320,7 +320,28 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
         return None;
     }
     let cdup = String::from_utf8(output.stdout).ok()?;
-    Some(normalize_lexically(&folder.join(cdup.trim())))
+    let root = normalize_lexically(&folder.join(cdup.trim()));
+    // `core.worktree` in the repository's own (container-writable) `.git/config` moves the
+    // "top level" to any folder above the workspace (the home folder): the root counts only
+    // when git finds this same repository from it (spec-note 0400, attacks).
+    if root != normalize_lexically(folder) && absolute_git_dir(&root)? != absolute_git_dir(folder)?
+    {
+        return None;
+    }
+    Some(root)
+}
+
+/// `git rev-parse --absolute-git-dir` run in `dir` ([`super::hostgit::command`]).
+fn absolute_git_dir(dir: &Path) -> Option<String> {
+    let mut git = super::hostgit::command(dir, &[]);
+    git.args(["rev-parse", "--absolute-git-dir"])
+        .stderr(Stdio::null());
+    let output = git.output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(output.stdout).ok()?;
+    Some(text.trim().to_string())
 }
 
 /// Makes `path` absolute (against the current directory) and resolves `.`, `..`, repeated and
@@ -457,6 +478,23 @@ mod tests {
             got.workspace_mount.unwrap(),
             format!("type=bind,source={},target=/workspaces/inner", ws.display())
         );
+    }
+
+    #[test]
+    fn a_core_worktree_above_the_repository_is_not_its_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().join("home");
+        let ws = parent.join("src").join("proj");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        git(&ws, &["init", "-q"]);
+        assert_eq!(git_root(&ws.join("sub")), Some(ws.clone()));
+        git(&ws, &["config", "core.worktree", &parent.to_string_lossy()]);
+        assert_eq!(git_root(&ws), None);
+        assert_eq!(git_root(&ws.join("sub")), None);
+        // A repository of its own above it (a dotfiles repository in the home folder) is not
+        // this repository either.
+        git(&parent, &["init", "-q"]);
+        assert_eq!(git_root(&ws), None);
     }
 
     #[test]

@@ -223,7 +223,8 @@ pub(crate) fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> H
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EarlyRequests {
     /// The [`security::Permission::HostEnv`] requests (one per name) and the
-    /// [`security::Permission::BuildNetwork`] request, judged.
+    /// [`security::Permission::BuildNetwork`] request and the [`security::Permission::ImageTag`]
+    /// requests, judged.
     pub(crate) requests: Vec<PermissionRequest>,
     /// The host variables that would cross, by name, with the properties they go into.
     pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
@@ -291,9 +292,13 @@ pub(crate) fn early_requests(
     let mut requests = security::host_env::judge(profile, grants, &host_env);
     let warning = security::host_env::image_history_warning(&host_env, &requests);
     let container_network = network_mode(&opts.security, &opts.settings)?;
-    let configured = build_request(loaded, &opts.target.env)
-        .ok()
-        .and_then(|r| r.network);
+    let request = build_request(loaded, &opts.target.env).ok();
+    // The first tag is devcell's own image name; the others are the repository's.
+    let tags = request
+        .as_ref()
+        .map(|r| r.tags.iter().skip(1).cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let configured = request.and_then(|r| r.network);
     let decided = security::build_network::decide(
         profile,
         grants,
@@ -305,6 +310,7 @@ pub(crate) fn early_requests(
     let forced = matches!(profile, SecurityProfile::Hardened(_))
         && container_network.as_deref() == Some("none");
     requests.extend(decided.request);
+    requests.extend(security::image_tags::judge(profile, grants, &tags));
     Ok(EarlyRequests {
         requests,
         host_env,

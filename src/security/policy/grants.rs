@@ -44,6 +44,8 @@ pub struct Grants {
     pub device_cgroup_rules: BTreeSet<String>,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
+    /// `image-tag:<reference>`: tags the configuration's `build.options` give the built image.
+    pub image_tags: BTreeSet<String>,
 }
 
 impl Grants {
@@ -52,7 +54,7 @@ impl Grants {
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
-    /// `device-cgroup-rule:<rule>`.
+    /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -131,6 +133,12 @@ impl Grants {
                 }
                 self.volumes.insert(v.to_string());
             }
+            Some(("image-tag", t)) => {
+                if t.is_empty() || t.contains(char::is_whitespace) {
+                    return Err(bad("expected an image reference (`image-tag:NAME[:TAG]`)"));
+                }
+                self.image_tags.insert(t.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -171,6 +179,7 @@ impl Grants {
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,
             Permission::Volume(v) => self.volumes.contains(v),
+            Permission::ImageTag(t) => self.image_tags.contains(t),
         }
     }
 }

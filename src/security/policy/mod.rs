@@ -35,8 +35,8 @@ use crate::engine::ContainerSpec;
 use super::error::{Result, SecurityError};
 use super::profile::SecurityProfile;
 use limits::{bound_memory_filesystems, clamp_limits};
-pub(crate) use requests::is_no_new_privileges;
 use requests::collect_requests;
+pub(crate) use requests::is_no_new_privileges;
 use users::{effective_users, remote_home};
 
 /// The spec to create and every request with its status.

@@ -107,6 +107,10 @@ pub enum Permission {
     /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
     /// instead.
     Volume(String),
+    /// A tag the repository gives the image it builds (`build.options --tag`/`-t`): the engine
+    /// moves that tag to the repository's image, so another workspace (and its grants) that
+    /// names the tag would run it (spec-note 0400, attacks).
+    ImageTag(String),
 }
 
 impl Permission {
@@ -132,6 +136,7 @@ impl Permission {
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
             Permission::Volume(v) => format!("--allow volume:{v}"),
+            Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
         })
     }
 }
@@ -164,6 +169,7 @@ impl fmt::Display for Permission {
                 f,
                 "existing volume `{v}` that devcell did not create for this workspace"
             ),
+            Permission::ImageTag(t) => write!(f, "image tag `{t}` for the built image"),
         }
     }
 }
@@ -208,7 +214,7 @@ impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
-    /// `deviceCgroupRule`, `hostHome`.
+    /// `deviceCgroupRule`, `hostHome`, `imageTag`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -230,6 +236,7 @@ impl Permission {
             Permission::Namespace(_) => "namespace",
             Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
             Permission::HostHome(_) => "hostHome",
+            Permission::ImageTag(_) => "imageTag",
         }
     }
 
@@ -250,7 +257,8 @@ impl Permission {
             | Permission::Volume(v)
             | Permission::Namespace(v)
             | Permission::DeviceCgroupRule(v)
-            | Permission::HostHome(v) => Some(v),
+            | Permission::HostHome(v)
+            | Permission::ImageTag(v) => Some(v),
             _ => None,
         }
     }

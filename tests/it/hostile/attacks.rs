@@ -427,3 +427,150 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     assert!(oc.containers().is_empty());
     drop(c);
 }
+
+/// The image id a local tag names (empty when it names none).
+fn image_id(reference: &str) -> String {
+    docker(&["image", "inspect", "--format", "{{.Id}}", reference])
+        .1
+        .trim()
+        .to_string()
+}
+
+/// `build.options: ["-t", "<tag>"]` makes the engine move a tag the host already has (a base
+/// image other projects name, another workspace's image) to the repository's image: every
+/// configuration that names the tag then runs the repository's image, with that
+/// configuration's grants. Under `hardened` each tag the repository asks for is a request
+/// (`--allow image-tag:NAME`), refused before anything is built (`up`; `build` and `handoff`
+/// share the judgement): the tag still names the image
+/// it named, and no container is created. Granted, the tag moves and is reported.
+#[test]
+fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
+    if !engine_ready(
+        "a_build_option_tag_moves_a_tag_other_workspaces_run",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = crate::support::hostile::HostTarget::new();
+    let tag = format!(
+        "devcell-test-attack-victim-{}:1",
+        target
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+    );
+    struct Tag(String);
+    impl Drop for Tag {
+        fn drop(&mut self) {
+            let _ = docker(&["rmi", &self.0]);
+        }
+    }
+    assert!(docker(&["tag", BUSYBOX_IMAGE, &tag]).0);
+    let _t = Tag(tag.clone());
+    let before = image_id(&tag);
+    assert!(!before.is_empty());
+    let repo = HostileRepo::new();
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nLABEL attack={tag}\nRUN echo poisoned > /poisoned\n"),
+    )
+    .config(&format!(
+        r#"{{"build": {{"dockerfile": "Dockerfile", "options": ["-t", "{tag}", "--tag={tag}"]}},
+            "remoteUser": "nobody"}}"#
+    ))
+    .commit();
+    let c = Cleanup(repo.path().to_path_buf());
+    let up = devcell("up", repo.path(), &[]);
+    let t = text(&up);
+    assert!(!up.status.success(), "{t}");
+    assert!(t.contains(&format!("--allow image-tag:{tag}")), "{t}");
+    assert_eq!(image_id(&tag), before, "the tag moved: {t}");
+    assert!(c.containers().is_empty(), "a container was created: {t}");
+    // Granted: the tag moves to the repository's image, reported.
+    let grant = format!("image-tag:{tag}");
+    let up = devcell("up", repo.path(), &["--allow", &grant]);
+    assert!(up.status.success(), "{}", text(&up));
+    assert_ne!(image_id(&tag), before, "{}", text(&up));
+    assert!(
+        permissions(&up)
+            .iter()
+            .any(|p| p["permission"] == "imageTag"
+                && p["value"] == tag.as_str()
+                && p["status"] == "granted"),
+        "{}",
+        text(&up)
+    );
+    // The repository's image keeps only its own name, so the cleanup removes it.
+    let _ = docker(&["rmi", &tag]);
+}
+
+/// The container writes `core.worktree = <the workspace's parent>` into the repository's own
+/// `.git/config` (the workspace is mounted read-write; `${localWorkspaceFolder}` tells it the
+/// host path). The user's next `up` asked git for the workspace's root (the default
+/// `--mount-workspace-git-root`), git answered with the folder `core.worktree` names, and devcell
+/// bound that folder, every sibling of the repository (the user's home) included, as the
+/// workspace, read-write. The root counts now only when git finds
+/// this same repository from it; otherwise the workspace folder itself is mounted.
+#[test]
+fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
+    if !engine_ready(
+        "a_core_worktree_the_container_writes_widens_the_next_workspace_bind",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    // A sibling of the repository (both are in the temporary folder): the attacker's goal.
+    let target = crate::support::hostile::HostTarget::new();
+    let sibling = target
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+            "postCreateCommand": "printf '[core]\\n\\tworktree = ${{localWorkspaceFolder}}/..\\n' >> .git/config",
+            "postStartCommand": "cat ../{sibling}/secret.txt > leak.txt 2>/dev/null; true"}}"#
+    ))
+    .commit();
+    world_writable(repo.path());
+    let c = Cleanup(repo.path().to_path_buf());
+    let up = devcell("up", repo.path(), &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let git_config = std::fs::read_to_string(repo.path().join(".git/config")).unwrap();
+    assert!(
+        git_config.contains("worktree"),
+        "the attack's precondition: the container wrote core.worktree: {git_config}"
+    );
+    // The user's next bring-up.
+    let up = devcell("up", repo.path(), &["--remove-existing-container"]);
+    let t = text(&up);
+    assert!(up.status.success(), "{t}");
+    let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
+    assert!(
+        !leaked.contains(crate::support::hostile::HostTarget::SECRET),
+        "a host file beside the repository was read: {t}"
+    );
+    let parent = repo.path().parent().unwrap().to_string_lossy().to_string();
+    for id in c.containers() {
+        let (_, mounts) = docker(&[
+            "inspect",
+            "--format",
+            "{{range .Mounts}}{{.Source}}\n{{end}}",
+            &id,
+        ]);
+        assert!(
+            !mounts.lines().any(|m| m == parent),
+            "the workspace's parent was mounted: {mounts}"
+        );
+        assert!(
+            mounts.lines().any(|m| m == repo.path().to_string_lossy()),
+            "the workspace itself is mounted: {mounts}"
+        );
+    }
+    target.assert_untouched();
+}
