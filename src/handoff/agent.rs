@@ -453,10 +453,20 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         return Err(refusal.into());
     }
     let mut plan = prepared.plan;
-    plan.permissions = preview.requests;
+    plan.permissions = listed_once(&plan, preview.requests);
     plan.permission_notes = preview.notes;
     plan.host_env = preview.host_env;
     Ok(plan)
+}
+
+/// `requests` without the mounts `plan` lists under `mounts` already (its git directories,
+/// the agent's credentials: [`crate::security::host_path::without_listed_mounts`]).
+fn listed_once(
+    plan: &HandoffPlan,
+    requests: Vec<crate::security::PermissionRequest>,
+) -> Vec<crate::security::PermissionRequest> {
+    let listed: Vec<&Path> = plan.mounts.iter().map(|m| Path::new(&m.source)).collect();
+    crate::security::host_path::without_listed_mounts(requests, &listed)
 }
 
 /// The `up` a container handoff runs: the hardened profile, the handoff's mounts, network,
@@ -770,7 +780,7 @@ pub async fn handoff_with(
         .cloned()
         .chain(up.permissions.iter().cloned())
         .collect();
-    plan.permissions = permissions.clone();
+    plan.permissions = listed_once(&plan, permissions.clone());
     plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,

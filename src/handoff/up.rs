@@ -366,6 +366,8 @@ pub async fn up_with(
         message: message.clone(),
     }));
     let mut permissions: Vec<PermissionRequest>;
+    // The host variables of an image label built from the repository's Dockerfile.
+    let mut label_env = Vec::new();
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
@@ -388,6 +390,7 @@ pub async fn up_with(
                 entries,
                 label,
                 label_requests,
+                label_host_env,
                 lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
@@ -518,6 +521,7 @@ pub async fn up_with(
             permissions = applied.requests.clone();
             permissions.extend(volume_requests);
             permissions.extend(label_requests.iter().cloned());
+            security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
@@ -671,7 +675,11 @@ pub async fn up_with(
         action,
         profile: profile.name().to_string(),
         permissions: early.requests.into_iter().chain(permissions).collect(),
-        host_env: early.host_env,
+        host_env: {
+            let mut all = early.host_env;
+            security::host_env::merge(&mut all, label_env);
+            all
+        },
         lifecycle,
         warnings,
         configuration,
@@ -1238,10 +1246,19 @@ async fn preview_rest(
         }
     };
     let mut ignored = Vec::new();
-    let base = image_info
+    let (raw_base, base) = image_info
         .as_ref()
-        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored).1)
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored))
         .unwrap_or_default();
+    // The label of the last build of the repository's Dockerfile, judged as `up` judges it
+    // (spec-note 0443).
+    let mut label_requests = Vec::new();
+    if kind == ConfigKind::Dockerfile && !raw_base.is_empty() {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base));
+        let (uses, requests) = security::host_env::image_label(profile, grants, &reads);
+        security::host_env::merge(&mut preview.host_env, uses);
+        label_requests = requests;
+    }
 
     // The Features' metadata (resolved, not downloaded where the registry has it apart).
     let mut feature_entries = Vec::new();
@@ -1267,7 +1284,7 @@ async fn preview_rest(
         }
         _ => None,
     };
-    let requests = container_requests(
+    let mut requests = container_requests(
         &ContainerJudgement {
             profile,
             grants,
@@ -1275,12 +1292,15 @@ async fn preview_rest(
             loaded,
             engine_socket,
             extra_mounts: &opts.mounts,
+            volumes: engine,
         },
         &reference,
         image_info.as_ref(),
         &entries,
         passwd,
-    )?;
+    )
+    .await?;
+    requests.extend(label_requests);
     if requests.iter().any(|r| {
         matches!(
             r.status,
@@ -1308,9 +1328,9 @@ pub(crate) struct ConfigurationJudgement {
 
 /// Judges everything the configuration asks for before anything runs on the host or the
 /// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
-/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
-/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
-/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and either
+/// the re-check of the container that would be reused ([`check_existing`], spec-note 0270) or
+/// the container devcontainer.json asks for on its own: mounts, networks, ports,
 /// capabilities, users by spelling ([`container_requests`] without an image or Features,
 /// whose requests are judged with them before the container is created). `opts` as given to
 /// `up` (the whole host environment; judged here). Only engine reads happen.
@@ -1338,36 +1358,65 @@ pub(crate) async fn judge_configuration(
         .cloned()
         .collect();
     let kind = loaded.typed.kind();
-    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
-        && (opts.remove_existing_container
-            || find_container(
+    let builds = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile);
+    let found = if builds && !opts.remove_existing_container {
+        find_container(
+            engine,
+            &id_labels(&opts.target, loaded),
+            expected_workspace(&opts.target, loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await?
+    } else {
+        None
+    };
+    // The container a new one would be, or the re-check of the one that would be reused
+    // (spec-note 0270): either is judged with the rest, in one refusal.
+    let (reuse_refusal, container) = match &found {
+        Some(info) => {
+            let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
+            match check_existing(
                 engine,
-                &id_labels(&opts.target, loaded),
-                expected_workspace(&opts.target, loaded).as_deref(),
-                &mut Vec::new(),
-            )
-            .await?
-            .is_none());
-    let container = if creates {
-        let reference = loaded.typed.image.clone().unwrap_or_default();
-        container_requests(
-            &ContainerJudgement {
-                profile,
-                grants,
-                opts: &judged,
+                info,
+                &entries,
                 loaded,
                 engine_socket,
-                extra_mounts: &cli_mounts(opts, loaded),
-            },
-            &reference,
-            None,
-            &[metadata::config_entry(&loaded.value)],
-            None,
-        )?
-    } else {
-        Vec::new()
+                profile,
+                grants,
+                &judged,
+            )
+            .await
+            {
+                Ok(requests) => (None, requests),
+                Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+                    (Some(e), Vec::new())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        None if builds => {
+            let reference = loaded.typed.image.clone().unwrap_or_default();
+            let requests = container_requests(
+                &ContainerJudgement {
+                    profile,
+                    grants,
+                    opts: &judged,
+                    loaded,
+                    engine_socket,
+                    extra_mounts: &cli_mounts(opts, loaded),
+                    volumes: None,
+                },
+                &reference,
+                None,
+                &[metadata::config_entry(&loaded.value)],
+                None,
+            )
+            .await?;
+            (None, requests)
+        }
+        None => (None, Vec::new()),
     };
-    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+    if let Some(refused) = security::refusal_of_all(profile, &before, reuse_refusal, &container) {
         return Err(refused.into());
     }
     Ok(ConfigurationJudgement {
@@ -1387,6 +1436,9 @@ struct ContainerJudgement<'a> {
     engine_socket: Option<&'a Path>,
     /// The mounts asked for on the command line.
     extra_mounts: &'a [String],
+    /// The engine to inspect the named volumes with, when they are judged here (`handoff
+    /// --plan`; the run judges them when it creates the container, spec-note 0444).
+    volumes: Option<&'a dyn Engine>,
 }
 
 /// The permission requests of the container `entries` (metadata entries, devcontainer.json's
@@ -1397,7 +1449,7 @@ struct ContainerJudgement<'a> {
 /// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
 /// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
 /// error other than a refusal.
-fn container_requests(
+async fn container_requests(
     judgement: &ContainerJudgement<'_>,
     reference: &str,
     image_info: Option<&ImageInfo>,
@@ -1411,6 +1463,7 @@ fn container_requests(
         loaded,
         engine_socket,
         extra_mounts,
+        volumes,
     } = *judgement;
     let id_labels = id_labels(&opts.target, loaded);
     let mut merged = metadata::merge_configuration(&loaded.value, entries);
@@ -1434,6 +1487,15 @@ fn container_requests(
     if let Some(network) = network_mode(&opts.security, &opts.settings)? {
         spec.network_mode = Some(network);
     }
+    // Named volumes judged by what they are, as `up` judges them (spec-note 0444).
+    let mut volume_requests = Vec::new();
+    if let Some(engine) = volumes
+        && matches!(profile, SecurityProfile::Hardened(_))
+    {
+        (volume_requests, _) =
+            judge_named_volumes(engine, profile, grants, &mut spec, &loaded.workspace_folder)
+                .await?;
+    }
     let (workspace, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
     let input = PolicyInput {
@@ -1454,15 +1516,18 @@ fn container_requests(
         spec,
         ..PolicyInput::default()
     };
-    if image_info.is_none() {
+    let mut requests = if image_info.is_none() {
         // an unknown `USER` is not taken for root: it is judged once the image exists
-        return Ok(security::configuration_requests(profile, &input, grants)?);
-    }
-    match security::apply(profile, &input, grants) {
-        Ok(applied) => Ok(applied.requests),
-        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
-        Err(other) => Err(other.into()),
-    }
+        security::configuration_requests(profile, &input, grants)?
+    } else {
+        match security::apply(profile, &input, grants) {
+            Ok(applied) => applied.requests,
+            Err(security::SecurityError::Refused { requests, .. }) => requests,
+            Err(other) => return Err(other.into()),
+        }
+    };
+    requests.extend(volume_requests);
+    Ok(requests)
 }
 
 /// The Features' metadata entries (install order, ids as written), as the image label of a
@@ -2476,6 +2541,8 @@ pub(crate) struct DevImage {
     /// The host variables the label of an image built from the repository's Dockerfile
     /// names, judged like devcontainer.json's (none refused; spec-note 0443).
     pub(crate) label_requests: Vec<PermissionRequest>,
+    /// The host variables of `label_requests`, with the label properties they go into.
+    pub(crate) label_host_env: Vec<security::host_env::HostEnvUse>,
     /// The Features resolution's lockfile, to write once the result exists (`None` without
     /// Features).
     pub(crate) lock: Option<PendingLock>,
@@ -2511,17 +2578,13 @@ pub(crate) async fn dev_image(
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     // The label of an image built from the repository's Dockerfile is the repository's: its
     // host variables are requests like devcontainer.json's (spec-note 0443).
-    let label_requests = if kind == ConfigKind::Dockerfile {
+    let (label_host_env, label_requests) = if kind == ConfigKind::Dockerfile {
         let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
-        let uses = security::host_env::uses(&reads, &[]);
-        let mut requests = security::host_env::judge(&profile, &grants, &uses);
-        for r in &mut requests {
-            r.source = Source::ImageMetadata;
-        }
+        let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
         security::host_env::check(&profile, &requests)?;
-        requests
+        (uses, requests)
     } else {
-        Vec::new()
+        Default::default()
     };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
@@ -2574,6 +2637,7 @@ pub(crate) async fn dev_image(
         entries,
         label,
         label_requests,
+        label_host_env,
         lock,
     })
 }

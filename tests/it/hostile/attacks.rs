@@ -57,6 +57,27 @@ fn devcell(cmd: &str, ws: &Path, tail: &[&str]) -> Output {
         .expect("devcell runs")
 }
 
+/// `handoff --plan --format json --workspace-folder <ws> [tail…]` (agent `a` runs `true`), the
+/// secret in devcell's environment, devcell's own folders in a temporary home.
+fn plan(ws: &Path, tail: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    support::devcell()
+        .env(SECRET_VAR, SECRET)
+        .env("HOME", home.path())
+        .env("DEVCELL_STATE_DIR", home.path().join("state"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .args(["handoff", "--plan", "--format", "json", "--agent", "a"])
+        .arg("--config-file")
+        .arg(&config)
+        .arg("--workspace-folder")
+        .arg(ws)
+        .args(tail)
+        .output()
+        .expect("devcell runs")
+}
+
 /// Lets every user of the container write the repository (the attacker's hooks need to).
 fn world_writable(ws: &Path) {
     let ok = Command::new("chmod")
@@ -186,8 +207,23 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
         !t.contains(SECRET),
         "the host variable reached the container through the image label: {t}"
     );
-    // Granted at `up`: reported with its source, and `exec` gets what `up` let cross.
+    // The plan judges the label of the last build as the run does: the same request.
+    let p = plan(repo.path(), &[]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(12), "{pt}");
+    assert!(pt.contains(&format!("--allow env:{SECRET_VAR}")), "{pt}");
+    assert!(!pt.contains(SECRET), "{pt}");
     let grant = format!("env:{SECRET_VAR}");
+    let p = plan(repo.path(), &["--allow", &grant]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(0), "{pt}");
+    let planned: serde_json::Value = serde_json::from_slice(&p.stdout).unwrap();
+    assert_eq!(
+        planned["result"]["hostEnv"][0]["name"], SECRET_VAR,
+        "{planned}"
+    );
+    assert!(c.containers().is_empty(), "the plan created nothing: {pt}");
+    // Granted at `up`: reported with its source, and `exec` gets what `up` let cross.
     let up = devcell("up", repo.path(), &["--allow", &grant]);
     let t = text(&up);
     assert!(up.status.success(), "{t}");
@@ -204,6 +240,10 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
             p["permission"] == "hostEnv" && p["value"] == SECRET_VAR && p["status"] == "granted"
         });
     assert!(reported, "{result}");
+    assert_eq!(
+        result["devcell"]["hostEnv"][0]["name"], SECRET_VAR,
+        "the result names the label's host variable: {result}"
+    );
     let out = devcell("exec", repo.path(), &["sh", "-c", "echo stolen=$STOLEN"]);
     assert!(
         text(&out).contains(&format!("stolen={SECRET}")),
@@ -260,6 +300,16 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     world_writable(repo.path());
     let cleanup = Cleanup(repo.path().to_path_buf());
     let _v = Volume(name);
+    // The plan inspects the volume as the run does: the bind of its device is the request.
+    let p = plan(repo.path(), &[]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(12), "{pt}");
+    let resolved = std::fs::canonicalize(target.path()).unwrap();
+    assert!(
+        pt.contains(&format!("--allow mount:{}", resolved.display())),
+        "{pt}"
+    );
+    assert!(cleanup.containers().is_empty(), "{pt}");
     let up = devcell("up", repo.path(), &[]);
     let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
     let created = cleanup.containers();
@@ -270,7 +320,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         text(&up)
     );
     target.assert_untouched();
-    let resolved = std::fs::canonicalize(target.path()).unwrap();
     let t = text(&up);
     assert!(!up.status.success(), "{t}");
     assert!(
@@ -426,4 +475,58 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     assert!(text(&up).contains(&format!("--allow volume:{}", own.0)));
     assert!(oc.containers().is_empty());
     drop(c);
+}
+
+/// A container that would be reused: a host-variable refusal (the configuration changed since
+/// `up` created it) lists the reuse re-check's requests too, in one refusal, so one `--allow`
+/// list is enough; nothing runs in the container (spec-notes 0270, 0400).
+#[test]
+fn a_refusal_before_a_reuse_lists_the_reuse_recheck_too() {
+    if !engine_ready(
+        "a_refusal_before_a_reuse_lists_the_reuse_recheck_too",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = crate::support::hostile::HostTarget::new();
+    let resolved = std::fs::canonicalize(target.path()).unwrap();
+    let mount = format!("mount:{}", resolved.display());
+    let repo = HostileRepo::new();
+    let config = |extra: &str| {
+        format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", {extra}
+                "mounts": ["type=bind,source={},target=/granted,readonly"],
+                "postAttachCommand": "touch attached.txt"}}"#,
+            resolved.display()
+        )
+    };
+    repo.config(&config("")).commit();
+    world_writable(repo.path());
+    let c = Cleanup(repo.path().to_path_buf());
+    let up = devcell("up", repo.path(), &["--allow", &mount]);
+    assert!(up.status.success(), "{}", text(&up));
+    let created = c.containers();
+    std::fs::remove_file(repo.path().join("attached.txt")).unwrap();
+    std::fs::write(
+        repo.path().join(".devcontainer/devcontainer.json"),
+        config(&format!(
+            r#""remoteEnv": {{"STOLEN": "${{localEnv:{SECRET_VAR}}}"}},"#
+        )),
+    )
+    .unwrap();
+    let up = devcell("up", repo.path(), &["--allow", &mount]);
+    let t = text(&up);
+    assert!(!up.status.success(), "{t}");
+    assert!(t.contains(&format!("--allow env:{SECRET_VAR}")), "{t}");
+    assert!(
+        t.contains(&format!("`{}`", resolved.display())),
+        "the reused container's granted mount is listed with the refusal: {t}"
+    );
+    assert!(!t.contains(SECRET), "{t}");
+    assert!(
+        !repo.path().join("attached.txt").exists(),
+        "a hook ran in the container: {t}"
+    );
+    assert_eq!(c.containers(), created, "the container was kept as it was");
+    target.assert_untouched();
 }

@@ -552,6 +552,26 @@ fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_noth
         let granted = Host::new(&["true"], &[&grant]);
         let s = envelope(&granted.status(repo.path()));
         assert!(s["result"]["repos"][0]["head"].is_string(), "{name}: {s}");
+        // the plan lists the granted git directory once: a `gitDir` request and a mount,
+        // not also a `mount` request of its own mount
+        let plan = envelope(&granted.handoff(repo.path(), &["--plan"], &[]));
+        let p = &plan["result"];
+        assert_eq!(of_kind(&p["permissions"], "gitDir").len(), 1, "{name}: {p}");
+        assert!(
+            of_kind(&p["permissions"], "mount")
+                .iter()
+                .all(|r| Path::new(r["value"].as_str().unwrap()) != canonical),
+            "{name}: the git mount is listed twice: {p}"
+        );
+        assert!(
+            p["mounts"].as_array().unwrap().iter().any(|m| {
+                std::fs::canonicalize(m["source"].as_str().unwrap())
+                    .ok()
+                    .as_ref()
+                    == Some(&canonical)
+            }),
+            "{name}: {p}"
+        );
         let real = granted.handoff(repo.path(), &[], &[]);
         let r = envelope(&real);
         assert_eq!(real.status.code(), Some(0), "{name}: {r}");
