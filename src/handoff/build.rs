@@ -284,6 +284,8 @@ pub async fn build_with(
             Vec::new()
         }
     };
+    // What the build itself used (host variables, its network), granted, then the container's.
+    let permissions: Vec<_> = early.requests.iter().cloned().chain(permissions).collect();
     for request in permissions
         .iter()
         .filter(|r| r.status == security::RequestStatus::Refused)

@@ -289,9 +289,15 @@ fn host_variables_named_by_the_repository_are_requests() {
         "{env_list}"
     );
     assert!(env_list.contains("C_HOME=/home/tester"), "{env_list}");
-    // the container's mounts as the engine made them (Podman 4.3 leaves `HostConfig.Mounts`
-    // null)
-    let mounts = docker(&["inspect", "-f", "{{json .Mounts}}", &id]).1;
+    // the tmpfs as the engine reports it: Docker under `HostConfig.Mounts`, Podman 4.3 (which
+    // leaves that null) under `HostConfig.Tmpfs`
+    let mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{json .HostConfig.Mounts}} {{json .HostConfig.Tmpfs}}",
+        &id,
+    ])
+    .1;
     assert!(mounts.contains(&format!("/t-{secret}")), "{mounts}");
     assert!(
         made.everything().contains(&format!("BUILD_TOKEN={secret}")),

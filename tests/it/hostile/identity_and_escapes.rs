@@ -902,7 +902,8 @@ mod escapes {
             "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}",
         ]);
         assert!(ok, "{out}");
-        let mut parts = out.split_whitespace();
+        // Podman prints `<nil>` for a network without a gateway
+        let mut parts = out.split_whitespace().filter(|p| *p != "<nil>");
         let first = parts.next().unwrap_or_default();
         let gateway = match first.split_once('/') {
             // No gateway: `first` is the subnet.
