@@ -34,6 +34,7 @@ use crate::handoff::agents_md::{self};
 use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
+use crate::handoff::plan::listed_once;
 use crate::handoff::plan::{
     HandoffOptions, ctx_rel_path, plan_lines, prepare, safe_directories, up_options,
 };
@@ -332,7 +333,7 @@ pub async fn handoff_with(
         .cloned()
         .chain(up.permissions.iter().cloned())
         .collect();
-    plan.permissions = permissions.clone();
+    plan.permissions = listed_once(&plan, permissions.clone());
     plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,

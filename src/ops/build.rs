@@ -183,8 +183,21 @@ pub async fn build_with(
     // The host variables the build would read and the build's network, judged as `up` judges
     // them before anything is built; after that only judged variables are visible
     // (spec-notes 0440, 0442).
+    // A build runs no container: under `hardened` it gets no network unless granted, like a
+    // container on `none` (spec-note 0442), and `runArgs -e NAME`, which only a container
+    // reads, is not asked for.
     let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
-    let early = crate::ops::permissions::early_requests(&loaded, &up_opts, &profile, &grants)?;
+    let mut security = up_opts.security.clone();
+    if let Some(network) = crate::security::build_network::of_a_build(&profile) {
+        security.network = Some(network.to_string());
+    }
+    let judged = UpOptions {
+        security,
+        ..up_opts.clone()
+    };
+    let mut early = crate::ops::permissions::early_requests(&loaded, &judged, &profile, &grants)?;
+    (early.host_env, early.requests) =
+        crate::security::host_env::for_build(&profile, &grants, &early.host_env, &early.requests);
     crate::security::host_env::check(&profile, &early.requests)?;
     let up_opts = UpOptions {
         build: ImageBuildOptions {
@@ -272,6 +285,8 @@ pub async fn build_with(
             Vec::new()
         }
     };
+    // What the build itself used (host variables, its network), granted, then the container's.
+    let permissions: Vec<_> = early.requests.iter().cloned().chain(permissions).collect();
     for request in permissions
         .iter()
         .filter(|r| r.status == security::RequestStatus::Refused)

@@ -16,7 +16,7 @@ use crate::ops::permissions::{
 };
 use crate::ops::read_configuration::LoadedConfiguration;
 use crate::progress::{Event, Reporter};
-use crate::security::{self, Grants, PermissionRequest, Source};
+use crate::security::{self, Grants, PermissionRequest};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -167,6 +167,8 @@ pub(crate) struct DevImage {
     /// The host variables the label of an image built from the repository's Dockerfile
     /// names, judged like devcontainer.json's (none refused; spec-note 0443).
     pub(crate) label_requests: Vec<PermissionRequest>,
+    /// The host variables of `label_requests`, with the label properties they go into.
+    pub(crate) label_host_env: Vec<security::host_env::HostEnvUse>,
     /// The Features resolution's lockfile, to write once the result exists (`None` without
     /// Features).
     pub(crate) lock: Option<PendingLock>,
@@ -202,17 +204,13 @@ pub(crate) async fn dev_image(
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     // The label of an image built from the repository's Dockerfile is the repository's: its
     // host variables are requests like devcontainer.json's (spec-note 0443).
-    let label_requests = if kind == ConfigKind::Dockerfile {
+    let (label_host_env, label_requests) = if kind == ConfigKind::Dockerfile {
         let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
-        let uses = security::host_env::uses(&reads, &[]);
-        let mut requests = security::host_env::judge(&profile, &grants, &uses);
-        for r in &mut requests {
-            r.source = Source::ImageMetadata;
-        }
+        let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
         security::host_env::check(&profile, &requests)?;
-        requests
+        (uses, requests)
     } else {
-        Vec::new()
+        Default::default()
     };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
@@ -265,6 +263,7 @@ pub(crate) async fn dev_image(
         entries,
         label,
         label_requests,
+        label_host_env,
         lock,
     })
 }

@@ -7,6 +7,7 @@ use crate::config::model::ConfigKind;
 use crate::config::substitute;
 use crate::engine::{BuildRequest, ContainerInfo, Engine, ImageInfo, MountKind};
 use crate::lifecycle::{HookSources, initialize_stage};
+use crate::ops::attach::existing_entries;
 use crate::ops::container::STATE_DIR;
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
@@ -637,9 +638,9 @@ pub(crate) struct ConfigurationJudgement {
 
 /// Judges everything the configuration asks for before anything runs on the host or the
 /// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
-/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
-/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
-/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and either
+/// the re-check of the container that would be reused ([`check_existing`], spec-note 0270) or
+/// the container devcontainer.json asks for on its own: mounts, networks, ports,
 /// capabilities, users by spelling ([`container_requests`] without an image or Features,
 /// whose requests are judged with them before the container is created). `opts` as given to
 /// `up` (the whole host environment; judged here). Only engine reads happen.
@@ -667,36 +668,65 @@ pub(crate) async fn judge_configuration(
         .cloned()
         .collect();
     let kind = loaded.typed.kind();
-    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
-        && (opts.remove_existing_container
-            || find_container(
+    let builds = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile);
+    let found = if builds && !opts.remove_existing_container {
+        find_container(
+            engine,
+            &id_labels(&opts.target, loaded),
+            expected_workspace(&opts.target, loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await?
+    } else {
+        None
+    };
+    // The container a new one would be, or the re-check of the one that would be reused
+    // (spec-note 0270): either is judged with the rest, in one refusal.
+    let (reuse_refusal, container) = match &found {
+        Some(info) => {
+            let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
+            match check_existing(
                 engine,
-                &id_labels(&opts.target, loaded),
-                expected_workspace(&opts.target, loaded).as_deref(),
-                &mut Vec::new(),
-            )
-            .await?
-            .is_none());
-    let container = if creates {
-        let reference = loaded.typed.image.clone().unwrap_or_default();
-        container_requests(
-            &ContainerJudgement {
-                profile,
-                grants,
-                opts: &judged,
+                info,
+                &entries,
                 loaded,
                 engine_socket,
-                extra_mounts: &cli_mounts(opts, loaded),
-            },
-            &reference,
-            None,
-            &[metadata::config_entry(&loaded.value)],
-            None,
-        )?
-    } else {
-        Vec::new()
+                profile,
+                grants,
+                &judged,
+            )
+            .await
+            {
+                Ok(requests) => (None, requests),
+                Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+                    (Some(e), Vec::new())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        None if builds => {
+            let reference = loaded.typed.image.clone().unwrap_or_default();
+            let requests = container_requests(
+                &ContainerJudgement {
+                    profile,
+                    grants,
+                    opts: &judged,
+                    loaded,
+                    engine_socket,
+                    extra_mounts: &cli_mounts(opts, loaded),
+                    volumes: None,
+                },
+                &reference,
+                None,
+                &[metadata::config_entry(&loaded.value)],
+                None,
+            )
+            .await?;
+            (None, requests)
+        }
+        None => (None, Vec::new()),
     };
-    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+    if let Some(refused) = security::refusal_of_all(profile, &before, reuse_refusal, &container) {
         return Err(refused.into());
     }
     Ok(ConfigurationJudgement {
@@ -716,6 +746,9 @@ pub(crate) struct ContainerJudgement<'a> {
     pub(crate) engine_socket: Option<&'a Path>,
     /// The mounts asked for on the command line.
     pub(crate) extra_mounts: &'a [String],
+    /// The engine to inspect the named volumes with, when they are judged here (`handoff
+    /// --plan`; the run judges them when it creates the container, spec-note 0444).
+    pub(crate) volumes: Option<&'a dyn Engine>,
 }
 
 /// The permission requests of the container `entries` (metadata entries, devcontainer.json's
@@ -726,7 +759,7 @@ pub(crate) struct ContainerJudgement<'a> {
 /// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
 /// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
 /// error other than a refusal.
-pub(crate) fn container_requests(
+pub(crate) async fn container_requests(
     judgement: &ContainerJudgement<'_>,
     reference: &str,
     image_info: Option<&ImageInfo>,
@@ -740,6 +773,7 @@ pub(crate) fn container_requests(
         loaded,
         engine_socket,
         extra_mounts,
+        volumes,
     } = *judgement;
     let id_labels = id_labels(&opts.target, loaded);
     let mut merged = metadata::merge_configuration(&loaded.value, entries);
@@ -763,6 +797,15 @@ pub(crate) fn container_requests(
     if let Some(network) = network_mode(&opts.security, &opts.settings)? {
         spec.network_mode = Some(network);
     }
+    // Named volumes judged by what they are, as `up` judges them (spec-note 0444).
+    let mut volume_requests = Vec::new();
+    if let Some(engine) = volumes
+        && matches!(profile, SecurityProfile::Hardened(_))
+    {
+        (volume_requests, _) =
+            judge_named_volumes(engine, profile, grants, &mut spec, &loaded.workspace_folder)
+                .await?;
+    }
     let (workspace, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
     let input = PolicyInput {
@@ -783,13 +826,16 @@ pub(crate) fn container_requests(
         spec,
         ..PolicyInput::default()
     };
-    if image_info.is_none() {
+    let mut requests = if image_info.is_none() {
         // an unknown `USER` is not taken for root: it is judged once the image exists
-        return Ok(security::configuration_requests(profile, &input, grants)?);
-    }
-    match security::apply(profile, &input, grants) {
-        Ok(applied) => Ok(applied.requests),
-        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
-        Err(other) => Err(other.into()),
-    }
+        security::configuration_requests(profile, &input, grants)?
+    } else {
+        match security::apply(profile, &input, grants) {
+            Ok(applied) => applied.requests,
+            Err(security::SecurityError::Refused { requests, .. }) => requests,
+            Err(other) => return Err(other.into()),
+        }
+    };
+    requests.extend(volume_requests);
+    Ok(requests)
 }

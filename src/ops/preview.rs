@@ -2,6 +2,7 @@
 
 use crate::config::metadata;
 use crate::config::model::ConfigKind;
+use crate::config::substitute;
 use crate::engine::Engine;
 use crate::features::lockfile::LockfileMode;
 use crate::ops::attach::existing_entries;
@@ -210,10 +211,19 @@ pub(crate) async fn preview_rest(
         }
     };
     let mut ignored = Vec::new();
-    let base = image_info
+    let (raw_base, base) = image_info
         .as_ref()
-        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored).1)
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored))
         .unwrap_or_default();
+    // The label of the last build of the repository's Dockerfile, judged as `up` judges it
+    // (spec-note 0443).
+    let mut label_requests = Vec::new();
+    if kind == ConfigKind::Dockerfile && !raw_base.is_empty() {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base));
+        let (uses, requests) = security::host_env::image_label(profile, grants, &reads);
+        security::host_env::merge(&mut preview.host_env, uses);
+        label_requests = requests;
+    }
 
     // The Features' metadata (resolved, not downloaded where the registry has it apart).
     let mut feature_entries = Vec::new();
@@ -239,7 +249,7 @@ pub(crate) async fn preview_rest(
         }
         _ => None,
     };
-    let requests = container_requests(
+    let mut requests = container_requests(
         &ContainerJudgement {
             profile,
             grants,
@@ -247,12 +257,15 @@ pub(crate) async fn preview_rest(
             loaded,
             engine_socket,
             extra_mounts: &opts.mounts,
+            volumes: engine,
         },
         &reference,
         image_info.as_ref(),
         &entries,
         passwd,
-    )?;
+    )
+    .await?;
+    requests.extend(label_requests);
     if requests.iter().any(|r| {
         matches!(
             r.status,

@@ -251,6 +251,8 @@ pub async fn up_with(
         message: message.clone(),
     }));
     let mut permissions: Vec<PermissionRequest>;
+    // The host variables of an image label built from the repository's Dockerfile.
+    let mut label_env = Vec::new();
     let (container, entries, action) = match existing {
         Some(info) => {
             let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
@@ -273,6 +275,7 @@ pub async fn up_with(
                 entries,
                 label,
                 label_requests,
+                label_host_env,
                 lock: pending_lock,
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
@@ -403,6 +406,7 @@ pub async fn up_with(
             permissions = applied.requests.clone();
             permissions.extend(volume_requests);
             permissions.extend(label_requests.iter().cloned());
+            security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
             if let Some(account) = &account {
@@ -556,7 +560,11 @@ pub async fn up_with(
         action,
         profile: profile.name().to_string(),
         permissions: early.requests.into_iter().chain(permissions).collect(),
-        host_env: early.host_env,
+        host_env: {
+            let mut all = early.host_env;
+            security::host_env::merge(&mut all, label_env);
+            all
+        },
         lifecycle,
         warnings,
         configuration,

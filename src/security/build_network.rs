@@ -69,6 +69,14 @@ pub fn decide(
     }
 }
 
+/// The network an image build judges itself against when it runs without a container
+/// (`devcell build`): under `hardened` `none` (so [`decide`] builds without a network unless
+/// `--allow build-network`), under `reference` `None` (the configuration's own, as the
+/// reference CLI).
+pub fn of_a_build(profile: &SecurityProfile) -> Option<&'static str> {
+    matches!(profile, SecurityProfile::Hardened(_)).then_some("none")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,6 +156,87 @@ pub fn visible_env(
     }
 }
 
+/// The host variables the `devcontainer.metadata` label of an image built from the
+/// repository's Dockerfile names (`reads`, its `${localEnv:…}` reads: the label is the
+/// repository's, spec-note 0443), judged like devcontainer.json's ([`judge`]), their source
+/// [`Source::ImageMetadata`]: the uses (properties under the label's name,
+/// `devcontainer.metadata[0].remoteEnv.TOKEN`) and the requests. `up`, `build` and
+/// `handoff --plan` judge the label with this one function.
+pub fn image_label(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    reads: &HostEnvReads,
+) -> (Vec<HostEnvUse>, Vec<PermissionRequest>) {
+    let label = crate::names::METADATA_LABEL;
+    let reads: HostEnvReads = reads
+        .iter()
+        .map(|(property, names)| (format!("{label}{property}"), names.clone()))
+        .collect();
+    let uses = uses(&reads, &[]);
+    let mut requests = judge(profile, grants, &uses);
+    for r in &mut requests {
+        r.source = Source::ImageMetadata;
+    }
+    (uses, requests)
+}
+
+/// `more` merged into `into` by name (properties joined, sorted; a build argument in either
+/// persists), so one list names every host variable that crosses (the `hostEnv` of `up`'s
+/// result and of the plan).
+pub fn merge(into: &mut Vec<HostEnvUse>, more: Vec<HostEnvUse>) {
+    for u in more {
+        match into.iter_mut().find(|i| i.name == u.name) {
+            Some(i) => {
+                for p in u.properties {
+                    if !i.properties.contains(&p) {
+                        i.properties.push(p);
+                    }
+                }
+                i.properties.sort();
+                i.persists_in_image |= u.persists_in_image;
+            }
+            None => into.push(u),
+        }
+    }
+    into.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// What an image build (`devcell build`, which runs no container) sends across, from `up`'s
+/// judgement of the same configuration (`uses`, `requests`): the uses without `runArgs -e
+/// NAME`, which only a container reads (a use left without a property is dropped), and the
+/// requests with the [`Permission::HostEnv`] ones judged again for those uses ([`judge`]),
+/// the others kept.
+pub fn for_build(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    uses: &[HostEnvUse],
+    requests: &[PermissionRequest],
+) -> (Vec<HostEnvUse>, Vec<PermissionRequest>) {
+    let kept: Vec<HostEnvUse> = uses
+        .iter()
+        .filter_map(|u| {
+            let properties: Vec<String> = u
+                .properties
+                .iter()
+                .filter(|p| p.as_str() != RUN_ARGS_PROPERTY)
+                .cloned()
+                .collect();
+            (!properties.is_empty()).then(|| HostEnvUse {
+                properties,
+                ..u.clone()
+            })
+        })
+        .collect();
+    let mut judged = judge(profile, grants, &kept);
+    judged.extend(
+        requests
+            .iter()
+            .filter(|r| !matches!(r.permission, Permission::HostEnv(_)))
+            .cloned(),
+    );
+    (kept, judged)
+}
+
 /// The warning for the build arguments among `uses` that cross (not refused): their values
 /// are stored in the image's history (`docker history`), readable by anyone who can read the
 /// image. `None` when there is none.
@@ -310,5 +391,51 @@ mod tests {
         for bad in ["env:", "env:A=B", "build-network:x"] {
             assert!(Grants::parse(&[bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_image_label_is_judged_like_the_configuration_under_its_own_name() {
+        let r = reads(&[
+            ("[0].remoteEnv.T", &["GH_TOKEN"]),
+            ("[1].mounts[0]", &["HOME"]),
+        ]);
+        let (u, requests) = image_label(&hardened(), &Grants::default(), &r);
+        assert_eq!(u[0].name, "GH_TOKEN");
+        assert_eq!(u[0].properties, ["devcontainer.metadata[0].remoteEnv.T"]);
+        assert_eq!(requests[0].source, Source::ImageMetadata);
+        assert_eq!(requests[0].status, RequestStatus::Refused);
+        assert_eq!(requests[1].status, RequestStatus::AllowedByProfile);
+
+        let mut all = uses(&reads(&[("containerEnv.A", &["GH_TOKEN", "A"])]), &[]);
+        merge(&mut all, u);
+        let names: Vec<&str> = all.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["A", "GH_TOKEN", "HOME"]);
+        assert_eq!(
+            all[1].properties,
+            ["containerEnv.A", "devcontainer.metadata[0].remoteEnv.T"]
+        );
+    }
+
+    #[test]
+    fn a_build_does_not_read_run_args() {
+        let bare = [
+            (RUN_ARGS_PROPERTY.to_string(), "ONLY_RUN".to_string()),
+            (RUN_ARGS_PROPERTY.to_string(), "BOTH".to_string()),
+        ];
+        let u = uses(&reads(&[("build.args.K", &["BOTH"])]), &bare);
+        let other = PermissionRequest {
+            permission: Permission::BuildNetwork,
+            source: Source::DevcontainerJson,
+            status: RequestStatus::Refused,
+        };
+        let mut all = judge(&hardened(), &Grants::default(), &u);
+        all.push(other.clone());
+        let (b, requests) = for_build(&hardened(), &Grants::default(), &u, &all);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].name, "BOTH");
+        assert_eq!(b[0].properties, ["build.args.K"]);
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[0].permission, Permission::HostEnv("BOTH".into()));
+        assert_eq!(requests[1], other);
     }
 }

@@ -27,11 +27,15 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        // `.Image` is an id: the base image is known by its id too (Podman removes an image
+        // with one name by its id, so a test must never name the shared base image's id)
+        let bare = |id: &str| id.trim().trim_start_matches("sha256:").to_string();
+        let base = bare(&docker(&["image", "inspect", "--format", "{{.Id}}", BUSYBOX_IMAGE]).1);
         for id in self.containers() {
-            let image = docker(&["inspect", "--format", "{{.Image}}", &id]).1;
+            let image = bare(&docker(&["inspect", "--format", "{{.Image}}", &id]).1);
             let _ = docker(&["rm", "-f", "-v", &id]);
-            if !image.contains(BUSYBOX_IMAGE) {
-                let _ = docker(&["rmi", image.trim()]);
+            if !image.is_empty() && image != base {
+                let _ = docker(&["rmi", &image]);
             }
         }
     }
@@ -50,6 +54,27 @@ fn devcell(cmd: &str, ws: &Path, tail: &[&str]) -> Output {
     support::devcell()
         .env(SECRET_VAR, SECRET)
         .arg(cmd)
+        .arg("--workspace-folder")
+        .arg(ws)
+        .args(tail)
+        .output()
+        .expect("devcell runs")
+}
+
+/// `handoff --plan --format json --workspace-folder <ws> [tail…]` (agent `a` runs `true`), the
+/// secret in devcell's environment, devcell's own folders in a temporary home.
+fn plan(ws: &Path, tail: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    support::devcell()
+        .env(SECRET_VAR, SECRET)
+        .env("HOME", home.path())
+        .env("DEVCELL_STATE_DIR", home.path().join("state"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .args(["handoff", "--plan", "--format", "json", "--agent", "a"])
+        .arg("--config-file")
+        .arg(&config)
         .arg("--workspace-folder")
         .arg(ws)
         .args(tail)
@@ -186,8 +211,23 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
         !t.contains(SECRET),
         "the host variable reached the container through the image label: {t}"
     );
-    // Granted at `up`: reported with its source, and `exec` gets what `up` let cross.
+    // The plan judges the label of the last build as the run does: the same request.
+    let p = plan(repo.path(), &[]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(12), "{pt}");
+    assert!(pt.contains(&format!("--allow env:{SECRET_VAR}")), "{pt}");
+    assert!(!pt.contains(SECRET), "{pt}");
     let grant = format!("env:{SECRET_VAR}");
+    let p = plan(repo.path(), &["--allow", &grant]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(0), "{pt}");
+    let planned: serde_json::Value = serde_json::from_slice(&p.stdout).unwrap();
+    assert_eq!(
+        planned["result"]["hostEnv"][0]["name"], SECRET_VAR,
+        "{planned}"
+    );
+    assert!(c.containers().is_empty(), "the plan created nothing: {pt}");
+    // Granted at `up`: reported with its source, and `exec` gets what `up` let cross.
     let up = devcell("up", repo.path(), &["--allow", &grant]);
     let t = text(&up);
     assert!(up.status.success(), "{t}");
@@ -204,6 +244,10 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
             p["permission"] == "hostEnv" && p["value"] == SECRET_VAR && p["status"] == "granted"
         });
     assert!(reported, "{result}");
+    assert_eq!(
+        result["devcell"]["hostEnv"][0]["name"], SECRET_VAR,
+        "the result names the label's host variable: {result}"
+    );
     let out = devcell("exec", repo.path(), &["sh", "-c", "echo stolen=$STOLEN"]);
     assert!(
         text(&out).contains(&format!("stolen={SECRET}")),
@@ -260,6 +304,16 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     world_writable(repo.path());
     let cleanup = Cleanup(repo.path().to_path_buf());
     let _v = Volume(name);
+    // The plan inspects the volume as the run does: the bind of its device is the request.
+    let p = plan(repo.path(), &[]);
+    let pt = text(&p);
+    assert_eq!(p.status.code(), Some(12), "{pt}");
+    let resolved = std::fs::canonicalize(target.path()).unwrap();
+    assert!(
+        pt.contains(&format!("--allow mount:{}", resolved.display())),
+        "{pt}"
+    );
+    assert!(cleanup.containers().is_empty(), "{pt}");
     let up = devcell("up", repo.path(), &[]);
     let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
     let created = cleanup.containers();
@@ -270,7 +324,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         text(&up)
     );
     target.assert_untouched();
-    let resolved = std::fs::canonicalize(target.path()).unwrap();
     let t = text(&up);
     assert!(!up.status.success(), "{t}");
     assert!(

@@ -289,7 +289,15 @@ fn host_variables_named_by_the_repository_are_requests() {
         "{env_list}"
     );
     assert!(env_list.contains("C_HOME=/home/tester"), "{env_list}");
-    let mounts = docker(&["inspect", "-f", "{{json .HostConfig.Mounts}}", &id]).1;
+    // the tmpfs as the engine reports it: Docker under `HostConfig.Mounts`, Podman 4.3 (which
+    // leaves that null) under `HostConfig.Tmpfs`
+    let mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{json .HostConfig.Mounts}} {{json .HostConfig.Tmpfs}}",
+        &id,
+    ])
+    .1;
     assert!(mounts.contains(&format!("/t-{secret}")), "{mounts}");
     assert!(
         made.everything().contains(&format!("BUILD_TOKEN={secret}")),
@@ -673,12 +681,113 @@ fn build_judges_host_variables_as_up_does() {
     assert!(!all.contains(&secret), "{all}");
     assert_eq!(made.ids("image"), Vec::<String>::new(), "nothing was built");
 
+    // `runArgs -e NAME` is read by a container only: not a build's request
+    assert!(!all.contains(&format!("--allow env:{RUNARG_VAR}")), "{all}");
     let grant = format!("env:{SECRET_VAR}");
-    let runarg = format!("env:{RUNARG_VAR}");
-    let out = build(&["--allow", &grant, "--allow", &runarg]);
+    let out = build(&["--allow", &grant]);
     assert!(out.status.success(), "{}", text(&out));
+    let v = json_line(&out);
+    assert!(
+        v["devcell"]["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["value"] != RUNARG_VAR),
+        "{v}"
+    );
     assert!(
         !made.ids("image").is_empty(),
         "the granted build made no image"
     );
+}
+
+/// Class 6 for `devcell build`, which runs no container: under `hardened` its Dockerfile `RUN`
+/// steps and Features' `install.sh` get no network (the listener on the bridge gateway sees
+/// nothing, no default route) unless `--allow build-network`, which gives the default network
+/// back and is reported.
+#[test]
+fn build_has_no_network_unless_granted() {
+    let test = "build_has_no_network_unless_granted";
+    if !support::docker::engine_ready(test, BUSYBOX_IMAGE) {
+        return;
+    }
+    let listener = Listener::start();
+    let secret = format!("probe-secret-{}", support::unique("s"));
+    let grant_env = format!("env:{SECRET_VAR}");
+    let build = |repo: &HostileRepo, extra: &[&str]| {
+        let out = support::devcell()
+            .args(["build", "--workspace-folder"])
+            .arg(repo.path())
+            .args(["--allow", &grant_env])
+            .args(extra)
+            .env(SECRET_VAR, &secret)
+            .output()
+            .expect("devcell runs");
+        assert!(out.status.success(), "{}", text(&out));
+        json_line(&out)
+    };
+    let probes_of = |v: &Value| {
+        let image = v["imageName"][0]
+            .as_str()
+            .or(v["devcell"]["imageId"].as_str())
+            .unwrap_or_else(|| panic!("an image: {v}"))
+            .to_string();
+        let (ok, out) = docker(&[
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "cat",
+            &image,
+            "/dockerfile-probe.txt",
+            "/feature-probe.txt",
+        ]);
+        assert!(ok, "{out}");
+        out
+    };
+
+    let token = support::unique("hostile-build-net");
+    let made = Made(token.clone());
+    let repo = network_repo(&token, &listener.address);
+    let v = build(&repo, &[]);
+    let seen = probes_of(&v);
+    assert_eq!(listener.hits(), 0, "a build reached the bridge: {seen}");
+    assert!(
+        seen.contains("dockerfile=unreachable") && seen.contains("feature=unreachable"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("dockerfile-routes=0") && seen.contains("feature-routes=0"),
+        "{seen}"
+    );
+    assert!(
+        !v["devcell"]["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["permission"] == "buildNetwork"),
+        "{v}"
+    );
+    drop(made);
+
+    let token = support::unique("hostile-build-net-granted");
+    let made = Made(token.clone());
+    let repo = network_repo(&token, &listener.address);
+    let v = build(&repo, &["--allow", "build-network"]);
+    let seen = probes_of(&v);
+    assert!(
+        seen.contains("dockerfile=reached") && seen.contains("feature=reached"),
+        "{seen}"
+    );
+    assert!(listener.hits() >= 2, "{} hits", listener.hits());
+    assert!(
+        v["devcell"]["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["permission"] == "buildNetwork" && p["status"] == "granted"),
+        "{v}"
+    );
+    drop(made);
 }

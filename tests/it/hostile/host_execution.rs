@@ -552,6 +552,26 @@ fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_noth
         let granted = Host::new(&["true"], &[&grant]);
         let s = envelope(&granted.status(repo.path()));
         assert!(s["result"]["repos"][0]["head"].is_string(), "{name}: {s}");
+        // the plan lists the granted git directory once: a `gitDir` request and a mount,
+        // not also a `mount` request of its own mount
+        let plan = envelope(&granted.handoff(repo.path(), &["--plan"], &[]));
+        let p = &plan["result"];
+        assert_eq!(of_kind(&p["permissions"], "gitDir").len(), 1, "{name}: {p}");
+        assert!(
+            of_kind(&p["permissions"], "mount")
+                .iter()
+                .all(|r| Path::new(r["value"].as_str().unwrap()) != canonical),
+            "{name}: the git mount is listed twice: {p}"
+        );
+        assert!(
+            p["mounts"].as_array().unwrap().iter().any(|m| {
+                std::fs::canonicalize(m["source"].as_str().unwrap())
+                    .ok()
+                    .as_ref()
+                    == Some(&canonical)
+            }),
+            "{name}: {p}"
+        );
         let real = granted.handoff(repo.path(), &[], &[]);
         let r = envelope(&real);
         assert_eq!(real.status.code(), Some(0), "{name}: {r}");
@@ -735,4 +755,71 @@ fn every_request_is_judged_at_once_before_anything_runs() {
         );
     }
     std::fs::remove_file(&marker).unwrap();
+}
+
+/// A container that would be reused: a host-variable refusal (the configuration changed since
+/// the container was made) lists the reuse re-check's requests too, in one refusal, so one
+/// `--allow` list is enough; nothing runs in the container (spec-notes 0270, 0400).
+#[test]
+fn a_refusal_before_a_reuse_lists_the_reuse_recheck_too() {
+    if !engine_ready(
+        "a_refusal_before_a_reuse_lists_the_reuse_recheck_too",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let source = target.path().canonicalize().unwrap();
+    let mount = format!("mount:{}", source.display());
+    let env = [("DEVCELL_HOSTILE_TOKEN", HostTarget::SECRET)];
+    let host = Host::new(&["true"], &[]);
+    let repo = HostileRepo::new();
+    let config = |extra: serde_json::Value| {
+        let mut c = serde_json::json!({
+            "image": BUSYBOX_IMAGE,
+            "remoteUser": "nobody",
+            "updateRemoteUserUID": false,
+            "mounts": [format!("type=bind,source={},target=/granted,readonly", source.display())],
+        });
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c.to_string()
+    };
+    repo.config(&config(serde_json::json!({}))).commit();
+    let first = host.handoff(repo.path(), &["--allow", &mount], &env);
+    assert_eq!(first.status.code(), Some(0), "{}", envelope(&first));
+    let created = containers_of(repo.path());
+    assert_eq!(created.len(), 1);
+    let marker = target.marker();
+    repo.config(&config(serde_json::json!({
+        "remoteEnv": {"STOLEN": "${localEnv:DEVCELL_HOSTILE_TOKEN}"},
+        "postAttachCommand": ["touch", "/granted/never"],
+        "initializeCommand": ["touch", marker.to_str().unwrap()],
+    })))
+    .commit();
+    let out = host.handoff(repo.path(), &["--allow", &mount], &env);
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(12), "{v}");
+    let listed = &v["error"]["details"]["permissions"];
+    for kind in ["hostEnv", "hostCommand"] {
+        assert_eq!(of_kind(listed, kind)[0]["status"], "refused", "{kind}: {v}");
+    }
+    let reused = of_kind(listed, "mount");
+    assert!(
+        reused.iter().any(|r| r["status"] == "granted"
+            && Path::new(r["value"].as_str().unwrap()) == source
+            && r["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("existing container")),
+        "the reused container's granted mount is listed with the refusal: {v}"
+    );
+    assert!(!v.to_string().contains(HostTarget::SECRET), "{v}");
+    assert_eq!(
+        containers_of(repo.path()),
+        created,
+        "the container is kept as it was"
+    );
+    target.assert_untouched();
 }
