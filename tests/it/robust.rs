@@ -203,17 +203,6 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
     assert_eq!(tree_hash(ws.path()), before);
 }
 
-/// Force-removes image references on drop (also when the test panics).
-struct Images(Vec<String>);
-
-impl Drop for Images {
-    fn drop(&mut self) {
-        for image in &self.0 {
-            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
-        }
-    }
-}
-
 /// A workspace whose config layers a local Feature (its install step unique to this run, so
 /// its `devcell/features:<key>` image is this test's own).
 fn feature_ws(tag: &str) -> TestContext {
@@ -281,7 +270,8 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
     };
     let used = image_of(&used_id);
     let unused = image_of(&gone_id);
-    let _cleanup = Images(vec![used.clone(), unused.clone()]);
+    used_ws.remove_image(&used);
+    unused_ws.remove_image(&unused);
     assert!(used.starts_with("devcell/features:"), "{used}");
     assert!(
         unused.starts_with("devcell/features:") && unused != used,
