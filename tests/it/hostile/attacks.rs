@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::context::VolumeGuard;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::hostile::HostileRepo;
 use crate::support::{self, engine::docker};
@@ -244,12 +245,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         &name,
     ]);
     assert!(ok, "{out}");
-    struct Volume(String);
-    impl Drop for Volume {
-        fn drop(&mut self) {
-            let _ = docker(&["volume", "rm", "-f", &self.0]);
-        }
-    }
     let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
@@ -259,7 +254,7 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     .commit();
     world_writable(repo.path());
     let cleanup = Cleanup(repo.path().to_path_buf());
-    let _v = Volume(name);
+    let _v = VolumeGuard(name);
     let up = devcell("up", repo.path(), &[]);
     let leaked = std::fs::read_to_string(repo.path().join("leak.txt")).unwrap_or_default();
     let created = cleanup.containers();
@@ -278,15 +273,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         "judged as a bind of its device: {t}"
     );
     assert!(created.is_empty(), "no container: {t}");
-}
-
-/// Removes a named volume on drop.
-struct Volume(String);
-
-impl Drop for Volume {
-    fn drop(&mut self) {
-        let _ = docker(&["volume", "rm", "-f", &self.0]);
-    }
 }
 
 /// The `permission` entries of `up`'s JSON result (last JSON line of its output).
@@ -322,7 +308,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
         .to_string_lossy()
         .to_lowercase();
     // A foreign plain volume: refused, then granted by name.
-    let foreign = Volume(format!("devcell-test-foreign-{tag}"));
+    let foreign = VolumeGuard(format!("devcell-test-foreign-{tag}"));
     assert!(docker(&["volume", "create", &foreign.0]).0);
     let repo = HostileRepo::new();
     repo.config(&format!(
@@ -353,7 +339,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     drop(c);
 
     // A bind-backed volume granted as the bind of its device: the host folder is mounted.
-    let bound = Volume(format!("devcell-test-bound-{tag}"));
+    let bound = VolumeGuard(format!("devcell-test-bound-{tag}"));
     let device = format!("device={}", target.path().display());
     let (ok, out) = docker(&[
         "volume",
@@ -397,7 +383,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     drop(c);
 
     // devcell's own: created for the workspace, used again by its next container.
-    let own = Volume(format!("devcell-test-own-{tag}"));
+    let own = VolumeGuard(format!("devcell-test-own-{tag}"));
     let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
