@@ -369,7 +369,7 @@ impl TestContext {
 /// What a test made outside its workspace, force-removed on drop (also when the test panics),
 /// in this order: containers (with their anonymous volumes), everything carrying a label,
 /// volumes, networks, images (the latest first, so an image goes before the one it was built
-/// on), images matching a pattern, then host files. Only what was named here: the engine is
+/// on), images matching a pattern or carrying a label; host files too. Only what was named here: the engine is
 /// shared. [`TestContext`] holds one; tests without a workspace use their own.
 #[derive(Default)]
 pub struct Cleanup {
@@ -379,6 +379,7 @@ pub struct Cleanup {
     networks: RefCell<Vec<String>>,
     images: RefCell<Vec<String>>,
     image_patterns: RefCell<Vec<String>>,
+    image_labels: RefCell<Vec<String>>,
     files: RefCell<Vec<PathBuf>>,
 }
 
@@ -433,6 +434,13 @@ impl Cleanup {
         self
     }
 
+    /// Removes every image labelled `label` (`key=value`, e.g. set by a test's Dockerfile and
+    /// inherited by devcell's layers on top).
+    pub fn images_labelled(&self, label: &str) -> &Cleanup {
+        self.image_labels.borrow_mut().push(label.to_string());
+        self
+    }
+
     /// Removes a file the test wrote on the host outside its temporary folders.
     pub fn file(&self, path: &Path) -> &Cleanup {
         self.files.borrow_mut().push(path.to_path_buf());
@@ -445,7 +453,8 @@ impl Cleanup {
             && self.volumes.borrow().is_empty()
             && self.networks.borrow().is_empty()
             && self.images.borrow().is_empty()
-            && self.image_patterns.borrow().is_empty())
+            && self.image_patterns.borrow().is_empty()
+            && self.image_labels.borrow().is_empty())
     }
 }
 
@@ -474,6 +483,12 @@ impl Drop for Cleanup {
         }
         for pattern in self.image_patterns.take() {
             remove_images_matching(&pattern);
+        }
+        for label in self.image_labels.take() {
+            let filter = format!("label={label}");
+            for id in docker_lines(&["images", "-q", "--no-trunc", "--filter", &filter]) {
+                docker_quiet(&["rmi", "-f", &id]);
+            }
         }
     }
 }
