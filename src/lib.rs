@@ -8,14 +8,15 @@
 //! Modules are layered; a lower layer never imports a higher one (enforced by
 //! `tests/layering.rs`), and only [`engine`] names `bollard`:
 //!
-//! | layer | modules | may use |
-//! |---|---|---|
-//! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`names`], [`settings`] | external crates |
-//! | L1 | [`oci`], [`features`] | L0; `features` may use `oci` |
-//! | L2 | [`engine`] | L0 |
-//! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | L2, L1, L0; never one another |
-//! | L4 | [`handoff`] | L3, L2, L1, L0 |
-//! | L5 | [`cli`] | `handoff`, L0 |
+//! | layer | modules | what | may use |
+//! |---|---|---|---|
+//! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`names`], [`settings`] | devcontainer.json → merged configuration; shared Docker formats (credentials, mount fields, shell quoting); errors, events, names, user settings | external crates |
+//! | L1 | [`oci`], [`features`] | registries, content store, archives; Features | L0; `features` may use `oci` |
+//! | L2 | [`engine`] | the Docker engine and the Compose CLI | L0 |
+//! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | image builds; the profile, policy and audit; hooks; the egress allowlist proxy | L2, L1, L0; never one another |
+//! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps | L3–L0 |
+//! | L5 | [`handoff`] | the agent product: plan, runtimes, session, state, context | L4–L0 |
+//! | L6 | [`cli`] | the terminal | `handoff`, `ops`, L0 |
 
 pub mod build;
 pub mod cli;
@@ -29,6 +30,7 @@ pub mod handoff;
 pub mod lifecycle;
 pub mod names;
 pub mod oci;
+pub mod ops;
 pub mod progress;
 pub mod security;
 pub mod settings;

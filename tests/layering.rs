@@ -4,15 +4,16 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// (module, layer, modules it may use besides lower layers' rules below)
+/// The layer of each top-level module (see `src/lib.rs`).
 fn layer_of(module: &str) -> Option<u8> {
     Some(match module {
         "config" | "diagnostics" | "formats" | "progress" | "names" | "settings" => 0,
         "oci" | "features" => 1,
         "engine" => 2,
         "build" | "security" | "lifecycle" | "egress" => 3,
-        "handoff" => 4,
-        "cli" => 5,
+        "ops" => 4,
+        "handoff" => 5,
+        "cli" => 6,
         _ => return None,
     })
 }
@@ -33,8 +34,8 @@ fn allowed(from: &str, to: &str) -> bool {
         (2, t) => t == 0,
         // L3: never one another.
         (3, 3) => false,
-        // L5 cli: handoff and L0 only.
-        (5, t) => t == 4 || t == 0,
+        // L6 cli: the operations, the agent product and L0 only.
+        (6, t) => t == 5 || t == 4 || t == 0,
         (f, t) => t < f,
     }
 }
@@ -56,11 +57,91 @@ fn top_module(src: &Path, file: &Path) -> Option<String> {
     Some(first.trim_end_matches(".rs").to_string())
 }
 
-fn first_segment(path: &str) -> String {
-    path.trim()
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Every top-level module named through `crate::` in `text`, with its 1-based line: a path
+/// (`crate::a::b`) names `a`; a group (`use crate::{a, b::{c, d}}`, over any number of lines)
+/// names each of its top-level items. Line comments are ignored; `$crate::` is not ours.
+fn crate_uses(text: &str) -> Vec<(usize, String)> {
+    let code: Vec<(usize, char)> = text
+        .lines()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.chars().chain(['\n']).map(move |c| (n + 1, c))
+        })
+        .collect();
+    let word = |at: usize| -> String {
+        code[at..]
+            .iter()
+            .map(|&(_, c)| c)
+            .take_while(|&c| is_ident(c))
+            .collect()
+    };
+    let mut uses = Vec::new();
+    let mut i = 0;
+    while i < code.len() {
+        let starts = code[i..]
+            .iter()
+            .map(|&(_, c)| c)
+            .take(7)
+            .eq("crate::".chars());
+        let glued = i > 0 && (is_ident(code[i - 1].1) || code[i - 1].1 == '$');
+        if !starts || glued {
+            i += 1;
+            continue;
+        }
+        i += "crate::".len();
+        if code.get(i).map(|&(_, c)| c) != Some('{') {
+            uses.push((code[i.min(code.len() - 1)].0, word(i)));
+            continue;
+        }
+        // A group: the first segment of each item at depth 1.
+        let mut depth = 0;
+        let mut item_start = true;
+        while i < code.len() {
+            let (line, c) = code[i];
+            match c {
+                '{' => {
+                    depth += 1;
+                    item_start = depth == 1;
+                }
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => item_start = true,
+                c if item_start && depth == 1 && is_ident(c) => {
+                    uses.push((line, word(i)));
+                    item_start = false;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    uses
+}
+
+/// The layer rule's violations in one file of module `from`, as `FILE:LINE: what`.
+fn violations_in(label: &str, from: &str, text: &str) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        if code.contains("bollard") && from != "engine" {
+            violations.push(format!("{label}:{}: only `engine` may name bollard", n + 1));
+        }
+    }
+    for (line, to) in crate_uses(text) {
+        if !allowed(from, &to) {
+            violations.push(format!("{label}:{line}: `{from}` must not use `{to}`"));
+        }
+    }
+    violations
 }
 
 #[test]
@@ -77,36 +158,7 @@ fn modules_respect_the_layer_rule() {
             continue;
         }
         let text = fs::read_to_string(file).unwrap();
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            if code.contains("bollard") && from != "engine" {
-                violations.push(format!(
-                    "{}:{}: only `engine` may name bollard",
-                    file.display(),
-                    n + 1
-                ));
-            }
-            let mut rest = code;
-            while let Some(i) = rest.find("crate::") {
-                rest = &rest[i + "crate::".len()..];
-                let targets: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
-                    // `use crate::{a, b::c}`: every first segment in the group (one line).
-                    let group = group.split('}').next().unwrap_or("");
-                    group.split(',').map(first_segment).collect()
-                } else {
-                    vec![first_segment(rest)]
-                };
-                for to in targets {
-                    if !allowed(&from, &to) {
-                        violations.push(format!(
-                            "{}:{}: `{from}` must not use `{to}`",
-                            file.display(),
-                            n + 1
-                        ));
-                    }
-                }
-            }
-        }
+        violations.extend(violations_in(&file.display().to_string(), &from, &text));
     }
     assert!(
         violations.is_empty(),
@@ -122,13 +174,49 @@ fn the_rule_can_fail() {
     assert!(!allowed("build", "security"));
     assert!(!allowed("cli", "engine"));
     assert!(!allowed("oci", "features"));
+    assert!(!allowed("ops", "handoff"));
+    assert!(!allowed("security", "ops"));
+    assert!(!allowed("cli", "build"));
     assert!(allowed("features", "oci"));
-    assert!(allowed("handoff", "build"));
     assert!(allowed("engine", "formats") && allowed("oci", "formats"));
     assert!(!allowed("formats", "oci"));
     assert!(!allowed("egress", "security"));
     assert!(!allowed("engine", "egress"));
     assert!(allowed("egress", "engine"));
+    assert!(allowed("ops", "build"));
+    assert!(allowed("handoff", "ops"));
+    assert!(allowed("cli", "ops"));
+    assert!(allowed("cli", "handoff"));
+}
+
+#[test]
+fn the_parser_reads_paths_and_groups_over_lines() {
+    let text = "use crate::config::model;\n\
+                use crate::{\n\
+                    engine::{Engine, ExecRequest},\n\
+                    ops::up, // crate::cli in a comment\n\
+                    names,\n\
+                };\n\
+                let x = crate::security::audit(&$crate::ignored);\n";
+    assert_eq!(
+        crate_uses(text),
+        vec![
+            (1, "config".to_string()),
+            (3, "engine".to_string()),
+            (4, "ops".to_string()),
+            (5, "names".to_string()),
+            (7, "security".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn a_violation_names_its_file_and_line() {
+    let text = "//! an engine file\nuse crate::{\n    names,\n    ops::up,\n};\n";
+    assert_eq!(
+        violations_in("src/engine/x.rs", "engine", text),
+        vec!["src/engine/x.rs:4: `engine` must not use `ops`".to_string()]
+    );
 }
 
 /// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,

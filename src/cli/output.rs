@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use crate::diagnostics::{Hint, Warning};
-use crate::handoff::HandoffError;
+use crate::ops::HandoffError;
 
 /// Prints one JSON value as a single line on stdout.
 pub fn json(value: &serde_json::Value) {
@@ -169,7 +169,7 @@ pub fn error_result(err: &anyhow::Error) {
 }
 
 /// Prints one devcell envelope (`--format json`) as a single line on stdout.
-pub fn envelope<T: serde::Serialize>(envelope: &crate::handoff::envelope::Envelope<T>) {
+pub fn envelope<T: serde::Serialize>(envelope: &crate::ops::envelope::Envelope<T>) {
     let mut out = std::io::stdout().lock();
     let _ = serde_json::to_writer(&mut out, envelope);
     let _ = writeln!(out);

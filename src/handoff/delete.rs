@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::error::Result;
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
+use crate::ops::error::Result;
 use crate::progress::{Event, Reporter};
 use crate::security::audit::OWNED_VOLUME_PREFIX;
 
@@ -242,15 +242,15 @@ pub async fn delete_with(
         removed.state = Some(path);
     }
     if root.is_dir() {
-        use crate::handoff::workspace::{Layout, RepoKind};
+        use crate::ops::repository::{Layout, RepoKind};
         let kind_of = |k: RepoKind| match k {
             RepoKind::Worktree => "worktree",
             RepoKind::Repository => "repository",
         };
         kept.worktrees.push(root.clone());
-        let ws = crate::handoff::workspace::inspect(
+        let ws = crate::ops::repository::inspect(
             &root,
-            &crate::handoff::workspace::InspectOptions::default(),
+            &crate::ops::repository::InspectOptions::default(),
         )
         .ok();
         let git = ws.as_ref().map(|ws| match ws.layout {

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::envelope::NextAction;
-use crate::handoff::error::Result;
 use crate::handoff::state::{StateFinding, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
+use crate::ops::envelope::NextAction;
+use crate::ops::error::Result;
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

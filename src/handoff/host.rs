@@ -32,16 +32,16 @@ use indexmap::IndexMap;
 
 use crate::config::ownership;
 use crate::engine::Engine;
-use crate::handoff::agent::{
-    AgentStreams, HandoffOptions, HandoffResult, StopSignal, agents_md_report,
-    close_previous_sessions, ctx_rel_path, plan_lines, prepare, pump, record_failure,
-    running_containers, unisolated_warning,
-};
 use crate::handoff::agents_md;
 use crate::handoff::context::{self, AgentRuntime, ContextInputs, HandoffContext, Task};
-use crate::handoff::error::{HandoffError, Result};
+use crate::handoff::plan::{HandoffOptions, ctx_rel_path, plan_lines, prepare, unisolated_warning};
+use crate::handoff::session::{
+    AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pump,
+    record_failure, running_containers,
+};
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
+use crate::ops::error::{HandoffError, Result};
 use crate::progress::{Event, Reporter};
 
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
@@ -52,8 +52,8 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// session is live while its devcell runs).
 ///
 /// Errors: the plan's errors (no dev container configuration is needed);
-/// [`HandoffError::State`] with `SessionActive` when a session is live;
-/// [`HandoffError::Context`] (the session is recorded as failed);
+/// [`HandoffError::Product`] (a `StateError`) with `SessionActive` when a session is live;
+/// [`HandoffError::Product`] (a `ContextError`) (the session is recorded as failed);
 /// [`HandoffError::AgentStart`] when the agent's program cannot be started (`not_found` when
 /// it does not exist; recorded as failed).
 pub async fn handoff_on_host(

@@ -1,55 +1,18 @@
-//! L4: operations (`read-configuration`, `up`, `exec`, `run-user-commands`, `down`, and
-//! devcell's own `handoff`, `status`, `doctor`, `delete`, `audit`). Library
-//! code never prints: results are values, progress goes to a `progress::Reporter`.
+//! L5: devcell's agent product, above the spec operations ([`crate::ops`]): the handoff
+//! [`plan`], its container and host runtimes ([`agent`], [`host`]) running one [`session`],
+//! the session state ([`state`]),
+//! the context file and `AGENTS.md` ([`context`], [`agents_md`]), and the product's own
+//! commands ([`status`], [`delete`], [`doctor`], [`prune`]). Library code never prints:
+//! results are values, progress goes to a `progress::Reporter`.
 
 pub mod agent;
 pub mod agents_md;
-pub mod audit;
-pub mod build;
-pub mod container;
 pub mod context;
 pub mod delete;
 pub mod doctor;
-pub mod down;
-pub mod envelope;
-pub mod error;
-pub mod exec;
-pub mod executor;
-pub mod features;
 pub mod host;
-pub mod image_files;
-pub(crate) mod lockfile_io;
-pub mod marker_record;
-pub mod read_configuration;
-pub mod resolve_dependencies;
-pub mod secrets;
-pub mod set_up;
+pub mod plan;
+pub mod prune;
+pub mod session;
 pub mod state;
 pub mod status;
-pub mod up;
-pub mod workspace;
-
-pub use build::{BuildOptions, BuildResult, PushedImage, build};
-pub use down::{DownOptions, DownResult, down};
-pub use error::{HandoffError, Result};
-pub use exec::{ExecOptions, ExecStreams, exec};
-pub use read_configuration::{
-    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
-    ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
-};
-pub use set_up::{SetUpOptions, SetUpResult, set_up};
-pub use up::{
-    ContainerAction, ImageBuildOptions, RunUserCommandsOptions, SecurityOptions, TargetOptions,
-    UidUpdateDefault, UpOptions, UpResult, read_secrets_file, run_user_commands, up,
-};
-
-/// Lifecycle types the command line fills in (re-exported so `cli` depends on `handoff` only).
-pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
-
-/// The terminal size `exec` and `handoff` forward to the container's TTY (re-exported so `cli`
-/// depends on `handoff` only).
-pub use crate::engine::TtySize;
-/// How `up`/`handoff` treat `devcontainer-lock.json` (re-exported for `cli`).
-pub use crate::features::lockfile::LockfileMode;
-pub mod outdated;
-pub mod prune;

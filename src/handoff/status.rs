@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::engine::{DockerEngine, Engine};
-use crate::handoff::error::Result;
 use crate::handoff::state::{Session, SessionStatus, StateStore};
-use crate::handoff::workspace::{self, InspectOptions};
 use crate::names::LOCAL_FOLDER_LABEL;
+use crate::ops::error::Result;
+use crate::ops::repository::{self, InspectOptions};
 use crate::settings::Settings;
 
 /// Inputs of [`status`].
@@ -64,7 +64,7 @@ pub struct RepoStatus {
     /// Container path.
     pub path: String,
     /// `primary` or `secondary`.
-    pub role: workspace::RepoRole,
+    pub role: repository::RepoRole,
     /// Branch, `null` when detached.
     pub branch: Option<String>,
     /// HEAD commit.
@@ -89,7 +89,7 @@ pub struct StatusResult {
     /// The workspace root (canonical).
     pub workspace: PathBuf,
     /// `repository`, `multiRepository` or `plain`.
-    pub layout: workspace::Layout,
+    pub layout: repository::Layout,
     /// The container, `null` when none exists (or the engine is unreachable: see warnings).
     pub container: Option<ContainerStatus>,
     /// Whether the engine answered.
@@ -113,8 +113,8 @@ pub struct StatusResult {
 impl StatusResult {
     /// What a caller can do next: tear the container down when no session runs, look at a
     /// stale session with `doctor`, or hand the workspace over when nothing exists yet.
-    pub fn next_actions(&self) -> Vec<crate::handoff::envelope::NextAction> {
-        use crate::handoff::envelope::NextAction;
+    pub fn next_actions(&self) -> Vec<crate::ops::envelope::NextAction> {
+        use crate::ops::envelope::NextAction;
         let ws = self.workspace.to_string_lossy().into_owned();
         let mut out = Vec::new();
         if self
@@ -144,7 +144,7 @@ impl StatusResult {
 
 /// Reports the workspace's container, sessions and git state.
 ///
-/// Errors: [`crate::handoff::HandoffError::Workspace`] when the folder cannot be inspected;
+/// Errors: [`crate::ops::HandoffError::Workspace`] when the folder cannot be inspected;
 /// `State` when the state is unreadable.
 pub async fn status(opts: &StatusOptions) -> Result<StatusResult> {
     let engine = DockerEngine::connect().await;
@@ -162,7 +162,7 @@ pub async fn status_with(
     engine: Option<&dyn Engine>,
     opts: &StatusOptions,
 ) -> Result<StatusResult> {
-    let ws = workspace::inspect(
+    let ws = repository::inspect(
         &opts.workspace_folder,
         &InspectOptions::from_settings(&opts.settings, None),
     )?;

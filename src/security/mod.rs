@@ -15,6 +15,7 @@ pub mod error;
 pub mod host_env;
 pub mod host_path;
 pub mod identity;
+pub mod known;
 pub mod origins;
 pub mod policy;
 pub mod probe;

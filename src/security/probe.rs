@@ -574,7 +574,7 @@ devcell_probe_end=1
             Control::CachePolicy,
             Control::BrowserIsolation,
         ] {
-            assert_eq!(r.score_of(c), 2, "{c:?}\n{}", r.render_table());
+            assert_eq!(r.score_of(c), 2, "{c:?}\n{r:#?}");
         }
         assert_eq!(r.score_of(Control::Reproducibility), 1);
         assert_eq!(r.score_of(Control::Teardown), 1);

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use devcell::cli::commands::audit::render_table;
 use devcell::security::audit::{AuditContext, AuditReport, ContainerFacts, Control, Risk, audit};
 use devcell::security::probe::{audit_probe, parse_probe_output, probe_command};
 
@@ -275,8 +276,8 @@ fn assert_probe_agrees(c: &Case) {
             probe.score_of(control),
             c.inspect.score_of(control),
             "{control:?}: probe and inspect disagree\nINSPECT\n{}\nPROBE\n{}",
-            c.inspect.render_table(),
-            probe.render_table()
+            render_table(&c.inspect),
+            render_table(probe)
         );
     }
     let alone = c.probe_alone.as_ref().unwrap();
@@ -285,8 +286,8 @@ fn assert_probe_agrees(c: &Case) {
             alone.score_of(control),
             c.inspect.score_of(control),
             "{control:?}: probe alone and inspect disagree\nINSPECT\n{}\nPROBE\n{}",
-            c.inspect.render_table(),
-            alone.render_table()
+            render_table(&c.inspect),
+            render_table(alone)
         );
     }
 }
@@ -301,7 +302,7 @@ fn hardened_container_scores_16_by_inspect_and_by_probe() {
     }
     let h = host();
     let c = case(&h, &[], true);
-    assert_eq!(c.inspect.score, 16, "{}", c.inspect.render_table());
+    assert_eq!(c.inspect.score, 16, "{}", render_table(&c.inspect));
     assert!(c.inspect.passes(16));
     assert_probe_agrees(&c);
     assert_eq!(c.probe.as_ref().unwrap().score, 16);
@@ -332,7 +333,7 @@ fn engine_socket_mounted_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -369,7 +370,7 @@ fn host_home_mounted_loses_repo_scope_secrets_caches_and_browser() {
             (Control::BrowserIsolation, 0),
         ]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     let subject = format!("bind {} -> /home/dev (rw)", path(&h.home));
     for control in [
@@ -399,7 +400,7 @@ fn privileged_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -426,7 +427,7 @@ fn sys_admin_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -454,7 +455,7 @@ fn host_pid_namespace_loses_engine_socket() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -487,7 +488,7 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
         scores(&c.inspect),
         expected(&[(Control::SecretBoundary, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -505,9 +506,9 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
     let probe = c.probe.as_ref().unwrap();
     for text in [
         serde_json::to_string(&c.inspect).unwrap(),
-        c.inspect.render_table(),
+        render_table(&c.inspect),
         serde_json::to_string(probe).unwrap(),
-        probe.render_table(),
+        render_table(probe),
         serde_json::to_string(&c.facts).unwrap(),
         c.probe_output.clone().unwrap(),
     ] {
@@ -527,7 +528,7 @@ fn bridge_network_loses_network_policy() {
         scores(&c.inspect),
         expected(&[(Control::NetworkPolicy, 0)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert!(has_evidence(
         &c.inspect,
@@ -559,7 +560,7 @@ fn plain_docker_run_container_loses_points_for_defaults() {
             (Control::Teardown, 1),
         ]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     for subject in [
         "capabilities AUDIT_WRITE,CHOWN",
@@ -572,7 +573,7 @@ fn plain_docker_run_container_loses_points_for_defaults() {
         assert!(
             has_evidence(&c.inspect, Control::EngineSocket, subject, Risk::Weak),
             "{subject}\n{}",
-            c.inspect.render_table()
+            render_table(&c.inspect)
         );
     }
     assert!(has_evidence(
@@ -606,7 +607,7 @@ fn shared_named_cache_volume_loses_cache_and_teardown_points() {
         scores(&c.inspect),
         expected(&[(Control::CachePolicy, 1), (Control::Teardown, 1)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     let subject = format!("volume {volume} -> /home/dev/.npm (rw)");
     assert!(has_evidence(
@@ -670,7 +671,7 @@ fn host_ipc_and_uts_namespaces_cost_one_engine_socket_point() {
         scores(&c.inspect),
         expected(&[(Control::EngineSocket, 1)]),
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     for subject in ["ipc namespace host", "uts namespace host"] {
         assert!(has_evidence(
@@ -718,7 +719,7 @@ fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
         c.inspect.score_of(Control::EngineSocket),
         2,
         "{}",
-        c.inspect.render_table()
+        render_table(&c.inspect)
     );
     assert_eq!(c.inspect.score_of(Control::RepoScope), 1);
     for probe in [c.probe.as_ref().unwrap(), c.probe_alone.as_ref().unwrap()] {
@@ -726,7 +727,7 @@ fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
             probe.score_of(Control::EngineSocket),
             0,
             "{}",
-            probe.render_table()
+            render_table(probe)
         );
         assert!(has_evidence(
             probe,

@@ -16,7 +16,7 @@ use devcell::handoff::context::{
     self, AgentInfo, ContextInputs, FeatureInfo, HandoffContext, HookResult, ImageInfo,
     SecurityInfo, Task,
 };
-use devcell::handoff::workspace::{
+use devcell::ops::repository::{
     self, InspectOptions, Layout, MountPurpose, RepoKind, RepoRole, Workspace, WorkspaceError,
     WorkspaceMount,
 };
@@ -71,7 +71,7 @@ fn canonical(p: &Path) -> PathBuf {
 #[test]
 fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
     let (tmp, ws) = grove_workspace();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert_eq!(w.layout, Layout::MultiRepository);
     assert_eq!(w.root, canonical(&ws));
     assert_eq!(w.name, "ws");
@@ -170,7 +170,7 @@ fn grove_worktrees_are_a_multi_repo_workspace_with_their_git_dirs_mounted() {
 
     // an uncommitted file makes the repo dirty; git state is read without writing
     std::fs::write(ws.join("web/new.txt"), "x").unwrap();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert!(w.repos[1].dirty);
     assert!(!w.repos[0].dirty);
 }
@@ -183,7 +183,7 @@ fn primary_flag_and_container_root_are_honoured() {
         primary: Some("web".into()),
         ..Default::default()
     };
-    let w = workspace::inspect(&ws, &options).unwrap();
+    let w = repository::inspect(&ws, &options).unwrap();
     assert_eq!(w.repos[0].name, "web");
     assert_eq!(w.repos[0].role, RepoRole::Primary);
     assert_eq!(w.repos[0].container_path, "/work/web");
@@ -191,7 +191,7 @@ fn primary_flag_and_container_root_are_honoured() {
     // web has no .devcontainer and the root neither: no config folder
     assert_eq!(w.config_folder, None);
 
-    let err = workspace::inspect(
+    let err = repository::inspect(
         &ws,
         &InspectOptions {
             primary: Some("nope".into()),
@@ -210,10 +210,10 @@ fn primary_flag_and_container_root_are_honoured() {
 fn a_root_devcontainer_is_the_config_folder() {
     let (_tmp, ws) = grove_workspace();
     std::fs::create_dir(ws.join(".devcontainer")).unwrap();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     // api's own config still wins for the primary repo; without --primary api is primary
     assert_eq!(w.config_folder, Some(canonical(&ws.join("api"))));
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             primary: Some("web".into()),
@@ -248,7 +248,7 @@ fn ahead_and_behind_are_counted_against_the_upstream() {
     git(&wt, &["commit", "-q", "--allow-empty", "-m", "mine 1"]);
     git(&wt, &["commit", "-q", "--allow-empty", "-m", "mine 2"]);
     git(&main, &["commit", "-q", "--allow-empty", "-m", "theirs"]);
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let r = &w.repos[0];
     assert_eq!(r.role, RepoRole::Primary, "the only repo is primary");
     assert_eq!(r.upstream.as_deref(), Some("main"));
@@ -260,7 +260,7 @@ fn a_single_repository_root_needs_no_mounts() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("proj");
     main_repo(&repo, true);
-    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&repo, &InspectOptions::default()).unwrap();
     assert_eq!(w.layout, Layout::Repository);
     assert_eq!(w.repos.len(), 1);
     assert_eq!(w.repos[0].name, "proj");
@@ -288,7 +288,7 @@ fn a_single_repository_root_needs_no_mounts() {
     assert_eq!(ctx.repos[0].path, "/workspace");
     context::write(&w.root, ".devcell/context.json", &ctx).unwrap();
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
-    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&repo, &InspectOptions::default()).unwrap();
     assert!(!w.repos[0].dirty);
     // and no AGENTS.md is generated inside it
     assert_eq!(
@@ -298,7 +298,7 @@ fn a_single_repository_root_needs_no_mounts() {
 
     // detached HEAD: no branch
     git(&repo, &["checkout", "-q", "--detach"]);
-    let w = workspace::inspect(&repo, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&repo, &InspectOptions::default()).unwrap();
     assert_eq!(w.repos[0].branch, None);
     assert!(w.repos[0].head.is_some());
 }
@@ -315,7 +315,7 @@ fn unborn_repositories_hidden_folders_and_symlinks() {
     main_repo(&tmp.path().join("elsewhere"), false);
     std::os::unix::fs::symlink(tmp.path().join("elsewhere"), ws.join("linked")).unwrap();
 
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert_eq!(w.layout, Layout::MultiRepository);
     let names: Vec<_> = w.repos.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["empty"]);
@@ -330,12 +330,12 @@ fn unborn_repositories_hidden_folders_and_symlinks() {
 
     let plain = tmp.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
-    let w = workspace::inspect(&plain, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&plain, &InspectOptions::default()).unwrap();
     assert_eq!(w.layout, Layout::Plain);
     assert!(w.repos.is_empty());
 
     let err =
-        workspace::inspect(&tmp.path().join("missing"), &InspectOptions::default()).unwrap_err();
+        repository::inspect(&tmp.path().join("missing"), &InspectOptions::default()).unwrap_err();
     assert!(matches!(err, WorkspaceError::Root { .. }), "{err}");
     assert!(err.to_string().contains("missing"), "{err}");
 }
@@ -349,7 +349,7 @@ fn a_relative_gitdir_link_is_mounted_where_it_resolves_in_the_container() {
         "gitdir: ../../src/api/.git/worktrees/api\n",
     )
     .unwrap();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let api_git = canonical(&tmp.path().join("src/api/.git"));
     let api_mount = w
         .git_mounts
@@ -368,7 +368,7 @@ fn a_broken_git_file_is_a_clear_error() {
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("api")).unwrap();
     std::fs::write(ws.join("api/.git"), "nonsense\n").unwrap();
-    let err = workspace::inspect(&ws, &InspectOptions::default()).unwrap_err();
+    let err = repository::inspect(&ws, &InspectOptions::default()).unwrap_err();
     assert!(matches!(err, WorkspaceError::BadGitLink { .. }), "{err}");
     assert!(err.to_string().contains("gitdir:"), "{err}");
 }
@@ -377,7 +377,7 @@ fn a_broken_git_file_is_a_clear_error() {
 fn a_worktree_whose_main_repository_vanished_says_so() {
     let (tmp, ws) = grove_workspace();
     std::fs::rename(tmp.path().join("src/web"), tmp.path().join("src/web-moved")).unwrap();
-    let err = workspace::inspect(&ws, &InspectOptions::default()).unwrap_err();
+    let err = repository::inspect(&ws, &InspectOptions::default()).unwrap_err();
     assert!(matches!(err, WorkspaceError::BadGitLink { .. }), "{err}");
     assert!(err.to_string().contains("git worktree repair"), "{err}");
     // nothing in the workspace was touched
@@ -463,7 +463,7 @@ fn schema_errors(instance: &serde_json::Value) -> Vec<String> {
 #[test]
 fn a_written_context_validates_against_the_published_schema() {
     let (_tmp, ws) = grove_workspace();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let ctx = full_context(&w);
     let path = context::write(&w.root, ".devcell/context.json", &ctx).unwrap();
     let written: serde_json::Value =
@@ -483,7 +483,7 @@ fn a_written_context_validates_against_the_published_schema() {
     assert_eq!(written["secrets"], serde_json::json!(["OPENAI_API_KEY"]));
 
     // the workspace's repos do not see the context file as a change
-    let w2 = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w2 = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert!(w2.repos.iter().all(|r| !r.dirty));
 
     // a minimal context (no task, no hooks, no digests) validates too
@@ -499,7 +499,7 @@ fn a_written_context_validates_against_the_published_schema() {
 #[test]
 fn the_schema_rejects_drift_in_either_direction() {
     let (_tmp, ws) = grove_workspace();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let good = serde_json::to_value(full_context(&w)).unwrap();
 
     let mut extra = good.clone();
@@ -531,7 +531,7 @@ fn the_schema_rejects_drift_in_either_direction() {
 #[test]
 fn agents_md_is_generated_once_and_user_content_survives() {
     let (_tmp, ws) = grove_workspace();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let ctx = full_context(&w);
     let out = agents_md::write_if_absent(&w.root, &ctx).unwrap();
     let path = w.root.join("AGENTS.md");
@@ -567,7 +567,7 @@ fn envelope_errors(instance: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn envelopes_validate_against_the_published_schema() {
-    use devcell::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+    use devcell::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
     let ok = Envelope::success(serde_json::json!({"containerId": "abc"}))
         .with_warning("stale_session", "an older session was abandoned");
     let ok = serde_json::to_value(&ok).unwrap();
@@ -657,7 +657,7 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
     }
     let image = hostgit_image();
     let (tmp, ws) = grove_workspace();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let mounts = w.mounts();
     assert_eq!(
         mounts.len(),
@@ -751,7 +751,7 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
             "agent change"
         );
     }
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert!(w.repos.iter().all(|r| !r.dirty));
 }
 
@@ -768,7 +768,7 @@ fn a_relative_gitdir_link_works_in_the_container_too() {
         "gitdir: ../../src/api/.git/worktrees/api\n",
     )
     .unwrap();
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let mounts = w.mounts();
     assert!(
         mounts.iter().any(|m| m.target == "/src/api/.git"),
@@ -809,7 +809,7 @@ fn nested_worktree_workspace() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn a_worktree_of_a_repository_inside_the_workspace_still_gets_its_git_dir_mounted() {
     let (_tmp, ws) = nested_worktree_workspace();
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             primary: Some("main".into()),
@@ -857,7 +857,7 @@ fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
     }
     let image = hostgit_image();
     let (_tmp, ws) = nested_worktree_workspace();
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             primary: Some("main".into()),
@@ -882,7 +882,7 @@ fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
 fn a_git_mount_inside_the_workspace_target_is_warned_about() {
     let (tmp, ws) = grove_workspace();
     let target = canonical(tmp.path()).to_string_lossy().into_owned();
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             container_root: target,
@@ -905,7 +905,7 @@ fn unprotectable_hooks_are_warned_about_and_protection_can_be_turned_off() {
         &tmp.path().join("src/web"),
         &["config", "core.hooksPath", ".husky"],
     );
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let codes: Vec<_> = w.warnings.iter().map(|x| x.code.as_str()).collect();
     assert_eq!(
         codes,
@@ -920,7 +920,7 @@ fn unprotectable_hooks_are_warned_about_and_protection_can_be_turned_off() {
         "api config, info and links; web config, hooks, info and links"
     );
 
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             protect_git_config: false,
@@ -956,7 +956,7 @@ fn submodule_git_dirs_and_worktree_config_are_protected_too() {
     git(&web, &["config", "--worktree", "core.editor", "true"]);
     assert!(web.join(".git/config.worktree").is_file());
 
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     let api_git = canonical(&api.join(".git"));
     let web_git = canonical(&web.join(".git"));
     let protected: Vec<_> = w.protected.iter().map(|m| m.host_path.clone()).collect();
@@ -993,14 +993,14 @@ fn a_dot_git_symlink_to_a_git_dir_elsewhere_is_mounted_where_it_points() {
     let git_dir = canonical(&tmp.path().join("proj.git"));
     // a git directory outside the workspace that is not a worktree's is not trusted on its
     // own: neither read with git nor mounted until granted (spec-note 0411)
-    let w = workspace::inspect(&ws, &InspectOptions::default()).unwrap();
+    let w = repository::inspect(&ws, &InspectOptions::default()).unwrap();
     assert!(w.git_mounts.is_empty(), "{:?}", w.git_mounts);
     assert!(w.protected.is_empty(), "{:?}", w.protected);
     assert_eq!(w.untrusted_git_dirs.len(), 1);
     assert_eq!(w.untrusted_git_dirs[0].path, git_dir);
     assert!(!w.untrusted_git_dirs[0].granted);
     assert!(w.repos[0].head.is_none() && w.repos[0].git_error.is_some());
-    let w = workspace::inspect(
+    let w = repository::inspect(
         &ws,
         &InspectOptions {
             trusted_git_dirs: Some(vec![git_dir.clone()]),

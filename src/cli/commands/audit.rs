@@ -1,13 +1,14 @@
 //! `devcell audit`.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::{AuditArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
 use crate::cli::output;
-use crate::handoff::HandoffError;
-use crate::handoff::audit::{AuditOptions, audit};
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::ops::HandoffError;
+use crate::ops::container_audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Exit code when the score is below `--min-score` (the report is still printed).
 pub const BELOW_MIN_SCORE: u8 = 3;
@@ -33,12 +34,9 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let min = match (&result, args.min_score) {
         (Ok(r), Some(min)) if !r.passes(min) => min,
         _ => {
-            return Ok(finish(
-                args.format,
-                result,
-                |r| r.render_table(),
-                |_| Extras::default(),
-            ));
+            return Ok(finish(args.format, result, render_table, |_| {
+                Extras::default()
+            }));
         }
     };
     // Below `--min-score`: the report is still shown, and the gate's verdict is an error
@@ -63,8 +61,110 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         .with_warning("below_min_score", message.clone());
         output::envelope(&env);
     } else {
-        output::text(&report.render_table());
+        output::text(&render_table(&report));
     }
     output::stderr_line(&format!("error: {message}"));
     Ok(ExitCode::from(BELOW_MIN_SCORE))
+}
+
+/// The report as a human table: a header with the score, then one line per evidence, grouped
+/// by control (the title and score on its first line).
+pub fn render_table(report: &AuditReport) -> String {
+    let mut out = String::new();
+    let who = report.container.as_deref().unwrap_or("container");
+    let src = match report.source {
+        Some(FactsSource::Inspect) => "engine inspect",
+        Some(FactsSource::Probe) => "probe inside the container",
+        Some(FactsSource::ProbeWithInspect) => "probe inside the container + engine inspect",
+        None => "given facts",
+    };
+    let _ = writeln!(
+        out,
+        "isolation audit of {who} ({src}): {}/{}",
+        report.score, report.max_score
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:>5}  {:<8} EVIDENCE",
+        "CONTROL", "SCORE", "RISK"
+    );
+    for c in &report.controls {
+        let score = format!("{}/{}", c.score, c.max);
+        for (i, e) in c.evidence.iter().enumerate() {
+            let (name, sc) = if i == 0 {
+                (c.title.as_str(), score.as_str())
+            } else {
+                ("", "")
+            };
+            let risk = match e.risk {
+                Risk::Critical => "CRITICAL",
+                Risk::Weak => "weak",
+                Risk::Safe => "ok",
+            };
+            let _ = writeln!(
+                out,
+                "{name:<18} {sc:>5}  {risk:<8} {}: {}",
+                e.subject, e.detail
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::container_audit::{Control, ControlScore, Evidence};
+
+    fn evidence(subject: &str, risk: Risk) -> Evidence {
+        Evidence {
+            subject: subject.to_string(),
+            detail: "why".to_string(),
+            risk,
+        }
+    }
+
+    /// A report as the audit returns it: every control with two pieces of evidence.
+    fn report(source: Option<FactsSource>, worst: Risk) -> AuditReport {
+        let controls: Vec<ControlScore> = Control::ALL
+            .iter()
+            .map(|&control| ControlScore {
+                control,
+                title: control.title().to_string(),
+                score: worst.cap(),
+                max: 2,
+                evidence: vec![evidence("first", worst), evidence("second", Risk::Safe)],
+            })
+            .collect();
+        AuditReport {
+            container: Some("box".to_string()),
+            source,
+            score: controls.iter().map(|c| c.score).sum(),
+            max_score: 16,
+            controls,
+        }
+    }
+
+    #[test]
+    fn table_lists_every_control() {
+        let t = render_table(&report(Some(FactsSource::Inspect), Risk::Safe));
+        for c in Control::ALL {
+            assert!(t.contains(c.title()), "{t}");
+        }
+        assert!(t.contains("16/16"));
+    }
+
+    #[test]
+    fn table_shows_each_control_once_and_every_evidence() {
+        let t = render_table(&report(Some(FactsSource::ProbeWithInspect), Risk::Critical));
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "isolation audit of box (probe inside the container + engine inspect): 0/16"
+        );
+        assert_eq!(lines[1], "CONTROL            SCORE  RISK     EVIDENCE");
+        assert_eq!(lines[2], "repo scope           0/2  CRITICAL first: why");
+        assert_eq!(lines[3], "                          ok       second: why");
+        assert_eq!(lines.len(), 2 + 2 * Control::ALL.len());
+    }
 }

@@ -7,7 +7,7 @@ use crate::cli::args::BuildArgs;
 use crate::cli::commands::{apply_log_args, lockfile_mode, runtime, split_pair};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::{
+use crate::ops::{
     BuildOptions, HandoffError, ImageBuildOptions, SecurityOptions, TargetOptions, build,
 };
 

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use crate::cli::args::DeleteArgs;
 use crate::cli::commands::{Extras, finish, folder, runtime};
 use crate::cli::output::StderrReporter;
-use crate::handoff::HandoffError;
 use crate::handoff::delete::{DeleteOptions, DeleteResult, delete};
+use crate::ops::HandoffError;
 
 /// Runs `delete`: the teardown report (removed, kept, remaining, verified). Exit 0 only when
 /// nothing labelled for the workspace remains (`verified`), else 1 with the report.

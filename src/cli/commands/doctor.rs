@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use crate::cli::args::{DoctorArgs, Format};
 use crate::cli::commands::{Extras, finish, runtime};
 use crate::cli::output;
-use crate::handoff::HandoffError;
 use crate::handoff::doctor::{DoctorOptions, DoctorResult, doctor};
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::ops::HandoffError;
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Runs `doctor`: every check with its fix (`next_actions` in JSON). Exit 0 when healthy
 /// (warnings allowed); exit 4 (`unhealthy`, spec-note 0455) when a finding is at error level,

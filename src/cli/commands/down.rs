@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::cli::args::DownArgs;
 use crate::cli::commands::{runtime, target};
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::{DownOptions, down};
+use crate::ops::{DownOptions, down};
 
 /// Runs `down`: `{"outcome":"success","containerIds":[…],"removed":…}` on stdout.
 pub fn run(args: DownArgs) -> anyhow::Result<ExitCode> {

@@ -7,7 +7,7 @@ use crate::cli::args::ExecArgs;
 use crate::cli::commands::handoff::RawMode;
 use crate::cli::commands::{apply_log_args, remote, runtime, target, terminal_sizes};
 use crate::cli::output::StderrReporter;
-use crate::handoff::{ExecOptions, ExecStreams, exec};
+use crate::ops::{ExecOptions, ExecStreams, exec};
 
 /// Runs `exec`: the command's stdout/stderr streamed; its exit code becomes devcell's (a
 /// signal n gives 128 + n; codes above 255 are reported as 255).
@@ -16,7 +16,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let (remote_env, probe) = remote(&args.remote)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let secrets = match &args.secrets_file {
-        Some(path) => crate::handoff::read_secrets_file(path)?,
+        Some(path) => crate::ops::read_secrets_file(path)?,
         None => Default::default(),
     };
     let rt = runtime()?;

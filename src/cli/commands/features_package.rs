@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::args::FeaturesPackageArgs;
 use crate::cli::output;
-use crate::handoff::features::{PackageOptions, package_features};
+use crate::ops::features_publish::{PackageOptions, package_features};
 
 /// Runs `features package`: writes the files; like the reference CLI, prints no JSON (the
 /// paths written go to stderr).

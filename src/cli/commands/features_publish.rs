@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::cli::args::FeaturesPublishArgs;
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::features::{PublishOptions, publish_features_with};
+use crate::ops::features_publish::{PublishOptions, publish_features_with};
 
 /// Runs `features publish`: one JSON line `{"<id>": {"publishedTags", "digest", "version"}}`.
 pub fn run(args: FeaturesPublishArgs) -> anyhow::Result<ExitCode> {

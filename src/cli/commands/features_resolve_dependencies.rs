@@ -7,7 +7,7 @@ use crate::cli::output;
 use std::sync::Arc;
 
 use crate::cli::reporter::CliReporter;
-use crate::handoff::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies_with};
+use crate::ops::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies_with};
 
 /// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
 /// warnings on stderr.

@@ -7,11 +7,13 @@ use std::process::ExitCode;
 use crate::cli::args::{Format, HandoffArgs};
 use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::agent::{AgentStreams, HandoffOptions, HandoffPlan, handoff, plan};
+use crate::handoff::agent::handoff;
 use crate::handoff::context::AgentRuntime;
-use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
-use crate::handoff::up::SecurityOptions;
-use crate::handoff::{HandoffError, LockfileMode};
+use crate::handoff::plan::{HandoffOptions, HandoffPlan, plan};
+use crate::handoff::session::AgentStreams;
+use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+use crate::ops::options::SecurityOptions;
+use crate::ops::{HandoffError, LockfileMode};
 
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
 /// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
@@ -165,7 +167,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
 fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
     let settings = crate::settings::load(args.config_file.as_deref())?;
     let secrets = match &args.secrets_file {
-        Some(path) => crate::handoff::read_secrets_file(path)?,
+        Some(path) => crate::ops::read_secrets_file(path)?,
         None => Default::default(),
     };
     let runtime = args
@@ -263,7 +265,7 @@ fn render_plan(p: &HandoffPlan) -> String {
         p.isolation
     );
     for (code, warning) in p.coded_warnings() {
-        if code == crate::handoff::agent::UNISOLATED_CODE {
+        if code == crate::handoff::plan::UNISOLATED_CODE {
             let _ = writeln!(s, "  WARNING    {warning}");
         } else {
             let _ = writeln!(s, "  warning    {warning}");

@@ -30,15 +30,15 @@ use crate::cli::args::{
     ContainerArgs, DotfilesArgs, Format, HookArgs, LogArgs, LogFormat, RemoteArgs,
 };
 use crate::cli::output;
-use crate::handoff::HandoffError;
-use crate::handoff::TargetOptions;
-use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
-use crate::handoff::{PlanOptions, UserEnvProbe};
+use crate::ops::HandoffError;
+use crate::ops::TargetOptions;
+use crate::ops::envelope::{Envelope, ErrorBody, NextAction};
+use crate::ops::{PlanOptions, UserEnvProbe};
 
 /// The lockfile mode of `up`'s flags; the hidden deprecated ones warn on stderr as in the
 /// reference CLI.
-pub(crate) fn lockfile_mode(args: &crate::cli::args::LockfileArgs) -> crate::handoff::LockfileMode {
-    use crate::handoff::LockfileMode;
+pub(crate) fn lockfile_mode(args: &crate::cli::args::LockfileArgs) -> crate::ops::LockfileMode {
+    use crate::ops::LockfileMode;
     if args.experimental_lockfile {
         output::stderr_line(
             "warning: `--experimental-lockfile` is deprecated: lockfiles are now written by default",
@@ -173,7 +173,7 @@ pub(crate) fn hooks(
         prebuild: args.prebuild,
     };
     let secrets = match &args.secrets_file {
-        Some(path) => crate::handoff::read_secrets_file(Path::new(path))?,
+        Some(path) => crate::ops::read_secrets_file(Path::new(path))?,
         None => IndexMap::new(),
     };
     Ok((plan, secrets))
@@ -182,12 +182,12 @@ pub(crate) fn hooks(
 /// The size of the terminal on stdin, then each new size after a `SIGWINCH`, for a TTY in the
 /// container that follows devcell's terminal (spec-note 0273). Needs a tokio runtime context
 /// (the signal is watched by a spawned task). `None` when stdin is not a terminal.
-pub(crate) fn terminal_sizes() -> Option<tokio::sync::watch::Receiver<crate::handoff::TtySize>> {
+pub(crate) fn terminal_sizes() -> Option<tokio::sync::watch::Receiver<crate::ops::TtySize>> {
     use tokio::signal::unix::{SignalKind, signal};
     let read = || {
         rustix::termios::tcgetwinsize(std::io::stdin())
             .ok()
-            .map(|w| crate::handoff::TtySize {
+            .map(|w| crate::ops::TtySize {
                 rows: w.ws_row,
                 cols: w.ws_col,
             })

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::cli::args::{OutdatedArgs, OutputFormat};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::outdated::{OutdatedOptions, outdated_with};
+use crate::ops::outdated::{OutdatedOptions, outdated_with};
 
 /// Runs `outdated`: a table (or one JSON line) on stdout, progress ([`CliReporter`]) and
 /// warnings on stderr.

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use crate::cli::args::PruneArgs;
 use crate::cli::commands::{Extras, finish, runtime};
-use crate::handoff::HandoffError;
 use crate::handoff::prune::{PruneOptions, PruneResult, human_size, prune};
+use crate::ops::HandoffError;
 
 /// Runs `prune`: the images removed (or, with `--dry-run`, to be removed) and those kept with
 /// the reason. Exit 0 unless the engine cannot be reached.
@@ -28,7 +28,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(args.format, result, render, |r| Extras {
         warnings: Vec::new(),
         next_actions: if r.dry_run && !r.removed.is_empty() {
-            vec![crate::handoff::envelope::NextAction::command(
+            vec![crate::ops::envelope::NextAction::command(
                 "remove them",
                 std::iter::once("devcell".to_string())
                     .chain(std::iter::once("prune".to_string()))

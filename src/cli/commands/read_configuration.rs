@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::args::ReadConfigurationArgs;
 use crate::cli::output;
-use crate::handoff::{ReadConfigurationExtras, ReadConfigurationOptions, read_configuration_with};
+use crate::ops::{ReadConfigurationExtras, ReadConfigurationOptions, read_configuration_with};
 
 /// Runs `read-configuration`: JSON on stdout (one line), warnings on stderr.
 pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {

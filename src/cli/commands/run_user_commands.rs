@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::cli::args::RunUserCommandsArgs;
 use crate::cli::commands::{apply_log_args, hooks, refuse, remote, runtime, target};
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::{RunUserCommandsOptions, run_user_commands};
+use crate::ops::{RunUserCommandsOptions, run_user_commands};
 
 /// Runs `run-user-commands`: `{"outcome":"success","result":"done"|"prebuild"|"skipNonBlocking"}`
 /// on stdout; a failure prints the error result and exits 1.

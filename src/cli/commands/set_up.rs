@@ -6,7 +6,7 @@ use crate::cli::args::SetUpArgs;
 use crate::cli::commands::{apply_log_args, refuse_dotfiles, remote, runtime};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
+use crate::ops::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 
 /// Runs `set-up`: `{"outcome":"success",["configuration"],["mergedConfiguration"],
 /// "devcell":{…}}` on stdout (one line), progress, hook output and the container's weaknesses

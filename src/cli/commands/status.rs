@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use crate::cli::args::StatusArgs;
 use crate::cli::commands::{Extras, finish, folder, runtime};
-use crate::handoff::HandoffError;
 use crate::handoff::status::{StatusOptions, StatusResult, status};
+use crate::ops::HandoffError;
 
 /// Runs `status`: the workspace's container, sessions and git state.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {

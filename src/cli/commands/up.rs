@@ -6,7 +6,7 @@ use crate::cli::args::{UidDefault, UpArgs};
 use crate::cli::commands::{apply_log_args, hooks, lockfile_mode, refuse, remote, runtime, target};
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions, up};
+use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions, up};
 
 /// Runs `up`: the result JSON on stdout (one line), progress (a spinner on a terminal, plain
 /// lines otherwise; [`CliReporter`]) and hook output on stderr.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::cli::args::UpgradeArgs;
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
-use crate::handoff::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
+use crate::ops::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
 
 /// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`; fetch progress
 /// ([`CliReporter`]) on stderr.

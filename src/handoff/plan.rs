@@ -1,0 +1,802 @@
+//! The handoff plan: what `devcell handoff` will do (the container, its mounts, limits,
+//! repositories and permissions), derived from the workspace and the settings before anything is
+//! created (`--plan`).
+
+use crate::config::model::ConfigKind;
+use crate::engine::{DockerEngine, Engine};
+use crate::features::lockfile::LockfileMode;
+use crate::handoff::context::{AgentRuntime, ContextInputs};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
+use crate::ops::read_configuration::WorkspaceOverride;
+use crate::ops::repository::{self, InspectOptions, MountPurpose, Workspace};
+use crate::ops::target::{find_container, id_labels};
+use crate::settings::{AgentSettings, Settings};
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// What the caller wants handed over (the `handoff` flags).
+#[derive(Debug, Clone, Default)]
+pub struct HandoffOptions {
+    /// `--workspace-folder`: the workspace root (a repository or a folder of repositories).
+    pub workspace_folder: PathBuf,
+    /// `--agent NAME` (`[agents.NAME]` of the user settings).
+    pub agent: String,
+    /// `--task-url`.
+    pub task_url: Option<String>,
+    /// `--task-title`.
+    pub task_title: Option<String>,
+    /// `--task-provider` (else derived from the URL's host).
+    pub task_provider: Option<String>,
+    /// `--primary REPO`.
+    pub primary: Option<String>,
+    /// `--replace`: stop a live session and start a new one.
+    pub replace: bool,
+    /// `--verify CMD` (repeatable): added after the agent's configured `verify`.
+    pub verify: Vec<String>,
+    /// Security flags (`--network`, `--security-profile`, `--allow`, limits).
+    pub security: SecurityOptions,
+    /// `--secrets-file` contents (NAME → value).
+    pub secrets: IndexMap<String, String>,
+    /// The user settings (`--config-file` or the default location).
+    pub settings: Settings,
+    /// The host environment (passed-through variables, `env:` secrets, `~`).
+    pub env: HashMap<String, String>,
+    /// Give the agent a TTY (devcell has one).
+    pub tty: bool,
+    /// With `tty`: the terminal's size, followed by the agent's TTY (start and every change).
+    pub tty_size: Option<tokio::sync::watch::Receiver<crate::engine::TtySize>>,
+    /// The state folder (`None`: [`StateStore::default_root`]).
+    pub state_root: Option<PathBuf>,
+    /// `--frozen-lockfile` (`Frozen`) / `--no-lockfile` (`Off`). handoff honours
+    /// `devcontainer-lock.json` when present but never writes it: `Write` (the default) acts
+    /// as `ReadOnly` (spec-note 0282).
+    pub lockfile: crate::features::lockfile::LockfileMode,
+    /// `--runtime`: `None` when not given (the container runtime, and an unreachable engine is
+    /// an error that suggests `--runtime host`; never a silent fallback).
+    pub runtime: Option<AgentRuntime>,
+}
+
+/// One mount of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedMount {
+    /// Host path.
+    pub source: String,
+    /// Container path.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+    /// `workspace`, `git`, `gitProtected` or `agentCredential`.
+    pub purpose: String,
+}
+
+/// The container the plan uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedContainer {
+    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine;
+    /// `none` for the host runtime.
+    pub action: String,
+    /// The existing container's id.
+    pub id: Option<String>,
+    /// The labels that identify it.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The structured plan printed by `handoff --plan` and carried in the handoff result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffPlan {
+    /// The agent's configured name.
+    pub agent: String,
+    /// The workspace root on the host.
+    pub workspace: PathBuf,
+    /// Where the root is mounted in the container.
+    pub workspace_target: String,
+    /// `repository`, `multiRepository` or `plain`.
+    pub layout: repository::Layout,
+    /// The repositories (name, container path, role, branch, head).
+    pub repos: Vec<PlannedRepo>,
+    /// The devcontainer.json used (`null` for the host runtime in a workspace without one).
+    pub config_file: Option<PathBuf>,
+    /// The image reference (image configs) or `build <Dockerfile>` (Dockerfile configs); empty
+    /// for the host runtime.
+    pub image: String,
+    /// The Features the configuration asks for (ids as written).
+    pub features: Vec<String>,
+    /// `hardened` or `reference`; `none` for the host runtime.
+    pub profile: String,
+    /// `none` or `default`; `host` for the host runtime.
+    pub network: String,
+    /// The resource limits of the `hardened` profile (`--pids-limit`, `--memory`, `--cpus`,
+    /// else `[security]`); `null` under `reference`, which sets none.
+    pub limits: Option<PlannedLimits>,
+    /// The user's grants in effect (`--allow` and `[security] allow` words).
+    pub grants: Vec<String>,
+    /// Every permission request of the container, judged as the real handoff judges it
+    /// (devcontainer.json, the Features' metadata, the image's metadata when the engine has
+    /// the image; spec-note 0320): `{permission, value?, source, status, grant?}` with status
+    /// `granted`, `allowedByProfile`, `refused` or `forbidden` and the `--allow` flag that
+    /// grants it. A plan with a `refused` or `forbidden` request is not printed: `handoff
+    /// --plan` fails with `permission_required` (exit 12), as the handoff would. Empty for the
+    /// host runtime.
+    pub permissions: Vec<crate::security::PermissionRequest>,
+    /// What the plan could not judge without a pull or a build (the image's `USER` and
+    /// metadata label, the Features' metadata), one sentence each.
+    pub permission_notes: Vec<String>,
+    /// Every mount the handoff adds.
+    pub mounts: Vec<PlannedMount>,
+    /// Names of the host variables passed to the agent (never values): its `env` allow-list.
+    pub env: Vec<String>,
+    /// The host variables the configuration sends into the container (`${localEnv:NAME}`,
+    /// `runArgs -e NAME`), by name (never values), with the properties they go into; each is
+    /// also a `hostEnv` permission request (spec-note 0440). Empty for the host runtime.
+    pub host_env: Vec<crate::security::host_env::HostEnvUse>,
+    /// Names of the secrets passed to hooks and the agent (never values).
+    pub secrets: Vec<String>,
+    /// The container.
+    pub container: PlannedContainer,
+    /// The agent's argv.
+    pub command: Vec<String>,
+    /// The agent's working folder in the container.
+    pub cwd: String,
+    /// The context file in the container.
+    pub context_path: String,
+    /// Verification commands written to the context file.
+    pub verification: Vec<String>,
+    /// Where the agent runs: `container` or `host` (spec-note 0251).
+    pub runtime: AgentRuntime,
+    /// What isolates it: `container`, or `none` on the host.
+    pub isolation: String,
+    /// Non-fatal findings as envelope `(code, message)` pairs (the workspace's, a repository
+    /// git could not read, a host variable not set); in the envelope's `warnings` only.
+    #[serde(skip)]
+    pub warnings: Vec<(String, String)>,
+}
+
+impl HandoffPlan {
+    /// One human line per permission request. The git directories and agent credential files
+    /// the handoff mounts itself, on the user's behalf (as if by `--mount`), are named by what
+    /// they are rather than as "from command line".
+    pub fn permission_lines(&self) -> Vec<String> {
+        use crate::security::{Permission, Source};
+        self.permissions
+            .iter()
+            .map(|perm| {
+                let purpose = match &perm.permission {
+                    Permission::Mount(path) if perm.source == Source::CommandLine => self
+                        .mounts
+                        .iter()
+                        .find(|m| &m.source == path)
+                        .and_then(|m| match m.purpose.as_str() {
+                            "git" | "gitProtected" => {
+                                Some("git directory of a workspace repository")
+                            }
+                            "agentCredential" => Some("the agent's credential file"),
+                            _ => None,
+                        }),
+                    _ => None,
+                };
+                match purpose {
+                    Some(purpose) => format!(
+                        "{} ({purpose}; devcell mounts it for the handoff)",
+                        perm.permission
+                    ),
+                    None => perm.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
+/// values still win, spec-note 0085).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedLimits {
+    /// Maximum number of processes.
+    pub pids: i64,
+    /// Memory limit in bytes.
+    pub memory_bytes: i64,
+    /// CPU limit in CPUs.
+    pub cpus: f64,
+}
+
+/// One repository in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedRepo {
+    /// Folder name.
+    pub name: String,
+    /// Path in the container.
+    pub path: String,
+    /// `primary` or `secondary`.
+    pub role: repository::RepoRole,
+    /// Branch, `null` when detached.
+    pub branch: Option<String>,
+    /// HEAD commit.
+    pub head: Option<String>,
+}
+
+/// The envelope warning code of the host runtime's warning.
+pub const UNISOLATED_CODE: &str = "unisolated";
+
+/// The warning every host-runtime handoff (and its plan) carries, on stderr before the agent
+/// starts and in the envelope's `warnings` (code [`UNISOLATED_CODE`]).
+pub fn unisolated_warning(agent: &str, root: &Path) -> String {
+    format!(
+        "UNISOLATED: agent `{agent}` runs directly on this host (`--runtime host`), in `{}`: no container, no security profile, no network policy; it can read, change and delete anything your user can, use your credentials, and reach any network",
+        root.display()
+    )
+}
+
+impl HandoffPlan {
+    /// The plan's warnings as envelope `(code, message)` pairs: the unisolated warning first
+    /// for the host runtime, then [`HandoffPlan::warnings`].
+    pub fn coded_warnings(&self) -> Vec<(String, String)> {
+        let mut out = match self.runtime {
+            AgentRuntime::Host => vec![(
+                UNISOLATED_CODE.to_string(),
+                unisolated_warning(&self.agent, &self.workspace),
+            )],
+            AgentRuntime::Container => Vec::new(),
+        };
+        out.extend(self.warnings.iter().cloned());
+        out
+    }
+}
+
+/// Everything resolved before anything is created.
+pub(crate) struct Prepared {
+    pub(super) plan: HandoffPlan,
+    /// The workspace's untrusted git directories as requests, judged (spec-note 0411).
+    pub(super) git_requests: Vec<crate::security::PermissionRequest>,
+    pub(super) workspace: Workspace,
+    pub(super) agent: AgentSettings,
+    pub(super) target: TargetOptions,
+    pub(super) extra_mounts: Vec<String>,
+    pub(super) secrets: IndexMap<String, String>,
+    pub(super) agent_env: IndexMap<String, String>,
+    pub(super) network: String,
+    pub(super) profile: String,
+    pub(super) cwd: String,
+    pub(super) warnings: Vec<String>,
+}
+
+/// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
+/// The engine, when reachable, is asked whether the container exists and for the image's
+/// metadata; the permission requests are judged as the handoff judges them
+/// ([`crate::ops::preview::preview_permissions`], spec-note 0320).
+///
+/// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
+/// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
+/// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
+/// something not granted, exactly as the handoff would refuse it.
+pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
+    let runtime = opts.runtime.unwrap_or_default();
+    let engine = match runtime {
+        AgentRuntime::Container => DockerEngine::connect().await.ok(),
+        AgentRuntime::Host => None,
+    };
+    let dyn_engine = engine.as_ref().map(|e| e as &dyn Engine);
+    let prepared = prepare(opts, dyn_engine, runtime).await?;
+    if runtime == AgentRuntime::Host || prepared.plan.config_file.is_none() {
+        return Ok(prepared.plan);
+    }
+    let socket = engine
+        .as_ref()
+        .and_then(|e| e.socket_path().map(PathBuf::from));
+    let up_opts = up_options(&prepared, opts);
+    let mut preview =
+        crate::ops::preview::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    if !prepared.git_requests.is_empty() {
+        let (profile, _) =
+            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
+        // one refusal for all, as the handoff refuses (spec-note 0400)
+        preview.refusal = crate::security::refusal_of_all(
+            &profile,
+            &prepared.git_requests,
+            preview.refusal.take(),
+            &preview.requests,
+        );
+        preview
+            .requests
+            .splice(0..0, prepared.git_requests.iter().cloned());
+    }
+    if let Some(refusal) = preview.refusal {
+        return Err(refusal.into());
+    }
+    let mut plan = prepared.plan;
+    plan.permissions = preview.requests;
+    plan.permission_notes = preview.notes;
+    plan.host_env = preview.host_env;
+    Ok(plan)
+}
+
+/// The `up` a container handoff runs: the hardened profile, the handoff's mounts, network,
+/// secrets and `safe.directory` entries; the lockfile honoured, never written.
+pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
+    UpOptions {
+        target: p.target.clone(),
+        secrets: p.secrets.clone(),
+        mounts: p.extra_mounts.clone(),
+        security: SecurityOptions {
+            profile: Some(p.profile.clone()),
+            network: Some(p.network.clone()),
+            ..opts.security.clone()
+        },
+        settings: opts.settings.clone(),
+        lockfile: match opts.lockfile {
+            LockfileMode::Write => LockfileMode::ReadOnly,
+            other => other,
+        },
+        safe_directories: safe_directories(&p.workspace),
+        ..UpOptions::default()
+    }
+}
+
+/// The plan in a few status lines (shown before anything is created).
+pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "plan: agent `{}` {:?} in {} as the workspace `{}` ({} repositories)",
+            p.agent,
+            p.command,
+            p.cwd,
+            p.workspace.display(),
+            p.repos.len()
+        ),
+        match p.runtime {
+            AgentRuntime::Container => format!(
+                "plan: image {} ({} Features), profile {}, network {}, container: {}",
+                p.image,
+                p.features.len(),
+                p.profile,
+                p.network,
+                p.container.action
+            ),
+            AgentRuntime::Host => {
+                "plan: runtime host: no image, no container, no isolation, the host's network"
+                    .to_string()
+            }
+        },
+    ];
+    out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
+    if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
+        let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();
+        out.push(format!(
+            "plan: env {:?}, host variables from the configuration {from_config:?}, secrets {:?} (names only)",
+            p.env, p.secrets
+        ));
+    }
+    out
+}
+
+pub(super) fn ctx_rel_path(settings: &Settings) -> String {
+    settings.handoff.context_path.clone()
+}
+
+/// The workspace's untrusted git directories ([`Workspace::untrusted_git_dirs`]) as
+/// [`crate::security::Permission::GitDir`] requests, judged by `profile` and `grants`.
+pub(crate) fn git_dir_requests(
+    ws: &Workspace,
+    profile: &crate::security::SecurityProfile,
+    grants: &crate::security::Grants,
+) -> Vec<crate::security::PermissionRequest> {
+    use crate::security::{Permission, Source};
+    let asked = ws.untrusted_git_dirs.iter().map(|u| {
+        (
+            Permission::GitDir(u.path.to_string_lossy().into_owned()),
+            Source::GitLink(u.link.to_string_lossy().into_owned()),
+        )
+    });
+    crate::security::judge(profile, asked, grants)
+}
+
+/// Resolves the agent, the workspace, the configuration, the mounts, the secrets and the plan.
+pub(super) async fn prepare(
+    opts: &HandoffOptions,
+    engine: Option<&dyn Engine>,
+    runtime: AgentRuntime,
+) -> Result<Prepared> {
+    let settings = &opts.settings;
+    let host = runtime == AgentRuntime::Host;
+    let agent =
+        settings
+            .agents
+            .get(&opts.agent)
+            .cloned()
+            .ok_or_else(|| HandoffError::UnknownAgent {
+                name: opts.agent.clone(),
+                config: match (&settings.file, settings.file_exists) {
+                    (Some(f), true) => format!("`{}`", f.display()),
+                    (Some(f), false) => format!("`{}` (not found)", f.display()),
+                    (None, _) => "(no file)".to_string(),
+                },
+                available: settings.agents.keys().cloned().collect(),
+            })?;
+    let agent_err = |message: String| HandoffError::AgentConfig {
+        agent: opts.agent.clone(),
+        message,
+    };
+    if agent.command.is_empty() || agent.command[0].is_empty() {
+        return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
+    }
+    let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
+    // git directories outside the workspace are read and mounted only when trusted or granted
+    // (spec-note 0411)
+    let profile_name = opts
+        .security
+        .profile
+        .clone()
+        .or_else(|| agent.profile.clone())
+        .unwrap_or_else(|| settings.security.profile.clone());
+    let allow: Vec<String> = settings
+        .security
+        .allow
+        .iter()
+        .chain(opts.security.allow.iter())
+        .cloned()
+        .collect();
+    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(&profile_name, &allow);
+    if host {
+        // on the host every path the agent is given is a host path
+        let root = std::fs::canonicalize(&opts.workspace_folder)
+            .unwrap_or_else(|_| opts.workspace_folder.clone());
+        inspect_options.container_root = root.to_string_lossy().into_owned();
+        inspect_options.protect_git_config = false;
+    }
+    let ws = repository::inspect(&opts.workspace_folder, &inspect_options)?;
+    let config_file = match &ws.config_folder {
+        Some(folder) => Some(crate::config::discover::discover(folder, None)?),
+        // the host runtime needs no dev container configuration
+        None if host => None,
+        None => {
+            return Err(HandoffError::NoConfiguration {
+                root: ws.root.clone(),
+            });
+        }
+    };
+    let mut warnings: Vec<String> = ws.warnings.iter().map(|w| w.message.clone()).collect();
+
+    // Network: flag, else the agent's, else `none` (default-deny; spec-notes/0202). On the
+    // host: the host's own network, whatever was asked.
+    let network = opts
+        .security
+        .network
+        .clone()
+        .or_else(|| agent.network.clone())
+        .unwrap_or_else(|| "none".to_string());
+    if !matches!(network.as_str(), "none" | "default") {
+        return Err(agent_err(format!(
+            "unknown network `{network}`: expected `none` or `default`"
+        )));
+    }
+    let profile = opts
+        .security
+        .profile
+        .clone()
+        .or_else(|| agent.profile.clone())
+        .unwrap_or_else(|| settings.security.profile.clone());
+    // The profile, limits and grants are checked before anything is planned or created (not
+    // on the host, where none of them applies).
+    let mut confine = None;
+    let mut git_requests = Vec::new();
+    let limits = if host {
+        None
+    } else {
+        let (chosen, grants) = crate::ops::permissions::security_choice(
+            &SecurityOptions {
+                profile: Some(profile.clone()),
+                ..opts.security.clone()
+            },
+            settings,
+        )?;
+        // the config file is judged before it is read, as `up` judges it (spec-note 0400)
+        confine = crate::ops::permissions::confine_grants(&chosen, &grants);
+        git_requests = git_dir_requests(&ws, &chosen, &grants);
+        match chosen {
+            crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
+                pids: l.pids,
+                memory_bytes: l.memory_bytes,
+                cpus: l.nano_cpus as f64 / 1e9,
+            }),
+            crate::security::SecurityProfile::Reference => None,
+        }
+    };
+    let (network, profile) = if host {
+        if opts.security.network.is_some()
+            || opts.security.profile.is_some()
+            || !opts.security.allow.is_empty()
+            || opts.security.pids_limit.is_some()
+            || opts.security.memory.is_some()
+            || opts.security.cpus.is_some()
+        {
+            warnings.push(
+                "`--network`, `--security-profile`, `--allow` and the limit flags have no effect with `--runtime host`: the agent gets the host's network, no resource limits and every permission of its user"
+                    .to_string(),
+            );
+        }
+        ("host".to_string(), "none".to_string())
+    } else {
+        (network, profile)
+    };
+
+    // Mounts: the root becomes the workspace mount; the rest are extra mounts (none on the
+    // host: the agent sees everything its user can).
+    let mounts = if host { Vec::new() } else { ws.mounts() };
+    let mut planned: Vec<PlannedMount> = Vec::new();
+    let mut extra_mounts = Vec::new();
+    let mut workspace_mount = String::new();
+    for m in &mounts {
+        let purpose = match m.purpose {
+            MountPurpose::Workspace => "workspace",
+            MountPurpose::Git => "git",
+            MountPurpose::GitProtected => "gitProtected",
+        };
+        planned.push(PlannedMount {
+            source: m.source.to_string_lossy().into_owned(),
+            target: m.target.clone(),
+            read_only: m.read_only,
+            purpose: purpose.into(),
+        });
+        if m.purpose == MountPurpose::Workspace {
+            workspace_mount = m.to_mount_string();
+        } else {
+            extra_mounts.push(m.to_mount_string());
+        }
+    }
+    let home = opts.env.get("HOME").cloned();
+    for m in agent.mounts.iter().filter(|_| !host) {
+        let source = expand_home(&m.source, home.as_deref())
+            .ok_or_else(|| agent_err(format!("mount source `{}` needs `HOME`", m.source)))?;
+        if !m.target.starts_with('/') {
+            return Err(agent_err(format!(
+                "mount target `{}` must be an absolute container path",
+                m.target
+            )));
+        }
+        if !Path::new(&source).exists() {
+            return Err(agent_err(format!("mount source `{source}` does not exist")));
+        }
+        let wm = repository::WorkspaceMount {
+            source: PathBuf::from(&source),
+            target: m.target.clone(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
+        };
+        extra_mounts.push(wm.to_mount_string());
+        planned.push(PlannedMount {
+            source,
+            target: m.target.clone(),
+            read_only: true,
+            purpose: "agentCredential".into(),
+        });
+    }
+
+    // Secrets: the agent's references, then `--secrets-file` (which wins).
+    let mut secrets = IndexMap::new();
+    for (name, reference) in &agent.secrets {
+        let value = if let Some(var) = reference.strip_prefix("env:") {
+            opts.env.get(var).cloned().ok_or_else(|| {
+                agent_err(format!(
+                    "secret `{name}` refers to host variable `{var}`, which is not set"
+                ))
+            })?
+        } else if let Some(path) = reference.strip_prefix("file:") {
+            let path = expand_home(path, home.as_deref())
+                .ok_or_else(|| agent_err(format!("secret `{name}`: `{path}` needs `HOME`")))?;
+            let text = crate::config::bounded::read_to_string(
+                Path::new(&path),
+                crate::config::jsonc::MAX_FILE_BYTES as u64,
+            )
+            .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
+            text.trim_end_matches(['\n', '\r']).to_string()
+        } else {
+            return Err(agent_err(format!(
+                "secret `{name}`: expected `env:NAME` or `file:PATH`, found a reference of another form"
+            )));
+        };
+        secrets.insert(name.clone(), value);
+    }
+    secrets.extend(opts.secrets.clone());
+    let mut agent_env = IndexMap::new();
+    for name in &agent.env {
+        match opts.env.get(name) {
+            Some(v) => {
+                agent_env.insert(name.clone(), v.clone());
+            }
+            None => warnings.push(format!(
+                "host variable `{name}` (agent `{}` env) is not set: not passed",
+                opts.agent
+            )),
+        }
+    }
+
+    let target = TargetOptions {
+        workspace_folder: ws.root.clone(),
+        config: config_file.clone(),
+        mount_workspace_git_root: false,
+        id_labels: Vec::new(),
+        env: opts.env.clone(),
+        workspace_override: Some(WorkspaceOverride {
+            mount: workspace_mount,
+            folder: ws.container_root.clone(),
+        }),
+        ..TargetOptions::default()
+    };
+    let (image, features, container) = match &config_file {
+        Some(_) if !host => planned_container(&target, engine, confine).await?,
+        _ => (
+            String::new(),
+            Vec::new(),
+            PlannedContainer {
+                action: "none".into(),
+                id: None,
+                labels: BTreeMap::new(),
+            },
+        ),
+    };
+    let cwd = match &opts.primary {
+        Some(_) => ws
+            .primary()
+            .map(|r| r.container_path.clone())
+            .unwrap_or_else(|| ws.container_root.clone()),
+        None => ws.container_root.clone(),
+    };
+    let mut grants = settings.security.allow.clone();
+    grants.extend(opts.security.allow.iter().cloned());
+    let inputs =
+        ContextInputs::from_settings(settings, &opts.agent, &opts.verify).unwrap_or_default();
+    let context_path = repository::normalize_posix(&format!(
+        "{}/{}",
+        ws.container_root, settings.handoff.context_path
+    ));
+    let mut secret_names: Vec<String> = secrets.keys().cloned().collect();
+    secret_names.sort();
+    let plan = HandoffPlan {
+        agent: opts.agent.clone(),
+        workspace: ws.root.clone(),
+        workspace_target: ws.container_root.clone(),
+        layout: ws.layout,
+        repos: ws
+            .repos
+            .iter()
+            .map(|r| PlannedRepo {
+                name: r.name.clone(),
+                path: r.container_path.clone(),
+                role: r.role,
+                branch: r.branch.clone(),
+                head: r.head.clone(),
+            })
+            .collect(),
+        config_file,
+        image,
+        features,
+        profile: profile.clone(),
+        network: network.clone(),
+        limits,
+        grants,
+        permissions: Vec::new(),
+        permission_notes: Vec::new(),
+        mounts: planned,
+        env: agent_env.keys().cloned().collect(),
+        host_env: Vec::new(),
+        secrets: secret_names,
+        container,
+        command: agent.command.clone(),
+        cwd: cwd.clone(),
+        context_path,
+        verification: inputs.verification,
+        runtime,
+        isolation: runtime.isolation().to_string(),
+        // the workspace's findings keep their codes (`git_unreadable`, …); the rest are the
+        // handoff's own
+        warnings: ws
+            .warnings
+            .iter()
+            .map(|w| (w.code.clone(), w.message.clone()))
+            .chain(
+                warnings
+                    .iter()
+                    .skip(ws.warnings.len())
+                    .map(|w| ("handoff".to_string(), w.clone())),
+            )
+            .collect(),
+    };
+    Ok(Prepared {
+        plan,
+        git_requests,
+        workspace: ws,
+        agent,
+        target,
+        extra_mounts,
+        secrets,
+        agent_env,
+        network,
+        profile,
+        cwd,
+        warnings,
+    })
+}
+
+/// The image (reference, or `build <Dockerfile>`), the Features as written and the container
+/// (asked of `engine` when there is one) of a container handoff's plan.
+pub(crate) async fn planned_container(
+    target: &TargetOptions,
+    engine: Option<&dyn Engine>,
+    confine: Option<crate::security::Grants>,
+) -> Result<(String, Vec<String>, PlannedContainer)> {
+    let loaded = crate::ops::target::load_for(target, confine)?;
+    let labels = id_labels(target, &loaded);
+    let image = match loaded.typed.kind() {
+        ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
+        ConfigKind::Dockerfile => format!(
+            "build {}",
+            loaded
+                .typed
+                .dockerfile_path(&loaded.config_file)
+                .unwrap_or_default()
+                .display()
+        ),
+        _ => String::new(),
+    };
+    let features = loaded
+        .value
+        .get("features")
+        .and_then(|f| f.as_object())
+        .map(|f| f.keys().cloned().collect())
+        .unwrap_or_default();
+    let container = match engine {
+        Some(engine) => match find_container(
+            engine,
+            &labels,
+            crate::ops::target::expected_workspace(target, &loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
+        {
+            Ok(Some(info)) => PlannedContainer {
+                action: if info.running { "reuse" } else { "start" }.into(),
+                id: Some(info.id),
+                labels: labels.clone(),
+            },
+            Ok(None) => PlannedContainer {
+                action: "create".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+            Err(_) => PlannedContainer {
+                action: "unknown".into(),
+                id: None,
+                labels: labels.clone(),
+            },
+        },
+        None => PlannedContainer {
+            action: "unknown".into(),
+            id: None,
+            labels: labels.clone(),
+        },
+    };
+    Ok((image, features, container))
+}
+
+/// `~/x` → `<home>/x`; other paths unchanged; `None` when `~/` is used without a home.
+pub(crate) fn expand_home(path: &str, home: Option<&str>) -> Option<String> {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.map(|h| format!("{}/{rest}", h.trim_end_matches('/'))),
+        None if path == "~" => home.map(str::to_string),
+        None => Some(path.to_string()),
+    }
+}
+
+/// The `safe.directory` entries of a handoff: every repository's working tree and every git
+/// directory mounted, as the container sees them.
+pub(crate) fn safe_directories(ws: &Workspace) -> Vec<String> {
+    let mut dirs: Vec<String> = ws.safe_directories();
+    dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
+    dirs
+}

@@ -1,0 +1,328 @@
+//! One handoff session as both runtimes (the container's, [`super::agent`], and the host's,
+//! [`super::host`]) run it: its result, the agent's streams and stop signal, closing earlier
+//! sessions, recording a failure, and pumping the agent's output into its log.
+
+use crate::diagnostics::SecretMask;
+use crate::engine::Engine;
+use crate::engine::{ExecInput, ExecOutput, ExecRequest};
+use crate::handoff::agents_md::AgentsMdOutcome;
+use crate::handoff::context::AgentRuntime;
+use crate::handoff::plan::{HandoffPlan, UNISOLATED_CODE};
+use crate::handoff::state::{Session, SessionOutcome, StateStore};
+use crate::lifecycle::LifecycleReport;
+use crate::ops::error::HandoffError;
+use crate::ops::up::ContainerAction;
+use crate::progress::{Event, Reporter};
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::future::Future;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// What `AGENTS.md` generation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentsMdReport {
+    /// `created`, `exists` (left untouched) or `singleRepository` (not generated).
+    pub outcome: String,
+    /// The host path, when there is a file.
+    pub path: Option<PathBuf>,
+}
+
+/// The result of a handoff whose agent ran (whatever its exit status).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffResult {
+    /// The plan that was carried out.
+    pub plan: HandoffPlan,
+    /// The session as recorded at its end.
+    pub session: Session,
+    /// Sessions closed as abandoned when this one started.
+    pub abandoned_sessions: Vec<String>,
+    /// The session replaced (`--replace`).
+    pub replaced_session: Option<String>,
+    /// The container (`null` for the host runtime).
+    pub container_id: Option<String>,
+    /// Created, started or reused (`null` for the host runtime).
+    pub container_action: Option<ContainerAction>,
+    /// The user the agent ran as (the remote user; on the host, a uid).
+    pub remote_user: String,
+    /// Where the agent ran: `container` or `host`.
+    pub runtime: AgentRuntime,
+    /// What isolated it: `container`, or `none` on the host.
+    pub isolation: String,
+    /// Every permission request and what was done with it (new containers).
+    pub permissions: Vec<crate::security::PermissionRequest>,
+    /// The lifecycle hooks.
+    pub lifecycle: LifecycleReport,
+    /// The context file on the host.
+    pub context_file: PathBuf,
+    /// `AGENTS.md`.
+    pub agents_md: AgentsMdReport,
+    /// The network mode the container really has (`none` or `default`): a reused container
+    /// keeps the one it was created with, whatever was asked (a warning says so).
+    pub network: String,
+    /// The agent's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when it was killed (exit status 128 + n).
+    pub signal: Option<i32>,
+    /// Non-fatal findings; for the host runtime the first is [`unisolated_warning`].
+    pub warnings: Vec<String>,
+}
+
+impl HandoffResult {
+    /// The warnings as envelope `(code, message)` pairs: [`UNISOLATED_CODE`] for the host
+    /// runtime's first, `up`'s specific codes (`workspace_not_writable`,
+    /// `workspace_owner_mismatch`; [`crate::ops::users::warning_code`]), `handoff` for the
+    /// others.
+    pub fn coded_warnings(&self) -> Vec<(String, String)> {
+        self.warnings
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let code = if i == 0 && self.runtime == AgentRuntime::Host {
+                    UNISOLATED_CODE
+                } else {
+                    crate::ops::users::warning_code(w).unwrap_or("handoff")
+                };
+                (code.to_string(), w.clone())
+            })
+            .collect()
+    }
+
+    /// Whether the agent succeeded (exit code 0).
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// devcell's exit code: the agent's (128 + n for signal n).
+    pub fn process_exit_code(&self) -> i32 {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => c.clamp(0, 255),
+            (None, Some(s)) => (128 + s).clamp(0, 255),
+            _ => 1,
+        }
+    }
+}
+
+/// Where the agent's streams go (the log file gets a masked copy of stdout and stderr).
+pub struct AgentStreams<'a> {
+    /// Fed to the agent's stdin until end of file (`None`: no stdin).
+    pub stdin: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// Receives the agent's stdout (everything, with a TTY).
+    pub stdout: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+    /// Receives the agent's stderr.
+    pub stderr: Box<dyn AsyncWrite + Send + Unpin + 'a>,
+}
+
+/// Completes when the caller wants the agent stopped (SIGTERM/SIGINT to devcell, or `--replace`
+/// by another devcell).
+pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Deals with the sessions [`StateStore::begin_session`] closed: an abandoned session's devcell
+/// died, but its agent may still run in its container (stopped through its pid file when
+/// `engine` answers; an agent left on the host by a dead devcell cannot be found); a replaced
+/// session's devcell is asked to stop its agent and record its end (waited for briefly).
+pub(super) async fn close_previous_sessions(
+    engine: Option<&dyn Engine>,
+    start: &crate::handoff::state::SessionStart,
+    reporter: &dyn Reporter,
+) {
+    for old in start.abandoned.iter() {
+        reporter.report(Event::Status(format!(
+            "closing abandoned handoff session {} (its devcell, pid {}, is gone)",
+            old.id, old.pid
+        )));
+        if let (Some(engine), Some(container)) = (engine, &old.container_id) {
+            stop_agent(engine, container, None, &pidfile_of(&old.id)).await;
+        }
+    }
+    if let Some(old) = &start.replaced {
+        reporter.report(Event::Status(format!(
+            "replacing handoff session {} (devcell pid {})",
+            old.id, old.pid
+        )));
+        // That devcell stops its agent and records the end; wait for it briefly.
+        if crate::handoff::state::terminate(old).unwrap_or(false) {
+            for _ in 0..100 {
+                if !crate::handoff::state::process_alive(old.pid, old.pid_start)
+                    || is_zombie(old.pid)
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Records `e` as the end of session `session_id` (`failed`, with its code and its message,
+/// secret values masked) and returns it.
+pub(super) fn record_failure(
+    store: &StateStore,
+    root: &Path,
+    session_id: &str,
+    secrets: &IndexMap<String, String>,
+    e: HandoffError,
+) -> HandoffError {
+    let _ = store.end_session(
+        root,
+        session_id,
+        SessionOutcome::Failed {
+            code: e.code().as_str().to_string(),
+            message: crate::ops::secrets::mask(&e.to_string(), secrets),
+        },
+    );
+    e
+}
+
+/// The report of [`agents_md::write_if_absent`].
+pub(super) fn agents_md_report(outcome: AgentsMdOutcome) -> AgentsMdReport {
+    match outcome {
+        AgentsMdOutcome::Created(path) => AgentsMdReport {
+            outcome: "created".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::Exists(path) => AgentsMdReport {
+            outcome: "exists".into(),
+            path: Some(path),
+        },
+        AgentsMdOutcome::SingleRepository => AgentsMdReport {
+            outcome: "singleRepository".into(),
+            path: None,
+        },
+    }
+}
+
+/// Splits an exec status into an exit code or a signal: a status in 129..=192 is taken as
+/// signal `status - 128` (what a shell and the engine report for a killed process; an agent
+/// that exits with such a code on purpose is indistinguishable), and so is any status after a
+/// stop request above 128.
+pub fn split_status(status: i32, stopped: bool) -> (Option<i32>, Option<i32>) {
+    if (129..=192).contains(&status) || (stopped && status > 128) {
+        (None, Some(status - 128))
+    } else {
+        (Some(status), None)
+    }
+}
+
+/// Whether process `pid` has exited but is not yet reaped (Linux `/proc/<pid>/stat` state `Z`).
+pub(crate) fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st == "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// Ids of the containers recorded for the workspace's sessions that are running now.
+pub(super) async fn running_containers(
+    engine: &dyn Engine,
+    store: &StateStore,
+    root: &Path,
+) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let Ok(Some(state)) = store.load(root) else {
+        return out;
+    };
+    for id in state
+        .sessions
+        .iter()
+        .filter(|s| s.outcome.is_none())
+        .filter_map(|s| s.container_id.clone())
+    {
+        if let Ok(Some(info)) = engine.inspect_container(&id).await
+            && info.running
+        {
+            out.insert(id);
+        }
+    }
+    out
+}
+
+/// Copies `reader` to `out` and appends it to the log, secret values masked. Lines are masked
+/// whole; with a TTY a partial line is passed on when no more arrives at once (prompts).
+pub(super) async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
+    log: &Mutex<std::fs::File>,
+    mask: &SecretMask,
+    tty: bool,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        let cut = if tty {
+            pending.len()
+        } else {
+            pending
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+        };
+        if cut == 0 {
+            continue;
+        }
+        let chunk: Vec<u8> = pending.drain(..cut).collect();
+        emit(&chunk, &mut out, log, mask).await;
+    }
+    if !pending.is_empty() {
+        emit(&pending, &mut out, log, mask).await;
+    }
+    let _ = out.flush().await;
+}
+
+pub(crate) async fn emit(
+    chunk: &[u8],
+    out: &mut Box<dyn AsyncWrite + Send + Unpin + '_>,
+    log: &Mutex<std::fs::File>,
+    mask: &SecretMask,
+) {
+    let text = mask.apply(&String::from_utf8_lossy(chunk));
+    let _ = out.write_all(text.as_bytes()).await;
+    let _ = out.flush().await;
+    if let Ok(mut f) = log.lock() {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
+/// The agent's pid file in the container for a session.
+pub(crate) fn pidfile_of(session_id: &str) -> String {
+    format!("/tmp/.devcell-agent-{session_id}.pid")
+}
+
+/// Sends SIGTERM to the agent through its pid file (as `user`, who owns it; `None`: the
+/// container's user). Nothing happens when the file or the process is gone.
+pub(crate) async fn stop_agent(
+    engine: &dyn Engine,
+    container: &str,
+    user: Option<&str>,
+    pidfile: &str,
+) {
+    let request = ExecRequest {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "[ -f \"$0\" ] && kill -TERM \"$(cat \"$0\")\" 2>/dev/null; rm -f \"$0\" 2>/dev/null; true".into(),
+            pidfile.into(),
+        ],
+        user: user.map(str::to_string),
+        ..ExecRequest::default()
+    };
+    let _ = engine
+        .exec(container, &request, ExecInput::None, ExecOutput::Collect)
+        .await;
+}

@@ -1,0 +1,394 @@
+//! `build`: build a dev container's image the way `up` does, without creating a container
+//! ([spec: image building](https://containers.dev/implementors/spec/#image-building); refcli
+//! §1 `build`), then tag it with each `--image-name` and, with `--push`, push those tags
+//! through the engine (spec-note 0290).
+//!
+//! The image is the one `up` would run before `updateRemoteUserUID` ([`dev_image`]): the
+//! configuration's `image` (inspected, pulled when missing) or its built `build.dockerfile`,
+//! with the Features layered on, and always with the `devcontainer.metadata` label baked in
+//! (as the reference CLI's `build` does: a Features layer without Features writes just the
+//! label). That layer is cached by a hash of every input, so an unchanged second `build`
+//! builds nothing.
+//!
+//! Security: nothing runs from the image here, but the permission requests a container of it
+//! would make (a Feature's `capAdd`, `privileged`, a mount, root) are evaluated against the
+//! profile and grants as `up` would, and reported in the result.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::config::metadata;
+use crate::config::model::ConfigKind;
+use crate::diagnostics::Warning;
+use crate::engine::{DockerEngine, Engine};
+use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::dockerfile::image_name;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::image::{DevImage, dev_image};
+use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
+use crate::ops::permissions::{confine_grants, origins, security_choice};
+use crate::ops::target::{id_labels, load_for};
+use crate::progress::{Event, Reporter};
+use crate::security::{self, PermissionRequest, PolicyInput, SecurityError};
+use crate::settings::Settings;
+
+/// Inputs of [`build`] (the `build` flags).
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Workspace and config (`--workspace-folder`, `--config`). The id labels are not used.
+    pub target: TargetOptions,
+    /// `--image-name` (repeatable): the tags to give the image; none gives the reference
+    /// CLI's default name ([`default_image_name`]).
+    pub image_names: Vec<String>,
+    /// `--push`: push every `--image-name` to its registry after the build.
+    pub push: bool,
+    /// `--no-cache`, `--cache-from`, `--label`.
+    pub image: ImageBuildOptions,
+    /// `--security-profile`, `--allow`: only for evaluating the permission requests.
+    pub security: SecurityOptions,
+    /// The user settings file.
+    pub settings: Settings,
+    /// `--cache-dir`: the Feature cache.
+    pub cache_dir: Option<PathBuf>,
+    /// `devcontainer-lock.json`: honoured when present and written once the image is built
+    /// (`Write`, the default), `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`).
+    pub lockfile: crate::features::lockfile::LockfileMode,
+}
+
+/// One tag pushed to its registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushedImage {
+    /// The tag (`registry/repository:tag`).
+    pub image_name: String,
+    /// The manifest digest the registry reported (`sha256:…`), when it reported one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+/// The result of [`build`].
+#[derive(Debug, Clone)]
+pub struct BuildResult {
+    /// The names the image was tagged with (`--image-name`s, or the default name).
+    pub image_names: Vec<String>,
+    /// The image id (`sha256:…`).
+    pub image_id: String,
+    /// The tags pushed (`--push`), in order.
+    pub pushed: Vec<PushedImage>,
+    /// The security profile the requests were evaluated under.
+    pub profile: String,
+    /// The permission requests a container of this image would make, with what `up` under
+    /// the same profile and grants would do with each (nothing is refused here: no container
+    /// is created).
+    pub permissions: Vec<PermissionRequest>,
+    /// Non-fatal findings (config warnings, requests that could not be evaluated).
+    pub warnings: Vec<Warning>,
+}
+
+impl BuildResult {
+    /// The reference CLI's result line with devcell's additions under `devcell`:
+    /// `{"outcome":"success","imageName":[…],"devcell":{"imageId","profile",
+    /// "permissions":[…],"pushed":[{"imageName","digest"}],"warnings":[…]}}`.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("outcome".into(), json!("success"));
+        out.insert("imageName".into(), json!(self.image_names));
+        out.insert(
+            "devcell".into(),
+            json!({
+                "imageId": self.image_id,
+                "profile": self.profile,
+                "permissions": self.permissions,
+                "pushed": self.pushed,
+                "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        );
+        Value::Object(out)
+    }
+}
+
+/// Connects to the engine (`DOCKER_HOST`) and runs [`build_with`].
+///
+/// Errors: as [`build_with`]; [`HandoffError::Engine`] when no engine answers.
+pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<BuildResult> {
+    let engine = DockerEngine::connect().await?;
+    build_with(&engine, opts, reporter).await
+}
+
+/// Builds the image of `opts.target`'s configuration through `engine` (see the module docs),
+/// tags it with each name and pushes them when asked. Progress and build output go to
+/// `reporter`.
+///
+/// Errors: [`HandoffError::Unsupported`] for a Docker Compose configuration, a configuration
+/// without `image` or `build.dockerfile`, or `--push` without `--image-name`;
+/// [`HandoffError::Config`], [`HandoffError::Feature`], [`HandoffError::Build`],
+/// [`HandoffError::Engine`] (pull, build, tag, push: `EngineError::Push`);
+/// [`HandoffError::Security`] for an unknown profile or grant.
+pub async fn build_with(
+    engine: &dyn Engine,
+    opts: &BuildOptions,
+    reporter: &dyn Reporter,
+) -> Result<BuildResult> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // judged under `hardened` as `up` judges it (spec-note 0400)
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let kind = loaded.typed.kind();
+    match kind {
+        ConfigKind::Compose => {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "`{}`: devcell builds `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
+                    loaded.config_file.display()
+                ),
+                hint: Some("build the service with `docker compose build`".into()),
+            });
+        }
+        ConfigKind::None => {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "`{}` has no `image` or `build.dockerfile`: there is no image to build",
+                    loaded.config_file.display()
+                ),
+                hint: Some("add `image` or `build.dockerfile` to devcontainer.json".into()),
+            });
+        }
+        _ => {}
+    }
+    if opts.push && opts.image_names.is_empty() {
+        return Err(HandoffError::Unsupported {
+            message: "`--push` needs at least one `--image-name` naming the registry".into(),
+            hint: Some(
+                "pass e.g. `--image-name registry.example.com/team/devimage:1 --push`".into(),
+            ),
+        });
+    }
+    for name in &opts.image_names {
+        check_image_name(name)?;
+    }
+    let up_opts = UpOptions {
+        target: opts.target.clone(),
+        security: opts.security.clone(),
+        build: ImageBuildOptions {
+            bake_metadata_label: true,
+            ..opts.image.clone()
+        },
+        settings: opts.settings.clone(),
+        cache_dir: opts.cache_dir.clone(),
+        lockfile: opts.lockfile,
+        ..UpOptions::default()
+    };
+    // The host variables the build would read and the build's network, judged as `up` judges
+    // them before anything is built; after that only judged variables are visible
+    // (spec-notes 0440, 0442).
+    let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
+    let early = crate::ops::permissions::early_requests(&loaded, &up_opts, &profile, &grants)?;
+    crate::security::host_env::check(&profile, &early.requests)?;
+    let up_opts = UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..up_opts.build.clone()
+        },
+        ..up_opts
+    };
+    let mut warnings = loaded.warnings.clone();
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    let DevImage {
+        image,
+        entries,
+        lock,
+        ..
+    } = dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?;
+
+    let names = if opts.image_names.is_empty() {
+        vec![default_image_name(&loaded.workspace_folder, kind)]
+    } else {
+        opts.image_names.clone()
+    };
+    for name in &names {
+        reporter.report(Event::Status(format!("tagging {name}")));
+        engine.tag_image(&image.info.id, name).await?;
+    }
+    // The lockfile changes only once the image exists (a failed build leaves the workspace as
+    // it was), as `up` writes it only once the container exists.
+    if let Some(lock) = lock
+        && let Some(warning) = lock.finish(opts.lockfile, reporter)
+    {
+        warnings.push(warning);
+    }
+
+    // What a container of this image would ask for, as `up` would judge it.
+    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+    crate::config::substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels(&opts.target, &loaded)),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let no_labels = BTreeMap::new();
+    let permissions = match container_spec(&SpecInputs {
+        image: &image.reference,
+        image_info: &image.info,
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts: &[],
+        id_labels: &no_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    }) {
+        Ok(spec) => {
+            let remote_user = merged
+                .get("remoteUser")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            let input = PolicyInput {
+                origins: origins(&entries, &[]),
+                remote_user,
+                image_user: image.info.user.clone().filter(|u| !u.is_empty()),
+                workspace: loaded.workspace.host_mount_root.clone(),
+                host_home: opts.target.env.get("HOME").map(PathBuf::from),
+                spec,
+                ..PolicyInput::default()
+            };
+            match security::apply(&profile, &input, &grants) {
+                Ok(applied) => applied.requests,
+                Err(SecurityError::Refused { requests, .. }) => requests,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(e) => {
+            let message = format!(
+                "the permission requests of a container of this image cannot be evaluated: {e}"
+            );
+            warnings.push(Warning {
+                location: None,
+                message,
+            });
+            Vec::new()
+        }
+    };
+    for request in permissions
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Refused)
+    {
+        reporter.report(Event::Status(format!(
+            "note: under the `{}` profile, `up` would refuse {request}",
+            profile.name()
+        )));
+    }
+
+    let mut pushed = Vec::new();
+    if opts.push {
+        for name in &names {
+            reporter.report(Event::Status(format!("pushing {name}")));
+            let digest = engine.push_image(name, reporter).await?;
+            pushed.push(PushedImage {
+                image_name: name.clone(),
+                digest,
+            });
+        }
+    }
+    Ok(BuildResult {
+        image_names: names,
+        image_id: image.info.id.clone(),
+        pushed,
+        profile: profile.name().to_string(),
+        permissions,
+        warnings,
+    })
+}
+
+/// Checks an `--image-name` before anything is built: a `[registry/]repository[:tag]` the
+/// engine can tag (no digest).
+///
+/// Errors: [`EngineError::InvalidReference`](crate::engine::EngineError::InvalidReference)
+/// naming it.
+fn check_image_name(name: &str) -> Result<()> {
+    let invalid = |message: String| {
+        HandoffError::Engine(crate::engine::EngineError::InvalidReference {
+            reference: name.to_string(),
+            message,
+        })
+    };
+    let parsed = crate::oci::registry::parse_reference(name).map_err(|e| {
+        invalid(match std::error::Error::source(&e) {
+            Some(cause) => cause.to_string(),
+            None => e.to_string(),
+        })
+    })?;
+    if parsed.digest().is_some() {
+        return Err(invalid(
+            "an `--image-name` is a tag (`[registry/]repository[:tag]`), not a digest".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The reference CLI's default image name when no `--image-name` is given: for a Dockerfile
+/// configuration `vsc-<folder>-<sha256 of the workspace path>` (the name its Dockerfile build
+/// gets), for an image configuration that name with `-features`.
+pub fn default_image_name(workspace_folder: &Path, kind: ConfigKind) -> String {
+    let name = image_name(workspace_folder);
+    match kind {
+        ConfigKind::Dockerfile => name,
+        _ => format!("{name}-features"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_names_follow_the_reference() {
+        let ws = Path::new("/w/ws");
+        let dockerfile = default_image_name(ws, ConfigKind::Dockerfile);
+        assert!(dockerfile.starts_with("vsc-ws-"), "{dockerfile}");
+        assert!(!dockerfile.ends_with("-features"));
+        assert_eq!(
+            default_image_name(ws, ConfigKind::Image),
+            format!("{dockerfile}-features")
+        );
+    }
+
+    #[test]
+    fn image_names_are_checked() {
+        for ok in ["a", "a/b:1", "127.0.0.1:5000/team/x:1.0", "ghcr.io/o/r"] {
+            assert!(check_image_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "Bad:Name:x",
+            "a b",
+            "",
+            "a@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ] {
+            let err = check_image_name(bad).unwrap_err().to_string();
+            assert!(err.contains("invalid image reference"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn result_json_has_the_reference_shape() {
+        let result = BuildResult {
+            image_names: vec!["a:1".into()],
+            image_id: "sha256:00".into(),
+            pushed: vec![PushedImage {
+                image_name: "a:1".into(),
+                digest: None,
+            }],
+            profile: "hardened".into(),
+            permissions: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let v = result.to_json();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["outcome", "imageName", "devcell"]);
+        assert_eq!(v["imageName"], json!(["a:1"]));
+        assert_eq!(v["devcell"]["pushed"], json!([{"imageName": "a:1"}]));
+    }
+}

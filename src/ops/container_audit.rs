@@ -1,0 +1,207 @@
+//! `audit`: score any container (made by devcell or not) against the isolation blueprint's
+//! eight controls ([`crate::security::audit`]), from the engine's `docker inspect` JSON or, with
+//! `--probe`, from what a process inside observes ([`crate::security::probe`]) (spec-note 0205).
+//!
+//! The host side of the [`AuditContext`] is derived here, never taken from the container's word
+//! alone: the user's home and `$XDG_RUNTIME_DIR` from this process; the workspace from
+//! `--workspace-folder` or the container's `devcontainer.local_folder` label; its mount target
+//! from the container's bind of that folder; the Features lockfile beside the
+//! `devcontainer.config_file` label's file; and, when the workspace folder exists on this host,
+//! its repositories' git directories ([`super::repository::inspect`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::repository::{self, InspectOptions};
+use crate::security::audit::{self as scoring, AuditContext, ContainerFacts};
+use crate::security::host_path;
+use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
+
+/// The report [`audit`] returns and what it is made of, for callers that render it.
+pub use crate::security::audit::{AuditReport, Control, ControlScore, Evidence, FactsSource, Risk};
+
+/// Inputs of [`audit`].
+#[derive(Debug, Clone, Default)]
+pub struct AuditOptions {
+    /// A container name or id.
+    pub container: Option<String>,
+    /// Or the workspace whose dev container to audit.
+    pub workspace_folder: Option<PathBuf>,
+    /// Ask from inside (`--probe`): the container must be running and have a POSIX `sh`.
+    pub probe: bool,
+}
+
+/// Audits the container at `DOCKER_HOST`.
+///
+/// Errors: as [`audit_with`].
+pub async fn audit(opts: &AuditOptions) -> Result<AuditReport> {
+    let engine = DockerEngine::connect().await?;
+    audit_with(&engine, opts).await
+}
+
+/// Audits through `engine`.
+///
+/// Errors: [`HandoffError::NoSuchContainer`] (no such container, or no container for the
+/// workspace), [`HandoffError::NotRunning`] (`--probe` on a stopped container),
+/// [`HandoffError::Audit`] (unreadable inspect or probe output), `Engine`.
+pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<AuditReport> {
+    let id = match (&opts.container, &opts.workspace_folder) {
+        (Some(c), _) => c.clone(),
+        (None, Some(folder)) => {
+            let root =
+                std::fs::canonicalize(folder).map_err(|_| HandoffError::WorkspaceFolder {
+                    path: folder.clone(),
+                })?;
+            let labels = BTreeMap::from([(
+                LOCAL_FOLDER_LABEL.to_string(),
+                root.to_string_lossy().into_owned(),
+            )]);
+            let found = engine.find_containers(&labels).await?;
+            // only a container that binds the workspace is its own (spec-note 0421)
+            crate::security::identity::bound_to_workspace(
+                engine,
+                found,
+                std::slice::from_ref(&root),
+            )
+            .await?
+            .0
+            .into_iter()
+            .find(|c| c.state != "removing")
+            .map(|c| c.id)
+            .ok_or_else(|| HandoffError::NoSuchContainer {
+                id: String::new(),
+                workspace: Some(root.clone()),
+            })?
+        }
+        (None, None) => {
+            return Err(HandoffError::Unsupported {
+                message: "nothing to audit: give a container or `--workspace-folder`".into(),
+                hint: None,
+            });
+        }
+    };
+    let inspect =
+        engine
+            .inspect_container_json(&id)
+            .await?
+            .ok_or_else(|| HandoffError::NoSuchContainer {
+                id: id.clone(),
+                workspace: None,
+            })?;
+    let image_ref = inspect
+        .pointer("/Config/Image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let image = if image_ref.is_empty() {
+        None
+    } else {
+        engine.inspect_image_json(&image_ref).await?
+    };
+    let ctx = context_for(&inspect, opts.workspace_folder.as_deref());
+    let mut engine_facts = resolved_binds(ContainerFacts::from_docker_inspect(&inspect)?);
+    if let Some(image) = &image {
+        engine_facts = engine_facts.with_image_inspect(image);
+    }
+    // A base the container's label names is checked against the image's layers, not trusted.
+    if let Some(base) = engine_facts.pinned_base_label().map(str::to_string)
+        && let Some(base) = engine.inspect_image_json(&base).await?
+    {
+        engine_facts = engine_facts.with_base_image_inspect(&base);
+    }
+    if !opts.probe {
+        return Ok(scoring::audit(&engine_facts, &ctx));
+    }
+    let running = inspect
+        .pointer("/State/Running")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !running {
+        return Err(HandoffError::NotRunning { id });
+    }
+    let ws = ctx
+        .container_workspace
+        .clone()
+        .unwrap_or_else(|| "/workspace".into());
+    let result = engine
+        .exec(
+            &id,
+            &ExecRequest {
+                argv: probe_command(&ws),
+                ..ExecRequest::default()
+            },
+            ExecInput::None,
+            ExecOutput::Collect,
+        )
+        .await?;
+    let probe = parse_probe_output(&result.stdout_text())?;
+    let mut report = audit_probe(&probe, &ctx, Some(&engine_facts));
+    report.container = report.container.or(Some(id));
+    Ok(report)
+}
+
+/// `facts` with every bind source replaced by what it resolves to on this host
+/// ([`host_path::resolve`]): a bind of a symbolic link in the workspace is scored as the folder
+/// it points at, the same resolved fact `up` and `handoff --plan` judge (spec-note 0400).
+pub fn resolved_binds(mut facts: ContainerFacts) -> ContainerFacts {
+    for m in facts
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == scoring::MountKind::Bind)
+    {
+        if let Some(source) = m.source.as_deref()
+            && let Ok(resolved) = host_path::resolve(Path::new(source))
+        {
+            m.source = Some(resolved.to_string_lossy().into_owned());
+        }
+    }
+    facts
+}
+
+/// The host-side context for a container's `docker inspect` JSON (see the module docs).
+pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditContext {
+    let mut ctx = AuditContext::from_environment();
+    let label = |key: &str| {
+        inspect
+            .pointer("/Config/Labels")
+            .and_then(|l| l.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let workspace = workspace_folder
+        .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf()))
+        .or_else(|| label(LOCAL_FOLDER_LABEL).map(PathBuf::from))
+        // compared with resolved bind sources (`resolved_binds`)
+        .map(|w| host_path::resolve(&w).unwrap_or(w));
+    if let Some(ws) = &workspace {
+        ctx.container_workspace = inspect
+            .get("Mounts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|m| {
+                m.get("Source")
+                    .and_then(Value::as_str)
+                    .and_then(|s| host_path::resolve(Path::new(s)).ok())
+                    .as_deref()
+                    == Some(ws.as_path())
+            })
+            .and_then(|m| m.get("Destination").and_then(Value::as_str))
+            .map(str::to_string);
+        if ws.is_dir()
+            && let Ok(w) = repository::inspect(ws, &InspectOptions::default())
+        {
+            ctx.git_dirs = w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
+        }
+    }
+    ctx.workspace = workspace;
+    if let Some(config) = label(CONFIG_FILE_LABEL) {
+        ctx = ctx.with_config_file(Path::new(&config));
+    }
+    ctx
+}

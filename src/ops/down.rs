@@ -1,0 +1,97 @@
+//! `down`: stop the dev container of a workspace; with `remove`, remove it and its
+//! devcell-owned (anonymous) volumes. The workspace is never touched.
+
+use std::time::Duration;
+
+use crate::engine::{DockerEngine, Engine};
+use crate::ops::error::Result;
+use crate::ops::options::TargetOptions;
+use crate::ops::target::{expected_workspace, id_labels, load, short};
+use crate::progress::{Event, Reporter};
+
+/// Inputs of [`down`].
+#[derive(Debug, Clone, Default)]
+pub struct DownOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// `--remove`: remove the container and its anonymous volumes after stopping it.
+    pub remove: bool,
+    /// Seconds to wait for the container to stop before killing it (`None` = engine default).
+    pub timeout: Option<Duration>,
+}
+
+/// What [`down`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DownResult {
+    /// The containers stopped (and removed, with `remove`).
+    pub container_ids: Vec<String>,
+    /// Whether they were removed.
+    pub removed: bool,
+}
+
+impl DownResult {
+    /// `{"outcome":"success","containerIds":[…],"removed":bool}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "outcome": "success",
+            "containerIds": self.container_ids,
+            "removed": self.removed,
+        })
+    }
+}
+
+/// Stops (and with `remove`, removes) every container carrying the workspace's id labels.
+/// No container is not an error.
+///
+/// Errors: `Config` for the configuration, `Engine` when the engine fails.
+pub async fn down(opts: &DownOptions, reporter: &dyn Reporter) -> Result<DownResult> {
+    let engine = DockerEngine::connect().await?;
+    down_with(&engine, opts, reporter).await
+}
+
+/// [`down`] through `engine`.
+///
+/// Errors: as [`down`].
+pub async fn down_with(
+    engine: &dyn Engine,
+    opts: &DownOptions,
+    reporter: &dyn Reporter,
+) -> Result<DownResult> {
+    let loaded = load(&opts.target)?;
+    let labels = id_labels(&opts.target, &loaded);
+    let mut result = DownResult {
+        container_ids: Vec::new(),
+        removed: opts.remove,
+    };
+    let mut found = engine.find_containers(&labels).await?;
+    // a container claiming this workspace's labels without binding it is not stopped or
+    // removed (spec-note 0421)
+    if let Some(folders) = expected_workspace(&opts.target, &loaded) {
+        let (bound, claims) =
+            crate::security::identity::bound_to_workspace(engine, found, &folders).await?;
+        for id in claims {
+            reporter.report(Event::Status(format!(
+                "warning: container {} carries this workspace's labels but does not bind it: left alone",
+                short(&id)
+            )));
+        }
+        found = bound;
+    }
+    for container in found {
+        if opts.remove {
+            reporter.report(Event::Status(format!(
+                "removing container {}",
+                short(&container.id)
+            )));
+            engine.remove_container(&container.id, true).await?;
+        } else {
+            reporter.report(Event::Status(format!(
+                "stopping container {}",
+                short(&container.id)
+            )));
+            engine.stop_container(&container.id, opts.timeout).await?;
+        }
+        result.container_ids.push(container.id);
+    }
+    Ok(result)
+}

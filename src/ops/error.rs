@@ -1,0 +1,481 @@
+//! Errors of the operations (`ops`) and, through [`ProductError`], of the agent product
+//! (`handoff`) above them: one error type, so every command renders one envelope.
+
+use crate::config::ConfigError;
+use crate::diagnostics::{Hint, SourceLocation};
+use crate::engine::EngineError;
+use crate::lifecycle::LifecycleError;
+use crate::security::{Permission, RequestStatus, SecurityError};
+use crate::settings::SettingsError;
+
+/// `Result` with [`HandoffError`].
+pub type Result<T, E = HandoffError> = std::result::Result<T, E>;
+
+/// An operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoffError {
+    /// The dev container configuration could not be found, read or validated.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The workspace folder does not exist or is not a directory.
+    #[error("workspace folder `{}` is not a directory", path.display())]
+    WorkspaceFolder {
+        /// The folder given.
+        path: std::path::PathBuf,
+    },
+    /// The container engine failed or refused a request.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The user settings file could not be read.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A lifecycle hook failed (or could not be run) in the container `container_id`. When the
+    /// engine could not be reached mid-way, the message ends with that engine error.
+    #[error("{}", lifecycle_message(source))]
+    Lifecycle {
+        /// The dev container, left in place for inspection (empty for `initializeCommand`).
+        container_id: String,
+        /// What failed.
+        #[source]
+        source: LifecycleError,
+    },
+    /// The configuration asks for something devcell does not do (compose, an unmappable
+    /// `build.options` flag, a malformed property value).
+    #[error("{message}")]
+    Unsupported {
+        /// What is unsupported, naming the property or flag.
+        message: String,
+        /// How to get on.
+        hint: Option<String>,
+    },
+    /// The security policy refused the configuration (nothing was created), or a grant is
+    /// invalid.
+    #[error(transparent)]
+    Security(#[from] SecurityError),
+    /// A Feature could not be resolved, fetched or ordered.
+    #[error(transparent)]
+    Feature(#[from] crate::features::FeatureError),
+    /// The Feature cache or registry client could not be set up.
+    #[error(transparent)]
+    Fetch(#[from] crate::features::fetch::FetchError),
+    /// The Features image could not be planned or built (a failing `install.sh`).
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
+    /// The `--secrets-file` could not be read or is not a JSON object of strings.
+    #[error("cannot use secrets file `{}`: {message}", path.display())]
+    SecretsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// No dev container has the labels (`exec`, `run-user-commands`), or
+    /// `--expect-existing-container` was given and there is none.
+    #[error("{} (labels {labels})", if *expected { "the expected container does not exist" } else { "no dev container found" })]
+    NoContainer {
+        /// The labels looked for, `k=v` joined by `,`.
+        labels: String,
+        /// `--expect-existing-container` was given: only then does the hint name it.
+        expected: bool,
+    },
+    /// The dev container exists but is not running (for `exec`).
+    #[error("dev container `{id}` is not running")]
+    NotRunning {
+        /// The container id.
+        id: String,
+    },
+    /// The workspace could not be inspected (layout, git state, primary repository).
+    #[error(transparent)]
+    Workspace(#[from] crate::ops::repository::WorkspaceError),
+    /// The agent product failed: the context file (or `AGENTS.md`) could not be written, the
+    /// host-side handoff state failed, or a session is already live.
+    #[error(transparent)]
+    Product(ProductFailure),
+    /// `--agent` names no `[agents.NAME]` of the user settings.
+    #[error("no agent `{name}` in devcell's config {config} (agents: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    UnknownAgent {
+        /// The name given.
+        name: String,
+        /// The config file read (`` `PATH` ``), or `` `PATH` (not found) `` for the default
+        /// location when it does not exist.
+        config: String,
+        /// The agents configured.
+        available: Vec<String>,
+    },
+    /// An agent setting is unusable (empty command, a bad secret reference, a missing host
+    /// variable).
+    #[error("agent `{agent}`: {message}")]
+    AgentConfig {
+        /// The agent.
+        agent: String,
+        /// What is wrong (never a secret value).
+        message: String,
+    },
+    /// Neither the primary repository nor the workspace root has a dev container configuration.
+    #[error("no dev container configuration in `{}` (looked in the primary repository and the workspace root)", root.display())]
+    NoConfiguration {
+        /// The workspace root.
+        root: std::path::PathBuf,
+    },
+    /// The audit input could not be read (not a container, bad probe output).
+    #[error(transparent)]
+    Audit(#[from] crate::security::audit::AuditError),
+    /// The container to audit does not exist (or the workspace has none).
+    #[error("{}", match workspace {
+        Some(w) => format!("no dev container of workspace `{}` to audit", w.display()),
+        None => format!("no container `{id}` to audit"),
+    })]
+    NoSuchContainer {
+        /// The name or id given (empty when looked up by workspace).
+        id: String,
+        /// `--workspace-folder`, when the container was looked up by workspace.
+        workspace: Option<std::path::PathBuf>,
+    },
+    /// Packaging or publishing Features failed.
+    #[error(transparent)]
+    Publish(#[from] crate::features::publish::PublishError),
+    /// The async runtime could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The agent could not be started on the host (`handoff --runtime host`).
+    #[error("cannot start agent `{agent}` on the host: `{program}`: {source}")]
+    AgentStart {
+        /// The agent.
+        agent: String,
+        /// Its program (`command[0]`).
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--additional-features` is not a JSON object.
+    #[error("invalid `--additional-features`: {message}")]
+    AdditionalFeatures {
+        /// What is wrong.
+        message: String,
+    },
+    /// A resource limit (`--pids-limit`, `--memory`, `--cpus`, or `[security]` in devcell's
+    /// config) is out of range or malformed.
+    #[error("invalid {what} `{value}`: {expected}")]
+    InvalidLimit {
+        /// Which limit, naming the flag and setting.
+        what: String,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// A step after `up` created the container failed (start, inspect): the error as it is,
+    /// with the container, left in place for its logs or removal (the reference CLI's
+    /// `containerId` in the error result).
+    #[error(transparent)]
+    InContainer(Box<InContainer>),
+    /// An error whose text contained a secret value, shown with every value masked
+    /// (`********`); `message` is the whole cause chain ([`crate::ops::secrets::redact`]).
+    #[error("{message}")]
+    Redacted {
+        /// The original error's code.
+        code: crate::ops::envelope::ErrorCode,
+        /// The original message and causes, masked.
+        message: String,
+        /// The original hint, masked.
+        hint: Option<String>,
+    },
+}
+
+/// An error of the agent product (`handoff`) with what the envelope needs of it; `handoff`
+/// converts its errors into [`HandoffError::Product`], so the operations need not know their
+/// types.
+pub trait ProductError: std::error::Error + Send + Sync + 'static {
+    /// The envelope error code.
+    fn code(&self) -> crate::ops::envelope::ErrorCode;
+    /// The envelope `details` (`{}` unless the error has some).
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+    /// How to fix it, when known.
+    fn hint(&self) -> Option<String>;
+}
+
+/// [`HandoffError::Product`]'s content: displays and chains as the product's error.
+#[derive(Debug)]
+pub struct ProductFailure(pub Box<dyn ProductError>);
+
+impl std::fmt::Display for ProductFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ProductFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl<E: ProductError> From<E> for HandoffError {
+    fn from(error: E) -> Self {
+        HandoffError::Product(ProductFailure(Box::new(error)))
+    }
+}
+
+/// [`HandoffError::InContainer`]'s content: displays and chains as `error`.
+#[derive(Debug)]
+pub struct InContainer {
+    /// The container `up` created.
+    pub container_id: String,
+    /// What failed.
+    pub error: HandoffError,
+}
+
+impl std::fmt::Display for InContainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for InContainer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// The [`EngineError::NotRunning`] in `source`'s chain: the hook could not run (or its result
+/// could not be read) because the engine went away.
+pub fn engine_lost(source: &LifecycleError) -> Option<&EngineError> {
+    let mut cur = std::error::Error::source(source);
+    while let Some(e) = cur {
+        if let Some(engine) = e.downcast_ref::<EngineError>()
+            && matches!(engine, EngineError::NotRunning { .. })
+        {
+            return Some(engine);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn lifecycle_message(source: &LifecycleError) -> String {
+    match engine_lost(source) {
+        Some(engine) => format!("{source}: {engine}"),
+        None => source.to_string(),
+    }
+}
+
+impl HandoffError {
+    /// This error, naming the container `up` created before it happened
+    /// ([`HandoffError::InContainer`]); an error that names one already is kept as it is.
+    pub fn in_container(self, container_id: &str) -> HandoffError {
+        if self.container_id().is_some() {
+            return self;
+        }
+        HandoffError::InContainer(Box::new(InContainer {
+            container_id: container_id.to_string(),
+            error: self,
+        }))
+    }
+
+    /// The `--format json` envelope error code of this error (spec-notes/0163).
+    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
+        use crate::ops::envelope::ErrorCode;
+        match self {
+            HandoffError::InContainer(e) => e.error.code(),
+            HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
+                ErrorCode::ConfigInvalid
+            }
+            HandoffError::Unsupported { .. } | HandoffError::AgentConfig { .. } => {
+                ErrorCode::ConfigInvalid
+            }
+            HandoffError::WorkspaceFolder { .. }
+            | HandoffError::NoContainer { .. }
+            | HandoffError::NotRunning { .. }
+            | HandoffError::UnknownAgent { .. }
+            | HandoffError::NoConfiguration { .. }
+            | HandoffError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            HandoffError::Engine(e) => match e {
+                EngineError::NotRunning { .. } | EngineError::UnsupportedHost { .. } => {
+                    ErrorCode::EngineUnavailable
+                }
+                EngineError::Build { .. }
+                | EngineError::BuildContext { .. }
+                | EngineError::Dockerignore { .. }
+                | EngineError::Pull { .. }
+                | EngineError::InvalidReference { .. }
+                | EngineError::UnsupportedBuildOption { .. }
+                | EngineError::InvalidBuildOption { .. } => ErrorCode::BuildFailed,
+                EngineError::UnsupportedRunArg { .. }
+                | EngineError::InvalidRunArg { .. }
+                | EngineError::InvalidMount { .. } => ErrorCode::ConfigInvalid,
+                EngineError::NoSuchContainer { .. } => ErrorCode::NotFound,
+                _ => ErrorCode::ContainerFailed,
+            },
+            HandoffError::Lifecycle { source, .. } if engine_lost(source).is_some() => {
+                ErrorCode::EngineUnavailable
+            }
+            HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
+            HandoffError::Security(
+                SecurityError::Refused { .. }
+                | SecurityError::ReuseRefused { .. }
+                | SecurityError::SetUpRefused { .. }
+                | SecurityError::PathOutside { .. },
+            ) => ErrorCode::PermissionRequired,
+            HandoffError::Security(_) => ErrorCode::ConfigInvalid,
+            HandoffError::SecretsFile { .. }
+            | HandoffError::AdditionalFeatures { .. }
+            | HandoffError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
+            HandoffError::Redacted { code, .. } => *code,
+            HandoffError::Workspace(e) => e.code(),
+            HandoffError::Product(e) => e.0.code(),
+            HandoffError::Audit(_) => ErrorCode::InvalidArgument,
+            HandoffError::Publish(_) | HandoffError::Fetch(_) | HandoffError::Build(_) => {
+                ErrorCode::BuildFailed
+            }
+            HandoffError::Runtime { .. } => ErrorCode::Internal,
+            HandoffError::AgentStart { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+                _ => ErrorCode::Internal,
+            },
+        }
+    }
+
+    /// The envelope `details` of this error: the live session for `session_active`, the
+    /// container for a failed hook, every permission request (`{"permissions": […]}`, each
+    /// with its status and the `--allow` flag that grants it) for `permission_required`, else
+    /// `{}`.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            HandoffError::InContainer(e) => {
+                let mut details = e.error.details();
+                if let Some(map) = details.as_object_mut() {
+                    map.insert("containerId".into(), e.container_id.clone().into());
+                }
+                details
+            }
+            HandoffError::Product(e) => e.0.details(),
+            HandoffError::Security(
+                SecurityError::Refused { requests, .. }
+                | SecurityError::ReuseRefused { requests, .. }
+                | SecurityError::SetUpRefused { requests, .. },
+            ) => serde_json::json!({ "permissions": requests }),
+            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+                serde_json::json!({ "containerId": container_id })
+            }
+            _ => serde_json::json!({}),
+        }
+    }
+
+    /// The source location of a config error, for rendering the offending line.
+    pub fn location(&self) -> Option<&SourceLocation> {
+        match self {
+            HandoffError::InContainer(e) => e.error.location(),
+            HandoffError::Config(e) => e.location(),
+            _ => None,
+        }
+    }
+
+    /// The container concerned by a failure, when one exists (the reference CLI reports it in
+    /// the error result).
+    pub fn container_id(&self) -> Option<&str> {
+        match self {
+            HandoffError::InContainer(e) => Some(&e.container_id),
+            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+                Some(container_id)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Hint for HandoffError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            HandoffError::InContainer(e) => e.error.hint(),
+            HandoffError::Config(e) => e.hint(),
+            HandoffError::WorkspaceFolder { .. } => {
+                Some("pass an existing folder with `--workspace-folder`".into())
+            }
+            HandoffError::Engine(e) => e.hint(),
+            HandoffError::Settings(_) => None,
+            HandoffError::Lifecycle { source, .. } => match engine_lost(source) {
+                Some(engine) => engine.hint(),
+                None => source.hint(),
+            },
+            HandoffError::Unsupported { hint, .. } => hint.clone(),
+            HandoffError::Security(e) => {
+                let mut hint = e.hint().unwrap_or_default();
+                if let SecurityError::Refused { requests, .. } = e
+                    && requests.iter().any(|r| {
+                        r.permission == Permission::Root && r.status == RequestStatus::Refused
+                    })
+                {
+                    hint.push_str(
+                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's agent-user Feature)",
+                    );
+                }
+                (!hint.is_empty()).then_some(hint)
+            }
+            HandoffError::Build(e) => e.hint(),
+            HandoffError::Feature(e) => e.hint(),
+            HandoffError::Fetch(_) => None,
+            HandoffError::SecretsFile { .. } => {
+                Some("the secrets file is a JSON object mapping names to string values".into())
+            }
+            // Hints name only flags the user gave or can give (spec-note 0455).
+            HandoffError::NoContainer { expected: true, .. } => {
+                Some("run `devcell up` first, or drop `--expect-existing-container`".into())
+            }
+            HandoffError::NoContainer { expected: false, .. } => Some(
+                "run `devcell up` first, or name the container with `--container-id`".into(),
+            ),
+            HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            HandoffError::Workspace(e) => e.hint(),
+            HandoffError::Product(e) => e.0.hint(),
+            HandoffError::UnknownAgent { name, .. } => Some(format!(
+                "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"
+            )),
+            HandoffError::AgentConfig { .. } => {
+                Some("fix the agent's entry in devcell's config.toml".into())
+            }
+            HandoffError::NoConfiguration { .. } => Some(
+                "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
+            ),
+            HandoffError::Audit(_) => None,
+            HandoffError::NoSuchContainer {
+                workspace: Some(w), ..
+            } => Some(format!(
+                "create it with `devcell up --workspace-folder {}` (or `devcell handoff`), or pass a container name or id from `docker ps -a` instead of `--workspace-folder`",
+                w.display()
+            )),
+            HandoffError::NoSuchContainer { workspace: None, .. } => {
+                Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
+            }
+            HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
+            HandoffError::InvalidLimit { .. } => Some(
+                "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
+            ),
+            HandoffError::Redacted { hint, .. } => hint.clone(),
+            HandoffError::AgentStart { program, .. } => Some(format!(
+                "install `{program}` on this host (it must be on `PATH` or an absolute path), or fix the agent's `command` in devcell's config.toml"
+            )),
+            HandoffError::AdditionalFeatures { .. } => Some(
+                "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
+            ),
+        }
+    }
+}
+
+/// Maps a lifecycle failure in `container_id` (empty: on the host) to
+/// [`HandoffError::Lifecycle`].
+pub(crate) fn lifecycle_error(
+    container_id: &str,
+) -> impl Fn(crate::lifecycle::LifecycleError) -> HandoffError {
+    let container_id = container_id.to_string();
+    move |source| HandoffError::Lifecycle {
+        container_id: container_id.clone(),
+        source,
+    }
+}

@@ -1,0 +1,152 @@
+//! Running the lifecycle hooks of a bring-up: the plan, the run-once markers, the bring-up lock and
+//! devcell's state folder in the container.
+
+use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::lifecycle::{
+    BringUpKind, HookContext, HookEnv, HookSources, LifecycleReport, MarkerContext, Plan,
+    PlanOptions, run_plan, wait_for,
+};
+use crate::ops::attach::{Attached, append_safe_directories, probed_remote_env};
+use crate::ops::container::STATE_DIR;
+use crate::ops::error::lifecycle_error;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::executor::EngineExecutor;
+use crate::ops::state_folder::{BringUpLock, LockError, StateFolder};
+use crate::ops::target::short;
+use crate::progress::{Event, Reporter};
+use indexmap::IndexMap;
+
+/// Plans and runs the container hooks of `attached` for a bring-up of `kind`; their
+/// environment also names `safe_directories` for git ([`append_safe_directories`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_hooks(
+    engine: &dyn Engine,
+    attached: &Attached,
+    kind: BringUpKind,
+    options: PlanOptions,
+    cli_remote_env: &IndexMap<String, String>,
+    secrets: &IndexMap<String, String>,
+    safe_directories: &[String],
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let id = attached.container.id.as_str();
+    let sources =
+        HookSources::from_metadata(&attached.entries, None).map_err(lifecycle_error(id))?;
+    let wait = wait_for(&attached.merged).map_err(lifecycle_error(id))?;
+    let plan = Plan::new(&sources, wait, kind, options);
+    if plan.stages().next().is_none() {
+        return Ok(LifecycleReport {
+            runs: Vec::new(),
+            skipped: plan.skipped,
+        });
+    }
+    let executor = EngineExecutor {
+        engine,
+        container_id: id,
+    };
+    let markers = MarkerContext {
+        created_at: attached.container.created.clone(),
+        started_at: attached.container.started_at.clone(),
+        folder: attached.marker_folder.clone(),
+    };
+    // Hooks that already ran are skipped without a process in the container (spec-note 0471).
+    use crate::ops::marker_record;
+    if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
+        return Ok(report);
+    }
+    if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
+        marker_record::remember(id, &plan, &markers, &report);
+        return Ok(report);
+    }
+    let mut env = probed_remote_env(engine, attached, cli_remote_env, reporter).await?;
+    append_safe_directories(&mut env.0, safe_directories);
+    let context = HookContext {
+        user: Some(attached.remote_user.clone()),
+        working_dir: Some(attached.workspace_folder.clone()),
+        env,
+        secrets: HookEnv(secrets.clone()),
+        markers: Some(markers),
+    };
+    let report = run_plan(&executor, &plan, &context, reporter)
+        .await
+        .map_err(lifecycle_error(id))?;
+    if let Some(markers) = &context.markers {
+        marker_record::remember(id, &plan, markers, &report);
+    }
+    Ok(report)
+}
+
+/// Takes the bring-up lock of the dev container identity `id` in devcell's state folder
+/// ([`StateFolder::lock_bring_up`]; spec-note 0422), so parallel `up`s,
+/// handoffs and `run-user-commands` of one workspace find-or-create one container and run its
+/// hooks once: the second waits (saying so) for the first to finish, then finds its
+/// container. No state folder (no home) means no lock.
+///
+/// Errors: [`HandoffError::Unsupported`] when the lock file cannot be opened or locked.
+pub(crate) async fn bring_up_lock(
+    id: &str,
+    reporter: &dyn Reporter,
+) -> Result<Option<BringUpLock>> {
+    let Some(store) = StateFolder::open_default() else {
+        return Ok(None);
+    };
+    let failed = |e: LockError| HandoffError::Unsupported {
+        message: format!("cannot take the bring-up lock: {e}"),
+        hint: Some(format!(
+            "devcell keeps its locks in `{}`; check that it is writable",
+            store.root().join("locks").display()
+        )),
+    };
+    if let Some(lock) = store.lock_bring_up(id, false).map_err(failed)? {
+        return Ok(Some(lock));
+    }
+    reporter.report(Event::Status(
+        "waiting for another devcell bringing up this workspace's container".to_string(),
+    ));
+    let owned = id.to_string();
+    let waited = store.clone();
+    let lock = tokio::task::spawn_blocking(move || waited.lock_bring_up(&owned, true))
+        .await
+        .map_err(|e| HandoffError::Unsupported {
+            message: format!("cannot take the bring-up lock: {e}"),
+            hint: None,
+        })?
+        .map_err(failed)?;
+    Ok(lock)
+}
+
+/// Makes devcell's state volume writable by every user (sticky, like `/tmp`). The hardened
+/// profile drops `CAP_CHOWN` and `CAP_FOWNER`, so only the volume's owner may change its mode,
+/// and engines differ on who owns a fresh anonymous volume: root on Docker, the container's user
+/// on Podman (it gives new volumes to the user the container runs as). `chmod` runs as root
+/// first, then, when that is refused, as the container's user (spec-notes/0181). Errors:
+/// [`HandoffError::Unsupported`] when neither may, with the last `chmod`'s output.
+pub(crate) async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
+    let mut result = None;
+    for user in [Some("0".to_string()), None] {
+        let request = ExecRequest {
+            argv: vec!["chmod".into(), "1777".into(), STATE_DIR.into()],
+            user,
+            ..ExecRequest::default()
+        };
+        let r = engine
+            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+            .await?;
+        if r.exit_code == 0 {
+            return Ok(());
+        }
+        result = Some(r);
+    }
+    let (code, stderr) = result.map_or((-1, String::new()), |r| {
+        (r.exit_code, r.stderr_text().trim().to_string())
+    });
+    Err(HandoffError::Unsupported {
+        message: format!(
+            "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {code}): {stderr}",
+            short(id),
+        ),
+        hint: Some(
+            "the image needs a `chmod` program (busybox or coreutils), and the volume must be owned by root or the container's user".into(),
+        ),
+    })
+}

@@ -1,0 +1,504 @@
+//! The dev container's image: inspect or pull it, or build the Dockerfile, then layer the Features
+//! on it (`devcontainer-lock.json`, the Features' metadata label).
+
+use crate::config::model::ConfigKind;
+use crate::config::{metadata, substitute};
+use crate::diagnostics::Warning;
+use crate::engine::{Engine, ImageInfo};
+use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
+use crate::names::METADATA_LABEL;
+use crate::ops::dockerfile::build_request;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::lockfile_io::LockfileAt;
+use crate::ops::options::{ImageBuildOptions, UpOptions};
+use crate::ops::permissions::{
+    FeatureRequestParts, confine_build, confine_grants, security_choice,
+};
+use crate::ops::read_configuration::LoadedConfiguration;
+use crate::progress::{Event, Reporter};
+use crate::security::{self, Grants, PermissionRequest, Source};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// The Feature fetcher of an `up`: its cache folder and the user's registry settings.
+pub(crate) fn feature_fetcher(opts: &UpOptions) -> Result<crate::features::fetch::Fetcher> {
+    let flags = crate::features::fetch::FetchFlags {
+        cache_dir: opts.cache_dir.clone(),
+        ..Default::default()
+    };
+    Ok(crate::features::fetch::Fetcher::for_operation(
+        &opts.settings.registries,
+        flags,
+    )?)
+}
+
+/// The image's metadata entries: raw (for the label) and phase-1 substituted (for the merge).
+pub(crate) fn image_entries(
+    image: &ImageInfo,
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    warnings: &mut Vec<Warning>,
+) -> (Vec<Value>, Vec<Value>) {
+    let Some(label) = image.metadata_label() else {
+        return (Vec::new(), Vec::new());
+    };
+    let (raw, warning) = metadata::parse_label(label);
+    warnings.extend(warning);
+    let mut substituted = raw.clone();
+    substitute_entries(&mut substituted, loaded, env);
+    (raw, substituted)
+}
+
+pub(crate) fn substitute_entries(
+    entries: &mut [Value],
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+) {
+    let local = loaded.workspace_folder.to_string_lossy().into_owned();
+    let ctx = substitute::LocalContext {
+        local_workspace_folder: Some(&local),
+        container_workspace_folder: Some(&loaded.workspace.workspace_folder),
+        env,
+        config_file: None,
+    };
+    for entry in entries {
+        // An entry that cannot be substituted (`${localEnv}` without a name) is kept verbatim.
+        let mut copy = entry.clone();
+        if substitute::substitute_local(&mut copy, &ctx).is_ok() {
+            *entry = copy;
+        }
+    }
+}
+
+/// Under `hardened`, every label of the image in the identity namespaces
+/// ([`crate::names::is_identity_label`]) but `devcontainer.metadata` that devcell does not set
+/// itself is overridden with an empty value on the container (a container inherits its
+/// image's labels, and the image may come from the repository's Dockerfile): an empty value
+/// matches no lookup. Each is a warning (spec-note 0421).
+pub(crate) fn neutralise_image_identity_labels(
+    image: &ImageInfo,
+    spec: &mut crate::engine::ContainerSpec,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) {
+    for key in image.labels.keys() {
+        if !crate::names::is_identity_label(key)
+            || key == METADATA_LABEL
+            || spec.labels.contains_key(key)
+        {
+            continue;
+        }
+        spec.labels.insert(key.clone(), String::new());
+        let message = format!(
+            "the image's label `{key}` is in a namespace devcell identifies containers by: the container gets it empty"
+        );
+        reporter.report(Event::Status(format!("warning: {message}")));
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+}
+
+/// An image ready to run: its reference and what the engine knows about it.
+pub(crate) struct PreparedImage {
+    /// The reference (a tag, or the image id).
+    pub(crate) reference: String,
+    /// What the engine knows about it.
+    pub(crate) info: ImageInfo,
+}
+
+/// Image kind: inspect, pull when missing. Dockerfile kind: build through the engine.
+pub(crate) async fn prepare_image(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    kind: ConfigKind,
+    host_env: &HashMap<String, String>,
+    build: &ImageBuildOptions,
+    confine: Option<&Grants>,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    if kind == ConfigKind::Image {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        let info = engine.ensure_image(&reference, reporter).await?;
+        return Ok(PreparedImage { reference, info });
+    }
+    let mut request = build_request(loaded, host_env)?;
+    if let Some(grants) = confine {
+        confine_build(&mut request, loaded, grants)?;
+    }
+    if let Some(network) = &build.network {
+        request.network = network.clone();
+    }
+    if build.no_cache {
+        request.no_cache = true;
+        request.pull = true;
+    }
+    request
+        .cache_from
+        .splice(0..0, build.cache_from.iter().cloned());
+    reporter.report(Event::Status(format!(
+        "building {} from {}",
+        request
+            .tags
+            .first()
+            .map(String::as_str)
+            .unwrap_or("the image"),
+        request.dockerfile.display()
+    )));
+    let info = engine.build_image(&request, reporter).await?;
+    Ok(PreparedImage {
+        reference: request.tags.first().cloned().unwrap_or(info.id.clone()),
+        info,
+    })
+}
+
+/// The image of a new dev container (before `updateRemoteUserUID`) and its metadata.
+pub(crate) struct DevImage {
+    /// The image.
+    pub(crate) image: PreparedImage,
+    /// The metadata entries to merge, phase-1 substituted: base image ++ Features ++
+    /// devcontainer.json.
+    pub(crate) entries: Vec<Value>,
+    /// The `devcontainer.metadata` label the container must carry itself (raw); `None` when
+    /// the image carries it.
+    pub(crate) label: Option<String>,
+    /// The host variables the label of an image built from the repository's Dockerfile
+    /// names, judged like devcontainer.json's (none refused; spec-note 0443).
+    pub(crate) label_requests: Vec<PermissionRequest>,
+    /// The Features resolution's lockfile, to write once the result exists (`None` without
+    /// Features).
+    pub(crate) lock: Option<PendingLock>,
+}
+
+/// Prepares the image of a new dev container, as `up` and `build` do: the `image` (inspected,
+/// pulled when missing) or the built `build.dockerfile` ([`prepare_image`]), with the
+/// configuration's Features layered on ([`build_features`]; the image's label then holds base
+/// ++ Features ++ devcontainer.json entries). Without Features the label is returned for the
+/// container, unless `opts.build.bake_metadata_label` asks for an image carrying it (`build`;
+/// a layer without Features).
+///
+/// Errors: as [`prepare_image`] and [`build_features`].
+pub(crate) async fn dev_image(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    kind: ConfigKind,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+    warnings: &mut Vec<Warning>,
+) -> Result<DevImage> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut image = prepare_image(
+        engine,
+        loaded,
+        kind,
+        &opts.target.env,
+        &opts.build,
+        confine_grants(&profile, &grants).as_ref(),
+        reporter,
+    )
+    .await?;
+    let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+    // The label of an image built from the repository's Dockerfile is the repository's: its
+    // host variables are requests like devcontainer.json's (spec-note 0443).
+    let label_requests = if kind == ConfigKind::Dockerfile {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+        let uses = security::host_env::uses(&reads, &[]);
+        let mut requests = security::host_env::judge(&profile, &grants, &uses);
+        for r in &mut requests {
+            r.source = Source::ImageMetadata;
+        }
+        security::host_env::check(&profile, &requests)?;
+        requests
+    } else {
+        Vec::new()
+    };
+    let with_features = has_features(&loaded.value);
+    let mut lock = None;
+    // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
+    let (entries, label) =
+        if with_features || opts.build.bake_metadata_label || kind == ConfigKind::Dockerfile {
+            // The built image's label holds base ++ Features ++ devcontainer.json entries; the
+            // container inherits it from the image.
+            image = if with_features {
+                let (built, pending) =
+                    build_features(engine, loaded, image, raw_base, &base, opts, reporter).await?;
+                lock = Some(pending);
+                built
+            } else {
+                let built = layer_features(
+                    engine,
+                    loaded,
+                    &image,
+                    raw_base,
+                    &base,
+                    Vec::new(),
+                    opts,
+                    reporter,
+                )
+                .await?;
+                reporter.report(Event::Status(if built.built {
+                    format!("built {}", built.tag)
+                } else {
+                    format!("using cached {}", built.tag)
+                }));
+                PreparedImage {
+                    reference: built.tag,
+                    info: built.image,
+                }
+            };
+            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            (entries, None)
+        } else {
+            let entries =
+                metadata::collect_entries(&base, &[], &metadata::config_entry(&loaded.value));
+            let label = metadata::label_value(&metadata::collect_entries(
+                &raw_base,
+                &[],
+                &metadata::config_entry(&loaded.raw),
+            ));
+            (entries, Some(label))
+        };
+    Ok(DevImage {
+        image,
+        entries,
+        label,
+        label_requests,
+        lock,
+    })
+}
+
+/// Whether the configuration lists any Feature.
+pub(crate) fn has_features(config: &Value) -> bool {
+    config
+        .get("features")
+        .and_then(Value::as_object)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// The lockfile of a resolution, written (or checked) once the container (`build`: the image)
+/// exists.
+pub(crate) struct PendingLock {
+    path: PathBuf,
+    lockfile: Lockfile,
+    at: LockfileAt,
+}
+
+impl PendingLock {
+    /// The [`security::audit::FEATURE_DIGESTS_LABEL`] value: `{"<lock key>": "sha256:…"}` for
+    /// the OCI and tarball Features installed (local Features have no digest).
+    pub(crate) fn digests_label(&self) -> String {
+        let digests: BTreeMap<&str, &str> = self
+            .lockfile
+            .features
+            .iter()
+            .map(|(k, f)| (k.as_str(), f.integrity.as_str()))
+            .collect();
+        serde_json::to_string(&digests).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// Applies `mode` ([`lockfile::apply`]); returns a warning for a lockfile that could not be
+    /// written or that a read-only run left stale.
+    pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {
+        // judged and written through the workspace's handle, owned by the workspace's owner
+        // (spec-notes 0400, 0250)
+        let message = match self.at.apply(&self.lockfile, mode) {
+            Ok(WriteOutcome::Written) => {
+                reporter.report(Event::Status(format!("wrote {}", self.path.display())));
+                return None;
+            }
+            Ok(WriteOutcome::Stale) => format!(
+                "`{}` does not match the Features resolved for this container; it is left unchanged (run `devcell up` or `devcell upgrade` to update it)",
+                self.path.display()
+            ),
+            Ok(_) => return None,
+            Err(e) => format!("cannot write `{}`: {e}", self.path.display()),
+        };
+        reporter.report(Event::Status(format!("warning: {message}")));
+        Some(Warning {
+            location: None,
+            message,
+        })
+    }
+}
+
+/// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
+/// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
+/// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
+///
+/// The lockfile beside the configuration pins OCI and tarball Features when present (unless
+/// `opts.lockfile` is `Off`); under `Frozen` the resolution must equal it before anything is
+/// built. Returns the image and the resolution's lockfile, to write once the container exists.
+pub(crate) async fn build_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<(PreparedImage, PendingLock)> {
+    use crate::build::FeatureLayer;
+    use crate::features::fetch::PlanRequest;
+
+    let FeatureRequestParts {
+        features,
+        override_order,
+        config_dir,
+        devcontainer_dir,
+    } = FeatureRequestParts::of(loaded);
+    let lock_at = LockfileAt::of(loaded);
+    let lock_path = lock_at.path.clone();
+    let lock_state = lock_at.read(opts.lockfile)?;
+    let locked = lock_state.lockfile();
+    reporter.report(Event::Status(format!(
+        "resolving {} Feature(s){}",
+        features.len(),
+        if locked.is_some() {
+            format!(" pinned by {}", lock_path.display())
+        } else {
+            String::new()
+        }
+    )));
+    let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
+        message: format!("cannot create a temporary folder for Features: {e}"),
+        hint: None,
+    })?;
+    // The fetcher keeps an owned reporter: its pull progress is forwarded to `reporter` while
+    // it works (the forwarding ends when the fetcher is dropped).
+    let (fetch_progress, fetch_events) = crate::progress::channel();
+    let fetched = async {
+        let fetcher = feature_fetcher(opts)?.with_reporter(fetch_progress);
+        let plan = fetcher
+            .plan(&PlanRequest {
+                features: &features,
+                override_order: &override_order,
+                config_dir: &config_dir,
+                devcontainer_dir: &devcontainer_dir,
+                lockfile: locked.map(|l| (l, lock_path.as_path())),
+            })
+            .await?;
+        if opts.lockfile == LockfileMode::Frozen {
+            // Before any download or build: a frozen lockfile that does not match stops here.
+            lock_at.apply(&plan.lockfile(), LockfileMode::Frozen)?;
+        }
+        let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
+        Ok::<_, HandoffError>((plan, dirs))
+    };
+    let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
+    let (plan, dirs) = fetched?;
+    let pending = PendingLock {
+        path: lock_path.clone(),
+        lockfile: plan.lockfile(),
+        at: lock_at,
+    };
+    for warning in &plan.install.warnings {
+        reporter.report(Event::Status(format!("warning: {warning}")));
+    }
+    let mut layers = Vec::with_capacity(dirs.len());
+    for (feature, dir) in plan.install.features.iter().zip(dirs) {
+        let metadata = plan
+            .resolved
+            .get(&feature.reference)
+            .map(|r| r.metadata.clone())
+            .unwrap_or(Value::Null);
+        layers.push(FeatureLayer::new(
+            &feature.key,
+            dir,
+            metadata,
+            &feature.options,
+            feature.canonical.clone(),
+        )?);
+    }
+    let built = layer_features(
+        engine,
+        loaded,
+        &base_image,
+        raw_base,
+        base,
+        layers,
+        opts,
+        reporter,
+    )
+    .await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok((
+        PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        },
+        pending,
+    ))
+}
+
+/// Layers `layers` (Features in install order, materialised; none to only write the label)
+/// onto `base_image` with the `devcontainer.metadata` label (`raw_base` ++ Features ++
+/// devcontainer.json) and `opts.build`'s labels ([`crate::build::ensure_features_image_with`]):
+/// built only when its cache tag is missing, unless `opts.build.no_cache`.
+///
+/// Errors: [`HandoffError::Build`] (planning, or the engine's build failed).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn layer_features(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    base_image: &PreparedImage,
+    raw_base: Vec<Value>,
+    base: &[Value],
+    layers: Vec<crate::build::FeatureLayer>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<crate::build::BuiltImage> {
+    use crate::build::{BaseImage, FeaturesInput, ImageOptions, ensure_features_image_with};
+
+    let users = metadata::merge(&metadata::collect_entries(
+        base,
+        &[],
+        &metadata::config_entry(&loaded.value),
+    ));
+    let user = |key: &str| {
+        users
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let input = FeaturesInput {
+        base: BaseImage {
+            reference: base_image.reference.clone(),
+            id: base_image.info.id.clone(),
+            user: base_image.info.user.clone().unwrap_or_default(),
+            metadata: raw_base,
+        },
+        features: layers,
+        config: loaded.raw.clone(),
+        container_user: user("containerUser"),
+        remote_user: user("remoteUser"),
+    };
+    // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
+    let container_env = if opts.build.bake_metadata_label {
+        loaded
+            .value
+            .get("containerEnv")
+            .and_then(Value::as_object)
+            .map(|env| {
+                env.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let options = ImageOptions {
+        labels: opts.build.labels.clone(),
+        no_cache: opts.build.no_cache,
+        network: opts.build.network.clone().flatten(),
+        container_env,
+    };
+    Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
+}

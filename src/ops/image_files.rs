@@ -1,0 +1,94 @@
+//! Files of images, remembered on the host by image id: an image id names its content, so a
+//! file read once from an image never changes. `up` reads the remote user's `/etc/passwd` entry
+//! for the hardened profile's home tmpfs; with this, a new container from an image it has seen
+//! needs no throwaway container to read it again (spec-note 0471).
+//!
+//! Layout: `<state root>/images/<hex of the image id>/<file name>` (folders `0700`), written
+//! atomically; anything unreadable is simply read from the engine again.
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::Engine;
+use crate::ops::state_folder;
+
+fn cached_path(root: &Path, image_id: &str, file: &str) -> Option<PathBuf> {
+    let hex = image_id.strip_prefix("sha256:").unwrap_or(image_id);
+    let name = file.rsplit('/').next()?;
+    (!hex.is_empty()
+        && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        && !name.is_empty()
+        && name != ".."
+        && name != ".")
+        .then(|| root.join("images").join(hex).join(name))
+}
+
+/// The content of the regular file `path` of the image `reference` whose id is `image_id`:
+/// from the host record when one exists, else through the engine
+/// ([`Engine::read_image_file`]: a container created, read and removed, never started), then
+/// recorded. `Ok(None)` when the image has no such regular file.
+///
+/// Errors: the engine's.
+pub async fn read(
+    engine: &dyn Engine,
+    reference: &str,
+    image_id: &str,
+    path: &str,
+) -> crate::engine::Result<Option<Vec<u8>>> {
+    read_in(
+        state_folder::default_root().as_deref(),
+        engine,
+        reference,
+        image_id,
+        path,
+    )
+    .await
+}
+
+async fn read_in(
+    root: Option<&Path>,
+    engine: &dyn Engine,
+    reference: &str,
+    image_id: &str,
+    path: &str,
+) -> crate::engine::Result<Option<Vec<u8>>> {
+    let cached = root.and_then(|r| cached_path(r, image_id, path));
+    if let Some(bytes) = cached.as_deref().and_then(|p| std::fs::read(p).ok()) {
+        return Ok(Some(bytes));
+    }
+    let content = engine.read_image_file(reference, path).await?;
+    if let (Some(file), Some(bytes)) = (cached, &content) {
+        let _ = write(&file, bytes);
+    }
+    Ok(content)
+}
+
+fn write(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = file.parent().unwrap_or(file);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hex_ids_and_plain_names_make_a_path() {
+        let root = Path::new("/s");
+        assert_eq!(
+            cached_path(root, "sha256:ab12", "/etc/passwd"),
+            Some(PathBuf::from("/s/images/ab12/passwd"))
+        );
+        assert_eq!(cached_path(root, "sha256:../x", "/etc/passwd"), None);
+        assert_eq!(cached_path(root, "", "/etc/passwd"), None);
+        assert_eq!(cached_path(root, "ab", "/etc/.."), None);
+    }
+}

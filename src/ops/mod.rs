@@ -1,0 +1,65 @@
+//! L4: the Dev Container spec's operations, one file per reference CLI command ([`up`],
+//! [`build`], [`exec`], [`set_up`], [`read_configuration`], [`run_user_commands`], [`down`],
+//! [`outdated`], [`resolve_dependencies`], [`features_publish`]) and devcell's
+//! [`container_audit`], each a short list of named steps over the shared step modules:
+//! [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
+//! metadata, user, folder and remote environment), [`permissions`] and [`preview`] (the
+//! security decision), [`image`] and [`dockerfile`] (the image and its Features), [`users`]
+//! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
+//! (the create request), plus [`repository`] inspection, [`secrets`], the [`state_folder`],
+//! the JSON [`envelope`] and the one [`error`] type. Library code never prints: results are
+//! values, progress goes to a `progress::Reporter`.
+
+pub mod attach;
+pub mod build;
+pub mod container;
+pub mod container_audit;
+pub mod dockerfile;
+pub mod down;
+pub mod envelope;
+pub mod error;
+pub mod exec;
+pub mod executor;
+pub mod features_publish;
+pub mod hooks;
+pub mod image;
+pub mod image_files;
+pub(crate) mod lockfile_io;
+pub mod marker_record;
+pub mod options;
+pub mod outdated;
+pub mod permissions;
+pub mod preview;
+pub mod read_configuration;
+pub mod repository;
+pub mod resolve_dependencies;
+pub mod run_user_commands;
+pub mod secrets;
+pub mod set_up;
+pub mod state_folder;
+pub mod target;
+pub mod up;
+pub mod users;
+
+pub use build::{BuildOptions, BuildResult, PushedImage, build};
+pub use down::{DownOptions, DownResult, down};
+pub use error::{HandoffError, Result};
+pub use exec::{ExecOptions, ExecStreams, exec};
+pub use options::{ImageBuildOptions, SecurityOptions, TargetOptions, UidUpdateDefault, UpOptions};
+pub use read_configuration::{
+    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
+    ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
+};
+pub use run_user_commands::{RunUserCommandsOptions, run_user_commands};
+pub use secrets::read_secrets_file;
+pub use set_up::{SetUpOptions, SetUpResult, set_up};
+pub use up::{ContainerAction, UpResult, up};
+
+/// Lifecycle types the command line fills in (re-exported so `cli` depends on `ops` only).
+pub use crate::lifecycle::{PlanOptions, UserEnvProbe};
+
+/// The terminal size `exec` and `handoff` forward to the container's TTY (re-exported so `cli`
+/// depends on `ops` and `handoff` only).
+pub use crate::engine::TtySize;
+/// How `up`/`handoff` treat `devcontainer-lock.json` (re-exported for `cli`).
+pub use crate::features::lockfile::LockfileMode;

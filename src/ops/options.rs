@@ -1,0 +1,141 @@
+//! Options shared by the operations: which workspace and container (`TargetOptions`), the security
+//! profile and grants, the image build, the uid update.
+
+use crate::features::lockfile::LockfileMode;
+use crate::lifecycle::{PlanOptions, UserEnvProbe};
+use crate::settings::Settings;
+use indexmap::IndexMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// Which workspace and config, and how to find its container (flags shared by `up`, `exec`,
+/// `run-user-commands` and `down`).
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    /// `--workspace-folder` (absolute; the cli defaults it to the current directory).
+    pub workspace_folder: PathBuf,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--mount-workspace-git-root` (default `true`).
+    pub mount_workspace_git_root: bool,
+    /// `--id-label name=value` (repeatable): when given, exactly these labels identify the
+    /// container (the defaults are then not used, as in the reference CLI).
+    pub id_labels: Vec<(String, String)>,
+    /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
+    pub env: HashMap<String, String>,
+    /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
+    pub workspace_override: Option<crate::ops::read_configuration::WorkspaceOverride>,
+    /// `--override-config`: the configuration's content comes from this file (paths keep the
+    /// semantics of the real config location).
+    pub override_config: Option<PathBuf>,
+    /// `--additional-features` (`up`): a JSON object like `features`, added to the
+    /// configuration's Features.
+    pub additional_features: Option<String>,
+    /// `--mount-git-worktree-common-dir`: a worktree's common git dir is mounted too.
+    pub mount_git_worktree_common_dir: bool,
+    /// `--container-id` (`exec`, `run-user-commands`): this container (id or name) instead
+    /// of a lookup by the id labels.
+    pub container_id: Option<String>,
+    /// No configuration is read (`exec`/`run-user-commands` given `--container-id` or
+    /// `--id-label` but no `--workspace-folder`, `--config` or `--override-config`, as the
+    /// reference): the container's `devcontainer.metadata` label says everything.
+    pub no_configuration: bool,
+    /// `--workspace-folder` was given (the cli otherwise defaults it to the current
+    /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
+    /// remote user's home unless the configuration names a `workspaceFolder`.
+    pub workspace_folder_given: bool,
+}
+
+/// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged
+/// configuration does not say (spec: `updateRemoteUserUID`, default `true` on Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UidUpdateDefault {
+    /// Update unless the configuration says `false` (the reference's default).
+    #[default]
+    On,
+    /// Update only when the configuration says `true`.
+    Off,
+    /// Never update, whatever the configuration says.
+    Never,
+}
+
+/// Security choices of the user (flags); the user settings file fills what is not given.
+#[derive(Debug, Clone, Default)]
+pub struct SecurityOptions {
+    /// `--security-profile hardened|reference`.
+    pub profile: Option<String>,
+    /// `--allow …` grants (repeatable), added to the settings file's `allow`.
+    pub allow: Vec<String>,
+    /// `--pids-limit`.
+    pub pids_limit: Option<i64>,
+    /// `--memory` (bytes with optional `k`/`m`/`g`/`t` suffix).
+    pub memory: Option<String>,
+    /// `--cpus`.
+    pub cpus: Option<f64>,
+    /// `--network default|none`.
+    pub network: Option<String>,
+}
+
+/// Inputs of [`up`] (the `up` flags).
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// `--remove-existing-container`.
+    pub remove_existing_container: bool,
+    /// `--expect-existing-container`.
+    pub expect_existing_container: bool,
+    /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`.
+    pub plan: PlanOptions,
+    /// `--include-configuration`.
+    pub include_configuration: bool,
+    /// `--include-merged-configuration`.
+    pub include_merged_configuration: bool,
+    /// `--remote-env NAME=VALUE` (repeatable; the config's `remoteEnv` wins).
+    pub remote_env: IndexMap<String, String>,
+    /// Secrets (`--secrets-file`): given to hooks as environment, masked in output.
+    pub secrets: IndexMap<String, String>,
+    /// `--mount` (repeatable): extra mounts, granted by being asked for on the command line.
+    pub mounts: Vec<String>,
+    /// How images are built (`build`'s flags; the defaults for `up`).
+    pub build: ImageBuildOptions,
+    /// `--default-user-env-probe` (default `loginInteractiveShell`).
+    pub default_user_env_probe: UserEnvProbe,
+    /// Security flags.
+    pub security: SecurityOptions,
+    /// The user settings file (`--config-file` or the default location).
+    pub settings: Settings,
+    /// `--cache-dir`: the Feature cache (default `$XDG_CACHE_HOME/devcell`).
+    pub cache_dir: Option<PathBuf>,
+    /// `devcontainer-lock.json` handling when Features are resolved (a new container):
+    /// honoured when present; written after the container is created (`Write`, the default),
+    /// `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`), or `ReadOnly` (`handoff`)
+    /// (spec-note 0280).
+    pub lockfile: LockfileMode,
+    /// Container paths given to git as `safe.directory` in the lifecycle hooks' environment
+    /// ([`append_safe_directories`]; `handoff` passes its repositories and git directories).
+    pub safe_directories: Vec<String>,
+    /// `--update-remote-user-uid-default never|on|off` (default `on`).
+    pub update_remote_user_uid_default: UidUpdateDefault,
+}
+
+/// How images are built: `build`'s flags (`up` uses the defaults).
+#[derive(Debug, Clone, Default)]
+pub struct ImageBuildOptions {
+    /// `--no-cache`: the Dockerfile is built without the layer cache (pulling its base
+    /// images) and the Features layer is built again without cache.
+    pub no_cache: bool,
+    /// `--cache-from` (repeatable): images to use as layer cache for the Dockerfile, before
+    /// `build.cacheFrom`.
+    pub cache_from: Vec<String>,
+    /// `--label name=value` (repeatable): labels of the final image (the Features layer).
+    pub labels: BTreeMap<String, String>,
+    /// Write the `devcontainer.metadata` label into an image even without Features, and
+    /// devcontainer.json's `containerEnv` as `ENV` after the Features' (`build`: the image
+    /// must stand on its own; `up` sets `containerEnv` on the container instead).
+    pub bake_metadata_label: bool,
+    /// Every build (the Dockerfile, the Features layer, the `updateRemoteUserUID` layer) runs
+    /// on this network (`Some(None)`: the engine's default) instead of the configured one
+    /// (spec-note 0442: a container on `none` is built on `none`).
+    pub network: Option<Option<String>>,
+}

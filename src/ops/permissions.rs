@@ -1,0 +1,789 @@
+//! The security decision before anything is created: the permission requests of the configuration,
+//! the CLI and the image, judged against the grants (`security::apply`), and the permission preview
+//! (`--preview-permissions`).
+
+use crate::config::metadata;
+use crate::config::model::ConfigKind;
+use crate::config::substitute;
+use crate::engine::{BuildRequest, ContainerInfo, Engine, ImageInfo, MountKind};
+use crate::lifecycle::{HookSources, initialize_stage};
+use crate::ops::container::STATE_DIR;
+use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::dockerfile::build_request;
+use crate::ops::error::lifecycle_error;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::options::{SecurityOptions, UpOptions};
+use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::target::{expected_workspace, find_container, id_labels};
+use crate::security::PolicyInput;
+use crate::security::{
+    self, Grants, Origins, PermissionRequest, ProfileLimits, SecurityProfile, Source, host_path,
+};
+use crate::settings::Settings;
+use indexmap::IndexMap;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// [`security::check_reuse`] for the container `up` found: its image's `USER`, the merged
+/// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
+/// for. Returns the granted requests.
+///
+/// Errors: [`HandoffError::Security`] (`ReuseRefused`), [`HandoffError::Engine`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn check_existing(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    entries: &[Value],
+    loaded: &LoadedConfiguration,
+    engine_socket: Option<&Path>,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    opts: &UpOptions,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let image_user = if info.user.is_empty() {
+        engine
+            .inspect_image(&info.image_id)
+            .await?
+            .and_then(|i| i.user)
+    } else {
+        None
+    };
+    let merged = metadata::merge_configuration(&loaded.value, entries);
+    let remote_user = merged
+        .get("remoteUser")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
+    let network = network_mode(&opts.security, &opts.settings)?;
+    // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
+    let mut resolved = info.clone();
+    for m in resolved.mounts.iter_mut().filter(|m| m.kind == "bind") {
+        if let Ok(r) = host_path::resolve(Path::new(&m.source)) {
+            m.source = r.to_string_lossy().into_owned();
+        }
+    }
+    let info = &resolved;
+    let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
+    let passwd = reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
+    let existing = security::ExistingContainer {
+        info,
+        image_user: image_user.as_deref(),
+        remote_user,
+        workspace: &workspace,
+        command_line_binds: &binds,
+        engine_socket,
+        network: network.as_deref(),
+        passwd: passwd.as_deref(),
+    };
+    Ok(security::check_reuse(profile, &existing, grants)?)
+}
+
+/// `initializeCommand` as a stage, and one [`security::Permission::HostCommand`] request per
+/// argv it would run on the host (each entry of the object form; the string form is
+/// `/bin/sh -c <string>`), judged by `profile` and `grants` (spec-note 0410). Only
+/// devcontainer.json sets it (Features and image metadata cannot), so the source is always
+/// devcontainer.json.
+///
+/// Errors: [`HandoffError::Lifecycle`] for a malformed `initializeCommand`.
+pub(crate) fn host_commands(
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<(Option<crate::lifecycle::Stage>, Vec<PermissionRequest>)> {
+    let sources = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
+        .map_err(lifecycle_error(""))?;
+    let stage = initialize_stage(&sources);
+    let asked: Vec<_> = stage
+        .iter()
+        .flat_map(|s| s.commands.iter())
+        .flat_map(|c| c.command.entries())
+        .map(|(_, command)| {
+            let argv = command.argv();
+            let text =
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));
+            (
+                security::Permission::HostCommand(text),
+                Source::DevcontainerJson,
+            )
+        })
+        .collect();
+    Ok((stage, security::judge(profile, asked, grants)))
+}
+
+/// The inputs of a Features resolution taken from a configuration.
+pub(crate) struct FeatureRequestParts {
+    pub(crate) features: IndexMap<String, Value>,
+    pub(crate) override_order: Vec<String>,
+    pub(crate) config_dir: PathBuf,
+    pub(crate) devcontainer_dir: PathBuf,
+}
+
+impl FeatureRequestParts {
+    pub(crate) fn of(loaded: &LoadedConfiguration) -> FeatureRequestParts {
+        let features: IndexMap<String, Value> = loaded
+            .value
+            .get("features")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let override_order: Vec<String> = loaded
+            .value
+            .get("overrideFeatureInstallOrder")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let config_dir = loaded
+            .config_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        // Local Features live under the `.devcontainer` folder that holds the configuration
+        // (in a multi-repository handoff, the primary repository's, not the workspace root's).
+        let devcontainer_dir = loaded
+            .config_file
+            .ancestors()
+            .take_while(|a| {
+                a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder
+            })
+            .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
+        FeatureRequestParts {
+            features,
+            override_order,
+            config_dir,
+            devcontainer_dir,
+        }
+    }
+}
+
+/// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
+/// line, column and the property path `runArgs[i]` of the first element that is the flag (or
+/// `flag=value`). Errors for flags the file does not hold (image metadata) stay as they are.
+pub(crate) fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError {
+    use crate::config::jsonc::{JsonPath, Segment};
+    use crate::engine::EngineError;
+    let HandoffError::Engine(
+        engine @ (EngineError::UnsupportedRunArg { .. } | EngineError::InvalidRunArg { .. }),
+    ) = &error
+    else {
+        return error;
+    };
+    let flag = match engine {
+        EngineError::UnsupportedRunArg { flag } | EngineError::InvalidRunArg { flag, .. } => {
+            flag.clone()
+        }
+        _ => return error,
+    };
+    let Ok(text) = crate::config::bounded::read_to_string(
+        config_file,
+        crate::config::jsonc::MAX_FILE_BYTES as u64,
+    ) else {
+        return error;
+    };
+    let Ok(document) = crate::config::jsonc::parse(config_file, &text) else {
+        return error;
+    };
+    let index = document
+        .value
+        .get("runArgs")
+        .and_then(Value::as_array)
+        .and_then(|args| {
+            args.iter().position(|a| {
+                a.as_str().is_some_and(|a| {
+                    a == flag || a.split_once('=').is_some_and(|(name, _)| name == flag)
+                })
+            })
+        });
+    let Some(index) = index else {
+        return error;
+    };
+    let location = document.locate(&JsonPath(vec![
+        Segment::Key("runArgs".to_string()),
+        Segment::Index(index),
+    ]));
+    HandoffError::Config(crate::config::ConfigError::Invalid {
+        location: Box::new(location),
+        message: engine.to_string(),
+        hint: crate::diagnostics::Hint::hint(engine),
+    })
+}
+
+/// What `up` judges before it looks anything up, runs, builds or creates (spec-notes 0440,
+/// 0442): the host variables the configuration sends into the container and the builds'
+/// network.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EarlyRequests {
+    /// The [`security::Permission::HostEnv`] requests (one per name) and the
+    /// [`security::Permission::BuildNetwork`] request, judged.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// The host variables that would cross, by name, with the properties they go into.
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
+    /// The network every build gets ([`ImageBuildOptions::network`]).
+    pub(crate) build_network: Option<Option<String>>,
+    /// A granted build argument persists in the image history: said once.
+    pub(crate) warning: Option<String>,
+}
+
+/// `opts` with the host environment substitution and the engine may read
+/// ([`security::host_env::visible_env`]: under `hardened` only granted and non-secret names).
+pub(crate) fn judged_options(
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> UpOptions {
+    let mut judged = opts.clone();
+    judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
+    judged
+}
+
+/// The bare host-variable forms the engine resolves itself: `runArgs -e NAME`/`--env NAME`
+/// and `build.options --build-arg NAME`, found by the parsers that apply them (a recording
+/// lookup that resolves nothing). Parse errors are left to those parsers' real run.
+pub(crate) fn bare_env_names(loaded: &LoadedConfiguration) -> Vec<(String, String)> {
+    use security::host_env::{BUILD_OPTIONS_PROPERTY, RUN_ARGS_PROPERTY};
+    let asked = std::cell::RefCell::new(Vec::new());
+    let record = |property: &'static str| {
+        let asked = &asked;
+        move |name: &str| {
+            asked
+                .borrow_mut()
+                .push((property.to_string(), name.to_string()));
+            None
+        }
+    };
+    let _ = crate::engine::run_args::apply_run_args(
+        &mut crate::engine::ContainerSpec::default(),
+        &loaded.typed.run_args,
+        &record(RUN_ARGS_PROPERTY),
+    );
+    if let Some(build) = &loaded.typed.build {
+        let _ = crate::engine::build_options::apply_build_options(
+            &mut BuildRequest::default(),
+            &build.options,
+            &record(BUILD_OPTIONS_PROPERTY),
+        );
+    }
+    asked.into_inner()
+}
+
+/// Judges the configuration's host variables and the builds' network ([`EarlyRequests`]).
+/// The caller refuses when any request is refused
+/// ([`security::host_env::check`]).
+///
+/// Errors: [`HandoffError::Unsupported`] for an unknown network setting.
+pub(crate) fn early_requests(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<EarlyRequests> {
+    let host_env =
+        security::host_env::uses(&loaded.workspace.host_env_reads, &bare_env_names(loaded));
+    let mut requests = security::host_env::judge(profile, grants, &host_env);
+    let warning = security::host_env::image_history_warning(&host_env, &requests);
+    let container_network = network_mode(&opts.security, &opts.settings)?;
+    let configured = build_request(loaded, &opts.target.env)
+        .ok()
+        .and_then(|r| r.network);
+    let decided = security::build_network::decide(
+        profile,
+        grants,
+        container_network.as_deref(),
+        configured.as_deref(),
+    );
+    // Only a hardened container on `none` changes the builds' network; elsewhere each build
+    // keeps its own (the Dockerfile the configured one, devcell's layers the default).
+    let forced = matches!(profile, SecurityProfile::Hardened(_))
+        && container_network.as_deref() == Some("none");
+    requests.extend(decided.request);
+    Ok(EarlyRequests {
+        requests,
+        host_env,
+        build_network: forced.then_some(decided.network),
+        warning,
+    })
+}
+
+/// The user's grants when the profile judges the host paths a repository names (`hardened`);
+/// `None` under `reference`, which uses them as written (spec-note 0400).
+pub(crate) fn confine_grants(profile: &SecurityProfile, grants: &Grants) -> Option<Grants> {
+    matches!(profile, SecurityProfile::Hardened(_)).then(|| grants.clone())
+}
+
+/// Judges `build.dockerfile` and the build context of `request` on what they resolve to
+/// ([`host_path::confine`], against the mounted workspace folder) and makes the request use
+/// the resolved paths: a Dockerfile or context outside the workspace is neither read nor packed
+/// (nor echoed in a build error) unless granted (`--allow mount:<resolved path>`).
+///
+/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+pub(crate) fn confine_build(
+    request: &mut BuildRequest,
+    loaded: &LoadedConfiguration,
+    grants: &Grants,
+) -> Result<()> {
+    let places = host_path::Places::new(&loaded.workspace.host_mount_root, None, None);
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    request.dockerfile = host_path::confine(
+        "build.dockerfile",
+        &absolute(&request.dockerfile),
+        &places,
+        grants,
+    )?;
+    request.context = host_path::confine(
+        "build.context",
+        &absolute(&request.context),
+        &places,
+        grants,
+    )?;
+    Ok(())
+}
+
+/// The workspace, host home and engine socket the policy judges `spec` against. Under
+/// `hardened` they are resolved ([`host_path::Places`]) and every bind source of `spec` is
+/// replaced by what it resolves to ([`host_path::resolve_binds`]): the policy judges, and the
+/// engine mounts, the link's target, not the link (spec-note 0400). Under `reference` the
+/// configuration's paths are kept as written.
+pub(crate) fn judged_places(
+    profile: &SecurityProfile,
+    spec: &mut crate::engine::ContainerSpec,
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    engine_socket: Option<&Path>,
+) -> (PathBuf, Option<PathBuf>, Option<PathBuf>) {
+    let home = opts.target.env.get("HOME").map(PathBuf::from);
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return (
+            loaded.workspace.host_mount_root.clone(),
+            home,
+            engine_socket.map(Path::to_path_buf),
+        );
+    }
+    host_path::resolve_binds(spec);
+    let places = host_path::Places::new(
+        &loaded.workspace.host_mount_root,
+        home.as_deref(),
+        engine_socket,
+    );
+    (places.workspace, places.home, places.engine_socket)
+}
+
+/// Who asked for what, from the metadata entries (image label entries, Feature entries with
+/// `id`, the devcontainer.json entry last) and the `--mount` flags.
+pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
+    let mut origins = Origins::default();
+    let last = entries.len().saturating_sub(1);
+    for (index, entry) in entries.iter().enumerate() {
+        let source = match entry.get("id").and_then(Value::as_str) {
+            Some(id) => Source::Feature(id.to_string()),
+            None if index == last => Source::DevcontainerJson,
+            None => Source::ImageMetadata,
+        };
+        if entry.get("privileged").and_then(Value::as_bool) == Some(true)
+            && origins.privileged.is_none()
+        {
+            origins.privileged = Some(source.clone());
+        }
+        for cap in entry
+            .get("capAdd")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            origins
+                .capabilities
+                .entry(security::policy::normalize_cap(cap))
+                .or_insert_with(|| source.clone());
+        }
+        for opt in entry
+            .get("securityOpt")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            origins
+                .security_opts
+                .entry(opt.to_string())
+                .or_insert_with(|| source.clone());
+        }
+        for mount in entry
+            .get("mounts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(target) = metadata::mount_target(mount) {
+                origins.mounts.insert(target, source.clone());
+            }
+        }
+        if entry.get("containerUser").and_then(Value::as_str).is_some() {
+            origins.container_user = Some(source.clone());
+        }
+        if entry.get("remoteUser").and_then(Value::as_str).is_some() {
+            origins.remote_user = Some(source.clone());
+        }
+    }
+    for mount in cli_mounts {
+        if let Some(target) = metadata::mount_target(&Value::String(mount.clone())) {
+            origins.mounts.insert(target, Source::CommandLine);
+        }
+    }
+    origins
+}
+
+/// The profile (flag, else settings file; default `hardened`) with its limits, and the grants
+/// (settings file `allow` plus `--allow` flags — never anything from the repository).
+///
+/// Errors: [`HandoffError::Security`] for an unknown profile or grant;
+/// [`HandoffError::Unsupported`] for an invalid `--memory`.
+pub fn security_choice(
+    opts: &SecurityOptions,
+    settings: &Settings,
+) -> Result<(SecurityProfile, Grants)> {
+    let name = opts
+        .profile
+        .clone()
+        .unwrap_or_else(|| settings.security.profile.clone());
+    let mut profile: SecurityProfile = name.parse()?;
+    // Checked under every profile: a bad value is an error even where it is not applied.
+    let chosen = limits(opts, settings)?;
+    if let SecurityProfile::Hardened(limits) = &mut profile {
+        *limits = chosen;
+    }
+    let mut grants = Grants::parse(&settings.security.allow)?;
+    for value in &opts.allow {
+        grants.add(value)?;
+    }
+    Ok((profile, grants))
+}
+
+/// The smallest memory limit the engine accepts (Docker: 6 MiB).
+pub const MIN_MEMORY_BYTES: i64 = 6 << 20;
+/// The CPU limit's range in CPUs (Docker's granularity is 0.01; the upper bound only keeps
+/// the value in range, the engine refuses more CPUs than its host has).
+pub const CPUS_RANGE: std::ops::RangeInclusive<f64> = 0.01..=4096.0;
+
+/// The `hardened` profile's limits: each flag (`--pids-limit`, `--memory`, `--cpus`), else
+/// the `[security]` setting (`pids_limit`, `memory`, `cpus`; defaults 1024, `4g`, 2).
+///
+/// Errors: [`HandoffError::InvalidLimit`] for a pids limit below 1, a memory size that is not
+/// bytes with an optional `k`/`m`/`g`/`t` suffix or is below 6 MiB, or CPUs outside
+/// [`CPUS_RANGE`].
+pub fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
+    let invalid = |what: &str, value: String, expected: &str| HandoffError::InvalidLimit {
+        what: what.to_string(),
+        value,
+        expected: expected.to_string(),
+    };
+    let pids = opts.pids_limit.unwrap_or(settings.security.pids_limit);
+    if pids < 1 {
+        return Err(invalid(
+            "pids limit (`--pids-limit`, `[security] pids_limit`)",
+            pids.to_string(),
+            "expected a whole number of processes, at least 1",
+        ));
+    }
+    let memory_text = opts
+        .memory
+        .clone()
+        .unwrap_or_else(|| settings.security.memory.clone());
+    let memory_what = "memory limit (`--memory`, `[security] memory`)";
+    let memory = crate::settings::parse_size(&memory_text)
+        .and_then(|m| i64::try_from(m).ok())
+        .ok_or_else(|| {
+            invalid(
+                memory_what,
+                memory_text.clone(),
+                "expected bytes with an optional `k`, `m`, `g` or `t` suffix (powers of 1024), e.g. `4g`",
+            )
+        })?;
+    if memory < MIN_MEMORY_BYTES {
+        return Err(invalid(
+            memory_what,
+            memory_text,
+            "expected at least `6m` (the engine's minimum)",
+        ));
+    }
+    let cpus = opts.cpus.unwrap_or(settings.security.cpus);
+    if !CPUS_RANGE.contains(&cpus) {
+        return Err(invalid(
+            "CPU limit (`--cpus`, `[security] cpus`)",
+            cpus.to_string(),
+            "expected a number of CPUs from 0.01 to 4096, e.g. `2` or `1.5`",
+        ));
+    }
+    Ok(ProfileLimits {
+        pids,
+        memory_bytes: memory,
+        nano_cpus: (cpus * 1e9).round() as i64,
+    })
+}
+
+pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<String>> {
+    let network = opts
+        .network
+        .clone()
+        .unwrap_or_else(|| settings.security.network.clone());
+    match network.as_str() {
+        "default" | "" => Ok(None),
+        "none" => Ok(Some("none".into())),
+        other => Err(HandoffError::Unsupported {
+            message: format!("unknown network setting `{other}`: expected `default` or `none`"),
+            hint: None,
+        }),
+    }
+}
+
+/// The container's `/etc/passwd` for the reuse re-check, read only when a user name could
+/// hide uid 0 and was not checked from inside at creation (spec-note 0420): the remote user
+/// differs from the user the container runs as (its `remoteUser` changed since), or the
+/// container was not made by devcell under `hardened` (no state volume). The warm path of
+/// devcell's own containers reads nothing.
+pub(crate) async fn reuse_passwd(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    image_user: Option<&str>,
+    remote_user: Option<&str>,
+) -> Option<String> {
+    use crate::engine::passwd::{Resolved, resolve};
+    let runs_as = Some(info.user.as_str())
+        .filter(|u| !u.is_empty())
+        .or(image_user.filter(|u| !u.is_empty()))
+        .unwrap_or("root");
+    let unresolved = |u: &str| matches!(resolve(u, None), Resolved::Unresolved(_));
+    let verified_at_creation = info.mounts.iter().any(|m| m.destination == STATE_DIR);
+    let needed = remote_user.is_some_and(|r| r != runs_as && unresolved(r))
+        || (!verified_at_creation && unresolved(runs_as));
+    if !needed {
+        return None;
+    }
+    let bytes = engine.read_file(&info.id, "/etc/passwd").await.ok()??;
+    String::from_utf8(bytes).ok()
+}
+
+/// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
+/// (`--mount-git-worktree-common-dir`). Granted by being asked for.
+pub(crate) fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
+    opts.mounts
+        .iter()
+        .cloned()
+        .chain(loaded.additional_mount.clone())
+        .collect()
+}
+
+/// The named volumes `spec` mounts, judged for the host workspace folder `workspace` under
+/// `hardened` ([`security::volumes::classify`], spec-note 0444): a bind-backed one is turned
+/// into a bind of its `device` (judged and resolved like every bind after this), a foreign one
+/// is a [`security::Permission::Volume`] request. Returns the requests (judged) and the names
+/// of the missing volumes, which devcell creates for this workspace once the policy accepts.
+///
+/// Errors: [`HandoffError::Engine`] when a volume cannot be inspected.
+pub(crate) async fn judge_named_volumes(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    spec: &mut crate::engine::ContainerSpec,
+    workspace: &Path,
+) -> Result<(Vec<PermissionRequest>, Vec<String>)> {
+    use security::volumes::{VolumeUse, classify};
+    let mut foreign: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
+        let Some(name) = m.source.clone() else {
+            continue;
+        };
+        match classify(engine.inspect_volume(&name).await?.as_ref(), workspace) {
+            VolumeUse::Missing if !missing.contains(&name) => missing.push(name),
+            VolumeUse::Foreign if !foreign.contains(&name) => foreign.push(name),
+            VolumeUse::BindBacked(device) => {
+                m.kind = MountKind::Bind;
+                m.source = Some(device);
+            }
+            _ => {}
+        }
+    }
+    Ok((security::volumes::judge(profile, grants, &foreign), missing))
+}
+
+/// What [`judge_configuration`] judged and `up` goes on with.
+pub(crate) struct ConfigurationJudgement {
+    /// The host variables and the builds' network ([`early_requests`]).
+    pub(crate) early: EarlyRequests,
+    /// `initializeCommand`, granted ([`host_commands`]).
+    pub(crate) init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    pub(crate) host_requests: Vec<PermissionRequest>,
+}
+
+/// Judges everything the configuration asks for before anything runs on the host or the
+/// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
+/// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and, unless
+/// a container would be reused (its own re-check, spec-note 0270, comes before anything runs
+/// too), the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// capabilities, users by spelling ([`container_requests`] without an image or Features,
+/// whose requests are judged with them before the container is created). `opts` as given to
+/// `up` (the whole host environment; judged here). Only engine reads happen.
+///
+/// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
+/// every request when any is not granted, so one `--allow` list grants them all;
+/// [`HandoffError::Lifecycle`] for a malformed `initializeCommand`; the container request's
+/// errors (bad `runArgs`, mounts); [`HandoffError::Engine`] when the engine cannot be asked.
+pub(crate) async fn judge_configuration(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    earlier: &[PermissionRequest],
+) -> Result<ConfigurationJudgement> {
+    let judged = judged_options(opts, profile, grants);
+    let early = early_requests(loaded, &judged, profile, grants)?;
+    let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
+    let before: Vec<PermissionRequest> = earlier
+        .iter()
+        .chain(&early.requests)
+        .chain(&host_requests)
+        .cloned()
+        .collect();
+    let kind = loaded.typed.kind();
+    let creates = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile)
+        && (opts.remove_existing_container
+            || find_container(
+                engine,
+                &id_labels(&opts.target, loaded),
+                expected_workspace(&opts.target, loaded).as_deref(),
+                &mut Vec::new(),
+            )
+            .await?
+            .is_none());
+    let container = if creates {
+        let reference = loaded.typed.image.clone().unwrap_or_default();
+        container_requests(
+            &ContainerJudgement {
+                profile,
+                grants,
+                opts: &judged,
+                loaded,
+                engine_socket,
+                extra_mounts: &cli_mounts(opts, loaded),
+            },
+            &reference,
+            None,
+            &[metadata::config_entry(&loaded.value)],
+            None,
+        )?
+    } else {
+        Vec::new()
+    };
+    if let Some(refused) = security::refusal_of_all(profile, &before, None, &container) {
+        return Err(refused.into());
+    }
+    Ok(ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    })
+}
+
+/// What [`container_requests`] judges a container with, besides its image and entries.
+pub(crate) struct ContainerJudgement<'a> {
+    pub(crate) profile: &'a SecurityProfile,
+    pub(crate) grants: &'a Grants,
+    /// `up`'s options, the host environment already judged ([`judged_options`]).
+    pub(crate) opts: &'a UpOptions,
+    pub(crate) loaded: &'a LoadedConfiguration,
+    pub(crate) engine_socket: Option<&'a Path>,
+    /// The mounts asked for on the command line.
+    pub(crate) extra_mounts: &'a [String],
+}
+
+/// The permission requests of the container `entries` (metadata entries, devcontainer.json's
+/// last) ask for on image `reference`, the container request built as `up` builds it and
+/// judged by the same policy. `image_info: None` is an image not known yet: its `USER` is not
+/// judged ([`security::configuration_requests`]). Refused requests are returned, not an error.
+///
+/// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
+/// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
+/// error other than a refusal.
+pub(crate) fn container_requests(
+    judgement: &ContainerJudgement<'_>,
+    reference: &str,
+    image_info: Option<&ImageInfo>,
+    entries: &[Value],
+    passwd: Option<String>,
+) -> Result<Vec<PermissionRequest>> {
+    let ContainerJudgement {
+        profile,
+        grants,
+        opts,
+        loaded,
+        engine_socket,
+        extra_mounts,
+    } = *judgement;
+    let id_labels = id_labels(&opts.target, loaded);
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
+    substitute::substitute_devcontainer_id(
+        &mut merged,
+        &crate::config::id::devcontainer_id(&id_labels),
+    );
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let unknown = ImageInfo::default();
+    let mut spec = container_spec(&SpecInputs {
+        image: reference,
+        image_info: image_info.unwrap_or(&unknown),
+        merged: &merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts,
+        id_labels: &id_labels,
+        metadata_label: None,
+        host_env: &host_env,
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    let (workspace, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let input = PolicyInput {
+        passwd,
+        repository_labels: crate::ops::container::repository_labels(&merged),
+        origins: origins(entries, extra_mounts),
+        remote_user: merged
+            .get("remoteUser")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        image_user: image_info
+            .and_then(|i| i.user.clone())
+            .filter(|u| !u.is_empty()),
+        workspace,
+        host_home,
+        engine_socket,
+        spec,
+        ..PolicyInput::default()
+    };
+    if image_info.is_none() {
+        // an unknown `USER` is not taken for root: it is judged once the image exists
+        return Ok(security::configuration_requests(profile, &input, grants)?);
+    }
+    match security::apply(profile, &input, grants) {
+        Ok(applied) => Ok(applied.requests),
+        Err(security::SecurityError::Refused { requests, .. }) => Ok(requests),
+        Err(other) => Err(other.into()),
+    }
+}

@@ -1,0 +1,310 @@
+//! `--preview-permissions`: what `up` would ask of the grants, without creating anything.
+
+use crate::config::metadata;
+use crate::config::model::ConfigKind;
+use crate::engine::Engine;
+use crate::features::lockfile::LockfileMode;
+use crate::ops::attach::existing_entries;
+use crate::ops::dockerfile::build_request;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::image::{feature_fetcher, has_features, image_entries, substitute_entries};
+use crate::ops::lockfile_io::LockfileAt;
+use crate::ops::options::UpOptions;
+use crate::ops::permissions::{
+    ContainerJudgement, FeatureRequestParts, check_existing, confine_build, confine_grants,
+    container_requests, early_requests, host_commands, judged_options, security_choice,
+};
+use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
+use crate::ops::users::image_passwd;
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
+use serde_json::Value;
+use std::path::Path;
+
+/// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
+/// building, pulling or creating anything (`handoff --plan`; spec-note 0320).
+#[derive(Debug, Default)]
+pub(crate) struct PermissionPreview {
+    /// Every request with its status (`refused` ones included), as `up` would report them.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// What could not be judged without a pull or a build (the image's `USER` and metadata
+    /// label, the Features' metadata), one sentence each.
+    pub(crate) notes: Vec<String>,
+    /// The refusal `up` would return (`permission_required`), when any request is not granted.
+    pub(crate) refusal: Option<security::SecurityError>,
+    /// The host variables the configuration would send into the container (spec-note 0440).
+    pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
+}
+
+/// Evaluates the permission requests of the container `up` would create (or re-checks the one
+/// it would reuse, spec-note 0270) with the same policy ([`security::apply`] /
+/// [`security::check_reuse`]) and the same inputs: devcontainer.json, the Features' metadata
+/// (resolved, metadata only), the image's metadata label and `USER` when the image is already
+/// on the engine (a Dockerfile image: its last build, when there is one), and `opts.mounts`.
+/// What needs a pull or a build is named in [`PermissionPreview::notes`], and requests
+/// attributed to an unknown image `USER` are left out.
+///
+/// Errors: [`HandoffError::Config`]; [`HandoffError::Security`] for a bad profile or grant;
+/// [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a config whose container
+/// request cannot be built (bad `runArgs`, mounts).
+pub(crate) async fn preview_permissions(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+) -> Result<PermissionPreview> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, engine_socket, opts).await?;
+    if matches!(
+        preview.refusal,
+        Some(security::SecurityError::PathOutside { .. })
+    ) {
+        // the configuration itself is refused: its commands are not read
+        return Ok(preview);
+    }
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let (_, host) = host_commands(&loaded, &profile, &grants)?;
+    if host.is_empty() {
+        return Ok(preview);
+    }
+    preview.refusal =
+        security::refusal_of_all(&profile, &host, preview.refusal.take(), &preview.requests);
+    preview.requests.splice(0..0, host);
+    Ok(preview)
+}
+
+/// [`preview_permissions`] for the container alone.
+pub(crate) async fn preview_container(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+) -> Result<PermissionPreview> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = PermissionPreview::default();
+    // a config file outside the workspace is refused by `up` before anything else
+    let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
+        Err(HandoffError::Security(e @ security::SecurityError::PathOutside { .. })) => {
+            preview.refusal = Some(e);
+            return Ok(preview);
+        }
+        other => other?,
+    };
+    let kind = loaded.typed.kind();
+    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+        // `up` refuses these itself, before any permission is looked at
+        return Ok(preview);
+    }
+    // As `up`: the host variables and the builds' network first, then only judged variables.
+    let opts = &judged_options(opts, &profile, &grants);
+    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    preview.host_env = early.host_env.clone();
+    preview.notes.extend(early.warning.clone());
+    let mut preview = preview_rest(
+        engine,
+        engine_socket,
+        opts,
+        &loaded,
+        preview,
+        &profile,
+        &grants,
+    )
+    .await?;
+    // One refusal for all of them, as `up` refuses (spec-note 0400).
+    preview.refusal = security::refusal_of_all(
+        &profile,
+        &early.requests,
+        preview.refusal.take(),
+        &preview.requests,
+    );
+    preview.requests.splice(0..0, early.requests);
+    Ok(preview)
+}
+
+/// [`preview_permissions`] after the early requests: the container's own requests.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn preview_rest(
+    engine: Option<&dyn Engine>,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    mut preview: PermissionPreview,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<PermissionPreview> {
+    let kind = loaded.typed.kind();
+    let id_labels = id_labels(&opts.target, loaded);
+
+    // An existing container is re-checked, not re-created.
+    if let Some(engine) = engine
+        && let Ok(Some(info)) = find_container(
+            engine,
+            &id_labels,
+            expected_workspace(&opts.target, loaded).as_deref(),
+            &mut Vec::new(),
+        )
+        .await
+    {
+        let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
+        match check_existing(
+            engine,
+            &info,
+            &entries,
+            loaded,
+            engine_socket,
+            profile,
+            grants,
+            opts,
+        )
+        .await
+        {
+            Ok(requests) => preview.requests = requests,
+            Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+                if let security::SecurityError::ReuseRefused { requests, .. } = &e {
+                    preview.requests = requests.clone();
+                }
+                preview.refusal = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+        return Ok(preview);
+    }
+
+    // The base image, when the engine already has it.
+    let (reference, image_info) = match kind {
+        ConfigKind::Image => {
+            let reference = loaded.typed.image.clone().unwrap_or_default();
+            let info = match engine {
+                Some(engine) => engine.inspect_image(&reference).await.ok().flatten(),
+                None => None,
+            };
+            if info.is_none() {
+                preview.notes.push(format!(
+                    "image `{reference}` is not on the engine yet: its `USER` and `devcontainer.metadata` label are read when handoff pulls it, and may ask for more than listed here"
+                ));
+            }
+            (reference, info)
+        }
+        _ => {
+            // the Dockerfile and context `up` would refuse are refused here too, unread
+            if let Some(grants) = confine_grants(profile, grants)
+                && let Ok(mut request) = build_request(loaded, &opts.target.env)
+                && let Err(HandoffError::Security(e)) = confine_build(&mut request, loaded, &grants)
+            {
+                preview.refusal = Some(e);
+                return Ok(preview);
+            }
+            let tag = build_request(loaded, &opts.target.env)
+                .ok()
+                .and_then(|r| r.tags.first().cloned())
+                .unwrap_or_default();
+            let info = match engine {
+                Some(engine) if !tag.is_empty() => engine.inspect_image(&tag).await.ok().flatten(),
+                _ => None,
+            };
+            preview.notes.push(match &info {
+                Some(_) => format!(
+                    "the image's `USER` and `devcontainer.metadata` label are those of the last build (`{tag}`): handoff builds the Dockerfile again first"
+                ),
+                None => "the image is built from the Dockerfile by handoff: its `USER` and `devcontainer.metadata` label are known only after that build, and may ask for more than listed here".to_string(),
+            });
+            (tag, info)
+        }
+    };
+    let mut ignored = Vec::new();
+    let base = image_info
+        .as_ref()
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored).1)
+        .unwrap_or_default();
+
+    // The Features' metadata (resolved, not downloaded where the registry has it apart).
+    let mut feature_entries = Vec::new();
+    if has_features(&loaded.value) {
+        match preview_feature_entries(loaded, opts).await {
+            Ok(entries) => feature_entries = entries,
+            Err(e) => preview.notes.push(format!(
+                "the Features' metadata could not be read ({e}): what they ask for is not listed"
+            )),
+        }
+        substitute_entries(&mut feature_entries, loaded, &opts.target.env);
+    }
+    let entries = metadata::collect_entries(
+        &base,
+        &feature_entries,
+        &metadata::config_entry(&loaded.value),
+    );
+    // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
+    // (spec-note 0420); read past the host record of image files, which a plan never writes.
+    let passwd = match (engine, &image_info) {
+        (Some(engine), Some(_)) if matches!(profile, SecurityProfile::Hardened(_)) => {
+            image_passwd(engine, None, &reference).await
+        }
+        _ => None,
+    };
+    let requests = container_requests(
+        &ContainerJudgement {
+            profile,
+            grants,
+            opts,
+            loaded,
+            engine_socket,
+            extra_mounts: &opts.mounts,
+        },
+        &reference,
+        image_info.as_ref(),
+        &entries,
+        passwd,
+    )?;
+    if requests.iter().any(|r| {
+        matches!(
+            r.status,
+            security::RequestStatus::Refused | security::RequestStatus::Forbidden
+        )
+    }) {
+        preview.refusal = Some(security::SecurityError::Refused {
+            profile: profile.name().to_string(),
+            requests: requests.clone(),
+        });
+    }
+    preview.requests = requests;
+    Ok(preview)
+}
+
+/// The Features' metadata entries (install order, ids as written), as the image label of a
+/// Features build would hold them: resolved through the Feature cache and registries
+/// (metadata only), honouring the lockfile when present.
+pub(crate) async fn preview_feature_entries(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+) -> Result<Vec<Value>> {
+    use crate::features::fetch::PlanRequest;
+    let parts = FeatureRequestParts::of(loaded);
+    let lock_at = LockfileAt::of(loaded);
+    let lock_path = lock_at.path.clone();
+    let mode = match opts.lockfile {
+        LockfileMode::Off => LockfileMode::Off,
+        _ => LockfileMode::ReadOnly,
+    };
+    let lock_state = lock_at.read(mode)?;
+    let fetcher = feature_fetcher(opts)?;
+    let plan = fetcher
+        .plan(&PlanRequest {
+            features: &parts.features,
+            override_order: &parts.override_order,
+            config_dir: &parts.config_dir,
+            devcontainer_dir: &parts.devcontainer_dir,
+            lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
+        })
+        .await?;
+    Ok(plan
+        .install
+        .features
+        .iter()
+        .map(|f| {
+            let metadata = plan
+                .resolved
+                .get(&f.reference)
+                .map(|r| r.metadata.clone())
+                .unwrap_or(Value::Null);
+            metadata::feature_entry(&f.key, &metadata)
+        })
+        .collect())
+}

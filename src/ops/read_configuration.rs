@@ -1,0 +1,1195 @@
+//! `read-configuration`: discover, parse, validate and substitute a `devcontainer.json` and
+//! return the JSON document `@devcontainers/cli read-configuration` prints.
+//!
+//! Output shape (keys whose value is absent are omitted, as in the reference):
+//!
+//! ```json
+//! {"configuration": {…, "configFilePath": {"$mid": 1, "fsPath": "…", "path": "…", "scheme": "vscode-fileHost"}},
+//!  "workspace": {"workspaceFolder": "…", "workspaceMount": "…"},
+//!  "mergedConfiguration": {…}, "featuresConfiguration": {…}}
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{self, discover, jsonc, model};
+use crate::diagnostics::Warning;
+use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
+use crate::ops::error::{HandoffError, Result};
+use crate::security::host_path;
+
+/// Inputs of [`read_configuration`] (the `read-configuration` flags).
+#[derive(Debug, Clone, Default)]
+pub struct ReadConfigurationOptions {
+    /// `--workspace-folder` (absolute; the cli defaults it to the current directory).
+    pub workspace_folder: PathBuf,
+    /// `--config`: an explicit config file (relative paths are taken against the current
+    /// directory).
+    pub config: Option<PathBuf>,
+    /// `--mount-workspace-git-root` (default `true`): mount the git root of the workspace.
+    pub mount_workspace_git_root: bool,
+    /// `--include-merged-configuration`.
+    pub include_merged_configuration: bool,
+    /// `--include-features-configuration`.
+    pub include_features_configuration: bool,
+    /// The host environment used for `${localEnv:…}`/`${env:…}`.
+    pub env: HashMap<String, String>,
+}
+
+/// The `read-configuration` flags beyond [`ReadConfigurationOptions`], for drop-in use by tools
+/// written for `@devcontainers/cli` (refcli §1). `Default` = none given.
+#[derive(Debug, Clone, Default)]
+pub struct ReadConfigurationExtras {
+    /// `--override-config`: read the configuration's content from this file; paths keep the
+    /// semantics of the real config (`--config`, else the discovered one, else
+    /// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+    pub override_config: Option<PathBuf>,
+    /// `--id-label name=value`s: the labels identifying the dev container (replace the default
+    /// `devcontainer.local_folder` / `devcontainer.config_file` pair).
+    pub id_labels: BTreeMap<String, String>,
+    /// `--container-id`: the dev container, instead of a label lookup.
+    pub container_id: Option<String>,
+    /// `--additional-features`: a JSON object like `features` (keys the config already has
+    /// are ignored).
+    pub additional_features: Option<String>,
+    /// No `--workspace-folder` was given (only `--container-id` / `--id-label`): without
+    /// `--config` / `--override-config` the configuration is empty, as in the reference.
+    pub no_workspace: bool,
+    /// Never ask the container engine (library callers that already know there is none).
+    pub skip_engine: bool,
+    /// `--mount-git-worktree-common-dir`: lay out a worktree with a relative `gitdir:` so its
+    /// common git dir can be mounted (`workspace.additionalMountString`; see
+    /// [`config::workspace::worktree_common_dir_layout`]).
+    pub mount_git_worktree_common_dir: bool,
+}
+
+/// The result of [`read_configuration`].
+#[derive(Debug, Clone)]
+pub struct ReadConfiguration {
+    /// The JSON document to print (one line on stdout).
+    pub output: Value,
+    /// Non-fatal findings (unknown properties, duplicate keys), for stderr.
+    pub warnings: Vec<Warning>,
+    /// The config file that was read.
+    pub config_file: PathBuf,
+    /// The typed, substituted configuration.
+    pub config: model::DevContainerConfig,
+}
+
+/// Reads the configuration of a workspace the way `devcontainer read-configuration` does,
+/// without the container-selection flags and without asking the engine:
+/// [`read_configuration_with`] with `skip_engine` (no container lookup, so no
+/// `${devcontainerId}` / `${containerEnv:…}` substitution and no image metadata). For
+/// operations (`up`, handoff) that deal with the container themselves.
+///
+/// Errors: as [`read_configuration_with`].
+pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
+    read_configuration_with(
+        opts,
+        &ReadConfigurationExtras {
+            skip_engine: true,
+            ..ReadConfigurationExtras::default()
+        },
+    )
+}
+
+/// Reads the configuration of a workspace the way `devcontainer read-configuration` does.
+///
+/// Steps: discover the config ([`discover::discover`]; with `override_config`, its content is
+/// read from that file while paths keep the semantics of the real config location), parse it
+/// ([`jsonc::read`]), validate it ([`model::validate`]), substitute phase-1 variables and
+/// compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), look up the
+/// dev container (`--container-id`, else the id labels: `--id-label`s or the default
+/// `devcontainer.local_folder` + `devcontainer.config_file`) when an engine answers and, when
+/// one is found, substitute `${devcontainerId}` and `${containerEnv:…}` (refcli §2.2); migrate
+/// legacy properties ([`model::migrate_legacy`]); then build the output.
+///
+/// `mergedConfiguration` is built from the container's `devcontainer.metadata` label when a
+/// container is found (only the updateable properties of devcontainer.json are appended when
+/// it carries the id labels, refcli §2.5), else from the image's label (image configs whose
+/// image is present locally), local Features and devcontainer.json. Engine failures are
+/// warnings, never errors (spec-notes/0220).
+///
+/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
+/// [`HandoffError::AdditionalFeatures`] for an `--additional-features` value that is not a
+/// JSON object.
+pub fn read_configuration_with(
+    opts: &ReadConfigurationOptions,
+    extras: &ReadConfigurationExtras,
+) -> Result<ReadConfiguration> {
+    let additional = parse_additional_features(extras.additional_features.as_deref())?;
+    let workspace_folder = std::path::absolute(&opts.workspace_folder)
+        .unwrap_or_else(|_| opts.workspace_folder.clone());
+    let without_config =
+        extras.no_workspace && opts.config.is_none() && extras.override_config.is_none();
+    if without_config {
+        return read_container_only(opts, extras, &additional);
+    }
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let (config_file, doc) = match &extras.override_config {
+        Some(override_file) => {
+            let override_file =
+                std::path::absolute(override_file).unwrap_or_else(|_| override_file.clone());
+            let config_file = match &opts.config {
+                Some(c) => std::path::absolute(c).unwrap_or_else(|_| c.clone()),
+                None => discover::discover(&workspace_folder, None).unwrap_or_else(|_| {
+                    let [first, _] = discover::default_locations(&workspace_folder);
+                    first
+                }),
+            };
+            (config_file, jsonc::read(&override_file)?)
+        }
+        None => {
+            // judged on what it resolves to, like every command's (spec-note 0400)
+            let validated = read_validated(&workspace_folder, opts.config.as_deref())?;
+            (validated.config_file, validated.doc)
+        }
+    };
+    let confined = repository_supplied(&workspace_folder, opts.config.as_deref(), &config_file)
+        .then(crate::security::Grants::default);
+    let mut warnings = doc.warnings.clone();
+    let (_, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+
+    let mut value = doc.value.clone();
+    let resolve = config::workspace::ResolveOptions {
+        workspace_folder: workspace_folder.clone(),
+        config_file: config_file.clone(),
+        mount_workspace_git_root: opts.mount_workspace_git_root,
+        env: opts.env.clone(),
+    };
+    let (workspace, additional_mount) = config::workspace::resolve_with_worktree(
+        &mut value,
+        &resolve,
+        extras.mount_git_worktree_common_dir,
+    )
+    .map_err(|e| locate(&doc, e))?;
+
+    let id_labels = if extras.id_labels.is_empty() {
+        config::id::id_labels(&workspace_folder, &config_file)
+    } else {
+        extras.id_labels.clone()
+    };
+    let image = value
+        .get("image")
+        .and_then(Value::as_str)
+        .filter(|_| {
+            opts.include_merged_configuration
+                && value.get("dockerComposeFile").is_none()
+                && value.get("dockerFile").is_none()
+                && value.get("build").is_none()
+        })
+        .map(str::to_owned);
+    let found = lookup(extras, &id_labels, image.as_deref(), &mut warnings);
+    if let Some(container) = &found.container {
+        config::substitute::substitute_devcontainer_id(
+            &mut value,
+            &config::id::devcontainer_id(&id_labels),
+        );
+        let env = config::substitute::env_from_list(&container.env);
+        config::substitute::substitute_container_env(&mut value, &env)
+            .map_err(|e| locate(&doc, e))?;
+    }
+    // Substitution keeps the shape, so locations from `doc` still apply.
+    let (typed, _) = model::validate_value(&doc, &value)?;
+    let features = feature_list(&typed, &additional);
+
+    if let Value::Object(c) = &mut value {
+        model::migrate_legacy(c);
+    }
+    let mut output = Map::new();
+    let mut shown = value.clone();
+    if let Value::Object(c) = &mut shown {
+        c.insert("configFilePath".into(), file_uri(&config_file));
+    }
+    output.insert("configuration".into(), shown.clone());
+    let mut ws = Map::new();
+    ws.insert(
+        "workspaceFolder".into(),
+        Value::String(workspace.workspace_folder.clone()),
+    );
+    if let Some(mount) = &workspace.workspace_mount {
+        ws.insert("workspaceMount".into(), Value::String(mount.clone()));
+    }
+    if let Some(mount) = additional_mount {
+        ws.insert("additionalMountString".into(), Value::String(mount));
+    }
+    output.insert("workspace".into(), Value::Object(ws));
+    // Without any Feature the reference has no Features configuration (the key is omitted).
+    // Only asked for, it is resolved (spec-note 0452); a merged configuration alone keeps to
+    // what can be read offline (local Features).
+    let mut resolved_entries = None;
+    if opts.include_features_configuration && !features.is_empty() {
+        let override_order = typed
+            .override_feature_install_order
+            .clone()
+            .unwrap_or_default();
+        let (shown_features, entries, feature_warnings) = features_configuration(
+            &features,
+            &override_order,
+            &workspace_folder,
+            &config_file,
+            confined.as_ref(),
+        )?;
+        output.insert("featuresConfiguration".into(), shown_features);
+        warnings.extend(feature_warnings);
+        resolved_entries = Some(entries);
+    }
+    if opts.include_merged_configuration {
+        let local = LocalLabelContext {
+            workspace_folder: workspace_folder.to_string_lossy().into_owned(),
+            container_workspace_folder: workspace.workspace_folder.clone(),
+            env: &opts.env,
+            config_file: &config_file,
+        };
+        let feature_entries = match resolved_entries {
+            Some(entries) => entries,
+            None => local_feature_entries(
+                &features,
+                &config_file,
+                confined.as_ref().map(|g| (workspace_folder.as_path(), g)),
+                &mut warnings,
+            ),
+        };
+        let entries = merged_entries(
+            &found,
+            &id_labels,
+            &value,
+            &feature_entries,
+            &local,
+            &mut warnings,
+        );
+        output.insert(
+            "mergedConfiguration".into(),
+            config::metadata::merge_configuration(&shown, &entries),
+        );
+    }
+    Ok(ReadConfiguration {
+        output: Value::Object(output),
+        warnings,
+        config_file,
+        config: typed,
+    })
+}
+
+/// `read-configuration` with only `--container-id` / `--id-label` (no workspace folder, no
+/// config): an empty configuration, merged with the container's metadata when asked.
+fn read_container_only(
+    opts: &ReadConfigurationOptions,
+    extras: &ReadConfigurationExtras,
+    additional: &[(String, Value)],
+) -> Result<ReadConfiguration> {
+    let mut warnings = Vec::new();
+    let found = lookup(extras, &extras.id_labels, None, &mut warnings);
+    let value = Value::Object(Map::new());
+    let mut output = Map::new();
+    output.insert("configuration".into(), value.clone());
+    let config_file = PathBuf::new();
+    if opts.include_features_configuration && !additional.is_empty() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let (shown_features, _, feature_warnings) =
+            features_configuration(additional, &[], &cwd, &config_file, None)?;
+        output.insert("featuresConfiguration".into(), shown_features);
+        warnings.extend(feature_warnings);
+    }
+    if opts.include_merged_configuration {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let local = LocalLabelContext {
+            workspace_folder: cwd.to_string_lossy().into_owned(),
+            container_workspace_folder: String::new(),
+            env: &opts.env,
+            config_file: &config_file,
+        };
+        let entries = merged_entries(
+            &found,
+            &extras.id_labels,
+            &value,
+            &[],
+            &local,
+            &mut warnings,
+        );
+        output.insert(
+            "mergedConfiguration".into(),
+            config::metadata::merge_configuration(&value, &entries),
+        );
+    }
+    Ok(ReadConfiguration {
+        output: Value::Object(output),
+        warnings,
+        config_file,
+        config: model::DevContainerConfig::default(),
+    })
+}
+
+/// What the engine told us: the dev container and, without one, the config's image.
+#[derive(Debug, Default)]
+struct Found {
+    container: Option<ContainerInfo>,
+    image: Option<ImageInfo>,
+}
+
+/// Looks up the dev container (by `--container-id`, else by `labels`) and, when none is found
+/// and `image` is given, the image (locally only, never pulled). An unreachable engine or a
+/// failed request is a warning when the user asked for a container (`--container-id`,
+/// `--id-label`) or the image is needed, else only logged.
+fn lookup(
+    extras: &ReadConfigurationExtras,
+    labels: &BTreeMap<String, String>,
+    image: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) -> Found {
+    if extras.skip_engine {
+        return Found::default();
+    }
+    let explicit = extras.container_id.is_some() || !extras.id_labels.is_empty();
+    let mut warn = |message: String, loud: bool| {
+        if loud {
+            warnings.push(Warning {
+                location: None,
+                message,
+            });
+        } else {
+            tracing::debug!("{message}");
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            warn(format!("cannot start the async runtime: {e}"), true);
+            return Found::default();
+        }
+    };
+    runtime.block_on(async {
+        let engine = match DockerEngine::connect().await {
+            Ok(engine) => engine,
+            Err(e) => {
+                warn(
+                    format!(
+                        "container engine not reachable ({e}); reading the configuration without a container{}",
+                        if image.is_some() { " or image metadata" } else { "" }
+                    ),
+                    explicit || image.is_some(),
+                );
+                return Found::default();
+            }
+        };
+        let mut found = Found::default();
+        let container = match &extras.container_id {
+            Some(id) => engine.inspect_container(id).await.inspect(|c| {
+                if c.is_none() {
+                    warn(format!("container `{id}` not found"), true);
+                }
+            }),
+            None => find_container(&engine, labels).await,
+        };
+        match container {
+            Ok(c) => found.container = c,
+            Err(e) => warn(format!("cannot look up the dev container: {e}"), explicit),
+        }
+        if found.container.is_none()
+            && let Some(image) = image
+        {
+            match engine.inspect_image(image).await {
+                Ok(Some(info)) => found.image = Some(info),
+                Ok(None) => warn(
+                    format!(
+                        "image `{image}` is not present locally; its `devcontainer.metadata` is not merged (devcell does not pull for `read-configuration`)"
+                    ),
+                    true,
+                ),
+                Err(e) => warn(
+                    format!("cannot inspect image `{image}`; its metadata is not merged: {e}"),
+                    true,
+                ),
+            }
+        }
+        found
+    })
+}
+
+/// The first container carrying all `labels` that is not being removed, inspected.
+async fn find_container(
+    engine: &DockerEngine,
+    labels: &BTreeMap<String, String>,
+) -> std::result::Result<Option<ContainerInfo>, crate::engine::EngineError> {
+    if labels.is_empty() {
+        return Ok(None);
+    }
+    for summary in engine.find_containers(labels).await? {
+        if summary.state == "removing" {
+            continue;
+        }
+        if let Some(info) = engine.inspect_container(&summary.id).await? {
+            return Ok(Some(info));
+        }
+    }
+    Ok(None)
+}
+
+/// Phase-1 values for re-substituting label entries (stored raw, substituted on every read).
+struct LocalLabelContext<'a> {
+    workspace_folder: String,
+    container_workspace_folder: String,
+    env: &'a HashMap<String, String>,
+    config_file: &'a Path,
+}
+
+/// The metadata entries to merge (refcli §2.5): from the container's label when a container
+/// was found, else the image's label entries, the Features' entries and devcontainer.json's.
+/// Label entries get phase-1 substitution, and with a container `${devcontainerId}` and
+/// `${containerEnv:…}` too.
+fn merged_entries(
+    found: &Found,
+    id_labels: &BTreeMap<String, String>,
+    config_value: &Value,
+    feature_entries: &[Value],
+    local: &LocalLabelContext<'_>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Value> {
+    let ctx = config::substitute::LocalContext {
+        local_workspace_folder: Some(&local.workspace_folder),
+        container_workspace_folder: Some(&local.container_workspace_folder)
+            .filter(|s| !s.is_empty())
+            .map(String::as_str),
+        env: local.env,
+        config_file: Some(local.config_file),
+    };
+    let config_entry = config::metadata::config_entry(config_value);
+    let mut substituted = |label: &str, container: Option<&ContainerInfo>| -> Vec<Value> {
+        let (mut entries, warning) = config::metadata::parse_label(label);
+        warnings.extend(warning);
+        for entry in &mut entries {
+            if let Err(e) = config::substitute::substitute_local(entry, &ctx) {
+                warnings.push(Warning {
+                    location: None,
+                    message: format!("`devcontainer.metadata` entry left unsubstituted: {e}"),
+                });
+                continue;
+            }
+            if let Some(container) = container {
+                config::substitute::substitute_devcontainer_id(
+                    entry,
+                    &config::id::devcontainer_id(id_labels),
+                );
+                let env = config::substitute::env_from_list(&container.env);
+                if let Err(e) = config::substitute::substitute_container_env(entry, &env) {
+                    warnings.push(Warning {
+                        location: None,
+                        message: format!("`devcontainer.metadata` entry: {e}"),
+                    });
+                }
+            }
+        }
+        entries
+    };
+    match (&found.container, &found.image) {
+        (Some(container), _) => match container.labels.get(crate::names::METADATA_LABEL) {
+            None => config::metadata::collect_entries(&[], feature_entries, &config_entry),
+            Some(label) => {
+                let entries = substituted(label, Some(container));
+                let has_id_labels = !id_labels.is_empty()
+                    && id_labels.keys().all(|k| container.labels.contains_key(k));
+                if has_id_labels {
+                    config::metadata::collect_entries(
+                        &entries,
+                        &[],
+                        &config::metadata::updateable_entry(config_value),
+                    )
+                } else {
+                    config::metadata::collect_entries(&entries, feature_entries, &config_entry)
+                }
+            }
+        },
+        (None, Some(image)) => {
+            let base = image
+                .metadata_label()
+                .map(|label| substituted(label, None))
+                .unwrap_or_default();
+            config::metadata::collect_entries(&base, feature_entries, &config_entry)
+        }
+        (None, None) => config::metadata::collect_entries(&[], feature_entries, &config_entry),
+    }
+}
+
+/// Parses `--additional-features` (a JSON object like devcontainer.json's `features`).
+fn parse_additional_features(text: Option<&str>) -> Result<Vec<(String, Value)>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let doc = jsonc::parse(Path::new("--additional-features"), text).map_err(|e| {
+        HandoffError::AdditionalFeatures {
+            message: e.to_string(),
+        }
+    })?;
+    match doc.value {
+        Value::Object(map) => Ok(map.into_iter().collect()),
+        other => Err(HandoffError::AdditionalFeatures {
+            message: format!(
+                "expected a JSON object of Feature references to options, found `{other}`"
+            ),
+        }),
+    }
+}
+
+/// The configuration's Features (as written) followed by the additional ones whose key the
+/// configuration does not already have (the reference's order).
+fn feature_list(
+    config: &model::DevContainerConfig,
+    additional: &[(String, Value)],
+) -> Vec<(String, Value)> {
+    let mut list: Vec<(String, Value)> = config
+        .features
+        .iter()
+        .map(|(key, value)| {
+            let value = match value {
+                model::FeatureValue::Version(v) => json!(v),
+                model::FeatureValue::Enabled(b) => json!(b),
+                model::FeatureValue::Options(o) => Value::Object(o.clone()),
+            };
+            (key.clone(), value)
+        })
+        .collect();
+    for (key, value) in additional {
+        if !list.iter().any(|(k, _)| k == key) {
+            list.push((key.clone(), value.clone()));
+        }
+    }
+    list
+}
+
+/// Inputs of [`load_configuration`]: which workspace and config, and the host environment.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--workspace-folder` (made absolute against the current directory).
+    pub workspace_folder: PathBuf,
+    /// `--config`: an explicit config file.
+    pub config: Option<PathBuf>,
+    /// `--mount-workspace-git-root`.
+    pub mount_workspace_git_root: bool,
+    /// The host environment used for `${localEnv:…}`/`${env:…}`.
+    pub env: HashMap<String, String>,
+    /// Forces `workspaceMount` / `workspaceFolder` (for `handoff`, which mounts the whole
+    /// workspace root at its own target); `None` keeps the config's or the defaults.
+    pub workspace_override: Option<WorkspaceOverride>,
+    /// `--override-config`: read the configuration's content from this file; paths keep the
+    /// semantics of the real config (`config`, else the discovered one, else
+    /// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+    pub override_config: Option<PathBuf>,
+    /// `--additional-features`: a JSON object like `features`, added to the configuration's
+    /// Features (keys it already has are ignored, as in the reference).
+    pub additional_features: Option<String>,
+    /// `--mount-git-worktree-common-dir`: a worktree's common git dir gets its own mount
+    /// ([`LoadedConfiguration::additional_mount`]).
+    pub mount_git_worktree_common_dir: bool,
+    /// Under `hardened`, the user's grants: the configuration file the repository supplies
+    /// (discovered, or a `--config` inside the workspace folder) must resolve inside the
+    /// workspace folder, or be granted, before it is read (spec-note 0400). `None`: read as
+    /// written (the reference CLI's behaviour).
+    pub confine: Option<crate::security::Grants>,
+}
+
+/// A `workspaceMount` and `workspaceFolder` that replace the configuration's (as if the
+/// devcontainer.json said so), before phase-1 substitution, so `${containerWorkspaceFolder}`
+/// is the forced folder. Used by `handoff` (spec-notes/0200).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceOverride {
+    /// The `--mount` string of the workspace (`type=bind,source=…,target=…`).
+    pub mount: String,
+    /// The container workspace folder.
+    pub folder: String,
+}
+
+/// A configuration read from disk, validated and substituted (phase 1), shared by
+/// `read-configuration`, `up`, `exec` and the other operations.
+#[derive(Debug, Clone)]
+pub struct LoadedConfiguration {
+    /// The absolute, normalised host workspace folder (`${localWorkspaceFolder}`).
+    pub workspace_folder: PathBuf,
+    /// The `devcontainer.json` that was read.
+    pub config_file: PathBuf,
+    /// The config as written (parsed JSONC, unsubstituted): what goes into the
+    /// `devcontainer.metadata` label, which is stored raw.
+    pub raw: Value,
+    /// The config after phase-1 substitution and legacy migration.
+    pub value: Value,
+    /// The typed view of `value`.
+    pub typed: model::DevContainerConfig,
+    /// The effective `workspaceFolder` / `workspaceMount`.
+    pub workspace: config::workspace::WorkspaceConfig,
+    /// Non-fatal findings.
+    pub warnings: Vec<Warning>,
+    /// The `--mount` string of a worktree's common git dir
+    /// (`--mount-git-worktree-common-dir`), mounted besides the workspace.
+    pub additional_mount: Option<String>,
+    /// The user's grants the repository's files (the config, its lockfile, local Features)
+    /// were judged with ([`LoadOptions::confine`], spec-note 0400); `None`: used as written
+    /// (`reference`, or a `--config` the user names outside the workspace).
+    pub confined: Option<crate::security::Grants>,
+}
+
+impl LoadedConfiguration {
+    /// No configuration (`exec`/`run-user-commands` given only `--container-id` or
+    /// `--id-label`s): `{}`, no workspace; the container's metadata says everything.
+    pub fn empty() -> Self {
+        LoadedConfiguration {
+            workspace_folder: PathBuf::new(),
+            config_file: PathBuf::new(),
+            raw: Value::Object(Map::new()),
+            value: Value::Object(Map::new()),
+            typed: model::DevContainerConfig::default(),
+            workspace: config::workspace::WorkspaceConfig {
+                workspace_folder: String::new(),
+                workspace_mount: None,
+                host_mount_root: PathBuf::new(),
+                host_env_reads: Default::default(),
+            },
+            warnings: Vec::new(),
+            additional_mount: None,
+            confined: None,
+        }
+    }
+}
+
+/// A config found, parsed and validated (no substitution yet): the first steps every command
+/// shares.
+pub(crate) struct ValidatedConfig {
+    /// The workspace folder, made absolute.
+    pub workspace_folder: PathBuf,
+    /// The config file found ([`discover::discover`]).
+    pub config_file: PathBuf,
+    /// The parsed document, with its source locations.
+    pub doc: jsonc::Document,
+    /// The typed, validated configuration (before substitution).
+    pub config: model::DevContainerConfig,
+    /// Parser and validation warnings, in that order.
+    pub warnings: Vec<Warning>,
+    /// The grants the config file was judged with (`None`: read as written).
+    pub confined: Option<crate::security::Grants>,
+}
+
+/// Finds ([`discover::discover`]), parses ([`jsonc::read`]) and validates
+/// ([`model::validate`]) the configuration of `workspace_folder` (or `config` when given),
+/// judged as every command without a `--security-profile` judges it (spec-note 0400): a
+/// discovered config (or a `--config` inside the workspace folder) that resolves outside the
+/// workspace is refused without being read, with no grant.
+///
+/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
+/// [`HandoffError::Security`] (`PathOutside`).
+pub(crate) fn read_validated(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+) -> Result<ValidatedConfig> {
+    read_validated_confined(
+        workspace_folder,
+        config,
+        Some(&crate::security::Grants::default()),
+    )
+}
+
+/// Whether the config file is the repository's (discovered, or a `--config` inside the
+/// workspace folder) rather than one the user names outside it (the user's choice).
+fn repository_supplied(workspace_folder: &Path, config: Option<&Path>, config_file: &Path) -> bool {
+    config.is_none()
+        || config::workspace::resolve_path(config_file)
+            .starts_with(config::workspace::resolve_path(workspace_folder))
+}
+
+/// Reads the judged file `resolved` without following links ([`host_path::read_no_follow`]).
+///
+/// Errors: [`HandoffError::Config`] (`Io`, or `Invalid` as [`jsonc::read`]).
+fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
+    let io = |source| {
+        HandoffError::Config(config::ConfigError::Io {
+            path: resolved.to_path_buf(),
+            source,
+        })
+    };
+    // the size first (without following a link), for the usual located error
+    if let Ok(meta) = std::fs::symlink_metadata(resolved)
+        && meta.is_file()
+        && meta.len() > jsonc::MAX_FILE_BYTES as u64
+    {
+        return Err(jsonc::too_large(resolved, Some(meta.len())).into());
+    }
+    let bytes = host_path::read_no_follow(resolved, jsonc::MAX_FILE_BYTES as u64)
+        .map_err(io)?
+        .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+    Ok(jsonc::parse_bytes(resolved, bytes)?)
+}
+
+/// [`read_validated`], the config file judged first when `confine` holds the user's grants
+/// ([`LoadOptions::confine`]): the file (and the folders on its way, `.devcontainer` among
+/// them) resolved ([`host_path::confine`]) and, outside the workspace folder and not granted,
+/// refused without being read. The file read is the resolved one.
+///
+/// Errors: as [`read_validated`]; [`HandoffError::Security`] (`PathOutside`).
+pub(crate) fn read_validated_confined(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+    confine: Option<&crate::security::Grants>,
+) -> Result<ValidatedConfig> {
+    let workspace_folder =
+        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let config_file = discover::discover(&workspace_folder, config)?;
+    // a `--config` the user names outside the workspace is the user's, not the repository's
+    let confine = confine.filter(|_| repository_supplied(&workspace_folder, config, &config_file));
+    let doc = match confine {
+        Some(grants) => {
+            let folder = config::workspace::resolve_path(&workspace_folder);
+            let places = host_path::Places::new(&folder, None, None);
+            let read_from = host_path::confine("devcontainer.json", &config_file, &places, grants)?;
+            read_judged(&read_from)?
+        }
+        None => jsonc::read(&config_file)?,
+    };
+    let mut warnings = doc.warnings.clone();
+    let (config, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+    Ok(ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config,
+        warnings,
+        confined: confine.cloned(),
+    })
+}
+
+/// Loads a configuration the way every command does: discover it ([`discover::discover`]),
+/// parse it ([`jsonc::read`]), validate it ([`model::validate`]), substitute phase-1 variables
+/// and compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), then
+/// migrate legacy properties ([`model::migrate_legacy`]).
+///
+/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
+/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
+pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
+    let additional = parse_additional_features(opts.additional_features.as_deref())?;
+    let ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config: written,
+        warnings,
+        confined,
+    } = match &opts.override_config {
+        Some(file) => {
+            let mut v = read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?;
+            // the content is the user's; the lockfile and local Features beside the config
+            // path are the repository's
+            v.confined = opts.confine.clone().filter(|_| {
+                repository_supplied(&v.workspace_folder, opts.config.as_deref(), &v.config_file)
+            });
+            v
+        }
+        None => read_validated_confined(
+            &opts.workspace_folder,
+            opts.config.as_deref(),
+            opts.confine.as_ref(),
+        )?,
+    };
+
+    // the commands that build judge local Features' folders before anything is read or packed
+    if let Some(grants) = &confined {
+        confine_local_features(&written, &config_file, &workspace_folder, grants)?;
+    }
+    let mut value = doc.value.clone();
+    if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
+        map.insert("workspaceMount".into(), Value::String(o.mount.clone()));
+        map.insert("workspaceFolder".into(), Value::String(o.folder.clone()));
+    }
+    let resolve = config::workspace::ResolveOptions {
+        workspace_folder: workspace_folder.clone(),
+        config_file: config_file.clone(),
+        mount_workspace_git_root: opts.mount_workspace_git_root,
+        env: opts.env.clone(),
+    };
+    let (workspace, additional_mount) = config::workspace::resolve_with_worktree(
+        &mut value,
+        &resolve,
+        opts.mount_git_worktree_common_dir,
+    )
+    .map_err(|e| locate(&doc, e))?;
+    add_features(&mut value, &additional);
+    // Substitution keeps the shape, so locations from `doc` still apply.
+    let (typed, _) = model::validate_value(&doc, &value)?;
+
+    if let Value::Object(c) = &mut value {
+        model::migrate_legacy(c);
+    }
+    Ok(LoadedConfiguration {
+        confined,
+        workspace_folder: config::workspace::resolve_path(&workspace_folder),
+        config_file,
+        raw: doc.value,
+        value,
+        typed,
+        workspace,
+        warnings,
+        additional_mount,
+    })
+}
+
+/// [`read_validated`] with `--override-config`: the content from `override_file`, the path
+/// semantics of `config` (else the discovered config, else
+/// `<workspace>/.devcontainer/devcontainer.json`, which need not exist).
+///
+/// Errors: as [`read_validated`], for `override_file`.
+fn read_overridden(
+    workspace_folder: &Path,
+    config: Option<&Path>,
+    override_file: &Path,
+) -> Result<ValidatedConfig> {
+    let workspace_folder =
+        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
+    if !workspace_folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder {
+            path: workspace_folder,
+        });
+    }
+    let override_file =
+        std::path::absolute(override_file).unwrap_or_else(|_| override_file.to_path_buf());
+    let config_file = match config {
+        Some(c) => std::path::absolute(c).unwrap_or_else(|_| c.to_path_buf()),
+        None => discover::discover(&workspace_folder, None).unwrap_or_else(|_| {
+            let [first, _] = discover::default_locations(&workspace_folder);
+            first
+        }),
+    };
+    let doc = jsonc::read(&override_file)?;
+    let mut warnings = doc.warnings.clone();
+    let (config, model_warnings) = model::validate(&doc)?;
+    warnings.extend(model_warnings);
+    Ok(ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        config,
+        warnings,
+        confined: None,
+    })
+}
+
+/// The folder of each local (`./…`) Feature of `typed` (relative to the config's folder),
+/// judged on what it resolves to ([`host_path::confine`], against the workspace folder), and
+/// every symbolic link inside it ([`host_path::confine_links`]): a Feature folder whose
+/// `install.sh`, `devcontainer-feature.json` or a sub-folder is a link out of the workspace
+/// is refused before anything is read or packed (spec-note 0400). The Features module then
+/// uses the resolved folder and reads its metadata without following links.
+///
+/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+fn confine_local_features(
+    typed: &model::DevContainerConfig,
+    config_file: &Path,
+    workspace_folder: &Path,
+    grants: &crate::security::Grants,
+) -> Result<()> {
+    let dir = config_file.parent().unwrap_or(Path::new("/"));
+    let places = host_path::Places::new(
+        &config::workspace::resolve_path(workspace_folder),
+        None,
+        None,
+    );
+    for key in typed.features.keys() {
+        if !(key.starts_with("./") || key.starts_with("../")) {
+            continue;
+        }
+        let what = format!("local Feature `{key}`");
+        let folder = host_path::confine(&what, &dir.join(key), &places, grants)?;
+        host_path::confine_links(&what, &folder, &places, grants)?;
+    }
+    Ok(())
+}
+
+/// Adds `--additional-features` to `features` (keys the configuration has are kept as they
+/// are, as in the reference).
+fn add_features(value: &mut Value, additional: &[(String, Value)]) {
+    if additional.is_empty() {
+        return;
+    }
+    let Value::Object(map) = value else {
+        return;
+    };
+    let features = map
+        .entry("features")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(features) = features {
+        for (key, options) in additional {
+            if !features.contains_key(key) {
+                features.insert(key.clone(), options.clone());
+            }
+        }
+    }
+}
+
+/// Gives a substitution error (which knows its property path) the file position of that
+/// property, so it renders like every other config error.
+fn locate(doc: &jsonc::Document, err: config::ConfigError) -> config::ConfigError {
+    match err {
+        config::ConfigError::Substitution {
+            path,
+            message,
+            hint,
+            ..
+        } => match jsonc::JsonPath::parse(&path) {
+            Some(p) => config::ConfigError::Invalid {
+                location: Box::new(doc.locate(&p)),
+                message,
+                hint,
+            },
+            None => config::ConfigError::Substitution {
+                file: Some(doc.file.clone()),
+                path,
+                message,
+                hint,
+            },
+        },
+        other => other,
+    }
+}
+
+/// The reference CLI's serialised `vscode-uri` for a local file.
+pub fn file_uri(path: &Path) -> Value {
+    let p = path.to_string_lossy();
+    json!({"$mid": 1, "fsPath": p, "path": p, "scheme": "vscode-fileHost"})
+}
+
+/// How a `features` key refers to a Feature
+/// ([spec: referencing Features](https://containers.dev/implementors/features-distribution/#referencing-a-feature)).
+fn feature_source(key: &str, config_dir: &Path) -> Value {
+    if key.starts_with("./") || key.starts_with("../") || key.starts_with('/') {
+        // `components()` drops `.` segments: `/w/.devcontainer/./a` → `/w/.devcontainer/a`.
+        let resolved: PathBuf = config_dir.join(key).components().collect();
+        json!({"type": "file-path", "userFeatureId": key, "resolvedFilePath": resolved.to_string_lossy()})
+    } else if key.starts_with("https://") || key.starts_with("http://") {
+        json!({"type": "direct-tarball", "userFeatureId": key, "tarballUri": key})
+    } else if !key.contains('/') && !key.contains('\\') {
+        json!({"type": "legacy-short-id", "userFeatureId": key})
+    } else {
+        let lower = key.to_lowercase();
+        let (name, digest) = match lower.split_once('@') {
+            Some((n, d)) => (n.to_owned(), Some(d.to_owned())),
+            None => (lower.clone(), None),
+        };
+        let last_slash = name.rfind('/').unwrap_or(0);
+        let (resource, tag) = match name[last_slash..].rfind(':') {
+            Some(i) if digest.is_none() => (
+                name[..last_slash + i].to_owned(),
+                Some(name[last_slash + i + 1..].to_owned()),
+            ),
+            _ => (name.clone(), None),
+        };
+        let (registry, path) = resource.split_once('/').unwrap_or(("", &resource));
+        let id = path.rsplit('/').next().unwrap_or(path);
+        let mut v = json!({"type": "oci", "userFeatureId": key, "registry": registry,
+            "path": path, "resource": resource, "id": id});
+        if let Some(map) = v.as_object_mut() {
+            match (&digest, &tag) {
+                (Some(d), _) => {
+                    map.insert("digest".into(), json!(d));
+                }
+                (None, Some(t)) => {
+                    map.insert("tag".into(), json!(t));
+                }
+                (None, None) => {
+                    map.insert("tag".into(), json!("latest"));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// `featuresConfiguration` as the reference CLI prints it (spec-note 0452): the configuration's
+/// Features and `--additional-features`, resolved (dependencies added) and in install order;
+/// per Feature one set `{"sourceInformation", "features": [<devcontainer-feature.json> +
+/// "value" (as written) + "included" + "consecutiveId" (`<id>_<index>`)], "internalVersion": "2"}`
+/// (+ `computedDigest`, the manifest digest, for OCI). Also returns the Features' metadata
+/// entries (install order) for the merged configuration, and the resolution's warnings.
+///
+/// Errors: as [`crate::ops::resolve_dependencies::resolve_features`] (a bare id is an error
+/// with the `./` hint; remote Features are fetched through the cache).
+fn features_configuration(
+    features: &[(String, Value)],
+    override_order: &[String],
+    workspace_folder: &Path,
+    config_file: &Path,
+    confined: Option<&crate::security::Grants>,
+) -> Result<(Value, Vec<Value>, Vec<Warning>)> {
+    use crate::features::reference::{FeatureRef, OciVersion};
+    use crate::ops::resolve_dependencies::{FeaturesRequest, resolve_features};
+    let map: indexmap::IndexMap<String, Value> = features.iter().cloned().collect();
+    let resolution = resolve_features(
+        &FeaturesRequest {
+            workspace_folder,
+            config_file,
+            features: &map,
+            override_order,
+            cache_dir: None,
+            offline: false,
+            registries: &crate::settings::RegistrySettings::default(),
+            confined,
+        },
+        std::sync::Arc::new(crate::progress::NoopReporter),
+    )?;
+    let dir = config_file.parent().unwrap_or(Path::new("/"));
+    let mut sets = Vec::new();
+    let mut entries = Vec::new();
+    for (i, f) in resolution.plan.features.iter().enumerate() {
+        let resolved = resolution.resolved.get(&f.reference);
+        let mut metadata = match resolved {
+            Some(r) => r.metadata.clone(),
+            None => serde_json::to_value(&f.metadata).unwrap_or_else(|_| json!({})),
+        };
+        entries.push(config::metadata::feature_entry(&f.key, &metadata));
+        if let Value::Object(m) = &mut metadata {
+            // As the reference: a Feature without a `name` is shown by its reference.
+            if !m.contains_key("name") {
+                m.insert("name".into(), json!(f.key));
+            }
+            m.insert("value".into(), f.value.clone());
+            m.insert("included".into(), json!(true));
+            m.insert(
+                "consecutiveId".into(),
+                json!(format!("{}_{i}", f.metadata.id)),
+            );
+        }
+        let mut set = Map::new();
+        let source = match &f.reference {
+            FeatureRef::Oci {
+                registry,
+                repository,
+                id,
+                version,
+                ..
+            } => {
+                let (version_key, version_value) = match version {
+                    OciVersion::Tag(t) => ("tag", t.clone()),
+                    OciVersion::Digest(d) => ("digest", d.clone()),
+                };
+                let digest = resolved.and_then(|r| r.integrity.clone());
+                if let Some(d) = &digest {
+                    set.insert("computedDigest".into(), json!(d));
+                }
+                let namespace = repository.rsplit_once('/').map_or("", |(ns, _)| ns);
+                let owner = repository.split('/').next().unwrap_or("");
+                json!({
+                    "type": "oci",
+                    "manifest": resolution.manifests.get(&f.reference).cloned().unwrap_or(Value::Null),
+                    "manifestDigest": digest,
+                    "featureRef": {
+                        "id": id,
+                        "owner": owner,
+                        "namespace": namespace,
+                        "registry": registry,
+                        "resource": f.reference.resource(),
+                        "path": repository,
+                        "version": version_value,
+                        version_key: version_value,
+                    },
+                    "userFeatureId": f.key,
+                    "userFeatureIdWithoutVersion": f.reference.resource(),
+                })
+            }
+            _ => feature_source(&f.key, dir),
+        };
+        set.insert("sourceInformation".into(), source);
+        set.insert("features".into(), json!([metadata]));
+        set.insert("internalVersion".into(), json!("2"));
+        sets.push(Value::Object(set));
+    }
+    Ok((
+        json!({ "featureSets": sets }),
+        entries,
+        resolution.plan.warnings,
+    ))
+}
+
+/// Image-metadata-like entries of local (`./…`) Features that can be read from disk, for the
+/// merged configuration without an engine. Unreadable ones are skipped with a warning.
+fn local_feature_entries(
+    features: &[(String, Value)],
+    config_file: &Path,
+    judged: Option<(&Path, &crate::security::Grants)>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Value> {
+    let dir = config_file.parent().unwrap_or(Path::new("/"));
+    let mut out = Vec::new();
+    for (key, _) in features {
+        if !(key.starts_with("./") || key.starts_with("../")) {
+            continue;
+        }
+        let file: PathBuf = dir
+            .join(key)
+            .join("devcontainer-feature.json")
+            .components()
+            .collect();
+        // judged like the configuration: a metadata file (or folder) linked out of the
+        // workspace is not read (spec-note 0400)
+        let read = match judged {
+            Some((workspace, grants)) => {
+                let places =
+                    host_path::Places::new(&config::workspace::resolve_path(workspace), None, None);
+                host_path::confine(&format!("local Feature `{key}`"), &file, &places, grants)
+                    .map_err(HandoffError::Security)
+                    .and_then(|resolved| read_judged(&resolved))
+            }
+            None => jsonc::read(&file).map_err(HandoffError::Config),
+        };
+        match read {
+            Ok(doc) => out.push(config::metadata::feature_entry(key, &doc.value)),
+            Err(e) => warnings.push(Warning {
+                location: None,
+                message: match std::error::Error::source(&e) {
+                    Some(cause) => format!(
+                        "local Feature `{key}` skipped in the merged configuration: {e}: {cause}"
+                    ),
+                    None => {
+                        format!("local Feature `{key}` skipped in the merged configuration: {e}")
+                    }
+                },
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_source_kinds() {
+        let d = Path::new("/w/.devcontainer");
+        assert_eq!(feature_source("./a", d)["type"], "file-path");
+        assert_eq!(feature_source("node", d)["type"], "legacy-short-id");
+        assert_eq!(
+            feature_source("https://x/devcontainer-feature-a.tgz", d)["type"],
+            "direct-tarball"
+        );
+        let oci = feature_source("ghcr.io/devcontainers/features/node:1", d);
+        assert_eq!(oci["resource"], "ghcr.io/devcontainers/features/node");
+        assert_eq!(oci["tag"], "1");
+        assert_eq!(oci["id"], "node");
+        let local = feature_source("localhost:5000/ns/f", d);
+        assert_eq!(local["registry"], "localhost:5000");
+        assert_eq!(local["tag"], "latest");
+        let dig = feature_source("ghcr.io/o/r/f@sha256:abc", d);
+        assert_eq!(dig["digest"], "sha256:abc");
+    }
+}

@@ -1,0 +1,1471 @@
+//! Multi-repo workspaces: what a workspace root holds, and which host git directories must be
+//! mounted into the container so git works there.
+//!
+//! A workspace root is either **a repository** itself (it has a `.git` directory or file) or **a
+//! folder of repositories**: its immediate children that are git repositories or git worktrees
+//! (host-side, as Grove creates them with `git worktree add`). The whole root is mounted at the
+//! workspace target (`/workspace` by default, [`crate::settings::HandoffSettings`]); each repo
+//! appears at `<target>/<name>` (or at `<target>` for a single repository).
+//!
+//! A worktree's `.git` is a *file* (`gitdir: <main>/.git/worktrees/<name>`) whose `commondir`
+//! points at the main repository's git directory, usually outside the workspace. Those git
+//! directories are mounted at their **same host paths**, read-write, and nothing else of the host
+//! ([`Workspace::git_mounts`]), so `git status`, `git diff` and `git commit` work in the container
+//! while the repository stays on the host, usable by a human. See spec note
+//! `spec-notes/0160-multi-repo-workspaces.md`.
+//!
+//! Inside those directories, each repository's `config` and `hooks` (which git on the host
+//! executes from) are overlaid read-only ([`Workspace::protected`], spec note
+//! `spec-notes/0165-git-config-and-hooks-read-only.md`). [`Workspace::mounts`] lists all of it.
+//!
+//! Git is queried with the `git` CLI (explicit argv, no shell), never writing: `status` runs with
+//! `--no-optional-locks` so a concurrent human `git` on the host is never disturbed.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A failure inspecting a workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The workspace root does not exist or cannot be read.
+    #[error("cannot read workspace folder `{}`", path.display())]
+    Root {
+        /// The folder given.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The workspace root is not a directory.
+    #[error("workspace folder `{}` is not a directory", path.display())]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A file or folder inside the workspace could not be read.
+    #[error("cannot read `{}`", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `git` executable could not be started.
+    #[error("cannot run `git`")]
+    GitUnavailable {
+        /// The cause (usually: not installed).
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `git` command failed.
+    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
+    Git {
+        /// The repository folder.
+        dir: PathBuf,
+        /// The arguments, space-separated (for the message only).
+        args: String,
+        /// git's standard error, trimmed.
+        stderr: String,
+    },
+    /// A `.git` file or a `commondir` file could not be understood.
+    #[error("`{}` is not a valid git link: {message}", path.display())]
+    BadGitLink {
+        /// The `.git` or `commondir` file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `--primary` names no repository of the workspace.
+    #[error("`--primary {name}` is not a repository of the workspace (repositories: {})", available.join(", "))]
+    UnknownPrimary {
+        /// The name given.
+        name: String,
+        /// The repositories found.
+        available: Vec<String>,
+    },
+    /// Several repositories hold a dev container configuration and none was chosen.
+    #[error("several repositories have a `.devcontainer` configuration ({}); choose one with `--primary`", candidates.join(", "))]
+    AmbiguousPrimary {
+        /// The repositories with a configuration.
+        candidates: Vec<String>,
+    },
+}
+
+impl WorkspaceError {
+    /// The envelope error code: `not_found` for a missing root or unknown `--primary`,
+    /// `invalid_argument` for a non-directory root or an ambiguous primary, `internal` otherwise.
+    pub fn code(&self) -> super::envelope::ErrorCode {
+        use super::envelope::ErrorCode;
+        match self {
+            WorkspaceError::Root { .. } | WorkspaceError::UnknownPrimary { .. } => {
+                ErrorCode::NotFound
+            }
+            WorkspaceError::NotADirectory { .. } | WorkspaceError::AmbiguousPrimary { .. } => {
+                ErrorCode::InvalidArgument
+            }
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    /// A hint for the user, when a fix is known.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            WorkspaceError::GitUnavailable { .. } => {
+                Some("install git and make sure it is on `PATH`".into())
+            }
+            WorkspaceError::UnknownPrimary { available, .. } if !available.is_empty() => {
+                Some(format!("pass one of: {}", available.join(", ")))
+            }
+            WorkspaceError::AmbiguousPrimary { candidates } => {
+                candidates.first().map(|c| format!("e.g. `--primary {c}`"))
+            }
+            WorkspaceError::Root { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Some("pass the workspace root (the folder holding the repositories or worktrees) to `--workspace-folder`".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How the workspace root is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Layout {
+    /// The root is itself a git repository or worktree.
+    Repository,
+    /// The root is a folder whose children are repositories or worktrees.
+    MultiRepository,
+    /// The root is neither a repository nor holds any (git state is not tracked).
+    Plain,
+}
+
+impl Layout {
+    /// For people: `repository`, `multi-repository` or `plain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Repository => "repository",
+            Layout::MultiRepository => "multi-repository",
+            Layout::Plain => "plain",
+        }
+    }
+}
+
+/// A repository's role in the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RepoRole {
+    /// The repository the task is about; its `.devcontainer` configures the container.
+    Primary,
+    /// Any other repository of the workspace.
+    Secondary,
+}
+
+impl RepoRole {
+    /// `primary` or `secondary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepoRole::Primary => "primary",
+            RepoRole::Secondary => "secondary",
+        }
+    }
+}
+
+/// Whether a repository's `.git` is a directory or a link to a git directory elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RepoKind {
+    /// `.git` is a directory.
+    Repository,
+    /// `.git` is a file (`gitdir: …`): a linked worktree (or an absorbed submodule).
+    Worktree,
+}
+
+/// One repository of a workspace with its git state at inspection time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Repo {
+    /// Folder name (the root's name for a single-repository workspace).
+    pub name: String,
+    /// Absolute, canonical host path of the working tree.
+    pub host_path: PathBuf,
+    /// Absolute POSIX path of the working tree in the container.
+    pub container_path: String,
+    /// Primary or secondary.
+    pub role: RepoRole,
+    /// Plain repository or linked worktree.
+    pub kind: RepoKind,
+    /// Checked-out branch (short name), `None` when HEAD is detached.
+    pub branch: Option<String>,
+    /// HEAD commit (full hex object name), `None` in a repository without commits. This is the
+    /// task's *base commit* when recorded at handoff time.
+    pub head: Option<String>,
+    /// Whether the working tree has staged, unstaged or untracked changes.
+    pub dirty: bool,
+    /// The upstream branch (e.g. `origin/main`), when one is configured.
+    pub upstream: Option<String>,
+    /// Commits on HEAD not on the upstream; `None` without an upstream (or a gone one).
+    pub ahead: Option<u32>,
+    /// Commits on the upstream not on HEAD; `None` without an upstream (or a gone one).
+    pub behind: Option<u32>,
+    /// Absolute host path of this working tree's git directory.
+    pub git_dir: PathBuf,
+    /// Absolute host path of the repository's common git directory (objects, refs, config);
+    /// equal to `git_dir` for a plain repository.
+    pub common_dir: PathBuf,
+    /// Whether this repository holds a dev container configuration (`.devcontainer/` or
+    /// `.devcontainer.json`).
+    pub has_devcontainer: bool,
+    /// Why git could not describe the repository (e.g. git refused it for "dubious
+    /// ownership"), with what to do; the git fields above are then empty (`branch`, `head`,
+    /// `upstream`, `ahead`, `behind` `None`, `dirty` false). `None` when git answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_error: Option<String>,
+}
+
+/// A host git directory that must be bind-mounted, read-write, into the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitMount {
+    /// Absolute, canonical host path (a git directory).
+    pub host_path: PathBuf,
+    /// Absolute path in the container: the same as `host_path`, except for a relative `gitdir:`
+    /// link, where it is where the link resolves inside the container.
+    pub container_path: String,
+    /// The repositories that need it.
+    pub repos: Vec<String>,
+}
+
+/// A non-fatal finding about a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceWarning {
+    /// snake_case identifier: `symlink_skipped`, `non_utf8_name`, `alternates_outside`,
+    /// `mount_shadows_workspace`.
+    pub code: String,
+    /// Human text.
+    pub message: String,
+}
+
+/// An inspected workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// The root folder's name.
+    pub name: String,
+    /// Absolute, canonical host path of the root.
+    pub root: PathBuf,
+    /// Where the root is mounted in the container (POSIX path, e.g. `/workspace`).
+    pub container_root: String,
+    /// Single repository, folder of repositories, or neither.
+    pub layout: Layout,
+    /// The repositories, the primary first, then by name.
+    pub repos: Vec<Repo>,
+    /// The folder whose `.devcontainer` configures the container: the primary repository when
+    /// it has one, else the root when it has one; `None` when neither does.
+    pub config_folder: Option<PathBuf>,
+    /// Host git directories that must be mounted for git to work in the container (usually
+    /// host path = container path), sorted by host path, none nested in another same-path mount.
+    /// Directories the workspace mount already shows at the right container path are left out.
+    pub git_mounts: Vec<GitMount>,
+    /// Read-only overlays inside the git directories: each repository's common `config` file
+    /// and `hooks` folder, so the agent cannot plant configuration or hooks that git on the host
+    /// would run (empty when [`InspectOptions::protect_git_config`] is off).
+    pub protected: Vec<GitMount>,
+    /// Git directories the repositories' links name outside the workspace without the
+    /// worktree back-link that makes them trustworthy (spec-note 0411), granted or not. A
+    /// repository whose git directory is not granted is not read with git and not mounted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted_git_dirs: Vec<UntrustedGitDir>,
+    /// Non-fatal findings.
+    pub warnings: Vec<WorkspaceWarning>,
+}
+
+/// A git directory a repository's link (`.git` file or symlink, `commondir`) names that devcell
+/// does not trust on its own (spec-note 0411): a permission request
+/// (`Permission::GitDir`, `--allow gitdir:<path>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UntrustedGitDir {
+    /// The repository.
+    pub repo: String,
+    /// The link file that names it (host path).
+    pub link: PathBuf,
+    /// The git directory, resolved (canonical host path).
+    pub path: PathBuf,
+    /// Why it is not trusted.
+    pub reason: String,
+    /// Whether [`InspectOptions::trusted_git_dirs`] covers it (then git reads it and the
+    /// handoff mounts it as before).
+    pub granted: bool,
+}
+
+/// One bind mount a handoff needs, in engine-neutral form (for `up`, the plan and the audit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceMount {
+    /// Absolute host path.
+    pub source: PathBuf,
+    /// Absolute container path.
+    pub target: String,
+    /// `true` for the [`MountPurpose::GitProtected`] overlays; the workspace and the git
+    /// directories are read-write.
+    pub read_only: bool,
+    /// Why it is mounted: `workspace`, `git` (a repository's git directory) or `gitProtected`.
+    pub purpose: MountPurpose,
+}
+
+impl WorkspaceMount {
+    /// The mount in Docker's `--mount` syntax (the form `devcontainer.json`'s `mounts` and
+    /// `workspaceMount` strings use): `type=bind,source=<host>,target=<container>[,readonly]`.
+    /// A field holding a comma or a double quote is quoted CSV-style (`"source=a,b"`, inner
+    /// quotes doubled), as Docker's parser expects.
+    pub fn to_mount_string(&self) -> String {
+        let field = |key: &str, value: &str| {
+            let kv = format!("{key}={value}");
+            if kv.contains(',') || kv.contains('"') {
+                format!("\"{}\"", kv.replace('"', "\"\""))
+            } else {
+                kv
+            }
+        };
+        let mut s = format!(
+            "type=bind,{},{}",
+            field("source", &self.source.to_string_lossy()),
+            field("target", &self.target)
+        );
+        if self.read_only {
+            s.push_str(",readonly");
+        }
+        s
+    }
+}
+
+/// Why a [`WorkspaceMount`] exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MountPurpose {
+    /// The workspace root.
+    Workspace,
+    /// A git directory outside the root ([`Workspace::git_mounts`]).
+    Git,
+    /// A repository's git `config` or `hooks`, read-only ([`Workspace::protected`]).
+    GitProtected,
+}
+
+impl Workspace {
+    /// Every mount the workspace needs: the root at the container root, then each git directory
+    /// (read-write, at the same path unless a relative link says otherwise), then the read-only
+    /// overlays of [`Workspace::protected`]. Nothing else of the host is ever in this list.
+    /// Overlays are nested in earlier mounts: the engine must apply mounts shallowest target
+    /// first (Docker sorts them so).
+    pub fn mounts(&self) -> Vec<WorkspaceMount> {
+        let mut out = vec![WorkspaceMount {
+            source: self.root.clone(),
+            target: self.container_root.clone(),
+            read_only: false,
+            purpose: MountPurpose::Workspace,
+        }];
+        out.extend(self.git_mounts.iter().map(|m| WorkspaceMount {
+            source: m.host_path.clone(),
+            target: m.container_path.clone(),
+            read_only: false,
+            purpose: MountPurpose::Git,
+        }));
+        out.extend(self.protected.iter().map(|m| WorkspaceMount {
+            source: m.host_path.clone(),
+            target: m.container_path.clone(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
+        }));
+        out
+    }
+
+    /// Container paths to declare as git `safe.directory` inside the container (each repository's
+    /// working tree), so git's ownership check passes when the container user's uid differs from
+    /// the host owner's.
+    pub fn safe_directories(&self) -> Vec<String> {
+        self.repos
+            .iter()
+            .map(|r| r.container_path.clone())
+            .collect()
+    }
+
+    /// The primary repository, if any.
+    pub fn primary(&self) -> Option<&Repo> {
+        self.repos.iter().find(|r| r.role == RepoRole::Primary)
+    }
+
+    /// The workspace's branch: the branch every repository is on when they agree, else the
+    /// primary repository's, else `None`.
+    pub fn branch(&self) -> Option<&str> {
+        let mut branches = self.repos.iter().filter_map(|r| r.branch.as_deref());
+        if let Some(first) = branches.next()
+            && branches.all(|b| b == first)
+        {
+            return Some(first);
+        }
+        self.primary().and_then(|r| r.branch.as_deref())
+    }
+}
+
+/// What to inspect.
+#[derive(Debug, Clone)]
+pub struct InspectOptions {
+    /// Where the root is mounted in the container (default `/workspace`).
+    pub container_root: String,
+    /// The primary repository's name (`--primary`), if given.
+    pub primary: Option<String>,
+    /// Mount each repository's git `config` and `hooks` read-only (default `true`); see
+    /// [`Workspace::protected`].
+    pub protect_git_config: bool,
+    /// Git directories the user trusts beyond the workspace's own (`--allow gitdir:<path>`,
+    /// covering what is under each); `None` trusts every one (the `reference` profile).
+    /// Default: none.
+    pub trusted_git_dirs: Option<Vec<PathBuf>>,
+}
+
+impl InspectOptions {
+    /// Options from devcell's user settings (`[handoff] workspace_target`, `[security]`
+    /// `profile` and the `gitdir:` grants of `allow`) and `--primary`.
+    pub fn from_settings(settings: &crate::settings::Settings, primary: Option<String>) -> Self {
+        Self {
+            container_root: settings.handoff.workspace_target.clone(),
+            primary,
+            trusted_git_dirs: trusted_git_dirs(
+                &settings.security.profile,
+                &settings.security.allow,
+            ),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for InspectOptions {
+    fn default() -> Self {
+        Self {
+            container_root: crate::settings::HandoffSettings::default().workspace_target,
+            primary: None,
+            protect_git_config: true,
+            trusted_git_dirs: Some(Vec::new()),
+        }
+    }
+}
+
+/// [`InspectOptions::trusted_git_dirs`] for a profile name and `--allow` values: `None` under
+/// `reference`, else the `gitdir:` grants (values that are not grants are skipped: they are
+/// reported where the grants are parsed).
+pub fn trusted_git_dirs<S: AsRef<str>>(profile: &str, allow: &[S]) -> Option<Vec<PathBuf>> {
+    if profile == "reference" {
+        return None;
+    }
+    Some(
+        allow
+            .iter()
+            .filter_map(|a| a.as_ref().strip_prefix("gitdir:"))
+            .filter_map(crate::security::policy::normalize_path)
+            .map(PathBuf::from)
+            .collect(),
+    )
+}
+
+/// Inspects the workspace at `root`: layout, repositories with their git state, the primary
+/// repository, the configuration folder and the git directories to mount.
+///
+/// Children are scanned one level deep, sorted by name; hidden children (`.devcell`, `.grove`,
+/// …) and symbolic links are skipped (a skipped symlink is a warning).
+///
+/// # Errors
+/// [`WorkspaceError::Root`]/[`WorkspaceError::NotADirectory`] for a bad root,
+/// [`WorkspaceError::GitUnavailable`]/[`WorkspaceError::Git`] when git cannot describe a repo,
+/// [`WorkspaceError::BadGitLink`] for an unreadable `.git` file, [`WorkspaceError::UnknownPrimary`]
+/// and [`WorkspaceError::AmbiguousPrimary`] for the primary choice.
+pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, WorkspaceError> {
+    let root = std::fs::canonicalize(root).map_err(|source| WorkspaceError::Root {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    if !root.is_dir() {
+        return Err(WorkspaceError::NotADirectory { path: root });
+    }
+    let container_root = normalize_posix(&options.container_root);
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workspace".into());
+    let mut warnings = Vec::new();
+    let root_has_config = has_devcontainer(&root);
+
+    let mut repos = Vec::new();
+    let mut untrusted_git_dirs = Vec::new();
+    let mut describe = |dir: &Path, name: String, container_path: String| {
+        describe(
+            dir,
+            name,
+            container_path,
+            &root,
+            options.trusted_git_dirs.as_deref(),
+            &mut untrusted_git_dirs,
+        )
+    };
+    let layout = if root.join(".git").symlink_metadata().is_ok() {
+        repos.push(describe(&root, name.clone(), container_root.clone())?);
+        Layout::Repository
+    } else {
+        for (child_name, path) in children(&root, &mut warnings)? {
+            if path.join(".git").symlink_metadata().is_ok() {
+                let container_path =
+                    format!("{}/{}", container_root.trim_end_matches('/'), child_name);
+                repos.push(describe(&path, child_name, container_path)?);
+            }
+        }
+        if repos.is_empty() {
+            Layout::Plain
+        } else {
+            Layout::MultiRepository
+        }
+    };
+
+    for repo in repos.iter() {
+        if let Some(error) = &repo.git_error {
+            warnings.push(WorkspaceWarning {
+                code: "git_unreadable".into(),
+                message: format!(
+                    "repository `{}`: {error}; its branch, commit and changes are unknown",
+                    repo.name
+                ),
+            });
+        }
+    }
+    let primary = choose_primary(layout, &repos, options.primary.as_deref(), root_has_config)?;
+    if let Some(index) = primary {
+        repos[index].role = RepoRole::Primary;
+        let p = repos.remove(index);
+        repos.insert(0, p);
+    }
+    let config_folder = match repos.first() {
+        Some(p) if p.role == RepoRole::Primary && p.has_devcontainer => Some(p.host_path.clone()),
+        _ if root_has_config => Some(root.clone()),
+        _ => None,
+    };
+
+    let mut git_mounts = Vec::new();
+    let mut protected: Vec<GitMount> = Vec::new();
+    for w in &untrusted_git_dirs {
+        warnings.push(WorkspaceWarning {
+            code: "git_dir_untrusted".into(),
+            message: if w.granted {
+                format!(
+                    "repository `{}`: `{}` names the git directory `{}`, {}; trusted because you granted it",
+                    w.repo,
+                    w.link.display(),
+                    w.path.display(),
+                    w.reason
+                )
+            } else {
+                format!(
+                    "repository `{}`: `{}` names the git directory `{}`, {}: devcell neither runs git there nor mounts it (grant with `--allow gitdir:{}` if it is yours)",
+                    w.repo,
+                    w.link.display(),
+                    w.path.display(),
+                    w.reason,
+                    w.path.display()
+                )
+            },
+        });
+    }
+    for repo in &repos {
+        if untrusted_git_dirs
+            .iter()
+            .any(|w| w.repo == repo.name && !w.granted)
+        {
+            // neither read nor mounted (spec-note 0411)
+            continue;
+        }
+        let (mounts, container_git, container_common) = mounts_for(repo, &root, &container_root)?;
+        for (host, container_path) in mounts {
+            add_mount(&mut git_mounts, &host, container_path, &repo.name);
+        }
+        if options.protect_git_config {
+            for p in protect_common_dir(repo, &container_git, &container_common, &mut warnings) {
+                if let Some(existing) = protected
+                    .iter_mut()
+                    .find(|e| e.host_path == p.host_path && e.container_path == p.container_path)
+                {
+                    existing.repos.extend(p.repos);
+                } else {
+                    protected.push(p);
+                }
+            }
+        }
+        alternates_warnings(repo, &root, &mut warnings);
+    }
+    prune_nested(&mut git_mounts);
+    protected
+        .sort_by(|a, b| (&a.host_path, &a.container_path).cmp(&(&b.host_path, &b.container_path)));
+    let inside = format!("{}/", container_root.trim_end_matches('/'));
+    for m in &git_mounts {
+        if m.container_path == container_root || m.container_path.starts_with(&inside) {
+            warnings.push(WorkspaceWarning {
+                code: "mount_shadows_workspace".into(),
+                message: format!(
+                    "the git directory `{}` must appear at `{}`, inside the workspace mount: it hides what the workspace has there",
+                    m.host_path.display(),
+                    m.container_path
+                ),
+            });
+        }
+    }
+
+    Ok(Workspace {
+        name,
+        root,
+        container_root,
+        layout,
+        repos,
+        config_folder,
+        git_mounts,
+        protected,
+        untrusted_git_dirs,
+        warnings,
+    })
+}
+
+/// The read-only overlays protecting a repository's common git directory: its `config` file and
+/// `hooks` folder, which the host's git executes from, its `info/` folder (attributes, excludes)
+/// and an existing `config.worktree`, and the same in each submodule git directory under
+/// `modules/`; for a linked worktree, its own git directory's `commondir` and `gitdir` links
+/// and `config.worktree` (spec-note 0413). Warns when something cannot be protected (no
+/// `hooks` folder to cover, `core.hooksPath` pointing elsewhere, per-worktree configuration
+/// enabled).
+fn protect_common_dir(
+    repo: &Repo,
+    container_git: &str,
+    container_common: &str,
+    warnings: &mut Vec<WorkspaceWarning>,
+) -> Vec<GitMount> {
+    let mut out = Vec::new();
+    if repo.git_dir != repo.common_dir {
+        // the links that make this a worktree of that repository, and its own configuration
+        let container_git = container_git.trim_end_matches('/');
+        for name in ["commondir", "gitdir", "config.worktree"] {
+            let host = repo.git_dir.join(name);
+            if host
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_file())
+            {
+                out.push(GitMount {
+                    host_path: host,
+                    container_path: format!("{container_git}/{name}"),
+                    repos: vec![repo.name.clone()],
+                });
+            }
+        }
+    }
+    let mut git_dirs = vec![(repo.common_dir.clone(), container_common.to_string())];
+    submodule_git_dirs(
+        &repo.common_dir.join("modules"),
+        &format!("{}/modules", container_common.trim_end_matches('/')),
+        0,
+        &mut git_dirs,
+    );
+    for (host_dir, container_dir) in &git_dirs {
+        let container_dir = container_dir.trim_end_matches('/');
+        let config = host_dir.join("config");
+        let mut files = vec![("config", false), ("hooks", true)];
+        if config_value(repo, &config, "extensions.worktreeConfig").is_some_and(|v| v == "true") {
+            warnings.push(WorkspaceWarning {
+                code: "git_worktree_config".into(),
+                message: format!(
+                    "`{}` enables per-worktree configuration (`extensions.worktreeConfig`): the `config.worktree` files of other worktrees are not protected",
+                    config.display()
+                ),
+            });
+        }
+        for (name, want_dir) in [("info", true), ("config.worktree", false)] {
+            // protected where they exist; git runs nothing from them without configuration
+            if host_dir
+                .join(name)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() == want_dir && !m.file_type().is_symlink())
+            {
+                files.push((name, want_dir));
+            }
+        }
+        for (name, want_dir) in files {
+            let host = host_dir.join(name);
+            match host.symlink_metadata() {
+                Ok(m) if m.is_dir() == want_dir && !m.file_type().is_symlink() => {
+                    out.push(GitMount {
+                        host_path: host,
+                        container_path: format!("{container_dir}/{name}"),
+                        repos: vec![repo.name.clone()],
+                    })
+                }
+                _ if want_dir => warnings.push(WorkspaceWarning {
+                    code: "git_hooks_unprotected".into(),
+                    message: format!(
+                        "repository `{}` has no `{}` folder to mount read-only: the agent could create hooks there that git on the host would run",
+                        repo.name,
+                        host.display()
+                    ),
+                }),
+                _ => warnings.push(WorkspaceWarning {
+                    code: "git_config_unprotected".into(),
+                    message: format!(
+                        "repository `{}`: `{}` is not a regular file and cannot be mounted read-only",
+                        repo.name,
+                        host.display()
+                    ),
+                }),
+            }
+        }
+        if let Some(hooks_path) = config_value(repo, &config, "core.hooksPath") {
+            warnings.push(WorkspaceWarning {
+                code: "git_hooks_path".into(),
+                message: format!(
+                    "repository `{}` sets `core.hooksPath = {hooks_path}` in `{}`: hooks there are not protected; if it points into the workspace, the agent can change what git on the host runs",
+                    repo.name,
+                    config.display()
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// A value from one git config file, `None` when unset or unreadable.
+fn config_value(repo: &Repo, file: &Path, key: &str) -> Option<String> {
+    if !file.is_file() {
+        return None;
+    }
+    let pin = GitPin {
+        work_tree: &repo.host_path,
+        common_dir: &repo.common_dir,
+    };
+    let value = git(
+        &pin,
+        &["config", "--file", &file.to_string_lossy(), "--get", key],
+        &[],
+    )
+    .ok()?;
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// Submodule git directories under `modules/` (any depth up to 4; a git directory has `HEAD`
+/// and `config`), with their container paths.
+fn submodule_git_dirs(dir: &Path, container: &str, depth: usize, out: &mut Vec<(PathBuf, String)>) {
+    if depth > 4 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if !file_type.is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child = format!("{container}/{name}");
+        if path.join("HEAD").is_file() && path.join("config").is_file() {
+            out.push((path.clone(), child.clone()));
+            submodule_git_dirs(
+                &path.join("modules"),
+                &format!("{child}/modules"),
+                depth + 1,
+                out,
+            );
+        } else {
+            // nested submodule paths (`modules/a/b`) without a git dir at this level
+            submodule_git_dirs(&path, &child, depth + 1, out);
+        }
+    }
+}
+
+/// The immediate, non-hidden, non-symlink child folders of `root`, sorted by name.
+fn children(
+    root: &Path,
+    warnings: &mut Vec<WorkspaceWarning>,
+) -> Result<Vec<(String, PathBuf)>, WorkspaceError> {
+    let io = |source| WorkspaceError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let file_name = entry.file_name();
+        let Some(child_name) = file_name.to_str() else {
+            warnings.push(WorkspaceWarning {
+                code: "non_utf8_name".into(),
+                message: format!(
+                    "skipped `{}`: its name is not UTF-8",
+                    entry.path().display()
+                ),
+            });
+            continue;
+        };
+        if child_name.starts_with('.') {
+            continue;
+        }
+        let file_type = entry.file_type().map_err(io)?;
+        if file_type.is_symlink() {
+            if entry.path().join(".git").exists() {
+                warnings.push(WorkspaceWarning {
+                    code: "symlink_skipped".into(),
+                    message: format!(
+                        "skipped `{child_name}`: a symbolic link to a repository does not resolve inside the container"
+                    ),
+                });
+            }
+            continue;
+        }
+        if file_type.is_dir() {
+            out.push((child_name.to_string(), entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn has_devcontainer(dir: &Path) -> bool {
+    dir.join(".devcontainer").is_dir() || dir.join(".devcontainer.json").is_file()
+}
+
+fn choose_primary(
+    layout: Layout,
+    repos: &[Repo],
+    explicit: Option<&str>,
+    root_has_config: bool,
+) -> Result<Option<usize>, WorkspaceError> {
+    if let Some(name) = explicit {
+        return repos
+            .iter()
+            .position(|r| r.name == name)
+            .map(Some)
+            .ok_or_else(|| WorkspaceError::UnknownPrimary {
+                name: name.to_string(),
+                available: repos.iter().map(|r| r.name.clone()).collect(),
+            });
+    }
+    if layout == Layout::Repository {
+        return Ok(Some(0));
+    }
+    let with_config: Vec<usize> = (0..repos.len())
+        .filter(|&i| repos[i].has_devcontainer)
+        .collect();
+    match with_config.as_slice() {
+        [one] => Ok(Some(*one)),
+        [] if repos.len() == 1 => Ok(Some(0)),
+        [] => Ok(None),
+        _ if root_has_config => Ok(None),
+        many => Err(WorkspaceError::AmbiguousPrimary {
+            candidates: many.iter().map(|&i| repos[i].name.clone()).collect(),
+        }),
+    }
+}
+
+/// Describes one repository (role is set by the caller). Its git links are judged first
+/// ([`judge_git_links`]): when one names a git directory that is neither trusted nor covered
+/// by `trusted` (`None`: every one is), it is added to `untrusted` and git is not run there.
+fn describe(
+    dir: &Path,
+    name: String,
+    container_path: String,
+    root: &Path,
+    trusted: Option<&[PathBuf]>,
+    untrusted: &mut Vec<UntrustedGitDir>,
+) -> Result<Repo, WorkspaceError> {
+    let dot_git = dir.join(".git");
+    let meta = dot_git
+        .symlink_metadata()
+        .map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+    let (kind, git_dir) = if meta.is_dir() {
+        (RepoKind::Repository, canonical(&dot_git)?)
+    } else if meta.file_type().is_symlink() {
+        // `.git` as a symbolic link to a git directory kept elsewhere
+        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+        let resolved = link_target(&dot_git, &dir.join(target))?;
+        if !resolved.is_dir() {
+            return Err(WorkspaceError::BadGitLink {
+                path: dot_git,
+                message: "a symbolic link `.git` must point at a git directory".into(),
+            });
+        }
+        (RepoKind::Repository, resolved)
+    } else {
+        let (target, _) = read_gitdir_link(&dot_git)?;
+        let resolved = dir.join(target);
+        (RepoKind::Worktree, link_target(&dot_git, &resolved)?)
+    };
+    let common_dir = read_commondir(&git_dir)?;
+    let mut refused = Vec::new();
+    for (link, path, reason) in judge_git_links(dir, kind, &git_dir, &common_dir, root) {
+        let granted = trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t)));
+        if !granted {
+            refused.push(path.clone());
+        }
+        untrusted.push(UntrustedGitDir {
+            repo: name.clone(),
+            link,
+            path,
+            reason,
+            granted,
+        });
+    }
+    let pin = GitPin {
+        work_tree: dir,
+        common_dir: &common_dir,
+    };
+    let status = if refused.is_empty() {
+        // the driver names the configuration defines are neutralized too (spec-note 0412)
+        let keys = git(&pin, &["config", "--list", "--name-only", "-z"], &[]).unwrap_or_default();
+        let extra = crate::config::hostgit::neutralize(keys.split('\0').filter(|k| !k.is_empty()));
+        git(
+            &pin,
+            &[
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "--untracked-files=normal",
+                "--ignore-submodules=dirty",
+            ],
+            &extra,
+        )
+    } else {
+        Err(WorkspaceError::Git {
+            dir: dir.to_path_buf(),
+            args: "status".into(),
+            stderr: String::new(),
+        })
+    };
+    // git refusing one repository (ownership, a damaged index) leaves its git state unknown;
+    // the rest of the workspace is still described (spec-note 0322)
+    let (parsed, git_error) = match status {
+        Ok(status) => (parse_status(&status), None),
+        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => (
+            Status::default(),
+            Some(format!(
+                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
+                refused[0].display(),
+                refused[0].display()
+            )),
+        ),
+        Err(WorkspaceError::Git { stderr, .. }) => (
+            Status::default(),
+            Some(explain_git_failure(&stderr, dir, &git_dir, &common_dir)),
+        ),
+        Err(e) => return Err(e),
+    };
+    Ok(Repo {
+        name,
+        host_path: dir.to_path_buf(),
+        container_path,
+        role: RepoRole::Secondary,
+        kind,
+        branch: parsed.branch,
+        head: parsed.head,
+        dirty: parsed.dirty,
+        upstream: parsed.upstream,
+        ahead: parsed.ahead,
+        behind: parsed.behind,
+        git_dir,
+        common_dir,
+        has_devcontainer: has_devcontainer(dir),
+        git_error,
+    })
+}
+
+/// The git directories a repository's links name that devcell does not trust on its own, as
+/// `(link file, resolved directory, reason)` (spec-note 0411). Trusted: a `.git` directory
+/// without `commondir`, a link to a git directory inside `root`, and a linked worktree as
+/// `git worktree add` makes it: its git directory is `<C>/worktrees/<name>`, `commondir`
+/// resolves to `<C>`, `<C>` is a git directory (`HEAD`, `objects/`, `refs/`, no `commondir`
+/// of its own), and `<C>/worktrees/<name>/gitdir` points back at this repository's `.git`
+/// (the two-way link git itself maintains and `git worktree repair` restores). A `commondir`
+/// that names anything but `<C>` is never trusted, wherever it points. Pure but for reading
+/// those files.
+pub fn judge_git_links(
+    dir: &Path,
+    kind: RepoKind,
+    git_dir: &Path,
+    common_dir: &Path,
+    root: &Path,
+) -> Vec<(PathBuf, PathBuf, String)> {
+    let mut out = Vec::new();
+    let commondir_file = git_dir.join("commondir");
+    let has_commondir = commondir_file.is_file();
+    let holder = git_dir
+        .parent()
+        .filter(|p| p.file_name() == Some(OsStr::new("worktrees")))
+        .and_then(Path::parent);
+    let worktree_form = has_commondir && holder == Some(common_dir);
+    if has_commondir && !worktree_form {
+        out.push((
+            commondir_file,
+            common_dir.to_path_buf(),
+            match holder {
+                Some(_) => "which is not the repository holding this worktree's git directory".to_string(),
+                None => "and git writes a `commondir` only in a linked worktree's git directory (`<repository>/worktrees/<name>`)".to_string(),
+            },
+        ));
+    }
+    let linked = kind == RepoKind::Worktree
+        || dir
+            .join(".git")
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+    if linked && !git_dir.starts_with(root) {
+        let is_git_dir = |c: &Path| {
+            c.join("HEAD").is_file()
+                && c.join("objects").is_dir()
+                && c.join("refs").is_dir()
+                && !c.join("commondir").exists()
+        };
+        let back_link = read_small(&git_dir.join("gitdir")).ok().and_then(|text| {
+            let line = text.lines().next()?.trim().to_string();
+            std::fs::canonicalize(git_dir.join(line)).ok()
+        });
+        let this = std::fs::canonicalize(dir.join(".git")).ok();
+        let ok =
+            worktree_form && is_git_dir(common_dir) && back_link.is_some() && back_link == this;
+        if !ok {
+            out.push((
+                dir.join(".git"),
+                git_dir.to_path_buf(),
+                "outside the workspace, and not a worktree of a repository whose `worktrees/<name>/gitdir` points back at this one".to_string(),
+            ));
+        }
+    }
+    out.dedup_by(|a, b| a.1 == b.1);
+    out
+}
+
+/// What to tell the user when `git status` fails in `dir`: git's first line, and for git's
+/// ownership check ("detected dubious ownership") the owners involved and the fix devcell
+/// suggests, giving them one owner; never git's own advice to change the global git config
+/// (devcell never touches the user's git config).
+fn explain_git_failure(stderr: &str, dir: &Path, git_dir: &Path, common_dir: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let first = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("git failed without a message");
+    if !stderr.contains("dubious ownership") {
+        return format!("git cannot read the repository: {first}");
+    }
+    let owner = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.uid().to_string())
+            .unwrap_or_else(|_| "?".to_string())
+    };
+    format!(
+        "git refuses the repository (`detected dubious ownership`): the working tree `{}` belongs to uid {}, its git directory `{}` to uid {} and `{}` to uid {}; give them one owner (e.g. `chown -R` the worktree and its main repository to the same user)",
+        dir.display(),
+        owner(dir),
+        git_dir.display(),
+        owner(git_dir),
+        common_dir.display(),
+        owner(common_dir)
+    )
+}
+
+/// Reads a `.git` file: returns the `gitdir:` target as written and whether it is relative.
+fn read_gitdir_link(dot_git: &Path) -> Result<(PathBuf, bool), WorkspaceError> {
+    let text = read_small(dot_git)?;
+    let target = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| WorkspaceError::BadGitLink {
+            path: dot_git.to_path_buf(),
+            message: "expected a first line `gitdir: <path>`".into(),
+        })?;
+    let target = PathBuf::from(target);
+    let relative = target.is_relative();
+    Ok((target, relative))
+}
+
+/// The common git dir of `git_dir`: its `commondir` file resolved, or `git_dir` itself.
+fn read_commondir(git_dir: &Path) -> Result<PathBuf, WorkspaceError> {
+    let file = git_dir.join("commondir");
+    if !file.is_file() {
+        return Ok(git_dir.to_path_buf());
+    }
+    let text = read_small(&file)?;
+    let line = text.lines().next().map(str::trim).unwrap_or("");
+    if line.is_empty() {
+        return Err(WorkspaceError::BadGitLink {
+            path: file,
+            message: "the file is empty".into(),
+        });
+    }
+    link_target(&file, &git_dir.join(line))
+}
+
+/// Canonicalises the target of the git link `link`, turning a missing target into a
+/// [`WorkspaceError::BadGitLink`] that says what to do.
+fn link_target(link: &Path, target: &Path) -> Result<PathBuf, WorkspaceError> {
+    match std::fs::canonicalize(target) {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WorkspaceError::BadGitLink {
+            path: link.to_path_buf(),
+            message: format!(
+                "it points at `{}`, which does not exist (was the main repository moved or deleted? `git worktree repair` fixes a moved one)",
+                target.display()
+            ),
+        }),
+        Err(source) => Err(WorkspaceError::Io {
+            path: target.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn read_small(path: &Path) -> Result<String, WorkspaceError> {
+    // Bounded one byte past the limit (no FIFO or device: the container can write these).
+    let bytes =
+        crate::config::bounded::read(path, 64 * 1024 + 1).map_err(|source| WorkspaceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() > 64 * 1024 {
+        return Err(WorkspaceError::BadGitLink {
+            path: path.to_path_buf(),
+            message: "the file is larger than 64 KiB".into(),
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| WorkspaceError::BadGitLink {
+        path: path.to_path_buf(),
+        message: "the file is not UTF-8".into(),
+    })
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, WorkspaceError> {
+    std::fs::canonicalize(path).map_err(|source| WorkspaceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The git directories `repo` needs mounted, with their container paths.
+///
+/// Git inside the container follows the worktree's `.git` link and its `commondir` from the
+/// container's point of view: an absolute link names a host path, a relative one resolves from
+/// the repository's container path. A directory needs a mount unless that container path already
+/// shows it through the workspace mount (`root` at `container_root`). A plain repository whose
+/// `.git` folder is inside the root needs nothing; a worktree of it, linked by absolute path,
+/// needs its git directory at that host path even though it is inside the root. The common
+/// directory (which usually contains the worktree's own git directory under `worktrees/<name>`)
+/// is preferred; the git directory is added on its own only when the common one does not cover
+/// it.
+#[allow(clippy::type_complexity)]
+fn mounts_for(
+    repo: &Repo,
+    root: &Path,
+    container_root: &str,
+) -> Result<(Vec<(PathBuf, String)>, String, String), WorkspaceError> {
+    let mut out = Vec::new();
+    let dot_git = repo.host_path.join(".git");
+    let link = match repo.kind {
+        RepoKind::Worktree => Some(read_gitdir_link(&dot_git)?),
+        RepoKind::Repository => std::fs::read_link(&dot_git).ok().map(|t| {
+            let relative = t.is_relative();
+            (t, relative)
+        }),
+    };
+    let container_git_dir = match link {
+        None => format!("{}/.git", repo.container_path.trim_end_matches('/')),
+        Some((target, relative)) => {
+            if relative {
+                normalize_posix(&format!(
+                    "{}/{}",
+                    repo.container_path,
+                    target.to_string_lossy()
+                ))
+            } else {
+                // as written: git in the container follows the text, not the canonical path
+                normalize_posix(&target.to_string_lossy())
+            }
+        }
+    };
+    let container_common = match read_commondir_raw(&repo.git_dir)? {
+        None => container_git_dir.clone(),
+        Some(c) if Path::new(&c).is_absolute() => normalize_posix(&c),
+        Some(c) => normalize_posix(&format!("{container_git_dir}/{c}")),
+    };
+    let need_git = !shown_by_workspace(&container_git_dir, &repo.git_dir, root, container_root);
+    let need_common =
+        !shown_by_workspace(&container_common, &repo.common_dir, root, container_root);
+    if need_common {
+        out.push((repo.common_dir.clone(), container_common.clone()));
+    }
+    if need_git {
+        let covered = need_common
+            && repo
+                .git_dir
+                .strip_prefix(&repo.common_dir)
+                .is_ok_and(|suffix| {
+                    normalize_posix(&format!("{container_common}/{}", suffix.to_string_lossy()))
+                        == container_git_dir
+                });
+        if !covered {
+            out.push((repo.git_dir.clone(), container_git_dir.clone()));
+        }
+    }
+    Ok((out, container_git_dir, container_common))
+}
+
+/// Whether the container path `container` shows host directory `host` through the workspace
+/// mount (`root` mounted at `container_root`).
+fn shown_by_workspace(container: &str, host: &Path, root: &Path, container_root: &str) -> bool {
+    let base = container_root.trim_end_matches('/');
+    let suffix = if container == base {
+        ""
+    } else if let Some(rest) = container.strip_prefix(&format!("{base}/")) {
+        rest
+    } else if base.is_empty() {
+        container.trim_start_matches('/')
+    } else {
+        return false;
+    };
+    let candidate = if suffix.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(suffix)
+    };
+    std::fs::canonicalize(candidate).is_ok_and(|c| c == host)
+}
+
+/// The raw first line of `<git_dir>/commondir`, `None` when the file is absent.
+fn read_commondir_raw(git_dir: &Path) -> Result<Option<String>, WorkspaceError> {
+    let file = git_dir.join("commondir");
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let text = read_small(&file)?;
+    Ok(text
+        .lines()
+        .next()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string))
+}
+
+fn add_mount(mounts: &mut Vec<GitMount>, host: &Path, container_path: String, repo: &str) {
+    if let Some(m) = mounts
+        .iter_mut()
+        .find(|m| m.host_path == host && m.container_path == container_path)
+    {
+        if !m.repos.iter().any(|r| r == repo) {
+            m.repos.push(repo.to_string());
+        }
+        return;
+    }
+    mounts.push(GitMount {
+        host_path: host.to_path_buf(),
+        container_path,
+        repos: vec![repo.to_string()],
+    });
+}
+
+/// Drops same-path mounts nested in another same-path mount (merging their repos) and sorts.
+fn prune_nested(mounts: &mut Vec<GitMount>) {
+    mounts.sort_by(|a, b| a.host_path.cmp(&b.host_path));
+    let mut kept: Vec<GitMount> = Vec::new();
+    for m in mounts.drain(..) {
+        let same_path = path_string(&m.host_path) == m.container_path;
+        let parent = kept.iter_mut().find(|k| {
+            same_path
+                && path_string(&k.host_path) == k.container_path
+                && m.host_path.starts_with(&k.host_path)
+        });
+        match parent {
+            Some(k) => {
+                for r in m.repos {
+                    if !k.repos.contains(&r) {
+                        k.repos.push(r);
+                    }
+                }
+            }
+            None => kept.push(m),
+        }
+    }
+    *mounts = kept;
+}
+
+fn alternates_warnings(repo: &Repo, root: &Path, warnings: &mut Vec<WorkspaceWarning>) {
+    let objects = repo.common_dir.join("objects");
+    let Ok(text) =
+        crate::config::bounded::read_to_string(&objects.join("info").join("alternates"), 1 << 20)
+    else {
+        return;
+    };
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let path = objects.join(line);
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        if !path.starts_with(root) && !path.starts_with(&repo.common_dir) {
+            warnings.push(WorkspaceWarning {
+                code: "alternates_outside".into(),
+                message: format!(
+                    "repository `{}` borrows objects from `{}` (objects/info/alternates), which is not mounted: git may fail in the container",
+                    repo.name,
+                    path.display()
+                ),
+            });
+        }
+    }
+}
+
+fn path_string(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Lexically normalises a POSIX path: collapses `//`, `.` and `..` (never above `/`), drops a
+/// trailing `/`. Relative input is taken from `/`.
+pub fn normalize_posix(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The directories a host `git` is pinned to: what [`describe`] judged, not what the links
+/// say when git runs. The common directory (whose `config` and `hooks` git uses) is pinned
+/// with `GIT_COMMON_DIR`, the working tree with `GIT_WORK_TREE` (no `core.worktree`); the
+/// worktree's own git directory is left to git's discovery, so git's ownership check
+/// (`safe.directory`) still runs (spec-note 0322).
+struct GitPin<'a> {
+    work_tree: &'a Path,
+    common_dir: &'a Path,
+}
+
+/// Runs `git <args>` pinned to `pin`, with nothing the repository configures executable
+/// ([`crate::config::hostgit::command`] with `extra` overrides), and returns standard output;
+/// as the owner of the working tree when devcell is root and the owner is not.
+fn git(
+    pin: &GitPin<'_>,
+    args: &[&str],
+    extra: &[(String, String)],
+) -> Result<String, WorkspaceError> {
+    let dir = pin.work_tree;
+    let mut command = crate::config::hostgit::command(dir, extra);
+    command
+        .args(args)
+        .env("GIT_COMMON_DIR", pin.common_dir)
+        .env("GIT_WORK_TREE", dir);
+    let output = command
+        .output()
+        .map_err(|source| WorkspaceError::GitUnavailable { source })?;
+    if !output.status.success() {
+        return Err(WorkspaceError::Git {
+            dir: dir.to_path_buf(),
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The parts of `git status --porcelain=v2 --branch` devcell uses.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Status {
+    head: Option<String>,
+    branch: Option<String>,
+    upstream: Option<String>,
+    ahead: Option<u32>,
+    behind: Option<u32>,
+    dirty: bool,
+}
+
+/// Parses porcelain v2 output: `# branch.oid <oid>|(initial)`, `# branch.head <name>|(detached)`,
+/// `# branch.upstream <name>`, `# branch.ab +A -B` (absent when the upstream is gone), and entry
+/// lines (any makes the tree dirty).
+fn parse_status(text: &str) -> Status {
+    let mut s = Status::default();
+    for line in text.lines() {
+        if let Some(header) = line.strip_prefix("# ") {
+            let (key, value) = header.split_once(' ').unwrap_or((header, ""));
+            match key {
+                "branch.oid" if value != "(initial)" => s.head = Some(value.to_string()),
+                "branch.head" if value != "(detached)" => s.branch = Some(value.to_string()),
+                "branch.upstream" => s.upstream = Some(value.to_string()),
+                "branch.ab" => {
+                    let mut it = value.split(' ');
+                    s.ahead = it
+                        .next()
+                        .and_then(|a| a.trim_start_matches('+').parse().ok());
+                    s.behind = it
+                        .next()
+                        .and_then(|b| b.trim_start_matches('-').parse().ok());
+                }
+                _ => {}
+            }
+        } else if !line.is_empty() {
+            s.dirty = true;
+        }
+    }
+    s
+}
+
+/// Whether `rel` is a safe path relative to a workspace root: non-empty, relative, only normal
+/// components (no `..`, no `.`, no root or prefix).
+pub fn is_safe_relative(rel: &Path) -> bool {
+    !rel.as_os_str().is_empty()
+        && rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(p) if p != OsStr::new("")))
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod hint_tests {
+    use super::WorkspaceError;
+
+    #[test]
+    fn a_missing_workspace_root_has_a_hint() {
+        let missing = WorkspaceError::Root {
+            path: "/nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(missing.hint().unwrap().contains("--workspace-folder"));
+        let denied = WorkspaceError::Root {
+            path: "/nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(denied.hint().is_none());
+    }
+}

@@ -1,0 +1,71 @@
+//! `run-user-commands`: run the lifecycle hooks of an existing dev container, as
+//! `@devcontainers/cli run-user-commands` does.
+
+use crate::engine::DockerEngine;
+use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
+use crate::ops::attach::{attach_target, report_grants};
+use crate::ops::error::Result;
+use crate::ops::hooks::run_hooks;
+use crate::ops::options::TargetOptions;
+use crate::ops::secrets::{MaskingReporter, redact};
+use crate::progress::Reporter;
+use indexmap::IndexMap;
+
+/// Inputs of [`run_user_commands`].
+#[derive(Debug, Clone, Default)]
+pub struct RunUserCommandsOptions {
+    /// Workspace, config and container identity.
+    pub target: TargetOptions,
+    /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`, `--prebuild`.
+    pub plan: PlanOptions,
+    /// `--remote-env NAME=VALUE`.
+    pub remote_env: IndexMap<String, String>,
+    /// Secrets (`--secrets-file`).
+    pub secrets: IndexMap<String, String>,
+    /// `--default-user-env-probe`.
+    pub default_user_env_probe: UserEnvProbe,
+    /// `--allow`: grants for what the re-read configuration uses beyond what `up` judged
+    /// (spec-note 0443).
+    pub allow: Vec<String>,
+}
+
+/// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
+/// (once-hooks only when their marker says they have not completed; `postAttachCommand`
+/// always), the secrets in their exec environment and masked in every event and error.
+/// Returns the hooks that ran.
+///
+/// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`],
+/// [`HandoffError::Lifecycle`], [`HandoffError::Engine`], [`HandoffError::Config`]; any of
+/// them as [`HandoffError::Redacted`] when its text held a secret value.
+pub async fn run_user_commands(
+    opts: &RunUserCommandsOptions,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let reporter = MaskingReporter {
+        inner: reporter,
+        secrets: &opts.secrets,
+    };
+    let run = async {
+        let engine = DockerEngine::connect().await?;
+        let (attached, requests) = attach_target(
+            &engine,
+            &opts.target,
+            &opts.allow,
+            opts.default_user_env_probe,
+        )
+        .await?;
+        report_grants(&requests, &reporter);
+        run_hooks(
+            &engine,
+            &attached,
+            BringUpKind::Running,
+            opts.plan,
+            &opts.remote_env,
+            &opts.secrets,
+            &[],
+            &reporter,
+        )
+        .await
+    };
+    run.await.map_err(|e| redact(e, &opts.secrets))
+}

@@ -1,0 +1,132 @@
+//! devcell's host-side state folder, where operations keep what outlives one process: the
+//! bring-up locks (spec-note 0422), the image-file cache and the run-once marker records. The
+//! agent product's sessions live in the same folder ([`crate::handoff::state`]).
+
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// The environment variable overriding the state root.
+pub const STATE_DIR_ENV: &str = "DEVCELL_STATE_DIR";
+
+/// The default root: `$DEVCELL_STATE_DIR`, else `$XDG_STATE_HOME/devcell` (`dirs::state_dir`),
+/// else `~/.local/state/devcell`.
+pub fn default_root() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    dirs::state_dir()
+        .or_else(|| dirs::home_dir().map(|h| h.join(".local").join("state")))
+        .map(|d| d.join("devcell"))
+}
+
+/// A lock file or its folder that could not be opened or locked.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot access handoff state `{}`", path.display())]
+pub struct LockError {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// The cause.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A held bring-up lock ([`StateFolder::lock_bring_up`]); dropping it releases the lock.
+#[derive(Debug)]
+pub struct BringUpLock {
+    _file: File,
+}
+
+/// The state folder rooted at one path (created on first write).
+#[derive(Debug, Clone)]
+pub struct StateFolder {
+    root: PathBuf,
+}
+
+impl StateFolder {
+    /// A state folder rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The folder at [`default_root`] (`None` when no home folder is known).
+    pub fn open_default() -> Option<Self> {
+        default_root().map(Self::new)
+    }
+
+    /// The root folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/locks/<id>.lock`: the bring-up lock of one dev container identity (`id` is the
+    /// `${devcontainerId}` of its id labels, or `container-<id>` for `set-up`).
+    pub fn bring_up_lock_path(&self, id: &str) -> PathBuf {
+        self.root.join("locks").join(format!("{id}.lock"))
+    }
+
+    /// Takes the bring-up lock of `id` ([`StateFolder::bring_up_lock_path`], `flock(2)`
+    /// exclusive). With `wait`, blocks while another devcell holds it (call it off the async
+    /// runtime's worker threads); without, returns `None` when it is held. Held until the
+    /// returned guard is dropped or the process ends (the kernel releases it, so a killed
+    /// devcell never leaves it taken).
+    ///
+    /// # Errors
+    /// [`LockError`].
+    pub fn lock_bring_up(&self, id: &str, wait: bool) -> Result<Option<BringUpLock>, LockError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = self.bring_up_lock_path(id);
+        let locks = self.root.join("locks");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&locks)
+            .map_err(|source| LockError {
+                path: locks.clone(),
+                source,
+            })?;
+        let io = |source: std::io::Error| LockError {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        let operation = if wait {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::NonBlockingLockExclusive
+        };
+        match flock(&file, operation) {
+            Ok(()) => Ok(Some(BringUpLock { _file: file })),
+            Err(e) if !wait && e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+            Err(e) => Err(io(e.into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bring_up_lock_is_exclusive_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateFolder::new(dir.path());
+        let held = store.lock_bring_up("abc", true).unwrap().expect("taken");
+        // A second taker (another open file, as another devcell) is refused while it is held.
+        assert!(store.lock_bring_up("abc", false).unwrap().is_none());
+        assert!(store.lock_bring_up("other", false).unwrap().is_some());
+        drop(held);
+        assert!(store.lock_bring_up("abc", false).unwrap().is_some());
+        assert!(
+            store
+                .bring_up_lock_path("abc")
+                .starts_with(dir.path().join("locks"))
+        );
+    }
+}

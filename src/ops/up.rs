@@ -1,0 +1,788 @@
+//! `up`: bring a dev container up the way `@devcontainers/cli up` does, under devcell's
+//! security profile ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle),
+//! [container creation](https://containers.dev/implementors/spec/#container-creation)).
+//!
+//! Steps: load the configuration ([`load_configuration`]) → find the container by its id
+//! labels → run `initializeCommand` on the host → (no container) inspect or pull the image /
+//! build the Dockerfile → read the image's `devcontainer.metadata` label → merge entries
+//! (image ++ devcontainer.json) → `${devcontainerId}` → [`container_spec`] → the security
+//! policy ([`security::apply`]; refuse before creating anything) → create and start →
+//! `${containerEnv:…}` against the container's environment → lifecycle hooks through the
+//! engine's exec ([`EngineExecutor`]).
+//!
+//! An existing container is reused: running → nothing changes, stopped → started
+//! (`postStartCommand` runs again). Its metadata comes from its own label plus the
+//! `remoteUser`, `userEnvProbe` and `remoteEnv` of the current devcontainer.json, as in the
+//! reference CLI.
+
+use crate::config::model::ConfigKind;
+use crate::config::{metadata, substitute};
+use crate::diagnostics::Warning;
+use crate::engine::{DockerEngine, Engine, Mount, MountKind};
+use crate::lifecycle::{BringUpKind, HookEnv, LifecycleReport, run_initialize_command};
+use crate::ops::attach::{attach, existing_entries};
+use crate::ops::container::{
+    STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
+};
+use crate::ops::error::lifecycle_error;
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
+use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
+use crate::ops::options::{ImageBuildOptions, UpOptions};
+use crate::ops::permissions::{
+    ConfigurationJudgement, check_existing, cli_mounts, confine_grants, judge_configuration,
+    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
+    origins, security_choice,
+};
+use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
+use crate::ops::secrets::{MaskingReporter, redact};
+use crate::ops::target::{
+    expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
+};
+use crate::ops::users::{
+    image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside,
+    workspace_ownership_warning,
+};
+use crate::progress::{Event, Reporter};
+use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+
+/// What happened to the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ContainerAction {
+    /// Created and started.
+    Created,
+    /// Found stopped and started again.
+    Started,
+    /// Found running; reused as it is.
+    Running,
+}
+
+/// The result of [`up`].
+#[derive(Debug, Clone)]
+pub struct UpResult {
+    /// The container id.
+    pub container_id: String,
+    /// The user hooks and `exec` run as.
+    pub remote_user: String,
+    /// The workspace folder in the container.
+    pub remote_workspace_folder: String,
+    /// Created, started or reused.
+    pub action: ContainerAction,
+    /// The security profile in effect (`hardened`/`reference`).
+    pub profile: String,
+    /// Every permission request (for a new container) and what was done with it.
+    pub permissions: Vec<PermissionRequest>,
+    /// The host variables the configuration sent into the container, by name, with the
+    /// properties they went into (spec-note 0440).
+    pub host_env: Vec<security::host_env::HostEnvUse>,
+    /// The hooks that ran or were skipped.
+    pub lifecycle: LifecycleReport,
+    /// Non-fatal findings (unmet `hostRequirements`, config warnings).
+    pub warnings: Vec<Warning>,
+    /// The configuration read (`--include-configuration`).
+    pub configuration: Option<Value>,
+    /// The merged configuration (`--include-merged-configuration`).
+    pub merged_configuration: Option<Value>,
+    /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
+    /// its agent with, never loaded a second time (spec-note 0400).
+    pub(crate) loaded: LoadedConfiguration,
+}
+
+impl UpResult {
+    /// The reference CLI's result line, with devcell's additions under `devcell`:
+    /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
+    /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
+    /// "permissions":[…],"lifecycle":{…},"warnings":[…]}}`.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("outcome".into(), json!("success"));
+        out.insert("containerId".into(), json!(self.container_id));
+        out.insert("remoteUser".into(), json!(self.remote_user));
+        out.insert(
+            "remoteWorkspaceFolder".into(),
+            json!(self.remote_workspace_folder),
+        );
+        if let Some(c) = &self.configuration {
+            out.insert("configuration".into(), c.clone());
+        }
+        if let Some(c) = &self.merged_configuration {
+            out.insert("mergedConfiguration".into(), c.clone());
+        }
+        out.insert(
+            "devcell".into(),
+            json!({
+                "profile": self.profile,
+                "container": self.action,
+                "permissions": self.permissions,
+                "hostEnv": self.host_env,
+                "lifecycle": self.lifecycle,
+                "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        );
+        Value::Object(out)
+    }
+}
+
+/// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
+/// every event and error (spec-note 0240).
+///
+/// Errors: as [`up_with`]; [`HandoffError::Engine`] when no engine answers;
+/// [`HandoffError::Redacted`] when an error's text held a secret value.
+pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
+    let reporter = MaskingReporter {
+        inner: reporter,
+        secrets: &opts.secrets,
+    };
+    let run = async {
+        let engine = DockerEngine::connect().await?;
+        let socket = engine.socket_path().map(PathBuf::from);
+        up_with(&engine, socket.as_deref(), opts, &reporter).await
+    };
+    run.await.map_err(|e| redact(e, &opts.secrets))
+}
+
+/// Brings the dev container of `opts.target` up through `engine` (see the module docs).
+/// `engine_socket` is the host path of the engine's socket (never mountable under
+/// `hardened`). Progress and hook output go to `reporter`.
+///
+/// Errors: [`HandoffError::Config`] (config), [`HandoffError::Security`] (refused: nothing
+/// was created), [`HandoffError::Engine`] (image, build, create), [`HandoffError::Lifecycle`]
+/// (a hook failed: the container is left for inspection, and the failed hook runs again at
+/// the next `up`), [`HandoffError::Unsupported`], [`HandoffError::NoContainer`].
+pub async fn up_with(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    // Loaded with the whole host environment (`initializeCommand` runs on the host and keeps
+    // it); every read that reaches the container is judged right below.
+    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let kind = loaded.typed.kind();
+    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: devcell brings up `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
+                loaded.config_file.display()
+            ),
+            hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
+        });
+    }
+    // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
+    // From here on only judged host variables are visible (image labels, Features, a reused
+    // container's label, `runArgs -e NAME`), and the builds get the container's network.
+    // Everything the configuration asks for is judged here, in one refusal, before anything
+    // runs on the host or the engine (spec-notes 0400, 0410).
+    let ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+    } = judge_configuration(engine, engine_socket, opts, &loaded, &profile, &grants, &[]).await?;
+    let opts = &judged_options(opts, &profile, &grants);
+    let opts = &UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..opts.build.clone()
+        },
+        ..opts.clone()
+    };
+    let id_labels = id_labels(&opts.target, &loaded);
+    let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    // One find-or-create (and one run of the create hooks) at a time per identity.
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
+
+    let mut warnings = loaded.warnings.clone();
+    let expected = expected_workspace(&opts.target, &loaded);
+    let mut existing =
+        find_container(engine, &id_labels, expected.as_deref(), &mut warnings).await?;
+    if let Some(found) = &existing
+        && opts.remove_existing_container
+    {
+        reporter.report(Event::Status(format!(
+            "removing the existing container {}",
+            short(&found.id)
+        )));
+        engine.remove_container(&found.id, true).await?;
+        existing = None;
+    }
+    if existing.is_none() && opts.expect_existing_container {
+        return Err(HandoffError::NoContainer {
+            labels: join_labels(&id_labels),
+            expected: true,
+        });
+    }
+
+    // Re-check what an existing container has against the current profile and grants before
+    // running, starting or using anything (spec-note 0270).
+    let mut reuse_permissions = Vec::new();
+    if let Some(info) = &existing {
+        let entries = existing_entries(info, &loaded, &opts.target.env, &mut Vec::new());
+        reuse_permissions = check_existing(
+            engine,
+            info,
+            &entries,
+            &loaded,
+            engine_socket,
+            &profile,
+            &grants,
+            opts,
+        )
+        .await?;
+    }
+
+    // initializeCommand: on the host, at every `up`, before any image work (granted above).
+    if let Some(stage) = &init_stage {
+        run_initialize_command(
+            stage,
+            &loaded.workspace_folder,
+            HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(lifecycle_error(""))?;
+    }
+
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    let mut permissions: Vec<PermissionRequest>;
+    let (container, entries, action) = match existing {
+        Some(info) => {
+            let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            permissions = std::mem::take(&mut reuse_permissions);
+            let action = if info.running {
+                ContainerAction::Running
+            } else {
+                reporter.report(Event::Status(format!(
+                    "starting container {}",
+                    short(&info.id)
+                )));
+                engine.start_container(&info.id).await?;
+                ContainerAction::Started
+            };
+            (info, entries, action)
+        }
+        None => {
+            let DevImage {
+                mut image,
+                entries,
+                label,
+                label_requests,
+                lock: pending_lock,
+            } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
+            let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+            substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
+            let uid_update = update_remote_user_uid(
+                engine,
+                &image,
+                &merged,
+                &loaded,
+                opts.update_remote_user_uid_default,
+                opts.build.network.clone().flatten().as_deref(),
+                reporter,
+            )
+            .await?;
+            if let Some(updated) = uid_update.image {
+                image = updated;
+            }
+            for message in unmet_host_requirements(
+                &merged,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                host_memory_bytes(),
+            ) {
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(Warning {
+                    location: None,
+                    message,
+                });
+            }
+            let host_env = |name: &str| opts.target.env.get(name).cloned();
+            let mut spec = container_spec(&SpecInputs {
+                image: &image.reference,
+                image_info: &image.info,
+                merged: &merged,
+                workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+                extra_mounts: &cli_mounts(opts, &loaded),
+                id_labels: &id_labels,
+                metadata_label: label,
+                host_env: &host_env,
+            })
+            .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+            if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+                spec.network_mode = Some(network);
+            }
+            // The digests of the Features installed, for the audit and the handoff context
+            // (compared with the lockfile; spec-note 0281).
+            if let Some(lock) = &pending_lock {
+                spec.labels.insert(
+                    security::audit::FEATURE_DIGESTS_LABEL.to_string(),
+                    lock.digests_label(),
+                );
+            }
+            // An image devcell layered (Features, updateRemoteUserUID) on a base the
+            // configuration pins by digest: record that base for the audit, which checks it
+            // against the image's layers (spec-note 0241).
+            if let Some(base) = loaded
+                .typed
+                .image
+                .as_deref()
+                .filter(|b| kind == ConfigKind::Image && security::audit::is_digest_pinned(b))
+                && image.reference != base
+            {
+                spec.labels.insert(
+                    security::audit::BASE_IMAGE_LABEL.to_string(),
+                    base.to_string(),
+                );
+            }
+            let remote_user = merged
+                .get("remoteUser")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            let image_user = image.info.user.clone().filter(|u| !u.is_empty());
+            // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
+            let home_user = remote_user
+                .clone()
+                .or_else(|| spec.user.clone())
+                .or_else(|| image_user.clone())
+                .unwrap_or_else(|| "root".to_string());
+            let hardened = matches!(profile, SecurityProfile::Hardened(_));
+            // The image's passwd, read once: the policy judges users by the uid it gives them
+            // and the home tmpfs is owned by the remote user's ids (spec-notes 0185, 0420).
+            let passwd = if hardened {
+                image_passwd(engine, Some(&image.info), &image.reference).await
+            } else {
+                None
+            };
+            // Named volumes judged by what they are, before the binds are resolved: a
+            // bind-backed one becomes a bind of its device (spec-note 0444).
+            let (volume_requests, missing_volumes) = if hardened {
+                judge_named_volumes(
+                    engine,
+                    &profile,
+                    &grants,
+                    &mut spec,
+                    &loaded.workspace_folder,
+                )
+                .await?
+            } else {
+                Default::default()
+            };
+            if let Some(refused) = security::refusal(&profile, &volume_requests) {
+                return Err(refused.into());
+            }
+            let (workspace, host_home, engine_socket) =
+                judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
+            let account = passwd
+                .as_deref()
+                .and_then(|p| passwd_account(p, &home_user));
+            // Identity labels an image carries (its Dockerfile is the repository's) are not
+            // carried into the container's labels (spec-note 0421).
+            if hardened {
+                neutralise_image_identity_labels(&image.info, &mut spec, &mut warnings, reporter);
+            }
+            let input = PolicyInput {
+                origins: origins(&entries, &cli_mounts(opts, &loaded)),
+                remote_user,
+                image_user,
+                remote_home: account.as_ref().map(|a| a.home.clone()),
+                remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+                workspace,
+                host_home,
+                engine_socket,
+                passwd,
+                repository_labels: crate::ops::container::repository_labels(&merged),
+                spec,
+            };
+            let applied = security::apply(&profile, &input, &grants)?;
+            permissions = applied.requests.clone();
+            permissions.extend(volume_requests);
+            permissions.extend(label_requests.iter().cloned());
+            let applied_remote = applied.remote_user.clone();
+            let mut spec = applied.spec;
+            if let Some(account) = &account {
+                spec.labels.insert(
+                    crate::names::REMOTE_UID_LABEL.to_string(),
+                    account.uid.to_string(),
+                );
+            }
+            if hardened {
+                // What `exec` and `run-user-commands` may use later (spec-note 0443).
+                spec.labels.insert(
+                    crate::names::HOST_ENV_LABEL.to_string(),
+                    security::reattach::host_env_label(
+                        &[early.requests.as_slice(), label_requests.as_slice()].concat(),
+                    ),
+                );
+                for name in &missing_volumes {
+                    let labels = security::volumes::labels_for(&loaded.workspace_folder);
+                    engine.create_volume(name, &labels).await?;
+                }
+                // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
+                spec.mounts.push(Mount {
+                    kind: MountKind::Volume,
+                    source: None,
+                    target: STATE_DIR.to_string(),
+                    read_only: false,
+                });
+            }
+            reporter.report(Event::Status(format!(
+                "creating container from {}",
+                image.reference
+            )));
+            let id = engine.create_container(&spec).await?;
+            // From here on, a failure names the container (spec-note 0472).
+            engine
+                .start_container(&id)
+                .await
+                .map_err(|e| HandoffError::from(e).in_container(&id))?;
+            if hardened {
+                // What the users resolved to inside, before anything runs in it: a uid 0 the
+                // policy did not grant removes the container (spec-note 0420).
+                verify_uids_inside(
+                    engine,
+                    &id,
+                    applied_remote.as_deref(),
+                    &permissions,
+                    &grants,
+                )
+                .await?;
+                prepare_state_dir(engine, &id)
+                    .await
+                    .map_err(|e| e.in_container(&id))?;
+            }
+            // The lockfile changes only once the container exists (a refused or failed `up`
+            // leaves the workspace as it was; spec-note 0280).
+            if let Some(lock) = pending_lock
+                && let Some(w) = lock.finish(opts.lockfile, reporter)
+            {
+                warnings.push(w);
+            }
+            let info = inspect(engine, &id)
+                .await
+                .map_err(|e| e.in_container(&id))?;
+            (info, entries, ContainerAction::Created)
+        }
+    };
+    permissions.splice(0..0, host_requests);
+    // Re-read the container's times after a start. A container created by an `up` that
+    // stopped before setting it up (the engine went away) gets its state folder prepared now
+    // (idempotent).
+    let container = if action == ContainerAction::Started {
+        if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
+            prepare_state_dir(engine, &container.id)
+                .await
+                .map_err(|e| e.in_container(&container.id))?;
+        }
+        inspect(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?
+    } else {
+        container
+    };
+
+    let attached = attach(
+        &container,
+        &loaded,
+        entries,
+        &devcontainer_id,
+        opts.default_user_env_probe,
+    )?;
+    // Whether the remote user can write the workspace, for a new or a reused container alike:
+    // one warning, in `warnings` only (the caller shows it once; spec-note 0324).
+    if let Some(message) = workspace_ownership_warning(
+        engine,
+        &container,
+        &attached.merged,
+        &loaded,
+        &attached.remote_user,
+        opts.update_remote_user_uid_default,
+    )
+    .await
+    {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+    let kind = match action {
+        ContainerAction::Created => BringUpKind::Created,
+        ContainerAction::Started => BringUpKind::Restarted,
+        ContainerAction::Running => BringUpKind::Running,
+    };
+    let lifecycle = run_hooks(
+        engine,
+        &attached,
+        kind,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        &opts.safe_directories,
+        reporter,
+    )
+    .await
+    .inspect_err(|_| {
+        // A failed hook ends `up` before its warnings are shown with the result: show them
+        // now, as one of them (the remote user cannot write the workspace) is often the cause.
+        for w in &warnings {
+            reporter.report(Event::Status(format!("warning: {}", w.message)));
+        }
+    })?;
+
+    let configuration = opts.include_configuration.then(|| {
+        let mut shown = loaded.value.clone();
+        // Substituted like `mergedConfiguration` (`${devcontainerId}`, `${containerEnv:…}`),
+        // as the reference prints it (spec-note 0475); a value that cannot be is kept.
+        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
+        let container_env = substitute::env_from_list(&container.env);
+        let mut substituted = shown.clone();
+        if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
+            shown = substituted;
+        }
+        if let Value::Object(c) = &mut shown {
+            c.insert("configFilePath".into(), file_uri(&loaded.config_file));
+        }
+        shown
+    });
+    Ok(UpResult {
+        container_id: container.id.clone(),
+        remote_user: attached.remote_user.clone(),
+        remote_workspace_folder: attached.workspace_folder.clone(),
+        action,
+        profile: profile.name().to_string(),
+        permissions: early.requests.into_iter().chain(permissions).collect(),
+        host_env: early.host_env,
+        lifecycle,
+        warnings,
+        configuration,
+        merged_configuration: opts
+            .include_merged_configuration
+            .then(|| attached.merged.clone()),
+        loaded,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use indexmap::IndexMap;
+
+    use super::*;
+    use crate::engine::ImageInfo;
+    use crate::names::METADATA_LABEL;
+    use crate::ops::{attach::*, dockerfile::*, options::*, permissions::*, secrets::*};
+    use crate::security::{ProfileLimits, Source};
+    use crate::settings::Settings;
+
+    #[test]
+    fn image_identity_labels_are_emptied_on_the_container_with_a_warning() {
+        struct Quiet;
+        impl Reporter for Quiet {
+            fn report(&self, _: Event) {}
+        }
+        let image = ImageInfo {
+            labels: BTreeMap::from([
+                (
+                    "devcontainer.local_folder".to_string(),
+                    "/other".to_string(),
+                ),
+                ("devcell.feature_digests".to_string(), "{}".to_string()),
+                (METADATA_LABEL.to_string(), "[]".to_string()),
+                (
+                    "org.opencontainers.image.title".to_string(),
+                    "x".to_string(),
+                ),
+            ]),
+            ..ImageInfo::default()
+        };
+        let mut spec = crate::engine::ContainerSpec::default();
+        spec.labels
+            .insert("devcontainer.local_folder".into(), "/mine".into());
+        let mut warnings = Vec::new();
+        neutralise_image_identity_labels(&image, &mut spec, &mut warnings, &Quiet);
+        // devcell's own value stays; the image's other identity label is emptied; the
+        // metadata label and labels outside the namespaces are inherited as they are.
+        assert_eq!(spec.labels["devcontainer.local_folder"], "/mine");
+        assert_eq!(spec.labels["devcell.feature_digests"], "");
+        assert!(!spec.labels.contains_key(METADATA_LABEL));
+        assert!(!spec.labels.contains_key("org.opencontainers.image.title"));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].message.contains("`devcell.feature_digests`"));
+    }
+
+    #[test]
+    fn passwd_entries_by_name_or_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/sh\nbad line\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+        let nobody = passwd_account(passwd, "nobody").unwrap();
+        assert_eq!(
+            (nobody.uid, nobody.gid, nobody.home.as_str()),
+            (65534, 65534, "/nonexistent")
+        );
+        assert_eq!(passwd_account(passwd, "0:0").unwrap().home, "/root");
+        assert_eq!(passwd_account(passwd, "agent"), None);
+    }
+
+    #[test]
+    fn remote_env_layers_and_null_unsets() {
+        let probed: HookEnv = [("PATH", "/bin"), ("X", "probe")].into_iter().collect();
+        let cli = IndexMap::from([
+            ("X".to_string(), "cli".to_string()),
+            ("Y".into(), "cli".into()),
+        ]);
+        let merged = json!({"remoteEnv": {"Y": "config", "PATH": null}});
+        let env = remote_env(probed, &cli, &merged);
+        assert_eq!(env.0.get("X").map(String::as_str), Some("cli"));
+        assert_eq!(env.0.get("Y").map(String::as_str), Some("config"));
+        assert!(!env.0.contains_key("PATH"));
+    }
+
+    #[test]
+    fn origins_name_features_image_and_config() {
+        let entries = vec![
+            json!({"capAdd": ["SYS_ADMIN"]}),
+            json!({"id": "./f", "capAdd": ["CAP_SYS_PTRACE"], "privileged": true}),
+            json!({"mounts": ["type=bind,source=/data,target=/data"], "remoteUser": "me"}),
+        ];
+        let o = origins(&entries, &["type=volume,source=x,target=/x".into()]);
+        assert_eq!(o.capabilities["SYS_ADMIN"], Source::ImageMetadata);
+        assert_eq!(o.capabilities["SYS_PTRACE"], Source::Feature("./f".into()));
+        assert_eq!(o.privileged, Some(Source::Feature("./f".into())));
+        assert_eq!(o.mounts["/data"], Source::DevcontainerJson);
+        assert_eq!(o.mounts["/x"], Source::CommandLine);
+        assert_eq!(o.remote_user, Some(Source::DevcontainerJson));
+    }
+
+    #[test]
+    fn security_choice_combines_settings_and_flags() {
+        let mut settings = Settings::default();
+        settings.security.allow = vec!["cap:NET_ADMIN".into()];
+        let opts = SecurityOptions {
+            allow: vec!["root".into()],
+            pids_limit: Some(64),
+            ..SecurityOptions::default()
+        };
+        let (profile, grants) = security_choice(&opts, &settings).unwrap();
+        let SecurityProfile::Hardened(limits) = profile else {
+            panic!("hardened by default")
+        };
+        assert_eq!(limits.pids, 64);
+        assert_eq!(limits.memory_bytes, 4 << 30);
+        assert!(grants.root && grants.capabilities.contains("NET_ADMIN"));
+        let reference = SecurityOptions {
+            profile: Some("reference".into()),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(
+            security_choice(&reference, &settings).unwrap().0.name(),
+            "reference"
+        );
+        let bad = SecurityOptions {
+            allow: vec!["everything".into()],
+            ..SecurityOptions::default()
+        };
+        assert!(security_choice(&bad, &settings).is_err());
+    }
+
+    #[test]
+    fn limits_come_from_flags_then_settings_and_bad_values_are_refused() {
+        let settings = Settings::default();
+        let defaults = limits(&SecurityOptions::default(), &settings).unwrap();
+        assert_eq!(defaults, ProfileLimits::default());
+        let flags = SecurityOptions {
+            pids_limit: Some(77),
+            memory: Some("1g".into()),
+            cpus: Some(1.5),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(
+            limits(&flags, &settings).unwrap(),
+            ProfileLimits {
+                pids: 77,
+                memory_bytes: 1 << 30,
+                nano_cpus: 1_500_000_000
+            }
+        );
+        let bytes = SecurityOptions {
+            memory: Some("536870912".into()),
+            ..SecurityOptions::default()
+        };
+        assert_eq!(limits(&bytes, &settings).unwrap().memory_bytes, 512 << 20);
+        let bad = |opts: SecurityOptions, needle: &str| {
+            let err = limits(&opts, &settings).unwrap_err();
+            assert!(matches!(err, HandoffError::InvalidLimit { .. }), "{err}");
+            assert_eq!(err.code(), crate::ops::envelope::ErrorCode::InvalidArgument);
+            assert!(err.to_string().contains(needle), "{err}");
+        };
+        for pids in [0, -1] {
+            bad(
+                SecurityOptions {
+                    pids_limit: Some(pids),
+                    ..SecurityOptions::default()
+                },
+                "--pids-limit",
+            );
+        }
+        for memory in ["lots", "1x", "", "5m", "0"] {
+            bad(
+                SecurityOptions {
+                    memory: Some(memory.into()),
+                    ..SecurityOptions::default()
+                },
+                "--memory",
+            );
+        }
+        for cpus in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.001, 5000.0] {
+            bad(
+                SecurityOptions {
+                    cpus: Some(cpus),
+                    ..SecurityOptions::default()
+                },
+                "--cpus",
+            );
+        }
+        // the settings file is checked too
+        let mut zero = Settings::default();
+        zero.security.pids_limit = 0;
+        assert!(limits(&SecurityOptions::default(), &zero).is_err());
+        // and under `reference`, where the limits are not applied
+        let reference = SecurityOptions {
+            profile: Some("reference".into()),
+            cpus: Some(0.0),
+            ..SecurityOptions::default()
+        };
+        assert!(security_choice(&reference, &settings).is_err());
+    }
+
+    #[test]
+    fn secrets_file_names_must_be_env_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.json");
+        std::fs::write(&file, r#"{"A": "x", "B_2": ""}"#).unwrap();
+        assert_eq!(read_secrets_file(&file).unwrap().len(), 2);
+        for (text, needle) in [
+            (r#"{"A=B": "v3ry-s3cret"}"#, "A=B"),
+            (r#"{"": "v3ry-s3cret"}"#, "environment variable name"),
+            (r#"{"A": "v3ry\u0000s3cret"}"#, "NUL"),
+            (r#"{"A": 1}"#, "not a string"),
+            (r#"["v3ry-s3cret"]"#, "JSON object"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = read_secrets_file(&file).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+            assert!(!err.contains("v3ry"), "a value leaked: {err}");
+        }
+    }
+
+    #[test]
+    fn image_name_is_like_the_reference() {
+        let name = image_name(Path::new("/w/My Repo"));
+        assert!(name.starts_with("vsc-myrepo-"), "{name}");
+        assert_eq!(name.len(), "vsc-myrepo-".len() + 64);
+    }
+}

@@ -1,0 +1,335 @@
+//! The container's users: the remote user's uid update (`updateRemoteUserUID`), the uids a process
+//! inside really has, the image's `/etc/passwd`, home folders, and the workspace ownership warning.
+
+use crate::engine::{ContainerInfo, Engine, ExecInput, ExecOutput, ExecRequest, ImageInfo};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::image::PreparedImage;
+use crate::ops::options::UidUpdateDefault;
+use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::target::short;
+use crate::progress::Reporter;
+use crate::security::{self, Grants, PermissionRequest, Source};
+use serde_json::Value;
+use std::path::Path;
+
+/// `/bin/sh` script printing the real, effective, saved and filesystem uids of the shell
+/// itself (`/proc/self/status`, `Uid:` line): shell built-ins only, so it needs nothing but
+/// the `/bin/sh` the keep-alive entrypoint needs anyway.
+pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && echo "$r $e $s $f"; done < /proc/self/status; :"#;
+
+/// After creation under `hardened`, before anything of the configuration runs in it: the
+/// container's user and the remote user, as the engine resolves them, must not be uid 0
+/// unless `--allow root` was given (spec-note 0420). Each is checked with one exec of
+/// [`UID_SCRIPT`]. A uid 0, or a user the check cannot run as, removes the container (and its
+/// anonymous volumes).
+///
+/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) for uid 0;
+/// [`HandoffError::Unsupported`] when the check could not run; [`HandoffError::Engine`].
+pub(crate) async fn verify_uids_inside(
+    engine: &dyn Engine,
+    id: &str,
+    remote_user: Option<&str>,
+    requests: &[PermissionRequest],
+    grants: &Grants,
+) -> Result<()> {
+    if grants.allows(&security::Permission::Root) {
+        return Ok(());
+    }
+    let mut users: Vec<Option<&str>> = vec![None];
+    if let Some(r) = remote_user {
+        users.push(Some(r));
+    }
+    for user in users {
+        let request = ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), UID_SCRIPT.into()],
+            user: user.map(str::to_string),
+            ..ExecRequest::default()
+        };
+        let shown = user.map_or_else(|| "the container's user".to_string(), |u| format!("`{u}`"));
+        let result = engine
+            .exec(id, &request, ExecInput::None, ExecOutput::Collect)
+            .await;
+        let uids: Option<Vec<u32>> = match &result {
+            Ok(r) if r.exit_code == 0 => {
+                let text = r.stdout_text();
+                let fields: Vec<&str> = text.split_whitespace().collect();
+                let parsed: Option<Vec<u32>> = fields.iter().map(|f| f.parse().ok()).collect();
+                parsed.filter(|p| p.len() == 4)
+            }
+            _ => None,
+        };
+        let problem = match uids {
+            Some(uids) if !uids.contains(&0) => continue,
+            Some(_) => None,
+            None => Some(match result {
+                Ok(r) => format!("exit code {}: {}", r.exit_code, r.stderr_text().trim()),
+                Err(e) => e.to_string(),
+            }),
+        };
+        let _ = engine.remove_container(id, true).await;
+        if let Some(problem) = problem {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "cannot check which uid {shown} runs as in container {} ({problem}); the container was removed",
+                    short(id)
+                ),
+                hint: Some(
+                    "the user must exist in the image's `/etc/passwd` (or be numeric) and the image needs `/bin/sh`".into(),
+                ),
+            });
+        }
+        let source = requests
+            .iter()
+            .find(|r| r.permission == security::Permission::Root)
+            .map(|r| r.source.clone())
+            .unwrap_or(if user.is_some() {
+                Source::DevcontainerJson
+            } else {
+                Source::ImageUser
+            });
+        let mut all: Vec<PermissionRequest> = requests.to_vec();
+        all.push(PermissionRequest {
+            permission: security::Permission::Root,
+            source,
+            status: security::RequestStatus::Refused,
+        });
+        return Err(HandoffError::Security(security::SecurityError::Refused {
+            profile: "hardened".to_string(),
+            requests: all,
+        }));
+    }
+    Ok(())
+}
+
+/// What [`update_remote_user_uid`] decided.
+pub(crate) struct UidUpdate {
+    /// The image with the UID layer, when one applies.
+    pub(crate) image: Option<PreparedImage>,
+}
+
+/// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
+/// the remote user gets the *workspace user's* UID/GID in a small cached layer
+/// ([`crate::build::ensure_uid_image`]): the host user's, or, when devcell runs as root, the
+/// owner of the workspace folder when that is not root (spec-note 0250). Nothing is built when
+/// everything is root (the remote user keeps its ids), the remote user is root or numeric, or
+/// the property is `false`.
+pub(crate) async fn update_remote_user_uid(
+    engine: &dyn Engine,
+    image: &PreparedImage,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    default: UidUpdateDefault,
+    network: Option<&str>,
+    reporter: &dyn Reporter,
+) -> Result<UidUpdate> {
+    let mut outcome = UidUpdate { image: None };
+    let (applies, target) = uid_target(merged, loaded, default);
+    if !applies {
+        return Ok(outcome);
+    }
+    let Some(target) = target else {
+        return Ok(outcome);
+    };
+    let text = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let image_user = image.info.user.clone().unwrap_or_default();
+    let remote_user = text("remoteUser")
+        .or_else(|| text("containerUser"))
+        .unwrap_or_else(|| image_user.clone());
+    let input = crate::build::UidInput {
+        image: image.reference.clone(),
+        image_id: image.info.id.clone(),
+        image_user,
+        remote_user,
+        host_uid: target.uid,
+        host_gid: target.gid,
+    };
+    outcome.image = crate::build::ensure_uid_image(engine, &input, network, reporter)
+        .await?
+        .map(|built| PreparedImage {
+            reference: built.tag,
+            info: built.image,
+        });
+    Ok(outcome)
+}
+
+/// Whether `updateRemoteUserUID` applies (Linux, not `false`, a bind-mounted workspace) and
+/// the ids the remote user should get: the workspace user (spec-note 0250); `None` when
+/// everything is root.
+pub(crate) fn uid_target(
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    default: UidUpdateDefault,
+) -> (bool, Option<crate::config::ownership::Ids>) {
+    // `--update-remote-user-uid-default`: `never` wins over the configuration; otherwise the
+    // configuration's `updateRemoteUserUID`, else the default (`on`).
+    let wanted = match (
+        default,
+        merged.get("updateRemoteUserUID").and_then(Value::as_bool),
+    ) {
+        (UidUpdateDefault::Never, _) => false,
+        (_, Some(said)) => said,
+        (UidUpdateDefault::On, None) => true,
+        (UidUpdateDefault::Off, None) => false,
+    };
+    if !cfg!(target_os = "linux")
+        || !wanted
+        || !loaded
+            .workspace
+            .workspace_mount
+            .as_deref()
+            .is_some_and(|m| m.contains("type=bind"))
+    {
+        return (false, None);
+    }
+    (
+        true,
+        crate::config::ownership::workspace_user_of(&loaded.workspace.host_mount_root),
+    )
+}
+
+/// The envelope warning code of the "the remote user cannot write the root-owned workspace"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_NOT_WRITABLE_CODE: &str = "workspace_not_writable";
+/// The envelope warning code of the "files the remote user writes will belong to another uid"
+/// warning ([`ownership_warning`]).
+pub const WORKSPACE_OWNER_MISMATCH_CODE: &str = "workspace_owner_mismatch";
+
+pub(crate) const NOT_WRITABLE_PREFIX: &str = "devcell runs as root and the workspace";
+pub(crate) const MISMATCH_PREFIX: &str = "the remote user `";
+
+/// The envelope code of one of `up`'s warnings, when it has a specific one
+/// ([`WORKSPACE_NOT_WRITABLE_CODE`], [`WORKSPACE_OWNER_MISMATCH_CODE`]).
+pub fn warning_code(message: &str) -> Option<&'static str> {
+    if message.starts_with(NOT_WRITABLE_PREFIX) {
+        Some(WORKSPACE_NOT_WRITABLE_CODE)
+    } else if message.starts_with(MISMATCH_PREFIX) && message.contains("updateRemoteUserUID") {
+        Some(WORKSPACE_OWNER_MISMATCH_CODE)
+    } else {
+        None
+    }
+}
+
+/// [`ownership_warning`] for the running `container`: the remote user's uid from its
+/// [`crate::names::REMOTE_UID_LABEL`], else read from its `/etc/passwd`. `None` when all is
+/// well or it cannot be told.
+pub(crate) async fn workspace_ownership_warning(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    merged: &Value,
+    loaded: &LoadedConfiguration,
+    remote_user: &str,
+    default: UidUpdateDefault,
+) -> Option<String> {
+    let (applies, target) = uid_target(merged, loaded, default);
+    if !applies {
+        return None;
+    }
+    // The uid recorded at creation when devcell made the container (a file read through the
+    // engine costs ~40 ms, too much for a warm `up`), else the container's `/etc/passwd`.
+    let recorded = container
+        .labels
+        .get(crate::names::REMOTE_UID_LABEL)
+        .and_then(|uid| uid.parse().ok())
+        .map(|uid| Account {
+            uid,
+            gid: uid,
+            home: String::new(),
+        });
+    let account = match recorded {
+        Some(account) => account,
+        None => {
+            let passwd = engine
+                .read_file(&container.id, "/etc/passwd")
+                .await
+                .ok()??;
+            passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?
+        }
+    };
+    ownership_warning(
+        remote_user,
+        &account,
+        target,
+        &loaded.workspace.host_mount_root,
+    )
+}
+
+/// A warning when files the remote user `user` (its final `account`) writes in the workspace
+/// `workspace` will not belong to the workspace user `target` (spec-note 0250): its uid could
+/// not be changed (another user of the image has it), or everything is root and the remote
+/// user keeps its non-root ids in a workspace only root can write. `None` when all is well (or
+/// the user is root: the non-root rule speaks for that).
+pub(crate) fn ownership_warning(
+    user: &str,
+    account: &Account,
+    target: Option<crate::config::ownership::Ids>,
+    workspace: &Path,
+) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if account.uid == 0 {
+        return None;
+    }
+    match target {
+        Some(t) if t.uid != account.uid => Some(format!(
+            "{MISMATCH_PREFIX}{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
+            account.uid,
+            t.uid,
+            workspace.display(),
+            account.uid
+        )),
+        Some(_) => None,
+        None => {
+            let meta = std::fs::metadata(workspace).ok()?;
+            (meta.uid() == 0 && meta.mode() & 0o002 == 0).then(|| format!(
+                "{NOT_WRITABLE_PREFIX} `{}` belongs to root: the remote user `{user}` keeps uid {} and cannot write it; give the workspace to the user who should own the agent's files (`chown -R`; devcell then maps `{user}` to that user), or run devcell as that user",
+                workspace.display(),
+                account.uid
+            ))
+        }
+    }
+}
+
+/// A user's `/etc/passwd` entry: ids and home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Numeric user id.
+    pub uid: u32,
+    /// Numeric primary group id.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+}
+
+/// Finds `user` (a name, or a numeric uid; a `:group` suffix is ignored) in `/etc/passwd`
+/// text the way the engine resolves it ([`crate::engine::passwd::lookup`]). `None` when it has
+/// no entry.
+pub fn passwd_account(passwd: &str, user: &str) -> Option<Account> {
+    crate::engine::passwd::lookup(passwd, user).map(|e| Account {
+        uid: e.uid,
+        gid: e.gid,
+        home: e.home,
+    })
+}
+
+/// The image's `/etc/passwd` text: from the host record of the image's files when `image` is
+/// given (spec-note 0471; recorded there after a read), else read from a container that is created and removed without
+/// being started (spec-note 0185). `None` when it cannot be read: names are then judged from
+/// inside the container after creation (spec-note 0420), and the policy derives the home.
+pub(crate) async fn image_passwd(
+    engine: &dyn Engine,
+    image: Option<&ImageInfo>,
+    reference: &str,
+) -> Option<String> {
+    let bytes = match image {
+        Some(info) => {
+            crate::ops::image_files::read(engine, reference, &info.id, "/etc/passwd").await
+        }
+        None => engine.read_image_file(reference, "/etc/passwd").await,
+    };
+    String::from_utf8(bytes.ok()??).ok()
+}

@@ -1,0 +1,114 @@
+//! Control "network policy": Which destinations can the run reach? Looks at the network mode and
+//! attached networks (internal ones have no route out), proxies, published ports.
+
+use crate::security::audit::context::AuditContext;
+use crate::security::audit::facts::ContainerFacts;
+use crate::security::audit::heuristics::is_proxy_name;
+use crate::security::audit::scoring::{Evidence, Risk, ev};
+
+/// The evidence for network policy.
+pub(in crate::security::audit) fn evidence(
+    f: &ContainerFacts,
+    ctx: &AuditContext,
+) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    let proxy: Vec<&str> = f
+        .env
+        .iter()
+        .filter(|e| is_proxy_name(&e.name))
+        .map(|e| e.name.as_str())
+        .collect();
+    let mode = f.network_mode.as_deref();
+    match mode {
+        Some("none") => out.push(ev(
+            "network none",
+            "no interface but loopback: default-deny",
+            Risk::Safe,
+        )),
+        Some("host") => out.push(ev(
+            "network host",
+            "the host's network stack: every destination the host can reach, and host-local services",
+            Risk::Critical,
+        )),
+        Some(m) if m.starts_with("container:") => out.push(ev(
+            format!("network {m}"),
+            "shares another container's network namespace, whose policy is not audited here",
+            Risk::Critical,
+        )),
+        Some(m) => {
+            let nets: Vec<&str> = if f.networks.is_empty() {
+                vec![m]
+            } else {
+                f.networks.iter().map(String::as_str).collect()
+            };
+            let all_internal = !ctx.internal_networks.is_empty()
+                && nets.iter().all(|n| ctx.internal_networks.iter().any(|i| i == n));
+            if all_internal {
+                out.push(ev(
+                    format!("network {}", nets.join(",")),
+                    "internal networks only: no route out; peers on those networks are reachable",
+                    Risk::Safe,
+                ));
+            } else if !proxy.is_empty() {
+                out.push(ev(
+                    format!("network {}", nets.join(",")),
+                    format!(
+                        "outbound access through a proxy ({}); advisory only: processes may ignore it",
+                        proxy.join(",")
+                    ),
+                    Risk::Weak,
+                ));
+            } else {
+                let seen = f
+                    .network_interfaces
+                    .as_ref()
+                    .map(|i| format!(" (interfaces: {})", i.join(",")))
+                    .unwrap_or_default();
+                out.push(ev(
+                    format!("network {}", nets.join(",")),
+                    format!("unrestricted egress: any destination the host can reach{seen}"),
+                    Risk::Critical,
+                ));
+            }
+        }
+        None => out.push(ev("network", "not observable", Risk::Weak)),
+    }
+    match &f.ports {
+        Some(ports) => {
+            for p in ports {
+                let all = matches!(p.host_ip.as_str(), "" | "0.0.0.0" | "::" | "[::]");
+                out.push(ev(
+                    format!(
+                        "port {}:{} -> {}",
+                        if p.host_ip.is_empty() {
+                            "0.0.0.0"
+                        } else {
+                            &p.host_ip
+                        },
+                        p.host_port,
+                        p.container_port
+                    ),
+                    if all {
+                        "published on all interfaces: reachable from other machines"
+                    } else {
+                        "published on one host address"
+                    },
+                    if all { Risk::Weak } else { Risk::Safe },
+                ));
+            }
+            if f.publish_all_ports {
+                out.push(ev(
+                    "publish-all",
+                    "every exposed port is published on all interfaces",
+                    Risk::Weak,
+                ));
+            }
+        }
+        None => out.push(ev(
+            "ports",
+            "published ports are not observable from inside",
+            Risk::Safe,
+        )),
+    }
+    out
+}

@@ -1,0 +1,176 @@
+//! What the user granted: [`Grants`], parsed from `--allow` values (or the user config's
+//! `allow` list), never from the repository.
+
+use std::collections::BTreeSet;
+
+use super::network::{network_permission, split_publish_grant};
+use super::paths::{is_within, normalize_path};
+use super::permissions::Permission;
+use crate::security::error::{Result, SecurityError};
+use crate::security::known::normalize_cap;
+
+/// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// `privileged`.
+    pub privileged: bool,
+    /// `root`.
+    pub root: bool,
+    /// `network:host`.
+    pub host_network: bool,
+    /// `cap:<NAME>` (normalised).
+    pub capabilities: BTreeSet<String>,
+    /// `mount:<host path>` (normalised); grants that path and everything under it.
+    pub mounts: BTreeSet<String>,
+    /// `security-opt:<option>`.
+    pub security_opts: BTreeSet<String>,
+    /// `device:<host path>`.
+    pub devices: BTreeSet<String>,
+    /// `network:<container:x | name>` (`network:host` is [`Grants::host_network`]).
+    pub networks: BTreeSet<String>,
+    /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
+    pub publish: BTreeSet<String>,
+    /// `host-command`: every command the repository names for the host runs.
+    pub host_command: bool,
+    /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
+    pub git_dirs: BTreeSet<String>,
+    /// `env:<NAME>`: host variables the configuration may send into the container.
+    pub env: BTreeSet<String>,
+    /// `build-network`: image builds keep a network when the container has none.
+    pub build_network: bool,
+    /// `namespace:<kind>:<mode>` (`namespace:pid:host`).
+    pub namespaces: BTreeSet<String>,
+    /// `device-cgroup-rule:<rule>`.
+    pub device_cgroup_rules: BTreeSet<String>,
+    /// `volume:<name>`: existing volumes devcell did not create for this workspace.
+    pub volumes: BTreeSet<String>,
+}
+
+impl Grants {
+    /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
+    /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
+    /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
+    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
+    /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
+    /// `device-cgroup-rule:<rule>`.
+    ///
+    /// Errors: [`SecurityError::InvalidGrant`] naming the value.
+    pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
+        let mut grants = Grants::default();
+        for value in values {
+            grants.add(value.as_ref())?;
+        }
+        Ok(grants)
+    }
+
+    /// Adds one `--allow` value (see [`Grants::parse`]).
+    pub fn add(&mut self, value: &str) -> Result<()> {
+        let bad = |message: &str| SecurityError::InvalidGrant {
+            value: value.to_string(),
+            message: message.to_string(),
+        };
+        match value.split_once(':') {
+            None if value == "privileged" => self.privileged = true,
+            None if value == "root" => self.root = true,
+            None if value == "host-command" => self.host_command = true,
+            Some(("gitdir", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.git_dirs.insert(p);
+            }
+            None if value == "build-network" => self.build_network = true,
+            Some(("env", n)) => {
+                // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
+                if n.is_empty() || n.contains(['=', '\0']) {
+                    return Err(bad("expected an environment variable name (`env:NAME`)"));
+                }
+                self.env.insert(n.to_string());
+            }
+            Some(("network", "host")) => self.host_network = true,
+            Some(("namespace", n)) => {
+                let known = ["pid", "ipc", "uts", "userns", "cgroup", "volumes_from"];
+                match n.split_once(':') {
+                    Some((kind, mode)) if known.contains(&kind) && !mode.is_empty() => {
+                        self.namespaces.insert(n.to_string());
+                    }
+                    _ => {
+                        return Err(bad(
+                            "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>` (`namespace:pid:host`)",
+                        ));
+                    }
+                }
+            }
+            Some(("device-cgroup-rule", r)) if !r.trim().is_empty() => {
+                self.device_cgroup_rules.insert(r.to_string());
+            }
+            Some(("cap", c)) if !c.is_empty() => {
+                self.capabilities.insert(normalize_cap(c));
+            }
+            Some(("mount", p)) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.mounts.insert(p);
+            }
+            Some(("security-opt", o)) if !o.is_empty() => {
+                self.security_opts.insert(o.to_string());
+            }
+            Some(("device", d)) if d.starts_with('/') => {
+                self.devices.insert(d.to_string());
+            }
+            Some(("network", n)) => match network_permission(n) {
+                Some(Permission::Network(n)) => {
+                    self.networks.insert(n);
+                }
+                _ => {
+                    return Err(bad(
+                        "expected `network:host`, `network:container:<name>` or `network:<network name>`",
+                    ));
+                }
+            },
+            Some(("volume", v)) => {
+                if v.is_empty() || v.contains(['/', '\0']) {
+                    return Err(bad("expected a volume name (`volume:NAME`)"));
+                }
+                self.volumes.insert(v.to_string());
+            }
+            Some(("publish", a)) => {
+                if a != "*" && split_publish_grant(a).is_none() {
+                    return Err(bad(
+                        "expected `publish:<ip>:<port>`, `publish:<ip>:*` or `publish:*`",
+                    ));
+                }
+                self.publish.insert(a.to_string());
+            }
+            _ => return Err(bad("unknown permission")),
+        }
+        Ok(())
+    }
+
+    /// Whether `permission` is granted.
+    pub fn allows(&self, permission: &Permission) -> bool {
+        match permission {
+            Permission::Privileged => self.privileged,
+            Permission::Root => self.root,
+            Permission::HostNetwork => self.host_network,
+            Permission::Capability(c) => self.capabilities.contains(c),
+            Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
+            Permission::SecurityOpt(o) => self.security_opts.contains(o),
+            Permission::Device(d) => self.devices.contains(d),
+            Permission::EngineSocket(_)
+            | Permission::IdentityLabel(_)
+            | Permission::HostHome(_) => false,
+            Permission::Namespace(n) => self.namespaces.contains(n),
+            Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),
+            Permission::Network(n) => self.networks.contains(n),
+            Permission::PublishPort(a) => {
+                self.publish.contains("*")
+                    || self.publish.contains(a)
+                    || split_publish_grant(a)
+                        .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
+            }
+            Permission::HostCommand(_) => self.host_command,
+            Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
+            Permission::HostEnv(n) => self.env.contains(n),
+            Permission::BuildNetwork => self.build_network,
+            Permission::Volume(v) => self.volumes.contains(v),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! What the policy speaks of: a [`Permission`] beyond the hardened baseline, the [`Source`]
+//! that asked for it, and the [`PermissionRequest`] with what was done with it
+//! ([`RequestStatus`]), shown to the user and serialised for the `up` result.
+
+use std::fmt;
+
+/// Who asked for something.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The repository's devcontainer.json (including its `runArgs`).
+    DevcontainerJson,
+    /// A Feature's `devcontainer-feature.json`, by Feature id.
+    Feature(String),
+    /// The base image's `devcontainer.metadata` label.
+    ImageMetadata,
+    /// The base image's `USER` (root when unset).
+    ImageUser,
+    /// The user's own command line (`up --mount …`): granted by being asked for.
+    CommandLine,
+    /// An existing container `up` would reuse (short id): what it already has
+    /// ([`crate::security::reuse`]).
+    ExistingContainer(String),
+    /// A repository's git link (`.git` file or symlink, or a `commondir` file; host path):
+    /// it names the git directory devcell's host git would read and the handoff would mount.
+    GitLink(String),
+    /// A service of the resolved Compose model and the property that asks (`cap_add`,
+    /// `volumes`, `network_mode`, …; spec-note 0601).
+    ComposeService {
+        /// The service name.
+        service: String,
+        /// The Compose property, as Compose spells it.
+        property: String,
+    },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::DevcontainerJson => f.write_str("devcontainer.json"),
+            Source::Feature(id) => write!(f, "Feature `{id}`"),
+            Source::ImageMetadata => write!(f, "image label `{}`", crate::names::METADATA_LABEL),
+            Source::ImageUser => f.write_str("image `USER`"),
+            Source::CommandLine => f.write_str("command line"),
+            Source::ExistingContainer(id) => write!(f, "existing container {id}"),
+            Source::GitLink(path) => write!(f, "git link `{path}`"),
+            Source::ComposeService { service, property } => {
+                write!(f, "Compose service `{service}` (`{property}`)")
+            }
+        }
+    }
+}
+
+/// Something beyond the hardened baseline.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    /// `privileged: true` / `--privileged`.
+    Privileged,
+    /// The container or remote user is root.
+    Root,
+    /// A Linux capability (normalised: upper case, no `CAP_` prefix; `ALL` for all).
+    Capability(String),
+    /// A bind mount of a host path outside the workspace (normalised absolute path).
+    Mount(String),
+    /// A security option other than `no-new-privileges`.
+    SecurityOpt(String),
+    /// A host device.
+    Device(String),
+    /// The host's network namespace (`--network host`).
+    HostNetwork,
+    /// A mount of (or over) a container engine's socket: never granted under `hardened`.
+    EngineSocket(String),
+    /// Another network namespace or network than the engine's default bridge or `none`:
+    /// `container:<name|id>` (another container's namespace) or a named network, as written
+    /// (spec-note 0430).
+    Network(String),
+    /// A port published on a host address other than loopback: `<ip>:<hostPort>` (IPv6 in
+    /// brackets, `*` for an engine-chosen port) (spec-note 0431).
+    PublishPort(String),
+    /// A label key in the namespaces devcell and the reference CLI find containers by
+    /// (`devcontainer.*`, `devcell.*`) set by the repository: never granted under `hardened`
+    /// (spec-note 0421).
+    IdentityLabel(String),
+    /// A command the repository names that devcell would run on the host (`initializeCommand`):
+    /// its exact argv, shlex-quoted (spec-note 0410).
+    HostCommand(String),
+    /// A git directory outside the workspace that a repository's git link names and that
+    /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
+    GitDir(String),
+    /// A host environment variable whose value the configuration sends into the container, a
+    /// build, a label or a mount (`${localEnv:NAME}`, `runArgs -e NAME`; spec-note 0440).
+    HostEnv(String),
+    /// A network for image builds of a container whose network is `none` (spec-note 0442).
+    BuildNetwork,
+    /// A namespace shared with the host or with a container outside the Compose project:
+    /// `<kind>:<mode>` with kind `pid`, `ipc`, `uts`, `userns`, `cgroup` (`pid:host`,
+    /// `ipc:container:x`), or `volumes_from:container:<x>` (spec-note 0601).
+    Namespace(String),
+    /// A device cgroup rule (`device_cgroup_rules`: `c 1:3 mr`), which with the default
+    /// `MKNOD` capability opens host devices (spec-note 0601).
+    DeviceCgroupRule(String),
+    /// A bind of the host home folder, or of a folder holding it (the host's root): never
+    /// granted under `hardened` (spec-note 0601); a path below the home folder is a
+    /// [`Permission::Mount`].
+    HostHome(String),
+    /// A named volume that already exists on the engine and that devcell did not create for
+    /// this workspace (another workspace's data, a volume someone made by hand), by name
+    /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
+    /// instead.
+    Volume(String),
+}
+
+impl Permission {
+    /// The `--allow` flag that grants it; `None` for [`Permission::EngineSocket`].
+    pub fn grant_flag(&self) -> Option<String> {
+        Some(match self {
+            Permission::Privileged => "--allow privileged".to_string(),
+            Permission::Root => "--allow root".to_string(),
+            Permission::Capability(c) => format!("--allow cap:{c}"),
+            Permission::Mount(p) => format!("--allow mount:{p}"),
+            Permission::SecurityOpt(o) => format!("--allow security-opt:{o}"),
+            Permission::Device(d) => format!("--allow device:{d}"),
+            Permission::HostNetwork => "--allow network:host".to_string(),
+            Permission::HostEnv(n) => format!("--allow env:{n}"),
+            Permission::BuildNetwork => "--allow build-network".to_string(),
+            Permission::Network(n) => format!("--allow network:{n}"),
+            Permission::PublishPort(a) => format!("--allow publish:{a}"),
+            Permission::EngineSocket(_)
+            | Permission::IdentityLabel(_)
+            | Permission::HostHome(_) => return None,
+            Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::Namespace(n) => format!("--allow namespace:{n}"),
+            Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
+            Permission::GitDir(p) => format!("--allow gitdir:{p}"),
+            Permission::Volume(v) => format!("--allow volume:{v}"),
+        })
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Permission::Privileged => f.write_str("privileged mode"),
+            Permission::Root => f.write_str("running as root"),
+            Permission::Capability(c) => write!(f, "capability `{c}`"),
+            Permission::Mount(p) => write!(f, "mount of host path `{p}`"),
+            Permission::SecurityOpt(o) => write!(f, "security option `{o}`"),
+            Permission::Device(d) => write!(f, "host device `{d}`"),
+            Permission::HostNetwork => f.write_str("host network"),
+            Permission::EngineSocket(p) => write!(f, "mount of the container engine socket `{p}`"),
+            Permission::Network(n) => write!(f, "network `{n}`"),
+            Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
+            Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
+            Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
+            Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
+            Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
+            Permission::BuildNetwork => f.write_str("network for image builds"),
+            Permission::Namespace(n) => write!(f, "shared namespace `{n}`"),
+            Permission::DeviceCgroupRule(r) => write!(f, "device cgroup rule `{r}`"),
+            Permission::HostHome(p) => write!(
+                f,
+                "mount of the host home folder (or a folder holding it) `{p}`"
+            ),
+            Permission::Volume(v) => write!(
+                f,
+                "existing volume `{v}` that devcell did not create for this workspace"
+            ),
+        }
+    }
+}
+
+/// What was done with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestStatus {
+    /// The user granted it; applied.
+    Granted,
+    /// Applied because the profile is `reference` (or the user asked on the command line).
+    AllowedByProfile,
+    /// Not granted: creation is refused.
+    Refused,
+    /// Never allowed under this profile (an engine socket): creation is refused.
+    Forbidden,
+}
+
+/// One permission request: what, who asked, and what was done with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRequest {
+    /// What is asked for.
+    pub permission: Permission,
+    /// Who asked.
+    pub source: Source,
+    /// What was done.
+    pub status: RequestStatus,
+}
+
+impl fmt::Display for PermissionRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (from {})", self.permission, self.source)?;
+        match (&self.status, self.permission.grant_flag()) {
+            (RequestStatus::Refused, Some(flag)) => write!(f, ", grant with `{flag}`"),
+            (RequestStatus::Forbidden, _) => f.write_str(", never allowed"),
+            (RequestStatus::Granted, _) => f.write_str(", granted"),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Permission {
+    /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
+    /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
+    /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
+    /// `deviceCgroupRule`, `hostHome`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Permission::Privileged => "privileged",
+            Permission::Root => "root",
+            Permission::Capability(_) => "capability",
+            Permission::Mount(_) => "mount",
+            Permission::SecurityOpt(_) => "securityOpt",
+            Permission::Device(_) => "device",
+            Permission::HostNetwork => "hostNetwork",
+            Permission::EngineSocket(_) => "engineSocket",
+            Permission::Network(_) => "network",
+            Permission::PublishPort(_) => "publishPort",
+            Permission::IdentityLabel(_) => "identityLabel",
+            Permission::HostCommand(_) => "hostCommand",
+            Permission::GitDir(_) => "gitDir",
+            Permission::HostEnv(_) => "hostEnv",
+            Permission::BuildNetwork => "buildNetwork",
+            Permission::Volume(_) => "volume",
+            Permission::Namespace(_) => "namespace",
+            Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
+            Permission::HostHome(_) => "hostHome",
+        }
+    }
+
+    /// The capability, path or option the permission is about, if any.
+    pub fn value(&self) -> Option<&str> {
+        match self {
+            Permission::Capability(v)
+            | Permission::Mount(v)
+            | Permission::SecurityOpt(v)
+            | Permission::Device(v)
+            | Permission::EngineSocket(v)
+            | Permission::Network(v)
+            | Permission::PublishPort(v)
+            | Permission::IdentityLabel(v)
+            | Permission::HostCommand(v)
+            | Permission::GitDir(v)
+            | Permission::HostEnv(v)
+            | Permission::Volume(v)
+            | Permission::Namespace(v)
+            | Permission::DeviceCgroupRule(v)
+            | Permission::HostHome(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl RequestStatus {
+    /// `granted`, `allowedByProfile`, `refused`, `forbidden`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Granted => "granted",
+            RequestStatus::AllowedByProfile => "allowedByProfile",
+            RequestStatus::Refused => "refused",
+            RequestStatus::Forbidden => "forbidden",
+        }
+    }
+}
+
+/// JSON form for the `up` result: `{"permission": "capability", "value": "SYS_PTRACE",
+/// "source": "Feature `ghcr.io/x/y:1`", "status": "refused", "grant": "--allow cap:SYS_PTRACE"}`
+/// (`value` and `grant` omitted when there is none).
+impl serde::Serialize for PermissionRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("permission", self.permission.kind())?;
+        if let Some(v) = self.permission.value() {
+            map.serialize_entry("value", v)?;
+        }
+        map.serialize_entry("source", &self.source.to_string())?;
+        map.serialize_entry("status", self.status.as_str())?;
+        if let Some(g) = self.permission.grant_flag() {
+            map.serialize_entry("grant", &g)?;
+        }
+        map.end()
+    }
+}
