@@ -15,18 +15,11 @@ use devcell::cli::commands::audit::render_table;
 use devcell::security::audit::{AuditContext, AuditReport, ContainerFacts, Control, Risk, audit};
 use devcell::security::probe::{audit_probe, parse_probe_output, probe_command};
 
+use crate::support::context::Cleanup;
+use crate::support::docker::engine_opt_in;
+
 const BASE_IMAGE: &str = "devcell-test/busybox:1";
 const TEST_LABEL: &str = "devcell.test.audit";
-
-#[allow(clippy::print_stderr)]
-fn engine_enabled() -> bool {
-    if std::env::var("DEVCELL_TEST_ENGINE").as_deref() == Ok("1") {
-        true
-    } else {
-        eprintln!("note: DEVCELL_TEST_ENGINE is not 1; skipping an engine test");
-        false
-    }
-}
 
 /// Runs `docker <args>`, failing the test with stderr when it fails; returns stdout.
 fn docker(args: &[&str]) -> String {
@@ -74,28 +67,6 @@ fn unique() -> String {
         .unwrap()
         .as_nanos();
     format!("{}-{nanos}", std::process::id())
-}
-
-/// Removes its containers (and their anonymous volumes), then its named volumes, when dropped,
-/// even on panic.
-struct Cleanup {
-    containers: Vec<String>,
-    volumes: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for name in &self.containers {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", name])
-                .output();
-        }
-        for name in &self.volumes {
-            let _ = Command::new("docker")
-                .args(["volume", "rm", "-f", name])
-                .output();
-        }
-    }
 }
 
 /// Host folders for one case: a workspace, a fake home with credential folders, a fake engine
@@ -175,10 +146,11 @@ fn case(h: &Host, extra: &[&str], start: bool) -> Case {
 /// `volumes` afterwards.
 fn case_with(h: &Host, extra: &[&str], start: bool, hardened: bool, volumes: &[&str]) -> Case {
     let name = format!("devcell-audit-{}", unique());
-    let cleanup = Cleanup {
-        containers: vec![name.clone()],
-        volumes: volumes.iter().map(|v| v.to_string()).collect(),
-    };
+    let cleanup = Cleanup::default();
+    cleanup.container(&name);
+    for volume in volumes {
+        cleanup.volume(volume);
+    }
     let label = format!("{TEST_LABEL}={name}");
     let folder_label = format!("devcontainer.local_folder={}", path(&h.workspace));
     let ws_mount = format!("{}:/workspace", path(&h.workspace));
@@ -322,7 +294,10 @@ fn assert_probe_agrees(c: &Case) {
 
 #[test]
 fn hardened_container_scores_16_by_inspect_and_by_probe() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "hardened_container_scores_16_by_inspect_and_by_probe",
+        BASE_IMAGE,
+    ) {
         return;
     }
     let h = host();
@@ -348,7 +323,7 @@ fn hardened_container_scores_16_by_inspect_and_by_probe() {
 
 #[test]
 fn engine_socket_mounted_loses_engine_socket() {
-    if !engine_enabled() {
+    if !engine_opt_in("engine_socket_mounted_loses_engine_socket", BASE_IMAGE) {
         return;
     }
     let h = host();
@@ -377,7 +352,10 @@ fn engine_socket_mounted_loses_engine_socket() {
 
 #[test]
 fn host_home_mounted_loses_repo_scope_secrets_caches_and_browser() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "host_home_mounted_loses_repo_scope_secrets_caches_and_browser",
+        BASE_IMAGE,
+    ) {
         return;
     }
     let h = host();
@@ -411,7 +389,7 @@ fn host_home_mounted_loses_repo_scope_secrets_caches_and_browser() {
 
 #[test]
 fn privileged_loses_engine_socket() {
-    if !engine_enabled() {
+    if !engine_opt_in("privileged_loses_engine_socket", BASE_IMAGE) {
         return;
     }
     // Created, not started: this engine may refuse to start privileged containers (it runs
@@ -440,7 +418,7 @@ fn privileged_loses_engine_socket() {
 
 #[test]
 fn sys_admin_loses_engine_socket() {
-    if !engine_enabled() {
+    if !engine_opt_in("sys_admin_loses_engine_socket", BASE_IMAGE) {
         return;
     }
     let h = host();
@@ -468,7 +446,7 @@ fn sys_admin_loses_engine_socket() {
 
 #[test]
 fn host_pid_namespace_loses_engine_socket() {
-    if !engine_enabled() {
+    if !engine_opt_in("host_pid_namespace_loses_engine_socket", BASE_IMAGE) {
         return;
     }
     let h = host();
@@ -490,7 +468,10 @@ fn host_pid_namespace_loses_engine_socket() {
 
 #[test]
 fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "secret_env_loses_secret_boundary_and_its_value_never_appears",
+        BASE_IMAGE,
+    ) {
         return;
     }
     let h = host();
@@ -538,7 +519,7 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
 
 #[test]
 fn bridge_network_loses_network_policy() {
-    if !engine_enabled() {
+    if !engine_opt_in("bridge_network_loses_network_policy", BASE_IMAGE) {
         return;
     }
     let h = host();
@@ -560,7 +541,10 @@ fn bridge_network_loses_network_policy() {
 
 #[test]
 fn plain_docker_run_container_loses_points_for_defaults() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "plain_docker_run_container_loses_points_for_defaults",
+        BASE_IMAGE,
+    ) {
         return;
     }
     // `docker run -d IMAGE`: root, default capabilities, no limits, writable root, default
@@ -609,7 +593,10 @@ fn plain_docker_run_container_loses_points_for_defaults() {
 
 #[test]
 fn shared_named_cache_volume_loses_cache_and_teardown_points() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "shared_named_cache_volume_loses_cache_and_teardown_points",
+        BASE_IMAGE,
+    ) {
         return;
     }
     let h = host();
@@ -672,7 +659,10 @@ fn probe_script_is_valid_posix_sh_for_dash_and_busybox() {
 
 #[test]
 fn host_ipc_and_uts_namespaces_cost_one_engine_socket_point() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "host_ipc_and_uts_namespaces_cost_one_engine_socket_point",
+        BASE_IMAGE,
+    ) {
         return;
     }
     let h = host();
@@ -712,7 +702,10 @@ fn host_ipc_and_uts_namespaces_cost_one_engine_socket_point() {
 
 #[test]
 fn socket_inside_a_mounted_folder_is_found_only_by_the_probe() {
-    if !engine_enabled() {
+    if !engine_opt_in(
+        "socket_inside_a_mounted_folder_is_found_only_by_the_probe",
+        BASE_IMAGE,
+    ) {
         return;
     }
     // The engine only knows a folder is mounted; a process inside finds the socket in it.

@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::docker::engine_ready;
+use crate::support::context::{Cleanup, TestContext};
 
 const BUSYBOX: &str = "devcell-test/busybox:1";
 
@@ -50,37 +50,6 @@ fn unique(prefix: &str) -> String {
     )
 }
 
-/// Images a test made, removed (by tag) when it ends, pass or fail.
-#[derive(Default)]
-struct Images(Vec<String>);
-
-impl Images {
-    fn add(&mut self, tag: &str) {
-        self.0.push(tag.to_owned());
-    }
-
-    /// A failed classic build keeps the steps that succeeded as untagged images (the build
-    /// cache): adds the ids its output names (` ---> <id>`), so they go too.
-    fn add_intermediates(&mut self, output: &str) {
-        for line in output.lines() {
-            if let Some(id) = line.trim().strip_prefix("---> ")
-                && id.len() == 12
-                && id.chars().all(|c| c.is_ascii_hexdigit())
-            {
-                self.add(id);
-            }
-        }
-    }
-}
-
-impl Drop for Images {
-    fn drop(&mut self) {
-        for tag in self.0.iter().rev() {
-            let _ = docker(&["rmi", "-f", tag]);
-        }
-    }
-}
-
 fn image_exists(tag: &str) -> bool {
     docker(&["image", "inspect", tag]).status.success()
 }
@@ -88,7 +57,7 @@ fn image_exists(tag: &str) -> bool {
 /// Builds a unique base image from busybox: user `dev` (1000:1000, home `/home/dev`),
 /// `USER dev`, and a `devcontainer.metadata` label with two entries. The unique label comes
 /// first so no layer is shared with another test's images.
-fn base_image(images: &mut Images) -> BaseImage {
+fn base_image(images: &Cleanup) -> BaseImage {
     let label = r#"[{"id":"base-feature","postCreateCommand":"echo base"},{"remoteUser":"dev"}]"#;
     let (entries, warning) = metadata::parse_label(label);
     assert!(warning.is_none());
@@ -106,7 +75,7 @@ fn base_image(images: &mut Images) -> BaseImage {
 }
 
 /// A unique image: busybox, a unique label, then `rest` (Dockerfile lines).
-fn image_from_busybox(images: &mut Images, rest: &str) -> BaseImage {
+fn image_from_busybox(images: &Cleanup, rest: &str) -> BaseImage {
     let tag = format!("devcell-test/build-base:{}", unique("b"));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -121,7 +90,7 @@ fn image_from_busybox(images: &mut Images, rest: &str) -> BaseImage {
         &tag,
         dir.path().to_str().unwrap(),
     ]));
-    images.add(&tag);
+    images.image(&tag);
     let id = ok_stdout(&docker(&["image", "inspect", "--format", "{{.Id}}", &tag]));
     BaseImage {
         reference: tag,
@@ -152,10 +121,10 @@ fn feature(id: &str, options: &[(&str, &str)]) -> FeatureLayer {
 
 /// Plans, writes the context and builds it with `docker build`; returns the plan and the
 /// build output. Panics when the build fails.
-fn build_features(input: &FeaturesInput, images: &mut Images) -> (build::FeaturesPlan, String) {
+fn build_features(input: &FeaturesInput, images: &Cleanup) -> (build::FeaturesPlan, String) {
     let plan = build::plan(input).unwrap();
     let out = docker_build(&plan.tag, &plan.write_context().unwrap());
-    images.add(&plan.tag);
+    images.image(&plan.tag);
     (plan, ok_stdout(&out))
 }
 
@@ -197,14 +166,13 @@ const MESSAGE: &str = "it's \"quoted\" $HOME ${PATH} `echo backtick` \\ back\\sl
 /// second plan of the same inputs needs no build.
 #[test]
 fn features_install_as_root_with_options_builtins_env_and_label() {
-    if !engine_ready(
-        "features_install_as_root_with_options_builtins_env_and_label",
-        BUSYBOX,
-    ) {
+    let Some(ctx) =
+        TestContext::busybox("features_install_as_root_with_options_builtins_env_and_label")
+    else {
         return;
-    }
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    };
+    let images = ctx.cleanup();
+    let base = base_image(images);
     let base_path = run(&base.reference, "printf %s \"$PATH\"");
     let big = format!("{}\\\"$#\n\t", "x1#{$}\\\"".repeat(8_000));
     let config = json!({
@@ -224,7 +192,7 @@ fn features_install_as_root_with_options_builtins_env_and_label() {
         container_user: None,
         remote_user: None,
     };
-    let (plan, _) = build_features(&input, &mut images);
+    let (plan, _) = build_features(&input, images);
     let image = plan.tag.as_str();
 
     // Options arrive byte for byte.
@@ -311,18 +279,18 @@ fn features_install_as_root_with_options_builtins_env_and_label() {
 /// are root's and the label is just the Feature and devcontainer.json entries.
 #[test]
 fn image_without_user_keeps_it_empty() {
-    if !engine_ready("image_without_user_keeps_it_empty", BUSYBOX) {
+    let Some(ctx) = TestContext::busybox("image_without_user_keeps_it_empty") else {
         return;
-    }
-    let mut images = Images::default();
-    let base = image_from_busybox(&mut images, "");
+    };
+    let images = ctx.cleanup();
+    let base = image_from_busybox(images, "");
     let input = FeaturesInput {
         base,
         features: vec![feature("write-message", &[])],
         config: json!({"postCreateCommand": "true"}),
         ..Default::default()
     };
-    let (plan, _) = build_features(&input, &mut images);
+    let (plan, _) = build_features(&input, images);
     assert_eq!(image_user(&plan.tag), "");
     assert_eq!(
         run(&plan.tag, "cat /opt/x/message"),
@@ -345,11 +313,11 @@ fn image_without_user_keeps_it_empty() {
 
 #[test]
 fn failing_install_fails_the_build() {
-    if !engine_ready("failing_install_fails_the_build", BUSYBOX) {
+    let Some(ctx) = TestContext::busybox("failing_install_fails_the_build") else {
         return;
-    }
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    };
+    let images = ctx.cleanup();
+    let base = base_image(images);
     let input = FeaturesInput {
         base,
         features: vec![
@@ -361,14 +329,14 @@ fn failing_install_fails_the_build() {
     };
     let plan = build::plan(&input).unwrap();
     assert!(plan.needs_build(image_exists));
-    images.add(&plan.tag);
+    images.image(&plan.tag);
     let out = docker_build(&plan.tag, &plan.write_context().unwrap());
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    images.add_intermediates(&text);
+    images.build_layers(&text);
     assert!(!out.status.success(), "build should fail: {text}");
     assert!(
         text.contains("ERROR: Feature \"Fails\" (./fails) failed to install! (exit code 3)"),
@@ -383,14 +351,12 @@ fn failing_install_fails_the_build() {
 /// `remoteUser` different from the container user.
 #[test]
 fn changing_last_feature_options_reuses_earlier_layers() {
-    if !engine_ready(
-        "changing_last_feature_options_reuses_earlier_layers",
-        BUSYBOX,
-    ) {
+    let Some(ctx) = TestContext::busybox("changing_last_feature_options_reuses_earlier_layers")
+    else {
         return;
-    }
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    };
+    let images = ctx.cleanup();
+    let base = base_image(images);
     let input = |greeting: &str| FeaturesInput {
         base: base.clone(),
         features: vec![
@@ -401,8 +367,8 @@ fn changing_last_feature_options_reuses_earlier_layers() {
         container_user: None,
         remote_user: Some("root".into()),
     };
-    let (first, _) = build_features(&input("one"), &mut images);
-    let (second, output) = build_features(&input("two"), &mut images);
+    let (first, _) = build_features(&input("one"), images);
+    let (second, output) = build_features(&input("two"), images);
     assert_ne!(first.tag, second.tag);
     assert!(output.contains("Using cache"), "{output}");
 
@@ -443,11 +409,11 @@ fn changing_last_feature_options_reuses_earlier_layers() {
 /// its home follows, the image's USER is kept; a GID taken by another group is not reused.
 #[test]
 fn uid_layer_changes_the_remote_users_ids() {
-    if !engine_ready("uid_layer_changes_the_remote_users_ids", BUSYBOX) {
+    let Some(ctx) = TestContext::busybox("uid_layer_changes_the_remote_users_ids") else {
         return;
-    }
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    };
+    let images = ctx.cleanup();
+    let base = base_image(images);
     let uid_input = |uid, gid| UidInput {
         image: base.reference.clone(),
         image_id: base.id.clone(),
@@ -456,15 +422,15 @@ fn uid_layer_changes_the_remote_users_ids() {
         host_uid: uid,
         host_gid: gid,
     };
-    let build_uid = |input: &UidInput, images: &mut Images| -> String {
+    let build_uid = |input: &UidInput, images: &Cleanup| -> String {
         let plan = build::plan_uid_update(input).unwrap().expect("a UID layer");
         assert!(plan.needs_build(image_exists));
         ok_stdout(&docker_build(&plan.tag, &plan.write_context().unwrap()));
-        images.add(&plan.tag);
+        images.image(&plan.tag);
         plan.tag
     };
 
-    let image = build_uid(&uid_input(4242, 4343), &mut images);
+    let image = build_uid(&uid_input(4242, 4343), images);
     assert_eq!(
         run(
             &image,
@@ -475,17 +441,17 @@ fn uid_layer_changes_the_remote_users_ids() {
     assert_eq!(image_user(&image), "dev");
 
     // GID 65534 belongs to `nogroup`: the user keeps GID 1000.
-    let image = build_uid(&uid_input(4242, 65534), &mut images);
+    let image = build_uid(&uid_input(4242, 65534), images);
     assert_eq!(run(&image, "id -u; id -g"), "4242\n1000\n");
 
     // Same ids: the image's users are unchanged.
-    let image = build_uid(&uid_input(1000, 1000), &mut images);
+    let image = build_uid(&uid_input(1000, 1000), images);
     assert_eq!(run(&image, "id -u; id -g"), "1000\n1000\n");
 
     // A user the image does not have: the build succeeds and changes nothing.
     let mut ghost = uid_input(4242, 4343);
     ghost.remote_user = "ghost".into();
-    let image = build_uid(&ghost, &mut images);
+    let image = build_uid(&ghost, images);
     assert_eq!(
         run(&image, "id -u; grep -c 4242 /etc/passwd || true"),
         "1000\n0\n"
@@ -504,8 +470,8 @@ async fn features_image_through_the_engine_api_is_built_once() {
     let Some(engine) = support::engine::engine("build::through_engine_api").await else {
         return;
     };
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    let images = &Cleanup::default();
+    let base = base_image(images);
     let info = engine
         .inspect_image(&base.reference)
         .await
@@ -528,7 +494,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
     let first = build::ensure_features_image(&engine, &input, &recorder)
         .await
         .unwrap();
-    images.add(&first.tag);
+    images.image(&first.tag);
     assert!(first.built);
     assert!(
         recorder
@@ -555,11 +521,11 @@ async fn features_image_through_the_engine_api_is_built_once() {
         ..input.clone()
     };
     let tag = build::plan(&failing).unwrap().tag;
-    images.add(&tag);
+    images.image(&tag);
     let err = build::ensure_features_image(&engine, &failing, &recorder)
         .await
         .unwrap_err();
-    images.add_intermediates(&recorder.output().join("\n"));
+    images.build_layers(&recorder.output().join("\n"));
     assert!(matches!(err, build::BuildError::Engine(_)), "{err}");
     assert!(
         recorder
@@ -582,7 +548,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
         .await
         .unwrap()
         .expect("a UID layer");
-    images.add(&built.tag);
+    images.image(&built.tag);
     assert!(built.built);
     assert_eq!(
         run(&built.tag, "id -u; id -g; cat /opt/x/message"),
@@ -600,14 +566,14 @@ async fn features_image_through_the_engine_api_is_built_once() {
 /// configuration, strings unchanged.
 #[test]
 fn reference_cli_reads_the_label() {
-    if !engine_ready("reference_cli_reads_the_label", BUSYBOX) {
+    let Some(ctx) = TestContext::busybox("reference_cli_reads_the_label") else {
         return;
-    }
+    };
     let Some(refcli) = support::refcli::reference_cli("reference_cli_reads_the_label") else {
         return;
     };
-    let mut images = Images::default();
-    let base = base_image(&mut images);
+    let images = ctx.cleanup();
+    let base = base_image(images);
     let start = "echo \"start\" $HOME \\ `x` ${localEnv:HOME}";
     let input = FeaturesInput {
         base,
@@ -615,7 +581,7 @@ fn reference_cli_reads_the_label() {
         config: json!({"postStartCommand": start, "capAdd": ["SYS_PTRACE"]}),
         ..Default::default()
     };
-    let (plan, _) = build_features(&input, &mut images);
+    let (plan, _) = build_features(&input, images);
 
     let ws = tempfile::tempdir().unwrap();
     std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();

@@ -8,8 +8,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::support::context::TestContext;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
-use crate::support::engine::ContainerGuard;
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::refcli::reference_cli;
 use crate::support::{assert_failed, devcell, read_configuration, stdout_json, unique};
 
@@ -213,8 +212,9 @@ fn unreachable_engine_is_a_warning_not_an_error() {
     assert!(err.contains("not reachable"), "{err}");
 }
 
-/// A created (not started) busybox container with `labels` and `env`, removed on drop.
-fn create_container(labels: &[(&str, &str)], env: &[&str]) -> ContainerGuard {
+/// A created (not started) busybox container with `labels` and `env`, removed when `ctx` is
+/// dropped; returns its id.
+fn create_container(ctx: &TestContext, labels: &[(&str, &str)], env: &[&str]) -> String {
     let mut cmd = Command::new("docker");
     cmd.args(["create", "--label", "devcell.test=1"]);
     for (k, v) in labels {
@@ -229,19 +229,22 @@ fn create_container(labels: &[(&str, &str)], env: &[&str]) -> ContainerGuard {
         "docker create: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    ContainerGuard(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ctx.cleanup().container(&id);
+    id
 }
 
 #[test]
 fn id_label_finds_the_container_and_substitutes_from_it() {
-    if !engine_ready("id_label_finds_the_container", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("id_label_finds_the_container") else {
         return;
-    }
+    };
     let id_value = unique("compat");
     let label_entries = json!([
         {"postCreateCommand": "echo from-label ${containerEnv:GREETING}", "remoteUser": "labeluser"},
     ]);
     let container = create_container(
+        &ctx,
         &[
             ("devcell.compat.id", &id_value),
             ("devcontainer.metadata", &label_entries.to_string()),
@@ -290,7 +293,7 @@ fn id_label_finds_the_container_and_substitutes_from_it() {
         "--workspace-folder",
         &w,
         "--container-id",
-        &container.0,
+        &container,
         "--id-label",
         "devcell.compat.other=x",
         "--include-merged-configuration",
@@ -328,58 +331,53 @@ fn id_label_finds_the_container_and_substitutes_from_it() {
     );
 }
 
-/// An image built from the busybox base with a `devcontainer.metadata` label; removed on drop.
-struct LabelledImage(String);
-
-impl LabelledImage {
-    fn build(label: &Value) -> LabelledImage {
-        let tag = format!("devcell-test/{}:1", unique("compat-label"));
-        let dir = tempfile::tempdir().unwrap();
-        // Dockerfile `LABEL` expands `$…`: escape it like the reference's generated Dockerfile.
-        let escaped = label
-            .to_string()
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('$', "\\$");
-        std::fs::write(
-            dir.path().join("Dockerfile"),
-            // The unique label gives every build its own image ID, so a concurrent run's `rmi -f`
-            // of an identical build cannot remove this one mid-way.
-            format!(
-                "FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.image=\"{tag}\" devcontainer.metadata=\"{escaped}\"\n"
-            ),
-        )
-        .unwrap();
-        let out = Command::new("docker")
-            .args(["build", "-q", "-t", &tag])
-            .arg(dir.path())
-            .output()
-            .expect("docker runs");
-        assert!(
-            out.status.success(),
-            "docker build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        LabelledImage(tag)
-    }
-}
-
-impl Drop for LabelledImage {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
-    }
+/// An image built from the busybox base with a `devcontainer.metadata` label, removed when `ctx`
+/// is dropped; returns its tag.
+fn labelled_image(ctx: &TestContext, label: &Value) -> String {
+    let tag = format!("devcell-test/{}:1", unique("compat-label"));
+    let dir = tempfile::tempdir().unwrap();
+    // Dockerfile `LABEL` expands `$…`: escape it like the reference's generated Dockerfile.
+    let escaped = label
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('$', "\\$");
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        // The unique label gives every build its own image ID, so a concurrent run's `rmi -f`
+        // of an identical build cannot remove this one mid-way.
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.image=\"{tag}\" devcontainer.metadata=\"{escaped}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", &tag])
+        .arg(dir.path())
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ctx.remove_image(&tag);
+    tag
 }
 
 #[test]
 fn image_metadata_label_is_merged_for_image_configs() {
-    if !engine_ready("image_metadata_label_is_merged", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("image_metadata_label_is_merged") else {
         return;
-    }
-    let image = LabelledImage::build(&json!([
-        {"postCreateCommand": "echo image ${localWorkspaceFolderBasename}", "capAdd": ["SYS_PTRACE"],
-         "remoteUser": "imageuser"},
-    ]));
-    let ws = workspace(&json!({"image": image.0, "postCreateCommand": "echo json"}));
+    };
+    let image = labelled_image(
+        &ctx,
+        &json!([
+            {"postCreateCommand": "echo image ${localWorkspaceFolderBasename}", "capAdd": ["SYS_PTRACE"],
+             "remoteUser": "imageuser"},
+        ]),
+    );
+    let ws = workspace(&json!({"image": image, "postCreateCommand": "echo json"}));
     let v = stdout_json(&read(&[
         "--workspace-folder",
         &ws_arg(ws.path()),
@@ -402,7 +400,7 @@ fn image_metadata_label_is_merged_for_image_configs() {
     // The Features configuration is printed only when asked for (spec-note 0452: the
     // reference also prints it alongside a container-less merge), so a merge never fetches.
     assert!(v.get("featuresConfiguration").is_none());
-    let ws_f = workspace(&json!({"image": image.0, "features": {"ghcr.io/o/f/a:1": {}}}));
+    let ws_f = workspace(&json!({"image": image, "features": {"ghcr.io/o/f/a:1": {}}}));
     let v = stdout_json(&read(&[
         "--workspace-folder",
         &ws_arg(ws_f.path()),
@@ -430,9 +428,9 @@ fn image_metadata_label_is_merged_for_image_configs() {
 /// and merges like the reference CLI (see `support::refcli`).
 #[test]
 fn id_label_lookup_matches_the_reference_cli() {
-    if !engine_ready("id_label_lookup_matches_the_reference_cli", BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox("id_label_lookup_matches_the_reference_cli") else {
         return;
-    }
+    };
     let Some(refcli) = reference_cli("id_label_lookup_matches_the_reference_cli") else {
         return;
     };
@@ -442,6 +440,7 @@ fn id_label_lookup_matches_the_reference_cli() {
          "capAdd": ["SYS_PTRACE"]},
     ]);
     let _container = create_container(
+        &ctx,
         &[
             ("devcell.compat.id", &id_value),
             ("devcontainer.metadata", &label_entries.to_string()),
@@ -496,21 +495,21 @@ fn id_label_lookup_matches_the_reference_cli() {
 /// configuration equals the reference CLI's on the merged properties.
 #[test]
 fn image_metadata_merge_matches_the_reference_cli() {
-    if !engine_ready(
-        "image_metadata_merge_matches_the_reference_cli",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("image_metadata_merge_matches_the_reference_cli") else {
         return;
-    }
+    };
     let Some(refcli) = reference_cli("image_metadata_merge_matches_the_reference_cli") else {
         return;
     };
-    let image = LabelledImage::build(&json!([
-        {"postCreateCommand": "echo ${localWorkspaceFolderBasename}", "remoteUser": "iu",
-         "containerEnv": {"A": "1"}, "mounts": ["type=volume,source=v,target=/v"]},
-        {"id": "ghcr.io/x/y/z:1", "init": true, "entrypoint": "/x.sh"},
-    ]));
-    let ws = workspace(&json!({"image": image.0, "postCreateCommand": "echo json",
+    let image = labelled_image(
+        &ctx,
+        &json!([
+            {"postCreateCommand": "echo ${localWorkspaceFolderBasename}", "remoteUser": "iu",
+             "containerEnv": {"A": "1"}, "mounts": ["type=volume,source=v,target=/v"]},
+            {"id": "ghcr.io/x/y/z:1", "init": true, "entrypoint": "/x.sh"},
+        ]),
+    );
+    let ws = workspace(&json!({"image": image, "postCreateCommand": "echo json",
         "containerEnv": {"B": "2"}}));
     let w = ws_arg(ws.path());
     let args = [

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
+use crate::support::context::TestContext;
 use crate::support::git::{
     WORKSPACE_OWNER, git, give_to_workspace_owner, hostgit_image, owner_uid, pinned_hostgit_image,
 };
@@ -29,18 +30,12 @@ const AGENT: &str = "fixtures/agents/reference-agent.sh";
 /// One test workspace: `<tmp>/src/{api,web}` main repositories, `<tmp>/ws/{api,web}` worktrees
 /// on `feat/task`, a fake host home, devcell's state folder and config file.
 struct Env {
-    tmp: tempfile::TempDir,
+    /// Isolated (a home with `host-only.txt`, the state folder [`Env::state`]), the workspace in `ws/`;
+    /// whatever happened, `devcell delete` on drop leaves no container behind.
+    ctx: TestContext,
     ws: PathBuf,
-    home: PathBuf,
     state: PathBuf,
     config: PathBuf,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        // whatever happened, leave no container behind
-        let _ = self.devcell(&["delete", "--workspace-folder", &self.ws_str()]);
-    }
 }
 
 /// Who owns a test workspace.
@@ -64,12 +59,15 @@ impl Env {
 
     /// [`Env::new`] with the workspace's owner chosen.
     fn with_owner(image: &str, devcontainer: &str, dockerfile: Option<&str>, owner: Owner) -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        let ws = tmp.path().join("ws");
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(&ws).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
+        let ctx = TestContext::new("handoff-e2e").isolated();
+        let home = ctx.home();
+        let ctx = ctx
+            .env("HOST_HOME_PROBE", home.join("host-only.txt"))
+            .at("ws")
+            .delete_on_drop();
+        let tmp = ctx.tmp();
+        let src = tmp.join("src");
+        let ws = ctx.path().to_path_buf();
         std::fs::write(home.join("host-only.txt"), "host home\n").unwrap();
         for name in ["api", "web"] {
             let dir = src.join(name);
@@ -111,19 +109,19 @@ impl Env {
         match owner {
             // The workspace and its repositories belong to a non-root user (not
             // world-writable): devcell (run as root here) gives the remote user that user's ids.
-            Owner::User => give_to_workspace_owner(tmp.path()),
+            Owner::User => give_to_workspace_owner(tmp),
             Owner::RootWorldWritable => {
                 let status = Command::new("chmod")
                     .args(["-R", "a+rwX"])
-                    .arg(tmp.path())
+                    .arg(tmp)
                     .status()
                     .unwrap();
                 assert!(status.success());
             }
             Owner::Root => {}
         }
-        let state = tmp.path().join("state");
-        let config = tmp.path().join("config.toml");
+        let state = ctx.state();
+        let config = tmp.join("config.toml");
         let agent = |name: &str, arg: &str| {
             format!(
                 "[agents.{name}]\ncommand = [\"sh\", \"/workspace/.agent/reference-agent.sh\", \"{arg}\"]\nenv = [\"HOST_HOME_PROBE\"]\nverify = [\"git -C api log -1 --format=%s\", \"test -f web/AGENT_CHANGE.md\"]\n"
@@ -142,10 +140,9 @@ impl Env {
         .unwrap();
         Env {
             ws: std::fs::canonicalize(&ws).unwrap(),
-            home,
             state,
             config,
-            tmp,
+            ctx,
         }
     }
 
@@ -154,15 +151,8 @@ impl Env {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("devcell"));
-        cmd.env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DEVCELL_STATE_DIR", &self.state)
-            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
-            .env("HOST_HOME_PROBE", self.home.join("host-only.txt"))
-            .args(args)
-            .stdin(Stdio::null());
+        let mut cmd = self.ctx.command();
+        cmd.args(args);
         cmd
     }
 
@@ -394,7 +384,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
             std::fs::read_to_string(ws.join(name).join("AGENT_CHANGE.md")).unwrap(),
             format!("change by the reference agent in {name}\n")
         );
-        let main = env.tmp.path().join("src").join(name);
+        let main = env.ctx.tmp().join("src").join(name);
         assert_eq!(
             git(&main, &["log", "-1", "--format=%s", "feat/task"]),
             format!("reference agent: change in {name}")
@@ -894,7 +884,7 @@ fn a_secret_reaches_the_agent_and_nothing_else() {
         std::process::id(),
         &*noise as *const u8 as usize
     );
-    let secrets_file = env.tmp.path().join("secrets.json");
+    let secrets_file = env.ctx.tmp().join("secrets.json");
     std::fs::write(
         &secrets_file,
         serde_json::json!({"DEVCELL_TEST_SECRET": secret}).to_string(),

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::support::context::TestContext;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::git::{WORKSPACE_OWNER, git};
 
 /// A single-repository workspace (`<tmp>/repo`, a git repository with
@@ -22,10 +22,16 @@ struct Ws {
 
 impl Ws {
     fn new(devcontainer: &str) -> Ws {
-        let ctx = TestContext::new("handoff-ux")
-            .isolated()
-            .at("repo")
-            .delete_on_drop();
+        Ws::in_context(TestContext::new("handoff-ux"), devcontainer)
+    }
+
+    /// [`Ws::new`] behind the engine gate.
+    fn engine(test: &str, devcontainer: &str) -> Option<Ws> {
+        TestContext::busybox(test).map(|ctx| Ws::in_context(ctx, devcontainer))
+    }
+
+    fn in_context(ctx: TestContext, devcontainer: &str) -> Ws {
+        let ctx = ctx.isolated().at("repo").delete_on_drop();
         ctx.write(".devcontainer/devcontainer.json", devcontainer);
         git(ctx.path(), &["init", "-q"]);
         git(ctx.path(), &["add", "-A"]);
@@ -105,16 +111,13 @@ fn requests(v: &Value) -> Vec<(String, String, String, String, String)> {
 
 #[test]
 fn the_plan_refuses_what_the_handoff_refuses_and_lists_every_request() {
-    if !engine_ready(
-        "the_plan_refuses_what_the_handoff_refuses_and_lists_every_request",
-        BUSYBOX_IMAGE,
-    ) {
-        return;
-    }
     // privileged, in an image without `USER` (root)
-    let ws = Ws::new(&format!(
-        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
-    ));
+    let Some(ws) = Ws::engine(
+        "the_plan_refuses_what_the_handoff_refuses_and_lists_every_request",
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#),
+    ) else {
+        return;
+    };
     let plan = ws.handoff(&["--plan", "--format", "json"]);
     let real = ws.handoff(&["--format", "json"]);
     let (p, r) = (envelope(&plan), envelope(&real));
@@ -225,15 +228,12 @@ fn the_plan_reads_the_features_metadata_and_says_what_it_cannot_judge() {
 
 #[test]
 fn status_text_is_for_people_and_json_warnings_are_the_envelopes() {
-    if !engine_ready(
+    let Some(ws) = Ws::engine(
         "status_text_is_for_people_and_json_warnings_are_the_envelopes",
-        BUSYBOX_IMAGE,
-    ) {
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#),
+    ) else {
         return;
-    }
-    let ws = Ws::new(&format!(
-        r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#
-    ));
+    };
     // a failed session (refused), then one on the host that exits 0
     assert_eq!(ws.handoff(&[]).status.code(), Some(12));
     let host = ws.handoff(&["--runtime", "host"]);
@@ -386,10 +386,9 @@ fn a_repository_git_refuses_is_reported_per_repository() {
 
 #[test]
 fn delete_names_each_kept_folder_by_what_it_is() {
-    if !engine_ready("delete_names_each_kept_folder_by_what_it_is", BUSYBOX_IMAGE) {
+    let Some(ws) = Ws::engine("delete_names_each_kept_folder_by_what_it_is", "{}") else {
         return;
-    }
-    let ws = Ws::new("{}");
+    };
     let root = ws.root.to_str().unwrap();
     let text = |out: Output| {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -576,15 +575,12 @@ fn primary_help_and_the_agents_folder_agree() {
 /// not as a mount "from command line".
 #[test]
 fn the_text_plan_names_the_git_directory_mounts() {
-    if !engine_ready(
+    let Some(ws) = Ws::engine(
         "the_text_plan_names_the_git_directory_mounts",
-        BUSYBOX_IMAGE,
-    ) {
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    ) else {
         return;
-    }
-    let ws = Ws::new(&format!(
-        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
-    ));
+    };
     let worktree = ws.ctx.tmp().join("wt");
     git(
         &ws.root,
@@ -692,10 +688,12 @@ fn config_file_is_read_by_every_devcell_command() {
 /// --workspace-folder` without a container says so plainly.
 #[test]
 fn hints_name_only_flags_given_or_available() {
-    if !engine_ready("hints_name_only_flags_given_or_available", BUSYBOX_IMAGE) {
+    let Some(ws) = Ws::engine(
+        "hints_name_only_flags_given_or_available",
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#),
+    ) else {
         return;
-    }
-    let ws = Ws::new(&format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#));
+    };
     let root = ws.root.to_str().unwrap();
     let out = crate::support::devcell()
         .args(["exec", "--workspace-folder", root, "true"])

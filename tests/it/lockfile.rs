@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::support::context::TestContext;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::{devcell, free_port, publish, test_registry, unique};
 
 const LOCK: &str = ".devcontainer/devcontainer-lock.json";
@@ -53,8 +53,8 @@ struct Workspace {
 }
 
 impl Workspace {
-    fn new(feature: &str) -> Workspace {
-        let ctx = TestContext::new("lock");
+    /// `ctx` from the engine gate.
+    fn new(ctx: TestContext, feature: &str) -> Workspace {
         std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
         ctx.write("README.md", "the user's file\n");
         let ws = Workspace { ctx };
@@ -164,19 +164,16 @@ fn reproducibility(ws: &Workspace) -> String {
 
 #[test]
 fn up_writes_pins_verifies_and_freezes_the_lockfile() {
-    if !engine_ready(
-        "up_writes_pins_verifies_and_freezes_the_lockfile",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("up_writes_pins_verifies_and_freezes_the_lockfile") else {
         return;
-    }
+    };
     let Some(registry) = test_registry() else {
         return;
     };
     let ns = unique("lock");
     let one = publish_lockdemo(&registry, &ns, "1.0.0", "one");
     let key = format!("{registry}/{ns}/lockdemo:1");
-    let ws = Workspace::new(&key);
+    let ws = Workspace::new(ctx, &key);
     let user_files = ws.files();
     let lock_path = ws.path().join(LOCK);
     let cache = tempfile::tempdir().unwrap();
@@ -366,15 +363,16 @@ fn up_writes_pins_verifies_and_freezes_the_lockfile() {
 /// A single-repository workspace handed to an agent that copies what the Feature installed into
 /// the workspace (`seen.txt`).
 struct HandoffEnv {
-    tmp: tempfile::TempDir,
+    /// Isolated, the workspace in `repo/`; deleted on drop.
+    ctx: TestContext,
     repo: PathBuf,
-    images: std::cell::RefCell<Vec<String>>,
 }
 
 impl HandoffEnv {
-    fn new(feature: &str) -> HandoffEnv {
-        let tmp = tempfile::tempdir().unwrap();
-        let repo = tmp.path().join("repo");
+    /// `ctx` from the engine gate.
+    fn new(ctx: TestContext, feature: &str) -> HandoffEnv {
+        let ctx = ctx.isolated().at("repo").delete_on_drop();
+        let repo = ctx.path().to_path_buf();
         std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
         std::fs::write(
             repo.join(CONFIG),
@@ -388,7 +386,7 @@ impl HandoffEnv {
         crate::support::git::git(&repo, &["add", "-A"]);
         crate::support::git::git(&repo, &["commit", "-q", "-m", "initial"]);
         std::fs::write(
-            tmp.path().join("config.toml"),
+            ctx.tmp().join("config.toml"),
             format!(
                 "[agents.show]\ncommand = [\"sh\", \"-c\", \"cat {SHOWN} > /workspace/seen.txt\"]\n"
             ),
@@ -397,26 +395,21 @@ impl HandoffEnv {
         // The container user (nobody) writes the workspace.
         let status = Command::new("chmod")
             .args(["-R", "a+rwX"])
-            .arg(tmp.path())
+            .arg(ctx.tmp())
             .status()
             .unwrap();
         assert!(status.success());
         HandoffEnv {
             repo: std::fs::canonicalize(&repo).unwrap(),
-            tmp,
-            images: Default::default(),
+            ctx,
         }
     }
 
     fn devcell(&self, args: &[&str]) -> Output {
-        let out = Command::new(assert_cmd::cargo::cargo_bin("devcell"))
-            .env_clear()
-            .env("HOME", self.tmp.path())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DEVCELL_STATE_DIR", self.tmp.path().join("state"))
-            .env("XDG_CACHE_HOME", self.tmp.path().join("cache"))
+        let out = self
+            .ctx
+            .command()
             .args(args)
-            .stdin(std::process::Stdio::null())
             .output()
             .expect("devcell runs");
         let image = docker(&[
@@ -427,9 +420,9 @@ impl HandoffEnv {
             "--format",
             "{{.Image}}",
         ]);
-        self.images
-            .borrow_mut()
-            .extend(image.lines().map(str::to_string));
+        for image in image.lines() {
+            self.ctx.remove_image(image);
+        }
         out
     }
 
@@ -437,7 +430,7 @@ impl HandoffEnv {
     fn handoff(&self, extra: &[&str]) -> (Option<i32>, Value) {
         self.delete();
         let repo = self.repo.to_str().unwrap();
-        let config = self.tmp.path().join("config.toml");
+        let config = self.ctx.tmp().join("config.toml");
         let mut args = vec![
             "handoff",
             "--workspace-folder",
@@ -485,23 +478,11 @@ impl HandoffEnv {
     }
 }
 
-impl Drop for HandoffEnv {
-    fn drop(&mut self) {
-        self.delete();
-        for image in self.images.take() {
-            docker(&["rmi", "-f", &image]);
-        }
-    }
-}
-
 #[test]
 fn handoff_honours_the_lockfile_and_never_writes_it() {
-    if !engine_ready(
-        "handoff_honours_the_lockfile_and_never_writes_it",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ctx) = TestContext::busybox("handoff_honours_the_lockfile_and_never_writes_it") else {
         return;
-    }
+    };
     let Some(registry) = test_registry() else {
         return;
     };
@@ -509,7 +490,7 @@ fn handoff_honours_the_lockfile_and_never_writes_it() {
     let one = publish_lockdemo(&registry, &ns, "1.0.0", "one");
     let two = publish_lockdemo(&registry, &ns, "1.0.1", "two");
     let key = format!("{registry}/{ns}/lockdemo:1");
-    let env = HandoffEnv::new(&key);
+    let env = HandoffEnv::new(ctx, &key);
     let lock_path = env.repo.join(LOCK);
 
     // Without a lockfile: `--frozen-lockfile` fails and creates none; a plain handoff installs
@@ -577,9 +558,9 @@ fn reference_cli(test: &str) -> Option<PathBuf> {
 #[test]
 fn lockfiles_are_interchangeable_with_the_reference_cli() {
     let test = "lockfiles_are_interchangeable_with_the_reference_cli";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ctx) = TestContext::busybox(test) else {
         return;
-    }
+    };
     let Some(registry) = test_registry() else {
         return;
     };
@@ -591,7 +572,7 @@ fn lockfiles_are_interchangeable_with_the_reference_cli() {
     let ns = unique("reflock");
     let one = publish_lockdemo(&registry, &ns, "1.0.0", "one");
     let key = format!("localhost:{port}/{ns}/lockdemo:1");
-    let ws = Workspace::new(&key);
+    let ws = Workspace::new(ctx, &key);
     let base = ws
         .path()
         .file_name()

@@ -1,24 +1,16 @@
 //! `--log-level`: at `debug` every engine API call is logged on stderr as it ends, with its
 //! duration; by default (`warn`) nothing of the sort.
 
+use crate::support::context::TestContext;
 use crate::support::devcell;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 
 #[test]
 fn log_level_debug_logs_each_engine_call_with_its_duration() {
-    if !engine_ready(
-        "log_level_debug_logs_each_engine_call_with_its_duration",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(ws) = TestContext::busybox("log_level_debug_logs_each_engine_call_with_its_duration")
+    else {
         return;
-    }
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
-    std::fs::write(
-        ws.path().join(".devcontainer/devcontainer.json"),
-        format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#),
-    )
-    .unwrap();
+    };
+    let ws = ws.config(r#"{"image": "IMAGE"}"#);
     let run = |extra: &[&str]| {
         let out = devcell()
             .args(extra)

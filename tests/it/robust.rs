@@ -16,7 +16,15 @@ use crate::support::proxy::{EngineProxy, Trigger};
 
 /// A [`TestContext`] with `config` and a `README.md` of user content.
 fn new_ws(config: &str) -> TestContext {
-    let ws = TestContext::new("robust").config(config);
+    with_readme(TestContext::new("robust").config(config))
+}
+
+/// [`new_ws`] behind the engine gate.
+fn engine_ws(test: &str, config: &str) -> Option<TestContext> {
+    TestContext::busybox(test).map(|ws| with_readme(ws.config(config)))
+}
+
+fn with_readme(ws: TestContext) -> TestContext {
     ws.write("README.md", "user content\n");
     ws
 }
@@ -115,18 +123,15 @@ fn up_ok(ws: &TestContext) -> Value {
 
 #[test]
 fn engine_gone_while_a_hook_runs_then_up_recovers() {
-    if !engine_ready(
-        "engine_gone_while_a_hook_runs_then_up_recovers",
-        BUSYBOX_IMAGE,
-    ) {
-        return;
-    }
     // The hook prints a line the proxy waits for (computed, so the line is not in the request),
     // then keeps running; at the next `up` it ends at once.
-    let ws = new_ws(
+    let Some(ws) = engine_ws(
+        "engine_gone_while_a_hook_runs_then_up_recovers",
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo hook-$((40+2))-running; test -e /tmp/hook-ran && exit 0; touch /tmp/hook-ran; sleep 30"}"#,
-    );
+    ) else {
+        return;
+    };
     let before = tree_hash(ws.path());
     let proxy = EngineProxy::start(Trigger::OnOutput("hook-42-running".into()));
     let out = run(&ws, "up", &[], Some(&proxy.docker_host()));
@@ -150,16 +155,13 @@ fn engine_gone_while_a_hook_runs_then_up_recovers() {
 
 #[test]
 fn engine_gone_after_the_container_is_created_then_up_recovers() {
-    if !engine_ready(
+    let Some(ws) = engine_ws(
         "engine_gone_after_the_container_is_created_then_up_recovers",
-        BUSYBOX_IMAGE,
-    ) {
-        return;
-    }
-    let ws = new_ws(
         r#"{"image": "IMAGE", "remoteUser": "nobody",
             "postCreateCommand": "echo created-ok > /tmp/created"}"#,
-    );
+    ) else {
+        return;
+    };
     let before = tree_hash(ws.path());
     // The workspace label as a JSON key appears only in the create request's body.
     let proxy = EngineProxy::start(Trigger::AfterResponseTo(
@@ -201,17 +203,6 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
         "{again}"
     );
     assert_eq!(tree_hash(ws.path()), before);
-}
-
-/// Force-removes image references on drop (also when the test panics).
-struct Images(Vec<String>);
-
-impl Drop for Images {
-    fn drop(&mut self) {
-        for image in &self.0 {
-            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
-        }
-    }
 }
 
 /// A workspace whose config layers a local Feature (its install step unique to this run, so
@@ -281,7 +272,8 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
     };
     let used = image_of(&used_id);
     let unused = image_of(&gone_id);
-    let _cleanup = Images(vec![used.clone(), unused.clone()]);
+    used_ws.remove_image(&used);
+    unused_ws.remove_image(&unused);
     assert!(used.starts_with("devcell/features:"), "{used}");
     assert!(
         unused.starts_with("devcell/features:") && unused != used,
@@ -460,10 +452,9 @@ fn assert_tty_follows(args: &[&std::ffi::OsStr], envs: &[(&str, &Path)]) {
 #[test]
 fn exec_tty_follows_the_terminal_size() {
     let test = "exec_tty_follows_the_terminal_size";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ws) = engine_ws(test, r#"{"image": "IMAGE", "remoteUser": "nobody"}"#) else {
         return;
-    }
-    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    };
     up_ok(&ws);
     let args: Vec<&std::ffi::OsStr> = vec![
         "exec".as_ref(),
@@ -479,10 +470,9 @@ fn exec_tty_follows_the_terminal_size() {
 #[test]
 fn handoff_tty_follows_the_terminal_size() {
     let test = "handoff_tty_follows_the_terminal_size";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(ws) = engine_ws(test, r#"{"image": "IMAGE", "remoteUser": "nobody"}"#) else {
         return;
-    }
-    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    };
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("config.toml");
     std::fs::write(
@@ -509,11 +499,10 @@ fn handoff_tty_follows_the_terminal_size() {
 #[test]
 fn handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for() {
     let test = "handoff_refuses_to_reuse_a_container_with_more_network_than_asked_for";
-    if !engine_ready(test, BUSYBOX_IMAGE) {
-        return;
-    }
     // `up` makes a container on the engine's bridge; handoff's default network is `none`.
-    let ws = new_ws(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let Some(ws) = engine_ws(test, r#"{"image": "IMAGE", "remoteUser": "nobody"}"#) else {
+        return;
+    };
     let id = up_ok(&ws)["containerId"].as_str().unwrap().to_string();
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("config.toml");

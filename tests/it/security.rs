@@ -11,6 +11,7 @@ use devcell::security::{
     Grants, PolicyInput, ProfileLimits, SecurityError, SecurityProfile, Source, apply,
 };
 
+use crate::support::context::Cleanup;
 use crate::support::engine::{BUSYBOX, ContainerGuard, engine, unique_labels};
 
 /// A busybox container asking for nothing special, as `up` would request it: the image runs
@@ -65,14 +66,9 @@ async fn hardened_container_proven_from_inside() {
     let home = dirs::home_dir().expect("a host home");
     let marker_name = format!(".devcell-test-home-marker-{}", std::process::id());
     let marker = home.join(&marker_name);
+    let cleanup = Cleanup::default();
+    cleanup.file(&marker);
     fs::write(&marker, "host home").unwrap();
-    struct RemoveMarker(std::path::PathBuf);
-    impl Drop for RemoveMarker {
-        fn drop(&mut self) {
-            let _ = fs::remove_file(&self.0);
-        }
-    }
-    let _marker = RemoveMarker(marker);
 
     let profile = SecurityProfile::Hardened(ProfileLimits {
         pids: 64,

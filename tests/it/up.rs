@@ -1378,11 +1378,13 @@ fn running_as_root() -> bool {
 /// the error's cause is not printed twice.
 #[test]
 fn a_failed_hook_shows_the_warnings_first() {
-    if !engine_ready("a_failed_hook_shows_the_warnings_first", BUSYBOX_IMAGE) || !running_as_root()
-    {
+    let Some(ws) = TestContext::busybox("a_failed_hook_shows_the_warnings_first") else {
+        return;
+    };
+    if !running_as_root() {
         return;
     }
-    let ws = TestContext::new("up").config(
+    let ws = ws.config(
         r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo x > postcreate.txt"}"#,
     );
     let out = ws.output("up", &[]);

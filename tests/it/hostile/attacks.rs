@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::context::VolumeGuard;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::hostile::HostileRepo;
 use crate::support::{self, engine::docker};
@@ -288,12 +289,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         &name,
     ]);
     assert!(ok, "{out}");
-    struct Volume(String);
-    impl Drop for Volume {
-        fn drop(&mut self) {
-            let _ = docker(&["volume", "rm", "-f", &self.0]);
-        }
-    }
     let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
@@ -303,7 +298,7 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
     .commit();
     world_writable(repo.path());
     let cleanup = Cleanup(repo.path().to_path_buf());
-    let _v = Volume(name);
+    let _v = VolumeGuard(name);
     // The plan inspects the volume as the run does: the bind of its device is the request.
     let p = plan(repo.path(), &[]);
     let pt = text(&p);
@@ -331,15 +326,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         "judged as a bind of its device: {t}"
     );
     assert!(created.is_empty(), "no container: {t}");
-}
-
-/// Removes a named volume on drop.
-struct Volume(String);
-
-impl Drop for Volume {
-    fn drop(&mut self) {
-        let _ = docker(&["volume", "rm", "-f", &self.0]);
-    }
 }
 
 /// The `permission` entries of `up`'s JSON result (last JSON line of its output).
@@ -375,7 +361,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
         .to_string_lossy()
         .to_lowercase();
     // A foreign plain volume: refused, then granted by name.
-    let foreign = Volume(format!("devcell-test-foreign-{tag}"));
+    let foreign = VolumeGuard(format!("devcell-test-foreign-{tag}"));
     assert!(docker(&["volume", "create", &foreign.0]).0);
     let repo = HostileRepo::new();
     repo.config(&format!(
@@ -406,7 +392,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     drop(c);
 
     // A bind-backed volume granted as the bind of its device: the host folder is mounted.
-    let bound = Volume(format!("devcell-test-bound-{tag}"));
+    let bound = VolumeGuard(format!("devcell-test-bound-{tag}"));
     let device = format!("device={}", target.path().display());
     let (ok, out) = docker(&[
         "volume",
@@ -450,7 +436,7 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
     drop(c);
 
     // devcell's own: created for the workspace, used again by its next container.
-    let own = Volume(format!("devcell-test-own-{tag}"));
+    let own = VolumeGuard(format!("devcell-test-own-{tag}"));
     let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::context::Cleanup;
 use crate::support::{self, docker::BUSYBOX_IMAGE, engine::docker, hostile::HostileRepo};
 
 /// The variable the repository names through `${localEnv:…}`, and the one it names through a
@@ -20,11 +21,24 @@ const RUNARG_VAR: &str = "HOSTILE_RUNARG_TOKEN";
 
 /// Every image and container labelled `hostile.test=<token>` (the Dockerfile sets the
 /// label; devcell's layers inherit it), removed on drop.
-struct Made(String);
+struct Made {
+    token: String,
+    _cleanup: Cleanup,
+}
 
 impl Made {
+    fn new(token: &str) -> Made {
+        let cleanup = Cleanup::default();
+        let label = format!("hostile.test={token}");
+        cleanup.label(&label).images_labelled(&label);
+        Made {
+            token: token.to_string(),
+            _cleanup: cleanup,
+        }
+    }
+
     fn ids(&self, kind: &str) -> Vec<String> {
-        let filter = format!("label=hostile.test={}", self.0);
+        let filter = format!("label=hostile.test={}", self.token);
         let args: Vec<&str> = match kind {
             "container" => vec!["ps", "-aq", "--no-trunc", "--filter", &filter],
             _ => vec!["images", "-q", "--no-trunc", "--filter", &filter],
@@ -46,17 +60,6 @@ impl Made {
             text.push_str(&docker(&["history", "--no-trunc", &id]).1);
         }
         text
-    }
-}
-
-impl Drop for Made {
-    fn drop(&mut self) {
-        for id in self.ids("container") {
-            let _ = docker(&["rm", "-f", "-v", &id]);
-        }
-        for id in self.ids("image") {
-            let _ = docker(&["rmi", "-f", &id]);
-        }
     }
 }
 
@@ -188,7 +191,7 @@ fn host_variables_named_by_the_repository_are_requests() {
     let token = support::unique("hostile-env");
     let secret = format!("cloud-secret-{token}");
     let runarg = format!("runarg-secret-{token}");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = env_repo(&token);
     let env = [(SECRET_VAR, secret.as_str()), (RUNARG_VAR, runarg.as_str())];
     let before = repo.fingerprint();
@@ -327,7 +330,7 @@ fn other_spellings_and_the_reference_profile() {
     }
     let token = support::unique("hostile-spell");
     let secret = format!("spelled-secret-{token}");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
@@ -551,7 +554,7 @@ fn handoff_builds_have_no_network_unless_granted() {
 
     // a handoff: no network for the builds
     let token = support::unique("hostile-net-none");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = network_repo(&token, &listener.address);
     let out = handoff.run(repo.path(), &["--allow", &grant_env], &env);
     let v = json_line(&out);
@@ -582,7 +585,7 @@ fn handoff_builds_have_no_network_unless_granted() {
 
     // `--allow build-network`: the builds reach the bridge again, reported as granted
     let token = support::unique("hostile-net-granted");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = network_repo(&token, &listener.address);
     let out = handoff.run(
         repo.path(),
@@ -609,7 +612,7 @@ fn handoff_builds_have_no_network_unless_granted() {
     // plain `up` keeps the default build network (the reference CLI's behaviour)
     let hits = listener.hits();
     let token = support::unique("hostile-net-up");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = network_repo(&token, &listener.address);
     let out = up(repo.path(), &["--allow", &grant_env], &env);
     assert_eq!(json_line(&out)["outcome"], "success", "{}", text(&out));
@@ -631,7 +634,7 @@ fn a_configured_build_network_in_a_handoff_is_a_request() {
         return;
     }
     let token = support::unique("hostile-net-asked");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
@@ -661,7 +664,7 @@ fn build_judges_host_variables_as_up_does() {
     }
     let token = support::unique("hostile-build");
     let secret = format!("cloud-secret-{token}");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = env_repo(&token);
     let env = [(SECRET_VAR, secret.as_str()), (RUNARG_VAR, "runarg")];
     let build = |extra: &[&str]| {

@@ -11,9 +11,10 @@
 //!
 //! and, on drop (also when the test panics), force-removes what the test made on the engine:
 //! every container labelled `devcontainer.local_folder=<workspace>` (and its anonymous volumes),
-//! every container, volume and network carrying one of [`TestContext::clean_label`]'s labels,
-//! and every image given to [`TestContext::remove_image`] / [`TestContext::remove_images_matching`].
-//! Nothing else: the engine is shared by concurrent test runs.
+//! then what its [`Cleanup`] names: containers, volumes, networks and everything carrying one of
+//! [`TestContext::clean_label`]'s labels, every image given to [`TestContext::remove_image`] /
+//! [`TestContext::remove_images_matching`]. Nothing else: the engine is shared by concurrent
+//! test runs. Tests without a workspace use a [`Cleanup`] of their own.
 
 use std::cell::RefCell;
 use std::ffi::OsString;
@@ -131,10 +132,9 @@ pub struct TestContext {
     root: PathBuf,
     isolated: bool,
     env: Vec<(OsString, OsString)>,
-    images: RefCell<Vec<String>>,
-    image_patterns: RefCell<Vec<String>>,
-    labels: RefCell<Vec<String>>,
     delete_on_drop: bool,
+    // Dropped after `Drop for TestContext` has removed the workspace's containers.
+    cleanup: Cleanup,
 }
 
 impl TestContext {
@@ -151,10 +151,8 @@ impl TestContext {
             root,
             isolated: false,
             env: Vec::new(),
-            images: RefCell::default(),
-            image_patterns: RefCell::default(),
-            labels: RefCell::default(),
             delete_on_drop: false,
+            cleanup: Cleanup::default(),
         }
     }
 
@@ -346,20 +344,152 @@ impl TestContext {
         ])
     }
 
+    /// What else this context removes on drop (see [`Cleanup`]).
+    pub fn cleanup(&self) -> &Cleanup {
+        &self.cleanup
+    }
+
     /// Removes the image (by reference) on drop.
     pub fn remove_image(&self, image: &str) {
-        self.images.borrow_mut().push(image.to_string());
+        self.cleanup.image(image);
     }
 
     /// Removes, on drop, every image matching `pattern` (`docker images --filter
     /// reference=<pattern>`: `*` matches within a path component, e.g. `vsc-<folder>-*`).
     pub fn remove_images_matching(&self, pattern: &str) {
-        self.image_patterns.borrow_mut().push(pattern.to_string());
+        self.cleanup.images_matching(pattern);
     }
 
     /// Removes, on drop, every container, volume and network labelled `label` (`key=value`).
     pub fn clean_label(&self, label: &str) {
+        self.cleanup.label(label);
+    }
+}
+
+/// What a test made outside its workspace, force-removed on drop (also when the test panics),
+/// in this order: containers (with their anonymous volumes), everything carrying a label,
+/// volumes, networks, images (the latest first, so an image goes before the one it was built
+/// on), images matching a pattern or carrying a label; host files too. Only what was named here: the engine is
+/// shared. [`TestContext`] holds one; tests without a workspace use their own.
+#[derive(Default)]
+pub struct Cleanup {
+    containers: RefCell<Vec<String>>,
+    labels: RefCell<Vec<String>>,
+    volumes: RefCell<Vec<String>>,
+    networks: RefCell<Vec<String>>,
+    images: RefCell<Vec<String>>,
+    image_patterns: RefCell<Vec<String>>,
+    image_labels: RefCell<Vec<String>>,
+    files: RefCell<Vec<PathBuf>>,
+}
+
+impl Cleanup {
+    /// Removes the container (name or id) and its anonymous volumes.
+    pub fn container(&self, name: &str) -> &Cleanup {
+        self.containers.borrow_mut().push(name.to_string());
+        self
+    }
+
+    /// Removes every container, volume and network labelled `label` (`key=value`).
+    pub fn label(&self, label: &str) -> &Cleanup {
         self.labels.borrow_mut().push(label.to_string());
+        self
+    }
+
+    /// Removes the named volume.
+    pub fn volume(&self, name: &str) -> &Cleanup {
+        self.volumes.borrow_mut().push(name.to_string());
+        self
+    }
+
+    /// Removes the network (name or id).
+    pub fn network(&self, name: &str) -> &Cleanup {
+        self.networks.borrow_mut().push(name.to_string());
+        self
+    }
+
+    /// Removes the image (reference or id).
+    pub fn image(&self, image: &str) -> &Cleanup {
+        self.images.borrow_mut().push(image.to_string());
+        self
+    }
+
+    /// Removes the layers a classic `docker build` printed (` ---> <12 hex digits>`): a failed
+    /// build keeps the steps that succeeded as untagged images.
+    pub fn build_layers(&self, build_output: &str) -> &Cleanup {
+        for line in build_output.lines() {
+            if let Some(id) = line.trim().strip_prefix("---> ")
+                && id.len() == 12
+                && id.chars().all(|c| c.is_ascii_hexdigit())
+            {
+                self.image(id);
+            }
+        }
+        self
+    }
+
+    /// Removes every image matching `pattern` (see [`remove_images_matching`]).
+    pub fn images_matching(&self, pattern: &str) -> &Cleanup {
+        self.image_patterns.borrow_mut().push(pattern.to_string());
+        self
+    }
+
+    /// Removes every image labelled `label` (`key=value`, e.g. set by a test's Dockerfile and
+    /// inherited by devcell's layers on top).
+    pub fn images_labelled(&self, label: &str) -> &Cleanup {
+        self.image_labels.borrow_mut().push(label.to_string());
+        self
+    }
+
+    /// Removes a file the test wrote on the host outside its temporary folders.
+    pub fn file(&self, path: &Path) -> &Cleanup {
+        self.files.borrow_mut().push(path.to_path_buf());
+        self
+    }
+
+    fn engine_work(&self) -> bool {
+        !(self.containers.borrow().is_empty()
+            && self.labels.borrow().is_empty()
+            && self.volumes.borrow().is_empty()
+            && self.networks.borrow().is_empty()
+            && self.images.borrow().is_empty()
+            && self.image_patterns.borrow().is_empty()
+            && self.image_labels.borrow().is_empty())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for path in self.files.take() {
+            let _ = std::fs::remove_file(path);
+        }
+        if !self.engine_work() || Command::new("docker").arg("--version").output().is_err() {
+            return;
+        }
+        for name in self.containers.take() {
+            docker_quiet(&["rm", "-f", "-v", &name]);
+        }
+        for label in self.labels.take() {
+            remove_labelled(&label);
+        }
+        for name in self.volumes.take() {
+            docker_quiet(&["volume", "rm", "-f", &name]);
+        }
+        for name in self.networks.take() {
+            docker_quiet(&["network", "rm", &name]);
+        }
+        for image in self.images.take().iter().rev() {
+            docker_quiet(&["rmi", "-f", image]);
+        }
+        for pattern in self.image_patterns.take() {
+            remove_images_matching(&pattern);
+        }
+        for label in self.image_labels.take() {
+            let filter = format!("label={label}");
+            for id in docker_lines(&["images", "-q", "--no-trunc", "--filter", &filter]) {
+                docker_quiet(&["rmi", "-f", &id]);
+            }
+        }
     }
 }
 
@@ -456,25 +586,14 @@ impl Drop for TestContext {
         if self.delete_on_drop {
             let _ = self.run("delete", &[]);
         }
-        // Only touch the engine when the test may have used it.
-        let engine_used = !self.images.borrow().is_empty()
-            || !self.image_patterns.borrow().is_empty()
-            || !self.labels.borrow().is_empty()
-            || self.path().join(".devcontainer").exists();
-        if !engine_used || Command::new("docker").arg("--version").output().is_err() {
+        // Only touch the engine when the test may have used it; `cleanup` goes next.
+        if !self.path().join(".devcontainer").exists()
+            || Command::new("docker").arg("--version").output().is_err()
+        {
             return;
         }
         for id in self.containers() {
             docker_quiet(&["rm", "-f", "-v", &id]);
-        }
-        for label in self.labels.take() {
-            remove_labelled(&label);
-        }
-        for image in self.images.take() {
-            docker_quiet(&["rmi", "-f", &image]);
-        }
-        for pattern in self.image_patterns.take() {
-            remove_images_matching(&pattern);
         }
     }
 }

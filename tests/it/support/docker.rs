@@ -38,6 +38,25 @@ pub fn engine_ready(test: &str, image: &str) -> bool {
     false
 }
 
+/// The gate of tests that never run by default (they push to the local registry): `false`,
+/// with a note, unless `DEVCELL_TEST_ENGINE=1`; then the engine, `image` and
+/// `DEVCELL_TEST_REGISTRY` must be there (panics otherwise, as [`engine_ready`] does).
+pub fn engine_opt_in(test: &str, image: &str) -> bool {
+    if std::env::var("DEVCELL_TEST_ENGINE").as_deref() != Ok("1") {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("note: {test} skipped: DEVCELL_TEST_ENGINE is not 1");
+        }
+        return false;
+    }
+    assert!(engine_ready(test, image));
+    assert!(
+        super::test_registry().is_some(),
+        "{test}: DEVCELL_TEST_ENGINE=1 but DEVCELL_TEST_REGISTRY is not set"
+    );
+    true
+}
+
 /// A container started with `docker run -d <image> <args…>`, force-removed on drop (also when
 /// the test panics). Not `--rm`: Podman removes such a container when `docker restart` stops
 /// it, and [`TestContainer::restart`] then fails ("container has already been removed").
