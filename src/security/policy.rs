@@ -117,6 +117,10 @@ pub enum Permission {
     /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
     /// instead.
     Volume(String),
+    /// An egress destination the repository requests for an `allowlist` container
+    /// (`customizations.devcell.egress`), as its normalised entry `host:port[=address]`
+    /// (spec-note 0501).
+    Egress(String),
 }
 
 impl Permission {
@@ -142,6 +146,7 @@ impl Permission {
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
             Permission::Volume(v) => format!("--allow volume:{v}"),
+            Permission::Egress(d) => format!("--allow egress:{d}"),
         })
     }
 }
@@ -174,6 +179,7 @@ impl fmt::Display for Permission {
                 f,
                 "existing volume `{v}` that devcell did not create for this workspace"
             ),
+            Permission::Egress(d) => write!(f, "egress to `{d}`"),
         }
     }
 }
@@ -218,7 +224,7 @@ impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
-    /// `deviceCgroupRule`, `hostHome`.
+    /// `deviceCgroupRule`, `hostHome`, `egress`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -240,6 +246,7 @@ impl Permission {
             Permission::Namespace(_) => "namespace",
             Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
             Permission::HostHome(_) => "hostHome",
+            Permission::Egress(_) => "egress",
         }
     }
 
@@ -260,7 +267,8 @@ impl Permission {
             | Permission::Volume(v)
             | Permission::Namespace(v)
             | Permission::DeviceCgroupRule(v)
-            | Permission::HostHome(v) => Some(v),
+            | Permission::HostHome(v)
+            | Permission::Egress(v) => Some(v),
             _ => None,
         }
     }
@@ -333,6 +341,10 @@ pub struct Grants {
     pub device_cgroup_rules: BTreeSet<String>,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
+    /// `egress:<host[:port][=address]>`: destinations the repository requested, as written
+    /// by the user; matched against a request's normalised entry (`host:port[=address]`,
+    /// port 443 when not given).
+    pub egress: BTreeSet<String>,
 }
 
 impl Grants {
@@ -341,7 +353,7 @@ impl Grants {
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
-    /// `device-cgroup-rule:<rule>`.
+    /// `device-cgroup-rule:<rule>`, `egress:<host[:port][=address]>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -367,6 +379,14 @@ impl Grants {
                 self.git_dirs.insert(p);
             }
             None if value == "build-network" => self.build_network = true,
+            Some(("egress", d)) => {
+                if d.is_empty() || d.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "expected an egress destination (`egress:host[:port][=address]`)",
+                    ));
+                }
+                self.egress.insert(egress_key(d));
+            }
             Some(("env", n)) => {
                 // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
                 if n.is_empty() || n.contains(['=', '\0']) {
@@ -447,6 +467,7 @@ impl Grants {
             | Permission::IdentityLabel(_)
             | Permission::HostHome(_) => false,
             Permission::Namespace(n) => self.namespaces.contains(n),
+            Permission::Egress(d) => self.egress.contains(&egress_key(d)),
             Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),
             Permission::Network(n) => self.networks.contains(n),
             Permission::PublishPort(a) => {
@@ -1151,6 +1172,30 @@ pub fn is_engine_socket(path: &str, engine_socket: Option<&Path>) -> bool {
         known.push(path_string(s));
     }
     known.iter().any(|s| is_within(s, path))
+}
+
+/// The form an egress grant and request are compared in: lowercase, `:443` when no port is
+/// written (the egress entry's default), so `--allow egress:api.example.test` grants the
+/// request `api.example.test:443`. The syntax itself is `egress::policy`'s, checked there.
+fn egress_key(dest: &str) -> String {
+    let lower = dest.to_ascii_lowercase();
+    let (host, pin) = match lower.split_once('=') {
+        Some((h, p)) => (h.to_string(), Some(p.to_string())),
+        None => (lower.clone(), None),
+    };
+    let has_port = match host.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => host.matches(':').count() == 1,
+    };
+    let host = if has_port || host.matches(':').count() > 1 {
+        host
+    } else {
+        format!("{host}:443")
+    };
+    match pin {
+        Some(p) => format!("{host}={p}"),
+        None => host,
+    }
 }
 
 #[cfg(test)]
