@@ -13,7 +13,8 @@
 //! pids_limit = 1024
 //! memory = "4g"                   # bytes with optional k/m/g/t suffix (powers of 1024)
 //! cpus = 2.0
-//! network = "default"             # or "none"
+//! network = "default"             # or "none", or "allowlist" (only `egress` destinations)
+//! egress = ["api.example.test"]   # `host[:port][=address]`, every agent (spec-note 0500)
 //!
 //! [registries]
 //! mirrors = { "ghcr.io" = "127.0.0.1:5000" }
@@ -25,6 +26,14 @@
 //! env = ["OPENAI_API_KEY"]             # names of host variables passed through
 //! mounts = [{ source = "~/.codex/auth.json", target = "/home/agent/.codex/auth.json" }]
 //! verify = ["cargo test"]
+//! network = "allowlist"
+//! egress = ["*.example.test:8443"]     # added to `[security].egress` for this agent
+//!
+//! [agents.codex.upstreams.openai]      # model credentials that stay on the host (spec-note 0501)
+//! url = "https://api.example.test/v1"
+//! header = "Authorization"
+//! value = "Bearer ${localEnv:OPENAI_API_KEY}"
+//! env = "OPENAI_BASE_URL"
 //! ```
 
 use std::collections::BTreeMap;
@@ -93,8 +102,12 @@ pub struct SecuritySettings {
     pub memory: String,
     /// CPU limit in CPUs (fractions allowed).
     pub cpus: f64,
-    /// Network mode: `default` or `none`.
+    /// Network mode: `default`, `none` or `allowlist` (checked when read).
+    #[serde(deserialize_with = "network_mode")]
     pub network: String,
+    /// Egress allowlist entries (`host[:port][=address]`) for every agent under `allowlist`;
+    /// checked by `egress::settings` (a higher layer owns the syntax).
+    pub egress: Vec<Located<String>>,
 }
 
 impl Default for SecuritySettings {
@@ -106,6 +119,7 @@ impl Default for SecuritySettings {
             memory: "4g".into(),
             cpus: 2.0,
             network: "default".into(),
+            egress: Vec::new(),
         }
     }
 }
@@ -138,8 +152,132 @@ pub struct AgentSettings {
     pub verify: Vec<String>,
     /// Overrides `[security].profile` for this agent.
     pub profile: Option<String>,
-    /// Overrides `[security].network` for this agent.
+    /// Overrides `[security].network` for this agent (`default`, `none`, `allowlist`).
+    #[serde(deserialize_with = "network_mode_option")]
     pub network: Option<String>,
+    /// Egress allowlist entries added to `[security].egress` for this agent.
+    pub egress: Vec<Located<String>>,
+    /// Model-provider upstreams by id (`[agents.NAME.upstreams.ID]`): the proxy adds the
+    /// credential header on the host (spec-note 0501).
+    pub upstreams: BTreeMap<String, UpstreamSettings>,
+}
+
+/// `[agents.NAME.upstreams.ID]`: an HTTPS endpoint the agent reaches at a plain-HTTP loopback
+/// address in its container, with a credential header devcell adds on the host. Every field
+/// is checked by `egress::settings` (URL, header name, `${localEnv:NAME}` references).
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamSettings {
+    /// Where devcell sends the requests: `https://host[:port][/base path]`.
+    pub url: Located<String>,
+    /// The credential header's name (e.g. `Authorization`).
+    pub header: Located<String>,
+    /// The header's value; `${localEnv:NAME}` is replaced on the host. Never sent into the
+    /// container, never printed (`Debug` and `Serialize` show `********`).
+    #[serde(serialize_with = "masked")]
+    pub value: Located<String>,
+    /// The variable set in the agent's environment to the in-container base URL.
+    pub env: Located<String>,
+    /// Pins the address connected to (like an egress entry's `=address`; loopback in tests).
+    pub address: Option<Located<String>>,
+    /// An extra PEM CA file trusted for this upstream (besides the system roots and
+    /// `[registries].ca_certs`).
+    pub ca: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for UpstreamSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSettings")
+            .field("url", &self.url.value)
+            .field("header", &self.header.value)
+            .field("value", &"********")
+            .field("env", &self.env.value)
+            .field("address", &self.address.as_ref().map(|a| &a.value))
+            .field("ca", &self.ca)
+            .finish()
+    }
+}
+
+fn masked<S: serde::Serializer>(_: &Located<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("********")
+}
+
+/// A value with where it was written (1-based line and column; 0 when not read from a file),
+/// for the errors of checks made after reading (egress entries, upstreams).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// 1-based line (0: unknown).
+    #[serde(skip)]
+    pub line: usize,
+    /// 1-based column (0: unknown).
+    #[serde(skip)]
+    pub column: usize,
+    /// Byte offset in the file, until [`parse`] turns it into `line` and `column`.
+    #[serde(skip)]
+    offset: usize,
+}
+
+impl<T> Located<T> {
+    /// A value with no location (built in code, not read).
+    pub fn new(value: T) -> Located<T> {
+        Located {
+            value,
+            line: 0,
+            column: 0,
+            offset: 0,
+        }
+    }
+
+    fn locate(&mut self, text: &str) {
+        (self.line, self.column) = line_column(text, self.offset);
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Located<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spanned = toml::Spanned::<T>::deserialize(d)?;
+        let offset = spanned.span().start;
+        Ok(Located {
+            value: spanned.into_inner(),
+            line: 0,
+            column: 0,
+            offset,
+        })
+    }
+}
+
+impl<T> std::ops::Deref for Located<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// The network modes a user may choose.
+pub const NETWORK_MODES: [&str; 3] = ["default", "none", "allowlist"];
+
+fn check_network<E: serde::de::Error>(mode: String) -> Result<String, E> {
+    if NETWORK_MODES.contains(&mode.as_str()) {
+        Ok(mode)
+    } else {
+        Err(E::invalid_value(
+            serde::de::Unexpected::Str(&mode),
+            &"`default`, `none` or `allowlist`",
+        ))
+    }
+}
+
+fn network_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    check_network(String::deserialize(d)?)
+}
+
+fn network_mode_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(check_network)
+        .transpose()
 }
 
 /// A read-only file or folder mounted for an agent.
@@ -212,7 +350,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Settings, SettingsError> {
 /// # Errors
 /// [`SettingsError::Invalid`] with the 1-based line and column of the problem.
 pub fn parse(text: &str, path: &Path) -> Result<Settings, SettingsError> {
-    toml::from_str(text).map_err(|e| {
+    let mut settings: Settings = toml::from_str(text).map_err(|e| {
         let (line, column) = e
             .span()
             .map(|span| line_column(text, span.start))
@@ -223,7 +361,37 @@ pub fn parse(text: &str, path: &Path) -> Result<Settings, SettingsError> {
             column,
             message: e.message().to_string(),
         }
-    })
+    })?;
+    for entry in &mut settings.security.egress {
+        entry.locate(text);
+    }
+    for agent in settings.agents.values_mut() {
+        for entry in &mut agent.egress {
+            entry.locate(text);
+        }
+        for up in agent.upstreams.values_mut() {
+            for field in [&mut up.url, &mut up.header, &mut up.value, &mut up.env] {
+                field.locate(text);
+            }
+            if let Some(a) = &mut up.address {
+                a.locate(text);
+            }
+        }
+    }
+    Ok(settings)
+}
+
+impl SettingsError {
+    /// An error found after reading, at `line`/`column` of `file` (`property` is the TOML path,
+    /// e.g. `agents.codex.egress[1]`).
+    pub fn at(file: &Path, line: usize, column: usize, property: &str, message: &str) -> Self {
+        SettingsError::Invalid {
+            path: file.to_path_buf(),
+            line: line.max(1),
+            column: column.max(1),
+            message: format!("`{property}`: {message}"),
+        }
+    }
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -308,5 +476,65 @@ env = ["OPENAI_API_KEY"]
         assert_eq!(parse_size("17"), Some(17));
         assert_eq!(parse_size("x"), None);
         assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn egress_and_upstreams_parse_with_their_locations() {
+        let s = parse(
+            r#"[security]
+network = "allowlist"
+egress = ["api.example.test", "web.test:8080=127.0.0.1"]
+[agents.codex]
+network = "none"
+egress = ["*.example.test:8443"]
+[agents.codex.upstreams.openai]
+url = "https://api.example.test/v1"
+header = "Authorization"
+value = "Bearer ${localEnv:OPENAI_API_KEY}"
+env = "OPENAI_BASE_URL"
+address = "127.0.0.1"
+ca = "ca.pem"
+"#,
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(s.security.network, "allowlist");
+        let e = &s.security.egress[1];
+        assert_eq!(
+            (e.value.as_str(), e.line, e.column),
+            ("web.test:8080=127.0.0.1", 3, 31)
+        );
+        let codex = &s.agents["codex"];
+        assert_eq!(codex.network.as_deref(), Some("none"));
+        assert_eq!((codex.egress[0].line, codex.egress[0].column), (6, 11));
+        let up = &codex.upstreams["openai"];
+        assert_eq!(up.url.value, "https://api.example.test/v1");
+        assert_eq!((up.value.line, up.value.column), (10, 9));
+        assert_eq!(
+            up.address.as_ref().map(|a| a.value.as_str()),
+            Some("127.0.0.1")
+        );
+        assert_eq!(up.ca.as_deref(), Some(Path::new("ca.pem")));
+        // The value (even the template) is masked wherever settings are shown.
+        assert!(!format!("{s:?}").contains("OPENAI_API_KEY"));
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("OPENAI_API_KEY"), "{json}");
+        assert!(json.contains("\"value\":\"********\""), "{json}");
+    }
+
+    #[test]
+    fn an_unknown_upstream_key_or_network_is_rejected_with_location() {
+        let err = parse(
+            "[agents.a.upstreams.x]\nurl = \"https://a.test\"\nkey = \"k\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("c.toml:3:1"), "{err}");
+        let err = parse("[security]\nnetwork = \"bridge\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("c.toml:2:11"), "{err}");
+        assert!(err.contains("`default`, `none` or `allowlist`"), "{err}");
     }
 }

@@ -248,7 +248,12 @@ fn rust_version_covers_the_locked_dependencies() {
         String::from_utf8_lossy(&out.stderr)
     );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let version = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    // Padded to major.minor.patch: `1.88` and `1.88.0` are the same version.
+    let version = |v: &str| -> Vec<u64> {
+        let mut parts: Vec<u64> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+        parts.resize(3, 0);
+        parts
+    };
     let ours = meta["packages"]
         .as_array()
         .unwrap()

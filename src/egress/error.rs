@@ -15,6 +15,20 @@ pub enum EgressError {
         /// What is wrong with it.
         why: String,
     },
+    /// An upstream (`[agents.NAME.upstreams.ID]`) is not usable; `why` never contains the
+    /// credential's value.
+    #[error("egress upstream `{id}`: `{field}`: {why}")]
+    Upstream {
+        /// The upstream's id.
+        id: String,
+        /// The field at fault (`url`, `header`, `value`, `env`, `address`, `id`).
+        field: String,
+        /// What is wrong and what was expected.
+        why: String,
+    },
+    /// The TLS client configuration could not be built.
+    #[error("egress: TLS: {0}")]
+    Tls(String),
     /// A file or folder of the egress channel (socket folder, forwarder, decision log) could
     /// not be created or written.
     #[error("egress: {path}: {source}")]

@@ -13,6 +13,10 @@
 //! - [`record`]: the decision log (JSON lines).
 //! - [`channel`]: the forwarder, the socket folder, and what the container needs
 //!   ([`ContainerEgress`]).
+//! - [`upstream`]: model-provider upstreams whose credential header the proxy adds on the
+//!   host ([`Upstream`]; spec-note 0501).
+//! - [`settings`]: the user's `network`, `egress` and `upstreams` settings, checked with
+//!   their locations.
 //! - [`session`]: all of it started in one call for a workspace ([`EgressSession`]).
 
 pub mod channel;
@@ -21,6 +25,8 @@ pub mod policy;
 pub mod proxy;
 pub mod record;
 pub mod session;
+pub mod settings;
+pub mod upstream;
 
 pub use channel::{ContainerEgress, SocketFolder, install_forwarder};
 pub use error::EgressError;
@@ -28,3 +34,4 @@ pub use policy::{Allowed, Allowlist, Entry, FakeResolver, HostResolver, Refusal,
 pub use proxy::Proxy;
 pub use record::{Decision, DecisionLog, Via};
 pub use session::EgressSession;
+pub use upstream::{Upstream, Upstreams};

@@ -35,6 +35,7 @@ use tokio::net::{TcpStream, UnixListener};
 
 use super::policy::{Allowed, Allowlist, Host, Refusal, Resolver};
 use super::record::{Decision, DecisionLog, Via};
+use super::upstream::{CREDENTIAL_HEADERS, PATH_PREFIX, Upstream, Upstreams};
 
 /// How long the proxy waits for a destination to accept, and for a ClientHello after `CONNECT`.
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,6 +54,7 @@ struct Inner {
     allowlist: Allowlist,
     resolver: Arc<dyn Resolver>,
     log: DecisionLog,
+    upstreams: Upstreams,
 }
 
 impl Proxy {
@@ -63,6 +65,25 @@ impl Proxy {
                 allowlist,
                 resolver,
                 log,
+                upstreams: Upstreams::new(),
+            }),
+        }
+    }
+
+    /// A proxy that also serves `upstreams` at `/upstreams/<id>/…` (origin-form requests the
+    /// forwarder relays from the container's loopback; spec-note 0501).
+    pub fn with_upstreams(
+        allowlist: Allowlist,
+        resolver: Arc<dyn Resolver>,
+        log: DecisionLog,
+        upstreams: Upstreams,
+    ) -> Proxy {
+        Proxy {
+            inner: Arc::new(Inner {
+                allowlist,
+                resolver,
+                log,
+                upstreams,
             }),
         }
     }
@@ -144,6 +165,8 @@ impl Inner {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         if req.method() == Method::CONNECT {
             self.connect(req).await
+        } else if req.uri().scheme().is_none() && req.uri().path().starts_with(PATH_PREFIX) {
+            self.upstream(req).await
         } else {
             self.forward(req).await
         }
@@ -366,6 +389,116 @@ impl Inner {
             ),
         }
     }
+}
+
+impl Inner {
+    /// `/upstreams/<id>/rest?query` → `https://<upstream><base path>/rest?query`, with the
+    /// container's credential headers dropped and the configured one added.
+    async fn upstream(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+        let path = req.uri().path()[PATH_PREFIX.len()..].to_string();
+        let (id, rest) = match path.split_once('/') {
+            Some((id, rest)) => (id.to_string(), format!("/{rest}")),
+            None => (path.clone(), String::new()),
+        };
+        let Some(up) = self.upstreams.get(&id).cloned() else {
+            let start = Start::new(format!("{PATH_PREFIX}{id}"), 0, Via::Upstream);
+            return self.refuse(
+                &start,
+                Refusal::BadRequest(format!("no upstream `{id}` is configured")),
+            );
+        };
+        let start = Start::new(up.host.clone(), up.port, Via::Upstream);
+        let allowed = match up
+            .destination
+            .decide(&up.host, up.port, self.resolver.as_ref())
+            .await
+        {
+            Ok(a) => a,
+            Err(r) => return self.refuse(&start, r),
+        };
+        let (tcp, address) = match connect_any(&allowed.addrs).await {
+            Ok(ok) => ok,
+            Err(r) => return self.refuse(&start, r),
+        };
+        let counted = Counted::new(tcp);
+        let (sent, received) = (Arc::clone(&counted.written), Arc::clone(&counted.read));
+        let connector = tokio_rustls::TlsConnector::from(Arc::clone(&up.tls));
+        let tls =
+            match tokio::time::timeout(WAIT, connector.connect(up.server_name.clone(), counted))
+                .await
+            {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    return self.refuse(&start, Refusal::UpstreamFailed(format!("TLS: {e}")));
+                }
+                Err(_) => {
+                    return self.refuse(
+                        &start,
+                        Refusal::UpstreamFailed("no TLS handshake in time".to_string()),
+                    );
+                }
+            };
+        let (mut sender, conn) =
+            match hyper::client::conn::http1::handshake(TokioIo::new(tls)).await {
+                Ok(ok) => ok,
+                Err(e) => return self.refuse(&start, Refusal::UpstreamFailed(e.to_string())),
+            };
+        let mut decision = start.decision(Ok(&allowed), Some(address));
+        decision.detail = format!("upstream `{}`", up.id);
+        let inner = Arc::clone(&self);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            let mut decision = decision;
+            decision.bytes_sent = sent.load(Ordering::Relaxed);
+            decision.bytes_received = received.load(Ordering::Relaxed);
+            decision.duration_ms = elapsed_ms(&start);
+            inner.record(decision);
+        });
+        let target = format!(
+            "{}{}{}",
+            up.base_path,
+            if rest.is_empty() && up.base_path.is_empty() {
+                "/"
+            } else {
+                &rest
+            },
+            req.uri()
+                .query()
+                .map(|q| format!("?{q}"))
+                .unwrap_or_default()
+        );
+        *req.uri_mut() = match target.parse::<Uri>() {
+            Ok(u) => u,
+            Err(_) => Uri::from_static("/"),
+        };
+        set_upstream_headers(req.headers_mut(), &up);
+        match sender.send_request(req).await {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                drop_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, body.boxed())
+            }
+            Err(e) => text(
+                StatusCode::BAD_GATEWAY,
+                format!("devcell egress: upstream `{}` failed: {e}\n", up.id),
+            ),
+        }
+    }
+}
+
+/// The headers sent to an upstream: hop-by-hop and every credential header the container
+/// sent dropped, `Host` set to the upstream, and the configured header (sensitive) added.
+fn set_upstream_headers(headers: &mut HeaderMap, up: &Upstream) {
+    drop_hop_by_hop(headers);
+    for name in CREDENTIAL_HEADERS {
+        headers.remove(name);
+    }
+    headers.remove(&up.header);
+    if let Ok(host) = HeaderValue::from_str(&up.authority) {
+        headers.insert(header::HOST, host);
+    }
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    headers.insert(up.header.clone(), up.value.clone());
 }
 
 fn elapsed_ms(start: &Start) -> u64 {
@@ -844,5 +977,175 @@ mod tests {
             assert_eq!(d[i].reason, *reason);
         }
         assert_eq!(hits.load(Ordering::SeqCst), 0, "the upstream was contacted");
+    }
+
+    /// A TLS server on 127.0.0.1 for `api.test` with a certificate from a test CA (written to
+    /// `ca.pem` in `dir`), recording each request's URI and headers.
+    async fn tls_upstream(dir: &Path) -> (u16, PathBuf, Seen) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["api.test".to_string()])
+            .unwrap()
+            .signed_by(&leaf_key, &ca)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Seen = Arc::default();
+        let record = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                let (acceptor, record) = (acceptor.clone(), Arc::clone(&record));
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(s).await else {
+                        return;
+                    };
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        record
+                            .lock()
+                            .unwrap()
+                            .push((req.uri().to_string(), req.headers().clone()));
+                        async {
+                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                                b"data: hello from the model\n\n",
+                            ))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (port, ca_file, seen)
+    }
+
+    /// A proxy serving one upstream `openai` → `https://api.test:<port>/v1` pinned to
+    /// 127.0.0.1, trusting `ca` (none: the system roots only).
+    fn upstream_proxy(port: u16, ca: Option<&Path>, secret: &str) -> Harness {
+        let state = tempfile::tempdir().unwrap();
+        let folder = SocketFolder::create(state.path(), "t").unwrap();
+        let listener = folder.bind().unwrap();
+        let log = state.path().join("decisions.jsonl");
+        let url = format!("https://api.test:{port}/v1");
+        let ca_files: Vec<PathBuf> = ca.into_iter().map(Path::to_path_buf).collect();
+        let mut upstreams = Upstreams::new();
+        upstreams.insert(
+            Upstream::new(&crate::egress::upstream::UpstreamSpec {
+                id: "openai",
+                url: &url,
+                header: "Authorization",
+                value: &format!("Bearer {secret}"),
+                env: "OPENAI_BASE_URL",
+                address: Some("127.0.0.1"),
+                ca_files: &ca_files,
+            })
+            .unwrap(),
+        );
+        let proxy = Proxy::with_upstreams(
+            Allowlist::default(),
+            Arc::new(FakeResolver::new()),
+            DecisionLog::open(&log).unwrap(),
+            upstreams,
+        );
+        tokio::spawn(async move { proxy.serve_unix(listener).await });
+        Harness {
+            socket: folder.socket(),
+            log,
+            _state: state,
+        }
+    }
+
+    /// `GET path` on the proxy's socket as the container's client sends it to the forwarder
+    /// (origin form, `Host: 127.0.0.1:3128`), with a credential of its own.
+    async fn get_origin(socket: &Path, path: &str) -> (StatusCode, String) {
+        let req = Request::builder()
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:3128")
+            .header(header::AUTHORIZATION, "Bearer from-the-container")
+            .header("x-api-key", "also-from-the-container")
+            .body(Empty::new())
+            .unwrap();
+        let resp = client(socket).await.send_request(req).await.unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn an_upstream_gets_the_hosts_header_over_verified_tls_never_the_containers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, ca, seen) = tls_upstream(dir.path()).await;
+        let secret = "sk-host-only-7f3a9c";
+        let h = upstream_proxy(port, Some(&ca), secret);
+        let (status, body) =
+            get_origin(&h.socket, "/upstreams/openai/chat/completions?stream=1").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body, "data: hello from the model\n\n");
+        {
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen.len(), 1);
+            let (uri, headers) = &seen[0];
+            assert_eq!(uri, "/v1/chat/completions?stream=1");
+            let auth: Vec<_> = headers.get_all(header::AUTHORIZATION).iter().collect();
+            assert_eq!(
+                auth,
+                [format!("Bearer {secret}").as_str()],
+                "only the host's header"
+            );
+            assert!(!headers.contains_key("x-api-key"), "{headers:?}");
+            assert_eq!(headers[header::HOST], format!("api.test:{port}").as_str());
+        }
+        let d = decisions(&h.log, 1).await;
+        assert!(d[0].allowed, "{d:?}");
+        assert_eq!(d[0].via, Via::Upstream);
+        assert_eq!(d[0].destination, "api.test");
+        assert_eq!(d[0].port, port);
+        assert_eq!(d[0].detail, "upstream `openai`");
+        assert!(d[0].bytes_sent > 0 && d[0].bytes_received > 0);
+        let record = std::fs::read_to_string(&h.log).unwrap();
+        assert!(
+            !record.contains(secret),
+            "the value is in the record: {record}"
+        );
+        assert!(!record.contains("from-the-container"));
+    }
+
+    #[tokio::test]
+    async fn an_upstream_not_verified_or_not_configured_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, _ca, seen) = tls_upstream(dir.path()).await;
+        let secret = "sk-host-only-52e1";
+        // Without the test CA the certificate does not verify: nothing is sent.
+        let h = upstream_proxy(port, None, secret);
+        let (status, body) = get_origin(&h.socket, "/upstreams/openai/models").await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+        assert!(body.contains("upstream-failed"), "{body}");
+        assert!(!body.contains(secret), "{body}");
+        let (status, body) = get_origin(&h.socket, "/upstreams/other/models").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let d = decisions(&h.log, 2).await;
+        assert_eq!(d[0].reason, "upstream-failed");
+        assert_eq!(d[1].reason, "bad-request");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "a request reached the upstream"
+        );
+        assert!(!std::fs::read_to_string(&h.log).unwrap().contains(secret));
     }
 }

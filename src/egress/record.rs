@@ -19,6 +19,9 @@ pub enum Via {
     Connect,
     /// A plain HTTP request in absolute form (`GET http://host:port/path`).
     Http,
+    /// A request to a configured upstream (`/upstreams/<id>/…`), sent on over TLS with the
+    /// credential header the host adds (spec-note 0501).
+    Upstream,
 }
 
 /// One decision of the proxy, with what flowed if it was allowed.

@@ -10,6 +10,7 @@ use super::error::EgressError;
 use super::policy::{Allowlist, Resolver};
 use super::proxy::Proxy;
 use super::record::DecisionLog;
+use super::upstream::Upstreams;
 
 /// A running proxy for one workspace; it stops when dropped (or with [`EgressSession::stop`]).
 #[derive(Debug)]
@@ -32,14 +33,30 @@ impl EgressSession {
         log: &Path,
         port: u16,
     ) -> Result<EgressSession, EgressError> {
+        Self::start_with_upstreams(state, key, allowlist, Upstreams::new(), resolver, log, port)
+    }
+
+    /// [`EgressSession::start`] that also serves the agent's `upstreams` (spec-note 0501): the
+    /// container's environment gets each upstream's `env` = its in-container base URL.
+    pub fn start_with_upstreams(
+        state: &Path,
+        key: &str,
+        allowlist: Allowlist,
+        upstreams: Upstreams,
+        resolver: Arc<dyn Resolver>,
+        log: &Path,
+        port: u16,
+    ) -> Result<EgressSession, EgressError> {
         let forwarder = install_forwarder(state)?;
         let folder = SocketFolder::create(state, key)?;
         let log = DecisionLog::open(log)?;
         let listener = folder.bind()?;
-        let proxy = Proxy::new(allowlist, resolver, log);
+        let mut container = ContainerEgress::new(&forwarder, &folder, port);
+        container.env.extend(upstreams.container_env(port));
+        let proxy = Proxy::with_upstreams(allowlist, resolver, log, upstreams);
         let task = tokio::spawn(async move { proxy.serve_unix(listener).await });
         Ok(EgressSession {
-            container: ContainerEgress::new(&forwarder, &folder, port),
+            container,
             folder,
             task,
         })
@@ -93,5 +110,39 @@ mod tests {
             "the socket is removed when the session stops"
         );
         assert!(tokio::net::UnixStream::connect(&socket).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_session_gives_the_container_each_upstreams_base_url_and_never_its_value() {
+        let state = tempfile::tempdir().unwrap();
+        let mut upstreams = Upstreams::new();
+        upstreams.insert(
+            crate::egress::Upstream::new(&crate::egress::upstream::UpstreamSpec {
+                id: "openai",
+                url: "https://api.example.test/v1",
+                header: "Authorization",
+                value: "Bearer sk-session-secret",
+                env: "OPENAI_BASE_URL",
+                address: None,
+                ca_files: &[],
+            })
+            .unwrap(),
+        );
+        let session = EgressSession::start_with_upstreams(
+            state.path(),
+            "ws",
+            Allowlist::default(),
+            upstreams,
+            Arc::new(FakeResolver::new()),
+            &state.path().join("decisions.jsonl"),
+            3128,
+        )
+        .unwrap();
+        let c = session.container();
+        assert_eq!(
+            c.env["OPENAI_BASE_URL"],
+            "http://127.0.0.1:3128/upstreams/openai"
+        );
+        assert!(!format!("{c:?}").contains("sk-session-secret"));
     }
 }

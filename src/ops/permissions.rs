@@ -706,6 +706,13 @@ pub(crate) async fn judge_configuration(
         }
         None if builds => {
             let reference = loaded.typed.image.clone().unwrap_or_default();
+            // An image already on the engine has a known `USER`: judged here with the rest, so
+            // one refusal lists it too (the plan reads it the same way).
+            let image_info = if kind == ConfigKind::Image && !reference.is_empty() {
+                engine.inspect_image(&reference).await.ok().flatten()
+            } else {
+                None
+            };
             let requests = container_requests(
                 &ContainerJudgement {
                     profile,
@@ -717,7 +724,7 @@ pub(crate) async fn judge_configuration(
                     volumes: None,
                 },
                 &reference,
-                None,
+                image_info.as_ref(),
                 &[metadata::config_entry(&loaded.value)],
                 None,
             )

@@ -92,6 +92,14 @@ pub enum SecurityError {
         /// The failure.
         message: String,
     },
+    /// The repository's `customizations.devcell.egress` is not a list of destinations.
+    #[error("devcontainer.json `{property}`: {message}")]
+    InvalidEgressRequest {
+        /// The property path (`customizations.devcell.egress[2]`).
+        property: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
     /// A security profile name is not known.
     #[error("unknown security profile `{name}`: expected `hardened` or `reference`")]
     UnknownProfile {
@@ -235,6 +243,9 @@ impl Hint for SecurityError {
             SecurityError::PathUnresolvable { .. } => {
                 Some("fix the symbolic link (a loop, or too many links)".to_string())
             }
+            SecurityError::InvalidEgressRequest { .. } => Some(
+                "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),
+            ),
             SecurityError::UnknownProfile { .. } => None,
         }
     }

@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod build_network;
 pub mod compose;
+pub mod egress_requests;
 pub mod error;
 pub mod host_env;
 pub mod host_path;
@@ -25,6 +26,7 @@ pub mod reattach;
 pub mod reuse;
 pub mod volumes;
 
+pub use egress_requests::egress_requests;
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
 pub use policy::{

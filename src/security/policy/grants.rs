@@ -44,6 +44,10 @@ pub struct Grants {
     pub device_cgroup_rules: BTreeSet<String>,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
+    /// `egress:<host[:port][=address]>`: destinations the repository requested, as written
+    /// by the user; matched against a request's normalised entry (`host:port[=address]`,
+    /// port 443 when not given).
+    pub egress: BTreeSet<String>,
     /// `image-tag:<reference>`: tags the configuration's `build.options` give the built image.
     pub image_tags: BTreeSet<String>,
 }
@@ -54,7 +58,7 @@ impl Grants {
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
-    /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`.
+    /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -80,6 +84,14 @@ impl Grants {
                 self.git_dirs.insert(p);
             }
             None if value == "build-network" => self.build_network = true,
+            Some(("egress", d)) => {
+                if d.is_empty() || d.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "expected an egress destination (`egress:host[:port][=address]`)",
+                    ));
+                }
+                self.egress.insert(egress_key(d));
+            }
             Some(("env", n)) => {
                 // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
                 if n.is_empty() || n.contains(['=', '\0']) {
@@ -166,6 +178,7 @@ impl Grants {
             | Permission::IdentityLabel(_)
             | Permission::HostHome(_) => false,
             Permission::Namespace(n) => self.namespaces.contains(n),
+            Permission::Egress(d) => self.egress.contains(&egress_key(d)),
             Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),
             Permission::Network(n) => self.networks.contains(n),
             Permission::PublishPort(a) => {
@@ -181,5 +194,29 @@ impl Grants {
             Permission::Volume(v) => self.volumes.contains(v),
             Permission::ImageTag(t) => self.image_tags.contains(t),
         }
+    }
+}
+
+/// The form an egress grant and request are compared in: lowercase, `:443` when no port is
+/// written (the egress entry's default), so `--allow egress:api.example.test` grants the
+/// request `api.example.test:443`. The syntax itself is `egress::policy`'s, checked there.
+fn egress_key(dest: &str) -> String {
+    let lower = dest.to_ascii_lowercase();
+    let (host, pin) = match lower.split_once('=') {
+        Some((h, p)) => (h.to_string(), Some(p.to_string())),
+        None => (lower.clone(), None),
+    };
+    let has_port = match host.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => host.matches(':').count() == 1,
+    };
+    let host = if has_port || host.matches(':').count() > 1 {
+        host
+    } else {
+        format!("{host}:443")
+    };
+    match pin {
+        Some(p) => format!("{host}={p}"),
+        None => host,
     }
 }

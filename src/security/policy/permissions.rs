@@ -107,6 +107,10 @@ pub enum Permission {
     /// (spec-note 0443). A `local` volume with `o=bind` is judged as a bind of its `device`
     /// instead.
     Volume(String),
+    /// An egress destination the repository requests for an `allowlist` container
+    /// (`customizations.devcell.egress`), as its normalised entry `host:port[=address]`
+    /// (spec-note 0501).
+    Egress(String),
     /// A tag the repository gives the image it builds (`build.options --tag`/`-t`): the engine
     /// moves that tag to the repository's image, so another workspace (and its grants) that
     /// names the tag would run it (spec-note 0400, attacks).
@@ -136,6 +140,7 @@ impl Permission {
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
             Permission::Volume(v) => format!("--allow volume:{v}"),
+            Permission::Egress(d) => format!("--allow egress:{d}"),
             Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
         })
     }
@@ -169,6 +174,7 @@ impl fmt::Display for Permission {
                 f,
                 "existing volume `{v}` that devcell did not create for this workspace"
             ),
+            Permission::Egress(d) => write!(f, "egress to `{d}`"),
             Permission::ImageTag(t) => write!(f, "image tag `{t}` for the built image"),
         }
     }
@@ -214,7 +220,7 @@ impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
-    /// `deviceCgroupRule`, `hostHome`, `imageTag`.
+    /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -237,6 +243,7 @@ impl Permission {
             Permission::DeviceCgroupRule(_) => "deviceCgroupRule",
             Permission::HostHome(_) => "hostHome",
             Permission::ImageTag(_) => "imageTag",
+            Permission::Egress(_) => "egress",
         }
     }
 
@@ -258,7 +265,8 @@ impl Permission {
             | Permission::Namespace(v)
             | Permission::DeviceCgroupRule(v)
             | Permission::HostHome(v)
-            | Permission::ImageTag(v) => Some(v),
+            | Permission::ImageTag(v)
+            | Permission::Egress(v) => Some(v),
             _ => None,
         }
     }

@@ -751,7 +751,7 @@ fn build_has_no_network_unless_granted() {
     };
 
     let token = support::unique("hostile-build-net");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = network_repo(&token, &listener.address);
     let v = build(&repo, &[]);
     let seen = probes_of(&v);
@@ -775,7 +775,7 @@ fn build_has_no_network_unless_granted() {
     drop(made);
 
     let token = support::unique("hostile-build-net-granted");
-    let made = Made(token.clone());
+    let made = Made::new(&token);
     let repo = network_repo(&token, &listener.address);
     let v = build(&repo, &["--allow", "build-network"]);
     let seen = probes_of(&v);
