@@ -34,7 +34,6 @@ use crate::handoff::agents_md::{self};
 use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
-use crate::handoff::plan::listed_once;
 use crate::handoff::plan::{
     HandoffOptions, ctx_rel_path, plan_lines, prepare, safe_directories, up_options,
 };
@@ -333,7 +332,7 @@ pub async fn handoff_with(
         .cloned()
         .chain(up.permissions.iter().cloned())
         .collect();
-    plan.permissions = listed_once(&plan, permissions.clone());
+    plan.permissions = permissions.clone();
     plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,

@@ -310,7 +310,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         return Err(refusal.into());
     }
     let mut plan = prepared.plan;
-    plan.permissions = listed_once(&plan, preview.requests);
+    plan.permissions = preview.requests;
     plan.permission_notes = preview.notes;
     plan.host_env = preview.host_env;
     Ok(plan)
@@ -799,18 +799,4 @@ pub(crate) fn safe_directories(ws: &Workspace) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
     dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
     dirs
-}
-
-/// `requests` without the mounts `plan` lists under `mounts` already (its git directories,
-/// the agent's credentials: [`crate::security::host_path::without_listed_mounts`]).
-pub(crate) fn listed_once(
-    plan: &HandoffPlan,
-    requests: Vec<crate::security::PermissionRequest>,
-) -> Vec<crate::security::PermissionRequest> {
-    let listed: Vec<&std::path::Path> = plan
-        .mounts
-        .iter()
-        .map(|m| std::path::Path::new(&m.source))
-        .collect();
-    crate::security::host_path::without_listed_mounts(requests, &listed)
 }

@@ -708,7 +708,10 @@ pub(crate) async fn judge_configuration(
             let reference = loaded.typed.image.clone().unwrap_or_default();
             // An image already on the engine has a known `USER`: judged here with the rest, so
             // one refusal lists it too (the plan reads it the same way).
-            let image_info = if kind == ConfigKind::Image && !reference.is_empty() {
+            let image_info = if kind == ConfigKind::Image
+                && !reference.is_empty()
+                && !opts.expect_existing_container
+            {
                 engine.inspect_image(&reference).await.ok().flatten()
             } else {
                 None

@@ -30,7 +30,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use crate::engine::{ContainerSpec, MountKind};
 
 use super::error::{Result, SecurityError};
-use super::policy::{Grants, Permission, PermissionRequest, Source, is_engine_socket, is_within};
+use super::policy::{Grants, Permission, is_engine_socket, is_within};
 
 /// How many symbolic links [`resolve`] follows before giving up (Linux's `MAXSYMLINKS`).
 pub const MAX_LINKS: usize = 40;
@@ -697,27 +697,6 @@ fn write_all(fd: OwnedFd, bytes: &[u8], path: &Path) -> std::result::Result<(), 
         })
 }
 
-/// `requests` without the [`Permission::Mount`] requests of the command line that a plan
-/// lists under its own mounts already (`listed`: host paths, resolved here as the policy
-/// resolves bind sources): a handoff's git directories and the agent's credential mounts are
-/// devcell's and the user's, shown once. Every other request is kept.
-pub fn without_listed_mounts(
-    requests: Vec<PermissionRequest>,
-    listed: &[&Path],
-) -> Vec<PermissionRequest> {
-    let listed: Vec<PathBuf> = listed
-        .iter()
-        .map(|p| resolve(p).unwrap_or_else(|_| p.to_path_buf()))
-        .collect();
-    requests
-        .into_iter()
-        .filter(|r| {
-            !matches!((&r.permission, &r.source), (Permission::Mount(p), Source::CommandLine)
-                if listed.iter().any(|l| l == Path::new(p)))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -985,26 +964,4 @@ mod tests {
     }
 
     use std::os::unix::fs::PermissionsExt as _;
-
-    #[test]
-    fn listed_mounts_are_not_requests_a_second_time() {
-        use crate::security::RequestStatus;
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().canonicalize().unwrap().join("git");
-        std::fs::create_dir(&real).unwrap();
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        let mount = |p: &Path, source| PermissionRequest {
-            permission: Permission::Mount(p.display().to_string()),
-            source,
-            status: RequestStatus::AllowedByProfile,
-        };
-        let requests = vec![
-            mount(&real, Source::CommandLine),
-            mount(&real, Source::DevcontainerJson),
-            mount(Path::new("/elsewhere"), Source::CommandLine),
-        ];
-        let kept = without_listed_mounts(requests.clone(), &[&link]);
-        assert_eq!(kept, requests[1..].to_vec());
-    }
 }
