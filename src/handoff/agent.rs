@@ -332,7 +332,7 @@ pub async fn handoff_with(
         .cloned()
         .chain(up.permissions.iter().cloned())
         .collect();
-    plan.permissions = permissions.clone();
+    plan.permissions = crate::handoff::plan::listed_once(permissions.clone());
     plan.host_env = up.host_env.clone();
     Ok(HandoffResult {
         plan,

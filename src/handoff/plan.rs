@@ -310,7 +310,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
         return Err(refusal.into());
     }
     let mut plan = prepared.plan;
-    plan.permissions = preview.requests;
+    plan.permissions = listed_once(preview.requests);
     plan.permission_notes = preview.notes;
     plan.host_env = preview.host_env;
     Ok(plan)
@@ -799,4 +799,32 @@ pub(crate) fn safe_directories(ws: &Workspace) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
     dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
     dirs
+}
+
+/// `requests` without the command-line `mount` requests of a git directory (and of the folders
+/// in it the handoff mounts read-only) that is also a `gitDir` request: the handoff mounts the git directory it was granted, and that mount is
+/// the same permission, listed once (spec-note 0411). The mounts of trusted git directories
+/// (a worktree's repository) stay requests, named by purpose in the plan's lines.
+pub(crate) fn listed_once(
+    requests: Vec<crate::security::PermissionRequest>,
+) -> Vec<crate::security::PermissionRequest> {
+    use crate::security::{Permission, Source};
+    let canonical = |p: &str| {
+        crate::security::host_path::resolve(std::path::Path::new(p))
+            .unwrap_or_else(|_| std::path::PathBuf::from(p))
+    };
+    let git_dirs: Vec<std::path::PathBuf> = requests
+        .iter()
+        .filter_map(|r| match &r.permission {
+            Permission::GitDir(p) => Some(canonical(p)),
+            _ => None,
+        })
+        .collect();
+    requests
+        .into_iter()
+        .filter(|r| {
+            !matches!((&r.permission, &r.source), (Permission::Mount(p), Source::CommandLine)
+                if git_dirs.iter().any(|g| canonical(p).starts_with(g)))
+        })
+        .collect()
 }

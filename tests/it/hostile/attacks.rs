@@ -460,7 +460,8 @@ fn volume_grants_work_and_devcells_own_volumes_stay_usable() {
         ))
         .commit();
     let oc = Cleanup(other.path().to_path_buf());
-    let up = devcell("up", other.path(), &[]);
+    // (its image runs as root: that request is judged first and granted here)
+    let up = devcell("up", other.path(), &["--allow", "root"]);
     assert!(!up.status.success(), "{}", text(&up));
     assert!(text(&up).contains(&format!("--allow volume:{}", own.0)));
     assert!(oc.containers().is_empty());
