@@ -690,7 +690,8 @@ mod tests {
         std::fs::create_dir(src.join("linked")).unwrap();
         std::fs::write(host.join("passwd"), "hostsecret:x:0:0\n").unwrap();
         symlink(host.join("passwd"), src.join("linked").join(FEATURE_FILE)).unwrap();
-        let err = package_all(&src).unwrap_err().to_string();
+        let err = package_all(&src).unwrap_err();
+        let err = format!("{err} {err:?}");
         assert!(err.contains("symbolic link"), "{err}");
         assert!(
             !err.contains("hostsecret"),

@@ -755,10 +755,12 @@ fn a_configuration_served_differently_to_the_listing_runs_a_filter_on_the_host()
     let target = HostTarget::new();
     let marker = target.marker();
     let repo = HostileRepo::new();
-    repo.config(&format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#))
-        .file(".gitattributes", "* filter=evil\n")
-        .file("a.txt", "a\n")
-        .commit();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "containerUser": "nobody"}}"#
+    ))
+    .file(".gitattributes", "* filter=evil\n")
+    .file("a.txt", "a\n")
+    .commit();
     // the container's writes: an include of a FIFO it serves, and a file made stat-dirty
     let git_dir = repo.path().join(".git");
     let fifo = git_dir.join("evil.inc");
@@ -777,7 +779,10 @@ fn a_configuration_served_differently_to_the_listing_runs_a_filter_on_the_host()
     let server = {
         let (fifo, stop, marker) = (fifo.clone(), stop.clone(), marker.clone());
         std::thread::spawn(move || {
-            let evil = format!("[filter \"evil\"]\n\tclean = touch {}; cat\n", marker.display());
+            let evil = format!(
+                "[filter \"evil\"]\n\tclean = touch {}; cat\n",
+                marker.display()
+            );
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&fifo) else {
                     return;
