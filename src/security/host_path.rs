@@ -920,6 +920,33 @@ mod tests {
         assert_eq!(spec.mounts[2].source.as_deref(), Some("relative"));
     }
 
+    /// `features package`'s output folder: a linked folder below the current folder is refused,
+    /// a linked file in it is an error (never written through), a real folder is written, and
+    /// a folder outside the current folder is created and written from its own handle.
+    #[test]
+    fn output_folders_never_write_through_links() {
+        let (_t, ws, host) = tree();
+        symlink(&host, ws.join("out")).unwrap();
+        assert!(matches!(
+            OutputDir::open(&ws, Path::new("out")),
+            Err(WriteError::Unsafe { .. })
+        ));
+        std::fs::remove_file(ws.join("out")).unwrap();
+        std::fs::create_dir(ws.join("out")).unwrap();
+        symlink(host.join("secret.txt"), ws.join("out/f.json")).unwrap();
+        let out = OutputDir::open(&ws, Path::new("./out")).unwrap();
+        assert!(matches!(
+            out.write("f.json", b"x"),
+            Err(WriteError::Unsafe { .. })
+        ));
+        assert_eq!(std::fs::read(host.join("secret.txt")).unwrap(), b"s");
+        out.write("g.json", b"g").unwrap();
+        assert_eq!(std::fs::read(ws.join("out/g.json")).unwrap(), b"g");
+        let elsewhere = OutputDir::open(&ws, &host.join("new")).unwrap();
+        elsewhere.write("h.json", b"h").unwrap();
+        assert_eq!(std::fs::read(host.join("new/h.json")).unwrap(), b"h");
+    }
+
     #[test]
     fn writes_never_follow_a_link_below_the_root() {
         let (_t, ws, host) = tree();
