@@ -127,6 +127,331 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
     git
 }
 
+/// The most of a repository's `config` devcell reads (bytes).
+const CONFIG_MAX: u64 = 1 << 20;
+/// The most of a `HEAD` devcell reads (bytes).
+const HEAD_MAX: u64 = 4096;
+
+/// Why a repository could not be prepared for [`PrivateGitDir`]; shown per repository.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateGitDirError {
+    /// A file of the git directory could not be read or the private directory written.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The repository uses something the private git directory does not reproduce.
+    #[error("`{}`: {message}", path.display())]
+    Unsupported {
+        /// The file that says so.
+        path: std::path::PathBuf,
+        /// What, and what devcell does instead.
+        message: String,
+    },
+    /// `git config --list` refused devcell's own copy of the configuration.
+    #[error("`git config --list` of the snapshot of `{}` failed: {stderr}", path.display())]
+    Config {
+        /// The repository's `config`.
+        path: std::path::PathBuf,
+        /// git's standard error, trimmed.
+        stderr: String,
+    },
+}
+
+/// A git directory devcell owns (a temporary directory, removed on drop) standing in for a
+/// repository's own, so that the configuration a host `git` reads is exactly the one devcell
+/// read, once (spec-note 0412): its `config` is written by devcell with only
+/// `core.repositoryformatversion` and `extensions.*` from one bounded, no-follow read of the
+/// repository's `config` (listed by git from devcell's copy with `--no-includes`), `HEAD` is a
+/// bounded copy of the (worktree's) git directory's, `refs`, `packed-refs`, `info` and
+/// `shallow` are symbolic links to the common directory's (data git reads, never runs),
+/// objects come through `GIT_OBJECT_DIRECTORY` (alternates as the repository has them), the
+/// index through `GIT_INDEX_FILE`, the working tree through `GIT_WORK_TREE`. The few other keys
+/// that change what `status` reports ([`carried`]: line endings, file modes, case, sparse
+/// checkout, the branch's upstream) travel as `GIT_CONFIG_KEY_n` values; nothing else of the
+/// repository's configuration (no include, no driver, no `core.worktree`, no
+/// `config.worktree`) reaches git.
+pub struct PrivateGitDir {
+    root: tempfile::TempDir,
+    work_tree: std::path::PathBuf,
+    index: std::path::PathBuf,
+    objects: std::path::PathBuf,
+    config: Vec<(String, String)>,
+}
+
+impl PrivateGitDir {
+    /// Prepares the private git directory for the repository whose (worktree's) git directory
+    /// is `git_dir`, common directory `common_dir` (both as judged by the caller) and working
+    /// tree `work_tree`.
+    ///
+    /// Errors: [`PrivateGitDirError::Io`] for a `config` or `HEAD` that is a link, a FIFO,
+    /// a device, larger than its bound or unreadable, or a private directory that cannot be
+    /// written; [`PrivateGitDirError::Unsupported`] for a repository format devcell does not
+    /// reproduce (format version above 1, the reftable ref storage, an extension value that
+    /// is not a plain word, a `HEAD` that is neither a ref nor an object name);
+    /// [`PrivateGitDirError::Config`] when git cannot list the copy.
+    pub fn new(
+        git_dir: &Path,
+        common_dir: &Path,
+        work_tree: &Path,
+    ) -> Result<Self, PrivateGitDirError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| PrivateGitDirError::Io { path, source }
+        };
+        let config_path = common_dir.join("config");
+        let config_bytes = read_no_follow(&config_path, CONFIG_MAX).map_err(io(&config_path))?;
+        let head_path = git_dir.join("HEAD");
+        let head = read_no_follow(&head_path, HEAD_MAX).map_err(io(&head_path))?;
+        let head = String::from_utf8(head)
+            .ok()
+            .filter(|h| valid_head(h))
+            .ok_or_else(|| PrivateGitDirError::Unsupported {
+                path: head_path.clone(),
+                message: "is neither `ref: refs/…` nor an object name".into(),
+            })?;
+
+        let root = tempfile::Builder::new()
+            .prefix("devcell-git-")
+            .tempdir()
+            .map_err(io(&std::env::temp_dir()))?;
+        // a root devcell runs git as the repository's owner (0250): it must read, not write
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(io(root.path()))?;
+        let snapshot = root.path().join("snapshot.config");
+        write_file(&snapshot, &config_bytes)?;
+        let mut list = command(root.path(), &[]);
+        // no repository is looked for above devcell's own directory
+        let ceiling = root.path().parent().unwrap_or(root.path());
+        list.env("GIT_CEILING_DIRECTORIES", ceiling)
+            .args(["config", "--no-includes", "--list", "-z", "--file"])
+            .arg(&snapshot);
+        let listed = list.output().map_err(io(&snapshot))?;
+        if !listed.status.success() {
+            return Err(PrivateGitDirError::Config {
+                path: config_path,
+                stderr: String::from_utf8_lossy(&listed.stderr).trim().to_string(),
+            });
+        }
+        let entries = parse_list(&String::from_utf8_lossy(&listed.stdout));
+        let format =
+            repository_format(&entries).map_err(|message| PrivateGitDirError::Unsupported {
+                path: config_path.clone(),
+                message,
+            })?;
+
+        let dir = root.path().join("git");
+        std::fs::create_dir(&dir).map_err(io(&dir))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io(&dir))?;
+        write_file(&dir.join("config"), format.as_bytes())?;
+        write_file(&dir.join("HEAD"), head.as_bytes())?;
+        for name in ["refs", "packed-refs", "info", "shallow"] {
+            let real = common_dir.join(name);
+            if real.symlink_metadata().is_ok() {
+                std::os::unix::fs::symlink(&real, dir.join(name)).map_err(io(&dir.join(name)))?;
+            }
+        }
+        // a split index names its shared part in the (worktree's) git directory
+        for entry in std::fs::read_dir(git_dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("sharedindex.") {
+                let link = dir.join(&name);
+                std::os::unix::fs::symlink(entry.path(), &link).map_err(io(&link))?;
+            }
+        }
+        let config = entries
+            .into_iter()
+            .filter(|(key, _)| carried(key))
+            .map(|(key, value)| (key, value.unwrap_or_else(|| "true".into())))
+            .collect();
+        Ok(Self {
+            root,
+            work_tree: work_tree.to_path_buf(),
+            index: git_dir.join("index"),
+            objects: common_dir.join("objects"),
+            config,
+        })
+    }
+
+    /// [`command`] in the working tree, on this git directory: `GIT_DIR`, `GIT_WORK_TREE`,
+    /// `GIT_INDEX_FILE`, `GIT_OBJECT_DIRECTORY` set, `--no-optional-locks` (nothing written),
+    /// no lazy fetch of a partial clone's missing objects, and the carried keys plus `extra`
+    /// as configuration.
+    pub fn command(&self, extra: &[(String, String)]) -> Command {
+        let all: Vec<(String, String)> = self.config.iter().chain(extra).cloned().collect();
+        let mut git = command(&self.work_tree, &all);
+        git.arg("--no-optional-locks")
+            .env("GIT_DIR", self.root.path().join("git"))
+            .env("GIT_WORK_TREE", &self.work_tree)
+            .env("GIT_INDEX_FILE", &self.index)
+            .env("GIT_OBJECT_DIRECTORY", &self.objects)
+            .env("GIT_NO_LAZY_FETCH", "1");
+        git
+    }
+
+    /// The private git directory (for tests and diagnostics).
+    pub fn git_dir(&self) -> std::path::PathBuf {
+        self.root.path().join("git")
+    }
+}
+
+/// Reads at most `max` bytes of the regular file `path`, refusing a symbolic link (`O_NOFOLLOW`),
+/// a FIFO, a device or a folder, never waiting for a writer.
+fn read_no_follow(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::OFlags;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is not a regular file",
+        ));
+    }
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("is larger than {max} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Writes a new file (`0644`, readable by the repository's owner when devcell is root).
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PrivateGitDirError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|source| PrivateGitDirError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// `HEAD` as git writes it: `ref: refs/<name>` or a hexadecimal object name (SHA-1 or
+/// SHA-256), one line. Pure.
+fn valid_head(head: &str) -> bool {
+    let line = head.strip_suffix('\n').unwrap_or(head);
+    if line.contains(['\n', '\r', '\0']) {
+        return false;
+    }
+    match line.strip_prefix("ref: ") {
+        Some(name) => name.starts_with("refs/") && !name.contains(char::is_whitespace),
+        None => matches!(line.len(), 40 | 64) && line.bytes().all(|b| b.is_ascii_hexdigit()),
+    }
+}
+
+/// The entries of `git config --list -z` (`key\nvalue\0`, or `key\0` for a key without a
+/// value) in order. Pure.
+fn parse_list(text: &str) -> Vec<(String, Option<String>)> {
+    text.split('\0')
+        .filter(|e| !e.is_empty())
+        .map(|e| match e.split_once('\n') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (e.to_string(), None),
+        })
+        .collect()
+}
+
+/// The private `config`: `core.repositoryformatversion` (0 or 1) and each `extensions.*`
+/// whose name and value are plain words (git itself refuses an extension it does not know).
+/// Errors (the message): a format version above 1, the reftable ref storage (its tables are
+/// not reproduced), an extension name or value that is not a plain word. Pure.
+fn repository_format(entries: &[(String, Option<String>)]) -> Result<String, String> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    };
+    let mut version = "0".to_string();
+    let mut extensions = Vec::new();
+    for (key, value) in entries {
+        let lower = key.to_ascii_lowercase();
+        if lower == "core.repositoryformatversion" {
+            let v = value.as_deref().unwrap_or("").trim();
+            if !matches!(v, "0" | "1") {
+                return Err(format!(
+                    "repository format version `{v}` is not supported (0 or 1)"
+                ));
+            }
+            version = v.to_string();
+        } else if let Some(name) = lower.strip_prefix("extensions.") {
+            let value = value.as_deref().unwrap_or("true");
+            if !plain(name) || !plain(value) {
+                return Err(format!("extension `{key}` = `{value}` is not supported"));
+            }
+            if name == "refstorage" && !value.eq_ignore_ascii_case("files") {
+                return Err(format!(
+                    "the `{value}` ref storage is not supported by devcell's host inspection (only `files`)"
+                ));
+            }
+            extensions.push(format!("\t{name} = {value}\n"));
+        }
+    }
+    let mut out = format!("[core]\n\trepositoryformatversion = {version}\n\tbare = false\n");
+    if !extensions.is_empty() {
+        out.push_str("[extensions]\n");
+        out.extend(extensions);
+    }
+    Ok(out)
+}
+
+/// The repository's configuration keys a [`PrivateGitDir`] passes on (as
+/// `GIT_CONFIG_KEY_n`): data that changes what `git status` reports and names nothing git
+/// runs or reads elsewhere: `core.` file modes, symbolic links, case and Unicode handling,
+/// line endings, stat checks, sparse checkout, split index and untracked cache; `index.sparse`;
+/// a branch's `remote`/`merge` and a remote's `url`/`fetch` (the upstream and ahead/behind).
+/// Pure.
+pub fn carried(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some((section, rest)) = lower.split_once('.') else {
+        return false;
+    };
+    let (sub, last) = match rest.rsplit_once('.') {
+        Some((sub, last)) => (Some(sub), last),
+        None => (None, rest),
+    };
+    match (section, sub, last) {
+        ("core", None, name) => [
+            "filemode",
+            "symlinks",
+            "ignorecase",
+            "precomposeunicode",
+            "protecthfs",
+            "protectntfs",
+            "autocrlf",
+            "eol",
+            "safecrlf",
+            "checkstat",
+            "trustctime",
+            "sparsecheckout",
+            "sparsecheckoutcone",
+            "splitindex",
+            "untrackedcache",
+            "quotepath",
+        ]
+        .contains(&name),
+        ("index", None, name) => name == "sparse",
+        ("branch", Some(_), name) => name == "remote" || name == "merge",
+        ("remote", Some(_), name) => name == "url" || name == "fetch",
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -935,20 +935,12 @@ fn describe(
         common_dir: &common_dir,
     };
     let status = if refused.is_empty() {
-        // the driver names the configuration defines are neutralized too (spec-note 0412)
-        let keys = git(&pin, &["config", "--list", "--name-only", "-z"], &[]).unwrap_or_default();
-        let extra = crate::config::hostgit::neutralize(keys.split('\0').filter(|k| !k.is_empty()));
-        git(
-            &pin,
-            &[
-                "status",
-                "--porcelain=v2",
-                "--branch",
-                "--untracked-files=normal",
-                "--ignore-submodules=dirty",
-            ],
-            &extra,
-        )
+        // git's ownership check (0322) on the repository as discovered; `rev-parse` runs
+        // nothing the configuration could name beyond the fixed overrides
+        git(&pin, &["rev-parse", "--git-dir"], &[]).and_then(|_| {
+            // `status` reads only the configuration devcell read, once (spec-note 0412)
+            status_on_private_git_dir(dir, &git_dir, &common_dir)
+        })
     } else {
         Err(WorkspaceError::Git {
             dir: dir.to_path_buf(),
@@ -1394,6 +1386,42 @@ fn git(
             args: args.join(" "),
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `git status --porcelain=v2 --branch` of the working tree `dir` run on a
+/// [`crate::config::hostgit::PrivateGitDir`] made from the judged `git_dir` and `common_dir`
+/// (the configuration git uses is devcell's single read of it); a repository it cannot
+/// reproduce is a [`WorkspaceError::Git`] whose message says why.
+fn status_on_private_git_dir(
+    dir: &Path,
+    git_dir: &Path,
+    common_dir: &Path,
+) -> Result<String, WorkspaceError> {
+    let args = [
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=dirty",
+    ];
+    let failed = |stderr: String| WorkspaceError::Git {
+        dir: dir.to_path_buf(),
+        args: args.join(" "),
+        stderr,
+    };
+    let private = crate::config::hostgit::PrivateGitDir::new(git_dir, common_dir, dir)
+        .map_err(|e| failed(e.to_string()))?;
+    let output = private
+        .command(&[])
+        .args(args)
+        .output()
+        .map_err(|source| WorkspaceError::GitUnavailable { source })?;
+    if !output.status.success() {
+        return Err(failed(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

@@ -735,20 +735,15 @@ fn features_package_never_writes_through_or_packs_the_repositorys_links() {
 }
 
 /// devcell's host `git status` (run by `handoff --plan`, `handoff` and `status` on each
-/// repository of the workspace) neutralizes the filter drivers the repository's configuration
-/// defines by first listing that configuration (`git config --list`), then running `status`
-/// with those names overridden: two reads of a file the container can write (the workspace,
-/// `.git` included, is mounted read-write). A container that serves `.git/config` (here an
-/// `[include]` of a FIFO in `.git`; a plain rename loop wins about one run in four) without
-/// the filter to the listing and with it to `status` has its `filter.evil.clean` run on the
-/// host, as the workspace's owner, whenever the user runs one of those commands while the
-/// container runs. The test plays the container's side and serves the filter only to the
-/// `git status` process (the container wins the race by chance; the test by looking).
+/// repository of the workspace) once listed the repository's configuration to neutralize the
+/// filter drivers it defines, then ran `status`, which read it again: a container (the
+/// workspace, `.git` included, is mounted read-write) serving `.git/config` (here an
+/// `[include]` of a FIFO in `.git`; a plain rename loop wins about one run in four) without the
+/// filter to the listing and with it to `status` had its `filter.evil.clean` run on the host.
+/// `status` now runs on a private git directory whose `config` devcell wrote from its single
+/// read (spec-note 0412). The test plays the container's side and serves the filter only to
+/// the `git status` process (the container wins the race by chance; the test by looking).
 #[test]
-#[ignore = "open: host git reads the repository's configuration twice (list, then status); \
-            needs an exec guard on the host git (seccomp denying fork/clone without \
-            CLONE_THREAD, or Landlock execute rights for git only) or a status run on a \
-            private GIT_DIR whose config is the one snapshot that was neutralized"]
 fn a_configuration_served_differently_to_the_listing_runs_a_filter_on_the_host() {
     use std::io::Write as _;
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
