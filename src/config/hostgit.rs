@@ -552,4 +552,237 @@ mod tests {
             "the control did not run the planted fsmonitor"
         );
     }
+
+    fn plain_git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    const STATUS: &[&str] = &[
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=dirty",
+    ];
+
+    fn private_status(git_dir: &Path, common: &Path, work: &Path) -> String {
+        let private = PrivateGitDir::new(git_dir, common, work).unwrap();
+        let out = private.command(&[]).args(STATUS).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A repository with an upstream two commits behind, a modified and an untracked file,
+    /// and a linked worktree on another branch: status on the private git directory reports
+    /// exactly what git reports on the repository itself, and writes nothing to it.
+    #[test]
+    fn status_on_the_private_git_dir_equals_git_status() {
+        let tmp = tempfile::tempdir().unwrap();
+        let up = tmp.path().join("up");
+        std::fs::create_dir(&up).unwrap();
+        plain_git(&up, &["init", "-q", "-b", "main"]);
+        std::fs::write(up.join("a.txt"), "a\n").unwrap();
+        plain_git(&up, &["add", "."]);
+        plain_git(&up, &["commit", "-qm", "one"]);
+        plain_git(tmp.path(), &["clone", "-q", "up", "r"]);
+        let repo = tmp.path().join("r");
+        for n in ["two", "three"] {
+            std::fs::write(up.join("a.txt"), n).unwrap();
+            plain_git(&up, &["commit", "-qam", n]);
+        }
+        plain_git(&repo, &["fetch", "-q"]);
+        plain_git(&repo, &["config", "core.fileMode", "false"]);
+        std::fs::write(repo.join("a.txt"), "changed\n").unwrap();
+        std::fs::write(repo.join("new.txt"), "n\n").unwrap();
+        plain_git(&repo, &["worktree", "add", "-q", "-b", "side", "../wt"]);
+        let wt = tmp.path().join("wt");
+        std::fs::write(wt.join("b.txt"), "b\n").unwrap();
+
+        let git_dir = repo.join(".git");
+        let index_before = std::fs::read(git_dir.join("index")).unwrap();
+        let got = private_status(&git_dir, &git_dir, &repo);
+        assert!(got.contains("# branch.upstream origin/main"), "{got}");
+        assert!(got.contains("# branch.ab +0 -2"), "{got}");
+        assert_eq!(got, plain_git(&repo, STATUS));
+        assert_eq!(std::fs::read(git_dir.join("index")).unwrap(), index_before);
+
+        let wt_git_dir = git_dir.join("worktrees").join("wt");
+        let got = private_status(&wt_git_dir, &git_dir, &wt);
+        assert!(got.contains("# branch.head side"), "{got}");
+        assert!(got.contains("? b.txt"), "{got}");
+        assert_eq!(got, plain_git(&wt, STATUS));
+    }
+
+    /// The private configuration is devcell's one read: an `[include]` (here of a file that
+    /// defines the filter `.gitattributes` names) is not followed, the drivers and
+    /// `core.worktree` of the repository's own `config` are not passed, and the private
+    /// directory is gone once dropped. The control (git on the repository) runs the filter.
+    #[test]
+    fn the_private_git_dir_reads_no_include_and_no_driver() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("r");
+        let marker = tmp.path().join("marker");
+        std::fs::create_dir(&repo).unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        std::fs::write(repo.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        plain_git(&repo, &["add", "."]);
+        plain_git(&repo, &["commit", "-qm", "x"]);
+        let git_dir = repo.join(".git");
+        let script = format!("touch {}; cat", marker.display());
+        std::fs::write(
+            git_dir.join("evil.inc"),
+            format!("[filter \"evil\"]\n\tclean = {script}\n"),
+        )
+        .unwrap();
+        plain_git(&repo, &["config", "include.path", "evil.inc"]);
+        plain_git(&repo, &["config", "diff.evil.textconv", &script]);
+        plain_git(&repo, &["config", "core.worktree", "/"]);
+        std::fs::write(repo.join("a.txt"), "b\n").unwrap();
+
+        let private = PrivateGitDir::new(&git_dir, &git_dir, &repo).unwrap();
+        let dir = private.git_dir();
+        let config = std::fs::read_to_string(dir.join("config")).unwrap();
+        assert!(
+            !config.contains("evil") && !config.contains("worktree"),
+            "{config}"
+        );
+        assert!(private.config.iter().all(|(k, _)| carried(k)));
+        let out = private.command(&[]).args(STATUS).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(" a.txt"));
+        let diff = private
+            .command(&[])
+            .args(["diff", "--no-ext-diff"])
+            .output()
+            .unwrap();
+        assert!(diff.status.success(), "{diff:?}");
+        assert!(!marker.exists(), "the repository's configuration ran");
+        drop(private);
+        assert!(!dir.exists());
+
+        let work = repo.to_str().unwrap();
+        plain_git(&repo, &["--work-tree", work, "status", "--porcelain"]);
+        assert!(
+            marker.exists(),
+            "the control did not run the included filter"
+        );
+    }
+
+    /// A `config` or `HEAD` that is a FIFO or a link is refused (never waited on), and so is
+    /// the reftable ref storage, each with an error naming the file.
+    #[test]
+    fn what_the_private_git_dir_cannot_reproduce_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("r");
+        std::fs::create_dir(&repo).unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        let git_dir = repo.join(".git");
+        let config = git_dir.join("config");
+        let saved = std::fs::read(&config).unwrap();
+
+        std::fs::rename(&config, git_dir.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", &config).unwrap();
+        let err = PrivateGitDir::new(&git_dir, &git_dir, &repo).err().unwrap();
+        assert!(err.to_string().contains("config"), "{err}");
+        std::fs::remove_file(&config).unwrap();
+
+        assert!(
+            Command::new("mkfifo")
+                .arg(&config)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = PrivateGitDir::new(&git_dir, &git_dir, &repo).err().unwrap();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        std::fs::remove_file(&config).unwrap();
+
+        let mut reftable = saved.clone();
+        reftable.extend(b"[extensions]\n\trefStorage = reftable\n");
+        std::fs::write(&config, &reftable).unwrap();
+        let err = PrivateGitDir::new(&git_dir, &git_dir, &repo).err().unwrap();
+        assert!(err.to_string().contains("reftable"), "{err}");
+        std::fs::write(&config, &saved).unwrap();
+
+        std::fs::write(git_dir.join("HEAD"), "ref: ../../etc\n").unwrap();
+        let err = PrivateGitDir::new(&git_dir, &git_dir, &repo).err().unwrap();
+        assert!(err.to_string().contains("HEAD"), "{err}");
+    }
+
+    #[test]
+    fn only_status_data_keys_are_carried() {
+        for key in [
+            "core.fileMode",
+            "core.autocrlf",
+            "core.sparseCheckout",
+            "index.sparse",
+            "branch.Main.remote",
+            "branch.a.b.merge",
+            "remote.origin.url",
+            "remote.origin.fetch",
+        ] {
+            assert!(carried(key), "{key}");
+        }
+        for key in [
+            "core.fsmonitor",
+            "core.worktree",
+            "core.bare",
+            "core.excludesFile",
+            "core.attributesFile",
+            "core.hooksPath",
+            "include.path",
+            "includeIf.gitdir:/.path",
+            "filter.evil.clean",
+            "remote.origin.uploadpack",
+            "branch.remote",
+            "extensions.objectformat",
+        ] {
+            assert!(!carried(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn the_private_config_holds_the_format_and_plain_extensions_only() {
+        let e = |k: &str, v: Option<&str>| (k.to_string(), v.map(str::to_string));
+        let got = repository_format(&[
+            e("core.repositoryformatversion", Some("1")),
+            e("extensions.objectformat", Some("sha256")),
+            e("extensions.worktreeconfig", None),
+            e("core.fsmonitor", Some("x")),
+        ])
+        .unwrap();
+        assert_eq!(
+            got,
+            "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tobjectformat = sha256\n\tworktreeconfig = true\n"
+        );
+        assert!(repository_format(&[e("core.repositoryformatversion", Some("2"))]).is_err());
+        assert!(repository_format(&[e("extensions.x", Some("a\"b"))]).is_err());
+        assert!(repository_format(&[e("extensions.refstorage", Some("reftable"))]).is_err());
+        assert_eq!(
+            parse_list("core.bare\nfalse\0extensions.worktreeconfig\0a.b\nx\ny\0"),
+            [
+                e("core.bare", Some("false")),
+                e("extensions.worktreeconfig", None),
+                e("a.b", Some("x\ny"))
+            ]
+        );
+        assert!(valid_head("ref: refs/heads/main\n"));
+        assert!(valid_head(&"a".repeat(40)));
+        assert!(!valid_head("ref: HEAD\n"));
+        assert!(!valid_head("ref: refs/heads/a\nref: refs/heads/b\n"));
+    }
 }
