@@ -109,8 +109,12 @@ pub struct HandoffPlan {
     pub features: Vec<String>,
     /// `hardened` or `reference`; `none` for the host runtime.
     pub profile: String,
-    /// `none` or `default`; `host` for the host runtime.
+    /// `none`, `allowlist` or `default`; `host` for the host runtime.
     pub network: String,
+    /// Under `allowlist`: the user's destinations (`[security].egress`, the agent's `egress`,
+    /// `--egress-allow`); the repository's requests are among `permissions` (spec-note 0503).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
     /// The resource limits of the `hardened` profile (`--pids-limit`, `--memory`, `--cpus`,
     /// else `[security]`); `null` under `reference`, which sets none.
     pub limits: Option<PlannedLimits>,
@@ -470,9 +474,12 @@ pub(super) async fn prepare(
         .clone()
         .or_else(|| agent.network.clone())
         .unwrap_or_else(|| "none".to_string());
-    if !matches!(network.as_str(), "none" | "default") {
+    if !matches!(
+        network.as_str(),
+        "none" | "default" | crate::ops::egress::ALLOWLIST
+    ) {
         return Err(agent_err(format!(
-            "unknown network `{network}`: expected `none` or `default`"
+            "unknown network `{network}`: expected `none`, `allowlist` or `default`"
         )));
     }
     let profile = opts
@@ -678,6 +685,15 @@ pub(super) async fn prepare(
         features,
         profile: profile.clone(),
         network: network.clone(),
+        egress: if network == crate::ops::egress::ALLOWLIST {
+            crate::ops::egress::user_entries(
+                &opts.settings,
+                Some(&opts.agent),
+                &opts.security.egress_allow,
+            )?
+        } else {
+            Vec::new()
+        },
         limits,
         grants,
         permissions: Vec::new(),

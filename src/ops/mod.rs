@@ -16,6 +16,7 @@ pub mod container;
 pub mod container_audit;
 pub mod dockerfile;
 pub mod down;
+pub mod egress;
 pub mod envelope;
 pub mod error;
 pub mod exec;

@@ -72,8 +72,14 @@ pub struct SecurityOptions {
     pub memory: Option<String>,
     /// `--cpus`.
     pub cpus: Option<f64>,
-    /// `--network default|none`.
+    /// `--network default|none|allowlist`.
     pub network: Option<String>,
+    /// `--egress-allow DEST` (repeatable): allowlist entries added to the settings' `egress`
+    /// under `--network allowlist` (spec-note 0502).
+    pub egress_allow: Vec<String>,
+    /// The agent whose `[agents.NAME]` settings (`network`, `egress`, `upstreams`) apply
+    /// (`handoff`; `None` for `up`).
+    pub agent: Option<String>,
 }
 
 /// Inputs of [`up`] (the `up` flags).

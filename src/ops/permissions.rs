@@ -312,6 +312,10 @@ pub(crate) fn early_requests(
         && container_network.as_deref() == Some("none");
     requests.extend(decided.request);
     requests.extend(security::image_tags::judge(profile, grants, &tags));
+    // the repository's egress destinations (`--network allowlist`; spec-note 0503)
+    requests.extend(crate::ops::egress::repository_requests(
+        loaded, opts, profile, grants,
+    )?);
     Ok(EarlyRequests {
         requests,
         host_env,
@@ -543,9 +547,12 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
         .unwrap_or_else(|| settings.security.network.clone());
     match network.as_str() {
         "default" | "" => Ok(None),
-        "none" => Ok(Some("none".into())),
+        // `allowlist` is network `none` plus devcell's channel (spec-note 0502)
+        "none" | crate::ops::egress::ALLOWLIST => Ok(Some("none".into())),
         other => Err(HandoffError::Unsupported {
-            message: format!("unknown network setting `{other}`: expected `default` or `none`"),
+            message: format!(
+                "unknown network setting `{other}`: expected `default`, `none` or `allowlist`"
+            ),
             hint: None,
         }),
     }

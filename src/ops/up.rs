@@ -86,6 +86,8 @@ pub struct UpResult {
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).
     pub merged_configuration: Option<Value>,
+    /// The egress channel (`--network allowlist`): the proxy and what it serves.
+    pub egress: Option<crate::ops::egress::EgressStatus>,
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
@@ -120,6 +122,7 @@ impl UpResult {
                 "hostEnv": self.host_env,
                 "lifecycle": self.lifecycle,
                 "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "egress": self.egress,
             }),
         );
         Value::Object(out)
@@ -409,6 +412,7 @@ pub async fn up_with(
             security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
+            crate::ops::egress::before_create(opts, &devcontainer_id, &mut spec)?;
             if let Some(account) = &account {
                 spec.labels.insert(
                     crate::names::REMOTE_UID_LABEL.to_string(),
@@ -489,6 +493,15 @@ pub async fn up_with(
     } else {
         container
     };
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        &devcontainer_id,
+        &container,
+        &early.requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
 
     let attached = attach(
         &container,
@@ -571,6 +584,7 @@ pub async fn up_with(
         merged_configuration: opts
             .include_merged_configuration
             .then(|| attached.merged.clone()),
+        egress,
         loaded,
     })
 }
