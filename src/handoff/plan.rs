@@ -368,6 +368,12 @@ pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
             }
         },
     ];
+    if p.network == crate::ops::egress::ALLOWLIST {
+        out.push(format!(
+            "plan: egress allowlist {:?} (through devcell's host-side proxy; the repository's requests are listed as permissions)",
+            p.egress
+        ));
+    }
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
     if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
         let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();

@@ -247,7 +247,30 @@ async fn the_repositorys_egress_request_is_refused_until_granted() {
         (0, "hello through the proxy"),
         "{err}"
     );
-    tokio::task::block_in_place(|| ctx.run("down", &["--remove"]).ok().stdout.clone());
+    // the container removed behind devcell's back: `doctor` names its orphaned proxy
+    let pid = up["devcell"]["egress"]["proxyPid"].as_u64().unwrap();
+    let id = up["containerId"].as_str().unwrap().to_string();
+    let rm = std::process::Command::new("docker")
+        .args(["rm", "-f", &id])
+        .output()
+        .unwrap();
+    assert!(rm.status.success());
+    let v = tokio::task::block_in_place(|| ctx.devcell(&["doctor", "--format", "json"])).json();
+    let orphan = v["result"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "orphaned_egress_proxy")
+        .unwrap_or_else(|| panic!("no orphaned proxy in {v}"))
+        .clone();
+    let message = orphan["message"].as_str().unwrap();
+    assert!(message.contains(&pid.to_string()), "{orphan}");
+    assert!(proxy_alive(pid));
+    let kill = std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(kill.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
