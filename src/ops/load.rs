@@ -144,6 +144,43 @@ pub(crate) struct ValidatedConfig {
     pub confined: Option<crate::security::Grants>,
 }
 
+impl ValidatedConfig {
+    /// Validates `doc` ([`model::validate`]); the warnings are the parser's, then the
+    /// validation's.
+    ///
+    /// Errors: [`HandoffError::Config`] for an invalid configuration (located).
+    fn validate(
+        workspace_folder: PathBuf,
+        config_file: PathBuf,
+        doc: jsonc::Document,
+        confined: Option<crate::security::Grants>,
+    ) -> Result<ValidatedConfig> {
+        let mut warnings = doc.warnings.clone();
+        let (config, model_warnings) = model::validate(&doc)?;
+        warnings.extend(model_warnings);
+        Ok(ValidatedConfig {
+            workspace_folder,
+            config_file,
+            doc,
+            config,
+            warnings,
+            confined,
+        })
+    }
+}
+
+/// The absolute workspace folder, which must exist.
+///
+/// Errors: [`HandoffError::WorkspaceFolder`].
+fn existing_workspace_folder(workspace_folder: &Path) -> Result<PathBuf> {
+    let folder =
+        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
+    if !folder.is_dir() {
+        return Err(HandoffError::WorkspaceFolder { path: folder });
+    }
+    Ok(folder)
+}
+
 /// Finds ([`discover::discover`]), parses ([`jsonc::read`]) and validates
 /// ([`model::validate`]) the configuration of `workspace_folder` (or `config` when given),
 /// judged as every command without a `--security-profile` judges it (spec-note 0400): a
@@ -210,13 +247,7 @@ pub(crate) fn read_validated_confined(
     config: Option<&Path>,
     confine: Option<&crate::security::Grants>,
 ) -> Result<ValidatedConfig> {
-    let workspace_folder =
-        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
+    let workspace_folder = existing_workspace_folder(workspace_folder)?;
     let config_file = discover::discover(&workspace_folder, config)?;
     // a `--config` the user names outside the workspace is the user's, not the repository's
     let confine = confine.filter(|_| repository_supplied(&workspace_folder, config, &config_file));
@@ -229,17 +260,7 @@ pub(crate) fn read_validated_confined(
         }
         None => jsonc::read(&config_file)?,
     };
-    let mut warnings = doc.warnings.clone();
-    let (config, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
-    Ok(ValidatedConfig {
-        workspace_folder,
-        config_file,
-        doc,
-        config,
-        warnings,
-        confined: confine.cloned(),
-    })
+    ValidatedConfig::validate(workspace_folder, config_file, doc, confine.cloned())
 }
 
 /// Loads a configuration the way every command does: discover it ([`discover::discover`]),
@@ -251,14 +272,7 @@ pub(crate) fn read_validated_confined(
 /// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
 pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
     let additional = parse_additional_features(opts.additional_features.as_deref())?;
-    let ValidatedConfig {
-        workspace_folder,
-        config_file,
-        doc,
-        config: written,
-        warnings,
-        confined,
-    } = match &opts.override_config {
+    let validated = match &opts.override_config {
         Some(file) => {
             let mut v = read_overridden(&opts.workspace_folder, opts.config.as_deref(), file)?;
             // the content is the user's; the lockfile and local Features beside the config
@@ -274,27 +288,35 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
             opts.confine.as_ref(),
         )?,
     };
-
     // the commands that build judge local Features' folders before anything is read or packed
-    if let Some(grants) = &confined {
-        confine_local_features(&written, &config_file, &workspace_folder, grants)?;
+    if let Some(grants) = &validated.confined {
+        confine_local_features(
+            &validated.config,
+            &validated.config_file,
+            &validated.workspace_folder,
+            grants,
+        )?;
     }
-    let mut value = doc.value.clone();
+    let mut value = validated.doc.value.clone();
     if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
         map.insert("workspaceMount".into(), Value::String(o.mount.clone()));
         map.insert("workspaceFolder".into(), Value::String(o.folder.clone()));
     }
     let (workspace, additional_mount) = resolve_workspace(
         &mut value,
-        &doc,
-        config::workspace::ResolveOptions {
-            workspace_folder: workspace_folder.clone(),
-            config_file: config_file.clone(),
-            mount_workspace_git_root: opts.mount_workspace_git_root,
-            env: opts.env.clone(),
-        },
+        &validated,
+        opts.mount_workspace_git_root,
+        &opts.env,
         opts.mount_git_worktree_common_dir,
     )?;
+    let ValidatedConfig {
+        workspace_folder,
+        config_file,
+        doc,
+        warnings,
+        confined,
+        ..
+    } = validated;
     add_features(&mut value, &additional);
     // Substitution keeps the shape, so locations from `doc` still apply.
     let (typed, _) = model::validate_value(&doc, &value)?;
@@ -325,13 +347,7 @@ pub(crate) fn read_overridden(
     config: Option<&Path>,
     override_file: &Path,
 ) -> Result<ValidatedConfig> {
-    let workspace_folder =
-        std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
+    let workspace_folder = existing_workspace_folder(workspace_folder)?;
     let override_file =
         std::path::absolute(override_file).unwrap_or_else(|_| override_file.to_path_buf());
     let config_file = match config {
@@ -342,17 +358,7 @@ pub(crate) fn read_overridden(
         }),
     };
     let doc = jsonc::read(&override_file)?;
-    let mut warnings = doc.warnings.clone();
-    let (config, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
-    Ok(ValidatedConfig {
-        workspace_folder,
-        config_file,
-        doc,
-        config,
-        warnings,
-        confined: None,
-    })
+    ValidatedConfig::validate(workspace_folder, config_file, doc, None)
 }
 
 /// The folder of each local (`./…`) Feature of `typed` (relative to the config's folder),
@@ -407,19 +413,27 @@ pub(crate) fn add_features(value: &mut Value, additional: &[(String, Value)]) {
     }
 }
 
-/// The workspace folder and mount of `value` resolved and substituted in place
-/// ([`config::workspace::resolve_with_worktree`]): the workspace and the additional mount
-/// string (`--mount-git-worktree-common-dir`). Errors are located in `doc`, whose shape the
-/// substitution keeps.
+/// The workspace folder and mount of `value` (the content of `validated`) resolved and
+/// substituted in place ([`config::workspace::resolve_with_worktree`]) with the host
+/// environment `env`: the workspace and the additional mount string
+/// (`--mount-git-worktree-common-dir`). Errors are located in `validated.doc`, whose shape
+/// the substitution keeps.
 pub(crate) fn resolve_workspace(
     value: &mut Value,
-    doc: &jsonc::Document,
-    resolve: config::workspace::ResolveOptions,
+    validated: &ValidatedConfig,
+    mount_workspace_git_root: bool,
+    env: &HashMap<String, String>,
     mount_git_worktree_common_dir: bool,
 ) -> Result<(config::workspace::WorkspaceConfig, Option<String>)> {
+    let resolve = config::workspace::ResolveOptions {
+        workspace_folder: validated.workspace_folder.clone(),
+        config_file: validated.config_file.clone(),
+        mount_workspace_git_root,
+        env: env.clone(),
+    };
     Ok(
         config::workspace::resolve_with_worktree(value, &resolve, mount_git_worktree_common_dir)
-            .map_err(|e| locate(doc, e))?,
+            .map_err(|e| locate(&validated.doc, e))?,
     )
 }
 

@@ -14,13 +14,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{self, discover, jsonc, model};
+use crate::config::{self, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::load::{
-    locate, parse_additional_features, read_judged, read_validated, repository_supplied,
-    resolve_workspace,
+    ValidatedConfig, locate, parse_additional_features, read_judged, read_overridden,
+    read_validated, repository_supplied, resolve_workspace,
 };
 use crate::security::host_path;
 
@@ -136,48 +136,31 @@ pub fn read_configuration_with(
     if without_config {
         return read_container_only(opts, extras, &additional);
     }
-    if !workspace_folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder {
-            path: workspace_folder,
-        });
-    }
-    let (config_file, doc) = match &extras.override_config {
-        Some(override_file) => {
-            let override_file =
-                std::path::absolute(override_file).unwrap_or_else(|_| override_file.clone());
-            let config_file = match &opts.config {
-                Some(c) => std::path::absolute(c).unwrap_or_else(|_| c.clone()),
-                None => discover::discover(&workspace_folder, None).unwrap_or_else(|_| {
-                    let [first, _] = discover::default_locations(&workspace_folder);
-                    first
-                }),
-            };
-            (config_file, jsonc::read(&override_file)?)
-        }
-        None => {
-            // judged on what it resolves to, like every command's (spec-note 0400)
-            let validated = read_validated(&workspace_folder, opts.config.as_deref())?;
-            (validated.config_file, validated.doc)
-        }
+    let validated = match &extras.override_config {
+        Some(file) => read_overridden(&workspace_folder, opts.config.as_deref(), file)?,
+        // judged on what it resolves to, like every command's (spec-note 0400)
+        None => read_validated(&workspace_folder, opts.config.as_deref())?,
     };
-    let confined = repository_supplied(&workspace_folder, opts.config.as_deref(), &config_file)
-        .then(crate::security::Grants::default);
-    let mut warnings = doc.warnings.clone();
-    let (_, model_warnings) = model::validate(&doc)?;
-    warnings.extend(model_warnings);
-
-    let mut value = doc.value.clone();
+    let confined = repository_supplied(
+        &workspace_folder,
+        opts.config.as_deref(),
+        &validated.config_file,
+    )
+    .then(crate::security::Grants::default);
+    let mut value = validated.doc.value.clone();
     let (workspace, additional_mount) = resolve_workspace(
         &mut value,
-        &doc,
-        config::workspace::ResolveOptions {
-            workspace_folder: workspace_folder.clone(),
-            config_file: config_file.clone(),
-            mount_workspace_git_root: opts.mount_workspace_git_root,
-            env: opts.env.clone(),
-        },
+        &validated,
+        opts.mount_workspace_git_root,
+        &opts.env,
         extras.mount_git_worktree_common_dir,
     )?;
+    let ValidatedConfig {
+        config_file,
+        doc,
+        mut warnings,
+        ..
+    } = validated;
 
     let id_labels = if extras.id_labels.is_empty() {
         config::id::id_labels(&workspace_folder, &config_file)
