@@ -3,7 +3,7 @@
 
 use crate::engine::BuildRequest;
 use crate::ops::error::Result;
-use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::load::LoadedConfiguration;
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -24,7 +24,7 @@ pub struct TargetOptions {
     /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
     pub env: HashMap<String, String>,
     /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
-    pub workspace_override: Option<crate::ops::read_configuration::WorkspaceOverride>,
+    pub workspace_override: Option<crate::ops::load::WorkspaceOverride>,
     /// `--override-config`: the configuration's content comes from this file (paths keep the
     /// semantics of the real config location).
     pub override_config: Option<PathBuf>,

@@ -13,8 +13,8 @@ use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::id_labels;
 use crate::security::PolicyInput;
 use crate::security::{
@@ -53,10 +53,7 @@ pub(crate) async fn check_existing(
         None
     };
     let merged = metadata::merge_configuration(&loaded.value, entries);
-    let remote_user = merged
-        .get("remoteUser")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
+    let remote_user = crate::config::metadata::remote_user(&merged);
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
     let network = network_mode(&opts.security, &opts.settings)?;
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
@@ -841,11 +838,7 @@ pub(crate) async fn container_requests(
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
         origins: origins(entries, extra_mounts),
-        remote_user: merged
-            .get("remoteUser")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
+        remote_user: crate::config::metadata::remote_user(&merged).map(str::to_string),
         image_user: image_info
             .and_then(|i| i.user.clone())
             .filter(|u| !u.is_empty()),

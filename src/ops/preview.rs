@@ -9,13 +9,13 @@ use crate::ops::attach::existing_entries;
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::image::{feature_fetcher, has_features, image_entries, substitute_entries};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
     ContainerJudgement, FeatureRequestParts, check_existing, confine_build, confine_grants,
     container_requests, early_requests, host_commands, judged_options, security_choice,
 };
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile};

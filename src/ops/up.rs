@@ -30,13 +30,14 @@ use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
     origins, security_choice,
 };
-use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
+use crate::ops::read_configuration::file_uri;
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
@@ -435,11 +436,7 @@ pub(crate) async fn up_judged(
                     base.to_string(),
                 );
             }
-            let remote_user = merged
-                .get("remoteUser")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
+            let remote_user = crate::config::metadata::remote_user(&merged).map(str::to_string);
             let image_user = image.info.user.clone().filter(|u| !u.is_empty());
             // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
             let home_user = remote_user
