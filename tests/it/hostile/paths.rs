@@ -577,16 +577,22 @@ fn feature_config() -> String {
 }
 
 /// Removes the container `id` and the images devcell built for it: the chain from its image
-/// up to (not including) the shared base image.
+/// up to (not including) the shared base image. Ids are compared without their `sha256:`
+/// (Podman names a container's image by bare hex), and an image the base's name points at is
+/// never removed (on Podman `docker rmi <id>` removes an image with one name).
 fn remove_image_of(id: &str) {
     let inspect = |what: &str, format: &str| {
         let out = Command::new("docker")
             .args(["inspect", "--format", format, what])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        text.strip_prefix("sha256:")
+            .map(str::to_string)
+            .unwrap_or(text)
     };
     let base = inspect(BUSYBOX_IMAGE, "{{.Id}}");
+    assert!(!base.is_empty(), "{BUSYBOX_IMAGE} is there");
     let mut chain = Vec::new();
     let mut image = inspect(id, "{{.Image}}");
     while !image.is_empty() && image != base && chain.len() < 32 {
@@ -597,6 +603,11 @@ fn remove_image_of(id: &str) {
     for image in chain {
         let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
     }
+    assert_eq!(
+        inspect(BUSYBOX_IMAGE, "{{.Id}}"),
+        base,
+        "the base image stays"
+    );
 }
 
 fn is_link_to(path: &Path, target: &Path) -> bool {
