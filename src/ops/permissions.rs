@@ -727,6 +727,11 @@ pub(crate) async fn judge_configuration(
             } else {
                 None
             };
+            let entries = metadata::collect_entries(
+                &[],
+                &early_feature_entries(loaded, &judged).await,
+                &metadata::config_entry(&loaded.value),
+            );
             let requests = container_requests(
                 &ContainerJudgement {
                     profile,
@@ -739,7 +744,7 @@ pub(crate) async fn judge_configuration(
                 },
                 &reference,
                 image_info.as_ref(),
-                &[metadata::config_entry(&loaded.value)],
+                &entries,
                 None,
             )
             .await?;
@@ -760,6 +765,25 @@ pub(crate) async fn judge_configuration(
             Vec::new()
         },
     })
+}
+
+/// The Features' metadata entries (local, OCI from the cache or the registry, tarballs),
+/// substituted with the judged host environment, read before anything is built so a Feature's
+/// `privileged`, `capAdd`, `securityOpt`, `mounts`, `init` or `entrypoint` is refused with the
+/// rest (spec-note 0445). Metadata that cannot be read yet (a local Feature the
+/// `initializeCommand` generates, an unreachable registry) gives no entries here: the Features
+/// are then judged, as always, when the container is created, before it exists.
+async fn early_feature_entries(loaded: &LoadedConfiguration, judged: &UpOptions) -> Vec<Value> {
+    if !crate::ops::image::has_features(&loaded.value) {
+        return Vec::new();
+    }
+    match crate::ops::preview::preview_feature_entries(loaded, judged).await {
+        Ok(mut entries) => {
+            crate::ops::image::substitute_entries(&mut entries, loaded, &judged.target.env);
+            entries
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// What [`container_requests`] judges a container with, besides its image and entries.
