@@ -15,6 +15,9 @@ pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
 /// at creation (decimal), so a reused container's ownership check needs no file read
 /// (spec-note 0324).
 pub const REMOTE_UID_LABEL: &str = "devcell.remote_uid";
+/// Container label `allowlist` on a container `up --network allowlist` created: its network
+/// `none` has devcell's egress channel and host-side proxy (spec-note 0502).
+pub const EGRESS_NETWORK_LABEL: &str = "devcell.network";
 /// Container label with the host variables `up` let cross under `hardened` (granted names,
 /// sorted, comma-separated; empty when none): `exec` and `run-user-commands` re-reading the
 /// configuration may use no other (spec-note 0443). Its presence marks a container devcell

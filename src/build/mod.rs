@@ -7,7 +7,8 @@
 //! - [`uid`]: the `updateRemoteUserUID` layer, tagged `devcell/uid:<key>`.
 //! - [`image`]: both built through the [`crate::engine::Engine`], only when the tag is missing.
 //! - [`cache_key`]: the documented key hashing; [`tree`]: stable folder walks;
-//!   [`dockerfile`]: safe Dockerfile and shell words.
+//!   [`dockerfile`]: safe Dockerfile and shell words; [`final_user`]: the `USER` a Dockerfile's
+//!   final stage will run as, read before the build.
 //!
 //! Everything here is pure apart from reading Feature folders and writing the temporary build
 //! context; [`image`] hands the context to the engine. No secret goes into a build: the label
@@ -18,6 +19,7 @@ pub mod cache_key;
 pub mod dockerfile;
 pub mod error;
 pub mod features;
+pub mod final_user;
 pub mod image;
 pub mod tree;
 pub mod uid;

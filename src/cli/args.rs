@@ -65,6 +65,19 @@ pub enum Command {
     /// Remove the images devcell built (`devcell/features:*`, `devcell/uid:*`) that no container
     /// uses.
     Prune(PruneArgs),
+    /// The host-side egress proxy of one `--network allowlist` container (started by `up`
+    /// and `handoff`; not for direct use).
+    #[command(name = "__egress-proxy", hide = true)]
+    EgressProxy(EgressProxyArgs),
+}
+
+/// `devcell __egress-proxy STATE KEY`.
+#[derive(Debug, Args)]
+pub struct EgressProxyArgs {
+    /// devcell's state folder.
+    pub state: PathBuf,
+    /// The workspace's key (`<state>/egress/<key>/`).
+    pub key: String,
 }
 
 /// `devcell prune`.
@@ -140,9 +153,16 @@ pub struct HandoffArgs {
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,
-    /// Network: `none` (default for handoff) or `default`.
-    #[arg(long, value_parser = ["default", "none"])]
+    /// Network: `none` (default for handoff), `allowlist` (only the `--egress-allow`
+    /// destinations and the configured `egress`, through devcell's host-side proxy) or
+    /// `default`.
+    #[arg(long, value_parser = ["default", "none", "allowlist"])]
     pub network: Option<String>,
+    /// A destination the agent may reach under `--network allowlist`:
+    /// `host[:port][=address]`, `*.suffix` for names below it, port 443 unless given,
+    /// `=address` to pin the address (repeatable).
+    #[arg(long, value_name = "DEST")]
+    pub egress_allow: Vec<String>,
     /// JSON file of secrets (`{"NAME": "value"}`) for the hooks and the agent.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
@@ -676,9 +696,15 @@ pub struct UpArgs {
     /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
     #[arg(long, value_name = "N")]
     pub cpus: Option<f64>,
-    /// Network: `default` or `none`.
-    #[arg(long, value_parser = ["default", "none"])]
+    /// Network: `default`, `none`, or `allowlist` (network `none` plus devcell's host-side
+    /// proxy: only the `--egress-allow` destinations and the configured `egress`).
+    #[arg(long, value_parser = ["default", "none", "allowlist"])]
     pub network: Option<String>,
+    /// A destination the container may reach under `--network allowlist`:
+    /// `host[:port][=address]`, `*.suffix` for names below it, port 443 unless given,
+    /// `=address` to pin the address (repeatable).
+    #[arg(long, value_name = "DEST")]
+    pub egress_allow: Vec<String>,
     /// Additional Features as JSON, like `features` in devcontainer.json (keys the
     /// configuration already has are ignored).
     #[arg(long, value_name = "JSON")]

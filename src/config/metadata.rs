@@ -221,6 +221,15 @@ pub fn merge_configuration(config: &Value, entries: &[Value]) -> Value {
     Value::Object(out)
 }
 
+/// The `remoteUser` of a merged configuration ([`merge_configuration`]): `None` when unset,
+/// not a string or empty (the container's user applies then).
+pub fn remote_user(merged: &Value) -> Option<&str> {
+    merged
+        .get("remoteUser")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
 /// The commands of one lifecycle hook across `entries`, each with its origin: the entry's `id`
 /// (a Feature) or `"devcontainer.json"` (entries without `id`: the config and image entries
 /// written from a devcontainer.json). Falsy hook values are skipped. Used to label hook output

@@ -158,6 +158,15 @@ impl ContainerEgress {
         }
     }
 
+    /// The forwarder's argv to start it in the background (`--background`): the exec returns
+    /// once the port is bound (`listening …`), or at once when a forwarder already serves it
+    /// (`in-use …`), and the forwarder keeps serving as the container's user.
+    pub fn background_command(&self) -> Vec<String> {
+        let mut argv = self.forwarder_command.clone();
+        argv.push("--background".to_string());
+        argv
+    }
+
     /// Adds the channel to `spec`: network `none`, the mounts, the environment (replacing
     /// any value the configuration set for those names).
     pub fn apply(&self, spec: &mut ContainerSpec) {

@@ -7,23 +7,28 @@
 //! (devcell's host-side proxy, bind-mounted into the container). It decides nothing: the
 //! policy is enforced on the host. Without `--` it prints `listening LISTEN` on stdout once
 //! the port is bound and serves until killed; with `-- COMMAND ...` it binds, runs the command
-//! (the port is ready before it starts) and exits with the command's status.
+//! (the port is ready before it starts) and exits with the command's status. With
+//! `--background` it binds, hands the bound socket to a copy of itself (as that copy's stdin,
+//! no other descriptor), prints `listening LISTEN` and exits: the engine's exec returns while
+//! the copy serves. A port already bound prints `in-use LISTEN` and exits 0 (a forwarder
+//! started by an earlier `up` still serves it).
 //!
 //! Built by devcell's `build.rs` as a static executable from this one std-only file, so it
 //! runs on any Linux image (busybox, glibc, musl) without installing anything, as any user.
 
 use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::thread;
 
 fn usage() -> ExitCode {
     let _ = writeln!(
         io::stderr(),
-        "usage: devcell-egress-forwarder LISTEN SOCKET [-- COMMAND ARGS...]"
+        "usage: devcell-egress-forwarder LISTEN SOCKET [--background | -- COMMAND ARGS...]"
     );
     ExitCode::from(2)
 }
@@ -34,19 +39,59 @@ fn main() -> ExitCode {
         Some(i) => (&args[..i], Some(&args[i + 1..])),
         None => (&args[..], None),
     };
-    let [listen, socket] = own else {
-        return usage();
+    let (listen, socket, mode) = match own {
+        [listen, socket] => (listen, socket, None),
+        [listen, socket, mode] if mode == "--background" || mode == "--serve-stdin" => {
+            (listen, socket, Some(mode.as_str()))
+        }
+        _ => return usage(),
     };
-    if command.is_some_and(|c| c.is_empty()) {
+    if command.is_some_and(|c| c.is_empty()) || (mode.is_some() && command.is_some()) {
         return usage();
     }
-    let listener = match TcpListener::bind(listen.as_str()) {
+    let bound = if mode == Some("--serve-stdin") {
+        // the listener the `--background` parent bound, as stdin
+        io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(TcpListener::from)
+    } else {
+        TcpListener::bind(listen.as_str())
+    };
+    let listener = match bound {
         Ok(l) => l,
+        Err(e) if mode == Some("--background") && e.kind() == io::ErrorKind::AddrInUse => {
+            let _ = writeln!(io::stdout(), "in-use {listen}");
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             let _ = writeln!(io::stderr(), "devcell-egress-forwarder: bind {listen}: {e}");
             return ExitCode::from(1);
         }
     };
+    if mode == Some("--background") {
+        let Ok(exe) = std::env::current_exe() else {
+            return ExitCode::from(1);
+        };
+        let spawned = Command::new(exe)
+            .arg(listen)
+            .arg(socket)
+            .arg("--serve-stdin")
+            .stdin(Stdio::from(OwnedFd::from(listener)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        return match spawned {
+            Ok(_) => {
+                let _ = writeln!(io::stdout(), "listening {listen}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "devcell-egress-forwarder: spawn: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let socket = Arc::new(PathBuf::from(socket));
     let serve = {
         let socket = Arc::clone(&socket);
@@ -59,6 +104,10 @@ fn main() -> ExitCode {
         }
     };
     match command {
+        None if mode == Some("--serve-stdin") => {
+            serve();
+            ExitCode::from(1)
+        }
         None => {
             let _ = writeln!(io::stdout(), "listening {listen}");
             let _ = io::stdout().flush();

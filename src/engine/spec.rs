@@ -184,6 +184,8 @@ pub struct ImageInfo {
     pub cmd: Option<Vec<String>>,
     /// The image's `WORKDIR`.
     pub working_dir: Option<String>,
+    /// The image's `ONBUILD` triggers (instructions a build `FROM` it runs first).
+    pub on_build: Vec<String>,
 }
 
 impl ImageInfo {

@@ -149,6 +149,7 @@ pub async fn handoff_with(
     let image = info.as_ref().map(|c| c.image.clone()).unwrap_or_default();
     // A reused container keeps the network it was created with: report the real one.
     let network = match info.as_ref().map(|c| c.host.network_mode.as_str()) {
+        Some("none") if up.egress.is_some() => crate::ops::egress::ALLOWLIST.to_string(),
         Some("none") => "none".to_string(),
         Some(_) => "default".to_string(),
         None => p.network.clone(),
@@ -240,6 +241,17 @@ pub async fn handoff_with(
         .map_err(&fail)?
         .0;
     env.extend(p.agent_env.clone());
+    if up.egress.is_some() {
+        // each upstream's in-container base URL (its credential stays on the host)
+        env.extend(
+            crate::ops::egress::upstream_env(
+                &opts.settings,
+                &opts.agent,
+                crate::egress::channel::DEFAULT_LISTEN_PORT,
+            )
+            .map_err(&fail)?,
+        );
+    }
     env.extend(p.secrets.clone());
     append_safe_directories(&mut env, &safe_directories(&p.workspace));
     let pidfile = pidfile_of(&session_id);
@@ -315,7 +327,15 @@ pub async fn handoff_with(
     if let Ok(mut l) = log.lock() {
         let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
     }
-    let session = store.end_session(&root, &session_id, outcome)?;
+    // the proxy's decisions made during this session (spec-note 0504)
+    let egress = up.egress.as_ref().and_then(|_| {
+        let since = chrono::DateTime::parse_from_rfc3339(&start.session.started_at)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc));
+        crate::ops::state_folder::default_root()
+            .and_then(|state| crate::ops::egress::summary_for(&state, &up.container_id, since))
+    });
+    let session = store.end_session_with(&root, &session_id, outcome, egress)?;
     let mut plan = p.plan;
     let permissions: Vec<_> = p
         .git_requests

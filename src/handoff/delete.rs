@@ -199,6 +199,10 @@ pub async fn delete_with(
             .stop_container(id, Some(std::time::Duration::from_secs(10)))
             .await;
         engine.remove_container(id, true).await?;
+        // its egress proxy goes with it (its decision record stays, as the logs do)
+        if let Some(state) = crate::ops::state_folder::default_root() {
+            crate::ops::egress::stop_for_containers(&state, std::slice::from_ref(id)).await;
+        }
         removed.containers.push(id.clone());
         removed.credentials.push(format!(
             "exec environments of container {} (secrets are never stored elsewhere)",

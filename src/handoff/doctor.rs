@@ -264,6 +264,35 @@ pub async fn doctor_with(
         }
     }
 
+    // egress proxies whose container is gone (spec-note 0502)
+    if let Some(engine) = engine_ok
+        && let Some(state) = crate::ops::state_folder::default_root()
+    {
+        for p in crate::ops::egress::proxies(&state) {
+            let Some(pid) = p.pid else { continue };
+            let gone = p.config.container_id.is_empty()
+                || matches!(
+                    engine.inspect_container(&p.config.container_id).await,
+                    Ok(None)
+                );
+            if gone {
+                let short = &p.config.container_id[..p.config.container_id.len().min(12)];
+                findings.push(finding(
+                    "orphaned_egress_proxy",
+                    Severity::Warning,
+                    format!(
+                        "egress proxy {pid} (`{}`) serves container {short}, which no longer exists",
+                        p.folder.display()
+                    ),
+                    Some(NextAction::command(
+                        format!("stop the orphaned egress proxy {pid}"),
+                        ["kill".to_string(), pid.to_string()],
+                    )),
+                ));
+            }
+        }
+    }
+
     // devcell-built images no container uses (spec-note 0272)
     if let Some(engine) = engine_ok {
         match crate::handoff::prune::devcell_images(engine).await {

@@ -7,8 +7,8 @@ use crate::engine::{DockerEngine, Engine};
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::context::{AgentRuntime, ContextInputs};
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::WorkspaceOverride;
 use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
-use crate::ops::read_configuration::WorkspaceOverride;
 use crate::ops::repository::{self, InspectOptions, MountPurpose, Workspace};
 use crate::ops::target::{find_container, id_labels};
 use crate::settings::{AgentSettings, Settings};
@@ -109,8 +109,12 @@ pub struct HandoffPlan {
     pub features: Vec<String>,
     /// `hardened` or `reference`; `none` for the host runtime.
     pub profile: String,
-    /// `none` or `default`; `host` for the host runtime.
+    /// `none`, `allowlist` or `default`; `host` for the host runtime.
     pub network: String,
+    /// Under `allowlist`: the user's destinations (`[security].egress`, the agent's `egress`,
+    /// `--egress-allow`); the repository's requests are among `permissions` (spec-note 0503).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
     /// The resource limits of the `hardened` profile (`--pids-limit`, `--memory`, `--cpus`,
     /// else `[security]`); `null` under `reference`, which sets none.
     pub limits: Option<PlannedLimits>,
@@ -364,6 +368,12 @@ pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
             }
         },
     ];
+    if p.network == crate::ops::egress::ALLOWLIST {
+        out.push(format!(
+            "plan: egress allowlist {:?} (through devcell's host-side proxy; the repository's requests are listed as permissions)",
+            p.egress
+        ));
+    }
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
     if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
         let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();
@@ -470,9 +480,12 @@ pub(super) async fn prepare(
         .clone()
         .or_else(|| agent.network.clone())
         .unwrap_or_else(|| "none".to_string());
-    if !matches!(network.as_str(), "none" | "default") {
+    if !matches!(
+        network.as_str(),
+        "none" | "default" | crate::ops::egress::ALLOWLIST
+    ) {
         return Err(agent_err(format!(
-            "unknown network `{network}`: expected `none` or `default`"
+            "unknown network `{network}`: expected `none`, `allowlist` or `default`"
         )));
     }
     let profile = opts
@@ -678,6 +691,15 @@ pub(super) async fn prepare(
         features,
         profile: profile.clone(),
         network: network.clone(),
+        egress: if network == crate::ops::egress::ALLOWLIST {
+            crate::ops::egress::user_entries(
+                &opts.settings,
+                Some(&opts.agent),
+                &opts.security.egress_allow,
+            )?
+        } else {
+            Vec::new()
+        },
         limits,
         grants,
         permissions: Vec::new(),

@@ -202,6 +202,10 @@ pub struct Session {
     /// container is ever recorded and liveness is the devcell process's alone).
     #[serde(default)]
     pub runtime: AgentRuntime,
+    /// Under `--network allowlist`: the egress proxy's decisions during the session, by
+    /// destination (allowed and refused, with counts; spec-note 0504).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Box<crate::ops::egress::EgressSummary>>,
 }
 
 /// How a session ended (serialised with a `kind` tag).
@@ -940,6 +944,7 @@ impl StateStore {
                 ended_at: None,
                 outcome: None,
                 runtime,
+                egress: None,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -1007,6 +1012,20 @@ impl StateStore {
         session_id: &str,
         outcome: SessionOutcome,
     ) -> Result<Session, StateError> {
+        self.end_session_with(workspace_root, session_id, outcome, None)
+    }
+
+    /// [`StateStore::end_session`] that also records the session's egress summary.
+    ///
+    /// # Errors
+    /// As [`StateStore::end_session`].
+    pub fn end_session_with(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        outcome: SessionOutcome,
+        egress: Option<crate::ops::egress::EgressSummary>,
+    ) -> Result<Session, StateError> {
         self.update(workspace_root, |state| {
             let workspace = state.workspace.clone();
             let s = state
@@ -1024,6 +1043,9 @@ impl StateStore {
             if overwritable {
                 s.ended_at = Some(now());
                 s.outcome = Some(outcome);
+            }
+            if egress.is_some() {
+                s.egress = egress.map(Box::new);
             }
             Ok(s.clone())
         })

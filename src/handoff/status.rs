@@ -104,6 +104,10 @@ pub struct StatusResult {
     pub repos: Vec<RepoStatus>,
     /// The context file on the host, when it exists.
     pub context_file: Option<PathBuf>,
+    /// Under `--network allowlist`: what the container's egress proxy serves and every
+    /// destination it decided on, allowed and refused, with counts (spec-note 0504).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::ops::egress::EgressSummary>,
     /// Non-fatal findings as `(code, message)`: `engine_unavailable`, and the workspace's
     /// (`git_unreadable`, …). Only in the envelope's `warnings`, never in `result`.
     #[serde(skip)]
@@ -270,6 +274,14 @@ pub async fn status_with(
         .find(|s| s.status == SessionStatus::Live)
         .map(|s| s.session.id.clone());
     let context_file = ws.root.join(&opts.settings.handoff.context_path);
+    let egress = container
+        .as_ref()
+        .map(|c| c.id.clone())
+        .or_else(|| state.as_ref().and_then(|s| s.container_id.clone()))
+        .and_then(|id| {
+            let root = crate::ops::state_folder::default_root()?;
+            crate::ops::egress::summary_for(&root, &id, None)
+        });
     Ok(StatusResult {
         workspace: ws.root.clone(),
         layout: ws.layout,
@@ -296,6 +308,7 @@ pub async fn status_with(
             })
             .collect(),
         context_file: context_file.is_file().then_some(context_file),
+        egress,
         warnings,
     })
 }

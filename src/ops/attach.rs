@@ -13,8 +13,8 @@ use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::executor::EngineExecutor;
 use crate::ops::image::substitute_entries;
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::TargetOptions;
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load,
 };

@@ -254,11 +254,7 @@ pub async fn build_with(
         host_env: &host_env,
     }) {
         Ok(spec) => {
-            let remote_user = merged
-                .get("remoteUser")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
+            let remote_user = crate::config::metadata::remote_user(&merged).map(str::to_string);
             let input = PolicyInput {
                 origins: origins(&entries, &[]),
                 remote_user,

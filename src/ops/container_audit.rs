@@ -200,6 +200,11 @@ pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditCon
         }
     }
     ctx.workspace = workspace;
+    if label(crate::names::EGRESS_NETWORK_LABEL).as_deref() == Some(crate::ops::egress::ALLOWLIST)
+        && let Some(id) = inspect.get("Id").and_then(Value::as_str)
+    {
+        ctx.egress = crate::ops::egress::audit_evidence(id);
+    }
     if let Some(config) = label(CONFIG_FILE_LABEL) {
         ctx = ctx.with_config_file(Path::new(&config));
     }

@@ -3,7 +3,7 @@
 
 use crate::engine::BuildRequest;
 use crate::ops::error::Result;
-use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::load::LoadedConfiguration;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -39,7 +39,10 @@ pub fn build_request(
     Ok(request)
 }
 
-/// `vsc-<basename>-<sha256 hex of the workspace path>`, lowercased, other characters removed.
+/// `vsc-<basename>-<sha256 hex of the workspace path>`, lowercased, characters an image name
+/// cannot hold removed, and each run of separators (`.`, `_`, `-`) made one the reference grammar
+/// accepts ([`valid_separators`]): a folder named `a_-b` gives `vsc-a_b-…`, never the invalid
+/// `vsc-a_-b-…` the engine refuses ("invalid reference format"). Spec-note 0479.
 pub(crate) fn image_name(workspace: &Path) -> String {
     use sha2::{Digest, Sha256};
     let base: String = workspace
@@ -50,5 +53,95 @@ pub(crate) fn image_name(workspace: &Path) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .collect();
     let hash = hex::encode(Sha256::digest(workspace.to_string_lossy().as_bytes()));
-    format!("vsc-{base}-{hash}")
+    valid_separators(&format!("vsc-{base}-{hash}"))
+}
+
+/// Makes every run of separator characters in `name` (lowercase ASCII letters, digits, `.`,
+/// `_`, `-`) a separator the OCI/Docker reference grammar accepts between two alphanumeric
+/// parts (`.`, `_`, `__`, or one or more `-`), choosing as the reference CLI does for its
+/// default image names: a run that already is one stays; otherwise a run starting with `.` is
+/// `.`, one starting with `_` is `_` (`__` when it starts with `__`), one starting
+/// with dashes keeps those dashes and drops the rest. The caller keeps alphanumerics at both
+/// ends (`vsc-` … hash).
+fn valid_separators(name: &str) -> String {
+    let is_separator = |c: char| matches!(c, '.' | '_' | '-');
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !is_separator(c) {
+            out.push(c);
+            continue;
+        }
+        let mut run = String::from(c);
+        while let Some(&next) = chars.peek() {
+            if !is_separator(next) {
+                break;
+            }
+            run.push(next);
+            chars.next();
+        }
+        let dashes = run.len() - run.trim_start_matches('-').len();
+        let kept = if run.len() == 1 || run == "__" || dashes == run.len() {
+            &run[..]
+        } else if dashes > 0 {
+            &run[..dashes]
+        } else if run.starts_with("__") {
+            "__"
+        } else {
+            &run[..1]
+        };
+        out.push_str(kept);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separator_runs_become_valid_separators() {
+        for (name, want) in [
+            ("vsc-a_-b-0", "vsc-a_b-0"),
+            ("vsc-a-_b-0", "vsc-a-b-0"),
+            ("vsc-a.-b-0", "vsc-a.b-0"),
+            ("vsc-a..b-0", "vsc-a.b-0"),
+            ("vsc-a__b-0", "vsc-a__b-0"),
+            ("vsc-a___b-0", "vsc-a__b-0"),
+            ("vsc-a__-b-0", "vsc-a__b-0"),
+            ("vsc-a---b-0", "vsc-a---b-0"),
+            ("vsc-a--._b-0", "vsc-a--b-0"),
+            ("vsc-a_.b-0", "vsc-a_b-0"),
+            ("vsc-_a_-0", "vsc-a_0"),
+            ("vsc-a.-0", "vsc-a.0"),
+            ("vsc--0", "vsc--0"),
+            ("vsc-...-0", "vsc-0"),
+        ] {
+            assert_eq!(valid_separators(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn every_folder_name_gives_a_valid_image_name() {
+        for folder in [
+            "a_-b",
+            "a-_b",
+            "_x_",
+            "x.",
+            ".x",
+            "..",
+            "-",
+            "_",
+            "a__.b",
+            "Ünïcode",
+            "a b_-c",
+            "x--",
+        ] {
+            let name = image_name(&Path::new("/w").join(folder));
+            assert!(
+                crate::oci::registry::parse_reference(&name).is_ok(),
+                "{folder}: {name}"
+            );
+        }
+    }
 }

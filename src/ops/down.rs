@@ -93,5 +93,9 @@ pub async fn down_with(
         }
         result.container_ids.push(container.id);
     }
+    // their egress proxies stop with them; a later `up` starts them again (spec-note 0502)
+    if let Some(state) = crate::ops::state_folder::default_root() {
+        crate::ops::egress::stop_for_containers(&state, &result.container_ids).await;
+    }
     Ok(result)
 }

@@ -134,6 +134,10 @@ pub enum HandoffError {
     /// Packaging or publishing Features failed.
     #[error(transparent)]
     Publish(#[from] crate::features::publish::PublishError),
+    /// The egress channel (`--network allowlist`) could not be set up: a bad entry, the
+    /// forwarder, the socket folder or the host-side proxy.
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
     /// The async runtime could not be started.
     #[error("cannot start the async runtime")]
     Runtime {
@@ -331,6 +335,10 @@ impl HandoffError {
             HandoffError::Workspace(e) => e.code(),
             HandoffError::Product(e) => e.0.code(),
             HandoffError::Audit(_) => ErrorCode::InvalidArgument,
+            HandoffError::Egress(crate::egress::EgressError::Entry { .. }) => {
+                ErrorCode::InvalidArgument
+            }
+            HandoffError::Egress(_) => ErrorCode::Internal,
             HandoffError::Publish(_) | HandoffError::Fetch(_) | HandoffError::Build(_) => {
                 ErrorCode::BuildFailed
             }
@@ -444,6 +452,7 @@ impl Hint for HandoffError {
                 "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
             ),
             HandoffError::Audit(_) => None,
+            HandoffError::Egress(_) => None,
             HandoffError::NoSuchContainer {
                 workspace: Some(w), ..
             } => Some(format!(

@@ -9,12 +9,12 @@ use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::names::METADATA_LABEL;
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     FeatureRequestParts, confine_build, confine_grants, security_choice,
 };
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest};
 use serde_json::Value;

@@ -15,7 +15,7 @@ use crate::features::error::FeatureError;
 use crate::features::lockfile::WriteOutcome;
 use crate::features::lockfile::{self, Decision, Lockfile, LockfileMode, LockfileState};
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::read_configuration::LoadedConfiguration;
+use crate::ops::load::LoadedConfiguration;
 use crate::security::Grants;
 use crate::security::host_path::{self, Existing, Places, WorkspaceDir};
 

@@ -2,7 +2,7 @@
 //! [`build`], [`exec`], [`set_up`], [`read_configuration`], [`run_user_commands`], [`down`],
 //! [`outdated`], [`resolve_dependencies`], [`features_publish`]) and devcell's
 //! [`container_audit`], each a short list of named steps over the shared step modules:
-//! [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
+//! [`load`] (the one loading pipeline), [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
 //! metadata, user, folder and remote environment), [`permissions`] and [`preview`] (the
 //! security decision), [`image`] and [`dockerfile`] (the image and its Features), [`users`]
 //! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
@@ -16,6 +16,7 @@ pub mod container;
 pub mod container_audit;
 pub mod dockerfile;
 pub mod down;
+pub mod egress;
 pub mod envelope;
 pub mod error;
 pub mod exec;
@@ -24,6 +25,7 @@ pub mod features_publish;
 pub mod hooks;
 pub mod image;
 pub mod image_files;
+pub mod load;
 pub(crate) mod lockfile_io;
 pub mod marker_record;
 pub mod options;
@@ -45,10 +47,11 @@ pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
 pub use exec::{ExecOptions, ExecStreams, exec};
+pub use load::{LoadOptions, LoadedConfiguration, load_configuration};
 pub use options::{ImageBuildOptions, SecurityOptions, TargetOptions, UidUpdateDefault, UpOptions};
 pub use read_configuration::{
-    LoadOptions, LoadedConfiguration, ReadConfiguration, ReadConfigurationExtras,
-    ReadConfigurationOptions, load_configuration, read_configuration, read_configuration_with,
+    ReadConfiguration, ReadConfigurationExtras, ReadConfigurationOptions, read_configuration,
+    read_configuration_with,
 };
 pub use run_user_commands::{RunUserCommandsOptions, run_user_commands};
 pub use secrets::read_secrets_file;

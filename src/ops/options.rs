@@ -24,7 +24,7 @@ pub struct TargetOptions {
     /// The host environment (`${localEnv:…}`, `runArgs` `-e NAME`).
     pub env: HashMap<String, String>,
     /// Forces the workspace mount and folder (`handoff`); `None` for the spec's behaviour.
-    pub workspace_override: Option<crate::ops::read_configuration::WorkspaceOverride>,
+    pub workspace_override: Option<crate::ops::load::WorkspaceOverride>,
     /// `--override-config`: the configuration's content comes from this file (paths keep the
     /// semantics of the real config location).
     pub override_config: Option<PathBuf>,
@@ -72,8 +72,14 @@ pub struct SecurityOptions {
     pub memory: Option<String>,
     /// `--cpus`.
     pub cpus: Option<f64>,
-    /// `--network default|none`.
+    /// `--network default|none|allowlist`.
     pub network: Option<String>,
+    /// `--egress-allow DEST` (repeatable): allowlist entries added to the settings' `egress`
+    /// under `--network allowlist` (spec-note 0502).
+    pub egress_allow: Vec<String>,
+    /// The agent whose `[agents.NAME]` settings (`network`, `egress`, `upstreams`) apply
+    /// (`handoff`; `None` for `up`).
+    pub agent: Option<String>,
 }
 
 /// Inputs of [`up`] (the `up` flags).

@@ -23,8 +23,8 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::{ValidatedConfig, read_validated};
 use crate::ops::lockfile_io::LockfileAt;
-use crate::ops::read_configuration::{ValidatedConfig, read_validated};
 use crate::progress::{Event, NoopReporter, Reporter};
 
 /// Inputs of [`outdated`] and [`upgrade`].

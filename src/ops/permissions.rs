@@ -13,8 +13,8 @@ use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::id_labels;
 use crate::security::PolicyInput;
 use crate::security::{
@@ -53,10 +53,7 @@ pub(crate) async fn check_existing(
         None
     };
     let merged = metadata::merge_configuration(&loaded.value, entries);
-    let remote_user = merged
-        .get("remoteUser")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
+    let remote_user = crate::config::metadata::remote_user(&merged);
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
     let network = network_mode(&opts.security, &opts.settings)?;
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
@@ -312,6 +309,10 @@ pub(crate) fn early_requests(
         && container_network.as_deref() == Some("none");
     requests.extend(decided.request);
     requests.extend(security::image_tags::judge(profile, grants, &tags));
+    // the repository's egress destinations (`--network allowlist`; spec-note 0503)
+    requests.extend(crate::ops::egress::repository_requests(
+        loaded, opts, profile, grants,
+    )?);
     Ok(EarlyRequests {
         requests,
         host_env,
@@ -543,9 +544,12 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
         .unwrap_or_else(|| settings.security.network.clone());
     match network.as_str() {
         "default" | "" => Ok(None),
-        "none" => Ok(Some("none".into())),
+        // `allowlist` is network `none` plus devcell's channel (spec-note 0502)
+        "none" | crate::ops::egress::ALLOWLIST => Ok(Some("none".into())),
         other => Err(HandoffError::Unsupported {
-            message: format!("unknown network setting `{other}`: expected `default` or `none`"),
+            message: format!(
+                "unknown network setting `{other}`: expected `default`, `none` or `allowlist`"
+            ),
             hint: None,
         }),
     }
@@ -723,6 +727,11 @@ pub(crate) async fn judge_configuration(
             } else {
                 None
             };
+            let entries = metadata::collect_entries(
+                &[],
+                &early_feature_entries(loaded, &judged).await,
+                &metadata::config_entry(&loaded.value),
+            );
             let requests = container_requests(
                 &ContainerJudgement {
                     profile,
@@ -735,7 +744,7 @@ pub(crate) async fn judge_configuration(
                 },
                 &reference,
                 image_info.as_ref(),
-                &[metadata::config_entry(&loaded.value)],
+                &entries,
                 None,
             )
             .await?;
@@ -756,6 +765,25 @@ pub(crate) async fn judge_configuration(
             Vec::new()
         },
     })
+}
+
+/// The Features' metadata entries (local, OCI from the cache or the registry, tarballs),
+/// substituted with the judged host environment, read before anything is built so a Feature's
+/// `privileged`, `capAdd`, `securityOpt`, `mounts`, `init` or `entrypoint` is refused with the
+/// rest (spec-note 0445). Metadata that cannot be read yet (a local Feature the
+/// `initializeCommand` generates, an unreachable registry) gives no entries here: the Features
+/// are then judged, as always, when the container is created, before it exists.
+async fn early_feature_entries(loaded: &LoadedConfiguration, judged: &UpOptions) -> Vec<Value> {
+    if !crate::ops::image::has_features(&loaded.value) {
+        return Vec::new();
+    }
+    match crate::ops::preview::preview_feature_entries(loaded, judged).await {
+        Ok(mut entries) => {
+            crate::ops::image::substitute_entries(&mut entries, loaded, &judged.target.env);
+            entries
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// What [`container_requests`] judges a container with, besides its image and entries.
@@ -834,11 +862,7 @@ pub(crate) async fn container_requests(
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
         origins: origins(entries, extra_mounts),
-        remote_user: merged
-            .get("remoteUser")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
+        remote_user: crate::config::metadata::remote_user(&merged).map(str::to_string),
         image_user: image_info
             .and_then(|i| i.user.clone())
             .filter(|u| !u.is_empty()),

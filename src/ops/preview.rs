@@ -1,24 +1,25 @@
 //! `--preview-permissions`: what `up` would ask of the grants, without creating anything.
 
+use crate::build::final_user::{FinalUser, final_user};
 use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::config::substitute;
-use crate::engine::Engine;
+use crate::engine::{BuildRequest, Engine, ImageInfo};
 use crate::features::lockfile::LockfileMode;
 use crate::ops::attach::existing_entries;
 use crate::ops::dockerfile::build_request;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::image::{feature_fetcher, has_features, image_entries, substitute_entries};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
     ContainerJudgement, FeatureRequestParts, check_existing, confine_build, confine_grants,
     container_requests, early_requests, host_commands, judged_options, security_choice,
 };
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
-use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile, host_path};
 use serde_json::Value;
 use std::path::Path;
 
@@ -186,27 +187,63 @@ pub(crate) async fn preview_rest(
         }
         _ => {
             // the Dockerfile and context `up` would refuse are refused here too, unread
+            let mut request = build_request(loaded, &opts.target.env).ok();
             if let Some(grants) = confine_grants(profile, grants)
-                && let Ok(mut request) = build_request(loaded, &opts.target.env)
-                && let Err(HandoffError::Security(e)) = confine_build(&mut request, loaded, &grants)
+                && let Some(r) = request.as_mut()
             {
-                preview.refusal = Some(e);
-                return Ok(preview);
+                match confine_build(r, loaded, &grants) {
+                    Err(HandoffError::Security(e)) => {
+                        preview.refusal = Some(e);
+                        return Ok(preview);
+                    }
+                    Err(_) => request = None,
+                    Ok(()) => {}
+                }
             }
-            let tag = build_request(loaded, &opts.target.env)
-                .ok()
+            let tag = request
+                .as_ref()
                 .and_then(|r| r.tags.first().cloned())
                 .unwrap_or_default();
-            let info = match engine {
+            let last = match engine {
                 Some(engine) if !tag.is_empty() => engine.inspect_image(&tag).await.ok().flatten(),
                 _ => None,
             };
-            preview.notes.push(match &info {
-                Some(_) => format!(
-                    "the image's `USER` and `devcontainer.metadata` label are those of the last build (`{tag}`): handoff builds the Dockerfile again first"
-                ),
-                None => "the image is built from the Dockerfile by handoff: its `USER` and `devcontainer.metadata` label are known only after that build, and may ask for more than listed here".to_string(),
-            });
+            // the final stage's USER, read from the Dockerfile the way the build will set it
+            let user = match &request {
+                Some(r) => dockerfile_user(engine, r).await,
+                None => Err("the build request could not be made".to_string()),
+            };
+            let label = match &last {
+                Some(_) => format!("its `devcontainer.metadata` label is that of the last build (`{tag}`)"),
+                None => "its `devcontainer.metadata` label is known only after that build, and may ask for more than listed here".to_string(),
+            };
+            let info = match user {
+                Ok((spelling, uid)) => {
+                    let who = if uid == 0 {
+                        "root (uid 0)".to_string()
+                    } else {
+                        format!("`{spelling}` (uid {uid})")
+                    };
+                    preview.notes.push(format!(
+                        "the image is built from the Dockerfile by handoff: its final stage runs as {who}, read from the Dockerfile as the build will set it; {label}"
+                    ));
+                    Some(ImageInfo {
+                        user: (!spelling.is_empty()).then_some(spelling),
+                        ..last.unwrap_or_default()
+                    })
+                }
+                Err(why) => {
+                    preview.notes.push(match &last {
+                        Some(_) => format!(
+                            "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}); judged here is the last build's, and {label}"
+                        ),
+                        None => format!(
+                            "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}), so root is not ruled out; {label}"
+                        ),
+                    });
+                    last
+                }
+            };
             (tag, info)
         }
     };
@@ -280,6 +317,84 @@ pub(crate) async fn preview_rest(
     preview.requests = requests;
     Ok(preview)
 }
+
+/// The user the final stage of the Dockerfile of `request` will run as, read before it is built
+/// ([`final_user`], spec-note 0424): `(spelling, uid)` (`""` for the engine's default, root),
+/// or why the build decides it. A base image's `USER` or `ENV` is read from the engine when
+/// the image is there; one with `ONBUILD` triggers, or not there, leaves it to the build.
+async fn dockerfile_user(
+    engine: Option<&dyn Engine>,
+    request: &BuildRequest,
+) -> std::result::Result<(String, u32), String> {
+    use crate::engine::passwd::{Resolved, resolve};
+    let path = std::fs::canonicalize(&request.dockerfile)
+        .map_err(|e| format!("the Dockerfile could not be read ({e})"))?;
+    let text = match host_path::read_no_follow(&path, DOCKERFILE_MAX) {
+        Ok(Some(bytes)) => {
+            String::from_utf8(bytes).map_err(|_| "the Dockerfile is not UTF-8 text".to_string())?
+        }
+        Ok(None) => return Err("the Dockerfile is not a regular file within 4 MiB".to_string()),
+        Err(e) => return Err(format!("the Dockerfile could not be read ({e})")),
+    };
+    let base_image = async |image: &str| -> std::result::Result<ImageInfo, String> {
+        let info = match engine {
+            Some(engine) => engine.inspect_image(image).await.ok().flatten(),
+            None => None,
+        };
+        let info =
+            info.ok_or_else(|| format!("the base image `{image}` is not on the engine yet"))?;
+        if !info.on_build.is_empty() {
+            return Err(format!("the base image `{image}` has `ONBUILD` triggers"));
+        }
+        Ok(info)
+    };
+    let (spelling, via_base) = match final_user(&text, &request.args, request.target.as_deref()) {
+        FinalUser::Undecided(why) => return Err(why),
+        FinalUser::Base { image } if image == "scratch" => (String::new(), false),
+        FinalUser::Base { image } => {
+            let info = base_image(&image).await.map_err(|why| {
+                format!("the final stage sets no `USER`, so it is the base image's, and {why}")
+            })?;
+            (info.user.unwrap_or_default(), true)
+        }
+        FinalUser::User {
+            spelling,
+            shadowed_by,
+        } => {
+            if let Some((image, names)) = shadowed_by
+                && !names.is_empty()
+            {
+                let info = base_image(&image).await.map_err(|why| {
+                    format!(
+                        "its `USER` reads `{}`, which the base image's `ENV` may set, and {why}",
+                        names.join("`, `")
+                    )
+                })?;
+                if let Some(name) = names
+                    .iter()
+                    .find(|n| info.env.iter().any(|e| e.starts_with(&format!("{n}="))))
+                {
+                    return Err(format!(
+                        "its `USER` reads `{name}`, which the base image `{image}` sets in its `ENV`"
+                    ));
+                }
+            }
+            (spelling, false)
+        }
+    };
+    let whose = if via_base { "the base image's " } else { "" };
+    match resolve(&spelling, None) {
+        Resolved::Default => Ok((String::new(), 0)),
+        Resolved::Uid { uid, .. } => Ok((spelling, uid)),
+        Resolved::Unresolved(name) | Resolved::Unknown(name) => Err(format!(
+            "{whose}`USER {name}` is a name: its uid is the built image's `/etc/passwd` entry"
+        )),
+        Resolved::OutOfRange(n) => Err(format!("{whose}`USER` {n} is refused by the engine")),
+    }
+}
+
+/// The largest Dockerfile the plan reads (the engine's own context limits are far above).
+const DOCKERFILE_MAX: u64 = 4 << 20;
 
 /// The Features' metadata entries (install order, ids as written), as the image label of a
 /// Features build would hold them: resolved through the Feature cache and registries

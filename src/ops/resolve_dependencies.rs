@@ -20,7 +20,7 @@ use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::read_configuration::{ValidatedConfig, read_validated};
+use crate::ops::load::{ValidatedConfig, read_validated};
 use crate::progress::{NoopReporter, Reporter};
 
 /// Inputs of [`resolve_dependencies`].

@@ -4,8 +4,8 @@
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine, MountKind};
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::{LoadOptions, LoadedConfiguration, load_configuration};
 use crate::ops::options::TargetOptions;
-use crate::ops::read_configuration::{LoadOptions, LoadedConfiguration, load_configuration};
 use crate::security::{self, Grants};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

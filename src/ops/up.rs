@@ -30,13 +30,14 @@ use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
     origins, security_choice,
 };
-use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
+use crate::ops::read_configuration::file_uri;
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
@@ -89,6 +90,8 @@ pub struct UpResult {
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).
     pub merged_configuration: Option<Value>,
+    /// The egress channel (`--network allowlist`): the proxy and what it serves.
+    pub egress: Option<crate::ops::egress::EgressStatus>,
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
@@ -123,6 +126,7 @@ impl UpResult {
                 "hostEnv": self.host_env,
                 "lifecycle": self.lifecycle,
                 "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "egress": self.egress,
             }),
         );
         Value::Object(out)
@@ -432,11 +436,7 @@ pub(crate) async fn up_judged(
                     base.to_string(),
                 );
             }
-            let remote_user = merged
-                .get("remoteUser")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
+            let remote_user = crate::config::metadata::remote_user(&merged).map(str::to_string);
             let image_user = image.info.user.clone().filter(|u| !u.is_empty());
             // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
             let home_user = remote_user
@@ -499,6 +499,7 @@ pub(crate) async fn up_judged(
             security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
             let mut spec = applied.spec;
+            crate::ops::egress::before_create(opts, &devcontainer_id, &mut spec)?;
             if let Some(account) = &account {
                 spec.labels.insert(
                     crate::names::REMOTE_UID_LABEL.to_string(),
@@ -579,6 +580,15 @@ pub(crate) async fn up_judged(
     } else {
         container
     };
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        &devcontainer_id,
+        &container,
+        &early.requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
 
     let attached = attach(
         &container,
@@ -661,6 +671,7 @@ pub(crate) async fn up_judged(
         merged_configuration: opts
             .include_merged_configuration
             .then(|| attached.merged.clone()),
+        egress,
         loaded,
     })
 }

@@ -4,8 +4,8 @@
 use crate::engine::{ContainerInfo, Engine, ExecInput, ExecOutput, ExecRequest, ImageInfo};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::image::PreparedImage;
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UidUpdateDefault;
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::short;
 use crate::progress::Reporter;
 use crate::security::{self, Grants, PermissionRequest, Source};

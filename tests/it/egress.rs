@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use crate::support::engine::{BUSYBOX, ContainerGuard, docker, engine, unique_labels};
 
 /// An HTTP server on `addr` answering `hello through the proxy`, counting requests.
-async fn http_server(addr: &str) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+pub(crate) async fn http_server(addr: &str) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let local = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicUsize::new(0));

@@ -10,6 +10,7 @@ mod compose;
 mod config;
 mod config_compat;
 mod egress;
+mod egress_ops;
 mod engine;
 mod features;
 mod handoff;

@@ -202,6 +202,59 @@ fn outdated_and_upgrade_follow_the_registry_and_the_lockfile() {
 /// the user's `[registries]` mirrors (issue 11): the configuration names a registry nobody
 /// listens on (`127.0.0.1:1`), the settings file mirrors it to the local registry. Without the
 /// settings file the same commands cannot reach the Feature, so the mirror is what served it.
+/// `read-configuration --include-features-configuration` fetches the Features with the user's
+/// settings (`[registries] mirrors` of `$XDG_CONFIG_HOME/devcell/config.toml`), like
+/// `outdated` and `resolve-dependencies`; without them the Feature is not reached.
+#[test]
+fn read_configuration_fetches_features_through_the_settings_mirrors() {
+    let Some(reg) = test_registry() else { return };
+    let ns = unique("read-mirrored");
+    publish_hello(&reg, &ns, "1.2.3");
+    let unreachable = "127.0.0.1:1";
+    let feature = format!("{unreachable}/{ns}/hello:1");
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::fs::write(
+        ws.path().join(".devcontainer/devcontainer.json"),
+        json!({"image": "debian", "features": {&feature: {}}}).to_string(),
+    )
+    .unwrap();
+    let read = |settings: &str| {
+        let config_home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(config_home.path().join("devcell")).unwrap();
+        std::fs::write(config_home.path().join("devcell/config.toml"), settings).unwrap();
+        // a fresh cache: no earlier resolution serves the Feature
+        let cache_home = tempfile::tempdir().unwrap();
+        devcell()
+            .args(["read-configuration", "--include-features-configuration"])
+            .arg("--workspace-folder")
+            .arg(ws.path())
+            .env("XDG_CONFIG_HOME", config_home.path())
+            .env("XDG_CACHE_HOME", cache_home.path())
+            .output()
+            .expect("devcell runs")
+    };
+    let v = stdout_json(&read(&format!(
+        "[registries]\nmirrors = {{ \"{unreachable}\" = \"{reg}\" }}\n"
+    )));
+    let sets = v["featuresConfiguration"]["featureSets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no Feature sets: {v}"));
+    assert_eq!(sets.len(), 1, "{v}");
+    let source = &sets[0]["sourceInformation"];
+    assert_eq!(source["type"], "oci", "{v}");
+    // the registry as written: the mirror is a transport detail
+    assert_eq!(source["featureRef"]["registry"], unreachable, "{v}");
+    assert_eq!(sets[0]["features"][0]["version"], "1.2.3", "{v}");
+
+    let out = read("");
+    assert!(
+        !out.status.success(),
+        "read without the mirror: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn outdated_upgrade_and_resolve_dependencies_use_the_settings_mirrors() {
     let Some(reg) = test_registry() else { return };

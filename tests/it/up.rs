@@ -503,6 +503,38 @@ fn dockerfile_kind_builds_through_the_engine() {
     assert!(bad.containers().is_empty());
 }
 
+/// A workspace folder whose name holds separators an image name cannot (`_-`, `.-`, a leading
+/// `_`) still builds: the default image name `vsc-<folder>-<hash>` is made valid the way the
+/// reference CLI makes it (spec-note 0479), not refused with "invalid reference format".
+#[test]
+fn a_folder_name_with_invalid_image_name_characters_still_builds() {
+    let Some(ctx) = TestContext::busybox("a_folder_name_with_invalid_image_name_characters") else {
+        return;
+    };
+    let ws = ctx
+        .at("_My_-Repo.-x")
+        .config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    ws.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN touch /built\n"),
+    );
+    ws.remove_images_matching("vsc-my_repo.x-*");
+    let result = ws.up(&[]);
+    let image = container_image(result["containerId"].as_str().unwrap());
+    ws.remove_image(&image);
+    let hash = hex::encode(Sha256::digest(ws.path().to_string_lossy().as_bytes()));
+    let name = format!("vsc-my_repo.x-{hash}");
+    // (Podman lists a local image as `localhost/<name>`)
+    let built: Vec<String> =
+        crate::support::context::docker_lines(&["images", "--format", "{{.Repository}}"])
+            .into_iter()
+            .filter(|r| r.trim_start_matches("localhost/") == name)
+            .collect();
+    assert_eq!(built.len(), 1, "{name}: {built:?}");
+    let (code, _, _) = ws.sh("test -e /built");
+    assert_eq!(code, 0);
+}
+
 fn reference_up(cli: &RefCli, ws: &TestContext) -> Value {
     // The reference builds `vsc-<folder>-<hash>-uid` images: removed after the test.
     let base = ws

@@ -201,6 +201,8 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
             pids_limit: args.pids_limit,
             memory: args.memory.clone(),
             cpus: args.cpus,
+            egress_allow: args.egress_allow.clone(),
+            agent: Some(args.agent.clone()),
         },
         secrets,
         settings,

@@ -22,6 +22,12 @@ pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
         include_merged_configuration: args.include_merged_configuration,
         include_features_configuration: args.include_features_configuration,
         env: std::env::vars().collect(),
+        // the user's mirrors and CA settings, read only when Features are fetched
+        registries: if args.include_features_configuration {
+            crate::settings::load(None)?.registries
+        } else {
+            Default::default()
+        },
     };
     let extras = ReadConfigurationExtras {
         override_config: args.workspace.override_config,

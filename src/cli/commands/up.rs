@@ -56,6 +56,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 memory: args.memory.clone(),
                 cpus: args.cpus,
                 network: args.network.clone(),
+                egress_allow: args.egress_allow.clone(),
+                agent: None,
             },
             settings,
             cache_dir: args.cache_dir.clone(),

@@ -35,6 +35,7 @@ impl DockerEngine {
             entrypoint: config.entrypoint,
             cmd: config.cmd,
             working_dir: config.working_dir.filter(|w| !w.is_empty()),
+            on_build: config.on_build.unwrap_or_default(),
         }))
     }
 

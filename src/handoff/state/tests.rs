@@ -255,6 +255,7 @@ fn only_the_newest_ended_sessions_are_kept() {
         outcome: ended.then_some(SessionOutcome::Abandoned),
         log: PathBuf::new(),
         runtime: AgentRuntime::Container,
+        egress: None,
     };
     // the oldest is unended (e.g. a live one): it survives, the next ended ones go
     let mut sessions: Vec<_> = (0..MAX_SESSIONS + 3).map(|i| session(i, i != 0)).collect();
@@ -284,6 +285,7 @@ fn terminate_signals_only_the_recorded_process() {
         outcome: None,
         log: PathBuf::new(),
         runtime: AgentRuntime::Container,
+        egress: None,
     };
     // a recycled pid (other start time) is left alone
     let mut other = session.clone();

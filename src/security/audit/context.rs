@@ -37,6 +37,28 @@ pub struct AuditContext {
     /// them from the host workspace (`handoff::workspace`), never from the container.
     #[serde(default)]
     pub git_dirs: Vec<PathBuf>,
+    /// The egress proxy's evidence of an `allowlist` container (its label
+    /// [`EGRESS_NETWORK_LABEL`](crate::names::EGRESS_NETWORK_LABEL)), read from devcell's state
+    /// by the caller; `None` when it has none or was not looked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressEvidence>,
+}
+
+/// What the host-side egress proxy of an `allowlist` container serves and has decided
+/// (spec-note 0505).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressEvidence {
+    /// The allowlist entries (`host:port[=address]`).
+    pub entries: Vec<String>,
+    /// The destinations allowed, as `host:port (N)`.
+    pub allowed: Vec<String>,
+    /// The destinations refused, as `host:port (N, reason)`.
+    pub refused: Vec<String>,
+    /// Whether the proxy runs (when not, nothing leaves the container at all).
+    pub proxy_running: bool,
+    /// The decision record on the host.
+    pub record: PathBuf,
 }
 
 impl AuditContext {

@@ -62,6 +62,7 @@ fn ctx() -> AuditContext {
         )])),
         internal_networks: Vec::new(),
         git_dirs: Vec::new(),
+        egress: None,
     }
 }
 

@@ -890,6 +890,13 @@ mod escapes {
         host.assert_untouched();
     }
 
+    /// Whether the engine is Podman (its Docker-compatible API names itself in `version`).
+    fn engine_is_podman() -> bool {
+        let (ok, out) = docker(&["version", "--format", "{{json .Server}}"]);
+        assert!(ok, "{out}");
+        out.contains("Podman")
+    }
+
     /// The engine's bridge address (its gateway, or the subnet's first address, which the
     /// engine gives its bridge when IPAM names no gateway): a non-loopback host address tests
     /// may bind.
@@ -1011,6 +1018,24 @@ mod escapes {
         ));
         attack.up_refused(&[], &[&format!("--allow publish:{gateway}:{p4}")]);
         attack.up_refused(&["--allow", &format!("publish:{gateway}:{}", p4 ^ 1)], &[]);
+        if engine_is_podman() {
+            // The Podman pass's service has only loopback in its network namespace (its
+            // network is internal, without a gateway): the grant reaches the engine, which
+            // cannot bind the address, and nothing is published.
+            let out = attack.up(&["--allow", &format!("publish:{gateway}:*")]);
+            let text = String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout);
+            assert!(!out.status.success(), "{text}");
+            assert!(
+                text.contains(&format!("{gateway}:{p4}"))
+                    && text.contains("cannot assign requested address"),
+                "{text}"
+            );
+            for id in attack.containers() {
+                assert_ne!(inspect(&id, "{{.State.Running}}"), "true", "{text}");
+            }
+            return;
+        }
         let result = attack.up_ok(&["--allow", &format!("publish:{gateway}:*")]);
         let id = result["containerId"].as_str().unwrap();
         assert_eq!(
@@ -1021,6 +1046,52 @@ mod escapes {
             format!("{gateway}:{p4}")
         );
         assert_granted(&result, "publishPort", &format!("{gateway}:{p4}"));
+    }
+
+    /// A loopback publish needs no request (spec-note 0431's review): it can only take a
+    /// port nothing on the host holds. A host service's port stays the host's: `up` fails on
+    /// Docker ("address already in use", nothing left running); on Podman the publish lives
+    /// in the engine's own network namespace. Either way a host client's connection to
+    /// `127.0.0.1:<port>` reaches the host service, never the container.
+    #[test]
+    fn a_loopback_publish_cannot_take_a_port_a_host_service_holds() {
+        if !engine_ready(
+            "a_loopback_publish_cannot_take_a_port_a_host_service_holds",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        use std::io::{Read, Write};
+        let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = service.local_addr().unwrap().port();
+        for ports in [
+            format!(r#""appPort": [{port}]"#),
+            format!(r#""runArgs": ["-p", "127.0.0.1:{port}:80"]"#),
+        ] {
+            let attack = Attack::new(&format!(
+                r#"{{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false,
+                    "overrideCommand": true, {ports}}}"#
+            ));
+            let out = attack.up(&[]);
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!text.contains("permission_required"), "{text}");
+            if !out.status.success() {
+                for id in attack.containers() {
+                    assert_ne!(inspect(&id, "{{.State.Running}}"), "true", "{text}");
+                }
+            }
+            // a host client reaches the host service
+            let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            client.write_all(b"ping").unwrap();
+            let (mut accepted, _) = service.accept().unwrap();
+            let mut got = [0u8; 4];
+            accepted.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"ping", "{text}");
+        }
     }
 
     /// Runs `devcell <args…>` with a 30 s kill switch; returns (output, elapsed).
@@ -1135,6 +1206,17 @@ mod escapes {
         assert!(attack.containers().is_empty(), "a container was created");
     }
 
+    /// The `size=` option of the tmpfs at `path` of container `id` (Podman appends its own
+    /// defaults to the options given: `size=4g,rw,rprivate,…`).
+    fn tmpfs_size(id: &str, path: &str) -> String {
+        let options = inspect(id, &format!(r#"{{{{index .HostConfig.Tmpfs "{path}"}}}}"#));
+        options
+            .split(',')
+            .find(|o| o.starts_with("size="))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no size for {path}: {options}"))
+    }
+
     #[test]
     fn shm_and_tmpfs_sizes_are_bounded_by_the_memory_limit() {
         if !engine_ready(
@@ -1153,16 +1235,8 @@ mod escapes {
         let gib4 = (4_i64 << 30).to_string();
         assert_eq!(inspect(id, "{{.HostConfig.ShmSize}}"), gib4);
         // the `size` option (Podman adds its defaults after it: `rw,rprivate,…`)
-        let tmpfs_size = |path: &str| {
-            let options = inspect(id, &format!(r#"{{{{index .HostConfig.Tmpfs "{path}"}}}}"#));
-            options
-                .split(',')
-                .find(|o| o.starts_with("size="))
-                .map(str::to_string)
-                .unwrap_or_else(|| panic!("no size for {path}: {options}"))
-        };
-        assert_eq!(tmpfs_size("/x"), "size=4g");
-        assert_eq!(tmpfs_size("/y"), "size=1g");
+        assert_eq!(tmpfs_size(id, "/x"), "size=4g");
+        assert_eq!(tmpfs_size(id, "/y"), "size=1g");
         let mounts: Value =
             serde_json::from_str(&inspect(id, "{{json .HostConfig.Mounts}}")).unwrap();
         // Podman 4.3 does not report `HostConfig.Mounts` (null): the sizes inside, below,
@@ -1201,13 +1275,13 @@ mod escapes {
             inspect(id, "{{.HostConfig.ShmSize}}"),
             (512_i64 << 20).to_string()
         );
-        assert_eq!(
-            inspect(id, r#"{{index .HostConfig.Tmpfs "/y"}}"#),
-            "size=512m"
-        );
-        assert_eq!(
-            inspect(id, r#"{{index .HostConfig.Tmpfs "/tmp"}}"#),
-            "rw,nosuid,nodev,exec,size=512m,mode=1777"
+        assert_eq!(tmpfs_size(id, "/y"), "size=512m");
+        assert_eq!(tmpfs_size(id, "/tmp"), "size=512m");
+        // the profile's own options are kept (Podman appends its defaults after them)
+        let tmp = inspect(id, r#"{{index .HostConfig.Tmpfs "/tmp"}}"#);
+        assert!(
+            tmp.starts_with("rw,nosuid,nodev,exec,size=512m,mode=1777"),
+            "{tmp}"
         );
 
         // reference: as written.
@@ -1218,7 +1292,9 @@ mod escapes {
             inspect(id, "{{.HostConfig.ShmSize}}"),
             (100_i64 << 30).to_string()
         );
-        assert_eq!(inspect(id, r#"{{index .HostConfig.Tmpfs "/y"}}"#), "");
+        // no `size` (Podman lists its default options, Docker none)
+        let y = inspect(id, r#"{{index .HostConfig.Tmpfs "/y"}}"#);
+        assert!(!y.split(',').any(|o| o.starts_with("size=")), "{y}");
     }
 
     /// `devcell handoff --workspace-folder <repo> --agent a --format json <extra…>` with a

@@ -5,6 +5,7 @@
 //! asks and is reported. Threat model: `spec-notes/0400-threat-model.md`.
 
 mod attacks;
+mod before_build;
 mod env_and_build;
 mod host_execution;
 mod identity_and_escapes;

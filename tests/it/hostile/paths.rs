@@ -558,11 +558,16 @@ impl HostFile {
     }
 }
 
-/// A local Feature `f` (its `install.sh` writes `/f-installed`).
+/// A local Feature `f` (its `install.sh` writes `/f-installed`), unique to the call: its
+/// Features image is this test's alone, so one test's cleanup never removes an image another
+/// test is building or starting from (Podman's `rmi -f` also removes the containers using it).
 fn local_feature(repo: &HostileRepo) -> &HostileRepo {
     repo.file(
         ".devcontainer/f/install.sh",
-        "#!/bin/sh\ntouch /f-installed\n",
+        &format!(
+            "#!/bin/sh\n# {}\ntouch /f-installed\n",
+            support::unique("feature")
+        ),
     )
     .file(
         ".devcontainer/f/devcontainer-feature.json",
@@ -576,27 +581,43 @@ fn feature_config() -> String {
     )
 }
 
-/// Removes the container `id` and the images devcell built for it: the chain from its image
-/// up to (not including) the shared base image.
+/// Removes the container `id` and the images devcell built for it: the tagged images of the
+/// chain from its image up to (not including) the shared base image; the engine removes their
+/// untagged parents no other image needs. Ids are compared without their `sha256:` (Podman
+/// names a container's image by bare hex), and the base image is checked after (on Podman
+/// `docker rmi <id>` removes an image with one name). Untagged parents are never removed by
+/// id: the build cache shares them between tests, and Podman's `rmi -f` would remove them
+/// under another test's build.
 fn remove_image_of(id: &str) {
     let inspect = |what: &str, format: &str| {
         let out = Command::new("docker")
             .args(["inspect", "--format", format, what])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        text.strip_prefix("sha256:")
+            .map(str::to_string)
+            .unwrap_or(text)
     };
     let base = inspect(BUSYBOX_IMAGE, "{{.Id}}");
+    assert!(!base.is_empty(), "{BUSYBOX_IMAGE} is there");
     let mut chain = Vec::new();
     let mut image = inspect(id, "{{.Image}}");
     while !image.is_empty() && image != base && chain.len() < 32 {
-        chain.push(image.clone());
+        if inspect(&image, "{{len .RepoTags}}") != "0" {
+            chain.push(image.clone());
+        }
         image = inspect(&image, "{{.Parent}}");
     }
     let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
     for image in chain {
         let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
     }
+    assert_eq!(
+        inspect(BUSYBOX_IMAGE, "{{.Id}}"),
+        base,
+        "the base image stays"
+    );
 }
 
 fn is_link_to(path: &Path, target: &Path) -> bool {

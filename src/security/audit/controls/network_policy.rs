@@ -19,7 +19,34 @@ pub(in crate::security::audit) fn evidence(
         .map(|e| e.name.as_str())
         .collect();
     let mode = f.network_mode.as_deref();
+    let allowlist = f
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::names::EGRESS_NETWORK_LABEL))
+        .is_some_and(|v| v == "allowlist");
     match mode {
+        Some("none") if allowlist => {
+            out.push(ev(
+                "network allowlist",
+                match &ctx.egress {
+                    Some(e) => format!(
+                        "network none; the only way out is devcell's host-side proxy ({}), which allows {} and records every decision in {}: allowed {}; refused {}",
+                        if e.proxy_running { "running" } else { "stopped: nothing leaves" },
+                        if e.entries.is_empty() { "nothing".to_string() } else { e.entries.join(", ") },
+                        e.record.display(),
+                        if e.allowed.is_empty() { "none".to_string() } else { e.allowed.join(", ") },
+                        if e.refused.is_empty() { "none".to_string() } else { e.refused.join(", ") },
+                    ),
+                    None => "network none; the only way out is devcell's host-side proxy (its record was not found on this host)".to_string(),
+                },
+                Risk::Safe,
+            ));
+            out.push(ev(
+                "allowlist limits",
+                "does not stop exfiltration to an allowed destination (or through a broad `*.suffix` entry), domain fronting behind an allowed name, or timing and volume channels; contents are not recorded",
+                Risk::Safe,
+            ));
+        }
         Some("none") => out.push(ev(
             "network none",
             "no interface but loopback: default-deny",

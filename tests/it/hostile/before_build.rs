@@ -1,0 +1,252 @@
+//! Hostile repositories: see `super`. What is judged before anything is built: the `USER` a
+//! Dockerfile's final stage will run as, read by `handoff --plan` (spec-note 0424), and the
+//! Features' metadata, read by `up` before the Features are built (spec-note 0445).
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::context::Cleanup;
+use crate::support::{self, docker::BUSYBOX_IMAGE, engine::docker, hostile::HostileRepo};
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn last_json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+/// `devcell handoff --plan --format json` for workspace `ws`, with a settings file naming
+/// agent `a` and state and cache folders of its own under `home`.
+fn plan(ws: &Path, home: &Path) -> Output {
+    std::fs::write(
+        home.join("config.toml"),
+        "[agents.a]\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    support::devcell()
+        .env("DEVCELL_STATE_DIR", home.join("state"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .args(["handoff", "--plan", "--format", "json", "--agent", "a"])
+        .arg("--config-file")
+        .arg(home.join("config.toml"))
+        .arg("--workspace-folder")
+        .arg(ws)
+        .write_stdin("")
+        .output()
+        .expect("devcell runs")
+}
+
+/// Images whose repository is `vsc-<folder of ws>-…` or that carry `label`.
+fn images_of(ws: &Path, label: &str) -> Vec<String> {
+    let base = ws.file_name().unwrap().to_string_lossy().to_lowercase();
+    let (ok, named) = docker(&[
+        "images",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("reference=vsc-{base}-*"),
+    ]);
+    assert!(ok, "{named}");
+    let (ok, labelled) = docker(&["images", "-q", "--no-trunc", "--filter", label]);
+    assert!(ok, "{labelled}");
+    named
+        .split_whitespace()
+        .chain(labelled.split_whitespace())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_plan_reads_the_final_stage_user_of_a_dockerfile_never_built() {
+    if !support::docker::engine_ready(
+        "the_plan_reads_the_final_stage_user_of_a_dockerfile_never_built",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    // (Dockerfile, build.args, root expected, what the note says)
+    let cases: [(String, &str, Option<bool>, &str); 6] = [
+        // a build argument overrides the ARG default the USER reads
+        (
+            format!("FROM {BUSYBOX_IMAGE}\nARG WHO=1000\nUSER $WHO\n"),
+            r#"{"WHO": "00"}"#,
+            Some(true),
+            "",
+        ),
+        // inherited from the stage the final one is built on
+        (
+            format!("FROM {BUSYBOX_IMAGE} AS base\nUSER 0:0\nFROM base\nRUN true\n"),
+            "{}",
+            Some(true),
+            "",
+        ),
+        // no USER anywhere: the base image's (the test image has none: root)
+        (format!("FROM {BUSYBOX_IMAGE}\n"), "{}", Some(true), ""),
+        // a numeric USER is decided and reported with its uid
+        (
+            format!("ARG B={BUSYBOX_IMAGE}\nFROM $B\nUSER 0\nARG U=1000\nUSER ${{U}}:1000\n"),
+            "{}",
+            Some(false),
+            "runs as `1000:1000` (uid 1000)",
+        ),
+        // a name: its uid comes from the built image's passwd, said plainly
+        (
+            format!("FROM {BUSYBOX_IMAGE}\nRUN adduser -D -u 0 -o dev || true\nUSER dev\n"),
+            "{}",
+            None,
+            "`USER dev` is a name",
+        ),
+        // a variable the base image's ENV sets (the Dockerfile alone would expand it empty)
+        (
+            format!("FROM {BUSYBOX_IMAGE}\nUSER ${{PATH:+0}}1000\n"),
+            "{}",
+            None,
+            "reads `PATH`, which the base image",
+        ),
+    ];
+    for (dockerfile, args, root, note) in cases {
+        let repo = HostileRepo::new();
+        repo.file(".devcontainer/Dockerfile", &dockerfile)
+            .config(&format!(
+                r#"{{"build": {{"dockerfile": "Dockerfile", "args": {args}}}}}"#
+            ))
+            .commit();
+        let label = format!("label=devcontainer.local_folder={}", repo.path().display());
+        let before = images_of(repo.path(), &label);
+        let out = plan(repo.path(), home.path());
+        let all = text(&out);
+        let v = last_json(&out);
+        match root {
+            Some(true) => {
+                assert_eq!(out.status.code(), Some(12), "{dockerfile}: {all}");
+                let requests = v["error"]["details"]["permissions"].as_array().unwrap();
+                assert!(
+                    requests.iter().any(|p| p["permission"] == "root"
+                        && p["source"] == "image `USER`"
+                        && p["status"] == "refused"),
+                    "{dockerfile}: {v}"
+                );
+            }
+            _ => {
+                assert_eq!(out.status.code(), Some(0), "{dockerfile}: {all}");
+                let result = &v["result"];
+                assert!(
+                    !result["permissions"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["permission"] == "root"),
+                    "{dockerfile}: {result}"
+                );
+                let notes = result["permissionNotes"].to_string();
+                assert!(notes.contains(note), "{dockerfile}: {notes}");
+                if root.is_none() {
+                    // never claimed non-root when the build decides
+                    assert!(notes.contains("root is not ruled out"), "{notes}");
+                }
+            }
+        }
+        assert_eq!(
+            images_of(repo.path(), &label),
+            before,
+            "{dockerfile}: nothing was built"
+        );
+    }
+}
+
+#[test]
+fn a_local_features_requests_are_refused_before_anything_is_built() {
+    if !support::docker::engine_ready(
+        "a_local_features_requests_are_refused_before_anything_is_built",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let token = format!("before-build-{}", std::process::id());
+    let metadata = |key: &str, value: &str| {
+        format!(
+            r#"{{"id": "f", "version": "1.0.0", "containerEnv": {{"HOSTILE_TOKEN": "{token}"}},
+                "{key}": {value}}}"#
+        )
+    };
+    for (key, value, grant) in [
+        ("privileged", "true", "--allow privileged"),
+        ("capAdd", r#"["SYS_ADMIN"]"#, "--allow cap:SYS_ADMIN"),
+        (
+            "securityOpt",
+            r#"["seccomp=unconfined"]"#,
+            "--allow security-opt:seccomp=unconfined",
+        ),
+        (
+            "mounts",
+            r#"[{"type": "bind", "source": "/etc", "target": "/host-etc"}]"#,
+            "--allow mount:/etc",
+        ),
+    ] {
+        let repo = HostileRepo::new();
+        repo.file(
+            ".devcontainer/f/install.sh",
+            "#!/bin/sh\ntouch /f-installed\n",
+        )
+        .file(
+            ".devcontainer/f/devcontainer-feature.json",
+            &metadata(key, value),
+        )
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"./f": {{}}}}}}"#
+        ))
+        .commit();
+        let cleanup = Cleanup::default();
+        cleanup.label(&format!(
+            "devcontainer.local_folder={}",
+            repo.path().display()
+        ));
+        let before = repo.fingerprint();
+        let out = support::devcell()
+            .args(["up", "--workspace-folder"])
+            .arg(repo.path())
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(!out.status.success(), "{key}: {all}");
+        assert!(
+            all.contains("refusing to create the container"),
+            "{key}: {all}"
+        );
+        assert!(
+            all.contains(grant) && all.contains("Feature `./f`"),
+            "{key}: {all}"
+        );
+        // nothing built or created: no image carries the Feature's environment, no container
+        let (ok, images) = docker(&[
+            "images",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            "label=devcontainer.metadata",
+        ]);
+        assert!(ok, "{images}");
+        for id in images.split_whitespace() {
+            let (_, inspect) = docker(&["image", "inspect", id]);
+            assert!(!inspect.contains(&token), "{key}: image {id} was built");
+        }
+        let (ok, containers) = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=devcontainer.local_folder={}", repo.path().display()),
+        ]);
+        assert!(ok && containers.trim().is_empty(), "{key}: {containers}");
+        assert_eq!(repo.fingerprint(), before, "{key}");
+    }
+}
