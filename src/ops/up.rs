@@ -86,6 +86,8 @@ pub struct UpResult {
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).
     pub merged_configuration: Option<Value>,
+    /// The Compose project name of a Compose configuration (`composeProjectName`).
+    pub compose_project_name: Option<String>,
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
@@ -105,6 +107,9 @@ impl UpResult {
             "remoteWorkspaceFolder".into(),
             json!(self.remote_workspace_folder),
         );
+        if let Some(name) = &self.compose_project_name {
+            out.insert("composeProjectName".into(), json!(name));
+        }
         if let Some(c) = &self.configuration {
             out.insert("configuration".into(), c.clone());
         }
@@ -163,13 +168,28 @@ pub async fn up_with(
     // it); every read that reaches the container is judged right below.
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
-    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+    if kind == ConfigKind::Compose {
+        return crate::ops::compose_up::up_compose(
+            engine,
+            engine_socket,
+            opts,
+            loaded,
+            &profile,
+            &grants,
+            reporter,
+        )
+        .await;
+    }
+    if kind == ConfigKind::None {
         return Err(HandoffError::Unsupported {
             message: format!(
-                "`{}`: devcell brings up `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
+                "`{}`: devcell brings up `image`, `build.dockerfile` and `dockerComposeFile` configurations",
                 loaded.config_file.display()
             ),
-            hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
+            hint: Some(
+                "use `image`, `build.dockerfile` or `dockerComposeFile` in devcontainer.json"
+                    .into(),
+            ),
         });
     }
     // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
@@ -571,6 +591,7 @@ pub async fn up_with(
         merged_configuration: opts
             .include_merged_configuration
             .then(|| attached.merged.clone()),
+        compose_project_name: None,
         loaded,
     })
 }
