@@ -314,3 +314,59 @@ fn hostile_sidecars_are_refused_before_anything_is_created_and_one_is_granted() 
         }
     }
 }
+
+#[test]
+fn a_project_the_reference_cli_brought_up_is_reused_and_the_reverse() {
+    let Some(ctx) = TestContext::busybox("compose_ops_interop") else {
+        return;
+    };
+    let Some(refcli) = crate::support::refcli::reference_cli("compose_ops_interop") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "runServices": ["db"],
+            "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    let reference_up = || -> Value {
+        let out = refcli
+            .command()
+            .args(["up", "--workspace-folder"])
+            .arg(ctx.path())
+            .output()
+            .expect("the reference CLI runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+    };
+
+    // the reference's project, found by its labels; reused as written under `reference`
+    // (under `hardened` its root user and capabilities are a refusal, spec-note 0270)
+    let theirs = reference_up();
+    refcli.assert_stayed_local();
+    assert_eq!(theirs["composeProjectName"], project.as_str());
+    let refused = ctx.run("up", &[]);
+    assert!(refused.failed().contains("refusing to reuse container"));
+    let ours = ctx.up(&["--security-profile", "reference"]);
+    assert_eq!(ours["containerId"], theirs["containerId"]);
+    assert_eq!(ours["devcell"]["container"], "running");
+    ctx.run("down", &["--remove"]).ok();
+    assert!(services(&project).is_empty());
+
+    // devcell's project, found and reused by the reference
+    let ours = ctx.up(&[]);
+    let theirs = reference_up();
+    assert_eq!(theirs["containerId"], ours["containerId"]);
+    assert_eq!(theirs["composeProjectName"], project.as_str());
+    assert_eq!(services(&project), ["app running", "db running"]);
+    ctx.run("down", &["--remove"]).ok();
+}
