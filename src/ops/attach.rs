@@ -107,7 +107,12 @@ pub(crate) async fn attach_target(
         Some(id) => inspect(engine, id).await?,
         // The primary service's container, by Compose's labels (spec-note 0603).
         None if compose => {
-            let project = crate::ops::compose::compose_target(&loaded, &target.env).await?;
+            let project = crate::ops::compose::compose_target(
+                &loaded,
+                &target.env,
+                target.docker_compose_path.as_deref(),
+            )
+            .await?;
             crate::ops::compose::primary_of_workspace(engine, &project, &labels)
                 .await?
                 .ok_or_else(|| HandoffError::NoContainer {

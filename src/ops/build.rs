@@ -208,7 +208,12 @@ pub async fn build_with(
         // The primary service's image (spec-note 0605): its own properties judged on
         // Compose's model first (a build context outside the workspace, a build on the host
         // network), then built or pulled, the Features on it.
-        let target = crate::ops::compose::compose_target(&loaded, &opts.target.env).await?;
+        let target = crate::ops::compose::compose_target(
+            &loaded,
+            &opts.target.env,
+            opts.target.docker_compose_path.as_deref(),
+        )
+        .await?;
         let places = crate::ops::compose_up::compose_places(&loaded, &up_opts, None);
         crate::security::compose::judge_compose(
             &profile,

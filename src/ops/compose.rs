@@ -63,7 +63,7 @@ impl ComposeTarget {
 
 /// Locates Compose v2 and reads the configuration's project: its files (relative to
 /// devcontainer.json), Compose's model of them and the project name (spec-note 0600); `env` is
-/// the host environment (`COMPOSE_PROJECT_NAME`).
+/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`.
 ///
 /// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
 /// [`HandoffError::Unsupported`] for an empty `dockerComposeFile` or a `service` the files do
@@ -71,6 +71,7 @@ impl ComposeTarget {
 pub(crate) async fn compose_target(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
+    compose_path: Option<&str>,
 ) -> Result<ComposeTarget> {
     let files = loaded.typed.compose_files(&loaded.config_file);
     if files.is_empty() {
@@ -82,7 +83,7 @@ pub(crate) async fn compose_target(
             hint: Some("name the Compose files in `dockerComposeFile`".into()),
         });
     }
-    let cli = ComposeCli::locate(None, None).await?;
+    let cli = ComposeCli::locate(None, compose_path).await?;
     let model = cli.config(None, &files, None).await?;
     let dot_env = read_dot_env(&loaded.workspace_folder.join(".env"));
     let name = project_name(&ProjectNameInputs {

@@ -78,7 +78,12 @@ pub(crate) async fn up_compose(
             hint: Some("drop `--network` (and `network` in devcell's config.toml)".into()),
         });
     }
-    let target = compose_target(&loaded, &opts.target.env).await?;
+    let target = compose_target(
+        &loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+    )
+    .await?;
     let places = compose_places(&loaded, opts, engine_socket);
     // Every service's requests, judged on Compose's model with the rest of the configuration,
     // in one refusal before anything runs or is created (spec-note 0601).

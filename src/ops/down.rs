@@ -115,7 +115,12 @@ async fn down_compose(
     mut result: DownResult,
     reporter: &dyn Reporter,
 ) -> Result<DownResult> {
-    let target = crate::ops::compose::compose_target(loaded, &opts.target.env).await?;
+    let target = crate::ops::compose::compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+    )
+    .await?;
     let Some(primary) = crate::ops::compose::primary_of_workspace(engine, &target, labels).await?
     else {
         return Ok(result);

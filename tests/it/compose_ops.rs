@@ -370,3 +370,59 @@ fn a_project_the_reference_cli_brought_up_is_reused_and_the_reverse() {
     assert_eq!(services(&project), ["app running", "db running"]);
     ctx.run("down", &["--remove"]).ok();
 }
+
+#[test]
+fn another_workspace_naming_the_same_project_is_never_attached_to_or_stopped() {
+    let Some(a) = TestContext::busybox("compose_ops_claim_a") else {
+        return;
+    };
+    let Some(b) = TestContext::busybox("compose_ops_claim_b") else {
+        return;
+    };
+    let (a, b) = (a.isolated(), b.isolated());
+    let name = format!("devcell-claimed-{}", std::process::id());
+    a.clean_label(&format!("com.docker.compose.project={name}"));
+    let file = format!(
+        "name: {name}\nservices:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n"
+    );
+    let config =
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody"}"#;
+    a.write(".devcontainer/docker-compose.yml", &file);
+    b.write(".devcontainer/docker-compose.yml", &file);
+    let (a, b) = (a.config(config), b.config(config));
+    let up = a.up(&[]);
+    assert_eq!(up["composeProjectName"], name.as_str());
+
+    // b's files name a's project: its container is not b's
+    let refused = b.run("up", &[]);
+    assert!(
+        refused.failed().contains("is not this workspace's"),
+        "{}",
+        refused.stderr
+    );
+    let (code, _, err) = b.sh("touch /tmp/b-was-here");
+    assert_ne!(code, 0, "{err}");
+    let down = b.run("down", &["--remove"]);
+    assert!(down.failed().contains("is not this workspace's"));
+    assert_eq!(services(&name), ["app running"]);
+    let (code, _, _) = a.sh("test ! -e /tmp/b-was-here");
+    assert_eq!(code, 0);
+
+    // a Compose CLI that is not there: a clear error, nothing created
+    b.write(
+        ".devcontainer/docker-compose.yml",
+        &file.replace(&name, &format!("{name}-b")),
+    );
+    let missing = b.run(
+        "up",
+        &["--docker-compose-path", "/nonexistent/docker-compose"],
+    );
+    assert!(
+        missing.failed().contains("Docker Compose v2 not found"),
+        "{}",
+        missing.stderr
+    );
+    assert!(services(&format!("{name}-b")).is_empty());
+    a.run("down", &["--remove"]).ok();
+    assert!(services(&name).is_empty());
+}
