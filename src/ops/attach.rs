@@ -20,7 +20,7 @@ use crate::ops::target::{
 };
 use crate::ops::users::passwd_account;
 use crate::progress::{Event, Reporter};
-use crate::security::{self, Grants, PermissionRequest};
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 use indexmap::IndexMap;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -111,6 +111,7 @@ pub(crate) async fn attach_target(
                 &loaded,
                 &target.env,
                 target.docker_compose_path.as_deref(),
+                (&SecurityProfile::default(), &Grants::default()),
             )
             .await?;
             crate::ops::compose::primary_of_workspace(engine, &project, &labels)

@@ -212,6 +212,7 @@ pub async fn build_with(
             &loaded,
             &opts.target.env,
             opts.target.docker_compose_path.as_deref(),
+            (&profile, &grants),
         )
         .await?;
         let places = crate::ops::compose_up::compose_places(&loaded, &up_opts, None);

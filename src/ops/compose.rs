@@ -20,6 +20,7 @@ use crate::engine::{ContainerInfo, Engine};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::read_configuration::LoadedConfiguration;
 use crate::ops::target::short;
+use crate::security::{Grants, SecurityProfile};
 
 /// How much of `<workspace>/.env` is read for `COMPOSE_PROJECT_NAME` (it is the repository's).
 const DOT_ENV_MAX: u64 = 64 * 1024;
@@ -63,7 +64,8 @@ impl ComposeTarget {
 
 /// Locates Compose v2 and reads the configuration's project: its files (relative to
 /// devcontainer.json), Compose's model of them and the project name (spec-note 0600); `env` is
-/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`.
+/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`;
+/// Compose runs with [`compose_env`] of `security` (profile and grants).
 ///
 /// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
 /// [`HandoffError::Unsupported`] for an empty `dockerComposeFile` or a `service` the files do
@@ -72,6 +74,7 @@ pub(crate) async fn compose_target(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
     compose_path: Option<&str>,
+    security: (&SecurityProfile, &Grants),
 ) -> Result<ComposeTarget> {
     let files = loaded.typed.compose_files(&loaded.config_file);
     if files.is_empty() {
@@ -83,7 +86,9 @@ pub(crate) async fn compose_target(
             hint: Some("name the Compose files in `dockerComposeFile`".into()),
         });
     }
-    let cli = ComposeCli::locate(None, compose_path).await?;
+    let cli = ComposeCli::locate(None, compose_path)
+        .await?
+        .with_env(compose_env(security.0, security.1, env));
     let model = cli.config(None, &files, None).await?;
     let dot_env = read_dot_env(&loaded.workspace_folder.join(".env"));
     let name = project_name(&ProjectNameInputs {
@@ -129,6 +134,43 @@ pub(crate) async fn compose_target(
         });
     }
     Ok(target)
+}
+
+/// The host variables the engine and Compose themselves need (never the repository's to ask).
+const TOOL_VARIABLES: &[&str] = &[
+    "PATH",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "XDG_RUNTIME_DIR",
+    "TMPDIR",
+];
+
+/// The environment Compose runs with, so its `${VAR}` interpolation of the repository's files
+/// sees only what the profile lets cross (spec-note 0602): the tool variables
+/// ([`TOOL_VARIABLES`]) plus [`security::host_env::visible_env`] (under `hardened` the granted
+/// and non-secret names; under `reference` everything).
+pub(crate) fn compose_env(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    env: &HashMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut visible = crate::security::host_env::visible_env(profile, grants, env);
+    for name in TOOL_VARIABLES {
+        if let Some(v) = env.get(*name) {
+            visible.insert(name.to_string(), v.clone());
+        }
+    }
+    let mut all: Vec<(String, String)> = visible.into_iter().collect();
+    all.sort();
+    all
+}
+
+/// Whether `name` is one of [`TOOL_VARIABLES`].
+pub(crate) fn is_tool_variable(name: &str) -> bool {
+    TOOL_VARIABLES.contains(&name)
 }
 
 /// The project's container of `service` (the first not being removed), inspected.

@@ -82,13 +82,15 @@ pub(crate) async fn up_compose(
         &loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),
+        (profile, grants),
     )
     .await?;
     let places = compose_places(&loaded, opts, engine_socket);
     // Every service's requests, judged on Compose's model with the rest of the configuration,
     // in one refusal before anything runs or is created (spec-note 0601).
-    let service_requests =
+    let mut service_requests =
         security::compose::compose_requests(profile, &target.model, &places, grants);
+    service_requests.extend(variable_requests(&target, profile, grants).await?);
     let ConfigurationJudgement {
         early,
         init_stage,
@@ -294,6 +296,41 @@ pub(crate) async fn up_compose(
     })
 }
 
+/// The host variables the Compose files interpolate (`${VAR}`, as Compose lists them), each a
+/// [`security::Permission::HostEnv`] request like devcontainer.json's `${localEnv:VAR}`
+/// (`HOME`, `USER`, `LOGNAME` cross unasked; the engine's own variables are not the files').
+async fn variable_requests(
+    target: &ComposeTarget,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let names = target
+        .project
+        .cli
+        .variables(&target.project.name, &target.project.files, None)
+        .await?;
+    let uses: Vec<security::host_env::HostEnvUse> = names
+        .into_iter()
+        .filter(|n| !crate::ops::compose::is_tool_variable(n))
+        .map(|name| security::host_env::HostEnvUse {
+            name,
+            properties: vec!["dockerComposeFile".to_string()],
+            persists_in_image: false,
+        })
+        .collect();
+    Ok(security::host_env::judge(profile, grants, &uses)
+        .into_iter()
+        .zip(&uses)
+        .map(|(mut r, u)| {
+            r.source = security::Source::ComposeService {
+                service: "*".to_string(),
+                property: format!("${{{}}}", u.name),
+            };
+            r
+        })
+        .collect())
+}
+
 /// Where the Compose files' host paths are judged: the workspace folder (not a git root
 /// above it), the host home folder and the engine socket (spec-note 0601).
 pub(crate) fn compose_places(
@@ -447,7 +484,8 @@ async fn create(
         image_user,
         remote_home: account.as_ref().map(|a| a.home.clone()),
         remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-        workspace: loaded.workspace_folder.clone(),
+        // canonical, as the binds it is compared with are resolved
+        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
         host_home,
         engine_socket,
         passwd,

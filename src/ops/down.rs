@@ -119,6 +119,10 @@ async fn down_compose(
         loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),
+        (
+            &crate::security::SecurityProfile::default(),
+            &crate::security::Grants::default(),
+        ),
     )
     .await?;
     let Some(primary) = crate::ops::compose::primary_of_workspace(engine, &target, labels).await?

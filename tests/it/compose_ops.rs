@@ -426,3 +426,39 @@ fn another_workspace_naming_the_same_project_is_never_attached_to_or_stopped() {
     a.run("down", &["--remove"]).ok();
     assert!(services(&name).is_empty());
 }
+
+#[test]
+fn host_variables_the_compose_files_interpolate_are_requests() {
+    let Some(ctx) = TestContext::busybox("compose_ops_vars") else {
+        return;
+    };
+    let ctx = ctx.isolated().env("DEVCELL_COMPOSE_SECRET", "s3cret-value");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    environment:\n      FROM_HOST: \"${{DEVCELL_COMPOSE_SECRET}}\"\n      KEPT: \"$${{NOT_A_VARIABLE}}\"\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody"}"#,
+    );
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(
+        stderr.contains("--allow env:DEVCELL_COMPOSE_SECRET"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret-value"), "{stderr}");
+    assert!(services(&project).is_empty());
+    assert!(networks_and_volumes(&project).is_empty());
+
+    ctx.up(&["--allow", "env:DEVCELL_COMPOSE_SECRET"]);
+    let (code, out, err) = ctx.sh("printf '%s|%s' \"$FROM_HOST\" \"$KEPT\"");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "s3cret-value|${NOT_A_VARIABLE}"),
+        "{err}"
+    );
+    ctx.run("down", &["--remove"]).ok();
+}
