@@ -37,8 +37,8 @@ use crate::ops::image::{
 };
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
-    ConfigurationJudgement, check_existing, cli_mounts, judge_configuration, judged_options,
-    judged_places, network_mode, origins,
+    ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
+    judged_options, judged_places, network_mode, origins,
 };
 use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
 use crate::ops::state_folder::StateFolder;
@@ -62,11 +62,16 @@ pub(crate) async fn up_compose(
     engine: &dyn Engine,
     engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
-    loaded: LoadedConfiguration,
-    profile: &SecurityProfile,
-    grants: &Grants,
+    choice: UpChoice,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
+    // One find-or-create (and one run of the create hooks) at a time per identity, taken
+    // before the judgement (spec-note 0422).
+    let id_labels = id_labels(&opts.target, &choice.loaded);
+    let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
+    let (profile, grants) = (&choice.profile, &choice.grants);
+    let loaded = &choice.loaded;
     // A handoff's or `--network none`'s network would replace Compose's project network:
     // not done yet (spec-note 0604).
     if network_mode(&opts.security, &opts.settings)?.is_some() {
@@ -79,13 +84,13 @@ pub(crate) async fn up_compose(
         });
     }
     let target = compose_target(
-        &loaded,
+        loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),
         (profile, grants),
     )
     .await?;
-    let places = compose_places(&loaded, opts, engine_socket);
+    let places = compose_places(loaded, opts, engine_socket);
     // Every service's requests, judged on Compose's model with the rest of the configuration,
     // in one refusal before anything runs or is created (spec-note 0601).
     let mut service_requests =
@@ -95,14 +100,14 @@ pub(crate) async fn up_compose(
         early,
         init_stage,
         host_requests,
+        reuse_requests: _,
     } = judge_configuration(
         engine,
         engine_socket,
         opts,
-        &loaded,
-        profile,
-        grants,
+        &choice,
         &service_requests,
+        None,
     )
     .await?;
     let judged =
@@ -115,9 +120,6 @@ pub(crate) async fn up_compose(
         },
         ..opts.clone()
     };
-    let id_labels = id_labels(&opts.target, &loaded);
-    let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
     let mut warnings = loaded.warnings.clone();
     let mut existing = primary_of_workspace(engine, &target, &id_labels).await?;
@@ -142,7 +144,7 @@ pub(crate) async fn up_compose(
     }
     let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
     if let Some(info) = &existing {
-        let entries = existing_entries(info, &loaded, &opts.target.env, &mut Vec::new());
+        let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
         // Compose's own project network is the container's, not a request (spec-note 0604).
         let mut checked = info.clone();
         if project_networks(&target).contains(&checked.host.network_mode) {
@@ -153,7 +155,7 @@ pub(crate) async fn up_compose(
                 engine,
                 &checked,
                 &entries,
-                &loaded,
+                loaded,
                 engine_socket,
                 profile,
                 grants,
@@ -179,7 +181,7 @@ pub(crate) async fn up_compose(
 
     let (container, entries, action) = match existing {
         Some(info) if info.running => {
-            let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
             (info, entries, ContainerAction::Running)
         }
         Some(info) => {
@@ -200,7 +202,7 @@ pub(crate) async fn up_compose(
                     .await
                     .map_err(|e| e.in_container(&info.id))?;
             }
-            let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
             (info, entries, ContainerAction::Started)
         }
         None => {
@@ -208,7 +210,7 @@ pub(crate) async fn up_compose(
                 engine,
                 engine_socket,
                 opts,
-                &loaded,
+                loaded,
                 &target,
                 &judged.sidecars,
                 profile,
@@ -228,7 +230,7 @@ pub(crate) async fn up_compose(
 
     let attached = attach(
         &container,
-        &loaded,
+        loaded,
         entries,
         &devcontainer_id,
         opts.default_user_env_probe,
@@ -237,7 +239,7 @@ pub(crate) async fn up_compose(
         engine,
         &container,
         &attached.merged,
-        &loaded,
+        loaded,
         &attached.remote_user,
         opts.update_remote_user_uid_default,
     )
@@ -292,7 +294,7 @@ pub(crate) async fn up_compose(
             .include_merged_configuration
             .then(|| attached.merged.clone()),
         compose_project_name: Some(target.project.name.clone()),
-        loaded,
+        loaded: loaded.clone(),
     })
 }
 
