@@ -373,8 +373,8 @@ pub struct HostToolArgs {
     /// `DOCKER_HOST`).
     #[arg(long, value_name = "PATH")]
     pub docker_path: Option<String>,
-    /// Docker Compose CLI path (accepted for compatibility; Compose configurations are not
-    /// supported).
+    /// Docker Compose v2 CLI path (default: the `docker compose` plugin, then
+    /// `docker-compose`).
     #[arg(long, value_name = "PATH")]
     pub docker_compose_path: Option<String>,
     /// Host folder for state shared between sessions (accepted; unused).

@@ -191,7 +191,7 @@ pub(crate) async fn dev_image(
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
-    let mut image = prepare_image(
+    let image = prepare_image(
         engine,
         loaded,
         kind,
@@ -201,17 +201,35 @@ pub(crate) async fn dev_image(
         reporter,
     )
     .await?;
+    dev_image_from(engine, loaded, image, kind, opts, reporter, warnings).await
+}
+
+/// [`dev_image`] on an image already prepared (a Compose service's image, built or pulled by
+/// Compose or the engine): its metadata, the Features layered on it.
+///
+/// Errors: as [`build_features`].
+pub(crate) async fn dev_image_from(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    mut image: PreparedImage,
+    kind: ConfigKind,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+    warnings: &mut Vec<Warning>,
+) -> Result<DevImage> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     // The label of an image built from the repository's Dockerfile is the repository's: its
     // host variables are requests like devcontainer.json's (spec-note 0443).
-    let (label_host_env, label_requests) = if kind == ConfigKind::Dockerfile {
-        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
-        let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
-        security::host_env::check(&profile, &requests)?;
-        (uses, requests)
-    } else {
-        Default::default()
-    };
+    let (label_host_env, label_requests) =
+        if matches!(kind, ConfigKind::Dockerfile | ConfigKind::Compose) {
+            let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+            let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
+            security::host_env::check(&profile, &requests)?;
+            (uses, requests)
+        } else {
+            Default::default()
+        };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
     // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).

@@ -44,6 +44,9 @@ pub struct TargetOptions {
     /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
     /// remote user's home unless the configuration names a `workspaceFolder`.
     pub workspace_folder_given: bool,
+    /// `--docker-compose-path`: the Compose v2 CLI for Compose configurations (`None`: the
+    /// `docker compose` plugin, then `docker-compose`).
+    pub docker_compose_path: Option<String>,
 }
 
 /// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged

@@ -34,6 +34,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 config: args.config.clone(),
                 mount_workspace_git_root: false,
                 env: std::env::vars().collect(),
+                docker_compose_path: args.host.docker_compose_path.clone(),
                 ..TargetOptions::default()
             },
             image_names: args.image_names.clone(),

@@ -33,6 +33,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let mut target = target(&args.container, None)?;
         target.additional_features = args.additional_features.clone();
+        target.docker_compose_path = args.host.docker_compose_path.clone();
         let opts = UpOptions {
             target,
             remove_existing_container: args.remove_existing_container,
