@@ -178,7 +178,20 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
     };
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
+        let entry = entry.map_err(io)?;
+        let path = entry.path();
+        // a linked sub-folder would pack (and publish) the host folder it names (spec-note 0400)
+        if entry.file_type().map_err(io)?.is_symlink() {
+            if path.join(FEATURE_FILE).is_file() {
+                return Err(PublishError::Invalid {
+                    path,
+                    reason: "the Feature folder is a symbolic link: devcell packages only real \
+                             folders (what it names is not packed)"
+                        .into(),
+                });
+            }
+            continue;
+        }
         if path.is_dir() && path.join(FEATURE_FILE).is_file() {
             found.push(path);
         }
@@ -203,14 +216,14 @@ pub fn package_feature(dir: &Path, in_collection: bool) -> Result<PackagedFeatur
         reason,
     };
     let file = dir.join(FEATURE_FILE);
-    let text = std::fs::read(&file).map_err(|source| PublishError::Io {
+    // never through a link, never waiting on a FIFO, bounded: a metadata file linked to a
+    // host file is neither echoed nor published (spec-note 0400)
+    let text = super::metadata::read_feature_file(dir).map_err(|source| PublishError::Io {
         path: file.clone(),
         source,
     })?;
     // JSONC (comments, trailing commas) like every other Dev Container file and the
     // reference CLI; what is published (annotation, collection) is plain JSON.
-    let text =
-        String::from_utf8(text).map_err(|_| invalid(format!("`{FEATURE_FILE}` is not UTF-8")))?;
     let metadata: Value = crate::config::jsonc::parse(&file, &text)
         .map_err(|e| invalid(format!("`{FEATURE_FILE}` is invalid: {e}")))?
         .value;
@@ -287,30 +300,16 @@ pub fn collection_json(features: &[PackagedFeature]) -> Value {
     })
 }
 
-/// `devcell features package DIR`: writes `devcontainer-feature-<id>.tgz` for each Feature
-/// and `devcontainer-collection.json` into `output` (created if needed). Returns the paths
-/// written.
-///
-/// # Errors
-/// As [`package_all`], plus [`PublishError::Io`] for the output folder.
-pub fn package(dir: &Path, output: &Path) -> Result<Vec<PathBuf>> {
-    let features = package_all(dir)?;
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| PublishError::Io { path, source }
-    };
-    std::fs::create_dir_all(output).map_err(io(output))?;
-    let mut written = Vec::new();
-    for f in &features {
-        let p = output.join(f.file_name());
-        std::fs::write(&p, &f.archive).map_err(io(&p))?;
-        written.push(p);
-    }
-    let p = output.join(COLLECTION_FILE);
-    let text = serde_json::to_vec_pretty(&collection_json(&features)).unwrap_or_default();
-    std::fs::write(&p, text).map_err(io(&p))?;
-    written.push(p);
-    Ok(written)
+/// The files `features package` writes for `features`, as `(file name, bytes)`: each
+/// `devcontainer-feature-<id>.tgz`, then `devcontainer-collection.json`. Pure.
+pub fn package_files(features: &[PackagedFeature]) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = features
+        .iter()
+        .map(|f| (f.file_name(), f.archive.to_vec()))
+        .collect();
+    let text = serde_json::to_vec_pretty(&collection_json(features)).unwrap_or_default();
+    files.push((COLLECTION_FILE.to_owned(), text));
+    files
 }
 
 /// The manifest bytes of an artifact with the `{}` config of media type
@@ -630,13 +629,12 @@ mod tests {
         );
         assert_eq!(names[1].1 & 0o111, 0o111, "install.sh stays executable");
 
-        let out = dir.path().join("out");
-        let written = package(dir.path(), &out).unwrap();
-        assert!(out.join("devcontainer-feature-hello.tgz").is_file());
-        let coll: Value =
-            serde_json::from_slice(&std::fs::read(out.join(COLLECTION_FILE)).unwrap()).unwrap();
+        let files = package_files(&a);
+        assert_eq!(files[0].0, "devcontainer-feature-hello.tgz");
+        assert_eq!(files[1].0, COLLECTION_FILE);
+        let coll: Value = serde_json::from_slice(&files[1].1).unwrap();
         assert_eq!(coll["features"][0]["id"], "hello");
-        assert_eq!(written.len(), 2);
+        assert_eq!(files.len(), 2);
     }
 
     #[test]
@@ -662,6 +660,45 @@ mod tests {
             package_all(empty.path()),
             Err(PublishError::NoFeatures { .. })
         ));
+    }
+
+    /// A collection sub-folder that is a link to a host folder, and a metadata file that is a
+    /// link to a host file: neither is read nor packed (spec-note 0400).
+    #[test]
+    fn links_to_host_folders_and_files_are_not_packaged() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("host");
+        std::fs::create_dir(&host).unwrap();
+        std::fs::write(
+            host.join(FEATURE_FILE),
+            r#"{"id":"host","version":"1.0.0"}"#,
+        )
+        .unwrap();
+        std::fs::write(host.join("secret.txt"), "host-secret").unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("good")).unwrap();
+        std::fs::write(
+            src.join("good").join(FEATURE_FILE),
+            r#"{"id":"good","version":"1.0.0"}"#,
+        )
+        .unwrap();
+        symlink(&host, src.join("host")).unwrap();
+        let err = package_all(&src).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        std::fs::remove_file(src.join("host")).unwrap();
+        std::fs::create_dir(src.join("linked")).unwrap();
+        std::fs::write(host.join("passwd"), "hostsecret:x:0:0\n").unwrap();
+        symlink(host.join("passwd"), src.join("linked").join(FEATURE_FILE)).unwrap();
+        let err = package_all(&src).unwrap_err();
+        let err = format!("{err} {err:?}");
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(
+            !err.contains("hostsecret"),
+            "the host file is echoed: {err}"
+        );
+        std::fs::remove_dir_all(src.join("linked")).unwrap();
+        assert_eq!(package_all(&src).unwrap().len(), 1);
     }
 
     #[test]

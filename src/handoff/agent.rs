@@ -5,7 +5,7 @@
 //! ([`crate::ops::repository::inspect`]) and find its configuration (the primary repository's
 //! `.devcontainer`, else the root's) → a structured [`HandoffPlan`] ([`plan`] stops here) →
 //! start a session in the host-side state ([`super::state`]; a live session refuses the handoff
-//! with `session_active` unless `replace`) → `up` ([`crate::ops::up::up_with`]) with the workspace
+//! with `session_active` unless `replace`) → `up` ([`crate::ops::up::up_judged`]) with the workspace
 //! root mounted whole at the workspace target (`/workspace`), the repositories' git directories
 //! and read-only git config/hooks overlays, the agent's read-only credential mounts, the network
 //! mode (`none` unless the agent or a flag asks for `default`) → the context file and
@@ -46,7 +46,7 @@ use crate::lifecycle::UserEnvProbe;
 use crate::ops::attach::{append_safe_directories, attach_running, probed_remote_env};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::target::id_labels;
-use crate::ops::up::up_with;
+use crate::ops::up::{judge_up, load_up, up_judged};
 use crate::progress::{Event, Reporter};
 use indexmap::IndexMap;
 use std::io::Write as _;
@@ -98,26 +98,18 @@ pub async fn handoff_with(
 ) -> Result<HandoffResult> {
     let p = prepare(opts, Some(engine), AgentRuntime::Container).await?;
     // What would reach the host (untrusted git directories, host commands) is judged before
-    // a session, a container or an image exists (spec-notes 0410, 0411).
-    {
-        let up_opts = up_options(&p, opts);
-        let (profile, grants) =
-            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
-        let loaded = crate::ops::target::load_for(
-            &p.target,
-            crate::ops::permissions::confine_grants(&profile, &grants),
-        )?;
-        crate::ops::permissions::judge_configuration(
-            engine,
-            engine_socket,
-            &up_opts,
-            &loaded,
-            &profile,
-            &grants,
-            &p.git_requests,
-        )
-        .await?;
-    }
+    // a session, a container or an image exists (spec-notes 0410, 0411), once: `up` goes on
+    // with this judgement and the container found with it, under its bring-up lock.
+    let up_opts = up_options(&p, opts);
+    let judged = judge_up(
+        engine,
+        engine_socket,
+        &up_opts,
+        load_up(&up_opts)?,
+        &p.git_requests,
+        reporter,
+    )
+    .await?;
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
@@ -146,8 +138,7 @@ pub async fn handoff_with(
         "{verb} workspace container ({} profile, network {})",
         p.profile, p.network
     )));
-    let up_opts = up_options(&p, opts);
-    let up = up_with(engine, engine_socket, &up_opts, reporter)
+    let up = up_judged(engine, engine_socket, &up_opts, judged, reporter)
         .await
         .map_err(&fail)?;
     let info = engine

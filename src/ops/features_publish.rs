@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::features::publish;
 use crate::oci::registry::{Registry, RegistryOptions};
+use crate::security::host_path::{OutputDir, WriteError};
 
 use super::error::{HandoffError, Result};
 
@@ -24,8 +25,26 @@ pub struct PackageOptions {
 /// # Errors
 /// [`HandoffError::Publish`].
 pub fn package_features(options: &PackageOptions) -> Result<Vec<PathBuf>> {
+    let features = publish::package_all(&options.target)?;
+    let io = |path: PathBuf, e: WriteError| publish::PublishError::Io {
+        path,
+        source: std::io::Error::other(e.to_string()),
+    };
+    // the output folder and its files may be the repository's links: never written through
+    // (spec-note 0400)
+    let cwd = std::env::current_dir().map_err(|e| {
+        io(
+            options.output_folder.clone(),
+            WriteError::Io {
+                path: ".".into(),
+                source: e,
+            },
+        )
+    })?;
+    let out = OutputDir::open(&cwd, &options.output_folder)
+        .map_err(|e| io(options.output_folder.clone(), e))?;
     if options.force_clean_output_folder
-        && let Ok(entries) = std::fs::read_dir(&options.output_folder)
+        && let Ok(entries) = std::fs::read_dir(out.path())
     {
         // Nothing is lost: only remove what packaging itself produces.
         for e in entries.flatten() {
@@ -37,7 +56,13 @@ pub fn package_features(options: &PackageOptions) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    Ok(publish::package(&options.target, &options.output_folder)?)
+    let mut written = Vec::new();
+    for (name, bytes) in publish::package_files(&features) {
+        out.write(&name, &bytes)
+            .map_err(|e| io(out.path().join(&name), e))?;
+        written.push(options.output_folder.join(&name));
+    }
+    Ok(written)
 }
 
 /// Options of `devcell features publish`.

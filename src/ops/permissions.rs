@@ -15,7 +15,7 @@ use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::ops::read_configuration::LoadedConfiguration;
-use crate::ops::target::{expected_workspace, find_container, id_labels};
+use crate::ops::target::id_labels;
 use crate::security::PolicyInput;
 use crate::security::{
     self, Grants, Origins, PermissionRequest, ProfileLimits, SecurityProfile, Source, host_path,
@@ -626,6 +626,14 @@ pub(crate) async fn judge_named_volumes(
     Ok((security::volumes::judge(profile, grants, &foreign), missing))
 }
 
+/// The security choice and the configuration `up` goes on with
+/// ([`crate::ops::up::load_up`]).
+pub(crate) struct UpChoice {
+    pub(crate) profile: SecurityProfile,
+    pub(crate) grants: Grants,
+    pub(crate) loaded: LoadedConfiguration,
+}
+
 /// What [`judge_configuration`] judged and `up` goes on with.
 pub(crate) struct ConfigurationJudgement {
     /// The host variables and the builds' network ([`early_requests`]).
@@ -634,16 +642,21 @@ pub(crate) struct ConfigurationJudgement {
     pub(crate) init_stage: Option<crate::lifecycle::Stage>,
     /// The host commands' requests.
     pub(crate) host_requests: Vec<PermissionRequest>,
+    /// The granted requests of the re-check of the container that is reused
+    /// ([`check_existing`]); empty when none is.
+    pub(crate) reuse_requests: Vec<PermissionRequest>,
 }
 
 /// Judges everything the configuration asks for before anything runs on the host or the
 /// engine (spec-note 0400): `earlier` (a handoff's git directories), the host variables and
 /// the builds' network ([`early_requests`]), the host commands ([`host_commands`]) and either
-/// the re-check of the container that would be reused ([`check_existing`], spec-note 0270) or
-/// the container devcontainer.json asks for on its own: mounts, networks, ports,
+/// the re-check of `found`, the container that is reused ([`check_existing`], spec-note 0270),
+/// or the container devcontainer.json asks for on its own: mounts, networks, ports,
 /// capabilities, users by spelling ([`container_requests`] without an image or Features,
-/// whose requests are judged with them before the container is created). `opts` as given to
-/// `up` (the whole host environment; judged here). Only engine reads happen.
+/// whose requests are judged with them before the container is created). `found` is looked
+/// up by the caller under the bring-up lock, so what is judged is what `up` goes on with.
+/// `opts` as given to `up` (the whole host environment; judged here). Only engine reads
+/// happen.
 ///
 /// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
 /// every request when any is not granted, so one `--allow` list grants them all;
@@ -653,11 +666,15 @@ pub(crate) async fn judge_configuration(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
     opts: &UpOptions,
-    loaded: &LoadedConfiguration,
-    profile: &SecurityProfile,
-    grants: &Grants,
+    choice: &UpChoice,
     earlier: &[PermissionRequest],
+    found: Option<&ContainerInfo>,
 ) -> Result<ConfigurationJudgement> {
+    let UpChoice {
+        profile,
+        grants,
+        loaded,
+    } = choice;
     let judged = judged_options(opts, profile, grants);
     let early = early_requests(loaded, &judged, profile, grants)?;
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
@@ -669,20 +686,10 @@ pub(crate) async fn judge_configuration(
         .collect();
     let kind = loaded.typed.kind();
     let builds = matches!(kind, ConfigKind::Image | ConfigKind::Dockerfile);
-    let found = if builds && !opts.remove_existing_container {
-        find_container(
-            engine,
-            &id_labels(&opts.target, loaded),
-            expected_workspace(&opts.target, loaded).as_deref(),
-            &mut Vec::new(),
-        )
-        .await?
-    } else {
-        None
-    };
-    // The container a new one would be, or the re-check of the one that would be reused
+    // The container a new one would be, or the re-check of the one that is reused
     // (spec-note 0270): either is judged with the rest, in one refusal.
-    let (reuse_refusal, container) = match &found {
+    let found = found.filter(|_| builds);
+    let (reuse_refusal, container) = match found {
         Some(info) => {
             let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
             match check_existing(
@@ -743,6 +750,11 @@ pub(crate) async fn judge_configuration(
         early,
         init_stage,
         host_requests,
+        reuse_requests: if found.is_some() {
+            container
+        } else {
+            Vec::new()
+        },
     })
 }
 

@@ -2,8 +2,9 @@
 //! security profile ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle),
 //! [container creation](https://containers.dev/implementors/spec/#container-creation)).
 //!
-//! Steps: load the configuration ([`load_configuration`]) → find the container by its id
-//! labels → run `initializeCommand` on the host → (no container) inspect or pull the image /
+//! Steps: load the configuration ([`load_up`]) → take the bring-up lock of its identity →
+//! find the container by its id labels → judge everything the configuration asks for, once
+//! ([`judge_up`]) → run `initializeCommand` on the host → (no container) inspect or pull the image /
 //! build the Dockerfile → read the image's `devcontainer.metadata` label → merge entries
 //! (image ++ devcontainer.json) → `${devcontainerId}` → [`container_spec`] → the security
 //! policy ([`security::apply`]; refuse before creating anything) → create and start →
@@ -18,6 +19,7 @@
 use crate::config::model::ConfigKind;
 use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
+use crate::engine::ContainerInfo;
 use crate::engine::{DockerEngine, Engine, Mount, MountKind};
 use crate::lifecycle::{BringUpKind, HookEnv, LifecycleReport, run_initialize_command};
 use crate::ops::attach::{attach, existing_entries};
@@ -30,12 +32,13 @@ use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
-    ConfigurationJudgement, check_existing, cli_mounts, confine_grants, judge_configuration,
+    ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
     origins, security_choice,
 };
 use crate::ops::read_configuration::{LoadedConfiguration, file_uri};
 use crate::ops::secrets::{MaskingReporter, redact};
+use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
@@ -158,12 +161,30 @@ pub async fn up_with(
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
+    let chosen = load_up(opts)?;
+    supported_kind(&chosen.loaded)?;
+    let judged = judge_up(engine, engine_socket, opts, chosen, &[], reporter).await?;
+    up_judged(engine, engine_socket, opts, judged, reporter).await
+}
+
+/// The profile and grants of `opts` ([`security_choice`]) and the configuration loaded with
+/// the whole host environment (`initializeCommand` runs on the host and keeps it); every read
+/// that reaches the container is judged by [`judge_up`].
+///
+/// Errors: [`HandoffError::Config`], [`HandoffError::InvalidLimit`] and the security choice's.
+pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
-    // Loaded with the whole host environment (`initializeCommand` runs on the host and keeps
-    // it); every read that reaches the container is judged right below.
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
-    let kind = loaded.typed.kind();
-    if matches!(kind, ConfigKind::Compose | ConfigKind::None) {
+    Ok(UpChoice {
+        profile,
+        grants,
+        loaded,
+    })
+}
+
+/// Refuses the configurations `up` does not bring up (Docker Compose, none).
+fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
+    if matches!(loaded.typed.kind(), ConfigKind::Compose | ConfigKind::None) {
         return Err(HandoffError::Unsupported {
             message: format!(
                 "`{}`: devcell brings up `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
@@ -172,16 +193,100 @@ pub async fn up_with(
             hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
         });
     }
-    // Judged before anything is looked up, run, built or created (spec-notes 0440, 0442).
+    Ok(())
+}
+
+/// What `up` decided before anything runs on the host or the engine ([`judge_up`]): the
+/// bring-up lock held, the container found under it, and the one judgement of everything the
+/// configuration asks for.
+pub(crate) struct JudgedUp {
+    choice: UpChoice,
+    judgement: ConfigurationJudgement,
+    /// The container of this identity, found under the lock.
+    existing: Option<ContainerInfo>,
+    /// The containers passed over while finding it.
+    find_warnings: Vec<Warning>,
+    _lock: Option<BringUpLock>,
+}
+
+/// Takes the bring-up lock of the configuration's identity (one find-or-create and one run of
+/// the create hooks at a time; spec-note 0422), finds the container it would reuse, and judges
+/// everything the configuration asks for against it or against the container devcontainer.json
+/// asks for ([`judge_configuration`] with `earlier`, a handoff's git directories): one refusal
+/// listing every request, before anything is run, recorded, pulled, built or created
+/// (spec-notes 0400, 0410, 0440, 0442). The result is handed to [`up_judged`], which neither
+/// looks the container up nor judges the configuration again.
+///
+/// Errors: as [`judge_configuration`]; [`HandoffError::Unsupported`] when the lock cannot be
+/// taken; [`HandoffError::Engine`] when the containers cannot be listed.
+pub(crate) async fn judge_up(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    choice: UpChoice,
+    earlier: &[PermissionRequest],
+    reporter: &dyn Reporter,
+) -> Result<JudgedUp> {
+    let loaded = &choice.loaded;
+    let id_labels = id_labels(&opts.target, loaded);
+    let lock = bring_up_lock(&crate::config::id::devcontainer_id(&id_labels), reporter).await?;
+    let mut find_warnings = Vec::new();
+    let existing = if matches!(
+        loaded.typed.kind(),
+        ConfigKind::Image | ConfigKind::Dockerfile
+    ) {
+        let expected = expected_workspace(&opts.target, loaded);
+        find_container(engine, &id_labels, expected.as_deref(), &mut find_warnings).await?
+    } else {
+        None
+    };
+    // A container `--remove-existing-container` removes is not judged: the new one is.
+    let reused = existing
+        .as_ref()
+        .filter(|_| !opts.remove_existing_container);
+    let judgement =
+        judge_configuration(engine, engine_socket, opts, &choice, earlier, reused).await?;
+    Ok(JudgedUp {
+        choice,
+        judgement,
+        existing,
+        find_warnings,
+        _lock: lock,
+    })
+}
+
+/// Brings the dev container up from what [`judge_up`] decided (see the module docs); the lock
+/// it took is held until this returns.
+///
+/// Errors: as [`up_with`].
+pub(crate) async fn up_judged(
+    engine: &dyn Engine,
+    engine_socket: Option<&Path>,
+    opts: &UpOptions,
+    judged: JudgedUp,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    let JudgedUp {
+        choice: UpChoice {
+            profile,
+            grants,
+            loaded,
+        },
+        judgement:
+            ConfigurationJudgement {
+                early,
+                init_stage,
+                host_requests,
+                reuse_requests,
+            },
+        mut existing,
+        find_warnings,
+        _lock,
+    } = judged;
+    supported_kind(&loaded)?;
+    let kind = loaded.typed.kind();
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
-    // Everything the configuration asks for is judged here, in one refusal, before anything
-    // runs on the host or the engine (spec-notes 0400, 0410).
-    let ConfigurationJudgement {
-        early,
-        init_stage,
-        host_requests,
-    } = judge_configuration(engine, engine_socket, opts, &loaded, &profile, &grants, &[]).await?;
     let opts = &judged_options(opts, &profile, &grants);
     let opts = &UpOptions {
         build: ImageBuildOptions {
@@ -192,13 +297,9 @@ pub async fn up_with(
     };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
-    // One find-or-create (and one run of the create hooks) at a time per identity.
-    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
 
     let mut warnings = loaded.warnings.clone();
-    let expected = expected_workspace(&opts.target, &loaded);
-    let mut existing =
-        find_container(engine, &id_labels, expected.as_deref(), &mut warnings).await?;
+    warnings.extend(find_warnings);
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -215,24 +316,13 @@ pub async fn up_with(
             expected: true,
         });
     }
-
-    // Re-check what an existing container has against the current profile and grants before
-    // running, starting or using anything (spec-note 0270).
-    let mut reuse_permissions = Vec::new();
-    if let Some(info) = &existing {
-        let entries = existing_entries(info, &loaded, &opts.target.env, &mut Vec::new());
-        reuse_permissions = check_existing(
-            engine,
-            info,
-            &entries,
-            &loaded,
-            engine_socket,
-            &profile,
-            &grants,
-            opts,
-        )
-        .await?;
-    }
+    // What the reused container has was re-checked against the current profile and grants
+    // with the rest (spec-note 0270).
+    let mut reuse_permissions = if existing.is_some() {
+        reuse_requests
+    } else {
+        Vec::new()
+    };
 
     // initializeCommand: on the host, at every `up`, before any image work (granted above).
     if let Some(stage) = &init_stage {

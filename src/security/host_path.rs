@@ -687,6 +687,88 @@ impl WorkspaceDir {
     }
 }
 
+/// A folder devcell writes its own output files into that a repository may have laid out,
+/// such as `features package`'s default `./output` (spec-note 0400): a folder below the
+/// current folder `cwd` is written relative to `cwd`'s handle ([`WorkspaceDir`]: no folder or
+/// file below `cwd` is followed when it is a symbolic link, a file in the way is replaced,
+/// never written through); any other folder (the user's own path, created when missing) is
+/// the handle itself, so its files are still never written through a link.
+///
+/// Errors: [`WriteError::Unsafe`] when a folder from `cwd` down to `folder` exists as a
+/// symbolic link (its files would land where the repository points); [`WriteError::Io`].
+#[derive(Debug)]
+pub struct OutputDir {
+    dir: WorkspaceDir,
+    rel: PathBuf,
+}
+
+impl OutputDir {
+    /// Opens `folder` (relative to `cwd` unless absolute) as described on [`OutputDir`].
+    ///
+    /// Errors: as [`OutputDir`].
+    pub fn open(cwd: &Path, folder: &Path) -> std::result::Result<OutputDir, WriteError> {
+        let absolute = lexical(&cwd.join(folder));
+        if let Ok(rel) = absolute.strip_prefix(cwd)
+            && !rel.as_os_str().is_empty()
+        {
+            let mut path = cwd.to_path_buf();
+            for part in rel.components() {
+                path.push(part);
+                if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(WriteError::Unsafe { path });
+                }
+            }
+            return Ok(OutputDir {
+                dir: WorkspaceDir::open(cwd)?,
+                rel: rel.to_path_buf(),
+            });
+        }
+        std::fs::create_dir_all(&absolute).map_err(|source| WriteError::Io {
+            path: absolute.clone(),
+            source,
+        })?;
+        Ok(OutputDir {
+            dir: WorkspaceDir::open(&absolute)?,
+            rel: PathBuf::new(),
+        })
+    }
+
+    /// The folder's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.root().join(&self.rel)
+    }
+
+    /// Writes `bytes` as `name` in the folder (mode 0644), replacing a regular file of that
+    /// name and refusing anything else in its place ([`WorkspaceDir::write`]).
+    ///
+    /// Errors: as [`WorkspaceDir::write`].
+    pub fn write(&self, name: &str, bytes: &[u8]) -> std::result::Result<PathBuf, WriteError> {
+        let rel = self.rel.join(name);
+        self.dir.write(
+            &rel.to_string_lossy(),
+            bytes,
+            0o644,
+            Existing::Replace,
+            false,
+        )
+    }
+}
+
+/// `path` with `.` and `..` applied lexically (no file system access).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn write_all(fd: OwnedFd, bytes: &[u8], path: &Path) -> std::result::Result<(), WriteError> {
     let mut file = std::fs::File::from(fd);
     file.write_all(bytes)
@@ -836,6 +918,33 @@ mod tests {
             Some(&*host.to_string_lossy())
         );
         assert_eq!(spec.mounts[2].source.as_deref(), Some("relative"));
+    }
+
+    /// `features package`'s output folder: a linked folder below the current folder is refused,
+    /// a linked file in it is an error (never written through), a real folder is written, and
+    /// a folder outside the current folder is created and written from its own handle.
+    #[test]
+    fn output_folders_never_write_through_links() {
+        let (_t, ws, host) = tree();
+        symlink(&host, ws.join("out")).unwrap();
+        assert!(matches!(
+            OutputDir::open(&ws, Path::new("out")),
+            Err(WriteError::Unsafe { .. })
+        ));
+        std::fs::remove_file(ws.join("out")).unwrap();
+        std::fs::create_dir(ws.join("out")).unwrap();
+        symlink(host.join("secret.txt"), ws.join("out/f.json")).unwrap();
+        let out = OutputDir::open(&ws, Path::new("./out")).unwrap();
+        assert!(matches!(
+            out.write("f.json", b"x"),
+            Err(WriteError::Unsafe { .. })
+        ));
+        assert_eq!(std::fs::read(host.join("secret.txt")).unwrap(), b"s");
+        out.write("g.json", b"g").unwrap();
+        assert_eq!(std::fs::read(ws.join("out/g.json")).unwrap(), b"g");
+        let elsewhere = OutputDir::open(&ws, &host.join("new")).unwrap();
+        elsewhere.write("h.json", b"h").unwrap();
+        assert_eq!(std::fs::read(host.join("new/h.json")).unwrap(), b"h");
     }
 
     #[test]

@@ -757,3 +757,39 @@ fn hints_name_only_flags_given_or_available() {
         )
     );
 }
+
+/// A handoff judges its configuration once, before it records its session, and `up` goes on
+/// with that judgement: a cold handoff inspects the configured image twice before the
+/// container is created, once for the judgement and once when `up` prepares the image after
+/// `initializeCommand` (which the policy judges the container by), where judging again in
+/// `up` made it three (spec-note 0400).
+#[test]
+fn a_handoff_inspects_the_image_once_for_its_judgement() {
+    let Some(ws) = Ws::engine(
+        "a_handoff_inspects_the_image_once_for_its_judgement",
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    ) else {
+        return;
+    };
+    let out = ws.handoff(&["--log-level", "debug"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let created = err
+        .find("creating container from")
+        .unwrap_or_else(|| panic!("no container was created: {err}"));
+    let inspections = err[..created]
+        .lines()
+        .filter(|l| {
+            l.contains(" DEBUG ")
+                && l.contains(&format!("image_info{{reference={BUSYBOX_IMAGE}}}"))
+                && l.contains(" close ")
+        })
+        .count();
+    assert_eq!(inspections, 2, "{err}");
+    // and the container is looked up once for the handoff's plan, once under the lock
+    let finds = err[..created]
+        .lines()
+        .filter(|l| l.contains(" DEBUG find_containers") && l.contains(" close "))
+        .count();
+    assert_eq!(finds, 2, "{err}");
+}

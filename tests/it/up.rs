@@ -1733,3 +1733,54 @@ fn omit_config_remote_env_from_metadata_keeps_it_out_of_the_label_only() {
     let (_, out, _) = fws.sh("echo \"exec:$OMIT_ME\"");
     assert_eq!(out.trim(), "exec:feature-config");
 }
+
+/// The engine calls `--log-level debug` logged on `stderr` (one line per call, as it ends).
+fn engine_calls(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| {
+            l.contains(" DEBUG ") && l.contains(": devcell::engine") && l.contains(" close ")
+        })
+        .collect()
+}
+
+/// A warm `up` (the container runs, its `postCreateCommand` ran) looks its container up once,
+/// under the bring-up lock, and judges it once: at most three engine calls (find, inspect,
+/// the hooks' run-once markers; spec-note 0400).
+#[test]
+fn a_warm_up_makes_at_most_three_engine_calls() {
+    let Some(ctx) = TestContext::busybox("a_warm_up_makes_at_most_three_engine_calls") else {
+        return;
+    };
+    let ctx = ctx.isolated().config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo created >> /tmp/created"}"#,
+    );
+    ctx.up(&[]);
+    let run = ctx.run("up", &["--log-level", "debug"]);
+    run.ok();
+    assert_eq!(
+        run.last_json()["devcell"]["container"],
+        "running",
+        "{}",
+        run.stdout
+    );
+    let calls = engine_calls(&run.stderr);
+    assert!(!calls.is_empty(), "no engine call logged: {}", run.stderr);
+    assert!(
+        calls.len() <= 3,
+        "{} engine calls:\n{}",
+        calls.len(),
+        calls.join("\n")
+    );
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|l| l.contains("find_containers"))
+            .count(),
+        1,
+        "{}",
+        calls.join("\n")
+    );
+    // the hook did not run again
+    assert_eq!(ctx.sh("cat /tmp/created").1, "created\n");
+}

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use crate::support::context::VolumeGuard;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
-use crate::support::hostile::HostileRepo;
+use crate::support::hostile::{HostTarget, HostileRepo};
 use crate::support::{self, engine::docker};
 
 /// The host variable the attacker wants, set only in devcell's own environment.
@@ -613,4 +613,214 @@ fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
         );
     }
     target.assert_untouched();
+}
+
+/// `devcell features package src` in a hostile repository (a Feature collection, as the user
+/// packages their own): the repository commits `output/devcontainer-collection.json` and
+/// `output/devcontainer-feature-<id>.tgz` as links to host files (`~/.bashrc`), and a
+/// collection sub-folder linked to a host folder holding a `devcontainer-feature.json`. The
+/// package command wrote through the links (the collection JSON, whose keys the repository
+/// chooses, replaced `~/.bashrc`: `"$(…)"` in it runs in the user's next shell) and packed the
+/// host folder's files into a `.tgz` that `features publish` pushes. Now nothing is written
+/// through a link (the write fails, the host files keep their bytes), a linked output folder
+/// is refused, a linked Feature folder is not packed, and a metadata file linked to a host
+/// file is neither read nor echoed; the plain repository still packages.
+#[test]
+fn features_package_never_writes_through_or_packs_the_repositorys_links() {
+    let target = HostTarget::new();
+    let bashrc = target.path().join("bashrc");
+    std::fs::write(&bashrc, "echo precious\n").unwrap();
+    let before = support::tree_fingerprint(target.path());
+    let host_feature = HostTarget::new();
+    std::fs::write(
+        host_feature.path().join("devcontainer-feature.json"),
+        r#"{"id": "loot", "version": "1.0.0"}"#,
+    )
+    .unwrap();
+    let repo = HostileRepo::new();
+    repo.file(
+        "src/hello/devcontainer-feature.json",
+        &format!(
+            r#"{{"id": "hello", "version": "1.0.0", "$(touch {})": 1}}"#,
+            target.marker().display()
+        ),
+    )
+    .file("src/hello/install.sh", "#!/bin/sh\necho hi\n")
+    .symlink("output/devcontainer-collection.json", &bashrc)
+    .symlink(
+        "output/devcontainer-feature-hello.tgz",
+        target.path().join("secret.txt"),
+    )
+    .commit();
+    let package = |tail: &[&str]| {
+        support::devcell()
+            .current_dir(repo.path())
+            .args(["features", "package", "src"])
+            .args(tail)
+            .output()
+            .expect("devcell runs")
+    };
+
+    let out = package(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("symbolic link"), "{}", text(&out));
+    assert_eq!(support::tree_fingerprint(target.path()), before);
+    // had the link been written through, the user's next shell would run the repository's
+    // command from the JSON's keys
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(". \"$0\"")
+        .arg(&bashrc)
+        .output();
+    assert!(
+        !target.marker().exists(),
+        "the repository's command ran on the host"
+    );
+
+    // a linked output folder, with `--force-clean-output-folder`: nothing removed or written
+    std::fs::write(
+        target.path().join("devcontainer-feature-hello.tgz"),
+        "host file",
+    )
+    .unwrap();
+    let before = support::tree_fingerprint(target.path());
+    std::fs::remove_dir_all(repo.path().join("output")).unwrap();
+    repo.symlink("output", target.path());
+    let out = package(&["--force-clean-output-folder"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(support::tree_fingerprint(target.path()), before);
+
+    // a collection sub-folder linked to a host folder: not packed
+    std::fs::remove_file(repo.path().join("output")).unwrap();
+    repo.symlink("src/loot", host_feature.path());
+    let out = package(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        !repo
+            .path()
+            .join("output/devcontainer-feature-loot.tgz")
+            .exists()
+    );
+
+    // a metadata file linked to a host file: not read, not echoed
+    std::fs::remove_file(repo.path().join("src/loot")).unwrap();
+    std::fs::write(host_feature.path().join("passwd"), "leakedword:x:0:0\n").unwrap();
+    repo.symlink(
+        "src/linked/devcontainer-feature.json",
+        host_feature.path().join("passwd"),
+    );
+    let out = package(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("leakedword"), "{}", text(&out));
+
+    // the repository without its links packages as before
+    std::fs::remove_dir_all(repo.path().join("src/linked")).unwrap();
+    let out = package(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        repo.path()
+            .join("output/devcontainer-feature-hello.tgz")
+            .is_file()
+    );
+    assert!(
+        repo.path()
+            .join("output/devcontainer-collection.json")
+            .is_file()
+    );
+    assert_eq!(support::tree_fingerprint(target.path()), before);
+    assert_eq!(
+        std::fs::read_to_string(host_feature.path().join("secret.txt")).unwrap(),
+        HostTarget::SECRET
+    );
+}
+
+/// devcell's host `git status` (run by `handoff --plan`, `handoff` and `status` on each
+/// repository of the workspace) neutralizes the filter drivers the repository's configuration
+/// defines by first listing that configuration (`git config --list`), then running `status`
+/// with those names overridden: two reads of a file the container can write (the workspace,
+/// `.git` included, is mounted read-write). A container that serves `.git/config` (here an
+/// `[include]` of a FIFO in `.git`; a plain rename loop wins about one run in four) without
+/// the filter to the listing and with it to `status` has its `filter.evil.clean` run on the
+/// host, as the workspace's owner, whenever the user runs one of those commands while the
+/// container runs. The test plays the container's side and serves the filter only to the
+/// `git status` process (the container wins the race by chance; the test by looking).
+#[test]
+#[ignore = "open: host git reads the repository's configuration twice (list, then status); \
+            needs an exec guard on the host git (seccomp denying fork/clone without \
+            CLONE_THREAD, or Landlock execute rights for git only) or a status run on a \
+            private GIT_DIR whose config is the one snapshot that was neutralized"]
+fn a_configuration_served_differently_to_the_listing_runs_a_filter_on_the_host() {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "containerUser": "nobody"}}"#
+    ))
+    .file(".gitattributes", "* filter=evil\n")
+    .file("a.txt", "a\n")
+    .commit();
+    // the container's writes: an include of a FIFO it serves, and a file made stat-dirty
+    let git_dir = repo.path().join(".git");
+    let fifo = git_dir.join("evil.inc");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(git_dir.join("config"))
+        .unwrap();
+    writeln!(config, "[include]\n\tpath = evil.inc").unwrap();
+    std::fs::write(repo.path().join("a.txt"), "b\n").unwrap();
+    support::git::give_to_workspace_owner(repo.path());
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = {
+        let (fifo, stop, marker) = (fifo.clone(), stop.clone(), marker.clone());
+        std::thread::spawn(move || {
+            let evil = format!(
+                "[filter \"evil\"]\n\tclean = touch {}; cat\n",
+                marker.display()
+            );
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&fifo) else {
+                    return;
+                };
+                let status_reads = readers_of(&fifo).iter().any(|cmd| cmd.contains("status"));
+                let _ = w.write_all(if status_reads { evil.as_bytes() } else { b"" });
+            }
+        })
+    };
+    let out = plan(repo.path(), &[]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    // unblock the server's last open
+    let _ = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo);
+    let _ = server.join();
+    assert!(
+        !marker.exists(),
+        "the repository's filter ran on the host: {}",
+        text(&out)
+    );
+    target.assert_untouched();
+}
+
+/// The command lines of the processes that have `fifo` open (from `/proc`).
+fn readers_of(fifo: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let fds = entry.path().join("fd");
+        let opened = std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == fifo));
+        if opened && let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            found.push(String::from_utf8_lossy(&cmd).replace('\0', " "));
+        }
+    }
+    found
 }

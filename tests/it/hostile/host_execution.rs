@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::git::{git, give_to_workspace_owner};
-use crate::support::hostile::{HostTarget, HostileRepo};
+use crate::support::hostile::{HostTarget, HostileRepo, recorded_state};
 use crate::support::{self, tree_fingerprint};
 
 /// devcell's folders for one test (fake home, state, cache, the user config with agent `a`),
@@ -271,9 +271,10 @@ fn initialize_command_is_refused_before_anything_happens() {
         );
         assert_eq!(repo.fingerprint(), before, "{form}: the repository changed");
         // the handoff stopped before devcell recorded anything
+        let recorded = recorded_state(&host.tmp.path().join("state"));
         assert!(
-            !host.tmp.path().join("state").exists(),
-            "{form}: a session was started"
+            recorded.is_empty(),
+            "{form}: a session was started: {recorded:?}"
         );
     }
 }
@@ -704,9 +705,10 @@ fn every_request_is_judged_at_once_before_anything_runs() {
             containers_of(repo.path()).is_empty(),
             "{what}: a container was created"
         );
+        let recorded = recorded_state(&host.tmp.path().join("state"));
         assert!(
-            !host.tmp.path().join("state").exists(),
-            "{what}: devcell recorded something"
+            recorded.is_empty(),
+            "{what}: devcell recorded something: {recorded:?}"
         );
     };
 

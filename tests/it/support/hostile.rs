@@ -145,3 +145,32 @@ impl Drop for HostTarget {
         let _ = std::fs::remove_file(self.marker());
     }
 }
+
+/// What devcell recorded in the state folder `state` (`DEVCELL_STATE_DIR`): every file but the
+/// bring-up locks (`locks/<id>.lock`, empty), which `up` and `handoff` take before they judge
+/// the configuration (spec-note 0400). Empty when nothing was recorded.
+pub fn recorded_state(state: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(state, &mut files);
+    let locks = state.join("locks");
+    files.retain(|f| {
+        let lock = f.parent() == Some(locks.as_path())
+            && f.extension().is_some_and(|e| e == "lock")
+            && std::fs::metadata(f).is_ok_and(|m| m.len() == 0);
+        !lock
+    });
+    files
+}
