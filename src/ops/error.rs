@@ -17,8 +17,14 @@ pub enum HandoffError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The workspace folder does not exist or is not a directory.
-    #[error("workspace folder `{}` is not a directory", path.display())]
+    /// The workspace folder does not exist or is not a directory. The message starts as the
+    /// reference CLI's does (`Dev container config (…) not found.`, which tools match on;
+    /// spec-note 0454), naming the first default location under the folder.
+    #[error(
+        "Dev container config ({}) not found. The workspace folder `{}` is not a directory",
+        path.join(".devcontainer").join("devcontainer.json").display(),
+        path.display()
+    )]
     WorkspaceFolder {
         /// The folder given.
         path: std::path::PathBuf,

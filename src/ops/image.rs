@@ -264,7 +264,13 @@ pub(crate) async fn dev_image_from(
                     info: built.image,
                 }
             };
-            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            let (_, mut entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            // The label left devcontainer.json's remoteEnv out; the merge still has it, last.
+            if opts.build.omit_config_remote_env
+                && let Some(remote_env) = loaded.value.get("remoteEnv")
+            {
+                entries.push(serde_json::json!({ "remoteEnv": remote_env }));
+            }
             (entries, None)
         } else {
             let entries =
@@ -272,7 +278,7 @@ pub(crate) async fn dev_image_from(
             let label = metadata::label_value(&metadata::collect_entries(
                 &raw_base,
                 &[],
-                &metadata::config_entry(&loaded.raw),
+                &label_config_entry(&loaded.raw, &opts.build),
             ));
             (entries, Some(label))
         };
@@ -284,6 +290,42 @@ pub(crate) async fn dev_image_from(
         label_host_env,
         lock,
     })
+}
+
+/// The `devcontainer.json` entry of a label devcell writes: [`metadata::config_entry`] of
+/// `config` without `remoteEnv` under `--omit-config-remote-env-from-metadata`.
+pub(crate) fn label_config_entry(config: &Value, build: &ImageBuildOptions) -> Value {
+    let mut entry = metadata::config_entry(config);
+    if build.omit_config_remote_env
+        && let Some(entry) = entry.as_object_mut()
+    {
+        entry.remove("remoteEnv");
+    }
+    entry
+}
+
+/// `devcontainer.json` as the Features layer's label entry is made from: without `remoteEnv`
+/// under `--omit-config-remote-env-from-metadata` ([`label_config_entry`]).
+fn label_config(config: &Value, build: &ImageBuildOptions) -> Value {
+    let mut config = config.clone();
+    if build.omit_config_remote_env
+        && let Some(object) = config.as_object_mut()
+    {
+        object.remove("remoteEnv");
+    }
+    config
+}
+
+/// A Feature's `devcontainer-feature.json` as its label entry is made from: without
+/// `customizations` under `build --skip-persisting-customizations-from-features`.
+fn label_feature_metadata(feature_metadata: Value, build: &ImageBuildOptions) -> Value {
+    let mut feature_metadata = feature_metadata;
+    if build.omit_feature_customizations
+        && let Some(object) = feature_metadata.as_object_mut()
+    {
+        object.remove("customizations");
+    }
+    feature_metadata
 }
 
 /// Whether the configuration lists any Feature.
@@ -491,8 +533,14 @@ pub(crate) async fn layer_features(
             user: base_image.info.user.clone().unwrap_or_default(),
             metadata: raw_base,
         },
-        features: layers,
-        config: loaded.raw.clone(),
+        features: layers
+            .into_iter()
+            .map(|mut layer| {
+                layer.metadata = label_feature_metadata(layer.metadata, &opts.build);
+                layer
+            })
+            .collect(),
+        config: label_config(&loaded.raw, &opts.build),
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };

@@ -147,4 +147,12 @@ pub struct ImageBuildOptions {
     /// on this network (`Some(None)`: the engine's default) instead of the configured one
     /// (spec-note 0442: a container on `none` is built on `none`).
     pub network: Option<Option<String>>,
+    /// `--omit-config-remote-env-from-metadata`: the `devcontainer.json` entry of the
+    /// `devcontainer.metadata` label (image or container) leaves out `remoteEnv` (values that
+    /// may be secrets stay out of `docker inspect`); the hooks and `exec` still get them from
+    /// the configuration (spec-note 0310).
+    pub omit_config_remote_env: bool,
+    /// `build --skip-persisting-customizations-from-features`: the Features' entries of the
+    /// image's label leave out `customizations` (spec-note 0310).
+    pub omit_feature_customizations: bool,
 }

@@ -44,6 +44,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 cache_from: args.cache_from.clone(),
                 labels,
                 bake_metadata_label: true,
+                omit_config_remote_env: args.hidden.omit_config_remote_env_from_metadata,
+                omit_feature_customizations: args.skip_persisting_customizations_from_features,
                 ..ImageBuildOptions::default()
             },
             security: SecurityOptions {

@@ -47,6 +47,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             build: ImageBuildOptions {
                 no_cache: args.image.build_no_cache,
                 cache_from: args.image.cache_from.clone(),
+                omit_config_remote_env: args.hidden.omit_config_remote_env_from_metadata,
                 ..ImageBuildOptions::default()
             },
             default_user_env_probe: probe,
