@@ -373,8 +373,8 @@ pub struct HostToolArgs {
     /// `DOCKER_HOST`).
     #[arg(long, value_name = "PATH")]
     pub docker_path: Option<String>,
-    /// Docker Compose CLI path (accepted for compatibility; Compose configurations are not
-    /// supported).
+    /// Docker Compose v2 CLI path (default: the `docker compose` plugin, then
+    /// `docker-compose`).
     #[arg(long, value_name = "PATH")]
     pub docker_compose_path: Option<String>,
     /// Host folder for state shared between sessions (accepted; unused).
@@ -433,7 +433,8 @@ pub struct HiddenRefArgs {
     /// Legacy short Feature ids are never mapped by devcell (they are an error with a hint).
     #[arg(long, hide = true)]
     pub skip_feature_auto_mapping: bool,
-    /// Accepted; devcell's metadata label keeps `remoteEnv`.
+    /// `up`/`build`: the `devcontainer.metadata` label leaves out devcontainer.json's
+    /// `remoteEnv` (the hooks and `exec` still get it from the configuration).
     #[arg(long, hide = true)]
     pub omit_config_remote_env_from_metadata: bool,
     /// Accepted; devcell writes no `# syntax=` directive.
@@ -903,8 +904,8 @@ pub struct BuildArgs {
     /// Hidden reference flags (accepted).
     #[command(flatten)]
     pub hidden: HiddenRefArgs,
-    /// Accepted (hidden, as in the reference); devcell's image label keeps the Features'
-    /// customizations.
+    /// The image's `devcontainer.metadata` label leaves out the Features' `customizations`
+    /// (hidden, as in the reference).
     #[arg(long, hide = true)]
     pub skip_persisting_customizations_from_features: bool,
     /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).

@@ -42,6 +42,10 @@ const LEGACY_SHORT_IDS: &[(&str, &str)] = &[
 ];
 
 /// The abandoned Feature owner the reference CLI redirects (`devcontainers-contrib`).
+/// The error for a reference without `/` that is not `./`-relative.
+const BARE_NAME: &str =
+    "a bare name is not a Feature reference (legacy short ids are not supported)";
+
 const CONTRIB_OWNER: &str = "devcontainers-contrib";
 /// Its successor (`devcontainers-extra`).
 const EXTRA_OWNER: &str = "devcontainers-extra";
@@ -141,16 +145,21 @@ impl FeatureRef {
             ));
         }
         if !key.contains('/') {
-            let hint = match LEGACY_SHORT_IDS.iter().find(|(short, _)| *short == lower) {
+            let legacy = LEGACY_SHORT_IDS.iter().find(|(short, _)| *short == lower);
+            let hint = match legacy {
                 Some((_, id)) => format!(
                     "`{key}` is a legacy short id; use `ghcr.io/devcontainers/features/{id}:1`"
                 ),
                 None => format!("for a local Feature folder write `./{key}`"),
             };
-            return Err(err(
-                "a bare name is not a Feature reference (legacy short ids are not supported)",
-                Some(hint),
-            ));
+            // The reference's words for a name that is no legacy id, which tools match on.
+            let message = match legacy {
+                Some(_) => BARE_NAME.to_string(),
+                None => {
+                    format!("{BARE_NAME}; for a local Feature, prepend your Feature name with `./`")
+                }
+            };
+            return Err(err(&message, Some(hint)));
         }
         parse_oci(key, &lower, &err)
     }
@@ -657,10 +666,15 @@ mod tests {
         );
         let (_, hint) = reject("golang");
         assert!(hint.unwrap().contains("features/go:1"));
-        let (_, hint) = reject("myFeature");
+        let (message, hint) = reject("myFeature");
         assert_eq!(
             hint.unwrap(),
             "for a local Feature folder write `./myFeature`"
+        );
+        // The reference's words, which tools match on (its own suite does).
+        assert!(
+            message.ends_with("prepend your Feature name with `./`"),
+            "{message}"
         );
     }
 

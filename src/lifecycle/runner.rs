@@ -38,6 +38,10 @@ pub struct HookContext {
     /// Container times for run-once markers; required when any stage has a marker
     /// ([`RunCondition::Due`] or [`RunCondition::UnlessMarked`]).
     pub markers: Option<MarkerContext>,
+    /// The container was created by this bring-up and nothing ran in it yet: no hook of an
+    /// earlier devcell can be left running, so the check for those starts no process
+    /// (spec-note 0471).
+    pub new_container: bool,
 }
 
 /// One command that ran: a source's command, or one entry of an object-form command.
@@ -176,7 +180,10 @@ pub async fn run_stages<E: HookExecutor>(
     }
     // Container hooks: stop what a killed devcell left running before starting anything
     // again (spec-note 0423).
-    if context.markers.is_some() && stages.iter().any(|s| !s.commands.is_empty()) {
+    if context.markers.is_some()
+        && !context.new_container
+        && stages.iter().any(|s| !s.commands.is_empty())
+    {
         reap_left_behind(executor, context, reporter).await?;
     }
     let existing = if stages
@@ -255,6 +262,7 @@ pub async fn run_initialize_command(
         env,
         secrets: HookEnv::default(),
         markers: None,
+        new_container: false,
     };
     run_stages(&executor, std::slice::from_ref(stage), &context, reporter).await
 }
@@ -696,6 +704,7 @@ mod tests {
                 .collect(),
             secrets: [("SECRET_TOKEN", "s3cret-value")].into_iter().collect(),
             markers: Some(markers()),
+            new_container: false,
         }
     }
 
@@ -813,6 +822,23 @@ mod tests {
         assert_eq!(requests[1].env.0[marker::HOOK_ID_ENV], "onCreateCommand-1");
         // Left-behind hooks were looked for once, before the first hook.
         assert_eq!(*recorder.reaps.lock().unwrap(), 1);
+    }
+
+    /// A container this bring-up created has no hook of an earlier devcell left running: the
+    /// hooks run without the check for those (one process fewer; spec-note 0471).
+    #[tokio::test]
+    async fn a_new_container_is_not_checked_for_left_behind_hooks() {
+        let recorder = Recorder::default();
+        let stages = plan(all_hooks(), BringUpKind::Created).blocking;
+        let context = HookContext {
+            new_container: true,
+            ..context()
+        };
+        let report = run_stages(&recorder, &stages, &context, &Lines::default())
+            .await
+            .unwrap();
+        assert_eq!(*recorder.reaps.lock().unwrap(), 0);
+        assert!(!report.runs.is_empty());
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use crate::ops::target::{
 };
 use crate::ops::users::passwd_account;
 use crate::progress::{Event, Reporter};
-use crate::security::{self, Grants, PermissionRequest};
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 use indexmap::IndexMap;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -100,8 +100,30 @@ pub(crate) async fn attach_target(
     } else {
         id_labels(target, &loaded)
     };
+    let compose = !target.no_configuration
+        && target.id_labels.is_empty()
+        && loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
     let container = match &target.container_id {
         Some(id) => inspect(engine, id).await?,
+        // The primary service's container, by Compose's labels (spec-note 0603).
+        None if compose => {
+            let project = crate::ops::compose::compose_target(
+                &loaded,
+                &target.env,
+                target.docker_compose_path.as_deref(),
+                (&SecurityProfile::default(), &Grants::default()),
+            )
+            .await?;
+            crate::ops::compose::primary_of_workspace(engine, &project, &labels)
+                .await?
+                .ok_or_else(|| HandoffError::NoContainer {
+                    labels: join_labels(&crate::engine::compose::service_labels(
+                        &project.project.name,
+                        &project.service,
+                    )),
+                    expected: false,
+                })?
+        }
         None => {
             let expected = expected_workspace(target, &loaded);
             let mut passed_over = Vec::new();

@@ -122,7 +122,7 @@ pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<Build
 /// tags it with each name and pushes them when asked. Progress and build output go to
 /// `reporter`.
 ///
-/// Errors: [`HandoffError::Unsupported`] for a Docker Compose configuration, a configuration
+/// Errors: [`HandoffError::Unsupported`] for a configuration
 /// without `image` or `build.dockerfile`, or `--push` without `--image-name`;
 /// [`HandoffError::Config`], [`HandoffError::Feature`], [`HandoffError::Build`],
 /// [`HandoffError::Engine`] (pull, build, tag, push: `EngineError::Push`);
@@ -136,26 +136,14 @@ pub async fn build_with(
     // judged under `hardened` as `up` judges it (spec-note 0400)
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
-    match kind {
-        ConfigKind::Compose => {
-            return Err(HandoffError::Unsupported {
-                message: format!(
-                    "`{}`: devcell builds `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
-                    loaded.config_file.display()
-                ),
-                hint: Some("build the service with `docker compose build`".into()),
-            });
-        }
-        ConfigKind::None => {
-            return Err(HandoffError::Unsupported {
-                message: format!(
-                    "`{}` has no `image` or `build.dockerfile`: there is no image to build",
-                    loaded.config_file.display()
-                ),
-                hint: Some("add `image` or `build.dockerfile` to devcontainer.json".into()),
-            });
-        }
-        _ => {}
+    if kind == ConfigKind::None {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}` has no `image`, `build.dockerfile` or `dockerComposeFile`: there is no image to build",
+                loaded.config_file.display()
+            ),
+            hint: Some("add `image` or `build.dockerfile` to devcontainer.json".into()),
+        });
     }
     if opts.push && opts.image_names.is_empty() {
         return Err(HandoffError::Unsupported {
@@ -216,7 +204,40 @@ pub async fn build_with(
         entries,
         lock,
         ..
-    } = dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?;
+    } = if kind == ConfigKind::Compose {
+        // The primary service's image (spec-note 0605): its own properties judged on
+        // Compose's model first (a build context outside the workspace, a build on the host
+        // network), then built or pulled, the Features on it.
+        let target = crate::ops::compose::compose_target(
+            &loaded,
+            &opts.target.env,
+            opts.target.docker_compose_path.as_deref(),
+            (&profile, &grants),
+        )
+        .await?;
+        let places = crate::ops::compose_up::compose_places(&loaded, &up_opts, None);
+        crate::security::compose::judge_compose(
+            &profile,
+            &target.model,
+            &target.service,
+            &places,
+            &grants,
+        )?;
+        let base =
+            crate::ops::compose_up::service_image(engine, &target, &up_opts, reporter).await?;
+        crate::ops::image::dev_image_from(
+            engine,
+            &loaded,
+            base,
+            kind,
+            &up_opts,
+            reporter,
+            &mut warnings,
+        )
+        .await?
+    } else {
+        dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?
+    };
 
     let names = if opts.image_names.is_empty() {
         vec![default_image_name(&loaded.workspace_folder, kind)]

@@ -63,6 +63,11 @@ pub async fn down_with(
         container_ids: Vec::new(),
         removed: opts.remove,
     };
+    if opts.target.id_labels.is_empty()
+        && loaded.typed.kind() == crate::config::model::ConfigKind::Compose
+    {
+        return down_compose(engine, opts, &loaded, &labels, result, reporter).await;
+    }
     let mut found = engine.find_containers(&labels).await?;
     // a container claiming this workspace's labels without binding it is not stopped or
     // removed (spec-note 0421)
@@ -97,5 +102,64 @@ pub async fn down_with(
     if let Some(state) = crate::ops::state_folder::default_root() {
         crate::ops::egress::stop_for_containers(&state, &result.container_ids).await;
     }
+    Ok(result)
+}
+
+/// `down` of a Compose configuration (spec-note 0605): nothing unless the project's primary
+/// container is this workspace's ([`crate::ops::compose::primary_of_workspace`]); with
+/// `remove`, every container of the project is removed with its anonymous volumes, then
+/// `docker compose down` removes its networks (named volumes stay); otherwise
+/// `shutdownAction` `stopCompose` (the default) stops every service and `none` only the
+/// primary one.
+async fn down_compose(
+    engine: &dyn Engine,
+    opts: &DownOptions,
+    loaded: &crate::ops::load::LoadedConfiguration,
+    labels: &std::collections::BTreeMap<String, String>,
+    mut result: DownResult,
+    reporter: &dyn Reporter,
+) -> Result<DownResult> {
+    let target = crate::ops::compose::compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+        (
+            &crate::security::SecurityProfile::default(),
+            &crate::security::Grants::default(),
+        ),
+    )
+    .await?;
+    let Some(primary) = crate::ops::compose::primary_of_workspace(engine, &target, labels).await?
+    else {
+        return Ok(result);
+    };
+    let whole = opts.remove || loaded.typed.shutdown_action.as_deref() != Some("none");
+    let containers: Vec<String> = if whole {
+        engine
+            .find_containers(&crate::ops::compose::project_labels(&target.project.name))
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    } else {
+        vec![primary.id.clone()]
+    };
+    for id in &containers {
+        if opts.remove {
+            reporter.report(Event::Status(format!("removing container {}", short(id))));
+            engine.remove_container(id, true).await?;
+        } else {
+            reporter.report(Event::Status(format!("stopping container {}", short(id))));
+            engine.stop_container(id, opts.timeout).await?;
+        }
+    }
+    if opts.remove {
+        reporter.report(Event::Status(format!(
+            "removing project {}",
+            target.project.name
+        )));
+        target.project.down(false).await?;
+    }
+    result.container_ids = containers;
     Ok(result)
 }

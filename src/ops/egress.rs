@@ -30,8 +30,8 @@ use crate::egress::{
 };
 use crate::engine::{ContainerSpec, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
-use crate::ops::read_configuration::LoadedConfiguration;
 use crate::security::{self, Grants, Permission, PermissionRequest, SecurityProfile, Source};
 use crate::settings::Settings;
 

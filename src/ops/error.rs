@@ -17,8 +17,14 @@ pub enum HandoffError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The workspace folder does not exist or is not a directory.
-    #[error("workspace folder `{}` is not a directory", path.display())]
+    /// The workspace folder does not exist or is not a directory. The message starts as the
+    /// reference CLI's does (`Dev container config (…) not found.`, which tools match on;
+    /// spec-note 0454), naming the first default location under the folder.
+    #[error(
+        "Dev container config ({}) not found. The workspace folder `{}` is not a directory",
+        path.join(".devcontainer").join("devcontainer.json").display(),
+        path.display()
+    )]
     WorkspaceFolder {
         /// The folder given.
         path: std::path::PathBuf,
@@ -29,6 +35,10 @@ pub enum HandoffError {
     /// The user settings file could not be read.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// The Compose CLI could not be found or a Compose command failed (Compose
+    /// configurations).
+    #[error(transparent)]
+    Compose(#[from] crate::engine::compose::ComposeError),
     /// A lifecycle hook failed (or could not be run) in the container `container_id`. When the
     /// engine could not be reached mid-way, the message ends with that engine error.
     #[error("{}", lifecycle_message(source))]
@@ -300,6 +310,11 @@ impl HandoffError {
             | HandoffError::UnknownAgent { .. }
             | HandoffError::NoConfiguration { .. }
             | HandoffError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            HandoffError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
+            | HandoffError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
+                ErrorCode::EngineUnavailable
+            }
+            HandoffError::Compose(_) => ErrorCode::ContainerFailed,
             HandoffError::Engine(e) => match e {
                 EngineError::NotRunning { .. } | EngineError::UnsupportedHost { .. } => {
                     ErrorCode::EngineUnavailable
@@ -407,6 +422,7 @@ impl Hint for HandoffError {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
             HandoffError::Engine(e) => e.hint(),
+            HandoffError::Compose(e) => e.hint(),
             HandoffError::Settings(_) => None,
             HandoffError::Lifecycle { source, .. } => match engine_lost(source) {
                 Some(engine) => engine.hint(),

@@ -66,6 +66,7 @@ pub(crate) async fn run_hooks(
         env,
         secrets: HookEnv(secrets.clone()),
         markers: Some(markers),
+        new_container: kind == BringUpKind::Created,
     };
     let report = run_plan(&executor, &plan, &context, reporter)
         .await

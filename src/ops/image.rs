@@ -191,7 +191,7 @@ pub(crate) async fn dev_image(
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
-    let mut image = prepare_image(
+    let image = prepare_image(
         engine,
         loaded,
         kind,
@@ -201,17 +201,35 @@ pub(crate) async fn dev_image(
         reporter,
     )
     .await?;
+    dev_image_from(engine, loaded, image, kind, opts, reporter, warnings).await
+}
+
+/// [`dev_image`] on an image already prepared (a Compose service's image, built or pulled by
+/// Compose or the engine): its metadata, the Features layered on it.
+///
+/// Errors: as [`build_features`].
+pub(crate) async fn dev_image_from(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    mut image: PreparedImage,
+    kind: ConfigKind,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+    warnings: &mut Vec<Warning>,
+) -> Result<DevImage> {
+    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     // The label of an image built from the repository's Dockerfile is the repository's: its
     // host variables are requests like devcontainer.json's (spec-note 0443).
-    let (label_host_env, label_requests) = if kind == ConfigKind::Dockerfile {
-        let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
-        let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
-        security::host_env::check(&profile, &requests)?;
-        (uses, requests)
-    } else {
-        Default::default()
-    };
+    let (label_host_env, label_requests) =
+        if matches!(kind, ConfigKind::Dockerfile | ConfigKind::Compose) {
+            let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
+            let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
+            security::host_env::check(&profile, &requests)?;
+            (uses, requests)
+        } else {
+            Default::default()
+        };
     let with_features = has_features(&loaded.value);
     let mut lock = None;
     // A plain Dockerfile's image carries the label too, as the reference's does (spec-note 0473).
@@ -246,7 +264,13 @@ pub(crate) async fn dev_image(
                     info: built.image,
                 }
             };
-            let (_, entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            let (_, mut entries) = image_entries(&image.info, loaded, &opts.target.env, warnings);
+            // The label left devcontainer.json's remoteEnv out; the merge still has it, last.
+            if opts.build.omit_config_remote_env
+                && let Some(remote_env) = loaded.value.get("remoteEnv")
+            {
+                entries.push(serde_json::json!({ "remoteEnv": remote_env }));
+            }
             (entries, None)
         } else {
             let entries =
@@ -254,7 +278,7 @@ pub(crate) async fn dev_image(
             let label = metadata::label_value(&metadata::collect_entries(
                 &raw_base,
                 &[],
-                &metadata::config_entry(&loaded.raw),
+                &label_config_entry(&loaded.raw, &opts.build),
             ));
             (entries, Some(label))
         };
@@ -266,6 +290,42 @@ pub(crate) async fn dev_image(
         label_host_env,
         lock,
     })
+}
+
+/// The `devcontainer.json` entry of a label devcell writes: [`metadata::config_entry`] of
+/// `config` without `remoteEnv` under `--omit-config-remote-env-from-metadata`.
+pub(crate) fn label_config_entry(config: &Value, build: &ImageBuildOptions) -> Value {
+    let mut entry = metadata::config_entry(config);
+    if build.omit_config_remote_env
+        && let Some(entry) = entry.as_object_mut()
+    {
+        entry.remove("remoteEnv");
+    }
+    entry
+}
+
+/// `devcontainer.json` as the Features layer's label entry is made from: without `remoteEnv`
+/// under `--omit-config-remote-env-from-metadata` ([`label_config_entry`]).
+fn label_config(config: &Value, build: &ImageBuildOptions) -> Value {
+    let mut config = config.clone();
+    if build.omit_config_remote_env
+        && let Some(object) = config.as_object_mut()
+    {
+        object.remove("remoteEnv");
+    }
+    config
+}
+
+/// A Feature's `devcontainer-feature.json` as its label entry is made from: without
+/// `customizations` under `build --skip-persisting-customizations-from-features`.
+fn label_feature_metadata(feature_metadata: Value, build: &ImageBuildOptions) -> Value {
+    let mut feature_metadata = feature_metadata;
+    if build.omit_feature_customizations
+        && let Some(object) = feature_metadata.as_object_mut()
+    {
+        object.remove("customizations");
+    }
+    feature_metadata
 }
 
 /// Whether the configuration lists any Feature.
@@ -473,8 +533,14 @@ pub(crate) async fn layer_features(
             user: base_image.info.user.clone().unwrap_or_default(),
             metadata: raw_base,
         },
-        features: layers,
-        config: loaded.raw.clone(),
+        features: layers
+            .into_iter()
+            .map(|mut layer| {
+                layer.metadata = label_feature_metadata(layer.metadata, &opts.build);
+                layer
+            })
+            .collect(),
+        config: label_config(&loaded.raw, &opts.build),
         container_user: user("containerUser"),
         remote_user: user("remoteUser"),
     };

@@ -12,6 +12,8 @@
 
 pub mod attach;
 pub mod build;
+pub(crate) mod compose;
+pub(crate) mod compose_up;
 pub mod container;
 pub mod container_audit;
 pub mod dockerfile;

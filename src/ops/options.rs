@@ -44,6 +44,9 @@ pub struct TargetOptions {
     /// directory): without it, `exec`/`run-user-commands` with `--container-id` run in the
     /// remote user's home unless the configuration names a `workspaceFolder`.
     pub workspace_folder_given: bool,
+    /// `--docker-compose-path`: the Compose v2 CLI for Compose configurations (`None`: the
+    /// `docker compose` plugin, then `docker-compose`).
+    pub docker_compose_path: Option<String>,
 }
 
 /// `--update-remote-user-uid-default`: what `updateRemoteUserUID` means when the merged
@@ -144,4 +147,12 @@ pub struct ImageBuildOptions {
     /// on this network (`Some(None)`: the engine's default) instead of the configured one
     /// (spec-note 0442: a container on `none` is built on `none`).
     pub network: Option<Option<String>>,
+    /// `--omit-config-remote-env-from-metadata`: the `devcontainer.json` entry of the
+    /// `devcontainer.metadata` label (image or container) leaves out `remoteEnv` (values that
+    /// may be secrets stay out of `docker inspect`); the hooks and `exec` still get them from
+    /// the configuration (spec-note 0310).
+    pub omit_config_remote_env: bool,
+    /// `build --skip-persisting-customizations-from-features`: the Features' entries of the
+    /// image's label leave out `customizations` (spec-note 0310).
+    pub omit_feature_customizations: bool,
 }

@@ -715,7 +715,9 @@ pub(crate) async fn judge_configuration(
                 Err(e) => return Err(e),
             }
         }
-        None if builds => {
+        // A Compose configuration's primary service: what devcontainer.json asks for itself
+        // (its service's own properties are `earlier`, judged on Compose's model).
+        None if builds || kind == ConfigKind::Compose => {
             let reference = loaded.typed.image.clone().unwrap_or_default();
             // An image already on the engine has a known `USER`: judged here with the rest, so
             // one refusal lists it too (the plan reads it the same way).

@@ -92,6 +92,8 @@ pub struct UpResult {
     pub merged_configuration: Option<Value>,
     /// The egress channel (`--network allowlist`): the proxy and what it serves.
     pub egress: Option<crate::ops::egress::EgressStatus>,
+    /// The Compose project name of a Compose configuration (`composeProjectName`).
+    pub compose_project_name: Option<String>,
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
@@ -111,6 +113,9 @@ impl UpResult {
             "remoteWorkspaceFolder".into(),
             json!(self.remote_workspace_folder),
         );
+        if let Some(name) = &self.compose_project_name {
+            out.insert("composeProjectName".into(), json!(name));
+        }
         if let Some(c) = &self.configuration {
             out.insert("configuration".into(), c.clone());
         }
@@ -166,6 +171,10 @@ pub async fn up_with(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
+    if chosen.loaded.typed.kind() == ConfigKind::Compose {
+        return crate::ops::compose_up::up_compose(engine, engine_socket, opts, chosen, reporter)
+            .await;
+    }
     supported_kind(&chosen.loaded)?;
     let judged = judge_up(engine, engine_socket, opts, chosen, &[], reporter).await?;
     up_judged(engine, engine_socket, opts, judged, reporter).await
@@ -186,15 +195,28 @@ pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
     })
 }
 
-/// Refuses the configurations `up` does not bring up (Docker Compose, none).
+/// Refuses the configurations these steps do not bring up: none, and Docker Compose (`up`
+/// brings it up through [`crate::ops::compose_up`]; a handoff into it is not done yet).
 fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
-    if matches!(loaded.typed.kind(), ConfigKind::Compose | ConfigKind::None) {
+    if loaded.typed.kind() == ConfigKind::Compose {
         return Err(HandoffError::Unsupported {
             message: format!(
-                "`{}`: devcell brings up `image` and `build.dockerfile` configurations; Docker Compose configurations are not supported",
+                "`{}`: a handoff into a Docker Compose configuration is not supported yet",
                 loaded.config_file.display()
             ),
-            hint: Some("use `image` or `build.dockerfile` in devcontainer.json".into()),
+            hint: Some("bring it up with `devcell up`".into()),
+        });
+    }
+    if loaded.typed.kind() == ConfigKind::None {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: devcell brings up `image`, `build.dockerfile` and `dockerComposeFile` configurations",
+                loaded.config_file.display()
+            ),
+            hint: Some(
+                "use `image`, `build.dockerfile` or `dockerComposeFile` in devcontainer.json"
+                    .into(),
+            ),
         });
     }
     Ok(())
@@ -672,6 +694,7 @@ pub(crate) async fn up_judged(
             .include_merged_configuration
             .then(|| attached.merged.clone()),
         egress,
+        compose_project_name: None,
         loaded,
     })
 }

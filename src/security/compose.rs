@@ -61,16 +61,7 @@ pub fn judge_compose(
         .get("services")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    let mut asked: Vec<(Permission, Source)> = Vec::new();
-    for (name, service) in services {
-        service_requests(model, name, service, places, &mut asked);
-    }
-    let mut requests: Vec<PermissionRequest> = Vec::new();
-    for r in judge(profile, asked, grants) {
-        if !requests.contains(&r) {
-            requests.push(r);
-        }
-    }
+    let requests = compose_requests(profile, model, places, grants);
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
@@ -83,6 +74,33 @@ pub fn judge_compose(
             .collect(),
     };
     Ok(ComposeJudgement { requests, sidecars })
+}
+
+/// Every service's requests in `model` judged under `profile` with `grants`, refused ones
+/// included (not an error): for a caller that refuses them together with its other requests
+/// ([`judge_compose`] refuses them alone).
+pub fn compose_requests(
+    profile: &SecurityProfile,
+    model: &Value,
+    places: &Places,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let empty = Map::new();
+    let services = model
+        .get("services")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    for (name, service) in services {
+        service_requests(model, name, service, places, &mut asked);
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
 }
 
 fn service_requests(

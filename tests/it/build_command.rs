@@ -384,3 +384,55 @@ fn build_bakes_container_env_after_the_features() {
     let run = docker(&["run", "--rm", &name, "sh", "-c", "echo $WHO"]);
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "config");
 }
+
+/// `build --skip-persisting-customizations-from-features` leaves the Features'
+/// `customizations` out of the image's label (their other properties stay), and
+/// `--omit-config-remote-env-from-metadata` devcontainer.json's `remoteEnv`; without the flags
+/// both are there (spec-note 0310).
+#[test]
+fn build_label_omissions_follow_the_hidden_flags() {
+    let Some(ctx) = TestContext::busybox("build_label_omissions_follow_the_hidden_flags") else {
+        return;
+    };
+    let ws = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./custom": {}},
+            "remoteEnv": {"FROM_CONFIG": "1"}}"#,
+    );
+    ws.feature(
+        "custom",
+        r#"{"id": "custom", "version": "1.0.0", "init": true,
+            "customizations": {"vscode": {"extensions": ["x.y"]}}}"#,
+        "true",
+    );
+    let entries = |args: &[&str]| -> Vec<Value> {
+        let built = result(&ws.output("build", args));
+        let name = built["imageName"][0].as_str().unwrap().to_string();
+        ws.remove_image(&name);
+        ws.remove_image(built["devcell"]["imageId"].as_str().unwrap());
+        metadata_entries(&name)
+    };
+    let feature = |entries: &[Value]| -> Value {
+        entries
+            .iter()
+            .find(|e| e["id"] == "./custom")
+            .cloned()
+            .unwrap_or_else(|| panic!("no Feature entry in {entries:?}"))
+    };
+    let has_remote_env = |entries: &[Value]| entries.iter().any(|e| e.get("remoteEnv").is_some());
+
+    let plain = entries(&[]);
+    assert_eq!(
+        feature(&plain)["customizations"]["vscode"]["extensions"][0],
+        "x.y"
+    );
+    assert!(has_remote_env(&plain), "{plain:?}");
+
+    let omitted = entries(&[
+        "--skip-persisting-customizations-from-features",
+        "--omit-config-remote-env-from-metadata",
+    ]);
+    let entry = feature(&omitted);
+    assert!(entry.get("customizations").is_none(), "{entry}");
+    assert_eq!(entry["init"], true);
+    assert!(!has_remote_env(&omitted), "{omitted:?}");
+}

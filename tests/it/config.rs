@@ -589,7 +589,11 @@ fn bad_workspace_folder_that_does_not_exist() {
     assert_eq!(
         stderr,
         format!(
-            "error: workspace folder `{}` is not a directory\n\nhint: pass an existing folder with `--workspace-folder`\n",
+            "error: Dev container config ({}) not found. The workspace folder `{}` is not a directory\n\nhint: pass an existing folder with `--workspace-folder`\n",
+            missing
+                .join(".devcontainer")
+                .join("devcontainer.json")
+                .display(),
             missing.display()
         )
     );

@@ -99,6 +99,7 @@ fn context(container: &TestContainer) -> HookContext {
             started_at: container.inspect("{{.State.StartedAt}}"),
             folder: None,
         }),
+        new_container: false,
     }
 }
 

@@ -1696,6 +1696,76 @@ fn include_configuration_is_substituted_like_the_reference() {
     }
 }
 
+/// `up --omit-config-remote-env-from-metadata` (spec-note 0310): the container's
+/// `devcontainer.metadata` label has no `remoteEnv` from devcontainer.json (an image config:
+/// the container carries the label; with a Feature: the built image does), while the hooks and
+/// `exec` still get it; without the flag the label keeps it.
+#[test]
+fn omit_config_remote_env_from_metadata_keeps_it_out_of_the_label_only() {
+    let Some(ctx) = TestContext::busybox("omit_config_remote_env_from_metadata") else {
+        return;
+    };
+    let label_remote_env = |id: &str| -> Vec<Value> {
+        let label = docker_inspect(id, "{{index .Config.Labels \"devcontainer.metadata\"}}");
+        let entries: Vec<Value> = serde_json::from_str(&label).expect("label is JSON");
+        entries
+            .into_iter()
+            .filter_map(|e| e.get("remoteEnv").cloned())
+            .collect()
+    };
+    let ws = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "remoteEnv": {"OMIT_ME": "secret-ish"},
+            "postCreateCommand": "echo \"hook:$OMIT_ME\""}"#,
+    );
+    let up = ws.up(&["--omit-config-remote-env-from-metadata"]);
+    let id = up["containerId"].as_str().unwrap().to_string();
+    assert!(label_remote_env(&id).is_empty(), "{id}");
+    let (code, out, err) = ws.sh("echo \"exec:$OMIT_ME\"");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "exec:secret-ish");
+    // The hook saw it: its output is in `up`'s log.
+    let again = ws.run(
+        "up",
+        &[
+            "--omit-config-remote-env-from-metadata",
+            "--remove-existing-container",
+        ],
+    );
+    again.ok();
+    assert!(again.stderr.contains("hook:secret-ish"), "{}", again.stderr);
+    let id = again.last_json()["containerId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(label_remote_env(&id).is_empty());
+
+    // Without the flag the label has it.
+    let plain = ws.up(&["--remove-existing-container"]);
+    let id = plain["containerId"].as_str().unwrap().to_string();
+    assert_eq!(
+        label_remote_env(&id),
+        vec![serde_json::json!({"OMIT_ME": "secret-ish"})]
+    );
+
+    // With a Feature the image carries the label: the same rule, the hooks still see it.
+    let fws = TestContext::busybox("omit_config_remote_env_from_metadata_features")
+        .unwrap()
+        .config(
+            r#"{"image": "IMAGE", "remoteUser": "nobody", "features": {"./f": {}},
+                "remoteEnv": {"OMIT_ME": "feature-config"},
+                "postCreateCommand": "echo \"hook:$OMIT_ME\""}"#,
+        );
+    fws.feature("f", r#"{"id": "f", "version": "1.0.0"}"#, "true");
+    let run = fws.run("up", &["--omit-config-remote-env-from-metadata"]);
+    run.ok();
+    assert!(run.stderr.contains("hook:feature-config"), "{}", run.stderr);
+    let id = run.last_json()["containerId"].as_str().unwrap().to_string();
+    assert!(label_remote_env(&id).is_empty());
+    let (_, out, _) = fws.sh("echo \"exec:$OMIT_ME\"");
+    assert_eq!(out.trim(), "exec:feature-config");
+}
+
 /// The engine calls `--log-level debug` logged on `stderr` (one line per call, as it ends).
 fn engine_calls(stderr: &str) -> Vec<&str> {
     stderr

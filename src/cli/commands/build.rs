@@ -34,6 +34,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 config: args.config.clone(),
                 mount_workspace_git_root: false,
                 env: std::env::vars().collect(),
+                docker_compose_path: args.host.docker_compose_path.clone(),
                 ..TargetOptions::default()
             },
             image_names: args.image_names.clone(),
@@ -43,6 +44,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 cache_from: args.cache_from.clone(),
                 labels,
                 bake_metadata_label: true,
+                omit_config_remote_env: args.hidden.omit_config_remote_env_from_metadata,
+                omit_feature_customizations: args.skip_persisting_customizations_from_features,
                 ..ImageBuildOptions::default()
             },
             security: SecurityOptions {

@@ -7,7 +7,7 @@ use crate::cli::args::ExecArgs;
 use crate::cli::commands::handoff::RawMode;
 use crate::cli::commands::{apply_log_args, remote, runtime, target, terminal_sizes};
 use crate::cli::output::StderrReporter;
-use crate::ops::{ExecOptions, ExecStreams, exec};
+use crate::ops::{ExecOptions, ExecStreams, TargetOptions, exec};
 
 /// Runs `exec`: the command's stdout/stderr streamed; its exit code becomes devcell's (a
 /// signal n gives 128 + n; codes above 255 are reported as 255).
@@ -28,7 +28,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let opts = ExecOptions {
-        target: target(&args.container, args.container_id.container_id.as_deref())?,
+        target: TargetOptions {
+            docker_compose_path: args.host.docker_compose_path.clone(),
+            ..target(&args.container, args.container_id.container_id.as_deref())?
+        },
         argv: args.command,
         remote_env,
         secrets,

@@ -92,6 +92,7 @@ pub(crate) fn target(
         container_id: container_id.map(str::to_string),
         no_configuration,
         workspace_folder_given: args.workspace.workspace_folder.is_some(),
+        docker_compose_path: None,
     })
 }
 

@@ -22,7 +22,10 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
         let (remote_env, probe) = remote(&args.remote)?;
         let (plan, secrets) = hooks(&args.hooks, "run-user-commands")?;
         let opts = RunUserCommandsOptions {
-            target: target(&args.container, args.container_id.container_id.as_deref())?,
+            target: crate::ops::TargetOptions {
+                docker_compose_path: args.host.docker_compose_path.clone(),
+                ..target(&args.container, args.container_id.container_id.as_deref())?
+            },
             plan,
             remote_env,
             secrets,

@@ -33,6 +33,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let mut target = target(&args.container, None)?;
         target.additional_features = args.additional_features.clone();
+        target.docker_compose_path = args.host.docker_compose_path.clone();
         let opts = UpOptions {
             target,
             remove_existing_container: args.remove_existing_container,
@@ -46,6 +47,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             build: ImageBuildOptions {
                 no_cache: args.image.build_no_cache,
                 cache_from: args.image.cache_from.clone(),
+                omit_config_remote_env: args.hidden.omit_config_remote_env_from_metadata,
                 ..ImageBuildOptions::default()
             },
             default_user_env_probe: probe,

@@ -114,6 +114,8 @@ pub struct ComposeCli {
     program: PathBuf,
     prefix: Vec<String>,
     version: String,
+    /// The whole environment of every Compose command (`None`: devcell's own).
+    env: Option<Vec<(String, String)>>,
 }
 
 /// One container of a project, as `docker compose ps --format json` lists it.
@@ -166,9 +168,37 @@ impl ComposeCli {
                 program: PathBuf::from(program),
                 prefix,
                 version,
+                env: None,
             });
         }
         Err(ComposeError::NotFound { tried })
+    }
+
+    /// This CLI with `env` as the whole environment of its commands (what Compose
+    /// interpolates `${VAR}` from, besides the project's `.env`).
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> ComposeCli {
+        self.env = Some(env);
+        self
+    }
+
+    /// The variables `files` interpolate (`config --variables --format json`), by name.
+    ///
+    /// Errors: as [`ComposeCli::config`].
+    pub async fn variables(
+        &self,
+        project: &str,
+        files: &[PathBuf],
+        env_file: Option<&Path>,
+    ) -> Result<Vec<String>> {
+        let mut args = global_args(Some(project), files, env_file);
+        args.extend(["config", "--variables", "--format", "json"].map(String::from));
+        let out = self.run("config", project, &args).await?;
+        let vars: serde_json::Map<String, Value> =
+            serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
+                operation: "config",
+                source,
+            })?;
+        Ok(vars.keys().cloned().collect())
     }
 
     /// What `version --short` printed (`2.40.3`, or `v2.40.3` for some builds).
@@ -213,6 +243,9 @@ impl ComposeCli {
         args: &[String],
     ) -> Result<Vec<u8>> {
         let mut command = tokio::process::Command::new(&self.program);
+        if let Some(env) = &self.env {
+            command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
         command
             .args(&self.prefix)
             .args(args)

@@ -1,0 +1,293 @@
+//! Compose configurations (`dockerComposeFile` + `service`): the project a configuration
+//! names, Compose's resolved model of its files, and the primary service's container, shared
+//! by `up` ([`super::compose_up`]), `exec`, `run-user-commands`, `set-up`, `down` and
+//! `build` ([spec: Compose properties](https://containers.dev/implementors/json_reference/#compose-specific)).
+//!
+//! The project name is the reference CLI's (spec-note 0600), and the primary container is
+//! found as the reference finds it, by Compose's own `com.docker.compose.project` and
+//! `com.docker.compose.service` labels, so each tool finds the other's containers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::engine::compose::{
+    CONFIG_FILES_LABEL, ComposeCli, ComposeProject, PROJECT_LABEL, ProjectNameInputs,
+    config_files_from_label, project_name, service_labels,
+};
+use crate::engine::{ContainerInfo, Engine};
+use crate::ops::error::{HandoffError, Result};
+use crate::ops::load::LoadedConfiguration;
+use crate::ops::target::short;
+use crate::security::{Grants, SecurityProfile};
+
+/// How much of `<workspace>/.env` is read for `COMPOSE_PROJECT_NAME` (it is the repository's).
+const DOT_ENV_MAX: u64 = 64 * 1024;
+
+/// A Compose configuration's project: the repository's files, Compose's model of them and the
+/// primary service.
+#[derive(Debug, Clone)]
+pub(crate) struct ComposeTarget {
+    /// The project with the repository's files only (in `dockerComposeFile` order).
+    pub(crate) project: ComposeProject,
+    /// `docker compose config --format json --profile '*'` of those files.
+    pub(crate) model: Value,
+    /// `service`: the primary service, the one devcell attaches to.
+    pub(crate) service: String,
+    /// `runServices` (`None`: every service).
+    pub(crate) run_services: Option<Vec<String>>,
+}
+
+impl ComposeTarget {
+    /// The primary service in the model.
+    pub(crate) fn service_model(&self) -> &Value {
+        self.model
+            .pointer(&format!("/services/{}", pointer_escape(&self.service)))
+            .unwrap_or(&Value::Null)
+    }
+
+    /// The services `up -d` starts: `runServices` plus the primary service (the reference CLI
+    /// passes them only when `runServices` is set; none means every service).
+    pub(crate) fn up_services(&self) -> Vec<String> {
+        up_services(&self.service, self.run_services.as_deref())
+    }
+
+    /// The project with `files` instead of the repository's (its files plus an override).
+    pub(crate) fn with_files(&self, files: Vec<PathBuf>) -> ComposeProject {
+        ComposeProject {
+            files,
+            ..self.project.clone()
+        }
+    }
+}
+
+/// Locates Compose v2 and reads the configuration's project: its files (relative to
+/// devcontainer.json), Compose's model of them and the project name (spec-note 0600); `env` is
+/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`;
+/// Compose runs with [`compose_env`] of `security` (profile and grants).
+///
+/// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
+/// [`HandoffError::Unsupported`] for an empty `dockerComposeFile` or a `service` the files do
+/// not define.
+pub(crate) async fn compose_target(
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    compose_path: Option<&str>,
+    security: (&SecurityProfile, &Grants),
+) -> Result<ComposeTarget> {
+    let files = loaded.typed.compose_files(&loaded.config_file);
+    if files.is_empty() {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: dockerComposeFile: an empty list (Compose's own file lookup) is not supported",
+                loaded.config_file.display()
+            ),
+            hint: Some("name the Compose files in `dockerComposeFile`".into()),
+        });
+    }
+    let cli = ComposeCli::locate(None, compose_path)
+        .await?
+        .with_env(compose_env(security.0, security.1, env));
+    let model = cli.config(None, &files, None).await?;
+    let dot_env = read_dot_env(&loaded.workspace_folder.join(".env"));
+    let name = project_name(&ProjectNameInputs {
+        env: env.get("COMPOSE_PROJECT_NAME").map(String::as_str),
+        workspace_dot_env: dot_env.as_deref(),
+        model_name: model.get("name").and_then(Value::as_str),
+        workspace_folder: &loaded.workspace_folder,
+        first_file: files.first().map(PathBuf::as_path),
+    });
+    // The model as Compose resolves it under that name (network and volume names).
+    let model = if model.get("name").and_then(Value::as_str) == Some(name.as_str()) {
+        model
+    } else {
+        cli.config(Some(&name), &files, None).await?
+    };
+    let service = loaded.typed.service.clone().unwrap_or_default();
+    let target = ComposeTarget {
+        project: ComposeProject {
+            cli,
+            name,
+            files,
+            env_file: None,
+        },
+        model,
+        service,
+        run_services: loaded.typed.run_services.clone(),
+    };
+    if target.service_model().is_null() {
+        let defined: Vec<&str> = target
+            .model
+            .get("services")
+            .and_then(Value::as_object)
+            .map(|s| s.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: service: `{}` is not a service of the Compose files (they define: {})",
+                loaded.config_file.display(),
+                target.service,
+                defined.join(", ")
+            ),
+            hint: Some("set `service` to one of the Compose files' services".into()),
+        });
+    }
+    Ok(target)
+}
+
+/// The host variables the engine and Compose themselves need (never the repository's to ask).
+const TOOL_VARIABLES: &[&str] = &[
+    "PATH",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "XDG_RUNTIME_DIR",
+    "TMPDIR",
+];
+
+/// The environment Compose runs with, so its `${VAR}` interpolation of the repository's files
+/// sees only what the profile lets cross (spec-note 0602): the tool variables
+/// ([`TOOL_VARIABLES`]) plus [`security::host_env::visible_env`] (under `hardened` the granted
+/// and non-secret names; under `reference` everything).
+pub(crate) fn compose_env(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    env: &HashMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut visible = crate::security::host_env::visible_env(profile, grants, env);
+    for name in TOOL_VARIABLES {
+        if let Some(v) = env.get(*name) {
+            visible.insert(name.to_string(), v.clone());
+        }
+    }
+    let mut all: Vec<(String, String)> = visible.into_iter().collect();
+    all.sort();
+    all
+}
+
+/// Whether `name` is one of [`TOOL_VARIABLES`].
+pub(crate) fn is_tool_variable(name: &str) -> bool {
+    TOOL_VARIABLES.contains(&name)
+}
+
+/// The project's container of `service` (the first not being removed), inspected.
+///
+/// Errors: [`HandoffError::Engine`].
+pub(crate) async fn find_service_container(
+    engine: &dyn Engine,
+    project: &str,
+    service: &str,
+) -> Result<Option<ContainerInfo>> {
+    for summary in engine
+        .find_containers(&service_labels(project, service))
+        .await?
+        .iter()
+        .filter(|c| c.state != "removing")
+    {
+        if let Some(info) = engine.inspect_container(&summary.id).await? {
+            return Ok(Some(info));
+        }
+    }
+    Ok(None)
+}
+
+/// The project's primary container, when it is this workspace's: a container of the
+/// project's primary service that carries other id labels (another workspace whose files
+/// name the same project) is an error, never reused (spec-note 0603).
+///
+/// Errors: [`HandoffError::Unsupported`] for another workspace's container;
+/// [`HandoffError::Engine`].
+pub(crate) async fn primary_of_workspace(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    id_labels: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<ContainerInfo>> {
+    let Some(info) = find_service_container(engine, &target.project.name, &target.service).await?
+    else {
+        return Ok(None);
+    };
+    let foreign: Vec<String> = id_labels
+        .iter()
+        .filter(|(k, v)| info.labels.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if foreign.is_empty() {
+        return Ok(Some(info));
+    }
+    Err(HandoffError::Unsupported {
+        message: format!(
+            "the Compose project `{}` has a container of service `{}` ({}) that is not this workspace's (it lacks {}): it is not used",
+            target.project.name,
+            target.service,
+            short(&info.id),
+            foreign.join(", ")
+        ),
+        hint: Some(format!(
+            "another workspace uses the project name `{}`; set `COMPOSE_PROJECT_NAME` to another name, or remove that project if it is not in use",
+            target.project.name
+        )),
+    })
+}
+
+/// The files a container was brought up with ([`CONFIG_FILES_LABEL`]), so a project is
+/// started again with the override files it was created with (the reference CLI's reuse);
+/// `None` when the label is missing or names a file that no longer exists.
+pub(crate) fn recorded_files(info: &ContainerInfo) -> Option<Vec<PathBuf>> {
+    let files = config_files_from_label(info.labels.get(CONFIG_FILES_LABEL)?);
+    (!files.is_empty() && files.iter().all(|f| f.is_file())).then_some(files)
+}
+
+/// The labels of every container of a project.
+pub(crate) fn project_labels(project: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(PROJECT_LABEL.to_string(), project.to_string())])
+}
+
+fn read_dot_env(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(DOT_ENV_MAX).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+fn up_services(service: &str, run_services: Option<&[String]>) -> Vec<String> {
+    match run_services {
+        None => Vec::new(),
+        Some(list) => {
+            let mut services = list.to_vec();
+            if !services.iter().any(|s| s == service) {
+                services.push(service.to_string());
+            }
+            services
+        }
+    }
+}
+
+/// A JSON pointer token (`~` → `~0`, `/` → `~1`).
+fn pointer_escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_services_get_the_primary_and_none_means_all() {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(up_services("app", None).is_empty());
+        assert_eq!(up_services("app", Some(&list(&["db"]))), ["db", "app"]);
+        assert_eq!(
+            up_services("app", Some(&list(&["app", "db"]))),
+            ["app", "db"]
+        );
+        assert_eq!(up_services("app", Some(&[])), ["app"]);
+        assert_eq!(pointer_escape("a/b~c"), "a~1b~0c");
+    }
+}

@@ -1,0 +1,674 @@
+//! `up` of a Compose configuration (`dockerComposeFile` + `service`), over the same steps as an
+//! image configuration ([`super::up`]): judge everything first, then the image, the container
+//! request, the security profile, and the hooks through the engine's exec at
+//! `workspaceFolder` (default `/`) in the primary service's container
+//! ([spec: Compose properties](https://containers.dev/implementors/json_reference/#compose-specific)).
+//!
+//! Steps: the project ([`compose_target`]: Compose's resolved model, the reference CLI's
+//! project name) → [`judge_configuration`] with every service's requests
+//! ([`security::compose::compose_requests`]; one refusal, before anything is created) → the
+//! primary container by Compose's project/service labels (reused: started again with the files
+//! it was created with) → else the service's image (`docker compose build` for a `build`
+//! service, else inspected or pulled), Features layered on it, the uid layer → the container
+//! request ([`container_spec`] + [`security::apply`]) written as the primary service of an
+//! override file, the sidecars' profile with it ([`security::compose::judge_compose`]) →
+//! `docker compose up -d [runServices… service]` → hooks (spec-notes 0600–0605).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::config::metadata;
+use crate::config::model::ConfigKind;
+use crate::config::substitute;
+use crate::diagnostics::Warning;
+use crate::engine::{ContainerInfo, Engine, Mount, MountKind};
+use crate::lifecycle::{BringUpKind, HookEnv, run_initialize_command};
+use crate::ops::attach::{attach, existing_entries};
+use crate::ops::compose::{
+    ComposeTarget, compose_target, find_service_container, primary_of_workspace, recorded_files,
+};
+use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
+use crate::ops::error::{HandoffError, Result, lifecycle_error};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
+use crate::ops::image::{
+    DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
+};
+use crate::ops::load::LoadedConfiguration;
+use crate::ops::options::{ImageBuildOptions, UpOptions};
+use crate::ops::permissions::{
+    ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
+    judged_options, judged_places, network_mode, origins,
+};
+use crate::ops::read_configuration::file_uri;
+use crate::ops::state_folder::StateFolder;
+use crate::ops::target::{id_labels, inspect, join_labels, short};
+use crate::ops::up::{ContainerAction, UpResult};
+use crate::ops::users::{
+    image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside,
+    workspace_ownership_warning,
+};
+use crate::progress::{Event, Reporter};
+use crate::security::host_path::Places;
+use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
+
+/// Brings a Compose configuration up (see the module docs); `loaded` is the configuration `up`
+/// loaded, `profile` and `grants` the user's choice.
+///
+/// Errors: as [`super::up::up_with`]; [`HandoffError::Compose`] for a Compose command that
+/// fails (its stderr); [`HandoffError::Security`] (refused: no container, network or volume
+/// was created).
+pub(crate) async fn up_compose(
+    engine: &dyn Engine,
+    engine_socket: Option<&std::path::Path>,
+    opts: &UpOptions,
+    choice: UpChoice,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    // One find-or-create (and one run of the create hooks) at a time per identity, taken
+    // before the judgement (spec-note 0422).
+    let id_labels = id_labels(&opts.target, &choice.loaded);
+    let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
+    let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
+    let (profile, grants) = (&choice.profile, &choice.grants);
+    let loaded = &choice.loaded;
+    // A handoff's or `--network none`'s network would replace Compose's project network:
+    // not done yet (spec-note 0604).
+    if network_mode(&opts.security, &opts.settings)?.is_some() {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: a Compose configuration keeps Compose's project network; `--network` is not supported for it",
+                loaded.config_file.display()
+            ),
+            hint: Some("drop `--network` (and `network` in devcell's config.toml)".into()),
+        });
+    }
+    let target = compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+        (profile, grants),
+    )
+    .await?;
+    let places = compose_places(loaded, opts, engine_socket);
+    // Every service's requests, judged on Compose's model with the rest of the configuration,
+    // in one refusal before anything runs or is created (spec-note 0601).
+    let mut service_requests =
+        security::compose::compose_requests(profile, &target.model, &places, grants);
+    service_requests.extend(variable_requests(&target, profile, grants).await?);
+    let ConfigurationJudgement {
+        early,
+        init_stage,
+        host_requests,
+        reuse_requests: _,
+    } = judge_configuration(
+        engine,
+        engine_socket,
+        opts,
+        &choice,
+        &service_requests,
+        None,
+    )
+    .await?;
+    let judged =
+        security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
+    let opts = &judged_options(opts, profile, grants);
+    let opts = &UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..opts.build.clone()
+        },
+        ..opts.clone()
+    };
+
+    let mut warnings = loaded.warnings.clone();
+    let mut existing = primary_of_workspace(engine, &target, &id_labels).await?;
+    if let Some(found) = &existing
+        && opts.remove_existing_container
+    {
+        reporter.report(Event::Status(format!(
+            "removing the existing container {}",
+            short(&found.id)
+        )));
+        engine.remove_container(&found.id, true).await?;
+        existing = None;
+    }
+    if existing.is_none() && opts.expect_existing_container {
+        return Err(HandoffError::NoContainer {
+            labels: join_labels(&crate::engine::compose::service_labels(
+                &target.project.name,
+                &target.service,
+            )),
+            expected: true,
+        });
+    }
+    let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
+    if let Some(info) = &existing {
+        let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
+        // Compose's own project network is the container's, not a request (spec-note 0604).
+        let mut checked = info.clone();
+        if project_networks(&target).contains(&checked.host.network_mode) {
+            checked.host.network_mode = "bridge".to_string();
+        }
+        permissions.extend(
+            check_existing(
+                engine,
+                &checked,
+                &entries,
+                loaded,
+                engine_socket,
+                profile,
+                grants,
+                opts,
+            )
+            .await?,
+        );
+    }
+    if let Some(stage) = &init_stage {
+        run_initialize_command(
+            stage,
+            &loaded.workspace_folder,
+            HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(lifecycle_error(""))?;
+    }
+    warnings.extend(early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+
+    let (container, entries, action) = match existing {
+        Some(info) if info.running => {
+            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            (info, entries, ContainerAction::Running)
+        }
+        Some(info) => {
+            // Started again with the files it was created with (its override among them).
+            let files = recorded_files(&info).unwrap_or_else(|| target.project.files.clone());
+            reporter.report(Event::Status(format!(
+                "starting project {} (container {})",
+                target.project.name,
+                short(&info.id)
+            )));
+            target
+                .with_files(files)
+                .up(&target.up_services(), true)
+                .await?;
+            let info = inspect(engine, &info.id).await?;
+            if info.mounts.iter().any(|m| m.destination == STATE_DIR) {
+                prepare_state_dir(engine, &info.id)
+                    .await
+                    .map_err(|e| e.in_container(&info.id))?;
+            }
+            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            (info, entries, ContainerAction::Started)
+        }
+        None => {
+            let created = create(
+                engine,
+                engine_socket,
+                opts,
+                loaded,
+                &target,
+                &judged.sidecars,
+                profile,
+                grants,
+                &early.requests,
+                &id_labels,
+                &devcontainer_id,
+                &mut warnings,
+                reporter,
+            )
+            .await?;
+            permissions.extend(created.permissions);
+            (created.info, created.entries, ContainerAction::Created)
+        }
+    };
+    permissions.splice(0..0, host_requests);
+
+    let attached = attach(
+        &container,
+        loaded,
+        entries,
+        &devcontainer_id,
+        opts.default_user_env_probe,
+    )?;
+    if let Some(message) = workspace_ownership_warning(
+        engine,
+        &container,
+        &attached.merged,
+        loaded,
+        &attached.remote_user,
+        opts.update_remote_user_uid_default,
+    )
+    .await
+    {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+    let kind = match action {
+        ContainerAction::Created => BringUpKind::Created,
+        ContainerAction::Started => BringUpKind::Restarted,
+        ContainerAction::Running => BringUpKind::Running,
+    };
+    let lifecycle = run_hooks(
+        engine,
+        &attached,
+        kind,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        &opts.safe_directories,
+        reporter,
+    )
+    .await
+    .inspect_err(|_| {
+        for w in &warnings {
+            reporter.report(Event::Status(format!("warning: {}", w.message)));
+        }
+    })?;
+    let configuration = opts.include_configuration.then(|| {
+        let mut shown = loaded.value.clone();
+        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
+        if let Value::Object(c) = &mut shown {
+            c.insert("configFilePath".into(), file_uri(&loaded.config_file));
+        }
+        shown
+    });
+    Ok(UpResult {
+        container_id: container.id.clone(),
+        remote_user: attached.remote_user.clone(),
+        remote_workspace_folder: attached.workspace_folder.clone(),
+        action,
+        profile: profile.name().to_string(),
+        permissions: early.requests.into_iter().chain(permissions).collect(),
+        host_env: early.host_env,
+        lifecycle,
+        warnings,
+        configuration,
+        merged_configuration: opts
+            .include_merged_configuration
+            .then(|| attached.merged.clone()),
+        egress: None,
+        compose_project_name: Some(target.project.name.clone()),
+        loaded: loaded.clone(),
+    })
+}
+
+/// The host variables the Compose files interpolate (`${VAR}`, as Compose lists them), each a
+/// [`security::Permission::HostEnv`] request like devcontainer.json's `${localEnv:VAR}`
+/// (`HOME`, `USER`, `LOGNAME` cross unasked; the engine's own variables are not the files').
+async fn variable_requests(
+    target: &ComposeTarget,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let names = target
+        .project
+        .cli
+        .variables(&target.project.name, &target.project.files, None)
+        .await?;
+    let uses: Vec<security::host_env::HostEnvUse> = names
+        .into_iter()
+        .filter(|n| !crate::ops::compose::is_tool_variable(n))
+        .map(|name| security::host_env::HostEnvUse {
+            name,
+            properties: vec!["dockerComposeFile".to_string()],
+            persists_in_image: false,
+        })
+        .collect();
+    Ok(security::host_env::judge(profile, grants, &uses)
+        .into_iter()
+        .zip(&uses)
+        .map(|(mut r, u)| {
+            r.source = security::Source::ComposeService {
+                service: "*".to_string(),
+                property: format!("${{{}}}", u.name),
+            };
+            r
+        })
+        .collect())
+}
+
+/// Where the Compose files' host paths are judged: the workspace folder (not a git root
+/// above it), the host home folder and the engine socket (spec-note 0601).
+pub(crate) fn compose_places(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    engine_socket: Option<&std::path::Path>,
+) -> Places {
+    let home = opts.target.env.get("HOME").map(PathBuf::from);
+    Places::new(&loaded.workspace_folder, home.as_deref(), engine_socket)
+}
+
+/// The names of the project's own networks (not `external`): `<project>_<key>`, or the
+/// network's explicit `name`.
+fn project_networks(target: &ComposeTarget) -> Vec<String> {
+    let mut names = vec![format!("{}_default", target.project.name)];
+    for (key, def) in target
+        .model
+        .get("networks")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if def.get("external").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        names.push(format!("{}_{key}", target.project.name));
+        if let Some(name) = def.get("name").and_then(Value::as_str) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// What [`create`] made.
+struct Created {
+    info: ContainerInfo,
+    entries: Vec<Value>,
+    permissions: Vec<PermissionRequest>,
+}
+
+/// The service's image, Features and uid layer on it, the override file, `up -d`.
+#[allow(clippy::too_many_arguments)]
+async fn create(
+    engine: &dyn Engine,
+    engine_socket: Option<&std::path::Path>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    target: &ComposeTarget,
+    sidecars: &serde_json::Map<String, Value>,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    early_requests: &[PermissionRequest],
+    id_labels: &std::collections::BTreeMap<String, String>,
+    devcontainer_id: &str,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<Created> {
+    let base = service_image(engine, target, opts, reporter).await?;
+    let DevImage {
+        mut image,
+        entries,
+        label,
+        label_requests,
+        label_host_env: _,
+        lock: pending_lock,
+    } = dev_image_from(
+        engine,
+        loaded,
+        base,
+        ConfigKind::Compose,
+        opts,
+        reporter,
+        warnings,
+    )
+    .await?;
+    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+    substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
+    let uid_update = update_remote_user_uid(
+        engine,
+        &image,
+        &merged,
+        loaded,
+        opts.update_remote_user_uid_default,
+        opts.build.network.clone().flatten().as_deref(),
+        reporter,
+    )
+    .await?;
+    if let Some(updated) = uid_update.image {
+        image = updated;
+    }
+    // `runArgs` and `appPort` are not Compose properties (the reference ignores them too).
+    let mut for_spec = merged.clone();
+    if let Value::Object(m) = &mut for_spec {
+        m.remove("runArgs");
+        m.remove("appPort");
+    }
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let mut spec = container_spec(&SpecInputs {
+        image: &image.reference,
+        image_info: &image.info,
+        merged: &for_spec,
+        workspace_mount: None,
+        extra_mounts: &cli_mounts(opts, loaded),
+        id_labels,
+        metadata_label: label,
+        host_env: &host_env,
+    })
+    .map_err(|e| crate::ops::permissions::locate_run_arg_error(e, &loaded.config_file))?;
+    keep_alive(&mut spec, &merged, target.service_model(), &image);
+    if let Some(lock) = &pending_lock {
+        spec.labels.insert(
+            security::audit::FEATURE_DIGESTS_LABEL.to_string(),
+            lock.digests_label(),
+        );
+    }
+    let remote_user = merged
+        .get("remoteUser")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    // The service's `user:` is the user the container starts as, before the image's.
+    let image_user = target
+        .service_model()
+        .get("user")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| image.info.user.clone())
+        .filter(|u| !u.is_empty());
+    let home_user = remote_user
+        .clone()
+        .or_else(|| spec.user.clone())
+        .or_else(|| image_user.clone())
+        .unwrap_or_else(|| "root".to_string());
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let passwd = if hardened {
+        image_passwd(engine, Some(&image.info), &image.reference).await
+    } else {
+        None
+    };
+    let (_, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let account = passwd
+        .as_deref()
+        .and_then(|p| passwd_account(p, &home_user));
+    if hardened {
+        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
+    }
+    let input = PolicyInput {
+        origins: origins(&entries, &cli_mounts(opts, loaded)),
+        remote_user,
+        image_user,
+        remote_home: account.as_ref().map(|a| a.home.clone()),
+        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+        // canonical, as the binds it is compared with are resolved
+        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
+        host_home,
+        engine_socket,
+        passwd,
+        repository_labels: Vec::new(),
+        spec,
+    };
+    let applied = security::apply(profile, &input, grants)?;
+    let mut permissions = applied.requests.clone();
+    permissions.extend(label_requests.iter().cloned());
+    let applied_remote = applied.remote_user.clone();
+    let mut spec = applied.spec;
+    if let Some(account) = &account {
+        spec.labels.insert(
+            crate::names::REMOTE_UID_LABEL.to_string(),
+            account.uid.to_string(),
+        );
+    }
+    if hardened {
+        spec.labels.insert(
+            crate::names::HOST_ENV_LABEL.to_string(),
+            security::reattach::host_env_label(
+                &[early_requests, label_requests.as_slice()].concat(),
+            ),
+        );
+        // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
+        spec.mounts.push(Mount {
+            kind: MountKind::Volume,
+            source: None,
+            target: STATE_DIR.to_string(),
+            read_only: false,
+        });
+    }
+    let override_path = write_override(
+        &target.project.name,
+        &crate::engine::compose::override_file(&target.service, &spec, sidecars),
+    )?;
+    let mut files = target.project.files.clone();
+    files.push(override_path);
+    let project = target.with_files(files);
+    reporter.report(Event::Status(format!(
+        "starting project {} (service {} from {})",
+        project.name, target.service, image.reference
+    )));
+    project.up(&target.up_services(), false).await?;
+    let info = find_service_container(engine, &project.name, &target.service)
+        .await?
+        .ok_or_else(|| HandoffError::NoContainer {
+            labels: join_labels(&crate::engine::compose::service_labels(
+                &project.name,
+                &target.service,
+            )),
+            expected: true,
+        })?;
+    let id = info.id.clone();
+    if hardened {
+        verify_uids_inside(engine, &id, applied_remote.as_deref(), &permissions, grants).await?;
+        prepare_state_dir(engine, &id)
+            .await
+            .map_err(|e| e.in_container(&id))?;
+    }
+    if let Some(lock) = pending_lock
+        && let Some(w) = lock.finish(opts.lockfile, reporter)
+    {
+        warnings.push(w);
+    }
+    let info = inspect(engine, &id)
+        .await
+        .map_err(|e| e.in_container(&id))?;
+    Ok(Created {
+        info,
+        entries,
+        permissions,
+    })
+}
+
+/// The primary service's image before Features: `docker compose build <service>` for a
+/// service with `build` (Compose tags it with the service's `image`, else
+/// `<project>-<service>`), else its `image`, inspected or pulled.
+///
+/// Errors: [`HandoffError::Compose`] (the build), [`HandoffError::Engine`] (the pull).
+pub(crate) async fn service_image(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<PreparedImage> {
+    let service = target.service_model();
+    let reference = service
+        .get("image")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-{}", target.project.name, target.service));
+    if service.get("build").is_some() {
+        reporter.report(Event::Status(format!(
+            "building service {} ({reference}) with {}",
+            target.service,
+            target.project.cli.command()
+        )));
+        target
+            .project
+            .build(std::slice::from_ref(&target.service), opts.build.no_cache)
+            .await?;
+    }
+    let info = engine.ensure_image(&reference, reporter).await?;
+    Ok(PreparedImage { reference, info })
+}
+
+/// The primary service's command: `overrideCommand` (default `false` for Compose) replaces it
+/// with devcell's keep-alive script; otherwise the service's own entrypoint and command stay,
+/// wrapped by the keep-alive script only when Features bring entrypoints (which it runs
+/// first).
+fn keep_alive(
+    spec: &mut crate::engine::ContainerSpec,
+    merged: &Value,
+    service: &Value,
+    image: &PreparedImage,
+) {
+    if merged.get("overrideCommand").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let feature_entrypoints = merged
+        .get("entrypoints")
+        .and_then(Value::as_array)
+        .is_some_and(|e| !e.is_empty());
+    if !feature_entrypoints {
+        spec.entrypoint = None;
+        spec.cmd = None;
+        return;
+    }
+    let words = |v: Option<&Value>| -> Option<Vec<String>> {
+        match v? {
+            Value::Array(a) => Some(
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            Value::String(s) => shlex::split(s),
+            _ => None,
+        }
+    };
+    let own_entrypoint = words(service.get("entrypoint"));
+    let command = words(service.get("command")).unwrap_or_else(|| {
+        if own_entrypoint.is_some() {
+            Vec::new()
+        } else {
+            image.info.cmd.clone().unwrap_or_default()
+        }
+    });
+    let entrypoint =
+        own_entrypoint.unwrap_or_else(|| image.info.entrypoint.clone().unwrap_or_default());
+    if let Some(cmd) = &mut spec.cmd {
+        cmd.extend(entrypoint);
+        cmd.extend(command);
+    }
+}
+
+/// Writes the override file into devcell's state folder
+/// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`), where
+/// it stays for the project's later `up`s (the container's config-files label names it).
+///
+/// Errors: [`HandoffError::Unsupported`] when no state folder is known or it cannot be written.
+fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
+    let failed = |message: String| HandoffError::Unsupported {
+        message,
+        hint: Some(format!(
+            "devcell keeps Compose override files in its state folder; set `{}` to a writable folder",
+            crate::ops::state_folder::STATE_DIR_ENV
+        )),
+    };
+    let store = StateFolder::open_default()
+        .ok_or_else(|| failed("no state folder for the Compose override file".into()))?;
+    let text = serde_json::to_vec_pretty(file).map_err(|e| failed(e.to_string()))?;
+    let digest = hex::encode(sha2::Sha256::digest(&text));
+    let dir = store.root().join("compose").join(project);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| failed(format!("cannot create `{}`: {e}", dir.display())))?;
+    let path = dir.join(format!("docker-compose.devcell-{}.json", &digest[..16]));
+    std::fs::write(&path, &text)
+        .map_err(|e| failed(format!("cannot write `{}`: {e}", path.display())))?;
+    Ok(path)
+}

@@ -1,0 +1,464 @@
+//! Compose configurations through devcell's commands (`up`, `exec`, `down`, `build`) against the
+//! real engine and Compose v2, local images only (spec-notes 0600–0605).
+
+use devcell::engine::compose::sanitize_project_name;
+use serde_json::Value;
+
+use crate::support::context::{TestContext, docker_lines};
+use crate::support::docker::BUSYBOX_IMAGE;
+
+/// Values Compose would interpolate or a YAML writer would mangle (devcontainers/cli#904).
+const TRICKY: &[(&str, &str)] = &[
+    ("DOLLAR", "$5 and $HOME"),
+    ("BRACED", "${HOME} $${HOME} $$"),
+    ("QUOTES", r#"it's "quoted" ''"#),
+    ("BACKSLASH", r"C:\path\n\\x"),
+    ("NEWLINES", "line one\nline two\ttabbed"),
+];
+
+/// The project name the reference rule gives a workspace whose Compose file is in
+/// `.devcontainer` (spec-note 0600), and its cleanup on drop.
+fn project(ctx: &TestContext) -> String {
+    let base = ctx.path().file_name().unwrap().to_string_lossy();
+    let name = sanitize_project_name(&format!("{base}_devcontainer"));
+    ctx.clean_label(&format!("com.docker.compose.project={name}"));
+    name
+}
+
+/// `docker ps -a` of the project: `<service> <state>` lines, sorted.
+fn services(project: &str) -> Vec<String> {
+    let mut lines = docker_lines(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--format",
+        "{{.Label \"com.docker.compose.service\"}} {{.State}}",
+    ]);
+    lines.sort();
+    lines
+}
+
+/// Networks and volumes of the project.
+fn networks_and_volumes(project: &str) -> Vec<String> {
+    let filter = format!("label=com.docker.compose.project={project}");
+    let mut all = docker_lines(&["network", "ls", "-q", "--filter", &filter]);
+    all.extend(docker_lines(&["volume", "ls", "-q", "--filter", &filter]));
+    all
+}
+
+fn inspect(id: &str, format: &str) -> String {
+    docker_lines(&["inspect", "--format", format, id]).join("\n")
+}
+
+fn ran(result: &Value) -> Vec<String> {
+    result["devcell"]["lifecycle"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["hook"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const TWO_SERVICES: &str = r#"services:
+  app:
+    image: IMAGE
+    command: ["sleep", "100000"]
+    environment:
+      DOLLAR: "the file's own"
+    volumes:
+      - ..:/workspace
+  db:
+    image: IMAGE
+    command: ["sh", "-c", "while true; do echo pong | nc -l -p 7000; done"]
+  extra:
+    image: IMAGE
+    command: ["sleep", "600"]
+"#;
+
+#[test]
+fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown_action() {
+    let Some(ctx) = TestContext::busybox("compose_ops_up") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let env: serde_json::Map<String, Value> = TRICKY
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::from(*v)))
+        .collect();
+    let config = |shutdown: Option<&str>| {
+        let mut c = serde_json::json!({
+            "dockerComposeFile": "docker-compose.yml",
+            "service": "app",
+            "runServices": ["db"],
+            "workspaceFolder": "/workspace",
+            "overrideCommand": true,
+            "remoteUser": "nobody",
+            "containerEnv": env,
+            "postCreateCommand": "nc -w 5 db 7000 </dev/null",
+        });
+        if let Some(s) = shutdown {
+            c["shutdownAction"] = s.into();
+        }
+        c
+    };
+    let ctx = ctx.config_json(&config(None));
+
+    let first = ctx.up(&[]);
+    assert_eq!(first["composeProjectName"], project.as_str(), "{first}");
+    assert_eq!(first["remoteWorkspaceFolder"], "/workspace");
+    assert_eq!(first["devcell"]["container"], "created");
+    assert_eq!(ran(&first), ["postCreateCommand"], "{first}");
+    // `runServices`: the primary and `db`, not `extra`
+    assert_eq!(services(&project), ["app running", "db running"]);
+
+    let id = first["containerId"].as_str().unwrap();
+    // the primary service hardened as a single container, the sidecar bounded
+    assert_eq!(
+        inspect(
+            id,
+            "{{json .HostConfig.CapDrop}} {{.HostConfig.ReadonlyRootfs}} {{.Config.User}} {{json .HostConfig.SecurityOpt}}"
+        ),
+        r#"["ALL"] true nobody ["no-new-privileges:true"]"#
+    );
+    let db = docker_lines(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    assert_eq!(
+        inspect(
+            &db[0],
+            "{{json .HostConfig.SecurityOpt}} {{.HostConfig.PidsLimit}}"
+        ),
+        r#"["no-new-privileges:true"] 1024"#
+    );
+    // `containerEnv` byte for byte, over the file's own `environment`
+    for (k, v) in TRICKY {
+        let (code, out, err) = ctx.sh(&format!("printf '%s' \"${k}\""));
+        assert_eq!((code, out.as_str()), (0, *v), "{k}: {err}");
+    }
+    // the primary reaches the sidecar by its service name
+    let (code, out, err) = ctx.sh("nc -w 5 db 7000 </dev/null; id -u; pwd");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "pong\n65534\n/workspace\n"),
+        "{err}"
+    );
+
+    // reused as it is: no hook again
+    let second = ctx.up(&[]);
+    assert_eq!(second["containerId"], id);
+    assert_eq!(second["devcell"]["container"], "running");
+    assert!(ran(&second).is_empty(), "{second}");
+
+    // `stopCompose` (the default): every service stops
+    ctx.run("down", &[]).ok();
+    assert_eq!(services(&project), ["app exited", "db exited"]);
+    // started again with its override file, the create hooks not run again
+    let third = ctx.up(&[]);
+    assert_eq!(third["containerId"], id);
+    assert_eq!(third["devcell"]["container"], "started");
+    assert!(ran(&third).is_empty(), "{third}");
+    assert_eq!(services(&project), ["app running", "db running"]);
+    let (code, out, _) = ctx.sh("printf '%s' \"$BRACED\"");
+    assert_eq!((code, out.as_str()), (0, "${HOME} $${HOME} $$"));
+
+    // `none`: only the primary service stops
+    let ctx = ctx.config_json(&config(Some("none")));
+    ctx.run("down", &[]).ok();
+    assert_eq!(services(&project), ["app exited", "db running"]);
+
+    // `--remove`: the project's containers and networks go
+    ctx.run("down", &["--remove"]).ok();
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+    assert!(
+        networks_and_volumes(&project).is_empty(),
+        "{:?}",
+        networks_and_volumes(&project)
+    );
+}
+
+#[test]
+fn a_build_service_gets_its_features_and_devcell_build_tags_it() {
+    let Some(ctx) = TestContext::busybox("compose_ops_build") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    ctx.remove_image(&format!("{project}-app"));
+    ctx.remove_images_matching("vsc-compose-ops-build-*");
+    let tag = format!("devcell-test/compose-built:{}", std::process::id());
+    ctx.remove_image(&tag);
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN echo built > /built\n"),
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        "services:\n  app:\n    build:\n      context: .\n    command: [\"sleep\", \"100000\"]\n",
+    );
+    ctx.feature(
+        "hello",
+        r#"{"id": "hello", "version": "1.0.0", "containerEnv": {"HELLO": "from the feature"}}"#,
+        "mkdir -p /usr/local/bin && printf '#!/bin/sh\\necho hello\\n' > /usr/local/bin/hello && chmod +x /usr/local/bin/hello",
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody",
+            "features": {"./hello": {}}}"#,
+    );
+    let up = ctx.up(&[]);
+    assert_eq!(up["remoteWorkspaceFolder"], "/", "Compose's default");
+    // the service's own command kept (`overrideCommand` defaults to false for Compose)
+    let id = up["containerId"].as_str().unwrap();
+    assert_eq!(inspect(id, "{{json .Config.Cmd}}"), r#"["sleep","100000"]"#);
+    let (code, out, err) = ctx.sh("cat /built; echo \"$HELLO\"; hello; id -u");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "built\nfrom the feature\nhello\n65534\n"),
+        "{err}"
+    );
+    ctx.run("down", &["--remove"]).ok();
+
+    let built = ctx.run("build", &["--image-name", &tag]);
+    built.ok();
+    let out = docker_lines(&["run", "--rm", &tag, "sh", "-c", "cat /built; hello"]);
+    assert_eq!(out, ["built", "hello"]);
+}
+
+/// A sidecar `evil` with `property`, and the grant that allows it (`None`: never granted).
+const HOSTILE: &[(&str, &str, Option<&str>)] = &[
+    ("privileged", "privileged: true", Some("privileged")),
+    ("cap_add", "cap_add: [NET_ADMIN]", Some("cap:NET_ADMIN")),
+    (
+        "engine socket",
+        "volumes: [\"/var/run/docker.sock:/var/run/docker.sock\"]",
+        None,
+    ),
+    (
+        "dotdot bind",
+        "volumes: [\"../../../etc:/up\"]",
+        Some("mount:/etc"),
+    ),
+    (
+        "symlinked bind",
+        "volumes: [\"../link:/etc-of-host\"]",
+        Some("mount:/etc"),
+    ),
+    ("network_mode", "network_mode: host", Some("network:host")),
+    ("pid", "pid: host", Some("namespace:pid:host")),
+    (
+        "devices",
+        "devices: [\"/dev/null:/dev/evil\"]",
+        Some("device:/dev/null"),
+    ),
+];
+
+#[test]
+fn hostile_sidecars_are_refused_before_anything_is_created_and_one_is_granted() {
+    for (what, property, grant) in HOSTILE {
+        let Some(ctx) = TestContext::busybox("compose_ops_hostile") else {
+            return;
+        };
+        let ctx = ctx.isolated();
+        let project = project(&ctx);
+        std::os::unix::fs::symlink("/etc", ctx.path().join("link")).unwrap();
+        ctx.write(
+            ".devcontainer/docker-compose.yml",
+            &format!(
+                "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n  evil:\n    image: {BUSYBOX_IMAGE}\n    {property}\n"
+            ),
+        );
+        let ctx = ctx.config(
+            r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody"}"#,
+        );
+        let run = ctx.run("up", &[]);
+        let stderr = run.failed();
+        assert!(
+            stderr.contains("Compose service `evil`"),
+            "{what}: {stderr}"
+        );
+        match grant {
+            Some(g) => assert!(stderr.contains(&format!("--allow {g}")), "{what}: {stderr}"),
+            None => assert!(
+                !stderr.contains("--allow mount:/var/run"),
+                "{what}: {stderr}"
+            ),
+        }
+        // nothing was created
+        assert!(
+            services(&project).is_empty(),
+            "{what}: {:?}",
+            services(&project)
+        );
+        assert!(
+            networks_and_volumes(&project).is_empty(),
+            "{what}: {:?}",
+            networks_and_volumes(&project)
+        );
+        if *what == "cap_add" {
+            let up = ctx.up(&["--allow", "cap:NET_ADMIN"]);
+            let granted = up["devcell"]["permissions"].to_string();
+            assert!(granted.contains("NET_ADMIN"), "{granted}");
+            assert_eq!(services(&project), ["app running", "evil exited"]);
+            ctx.run("down", &["--remove"]).ok();
+            assert!(services(&project).is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_project_the_reference_cli_brought_up_is_reused_and_the_reverse() {
+    let Some(ctx) = TestContext::busybox("compose_ops_interop") else {
+        return;
+    };
+    let Some(refcli) = crate::support::refcli::reference_cli("compose_ops_interop") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "runServices": ["db"],
+            "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    let reference_up = || -> Value {
+        let out = refcli
+            .command()
+            .args(["up", "--workspace-folder"])
+            .arg(ctx.path())
+            .output()
+            .expect("the reference CLI runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+    };
+
+    // the reference's project, found by its labels; reused as written under `reference`
+    // (under `hardened` its root user and capabilities are a refusal, spec-note 0270)
+    let theirs = reference_up();
+    refcli.assert_stayed_local();
+    assert_eq!(theirs["composeProjectName"], project.as_str());
+    let refused = ctx.run("up", &[]);
+    assert!(refused.failed().contains("refusing to reuse container"));
+    let ours = ctx.up(&["--security-profile", "reference"]);
+    assert_eq!(ours["containerId"], theirs["containerId"]);
+    assert_eq!(ours["devcell"]["container"], "running");
+    ctx.run("down", &["--remove"]).ok();
+    assert!(services(&project).is_empty());
+
+    // devcell's project, found and reused by the reference
+    let ours = ctx.up(&[]);
+    let theirs = reference_up();
+    assert_eq!(theirs["containerId"], ours["containerId"]);
+    assert_eq!(theirs["composeProjectName"], project.as_str());
+    assert_eq!(services(&project), ["app running", "db running"]);
+    ctx.run("down", &["--remove"]).ok();
+}
+
+#[test]
+fn another_workspace_naming_the_same_project_is_never_attached_to_or_stopped() {
+    let Some(a) = TestContext::busybox("compose_ops_claim_a") else {
+        return;
+    };
+    let Some(b) = TestContext::busybox("compose_ops_claim_b") else {
+        return;
+    };
+    let (a, b) = (a.isolated(), b.isolated());
+    let name = format!("devcell-claimed-{}", std::process::id());
+    a.clean_label(&format!("com.docker.compose.project={name}"));
+    let file = format!(
+        "name: {name}\nservices:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n"
+    );
+    let config =
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody"}"#;
+    a.write(".devcontainer/docker-compose.yml", &file);
+    b.write(".devcontainer/docker-compose.yml", &file);
+    let (a, b) = (a.config(config), b.config(config));
+    let up = a.up(&[]);
+    assert_eq!(up["composeProjectName"], name.as_str());
+
+    // b's files name a's project: its container is not b's
+    let refused = b.run("up", &[]);
+    assert!(
+        refused.failed().contains("is not this workspace's"),
+        "{}",
+        refused.stderr
+    );
+    let (code, _, err) = b.sh("touch /tmp/b-was-here");
+    assert_ne!(code, 0, "{err}");
+    let down = b.run("down", &["--remove"]);
+    assert!(down.failed().contains("is not this workspace's"));
+    assert_eq!(services(&name), ["app running"]);
+    let (code, _, _) = a.sh("test ! -e /tmp/b-was-here");
+    assert_eq!(code, 0);
+
+    // a Compose CLI that is not there: a clear error, nothing created
+    b.write(
+        ".devcontainer/docker-compose.yml",
+        &file.replace(&name, &format!("{name}-b")),
+    );
+    let missing = b.run(
+        "up",
+        &["--docker-compose-path", "/nonexistent/docker-compose"],
+    );
+    assert!(
+        missing.failed().contains("Docker Compose v2 not found"),
+        "{}",
+        missing.stderr
+    );
+    assert!(services(&format!("{name}-b")).is_empty());
+    a.run("down", &["--remove"]).ok();
+    assert!(services(&name).is_empty());
+}
+
+#[test]
+fn host_variables_the_compose_files_interpolate_are_requests() {
+    let Some(ctx) = TestContext::busybox("compose_ops_vars") else {
+        return;
+    };
+    let ctx = ctx.isolated().env("DEVCELL_COMPOSE_SECRET", "s3cret-value");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    environment:\n      FROM_HOST: \"${{DEVCELL_COMPOSE_SECRET}}\"\n      KEPT: \"$${{NOT_A_VARIABLE}}\"\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody"}"#,
+    );
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(
+        stderr.contains("--allow env:DEVCELL_COMPOSE_SECRET"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret-value"), "{stderr}");
+    assert!(services(&project).is_empty());
+    assert!(networks_and_volumes(&project).is_empty());
+
+    ctx.up(&["--allow", "env:DEVCELL_COMPOSE_SECRET"]);
+    let (code, out, err) = ctx.sh("printf '%s|%s' \"$FROM_HOST\" \"$KEPT\"");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "s3cret-value|${NOT_A_VARIABLE}"),
+        "{err}"
+    );
+    ctx.run("down", &["--remove"]).ok();
+}
