@@ -266,6 +266,25 @@ fn service_requests(
             ),
         }
     }
+    // An env file's contents become the container's environment: a host file outside the
+    // workspace read that way is read into the container.
+    for item in service
+        .get("env_file")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let path = item
+            .as_str()
+            .or_else(|| item.get("path").and_then(Value::as_str));
+        let Some(path) = path else { continue };
+        if path.contains('$') {
+            // written with `${…}`: where it lands is the host's to say, not placeable here
+            push(Permission::Mount(path.to_string()), "env_file");
+        } else if let Some(p) = host_path_permission(path, places) {
+            push(p, "env_file");
+        }
+    }
     for (key, top) in [("secrets", "secrets"), ("configs", "configs")] {
         for item in service
             .get(key)
@@ -729,6 +748,43 @@ mod tests {
         let j = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap();
         assert_eq!(j.requests.len(), 8);
         assert!(Grants::parse(&["runtime-option:"]).is_err());
+    }
+
+    /// Attack (spec-note 0400): `env_file` naming a host file reads it into the container's
+    /// environment.
+    #[test]
+    fn env_files_outside_the_workspace_are_requests() {
+        let m = model(json!({
+            "app": {"image": "a", "env_file": [{"path": "/w/repo/.env", "required": true}]},
+            "db": {"image": "d", "env_file": [
+                {"path": "/home/dev/.aws/credentials", "required": false},
+                {"path": "/w/repo/${HOME}/.netrc", "required": true},
+                "/home/dev"]}
+        }));
+        let got = refused(&m, &Grants::default());
+        let flags: Vec<(&str, RequestStatus)> =
+            got.iter().map(|(f, _, st)| (f.as_str(), *st)).collect();
+        assert_eq!(
+            flags,
+            [
+                (
+                    "--allow mount:/home/dev/.aws/credentials",
+                    RequestStatus::Refused
+                ),
+                (
+                    "--allow mount:/w/repo/${HOME}/.netrc",
+                    RequestStatus::Refused
+                ),
+                (
+                    "mount of the host home folder (or a folder holding it) `/home/dev`",
+                    RequestStatus::Forbidden
+                ),
+            ]
+        );
+        assert!(
+            got.iter()
+                .all(|(_, s, _)| s == "Compose service `db` (`env_file`)")
+        );
     }
 
     #[test]
