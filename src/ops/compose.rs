@@ -104,6 +104,11 @@ pub(crate) async fn compose_target(
     } else {
         cli.config(Some(&name), &files, None).await?
     };
+    // The resolved model holds env files' contents, not their paths: put the paths back
+    // so they are judged (spec-note 0400, attacks).
+    let mut model = model;
+    let raw = cli.config_env_files(Some(&name), &files).await?;
+    copy_env_files(&raw, &mut model);
     let service = loaded.typed.service.clone().unwrap_or_default();
     let target = ComposeTarget {
         project: ComposeProject {
@@ -272,6 +277,24 @@ fn up_services(service: &str, run_services: Option<&[String]>) -> Vec<String> {
 /// A JSON pointer token (`~` → `~0`, `/` → `~1`).
 fn pointer_escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Copies each service's `env_file` list from `raw` (the model with env files unread) into
+/// `model` (the resolved one, which has none).
+fn copy_env_files(raw: &Value, model: &mut Value) {
+    let Some(services) = raw.get("services").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, service) in services {
+        if let Some(env_file) = service.get("env_file")
+            && let Some(target) = model
+                .get_mut("services")
+                .and_then(|s| s.get_mut(name))
+                .and_then(Value::as_object_mut)
+        {
+            target.insert("env_file".to_string(), env_file.clone());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -163,6 +163,46 @@ fn service_requests(
             push(Permission::Namespace(format!("{kind}:{mode}")), key);
         }
     }
+    // What isolates the container and where the host accounts for it: another runtime than
+    // the engine's default (`runc`), a cgroup parent outside the engine's, kernel parameters,
+    // an OOM score that makes the host kill its own processes first.
+    if let Some(runtime) = str_of("runtime")
+        && runtime != "runc"
+    {
+        push(
+            Permission::RuntimeOption(format!("runtime={runtime}")),
+            "runtime",
+        );
+    }
+    if let Some(parent) = str_of("cgroup_parent").filter(|p| !p.is_empty()) {
+        push(
+            Permission::RuntimeOption(format!("cgroup_parent={parent}")),
+            "cgroup_parent",
+        );
+    }
+    for (name, value) in service
+        .get("sysctls")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let value = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        push(
+            Permission::RuntimeOption(format!("sysctl.{name}={value}")),
+            "sysctls",
+        );
+    }
+    if let Some(adj) = service.get("oom_score_adj").and_then(number)
+        && adj < 0.0
+    {
+        push(
+            Permission::RuntimeOption(format!("oom_score_adj={adj}")),
+            "oom_score_adj",
+        );
+    }
     for from in strings("volumes_from") {
         if from.starts_with("container:") {
             push(
@@ -226,6 +266,25 @@ fn service_requests(
             ),
         }
     }
+    // An env file's contents become the container's environment: a host file outside the
+    // workspace read that way is read into the container.
+    for item in service
+        .get("env_file")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let path = item
+            .as_str()
+            .or_else(|| item.get("path").and_then(Value::as_str));
+        let Some(path) = path else { continue };
+        if path.contains('$') {
+            // written with `${…}`: where it lands is the host's to say, not placeable here
+            push(Permission::Mount(path.to_string()), "env_file");
+        } else if let Some(p) = host_path_permission(path, places) {
+            push(p, "env_file");
+        }
+    }
     for (key, top) in [("secrets", "secrets"), ("configs", "configs")] {
         for item in service
             .get(key)
@@ -239,14 +298,7 @@ fn service_requests(
             let Some(def) = model.get(top).and_then(|t| t.get(source)) else {
                 continue;
             };
-            if let Some(file) = def.get("file").and_then(Value::as_str)
-                && let Some(p) = host_path_permission(file, places)
-            {
-                push(p, key);
-            }
-            if let Some(var) = def.get("environment").and_then(Value::as_str) {
-                push(Permission::HostEnv(var.to_string()), key);
-            }
+            secret_requests(def, places, key, &mut push);
         }
     }
     if let Some(networks) = service.get("networks").and_then(Value::as_object) {
@@ -326,7 +378,98 @@ fn service_requests(
         if build.get("privileged").and_then(Value::as_bool) == Some(true) {
             push(Permission::Privileged, "build.privileged");
         }
+        // Named contexts are build contexts too: a host folder the build can `COPY` from
+        // (or `RUN --mount=from=`) and so bake into the image.
+        for (_, source) in build
+            .get("additional_contexts")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(source) = source.as_str()
+                && !source.contains("://")
+                && let Some(p) = host_path_permission(source, places)
+            {
+                push(p, "build.additional_contexts");
+            }
+        }
+        // Build secrets read host files or host variables as service secrets do.
+        for item in build
+            .get("secrets")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let source = item.get("source").and_then(Value::as_str).or(item.as_str());
+            if let Some(def) = source.and_then(|s| model.get("secrets")?.get(s)) {
+                secret_requests(def, places, "build.secrets", &mut push);
+            }
+        }
+        // A local cache is read from (`cache_from`) or written to (`cache_to`) a host folder.
+        for (key, field) in [("cache_from", "src"), ("cache_to", "dest")] {
+            for entry in strings_of(build, key) {
+                if let Some(path) = local_cache_path(&entry, field)
+                    && let Some(p) = host_path_permission(path, places)
+                {
+                    push(
+                        p,
+                        if key == "cache_from" {
+                            "build.cache_from"
+                        } else {
+                            "build.cache_to"
+                        },
+                    );
+                }
+            }
+        }
     }
+}
+
+/// The strings of a list property of `value` (other items skipped).
+fn strings_of(value: &Value, key: &str) -> Vec<String> {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The requests of one top-level `secrets`/`configs` definition: its host `file`, its host
+/// `environment` variable.
+fn secret_requests(
+    def: &Value,
+    places: &Places,
+    property: &str,
+    push: &mut impl FnMut(Permission, &str),
+) {
+    if let Some(file) = def.get("file").and_then(Value::as_str)
+        && let Some(p) = host_path_permission(file, places)
+    {
+        push(p, property);
+    }
+    if let Some(var) = def.get("environment").and_then(Value::as_str) {
+        push(Permission::HostEnv(var.to_string()), property);
+    }
+}
+
+/// The host folder of a BuildKit `type=local` cache entry (`type=local,src=/x`), by its
+/// `field` (`src` for `cache_from`, `dest` for `cache_to`); `None` for other cache types.
+fn local_cache_path<'a>(entry: &'a str, field: &str) -> Option<&'a str> {
+    let mut local = false;
+    let mut path = None;
+    for part in entry.split(',') {
+        match part.trim().split_once('=') {
+            Some(("type", "local")) => local = true,
+            Some((k, v)) if k == field => path = Some(v),
+            _ => {}
+        }
+    }
+    local.then_some(path).flatten()
 }
 
 /// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
@@ -549,6 +692,98 @@ mod tests {
             j.requests
                 .iter()
                 .all(|r| r.status == RequestStatus::Granted)
+        );
+    }
+
+    /// Attacks (spec-note 0400): a build reading host folders and files through properties
+    /// other than `context`, and engine options that change the isolation.
+    #[test]
+    fn build_side_doors_and_engine_options_are_requests() {
+        let mut m = model(json!({
+            "app": {"image": "a", "build": {"context": "/w/repo", "dockerfile": "Dockerfile",
+                "additional_contexts": {"keys": "/home/dev/.ssh", "img": "docker-image://alpine",
+                                        "own": "/w/repo/sub"},
+                "secrets": [{"source": "hs"}],
+                "cache_from": ["type=local,src=/srv/cache", "type=registry,ref=x"],
+                "cache_to": ["type=local,dest=/etc/cron.d"]}},
+            "db": {"image": "d", "runtime": "sysbox-runc", "cgroup_parent": "/",
+                   "sysctls": {"net.core.somaxconn": "1024"}, "oom_score_adj": -1000},
+            "ok": {"image": "d", "runtime": "runc", "oom_score_adj": 500}
+        }));
+        m["secrets"] = json!({"hs": {"name": "p_hs", "file": "/home/dev/.aws/credentials"}});
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<&str> = got.iter().map(|(f, _, _)| f.as_str()).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow mount:/etc/cron.d",
+                "--allow mount:/home/dev/.aws/credentials",
+                "--allow mount:/home/dev/.ssh",
+                "--allow mount:/srv/cache",
+                "--allow runtime-option:cgroup_parent=/",
+                "--allow runtime-option:oom_score_adj=-1000",
+                "--allow runtime-option:runtime=sysbox-runc",
+                "--allow runtime-option:sysctl.net.core.somaxconn=1024",
+            ]
+        );
+        assert!(got.iter().any(|(f, s, _)| f == "--allow mount:/etc/cron.d"
+            && s == "Compose service `app` (`build.cache_to`)"));
+        assert!(
+            got.iter()
+                .any(|(f, s, _)| f == "--allow mount:/home/dev/.ssh"
+                    && s == "Compose service `app` (`build.additional_contexts`)")
+        );
+        assert!(got.iter().any(
+            |(f, s, _)| f == "--allow runtime-option:runtime=sysbox-runc"
+                && s == "Compose service `db` (`runtime`)"
+        ));
+        let grants = Grants::parse(
+            &flags
+                .iter()
+                .map(|f| f.trim_start_matches("--allow "))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let j = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap();
+        assert_eq!(j.requests.len(), 8);
+        assert!(Grants::parse(&["runtime-option:"]).is_err());
+    }
+
+    /// Attack (spec-note 0400): `env_file` naming a host file reads it into the container's
+    /// environment.
+    #[test]
+    fn env_files_outside_the_workspace_are_requests() {
+        let m = model(json!({
+            "app": {"image": "a", "env_file": [{"path": "/w/repo/.env", "required": true}]},
+            "db": {"image": "d", "env_file": [
+                {"path": "/home/dev/.aws/credentials", "required": false},
+                {"path": "/w/repo/${HOME}/.netrc", "required": true},
+                "/home/dev"]}
+        }));
+        let got = refused(&m, &Grants::default());
+        let flags: Vec<(&str, RequestStatus)> =
+            got.iter().map(|(f, _, st)| (f.as_str(), *st)).collect();
+        assert_eq!(
+            flags,
+            [
+                (
+                    "--allow mount:/home/dev/.aws/credentials",
+                    RequestStatus::Refused
+                ),
+                (
+                    "--allow mount:/w/repo/${HOME}/.netrc",
+                    RequestStatus::Refused
+                ),
+                (
+                    "mount of the host home folder (or a folder holding it) `/home/dev`",
+                    RequestStatus::Forbidden
+                ),
+            ]
+        );
+        assert!(
+            got.iter()
+                .all(|(_, s, _)| s == "Compose service `db` (`env_file`)")
         );
     }
 

@@ -256,6 +256,16 @@ const HOSTILE: &[(&str, &str, Option<&str>)] = &[
     ("network_mode", "network_mode: host", Some("network:host")),
     ("pid", "pid: host", Some("namespace:pid:host")),
     (
+        "env_file",
+        "env_file: /etc/os-release",
+        Some("mount:/usr/lib/os-release"),
+    ),
+    (
+        "build.additional_contexts",
+        "build: {context: ., additional_contexts: {keys: /etc}}",
+        Some("mount:/etc"),
+    ),
+    (
         "devices",
         "devices: [\"/dev/null:/dev/evil\"]",
         Some("device:/dev/null"),

@@ -236,6 +236,39 @@ impl ComposeCli {
         })
     }
 
+    /// The model with env files left unread and nothing interpolated (`config
+    /// --no-env-resolution --no-interpolate`): the only form in which Compose shows each
+    /// service's `env_file` paths, which the resolved model replaces by their contents. A
+    /// path written with `${…}` stays literal (and so is under no host folder).
+    ///
+    /// Errors: as [`ComposeCli::config`].
+    pub async fn config_env_files(
+        &self,
+        project: Option<&str>,
+        files: &[PathBuf],
+    ) -> Result<Value> {
+        let mut args = global_args(project, files, None);
+        args.extend(
+            [
+                "--profile",
+                "*",
+                "config",
+                "--no-env-resolution",
+                "--no-interpolate",
+                "--format",
+                "json",
+            ]
+            .map(String::from),
+        );
+        let out = self
+            .run("config", project.unwrap_or_default(), &args)
+            .await?;
+        serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
+            operation: "config",
+            source,
+        })
+    }
+
     async fn run(
         &self,
         operation: &'static str,

@@ -42,6 +42,8 @@ pub struct Grants {
     pub namespaces: BTreeSet<String>,
     /// `device-cgroup-rule:<rule>`.
     pub device_cgroup_rules: BTreeSet<String>,
+    /// `runtime-option:<key>=<value>` (`runtime-option:runtime=runsc`).
+    pub runtime_options: BTreeSet<String>,
     /// `volume:<name>`: existing volumes devcell did not create for this workspace.
     pub volumes: BTreeSet<String>,
     /// `egress:<host[:port][=address]>`: destinations the repository requested, as written
@@ -58,7 +60,8 @@ impl Grants {
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
-    /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`.
+    /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
+    /// `runtime-option:<key>=<value>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -115,6 +118,11 @@ impl Grants {
             }
             Some(("device-cgroup-rule", r)) if !r.trim().is_empty() => {
                 self.device_cgroup_rules.insert(r.to_string());
+            }
+            Some(("runtime-option", o))
+                if o.split_once('=').is_some_and(|(k, _)| !k.is_empty()) =>
+            {
+                self.runtime_options.insert(o.to_string());
             }
             Some(("cap", c)) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
@@ -180,6 +188,7 @@ impl Grants {
             Permission::Namespace(n) => self.namespaces.contains(n),
             Permission::Egress(d) => self.egress.contains(&egress_key(d)),
             Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),
+            Permission::RuntimeOption(o) => self.runtime_options.contains(o),
             Permission::Network(n) => self.networks.contains(n),
             Permission::PublishPort(a) => {
                 self.publish.contains("*")

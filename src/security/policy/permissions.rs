@@ -115,6 +115,11 @@ pub enum Permission {
     /// moves that tag to the repository's image, so another workspace (and its grants) that
     /// names the tag would run it (spec-note 0400, attacks).
     ImageTag(String),
+    /// An engine option that changes what isolates the container or where the host accounts
+    /// for it, as `<key>=<value>`: `runtime=<name>` (another OCI runtime than the engine's
+    /// default), `cgroup_parent=<path>`, `sysctl.<name>=<value>`, `oom_score_adj=<n>` below
+    /// zero (spec-note 0400, attacks).
+    RuntimeOption(String),
 }
 
 impl Permission {
@@ -142,6 +147,7 @@ impl Permission {
             Permission::Volume(v) => format!("--allow volume:{v}"),
             Permission::Egress(d) => format!("--allow egress:{d}"),
             Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
+            Permission::RuntimeOption(o) => format!("--allow runtime-option:{o}"),
         })
     }
 }
@@ -176,6 +182,7 @@ impl fmt::Display for Permission {
             ),
             Permission::Egress(d) => write!(f, "egress to `{d}`"),
             Permission::ImageTag(t) => write!(f, "image tag `{t}` for the built image"),
+            Permission::RuntimeOption(o) => write!(f, "engine option `{o}`"),
         }
     }
 }
@@ -220,7 +227,7 @@ impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
-    /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`.
+    /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -244,6 +251,7 @@ impl Permission {
             Permission::HostHome(_) => "hostHome",
             Permission::ImageTag(_) => "imageTag",
             Permission::Egress(_) => "egress",
+            Permission::RuntimeOption(_) => "runtimeOption",
         }
     }
 
@@ -266,7 +274,8 @@ impl Permission {
             | Permission::DeviceCgroupRule(v)
             | Permission::HostHome(v)
             | Permission::ImageTag(v)
-            | Permission::Egress(v) => Some(v),
+            | Permission::Egress(v)
+            | Permission::RuntimeOption(v) => Some(v),
             _ => None,
         }
     }
