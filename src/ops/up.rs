@@ -103,7 +103,8 @@ impl UpResult {
     /// The reference CLI's result line, with devcell's additions under `devcell`:
     /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
     /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
-    /// "permissions":[…],"lifecycle":{…},"warnings":[…]}}`.
+    /// "permissions":[…],"lifecycle":{…},"warnings":[…],["egress"]}}` (`egress` only with
+    /// `--network allowlist`; `composeProjectName` only for a Compose configuration).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         out.insert("outcome".into(), json!("success"));
@@ -122,18 +123,19 @@ impl UpResult {
         if let Some(c) = &self.merged_configuration {
             out.insert("mergedConfiguration".into(), c.clone());
         }
-        out.insert(
-            "devcell".into(),
-            json!({
-                "profile": self.profile,
-                "container": self.action,
-                "permissions": self.permissions,
-                "hostEnv": self.host_env,
-                "lifecycle": self.lifecycle,
-                "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "egress": self.egress,
-            }),
-        );
+        let mut devcell = json!({
+            "profile": self.profile,
+            "container": self.action,
+            "permissions": self.permissions,
+            "hostEnv": self.host_env,
+            "lifecycle": self.lifecycle,
+            "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        });
+        // Only an allowlist container has an egress channel; other results keep their shape.
+        if let Some(egress) = &self.egress {
+            devcell["egress"] = json!(egress);
+        }
+        out.insert("devcell".into(), devcell);
         Value::Object(out)
     }
 }
