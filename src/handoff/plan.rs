@@ -346,12 +346,17 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
 pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
     let mut out = vec![
         format!(
-            "plan: agent `{}` {:?} in {} as the workspace `{}` ({} repositories)",
+            "plan: agent `{}` {:?} in {} as the workspace `{}` ({} {})",
             p.agent,
             p.command,
             p.cwd,
             p.workspace.display(),
-            p.repos.len()
+            p.repos.len(),
+            if p.repos.len() == 1 {
+                "repository"
+            } else {
+                "repositories"
+            }
         ),
         match p.runtime {
             AgentRuntime::Container => format!(
@@ -520,6 +525,11 @@ pub(super) async fn prepare(
             crate::security::SecurityProfile::Reference => None,
         }
     };
+    if !host && network != crate::ops::egress::ALLOWLIST && !opts.security.egress_allow.is_empty() {
+        warnings.push(format!(
+            "`--egress-allow` has no effect under network `{network}`: it lists destinations for `--network allowlist`"
+        ));
+    }
     let (network, profile) = if host {
         if opts.security.network.is_some()
             || opts.security.profile.is_some()
@@ -753,6 +763,9 @@ pub(crate) async fn planned_container(
     confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
     let loaded = crate::ops::target::load_for(target, confine)?;
+    // the plan refuses what the handoff would refuse (Compose, no container), before it shows
+    // a container to create
+    crate::ops::up::supported_kind(&loaded)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),

@@ -729,6 +729,7 @@ pub(crate) fn audit_evidence(container_id: &str) -> Option<security::audit::Egre
             .collect(),
         proxy_running: s.proxy_running,
         record: s.record,
+        channel_root: state.join("egress"),
     })
 }
 

@@ -437,7 +437,7 @@ impl Hint for HandoffError {
                     })
                 {
                     hint.push_str(
-                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's agent-user Feature)",
+                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's `agent-user` Feature, `features/src/agent-user` in its source, as a local Feature)",
                     );
                 }
                 (!hint.is_empty()).then_some(hint)

@@ -199,7 +199,7 @@ pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
 
 /// Refuses the configurations these steps do not bring up: none, and Docker Compose (`up`
 /// brings it up through [`crate::ops::compose_up`]; a handoff into it is not done yet).
-fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
+pub(crate) fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
     if loaded.typed.kind() == ConfigKind::Compose {
         return Err(HandoffError::Unsupported {
             message: format!(

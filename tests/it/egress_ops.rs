@@ -315,6 +315,35 @@ async fn a_handoff_agent_reaches_the_allowed_server_and_the_session_records_it()
         plan["result"]["egress"],
         serde_json::json!([format!("web.test:{port}=127.0.0.1")])
     );
+    // The text plan names the destinations too, not only `network allowlist`.
+    let text_plan = tokio::task::block_in_place(|| {
+        ctx.devcell(&[
+            "handoff",
+            "--workspace-folder",
+            ws.as_str(),
+            "--agent",
+            "fetch",
+            "--config-file",
+            config.to_str().unwrap(),
+            "--plan",
+        ])
+    });
+    assert!(
+        text_plan
+            .stdout
+            .contains(&format!("  egress     web.test:{port}=127.0.0.1\n")),
+        "{}",
+        text_plan.stdout
+    );
+    // `--egress-allow` under another network is not silently dropped
+    let none = handoff(&["--plan", "--network", "none", "--egress-allow", "x.test"]).json();
+    assert_eq!(none["result"]["network"], "none", "{none}");
+    assert!(
+        none["warnings"]
+            .to_string()
+            .contains("`--egress-allow` has no effect under network `none`"),
+        "{none}"
+    );
     let run = handoff(&[]);
     assert!(run.success(), "{}", run.stderr);
     assert!(

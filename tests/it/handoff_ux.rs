@@ -793,3 +793,43 @@ fn a_handoff_inspects_the_image_once_for_its_judgement() {
         .count();
     assert_eq!(finds, 2, "{err}");
 }
+
+#[test]
+fn the_plan_refuses_a_compose_configuration_like_the_handoff() {
+    let Some(ws) = Ws::engine(
+        "the_plan_refuses_a_compose_configuration_like_the_handoff",
+        r#"{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspace"}"#,
+    ) else {
+        return;
+    };
+    ws.ctx.write(
+        ".devcontainer/compose.yml",
+        &format!("services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: sleep 600\n"),
+    );
+    let plan = ws.handoff(&["--plan"]);
+    let real = ws.handoff(&[]);
+    assert_eq!(real.status.code(), Some(10), "{}", stderr(&real));
+    assert_eq!(plan.status.code(), real.status.code(), "{}", stderr(&plan));
+    for out in [&plan, &real] {
+        assert!(
+            stderr(out)
+                .contains("a handoff into a Docker Compose configuration is not supported yet"),
+            "{}",
+            stderr(out)
+        );
+    }
+    assert!(
+        !String::from_utf8_lossy(&plan.stdout).contains("container  create"),
+        "{}",
+        String::from_utf8_lossy(&plan.stdout)
+    );
+    let listed = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!(
+            "label=devcontainer.local_folder={}",
+            ws.root.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(listed.stdout.is_empty(), "{listed:?}");
+}

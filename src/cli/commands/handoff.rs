@@ -311,6 +311,10 @@ fn render_plan(p: &HandoffPlan) -> String {
         }
     );
     let _ = writeln!(s, "  profile    {} (network {})", p.profile, p.network);
+    // The user's destinations under `allowlist` (the repository's requests are permissions).
+    for e in &p.egress {
+        let _ = writeln!(s, "  egress     {e}");
+    }
     if let Some(l) = &p.limits {
         let _ = writeln!(
             s,

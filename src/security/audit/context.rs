@@ -59,6 +59,11 @@ pub struct EgressEvidence {
     pub proxy_running: bool,
     /// The decision record on the host.
     pub record: PathBuf,
+    /// devcell's own egress folder on the host (`<state>/egress`): a read-only bind from
+    /// inside it to `/.devcell-egress/…` is the proxy's channel (its socket folder and the
+    /// forwarder), part of the allowlist, not an extra host path for repo scope.
+    #[serde(default)]
+    pub channel_root: PathBuf,
 }
 
 impl AuditContext {

@@ -786,3 +786,45 @@ fn caps_decode() {
     assert_eq!(caps, expected);
     assert!(caps_from_mask(1 << 21).contains("SYS_ADMIN"));
 }
+
+#[test]
+fn the_egress_channel_is_not_an_extra_path() {
+    let state = "/home/me/.local/state/devcell/egress";
+    let mount = |v: &mut Value, src: &str, dst: &str, rw: bool| {
+        let mut v2 = v.clone();
+        add_mount(&mut v2[0], "bind", src, dst, rw);
+        *v = v2;
+    };
+    let forwarder = format!("{state}/forwarder-83a06d9627d3cd58");
+    let socket = format!("{state}/1s6loe7711rfnfk8/socket");
+    let mut v = hardened();
+    mount(&mut v, &forwarder, "/.devcell-egress/forwarder", false);
+    mount(&mut v, &socket, "/.devcell-egress/socket", false);
+    let facts = ContainerFacts::from_docker_inspect(&v).unwrap();
+    // without the proxy's evidence the binds are extra host paths
+    assert_eq!(audit(&facts, &ctx()).score_of(Control::RepoScope), 1);
+    let mut known = ctx();
+    known.egress = Some(EgressEvidence {
+        channel_root: state.into(),
+        ..EgressEvidence::default()
+    });
+    let r = audit(&facts, &known);
+    assert_eq!(r.score_of(Control::RepoScope), 2);
+    assert!(has(&r, Control::RepoScope, &socket, Risk::Safe));
+    // writable, elsewhere in the container, the egress folder itself, or escaping it: extra
+    for (src, dst, rw) in [
+        (socket.as_str(), "/.devcell-egress/socket", true),
+        (socket.as_str(), "/opt/socket", false),
+        (state, "/.devcell-egress/socket", false),
+        (
+            "/home/me/.local/state/devcell/egress/../../../../.ssh",
+            "/.devcell-egress/socket",
+            false,
+        ),
+    ] {
+        let mut v = hardened();
+        mount(&mut v, src, dst, rw);
+        let r = audit(&ContainerFacts::from_docker_inspect(&v).unwrap(), &known);
+        assert!(r.score_of(Control::RepoScope) < 2, "{src} -> {dst} rw={rw}");
+    }
+}

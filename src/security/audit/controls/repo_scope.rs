@@ -40,6 +40,12 @@ pub(in crate::security::audit) fn evidence(
                 Risk::Safe,
                 "an engine socket, not files to read: scored under engine socket".to_string(),
             )
+        } else if is_egress_channel(m.read_only, src, &m.target, ctx) {
+            (
+                Risk::Safe,
+                "devcell's egress channel (the allowlist proxy's socket folder or forwarder), read-only"
+                    .to_string(),
+            )
         } else if components(src).is_empty() {
             (
                 Risk::Critical,
@@ -97,4 +103,28 @@ pub(in crate::security::audit) fn evidence(
         ));
     }
     out
+}
+
+/// Where devcell mounts the egress channel in an `allowlist` container (the constants of
+/// `egress::channel`, which this layer does not import).
+const EGRESS_CHANNEL_TARGET: &str = "/.devcell-egress";
+
+/// A read-only bind from inside devcell's own egress folder to its fixed place in the
+/// container, in a container the proxy serves (`ctx.egress`, set by the caller from devcell's
+/// state). A source with `..` never counts (the component helpers skip it).
+fn is_egress_channel(read_only: bool, src: &str, target: &str, ctx: &AuditContext) -> bool {
+    let Some(e) = ctx.egress.as_ref() else {
+        return false;
+    };
+    let plain = |p: &str| {
+        !Path::new(p)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    };
+    read_only
+        && plain(src)
+        && plain(target)
+        && !components(&e.channel_root.to_string_lossy()).is_empty()
+        && ancestor_of(&e.channel_root.to_string_lossy(), Path::new(src))
+        && within(target, Path::new(EGRESS_CHANNEL_TARGET))
 }
