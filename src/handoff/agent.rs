@@ -12,6 +12,11 @@
 //! `AGENTS.md` (when absent) → the agent's argv run in the container as the remote user, in the
 //! workspace root (or the primary repository with `--primary`), through the engine's exec.
 //!
+//! A Compose configuration is brought up through [`crate::ops::compose_up::up_compose`]: the
+//! handoff's mounts go to the primary service (the workspace root at the workspace target),
+//! the agent runs there, and Compose's project network is kept, so only network `default` is
+//! accepted (spec-note 0606).
+//!
 //! The agent's environment is the probed user environment ⊕ `remoteEnv`, the agent's
 //! passed-through host variables, its secrets (`env:NAME` / `file:PATH` references and
 //! `--secrets-file`), and `safe.directory` entries for every repository given to git as
@@ -53,6 +58,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How a handoff's `up` goes on: an image or Dockerfile configuration judged here, or a
+/// Compose configuration that [`crate::ops::compose_up::up_compose`] judges with its services.
+enum Judged {
+    Single(Box<crate::ops::up::JudgedUp>),
+    Compose(Box<crate::ops::permissions::UpChoice>),
+}
 
 /// Runs a handoff against the engine at `DOCKER_HOST` (see the module docs), or on the host
 /// with `runtime: Some(Host)` ([`super::host::handoff_on_host`]). Returns when the agent has
@@ -100,18 +112,50 @@ pub async fn handoff_with(
     // What would reach the host (untrusted git directories, host commands) is judged before
     // a session, a container or an image exists (spec-notes 0410, 0411), once: `up` goes on
     // with this judgement and the container found with it, under its bring-up lock.
-    let up_opts = up_options(&p, opts);
-    let judged = judge_up(
-        engine,
-        engine_socket,
-        &up_opts,
-        load_up(&up_opts)?,
-        &p.git_requests,
-        reporter,
-    )
-    .await?;
+    let mut up_opts = up_options(&p, opts);
+    let choice = load_up(&up_opts)?;
+    // A Compose configuration: the agent runs in the primary service, which gets the
+    // handoff's workspace mount beside the files' own volumes; Compose's project network is
+    // kept, so a network without a way out is refused rather than claimed (spec-note 0606).
+    let compose = choice.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
+    let judged = if compose {
+        if p.network != "default" {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "`{}`: a handoff into a Docker Compose configuration keeps Compose's project network, where every service reaches what this engine's bridge reaches (the host and its networks); network `{}` is not applied to Compose projects",
+                    choice.loaded.config_file.display(),
+                    p.network
+                ),
+                hint: Some(
+                    "hand off with `--network default` (or `network = \"default\"` for the agent) to accept the project network"
+                        .into(),
+                ),
+            });
+        }
+        if let Some(o) = &p.target.workspace_override {
+            up_opts.mounts.insert(0, o.mount.clone());
+        }
+        Judged::Compose(Box::new(choice))
+    } else {
+        Judged::Single(Box::new(
+            judge_up(
+                engine,
+                engine_socket,
+                &up_opts,
+                choice,
+                &p.git_requests,
+                reporter,
+            )
+            .await?,
+        ))
+    };
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
+    }
+    if compose {
+        reporter.report(Event::Status(
+            crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string(),
+        ));
     }
     let store = match &opts.state_root {
         Some(root) => StateStore::new(root),
@@ -138,9 +182,24 @@ pub async fn handoff_with(
         "{verb} workspace container ({} profile, network {})",
         p.profile, p.network
     )));
-    let up = up_judged(engine, engine_socket, &up_opts, judged, reporter)
-        .await
-        .map_err(&fail)?;
+    let up = match judged {
+        Judged::Single(judged) => {
+            up_judged(engine, engine_socket, &up_opts, *judged, reporter).await
+        }
+        // `up_compose` takes the lock and judges every service with the git directories
+        Judged::Compose(choice) => {
+            crate::ops::compose_up::up_compose(
+                engine,
+                engine_socket,
+                &up_opts,
+                *choice,
+                &p.git_requests,
+                reporter,
+            )
+            .await
+        }
+    }
+    .map_err(&fail)?;
     let info = engine
         .inspect_container(&up.container_id)
         .await
@@ -155,6 +214,12 @@ pub async fn handoff_with(
         None => p.network.clone(),
     };
     let mut warnings = p.warnings.clone();
+    let network = if compose {
+        warnings.push(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
+        "default".to_string()
+    } else {
+        network
+    };
     if network != p.network {
         let message = format!(
             "the existing container {} uses network `{network}`, not the requested `{}`; run `devcell delete` and hand off again to change it",

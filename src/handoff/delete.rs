@@ -1,7 +1,8 @@
 //! `delete`: tear a workspace's container down and prove it (issue 6 item 5, spec-note 0204).
 //!
 //! Removes every container labelled `devcontainer.local_folder=<workspace>` (stopping it first,
-//! with its anonymous volumes: devcell's state volume), the named volumes those containers used
+//! with its anonymous volumes: devcell's state volume) and, for a Compose configuration, every
+//! other container of its project, the named volumes those containers used
 //! that devcell owns (`devcell-` prefix) or that carry the workspace label, and devcell's state
 //! for the workspace. Never touches the workspace folder, its worktrees or their git
 //! directories; session logs are kept (they are the run's record). Afterwards it asks the engine
@@ -176,6 +177,16 @@ pub async fn delete_with(
         && info.labels.get(LOCAL_FOLDER_LABEL) == labels.get(LOCAL_FOLDER_LABEL)
     {
         ids.push(info.id);
+    }
+    // A Compose workspace's sidecars go with its primary container (issue 14 item 5).
+    for id in ids.clone() {
+        if let Some(info) = engine.inspect_container(&id).await? {
+            for c in crate::ops::compose::project_siblings(engine, &info.labels, &info.id).await? {
+                if !ids.contains(&c.id) {
+                    ids.push(c.id);
+                }
+            }
+        }
     }
     let mut named_volumes = Vec::new();
     for id in &ids {

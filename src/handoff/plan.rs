@@ -763,8 +763,20 @@ pub(crate) async fn planned_container(
     confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
     let loaded = crate::ops::target::load_for(target, confine)?;
-    // the plan refuses what the handoff would refuse (Compose, no container), before it shows
-    // a container to create
+    // The plan never shows a container to create that the handoff would not create: it does
+    // not yet judge a Compose project's services, so it says so rather than claim a plan.
+    if loaded.typed.kind() == ConfigKind::Compose {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: `handoff --plan` does not preview a Docker Compose configuration yet",
+                loaded.config_file.display()
+            ),
+            hint: Some(
+                "`devcell handoff --network default` judges every service before anything is created (spec-note 0606)"
+                    .into(),
+            ),
+        });
+    }
     crate::ops::up::supported_kind(&loaded)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {

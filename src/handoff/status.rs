@@ -42,6 +42,17 @@ pub struct ContainerStatus {
     pub image: String,
 }
 
+/// One service container of a Compose workspace's project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceStatus {
+    /// The Compose service (`com.docker.compose.service`).
+    pub service: String,
+    /// The container.
+    #[serde(flatten)]
+    pub container: ContainerStatus,
+}
+
 /// One session with its status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -96,6 +107,10 @@ pub struct StatusResult {
     pub engine_reachable: bool,
     /// The container recorded in devcell's state.
     pub recorded_container: Option<String>,
+    /// For a Compose configuration: the other containers of the primary container's project
+    /// (the sidecars), each with its `service`; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceStatus>,
     /// The handoff sessions, oldest first.
     pub sessions: Vec<SessionReport>,
     /// The live session, if any.
@@ -177,6 +192,7 @@ pub async fn status_with(
     let mut warnings = Vec::new();
     let state = store.load(&ws.root)?;
     let mut container = None;
+    let mut services = Vec::new();
     let mut running: HashSet<String> = HashSet::new();
     let mut engine_reachable = false;
     if let Some(engine) = engine {
@@ -198,14 +214,28 @@ pub async fn status_with(
         match found {
             Ok(found) => {
                 engine_reachable = true;
+                let describe = |c: &crate::engine::ContainerSummary| ContainerStatus {
+                    id: c.id.clone(),
+                    name: c.names.first().cloned().unwrap_or_default(),
+                    state: c.state.clone(),
+                    running: c.state == "running",
+                    image: c.image.clone(),
+                };
                 if let Some(c) = found.iter().find(|c| c.state != "removing") {
-                    container = Some(ContainerStatus {
-                        id: c.id.clone(),
-                        name: c.names.first().cloned().unwrap_or_default(),
-                        state: c.state.clone(),
-                        running: c.state == "running",
-                        image: c.image.clone(),
-                    });
+                    container = Some(describe(c));
+                    services = crate::ops::compose::project_siblings(engine, &c.labels, &c.id)
+                        .await
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|s| ServiceStatus {
+                            service: s
+                                .labels
+                                .get(crate::engine::compose::SERVICE_LABEL)
+                                .cloned()
+                                .unwrap_or_default(),
+                            container: describe(s),
+                        })
+                        .collect();
                 }
                 for c in &found {
                     if c.state == "running" {
@@ -288,6 +318,7 @@ pub async fn status_with(
         container,
         engine_reachable,
         recorded_container: state.as_ref().and_then(|s| s.container_id.clone()),
+        services,
         sessions,
         active_session,
         repos: ws

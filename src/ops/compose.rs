@@ -297,6 +297,37 @@ fn copy_env_files(raw: &Value, model: &mut Value) {
     }
 }
 
+/// The other containers of the Compose project a workspace's primary container belongs to
+/// (its `com.docker.compose.project` label), for a handoff's `status` and `delete` (issue 14
+/// item 5). Only asked for a container already known to be the workspace's (bound to it,
+/// spec-note 0421), so a project named by another workspace is never reached through it.
+/// Empty for a container Compose did not create.
+///
+/// Errors: [`HandoffError::Engine`] when the containers cannot be listed.
+pub(crate) async fn project_siblings(
+    engine: &dyn Engine,
+    primary: &BTreeMap<String, String>,
+    primary_id: &str,
+) -> Result<Vec<crate::engine::ContainerSummary>> {
+    let Some(project) = primary.get(crate::engine::compose::PROJECT_LABEL) else {
+        return Ok(Vec::new());
+    };
+    let labels = BTreeMap::from([(
+        crate::engine::compose::PROJECT_LABEL.to_string(),
+        project.clone(),
+    )]);
+    Ok(engine
+        .find_containers(&labels)
+        .await?
+        .into_iter()
+        .filter(|c| c.id != primary_id)
+        .collect())
+}
+
+/// What the services of a Compose handoff can reach, said in the plan and kept with the
+/// result (spec-note 0606).
+pub(crate) const COMPOSE_NETWORK_NOTE: &str = "Compose project network: the primary service and every sidecar share the project's network and reach each other by service name, and through this engine's bridge the host and every network it reaches (network `none` is not applied to Compose projects)";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,8 @@ use crate::security::host_path::Places;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
 
 /// Brings a Compose configuration up (see the module docs); `loaded` is the configuration `up`
-/// loaded, `profile` and `grants` the user's choice.
+/// loaded, `profile` and `grants` the user's choice, `earlier` what was asked before it (a
+/// handoff's git directories), judged in the same refusal.
 ///
 /// Errors: as [`super::up::up_with`]; [`HandoffError::Compose`] for a Compose command that
 /// fails (its stderr); [`HandoffError::Security`] (refused: no container, network or volume
@@ -64,6 +65,7 @@ pub(crate) async fn up_compose(
     engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
     choice: UpChoice,
+    earlier: &[PermissionRequest],
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     // One find-or-create (and one run of the create hooks) at a time per identity, taken
@@ -94,8 +96,13 @@ pub(crate) async fn up_compose(
     let places = compose_places(loaded, opts, engine_socket);
     // Every service's requests, judged on Compose's model with the rest of the configuration,
     // in one refusal before anything runs or is created (spec-note 0601).
-    let mut service_requests =
-        security::compose::compose_requests(profile, &target.model, &places, grants);
+    let mut service_requests = earlier.to_vec();
+    service_requests.extend(security::compose::compose_requests(
+        profile,
+        &target.model,
+        &places,
+        grants,
+    ));
     service_requests.extend(variable_requests(&target, profile, grants).await?);
     let ConfigurationJudgement {
         early,

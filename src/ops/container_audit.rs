@@ -44,6 +44,40 @@ pub async fn audit(opts: &AuditOptions) -> Result<AuditReport> {
     audit_with(&engine, opts).await
 }
 
+/// A Compose workspace's report covers every container of its project (issue 14 item 5):
+/// each sidecar audited as itself, and what the services share on the network said plainly
+/// (spec-note 0606).
+async fn compose_services(
+    engine: &dyn Engine,
+    inspect: &Value,
+    opts: &AuditOptions,
+    report: &mut AuditReport,
+) -> Result<()> {
+    let labels: BTreeMap<String, String> = inspect
+        .pointer("/Config/Labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    let id = inspect
+        .pointer("/Id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let siblings = crate::ops::compose::project_siblings(engine, &labels, id).await?;
+    if labels.contains_key(crate::engine::compose::PROJECT_LABEL) {
+        report.network = Some(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
+    }
+    for sibling in siblings {
+        let one = AuditOptions {
+            container: Some(sibling.id),
+            workspace_folder: None,
+            probe: opts.probe,
+        };
+        report
+            .services
+            .push(Box::pin(audit_with(engine, &one)).await?);
+    }
+    Ok(())
+}
+
 /// Audits through `engine`.
 ///
 /// Errors: [`HandoffError::NoSuchContainer`] (no such container, or no container for the
@@ -115,7 +149,11 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         engine_facts = engine_facts.with_base_image_inspect(&base);
     }
     if !opts.probe {
-        return Ok(scoring::audit(&engine_facts, &ctx));
+        let mut report = scoring::audit(&engine_facts, &ctx);
+        if opts.workspace_folder.is_some() {
+            compose_services(engine, &inspect, opts, &mut report).await?;
+        }
+        return Ok(report);
     }
     let running = inspect
         .pointer("/State/Running")

@@ -174,8 +174,15 @@ pub async fn up_with(
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
     if chosen.loaded.typed.kind() == ConfigKind::Compose {
-        return crate::ops::compose_up::up_compose(engine, engine_socket, opts, chosen, reporter)
-            .await;
+        return crate::ops::compose_up::up_compose(
+            engine,
+            engine_socket,
+            opts,
+            chosen,
+            &[],
+            reporter,
+        )
+        .await;
     }
     supported_kind(&chosen.loaded)?;
     let judged = judge_up(engine, engine_socket, opts, chosen, &[], reporter).await?;
@@ -197,13 +204,13 @@ pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
     })
 }
 
-/// Refuses the configurations these steps do not bring up: none, and Docker Compose (`up`
-/// brings it up through [`crate::ops::compose_up`]; a handoff into it is not done yet).
+/// Refuses the configurations these steps do not bring up: none, and Docker Compose (`up` and
+/// a handoff bring it up through [`crate::ops::compose_up`], never through these steps).
 pub(crate) fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
     if loaded.typed.kind() == ConfigKind::Compose {
         return Err(HandoffError::Unsupported {
             message: format!(
-                "`{}`: a handoff into a Docker Compose configuration is not supported yet",
+                "`{}`: a Docker Compose configuration is brought up through Compose, not these steps",
                 loaded.config_file.display()
             ),
             hint: Some("bring it up with `devcell up`".into()),

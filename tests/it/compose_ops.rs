@@ -472,3 +472,143 @@ fn host_variables_the_compose_files_interpolate_are_requests() {
     );
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// Issue 14 item 5 (spec-note 0606): a handoff into a Compose workspace runs the agent in the
+/// primary service, which reaches the sidecar by name; `status` and `audit` name both
+/// containers; `delete` leaves no container or volume of the project and the workspace intact;
+/// network `none` (the handoff's default) is refused with nothing created.
+#[test]
+fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the_project() {
+    let Some(ctx) = TestContext::busybox("compose_ops_handoff") else {
+        return;
+    };
+    let ctx = ctx.isolated().at("composehandoff");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let ctx = ctx.config_json(&serde_json::json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "runServices": ["db"],
+        "workspaceFolder": "/workspace",
+        "overrideCommand": true,
+        "remoteUser": "nobody",
+    }));
+    // a folder the agent's user (nobody) may write to
+    ctx.write("out/.keep", "");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let settings = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        "[agents.a]\ncommand = [\"sh\", \"-c\", \"nc -w 5 db 7000 </dev/null > out/from-db.txt && pwd >> out/from-db.txt\"]\n",
+    )
+    .unwrap();
+    let handoff = |extra: &[&str]| {
+        let mut args = vec![
+            "--agent",
+            "a",
+            "--config-file",
+            settings.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        ctx.run("handoff", &args)
+    };
+
+    // the handoff's default network `none` is not applied to a Compose project: refused, and
+    // nothing of the project exists
+    let refused = handoff(&[]);
+    assert!(!refused.success(), "{}", refused.stdout);
+    let text = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(text.contains("--network default"), "{text}");
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+
+    let run = handoff(&["--network", "default"]);
+    let v = run.last_json();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let result = &v["result"];
+    assert_eq!(result["exitCode"], 0, "{v}");
+    let primary = result["containerId"].as_str().unwrap().to_string();
+    assert!(
+        result["warnings"]
+            .to_string()
+            .contains("Compose project network"),
+        "{v}"
+    );
+    // the agent ran in the primary service at the workspace and talked to `db` by name
+    let written = std::fs::read_to_string(ctx.path().join("out/from-db.txt")).unwrap();
+    assert_eq!(written, "pong\n/workspace\n");
+    assert_eq!(services(&project), ["app running", "db running"]);
+    assert!(ctx.path().join(".devcell/context.json").is_file());
+
+    let status = ctx.run("status", &["--format", "json"]).last_json();
+    let status = &status["result"];
+    assert_eq!(status["container"]["id"], primary.as_str(), "{status}");
+    assert_eq!(status["services"][0]["service"], "db", "{status}");
+    let db = status["services"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(status["services"].as_array().unwrap().len(), 1, "{status}");
+
+    let audit = ctx.run("audit", &["--format", "json"]).last_json();
+    let audit = &audit["result"];
+    let names = |r: &Value| r["container"].as_str().unwrap_or_default().to_string();
+    assert!(names(audit).contains("app"), "{audit}");
+    assert_eq!(audit["services"].as_array().unwrap().len(), 1, "{audit}");
+    assert!(names(&audit["services"][0]).contains("db"), "{audit}");
+    assert!(
+        audit["network"].as_str().unwrap().contains("reach"),
+        "{audit}"
+    );
+    let project_volumes = || {
+        docker_lines(&[
+            "volume",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.compose.project={project}"),
+        ])
+    };
+    let anonymous: Vec<String> = [&primary, &db]
+        .iter()
+        .flat_map(|id| {
+            docker_lines(&[
+                "inspect",
+                "--format",
+                "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}\n{{end}}{{end}}",
+                id,
+            ])
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+
+    let deleted = ctx.run("delete", &["--format", "json"]);
+    assert_eq!(
+        deleted.code,
+        Some(0),
+        "{}\n{}",
+        deleted.stdout,
+        deleted.stderr
+    );
+    let deleted = deleted.last_json();
+    assert_eq!(deleted["result"]["verified"], true, "{deleted}");
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+    assert!(project_volumes().is_empty(), "{:?}", project_volumes());
+    let left: Vec<String> = docker_lines(&["volume", "ls", "-q"])
+        .into_iter()
+        .filter(|v| anonymous.contains(v))
+        .collect();
+    assert!(left.is_empty(), "volumes of the project left: {left:?}");
+    // the workspace is intact
+    assert_eq!(
+        std::fs::read_to_string(ctx.path().join("out/from-db.txt")).unwrap(),
+        written
+    );
+    assert!(ctx.path().join(".devcontainer/docker-compose.yml").exists());
+}

@@ -108,6 +108,13 @@ pub fn render_table(report: &AuditReport) -> String {
             );
         }
     }
+    if let Some(network) = &report.network {
+        let _ = writeln!(out, "network: {network}");
+    }
+    for service in &report.services {
+        out.push('\n');
+        out.push_str(&render_table(service));
+    }
     out
 }
 
@@ -142,6 +149,8 @@ mod tests {
             score: controls.iter().map(|c| c.score).sum(),
             max_score: 16,
             controls,
+            network: None,
+            services: Vec::new(),
         }
     }
 

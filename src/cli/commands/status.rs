@@ -55,6 +55,17 @@ fn render(r: &StatusResult) -> String {
             let _ = writeln!(s, "container unknown (no engine)");
         }
     }
+    for x in &r.services {
+        let c = &x.container;
+        let _ = writeln!(
+            s,
+            "service {} container {} {} ({})",
+            x.service,
+            &c.id[..c.id.len().min(12)],
+            c.state,
+            c.image
+        );
+    }
     for x in &r.sessions {
         let _ = writeln!(
             s,

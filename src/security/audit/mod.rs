@@ -110,5 +110,7 @@ pub fn audit(facts: &ContainerFacts, ctx: &AuditContext) -> AuditReport {
         score: controls.iter().map(|c| c.score).sum(),
         max_score: MAX_SCORE,
         controls,
+        network: None,
+        services: Vec::new(),
     }
 }

@@ -133,6 +133,14 @@ pub struct AuditReport {
     pub max_score: u8,
     /// The eight controls in the blueprint's order.
     pub controls: Vec<ControlScore>,
+    /// For a Compose workspace: what its services share and can reach on the network; absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// For a Compose workspace: the audit of each other container of the project (the
+    /// sidecars); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<AuditReport>,
 }
 
 impl AuditReport {
