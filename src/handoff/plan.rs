@@ -270,6 +270,9 @@ pub(crate) struct Prepared {
     pub(super) warnings: Vec<String>,
 }
 
+/// The plan's `image` for a Compose configuration: `compose service <name>`.
+const COMPOSE_PLAN_PREFIX: &str = "compose service ";
+
 /// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
 /// The engine, when reachable, is asked whether the container exists and for the image's
 /// metadata; the permission requests are judged as the handoff judges them
@@ -278,7 +281,8 @@ pub(crate) struct Prepared {
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
 /// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
 /// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
-/// something not granted, exactly as the handoff would refuse it.
+/// something not granted, exactly as the handoff would refuse it; [`HandoffError::Unsupported`]
+/// for a Compose configuration (not previewed yet, spec-note 0606).
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let runtime = opts.runtime.unwrap_or_default();
     let engine = match runtime {
@@ -289,6 +293,20 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let prepared = prepare(opts, dyn_engine, runtime).await?;
     if runtime == AgentRuntime::Host || prepared.plan.config_file.is_none() {
         return Ok(prepared.plan);
+    }
+    // The plan never shows a container to create that the handoff would not create: it does
+    // not yet judge a Compose project's services, so it says so rather than claim a plan.
+    if prepared.plan.image.starts_with(COMPOSE_PLAN_PREFIX) {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: `handoff --plan` does not preview a Docker Compose configuration yet",
+                prepared.plan.config_file.as_deref().unwrap_or(Path::new("")).display()
+            ),
+            hint: Some(
+                "`devcell handoff --network default` judges every service before anything is created (spec-note 0606)"
+                    .into(),
+            ),
+        });
     }
     let socket = engine
         .as_ref()
@@ -763,21 +781,11 @@ pub(crate) async fn planned_container(
     confine: Option<crate::security::Grants>,
 ) -> Result<(String, Vec<String>, PlannedContainer)> {
     let loaded = crate::ops::target::load_for(target, confine)?;
-    // The plan never shows a container to create that the handoff would not create: it does
-    // not yet judge a Compose project's services, so it says so rather than claim a plan.
-    if loaded.typed.kind() == ConfigKind::Compose {
-        return Err(HandoffError::Unsupported {
-            message: format!(
-                "`{}`: `handoff --plan` does not preview a Docker Compose configuration yet",
-                loaded.config_file.display()
-            ),
-            hint: Some(
-                "`devcell handoff --network default` judges every service before anything is created (spec-note 0606)"
-                    .into(),
-            ),
-        });
+    // A Compose configuration is brought up through Compose (spec-note 0606); no other
+    // kind the steps refuse gets a container in the plan.
+    if loaded.typed.kind() != ConfigKind::Compose {
+        crate::ops::up::supported_kind(&loaded)?;
     }
-    crate::ops::up::supported_kind(&loaded)?;
     let labels = id_labels(target, &loaded);
     let image = match loaded.typed.kind() {
         ConfigKind::Image => loaded.typed.image.clone().unwrap_or_default(),
@@ -788,6 +796,10 @@ pub(crate) async fn planned_container(
                 .dockerfile_path(&loaded.config_file)
                 .unwrap_or_default()
                 .display()
+        ),
+        ConfigKind::Compose => format!(
+            "{COMPOSE_PLAN_PREFIX}{}",
+            loaded.typed.service.clone().unwrap_or_default()
         ),
         _ => String::new(),
     };
