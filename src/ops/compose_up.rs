@@ -24,14 +24,14 @@ use crate::config::model::ConfigKind;
 use crate::config::substitute;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine, Mount, MountKind};
-use crate::lifecycle::{BringUpKind, HookEnv, run_initialize_command};
+use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::attach::{attach, existing_entries};
 use crate::ops::compose::{
     ComposeTarget, compose_target, find_service_container, primary_of_workspace, recorded_files,
 };
 use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
 use crate::ops::error::{HandoffError, Result, lifecycle_error};
-use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
 };
@@ -258,27 +258,9 @@ pub(crate) async fn up_compose(
             message,
         });
     }
-    let kind = match action {
-        ContainerAction::Created => BringUpKind::Created,
-        ContainerAction::Started => BringUpKind::Restarted,
-        ContainerAction::Running => BringUpKind::Running,
-    };
-    let lifecycle = run_hooks(
-        engine,
-        &attached,
-        kind,
-        opts.plan,
-        &opts.remote_env,
-        &opts.secrets,
-        &opts.safe_directories,
-        reporter,
-    )
-    .await
-    .inspect_err(|_| {
-        for w in &warnings {
-            reporter.report(Event::Status(format!("warning: {}", w.message)));
-        }
-    })?;
+    let lifecycle =
+        crate::ops::up::bring_up_hooks(engine, &attached, action, opts, &warnings, reporter)
+            .await?;
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
         substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);

@@ -645,29 +645,7 @@ pub(crate) async fn up_judged(
             message,
         });
     }
-    let kind = match action {
-        ContainerAction::Created => BringUpKind::Created,
-        ContainerAction::Started => BringUpKind::Restarted,
-        ContainerAction::Running => BringUpKind::Running,
-    };
-    let lifecycle = run_hooks(
-        engine,
-        &attached,
-        kind,
-        opts.plan,
-        &opts.remote_env,
-        &opts.secrets,
-        &opts.safe_directories,
-        reporter,
-    )
-    .await
-    .inspect_err(|_| {
-        // A failed hook ends `up` before its warnings are shown with the result: show them
-        // now, as one of them (the remote user cannot write the workspace) is often the cause.
-        for w in &warnings {
-            reporter.report(Event::Status(format!("warning: {}", w.message)));
-        }
-    })?;
+    let lifecycle = bring_up_hooks(engine, &attached, action, opts, &warnings, reporter).await?;
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
@@ -705,6 +683,43 @@ pub(crate) async fn up_judged(
         egress,
         compose_project_name: None,
         loaded,
+    })
+}
+
+/// Runs the lifecycle hooks of a bring-up (`up` of a single container or of a Compose
+/// project) after `action` was done to its container. A failed hook ends `up` before its
+/// warnings are shown with the result: they are shown first, as one of them (the remote user
+/// cannot write the workspace) is often the cause.
+///
+/// Errors: as [`run_hooks`].
+pub(crate) async fn bring_up_hooks(
+    engine: &dyn Engine,
+    attached: &crate::ops::attach::Attached,
+    action: ContainerAction,
+    opts: &UpOptions,
+    warnings: &[Warning],
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let kind = match action {
+        ContainerAction::Created => BringUpKind::Created,
+        ContainerAction::Started => BringUpKind::Restarted,
+        ContainerAction::Running => BringUpKind::Running,
+    };
+    run_hooks(
+        engine,
+        attached,
+        kind,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        &opts.safe_directories,
+        reporter,
+    )
+    .await
+    .inspect_err(|_| {
+        for w in warnings {
+            reporter.report(Event::Status(format!("warning: {}", w.message)));
+        }
     })
 }
 
