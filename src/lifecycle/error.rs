@@ -1,9 +1,7 @@
 //! Errors of the `lifecycle` layer.
 
-use std::fmt;
-
-use super::hook::LifecycleHook;
-use super::runner::{HookFailure, HookRun};
+use super::hook_name::LifecycleHook;
+use super::report::HookFailure;
 
 /// `Result` with [`LifecycleError`].
 pub type Result<T, E = LifecycleError> = std::result::Result<T, E>;
@@ -89,35 +87,6 @@ impl crate::diagnostics::Hint for LifecycleError {
                 "a lifecycle hook is a string (run by `/bin/sh -c`), an array of strings (run without a shell), or an object whose values are either".to_string(),
             ),
             _ => None,
-        }
-    }
-}
-
-impl fmt::Display for HookFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let failed: Vec<&HookRun> = self.failed_runs().collect();
-        let subject = format!(
-            "`{}` from {} (source {})",
-            self.hook, self.origin_label, self.source
-        );
-        match failed.as_slice() {
-            [one] if one.entry.is_none() => {
-                write!(f, "{subject} failed with exit code {}", one.exit_code)
-            }
-            runs => {
-                let list: Vec<String> = runs
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "`{}` (exit code {})",
-                            r.entry.as_deref().unwrap_or("?"),
-                            r.exit_code
-                        )
-                    })
-                    .collect();
-                let noun = if list.len() == 1 { "entry" } else { "entries" };
-                write!(f, "{noun} {} of {subject} failed", list.join(", "))
-            }
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::hook::LifecycleHook;
+use super::hook_name::LifecycleHook;
 
 /// Environment variable carrying the marker folder to the marker scripts (absent = the
 /// default `$HOME/.devcontainer`).

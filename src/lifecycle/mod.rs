@@ -1,11 +1,13 @@
 //! L3: lifecycle hooks (`initializeCommand`, `onCreateCommand` … `postAttachCommand`) in spec
 //! order ([spec: lifecycle](https://containers.dev/implementors/spec/#lifecycle)).
 //!
-//! - [`hook`]: the typed model — [`LifecycleHook`] in spec order and the three command forms
+//! - [`hook_name`]: [`LifecycleHook`], the six hooks in spec order.
+//! - [`hook`]: the typed model — the three command forms
 //!   ([`HookCommand`]: string via `/bin/sh -c`, array without a shell, object run concurrently).
 //! - [`plan`]: which hooks a bring-up runs ([`BringUpKind`], [`PlanOptions`]), split at `waitFor`.
 //! - [`runner`]: runs a plan through a [`HookExecutor`], stopping at the first failing stage, with
 //!   run-once [`marker`]s written only on success.
+//! - [`report`]: what a run did ([`LifecycleReport`]) and the failed stage ([`HookFailure`]).
 //! - [`executor`]: the [`HookExecutor`] boundary; [`HostExecutor`] runs `initializeCommand`.
 //! - [`probe`]: `userEnvProbe`, the user's shell environment for hooks ([`probe_user_env`]).
 //!
@@ -30,21 +32,22 @@
 pub mod error;
 pub mod executor;
 pub mod hook;
+pub mod hook_name;
 pub mod marker;
 pub mod plan;
 pub mod probe;
+pub mod report;
 pub mod runner;
 
 pub use error::{ExecutorError, LifecycleError, Result};
 pub use executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
-pub use hook::{HookCommand, LifecycleHook, SimpleCommand};
+pub use hook::{HookCommand, SimpleCommand};
+pub use hook_name::LifecycleHook;
 pub use marker::MarkerContext;
 pub use plan::{
-    BringUpKind, HookSources, Plan, PlanOptions, RunCondition, SkipReason, SkippedHook,
-    SourcedCommand, Stage, initialize_stage, wait_for,
+    BringUpKind, HookSources, Plan, PlanOptions, RunCondition, SourcedCommand, Stage,
+    initialize_stage, wait_for,
 };
 pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
-pub use runner::{
-    HookContext, HookFailure, HookRun, LifecycleReport, already_ran, run_initialize_command,
-    run_plan, run_stages,
-};
+pub use report::{HookFailure, HookRun, LifecycleReport, SkipReason, SkippedHook};
+pub use runner::{HookContext, already_ran, run_initialize_command, run_plan, run_stages};

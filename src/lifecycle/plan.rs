@@ -6,7 +6,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{LifecycleError, Result};
-use super::hook::{HookCommand, LifecycleHook, describe};
+use super::hook::{HookCommand, describe};
+use super::hook_name::LifecycleHook;
+use super::report::{SkipReason, SkippedHook};
 
 /// One source's command for one hook: a metadata entry (base image, a Feature) or
 /// devcontainer.json.
@@ -259,28 +261,6 @@ pub struct Stage {
     pub commands: Vec<SourcedCommand>,
     /// When it runs.
     pub condition: RunCondition,
-}
-
-/// Why a hook is not in a plan, or was not run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "reason", content = "flag")]
-pub enum SkipReason {
-    /// No source configures it (or only empty values).
-    NotConfigured,
-    /// A flag excludes it (the flag's name, e.g. `--skip-post-attach`).
-    Flag(&'static str),
-    /// Its marker shows it already ran for this container (or this start).
-    AlreadyRan,
-}
-
-/// A hook that is not run, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SkippedHook {
-    /// The hook.
-    pub hook: LifecycleHook,
-    /// Why.
-    #[serde(flatten)]
-    pub reason: SkipReason,
 }
 
 /// The in-container hooks of one bring-up, split at `waitFor`.

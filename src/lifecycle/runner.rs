@@ -9,13 +9,14 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use futures_util::future::join_all;
-use serde::Serialize;
 
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
-use super::hook::{LifecycleHook, SimpleCommand};
+use super::hook::SimpleCommand;
+use super::hook_name::LifecycleHook;
 use super::marker::{self, MarkerContext};
-use super::plan::{Plan, RunCondition, SkipReason, SkippedHook, SourcedCommand, Stage};
+use super::plan::{Plan, RunCondition, SourcedCommand, Stage};
+use super::report::{HookFailure, HookRun, LifecycleReport, SkipReason, SkippedHook};
 use crate::diagnostics::SecretMask;
 use crate::progress::{Event, Reporter};
 
@@ -42,77 +43,6 @@ pub struct HookContext {
     /// earlier devcell can be left running, so the check for those starts no process
     /// (spec-note 0471).
     pub new_container: bool,
-}
-
-/// One command that ran: a source's command, or one entry of an object-form command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HookRun {
-    /// The hook.
-    pub hook: LifecycleHook,
-    /// 0-based index of the source (see [`SourcedCommand::source`]).
-    pub source: usize,
-    /// The source as named in messages (`devcontainer.json`, `Feature '…'`, or its path).
-    pub origin: String,
-    /// The object-form entry name, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub entry: Option<String>,
-    /// One-line summary of the command, secret values masked.
-    pub command: String,
-    /// Exit code (128 + n when killed by signal n).
-    pub exit_code: i64,
-    /// Wall time in milliseconds.
-    pub duration_ms: u64,
-    /// Last [`OUTPUT_TAIL_LINES`] output lines, kept only when the command failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub output_tail: Vec<String>,
-}
-
-/// What ran and what did not, in order; for the result JSON and the hand-off context file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LifecycleReport {
-    /// Commands that ran, in the order they were started (entries of one object-form command
-    /// in document order).
-    pub runs: Vec<HookRun>,
-    /// Hooks not run, with the reason.
-    pub skipped: Vec<SkippedHook>,
-}
-
-impl LifecycleReport {
-    fn extend(&mut self, other: LifecycleReport) {
-        self.runs.extend(other.runs);
-        self.skipped.extend(other.skipped);
-    }
-}
-
-/// A failed stage: the hook and source whose command exited non-zero, and everything that
-/// ran up to and including it. Hooks after it were not run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HookFailure {
-    /// The failing hook.
-    pub hook: LifecycleHook,
-    /// 0-based index of the failing source.
-    pub source: usize,
-    /// The failing source as named in messages.
-    pub origin_label: String,
-    /// All runs so far, including the failed one(s) (whose `output_tail` is filled).
-    pub report: LifecycleReport,
-}
-
-impl HookFailure {
-    /// The failed runs of the failing source (several for an object-form command).
-    pub fn failed_runs(&self) -> impl Iterator<Item = &HookRun> {
-        self.report
-            .runs
-            .iter()
-            .filter(|r| r.hook == self.hook && r.source == self.source && r.exit_code != 0)
-    }
-
-    /// The exit code of the (first) failed run.
-    pub fn exit_code(&self) -> i64 {
-        self.failed_runs().next().map(|r| r.exit_code).unwrap_or(-1)
-    }
 }
 
 /// Runs a whole plan: [`Plan::blocking`] then [`Plan::background`], as the reference CLI's

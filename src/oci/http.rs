@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 
 use super::error::{OciError, Result};
-use super::registry::{install_crypto_provider, is_loopback};
+use super::transport::{install_crypto_provider, is_loopback};
 
 /// Upper bound on a downloaded tarball, in bytes (256 MiB).
 pub const MAX_DOWNLOAD_BYTES: u64 = 256 * 1024 * 1024;

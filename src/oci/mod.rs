@@ -8,6 +8,7 @@
 //! - [`store`]: the content-addressed cache (`blobs/sha256/<hex>`, tag resolutions).
 //! - [`digest`]: `sha256:<hex>` digests.
 //! - [`http`]: plain HTTPS downloads (direct Feature tarballs).
+//! - [`transport`]: the TLS crypto provider and the loopback-only plain HTTP rule.
 //! - [`extract`]: safe extraction of Feature archives.
 
 pub mod auth;
@@ -18,5 +19,6 @@ pub mod http;
 pub mod registry;
 pub mod store;
 pub mod token;
+pub mod transport;
 
 pub use error::{OciError, Result};

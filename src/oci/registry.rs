@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Mutex, Once};
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
@@ -18,6 +18,7 @@ use oci_client::{Client, Reference};
 use super::auth::{Credentials, DockerConfig, default_docker_config_path};
 use super::digest::{sha256_digest, verify};
 use super::error::{OciError, Result};
+use super::transport::{install_crypto_provider, is_loopback};
 
 /// Media types accepted when pulling a manifest: OCI and Docker manifests and indexes.
 pub const MANIFEST_MEDIA_TYPES: &[&str] = &[
@@ -192,24 +193,6 @@ pub fn parse_reference(reference: &str) -> Result<Reference> {
         reference: reference.to_owned(),
         source,
     })
-}
-
-/// Installs rustls' `ring` crypto provider as the process default, once.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-/// Whether `registry` (`host[:port]`) is a loopback address, reached over plain HTTP.
-pub fn is_loopback(registry: &str) -> bool {
-    let host = if let Some(rest) = registry.strip_prefix('[') {
-        rest.split(']').next().unwrap_or(rest)
-    } else {
-        registry.rsplit_once(':').map_or(registry, |(h, _)| h)
-    };
-    host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
 /// (registry, repository, push) of a cached access token.
@@ -755,16 +738,6 @@ mod tests {
         );
         assert_eq!(pick("windows", "amd64", None), None);
         assert_eq!(pick("unknown", "unknown", None), None);
-    }
-
-    #[test]
-    fn loopback_registries_are_detected() {
-        assert!(is_loopback("127.0.0.1:5000"));
-        assert!(is_loopback("localhost:5000"));
-        assert!(is_loopback("localhost"));
-        assert!(is_loopback("[::1]:5000"));
-        assert!(!is_loopback("ghcr.io"));
-        assert!(!is_loopback("localhost.example.com:5000"));
     }
 
     #[test]

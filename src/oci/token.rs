@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::error::{OciError, Result};
-use super::registry::is_loopback;
+use super::transport::is_loopback;
 
 /// The `client_id` devcell sends with the `refresh_token` grant.
 pub const CLIENT_ID: &str = "devcell";

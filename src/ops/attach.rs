@@ -3,16 +3,14 @@
 //! runs with (the user environment probe, `--remote-env`, `remoteEnv`).
 
 use crate::config::{metadata, substitute};
-use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine};
 use crate::lifecycle::{DEFAULT_PROBE_TIMEOUT, probe_user_env};
 use crate::lifecycle::{HookEnv, UserEnvProbe};
-use crate::names::METADATA_LABEL;
 use crate::ops::container::STATE_DIR;
+use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::executor::EngineExecutor;
-use crate::ops::image::substitute_entries;
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::TargetOptions;
 use crate::ops::target::{
@@ -226,27 +224,6 @@ pub(crate) fn report_grants(requests: &[PermissionRequest], reporter: &dyn Repor
         .filter(|r| r.status == security::RequestStatus::Granted)
     {
         reporter.report(Event::Status(format!("granted: {r}")));
-    }
-}
-
-/// The metadata entries of an existing container: its label (phase-1 substituted) plus the
-/// updateable properties of the current devcontainer.json; a container without the label gets
-/// the devcontainer.json entry.
-pub(crate) fn existing_entries(
-    info: &ContainerInfo,
-    loaded: &LoadedConfiguration,
-    env: &HashMap<String, String>,
-    warnings: &mut Vec<Warning>,
-) -> Vec<Value> {
-    match info.labels.get(METADATA_LABEL) {
-        Some(label) => {
-            let (mut entries, warning) = metadata::parse_label(label);
-            warnings.extend(warning);
-            substitute_entries(&mut entries, loaded, env);
-            entries.push(metadata::updateable_entry(&loaded.value));
-            entries
-        }
-        None => vec![metadata::config_entry(&loaded.value)],
     }
 }
 

@@ -25,11 +25,13 @@ use crate::config::substitute;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine, Mount, MountKind};
 use crate::lifecycle::{HookEnv, run_initialize_command};
-use crate::ops::attach::{attach, existing_entries};
+use crate::ops::attach::attach;
+use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
 use crate::ops::compose::{
     ComposeTarget, compose_target, find_service_container, primary_of_workspace, recorded_files,
 };
 use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
+use crate::ops::entries::existing_entries;
 use crate::ops::error::{HandoffError, Result, lifecycle_error};
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir};
 use crate::ops::image::{
@@ -44,7 +46,6 @@ use crate::ops::permissions::{
 use crate::ops::read_configuration::file_uri;
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
-use crate::ops::up::{ContainerAction, UpResult};
 use crate::ops::users::{
     image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside,
     workspace_ownership_warning,
@@ -258,9 +259,7 @@ pub(crate) async fn up_compose(
             message,
         });
     }
-    let lifecycle =
-        crate::ops::up::bring_up_hooks(engine, &attached, action, opts, &warnings, reporter)
-            .await?;
+    let lifecycle = bring_up_hooks(engine, &attached, action, opts, &warnings, reporter).await?;
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
         substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);

@@ -8,68 +8,17 @@ use crate::engine::{Engine, ImageInfo};
 use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::names::METADATA_LABEL;
 use crate::ops::dockerfile::build_request;
+use crate::ops::entries::{FeatureRequestParts, feature_fetcher, has_features, image_entries};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
-use crate::ops::permissions::{
-    FeatureRequestParts, confine_build, confine_grants, security_choice,
-};
+use crate::ops::permissions::{confine_build, confine_grants, security_choice};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-
-/// The Feature fetcher of an `up`: its cache folder and the user's registry settings.
-pub(crate) fn feature_fetcher(opts: &UpOptions) -> Result<crate::features::fetch::Fetcher> {
-    let flags = crate::features::fetch::FetchFlags {
-        cache_dir: opts.cache_dir.clone(),
-        ..Default::default()
-    };
-    Ok(crate::features::fetch::Fetcher::for_operation(
-        &opts.settings.registries,
-        flags,
-    )?)
-}
-
-/// The image's metadata entries: raw (for the label) and phase-1 substituted (for the merge).
-pub(crate) fn image_entries(
-    image: &ImageInfo,
-    loaded: &LoadedConfiguration,
-    env: &HashMap<String, String>,
-    warnings: &mut Vec<Warning>,
-) -> (Vec<Value>, Vec<Value>) {
-    let Some(label) = image.metadata_label() else {
-        return (Vec::new(), Vec::new());
-    };
-    let (raw, warning) = metadata::parse_label(label);
-    warnings.extend(warning);
-    let mut substituted = raw.clone();
-    substitute_entries(&mut substituted, loaded, env);
-    (raw, substituted)
-}
-
-pub(crate) fn substitute_entries(
-    entries: &mut [Value],
-    loaded: &LoadedConfiguration,
-    env: &HashMap<String, String>,
-) {
-    let local = loaded.workspace_folder.to_string_lossy().into_owned();
-    let ctx = substitute::LocalContext {
-        local_workspace_folder: Some(&local),
-        container_workspace_folder: Some(&loaded.workspace.workspace_folder),
-        env,
-        config_file: None,
-    };
-    for entry in entries {
-        // An entry that cannot be substituted (`${localEnv}` without a name) is kept verbatim.
-        let mut copy = entry.clone();
-        if substitute::substitute_local(&mut copy, &ctx).is_ok() {
-            *entry = copy;
-        }
-    }
-}
 
 /// Under `hardened`, every label of the image in the identity namespaces
 /// ([`crate::names::is_identity_label`]) but `devcontainer.metadata` that devcell does not set
@@ -326,14 +275,6 @@ fn label_feature_metadata(feature_metadata: Value, build: &ImageBuildOptions) ->
         object.remove("customizations");
     }
     feature_metadata
-}
-
-/// Whether the configuration lists any Feature.
-pub(crate) fn has_features(config: &Value) -> bool {
-    config
-        .get("features")
-        .and_then(Value::as_object)
-        .is_some_and(|f| !f.is_empty())
 }
 
 /// The lockfile of a resolution, written (or checked) once the container (`build`: the image)

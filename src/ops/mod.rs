@@ -3,14 +3,16 @@
 //! [`outdated`], [`resolve_dependencies`], [`features_publish`]) and devcell's
 //! [`container_audit`], each a short list of named steps over the shared step modules:
 //! [`load`] (the one loading pipeline), [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
-//! metadata, user, folder and remote environment), [`permissions`] and [`preview`] (the
-//! security decision), [`image`] and [`dockerfile`] (the image and its Features), [`users`]
+//! metadata, user, folder and remote environment), [`entries`] (the metadata entries merged
+//! before anything exists), [`permissions`] and [`preview`] (the security decision), [`image`]
+//! and [`dockerfile`] (the image and its Features), [`bring_up`] (what both `up`s share), [`users`]
 //! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
 //! (the create request), plus [`repository`] inspection, [`secrets`], the [`state_folder`],
 //! the JSON [`envelope`] and the one [`error`] type. Library code never prints: results are
 //! values, progress goes to a `progress::Reporter`.
 
 pub mod attach;
+pub mod bring_up;
 pub mod build;
 pub(crate) mod compose;
 pub(crate) mod compose_up;
@@ -19,6 +21,7 @@ pub mod container_audit;
 pub mod dockerfile;
 pub mod down;
 pub mod egress;
+pub mod entries;
 pub mod envelope;
 pub mod error;
 pub mod exec;
@@ -45,6 +48,7 @@ pub mod target;
 pub mod up;
 pub mod users;
 
+pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};
 pub use error::{HandoffError, Result};
@@ -58,7 +62,7 @@ pub use read_configuration::{
 pub use run_user_commands::{RunUserCommandsOptions, run_user_commands};
 pub use secrets::read_secrets_file;
 pub use set_up::{SetUpOptions, SetUpResult, set_up};
-pub use up::{ContainerAction, UpResult, up};
+pub use up::up;
 
 /// Lifecycle types the command line fills in (re-exported so `cli` depends on `ops` only).
 pub use crate::lifecycle::{PlanOptions, UserEnvProbe};

@@ -7,10 +7,12 @@ use crate::config::model::ConfigKind;
 use crate::config::substitute;
 use crate::engine::{BuildRequest, ContainerInfo, Engine, ImageInfo, MountKind};
 use crate::lifecycle::{HookSources, initialize_stage};
-use crate::ops::attach::existing_entries;
 use crate::ops::container::STATE_DIR;
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::build_request;
+use crate::ops::entries::{
+    existing_entries, has_features, preview_feature_entries, substitute_entries,
+};
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::load::LoadedConfiguration;
@@ -21,7 +23,6 @@ use crate::security::{
     self, Grants, Origins, PermissionRequest, ProfileLimits, SecurityProfile, Source, host_path,
 };
 use crate::settings::Settings;
-use indexmap::IndexMap;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -109,58 +110,6 @@ pub(crate) fn host_commands(
         })
         .collect();
     Ok((stage, security::judge(profile, asked, grants)))
-}
-
-/// The inputs of a Features resolution taken from a configuration.
-pub(crate) struct FeatureRequestParts {
-    pub(crate) features: IndexMap<String, Value>,
-    pub(crate) override_order: Vec<String>,
-    pub(crate) config_dir: PathBuf,
-    pub(crate) devcontainer_dir: PathBuf,
-}
-
-impl FeatureRequestParts {
-    pub(crate) fn of(loaded: &LoadedConfiguration) -> FeatureRequestParts {
-        let features: IndexMap<String, Value> = loaded
-            .value
-            .get("features")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        let override_order: Vec<String> = loaded
-            .value
-            .get("overrideFeatureInstallOrder")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let config_dir = loaded
-            .config_file
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        // Local Features live under the `.devcontainer` folder that holds the configuration
-        // (in a multi-repository handoff, the primary repository's, not the workspace root's).
-        let devcontainer_dir = loaded
-            .config_file
-            .ancestors()
-            .take_while(|a| {
-                a.starts_with(&loaded.workspace_folder) && *a != loaded.workspace_folder
-            })
-            .find(|a| a.file_name().is_some_and(|n| n == ".devcontainer"))
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| loaded.workspace_folder.join(".devcontainer"));
-        FeatureRequestParts {
-            features,
-            override_order,
-            config_dir,
-            devcontainer_dir,
-        }
-    }
 }
 
 /// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
@@ -776,12 +725,12 @@ pub(crate) async fn judge_configuration(
 /// `initializeCommand` generates, an unreachable registry) gives no entries here: the Features
 /// are then judged, as always, when the container is created, before it exists.
 async fn early_feature_entries(loaded: &LoadedConfiguration, judged: &UpOptions) -> Vec<Value> {
-    if !crate::ops::image::has_features(&loaded.value) {
+    if !has_features(&loaded.value) {
         return Vec::new();
     }
-    match crate::ops::preview::preview_feature_entries(loaded, judged).await {
+    match preview_feature_entries(loaded, judged).await {
         Ok(mut entries) => {
-            crate::ops::image::substitute_entries(&mut entries, loaded, &judged.target.env);
+            substitute_entries(&mut entries, loaded, &judged.target.env);
             entries
         }
         Err(_) => Vec::new(),

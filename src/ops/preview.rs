@@ -5,17 +5,16 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::config::substitute;
 use crate::engine::{BuildRequest, Engine, ImageInfo};
-use crate::features::lockfile::LockfileMode;
-use crate::ops::attach::existing_entries;
 use crate::ops::dockerfile::build_request;
+use crate::ops::entries::{
+    existing_entries, has_features, image_entries, preview_feature_entries, substitute_entries,
+};
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::image::{feature_fetcher, has_features, image_entries, substitute_entries};
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
-    ContainerJudgement, FeatureRequestParts, check_existing, confine_build, confine_grants,
-    container_requests, early_requests, host_commands, judged_options, security_choice,
+    ContainerJudgement, check_existing, confine_build, confine_grants, container_requests,
+    early_requests, host_commands, judged_options, security_choice,
 };
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
@@ -395,44 +394,3 @@ async fn dockerfile_user(
 
 /// The largest Dockerfile the plan reads (the engine's own context limits are far above).
 const DOCKERFILE_MAX: u64 = 4 << 20;
-
-/// The Features' metadata entries (install order, ids as written), as the image label of a
-/// Features build would hold them: resolved through the Feature cache and registries
-/// (metadata only), honouring the lockfile when present.
-pub(crate) async fn preview_feature_entries(
-    loaded: &LoadedConfiguration,
-    opts: &UpOptions,
-) -> Result<Vec<Value>> {
-    use crate::features::fetch::PlanRequest;
-    let parts = FeatureRequestParts::of(loaded);
-    let lock_at = LockfileAt::of(loaded);
-    let lock_path = lock_at.path.clone();
-    let mode = match opts.lockfile {
-        LockfileMode::Off => LockfileMode::Off,
-        _ => LockfileMode::ReadOnly,
-    };
-    let lock_state = lock_at.read(mode)?;
-    let fetcher = feature_fetcher(opts)?;
-    let plan = fetcher
-        .plan(&PlanRequest {
-            features: &parts.features,
-            override_order: &parts.override_order,
-            config_dir: &parts.config_dir,
-            devcontainer_dir: &parts.devcontainer_dir,
-            lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
-        })
-        .await?;
-    Ok(plan
-        .install
-        .features
-        .iter()
-        .map(|f| {
-            let metadata = plan
-                .resolved
-                .get(&f.reference)
-                .map(|r| r.metadata.clone())
-                .unwrap_or(Value::Null);
-            metadata::feature_entry(&f.key, &metadata)
-        })
-        .collect())
-}

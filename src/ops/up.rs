@@ -21,14 +21,16 @@ use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::ContainerInfo;
 use crate::engine::{DockerEngine, Engine, Mount, MountKind};
-use crate::lifecycle::{BringUpKind, HookEnv, LifecycleReport, run_initialize_command};
-use crate::ops::attach::{attach, existing_entries};
+use crate::lifecycle::{HookEnv, run_initialize_command};
+use crate::ops::attach::attach;
+use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
 use crate::ops::container::{
     STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
 };
+use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::hooks::{bring_up_lock, prepare_state_dir, run_hooks};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
@@ -49,96 +51,8 @@ use crate::ops::users::{
 };
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// What happened to the container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ContainerAction {
-    /// Created and started.
-    Created,
-    /// Found stopped and started again.
-    Started,
-    /// Found running; reused as it is.
-    Running,
-}
-
-/// The result of [`up`].
-#[derive(Debug, Clone)]
-pub struct UpResult {
-    /// The container id.
-    pub container_id: String,
-    /// The user hooks and `exec` run as.
-    pub remote_user: String,
-    /// The workspace folder in the container.
-    pub remote_workspace_folder: String,
-    /// Created, started or reused.
-    pub action: ContainerAction,
-    /// The security profile in effect (`hardened`/`reference`).
-    pub profile: String,
-    /// Every permission request (for a new container) and what was done with it.
-    pub permissions: Vec<PermissionRequest>,
-    /// The host variables the configuration sent into the container, by name, with the
-    /// properties they went into (spec-note 0440).
-    pub host_env: Vec<security::host_env::HostEnvUse>,
-    /// The hooks that ran or were skipped.
-    pub lifecycle: LifecycleReport,
-    /// Non-fatal findings (unmet `hostRequirements`, config warnings).
-    pub warnings: Vec<Warning>,
-    /// The configuration read (`--include-configuration`).
-    pub configuration: Option<Value>,
-    /// The merged configuration (`--include-merged-configuration`).
-    pub merged_configuration: Option<Value>,
-    /// The egress channel (`--network allowlist`): the proxy and what it serves.
-    pub egress: Option<crate::ops::egress::EgressStatus>,
-    /// The Compose project name of a Compose configuration (`composeProjectName`).
-    pub compose_project_name: Option<String>,
-    /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
-    /// its agent with, never loaded a second time (spec-note 0400).
-    pub(crate) loaded: LoadedConfiguration,
-}
-
-impl UpResult {
-    /// The reference CLI's result line, with devcell's additions under `devcell`:
-    /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
-    /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
-    /// "permissions":[…],"lifecycle":{…},"warnings":[…],["egress"]}}` (`egress` only with
-    /// `--network allowlist`; `composeProjectName` only for a Compose configuration).
-    pub fn to_json(&self) -> Value {
-        let mut out = Map::new();
-        out.insert("outcome".into(), json!("success"));
-        out.insert("containerId".into(), json!(self.container_id));
-        out.insert("remoteUser".into(), json!(self.remote_user));
-        out.insert(
-            "remoteWorkspaceFolder".into(),
-            json!(self.remote_workspace_folder),
-        );
-        if let Some(name) = &self.compose_project_name {
-            out.insert("composeProjectName".into(), json!(name));
-        }
-        if let Some(c) = &self.configuration {
-            out.insert("configuration".into(), c.clone());
-        }
-        if let Some(c) = &self.merged_configuration {
-            out.insert("mergedConfiguration".into(), c.clone());
-        }
-        let mut devcell = json!({
-            "profile": self.profile,
-            "container": self.action,
-            "permissions": self.permissions,
-            "hostEnv": self.host_env,
-            "lifecycle": self.lifecycle,
-            "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        });
-        // Only an allowlist container has an egress channel; other results keep their shape.
-        if let Some(egress) = &self.egress {
-            devcell["egress"] = json!(egress);
-        }
-        out.insert("devcell".into(), devcell);
-        Value::Object(out)
-    }
-}
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
 /// every event and error (spec-note 0240).
@@ -686,48 +600,12 @@ pub(crate) async fn up_judged(
     })
 }
 
-/// Runs the lifecycle hooks of a bring-up (`up` of a single container or of a Compose
-/// project) after `action` was done to its container. A failed hook ends `up` before its
-/// warnings are shown with the result: they are shown first, as one of them (the remote user
-/// cannot write the workspace) is often the cause.
-///
-/// Errors: as [`run_hooks`].
-pub(crate) async fn bring_up_hooks(
-    engine: &dyn Engine,
-    attached: &crate::ops::attach::Attached,
-    action: ContainerAction,
-    opts: &UpOptions,
-    warnings: &[Warning],
-    reporter: &dyn Reporter,
-) -> Result<LifecycleReport> {
-    let kind = match action {
-        ContainerAction::Created => BringUpKind::Created,
-        ContainerAction::Started => BringUpKind::Restarted,
-        ContainerAction::Running => BringUpKind::Running,
-    };
-    run_hooks(
-        engine,
-        attached,
-        kind,
-        opts.plan,
-        &opts.remote_env,
-        &opts.secrets,
-        &opts.safe_directories,
-        reporter,
-    )
-    .await
-    .inspect_err(|_| {
-        for w in warnings {
-            reporter.report(Event::Status(format!("warning: {}", w.message)));
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
     use indexmap::IndexMap;
+    use serde_json::json;
 
     use super::*;
     use crate::engine::ImageInfo;

@@ -2,8 +2,8 @@
 
 use crate::diagnostics::Hint;
 
-use super::policy::{PermissionRequest, RequestStatus};
-use super::reuse::BaselineGap;
+use super::baseline::BaselineGap;
+use super::permissions::{Permission, PermissionRequest, RequestStatus};
 
 /// `Result` with [`SecurityError`].
 pub type Result<T, E = SecurityError> = std::result::Result<T, E>;
@@ -140,7 +140,7 @@ fn reuse_summary(requests: &[PermissionRequest], gaps: &[BaselineGap]) -> String
         .filter(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden))
     {
         match &r.permission {
-            super::policy::Permission::Capability(c) => caps.push(format!("`{c}`")),
+            Permission::Capability(c) => caps.push(format!("`{c}`")),
             p if r.status == RequestStatus::Forbidden => parts.push(format!("{p} (never allowed)")),
             p => parts.push(p.to_string()),
         }
@@ -212,7 +212,7 @@ impl Hint for SecurityError {
                 let mut hint = String::new();
                 if requests
                     .iter()
-                    .any(|r| r.permission == super::policy::Permission::Privileged)
+                    .any(|r| r.permission == Permission::Privileged)
                 {
                     hint.push_str(
                         "if you trust the container, its image and this configuration, grant \

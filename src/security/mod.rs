@@ -9,6 +9,7 @@
 //! every service of a Compose configuration, judged on Compose's resolved model.
 
 pub mod audit;
+pub mod baseline;
 pub mod build_network;
 pub mod compose;
 pub mod egress_requests;
@@ -19,6 +20,7 @@ pub mod identity;
 pub mod image_tags;
 pub mod known;
 pub mod origins;
+pub mod permissions;
 pub mod policy;
 pub mod probe;
 pub mod profile;
@@ -26,6 +28,7 @@ pub mod reattach;
 pub mod reuse;
 pub mod volumes;
 
+pub use baseline::BaselineGap;
 pub use egress_requests::egress_requests;
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
@@ -34,4 +37,4 @@ pub use policy::{
     apply, configuration_requests, judge, refusal, refusal_of_all,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
-pub use reuse::{BaselineGap, ExistingContainer, check_reuse};
+pub use reuse::{ExistingContainer, check_reuse};

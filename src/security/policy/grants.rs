@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use super::network::{network_permission, split_publish_grant};
 use super::paths::{is_within, normalize_path};
-use super::permissions::Permission;
 use crate::security::error::{Result, SecurityError};
 use crate::security::known::normalize_cap;
+use crate::security::permissions::Permission;
 
 /// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::engine::{ContainerSpec, passwd};
 
-use super::permissions::Source;
+use crate::security::permissions::Source;
 
 /// Who asked for each part of a [`ContainerSpec`]; anything not listed came from
 /// devcontainer.json. Filled by `up` while merging image metadata, Features and the config.

@@ -15,19 +15,19 @@ mod input;
 mod limits;
 mod network;
 mod paths;
-mod permissions;
 mod requests;
 #[cfg(test)]
 mod tests;
 mod users;
 
+pub use crate::security::baseline::NO_NEW_PRIVILEGES;
 pub use crate::security::known::{ENGINE_SOCKET_NAMES, ENGINE_SOCKET_PATHS, normalize_cap};
+pub use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
 pub use grants::Grants;
 pub use input::{Origins, PolicyInput};
 pub use limits::{DEFAULT_TMPFS_BYTES, HARDENED_TMPFS, HOME_TMPFS_SIZE, bound_tmpfs_options};
 pub use network::{LOOPBACK, is_loopback_address, network_permission, publish_address};
 pub use paths::{is_engine_socket, is_within, normalize_path};
-pub use permissions::{Permission, PermissionRequest, RequestStatus, Source};
 pub use users::is_root_user;
 
 use crate::engine::ContainerSpec;
@@ -49,9 +49,6 @@ pub struct Applied {
     /// Every permission request, with what was done with it.
     pub requests: Vec<PermissionRequest>,
 }
-
-/// The security option `hardened` always sets.
-pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges:true";
 
 /// Applies `profile` to the requested container.
 ///

@@ -1,7 +1,7 @@
 //! Networks and published ports as permissions: which network modes are requests
 //! (spec-note 0430), and the host addresses ports are published on (spec-note 0431).
 
-use super::permissions::Permission;
+use crate::security::permissions::Permission;
 
 /// The permission a network mode asks for (spec-note 0430): `None` for the engine's default
 /// bridge (`bridge`, `default`, empty) and `none`; [`Permission::HostNetwork`] for `host`;

@@ -9,7 +9,7 @@ use crate::security::known::normalize_cap;
 use super::input::{PolicyInput, or_config};
 use super::network::{is_loopback_address, network_permission, publish_address};
 use super::paths::{is_engine_socket, is_within, normalize_path, path_string};
-use super::permissions::{Permission, PermissionRequest, RequestStatus, Source};
+use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
 
 /// Every request the spec makes beyond the hardened baseline, status [`RequestStatus::Refused`]
 /// until decided. Deduplicated by (permission, source), in spec order.

@@ -1,0 +1,139 @@
+//! What every bring-up shares, `up` of a single container ([`crate::ops::up`]) and of a Compose
+//! project ([`crate::ops::compose_up`]): what happened to the container, the result, and the
+//! lifecycle hooks run after it.
+
+use crate::diagnostics::Warning;
+use crate::engine::Engine;
+use crate::lifecycle::{BringUpKind, LifecycleReport};
+use crate::ops::attach::Attached;
+use crate::ops::error::Result;
+use crate::ops::hooks::run_hooks;
+use crate::ops::load::LoadedConfiguration;
+use crate::ops::options::UpOptions;
+use crate::progress::{Event, Reporter};
+use crate::security::{self, PermissionRequest};
+use serde_json::{Map, Value, json};
+
+/// What happened to the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ContainerAction {
+    /// Created and started.
+    Created,
+    /// Found stopped and started again.
+    Started,
+    /// Found running; reused as it is.
+    Running,
+}
+
+/// The result of [`up`].
+#[derive(Debug, Clone)]
+pub struct UpResult {
+    /// The container id.
+    pub container_id: String,
+    /// The user hooks and `exec` run as.
+    pub remote_user: String,
+    /// The workspace folder in the container.
+    pub remote_workspace_folder: String,
+    /// Created, started or reused.
+    pub action: ContainerAction,
+    /// The security profile in effect (`hardened`/`reference`).
+    pub profile: String,
+    /// Every permission request (for a new container) and what was done with it.
+    pub permissions: Vec<PermissionRequest>,
+    /// The host variables the configuration sent into the container, by name, with the
+    /// properties they went into (spec-note 0440).
+    pub host_env: Vec<security::host_env::HostEnvUse>,
+    /// The hooks that ran or were skipped.
+    pub lifecycle: LifecycleReport,
+    /// Non-fatal findings (unmet `hostRequirements`, config warnings).
+    pub warnings: Vec<Warning>,
+    /// The configuration read (`--include-configuration`).
+    pub configuration: Option<Value>,
+    /// The merged configuration (`--include-merged-configuration`).
+    pub merged_configuration: Option<Value>,
+    /// The egress channel (`--network allowlist`): the proxy and what it serves.
+    pub egress: Option<crate::ops::egress::EgressStatus>,
+    /// The Compose project name of a Compose configuration (`composeProjectName`).
+    pub compose_project_name: Option<String>,
+    /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
+    /// its agent with, never loaded a second time (spec-note 0400).
+    pub(crate) loaded: LoadedConfiguration,
+}
+
+impl UpResult {
+    /// The reference CLI's result line, with devcell's additions under `devcell`:
+    /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
+    /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
+    /// "permissions":[…],"lifecycle":{…},"warnings":[…],["egress"]}}` (`egress` only with
+    /// `--network allowlist`; `composeProjectName` only for a Compose configuration).
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("outcome".into(), json!("success"));
+        out.insert("containerId".into(), json!(self.container_id));
+        out.insert("remoteUser".into(), json!(self.remote_user));
+        out.insert(
+            "remoteWorkspaceFolder".into(),
+            json!(self.remote_workspace_folder),
+        );
+        if let Some(name) = &self.compose_project_name {
+            out.insert("composeProjectName".into(), json!(name));
+        }
+        if let Some(c) = &self.configuration {
+            out.insert("configuration".into(), c.clone());
+        }
+        if let Some(c) = &self.merged_configuration {
+            out.insert("mergedConfiguration".into(), c.clone());
+        }
+        let mut devcell = json!({
+            "profile": self.profile,
+            "container": self.action,
+            "permissions": self.permissions,
+            "hostEnv": self.host_env,
+            "lifecycle": self.lifecycle,
+            "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        });
+        // Only an allowlist container has an egress channel; other results keep their shape.
+        if let Some(egress) = &self.egress {
+            devcell["egress"] = json!(egress);
+        }
+        out.insert("devcell".into(), devcell);
+        Value::Object(out)
+    }
+}
+/// Runs the lifecycle hooks of a bring-up (`up` of a single container or of a Compose
+/// project) after `action` was done to its container. A failed hook ends `up` before its
+/// warnings are shown with the result: they are shown first, as one of them (the remote user
+/// cannot write the workspace) is often the cause.
+///
+/// Errors: as [`run_hooks`].
+pub(crate) async fn bring_up_hooks(
+    engine: &dyn Engine,
+    attached: &Attached,
+    action: ContainerAction,
+    opts: &UpOptions,
+    warnings: &[Warning],
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let kind = match action {
+        ContainerAction::Created => BringUpKind::Created,
+        ContainerAction::Started => BringUpKind::Restarted,
+        ContainerAction::Running => BringUpKind::Running,
+    };
+    run_hooks(
+        engine,
+        attached,
+        kind,
+        opts.plan,
+        &opts.remote_env,
+        &opts.secrets,
+        &opts.safe_directories,
+        reporter,
+    )
+    .await
+    .inspect_err(|_| {
+        for w in warnings {
+            reporter.report(Event::Status(format!("warning: {}", w.message)));
+        }
+    })
+}
