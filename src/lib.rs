@@ -5,8 +5,9 @@
 //!
 //! # Layers
 //!
-//! Modules are layered; a lower layer never imports a higher one (enforced by
-//! `tests/layering.rs`), and only [`engine`] names `bollard`:
+//! Modules are layered; a lower layer never imports a higher one, the files of one module
+//! import one another in one direction only (both enforced by `tests/layering.rs`), and only
+//! [`engine`] names `bollard`:
 //!
 //! | layer | modules | what | may use |
 //! |---|---|---|---|

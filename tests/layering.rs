@@ -1,5 +1,6 @@
-//! Enforces the layer rule: a module never imports a higher layer, and only `engine` names
-//! `bollard`. Fails with the offending file and line.
+//! Enforces the layer rule: a module never imports a higher layer, only `engine` names
+//! `bollard`, and the files of one module import one another in one direction (no circles).
+//! Fails with the offending file and line.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -217,6 +218,350 @@ fn a_violation_names_its_file_and_line() {
         violations_in("src/engine/x.rs", "engine", text),
         vec!["src/engine/x.rs:4: `engine` must not use `ops`".to_string()]
     );
+}
+
+/// A file's module path below `src`: `ops/up.rs` → `[ops, up]`, `security/policy/mod.rs` →
+/// `[security, policy]`, `lib.rs` and `main.rs` → `[]`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") || path == ["lib"] || path == ["main"] {
+        path.pop();
+    }
+    path
+}
+
+/// The code of `text` as (1-based line, char), line comments removed.
+fn code_chars(text: &str) -> Vec<(usize, char)> {
+    text.lines()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.chars().chain(['\n']).map(move |c| (n + 1, c))
+        })
+        .collect()
+}
+
+/// Every path into our crate that `text` names, resolved to an absolute module path, with its
+/// 1-based line: `crate::a::b`, `super::b` and `self::b` (relative to `module`, the file's
+/// module path, and to the inline `mod x { … }` the path stands in), and each item of a group
+/// (`use super::{a, b::{c, d}}`, over any number of lines).
+fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
+    let code = code_chars(text);
+    let chars: Vec<char> = code.iter().map(|&(_, c)| c).collect();
+    let word_at = |at: usize| -> String {
+        chars[at.min(chars.len())..]
+            .iter()
+            .take_while(|&&c| is_ident(c))
+            .collect()
+    };
+    let starts_word = |at: usize| at == 0 || !(is_ident(chars[at - 1]) || chars[at - 1] == '$');
+    let skip_space = |mut at: usize| {
+        while at < chars.len() && chars[at].is_whitespace() {
+            at += 1;
+        }
+        at
+    };
+    // Inline modules: (start, end, name) of each `mod name { … }` body.
+    let mut inline = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if starts_word(i) && word_at(i) == "mod" {
+            let name_at = skip_space(i + 3);
+            let name = word_at(name_at);
+            let brace = skip_space(name_at + name.len());
+            if !name.is_empty() && chars.get(brace) == Some(&'{') {
+                let mut depth = 0;
+                let mut end = brace;
+                while end < chars.len() {
+                    match chars[end] {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    end += 1;
+                }
+                inline.push((brace, end, name));
+            }
+        }
+        i += 1;
+    }
+    // The items of the use-tree at `at` below `base`: `a::b`, `a::{…}`, `a::*`, `self`.
+    fn tree(
+        chars: &[char],
+        mut at: usize,
+        base: Vec<String>,
+        out: &mut Vec<(usize, Vec<String>)>,
+    ) -> usize {
+        let mut path = base;
+        loop {
+            while at < chars.len() && chars[at].is_whitespace() {
+                at += 1;
+            }
+            if chars.get(at) == Some(&'{') {
+                at += 1;
+                loop {
+                    while at < chars.len() && (chars[at].is_whitespace() || chars[at] == ',') {
+                        at += 1;
+                    }
+                    if at >= chars.len() || chars[at] == '}' {
+                        return at + 1;
+                    }
+                    let next = tree(chars, at, path.clone(), out);
+                    at = next.max(at + 1);
+                }
+            }
+            let word: String = chars[at..].iter().take_while(|&&c| is_ident(c)).collect();
+            if word.is_empty() {
+                out.push((at, path));
+                return at;
+            }
+            let word_start = at;
+            at += word.len();
+            if word != "self" {
+                path.push(word);
+            }
+            if chars.get(at) == Some(&':') && chars.get(at + 1) == Some(&':') {
+                at += 2;
+                continue;
+            }
+            out.push((word_start, path));
+            // Past an `as name` or anything else up to the item's end.
+            while at < chars.len() && !matches!(chars[at], ',' | '}' | ';' | '(' | ')' | '\n') {
+                at += 1;
+            }
+            return at;
+        }
+    }
+    let mut paths = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let first = word_at(i);
+        let prefix = matches!(first.as_str(), "crate" | "super" | "self")
+            && starts_word(i)
+            && (i == 0 || chars[i - 1] != ':')
+            && chars.get(i + first.len()) == Some(&':')
+            && chars.get(i + first.len() + 1) == Some(&':');
+        if !prefix {
+            i += 1;
+            continue;
+        }
+        let mut base: Vec<String> = module.to_vec();
+        base.extend(
+            inline
+                .iter()
+                .filter(|(start, end, _)| *start < i && i < *end)
+                .map(|(_, _, name)| name.clone()),
+        );
+        let mut at = i;
+        loop {
+            match word_at(at).as_str() {
+                "crate" => base.clear(),
+                "super" => {
+                    base.pop();
+                }
+                "self" => {}
+                _ => break,
+            }
+            let next = at + word_at(at).len();
+            if chars.get(next) != Some(&':') || chars.get(next + 1) != Some(&':') {
+                break;
+            }
+            at = next + 2;
+        }
+        let mut found = Vec::new();
+        let end = tree(&chars, at, base, &mut found);
+        paths.extend(
+            found
+                .into_iter()
+                .map(|(at, path)| (code[at.min(code.len() - 1)].0, path)),
+        );
+        i = end.max(i + 1);
+    }
+    paths
+}
+
+/// The import circles between the files of one module: for each folder, its files and
+/// subfolders (a subfolder counts as one, with everything below it) must import one another
+/// in one direction only. `files` holds (label, module path, text); each circle is named with
+/// the file and line of every import in it.
+fn circles(files: &[(String, Vec<String>, String)]) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let modules: BTreeSet<&[String]> = files.iter().map(|(_, m, _)| m.as_slice()).collect();
+    // parent module → from child → to child → where.
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeMap<String, String>>> =
+        BTreeMap::new();
+    for (label, from, text) in files {
+        for (line, path) in crate_paths(text, from) {
+            let Some(to) = (1..=path.len())
+                .rev()
+                .map(|k| &path[..k])
+                .find(|p| modules.contains(p))
+            else {
+                continue;
+            };
+            let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+            if common < from.len() && common < to.len() {
+                edges
+                    .entry(from[..common].to_vec())
+                    .or_default()
+                    .entry(from[common].clone())
+                    .or_default()
+                    .entry(to[common].clone())
+                    .or_insert_with(|| format!("{label}:{line}"));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (parent, graph) in &edges {
+        let mut seen: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+        // Depth-first from every child; a step back onto the current path closes a circle.
+        fn walk(
+            node: &str,
+            graph: &BTreeMap<String, BTreeMap<String, String>>,
+            path: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+            out: &mut Vec<Vec<String>>,
+        ) {
+            path.push(node.to_string());
+            for next in graph.get(node).into_iter().flat_map(|m| m.keys()) {
+                if let Some(at) = path.iter().position(|p| p == next) {
+                    out.push(path[at..].to_vec());
+                } else if !done.contains(next) {
+                    walk(next, graph, path, done, out);
+                }
+            }
+            path.pop();
+            done.insert(node.to_string());
+        }
+        let mut done = BTreeSet::new();
+        let mut cycles = Vec::new();
+        for start in graph.keys() {
+            if !done.contains(start) {
+                walk(start, graph, &mut Vec::new(), &mut done, &mut cycles);
+            }
+        }
+        for cycle in cycles {
+            if !seen.insert(cycle.iter().cloned().collect()) {
+                continue;
+            }
+            let steps: Vec<String> = cycle
+                .iter()
+                .zip(cycle.iter().cycle().skip(1))
+                .map(|(a, b)| format!("{a} → {b} ({})", graph[a][b]))
+                .collect();
+            let folder = if parent.is_empty() {
+                "src".to_string()
+            } else {
+                format!("src/{}", parent.join("/"))
+            };
+            found.push(format!("{folder}: {}", steps.join(", ")));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_files_of_a_module_import_one_another_in_one_direction() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths.sort();
+    let files: Vec<(String, Vec<String>, String)> = paths
+        .iter()
+        .map(|p| {
+            (
+                p.display().to_string(),
+                module_path(&src, p),
+                fs::read_to_string(p).unwrap(),
+            )
+        })
+        .collect();
+    let found = circles(&files);
+    assert!(
+        found.is_empty(),
+        "import circles between the files of one module (move what both sides use into a file \
+         below them):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn paths_resolve_through_super_self_groups_and_inline_modules() {
+    let module = |m: &str| m.split("::").map(str::to_string).collect::<Vec<_>>();
+    let text = "use super::image::{self, PreparedImage};\n\
+                use crate::{\n\
+                    engine::Engine,\n\
+                    ops::{entries::has_features, target as t},\n\
+                };\n\
+                fn f() { super::super::names::x(); self::inner::g(); } // super::ignored\n\
+                mod tests {\n\
+                    use super::*;\n\
+                    use super::super::users::Account;\n\
+                }\n";
+    assert_eq!(
+        crate_paths(text, &module("ops::attach")),
+        vec![
+            (1, module("ops::image")),
+            (1, module("ops::image::PreparedImage")),
+            (3, module("engine::Engine")),
+            (4, module("ops::entries::has_features")),
+            (4, module("ops::target")),
+            (6, module("names::x")),
+            (6, module("ops::attach::inner::g")),
+            (8, module("ops::attach")),
+            (9, module("ops::users::Account")),
+        ]
+    );
+}
+
+#[test]
+fn a_circle_is_named_with_its_files_and_lines() {
+    let file = |label: &str, module: &str, text: &str| {
+        (
+            label.to_string(),
+            module.split("::").map(str::to_string).collect::<Vec<_>>(),
+            text.to_string(),
+        )
+    };
+    let files = vec![
+        file("src/x/a.rs", "x::a", "use super::b::B;\n"),
+        file(
+            "src/x/b.rs",
+            "x::b",
+            "//! b\nuse crate::x::{\n    c::C,\n};\n",
+        ),
+        file("src/x/c/mod.rs", "x::c", "mod d;\n"),
+        file(
+            "src/x/c/d.rs",
+            "x::c::d",
+            "use crate::x::a::A;\nuse super::super::a;\n",
+        ),
+        // Parent and child, and children of another folder, are no circle.
+        file("src/x/mod.rs", "x", "use self::a::A;\n"),
+        file("src/y/mod.rs", "y", "use crate::x::a;\n"),
+        file(
+            "src/y/e.rs",
+            "y::e",
+            "use super::f;\n#[cfg(test)]\nmod tests { use super::*; }\n",
+        ),
+        file("src/y/f.rs", "y::f", "use super::E;\n"),
+    ];
+    assert_eq!(
+        circles(&files),
+        vec![
+            "src/x: a → b (src/x/a.rs:1), b → c (src/x/b.rs:3), c → a (src/x/c/d.rs:1)".to_string()
+        ]
+    );
+    assert!(circles(&files[..2]).is_empty());
 }
 
 /// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,

@@ -500,6 +500,16 @@ pub fn audit_probe(
 mod tests {
     use super::*;
     use crate::security::audit::{Control, Risk};
+    use crate::security::known::ENGINE_SOCKET_PATHS;
+
+    /// The probe looks for the sockets at every known place, so it agrees with the audit
+    /// and the policy on what an engine socket is.
+    #[test]
+    fn the_probe_looks_at_every_known_socket_path() {
+        for p in ENGINE_SOCKET_PATHS {
+            assert!(PROBE_SCRIPT.contains(p), "{p}");
+        }
+    }
 
     const HARDENED: &str = "devcell_probe=1
 workspace=/workspace
