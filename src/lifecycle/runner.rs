@@ -635,6 +635,26 @@ mod tests {
         fn events(&self) -> Vec<String> {
             self.events.lock().unwrap().clone()
         }
+
+        /// Runs the plan of `config` for a `kind` bring-up with the default context.
+        async fn run(&self, config: Value, kind: BringUpKind) -> Result<LifecycleReport> {
+            self.run_in(config, kind, &context()).await
+        }
+
+        /// The events of running the plan of `config`, which succeeds.
+        async fn events_of(&self, config: Value, kind: BringUpKind) -> Vec<String> {
+            self.run(config, kind).await.unwrap();
+            self.events()
+        }
+
+        async fn run_in(
+            &self,
+            config: Value,
+            kind: BringUpKind,
+            ctx: &HookContext,
+        ) -> Result<LifecycleReport> {
+            run_plan(self, &plan(config, kind), ctx, &Lines::default()).await
+        }
     }
 
     impl HookExecutor for Recorder {
@@ -681,6 +701,18 @@ mod tests {
 
     #[derive(Default)]
     struct Lines(Mutex<Vec<Event>>);
+    impl Lines {
+        /// The texts of the reported events `pick` chooses, in order.
+        fn texts(&self, pick: impl Fn(&Event) -> Option<&String>) -> Vec<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(pick)
+                .cloned()
+                .collect()
+        }
+    }
     impl Reporter for Lines {
         fn report(&self, event: Event) {
             self.0.lock().unwrap().push(event);
@@ -725,14 +757,10 @@ mod tests {
     #[tokio::test]
     async fn stages_and_sources_run_in_order_each_finishing_before_the_next() {
         let recorder = Recorder::default();
-        let report = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Created),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run(all_hooks(), BringUpKind::Created)
+            .await
+            .unwrap();
         assert_eq!(
             recorder.events(),
             vec![
@@ -866,16 +894,10 @@ mod tests {
         );
         assert_eq!(report.runs[0].entry.as_deref(), Some("a"));
         assert_eq!(report.runs[1].entry.as_deref(), Some("b"));
-        let outputs: Vec<String> = lines
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::Output(l) => Some(l.clone()),
-                Event::Status(_) => None,
-            })
-            .collect();
+        let outputs = lines.texts(|e| match e {
+            Event::Output(l) => Some(l),
+            Event::Status(_) => None,
+        });
         assert_eq!(
             outputs,
             vec!["[a] out task-a", "[b] out task-b", "out after"]
@@ -968,18 +990,10 @@ mod tests {
         assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
             Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
         // The reference CLI's log line, exactly (spec-note 0454), for both sources.
-        let statuses: Vec<String> = lines
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::Status(s) if s.starts_with("Running the postCreateCommand") => {
-                    Some(s.clone())
-                }
-                _ => None,
-            })
-            .collect();
+        let statuses = lines.texts(|e| match e {
+            Event::Status(s) if s.starts_with("Running the postCreateCommand") => Some(s),
+            _ => None,
+        });
         assert_eq!(
             statuses,
             [
@@ -998,14 +1012,10 @@ mod tests {
             // postCreate failed last time: no marker. postStart ran for an older start.
             ("postStartCommand".to_string(), "started-0".to_string()),
         ]);
-        let report = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Running),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run(all_hooks(), BringUpKind::Running)
+            .await
+            .unwrap();
         assert_eq!(
             recorder.events(),
             vec![
@@ -1035,16 +1045,8 @@ mod tests {
         );
         // Second re-attach: only postAttach runs.
         recorder.events.lock().unwrap().clear();
-        run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Running),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            recorder.events(),
+            recorder.events_of(all_hooks(), BringUpKind::Running).await,
             vec!["read markers", "start post-attach", "end post-attach"]
         );
     }
@@ -1057,16 +1059,10 @@ mod tests {
             .lock()
             .unwrap()
             .insert("onCreateCommand".into(), "created-1".into());
-        run_plan(
-            &recorder,
-            &plan(json!({"onCreateCommands": ["x"]}), BringUpKind::Created),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            recorder.events(),
+            recorder
+                .events_of(json!({"onCreateCommands": ["x"]}), BringUpKind::Created)
+                .await,
             vec!["start x", "end x", "mark onCreateCommand"]
         );
     }
@@ -1076,14 +1072,10 @@ mod tests {
         let recorder = Recorder::default();
         let mut ctx = context();
         ctx.markers = None;
-        let err = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Created),
-            &ctx,
-            &Lines::default(),
-        )
-        .await
-        .unwrap_err();
+        let err = recorder
+            .run_in(all_hooks(), BringUpKind::Created, &ctx)
+            .await
+            .unwrap_err();
         assert!(matches!(
             err,
             LifecycleError::MarkersUnavailable {
@@ -1092,14 +1084,14 @@ mod tests {
         ));
         assert!(recorder.events().is_empty());
         // postAttach alone needs no markers.
-        let report = run_plan(
-            &recorder,
-            &plan(json!({"postAttachCommands": ["a"]}), BringUpKind::Running),
-            &ctx,
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run_in(
+                json!({"postAttachCommands": ["a"]}),
+                BringUpKind::Running,
+                &ctx,
+            )
+            .await
+            .unwrap();
         assert_eq!(report.runs.len(), 1);
     }
 
