@@ -359,6 +359,34 @@ async fn run_one<E: HookExecutor>(
     })
 }
 
+/// Runs one of devcell's own scripts (`script`, through `/bin/sh -c`) as the hooks' user with
+/// `env`, and returns its exit code and output lines; an executor failure is an error about
+/// `what` the script is.
+async fn run_script<E: HookExecutor>(
+    executor: &E,
+    script: &str,
+    context: &HookContext,
+    env: HookEnv,
+    what: impl FnOnce() -> String,
+) -> Result<(i64, Vec<String>)> {
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(script.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env,
+    };
+    let capture = Capture::default();
+    let code =
+        executor
+            .exec(&request, &capture)
+            .await
+            .map_err(|source| LifecycleError::Executor {
+                what: what(),
+                source,
+            })?;
+    Ok((code, capture.into_lines()))
+}
+
 /// Runs [`marker::REAP_SCRIPT`] as the hooks' user: hook process groups a killed devcell left
 /// behind are stopped (each one a status line). A reap that cannot run is a status line, not
 /// an error: the hooks then run as before.
@@ -370,21 +398,12 @@ async fn reap_left_behind<E: HookExecutor>(
     let Some(markers) = context.markers.as_ref() else {
         return Ok(());
     };
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::REAP_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env: markers.env().into_iter().collect(),
-    };
-    let collected = Capture::default();
-    let code = executor
-        .exec(&request, &collected)
-        .await
-        .map_err(|source| LifecycleError::Executor {
-            what: "the check for hooks left running".to_string(),
-            source,
-        })?;
-    for line in collected.into_lines() {
+    let env = markers.env().into_iter().collect();
+    let (code, lines) = run_script(executor, marker::REAP_SCRIPT, context, env, || {
+        "the check for hooks left running".to_string()
+    })
+    .await?;
+    for line in lines {
         if let Some(id) = line.strip_prefix("stopped ") {
             reporter.report(Event::Status(format!(
                 "stopped `{id}`, left running by an interrupted devcell, before starting the hooks again"
@@ -463,22 +482,11 @@ async fn read_markers<E: HookExecutor>(
     if let Some(read) = read_markers_directly(executor, markers).await {
         return read;
     }
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::READ_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env: markers.env().into_iter().collect(),
-    };
-    let capture = Capture::default();
-    let exit_code =
-        executor
-            .exec(&request, &capture)
-            .await
-            .map_err(|source| LifecycleError::Executor {
-                what: "the lifecycle marker read".to_string(),
-                source,
-            })?;
-    let lines = capture.into_lines();
+    let env = markers.env().into_iter().collect();
+    let (exit_code, lines) = run_script(executor, marker::READ_SCRIPT, context, env, || {
+        "the lifecycle marker read".to_string()
+    })
+    .await?;
     if exit_code != 0 {
         let skip = lines.len().saturating_sub(OUTPUT_TAIL_LINES);
         return Err(LifecycleError::MarkerRead {
@@ -517,23 +525,12 @@ async fn write_marker<E: HookExecutor>(
     );
     env.0
         .insert(marker::MARKER_VALUE_ENV.to_string(), value.to_string());
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::WRITE_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env,
-    };
-    let capture = Capture::default();
-    let exit_code =
-        executor
-            .exec(&request, &capture)
-            .await
-            .map_err(|source| LifecycleError::Executor {
-                what: format!("the `{hook}` marker write"),
-                source,
-            })?;
+    let (exit_code, lines) = run_script(executor, marker::WRITE_SCRIPT, context, env, || {
+        format!("the `{hook}` marker write")
+    })
+    .await?;
     if exit_code != 0 {
-        let detail = capture.into_lines().last().cloned().unwrap_or_default();
+        let detail = lines.last().cloned().unwrap_or_default();
         reporter.report(Event::Status(format!(
             "warning: cannot write the `{hook}` marker (exit code {exit_code}{}{detail}); it will run again next time",
             if detail.is_empty() { "" } else { ": " }
@@ -744,6 +741,14 @@ mod tests {
         Plan::from_merged_configuration(&config, kind, PlanOptions::default()).unwrap()
     }
 
+    /// The events of the hook command `label` running, then of the marker `marked` (if any)
+    /// being written.
+    fn ran(label: &str, marked: Option<&str>) -> Vec<String> {
+        let mut events = vec![format!("start {label}"), format!("end {label}")];
+        events.extend(marked.map(|m| format!("mark {m}")));
+        events
+    }
+
     fn all_hooks() -> Value {
         json!({
             "onCreateCommands": ["on-create feature", ["on-create", "json"]],
@@ -763,24 +768,15 @@ mod tests {
             .unwrap();
         assert_eq!(
             recorder.events(),
-            vec![
-                "start on-create feature",
-                "end on-create feature",
-                "start json",
-                "end json",
-                "mark onCreateCommand",
-                "start update",
-                "end update",
-                "mark updateContentCommand",
-                "start post-create",
-                "end post-create",
-                "mark postCreateCommand",
-                "start post-start",
-                "end post-start",
-                "mark postStartCommand",
-                "start post-attach",
-                "end post-attach",
+            [
+                ran("on-create feature", None),
+                ran("json", Some("onCreateCommand")),
+                ran("update", Some("updateContentCommand")),
+                ran("post-create", Some("postCreateCommand")),
+                ran("post-start", Some("postStartCommand")),
+                ran("post-attach", None),
             ]
+            .concat()
         );
         let hooks: Vec<(LifecycleHook, usize)> =
             report.runs.iter().map(|r| (r.hook, r.source)).collect();
@@ -1018,17 +1014,13 @@ mod tests {
             .unwrap();
         assert_eq!(
             recorder.events(),
-            vec![
-                "read markers",
-                "start post-create",
-                "end post-create",
-                "mark postCreateCommand",
-                "start post-start",
-                "end post-start",
-                "mark postStartCommand",
-                "start post-attach",
-                "end post-attach",
+            [
+                vec!["read markers".to_string()],
+                ran("post-create", Some("postCreateCommand")),
+                ran("post-start", Some("postStartCommand")),
+                ran("post-attach", None),
             ]
+            .concat()
         );
         assert_eq!(
             report.skipped,
