@@ -14,6 +14,7 @@
 use serde_json::{Map, Value};
 
 use crate::diagnostics::Warning;
+use crate::formats::json;
 use crate::names::METADATA_LABEL;
 
 /// The five container lifecycle hooks, in spec order (never `initializeCommand`).
@@ -119,7 +120,7 @@ pub fn parse_label(label: &str) -> (Vec<Value>, Option<Warning>) {
             Vec::new(),
             warning(format!(
                 "`{METADATA_LABEL}` label ignored: expected a JSON array or object, found {}",
-                json_type(&other)
+                json::kind(&other)
             )),
         ),
         Err(error) => (
@@ -194,6 +195,42 @@ pub fn merge(entries: &[Value]) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// The users a merged configuration (or a [`merge`] of metadata entries) names: the spec's
+/// `containerUser` and `remoteUser`, an empty string read as unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfiguredUsers {
+    /// `containerUser`: the user the container's processes run as.
+    pub container_user: Option<String>,
+    /// `remoteUser`: the user tools and hooks run as.
+    pub remote_user: Option<String>,
+}
+
+impl ConfiguredUsers {
+    /// The users of `merged` (a JSON object; any other value names none).
+    pub fn of(merged: &Value) -> ConfiguredUsers {
+        let user = |key: &str| {
+            merged
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        ConfiguredUsers {
+            container_user: user("containerUser"),
+            remote_user: user("remoteUser"),
+        }
+    }
+
+    /// The user tools and hooks run as when the configuration says: `remoteUser`, which
+    /// defaults to `containerUser` (spec: "remoteUser … defaults to the user the container
+    /// as a whole is running as").
+    pub fn remote(&self) -> Option<&str> {
+        self.remote_user
+            .as_deref()
+            .or(self.container_user.as_deref())
+    }
 }
 
 /// The reference CLI's `mergedConfiguration`: `config` without its lifecycle hooks,
@@ -320,17 +357,6 @@ fn pick(id: Option<&str>, source: &Value, keys: &[&str]) -> Value {
 
 fn is_empty_entry(entry: &Value) -> bool {
     matches!(entry, Value::Object(map) if map.is_empty())
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// JavaScript truthiness, which the reference's merge uses to skip absent/empty values.
@@ -1107,5 +1133,25 @@ mod tests {
             ]
         );
         assert!(hook_commands(&entries, "onCreateCommand").is_empty());
+    }
+
+    #[test]
+    fn configured_users_default_remote_to_container_and_ignore_empty_strings() {
+        let cases = [
+            (
+                json!({"remoteUser": "dev", "containerUser": "app"}),
+                Some("dev"),
+            ),
+            (
+                json!({"remoteUser": "", "containerUser": "app"}),
+                Some("app"),
+            ),
+            (json!({"containerUser": "app"}), Some("app")),
+            (json!({"remoteUser": 1, "containerUser": ""}), None),
+            (json!(null), None),
+        ];
+        for (merged, want) in cases {
+            assert_eq!(ConfiguredUsers::of(&merged).remote(), want, "{merged}");
+        }
     }
 }

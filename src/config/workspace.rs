@@ -355,8 +355,9 @@ pub fn resolve_path(path: &Path) -> PathBuf {
 }
 
 /// Resolves `.` and `..` without touching the file system (like Node's `path.resolve`);
-/// `..` above the root stays at the root.
-fn normalize_lexically(path: &Path) -> PathBuf {
+/// `..` above the root stays at the root, a relative path keeps its leading `..`. A trailing
+/// `/` is dropped.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {

@@ -126,6 +126,21 @@ struct Start {
 }
 
 impl Start {
+    /// The start of an exchange with `authority` (its port, or `default_port`), and the
+    /// host it names.
+    fn for_authority(
+        authority: &hyper::http::uri::Authority,
+        default_port: u16,
+        via: Via,
+    ) -> (Start, Option<Host>) {
+        let host = Host::parse(authority.host());
+        let destination = host
+            .as_ref()
+            .map_or_else(|| authority.host().to_string(), Host::to_string);
+        let port = authority.port_u16().unwrap_or(default_port);
+        (Start::new(destination, port, via), host)
+    }
+
     fn new(destination: String, port: u16, via: Via) -> Start {
         Start {
             time: Utc::now(),
@@ -180,6 +195,39 @@ impl Inner {
         }
     }
 
+    /// Decides `host:port` against `rules` and connects to one of the allowed addresses.
+    async fn open(
+        &self,
+        rules: &Allowlist,
+        host: &str,
+        port: u16,
+    ) -> Result<(Allowed, TcpStream, SocketAddr), Refusal> {
+        let allowed = rules.decide(host, port, self.resolver.as_ref()).await?;
+        let (tcp, address) = connect_any(&allowed.addrs).await?;
+        Ok((allowed, tcp, address))
+    }
+
+    /// Records `decision` with the bytes counted both ways once `conn` ends: when the
+    /// response has been read (`Connection: close`) or the client went away, the exchange is
+    /// complete and its bytes are known.
+    fn record_when_done<C>(
+        self: Arc<Self>,
+        conn: C,
+        mut decision: Decision,
+        start: Start,
+        (sent, received): (Arc<AtomicU64>, Arc<AtomicU64>),
+    ) where
+        C: std::future::Future + Send + 'static,
+    {
+        tokio::spawn(async move {
+            let _ = conn.await;
+            decision.bytes_sent = sent.load(Ordering::Relaxed);
+            decision.bytes_received = received.load(Ordering::Relaxed);
+            decision.duration_ms = elapsed_ms(&start);
+            self.record(decision);
+        });
+    }
+
     fn refuse(&self, start: &Start, refusal: Refusal) -> Response<Body> {
         self.record(start.decision(Err(&refusal), None));
         let status = match refusal {
@@ -206,14 +254,8 @@ impl Inner {
                 Refusal::BadRequest("CONNECT needs `host:port`".to_string()),
             );
         };
-        let port = authority.port_u16().unwrap_or(443);
-        let host = Host::parse(authority.host());
-        let start = Start::new(
-            host.as_ref()
-                .map_or_else(|| authority.host().to_string(), Host::to_string),
-            port,
-            Via::Connect,
-        );
+        let (start, host) = Start::for_authority(&authority, 443, Via::Connect);
+        let port = start.port;
         let allowed = match self
             .allowlist
             .decide(authority.host(), port, self.resolver.as_ref())
@@ -311,14 +353,8 @@ impl Inner {
             };
             return self.refuse(&start, Refusal::BadRequest(why.to_string()));
         };
-        let port = authority.port_u16().unwrap_or(80);
-        let host = Host::parse(authority.host());
-        let start = Start::new(
-            host.as_ref()
-                .map_or_else(|| authority.host().to_string(), Host::to_string),
-            port,
-            Via::Http,
-        );
+        let (start, host) = Start::for_authority(&authority, 80, Via::Http);
+        let port = start.port;
         if let Some(value) = req.headers().get(header::HOST) {
             let same = value
                 .to_str()
@@ -337,18 +373,11 @@ impl Inner {
                 );
             }
         }
-        let allowed = match self
-            .allowlist
-            .decide(authority.host(), port, self.resolver.as_ref())
-            .await
-        {
-            Ok(a) => a,
-            Err(r) => return self.refuse(&start, r),
-        };
-        let (upstream, address) = match connect_any(&allowed.addrs).await {
-            Ok(ok) => ok,
-            Err(r) => return self.refuse(&start, r),
-        };
+        let (allowed, upstream, address) =
+            match self.open(&self.allowlist, authority.host(), port).await {
+                Ok(ok) => ok,
+                Err(r) => return self.refuse(&start, r),
+            };
         let counted = Counted::new(upstream);
         let (sent, received) = (Arc::clone(&counted.written), Arc::clone(&counted.read));
         let (mut sender, conn) =
@@ -357,17 +386,7 @@ impl Inner {
                 Err(e) => return self.refuse(&start, Refusal::UpstreamFailed(e.to_string())),
             };
         let decision = start.decision(Ok(&allowed), Some(address));
-        let inner = Arc::clone(&self);
-        tokio::spawn(async move {
-            // The connection ends when the response has been read (`Connection: close`) or
-            // the client went away: then the exchange is complete and its bytes are known.
-            let _ = conn.await;
-            let mut decision = decision;
-            decision.bytes_sent = sent.load(Ordering::Relaxed);
-            decision.bytes_received = received.load(Ordering::Relaxed);
-            decision.duration_ms = elapsed_ms(&start);
-            inner.record(decision);
-        });
+        Arc::clone(&self).record_when_done(conn, decision, start, (sent, received));
         let origin_form = uri
             .path_and_query()
             .map_or("/", |p| p.as_str())
@@ -377,17 +396,7 @@ impl Inner {
         drop_hop_by_hop(req.headers_mut());
         req.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        match sender.send_request(req).await {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                drop_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, body.boxed())
-            }
-            Err(e) => text(
-                StatusCode::BAD_GATEWAY,
-                format!("devcell egress: the destination failed: {e}\n"),
-            ),
-        }
+        relay(sender.send_request(req).await, "the destination")
     }
 }
 
@@ -408,15 +417,7 @@ impl Inner {
             );
         };
         let start = Start::new(up.host.clone(), up.port, Via::Upstream);
-        let allowed = match up
-            .destination
-            .decide(&up.host, up.port, self.resolver.as_ref())
-            .await
-        {
-            Ok(a) => a,
-            Err(r) => return self.refuse(&start, r),
-        };
-        let (tcp, address) = match connect_any(&allowed.addrs).await {
+        let (allowed, tcp, address) = match self.open(&up.destination, &up.host, up.port).await {
             Ok(ok) => ok,
             Err(r) => return self.refuse(&start, r),
         };
@@ -445,15 +446,7 @@ impl Inner {
             };
         let mut decision = start.decision(Ok(&allowed), Some(address));
         decision.detail = format!("upstream `{}`", up.id);
-        let inner = Arc::clone(&self);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            let mut decision = decision;
-            decision.bytes_sent = sent.load(Ordering::Relaxed);
-            decision.bytes_received = received.load(Ordering::Relaxed);
-            decision.duration_ms = elapsed_ms(&start);
-            inner.record(decision);
-        });
+        Arc::clone(&self).record_when_done(conn, decision, start, (sent, received));
         let target = format!(
             "{}{}{}",
             up.base_path,
@@ -472,17 +465,26 @@ impl Inner {
             Err(_) => Uri::from_static("/"),
         };
         set_upstream_headers(req.headers_mut(), &up);
-        match sender.send_request(req).await {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                drop_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, body.boxed())
-            }
-            Err(e) => text(
-                StatusCode::BAD_GATEWAY,
-                format!("devcell egress: upstream `{}` failed: {e}\n", up.id),
-            ),
+        relay(
+            sender.send_request(req).await,
+            &format!("upstream `{}`", up.id),
+        )
+    }
+}
+
+/// The response of `what` (a destination, an upstream) with its hop-by-hop headers dropped,
+/// or `502 Bad Gateway` saying that `what` failed.
+fn relay(response: hyper::Result<Response<Incoming>>, what: &str) -> Response<Body> {
+    match response {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            drop_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, body.boxed())
         }
+        Err(e) => text(
+            StatusCode::BAD_GATEWAY,
+            format!("devcell egress: {what} failed: {e}\n"),
+        ),
     }
 }
 
@@ -707,6 +709,24 @@ mod tests {
 
     type Seen = Arc<Mutex<Vec<(String, HeaderMap)>>>;
 
+    /// Serves HTTP/1 on `io`, recording each request's URI and headers in `record` and
+    /// answering every request with `body`.
+    async fn serve_recording<I>(io: I, record: Seen, body: &'static [u8])
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = service_fn(move |req: Request<Incoming>| {
+            record
+                .lock()
+                .unwrap()
+                .push((req.uri().to_string(), req.headers().clone()));
+            async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(body)))) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(io), service)
+            .await;
+    }
+
     /// An HTTP server on 127.0.0.1 recording each request's URI and headers.
     async fn http_upstream() -> (u16, Seen) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -716,23 +736,11 @@ mod tests {
         tokio::spawn(async move {
             loop {
                 let (s, _) = listener.accept().await.unwrap();
-                let record = Arc::clone(&record);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: Request<Incoming>| {
-                        record
-                            .lock()
-                            .unwrap()
-                            .push((req.uri().to_string(), req.headers().clone()));
-                        async {
-                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
-                                b"hello from upstream",
-                            ))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(s), service)
-                        .await;
-                });
+                tokio::spawn(serve_recording(
+                    s,
+                    Arc::clone(&record),
+                    b"hello from upstream",
+                ));
             }
         });
         (port, seen)
@@ -1015,20 +1023,7 @@ mod tests {
                     let Ok(tls) = acceptor.accept(s).await else {
                         return;
                     };
-                    let service = service_fn(move |req: Request<Incoming>| {
-                        record
-                            .lock()
-                            .unwrap()
-                            .push((req.uri().to_string(), req.headers().clone()));
-                        async {
-                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
-                                b"data: hello from the model\n\n",
-                            ))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
+                    serve_recording(tls, record, b"data: hello from the model\n\n").await;
                 });
             }
         });

@@ -1,7 +1,8 @@
 //! L0: text formats that several layers read, written once: the Docker client configuration's
-//! registry credentials ([`docker_config`]), `--mount` strings ([`mount`]) and POSIX shell words
-//! ([`shell`]). Pure, except that [`docker_config`] runs the configured credential helpers.
+//! registry credentials ([`docker_config`]), `--mount` strings ([`mount`]), POSIX shell words
+//! ([`shell`]) and loosely typed JSON values ([`json`]). Pure, except that [`docker_config`] runs the configured credential helpers.
 
 pub mod docker_config;
+pub mod json;
 pub mod mount;
 pub mod shell;

@@ -168,6 +168,20 @@ impl WorkspaceState {
         self.sessions.iter().find(|s| s.id == id)
     }
 
+    /// The session with this id, to change.
+    ///
+    /// # Errors
+    /// [`StateError::NoSuchSession`] when the workspace has none with that id.
+    fn session_mut(&mut self, id: &str) -> Result<&mut Session, StateError> {
+        match self.sessions.iter().position(|s| s.id == id) {
+            Some(i) => Ok(&mut self.sessions[i]),
+            None => Err(StateError::NoSuchSession {
+                workspace: self.workspace.clone(),
+                id: id.to_string(),
+            }),
+        }
+    }
+
     /// The most recent session, if any.
     pub fn last_session(&self) -> Option<&Session> {
         self.sessions.last()
@@ -440,55 +454,62 @@ impl StateFinding {
 
     /// What is wrong, in words.
     pub fn message(&self) -> String {
-        match self {
-            StateFinding::StaleSession { workspace, session } => format!(
-                "handoff session `{}` (agent `{}`) in `{}` never recorded an end: its devcell (pid {}) is gone or its container stopped",
-                session.id,
-                session.agent,
-                workspace.display(),
-                session.pid
-            ),
-            StateFinding::WorkspaceGone {
-                workspace,
-                container_id,
-                ..
-            } => match container_id {
-                Some(id) => format!(
-                    "workspace `{}` no longer exists but its container `{id}` is still recorded",
-                    workspace.display()
-                ),
-                None => format!("workspace `{}` no longer exists", workspace.display()),
-            },
-            StateFinding::Corrupt { path, message } => {
-                format!("handoff state `{}` is corrupt: {message}", path.display())
-            }
-        }
+        self.words().0
     }
 
     /// How to fix it, in words.
     pub fn fix(&self) -> String {
+        self.words().1
+    }
+
+    /// What is wrong and how to fix it, written side by side so each finding's pair stays
+    /// consistent.
+    fn words(&self) -> (String, String) {
         match self {
-            StateFinding::StaleSession { workspace, .. } => format!(
-                "run `devcell status --workspace-folder {}`; the next handoff closes the session as abandoned",
-                workspace.display()
+            StateFinding::StaleSession { workspace, session } => (
+                format!(
+                    "handoff session `{}` (agent `{}`) in `{}` never recorded an end: its devcell (pid {}) is gone or its container stopped",
+                    session.id,
+                    session.agent,
+                    workspace.display(),
+                    session.pid
+                ),
+                format!(
+                    "run `devcell status --workspace-folder {}`; the next handoff closes the session as abandoned",
+                    workspace.display()
+                ),
             ),
             StateFinding::WorkspaceGone {
-                container_id,
+                workspace,
+                container_id: Some(id),
                 state_file,
                 ..
-            } => match container_id {
-                Some(id) => format!(
+            } => (
+                format!(
+                    "workspace `{}` no longer exists but its container `{id}` is still recorded",
+                    workspace.display()
+                ),
+                format!(
                     "remove the orphaned container (`docker rm -f {id}`) and the state file `{}`",
                     state_file.display()
                 ),
-                None => format!("remove the state file `{}`", state_file.display()),
-            },
-            StateFinding::Corrupt { path, .. } => {
+            ),
+            StateFinding::WorkspaceGone {
+                workspace,
+                container_id: None,
+                state_file,
+                ..
+            } => (
+                format!("workspace `{}` no longer exists", workspace.display()),
+                format!("remove the state file `{}`", state_file.display()),
+            ),
+            StateFinding::Corrupt { path, message } => (
+                format!("handoff state `{}` is corrupt: {message}", path.display()),
                 format!(
                     "move `{}` away; devcell starts fresh state without it",
                     path.display()
-                )
-            }
+                ),
+            ),
         }
     }
 }
@@ -974,16 +995,7 @@ impl StateStore {
                 state.image = Some(image.to_string());
             }
             if let Some(id) = session_id {
-                let workspace = state.workspace.clone();
-                let s = state
-                    .sessions
-                    .iter_mut()
-                    .find(|s| s.id == id)
-                    .ok_or_else(|| StateError::NoSuchSession {
-                        workspace,
-                        id: id.to_string(),
-                    })?;
-                s.container_id = Some(container_id.to_string());
+                state.session_mut(id)?.container_id = Some(container_id.to_string());
             }
             Ok(())
         })
@@ -1027,15 +1039,7 @@ impl StateStore {
         egress: Option<crate::ops::egress::EgressSummary>,
     ) -> Result<Session, StateError> {
         self.update(workspace_root, |state| {
-            let workspace = state.workspace.clone();
-            let s = state
-                .sessions
-                .iter_mut()
-                .find(|s| s.id == session_id)
-                .ok_or_else(|| StateError::NoSuchSession {
-                    workspace,
-                    id: session_id.to_string(),
-                })?;
+            let s = state.session_mut(session_id)?;
             let overwritable = matches!(
                 s.outcome,
                 None | Some(SessionOutcome::Replaced { .. }) | Some(SessionOutcome::Abandoned)

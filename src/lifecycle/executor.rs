@@ -95,52 +95,37 @@ pub trait HookExecutor: Send + Sync {
     }
 }
 
+/// What [`HookExecutor::write_file`] returns: `None` when the executor cannot write files
+/// without a process.
+pub type WriteResult = Option<Result<(), ExecutorError>>;
+
 /// What [`HookExecutor::read_files`] returns: file name → content.
 pub type FilesResult = Result<std::collections::BTreeMap<String, Vec<u8>>, ExecutorError>;
 
-impl<T: HookExecutor> HookExecutor for &T {
-    fn exec(
-        &self,
-        request: &ExecRequest,
-        output: &dyn Reporter,
-    ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
-        (**self).exec(request, output)
-    }
-    fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
-        (**self).read_files(folder)
-    }
+/// A reference or a shared pointer to an executor is that executor.
+macro_rules! delegate_hook_executor {
+    ($($pointer:ty),*) => {$(
+        impl<T: HookExecutor> HookExecutor for $pointer {
+            fn exec(
+                &self,
+                request: &ExecRequest,
+                output: &dyn Reporter,
+            ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
+                (**self).exec(request, output)
+            }
 
-    fn write_file(
-        &self,
-        folder: &str,
-        name: &str,
-        content: &[u8],
-    ) -> impl Future<Output = Option<Result<(), ExecutorError>>> + Send {
-        (**self).write_file(folder, name, content)
-    }
+            fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
+                (**self).read_files(folder)
+            }
+
+            fn write_file(&self, folder: &str, name: &str, content: &[u8]) -> impl Future<Output = WriteResult> + Send {
+                (**self).write_file(folder, name, content)
+            }
+        }
+    )*};
 }
 
-impl<T: HookExecutor> HookExecutor for std::sync::Arc<T> {
-    fn exec(
-        &self,
-        request: &ExecRequest,
-        output: &dyn Reporter,
-    ) -> impl Future<Output = Result<i64, ExecutorError>> + Send {
-        (**self).exec(request, output)
-    }
-    fn read_files(&self, folder: &str) -> impl Future<Output = Option<FilesResult>> + Send {
-        (**self).read_files(folder)
-    }
-
-    fn write_file(
-        &self,
-        folder: &str,
-        name: &str,
-        content: &[u8],
-    ) -> impl Future<Output = Option<Result<(), ExecutorError>>> + Send {
-        (**self).write_file(folder, name, content)
-    }
-}
+delegate_hook_executor!(&T, std::sync::Arc<T>);
 
 /// Runs hook commands on the host with `tokio::process` (for `initializeCommand`).
 ///
@@ -326,19 +311,20 @@ mod tests {
 
     #[tokio::test]
     async fn host_executor_refuses_a_user_and_a_missing_directory() {
-        let mut req = request(&["true"]);
-        req.user = Some("root".into());
-        let err = HostExecutor::default()
-            .exec(&req, &Lines::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("`root`"), "{err}");
-        let mut req = request(&["true"]);
-        req.working_dir = Some("/nonexistent/devcell-dir".into());
-        let err = HostExecutor::default()
-            .exec(&req, &Lines::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("does not exist"), "{err}");
+        let as_root = ExecRequest {
+            user: Some("root".into()),
+            ..request(&["true"])
+        };
+        let in_missing_dir = ExecRequest {
+            working_dir: Some("/nonexistent/devcell-dir".into()),
+            ..request(&["true"])
+        };
+        for (req, needle) in [(as_root, "`root`"), (in_missing_dir, "does not exist")] {
+            let err = HostExecutor::default()
+                .exec(&req, &Lines::default())
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
     }
 }

@@ -289,6 +289,34 @@ async fn run_one<E: HookExecutor>(
     })
 }
 
+/// Runs one of devcell's own scripts (`script`, through `/bin/sh -c`) as the hooks' user with
+/// `env`, and returns its exit code and output lines; an executor failure is an error about
+/// `what` the script is.
+async fn run_script<E: HookExecutor>(
+    executor: &E,
+    script: &str,
+    context: &HookContext,
+    env: HookEnv,
+    what: impl FnOnce() -> String,
+) -> Result<(i64, Vec<String>)> {
+    let request = ExecRequest {
+        argv: SimpleCommand::Shell(script.to_string()).argv(),
+        user: context.user.clone(),
+        working_dir: None,
+        env,
+    };
+    let capture = Capture::default();
+    let code =
+        executor
+            .exec(&request, &capture)
+            .await
+            .map_err(|source| LifecycleError::Executor {
+                what: what(),
+                source,
+            })?;
+    Ok((code, capture.into_lines()))
+}
+
 /// Runs [`marker::REAP_SCRIPT`] as the hooks' user: hook process groups a killed devcell left
 /// behind are stopped (each one a status line). A reap that cannot run is a status line, not
 /// an error: the hooks then run as before.
@@ -300,21 +328,12 @@ async fn reap_left_behind<E: HookExecutor>(
     let Some(markers) = context.markers.as_ref() else {
         return Ok(());
     };
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::REAP_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env: markers.env().into_iter().collect(),
-    };
-    let collected = Capture::default();
-    let code = executor
-        .exec(&request, &collected)
-        .await
-        .map_err(|source| LifecycleError::Executor {
-            what: "the check for hooks left running".to_string(),
-            source,
-        })?;
-    for line in collected.into_lines() {
+    let env = markers.env().into_iter().collect();
+    let (code, lines) = run_script(executor, marker::REAP_SCRIPT, context, env, || {
+        "the check for hooks left running".to_string()
+    })
+    .await?;
+    for line in lines {
         if let Some(id) = line.strip_prefix("stopped ") {
             reporter.report(Event::Status(format!(
                 "stopped `{id}`, left running by an interrupted devcell, before starting the hooks again"
@@ -393,22 +412,11 @@ async fn read_markers<E: HookExecutor>(
     if let Some(read) = read_markers_directly(executor, markers).await {
         return read;
     }
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::READ_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env: markers.env().into_iter().collect(),
-    };
-    let capture = Capture::default();
-    let exit_code =
-        executor
-            .exec(&request, &capture)
-            .await
-            .map_err(|source| LifecycleError::Executor {
-                what: "the lifecycle marker read".to_string(),
-                source,
-            })?;
-    let lines = capture.into_lines();
+    let env = markers.env().into_iter().collect();
+    let (exit_code, lines) = run_script(executor, marker::READ_SCRIPT, context, env, || {
+        "the lifecycle marker read".to_string()
+    })
+    .await?;
     if exit_code != 0 {
         let skip = lines.len().saturating_sub(OUTPUT_TAIL_LINES);
         return Err(LifecycleError::MarkerRead {
@@ -447,23 +455,12 @@ async fn write_marker<E: HookExecutor>(
     );
     env.0
         .insert(marker::MARKER_VALUE_ENV.to_string(), value.to_string());
-    let request = ExecRequest {
-        argv: SimpleCommand::Shell(marker::WRITE_SCRIPT.to_string()).argv(),
-        user: context.user.clone(),
-        working_dir: None,
-        env,
-    };
-    let capture = Capture::default();
-    let exit_code =
-        executor
-            .exec(&request, &capture)
-            .await
-            .map_err(|source| LifecycleError::Executor {
-                what: format!("the `{hook}` marker write"),
-                source,
-            })?;
+    let (exit_code, lines) = run_script(executor, marker::WRITE_SCRIPT, context, env, || {
+        format!("the `{hook}` marker write")
+    })
+    .await?;
     if exit_code != 0 {
-        let detail = capture.into_lines().last().cloned().unwrap_or_default();
+        let detail = lines.last().cloned().unwrap_or_default();
         reporter.report(Event::Status(format!(
             "warning: cannot write the `{hook}` marker (exit code {exit_code}{}{detail}); it will run again next time",
             if detail.is_empty() { "" } else { ": " }
@@ -565,6 +562,26 @@ mod tests {
         fn events(&self) -> Vec<String> {
             self.events.lock().unwrap().clone()
         }
+
+        /// Runs the plan of `config` for a `kind` bring-up with the default context.
+        async fn run(&self, config: Value, kind: BringUpKind) -> Result<LifecycleReport> {
+            self.run_in(config, kind, &context()).await
+        }
+
+        /// The events of running the plan of `config`, which succeeds.
+        async fn events_of(&self, config: Value, kind: BringUpKind) -> Vec<String> {
+            self.run(config, kind).await.unwrap();
+            self.events()
+        }
+
+        async fn run_in(
+            &self,
+            config: Value,
+            kind: BringUpKind,
+            ctx: &HookContext,
+        ) -> Result<LifecycleReport> {
+            run_plan(self, &plan(config, kind), ctx, &Lines::default()).await
+        }
     }
 
     impl HookExecutor for Recorder {
@@ -611,6 +628,18 @@ mod tests {
 
     #[derive(Default)]
     struct Lines(Mutex<Vec<Event>>);
+    impl Lines {
+        /// The texts of the reported events `pick` chooses, in order.
+        fn texts(&self, pick: impl Fn(&Event) -> Option<&String>) -> Vec<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(pick)
+                .cloned()
+                .collect()
+        }
+    }
     impl Reporter for Lines {
         fn report(&self, event: Event) {
             self.0.lock().unwrap().push(event);
@@ -642,6 +671,14 @@ mod tests {
         Plan::from_merged_configuration(&config, kind, PlanOptions::default()).unwrap()
     }
 
+    /// The events of the hook command `label` running, then of the marker `marked` (if any)
+    /// being written.
+    fn ran(label: &str, marked: Option<&str>) -> Vec<String> {
+        let mut events = vec![format!("start {label}"), format!("end {label}")];
+        events.extend(marked.map(|m| format!("mark {m}")));
+        events
+    }
+
     fn all_hooks() -> Value {
         json!({
             "onCreateCommands": ["on-create feature", ["on-create", "json"]],
@@ -655,34 +692,21 @@ mod tests {
     #[tokio::test]
     async fn stages_and_sources_run_in_order_each_finishing_before_the_next() {
         let recorder = Recorder::default();
-        let report = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Created),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run(all_hooks(), BringUpKind::Created)
+            .await
+            .unwrap();
         assert_eq!(
             recorder.events(),
-            vec![
-                "start on-create feature",
-                "end on-create feature",
-                "start json",
-                "end json",
-                "mark onCreateCommand",
-                "start update",
-                "end update",
-                "mark updateContentCommand",
-                "start post-create",
-                "end post-create",
-                "mark postCreateCommand",
-                "start post-start",
-                "end post-start",
-                "mark postStartCommand",
-                "start post-attach",
-                "end post-attach",
+            [
+                ran("on-create feature", None),
+                ran("json", Some("onCreateCommand")),
+                ran("update", Some("updateContentCommand")),
+                ran("post-create", Some("postCreateCommand")),
+                ran("post-start", Some("postStartCommand")),
+                ran("post-attach", None),
             ]
+            .concat()
         );
         let hooks: Vec<(LifecycleHook, usize)> =
             report.runs.iter().map(|r| (r.hook, r.source)).collect();
@@ -796,16 +820,10 @@ mod tests {
         );
         assert_eq!(report.runs[0].entry.as_deref(), Some("a"));
         assert_eq!(report.runs[1].entry.as_deref(), Some("b"));
-        let outputs: Vec<String> = lines
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::Output(l) => Some(l.clone()),
-                Event::Status(_) => None,
-            })
-            .collect();
+        let outputs = lines.texts(|e| match e {
+            Event::Output(l) => Some(l),
+            Event::Status(_) => None,
+        });
         assert_eq!(
             outputs,
             vec!["[a] out task-a", "[b] out task-b", "out after"]
@@ -898,18 +916,10 @@ mod tests {
         assert!(lines.0.lock().unwrap().iter().any(|e| matches!(e,
             Event::Status(s) if s.ends_with("skipping any further lifecycle hooks"))));
         // The reference CLI's log line, exactly (spec-note 0454), for both sources.
-        let statuses: Vec<String> = lines
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::Status(s) if s.starts_with("Running the postCreateCommand") => {
-                    Some(s.clone())
-                }
-                _ => None,
-            })
-            .collect();
+        let statuses = lines.texts(|e| match e {
+            Event::Status(s) if s.starts_with("Running the postCreateCommand") => Some(s),
+            _ => None,
+        });
         assert_eq!(
             statuses,
             [
@@ -928,27 +938,19 @@ mod tests {
             // postCreate failed last time: no marker. postStart ran for an older start.
             ("postStartCommand".to_string(), "started-0".to_string()),
         ]);
-        let report = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Running),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run(all_hooks(), BringUpKind::Running)
+            .await
+            .unwrap();
         assert_eq!(
             recorder.events(),
-            vec![
-                "read markers",
-                "start post-create",
-                "end post-create",
-                "mark postCreateCommand",
-                "start post-start",
-                "end post-start",
-                "mark postStartCommand",
-                "start post-attach",
-                "end post-attach",
+            [
+                vec!["read markers".to_string()],
+                ran("post-create", Some("postCreateCommand")),
+                ran("post-start", Some("postStartCommand")),
+                ran("post-attach", None),
             ]
+            .concat()
         );
         assert_eq!(
             report.skipped,
@@ -965,16 +967,8 @@ mod tests {
         );
         // Second re-attach: only postAttach runs.
         recorder.events.lock().unwrap().clear();
-        run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Running),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            recorder.events(),
+            recorder.events_of(all_hooks(), BringUpKind::Running).await,
             vec!["read markers", "start post-attach", "end post-attach"]
         );
     }
@@ -987,16 +981,10 @@ mod tests {
             .lock()
             .unwrap()
             .insert("onCreateCommand".into(), "created-1".into());
-        run_plan(
-            &recorder,
-            &plan(json!({"onCreateCommands": ["x"]}), BringUpKind::Created),
-            &context(),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            recorder.events(),
+            recorder
+                .events_of(json!({"onCreateCommands": ["x"]}), BringUpKind::Created)
+                .await,
             vec!["start x", "end x", "mark onCreateCommand"]
         );
     }
@@ -1006,14 +994,10 @@ mod tests {
         let recorder = Recorder::default();
         let mut ctx = context();
         ctx.markers = None;
-        let err = run_plan(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Created),
-            &ctx,
-            &Lines::default(),
-        )
-        .await
-        .unwrap_err();
+        let err = recorder
+            .run_in(all_hooks(), BringUpKind::Created, &ctx)
+            .await
+            .unwrap_err();
         assert!(matches!(
             err,
             LifecycleError::MarkersUnavailable {
@@ -1022,14 +1006,14 @@ mod tests {
         ));
         assert!(recorder.events().is_empty());
         // postAttach alone needs no markers.
-        let report = run_plan(
-            &recorder,
-            &plan(json!({"postAttachCommands": ["a"]}), BringUpKind::Running),
-            &ctx,
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
+        let report = recorder
+            .run_in(
+                json!({"postAttachCommands": ["a"]}),
+                BringUpKind::Running,
+                &ctx,
+            )
+            .await
+            .unwrap();
         assert_eq!(report.runs.len(), 1);
     }
 

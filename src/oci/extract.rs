@@ -524,6 +524,23 @@ mod tests {
             self.raw(tar::EntryType::Regular, name, "", data, 0o644)
         }
 
+        fn dir(self, name: &str) -> Tar {
+            self.raw(tar::EntryType::Directory, name, "", b"", 0o755)
+        }
+
+        fn symlink(self, name: &str, target: &str) -> Tar {
+            self.raw(tar::EntryType::Symlink, name, target, b"", 0o777)
+        }
+
+        fn link(self, name: &str, target: &str) -> Tar {
+            self.raw(tar::EntryType::Link, name, target, b"", 0o644)
+        }
+
+        /// A device node or fifo.
+        fn special(self, kind: tar::EntryType, name: &str) -> Tar {
+            self.raw(kind, name, "", b"", 0o666)
+        }
+
         fn bytes(self) -> Vec<u8> {
             self.0.into_inner().unwrap()
         }
@@ -579,6 +596,13 @@ mod tests {
             assert!(!self.dir.path().parent().unwrap().join("evil").exists());
         }
 
+        /// Each archive is refused with an error containing its needle.
+        fn refuse_each<const N: usize>(&self, cases: [(Tar, &str); N]) {
+            for (tar, needle) in cases {
+                self.refuse(&tar.bytes(), needle);
+            }
+        }
+
         fn refuse(&self, archive: &[u8], needle: &str) {
             self.refuse_with(archive, &ExtractOptions::default(), needle);
         }
@@ -592,7 +616,7 @@ mod tests {
 
     fn feature_tar() -> Tar {
         Tar::new()
-            .raw(tar::EntryType::Directory, "./", "", b"", 0o755)
+            .dir("./")
             .file(
                 "./devcontainer-feature.json",
                 br#"{"id": "x", "version": "1.0.0"}"#,
@@ -604,17 +628,11 @@ mod tests {
                 b"#!/bin/sh\necho hi\n",
                 0o755,
             )
-            .raw(tar::EntryType::Directory, "./lib/", "", b"", 0o755)
+            .dir("./lib/")
             .file("./lib/a.sh", b"a")
-            .raw(tar::EntryType::Symlink, "./lib/b.sh", "a.sh", b"", 0o777)
-            .raw(
-                tar::EntryType::Symlink,
-                "./lib/up.sh",
-                "../install.sh",
-                b"",
-                0o777,
-            )
-            .raw(tar::EntryType::Link, "./copy.sh", "./lib/a.sh", b"", 0o644)
+            .symlink("./lib/b.sh", "a.sh")
+            .symlink("./lib/up.sh", "../install.sh")
+            .link("./copy.sh", "./lib/a.sh")
     }
 
     fn check_feature(dest: &Path) {
@@ -703,54 +721,27 @@ mod tests {
     #[test]
     fn escaping_symlink_refused() {
         // checklist 36
-        let s = Sandbox::new();
-        s.refuse(
-            &Tar::new()
-                .raw(
-                    tar::EntryType::Symlink,
-                    "link",
-                    "../../outside.txt",
-                    b"",
-                    0o777,
-                )
-                .bytes(),
-            "points outside",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(
-                    tar::EntryType::Symlink,
-                    "a/b/link",
-                    "../../../x",
-                    b"",
-                    0o777,
-                )
-                .bytes(),
-            "points outside",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Symlink, "link", "/etc", b"", 0o777)
-                .bytes(),
-            "absolute",
-        );
-        // A symlink inside the root used as a path prefix: refused (it could be re-pointed).
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Symlink, "x", ".", b"", 0o777)
-                .raw(tar::EntryType::Symlink, "x/l", "../evil", b"", 0o777)
-                .bytes(),
-            "passes through the symlink `x`",
-        );
-        // Writing a file through an (inside) symlink: refused.
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Directory, "d/", "", b"", 0o755)
-                .raw(tar::EntryType::Symlink, "l", "d", b"", 0o777)
-                .file("l/f", b"x")
-                .bytes(),
-            "passes through the symlink",
-        );
+        Sandbox::new().refuse_each([
+            (
+                Tar::new().symlink("link", "../../outside.txt"),
+                "points outside",
+            ),
+            (
+                Tar::new().symlink("a/b/link", "../../../x"),
+                "points outside",
+            ),
+            (Tar::new().symlink("link", "/etc"), "absolute"),
+            // A symlink inside the root used as a path prefix: refused (it could be re-pointed).
+            (
+                Tar::new().symlink("x", ".").symlink("x/l", "../evil"),
+                "passes through the symlink `x`",
+            ),
+            // Writing a file through an (inside) symlink: refused.
+            (
+                Tar::new().dir("d/").symlink("l", "d").file("l/f", b"x"),
+                "passes through the symlink",
+            ),
+        ]);
     }
 
     #[test]
@@ -758,56 +749,40 @@ mod tests {
         // checklist 36
         let s = Sandbox::new();
         let abs = s.dir.path().join("outside.txt");
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Link, "h", abs.to_str().unwrap(), b"", 0o644)
-                .bytes(),
-            "hard link target",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Link, "h", "../../outside.txt", b"", 0o644)
-                .bytes(),
-            "hard link target",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Link, "h", "missing", b"", 0o644)
-                .bytes(),
-            "not an earlier regular file",
-        );
-        // A hard link to a symlink that points at an inside file is also refused.
-        s.refuse(
-            &Tar::new()
-                .file("f", b"x")
-                .raw(tar::EntryType::Symlink, "s", "f", b"", 0o777)
-                .raw(tar::EntryType::Link, "h", "s", b"", 0o644)
-                .bytes(),
-            "not an earlier regular file",
-        );
+        s.refuse_each([
+            (
+                Tar::new().link("h", abs.to_str().unwrap()),
+                "hard link target",
+            ),
+            (
+                Tar::new().link("h", "../../outside.txt"),
+                "hard link target",
+            ),
+            (
+                Tar::new().link("h", "missing"),
+                "not an earlier regular file",
+            ),
+            // A hard link to a symlink that points at an inside file is also refused.
+            (
+                Tar::new().file("f", b"x").symlink("s", "f").link("h", "s"),
+                "not an earlier regular file",
+            ),
+        ]);
     }
 
     #[test]
     fn device_and_fifo_refused() {
-        let s = Sandbox::new();
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Char, "null", "", b"", 0o666)
-                .bytes(),
-            "device nodes",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Block, "sda", "", b"", 0o666)
-                .bytes(),
-            "device nodes",
-        );
-        s.refuse(
-            &Tar::new()
-                .raw(tar::EntryType::Fifo, "p", "", b"", 0o666)
-                .bytes(),
-            "fifos",
-        );
+        Sandbox::new().refuse_each([
+            (
+                Tar::new().special(tar::EntryType::Char, "null"),
+                "device nodes",
+            ),
+            (
+                Tar::new().special(tar::EntryType::Block, "sda"),
+                "device nodes",
+            ),
+            (Tar::new().special(tar::EntryType::Fifo, "p"), "fifos"),
+        ]);
     }
 
     #[test]

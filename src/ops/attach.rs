@@ -247,15 +247,9 @@ pub(crate) fn attach(
     let mut merged = metadata::merge_configuration(&loaded.value, &entries);
     substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
     substitute::substitute_container_env(&mut merged, &container_env)?;
-    let text = |key: &str| {
-        merged
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
-    let remote_user = text("remoteUser")
-        .or_else(|| text("containerUser"))
+    let remote_user = metadata::ConfiguredUsers::of(&merged)
+        .remote()
+        .map(str::to_string)
         .or_else(|| Some(container.user.clone()).filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "root".to_string());
     let probe = UserEnvProbe::from_merged_configuration(&merged, default_probe)

@@ -91,17 +91,8 @@ impl FeatureRequestParts {
             .and_then(Value::as_object)
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default();
-        let override_order: Vec<String> = loaded
-            .value
-            .get("overrideFeatureInstallOrder")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let override_order =
+            crate::formats::json::strings(loaded.value.get("overrideFeatureInstallOrder"));
         let config_dir = loaded
             .config_file
             .parent()

@@ -460,13 +460,7 @@ pub(crate) async fn layer_features(
         &[],
         &metadata::config_entry(&loaded.value),
     ));
-    let user = |key: &str| {
-        users
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
+    let users = metadata::ConfiguredUsers::of(&users);
     let input = FeaturesInput {
         base: BaseImage {
             reference: base_image.reference.clone(),
@@ -482,8 +476,8 @@ pub(crate) async fn layer_features(
             })
             .collect(),
         config: label_config(&loaded.raw, &opts.build),
-        container_user: user("containerUser"),
-        remote_user: user("remoteUser"),
+        container_user: users.container_user,
+        remote_user: users.remote_user,
     };
     // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
     let container_env = if opts.build.bake_metadata_label {

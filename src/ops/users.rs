@@ -130,17 +130,10 @@ pub(crate) async fn update_remote_user_uid(
     let Some(target) = target else {
         return Ok(outcome);
     };
-    let text = |key: &str| {
-        merged
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
     let image_user = image.info.user.clone().unwrap_or_default();
-    let remote_user = text("remoteUser")
-        .or_else(|| text("containerUser"))
-        .unwrap_or_else(|| image_user.clone());
+    let remote_user = crate::config::metadata::ConfiguredUsers::of(merged)
+        .remote()
+        .map_or_else(|| image_user.clone(), str::to_string);
     let input = crate::build::UidInput {
         image: image.reference.clone(),
         image_id: image.info.id.clone(),

@@ -31,6 +31,7 @@ use super::policy::{
     judge, network_permission, normalize_cap, publish_address,
 };
 use super::profile::{ProfileLimits, SecurityProfile};
+use crate::formats::json;
 
 /// What [`judge_compose`] found.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,19 +57,13 @@ pub fn judge_compose(
     places: &Places,
     grants: &Grants,
 ) -> Result<ComposeJudgement> {
-    let empty = Map::new();
-    let services = model
-        .get("services")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
     let requests = compose_requests(profile, model, places, grants);
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
     let sidecars = match profile {
         SecurityProfile::Reference => Map::new(),
-        SecurityProfile::Hardened(limits) => services
-            .iter()
+        SecurityProfile::Hardened(limits) => services_of(model)
             .filter(|(name, _)| name.as_str() != primary)
             .map(|(name, service)| (name.clone(), sidecar_additions(service, limits)))
             .collect(),
@@ -85,13 +80,8 @@ pub fn compose_requests(
     places: &Places,
     grants: &Grants,
 ) -> Vec<PermissionRequest> {
-    let empty = Map::new();
-    let services = model
-        .get("services")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
     let mut asked: Vec<(Permission, Source)> = Vec::new();
-    for (name, service) in services {
+    for (name, service) in services_of(model) {
         service_requests(model, name, service, places, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();
@@ -120,17 +110,13 @@ fn service_requests(
         ));
     };
     let str_of = |key: &str| service.get(key).and_then(Value::as_str);
-    let strings = |key: &str| -> Vec<String> {
+    let strings = |key: &str| strings_of(service, key);
+    let items = |key: &str| {
         service
             .get(key)
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
+            .into_iter()
+            .flatten()
     };
 
     if service.get("privileged").and_then(Value::as_bool) == Some(true) {
@@ -211,12 +197,7 @@ fn service_requests(
             );
         }
     }
-    for device in service
-        .get("devices")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for device in items("devices") {
         let host = match device {
             Value::String(s) => s.split(':').next().unwrap_or_default().to_string(),
             other => other
@@ -237,12 +218,7 @@ fn service_requests(
     {
         push(Permission::Device("gpu".to_string()), "deploy.resources");
     }
-    for v in service
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for v in items("volumes") {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
         let source = v.get("source").and_then(Value::as_str);
         match (kind, source) {
@@ -268,12 +244,7 @@ fn service_requests(
     }
     // An env file's contents become the container's environment: a host file outside the
     // workspace read that way is read into the container.
-    for item in service
-        .get("env_file")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for item in items("env_file") {
         let path = item
             .as_str()
             .or_else(|| item.get("path").and_then(Value::as_str));
@@ -318,12 +289,7 @@ fn service_requests(
             }
         }
     }
-    for port in service
-        .get("ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for port in items("ports") {
         let ip = port.get("host_ip").and_then(Value::as_str).unwrap_or("");
         if is_loopback_address(ip) {
             continue;
@@ -425,18 +391,18 @@ fn service_requests(
     }
 }
 
+/// The `services` of a Compose model (none when it has no such map).
+fn services_of(model: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    model
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+}
+
 /// The strings of a list property of `value` (other items skipped).
 fn strings_of(value: &Value, key: &str) -> Vec<String> {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    json::strings(value.get(key))
 }
 
 /// The requests of one top-level `secrets`/`configs` definition: its host `file`, its host
@@ -594,6 +560,19 @@ mod tests {
         }
     }
 
+    /// `m` judged under `hardened` with the grants of `--allow` flags as `refused` lists
+    /// them; it passes.
+    fn judged_with_flags(m: &Value, flags: &[&str]) -> ComposeJudgement {
+        let grants = Grants::parse(
+            &flags
+                .iter()
+                .map(|f| f.trim_start_matches("--allow "))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        judge_compose(&hardened(), m, "app", &places(), &grants).unwrap()
+    }
+
     fn model(services: Value) -> Value {
         json!({"name": "p", "services": services})
     }
@@ -679,14 +658,7 @@ mod tests {
                 .any(|(_, s, _)| s == "Compose service `db` (`pid`)")
         );
         // each granted with its --allow
-        let grants = Grants::parse(
-            &flags
-                .iter()
-                .map(|f| f.trim_start_matches("--allow "))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let j = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap();
+        let j = judged_with_flags(&m, &flags);
         assert_eq!(j.requests.len(), 11);
         assert!(
             j.requests
@@ -738,14 +710,7 @@ mod tests {
             |(f, s, _)| f == "--allow runtime-option:runtime=sysbox-runc"
                 && s == "Compose service `db` (`runtime`)"
         ));
-        let grants = Grants::parse(
-            &flags
-                .iter()
-                .map(|f| f.trim_start_matches("--allow "))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let j = judge_compose(&hardened(), &m, "app", &places(), &grants).unwrap();
+        let j = judged_with_flags(&m, &flags);
         assert_eq!(j.requests.len(), 8);
         assert!(Grants::parse(&["runtime-option:"]).is_err());
     }

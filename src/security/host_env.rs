@@ -101,22 +101,12 @@ pub fn judge(
 ) -> Vec<PermissionRequest> {
     uses.iter()
         .map(|u| {
-            let permission = Permission::HostEnv(u.name.clone());
-            let status = match profile {
-                SecurityProfile::Reference => RequestStatus::AllowedByProfile,
-                SecurityProfile::Hardened(_) if grants.allows(&permission) => {
-                    RequestStatus::Granted
-                }
-                SecurityProfile::Hardened(_) if NON_SECRET_NAMES.contains(&u.name.as_str()) => {
-                    RequestStatus::AllowedByProfile
-                }
-                SecurityProfile::Hardened(_) => RequestStatus::Refused,
-            };
-            PermissionRequest {
-                permission,
-                source: Source::DevcontainerJson,
-                status,
-            }
+            PermissionRequest::from_devcontainer_json(
+                profile,
+                grants,
+                Permission::HostEnv(u.name.clone()),
+                NON_SECRET_NAMES.contains(&u.name.as_str()),
+            )
         })
         .collect()
 }

@@ -27,6 +27,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
+use crate::config::workspace::normalize_lexically;
 use crate::engine::{ContainerSpec, MountKind};
 
 use super::error::{Result, SecurityError};
@@ -707,7 +708,7 @@ impl OutputDir {
     ///
     /// Errors: as [`OutputDir`].
     pub fn open(cwd: &Path, folder: &Path) -> std::result::Result<OutputDir, WriteError> {
-        let absolute = lexical(&cwd.join(folder));
+        let absolute = normalize_lexically(&cwd.join(folder));
         if let Ok(rel) = absolute.strip_prefix(cwd)
             && !rel.as_os_str().is_empty()
         {
@@ -752,21 +753,6 @@ impl OutputDir {
             false,
         )
     }
-}
-
-/// `path` with `.` and `..` applied lexically (no file system access).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 fn write_all(fd: OwnedFd, bytes: &[u8], path: &Path) -> std::result::Result<(), WriteError> {

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::engine::VolumeInfo;
 use crate::names::VOLUME_WORKSPACE_LABEL;
 
-use super::policy::{Grants, Permission, PermissionRequest, RequestStatus, Source};
+use super::policy::{Grants, Permission, PermissionRequest};
 use super::profile::SecurityProfile;
 
 /// What an existing (or missing) named volume is to a workspace.
@@ -83,19 +83,12 @@ pub fn judge(
     names
         .iter()
         .map(|name| {
-            let permission = Permission::Volume(name.clone());
-            let status = match profile {
-                SecurityProfile::Reference => RequestStatus::AllowedByProfile,
-                SecurityProfile::Hardened(_) if grants.allows(&permission) => {
-                    RequestStatus::Granted
-                }
-                SecurityProfile::Hardened(_) => RequestStatus::Refused,
-            };
-            PermissionRequest {
-                permission,
-                source: Source::DevcontainerJson,
-                status,
-            }
+            PermissionRequest::from_devcontainer_json(
+                profile,
+                grants,
+                Permission::Volume(name.clone()),
+                false,
+            )
         })
         .collect()
 }
@@ -103,6 +96,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::policy::RequestStatus;
 
     fn volume(driver: &str, options: &[(&str, &str)], labels: &[(&str, &str)]) -> VolumeInfo {
         let map = |pairs: &[(&str, &str)]| {

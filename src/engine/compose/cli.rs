@@ -225,15 +225,7 @@ impl ComposeCli {
         files: &[PathBuf],
         env_file: Option<&Path>,
     ) -> Result<Value> {
-        let mut args = global_args(project, files, env_file);
-        args.extend(["--profile", "*", "config", "--format", "json"].map(String::from));
-        let out = self
-            .run("config", project.unwrap_or_default(), &args)
-            .await?;
-        serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
-            operation: "config",
-            source,
-        })
+        self.config_json(project, files, env_file, &[]).await
     }
 
     /// The model with env files left unread and nothing interpolated (`config
@@ -247,19 +239,27 @@ impl ComposeCli {
         project: Option<&str>,
         files: &[PathBuf],
     ) -> Result<Value> {
-        let mut args = global_args(project, files, None);
-        args.extend(
-            [
-                "--profile",
-                "*",
-                "config",
-                "--no-env-resolution",
-                "--no-interpolate",
-                "--format",
-                "json",
-            ]
-            .map(String::from),
-        );
+        self.config_json(
+            project,
+            files,
+            None,
+            &["--no-env-resolution", "--no-interpolate"],
+        )
+        .await
+    }
+
+    /// `config` of every profile with `options`, read as JSON.
+    async fn config_json(
+        &self,
+        project: Option<&str>,
+        files: &[PathBuf],
+        env_file: Option<&Path>,
+        options: &[&str],
+    ) -> Result<Value> {
+        let mut args = global_args(project, files, env_file);
+        args.extend(["--profile", "*", "config"].map(String::from));
+        args.extend(options.iter().map(|o| o.to_string()));
+        args.extend(["--format", "json"].map(String::from));
         let out = self
             .run("config", project.unwrap_or_default(), &args)
             .await?;

@@ -2,7 +2,9 @@
 //! (spec-note 0600): the project devcell brings up is the one the reference CLI would, so
 //! each finds the other's containers.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
+
+use crate::config::workspace::normalize_lexically;
 
 /// What [`project_name`] decides from.
 #[derive(Debug, Clone, Copy)]
@@ -42,11 +44,11 @@ pub fn project_name(inputs: &ProjectNameInputs<'_>) -> String {
             return name;
         }
     }
-    let workspace = lexical(inputs.workspace_folder);
+    let workspace = normalize_lexically(inputs.workspace_folder);
     let folder = inputs
         .first_file
         .and_then(Path::parent)
-        .map_or_else(|| workspace.clone(), lexical);
+        .map_or_else(|| workspace.clone(), normalize_lexically);
     if folder == workspace.join(".devcontainer") {
         let base = basename(&workspace);
         return sanitize_project_name(&format!("{base}_devcontainer"));
@@ -77,22 +79,6 @@ fn basename(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// `.` and `..` applied and trailing `/` dropped, without touching the file system (the
-/// reference compares the paths as written).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

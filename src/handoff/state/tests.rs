@@ -14,6 +14,54 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir, StateStore) {
     (state, ws, store)
 }
 
+/// Begins a session of `codex` in `ws` (no `--replace`), which succeeds.
+fn begin(
+    store: &StateStore,
+    ws: &Path,
+    container: Option<&str>,
+    probe: &dyn ContainerProbe,
+) -> SessionStart {
+    store
+        .begin_session(ws, "codex", container, false, probe)
+        .unwrap()
+}
+
+/// Begins a session of `codex` in `ws` for the devcell process `pid`, earlier sessions'
+/// processes judged by `alive`; it succeeds.
+fn begin_with(
+    store: &StateStore,
+    ws: &Path,
+    container: Option<&str>,
+    pid: u32,
+    alive: &dyn Fn(u32, Option<u64>) -> bool,
+) -> SessionStart {
+    store
+        .begin_session_with(ws, "codex", container, false, &running, pid, None, alive)
+        .unwrap()
+}
+
+/// A live container session `id` of agent `a` by process `pid`, recorded nowhere.
+fn session(id: &str, pid: u32) -> Session {
+    Session {
+        id: id.into(),
+        agent: "a".into(),
+        pid,
+        pid_start: None,
+        container_id: None,
+        started_at: String::new(),
+        ended_at: None,
+        outcome: None,
+        log: PathBuf::new(),
+        runtime: AgentRuntime::Container,
+        egress: None,
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
 #[test]
 fn keys_are_stable_and_canonical() {
     let ws = tempfile::tempdir().unwrap();
@@ -27,9 +75,7 @@ fn keys_are_stable_and_canonical() {
 #[test]
 fn a_host_session_has_no_container_and_lives_with_its_devcell() {
     let (_s, ws, store) = setup();
-    let first = store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    let first = begin(&store, ws.path(), None, &running);
     store
         .set_container(ws.path(), Some(&first.session.id), "c0ffee", None)
         .unwrap();
@@ -67,9 +113,7 @@ fn a_host_session_has_no_container_and_lives_with_its_devcell() {
 fn a_session_is_recorded_and_ended() {
     let (_s, ws, store) = setup();
     assert_eq!(store.load(ws.path()).unwrap(), None);
-    let start = store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    let start = begin(&store, ws.path(), None, &running);
     assert!(start.abandoned.is_empty() && start.replaced.is_none());
     assert_eq!(start.session.pid, std::process::id());
     assert_eq!(
@@ -121,9 +165,7 @@ fn a_session_is_recorded_and_ended() {
 #[test]
 fn a_second_handoff_to_a_live_session_is_refused() {
     let (_s, ws, store) = setup();
-    let first = store
-        .begin_session(ws.path(), "codex", Some("c1"), false, &running)
-        .unwrap();
+    let first = begin(&store, ws.path(), Some("c1"), &running);
     let err = store
         .begin_session(ws.path(), "claude", Some("c1"), false, &running)
         .unwrap_err();
@@ -154,18 +196,7 @@ fn a_session_whose_devcell_died_is_stale_and_abandoned() {
     let (_s, ws, store) = setup();
     let dead = |_: u32, _: Option<u64>| false;
     let alive = |_: u32, _: Option<u64>| true;
-    let old = store
-        .begin_session_with(
-            ws.path(),
-            "codex",
-            Some("c1"),
-            false,
-            &running,
-            4_000_000,
-            None,
-            &alive,
-        )
-        .unwrap();
+    let old = begin_with(&store, ws.path(), Some("c1"), 4_000_000, &alive);
     let state = store.load(ws.path()).unwrap().unwrap();
     assert_eq!(
         session_status(&state.sessions[0], &running, &dead),
@@ -175,18 +206,7 @@ fn a_session_whose_devcell_died_is_stale_and_abandoned() {
         session_status(&state.sessions[0], &stopped, &alive),
         SessionStatus::Stale
     );
-    let new = store
-        .begin_session_with(
-            ws.path(),
-            "codex",
-            Some("c1"),
-            false,
-            &running,
-            4_000_001,
-            None,
-            &dead,
-        )
-        .unwrap();
+    let new = begin_with(&store, ws.path(), Some("c1"), 4_000_001, &dead);
     assert_eq!(new.abandoned.len(), 1);
     assert_eq!(new.abandoned[0].id, old.session.id);
     // the old devcell comes back and records the real exit over `abandoned`
@@ -212,9 +232,7 @@ fn a_session_whose_devcell_died_is_stale_and_abandoned() {
 #[test]
 fn a_session_without_container_yet_is_live_while_devcell_runs() {
     let (_s, ws, store) = setup();
-    store
-        .begin_session(ws.path(), "codex", None, false, &stopped)
-        .unwrap();
+    begin(&store, ws.path(), None, &stopped);
     let err = store
         .begin_session(ws.path(), "codex", None, false, &stopped)
         .unwrap_err();
@@ -230,9 +248,7 @@ fn a_recycled_pid_is_not_the_session_process() {
     assert!(process_alive(me, None));
     assert!(!process_alive(me, start.map(|s| s + 1)));
     let (_s, ws, store) = setup();
-    let first = store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    let first = begin(&store, ws.path(), None, &running);
     assert_eq!(first.session.pid_start, start);
     let mut recycled = first.session.clone();
     recycled.pid_start = start.map(|s| s + 1);
@@ -245,17 +261,8 @@ fn a_recycled_pid_is_not_the_session_process() {
 #[test]
 fn only_the_newest_ended_sessions_are_kept() {
     let session = |id: usize, ended: bool| Session {
-        id: id.to_string(),
-        agent: "a".into(),
-        pid: 1,
-        pid_start: None,
-        container_id: None,
-        started_at: String::new(),
-        ended_at: None,
         outcome: ended.then_some(SessionOutcome::Abandoned),
-        log: PathBuf::new(),
-        runtime: AgentRuntime::Container,
-        egress: None,
+        ..session(&id.to_string(), 1)
     };
     // the oldest is unended (e.g. a live one): it survives, the next ended ones go
     let mut sessions: Vec<_> = (0..MAX_SESSIONS + 3).map(|i| session(i, i != 0)).collect();
@@ -275,17 +282,8 @@ fn terminate_signals_only_the_recorded_process() {
         .unwrap();
     let pid = child.id();
     let session = Session {
-        id: "s".into(),
-        agent: "a".into(),
-        pid,
         pid_start: process_start_time(pid),
-        container_id: None,
-        started_at: String::new(),
-        ended_at: None,
-        outcome: None,
-        log: PathBuf::new(),
-        runtime: AgentRuntime::Container,
-        egress: None,
+        ..session("s", pid)
     };
     // a recycled pid (other start time) is left alone
     let mut other = session.clone();
@@ -313,9 +311,7 @@ fn pid_liveness() {
 #[test]
 fn corrupt_state_is_reported_with_a_hint_and_listed_apart() {
     let (_s, ws, store) = setup();
-    store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    begin(&store, ws.path(), None, &running);
     let path = store.state_path(ws.path()).unwrap();
     std::fs::write(&path, "{not json").unwrap();
     let err = store.load(ws.path()).unwrap_err();
@@ -334,30 +330,8 @@ fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
     let (_s, ws, store) = setup();
     let gone = tempfile::tempdir().unwrap();
     let alive = |pid: u32, _: Option<u64>| pid != 1111;
-    store
-        .begin_session_with(
-            ws.path(),
-            "codex",
-            Some("c1"),
-            false,
-            &running,
-            1111,
-            None,
-            &alive,
-        )
-        .unwrap();
-    store
-        .begin_session_with(
-            gone.path(),
-            "codex",
-            None,
-            false,
-            &running,
-            2222,
-            None,
-            &alive,
-        )
-        .unwrap();
+    begin_with(&store, ws.path(), Some("c1"), 1111, &alive);
+    begin_with(&store, gone.path(), None, 2222, &alive);
     store.set_container(gone.path(), None, "c2", None).unwrap();
     let gone_key = workspace_key(gone.path()).unwrap();
     drop(gone);
@@ -396,9 +370,7 @@ fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
 #[test]
 fn session_active_maps_to_the_envelope() {
     let (_s, ws, store) = setup();
-    store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    begin(&store, ws.path(), None, &running);
     let err = store
         .begin_session(ws.path(), "codex", None, false, &running)
         .unwrap_err();
@@ -416,9 +388,7 @@ fn status_pairs_sessions_with_their_status_and_reads_leave_no_file() {
         !store.state_path(ws.path()).unwrap().exists(),
         "a no-op update writes nothing"
     );
-    let first = store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap();
+    let first = begin(&store, ws.path(), None, &running);
     store
         .end_session(
             ws.path(),
@@ -426,9 +396,7 @@ fn status_pairs_sessions_with_their_status_and_reads_leave_no_file() {
             SessionOutcome::Exited { exit_code: 3 },
         )
         .unwrap();
-    store
-        .begin_session(ws.path(), "codex", Some("c9"), false, &running)
-        .unwrap();
+    begin(&store, ws.path(), Some("c9"), &running);
     let (state, statuses) = store.status(ws.path(), &running).unwrap().unwrap();
     assert_eq!(state.sessions.len(), 2);
     assert_eq!(statuses, [SessionStatus::Ended, SessionStatus::Live]);
@@ -447,20 +415,11 @@ fn unknown_sessions_are_errors() {
 
 #[test]
 fn logs_are_private() {
-    use std::os::unix::fs::PermissionsExt as _;
     let (_s, _ws, store) = setup();
     let mut f = store.create_log("s1").unwrap();
     writeln!(f, "hello").unwrap();
-    let mode = std::fs::metadata(store.log_path("s1"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600);
-    let dir_mode = std::fs::metadata(store.root().join("logs"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(dir_mode & 0o777, 0o700);
+    assert_eq!(mode(&store.log_path("s1")), 0o600);
+    assert_eq!(mode(&store.root().join("logs")), 0o700);
 }
 
 #[test]

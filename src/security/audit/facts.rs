@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::heuristics::{is_credential_name, is_digest_pinned, looks_like_token};
+use crate::formats::json;
 use crate::names;
 use crate::security::known::{CAPABILITY_BITS, DOCKER_DEFAULT_CAPS, normalize_cap};
 
@@ -271,30 +272,8 @@ fn first_object(v: &Value) -> &Value {
     }
 }
 
-fn str_list(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn positive(v: Option<&Value>) -> Option<i64> {
     v.and_then(Value::as_i64).filter(|n| *n > 0)
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl ContainerFacts {
@@ -319,7 +298,7 @@ impl ContainerFacts {
         if !obj.is_object() || (obj.get("Config").is_none() && obj.get("HostConfig").is_none()) {
             return Err(AuditError::NotAContainer {
                 expected: "an object with `Config` and `HostConfig`",
-                found: json_type(obj).to_string(),
+                found: json::kind(obj).to_string(),
             });
         }
         let hc = obj.get("HostConfig").cloned().unwrap_or(Value::Null);
@@ -330,7 +309,7 @@ impl ContainerFacts {
                 .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
                 .collect::<BTreeMap<_, _>>()
         });
-        let env = str_list(cfg.get("Env"))
+        let env = json::strings(cfg.get("Env"))
             .iter()
             .map(|entry| match entry.split_once('=') {
                 Some((n, v)) => EnvFact::new(n, Some(v)),
@@ -346,7 +325,7 @@ impl ContainerFacts {
         if obj.get("Mounts").is_none() {
             // No `Mounts` (e.g. a create request rather than an inspect result): read the
             // `HostConfig.Binds` strings, `source:target[:options]`.
-            for bind in str_list(hc.get("Binds")) {
+            for bind in json::strings(hc.get("Binds")) {
                 let parts: Vec<&str> = bind.split(':').collect();
                 let (src, dst, opts) = match parts.as_slice() {
                     [s, d] => (*s, *d, ""),
@@ -387,11 +366,11 @@ impl ContainerFacts {
         mounts.sort_by(|a, b| a.target.cmp(&b.target));
 
         let privileged = hc.get("Privileged").and_then(Value::as_bool);
-        let cap_add: Vec<String> = str_list(hc.get("CapAdd"))
+        let cap_add: Vec<String> = json::strings(hc.get("CapAdd"))
             .iter()
             .map(|c| normalize_cap(c))
             .collect();
-        let cap_drop: Vec<String> = str_list(hc.get("CapDrop"))
+        let cap_drop: Vec<String> = json::strings(hc.get("CapDrop"))
             .iter()
             .map(|c| normalize_cap(c))
             .collect();
@@ -401,7 +380,7 @@ impl ContainerFacts {
             &cap_drop,
         ));
 
-        let security_opt = str_list(hc.get("SecurityOpt"));
+        let security_opt = json::strings(hc.get("SecurityOpt"));
         let opt = |name: &str| -> Option<String> {
             security_opt.iter().find_map(|o| {
                 let (k, v) = o.split_once(['=', ':']).unwrap_or((o.as_str(), "true"));
@@ -538,8 +517,8 @@ impl ContainerFacts {
     /// ignored.
     pub fn with_image_inspect(mut self, image: &Value) -> Self {
         let obj = first_object(image);
-        self.image_repo_digests = str_list(obj.get("RepoDigests"));
-        self.image_layers = str_list(obj.get("RootFS").and_then(|r| r.get("Layers")));
+        self.image_repo_digests = json::strings(obj.get("RepoDigests"));
+        self.image_layers = json::strings(obj.get("RootFS").and_then(|r| r.get("Layers")));
         self
     }
 
@@ -556,7 +535,7 @@ impl ContainerFacts {
     /// Adds `docker image inspect` of the image [`Self::pinned_base_label`] names (its
     /// `RootFS.Layers`), so the audit can check that the container's image is built on it.
     pub fn with_base_image_inspect(mut self, base: &Value) -> Self {
-        let layers = str_list(
+        let layers = json::strings(
             first_object(base)
                 .get("RootFS")
                 .and_then(|r| r.get("Layers")),

@@ -245,14 +245,7 @@ fn git_dirs_of_the_workspace_are_not_extra_paths() {
 
 #[test]
 fn credential_folders_are_critical_and_credential_files_weak() {
-    for rel in [
-        ".ssh",
-        ".aws",
-        ".config/gcloud",
-        ".kube",
-        ".docker",
-        ".gnupg",
-    ] {
+    for rel in super::heuristics::CREDENTIAL_DIRS {
         let src = format!("/home/me/{rel}");
         let r = with(|v| add_mount(v, "bind", &src, "/c", false));
         assert_eq!(r.score_of(Control::SecretBoundary), 0, "{rel}");

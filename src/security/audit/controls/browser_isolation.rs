@@ -1,12 +1,10 @@
 //! Control "browser isolation": What browser account state is visible? Looks at host browser
 //! profiles and display sockets mounted or reachable, dedicated profile volumes.
 
-use super::{is_workspace_bind, looks_like_home, mount_subject, volume_owned};
+use super::{covers_home, is_workspace_bind, mount_subject, volume_owned};
 use crate::security::audit::context::AuditContext;
 use crate::security::audit::facts::{ContainerFacts, MountKind};
-use crate::security::audit::heuristics::{
-    BROWSER_DIRS, ancestor_of, components, contains_rel, matches_any,
-};
+use crate::security::audit::heuristics::{BROWSER_DIRS, components, contains_rel, matches_any};
 use crate::security::audit::scoring::{Evidence, Risk, ev};
 
 /// The evidence for browser isolation.
@@ -20,10 +18,7 @@ pub(in crate::security::audit) fn evidence(
             let Some(src) = m.source.as_deref() else {
                 continue;
             };
-            if looks_like_home(src, ctx)
-                || components(src).is_empty()
-                || ctx.home.as_deref().is_some_and(|h| ancestor_of(src, h))
-            {
+            if covers_home(src, ctx) {
                 out.push(ev(
                     mount_subject(m),
                     "contains the host's browser profiles (cookies, saved passwords, sessions)",

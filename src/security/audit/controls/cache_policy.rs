@@ -2,10 +2,10 @@
 //! caches bound writable (critical) or read-only (weak), cache volumes with or without a devcell
 //! owner.
 
-use super::{is_workspace_bind, looks_like_home, mount_subject, volume_owned};
+use super::{covers_home, is_workspace_bind, mount_subject, volume_owned};
 use crate::security::audit::context::AuditContext;
 use crate::security::audit::facts::{ContainerFacts, MountKind};
-use crate::security::audit::heuristics::{CACHE_DIRS, ancestor_of, components, matches_any};
+use crate::security::audit::heuristics::{CACHE_DIRS, matches_any};
 use crate::security::audit::scoring::{Evidence, Risk, ev};
 
 /// The evidence for cache policy.
@@ -20,10 +20,7 @@ pub(in crate::security::audit) fn evidence(
                 let Some(src) = m.source.as_deref() else {
                     continue;
                 };
-                if looks_like_home(src, ctx)
-                    || components(src).is_empty()
-                    || ctx.home.as_deref().is_some_and(|h| ancestor_of(src, h))
-                {
+                if covers_home(src, ctx) {
                     out.push(ev(
                         mount_subject(m),
                         "contains the host's package caches (~/.cache, ~/.npm, ~/.cargo, …)",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::context::AuditContext;
 use super::facts::{ContainerFacts, FactsSource, MountFact, MountKind, OWNED_VOLUME_PREFIX};
-use super::heuristics::{components, same, within};
+use super::heuristics::{ancestor_of, components, same, within};
 
 pub(super) mod browser_isolation;
 pub(super) mod cache_policy;
@@ -23,6 +23,14 @@ pub(super) fn looks_like_home(p: &str, ctx: &AuditContext) -> bool {
     }
     let c = components(p);
     c == ["root"] || (c.len() == 2 && (c[0] == "home" || c[0] == "Users"))
+}
+
+/// A bind source that holds the whole of a home folder: a home folder itself, the host root,
+/// or an ancestor of the user's home.
+pub(super) fn covers_home(p: &str, ctx: &AuditContext) -> bool {
+    looks_like_home(p, ctx)
+        || components(p).is_empty()
+        || ctx.home.as_deref().is_some_and(|h| ancestor_of(p, h))
 }
 
 pub(super) fn home_relative(p: &str, ctx: &AuditContext) -> Option<String> {

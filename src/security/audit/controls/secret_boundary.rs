@@ -2,11 +2,11 @@
 //! credential-like environment variables (names only; values never kept), host credential folders
 //! and agent sockets, credential volumes.
 
-use super::{is_workspace_bind, looks_like_home, mount_subject, volume_owned};
+use super::{covers_home, is_workspace_bind, mount_subject, volume_owned};
 use crate::security::audit::context::AuditContext;
 use crate::security::audit::facts::{ContainerFacts, MountKind};
 use crate::security::audit::heuristics::{
-    CREDENTIAL_DIRS, CREDENTIAL_FILES, ancestor_of, components, matches_any,
+    CREDENTIAL_DIRS, CREDENTIAL_FILES, components, matches_any,
 };
 use crate::security::audit::scoring::{Evidence, Risk, ev};
 
@@ -34,10 +34,7 @@ pub(in crate::security::audit) fn evidence(
     for m in &f.mounts {
         let path_src = m.source.as_deref().filter(|_| m.kind == MountKind::Bind);
         if let Some(src) = path_src {
-            if looks_like_home(src, ctx)
-                || components(src).is_empty()
-                || ctx.home.as_deref().is_some_and(|h| ancestor_of(src, h))
-            {
+            if covers_home(src, ctx) {
                 out.push(ev(
                     mount_subject(m),
                     "contains the host's credential folders (~/.ssh, ~/.aws, …)",
