@@ -50,11 +50,15 @@ pub struct Proxy {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     allowlist: Allowlist,
     resolver: Arc<dyn Resolver>,
     log: DecisionLog,
     upstreams: Upstreams,
+    /// The forwarder's port in the container: `http://127.0.0.1:<port>/upstreams/…` sent to
+    /// the proxy in absolute form is the upstream, not the host's loopback.
+    local_port: Option<u16>,
 }
 
 impl Proxy {
@@ -66,6 +70,7 @@ impl Proxy {
                 resolver,
                 log,
                 upstreams: Upstreams::new(),
+                local_port: None,
             }),
         }
     }
@@ -84,8 +89,20 @@ impl Proxy {
                 resolver,
                 log,
                 upstreams,
+                local_port: None,
             }),
         }
+    }
+
+    /// Tells the proxy the forwarder's loopback port in the container, so that a client which
+    /// ignores `NO_PROXY` (BusyBox `wget` does) and sends the in-container upstream URL
+    /// `http://127.0.0.1:<port>/upstreams/<id>/…` to the proxy in absolute form gets that
+    /// upstream (the host's own loopback at that port is never meant: the container cannot
+    /// name it).
+    #[must_use]
+    pub fn with_local_port(mut self, port: u16) -> Proxy {
+        Arc::make_mut(&mut self.inner).local_port = Some(port);
+        self
     }
 
     /// Serves every connection accepted on `listener` until the task is dropped or aborted
@@ -177,14 +194,38 @@ impl Start {
 }
 
 impl Inner {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         if req.method() == Method::CONNECT {
             self.connect(req).await
         } else if req.uri().scheme().is_none() && req.uri().path().starts_with(PATH_PREFIX) {
             self.upstream(req).await
+        } else if self.is_local_upstream(req.uri()) {
+            let origin = req
+                .uri()
+                .path_and_query()
+                .map_or(PATH_PREFIX, |p| p.as_str())
+                .parse::<Uri>()
+                .unwrap_or_else(|_| Uri::from_static("/"));
+            *req.uri_mut() = origin;
+            self.upstream(req).await
         } else {
             self.forward(req).await
         }
+    }
+
+    /// `http://127.0.0.1:<forwarder port>/upstreams/…` (or `localhost`, `[::1]`): the
+    /// in-container upstream URL, sent through the proxy by a client that ignores `NO_PROXY`.
+    fn is_local_upstream(&self, uri: &Uri) -> bool {
+        let (Some(port), Some("http"), Some(authority)) =
+            (self.local_port, uri.scheme_str(), uri.authority())
+        else {
+            return false;
+        };
+        let loopback = matches!(
+            authority.host().to_ascii_lowercase().as_str(),
+            "127.0.0.1" | "localhost" | "[::1]"
+        );
+        loopback && authority.port_u16() == Some(port) && uri.path().starts_with(PATH_PREFIX)
     }
 
     fn record(&self, decision: Decision) {
@@ -1057,7 +1098,8 @@ mod tests {
             Arc::new(FakeResolver::new()),
             DecisionLog::open(&log).unwrap(),
             upstreams,
-        );
+        )
+        .with_local_port(3128);
         tokio::spawn(async move { proxy.serve_unix(listener).await });
         Harness {
             socket: folder.socket(),
@@ -1142,5 +1184,39 @@ mod tests {
             "a request reached the upstream"
         );
         assert!(!std::fs::read_to_string(&h.log).unwrap().contains(secret));
+    }
+
+    #[tokio::test]
+    async fn an_upstream_asked_for_through_the_proxy_variables_is_the_same_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, ca, seen) = tls_upstream(dir.path()).await;
+        let secret = "sk-host-only-a91d";
+        let h = upstream_proxy(port, Some(&ca), secret);
+        // BusyBox `wget` ignores NO_PROXY: the in-container URL comes in absolute form
+        let (status, body) = get_origin(
+            &h.socket,
+            "http://127.0.0.1:3128/upstreams/openai/models?x=1",
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // another port of the container's loopback is not the forwarder's: not an upstream
+        let (status, body) =
+            get_origin(&h.socket, "http://127.0.0.1:3129/upstreams/openai/models").await;
+        assert_ne!(status, StatusCode::OK, "{body}");
+        {
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen.len(), 1, "only the first reached the upstream");
+            assert_eq!(seen[0].0, "/v1/models?x=1");
+            let auth: Vec<_> = seen[0].1.get_all(header::AUTHORIZATION).iter().collect();
+            assert_eq!(auth, [format!("Bearer {secret}").as_str()]);
+        }
+        let d = decisions(&h.log, 2).await;
+        let upstream = d.iter().find(|d| d.via == Via::Upstream).unwrap();
+        assert!(
+            upstream.allowed && upstream.destination == "api.test",
+            "{d:?}"
+        );
+        let other = d.iter().find(|d| d.via == Via::Http).unwrap();
+        assert!(!other.allowed, "{d:?}");
     }
 }

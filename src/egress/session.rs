@@ -53,7 +53,8 @@ impl EgressSession {
         let listener = folder.bind()?;
         let mut container = ContainerEgress::new(&forwarder, &folder, port);
         container.env.extend(upstreams.container_env(port));
-        let proxy = Proxy::with_upstreams(allowlist, resolver, log, upstreams);
+        let proxy =
+            Proxy::with_upstreams(allowlist, resolver, log, upstreams).with_local_port(port);
         let task = tokio::spawn(async move { proxy.serve_unix(listener).await });
         Ok(EgressSession {
             container,

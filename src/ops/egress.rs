@@ -509,7 +509,8 @@ pub async fn serve_proxy(state: &Path, key: &str) -> Result<()> {
     let listener = folder.bind()?;
     let pid_path = paths.pid();
     std::fs::write(&pid_path, std::process::id().to_string()).map_err(io_error(&pid_path))?;
-    let proxy = Proxy::with_upstreams(allowlist, Arc::new(HostResolver), log, upstreams);
+    let proxy = Proxy::with_upstreams(allowlist, Arc::new(HostResolver), log, upstreams)
+        .with_local_port(config.port);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_error(&pid_path))?;
     let served = tokio::select! {

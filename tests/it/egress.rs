@@ -91,6 +91,28 @@ fn bridge_gateway() -> String {
     panic!("the bridge network has no IPv4 subnet: {out}");
 }
 
+/// The host address for the direct-connection check: the engine's bridge gateway when it is an
+/// address of this host (Docker), else (Podman here runs its service, and so its networks, in a
+/// network namespace of its own) the host's first global IPv4 address. Either way an address
+/// the host reaches and the container must not.
+fn direct_target() -> String {
+    let gateway = bridge_gateway();
+    if std::net::TcpListener::bind(format!("{gateway}:0")).is_ok() {
+        return gateway;
+    }
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .expect("ip runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("the bridge gateway {gateway} is not on this host, and no global IPv4 address is: {text}"))
+}
+
 async fn run(e: &DockerEngine, id: &str, argv: Vec<String>) -> (i64, String) {
     let req = ExecRequest {
         argv,
@@ -113,7 +135,7 @@ async fn a_network_none_container_gets_out_only_through_the_allowlist() {
     // gateway (the direct-connection check; the host itself reaches it), one raw TCP server
     // for CONNECT (it must never be contacted: the SNI is wrong).
     let (web, web_hits) = http_server("127.0.0.1:0").await;
-    let gateway = bridge_gateway();
+    let gateway = direct_target();
     let (direct, direct_hits) = http_server(&format!("{gateway}:0")).await;
     let tls = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     tls.set_nonblocking(true).unwrap();
