@@ -359,7 +359,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Settings, SettingsError> {
             path: path.to_path_buf(),
             line,
             column,
-            message: e.message().to_string(),
+            message: with_table_hint(e.message()),
         }
     })?;
     for entry in &mut settings.security.egress {
@@ -379,6 +379,34 @@ pub fn parse(text: &str, path: &Path) -> Result<Settings, SettingsError> {
         }
     }
     Ok(settings)
+}
+
+/// The keys of `[security]`: written at the top level (where a newcomer may put them) they
+/// are unknown fields, and the parser's message alone does not say where they belong.
+const SECURITY_KEYS: [&str; 7] = [
+    "profile",
+    "allow",
+    "pids_limit",
+    "memory",
+    "cpus",
+    "network",
+    "egress",
+];
+
+/// The TOML parser's `message`, plus where an unknown top-level key of `[security]` belongs.
+fn with_table_hint(message: &str) -> String {
+    let key = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(key, _)| key);
+    match key {
+        Some(key)
+            if SECURITY_KEYS.contains(&key) && message.contains("expected one of `security`") =>
+        {
+            format!("{message}; `{key}` belongs in the `[security]` table")
+        }
+        _ => message.to_string(),
+    }
 }
 
 impl SettingsError {
@@ -420,6 +448,30 @@ pub fn parse_size(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_security_key_at_the_top_level_says_where_it_belongs() {
+        let e = parse("allow = [\"root\"]\n", Path::new("c.toml")).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("c.toml:1:1: unknown field `allow`"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("; `allow` belongs in the `[security]` table"),
+            "{text}"
+        );
+        // any other unknown key keeps the parser's message alone
+        let e = parse("nonsense = 1\n", Path::new("c.toml")).unwrap_err();
+        assert!(!e.to_string().contains("belongs in"), "{e}");
+        // a key of `[security]` is not suggested for itself inside `[agents.x]`
+        let e = parse(
+            "[agents.x]\ncommand = [\"a\"]\nallow = [\"root\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err();
+        assert!(!e.to_string().contains("belongs in"), "{e}");
+    }
 
     #[test]
     fn empty_file_gives_defaults() {

@@ -38,6 +38,28 @@ impl LocalFeatureRoot {
     /// would hide a broken collection; the spec requires them equal).
     pub fn resolve(&self, reference: &FeatureRef) -> Result<ResolvedFeature> {
         let dir = reference.local_dir(&self.config_dir, &self.devcontainer_dir)?;
+        // A missing folder is a wrong key in `features`, not an I/O failure: say which key.
+        let file = dir.join(super::metadata::FEATURE_FILE);
+        if !file.exists() {
+            let what = if dir.is_dir() {
+                format!(
+                    "the folder `{}` has no `{}`",
+                    dir.display(),
+                    super::metadata::FEATURE_FILE
+                )
+            } else {
+                format!("there is no folder `{}`", dir.display())
+            };
+            return Err(FeatureError::InvalidReference {
+                reference: reference.to_string(),
+                message: what,
+                hint: Some(format!(
+                    "a local Feature is a folder beside `devcontainer.json` (in `{}`) holding `{}` and `install.sh`; the key names it relative to `devcontainer.json`, e.g. `./my-feature`",
+                    self.devcontainer_dir.display(),
+                    super::metadata::FEATURE_FILE
+                )),
+            });
+        }
         let metadata = FeatureMetadata::read_dir(&dir)?;
         // the folder as the reference names it (`dir` is where it resolves to)
         if let Some(folder) = reference.id()
@@ -91,6 +113,20 @@ mod tests {
         let e = root
             .resolve(&FeatureRef::parse("./missing").unwrap())
             .unwrap_err();
-        assert!(e.to_string().contains("cannot access"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("invalid Feature reference `./missing`: there is no folder `"),
+            "{e}"
+        );
+        let hint = crate::diagnostics::Hint::hint(&e).unwrap_or_default();
+        assert!(hint.contains("a local Feature is a folder"), "{hint}");
+        std::fs::create_dir_all(dc.join("empty")).unwrap();
+        let e = root
+            .resolve(&FeatureRef::parse("./empty").unwrap())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("has no `devcontainer-feature.json`"),
+            "{e}"
+        );
     }
 }

@@ -323,6 +323,24 @@ impl PendingLock {
     }
 }
 
+/// The progress line before Features are resolved: how many, and how many of them the
+/// lockfile at `lock_path` pins (an empty lockfile, as for local Features only, pins none and
+/// is not named).
+fn resolving_status(
+    count: usize,
+    locked: Option<&Lockfile>,
+    lock_path: &std::path::Path,
+) -> String {
+    match locked {
+        Some(l) if !l.features.is_empty() => format!(
+            "resolving {count} Feature(s) ({} pinned by {})",
+            l.features.len(),
+            lock_path.display()
+        ),
+        _ => format!("resolving {count} Feature(s)"),
+    }
+}
+
 /// Resolves, orders and fetches the configuration's Features ([`crate::features::fetch`]) and
 /// layers them onto `base_image` ([`crate::build::ensure_features_image`]): built only when its
 /// cache tag (a hash of every input) is missing, so an unchanged second `up` builds nothing.
@@ -352,14 +370,10 @@ pub(crate) async fn build_features(
     let lock_path = lock_at.path.clone();
     let lock_state = lock_at.read(opts.lockfile)?;
     let locked = lock_state.lockfile();
-    reporter.report(Event::Status(format!(
-        "resolving {} Feature(s){}",
+    reporter.report(Event::Status(resolving_status(
         features.len(),
-        if locked.is_some() {
-            format!(" pinned by {}", lock_path.display())
-        } else {
-            String::new()
-        }
+        locked,
+        &lock_path,
     )));
     let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
         message: format!("cannot create a temporary folder for Features: {e}"),
@@ -501,4 +515,36 @@ pub(crate) async fn layer_features(
         container_env,
     };
     Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::lockfile::LockedFeature;
+
+    #[test]
+    fn the_resolving_line_names_the_lockfile_only_when_it_pins_a_feature() {
+        let path = std::path::Path::new("/w/.devcontainer/devcontainer-lock.json");
+        // Local Features only: the lockfile is written empty and pins nothing.
+        let empty = Lockfile::default();
+        assert_eq!(
+            resolving_status(1, Some(&empty), path),
+            "resolving 1 Feature(s)"
+        );
+        assert_eq!(resolving_status(2, None, path), "resolving 2 Feature(s)");
+        let mut pinned = Lockfile::default();
+        pinned.features.insert(
+            "127.0.0.1:5000/f/a:1".into(),
+            LockedFeature {
+                version: "1.0.0".into(),
+                resolved: "127.0.0.1:5000/f/a@sha256:00".into(),
+                integrity: "sha256:00".into(),
+                depends_on: None,
+            },
+        );
+        assert_eq!(
+            resolving_status(2, Some(&pinned), path),
+            "resolving 2 Feature(s) (1 pinned by /w/.devcontainer/devcontainer-lock.json)"
+        );
+    }
 }

@@ -151,7 +151,8 @@ pub(crate) async fn update_remote_user_uid(
     Ok(outcome)
 }
 
-/// Whether `updateRemoteUserUID` applies (Linux, not `false`, a bind-mounted workspace) and
+/// Whether `updateRemoteUserUID` applies (Linux, not `false`, a bind-mounted workspace or a
+/// Compose configuration) and
 /// the ids the remote user should get: the workspace user (spec-note 0250); `None` when
 /// everything is root.
 pub(crate) fn uid_target(
@@ -170,14 +171,15 @@ pub(crate) fn uid_target(
         (UidUpdateDefault::On, None) => true,
         (UidUpdateDefault::Off, None) => false,
     };
-    if !cfg!(target_os = "linux")
-        || !wanted
-        || !loaded
+    // A Compose service binds the workspace through its own `volumes` (there is no
+    // `workspaceMount`); the reference updates the remote user's uid there too.
+    let bound = loaded.typed.kind() == crate::config::model::ConfigKind::Compose
+        || loaded
             .workspace
             .workspace_mount
             .as_deref()
-            .is_some_and(|m| m.contains("type=bind"))
-    {
+            .is_some_and(|m| m.contains("type=bind"));
+    if !cfg!(target_os = "linux") || !wanted || !bound {
         return (false, None);
     }
     (
@@ -254,7 +256,8 @@ pub(crate) async fn workspace_ownership_warning(
 
 /// A warning when files the remote user `user` (its final `account`) writes in the workspace
 /// `workspace` will not belong to the workspace user `target` (spec-note 0250): its uid could
-/// not be changed (another user of the image has it), or everything is root and the remote
+/// not be changed (another user of the image has it, or the container was created for another
+/// workspace owner and is reused), or everything is root and the remote
 /// user keeps its non-root ids in a workspace only root can write. `None` when all is well (or
 /// the user is root: the non-root rule speaks for that).
 pub(crate) fn ownership_warning(
@@ -269,7 +272,7 @@ pub(crate) fn ownership_warning(
     }
     match target {
         Some(t) if t.uid != account.uid => Some(format!(
-            "{MISMATCH_PREFIX}{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, or the user is numeric or missing from `/etc/passwd`): files it writes in `{}` will belong to uid {}",
+            "{MISMATCH_PREFIX}{user}` keeps uid {} (updateRemoteUserUID could not give it uid {}: another user of the image has it, the user is numeric or missing from `/etc/passwd`, or the container was created before the workspace had this owner: remove it with `devcell down --remove` to recreate it): files it writes in `{}` will belong to uid {}",
             account.uid,
             t.uid,
             workspace.display(),
@@ -325,4 +328,46 @@ pub(crate) async fn image_passwd(
         None => engine.read_image_file(reference, "/etc/passwd").await,
     };
     String::from_utf8(bytes.ok()??).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uid_mismatch_names_every_cause_and_the_way_to_recreate_the_container() {
+        let account = Account {
+            uid: 65534,
+            gid: 65534,
+            home: String::new(),
+        };
+        let target = Some(crate::config::ownership::Ids {
+            uid: 1000,
+            gid: 1000,
+        });
+        let message = ownership_warning("nobody", &account, target, Path::new("/w")).unwrap();
+        assert!(
+            message.starts_with("the remote user `nobody` keeps uid 65534"),
+            "{message}"
+        );
+        // A container an earlier `up` made for a root-owned workspace is reused as it is.
+        assert!(
+            message.contains("the container was created before the workspace had this owner")
+                && message.contains("remove it with `devcell down --remove` to recreate it"),
+            "{message}"
+        );
+        assert_eq!(warning_code(&message), Some(WORKSPACE_OWNER_MISMATCH_CODE));
+        assert_eq!(
+            ownership_warning(
+                "nobody",
+                &account,
+                Some(crate::config::ownership::Ids {
+                    uid: 65534,
+                    gid: 65534
+                }),
+                Path::new("/w")
+            ),
+            None
+        );
+    }
 }

@@ -167,9 +167,9 @@ impl Hint for SecurityError {
                 let mut hint = String::new();
                 if !flags.is_empty() {
                     hint.push_str(&format!(
-                        "if you trust this configuration, grant with `{}` (or the same under \
-                         `allow` in your devcell user config); a repository cannot grant itself \
-                         permissions",
+                        "if you trust this configuration, grant with `{}` (or the same in \
+                         `[security] allow` of your devcell user config); a repository cannot \
+                         grant itself permissions",
                         flags.join(" ")
                     ));
                 }

@@ -612,3 +612,52 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     );
     assert!(ctx.path().join(".devcontainer/docker-compose.yml").exists());
 }
+
+/// `updateRemoteUserUID` on a Compose `up` (as the reference does): the remote user gets the
+/// workspace owner's uid, so it can write the workspace the service binds and what it writes
+/// belongs to that owner; no ownership warning (spec-notes 0250, 0602).
+#[test]
+fn compose_up_gives_the_remote_user_the_workspace_owners_uid() {
+    let Some(ctx) = TestContext::busybox("compose_ops_uid") else {
+        return;
+    };
+    if !rustix::process::geteuid().is_root() {
+        return; // the workspace cannot be given to another user
+    }
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes:\n      - ..:/workspace\n"
+        ),
+    );
+    let ctx = ctx.config_json(&serde_json::json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "workspaceFolder": "/workspace",
+        "overrideCommand": true,
+        "remoteUser": "nobody",
+    }));
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
+    give_to_workspace_owner(ctx.path());
+
+    let up = ctx.up(&[]);
+    assert_eq!(up["composeProjectName"], project.as_str(), "{up}");
+    assert!(
+        !up["devcell"]["warnings"].to_string().contains("keeps uid"),
+        "{up}"
+    );
+    let (code, out, err) = ctx.sh("id -u; echo x > /workspace/by-remote-user");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, format!("{WORKSPACE_OWNER}\n").as_str()),
+        "{err}"
+    );
+    assert_eq!(
+        owner_uid(&ctx.path().join("by-remote-user")),
+        WORKSPACE_OWNER
+    );
+    ctx.run("down", &["--remove"]).ok();
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+}

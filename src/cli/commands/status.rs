@@ -66,6 +66,9 @@ fn render(r: &StatusResult) -> String {
             c.image
         );
     }
+    if let Some(e) = &r.egress {
+        let _ = writeln!(s, "{}", egress_line(e));
+    }
     for x in &r.sessions {
         let _ = writeln!(
             s,
@@ -110,4 +113,83 @@ fn render(r: &StatusResult) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// The allowlist's line: what the proxy serves and what it decided (the JSON's `egress`), so
+/// a refused destination shows without `--format json`.
+fn egress_line(e: &crate::ops::egress::EgressSummary) -> String {
+    let list = |d: &[crate::ops::egress::DestinationSummary]| {
+        if d.is_empty() {
+            return "none".to_string();
+        }
+        d.iter()
+            .map(|x| {
+                let reasons = if x.allowed || x.reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", x.reasons.join(", "))
+                };
+                format!("{}:{} ({}{reasons})", x.destination, x.port, x.count)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "egress {} {} (proxy {}): allowed {}; refused {}",
+        e.network,
+        if e.entries.is_empty() {
+            "(no entries)".to_string()
+        } else {
+            e.entries.join(", ")
+        },
+        if e.proxy_running {
+            "running"
+        } else {
+            "stopped"
+        },
+        list(&e.allowed),
+        list(&e.refused)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::egress::{DestinationSummary, EgressSummary};
+
+    #[test]
+    fn the_egress_line_names_the_entries_and_each_decision() {
+        let d = |destination: &str, allowed: bool, reason: &str| DestinationSummary {
+            destination: destination.into(),
+            port: 18766,
+            allowed,
+            reasons: vec![reason.into()],
+            count: 1,
+            bytes_sent: 0,
+            bytes_received: 0,
+        };
+        let e = EgressSummary {
+            network: "allowlist".into(),
+            entries: vec!["web.test:18766=127.0.0.1".into()],
+            record: "/s/decisions.jsonl".into(),
+            proxy_running: true,
+            allowed: vec![d("web.test", true, "allowed")],
+            refused: vec![d("other.test", false, "not-listed")],
+        };
+        assert_eq!(
+            egress_line(&e),
+            "egress allowlist web.test:18766=127.0.0.1 (proxy running): allowed web.test:18766 (1); refused other.test:18766 (1, not-listed)"
+        );
+        let quiet = EgressSummary {
+            proxy_running: false,
+            allowed: vec![],
+            refused: vec![],
+            ..e
+        };
+        assert!(
+            egress_line(&quiet).ends_with("(proxy stopped): allowed none; refused none"),
+            "{}",
+            egress_line(&quiet)
+        );
+    }
 }

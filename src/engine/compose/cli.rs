@@ -286,6 +286,9 @@ impl ComposeCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // `--log-level debug` shows each Compose command line and what Compose said, as the
+        // reference CLI's log does: the way to see which files and override a project got.
+        tracing::debug!(command = %self.command(), ?args, "running Compose");
         let out = command
             .output()
             .await
@@ -293,6 +296,12 @@ impl ComposeCli {
                 command: self.command(),
                 source,
             })?;
+        tracing::debug!(
+            operation,
+            status = %out.status,
+            stderr = %stderr_tail(&out.stderr),
+            "Compose finished"
+        );
         if !out.status.success() {
             return Err(ComposeError::Failed {
                 operation,
@@ -470,6 +479,55 @@ fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `Write` into a shared buffer, for capturing the log.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn debug_logging_shows_each_compose_command_and_its_stderr() {
+        // A stand-in program (`sh -c …`): what is logged is the argv and the outcome.
+        let cli = ComposeCli {
+            program: PathBuf::from("sh"),
+            prefix: vec![
+                "-c".into(),
+                "echo ' Container p-app-1  Started' >&2".into(),
+                "sh".into(),
+            ],
+            version: "2.0.0".into(),
+            env: None,
+        };
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(cli.run("up", "p", &["up".into(), "-d".into()]))
+                .unwrap();
+        });
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(log.contains("running Compose"), "{log}");
+        assert!(log.contains(r#"args=["up", "-d"]"#), "{log}");
+        assert!(log.contains("Compose finished"), "{log}");
+        assert!(log.contains("Container p-app-1  Started"), "{log}");
+    }
 
     #[test]
     fn major_versions_of_v1_and_v2_spellings() {
