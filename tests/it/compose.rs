@@ -81,6 +81,26 @@ fn tricky_env() -> indexmap::IndexMap<String, String> {
         .collect()
 }
 
+/// The `docker compose` plugin answers before `--docker-compose-path`, which is the fallback
+/// as in the reference CLI (whose own tests pass `--docker-compose-path trigger-compose-v2`, a
+/// name that is no program, and expect `up` to succeed). Spec-note 0600.
+#[tokio::test]
+async fn the_docker_compose_plugin_comes_before_docker_compose_path() {
+    let Some(found) = compose("compose_locate_order").await else {
+        return;
+    };
+    assert_eq!(
+        found.command(),
+        "docker compose",
+        "this machine has the plugin"
+    );
+    let cli = ComposeCli::locate(None, Some("trigger-compose-v2"))
+        .await
+        .expect("the plugin answers first");
+    assert_eq!(cli.command(), "docker compose");
+    assert_eq!(cli.version(), found.version());
+}
+
 #[tokio::test]
 async fn compose_config_is_the_resolved_model_with_extends_and_profiles_judged() {
     let Some(cli) = compose("compose_config_resolved").await else {

@@ -418,11 +418,13 @@ fn another_workspace_naming_the_same_project_is_never_attached_to_or_stopped() {
     let (code, _, _) = a.sh("test ! -e /tmp/b-was-here");
     assert_eq!(code, 0);
 
-    // a Compose CLI that is not there: a clear error, nothing created
+    // a Compose CLI that is not there (no `docker` on PATH for its plugin, and a
+    // `--docker-compose-path` naming nothing): a clear error, nothing created
     b.write(
         ".devcontainer/docker-compose.yml",
         &file.replace(&name, &format!("{name}-b")),
     );
+    let b = b.env("PATH", "/nonexistent/devcell");
     let missing = b.run(
         "up",
         &["--docker-compose-path", "/nonexistent/docker-compose"],

@@ -132,10 +132,11 @@ pub struct ComposeContainer {
 }
 
 impl ComposeCli {
-    /// Finds Compose v2 the way the reference CLI does, but v2 only: with
-    /// `docker_compose_path` (`--docker-compose-path`) that program alone; otherwise the
-    /// `docker compose` plugin of `docker_path` (`--docker-path`, default `docker`), then
-    /// `docker-compose`. Each is asked `version --short`.
+    /// Finds Compose v2 the way the reference CLI does, but v2 only: the `docker compose`
+    /// plugin of `docker_path` (`--docker-path`, default `docker`) first, then
+    /// `docker_compose_path` (`--docker-compose-path`, default `docker-compose`), which is
+    /// the fallback, not an override (the reference's own tests pass a name that is no
+    /// program). Each is asked `version --short`.
     ///
     /// Errors: [`ComposeError::V1`] for a Compose v1; [`ComposeError::NotFound`] when none
     /// answers.
@@ -144,13 +145,13 @@ impl ComposeCli {
         docker_compose_path: Option<&str>,
     ) -> Result<ComposeCli> {
         let docker = docker_path.unwrap_or("docker");
-        let candidates: Vec<(String, Vec<String>)> = match docker_compose_path {
-            Some(path) => vec![(path.to_string(), vec![])],
-            None => vec![
-                (docker.to_string(), vec!["compose".to_string()]),
-                ("docker-compose".to_string(), vec![]),
-            ],
-        };
+        let candidates: [(String, Vec<String>); 2] = [
+            (docker.to_string(), vec!["compose".to_string()]),
+            (
+                docker_compose_path.unwrap_or("docker-compose").to_string(),
+                vec![],
+            ),
+        ];
         let mut tried = Vec::new();
         for (program, prefix) in candidates {
             let shown = shown_command(&program, &prefix);
@@ -600,18 +601,21 @@ mod tests {
         std::fs::write(&fake, "#!/bin/sh\necho 1.29.2\n").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = ComposeCli::locate(None, Some(&fake.to_string_lossy()))
+        // no `docker` there: `--docker-compose-path` is the fallback after its plugin
+        let no_docker = Some("/nonexistent/devcell/docker");
+        let err = ComposeCli::locate(no_docker, Some(&fake.to_string_lossy()))
             .await
             .unwrap_err();
         assert!(matches!(err, ComposeError::V1 { .. }), "{err}");
         assert!(err.to_string().contains("needs Compose v2"), "{err}");
         assert!(err.hint().unwrap().contains("--docker-compose-path"));
-        let missing = ComposeCli::locate(None, Some("/nonexistent/devcell/docker-compose"))
+        let missing = ComposeCli::locate(no_docker, Some("/nonexistent/devcell/docker-compose"))
             .await
             .unwrap_err();
-        assert!(
-            matches!(missing, ComposeError::NotFound { .. }),
-            "{missing}"
+        assert_eq!(
+            missing.to_string(),
+            "Docker Compose v2 not found (tried `/nonexistent/devcell/docker compose`, \
+             `/nonexistent/devcell/docker-compose`)"
         );
     }
 }
