@@ -55,6 +55,12 @@ impl Entry {
             entry: text.to_string(),
             why: why.to_string(),
         };
+        // A URL is the likeliest mistake; its `://` would otherwise read as an IPv6 address.
+        if let Some((scheme, _)) = text.split_once("://") {
+            return Err(bad(&format!(
+                "a destination is a host, not a URL: drop `{scheme}://` (and any path)"
+            )));
+        }
         let (dest, address) = match text.split_once('=') {
             Some((d, a)) => {
                 let a = a.trim_start_matches('[').trim_end_matches(']');
@@ -573,6 +579,14 @@ mod tests {
         ] {
             let err = Entry::parse(bad).expect_err(bad).to_string();
             assert!(err.contains(&format!("`{bad}`")), "{err}");
+        }
+        for url in ["http://web.test:18766", "https://api.example.test/v1"] {
+            let err = Entry::parse(url).expect_err(url).to_string();
+            assert!(
+                err.contains("a destination is a host, not a URL: drop `http"),
+                "{err}"
+            );
+            assert!(!err.contains("IPv6"), "{err}");
         }
     }
 
