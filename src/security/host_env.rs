@@ -101,9 +101,8 @@ pub fn judge(
 ) -> Vec<PermissionRequest> {
     uses.iter()
         .map(|u| {
-            PermissionRequest::from_devcontainer_json(
+            grants.judge_devcontainer_json(
                 profile,
-                grants,
                 Permission::HostEnv(u.name.clone()),
                 NON_SECRET_NAMES.contains(&u.name.as_str()),
             )

@@ -211,31 +211,6 @@ pub struct PermissionRequest {
     pub status: RequestStatus,
 }
 
-impl PermissionRequest {
-    /// A devcontainer.json request judged by the common rule: `reference` allows it;
-    /// `hardened` grants it with its `--allow` flag, else allows it when the profile deems
-    /// it `harmless`, else refuses it.
-    pub fn from_devcontainer_json(
-        profile: &crate::security::profile::SecurityProfile,
-        grants: &super::Grants,
-        permission: Permission,
-        harmless: bool,
-    ) -> PermissionRequest {
-        use crate::security::profile::SecurityProfile;
-        let status = match profile {
-            SecurityProfile::Reference => RequestStatus::AllowedByProfile,
-            SecurityProfile::Hardened(_) if grants.allows(&permission) => RequestStatus::Granted,
-            SecurityProfile::Hardened(_) if harmless => RequestStatus::AllowedByProfile,
-            SecurityProfile::Hardened(_) => RequestStatus::Refused,
-        };
-        PermissionRequest {
-            permission,
-            source: Source::DevcontainerJson,
-            status,
-        }
-    }
-}
-
 impl fmt::Display for PermissionRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} (from {})", self.permission, self.source)?;

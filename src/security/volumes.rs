@@ -83,12 +83,7 @@ pub fn judge(
     names
         .iter()
         .map(|name| {
-            PermissionRequest::from_devcontainer_json(
-                profile,
-                grants,
-                Permission::Volume(name.clone()),
-                false,
-            )
+            grants.judge_devcontainer_json(profile, Permission::Volume(name.clone()), false)
         })
         .collect()
 }

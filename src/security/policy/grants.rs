@@ -7,7 +7,8 @@ use super::network::{network_permission, split_publish_grant};
 use super::paths::{is_within, normalize_path};
 use crate::security::error::{Result, SecurityError};
 use crate::security::known::normalize_cap;
-use crate::security::permissions::Permission;
+use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
+use crate::security::profile::SecurityProfile;
 
 /// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -227,5 +228,29 @@ fn egress_key(dest: &str) -> String {
     match pin {
         Some(p) => format!("{host}={p}"),
         None => host,
+    }
+}
+
+impl Grants {
+    /// A devcontainer.json request judged by the common rule: `reference` allows it;
+    /// `hardened` grants it with its `--allow` flag, else allows it when the profile deems
+    /// it `harmless`, else refuses it.
+    pub fn judge_devcontainer_json(
+        &self,
+        profile: &SecurityProfile,
+        permission: Permission,
+        harmless: bool,
+    ) -> PermissionRequest {
+        let status = match profile {
+            SecurityProfile::Reference => RequestStatus::AllowedByProfile,
+            SecurityProfile::Hardened(_) if self.allows(&permission) => RequestStatus::Granted,
+            SecurityProfile::Hardened(_) if harmless => RequestStatus::AllowedByProfile,
+            SecurityProfile::Hardened(_) => RequestStatus::Refused,
+        };
+        PermissionRequest {
+            permission,
+            source: Source::DevcontainerJson,
+            status,
+        }
     }
 }
