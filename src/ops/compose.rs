@@ -98,16 +98,18 @@ pub(crate) async fn compose_target(
         workspace_folder: &loaded.workspace_folder,
         first_file: files.first().map(PathBuf::as_path),
     });
-    // The model as Compose resolves it under that name (network and volume names).
-    let model = if model.get("name").and_then(Value::as_str) == Some(name.as_str()) {
-        model
-    } else {
-        cli.config(Some(&name), &files, None).await?
+    // The model as Compose resolves it under that name (network and volume names), and the
+    // env files' paths, which the resolved model replaces by their contents: put back so
+    // they are judged (spec-note 0400, attacks). Two Compose processes at once.
+    let renamed = async {
+        if model.get("name").and_then(Value::as_str) == Some(name.as_str()) {
+            Ok(None)
+        } else {
+            cli.config(Some(&name), &files, None).await.map(Some)
+        }
     };
-    // The resolved model holds env files' contents, not their paths: put the paths back
-    // so they are judged (spec-note 0400, attacks).
-    let mut model = model;
-    let raw = cli.config_env_files(Some(&name), &files).await?;
+    let (renamed, raw) = tokio::try_join!(renamed, cli.config_env_files(Some(&name), &files))?;
+    let mut model = renamed.unwrap_or(model);
     copy_env_files(&raw, &mut model);
     let service = loaded.typed.service.clone().unwrap_or_default();
     let target = ComposeTarget {

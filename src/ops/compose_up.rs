@@ -533,7 +533,16 @@ async fn create(
         })?;
     let id = info.id.clone();
     if hardened {
-        verify_uids_inside(engine, &id, applied_remote.as_deref(), &permissions, grants).await?;
+        let container_user = Some(info.user.as_str()).filter(|u| !u.is_empty());
+        verify_uids_inside(
+            engine,
+            &id,
+            container_user,
+            applied_remote.as_deref(),
+            &permissions,
+            grants,
+        )
+        .await?;
         prepare_state_dir(engine, &id)
             .await
             .map_err(|e| e.in_container(&id))?;

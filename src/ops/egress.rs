@@ -264,6 +264,38 @@ fn state_root() -> Result<PathBuf> {
     })
 }
 
+/// Whether `mount` of `container` is one of devcell's own egress binds ([`prepare`]): the
+/// container carries [`NETWORK_LABEL`] `allowlist`, the bind is read-only, goes to the
+/// forwarder's or the socket folder's fixed place, and its source (as the engine reports it,
+/// or resolved) lies in `<state root>/egress/` with no `..`. The reuse re-check leaves these
+/// out: they are the channel the profile adds, not the repository's (spec-note 0505).
+pub(crate) fn is_channel_bind(
+    container: &crate::engine::ContainerInfo,
+    mount: &crate::engine::MountInfo,
+) -> bool {
+    use crate::egress::channel::{CONTAINER_FORWARDER, CONTAINER_SOCKET_FOLDER};
+    if container.labels.get(NETWORK_LABEL).map(String::as_str) != Some(ALLOWLIST)
+        || mount.kind != "bind"
+        || mount.rw
+        || ![CONTAINER_FORWARDER, CONTAINER_SOCKET_FOLDER].contains(&mount.destination.as_str())
+    {
+        return false;
+    }
+    let source = Path::new(&mount.source);
+    if source
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return false;
+    }
+    let Ok(root) = state_root() else {
+        return false;
+    };
+    let egress = root.join("egress");
+    let resolved = crate::security::host_path::resolve(&egress).ok();
+    source.starts_with(&egress) || resolved.is_some_and(|r| source.starts_with(r))
+}
+
 /// `up`'s step before creating a container: under `--network allowlist`, [`prepare`] the
 /// spec of the dev container `devcontainer_id`. Nothing otherwise.
 ///

@@ -59,6 +59,10 @@ pub(crate) async fn check_existing(
     let network = network_mode(&opts.security, &opts.settings)?;
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
     let mut resolved = info.clone();
+    // devcell's own egress channel is the profile's, wherever the state folder is
+    resolved
+        .mounts
+        .retain(|m| !crate::ops::egress::is_channel_bind(info, m));
     for m in resolved.mounts.iter_mut().filter(|m| m.kind == "bind") {
         if let Ok(r) = host_path::resolve(Path::new(&m.source)) {
             m.source = r.to_string_lossy().into_owned();

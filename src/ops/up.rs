@@ -487,6 +487,7 @@ pub(crate) async fn up_judged(
                 verify_uids_inside(
                     engine,
                     &id,
+                    spec.user.as_deref(),
                     applied_remote.as_deref(),
                     &permissions,
                     &grants,

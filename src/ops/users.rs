@@ -20,14 +20,18 @@ pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && e
 /// After creation under `hardened`, before anything of the configuration runs in it: the
 /// container's user and the remote user, as the engine resolves them, must not be uid 0
 /// unless `--allow root` was given (spec-note 0420). Each is checked with one exec of
-/// [`UID_SCRIPT`]. A uid 0, or a user the check cannot run as, removes the container (and its
-/// anonymous volumes).
+/// [`UID_SCRIPT`], the remote user only when it is spelled differently from `container_user`
+/// (the user the container was created with): the engine resolves one spelling against one
+/// `/etc/passwd` to one uid, so a second exec would print the same line (issue 12 item 8).
+/// A uid 0, or a user the check cannot run as, removes the container (and its anonymous
+/// volumes).
 ///
 /// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) for uid 0;
 /// [`HandoffError::Unsupported`] when the check could not run; [`HandoffError::Engine`].
 pub(crate) async fn verify_uids_inside(
     engine: &dyn Engine,
     id: &str,
+    container_user: Option<&str>,
     remote_user: Option<&str>,
     requests: &[PermissionRequest],
     grants: &Grants,
@@ -36,7 +40,9 @@ pub(crate) async fn verify_uids_inside(
         return Ok(());
     }
     let mut users: Vec<Option<&str>> = vec![None];
-    if let Some(r) = remote_user {
+    if let Some(r) = remote_user
+        && Some(r) != container_user
+    {
         users.push(Some(r));
     }
     for user in users {

@@ -904,5 +904,42 @@ async fn a_glibc_image_gets_out_only_through_the_allowlist_too() {
             ("web.test".to_string(), true),
             ("evil.test".to_string(), false)
         ]
+/// A second `up --network allowlist` reuses its container when devcell's state folder is
+/// outside the workspace, as it is by default: the forwarder and socket binds are the
+/// profile's own channel, not host folders for the reuse re-check to refuse (spec-note 0505;
+/// found timing warm handoffs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_allowlist_up_reuses_its_container_with_the_state_folder_elsewhere() {
+    let test = "a_second_allowlist_up_reuses_its_container";
+    let Some(ctx) = TestContext::busybox(test) else {
+        return;
+    };
+    let ctx = ctx
+        .isolated()
+        .at("ws")
+        .config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    assert!(!ctx.state().starts_with(ctx.path()));
+    let args = [
+        "--network",
+        "allowlist",
+        "--egress-allow",
+        "web.test:80=127.0.0.1",
+    ];
+    let _down = DownOnDrop(&ctx);
+    let first = tokio::task::block_in_place(|| ctx.up(&args));
+    assert_eq!(first["devcell"]["container"], "created", "{first}");
+    let second = tokio::task::block_in_place(|| ctx.up(&args));
+    assert_eq!(second["devcell"]["container"], "running", "{second}");
+    assert_eq!(second["containerId"], first["containerId"]);
+    // the reused container has the channel (read-only binds from the state folder)
+    let mounts = docker_lines(&[
+        "inspect",
+        "-f",
+        "{{range .Mounts}}{{.Destination}} {{.RW}}{{println}}{{end}}",
+        first["containerId"].as_str().unwrap(),
+    ]);
+    assert!(
+        mounts.iter().any(|m| m == "/.devcell-egress/socket false"),
+        "{mounts:?}"
     );
 }

@@ -1615,6 +1615,62 @@ fn warm_up_with_hooks_that_ran_starts_no_process() {
     assert_eq!(ran(&restarted), ["postStartCommand"], "{restarted}");
 }
 
+/// The processes a new `hardened` container without hooks gets from `up`, in the order the
+/// engine saw them (`exec_create` events: the command each exec ran).
+fn execs_of_a_new_container(ws: &TestContext) -> Vec<String> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let result = ws.up(&[]);
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let (ok, events) = crate::support::engine::docker(&[
+        "events",
+        "--since",
+        &format!("{}.{:09}", since.as_secs(), since.subsec_nanos()),
+        "--until",
+        &(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 1)
+        .to_string(),
+        "--filter",
+        &format!("container={id}"),
+        "--filter",
+        "event=exec_create",
+        "--format",
+        "{{.Action}}",
+    ]);
+    assert!(ok, "{events}");
+    events.lines().map(str::to_string).collect()
+}
+
+/// Issue 12 item 8: a new `hardened` container whose remote user is the user it runs as gets
+/// one uid check, not two (the engine resolves one spelling to one uid), and the state
+/// volume's `chmod`; a remote user spelled differently (`65534` for `nobody`) is still
+/// checked on its own (spec-notes 0420, 0471).
+#[test]
+fn a_new_container_checks_each_distinct_user_once() {
+    let test = "a_new_container_checks_each_distinct_user_once";
+    let (Some(same), Some(other)) = (TestContext::busybox(test), TestContext::busybox(test)) else {
+        return;
+    };
+    let same = same.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let execs = execs_of_a_new_container(&same);
+    assert_eq!(execs.len(), 2, "{execs:#?}");
+    assert!(execs[0].contains("/proc/self/status"), "{execs:#?}");
+    assert!(execs[1].contains("chmod 1777"), "{execs:#?}");
+
+    let other =
+        other.config(r#"{"image": "IMAGE", "containerUser": "nobody", "remoteUser": "65534"}"#);
+    let execs = execs_of_a_new_container(&other);
+    let checks = execs
+        .iter()
+        .filter(|e| e.contains("/proc/self/status"))
+        .count();
+    assert_eq!(checks, 2, "{execs:#?}");
+}
+
 /// Issue 12 item 11a: an explicit `workspaceFolder` that no mount covers is the
 /// `remoteWorkspaceFolder`, the hooks' and `exec`'s working folder, as with the reference CLI
 /// (spec-note 0474).

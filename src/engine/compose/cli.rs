@@ -136,7 +136,11 @@ impl ComposeCli {
     /// plugin of `docker_path` (`--docker-path`, default `docker`) first, then
     /// `docker_compose_path` (`--docker-compose-path`, default `docker-compose`), which is
     /// the fallback, not an override (the reference's own tests pass a name that is no
-    /// program). Each is asked `version --short`.
+    /// program). Each is asked `version --short`. Without `--docker-path`, the plugin binary
+    /// the docker CLI would run ([`docker_cli_plugin`]) is tried first, run on its own as
+    /// `docker-compose` is: the same program without the docker CLI's process and its
+    /// plugin-metadata call before every command (two of the three processes of each
+    /// `docker compose …`; issue 14's warm `up` timing, spec-note 0602).
     ///
     /// Errors: [`ComposeError::V1`] for a Compose v1; [`ComposeError::NotFound`] when none
     /// answers.
@@ -145,13 +149,21 @@ impl ComposeCli {
         docker_compose_path: Option<&str>,
     ) -> Result<ComposeCli> {
         let docker = docker_path.unwrap_or("docker");
-        let candidates: [(String, Vec<String>); 2] = [
-            (docker.to_string(), vec!["compose".to_string()]),
-            (
-                docker_compose_path.unwrap_or("docker-compose").to_string(),
-                vec![],
-            ),
-        ];
+        let direct = docker_path
+            .is_none()
+            .then(|| docker_cli_plugin(&docker_cli_plugin_dirs()))
+            .flatten()
+            .map(|p| (p.to_string_lossy().into_owned(), vec![]));
+        let candidates: Vec<(String, Vec<String>)> = direct
+            .into_iter()
+            .chain([
+                (docker.to_string(), vec!["compose".to_string()]),
+                (
+                    docker_compose_path.unwrap_or("docker-compose").to_string(),
+                    vec![],
+                ),
+            ])
+            .collect();
         let mut tried = Vec::new();
         for (program, prefix) in candidates {
             let shown = shown_command(&program, &prefix);
@@ -408,6 +420,51 @@ fn global_args(project: Option<&str>, files: &[PathBuf], env_file: Option<&Path>
     args
 }
 
+/// The folders the docker CLI searches for its plugins, in its order (Linux): the
+/// `cliPluginsExtraDirs` of its `config.json`, `<config folder>/cli-plugins` (the config
+/// folder is `$DOCKER_CONFIG`, default `~/.docker`), then the system folders.
+fn docker_cli_plugin_dirs() -> Vec<PathBuf> {
+    let config = std::env::var_os("DOCKER_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".docker")));
+    let mut out: Vec<PathBuf> = config
+        .as_deref()
+        .and_then(|c| std::fs::read(c.join("config.json")).ok())
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|v| {
+            v.get("cliPluginsExtraDirs")
+                .and_then(Value::as_array)
+                .map(|dirs| {
+                    dirs.iter()
+                        .filter_map(Value::as_str)
+                        .map(PathBuf::from)
+                        .collect()
+                })
+        })
+        .unwrap_or_default();
+    out.extend(config.map(|c| c.join("cli-plugins")));
+    out.extend(
+        [
+            "/usr/local/lib/docker/cli-plugins",
+            "/usr/local/libexec/docker/cli-plugins",
+            "/usr/lib/docker/cli-plugins",
+            "/usr/libexec/docker/cli-plugins",
+        ]
+        .map(PathBuf::from),
+    );
+    out
+}
+
+/// The first `docker-compose` in `dirs` that is an executable file: the plugin `docker
+/// compose` runs (the docker CLI takes the first folder that has it).
+fn docker_cli_plugin(dirs: &[PathBuf]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    dirs.iter().map(|d| d.join("docker-compose")).find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
 fn shown_command(program: &str, prefix: &[String]) -> String {
     std::iter::once(program.to_string())
         .chain(prefix.iter().cloned())
@@ -591,6 +648,35 @@ mod tests {
                 "--env-file",
                 "/w/.env"
             ]
+        );
+    }
+
+    #[test]
+    fn the_docker_cli_s_plugin_is_the_first_executable_in_its_folders() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let folders: Vec<PathBuf> = ["extra", "user", "system"]
+            .iter()
+            .map(|f| dir.path().join(f))
+            .collect();
+        for f in &folders {
+            std::fs::create_dir(f).unwrap();
+        }
+        assert_eq!(docker_cli_plugin(&folders), None);
+        // not executable: the docker CLI skips it too
+        let user = folders[1].join("docker-compose");
+        std::fs::write(&user, "#!/bin/sh\n").unwrap();
+        assert_eq!(docker_cli_plugin(&folders), None);
+        std::fs::set_permissions(&user, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let system = folders[2].join("docker-compose");
+        std::fs::write(&system, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&system, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(docker_cli_plugin(&folders), Some(user));
+        // a folder named like the plugin is not it
+        std::fs::create_dir(folders[0].join("docker-compose")).unwrap();
+        assert_eq!(
+            docker_cli_plugin(&folders),
+            Some(folders[1].join("docker-compose"))
         );
     }
 
