@@ -24,7 +24,9 @@ mod users;
 pub use crate::security::known::{ENGINE_SOCKET_NAMES, ENGINE_SOCKET_PATHS, normalize_cap};
 pub use grants::Grants;
 pub use input::{Origins, PolicyInput};
-pub use limits::{DEFAULT_TMPFS_BYTES, HARDENED_TMPFS, HOME_TMPFS_SIZE, bound_tmpfs_options};
+pub use limits::{
+    DEFAULT_TMPFS_BYTES, HARDENED_TMPFS, HOME_TMPFS_SIZE, bound_tmpfs_options, ulimit_permission,
+};
 pub use network::{LOOPBACK, is_loopback_address, network_permission, publish_address};
 pub use paths::{is_engine_socket, is_within, normalize_path};
 pub use permissions::{Permission, PermissionRequest, RequestStatus, Source};
