@@ -187,8 +187,8 @@ fn another_projects_volume_and_network_named_in_the_files_are_requests() {
     ctx.write(
         ".devcontainer/docker-compose.yml",
         &format!(
-            "{}    volumes: [\"stolen:/stolen\"]\nvolumes:\n  stolen:\n    name: {volume}\nnetworks:\n  default:\n    name: {network}\n",
-            format!("services:\n{}", sleeper("app"))
+            "services:\n{}    volumes: [\"stolen:/stolen\"]\nvolumes:\n  stolen:\n    name: {volume}\nnetworks:\n  default:\n    name: {network}\n",
+            sleeper("app")
         ),
     );
     let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
