@@ -9,7 +9,8 @@
 //! Host layout, under devcell's state folder:
 //! - `egress/forwarder-<sha256 prefix>`: the forwarder executable (mode 0555), shared;
 //! - `egress/<key>/socket/proxy.sock`: one workspace's proxy socket (folder 0711, socket 0666:
-//!   the container's user, whatever its uid, must connect; the state folder above is private).
+//!   the container's user, whatever its uid, must connect; `egress/` and `egress/<key>/` are
+//!   0700, so no other host user reaches it).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,15 @@ impl SocketFolder {
     pub fn create(state: &Path, key: &str) -> Result<SocketFolder, EgressError> {
         let folder = state.join("egress").join(key).join("socket");
         std::fs::create_dir_all(&folder).map_err(EgressError::io(&folder))?;
+        // The socket must be 0666 for the container's user, so the folders above it are the
+        // host's only guard: private to devcell's user whatever the state folder's own mode
+        // (a `DEVCELL_STATE_DIR` made 0755), so no other host user reaches the proxy and the
+        // upstreams' credentials it adds. The container reaches the socket through its own
+        // bind of `socket/`, not through these folders.
+        for private in [state.join("egress"), state.join("egress").join(key)] {
+            std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700))
+                .map_err(EgressError::io(&private))?;
+        }
         std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o711))
             .map_err(EgressError::io(&folder))?;
         let socket = folder.join(SOCKET_NAME);
@@ -211,6 +221,49 @@ mod tests {
         assert_eq!(std::fs::read(&a).unwrap(), FORWARDER);
         let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o555);
+    }
+
+    /// Attack (spec-note 0500): the socket is 0666, so a state folder others may enter
+    /// (`DEVCELL_STATE_DIR` made 0755) would give every host user the proxy and the upstream
+    /// credentials it adds. The folders above the socket are private whatever the state
+    /// folder's mode; as root, another uid is shown not to reach the socket.
+    #[tokio::test]
+    async fn no_other_host_user_reaches_the_socket() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // an `egress/` another devcell made with the default umask
+        std::fs::create_dir(state.path().join("egress")).unwrap();
+        std::fs::set_permissions(
+            state.path().join("egress"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let folder = SocketFolder::create(state.path(), "ws1").unwrap();
+        let _listener = folder.bind().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state.path().join("egress")), 0o700);
+        assert_eq!(mode(&state.path().join("egress/ws1")), 0o700);
+        assert_eq!(mode(folder.path()), 0o711);
+        assert_eq!(mode(&folder.socket()), 0o666);
+        if rustix::process::geteuid().is_root() {
+            use std::os::unix::process::CommandExt as _;
+            let reaches = |uid: u32| {
+                std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg("test -S \"$0\"")
+                    .arg(folder.socket())
+                    .uid(uid)
+                    .gid(uid)
+                    .status()
+                    .unwrap()
+                    .success()
+            };
+            assert!(reaches(0), "the check itself must see the socket");
+            assert!(
+                !reaches(65534),
+                "another host user reaches the proxy socket"
+            );
+        }
     }
 
     #[test]

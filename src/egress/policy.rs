@@ -252,13 +252,25 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
     if s[..4] == [0xfd00, 0x0ec2, 0, 0] && s[4..7] == [0, 0, 0] && s[7] == 0x254 {
         return Some(AddressClass::Metadata);
     }
+    // IPv4-translated `::ffff:0:a.b.c.d` (SIIT): the IPv4 address decides, and the form is
+    // never public itself.
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return classify_v4(embedded).or(Some(AddressClass::Reserved));
+    }
     Some(match s[0] {
         x if x & 0xfe00 == 0xfc00 => AddressClass::Private,
         x if x & 0xffc0 == 0xfec0 => AddressClass::Private,
         x if x & 0xffc0 == 0xfe80 => AddressClass::LinkLocal,
         x if x & 0xff00 == 0xff00 => AddressClass::Multicast,
         0x2001 if s[1] == 0x0db8 => AddressClass::Reserved,
-        0x0100 if s[1..4] == [0, 0, 0] => AddressClass::Reserved,
+        // benchmarking `2001:2::/48`, ORCHID `2001:10::/28`
+        0x2001 if s[1] == 0x0002 && s[2] == 0 => AddressClass::Reserved,
+        0x2001 if s[1] & 0xfff0 == 0x0010 => AddressClass::Reserved,
+        // documentation `3fff::/20`
+        0x3fff if s[1] & 0xf000 == 0 => AddressClass::Reserved,
+        // Only `2000::/3` is global unicast: everything else not named above (`::/8` forms,
+        // `100::/64`, local-use NAT64 `64:ff9b:1::/48`, SRv6 `5f00::/16`, ...) is not public.
+        x if x & 0xe000 != 0x2000 => AddressClass::Reserved,
         _ => return None,
     })
 }
@@ -634,6 +646,20 @@ mod tests {
             ("2002:7f00:1::", Some(Loopback)),
             ("2002:a9fe:a9fe::", Some(Metadata)),
             ("2606:4700::1111", None),
+            // attacks (spec-note 0500): forms outside global unicast that classify missed
+            ("::ffff:0:7f00:1", Some(Loopback)),
+            ("::ffff:0:a9fe:a9fe", Some(Metadata)),
+            ("::ffff:0:5db8:d822", Some(Reserved)),
+            ("64:ff9b:1::a00:1", Some(Reserved)),
+            ("64:ff9b:1::5db8:d822", Some(Reserved)),
+            ("5f00::1", Some(Reserved)),
+            ("100::1:2", Some(Reserved)),
+            ("3fff::1", Some(Reserved)),
+            ("2001:2::1", Some(Reserved)),
+            ("2001:10::1", Some(Reserved)),
+            ("4000::1", Some(Reserved)),
+            ("2001:4860::8888", None),
+            ("2a00:1450::1", None),
         ] {
             assert_eq!(class(ip), want, "{ip}");
         }
@@ -713,6 +739,40 @@ mod tests {
                 "{ip}"
             );
         }
+    }
+
+    /// A resolver that answers a public address first and loopback after (DNS rebinding),
+    /// counting its calls.
+    struct Rebinding(std::sync::atomic::AtomicUsize);
+
+    #[async_trait]
+    impl Resolver for Rebinding {
+        async fn resolve(&self, _name: &str) -> std::io::Result<Vec<IpAddr>> {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let ip = if n == 0 { "93.184.216.34" } else { "127.0.0.1" };
+            Ok(vec![ip.parse().unwrap()])
+        }
+    }
+
+    /// Attack (spec-note 0500): a name that resolves differently the second time. One decision
+    /// resolves once and returns the addresses to connect to (the proxy never resolves again),
+    /// so the public answer that was judged is the one used; the next request is judged on
+    /// its own answer.
+    #[tokio::test]
+    async fn a_rebinding_name_is_resolved_once_per_decision() {
+        let r = Rebinding(std::sync::atomic::AtomicUsize::new(0));
+        let l = list(&["rebind.test"]);
+        let first = l.decide("rebind.test", 443, &r).await.unwrap();
+        assert_eq!(first.addrs, vec!["93.184.216.34:443".parse().unwrap()]);
+        assert_eq!(r.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(
+            l.decide("rebind.test", 443, &r).await,
+            Err(Refusal::NonPublicAddress(
+                "127.0.0.1".parse().unwrap(),
+                AddressClass::Loopback
+            ))
+        );
+        assert_eq!(r.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -969,6 +969,61 @@ mod tests {
         );
     }
 
+    /// Sends `raw` bytes on one connection to the proxy and reads until it closes.
+    async fn raw_exchange(socket: &Path, raw: &[u8]) -> String {
+        let mut s = tokio::net::UnixStream::connect(socket).await.unwrap();
+        s.write_all(raw).await.unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Attack (spec-note 0500): several requests on one connection (pipelined, or one
+    /// smuggled in another's body with both `Content-Length` and `Transfer-Encoding`) are each
+    /// judged on their own: only the listed one reaches its server, and a server the list
+    /// does not name is never contacted.
+    #[tokio::test]
+    async fn requests_sharing_a_connection_are_each_judged() {
+        let (port, seen) = http_upstream().await;
+        let (other, other_seen) = http_upstream().await;
+        let h = proxy(&[format!("web.test:{port}=127.0.0.1")], FakeResolver::new());
+        let pipelined = format!(
+            "GET http://web.test:{port}/one HTTP/1.1\r\nHost: web.test:{port}\r\n\r\n\
+             GET http://other.test:{other}/two HTTP/1.1\r\nHost: other.test:{other}\r\n\r\n\
+             GET http://127.0.0.1:{other}/three HTTP/1.1\r\nHost: 127.0.0.1:{other}\r\n\r\n\
+             GET /four HTTP/1.1\r\nHost: web.test:{port}\r\nConnection: close\r\n\r\n"
+        );
+        let answer = raw_exchange(&h.socket, pipelined.as_bytes()).await;
+        // the bodies end without a newline: find each status line where it starts
+        let statuses: Vec<&str> = answer
+            .match_indices("HTTP/1.1 ")
+            .map(|(i, _)| &answer[i + 9..i + 12])
+            .collect();
+        assert_eq!(statuses, ["200", "403", "403", "400"], "{answer}");
+        let smuggled = format!(
+            "POST http://web.test:{port}/five HTTP/1.1\r\nHost: web.test:{port}\r\n\
+             Content-Length: 70\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+             0\r\n\r\nGET http://127.0.0.1:{other}/six HTTP/1.1\r\nHost: 127.0.0.1:{other}\r\n\r\n"
+        );
+        raw_exchange(&h.socket, smuggled.as_bytes()).await;
+        decisions(&h.log, 4).await;
+        assert!(
+            other_seen.lock().unwrap().is_empty(),
+            "a server no entry names was reached"
+        );
+        let paths: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(u, _)| u.clone())
+            .collect();
+        assert!(paths.first().is_some_and(|p| p == "/one"), "{paths:?}");
+        assert!(
+            paths.iter().all(|p| p == "/one" || p == "/five"),
+            "{paths:?}"
+        );
+    }
+
     #[tokio::test]
     async fn connect_with_the_hosts_sni_relays_the_client_hello() {
         let (port, upstream) = raw_upstream();

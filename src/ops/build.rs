@@ -215,6 +215,9 @@ pub async fn build_with(
             (&profile, &grants),
         )
         .await?;
+        // a build tags `<project>-<service>`: not into another workspace's project
+        let id_labels = crate::ops::target::id_labels(&opts.target, &loaded);
+        crate::ops::compose::claim_project(engine, &target, &id_labels).await?;
         let places = crate::ops::compose_up::compose_places(&loaded, &up_opts, None);
         crate::security::compose::judge_compose(
             &profile,

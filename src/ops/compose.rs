@@ -170,10 +170,24 @@ pub(crate) fn compose_env(
             visible.insert(name.to_string(), v.clone());
         }
     }
+    // Compose fetches `include:`/`extends` of `git` and `oci://` resources while it loads
+    // the files, on the host, with the user's git and registry credentials, before anything
+    // is judged: under `hardened` those loaders are off (spec-note 0601, attacks).
+    if matches!(profile, SecurityProfile::Hardened(_)) {
+        for name in REMOTE_LOADERS {
+            visible.insert(name.to_string(), "false".to_string());
+        }
+    }
     let mut all: Vec<(String, String)> = visible.into_iter().collect();
     all.sort();
     all
 }
+
+/// Compose's switches for its remote resource loaders (a boolean each; on unless `false`).
+const REMOTE_LOADERS: &[&str] = &[
+    "COMPOSE_EXPERIMENTAL_GIT_REMOTE",
+    "COMPOSE_EXPERIMENTAL_OCI_REMOTE",
+];
 
 /// Whether `name` is one of [`TOOL_VARIABLES`].
 pub(crate) fn is_tool_variable(name: &str) -> bool {
@@ -237,6 +251,94 @@ pub(crate) async fn primary_of_workspace(
             target.project.name
         )),
     })
+}
+
+/// Refuses a project that is not this workspace's before anything of it is built, created or
+/// replaced: one that already has containers and none of them carries every id label of this
+/// workspace (another workspace's project, or one made with `docker compose` by hand, that the
+/// repository's files, `.env` or `name:` name), or one where a container carries another
+/// workspace's value of an id label. Compose would otherwise recreate that project's services
+/// of the same names from the repository's files, put the repository's services on its
+/// networks, and a later `down --remove` would remove all of it (spec-note 0603).
+///
+/// Errors: [`HandoffError::Unsupported`] naming the project and the containers;
+/// [`HandoffError::Engine`].
+pub(crate) async fn claim_project(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    id_labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    let containers = engine
+        .find_containers(&project_labels(&target.project.name))
+        .await?;
+    let labels: Vec<(&str, &BTreeMap<String, String>)> = containers
+        .iter()
+        .map(|c| (c.id.as_str(), &c.labels))
+        .collect();
+    match foreign_containers(&labels, id_labels) {
+        None => Ok(()),
+        Some(foreign) => Err(HandoffError::Unsupported {
+            message: format!(
+                "the Compose project `{}` already exists and is not this workspace's (its containers {} do not carry {}): it is not brought up, built or changed",
+                target.project.name,
+                foreign
+                    .iter()
+                    .map(|id| short(id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                join_pairs(id_labels)
+            ),
+            hint: Some(format!(
+                "the configuration's Compose files (`name:`) or the workspace's `.env` name another project; set `COMPOSE_PROJECT_NAME` to another name, or remove the project `{}` if it is not in use",
+                target.project.name
+            )),
+        }),
+    }
+}
+
+/// The containers (by id) that make a project not this workspace's ([`claim_project`]): every
+/// one when none carries all of `id_labels`, else those carrying another value of one of
+/// them; `None` when the project is this workspace's or has no container.
+fn foreign_containers<'a>(
+    containers: &[(&'a str, &BTreeMap<String, String>)],
+    id_labels: &BTreeMap<String, String>,
+) -> Option<Vec<&'a str>> {
+    let ours =
+        |labels: &BTreeMap<String, String>| id_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+    let other = |labels: &BTreeMap<String, String>| {
+        id_labels
+            .iter()
+            .any(|(k, v)| labels.get(k).is_some_and(|have| have != v))
+    };
+    let foreign: Vec<&str> = if containers.iter().any(|(_, l)| ours(l)) {
+        containers
+            .iter()
+            .filter(|(_, l)| other(l))
+            .map(|(id, _)| *id)
+            .collect()
+    } else {
+        containers.iter().map(|(id, _)| *id).collect()
+    };
+    (!foreign.is_empty()).then_some(foreign)
+}
+
+/// Whether a container of the project may be stopped or removed with this workspace's
+/// project: it carries no other value of one of `id_labels` (spec-note 0603).
+pub(crate) fn not_another_workspaces(
+    labels: &BTreeMap<String, String>,
+    id_labels: &BTreeMap<String, String>,
+) -> bool {
+    !id_labels
+        .iter()
+        .any(|(k, v)| labels.get(k).is_some_and(|have| have != v))
+}
+
+fn join_pairs(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The files a container was brought up with ([`CONFIG_FILES_LABEL`]), so a project is
@@ -318,11 +420,24 @@ pub(crate) async fn project_siblings(
         crate::engine::compose::PROJECT_LABEL.to_string(),
         project.clone(),
     )]);
+    // the primary's own workspace identity: a container carrying another one is never its
+    // sibling (spec-note 0603)
+    let identity: BTreeMap<String, String> = primary
+        .iter()
+        .filter(|(k, _)| {
+            [
+                crate::names::LOCAL_FOLDER_LABEL,
+                crate::names::CONFIG_FILE_LABEL,
+            ]
+            .contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     Ok(engine
         .find_containers(&labels)
         .await?
         .into_iter()
-        .filter(|c| c.id != primary_id)
+        .filter(|c| c.id != primary_id && not_another_workspaces(&c.labels, &identity))
         .collect())
 }
 
@@ -345,5 +460,53 @@ mod tests {
         );
         assert_eq!(up_services("app", Some(&[])), ["app"]);
         assert_eq!(pointer_escape("a/b~c"), "a~1b~0c");
+    }
+
+    /// Attack (spec-note 0603): a repository naming another project by `name:` or `.env`.
+    #[test]
+    fn a_project_is_this_workspaces_only_with_one_of_its_containers_and_no_other_workspaces() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let ids = map(&[
+            ("devcontainer.local_folder", "/w/b"),
+            (
+                "devcontainer.config_file",
+                "/w/b/.devcontainer/devcontainer.json",
+            ),
+        ]);
+        let ours = ids.clone();
+        let theirs = map(&[
+            ("devcontainer.local_folder", "/w/a"),
+            (
+                "devcontainer.config_file",
+                "/w/a/.devcontainer/devcontainer.json",
+            ),
+        ]);
+        let plain = map(&[("com.docker.compose.service", "db")]);
+        // no container: a new project
+        assert_eq!(foreign_containers(&[], &ids), None);
+        // ours, with its sidecars (which carry no id label)
+        assert_eq!(
+            foreign_containers(&[("p", &ours), ("s", &plain)], &ids),
+            None
+        );
+        // another workspace's, or a project made by hand: every container is foreign
+        assert_eq!(
+            foreign_containers(&[("a", &theirs), ("s", &plain)], &ids),
+            Some(vec!["a", "s"])
+        );
+        assert_eq!(foreign_containers(&[("s", &plain)], &ids), Some(vec!["s"]));
+        // a container of another workspace that joined ours
+        assert_eq!(
+            foreign_containers(&[("p", &ours), ("a", &theirs)], &ids),
+            Some(vec!["a"])
+        );
+        assert!(not_another_workspaces(&plain, &ids));
+        assert!(not_another_workspaces(&ours, &ids));
+        assert!(!not_another_workspaces(&theirs, &ids));
     }
 }

@@ -28,7 +28,8 @@ use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::attach::attach;
 use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
 use crate::ops::compose::{
-    ComposeTarget, compose_target, find_service_container, primary_of_workspace, recorded_files,
+    ComposeTarget, claim_project, compose_target, find_service_container, primary_of_workspace,
+    recorded_files,
 };
 use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
 use crate::ops::entries::existing_entries;
@@ -104,7 +105,15 @@ pub(crate) async fn up_compose(
         &places,
         grants,
     ));
-    service_requests.extend(variable_requests(&target, profile, grants).await?);
+    // judged with the rest, and reported with the services' own requests
+    let mut reported = variable_requests(&target, profile, grants).await?;
+    reported.extend(security::compose::foreign_resource_requests(
+        profile,
+        &target.model,
+        &foreign_resources(engine, &target).await?,
+        grants,
+    ));
+    service_requests.extend(reported.iter().cloned());
     let ConfigurationJudgement {
         early,
         init_stage,
@@ -132,6 +141,7 @@ pub(crate) async fn up_compose(
 
     let mut warnings = loaded.warnings.clone();
     let mut existing = primary_of_workspace(engine, &target, &id_labels).await?;
+    claim_project(engine, &target, &id_labels).await?;
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -152,6 +162,7 @@ pub(crate) async fn up_compose(
         });
     }
     let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
+    permissions.extend(reported);
     if let Some(info) = &existing {
         let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
         // Compose's own project network is the container's, not a request (spec-note 0604).
@@ -321,6 +332,41 @@ async fn variable_requests(
             r
         })
         .collect())
+}
+
+/// The model's volumes and networks that already exist on the engine and are not this
+/// project's: without Compose's project label for it (spec-note 0601, attacks).
+///
+/// Errors: [`HandoffError::Engine`].
+async fn foreign_resources(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+) -> Result<security::compose::ForeignResources> {
+    let project = target.project.name.as_str();
+    let (volumes, networks) = security::compose::resource_names(&target.model);
+    let mut foreign = security::compose::ForeignResources::default();
+    for name in volumes {
+        if let Some(info) = engine.inspect_volume(&name).await?
+            && info
+                .labels
+                .get(crate::engine::compose::PROJECT_LABEL)
+                .map(String::as_str)
+                != Some(project)
+        {
+            foreign.volumes.insert(name);
+        }
+    }
+    if !networks.is_empty() {
+        let all = engine.find_networks(&Default::default()).await?;
+        let own = engine
+            .find_networks(&crate::ops::compose::project_labels(project))
+            .await?;
+        foreign.networks = networks
+            .into_iter()
+            .filter(|n| all.contains(n) && !own.contains(n))
+            .collect();
+    }
+    Ok(foreign)
 }
 
 /// Where the Compose files' host paths are judged: the workspace folder (not a git root

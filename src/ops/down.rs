@@ -139,6 +139,8 @@ async fn down_compose(
             .find_containers(&crate::ops::compose::project_labels(&target.project.name))
             .await?
             .into_iter()
+            // never another workspace's container that joined the project
+            .filter(|c| crate::ops::compose::not_another_workspaces(&c.labels, labels))
             .map(|c| c.id)
             .collect()
     } else {

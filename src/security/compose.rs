@@ -93,6 +93,114 @@ pub fn compose_requests(
     requests
 }
 
+/// Volumes and networks the engine already holds under a name the Compose model resolves to
+/// and that are not the project's own (they carry another `com.docker.compose.project`
+/// label, or none): an explicit `name:` or `external: true` naming another workspace's
+/// database volume or project network, which Compose mounts or joins with a warning only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForeignResources {
+    /// Engine volume names.
+    pub volumes: std::collections::BTreeSet<String>,
+    /// Engine network names.
+    pub networks: std::collections::BTreeSet<String>,
+}
+
+/// The engine names of every top-level volume and network of `model` (`name`, else the key),
+/// for the caller to look up ([`ForeignResources`]).
+pub fn resource_names(model: &Value) -> (Vec<String>, Vec<String>) {
+    let names = |top: &str| -> Vec<String> {
+        model
+            .get(top)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(key, def)| {
+                def.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(key)
+                    .to_string()
+            })
+            .collect()
+    };
+    (names("volumes"), names("networks"))
+}
+
+/// One request per service mount of a foreign volume ([`Permission::Volume`], `--allow
+/// volume:<name>`) and per service attached to a foreign network ([`Permission::Network`];
+/// an `external` network is already one, [`compose_requests`]), judged under `profile`
+/// (spec-note 0601, attacks).
+pub fn foreign_resource_requests(
+    profile: &SecurityProfile,
+    model: &Value,
+    foreign: &ForeignResources,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let engine_name = |top: &str, key: &str| -> String {
+        model
+            .get(top)
+            .and_then(|t| t.get(key))
+            .and_then(|d| d.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or(key)
+            .to_string()
+    };
+    let external = |top: &str, key: &str| {
+        model
+            .get(top)
+            .and_then(|t| t.get(key))
+            .and_then(|d| d.get("external"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    for (name, service) in model
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let source = |property: &str| Source::ComposeService {
+            service: name.clone(),
+            property: property.to_string(),
+        };
+        for v in service
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if v.get("type").and_then(Value::as_str) != Some("volume") {
+                continue;
+            }
+            let Some(key) = v.get("source").and_then(Value::as_str) else {
+                continue;
+            };
+            let volume = engine_name("volumes", key);
+            if foreign.volumes.contains(&volume) {
+                asked.push((Permission::Volume(volume), source("volumes")));
+            }
+        }
+        let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
+            Some(n) => n.keys().cloned().collect(),
+            None if service.get("network_mode").is_none() => vec!["default".to_string()],
+            None => Vec::new(),
+        };
+        for key in keys {
+            let network = engine_name("networks", &key);
+            if !external("networks", &key) && foreign.networks.contains(&network) {
+                asked.push((Permission::Network(network), source("networks")));
+            }
+        }
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
+}
+
 fn service_requests(
     model: &Value,
     name: &str,
@@ -188,6 +296,27 @@ fn service_requests(
             Permission::RuntimeOption(format!("oom_score_adj={adj}")),
             "oom_score_adj",
         );
+    }
+    for (limit, value) in service
+        .get("ulimits")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let int = |v: Option<&Value>| v.and_then(number).map(|n| n as i64);
+        let (soft, hard) = match value {
+            Value::Object(_) => (
+                int(value.get("soft")).unwrap_or(0),
+                int(value.get("hard")).unwrap_or(0),
+            ),
+            single => (
+                int(Some(single)).unwrap_or(0),
+                int(Some(single)).unwrap_or(0),
+            ),
+        };
+        if let Some(p) = super::policy::ulimit_permission(limit, soft, hard) {
+            push(p, "ulimits");
+        }
     }
     for from in strings("volumes_from") {
         if from.starts_with("container:") {
@@ -316,6 +445,22 @@ fn service_requests(
         }
     }
     if let Some(build) = service.get("build") {
+        // The tags a build gives its image (`image`, `build.tags`): the engine moves a tag to
+        // the newest image given it, so a repository naming `postgres:16` or another
+        // workspace's image would have whatever names that tag run the repository's build
+        // (spec-note 0400, attacks). Compose's own `<project>-<service>` is not the
+        // repository's choice.
+        let project = model
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let own = format!("{project}-{name}");
+        let image = str_of("image").map(str::to_string);
+        for tag in image.into_iter().chain(strings_of(build, "tags")) {
+            if tag != own && tag != format!("{own}:latest") {
+                push(Permission::ImageTag(tag), "build");
+            }
+        }
         let context = build.get("context").and_then(Value::as_str);
         if let Some(context) = context
             && !context.contains("://")
@@ -689,6 +834,7 @@ mod tests {
         assert_eq!(
             flags,
             [
+                "--allow image-tag:a",
                 "--allow mount:/etc/cron.d",
                 "--allow mount:/home/dev/.aws/credentials",
                 "--allow mount:/home/dev/.ssh",
@@ -711,7 +857,7 @@ mod tests {
                 && s == "Compose service `db` (`runtime`)"
         ));
         let j = judged_with_flags(&m, &flags);
-        assert_eq!(j.requests.len(), 8);
+        assert_eq!(j.requests.len(), 9);
         assert!(Grants::parse(&["runtime-option:"]).is_err());
     }
 
@@ -852,6 +998,7 @@ mod tests {
             flags,
             [
                 "--allow env:AWS_SECRET <- Compose service `db` (`secrets`)",
+                "--allow image-tag:a <- Compose service `app` (`build`)",
                 "--allow mount:/etc/shadow <- Compose service `db` (`secrets`)",
                 "--allow mount:/srv/ctx <- Compose service `app` (`build.context`)",
                 "--allow mount:/srv/ctx/Dockerfile <- Compose service `app` (`build.dockerfile`)",
@@ -859,6 +1006,140 @@ mod tests {
                 "--allow network:othernet <- Compose service `db` (`networks`)",
                 "identity label `devcontainer.local_folder` set by the repository <- Compose service `app` (`labels`)",
             ]
+        );
+    }
+
+    /// Attack (spec-note 0400): a build's `image` or `build.tags` moves a tag another
+    /// workspace (or the engine's cache of a public image) names to the repository's build;
+    /// Compose's own `<project>-<service>` and an `image` without `build` are not requests.
+    #[test]
+    fn tags_a_compose_build_gives_its_image_are_requests() {
+        let m = model(json!({
+            "app": {"image": "postgres:16", "build": {"context": "/w/repo",
+                    "tags": ["p-app:v2", "victim-app"]}},
+            "own": {"image": "p-own", "build": {"context": "/w/repo"}},
+            "own2": {"image": "p-own2:latest", "build": {"context": "/w/repo"}},
+            "plain": {"image": "postgres:16"},
+            "untagged": {"build": {"context": "/w/repo"}}
+        }));
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow image-tag:p-app:v2 <- Compose service `app` (`build`)",
+                "--allow image-tag:postgres:16 <- Compose service `app` (`build`)",
+                "--allow image-tag:victim-app <- Compose service `app` (`build`)",
+            ]
+        );
+        let grants = Grants::parse(&[
+            "image-tag:postgres:16",
+            "image-tag:p-app:v2",
+            "image-tag:victim-app",
+        ])
+        .unwrap();
+        assert!(judge_compose(&hardened(), &m, "app", &places(), &grants).is_ok());
+        let reference = judge_compose(
+            &SecurityProfile::Reference,
+            &m,
+            "app",
+            &places(),
+            &Grants::default(),
+        )
+        .unwrap();
+        assert!(
+            reference
+                .requests
+                .iter()
+                .all(|r| r.status == RequestStatus::AllowedByProfile)
+        );
+    }
+
+    /// Attack (spec-note 0400): `ulimits` giving an unprivileged process real-time scheduling
+    /// or a raised priority, which the CPU limit does not bound.
+    #[test]
+    fn ulimits_beyond_the_cpu_limit_are_requests() {
+        let m = model(json!({
+            "app": {"image": "a", "ulimits": {"rtprio": 99, "nofile": {"soft": 1024, "hard": 4096}}},
+            "db": {"image": "d", "ulimits": {"nice": {"soft": 0, "hard": 40}, "rtprio": 0,
+                   "core": -1}}
+        }));
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow runtime-option:ulimit.nice=40 <- Compose service `db` (`ulimits`)",
+                "--allow runtime-option:ulimit.rtprio=99 <- Compose service `app` (`ulimits`)",
+            ]
+        );
+        let grants = Grants::parse(&[
+            "runtime-option:ulimit.rtprio=99",
+            "runtime-option:ulimit.nice=40",
+        ])
+        .unwrap();
+        assert!(judge_compose(&hardened(), &m, "app", &places(), &grants).is_ok());
+    }
+
+    /// Attack (spec-note 0601): another project's volume or network named with `name:` (or
+    /// an external volume) is mounted or joined by Compose with a warning only.
+    #[test]
+    fn foreign_volumes_and_networks_are_requests() {
+        let mut m = model(json!({
+            "app": {"image": "a", "volumes": [
+                {"type": "volume", "source": "data", "target": "/d"},
+                {"type": "volume", "source": "stolen", "target": "/s"},
+                {"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "db": {"image": "d", "volumes": [{"type": "volume", "source": "ext", "target": "/e"}],
+                   "networks": {"other": null, "ext": null}},
+            "host": {"image": "d", "network_mode": "host"}
+        }));
+        m["volumes"] = json!({"data": {"name": "p_data"}, "stolen": {"name": "victim_db"},
+                              "ext": {"name": "shared", "external": true}});
+        m["networks"] = json!({"default": {"name": "victim_default"}, "other": {"name": "p_other"},
+                               "ext": {"name": "victim_default", "external": true}});
+        let (mut volumes, mut networks) = resource_names(&m);
+        volumes.sort();
+        networks.sort();
+        assert_eq!(volumes, ["p_data", "shared", "victim_db"]);
+        assert_eq!(networks, ["p_other", "victim_default", "victim_default"]);
+        let foreign = ForeignResources {
+            volumes: ["victim_db", "shared"].map(String::from).into(),
+            networks: ["victim_default"].map(String::from).into(),
+        };
+        let got = foreign_resource_requests(&hardened(), &m, &foreign, &Grants::default());
+        let mut flags: Vec<String> = got
+            .iter()
+            .map(|r| {
+                assert_eq!(r.status, RequestStatus::Refused);
+                format!("{} <- {}", r.permission.grant_flag().unwrap(), r.source)
+            })
+            .collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow network:victim_default <- Compose service `app` (`networks`)",
+                "--allow volume:shared <- Compose service `db` (`volumes`)",
+                "--allow volume:victim_db <- Compose service `app` (`volumes`)",
+            ]
+        );
+        let grants = Grants::parse(&[
+            "volume:victim_db",
+            "volume:shared",
+            "network:victim_default",
+        ])
+        .unwrap();
+        assert!(
+            foreign_resource_requests(&hardened(), &m, &foreign, &grants)
+                .iter()
+                .all(|r| r.status == RequestStatus::Granted)
+        );
+        assert!(
+            foreign_resource_requests(&hardened(), &m, &ForeignResources::default(), &grants)
+                .is_empty()
         );
     }
 

@@ -5,6 +5,8 @@
 use crate::engine::{ContainerSpec, Limits, MountKind};
 use crate::security::profile::ProfileLimits;
 
+use super::permissions::Permission;
+
 /// tmpfs paths `hardened` always adds (with the remote user's home, [`HOME_TMPFS_SIZE`]).
 ///
 /// Each has an explicit `size`, so temporary storage is bounded per mount (a full tmpfs gives
@@ -18,6 +20,31 @@ pub const HARDENED_TMPFS: &[(&str, &str)] = &[
 
 /// `size` of the tmpfs `hardened` puts on the remote user's home.
 pub const HOME_TMPFS_SIZE: &str = "2g";
+
+/// The request a per-process limit (`--ulimit`, Compose `ulimits`) is when it lets an
+/// unprivileged process do what the profile's limits do not bound (spec-note 0400, attacks):
+/// `rtprio` above 0 (real-time scheduling without `CAP_SYS_NICE`: the CPU limit does not
+/// throttle a real-time task, so one busy loop takes a host CPU) and `nice` above 20 (a
+/// priority above the default, over the host's own processes). `soft` and `hard` as the
+/// engine takes them (`-1`: unlimited); the higher decides.
+pub fn ulimit_permission(name: &str, soft: i64, hard: i64) -> Option<Permission> {
+    let high = if soft < 0 || hard < 0 {
+        i64::MAX
+    } else {
+        soft.max(hard)
+    };
+    let beyond = match name {
+        "rtprio" => high > 0,
+        "nice" => high > 20,
+        _ => false,
+    };
+    let shown = if high == i64::MAX {
+        "unlimited".to_string()
+    } else {
+        high.to_string()
+    };
+    beyond.then(|| Permission::RuntimeOption(format!("ulimit.{name}={shown}")))
+}
 
 /// The profile's limits, or the configuration's when it asks for less (spec-note 0085).
 pub(super) fn clamp_limits(requested: Limits, profile: ProfileLimits) -> Limits {

@@ -25,7 +25,9 @@ pub use crate::security::known::{ENGINE_SOCKET_NAMES, ENGINE_SOCKET_PATHS, norma
 pub use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
 pub use grants::Grants;
 pub use input::{Origins, PolicyInput};
-pub use limits::{DEFAULT_TMPFS_BYTES, HARDENED_TMPFS, HOME_TMPFS_SIZE, bound_tmpfs_options};
+pub use limits::{
+    DEFAULT_TMPFS_BYTES, HARDENED_TMPFS, HOME_TMPFS_SIZE, bound_tmpfs_options, ulimit_permission,
+};
 pub use network::{LOOPBACK, is_loopback_address, network_permission, publish_address};
 pub use paths::{is_engine_socket, is_within, normalize_path};
 pub use users::is_root_user;

@@ -79,6 +79,11 @@ pub(super) fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
             push(Permission::Mount(path), source);
         }
     }
+    for u in &spec.ulimits {
+        if let Some(p) = super::limits::ulimit_permission(&u.name, u.soft, u.hard) {
+            push(p, Source::DevcontainerJson);
+        }
+    }
     for d in &spec.devices {
         push(
             Permission::Device(d.host_path.clone()),

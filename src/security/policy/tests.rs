@@ -865,3 +865,42 @@ fn user_and_path_helpers() {
     assert_eq!(normalize_path("rel"), None);
     assert!(is_within("/a/b", "/a") && is_within("/a", "/a") && !is_within("/ab", "/a"));
 }
+
+/// Attack (spec-note 0400): `runArgs --ulimit rtprio=99` gives the container's unprivileged
+/// user real-time scheduling (no `CAP_SYS_NICE` needed), which the CPU limit does not
+/// throttle; `nice=40` a priority above the host's processes. Other limits are not requests.
+#[test]
+fn ulimits_beyond_the_cpu_limit_are_requests() {
+    let ulimit = |name: &str, soft: i64, hard: i64| crate::engine::Ulimit {
+        name: name.into(),
+        soft,
+        hard,
+    };
+    let mut input = base();
+    input.spec.ulimits = vec![
+        ulimit("rtprio", 99, 99),
+        ulimit("nice", 0, -1),
+        ulimit("nofile", 1024, 65536),
+        ulimit("rtprio", 0, 0),
+    ];
+    let flags: Vec<String> = refused(&input, &Grants::default())
+        .iter()
+        .map(|r| r.permission.grant_flag().unwrap())
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--allow runtime-option:ulimit.rtprio=99",
+            "--allow runtime-option:ulimit.nice=unlimited"
+        ]
+    );
+    let grants = Grants::parse(&[
+        "runtime-option:ulimit.rtprio=99",
+        "runtime-option:ulimit.nice=unlimited",
+    ])
+    .unwrap();
+    let a = apply(&hardened(), &input, &grants).unwrap();
+    assert_eq!(a.spec.ulimits.len(), 4);
+    assert_eq!(ulimit_permission("nice", 20, 20), None);
+    assert_eq!(ulimit_permission("memlock", -1, -1), None);
+}

@@ -6,6 +6,7 @@
 
 mod attacks;
 mod before_build;
+mod compose_projects;
 mod env_and_build;
 mod host_execution;
 mod identity_and_escapes;

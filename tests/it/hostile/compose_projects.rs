@@ -1,0 +1,350 @@
+//! Hostile Compose files that reach past their own project (spec-notes 0601, 0603): the
+//! repository names another workspace's project (`name:`, `.env`), another project's volume or
+//! network (`name:`, `external`), or a tag another workspace's image carries (`build` with
+//! `image`). Each asserts on the engine that the other project's containers, volume, network
+//! and image are as they were, not only that an error was printed.
+
+use devcell::engine::compose::sanitize_project_name;
+
+use crate::support::context::{TestContext, docker_lines};
+use crate::support::docker::BUSYBOX_IMAGE;
+
+const ID_AND_SERVICE: &str = "{{.ID}} {{.Label \"com.docker.compose.service\"}} {{.State}}";
+
+/// `<id> <service> <state>` of every container of `project`, sorted.
+fn project_containers(project: &str) -> Vec<String> {
+    let mut lines = docker_lines(&[
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--format",
+        ID_AND_SERVICE,
+    ]);
+    lines.sort();
+    lines
+}
+
+/// The project name the reference rule gives a workspace whose Compose file is in
+/// `.devcontainer` (spec-note 0600), cleaned up on drop.
+fn own_project(ctx: &TestContext) -> String {
+    let base = ctx.path().file_name().unwrap().to_string_lossy();
+    let name = sanitize_project_name(&format!("{base}_devcontainer"));
+    ctx.clean_label(&format!("com.docker.compose.project={name}"));
+    name
+}
+
+const CONFIG: &str =
+    r#"{"dockerComposeFile": "docker-compose.yml", "service": "SERVICE", "remoteUser": "nobody"}"#;
+
+fn sleeper(service: &str) -> String {
+    format!("  {service}:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n")
+}
+
+/// A workspace's project (`app` + `db`, brought up by devcell) and a project made by hand with
+/// `docker compose` are named by another repository, through its file's `name:` and through
+/// its workspace `.env`: its `up` and `build` are refused, its `down --remove` touches
+/// nothing, and the other projects' containers are the same containers, still running.
+#[test]
+fn a_repository_naming_another_project_never_replaces_joins_or_removes_it() {
+    let Some(victim) = TestContext::busybox("hostile_compose_victim") else {
+        return;
+    };
+    let Some(attacker) = TestContext::busybox("hostile_compose_claim") else {
+        return;
+    };
+    let (victim, attacker) = (victim.isolated(), attacker.isolated());
+    let pid = std::process::id();
+    let name = format!("devcell-victim-{pid}");
+    victim.clean_label(&format!("com.docker.compose.project={name}"));
+    victim.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "name: {name}\nservices:\n{}{}",
+            sleeper("app"),
+            sleeper("db")
+        ),
+    );
+    let victim = victim.config(&CONFIG.replace("SERVICE", "app"));
+    victim.up(&[]);
+    let before = project_containers(&name);
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // a project made with `docker compose` by hand, not a dev container's
+    let by_hand = format!("devcell-byhand-{pid}");
+    victim.clean_label(&format!("com.docker.compose.project={by_hand}"));
+    let hand_file = victim.tmp().join("by-hand.yml");
+    std::fs::write(&hand_file, format!("services:\n{}", sleeper("db"))).unwrap();
+    let made = std::process::Command::new("docker")
+        .args(["compose", "-p", &by_hand, "-f"])
+        .arg(&hand_file)
+        .args(["up", "-d"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let hand_before = project_containers(&by_hand);
+    assert_eq!(hand_before.len(), 1, "{hand_before:?}");
+
+    // the attacker's primary service has another name; its `db` would replace the victim's
+    let evil = format!(
+        "name: NAME\nservices:\n{}  db:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"echo replaced; sleep 100000\"]\n",
+        sleeper("evil")
+    );
+    attacker.write(
+        ".devcontainer/docker-compose.yml",
+        &evil.replace("NAME", &name),
+    );
+    let attacker = attacker.config(&CONFIG.replace("SERVICE", "evil"));
+    let own = own_project(&attacker);
+    for command in ["up", "build"] {
+        let refused = attacker.run(command, &[]);
+        let stderr = refused.failed();
+        assert!(
+            stderr.contains(&format!(
+                "`{name}` already exists and is not this workspace's"
+            )),
+            "{command}: {stderr}"
+        );
+        assert_eq!(project_containers(&name), before, "{command}");
+    }
+    attacker.run("down", &["--remove"]).ok();
+    assert_eq!(project_containers(&name), before);
+    let (code, _, err) = victim.sh("true");
+    assert_eq!(code, 0, "the victim's container is gone: {err}");
+
+    // the same through the workspace's `.env` (the reference rule reads it first)
+    attacker.write(
+        ".devcontainer/docker-compose.yml",
+        &evil.replace("name: NAME\n", ""),
+    );
+    attacker.write(".env", &format!("COMPOSE_PROJECT_NAME={by_hand}\n"));
+    let refused = attacker.run("up", &[]);
+    assert!(
+        refused
+            .failed()
+            .contains(&format!("`{by_hand}` already exists")),
+        "{}",
+        refused.stderr
+    );
+    attacker.run("down", &["--remove"]).ok();
+    assert_eq!(project_containers(&by_hand), hand_before);
+    assert!(project_containers(&own).is_empty());
+
+    // the attacker's own project still comes up
+    std::fs::remove_file(attacker.path().join(".env")).unwrap();
+    attacker.up(&[]);
+    assert_eq!(project_containers(&own).len(), 2);
+    attacker.run("down", &["--remove"]).ok();
+    assert!(project_containers(&own).is_empty());
+    assert_eq!(project_containers(&name), before);
+    victim.run("down", &["--remove"]).ok();
+    assert!(project_containers(&name).is_empty());
+}
+
+/// Another project's database volume and project network, named with `name:` in the
+/// repository's file (and an `external` volume): Compose would mount and join them with a
+/// warning. Refused with nothing created and nothing attached to them; granted, they are used.
+#[test]
+fn another_projects_volume_and_network_named_in_the_files_are_requests() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_shared") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let (volume, network) = (
+        format!("devcell-shared-{pid}_db"),
+        format!("devcell-shared-{pid}_default"),
+    );
+    ctx.cleanup().volume(&volume).network(&network);
+    let victim = format!("com.docker.compose.project=devcell-shared-{pid}");
+    let create = |args: &[&str]| {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+    };
+    create(&[
+        "volume",
+        "create",
+        "--label",
+        &victim,
+        "--label",
+        "com.docker.compose.volume=db",
+        &volume,
+    ]);
+    create(&[
+        "network",
+        "create",
+        "--label",
+        &victim,
+        "--label",
+        "com.docker.compose.network=default",
+        &network,
+    ]);
+    let project = own_project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    volumes: [\"stolen:/stolen\"]\nvolumes:\n  stolen:\n    name: {volume}\nnetworks:\n  default:\n    name: {network}\n",
+            sleeper("app")
+        ),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let users = || {
+        let mut on = docker_lines(&["ps", "-aq", "--filter", &format!("volume={volume}")]);
+        on.extend(
+            docker_lines(&[
+                "network",
+                "inspect",
+                "--format",
+                "{{range $id, $c := .Containers}}{{$id}} {{end}}",
+                &network,
+            ])
+            .into_iter()
+            .filter(|l| !l.trim().is_empty()),
+        );
+        on
+    };
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    for flag in [
+        format!("--allow volume:{volume}"),
+        format!("--allow network:{network}"),
+    ] {
+        assert!(stderr.contains(&flag), "{flag}: {stderr}");
+    }
+    assert!(project_containers(&project).is_empty());
+    assert!(users().is_empty(), "{:?}", users());
+
+    // an `external` volume of another project likewise
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    volumes: [\"stolen:/stolen\"]\nvolumes:\n  stolen:\n    name: {volume}\n    external: true\n",
+            sleeper("app")
+        ),
+    );
+    let refused = ctx.run("up", &[]);
+    assert!(
+        refused
+            .failed()
+            .contains(&format!("--allow volume:{volume}")),
+        "{}",
+        refused.stderr
+    );
+    assert!(project_containers(&project).is_empty());
+    assert!(users().is_empty(), "{:?}", users());
+
+    // granted: mounted as asked
+    let up = ctx.up(&["--allow", &format!("volume:{volume}")]);
+    assert!(
+        up["devcell"]["permissions"].to_string().contains(&volume),
+        "{up}"
+    );
+    assert_eq!(users().len(), 1);
+    ctx.run("down", &["--remove"]).ok();
+    assert!(project_containers(&project).is_empty());
+}
+
+/// A build service whose `image` is a tag another workspace's image carries: `docker compose
+/// build` would move that tag to the repository's build. Refused (`up` and `build`) with the
+/// tag where it was; granted, moved.
+#[test]
+fn a_compose_build_does_not_move_another_images_tag() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_tag") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let victim = format!("devcell-test/victim-{pid}:1");
+    ctx.remove_image(&victim);
+    assert!(
+        std::process::Command::new("docker")
+            .args(["tag", BUSYBOX_IMAGE, &victim])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let id_of = |image: &str| docker_lines(&["image", "inspect", "--format", "{{.Id}}", image]);
+    let before = id_of(&victim);
+    assert_eq!(before.len(), 1);
+    let project = own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nLABEL devcell.test.poisoned=1\n"),
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    build: {{context: ., pull: false}}\n    image: {victim}\n    pull_policy: build\n    command: [\"sleep\", \"100000\"]\n"
+        ),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    for command in ["up", "build"] {
+        let refused = ctx.run(command, &[]);
+        let stderr = refused.failed();
+        assert!(
+            stderr.contains(&format!("--allow image-tag:{victim}")),
+            "{command}: {stderr}"
+        );
+        assert_eq!(id_of(&victim), before, "{command} moved the tag");
+    }
+    assert!(project_containers(&project).is_empty());
+}
+
+/// A listener on 127.0.0.1 that counts connections and serves nothing: any connection means
+/// the host fetched what the repository named.
+fn tripwire() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (port, hits)
+}
+
+/// `include:` of a git repository or an OCI artifact: Compose fetches them on the host while
+/// it loads the files (`docker compose config`, before anything is judged), with the user's
+/// git and registry credentials. Under `hardened` nothing is fetched, also when the project's
+/// `.env` turns the loaders back on; `reference` keeps Compose's behaviour.
+#[test]
+fn remote_compose_resources_are_never_fetched_on_the_host() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_remote") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let (port, hits) = tripwire();
+    let hits = || hits.load(std::sync::atomic::Ordering::SeqCst);
+    ctx.write(
+        ".devcontainer/.env",
+        "COMPOSE_EXPERIMENTAL_GIT_REMOTE=true\nCOMPOSE_EXPERIMENTAL_OCI_REMOTE=true\n",
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    for remote in [
+        format!("http://127.0.0.1:{port}/private/repo.git"),
+        format!("oci://127.0.0.1:{port}/devcell/compose:1"),
+    ] {
+        ctx.write(
+            ".devcontainer/docker-compose.yml",
+            &format!("include:\n  - {remote}\nservices:\n{}", sleeper("app")),
+        );
+        let refused = ctx.run("up", &[]);
+        let stderr = refused.failed();
+        assert!(stderr.contains("remote resource is disabled"), "{stderr}");
+        assert_eq!(hits(), 0, "{remote} was fetched on the host");
+        assert!(project_containers(&project).is_empty());
+    }
+    // the reference profile applies the files as written: Compose fetches (and fails here)
+    ctx.run("up", &["--security-profile", "reference"]);
+    assert!(hits() > 0, "the tripwire itself must see a fetch");
+    assert!(project_containers(&project).is_empty());
+}
