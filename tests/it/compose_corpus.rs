@@ -182,6 +182,8 @@ fn config_of(case_dir: &Path) -> Option<String> {
 
 #[test]
 #[ignore = "reads ../shared/corpus; run with --ignored"]
+// the case-by-case report is what this ignored test is run for
+#[allow(clippy::print_stderr)]
 fn compose_corpus() {
     let corpus = corpus();
     if !corpus.join("INDEX.md").is_file() {
