@@ -162,6 +162,10 @@ pub trait Engine: Send + Sync {
     /// Names of the networks carrying every one of `labels`.
     async fn find_networks(&self, labels: &BTreeMap<String, String>) -> Result<Vec<String>>;
 
+    /// Removes a network (by name or id); an absent network is not an error. The engine
+    /// refuses one that a container is still connected to ([`EngineError::Api`]).
+    async fn remove_network(&self, name: &str) -> Result<()>;
+
     /// Whether a volume with this name exists.
     async fn volume_exists(&self, name: &str) -> Result<bool>;
 

@@ -40,7 +40,8 @@ use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
 use crate::handoff::plan::{
-    HandoffOptions, ctx_rel_path, plan_lines, prepare, safe_directories, up_options,
+    HandoffOptions, compose_network_refusal, ctx_rel_path, plan_lines, prepare, safe_directories,
+    up_options,
 };
 use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pidfile_of,
@@ -120,17 +121,10 @@ pub async fn handoff_with(
     let compose = choice.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
     let judged = if compose {
         if p.network != "default" {
-            return Err(HandoffError::Unsupported {
-                message: format!(
-                    "`{}`: a handoff into a Docker Compose configuration keeps Compose's project network, where every service reaches what this engine's bridge reaches (the host and its networks); network `{}` is not applied to Compose projects",
-                    choice.loaded.config_file.display(),
-                    p.network
-                ),
-                hint: Some(
-                    "hand off with `--network default` (or `network = \"default\"` for the agent) to accept the project network"
-                        .into(),
-                ),
-            });
+            return Err(compose_network_refusal(
+                &choice.loaded.config_file,
+                &p.network,
+            ));
         }
         if let Some(o) = &p.target.workspace_override {
             up_opts.mounts.insert(0, o.mount.clone());

@@ -3,10 +3,12 @@
 //! Removes every container labelled `devcontainer.local_folder=<workspace>` (stopping it first,
 //! with its anonymous volumes: devcell's state volume) and, for a Compose configuration, every
 //! other container of its project, the named volumes those containers used
-//! that devcell owns (`devcell-` prefix) or that carry the workspace label, and devcell's state
-//! for the workspace. Never touches the workspace folder, its worktrees or their git
+//! that devcell owns (`devcell-` prefix) or that carry the workspace label, the Compose project's
+//! own networks (spec-note 0606; its named volumes, the repository's data, stay), and devcell's
+//! state for the workspace. Never touches the workspace folder, its worktrees or their git
 //! directories; session logs are kept (they are the run's record). Afterwards it asks the engine
-//! again for containers, volumes and networks with the workspace's label, and checks that every
+//! again for containers, volumes and networks with the workspace's label (and containers and
+//! networks with the Compose project's), and checks that every
 //! removed volume is gone: `verified` is true only when nothing remains.
 
 use std::collections::BTreeMap;
@@ -38,6 +40,10 @@ pub struct Removed {
     pub containers: Vec<String>,
     /// Volume names (anonymous ones included).
     pub volumes: Vec<String>,
+    /// Network names: a Compose project's own networks (`com.docker.compose.project`), which
+    /// Compose leaves when its containers are removed one by one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<String>,
     /// devcell's state file for the workspace, when there was one.
     pub state: Option<PathBuf>,
     /// Temporary credentials: secrets only ever lived in exec environments of the removed
@@ -178,9 +184,16 @@ pub async fn delete_with(
     {
         ids.push(info.id);
     }
-    // A Compose workspace's sidecars go with its primary container (issue 14 item 5).
+    // A Compose workspace's sidecars go with its primary container (issue 14 item 5), and
+    // its project's networks after them.
+    let mut projects: Vec<String> = Vec::new();
     for id in ids.clone() {
         if let Some(info) = engine.inspect_container(&id).await? {
+            if let Some(project) = info.labels.get(crate::engine::compose::PROJECT_LABEL)
+                && !projects.contains(project)
+            {
+                projects.push(project.clone());
+            }
             for c in crate::ops::compose::project_siblings(engine, &info.labels, &info.id).await? {
                 if !ids.contains(&c.id) {
                     ids.push(c.id);
@@ -231,6 +244,16 @@ pub async fn delete_with(
     for name in &named_volumes {
         reporter.report(Event::Status(format!("removing volume {name}")));
         engine.remove_volume(name).await?;
+    }
+    // The project's networks (`<project>_default` and the files' own; external ones carry no
+    // project label). Its named volumes are the repository's data and stay, as under
+    // `docker compose down` (spec-note 0606).
+    for project in &projects {
+        for name in engine.find_networks(&project_label(project)).await? {
+            reporter.report(Event::Status(format!("removing network {name}")));
+            engine.remove_network(&name).await?;
+            removed.networks.push(name);
+        }
     }
 
     // State: end sessions the removal cut short, then forget the workspace (logs stay).
@@ -308,6 +331,17 @@ pub async fn delete_with(
         volumes: engine.find_volumes(&labels).await?,
         networks: engine.find_networks(&labels).await?,
     };
+    for project in &projects {
+        let label = project_label(project);
+        for c in engine.find_containers(&label).await? {
+            if !remaining.containers.contains(&c.id) {
+                remaining.containers.push(c.id);
+            }
+        }
+        remaining
+            .networks
+            .extend(engine.find_networks(&label).await?);
+    }
     for name in &removed.volumes {
         if engine.volume_exists(name).await? && !remaining.volumes.contains(name) {
             remaining.volumes.push(name.clone());
@@ -322,4 +356,11 @@ pub async fn delete_with(
         remaining,
         verified,
     })
+}
+
+fn project_label(project: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        crate::engine::compose::PROJECT_LABEL.to_string(),
+        project.to_string(),
+    )])
 }

@@ -86,6 +86,26 @@ pub struct PlannedContainer {
     pub labels: BTreeMap<String, String>,
 }
 
+/// One service of a Compose configuration's plan (spec-note 0609).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedService {
+    /// The service name.
+    pub name: String,
+    /// `primary` (the agent runs there) or `sidecar`.
+    pub role: String,
+    /// Compose's `image`, or `build <context>`.
+    pub image: String,
+    /// Whether the handoff starts it (`runServices`; the primary always).
+    pub started: bool,
+    /// `create`, `start` (exists, stopped) or `reuse` (running); `none` when not started.
+    pub container: String,
+    /// The existing container's id.
+    pub id: Option<String>,
+    /// Its requests (from the Compose files), judged; also in the plan's `permissions`.
+    pub permissions: Vec<crate::security::PermissionRequest>,
+}
+
 /// The structured plan printed by `handoff --plan` and carried in the handoff result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -141,8 +161,11 @@ pub struct HandoffPlan {
     pub host_env: Vec<crate::security::host_env::HostEnvUse>,
     /// Names of the secrets passed to hooks and the agent (never values).
     pub secrets: Vec<String>,
-    /// The container.
+    /// The container (of a Compose configuration: the primary service's).
     pub container: PlannedContainer,
+    /// A Compose configuration's services, the primary among them; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<PlannedService>,
     /// The agent's argv.
     pub command: Vec<String>,
     /// The agent's working folder in the container.
@@ -281,8 +304,9 @@ const COMPOSE_PLAN_PREFIX: &str = "compose service ";
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
 /// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
 /// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
-/// something not granted, exactly as the handoff would refuse it; [`HandoffError::Unsupported`]
-/// for a Compose configuration (not previewed yet, spec-note 0606).
+/// something not granted, exactly as the handoff would refuse it; for a Compose configuration
+/// [`HandoffError::Unsupported`] under a network other than `default` or without an engine,
+/// and [`HandoffError::Compose`] when Compose cannot read its files (spec-note 0609).
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let runtime = opts.runtime.unwrap_or_default();
     let engine = match runtime {
@@ -294,23 +318,13 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     if runtime == AgentRuntime::Host || prepared.plan.config_file.is_none() {
         return Ok(prepared.plan);
     }
-    // The plan never shows a container to create that the handoff would not create: it does
-    // not yet judge a Compose project's services, so it says so rather than claim a plan.
-    if prepared.plan.image.starts_with(COMPOSE_PLAN_PREFIX) {
-        return Err(HandoffError::Unsupported {
-            message: format!(
-                "`{}`: `handoff --plan` does not preview a Docker Compose configuration yet",
-                prepared.plan.config_file.as_deref().unwrap_or(Path::new("")).display()
-            ),
-            hint: Some(
-                "`devcell handoff --network default` judges every service before anything is created (spec-note 0606)"
-                    .into(),
-            ),
-        });
-    }
     let socket = engine
         .as_ref()
         .and_then(|e| e.socket_path().map(PathBuf::from));
+    // A Compose configuration: its services judged as the handoff judges them (spec-note 0609).
+    if prepared.plan.image.starts_with(COMPOSE_PLAN_PREFIX) {
+        return plan_compose(prepared, opts, dyn_engine, socket.as_deref()).await;
+    }
     let up_opts = up_options(&prepared, opts);
     let mut preview =
         crate::ops::preview::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
@@ -335,6 +349,104 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     plan.permissions = listed_once(preview.requests);
     plan.permission_notes = preview.notes;
     plan.host_env = preview.host_env;
+    Ok(plan)
+}
+
+/// The refusal of a Compose handoff under a network other than `default`: Compose's project
+/// network is kept, so a network without a way out is refused rather than claimed
+/// (spec-note 0606).
+pub(crate) fn compose_network_refusal(config_file: &Path, network: &str) -> HandoffError {
+    HandoffError::Unsupported {
+        message: format!(
+            "`{}`: a handoff into a Docker Compose configuration keeps Compose's project network, where every service reaches what this engine's bridge reaches (the host and its networks); network `{network}` is not applied to Compose projects",
+            config_file.display(),
+        ),
+        hint: Some(
+            "hand off with `--network default` (or `network = \"default\"` for the agent) to accept the project network"
+                .into(),
+        ),
+    }
+}
+
+/// [`plan`] of a Compose configuration: refused under a network other than `default` as the
+/// handoff refuses it; then every service judged with the configuration and the workspace's
+/// git directories ([`crate::ops::compose_up::preview_compose`]), the primary service's
+/// container as the plan's `container`, and each service listed with its requests.
+async fn plan_compose(
+    prepared: Prepared,
+    opts: &HandoffOptions,
+    engine: Option<&dyn Engine>,
+    socket: Option<&Path>,
+) -> Result<HandoffPlan> {
+    let config_file = prepared.plan.config_file.clone().unwrap_or_default();
+    if prepared.network != "default" {
+        return Err(compose_network_refusal(&config_file, &prepared.network));
+    }
+    let Some(engine) = engine else {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "`{}`: `handoff --plan` of a Docker Compose configuration needs the engine (it looks up the project's containers)",
+                config_file.display()
+            ),
+            hint: Some("start the engine, or check `DOCKER_HOST`".into()),
+        });
+    };
+    let mut up_opts = up_options(&prepared, opts);
+    if let Some(o) = &prepared.target.workspace_override {
+        up_opts.mounts.insert(0, o.mount.clone());
+    }
+    let choice = crate::ops::up::load_up(&up_opts)?;
+    let preview = crate::ops::compose_up::preview_compose(
+        engine,
+        socket,
+        &up_opts,
+        &choice,
+        &prepared.git_requests,
+    )
+    .await?;
+    let action = |c: Option<&crate::engine::ContainerInfo>| match c {
+        None => "create",
+        Some(c) if c.running => "reuse",
+        Some(_) => "start",
+    };
+    let mut plan = prepared.plan;
+    plan.services = preview
+        .services
+        .iter()
+        .map(|s| PlannedService {
+            name: s.name.clone(),
+            role: if s.primary { "primary" } else { "sidecar" }.to_string(),
+            image: s.image.clone(),
+            started: s.started,
+            container: if s.started {
+                action(s.container.as_ref()).to_string()
+            } else {
+                "none".to_string()
+            },
+            id: s.container.as_ref().map(|c| c.id.clone()),
+            permissions: preview
+                .requests
+                .iter()
+                .filter(|r| {
+                    matches!(&r.source, crate::security::Source::ComposeService { service, .. } if *service == s.name)
+                })
+                .cloned()
+                .collect(),
+        })
+        .collect();
+    if let Some(primary) = preview.services.iter().find(|s| s.primary) {
+        plan.container = PlannedContainer {
+            action: action(primary.container.as_ref()).to_string(),
+            id: primary.container.as_ref().map(|c| c.id.clone()),
+            labels: crate::engine::compose::service_labels(&preview.project, &primary.name),
+        };
+    }
+    plan.permissions = listed_once(preview.requests);
+    plan.permission_notes
+        .push(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
+    plan.permission_notes.push(
+        "the primary service's image, its `USER` and its Features' metadata are judged when the handoff builds it, before its container exists".to_string(),
+    );
     Ok(plan)
 }
 
@@ -737,6 +849,7 @@ pub(super) async fn prepare(
         host_env: Vec::new(),
         secrets: secret_names,
         container,
+        services: Vec::new(),
         command: agent.command.clone(),
         cwd: cwd.clone(),
         context_path,

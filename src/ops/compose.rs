@@ -67,29 +67,22 @@ impl ComposeTarget {
 /// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`;
 /// Compose runs with [`compose_env`] of `security` (profile and grants).
 ///
+/// An empty `dockerComposeFile` array takes its files from `COMPOSE_FILE`, `.env` or
+/// Compose's default name ([`compose_files`], spec-note 0608).
+///
 /// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
-/// [`HandoffError::Unsupported`] for an empty `dockerComposeFile` or a `service` the files do
-/// not define.
+/// [`HandoffError::Unsupported`] for a `service` the files do not define.
 pub(crate) async fn compose_target(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
     compose_path: Option<&str>,
     security: (&SecurityProfile, &Grants),
 ) -> Result<ComposeTarget> {
-    let files = loaded.typed.compose_files(&loaded.config_file);
-    if files.is_empty() {
-        return Err(HandoffError::Unsupported {
-            message: format!(
-                "`{}`: dockerComposeFile: an empty list (Compose's own file lookup) is not supported",
-                loaded.config_file.display()
-            ),
-            hint: Some("name the Compose files in `dockerComposeFile`".into()),
-        });
-    }
+    let (files, env_file) = compose_files(loaded, env);
     let cli = ComposeCli::locate(None, compose_path)
         .await?
         .with_env(compose_env(security.0, security.1, env));
-    let model = cli.config(None, &files, None).await?;
+    let model = cli.config(None, &files, env_file.as_deref()).await?;
     let dot_env = read_dot_env(&loaded.workspace_folder.join(".env"));
     let name = project_name(&ProjectNameInputs {
         env: env.get("COMPOSE_PROJECT_NAME").map(String::as_str),
@@ -105,10 +98,15 @@ pub(crate) async fn compose_target(
         if model.get("name").and_then(Value::as_str) == Some(name.as_str()) {
             Ok(None)
         } else {
-            cli.config(Some(&name), &files, None).await.map(Some)
+            cli.config(Some(&name), &files, env_file.as_deref())
+                .await
+                .map(Some)
         }
     };
-    let (renamed, raw) = tokio::try_join!(renamed, cli.config_env_files(Some(&name), &files))?;
+    let (renamed, raw) = tokio::try_join!(
+        renamed,
+        cli.config_env_files(Some(&name), &files, env_file.as_deref())
+    )?;
     let mut model = renamed.unwrap_or(model);
     copy_env_files(&raw, &mut model);
     let service = loaded.typed.service.clone().unwrap_or_default();
@@ -117,7 +115,7 @@ pub(crate) async fn compose_target(
             cli,
             name,
             files,
-            env_file: None,
+            env_file,
         },
         model,
         service,
@@ -141,6 +139,79 @@ pub(crate) async fn compose_target(
         });
     }
     Ok(target)
+}
+
+/// The Compose files of a configuration and the `--env-file` to pass (spec-note 0608, the
+/// reference CLI's rule): `dockerComposeFile` (a string or a non-empty array) resolved against
+/// devcontainer.json's folder, with no env file. An empty array leaves the choice to the
+/// workspace folder, as the reference does: `COMPOSE_FILE` of `env` (the host's), else the
+/// first `COMPOSE_FILE=<value>` line of `<workspace>/.env` (trimmed), each split at `:` with
+/// every part resolved against the workspace folder (empty parts dropped); else
+/// `<workspace>/docker-compose.yml` and, when it is a file, `docker-compose.override.yml`; and
+/// `<workspace>/.env` as `--env-file` when it is a file.
+pub(crate) fn compose_files(
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+) -> (Vec<PathBuf>, Option<PathBuf>) {
+    if loaded
+        .typed
+        .docker_compose_file
+        .as_ref()
+        .is_none_or(|f| !f.is_empty())
+    {
+        return (loaded.typed.compose_files(&loaded.config_file), None);
+    }
+    let workspace = &loaded.workspace_folder;
+    let dot_env_path = workspace.join(".env");
+    let dot_env = read_dot_env(&dot_env_path);
+    let files = default_compose_files(
+        workspace,
+        env.get("COMPOSE_FILE").map(String::as_str),
+        dot_env.as_deref(),
+        |p| p.is_file(),
+    );
+    (files, dot_env.is_some().then_some(dot_env_path))
+}
+
+/// [`compose_files`] for an empty `dockerComposeFile` array (pure: `is_file` asks the host).
+fn default_compose_files(
+    workspace: &Path,
+    env_compose_file: Option<&str>,
+    dot_env: Option<&str>,
+    is_file: impl Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let listed = env_compose_file
+        .filter(|v| !v.is_empty())
+        .or_else(|| dot_env.and_then(|text| dot_env_value(text, "COMPOSE_FILE")));
+    if let Some(list) = listed {
+        let files: Vec<PathBuf> = list
+            .split(':')
+            .filter(|p| !p.is_empty())
+            .map(|p| workspace.join(p))
+            .collect();
+        if !files.is_empty() {
+            return files;
+        }
+    }
+    let mut files = vec![workspace.join("docker-compose.yml")];
+    let override_file = workspace.join("docker-compose.override.yml");
+    if is_file(&override_file) {
+        files.push(override_file);
+    }
+    files
+}
+
+/// The value of the first line `<name>=<at least one character>` of an env file, trimmed;
+/// `None` when there is none or it trims to nothing (the reference's reading of `.env`).
+fn dot_env_value<'t>(text: &'t str, name: &str) -> Option<&'t str> {
+    text.split(['\n', '\r', '\u{2028}', '\u{2029}'])
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix('=')
+                .filter(|v| !v.is_empty())
+        })
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
 }
 
 /// The host variables the engine and Compose themselves need (never the repository's to ask).
@@ -188,6 +259,30 @@ const REMOTE_LOADERS: &[&str] = &[
     "COMPOSE_EXPERIMENTAL_GIT_REMOTE",
     "COMPOSE_EXPERIMENTAL_OCI_REMOTE",
 ];
+
+/// The names the project's env files define (`--env-file`, else the `.env` beside the first
+/// file, as Compose reads them): `config --environment` run with the tool variables alone, so
+/// every other name it prints came from a file. Empty when Compose cannot say (an older v2).
+pub(crate) async fn env_file_names(
+    target: &ComposeTarget,
+    env: &HashMap<String, String>,
+) -> Vec<String> {
+    let tools: Vec<(String, String)> = TOOL_VARIABLES
+        .iter()
+        .filter_map(|n| env.get(*n).map(|v| (n.to_string(), v.clone())))
+        .collect();
+    let cli = target.project.cli.clone().with_env(tools);
+    cli.environment(
+        &target.project.name,
+        &target.project.files,
+        target.project.env_file.as_deref(),
+    )
+    .await
+    .unwrap_or_default()
+    .into_iter()
+    .filter(|n| !is_tool_variable(n))
+    .collect()
+}
 
 /// Whether `name` is one of [`TOOL_VARIABLES`].
 pub(crate) fn is_tool_variable(name: &str) -> bool {
@@ -508,5 +603,51 @@ mod tests {
         assert!(not_another_workspaces(&plain, &ids));
         assert!(not_another_workspaces(&ours, &ids));
         assert!(!not_another_workspaces(&theirs, &ids));
+    }
+
+    #[test]
+    fn an_empty_compose_file_list_reads_compose_file_then_dot_env_then_the_default_name() {
+        let ws = Path::new("/w/repo");
+        let none = |_: &Path| false;
+        let paths = |l: &[&str]| l.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // the host's COMPOSE_FILE first, split at `:`, relative to the workspace folder
+        assert_eq!(
+            default_compose_files(
+                ws,
+                Some("a.yml:/abs/b.yml::sub/c.yml"),
+                Some("COMPOSE_FILE=x.yml"),
+                none
+            ),
+            paths(&["/w/repo/a.yml", "/abs/b.yml", "/w/repo/sub/c.yml"])
+        );
+        // an empty COMPOSE_FILE counts as unset: `.env`'s first non-empty line, trimmed
+        let dot_env =
+            "# c\nCOMPOSE_FILE=\nOTHER=1\r\nCOMPOSE_FILE= x.yml:y.yml \nCOMPOSE_FILE=z.yml\n";
+        assert_eq!(
+            default_compose_files(ws, Some(""), Some(dot_env), none),
+            paths(&["/w/repo/x.yml", "/w/repo/y.yml"])
+        );
+        // a value that trims to nothing, or no line at all: Compose's default name, with the
+        // override file only when it is one
+        for text in [
+            "COMPOSE_FILE=  \n",
+            "COMPOSE_FILES=a.yml",
+            " COMPOSE_FILE=a.yml",
+        ] {
+            assert_eq!(
+                default_compose_files(ws, None, Some(text), none),
+                paths(&["/w/repo/docker-compose.yml"]),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            default_compose_files(ws, None, None, |p| p
+                .ends_with("docker-compose.override.yml")),
+            paths(&[
+                "/w/repo/docker-compose.yml",
+                "/w/repo/docker-compose.override.yml"
+            ])
+        );
+        assert_eq!(dot_env_value("COMPOSE_FILE=a", "COMPOSE"), None);
     }
 }

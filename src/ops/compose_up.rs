@@ -96,29 +96,21 @@ pub(crate) async fn up_compose(
     )
     .await?;
     let places = compose_places(loaded, opts, engine_socket);
-    // Every service's requests, judged on Compose's model with the rest of the configuration,
-    // in one refusal before anything runs or is created (spec-note 0601).
-    let mut service_requests = earlier.to_vec();
-    service_requests.extend(security::compose::compose_requests(
-        profile,
-        &target.model,
+    let (service_requests, reported) = service_requests(
+        engine,
+        &target,
+        (profile, grants),
         &places,
-        grants,
-    ));
-    // judged with the rest, and reported with the services' own requests
-    let mut reported = variable_requests(&target, profile, grants).await?;
-    reported.extend(security::compose::foreign_resource_requests(
-        profile,
-        &target.model,
-        &foreign_resources(engine, &target).await?,
-        grants,
-    ));
-    service_requests.extend(reported.iter().cloned());
+        earlier,
+        &opts.target.env,
+    )
+    .await?;
     let ConfigurationJudgement {
         early,
         init_stage,
         host_requests,
         reuse_requests: _,
+        container_requests: _,
     } = judge_configuration(
         engine,
         engine_socket,
@@ -299,22 +291,175 @@ pub(crate) async fn up_compose(
     })
 }
 
+/// Every service's requests, judged on Compose's model after `earlier` (a handoff's git
+/// directories), with the host variables the files interpolate: what [`judge_configuration`]
+/// judges with the rest of the configuration, in one refusal before anything runs or is
+/// created (spec-note 0601).
+async fn service_requests(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    places: &Places,
+    earlier: &[PermissionRequest],
+    env: &std::collections::HashMap<String, String>,
+) -> Result<(Vec<PermissionRequest>, Vec<PermissionRequest>)> {
+    let mut requests = earlier.to_vec();
+    requests.extend(security::compose::compose_requests(
+        profile,
+        &target.model,
+        places,
+        grants,
+    ));
+    // judged with the rest, and reported with the services' own requests
+    let mut reported = variable_requests(target, profile, grants, env).await?;
+    reported.extend(security::compose::foreign_resource_requests(
+        profile,
+        &target.model,
+        &foreign_resources(engine, target).await?,
+        grants,
+    ));
+    requests.extend(reported.iter().cloned());
+    Ok((requests, reported))
+}
+
+/// One service of a [`ComposePreview`].
+#[derive(Debug, Clone)]
+pub(crate) struct ServicePreview {
+    /// The service name.
+    pub(crate) name: String,
+    /// `image` of the model, else `build <context>`.
+    pub(crate) image: String,
+    /// Whether it is the primary service (`service`).
+    pub(crate) primary: bool,
+    /// Whether `up` starts it (`runServices`, the primary always).
+    pub(crate) started: bool,
+    /// Its container, when the project has one.
+    pub(crate) container: Option<ContainerInfo>,
+}
+
+/// What [`up_compose`] would judge and find, without creating anything (`handoff --plan`).
+#[derive(Debug)]
+pub(crate) struct ComposePreview {
+    /// The project name (spec-note 0600).
+    pub(crate) project: String,
+    /// Every request, judged (none refused: a refusal is the error).
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// Every service of the model, in its order.
+    pub(crate) services: Vec<ServicePreview>,
+}
+
+/// Judges a Compose configuration as [`up_compose`] does before anything is created: the
+/// network choice, Compose's model (`docker compose config`), every service's requests with
+/// the configuration's own (host variables, host commands, the primary service's container
+/// as devcontainer.json asks for it) and `earlier`; then the project's containers are looked
+/// up. Only Compose's `config` and engine reads run (spec-note 0609).
+///
+/// Errors: as [`up_compose`] before it creates anything: [`HandoffError::Security`] (the one
+/// refusal), [`HandoffError::Compose`], [`HandoffError::Unsupported`].
+pub(crate) async fn preview_compose(
+    engine: &dyn Engine,
+    engine_socket: Option<&std::path::Path>,
+    opts: &UpOptions,
+    choice: &UpChoice,
+    earlier: &[PermissionRequest],
+) -> Result<ComposePreview> {
+    let (profile, grants) = (&choice.profile, &choice.grants);
+    let loaded = &choice.loaded;
+    let target = compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+        (profile, grants),
+    )
+    .await?;
+    let places = compose_places(loaded, opts, engine_socket);
+    let (mut requests, _) = service_requests(
+        engine,
+        &target,
+        (profile, grants),
+        &places,
+        earlier,
+        &opts.target.env,
+    )
+    .await?;
+    let judgement =
+        judge_configuration(engine, engine_socket, opts, choice, &requests, None).await?;
+    let at = earlier.len();
+    requests.splice(
+        at..at,
+        judgement
+            .early
+            .requests
+            .into_iter()
+            .chain(judgement.host_requests),
+    );
+    requests.extend(judgement.container_requests);
+    let up_services = target.up_services();
+    // the primary as `up` finds it: another workspace's is the same error
+    let primary = primary_of_workspace(engine, &target, &id_labels(&opts.target, loaded)).await?;
+    let mut services = Vec::new();
+    for (name, service) in target
+        .model
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let image = match service.get("image").and_then(Value::as_str) {
+            Some(image) if service.get("build").is_none() => image.to_string(),
+            _ => format!(
+                "build {}",
+                service
+                    .pointer("/build/context")
+                    .and_then(Value::as_str)
+                    .unwrap_or(".")
+            ),
+        };
+        services.push(ServicePreview {
+            name: name.clone(),
+            image,
+            primary: *name == target.service,
+            started: up_services.is_empty() || up_services.contains(name),
+            container: if *name == target.service {
+                primary.clone()
+            } else {
+                find_service_container(engine, &target.project.name, name).await?
+            },
+        });
+    }
+    Ok(ComposePreview {
+        project: target.project.name.clone(),
+        requests,
+        services,
+    })
+}
+
 /// The host variables the Compose files interpolate (`${VAR}`, as Compose lists them), each a
 /// [`security::Permission::HostEnv`] request like devcontainer.json's `${localEnv:VAR}`
 /// (`HOME`, `USER`, `LOGNAME` cross unasked; the engine's own variables are not the files').
+/// A variable an env file of the project defines (`--env-file`, or the `.env` Compose reads
+/// beside the first file) is no host variable when the host has none of that name: its value
+/// is the repository's own (spec-note 0608).
 async fn variable_requests(
     target: &ComposeTarget,
     profile: &SecurityProfile,
     grants: &Grants,
+    env: &std::collections::HashMap<String, String>,
 ) -> Result<Vec<PermissionRequest>> {
     let names = target
         .project
         .cli
-        .variables(&target.project.name, &target.project.files, None)
+        .variables(
+            &target.project.name,
+            &target.project.files,
+            target.project.env_file.as_deref(),
+        )
         .await?;
+    let from_files = crate::ops::compose::env_file_names(target, env).await;
     let uses: Vec<security::host_env::HostEnvUse> = names
         .into_iter()
         .filter(|n| !crate::ops::compose::is_tool_variable(n))
+        .filter(|n| env.contains_key(n) || !from_files.contains(n))
         .map(|name| security::host_env::HostEnvUse {
             name,
             properties: vec!["dockerComposeFile".to_string()],

@@ -602,6 +602,10 @@ pub(crate) struct ConfigurationJudgement {
     /// The granted requests of the re-check of the container that is reused
     /// ([`check_existing`]); empty when none is.
     pub(crate) reuse_requests: Vec<PermissionRequest>,
+    /// The requests of the container devcontainer.json asks for on its own, when none is
+    /// reused (what `handoff --plan` of a Compose configuration lists; `up` judges the
+    /// container again, with its image, when it creates it).
+    pub(crate) container_requests: Vec<PermissionRequest>,
 }
 
 /// Judges everything the configuration asks for before anything runs on the host or the
@@ -715,9 +719,14 @@ pub(crate) async fn judge_configuration(
         init_stage,
         host_requests,
         reuse_requests: if found.is_some() {
-            container
+            container.clone()
         } else {
             Vec::new()
+        },
+        container_requests: if found.is_some() {
+            Vec::new()
+        } else {
+            container
         },
     })
 }

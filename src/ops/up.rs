@@ -227,6 +227,7 @@ pub(crate) async fn up_judged(
                 init_stage,
                 host_requests,
                 reuse_requests,
+                container_requests: _,
             },
         mut existing,
         find_warnings,

@@ -602,6 +602,18 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     assert_eq!(deleted["result"]["verified"], true, "{deleted}");
     assert!(services(&project).is_empty(), "{:?}", services(&project));
     assert!(project_volumes().is_empty(), "{:?}", project_volumes());
+    // the project network goes too: nothing labelled with the project remains
+    assert!(
+        networks_and_volumes(&project).is_empty(),
+        "{:?}",
+        networks_and_volumes(&project)
+    );
+    assert!(
+        deleted["result"]["removed"]["networks"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n == &format!("{project}_default"))),
+        "{deleted}"
+    );
     let left: Vec<String> = docker_lines(&["volume", "ls", "-q"])
         .into_iter()
         .filter(|v| anonymous.contains(v))
@@ -662,4 +674,72 @@ fn compose_up_gives_the_remote_user_the_workspace_owners_uid() {
     );
     ctx.run("down", &["--remove"]).ok();
     assert!(services(&project).is_empty(), "{:?}", services(&project));
+}
+
+/// An empty `dockerComposeFile` array (spec-note 0608): the files come from the host's
+/// `COMPOSE_FILE`, else `.env`'s `COMPOSE_FILE=` (relative to the workspace folder), and
+/// `<workspace>/.env` is Compose's `--env-file` (its variables interpolate the files, which
+/// live in a folder of their own where Compose would not look for a `.env`).
+#[test]
+fn an_empty_compose_file_list_takes_compose_file_from_the_environment_or_dot_env() {
+    let Some(ctx) = TestContext::busybox("compose_ops_dot_env") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = format!(
+        "devcell-dotenv-{}",
+        sanitize_project_name(&ctx.path().file_name().unwrap().to_string_lossy())
+    );
+    ctx.clean_label(&format!("com.docker.compose.project={project}"));
+    ctx.write(
+        "compose/base.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    environment:\n      GREETING: ${{GREETING:-unset}}\n"
+        ),
+    );
+    ctx.write(
+        "compose/extra.yml",
+        &format!(
+            "services:\n  db:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n"
+        ),
+    );
+    ctx.write(
+        ".env",
+        &format!(
+            "COMPOSE_PROJECT_NAME={project}\nCOMPOSE_FILE=compose/base.yml:compose/extra.yml\nGREETING=from-dot-env\n"
+        ),
+    );
+    let ctx = ctx.config_json(&serde_json::json!({
+        "dockerComposeFile": [],
+        "service": "app",
+        "workspaceFolder": "/",
+        "overrideCommand": true,
+        "remoteUser": "nobody",
+    }));
+
+    // the host's COMPOSE_FILE comes first: a file that is not there fails, before anything
+    let missing = ctx
+        .command()
+        .env("COMPOSE_FILE", "compose/missing.yml")
+        .args(["up", "--workspace-folder"])
+        .arg(ctx.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&missing.stdout).to_string()
+        + &String::from_utf8_lossy(&missing.stderr);
+    assert_ne!(missing.status.code(), Some(0), "{text}");
+    assert!(text.contains("missing.yml"), "{text}");
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+
+    // `.env`'s list, both files, and its variables
+    let up = ctx.up(&[]);
+    assert_eq!(up["composeProjectName"], project.as_str(), "{up}");
+    assert_eq!(services(&project), ["app running", "db running"]);
+    let (code, out, err) = ctx.sh("printf %s \"$GREETING\"");
+    assert_eq!((code, out.as_str()), (0, "from-dot-env"), "{err}");
+
+    let down = ctx.run("down", &["--remove"]);
+    assert_eq!(down.code, Some(0), "{}\n{}", down.stdout, down.stderr);
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+    assert!(networks_and_volumes(&project).is_empty());
 }

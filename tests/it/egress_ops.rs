@@ -904,6 +904,9 @@ async fn a_glibc_image_gets_out_only_through_the_allowlist_too() {
             ("web.test".to_string(), true),
             ("evil.test".to_string(), false)
         ]
+    );
+}
+
 /// A second `up --network allowlist` reuses its container when devcell's state folder is
 /// outside the workspace, as it is by default: the forwarder and socket binds are the
 /// profile's own channel, not host folders for the reuse re-check to refuse (spec-note 0505;

@@ -794,37 +794,61 @@ fn a_handoff_inspects_the_image_once_for_its_judgement() {
     assert_eq!(finds, 2, "{err}");
 }
 
+/// `handoff --plan` of a Compose configuration (spec-note 0609): refused under the handoff's
+/// default network `none` as the handoff refuses it; under `default` every service is judged
+/// as the handoff judges it (a sidecar's `cap_add` refused until granted), each listed with its
+/// requests and the container the handoff would create, start or reuse; nothing is created.
 #[test]
-fn the_plan_says_it_does_not_preview_a_compose_configuration() {
+fn the_plan_previews_a_compose_configurations_services() {
     let Some(ws) = Ws::engine(
-        "the_plan_says_it_does_not_preview_a_compose_configuration",
-        r#"{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspace"}"#,
+        "the_plan_previews_a_compose_configurations_services",
+        r#"{"dockerComposeFile": "compose.yml", "service": "app", "runServices": ["db"], "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
     ) else {
         return;
     };
+    // a project name of its own (the plan creates nothing; cleaned anyway)
+    let project = "devcell-plan-compose-snapshot";
+    ws.ctx
+        .clean_label(&format!("com.docker.compose.project={project}"));
     ws.ctx.write(
         ".devcontainer/compose.yml",
-        &format!("services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: sleep 600\n"),
+        &format!(
+            "name: {project}\nservices:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: sleep 600\n  db:\n    image: {BUSYBOX_IMAGE}\n    cap_add: [NET_ADMIN]\n  tools:\n    build: ./tools\n"
+        ),
     );
-    let plan = ws.handoff(&["--plan"]);
-    assert_eq!(plan.status.code(), Some(10), "{}", stderr(&plan));
+    let snap = |name: &str, out: &Output| {
+        let run = crate::support::context::Run::from(out.clone());
+        crate::assert_run_snapshot!(name, Some(&ws.ctx), run);
+    };
+    let none = ws.handoff(&["--plan"]);
+    assert_eq!(none.status.code(), Some(10), "{}", stderr(&none));
     assert!(
-        stderr(&plan).contains("`handoff --plan` does not preview a Docker Compose configuration"),
+        stderr(&none).contains("network `none` is not applied to Compose projects"),
         "{}",
-        stderr(&plan)
+        stderr(&none)
     );
+    let refused = ws.handoff(&["--plan", "--network", "default"]);
+    assert_eq!(refused.status.code(), Some(12), "{}", stderr(&refused));
     assert!(
-        !String::from_utf8_lossy(&plan.stdout).contains("container  create"),
+        stderr(&refused).contains("--allow cap:NET_ADMIN"),
         "{}",
-        String::from_utf8_lossy(&plan.stdout)
+        stderr(&refused)
     );
-    let listed = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!(
-            "label=devcontainer.local_folder={}",
-            ws.root.display()
-        ))
-        .output()
-        .unwrap();
-    assert!(listed.stdout.is_empty(), "{listed:?}");
+    let granted = ["--plan", "--network", "default", "--allow", "cap:NET_ADMIN"];
+    snap("handoff_plan_compose_text", &ws.handoff(&granted));
+    let json = ws.handoff(&[&granted[..], &["--format", "json"]].concat());
+    assert!(json.status.success(), "{}", stderr(&json));
+    snap("handoff_plan_compose_json", &json);
+    // nothing of the project, nothing of the workspace
+    for label in [
+        format!("com.docker.compose.project={project}"),
+        format!("devcontainer.local_folder={}", ws.root.display()),
+    ] {
+        let listed = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!("label={label}"))
+            .output()
+            .unwrap();
+        assert!(listed.stdout.is_empty(), "{label}: {listed:?}");
+    }
 }

@@ -7,6 +7,7 @@ mod cli_output;
 mod cli_output_engine;
 mod compat_flags;
 mod compose;
+mod compose_corpus;
 mod compose_ops;
 mod config;
 mod config_compat;

@@ -355,6 +355,25 @@ fn render_plan(p: &HandoffPlan) -> String {
             .map(|i| format!(" {}", &i[..i.len().min(12)]))
             .unwrap_or_default()
     );
+    for svc in &p.services {
+        let _ = writeln!(
+            s,
+            "  service    {} ({}, {}): {}{}{}",
+            svc.name,
+            svc.role,
+            svc.image,
+            svc.container,
+            svc.id
+                .as_deref()
+                .map(|i| format!(" {}", &i[..i.len().min(12)]))
+                .unwrap_or_default(),
+            match svc.permissions.len() {
+                0 => String::new(),
+                1 => ", 1 permission".to_string(),
+                n => format!(", {n} permissions"),
+            }
+        );
+    }
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);
     if p.verification.is_empty() {

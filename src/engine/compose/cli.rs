@@ -214,6 +214,27 @@ impl ComposeCli {
         Ok(vars.keys().cloned().collect())
     }
 
+    /// The names of the environment Compose interpolates `files` with (`config --environment`:
+    /// this CLI's environment plus the env file's, and Compose's own `COMPOSE_PROJECT_NAME`,
+    /// `PWD`, `DOCKER_CLI_PLUGIN_*`). A line without `=` (a multi-line value) is skipped.
+    ///
+    /// Errors: as [`ComposeCli::config`] (a Compose v2 older than the flag fails).
+    pub async fn environment(
+        &self,
+        project: &str,
+        files: &[PathBuf],
+        env_file: Option<&Path>,
+    ) -> Result<Vec<String>> {
+        let mut args = global_args(Some(project), files, env_file);
+        args.extend(["config", "--environment"].map(String::from));
+        let out = self.run("config", project, &args).await?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(name, _)| name.to_string()))
+            .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
+            .collect())
+    }
+
     /// What `version --short` printed (`2.40.3`, or `v2.40.3` for some builds).
     pub fn version(&self) -> &str {
         &self.version
@@ -251,11 +272,12 @@ impl ComposeCli {
         &self,
         project: Option<&str>,
         files: &[PathBuf],
+        env_file: Option<&Path>,
     ) -> Result<Value> {
         self.config_json(
             project,
             files,
-            None,
+            env_file,
             &["--no-env-resolution", "--no-interpolate"],
         )
         .await

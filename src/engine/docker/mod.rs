@@ -468,6 +468,14 @@ impl Engine for DockerEngine {
         Ok(list.into_iter().filter_map(|n| n.name).collect())
     }
 
+    async fn remove_network(&self, name: &str) -> Result<()> {
+        match self.docker.remove_network(name).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(self.api("remove network", name)(e)),
+        }
+    }
+
     async fn volume_exists(&self, name: &str) -> Result<bool> {
         match self.docker.inspect_volume(name).await {
             Ok(_) => Ok(true),

@@ -5,7 +5,7 @@
 use crate::engine::{ContainerSpec, Limits, MountKind};
 use crate::security::profile::ProfileLimits;
 
-use super::permissions::Permission;
+use crate::security::permissions::Permission;
 
 /// tmpfs paths `hardened` always adds (with the remote user's home, [`HOME_TMPFS_SIZE`]).
 ///
