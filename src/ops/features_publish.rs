@@ -7,7 +7,7 @@ use crate::features::publish;
 use crate::oci::registry::{Registry, RegistryOptions};
 use crate::security::host_path::{OutputDir, WriteError};
 
-use super::error::{HandoffError, Result};
+use super::error::Result;
 
 /// Options of `devcell features package`.
 #[derive(Debug, Clone)]
@@ -89,16 +89,16 @@ pub struct PublishOptions {
 /// (`{}` for an id whose version was already published).
 ///
 /// # Errors
-/// [`HandoffError::Publish`], [`HandoffError::Runtime`].
-pub fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
-    publish_features_with(options, &crate::progress::NoopReporter)
+/// [`HandoffError::Publish`].
+pub async fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
+    publish_features_with(options, &crate::progress::NoopReporter).await
 }
 
 /// As [`publish_features`], reporting progress (one status line per Feature) to `reporter`.
 ///
 /// # Errors
 /// As [`publish_features`].
-pub fn publish_features_with(
+pub async fn publish_features_with(
     options: &PublishOptions,
     reporter: &dyn crate::progress::Reporter,
 ) -> Result<serde_json::Value> {
@@ -113,17 +113,14 @@ pub fn publish_features_with(
         reference: options.registry.clone(),
         source,
     })?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| HandoffError::Runtime { source })?;
     let namespace = options.namespace.trim_matches('/');
-    let out = runtime.block_on(publish::publish_with_reporter(
+    let out = publish::publish_with_reporter(
         &registry,
         &options.target,
         &options.registry,
         namespace,
         reporter,
-    ))?;
+    )
+    .await?;
     Ok(serde_json::to_value(out).unwrap_or_default())
 }

@@ -213,32 +213,27 @@ fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetche
         .map(|f| f.with_reporter(reporter))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| HandoffError::Runtime { source })
-}
-
 /// Current, wanted and latest versions of the configuration's OCI Features (`devcontainer
 /// outdated`): tags listed from the registry, current from `devcontainer-lock.json`.
 ///
 /// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
 /// `read-configuration`; [`HandoffError::Feature`] for an unreadable lockfile, or a registry
 /// that cannot be reached or refuses to list tags (naming the Feature).
-pub fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
-    outdated_with(opts, Arc::new(NoopReporter))
+pub async fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
+    outdated_with(opts, Arc::new(NoopReporter)).await
 }
 
 /// As [`outdated`], sending progress (`listing tags of …`, `pulling …` status lines) to
 /// `reporter`.
 ///
 /// Errors: as [`outdated`].
-pub fn outdated_with(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Outdated> {
+pub async fn outdated_with(
+    opts: &OutdatedOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<Outdated> {
     let loaded = load(opts)?;
     let lock = loaded.lock.read(lockfile::LockfileMode::Write)?;
     let fetcher = fetcher(opts, reporter.clone())?;
-    let runtime = runtime()?;
     let mut features = IndexMap::new();
     for key in loaded.config.features.keys() {
         // References that cannot be versioned (local, tarball, invalid) are left out.
@@ -263,8 +258,10 @@ pub fn outdated_with(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Res
         let repo = crate::oci::registry::parse_reference(&format!("{registry}/{repository}"))
             .map_err(|e| resolve_err(Box::new(e)))?;
         reporter.report(Event::Status(format!("listing tags of {}", repo.whole())));
-        let tags = runtime
-            .block_on(fetcher.registry().list_tags(&repo))
+        let tags = fetcher
+            .registry()
+            .list_tags(&repo)
+            .await
             .map_err(|e| resolve_err(Box::new(e)))?;
         let versions = versions_newest_first(&tags);
         let locked = lock
@@ -281,8 +278,9 @@ pub fn outdated_with(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Res
                         &loaded.workspace_folder,
                         &loaded.workspace_folder,
                     )?;
-                    let resolved = runtime
-                        .block_on(fetcher.resolve(&source))
+                    let resolved = fetcher
+                        .resolve(&source)
+                        .await
                         .map_err(|e| resolve_err(Box::new(e)))?;
                     resolved.version().map(str::to_owned)
                 }
@@ -365,14 +363,14 @@ pub struct Upgrade {
 ///
 /// Errors: as [`outdated`]; [`HandoffError::Feature`] for references that cannot be resolved
 /// or a lockfile that cannot be written.
-pub fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
-    upgrade_with(opts, Arc::new(NoopReporter))
+pub async fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
+    upgrade_with(opts, Arc::new(NoopReporter)).await
 }
 
 /// As [`upgrade`], sending fetch progress (`pulling …` status lines) to `reporter`.
 ///
 /// Errors: as [`upgrade`].
-pub fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Result<Upgrade> {
+pub async fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Result<Upgrade> {
     let mut loaded = load(&opts.base)?;
     let mut config_updated = None;
     if let Some((feature, version)) = &opts.pin {
@@ -447,7 +445,7 @@ pub fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) -> Resul
         devcontainer_dir: &local.devcontainer_dir,
         lockfile: None,
     };
-    let plan = runtime()?.block_on(fetcher.plan(&request))?;
+    let plan = fetcher.plan(&request).await?;
     let mut warnings = loaded.warnings;
     warnings.extend(plan.install.warnings.iter().cloned());
     let lock = plan.lockfile();

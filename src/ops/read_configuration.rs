@@ -93,7 +93,7 @@ pub struct ReadConfiguration {
 /// operations (`up`, handoff) that deal with the container themselves.
 ///
 /// Errors: as [`read_configuration_with`].
-pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
+pub async fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfiguration> {
     read_configuration_with(
         opts,
         &ReadConfigurationExtras {
@@ -101,6 +101,7 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
             ..ReadConfigurationExtras::default()
         },
     )
+    .await
 }
 
 /// Reads the configuration of a workspace the way `devcontainer read-configuration` does.
@@ -124,7 +125,7 @@ pub fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadConfigu
 /// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
 /// [`HandoffError::AdditionalFeatures`] for an `--additional-features` value that is not a
 /// JSON object.
-pub fn read_configuration_with(
+pub async fn read_configuration_with(
     opts: &ReadConfigurationOptions,
     extras: &ReadConfigurationExtras,
 ) -> Result<ReadConfiguration> {
@@ -134,7 +135,7 @@ pub fn read_configuration_with(
     let without_config =
         extras.no_workspace && opts.config.is_none() && extras.override_config.is_none();
     if without_config {
-        return read_container_only(opts, extras, &additional);
+        return read_container_only(opts, extras, &additional).await;
     }
     let validated = match &extras.override_config {
         Some(file) => read_overridden(&workspace_folder, opts.config.as_deref(), file)?,
@@ -177,7 +178,7 @@ pub fn read_configuration_with(
                 && value.get("build").is_none()
         })
         .map(str::to_owned);
-    let found = lookup(extras, &id_labels, image.as_deref(), &mut warnings);
+    let found = lookup(extras, &id_labels, image.as_deref(), &mut warnings).await;
     if let Some(container) = &found.container {
         config::substitute::substitute_devcontainer_id(
             &mut value,
@@ -228,7 +229,8 @@ pub fn read_configuration_with(
             &config_file,
             confined.as_ref(),
             &opts.registries,
-        )?;
+        )
+        .await?;
         output.insert("featuresConfiguration".into(), shown_features);
         warnings.extend(feature_warnings);
         resolved_entries = Some(entries);
@@ -272,13 +274,13 @@ pub fn read_configuration_with(
 
 /// `read-configuration` with only `--container-id` / `--id-label` (no workspace folder, no
 /// config): an empty configuration, merged with the container's metadata when asked.
-fn read_container_only(
+async fn read_container_only(
     opts: &ReadConfigurationOptions,
     extras: &ReadConfigurationExtras,
     additional: &[(String, Value)],
 ) -> Result<ReadConfiguration> {
     let mut warnings = Vec::new();
-    let found = lookup(extras, &extras.id_labels, None, &mut warnings);
+    let found = lookup(extras, &extras.id_labels, None, &mut warnings).await;
     let value = Value::Object(Map::new());
     let mut output = Map::new();
     output.insert("configuration".into(), value.clone());
@@ -286,7 +288,8 @@ fn read_container_only(
     if opts.include_features_configuration && !additional.is_empty() {
         let cwd = std::env::current_dir().unwrap_or_default();
         let (shown_features, _, feature_warnings) =
-            features_configuration(additional, &[], &cwd, &config_file, None, &opts.registries)?;
+            features_configuration(additional, &[], &cwd, &config_file, None, &opts.registries)
+                .await?;
         output.insert("featuresConfiguration".into(), shown_features);
         warnings.extend(feature_warnings);
     }
@@ -330,7 +333,7 @@ struct Found {
 /// and `image` is given, the image (locally only, never pulled). An unreachable engine or a
 /// failed request is a warning when the user asked for a container (`--container-id`,
 /// `--id-label`) or the image is needed, else only logged.
-fn lookup(
+async fn lookup(
     extras: &ReadConfigurationExtras,
     labels: &BTreeMap<String, String>,
     image: Option<&str>,
@@ -350,17 +353,7 @@ fn lookup(
             tracing::debug!("{message}");
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            warn(format!("cannot start the async runtime: {e}"), true);
-            return Found::default();
-        }
-    };
-    runtime.block_on(async {
+    async {
         let engine = match DockerEngine::connect().await {
             Ok(engine) => engine,
             Err(e) => {
@@ -405,7 +398,8 @@ fn lookup(
             }
         }
         found
-    })
+    }
+    .await
 }
 
 /// The first container carrying all `labels` that is not being removed, inspected.
@@ -600,7 +594,7 @@ fn feature_source(key: &str, config_dir: &Path) -> Value {
 ///
 /// Errors: as [`crate::ops::resolve_dependencies::resolve_features`] (a bare id is an error
 /// with the `./` hint; remote Features are fetched through the cache).
-fn features_configuration(
+async fn features_configuration(
     features: &[(String, Value)],
     override_order: &[String],
     workspace_folder: &Path,
@@ -623,7 +617,8 @@ fn features_configuration(
             confined,
         },
         std::sync::Arc::new(crate::progress::NoopReporter),
-    )?;
+    )
+    .await?;
     let dir = config_file.parent().unwrap_or(Path::new("/"));
     let mut sets = Vec::new();
     let mut entries = Vec::new();

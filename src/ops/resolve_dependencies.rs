@@ -19,7 +19,7 @@ use crate::features::fetch::{FetchFlags, Fetcher, PlanRequest, ResolvedFeature};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::order::{InstallPlan, order};
 use crate::features::reference::FeatureRef;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::Result;
 use crate::ops::load::{ValidatedConfig, read_validated};
 use crate::progress::{NoopReporter, Reporter};
 
@@ -54,15 +54,17 @@ pub struct ResolveDependencies {
 /// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
 /// `read-configuration`; [`HandoffError::Feature`] for invalid references, options, cycles, and
 /// remote Features that cannot be fetched (network, offline cache miss, not a Feature).
-pub fn resolve_dependencies(opts: &ResolveDependenciesOptions) -> Result<ResolveDependencies> {
-    resolve_dependencies_with(opts, Arc::new(NoopReporter))
+pub async fn resolve_dependencies(
+    opts: &ResolveDependenciesOptions,
+) -> Result<ResolveDependencies> {
+    resolve_dependencies_with(opts, Arc::new(NoopReporter)).await
 }
 
 /// As [`resolve_dependencies`], sending fetch progress (`pulling …` status lines) to
 /// `reporter`.
 ///
 /// Errors: as [`resolve_dependencies`].
-pub fn resolve_dependencies_with(
+pub async fn resolve_dependencies_with(
     opts: &ResolveDependenciesOptions,
     reporter: Arc<dyn Reporter>,
 ) -> Result<ResolveDependencies> {
@@ -96,7 +98,8 @@ pub fn resolve_dependencies_with(
             confined: confined.as_ref(),
         },
         reporter,
-    )?
+    )
+    .await?
     .plan;
     warnings.extend(plan.warnings.iter().cloned());
     Ok(ResolveDependencies {
@@ -142,8 +145,8 @@ pub(crate) struct FeaturesResolution {
 /// lockfile when there is one (never written here, as the reference CLI; spec-note 0280).
 ///
 /// Errors: [`HandoffError::Feature`] for invalid references (a bare id gets the `./` hint),
-/// options, cycles, fetch failures; [`HandoffError::Runtime`].
-pub(crate) fn resolve_features(
+/// options, cycles, fetch failures.
+pub(crate) async fn resolve_features(
     request: &FeaturesRequest<'_>,
     reporter: Arc<dyn Reporter>,
 ) -> Result<FeaturesResolution> {
@@ -176,10 +179,6 @@ pub(crate) fn resolve_features(
             source: Box::new(e),
         })?
         .with_reporter(reporter);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| HandoffError::Runtime { source })?;
     // judged as the configuration was (spec-note 0400)
     let lock_at = crate::ops::lockfile_io::LockfileAt::new(
         request.config_file,
@@ -195,7 +194,7 @@ pub(crate) fn resolve_features(
         devcontainer_dir: &local.devcontainer_dir,
         lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
     };
-    let plan = runtime.block_on(fetcher.plan(&plan_request))?;
+    let plan = fetcher.plan(&plan_request).await?;
     let manifests = plan
         .resolved
         .iter()

@@ -4,9 +4,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::{AuditArgs, Format};
-use crate::cli::commands::{Extras, finish, runtime};
+use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::cli::output;
-use crate::ops::HandoffError;
 use crate::ops::container_audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
 use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
@@ -22,15 +21,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         probe: args.probe,
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
-    let result = crate::settings::load(args.config_file.as_deref())
-        .map_err(HandoffError::from)
-        .and_then(|_| {
-            runtime().map_err(|e| HandoffError::Unsupported {
-                message: e.to_string(),
-                hint: None,
-            })
-        })
-        .and_then(|rt| rt.block_on(audit(&opts)));
+    let result = own_block_on_checked(args.config_file.as_deref(), audit(&opts));
     let min = match (&result, args.min_score) {
         (Ok(r), Some(min)) if !r.passes(min) => min,
         _ => {

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use crate::cli::args::BuildArgs;
-use crate::cli::commands::{apply_log_args, lockfile_mode, runtime, split_pair};
-use crate::cli::output;
-use crate::cli::reporter::CliReporter;
+use crate::cli::commands::{
+    apply_log_args, lockfile_mode, print_result, split_pair, with_progress,
+};
 use crate::ops::{
     BuildOptions, HandoffError, ImageBuildOptions, SecurityOptions, TargetOptions, build,
 };
@@ -57,25 +57,10 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
         };
-        // Dropped (spinner cleared) before the result or the error is printed.
-        let reporter = CliReporter::stderr();
-        let result = runtime()?.block_on(build(&opts, &reporter))?;
-        reporter.finish();
-        anyhow::Ok(result)
+        let result = with_progress(|reporter| async move { build(&opts, &*reporter).await });
+        anyhow::Ok(result??)
     })();
-    match result {
-        Ok(result) => {
-            for warning in &result.warnings {
-                output::warning(warning);
-            }
-            output::json(&result.to_json());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            output::error_result(&err);
-            Ok(ExitCode::from(1))
-        }
-    }
+    print_result(result, |r| &r.warnings, |r| r.to_json())
 }
 
 /// The reference CLI's BuildKit-only and `--additional-features` flags, which devcell cannot

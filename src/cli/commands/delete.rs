@@ -4,10 +4,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::DeleteArgs;
-use crate::cli::commands::{Extras, finish, folder, runtime};
+use crate::cli::commands::{Extras, finish, folder, own_block_on_checked};
 use crate::cli::output::StderrReporter;
 use crate::handoff::delete::{DeleteOptions, DeleteResult, delete};
-use crate::ops::HandoffError;
 
 /// Runs `delete`: the teardown report (removed, kept, remaining, verified). Exit 0 only when
 /// nothing labelled for the workspace remains (`verified`), else 1 with the report.
@@ -17,15 +16,7 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         state_root: None,
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
-    let result = crate::settings::load(args.config_file.as_deref())
-        .map_err(HandoffError::from)
-        .and_then(|_| {
-            runtime().map_err(|e| HandoffError::Unsupported {
-                message: e.to_string(),
-                hint: None,
-            })
-        })
-        .and_then(|rt| rt.block_on(delete(&opts, &StderrReporter)));
+    let result = own_block_on_checked(args.config_file.as_deref(), delete(&opts, &StderrReporter));
     let verified = result.as_ref().map(|r| r.verified).unwrap_or(true);
     let code = finish(args.format, result, render, |r| Extras {
         warnings: if r.verified {

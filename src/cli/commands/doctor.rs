@@ -4,10 +4,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::{DoctorArgs, Format};
-use crate::cli::commands::{Extras, finish, runtime};
+use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::cli::output;
 use crate::handoff::doctor::{DoctorOptions, DoctorResult, doctor};
-use crate::ops::HandoffError;
 use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Runs `doctor`: every check with its fix (`next_actions` in JSON). Exit 0 when healthy
@@ -16,15 +15,10 @@ use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
 /// envelope with the report in `error.details`), and stderr names the failing checks.
 /// `--config-file` is read and checked first (an invalid file is `config_invalid`).
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let result = crate::settings::load(args.config_file.as_deref())
-        .map_err(HandoffError::from)
-        .and_then(|_| {
-            runtime().map_err(|e| HandoffError::Unsupported {
-                message: e.to_string(),
-                hint: None,
-            })
-        })
-        .and_then(|rt| rt.block_on(doctor(&DoctorOptions::default())));
+    let result = own_block_on_checked(
+        args.config_file.as_deref(),
+        doctor(&DoctorOptions::default()),
+    );
     let report = match result {
         Ok(r) if !r.healthy => r,
         other => {

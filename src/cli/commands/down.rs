@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::DownArgs;
-use crate::cli::commands::{runtime, target};
+use crate::cli::commands::{block_on, target};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{DownOptions, down};
 
@@ -14,7 +14,7 @@ pub fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
         remove: args.remove,
         timeout: None,
     };
-    let result = runtime()?.block_on(down(&opts, &StderrReporter))?;
+    let result = block_on(down(&opts, &StderrReporter))??;
     output::json(&result.to_json());
     Ok(ExitCode::SUCCESS)
 }

@@ -3,10 +3,9 @@
 use std::process::ExitCode;
 
 use crate::cli::args::FeaturesResolveDependenciesArgs;
+use crate::cli::commands::with_progress;
 use crate::cli::output;
-use std::sync::Arc;
 
-use crate::cli::reporter::CliReporter;
 use crate::ops::resolve_dependencies::{ResolveDependenciesOptions, resolve_dependencies_with};
 
 /// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
@@ -17,19 +16,14 @@ pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let registries = crate::settings::load(args.config_file.as_deref())?.registries;
-    let reporter = Arc::new(CliReporter::stderr());
-    let result = resolve_dependencies_with(
-        &ResolveDependenciesOptions {
-            workspace_folder,
-            config: args.config,
-            cache_dir: args.cache_dir,
-            offline: args.offline,
-            registries,
-        },
-        reporter.clone(),
-    );
-    reporter.finish();
-    let result = result?;
+    let opts = ResolveDependenciesOptions {
+        workspace_folder,
+        config: args.config,
+        cache_dir: args.cache_dir,
+        offline: args.offline,
+        registries,
+    };
+    let result = with_progress(|reporter| resolve_dependencies_with(&opts, reporter))??;
     for warning in &result.warnings {
         output::warning(warning);
     }

@@ -22,6 +22,7 @@ pub mod upgrade;
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use indexmap::IndexMap;
@@ -30,6 +31,8 @@ use crate::cli::args::{
     ContainerArgs, DotfilesArgs, Format, HookArgs, LogArgs, LogFormat, RemoteArgs,
 };
 use crate::cli::output;
+use crate::cli::reporter::CliReporter;
+use crate::diagnostics::Warning;
 use crate::ops::HandoffError;
 use crate::ops::TargetOptions;
 use crate::ops::envelope::{Envelope, ErrorBody, NextAction};
@@ -210,13 +213,76 @@ pub(crate) fn terminal_sizes() -> Option<tokio::sync::watch::Receiver<crate::ops
     Some(rx)
 }
 
-/// A multi-threaded tokio runtime for one command.
+/// A multi-threaded tokio runtime for one command: the only one the process starts (library
+/// operations are `async` and never start their own). [`block_on`] and [`own_block_on`] use it;
+/// a command that also spawns tasks beside its operation (`exec`, `handoff`) holds it itself.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// Runs a library operation to completion on the command's [`runtime`], which ends with it.
+pub(crate) fn block_on<F: Future>(operation: F) -> anyhow::Result<F::Output> {
+    Ok(runtime()?.block_on(operation))
+}
+
+/// [`block_on`] for devcell's own commands: a runtime that cannot start is the operation's
+/// error, for the envelope.
+pub(crate) fn own_block_on<T>(
+    operation: impl Future<Output = Result<T, HandoffError>>,
+) -> Result<T, HandoffError> {
+    runtime()
+        .map_err(|e| HandoffError::Unsupported {
+            message: e.to_string(),
+            hint: None,
+        })?
+        .block_on(operation)
+}
+
+/// [`own_block_on`] after the command's `--config-file` is read and checked (accepted like
+/// every devcell command's, and read first).
+pub(crate) fn own_block_on_checked<T>(
+    config_file: Option<&Path>,
+    operation: impl Future<Output = Result<T, HandoffError>>,
+) -> Result<T, HandoffError> {
+    crate::settings::load(config_file).map_err(HandoffError::from)?;
+    own_block_on(operation)
+}
+
+/// Runs `operation` with progress on stderr ([`CliReporter`]; its spinner cleared before the
+/// result or the error is printed) through [`block_on`].
+pub(crate) fn with_progress<F: Future>(
+    operation: impl FnOnce(Arc<CliReporter>) -> F,
+) -> anyhow::Result<F::Output> {
+    let reporter = Arc::new(CliReporter::stderr());
+    let result = block_on(operation(reporter.clone()));
+    reporter.finish();
+    result
+}
+
+/// A bring-up's result the reference CLI's way: its warnings on stderr and the result line on
+/// stdout (exit 0), or the error as the result line's error form (exit 1).
+pub(crate) fn print_result<T>(
+    result: anyhow::Result<T>,
+    warnings: impl Fn(&T) -> &[Warning],
+    to_json: impl Fn(&T) -> serde_json::Value,
+) -> anyhow::Result<ExitCode> {
+    match result {
+        Ok(result) => {
+            for warning in warnings(&result) {
+                output::warning(warning);
+            }
+            output::json(&to_json(&result));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            output::error_result(&err);
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// The `--workspace-folder` of a devcell command, defaulting to the current directory.

@@ -1,11 +1,10 @@
 //! `devcell outdated`.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use crate::cli::args::{OutdatedArgs, OutputFormat};
+use crate::cli::commands::with_progress;
 use crate::cli::output;
-use crate::cli::reporter::CliReporter;
 use crate::ops::outdated::{OutdatedOptions, outdated_with};
 
 /// Runs `outdated`: a table (or one JSON line) on stdout, progress ([`CliReporter`]) and
@@ -17,18 +16,13 @@ pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let registries = crate::settings::load(args.config_file.as_deref())?.registries;
-    let reporter = Arc::new(CliReporter::stderr());
-    let result = outdated_with(
-        &OutdatedOptions {
-            workspace_folder,
-            config: args.config,
-            cache_dir: args.cache_dir,
-            registries,
-        },
-        reporter.clone(),
-    );
-    reporter.finish();
-    let result = result?;
+    let opts = OutdatedOptions {
+        workspace_folder,
+        config: args.config,
+        cache_dir: args.cache_dir,
+        registries,
+    };
+    let result = with_progress(|reporter| outdated_with(&opts, reporter))??;
     for warning in &result.warnings {
         output::warning(warning);
     }

@@ -4,9 +4,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::PruneArgs;
-use crate::cli::commands::{Extras, finish, runtime};
+use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::handoff::prune::{PruneOptions, PruneResult, human_size, prune};
-use crate::ops::HandoffError;
 
 /// Runs `prune`: the images removed (or, with `--dry-run`, to be removed) and those kept with
 /// the reason. Exit 0 unless the engine cannot be reached.
@@ -16,15 +15,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
         images: args.image.clone(),
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
-    let result = crate::settings::load(args.config_file.as_deref())
-        .map_err(HandoffError::from)
-        .and_then(|_| {
-            runtime().map_err(|e| HandoffError::Unsupported {
-                message: e.to_string(),
-                hint: None,
-            })
-        })
-        .and_then(|rt| rt.block_on(prune(&opts)));
+    let result = own_block_on_checked(args.config_file.as_deref(), prune(&opts));
     Ok(finish(args.format, result, render, |r| Extras {
         warnings: Vec::new(),
         next_actions: if r.dry_run && !r.removed.is_empty() {

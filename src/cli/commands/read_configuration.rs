@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::ReadConfigurationArgs;
+use crate::cli::commands::block_on;
 use crate::cli::output;
 use crate::ops::{ReadConfigurationExtras, ReadConfigurationOptions, read_configuration_with};
 
@@ -38,7 +39,7 @@ pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
         skip_engine: false,
         mount_git_worktree_common_dir: args.workspace.mount_git_worktree_common_dir,
     };
-    let result = read_configuration_with(&opts, &extras)?;
+    let result = block_on(read_configuration_with(&opts, &extras))??;
     for warning in &result.warnings {
         output::warning(warning);
     }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::RunUserCommandsArgs;
-use crate::cli::commands::{apply_log_args, hooks, refuse, remote, runtime, target};
+use crate::cli::commands::{apply_log_args, block_on, hooks, refuse, remote, target};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{RunUserCommandsOptions, run_user_commands};
 
@@ -32,7 +32,7 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             default_user_env_probe: probe,
             allow: args.allow.clone(),
         };
-        let report = runtime()?.block_on(run_user_commands(&opts, &StderrReporter))?;
+        let report = block_on(run_user_commands(&opts, &StderrReporter))??;
         anyhow::Ok((report, plan))
     })();
     match result {

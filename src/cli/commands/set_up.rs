@@ -3,9 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::SetUpArgs;
-use crate::cli::commands::{apply_log_args, refuse_dotfiles, remote, runtime};
-use crate::cli::output;
-use crate::cli::reporter::CliReporter;
+use crate::cli::commands::{apply_log_args, print_result, refuse_dotfiles, remote, with_progress};
 use crate::ops::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 
 /// Runs `set-up`: `{"outcome":"success",["configuration"],["mergedConfiguration"],
@@ -39,22 +37,8 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
         };
-        let reporter = CliReporter::stderr();
-        let result = runtime()?.block_on(set_up(&opts, &reporter))?;
-        reporter.finish();
-        anyhow::Ok(result)
+        let result = with_progress(|reporter| async move { set_up(&opts, &*reporter).await });
+        anyhow::Ok(result??)
     })();
-    match result {
-        Ok(result) => {
-            for warning in &result.warnings {
-                output::warning(warning);
-            }
-            output::json(&result.to_json());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            output::error_result(&err);
-            Ok(ExitCode::from(1))
-        }
-    }
+    print_result(result, |r| &r.warnings, |r| r.to_json())
 }

@@ -4,9 +4,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use crate::cli::args::StatusArgs;
-use crate::cli::commands::{Extras, finish, folder, runtime};
+use crate::cli::commands::{Extras, finish, folder, own_block_on};
 use crate::handoff::status::{StatusOptions, StatusResult, status};
-use crate::ops::HandoffError;
 
 /// Runs `status`: the workspace's container, sessions and git state.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -17,12 +16,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             settings,
             state_root: None,
         };
-        runtime()
-            .map_err(|e| HandoffError::Unsupported {
-                message: e.to_string(),
-                hint: None,
-            })?
-            .block_on(status(&opts))
+        own_block_on(status(&opts))
     })();
     Ok(finish(args.format, result, render, |r| Extras {
         warnings: r.warnings.clone(),

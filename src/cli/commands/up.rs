@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use crate::cli::args::{UidDefault, UpArgs};
-use crate::cli::commands::{apply_log_args, hooks, lockfile_mode, refuse, remote, runtime, target};
-use crate::cli::output;
-use crate::cli::reporter::CliReporter;
+use crate::cli::commands::{
+    apply_log_args, hooks, lockfile_mode, print_result, refuse, remote, target, with_progress,
+};
 use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions, up};
 
 /// Runs `up`: the result JSON on stdout (one line), progress (a spinner on a terminal, plain
@@ -71,23 +71,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 UidDefault::Never => UidUpdateDefault::Never,
             },
         };
-        // Dropped (spinner cleared) before the result or the error is printed.
-        let reporter = CliReporter::stderr();
-        let result = runtime()?.block_on(up(&opts, &reporter))?;
-        reporter.finish();
-        anyhow::Ok(result)
+        let result = with_progress(|reporter| async move { up(&opts, &*reporter).await });
+        anyhow::Ok(result??)
     })();
-    match result {
-        Ok(result) => {
-            for warning in &result.warnings {
-                output::warning(warning);
-            }
-            output::json(&result.to_json());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            output::error_result(&err);
-            Ok(ExitCode::from(1))
-        }
-    }
+    print_result(result, |r| &r.warnings, |r| r.to_json())
 }

@@ -1,11 +1,10 @@
 //! `devcell upgrade`.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use crate::cli::args::UpgradeArgs;
+use crate::cli::commands::with_progress;
 use crate::cli::output;
-use crate::cli::reporter::CliReporter;
 use crate::ops::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
 
 /// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`; fetch progress
@@ -16,22 +15,17 @@ pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let registries = crate::settings::load(args.config_file.as_deref())?.registries;
-    let reporter = Arc::new(CliReporter::stderr());
-    let result = upgrade_with(
-        &UpgradeOptions {
-            base: OutdatedOptions {
-                workspace_folder,
-                config: args.config,
-                cache_dir: args.cache_dir,
-                registries,
-            },
-            dry_run: args.dry_run,
-            pin: args.feature.zip(args.target_version),
+    let opts = UpgradeOptions {
+        base: OutdatedOptions {
+            workspace_folder,
+            config: args.config,
+            cache_dir: args.cache_dir,
+            registries,
         },
-        reporter.clone(),
-    );
-    reporter.finish();
-    let result = result?;
+        dry_run: args.dry_run,
+        pin: args.feature.zip(args.target_version),
+    };
+    let result = with_progress(|reporter| upgrade_with(&opts, reporter))??;
     for warning in &result.warnings {
         output::warning(warning);
     }
