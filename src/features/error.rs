@@ -80,6 +80,18 @@ pub enum FeatureError {
         /// What is wrong.
         message: String,
     },
+    /// `--frozen-lockfile` and the lockfile is missing (`missing`) or does not match: the
+    /// reference CLI's message (`Lockfile does not exist.` / `Lockfile does not match.`, which
+    /// tools match on), devcell's [`FeatureError::Lockfile`] naming the file and what differs
+    /// as its cause.
+    #[error("{}", if *missing { "Lockfile does not exist." } else { "Lockfile does not match." })]
+    Frozen {
+        /// Whether the lockfile is missing (else it differs).
+        missing: bool,
+        /// The file and what differs.
+        #[source]
+        source: Box<FeatureError>,
+    },
     /// A Feature the lockfile pins could not be fetched at its locked digest (the registry no
     /// longer serves it, the network or the cache failed).
     #[error("cannot fetch Feature `{feature}` at its locked digest `{integrity}` (lockfile `{}`)", path.display())]
@@ -128,6 +140,7 @@ impl crate::diagnostics::Hint for FeatureError {
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),
             ),
+            FeatureError::Frozen { source, .. } => source.hint(),
             FeatureError::Lockfile { message, .. } if message.contains("--frozen-lockfile") => {
                 Some("run without `--frozen-lockfile` to update the lockfile, or commit the lockfile that matches the configuration".into())
             }

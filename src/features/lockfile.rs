@@ -339,19 +339,26 @@ pub fn decide(
         },
         LockfileMode::Frozen => match existing {
             None => {
-                return Err(FeatureError::Lockfile {
-                    path: path.to_path_buf(),
-                    message: "lockfile does not exist, and `--frozen-lockfile` forbids creating it"
-                        .into(),
+                return Err(FeatureError::Frozen {
+                    missing: true,
+                    source: Box::new(FeatureError::Lockfile {
+                        path: path.to_path_buf(),
+                        message:
+                            "lockfile does not exist, and `--frozen-lockfile` forbids creating it"
+                                .into(),
+                    }),
                 });
             }
             Some(old) if !same => {
-                return Err(FeatureError::Lockfile {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "lockfile does not match the resolved Features ({}), and `--frozen-lockfile` forbids changing it",
-                        differences(old, lockfile)
-                    ),
+                return Err(FeatureError::Frozen {
+                    missing: false,
+                    source: Box::new(FeatureError::Lockfile {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "lockfile does not match the resolved Features ({}), and `--frozen-lockfile` forbids changing it",
+                            differences(old, lockfile)
+                        ),
+                    }),
                 });
             }
             Some(_) => WriteOutcome::Unchanged,
@@ -506,6 +513,14 @@ mod tests {
         assert!(l.verify(Path::new("l"), &other, &digest('f')).is_ok());
     }
 
+    /// An error and its causes, as `caused by:` lines show them.
+    fn chain(e: &FeatureError) -> String {
+        std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ")
+    }
+
     #[test]
     fn decide_touches_nothing_and_follows_the_mode() {
         let l = Lockfile::from_plan(&plan());
@@ -536,9 +551,16 @@ mod tests {
             write(Some("{}"), LockfileMode::Off),
             Decision::Done(WriteOutcome::Skipped)
         );
-        assert!(decide(None, &l, LockfileMode::Frozen, p).is_err());
+        // the reference CLI's message, devcell's detail as its cause
+        let e = decide(None, &l, LockfileMode::Frozen, p).unwrap_err();
+        assert_eq!(e.to_string(), "Lockfile does not exist.");
+        assert!(chain(&e).contains("lockfile `lock.json`: lockfile does not exist"));
         let e = decide(Some("{}"), &l, LockfileMode::Frozen, p).unwrap_err();
-        assert!(e.to_string().contains("does not match"), "{e}");
+        assert_eq!(e.to_string(), "Lockfile does not match.");
+        assert!(
+            chain(&e).contains("does not match the resolved Features"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -546,12 +568,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCKFILE);
         let l = Lockfile::from_plan(&plan());
-        assert!(
-            write(&path, &l, true)
-                .unwrap_err()
-                .to_string()
-                .contains("lockfile does not exist")
-        );
+        assert!(chain(&write(&path, &l, true).unwrap_err()).contains("lockfile does not exist"));
         assert!(!path.exists());
         assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Written);
         assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Unchanged);
@@ -559,7 +576,7 @@ mod tests {
         let mut changed = l.clone();
         changed.features.pop_first();
         let before = std::fs::read_to_string(&path).unwrap();
-        let e = write(&path, &changed, true).unwrap_err().to_string();
+        let e = chain(&write(&path, &changed, true).unwrap_err());
         assert!(e.contains("lockfile does not match"), "{e}");
         assert!(
             e.contains("`ghcr.io/devcontainers/features/node:1` is locked but no longer used"),
@@ -630,13 +647,13 @@ mod tests {
         let entry = features.shift_remove(&first).unwrap();
         features.insert(first, entry);
         std::fs::write(&path, value.to_string()).unwrap();
-        let e = write(&path, &l, true).unwrap_err().to_string();
+        let e = chain(&write(&path, &l, true).unwrap_err());
         assert!(e.contains("key order or extra properties differ"), "{e}");
         assert_eq!(write(&path, &l, false).unwrap(), WriteOutcome::Written);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), l.render());
         // An empty file ("initialise") does not match in frozen mode and is written otherwise.
         std::fs::write(&path, "").unwrap();
-        let e = write(&path, &l, true).unwrap_err().to_string();
+        let e = chain(&write(&path, &l, true).unwrap_err());
         assert!(
             e.contains("does not match the resolved Features (the lockfile is empty)"),
             "{e}"
@@ -657,7 +674,7 @@ mod tests {
         let mut extra = changed.features[node].clone();
         extra.integrity = digest('e');
         changed.features.insert("ghcr.io/o/r/new:1".into(), extra);
-        let e = write(&path, &changed, true).unwrap_err().to_string();
+        let e = chain(&write(&path, &changed, true).unwrap_err());
         assert!(
             e.contains(&format!(
                 "`{node}` locked to `{}` but resolved to `{}`",

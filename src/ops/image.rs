@@ -370,6 +370,11 @@ pub(crate) async fn build_features(
     let lock_path = lock_at.path.clone();
     let lock_state = lock_at.read(opts.lockfile)?;
     let locked = lock_state.lockfile();
+    if opts.lockfile == LockfileMode::Frozen && locked.is_none() {
+        // Before any request: a missing or empty lockfile matches no frozen resolution (the
+        // reference CLI says so without resolving, too).
+        lock_at.apply(&Lockfile::default(), LockfileMode::Frozen)?;
+    }
     reporter.report(Event::Status(resolving_status(
         features.len(),
         locked,

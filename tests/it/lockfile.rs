@@ -478,6 +478,49 @@ impl HandoffEnv {
     }
 }
 
+/// `--frozen-lockfile` without a lockfile, or with an empty one, fails with the reference CLI's
+/// message (`Lockfile does not exist.` / `Lockfile does not match.`, devcell's detail after it)
+/// before any registry is asked: the Feature's registry here is a closed local port, which
+/// would otherwise be the error. Spec-note 0454.
+#[test]
+fn frozen_without_a_lockfile_fails_before_any_registry_request() {
+    let Some(ctx) = TestContext::busybox("lockfile_frozen_early") else {
+        return;
+    };
+    let port = free_port();
+    let ctx = ctx.isolated().config(&format!(
+        r#"{{"image": "IMAGE", "features": {{"127.0.0.1:{port}/devcell/none:1": {{}}}}}}"#
+    ));
+    let lock = ctx.path().join(".devcontainer/devcontainer-lock.json");
+    let missing = ctx.run("build", &["--frozen-lockfile"]);
+    missing.failed();
+    let v = missing.json();
+    assert_eq!(v["message"], "Lockfile does not exist.", "{v}");
+    assert!(
+        v["description"].to_string().contains("forbids creating it"),
+        "{v}"
+    );
+    assert!(
+        !missing.stderr.contains(&port.to_string()),
+        "{}",
+        missing.stderr
+    );
+    assert!(!lock.exists());
+
+    std::fs::write(&lock, "").unwrap();
+    let empty = ctx.run("build", &["--frozen-lockfile"]);
+    empty.failed();
+    let v = empty.json();
+    assert_eq!(v["message"], "Lockfile does not match.", "{v}");
+    assert!(
+        v["description"]
+            .to_string()
+            .contains("the lockfile is empty"),
+        "{v}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "");
+}
+
 #[test]
 fn handoff_honours_the_lockfile_and_never_writes_it() {
     let Some(ctx) = TestContext::busybox("handoff_honours_the_lockfile_and_never_writes_it") else {
