@@ -98,7 +98,24 @@ if [ -z "$s" ]; then
 fi
 case "$s" in */nologin|*/false) s=/bin/sh ;; esac
 if [ -z "$s" ] || [ ! -x "$s" ]; then s=/bin/sh; fi
-exec "$s" "$f" 'printf %s MARK; cat /proc/self/environ 2>/dev/null || printenv; printf %s MARK'"#;
+exec "$s" "$f" 'printf %s MARK; cat /proc/self/environ 2>/dev/null || printenv; printf %s MARK' 2>/dev/null"#;
+
+/// The probe's exec: [`PROBE_SCRIPT`] with its marks, run by `/bin/sh -c` as `user` with the
+/// shell `flags` (`-lic`, …).
+fn probe_request(flags: &str, user: Option<&str>) -> ExecRequest {
+    ExecRequest {
+        argv: vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            PROBE_SCRIPT
+                .replace("CMARK", CONTAINER_MARK)
+                .replace("MARK", MARK),
+        ],
+        user: user.map(str::to_string),
+        working_dir: None,
+        env: [("DEVCELL_PROBE_FLAGS", flags)].into_iter().collect(),
+    }
+}
 
 /// Runs the probe as `user` and returns the shell's environment, without `PWD`.
 ///
@@ -117,18 +134,7 @@ pub async fn probe_user_env<E: HookExecutor>(
     let Some(flags) = probe.shell_flags() else {
         return Ok(HookEnv::default());
     };
-    let request = ExecRequest {
-        argv: vec![
-            "/bin/sh".to_string(),
-            "-c".to_string(),
-            PROBE_SCRIPT
-                .replace("CMARK", CONTAINER_MARK)
-                .replace("MARK", MARK),
-        ],
-        user: user.map(str::to_string),
-        working_dir: None,
-        env: [("DEVCELL_PROBE_FLAGS", flags)].into_iter().collect(),
-    };
+    let request = probe_request(flags, user);
     let capture = Capture::default();
     let exit_code = match tokio::time::timeout(timeout, executor.exec(&request, &capture)).await {
         Err(_elapsed) => {
@@ -324,5 +330,48 @@ mod tests {
         .await
         .unwrap();
         assert!(env.0.is_empty());
+    }
+
+    /// A shell that writes to stderr while the environment is dumped (busybox's interactive
+    /// `sh`: "can't access tty; job control turned off") leaves every value as it is: found
+    /// as a Compose test's multi-line `containerEnv` value with that line inside it.
+    #[tokio::test]
+    async fn the_shells_stderr_never_lands_inside_a_value() {
+        use crate::lifecycle::executor::HookExecutor;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let write = |path: &std::path::Path, text: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(path, text).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        // the "environment": a multi-line value, then (while the shell writes to stderr) the rest
+        write(
+            &bin.join("cat"),
+            "#!/bin/sh\nprintf 'MULTI=one\\ntwo\\0'\nsleep 0.6\nprintf 'B=2\\0'\n",
+        );
+        let shell = dir.path().join("shell");
+        write(
+            &shell,
+            &format!(
+                "#!/bin/sh\necho notice >&2\n(sleep 0.3; echo 'job control turned off' >&2) &\nPATH={}:$PATH exec /bin/sh -c \"$2\"\n",
+                bin.display()
+            ),
+        );
+        let mut request = probe_request("-lic", None);
+        request
+            .env
+            .0
+            .insert("SHELL".to_string(), shell.display().to_string());
+        let capture = Capture::default();
+        let code = HostExecutor::default()
+            .exec(&request, &capture)
+            .await
+            .unwrap();
+        assert_eq!(code, 0);
+        let env = parse_probe_output(&capture.into_lines().join("\n"));
+        assert_eq!(env.0["MULTI"], "one\ntwo", "{env:?}");
+        assert_eq!(env.0["B"], "2");
     }
 }

@@ -149,8 +149,8 @@ impl ComposeCli {
         docker_compose_path: Option<&str>,
     ) -> Result<ComposeCli> {
         let docker = docker_path.unwrap_or("docker");
-        let direct = docker_path
-            .is_none()
+        // Only where the docker CLI itself is there to run it: the plugin is its part.
+        let direct = (docker_path.is_none() && on_path("docker"))
             .then(|| docker_cli_plugin(&docker_cli_plugin_dirs()))
             .flatten()
             .map(|p| (p.to_string_lossy().into_owned(), vec![]));
@@ -240,8 +240,12 @@ impl ComposeCli {
         &self.version
     }
 
-    /// The command as shown to the user: `docker compose` or the `docker-compose` path.
+    /// The command as shown to the user: `docker compose` (also for the plugin binary run
+    /// directly) or the `docker-compose` path.
     pub fn command(&self) -> String {
+        if self.prefix.is_empty() && is_docker_cli_plugin(&self.program) {
+            return "docker compose".to_string();
+        }
         shown_command(&self.program.to_string_lossy(), &self.prefix)
     }
 
@@ -487,6 +491,26 @@ fn docker_cli_plugin(dirs: &[PathBuf]) -> Option<PathBuf> {
     })
 }
 
+/// Whether `program` is a Compose binary in a docker CLI plugin folder (`…/cli-plugins/docker-compose`).
+fn is_docker_cli_plugin(program: &Path) -> bool {
+    program.file_name().is_some_and(|n| n == "docker-compose")
+        && program
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "cli-plugins")
+}
+
+/// Whether an executable `name` is in a folder of `PATH`.
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 fn shown_command(program: &str, prefix: &[String]) -> String {
     std::iter::once(program.to_string())
         .chain(prefix.iter().cloned())
@@ -559,6 +583,18 @@ fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plugin_binary_run_directly_is_shown_as_docker_compose() {
+        assert!(is_docker_cli_plugin(Path::new(
+            "/usr/libexec/docker/cli-plugins/docker-compose"
+        )));
+        assert!(!is_docker_cli_plugin(Path::new("/usr/bin/docker-compose")));
+        assert!(!is_docker_cli_plugin(Path::new(
+            "/x/cli-plugins/docker-buildx"
+        )));
+        assert!(!on_path("devcell-no-such-program-on-path"));
+    }
 
     /// A `Write` into a shared buffer, for capturing the log.
     #[derive(Clone, Default)]
