@@ -88,23 +88,12 @@ pub(crate) async fn up_compose(
             hint: Some("drop `--network` (and `network` in devcell's config.toml)".into()),
         });
     }
-    let target = compose_target(
-        loaded,
-        &opts.target.env,
-        opts.target.docker_compose_path.as_deref(),
-        (profile, grants),
-    )
-    .await?;
-    let places = compose_places(loaded, opts, engine_socket);
-    let (service_requests, reported) = service_requests(
-        engine,
-        &target,
-        (profile, grants),
-        &places,
-        earlier,
-        &opts.target.env,
-    )
-    .await?;
+    let ServiceRequests {
+        target,
+        places,
+        requests: service_requests,
+        reported,
+    } = service_requests(engine, engine_socket, opts, &choice, earlier).await?;
     let ConfigurationJudgement {
         early,
         init_stage,
@@ -291,35 +280,63 @@ pub(crate) async fn up_compose(
     })
 }
 
-/// Every service's requests, judged on Compose's model after `earlier` (a handoff's git
-/// directories), with the host variables the files interpolate: what [`judge_configuration`]
+/// The project's target and where its host paths are judged ([`compose_places`]), with every
+/// service's requests, judged on Compose's model after `earlier` (a handoff's git
+/// directories), and the host variables the files interpolate: what [`judge_configuration`]
 /// judges with the rest of the configuration, in one refusal before anything runs or is
-/// created (spec-note 0601).
+/// created (spec-note 0601). `up` and the plan read them alike.
+struct ServiceRequests {
+    target: ComposeTarget,
+    places: Places,
+    /// `earlier`, then the services' requests, then `reported`.
+    requests: Vec<PermissionRequest>,
+    /// The host-variable and foreign-resource requests, reported with the services' own.
+    reported: Vec<PermissionRequest>,
+}
+
+/// [`ServiceRequests`] of `choice`'s Compose configuration.
+///
+/// Errors: as [`compose_target`] (Compose), the engine's (foreign resources).
 async fn service_requests(
     engine: &dyn Engine,
-    target: &ComposeTarget,
-    (profile, grants): (&SecurityProfile, &Grants),
-    places: &Places,
+    engine_socket: Option<&std::path::Path>,
+    opts: &UpOptions,
+    choice: &UpChoice,
     earlier: &[PermissionRequest],
-    env: &std::collections::HashMap<String, String>,
-) -> Result<(Vec<PermissionRequest>, Vec<PermissionRequest>)> {
+) -> Result<ServiceRequests> {
+    let (profile, grants) = (&choice.profile, &choice.grants);
+    let loaded = &choice.loaded;
+    let target = compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+        (profile, grants),
+    )
+    .await?;
+    let places = compose_places(loaded, opts, engine_socket);
+    let env = &opts.target.env;
     let mut requests = earlier.to_vec();
     requests.extend(security::compose::compose_requests(
         profile,
         &target.model,
-        places,
+        &places,
         grants,
     ));
     // judged with the rest, and reported with the services' own requests
-    let mut reported = variable_requests(target, profile, grants, env).await?;
+    let mut reported = variable_requests(&target, profile, grants, env).await?;
     reported.extend(security::compose::foreign_resource_requests(
         profile,
         &target.model,
-        &foreign_resources(engine, target).await?,
+        &foreign_resources(engine, &target).await?,
         grants,
     ));
     requests.extend(reported.iter().cloned());
-    Ok((requests, reported))
+    Ok(ServiceRequests {
+        target,
+        places,
+        requests,
+        reported,
+    })
 }
 
 /// One service of a [`ComposePreview`].
@@ -363,25 +380,11 @@ pub(crate) async fn preview_compose(
     choice: &UpChoice,
     earlier: &[PermissionRequest],
 ) -> Result<ComposePreview> {
-    let (profile, grants) = (&choice.profile, &choice.grants);
-    let loaded = &choice.loaded;
-    let target = compose_target(
-        loaded,
-        &opts.target.env,
-        opts.target.docker_compose_path.as_deref(),
-        (profile, grants),
-    )
-    .await?;
-    let places = compose_places(loaded, opts, engine_socket);
-    let (mut requests, _) = service_requests(
-        engine,
-        &target,
-        (profile, grants),
-        &places,
-        earlier,
-        &opts.target.env,
-    )
-    .await?;
+    let ServiceRequests {
+        target,
+        mut requests,
+        ..
+    } = service_requests(engine, engine_socket, opts, choice, earlier).await?;
     let judgement =
         judge_configuration(engine, engine_socket, opts, choice, &requests, None).await?;
     let at = earlier.len();
@@ -396,7 +399,8 @@ pub(crate) async fn preview_compose(
     requests.extend(judgement.container_requests);
     let up_services = target.up_services();
     // the primary as `up` finds it: another workspace's is the same error
-    let primary = primary_of_workspace(engine, &target, &id_labels(&opts.target, loaded)).await?;
+    let primary =
+        primary_of_workspace(engine, &target, &id_labels(&opts.target, &choice.loaded)).await?;
     let mut services = Vec::new();
     for (name, service) in target
         .model
