@@ -898,6 +898,7 @@ impl StateStore {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn begin(
         &self,
         workspace_root: &Path,
