@@ -531,7 +531,8 @@ pub(crate) async fn reuse_passwd(
     if !needed {
         return None;
     }
-    crate::ops::users::container_passwd(engine, &info.id).await
+    let bytes = engine.read_file(&info.id, "/etc/passwd").await.ok()??;
+    String::from_utf8(bytes).ok()
 }
 
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
