@@ -765,6 +765,9 @@ async fn create(
         project.name, target.service, image.reference
     )));
     project.up(&target.up_services(), false).await?;
+    if mode.closed() {
+        compose_network::verify_closed(engine, target, networks).await?;
+    }
     let info = find_service_container(engine, &project.name, &target.service)
         .await?
         .ok_or_else(|| HandoffError::NoContainer {

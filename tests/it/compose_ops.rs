@@ -770,6 +770,7 @@ fn host_server(
 /// does, the server sees no connection, and the project networks are internal with no host
 /// address; under `allowlist` the agent reaches the allowed name through devcell's proxy and
 /// not a refused one, the sidecar reaches nothing (not the primary's forwarder either).
+/// An open network of the project's name is refused before anything is created.
 /// `status`/`audit` say the mode; `delete` leaves no container, volume or network.
 #[test]
 fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_proxy() {
@@ -881,6 +882,25 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
     assert!(reached >= 2, "{reached}");
     delete();
 
+    // an open network of the project's name (left by hand or an older run) is refused before
+    // anything is created: Compose would join it as it is
+    let net = format!("{project}_default");
+    let label = format!("com.docker.compose.project={project}");
+    assert!(docker_lines(&["network", "create", "--label", &label, &net]).len() == 1);
+    let refused = ctx.run(
+        "handoff",
+        &["--agent", "a", "--config-file", settings.to_str().unwrap()],
+    );
+    assert!(!refused.success(), "{}", refused.stdout);
+    assert!(
+        format!("{}{}", refused.stdout, refused.stderr).contains("is not closed"),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+    docker_lines(&["network", "rm", &net]);
+
     // `none` (the handoff's default): the sidecar by name, and nothing else
     let (v, agent, status, db, sidecar) = handoff(&[]);
     assert!(agent.starts_with("pong\n"), "{agent}");
@@ -901,7 +921,6 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
         status.to_string().contains("\"network\":\"none\""),
         "{status}"
     );
-    let net = format!("{project}_default");
     assert_eq!(
         inspect(
             &net,
