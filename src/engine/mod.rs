@@ -32,7 +32,8 @@ pub use error::{EngineError, Result};
 pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
     EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
-    ImageSummary, Limits, Mount, MountInfo, MountKind, PortBinding, TtySize, Ulimit, VolumeInfo,
+    ImageSummary, Limits, Mount, MountInfo, MountKind, NetworkInfo, PortBinding, TtySize, Ulimit,
+    VolumeInfo,
 };
 
 use crate::progress::{Event, Reporter};
@@ -165,6 +166,10 @@ pub trait Engine: Send + Sync {
     /// Removes a network (by name or id); an absent network is not an error. The engine
     /// refuses one that a container is still connected to ([`EngineError::Api`]).
     async fn remove_network(&self, name: &str) -> Result<()>;
+
+    /// The named network's driver, `internal` flag, options and labels; `Ok(None)` when
+    /// there is none.
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>>;
 
     /// Whether a volume with this name exists.
     async fn volume_exists(&self, name: &str) -> Result<bool>;

@@ -126,6 +126,21 @@ pub struct VolumeInfo {
     pub labels: BTreeMap<String, String>,
 }
 
+/// What the engine knows about a network (`docker network inspect`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkInfo {
+    /// The network's name.
+    pub name: String,
+    /// Its driver (`bridge` for the engine's own local networks).
+    pub driver: String,
+    /// Whether it was created `--internal` (no gateway route out through the engine).
+    pub internal: bool,
+    /// The driver options it was created with (`com.docker.network.bridge.inhibit_ipv4`, …).
+    pub options: BTreeMap<String, String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// A published port: `[host_ip:][host_port:]container_port[/protocol]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortBinding {

@@ -14,8 +14,8 @@
 //!
 //! A Compose configuration is brought up through [`crate::ops::compose_up::up_compose`]: the
 //! handoff's mounts go to the primary service (the workspace root at the workspace target),
-//! the agent runs there, and Compose's project network is kept, so only network `default` is
-//! accepted (spec-note 0606).
+//! the agent runs there; `none` and `allowlist` close the project networks
+//! ([`crate::ops::compose_network`], spec-note 0606).
 //!
 //! The agent's environment is the probed user environment ⊕ `remoteEnv`, the agent's
 //! passed-through host variables, its secrets (`env:NAME` / `file:PATH` references and
@@ -40,8 +40,7 @@ use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
 };
 use crate::handoff::plan::{
-    HandoffOptions, compose_network_refusal, ctx_rel_path, plan_lines, prepare, safe_directories,
-    up_options,
+    HandoffOptions, ctx_rel_path, plan_lines, prepare, safe_directories, up_options,
 };
 use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pidfile_of,
@@ -120,12 +119,6 @@ pub async fn handoff_with(
     // kept, so a network without a way out is refused rather than claimed (spec-note 0606).
     let compose = choice.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
     let judged = if compose {
-        if p.network != "default" {
-            return Err(compose_network_refusal(
-                &choice.loaded.config_file,
-                &p.network,
-            ));
-        }
         if let Some(o) = &p.target.workspace_override {
             up_opts.mounts.insert(0, o.mount.clone());
         }
@@ -146,10 +139,12 @@ pub async fn handoff_with(
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
+    let compose_network = crate::ops::compose_network::ComposeNetwork::requested(
+        &up_opts.security,
+        &up_opts.settings,
+    )?;
     if compose {
-        reporter.report(Event::Status(
-            crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string(),
-        ));
+        reporter.report(Event::Status(compose_network.note().to_string()));
     }
     let store = match &opts.state_root {
         Some(root) => StateStore::new(root),
@@ -216,8 +211,12 @@ pub async fn handoff_with(
     };
     let mut warnings = p.warnings.clone();
     let network = if compose {
-        warnings.push(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
-        "default".to_string()
+        // the mode the primary container was created with (its label)
+        let created = info.as_ref().map_or(compose_network, |c| {
+            crate::ops::compose_network::ComposeNetwork::of_labels(&c.labels)
+        });
+        warnings.push(created.note().to_string());
+        created.name().to_string()
     } else {
         network
     };
@@ -232,6 +231,9 @@ pub async fn handoff_with(
     }
     store
         .set_container(&root, Some(&session_id), &up.container_id, Some(&image))
+        .map_err(|e| fail(e.into()))?;
+    store
+        .set_network(&root, &session_id, &network)
         .map_err(|e| fail(e.into()))?;
     let _ = writeln!(
         log,

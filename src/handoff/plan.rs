@@ -352,24 +352,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     Ok(plan)
 }
 
-/// The refusal of a Compose handoff under a network other than `default`: Compose's project
-/// network is kept, so a network without a way out is refused rather than claimed
-/// (spec-note 0606).
-pub(crate) fn compose_network_refusal(config_file: &Path, network: &str) -> HandoffError {
-    HandoffError::Unsupported {
-        message: format!(
-            "`{}`: a handoff into a Docker Compose configuration keeps Compose's project network, where every service reaches what this engine's bridge reaches (the host and its networks); network `{network}` is not applied to Compose projects",
-            config_file.display(),
-        ),
-        hint: Some(
-            "hand off with `--network default` (or `network = \"default\"` for the agent) to accept the project network"
-                .into(),
-        ),
-    }
-}
-
-/// [`plan`] of a Compose configuration: refused under a network other than `default` as the
-/// handoff refuses it; then every service judged with the configuration and the workspace's
+/// [`plan`] of a Compose configuration: every service judged with the configuration and the workspace's
 /// git directories ([`crate::ops::compose_up::preview_compose`]), the primary service's
 /// container as the plan's `container`, and each service listed with its requests.
 async fn plan_compose(
@@ -379,9 +362,6 @@ async fn plan_compose(
     socket: Option<&Path>,
 ) -> Result<HandoffPlan> {
     let config_file = prepared.plan.config_file.clone().unwrap_or_default();
-    if prepared.network != "default" {
-        return Err(compose_network_refusal(&config_file, &prepared.network));
-    }
     let Some(engine) = engine else {
         return Err(HandoffError::Unsupported {
             message: format!(
@@ -442,8 +422,14 @@ async fn plan_compose(
         };
     }
     plan.permissions = listed_once(preview.requests);
-    plan.permission_notes
-        .push(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
+    plan.permission_notes.push(
+        crate::ops::compose_network::ComposeNetwork::requested(
+            &up_opts.security,
+            &up_opts.settings,
+        )?
+        .note()
+        .to_string(),
+    );
     plan.permission_notes.push(
         "the primary service's image, its `USER` and its Features' metadata are judged when the handoff builds it, before its container exists".to_string(),
     );

@@ -220,6 +220,10 @@ pub struct Session {
     /// destination (allowed and refused, with counts; spec-note 0504).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Box<crate::ops::egress::EgressSummary>>,
+    /// The network the session's container has (`none`, `allowlist` or `default`; a Compose
+    /// project's closed or open project networks, spec-note 0606), once it is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// How a session ended (serialised with a `kind` tag).
@@ -963,6 +967,7 @@ impl StateStore {
                 outcome: None,
                 runtime,
                 egress: None,
+                network: None,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -994,6 +999,23 @@ impl StateStore {
             if let Some(id) = session_id {
                 state.session_mut(id)?.container_id = Some(container_id.to_string());
             }
+            Ok(())
+        })
+    }
+
+    /// Records the network session `session_id`'s container has (`none`, `allowlist`,
+    /// `default`).
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
+    pub fn set_network(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        network: &str,
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.session_mut(session_id)?.network = Some(network.to_string());
             Ok(())
         })
     }

@@ -538,7 +538,7 @@ pub(crate) async fn project_siblings(
 
 /// What the services of a Compose handoff can reach, said in the plan and kept with the
 /// result (spec-note 0606).
-pub(crate) const COMPOSE_NETWORK_NOTE: &str = "Compose project network: the primary service and every sidecar share the project's network and reach each other by service name, and through this engine's bridge the host and every network it reaches (network `none` is not applied to Compose projects)";
+pub(crate) const COMPOSE_NETWORK_NOTE: &str = "Compose project network: the primary service and every sidecar share the project's network and reach each other by service name, and through this engine's bridge the host and every network it reaches (`--network none` or `allowlist` closes the project networks)";
 
 #[cfg(test)]
 mod tests {

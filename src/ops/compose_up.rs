@@ -31,6 +31,7 @@ use crate::ops::compose::{
     ComposeTarget, claim_project, compose_target, find_service_container, primary_of_workspace,
     recorded_files,
 };
+use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{HandoffError, Result, lifecycle_error};
@@ -42,7 +43,7 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
-    judged_options, judged_places, network_mode, origins,
+    judged_options, judged_places, origins,
 };
 use crate::ops::read_configuration::file_uri;
 use crate::ops::state_folder::StateFolder;
@@ -77,17 +78,8 @@ pub(crate) async fn up_compose(
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
-    // A handoff's or `--network none`'s network would replace Compose's project network:
-    // not done yet (spec-note 0604).
-    if network_mode(&opts.security, &opts.settings)?.is_some() {
-        return Err(HandoffError::Unsupported {
-            message: format!(
-                "`{}`: a Compose configuration keeps Compose's project network; `--network` is not supported for it",
-                loaded.config_file.display()
-            ),
-            hint: Some("drop `--network` (and `network` in devcell's config.toml)".into()),
-        });
-    }
+    // `none` and `allowlist` close the project networks (spec-note 0604).
+    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
     let ServiceRequests {
         target,
         places,
@@ -109,8 +101,17 @@ pub(crate) async fn up_compose(
         None,
     )
     .await?;
-    let judged =
+    let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
+    let networks = if mode.closed() {
+        if mode == ComposeNetwork::Allowlist {
+            compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
+        }
+        compose_network::close_sidecars(&target.model, &target.service, &mut judged.sidecars);
+        compose_network::closed_networks(&target.model)?
+    } else {
+        serde_json::Map::new()
+    };
     let opts = &judged_options(opts, profile, grants);
     let opts = &UpOptions {
         build: ImageBuildOptions {
@@ -144,6 +145,25 @@ pub(crate) async fn up_compose(
     }
     let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
     permissions.extend(reported);
+    if let Some(info) = &existing
+        && mode == ComposeNetwork::Closed
+        && ComposeNetwork::of_labels(&info.labels) != mode
+    {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "the existing container {} of the Compose project `{}` was created with network `{}`, not `none`",
+                short(&info.id),
+                target.project.name,
+                ComposeNetwork::of_labels(&info.labels).name()
+            ),
+            hint: Some(
+                "remove the project first (`devcell delete`, or `devcell down --remove`) to bring it up closed".into(),
+            ),
+        });
+    }
+    if existing.is_none() && mode.closed() {
+        compose_network::refuse_open_networks(engine, &target, &networks).await?;
+    }
     if let Some(info) = &existing {
         let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
         // Compose's own project network is the container's, not a request (spec-note 0604).
@@ -214,6 +234,7 @@ pub(crate) async fn up_compose(
                 loaded,
                 &target,
                 &judged.sidecars,
+                (mode, &networks),
                 profile,
                 grants,
                 &early.requests,
@@ -228,6 +249,15 @@ pub(crate) async fn up_compose(
         }
     };
     permissions.splice(0..0, host_requests);
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        &devcontainer_id,
+        &container,
+        &early.requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
 
     let attached = attach(
         &container,
@@ -274,7 +304,7 @@ pub(crate) async fn up_compose(
         merged_configuration: opts
             .include_merged_configuration
             .then(|| attached.merged.clone()),
-        egress: None,
+        egress,
         compose_project_name: Some(target.project.name.clone()),
         loaded: loaded.clone(),
     })
@@ -385,6 +415,14 @@ pub(crate) async fn preview_compose(
         mut requests,
         ..
     } = service_requests(engine, engine_socket, opts, choice, earlier).await?;
+    // the network refusals `up` makes before anything is created
+    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
+    if mode == ComposeNetwork::Allowlist {
+        compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
+    }
+    if mode.closed() {
+        compose_network::closed_networks(&target.model)?;
+    }
     let judgement =
         judge_configuration(engine, engine_socket, opts, choice, &requests, None).await?;
     let at = earlier.len();
@@ -567,6 +605,7 @@ async fn create(
     loaded: &LoadedConfiguration,
     target: &ComposeTarget,
     sidecars: &serde_json::Map<String, Value>,
+    (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
     profile: &SecurityProfile,
     grants: &Grants,
     early_requests: &[PermissionRequest],
@@ -705,10 +744,19 @@ async fn create(
             read_only: false,
         });
     }
-    let override_path = write_override(
-        &target.project.name,
-        &crate::engine::compose::override_file(&target.service, &spec, sidecars),
-    )?;
+    if mode == ComposeNetwork::Allowlist {
+        crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
+    }
+    compose_network::mark_primary(&mut spec, mode, &target.model);
+    let mut file = crate::engine::compose::override_file(&target.service, &spec, sidecars);
+    if !networks.is_empty()
+        && let Value::Object(top) = &mut file
+    {
+        let mut networks = Value::Object(networks.clone());
+        crate::engine::compose::escape_interpolation(&mut networks);
+        top.insert("networks".to_string(), networks);
+    }
+    let override_path = write_override(&target.project.name, &file)?;
     let mut files = target.project.files.clone();
     files.push(override_path);
     let project = target.with_files(files);
@@ -717,6 +765,9 @@ async fn create(
         project.name, target.service, image.reference
     )));
     project.up(&target.up_services(), false).await?;
+    if mode.closed() {
+        compose_network::verify_closed(engine, target, networks).await?;
+    }
     let info = find_service_container(engine, &project.name, &target.service)
         .await?
         .ok_or_else(|| HandoffError::NoContainer {

@@ -63,7 +63,16 @@ async fn compose_services(
         .unwrap_or_default();
     let siblings = crate::ops::compose::project_siblings(engine, &labels, id).await?;
     if labels.contains_key(crate::engine::compose::PROJECT_LABEL) {
-        report.network = Some(crate::ops::compose::COMPOSE_NETWORK_NOTE.to_string());
+        // what the engine says of the primary's networks, not the label's word alone
+        let mode = crate::ops::compose_network::ComposeNetwork::of_labels(&labels);
+        let attached = attached_networks(inspect);
+        let closed = closed_networks(engine, inspect).await?;
+        let note = if mode.closed() && !attached.is_empty() && closed.len() == attached.len() {
+            mode.note()
+        } else {
+            crate::ops::compose::COMPOSE_NETWORK_NOTE
+        };
+        report.network = Some(note.to_string());
     }
     for sibling in siblings {
         let one = AuditOptions {
@@ -137,7 +146,8 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     } else {
         engine.inspect_image_json(&image_ref).await?
     };
-    let ctx = context_for(&inspect, opts.workspace_folder.as_deref());
+    let mut ctx = context_for(&inspect, opts.workspace_folder.as_deref());
+    ctx.internal_networks = closed_networks(engine, &inspect).await?;
     let mut engine_facts = resolved_binds(ContainerFacts::from_docker_inspect(&inspect)?);
     if let Some(image) = &image {
         engine_facts = engine_facts.with_image_inspect(image);
@@ -181,6 +191,41 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     let mut report = audit_probe(&probe, &ctx, Some(&engine_facts));
     report.container = report.container.or(Some(id));
     Ok(report)
+}
+
+/// The names of the networks a container is attached to (`NetworkSettings.Networks`).
+fn attached_networks(inspect: &Value) -> Vec<String> {
+    inspect
+        .pointer("/NetworkSettings/Networks")
+        .and_then(Value::as_object)
+        .map(|n| n.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The container's networks that are closed on this engine: internal with no gateway address
+/// on the host ([`crate::ops::compose_network::is_closed`]; an `internal` network alone still
+/// reaches the host on an engine without its own firewall rules, spec-note 0604).
+///
+/// Errors: [`HandoffError::Engine`].
+async fn closed_networks(engine: &dyn Engine, inspect: &Value) -> Result<Vec<String>> {
+    let mode = inspect
+        .pointer("/HostConfig/NetworkMode")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if mode == "none" || mode == "host" || mode.starts_with("container:") {
+        return Ok(Vec::new());
+    }
+    let mut closed = Vec::new();
+    for name in attached_networks(inspect) {
+        if engine
+            .inspect_network(&name)
+            .await?
+            .is_some_and(|n| crate::ops::compose_network::is_closed(&n))
+        {
+            closed.push(name);
+        }
+    }
+    Ok(closed)
 }
 
 /// `facts` with every bind source replaced by what it resolves to on this host

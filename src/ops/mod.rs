@@ -15,6 +15,7 @@ pub mod attach;
 pub mod bring_up;
 pub mod build;
 pub(crate) mod compose;
+pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;
 pub mod container_audit;

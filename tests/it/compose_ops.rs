@@ -477,8 +477,8 @@ fn host_variables_the_compose_files_interpolate_are_requests() {
 
 /// Issue 14 item 5 (spec-note 0606): a handoff into a Compose workspace runs the agent in the
 /// primary service, which reaches the sidecar by name; `status` and `audit` name both
-/// containers; `delete` leaves no container or volume of the project and the workspace intact;
-/// network `none` (the handoff's default) is refused with nothing created.
+/// containers; `delete` leaves no container or volume of the project and the workspace intact
+/// (network `none` and `allowlist`: the next test).
 #[test]
 fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the_project() {
     let Some(ctx) = TestContext::busybox("compose_ops_handoff") else {
@@ -524,14 +524,6 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
         args.extend_from_slice(extra);
         ctx.run("handoff", &args)
     };
-
-    // the handoff's default network `none` is not applied to a Compose project: refused, and
-    // nothing of the project exists
-    let refused = handoff(&[]);
-    assert!(!refused.success(), "{}", refused.stdout);
-    let text = format!("{}{}", refused.stdout, refused.stderr);
-    assert!(text.contains("--network default"), "{text}");
-    assert!(services(&project).is_empty(), "{:?}", services(&project));
 
     let run = handoff(&["--network", "default"]);
     let v = run.last_json();
@@ -742,4 +734,250 @@ fn an_empty_compose_file_list_takes_compose_file_from_the_environment_or_dot_env
     assert_eq!(down.code, Some(0), "{}\n{}", down.stdout, down.stderr);
     assert!(services(&project).is_empty(), "{:?}", services(&project));
     assert!(networks_and_volumes(&project).is_empty());
+}
+
+/// A host HTTP server on `addr` answering `body`, counting the requests it gets (what reached
+/// the host, seen from the host).
+fn host_server(
+    addr: &str,
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind(addr).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+/// Issue 14 item 4 (spec-notes 0604, 0606): a Compose handoff under `none` and `allowlist`.
+/// The same probes run under each network: the agent in the primary service talks to `db` by
+/// name and tries a server on the engine's bridge address; the sidecar tries it too. Under
+/// `default` both reach it (the probe can fail); under `none` (the handoff's default) neither
+/// does, the server sees no connection, and the project networks are internal with no host
+/// address; under `allowlist` the agent reaches the allowed name through devcell's proxy and
+/// not a refused one, the sidecar reaches nothing (not the primary's forwarder either).
+/// An open network of the project's name is refused before anything is created.
+/// `status`/`audit` say the mode; `delete` leaves no container, volume or network.
+#[test]
+fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_proxy() {
+    let Some(ctx) = TestContext::busybox("compose_ops_closed") else {
+        return;
+    };
+    let ctx = ctx.isolated().at("composeclosed");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let ctx = ctx.config_json(&serde_json::json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "runServices": ["db"],
+        "workspaceFolder": "/workspace",
+        "overrideCommand": true,
+        "remoteUser": "nobody",
+    }));
+    ctx.write("out/.keep", "");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let gateway = crate::egress::direct_target();
+    let (bridge_port, bridge_hits) = host_server(&format!("{gateway}:0"), "bridge-host");
+    let (web_port, web_hits) = host_server("127.0.0.1:0", "allowed-web");
+    let bridge = format!("http://{gateway}:{bridge_port}/");
+    let probe = format!(
+        "nc -w 5 db 7000 </dev/null > out/r.txt; \
+         (http_proxy= wget -q -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed) >> out/r.txt; \
+         (wget -q -O - http://web.test:{web_port}/ 2>/dev/null || echo failed) | sed 's/^/web=/' >> out/r.txt; echo >> out/r.txt; \
+         (wget -q -O - http://evil.test:{web_port}/ >/dev/null 2>&1 && echo evil=reached || echo evil=failed) >> out/r.txt"
+    );
+    let settings = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        format!(
+            "[agents.a]\ncommand = [\"sh\", \"-c\", {}]\n",
+            serde_json::to_string(&probe).unwrap()
+        ),
+    )
+    .unwrap();
+    let handoff = |extra: &[&str]| {
+        let mut args = vec![
+            "--agent",
+            "a",
+            "--config-file",
+            settings.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let run = ctx.run("handoff", &args);
+        assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+        let v = run.last_json();
+        assert_eq!(v["result"]["exitCode"], 0, "{v}");
+        let agent = std::fs::read_to_string(ctx.path().join("out/r.txt")).unwrap();
+        let status = ctx.run("status", &["--format", "json"]).last_json();
+        let db = status["result"]["services"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{status}"))
+            .to_string();
+        let sidecar = docker_lines(&[
+            "exec",
+            &db,
+            "sh",
+            "-c",
+            &format!(
+                "wget -q -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed; \
+                 nc -w 3 app 3128 </dev/null >/dev/null 2>&1 && echo forwarder=reached || echo forwarder=failed"
+            ),
+        ])
+        .join("\n");
+        (v, agent, status, db, sidecar)
+    };
+    let delete = || {
+        let deleted = ctx.run("delete", &["--format", "json"]);
+        assert_eq!(
+            deleted.code,
+            Some(0),
+            "{}\n{}",
+            deleted.stdout,
+            deleted.stderr
+        );
+        let deleted = deleted.last_json();
+        assert_eq!(deleted["result"]["verified"], true, "{deleted}");
+        assert!(services(&project).is_empty(), "{:?}", services(&project));
+        assert!(
+            networks_and_volumes(&project).is_empty(),
+            "{:?}",
+            networks_and_volumes(&project)
+        );
+        deleted
+    };
+    let hits = |h: &std::sync::Arc<std::sync::atomic::AtomicUsize>| {
+        h.load(std::sync::atomic::Ordering::SeqCst)
+    };
+
+    // `default`: the same probes reach the bridge host, from both services
+    let (_, agent, _, _, sidecar) = handoff(&["--network", "default"]);
+    assert!(agent.starts_with("pong\n"), "{agent}");
+    assert!(agent.contains("bridge=reached"), "{agent}");
+    assert!(sidecar.contains("bridge=reached"), "{sidecar}");
+    let reached = hits(&bridge_hits);
+    assert!(reached >= 2, "{reached}");
+    delete();
+
+    // an open network of the project's name (left by hand or an older run) is refused before
+    // anything is created: Compose would join it as it is
+    let net = format!("{project}_default");
+    let label = format!("com.docker.compose.project={project}");
+    assert!(docker_lines(&["network", "create", "--label", &label, &net]).len() == 1);
+    let refused = ctx.run(
+        "handoff",
+        &["--agent", "a", "--config-file", settings.to_str().unwrap()],
+    );
+    assert!(!refused.success(), "{}", refused.stdout);
+    assert!(
+        format!("{}{}", refused.stdout, refused.stderr).contains("is not closed"),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(services(&project).is_empty(), "{:?}", services(&project));
+    docker_lines(&["network", "rm", &net]);
+
+    // `none` (the handoff's default): the sidecar by name, and nothing else
+    let (v, agent, status, db, sidecar) = handoff(&[]);
+    assert!(agent.starts_with("pong\n"), "{agent}");
+    assert!(agent.contains("bridge=failed"), "{agent}");
+    assert!(agent.contains("web=failed"), "{agent}");
+    assert!(sidecar.contains("bridge=failed"), "{sidecar}");
+    assert_eq!(
+        hits(&bridge_hits),
+        reached,
+        "the bridge host saw a connection"
+    );
+    assert_eq!(hits(&web_hits), 0);
+    assert!(
+        v["result"]["warnings"].to_string().contains("closed"),
+        "{v}"
+    );
+    assert!(
+        status.to_string().contains("\"network\":\"none\""),
+        "{status}"
+    );
+    assert_eq!(
+        inspect(
+            &net,
+            "{{.Internal}} {{index .Options \"com.docker.network.bridge.inhibit_ipv4\"}}"
+        ),
+        "true true"
+    );
+    assert!(inspect(&db, "{{.HostConfig.CapDrop}}").contains("NET_RAW"));
+    let audit = ctx.run("audit", &["--format", "json"]).last_json();
+    let text = audit.to_string();
+    assert!(
+        audit["result"]["network"]
+            .as_str()
+            .is_some_and(|n| n.contains("closed")),
+        "{audit}"
+    );
+    assert!(text.contains("closed networks only"), "{audit}");
+    delete();
+
+    // `allowlist`: the allowed name through the proxy, nothing else, and nothing for the sidecar
+    let entry = format!("web.test:{web_port}=127.0.0.1");
+    let (v, agent, status, _, sidecar) =
+        handoff(&["--network", "allowlist", "--egress-allow", &entry]);
+    assert!(agent.starts_with("pong\n"), "{agent}");
+    assert!(agent.contains("web=allowed-web"), "{agent}");
+    assert!(agent.contains("evil=failed"), "{agent}");
+    assert!(agent.contains("bridge=failed"), "{agent}");
+    assert!(sidecar.contains("bridge=failed"), "{sidecar}");
+    assert!(sidecar.contains("forwarder=failed"), "{sidecar}");
+    assert_eq!(
+        hits(&bridge_hits),
+        reached,
+        "the bridge host saw a connection"
+    );
+    assert_eq!(hits(&web_hits), 1);
+    assert!(
+        status.to_string().contains("\"network\":\"allowlist\""),
+        "{status}"
+    );
+    let egress = &status["result"]["egress"];
+    assert_eq!(egress["allowed"][0]["destination"], "web.test", "{status}");
+    assert!(
+        egress["refused"].to_string().contains("evil.test"),
+        "{status}"
+    );
+    let audit = ctx.run("audit", &["--format", "json"]).last_json();
+    assert!(
+        audit.to_string().contains("devcell's host-side proxy"),
+        "{audit}"
+    );
+    let _ = v;
+    delete();
+    assert_eq!(
+        std::fs::read_to_string(ctx.path().join("out/r.txt"))
+            .unwrap()
+            .lines()
+            .next(),
+        Some("pong")
+    );
 }

@@ -95,7 +95,7 @@ fn bridge_gateway() -> String {
 /// address of this host (Docker), else (Podman here runs its service, and so its networks, in a
 /// network namespace of its own) the host's first global IPv4 address. Either way an address
 /// the host reaches and the container must not.
-fn direct_target() -> String {
+pub(crate) fn direct_target() -> String {
     let gateway = bridge_gateway();
     if std::net::TcpListener::bind(format!("{gateway}:0")).is_ok() {
         return gateway;

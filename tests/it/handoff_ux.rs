@@ -794,8 +794,8 @@ fn a_handoff_inspects_the_image_once_for_its_judgement() {
     assert_eq!(finds, 2, "{err}");
 }
 
-/// `handoff --plan` of a Compose configuration (spec-note 0609): refused under the handoff's
-/// default network `none` as the handoff refuses it; under `default` every service is judged
+/// `handoff --plan` of a Compose configuration (spec-note 0609): under each network (`none`,
+/// `allowlist`, `default`, with its own note) every service is judged
 /// as the handoff judges it (a sidecar's `cap_add` refused until granted), each listed with its
 /// requests and the container the handoff would create, start or reuse; nothing is created.
 #[test]
@@ -820,13 +820,20 @@ fn the_plan_previews_a_compose_configurations_services() {
         let run = crate::support::context::Run::from(out.clone());
         crate::assert_run_snapshot!(name, Some(&ws.ctx), run);
     };
-    let none = ws.handoff(&["--plan"]);
-    assert_eq!(none.status.code(), Some(10), "{}", stderr(&none));
-    assert!(
-        stderr(&none).contains("network `none` is not applied to Compose projects"),
-        "{}",
-        stderr(&none)
-    );
+    // `none` (the handoff's default) and `allowlist` close the project networks (spec-note
+    // 0606): judged alike, each with its own network note
+    let none = ws.handoff(&["--plan", "--allow", "cap:NET_ADMIN"]);
+    snap("handoff_plan_compose_none_text", &none);
+    let allowlist = ws.handoff(&[
+        "--plan",
+        "--network",
+        "allowlist",
+        "--egress-allow",
+        "web.test:8443",
+        "--allow",
+        "cap:NET_ADMIN",
+    ]);
+    snap("handoff_plan_compose_allowlist_text", &allowlist);
     let refused = ws.handoff(&["--plan", "--network", "default"]);
     assert_eq!(refused.status.code(), Some(12), "{}", stderr(&refused));
     assert!(

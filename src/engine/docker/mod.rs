@@ -476,6 +476,20 @@ impl Engine for DockerEngine {
         }
     }
 
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>> {
+        match self.docker.inspect_network(name, None).await {
+            Ok(n) => Ok(Some(NetworkInfo {
+                name: n.name.unwrap_or_default(),
+                driver: n.driver.unwrap_or_default(),
+                internal: n.internal.unwrap_or(false),
+                options: n.options.unwrap_or_default().into_iter().collect(),
+                labels: n.labels.unwrap_or_default().into_iter().collect(),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.api("inspect network", name)(e)),
+        }
+    }
+
     async fn volume_exists(&self, name: &str) -> Result<bool> {
         match self.docker.inspect_volume(name).await {
             Ok(_) => Ok(true),

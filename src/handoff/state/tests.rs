@@ -83,6 +83,7 @@ fn session(id: &str, pid: u32) -> Session {
         log: PathBuf::new(),
         runtime: AgentRuntime::Container,
         egress: None,
+        network: None,
     }
 }
 

@@ -29,7 +29,8 @@ pub struct AuditContext {
     /// [`FEATURE_DIGESTS_LABEL`](super::FEATURE_DIGESTS_LABEL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_features: Option<BTreeMap<String, String>>,
-    /// Networks known to be internal (`docker network create --internal`: no route out).
+    /// Networks known to be closed: internal, with no gateway address on the host (an
+    /// `--internal` network alone still reaches the host where the engine sets no firewall rules).
     pub internal_networks: Vec<String>,
     /// Host git directories of the workspace's repositories (a worktree's main repository's
     /// `.git`), which must be mounted for git to work in the container: a bind at or inside one

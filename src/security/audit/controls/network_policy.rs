@@ -28,17 +28,7 @@ pub(in crate::security::audit) fn evidence(
         Some("none") if allowlist => {
             out.push(ev(
                 "network allowlist",
-                match &ctx.egress {
-                    Some(e) => format!(
-                        "network none; the only way out is devcell's host-side proxy ({}), which allows {} and records every decision in {}: allowed {}; refused {}",
-                        if e.proxy_running { "running" } else { "stopped: nothing leaves" },
-                        if e.entries.is_empty() { "nothing".to_string() } else { e.entries.join(", ") },
-                        e.record.display(),
-                        if e.allowed.is_empty() { "none".to_string() } else { e.allowed.join(", ") },
-                        if e.refused.is_empty() { "none".to_string() } else { e.refused.join(", ") },
-                    ),
-                    None => "network none; the only way out is devcell's host-side proxy (its record was not found on this host)".to_string(),
-                },
+                proxy_evidence(ctx, "network none"),
                 Risk::Safe,
             ));
             out.push(ev(
@@ -70,10 +60,24 @@ pub(in crate::security::audit) fn evidence(
             };
             let all_internal = !ctx.internal_networks.is_empty()
                 && nets.iter().all(|n| ctx.internal_networks.iter().any(|i| i == n));
-            if all_internal {
+            if all_internal && allowlist {
+                out.push(ev(
+                    format!("network {} (allowlist)", nets.join(",")),
+                    proxy_evidence(
+                        ctx,
+                        "closed networks only (peers on them are reachable by name)",
+                    ),
+                    Risk::Safe,
+                ));
+                out.push(ev(
+                    "allowlist limits",
+                    "does not stop exfiltration to an allowed destination (or through a broad `*.suffix` entry), domain fronting behind an allowed name, or timing and volume channels; contents are not recorded",
+                    Risk::Safe,
+                ));
+            } else if all_internal {
                 out.push(ev(
                     format!("network {}", nets.join(",")),
-                    "internal networks only: no route out; peers on those networks are reachable",
+                    "closed networks only (internal, no host address on them): no route out; peers on those networks are reachable",
                     Risk::Safe,
                 ));
             } else if !proxy.is_empty() {
@@ -138,4 +142,32 @@ pub(in crate::security::audit) fn evidence(
         )),
     }
     out
+}
+
+/// What an `allowlist` container's proxy serves and decided, after `what` (its network).
+fn proxy_evidence(ctx: &AuditContext, what: &str) -> String {
+    let list = |l: &[String], empty: &str| {
+        if l.is_empty() {
+            empty.to_string()
+        } else {
+            l.join(", ")
+        }
+    };
+    match &ctx.egress {
+        Some(e) => format!(
+            "{what}; the only way out is devcell's host-side proxy ({}), which allows {} and records every decision in {}: allowed {}; refused {}",
+            if e.proxy_running {
+                "running"
+            } else {
+                "stopped: nothing leaves"
+            },
+            list(&e.entries, "nothing"),
+            e.record.display(),
+            list(&e.allowed, "none"),
+            list(&e.refused, "none"),
+        ),
+        None => format!(
+            "{what}; the only way out is devcell's host-side proxy (its record was not found on this host)"
+        ),
+    }
 }
