@@ -206,10 +206,11 @@ fn initialize_forms(marker: &Path) -> Vec<(&'static str, String, Vec<String>)> {
             serde_json::json!({"a": format!("touch {m}"), "b": ["touch", &m]}).to_string(),
             vec![format!("/bin/sh -c 'touch {m}'"), format!("touch {m}")],
         ),
+        // named as written: a refusal never shows a host variable's value (spec-note 0440)
         (
             "localEnv",
             serde_json::to_string("touch ${localEnv:DEVCELL_HOSTILE_MARKER}").unwrap(),
-            vec![format!("/bin/sh -c 'touch {m}'")],
+            vec!["/bin/sh -c 'touch ${localEnv:DEVCELL_HOSTILE_MARKER}'".to_string()],
         ),
     ]
 }
