@@ -1,7 +1,14 @@
 //! The only place that writes to stdout/stderr: JSON results and rendered errors.
+//!
+//! Every text line goes through [`printable`]: the repository's and the container's text
+//! (property names, the offending line, container names, hook output) never reaches the
+//! terminal as a control sequence (spec-note 0434). JSON goes through
+//! [`write_json`] (the same value, with the characters a terminal acts on escaped).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
+
+use crate::formats::terminal::{Sgr, printable, write_json};
 
 use crate::diagnostics::{Hint, Warning};
 use crate::ops::HandoffError;
@@ -9,7 +16,7 @@ use crate::ops::HandoffError;
 /// Prints one JSON value as a single line on stdout.
 pub fn json(value: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer(&mut out, value);
+    let _ = write_json(&mut out, value);
     let _ = writeln!(out);
 }
 
@@ -18,7 +25,16 @@ pub fn stderr_line(line: &str) {
     if json_event(LEVEL_INFO, line) {
         return;
     }
-    eprintln!("{line}");
+    eprintln!("{}", printable(line, Sgr::Escape));
+}
+
+/// Prints a line of a hook's or a build's output on stderr: its colours are kept (and reset at
+/// its end), every other control sequence is shown escaped.
+pub fn stderr_output_line(line: &str) {
+    if json_event(LEVEL_INFO, line) {
+        return;
+    }
+    eprintln!("{}", printable(line, Sgr::Keep));
 }
 
 /// Prints a warning on stderr as `warning: …`, followed by the offending line when known.
@@ -36,11 +52,11 @@ pub fn warning(warning: &Warning) {
         json_event(LEVEL_WARNING, &text);
         return;
     }
-    eprintln!("warning: {warning}");
+    eprintln!("warning: {}", printable(&warning.to_string(), Sgr::Escape));
     if let Some(loc) = &warning.location
         && !loc.line_text.is_empty()
     {
-        eprintln!("{}", loc.snippet());
+        eprintln!("{}", printable(&loc.snippet(), Sgr::Escape));
     }
 }
 
@@ -71,24 +87,24 @@ pub fn error(err: &anyhow::Error) {
         json_event(LEVEL_ERROR, &text);
         return;
     }
-    eprintln!("error: {err}");
+    eprintln!("error: {}", printable(&err.to_string(), Sgr::Escape));
     let handoff = err.downcast_ref::<HandoffError>();
     if let Some(loc) = handoff.and_then(HandoffError::location)
         && !loc.line_text.is_empty()
     {
-        eprintln!("{}", loc.snippet());
+        eprintln!("{}", printable(&loc.snippet(), Sgr::Escape));
     }
     for cause in causes(err) {
-        eprintln!("  caused by: {cause}");
+        eprintln!("  caused by: {}", printable(&cause, Sgr::Escape));
     }
     if let Some(hint) = handoff.and_then(Hint::hint) {
-        eprintln!("\nhint: {hint}");
+        eprintln!("\nhint: {}", printable(&hint, Sgr::Escape));
     }
 }
 
 /// Prints text on stdout followed by a newline.
 pub fn stdout_text(text: &str) {
-    println!("{text}");
+    println!("{}", printable(text, Sgr::Escape));
 }
 
 // ---- `--log-format json` ----------------------------------------------------------------------
@@ -125,7 +141,7 @@ fn json_event(level: u8, text: &str) -> bool {
     let event =
         serde_json::json!({"type": "text", "level": level, "timestamp": timestamp, "text": text});
     let mut err = std::io::stderr().lock();
-    let _ = serde_json::to_writer(&mut err, &event);
+    let _ = write_json(&mut err, &event);
     let _ = writeln!(err);
     true
 }
@@ -138,8 +154,10 @@ pub struct StderrReporter;
 impl crate::progress::Reporter for StderrReporter {
     fn report(&self, event: crate::progress::Event) {
         match event {
-            crate::progress::Event::Status(line) => eprintln!("[devcell] {line}"),
-            crate::progress::Event::Output(line) => eprintln!("{line}"),
+            crate::progress::Event::Status(line) => {
+                eprintln!("[devcell] {}", printable(&line, Sgr::Escape));
+            }
+            crate::progress::Event::Output(line) => eprintln!("{}", printable(&line, Sgr::Keep)),
         }
     }
 }
@@ -171,12 +189,13 @@ pub fn error_result(err: &anyhow::Error) {
 /// Prints one devcell envelope (`--format json`) as a single line on stdout.
 pub fn envelope<T: serde::Serialize>(envelope: &crate::ops::envelope::Envelope<T>) {
     let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer(&mut out, envelope);
+    let _ = write_json(&mut out, envelope);
     let _ = writeln!(out);
 }
 
 /// Prints human text on stdout as it is (the answer of a devcell command in text mode).
 pub fn text(text: &str) {
+    let text = printable(text, Sgr::Escape);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {

@@ -90,10 +90,15 @@ impl Reporter for CliReporter {
             return;
         };
         match (&*sink, event) {
-            (Sink::Spinner(bar), Event::Status(line)) => bar.set_message(line),
-            (Sink::Spinner(bar), Event::Output(line)) => bar.suspend(|| output::stderr_line(&line)),
+            (Sink::Spinner(bar), Event::Status(line)) => bar.set_message(
+                crate::formats::terminal::printable(&line, crate::formats::terminal::Sgr::Escape)
+                    .into_owned(),
+            ),
+            (Sink::Spinner(bar), Event::Output(line)) => {
+                bar.suspend(|| output::stderr_output_line(&line));
+            }
             (Sink::Lines, Event::Status(line)) => output::stderr_line(&status_line(&line)),
-            (Sink::Lines, Event::Output(line)) => output::stderr_line(&line),
+            (Sink::Lines, Event::Output(line)) => output::stderr_output_line(&line),
         }
     }
 }

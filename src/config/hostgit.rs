@@ -127,6 +127,59 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
     git
 }
 
+/// How long a quick host git command (`rev-parse`, `config --get`) may take: a repository
+/// whose configuration `[include]`s a FIFO (the container can make one in the workspace's git
+/// folder) or whose `HEAD` is one would make git, and devcell with it, wait for ever
+/// (spec-note 0433).
+pub const QUICK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `git` (a [`command`]) to its end like [`Command::output`], but for at most `deadline`:
+/// past it the process is killed and the result is an error of kind
+/// [`std::io::ErrorKind::TimedOut`].
+///
+/// Errors: git cannot be started, or it did not end within `deadline`.
+pub fn output_within(
+    git: &mut Command,
+    deadline: std::time::Duration,
+) -> std::io::Result<std::process::Output> {
+    use std::io::Read as _;
+    let mut child = git.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "git did not answer within {} s (is a file its configuration includes, or `HEAD`, a FIFO?)",
+                    deadline.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
 /// The most of a repository's `config` devcell reads (bytes).
 const CONFIG_MAX: u64 = 1 << 20;
 /// The most of a `HEAD` devcell reads (bytes).
@@ -784,5 +837,55 @@ mod tests {
         assert!(valid_head(&"a".repeat(40)));
         assert!(!valid_head("ref: HEAD\n"));
         assert!(!valid_head("ref: refs/heads/a\nref: refs/heads/b\n"));
+    }
+
+    /// A repository configuration that `[include]`s a FIFO nobody writes: `rev-parse` waits in
+    /// `open` for ever; [`output_within`] kills it at the deadline and says why.
+    #[test]
+    fn a_git_waiting_on_a_fifo_is_stopped_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        assert!(
+            command(repo, &[])
+                .args(["init", "-q"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let fifo = repo.join(".git/pipe");
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(repo.join(".git/config"))
+            .unwrap();
+        std::io::Write::write_all(&mut config, b"[include]\n\tpath = pipe\n").unwrap();
+        let mut git = command(repo, &[]);
+        git.args(["rev-parse", "--show-cdup"]);
+        let err = output_within(&mut git, std::time::Duration::from_millis(500)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("FIFO"), "{err}");
+
+        // a git that ends in time gives its output as `Command::output` would
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::write(&fifo, "").unwrap();
+        let mut git = command(repo, &[]);
+        git.args(["rev-parse", "--absolute-git-dir"]);
+        let out = output_within(&mut git, QUICK_DEADLINE).unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .ends_with(".git")
+        );
     }
 }

@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -314,8 +313,8 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
     // nothing the repository's configuration names may run (spec-note 0412); as the folder's
     // owner when devcell is root (spec-note 0250)
     let mut git = super::hostgit::command(folder, &[]);
-    git.args(["rev-parse", "--show-cdup"]).stderr(Stdio::null());
-    let output = git.output().ok()?;
+    git.args(["rev-parse", "--show-cdup"]);
+    let output = super::hostgit::output_within(&mut git, super::hostgit::QUICK_DEADLINE).ok()?;
     if !output.status.success() {
         return None;
     }
@@ -334,9 +333,8 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
 /// `git rev-parse --absolute-git-dir` run in `dir` ([`super::hostgit::command`]).
 fn absolute_git_dir(dir: &Path) -> Option<String> {
     let mut git = super::hostgit::command(dir, &[]);
-    git.args(["rev-parse", "--absolute-git-dir"])
-        .stderr(Stdio::null());
-    let output = git.output().ok()?;
+    git.args(["rev-parse", "--absolute-git-dir"]);
+    let output = super::hostgit::output_within(&mut git, super::hostgit::QUICK_DEADLINE).ok()?;
     if !output.status.success() {
         return None;
     }
@@ -399,7 +397,7 @@ fn quote_if_comma(segment: &str, path: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::process::Command;
+    use std::process::{Command, Stdio};
 
     fn git(dir: &Path, args: &[&str]) {
         let status = Command::new("git")

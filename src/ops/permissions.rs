@@ -90,23 +90,46 @@ pub(crate) async fn check_existing(
 /// devcontainer.json sets it (Features and image metadata cannot), so the source is always
 /// devcontainer.json.
 ///
+/// A request names the argv as substituted, except when `initializeCommand` reads host
+/// variables (`${localEnv:…}`): then it names the argv as written, so a refusal (printed
+/// before anything is granted, in a CI log of the repository's pull request) never shows a
+/// host variable's value (spec-note 0440).
+///
 /// Errors: [`HandoffError::Lifecycle`] for a malformed `initializeCommand`.
 pub(crate) fn host_commands(
     loaded: &LoadedConfiguration,
     profile: &SecurityProfile,
     grants: &Grants,
 ) -> Result<(Option<crate::lifecycle::Stage>, Vec<PermissionRequest>)> {
-    let sources = HookSources::from_metadata(&[], loaded.value.get("initializeCommand"))
-        .map_err(lifecycle_error(""))?;
-    let stage = initialize_stage(&sources);
-    let asked: Vec<_> = stage
-        .iter()
-        .flat_map(|s| s.commands.iter())
-        .flat_map(|c| c.command.entries())
-        .map(|(_, command)| {
-            let argv = command.argv();
-            let text =
-                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));
+    let texts = |value: Option<&Value>| -> Result<_> {
+        let sources = HookSources::from_metadata(&[], value).map_err(lifecycle_error(""))?;
+        let stage = initialize_stage(&sources);
+        let texts: Vec<String> = stage
+            .iter()
+            .flat_map(|s| s.commands.iter())
+            .flat_map(|c| c.command.entries())
+            .map(|(_, command)| {
+                let argv = command.argv();
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+            })
+            .collect();
+        Ok((stage, texts))
+    };
+    let (stage, substituted) = texts(loaded.value.get("initializeCommand"))?;
+    let as_written = loaded.raw.get("initializeCommand");
+    let shown = match as_written {
+        Some(raw) if !substitute::local_env_reads(raw).is_empty() => match texts(Some(raw)) {
+            Ok((_, written)) if written.len() == substituted.len() => written,
+            _ => vec![
+                "initializeCommand (as written in devcontainer.json)".into();
+                substituted.len()
+            ],
+        },
+        _ => substituted,
+    };
+    let asked: Vec<_> = shown
+        .into_iter()
+        .map(|text| {
             (
                 security::Permission::HostCommand(text),
                 Source::DevcontainerJson,
@@ -329,6 +352,15 @@ pub(crate) fn judged_places(
         );
     }
     host_path::resolve_binds(spec);
+    // what the command line mounts read-only (the handoff's git overlays) stays read-only
+    // through the repository's other binds (spec-note 0413)
+    let read_only: Vec<String> = cli_mounts(opts, loaded)
+        .iter()
+        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
+        .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
+        .map(|m| m.target)
+        .collect();
+    host_path::keep_read_only(spec, &read_only);
     let places = host_path::Places::new(
         &loaded.workspace.host_mount_root,
         home.as_deref(),
@@ -848,4 +880,38 @@ pub(crate) async fn container_requests(
     };
     requests.extend(volume_requests);
     Ok(requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The refusal of an `initializeCommand` that reads a host variable names the command as
+    /// written: the value is never printed before the user granted anything (spec-note 0440).
+    #[test]
+    fn a_host_command_request_never_shows_a_host_variables_value() {
+        let mut loaded = LoadedConfiguration::empty();
+        loaded.raw = json!({"initializeCommand": ["curl", "-d", "${localEnv:TOKEN}", "x"]});
+        loaded.value = json!({"initializeCommand": ["curl", "-d", "s3cr3t", "x"]});
+        let profile = SecurityProfile::default();
+        let (stage, requests) = host_commands(&loaded, &profile, &Grants::default()).unwrap();
+        let shown: Vec<String> = requests.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(shown[0].contains("'${localEnv:TOKEN}'"), "{shown:?}");
+        assert!(!shown[0].contains("s3cr3t"), "{shown:?}");
+        // what runs is the substituted command
+        let ran = stage.unwrap().commands[0].command.entries()[0].1.argv();
+        assert_eq!(ran, ["curl", "-d", "s3cr3t", "x"]);
+
+        // without a host variable the request shows the substituted command
+        loaded.raw = json!({"initializeCommand": "make ${localWorkspaceFolderBasename}"});
+        loaded.value = json!({"initializeCommand": "make ws"});
+        let (_, requests) = host_commands(&loaded, &profile, &Grants::default()).unwrap();
+        assert!(
+            requests[0].to_string().contains("`/bin/sh -c 'make ws'`"),
+            "{}",
+            requests[0]
+        );
+    }
 }

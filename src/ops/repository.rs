@@ -1377,9 +1377,20 @@ fn git(
         .args(args)
         .env("GIT_COMMON_DIR", pin.common_dir)
         .env("GIT_WORK_TREE", dir);
-    let output = command
-        .output()
-        .map_err(|source| WorkspaceError::GitUnavailable { source })?;
+    let output = match crate::config::hostgit::output_within(
+        &mut command,
+        crate::config::hostgit::QUICK_DEADLINE,
+    ) {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            return Err(WorkspaceError::Git {
+                dir: dir.to_path_buf(),
+                args: args.join(" "),
+                stderr: e.to_string(),
+            });
+        }
+        Err(source) => return Err(WorkspaceError::GitUnavailable { source }),
+    };
     if !output.status.success() {
         return Err(WorkspaceError::Git {
             dir: dir.to_path_buf(),

@@ -192,14 +192,21 @@ pub async fn set_up_with(
 
     // The container's label entries (phase 1 for label values, as every reader does) and the
     // whole `--config` (no id labels: nothing is "updateable only"), then `${containerEnv}`.
+    // The label is the image's (a repository's Dockerfile, a pulled image), not the user's:
+    // under `hardened` each host variable it names is a request, refused before anything runs
+    // unless granted with `--allow env:NAME`, and it sees only what was judged (spec-note 0440).
     let label_entries = match container.labels.get(METADATA_LABEL) {
         Some(label) => {
             let (mut entries, warning) = metadata::parse_label(label);
             warnings.extend(warning);
+            let reads = substitute::local_env_reads(&Value::Array(entries.clone()));
+            let (_, requests) = security::host_env::image_label(&profile, &grants, &reads);
+            security::host_env::check(&profile, &requests)?;
+            let visible = security::host_env::visible_env(&profile, &grants, &opts.env);
             let ctx = substitute::LocalContext {
                 local_workspace_folder: None,
                 container_workspace_folder: config.workspace_folder.as_deref(),
-                env: &opts.env,
+                env: &visible,
                 config_file: None,
             };
             for entry in &mut entries {

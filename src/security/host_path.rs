@@ -399,6 +399,63 @@ pub fn resolve_binds(spec: &mut ContainerSpec) -> Vec<ResolvedBind> {
     changed
 }
 
+/// A host path the command line mounts read-only (the handoff's overlays of each repository's
+/// git `config`, `hooks`, `info/`, link files: spec-note 0413; or the user's own
+/// `--mount …,readonly`) stays read-only through every other bind of `spec` (spec-note 0413,
+/// sixth attacker's review): a read-write bind of a folder holding it gets a read-only overlay
+/// of it at the same place below its target, and a bind of it, or of a path inside it, is made
+/// read-only. `protected` are the targets of those read-only mounts; bind sources must already
+/// be resolved ([`resolve_binds`]). Returns the targets it added or made read-only.
+pub fn keep_read_only(spec: &mut ContainerSpec, protected: &[String]) -> Vec<String> {
+    let shields: Vec<(PathBuf, String)> = spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind && m.read_only && protected.contains(&m.target))
+        .filter_map(|m| Some((PathBuf::from(m.source.as_deref()?), m.target.clone())))
+        .collect();
+    let mut changed = Vec::new();
+    let mut overlays: Vec<crate::engine::Mount> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Bind && !m.read_only)
+    {
+        let Some(source) = m.source.as_deref().map(PathBuf::from) else {
+            continue;
+        };
+        if shields.iter().any(|(shield, _)| source.starts_with(shield)) {
+            m.read_only = true;
+            changed.push(m.target.clone());
+            continue;
+        }
+        for (shield, shield_target) in &shields {
+            let Ok(rel) = shield.strip_prefix(&source) else {
+                continue;
+            };
+            let target = format!(
+                "{}/{}",
+                m.target.trim_end_matches('/'),
+                rel.to_string_lossy()
+            );
+            if target != *shield_target {
+                overlays.push(crate::engine::Mount {
+                    kind: MountKind::Bind,
+                    source: Some(shield.to_string_lossy().into_owned()),
+                    target,
+                    read_only: true,
+                });
+            }
+        }
+    }
+    for overlay in overlays {
+        if !spec.mounts.iter().any(|m| m.target == overlay.target) {
+            changed.push(overlay.target.clone());
+            spec.mounts.push(overlay);
+        }
+    }
+    changed
+}
+
 /// A workspace folder opened once; devcell's writes below it are made relative to this handle
 /// and never follow a symbolic link below it (see the module docs).
 #[derive(Debug)]
@@ -1056,6 +1113,72 @@ mod tests {
         );
         let grants = Grants::parse(&[format!("mount:{}", host.display())]).unwrap();
         assert!(confine_links("local Feature `./f`", &ws.join("f"), &p, &grants).is_ok());
+    }
+
+    /// The handoff's read-only git overlays stay read-only through the repository's own binds
+    /// of the workspace, of its `.git` and of the protected file itself.
+    #[test]
+    fn read_only_overlays_cover_every_other_bind_of_their_folders() {
+        let bind = |source: &str, target: &str, read_only: bool| Mount {
+            kind: MountKind::Bind,
+            source: Some(source.into()),
+            target: target.into(),
+            read_only,
+        };
+        let mut spec = ContainerSpec {
+            mounts: vec![
+                bind("/h/ws", "/workspace", false),
+                bind("/h/ws/.git/config", "/workspace/.git/config", true),
+                bind("/h/ws/.git/hooks", "/workspace/.git/hooks", true),
+                // the repository's own
+                bind("/h/ws", "/ws2", false),
+                bind("/h/ws/.git", "/g/", false),
+                bind("/h/ws/.git/hooks/pre-commit", "/hook", false),
+                bind("/h/ws/src", "/src", false),
+                bind("/h/wsx", "/other", false),
+                Mount {
+                    kind: MountKind::Volume,
+                    source: Some("v".into()),
+                    target: "/v".into(),
+                    read_only: false,
+                },
+            ],
+            ..ContainerSpec::default()
+        };
+        let protected = [
+            "/workspace/.git/config".to_string(),
+            "/workspace/.git/hooks".into(),
+        ];
+        let changed = keep_read_only(&mut spec, &protected);
+        let got: Vec<(String, String, bool)> = spec
+            .mounts
+            .iter()
+            .map(|m| (m.source.clone().unwrap(), m.target.clone(), m.read_only))
+            .collect();
+        let own = |s: &str, t: &str, ro| (s.to_string(), t.to_string(), ro);
+        assert_eq!(
+            got,
+            [
+                own("/h/ws", "/workspace", false),
+                own("/h/ws/.git/config", "/workspace/.git/config", true),
+                own("/h/ws/.git/hooks", "/workspace/.git/hooks", true),
+                own("/h/ws", "/ws2", false),
+                own("/h/ws/.git", "/g/", false),
+                own("/h/ws/.git/hooks/pre-commit", "/hook", true),
+                own("/h/ws/src", "/src", false),
+                own("/h/wsx", "/other", false),
+                own("v", "/v", false),
+                own("/h/ws/.git/config", "/ws2/.git/config", true),
+                own("/h/ws/.git/hooks", "/ws2/.git/hooks", true),
+                own("/h/ws/.git/config", "/g/config", true),
+                own("/h/ws/.git/hooks", "/g/hooks", true),
+            ]
+        );
+        assert_eq!(changed.len(), 5, "{changed:?}");
+        // nothing protected: nothing changes
+        let before = spec.clone();
+        assert!(keep_read_only(&mut spec, &[]).is_empty());
+        assert_eq!(spec, before);
     }
 
     use std::os::unix::fs::PermissionsExt as _;

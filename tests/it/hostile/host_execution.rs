@@ -206,10 +206,11 @@ fn initialize_forms(marker: &Path) -> Vec<(&'static str, String, Vec<String>)> {
             serde_json::json!({"a": format!("touch {m}"), "b": ["touch", &m]}).to_string(),
             vec![format!("/bin/sh -c 'touch {m}'"), format!("touch {m}")],
         ),
+        // named as written: a refusal never shows a host variable's value (spec-note 0440)
         (
             "localEnv",
             serde_json::to_string("touch ${localEnv:DEVCELL_HOSTILE_MARKER}").unwrap(),
-            vec![format!("/bin/sh -c 'touch {m}'")],
+            vec!["/bin/sh -c 'touch ${localEnv:DEVCELL_HOSTILE_MARKER}'".to_string()],
         ),
     ]
 }
@@ -661,6 +662,65 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
 
     // a human's git on the host would (spec-note 0413 says so): the control
     assert_control_runs(variant, repo.path(), &target);
+}
+
+/// The handoff mounts each repository's git `config` and `hooks` read-only (spec-note 0413),
+/// but the repository's own `mounts` may bind the workspace (or its `.git`) a second time: the
+/// agent then wrote `core.fsmonitor` into the host's `.git/config` through that bind, and a
+/// human's next `git status` on the host ran it. The read-only overlays now cover every other
+/// bind of the folders holding them.
+#[test]
+fn a_second_bind_of_the_workspace_does_not_make_its_git_config_writable() {
+    if !engine_ready(
+        "a_second_bind_of_the_workspace_does_not_make_its_git_config_writable",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let repo = HostileRepo::new();
+    repo.config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": true,
+            "mounts": ["type=bind,source=${{localWorkspaceFolder}},target=/ws2",
+                       "type=bind,source=${{localWorkspaceFolder}}/.git,target=/gitrw"]}}"#
+    ))
+    .commit();
+    let config = repo.path().join(".git/config");
+    let before = std::fs::read(&config).unwrap();
+    let hooks = tree_fingerprint(&repo.path().join(".git/hooks"));
+    let script = format!(
+        "for f in /ws2/.git/config /gitrw/config; do \
+           printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> $f 2>/dev/null && echo \"wrote $f\"; \
+         done; \
+         echo x > /gitrw/hooks/post-index-change 2>/dev/null && echo wrote-hook; \
+         echo reached > /ws2/reached.txt; true",
+        m = target.marker().display()
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let out = host.handoff(repo.path(), &[], &[]);
+    let r = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("reached.txt")).unwrap(),
+        "reached\n",
+        "the second bind is there and writable"
+    );
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the host's .git/config is unchanged"
+    );
+    assert_eq!(
+        tree_fingerprint(&repo.path().join(".git/hooks")),
+        hooks,
+        "no hook planted"
+    );
+    // and a human's git on the host runs nothing
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(repo.path())
+        .output();
+    target.assert_untouched();
 }
 
 /// A repository asking for three kinds of things at once: a host variable

@@ -10,4 +10,7 @@ mod compose_projects;
 mod env_and_build;
 mod host_execution;
 mod identity_and_escapes;
+mod image_labels;
 mod paths;
+mod terminal;
+mod workspace_git;
