@@ -306,13 +306,16 @@ async fn service_requests(
 ) -> Result<ServiceRequests> {
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
-    let target = compose_target(
+    let mut target = compose_target(
         loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),
         (profile, grants),
     )
     .await?;
+    if engine.version().await?.podman {
+        target.project.cli = target.project.cli.with_classic_builder();
+    }
     let places = compose_places(loaded, opts, engine_socket);
     let env = &opts.target.env;
     let mut requests = earlier.to_vec();
@@ -705,9 +708,10 @@ async fn create(
             read_only: false,
         });
     }
+    let podman = engine.version().await?.podman;
     let override_path = write_override(
         &target.project.name,
-        &crate::engine::compose::override_file(&target.service, &spec, sidecars),
+        &crate::engine::compose::override_file(&target.service, &spec, sidecars, podman),
     )?;
     let mut files = target.project.files.clone();
     files.push(override_path);
