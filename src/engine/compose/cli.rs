@@ -628,6 +628,28 @@ mod tests {
     }
 
     #[test]
+    fn the_classic_builder_replaces_the_users_buildkit_choice() {
+        let cli = ComposeCli {
+            program: PathBuf::from("docker"),
+            prefix: vec!["compose".into()],
+            version: "2.40.3".into(),
+            env: Some(vec![
+                ("DOCKER_BUILDKIT".into(), "1".into()),
+                ("PATH".into(), "/bin".into()),
+            ]),
+        }
+        .with_classic_builder();
+        assert_eq!(
+            cli.env.unwrap(),
+            [
+                ("PATH".to_string(), "/bin".to_string()),
+                ("DOCKER_BUILDKIT".to_string(), "0".to_string()),
+                ("COMPOSE_BAKE".to_string(), "false".to_string()),
+            ]
+        );
+    }
+
+    #[test]
     fn debug_logging_shows_each_compose_command_and_its_stderr() {
         // A stand-in program (`sh -c …`): what is logged is the argv and the outcome.
         let cli = ComposeCli {
