@@ -84,24 +84,12 @@ pub async fn ensure_features_image_with(
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
     let plan = plan_with(input, &options.labels, &options.container_env)?;
-    if options.no_cache {
-        let context = plan.write_context()?;
-        return build(
-            engine,
-            &plan.tag,
-            context,
-            true,
-            options.network.as_deref(),
-            reporter,
-        )
-        .await;
-    }
-    let network = options.network.as_deref();
     ensure(
         engine,
         &plan.tag,
         || plan.write_context(),
-        network,
+        options.no_cache,
+        options.network.as_deref(),
         reporter,
     )
     .await
@@ -125,6 +113,7 @@ pub async fn ensure_uid_image(
         engine,
         &plan.tag,
         || plan.write_context(),
+        false,
         network,
         reporter,
     )
@@ -132,21 +121,24 @@ pub async fn ensure_uid_image(
     .map(Some)
 }
 
+/// The image `tag`: the one the engine has (unless `no_cache`), else built from the context
+/// `write_context` writes (without the builder's layer cache when `no_cache`).
 async fn ensure(
     engine: &dyn Engine,
     tag: &str,
     write_context: impl FnOnce() -> Result<BuildContext>,
+    no_cache: bool,
     network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<BuiltImage> {
-    if let Some(image) = engine.inspect_image(tag).await? {
+    if !no_cache && let Some(image) = engine.inspect_image(tag).await? {
         return Ok(BuiltImage {
             tag: tag.to_owned(),
             built: false,
             image,
         });
     }
-    build(engine, tag, write_context()?, false, network, reporter).await
+    build(engine, tag, write_context()?, no_cache, network, reporter).await
 }
 
 async fn build(

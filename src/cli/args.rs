@@ -172,17 +172,9 @@ pub struct HandoffArgs {
     /// Grant a permission (repeatable), as for `up`.
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
-    /// Maximum number of processes in the container (hardened; default 1024 or
-    /// `[security] pids_limit`).
-    #[arg(long, value_name = "N")]
-    pub pids_limit: Option<i64>,
-    /// Memory limit: bytes, or with a `k`/`m`/`g`/`t` suffix, e.g. `1g` (hardened; default `4g`
-    /// or `[security] memory`).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<String>,
-    /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
-    #[arg(long, value_name = "N")]
-    pub cpus: Option<f64>,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: ResourceLimitArgs,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
@@ -279,13 +271,9 @@ pub struct FeaturesResolveDependenciesArgs {
     /// The devcontainer.json to use (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
-    /// `[registries]` mirrors, insecure registries and CA certificates apply.
-    #[arg(long)]
-    pub config_file: Option<PathBuf>,
+    /// Feature cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
     /// Use only the cache; fail on anything not cached.
     #[arg(long)]
     pub offline: bool,
@@ -442,14 +430,44 @@ pub struct HiddenRefArgs {
     pub omit_syntax_directive: bool,
 }
 
-/// `--container-id` of `exec` and `run-user-commands`.
+/// The Docker CLI, host state and log flags that most of the reference CLI's commands take.
 #[derive(Debug, Clone, Args)]
-pub struct ContainerIdArgs {
-    /// The container (id or name) instead of a lookup by the id labels; without
-    /// `--workspace-folder`, `--config` or `--override-config` no devcontainer.json is read
-    /// (its `devcontainer.metadata` label says everything).
-    #[arg(long, value_name = "ID")]
-    pub container_id: Option<String>,
+pub struct CommonArgs {
+    /// Docker CLI and host state flags (accepted).
+    #[command(flatten)]
+    pub host: HostToolArgs,
+    /// Log format and terminal size.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// The resource limits of the container `up` and `handoff` create.
+#[derive(Debug, Clone, Args)]
+pub struct ResourceLimitArgs {
+    /// Maximum number of processes in the container (hardened; default 1024 or
+    /// `[security] pids_limit`).
+    #[arg(long, value_name = "N")]
+    pub pids_limit: Option<i64>,
+    /// Memory limit: bytes, or with a `k`/`m`/`g`/`t` suffix, e.g. `1g` (hardened; default `4g`
+    /// or `[security] memory`).
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<String>,
+    /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<f64>,
+}
+
+/// Where the commands that fetch Features (`outdated`, `upgrade`, `features
+/// resolve-dependencies`) cache them, and the user settings their registry access follows.
+#[derive(Debug, Clone, Args)]
+pub struct FeatureFetchArgs {
+    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
+    /// `[registries]` mirrors, insecure registries and CA certificates apply.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
 }
 
 /// `devcell read-configuration`.
@@ -464,12 +482,9 @@ pub struct ReadConfigurationArgs {
     /// Include the Features configuration.
     #[arg(long)]
     pub include_features_configuration: bool,
-    /// Docker CLI and host state flags (accepted).
+    /// Docker CLI, host state and log flags.
     #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub common: CommonArgs,
     /// Hidden reference flags (accepted).
     #[command(flatten)]
     pub hidden: HiddenRefArgs,
@@ -530,19 +545,12 @@ pub struct OutdatedArgs {
     /// Output format: `text` (a table) or `json` (`{"features": {…}}`).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
-    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
-    /// `[registries]` mirrors, insecure registries and CA certificates apply.
-    #[arg(long)]
-    pub config_file: Option<PathBuf>,
-    /// Docker CLI and host state flags (accepted).
+    /// Feature cache and registry settings.
     #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
+    pub fetch: FeatureFetchArgs,
+    /// Docker CLI, host state and log flags.
     #[command(flatten)]
-    pub log: LogArgs,
+    pub common: CommonArgs,
 }
 
 /// `devcell upgrade`.
@@ -557,13 +565,9 @@ pub struct UpgradeArgs {
     /// Print the regenerated lockfile on stdout instead of writing it.
     #[arg(long)]
     pub dry_run: bool,
-    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-    /// devcell user settings file (default `~/.config/devcell/config.toml`): its
-    /// `[registries]` mirrors, insecure registries and CA certificates apply.
-    #[arg(long)]
-    pub config_file: Option<PathBuf>,
+    /// Feature cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
     /// Docker CLI and host state flags (accepted).
     #[command(flatten)]
     pub host: HostToolArgs,
@@ -686,17 +690,9 @@ pub struct UpArgs {
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
-    /// Maximum number of processes in the container (hardened; default 1024 or
-    /// `[security] pids_limit`).
-    #[arg(long, value_name = "N")]
-    pub pids_limit: Option<i64>,
-    /// Memory limit: bytes, or with a `k`/`m`/`g`/`t` suffix, e.g. `1g` (hardened; default `4g`
-    /// or `[security] memory`).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<String>,
-    /// CPU limit, e.g. `2` or `1.5` (hardened; default 2 or `[security] cpus`).
-    #[arg(long, value_name = "N")]
-    pub cpus: Option<f64>,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: ResourceLimitArgs,
     /// Network: `default`, `none`, or `allowlist` (network `none` plus devcell's host-side
     /// proxy: only the `--egress-allow` destinations and the configured `egress`).
     #[arg(long, value_parser = ["default", "none", "allowlist"])]
@@ -727,12 +723,9 @@ pub struct UpArgs {
     /// In-container data folders (accepted).
     #[command(flatten)]
     pub container_data: ContainerDataArgs,
-    /// Docker CLI and host state flags (accepted).
+    /// Docker CLI, host state and log flags.
     #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub common: CommonArgs,
     /// Hidden reference flags (accepted).
     #[command(flatten)]
     pub hidden: HiddenRefArgs,
@@ -766,9 +759,10 @@ pub struct UpImageArgs {
     pub buildkit: Option<String>,
 }
 
-/// `devcell exec`.
+/// The flags `exec` and `run-user-commands` share, around each command's own (`own`), in the
+/// order `--help` lists them.
 #[derive(Debug, Args)]
-pub struct ExecArgs {
+pub struct InContainerArgs<T: Args> {
     /// Container identity.
     #[command(flatten)]
     pub container: ContainerArgs,
@@ -780,22 +774,32 @@ pub struct ExecArgs {
     /// Remote environment.
     #[command(flatten)]
     pub remote: RemoteArgs,
+    /// The command's own flags.
+    #[command(flatten)]
+    pub own: T,
+    /// The container (id or name) instead of a lookup by the id labels; without
+    /// `--workspace-folder`, `--config` or `--override-config` no devcontainer.json is read
+    /// (its `devcontainer.metadata` label says everything).
+    #[arg(long, value_name = "ID")]
+    pub container_id: Option<String>,
+    /// In-container data folders (accepted).
+    #[command(flatten)]
+    pub container_data: ContainerDataArgs,
+    /// Docker CLI, host state and log flags.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `devcell exec`.
+pub type ExecArgs = InContainerArgs<ExecOwnArgs>;
+
+/// The flags of `exec` alone.
+#[derive(Debug, Args)]
+pub struct ExecOwnArgs {
     /// JSON file of secrets (`{"NAME": "value"}`) given to the command as environment variables
     /// (through the engine's exec API, never on a command line; masked in devcell's messages).
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
-    /// `--container-id`.
-    #[command(flatten)]
-    pub container_id: ContainerIdArgs,
-    /// In-container data folders (accepted).
-    #[command(flatten)]
-    pub container_data: ContainerDataArgs,
-    /// Docker CLI and host state flags (accepted).
-    #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
     /// The command and its arguments. Options of devcell come before it; everything from
     /// the command on is the command's (`exec sh -c 'ls -l'`; `--` also ends the options).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
@@ -803,37 +807,17 @@ pub struct ExecArgs {
 }
 
 /// `devcell run-user-commands`.
+pub type RunUserCommandsArgs = InContainerArgs<RunUserCommandsOwnArgs>;
+
+/// The flags of `run-user-commands` alone.
 #[derive(Debug, Args)]
-pub struct RunUserCommandsArgs {
-    /// Container identity.
-    #[command(flatten)]
-    pub container: ContainerArgs,
-    /// Grant what the configuration, read again, uses beyond what `up` judged for a
-    /// container it created under `hardened`: `env:NAME` (a host variable), `root` (a remote
-    /// user with uid 0) (repeatable).
-    #[arg(long, value_name = "PERMISSION")]
-    pub allow: Vec<String>,
-    /// Remote environment.
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+pub struct RunUserCommandsOwnArgs {
     /// Hook selection.
     #[command(flatten)]
     pub hooks: HookArgs,
     /// Not supported: devcell's hook plan has no personalization stop (refused).
     #[arg(long)]
     pub stop_for_personalization: bool,
-    /// `--container-id`.
-    #[command(flatten)]
-    pub container_id: ContainerIdArgs,
-    /// In-container data folders (accepted).
-    #[command(flatten)]
-    pub container_data: ContainerDataArgs,
-    /// Docker CLI and host state flags (accepted).
-    #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
 }
 
 /// `devcell down`.
@@ -895,12 +879,9 @@ pub struct BuildArgs {
     /// `auto` or `never` (accepted; devcell builds through the Engine API).
     #[arg(long, value_parser = ["auto", "never"])]
     pub buildkit: Option<String>,
-    /// Docker CLI and host state flags (accepted).
+    /// Docker CLI, host state and log flags.
     #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub common: CommonArgs,
     /// Hidden reference flags (accepted).
     #[command(flatten)]
     pub hidden: HiddenRefArgs,
@@ -953,12 +934,9 @@ pub struct SetUpArgs {
     /// Dotfiles (refused).
     #[command(flatten)]
     pub dotfiles: DotfilesArgs,
-    /// Docker CLI and host state flags (accepted).
+    /// Docker CLI, host state and log flags.
     #[command(flatten)]
-    pub host: HostToolArgs,
-    /// Log format and terminal size.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub common: CommonArgs,
     /// Security profile: `hardened` (default: refuses a privileged container or one holding
     /// an engine socket) or `reference` (runs the hooks whatever the container has).
     #[arg(long, value_parser = ["hardened", "reference"])]

@@ -796,6 +796,14 @@ mod tests {
         tx
     }
 
+    /// Sends `req` to the proxy at `socket` on a new connection: the status and the body as text.
+    async fn send(socket: &Path, req: Request<Empty<Bytes>>) -> (StatusCode, String) {
+        let resp = client(socket).await.send_request(req).await.unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
     async fn get(socket: &Path, uri: &str, host: Option<&str>) -> (StatusCode, String) {
         let mut req = Request::builder().uri(uri);
         if let Some(h) = host {
@@ -805,10 +813,7 @@ mod tests {
             .header(header::PROXY_AUTHORIZATION, "Basic c2VjcmV0")
             .body(Empty::new())
             .unwrap();
-        let resp = client(socket).await.send_request(req).await.unwrap();
-        let status = resp.status();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        send(socket, req).await
     }
 
     /// A real TLS ClientHello from rustls, naming `sni` (or no SNI at all).
@@ -1173,10 +1178,7 @@ mod tests {
             .header("x-api-key", "also-from-the-container")
             .body(Empty::new())
             .unwrap();
-        let resp = client(socket).await.send_request(req).await.unwrap();
-        let status = resp.status();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        send(socket, req).await
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pidfile_of,
     pump, record_failure, running_containers, split_status, stop_agent,
 };
-use crate::handoff::state::{SessionOutcome, StateStore};
+use crate::handoff::state::{SessionOutcome, SessionProcess, StateStore};
 use crate::lifecycle::UserEnvProbe;
 use crate::ops::attach::{append_safe_directories, attach_running, probed_remote_env};
 use crate::ops::error::{HandoffError, Result};
@@ -160,7 +160,14 @@ pub async fn handoff_with(
     // Which recorded containers still run (the state module asks synchronously).
     let running = running_containers(engine, &store, &root).await;
     let probe = move |id: &str| running.contains(id);
-    let start = store.begin_session(&root, &opts.agent, None, opts.replace, &probe)?;
+    let start = store.begin_session(
+        &root,
+        &opts.agent,
+        None,
+        opts.replace,
+        &probe,
+        SessionProcess::current(),
+    )?;
     let session_id = start.session.id.clone();
     close_previous_sessions(Some(engine), &start, reporter).await;
     let mut log = store.create_log(&session_id)?;

@@ -320,6 +320,30 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// The process a new session records as its owner, and how the earlier sessions' processes
+/// are judged alive ([`StateStore::begin_session`]).
+#[derive(Clone, Copy)]
+pub struct SessionProcess<'a> {
+    /// The new session's devcell process id.
+    pub pid: u32,
+    /// Its start time ([`process_start_time`]; `None`: unknown).
+    pub pid_start: Option<u64>,
+    /// Whether an earlier session's process (pid, recorded start time) still runs.
+    pub alive: &'a dyn Fn(u32, Option<u64>) -> bool,
+}
+
+impl SessionProcess<'static> {
+    /// This process, judging the others with [`process_alive`].
+    pub fn current() -> Self {
+        let pid = std::process::id();
+        SessionProcess {
+            pid,
+            pid_start: process_start_time(pid),
+            alive: &process_alive,
+        }
+    }
+}
+
 /// Whether process `pid` is alive and, when `start` is known on both sides, is the same process
 /// (same start time): a recycled pid does not count.
 pub fn process_alive(pid: u32, start: Option<u64>) -> bool {
@@ -822,8 +846,8 @@ impl StateStore {
             })
     }
 
-    /// Starts a session for `agent` in the workspace, recording this process's pid and the
-    /// container id if already known.
+    /// Starts a session for `agent` in the workspace, recording `process` (for real use
+    /// [`SessionProcess::current`]) and the container id if already known.
     ///
     /// Unended sessions are examined first: a [`SessionStatus::Live`] one refuses the new
     /// session with [`StateError::SessionActive`] unless `replace` (then it is closed as
@@ -838,35 +862,7 @@ impl StateStore {
         container_id: Option<&str>,
         replace: bool,
         probe: &dyn ContainerProbe,
-    ) -> Result<SessionStart, StateError> {
-        self.begin_session_with(
-            workspace_root,
-            agent,
-            container_id,
-            replace,
-            probe,
-            std::process::id(),
-            process_start_time(std::process::id()),
-            &process_alive,
-        )
-    }
-
-    /// [`StateStore::begin_session`] with an explicit pid and liveness check (for tests and
-    /// for callers that run the session in another process).
-    ///
-    /// # Errors
-    /// As [`StateStore::begin_session`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn begin_session_with(
-        &self,
-        workspace_root: &Path,
-        agent: &str,
-        container_id: Option<&str>,
-        replace: bool,
-        probe: &dyn ContainerProbe,
-        pid: u32,
-        pid_start: Option<u64>,
-        alive: &dyn Fn(u32, Option<u64>) -> bool,
+        process: SessionProcess<'_>,
     ) -> Result<SessionStart, StateError> {
         self.begin(
             workspace_root,
@@ -875,8 +871,7 @@ impl StateStore {
             container_id,
             replace,
             probe,
-            (pid, pid_start),
-            alive,
+            process,
         )
     }
 
@@ -892,7 +887,6 @@ impl StateStore {
         replace: bool,
         probe: &dyn ContainerProbe,
     ) -> Result<SessionStart, StateError> {
-        let pid = std::process::id();
         self.begin(
             workspace_root,
             agent,
@@ -900,8 +894,7 @@ impl StateStore {
             None,
             replace,
             probe,
-            (pid, process_start_time(pid)),
-            &process_alive,
+            SessionProcess::current(),
         )
     }
 
@@ -914,9 +907,13 @@ impl StateStore {
         container_id: Option<&str>,
         replace: bool,
         probe: &dyn ContainerProbe,
-        (pid, pid_start): (u32, Option<u64>),
-        alive: &dyn Fn(u32, Option<u64>) -> bool,
+        process: SessionProcess<'_>,
     ) -> Result<SessionStart, StateError> {
+        let SessionProcess {
+            pid,
+            pid_start,
+            alive,
+        } = process;
         let started = chrono::Utc::now();
         let base = format!("{}-{pid}", started.format("%Y%m%dT%H%M%SZ"));
         self.update(workspace_root, |state| {

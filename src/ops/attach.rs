@@ -16,7 +16,7 @@ use crate::ops::options::TargetOptions;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load,
 };
-use crate::ops::users::passwd_account;
+use crate::ops::users::{container_passwd, passwd_account};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 use indexmap::IndexMap;
@@ -212,8 +212,7 @@ async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
     if let Some(uid) = resolve(user, None).uid() {
         return Some(uid);
     }
-    let passwd = engine.read_file(id, "/etc/passwd").await.ok()??;
-    resolve(user, Some(&String::from_utf8(passwd).ok()?)).uid()
+    resolve(user, Some(&container_passwd(engine, id).await?)).uid()
 }
 
 /// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status
@@ -421,13 +420,8 @@ pub(crate) async fn usable_folder(
 /// `HOME`, else `/`: where hooks run without a `workspaceFolder` (the reference's choice; see
 /// [`usable_folder`]) and where a relative `--container-data-folder` is.
 pub(crate) async fn home_of(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> String {
-    let passwd = engine
-        .read_file(&container.id, "/etc/passwd")
+    container_passwd(engine, &container.id)
         .await
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok());
-    passwd
         .and_then(|p| passwd_account(&p, user))
         .map(|a| a.home)
         .filter(|h| !h.is_empty())

@@ -166,12 +166,12 @@ pub(crate) async fn dev_image_from(
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let (raw_base, base) = image_entries(&image.info, loaded, &opts.target.env, warnings);
     // The label of an image built from the repository's Dockerfile is the repository's: its
     // host variables are requests like devcontainer.json's (spec-note 0443).
     let (label_host_env, label_requests) =
         if matches!(kind, ConfigKind::Dockerfile | ConfigKind::Compose) {
+            let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
             let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
             let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
             security::host_env::check(&profile, &requests)?;
@@ -203,11 +203,6 @@ pub(crate) async fn dev_image_from(
                     reporter,
                 )
                 .await?;
-                reporter.report(Event::Status(if built.built {
-                    format!("built {}", built.tag)
-                } else {
-                    format!("using cached {}", built.tag)
-                }));
                 PreparedImage {
                     reference: built.tag,
                     info: built.image,
@@ -441,11 +436,6 @@ pub(crate) async fn build_features(
         reporter,
     )
     .await?;
-    reporter.report(Event::Status(if built.built {
-        format!("built {}", built.tag)
-    } else {
-        format!("using cached {}", built.tag)
-    }));
     Ok((
         PreparedImage {
             reference: built.tag,
@@ -458,7 +448,8 @@ pub(crate) async fn build_features(
 /// Layers `layers` (Features in install order, materialised; none to only write the label)
 /// onto `base_image` with the `devcontainer.metadata` label (`raw_base` ++ Features ++
 /// devcontainer.json) and `opts.build`'s labels ([`crate::build::ensure_features_image_with`]):
-/// built only when its cache tag is missing, unless `opts.build.no_cache`.
+/// built only when its cache tag is missing, unless `opts.build.no_cache`; reported as the status
+/// `built <tag>` or `using cached <tag>`.
 ///
 /// Errors: [`HandoffError::Build`] (planning, or the engine's build failed).
 #[allow(clippy::too_many_arguments)]
@@ -519,7 +510,13 @@ pub(crate) async fn layer_features(
         network: opts.build.network.clone().flatten(),
         container_env,
     };
-    Ok(ensure_features_image_with(engine, &input, &options, reporter).await?)
+    let built = ensure_features_image_with(engine, &input, &options, reporter).await?;
+    reporter.report(Event::Status(if built.built {
+        format!("built {}", built.tag)
+    } else {
+        format!("using cached {}", built.tag)
+    }));
+    Ok(built)
 }
 
 #[cfg(test)]

@@ -253,12 +253,7 @@ pub async fn set_up_with(
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
     // Users are judged by the uid the container's passwd gives them (spec-note 0420).
-    let passwd = engine
-        .read_file(&container.id, "/etc/passwd")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok());
+    let passwd = crate::ops::users::container_passwd(engine, &container.id).await;
     let existing = ExistingContainer {
         info: &container,
         image_user: image_user.as_deref(),

@@ -244,13 +244,7 @@ pub(crate) async fn workspace_ownership_warning(
         });
     let account = match recorded {
         Some(account) => account,
-        None => {
-            let passwd = engine
-                .read_file(&container.id, "/etc/passwd")
-                .await
-                .ok()??;
-            passwd_account(&String::from_utf8(passwd).ok()?, remote_user)?
-        }
+        None => passwd_account(&container_passwd(engine, &container.id).await?, remote_user)?,
     };
     ownership_warning(
         remote_user,
@@ -334,6 +328,12 @@ pub(crate) async fn image_passwd(
         None => engine.read_image_file(reference, "/etc/passwd").await,
     };
     String::from_utf8(bytes.ok()??).ok()
+}
+
+/// The running container `id`'s `/etc/passwd` text as it is now; `None` when it cannot be
+/// read (no such file, an engine error) or is not UTF-8.
+pub(crate) async fn container_passwd(engine: &dyn Engine, id: &str) -> Option<String> {
+    String::from_utf8(engine.read_file(id, "/etc/passwd").await.ok()??).ok()
 }
 
 #[cfg(test)]

@@ -1515,15 +1515,17 @@ fn doctor_finds_orphans_missing_mounts_and_stale_sessions() {
     let state = tmp.path().join("state");
     let store = devcell::handoff::state::StateStore::new(&state);
     store
-        .begin_session_with(
+        .begin_session(
             &here,
             "ghost",
             None,
             false,
             &|_: &str| true,
-            u32::MAX - 1,
-            None,
-            &|_, _| true,
+            devcell::handoff::state::SessionProcess {
+                pid: u32::MAX - 1,
+                pid_start: None,
+                alive: &|_, _| true,
+            },
         )
         .unwrap();
     let out = support::devcell()

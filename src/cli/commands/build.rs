@@ -14,7 +14,7 @@ use crate::ops::{
 /// Runs `build`: `{"outcome":"success","imageName":[…],"devcell":{…}}` on stdout (one line),
 /// progress and build output on stderr. A failure prints the error result and exits 1.
 pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
-    apply_log_args(&args.log);
+    apply_log_args(&args.common.log);
     let result = (|| {
         refuse_unsupported(&args)?;
         let labels = args
@@ -34,7 +34,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 config: args.config.clone(),
                 mount_workspace_git_root: false,
                 env: std::env::vars().collect(),
-                docker_compose_path: args.host.docker_compose_path.clone(),
+                docker_compose_path: args.common.host.docker_compose_path.clone(),
                 ..TargetOptions::default()
             },
             image_names: args.image_names.clone(),

@@ -5,17 +5,17 @@ use std::process::ExitCode;
 
 use crate::cli::args::ExecArgs;
 use crate::cli::commands::handoff::RawMode;
-use crate::cli::commands::{apply_log_args, remote, runtime, target, terminal_sizes};
+use crate::cli::commands::{apply_log_args, in_container_target, remote, runtime, terminal_sizes};
 use crate::cli::output::StderrReporter;
-use crate::ops::{ExecOptions, ExecStreams, TargetOptions, exec};
+use crate::ops::{ExecOptions, ExecStreams, exec};
 
 /// Runs `exec`: the command's stdout/stderr streamed; its exit code becomes devcell's (a
 /// signal n gives 128 + n; codes above 255 are reported as 255).
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    apply_log_args(&args.log);
+    apply_log_args(&args.common.log);
     let (remote_env, probe) = remote(&args.remote)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let secrets = match &args.secrets_file {
+    let secrets = match &args.own.secrets_file {
         Some(path) => crate::ops::read_secrets_file(path)?,
         None => Default::default(),
     };
@@ -28,11 +28,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let opts = ExecOptions {
-        target: TargetOptions {
-            docker_compose_path: args.host.docker_compose_path.clone(),
-            ..target(&args.container, args.container_id.container_id.as_deref())?
-        },
-        argv: args.command,
+        target: in_container_target(&args)?,
+        argv: args.own.command,
         remote_env,
         secrets,
         default_user_env_probe: probe,

@@ -28,7 +28,7 @@ use anyhow::{Context, bail};
 use indexmap::IndexMap;
 
 use crate::cli::args::{
-    ContainerArgs, DotfilesArgs, Format, HookArgs, LogArgs, LogFormat, RemoteArgs,
+    ContainerArgs, DotfilesArgs, Format, HookArgs, InContainerArgs, LogArgs, LogFormat, RemoteArgs,
 };
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
@@ -96,6 +96,17 @@ pub(crate) fn target(
         no_configuration,
         workspace_folder_given: args.workspace.workspace_folder.is_some(),
         docker_compose_path: None,
+    })
+}
+
+/// The target of `exec` and `run-user-commands`: [`target`] with their `--container-id` and
+/// `--docker-compose-path`.
+pub(crate) fn in_container_target<T: clap::Args>(
+    args: &InContainerArgs<T>,
+) -> anyhow::Result<TargetOptions> {
+    Ok(TargetOptions {
+        docker_compose_path: args.common.host.docker_compose_path.clone(),
+        ..target(&args.container, args.container_id.as_deref())?
     })
 }
 

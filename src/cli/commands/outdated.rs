@@ -10,16 +10,16 @@ use crate::ops::outdated::{OutdatedOptions, outdated_with};
 /// Runs `outdated`: a table (or one JSON line) on stdout, progress ([`CliReporter`]) and
 /// warnings on stderr.
 pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
-    crate::cli::commands::apply_log_args(&args.log);
+    crate::cli::commands::apply_log_args(&args.common.log);
     let workspace_folder = match args.workspace_folder {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
-    let registries = crate::settings::load(args.config_file.as_deref())?.registries;
+    let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = OutdatedOptions {
         workspace_folder,
         config: args.config,
-        cache_dir: args.cache_dir,
+        cache_dir: args.fetch.cache_dir,
         registries,
     };
     let result = with_progress(|reporter| outdated_with(&opts, reporter))??;

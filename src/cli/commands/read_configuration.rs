@@ -9,7 +9,7 @@ use crate::ops::{ReadConfigurationExtras, ReadConfigurationOptions, read_configu
 
 /// Runs `read-configuration`: JSON on stdout (one line), warnings on stderr.
 pub fn run(args: ReadConfigurationArgs) -> anyhow::Result<ExitCode> {
-    crate::cli::commands::apply_log_args(&args.log);
+    crate::cli::commands::apply_log_args(&args.common.log);
     let no_workspace = args.workspace.workspace_folder.is_none()
         && (args.container_id.is_some() || !args.id_labels.is_empty());
     let workspace_folder = match args.workspace.workspace_folder {

@@ -3,29 +3,26 @@
 use std::process::ExitCode;
 
 use crate::cli::args::RunUserCommandsArgs;
-use crate::cli::commands::{apply_log_args, block_on, hooks, refuse, remote, target};
+use crate::cli::commands::{apply_log_args, block_on, hooks, in_container_target, refuse, remote};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{RunUserCommandsOptions, run_user_commands};
 
 /// Runs `run-user-commands`: `{"outcome":"success","result":"done"|"prebuild"|"skipNonBlocking"}`
 /// on stdout; a failure prints the error result and exits 1.
 pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
-    apply_log_args(&args.log);
+    apply_log_args(&args.common.log);
     let result = (|| {
         refuse(
             "--stop-for-personalization",
-            args.stop_for_personalization,
+            args.own.stop_for_personalization,
             "run-user-commands",
             "devcell runs no personalization step (dotfiles) to stop for",
             "use `--skip-non-blocking-commands` or `--prebuild` to stop early",
         )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.hooks, "run-user-commands")?;
+        let (plan, secrets) = hooks(&args.own.hooks, "run-user-commands")?;
         let opts = RunUserCommandsOptions {
-            target: crate::ops::TargetOptions {
-                docker_compose_path: args.host.docker_compose_path.clone(),
-                ..target(&args.container, args.container_id.container_id.as_deref())?
-            },
+            target: in_container_target(&args)?,
             plan,
             remote_env,
             secrets,

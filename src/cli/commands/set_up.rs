@@ -11,7 +11,7 @@ use crate::ops::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 /// on stderr. A failure (a refused container, a failed hook) prints the error result and
 /// exits 1.
 pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
-    apply_log_args(&args.log);
+    apply_log_args(&args.common.log);
     let result = (|| {
         refuse_dotfiles(&args.dotfiles, "set-up")?;
         let (remote_env, probe) = remote(&args.remote)?;

@@ -12,7 +12,7 @@ use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions
 /// lines otherwise; [`CliReporter`]) and hook output on stderr.
 /// A failure prints the error result and exits 1.
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
-    apply_log_args(&args.log);
+    apply_log_args(&args.common.log);
     let result = (|| {
         refuse(
             "--cache-to",
@@ -33,7 +33,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let mut target = target(&args.container, None)?;
         target.additional_features = args.additional_features.clone();
-        target.docker_compose_path = args.host.docker_compose_path.clone();
+        target.docker_compose_path = args.common.host.docker_compose_path.clone();
         let opts = UpOptions {
             target,
             remove_existing_container: args.remove_existing_container,
@@ -54,9 +54,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             security: SecurityOptions {
                 profile: args.security_profile.clone(),
                 allow: args.allow.clone(),
-                pids_limit: args.pids_limit,
-                memory: args.memory.clone(),
-                cpus: args.cpus,
+                pids_limit: args.limits.pids_limit,
+                memory: args.limits.memory.clone(),
+                cpus: args.limits.cpus,
                 network: args.network.clone(),
                 egress_allow: args.egress_allow.clone(),
                 agent: None,

@@ -14,12 +14,12 @@ pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
         Some(folder) => folder,
         None => std::env::current_dir()?,
     };
-    let registries = crate::settings::load(args.config_file.as_deref())?.registries;
+    let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = UpgradeOptions {
         base: OutdatedOptions {
             workspace_folder,
             config: args.config,
-            cache_dir: args.cache_dir,
+            cache_dir: args.fetch.cache_dir,
             registries,
         },
         dry_run: args.dry_run,

@@ -21,9 +21,27 @@ fn begin(
     container: Option<&str>,
     probe: &dyn ContainerProbe,
 ) -> SessionStart {
-    store
-        .begin_session(ws, "codex", container, false, probe)
-        .unwrap()
+    try_begin(store, ws, "codex", container, false, probe).unwrap()
+}
+
+/// Begins a session of `agent` in `ws` for this process, earlier sessions judged by `probe`
+/// and [`process_alive`].
+fn try_begin(
+    store: &StateStore,
+    ws: &Path,
+    agent: &str,
+    container: Option<&str>,
+    replace: bool,
+    probe: &dyn ContainerProbe,
+) -> Result<SessionStart, StateError> {
+    store.begin_session(
+        ws,
+        agent,
+        container,
+        replace,
+        probe,
+        SessionProcess::current(),
+    )
 }
 
 /// Begins a session of `codex` in `ws` for the devcell process `pid`, earlier sessions'
@@ -36,7 +54,18 @@ fn begin_with(
     alive: &dyn Fn(u32, Option<u64>) -> bool,
 ) -> SessionStart {
     store
-        .begin_session_with(ws, "codex", container, false, &running, pid, None, alive)
+        .begin_session(
+            ws,
+            "codex",
+            container,
+            false,
+            &running,
+            SessionProcess {
+                pid,
+                pid_start: None,
+                alive,
+            },
+        )
         .unwrap()
 }
 
@@ -97,7 +126,7 @@ fn a_host_session_has_no_container_and_lives_with_its_devcell() {
         SessionStatus::Live
     );
     assert!(matches!(
-        store.begin_session(ws.path(), "other", None, false, &stopped),
+        try_begin(&store, ws.path(), "other", None, false, &stopped),
         Err(StateError::SessionActive { .. })
     ));
     // a session written before the field existed reads as a container session
@@ -166,9 +195,7 @@ fn a_session_is_recorded_and_ended() {
 fn a_second_handoff_to_a_live_session_is_refused() {
     let (_s, ws, store) = setup();
     let first = begin(&store, ws.path(), Some("c1"), &running);
-    let err = store
-        .begin_session(ws.path(), "claude", Some("c1"), false, &running)
-        .unwrap_err();
+    let err = try_begin(&store, ws.path(), "claude", Some("c1"), false, &running).unwrap_err();
     let StateError::SessionActive { session } = &err else {
         panic!("expected SessionActive, got {err}")
     };
@@ -178,9 +205,7 @@ fn a_second_handoff_to_a_live_session_is_refused() {
     // the refused attempt changed nothing
     assert_eq!(store.load(ws.path()).unwrap().unwrap().sessions.len(), 1);
 
-    let second = store
-        .begin_session(ws.path(), "claude", Some("c1"), true, &running)
-        .unwrap();
+    let second = try_begin(&store, ws.path(), "claude", Some("c1"), true, &running).unwrap();
     let replaced = second.replaced.unwrap();
     assert_eq!(replaced.id, first.session.id);
     assert_eq!(
@@ -233,9 +258,7 @@ fn a_session_whose_devcell_died_is_stale_and_abandoned() {
 fn a_session_without_container_yet_is_live_while_devcell_runs() {
     let (_s, ws, store) = setup();
     begin(&store, ws.path(), None, &stopped);
-    let err = store
-        .begin_session(ws.path(), "codex", None, false, &stopped)
-        .unwrap_err();
+    let err = try_begin(&store, ws.path(), "codex", None, false, &stopped).unwrap_err();
     assert!(matches!(err, StateError::SessionActive { .. }));
 }
 
@@ -371,9 +394,7 @@ fn doctor_findings_list_stale_sessions_gone_workspaces_and_corrupt_files() {
 fn session_active_maps_to_the_envelope() {
     let (_s, ws, store) = setup();
     begin(&store, ws.path(), None, &running);
-    let err = store
-        .begin_session(ws.path(), "codex", None, false, &running)
-        .unwrap_err();
+    let err = try_begin(&store, ws.path(), "codex", None, false, &running).unwrap_err();
     assert_eq!(err.code(), crate::ops::envelope::ErrorCode::SessionActive);
     assert_eq!(err.details()["session"]["agent"], "codex");
     assert_eq!(err.details()["session"]["pid"], std::process::id());
@@ -432,10 +453,30 @@ fn concurrent_updates_do_not_lose_sessions() {
             let ws = ws.path().to_path_buf();
             scope.spawn(move || {
                 store
-                    .begin_session_with(&ws, "a", None, false, &running, 1000 + t, None, &alive)
+                    .begin_session(
+                        &ws,
+                        "a",
+                        None,
+                        false,
+                        &running,
+                        SessionProcess {
+                            pid: 1000 + t,
+                            pid_start: None,
+                            alive: &alive,
+                        },
+                    )
                     .unwrap();
             });
         }
     });
     assert_eq!(store.load(ws.path()).unwrap().unwrap().sessions.len(), 8);
+}
+
+#[test]
+fn the_current_session_process_is_this_one_and_judged_alive() {
+    let me = SessionProcess::current();
+    assert_eq!(me.pid, std::process::id());
+    assert_eq!(me.pid_start, process_start_time(std::process::id()));
+    assert!((me.alive)(me.pid, me.pid_start));
+    assert!(!(me.alive)(me.pid, me.pid_start.map(|s| s + 1)));
 }

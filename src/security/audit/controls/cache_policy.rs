@@ -2,9 +2,9 @@
 //! caches bound writable (critical) or read-only (weak), cache volumes with or without a devcell
 //! owner.
 
-use super::{covers_home, is_workspace_bind, mount_subject, volume_owned};
+use super::{HostBind, host_bind, mount_subject, per_mount, volume_owned};
 use crate::security::audit::context::AuditContext;
-use crate::security::audit::facts::{ContainerFacts, MountKind};
+use crate::security::audit::facts::{ContainerFacts, MountFact, MountKind};
 use crate::security::audit::heuristics::{CACHE_DIRS, matches_any};
 use crate::security::audit::scoring::{Evidence, Risk, ev};
 
@@ -13,67 +13,7 @@ pub(in crate::security::audit) fn evidence(
     f: &ContainerFacts,
     ctx: &AuditContext,
 ) -> Vec<Evidence> {
-    let mut out = Vec::new();
-    for m in &f.mounts {
-        match m.kind {
-            MountKind::Bind => {
-                let Some(src) = m.source.as_deref() else {
-                    continue;
-                };
-                if covers_home(src, ctx) {
-                    out.push(ev(
-                        mount_subject(m),
-                        "contains the host's package caches (~/.cache, ~/.npm, ~/.cargo, …)",
-                        if m.read_only {
-                            Risk::Weak
-                        } else {
-                            Risk::Critical
-                        },
-                    ));
-                } else if is_workspace_bind(f, m, src, ctx) {
-                    continue;
-                } else if let Some((rel, _)) = matches_any(src, CACHE_DIRS) {
-                    if m.read_only {
-                        out.push(ev(
-                            mount_subject(m),
-                            format!(
-                                "host cache `{rel}` shared read-only: readable, not poisonable"
-                            ),
-                            Risk::Weak,
-                        ));
-                    } else {
-                        out.push(ev(
-                            mount_subject(m),
-                            format!("host cache `{rel}` shared writable: one run can poison the next, and the host"),
-                            Risk::Critical,
-                        ));
-                    }
-                }
-            }
-            MountKind::Volume => {
-                let cacheish = matches_any(&m.target, CACHE_DIRS).is_some()
-                    || m.volume_name
-                        .as_deref()
-                        .is_some_and(|n| n.to_ascii_lowercase().contains("cache"));
-                if cacheish {
-                    if volume_owned(m) {
-                        out.push(ev(
-                            mount_subject(m),
-                            "devcell-owned cache volume, removed by `devcell delete`",
-                            Risk::Safe,
-                        ));
-                    } else {
-                        out.push(ev(
-                            mount_subject(m),
-                            "shared cache volume reused across runs without an owner",
-                            Risk::Weak,
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut out = per_mount(f, |m| mount_evidence(f, m, ctx));
     if out.is_empty() {
         out.push(ev(
             "caches",
@@ -82,4 +22,58 @@ pub(in crate::security::audit) fn evidence(
         ));
     }
     out
+}
+
+/// A mount's evidence: a host bind holding package caches (writable: critical, read-only:
+/// weak), or a cache volume (devcell-owned: safe, else weak); `None` for any other mount.
+fn mount_evidence(f: &ContainerFacts, m: &MountFact, ctx: &AuditContext) -> Option<Evidence> {
+    let (detail, risk) = match host_bind(f, m, ctx)? {
+        HostBind::CoversHome => (
+            "contains the host's package caches (~/.cache, ~/.npm, ~/.cargo, …)".to_string(),
+            if m.read_only {
+                Risk::Weak
+            } else {
+                Risk::Critical
+            },
+        ),
+        HostBind::Workspace => return None,
+        HostBind::Other(src) => {
+            let (rel, _) = matches_any(src, CACHE_DIRS)?;
+            if m.read_only {
+                (
+                    format!("host cache `{rel}` shared read-only: readable, not poisonable"),
+                    Risk::Weak,
+                )
+            } else {
+                (
+                    format!(
+                        "host cache `{rel}` shared writable: one run can poison the next, and the host"
+                    ),
+                    Risk::Critical,
+                )
+            }
+        }
+        HostBind::NotBind if m.kind == MountKind::Volume => {
+            let cacheish = matches_any(&m.target, CACHE_DIRS).is_some()
+                || m.volume_name
+                    .as_deref()
+                    .is_some_and(|n| n.to_ascii_lowercase().contains("cache"));
+            if !cacheish {
+                return None;
+            }
+            if volume_owned(m) {
+                (
+                    "devcell-owned cache volume, removed by `devcell delete`".to_string(),
+                    Risk::Safe,
+                )
+            } else {
+                (
+                    "shared cache volume reused across runs without an owner".to_string(),
+                    Risk::Weak,
+                )
+            }
+        }
+        HostBind::NotBind => return None,
+    };
+    Some(ev(mount_subject(m), detail, risk))
 }

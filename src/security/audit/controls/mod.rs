@@ -7,6 +7,7 @@ use std::path::Path;
 use super::context::AuditContext;
 use super::facts::{ContainerFacts, FactsSource, MountFact, MountKind, OWNED_VOLUME_PREFIX};
 use super::heuristics::{ancestor_of, components, same, within};
+use super::scoring::Evidence;
 
 pub(super) mod browser_isolation;
 pub(super) mod cache_policy;
@@ -67,6 +68,48 @@ pub(super) fn volume_owned(m: &MountFact) -> bool {
         .is_some_and(|n| n.starts_with(OWNED_VOLUME_PREFIX))
 }
 
+/// Each mount's evidence under `judge`, in mount order (a mount it says nothing of adds none).
+pub(super) fn per_mount(
+    f: &ContainerFacts,
+    judge: impl Fn(&MountFact) -> Option<Evidence>,
+) -> Vec<Evidence> {
+    f.mounts.iter().filter_map(judge).collect()
+}
+
+/// What a mount is to the controls that look for host state under a bind's source
+/// ([`host_bind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HostBind<'a> {
+    /// A bind whose source holds a whole home folder ([`covers_home`]).
+    CoversHome,
+    /// A bind of the workspace ([`is_workspace_bind`]).
+    Workspace,
+    /// Any other bind: its source.
+    Other(&'a str),
+    /// Not a bind (a volume, a tmpfs, …).
+    NotBind,
+}
+
+/// Sorts `m` for [`HostBind`], the home checked before the workspace (a workspace that is a
+/// home folder counts as the home); `None` for a bind without a source (nothing to judge).
+pub(super) fn host_bind<'a>(
+    f: &ContainerFacts,
+    m: &'a MountFact,
+    ctx: &AuditContext,
+) -> Option<HostBind<'a>> {
+    if m.kind != MountKind::Bind {
+        return Some(HostBind::NotBind);
+    }
+    let src = m.source.as_deref()?;
+    Some(if covers_home(src, ctx) {
+        HostBind::CoversHome
+    } else if is_workspace_bind(f, m, src, ctx) {
+        HostBind::Workspace
+    } else {
+        HostBind::Other(src)
+    })
+}
+
 /// Whether a bind mount (source `src`) is the workspace: inside the host workspace folder, or,
 /// for probe facts (whose sources may be relative to a host file system), mounted at the
 /// container workspace folder with a source the host workspace path ends with.
@@ -91,4 +134,93 @@ pub(super) fn is_workspace_bind(
             let (w, s) = (components(&w.to_string_lossy()), components(src));
             w.len() >= s.len() && w[w.len() - s.len()..] == s[..]
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::audit::scoring::{Risk, ev};
+
+    fn mount(kind: MountKind, source: Option<&str>, target: &str) -> MountFact {
+        MountFact {
+            kind,
+            source: source.map(str::to_owned),
+            volume_name: None,
+            target: target.to_owned(),
+            read_only: false,
+        }
+    }
+
+    fn ctx(workspace: &str) -> AuditContext {
+        AuditContext {
+            workspace: Some(workspace.into()),
+            container_workspace: Some("/workspace".into()),
+            home: Some("/home/me".into()),
+            ..AuditContext::default()
+        }
+    }
+
+    #[test]
+    fn host_bind_sorts_the_home_before_the_workspace() {
+        let facts = ContainerFacts {
+            source: Some(FactsSource::Inspect),
+            ..ContainerFacts::default()
+        };
+        let bind = |src| mount(MountKind::Bind, Some(src), "/mnt");
+        for (m, workspace, want) in [
+            (
+                bind("/home/me"),
+                "/home/me/work",
+                Some(HostBind::CoversHome),
+            ),
+            (bind("/"), "/home/me/work", Some(HostBind::CoversHome)),
+            // a workspace that is the home folder still covers it
+            (bind("/home/me"), "/home/me", Some(HostBind::CoversHome)),
+            (
+                bind("/home/me/work/a"),
+                "/home/me/work",
+                Some(HostBind::Workspace),
+            ),
+            (
+                bind("/srv/data"),
+                "/home/me/work",
+                Some(HostBind::Other("/srv/data")),
+            ),
+            (mount(MountKind::Bind, None, "/mnt"), "/home/me/work", None),
+            (
+                mount(MountKind::Volume, Some("/var/lib/docker/volumes/v"), "/mnt"),
+                "/home/me/work",
+                Some(HostBind::NotBind),
+            ),
+            (
+                mount(MountKind::Tmpfs, None, "/tmp"),
+                "/home/me/work",
+                Some(HostBind::NotBind),
+            ),
+        ] {
+            assert_eq!(
+                host_bind(&facts, &m, &ctx(workspace)),
+                want,
+                "{m:?} with workspace {workspace}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_mount_keeps_mount_order_and_skips_what_the_judge_leaves_out() {
+        let facts = ContainerFacts {
+            mounts: vec![
+                mount(MountKind::Bind, Some("/a"), "/a"),
+                mount(MountKind::Tmpfs, None, "/t"),
+                mount(MountKind::Bind, Some("/b"), "/b"),
+            ],
+            ..ContainerFacts::default()
+        };
+        let out = per_mount(&facts, |m| {
+            (m.kind == MountKind::Bind).then(|| ev(m.target.clone(), "bind", Risk::Weak))
+        });
+        let subjects: Vec<&str> = out.iter().map(|e| e.subject.as_str()).collect();
+        assert_eq!(subjects, ["/a", "/b"]);
+        assert!(per_mount(&ContainerFacts::default(), |_| unreachable!()).is_empty());
+    }
 }
