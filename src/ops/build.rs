@@ -74,6 +74,9 @@ pub struct PushedImage {
 pub struct BuildResult {
     /// The names the image was tagged with (`--image-name`s, or the default name).
     pub image_names: Vec<String>,
+    /// `imageName` is printed as one string, not an array: the reference CLI's result for a
+    /// Compose configuration built without `--image-name` (spec-note 0605).
+    pub image_name_as_string: bool,
     /// The image id (`sha256:…`).
     pub image_id: String,
     /// The tags pushed (`--push`), in order.
@@ -91,11 +94,16 @@ pub struct BuildResult {
 impl BuildResult {
     /// The reference CLI's result line with devcell's additions under `devcell`:
     /// `{"outcome":"success","imageName":[…],"devcell":{"imageId","profile",
-    /// "permissions":[…],"pushed":[{"imageName","digest"}],"warnings":[…]}}`.
+    /// "permissions":[…],"pushed":[{"imageName","digest"}],"warnings":[…]}}`; `imageName` is
+    /// one string when [`BuildResult::image_name_as_string`].
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         out.insert("outcome".into(), json!("success"));
-        out.insert("imageName".into(), json!(self.image_names));
+        let image_name = match self.image_names.as_slice() {
+            [name] if self.image_name_as_string => json!(name),
+            names => json!(names),
+        };
+        out.insert("imageName".into(), image_name);
         out.insert(
             "devcell".into(),
             json!({
@@ -208,13 +216,16 @@ pub async fn build_with(
         // The primary service's image (spec-note 0605): its own properties judged on
         // Compose's model first (a build context outside the workspace, a build on the host
         // network), then built or pulled, the Features on it.
-        let target = crate::ops::compose::compose_target(
+        let mut target = crate::ops::compose::compose_target(
             &loaded,
             &opts.target.env,
             opts.target.docker_compose_path.as_deref(),
             (&profile, &grants),
         )
         .await?;
+        if engine.version().await?.podman {
+            target.project.cli = target.project.cli.with_classic_builder();
+        }
         // a build tags `<project>-<service>`: not into another workspace's project
         let id_labels = crate::ops::target::id_labels(&opts.target, &loaded);
         crate::ops::compose::claim_project(engine, &target, &id_labels).await?;
@@ -242,6 +253,7 @@ pub async fn build_with(
         dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?
     };
 
+    let image_name_as_string = kind == ConfigKind::Compose && opts.image_names.is_empty();
     let names = if opts.image_names.is_empty() {
         vec![default_image_name(&loaded.workspace_folder, kind)]
     } else {
@@ -330,6 +342,7 @@ pub async fn build_with(
     }
     Ok(BuildResult {
         image_names: names,
+        image_name_as_string,
         image_id: image.info.id.clone(),
         pushed,
         profile: profile.name().to_string(),
@@ -411,6 +424,7 @@ mod tests {
     fn result_json_has_the_reference_shape() {
         let result = BuildResult {
             image_names: vec!["a:1".into()],
+            image_name_as_string: false,
             image_id: "sha256:00".into(),
             pushed: vec![PushedImage {
                 image_name: "a:1".into(),
@@ -425,5 +439,11 @@ mod tests {
         assert_eq!(keys, ["outcome", "imageName", "devcell"]);
         assert_eq!(v["imageName"], json!(["a:1"]));
         assert_eq!(v["devcell"]["pushed"], json!([{"imageName": "a:1"}]));
+        // a Compose configuration built without `--image-name`: one string, as the reference
+        let compose = BuildResult {
+            image_name_as_string: true,
+            ..result
+        };
+        assert_eq!(compose.to_json()["imageName"], json!("a:1"));
     }
 }

@@ -336,13 +336,16 @@ async fn service_requests(
 ) -> Result<ServiceRequests> {
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
-    let target = compose_target(
+    let mut target = compose_target(
         loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),
         (profile, grants),
     )
     .await?;
+    if engine.version().await?.podman {
+        target.project.cli = target.project.cli.with_classic_builder();
+    }
     let places = compose_places(loaded, opts, engine_socket);
     let env = &opts.target.env;
     let mut requests = earlier.to_vec();
@@ -748,7 +751,8 @@ async fn create(
         crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
     }
     compose_network::mark_primary(&mut spec, mode, &target.model);
-    let mut file = crate::engine::compose::override_file(&target.service, &spec, sidecars);
+    let podman = engine.version().await?.podman;
+    let mut file = crate::engine::compose::override_file(&target.service, &spec, sidecars, podman);
     if !networks.is_empty()
         && let Value::Object(top) = &mut file
     {

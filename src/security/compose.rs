@@ -461,12 +461,19 @@ fn service_requests(
                 push(Permission::ImageTag(tag), "build");
             }
         }
+        // Compose resolves a local context to an absolute path; anything else (a git or
+        // HTTP URL) the engine would fetch from the network on the host's behalf.
         let context = build.get("context").and_then(Value::as_str);
-        if let Some(context) = context
-            && !context.contains("://")
-            && let Some(p) = host_path_permission(context, places)
-        {
-            push(p, "build.context");
+        let remote = context.is_some_and(is_remote_context);
+        if let Some(context) = context {
+            if remote {
+                push(
+                    Permission::RemoteBuildContext(context.to_string()),
+                    "build.context",
+                );
+            } else if let Some(p) = host_path_permission(context, places) {
+                push(p, "build.context");
+            }
         }
         if let Some(dockerfile) = build.get("dockerfile").and_then(Value::as_str) {
             let path = match context {
@@ -475,9 +482,7 @@ fn service_requests(
                 }
                 _ => dockerfile.to_string(),
             };
-            if (context.is_none_or(|c| !c.contains("://")))
-                && let Some(p) = host_path_permission(&path, places)
-            {
+            if !remote && let Some(p) = host_path_permission(&path, places) {
                 push(p, "build.dockerfile");
             }
         }
@@ -497,10 +502,20 @@ fn service_requests(
             .into_iter()
             .flatten()
         {
-            if let Some(source) = source.as_str()
-                && !source.contains("://")
-                && let Some(p) = host_path_permission(source, places)
-            {
+            let Some(source) = source.as_str() else {
+                continue;
+            };
+            // `docker-image://` is an image, pulled as any; `oci-layout://` a host folder
+            if source.starts_with("docker-image://") {
+                continue;
+            }
+            let path = source.strip_prefix("oci-layout://").unwrap_or(source);
+            if is_remote_context(path) {
+                push(
+                    Permission::RemoteBuildContext(source.to_string()),
+                    "build.additional_contexts",
+                );
+            } else if let Some(p) = host_path_permission(path, places) {
                 push(p, "build.additional_contexts");
             }
         }
@@ -534,6 +549,13 @@ fn service_requests(
             }
         }
     }
+}
+
+/// Whether a build context of Compose's resolved model is fetched rather than read from a
+/// host folder: Compose makes every local context absolute, so a context that is not an
+/// absolute path is a URL (`https://…`, `git@host:repo`, `github.com/o/r`).
+fn is_remote_context(context: &str) -> bool {
+    !Path::new(context).is_absolute()
 }
 
 /// The `services` of a Compose model (none when it has no such map).
@@ -979,6 +1001,52 @@ mod tests {
             .map(|r| r.permission.kind())
             .collect();
         assert_eq!(left, ["engineSocket", "hostHome", "hostHome"]);
+    }
+
+    /// Attack (spec-note 0601): a build context the engine would fetch on the host's
+    /// network (git or HTTP URLs, as Compose's model keeps them) is a request, never fetched
+    /// by default; its Dockerfile is the remote's, not a host path.
+    #[test]
+    fn remote_build_contexts_are_requests() {
+        let m = model(json!({
+            "app": {"build": {"context": "https://git.example.test/o/r.git#main",
+                              "dockerfile": "Dockerfile"}},
+            "b": {"build": {"context": "git@git.example.test:o/r.git", "dockerfile": "/etc/x"}},
+            "c": {"build": {"context": "git.example.test/o/r"}},
+            "d": {"build": {"context": "/w/repo", "additional_contexts": {
+                "img": "docker-image://alpine", "web": "https://git.example.test/o/s.git",
+                "lay": "oci-layout:///srv/layout", "own": "oci-layout:///w/repo/l"}}}
+        }));
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
+        flags.sort();
+        assert_eq!(
+            flags,
+            [
+                "--allow build-context:git.example.test/o/r <- Compose service `c` (`build.context`)",
+                "--allow build-context:git@git.example.test:o/r.git <- Compose service `b` (`build.context`)",
+                "--allow build-context:https://git.example.test/o/r.git#main <- Compose service `app` (`build.context`)",
+                "--allow build-context:https://git.example.test/o/s.git <- Compose service `d` (`build.additional_contexts`)",
+                "--allow mount:/srv/layout <- Compose service `d` (`build.additional_contexts`)",
+            ]
+        );
+        let grants = Grants::parse(&[
+            "build-context:https://git.example.test/o/r.git#main",
+            "build-context:git@git.example.test:o/r.git",
+            "build-context:git.example.test/o/r",
+            "build-context:https://git.example.test/o/s.git",
+            "mount:/srv/layout",
+        ])
+        .unwrap();
+        let judged = judge_compose(&hardened(), &m, "app", &places(), &grants).expect("granted");
+        assert_eq!(
+            judged
+                .requests
+                .iter()
+                .filter(|r| r.permission.kind() == "remoteBuildContext")
+                .count(),
+            4
+        );
     }
 
     #[test]

@@ -120,6 +120,10 @@ pub enum Permission {
     /// default), `cgroup_parent=<path>`, `sysctl.<name>=<value>`, `oom_score_adj=<n>` below
     /// zero (spec-note 0400, attacks).
     RuntimeOption(String),
+    /// A build context (or named build context) the engine fetches from the network (a git
+    /// or HTTP URL in a Compose service's `build.context`): by URL, as written (spec-note
+    /// 0601).
+    RemoteBuildContext(String),
 }
 
 impl Permission {
@@ -148,6 +152,7 @@ impl Permission {
             Permission::Egress(d) => format!("--allow egress:{d}"),
             Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
             Permission::RuntimeOption(o) => format!("--allow runtime-option:{o}"),
+            Permission::RemoteBuildContext(u) => format!("--allow build-context:{u}"),
         })
     }
 }
@@ -183,6 +188,9 @@ impl fmt::Display for Permission {
             Permission::Egress(d) => write!(f, "egress to `{d}`"),
             Permission::ImageTag(t) => write!(f, "image tag `{t}` for the built image"),
             Permission::RuntimeOption(o) => write!(f, "engine option `{o}`"),
+            Permission::RemoteBuildContext(u) => {
+                write!(f, "build context `{u}` fetched from the network")
+            }
         }
     }
 }
@@ -227,7 +235,8 @@ impl Permission {
     /// The kind as a stable word: `privileged`, `root`, `capability`, `mount`, `securityOpt`,
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
-    /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`.
+    /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`,
+    /// `remoteBuildContext`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -252,6 +261,7 @@ impl Permission {
             Permission::ImageTag(_) => "imageTag",
             Permission::Egress(_) => "egress",
             Permission::RuntimeOption(_) => "runtimeOption",
+            Permission::RemoteBuildContext(_) => "remoteBuildContext",
         }
     }
 
@@ -275,7 +285,8 @@ impl Permission {
             | Permission::HostHome(v)
             | Permission::ImageTag(v)
             | Permission::Egress(v)
-            | Permission::RuntimeOption(v) => Some(v),
+            | Permission::RuntimeOption(v)
+            | Permission::RemoteBuildContext(v) => Some(v),
             _ => None,
         }
     }

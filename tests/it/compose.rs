@@ -195,7 +195,7 @@ services:
     let metadata = r#"[{"remoteUser":"a$b","containerEnv":{"Q":"\"x\""}}]"#;
     spec.labels
         .insert("devcontainer.metadata".to_string(), metadata.to_string());
-    let over = override_file("app", &spec, &judged.sidecars);
+    let over = override_file("app", &spec, &judged.sidecars, false);
     let over_path = dir.path().join("override.json");
     fs::write(&over_path, serde_json::to_vec_pretty(&over).unwrap()).unwrap();
     let both = vec![file.clone(), over_path];
@@ -290,7 +290,7 @@ async fn a_two_service_project_comes_up_hardened_and_goes_down_leaving_nothing()
         "devcontainer.metadata".to_string(),
         r#"[{"remoteUser":"nobody"}]"#.to_string(),
     );
-    let over = override_file("app", &spec, &judged.sidecars);
+    let over = override_file("app", &spec, &judged.sidecars, false);
     let over_path = dir.path().join("override.json");
     fs::write(&over_path, serde_json::to_vec(&over).unwrap()).unwrap();
     let files = vec![file.clone(), over_path];

@@ -194,6 +194,23 @@ impl ComposeCli {
         self
     }
 
+    /// This CLI building with the engine's own (classic) image builder: `DOCKER_BUILDKIT=0`
+    /// and `COMPOSE_BAKE=false` added to its environment. For Podman, whose compatible API
+    /// builds as the classic builder does but which Compose otherwise takes for a BuildKit
+    /// engine, starting a BuildKit container from an image it pulls (spec-note 0610); devcell's
+    /// own builds use that API too.
+    pub fn with_classic_builder(mut self) -> ComposeCli {
+        let mut env = self
+            .env
+            .take()
+            .unwrap_or_else(|| std::env::vars().collect());
+        env.retain(|(k, _)| k != "DOCKER_BUILDKIT" && k != "COMPOSE_BAKE");
+        env.push(("DOCKER_BUILDKIT".to_string(), "0".to_string()));
+        env.push(("COMPOSE_BAKE".to_string(), "false".to_string()));
+        self.env = Some(env);
+        self
+    }
+
     /// The variables `files` interpolate (`config --variables --format json`), by name.
     ///
     /// Errors: as [`ComposeCli::config`].
@@ -608,6 +625,28 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_classic_builder_replaces_the_users_buildkit_choice() {
+        let cli = ComposeCli {
+            program: PathBuf::from("docker"),
+            prefix: vec!["compose".into()],
+            version: "2.40.3".into(),
+            env: Some(vec![
+                ("DOCKER_BUILDKIT".into(), "1".into()),
+                ("PATH".into(), "/bin".into()),
+            ]),
+        }
+        .with_classic_builder();
+        assert_eq!(
+            cli.env.unwrap(),
+            [
+                ("PATH".to_string(), "/bin".to_string()),
+                ("DOCKER_BUILDKIT".to_string(), "0".to_string()),
+                ("COMPOSE_BAKE".to_string(), "false".to_string()),
+            ]
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::engine::docker::podman_tmpfs_options;
 use crate::engine::{ContainerSpec, Mount, MountKind, run_args};
 
 /// The override file: `{"services": {<primary>: <service_override(spec)>, <other>: …},
@@ -20,14 +21,31 @@ use crate::engine::{ContainerSpec, Mount, MountKind, run_args};
 /// as Compose service maps, unescaped. Named volumes of `spec`'s mounts are declared at the
 /// top level as the reference CLI declares them (so Compose names them
 /// `<project>_<name>`).
-pub fn override_file(primary: &str, spec: &ContainerSpec, others: &Map<String, Value>) -> Value {
+///
+/// `podman`: the engine is Podman, which refuses the `uid=`/`gid=` tmpfs options Docker
+/// passes to the kernel (the hardened home tmpfs of a non-root user): they become Podman's
+/// `U` option, as for a single container (spec-notes 0084, 0610).
+pub fn override_file(
+    primary: &str,
+    spec: &ContainerSpec,
+    others: &Map<String, Value>,
+    podman: bool,
+) -> Value {
     let mut services = Map::new();
     for (name, service) in others {
         if name != primary {
             services.insert(name.clone(), service.clone());
         }
     }
-    services.insert(primary.to_string(), Value::Object(service_override(spec)));
+    let mut primary_service = service_override(spec);
+    if podman && let Some(Value::Array(tmpfs)) = primary_service.get_mut("tmpfs") {
+        for entry in tmpfs.iter_mut() {
+            if let Some((path, opts)) = entry.as_str().and_then(|e| e.split_once(':')) {
+                *entry = json!(format!("{path}:{}", podman_tmpfs_options(opts)));
+            }
+        }
+    }
+    services.insert(primary.to_string(), Value::Object(primary_service));
     let mut file = Map::new();
     file.insert("services".to_string(), Value::Object(services));
     let volumes: Map<String, Value> = spec
@@ -274,7 +292,7 @@ mod tests {
 
     #[test]
     fn the_primary_service_carries_the_spec_escaped() {
-        let file = override_file("app", &spec(), &Map::new());
+        let file = override_file("app", &spec(), &Map::new(), false);
         let app = &file["services"]["app"];
         assert_eq!(app["image"], "img:1");
         assert_eq!(app["user"], "1000:1000");
@@ -315,6 +333,28 @@ mod tests {
     }
 
     #[test]
+    fn on_podman_the_home_tmpfs_owner_is_podmans_u_option() {
+        let mut spec = spec();
+        spec.tmpfs.insert(
+            "/home/u".into(),
+            "rw,nosuid,size=1g,uid=1000,gid=1000,mode=755".into(),
+        );
+        let docker = override_file("app", &spec, &Map::new(), false);
+        assert_eq!(
+            docker["services"]["app"]["tmpfs"],
+            json!([
+                "/home/u:rw,nosuid,size=1g,uid=1000,gid=1000,mode=755",
+                "/tmp:size=65536"
+            ])
+        );
+        let podman = override_file("app", &spec, &Map::new(), true);
+        assert_eq!(
+            podman["services"]["app"]["tmpfs"],
+            json!(["/home/u:rw,nosuid,size=1g,mode=755,U", "/tmp:size=65536"])
+        );
+    }
+
+    #[test]
     fn other_services_are_added_escaped_and_never_replace_the_primary() {
         let mut others = Map::new();
         others.insert(
@@ -322,7 +362,7 @@ mod tests {
             json!({"pids_limit": 1024, "labels": {"a": "$x"}}),
         );
         others.insert("app".into(), json!({"privileged": true}));
-        let file = override_file("app", &spec(), &others);
+        let file = override_file("app", &spec(), &others, false);
         assert_eq!(file["services"]["db"]["labels"]["a"], "$$x");
         assert!(file["services"]["app"].get("privileged").is_none());
         assert!(file.get("volumes").is_some());

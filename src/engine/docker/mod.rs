@@ -8,6 +8,7 @@ mod files;
 mod images;
 
 use containers::container_summary;
+pub(crate) use containers::podman_tmpfs_options;
 use images::split_reference;
 
 use std::collections::{BTreeMap, HashMap};

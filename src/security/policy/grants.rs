@@ -53,6 +53,8 @@ pub struct Grants {
     pub egress: BTreeSet<String>,
     /// `image-tag:<reference>`: tags the configuration's `build.options` give the built image.
     pub image_tags: BTreeSet<String>,
+    /// `build-context:<url>`: build contexts the engine fetches from the network, by URL.
+    pub build_contexts: BTreeSet<String>,
 }
 
 impl Grants {
@@ -62,7 +64,7 @@ impl Grants {
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
-    /// `runtime-option:<key>=<value>`.
+    /// `runtime-option:<key>=<value>`, `build-context:<url>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -160,6 +162,12 @@ impl Grants {
                 }
                 self.image_tags.insert(t.to_string());
             }
+            Some(("build-context", u)) => {
+                if u.is_empty() || u.contains(char::is_whitespace) {
+                    return Err(bad("expected a build context URL (`build-context:URL`)"));
+                }
+                self.build_contexts.insert(u.to_string());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -203,6 +211,7 @@ impl Grants {
             Permission::BuildNetwork => self.build_network,
             Permission::Volume(v) => self.volumes.contains(v),
             Permission::ImageTag(t) => self.image_tags.contains(t),
+            Permission::RemoteBuildContext(u) => self.build_contexts.contains(u),
         }
     }
 }

@@ -348,3 +348,65 @@ fn remote_compose_resources_are_never_fetched_on_the_host() {
     assert!(hits() > 0, "the tripwire itself must see a fetch");
     assert!(project_containers(&project).is_empty());
 }
+
+/// A `build.context` (or named context) that is a git or HTTP URL: the engine would fetch it
+/// on the host's network, with whatever the host reaches. Under `hardened` it is a request
+/// (`--allow build-context:<url>`), refused before Compose or the engine fetch anything, for
+/// `up` and `build` alike; `reference` keeps Compose's behaviour.
+#[test]
+fn a_remote_build_context_is_never_fetched_by_default() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_git_context") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.remove_image(&format!("{project}-app"));
+    ctx.remove_image(&format!("{project}-tool"));
+    let (port, hits) = tripwire();
+    let hits = || hits.load(std::sync::atomic::Ordering::SeqCst);
+    let url = format!("http://127.0.0.1:{port}/private/repo.git");
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    for (what, build) in [
+        ("the primary's context", format!("build: {url}")),
+        (
+            "a named context",
+            format!("build: {{context: ., additional_contexts: {{src: \"{url}#main\"}}}}"),
+        ),
+    ] {
+        ctx.write(
+            ".devcontainer/Dockerfile",
+            &format!("FROM {BUSYBOX_IMAGE}\n"),
+        );
+        ctx.write(
+            ".devcontainer/docker-compose.yml",
+            &format!("services:\n{}  tool:\n    {build}\n", sleeper("app")),
+        );
+        for command in ["up", "build"] {
+            let refused = ctx.run(command, &[]);
+            let stderr = refused.failed();
+            assert!(
+                stderr.contains("--allow build-context:")
+                    && stderr.contains("Compose service `tool`"),
+                "{what}, {command}: {stderr}"
+            );
+            assert_eq!(hits(), 0, "{what}, {command}: the host fetched {url}");
+            assert!(project_containers(&project).is_empty(), "{what}, {command}");
+            assert!(
+                docker_lines(&["images", "-q", &format!("{project}-tool")]).is_empty(),
+                "{what}, {command}"
+            );
+        }
+    }
+    // the reference profile builds the files as written: the engine fetches (and fails here)
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}  tool:\n    build: {url}\n", sleeper("app")),
+    );
+    ctx.run("up", &["--security-profile", "reference"]);
+    // (scripts/podman runs Podman in a network namespace of its own, whose loopback is not
+    // this one: its fetch cannot reach the tripwire)
+    if !crate::support::engine::engine_is_podman() {
+        assert!(hits() > 0, "the tripwire itself must see a fetch");
+    }
+    ctx.run("down", &["--remove"]);
+}

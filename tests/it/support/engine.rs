@@ -96,6 +96,14 @@ impl Recorder {
     }
 }
 
+/// Whether the engine the tests run against is Podman (its Docker-compatible API names
+/// itself in `version`; scripts/podman points `DOCKER_HOST` at it).
+pub fn engine_is_podman() -> bool {
+    let (ok, out) = docker(&["version", "--format", "{{json .Server}}"]);
+    assert!(ok, "{out}");
+    out.contains("Podman")
+}
+
 /// Runs the `docker` CLI (test setup only), returning (success, stdout+stderr).
 pub fn docker(args: &[&str]) -> (bool, String) {
     let out = Command::new("docker")
