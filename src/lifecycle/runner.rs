@@ -61,9 +61,13 @@ pub async fn run_plan<E: HookExecutor>(
         skipped: plan.skipped.clone(),
     };
     let stages: Vec<Stage> = plan.stages().cloned().collect();
+    // The whole line is masked, as the reference masks its log (a secret may be any text).
     tracing::trace!(
-        "LifecycleCommandExecutionMap: {}",
-        SecretMask::new(context.secrets.0.values()).apply(&execution_map(&stages))
+        "{}",
+        SecretMask::new(context.secrets.0.values()).apply(&format!(
+            "LifecycleCommandExecutionMap: {}",
+            execution_map(&stages)
+        ))
     );
     match run_stages(executor, &stages, context, reporter).await {
         Ok(ran) => {
