@@ -11,6 +11,9 @@ use super::hook_name::LifecycleHook;
 /// Environment variable carrying the marker folder to the marker scripts (absent = the
 /// default `$HOME/.devcontainer`).
 pub const MARKER_FOLDER_ENV: &str = "DEVCELL_MARKER_FOLDER";
+/// Environment variable carrying the folder of the hooks' pid files to the hook wrapper and
+/// the reap script (absent = `<marker folder>/running`; spec-note 0423).
+pub const RUNNING_FOLDER_ENV: &str = "DEVCELL_RUNNING_FOLDER";
 /// Environment variable carrying the hook name to the marker write script.
 pub const MARKER_NAME_ENV: &str = "DEVCELL_MARKER_NAME";
 /// Environment variable carrying the marker content to the marker write script.
@@ -32,6 +35,9 @@ pub struct MarkerContext {
     /// restarts: when home is a tmpfs (hardened profile), use a persistent mount instead
     /// (spec-notes/0101).
     pub folder: Option<String>,
+    /// The folder of the hooks' pid files ([`HOOK_WRAPPER_SCRIPT`]), absolute and writable by
+    /// the hooks' user; `None` = `running` in the marker folder.
+    pub running_folder: Option<String>,
 }
 
 impl MarkerContext {
@@ -47,11 +53,13 @@ impl MarkerContext {
         }
     }
 
-    /// Environment for the marker scripts (the folder, when set).
+    /// Environment for the marker scripts (the folders, when set).
     pub(crate) fn env(&self) -> Vec<(String, String)> {
-        self.folder
-            .iter()
-            .map(|f| (MARKER_FOLDER_ENV.to_string(), f.clone()))
+        let folder = self.folder.iter().map(|f| (MARKER_FOLDER_ENV, f));
+        let running = self.running_folder.iter().map(|f| (RUNNING_FOLDER_ENV, f));
+        folder
+            .chain(running)
+            .map(|(k, v)| (k.to_string(), v.clone()))
             .collect()
     }
 }
@@ -79,7 +87,7 @@ done"#;
 pub const WRITE_SCRIPT: &str = r#"d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}"
 mkdir -p "$d" && printf '%s\n' "$DEVCELL_MARKER_VALUE" > "$d/.${DEVCELL_MARKER_NAME}Marker""#;
 
-/// Environment variable naming a hook command's pid file (`<folder>/running/<id>.pid`) for
+/// Environment variable naming a hook command's pid file (`<running folder>/<id>.pid`) for
 /// [`HOOK_WRAPPER_SCRIPT`].
 pub const HOOK_ID_ENV: &str = "DEVCELL_HOOK_ID";
 
@@ -89,15 +97,16 @@ pub const HOOK_WRAPPER_NAME: &str = "devcell-hook";
 /// `/bin/sh` script every container hook command runs under (`sh -c <this> devcell-hook
 /// <argv…>`; spec-note 0423). An engine exec's process leads its own session and process
 /// group, and this shell is that process: it records `<pid> <start time>` (`/proc/self/stat`
-/// field 22) in `<folder>/running/$DEVCELL_HOOK_ID.pid`, runs the command as its child (same
-/// process group), removes the file (and the folder once empty, so a normal run leaves the
-/// reference CLI's marker folder as it was) and exits with the command's status. A devcell killed
+/// field 22) in `$DEVCELL_RUNNING_FOLDER/$DEVCELL_HOOK_ID.pid` (default `<folder>/running`), runs the command as its child (same
+/// process group), removes the file (and the folder once empty, unless it is the
+/// [`RUNNING_FOLDER_ENV`] one, so a normal run leaves the reference CLI's marker folder as it
+/// was) and exits with the command's status. A devcell killed
 /// while the hook runs leaves the file, and the process group, behind for
 /// [`REAP_SCRIPT`]. Shell built-ins only (plus `mkdir`, `rm`, `rmdir`).
 pub const HOOK_WRAPPER_SCRIPT: &str = r#"st() { [ $# -ge 20 ] && shift 19 && printf '%s' "$1"; }
-d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running"; f="$d/$DEVCELL_HOOK_ID.pid"
+d="${DEVCELL_RUNNING_FOLDER:-${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running}"; f="$d/$DEVCELL_HOOK_ID.pid"
 if mkdir -p "$d" 2>/dev/null && read -r l < /proc/$$/stat; then printf '%s %s\n' $$ "$(st ${l##*) })" > "$f" 2>/dev/null; fi
-"$@"; rc=$?; rm -f "$f"; rmdir "$d" 2>/dev/null; exit $rc"#;
+"$@"; rc=$?; rm -f "$f"; [ -n "$DEVCELL_RUNNING_FOLDER" ] || rmdir "$d" 2>/dev/null; exit $rc"#;
 
 /// `/bin/sh` script run before a bring-up's first container hook (spec-note 0423): for each
 /// pid file [`HOOK_WRAPPER_SCRIPT`] left behind whose process is still the one recorded (same
@@ -105,7 +114,7 @@ if mkdir -p "$d" 2>/dev/null && read -r l < /proc/$$/stat; then printf '%s %s\n'
 /// waits up to 10 s for it to end, then `SIGKILL`s what is left; prints
 /// `stopped <id>` per group stopped; removes every stale file.
 pub const REAP_SCRIPT: &str = r#"st() { [ $# -ge 20 ] && shift 19 && printf '%s' "$1"; }
-d="${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running"
+d="${DEVCELL_RUNNING_FOLDER:-${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/running}"
 for f in "$d"/*.pid; do
   [ -f "$f" ] || continue
   p= s=
@@ -122,7 +131,7 @@ for f in "$d"/*.pid; do
   fi
   rm -f "$f"
 done
-rmdir "$d" 2>/dev/null; :"#;
+[ -n "$DEVCELL_RUNNING_FOLDER" ] || rmdir "$d" 2>/dev/null; :"#;
 
 /// The pid-file id of one hook command: `<hook>-<source index>[-<entry>]`, every character
 /// but ASCII letters, digits, `-` and `_` replaced by `_` (an entry name is the repository's).
@@ -234,6 +243,7 @@ mod tests {
             created_at: "c".into(),
             started_at: "s".into(),
             folder: None,
+            running_folder: None,
         };
         assert_eq!(ctx.value_for(LifecycleHook::OnCreateCommand), Some("c"));
         assert_eq!(ctx.value_for(LifecycleHook::PostCreateCommand), Some("c"));
@@ -309,6 +319,57 @@ mod tests {
             hook_id(LifecycleHook::PostCreateCommand, 1, Some("a b/../c")),
             "postCreateCommand-1-a_b____c"
         );
+    }
+
+    #[test]
+    fn the_running_folder_holds_the_pid_files_and_outlives_the_hooks() {
+        // Under `hardened` the pid files go to a tmpfs of their own (a mount point: the
+        // scripts must not need to create or remove it) and never into the marker folder.
+        let dir = tempfile::tempdir().unwrap();
+        let markers = dir.path().join("markers");
+        let running = dir.path().join("run");
+        std::fs::create_dir(&running).unwrap();
+        let ctx = MarkerContext {
+            created_at: "c".into(),
+            started_at: "s".into(),
+            folder: Some(markers.display().to_string()),
+            running_folder: Some(running.display().to_string()),
+        };
+        let env: Vec<(String, String)> = ctx.env();
+        assert_eq!(
+            env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            [MARKER_FOLDER_ENV, RUNNING_FOLDER_ENV]
+        );
+        let hook = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                HOOK_WRAPPER_SCRIPT,
+                HOOK_WRAPPER_NAME,
+                "sh",
+                "-c",
+                "ls \"$0\"; exit 4",
+                running.to_str().unwrap(),
+            ])
+            .envs(env.iter().cloned())
+            .env(HOOK_ID_ENV, "postCreateCommand-0")
+            .output()
+            .unwrap();
+        assert_eq!(hook.status.code(), Some(4));
+        assert_eq!(
+            String::from_utf8_lossy(&hook.stdout),
+            "postCreateCommand-0.pid\n"
+        );
+        assert!(running.is_dir(), "the mount point stays");
+        assert_eq!(std::fs::read_dir(&running).unwrap().count(), 0);
+        assert!(!markers.exists(), "nothing written to the marker folder");
+        std::fs::write(running.join("gone.pid"), "999999999 1\n").unwrap();
+        let reap = std::process::Command::new("/bin/sh")
+            .args(["-c", REAP_SCRIPT])
+            .envs(env.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(reap.status.success());
+        assert_eq!(std::fs::read_dir(&running).unwrap().count(), 0);
     }
 
     #[test]

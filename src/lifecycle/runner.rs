@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
-use super::hook::SimpleCommand;
+use super::hook::{HookCommand, SimpleCommand};
 use super::hook_name::LifecycleHook;
 use super::marker::{self, MarkerContext};
 use super::plan::{Plan, RunCondition, SourcedCommand, Stage};
@@ -61,6 +61,14 @@ pub async fn run_plan<E: HookExecutor>(
         skipped: plan.skipped.clone(),
     };
     let stages: Vec<Stage> = plan.stages().cloned().collect();
+    // The whole line is masked, as the reference masks its log (a secret may be any text).
+    tracing::trace!(
+        "{}",
+        SecretMask::new(context.secrets.0.values()).apply(&format!(
+            "LifecycleCommandExecutionMap: {}",
+            execution_map(&stages)
+        ))
+    );
     match run_stages(executor, &stages, context, reporter).await {
         Ok(ran) => {
             report.extend(ran);
@@ -73,6 +81,48 @@ pub async fn run_plan<E: HookExecutor>(
             Err(LifecycleError::HookFailed(failure))
         }
         Err(other) => Err(other),
+    }
+}
+
+/// The commands of `stages` by hook, each with its origin, as the reference CLI logs them at
+/// trace level (`LifecycleCommandExecutionMap: …`, JSON indented by four spaces; tools match
+/// on the line, secrets masked).
+fn execution_map(stages: &[Stage]) -> String {
+    use serde::Serialize as _;
+    use serde_json::{Value, json};
+    let simple = |c: &SimpleCommand| match c {
+        SimpleCommand::Shell(s) => json!(s),
+        SimpleCommand::Exec(v) => json!(v),
+    };
+    let map: serde_json::Map<String, Value> = stages
+        .iter()
+        .map(|stage| {
+            let commands: Vec<Value> = stage
+                .commands
+                .iter()
+                .map(|c| {
+                    let command = match &c.command {
+                        HookCommand::Shell(s) => json!(s),
+                        HookCommand::Exec(v) => json!(v),
+                        HookCommand::Parallel(entries) => Value::Object(
+                            entries
+                                .iter()
+                                .map(|(k, v)| (k.clone(), simple(v)))
+                                .collect(),
+                        ),
+                    };
+                    json!({"origin": c.origin_label(), "command": command})
+                })
+                .collect();
+            (stage.hook.to_string(), Value::Array(commands))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    match Value::Object(map).serialize(&mut serializer) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
     }
 }
 
@@ -251,6 +301,13 @@ async fn run_one<E: HookExecutor>(
         env,
     };
     let mask = SecretMask::new(context.secrets.0.values());
+    if let Some(name) = entry {
+        reporter.report(Event::Status(format!(
+            // The reference CLI's line for one entry of an object-form hook, word for word.
+            "Running {name} of {hook} from {}...",
+            sourced.origin_label()
+        )));
+    }
     let output = TailReporter::new(reporter, entry.map(|name| format!("[{name}] ")), &mask);
     let started = Instant::now();
     let exit_code =
@@ -651,6 +708,7 @@ mod tests {
             created_at: "created-1".into(),
             started_at: "started-1".into(),
             folder: None,
+            running_folder: None,
         }
     }
 
@@ -828,6 +886,38 @@ mod tests {
             outputs,
             vec!["[a] out task-a", "[b] out task-b", "out after"]
         );
+        // The reference CLI's log lines, word for word: one per source, one per entry.
+        let statuses = lines.texts(|e| match e {
+            Event::Status(s) if s.starts_with("Running ") => Some(s),
+            _ => None,
+        });
+        assert_eq!(
+            statuses,
+            [
+                "Running the postAttachCommand from `postAttachCommands[0]`...",
+                "Running a of postAttachCommand from `postAttachCommands[0]`...",
+                "Running b of postAttachCommand from `postAttachCommands[0]`...",
+                "Running the postAttachCommand from `postAttachCommands[1]`...",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_execution_map_lists_every_command_with_its_origin() {
+        let stages = plan(
+            json!({"postCreateCommands": [{"a": "task-a", "b": ["task", "b"]}, "after"]}),
+            BringUpKind::Created,
+        )
+        .background;
+        let map: serde_json::Value = serde_json::from_str(&execution_map(&stages)).unwrap();
+        assert_eq!(
+            map,
+            json!({"postCreateCommand": [
+                {"origin": "`postCreateCommands[0]`", "command": {"a": "task-a", "b": ["task", "b"]}},
+                {"origin": "`postCreateCommands[1]`", "command": "after"},
+            ]})
+        );
+        assert!(execution_map(&stages).contains("\n    \"postCreateCommand\""));
     }
 
     #[tokio::test]

@@ -23,7 +23,7 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::config::substitute;
 use crate::diagnostics::Warning;
-use crate::engine::{ContainerInfo, Engine, Mount, MountKind};
+use crate::engine::{ContainerInfo, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::attach::attach;
 use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
@@ -32,10 +32,10 @@ use crate::ops::compose::{
     recorded_files,
 };
 use crate::ops::compose_network::{self, ComposeNetwork};
-use crate::ops::container::{STATE_DIR, SpecInputs, container_spec};
+use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{HandoffError, Result, lifecycle_error};
-use crate::ops::hooks::{bring_up_lock, prepare_state_dir};
+use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
 };
@@ -218,7 +218,7 @@ pub(crate) async fn up_compose(
                 .up(&target.up_services(), true)
                 .await?;
             let info = inspect(engine, &info.id).await?;
-            if info.mounts.iter().any(|m| m.destination == STATE_DIR) {
+            if needs_state_dir_mode(&info) {
                 prepare_state_dir(engine, &info.id)
                     .await
                     .map_err(|e| e.in_container(&info.id))?;
@@ -739,13 +739,7 @@ async fn create(
                 &[early_requests, label_requests.as_slice()].concat(),
             ),
         );
-        // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
-        spec.mounts.push(Mount {
-            kind: MountKind::Volume,
-            source: None,
-            target: STATE_DIR.to_string(),
-            read_only: false,
-        });
+        add_state_mounts(&mut spec);
     }
     if mode == ComposeNetwork::Allowlist {
         crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
@@ -793,9 +787,6 @@ async fn create(
             grants,
         )
         .await?;
-        prepare_state_dir(engine, &id)
-            .await
-            .map_err(|e| e.in_container(&id))?;
     }
     if let Some(lock) = pending_lock
         && let Some(w) = lock.finish(opts.lockfile, reporter)

@@ -22,6 +22,15 @@ use crate::ops::error::{HandoffError, Result};
 /// profile whose home folders are tmpfs (spec-notes/0181).
 pub const STATE_DIR: &str = "/var/lib/devcell";
 
+/// tmpfs where the hook wrapper records the process group of each running hook
+/// (spec-note 0423), under the hardened profile: a process group lives exactly as long as the
+/// container's current start, and so does a tmpfs. Created sticky and world-writable, like
+/// `/tmp`, so the hooks' user may write it with no `chmod` after the start (spec-note 0471).
+pub const RUN_DIR: &str = "/run/devcell";
+
+/// Mount options of the [`RUN_DIR`] tmpfs: pid files only (`noexec`, 1 MiB).
+pub const RUN_DIR_TMPFS: &str = "rw,nosuid,nodev,noexec,size=1m,mode=1777";
+
 /// The keep-alive script run by `/bin/sh -c` as the container's command (our own wording of
 /// the reference CLI's behaviour): says it started, exits 0 on `SIGTERM`, runs each Feature
 /// `entrypoint` (passed as positional parameters after the separator `--devcell-end--`), then

@@ -1,13 +1,14 @@
 //! Running the lifecycle hooks of a bring-up: the plan, the run-once markers, the bring-up lock and
 //! devcell's state folder in the container.
 
+use crate::engine::ContainerInfo;
 use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::lifecycle::{
     BringUpKind, HookContext, HookEnv, HookSources, LifecycleReport, MarkerContext, Plan,
     PlanOptions, run_plan, wait_for,
 };
 use crate::ops::attach::{Attached, append_safe_directories, probed_remote_env};
-use crate::ops::container::STATE_DIR;
+use crate::ops::container::{RUN_DIR, RUN_DIR_TMPFS, STATE_DIR};
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::executor::EngineExecutor;
@@ -48,6 +49,7 @@ pub(crate) async fn run_hooks(
         created_at: attached.container.created.clone(),
         started_at: attached.container.started_at.clone(),
         folder: attached.marker_folder.clone(),
+        running_folder: running_folder(&attached.container),
     };
     // Hooks that already ran are skipped without a process in the container (spec-note 0471).
     use crate::ops::marker_record;
@@ -116,7 +118,41 @@ pub(crate) async fn bring_up_lock(
     Ok(lock)
 }
 
-/// Makes devcell's state volume writable by every user (sticky, like `/tmp`). The hardened
+/// The folder of the hooks' pid files in `container`: devcell's [`RUN_DIR`] tmpfs when the
+/// container has it (spec-note 0471), else `None` (`running` in the marker folder).
+pub(crate) fn running_folder(container: &ContainerInfo) -> Option<String> {
+    (container.host.tmpfs.contains_key(RUN_DIR)
+        || container.mounts.iter().any(|m| m.destination == RUN_DIR))
+    .then(|| RUN_DIR.to_string())
+}
+
+/// Adds devcell's per-container state to a hardened container's `spec`: the state volume at
+/// [`STATE_DIR`] (run-once markers, which must survive restarts while the home is a tmpfs;
+/// spec-note 0181), written and read as root through the engine's archive API, and the
+/// [`RUN_DIR`] tmpfs, created sticky and world-writable, for the hooks' pid files
+/// (spec-note 0423). Both are made with their owner and mode, so no process runs for them
+/// after the start (spec-note 0471).
+pub(crate) fn add_state_mounts(spec: &mut crate::engine::ContainerSpec) {
+    spec.mounts.push(crate::engine::Mount {
+        kind: crate::engine::MountKind::Volume,
+        source: None,
+        target: STATE_DIR.to_string(),
+        read_only: false,
+    });
+    spec.tmpfs
+        .insert(RUN_DIR.to_string(), RUN_DIR_TMPFS.to_string());
+}
+
+/// Whether `container` is one an older devcell made, whose hooks keep their pid files in the
+/// state volume: that volume must then be made writable by every user
+/// ([`prepare_state_dir`]) after a start.
+pub(crate) fn needs_state_dir_mode(container: &ContainerInfo) -> bool {
+    container.mounts.iter().any(|m| m.destination == STATE_DIR)
+        && running_folder(container).is_none()
+}
+
+/// Makes devcell's state volume writable by every user (sticky, like `/tmp`), for containers
+/// an older devcell made without the [`RUN_DIR`] tmpfs ([`needs_state_dir_mode`]). The hardened
 /// profile drops `CAP_CHOWN` and `CAP_FOWNER`, so only the volume's owner may change its mode,
 /// and engines differ on who owns a fresh anonymous volume: root on Docker, the container's user
 /// on Podman (it gives new volumes to the user the container runs as). `chmod` runs as root

@@ -181,6 +181,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             started_at: "2026-01-01T00:00:01Z".into(),
             folder: None,
+            running_folder: None,
         };
         let running = plan(BringUpKind::Running);
         assert!(already_ran_in(root, "abc123", &running, &markers).is_none());

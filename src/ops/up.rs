@@ -20,17 +20,17 @@ use crate::config::model::ConfigKind;
 use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::ContainerInfo;
-use crate::engine::{DockerEngine, Engine, Mount, MountKind};
+use crate::engine::{DockerEngine, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::attach::attach;
 use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
 use crate::ops::container::{
-    STATE_DIR, SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
+    SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::hooks::{bring_up_lock, prepare_state_dir};
+use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
@@ -464,13 +464,7 @@ pub(crate) async fn up_judged(
                     let labels = security::volumes::labels_for(&loaded.workspace_folder);
                     engine.create_volume(name, &labels).await?;
                 }
-                // Run-once markers must survive restarts; home is a tmpfs (spec-notes/0181).
-                spec.mounts.push(Mount {
-                    kind: MountKind::Volume,
-                    source: None,
-                    target: STATE_DIR.to_string(),
-                    read_only: false,
-                });
+                add_state_mounts(&mut spec);
             }
             reporter.report(Event::Status(format!(
                 "creating container from {}",
@@ -494,9 +488,6 @@ pub(crate) async fn up_judged(
                     &grants,
                 )
                 .await?;
-                prepare_state_dir(engine, &id)
-                    .await
-                    .map_err(|e| e.in_container(&id))?;
             }
             // The lockfile changes only once the container exists (a refused or failed `up`
             // leaves the workspace as it was; spec-note 0280).
@@ -512,11 +503,10 @@ pub(crate) async fn up_judged(
         }
     };
     permissions.splice(0..0, host_requests);
-    // Re-read the container's times after a start. A container created by an `up` that
-    // stopped before setting it up (the engine went away) gets its state folder prepared now
-    // (idempotent).
+    // Re-read the container's times after a start. A container an older devcell made keeps
+    // its hooks' pid files in the state volume, which is made writable again (idempotent).
     let container = if action == ContainerAction::Started {
-        if container.mounts.iter().any(|m| m.destination == STATE_DIR) {
+        if needs_state_dir_mode(&container) {
             prepare_state_dir(engine, &container.id)
                 .await
                 .map_err(|e| e.in_container(&container.id))?;

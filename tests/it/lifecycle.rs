@@ -98,6 +98,7 @@ fn context(container: &TestContainer) -> HookContext {
             created_at: container.inspect("{{.Created}}"),
             started_at: container.inspect("{{.State.StartedAt}}"),
             folder: None,
+            running_folder: None,
         }),
         new_container: false,
     }
