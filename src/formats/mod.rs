@@ -1,8 +1,9 @@
 //! L0: text formats that several layers read, written once: the Docker client configuration's
-//! registry credentials ([`docker_config`]), `--mount` strings ([`mount`]), POSIX shell words
+//! registry credentials ([`docker_config`]), image references ([`image_reference`]), `--mount` strings ([`mount`]), POSIX shell words
 //! ([`shell`]) and loosely typed JSON values ([`json`]). Pure, except that [`docker_config`] runs the configured credential helpers.
 
 pub mod docker_config;
+pub mod image_reference;
 pub mod json;
 pub mod mount;
 pub mod shell;
