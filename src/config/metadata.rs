@@ -233,6 +233,90 @@ impl ConfiguredUsers {
     }
 }
 
+/// The typed view of a merged configuration ([`merge_configuration`] or [`merge`] output, or a
+/// single metadata entry) for the properties the operations act on; the JSON value stays for
+/// the JSON boundary (`read-configuration`'s output, labels). Values of the wrong JSON type
+/// read as absent, as the merge treats them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergedConfiguration {
+    /// `containerUser` and `remoteUser`.
+    pub users: ConfiguredUsers,
+    /// `updateRemoteUserUID` (`None`: not said).
+    pub update_remote_user_uid: Option<bool>,
+    /// `overrideCommand` (`None`: not said; the default depends on the configuration's kind).
+    pub override_command: Option<bool>,
+    /// `init` is `true`.
+    pub init: bool,
+    /// `privileged` is `true`.
+    pub privileged: bool,
+    /// `capAdd`, the strings as written.
+    pub cap_add: Vec<String>,
+    /// `securityOpt`, the strings as written.
+    pub security_opt: Vec<String>,
+    /// The Features' `entrypoint`s, in entry order (the merge's `entrypoints`).
+    pub entrypoints: Vec<String>,
+    /// `containerEnv` in order: a string as written, another non-null value as its JSON text;
+    /// `null` left out.
+    pub container_env: Vec<(String, String)>,
+    /// `remoteEnv` in order: a string as written, `null` as `None` (it unsets the variable,
+    /// spec-notes/0027), another value as its JSON text.
+    pub remote_env: Vec<(String, Option<String>)>,
+}
+
+impl MergedConfiguration {
+    /// The typed view of `merged` (a JSON object; any other value says nothing).
+    pub fn of(merged: &Value) -> MergedConfiguration {
+        let strings = |key: &str| -> Vec<String> {
+            merged
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        };
+        let flag = |key: &str| merged.get(key).and_then(Value::as_bool);
+        let container_env = merged
+            .get("containerEnv")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, value)| match value {
+                Value::Null => None,
+                Value::String(s) => Some((name.clone(), s.clone())),
+                other => Some((name.clone(), other.to_string())),
+            })
+            .collect();
+        let remote_env = merged
+            .get("remoteEnv")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| {
+                let value = match value {
+                    Value::Null => None,
+                    Value::String(s) => Some(s.clone()),
+                    other => Some(other.to_string()),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        MergedConfiguration {
+            users: ConfiguredUsers::of(merged),
+            update_remote_user_uid: flag("updateRemoteUserUID"),
+            override_command: flag("overrideCommand"),
+            init: flag("init") == Some(true),
+            privileged: flag("privileged") == Some(true),
+            cap_add: strings("capAdd"),
+            security_opt: strings("securityOpt"),
+            entrypoints: strings("entrypoints"),
+            container_env,
+            remote_env,
+        }
+    }
+}
+
 /// The reference CLI's `mergedConfiguration`: `config` without its lifecycle hooks,
 /// `entrypoint`, `customizations` and `shutdownAction`, overlaid with [`merge`]`(entries)`
 /// (a property the merge leaves out is removed; existing keys keep their position, new keys
@@ -256,15 +340,6 @@ pub fn merge_configuration(config: &Value, entries: &[Value]) -> Value {
         }
     }
     Value::Object(out)
-}
-
-/// The `remoteUser` of a merged configuration ([`merge_configuration`]): `None` when unset,
-/// not a string or empty (the container's user applies then).
-pub fn remote_user(merged: &Value) -> Option<&str> {
-    merged
-        .get("remoteUser")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
 }
 
 /// The commands of one lifecycle hook across `entries`, each with its origin: the entry's `id`
@@ -1153,5 +1228,49 @@ mod tests {
         for (merged, want) in cases {
             assert_eq!(ConfiguredUsers::of(&merged).remote(), want, "{merged}");
         }
+    }
+
+    #[test]
+    fn merged_configuration_reads_the_merge_typed() {
+        let entries = [
+            json!({"id": "f", "init": true, "capAdd": ["SYS_PTRACE"], "entrypoint": "/f.sh",
+                   "containerEnv": {"A": "1", "N": 2}}),
+            json!({"remoteUser": "dev", "updateRemoteUserUID": false, "overrideCommand": true,
+                   "securityOpt": ["seccomp=unconfined", 3], "containerEnv": {"U": null},
+                   "remoteEnv": {"P": "/bin", "Q": null, "R": true}}),
+        ];
+        let typed = MergedConfiguration::of(&merge(&entries));
+        assert_eq!(
+            typed,
+            MergedConfiguration {
+                users: ConfiguredUsers {
+                    container_user: None,
+                    remote_user: Some("dev".into()),
+                },
+                update_remote_user_uid: Some(false),
+                override_command: Some(true),
+                init: true,
+                privileged: false,
+                cap_add: vec!["SYS_PTRACE".into()],
+                security_opt: vec!["seccomp=unconfined".into()],
+                entrypoints: vec!["/f.sh".into()],
+                container_env: vec![("A".into(), "1".into()), ("N".into(), "2".into())],
+                remote_env: vec![
+                    ("P".into(), Some("/bin".into())),
+                    ("Q".into(), None),
+                    ("R".into(), Some("true".into())),
+                ],
+            }
+        );
+        // Wrong JSON types say nothing.
+        let junk = json!({"init": "yes", "overrideCommand": 1, "capAdd": "X", "containerEnv": []});
+        assert_eq!(
+            MergedConfiguration::of(&junk),
+            MergedConfiguration::default()
+        );
+        assert_eq!(
+            MergedConfiguration::of(&json!(null)),
+            MergedConfiguration::default()
+        );
     }
 }

@@ -902,12 +902,7 @@ pub(crate) async fn planned_container(
         ),
         _ => String::new(),
     };
-    let features = loaded
-        .value
-        .get("features")
-        .and_then(|f| f.as_object())
-        .map(|f| f.keys().cloned().collect())
-        .unwrap_or_default();
+    let features = loaded.typed.features.keys().cloned().collect();
     let container = match engine {
         Some(engine) => match find_container(
             engine,

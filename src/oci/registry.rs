@@ -7,13 +7,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::manifest::{ImageIndexEntry, OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::{Client, Reference};
+
+use crate::formats::image_reference::{DEFAULT_TAG, ImageReference};
 
 use super::auth::{Credentials, DockerConfig, default_docker_config_path};
 use super::digest::{sha256_digest, verify};
@@ -189,10 +190,12 @@ pub struct PulledManifest {
 /// # Errors
 /// [`OciError::InvalidReference`].
 pub fn parse_reference(reference: &str) -> Result<Reference> {
-    Reference::from_str(reference).map_err(|source| OciError::InvalidReference {
-        reference: reference.to_owned(),
-        source,
-    })
+    ImageReference::parse(reference)
+        .map(ImageReference::into_reference)
+        .map_err(|e| OciError::InvalidReference {
+            reference: e.reference,
+            source: e.source,
+        })
 }
 
 /// (registry, repository, push) of a cached access token.
@@ -279,7 +282,7 @@ impl Registry {
                 None => Reference::with_tag(
                     mirror.clone(),
                     reference.repository().to_owned(),
-                    reference.tag().unwrap_or("latest").to_owned(),
+                    reference.tag().unwrap_or(DEFAULT_TAG).to_owned(),
                 ),
             },
             None => reference.clone(),

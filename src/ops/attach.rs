@@ -341,18 +341,13 @@ pub(crate) fn remote_env(
 ) -> HookEnv {
     let mut env = probed.0;
     env.extend(cli.iter().map(|(k, v)| (k.clone(), v.clone())));
-    if let Some(Value::Object(remote)) = merged.get("remoteEnv") {
-        for (name, value) in remote {
-            match value {
-                Value::String(s) => {
-                    env.insert(name.clone(), s.clone());
-                }
-                Value::Null => {
-                    env.shift_remove(name);
-                }
-                other => {
-                    env.insert(name.clone(), other.to_string());
-                }
+    for (name, value) in metadata::MergedConfiguration::of(merged).remote_env {
+        match value {
+            Some(value) => {
+                env.insert(name, value);
+            }
+            None => {
+                env.shift_remove(&name);
             }
         }
     }

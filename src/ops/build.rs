@@ -290,7 +290,7 @@ pub async fn build_with(
         host_env: &host_env,
     }) {
         Ok(spec) => {
-            let remote_user = crate::config::metadata::remote_user(&merged).map(str::to_string);
+            let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged).remote_user;
             let input = PolicyInput {
                 origins: origins(&entries, &[]),
                 remote_user,

@@ -675,11 +675,7 @@ async fn create(
             lock.digests_label(),
         );
     }
-    let remote_user = merged
-        .get("remoteUser")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
+    let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
     // The service's `user:` is the user the container starts as, before the image's.
     let image_user = target
         .service_model()
@@ -845,14 +841,11 @@ fn keep_alive(
     service: &Value,
     image: &PreparedImage,
 ) {
-    if merged.get("overrideCommand").and_then(Value::as_bool) == Some(true) {
+    let merged = metadata::MergedConfiguration::of(merged);
+    if merged.override_command == Some(true) {
         return;
     }
-    let feature_entrypoints = merged
-        .get("entrypoints")
-        .and_then(Value::as_array)
-        .is_some_and(|e| !e.is_empty());
-    if !feature_entrypoints {
+    if merged.entrypoints.is_empty() {
         spec.entrypoint = None;
         spec.cmd = None;
         return;

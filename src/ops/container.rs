@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::config::metadata::MergedConfiguration;
 use crate::engine::run_args::{self, parse_mount, parse_publish};
 use crate::engine::{ContainerSpec, ImageInfo, Mount, MountKind};
 use crate::names::METADATA_LABEL;
@@ -112,17 +113,9 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     }
 
     spec.labels = inputs.id_labels.clone();
-    if let Some(Value::Object(env)) = merged.get("containerEnv") {
-        for (name, value) in env {
-            let value = match value {
-                Value::String(s) => s.clone(),
-                Value::Null => continue,
-                other => other.to_string(),
-            };
-            spec.env.insert(name.clone(), value);
-        }
-    }
-    spec.user = string(merged, "containerUser");
+    let typed = MergedConfiguration::of(merged);
+    spec.env.extend(typed.container_env);
+    spec.user = typed.users.container_user;
 
     let run_args: Vec<String> = array(merged, "runArgs")
         .iter()
@@ -136,34 +129,31 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
         .collect::<Result<_>>()?;
     run_args::apply_run_args(&mut spec, &run_args, inputs.host_env)?;
 
-    if merged.get("init").and_then(Value::as_bool) == Some(true) {
+    if typed.init {
         spec.init = Some(true);
     }
-    if merged.get("privileged").and_then(Value::as_bool) == Some(true) {
+    if typed.privileged {
         spec.privileged = true;
     }
-    for cap in strings(merged, "capAdd") {
+    for cap in typed.cap_add {
         if !spec.cap_add.contains(&cap) {
             spec.cap_add.push(cap);
         }
     }
-    for opt in strings(merged, "securityOpt") {
+    for opt in typed.security_opt {
         if !spec.security_opt.contains(&opt) {
             spec.security_opt.push(opt);
         }
     }
 
     // overrideCommand defaults to true for image and Dockerfile configs.
-    let override_command = merged
-        .get("overrideCommand")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let override_command = typed.override_command.unwrap_or(true);
     let mut cmd = vec![
         "-c".to_string(),
         KEEP_ALIVE_SCRIPT.to_string(),
         "devcell-keep-alive".to_string(),
     ];
-    cmd.extend(strings(merged, "entrypoints"));
+    cmd.extend(typed.entrypoints);
     cmd.push("--devcell-end--".to_string());
     if !override_command {
         cmd.extend(inputs.image_info.entrypoint.iter().flatten().cloned());
@@ -237,22 +227,6 @@ fn array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default()
-}
-
-fn strings(value: &Value, key: &str) -> Vec<String> {
-    array(value, key)
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect()
-}
-
-fn string(value: &Value, key: &str) -> Option<String> {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
 }
 
 /// `hostRequirements` the host does not meet, one message each (spec: "a warning").

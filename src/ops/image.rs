@@ -492,15 +492,11 @@ pub(crate) async fn layer_features(
     // `build` bakes devcontainer.json's containerEnv after the Features' (spec-note 0473).
     let container_env = if opts.build.bake_metadata_label {
         loaded
-            .value
-            .get("containerEnv")
-            .and_then(Value::as_object)
-            .map(|env| {
-                env.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .typed
+            .container_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     } else {
         Vec::new()
     };

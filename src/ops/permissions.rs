@@ -54,7 +54,8 @@ pub(crate) async fn check_existing(
         None
     };
     let merged = metadata::merge_configuration(&loaded.value, entries);
-    let remote_user = crate::config::metadata::remote_user(&merged);
+    let users = metadata::ConfiguredUsers::of(&merged);
+    let remote_user = users.remote_user.as_deref();
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
     let network = network_mode(&opts.security, &opts.settings)?;
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
@@ -380,33 +381,20 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
             None if index == last => Source::DevcontainerJson,
             None => Source::ImageMetadata,
         };
-        if entry.get("privileged").and_then(Value::as_bool) == Some(true)
-            && origins.privileged.is_none()
-        {
+        let typed = metadata::MergedConfiguration::of(entry);
+        if typed.privileged && origins.privileged.is_none() {
             origins.privileged = Some(source.clone());
         }
-        for cap in entry
-            .get("capAdd")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for cap in &typed.cap_add {
             origins
                 .capabilities
                 .entry(security::policy::normalize_cap(cap))
                 .or_insert_with(|| source.clone());
         }
-        for opt in entry
-            .get("securityOpt")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for opt in typed.security_opt {
             origins
                 .security_opts
-                .entry(opt.to_string())
+                .entry(opt)
                 .or_insert_with(|| source.clone());
         }
         for mount in entry
@@ -419,10 +407,11 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
                 origins.mounts.insert(target, source.clone());
             }
         }
-        if entry.get("containerUser").and_then(Value::as_str).is_some() {
+        // An empty user does not take part in the merge, so it is no one's request.
+        if typed.users.container_user.is_some() {
             origins.container_user = Some(source.clone());
         }
-        if entry.get("remoteUser").and_then(Value::as_str).is_some() {
+        if typed.users.remote_user.is_some() {
             origins.remote_user = Some(source.clone());
         }
     }
@@ -858,7 +847,7 @@ pub(crate) async fn container_requests(
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
         origins: origins(entries, extra_mounts),
-        remote_user: crate::config::metadata::remote_user(&merged).map(str::to_string),
+        remote_user: metadata::ConfiguredUsers::of(&merged).remote_user,
         image_user: image_info
             .and_then(|i| i.user.clone())
             .filter(|u| !u.is_empty()),

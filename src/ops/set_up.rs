@@ -238,8 +238,8 @@ pub async fn set_up_with(
     let merged = metadata::merge_configuration(&configuration, &entries);
 
     // As the reference: the merged `remoteUser`, else the container's user, else root.
-    let remote_user = crate::config::metadata::remote_user(&merged)
-        .map(str::to_string)
+    let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged)
+        .remote_user
         .or_else(|| Some(container.user.clone()).filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "root".to_string());
 

@@ -382,7 +382,7 @@ pub(crate) async fn up_judged(
                     base.to_string(),
                 );
             }
-            let remote_user = crate::config::metadata::remote_user(&merged).map(str::to_string);
+            let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged).remote_user;
             let image_user = image.info.user.clone().filter(|u| !u.is_empty());
             // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
             let home_user = remote_user
@@ -682,6 +682,19 @@ mod tests {
         assert_eq!(o.mounts["/data"], Source::DevcontainerJson);
         assert_eq!(o.mounts["/x"], Source::CommandLine);
         assert_eq!(o.remote_user, Some(Source::DevcontainerJson));
+    }
+
+    /// An empty `remoteUser`/`containerUser` takes no part in the merge, so the entry that
+    /// wrote it is not the user's origin.
+    #[test]
+    fn origins_skip_empty_users() {
+        let entries = vec![
+            json!({"id": "./f", "remoteUser": "dev", "containerUser": "app"}),
+            json!({"remoteUser": "", "containerUser": ""}),
+        ];
+        let o = origins(&entries, &[]);
+        assert_eq!(o.remote_user, Some(Source::Feature("./f".into())));
+        assert_eq!(o.container_user, Some(Source::Feature("./f".into())));
     }
 
     #[test]

@@ -168,10 +168,8 @@ pub(crate) fn uid_target(
 ) -> (bool, Option<crate::config::ownership::Ids>) {
     // `--update-remote-user-uid-default`: `never` wins over the configuration; otherwise the
     // configuration's `updateRemoteUserUID`, else the default (`on`).
-    let wanted = match (
-        default,
-        merged.get("updateRemoteUserUID").and_then(Value::as_bool),
-    ) {
+    let said = crate::config::metadata::MergedConfiguration::of(merged).update_remote_user_uid;
+    let wanted = match (default, said) {
         (UidUpdateDefault::Never, _) => false,
         (_, Some(said)) => said,
         (UidUpdateDefault::On, None) => true,

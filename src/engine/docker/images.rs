@@ -13,6 +13,7 @@ use super::{DockerEngine, blocking, drain_lines, is_not_found, sorted};
 use crate::engine::error::{EngineError, Result};
 use crate::engine::spec::*;
 use crate::engine::{Engine, auth, context};
+use crate::formats::image_reference::ImageReference;
 use crate::progress::{Event, Reporter};
 
 impl DockerEngine {
@@ -43,12 +44,12 @@ impl DockerEngine {
     #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     pub(super) async fn pull(&self, reference: &str, reporter: &dyn Reporter) -> Result<()> {
         // Credential helpers are processes and the config a file: off the async workers.
-        let owned = reference.to_string();
+        let parsed = parse_reference(reference)?;
+        let owned = parsed.clone();
         let credentials = blocking(move || credentials_for(&owned)).await?;
-        let (repository, tag) = split_reference(reference);
         let options = CreateImageOptions {
-            from_image: Some(repository),
-            tag: Some(tag),
+            from_image: Some(parsed.name().to_string()),
+            tag: Some(parsed.tag_or_digest().to_string()),
             ..CreateImageOptions::default()
         };
         let mut stream = self.docker.create_image(Some(options), None, credentials);
@@ -172,16 +173,16 @@ impl DockerEngine {
         reference: &str,
         reporter: &dyn Reporter,
     ) -> Result<Option<String>> {
-        let owned = reference.to_string();
+        let parsed = parse_reference(reference)?;
+        let owned = parsed.clone();
         let credentials = blocking(move || credentials_for(&owned)).await?;
-        let (repository, tag) = split_reference(reference);
         let options = PushImageOptions {
-            tag: Some(tag),
+            tag: Some(parsed.tag_or_digest().to_string()),
             platform: None,
         };
         let mut stream = self
             .docker
-            .push_image(&repository, Some(options), credentials);
+            .push_image(parsed.name(), Some(options), credentials);
         let (mut last, mut digest) = (String::new(), None);
         while let Some(item) = stream.next().await {
             let info = item.map_err(self.lost_or(|source| EngineError::Push {
@@ -264,8 +265,8 @@ impl DockerEngine {
     }
 }
 
-fn credentials_for(reference: &str) -> Result<Option<DockerCredentials>> {
-    auth::for_registry(&registry_of(reference))
+fn credentials_for(reference: &ImageReference) -> Result<Option<DockerCredentials>> {
+    auth::for_registry(reference.registry())
 }
 
 /// The manifest digest in the engine's final push status line
@@ -277,61 +278,27 @@ fn pushed_digest(status: &str) -> Option<String> {
     (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| digest.to_string())
 }
 
-/// The registry host of an image reference (`docker.io` when none is named), following the
-/// distribution reference rules: the first component is a host when it has a `.` or `:` or is
-/// `localhost`.
-pub fn registry_of(reference: &str) -> String {
-    match reference.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first.to_string(),
-        _ => "docker.io".to_string(),
-    }
+/// `reference` parsed ([`ImageReference`]).
+///
+/// Errors: [`EngineError::InvalidReference`] naming what the grammar refused, before the engine
+/// is asked.
+pub(crate) fn parse_reference(reference: &str) -> Result<ImageReference> {
+    ImageReference::parse(reference).map_err(|e| EngineError::InvalidReference {
+        reference: e.reference,
+        message: e.source.to_string(),
+    })
 }
 
-/// Splits `name[:tag][@digest]` into (repository, tag-or-digest), defaulting the tag to `latest`.
-pub fn split_reference(reference: &str) -> (String, String) {
-    if let Some((name, digest)) = reference.split_once('@') {
-        let name = strip_tag(name);
-        return (name.to_string(), digest.to_string());
-    }
-    let last_slash = reference.rfind('/').map(|i| i + 1).unwrap_or(0);
-    match reference[last_slash..].rfind(':') {
-        Some(i) => (
-            reference[..last_slash + i].to_string(),
-            reference[last_slash + i + 1..].to_string(),
-        ),
-        None => (reference.to_string(), "latest".to_string()),
-    }
-}
-
-fn strip_tag(name: &str) -> &str {
-    let last_slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
-    match name[last_slash..].rfind(':') {
-        Some(i) => &name[..last_slash + i],
-        None => name,
-    }
-}
-
-/// A tag or digest reference (`name:tag`, `name@sha256:…`) in Docker's familiar form: Podman
-/// reports Docker Hub names fully qualified (`docker.io/library/alpine:3`,
-/// `docker.io/devcell/features:…`) where Docker says `alpine:3`, `devcell/features:…`, so
-/// callers (prune's `devcell/features` match, build's base digest) see one spelling whatever the
-/// engine (spec-notes/0080). Other registries (`localhost/`, `ghcr.io/`) are kept.
+/// A tag or digest reference (`name:tag`, `name@sha256:…`) in Docker's familiar form
+/// ([`ImageReference::familiar`]): Podman reports Docker Hub names fully qualified
+/// (`docker.io/library/alpine:3`, `docker.io/devcell/features:…`) where Docker says `alpine:3`,
+/// `devcell/features:…`, so callers (prune's `devcell/features` match, build's base digest) see
+/// one spelling whatever the engine (spec-notes/0080). Other registries (`localhost/`,
+/// `ghcr.io/`) and what is no reference (`<none>:<none>`) are kept.
 pub(crate) fn familiar_reference(reference: &str) -> String {
-    let Some(rest) = reference.strip_prefix("docker.io/") else {
-        return reference.to_string();
-    };
-    match rest.strip_prefix("library/") {
-        Some(official)
-            if !official
-                .split(['@', ':'])
-                .next()
-                .unwrap_or("")
-                .contains('/') =>
-        {
-            official.to_string()
-        }
-        _ => rest.to_string(),
-    }
+    ImageReference::parse(reference)
+        .map(|r| r.familiar())
+        .unwrap_or_else(|_| reference.to_string())
 }
 
 /// An image id in Docker's form, `sha256:<hex>`: Podman reports deleted images by the bare hex.
@@ -368,39 +335,13 @@ mod tests {
     }
 
     #[test]
-    fn registry_of_follows_reference_rules() {
-        assert_eq!(registry_of("busybox"), "docker.io");
-        assert_eq!(registry_of("library/busybox:1"), "docker.io");
-        assert_eq!(registry_of("ghcr.io/o/r:1"), "ghcr.io");
-        assert_eq!(registry_of("127.0.0.1:5000/x"), "127.0.0.1:5000");
-        assert_eq!(registry_of("localhost/x"), "localhost");
-    }
-
-    #[test]
-    fn split_reference_handles_ports_tags_digests() {
-        assert_eq!(
-            split_reference("busybox"),
-            ("busybox".into(), "latest".into())
-        );
-        assert_eq!(
-            split_reference("127.0.0.1:5000/a/b:1.2"),
-            ("127.0.0.1:5000/a/b".into(), "1.2".into())
-        );
-        assert_eq!(
-            split_reference("127.0.0.1:5000/a/b"),
-            ("127.0.0.1:5000/a/b".into(), "latest".into())
-        );
-        assert_eq!(
-            split_reference("x/y:1@sha256:abc"),
-            ("x/y".into(), "sha256:abc".into())
-        );
-    }
-
-    #[test]
     fn podman_references_become_dockers_familiar_ones() {
         for (podman, docker) in [
             ("docker.io/library/alpine:3", "alpine:3"),
-            ("docker.io/library/alpine@sha256:ab", "alpine@sha256:ab"),
+            (
+                "docker.io/library/alpine@sha256:{hex}",
+                "alpine@sha256:{hex}",
+            ),
             ("docker.io/devcell/features:k", "devcell/features:k"),
             ("docker.io/library/vsc-ws-1:latest", "vsc-ws-1:latest"),
             ("docker.io/library/a/b:1", "library/a/b:1"),
@@ -410,9 +351,16 @@ mod tests {
                 "localhost/devcell-test/busybox:1",
             ),
             ("ghcr.io/x/y:1", "ghcr.io/x/y:1"),
-            ("127.0.0.1:5000/x@sha256:ab", "127.0.0.1:5000/x@sha256:ab"),
+            (
+                "127.0.0.1:5000/x@sha256:{hex}",
+                "127.0.0.1:5000/x@sha256:{hex}",
+            ),
+            ("<none>:<none>", "<none>:<none>"),
+            ("<none>@<none>", "<none>@<none>"),
         ] {
-            assert_eq!(familiar_reference(podman), docker);
+            let hex = "ab".repeat(32);
+            let (podman, docker) = (podman.replace("{hex}", &hex), docker.replace("{hex}", &hex));
+            assert_eq!(familiar_reference(&podman), docker);
         }
     }
 

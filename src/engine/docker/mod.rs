@@ -9,7 +9,7 @@ mod images;
 
 use containers::container_summary;
 pub(crate) use containers::podman_tmpfs_options;
-use images::split_reference;
+use images::parse_reference;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -319,13 +319,13 @@ impl Engine for DockerEngine {
     }
 
     async fn tag_image(&self, source: &str, target: &str) -> Result<()> {
-        let (repo, tag) = split_reference(target);
+        let target = parse_reference(target)?;
         self.docker
             .tag_image(
                 source,
                 Some(TagImageOptions {
-                    repo: Some(repo),
-                    tag: Some(tag),
+                    repo: Some(target.name().to_string()),
+                    tag: Some(target.tag_or_digest().to_string()),
                 }),
             )
             .await

@@ -104,13 +104,11 @@ fn world_writable(ws: &Path) {
 /// nothing; the same grants on the command itself let it through, reported.
 #[test]
 fn a_configuration_the_container_rewrites_reaches_the_host_environment_through_exec() {
-    if !engine_ready(
+    let Some(repo) = HostileRepo::busybox(
         "a_configuration_the_container_rewrites_reaches_the_host_environment_through_exec",
-        BUSYBOX_IMAGE,
-    ) {
+    ) else {
         return;
-    }
-    let repo = HostileRepo::new();
+    };
     // `\044` is `$`: the hook's text itself carries no `${localEnv}` for `up` to judge.
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
@@ -182,13 +180,11 @@ fn a_configuration_the_container_rewrites_reaches_the_host_environment_through_e
 /// environment. Granted at `up`, it crosses, is reported and reaches `exec`.
 #[test]
 fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
-    if !engine_ready(
-        "an_image_label_remote_env_reaches_the_host_environment_through_exec",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) =
+        HostileRepo::busybox("an_image_label_remote_env_reaches_the_host_environment_through_exec")
+    else {
         return;
-    }
-    let repo = HostileRepo::new();
+    };
     repo.file(
         ".devcontainer/Dockerfile",
         &format!(
@@ -265,12 +261,10 @@ fn an_image_label_remote_env_reaches_the_host_environment_through_exec() {
 /// resolved host folder), and nothing is created.
 #[test]
 fn an_existing_bind_backed_volume_reaches_a_host_folder() {
-    if !engine_ready(
-        "an_existing_bind_backed_volume_reaches_a_host_folder",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) = HostileRepo::busybox("an_existing_bind_backed_volume_reaches_a_host_folder")
+    else {
         return;
-    }
+    };
     let target = crate::support::hostile::HostTarget::new();
     let name = format!(
         "devcell-attack-{}",
@@ -289,7 +283,6 @@ fn an_existing_bind_backed_volume_reaches_a_host_folder() {
         &name,
     ]);
     assert!(ok, "{out}");
-    let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
             "mounts": ["source={name},target=/stolen,type=volume"],
@@ -485,12 +478,10 @@ fn image_id(reference: &str) -> String {
 /// it named, and no container is created. Granted, the tag moves and is reported.
 #[test]
 fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
-    if !engine_ready(
-        "a_build_option_tag_moves_a_tag_other_workspaces_run",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) = HostileRepo::busybox("a_build_option_tag_moves_a_tag_other_workspaces_run")
+    else {
         return;
-    }
+    };
     let target = crate::support::hostile::HostTarget::new();
     let tag = format!(
         "devcell-test-attack-victim-{}:1",
@@ -512,7 +503,6 @@ fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
     let _t = Tag(tag.clone());
     let before = image_id(&tag);
     assert!(!before.is_empty());
-    let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nLABEL attack={tag}\nRUN echo poisoned > /poisoned\n"),
@@ -556,12 +546,11 @@ fn a_build_option_tag_moves_a_tag_other_workspaces_run() {
 /// this same repository from it; otherwise the workspace folder itself is mounted.
 #[test]
 fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
-    if !engine_ready(
-        "a_core_worktree_the_container_writes_widens_the_next_workspace_bind",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) =
+        HostileRepo::busybox("a_core_worktree_the_container_writes_widens_the_next_workspace_bind")
+    else {
         return;
-    }
+    };
     // A sibling of the repository (both are in the temporary folder): the attacker's goal.
     let target = crate::support::hostile::HostTarget::new();
     let sibling = target
@@ -570,7 +559,6 @@ fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
         .unwrap()
         .to_string_lossy()
         .to_string();
-    let repo = HostileRepo::new();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
             "postCreateCommand": "printf '[core]\\n\\tworktree = ${{localWorkspaceFolder}}/..\\n' >> .git/config",

@@ -325,13 +325,12 @@ fn host_variables_named_by_the_repository_are_requests() {
 #[test]
 fn other_spellings_and_the_reference_profile() {
     let test = "other_spellings_and_the_reference_profile";
-    if !support::docker::engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(repo) = HostileRepo::busybox(test) else {
         return;
-    }
+    };
     let token = support::unique("hostile-spell");
     let secret = format!("spelled-secret-{token}");
     let made = Made::new(&token);
-    let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nLABEL hostile.test={token}\n"),
@@ -630,12 +629,11 @@ fn handoff_builds_have_no_network_unless_granted() {
 #[test]
 fn a_configured_build_network_in_a_handoff_is_a_request() {
     let test = "a_configured_build_network_in_a_handoff_is_a_request";
-    if !support::docker::engine_ready(test, BUSYBOX_IMAGE) {
+    let Some(repo) = HostileRepo::busybox(test) else {
         return;
-    }
+    };
     let token = support::unique("hostile-net-asked");
     let made = Made::new(&token);
-    let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\nLABEL hostile.test={token}\nRUN true\n"),

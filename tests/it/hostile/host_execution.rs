@@ -729,18 +729,15 @@ fn a_second_bind_of_the_workspace_does_not_make_its_git_config_writable() {
 /// anything runs, and one `--allow` list grants them all (spec-note 0400).
 #[test]
 fn every_request_is_judged_at_once_before_anything_runs() {
-    if !engine_ready(
-        "every_request_is_judged_at_once_before_anything_runs",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) = HostileRepo::busybox("every_request_is_judged_at_once_before_anything_runs")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     let marker = target.marker();
     let source = target.path().canonicalize().unwrap();
     let env = [("DEVCELL_HOSTILE_TOKEN", HostTarget::SECRET)];
     let host = Host::new(&["true"], &[]);
-    let repo = HostileRepo::new();
     repo.config(
         &serde_json::json!({
             "image": BUSYBOX_IMAGE,
@@ -824,18 +821,15 @@ fn every_request_is_judged_at_once_before_anything_runs() {
 /// `--allow` list is enough; nothing runs in the container (spec-notes 0270, 0400).
 #[test]
 fn a_refusal_before_a_reuse_lists_the_reuse_recheck_too() {
-    if !engine_ready(
-        "a_refusal_before_a_reuse_lists_the_reuse_recheck_too",
-        BUSYBOX_IMAGE,
-    ) {
+    let Some(repo) = HostileRepo::busybox("a_refusal_before_a_reuse_lists_the_reuse_recheck_too")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     let source = target.path().canonicalize().unwrap();
     let mount = format!("mount:{}", source.display());
     let env = [("DEVCELL_HOSTILE_TOKEN", HostTarget::SECRET)];
     let host = Host::new(&["true"], &[]);
-    let repo = HostileRepo::new();
     let config = |extra: serde_json::Value| {
         let mut c = serde_json::json!({
             "image": BUSYBOX_IMAGE,

@@ -281,10 +281,9 @@ mod identity {
 
     #[test]
     fn a_repository_cannot_set_identity_labels() {
-        if !engine_ready("a_repository_cannot_set_identity_labels", BUSYBOX_IMAGE) {
+        let Some(victim) = HostileRepo::busybox("a_repository_cannot_set_identity_labels") else {
             return;
-        }
-        let victim = HostileRepo::new();
+        };
         victim.config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
         ));
@@ -331,13 +330,11 @@ mod identity {
 
     #[test]
     fn a_container_claiming_this_workspace_without_its_bind_gets_nothing() {
-        if !engine_ready(
+        let Some(victim) = HostileRepo::busybox(
             "a_container_claiming_this_workspace_without_its_bind_gets_nothing",
-            BUSYBOX_IMAGE,
-        ) {
+        ) else {
             return;
-        }
-        let victim = HostileRepo::new();
+        };
         victim.config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
                 "postAttachCommand": "printf %s \"$VICTIM_SECRET\" > got-secret"}}"#
@@ -447,13 +444,11 @@ mod identity {
     /// or scored as the workspace's (spec-note 0421).
     #[test]
     fn teardown_and_reports_leave_a_container_claiming_this_workspace_without_its_bind_alone() {
-        if !engine_ready(
+        let Some(victim) = HostileRepo::busybox(
             "teardown_and_reports_leave_a_container_claiming_this_workspace_without_its_bind_alone",
-            BUSYBOX_IMAGE,
-        ) {
+        ) else {
             return;
-        }
-        let victim = HostileRepo::new();
+        };
         victim.config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
         ));
@@ -1107,12 +1102,10 @@ mod escapes {
 
     #[test]
     fn unbounded_inputs_fail_fast_with_a_clear_error() {
-        if !engine_ready(
-            "unbounded_inputs_fail_fast_with_a_clear_error",
-            BUSYBOX_IMAGE,
-        ) {
+        let Some(repo) = HostileRepo::busybox("unbounded_inputs_fail_fast_with_a_clear_error")
+        else {
             return;
-        }
+        };
         let attack = Attack::new(
             r#"{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false}"#,
         );
@@ -1190,7 +1183,6 @@ mod escapes {
             assert!(!out.status.success());
             assert!(took < Duration::from_secs(15), "{took:?}");
         }
-        let repo = HostileRepo::new();
         repo.symlink(".devcontainer/devcontainer.json", "/dev/zero")
             .commit();
         let (out, took) = timed(&["up", "--workspace-folder", repo.path().to_str().unwrap()]);

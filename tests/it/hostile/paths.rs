@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::context::LabelGuard;
+use crate::support::context::TestContext;
 use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::hostile::{HostTarget, HostileRepo};
 use crate::support::{self, git};
@@ -23,10 +23,6 @@ fn containers_of(ws: &Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn ready(test: &str) -> bool {
-    engine_ready(test, BUSYBOX_IMAGE)
 }
 
 fn devcell(args: &[&str]) -> Output {
@@ -96,30 +92,28 @@ fn canonical(p: &Path) -> String {
 
 #[test]
 fn a_bind_through_a_link_to_root_is_forbidden() {
-    if !ready("a_bind_through_a_link_to_root_is_forbidden") {
+    let Some(repo) = HostileRepo::busybox("a_bind_through_a_link_to_root_is_forbidden") else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("escape", "/")
         .config(&bind_config("${localWorkspaceFolder}/escape"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &["--allow", "mount:/"]));
     assert!(t.contains("engine socket"), "judged as `/`: {t}");
 }
 
 #[test]
 fn a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden() {
-    if !ready("a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden") {
+    let Some(repo) =
+        HostileRepo::busybox("a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("sock", "/var/run")
         .config(&bind_config("${localWorkspaceFolder}/sock"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains("engine socket") && t.contains("never allowed"),
@@ -129,17 +123,16 @@ fn a_bind_through_a_link_to_the_engine_sockets_folder_is_forbidden() {
 
 #[test]
 fn a_bind_through_a_link_to_the_home_folder_is_a_request() {
-    if !ready("a_bind_through_a_link_to_the_home_folder_is_a_request") {
+    let Some(repo) = HostileRepo::busybox("a_bind_through_a_link_to_the_home_folder_is_a_request")
+    else {
         return;
-    }
+    };
     let home_dir = tempfile::tempdir().unwrap();
     let home = home_dir.path().to_path_buf();
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("home", &home)
         .config(&bind_config("${localWorkspaceFolder}/home"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let out = support::devcell()
         .env("HOME", &home)
         .args(["up", "--workspace-folder", repo.path().to_str().unwrap()])
@@ -154,18 +147,17 @@ fn a_bind_through_a_link_to_the_home_folder_is_a_request() {
 
 #[test]
 fn nested_and_relative_links_are_judged_where_they_end() {
-    if !ready("nested_and_relative_links_are_judged_where_they_end") {
+    let Some(repo) = HostileRepo::busybox("nested_and_relative_links_are_judged_where_they_end")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     let name = target.path().file_name().unwrap().to_str().unwrap();
-    let repo = HostileRepo::new();
     // a → b/c → ../<target> (relative, via the repository's parent folder)
     repo.symlink("a", "b/c")
         .symlink("b/c", format!("../../{name}"))
         .config(&bind_config("${localWorkspaceFolder}/a"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains(&format!("--allow mount:{}", canonical(target.path()))),
@@ -178,22 +170,19 @@ fn nested_and_relative_links_are_judged_where_they_end() {
             "${{localWorkspaceFolder}}/sub/../../{name}"
         )))
         .commit();
-    let _c2 = LabelGuard::workspace(repo2.path());
     let t = assert_refused(&repo2, &target, &up(&repo2, &[]));
     assert!(t.contains(&canonical(target.path())), "{t}");
 }
 
 #[test]
 fn the_grant_mounts_exactly_the_resolved_path() {
-    if !ready("the_grant_mounts_exactly_the_resolved_path") {
+    let Some(repo) = HostileRepo::busybox("the_grant_mounts_exactly_the_resolved_path") else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("data", target.path())
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let resolved = canonical(target.path());
     let out = up(&repo, &["--allow", &format!("mount:{resolved}")]);
     assert!(out.status.success(), "{}", text(&out));
@@ -220,11 +209,12 @@ fn the_grant_mounts_exactly_the_resolved_path() {
 
 #[test]
 fn a_workspace_mount_through_a_link_is_judged_where_it_points() {
-    if !ready("a_workspace_mount_through_a_link_is_judged_where_it_points") {
+    let Some(repo) =
+        HostileRepo::busybox("a_workspace_mount_through_a_link_is_judged_where_it_points")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("ws", target.path())
         .config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
@@ -232,24 +222,23 @@ fn a_workspace_mount_through_a_link_is_judged_where_it_points() {
                 "workspaceFolder": "/workspaces/x"}}"#
         ))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(&canonical(target.path())), "{t}");
 }
 
 #[test]
 fn a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read() {
-    if !ready("a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read") {
+    let Some(repo) =
+        HostileRepo::busybox("a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink(
         ".devcontainer/devcontainer.json",
         target.path().join("secret.txt"),
     )
     .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(
         t.contains("devcontainer.json") && t.contains("resolves to"),
@@ -273,9 +262,10 @@ fn a_devcontainer_json_that_is_a_link_to_a_host_file_is_not_read() {
 
 #[test]
 fn a_devcontainer_folder_that_is_a_link_out_is_refused() {
-    if !ready("a_devcontainer_folder_that_is_a_link_out_is_refused") {
+    let Some(repo) = HostileRepo::busybox("a_devcontainer_folder_that_is_a_link_out_is_refused")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     // the attacker's folder outside the repository, with a harmless config
     let outside = tempfile::tempdir().unwrap();
@@ -284,16 +274,17 @@ fn a_devcontainer_folder_that_is_a_link_out_is_refused() {
         format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
     )
     .unwrap();
-    let repo = HostileRepo::new();
     repo.symlink(".devcontainer", outside.path()).commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(&canonical(outside.path())), "{t}");
 }
 
 #[test]
 fn a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed() {
-    if !ready("a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed") {
+    if !engine_ready(
+        "a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed",
+        BUSYBOX_IMAGE,
+    ) {
         return;
     }
     let target = HostTarget::new();
@@ -310,7 +301,6 @@ fn a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed() {
             r#"{{"build": {{"dockerfile": "{dockerfile}"}}, "remoteUser": "nobody"}}"#
         ))
         .commit();
-        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("build.dockerfile"), "{how}: {t}");
         assert!(
@@ -322,7 +312,10 @@ fn a_dockerfile_that_is_a_host_file_is_neither_read_nor_echoed() {
 
 #[test]
 fn a_build_context_outside_the_workspace_is_not_packed() {
-    if !ready("a_build_context_outside_the_workspace_is_not_packed") {
+    if !engine_ready(
+        "a_build_context_outside_the_workspace_is_not_packed",
+        BUSYBOX_IMAGE,
+    ) {
         return;
     }
     let target = HostTarget::new();
@@ -337,7 +330,6 @@ fn a_build_context_outside_the_workspace_is_not_packed() {
             r#"{{"build": {{"dockerfile": "Dockerfile", "context": "{context}"}}, "remoteUser": "nobody"}}"#
         ))
         .commit();
-        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("build.context"), "{context}: {t}");
         assert!(!t.contains("building"), "{context}: nothing packed: {t}");
@@ -346,34 +338,31 @@ fn a_build_context_outside_the_workspace_is_not_packed() {
 
 #[test]
 fn a_local_feature_folder_that_is_a_link_out_is_refused() {
-    if !ready("a_local_feature_folder_that_is_a_link_out_is_refused") {
+    let Some(repo) = HostileRepo::busybox("a_local_feature_folder_that_is_a_link_out_is_refused")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink(".devcontainer/feature", target.path())
         .config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"./feature": {{}}}}}}"#
         ))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains("outside"), "{t}");
 }
 
 #[test]
 fn the_reference_profile_keeps_the_bind_as_written_and_the_audit_scores_what_it_resolves_to() {
-    if !ready(
+    let Some(repo) = HostileRepo::busybox(
         "the_reference_profile_keeps_the_bind_as_written_and_the_audit_scores_what_it_resolves_to",
-    ) {
+    ) else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink("data", target.path())
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &["--security-profile", "reference"]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -437,17 +426,17 @@ impl Agent {
 
 #[test]
 fn a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through() {
-    if !ready("a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through") {
+    let Some(repo) = HostileRepo::busybox(
+        "a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through",
+    ) else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.symlink(".devcell", target.path())
         .config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
         ))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let out = Agent::new().handoff(repo.path(), &[]);
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
@@ -458,12 +447,13 @@ fn a_devcell_folder_that_is_a_link_to_a_host_folder_is_never_written_through() {
 
 #[test]
 fn an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through() {
-    if !ready("an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through") {
+    let Some(ws) =
+        TestContext::busybox("an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     // a workspace of one repository folder: the root gets AGENTS.md
-    let ws = tempfile::tempdir().unwrap();
     let api = ws.path().join("api");
     std::fs::create_dir(&api).unwrap();
     git::git(&api, &["init", "-q"]);
@@ -478,7 +468,7 @@ fn an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through() {
     std::os::unix::fs::symlink(target.path(), ws.path().join("AGENTS.md")).unwrap();
     git::give_to_workspace_owner(ws.path());
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let _c = LabelGuard::workspace(&root);
+    ws.clean_label(&format!("devcontainer.local_folder={}", root.display()));
     let out = Agent::new().handoff(&root, &["--format", "json"]);
     let t = text(&out);
     target.assert_untouched();
@@ -494,16 +484,15 @@ fn an_agents_md_that_is_a_link_to_a_host_folder_is_not_written_through() {
 
 #[test]
 fn a_link_changed_between_plan_and_run_is_judged_again() {
-    if !ready("a_link_changed_between_plan_and_run_is_judged_again") {
+    let Some(repo) = HostileRepo::busybox("a_link_changed_between_plan_and_run_is_judged_again")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.file("inside/keep.txt", "x")
         .symlink("data", "inside")
         .config(&bind_config("${localWorkspaceFolder}/data"))
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let agent = Agent::new();
     let plan = agent.handoff(repo.path(), &["--plan", "--format", "json"]);
     assert!(plan.status.success(), "{}", text(&plan));
@@ -627,9 +616,11 @@ fn is_link_to(path: &Path, target: &Path) -> bool {
 
 #[test]
 fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through() {
-    if !ready("a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through") {
+    let Some(repo) = HostileRepo::busybox(
+        "a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through",
+    ) else {
         return;
-    }
+    };
     let target = HostTarget::new();
     // a host file shaped like a lockfile, holding a secret as a key
     let host = HostFile::new(
@@ -640,12 +631,10 @@ fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through(
             "0".repeat(64)
         ),
     );
-    let repo = HostileRepo::new();
     local_feature(&repo)
         .symlink(".devcontainer/devcontainer-lock.json", host.path())
         .config(&feature_config())
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let lock = repo.path().join(".devcontainer/devcontainer-lock.json");
     for extra in [&["--frozen-lockfile"][..], &[]] {
         let t = assert_refused(&repo, &target, &up(&repo, extra));
@@ -674,9 +663,11 @@ fn a_lockfile_that_is_a_link_to_a_host_file_is_neither_read_nor_written_through(
 
 #[test]
 fn a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only() {
-    if !ready("a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only") {
+    let Some(repo) = HostileRepo::busybox(
+        "a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only",
+    ) else {
         return;
-    }
+    };
     // `.devcontainer` a link to a folder outside: `upgrade` (no profile) must neither read the
     // configuration there nor write a lockfile into it
     let outside = tempfile::tempdir().unwrap();
@@ -686,7 +677,6 @@ fn a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only(
     )
     .unwrap();
     let before = support::tree_fingerprint(outside.path());
-    let repo = HostileRepo::new();
     repo.symlink(".devcontainer", outside.path()).commit();
     let ws = repo.path().to_str().unwrap();
     let out = devcell(&["upgrade", "--workspace-folder", ws]);
@@ -714,12 +704,13 @@ fn a_lockfile_inside_the_workspace_is_written_through_the_workspace_handle_only(
 
 #[test]
 fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
-    if !ready("the_handoff_attaches_the_agent_with_the_configuration_it_judged") {
+    let Some(repo) =
+        HostileRepo::busybox("the_handoff_attaches_the_agent_with_the_configuration_it_judged")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     let secret = target.path().join("secret.txt");
-    let repo = HostileRepo::new();
     // the container (a hook) swaps devcontainer.json for a link to a host file after `up`
     // has judged it, before the agent is attached
     repo.config(&format!(
@@ -733,7 +724,6 @@ fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let _c = LabelGuard::workspace(repo.path());
     let out = Agent::new().handoff(repo.path(), &["--format", "json"]);
     let t = text(&out);
     assert!(
@@ -756,7 +746,10 @@ fn the_handoff_attaches_the_agent_with_the_configuration_it_judged() {
 
 #[test]
 fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
-    if !ready("a_local_feature_whose_files_link_out_packs_nothing_from_the_host") {
+    if !engine_ready(
+        "a_local_feature_whose_files_link_out_packs_nothing_from_the_host",
+        BUSYBOX_IMAGE,
+    ) {
         return;
     }
     let target = HostTarget::new();
@@ -792,7 +785,6 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
         let repo = HostileRepo::new();
         make(&repo);
         repo.config(&feature_config()).commit();
-        let _c = LabelGuard::workspace(repo.path());
         let t = assert_refused(&repo, &target, &up(&repo, &[]));
         assert!(t.contains("resolves to"), "{how}: {t}");
         assert!(!t.contains("building"), "{how}: nothing was packed: {t}");
@@ -813,7 +805,6 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
         .symlink(".devcontainer/f/lib.sh", "../shared/lib.sh")
         .config(&feature_config())
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -830,9 +821,10 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
 
 #[test]
 fn every_command_judges_the_discovered_configuration() {
-    if !ready("every_command_judges_the_discovered_configuration") {
+    let Some(repo) = HostileRepo::busybox("every_command_judges_the_discovered_configuration")
+    else {
         return;
-    }
+    };
     // a host file shaped like a configuration, holding a secret
     let host = HostFile::new(
         "devcontainer.json",
@@ -841,10 +833,8 @@ fn every_command_judges_the_discovered_configuration() {
             HostTarget::SECRET
         ),
     );
-    let repo = HostileRepo::new();
     repo.symlink(".devcontainer/devcontainer.json", host.path())
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let ws = repo.path().to_str().unwrap();
     // (the command, then its arguments after `--workspace-folder`)
     let commands: [(&[&str], &[&str]); 9] = [
@@ -890,12 +880,12 @@ fn every_command_judges_the_discovered_configuration() {
 
 #[test]
 fn links_in_the_build_context_reach_the_image_as_links() {
-    if !ready("links_in_the_build_context_reach_the_image_as_links") {
+    let Some(repo) = HostileRepo::busybox("links_in_the_build_context_reach_the_image_as_links")
+    else {
         return;
-    }
+    };
     let target = HostTarget::new();
     let secret = target.path().join("secret.txt");
-    let repo = HostileRepo::new();
     // a label unique to this run first: the engine's layer cache keys a `COPY` of links by
     // their names, not their targets, and must not hand back an earlier run's layer
     repo.file(
@@ -909,7 +899,6 @@ fn links_in_the_build_context_reach_the_image_as_links() {
     .symlink(".devcontainer/leakdir", target.path())
     .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
     .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let out = up(&repo, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let id = support::stdout_json(&out)["containerId"]
@@ -943,13 +932,14 @@ fn links_in_the_build_context_reach_the_image_as_links() {
 
 #[test]
 fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
-    if !ready("a_dockerignore_that_is_a_link_out_of_the_context_is_not_read") {
+    let Some(repo) =
+        HostileRepo::busybox("a_dockerignore_that_is_a_link_out_of_the_context_is_not_read")
+    else {
         return;
-    }
+    };
     // an invalid pattern would be echoed in the error: the host file must not be read at all
     let host = HostFile::new("ignore", &format!("[{}\n", HostTarget::SECRET));
     let target = HostTarget::new();
-    let repo = HostileRepo::new();
     repo.file(
         ".devcontainer/Dockerfile",
         &format!("FROM {BUSYBOX_IMAGE}\n"),
@@ -957,7 +947,6 @@ fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
     .symlink(".devcontainer/.dockerignore", host.path())
     .config(r#"{"build": {"dockerfile": "Dockerfile", "context": "."}, "remoteUser": "nobody"}"#)
     .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let t = assert_refused(&repo, &target, &up(&repo, &[]));
     assert!(t.contains(".dockerignore"), "{t}");
     host.assert_untouched();
@@ -965,17 +954,17 @@ fn a_dockerignore_that_is_a_link_out_of_the_context_is_not_read() {
 
 #[test]
 fn a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through() {
-    if !ready("a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through") {
+    let Some(repo) = HostileRepo::busybox(
+        "a_linked_lockfile_granted_with_its_mount_is_read_and_never_written_through",
+    ) else {
         return;
-    }
+    };
     // the lockfile a local-only resolution matches, kept outside the workspace
     let host = HostFile::new("lock.json", "{\"features\": {}}\n");
-    let repo = HostileRepo::new();
     local_feature(&repo)
         .symlink(".devcontainer/devcontainer-lock.json", host.path())
         .config(&feature_config())
         .commit();
-    let _c = LabelGuard::workspace(repo.path());
     let grant = format!("mount:{}", canonical(&host.path()));
     // `--frozen-lockfile` succeeds only when the lockfile was read and matched
     let out = up(&repo, &["--frozen-lockfile", "--allow", &grant]);

@@ -5,29 +5,51 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+use crate::support::context::TestContext;
+use crate::support::docker::BUSYBOX_IMAGE;
 use crate::support::{self, git};
 
-/// A hostile repository in a temporary folder: `.devcontainer/…` files and symbolic links
-/// written by the attacker, committed with git, then handed to
-/// [`git::WORKSPACE_OWNER`]. Removed on drop.
+/// A hostile repository: the workspace folder of a [`TestContext`] whose `.devcontainer/…`
+/// files and symbolic links are written by the attacker, committed with git, then handed to
+/// [`git::WORKSPACE_OWNER`]. On drop the context removes the folder and everything labelled
+/// `devcontainer.local_folder=<repository>` (containers, volumes, networks).
 pub struct HostileRepo {
-    dir: tempfile::TempDir,
+    ctx: TestContext,
 }
 
 impl HostileRepo {
-    /// An empty repository (`git init`, no commit yet).
+    /// An empty repository (`git init`, no commit yet), for tests without the engine.
     pub fn new() -> HostileRepo {
-        let dir = tempfile::Builder::new()
-            .prefix("devcell-hostile-")
-            .tempdir()
-            .expect("temp dir");
-        git::git(dir.path(), &["init", "-q"]);
-        HostileRepo { dir }
+        HostileRepo::of(TestContext::new("hostile"))
+    }
+
+    /// [`Self::new`] behind the engine gate of [`TestContext::engine`] (`image` present).
+    pub fn engine(test: &str, image: &str) -> Option<HostileRepo> {
+        TestContext::engine(test, image).map(HostileRepo::of)
+    }
+
+    /// [`Self::engine`] with the busybox test image.
+    pub fn busybox(test: &str) -> Option<HostileRepo> {
+        HostileRepo::engine(test, BUSYBOX_IMAGE)
+    }
+
+    fn of(ctx: TestContext) -> HostileRepo {
+        git::git(ctx.path(), &["init", "-q"]);
+        ctx.clean_label(&format!(
+            "devcontainer.local_folder={}",
+            ctx.path().display()
+        ));
+        HostileRepo { ctx }
+    }
+
+    /// The context that owns the repository (its `devcell` runner and cleanup guard).
+    pub fn context(&self) -> &TestContext {
+        &self.ctx
     }
 
     /// The repository's folder (the workspace folder given to devcell).
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        self.ctx.path()
     }
 
     /// Writes `rel` (parents created) with `text`.
