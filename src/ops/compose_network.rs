@@ -106,11 +106,26 @@ pub(crate) const ALLOWLIST_NOTE: &str = "Compose project network, closed, with a
 /// own definitions (Compose lets the later file win for each key).
 ///
 /// Errors: [`HandoffError::Unsupported`] for a project network with another driver than
-/// `bridge` (its own options could give it a way out; it is not rewritten).
+/// `bridge` (its own options could give it a way out; it is not rewritten), and for a service
+/// whose `network_mode` is the engine's own bridge (`bridge`, `default`): that network is not
+/// the project's, is open, and is no permission request (spec-note 0480).
 pub(crate) fn closed_networks(model: &Value) -> Result<Map<String, Value>> {
     let top = model.get("networks").and_then(Value::as_object);
     let mut keys: Vec<String> = top.map(|t| t.keys().cloned().collect()).unwrap_or_default();
-    for (_, service) in services(model) {
+    for (name, service) in services(model) {
+        if let Some(mode) = service.get("network_mode").and_then(Value::as_str)
+            && matches!(mode, "" | "bridge" | "default")
+        {
+            return Err(HandoffError::Unsupported {
+                message: format!(
+                    "the Compose service `{name}` sets `network_mode: {mode}`, the engine's open bridge network: under network `none` or `allowlist` devcell closes only the project's own networks"
+                ),
+                hint: Some(
+                    "remove that `network_mode` (the service then joins the project network), or hand off with `--network default`"
+                        .into(),
+                ),
+            });
+        }
         match service.get("networks").and_then(Value::as_object) {
             Some(nets) => keys.extend(nets.keys().cloned()),
             None if service.get("network_mode").is_none() => keys.push("default".to_string()),
@@ -367,6 +382,27 @@ mod tests {
                            "networks": {"mac": {"driver": "macvlan"}}});
         let err = closed_networks(&other).unwrap_err().to_string();
         assert!(err.contains("`mac`") && err.contains("macvlan"), "{err}");
+    }
+
+    #[test]
+    fn a_service_on_the_engines_bridge_is_refused_when_the_networks_are_closed() {
+        for (service, mode) in [("side", "bridge"), ("app", "default"), ("side", "")] {
+            let mut model = json!({"services": {"app": {"image": "a"}, "side": {"image": "s"}}});
+            model["services"][service]["network_mode"] = json!(mode);
+            let err = closed_networks(&model).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("`{service}` sets `network_mode: {mode}`")),
+                "{err}"
+            );
+        }
+        // a namespace of its own or another service's is not the bridge
+        let model = json!({"services": {"app": {"image": "a"},
+                                        "side": {"image": "s", "network_mode": "none"},
+                                        "more": {"image": "s", "network_mode": "service:app"}}});
+        assert_eq!(
+            closed_networks(&model).unwrap().keys().collect::<Vec<_>>(),
+            ["default"]
+        );
     }
 
     #[test]

@@ -410,3 +410,46 @@ fn a_remote_build_context_is_never_fetched_by_default() {
     }
     ctx.run("down", &["--remove"]);
 }
+
+/// A service (sidecar or primary) with `network_mode: bridge` (or `default`) under `--network
+/// none`/`allowlist` (a handoff's default is `none`): devcell closes the project's networks,
+/// and that service would sit on the engine's open bridge instead, reaching the host and
+/// beyond. Refused before anything is created: no container, no network of the project
+/// (spec-note 0480).
+#[test]
+fn a_service_on_the_engines_bridge_is_refused_under_a_closed_network() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_bridge") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let networks = || {
+        docker_lines(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.compose.project={project}"),
+        ])
+    };
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    for (service, mode, network) in [
+        ("side", "bridge", "none"),
+        ("app", "default", "none"),
+        ("side", "bridge", "allowlist"),
+    ] {
+        let file = format!("services:\n{}{}", sleeper("app"), sleeper("side")).replace(
+            &format!("  {service}:\n"),
+            &format!("  {service}:\n    network_mode: {mode}\n"),
+        );
+        ctx.write(".devcontainer/docker-compose.yml", &file);
+        let refused = ctx.run("up", &["--network", network]);
+        let stderr = refused.failed();
+        assert!(
+            stderr.contains(&format!("`{service}` sets `network_mode: {mode}`")),
+            "{network}: {stderr}"
+        );
+        assert!(project_containers(&project).is_empty(), "{network}");
+        assert!(networks().is_empty(), "{network}: {:?}", networks());
+    }
+}
