@@ -189,6 +189,22 @@ pub fn parse_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
+
+    /// Runs `script` with the host's `/bin/sh` and `envs`, asserts it succeeded, and returns
+    /// its standard output.
+    fn run_script<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        script: &str,
+        envs: impl IntoIterator<Item = (K, V)>,
+    ) -> String {
+        let output = std::process::Command::new("/bin/sh")
+            .args(["-c", script])
+            .envs(envs)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    }
 
     #[test]
     fn marker_files_read_directly_parse_like_the_script_output() {
@@ -286,16 +302,8 @@ mod tests {
             format!("{} 1\n", std::process::id()),
         )
         .unwrap();
-        let reap = std::process::Command::new("/bin/sh")
-            .args(["-c", REAP_SCRIPT])
-            .env(MARKER_FOLDER_ENV, &folder)
-            .output()
-            .unwrap();
-        assert!(reap.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&reap.stdout),
-            "stopped postCreateCommand-0\n"
-        );
+        let reap = run_script(REAP_SCRIPT, [(MARKER_FOLDER_ENV, &folder)]);
+        assert_eq!(reap, "stopped postCreateCommand-0\n");
         let status = waiter.join().unwrap();
         assert!(!status.success(), "the hook was stopped: {status:?}");
         assert!(!folder.join("running").exists(), "emptied and removed");
@@ -363,12 +371,7 @@ mod tests {
         assert_eq!(std::fs::read_dir(&running).unwrap().count(), 0);
         assert!(!markers.exists(), "nothing written to the marker folder");
         std::fs::write(running.join("gone.pid"), "999999999 1\n").unwrap();
-        let reap = std::process::Command::new("/bin/sh")
-            .args(["-c", REAP_SCRIPT])
-            .envs(env.iter().cloned())
-            .output()
-            .unwrap();
-        assert!(reap.status.success());
+        run_script(REAP_SCRIPT, env.iter().cloned());
         assert_eq!(std::fs::read_dir(&running).unwrap().count(), 0);
     }
 
@@ -377,26 +380,19 @@ mod tests {
         // The scripts are plain POSIX sh; check them against the host's /bin/sh.
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("nested/.devcontainer");
-        let write = std::process::Command::new("/bin/sh")
-            .args(["-c", WRITE_SCRIPT])
-            .env(MARKER_FOLDER_ENV, &folder)
-            .env(MARKER_NAME_ENV, "postStartCommand")
-            .env(MARKER_VALUE_ENV, "2026-11-29T09:00:00Z")
-            .status()
-            .unwrap();
-        assert!(write.success());
+        run_script(
+            WRITE_SCRIPT,
+            [
+                (MARKER_FOLDER_ENV, folder.as_os_str()),
+                (MARKER_NAME_ENV, OsStr::new("postStartCommand")),
+                (MARKER_VALUE_ENV, OsStr::new("2026-11-29T09:00:00Z")),
+            ],
+        );
         assert_eq!(
             std::fs::read_to_string(folder.join(".postStartCommandMarker")).unwrap(),
             "2026-11-29T09:00:00Z\n"
         );
-        let read = std::process::Command::new("/bin/sh")
-            .args(["-c", READ_SCRIPT])
-            .env(MARKER_FOLDER_ENV, &folder)
-            .output()
-            .unwrap();
-        assert!(read.status.success());
-        let lines: Vec<String> = String::from_utf8(read.stdout)
-            .unwrap()
+        let lines: Vec<String> = run_script(READ_SCRIPT, [(MARKER_FOLDER_ENV, &folder)])
             .lines()
             .map(String::from)
             .collect();

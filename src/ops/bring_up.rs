@@ -3,13 +3,14 @@
 //! lifecycle hooks run after it.
 
 use crate::diagnostics::Warning;
-use crate::engine::Engine;
+use crate::engine::{ContainerInfo, Engine};
 use crate::lifecycle::{BringUpKind, LifecycleReport};
-use crate::ops::attach::Attached;
+use crate::ops::attach::{Attached, attach};
 use crate::ops::error::Result;
 use crate::ops::hooks::run_hooks;
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UpOptions;
+use crate::ops::users::workspace_ownership_warning;
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest};
 use serde_json::{Map, Value, json};
@@ -101,13 +102,58 @@ impl UpResult {
         Value::Object(out)
     }
 }
+/// The steps of a bring-up once its container runs, alike for a single container and a
+/// Compose service: phases 2 and 3 and who/where/how commands run ([`attach`]); whether the
+/// remote user can write the workspace, for a new or a reused container alike, as one warning
+/// in `warnings` only (the caller shows it once; spec-note 0324); then the hooks
+/// ([`bring_up_hooks`]).
+///
+/// Errors: as [`attach`] and [`bring_up_hooks`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn attach_and_run_hooks(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    loaded: &LoadedConfiguration,
+    entries: Vec<Value>,
+    devcontainer_id: &str,
+    action: ContainerAction,
+    opts: &UpOptions,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(Attached, LifecycleReport)> {
+    let attached = attach(
+        container,
+        loaded,
+        entries,
+        devcontainer_id,
+        opts.default_user_env_probe,
+    )?;
+    if let Some(message) = workspace_ownership_warning(
+        engine,
+        container,
+        &attached.merged,
+        loaded,
+        &attached.remote_user,
+        opts.update_remote_user_uid_default,
+    )
+    .await
+    {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+    let lifecycle = bring_up_hooks(engine, &attached, action, opts, warnings, reporter).await?;
+    Ok((attached, lifecycle))
+}
+
 /// Runs the lifecycle hooks of a bring-up (`up` of a single container or of a Compose
 /// project) after `action` was done to its container. A failed hook ends `up` before its
 /// warnings are shown with the result: they are shown first, as one of them (the remote user
 /// cannot write the workspace) is often the cause.
 ///
 /// Errors: as [`run_hooks`].
-pub(crate) async fn bring_up_hooks(
+async fn bring_up_hooks(
     engine: &dyn Engine,
     attached: &Attached,
     action: ContainerAction,

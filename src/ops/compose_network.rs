@@ -275,18 +275,18 @@ pub(crate) async fn refuse_open_networks(
     target: &crate::ops::compose::ComposeTarget,
     networks: &Map<String, Value>,
 ) -> Result<()> {
-    match open_network(engine, target, networks).await? {
-        None => Ok(()),
-        Some(name) => Err(HandoffError::Unsupported {
-            message: format!(
+    refuse_open(engine, target, networks, |name| {
+        (
+            format!(
                 "the Compose project `{}`'s network `{name}` already exists and is not closed (made by an earlier run with network `default`): Compose would join it as it is",
                 target.project.name
             ),
-            hint: Some(format!(
+            Some(format!(
                 "remove it (`devcell delete`, or `docker network rm {name}` once no container uses it), then hand off again"
             )),
-        }),
-    }
+        )
+    })
+    .await
 }
 
 /// Checks, once Compose created the project, that each of its closed networks is closed as
@@ -300,28 +300,31 @@ pub(crate) async fn verify_closed(
     target: &crate::ops::compose::ComposeTarget,
     networks: &Map<String, Value>,
 ) -> Result<()> {
-    match open_network(engine, target, networks).await? {
-        None => Ok(()),
-        Some(name) => Err(HandoffError::Unsupported {
-            message: format!(
+    refuse_open(engine, target, networks, |name| {
+        (
+            format!(
                 "the engine did not close the Compose project `{}`'s network `{name}` (internal, with `{INHIBIT_IPV4}`): network `none`/`allowlist` is not applied on this engine",
                 target.project.name
             ),
-            hint: Some(
+            Some(
                 "remove the project (`devcell delete`), then hand off with `--network default` on this engine".into(),
             ),
-        }),
-    }
+        )
+    })
+    .await
 }
 
-/// The first of `networks` (model keys) that exists on the engine and is not closed, by its
-/// engine name (`name`, else `<project>_<key>`). One no started service uses does not exist,
-/// and is not open.
-async fn open_network(
+/// Refuses the first of `networks` (model keys) that exists on the engine and is not closed,
+/// by its engine name (`name`, else `<project>_<key>`), with the message and hint `refusal`
+/// words for that name. One no started service uses does not exist, and is not open.
+///
+/// Errors: [`HandoffError::Unsupported`]; [`HandoffError::Engine`].
+async fn refuse_open(
     engine: &dyn Engine,
     target: &crate::ops::compose::ComposeTarget,
     networks: &Map<String, Value>,
-) -> Result<Option<String>> {
+    refusal: impl FnOnce(&str) -> (String, Option<String>),
+) -> Result<()> {
     for key in networks.keys() {
         let name = target
             .model
@@ -334,10 +337,11 @@ async fn open_network(
             .await?
             .is_some_and(|info| !is_closed(&info))
         {
-            return Ok(Some(name));
+            let (message, hint) = refusal(&name);
+            return Err(HandoffError::Unsupported { message, hint });
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Whether a network is closed on this engine: internal, with no gateway address on the host.

@@ -25,8 +25,7 @@ use crate::config::substitute;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
-use crate::ops::attach::attach;
-use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
+use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
 use crate::ops::compose::{
     ComposeTarget, claim_project, compose_target, find_service_container, primary_of_workspace,
     recorded_files,
@@ -48,10 +47,7 @@ use crate::ops::permissions::{
 use crate::ops::read_configuration::file_uri;
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
-use crate::ops::users::{
-    image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside,
-    workspace_ownership_warning,
-};
+use crate::ops::users::{image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside};
 use crate::progress::{Event, Reporter};
 use crate::security::host_path::Places;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
@@ -259,29 +255,18 @@ pub(crate) async fn up_compose(
     .await
     .map_err(|e| e.in_container(&container.id))?;
 
-    let attached = attach(
+    let (attached, lifecycle) = attach_and_run_hooks(
+        engine,
         &container,
         loaded,
         entries,
         &devcontainer_id,
-        opts.default_user_env_probe,
-    )?;
-    if let Some(message) = workspace_ownership_warning(
-        engine,
-        &container,
-        &attached.merged,
-        loaded,
-        &attached.remote_user,
-        opts.update_remote_user_uid_default,
+        action,
+        opts,
+        &mut warnings,
+        reporter,
     )
-    .await
-    {
-        warnings.push(Warning {
-            location: None,
-            message,
-        });
-    }
-    let lifecycle = bring_up_hooks(engine, &attached, action, opts, &warnings, reporter).await?;
+    .await?;
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
         substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);

@@ -22,8 +22,7 @@ use crate::diagnostics::Warning;
 use crate::engine::ContainerInfo;
 use crate::engine::{DockerEngine, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
-use crate::ops::attach::attach;
-use crate::ops::bring_up::{ContainerAction, UpResult, bring_up_hooks};
+use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
 use crate::ops::container::{
     SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
 };
@@ -45,10 +44,7 @@ use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
-use crate::ops::users::{
-    image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside,
-    workspace_ownership_warning,
-};
+use crate::ops::users::{image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
 use serde_json::Value;
@@ -527,31 +523,18 @@ pub(crate) async fn up_judged(
     .await
     .map_err(|e| e.in_container(&container.id))?;
 
-    let attached = attach(
+    let (attached, lifecycle) = attach_and_run_hooks(
+        engine,
         &container,
         &loaded,
         entries,
         &devcontainer_id,
-        opts.default_user_env_probe,
-    )?;
-    // Whether the remote user can write the workspace, for a new or a reused container alike:
-    // one warning, in `warnings` only (the caller shows it once; spec-note 0324).
-    if let Some(message) = workspace_ownership_warning(
-        engine,
-        &container,
-        &attached.merged,
-        &loaded,
-        &attached.remote_user,
-        opts.update_remote_user_uid_default,
+        action,
+        opts,
+        &mut warnings,
+        reporter,
     )
-    .await
-    {
-        warnings.push(Warning {
-            location: None,
-            message,
-        });
-    }
-    let lifecycle = bring_up_hooks(engine, &attached, action, opts, &warnings, reporter).await?;
+    .await?;
 
     let configuration = opts.include_configuration.then(|| {
         let mut shown = loaded.value.clone();
