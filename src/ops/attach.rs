@@ -109,7 +109,7 @@ pub(crate) async fn attach_target(
                 &loaded,
                 &target.env,
                 target.docker_compose_path.as_deref(),
-                (&SecurityProfile::default(), &Grants::default()),
+                (&SecurityProfile::default(), &Grants::parse(allow)?),
             )
             .await?;
             crate::ops::compose::primary_of_workspace(engine, &project, &labels)

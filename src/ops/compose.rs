@@ -72,7 +72,51 @@ impl ComposeTarget {
 ///
 /// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
 /// [`HandoffError::Unsupported`] for a `service` the files do not define.
+///
+/// Before Compose reads anything, the local files the project's files name (`include`,
+/// `extends.file`, `env_file`, `label_file`) are judged ([`judge_compose_files`]).
 pub(crate) async fn compose_target(
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    compose_path: Option<&str>,
+    security: (&SecurityProfile, &Grants),
+) -> Result<ComposeTarget> {
+    judge_compose_files(loaded, env, security.0, security.1)?;
+    compose_target_unjudged(loaded, env, compose_path, security).await
+}
+
+/// Refuses a project whose Compose files make Compose read a local file outside the workspace
+/// that `grants` do not allow (spec-note 0601): an `include`, `extends.file`, `env_file` or
+/// `label_file` (through included and extended files), judged on the files as YAML before
+/// any `docker compose config`, which itself reads them.
+///
+/// Errors: [`HandoffError::Security`] listing every such request.
+pub(crate) fn judge_compose_files(
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<Vec<crate::security::PermissionRequest>> {
+    let (files, _) = compose_files(loaded, env);
+    let home = env.get("HOME").map(PathBuf::from);
+    let places =
+        crate::security::host_path::Places::new(&loaded.workspace_folder, home.as_deref(), None);
+    let requests = crate::security::compose_files::compose_file_requests(
+        profile,
+        &loaded.config_file,
+        &files,
+        &places,
+        grants,
+    );
+    if let Some(refused) = crate::security::policy::refusal(profile, &requests) {
+        return Err(refused.into());
+    }
+    Ok(requests)
+}
+
+/// [`compose_target`] without [`judge_compose_files`]: for `down`, which takes no grants and
+/// only stops and removes this workspace's labelled containers and the project's networks.
+pub(crate) async fn compose_target_unjudged(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
     compose_path: Option<&str>,

@@ -119,7 +119,7 @@ async fn down_compose(
     mut result: DownResult,
     reporter: &dyn Reporter,
 ) -> Result<DownResult> {
-    let target = crate::ops::compose::compose_target(
+    let target = crate::ops::compose::compose_target_unjudged(
         loaded,
         &opts.target.env,
         opts.target.docker_compose_path.as_deref(),

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod baseline;
 pub mod build_network;
 pub mod compose;
+pub mod compose_files;
 pub mod egress_requests;
 pub mod error;
 pub mod host_env;

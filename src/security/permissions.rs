@@ -31,6 +31,15 @@ pub enum Source {
         /// The Compose property, as Compose spells it.
         property: String,
     },
+    /// A Compose file of the repository (repository-relative where it can be) and the key
+    /// that names another file Compose reads (`include[0].path`,
+    /// `services.app.extends.file`; spec-note 0601).
+    ComposeFile {
+        /// The file that names it.
+        file: String,
+        /// The key path in that file.
+        key: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -46,6 +55,7 @@ impl fmt::Display for Source {
             Source::ComposeService { service, property } => {
                 write!(f, "Compose service `{service}` (`{property}`)")
             }
+            Source::ComposeFile { file, key } => write!(f, "Compose file `{file}` (`{key}`)"),
         }
     }
 }
@@ -124,6 +134,11 @@ pub enum Permission {
     /// or HTTP URL in a Compose service's `build.context`): by URL, as written (spec-note
     /// 0601).
     RemoteBuildContext(String),
+    /// A local file (or folder) outside the workspace that Compose reads as configuration
+    /// before devcell sees its model: an `include` path, `project_directory` or `env_file`,
+    /// an `extends.file`, a `label_file` (resolved path; a path written with `${…}` as
+    /// written, joined to its base folder; spec-note 0601).
+    ComposeFile(String),
 }
 
 impl Permission {
@@ -153,6 +168,7 @@ impl Permission {
             Permission::ImageTag(t) => format!("--allow image-tag:{t}"),
             Permission::RuntimeOption(o) => format!("--allow runtime-option:{o}"),
             Permission::RemoteBuildContext(u) => format!("--allow build-context:{u}"),
+            Permission::ComposeFile(p) => format!("--allow compose-file:{p}"),
         })
     }
 }
@@ -190,6 +206,9 @@ impl fmt::Display for Permission {
             Permission::RuntimeOption(o) => write!(f, "engine option `{o}`"),
             Permission::RemoteBuildContext(u) => {
                 write!(f, "build context `{u}` fetched from the network")
+            }
+            Permission::ComposeFile(p) => {
+                write!(f, "Compose file `{p}` outside the workspace")
             }
         }
     }
@@ -236,7 +255,7 @@ impl Permission {
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
     /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`,
-    /// `remoteBuildContext`.
+    /// `remoteBuildContext`, `composeFile`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -262,6 +281,7 @@ impl Permission {
             Permission::Egress(_) => "egress",
             Permission::RuntimeOption(_) => "runtimeOption",
             Permission::RemoteBuildContext(_) => "remoteBuildContext",
+            Permission::ComposeFile(_) => "composeFile",
         }
     }
 
@@ -286,7 +306,8 @@ impl Permission {
             | Permission::ImageTag(v)
             | Permission::Egress(v)
             | Permission::RuntimeOption(v)
-            | Permission::RemoteBuildContext(v) => Some(v),
+            | Permission::RemoteBuildContext(v)
+            | Permission::ComposeFile(v) => Some(v),
             _ => None,
         }
     }

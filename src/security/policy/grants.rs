@@ -55,6 +55,9 @@ pub struct Grants {
     pub image_tags: BTreeSet<String>,
     /// `build-context:<url>`: build contexts the engine fetches from the network, by URL.
     pub build_contexts: BTreeSet<String>,
+    /// `compose-file:<host path>` (normalised; grants that path and everything under it), or
+    /// a path written with `${…}` (granted exactly as written).
+    pub compose_files: BTreeSet<String>,
 }
 
 impl Grants {
@@ -64,7 +67,7 @@ impl Grants {
     /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
-    /// `runtime-option:<key>=<value>`, `build-context:<url>`.
+    /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -168,6 +171,15 @@ impl Grants {
                 }
                 self.build_contexts.insert(u.to_string());
             }
+            Some(("compose-file", p)) => {
+                let p = if p.contains('$') {
+                    Some(p.to_string())
+                } else {
+                    normalize_path(p)
+                };
+                let p = p.ok_or_else(|| bad("expected an absolute host path"))?;
+                self.compose_files.insert(p);
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -212,6 +224,12 @@ impl Grants {
             Permission::Volume(v) => self.volumes.contains(v),
             Permission::ImageTag(t) => self.image_tags.contains(t),
             Permission::RemoteBuildContext(u) => self.build_contexts.contains(u),
+            // an interpolated path is granted only as written: `${X}` may hold `..`
+            Permission::ComposeFile(p) if p.contains('$') => self.compose_files.contains(p),
+            Permission::ComposeFile(p) => self
+                .compose_files
+                .iter()
+                .any(|g| !g.contains('$') && is_within(p, g)),
         }
     }
 }

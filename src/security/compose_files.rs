@@ -1,0 +1,553 @@
+//! The local files a Compose project's files make Compose read before devcell sees its model
+//! (spec-note 0601): top-level `include` entries (`- path`, or `path:`, `project_directory:`,
+//! `env_file:`), each service's `extends.file`, `env_file` and `label_file`, followed through
+//! included and extended files. Compose resolves them away (`docker compose config` neither
+//! keeps nor lists them), so they are read here, as YAML, before the first `config` runs, and
+//! each one outside the workspace is a request ([`Permission::ComposeFile`]; a service's
+//! `env_file` is a [`Permission::Mount`], as the resolved model's is judged).
+//!
+//! Base folders follow compose-go's loader: a project file's relative paths are taken against
+//! the project folder (the first file's folder); an included file's against its include's
+//! `project_directory` (default: the included file's folder), an include's `env_file` against
+//! the including project's folder; an extended file's against its own folder. `~` is the host
+//! home folder. A path written with `$` is not interpolated here: it is a request as written,
+//! joined to its base folder (granted only by that exact `--allow compose-file:` value). Remote
+//! resources (`git@…`, `…://…`) are left to Compose (its remote loaders are off under
+//! `hardened`). A file outside the workspace is read (for what it names in turn) only when it
+//! is granted; only regular files are read, each up to [`MAX_FILE_BYTES`].
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::Value;
+
+use super::host_path::{Place, Places, resolve};
+use super::policy::{Grants, Permission, PermissionRequest, Source, judge};
+use super::profile::SecurityProfile;
+
+/// The most of one Compose file read here (a larger one is not followed; Compose reports it).
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// The most files followed (includes and extends of includes and extends).
+const MAX_FILES: usize = 256;
+
+/// How a file was reached, which sets the folder its relative paths are taken against.
+#[derive(Debug, Clone)]
+struct Pending {
+    /// The file (absolute, as Compose would open it).
+    path: PathBuf,
+    /// The folder `include` and service paths of it are taken against.
+    working_dir: PathBuf,
+    /// Whether it was reached by `extends.file` (then service paths are taken against its
+    /// own folder).
+    extended: bool,
+}
+
+/// Every request the local files named by the Compose `files` (in order, absolute) ask for,
+/// judged under `profile` with `grants`: `config_file` is devcontainer.json (the source of a
+/// top-level file outside the workspace), `places` the workspace and home folder. Pure but for
+/// reading the files and resolving symbolic links.
+pub fn compose_file_requests(
+    profile: &SecurityProfile,
+    config_file: &Path,
+    files: &[PathBuf],
+    places: &Places,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    let Some(first) = files.first() else {
+        return Vec::new();
+    };
+    let project_dir = first.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let shown_config = shown(config_file, places);
+    let mut pending: Vec<Pending> = Vec::new();
+    for f in files {
+        if let Some(p) = outside(f, places) {
+            asked.push((
+                Permission::ComposeFile(p),
+                Source::ComposeFile {
+                    file: shown_config.clone(),
+                    key: "dockerComposeFile".to_string(),
+                },
+            ));
+        }
+        pending.push(Pending {
+            path: f.clone(),
+            working_dir: project_dir.clone(),
+            extended: false,
+        });
+    }
+    // a file outside the workspace is read only when granted (or under `reference`)
+    let readable = |path: &Path| match outside(path, places) {
+        None => true,
+        Some(p) => {
+            matches!(profile, SecurityProfile::Reference)
+                || grants.allows(&Permission::ComposeFile(p))
+        }
+    };
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+    while let Some(next) = pending.pop() {
+        if seen.len() >= MAX_FILES {
+            break;
+        }
+        let canonical = resolve(&next.path).unwrap_or_else(|_| next.path.clone());
+        if !seen.insert(canonical.clone()) || !readable(&next.path) {
+            continue;
+        }
+        let Some(docs) = read_documents(&canonical) else {
+            continue;
+        };
+        let file = shown(&next.path, places);
+        for doc in docs {
+            file_paths(&doc, &next, &file, places, &mut asked, &mut pending);
+        }
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
+}
+
+/// The YAML documents of a regular file of at most [`MAX_FILE_BYTES`], merge keys applied;
+/// `None` when it is not one or does not parse (Compose reports that).
+fn read_documents(path: &Path) -> Option<Vec<Value>> {
+    use serde::Deserialize as _;
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut docs = Vec::new();
+    for de in serde_yaml::Deserializer::from_str(&text) {
+        let mut v = Value::deserialize(de).ok()?;
+        v.apply_merge().ok()?;
+        docs.push(v);
+    }
+    Some(docs)
+}
+
+/// The paths one document names, pushed to `asked` (when outside the workspace) and, for
+/// files Compose loads in turn, to `pending`.
+fn file_paths(
+    doc: &Value,
+    from: &Pending,
+    file: &str,
+    places: &Places,
+    asked: &mut Vec<(Permission, Source)>,
+    pending: &mut Vec<Pending>,
+) {
+    let source = |key: String| Source::ComposeFile {
+        file: file.to_string(),
+        key,
+    };
+    let own_dir = from.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    // an extended file's service paths are its own folder's (compose-go resolves them there)
+    let service_dir = if from.extended {
+        own_dir.clone()
+    } else {
+        from.working_dir.clone()
+    };
+    if !from.extended
+        && let Some(Value::Sequence(entries)) = doc.get("include")
+    {
+        for (i, entry) in entries.iter().enumerate() {
+            let (paths, project_directory, env_files) = match entry {
+                Value::String(p) => (vec![p.clone()], None, Vec::new()),
+                Value::Mapping(_) => (
+                    strings(entry.get("path")),
+                    entry.get("project_directory").and_then(Value::as_str),
+                    strings(entry.get("env_file")),
+                ),
+                _ => continue,
+            };
+            let key = |field: &str, j: Option<usize>| match (entry, j) {
+                (Value::String(_), _) => format!("include[{i}]"),
+                (_, Some(j)) => format!("include[{i}].{field}[{j}]"),
+                (_, None) => format!("include[{i}].{field}"),
+            };
+            let single = |field: &str| {
+                entry
+                    .get(field)
+                    .is_some_and(|v| matches!(v, Value::String(_)))
+            };
+            let local: Vec<(usize, PathBuf)> = paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !is_remote(p))
+                .map(|(j, p)| (j, absolute(p, &from.working_dir, places)))
+                .collect();
+            // the included files' folder for their own relative paths (and their `.env`)
+            let project_dir = match project_directory {
+                Some(d) => {
+                    let d = absolute(d, &from.working_dir, places);
+                    let k = key("project_directory", None);
+                    judge_path(&d, places, asked, source(k), Kind::File);
+                    d
+                }
+                None => local
+                    .first()
+                    .and_then(|(_, p)| p.parent())
+                    .unwrap_or(&own_dir)
+                    .to_path_buf(),
+            };
+            for (j, path) in local {
+                let k = key("path", (!single("path")).then_some(j));
+                judge_path(&path, places, asked, source(k), Kind::File);
+                pending.push(Pending {
+                    path,
+                    working_dir: project_dir.clone(),
+                    extended: false,
+                });
+            }
+            for (j, e) in env_files.iter().enumerate() {
+                if e == "/dev/null" {
+                    continue;
+                }
+                let path = absolute(e, &from.working_dir, places);
+                let k = key("env_file", (!single("env_file")).then_some(j));
+                judge_path(&path, places, asked, source(k), Kind::File);
+            }
+        }
+    }
+    let Some(Value::Mapping(services)) = doc.get("services") else {
+        return;
+    };
+    for (name, service) in services {
+        let name = name.as_str().unwrap_or_default();
+        if let Some(f) = service
+            .get("extends")
+            .and_then(|e| e.get("file"))
+            .and_then(Value::as_str)
+            && !is_remote(f)
+        {
+            let base = if from.extended {
+                &own_dir
+            } else {
+                &from.working_dir
+            };
+            let path = absolute(f, base, places);
+            judge_path(
+                &path,
+                places,
+                asked,
+                source(format!("services.{name}.extends.file")),
+                Kind::File,
+            );
+            pending.push(Pending {
+                working_dir: path.parent().unwrap_or(Path::new("/")).to_path_buf(),
+                path,
+                extended: true,
+            });
+        }
+        for (field, kind) in [("env_file", Kind::Mount), ("label_file", Kind::File)] {
+            let Some(value) = service.get(field) else {
+                continue;
+            };
+            let list = !matches!(value, Value::String(_));
+            let entries: Vec<String> = match value {
+                Value::Sequence(items) => items
+                    .iter()
+                    .filter_map(|item| match item {
+                        Value::String(s) => Some(s.clone()),
+                        other => other.get("path").and_then(Value::as_str).map(String::from),
+                    })
+                    .collect(),
+                other => strings(Some(other)),
+            };
+            for (j, e) in entries.iter().enumerate() {
+                let path = absolute(e, &service_dir, places);
+                let key = if list {
+                    format!("services.{name}.{field}[{j}]")
+                } else {
+                    format!("services.{name}.{field}")
+                };
+                judge_path(&path, places, asked, source(key), kind);
+            }
+        }
+    }
+}
+
+/// What a path outside the workspace asks for.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Read by Compose as configuration: [`Permission::ComposeFile`].
+    File,
+    /// A service's env file, whose values go into the container: [`Permission::Mount`].
+    Mount,
+}
+
+/// Pushes the request `path` makes, if it is outside the workspace.
+fn judge_path(
+    path: &Path,
+    places: &Places,
+    asked: &mut Vec<(Permission, Source)>,
+    source: Source,
+    kind: Kind,
+) {
+    let Some(p) = outside(path, places) else {
+        return;
+    };
+    let permission = match kind {
+        Kind::File => Permission::ComposeFile(p),
+        Kind::Mount => Permission::Mount(p),
+    };
+    asked.push((permission, source));
+}
+
+/// The resolved path `path` lands on when that is outside the workspace (a path written with
+/// `$` as written: it cannot be placed before Compose interpolates it).
+fn outside(path: &Path, places: &Places) -> Option<String> {
+    let text = path.to_string_lossy();
+    if text.contains('$') {
+        return Some(text.into_owned());
+    }
+    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    match places.place(&resolved) {
+        Place::Workspace => None,
+        _ => Some(resolved.to_string_lossy().into_owned()),
+    }
+}
+
+/// `written` as Compose opens it: `~` the home folder, a relative path against `base`.
+fn absolute(written: &str, base: &Path, places: &Places) -> PathBuf {
+    let home = places.home.as_deref().unwrap_or(Path::new("/"));
+    if written == "~" {
+        return home.to_path_buf();
+    }
+    if let Some(rest) = written.strip_prefix("~/") {
+        return home.join(rest);
+    }
+    base.join(written)
+}
+
+/// Whether Compose fetches `path` instead of opening a local file.
+fn is_remote(path: &str) -> bool {
+    path.contains("://") || path.starts_with("git@")
+}
+
+/// A string, or the strings of a list (other items skipped).
+fn strings(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `path` as shown in a request's source (resolved): relative to the workspace when it is
+/// inside it.
+fn shown(path: &Path, places: &Places) -> String {
+    let path = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&places.workspace)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::policy::RequestStatus;
+
+    struct Tree {
+        _dir: tempfile::TempDir,
+        root: PathBuf,
+    }
+
+    impl Tree {
+        fn new() -> Tree {
+            let dir = tempfile::tempdir().unwrap();
+            let root = resolve(dir.path()).unwrap();
+            std::fs::create_dir_all(root.join("repo/.devcontainer")).unwrap();
+            std::fs::create_dir_all(root.join("outside")).unwrap();
+            Tree { _dir: dir, root }
+        }
+        fn write(&self, rel: &str, text: &str) -> PathBuf {
+            let p = self.root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text).unwrap();
+            p
+        }
+        fn places(&self) -> Places {
+            Places::new(&self.root.join("repo"), Some(&self.root.join("home")), None)
+        }
+        /// (grant flag, source) of every request not granted, for `compose.yml`.
+        fn refused(&self, grants: &[&str]) -> Vec<(String, String)> {
+            let grants = Grants::parse(grants).unwrap();
+            compose_file_requests(
+                &SecurityProfile::default(),
+                &self.root.join("repo/.devcontainer/devcontainer.json"),
+                &[self.root.join("repo/.devcontainer/compose.yml")],
+                &self.places(),
+                &grants,
+            )
+            .into_iter()
+            .filter(|r| r.status != RequestStatus::Granted)
+            .map(|r| (r.permission.grant_flag().unwrap(), r.source.to_string()))
+            .collect()
+        }
+    }
+
+    #[test]
+    fn files_outside_the_workspace_are_requests_naming_file_and_key() {
+        let t = Tree::new();
+        let out = t.root.join("outside");
+        t.write(
+            "outside/x.yml",
+            "services: {evil: {image: a, privileged: true}}\n",
+        );
+        t.write("outside/base.yml", "services: {b: {image: a}}\n");
+        std::os::unix::fs::symlink(out.join("x.yml"), t.root.join("repo/link.yml")).unwrap();
+        t.write(
+            "repo/.devcontainer/compose.yml",
+            &format!(
+                "include:\n  - ../../outside/x.yml\n  - path: [{abs}]\n    env_file: ../../outside/i.env\n  - ../link.yml\n  - inner/inc.yml\n\
+                 services:\n  app:\n    image: a\n    extends: {{file: ../../outside/base.yml, service: b}}\n    env_file:\n      - ../../outside/app.env\n      - {{path: ok.env, required: false}}\n",
+                abs = out.join("abs.yml").display()
+            ),
+        );
+        // nested: an included file's own include, relative to its folder
+        t.write(
+            "repo/.devcontainer/inner/inc.yml",
+            "include: [../../../outside/nested.yml]\n",
+        );
+        let f = |p: &str| format!("--allow compose-file:{}", out.join(p).display());
+        let got = t.refused(&[]);
+        let want = vec![
+            (
+                f("x.yml"),
+                "Compose file `.devcontainer/compose.yml` (`include[0]`)".to_string(),
+            ),
+            (
+                f("abs.yml"),
+                "Compose file `.devcontainer/compose.yml` (`include[1].path[0]`)".into(),
+            ),
+            (
+                f("i.env"),
+                "Compose file `.devcontainer/compose.yml` (`include[1].env_file`)".into(),
+            ),
+            (
+                f("x.yml"),
+                "Compose file `.devcontainer/compose.yml` (`include[2]`)".into(),
+            ),
+            (
+                f("base.yml"),
+                "Compose file `.devcontainer/compose.yml` (`services.app.extends.file`)".into(),
+            ),
+            (
+                format!("--allow mount:{}", out.join("app.env").display()),
+                "Compose file `.devcontainer/compose.yml` (`services.app.env_file[0]`)".into(),
+            ),
+            (
+                f("nested.yml"),
+                "Compose file `.devcontainer/inner/inc.yml` (`include[0]`)".into(),
+            ),
+        ];
+        for w in &want {
+            assert!(got.contains(w), "missing {w:?} in {got:#?}");
+        }
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+        // all granted: nothing refused
+        let all = [
+            format!("compose-file:{}", out.display()),
+            format!("mount:{}", out.display()),
+        ];
+        assert!(t.refused(&[&all[0], &all[1]]).is_empty());
+    }
+
+    #[test]
+    fn inside_the_workspace_is_no_request_and_granted_files_are_followed() {
+        let t = Tree::new();
+        t.write(
+            "repo/common.yml",
+            "services: {b: {image: a, env_file: b.env}}\n",
+        );
+        t.write(
+            "repo/.devcontainer/compose.yml",
+            "include: [{path: ../common.yml, project_directory: ..}]\nservices:\n  app: {image: a, extends: {file: ../common.yml, service: b}, env_file: a.env}\n",
+        );
+        assert!(t.refused(&[]).is_empty());
+        // a granted outside file is read, and what it names is judged in turn
+        let t = Tree::new();
+        let out = t.root.join("outside");
+        t.write(
+            "outside/x.yml",
+            "services: {b: {image: a, extends: {file: deeper.yml, service: c}}}\n",
+        );
+        t.write(
+            "repo/.devcontainer/compose.yml",
+            "services: {app: {image: a, extends: {file: ../../outside/x.yml, service: b}}}\n",
+        );
+        let grant = format!("compose-file:{}", out.join("x.yml").display());
+        assert_eq!(
+            t.refused(&[&grant]),
+            [(
+                format!("--allow compose-file:{}", out.join("deeper.yml").display()),
+                format!(
+                    "Compose file `{}` (`services.b.extends.file`)",
+                    out.join("x.yml").display()
+                )
+            )]
+        );
+    }
+
+    #[test]
+    fn interpolated_home_and_top_level_paths() {
+        let t = Tree::new();
+        t.write(
+            "repo/.devcontainer/compose.yml",
+            "include: ['${X}/a.yml', '~/.config/c.yml']\nservices: {app: {image: a}}\n",
+        );
+        let dc = t.root.join("repo/.devcontainer");
+        let written = format!("{}/${{X}}/a.yml", dc.display());
+        let got = t.refused(&[]);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert_eq!(got[0].0, format!("--allow compose-file:{written}"));
+        assert_eq!(
+            got[1].0,
+            format!(
+                "--allow compose-file:{}",
+                t.root.join("home/.config/c.yml").display()
+            )
+        );
+        // an interpolated path is granted only as written, never by a folder
+        let folder = format!("compose-file:{}", dc.display());
+        assert_eq!(t.refused(&[&folder]).len(), 2);
+        let exact = format!("compose-file:{written}");
+        assert_eq!(t.refused(&[&exact]).len(), 1);
+        // a top-level file outside the workspace
+        let other = t.write("outside/top.yml", "services: {app: {image: a}}\n");
+        let r = compose_file_requests(
+            &SecurityProfile::default(),
+            &dc.join("devcontainer.json"),
+            std::slice::from_ref(&other),
+            &t.places(),
+            &Grants::default(),
+        );
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            r[0].permission,
+            Permission::ComposeFile(other.display().to_string())
+        );
+        assert_eq!(
+            r[0].source.to_string(),
+            "Compose file `.devcontainer/devcontainer.json` (`dockerComposeFile`)"
+        );
+        assert_eq!(
+            compose_file_requests(
+                &SecurityProfile::Reference,
+                &dc.join("devcontainer.json"),
+                &[other],
+                &t.places(),
+                &Grants::default()
+            )[0]
+            .status,
+            RequestStatus::AllowedByProfile
+        );
+    }
+}
