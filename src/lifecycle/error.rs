@@ -76,17 +76,67 @@ pub enum LifecycleError {
     HookFailed(Box<HookFailure>),
 }
 
+/// Added to a failed hook's hint when its output shows a write to a read-only file system.
+const READ_ONLY_ROOT_HINT: &str = "; the hook wrote to a read-only file system: under the `hardened` profile the container's root file system is read-only, and the workspace, the remote user's home and `/tmp` are writable (a tmpfs), so write there, or bring it up with `--security-profile reference` if you trust this configuration";
+
 impl crate::diagnostics::Hint for LifecycleError {
     fn hint(&self) -> Option<String> {
         match self {
-            LifecycleError::HookFailed(failure) if failure.hook != LifecycleHook::InitializeCommand => Some(
-                "fix the hook and bring the container up again: the failed hook and the ones after it run again"
-                    .to_string(),
-            ),
+            LifecycleError::HookFailed(failure) if failure.hook != LifecycleHook::InitializeCommand => {
+                let mut hint = "fix the hook and bring the container up again: the failed hook and the ones after it run again".to_string();
+                // The hardened profile's read-only root is the usual cause of a hook that works
+                // under the reference CLI, and the engine's message does not say so.
+                if failure.failed_runs().any(|r| {
+                    r.output_tail.iter().any(|l| l.contains("Read-only file system"))
+                }) {
+                    hint.push_str(READ_ONLY_ROOT_HINT);
+                }
+                Some(hint)
+            }
             LifecycleError::InvalidHook { .. } => Some(
                 "a lifecycle hook is a string (run by `/bin/sh -c`), an array of strings (run without a shell), or an object whose values are either".to_string(),
             ),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnostics::Hint;
+    use crate::lifecycle::report::{HookRun, LifecycleReport};
+
+    fn failure(output: &str) -> LifecycleError {
+        LifecycleError::HookFailed(Box::new(HookFailure {
+            hook: LifecycleHook::PostCreateCommand,
+            source: 0,
+            origin_label: "devcontainer.json".to_string(),
+            report: LifecycleReport {
+                runs: vec![HookRun {
+                    hook: LifecycleHook::PostCreateCommand,
+                    source: 0,
+                    origin: "devcontainer.json".to_string(),
+                    entry: None,
+                    command: "touch /x".to_string(),
+                    exit_code: 1,
+                    duration_ms: 1,
+                    output_tail: vec![output.to_string()],
+                }],
+                ..Default::default()
+            },
+        }))
+    }
+
+    #[test]
+    fn a_hook_that_hit_the_read_only_root_is_told_where_it_may_write() {
+        let hint = failure("touch: /x: Read-only file system").hint().unwrap();
+        assert!(hint.starts_with("fix the hook"), "{hint}");
+        assert!(hint.contains("root file system is read-only"), "{hint}");
+        assert!(hint.contains("--security-profile reference"), "{hint}");
+        let plain = failure("touch: /x: No such file or directory")
+            .hint()
+            .unwrap();
+        assert!(!plain.contains("read-only"), "{plain}");
     }
 }
