@@ -453,3 +453,65 @@ fn a_service_on_the_engines_bridge_is_refused_under_a_closed_network() {
         assert!(networks().is_empty(), "{network}: {:?}", networks());
     }
 }
+
+/// A Compose file that `include`s, or `extends` a service from, a file outside the workspace
+/// (spec-note 0601): Compose would read it on the host and bring in values the repository does
+/// not own (here a privileged service with the host's root bound). Refused before the first
+/// `docker compose config`, with `--allow compose-file:<path>`; no container of the project is
+/// created and the outside file is unchanged. Granted, the compose-file judgement passes and
+/// the included service is judged like any other (its `privileged` is still a request).
+#[test]
+fn a_compose_file_outside_the_workspace_is_a_request() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_outside_file") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let outside = tempfile::tempdir().expect("tempdir");
+    let evil = outside.path().join("evil.yml");
+    let evil_text = format!(
+        "services:\n  evil:\n    image: {BUSYBOX_IMAGE}\n    privileged: true\n    volumes: [\"/:/host\"]\n    command: [\"sleep\", \"100000\"]\n"
+    );
+    std::fs::write(&evil, &evil_text).expect("write evil.yml");
+    let evil_path = evil
+        .canonicalize()
+        .expect("canonical")
+        .display()
+        .to_string();
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    for (what, file) in [
+        (
+            "include",
+            format!("include:\n  - {evil_path}\nservices:\n{}", sleeper("app")),
+        ),
+        (
+            "extends",
+            format!(
+                "services:\n{}  side:\n    extends:\n      file: {evil_path}\n      service: evil\n",
+                sleeper("app")
+            ),
+        ),
+    ] {
+        ctx.write(".devcontainer/docker-compose.yml", &file);
+        for command in ["up", "build"] {
+            let refused = ctx.run(command, &[]);
+            let stderr = refused.failed();
+            assert!(
+                stderr.contains(&format!("--allow compose-file:{evil_path}")),
+                "{what}, {command}: {stderr}"
+            );
+            assert!(project_containers(&project).is_empty(), "{what}, {command}");
+        }
+        // granted, the file is read and what it brings is judged as the repository's own
+        let grant = format!("compose-file:{evil_path}");
+        let judged = ctx.run("up", &["--allow", &grant]);
+        let stderr = judged.failed();
+        assert!(
+            !stderr.contains("--allow compose-file:"),
+            "{what}: the grant covers the file: {stderr}"
+        );
+        assert!(stderr.contains("privileged"), "{what}: {stderr}");
+        assert!(project_containers(&project).is_empty(), "{what}");
+    }
+    assert_eq!(std::fs::read_to_string(&evil).unwrap(), evil_text);
+}
