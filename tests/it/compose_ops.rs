@@ -325,8 +325,10 @@ fn hostile_sidecars_are_refused_before_anything_is_created_and_one_is_granted() 
         );
         let run = ctx.run("up", &[]);
         let stderr = run.failed();
+        // named as the service and property the resolved model has, or (a file Compose would
+        // read before devcell sees the model, spec-note 0601) as the file's key path
         assert!(
-            stderr.contains("Compose service `evil`"),
+            stderr.contains("Compose service `evil`") || stderr.contains("(`services.evil."),
             "{what}: {stderr}"
         );
         match grant {
@@ -351,6 +353,17 @@ fn hostile_sidecars_are_refused_before_anything_is_created_and_one_is_granted() 
             let up = ctx.up(&["--allow", "cap:NET_ADMIN"]);
             let granted = up["devcell"]["permissions"].to_string();
             assert!(granted.contains("NET_ADMIN"), "{granted}");
+            // `evil` runs the image's `sh` with no input, which ends just after the start
+            let evil = docker_lines(&[
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=com.docker.compose.project={project}"),
+                "--filter",
+                "label=com.docker.compose.service=evil",
+            ]);
+            assert_eq!(evil.len(), 1, "{evil:?}");
+            docker_lines(&["wait", &evil[0]]);
             assert_eq!(services(&project), ["app running", "evil exited"]);
             ctx.run("down", &["--remove"]).ok();
             assert!(services(&project).is_empty());
