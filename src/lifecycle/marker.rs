@@ -193,6 +193,14 @@ mod tests {
 
     /// Runs `script` with the host's `/bin/sh` and `envs`, asserts it succeeded, and returns
     /// its standard output.
+    /// `argv` under the hook wrapper, as the executor runs a hook command.
+    fn wrapped(argv: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", HOOK_WRAPPER_SCRIPT, HOOK_WRAPPER_NAME])
+            .args(argv);
+        cmd
+    }
+
     fn run_script<K: AsRef<OsStr>, V: AsRef<OsStr>>(
         script: &str,
         envs: impl IntoIterator<Item = (K, V)>,
@@ -274,8 +282,7 @@ mod tests {
         // The scripts are plain POSIX sh; run them with the host's /bin/sh.
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("markers");
-        let hook = std::process::Command::new("/bin/sh")
-            .args(["-c", HOOK_WRAPPER_SCRIPT, HOOK_WRAPPER_NAME, "sleep", "60"])
+        let hook = wrapped(&["sleep", "60"])
             .env(MARKER_FOLDER_ENV, &folder)
             .env(HOOK_ID_ENV, "postCreateCommand-0")
             .process_group(0) // as an engine exec: its own process group
@@ -308,15 +315,7 @@ mod tests {
         assert!(!status.success(), "the hook was stopped: {status:?}");
         assert!(!folder.join("running").exists(), "emptied and removed");
         // A hook that ends by itself removes its file and keeps its exit status.
-        let done = std::process::Command::new("/bin/sh")
-            .args([
-                "-c",
-                HOOK_WRAPPER_SCRIPT,
-                HOOK_WRAPPER_NAME,
-                "sh",
-                "-c",
-                "exit 3",
-            ])
+        let done = wrapped(&["sh", "-c", "exit 3"])
             .env(MARKER_FOLDER_ENV, &folder)
             .env(HOOK_ID_ENV, "x")
             .status()
@@ -348,16 +347,7 @@ mod tests {
             env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             [MARKER_FOLDER_ENV, RUNNING_FOLDER_ENV]
         );
-        let hook = std::process::Command::new("/bin/sh")
-            .args([
-                "-c",
-                HOOK_WRAPPER_SCRIPT,
-                HOOK_WRAPPER_NAME,
-                "sh",
-                "-c",
-                "ls \"$0\"; exit 4",
-                running.to_str().unwrap(),
-            ])
+        let hook = wrapped(&["sh", "-c", "ls \"$0\"; exit 4", running.to_str().unwrap()])
             .envs(env.iter().cloned())
             .env(HOOK_ID_ENV, "postCreateCommand-0")
             .output()
