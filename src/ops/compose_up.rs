@@ -584,6 +584,58 @@ struct Created {
     permissions: Vec<PermissionRequest>,
 }
 
+/// [`security::host_path::compose_read_only_additions`] applied: the primary's additions
+/// become read-only bind mounts of `spec` (a target `spec` already mounts is left as it is), the
+/// other services' are appended to their `volumes` in the returned copy of `sidecars`.
+fn keep_shields_read_only(
+    model: &Value,
+    primary: &str,
+    shields: &[(std::path::PathBuf, String)],
+    spec: &mut crate::engine::ContainerSpec,
+    sidecars: &serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    let mut sidecars = sidecars.clone();
+    let resolve =
+        |p: &std::path::Path| security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
+    for (service, added) in
+        security::host_path::compose_read_only_additions(model, shields, resolve)
+    {
+        if service == primary {
+            for volume in added {
+                let (Some(source), Some(target)) = (
+                    volume.get("source").and_then(Value::as_str),
+                    volume.get("target").and_then(Value::as_str),
+                ) else {
+                    continue;
+                };
+                // a target devcell mounts itself already wins over the service's volume there
+                if spec.mounts.iter().any(|m| m.target == target) {
+                    continue;
+                }
+                spec.mounts.push(crate::engine::Mount {
+                    kind: crate::engine::MountKind::Bind,
+                    source: Some(source.to_string()),
+                    target: target.to_string(),
+                    read_only: true,
+                });
+            }
+            continue;
+        }
+        let entry = sidecars
+            .entry(service)
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(entry) = entry {
+            match entry.get_mut("volumes") {
+                Some(Value::Array(list)) => list.extend(added),
+                _ => {
+                    entry.insert("volumes".to_string(), Value::Array(added));
+                }
+            }
+        }
+    }
+    sidecars
+}
+
 /// The service's image, Features and uid layer on it, the override file, `up -d`.
 #[allow(clippy::too_many_arguments)]
 async fn create(
@@ -682,6 +734,13 @@ async fn create(
     };
     let (_, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    // the command line's read-only binds (the handoff's git overlays) stay read-only through
+    // every service's own binds too (spec-note 0413)
+    let shields = if hardened {
+        crate::ops::permissions::read_only_shields(&spec, opts, loaded)
+    } else {
+        Vec::new()
+    };
     let account = passwd
         .as_deref()
         .and_then(|p| passwd_account(p, &home_user));
@@ -726,8 +785,15 @@ async fn create(
         crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
     }
     compose_network::mark_primary(&mut spec, mode, &target.model);
+    let sidecars = keep_shields_read_only(
+        &target.model,
+        &target.service,
+        &shields,
+        &mut spec,
+        sidecars,
+    );
     let podman = engine.version().await?.podman;
-    let mut file = crate::engine::compose::override_file(&target.service, &spec, sidecars, podman);
+    let mut file = crate::engine::compose::override_file(&target.service, &spec, &sidecars, podman);
     if !networks.is_empty()
         && let Value::Object(top) = &mut file
     {

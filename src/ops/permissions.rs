@@ -355,19 +355,41 @@ pub(crate) fn judged_places(
     host_path::resolve_binds(spec);
     // what the command line mounts read-only (the handoff's git overlays) stays read-only
     // through the repository's other binds (spec-note 0413)
-    let read_only: Vec<String> = cli_mounts(opts, loaded)
-        .iter()
-        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
-        .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
-        .map(|m| m.target)
-        .collect();
-    host_path::keep_read_only(spec, &read_only);
+    host_path::keep_read_only(spec, &cli_read_only_targets(opts, loaded));
     let places = host_path::Places::new(
         &loaded.workspace.host_mount_root,
         home.as_deref(),
         engine_socket,
     );
     (places.workspace, places.home, places.engine_socket)
+}
+
+/// The targets of the command line's read-only binds ([`cli_mounts`]: the handoff's git
+/// overlays, the user's own `--mount …,readonly`), which stay read-only through every other
+/// bind (spec-note 0413).
+pub(crate) fn cli_read_only_targets(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
+    cli_mounts(opts, loaded)
+        .iter()
+        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
+        .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
+        .map(|m| m.target)
+        .collect()
+}
+
+/// The read-only binds of `spec` (after [`judged_places`], so their sources are resolved) that
+/// the command line asked for ([`cli_read_only_targets`]): `(host source, container target)`.
+pub(crate) fn read_only_shields(
+    spec: &crate::engine::ContainerSpec,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+) -> Vec<(PathBuf, String)> {
+    let protected = cli_read_only_targets(opts, loaded);
+    spec.mounts
+        .iter()
+        .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
+        .filter(|m| protected.contains(&m.target))
+        .filter_map(|m| Some((PathBuf::from(m.source.as_deref()?), m.target.clone())))
+        .collect()
 }
 
 /// Who asked for what, from the metadata entries (image label entries, Feature entries with

@@ -456,6 +456,83 @@ pub fn keep_read_only(spec: &mut ContainerSpec, protected: &[String]) -> Vec<Str
     changed
 }
 
+/// The volume entries (Compose long syntax) to add to each service of a resolved Compose
+/// `model` so the read-only `shields` (host source, container target of each read-only bind of
+/// the command line: the handoff's git overlays) stay read-only through the services' own
+/// binds (spec-note 0413), as [`keep_read_only`] does for one container: a read-write bind
+/// (`type: bind`, not `read_only`) whose source holds a shield gets a read-only bind of it at
+/// the same place below the volume's target; a bind of a shield, or of a path inside one, gets
+/// an entry with the same `target` and `read_only: true` (Compose merges a service's `volumes`
+/// by target). `resolve` canonicalises a volume's source (symbolic links followed); the shields'
+/// sources must already be canonical. A target the service already mounts something at gets no
+/// overlay. Services that need nothing are left out.
+pub fn compose_read_only_additions(
+    model: &serde_json::Value,
+    shields: &[(PathBuf, String)],
+    resolve: impl Fn(&Path) -> PathBuf,
+) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
+    use serde_json::{Value, json};
+    let mut out = std::collections::BTreeMap::new();
+    if shields.is_empty() {
+        return out;
+    }
+    let Some(services) = model.get("services").and_then(Value::as_object) else {
+        return out;
+    };
+    for (name, service) in services {
+        let volumes: &[Value] = service
+            .get("volumes")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut taken: Vec<String> = volumes
+            .iter()
+            .filter_map(|v| v.get("target").and_then(Value::as_str))
+            .map(|t| t.trim_end_matches('/').to_string())
+            .collect();
+        let mut added = Vec::new();
+        for volume in volumes {
+            let (Some("bind"), Some(source), Some(target)) = (
+                volume.get("type").and_then(Value::as_str),
+                volume.get("source").and_then(Value::as_str),
+                volume.get("target").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            if volume.get("read_only").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let source = resolve(Path::new(source));
+            if shields.iter().any(|(shield, _)| source.starts_with(shield)) {
+                let mut read_only = volume.clone();
+                read_only["read_only"] = json!(true);
+                added.push(read_only);
+                continue;
+            }
+            for (shield, _) in shields {
+                let Ok(rel) = shield.strip_prefix(&source) else {
+                    continue;
+                };
+                let overlay = format!("{}/{}", target.trim_end_matches('/'), rel.to_string_lossy());
+                if taken.contains(&overlay) {
+                    continue;
+                }
+                taken.push(overlay.clone());
+                added.push(json!({
+                    "type": "bind",
+                    "source": shield.to_string_lossy(),
+                    "target": overlay,
+                    "read_only": true,
+                }));
+            }
+        }
+        if !added.is_empty() {
+            out.insert(name.clone(), added);
+        }
+    }
+    out
+}
+
 /// A workspace folder opened once; devcell's writes below it are made relative to this handle
 /// and never follow a symbolic link below it (see the module docs).
 #[derive(Debug)]
@@ -1117,6 +1194,72 @@ mod tests {
 
     /// The handoff's read-only git overlays stay read-only through the repository's own binds
     /// of the workspace, of its `.git` and of the protected file itself.
+    #[test]
+    fn compose_services_binds_keep_the_read_only_overlays_read_only() {
+        use serde_json::json;
+        let shields = vec![
+            (
+                PathBuf::from("/repo/.git/config"),
+                "/workspace/.git/config".to_string(),
+            ),
+            (
+                PathBuf::from("/repo/.git/hooks"),
+                "/workspace/.git/hooks".to_string(),
+            ),
+        ];
+        let bind = |source: &str, target: &str| json!({"type": "bind", "source": source, "target": target});
+        let model = json!({"services": {
+            "app": {"volumes": [bind("/repo", "/workspace"), bind("/link", "/ws2")]},
+            "side": {"volumes": [
+                bind("/repo/", "/w/"),
+                bind("/repo/.git/config", "/cfg"),
+                bind("/repo/.git/hooks/pre-commit", "/hook"),
+                {"type": "bind", "source": "/repo", "target": "/ro", "read_only": true},
+                {"type": "volume", "source": "data", "target": "/data"},
+                bind("/elsewhere", "/e"),
+            ]},
+            "taken": {"volumes": [bind("/repo/.git", "/g"), {"type": "volume", "source": "v", "target": "/g/config"}]},
+            "plain": {"image": "x"},
+        }});
+        // `/link` is a symbolic link to the repository
+        let resolve = |p: &Path| {
+            let p = normalize_lexically(p);
+            if p == Path::new("/link") {
+                PathBuf::from("/repo")
+            } else {
+                p
+            }
+        };
+        let added = compose_read_only_additions(&model, &shields, resolve);
+        let overlay = |shield: &str, target: &str| json!({"type": "bind", "source": shield, "target": target, "read_only": true});
+        assert_eq!(
+            added["app"],
+            [
+                overlay("/repo/.git/config", "/workspace/.git/config"),
+                overlay("/repo/.git/hooks", "/workspace/.git/hooks"),
+                overlay("/repo/.git/config", "/ws2/.git/config"),
+                overlay("/repo/.git/hooks", "/ws2/.git/hooks"),
+            ]
+        );
+        let mut cfg = bind("/repo/.git/config", "/cfg");
+        cfg["read_only"] = json!(true);
+        let mut hook = bind("/repo/.git/hooks/pre-commit", "/hook");
+        hook["read_only"] = json!(true);
+        assert_eq!(
+            added["side"],
+            [
+                overlay("/repo/.git/config", "/w/.git/config"),
+                overlay("/repo/.git/hooks", "/w/.git/hooks"),
+                cfg,
+                hook,
+            ]
+        );
+        // a target the service already mounts something at gets no overlay
+        assert_eq!(added["taken"], [overlay("/repo/.git/hooks", "/g/hooks")]);
+        assert!(!added.contains_key("plain"));
+        assert!(compose_read_only_additions(&model, &[], resolve).is_empty());
+    }
+
     #[test]
     fn read_only_overlays_cover_every_other_bind_of_their_folders() {
         let bind = |source: &str, target: &str, read_only: bool| Mount {

@@ -515,3 +515,108 @@ fn a_compose_file_outside_the_workspace_is_a_request() {
     }
     assert_eq!(std::fs::read_to_string(&evil).unwrap(), evil_text);
 }
+
+/// A handoff into a Compose workspace: a sidecar binds the repository (`..:/w`) and appends
+/// `core.fsmonitor` to `/w/.git/config` as it starts, and the primary binds it a second time
+/// (`..:/ws2`) where the agent tries the same. The handoff's read-only git overlays stay
+/// read-only through every service's own binds (spec-note 0413): both writes fail, the host's
+/// `.git/config` is byte-identical and a human's `git status` runs nothing.
+#[test]
+fn a_services_bind_of_the_repository_does_not_make_its_git_config_writable() {
+    use crate::support::hostile::{HostTarget, HostileRepo};
+    let Some(repo) = HostileRepo::busybox("hostile_compose_git_config") else {
+        return;
+    };
+    let target = HostTarget::new();
+    let project = own_project(repo.context());
+    let write = |file: &str, result: &str| {
+        format!(
+            "printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> {file} 2>/dev/null \
+             && echo wrote > {result} || echo refused > {result}",
+            m = target.marker().display()
+        )
+    };
+    let side = serde_json::to_string(&[
+        "sh",
+        "-c",
+        &format!(
+            "{}; sleep 100000",
+            write("/w/.git/config", "/w/out/side.txt")
+        ),
+    ])
+    .unwrap();
+    repo.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody",
+            "updateRemoteUserUID": true, "workspaceFolder": "/workspace"}"#,
+    )
+    .file(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    \
+             volumes: [\"..:/workspace\", \"..:/ws2\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    \
+             volumes: [\"..:/w\"]\n    command: {side}\n"
+        ),
+    )
+    .file("out/.keep", "")
+    .commit();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        repo.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let config = repo.path().join(".git/config");
+    let before = std::fs::read(&config).unwrap();
+    // the agent waits for the sidecar's attempt (bounded), then makes its own through `/ws2`
+    let agent = format!(
+        "i=0; while [ ! -s out/side.txt ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; {}; \
+         echo reached > /ws2/out/reached.txt; true",
+        write("/ws2/.git/config", "out/ws2.txt")
+    );
+    let settings = repo.context().tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        format!(
+            "[agents.a]\ncommand = {}\n",
+            serde_json::to_string(&["sh", "-c", &agent]).unwrap()
+        ),
+    )
+    .unwrap();
+    let run = repo.context().run(
+        "handoff",
+        &[
+            "--agent",
+            "a",
+            "--config-file",
+            settings.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let read = |rel: &str| std::fs::read_to_string(repo.path().join(rel)).unwrap_or_default();
+    assert_eq!(
+        read("out/reached.txt"),
+        "reached\n",
+        "the second bind is writable"
+    );
+    assert_eq!(
+        read("out/side.txt"),
+        "refused\n",
+        "the sidecar's write failed"
+    );
+    assert_eq!(read("out/ws2.txt"), "refused\n", "the agent's write failed");
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the host's .git/config is unchanged"
+    );
+    // and a human's git on the host runs nothing
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(repo.path())
+        .output();
+    target.assert_untouched();
+    repo.context().run("down", &["--remove"]);
+    assert!(project_containers(&project).is_empty());
+}
