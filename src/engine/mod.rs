@@ -47,6 +47,12 @@ pub trait Engine: Send + Sync {
     /// The engine's version; also a liveness check.
     async fn version(&self) -> Result<EngineVersion>;
 
+    /// Whether the engine is Podman ([`EngineVersion::podman`]). An implementation may ask
+    /// once and remember it: the answer cannot change while it talks to one engine.
+    async fn is_podman(&self) -> Result<bool> {
+        self.version().await.map(|v| v.podman)
+    }
+
     /// The engine's view of its host (`docker info`): CPUs, memory, runtimes.
     async fn info(&self) -> Result<EngineInfo>;
 

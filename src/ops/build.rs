@@ -223,7 +223,7 @@ pub async fn build_with(
             (&profile, &grants),
         )
         .await?;
-        if engine.version().await?.podman {
+        if engine.is_podman().await? {
             target.project.cli = target.project.cli.with_classic_builder();
         }
         // a build tags `<project>-<service>`: not into another workspace's project

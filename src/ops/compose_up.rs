@@ -328,7 +328,7 @@ async fn service_requests(
         (profile, grants),
     )
     .await?;
-    if engine.version().await?.podman {
+    if engine.is_podman().await? {
         target.project.cli = target.project.cli.with_classic_builder();
     }
     let places = compose_places(loaded, opts, engine_socket);
@@ -792,7 +792,7 @@ async fn create(
         &mut spec,
         sidecars,
     );
-    let podman = engine.version().await?.podman;
+    let podman = engine.is_podman().await?;
     let mut file = crate::engine::compose::override_file(&target.service, &spec, &sidecars, podman);
     if !networks.is_empty()
         && let Value::Object(top) = &mut file

@@ -24,10 +24,7 @@ impl DockerEngine {
             ..CreateContainerOptions::default()
         };
         let subject = spec.name.clone().unwrap_or_else(|| spec.image.clone());
-        let podman = *self
-            .podman
-            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
-            .await?;
+        let podman = self.is_podman().await?;
         let mut body = to_create_body(spec);
         if podman && let Some(tmpfs) = body.host_config.as_mut().and_then(|h| h.tmpfs.as_mut()) {
             for options in tmpfs.values_mut() {

@@ -67,7 +67,7 @@ const TIMEOUT_SECS: u64 = 6 * 60 * 60;
 pub struct DockerEngine {
     docker: Docker,
     host: String,
-    /// Whether the engine is Podman (asked once, at the first container creation).
+    /// Whether the engine is Podman (asked once, when first needed: [`Engine::is_podman`]).
     podman: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
@@ -282,6 +282,13 @@ impl Engine for DockerEngine {
             arch: v.arch.unwrap_or_default(),
             podman,
         })
+    }
+
+    async fn is_podman(&self) -> Result<bool> {
+        Ok(*self
+            .podman
+            .get_or_try_init(|| async { self.version().await.map(|v| v.podman) })
+            .await?)
     }
 
     async fn info(&self) -> Result<EngineInfo> {
