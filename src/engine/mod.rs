@@ -112,6 +112,21 @@ pub trait Engine: Send + Sync {
     /// isolation audit); `Ok(None)` when it does not exist.
     async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
 
+    /// The real, effective, saved and filesystem uids (`[ruid, euid, suid, fsuid]`) of every
+    /// process in the running container `id`, as the kernel reports them and in the container's
+    /// own terms: the engine's `top` (`ps -e -o pid,ruid,euid,suid,fsuid`), which reads the
+    /// processes from outside, so nothing of the image runs to answer. `Ok(None)` when this
+    /// engine cannot answer in the container's terms: Podman, a daemon that remaps or runs in
+    /// a user namespace (`userns`, `rootless` in `SecurityOptions`: its `ps` shows the host's
+    /// ids), a `ps` without these fields, or no process listed. The default implementation
+    /// answers `Ok(None)`.
+    ///
+    /// Errors: the engine's, for a container that cannot be listed.
+    async fn process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
+        let _ = id;
+        Ok(None)
+    }
+
     /// Runs a command in a running container and waits for it; returns its exit code (and the
     /// output, with [`ExecOutput::Collect`]).
     async fn exec(

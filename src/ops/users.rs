@@ -19,8 +19,10 @@ pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && e
 
 /// After creation under `hardened`, before anything of the configuration runs in it: the
 /// container's user and the remote user, as the engine resolves them, must not be uid 0
-/// unless `--allow root` was given (spec-note 0420). Each is checked with one exec of
-/// [`UID_SCRIPT`], the remote user only when it is spelled differently from `container_user`
+/// unless `--allow root` was given (spec-note 0420). The container's user is read from its
+/// processes by the engine ([`Engine::process_uids`]: every process's four uids, from outside),
+/// and with one exec of [`UID_SCRIPT`] where the engine cannot say; the remote user is
+/// checked with one exec, only when it is spelled differently from `container_user`
 /// (the user the container was created with): the engine resolves one spelling against one
 /// `/etc/passwd` to one uid, so a second exec would print the same line (issue 12 item 8).
 /// A uid 0, or a user the check cannot run as, removes the container (and its anonymous
@@ -46,6 +48,20 @@ pub(crate) async fn verify_uids_inside(
         users.push(Some(r));
     }
     for user in users {
+        // The container's own processes, read by the engine from outside (kernel's ids, no
+        // image binary asked): answers for the user the container was created with without
+        // an exec, where the engine can (spec-note 0420).
+        // An engine that cannot list them (the container already stopped, say) leaves the
+        // answer to the exec, which removes the container when it cannot run either.
+        if user.is_none()
+            && let Some(processes) = engine.process_uids(id).await.ok().flatten()
+        {
+            if processes.iter().all(|ids| !ids.contains(&0)) {
+                continue;
+            }
+            let _ = engine.remove_container(id, true).await;
+            return Err(root_refused(requests, Source::ImageUser));
+        }
         let request = ExecRequest {
             argv: vec!["/bin/sh".into(), "-c".into(), UID_SCRIPT.into()],
             user: user.map(str::to_string),
@@ -84,27 +100,36 @@ pub(crate) async fn verify_uids_inside(
                 ),
             });
         }
-        let source = requests
-            .iter()
-            .find(|r| r.permission == security::Permission::Root)
-            .map(|r| r.source.clone())
-            .unwrap_or(if user.is_some() {
+        return Err(root_refused(
+            requests,
+            if user.is_some() {
                 Source::DevcontainerJson
             } else {
                 Source::ImageUser
-            });
-        let mut all: Vec<PermissionRequest> = requests.to_vec();
-        all.push(PermissionRequest {
-            permission: security::Permission::Root,
-            source,
-            status: security::RequestStatus::Refused,
-        });
-        return Err(HandoffError::Security(security::SecurityError::Refused {
-            profile: "hardened".to_string(),
-            requests: all,
-        }));
+            },
+        ));
     }
     Ok(())
+}
+
+/// The `hardened` refusal of a uid 0 found inside: the requests so far plus a refused
+/// `root`, from the source of an earlier `root` request when there is one, else `fallback`.
+fn root_refused(requests: &[PermissionRequest], fallback: Source) -> HandoffError {
+    let source = requests
+        .iter()
+        .find(|r| r.permission == security::Permission::Root)
+        .map(|r| r.source.clone())
+        .unwrap_or(fallback);
+    let mut all: Vec<PermissionRequest> = requests.to_vec();
+    all.push(PermissionRequest {
+        permission: security::Permission::Root,
+        source,
+        status: security::RequestStatus::Refused,
+    });
+    HandoffError::Security(security::SecurityError::Refused {
+        profile: "hardened".to_string(),
+        requests: all,
+    })
 }
 
 /// What [`update_remote_user_uid`] decided.

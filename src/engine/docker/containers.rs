@@ -39,6 +39,37 @@ impl DockerEngine {
         Ok(created.id)
     }
 
+    /// [`Engine::process_uids`]: the engine's `top` with numeric uid columns, asked together
+    /// with `info` (whether the daemon's `ps` sees the container's ids as they are inside).
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
+    pub(super) async fn container_process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
+        if self.is_podman().await? {
+            return Ok(None);
+        }
+        let options = bollard::query_parameters::TopOptions {
+            ps_args: TOP_UID_ARGS.to_string(),
+        };
+        let (info, top) = tokio::join!(
+            self.docker.info(),
+            self.docker.top_processes(id, Some(options))
+        );
+        let Ok(info) = info else { return Ok(None) };
+        if !ids_as_inside(info.security_options.as_deref().unwrap_or_default()) {
+            return Ok(None);
+        }
+        match top {
+            Ok(top) => Ok(uids_from_top(
+                top.titles.as_deref().unwrap_or_default(),
+                top.processes.as_deref().unwrap_or_default(),
+            )),
+            // A `ps` that lacks these fields answers with an engine error: not an answer.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 500, ..
+            }) => Ok(None),
+            Err(e) => Err(self.api("list processes of container", id)(e)),
+        }
+    }
+
     /// [`Engine::inspect_container`].
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     pub(super) async fn container_info(&self, id: &str) -> Result<Option<ContainerInfo>> {
@@ -305,5 +336,84 @@ mod tests {
         assert_eq!(body.exposed_ports.unwrap(), ["80/tcp"]);
         let m = &host.mounts.unwrap()[0];
         assert_eq!((m.typ, m.read_only), (Some(MountType::VOLUME), Some(true)));
+    }
+}
+
+/// `ps` arguments for [`Engine::process_uids`]: every process (`-e`, so the engine's fallback
+/// without its own pid selection still lists the container's), numeric ids only.
+const TOP_UID_ARGS: &str = "-e -o pid,ruid,euid,suid,fsuid";
+
+/// Whether the daemon's `ps` shows a container's uids as they are inside: not when it remaps
+/// user namespaces (`name=userns`: container root is a high host uid) or runs in one itself
+/// (`name=rootless`), per `SecurityOptions` of `docker info`.
+fn ids_as_inside(security_options: &[String]) -> bool {
+    !security_options.iter().any(|o| {
+        o.split(',')
+            .any(|part| part == "name=userns" || part == "name=rootless")
+    })
+}
+
+/// The `[ruid, euid, suid, fsuid]` of each process of a `top` answer; `None` unless the four
+/// columns are there and every process has four numbers (an answer with no process is none).
+fn uids_from_top(titles: &[String], processes: &[Vec<String>]) -> Option<Vec<[u32; 4]>> {
+    let column = |name: &str| titles.iter().position(|t| t.eq_ignore_ascii_case(name));
+    let columns = [
+        column("RUID")?,
+        column("EUID")?,
+        column("SUID")?,
+        column("FSUID")?,
+    ];
+    let uids: Option<Vec<[u32; 4]>> = processes
+        .iter()
+        .map(|p| {
+            let mut ids = [0u32; 4];
+            for (slot, &c) in ids.iter_mut().zip(&columns) {
+                *slot = p.get(c)?.trim().parse().ok()?;
+            }
+            Some(ids)
+        })
+        .collect();
+    uids.filter(|u| !u.is_empty())
+}
+
+#[cfg(test)]
+mod process_uid_tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_top_answer_gives_each_process_its_four_uids_or_nothing() {
+        let titles = strings(&["PID", "RUID", "EUID", "SUID", "FSUID"]);
+        let rows = vec![
+            strings(&["10", "65534", "65534", "65534", "65534"]),
+            strings(&["11", "1000", "0", "1000", "1000"]),
+        ];
+        assert_eq!(
+            uids_from_top(&titles, &rows),
+            Some(vec![[65534; 4], [1000, 0, 1000, 1000]])
+        );
+        // A name where a number belongs, a missing column, or no process: no answer.
+        let named = vec![strings(&["10", "root", "0", "0", "0"])];
+        assert_eq!(uids_from_top(&titles, &named), None);
+        assert_eq!(uids_from_top(&strings(&["PID", "UID"]), &rows), None);
+        assert_eq!(uids_from_top(&titles, &[]), None);
+        let short = vec![strings(&["10", "1", "1"])];
+        assert_eq!(uids_from_top(&titles, &short), None);
+    }
+
+    #[test]
+    fn a_daemon_that_remaps_or_runs_rootless_does_not_show_the_ids_inside() {
+        assert!(ids_as_inside(&strings(&[
+            "name=seccomp,profile=default",
+            "name=cgroupns"
+        ])));
+        assert!(!ids_as_inside(&strings(&["name=userns"])));
+        assert!(!ids_as_inside(&strings(&[
+            "name=seccomp,profile=default",
+            "name=rootless"
+        ])));
     }
 }

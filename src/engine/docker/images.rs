@@ -295,7 +295,14 @@ pub(crate) fn parse_reference(reference: &str) -> Result<ImageReference> {
 /// `devcell/features:…`, so callers (prune's `devcell/features` match, build's base digest) see
 /// one spelling whatever the engine (spec-notes/0080). Other registries (`localhost/`,
 /// `ghcr.io/`) and what is no reference (`<none>:<none>`) are kept.
+///
+/// Only a spelling that starts with `docker.io/` can change, so any other is returned without
+/// parsing: the reference grammar's first use compiles a large regular expression (about
+/// 40 ms), which a new container's image inspect would otherwise pay (issue 12 item 8).
 pub(crate) fn familiar_reference(reference: &str) -> String {
+    if !reference.starts_with("docker.io/") {
+        return reference.to_string();
+    }
     ImageReference::parse(reference)
         .map(|r| r.familiar())
         .unwrap_or_else(|_| reference.to_string())
@@ -321,6 +328,29 @@ fn familiar(references: Option<Vec<String>>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_familiar_shortcut_agrees_with_the_parsed_reference() {
+        let hex = "b".repeat(64);
+        for written in [
+            "busybox".to_string(),
+            "busybox:1".to_string(),
+            "devcell-test/busybox:1".to_string(),
+            "docker.io/library/alpine:3".to_string(),
+            "docker.io/devcell/features:1".to_string(),
+            format!("docker.io/library/alpine@sha256:{hex}"),
+            "index.docker.io/library/alpine:3".to_string(),
+            "localhost:5000/a/b:1".to_string(),
+            "<none>:<none>".to_string(),
+            format!("busybox@sha256:{hex}"),
+        ] {
+            let parsed = ImageReference::parse(&written)
+                .map(|r| r.familiar())
+                .unwrap_or_else(|_| written.clone());
+            assert_eq!(familiar_reference(&written), parsed, "{written}");
+        }
+        assert_eq!(familiar_reference("docker.io/library/alpine:3"), "alpine:3");
+    }
 
     #[test]
     fn pushed_digest_reads_the_final_status_line() {

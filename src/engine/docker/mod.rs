@@ -403,6 +403,10 @@ impl Engine for DockerEngine {
         self.container_info(id).await
     }
 
+    async fn process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
+        self.container_process_uids(id).await
+    }
+
     async fn info_json(&self) -> Result<serde_json::Value> {
         let info = self
             .docker
