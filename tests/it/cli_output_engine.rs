@@ -52,7 +52,12 @@ fn devcell_lines(mut run: Run) -> Run {
             in_build = true;
         } else if line.starts_with("[devcell] built ") {
             in_build = false;
-        } else if !in_build && !line.starts_with("[devcell] using cached ") {
+        } else if in_build && !line.starts_with("[devcell] ") {
+            // The engine's build output.
+        } else if !line.starts_with("[devcell] using cached ") {
+            // A build with no `built` line (the `updateRemoteUserUID` layer, when no other
+            // test built it first) ends at devcell's next line.
+            in_build = false;
             out.push_str(line);
             out.push('\n');
         }

@@ -54,7 +54,10 @@ impl DockerEngine {
             self.docker.top_processes(id, Some(options))
         );
         let Ok(info) = info else { return Ok(None) };
-        if !ids_as_inside(info.security_options.as_deref().unwrap_or_default()) {
+        if !ids_as_inside(
+            info.security_options.as_deref().unwrap_or_default(),
+            info.default_runtime.as_deref(),
+        ) {
             return Ok(None);
         }
         match top {
@@ -345,12 +348,16 @@ const TOP_UID_ARGS: &str = "-e -o pid,ruid,euid,suid,fsuid";
 
 /// Whether the daemon's `ps` shows a container's uids as they are inside: not when it remaps
 /// user namespaces (`name=userns`: container root is a high host uid) or runs in one itself
-/// (`name=rootless`), per `SecurityOptions` of `docker info`.
-fn ids_as_inside(security_options: &[String]) -> bool {
-    !security_options.iter().any(|o| {
-        o.split(',')
-            .any(|part| part == "name=userns" || part == "name=rootless")
-    })
+/// (`name=rootless`), per `SecurityOptions` of `docker info`; and only for the runtimes whose
+/// processes are the host's own, with the ids they have inside (`runc`, `crun`; devcell's
+/// containers take the default runtime): a runtime that remaps ids (sysbox) or runs a
+/// sandbox kernel (gVisor, Kata) does not.
+fn ids_as_inside(security_options: &[String], default_runtime: Option<&str>) -> bool {
+    matches!(default_runtime, Some("runc" | "crun"))
+        && !security_options.iter().any(|o| {
+            o.split(',')
+                .any(|part| part == "name=userns" || part == "name=rootless")
+        })
 }
 
 /// The `[ruid, euid, suid, fsuid]` of each process of a `top` answer; `None` unless the four
@@ -405,15 +412,18 @@ mod process_uid_tests {
     }
 
     #[test]
-    fn a_daemon_that_remaps_or_runs_rootless_does_not_show_the_ids_inside() {
-        assert!(ids_as_inside(&strings(&[
-            "name=seccomp,profile=default",
-            "name=cgroupns"
-        ])));
-        assert!(!ids_as_inside(&strings(&["name=userns"])));
-        assert!(!ids_as_inside(&strings(&[
-            "name=seccomp,profile=default",
-            "name=rootless"
-        ])));
+    fn a_daemon_that_remaps_runs_rootless_or_sandboxes_does_not_show_the_ids_inside() {
+        let plain = strings(&["name=seccomp,profile=default", "name=cgroupns"]);
+        assert!(ids_as_inside(&plain, Some("runc")));
+        assert!(ids_as_inside(&plain, Some("crun")));
+        assert!(!ids_as_inside(&strings(&["name=userns"]), Some("runc")));
+        assert!(!ids_as_inside(
+            &strings(&["name=seccomp,profile=default", "name=rootless"]),
+            Some("runc")
+        ));
+        // A runtime that remaps ids or runs its own kernel, or none named: the exec answers.
+        assert!(!ids_as_inside(&plain, Some("sysbox-runc")));
+        assert!(!ids_as_inside(&plain, Some("runsc")));
+        assert!(!ids_as_inside(&plain, None));
     }
 }
