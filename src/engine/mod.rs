@@ -118,10 +118,11 @@ pub trait Engine: Send + Sync {
     /// processes from outside, so nothing of the image runs to answer. `Ok(None)` when this
     /// engine cannot answer in the container's terms: Podman, a daemon that remaps or runs in
     /// a user namespace (`userns`, `rootless` in `SecurityOptions`: its `ps` shows the host's
-    /// ids), a `ps` without these fields, or no process listed. The default implementation
-    /// answers `Ok(None)`.
+    /// ids), a default runtime other than `runc`/`crun`, or no process listed. The default
+    /// implementation answers `Ok(None)`.
     ///
-    /// Errors: the engine's, for a container that cannot be listed.
+    /// Errors: the engine's, for a container that cannot be listed (one not running, a host
+    /// `ps` without these fields).
     async fn process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
         let _ = id;
         Ok(None)

@@ -479,4 +479,7 @@ pub struct EngineInfo {
     pub security_options: Vec<String>,
     /// `1` or `2` (empty when not reported).
     pub cgroup_version: String,
+    /// The runtime containers get when they name none (`runc`, `crun`, `runsc`, …; empty when
+    /// not reported).
+    pub default_runtime: String,
 }

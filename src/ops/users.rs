@@ -49,10 +49,9 @@ pub(crate) async fn verify_uids_inside(
     }
     for user in users {
         // The container's own processes, read by the engine from outside (kernel's ids, no
-        // image binary asked): answers for the user the container was created with without
-        // an exec, where the engine can (spec-note 0420).
-        // An engine that cannot list them (the container already stopped, say) leaves the
-        // answer to the exec, which removes the container when it cannot run either.
+        // image binary asked), answer for the user it was created with (spec-note 0420). An
+        // engine that cannot say, or cannot list them (the container already stopped), leaves
+        // the answer to the exec, which removes the container when it cannot run either.
         if user.is_none()
             && let Some(processes) = engine.process_uids(id).await.ok().flatten()
         {

@@ -1714,8 +1714,9 @@ fn engine_work_since(image: &str, since: std::time::Duration) -> (Vec<String>, V
 /// Issue 12 item 8: what a new `hardened` container with a `postCreateCommand` costs the
 /// engine, counted from its events. With an image devcell has read before (its `/etc/passwd`
 /// recorded by image id): one container (the dev container) and two processes (the
-/// `userEnvProbe`, the hook; the uid check reads the engine's `top`), no `chmod` (the pid-file tmpfs is created with its
-/// mode, the markers go through the archive API); the first sight of the image adds only
+/// `userEnvProbe`, the hook; the uid check reads the engine's `top`), no `chmod` (the
+/// pid-file tmpfs is created with its mode, the markers go through the archive API); the
+/// first sight of the image adds only
 /// the created-never-started container its `/etc/passwd` is read from (spec-notes 0185, 0471).
 #[test]
 fn a_new_container_costs_one_container_and_two_processes() {

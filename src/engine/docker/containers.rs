@@ -40,7 +40,8 @@ impl DockerEngine {
     }
 
     /// [`Engine::process_uids`]: the engine's `top` with numeric uid columns, asked together
-    /// with `info` (whether the daemon's `ps` sees the container's ids as they are inside).
+    /// with [`Engine::info`] (whether the daemon's `ps` sees the container's ids as they are
+    /// inside).
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     pub(super) async fn container_process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
         if self.is_podman().await? {
@@ -49,28 +50,15 @@ impl DockerEngine {
         let options = bollard::query_parameters::TopOptions {
             ps_args: TOP_UID_ARGS.to_string(),
         };
-        let (info, top) = tokio::join!(
-            self.docker.info(),
-            self.docker.top_processes(id, Some(options))
-        );
-        let Ok(info) = info else { return Ok(None) };
-        if !ids_as_inside(
-            info.security_options.as_deref().unwrap_or_default(),
-            info.default_runtime.as_deref(),
-        ) {
+        let (info, top) = tokio::join!(self.info(), self.docker.top_processes(id, Some(options)));
+        let top = top.map_err(self.api("list processes of container", id))?;
+        if !ids_as_inside(&info?) {
             return Ok(None);
         }
-        match top {
-            Ok(top) => Ok(uids_from_top(
-                top.titles.as_deref().unwrap_or_default(),
-                top.processes.as_deref().unwrap_or_default(),
-            )),
-            // A `ps` that lacks these fields answers with an engine error: not an answer.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 500, ..
-            }) => Ok(None),
-            Err(e) => Err(self.api("list processes of container", id)(e)),
-        }
+        Ok(uids_from_top(
+            top.titles.as_deref().unwrap_or_default(),
+            top.processes.as_deref().unwrap_or_default(),
+        ))
     }
 
     /// [`Engine::inspect_container`].
@@ -352,9 +340,9 @@ const TOP_UID_ARGS: &str = "-e -o pid,ruid,euid,suid,fsuid";
 /// processes are the host's own, with the ids they have inside (`runc`, `crun`; devcell's
 /// containers take the default runtime): a runtime that remaps ids (sysbox) or runs a
 /// sandbox kernel (gVisor, Kata) does not.
-fn ids_as_inside(security_options: &[String], default_runtime: Option<&str>) -> bool {
-    matches!(default_runtime, Some("runc" | "crun"))
-        && !security_options.iter().any(|o| {
+fn ids_as_inside(info: &EngineInfo) -> bool {
+    matches!(info.default_runtime.as_str(), "runc" | "crun")
+        && !info.security_options.iter().any(|o| {
             o.split(',')
                 .any(|part| part == "name=userns" || part == "name=rootless")
         })
@@ -413,17 +401,22 @@ mod process_uid_tests {
 
     #[test]
     fn a_daemon_that_remaps_runs_rootless_or_sandboxes_does_not_show_the_ids_inside() {
-        let plain = strings(&["name=seccomp,profile=default", "name=cgroupns"]);
-        assert!(ids_as_inside(&plain, Some("runc")));
-        assert!(ids_as_inside(&plain, Some("crun")));
-        assert!(!ids_as_inside(&strings(&["name=userns"]), Some("runc")));
-        assert!(!ids_as_inside(
-            &strings(&["name=seccomp,profile=default", "name=rootless"]),
-            Some("runc")
-        ));
+        let info = |options: &[&str], runtime: &str| EngineInfo {
+            security_options: strings(options),
+            default_runtime: runtime.to_string(),
+            ..EngineInfo::default()
+        };
+        let plain = ["name=seccomp,profile=default", "name=cgroupns"];
+        assert!(ids_as_inside(&info(&plain, "runc")));
+        assert!(ids_as_inside(&info(&plain, "crun")));
+        assert!(!ids_as_inside(&info(&["name=userns"], "runc")));
+        assert!(!ids_as_inside(&info(
+            &["name=seccomp,profile=default", "name=rootless"],
+            "runc"
+        )));
         // A runtime that remaps ids or runs its own kernel, or none named: the exec answers.
-        assert!(!ids_as_inside(&plain, Some("sysbox-runc")));
-        assert!(!ids_as_inside(&plain, Some("runsc")));
-        assert!(!ids_as_inside(&plain, None));
+        assert!(!ids_as_inside(&info(&plain, "sysbox-runc")));
+        assert!(!ids_as_inside(&info(&plain, "runsc")));
+        assert!(!ids_as_inside(&info(&plain, "")));
     }
 }

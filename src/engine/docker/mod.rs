@@ -306,6 +306,7 @@ impl Engine for DockerEngine {
             runtimes,
             security_options: i.security_options.unwrap_or_default(),
             cgroup_version: i.cgroup_version.map(|v| v.to_string()).unwrap_or_default(),
+            default_runtime: i.default_runtime.unwrap_or_default(),
         })
     }
 
