@@ -310,6 +310,9 @@ pub fn defaults(opts: &ResolveOptions) -> WorkspaceDefaults {
 /// [`super::hostgit::command`] (no system or global configuration, nothing the repository's
 /// configuration names can run; as the folder's owner when devcell is root).
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
+    if !may_be_in_repository(folder) {
+        return None;
+    }
     // nothing the repository's configuration names may run (spec-note 0412); as the folder's
     // owner when devcell is root (spec-note 0250)
     let mut git = super::hostgit::command(folder, &[]);
@@ -328,6 +331,32 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
         return None;
     }
     Some(root)
+}
+
+/// Whether git's discovery could find a repository for `folder`: false only when no folder
+/// from `folder` up to `/` holds a `.git` or `HEAD` entry (of any type) and every one of them
+/// could be looked at. Git finds a repository only through those names (a `.git` folder or
+/// gitfile, or a folder that is itself a git directory, which holds `HEAD`); the host `git` of
+/// [`super::hostgit::command`] reads no `GIT_DIR` or ceiling from the environment. So `false`
+/// is exactly git's "not a git repository", decided without starting a process (a warm `up`
+/// outside any repository spends no `git`); anything else runs git as before. Both the path
+/// as given and its canonical form are walked: git walks the physical folders (it works from
+/// `getcwd` after `-C`), so a symlinked workspace's repository is above its target.
+fn may_be_in_repository(folder: &Path) -> bool {
+    let Ok(physical) = folder.canonicalize() else {
+        return true;
+    };
+    let lexical = normalize_lexically(&std::path::absolute(folder).unwrap_or_default());
+    for dir in physical.ancestors().chain(lexical.ancestors()) {
+        for name in [".git", "HEAD"] {
+            match std::fs::symlink_metadata(dir.join(name)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // present, or not knowable (a folder devcell cannot search): let git judge
+                _ => return true,
+            }
+        }
+    }
+    false
 }
 
 /// `git rev-parse --absolute-git-dir` run in `dir` ([`super::hostgit::command`]).
@@ -518,6 +547,44 @@ mod tests {
         assert_eq!(git_root(&link.join("sub")), Some(link.clone()));
         let got = resolve(&mut json!({}), &opts(&link.join("sub"), true)).unwrap();
         assert_eq!(got.workspace_folder, "/workspaces/link/sub");
+    }
+
+    /// The in-process "not a git repository" agrees with git: no marker, no repository; any
+    /// marker (a gitfile, a git directory's `HEAD`, a repository above a symlink's target)
+    /// leaves the judgement to git.
+    #[test]
+    fn no_git_marker_is_decided_without_git_and_any_marker_is_left_to_git() {
+        let (_t, root) = tempdir();
+        let plain = root.join("plain/sub");
+        std::fs::create_dir_all(&plain).unwrap();
+        if may_be_in_repository(&root) {
+            // the machine's temporary folder is itself inside a repository: nothing to decide
+            return;
+        }
+        assert!(!may_be_in_repository(&plain));
+        let status = Command::new("git")
+            .args(["rev-parse", "--show-cdup"])
+            .current_dir(&plain)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "git finds a repository without a marker");
+
+        let gitfile = root.join("gitfile/sub");
+        std::fs::create_dir_all(&gitfile).unwrap();
+        std::fs::write(root.join("gitfile/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(may_be_in_repository(&gitfile));
+
+        let repo = root.join("repo");
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        git(&repo, &["init", "-q"]);
+        assert!(may_be_in_repository(&repo.join(".git/refs")));
+        let link = root.join("plain/link");
+        std::os::unix::fs::symlink(repo.join("sub"), &link).unwrap();
+        assert!(may_be_in_repository(&link));
     }
 
     #[test]

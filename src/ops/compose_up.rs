@@ -47,7 +47,10 @@ use crate::ops::permissions::{
 use crate::ops::read_configuration::file_uri;
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
-use crate::ops::users::{image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside};
+use crate::ops::users::{
+    image_passwd, judge_unreadable_passwd, passwd_account, update_remote_user_uid,
+    verify_uids_inside,
+};
 use crate::progress::{Event, Reporter};
 use crate::security::host_path::Places;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
@@ -765,6 +768,17 @@ async fn create(
     let mut permissions = applied.requests.clone();
     permissions.extend(label_requests.iter().cloned());
     let applied_remote = applied.remote_user.clone();
+    if hardened {
+        judge_unreadable_passwd(
+            input.passwd.as_deref(),
+            applied.spec.user.as_deref(),
+            input.image_user.as_deref(),
+            applied_remote.as_deref(),
+            &permissions,
+            grants,
+            reporter,
+        )?;
+    }
     let mut spec = applied.spec;
     if let Some(account) = &account {
         spec.labels.insert(

@@ -44,7 +44,10 @@ use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
-use crate::ops::users::{image_passwd, passwd_account, update_remote_user_uid, verify_uids_inside};
+use crate::ops::users::{
+    image_passwd, judge_unreadable_passwd, passwd_account, update_remote_user_uid,
+    verify_uids_inside,
+};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
 use serde_json::Value;
@@ -440,6 +443,17 @@ pub(crate) async fn up_judged(
             permissions.extend(label_requests.iter().cloned());
             security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
+            if hardened {
+                judge_unreadable_passwd(
+                    input.passwd.as_deref(),
+                    applied.spec.user.as_deref(),
+                    input.image_user.as_deref(),
+                    applied_remote.as_deref(),
+                    &permissions,
+                    &grants,
+                    reporter,
+                )?;
+            }
             let mut spec = applied.spec;
             crate::ops::egress::before_create(opts, &devcontainer_id, &mut spec)?;
             if let Some(account) = &account {

@@ -111,6 +111,55 @@ pub(crate) async fn verify_uids_inside(
     Ok(())
 }
 
+/// Under `hardened`, before the container is created: when the image's `/etc/passwd` could not
+/// be read as a regular file (`passwd` is `None`: a symbolic link, which the engine follows
+/// and the archive read does not, no such file, or an engine error), a user that is a name
+/// cannot be judged by its uid, and counts as root (spec-note 0420): the engine resolves it
+/// against whatever the link points to (perhaps a file the container itself writes), and the
+/// only check left after start would be a process of the image answering for itself. `users`
+/// are the container's user as the policy set it (`None`: the image's `USER`, `image_user`)
+/// and the remote user. A numeric user, or `--allow root`, passes.
+///
+/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) listing `requests` first,
+/// after one status line saying why.
+pub(crate) fn judge_unreadable_passwd(
+    passwd: Option<&str>,
+    container_user: Option<&str>,
+    image_user: Option<&str>,
+    remote_user: Option<&str>,
+    requests: &[PermissionRequest],
+    grants: &Grants,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    if passwd.is_some() || grants.allows(&security::Permission::Root) {
+        return Ok(());
+    }
+    let named = |u: &&str| {
+        matches!(
+            crate::engine::passwd::resolve(u, None),
+            crate::engine::passwd::Resolved::Unresolved(_)
+        )
+    };
+    let candidates = [
+        (container_user, Source::DevcontainerJson),
+        (
+            container_user.is_none().then_some(image_user).flatten(),
+            Source::ImageUser,
+        ),
+        (remote_user, Source::DevcontainerJson),
+    ];
+    let Some((user, source)) = candidates
+        .into_iter()
+        .find_map(|(u, source)| u.filter(named).map(|u| (u, source)))
+    else {
+        return Ok(());
+    };
+    reporter.report(crate::progress::Event::Status(format!(
+        "the image's `/etc/passwd` is not a regular file devcell can read (a symbolic link, or missing): the user `{user}` cannot be judged by its uid and counts as root; make `/etc/passwd` a regular file in the image, use a numeric user, or grant `--allow root`"
+    )));
+    Err(root_refused(requests, source))
+}
+
 /// The `hardened` refusal of a uid 0 found inside: the requests so far plus a refused
 /// `root`, from the source of an earlier `root` request when there is one, else `fallback`.
 fn root_refused(requests: &[PermissionRequest], fallback: Source) -> HandoffError {

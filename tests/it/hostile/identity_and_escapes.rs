@@ -147,7 +147,23 @@ mod identity {
     /// `admin` account of uid 0, and `dockerfile_tail` appended (`USER …`, a symlinked
     /// passwd, …).
     fn build_admin_image(tag: &str, passwd_path: &str, dockerfile_tail: &str) {
+        build_admin_image_with(tag, passwd_path, dockerfile_tail, &[]);
+    }
+
+    /// [`build_admin_image`] with `files` (name, content; mode 0755) in the build context.
+    fn build_admin_image_with(
+        tag: &str,
+        passwd_path: &str,
+        dockerfile_tail: &str,
+        files: &[(&str, &str)],
+    ) {
+        use std::os::unix::fs::PermissionsExt as _;
         let context = tempfile::tempdir().unwrap();
+        for (name, content) in files {
+            let path = context.path().join(name);
+            std::fs::write(&path, content).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let mut passwd = docker(&["run", "--rm", BUSYBOX_IMAGE, "cat", "/etc/passwd"]);
         passwd.push_str("\nadmin:x:0:0:admin:/home/admin:/bin/sh\n");
         std::fs::write(context.path().join("passwd"), passwd).unwrap();
@@ -253,9 +269,9 @@ mod identity {
     }
 
     #[test]
-    fn root_the_passwd_read_cannot_see_is_caught_from_inside_and_the_container_removed() {
+    fn root_the_passwd_read_cannot_see_is_refused_before_a_container_exists() {
         if !engine_ready(
-            "root_the_passwd_read_cannot_see_is_caught_from_inside_and_the_container_removed",
+            "root_the_passwd_read_cannot_see_is_refused_before_a_container_exists",
             BUSYBOX_IMAGE,
         ) {
             return;
@@ -277,6 +293,53 @@ mod identity {
         // With the grant, the same image comes up.
         up_ok(repo.path(), &["--allow", "root"]);
         assert!(repo.path().join("drop/ran").exists());
+    }
+
+    /// The image's `/bin/sh` answers devcell's uid check with a lie (65534) and runs
+    /// everything else as a shell; its `/etc/passwd` is a link to a file giving `admin` uid 0,
+    /// and the container itself runs as a numeric, non-root user. No process of the image may
+    /// vouch for the remote user: the named user whose passwd devcell cannot read is refused
+    /// before any container exists, and no hook runs.
+    #[test]
+    fn a_lying_shell_cannot_hide_the_root_a_linked_passwd_gives_the_remote_user() {
+        if !engine_ready(
+            "a_lying_shell_cannot_hide_the_root_a_linked_passwd_gives_the_remote_user",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        let tag = format!("devcell-test/hostile-lying-sh:{}", std::process::id());
+        let lying_sh = "#!/bin/busybox ash\ncase \"$2\" in *proc/self/status*) echo '65534 65534 65534 65534'; exit 0;; esac\nexec /bin/busybox ash \"$@\"\n";
+        build_admin_image_with(
+            &tag,
+            "/etc/passwd.real",
+            "USER root\nRUN [\"/bin/ln\", \"-sf\", \"/etc/passwd.real\", \"/etc/passwd\"]\nRUN [\"/bin/rm\", \"-f\", \"/bin/sh\"]\nCOPY sh /bin/sh",
+            &[("sh", lying_sh)],
+        );
+        // the lie works: as uid 0, the shell says 65534
+        let said = docker(&[
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &tag,
+            "/bin/sh",
+            "-c",
+            devcell::ops::users::UID_SCRIPT,
+        ]);
+        assert_eq!(said.trim(), "65534 65534 65534 65534");
+        let repo = repo_with(&format!(
+            r#"{{"image": "{tag}", "containerUser": "65534", "remoteUser": "admin", "postCreateCommand": "touch drop/ran"}}"#
+        ));
+        let mut guard = cleanup(&[repo.path()]);
+        guard.images = vec![tag.clone()];
+        assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
+        let out = run(repo.path(), "up", &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("`/etc/passwd` is not a regular file devcell can read"),
+            "{stderr}"
+        );
     }
 
     #[test]
