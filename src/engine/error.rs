@@ -204,6 +204,7 @@ impl Hint for EngineError {
                 "check the reference, and log in with `docker login <registry>` if it is private"
                     .to_string(),
             ),
+            EngineError::Build { .. } => Some(BUILD_FAILED_HINT.to_string()),
             EngineError::Push { .. } => Some(
                 "name the image `<registry>/<repository>:<tag>`, check the registry is reachable, \
                  and log in with `docker login <registry>` if it needs credentials"
@@ -216,6 +217,13 @@ impl Hint for EngineError {
         }
     }
 }
+
+/// The hint for a failed image build: the reference CLI's description first (tools match on
+/// it), then where the step's output is and the one network cause devcell adds (spec-note
+/// 0442).
+pub const BUILD_FAILED_HINT: &str = "An error occurred building the image. The failing step's \
+output is above on stderr; a step that downloads needs a network, and under the hardened profile \
+a container without one is built without one too unless you give `--allow build-network`";
 
 /// The hint for an engine that cannot find the init process it runs for `init` (the hardened
 /// profile sets it): Podman's `catatonit`, which Debian's podman only recommends.

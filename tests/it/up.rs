@@ -902,6 +902,18 @@ fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
         result["message"].as_str().unwrap().contains("build failed"),
         "{result}"
     );
+    // the reference CLI's description (tools match on it), then devcell's hint
+    assert!(
+        result["description"]
+            .as_str()
+            .unwrap()
+            .contains("An error occurred building the image.")
+            && result["description"]
+                .as_str()
+                .unwrap()
+                .contains("--allow build-network"),
+        "{result}"
+    );
     assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     assert!(ws.containers().is_empty());
 
@@ -919,6 +931,14 @@ fn failed_builds_leave_the_workspace_unchanged_and_create_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Broken"), "{stderr}");
     assert_eq!(last_json(&out)["outcome"], "error");
+    assert!(
+        last_json(&out)["description"]
+            .as_str()
+            .unwrap()
+            .contains("An error occurred building the image."),
+        "{}",
+        last_json(&out)
+    );
     assert_eq!(tree_hash(ws.path()), before, "the workspace changed");
     assert!(ws.containers().is_empty());
 }
