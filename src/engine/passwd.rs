@@ -8,7 +8,8 @@
 //! - the spec is split at `:` into user and group; only the user part decides the uid;
 //! - a user part Go's `strconv.Atoi` accepts (optional `+`/`-` sign, ASCII digits: `00`, `+0`,
 //!   `-0`) is a uid, whether or not an entry has it; a uid outside `0..=2147483647`
-//!   (`4294967296`, `-1`) is refused by the engine;
+//!   (`4294967296`, `-1`) is refused by the engine unless an entry's id field reads as it
+//!   (then runc truncates that id to 32 bits: [`is_root`] counts it as root);
 //! - anything else (`0x0`, ` 0`, `root`) is a name: the first entry with exactly that name
 //!   wins; no entry means the engine refuses to start;
 //! - passwd lines are trimmed and every non-empty line is an entry (no comments); missing
@@ -85,7 +86,9 @@ pub enum Resolved {
         /// The matching entry, if any.
         entry: Option<PasswdEntry>,
     },
-    /// A numeric user outside `0..=`[`MAX_ID`]: the engine refuses to start the container.
+    /// A numeric user outside `0..=`[`MAX_ID`]: the engine refuses it, unless a passwd entry's
+    /// id field reads as that number (runc then takes the entry and truncates its id to 32
+    /// bits: `4294967296` runs as 0); [`is_root`] counts it as root.
     OutOfRange(i64),
     /// A name the passwd text does not have: the engine refuses to start the container.
     Unknown(String),
@@ -148,11 +151,26 @@ pub fn lookup(text: &str, user: &str) -> Option<PasswdEntry> {
 /// default) counts as root when `default_is_root`. Names that cannot be resolved without a
 /// passwd are not root here (the in-container check after creation speaks for them).
 pub fn is_root(user: &str, passwd: Option<&str>, default_is_root: bool) -> bool {
+    // A number past the uid range is no refusal when an entry has it: runc matches the entry's
+    // id field as read and truncates it to 32 bits (`4294967296` runs as 0). A name with the
+    // replacement character may match a passwd line read lossily where the engine, byte for
+    // byte, matches another.
+    if passwd.is_some() && user.contains(char::REPLACEMENT_CHARACTER) {
+        return true;
+    }
     match resolve(user, passwd) {
         Resolved::Default => default_is_root,
         Resolved::Uid { uid, .. } => uid == 0,
+        Resolved::OutOfRange(_) => true,
         _ => false,
     }
+}
+
+/// `/etc/passwd` bytes as text for [`resolve`]: invalid UTF-8 (a Latin-1 GECOS field) is
+/// replaced, never a reason to have no passwd; [`is_root`] counts a name holding the
+/// replacement character as root, so no name can match a replaced line the engine would not.
+pub fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[cfg(test)]
@@ -190,12 +208,22 @@ mod tests {
             assert!(is_root(spelling, Some(PASSWD), false), "{spelling}");
             assert!(is_root(spelling, None, false), "{spelling} without passwd");
         }
-        // The engine refuses these: not uid 0 (and not a container at all).
+        // Past the range: refused by the engine, unless an entry's id field reads as it
+        // (runc then truncates that id: uid 0), so root either way.
         assert_eq!(
             resolve("4294967296", Some(PASSWD)),
             Resolved::OutOfRange(4294967296)
         );
         assert_eq!(resolve("-1", None), Resolved::OutOfRange(-1));
+        let big = "big:x:4294967296:4294967296::/tmp:/bin/sh\n";
+        assert!(is_root("4294967296", Some(big), false));
+        assert!(is_root("-1", None, false));
+        // A passwd that is not UTF-8 is read with replacements; a name holding the
+        // replacement character could match a replaced line the engine would not: root.
+        let latin1 = text_of(b"dev:x:1000:1000:Jos\xe9:/home/dev:/bin/sh\n\xe9:x:0:0::/:/bin/sh\n");
+        assert_eq!(resolve("dev", Some(&latin1)).uid(), Some(1000));
+        assert!(!is_root("dev", Some(&latin1), false));
+        assert!(is_root("\u{fffd}", Some(&latin1), false));
         assert_eq!(
             resolve("0x0", Some(PASSWD)),
             Resolved::Unknown("0x0".into())

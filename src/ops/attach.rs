@@ -207,12 +207,23 @@ pub(crate) async fn attach_target(
 
 /// The uid the engine will run `user` as in the container `id`: a number as it is, a name
 /// through the container's `/etc/passwd` as it is now (`None` when it cannot be told).
+///
+/// What cannot be judged counts as uid 0 (spec-note 0420): a number past the uid range (runc
+/// truncates an entry's id), a name when the passwd is no regular file (a symbolic link).
 async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
-    use crate::engine::passwd::resolve;
-    if let Some(uid) = resolve(user, None).uid() {
-        return Some(uid);
+    use crate::engine::passwd::{Resolved, is_root, resolve};
+    match resolve(user, None) {
+        Resolved::Uid { uid, .. } => return Some(uid),
+        Resolved::OutOfRange(_) => return Some(0),
+        _ => {}
     }
-    resolve(user, Some(&container_passwd(engine, id).await?)).uid()
+    let Some(passwd) = container_passwd(engine, id).await else {
+        return matches!(resolve(user, None), Resolved::Unresolved(_)).then_some(0);
+    };
+    if is_root(user, Some(&passwd), false) {
+        return Some(0);
+    }
+    resolve(user, Some(&passwd)).uid()
 }
 
 /// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status

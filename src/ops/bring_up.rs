@@ -62,6 +62,33 @@ pub struct UpResult {
     pub(crate) loaded: LoadedConfiguration,
 }
 
+/// `up --include-configuration`'s `configuration`: the configuration as loaded, substituted
+/// like `mergedConfiguration` (`${devcontainerId}`, then `${containerEnv:…}` from `container`;
+/// a value that cannot be substituted keeps the whole as it was), with `configFilePath`, as the
+/// reference CLI prints it (spec-note 0475). For image, Dockerfile and Compose configurations
+/// alike.
+pub(crate) fn shown_configuration(
+    loaded: &LoadedConfiguration,
+    devcontainer_id: &str,
+    container: &ContainerInfo,
+) -> Value {
+    use crate::config::substitute;
+    let mut shown = loaded.value.clone();
+    substitute::substitute_devcontainer_id(&mut shown, devcontainer_id);
+    let container_env = substitute::env_from_list(&container.env);
+    let mut substituted = shown.clone();
+    if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
+        shown = substituted;
+    }
+    if let Value::Object(c) = &mut shown {
+        c.insert(
+            "configFilePath".into(),
+            crate::ops::read_configuration::file_uri(&loaded.config_file),
+        );
+    }
+    shown
+}
+
 impl UpResult {
     /// The reference CLI's result line, with devcell's additions under `devcell`:
     /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",

@@ -44,7 +44,6 @@ use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
     judged_options, judged_places, origins,
 };
-use crate::ops::read_configuration::file_uri;
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
 use crate::ops::users::{
@@ -270,14 +269,9 @@ pub(crate) async fn up_compose(
         reporter,
     )
     .await?;
-    let configuration = opts.include_configuration.then(|| {
-        let mut shown = loaded.value.clone();
-        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
-        if let Value::Object(c) = &mut shown {
-            c.insert("configFilePath".into(), file_uri(&loaded.config_file));
-        }
-        shown
-    });
+    let configuration = opts
+        .include_configuration
+        .then(|| crate::ops::bring_up::shown_configuration(loaded, &devcontainer_id, &container));
     Ok(UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
@@ -837,6 +831,24 @@ async fn create(
             expected: true,
         })?;
     let id = info.id.clone();
+    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
+    if hardened && !image.info.id.is_empty() && bare(&info.image_id) != bare(&image.info.id) {
+        // Only the image devcell prepared was judged (its passwd read by id): a container of
+        // another one (Compose rebuilt or pulled the service's image) is not started into.
+        let _ = engine.remove_container(&id, true).await;
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
+                target.service,
+                short(&info.image_id),
+                short(&image.info.id),
+                image.reference
+            ),
+            hint: Some(
+                "Compose replaced the image while starting the project; build the service's image once, outside the `up`, or remove its `pull_policy`".into(),
+            ),
+        });
+    }
     if hardened {
         let container_user = Some(info.user.as_str()).filter(|u| !u.is_empty());
         verify_uids_inside(

@@ -71,7 +71,8 @@ pub(crate) async fn check_existing(
     }
     let info = &resolved;
     let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
-    let passwd = reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
+    let (passwd, passwd_unreadable) =
+        reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
     let existing = security::ExistingContainer {
         info,
         image_user: image_user.as_deref(),
@@ -81,6 +82,7 @@ pub(crate) async fn check_existing(
         engine_socket,
         network: network.as_deref(),
         passwd: passwd.as_deref(),
+        passwd_unreadable,
     };
     Ok(security::check_reuse(profile, &existing, grants)?)
 }
@@ -556,12 +558,15 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
 /// differs from the user the container runs as (its `remoteUser` changed since), or the
 /// container was not made by devcell under `hardened` (no state volume). The warm path of
 /// devcell's own containers reads nothing.
+///
+/// Returns the text when it was read, and whether it was needed but could not be read as a
+/// regular file (a symbolic link): a name is then not judgeable, and counts as root.
 pub(crate) async fn reuse_passwd(
     engine: &dyn Engine,
     info: &ContainerInfo,
     image_user: Option<&str>,
     remote_user: Option<&str>,
-) -> Option<String> {
+) -> (Option<String>, bool) {
     use crate::engine::passwd::{Resolved, resolve};
     let runs_as = Some(info.user.as_str())
         .filter(|u| !u.is_empty())
@@ -572,10 +577,12 @@ pub(crate) async fn reuse_passwd(
     let needed = remote_user.is_some_and(|r| r != runs_as && unresolved(r))
         || (!verified_at_creation && unresolved(runs_as));
     if !needed {
-        return None;
+        return (None, false);
     }
-    let bytes = engine.read_file(&info.id, "/etc/passwd").await.ok()??;
-    String::from_utf8(bytes).ok()
+    match engine.read_file(&info.id, "/etc/passwd").await {
+        Ok(Some(bytes)) => (Some(crate::engine::passwd::text_of(&bytes)), false),
+        _ => (None, true),
+    }
 }
 
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir

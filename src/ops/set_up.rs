@@ -270,6 +270,7 @@ pub async fn set_up_with(
         engine_socket,
         network: None,
         passwd: passwd.as_deref(),
+        passwd_unreadable: passwd.is_none(),
     };
     let (permissions, gaps) = match security::check_reuse(&baseline, &existing, &grants) {
         Ok(granted) => (granted, Vec::new()),
@@ -589,6 +590,7 @@ mod tests {
             engine_socket: None,
             network: None,
             passwd: None,
+            passwd_unreadable: false,
         };
         let profile = SecurityProfile::Hardened(Default::default());
         let Err(SecurityError::ReuseRefused { requests, .. }) =

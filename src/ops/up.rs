@@ -38,7 +38,6 @@ use crate::ops::permissions::{
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
     origins, security_choice,
 };
-use crate::ops::read_configuration::file_uri;
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
@@ -50,7 +49,6 @@ use crate::ops::users::{
 };
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
@@ -550,21 +548,9 @@ pub(crate) async fn up_judged(
     )
     .await?;
 
-    let configuration = opts.include_configuration.then(|| {
-        let mut shown = loaded.value.clone();
-        // Substituted like `mergedConfiguration` (`${devcontainerId}`, `${containerEnv:…}`),
-        // as the reference prints it (spec-note 0475); a value that cannot be is kept.
-        substitute::substitute_devcontainer_id(&mut shown, &devcontainer_id);
-        let container_env = substitute::env_from_list(&container.env);
-        let mut substituted = shown.clone();
-        if substitute::substitute_container_env(&mut substituted, &container_env).is_ok() {
-            shown = substituted;
-        }
-        if let Value::Object(c) = &mut shown {
-            c.insert("configFilePath".into(), file_uri(&loaded.config_file));
-        }
-        shown
-    });
+    let configuration = opts
+        .include_configuration
+        .then(|| crate::ops::bring_up::shown_configuration(&loaded, &devcontainer_id, &container));
     Ok(UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),

@@ -155,7 +155,7 @@ pub(crate) fn judge_unreadable_passwd(
         return Ok(());
     };
     reporter.report(crate::progress::Event::Status(format!(
-        "the image's `/etc/passwd` is not a regular file devcell can read (a symbolic link, or missing): the user `{user}` cannot be judged by its uid and counts as root; make `/etc/passwd` a regular file in the image, use a numeric user, or grant `--allow root`"
+        "the image's `/etc/passwd` could not be read as a regular file (a symbolic link, no such file, or an engine error): the user `{user}` cannot be judged by its uid and counts as root; make `/etc/passwd` a regular file in the image, use a numeric user, or grant `--allow root`"
     )));
     Err(root_refused(requests, source))
 }
@@ -398,13 +398,15 @@ pub(crate) async fn image_passwd(
         }
         None => engine.read_image_file(reference, "/etc/passwd").await,
     };
-    String::from_utf8(bytes.ok()??).ok()
+    Some(crate::engine::passwd::text_of(&bytes.ok()??))
 }
 
 /// The running container `id`'s `/etc/passwd` text as it is now; `None` when it cannot be
 /// read (no such file, an engine error) or is not UTF-8.
 pub(crate) async fn container_passwd(engine: &dyn Engine, id: &str) -> Option<String> {
-    String::from_utf8(engine.read_file(id, "/etc/passwd").await.ok()??).ok()
+    Some(crate::engine::passwd::text_of(
+        &engine.read_file(id, "/etc/passwd").await.ok()??,
+    ))
 }
 
 #[cfg(test)]

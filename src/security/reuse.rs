@@ -62,6 +62,9 @@ pub struct ExistingContainer<'a> {
     /// resolves to ([`crate::engine::passwd::resolve`]); without it only numeric spellings and
     /// `root` are recognised.
     pub passwd: Option<&'a str>,
+    /// The passwd was needed and could not be read as a regular file (a symbolic link): a
+    /// name is then not judgeable and counts as root (spec-note 0420).
+    pub passwd_unreadable: bool,
 }
 
 /// Checks that reusing `existing` gives nothing beyond `profile` and `grants`.
@@ -98,7 +101,13 @@ pub fn check_reuse(
         .filter(|u| !u.is_empty())
         .or(existing.image_user.filter(|u| !u.is_empty()))
         .unwrap_or("root");
-    let root = |u: &str| crate::engine::passwd::is_root(u, existing.passwd, true);
+    let root = |u: &str| {
+        use crate::engine::passwd::{Resolved, is_root, resolve};
+        is_root(u, existing.passwd, true)
+            || (existing.passwd_unreadable
+                && existing.passwd.is_none()
+                && matches!(resolve(u, None), Resolved::Unresolved(_)))
+    };
     if root(user) || existing.remote_user.is_some_and(root) {
         push(Permission::Root);
     }
@@ -279,6 +288,7 @@ mod tests {
             engine_socket: None,
             network: None,
             passwd: None,
+            passwd_unreadable: false,
         }
     }
 

@@ -100,6 +100,7 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
             "overrideCommand": true,
             "remoteUser": "nobody",
             "containerEnv": env,
+            "remoteEnv": {"FROM_CONTAINER": "${containerEnv:PATH}|x"},
             "postCreateCommand": "nc -w 5 db 7000 </dev/null",
         });
         if let Some(s) = shutdown {
@@ -109,8 +110,19 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     };
     let ctx = ctx.config_json(&config(None));
 
-    let first = ctx.up(&[]);
+    let first = ctx.up(&["--include-configuration"]);
     assert_eq!(first["composeProjectName"], project.as_str(), "{first}");
+    // `configuration` is substituted against the container, as `mergedConfiguration` is
+    // (issue 12 item 11c, through Compose)
+    let from_container = first["configuration"]["remoteEnv"]["FROM_CONTAINER"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        from_container.ends_with("|x")
+            && from_container.contains("/bin")
+            && !from_container.contains("${"),
+        "{first}"
+    );
     assert_eq!(first["remoteWorkspaceFolder"], "/workspace");
     assert_eq!(first["devcell"]["container"], "created");
     assert_eq!(ran(&first), ["postCreateCommand"], "{first}");

@@ -38,6 +38,12 @@ pub fn override_file(
         }
     }
     let mut primary_service = service_override(spec);
+    // The container runs the image devcell prepared and judged (its `/etc/passwd` read by id):
+    // a `pull_policy` of `build` or `always` would have `compose up` replace it first
+    // (spec-note 0420).
+    if !spec.image.is_empty() {
+        primary_service.insert("pull_policy".to_string(), json!("never"));
+    }
     if podman && let Some(Value::Array(tmpfs)) = primary_service.get_mut("tmpfs") {
         for entry in tmpfs.iter_mut() {
             if let Some((path, opts)) = entry.as_str().and_then(|e| e.split_once(':')) {
@@ -295,6 +301,8 @@ mod tests {
         let file = override_file("app", &spec(), &Map::new(), false);
         let app = &file["services"]["app"];
         assert_eq!(app["image"], "img:1");
+        // the image devcell prepared and judged, not one `compose up` builds or pulls anew
+        assert_eq!(app["pull_policy"], "never");
         assert_eq!(app["user"], "1000:1000");
         assert_eq!(app["command"][1], "exec \"$$@\"");
         assert_eq!(app["environment"]["PRICE"], "$$5 and $$$${HOME}");

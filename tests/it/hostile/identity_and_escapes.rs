@@ -213,6 +213,8 @@ mod identity {
             r#""remoteUser": "0000:1000""#,
             r#""remoteUser": "nobody", "runArgs": ["-u", "0:0"]"#,
             r#""remoteUser": "nobody", "runArgs": ["--user=root:nogroup"]"#,
+            // past the uid range: runc would take an entry with that id and truncate it to 0
+            r#""containerUser": "65534", "remoteUser": "4294967296""#,
         ];
         for case in cases {
             let repo = repo_with(&format!(
@@ -337,9 +339,58 @@ mod identity {
         let out = run(repo.path(), "up", &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("`/etc/passwd` is not a regular file devcell can read"),
+            stderr.contains("`/etc/passwd` could not be read as a regular file"),
             "{stderr}"
         );
+    }
+
+    /// A container that came up without a remote user, from an image whose `/etc/passwd` is a
+    /// link (to a file giving `admin` uid 0 and `big` the uid 4294967296, which runc truncates
+    /// to 0): a later configuration naming either as `remoteUser` cannot reuse it, and `exec`
+    /// cannot run as them; no hook or command of theirs runs.
+    #[test]
+    fn a_reused_container_judges_a_new_remote_user_it_cannot_read_as_root() {
+        if !engine_ready(
+            "a_reused_container_judges_a_new_remote_user_it_cannot_read_as_root",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        let tag = format!("devcell-test/hostile-admin-reuse:{}", std::process::id());
+        build_admin_image(
+            &tag,
+            "/etc/passwd.real",
+            "USER root\nRUN [\"/bin/sh\", \"-c\", \"echo big:x:4294967296:4294967296::/tmp:/bin/sh >> /etc/passwd.real && ln -sf /etc/passwd.real /etc/passwd\"]\nUSER 65534",
+        );
+        let repo = repo_with(&format!(r#"{{"image": "{tag}"}}"#));
+        let mut guard = cleanup(&[repo.path()]);
+        guard.images = vec![tag.clone()];
+        let first = up_ok(repo.path(), &[]);
+        let id = first["containerId"].as_str().unwrap().to_string();
+        for user in ["admin", "4294967296"] {
+            repo.config(&format!(
+                r#"{{"image": "{tag}", "remoteUser": "{user}", "postAttachCommand": "touch drop/ran"}}"#
+            ));
+            let out = run(repo.path(), "up", &[]);
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(1), "{user}: {text}");
+            assert!(
+                text.contains("running as root") && text.contains("--allow root"),
+                "{user}: {text}"
+            );
+            let out = run(repo.path(), "exec", &["touch", "drop/ran"]);
+            assert_ne!(out.status.code(), Some(0), "{user}: exec ran");
+            assert!(
+                !repo.path().join("drop/ran").exists(),
+                "{user}: a command of the repository ran"
+            );
+        }
+        // the container is the one the first `up` made, left as it was
+        assert_eq!(containers_of(&repo.path().display().to_string()), [id]);
     }
 
     #[test]
