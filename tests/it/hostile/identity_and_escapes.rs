@@ -336,12 +336,16 @@ mod identity {
         let mut guard = cleanup(&[repo.path()]);
         guard.images = vec![tag.clone()];
         assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
-        let out = run(repo.path(), "up", &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("`/etc/passwd` could not be read as a regular file"),
-            "{stderr}"
-        );
+        // Docker's archive read gives the link itself, so the name cannot be judged; Podman's
+        // follows it, and `admin` is judged uid 0 from the file it points to.
+        if !crate::support::engine::engine_is_podman() {
+            let out = run(repo.path(), "up", &[]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("`/etc/passwd` could not be read as a regular file"),
+                "{stderr}"
+            );
+        }
     }
 
     /// A container that came up without a remote user, from an image whose `/etc/passwd` is a
