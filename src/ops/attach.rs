@@ -190,34 +190,36 @@ pub(crate) async fn attach_target(
         || (target.container_id.is_some()
             && !target.workspace_folder_given
             && loaded.raw.get("workspaceFolder").is_none());
+    if let Some(judged) = &judged {
+        // The remote user judged by the uid the engine will give it (spec-note 0420), before
+        // any process runs as it (the home folder's probe below is one).
+        let uid = remote_uid(engine, &container, &attached.remote_user).await;
+        let root = security::reattach::judge(judged, &grants, &[], uid);
+        security::reattach::check(&root)?;
+        requests.extend(root);
+    }
     if in_home {
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
             usable_folder(engine, &container.id, &attached.remote_user, &home).await;
     }
-    if let Some(judged) = &judged {
-        // The remote user judged by the uid the engine will give it (spec-note 0420).
-        let uid = remote_uid(engine, &container.id, &attached.remote_user).await;
-        let root = security::reattach::judge(judged, &grants, &[], uid);
-        security::reattach::check(&root)?;
-        requests.extend(root);
-    }
     Ok((attached, requests))
 }
 
-/// The uid the engine will run `user` as in the container `id`: a number as it is, a name
-/// through the container's `/etc/passwd` as it is now (`None` when it cannot be told).
+/// The uid the engine will run `user` as in `container`: a number as it is, a name through
+/// the passwd the engine reads ([`crate::ops::users::engine_passwd`]; `None` when the name has
+/// no entry, and the engine then refuses it).
 ///
 /// What cannot be judged counts as uid 0 (spec-note 0420): a number past the uid range (runc
 /// truncates an entry's id), a name when the passwd is no regular file (a symbolic link).
-async fn remote_uid(engine: &dyn Engine, id: &str, user: &str) -> Option<u32> {
+async fn remote_uid(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> Option<u32> {
     use crate::engine::passwd::{Resolved, is_root, resolve};
     match resolve(user, None) {
         Resolved::Uid { uid, .. } => return Some(uid),
         Resolved::OutOfRange(_) => return Some(0),
         _ => {}
     }
-    let Some(passwd) = container_passwd(engine, id).await else {
+    let Some(passwd) = crate::ops::users::engine_passwd(engine, container).await else {
         return matches!(resolve(user, None), Resolved::Unresolved(_)).then_some(0);
     };
     if is_root(user, Some(&passwd), false) {

@@ -204,17 +204,17 @@ pub(crate) async fn up_compose(
             (info, entries, ContainerAction::Running)
         }
         Some(info) => {
-            // Started again with the files it was created with (its override among them).
+            // Started again with the files it was created with (its override among them), and
+            // only the containers that exist: `start` creates nothing, so a service the files
+            // gained since (judged by no one: the configuration may name other files now) is
+            // not made (spec-note 0601).
             let files = recorded_files(&info).unwrap_or_else(|| target.project.files.clone());
             reporter.report(Event::Status(format!(
                 "starting project {} (container {})",
                 target.project.name,
                 short(&info.id)
             )));
-            target
-                .with_files(files)
-                .up(&target.up_services(), true)
-                .await?;
+            target.with_files(files).start(&[]).await?;
             let info = inspect(engine, &info.id).await?;
             if needs_state_dir_mode(&info) {
                 prepare_state_dir(engine, &info.id)

@@ -553,7 +553,8 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
     }
 }
 
-/// The container's `/etc/passwd` for the reuse re-check, read only when a user name could
+/// The `/etc/passwd` the engine resolves the container's users against
+/// ([`crate::ops::users::engine_passwd`]) for the reuse re-check, read only when a user name could
 /// hide uid 0 and was not checked from inside at creation (spec-note 0420): the remote user
 /// differs from the user the container runs as (its `remoteUser` changed since), or the
 /// container was not made by devcell under `hardened` (no state volume). The warm path of
@@ -579,9 +580,9 @@ pub(crate) async fn reuse_passwd(
     if !needed {
         return (None, false);
     }
-    match engine.read_file(&info.id, "/etc/passwd").await {
-        Ok(Some(bytes)) => (Some(crate::engine::passwd::text_of(&bytes)), false),
-        _ => (None, true),
+    match crate::ops::users::engine_passwd(engine, info).await {
+        Some(text) => (Some(text), false),
+        None => (None, true),
     }
 }
 

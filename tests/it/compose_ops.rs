@@ -1039,3 +1039,59 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
         Some("pong")
     );
 }
+
+/// A stopped project is started again with the files it was created with; after the
+/// repository names other files and gives the old ones a new service (root, the host's `/`
+/// mounted), that service is never made: only the containers that exist start, and the hook
+/// keeps running as the judged user.
+#[test]
+fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gained() {
+    let Some(ctx) = TestContext::busybox("compose_ops_restart") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = project(&ctx);
+    let one = "services:\n  app:\n    image: IMAGE\n    command: [\"sleep\", \"100000\"]\n    volumes:\n      - ..:/workspace\n".replace("IMAGE", BUSYBOX_IMAGE);
+    ctx.write(".devcontainer/a.yml", &one);
+    let config = |file: &str| {
+        serde_json::json!({
+            "dockerComposeFile": file,
+            "service": "app",
+            "workspaceFolder": "/workspace",
+            "remoteUser": "nobody",
+            "postStartCommand": "id -u > /workspace/drop/start-uid",
+        })
+    };
+    let ctx = ctx.config_json(&config("a.yml"));
+    ctx.write("drop/.keep", "");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(
+            ctx.path().join("drop"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+    }
+    let first = ctx.up(&[]);
+    assert_eq!(first["composeProjectName"], project.as_str(), "{first}");
+    ctx.run("stop", &[]).ok();
+    assert_eq!(services(&project), ["app exited"]);
+    // the configuration now names b.yml (harmless); a.yml gains a root service with `/`
+    ctx.write(".devcontainer/b.yml", &one);
+    ctx.write(
+        ".devcontainer/a.yml",
+        &format!(
+            "{one}  pwn:\n    image: {BUSYBOX_IMAGE}\n    user: \"0\"\n    network_mode: none\n    volumes:\n      - /:/host:ro\n    command: [\"sleep\", \"100000\"]\n"
+        ),
+    );
+    let ctx = ctx.config_json(&config("b.yml"));
+    let again = ctx.up(&[]);
+    assert_eq!(again["devcell"]["container"], "started", "{again}");
+    assert_eq!(
+        services(&project),
+        ["app running"],
+        "a service nobody judged was made"
+    );
+    let uid = std::fs::read_to_string(ctx.path().join("drop/start-uid")).unwrap_or_default();
+    assert_eq!(uid.trim(), "65534");
+}

@@ -425,6 +425,14 @@ impl ComposeProject {
         parse_ps(&out)
     }
 
+    /// `start [services…]` (all when empty): starts the project's existing containers as they
+    /// were created, and creates nothing (a service the files gained since is not started).
+    pub async fn start(&self, services: &[String]) -> Result<()> {
+        let mut args = vec!["start".to_string()];
+        args.extend(services.iter().cloned());
+        self.compose("start", args).await.map(drop)
+    }
+
     /// `stop [services…]` (all when empty).
     pub async fn stop(&self, services: &[String]) -> Result<()> {
         let mut args = vec!["stop".to_string()];

@@ -397,6 +397,49 @@ mod identity {
         assert_eq!(containers_of(&repo.path().display().to_string()), [id]);
     }
 
+    /// The repository binds its own `/etc/passwd` over the image's (where `admin` is uid 0) to
+    /// say `admin` is 1000: the engine resolves exec users in the image's file, not the mount.
+    /// A later `remoteUser: admin` cannot reuse the container, and `exec` cannot run as it.
+    #[test]
+    fn a_passwd_the_repository_mounts_does_not_vouch_for_the_remote_user() {
+        if !engine_ready(
+            "a_passwd_the_repository_mounts_does_not_vouch_for_the_remote_user",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
+        let tag = format!("devcell-test/hostile-admin-mounted:{}", std::process::id());
+        build_admin_image(&tag, "/etc/passwd", "USER 65534");
+        let repo = repo_with("{}");
+        let fake = docker(&["run", "--rm", BUSYBOX_IMAGE, "cat", "/etc/passwd"])
+            + "\nadmin:x:1000:1000::/tmp:/bin/sh\n";
+        std::fs::write(repo.path().join("drop/passwd"), fake).unwrap();
+        let mount = r#""mounts": [{"type": "bind", "source": "${localWorkspaceFolder}/drop/passwd", "target": "/etc/passwd"}]"#;
+        repo.config(&format!(r#"{{"image": "{tag}", {mount}}}"#));
+        let mut guard = cleanup(&[repo.path()]);
+        guard.images = vec![tag.clone()];
+        let first = up_ok(repo.path(), &[]);
+        let id = first["containerId"].as_str().unwrap().to_string();
+        repo.config(&format!(
+            r#"{{"image": "{tag}", {mount}, "remoteUser": "admin", "postAttachCommand": "touch drop/ran"}}"#
+        ));
+        let out = run(repo.path(), "up", &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(text.contains("running as root"), "{text}");
+        let out = run(repo.path(), "exec", &["touch", "drop/ran"]);
+        assert_ne!(out.status.code(), Some(0), "exec ran");
+        assert!(
+            !repo.path().join("drop/ran").exists(),
+            "a command of the repository ran"
+        );
+        assert_eq!(containers_of(&repo.path().display().to_string()), [id]);
+    }
+
     #[test]
     fn a_repository_cannot_set_identity_labels() {
         let Some(victim) = HostileRepo::busybox("a_repository_cannot_set_identity_labels") else {
