@@ -221,8 +221,18 @@ pub trait Engine: Send + Sync {
     /// must be on a volume.
     async fn write_file(&self, id: &str, folder: &str, name: &str, content: &[u8]) -> Result<()>;
 
+    /// The content of the regular file `path` names in a container, a symbolic link followed
+    /// as the engine itself follows it when it reads the container's files for its own use
+    /// (an exec's user in `/etc/passwd`): inside the container's root, fully resolved.
+    /// `Ok(None)` when there is no such regular file. The default follows nothing
+    /// ([`Engine::read_file`]).
+    async fn read_file_resolved(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        self.read_file(id, path).await
+    }
+
     /// The content of a regular file in an image, read through a created-but-never-started
-    /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]).
+    /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]); a symbolic
+    /// link is followed inside the image ([`Engine::read_file_resolved`]).
     async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let probe = ContainerSpec {
             image: image.to_string(),
@@ -231,7 +241,7 @@ pub trait Engine: Send + Sync {
             ..ContainerSpec::default()
         };
         let id = self.create_container(&probe).await?;
-        let read = self.read_file(&id, path).await;
+        let read = self.read_file_resolved(&id, path).await;
         let removed = self.remove_container(&id, true).await;
         let content = read?;
         removed?;

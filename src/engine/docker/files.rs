@@ -66,6 +66,35 @@ impl DockerEngine {
         Ok(Some(content))
     }
 
+    /// [`Engine::read_file_resolved`]: the file itself when it is regular; for a symbolic
+    /// link, the path the engine's stat of it gives as its `linkTarget` (Docker resolves every
+    /// link of the path inside the container's root, as it does for an exec's user), read when
+    /// that is a regular file. One hop: the target is already fully resolved.
+    ///
+    /// Errors: as [`Engine::read_file`], and the stat's.
+    pub(super) async fn read_resolved_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        if let Some(content) = self.read_regular_file(id, path).await? {
+            return Ok(Some(content));
+        }
+        let options = bollard::query_parameters::ContainerArchiveInfoOptions {
+            path: path.to_string(),
+        };
+        let stat = match self
+            .docker
+            .get_container_archive_info(id, Some(options))
+            .await
+        {
+            Ok(stat) => stat,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(self.api("stat file", &format!("{id}:{path}"))(e)),
+        };
+        let target = stat.link_target;
+        if target.is_empty() || target == path || !target.starts_with('/') {
+            return Ok(None);
+        }
+        self.read_regular_file(id, &target).await
+    }
+
     /// [`Engine::read_folder`].
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id, path = %path))]
     pub(super) async fn read_direct_files(

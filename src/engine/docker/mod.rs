@@ -568,6 +568,10 @@ impl Engine for DockerEngine {
         self.read_regular_file(id, path).await
     }
 
+    async fn read_file_resolved(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        self.read_resolved_file(id, path).await
+    }
+
     async fn read_folder(&self, id: &str, path: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>> {
         self.read_direct_files(id, path).await
     }

@@ -270,21 +270,53 @@ mod identity {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
     }
 
+    /// `/etc/passwd` is a symbolic link whose target is no file in the image (a tmpfs path at
+    /// run time): no passwd devcell can read, so the named remote user cannot be judged and
+    /// counts as root, before any container exists.
     #[test]
-    fn root_the_passwd_read_cannot_see_is_refused_before_a_container_exists() {
+    fn a_name_no_readable_passwd_resolves_is_refused_before_a_container_exists() {
         if !engine_ready(
-            "root_the_passwd_read_cannot_see_is_refused_before_a_container_exists",
+            "a_name_no_readable_passwd_resolves_is_refused_before_a_container_exists",
             BUSYBOX_IMAGE,
         ) {
             return;
         }
-        // `/etc/passwd` is a symbolic link: devcell's read of the image's file gets no text,
-        // the engine follows the link and resolves `admin` to uid 0.
+        let tag = format!("devcell-test/hostile-admin-dangling:{}", std::process::id());
+        build_admin_image(
+            &tag,
+            "/etc/passwd.real",
+            "USER root\nRUN [\"/bin/ln\", \"-sf\", \"/tmp/passwd\", \"/etc/passwd\"]",
+        );
+        let repo = repo_with(&format!(
+            r#"{{"image": "{tag}", "containerUser": "65534", "remoteUser": "admin", "updateRemoteUserUID": false, "postCreateCommand": "touch drop/ran"}}"#
+        ));
+        let mut guard = cleanup(&[repo.path()]);
+        guard.images = vec![tag.clone()];
+        assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
+        let out = run(repo.path(), "up", &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("`/etc/passwd` could not be read as a regular file"),
+            "{stderr}"
+        );
+    }
+
+    /// `/etc/passwd` is a symbolic link to a regular file of the image (as in images that keep
+    /// their passwd elsewhere): devcell reads the file the link resolves to, as the engine does,
+    /// so a non-root name is judged by its uid and comes up; a uid-0 name is refused.
+    #[test]
+    fn a_linked_passwd_is_read_where_the_engine_reads_it() {
+        if !engine_ready(
+            "a_linked_passwd_is_read_where_the_engine_reads_it",
+            BUSYBOX_IMAGE,
+        ) {
+            return;
+        }
         let tag = format!("devcell-test/hostile-admin-link:{}", std::process::id());
         build_admin_image(
             &tag,
             "/etc/passwd.real",
-            "USER root\nRUN [\"/bin/ln\", \"-sf\", \"/etc/passwd.real\", \"/etc/passwd\"]",
+            "USER root\nRUN [\"/bin/ln\", \"-sf\", \"passwd.real\", \"/etc/passwd\"]",
         );
         let repo = repo_with(&format!(
             r#"{{"image": "{tag}", "remoteUser": "admin", "postCreateCommand": "touch drop/ran"}}"#
@@ -292,16 +324,17 @@ mod identity {
         let mut guard = cleanup(&[repo.path()]);
         guard.images = vec![tag.clone()];
         assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
-        // With the grant, the same image comes up.
-        up_ok(repo.path(), &["--allow", "root"]);
-        assert!(repo.path().join("drop/ran").exists());
+        // `nobody` (65534 in the same linked file) is no permission request
+        let repo = repo_with(&format!(
+            r#"{{"image": "{tag}", "remoteUser": "nobody", "postCreateCommand": "id -u > drop/ran"}}"#
+        ));
+        let _c = cleanup(&[repo.path()]);
+        up_ok(repo.path(), &[]);
+        // 65534, or the workspace owner's uid the `updateRemoteUserUID` layer gives `nobody`
+        let uid = std::fs::read_to_string(repo.path().join("drop/ran")).unwrap();
+        assert!(uid.trim().parse::<u32>().is_ok_and(|u| u != 0), "{uid}");
     }
 
-    /// The image's `/bin/sh` answers devcell's uid check with a lie (65534) and runs
-    /// everything else as a shell; its `/etc/passwd` is a link to a file giving `admin` uid 0,
-    /// and the container itself runs as a numeric, non-root user. No process of the image may
-    /// vouch for the remote user: the named user whose passwd devcell cannot read is refused
-    /// before any container exists, and no hook runs.
     #[test]
     fn a_lying_shell_cannot_hide_the_root_a_linked_passwd_gives_the_remote_user() {
         if !engine_ready(
@@ -335,17 +368,8 @@ mod identity {
         ));
         let mut guard = cleanup(&[repo.path()]);
         guard.images = vec![tag.clone()];
+        // judged from the file the link resolves to (uid 0), not by the lying shell
         assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
-        // Docker's archive read gives the link itself, so the name cannot be judged; Podman's
-        // follows it, and `admin` is judged uid 0 from the file it points to.
-        if !crate::support::engine::engine_is_podman() {
-            let out = run(repo.path(), "up", &[]);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                stderr.contains("`/etc/passwd` could not be read as a regular file"),
-                "{stderr}"
-            );
-        }
     }
 
     /// A container that came up without a remote user, from an image whose `/etc/passwd` is a
