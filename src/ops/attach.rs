@@ -207,7 +207,7 @@ pub(crate) async fn attach_target(
 }
 
 /// The uid the engine will run `user` as in `container`: a number as it is, a name through
-/// the passwd the engine reads ([`crate::ops::users::engine_passwd`]; `None` when the name has
+/// the passwd the engine reads ([`crate::ops::image_files::engine_passwd`]; `None` when the name has
 /// no entry, and the engine then refuses it).
 ///
 /// What cannot be judged counts as uid 0 (spec-note 0420): a number past the uid range (runc
@@ -219,7 +219,7 @@ async fn remote_uid(engine: &dyn Engine, container: &ContainerInfo, user: &str) 
         Resolved::OutOfRange(_) => return Some(0),
         _ => {}
     }
-    let Some(passwd) = crate::ops::users::engine_passwd(engine, container).await else {
+    let Some(passwd) = crate::ops::image_files::engine_passwd(engine, container).await else {
         return matches!(resolve(user, None), Resolved::Unresolved(_)).then_some(0);
     };
     if is_root(user, Some(&passwd), false) {

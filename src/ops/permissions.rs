@@ -554,7 +554,7 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
 }
 
 /// The `/etc/passwd` the engine resolves the container's users against
-/// ([`crate::ops::users::engine_passwd`]) for the reuse re-check, read only when a user name could
+/// ([`crate::ops::image_files::engine_passwd`]) for the reuse re-check, read only when a user name could
 /// hide uid 0 and was not checked from inside at creation (spec-note 0420): the remote user
 /// differs from the user the container runs as (its `remoteUser` changed since), or the
 /// container was not made by devcell under `hardened` (no state volume). The warm path of
@@ -580,7 +580,7 @@ pub(crate) async fn reuse_passwd(
     if !needed {
         return (None, false);
     }
-    match crate::ops::users::engine_passwd(engine, info).await {
+    match crate::ops::image_files::engine_passwd(engine, info).await {
         Some(text) => (Some(text), false),
         None => (None, true),
     }

@@ -260,7 +260,7 @@ pub async fn set_up_with(
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
     // Users are judged by the uid the container's passwd gives them (spec-note 0420).
-    let passwd = crate::ops::users::engine_passwd(engine, &container).await;
+    let passwd = crate::ops::image_files::engine_passwd(engine, &container).await;
     let existing = ExistingContainer {
         info: &container,
         image_user: image_user.as_deref(),

@@ -401,27 +401,6 @@ pub(crate) async fn image_passwd(
     Some(crate::engine::passwd::text_of(&bytes.ok()??))
 }
 
-/// The `/etc/passwd` the engine resolves an exec's user against in the container `info`, for
-/// judging that user (spec-note 0420): its image's file, read by image id (cached like
-/// [`image_passwd`]). Docker looks users up in the container's root filesystem without its
-/// mounts, which under `hardened` is read-only, so it is the image's; the container's own view
-/// (what an archive read gives) includes binds and volumes the repository chose. `None` when it
-/// cannot be read as a regular file, or when a mount covers `/`, `/etc` or `/etc/passwd` (an
-/// engine that resolves inside the mounts, as Podman may, would read another file): a name is
-/// then not judgeable.
-pub(crate) async fn engine_passwd(engine: &dyn Engine, info: &ContainerInfo) -> Option<String> {
-    let covered = info.mounts.iter().any(|m| {
-        let d = m.destination.trim_end_matches('/');
-        d.is_empty() || d == "/etc" || d == "/etc/passwd"
-    });
-    if covered || info.image_id.is_empty() {
-        return None;
-    }
-    let bytes =
-        crate::ops::image_files::read(engine, &info.image_id, &info.image_id, "/etc/passwd").await;
-    Some(crate::engine::passwd::text_of(&bytes.ok()??))
-}
-
 /// The running container `id`'s `/etc/passwd` text as it is now; `None` when it cannot be
 /// read (no such file, an engine error) or is not UTF-8.
 pub(crate) async fn container_passwd(engine: &dyn Engine, id: &str) -> Option<String> {

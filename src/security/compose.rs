@@ -230,6 +230,40 @@ fn service_requests(
     if service.get("privileged").and_then(Value::as_bool) == Some(true) {
         push(Permission::Privileged, "privileged");
     }
+    // Compose hands the engine's API socket to the service (and the host's registry
+    // credentials with it): never allowed under `hardened`.
+    if service.get("use_api_socket").and_then(Value::as_bool) == Some(true) {
+        push(
+            Permission::EngineSocket("use_api_socket".to_string()),
+            "use_api_socket",
+        );
+    }
+    // A provider service is a host program Compose runs (`provider.type`, any executable on
+    // the host's PATH or an absolute path), on the host, as the user running devcell.
+    if let Some(provider) = service.get("provider") {
+        let program = provider
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        push(
+            Permission::HostCommand(format!("compose provider `{program}`")),
+            "provider",
+        );
+    }
+    // Compose's own lifecycle hooks run commands in the container, as any user they name,
+    // while `compose up` starts it: before devcell has checked who runs what in it.
+    for key in ["post_start", "pre_stop"] {
+        if service
+            .get(key)
+            .and_then(Value::as_array)
+            .is_some_and(|hooks| !hooks.is_empty())
+        {
+            push(
+                Permission::RuntimeOption(format!("compose_hook={key}")),
+                key,
+            );
+        }
+    }
     for cap in strings("cap_add") {
         push(Permission::Capability(normalize_cap(&cap)), "cap_add");
     }
@@ -358,10 +392,14 @@ fn service_requests(
             }
             ("volume", Some(volume)) => {
                 // a volume whose driver options bind a host folder is a bind
-                if let Some(device) = bind_backed_volume(model, volume)
-                    && let Some(p) = host_path_permission(device, places)
-                {
-                    push(p, "volumes");
+                if let Some(device) = bind_backed_volume(model, volume) {
+                    if let Some(p) = host_path_permission(device, places) {
+                        push(p, "volumes");
+                    }
+                } else if let Some(mounted) = driver_mounted_volume(model, volume) {
+                    // any other driver options mount what they name: a host device, an
+                    // overlay of host folders
+                    push(mounted, "volumes");
                 }
             }
             ("bind" | "volume" | "tmpfs", _) => {}
@@ -614,6 +652,30 @@ fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
         .any(|f| matches!(f.trim(), "bind" | "rbind"))
         .then(|| opts.get("device").and_then(Value::as_str))
         .flatten()
+}
+
+/// The request of a named volume with driver options other than a bind: they mount what
+/// they name, a host device (`type: ext4, device: /dev/vda`: a [`Permission::Mount`] of the
+/// device) or an overlay of host folders (`o: lowerdir=…`: a [`Permission::Volume`] of the
+/// volume, its options being no single path); `None` without driver options.
+fn driver_mounted_volume(model: &Value, volume: &str) -> Option<Permission> {
+    let opts = model
+        .get("volumes")?
+        .get(volume)?
+        .get("driver_opts")?
+        .as_object()?;
+    if opts.is_empty() {
+        return None;
+    }
+    let device = opts
+        .get("device")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some(if device.starts_with('/') {
+        Permission::Mount(device.to_string())
+    } else {
+        Permission::Volume(volume.to_string())
+    })
 }
 
 /// The request a host path the repository names asks for, judged where it resolves: none
@@ -1006,6 +1068,53 @@ mod tests {
     /// Attack (spec-note 0601): a build context the engine would fetch on the host's
     /// network (git or HTTP URLs, as Compose's model keeps them) is a request, never fetched
     /// by default; its Dockerfile is the remote's, not a host path.
+    /// Compose keys that reach the host or run before devcell's checks: the engine's API
+    /// socket (never allowed), a provider (a host program), Compose's own lifecycle hooks, a
+    /// volume whose driver options mount a device or an overlay.
+    #[test]
+    fn api_sockets_providers_compose_hooks_and_driver_mounts_are_requests() {
+        let mut m = model(json!({
+            "app": {"image": "a",
+                    "post_start": [{"command": ["id"], "user": "root"}],
+                    "volumes": [{"type": "volume", "source": "hostview", "target": "/h"},
+                                {"type": "volume", "source": "plain", "target": "/p"}]},
+            "side": {"image": "b", "use_api_socket": true, "pre_stop": [{"command": ["x"]}]},
+            "thing": {"provider": {"type": "/bin/sh", "options": {}}}
+        }));
+        m["volumes"] = json!({
+            "hostview": {"driver_opts": {"type": "ext4", "device": "/dev/vda", "o": "rw"}},
+            "plain": {}
+        });
+        let got = refused(&m, &Grants::default());
+        let has = |service: &str, asked: &str| {
+            got.iter()
+                .any(|(g, source, _)| g.contains(asked) && source.contains(&format!("`{service}`")))
+        };
+        assert!(
+            has("app", "--allow runtime-option:compose_hook=post_start"),
+            "{got:?}"
+        );
+        assert!(has("app", "--allow mount:/dev/vda"), "{got:?}");
+        assert!(!got.iter().any(|(g, _, _)| g.contains("plain")), "{got:?}");
+        assert!(has("side", "use_api_socket"), "{got:?}");
+        assert!(
+            has("side", "--allow runtime-option:compose_hook=pre_stop"),
+            "{got:?}"
+        );
+        assert!(has("thing", "--allow host-command"), "{got:?}");
+        // the socket is never granted
+        let all = Grants::parse(&[
+            "runtime-option:compose_hook=post_start",
+            "runtime-option:compose_hook=pre_stop",
+            "host-command",
+            "mount:/dev/vda",
+        ])
+        .unwrap();
+        let left = refused(&m, &all);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(left[0].0.contains("use_api_socket"), "{left:?}");
+    }
+
     #[test]
     fn remote_build_contexts_are_requests() {
         let m = model(json!({
