@@ -166,6 +166,14 @@ pub fn is_root(user: &str, passwd: Option<&str>, default_is_root: bool) -> bool 
     }
 }
 
+/// Whether `user` is a name that cannot be judged because the passwd it would be looked up
+/// in could not be read (`passwd` is `None` for that reason, not for "not read yet"): the engine
+/// resolves it in a file devcell did not see, so it counts as root (spec-note 0420). `root`
+/// and numeric spellings are judged without a passwd ([`is_root`]).
+pub fn unjudged_name(user: &str, passwd: Option<&str>) -> bool {
+    passwd.is_none() && matches!(resolve(user, None), Resolved::Unresolved(_))
+}
+
 /// `/etc/passwd` bytes as text for [`resolve`]: invalid UTF-8 (a Latin-1 GECOS field) is
 /// replaced, never a reason to have no passwd; [`is_root`] counts a name holding the
 /// replacement character as root, so no name can match a replaced line the engine would not.

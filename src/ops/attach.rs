@@ -207,25 +207,23 @@ pub(crate) async fn attach_target(
 }
 
 /// The uid the engine will run `user` as in `container`: a number as it is, a name through
-/// the passwd the engine reads ([`crate::ops::image_files::engine_passwd`]; `None` when the name has
-/// no entry, and the engine then refuses it).
+/// the passwd the engine reads ([`crate::ops::image_files::engine_passwd`]; `None` when the
+/// name has no entry, and the engine then refuses it).
 ///
 /// What cannot be judged counts as uid 0 (spec-note 0420): a number past the uid range (runc
-/// truncates an entry's id), a name when the passwd is no regular file (a symbolic link).
+/// truncates an entry's id), a name when that passwd cannot be read.
 async fn remote_uid(engine: &dyn Engine, container: &ContainerInfo, user: &str) -> Option<u32> {
-    use crate::engine::passwd::{Resolved, is_root, resolve};
-    match resolve(user, None) {
+    use crate::engine::passwd::{Resolved, is_root, resolve, unjudged_name};
+    let passwd = match resolve(user, None) {
         Resolved::Uid { uid, .. } => return Some(uid),
         Resolved::OutOfRange(_) => return Some(0),
-        _ => {}
-    }
-    let Some(passwd) = crate::ops::image_files::engine_passwd(engine, container).await else {
-        return matches!(resolve(user, None), Resolved::Unresolved(_)).then_some(0);
+        _ => crate::ops::image_files::engine_passwd(engine, container).await,
     };
-    if is_root(user, Some(&passwd), false) {
+    let passwd = passwd.as_deref();
+    if is_root(user, passwd, false) || unjudged_name(user, passwd) {
         return Some(0);
     }
-    resolve(user, Some(&passwd)).uid()
+    resolve(user, passwd).uid()
 }
 
 /// Reports each granted request of `exec`/`run-user-commands` (spec-note 0443) as a status

@@ -763,15 +763,7 @@ async fn create(
     permissions.extend(label_requests.iter().cloned());
     let applied_remote = applied.remote_user.clone();
     if hardened {
-        judge_unreadable_passwd(
-            input.passwd.as_deref(),
-            applied.spec.user.as_deref(),
-            input.image_user.as_deref(),
-            applied_remote.as_deref(),
-            &permissions,
-            grants,
-            reporter,
-        )?;
+        judge_unreadable_passwd(&input, &applied, &permissions, grants, reporter)?;
     }
     let mut spec = applied.spec;
     if let Some(account) = &account {

@@ -442,15 +442,7 @@ pub(crate) async fn up_judged(
             security::host_env::merge(&mut label_env, label_host_env);
             let applied_remote = applied.remote_user.clone();
             if hardened {
-                judge_unreadable_passwd(
-                    input.passwd.as_deref(),
-                    applied.spec.user.as_deref(),
-                    input.image_user.as_deref(),
-                    applied_remote.as_deref(),
-                    &permissions,
-                    &grants,
-                    reporter,
-                )?;
+                judge_unreadable_passwd(&input, &applied, &permissions, &grants, reporter)?;
             }
             let mut spec = applied.spec;
             crate::ops::egress::before_create(opts, &devcontainer_id, &mut spec)?;

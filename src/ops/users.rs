@@ -8,7 +8,7 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UidUpdateDefault;
 use crate::ops::target::short;
 use crate::progress::Reporter;
-use crate::security::{self, Grants, PermissionRequest, Source};
+use crate::security::{self, Applied, Grants, PermissionRequest, PolicyInput, Source};
 use serde_json::Value;
 use std::path::Path;
 
@@ -112,50 +112,47 @@ pub(crate) async fn verify_uids_inside(
 }
 
 /// Under `hardened`, before the container is created: when the image's `/etc/passwd` could not
-/// be read as a regular file (`passwd` is `None`: a symbolic link, which the engine follows
-/// and the archive read does not, no such file, or an engine error), a user that is a name
-/// cannot be judged by its uid, and counts as root (spec-note 0420): the engine resolves it
-/// against whatever the link points to (perhaps a file the container itself writes), and the
-/// only check left after start would be a process of the image answering for itself. `users`
-/// are the container's user as the policy set it (`None`: the image's `USER`, `image_user`)
-/// and the remote user. A numeric user, or `--allow root`, passes.
+/// be read as a regular file (`input.passwd` is `None`: a link to no regular file of the image,
+/// no such file, or an engine error), a user that is a name cannot be judged by its uid, and
+/// counts as root (spec-note 0420, [`crate::engine::passwd::unjudged_name`]): the engine
+/// resolves it in a file devcell did not see, and the only check left after start would be a
+/// process of the image answering for itself. The users are the container's as the policy set
+/// it (`applied.spec.user`, else the image's `USER`) and the remote user. A numeric user, or
+/// `--allow root`, passes.
 ///
 /// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) listing `requests` first,
 /// after one status line saying why.
 pub(crate) fn judge_unreadable_passwd(
-    passwd: Option<&str>,
-    container_user: Option<&str>,
-    image_user: Option<&str>,
-    remote_user: Option<&str>,
+    input: &PolicyInput,
+    applied: &Applied,
     requests: &[PermissionRequest],
     grants: &Grants,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    if passwd.is_some() || grants.allows(&security::Permission::Root) {
+    let passwd = input.passwd.as_deref();
+    if grants.allows(&security::Permission::Root) {
         return Ok(());
     }
-    let named = |u: &&str| {
-        matches!(
-            crate::engine::passwd::resolve(u, None),
-            crate::engine::passwd::Resolved::Unresolved(_)
-        )
-    };
+    let container_user = applied.spec.user.as_deref();
     let candidates = [
         (container_user, Source::DevcontainerJson),
         (
-            container_user.is_none().then_some(image_user).flatten(),
+            container_user
+                .is_none()
+                .then_some(input.image_user.as_deref())
+                .flatten(),
             Source::ImageUser,
         ),
-        (remote_user, Source::DevcontainerJson),
+        (applied.remote_user.as_deref(), Source::DevcontainerJson),
     ];
-    let Some((user, source)) = candidates
-        .into_iter()
-        .find_map(|(u, source)| u.filter(named).map(|u| (u, source)))
-    else {
+    let Some((user, source)) = candidates.into_iter().find_map(|(u, source)| {
+        u.filter(|u| crate::engine::passwd::unjudged_name(u, passwd))
+            .map(|u| (u, source))
+    }) else {
         return Ok(());
     };
     reporter.report(crate::progress::Event::Status(format!(
-        "the image's `/etc/passwd` could not be read as a regular file (a symbolic link, no such file, or an engine error): the user `{user}` cannot be judged by its uid and counts as root; make `/etc/passwd` a regular file in the image, use a numeric user, or grant `--allow root`"
+        "the image's `/etc/passwd` could not be read as a regular file (a link to no regular file, no such file, or an engine error): the user `{user}` cannot be judged by its uid and counts as root; make `/etc/passwd` a regular file in the image, use a numeric user, or grant `--allow root`"
     )));
     Err(root_refused(requests, source))
 }

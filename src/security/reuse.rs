@@ -102,11 +102,9 @@ pub fn check_reuse(
         .or(existing.image_user.filter(|u| !u.is_empty()))
         .unwrap_or("root");
     let root = |u: &str| {
-        use crate::engine::passwd::{Resolved, is_root, resolve};
+        use crate::engine::passwd::{is_root, unjudged_name};
         is_root(u, existing.passwd, true)
-            || (existing.passwd_unreadable
-                && existing.passwd.is_none()
-                && matches!(resolve(u, None), Resolved::Unresolved(_)))
+            || (existing.passwd_unreadable && unjudged_name(u, existing.passwd))
     };
     if root(user) || existing.remote_user.is_some_and(root) {
         push(Permission::Root);

@@ -108,7 +108,12 @@ mod identity {
 
     /// `up` must fail with all of `wanted` in its message, create (or leave) no container of
     /// the repository, and leave the hook's marker (`drop/ran` in the workspace) absent.
-    fn assert_refused_and_nothing_ran(repo: &HostileRepo, args: &[&str], wanted: &[&str]) {
+    /// Returns what `up` printed.
+    fn assert_refused_and_nothing_ran(
+        repo: &HostileRepo,
+        args: &[&str],
+        wanted: &[&str],
+    ) -> Output {
         let out = run(repo.path(), "up", args);
         assert_eq!(
             out.status.code(),
@@ -130,6 +135,29 @@ mod identity {
         assert!(
             !repo.path().join("drop/ran").exists(),
             "a hook of the repository ran"
+        );
+        out
+    }
+
+    /// A second `up` of `repo` (whose container exists) must be refused for running as root,
+    /// `exec` must not run, and the marker (`drop/ran`) stays absent; `what` names the case.
+    fn assert_reuse_and_exec_refused(repo: &HostileRepo, what: &str) {
+        let out = run(repo.path(), "up", &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{what}: {text}");
+        assert!(
+            text.contains("running as root") && text.contains("--allow root"),
+            "{what}: {text}"
+        );
+        let out = run(repo.path(), "exec", &["touch", "drop/ran"]);
+        assert_ne!(out.status.code(), Some(0), "{what}: exec ran");
+        assert!(
+            !repo.path().join("drop/ran").exists(),
+            "{what}: a command of the repository ran"
         );
     }
 
@@ -292,8 +320,7 @@ mod identity {
         ));
         let mut guard = cleanup(&[repo.path()]);
         guard.images = vec![tag.clone()];
-        assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
-        let out = run(repo.path(), "up", &[]);
+        let out = assert_refused_and_nothing_ran(&repo, &[], &["running as root", "--allow root"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.contains("`/etc/passwd` could not be read as a regular file"),
@@ -399,23 +426,7 @@ mod identity {
             repo.config(&format!(
                 r#"{{"image": "{tag}", "remoteUser": "{user}", "postAttachCommand": "touch drop/ran"}}"#
             ));
-            let out = run(repo.path(), "up", &[]);
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert_eq!(out.status.code(), Some(1), "{user}: {text}");
-            assert!(
-                text.contains("running as root") && text.contains("--allow root"),
-                "{user}: {text}"
-            );
-            let out = run(repo.path(), "exec", &["touch", "drop/ran"]);
-            assert_ne!(out.status.code(), Some(0), "{user}: exec ran");
-            assert!(
-                !repo.path().join("drop/ran").exists(),
-                "{user}: a command of the repository ran"
-            );
+            assert_reuse_and_exec_refused(&repo, user);
         }
         // the container is the one the first `up` made, left as it was
         assert_eq!(containers_of(&repo.path().display().to_string()), [id]);
@@ -447,20 +458,7 @@ mod identity {
         repo.config(&format!(
             r#"{{"image": "{tag}", {mount}, "remoteUser": "admin", "postAttachCommand": "touch drop/ran"}}"#
         ));
-        let out = run(repo.path(), "up", &[]);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(1), "{text}");
-        assert!(text.contains("running as root"), "{text}");
-        let out = run(repo.path(), "exec", &["touch", "drop/ran"]);
-        assert_ne!(out.status.code(), Some(0), "exec ran");
-        assert!(
-            !repo.path().join("drop/ran").exists(),
-            "a command of the repository ran"
-        );
+        assert_reuse_and_exec_refused(&repo, "mounted passwd");
         assert_eq!(containers_of(&repo.path().display().to_string()), [id]);
     }
 
