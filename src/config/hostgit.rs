@@ -133,6 +133,19 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
 /// (spec-note 0433).
 pub const QUICK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// [`QUICK_DEADLINE`], or less when `DEVCELL_GIT_DEADLINE_SECS` holds a smaller positive number
+/// of seconds (the tests that make git wait on a FIFO use it so each call costs 1 s, not 10;
+/// it can only shorten the bound, never lengthen it).
+pub fn quick_deadline() -> std::time::Duration {
+    std::env::var("DEVCELL_GIT_DEADLINE_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(QUICK_DEADLINE, |s| {
+            std::time::Duration::from_secs(s).min(QUICK_DEADLINE)
+        })
+}
+
 /// Runs `git` (a [`command`]) to its end like [`Command::output`], but for at most `deadline`:
 /// past it the process is killed and the result is an error of kind
 /// [`std::io::ErrorKind::TimedOut`].

@@ -317,7 +317,7 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
     // owner when devcell is root (spec-note 0250)
     let mut git = super::hostgit::command(folder, &[]);
     git.args(["rev-parse", "--show-cdup"]);
-    let output = super::hostgit::output_within(&mut git, super::hostgit::QUICK_DEADLINE).ok()?;
+    let output = super::hostgit::output_within(&mut git, super::hostgit::quick_deadline()).ok()?;
     if !output.status.success() {
         return None;
     }
@@ -363,7 +363,7 @@ fn may_be_in_repository(folder: &Path) -> bool {
 fn absolute_git_dir(dir: &Path) -> Option<String> {
     let mut git = super::hostgit::command(dir, &[]);
     git.args(["rev-parse", "--absolute-git-dir"]);
-    let output = super::hostgit::output_within(&mut git, super::hostgit::QUICK_DEADLINE).ok()?;
+    let output = super::hostgit::output_within(&mut git, super::hostgit::quick_deadline()).ok()?;
     if !output.status.success() {
         return None;
     }

@@ -32,7 +32,7 @@ pub(super) fn git(
         .env("GIT_WORK_TREE", dir);
     let output = match crate::config::hostgit::output_within(
         &mut command,
-        crate::config::hostgit::QUICK_DEADLINE,
+        crate::config::hostgit::quick_deadline(),
     ) {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
