@@ -862,9 +862,9 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
     let bridge = format!("http://{gateway}:{bridge_port}/");
     let probe = format!(
         "nc -w 5 db 7000 </dev/null > out/r.txt; \
-         (http_proxy= wget -q -T 5 -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed) >> out/r.txt; \
+         (http_proxy= timeout 5 wget -q -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed) >> out/r.txt; \
          (wget -q -O - http://web.test:{web_port}/ 2>/dev/null || echo failed) | sed 's/^/web=/' >> out/r.txt; echo >> out/r.txt; \
-         (wget -q -T 5 -O - http://evil.test:{web_port}/ >/dev/null 2>&1 && echo evil=reached || echo evil=failed) >> out/r.txt"
+         (timeout 5 wget -q -O - http://evil.test:{web_port}/ >/dev/null 2>&1 && echo evil=reached || echo evil=failed) >> out/r.txt"
     );
     let settings = ctx.tmp().join("config.toml");
     std::fs::write(
@@ -901,7 +901,7 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
             "sh",
             "-c",
             &format!(
-                "wget -q -T 5 -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed; \
+                "timeout 5 wget -q -O - {bridge} >/dev/null 2>&1 && echo bridge=reached || echo bridge=failed; \
                  nc -w 3 app 3128 </dev/null >/dev/null 2>&1 && echo forwarder=reached || echo forwarder=failed"
             ),
         ])
