@@ -71,6 +71,21 @@ pub enum ContainerGitError {
     },
 }
 
+impl crate::ops::error::ProductError for ContainerGitError {
+    fn code(&self) -> crate::ops::envelope::ErrorCode {
+        crate::ops::envelope::ErrorCode::Internal
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ContainerGitError::Host(_) => Some(
+                "devcell gives the container a copy of each repository's git directory and must read it first; fix the repository (or hand off a workspace without it)".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
 type Result<T> = std::result::Result<T, ContainerGitError>;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ContainerGitError + '_ {
@@ -651,6 +666,195 @@ impl ContainerGitDir {
         base.head_commit = commit;
         Ok(())
     }
+}
+
+/// Where the container sees the container git directories and the host objects:
+/// `<CONTAINER_BASE>/<id>/{git,objects}` (outside any workspace target).
+pub const CONTAINER_BASE: &str = "/run/devcell/git";
+
+/// One repository of a handoff with its container git directory: where devcell keeps it and
+/// where the container sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoGit {
+    /// The repository's name.
+    pub repo: String,
+    /// Its working tree on the host.
+    pub work_tree: PathBuf,
+    /// Its host git directory.
+    pub git_dir: PathBuf,
+    /// Its host common git directory.
+    pub common_dir: PathBuf,
+    /// Its working tree in the container.
+    pub container_path: String,
+    /// The state folder of its container git directory.
+    pub slot: PathBuf,
+    /// `<CONTAINER_BASE>/<id>`: a stable id per repository path.
+    pub mount_base: String,
+    /// Whether its `.git` is a file or link (a linked worktree, a submodule): the container
+    /// then gets devcell's own `.git` file, read-only, naming the container git directory.
+    pub linked: bool,
+}
+
+impl RepoGit {
+    /// Its container git directory.
+    pub fn dir(&self) -> ContainerGitDir {
+        ContainerGitDir::new(&self.slot)
+    }
+
+    /// The host repository.
+    pub fn host(&self) -> HostRepo<'_> {
+        HostRepo {
+            work_tree: &self.work_tree,
+            git_dir: &self.git_dir,
+            common_dir: &self.common_dir,
+        }
+    }
+
+    /// Where the host's `objects` folder is mounted (read-only) in the container.
+    pub fn objects_target(&self) -> String {
+        format!("{}/objects", self.mount_base)
+    }
+
+    /// Where the container git directory is in the container: `<repo>/.git`, or for a linked
+    /// repository `<mount_base>/git` (named by devcell's `.git` file).
+    pub fn git_target(&self) -> String {
+        if self.linked {
+            format!("{}/git", self.mount_base)
+        } else {
+            format!("{}/.git", self.container_path.trim_end_matches('/'))
+        }
+    }
+
+    /// devcell's `.git` file for a linked repository (`<slot>/dotgit`).
+    pub fn link_file(&self) -> PathBuf {
+        self.slot.join("dotgit")
+    }
+
+    /// Fetches back what the container left from an earlier session, then rewrites the
+    /// container git directory from the host (and, for a linked repository, devcell's `.git`
+    /// file). Returns the fetch-back.
+    ///
+    /// Errors: as [`ContainerGitDir::fetch_back`] and [`ContainerGitDir::refresh`].
+    pub fn prepare(&self, session: &str) -> Result<FetchBack> {
+        let dir = self.dir();
+        let back = dir.fetch_back(&self.host(), session)?;
+        dir.refresh(&self.host(), &self.objects_target())?;
+        if self.linked {
+            let link = self.link_file();
+            let _ = std::fs::remove_file(&link);
+            write_new(&link, format!("gitdir: {}\n", self.git_target()).as_bytes())?;
+        }
+        Ok(back)
+    }
+}
+
+/// The container git directories of a handoff of `ws`, kept under `slots_root` (one folder per
+/// repository, named by a hash of its working tree's path): every repository devcell reads
+/// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
+/// spec-note 0411).
+pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
+    use sha2::Digest as _;
+    ws.repos
+        .iter()
+        .filter(|r| {
+            !ws.untrusted_git_dirs
+                .iter()
+                .any(|u| u.repo == r.name && !u.granted)
+        })
+        .map(|r| {
+            let digest = sha2::Sha256::digest(r.host_path.as_os_str().as_encoded_bytes());
+            let id = hex::encode(&digest[..8]);
+            let linked = !r
+                .host_path
+                .join(".git")
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir());
+            RepoGit {
+                repo: r.name.clone(),
+                work_tree: r.host_path.clone(),
+                git_dir: r.git_dir.clone(),
+                common_dir: r.common_dir.clone(),
+                container_path: r.container_path.clone(),
+                slot: slots_root.join(&id),
+                mount_base: format!("{CONTAINER_BASE}/{id}"),
+                linked,
+            }
+        })
+        .collect()
+}
+
+/// The mounts of a handoff whose repositories get container git directories (spec-note
+/// 0436): the workspace root read-write; in a multi-repository workspace each repository's
+/// working tree on its own, read-write; each container git directory read-write over the
+/// repository's `.git` (or, for a linked repository, devcell's `.git` file read-only there and
+/// the directory at [`RepoGit::git_target`]); each host `objects` folder read-only. No host git
+/// directory is mounted otherwise.
+pub fn mounts(
+    ws: &crate::ops::repository::Workspace,
+    gits: &[RepoGit],
+) -> Vec<crate::ops::repository::WorkspaceMount> {
+    use crate::ops::repository::{Layout, MountPurpose, WorkspaceMount};
+    let mut out = vec![WorkspaceMount {
+        source: ws.root.clone(),
+        target: ws.container_root.clone(),
+        read_only: false,
+        purpose: MountPurpose::Workspace,
+    }];
+    if ws.layout == Layout::MultiRepository {
+        out.extend(ws.repos.iter().map(|r| WorkspaceMount {
+            source: r.host_path.clone(),
+            target: r.container_path.clone(),
+            read_only: false,
+            purpose: MountPurpose::Repository,
+        }));
+    }
+    for g in gits {
+        if g.linked {
+            out.push(WorkspaceMount {
+                source: g.link_file(),
+                target: format!("{}/.git", g.container_path.trim_end_matches('/')),
+                read_only: true,
+                purpose: MountPurpose::GitLink,
+            });
+        }
+        out.push(WorkspaceMount {
+            source: g.dir().git_dir(),
+            target: g.git_target(),
+            read_only: false,
+            purpose: MountPurpose::ContainerGit,
+        });
+        out.push(WorkspaceMount {
+            source: g.common_dir.join("objects"),
+            target: g.objects_target(),
+            read_only: true,
+            purpose: MountPurpose::GitObjects,
+        });
+    }
+    out
+}
+
+/// The host paths the handoff's mounts hide, with the container target of what hides them
+/// ([`crate::ops::options::UpOptions::covers`]): each repository's `.git` (covered by its
+/// container git directory or devcell's `.git` file) and its host git directories (covered,
+/// wherever another bind would show them, by its container git directory); a path inside
+/// another covered one is left out.
+pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for g in gits {
+        let dot_git = g.work_tree.join(".git");
+        out.push((
+            dot_git,
+            format!("{}/.git", g.container_path.trim_end_matches('/')),
+        ));
+        for dir in [&g.common_dir, &g.git_dir] {
+            out.push((dir.clone(), g.git_target()));
+        }
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    let all = out.clone();
+    out.retain(|(p, _)| !all.iter().any(|(q, _)| q != p && p.starts_with(q)));
+    out
 }
 
 /// `git <args>` in the host repository, `GIT_DIR` = `git_dir`; standard output.
