@@ -736,14 +736,16 @@ async fn create(
     // the command line's read-only binds (the handoff's git overlays) stay read-only through
     // every service's own binds too (spec-note 0413)
     let shields: Vec<security::host_path::Cover> = if hardened {
+        let covers = crate::ops::permissions::covers(&spec, opts);
         crate::ops::permissions::read_only_shields(&spec, opts, loaded)
             .into_iter()
+            .filter(|(s, _)| !covers.iter().any(|c| s.starts_with(&c.covered)))
             .map(|(s, _)| security::host_path::Cover {
                 covered: s.clone(),
                 source: s,
                 read_only: true,
             })
-            .chain(crate::ops::permissions::covers(&spec, opts))
+            .chain(covers.clone())
             .collect()
     } else {
         Vec::new()

@@ -542,10 +542,12 @@ impl ContainerGitDir {
         report: &mut FetchBack,
     ) -> Result<Vec<(String, String)>> {
         use std::os::unix::fs::PermissionsExt as _;
+        // outside devcell's state folder, which the repository's owner (who runs the fetch
+        // when devcell is root) may not be able to reach
         let staging = tempfile::Builder::new()
-            .prefix("fetch-back-")
-            .tempdir_in(&self.slot)
-            .map_err(io(&self.slot))?;
+            .prefix("devcell-fetch-back-")
+            .tempdir()
+            .map_err(io(&std::env::temp_dir()))?;
         std::fs::set_permissions(staging.path(), std::fs::Permissions::from_mode(0o755))
             .map_err(io(staging.path()))?;
         let k = staging.path().join("k.git");
@@ -584,6 +586,7 @@ impl ContainerGitDir {
         if imported.is_empty() {
             return Ok(imported);
         }
+        give_to_owner(&k, host.common_dir)?;
         let k_text = k.to_string_lossy().into_owned();
         let extra: Vec<(String, String)> = [
             ("protocol.file.allow", "always"),
