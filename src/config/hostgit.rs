@@ -259,6 +259,7 @@ pub struct PrivateGitDir {
     index: std::path::PathBuf,
     objects: std::path::PathBuf,
     config: Vec<(String, String)>,
+    format: String,
 }
 
 impl PrivateGitDir {
@@ -327,6 +328,7 @@ impl PrivateGitDir {
         std::fs::create_dir(&dir).map_err(io(&dir))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io(&dir))?;
         write_file(&dir.join("config"), format.as_bytes())?;
+        let format_text = format.clone();
         write_file(&dir.join("HEAD"), head.as_bytes())?;
         for name in ["refs", "packed-refs", "info", "shallow"] {
             let real = common_dir.join(name);
@@ -353,6 +355,7 @@ impl PrivateGitDir {
             index: git_dir.join("index"),
             objects: common_dir.join("objects"),
             config,
+            format: format_text,
         })
     }
 
@@ -372,6 +375,17 @@ impl PrivateGitDir {
         git
     }
 
+    /// The `config` devcell wrote for it: the repository format (version, `extensions.*`,
+    /// `bare = false`) and nothing else.
+    pub fn format_config(&self) -> &str {
+        &self.format
+    }
+
+    /// The repository's keys passed on as configuration ([`carried`]), with their values.
+    pub fn carried_config(&self) -> &[(String, String)] {
+        &self.config
+    }
+
     /// The private git directory (for tests and diagnostics).
     pub fn git_dir(&self) -> std::path::PathBuf {
         self.root.path().join("git")
@@ -380,7 +394,10 @@ impl PrivateGitDir {
 
 /// Reads at most `max` bytes of the regular file `path`, refusing a symbolic link (`O_NOFOLLOW`),
 /// a FIFO, a device or a folder, never waiting for a writer.
-fn read_no_follow(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+///
+/// Errors: the open or read failure; [`std::io::ErrorKind::InvalidInput`] for what is not a
+/// regular file, [`std::io::ErrorKind::FileTooLarge`] past `max`.
+pub fn read_no_follow(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use rustix::fs::OFlags;
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -423,7 +440,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PrivateGitDirError> {
 
 /// `HEAD` as git writes it: `ref: refs/<name>` or a hexadecimal object name (SHA-1 or
 /// SHA-256), one line. Pure.
-fn valid_head(head: &str) -> bool {
+pub fn valid_head(head: &str) -> bool {
     let line = head.strip_suffix('\n').unwrap_or(head);
     if line.contains(['\n', '\r', '\0']) {
         return false;

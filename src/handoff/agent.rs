@@ -46,7 +46,7 @@ use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pidfile_of,
     pump, record_failure, running_containers, split_status, stop_agent,
 };
-use crate::handoff::state::{SessionOutcome, SessionProcess, StateStore};
+use crate::handoff::state::{RepoFetchBack, SessionOutcome, SessionProcess, StateStore};
 use crate::lifecycle::UserEnvProbe;
 use crate::ops::attach::{append_safe_directories, attach_running, probed_remote_env};
 use crate::ops::error::{HandoffError, Result};
@@ -167,6 +167,22 @@ pub async fn handoff_with(
     close_previous_sessions(Some(engine), &start, reporter).await;
     let mut log = store.create_log(&session_id)?;
     let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
+
+    // Each repository's container git directory: what an earlier session left there comes
+    // back first, then it is rewritten from the host (spec-note 0436).
+    let mut earlier = Vec::new();
+    for g in &p.gits {
+        let back = g.prepare(&session_id).map_err(|e| fail(e.into()))?;
+        if !back.is_empty() {
+            earlier.push(RepoFetchBack {
+                repo: g.repo.clone(),
+                result: back,
+            });
+        }
+    }
+    store
+        .add_git(&root, &session_id, earlier)
+        .map_err(|e| fail(e.into()))?;
 
     // up, with the hardened profile and the handoff's mounts.
     let verb = match p.plan.container.action.as_str() {
@@ -321,7 +337,7 @@ pub async fn handoff_with(
         );
     }
     env.extend(p.secrets.clone());
-    append_safe_directories(&mut env, &safe_directories(&p.workspace));
+    append_safe_directories(&mut env, &safe_directories(&p.workspace, &p.gits));
     let pidfile = pidfile_of(&session_id);
     let mut argv = vec![
         "sh".to_string(),
@@ -403,6 +419,33 @@ pub async fn handoff_with(
         crate::ops::state_folder::default_root()
             .and_then(|state| crate::ops::egress::summary_for(&state, &up.container_id, since))
     });
+    // The agent's commits come back (also after a stop request): never with the container
+    // git directory's configuration (spec-note 0436).
+    let mut fetched = Vec::new();
+    for g in &p.gits {
+        match g.dir().fetch_back(&g.host(), &session_id) {
+            Ok(back) if back.is_empty() => {}
+            Ok(back) => {
+                for line in fetch_back_lines(&g.repo, &back) {
+                    reporter.report(Event::Status(line.clone()));
+                    warnings.push(line);
+                }
+                fetched.push(RepoFetchBack {
+                    repo: g.repo.clone(),
+                    result: back,
+                });
+            }
+            Err(e) => {
+                let message = format!(
+                    "repository `{}`: the agent's commits were not brought back: {e}",
+                    g.repo
+                );
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(message);
+            }
+        }
+    }
+    let _ = store.add_git(&root, &session_id, fetched);
     let session = store.end_session_with(&root, &session_id, outcome, egress)?;
     let mut plan = p.plan;
     let permissions: Vec<_> = p
@@ -435,6 +478,55 @@ pub async fn handoff_with(
             .chain(up.warnings.iter().map(ToString::to_string))
             .collect(),
     })
+}
+
+/// What a fetch-back did, for people: one line per branch moved or created and per ref kept
+/// aside (spec-note 0436).
+pub(crate) fn fetch_back_lines(
+    repo: &str,
+    back: &crate::ops::container_git::FetchBack,
+) -> Vec<String> {
+    use crate::ops::container_git::KeptReason;
+    let short = |o: &str| o[..o.len().min(12)].to_string();
+    let mut out = Vec::new();
+    for u in &back.fast_forwarded {
+        out.push(format!(
+            "repository `{repo}`: `{}` fast-forwarded to the agent's {} (from {})",
+            u.name,
+            short(&u.new),
+            short(u.old.as_deref().unwrap_or(""))
+        ));
+    }
+    for u in &back.created {
+        out.push(format!(
+            "repository `{repo}`: the agent's branch `{}` created at {}",
+            u.name,
+            short(&u.new)
+        ));
+    }
+    for k in &back.kept {
+        let why = match k.reason {
+            KeptReason::Rewritten => "the agent rewrote it (not a fast-forward)",
+            KeptReason::Deleted => "the agent deleted it",
+            KeptReason::MovedOnHost => "it changed on the host meanwhile",
+            KeptReason::NotABranch => "not a branch",
+            KeptReason::Invalid => "its object is missing or its name is refused",
+        };
+        let kept = match &k.kept_as {
+            Some(r) => format!("; the agent's value is kept as `{r}`"),
+            None => String::new(),
+        };
+        out.push(format!(
+            "repository `{repo}`: `{}` left as it is on the host: {why}{kept}",
+            k.name
+        ));
+    }
+    if let Some(b) = &back.head_moved_to {
+        out.push(format!(
+            "repository `{repo}`: HEAD now names `{b}`, the branch the agent checked out"
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -493,10 +585,23 @@ mod tests {
             untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
+        let gits = crate::ops::container_git::repo_gits(&ws, Path::new("/state"));
+        assert!(gits.is_empty());
+        let gits = vec![crate::ops::container_git::RepoGit {
+            repo: "api".into(),
+            work_tree: "/h/w/api".into(),
+            git_dir: "/h/w/api/.git".into(),
+            common_dir: "/h/w/api/.git".into(),
+            container_path: "/workspace/api".into(),
+            slot: "/state/1".into(),
+            mount_base: "/run/devcell/git/1".into(),
+            linked: false,
+        }];
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
-        append_safe_directories(&mut env, &safe_directories(&ws));
-        assert_eq!(env["GIT_CONFIG_COUNT"], "2");
+        append_safe_directories(&mut env, &safe_directories(&ws, &gits));
+        assert_eq!(env["GIT_CONFIG_COUNT"], "3");
         assert_eq!(env["GIT_CONFIG_KEY_1"], "safe.directory");
-        assert_eq!(env["GIT_CONFIG_VALUE_1"], "/h/src/api/.git");
+        assert_eq!(env["GIT_CONFIG_VALUE_1"], "/workspace/api/.git");
+        assert_eq!(env["GIT_CONFIG_VALUE_2"], "/run/devcell/git/1/objects");
     }
 }

@@ -282,6 +282,8 @@ pub(crate) struct Prepared {
     /// The workspace's untrusted git directories as requests, judged (spec-note 0411).
     pub(super) git_requests: Vec<crate::security::PermissionRequest>,
     pub(super) workspace: Workspace,
+    /// The repositories' container git directories (none on the host; spec-note 0436).
+    pub(super) gits: Vec<crate::ops::container_git::RepoGit>,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
     pub(super) extra_mounts: Vec<String>,
@@ -453,7 +455,8 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             LockfileMode::Write => LockfileMode::ReadOnly,
             other => other,
         },
-        safe_directories: safe_directories(&p.workspace),
+        safe_directories: safe_directories(&p.workspace, &p.gits),
+        covers: crate::ops::container_git::covers(&p.gits),
         ..UpOptions::default()
     }
 }
@@ -666,16 +669,29 @@ pub(super) async fn prepare(
 
     // Mounts: the root becomes the workspace mount; the rest are extra mounts (none on the
     // host: the agent sees everything its user can).
-    let mounts = if host { Vec::new() } else { ws.mounts() };
+    // The container never sees a host git directory: each repository gets a container git
+    // directory devcell keeps in its state folder (spec-note 0436).
+    let gits = if host {
+        Vec::new()
+    } else {
+        let state_root = match &opts.state_root {
+            Some(root) => root.clone(),
+            None => crate::handoff::state::StateStore::default_root()
+                .ok_or(crate::handoff::state::StateError::NoStateDir)?,
+        };
+        let key = crate::handoff::state::workspace_key(&ws.root)?;
+        crate::ops::container_git::repo_gits(&ws, &state_root.join("git").join(key))
+    };
+    let mounts = if host {
+        Vec::new()
+    } else {
+        crate::ops::container_git::mounts(&ws, &gits)
+    };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();
     let mut workspace_mount = String::new();
     for m in &mounts {
-        let purpose = match m.purpose {
-            MountPurpose::Workspace => "workspace",
-            MountPurpose::Git => "git",
-            MountPurpose::GitProtected => "gitProtected",
-        };
+        let purpose = m.purpose.as_str();
         planned.push(PlannedMount {
             source: m.source.to_string_lossy().into_owned(),
             target: m.target.clone(),
@@ -860,6 +876,7 @@ pub(super) async fn prepare(
         plan,
         git_requests,
         workspace: ws,
+        gits,
         agent,
         target,
         extra_mounts,
@@ -948,9 +965,13 @@ pub(crate) fn expand_home(path: &str, home: Option<&str>) -> Option<String> {
 
 /// The `safe.directory` entries of a handoff: every repository's working tree and every git
 /// directory mounted, as the container sees them.
-pub(crate) fn safe_directories(ws: &Workspace) -> Vec<String> {
+pub(crate) fn safe_directories(
+    ws: &Workspace,
+    gits: &[crate::ops::container_git::RepoGit],
+) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
-    dirs.extend(ws.git_mounts.iter().map(|m| m.container_path.clone()));
+    dirs.extend(gits.iter().map(|g| g.git_target()));
+    dirs.extend(gits.iter().map(|g| g.objects_target()));
     dirs
 }
 

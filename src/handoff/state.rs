@@ -224,6 +224,22 @@ pub struct Session {
     /// project's closed or open project networks, spec-note 0606), once it is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// What came back from each repository's container git directory (spec-note 0436): the
+    /// branches fast-forwarded or created on the host, the refs kept aside under
+    /// `refs/devcell/<session>/` (rewritten, deleted, moved on the host meanwhile).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub git: Vec<RepoFetchBack>,
+}
+
+/// One repository's fetch-back in a [`Session`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoFetchBack {
+    /// The repository.
+    pub repo: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub result: crate::ops::container_git::FetchBack,
 }
 
 /// How a session ended (serialised with a `kind` tag).
@@ -968,6 +984,7 @@ impl StateStore {
                 runtime,
                 egress: None,
                 network: None,
+                git: Vec::new(),
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -1016,6 +1033,25 @@ impl StateStore {
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
             state.session_mut(session_id)?.network = Some(network.to_string());
+            Ok(())
+        })
+    }
+
+    /// Records the fetch-backs of a session (appended to what it has).
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`], an unknown session.
+    pub fn add_git(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        git: Vec<RepoFetchBack>,
+    ) -> Result<(), StateError> {
+        if git.is_empty() {
+            return Ok(());
+        }
+        self.update(workspace_root, |state| {
+            state.session_mut(session_id)?.git.extend(git);
             Ok(())
         })
     }

@@ -587,15 +587,14 @@ struct Created {
 fn keep_shields_read_only(
     model: &Value,
     primary: &str,
-    shields: &[(std::path::PathBuf, String)],
+    shields: &[security::host_path::Cover],
     spec: &mut crate::engine::ContainerSpec,
     sidecars: &serde_json::Map<String, Value>,
 ) -> serde_json::Map<String, Value> {
     let mut sidecars = sidecars.clone();
     let resolve =
         |p: &std::path::Path| security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
-    for (service, added) in
-        security::host_path::compose_read_only_additions(model, shields, resolve)
+    for (service, added) in security::host_path::compose_cover_additions(model, shields, resolve)
     {
         if service == primary {
             for volume in added {
@@ -613,7 +612,10 @@ fn keep_shields_read_only(
                     kind: crate::engine::MountKind::Bind,
                     source: Some(source.to_string()),
                     target: target.to_string(),
-                    read_only: true,
+                    read_only: volume
+                        .get("read_only")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true),
                 });
             }
             continue;
@@ -733,8 +735,18 @@ async fn create(
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // the command line's read-only binds (the handoff's git overlays) stay read-only through
     // every service's own binds too (spec-note 0413)
-    let shields = if hardened {
+    let shields: Vec<security::host_path::Cover> = if hardened {
+        let covers = crate::ops::permissions::covers(&spec, opts);
         crate::ops::permissions::read_only_shields(&spec, opts, loaded)
+            .into_iter()
+            .filter(|(s, _)| !covers.iter().any(|c| s.starts_with(&c.covered)))
+            .map(|(s, _)| security::host_path::Cover {
+                covered: s.clone(),
+                source: s,
+                read_only: true,
+            })
+            .chain(covers.clone())
+            .collect()
     } else {
         Vec::new()
     };

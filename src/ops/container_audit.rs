@@ -281,6 +281,10 @@ pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditCon
         {
             ctx.git_dirs = w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
         }
+        // a handoff's container git directories, kept in devcell's state (spec-note 0436)
+        if let Some(state) = crate::ops::state_folder::default_root() {
+            ctx.git_dirs.push(host_path::resolve(&state).unwrap_or(state).join("git"));
+        }
     }
     ctx.workspace = workspace;
     if label(crate::names::EGRESS_NETWORK_LABEL).as_deref() == Some(crate::ops::egress::ALLOWLIST)

@@ -19,6 +19,7 @@ pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;
 pub mod container_audit;
+pub mod container_git;
 pub mod dockerfile;
 pub mod down;
 pub mod egress;

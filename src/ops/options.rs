@@ -126,6 +126,11 @@ pub struct UpOptions {
     pub safe_directories: Vec<String>,
     /// `--update-remote-user-uid-default never|on|off` (default `on`).
     pub update_remote_user_uid_default: UidUpdateDefault,
+    /// Host paths the command line's mounts hide (covered host path, the container target of
+    /// what covers it): a handoff's repositories' `.git` and host git directories, covered by
+    /// their container git directories; kept covered through every other bind under
+    /// `hardened` ([`crate::security::host_path::keep_covered`], spec-note 0436).
+    pub covers: Vec<(PathBuf, String)>,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).

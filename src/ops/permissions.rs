@@ -357,7 +357,12 @@ pub(crate) fn judged_places(
     host_path::resolve_binds(spec);
     // what the command line mounts read-only (the handoff's git overlays) stays read-only
     // through the repository's other binds (spec-note 0413)
-    host_path::keep_read_only(spec, &cli_read_only_targets(opts, loaded));
+    let covers = covers(spec, opts);
+    host_path::keep_read_only(spec, &uncovered(spec, &covers, cli_read_only_targets(opts, loaded)));
+    // what the command line covers (a repository's `.git`) stays covered through them too
+    // (spec-note 0436)
+    let skip: Vec<String> = opts.covers.iter().map(|(_, t)| t.clone()).collect();
+    host_path::keep_covered(spec, &covers, &skip);
     let places = host_path::Places::new(
         &loaded.workspace.host_mount_root,
         home.as_deref(),
@@ -375,6 +380,48 @@ pub(crate) fn cli_read_only_targets(opts: &UpOptions, loaded: &LoadedConfigurati
         .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
         .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
         .map(|m| m.target)
+        .collect()
+}
+
+/// `targets` without those whose bind in `spec` has a source inside a covered host path (the
+/// host `objects` a container git directory borrows): that path is covered wherever another
+/// bind shows it, so its read-only bind needs no copy there (spec-note 0436).
+pub(crate) fn uncovered(
+    spec: &crate::engine::ContainerSpec,
+    covers: &[host_path::Cover],
+    targets: Vec<String>,
+) -> Vec<String> {
+    targets
+        .into_iter()
+        .filter(|t| {
+            !spec.mounts.iter().any(|m| {
+                m.target == *t
+                    && m.source
+                        .as_deref()
+                        .is_some_and(|s| covers.iter().any(|c| Path::new(s).starts_with(&c.covered)))
+            })
+        })
+        .collect()
+}
+
+/// The [`host_path::Cover`]s of `opts.covers` whose cover `spec` mounts (a bind at its
+/// target), with that bind's source and mode.
+pub(crate) fn covers(
+    spec: &crate::engine::ContainerSpec,
+    opts: &UpOptions,
+) -> Vec<host_path::Cover> {
+    opts.covers
+        .iter()
+        .filter_map(|(covered, target)| {
+            let m = spec.mounts.iter().find(|m| {
+                m.kind == crate::engine::MountKind::Bind && m.target == *target
+            })?;
+            Some(host_path::Cover {
+                covered: covered.clone(),
+                source: PathBuf::from(m.source.as_deref()?),
+                read_only: m.read_only,
+            })
+        })
         .collect()
 }
 

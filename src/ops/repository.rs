@@ -359,6 +359,31 @@ pub enum MountPurpose {
     Git,
     /// A repository's git `config` or `hooks`, read-only ([`Workspace::protected`]).
     GitProtected,
+    /// A repository's working tree, bound on its own in a multi-repository workspace (a mount
+    /// point cannot be renamed: no repository folder can be swapped; spec-note 0436).
+    Repository,
+    /// A repository's container git directory, read-write (spec-note 0436).
+    ContainerGit,
+    /// devcell's `.git` file naming a linked worktree's container git directory, read-only.
+    GitLink,
+    /// A repository's host `objects` folder, read-only (the container git directory's
+    /// alternates).
+    GitObjects,
+}
+
+impl MountPurpose {
+    /// The plan's name for it (camelCase).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MountPurpose::Workspace => "workspace",
+            MountPurpose::Git => "git",
+            MountPurpose::GitProtected => "gitProtected",
+            MountPurpose::Repository => "repository",
+            MountPurpose::ContainerGit => "containerGit",
+            MountPurpose::GitLink => "gitLink",
+            MountPurpose::GitObjects => "gitObjects",
+        }
+    }
 }
 
 impl Workspace {

@@ -456,6 +456,66 @@ pub fn keep_read_only(spec: &mut ContainerSpec, protected: &[String]) -> Vec<Str
     changed
 }
 
+/// A host path the handoff shows the container something else in place of (spec-note 0436):
+/// `covered` (a repository's `.git`, its host git directories) is hidden under a bind of
+/// `source` (its container git directory, or devcell's `.git` file), read-write or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cover {
+    /// The host path hidden (canonical).
+    pub covered: PathBuf,
+    /// What the container sees instead (host path).
+    pub source: PathBuf,
+    /// Whether that bind is read-only.
+    pub read_only: bool,
+}
+
+/// Keeps every [`Cover`] in place through every other read-write bind of `spec` (sources
+/// resolved): a bind whose source holds a covered path gets the cover's bind at the same place
+/// below its own target (`/ws2/.git` for a second bind of the workspace at `/ws2`); a bind of
+/// a covered path, or of a path inside one (`.git/hooks`), is made read-only: the container
+/// may read the host's git directory through it, never write it (spec-note 0436). Binds at
+/// `skip` (the covers' own targets) are left as they are. Returns the targets added or changed.
+pub fn keep_covered(spec: &mut ContainerSpec, covers: &[Cover], skip: &[String]) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut overlays: Vec<crate::engine::Mount> = Vec::new();
+    for m in spec
+        .mounts
+        .iter_mut()
+        .filter(|m| m.kind == MountKind::Bind && !m.read_only && !skip.contains(&m.target))
+    {
+        let Some(source) = m.source.as_deref().map(PathBuf::from) else {
+            continue;
+        };
+        if covers.iter().any(|c| source.starts_with(&c.covered)) {
+            m.read_only = true;
+            changed.push(m.target.clone());
+            continue;
+        }
+        for cover in covers {
+            let Ok(rel) = cover.covered.strip_prefix(&source) else {
+                continue;
+            };
+            overlays.push(crate::engine::Mount {
+                kind: MountKind::Bind,
+                source: Some(cover.source.to_string_lossy().into_owned()),
+                target: format!(
+                    "{}/{}",
+                    m.target.trim_end_matches('/'),
+                    rel.to_string_lossy()
+                ),
+                read_only: cover.read_only,
+            });
+        }
+    }
+    for overlay in overlays {
+        if !spec.mounts.iter().any(|m| m.target == overlay.target) {
+            changed.push(overlay.target.clone());
+            spec.mounts.push(overlay);
+        }
+    }
+    changed
+}
+
 /// The volume entries (Compose long syntax) to add to each service of a resolved Compose
 /// `model` so the read-only `shields` (host source, container target of each read-only bind of
 /// the command line: the handoff's git overlays) stay read-only through the services' own
@@ -471,9 +531,29 @@ pub fn compose_read_only_additions(
     shields: &[(PathBuf, String)],
     resolve: impl Fn(&Path) -> PathBuf,
 ) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
+    let covers: Vec<Cover> = shields
+        .iter()
+        .map(|(s, _)| Cover {
+            covered: s.clone(),
+            source: s.clone(),
+            read_only: true,
+        })
+        .collect();
+    compose_cover_additions(model, &covers, resolve)
+}
+
+/// [`compose_read_only_additions`] for [`Cover`]s: a service's read-write bind whose source
+/// holds a covered path gets the cover's bind (read-only or not, as the cover is) below its
+/// target; a bind of a covered path or of a path inside one gets an entry of the same target
+/// with `read_only: true` (spec-note 0436).
+pub fn compose_cover_additions(
+    model: &serde_json::Value,
+    covers: &[Cover],
+    resolve: impl Fn(&Path) -> PathBuf,
+) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
     use serde_json::{Value, json};
     let mut out = std::collections::BTreeMap::new();
-    if shields.is_empty() {
+    if covers.is_empty() {
         return out;
     }
     let Some(services) = model.get("services").and_then(Value::as_object) else {
@@ -503,14 +583,14 @@ pub fn compose_read_only_additions(
                 continue;
             }
             let source = resolve(Path::new(source));
-            if shields.iter().any(|(shield, _)| source.starts_with(shield)) {
+            if covers.iter().any(|c| source.starts_with(&c.covered)) {
                 let mut read_only = volume.clone();
                 read_only["read_only"] = json!(true);
                 added.push(read_only);
                 continue;
             }
-            for (shield, _) in shields {
-                let Ok(rel) = shield.strip_prefix(&source) else {
+            for cover in covers {
+                let Ok(rel) = cover.covered.strip_prefix(&source) else {
                     continue;
                 };
                 let overlay = format!("{}/{}", target.trim_end_matches('/'), rel.to_string_lossy());
@@ -520,9 +600,9 @@ pub fn compose_read_only_additions(
                 taken.push(overlay.clone());
                 added.push(json!({
                     "type": "bind",
-                    "source": shield.to_string_lossy(),
+                    "source": cover.source.to_string_lossy(),
                     "target": overlay,
-                    "read_only": true,
+                    "read_only": cover.read_only,
                 }));
             }
         }

@@ -65,6 +65,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
             safe_directories: Vec::new(),
+            covers: Vec::new(),
             update_remote_user_uid_default: match args.update_remote_user_uid_default {
                 UidDefault::On => UidUpdateDefault::On,
                 UidDefault::Off => UidUpdateDefault::Off,

@@ -84,6 +84,7 @@ fn session(id: &str, pid: u32) -> Session {
         runtime: AgentRuntime::Container,
         egress: None,
         network: None,
+        git: Vec::new(),
     }
 }
 

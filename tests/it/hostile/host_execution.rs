@@ -19,14 +19,14 @@ use crate::support::{self, tree_fingerprint};
 
 /// devcell's folders for one test (fake home, state, cache, the user config with agent `a`),
 /// and the containers of the workspaces it ran on, removed on drop.
-struct Host {
+pub(super) struct Host {
     tmp: tempfile::TempDir,
     workspaces: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl Host {
     /// Agent `a` runs `agent` (an argv); `allow` goes to `[security] allow`.
-    fn new(agent: &[&str], allow: &[&str]) -> Host {
+    pub(super) fn new(agent: &[&str], allow: &[&str]) -> Host {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("home")).unwrap();
         let config = format!(
@@ -42,7 +42,7 @@ impl Host {
     }
 
     /// `devcell <args>` with this host's folders.
-    fn run(&self, ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(super) fn run(&self, ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         if !self.workspaces.borrow().iter().any(|w| w == ws) {
             self.workspaces.borrow_mut().push(ws.to_path_buf());
         }
@@ -75,7 +75,7 @@ impl Host {
     }
 
     /// `handoff --workspace-folder <ws> --agent a --format json <extra…>`.
-    fn handoff(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(super) fn handoff(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
         let config = self.config();
         let mut args = vec![
             "handoff",
@@ -93,7 +93,7 @@ impl Host {
     }
 
     /// `status --workspace-folder <ws> --format json`.
-    fn status(&self, ws: &Path) -> Output {
+    pub(super) fn status(&self, ws: &Path) -> Output {
         let config = self.config();
         self.run(
             ws,
@@ -129,7 +129,7 @@ impl Drop for Host {
 }
 
 /// Every container (running or not) labelled with `ws` as its local folder.
-fn containers_of(ws: &Path) -> Vec<String> {
+pub(super) fn containers_of(ws: &Path) -> Vec<String> {
     let filter = format!("label=devcontainer.local_folder={}", ws.display());
     let out = std::process::Command::new("docker")
         .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
@@ -142,7 +142,7 @@ fn containers_of(ws: &Path) -> Vec<String> {
 }
 
 /// The host paths a container bind-mounts (`docker inspect`).
-fn mount_sources(id: &str) -> Vec<String> {
+pub(super) fn mount_sources(id: &str) -> Vec<String> {
     let out = std::process::Command::new("docker")
         .args(["inspect", "--format", "{{json .Mounts}}", id])
         .output()
@@ -156,7 +156,7 @@ fn mount_sources(id: &str) -> Vec<String> {
         .collect()
 }
 
-fn envelope(out: &Output) -> Value {
+pub(super) fn envelope(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
         panic!(

@@ -1,0 +1,289 @@
+use super::*;
+use std::process::Command;
+
+/// `git` with no user or system configuration and a fixed identity.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The agent's `git`: on the container git directory, with the configuration the agent wrote
+/// there (as in the container).
+fn agent(cgd: &Path, work: &Path, args: &[&str]) -> String {
+    let mut full = vec![
+        "--git-dir".to_string(),
+        cgd.to_string_lossy().into_owned(),
+        "--work-tree".to_string(),
+        work.to_string_lossy().into_owned(),
+    ];
+    full.extend(args.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    git(work, &refs)
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    work: PathBuf,
+    slot: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("repo");
+        std::fs::create_dir(&work).unwrap();
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("a.txt"), "one\n").unwrap();
+        git(&work, &["add", "a.txt"]);
+        git(&work, &["commit", "-qm", "first"]);
+        git(&work, &["branch", "side"]);
+        let slot = tmp.path().join("state/git/0");
+        Self {
+            _tmp: tmp,
+            work,
+            slot,
+        }
+    }
+
+    fn host(&self) -> (PathBuf, PathBuf) {
+        let g = std::fs::canonicalize(self.work.join(".git")).unwrap();
+        (g.clone(), g)
+    }
+
+    fn refresh(&self) -> (ContainerGitDir, Base) {
+        let (git_dir, common) = self.host();
+        let cgd = ContainerGitDir::new(&self.slot);
+        let objects = common.join("objects").to_string_lossy().into_owned();
+        let base = cgd
+            .refresh(
+                &HostRepo {
+                    work_tree: &self.work,
+                    git_dir: &git_dir,
+                    common_dir: &common,
+                },
+                &objects,
+            )
+            .unwrap();
+        (cgd, base)
+    }
+
+    fn fetch_back(&self, cgd: &ContainerGitDir) -> FetchBack {
+        let (git_dir, common) = self.host();
+        cgd.fetch_back(
+            &HostRepo {
+                work_tree: &self.work,
+                git_dir: &git_dir,
+                common_dir: &common,
+            },
+            "s1",
+        )
+        .unwrap()
+    }
+
+    fn rev(&self, name: &str) -> String {
+        git(&self.work, &["rev-parse", name])
+    }
+}
+
+#[test]
+fn the_container_git_dir_mirrors_the_host_repository_and_git_status_agrees() {
+    let f = Fixture::new();
+    let (cgd, base) = f.refresh();
+    assert_eq!(base.head, "ref: refs/heads/main");
+    assert_eq!(base.head_commit.as_deref(), Some(f.rev("main").as_str()));
+    assert_eq!(base.refs.len(), 2);
+    let dir = cgd.git_dir();
+    assert_eq!(agent(&dir, &f.work, &["rev-parse", "side"]), f.rev("side"));
+    assert_eq!(agent(&dir, &f.work, &["status", "--porcelain"]), "");
+    // no object of its own: everything comes through the alternates
+    assert!(std::fs::read_dir(dir.join("objects/pack")).unwrap().next().is_none());
+    let config = std::fs::read_to_string(dir.join("config")).unwrap();
+    assert!(config.contains("repositoryformatversion"), "{config}");
+    assert!(!config.contains("hooksPath") && !config.contains("fsmonitor"));
+}
+
+#[test]
+fn a_commit_comes_back_as_a_fast_forward_and_a_new_branch_is_created() {
+    let f = Fixture::new();
+    let (cgd, base) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), "two\n").unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "agent"]);
+    agent(&dir, &f.work, &["branch", "feature"]);
+    let new = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), new);
+    assert_eq!(f.rev("feature"), new);
+    assert_eq!(
+        report.fast_forwarded,
+        vec![RefUpdate {
+            name: "refs/heads/main".into(),
+            old: base.head_commit.clone(),
+            new: new.clone()
+        }]
+    );
+    assert_eq!(report.created.len(), 1);
+    assert!(report.kept.is_empty(), "{report:?}");
+    assert!(report.index_reset);
+    // the host's index follows HEAD; the working tree was the agent's already
+    assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
+    // nothing left in devcell's namespace for what the host took
+    assert_eq!(
+        git(&f.work, &["for-each-ref", "refs/devcell/"]),
+        "",
+        "{report:?}"
+    );
+    // a second fetch-back has nothing more to do
+    assert!(f.fetch_back(&cgd).is_empty());
+}
+
+#[test]
+fn rewritten_and_deleted_refs_never_touch_the_host_and_are_kept_aside() {
+    let f = Fixture::new();
+    std::fs::write(f.work.join("a.txt"), "two\n").unwrap();
+    git(&f.work, &["commit", "-qam", "second"]);
+    let main = f.rev("main");
+    let side = f.rev("side");
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    // the agent destroys history as far as it can
+    agent(&dir, &f.work, &["reset", "-q", "--hard", "HEAD~1"]);
+    std::fs::write(f.work.join("b.txt"), "x\n").unwrap();
+    agent(&dir, &f.work, &["add", "b.txt"]);
+    agent(&dir, &f.work, &["commit", "-qm", "replacement"]);
+    agent(&dir, &f.work, &["branch", "-D", "side"]);
+    agent(&dir, &f.work, &["reflog", "expire", "--expire=now", "--all"]);
+    agent(&dir, &f.work, &["gc", "-q", "--prune=now"]);
+    let rewritten = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), main);
+    assert_eq!(f.rev("side"), side);
+    git(&f.work, &["cat-file", "-e", &format!("{main}^{{commit}}")]);
+    let kept: Vec<(&str, KeptReason)> = report
+        .kept
+        .iter()
+        .map(|k| (k.name.as_str(), k.reason))
+        .collect();
+    assert!(kept.contains(&("refs/heads/main", KeptReason::Rewritten)), "{report:?}");
+    assert!(kept.contains(&("refs/heads/side", KeptReason::Deleted)), "{report:?}");
+    assert_eq!(f.rev("refs/devcell/s1/heads/main"), rewritten);
+    assert!(!report.index_reset);
+}
+
+#[test]
+fn fetch_back_runs_nothing_the_container_git_dir_configures() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    let marker = f.work.parent().unwrap().join("ran");
+    let cmd = format!("touch {}", marker.display());
+    std::fs::write(
+        dir.join("config"),
+        format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {cmd}\n\thooksPath = hooks\n[uploadpack]\n\tpackObjectsHook = {cmd}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("hooks")).unwrap();
+    for hook in ["post-checkout", "reference-transaction", "post-index-change"] {
+        let path = dir.join("hooks").join(hook);
+        std::fs::write(&path, format!("#!/bin/sh\n{cmd}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // control: git run on that directory does run it
+    agent(&dir, &f.work, &["status", "--porcelain"]);
+    assert!(marker.exists(), "the planted fsmonitor is live");
+    std::fs::remove_file(&marker).unwrap();
+    // a commit made without the planted configuration (as if the agent wrote it before)
+    std::fs::write(f.work.join("a.txt"), "two\n").unwrap();
+    let quiet = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"];
+    agent(&dir, &f.work, &[&quiet[..], &["commit", "-qam", "agent"]].concat());
+    let _ = std::fs::remove_file(&marker);
+    // a ref to a missing object and a ref through a symbolic link
+    std::fs::write(dir.join("refs/heads/ghost"), format!("{}\n", "1".repeat(40))).unwrap();
+    std::os::unix::fs::symlink(f.work.join(".git/refs/heads/main"), dir.join("refs/heads/linked"))
+        .unwrap();
+    let report = f.fetch_back(&cgd);
+    assert!(!marker.exists(), "fetch-back ran the container's configuration");
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.name == "refs/heads/ghost" && k.reason == KeptReason::Invalid),
+        "{report:?}"
+    );
+    assert!(!report.kept.iter().any(|k| k.name == "refs/heads/linked"));
+    assert_eq!(report.fast_forwarded.len(), 1, "{report:?}");
+    assert!(git(&f.work, &["for-each-ref", "--format=%(refname)"])
+        .lines()
+        .all(|r| r != "refs/heads/ghost" && r != "refs/heads/linked"));
+}
+
+#[test]
+fn head_follows_the_agents_checkout_and_a_branch_the_user_moved_is_left_alone() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    agent(&dir, &f.work, &["checkout", "-q", "side"]);
+    std::fs::write(f.work.join("a.txt"), "agent\n").unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "on side"]);
+    agent(&dir, &f.work, &["checkout", "-q", "-b", "topic"]);
+    let topic = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.head_moved_to.as_deref(), Some("refs/heads/topic"));
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert_eq!(f.rev("HEAD"), topic);
+    assert!(report.index_reset);
+    assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
+
+    // the user commits on `side` on the host while the agent commits on it too
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    agent(&dir, &f.work, &["commit", "-q", "--allow-empty", "-m", "agent"]);
+    git(&f.work, &["commit", "-q", "--allow-empty", "-m", "user"]);
+    let user = f.rev("main");
+    let report = f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), user);
+    assert_eq!(report.kept[0].reason, KeptReason::MovedOnHost, "{report:?}");
+    assert!(!report.index_reset);
+}
+
+#[test]
+fn ref_names_follow_gits_rules() {
+    for good in ["refs/heads/main", "refs/heads/a/b-c_d.e", "refs/tags/v1.0"] {
+        assert!(valid_ref_name(good), "{good}");
+    }
+    for bad in [
+        "HEAD",
+        "refs/heads/",
+        "refs/heads/a..b",
+        "refs/heads/.hidden",
+        "refs/heads/x.lock",
+        "refs/heads/a b",
+        "refs/heads/a~1",
+        "refs/heads/a@{1}",
+        "refs/heads//a",
+        "refs/heads/a.",
+        "refs/heads/a\\b",
+    ] {
+        assert!(!valid_ref_name(bad), "{bad}");
+    }
+}

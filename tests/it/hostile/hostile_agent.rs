@@ -1,0 +1,370 @@
+//! Hostile agents (issue 25, classes 1 and 5; spec-note 0436): the agent controls everything
+//! it can write in the container. It must not get code run on the host through git, nor
+//! destroy the user's commits. The container never sees the host's git directories: each
+//! repository gets a container git directory devcell writes, and the agent's commits come
+//! back by fetch.
+//!
+//! Every case ends with a human's git on the host, as the workspace's owner, with the
+//! repository's own configuration: `status`, `commit`, `log`, `diff`, `fetch` in each
+//! repository; the payload the agent planted (hooks, `core.fsmonitor`, aliases, a `commondir`
+//! redirection) would create the host marker ([`HostTarget::marker`]), which must not exist.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::hostile::HostTarget;
+use super::host_execution::{Host, envelope};
+use crate::support::docker::engine_ready;
+use crate::support::git::{WORKSPACE_OWNER, git, give_to_workspace_owner, hostgit_image};
+
+/// A shell function `plant <git dir>` for the agent: hooks git runs on `status`, `commit`,
+/// `checkout`, `fetch` and `gc`, and `core.fsmonitor`, `core.hooksPath`, an alias and a
+/// `core.pager` in its `config`, each creating `marker`.
+fn plant_function(marker: &Path) -> String {
+    let m = marker.display();
+    format!(
+        "plant() {{ mkdir -p \"$1/hooks\"; \
+           for h in pre-commit commit-msg post-commit post-checkout post-merge post-index-change reference-transaction pre-auto-gc fsmonitor-watchman post-rewrite; do \
+             printf '#!/bin/sh\\ntouch {m}\\n' > \"$1/hooks/$h\"; chmod +x \"$1/hooks/$h\"; \
+           done; \
+           printf '[core]\\n\\tfsmonitor = touch {m}\\n\\thooksPath = hooks\\n\\tpager = touch {m}\\n[alias]\\n\\tlog = !touch {m}\\n' >> \"$1/config\"; \
+         }}; "
+    )
+}
+
+/// The human's `git <args>` in `dir` on the host: as the workspace's owner, with the
+/// repository's own configuration (no global or system file).
+fn human_git(dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=human", "-c", "user.email=human@devcell.invalid"])
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", "/nonexistent")
+        .uid(WORKSPACE_OWNER)
+        .gid(WORKSPACE_OWNER)
+        .output()
+        .expect("git runs")
+}
+
+/// `status`, `commit`, `log`, `diff` and `fetch` (from `origin`) in each repository, as the
+/// human would, then: nothing ran on the host.
+fn human_session(repos: &[&Path], origin: &Path, target: &HostTarget) {
+    for repo in repos {
+        let origin = origin.to_str().unwrap();
+        for args in [
+            &["status"][..],
+            &["commit", "-q", "--allow-empty", "-m", "human"],
+            &["log", "-1"],
+            &["diff", "HEAD"],
+            &["fetch", "-q", origin],
+        ] {
+            let out = human_git(repo, args);
+            assert!(
+                out.status.success(),
+                "git {args:?} in {}: {}",
+                repo.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    target.assert_untouched();
+}
+
+/// A repository at `dir` with two commits on `main` and a branch `side`, owned by the
+/// workspace owner; with `config`, a `.devcontainer/devcontainer.json` (committed).
+fn repo_at(dir: &Path, config: Option<&str>) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    if let Some(config) = config {
+        std::fs::create_dir_all(dir.join(".devcontainer")).unwrap();
+        std::fs::write(dir.join(".devcontainer/devcontainer.json"), config).unwrap();
+    }
+    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "first"]);
+    git(dir, &["branch", "side"]);
+    std::fs::write(dir.join("a.txt"), "two\n").unwrap();
+    git(dir, &["commit", "-q", "-am", "second"]);
+    // git on the host must not find the test's own repository above it
+}
+
+fn config() -> String {
+    format!(
+        r#"{{"image": "{}", "remoteUser": "nobody", "updateRemoteUserUID": true}}"#,
+        hostgit_image()
+    )
+}
+
+/// A bare clone of `repo` beside it, owned by the workspace owner (what the human fetches).
+fn origin_of(repo: &Path, at: &Path) -> PathBuf {
+    let origin = at.join("origin.git");
+    git(
+        at,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+    give_to_workspace_owner(&origin);
+    origin
+}
+
+fn handoff_ok(host: &Host, ws: &Path) -> Value {
+    let out = host.handoff(ws, &[], &[]);
+    let r = envelope(&out);
+    let log = r["error"]["details"]["log"]
+        .as_str()
+        .and_then(|l| std::fs::read_to_string(l).ok())
+        .unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{r}\nagent log:\n{log}");
+    r
+}
+
+/// The last session of `ws` in `status --format json`.
+fn last_session(host: &Host, ws: &Path) -> Value {
+    let out = host.status(ws);
+    let s = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    s["result"]["sessions"]
+        .as_array()
+        .and_then(|a| a.last())
+        .cloned()
+        .unwrap_or_else(|| panic!("a session: {s}"))
+}
+
+#[test]
+fn renaming_dot_git_and_planting_a_new_one_runs_nothing_on_the_host() {
+    let test = "renaming_dot_git_and_planting_a_new_one_runs_nothing_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let host_config = std::fs::read(ws.join(".git/config")).unwrap();
+    let script = format!(
+        "{plant}cd /workspace; \
+         mv .git .git-old 2>/dev/null && echo renamed-git >> agent.log; \
+         mv /workspace /workspace-old 2>/dev/null && echo renamed-root >> /workspace-old/agent.log; \
+         for d in .git-old .git; do [ -d $d ] && plant $d; done; \
+         mkdir -p .git 2>/dev/null; plant .git; \
+         echo {evil} > .git/commondir; echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+        evil = target.path().display(),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "neither `.git` nor the workspace could be renamed"
+    );
+    assert!(ws.join(".git").is_dir() && !ws.join(".git/commondir").exists());
+    assert!(!ws.join(".git-old").exists());
+    assert_eq!(std::fs::read(ws.join(".git/config")).unwrap(), host_config);
+    human_session(&[&ws], &origin, &target);
+}
+
+#[test]
+fn renaming_a_repository_folder_of_a_multi_repo_workspace_runs_nothing_on_the_host() {
+    let test = "renaming_a_repository_folder_of_a_multi_repo_workspace_runs_nothing_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    repo_at(&ws.join("api"), Some(&config()));
+    repo_at(&ws.join("web"), None);
+    let origin = origin_of(&ws.join("api"), tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let script = format!(
+        "{plant}cd /workspace; \
+         for r in api web; do \
+           mv $r $r-old 2>/dev/null && echo renamed-$r >> agent.log; \
+           mv $r/.git $r/git-old 2>/dev/null && echo renamed-$r-git >> agent.log; \
+           mkdir -p $r/.git; plant $r/.git; echo {evil} > $r/.git/commondir; \
+         done; echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+        evil = target.path().display(),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "no repository folder and no `.git` could be renamed"
+    );
+    human_session(&[&ws.join("api"), &ws.join("web")], &origin, &target);
+}
+
+#[test]
+fn a_grove_worktree_workspace_keeps_the_main_repositories_out_of_reach() {
+    let test = "a_grove_worktree_workspace_keeps_the_main_repositories_out_of_reach";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    repo_at(&src.join("api"), Some(&config()));
+    repo_at(&src.join("web"), None);
+    for r in ["api", "web"] {
+        git(
+            &src.join(r),
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "task",
+                ws.join(r).to_str().unwrap(),
+            ],
+        );
+    }
+    let origin = origin_of(&src.join("api"), tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let links: Vec<String> = ["api", "web"]
+        .iter()
+        .map(|r| std::fs::read_to_string(ws.join(r).join(".git")).unwrap())
+        .collect();
+    let script = format!(
+        "{plant}cd /workspace; \
+         for r in api web; do \
+           echo 'gitdir: /workspace/evil' > $r/.git 2>/dev/null && echo relinked-$r >> agent.log; \
+           mv $r/.git $r/git-old 2>/dev/null && echo renamed-$r-git >> agent.log; \
+           g=$(cd $r && git rev-parse --absolute-git-dir); plant $g; echo {evil} > $g/commondir; \
+           touch $(dirname $g)/objects/x 2>/dev/null && echo wrote-objects >> agent.log; \
+         done; echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+        evil = target.path().display(),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "the worktrees' `.git` files and the host objects are read-only, mount points stay"
+    );
+    for (r, link) in ["api", "web"].iter().zip(&links) {
+        assert_eq!(&std::fs::read_to_string(ws.join(r).join(".git")).unwrap(), link);
+        assert!(!src.join(r).join(".git/worktrees/").join(r).join("x").exists());
+    }
+    human_session(
+        &[
+            &ws.join("api"),
+            &ws.join("web"),
+            &src.join("api"),
+            &src.join("web"),
+        ],
+        &origin,
+        &target,
+    );
+}
+
+#[test]
+fn an_agent_that_destroys_history_deletes_no_host_commit() {
+    let test = "an_agent_that_destroys_history_deletes_no_host_commit";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let main = git(&ws, &["rev-parse", "main"]);
+    let side = git(&ws, &["rev-parse", "side"]);
+    let script = "cd /workspace; G='git -c user.name=agent -c user.email=agent@devcell.invalid'; \
+         $G reset -q --hard HEAD~1 && $G commit -q --allow-empty -m replacement && \
+         $G branch -D side && $G reflog expire --expire=now --all && $G gc -q --prune=now && \
+         echo destroyed > destroyed.txt";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    handoff_ok(&host, &ws);
+    assert!(ws.join("destroyed.txt").exists(), "the agent ran its commands");
+    assert_eq!(git(&ws, &["rev-parse", "main"]), main);
+    assert_eq!(git(&ws, &["rev-parse", "side"]), side);
+    git(&ws, &["cat-file", "-e", &format!("{main}^{{commit}}")]);
+    let session = last_session(&host, &ws);
+    let kept = &session["git"][0]["kept"];
+    let reasons: Vec<(String, String)> = kept
+        .as_array()
+        .unwrap_or_else(|| panic!("status names the kept refs: {session}"))
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_string(),
+                k["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        reasons.contains(&("refs/heads/main".into(), "rewritten".into())),
+        "{session}"
+    );
+    assert!(
+        reasons.contains(&("refs/heads/side".into(), "deleted".into())),
+        "{session}"
+    );
+    let id = session["id"].as_str().unwrap();
+    let kept_main = git(&ws, &["rev-parse", &format!("refs/devcell/{id}/heads/main")]);
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%s", &kept_main]),
+        "replacement"
+    );
+    human_session(&[&ws], &origin, &target);
+}
+
+#[test]
+fn an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears() {
+    let test = "an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let before = git(&ws, &["rev-parse", "main"]);
+    let script = "cd /workspace; G='git -c user.name=agent -c user.email=agent@devcell.invalid'; \
+         echo agent > agent.txt && $G add agent.txt && $G commit -q -m 'agent work' && \
+         $G branch topic";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    handoff_ok(&host, &ws);
+    let after = git(&ws, &["rev-parse", "main"]);
+    assert_ne!(after, before, "main moved");
+    assert_eq!(git(&ws, &["log", "-1", "--format=%s", "main"]), "agent work");
+    assert_eq!(git(&ws, &["rev-parse", &format!("{after}~1")]), before);
+    assert_eq!(git(&ws, &["rev-parse", "topic"]), after);
+    // the host's index follows the new HEAD: nothing staged, nothing changed
+    assert_eq!(git(&ws, &["status", "--porcelain"]), "");
+    let session = last_session(&host, &ws);
+    assert_eq!(
+        session["git"][0]["fastForwarded"][0]["name"], "refs/heads/main",
+        "{session}"
+    );
+    assert_eq!(
+        session["git"][0]["created"][0]["name"], "refs/heads/topic",
+        "{session}"
+    );
+    human_session(&[&ws], &origin, &target);
+}
