@@ -88,7 +88,8 @@ pub fn neutralize<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<(String, S
 /// `git --no-pager -C <dir>` with a cleared environment (only `PATH`, `LC_ALL=C`), no system
 /// or global configuration (`GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null`,
 /// `GIT_CONFIG_SYSTEM=/dev/null`), no prompts (`GIT_TERMINAL_PROMPT=0`, no askpass), no
-/// optional locks (`GIT_OPTIONAL_LOCKS=0`), no replace objects, stdin closed, and
+/// optional locks (`GIT_OPTIONAL_LOCKS=0`), no replace objects, no lazy fetch of a partial
+/// clone's missing objects (`GIT_NO_LAZY_FETCH=1`), stdin closed, and
 /// [`OVERRIDES`] plus `extra` as configuration of the highest precedence. Run as the folder's
 /// owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
 pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
@@ -108,6 +109,7 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
         .env("GIT_EDITOR", "true")
         .env("GIT_ATTR_NOSYSTEM", "1")
         .env("GIT_PROTOCOL_FROM_USER", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
         .stdin(Stdio::null());
     if let Some(path) = std::env::var_os("PATH") {
         git.env("PATH", path);

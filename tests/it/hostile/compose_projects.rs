@@ -12,7 +12,7 @@ use crate::support::docker::BUSYBOX_IMAGE;
 const ID_AND_SERVICE: &str = "{{.ID}} {{.Label \"com.docker.compose.service\"}} {{.State}}";
 
 /// `<id> <service> <state>` of every container of `project`, sorted.
-fn project_containers(project: &str) -> Vec<String> {
+pub(super) fn project_containers(project: &str) -> Vec<String> {
     let mut lines = docker_lines(&[
         "ps",
         "-a",
@@ -28,14 +28,14 @@ fn project_containers(project: &str) -> Vec<String> {
 
 /// The project name the reference rule gives a workspace whose Compose file is in
 /// `.devcontainer` (spec-note 0600), cleaned up on drop.
-fn own_project(ctx: &TestContext) -> String {
+pub(super) fn own_project(ctx: &TestContext) -> String {
     let base = ctx.path().file_name().unwrap().to_string_lossy();
     let name = sanitize_project_name(&format!("{base}_devcontainer"));
     ctx.clean_label(&format!("com.docker.compose.project={name}"));
     name
 }
 
-const CONFIG: &str =
+pub(super) const CONFIG: &str =
     r#"{"dockerComposeFile": "docker-compose.yml", "service": "SERVICE", "remoteUser": "nobody"}"#;
 
 fn sleeper(service: &str) -> String {
