@@ -61,14 +61,109 @@ pub fn judge_compose(
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
+    let mut requests = requests;
     let sidecars = match profile {
         SecurityProfile::Reference => Map::new(),
-        SecurityProfile::Hardened(limits) => services_of(model)
-            .filter(|(name, _)| name.as_str() != primary)
-            .map(|(name, service)| (name.clone(), sidecar_additions(service, limits)))
-            .collect(),
+        SecurityProfile::Hardened(limits) => {
+            let writer = crate::config::ownership::workspace_user_of(&places.workspace);
+            let mut sidecars = Map::new();
+            for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
+                let mut add = sidecar_additions(service, limits);
+                if writes_host_path(model, service) {
+                    let keep = keep_image_user(name);
+                    if grants.allows(&keep) {
+                        requests.push(PermissionRequest {
+                            permission: keep,
+                            source: Source::ComposeService {
+                                service: name.clone(),
+                                property: "volumes".to_string(),
+                            },
+                            status: super::policy::RequestStatus::Granted,
+                        });
+                    } else if let (Value::Object(add), Value::Object(restrict)) =
+                        (&mut add, host_writer_additions(service, writer))
+                    {
+                        add.extend(restrict);
+                    }
+                }
+                sidecars.insert(name.clone(), add);
+            }
+            sidecars
+        }
     };
     Ok(ComposeJudgement { requests, sidecars })
+}
+
+/// The capabilities a sidecar that can write a host path loses under `hardened` (spec-note
+/// 0611): those that let root give a file away or to root (`CHOWN`, `FOWNER`, `SETFCAP`,
+/// `LINUX_IMMUTABLE`), keep or set set-uid/set-gid bits on files it does not own (`FSETID`,
+/// `FOWNER`), make device nodes (`MKNOD`), change its own ids (`SETUID`, `SETGID`), and write or
+/// read past the host folder's permissions (`DAC_OVERRIDE`, `DAC_READ_SEARCH`).
+pub const HOST_WRITER_CAP_DROP: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "MKNOD",
+    "SETUID",
+    "SETGID",
+    "SETFCAP",
+    "LINUX_IMMUTABLE",
+];
+
+/// The grant that lets sidecar `service`, which can write a host path, keep its image's user
+/// and the engine's default capabilities: `--allow runtime-option:keep_image_user=<service>`
+/// (spec-note 0611).
+pub fn keep_image_user(service: &str) -> Permission {
+    Permission::RuntimeOption(format!("keep_image_user={service}"))
+}
+
+/// Whether `service` of `model` can write a host path: a bind (or a volume whose driver
+/// options bind a host folder) that is not read-only.
+pub fn writes_host_path(model: &Value, service: &Value) -> bool {
+    service
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("read_only").and_then(Value::as_bool) != Some(true))
+        .any(|v| {
+            let source = v.get("source").and_then(Value::as_str);
+            match (v.get("type").and_then(Value::as_str), source) {
+                (Some("bind"), _) => true,
+                (Some("volume"), Some(volume)) => bind_backed_volume(model, volume).is_some(),
+                _ => false,
+            }
+        })
+}
+
+/// The additions that keep a sidecar writing a host path from leaving set-uid/set-gid files,
+/// device nodes or another user's files there (spec-note 0611): it runs as the workspace user
+/// (`user: "<uid>:<gid>"`, when there is one, [`crate::config::ownership::workspace_user`]),
+/// so what it creates is that user's, and without [`HOST_WRITER_CAP_DROP`] (but those its
+/// granted `cap_add` names), so neither a set-uid helper of its image nor a root it keeps (no
+/// workspace user: everything is root already) can give files away, make devices or write
+/// past the folder's permissions. Pure.
+pub fn host_writer_additions(
+    service: &Value,
+    writer: Option<crate::config::ownership::Ids>,
+) -> Value {
+    let added: Vec<String> = strings_of(service, "cap_add")
+        .iter()
+        .map(|c| normalize_cap(c))
+        .collect();
+    let drop: Vec<&str> = HOST_WRITER_CAP_DROP
+        .iter()
+        .copied()
+        .filter(|c| !added.iter().any(|a| a == c || a == "ALL"))
+        .collect();
+    let mut add = Map::new();
+    if let Some(ids) = writer {
+        add.insert("user".to_string(), json!(format!("{}:{}", ids.uid, ids.gid)));
+    }
+    add.insert("cap_drop".to_string(), json!(drop));
+    Value::Object(add)
 }
 
 /// Every service's requests in `model` judged under `profile` with `grants`, refused ones
@@ -846,6 +941,70 @@ mod tests {
         assert_eq!(db["pids_limit"], 1024);
         assert_eq!(db["mem_limit"], 536_870_912);
         assert_eq!(db["cpus"], 2.0);
+    }
+
+    /// A sidecar with a writable bind (or a bind-backed volume) runs as the workspace user
+    /// without the capabilities that give files away, keep set-uid bits or make devices; a
+    /// read-only bind, a named volume and the primary are left alone; the grant keeps the
+    /// image's user and is reported.
+    #[test]
+    fn sidecars_that_write_host_paths_lose_root_and_file_capabilities() {
+        use crate::config::ownership::Ids;
+        let m = json!({"name": "p", "services": {
+            "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "writer": {"image": "w", "cap_add": ["chown"],
+                       "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "backed": {"image": "b", "volumes": [{"type": "volume", "source": "hostdir", "target": "/d"}]},
+            "reader": {"image": "r", "volumes": [
+                {"type": "bind", "source": "/w/repo", "target": "/w", "read_only": true},
+                {"type": "volume", "source": "data", "target": "/data"}]}
+        }, "volumes": {"hostdir": {"driver_opts": {"type": "none", "o": "bind", "device": "/w/repo/d"}},
+                       "data": {}}});
+        let services = &m["services"];
+        assert!(writes_host_path(&m, &services["writer"]));
+        assert!(writes_host_path(&m, &services["backed"]));
+        assert!(!writes_host_path(&m, &services["reader"]));
+
+        let restrict = host_writer_additions(&services["writer"], Some(Ids { uid: 1000, gid: 100 }));
+        assert_eq!(restrict["user"], "1000:100");
+        let dropped = json::strings(restrict.get("cap_drop"));
+        for cap in ["MKNOD", "FSETID", "FOWNER", "SETUID", "SETGID", "DAC_OVERRIDE"] {
+            assert!(dropped.iter().any(|c| c == cap), "{cap}: {dropped:?}");
+        }
+        // a capability the service adds (a request of its own) is not dropped again
+        assert!(!dropped.iter().any(|c| c == "CHOWN"), "{dropped:?}");
+        // no workspace user (everything is root): capabilities only
+        let root_only = host_writer_additions(&services["backed"], None);
+        assert!(root_only.get("user").is_none());
+        assert_eq!(json::strings(root_only.get("cap_drop")).len(), HOST_WRITER_CAP_DROP.len());
+
+        let j = judged_with_flags(&m, &["--allow cap:CHOWN"]);
+        for writer in ["writer", "backed"] {
+            assert!(j.sidecars[writer].get("cap_drop").is_some(), "{writer}");
+        }
+        assert!(j.sidecars["reader"].get("cap_drop").is_none());
+        assert!(j.sidecars["reader"].get("user").is_none());
+        assert!(j.sidecars.get("app").is_none());
+
+        let granted = judged_with_flags(
+            &m,
+            &["--allow cap:CHOWN", "--allow runtime-option:keep_image_user=writer"],
+        );
+        assert!(granted.sidecars["writer"].get("cap_drop").is_none());
+        assert!(granted.sidecars["writer"].get("user").is_none());
+        assert!(granted.sidecars["backed"].get("cap_drop").is_some());
+        assert!(granted.requests.iter().any(|r| r.permission == keep_image_user("writer")
+            && r.status == RequestStatus::Granted));
+        // `reference` adds nothing
+        let reference = judge_compose(
+            &SecurityProfile::Reference,
+            &m,
+            "app",
+            &places(),
+            &Grants::default(),
+        )
+        .unwrap();
+        assert!(reference.sidecars.is_empty());
     }
 
     #[test]
