@@ -175,7 +175,13 @@ pub fn tool_env() -> Vec<(String, String)> {
     let overrides: Vec<(&str, &str)> = OVERRIDES
         .iter()
         .filter(|(k, _)| *k != "protocol.allow")
-        .map(|&(k, v)| if k == "core.sshCommand" { (k, "ssh") } else { (k, v) })
+        .map(|&(k, v)| {
+            if k == "core.sshCommand" {
+                (k, "ssh")
+            } else {
+                (k, v)
+            }
+        })
         .collect();
     let mut env: Vec<(String, String)> = fixed
         .iter()
@@ -711,7 +717,10 @@ mod tests {
         let fsmonitor = dir.path().join("fsmonitor-ran");
         let ssh = dir.path().join("ssh-ran");
         for (k, v) in [
-            ("core.fsmonitor", format!("touch {}; false", fsmonitor.display())),
+            (
+                "core.fsmonitor",
+                format!("touch {}; false", fsmonitor.display()),
+            ),
             ("core.repositoryformatversion", "1".into()),
             ("extensions.partialClone", "origin".into()),
             ("remote.origin.url", "ssh://127.0.0.1/x".into()),
@@ -743,10 +752,16 @@ mod tests {
             std::fs::write(&head_ref, &commit).unwrap();
             if hardened {
                 assert!(!fsmonitor.exists(), "a hardened git ran core.fsmonitor");
-                assert!(!ssh.exists(), "a hardened git fetched lazily through core.sshCommand");
+                assert!(
+                    !ssh.exists(),
+                    "a hardened git fetched lazily through core.sshCommand"
+                );
             }
         }
-        assert!(fsmonitor.exists(), "the control did not run the planted fsmonitor");
+        assert!(
+            fsmonitor.exists(),
+            "the control did not run the planted fsmonitor"
+        );
         assert!(ssh.exists(), "the control did not fetch lazily");
     }
 

@@ -160,7 +160,10 @@ pub fn host_writer_additions(
         .collect();
     let mut add = Map::new();
     if let Some(ids) = writer {
-        add.insert("user".to_string(), json!(format!("{}:{}", ids.uid, ids.gid)));
+        add.insert(
+            "user".to_string(),
+            json!(format!("{}:{}", ids.uid, ids.gid)),
+        );
     }
     add.insert("cap_drop".to_string(), json!(drop));
     Value::Object(add)
@@ -965,10 +968,23 @@ mod tests {
         assert!(writes_host_path(&m, &services["backed"]));
         assert!(!writes_host_path(&m, &services["reader"]));
 
-        let restrict = host_writer_additions(&services["writer"], Some(Ids { uid: 1000, gid: 100 }));
+        let restrict = host_writer_additions(
+            &services["writer"],
+            Some(Ids {
+                uid: 1000,
+                gid: 100,
+            }),
+        );
         assert_eq!(restrict["user"], "1000:100");
         let dropped = json::strings(restrict.get("cap_drop"));
-        for cap in ["MKNOD", "FSETID", "FOWNER", "SETUID", "SETGID", "DAC_OVERRIDE"] {
+        for cap in [
+            "MKNOD",
+            "FSETID",
+            "FOWNER",
+            "SETUID",
+            "SETGID",
+            "DAC_OVERRIDE",
+        ] {
             assert!(dropped.iter().any(|c| c == cap), "{cap}: {dropped:?}");
         }
         // a capability the service adds (a request of its own) is not dropped again
@@ -976,7 +992,10 @@ mod tests {
         // no workspace user (everything is root): capabilities only
         let root_only = host_writer_additions(&services["backed"], None);
         assert!(root_only.get("user").is_none());
-        assert_eq!(json::strings(root_only.get("cap_drop")).len(), HOST_WRITER_CAP_DROP.len());
+        assert_eq!(
+            json::strings(root_only.get("cap_drop")).len(),
+            HOST_WRITER_CAP_DROP.len()
+        );
 
         let j = judged_with_flags(&m, &["--allow cap:CHOWN"]);
         for writer in ["writer", "backed"] {
@@ -988,13 +1007,17 @@ mod tests {
 
         let granted = judged_with_flags(
             &m,
-            &["--allow cap:CHOWN", "--allow runtime-option:keep_image_user=writer"],
+            &[
+                "--allow cap:CHOWN",
+                "--allow runtime-option:keep_image_user=writer",
+            ],
         );
         assert!(granted.sidecars["writer"].get("cap_drop").is_none());
         assert!(granted.sidecars["writer"].get("user").is_none());
         assert!(granted.sidecars["backed"].get("cap_drop").is_some());
-        assert!(granted.requests.iter().any(|r| r.permission == keep_image_user("writer")
-            && r.status == RequestStatus::Granted));
+        assert!(granted.requests.iter().any(
+            |r| r.permission == keep_image_user("writer") && r.status == RequestStatus::Granted
+        ));
         // `reference` adds nothing
         let reference = judge_compose(
             &SecurityProfile::Reference,

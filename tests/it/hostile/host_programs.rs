@@ -78,7 +78,17 @@ fn traced(ctx: &TestContext, command: &str, args: &[&str]) -> (std::process::Out
                 .get_envs()
                 .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
         )
-        .args(["-f", "-ff", "-qq", "-v", "-s", "4096", "-e", "trace=execve", "-o"])
+        .args([
+            "-f",
+            "-ff",
+            "-qq",
+            "-v",
+            "-s",
+            "4096",
+            "-e",
+            "trace=execve",
+            "-o",
+        ])
         .arg(trace.path().join("t"))
         .arg(inner.get_program())
         .arg(command)
@@ -263,7 +273,9 @@ fn a_dockerfile_build_starts_no_program_but_hardened_git() {
         );
         assert_hardened(command, &execs);
         assert!(
-            execs.iter().all(|e| e.name() == "git" || e.name() == "devcell"),
+            execs
+                .iter()
+                .all(|e| e.name() == "git" || e.name() == "devcell"),
             "{command}: {execs:#?}"
         );
         assert!(
