@@ -731,3 +731,60 @@ fn a_root_sidecar_writing_the_workspace_leaves_no_set_uid_file_device_or_foreign
         run.stdout
     );
 }
+
+/// A project whose network is a `macvlan` leg on a host interface, with a subnet over the
+/// engine's own bridge, and whose build mounts a BuildKit cache shared by every build on the
+/// engine: `up` and `build` are refused naming each request, and neither creates a container,
+/// a network or an image of the project.
+#[test]
+fn resources_reaching_past_the_project_are_refused_before_anything_is_created() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_reach") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN --mount=type=cache,id=shared,target=/c true\n"),
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    networks: [lan]\n  built:\n    build: {{context: ., pull: false}}\n    \
+             command: [\"sleep\", \"100000\"]\n    scale: 4\n\
+             networks:\n  lan:\n    driver: macvlan\n    driver_opts: {{parent: lo}}\n    \
+             ipam: {{config: [{{subnet: \"172.17.200.0/24\"}}]}}\n",
+            sleeper("app")
+        ),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let label = format!("label=com.docker.compose.project={project}");
+    for command in ["up", "build"] {
+        let refused = ctx.run(command, &[]);
+        let stderr = refused.failed();
+        for flag in [
+            "--allow runtime-option:network_driver=macvlan",
+            "--allow runtime-option:network_driver_opt.parent=lo",
+            "--allow runtime-option:build_cache_mount=built",
+            "--allow runtime-option:replicas=4",
+        ] {
+            assert!(stderr.contains(flag), "{command}: {flag}: {stderr}");
+        }
+        assert!(project_containers(&project).is_empty(), "{command}");
+        assert!(
+            docker_lines(&["network", "ls", "-q", "--filter", &label]).is_empty(),
+            "{command} created a network"
+        );
+        assert!(
+            docker_lines(&[
+                "images",
+                "-q",
+                "--filter",
+                &format!("reference={project}-*")
+            ])
+            .is_empty(),
+            "{command} built an image"
+        );
+    }
+}
