@@ -88,7 +88,8 @@ pub fn neutralize<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<(String, S
 /// `git --no-pager -C <dir>` with a cleared environment (only `PATH`, `LC_ALL=C`), no system
 /// or global configuration (`GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null`,
 /// `GIT_CONFIG_SYSTEM=/dev/null`), no prompts (`GIT_TERMINAL_PROMPT=0`, no askpass), no
-/// optional locks (`GIT_OPTIONAL_LOCKS=0`), no replace objects, stdin closed, and
+/// optional locks (`GIT_OPTIONAL_LOCKS=0`), no replace objects, no lazy fetch of a partial
+/// clone's missing objects (`GIT_NO_LAZY_FETCH=1`), stdin closed, and
 /// [`OVERRIDES`] plus `extra` as configuration of the highest precedence. Run as the folder's
 /// owner when devcell is root and the owner is not ([`super::ownership::run_as_owner`]).
 pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
@@ -108,6 +109,7 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
         .env("GIT_EDITOR", "true")
         .env("GIT_ATTR_NOSYSTEM", "1")
         .env("GIT_PROTOCOL_FROM_USER", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
         .stdin(Stdio::null());
     if let Some(path) = std::env::var_os("PATH") {
         git.env("PATH", path);
@@ -125,6 +127,85 @@ pub fn command(dir: &Path, extra: &[(String, String)]) -> Command {
     // a root devcell in a user's repository runs git as that user (spec-note 0250)
     super::ownership::run_as_owner(&mut git, dir);
     git
+}
+
+/// What git reads from the environment that [`harden_tool`] removes from a host program's
+/// environment: configuration passed as `-c` (`GIT_CONFIG_PARAMETERS`, which would otherwise
+/// be read alongside the overrides) and anything that points git at another repository or
+/// configuration than the one it discovers.
+const TOOL_GIT_UNSET: &[&str] = &[
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
+];
+
+/// The environment [`harden_tool`] sets (spec-note 0414): the builders' git
+/// provenance off (Compose's built-in builder and `buildx` run `git` in every local build
+/// context, whose `.git` the repository writes: `BUILDX_GIT_INFO`, `BUILDX_GIT_LABELS`,
+/// `BUILDX_GIT_CHECK_DIRTY`), and every git such a program might still start reading no
+/// system or global configuration, fetching nothing lazily (a partial clone's missing object
+/// would make `git show` fetch through a transport the repository configures), prompting for
+/// nothing, and with [`OVERRIDES`] as highest-precedence configuration, but for the two that
+/// a git fetch the user granted needs (`protocol.allow` stays git's default, `core.sshCommand`
+/// is plain `ssh`).
+pub fn tool_env() -> Vec<(String, String)> {
+    let fixed = [
+        ("BUILDX_GIT_INFO", "0"),
+        ("BUILDX_GIT_LABELS", "0"),
+        ("BUILDX_GIT_CHECK_DIRTY", "0"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CONFIG_SYSTEM", "/dev/null"),
+        ("GIT_NO_LAZY_FETCH", "1"),
+        ("GIT_PROTOCOL_FROM_USER", "0"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_ATTR_NOSYSTEM", "1"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_EDITOR", "true"),
+    ];
+    let overrides: Vec<(&str, &str)> = OVERRIDES
+        .iter()
+        .filter(|(k, _)| *k != "protocol.allow")
+        .map(|&(k, v)| {
+            if k == "core.sshCommand" {
+                (k, "ssh")
+            } else {
+                (k, v)
+            }
+        })
+        .collect();
+    let mut env: Vec<(String, String)> = fixed
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    env.push(("GIT_CONFIG_COUNT".to_string(), overrides.len().to_string()));
+    for (i, (key, value)) in overrides.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), (*key).to_string()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), (*value).to_string()));
+    }
+    env
+}
+
+/// Hardens a host program devcell starts that is not git itself (Compose, the Docker CLI and
+/// its plugins, a credential helper, devcell's own helper processes): [`tool_env`] set over
+/// whatever environment it has, [`TOOL_GIT_UNSET`] removed. The one place every such spawn
+/// goes through, so neither the program nor anything it starts runs what a repository's or a
+/// container's git configuration names (spec-note 0414). Works for
+/// `tokio::process::Command` through `as_std_mut`.
+pub fn harden_tool(command: &mut Command) -> &mut Command {
+    for name in TOOL_GIT_UNSET {
+        command.env_remove(name);
+    }
+    command.envs(tool_env())
 }
 
 /// How long a quick host git command (`rev-parse`, `config --get`) may take: a repository
@@ -647,6 +728,103 @@ mod tests {
             marker.exists(),
             "the control did not run the planted fsmonitor"
         );
+    }
+
+    /// A repository planted the way a build context ships one (ordinary files): a planted
+    /// `core.fsmonitor`, and a partial clone whose `HEAD` is missing with an `ssh` promisor
+    /// whose `core.sshCommand` touches a marker. A program hardened by [`harden_tool`] runs
+    /// the git commands Compose's provenance runs (`show HEAD`) and `status`: neither marker
+    /// appears; the same commands unhardened (the control) run both.
+    #[test]
+    fn a_hardened_tool_s_git_runs_nothing_the_repository_configures() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("ctx");
+        std::fs::create_dir(&repo).unwrap();
+        std::fs::write(repo.join("Dockerfile"), "FROM scratch\n").unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        plain_git(&repo, &["add", "."]);
+        plain_git(&repo, &["commit", "-qm", "x"]);
+        let fsmonitor = dir.path().join("fsmonitor-ran");
+        let ssh = dir.path().join("ssh-ran");
+        for (k, v) in [
+            (
+                "core.fsmonitor",
+                format!("touch {}; false", fsmonitor.display()),
+            ),
+            ("core.repositoryformatversion", "1".into()),
+            ("extensions.partialClone", "origin".into()),
+            ("remote.origin.url", "ssh://127.0.0.1/x".into()),
+            ("remote.origin.promisor", "true".into()),
+            ("core.sshCommand", format!("touch {}; false", ssh.display())),
+        ] {
+            plain_git(&repo, &["config", k, &v]);
+        }
+        std::fs::write(repo.join("Dockerfile"), "FROM busybox\n").unwrap();
+        let head = plain_git(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]);
+        let head_ref = repo.join(".git/refs/heads").join(head.trim());
+        let commit = std::fs::read(&head_ref).unwrap();
+        let run = |hardened: bool, args: &[&str]| {
+            let mut git = Command::new("git");
+            git.args(args)
+                .current_dir(&repo)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if hardened {
+                harden_tool(&mut git);
+            }
+            let _ = git.status().unwrap();
+        };
+        for hardened in [true, false] {
+            run(hardened, &["status", "--porcelain"]);
+            std::fs::write(&head_ref, format!("{}\n", "1".repeat(40))).unwrap();
+            run(hardened, &["show", "--format=%H", "HEAD", "--quiet", "--"]);
+            std::fs::write(&head_ref, &commit).unwrap();
+            if hardened {
+                assert!(!fsmonitor.exists(), "a hardened git ran core.fsmonitor");
+                assert!(
+                    !ssh.exists(),
+                    "a hardened git fetched lazily through core.sshCommand"
+                );
+            }
+        }
+        assert!(
+            fsmonitor.exists(),
+            "the control did not run the planted fsmonitor"
+        );
+        assert!(ssh.exists(), "the control did not fetch lazily");
+    }
+
+    /// What `tool_env` sets: provenance off, no system or global configuration, no lazy fetch,
+    /// and the fixed overrides but `protocol.allow` (a granted fetch still works) with `ssh`
+    /// as the ssh command.
+    #[test]
+    fn the_tool_environment_turns_off_provenance_and_git_s_configured_commands() {
+        let env: std::collections::HashMap<String, String> = tool_env().into_iter().collect();
+        for (k, v) in [
+            ("BUILDX_GIT_INFO", "0"),
+            ("BUILDX_GIT_LABELS", "0"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_NO_LAZY_FETCH", "1"),
+            ("GIT_PROTOCOL_FROM_USER", "0"),
+        ] {
+            assert_eq!(env.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        let count: usize = env["GIT_CONFIG_COUNT"].parse().unwrap();
+        let pairs: Vec<(&str, &str)> = (0..count)
+            .map(|i| {
+                (
+                    env[&format!("GIT_CONFIG_KEY_{i}")].as_str(),
+                    env[&format!("GIT_CONFIG_VALUE_{i}")].as_str(),
+                )
+            })
+            .collect();
+        assert!(pairs.contains(&("core.fsmonitor", "false")));
+        assert!(pairs.contains(&("core.hooksPath", "/dev/null")));
+        assert!(pairs.contains(&("core.sshCommand", "ssh")));
+        assert!(pairs.contains(&("protocol.ext.allow", "never")));
+        assert!(!pairs.iter().any(|(k, _)| *k == "protocol.allow"));
     }
 
     fn plain_git(dir: &Path, args: &[&str]) -> String {

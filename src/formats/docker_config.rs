@@ -324,7 +324,10 @@ fn run_helper(
         Some(d) => d.join(program),
         None => PathBuf::from(program),
     };
-    let mut child = match Command::new(program)
+    let mut command = Command::new(program);
+    // the user's helper, but what it might start runs nothing a repository configures
+    crate::config::hostgit::harden_tool(&mut command);
+    let mut child = match command
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -466,7 +466,9 @@ async fn start_proxy(paths: &ProxyPaths) -> Result<u32> {
         .open(&log_path)
         .map_err(io_error(&log_path))?;
     let _ = std::fs::remove_file(paths.pid());
-    let mut child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    crate::config::hostgit::harden_tool(&mut command);
+    let mut child = command
         .arg(PROXY_SUBCOMMAND)
         .arg(&paths.state)
         .arg(&paths.key)

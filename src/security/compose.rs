@@ -61,14 +61,112 @@ pub fn judge_compose(
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
+    let mut requests = requests;
     let sidecars = match profile {
         SecurityProfile::Reference => Map::new(),
-        SecurityProfile::Hardened(limits) => services_of(model)
-            .filter(|(name, _)| name.as_str() != primary)
-            .map(|(name, service)| (name.clone(), sidecar_additions(service, limits)))
-            .collect(),
+        SecurityProfile::Hardened(limits) => {
+            let writer = crate::config::ownership::workspace_user_of(&places.workspace);
+            let mut sidecars = Map::new();
+            for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
+                let mut add = sidecar_additions(service, limits);
+                if writes_host_path(model, service) {
+                    let keep = keep_image_user(name);
+                    if grants.allows(&keep) {
+                        requests.push(PermissionRequest {
+                            permission: keep,
+                            source: Source::ComposeService {
+                                service: name.clone(),
+                                property: "volumes".to_string(),
+                            },
+                            status: super::policy::RequestStatus::Granted,
+                        });
+                    } else if let (Value::Object(add), Value::Object(restrict)) =
+                        (&mut add, host_writer_additions(service, writer))
+                    {
+                        add.extend(restrict);
+                    }
+                }
+                sidecars.insert(name.clone(), add);
+            }
+            sidecars
+        }
     };
     Ok(ComposeJudgement { requests, sidecars })
+}
+
+/// The capabilities a sidecar that can write a host path loses under `hardened` (spec-note
+/// 0611): those that let root give a file away or to root (`CHOWN`, `FOWNER`, `SETFCAP`,
+/// `LINUX_IMMUTABLE`), keep or set set-uid/set-gid bits on files it does not own (`FSETID`,
+/// `FOWNER`), make device nodes (`MKNOD`), change its own ids (`SETUID`, `SETGID`), and write or
+/// read past the host folder's permissions (`DAC_OVERRIDE`, `DAC_READ_SEARCH`).
+pub const HOST_WRITER_CAP_DROP: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "MKNOD",
+    "SETUID",
+    "SETGID",
+    "SETFCAP",
+    "LINUX_IMMUTABLE",
+];
+
+/// The grant that lets sidecar `service`, which can write a host path, keep its image's user
+/// and the engine's default capabilities: `--allow runtime-option:keep_image_user=<service>`
+/// (spec-note 0611).
+pub fn keep_image_user(service: &str) -> Permission {
+    Permission::RuntimeOption(format!("keep_image_user={service}"))
+}
+
+/// Whether `service` of `model` can write a host path: a bind (or a volume whose driver
+/// options bind a host folder) that is not read-only.
+pub fn writes_host_path(model: &Value, service: &Value) -> bool {
+    service
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("read_only").and_then(Value::as_bool) != Some(true))
+        .any(|v| {
+            let source = v.get("source").and_then(Value::as_str);
+            match (v.get("type").and_then(Value::as_str), source) {
+                (Some("bind"), _) => true,
+                (Some("volume"), Some(volume)) => bind_backed_volume(model, volume).is_some(),
+                _ => false,
+            }
+        })
+}
+
+/// The additions that keep a sidecar writing a host path from leaving set-uid/set-gid files,
+/// device nodes or another user's files there (spec-note 0611): it runs as the workspace user
+/// (`user: "<uid>:<gid>"`, when there is one, [`crate::config::ownership::workspace_user`]),
+/// so what it creates is that user's, and without [`HOST_WRITER_CAP_DROP`] (but those its
+/// granted `cap_add` names), so neither a set-uid helper of its image nor a root it keeps (no
+/// workspace user: everything is root already) can give files away, make devices or write
+/// past the folder's permissions. Pure.
+pub fn host_writer_additions(
+    service: &Value,
+    writer: Option<crate::config::ownership::Ids>,
+) -> Value {
+    let added: Vec<String> = strings_of(service, "cap_add")
+        .iter()
+        .map(|c| normalize_cap(c))
+        .collect();
+    let drop: Vec<&str> = HOST_WRITER_CAP_DROP
+        .iter()
+        .copied()
+        .filter(|c| !added.iter().any(|a| a == c || a == "ALL"))
+        .collect();
+    let mut add = Map::new();
+    if let Some(ids) = writer {
+        add.insert(
+            "user".to_string(),
+            json!(format!("{}:{}", ids.uid, ids.gid)),
+        );
+    }
+    add.insert("cap_drop".to_string(), json!(drop));
+    Value::Object(add)
 }
 
 /// Every service's requests in `model` judged under `profile` with `grants`, refused ones
@@ -81,8 +179,10 @@ pub fn compose_requests(
     grants: &Grants,
 ) -> Vec<PermissionRequest> {
     let mut asked: Vec<(Permission, Source)> = Vec::new();
+    let routes = host_routes();
     for (name, service) in services_of(model) {
         service_requests(model, name, service, places, &mut asked);
+        reach_requests(model, name, service, &routes, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();
     for r in judge(profile, asked, grants) {
@@ -589,6 +689,222 @@ fn service_requests(
     }
 }
 
+/// The requests of what a service asks that reaches past its own project (spec-note 0612),
+/// each a `runtime-option:<key>=<value>` request: a network of another driver than `bridge`
+/// (`macvlan`, `ipvlan`: a leg on a host interface's segment), network or IPAM driver
+/// options, an IPAM subnet, range or gateway that overlaps a host route (IPv4 `routes`; any
+/// IPv6 one), `external_links` (a container outside the project), more than one replica
+/// (`scale`, `deploy.replicas`: the profile's limits are per container), `oom_kill_disable`,
+/// unlimited swap (`memswap_limit: -1`), real-time CPU time (`cpu_rt_runtime`,
+/// `cpu_rt_period`), the host's SSH agent in a build (`build.ssh`), an image named like one
+/// devcell builds for a workspace (`vsc-…`, `devcell/…`) run without building it, and a
+/// BuildKit cache mount in a build's Dockerfile (shared by every build on the engine).
+fn reach_requests(
+    model: &Value,
+    name: &str,
+    service: &Value,
+    routes: &[(u32, u32)],
+    out: &mut Vec<(Permission, Source)>,
+) {
+    let mut push = |option: String, property: &str| {
+        out.push((
+            Permission::RuntimeOption(option),
+            Source::ComposeService {
+                service: name.to_string(),
+                property: property.to_string(),
+            },
+        ));
+    };
+    let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
+        Some(n) => n.keys().cloned().collect(),
+        None if service.get("network_mode").is_none() => vec!["default".to_string()],
+        None => Vec::new(),
+    };
+    for key in keys {
+        let Some(def) = model.get("networks").and_then(|n| n.get(&key)) else {
+            continue;
+        };
+        if def.get("external").and_then(Value::as_bool) == Some(true) {
+            continue; // a request of its own (`network:<name>`)
+        }
+        if let Some(driver) = def.get("driver").and_then(Value::as_str)
+            && !matches!(driver, "" | "bridge" | "host")
+        {
+            push(format!("network_driver={driver}"), "networks");
+        }
+        for (k, v) in def
+            .get("driver_opts")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            push(format!("network_driver_opt.{k}={}", scalar(v)), "networks");
+        }
+        let ipam = def.get("ipam");
+        if let Some(driver) = ipam.and_then(|i| i.get("driver")).and_then(Value::as_str)
+            && driver != "default"
+        {
+            push(format!("ipam_driver={driver}"), "networks");
+        }
+        for config in ipam
+            .and_then(|i| i.get("config"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for field in ["subnet", "ip_range", "gateway"] {
+                if let Some(cidr) = config.get(field).and_then(Value::as_str)
+                    && overlaps_a_route(cidr, routes)
+                {
+                    push(format!("network_{field}={cidr}"), "networks");
+                }
+            }
+        }
+    }
+    for link in strings_of(service, "external_links") {
+        push(format!("external_link={link}"), "external_links");
+    }
+    let replicas = service
+        .get("scale")
+        .or_else(|| service.pointer("/deploy/replicas"))
+        .and_then(number);
+    if let Some(n) = replicas.filter(|n| *n > 1.0) {
+        push(format!("replicas={n}"), "deploy.replicas");
+    }
+    if service.get("oom_kill_disable").and_then(Value::as_bool) == Some(true) {
+        push("oom_kill_disable=true".to_string(), "oom_kill_disable");
+    }
+    if service
+        .get("memswap_limit")
+        .and_then(number)
+        .is_some_and(|n| n < 0.0)
+    {
+        push("memswap_limit=-1".to_string(), "memswap_limit");
+    }
+    for key in ["cpu_rt_runtime", "cpu_rt_period"] {
+        if let Some(v) = service.get(key).filter(|v| !v.is_null()) {
+            push(format!("{key}={}", scalar(v)), key);
+        }
+    }
+    let build = service.get("build");
+    for entry in build.map(|b| strings_of(b, "ssh")).unwrap_or_default() {
+        push(format!("build_ssh={entry}"), "build.ssh");
+    }
+    if build.is_none()
+        && let Some(image) = service.get("image").and_then(Value::as_str)
+        && is_devcell_image_name(image)
+    {
+        push(format!("image={image}"), "image");
+    }
+    if let Some(build) = build
+        && build_uses_cache_mount(build)
+    {
+        push(format!("build_cache_mount={name}"), "build.dockerfile");
+    }
+}
+
+/// A JSON scalar as text (a string without quotes).
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `image` is named the way devcell names the images it builds for a workspace
+/// (`vsc-<folder>-<hash>`, `devcell/uid:…`, `devcell/features:…`), with or without the
+/// default registry's prefixes: another workspace's image, with what its build baked in.
+pub fn is_devcell_image_name(image: &str) -> bool {
+    let name = image
+        .trim_start_matches("docker.io/")
+        .trim_start_matches("index.docker.io/")
+        .trim_start_matches("library/");
+    name.starts_with("vsc-") || name.starts_with("devcell/")
+}
+
+/// Whether `cidr` (`a.b.c.d/n`, or an address) overlaps one of `routes` (network, netmask;
+/// host order), the default route left out; an IPv6 `cidr` always counts (its routes are not
+/// read), an unparseable one too.
+pub fn overlaps_a_route(cidr: &str, routes: &[(u32, u32)]) -> bool {
+    let (addr, len) = cidr.split_once('/').unwrap_or((cidr, "32"));
+    let Ok(ip) = addr.trim().parse::<std::net::Ipv4Addr>() else {
+        return true;
+    };
+    let Some(mask) = len
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|l| *l <= 32)
+        .map(|l| if l == 0 { 0 } else { u32::MAX << (32 - l) })
+    else {
+        return true;
+    };
+    let net = u32::from(ip) & mask;
+    routes.iter().filter(|(_, m)| *m != 0).any(|(rnet, rmask)| {
+        let common = mask & rmask;
+        net & common == rnet & common
+    })
+}
+
+/// The host's IPv4 routes (network, netmask; host order) from `/proc/net/route`; empty when it
+/// cannot be read (then only IPv6 and unparseable subnets are requests).
+fn host_routes() -> Vec<(u32, u32)> {
+    let text = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let hex = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|f| u32::from_str_radix(f, 16).ok())
+                    .map(u32::from_be)
+            };
+            // the kernel prints the network-order word as a native integer
+            Some((hex(1)?, hex(7)?))
+        })
+        .collect()
+}
+
+/// The most of a Dockerfile read for cache mounts (bytes).
+const DOCKERFILE_MAX: u64 = 4 << 20;
+
+/// Whether a build's Dockerfile (`dockerfile_inline`, or `dockerfile` in its local context,
+/// read without following links, bounded) has a `RUN --mount=type=cache`: a cache the engine
+/// shares with every other build that names the same id (another workspace's builds).
+fn build_uses_cache_mount(build: &Value) -> bool {
+    let text = if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
+        inline.to_string()
+    } else {
+        let Some(context) = build.get("context").and_then(Value::as_str) else {
+            return false;
+        };
+        if is_remote_context(context) {
+            return false;
+        }
+        let file = build
+            .get("dockerfile")
+            .and_then(Value::as_str)
+            .unwrap_or("Dockerfile");
+        let path = Path::new(context).join(file);
+        let resolved = resolve(&path).unwrap_or(path);
+        match super::host_path::read_no_follow(&resolved, DOCKERFILE_MAX) {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            _ => return false,
+        }
+    };
+    has_cache_mount(&text)
+}
+
+/// Whether Dockerfile `text` mounts a BuildKit cache (`--mount=type=cache`, any spelling of
+/// the flag's case and quoting). Pure.
+pub fn has_cache_mount(text: &str) -> bool {
+    text.lines().any(|line| {
+        let lower = line.to_ascii_lowercase().replace(['"', '\''], "");
+        lower.contains("--mount") && lower.contains("type=cache")
+    })
+}
+
 /// Whether a build context of Compose's resolved model is fetched rather than read from a
 /// host folder: Compose makes every local context absolute, so a context that is not an
 /// absolute path is a URL (`https://…`, `git@host:repo`, `github.com/o/r`).
@@ -846,6 +1162,194 @@ mod tests {
         assert_eq!(db["pids_limit"], 1024);
         assert_eq!(db["mem_limit"], 536_870_912);
         assert_eq!(db["cpus"], 2.0);
+    }
+
+    /// A sidecar with a writable bind (or a bind-backed volume) runs as the workspace user
+    /// without the capabilities that give files away, keep set-uid bits or make devices; a
+    /// read-only bind, a named volume and the primary are left alone; the grant keeps the
+    /// image's user and is reported.
+    #[test]
+    fn sidecars_that_write_host_paths_lose_root_and_file_capabilities() {
+        use crate::config::ownership::Ids;
+        let m = json!({"name": "p", "services": {
+            "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "writer": {"image": "w", "cap_add": ["chown"],
+                       "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "backed": {"image": "b", "volumes": [{"type": "volume", "source": "hostdir", "target": "/d"}]},
+            "reader": {"image": "r", "volumes": [
+                {"type": "bind", "source": "/w/repo", "target": "/w", "read_only": true},
+                {"type": "volume", "source": "data", "target": "/data"}]}
+        }, "volumes": {"hostdir": {"driver_opts": {"type": "none", "o": "bind", "device": "/w/repo/d"}},
+                       "data": {}}});
+        let services = &m["services"];
+        assert!(writes_host_path(&m, &services["writer"]));
+        assert!(writes_host_path(&m, &services["backed"]));
+        assert!(!writes_host_path(&m, &services["reader"]));
+
+        let restrict = host_writer_additions(
+            &services["writer"],
+            Some(Ids {
+                uid: 1000,
+                gid: 100,
+            }),
+        );
+        assert_eq!(restrict["user"], "1000:100");
+        let dropped = json::strings(restrict.get("cap_drop"));
+        for cap in [
+            "MKNOD",
+            "FSETID",
+            "FOWNER",
+            "SETUID",
+            "SETGID",
+            "DAC_OVERRIDE",
+        ] {
+            assert!(dropped.iter().any(|c| c == cap), "{cap}: {dropped:?}");
+        }
+        // a capability the service adds (a request of its own) is not dropped again
+        assert!(!dropped.iter().any(|c| c == "CHOWN"), "{dropped:?}");
+        // no workspace user (everything is root): capabilities only
+        let root_only = host_writer_additions(&services["backed"], None);
+        assert!(root_only.get("user").is_none());
+        assert_eq!(
+            json::strings(root_only.get("cap_drop")).len(),
+            HOST_WRITER_CAP_DROP.len()
+        );
+
+        let j = judged_with_flags(&m, &["--allow cap:CHOWN"]);
+        for writer in ["writer", "backed"] {
+            assert!(j.sidecars[writer].get("cap_drop").is_some(), "{writer}");
+        }
+        assert!(j.sidecars["reader"].get("cap_drop").is_none());
+        assert!(j.sidecars["reader"].get("user").is_none());
+        assert!(j.sidecars.get("app").is_none());
+
+        let granted = judged_with_flags(
+            &m,
+            &[
+                "--allow cap:CHOWN",
+                "--allow runtime-option:keep_image_user=writer",
+            ],
+        );
+        assert!(granted.sidecars["writer"].get("cap_drop").is_none());
+        assert!(granted.sidecars["writer"].get("user").is_none());
+        assert!(granted.sidecars["backed"].get("cap_drop").is_some());
+        assert!(granted.requests.iter().any(
+            |r| r.permission == keep_image_user("writer") && r.status == RequestStatus::Granted
+        ));
+        // `reference` adds nothing
+        let reference = judge_compose(
+            &SecurityProfile::Reference,
+            &m,
+            "app",
+            &places(),
+            &Grants::default(),
+        )
+        .unwrap();
+        assert!(reference.sidecars.is_empty());
+    }
+
+    /// Each resource that reaches past the project is a `runtime-option` request naming the
+    /// service and property, granted by its flag; a plain bridge network with a free subnet,
+    /// one replica and an ordinary image are none.
+    #[test]
+    fn resources_reaching_past_the_project_are_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            "FROM a\nRUN --mount=type=cache,target=/root/.cache true\n",
+        )
+        .unwrap();
+        let ctx = dir.path().to_string_lossy().into_owned();
+        let mut m = model(json!({
+            "app": {"image": "a", "networks": {"lan": {}, "ok": {}, "near": {}}},
+            "db": {"image": "vsc-otherrepo-0123", "scale": 3, "oom_kill_disable": true,
+                   "memswap_limit": -1, "cpu_rt_runtime": 95000,
+                   "external_links": ["victim-db-1:db"], "networks": {"opts": {}, "v6": {}}},
+            "web": {"build": {"context": ctx, "ssh": ["default"]}, "deploy": {"replicas": 1}},
+            "inline": {"build": {"context": ctx, "dockerfile_inline": "FROM a\nRUN --mount=type=cache,id=x,target=/c true\n"},
+                       "image": "p-inline"},
+            "plain": {"image": "docker.io/devcell/uid:k"}
+        }));
+        m["networks"] = json!({
+            "lan": {"driver": "macvlan", "driver_opts": {"parent": "eth0"}},
+            "ok": {"driver": "bridge", "ipam": {"config": [{"subnet": "10.250.0.0/24"}]}},
+            "near": {"ipam": {"config": [{"subnet": "172.17.5.0/24"}]}},
+            "opts": {"driver_opts": {"com.docker.network.bridge.name": "docker0"}},
+            "v6": {"ipam": {"driver": "other", "config": [{"subnet": "fd00::/64"}]}}
+        });
+        let routes = [(0xAC11_0000, 0xFFFF_0000), (0, 0)];
+        assert!(overlaps_a_route("172.17.5.0/24", &routes));
+        assert!(overlaps_a_route("172.0.0.0/8", &routes));
+        assert!(
+            !overlaps_a_route("10.250.0.0/24", &routes),
+            "the default route is left out"
+        );
+        assert!(overlaps_a_route("fd00::/64", &routes));
+        let mut asked = Vec::new();
+        for (name, service) in services_of(&m) {
+            reach_requests(&m, name, service, &routes, &mut asked);
+        }
+        let mut got: Vec<String> = asked
+            .iter()
+            .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "--allow runtime-option:build_cache_mount=inline <- Compose service `inline` (`build.dockerfile`)",
+                "--allow runtime-option:build_cache_mount=web <- Compose service `web` (`build.dockerfile`)",
+                "--allow runtime-option:build_ssh=default <- Compose service `web` (`build.ssh`)",
+                "--allow runtime-option:cpu_rt_runtime=95000 <- Compose service `db` (`cpu_rt_runtime`)",
+                "--allow runtime-option:external_link=victim-db-1:db <- Compose service `db` (`external_links`)",
+                "--allow runtime-option:image=docker.io/devcell/uid:k <- Compose service `plain` (`image`)",
+                "--allow runtime-option:image=vsc-otherrepo-0123 <- Compose service `db` (`image`)",
+                "--allow runtime-option:ipam_driver=other <- Compose service `db` (`networks`)",
+                "--allow runtime-option:memswap_limit=-1 <- Compose service `db` (`memswap_limit`)",
+                "--allow runtime-option:network_driver=macvlan <- Compose service `app` (`networks`)",
+                "--allow runtime-option:network_driver_opt.com.docker.network.bridge.name=docker0 <- Compose service `db` (`networks`)",
+                "--allow runtime-option:network_driver_opt.parent=eth0 <- Compose service `app` (`networks`)",
+                "--allow runtime-option:network_subnet=172.17.5.0/24 <- Compose service `app` (`networks`)",
+                "--allow runtime-option:network_subnet=fd00::/64 <- Compose service `db` (`networks`)",
+                "--allow runtime-option:oom_kill_disable=true <- Compose service `db` (`oom_kill_disable`)",
+                "--allow runtime-option:replicas=3 <- Compose service `db` (`deploy.replicas`)",
+            ]
+        );
+        // through the policy: refused under `hardened`, each granted by its flag
+        let flags: Vec<String> = got
+            .iter()
+            .map(|g| g.split(" <- ").next().unwrap().to_string())
+            .collect();
+        assert!(!refused(&m, &Grants::default()).is_empty());
+        let mount = format!("mount:{ctx}");
+        let mut grants: Vec<&str> = flags
+            .iter()
+            .map(|f| f.trim_start_matches("--allow "))
+            .collect();
+        grants.push(&mount);
+        let judged = judge_compose(
+            &hardened(),
+            &m,
+            "app",
+            &places(),
+            &Grants::parse(&grants).unwrap(),
+        );
+        // the subnet of the host's own routes is read from this machine: grant what it asks
+        if let Err(e) = &judged {
+            let left: Vec<String> = refused_requests(e)
+                .unwrap()
+                .iter()
+                .filter(|r| r.status != RequestStatus::Granted)
+                .map(|r| r.permission.grant_flag().unwrap())
+                .collect();
+            assert!(left.iter().all(|f| f.contains("network_")), "{left:?}");
+        }
+        assert!(has_cache_mount("RUN --MOUNT=\"type=cache,target=/x\" make"));
+        assert!(!has_cache_mount(
+            "RUN --mount=type=secret,id=a cat /run/secrets/a"
+        ));
+        assert!(is_devcell_image_name("library/vsc-x-1"));
+        assert!(!is_devcell_image_name("postgres:16"));
     }
 
     #[test]

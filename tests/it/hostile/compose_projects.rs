@@ -12,7 +12,7 @@ use crate::support::docker::BUSYBOX_IMAGE;
 const ID_AND_SERVICE: &str = "{{.ID}} {{.Label \"com.docker.compose.service\"}} {{.State}}";
 
 /// `<id> <service> <state>` of every container of `project`, sorted.
-fn project_containers(project: &str) -> Vec<String> {
+pub(super) fn project_containers(project: &str) -> Vec<String> {
     let mut lines = docker_lines(&[
         "ps",
         "-a",
@@ -28,14 +28,14 @@ fn project_containers(project: &str) -> Vec<String> {
 
 /// The project name the reference rule gives a workspace whose Compose file is in
 /// `.devcontainer` (spec-note 0600), cleaned up on drop.
-fn own_project(ctx: &TestContext) -> String {
+pub(super) fn own_project(ctx: &TestContext) -> String {
     let base = ctx.path().file_name().unwrap().to_string_lossy();
     let name = sanitize_project_name(&format!("{base}_devcontainer"));
     ctx.clean_label(&format!("com.docker.compose.project={name}"));
     name
 }
 
-const CONFIG: &str =
+pub(super) const CONFIG: &str =
     r#"{"dockerComposeFile": "docker-compose.yml", "service": "SERVICE", "remoteUser": "nobody"}"#;
 
 fn sleeper(service: &str) -> String {
@@ -619,4 +619,172 @@ fn a_services_bind_of_the_repository_does_not_make_its_git_config_writable() {
     target.assert_untouched();
     repo.context().run("down", &["--remove"]);
     assert!(project_containers(&project).is_empty());
+}
+
+/// Every entry below `dir` (not following links) that is not a plain file or folder of the
+/// workspace user: a device node, a file owned by another user or group, a set-uid/set-gid
+/// file of another user.
+fn foreign_entries(dir: &std::path::Path, owner: u32) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let kind = meta.file_type();
+        if kind.is_char_device() || kind.is_block_device() {
+            out.push(format!("device {}", path.display()));
+        }
+        if meta.uid() != owner || meta.gid() != owner {
+            out.push(format!(
+                "{} owned by {}:{} (mode {:o})",
+                path.display(),
+                meta.uid(),
+                meta.gid(),
+                meta.mode()
+            ));
+        }
+        if kind.is_dir() {
+            out.extend(foreign_entries(&path, owner));
+        }
+    }
+    out
+}
+
+/// A root sidecar that binds the workspace (allowed unasked: it is inside the workspace) tries
+/// to leave a set-uid copy of its shell, a root-owned set-uid/set-gid file and device nodes in
+/// the user's folder: under `hardened` it runs as the workspace user without the capabilities
+/// for it, so nothing there is a device or another user's (a set-uid bit on the user's own
+/// file gives nothing). The grant `runtime-option:keep_image_user=side` keeps its root, and
+/// then it does leave them (the control).
+#[test]
+fn a_root_sidecar_writing_the_workspace_leaves_no_set_uid_file_device_or_foreign_file() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner};
+    let Some(ctx) = TestContext::busybox("hostile_compose_writer") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let script = "cd /ws/out && cp /bin/busybox sb; chmod 4755 sb; touch f; chown 0:0 f; \
+                  chmod 6755 f; mknod null c 1 3; mknod blk b 7 0; mkdir d; chown 0:0 d; \
+                  touch done; sleep 100000";
+    let side = serde_json::to_string(&["sh", "-c", script]).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}  side:\n    image: {BUSYBOX_IMAGE}\n    volumes: [\"..:/ws\"]\n    command: {side}\n",
+            sleeper("app")
+        ),
+    );
+    ctx.write("out/.keep", "");
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    give_to_workspace_owner(ctx.path());
+    let out = ctx.path().join("out");
+    let wait_done = || {
+        for _ in 0..600 {
+            if out.join("done").exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let logs = std::process::Command::new("docker")
+            .args(["logs", &format!("{project}-side-1")])
+            .output()
+            .unwrap();
+        panic!(
+            "the sidecar's script did not finish: {:?} {}",
+            project_containers(&project),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+    };
+
+    ctx.up(&[]);
+    wait_done();
+    let foreign = foreign_entries(&out, WORKSPACE_OWNER);
+    assert!(
+        foreign.is_empty(),
+        "the sidecar left on the host: {foreign:#?}"
+    );
+    assert!(
+        out.join("sb").exists(),
+        "the sidecar did not run its script"
+    );
+
+    // control: with the grant the same sidecar keeps root and leaves them
+    std::fs::remove_file(out.join("done")).unwrap();
+    for line in project_containers(&project) {
+        let id = line.split(' ').next().unwrap();
+        docker_lines(&["rm", "-f", id]);
+    }
+    let run = ctx.run("up", &["--allow", "runtime-option:keep_image_user=side"]);
+    run.ok();
+    wait_done();
+    let foreign = foreign_entries(&out, WORKSPACE_OWNER);
+    for name in ["null", "blk", "f"] {
+        assert!(
+            foreign.iter().any(|f| f.contains(&format!("out/{name}"))),
+            "the control left no `{name}`: {foreign:#?}"
+        );
+    }
+    assert!(
+        run.stdout.contains("keep_image_user=side") || run.stderr.contains("keep_image_user=side"),
+        "the grant is not reported: {}",
+        run.stdout
+    );
+}
+
+/// A project whose network is a `macvlan` leg on a host interface, with a subnet over the
+/// engine's own bridge, and whose build mounts a BuildKit cache shared by every build on the
+/// engine: `up` and `build` are refused naming each request, and neither creates a container,
+/// a network or an image of the project.
+#[test]
+fn resources_reaching_past_the_project_are_refused_before_anything_is_created() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_reach") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN --mount=type=cache,id=shared,target=/c true\n"),
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    networks: [lan]\n  built:\n    build: {{context: ., pull: false}}\n    \
+             command: [\"sleep\", \"100000\"]\n    scale: 4\n\
+             networks:\n  lan:\n    driver: macvlan\n    driver_opts: {{parent: lo}}\n    \
+             ipam: {{config: [{{subnet: \"172.17.200.0/24\"}}]}}\n",
+            sleeper("app")
+        ),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let label = format!("label=com.docker.compose.project={project}");
+    for command in ["up", "build"] {
+        let refused = ctx.run(command, &[]);
+        let stderr = refused.failed();
+        for flag in [
+            "--allow runtime-option:network_driver=macvlan",
+            "--allow runtime-option:network_driver_opt.parent=lo",
+            "--allow runtime-option:build_cache_mount=built",
+            "--allow runtime-option:replicas=4",
+        ] {
+            assert!(stderr.contains(flag), "{command}: {flag}: {stderr}");
+        }
+        assert!(project_containers(&project).is_empty(), "{command}");
+        assert!(
+            docker_lines(&["network", "ls", "-q", "--filter", &label]).is_empty(),
+            "{command} created a network"
+        );
+        assert!(
+            docker_lines(&[
+                "images",
+                "-q",
+                "--filter",
+                &format!("reference={project}-*")
+            ])
+            .is_empty(),
+            "{command} built an image"
+        );
+    }
 }

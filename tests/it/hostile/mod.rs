@@ -9,6 +9,7 @@ mod before_build;
 mod compose_projects;
 mod env_and_build;
 mod host_execution;
+mod host_programs;
 mod hostile_agent;
 mod identity_and_escapes;
 mod image_labels;
