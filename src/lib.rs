@@ -11,7 +11,7 @@
 //!
 //! | layer | modules | what | may use |
 //! |---|---|---|---|
-//! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`names`], [`settings`] | devcontainer.json → merged configuration; shared formats (Docker credentials, image references, mount fields, shell quoting, JSON values, terminal-safe text); errors, events, names, user settings | external crates |
+//! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`process`], [`names`], [`settings`] | devcontainer.json → merged configuration; programs devcell waits for (deadlines, killed with devcell); shared formats (Docker credentials, image references, mount fields, shell quoting, JSON values, terminal-safe text); errors, events, names, user settings | external crates |
 //! | L1 | [`oci`], [`features`] | registries, content store, archives; Features | L0; `features` may use `oci` |
 //! | L2 | [`engine`] | the Docker engine and the Compose CLI | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | image builds; the profile, policy and audit; hooks; the egress allowlist proxy | L2, L1, L0; never one another |
@@ -32,6 +32,7 @@ pub mod lifecycle;
 pub mod names;
 pub mod oci;
 pub mod ops;
+pub mod process;
 pub mod progress;
 pub mod security;
 pub mod settings;

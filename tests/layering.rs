@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// The layer of each top-level module (see `src/lib.rs`).
 fn layer_of(module: &str) -> Option<u8> {
     Some(match module {
-        "config" | "diagnostics" | "formats" | "progress" | "names" | "settings" => 0,
+        "config" | "diagnostics" | "formats" | "progress" | "process" | "names" | "settings" => 0,
         "oci" | "features" => 1,
         "engine" => 2,
         "build" | "security" | "lifecycle" | "egress" => 3,

@@ -115,7 +115,7 @@ pub fn main() -> ExitCode {
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),
         Command::Prune(args) => commands::prune::run(args),
-        Command::EgressProxy(args) => commands::runtime().and_then(|rt| {
+        Command::EgressProxy(args) => commands::runtime_own_signals().and_then(|rt| {
             rt.block_on(crate::ops::egress::serve_proxy(&args.state, &args.key))?;
             Ok(ExitCode::SUCCESS)
         }),

@@ -236,54 +236,19 @@ pub fn output_within(
     git: &mut Command,
     deadline: std::time::Duration,
 ) -> std::io::Result<std::process::Output> {
-    use std::io::Read as _;
-    let mut child = git.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let (closed, pipes_closed) = std::sync::mpsc::channel::<()>();
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        let closed = closed.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            let _ = closed.send(());
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    let started = std::time::Instant::now();
-    // Both pipes at their end is git at its exit, without a polling interval's wait (a warm
-    // `up` in a repository waits for this).
-    for _ in 0..2 {
-        if pipes_closed
-            .recv_timeout(deadline.saturating_sub(started.elapsed()))
-            .is_err()
-        {
-            break;
-        }
-    }
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if started.elapsed() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::new(
+    // its own process group, killed with devcell (spec-note 0425)
+    crate::process::output_within_std(git, None, deadline).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
                     "git did not answer within {} s (is a file its configuration includes, or `HEAD`, a FIFO?)",
                     deadline.as_secs()
                 ),
-            ));
+            )
+        } else {
+            e
         }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
-    Ok(std::process::Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
     })
 }
 

@@ -10,9 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -327,27 +326,19 @@ fn run_helper(
     let mut command = Command::new(program);
     // the user's helper, but what it might start runs nothing a repository configures
     crate::config::hostgit::harden_tool(&mut command);
-    let mut child = match command
-        .arg("get")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
+    // in its own process group, killed with devcell and at its deadline (spec-note 0425)
+    let out = match crate::process::output_within_std(
+        command.arg("get"),
+        Some(server.as_bytes()),
+        crate::process::CREDENTIAL_HELPER_TIMEOUT,
+    ) {
+        Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
             return Ok(Credentials::Anonymous);
         }
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(fail(e.to_string())),
         Err(e) => return Err(fail(format!("cannot run it: {e}"))),
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(server.as_bytes())
-            .map_err(|e| fail(format!("cannot write to it: {e}")))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| fail(format!("cannot wait for it: {e}")))?;
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stdout).to_lowercase()
             + &String::from_utf8_lossy(&out.stderr).to_lowercase();

@@ -43,8 +43,9 @@ use crate::handoff::plan::{
     HandoffOptions, ctx_rel_path, plan_lines, prepare, safe_directories, up_options,
 };
 use crate::handoff::session::{
-    AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pidfile_of,
-    pump, record_failure, running_containers, split_status, stop_agent,
+    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, close_previous_sessions,
+    pidfile_of, pump, record_failure, record_stop, running_containers, split_status, stop_agent,
+    unless_stopped,
 };
 use crate::handoff::state::{RepoFetchBack, SessionOutcome, SessionProcess, StateStore};
 use crate::lifecycle::UserEnvProbe;
@@ -58,6 +59,12 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How long the request to stop the agent in its container may take.
+const STOP_REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a stopped agent gets to end before devcell records the stop and exits.
+const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// How a handoff's `up` goes on: an image or Dockerfile configuration judged here, or a
 /// Compose configuration that [`crate::ops::compose_up::up_compose`] judges with its services.
@@ -108,7 +115,18 @@ pub async fn handoff_with(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
-    let p = prepare(opts, Some(engine), AgentRuntime::Container).await?;
+    let mut stop = stop;
+    // before a session exists, a stop signal ends the handoff with nothing to record
+    let stopped = |signal| -> HandoffError {
+        Stopped {
+            signal,
+            session: None,
+        }
+        .into()
+    };
+    let p = unless_stopped(&mut stop, prepare(opts, Some(engine), AgentRuntime::Container))
+        .await
+        .map_err(stopped)??;
     // What would reach the host (untrusted git directories, host commands) is judged before
     // a session, a container or an image exists (spec-notes 0410, 0411), once: `up` goes on
     // with this judgement and the container found with it, under its bring-up lock.
@@ -125,15 +143,19 @@ pub async fn handoff_with(
         Judged::Compose(Box::new(choice))
     } else {
         Judged::Single(Box::new(
-            judge_up(
-                engine,
-                engine_socket,
-                &up_opts,
-                choice,
-                &p.git_requests,
-                reporter,
+            unless_stopped(
+                &mut stop,
+                judge_up(
+                    engine,
+                    engine_socket,
+                    &up_opts,
+                    choice,
+                    &p.git_requests,
+                    reporter,
+                ),
             )
-            .await?,
+            .await
+            .map_err(stopped)??,
         ))
     };
     for line in plan_lines(&p.plan) {
@@ -167,6 +189,8 @@ pub async fn handoff_with(
     close_previous_sessions(Some(engine), &start, reporter).await;
     let mut log = store.create_log(&session_id)?;
     let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
+    // from here on a stop signal is recorded as the session's end (`signaled`)
+    let signaled = |signal: i32| record_stop(&store, &root, &session_id, signal);
 
     // Each repository's container git directory: what an earlier session left there comes
     // back first, then it is rewritten from the host (spec-note 0436).
@@ -194,23 +218,27 @@ pub async fn handoff_with(
         "{verb} workspace container ({} profile, network {})",
         p.profile, p.network
     )));
-    let up = match judged {
-        Judged::Single(judged) => {
-            up_judged(engine, engine_socket, &up_opts, *judged, reporter).await
+    let up = unless_stopped(&mut stop, async {
+        match judged {
+            Judged::Single(judged) => {
+                up_judged(engine, engine_socket, &up_opts, *judged, reporter).await
+            }
+            // `up_compose` takes the lock and judges every service with the git directories
+            Judged::Compose(choice) => {
+                crate::ops::compose_up::up_compose(
+                    engine,
+                    engine_socket,
+                    &up_opts,
+                    *choice,
+                    &p.git_requests,
+                    reporter,
+                )
+                .await
+            }
         }
-        // `up_compose` takes the lock and judges every service with the git directories
-        Judged::Compose(choice) => {
-            crate::ops::compose_up::up_compose(
-                engine,
-                engine_socket,
-                &up_opts,
-                *choice,
-                &p.git_requests,
-                reporter,
-            )
-            .await
-        }
-    }
+    })
+    .await
+    .map_err(signaled)?
     .map_err(&fail)?;
     let info = engine
         .inspect_container(&up.container_id)
@@ -310,20 +338,28 @@ pub async fn handoff_with(
     let loaded = &up.loaded;
     let labels = id_labels(&p.target, loaded);
     let expected = crate::ops::target::expected_workspace(&p.target, loaded);
-    let attached = attach_running(
-        engine,
-        loaded,
-        &labels,
-        expected.as_deref(),
-        &opts.env,
-        UserEnvProbe::default(),
+    let attached = unless_stopped(
+        &mut stop,
+        attach_running(
+            engine,
+            loaded,
+            &labels,
+            expected.as_deref(),
+            &opts.env,
+            UserEnvProbe::default(),
+        ),
     )
     .await
+    .map_err(signaled)?
     .map_err(&fail)?;
-    let mut env = probed_remote_env(engine, &attached, &IndexMap::new(), reporter)
-        .await
-        .map_err(&fail)?
-        .0;
+    let mut env = unless_stopped(
+        &mut stop,
+        probed_remote_env(engine, &attached, &IndexMap::new(), reporter),
+    )
+    .await
+    .map_err(signaled)?
+    .map_err(&fail)?
+    .0;
     env.extend(p.agent_env.clone());
     if up.egress.is_some() {
         // each upstream's in-container base URL (its credential stays on the host)
@@ -386,21 +422,39 @@ pub async fn handoff_with(
         r
     };
     tokio::pin!(run);
-    let mut stop = stop;
-    let mut stopped = false;
-    let exec_result = tokio::select! {
-        r = &mut run => r,
-        () = &mut stop => {
-            stopped = true;
+    let (exec_result, stopped_by) = match unless_stopped(&mut stop, &mut run).await {
+        Ok(r) => (r, None),
+        Err(signal) => {
             reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
-            stop_agent(engine, &container_id, Some(&attached.remote_user), &pidfile).await;
-            match tokio::time::timeout(Duration::from_secs(15), &mut run).await {
-                Ok(r) => r,
-                Err(_) => Ok(crate::engine::ExecResult { exit_code: 128 + 15, ..Default::default() }),
-            }
+            // bounded whatever the engine does (a container removed under the exec); a
+            // second signal stops waiting
+            let ended = unless_stopped(&mut stop, async {
+                let _ = tokio::time::timeout(
+                    STOP_REQUEST_DEADLINE,
+                    stop_agent(engine, &container_id, Some(&attached.remote_user), &pidfile),
+                )
+                .await;
+                tokio::time::timeout(STOP_GRACE, &mut run).await.ok()
+            })
+            .await
+            .ok()
+            .flatten();
+            (ended.unwrap_or(Ok(crate::engine::ExecResult {
+                exit_code: 128 + i64::from(signal),
+                ..Default::default()
+            })), Some(signal))
         }
     };
-    let exec_result = exec_result.map_err(|e| fail(e.into()))?;
+    let stopped = stopped_by.is_some();
+    // stopped, an exec that failed (its container gone) is the stop's end
+    let exec_result = match (exec_result, stopped_by) {
+        (Ok(r), _) => r,
+        (Err(_), Some(signal)) => crate::engine::ExecResult {
+            exit_code: 128 + i64::from(signal),
+            ..Default::default()
+        },
+        (Err(e), None) => return Err(fail(e.into())),
+    };
     let code = i32::try_from(exec_result.exit_code).unwrap_or(i32::MAX);
     let (exit_code, signal) = split_status(code, stopped);
     let outcome = match (exit_code, signal) {

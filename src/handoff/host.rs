@@ -24,6 +24,7 @@
 use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::Path;
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,8 +37,8 @@ use crate::handoff::agents_md;
 use crate::handoff::context::{self, AgentRuntime, ContextInputs, HandoffContext, Task};
 use crate::handoff::plan::{HandoffOptions, ctx_rel_path, plan_lines, prepare, unisolated_warning};
 use crate::handoff::session::{
-    AgentStreams, HandoffResult, StopSignal, agents_md_report, close_previous_sessions, pump,
-    record_failure, running_containers,
+    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, close_previous_sessions,
+    pump, record_failure, running_containers, unless_stopped,
 };
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
@@ -46,6 +47,10 @@ use crate::progress::{Event, Reporter};
 
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// How long devcell waits for a killed agent's output to end (a process it started and that
+/// left its group may hold it open).
+const KILLED_OUTPUT_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the handoff of `opts` with the agent on the host (see the module docs). `engine`, when
 /// one answers, only tells which recorded container sessions still run (without one, a
@@ -63,7 +68,16 @@ pub async fn handoff_on_host(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
-    let p = prepare(opts, None, AgentRuntime::Host).await?;
+    let mut stop = stop;
+    let p = unless_stopped(&mut stop, prepare(opts, None, AgentRuntime::Host))
+        .await
+        .map_err(|signal| -> HandoffError {
+            Stopped {
+                signal,
+                session: None,
+            }
+            .into()
+        })??;
     let root = p.workspace.root.clone();
     let unisolated = unisolated_warning(&opts.agent, &root);
     reporter.report(Event::Status(format!("WARNING: {unisolated}")));
@@ -124,6 +138,8 @@ pub async fn handoff_on_host(
         .env("DEVCELL_CONTEXT", &context_file)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // its own process group: a stop signals the agent and what it started
+        .process_group(0)
         .kill_on_drop(true);
     let user = run_as_workspace_owner(&mut command, &root);
     command.stdin(if streams.stdin.is_some() {
@@ -145,6 +161,8 @@ pub async fn handoff_on_host(
         })
     })?;
     let pid = child.id();
+    // killed with its group if devcell goes before it ends
+    let mut group = crate::process::GroupGuard::new(pid);
     let feeder = match (streams.stdin, child.stdin.take()) {
         (Some(mut input), Some(mut to_agent)) => Some(tokio::spawn(async move {
             let _ = tokio::io::copy(&mut input, &mut to_agent).await;
@@ -171,21 +189,32 @@ pub async fn handoff_on_host(
         status
     };
     tokio::pin!(wait);
-    let mut stop = stop;
-    let status = tokio::select! {
-        s = &mut wait => s,
-        () = &mut stop => {
+    let status = match unless_stopped(&mut stop, &mut wait).await {
+        Ok(s) => s,
+        Err(_) => {
             reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
             signal(pid, rustix::process::Signal::TERM);
-            match tokio::time::timeout(STOP_GRACE, &mut wait).await {
-                Ok(s) => s,
-                Err(_) => {
+            // a second signal cuts the grace short
+            let graced = unless_stopped(&mut stop, tokio::time::timeout(STOP_GRACE, &mut wait))
+                .await
+                .ok()
+                .and_then(Result::ok);
+            match graced {
+                Some(s) => s,
+                None => {
                     signal(pid, rustix::process::Signal::KILL);
-                    wait.await
+                    // what the agent started may hold its output open: bounded
+                    match tokio::time::timeout(KILLED_OUTPUT_GRACE, &mut wait).await {
+                        Ok(s) => s,
+                        Err(_) => Ok(std::process::ExitStatus::from_raw(
+                            rustix::process::Signal::KILL.as_raw(),
+                        )),
+                    }
                 }
             }
         }
     };
+    group.disarm();
     if let Some(feeder) = feeder {
         feeder.abort();
     }
@@ -267,12 +296,13 @@ fn run_as_workspace_owner(command: &mut tokio::process::Command, root: &Path) ->
     }
 }
 
-/// Sends `signal` to process `pid` (nothing when it is gone or unknown).
+/// Sends `signal` to the agent's process group, led by `pid` (nothing when it is gone or
+/// unknown).
 fn signal(pid: Option<u32>, signal: rustix::process::Signal) {
     if let Some(pid) = pid
         .and_then(|p| i32::try_from(p).ok())
         .and_then(rustix::process::Pid::from_raw)
     {
-        let _ = rustix::process::kill_process(pid, signal);
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }

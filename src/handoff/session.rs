@@ -16,6 +16,7 @@ use crate::progress::{Event, Reporter};
 use indexmap::IndexMap;
 use serde::Serialize;
 use std::collections::HashSet;
+use futures_util::{Stream, StreamExt as _};
 use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -121,9 +122,67 @@ pub struct AgentStreams<'a> {
     pub stderr: Box<dyn AsyncWrite + Send + Unpin + 'a>,
 }
 
-/// Completes when the caller wants the agent stopped (SIGTERM/SIGINT to devcell, or `--replace`
-/// by another devcell).
-pub type StopSignal<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+/// The signals that ask the handoff to stop, each as its number (15 for `SIGTERM`, which is
+/// also what a `--replace` by another devcell sends; 2 for `SIGINT`; 1 for `SIGHUP`). The
+/// caller registers them before the handoff starts, so one that comes at any phase is seen
+/// (spec-note 0425). A stream that ends stops nothing.
+pub type StopSignal<'a> = Pin<Box<dyn Stream<Item = i32> + Send + 'a>>;
+
+/// A handoff stopped by a signal before its agent ran (`session`: the session recorded as
+/// `signaled`, when one had started). devcell exits with 128 + the signal.
+#[derive(Debug, thiserror::Error)]
+#[error("the handoff was stopped by signal {signal} before the agent started{}", session.as_deref().map(|s| format!(" (session {s} recorded as signaled)")).unwrap_or_default())]
+pub struct Stopped {
+    /// The signal's number.
+    pub signal: i32,
+    /// The session, when one had started.
+    pub session: Option<String>,
+}
+
+impl crate::ops::error::ProductError for Stopped {
+    fn code(&self) -> crate::ops::envelope::ErrorCode {
+        crate::ops::envelope::ErrorCode::AgentFailed
+    }
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({"signal": self.signal, "session": self.session})
+    }
+    fn hint(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Stopped {
+    /// The signal of `e` when it is a [`Stopped`].
+    pub fn signal_of(e: &HandoffError) -> Option<i32> {
+        match e {
+            HandoffError::Product(p) => {
+                let inner: &(dyn std::error::Error + 'static) = p.0.as_ref();
+                inner.downcast_ref::<Stopped>().map(|s| s.signal)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Runs `work` unless a stop signal comes first: `Err(signal)` then, and `work` is dropped
+/// (the programs it waits for are killed with their process groups, spec-note 0425).
+pub(super) async fn unless_stopped<T>(
+    stop: &mut StopSignal<'_>,
+    work: impl Future<Output = T>,
+) -> Result<T, i32> {
+    tokio::pin!(work);
+    let mut listening = true;
+    loop {
+        tokio::select! {
+            biased;
+            signal = stop.next(), if listening => match signal {
+                Some(signal) => return Err(signal),
+                None => listening = false,
+            },
+            value = &mut work => return Ok(value),
+        }
+    }
+}
 
 /// Deals with the sessions [`StateStore::begin_session`] closed: an abandoned session's devcell
 /// died, but its agent may still run in its container (stopped through its pid file when
@@ -180,6 +239,22 @@ pub(super) fn record_failure(
         },
     );
     e
+}
+
+/// Records session `session_id` as ended by `signal` (`signaled`) and returns the
+/// [`Stopped`] error for it.
+pub(super) fn record_stop(
+    store: &StateStore,
+    root: &Path,
+    session_id: &str,
+    signal: i32,
+) -> HandoffError {
+    let _ = store.end_session(root, session_id, SessionOutcome::Signaled { signal });
+    Stopped {
+        signal,
+        session: Some(session_id.to_string()),
+    }
+    .into()
 }
 
 /// The report of [`agents_md::write_if_absent`].

@@ -160,8 +160,9 @@ impl HookExecutor for HostExecutor {
             .envs(&request.env.0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
+        // its own process group, killed with devcell (spec-note 0425)
+        crate::process::contain_tokio(&mut command);
         let dir = request
             .working_dir
             .as_ref()
@@ -191,6 +192,7 @@ impl HookExecutor for HostExecutor {
                 return Ok(code);
             }
         };
+        let mut group = crate::process::GroupGuard::new(child.id());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let ((), (), status) = tokio::join!(
@@ -198,6 +200,7 @@ impl HookExecutor for HostExecutor {
             forward_lines(stderr, output),
             child.wait()
         );
+        group.disarm();
         let status = status?;
         Ok(exit_code(status))
     }

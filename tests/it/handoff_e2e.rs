@@ -1888,3 +1888,141 @@ fn the_host_runtime_runs_the_agent_unisolated_and_says_so() {
     assert_eq!(v["error"]["details"]["signal"], 9, "{v}");
     assert_eq!(v["warnings"][0]["code"], "unisolated");
 }
+
+/// SIGTERM ends a handoff whose container vanished under it (issue 25, class 6; spec-note
+/// 0425): the agent is waiting, the test removes its container with `docker rm -f`, then sends
+/// devcell SIGTERM. devcell exits (within a generous bound) and the session is recorded as
+/// ended, never left live.
+#[test]
+fn sigterm_ends_a_handoff_whose_container_was_removed() {
+    let test = "sigterm_ends_a_handoff_whose_container_was_removed";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(hostgit_image(), CONFIG, None);
+    let args = env.handoff_args("refwait", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("reference agent: starting")),
+        "the agent started"
+    );
+    // keep draining stderr so devcell never blocks on a full pipe
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    let container = st["result"]["sessions"][0]["containerId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a container: {st}"))
+        .to_string();
+    let rm = Command::new("docker")
+        .args(["rm", "-f", &container])
+        .output()
+        .unwrap();
+    assert!(rm.status.success(), "{}", String::from_utf8_lossy(&rm.stderr));
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "devcell still runs 60 s after SIGTERM with its container gone"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = drain.join().unwrap().join("\n");
+    assert!(!status.success(), "{err}");
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(st["result"]["activeSession"], Value::Null, "{st}\n{err}");
+    let outcome = &st["result"]["sessions"][0]["outcome"];
+    assert!(
+        ["signaled", "failed"].contains(&outcome["kind"].as_str().unwrap_or_default()),
+        "{st}\n{err}"
+    );
+}
+
+/// SIGTERM during the handoff's `up` (a long `postCreateCommand`, before the agent exists)
+/// ends devcell with 143 and records the session as signaled (issue 25, class 6; spec-note
+/// 0425). Before, the signal's default action killed devcell and left the session live.
+#[test]
+fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
+    let test = "sigterm_during_up_ends_the_handoff_and_records_the_session";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo devcell-test-hook-running; sleep 300"}"#;
+    let env = Env::new(hostgit_image(), config, None);
+    let args = env.handoff_args("ref0", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("devcell-test-hook-running")),
+        "the hook started"
+    );
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "devcell still runs 60 s after SIGTERM during up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = drain.join().unwrap().join("\n");
+    assert_eq!(status.code(), Some(143), "{err}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut first.stdout.take().unwrap(), &mut out).unwrap();
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["error"]["details"]["signal"], 15, "{v}");
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(st["result"]["activeSession"], Value::Null, "{st}\n{err}");
+    assert_eq!(
+        st["result"]["sessions"][0]["outcome"],
+        serde_json::json!({"kind": "signaled", "signal": 15}),
+        "{st}\n{err}"
+    );
+}

@@ -4,8 +4,12 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use futures_util::StreamExt as _;
+
 use crate::cli::args::{Format, HandoffArgs};
-use crate::cli::commands::{Extras, exit, failure, finish, folder, runtime, terminal_sizes};
+use crate::cli::commands::{
+    Extras, exit, failure, finish, folder, runtime_own_signals, terminal_sizes,
+};
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::handoff;
 use crate::handoff::context::AgentRuntime;
@@ -29,7 +33,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     };
-    let rt = match runtime() {
+    let rt = match runtime_own_signals() {
         Ok(rt) => rt,
         Err(e) => {
             let err = HandoffError::Unsupported {
@@ -65,6 +69,12 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         },
         ..opts
     };
+    // Registered before anything else runs: a signal at any phase stops the handoff
+    // (spec-note 0425).
+    let stop = {
+        let _context = rt.enter();
+        stop_signals()
+    };
     let result = rt.block_on(async {
         let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
             if std::io::stdin().is_terminal() && raw.is_none() {
@@ -82,28 +92,23 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             stdout,
             stderr: Box::new(tokio::io::stderr()),
         };
-        let stop = Box::pin(async {
-            use tokio::signal::unix::{SignalKind, signal};
-            match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                (Ok(mut term), Ok(mut int)) => {
-                    tokio::select! {
-                        _ = term.recv() => {},
-                        _ = int.recv() => {},
-                    }
-                }
-                _ => std::future::pending::<()>().await,
-            }
-        });
         handoff(&opts, streams, stop, &StderrReporter).await
     });
     drop(raw);
+    // nothing devcell started and waits for outlives it (they are all ended by now)
+    crate::process::kill_running();
     rt.shutdown_background();
     let r = match result {
         Ok(r) => r,
-        Err(e) => return Ok(failed(&args, e)),
+        Err(e) => {
+            let signal = crate::handoff::session::Stopped::signal_of(&e);
+            let code = failed(&args, e);
+            // stopped by a signal: 128 + its number, as the signal would have
+            return Ok(match signal {
+                Some(n) => exit(128 + n),
+                None => code,
+            });
+        }
     };
     for w in &r.warnings {
         output::stderr_line(&format!("warning: {w}"));
@@ -162,6 +167,27 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(exit(code))
+}
+
+/// `SIGTERM`, `SIGINT` and `SIGHUP` as a [`crate::handoff::session::StopSignal`], registered
+/// now (needs a runtime context; a signal that cannot be registered is never seen).
+fn stop_signals() -> crate::handoff::session::StopSignal<'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let streams: Vec<(tokio::signal::unix::Signal, i32)> = [
+        (SignalKind::terminate(), 15),
+        (SignalKind::interrupt(), 2),
+        (SignalKind::hangup(), 1),
+    ]
+    .into_iter()
+    .filter_map(|(kind, n)| signal(kind).ok().map(|s| (s, n)))
+    .collect();
+    let each = streams.into_iter().map(|(s, n)| {
+        futures_util::stream::unfold(s, move |mut s| async move {
+            s.recv().await.map(|()| (n, s))
+        })
+        .boxed()
+    });
+    Box::pin(futures_util::stream::select_all(each))
 }
 
 fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {

@@ -227,12 +227,48 @@ pub(crate) fn terminal_sizes() -> Option<tokio::sync::watch::Receiver<crate::ops
 /// A multi-threaded tokio runtime for one command: the only one the process starts (library
 /// operations are `async` and never start their own). [`block_on`] and [`own_block_on`] use it;
 /// a command that also spawns tasks beside its operation (`exec`, `handoff`) holds it itself.
+///
+/// A signal that ends devcell (`SIGTERM`, `SIGINT`, `SIGHUP`) first kills the process groups of
+/// the programs it waits for (Compose, credential helpers, host git, `initializeCommand`;
+/// [`crate::process::kill_running`], spec-note 0425), then exits with 128 + the signal, as the
+/// signal would have. `handoff` and the egress proxy handle their signals themselves
+/// ([`runtime_own_signals`]).
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    let rt = runtime_own_signals()?;
+    {
+        let _context = rt.enter();
+        exit_on_signals();
+    }
+    Ok(rt)
+}
+
+/// The command's runtime without [`runtime`]'s signal handling.
+pub(crate) fn runtime_own_signals() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// `SIGTERM`, `SIGINT` and `SIGHUP` kill the running programs' groups, then end devcell with
+/// 128 + the signal (needs a runtime context).
+fn exit_on_signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    for (kind, number) in [
+        (SignalKind::terminate(), 15),
+        (SignalKind::interrupt(), 2),
+        (SignalKind::hangup(), 1),
+    ] {
+        if let Ok(mut stream) = signal(kind) {
+            tokio::spawn(async move {
+                if stream.recv().await.is_some() {
+                    crate::process::kill_running();
+                    std::process::exit(128 + number);
+                }
+            });
+        }
+    }
 }
 
 /// Runs a library operation to completion on the command's [`runtime`], which ends with it.

@@ -78,6 +78,20 @@ pub enum ComposeError {
         /// Compose's stderr (its last 16 KiB), trimmed.
         stderr: String,
     },
+    /// A quick Compose command (`config`, `ps`) did not end within its deadline and was killed
+    /// with its process group (a YAML alias bomb makes `config` expand for ever).
+    #[error(
+        "`docker compose {operation}` did not finish within {deadline} for project `{project}` and was stopped (is a Compose file a YAML alias bomb?); set {var} to a number of seconds to wait longer",
+        var = crate::process::COMPOSE_CONFIG_TIMEOUT_VAR
+    )]
+    TimedOut {
+        /// The subcommand.
+        operation: &'static str,
+        /// The project name (empty when Compose chose it).
+        project: String,
+        /// The deadline, as shown (`60 s`).
+        deadline: String,
+    },
     /// A Compose command printed something that is not the JSON it documents.
     #[error("`docker compose {operation}` printed invalid JSON")]
     Json {
@@ -335,13 +349,7 @@ impl ComposeCli {
         if let Some(env) = &self.env {
             command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
-        command
-            .args(&self.prefix)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        command.args(&self.prefix).args(args).stdin(Stdio::null());
         // Compose builds run git in the repository's build contexts (provenance) and start
         // the builder's plugins: none of them may run what a repository configures
         // (spec-note 0414).
@@ -349,12 +357,26 @@ impl ComposeCli {
         // `--log-level debug` shows each Compose command line and what Compose said, as the
         // reference CLI's log does: the way to see which files and override a project got.
         tracing::debug!(command = %self.command(), ?args, "running Compose");
-        let out = command
-            .output()
+        // Compose runs in its own process group, dies with devcell, and its quick commands
+        // have a deadline (spec-note 0425); `up`/`build` take what they take.
+        let deadline = quick(operation).then(|| {
+            crate::process::deadline_from_env(
+                crate::process::COMPOSE_CONFIG_TIMEOUT_VAR,
+                crate::process::COMPOSE_CONFIG_TIMEOUT,
+            )
+        });
+        let out = crate::process::output_within(command, deadline)
             .await
-            .map_err(|source| ComposeError::Spawn {
-                command: self.command(),
-                source,
+            .map_err(|source| match (source.kind(), deadline) {
+                (std::io::ErrorKind::TimedOut, Some(deadline)) => ComposeError::TimedOut {
+                    operation,
+                    project: project.to_string(),
+                    deadline: crate::process::shown(deadline),
+                },
+                _ => ComposeError::Spawn {
+                    command: self.command(),
+                    source,
+                },
             })?;
         tracing::debug!(
             operation,
@@ -547,17 +569,26 @@ fn shown_command(program: &str, prefix: &[String]) -> String {
         .join(" ")
 }
 
+/// Whether `operation` only reads (the project's model or containers): it gets the deadline
+/// of [`crate::process::COMPOSE_CONFIG_TIMEOUT_VAR`].
+fn quick(operation: &str) -> bool {
+    matches!(operation, "config" | "ps" | "version")
+}
+
 async fn version_of(program: &str, prefix: &[String]) -> Option<String> {
     let mut command = tokio::process::Command::new(program);
     command
         .args(prefix)
         .args(["version", "--short"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+        .stdin(Stdio::null());
     crate::config::hostgit::harden_tool(command.as_std_mut());
-    let out = command.output().await.ok()?;
+    let deadline = crate::process::deadline_from_env(
+        crate::process::COMPOSE_CONFIG_TIMEOUT_VAR,
+        crate::process::COMPOSE_CONFIG_TIMEOUT,
+    );
+    let out = crate::process::output_within(command, Some(deadline))
+        .await
+        .ok()?;
     let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && major_version(&version).is_some()).then_some(version)
 }

@@ -788,3 +788,117 @@ fn resources_reaching_past_the_project_are_refused_before_anything_is_created() 
         );
     }
 }
+
+/// A Compose file that is a YAML alias bomb ("billion laughs": nine levels of nine aliases),
+/// which Compose expands for minutes, growing by gigabytes.
+fn alias_bomb() -> String {
+    let mut lines = vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
+    let mut previous = 'a';
+    for level in "bcdefghi".chars() {
+        let refs = vec![format!("*{previous}"); 9].join(",");
+        lines.push(format!("x-{level}: &{level} [{refs}]"));
+        previous = level;
+    }
+    lines.push(format!(
+        "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    labels:\n      bomb: *{previous}"
+    ));
+    lines.join("\n") + "\n"
+}
+
+/// The processes whose command line contains `needle` and `compose`.
+fn compose_processes(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        if cmdline.contains(needle) && cmdline.contains("compose") && !zombie {
+            out.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    out
+}
+
+/// No Compose process naming `needle` within 10 s.
+fn no_compose_left(needle: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = compose_processes(needle);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A Compose file that is a YAML alias bomb (issue 25, class 6; spec-note 0425): `up` fails
+/// with a clear error at the `config` deadline (`DEVCELL_COMPOSE_CONFIG_TIMEOUT`, 5 s here)
+/// and no Compose process is left; with the default deadline, a SIGTERM to devcell during
+/// `config` ends devcell and its Compose with it. Nothing is created.
+#[test]
+fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
+    use std::time::{Duration, Instant};
+    let Some(ctx) = TestContext::busybox("hostile_compose_alias_bomb") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.write(".devcontainer/docker-compose.yml", &alias_bomb());
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let needle = ctx.tmp().file_name().unwrap().to_string_lossy().into_owned();
+
+    let started = Instant::now();
+    let run: crate::support::context::Run = ctx
+        .command()
+        .env("DEVCELL_COMPOSE_CONFIG_TIMEOUT", "5")
+        .args(["up", "--workspace-folder"])
+        .arg(ctx.path())
+        .output()
+        .expect("devcell runs")
+        .into();
+    let stderr = run.failed();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{:?}: {stderr}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("did not finish within 5 s")
+            && stderr.contains("DEVCELL_COMPOSE_CONFIG_TIMEOUT"),
+        "{stderr}"
+    );
+    assert_eq!(no_compose_left(&needle), Vec::<String>::new());
+    assert!(project_containers(&project).is_empty());
+
+    // the default deadline, and devcell stopped by SIGTERM while Compose expands
+    let mut up = ctx
+        .command()
+        .args(["up", "--workspace-folder"])
+        .arg(ctx.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let waiting = Instant::now() + Duration::from_secs(60);
+    while compose_processes(&needle).is_empty() {
+        assert!(Instant::now() < waiting, "Compose never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(up.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = up.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "devcell still runs 30 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(143));
+    assert_eq!(no_compose_left(&needle), Vec::<String>::new());
+    assert!(project_containers(&project).is_empty());
+}
