@@ -326,7 +326,7 @@ fn run_helper(
     };
     let mut command = Command::new(program);
     // the user's helper, but what it might start runs nothing a repository configures
-    crate::config::hostgit::harden_tool(&mut command);
+    super::host_tool::harden_tool(&mut command);
     let mut child = match command
         .arg("get")
         .stdin(Stdio::piped())

@@ -345,7 +345,7 @@ impl ComposeCli {
         // Compose builds run git in the repository's build contexts (provenance) and start
         // the builder's plugins: none of them may run what a repository configures
         // (spec-note 0414).
-        crate::config::hostgit::harden_tool(command.as_std_mut());
+        crate::formats::host_tool::harden_tool(command.as_std_mut());
         // `--log-level debug` shows each Compose command line and what Compose said, as the
         // reference CLI's log does: the way to see which files and override a project got.
         tracing::debug!(command = %self.command(), ?args, "running Compose");
@@ -556,7 +556,7 @@ async fn version_of(program: &str, prefix: &[String]) -> Option<String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    crate::config::hostgit::harden_tool(command.as_std_mut());
+    crate::formats::host_tool::harden_tool(command.as_std_mut());
     let out = command.output().await.ok()?;
     let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && major_version(&version).is_some()).then_some(version)

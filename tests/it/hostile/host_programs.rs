@@ -1,6 +1,6 @@
 //! The host programs devcell starts (spec-note 0414): traced with `strace -f` (successful
 //! `execve`s and their environments), every program `up` and `build` start is one of devcell's
-//! tools, and each was started with the hardened environment (`config::hostgit::harden_tool`,
+//! tools, and each was started with the hardened environment (`formats::host_tool::harden_tool`,
 //! or devcell's own host git): the builders' git provenance off, git with no system or global
 //! configuration, no lazy fetch, fsmonitor and hooks off. The repository ships a build context
 //! laid out as a git directory whose configuration runs a command (a planted `core.fsmonitor`,
