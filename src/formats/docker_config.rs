@@ -325,7 +325,7 @@ fn run_helper(
     };
     let mut command = Command::new(program);
     // the user's helper, but what it might start runs nothing a repository configures
-    crate::config::hostgit::harden_tool(&mut command);
+    super::host_tool::harden_tool(&mut command);
     // in its own process group, killed with devcell and at its deadline (spec-note 0425)
     let out = match crate::process::output_within_std(
         command.arg("get"),

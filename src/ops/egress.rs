@@ -467,7 +467,7 @@ async fn start_proxy(paths: &ProxyPaths) -> Result<u32> {
         .map_err(io_error(&log_path))?;
     let _ = std::fs::remove_file(paths.pid());
     let mut command = std::process::Command::new(exe);
-    crate::config::hostgit::harden_tool(&mut command);
+    crate::formats::host_tool::harden_tool(&mut command);
     let mut child = command
         .arg(PROXY_SUBCOMMAND)
         .arg(&paths.state)

@@ -353,7 +353,7 @@ impl ComposeCli {
         // Compose builds run git in the repository's build contexts (provenance) and start
         // the builder's plugins: none of them may run what a repository configures
         // (spec-note 0414).
-        crate::config::hostgit::harden_tool(command.as_std_mut());
+        crate::formats::host_tool::harden_tool(command.as_std_mut());
         // `--log-level debug` shows each Compose command line and what Compose said, as the
         // reference CLI's log does: the way to see which files and override a project got.
         tracing::debug!(command = %self.command(), ?args, "running Compose");
@@ -581,7 +581,7 @@ async fn version_of(program: &str, prefix: &[String]) -> Option<String> {
         .args(prefix)
         .args(["version", "--short"])
         .stdin(Stdio::null());
-    crate::config::hostgit::harden_tool(command.as_std_mut());
+    crate::formats::host_tool::harden_tool(command.as_std_mut());
     let deadline = crate::process::deadline_from_env(
         crate::process::COMPOSE_CONFIG_TIMEOUT_VAR,
         crate::process::COMPOSE_CONFIG_TIMEOUT,

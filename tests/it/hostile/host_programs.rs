@@ -1,6 +1,6 @@
 //! The host programs devcell starts (spec-note 0414): traced with `strace -f` (successful
 //! `execve`s and their environments), every program `up` and `build` start is one of devcell's
-//! tools, and each was started with the hardened environment (`config::hostgit::harden_tool`,
+//! tools, and each was started with the hardened environment (`formats::host_tool::harden_tool`,
 //! or devcell's own host git): the builders' git provenance off, git with no system or global
 //! configuration, no lazy fetch, fsmonitor and hooks off. The repository ships a build context
 //! laid out as a git directory whose configuration runs a command (a planted `core.fsmonitor`,
@@ -174,8 +174,8 @@ fn plant_git_dir(ctx: &TestContext, rel: &str, marker: &Path) {
     std::fs::write(&head, format!("{}\n", "1".repeat(40))).unwrap();
 }
 
-/// A Compose project with a `build:` whose context ships a planted git directory: `up` and
-/// `build` start only devcell's tools, all hardened, and the planted commands never run. The
+/// A Compose project with a `build:` whose context ships a planted git directory: `build`,
+/// `up` and `handoff` start only devcell's tools, all hardened, and the planted commands never run. The
 /// control (Docker): plain `docker compose build` of the same files runs them, so the plant
 /// is live.
 #[test]
@@ -220,6 +220,42 @@ fn a_compose_build_starts_only_hardened_tools_and_runs_no_planted_git_command() 
         );
     }
     assert_eq!(project_containers(&project).len(), 1);
+
+    // the handoff of the same project (brought up closed, so `up`'s is removed first), with an
+    // agent that exits at once
+    ctx.run("down", &["--remove"]).ok();
+    let settings = ctx.tmp().join("config.toml");
+    std::fs::write(&settings, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+    let settings = settings.to_string_lossy().into_owned();
+    let (out, execs) = traced(
+        &ctx,
+        "handoff",
+        &[
+            "--agent",
+            "a",
+            "--config-file",
+            &settings,
+            "--format",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "handoff: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        execs
+            .iter()
+            .any(|e| e.name() == "docker-compose" || e.has("compose")),
+        "handoff: the trace saw no Compose: {execs:#?}"
+    );
+    assert_hardened("handoff", &execs);
+    assert!(
+        !marker.exists(),
+        "handoff: the planted git configuration ran on the host"
+    );
 
     // control: Compose as a user would run it runs the planted command (BuildKit's git
     // provenance; Podman builds with the classic builder, which runs no git)
