@@ -183,6 +183,19 @@ pub async fn handoff_with(
     store
         .add_git(&root, &session_id, earlier)
         .map_err(|e| fail(e.into()))?;
+    // what changed in the workspace's `.git` entries since the last handoff, then the new
+    // record (spec-note 0436)
+    let identity = crate::ops::git_identity::record(&root);
+    let mut git_findings = Vec::new();
+    if let Some(before) = store.load(&root).ok().flatten().and_then(|s| s.git_identity) {
+        for (code, message) in crate::ops::git_identity::compare(&before, &identity) {
+            reporter.report(Event::Status(format!("warning: {message}")));
+            git_findings.push(format!("{code}: {message}"));
+        }
+    }
+    store
+        .set_git_identity(&root, identity)
+        .map_err(|e| fail(e.into()))?;
 
     // up, with the hardened profile and the handoff's mounts.
     let verb = match p.plan.container.action.as_str() {
@@ -226,6 +239,7 @@ pub async fn handoff_with(
         None => p.network.clone(),
     };
     let mut warnings = p.warnings.clone();
+    warnings.extend(git_findings);
     let network = if compose {
         // the mode the primary container was created with (its label)
         let created = info.as_ref().map_or(compose_network, |c| {

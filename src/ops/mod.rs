@@ -27,6 +27,7 @@ pub mod entries;
 pub mod envelope;
 pub mod error;
 pub mod exec;
+pub mod git_identity;
 pub mod executor;
 pub mod features_publish;
 pub mod hooks;
