@@ -371,7 +371,7 @@ impl ContainerGitDir {
                 copy_regular(&shallow, &dir.join("shallow"), 0o644)?;
             }
         }
-        give_to_owner(&dir, host.common_dir)?;
+        give_to_owner(&dir, host.common_dir, true)?;
         let base = Base {
             head,
             head_commit,
@@ -586,7 +586,7 @@ impl ContainerGitDir {
         if imported.is_empty() {
             return Ok(imported);
         }
-        give_to_owner(&k, host.common_dir)?;
+        give_to_owner(&k, host.common_dir, false)?;
         let k_text = k.to_string_lossy().into_owned();
         let extra: Vec<(String, String)> = [
             ("protocol.file.allow", "always"),
@@ -1083,14 +1083,30 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Gives everything under `dir` (which devcell just wrote) to the owner of `owner_of` when
 /// devcell is root and that owner is not: the container user maps to that uid (spec-note 0250).
-fn give_to_owner(dir: &Path, owner_of: &Path) -> Result<()> {
+/// When `owner_of` is writable by everyone (a root-owned workspace shared that way), so is
+/// `dir`: the container user may write where it could write the host's.
+fn give_to_owner(dir: &Path, owner_of: &Path, may_share: bool) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shared = may_share
+        && std::fs::metadata(owner_of).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
+    let share = |path: &Path, is_dir: bool| -> Result<()> {
+        if shared {
+            let mode = if is_dir { 0o777 } else { 0o666 };
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(path))?;
+        }
+        Ok(())
+    };
     crate::config::ownership::hand_over(dir, owner_of).map_err(io(dir))?;
+    share(dir, true)?;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
         for entry in std::fs::read_dir(&folder).map_err(io(&folder))?.flatten() {
             let path = entry.path();
             crate::config::ownership::hand_over(&path, owner_of).map_err(io(&path))?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            share(&path, is_dir)?;
+            if is_dir {
                 stack.push(path);
             }
         }

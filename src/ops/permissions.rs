@@ -441,6 +441,22 @@ pub(crate) fn read_only_shields(
         .collect()
 }
 
+/// `origins` with the folders devcell made for this container ([`UpOptions::owned_sources`],
+/// resolved as the binds are).
+pub(crate) fn with_owned(mut origins: Origins, opts: &UpOptions) -> Origins {
+    origins.owned = opts
+        .owned_sources
+        .iter()
+        .map(|p| {
+            host_path::resolve(p)
+                .unwrap_or_else(|_| p.clone())
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    origins
+}
+
 /// Who asked for what, from the metadata entries (image label entries, Feature entries with
 /// `id`, the devcontainer.json entry last) and the `--mount` flags.
 pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
@@ -923,7 +939,7 @@ pub(crate) async fn container_requests(
     let input = PolicyInput {
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
-        origins: origins(entries, extra_mounts),
+        origins: with_owned(origins(entries, extra_mounts), opts),
         remote_user: metadata::ConfiguredUsers::of(&merged).remote_user,
         image_user: image_info
             .and_then(|i| i.user.clone())
