@@ -440,9 +440,15 @@ pub async fn handoff_with(
         match g.dir().fetch_back(&g.host(), &session_id) {
             Ok(back) if back.is_empty() => {}
             Ok(back) => {
-                for line in fetch_back_lines(&g.repo, &back) {
+                // what the host did not take is a warning; the rest is news
+                let kept = back.kept.len();
+                let lines = fetch_back_lines(&g.repo, &back);
+                let first_kept = back.fast_forwarded.len() + back.created.len();
+                for (i, line) in lines.into_iter().enumerate() {
                     reporter.report(Event::Status(line.clone()));
-                    warnings.push(line);
+                    if i >= first_kept && i < first_kept + kept {
+                        warnings.push(line);
+                    }
                 }
                 fetched.push(RepoFetchBack {
                     repo: g.repo.clone(),

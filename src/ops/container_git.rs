@@ -746,6 +746,8 @@ impl RepoGit {
             let link = self.link_file();
             let _ = std::fs::remove_file(&link);
             write_new(&link, format!("gitdir: {}\n", self.git_target()).as_bytes())?;
+            // git's ownership check looks at the `.git` file's owner too
+            crate::config::ownership::hand_over(&link, &self.common_dir).map_err(io(&link))?;
         }
         Ok(back)
     }

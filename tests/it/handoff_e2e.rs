@@ -393,13 +393,20 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         );
         // what the agent wrote, in the worktree and in the main repository's git directory,
         // belongs to the workspace's owner
-        let head = git(&ws.join(name), &["rev-parse", "HEAD"]);
+        // (the agent's commit came back by fetch, as a pack: spec-note 0436)
+        let packs: Vec<PathBuf> = std::fs::read_dir(main.join(".git/objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(!packs.is_empty());
         for path in [
             ws.join(name).join("AGENT_CHANGE.md"),
-            main.join(".git/objects").join(&head[..2]).join(&head[2..]),
             main.join(".git/refs/heads/feat/task"),
             main.join(".git/worktrees").join(name).join("index"),
-        ] {
+        ]
+        .into_iter()
+        .chain(packs)
+        {
             assert_eq!(owner_uid(&path), WORKSPACE_OWNER, "{}", path.display());
         }
     }
@@ -522,7 +529,6 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         "{text}"
     );
     for name in ["api", "web"] {
-        assert_eq!(last_subject(&ws.join(name)), format!("exec in {name}"));
         let file = ws.join(name).join("EXEC_CHANGE.md");
         assert_eq!(owner_uid(&file), WORKSPACE_OWNER);
     }
@@ -536,6 +542,12 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(v["result"]["containerId"], container.as_str());
     assert_eq!(v["result"]["exitCode"], 0);
     assert_eq!(v["result"]["agentsMd"]["outcome"], "exists");
+    // the commit `exec` made in the container git directory came back with this handoff's
+    // fetch-back (spec-note 0436)
+    for name in ["api", "web"] {
+        let log = git(&ws.join(name), &["log", "--format=%s", "-5"]);
+        assert!(log.lines().any(|l| l == format!("exec in {name}")), "{log}");
+    }
     #[allow(clippy::print_stderr)]
     {
         eprintln!(
