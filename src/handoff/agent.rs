@@ -187,7 +187,12 @@ pub async fn handoff_with(
     // record (spec-note 0436)
     let identity = crate::ops::git_identity::record(&root);
     let mut git_findings = Vec::new();
-    if let Some(before) = store.load(&root).ok().flatten().and_then(|s| s.git_identity) {
+    if let Some(before) = store
+        .load(&root)
+        .ok()
+        .flatten()
+        .and_then(|s| s.git_identity)
+    {
         for (code, message) in crate::ops::git_identity::compare(&before, &identity) {
             reporter.report(Event::Status(format!("warning: {message}")));
             git_findings.push(format!("{code}: {message}"));

@@ -165,10 +165,9 @@ pub async fn delete_with(
     // a `.git` the agent made or changed in the workspace is named before anything goes
     // (spec-note 0436); devcell runs no git there
     if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
-        for (code, message) in crate::ops::git_identity::compare(
-            before,
-            &crate::ops::git_identity::record(&root),
-        ) {
+        for (code, message) in
+            crate::ops::git_identity::compare(before, &crate::ops::git_identity::record(&root))
+        {
             reporter.report(Event::Status(format!("warning ({code}): {message}")));
         }
     }

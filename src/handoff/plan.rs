@@ -194,17 +194,17 @@ impl HandoffPlan {
             .iter()
             .map(|perm| {
                 let purpose = match &perm.permission {
-                    Permission::Mount(path) if perm.source == Source::CommandLine => self
-                        .mounts
-                        .iter()
-                        .find(|m| &m.source == path)
-                        .and_then(|m| match m.purpose.as_str() {
-                            "git" | "gitProtected" | "gitObjects" | "containerGit" | "gitLink" => {
-                                Some("git directory of a workspace repository")
-                            }
-                            "agentCredential" => Some("the agent's credential file"),
-                            _ => None,
-                        }),
+                    Permission::Mount(path) if perm.source == Source::CommandLine => {
+                        self.mounts
+                            .iter()
+                            .find(|m| &m.source == path)
+                            .and_then(|m| match m.purpose.as_str() {
+                                "git" | "gitProtected" | "gitObjects" | "containerGit"
+                                | "gitLink" => Some("git directory of a workspace repository"),
+                                "agentCredential" => Some("the agent's credential file"),
+                                _ => None,
+                            })
+                    }
                     _ => None,
                 };
                 match purpose {

@@ -594,8 +594,7 @@ fn keep_shields_read_only(
     let mut sidecars = sidecars.clone();
     let resolve =
         |p: &std::path::Path| security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
-    for (service, added) in security::host_path::compose_cover_additions(model, shields, resolve)
-    {
+    for (service, added) in security::host_path::compose_cover_additions(model, shields, resolve) {
         if service == primary {
             for volume in added {
                 let (Some(source), Some(target)) = (

@@ -225,12 +225,14 @@ impl ContainerGitDir {
     pub fn base(&self) -> Result<Option<Base>> {
         let path = self.base_path();
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                ContainerGitError::Io {
-                    path,
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                }
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| ContainerGitError::Io {
+                        path,
+                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                    })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(ContainerGitError::Io { path, source }),
         }
@@ -257,8 +259,7 @@ impl ContainerGitDir {
     /// Errors: the host repository cannot be read safely ([`ContainerGitError::Host`]), git
     /// fails, a file cannot be written.
     pub fn refresh(&self, host: &HostRepo<'_>, objects_target: &str) -> Result<Base> {
-        let private =
-            hostgit::PrivateGitDir::new(host.git_dir, host.common_dir, host.work_tree)?;
+        let private = hostgit::PrivateGitDir::new(host.git_dir, host.common_dir, host.work_tree)?;
         let run = |args: &[&str]| -> Result<(bool, String)> {
             let mut git = private.command(&[]);
             git.args(args);
@@ -342,7 +343,13 @@ impl ContainerGitDir {
             &dir.join("packed-refs"),
             format!("# pack-refs with: sorted \n{packed}").as_bytes(),
         )?;
-        for sub in ["refs/heads", "refs/tags", "objects/info", "objects/pack", "info"] {
+        for sub in [
+            "refs/heads",
+            "refs/tags",
+            "objects/info",
+            "objects/pack",
+            "info",
+        ] {
             std::fs::create_dir_all(dir.join(sub)).map_err(io(&dir.join(sub)))?;
         }
         for (name, target) in &symrefs {
@@ -435,7 +442,11 @@ impl ContainerGitDir {
             return Ok(FetchBack::default());
         };
         let dir = self.git_dir();
-        let hex_len = if base.object_format == "sha256" { 64 } else { 40 };
+        let hex_len = if base.object_format == "sha256" {
+            64
+        } else {
+            40
+        };
         let theirs = read_refs(&dir, hex_len)?;
         let their_head = hostgit::read_no_follow(&dir.join("HEAD"), 4096)
             .ok()
@@ -524,7 +535,13 @@ impl ContainerGitDir {
             });
             base.refs.remove(&name);
         }
-        self.follow_head(host, &mut base, their_head.as_deref(), &host_refs, &mut report)?;
+        self.follow_head(
+            host,
+            &mut base,
+            their_head.as_deref(),
+            &host_refs,
+            &mut report,
+        )?;
         self.write_base(&base)?;
         Ok(report)
     }
@@ -567,9 +584,7 @@ impl ContainerGitDir {
         let mut imported = Vec::new();
         for (name, value) in changed {
             let mut update = hostgit::command(&k, &[]);
-            update
-                .env("GIT_DIR", &k)
-                .args(["update-ref", name, value]);
+            update.env("GIT_DIR", &k).args(["update-ref", name, value]);
             let ok = hostgit::output_within(&mut update, hostgit::QUICK_DEADLINE)
                 .is_ok_and(|o| o.status.success());
             if ok {
@@ -870,8 +885,8 @@ fn host_git(host: &HostRepo<'_>, git_dir: &Path, args: &[&str]) -> Result<String
 }
 
 fn run_git(mut git: Command, dir: &Path, what: &str) -> Result<String> {
-    let out = hostgit::output_within(&mut git, std::time::Duration::from_secs(600))
-        .map_err(io(dir))?;
+    let out =
+        hostgit::output_within(&mut git, std::time::Duration::from_secs(600)).map_err(io(dir))?;
     if !out.status.success() {
         return Err(ContainerGitError::Git {
             dir: dir.to_path_buf(),
@@ -887,7 +902,10 @@ fn host_refs(host: &HostRepo<'_>) -> Result<BTreeMap<String, String>> {
     let listed = host_git(
         host,
         host.common_dir,
-        &["for-each-ref", "--format=%(objectname) %(refname) %(symref)"],
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(refname) %(symref)",
+        ],
     )?;
     Ok(listed
         .lines()
@@ -915,9 +933,7 @@ fn is_ancestor(host: &HostRepo<'_>, old: &str, new: &str) -> Result<bool> {
 /// ([`valid_ref_name`]), values of `hex_len` hexadecimal digits; symbolic refs are skipped.
 fn read_refs(dir: &Path, hex_len: usize) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    let valid = |name: &str, oid: &str| {
-        valid_ref_name(name) && oid.len() == hex_len && is_oid(oid)
-    };
+    let valid = |name: &str, oid: &str| valid_ref_name(name) && oid.len() == hex_len && is_oid(oid);
     match hostgit::read_no_follow(&dir.join("packed-refs"), PACKED_REFS_MAX) {
         Ok(bytes) => {
             for line in String::from_utf8_lossy(&bytes).lines() {
@@ -1089,8 +1105,8 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 /// `dir`: the container user may write where it could write the host's.
 fn give_to_owner(dir: &Path, owner_of: &Path, may_share: bool) -> Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    let shared = may_share
-        && std::fs::metadata(owner_of).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
+    let shared =
+        may_share && std::fs::metadata(owner_of).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
     let share = |path: &Path, is_dir: bool| -> Result<()> {
         if shared {
             let mode = if is_dir { 0o777 } else { 0o666 };

@@ -154,7 +154,11 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
             Some(_) => {}
         }
     }
-    for rel in before.entries.keys().filter(|r| !now.entries.contains_key(*r)) {
+    for rel in before
+        .entries
+        .keys()
+        .filter(|r| !now.entries.contains_key(*r))
+    {
         out.push((
             "git_dir_changed".to_string(),
             format!("`{rel}` is gone since the handoff started (moved or removed)"),
@@ -175,7 +179,11 @@ mod tests {
         std::fs::write(root.join("api/.git/config"), "[core]\n").unwrap();
         std::fs::write(root.join("api/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::create_dir_all(root.join("web")).unwrap();
-        std::fs::write(root.join("web/.git"), "gitdir: /src/web/.git/worktrees/web\n").unwrap();
+        std::fs::write(
+            root.join("web/.git"),
+            "gitdir: /src/web/.git/worktrees/web\n",
+        )
+        .unwrap();
         std::os::unix::fs::symlink(root, root.join("loop")).unwrap();
         let before = record(root);
         assert_eq!(before.entries.len(), 2, "{before:?}");
@@ -200,6 +208,11 @@ mod tests {
         std::fs::rename(root.join("api/.git"), root.join("api/old")).unwrap();
         std::fs::create_dir_all(root.join("api/.git")).unwrap();
         let found = compare(&before, &record(root));
-        assert!(found.iter().any(|(_, m)| m.contains("api/.git` was replaced")), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|(_, m)| m.contains("api/.git` was replaced")),
+            "{found:?}"
+        );
     }
 }

@@ -358,7 +358,10 @@ pub(crate) fn judged_places(
     // what the command line mounts read-only (the handoff's git overlays) stays read-only
     // through the repository's other binds (spec-note 0413)
     let covers = covers(spec, opts);
-    host_path::keep_read_only(spec, &uncovered(spec, &covers, cli_read_only_targets(opts, loaded)));
+    host_path::keep_read_only(
+        spec,
+        &uncovered(spec, &covers, cli_read_only_targets(opts, loaded)),
+    );
     // what the command line covers (a repository's `.git`) stays covered through them too
     // (spec-note 0436)
     let skip: Vec<String> = opts.covers.iter().map(|(_, t)| t.clone()).collect();
@@ -396,9 +399,9 @@ pub(crate) fn uncovered(
         .filter(|t| {
             !spec.mounts.iter().any(|m| {
                 m.target == *t
-                    && m.source
-                        .as_deref()
-                        .is_some_and(|s| covers.iter().any(|c| Path::new(s).starts_with(&c.covered)))
+                    && m.source.as_deref().is_some_and(|s| {
+                        covers.iter().any(|c| Path::new(s).starts_with(&c.covered))
+                    })
             })
         })
         .collect()
@@ -413,9 +416,10 @@ pub(crate) fn covers(
     opts.covers
         .iter()
         .filter_map(|(covered, target)| {
-            let m = spec.mounts.iter().find(|m| {
-                m.kind == crate::engine::MountKind::Bind && m.target == *target
-            })?;
+            let m = spec
+                .mounts
+                .iter()
+                .find(|m| m.kind == crate::engine::MountKind::Bind && m.target == *target)?;
             Some(host_path::Cover {
                 covered: covered.clone(),
                 source: PathBuf::from(m.source.as_deref()?),

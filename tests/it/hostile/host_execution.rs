@@ -633,7 +633,10 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
         "wrote config\nwrote info/exclude\nwrote hooks/post-index-change\n",
         "the container may write its own git directory"
     );
-    assert!(!host_git.join("commondir").exists(), "no redirection on the host");
+    assert!(
+        !host_git.join("commondir").exists(),
+        "no redirection on the host"
+    );
     assert_eq!(std::fs::read(host_git.join("config")).unwrap(), config);
     assert_eq!(tree_fingerprint(&host_git.join("hooks")), fingerprint);
     let id = r["result"]["containerId"].as_str().unwrap().to_string();
