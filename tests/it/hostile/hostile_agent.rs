@@ -391,3 +391,45 @@ fn an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears() {
     );
     human_session(&[&ws], &origin, &target);
 }
+
+/// A repository the agent creates in the workspace is its own to configure: devcell cannot
+/// stop a human from running git there, so `status` names it loudly (`git_dir_created`) and
+/// runs no git in it.
+#[test]
+fn a_repository_the_agent_creates_is_named_loudly() {
+    let test = "a_repository_the_agent_creates_is_named_loudly";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    give_to_workspace_owner(tmp.path());
+    let script = format!(
+        "mkdir -p /workspace/tool/.git && \
+         printf '[core]\\n\\tfsmonitor = touch {}\\n' > /workspace/tool/.git/config",
+        target.marker().display()
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert!(ws.join("tool/.git/config").exists(), "the agent made it");
+    let out = host.status(&ws);
+    let s = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    let created: Vec<&Value> = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "git_dir_created")
+        .collect();
+    assert_eq!(created.len(), 1, "{s}");
+    assert!(
+        created[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool/.git"),
+        "{s}"
+    );
+    target.assert_untouched();
+}
