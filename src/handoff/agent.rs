@@ -207,6 +207,24 @@ pub async fn handoff_with(
     store
         .add_git(&root, &session_id, earlier)
         .map_err(|e| fail(e.into()))?;
+    // what changed in the workspace's `.git` entries since the last handoff, then the new
+    // record (spec-note 0436)
+    let identity = crate::ops::git_identity::record(&root);
+    let mut git_findings = Vec::new();
+    if let Some(before) = store
+        .load(&root)
+        .ok()
+        .flatten()
+        .and_then(|s| s.git_identity)
+    {
+        for (code, message) in crate::ops::git_identity::compare(&before, &identity) {
+            reporter.report(Event::Status(format!("warning: {message}")));
+            git_findings.push(format!("{code}: {message}"));
+        }
+    }
+    store
+        .set_git_identity(&root, identity)
+        .map_err(|e| fail(e.into()))?;
 
     // up, with the hardened profile and the handoff's mounts.
     let verb = match p.plan.container.action.as_str() {
@@ -254,6 +272,7 @@ pub async fn handoff_with(
         None => p.network.clone(),
     };
     let mut warnings = p.warnings.clone();
+    warnings.extend(git_findings);
     let network = if compose {
         // the mode the primary container was created with (its label)
         let created = info.as_ref().map_or(compose_network, |c| {
@@ -480,9 +499,15 @@ pub async fn handoff_with(
         match g.dir().fetch_back(&g.host(), &session_id) {
             Ok(back) if back.is_empty() => {}
             Ok(back) => {
-                for line in fetch_back_lines(&g.repo, &back) {
+                // what the host did not take is a warning; the rest is news
+                let kept = back.kept.len();
+                let lines = fetch_back_lines(&g.repo, &back);
+                let first_kept = back.fast_forwarded.len() + back.created.len();
+                for (i, line) in lines.into_iter().enumerate() {
                     reporter.report(Event::Status(line.clone()));
-                    warnings.push(line);
+                    if i >= first_kept && i < first_kept + kept {
+                        warnings.push(line);
+                    }
                 }
                 fetched.push(RepoFetchBack {
                     repo: g.repo.clone(),

@@ -162,6 +162,15 @@ pub async fn delete_with(
     } else {
         None
     };
+    // a `.git` the agent made or changed in the workspace is named before anything goes
+    // (spec-note 0436); devcell runs no git there
+    if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
+        for (code, message) in
+            crate::ops::git_identity::compare(before, &crate::ops::git_identity::record(&root))
+        {
+            reporter.report(Event::Status(format!("warning ({code}): {message}")));
+        }
+    }
     let mut removed = Removed::default();
 
     // Only containers that bind the workspace are its own: one claiming its labels without

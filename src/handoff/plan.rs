@@ -194,17 +194,17 @@ impl HandoffPlan {
             .iter()
             .map(|perm| {
                 let purpose = match &perm.permission {
-                    Permission::Mount(path) if perm.source == Source::CommandLine => self
-                        .mounts
-                        .iter()
-                        .find(|m| &m.source == path)
-                        .and_then(|m| match m.purpose.as_str() {
-                            "git" | "gitProtected" => {
-                                Some("git directory of a workspace repository")
-                            }
-                            "agentCredential" => Some("the agent's credential file"),
-                            _ => None,
-                        }),
+                    Permission::Mount(path) if perm.source == Source::CommandLine => {
+                        self.mounts
+                            .iter()
+                            .find(|m| &m.source == path)
+                            .and_then(|m| match m.purpose.as_str() {
+                                "git" | "gitProtected" | "gitObjects" | "containerGit"
+                                | "gitLink" => Some("git directory of a workspace repository"),
+                                "agentCredential" => Some("the agent's credential file"),
+                                _ => None,
+                            })
+                    }
                     _ => None,
                 };
                 match purpose {
@@ -457,6 +457,12 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
         },
         safe_directories: safe_directories(&p.workspace, &p.gits),
         covers: crate::ops::container_git::covers(&p.gits),
+        owned_sources: p
+            .gits
+            .iter()
+            .filter_map(|g| g.slot.parent().map(Path::to_path_buf))
+            .take(1)
+            .collect(),
         ..UpOptions::default()
     }
 }

@@ -147,6 +147,10 @@ pub struct WorkspaceState {
     pub image: Option<String>,
     /// Handoff sessions, oldest first.
     pub sessions: Vec<Session>,
+    /// The workspace's `.git` entries when the last handoff started (spec-note 0436):
+    /// `status`, `handoff` and `delete` say loudly what changed or appeared since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_identity: Option<crate::ops::git_identity::GitIdentity>,
 }
 
 impl WorkspaceState {
@@ -160,6 +164,7 @@ impl WorkspaceState {
             container_id: None,
             image: None,
             sessions: Vec::new(),
+            git_identity: None,
         }
     }
 
@@ -1033,6 +1038,21 @@ impl StateStore {
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
             state.session_mut(session_id)?.network = Some(network.to_string());
+            Ok(())
+        })
+    }
+
+    /// Records the workspace's `.git` entries (at the start of a handoff).
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn set_git_identity(
+        &self,
+        workspace_root: &Path,
+        identity: crate::ops::git_identity::GitIdentity,
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.git_identity = Some(identity);
             Ok(())
         })
     }

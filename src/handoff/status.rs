@@ -273,6 +273,13 @@ pub async fn status_with(
             .iter()
             .map(|w| (w.code.clone(), w.message.clone())),
     );
+    // a `.git` the agent made or changed in the workspace (spec-note 0436)
+    if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
+        warnings.extend(crate::ops::git_identity::compare(
+            before,
+            &crate::ops::git_identity::record(&ws.root),
+        ));
+    }
     let probe = |id: &str| running.contains(id);
     let sessions: Vec<SessionReport> = state
         .as_ref()

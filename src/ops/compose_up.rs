@@ -594,8 +594,7 @@ fn keep_shields_read_only(
     let mut sidecars = sidecars.clone();
     let resolve =
         |p: &std::path::Path| security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
-    for (service, added) in security::host_path::compose_cover_additions(model, shields, resolve)
-    {
+    for (service, added) in security::host_path::compose_cover_additions(model, shields, resolve) {
         if service == primary {
             for volume in added {
                 let (Some(source), Some(target)) = (
@@ -757,7 +756,10 @@ async fn create(
         neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
     }
     let input = PolicyInput {
-        origins: origins(&entries, &cli_mounts(opts, loaded)),
+        origins: crate::ops::permissions::with_owned(
+            origins(&entries, &cli_mounts(opts, loaded)),
+            opts,
+        ),
         remote_user,
         image_user,
         remote_home: account.as_ref().map(|a| a.home.clone()),

@@ -283,7 +283,8 @@ pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditCon
         }
         // a handoff's container git directories, kept in devcell's state (spec-note 0436)
         if let Some(state) = crate::ops::state_folder::default_root() {
-            ctx.git_dirs.push(host_path::resolve(&state).unwrap_or(state).join("git"));
+            ctx.git_dirs
+                .push(host_path::resolve(&state).unwrap_or(state).join("git"));
         }
     }
     ctx.workspace = workspace;

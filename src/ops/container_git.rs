@@ -225,12 +225,14 @@ impl ContainerGitDir {
     pub fn base(&self) -> Result<Option<Base>> {
         let path = self.base_path();
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                ContainerGitError::Io {
-                    path,
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                }
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| ContainerGitError::Io {
+                        path,
+                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                    })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(ContainerGitError::Io { path, source }),
         }
@@ -257,8 +259,7 @@ impl ContainerGitDir {
     /// Errors: the host repository cannot be read safely ([`ContainerGitError::Host`]), git
     /// fails, a file cannot be written.
     pub fn refresh(&self, host: &HostRepo<'_>, objects_target: &str) -> Result<Base> {
-        let private =
-            hostgit::PrivateGitDir::new(host.git_dir, host.common_dir, host.work_tree)?;
+        let private = hostgit::PrivateGitDir::new(host.git_dir, host.common_dir, host.work_tree)?;
         let run = |args: &[&str]| -> Result<(bool, String)> {
             let mut git = private.command(&[]);
             git.args(args);
@@ -342,7 +343,13 @@ impl ContainerGitDir {
             &dir.join("packed-refs"),
             format!("# pack-refs with: sorted \n{packed}").as_bytes(),
         )?;
-        for sub in ["refs/heads", "refs/tags", "objects/info", "objects/pack", "info"] {
+        for sub in [
+            "refs/heads",
+            "refs/tags",
+            "objects/info",
+            "objects/pack",
+            "info",
+        ] {
             std::fs::create_dir_all(dir.join(sub)).map_err(io(&dir.join(sub)))?;
         }
         for (name, target) in &symrefs {
@@ -371,7 +378,7 @@ impl ContainerGitDir {
                 copy_regular(&shallow, &dir.join("shallow"), 0o644)?;
             }
         }
-        give_to_owner(&dir, host.common_dir)?;
+        give_to_owner(&dir, host.common_dir, true)?;
         let base = Base {
             head,
             head_commit,
@@ -435,7 +442,11 @@ impl ContainerGitDir {
             return Ok(FetchBack::default());
         };
         let dir = self.git_dir();
-        let hex_len = if base.object_format == "sha256" { 64 } else { 40 };
+        let hex_len = if base.object_format == "sha256" {
+            64
+        } else {
+            40
+        };
         let theirs = read_refs(&dir, hex_len)?;
         let their_head = hostgit::read_no_follow(&dir.join("HEAD"), 4096)
             .ok()
@@ -524,7 +535,13 @@ impl ContainerGitDir {
             });
             base.refs.remove(&name);
         }
-        self.follow_head(host, &mut base, their_head.as_deref(), &host_refs, &mut report)?;
+        self.follow_head(
+            host,
+            &mut base,
+            their_head.as_deref(),
+            &host_refs,
+            &mut report,
+        )?;
         self.write_base(&base)?;
         Ok(report)
     }
@@ -567,9 +584,7 @@ impl ContainerGitDir {
         let mut imported = Vec::new();
         for (name, value) in changed {
             let mut update = hostgit::command(&k, &[]);
-            update
-                .env("GIT_DIR", &k)
-                .args(["update-ref", name, value]);
+            update.env("GIT_DIR", &k).args(["update-ref", name, value]);
             let ok = hostgit::output_within(&mut update, hostgit::QUICK_DEADLINE)
                 .is_ok_and(|o| o.status.success());
             if ok {
@@ -586,7 +601,7 @@ impl ContainerGitDir {
         if imported.is_empty() {
             return Ok(imported);
         }
-        give_to_owner(&k, host.common_dir)?;
+        give_to_owner(&k, host.common_dir, false)?;
         let k_text = k.to_string_lossy().into_owned();
         let extra: Vec<(String, String)> = [
             ("protocol.file.allow", "always"),
@@ -746,6 +761,8 @@ impl RepoGit {
             let link = self.link_file();
             let _ = std::fs::remove_file(&link);
             write_new(&link, format!("gitdir: {}\n", self.git_target()).as_bytes())?;
+            // git's ownership check looks at the `.git` file's owner too
+            crate::config::ownership::hand_over(&link, &self.common_dir).map_err(io(&link))?;
         }
         Ok(back)
     }
@@ -868,8 +885,8 @@ fn host_git(host: &HostRepo<'_>, git_dir: &Path, args: &[&str]) -> Result<String
 }
 
 fn run_git(mut git: Command, dir: &Path, what: &str) -> Result<String> {
-    let out = hostgit::output_within(&mut git, std::time::Duration::from_secs(600))
-        .map_err(io(dir))?;
+    let out =
+        hostgit::output_within(&mut git, std::time::Duration::from_secs(600)).map_err(io(dir))?;
     if !out.status.success() {
         return Err(ContainerGitError::Git {
             dir: dir.to_path_buf(),
@@ -885,7 +902,10 @@ fn host_refs(host: &HostRepo<'_>) -> Result<BTreeMap<String, String>> {
     let listed = host_git(
         host,
         host.common_dir,
-        &["for-each-ref", "--format=%(objectname) %(refname) %(symref)"],
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(refname) %(symref)",
+        ],
     )?;
     Ok(listed
         .lines()
@@ -913,9 +933,7 @@ fn is_ancestor(host: &HostRepo<'_>, old: &str, new: &str) -> Result<bool> {
 /// ([`valid_ref_name`]), values of `hex_len` hexadecimal digits; symbolic refs are skipped.
 fn read_refs(dir: &Path, hex_len: usize) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    let valid = |name: &str, oid: &str| {
-        valid_ref_name(name) && oid.len() == hex_len && is_oid(oid)
-    };
+    let valid = |name: &str, oid: &str| valid_ref_name(name) && oid.len() == hex_len && is_oid(oid);
     match hostgit::read_no_follow(&dir.join("packed-refs"), PACKED_REFS_MAX) {
         Ok(bytes) => {
             for line in String::from_utf8_lossy(&bytes).lines() {
@@ -1083,14 +1101,30 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Gives everything under `dir` (which devcell just wrote) to the owner of `owner_of` when
 /// devcell is root and that owner is not: the container user maps to that uid (spec-note 0250).
-fn give_to_owner(dir: &Path, owner_of: &Path) -> Result<()> {
+/// When `owner_of` is writable by everyone (a root-owned workspace shared that way), so is
+/// `dir`: the container user may write where it could write the host's.
+fn give_to_owner(dir: &Path, owner_of: &Path, may_share: bool) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shared =
+        may_share && std::fs::metadata(owner_of).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
+    let share = |path: &Path, is_dir: bool| -> Result<()> {
+        if shared {
+            let mode = if is_dir { 0o777 } else { 0o666 };
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(path))?;
+        }
+        Ok(())
+    };
     crate::config::ownership::hand_over(dir, owner_of).map_err(io(dir))?;
+    share(dir, true)?;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
         for entry in std::fs::read_dir(&folder).map_err(io(&folder))?.flatten() {
             let path = entry.path();
             crate::config::ownership::hand_over(&path, owner_of).map_err(io(&path))?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            share(&path, is_dir)?;
+            if is_dir {
                 stack.push(path);
             }
         }

@@ -29,6 +29,7 @@ pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod features_publish;
+pub mod git_identity;
 pub mod hooks;
 pub mod image;
 pub mod image_files;

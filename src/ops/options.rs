@@ -131,6 +131,9 @@ pub struct UpOptions {
     /// their container git directories; kept covered through every other bind under
     /// `hardened` ([`crate::security::host_path::keep_covered`], spec-note 0436).
     pub covers: Vec<(PathBuf, String)>,
+    /// Host folders devcell made for this container (a handoff's container git directories):
+    /// their binds are not permission requests (spec-note 0436).
+    pub owned_sources: Vec<PathBuf>,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).

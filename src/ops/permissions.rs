@@ -358,7 +358,10 @@ pub(crate) fn judged_places(
     // what the command line mounts read-only (the handoff's git overlays) stays read-only
     // through the repository's other binds (spec-note 0413)
     let covers = covers(spec, opts);
-    host_path::keep_read_only(spec, &uncovered(spec, &covers, cli_read_only_targets(opts, loaded)));
+    host_path::keep_read_only(
+        spec,
+        &uncovered(spec, &covers, cli_read_only_targets(opts, loaded)),
+    );
     // what the command line covers (a repository's `.git`) stays covered through them too
     // (spec-note 0436)
     let skip: Vec<String> = opts.covers.iter().map(|(_, t)| t.clone()).collect();
@@ -396,9 +399,9 @@ pub(crate) fn uncovered(
         .filter(|t| {
             !spec.mounts.iter().any(|m| {
                 m.target == *t
-                    && m.source
-                        .as_deref()
-                        .is_some_and(|s| covers.iter().any(|c| Path::new(s).starts_with(&c.covered)))
+                    && m.source.as_deref().is_some_and(|s| {
+                        covers.iter().any(|c| Path::new(s).starts_with(&c.covered))
+                    })
             })
         })
         .collect()
@@ -413,9 +416,10 @@ pub(crate) fn covers(
     opts.covers
         .iter()
         .filter_map(|(covered, target)| {
-            let m = spec.mounts.iter().find(|m| {
-                m.kind == crate::engine::MountKind::Bind && m.target == *target
-            })?;
+            let m = spec
+                .mounts
+                .iter()
+                .find(|m| m.kind == crate::engine::MountKind::Bind && m.target == *target)?;
             Some(host_path::Cover {
                 covered: covered.clone(),
                 source: PathBuf::from(m.source.as_deref()?),
@@ -439,6 +443,22 @@ pub(crate) fn read_only_shields(
         .filter(|m| protected.contains(&m.target))
         .filter_map(|m| Some((PathBuf::from(m.source.as_deref()?), m.target.clone())))
         .collect()
+}
+
+/// `origins` with the folders devcell made for this container ([`UpOptions::owned_sources`],
+/// resolved as the binds are).
+pub(crate) fn with_owned(mut origins: Origins, opts: &UpOptions) -> Origins {
+    origins.owned = opts
+        .owned_sources
+        .iter()
+        .map(|p| {
+            host_path::resolve(p)
+                .unwrap_or_else(|_| p.clone())
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    origins
 }
 
 /// Who asked for what, from the metadata entries (image label entries, Feature entries with
@@ -923,7 +943,7 @@ pub(crate) async fn container_requests(
     let input = PolicyInput {
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
-        origins: origins(entries, extra_mounts),
+        origins: with_owned(origins(entries, extra_mounts), opts),
         remote_user: metadata::ConfiguredUsers::of(&merged).remote_user,
         image_user: image_info
             .and_then(|i| i.user.clone())

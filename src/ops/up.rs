@@ -423,7 +423,10 @@ pub(crate) async fn up_judged(
                 neutralise_image_identity_labels(&image.info, &mut spec, &mut warnings, reporter);
             }
             let input = PolicyInput {
-                origins: origins(&entries, &cli_mounts(opts, &loaded)),
+                origins: crate::ops::permissions::with_owned(
+                    origins(&entries, &cli_mounts(opts, &loaded)),
+                    opts,
+                ),
                 remote_user,
                 image_user,
                 remote_home: account.as_ref().map(|a| a.home.clone()),

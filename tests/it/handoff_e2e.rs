@@ -328,7 +328,9 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(p["profile"], "hardened");
     assert_eq!(p["image"], image.as_str());
     assert_eq!(p["container"]["action"], "create");
-    assert_eq!(p["mounts"].as_array().unwrap().len(), 13, "{p}"); // root, 2 git dirs, 10 overlays (0413)
+    // root, 2 repository binds, per worktree devcell's `.git` file, its container git
+    // directory and the host objects read-only (0436): no host git directory
+    assert_eq!(p["mounts"].as_array().unwrap().len(), 9, "{p}");
     assert_eq!(p["mounts"][0]["target"], "/workspace");
     assert_eq!(p["command"][2], "7");
     assert_eq!(p["cwd"], "/workspace");
@@ -391,13 +393,20 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         );
         // what the agent wrote, in the worktree and in the main repository's git directory,
         // belongs to the workspace's owner
-        let head = git(&ws.join(name), &["rev-parse", "HEAD"]);
+        // (the agent's commit came back by fetch, as a pack: spec-note 0436)
+        let packs: Vec<PathBuf> = std::fs::read_dir(main.join(".git/objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(!packs.is_empty());
         for path in [
             ws.join(name).join("AGENT_CHANGE.md"),
-            main.join(".git/objects").join(&head[..2]).join(&head[2..]),
             main.join(".git/refs/heads/feat/task"),
             main.join(".git/worktrees").join(name).join("index"),
-        ] {
+        ]
+        .into_iter()
+        .chain(packs)
+        {
             assert_eq!(owner_uid(&path), WORKSPACE_OWNER, "{}", path.display());
         }
     }
@@ -520,7 +529,6 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         "{text}"
     );
     for name in ["api", "web"] {
-        assert_eq!(last_subject(&ws.join(name)), format!("exec in {name}"));
         let file = ws.join(name).join("EXEC_CHANGE.md");
         assert_eq!(owner_uid(&file), WORKSPACE_OWNER);
     }
@@ -534,6 +542,12 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(v["result"]["containerId"], container.as_str());
     assert_eq!(v["result"]["exitCode"], 0);
     assert_eq!(v["result"]["agentsMd"]["outcome"], "exists");
+    // the commit `exec` made in the container git directory came back with this handoff's
+    // fetch-back (spec-note 0436)
+    for name in ["api", "web"] {
+        let log = git(&ws.join(name), &["log", "--format=%s", "-5"]);
+        assert!(log.lines().any(|l| l == format!("exec in {name}")), "{log}");
+    }
     #[allow(clippy::print_stderr)]
     {
         eprintln!(

@@ -66,6 +66,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             lockfile: lockfile_mode(&args.lockfile),
             safe_directories: Vec::new(),
             covers: Vec::new(),
+            owned_sources: Vec::new(),
             update_remote_user_uid_default: match args.update_remote_user_uid_default {
                 UidDefault::On => UidUpdateDefault::On,
                 UidDefault::Off => UidUpdateDefault::Off,

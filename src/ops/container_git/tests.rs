@@ -112,7 +112,12 @@ fn the_container_git_dir_mirrors_the_host_repository_and_git_status_agrees() {
     assert_eq!(agent(&dir, &f.work, &["rev-parse", "side"]), f.rev("side"));
     assert_eq!(agent(&dir, &f.work, &["status", "--porcelain"]), "");
     // no object of its own: everything comes through the alternates
-    assert!(std::fs::read_dir(dir.join("objects/pack")).unwrap().next().is_none());
+    assert!(
+        std::fs::read_dir(dir.join("objects/pack"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
     let config = std::fs::read_to_string(dir.join("config")).unwrap();
     assert!(config.contains("repositoryformatversion"), "{config}");
     assert!(!config.contains("hooksPath") && !config.contains("fsmonitor"));
@@ -168,7 +173,11 @@ fn rewritten_and_deleted_refs_never_touch_the_host_and_are_kept_aside() {
     agent(&dir, &f.work, &["add", "b.txt"]);
     agent(&dir, &f.work, &["commit", "-qm", "replacement"]);
     agent(&dir, &f.work, &["branch", "-D", "side"]);
-    agent(&dir, &f.work, &["reflog", "expire", "--expire=now", "--all"]);
+    agent(
+        &dir,
+        &f.work,
+        &["reflog", "expire", "--expire=now", "--all"],
+    );
     agent(&dir, &f.work, &["gc", "-q", "--prune=now"]);
     let rewritten = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
     let report = f.fetch_back(&cgd);
@@ -180,8 +189,14 @@ fn rewritten_and_deleted_refs_never_touch_the_host_and_are_kept_aside() {
         .iter()
         .map(|k| (k.name.as_str(), k.reason))
         .collect();
-    assert!(kept.contains(&("refs/heads/main", KeptReason::Rewritten)), "{report:?}");
-    assert!(kept.contains(&("refs/heads/side", KeptReason::Deleted)), "{report:?}");
+    assert!(
+        kept.contains(&("refs/heads/main", KeptReason::Rewritten)),
+        "{report:?}"
+    );
+    assert!(
+        kept.contains(&("refs/heads/side", KeptReason::Deleted)),
+        "{report:?}"
+    );
     assert_eq!(f.rev("refs/devcell/s1/heads/main"), rewritten);
     assert!(!report.index_reset);
 }
@@ -201,7 +216,11 @@ fn fetch_back_runs_nothing_the_container_git_dir_configures() {
     )
     .unwrap();
     std::fs::create_dir_all(dir.join("hooks")).unwrap();
-    for hook in ["post-checkout", "reference-transaction", "post-index-change"] {
+    for hook in [
+        "post-checkout",
+        "reference-transaction",
+        "post-index-change",
+    ] {
         let path = dir.join("hooks").join(hook);
         std::fs::write(&path, format!("#!/bin/sh\n{cmd}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt as _;
@@ -213,15 +232,34 @@ fn fetch_back_runs_nothing_the_container_git_dir_configures() {
     std::fs::remove_file(&marker).unwrap();
     // a commit made without the planted configuration (as if the agent wrote it before)
     std::fs::write(f.work.join("a.txt"), "two\n").unwrap();
-    let quiet = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"];
-    agent(&dir, &f.work, &[&quiet[..], &["commit", "-qam", "agent"]].concat());
+    let quiet = [
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ];
+    agent(
+        &dir,
+        &f.work,
+        &[&quiet[..], &["commit", "-qam", "agent"]].concat(),
+    );
     let _ = std::fs::remove_file(&marker);
     // a ref to a missing object and a ref through a symbolic link
-    std::fs::write(dir.join("refs/heads/ghost"), format!("{}\n", "1".repeat(40))).unwrap();
-    std::os::unix::fs::symlink(f.work.join(".git/refs/heads/main"), dir.join("refs/heads/linked"))
-        .unwrap();
+    std::fs::write(
+        dir.join("refs/heads/ghost"),
+        format!("{}\n", "1".repeat(40)),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        f.work.join(".git/refs/heads/main"),
+        dir.join("refs/heads/linked"),
+    )
+    .unwrap();
     let report = f.fetch_back(&cgd);
-    assert!(!marker.exists(), "fetch-back ran the container's configuration");
+    assert!(
+        !marker.exists(),
+        "fetch-back ran the container's configuration"
+    );
     assert!(
         report
             .kept
@@ -231,9 +269,11 @@ fn fetch_back_runs_nothing_the_container_git_dir_configures() {
     );
     assert!(!report.kept.iter().any(|k| k.name == "refs/heads/linked"));
     assert_eq!(report.fast_forwarded.len(), 1, "{report:?}");
-    assert!(git(&f.work, &["for-each-ref", "--format=%(refname)"])
-        .lines()
-        .all(|r| r != "refs/heads/ghost" && r != "refs/heads/linked"));
+    assert!(
+        git(&f.work, &["for-each-ref", "--format=%(refname)"])
+            .lines()
+            .all(|r| r != "refs/heads/ghost" && r != "refs/heads/linked")
+    );
 }
 
 #[test]
@@ -257,7 +297,11 @@ fn head_follows_the_agents_checkout_and_a_branch_the_user_moved_is_left_alone() 
     let f = Fixture::new();
     let (cgd, _) = f.refresh();
     let dir = cgd.git_dir();
-    agent(&dir, &f.work, &["commit", "-q", "--allow-empty", "-m", "agent"]);
+    agent(
+        &dir,
+        &f.work,
+        &["commit", "-q", "--allow-empty", "-m", "agent"],
+    );
     git(&f.work, &["commit", "-q", "--allow-empty", "-m", "user"]);
     let user = f.rev("main");
     let report = f.fetch_back(&cgd);

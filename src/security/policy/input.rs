@@ -28,6 +28,9 @@ pub struct Origins {
     pub devices: BTreeMap<String, Source>,
     /// Source of the network mode.
     pub network: Option<Source>,
+    /// Bind sources devcell made for this container (a handoff's container git directories,
+    /// spec-note 0436): binds of them or of paths inside them are not requests.
+    pub owned: Vec<String>,
 }
 
 pub(super) fn or_config(s: Option<&Source>) -> Source {

@@ -75,6 +75,8 @@ pub(super) fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
         };
         if is_engine_socket(&path, input.engine_socket.as_deref()) {
             push(Permission::EngineSocket(path), source);
+        } else if o.owned.iter().any(|owned| is_within(&path, owned)) {
+            // devcell's own folder for this container
         } else if !is_within(&path, &path_string(&input.workspace)) {
             push(Permission::Mount(path), source);
         }

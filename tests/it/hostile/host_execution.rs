@@ -566,11 +566,10 @@ fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_noth
             "{name}: the git mount is listed twice: {p}"
         );
         assert!(
+            // its objects, read-only: the container never sees a host git directory (0436)
             p["mounts"].as_array().unwrap().iter().any(|m| {
                 std::fs::canonicalize(m["source"].as_str().unwrap())
-                    .ok()
-                    .as_ref()
-                    == Some(&canonical)
+                    .is_ok_and(|s| s.starts_with(&canonical))
             }),
             "{name}: {p}"
         );
@@ -581,8 +580,10 @@ fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_noth
         assert_eq!(listed[0]["status"], "granted", "{name}: {r}");
         let id = r["result"]["containerId"].as_str().unwrap().to_string();
         assert!(
-            mount_sources(&id).iter().any(|m| Path::new(m) == canonical),
-            "{name}: the granted git directory is mounted"
+            mount_sources(&id)
+                .iter()
+                .any(|m| Path::new(m) == canonical.join("objects")),
+            "{name}: the granted git directory's objects are mounted"
         );
         let s = envelope(&granted.status(repo.path()));
         assert!(s["result"]["repos"][0]["head"].is_string(), "{name}: {s}");
@@ -596,6 +597,11 @@ fn a_worktree_link_to_a_planted_git_dir_is_untrusted_and_a_grant_still_runs_noth
     }
 }
 
+/// The container writes a `commondir` redirection (and `config`, `info/`, a hook) into the
+/// `.git` it sees: since spec-note 0436 that is its container git directory, so none of it
+/// reaches the host's `.git`; devcell's next `status` and `handoff` read the repository as
+/// before, and a human's git on the host runs nothing. The control plants the same
+/// redirection on the host itself: a human's git would run it.
 #[test]
 fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
     if !engine_ready(
@@ -607,11 +613,13 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
     let target = HostTarget::new();
     let variant = &VARIANTS[0];
     let (repo, dir, planted) = planted(variant, &target.marker(), true);
-    // the agent writes the redirection (a host path: devcell's host git would follow it) and
-    // tries the protected files too; what it could write is recorded in the workspace
+    let host_git = repo.path().join(".git");
+    let fingerprint = tree_fingerprint(&host_git.join("hooks"));
+    let config = std::fs::read(host_git.join("config")).unwrap();
     let script = format!(
         "echo {p} > /workspace/.git/commondir; \
          for f in config info/exclude hooks/post-index-change; do \
+           mkdir -p $(dirname /workspace/.git/$f); \
            if echo x >> /workspace/.git/$f 2>/dev/null; then echo \"wrote $f\"; fi; \
          done > /workspace/agent-wrote.txt; true",
         p = planted.display()
@@ -621,17 +629,16 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
     let r = envelope(&real);
     assert_eq!(real.status.code(), Some(0), "{r}");
     assert_eq!(
-        std::fs::read_to_string(repo.path().join(".git/commondir"))
-            .unwrap()
-            .trim(),
-        planted.display().to_string(),
-        "the agent wrote the redirection"
-    );
-    assert_eq!(
         std::fs::read_to_string(repo.path().join("agent-wrote.txt")).unwrap(),
-        "",
-        "config, info/ and hooks are read-only in the container"
+        "wrote config\nwrote info/exclude\nwrote hooks/post-index-change\n",
+        "the container may write its own git directory"
     );
+    assert!(
+        !host_git.join("commondir").exists(),
+        "no redirection on the host"
+    );
+    assert_eq!(std::fs::read(host_git.join("config")).unwrap(), config);
+    assert_eq!(tree_fingerprint(&host_git.join("hooks")), fingerprint);
     let id = r["result"]["containerId"].as_str().unwrap().to_string();
     let canonical = std::fs::canonicalize(&planted).unwrap();
     assert!(
@@ -641,26 +648,28 @@ fn a_redirection_the_container_writes_is_not_run_by_the_next_status() {
         "the planted folder is not mounted"
     );
 
-    // devcell's next status does not follow it
+    // devcell's next status and handoff read the repository as before
     let status = host.status(repo.path());
     let s = envelope(&status);
     assert_eq!(status.status.code(), Some(0), "{s}");
-    assert!(s["result"]["repos"][0]["head"].is_null(), "{s}");
-    assert!(
-        s["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["code"] == "git_dir_untrusted"),
-        "{s}"
-    );
+    assert!(s["result"]["repos"][0]["head"].is_string(), "{s}");
     target.assert_untouched();
-    // nor does the next handoff
     let again = host.handoff(repo.path(), &[], &[]);
-    assert_eq!(again.status.code(), Some(12), "{}", envelope(&again));
+    assert_eq!(again.status.code(), Some(0), "{}", envelope(&again));
+    target.assert_untouched();
+    // and a human's git runs nothing
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(repo.path())
+        .output();
     target.assert_untouched();
 
-    // a human's git on the host would (spec-note 0413 says so): the control
+    // the control: the same redirection written on the host is run by a human's git
+    std::fs::write(
+        host_git.join("commondir"),
+        format!("{}\n", planted.display()),
+    )
+    .unwrap();
     assert_control_runs(variant, repo.path(), &target);
 }
 

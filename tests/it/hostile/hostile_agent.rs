@@ -15,10 +15,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::hostile::HostTarget;
 use super::host_execution::{Host, envelope};
 use crate::support::docker::engine_ready;
 use crate::support::git::{WORKSPACE_OWNER, git, give_to_workspace_owner, hostgit_image};
+use crate::support::hostile::HostTarget;
 
 /// A shell function `plant <git dir>` for the agent: hooks git runs on `status`, `commit`,
 /// `checkout`, `fetch` and `gc`, and `core.fsmonitor`, `core.hooksPath`, an alias and a
@@ -41,7 +41,12 @@ fn human_git(dir: &Path, args: &[&str]) -> Output {
     Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["-c", "user.name=human", "-c", "user.email=human@devcell.invalid"])
+        .args([
+            "-c",
+            "user.name=human",
+            "-c",
+            "user.email=human@devcell.invalid",
+        ])
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -263,8 +268,17 @@ fn a_grove_worktree_workspace_keeps_the_main_repositories_out_of_reach() {
         "the worktrees' `.git` files and the host objects are read-only, mount points stay"
     );
     for (r, link) in ["api", "web"].iter().zip(&links) {
-        assert_eq!(&std::fs::read_to_string(ws.join(r).join(".git")).unwrap(), link);
-        assert!(!src.join(r).join(".git/worktrees/").join(r).join("x").exists());
+        assert_eq!(
+            &std::fs::read_to_string(ws.join(r).join(".git")).unwrap(),
+            link
+        );
+        assert!(
+            !src.join(r)
+                .join(".git/worktrees/")
+                .join(r)
+                .join("x")
+                .exists()
+        );
     }
     human_session(
         &[
@@ -298,7 +312,10 @@ fn an_agent_that_destroys_history_deletes_no_host_commit() {
          echo destroyed > destroyed.txt";
     let host = Host::new(&["sh", "-c", script], &[]);
     handoff_ok(&host, &ws);
-    assert!(ws.join("destroyed.txt").exists(), "the agent ran its commands");
+    assert!(
+        ws.join("destroyed.txt").exists(),
+        "the agent ran its commands"
+    );
     assert_eq!(git(&ws, &["rev-parse", "main"]), main);
     assert_eq!(git(&ws, &["rev-parse", "side"]), side);
     git(&ws, &["cat-file", "-e", &format!("{main}^{{commit}}")]);
@@ -324,7 +341,10 @@ fn an_agent_that_destroys_history_deletes_no_host_commit() {
         "{session}"
     );
     let id = session["id"].as_str().unwrap();
-    let kept_main = git(&ws, &["rev-parse", &format!("refs/devcell/{id}/heads/main")]);
+    let kept_main = git(
+        &ws,
+        &["rev-parse", &format!("refs/devcell/{id}/heads/main")],
+    );
     assert_eq!(
         git(&ws, &["log", "-1", "--format=%s", &kept_main]),
         "replacement"
@@ -352,7 +372,10 @@ fn an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears() {
     handoff_ok(&host, &ws);
     let after = git(&ws, &["rev-parse", "main"]);
     assert_ne!(after, before, "main moved");
-    assert_eq!(git(&ws, &["log", "-1", "--format=%s", "main"]), "agent work");
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%s", "main"]),
+        "agent work"
+    );
     assert_eq!(git(&ws, &["rev-parse", &format!("{after}~1")]), before);
     assert_eq!(git(&ws, &["rev-parse", "topic"]), after);
     // the host's index follows the new HEAD: nothing staged, nothing changed
@@ -367,4 +390,46 @@ fn an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears() {
         "{session}"
     );
     human_session(&[&ws], &origin, &target);
+}
+
+/// A repository the agent creates in the workspace is its own to configure: devcell cannot
+/// stop a human from running git there, so `status` names it loudly (`git_dir_created`) and
+/// runs no git in it.
+#[test]
+fn a_repository_the_agent_creates_is_named_loudly() {
+    let test = "a_repository_the_agent_creates_is_named_loudly";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    give_to_workspace_owner(tmp.path());
+    let script = format!(
+        "mkdir -p /workspace/tool/.git && \
+         printf '[core]\\n\\tfsmonitor = touch {}\\n' > /workspace/tool/.git/config",
+        target.marker().display()
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert!(ws.join("tool/.git/config").exists(), "the agent made it");
+    let out = host.status(&ws);
+    let s = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    let created: Vec<&Value> = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "git_dir_created")
+        .collect();
+    assert_eq!(created.len(), 1, "{s}");
+    assert!(
+        created[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool/.git"),
+        "{s}"
+    );
+    target.assert_untouched();
 }

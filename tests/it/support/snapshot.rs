@@ -72,6 +72,9 @@ pub fn settings(ctx: Option<&TestContext>) -> insta::Settings {
     s.add_filter(r"sha256:[0-9a-f]{64}", "sha256:[DIGEST]");
     s.add_filter(r"\b[0-9a-f]{40}\b", "[COMMIT]");
     s.add_filter(r"\b[0-9a-f]{32}\b", "[ID32]");
+    // a handoff's container git directories (spec-note 0436): `<state>/git/<key>/<id>/git`
+    // and `/run/devcell/git/<id>/objects`, `<id>` a hash of the repository's path
+    s.add_filter(r"\b[0-9a-f]{16}/(git|objects)\b", "[ID16]/$1");
     // handoff session ids and log names: `<UTC time>-<pid>`
     s.add_filter(r"\b\d{8}T\d{6}Z-\d+\b", "[SESSION]");
     s.add_filter(r#""(pid|pidStart)": \d+"#, r#""$1": "[PID]""#);
