@@ -301,7 +301,9 @@ mod stream_mask_tests {
         let piece = 16 * 1024;
         let mut input = Vec::new();
         while input.len() < 8 << 20 {
-            input.extend_from_slice(b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx tok-0123");
+            input.extend_from_slice(
+                b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx tok-0123",
+            );
             input.extend_from_slice(b"456789abcdef ");
         }
         let out = streamed(&mut m, &input, piece);

@@ -104,7 +104,10 @@ impl DecisionLog {
             self.rotate()?;
             *guard = (open_append(&self.path)?, 0);
         }
-        guard.0.write_all(&line).map_err(EgressError::io(&self.path))?;
+        guard
+            .0
+            .write_all(&line)
+            .map_err(EgressError::io(&self.path))?;
         guard.1 += line.len() as u64;
         Ok(())
     }

@@ -13,10 +13,10 @@ use crate::lifecycle::LifecycleReport;
 use crate::ops::ContainerAction;
 use crate::ops::error::HandoffError;
 use crate::progress::{Event, Reporter};
+use futures_util::{Stream, StreamExt as _};
 use indexmap::IndexMap;
 use serde::Serialize;
 use std::collections::HashSet;
-use futures_util::{Stream, StreamExt as _};
 use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -444,7 +444,10 @@ mod pump_tests {
         let logged = std::fs::read_to_string(dir.path().join("log")).unwrap();
         assert_eq!(shown, logged);
         assert!(!shown.contains(secret));
-        assert_eq!(shown.matches(crate::diagnostics::SECRET_MASK).count(), planted);
+        assert_eq!(
+            shown.matches(crate::diagnostics::SECRET_MASK).count(),
+            planted
+        );
         assert_eq!(
             shown.len(),
             input.len() - planted * (secret.len() - crate::diagnostics::SECRET_MASK.len())

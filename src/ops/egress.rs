@@ -735,8 +735,7 @@ impl Summariser {
 
     /// (allowed, refused, decisions of destinations not listed).
     pub fn finish(self) -> (Vec<DestinationSummary>, Vec<DestinationSummary>, u64) {
-        let (allowed, refused): (Vec<_>, Vec<_>) =
-            self.groups.into_iter().partition(|s| s.allowed);
+        let (allowed, refused): (Vec<_>, Vec<_>) = self.groups.into_iter().partition(|s| s.allowed);
         (allowed, refused, self.omitted)
     }
 }

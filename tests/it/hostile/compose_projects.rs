@@ -624,7 +624,8 @@ fn a_services_bind_of_the_repository_does_not_make_its_git_config_writable() {
 /// A Compose file that is a YAML alias bomb ("billion laughs": nine levels of nine aliases),
 /// which Compose expands for minutes, growing by gigabytes.
 fn alias_bomb() -> String {
-    let mut lines = vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
+    let mut lines =
+        vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
     let mut previous = 'a';
     for level in "bcdefghi".chars() {
         let refs = vec![format!("*{previous}"); 9].join(",");
@@ -645,10 +646,16 @@ fn compose_processes(needle: &str) -> Vec<String> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
         if cmdline.contains(needle) && cmdline.contains("compose") && !zombie {
-            out.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+            out.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
         }
     }
     out
@@ -680,7 +687,12 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     let project = own_project(&ctx);
     ctx.write(".devcontainer/docker-compose.yml", &alias_bomb());
     let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
-    let needle = ctx.tmp().file_name().unwrap().to_string_lossy().into_owned();
+    let needle = ctx
+        .tmp()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
 
     let started = Instant::now();
     let run: crate::support::context::Run = ctx
@@ -727,7 +739,10 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
         if let Some(status) = up.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "devcell still runs 30 s after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "devcell still runs 30 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(143));
