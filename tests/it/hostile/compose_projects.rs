@@ -633,7 +633,7 @@ fn alias_bomb() -> String {
         previous = level;
     }
     lines.push(format!(
-        "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    labels:\n      bomb: *{previous}"
+        "services:\n  bomb:\n    image: {BUSYBOX_IMAGE}\n    labels:\n      bomb: *{previous}"
     ));
     lines.join("\n") + "\n"
 }
@@ -673,10 +673,12 @@ fn no_compose_left(needle: &str) -> Vec<String> {
     }
 }
 
-/// A Compose file that is a YAML alias bomb (issue 25, class 6; spec-note 0425): `up` fails
-/// with a clear error at the `config` deadline (`DEVCELL_COMPOSE_CONFIG_TIMEOUT`, 5 s here)
-/// and no Compose process is left; with the default deadline, a SIGTERM to devcell during
-/// `config` ends devcell and its Compose with it. Nothing is created.
+/// A Compose file that is a YAML alias bomb (issue 25, class 6; spec-note 0425). Named in
+/// `dockerComposeFile`, devcell refuses it before Compose runs. Included by that file (which
+/// devcell does not judge for this), Compose gets it: `up` fails with a clear error at the
+/// `config` deadline (`DEVCELL_COMPOSE_CONFIG_TIMEOUT`, 5 s here) and no Compose process is
+/// left; with the default deadline, a SIGTERM to devcell during `config` ends devcell and its
+/// Compose with it. Nothing is created.
 #[test]
 fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     use std::time::{Duration, Instant};
@@ -686,7 +688,7 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     let ctx = ctx.isolated();
     let project = own_project(&ctx);
     ctx.write(".devcontainer/docker-compose.yml", &alias_bomb());
-    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "bomb"));
     let needle = ctx
         .tmp()
         .file_name()
@@ -694,6 +696,20 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
         .to_string_lossy()
         .into_owned();
 
+    let started = Instant::now();
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("is a YAML alias bomb"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(no_compose_left(&needle), Vec::<String>::new());
+
+    // the bomb included: Compose reads it
+    ctx.write(".devcontainer/bomb.yml", &alias_bomb());
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("include:\n  - bomb.yml\nservices:\n{}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
     let started = Instant::now();
     let run: crate::support::context::Run = ctx
         .command()
