@@ -100,6 +100,11 @@ impl SecretMask {
         SecretMask(values)
     }
 
+    /// A masker for one stream that arrives in pieces ([`StreamMask`]).
+    pub fn stream(&self) -> StreamMask {
+        StreamMask::new(&self.0)
+    }
+
     /// `text` with every value replaced by [`SECRET_MASK`].
     pub fn apply(&self, text: &str) -> String {
         let mut text = text.to_string();
@@ -109,5 +114,212 @@ impl SecretMask {
             }
         }
         text
+    }
+}
+
+/// Masks secret values in one stream of bytes that arrives in pieces (an agent's output), in
+/// time linear in its length whatever it holds (issue 25, class 6; spec-note 0425): a value
+/// split across pieces is masked; what could still be the start of a value is held back (at
+/// most the longest value's length less one byte), everything else is passed on at once.
+/// Values are found leftmost-longest and never overlap.
+#[derive(Debug)]
+pub struct StreamMask {
+    finder: Option<aho_corasick::AhoCorasick>,
+    values: Vec<Vec<u8>>,
+    longest: usize,
+    pending: Vec<u8>,
+    stats: StreamMaskStats,
+}
+
+/// What a [`StreamMask`] did, for tests of its cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamMaskStats {
+    /// Bytes searched for values, in total (each held byte is searched again once per piece).
+    pub scanned: u64,
+    /// The most bytes it held at once (held back plus the piece being looked at).
+    pub max_pending: usize,
+}
+
+impl StreamMask {
+    fn new(values: &[String]) -> StreamMask {
+        let values: Vec<Vec<u8>> = values.iter().map(|v| v.as_bytes().to_vec()).collect();
+        let finder = (!values.is_empty())
+            .then(|| {
+                aho_corasick::AhoCorasick::builder()
+                    .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                    .build(&values)
+                    .ok()
+            })
+            .flatten();
+        StreamMask {
+            longest: values.iter().map(Vec::len).max().unwrap_or(0),
+            finder,
+            values,
+            pending: Vec::new(),
+            stats: StreamMaskStats::default(),
+        }
+    }
+
+    /// Takes the next piece; returns what can be shown now, values masked.
+    pub fn push(&mut self, piece: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(piece);
+        self.stats.max_pending = self.stats.max_pending.max(self.pending.len());
+        let decided = utf8_boundary(&self.pending, self.undecided_start());
+        self.take(decided)
+    }
+
+    /// Everything held, values masked (the stream ended, or its reader shows what it has).
+    pub fn flush(&mut self) -> Vec<u8> {
+        let len = self.pending.len();
+        self.take(len)
+    }
+
+    /// How many bytes are held back.
+    pub fn held(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> StreamMaskStats {
+        self.stats
+    }
+
+    /// Where the held bytes that could still begin a value start: the longest end of the
+    /// pending bytes that is a proper beginning of a value (else their end).
+    fn undecided_start(&self) -> usize {
+        let len = self.pending.len();
+        let most = self.longest.saturating_sub(1).min(len);
+        for k in (1..=most).rev() {
+            let tail = &self.pending[len - k..];
+            if self
+                .values
+                .iter()
+                .any(|v| v.len() > k && v.starts_with(tail))
+            {
+                return len - k;
+            }
+        }
+        len
+    }
+
+    /// Masks and removes the pending bytes up to `decided` (further when a value that starts
+    /// before it ends after it), returning them.
+    fn take(&mut self, decided: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(decided);
+        let mut at = 0;
+        if let Some(finder) = &self.finder {
+            self.stats.scanned += self.pending.len() as u64;
+            for m in finder.find_iter(&self.pending) {
+                if m.start() >= decided {
+                    break;
+                }
+                out.extend_from_slice(&self.pending[at..m.start()]);
+                out.extend_from_slice(SECRET_MASK.as_bytes());
+                at = m.end();
+            }
+        }
+        let cut = decided.max(at);
+        out.extend_from_slice(&self.pending[at..cut]);
+        self.pending.drain(..cut);
+        out
+    }
+}
+
+/// `at`, or the start of the character it would cut when the bytes before it end in an
+/// unfinished UTF-8 sequence.
+fn utf8_boundary(bytes: &[u8], at: usize) -> usize {
+    let head = &bytes[..at];
+    let Some(start) = (head.len().saturating_sub(4)..head.len())
+        .rev()
+        .find(|&i| head[i] & 0xC0 != 0x80)
+    else {
+        return at;
+    };
+    let needs = match head[start] {
+        b if b >= 0xF0 => 4,
+        b if b >= 0xE0 => 3,
+        b if b >= 0xC0 => 2,
+        _ => 1,
+    };
+    if head.len() - start < needs {
+        start
+    } else {
+        at
+    }
+}
+
+#[cfg(test)]
+mod stream_mask_tests {
+    use super::*;
+
+    fn mask(values: &[&str]) -> SecretMask {
+        let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        SecretMask::new(values.iter())
+    }
+
+    /// The whole stream through `pieces`, each piece at most `size` bytes.
+    fn streamed(m: &mut StreamMask, input: &[u8], size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in input.chunks(size) {
+            out.extend(m.push(piece));
+        }
+        out.extend(m.flush());
+        out
+    }
+
+    #[test]
+    fn a_value_split_at_any_point_is_masked() {
+        let secrets = mask(&["s3cr3t-value", "s3cr3t", "tok"]);
+        let input = b"a s3cr3t-value b s3cr3t c tok d s3cr3t-val e";
+        let expected = b"a ******** b ******** c ******** d ********-val e";
+        for size in 1..input.len() {
+            let mut m = secrets.stream();
+            assert_eq!(streamed(&mut m, input, size), expected, "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_begin_a_value_is_passed_on_at_once() {
+        let mut m = mask(&["secret"]).stream();
+        assert_eq!(m.push(b"plain text\n"), b"plain text\n");
+        assert_eq!(m.push(b"and a se"), b"and a ");
+        assert_eq!(m.held(), 2);
+        assert_eq!(m.push(b"cret!"), b"********!");
+        assert_eq!(m.push(b"se"), b"");
+        assert_eq!(m.push(b"a"), b"sea");
+        // a character cut between pieces is passed on whole
+        let mut m = mask(&[]).stream();
+        let text = "é".as_bytes();
+        assert_eq!(m.push(&text[..1]), b"");
+        assert_eq!(m.push(&text[1..]), text);
+    }
+
+    #[test]
+    fn eight_mib_without_a_newline_costs_linear_work() {
+        let secret = "tok-0123456789abcdef";
+        let mut m = mask(&[secret]).stream();
+        let piece = 16 * 1024;
+        let mut input = Vec::new();
+        while input.len() < 8 << 20 {
+            input.extend_from_slice(
+                b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx tok-0123",
+            );
+            input.extend_from_slice(b"456789abcdef ");
+        }
+        let out = streamed(&mut m, &input, piece);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains(secret));
+        assert_eq!(
+            text.matches(SECRET_MASK).count(),
+            String::from_utf8_lossy(&input).matches(secret).count()
+        );
+        let stats = m.stats();
+        // held back: less than one value; searched: each byte once, plus the held bytes again
+        assert!(stats.max_pending < piece + secret.len(), "{stats:?}");
+        let pieces = input.len().div_ceil(piece) as u64;
+        assert!(
+            stats.scanned <= input.len() as u64 + pieces * secret.len() as u64,
+            "{stats:?}"
+        );
     }
 }

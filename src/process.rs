@@ -275,7 +275,10 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
         assert!(err.to_string().contains("within 300 ms"), "{err}");
-        assert!(gone_soon(pid_in(&pidfile)), "the child of the program was killed");
+        assert!(
+            gone_soon(pid_in(&pidfile)),
+            "the child of the program was killed"
+        );
     }
 
     #[tokio::test]
@@ -290,7 +293,10 @@ mod tests {
         let run = output_within(command, None);
         let stopped = tokio::time::timeout(Duration::from_millis(300), run).await;
         assert!(stopped.is_err());
-        assert!(gone_soon(pid_in(&pidfile)), "dropping the run killed the group");
+        assert!(
+            gone_soon(pid_in(&pidfile)),
+            "dropping the run killed the group"
+        );
 
         let mut command = tokio::process::Command::new("sh");
         command.arg("-c").arg("echo out; echo err >&2; exit 3");
@@ -359,7 +365,10 @@ mod tests {
         kill_groups(&[group]);
         assert!(gone_soon(pids[1]), "the running program's group was killed");
         assert!(runner.join().unwrap().is_ok(), "its run ended (killed)");
-        assert!(!LIVE.lock().unwrap().contains(&group), "forgotten once ended");
+        assert!(
+            !LIVE.lock().unwrap().contains(&group),
+            "forgotten once ended"
+        );
     }
 
     #[test]

@@ -54,27 +54,39 @@ pub struct Decision {
     pub duration_ms: u64,
 }
 
+/// The most bytes of the current decision record before it is rotated (spec-note 0425): with
+/// the one rotated file kept, a container that floods the proxy with refused requests fills
+/// at most twice this.
+pub const MAX_RECORD_BYTES: u64 = 8 << 20;
+
+/// The longest line read back from a record (a longer one is skipped).
+const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Appends [`Decision`]s to a JSON-lines file, one `write` per line (safe to share between
-/// connections).
+/// connections). Bounded: past [`DecisionLog::with_limit`]'s bytes (default
+/// [`MAX_RECORD_BYTES`]) the file becomes `<file>.1` (replacing the previous one, whose
+/// decisions are counted in `<file>.dropped`) and a new file is started.
 #[derive(Debug, Clone)]
 pub struct DecisionLog {
     path: PathBuf,
-    file: Arc<Mutex<File>>,
+    file: Arc<Mutex<(File, u64)>>,
+    limit: u64,
 }
 
 impl DecisionLog {
     /// Opens (creating, mode 0600) `path` for appending.
     pub fn open(path: &Path) -> Result<DecisionLog, EgressError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(EgressError::io(path))?;
+        DecisionLog::with_limit(path, MAX_RECORD_BYTES)
+    }
+
+    /// [`DecisionLog::open`], rotating past `limit` bytes.
+    pub fn with_limit(path: &Path, limit: u64) -> Result<DecisionLog, EgressError> {
+        let file = open_append(path)?;
+        let size = file.metadata().map_err(EgressError::io(path))?.len();
         Ok(DecisionLog {
             path: path.to_path_buf(),
-            file: Arc::new(Mutex::new(file)),
+            file: Arc::new(Mutex::new((file, size))),
+            limit,
         })
     }
 
@@ -83,23 +95,144 @@ impl DecisionLog {
         &self.path
     }
 
-    /// Appends one decision.
+    /// Appends one decision, rotating the file first when it is full.
     pub fn append(&self, decision: &Decision) -> Result<(), EgressError> {
         let mut line = serde_json::to_vec(decision).expect("a Decision always serialises");
         line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all(&line).map_err(EgressError::io(&self.path))
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.1 > 0 && guard.1 + line.len() as u64 > self.limit {
+            self.rotate()?;
+            *guard = (open_append(&self.path)?, 0);
+        }
+        guard
+            .0
+            .write_all(&line)
+            .map_err(EgressError::io(&self.path))?;
+        guard.1 += line.len() as u64;
+        Ok(())
     }
 
-    /// Reads every decision in `path` (a line that does not parse, e.g. one cut short by a
-    /// crash, is skipped).
-    pub fn read(path: &Path) -> Result<Vec<Decision>, EgressError> {
-        let text = std::fs::read_to_string(path).map_err(EgressError::io(path))?;
-        Ok(text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect())
+    /// `<file>` → `<file>.1`; the decisions of the `<file>.1` it replaces are added to
+    /// `<file>.dropped`.
+    fn rotate(&self) -> Result<(), EgressError> {
+        let old = rotated(&self.path);
+        let lost = count_lines(&old);
+        if lost > 0 {
+            let counter = dropped_path(&self.path);
+            let before = read_dropped(&self.path);
+            std::fs::write(&counter, (before + lost).to_string())
+                .map_err(EgressError::io(&counter))?;
+        }
+        std::fs::rename(&self.path, &old).map_err(EgressError::io(&self.path))
     }
+
+    /// Calls `each` with every decision in `path`'s rotated file, then in `path`, one line at a
+    /// time (never the whole file in memory); a line that does not parse, e.g. one cut short by
+    /// a crash, or is longer than 64 KiB, is skipped. Returns how many decisions rotation
+    /// dropped before those.
+    pub fn for_each(path: &Path, mut each: impl FnMut(Decision)) -> u64 {
+        for file in [rotated(path), path.to_path_buf()] {
+            let Ok(f) = File::open(&file) else {
+                continue;
+            };
+            let mut reader = std::io::BufReader::new(f);
+            let mut line = Vec::new();
+            while let Some(complete) = next_line(&mut reader, &mut line, MAX_LINE_BYTES) {
+                if complete && let Ok(d) = serde_json::from_slice(&line) {
+                    each(d);
+                }
+            }
+        }
+        read_dropped(path)
+    }
+
+    /// Every decision in `path` (and its rotated file), in memory: for tests and small records.
+    pub fn read(path: &Path) -> Result<Vec<Decision>, EgressError> {
+        if !path.exists() {
+            return Err(EgressError::io(path)(std::io::Error::from(
+                std::io::ErrorKind::NotFound,
+            )));
+        }
+        let mut out = Vec::new();
+        DecisionLog::for_each(path, |d| out.push(d));
+        Ok(out)
+    }
+}
+
+/// Reads the next line of `reader` into `line` (at most `max` bytes of it kept): `None` at the
+/// end, `Some(false)` for a line longer than `max` (consumed whole, not kept).
+fn next_line(reader: &mut impl std::io::BufRead, line: &mut Vec<u8>, max: usize) -> Option<bool> {
+    line.clear();
+    let mut total = 0usize;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(_) => return None,
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let (n, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = (max + 1).saturating_sub(line.len());
+        line.extend_from_slice(&buf[..n.min(room)]);
+        total += n;
+        reader.consume(n);
+        if done {
+            break;
+        }
+    }
+    (total > 0).then_some(line.len() <= max)
+}
+
+fn open_append(path: &Path) -> Result<File, EgressError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(EgressError::io(path))
+}
+
+/// `<file>.1`.
+fn rotated(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".1");
+    PathBuf::from(name)
+}
+
+/// `<file>.dropped`.
+fn dropped_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".dropped");
+    PathBuf::from(name)
+}
+
+fn read_dropped(path: &Path) -> u64 {
+    std::fs::read_to_string(dropped_path(path))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The lines of `path` (0 when it cannot be read), read in pieces.
+fn count_lines(path: &Path) -> u64 {
+    use std::io::Read as _;
+    let Ok(mut f) = File::open(path) else {
+        return 0;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    while let Ok(read) = f.read(&mut buf) {
+        if read == 0 {
+            break;
+        }
+        n += buf[..read].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    n
 }
 
 #[cfg(test)]
@@ -146,5 +279,68 @@ mod tests {
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn refused(i: usize) -> Decision {
+        Decision {
+            time: "2026-12-01T12:00:00Z".parse().unwrap(),
+            destination: format!("host-{i}.test"),
+            port: 443,
+            via: Via::Connect,
+            allowed: false,
+            reason: "not-listed".into(),
+            detail: "not on the allowlist".into(),
+            address: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            duration_ms: 0,
+        }
+    }
+
+    /// A flood of refused requests (issue 25, class 6): the record stays within twice its
+    /// limit, and reading it back sees the kept decisions plus the count of dropped ones.
+    #[test]
+    fn the_record_stays_bounded_after_many_refused_decisions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.jsonl");
+        let limit = 16 * 1024;
+        let log = DecisionLog::with_limit(&path, limit).unwrap();
+        let total = 5_000;
+        for i in 0..total {
+            log.append(&refused(i)).unwrap();
+        }
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        assert!(size(&path) <= limit, "{}", size(&path));
+        assert!(size(&rotated(&path)) <= limit);
+        let mut kept = 0u64;
+        let mut last = String::new();
+        let dropped = DecisionLog::for_each(&path, |d| {
+            kept += 1;
+            last = d.destination;
+        });
+        assert!(dropped > 0);
+        assert_eq!(kept + dropped, total as u64);
+        assert_eq!(last, format!("host-{}.test", total - 1));
+        // a reopened log goes on where it was
+        let again = DecisionLog::with_limit(&path, limit).unwrap();
+        again.append(&refused(total)).unwrap();
+        assert!(size(&path) <= limit);
+    }
+
+    #[test]
+    fn over_long_and_broken_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.jsonl");
+        let good = serde_json::to_string(&refused(1)).unwrap();
+        let long = "x".repeat(MAX_LINE_BYTES * 2);
+        std::fs::write(&path, format!("{long}\n{{broken\n{good}\n")).unwrap();
+        let mut seen = Vec::new();
+        DecisionLog::for_each(&path, |d| seen.push(d.destination));
+        assert_eq!(seen, ["host-1.test"]);
     }
 }

@@ -124,9 +124,12 @@ pub async fn handoff_with(
         }
         .into()
     };
-    let p = unless_stopped(&mut stop, prepare(opts, Some(engine), AgentRuntime::Container))
-        .await
-        .map_err(stopped)??;
+    let p = unless_stopped(
+        &mut stop,
+        prepare(opts, Some(engine), AgentRuntime::Container),
+    )
+    .await
+    .map_err(stopped)??;
     // What would reach the host (untrusted git directories, host commands) is judged before
     // a session, a container or an image exists (spec-notes 0410, 0411), once: `up` goes on
     // with this judgement and the container found with it, under its bring-up lock.
@@ -458,10 +461,13 @@ pub async fn handoff_with(
             .await
             .ok()
             .flatten();
-            (ended.unwrap_or(Ok(crate::engine::ExecResult {
-                exit_code: 128 + i64::from(signal),
-                ..Default::default()
-            })), Some(signal))
+            (
+                ended.unwrap_or(Ok(crate::engine::ExecResult {
+                    exit_code: 128 + i64::from(signal),
+                    ..Default::default()
+                })),
+                Some(signal),
+            )
         }
     };
     let stopped = stopped_by.is_some();

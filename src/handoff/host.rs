@@ -23,8 +23,8 @@
 
 use std::collections::HashSet;
 use std::io::Write as _;
-use std::path::Path;
 use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

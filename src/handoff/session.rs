@@ -13,10 +13,10 @@ use crate::lifecycle::LifecycleReport;
 use crate::ops::ContainerAction;
 use crate::ops::error::HandoffError;
 use crate::progress::{Event, Reporter};
+use futures_util::{Stream, StreamExt as _};
 use indexmap::IndexMap;
 use serde::Serialize;
 use std::collections::HashSet;
-use futures_util::{Stream, StreamExt as _};
 use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -323,8 +323,11 @@ pub(super) async fn running_containers(
     out
 }
 
-/// Copies `reader` to `out` and appends it to the log, secret values masked. Lines are masked
-/// whole; with a TTY a partial line is passed on when no more arrives at once (prompts).
+/// Copies `reader` to `out` and appends it to the log, secret values masked
+/// ([`crate::diagnostics::StreamMask`]: a value split across reads is masked, and the work is
+/// linear in the output whatever it holds, with or without newlines; spec-note 0425). What
+/// cannot begin a secret value is passed on at once; with a TTY, what could is passed on too
+/// when no more arrives within [`HELD_OUTPUT_WAIT`] (a prompt).
 pub(super) async fn pump(
     mut reader: impl AsyncRead + Unpin,
     mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
@@ -332,41 +335,47 @@ pub(super) async fn pump(
     mask: &SecretMask,
     tty: bool,
 ) {
-    let mut pending: Vec<u8> = Vec::new();
+    let mut masker = mask.stream();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match reader.read(&mut buf).await {
+        let read = if tty && masker.held() > 0 {
+            match tokio::time::timeout(HELD_OUTPUT_WAIT, reader.read(&mut buf)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    let held = masker.flush();
+                    emit(&held, &mut out, log).await;
+                    continue;
+                }
+            }
+        } else {
+            reader.read(&mut buf).await
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        pending.extend_from_slice(&buf[..n]);
-        let cut = if tty {
-            pending.len()
-        } else {
-            pending
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |i| i + 1)
-        };
-        if cut == 0 {
-            continue;
+        let shown = masker.push(&buf[..n]);
+        if !shown.is_empty() {
+            emit(&shown, &mut out, log).await;
         }
-        let chunk: Vec<u8> = pending.drain(..cut).collect();
-        emit(&chunk, &mut out, log, mask).await;
     }
-    if !pending.is_empty() {
-        emit(&pending, &mut out, log, mask).await;
+    let rest = masker.flush();
+    if !rest.is_empty() {
+        emit(&rest, &mut out, log).await;
     }
     let _ = out.flush().await;
 }
 
-pub(crate) async fn emit(
-    chunk: &[u8],
+/// How long a TTY's output that could begin a secret value is held back for more.
+const HELD_OUTPUT_WAIT: Duration = Duration::from_millis(100);
+
+/// Writes already masked output to `out` and the log.
+async fn emit(
+    masked: &[u8],
     out: &mut Box<dyn AsyncWrite + Send + Unpin + '_>,
     log: &Mutex<std::fs::File>,
-    mask: &SecretMask,
 ) {
-    let text = mask.apply(&String::from_utf8_lossy(chunk));
+    let text = String::from_utf8_lossy(masked);
     let _ = out.write_all(text.as_bytes()).await;
     let _ = out.flush().await;
     if let Ok(mut f) = log.lock() {
@@ -400,4 +409,57 @@ pub(crate) async fn stop_agent(
     let _ = engine
         .exec(container, &request, ExecInput::None, ExecOutput::Collect)
         .await;
+}
+
+#[cfg(test)]
+mod pump_tests {
+    use super::*;
+
+    /// 8 MiB without a newline, a secret across every 16 KiB read boundary: the pump finishes,
+    /// shows every byte once with each secret masked, and never holds more than a read and
+    /// less than a value (issue 25, class 6; before, each read re-searched everything held).
+    #[tokio::test]
+    async fn output_without_newlines_is_masked_across_reads_in_linear_work() {
+        let secret = "sekrit-0123456789";
+        let mut input = vec![b'x'; 8 << 20];
+        let mut at = 16 * 1024 - 5;
+        let mut planted = 0;
+        while at + secret.len() < input.len() {
+            input[at..at + secret.len()].copy_from_slice(secret.as_bytes());
+            planted += 1;
+            at += 16 * 1024;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = Mutex::new(std::fs::File::create(dir.path().join("log")).unwrap());
+        let secrets = [secret.to_string()];
+        let mask = SecretMask::new(secrets.iter());
+        let (shown_w, mut shown_r) = tokio::io::duplex(1 << 20);
+        let reader = tokio::spawn(async move {
+            let mut shown = Vec::new();
+            shown_r.read_to_end(&mut shown).await.unwrap();
+            shown
+        });
+        pump(&input[..], Box::new(shown_w), &log, &mask, false).await;
+        let shown = String::from_utf8(reader.await.unwrap()).unwrap();
+        let logged = std::fs::read_to_string(dir.path().join("log")).unwrap();
+        assert_eq!(shown, logged);
+        assert!(!shown.contains(secret));
+        assert_eq!(
+            shown.matches(crate::diagnostics::SECRET_MASK).count(),
+            planted
+        );
+        assert_eq!(
+            shown.len(),
+            input.len() - planted * (secret.len() - crate::diagnostics::SECRET_MASK.len())
+        );
+        // the same stream through the masker alone: bounded memory, linear search
+        let mut m = mask.stream();
+        for piece in input.chunks(16 * 1024) {
+            m.push(piece);
+        }
+        m.flush();
+        let stats = m.stats();
+        assert!(stats.max_pending < 16 * 1024 + secret.len(), "{stats:?}");
+        assert!(stats.scanned <= 2 * input.len() as u64, "{stats:?}");
+    }
 }

@@ -98,6 +98,15 @@ pub(crate) fn judge_compose_files(
     grants: &Grants,
 ) -> Result<Vec<crate::security::PermissionRequest>> {
     let (files, _) = compose_files(loaded, env);
+    if let Some(bomb) = crate::security::compose_files::alias_bomb(&files) {
+        return Err(HandoffError::Unsupported {
+            message: format!(
+                "the Compose file `{}` is a YAML alias bomb: its aliases expand beyond what a Compose file needs (Compose would expand it for minutes); nothing was run",
+                bomb.display()
+            ),
+            hint: None,
+        });
+    }
     let home = env.get("HOME").map(PathBuf::from);
     let places =
         crate::security::host_path::Places::new(&loaded.workspace_folder, home.as_deref(), None);

@@ -16,7 +16,6 @@
 //! another allowlist, stopped by `down` and `delete` ([`stop_for_containers`]), and listed by
 //! `doctor` when its container is gone ([`proxies`]).
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -676,45 +675,86 @@ pub struct EgressSummary {
     pub allowed: Vec<DestinationSummary>,
     /// Refused destinations.
     pub refused: Vec<DestinationSummary>,
+    /// Decisions of destinations beyond the listed ones ([`MAX_SUMMARY_DESTINATIONS`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+    /// Decisions the bounded record no longer holds (rotated away; spec-note 0425).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
 }
 
-/// Groups `decisions` by destination, port and outcome, in order of first appearance.
-pub fn summarise(decisions: &[Decision]) -> (Vec<DestinationSummary>, Vec<DestinationSummary>) {
-    let mut groups: BTreeMap<(bool, usize), DestinationSummary> = BTreeMap::new();
-    let mut order: Vec<(String, u16, bool)> = Vec::new();
-    for d in decisions {
-        let k = (d.destination.clone(), d.port, d.allowed);
-        let i = match order.iter().position(|o| *o == k) {
-            Some(i) => i,
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The most destinations a summary lists per outcome; the decisions of the others are counted
+/// in [`EgressSummary::omitted`] (a container can ask for any number of names).
+pub const MAX_SUMMARY_DESTINATIONS: usize = 200;
+
+/// Groups decisions by destination, port and outcome, in order of first appearance, at most
+/// [`MAX_SUMMARY_DESTINATIONS`] per outcome, in memory bounded by that (spec-note 0425).
+#[derive(Debug, Default)]
+pub struct Summariser {
+    index: std::collections::HashMap<(String, u16, bool), usize>,
+    groups: Vec<DestinationSummary>,
+    listed: [usize; 2],
+    omitted: u64,
+}
+
+impl Summariser {
+    /// Counts one decision.
+    pub fn add(&mut self, d: &Decision) {
+        let key = (d.destination.clone(), d.port, d.allowed);
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
             None => {
-                order.push(k);
-                order.len() - 1
+                if self.listed[usize::from(d.allowed)] >= MAX_SUMMARY_DESTINATIONS {
+                    self.omitted += 1;
+                    return;
+                }
+                self.listed[usize::from(d.allowed)] += 1;
+                self.groups.push(DestinationSummary {
+                    destination: d.destination.clone(),
+                    port: d.port,
+                    allowed: d.allowed,
+                    reasons: Vec::new(),
+                    count: 0,
+                    bytes_sent: 0,
+                    bytes_received: 0,
+                });
+                self.index.insert(key, self.groups.len() - 1);
+                self.groups.len() - 1
             }
         };
-        let s = groups
-            .entry((d.allowed, i))
-            .or_insert_with(|| DestinationSummary {
-                destination: d.destination.clone(),
-                port: d.port,
-                allowed: d.allowed,
-                reasons: Vec::new(),
-                count: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-            });
+        let s = &mut self.groups[i];
         s.count += 1;
         s.bytes_sent += d.bytes_sent;
         s.bytes_received += d.bytes_received;
-        if !s.reasons.contains(&d.reason) {
+        if !s.reasons.contains(&d.reason) && s.reasons.len() < 16 {
             s.reasons.push(d.reason.clone());
         }
     }
-    let (allowed, refused): (Vec<_>, Vec<_>) = groups.into_values().partition(|s| s.allowed);
+
+    /// (allowed, refused, decisions of destinations not listed).
+    pub fn finish(self) -> (Vec<DestinationSummary>, Vec<DestinationSummary>, u64) {
+        let (allowed, refused): (Vec<_>, Vec<_>) = self.groups.into_iter().partition(|s| s.allowed);
+        (allowed, refused, self.omitted)
+    }
+}
+
+/// Groups `decisions` by destination, port and outcome, in order of first appearance
+/// ([`Summariser`]).
+pub fn summarise(decisions: &[Decision]) -> (Vec<DestinationSummary>, Vec<DestinationSummary>) {
+    let mut s = Summariser::default();
+    for d in decisions {
+        s.add(d);
+    }
+    let (allowed, refused, _) = s.finish();
     (allowed, refused)
 }
 
 /// The summary for the proxy of `container_id`, of decisions made at or after `since` (a
-/// handoff session's start; `None`: all).
+/// handoff session's start; `None`: all), read one line at a time.
 pub fn summary_for(
     state: &Path,
     container_id: &str,
@@ -722,12 +762,13 @@ pub fn summary_for(
 ) -> Option<EgressSummary> {
     let p = proxy_of(state, container_id)?;
     let paths = ProxyPaths::new(state, &p.key);
-    let decisions: Vec<Decision> = DecisionLog::read(&paths.record())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|d| since.is_none_or(|s| d.time >= s))
-        .collect();
-    let (allowed, refused) = summarise(&decisions);
+    let mut summariser = Summariser::default();
+    let dropped = DecisionLog::for_each(&paths.record(), |d| {
+        if since.is_none_or(|s| d.time >= s) {
+            summariser.add(&d);
+        }
+    });
+    let (allowed, refused, omitted) = summariser.finish();
     Some(EgressSummary {
         network: ALLOWLIST.to_string(),
         entries: p.config.entries,
@@ -735,6 +776,8 @@ pub fn summary_for(
         proxy_running: p.pid.is_some(),
         allowed,
         refused,
+        omitted,
+        dropped,
     })
 }
 
@@ -801,6 +844,33 @@ mod tests {
             bytes_received: 2 * sent,
             duration_ms: 1,
         }
+    }
+
+    #[test]
+    fn a_summary_lists_a_bounded_number_of_destinations() {
+        let d = |i: usize| Decision {
+            time: "2026-12-01T12:00:00Z".parse().unwrap(),
+            destination: format!("h{i}.test"),
+            port: 443,
+            via: crate::egress::Via::Connect,
+            allowed: false,
+            reason: "not-listed".into(),
+            detail: String::new(),
+            address: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            duration_ms: 0,
+        };
+        let mut s = Summariser::default();
+        for i in 0..MAX_SUMMARY_DESTINATIONS + 50 {
+            s.add(&d(i));
+            s.add(&d(i));
+        }
+        let (allowed, refused, omitted) = s.finish();
+        assert!(allowed.is_empty());
+        assert_eq!(refused.len(), MAX_SUMMARY_DESTINATIONS);
+        assert_eq!(refused[0].count, 2);
+        assert_eq!(omitted, 100);
     }
 
     #[test]

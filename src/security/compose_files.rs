@@ -111,6 +111,30 @@ pub fn compose_file_requests(
     requests
 }
 
+/// The first of the Compose `files` (regular, at most [`MAX_FILE_BYTES`]) whose aliases expand
+/// beyond serde_yaml's repetition or recursion limit: a YAML alias bomb ("billion laughs"),
+/// which Compose would expand for minutes and gigabytes (spec-note 0425). Only the files
+/// given are read here; one they include is stopped by Compose's deadline.
+pub fn alias_bomb(files: &[PathBuf]) -> Option<PathBuf> {
+    use serde::Deserialize as _;
+    files.iter().find_map(|path| {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        for de in serde_yaml::Deserializer::from_str(&text) {
+            if let Err(e) = Value::deserialize(de) {
+                let message = e.to_string();
+                return (message.contains("repetition limit exceeded")
+                    || message.contains("recursion limit exceeded"))
+                .then(|| path.clone());
+            }
+        }
+        None
+    })
+}
+
 /// The YAML documents of a regular file of at most [`MAX_FILE_BYTES`], merge keys applied;
 /// `None` when it is not one or does not parse (Compose reports that).
 fn read_documents(path: &Path) -> Option<Vec<Value>> {
@@ -549,5 +573,31 @@ mod tests {
             .status,
             RequestStatus::AllowedByProfile
         );
+    }
+
+    #[test]
+    fn an_alias_bomb_is_found_and_ordinary_aliases_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines =
+            vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
+        let mut previous = 'a';
+        for level in "bcdefghi".chars() {
+            let refs = vec![format!("*{previous}"); 9].join(",");
+            lines.push(format!("x-{level}: &{level} [{refs}]"));
+            previous = level;
+        }
+        lines.push(format!(
+            "services:\n  app:\n    image: x\n    labels:\n      bomb: *{previous}"
+        ));
+        let bomb = dir.path().join("bomb.yml");
+        std::fs::write(&bomb, lines.join("\n")).unwrap();
+        let fine = dir.path().join("fine.yml");
+        std::fs::write(
+            &fine,
+            "x-env: &env {A: b}\nservices:\n  app:\n    image: x\n    environment: *env\n",
+        )
+        .unwrap();
+        assert_eq!(alias_bomb(std::slice::from_ref(&fine)), None);
+        assert_eq!(alias_bomb(&[fine, bomb.clone()]), Some(bomb));
     }
 }

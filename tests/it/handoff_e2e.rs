@@ -1947,7 +1947,11 @@ fn sigterm_ends_a_handoff_whose_container_was_removed() {
         .args(["rm", "-f", &container])
         .output()
         .unwrap();
-    assert!(rm.status.success(), "{}", String::from_utf8_lossy(&rm.stderr));
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
     std::thread::sleep(Duration::from_millis(500));
     let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);

@@ -182,9 +182,10 @@ fn stop_signals() -> crate::handoff::session::StopSignal<'static> {
     .filter_map(|(kind, n)| signal(kind).ok().map(|s| (s, n)))
     .collect();
     let each = streams.into_iter().map(|(s, n)| {
-        futures_util::stream::unfold(s, move |mut s| async move {
-            s.recv().await.map(|()| (n, s))
-        })
+        futures_util::stream::unfold(
+            s,
+            move |mut s| async move { s.recv().await.map(|()| (n, s)) },
+        )
         .boxed()
     });
     Box::pin(futures_util::stream::select_all(each))

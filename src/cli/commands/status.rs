@@ -128,8 +128,18 @@ fn egress_line(e: &crate::ops::egress::EgressSummary) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let mut more = String::new();
+    if e.omitted > 0 {
+        more.push_str(&format!("; {} more decisions not listed", e.omitted));
+    }
+    if e.dropped > 0 {
+        more.push_str(&format!(
+            "; {} older decisions dropped from the bounded record",
+            e.dropped
+        ));
+    }
     format!(
-        "egress {} {} (proxy {}): allowed {}; refused {}",
+        "egress {} {} (proxy {}): allowed {}; refused {}{more}",
         e.network,
         if e.entries.is_empty() {
             "(no entries)".to_string()
@@ -169,6 +179,8 @@ mod tests {
             proxy_running: true,
             allowed: vec![d("web.test", true, "allowed")],
             refused: vec![d("other.test", false, "not-listed")],
+            omitted: 0,
+            dropped: 0,
         };
         assert_eq!(
             egress_line(&e),
@@ -184,6 +196,18 @@ mod tests {
             egress_line(&quiet).ends_with("(proxy stopped): allowed none; refused none"),
             "{}",
             egress_line(&quiet)
+        );
+        let flooded = EgressSummary {
+            omitted: 7,
+            dropped: 9,
+            ..quiet
+        };
+        assert!(
+            egress_line(&flooded).ends_with(
+                "refused none; 7 more decisions not listed; 9 older decisions dropped from the bounded record"
+            ),
+            "{}",
+            egress_line(&flooded)
         );
     }
 }

@@ -795,7 +795,8 @@ fn resources_reaching_past_the_project_are_refused_before_anything_is_created() 
 /// A Compose file that is a YAML alias bomb ("billion laughs": nine levels of nine aliases),
 /// which Compose expands for minutes, growing by gigabytes.
 fn alias_bomb() -> String {
-    let mut lines = vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
+    let mut lines =
+        vec![r#"x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]"#.to_string()];
     let mut previous = 'a';
     for level in "bcdefghi".chars() {
         let refs = vec![format!("*{previous}"); 9].join(",");
@@ -803,7 +804,7 @@ fn alias_bomb() -> String {
         previous = level;
     }
     lines.push(format!(
-        "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    labels:\n      bomb: *{previous}"
+        "services:\n  bomb:\n    image: {BUSYBOX_IMAGE}\n    labels:\n      bomb: *{previous}"
     ));
     lines.join("\n") + "\n"
 }
@@ -816,10 +817,16 @@ fn compose_processes(needle: &str) -> Vec<String> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
         if cmdline.contains(needle) && cmdline.contains("compose") && !zombie {
-            out.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+            out.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
         }
     }
     out
@@ -837,10 +844,12 @@ fn no_compose_left(needle: &str) -> Vec<String> {
     }
 }
 
-/// A Compose file that is a YAML alias bomb (issue 25, class 6; spec-note 0425): `up` fails
-/// with a clear error at the `config` deadline (`DEVCELL_COMPOSE_CONFIG_TIMEOUT`, 5 s here)
-/// and no Compose process is left; with the default deadline, a SIGTERM to devcell during
-/// `config` ends devcell and its Compose with it. Nothing is created.
+/// A Compose file that is a YAML alias bomb (issue 25, class 6; spec-note 0425). Named in
+/// `dockerComposeFile`, devcell refuses it before Compose runs. Included by that file (which
+/// devcell does not judge for this), Compose gets it: `up` fails with a clear error at the
+/// `config` deadline (`DEVCELL_COMPOSE_CONFIG_TIMEOUT`, 5 s here) and no Compose process is
+/// left; with the default deadline, a SIGTERM to devcell during `config` ends devcell and its
+/// Compose with it. Nothing is created.
 #[test]
 fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     use std::time::{Duration, Instant};
@@ -850,9 +859,28 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     let ctx = ctx.isolated();
     let project = own_project(&ctx);
     ctx.write(".devcontainer/docker-compose.yml", &alias_bomb());
-    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
-    let needle = ctx.tmp().file_name().unwrap().to_string_lossy().into_owned();
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "bomb"));
+    let needle = ctx
+        .tmp()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
 
+    let started = Instant::now();
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("is a YAML alias bomb"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(no_compose_left(&needle), Vec::<String>::new());
+
+    // the bomb included: Compose reads it
+    ctx.write(".devcontainer/bomb.yml", &alias_bomb());
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("include:\n  - bomb.yml\nservices:\n{}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
     let started = Instant::now();
     let run: crate::support::context::Run = ctx
         .command()
@@ -898,7 +926,10 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
         if let Some(status) = up.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "devcell still runs 30 s after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "devcell still runs 30 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(143));
