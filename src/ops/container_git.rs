@@ -673,11 +673,13 @@ impl ContainerGitDir {
                     .any(|u| u.name == b)
             });
         if devcell_moved && commit.is_some() && commit != base.head_commit {
+            // `--no-refresh`: no file of the working tree (the agent's) is re-read, so no
+            // filter a `.gitattributes` there names runs
             let mut reset = hostgit::command(host.work_tree, &[]);
             reset
                 .env("GIT_DIR", host.git_dir)
                 .env("GIT_WORK_TREE", host.work_tree)
-                .args(["reset", "--quiet", "--mixed"]);
+                .args(["reset", "--quiet", "--mixed", "--no-refresh"]);
             run_git(reset, host.work_tree, "reset --mixed")?;
             report.index_reset = true;
         }

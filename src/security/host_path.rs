@@ -1341,6 +1341,58 @@ mod tests {
     }
 
     #[test]
+    fn covered_git_dirs_stay_covered_through_every_other_bind() {
+        let bind = |source: &str, target: &str, read_only: bool| Mount {
+            kind: MountKind::Bind,
+            source: Some(source.into()),
+            target: target.into(),
+            read_only,
+        };
+        let mut spec = ContainerSpec {
+            mounts: vec![
+                bind("/h/ws", "/workspace", false),
+                bind("/state/git/1/git", "/workspace/.git", false),
+                // the repository's own
+                bind("/h/ws", "/ws2", false),
+                bind("/h/ws/.git", "/g", false),
+                bind("/h/ws/.git/hooks", "/hooks", false),
+                bind("/h/ws/src", "/src", false),
+                bind("/h", "/all", true),
+            ],
+            ..ContainerSpec::default()
+        };
+        let covers = [Cover {
+            covered: "/h/ws/.git".into(),
+            source: "/state/git/1/git".into(),
+            read_only: false,
+        }];
+        let changed = keep_covered(&mut spec, &covers, &["/workspace/.git".to_string()]);
+        let got: Vec<(String, String, bool)> = spec
+            .mounts
+            .iter()
+            .map(|m| (m.source.clone().unwrap(), m.target.clone(), m.read_only))
+            .collect();
+        let own = |s: &str, t: &str, ro| (s.to_string(), t.to_string(), ro);
+        assert_eq!(
+            got,
+            [
+                own("/h/ws", "/workspace", false),
+                own("/state/git/1/git", "/workspace/.git", false),
+                own("/h/ws", "/ws2", false),
+                // a bind of the covered `.git`, or inside it: read-only
+                own("/h/ws/.git", "/g", true),
+                own("/h/ws/.git/hooks", "/hooks", true),
+                own("/h/ws/src", "/src", false),
+                // read-only binds show the host `.git` read-only: left as they are
+                own("/h", "/all", true),
+                // the second bind of the workspace gets the same cover
+                own("/state/git/1/git", "/ws2/.git", false),
+            ]
+        );
+        assert_eq!(changed, ["/g", "/hooks", "/ws2/.git"]);
+    }
+
+    #[test]
     fn read_only_overlays_cover_every_other_bind_of_their_folders() {
         let bind = |source: &str, target: &str, read_only: bool| Mount {
             kind: MountKind::Bind,
