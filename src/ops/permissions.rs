@@ -70,6 +70,8 @@ pub(crate) async fn check_existing(
         }
     }
     let info = &resolved;
+    // the handoff's covers of each repository's `.git` (spec-note 0436)
+    let required_mounts: Vec<String> = opts.covers.iter().map(|(_, t)| t.clone()).collect();
     let workspace = host_path::Places::new(&loaded.workspace.host_mount_root, None, None).workspace;
     let (passwd, passwd_unreadable) =
         reuse_passwd(engine, info, image_user.as_deref(), remote_user).await;
@@ -81,6 +83,7 @@ pub(crate) async fn check_existing(
         command_line_binds: &binds,
         engine_socket,
         network: network.as_deref(),
+        required_mounts: &required_mounts,
         passwd: passwd.as_deref(),
         passwd_unreadable,
     };

@@ -269,6 +269,7 @@ pub async fn set_up_with(
         command_line_binds: &[],
         engine_socket,
         network: None,
+        required_mounts: &[],
         passwd: passwd.as_deref(),
         passwd_unreadable: passwd.is_none(),
     };
@@ -589,6 +590,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            required_mounts: &[],
             passwd: None,
             passwd_unreadable: false,
         };

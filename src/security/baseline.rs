@@ -29,6 +29,13 @@ pub enum BaselineGap {
         /// The network asked for now.
         want: String,
     },
+    /// A mount a container created now would have is missing: a handoff's container git
+    /// directory over a repository's `.git` (spec-note 0436). A container created before
+    /// devcell kept the host's git directories out of containers still shows them.
+    Mount {
+        /// The container path that is not a mount point.
+        target: String,
+    },
 }
 
 impl fmt::Display for BaselineGap {
@@ -49,18 +56,23 @@ impl fmt::Display for BaselineGap {
             BaselineGap::Network { have, want } => {
                 write!(f, "network `{have}` (asked for `{want}`)")
             }
+            BaselineGap::Mount { target } => write!(
+                f,
+                "no container git directory at `{target}` (the host's git directory is exposed: the container predates spec-note 0436)"
+            ),
         }
     }
 }
 
 impl BaselineGap {
-    /// A stable word for JSON: `writableRoot`, `noNewPrivileges`, `limit`, `network`.
+    /// A stable word for JSON: `writableRoot`, `noNewPrivileges`, `limit`, `network`, `mount`.
     pub fn kind(&self) -> &'static str {
         match self {
             BaselineGap::WritableRoot => "writableRoot",
             BaselineGap::NoNewPrivileges => "noNewPrivileges",
             BaselineGap::Limit { .. } => "limit",
             BaselineGap::Network { .. } => "network",
+            BaselineGap::Mount { .. } => "mount",
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct ExistingContainer<'a> {
     pub engine_socket: Option<&'a Path>,
     /// The network asked for now (`Some("none")` when it must be `none`).
     pub network: Option<&'a str>,
+    /// Container paths that must be mount points (a handoff's container git directories over
+    /// each repository's `.git`, spec-note 0436): a container without one is not reused.
+    pub required_mounts: &'a [String],
     /// The container's `/etc/passwd` text, when read: a user name is judged by the uid it
     /// resolves to ([`crate::engine::passwd::resolve`]); without it only numeric spellings and
     /// `root` are recognised.
@@ -164,6 +167,18 @@ pub fn check_reuse(
         gaps.push(BaselineGap::NoNewPrivileges);
     }
     gaps.extend(limit_gaps(host.limits, *limits));
+    for target in existing.required_mounts {
+        let target = target.trim_end_matches('/');
+        if !info
+            .mounts
+            .iter()
+            .any(|m| m.destination.trim_end_matches('/') == target)
+        {
+            gaps.push(BaselineGap::Mount {
+                target: target.to_string(),
+            });
+        }
+    }
     if existing.network == Some("none") && host.network_mode != "none" {
         gaps.push(BaselineGap::Network {
             have: host.network_mode.clone(),
@@ -285,6 +300,7 @@ mod tests {
             command_line_binds: &[],
             engine_socket: None,
             network: None,
+            required_mounts: &[],
             passwd: None,
             passwd_unreadable: false,
         }
@@ -306,6 +322,41 @@ mod tests {
             &Grants::default(),
         );
         assert_eq!(r.unwrap(), Vec::new());
+    }
+
+    /// A handoff container created before spec-note 0436 shows the host's `.git` through the
+    /// workspace bind: a handoff that now covers `.git` with a container git directory refuses
+    /// to reuse it (no grant covers the gap); one that has the cover is reused.
+    #[test]
+    fn a_container_without_the_container_git_directory_mount_is_not_reused() {
+        let info = hardened_container();
+        let required = vec!["/workspaces/repo/.git".to_string()];
+        let mut old = existing(&info);
+        old.required_mounts = &required;
+        let (_, gaps) = refusal(check_reuse(
+            &SecurityProfile::default(),
+            &old,
+            &Grants::default(),
+        ));
+        assert_eq!(
+            gaps,
+            vec![BaselineGap::Mount {
+                target: "/workspaces/repo/.git".into()
+            }]
+        );
+        assert_eq!(gaps[0].kind(), "mount");
+
+        let mut covered = hardened_container();
+        covered.mounts.push(MountInfo {
+            kind: "bind".into(),
+            source: "/w/repo/.git".into(),
+            name: None,
+            destination: "/workspaces/repo/.git/".into(),
+            rw: true,
+        });
+        let mut new = existing(&covered);
+        new.required_mounts = &required;
+        assert!(check_reuse(&SecurityProfile::default(), &new, &Grants::default()).is_ok());
     }
 
     #[test]
