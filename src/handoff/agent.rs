@@ -596,6 +596,9 @@ pub(crate) fn fetch_back_lines(
             KeptReason::MovedOnHost => "it changed on the host meanwhile",
             KeptReason::NotABranch => "not a branch",
             KeptReason::Invalid => "its object is missing or its name is refused",
+            KeptReason::AddsSubmodule => {
+                "it adds a submodule, whose nested repository the host's git would enter"
+            }
         };
         let kept = match &k.kept_as {
             Some(r) => format!("; the agent's value is kept as `{r}`"),

@@ -135,6 +135,10 @@ pub enum KeptReason {
     NotABranch,
     /// Its object is missing or its name was refused.
     Invalid,
+    /// Its commit adds a submodule (a gitlink) the branch did not have: the host's `git status`
+    /// would enter the nested repository the agent made there and run what its configuration
+    /// names (spec-note 0436).
+    AddsSubmodule,
 }
 
 /// A ref the agent changed that the host did not take.
@@ -491,6 +495,8 @@ impl ContainerGitDir {
                 Err(keep(KeptReason::NotABranch))
             } else if was != now {
                 Err(keep(KeptReason::MovedOnHost))
+            } else if adds_gitlink(host, was.or(base.head_commit.as_ref()), value)? {
+                Err(keep(KeptReason::AddsSubmodule))
             } else if let Some(old) = was {
                 if is_ancestor(host, old, value)? {
                     Ok(RefUpdate {
@@ -880,6 +886,26 @@ pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
     let all = out.clone();
     out.retain(|(p, _)| !all.iter().any(|(q, _)| q != p && p.starts_with(q)));
     out
+}
+
+/// The paths of the gitlinks (submodule entries, mode 160000) in `commit`'s tree.
+fn gitlinks(host: &HostRepo<'_>, commit: &str) -> Result<std::collections::BTreeSet<String>> {
+    let listed = host_git(host, host.common_dir, &["ls-tree", "-r", "-z", commit])?;
+    Ok(listed
+        .split('\0')
+        .filter(|entry| entry.starts_with("160000 "))
+        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_string()))
+        .collect())
+}
+
+/// Whether `new` has a gitlink at a path where `old` (none: the host's `HEAD` had no commit)
+/// has none. Existing submodules moving to other commits are not counted.
+fn adds_gitlink(host: &HostRepo<'_>, old: Option<&String>, new: &str) -> Result<bool> {
+    let before = match old {
+        Some(old) => gitlinks(host, old)?,
+        None => Default::default(),
+    };
+    Ok(gitlinks(host, new)?.iter().any(|p| !before.contains(p)))
 }
 
 /// `git <args>` in the host repository, `GIT_DIR` = `git_dir`; standard output.

@@ -331,3 +331,44 @@ fn ref_names_follow_gits_rules() {
         assert!(!valid_ref_name(bad), "{bad}");
     }
 }
+
+/// The agent makes a nested repository whose configuration names a command and commits it as a
+/// submodule (a gitlink): fast-forwarding would make the host's `git status` enter it and run
+/// the command. The branch is kept aside instead, the host's branch and index stay, and the
+/// host's `git status` runs nothing (attacker's review of issue 25).
+#[test]
+fn a_commit_that_adds_a_submodule_is_kept_aside() {
+    let f = Fixture::new();
+    let (cgd, base) = f.refresh();
+    let dir = cgd.git_dir();
+    let sub = f.work.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    git(&sub, &["commit", "-q", "--allow-empty", "-m", "s"]);
+    let marker = f.work.parent().unwrap().join("ran");
+    git(
+        &sub,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("touch {}; false", marker.display()),
+        ],
+    );
+    agent(&dir, &f.work, &["add", "sub"]);
+    agent(&dir, &f.work, &["commit", "-qm", "x"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), base.head_commit.clone().unwrap());
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.name == "refs/heads/main" && k.reason == KeptReason::AddsSubmodule),
+        "{report:?}"
+    );
+    assert!(!report.index_reset, "{report:?}");
+    git(&f.work, &["status", "--porcelain"]);
+    assert!(
+        !marker.exists(),
+        "the host's git status ran the nested repository's command"
+    );
+}
