@@ -589,7 +589,7 @@ impl ContainerGitDir {
             format!("{}\n", host.common_dir.join("objects").display()),
         )
         .map_err(io(&alternates))?;
-        copy_objects(&self.git_dir().join("objects"), &k.join("objects"))?;
+        copy_objects(&self.git_dir(), &k.join("objects"))?;
         let mut imported = Vec::new();
         for (name, value) in changed {
             let mut update = hostgit::command(&k, &[]);
@@ -982,33 +982,35 @@ fn read_refs(dir: &Path, hex_len: usize) -> Result<BTreeMap<String, String>> {
         Err(_) => {}
     }
     let mut budget = MAX_REF_ENTRIES;
-    let mut stack = vec![(dir.join("refs"), "refs".to_string(), 0usize)];
+    // every step opened without following a link: a `refs` the container swapped for a link
+    // to another repository's refs is not read (attacker's review of issue 25)
+    let mut stack = vec![(PathBuf::from("refs"), "refs".to_string(), 0usize)];
     while let Some((folder, name, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.flatten() {
+        for (file, kind) in nofollow::list(dir, &folder) {
             if budget == 0 {
                 return Ok(out);
             }
             budget -= 1;
-            let Some(file) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
             let child = format!("{name}/{file}");
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() && depth < 32 {
-                stack.push((entry.path(), child, depth + 1));
-            } else if kind.is_file()
-                && let Ok(bytes) = hostgit::read_no_follow(&entry.path(), 4096)
-            {
-                let text = String::from_utf8_lossy(&bytes);
-                let oid = text.trim();
-                if valid(&child, oid) {
-                    out.insert(child, oid.to_ascii_lowercase());
+            match kind {
+                Some(true) if depth < 32 => stack.push((folder.join(&file), child, depth + 1)),
+                Some(false) => {
+                    let mut bytes = Vec::new();
+                    let Ok(f) = nofollow::open_file(dir, &folder.join(&file)) else {
+                        continue;
+                    };
+                    if std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut bytes)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let text = String::from_utf8_lossy(&bytes);
+                    let oid = text.trim();
+                    if valid(&child, oid) {
+                        out.insert(child, oid.to_ascii_lowercase());
+                    }
                 }
+                _ => {}
             }
         }
     }
@@ -1039,30 +1041,21 @@ fn is_oid(s: &str) -> bool {
 /// Copies, from the container's `objects` folder `from` into `to`, only regular files named as
 /// git names loose objects (`xx/<38 or 62 hex>`) or packs (`pack/pack-<hex>.{pack,idx,rev}`);
 /// no link is followed. Returns how many files were copied.
-fn copy_objects(from: &Path, to: &Path) -> Result<usize> {
+fn copy_objects(dir: &Path, to: &Path) -> Result<usize> {
     let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     let mut copied = 0;
-    let Ok(entries) = std::fs::read_dir(from) else {
-        return Ok(0);
-    };
-    for entry in entries.flatten() {
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+    // every step opened without following a link: an `objects` the container swapped for a
+    // link to another repository's objects is not read (attacker's review of issue 25)
+    let objects = Path::new("objects");
+    for (name, kind) in nofollow::list(dir, objects) {
+        if kind != Some(true) {
             continue;
         }
         let fan_out = name.len() == 2 && hex(&name);
         if !fan_out && name != "pack" {
             continue;
         }
-        let Ok(files) = std::fs::read_dir(entry.path()) else {
-            continue;
-        };
-        for file in files.flatten() {
-            let Some(file_name) = file.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
+        for (file_name, kind) in nofollow::list(dir, &objects.join(&name)) {
             let wanted = if fan_out {
                 matches!(file_name.len(), 38 | 62) && hex(&file_name)
             } else {
@@ -1075,7 +1068,7 @@ fn copy_objects(from: &Path, to: &Path) -> Result<usize> {
                             && matches!(ext, "pack" | "idx" | "rev")
                     })
             };
-            if !wanted || !file.file_type().is_ok_and(|t| t.is_file()) {
+            if !wanted || kind != Some(false) {
                 continue;
             }
             let target_dir = to.join(&name);
@@ -1085,8 +1078,21 @@ fn copy_objects(from: &Path, to: &Path) -> Result<usize> {
                 continue;
             }
             // a file the container swapped for something else since the listing is skipped
-            if copy_regular(&file.path(), &target, 0o444).is_ok() {
+            let Ok(mut source) = nofollow::open_file(dir, &objects.join(&name).join(&file_name))
+            else {
+                continue;
+            };
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let mut target_file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&target)
+                .map_err(io(&target))?;
+            if std::io::copy(&mut source, &mut target_file).is_ok() {
                 copied += 1;
+            } else {
+                let _ = std::fs::remove_file(&target);
             }
         }
     }
@@ -1210,6 +1216,74 @@ mod nofollow {
         Ok(fd)
     }
 
+    /// The folder `root/rel`, opened without following a link at any step; `None` when it is
+    /// missing or any step is not a folder.
+    fn existing_dir(root: &Path, rel: &Path) -> Option<OwnedFd> {
+        let mut fd = open_dir(None, root).ok()?;
+        for part in rel.components() {
+            let Component::Normal(name) = part else {
+                return None;
+            };
+            fd = open_dir(Some(&fd), Path::new(name)).ok()?;
+        }
+        Some(fd)
+    }
+
+    /// The entries of the folder `root/rel` with whether each is a folder (`Some(true)`), a
+    /// regular file (`Some(false)`) or anything else (`None`), none followed as a link; empty
+    /// when the folder is missing or reached through a link.
+    pub(super) fn list(root: &Path, rel: &Path) -> Vec<(String, Option<bool>)> {
+        let Some(fd) = existing_dir(root, rel) else {
+            return Vec::new();
+        };
+        let Ok(listing) = rustix::fs::Dir::read_from(&fd) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for entry in listing.map_while(std::result::Result::ok) {
+            let Ok(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode))
+                .and_then(|k| match k {
+                    rustix::fs::FileType::Directory => Some(true),
+                    rustix::fs::FileType::RegularFile => Some(false),
+                    _ => None,
+                });
+            out.push((name, kind));
+        }
+        out
+    }
+
+    /// The regular file `root/rel`, opened for reading without following a link at any step
+    /// and without waiting on a FIFO.
+    pub(super) fn open_file(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
+        let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let (Some(parent), Some(leaf)) = (rel.parent(), rel.file_name()) else {
+            return Err(not_found());
+        };
+        let dir = existing_dir(root, parent).ok_or_else(not_found)?;
+        let fd = rustix::fs::openat(
+            &dir,
+            leaf,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let file = std::fs::File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        Ok(file)
+    }
+
     /// Makes the folders of `rel` below `root` (see the module docs).
     pub(super) fn create_dirs(root: &Path, rel: &Path) -> Result<()> {
         dirs(root, rel).map(drop)
@@ -1273,8 +1347,8 @@ mod nofollow {
         shared: bool,
     ) -> Result<()> {
         let mut names = Vec::new();
-        let mut listing = rustix::fs::Dir::read_from(folder).map_err(|e| io(path)(e.into()))?;
-        while let Some(entry) = listing.next() {
+        let listing = rustix::fs::Dir::read_from(folder).map_err(|e| io(path)(e.into()))?;
+        for entry in listing {
             let entry = entry.map_err(|e| io(path)(e.into()))?;
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {

@@ -372,3 +372,28 @@ fn a_commit_that_adds_a_submodule_is_kept_aside() {
         "the host's git status ran the nested repository's command"
     );
 }
+
+/// The agent swaps its container git directory's `refs` and `objects` for links to another
+/// repository's on the host: the fetch-back reads neither (every step opens without following
+/// a link), so no ref or object of that repository reaches the user's (attacker's review of
+/// issue 25).
+#[test]
+fn refs_and_objects_behind_links_are_not_read() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    let other = f.work.parent().unwrap().join("other");
+    std::fs::create_dir(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    git(&other, &["commit", "-q", "--allow-empty", "-m", "private"]);
+    git(&other, &["branch", "secret"]);
+    std::fs::remove_dir_all(dir.join("refs")).unwrap();
+    std::fs::remove_dir_all(dir.join("objects")).unwrap();
+    std::os::unix::fs::symlink(other.join(".git/refs"), dir.join("refs")).unwrap();
+    std::os::unix::fs::symlink(other.join(".git/objects"), dir.join("objects")).unwrap();
+    let report = f.fetch_back(&cgd);
+    let refs = git(&f.work, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("secret"), "{refs}\n{report:?}");
+    assert!(report.created.is_empty(), "{report:?}");
+    assert!(report.fast_forwarded.is_empty(), "{report:?}");
+}
