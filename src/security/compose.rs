@@ -697,8 +697,10 @@ fn service_requests(
 /// (`scale`, `deploy.replicas`: the profile's limits are per container), `oom_kill_disable`,
 /// unlimited swap (`memswap_limit: -1`), real-time CPU time (`cpu_rt_runtime`,
 /// `cpu_rt_period`), the host's SSH agent in a build (`build.ssh`), an image named like one
-/// devcell builds for a workspace (`vsc-…`, `devcell/…`) run without building it, and a
-/// BuildKit cache mount in a build's Dockerfile (shared by every build on the engine).
+/// devcell builds for a workspace (`vsc-…`, `devcell/…`) run without building it, a
+/// BuildKit cache mount in a build's Dockerfile (shared by every build on the engine), each
+/// `group_add` entry (`group_add=<service>:<group>`, spec-note 0611) and a log driver or
+/// option that can name an address ([`logging_requests`]).
 fn reach_requests(
     model: &Value,
     name: &str,
@@ -801,6 +803,65 @@ fn reach_requests(
     {
         push(format!("build_cache_mount={name}"), "build.dockerfile");
     }
+    // A supplementary group lets the service give its files that group and set-gid them
+    // without a capability: `group_add: ["0"]` leaves a set-gid-root file in a bound folder.
+    for group in service
+        .get("group_add")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        push(format!("group_add={name}:{}", scalar(group)), "group_add");
+    }
+    logging_requests(service, &mut push);
+}
+
+/// The log drivers that keep a container's output in the engine's own files (or nowhere).
+const LOCAL_LOG_DRIVERS: &[&str] = &["json-file", "local", "none"];
+
+/// The options of [`LOCAL_LOG_DRIVERS`] that name no address: size, rotation and what
+/// metadata is written.
+const LOCAL_LOG_OPTIONS: &[&str] = &[
+    "max-size",
+    "max-file",
+    "compress",
+    "labels",
+    "labels-regex",
+    "env",
+    "env-regex",
+    "tag",
+];
+
+/// The requests of a service's `logging` (and the legacy `log_driver`/`log_opt`): a driver
+/// that is not local (`syslog`, `gelf`, `fluentd`, …: the engine delivers the output to an
+/// address of the host's network, past network `none`) → `logging_driver=<d>`; every option
+/// but [`LOCAL_LOG_OPTIONS`] of a local one (or of the engine's default driver) →
+/// `logging_opt.<key>=<value>` (spec-note 0612).
+fn logging_requests(service: &Value, push: &mut impl FnMut(String, &str)) {
+    let logging = service.get("logging");
+    let driver = logging
+        .and_then(|l| l.get("driver"))
+        .or_else(|| service.get("log_driver"))
+        .and_then(Value::as_str)
+        .filter(|d| !d.is_empty());
+    let local = driver.is_none_or(|d| LOCAL_LOG_DRIVERS.contains(&d));
+    if let Some(driver) = driver.filter(|_| !local) {
+        push(format!("logging_driver={driver}"), "logging");
+    }
+    let options = [
+        logging.and_then(|l| l.get("options")),
+        service.get("log_opt"),
+    ];
+    for (key, value) in options
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .flatten()
+    {
+        if !local || !LOCAL_LOG_OPTIONS.contains(&key.as_str()) {
+            push(format!("logging_opt.{key}={}", scalar(value)), "logging");
+        }
+    }
 }
 
 /// A JSON scalar as text (a string without quotes).
@@ -871,38 +932,137 @@ const DOCKERFILE_MAX: u64 = 4 << 20;
 
 /// Whether a build's Dockerfile (`dockerfile_inline`, or `dockerfile` in its local context,
 /// read without following links, bounded) has a `RUN --mount=type=cache`: a cache the engine
-/// shares with every other build that names the same id (another workspace's builds).
+/// shares with every other build that names the same id (another workspace's builds). A
+/// Dockerfile that cannot be read (a link, not a regular file, above [`DOCKERFILE_MAX`], a
+/// read error) counts as one: what it holds is unknown (fail closed). A missing one has no
+/// cache mount (the build fails without it), but a missing default `Dockerfile` has its
+/// lowercase `dockerfile` judged, which a builder may take instead.
 fn build_uses_cache_mount(build: &Value) -> bool {
-    let text = if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
-        inline.to_string()
-    } else {
-        let Some(context) = build.get("context").and_then(Value::as_str) else {
-            return false;
-        };
-        if is_remote_context(context) {
-            return false;
-        }
-        let file = build
-            .get("dockerfile")
-            .and_then(Value::as_str)
-            .unwrap_or("Dockerfile");
-        let path = Path::new(context).join(file);
-        let resolved = resolve(&path).unwrap_or(path);
-        match super::host_path::read_no_follow(&resolved, DOCKERFILE_MAX) {
-            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            _ => return false,
-        }
+    if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
+        return has_cache_mount(inline);
+    }
+    let Some(context) = build.get("context").and_then(Value::as_str) else {
+        return false;
     };
-    has_cache_mount(&text)
+    if is_remote_context(context) {
+        // a request of its own (`build-context:`): granting it trusts what the URL holds
+        return false;
+    }
+    let file = build
+        .get("dockerfile")
+        .and_then(Value::as_str)
+        .unwrap_or("Dockerfile");
+    let mut names = vec![file];
+    if file == "Dockerfile" {
+        names.push("dockerfile");
+    }
+    for name in names {
+        match read_dockerfile(&Path::new(context).join(name)) {
+            Ok(Some(text)) => return has_cache_mount(&text),
+            Ok(None) => continue,
+            Err(()) => return true,
+        }
+    }
+    false
+}
+
+/// The text of the Dockerfile at `path`, read without following links and at most
+/// [`DOCKERFILE_MAX`] bytes; `Ok(None)` when there is none, `Err` when it cannot be read.
+fn read_dockerfile(path: &Path) -> std::result::Result<Option<String>, ()> {
+    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    match super::host_path::read_no_follow(&resolved, DOCKERFILE_MAX) {
+        Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Err(_) => Err(()),
+    }
 }
 
 /// Whether Dockerfile `text` mounts a BuildKit cache (`--mount=type=cache`, any spelling of
-/// the flag's case and quoting). Pure.
+/// the flag's case, quoting and escaping), judged on its instructions as BuildKit joins them:
+/// lines ending in the escape character (`\`, or the `# escape=` directive's) continue on
+/// the next, comment and blank lines inside an instruction left out. A `--mount` whose
+/// value holds a `$` (a build argument BuildKit expands) counts too. Pure.
 pub fn has_cache_mount(text: &str) -> bool {
-    text.lines().any(|line| {
-        let lower = line.to_ascii_lowercase().replace(['"', '\''], "");
-        lower.contains("--mount") && lower.contains("type=cache")
-    })
+    let escape = escape_char(text);
+    dockerfile_instructions(text, escape)
+        .iter()
+        .any(|instruction| mounts_a_cache(instruction, escape))
+}
+
+/// The escape character of a Dockerfile: the `# escape=` parser directive among the
+/// directives that open it, else `\`.
+fn escape_char(text: &str) -> char {
+    for line in text.lines() {
+        let Some(directive) = line.trim().strip_prefix('#') else {
+            break;
+        };
+        let Some((key, value)) = directive.split_once('=') else {
+            break;
+        };
+        if key.trim().eq_ignore_ascii_case("escape") {
+            return match value.trim() {
+                "`" => '`',
+                _ => '\\',
+            };
+        }
+    }
+    '\\'
+}
+
+/// The instructions of a Dockerfile, continued lines joined (the escape character and line
+/// break dropped), comment and blank lines inside an instruction left out.
+fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
+    let mut instructions = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if current.is_some() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+            continue;
+        }
+        let mut part = current.take().unwrap_or_default();
+        match line.trim_end().strip_suffix(escape) {
+            Some(head) => {
+                part.push_str(head);
+                current = Some(part);
+            }
+            None => {
+                part.push_str(line);
+                instructions.push(part);
+            }
+        }
+    }
+    instructions.extend(current);
+    instructions
+}
+
+/// Whether one joined instruction has a `--mount` flag of `type=cache`, or one whose value
+/// BuildKit would expand (`$`): each `--mount` runs to the first blank outside quotes, and is
+/// read with quotes and escape characters removed.
+fn mounts_a_cache(instruction: &str, escape: char) -> bool {
+    let lower = instruction.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(at) = rest.find("--mount") {
+        let flag = &rest[at..];
+        let mut quote: Option<char> = None;
+        let mut value = String::new();
+        let mut end = flag.len();
+        for (i, c) in flag.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (None, '"' | '\'') => quote = Some(c),
+                (None, c) if c.is_whitespace() => {
+                    end = i;
+                    break;
+                }
+                (_, c) if c == escape => {}
+                (_, c) => value.push(c),
+            }
+        }
+        if value.contains('$') || value.contains("type=cache") {
+            return true;
+        }
+        rest = &flag[end.max(1)..];
+    }
+    false
 }
 
 /// Whether a build context of Compose's resolved model is fetched rather than read from a
@@ -1350,6 +1510,119 @@ mod tests {
         ));
         assert!(is_devcell_image_name("library/vsc-x-1"));
         assert!(!is_devcell_image_name("postgres:16"));
+    }
+
+    /// Attacks (spec-notes 0611, 0612): a supplementary group (`group_add: ["0"]`) lets a
+    /// sidecar leave a set-gid-root file in a bound folder without a capability; a log driver
+    /// or option that names an address has the engine deliver the output past network
+    /// `none`. Each is a request naming the service; local drivers' size and metadata options
+    /// are none.
+    #[test]
+    fn group_add_and_logging_are_requests() {
+        let m = model(json!({
+            "app": {"image": "a", "logging": {"driver": "json-file",
+                    "options": {"max-size": "10m", "max-file": "3", "tag": "x"}}},
+            "side": {"image": "s", "group_add": ["0", 27],
+                     "logging": {"driver": "syslog",
+                                 "options": {"syslog-address": "tcp://127.0.0.1:5514"}}},
+            "local": {"image": "l", "logging": {"driver": "local",
+                      "options": {"fluentd-address": "127.0.0.1:24224", "compress": "true"}}},
+            "legacy": {"image": "g", "log_driver": "gelf",
+                       "log_opt": {"gelf-address": "udp://127.0.0.1:12201"}},
+            "quiet": {"image": "q", "logging": {"driver": "none"}}
+        }));
+        let mut asked = Vec::new();
+        for (name, service) in services_of(&m) {
+            reach_requests(&m, name, service, &[], &mut asked);
+        }
+        let mut got: Vec<String> = asked
+            .iter()
+            .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "--allow runtime-option:group_add=side:0 <- Compose service `side` (`group_add`)",
+                "--allow runtime-option:group_add=side:27 <- Compose service `side` (`group_add`)",
+                "--allow runtime-option:logging_driver=gelf <- Compose service `legacy` (`logging`)",
+                "--allow runtime-option:logging_driver=syslog <- Compose service `side` (`logging`)",
+                "--allow runtime-option:logging_opt.fluentd-address=127.0.0.1:24224 <- Compose service `local` (`logging`)",
+                "--allow runtime-option:logging_opt.gelf-address=udp://127.0.0.1:12201 <- Compose service `legacy` (`logging`)",
+                "--allow runtime-option:logging_opt.syslog-address=tcp://127.0.0.1:5514 <- Compose service `side` (`logging`)",
+            ]
+        );
+        // refused under `hardened` without grants; each granted by its flag
+        let refused_flags: Vec<String> = refused(&m, &Grants::default())
+            .into_iter()
+            .map(|(f, _, _)| f)
+            .collect();
+        assert_eq!(refused_flags.len(), got.len(), "{refused_flags:?}");
+        let flags: Vec<&str> = got
+            .iter()
+            .map(|g| g.split(" <- ").next().unwrap())
+            .collect();
+        let j = judged_with_flags(&m, &flags);
+        assert_eq!(j.requests.len(), got.len());
+    }
+
+    /// Attack (spec-note 0612): a cache mount spelled over continued lines, through a comment
+    /// inside the instruction, with a `# escape=` directive or a build argument is still one;
+    /// a Dockerfile that cannot be read (not a file, above the size limit) counts as one; a
+    /// missing default `Dockerfile` has its lowercase `dockerfile` judged.
+    #[test]
+    fn cache_mounts_are_found_across_lines_and_unreadable_dockerfiles_count() {
+        assert!(has_cache_mount(
+            "FROM a\nRUN --mount=type=\\\ncache,id=shared,target=/c true\n"
+        ));
+        assert!(has_cache_mount(
+            "FROM a\nRUN --mount=type=ca\\  \n# note\n\nche,target=/c true\n"
+        ));
+        assert!(has_cache_mount(
+            "# syntax=docker/dockerfile:1\n# escape=`\nFROM a\nRUN --mount=type=`\ncache,target=/c true\n"
+        ));
+        assert!(has_cache_mount(
+            "ARG T=cache\nRUN --mount=type=$T,target=/c true\n"
+        ));
+        assert!(has_cache_mount(
+            "RUN --mount=\"type=ca\\che,target=/c\" true\n"
+        ));
+        assert!(!has_cache_mount(
+            "FROM a\nRUN --mount=type=secret,id=a \\\n  cat /run/secrets/a $HOME\n"
+        ));
+        // with a backtick escape a backslash ends nothing
+        assert!(!has_cache_mount(
+            "# escape=`\nFROM a\nRUN --mount=type=\\\ncache true\n"
+        ));
+
+        let uses = |dir: &Path| {
+            build_uses_cache_mount(
+                &json!({"context": dir.to_string_lossy(), "dockerfile": "Dockerfile"}),
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            !uses(dir.path()),
+            "no Dockerfile: the build fails, no request"
+        );
+        std::fs::write(
+            dir.path().join("dockerfile"),
+            "RUN --mount=type=cache,target=/c x\n",
+        )
+        .unwrap();
+        assert!(uses(dir.path()), "the lowercase fallback is judged");
+        std::fs::remove_file(dir.path().join("dockerfile")).unwrap();
+        std::fs::create_dir(dir.path().join("Dockerfile")).unwrap();
+        assert!(uses(dir.path()), "unreadable counts as a cache mount");
+        std::fs::remove_dir(dir.path().join("Dockerfile")).unwrap();
+        let big = std::fs::File::create(dir.path().join("Dockerfile")).unwrap();
+        big.set_len(DOCKERFILE_MAX + 1).unwrap();
+        assert!(
+            uses(dir.path()),
+            "above the size limit counts as a cache mount"
+        );
+        big.set_len(16).unwrap();
+        assert!(!uses(dir.path()));
     }
 
     #[test]
