@@ -248,6 +248,118 @@ fn utf8_boundary(bytes: &[u8], at: usize) -> usize {
     }
 }
 
+/// Stable error codes of the envelope (serialised as snake_case strings).
+///
+/// See `handoff::envelope`'s documentation for the exit code of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// A bug or an unexpected I/O failure. Exit 1.
+    Internal,
+    /// A flag or argument is wrong. Exit 2.
+    InvalidArgument,
+    /// `audit --min-score N` scored below N: `details` holds `score`, `maxScore`, `minScore`
+    /// and the whole `report`. Exit 3.
+    BelowMinScore,
+    /// `doctor` found something at error level (the engine unreachable included): `details`
+    /// holds the whole report. Exit 4.
+    Unhealthy,
+    /// `devcontainer.json` or devcell's `config.toml` is invalid. Exit 10.
+    ConfigInvalid,
+    /// A workspace, agent, repository, container or session does not exist. Exit 11.
+    NotFound,
+    /// The configuration asks for a permission the user has not granted. Exit 12.
+    PermissionRequired,
+    /// No container engine is reachable. Exit 13.
+    EngineUnavailable,
+    /// The image or a Feature failed to build. Exit 14.
+    BuildFailed,
+    /// The container could not be created or started. Exit 15.
+    ContainerFailed,
+    /// A lifecycle hook exited non-zero. Exit 16.
+    HookFailed,
+    /// A handoff session is already live for the workspace. Exit 17.
+    SessionActive,
+    /// The agent exited non-zero or was killed: exit with its code, or 128 + signal.
+    AgentFailed,
+}
+
+impl ErrorCode {
+    /// Every code, in table order.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::Internal,
+        ErrorCode::InvalidArgument,
+        ErrorCode::BelowMinScore,
+        ErrorCode::Unhealthy,
+        ErrorCode::ConfigInvalid,
+        ErrorCode::NotFound,
+        ErrorCode::PermissionRequired,
+        ErrorCode::EngineUnavailable,
+        ErrorCode::BuildFailed,
+        ErrorCode::ContainerFailed,
+        ErrorCode::HookFailed,
+        ErrorCode::SessionActive,
+        ErrorCode::AgentFailed,
+    ];
+
+    /// The stable string (`config_invalid`, …), identical to the serialised form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Internal => "internal",
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::BelowMinScore => "below_min_score",
+            ErrorCode::Unhealthy => "unhealthy",
+            ErrorCode::ConfigInvalid => "config_invalid",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::PermissionRequired => "permission_required",
+            ErrorCode::EngineUnavailable => "engine_unavailable",
+            ErrorCode::BuildFailed => "build_failed",
+            ErrorCode::ContainerFailed => "container_failed",
+            ErrorCode::HookFailed => "hook_failed",
+            ErrorCode::SessionActive => "session_active",
+            ErrorCode::AgentFailed => "agent_failed",
+        }
+    }
+
+    /// The documented exit code. For [`ErrorCode::AgentFailed`] this is the fallback (1) used
+    /// when the agent's own status is unknown; prefer `ErrorBody::exit_code` (`handoff::envelope`).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorCode::Internal => 1,
+            ErrorCode::InvalidArgument => 2,
+            ErrorCode::BelowMinScore => 3,
+            ErrorCode::Unhealthy => 4,
+            ErrorCode::ConfigInvalid => 10,
+            ErrorCode::NotFound => 11,
+            ErrorCode::PermissionRequired => 12,
+            ErrorCode::EngineUnavailable => 13,
+            ErrorCode::BuildFailed => 14,
+            ErrorCode::ContainerFailed => 15,
+            ErrorCode::HookFailed => 16,
+            ErrorCode::SessionActive => 17,
+            ErrorCode::AgentFailed => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ErrorCode {
+    type Err = String;
+
+    /// Parses a stable string; the error names the unknown code.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown error code `{s}`"))
+    }
+}
+
 #[cfg(test)]
 mod stream_mask_tests {
     use super::*;

@@ -16,7 +16,7 @@
 //! | L2 | [`engine`] | the Docker engine and the Compose CLI | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | image builds; the profile, policy and audit; hooks; the egress allowlist proxy | L2, L1, L0; never one another |
 //! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps | L3–L0 |
-//! | L5 | [`handoff`] | the agent product: plan, runtimes, session, state, context | L4–L0 |
+//! | L5 | [`handoff`] | the agent product: workspace inspection, plan, runtimes, session, state, context, audit, envelope | L4–L0 |
 //! | L6 | [`cli`] | the terminal | `handoff`, `ops`, L0 |
 
 pub mod build;

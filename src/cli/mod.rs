@@ -164,9 +164,9 @@ fn usage_error(err: clap::Error) -> ExitCode {
         let rest: Vec<&str> = rendered.lines().skip(1).collect();
         output::stderr_line(&format!("error: {text}\n{}", rest.join("\n")));
         if own && json {
-            output::envelope(&crate::ops::envelope::Envelope::<()>::failure(
-                crate::ops::envelope::ErrorBody::new(
-                    crate::ops::envelope::ErrorCode::InvalidArgument,
+            output::envelope(&crate::handoff::envelope::Envelope::<()>::failure(
+                crate::handoff::envelope::ErrorBody::new(
+                    crate::handoff::envelope::ErrorCode::InvalidArgument,
                     text,
                 ),
             ));
@@ -182,9 +182,9 @@ fn usage_error(err: clap::Error) -> ExitCode {
             .unwrap_or("invalid arguments")
             .trim_start_matches("error: ")
             .to_string();
-        output::envelope(&crate::ops::envelope::Envelope::<()>::failure(
-            crate::ops::envelope::ErrorBody::new(
-                crate::ops::envelope::ErrorCode::InvalidArgument,
+        output::envelope(&crate::handoff::envelope::Envelope::<()>::failure(
+            crate::handoff::envelope::ErrorBody::new(
+                crate::handoff::envelope::ErrorCode::InvalidArgument,
                 message,
             ),
         ));

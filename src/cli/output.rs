@@ -187,7 +187,7 @@ pub fn error_result(err: &anyhow::Error) {
 }
 
 /// Prints one devcell envelope (`--format json`) as a single line on stdout.
-pub fn envelope<T: serde::Serialize>(envelope: &crate::ops::envelope::Envelope<T>) {
+pub fn envelope<T: serde::Serialize>(envelope: &crate::handoff::envelope::Envelope<T>) {
     let mut out = std::io::stdout().lock();
     let _ = write_json(&mut out, envelope);
     let _ = writeln!(out);

@@ -2,7 +2,7 @@
 //! RFC's golden path; spec-notes 0200-0206).
 //!
 //! Steps: resolve the agent (`[agents.NAME]` of the user settings), inspect the workspace
-//! ([`crate::ops::repository::inspect`]) and find its configuration (the primary repository's
+//! ([`crate::handoff::repository::inspect`]) and find its configuration (the primary repository's
 //! `.devcontainer`, else the root's) → a structured [`HandoffPlan`] ([`plan`] stops here) →
 //! start a session in the host-side state ([`super::state`]; a live session refuses the handoff
 //! with `session_active` unless `replace`) → `up` ([`crate::ops::up::up_judged`]) with the workspace
@@ -212,7 +212,7 @@ pub async fn handoff_with(
         .map_err(|e| fail(e.into()))?;
     // what changed in the workspace's `.git` entries since the last handoff, then the new
     // record (spec-note 0436)
-    let identity = crate::ops::git_identity::record(&root);
+    let identity = crate::handoff::git_identity::record(&root);
     let mut git_findings = Vec::new();
     if let Some(before) = store
         .load(&root)
@@ -220,7 +220,7 @@ pub async fn handoff_with(
         .flatten()
         .and_then(|s| s.git_identity)
     {
-        for (code, message) in crate::ops::git_identity::compare(&before, &identity) {
+        for (code, message) in crate::handoff::git_identity::compare(&before, &identity) {
             reporter.report(Event::Status(format!("warning: {message}")));
             git_findings.push(format!("{code}: {message}"));
         }
@@ -569,9 +569,9 @@ pub async fn handoff_with(
 /// aside (spec-note 0436).
 pub(crate) fn fetch_back_lines(
     repo: &str,
-    back: &crate::ops::container_git::FetchBack,
+    back: &crate::handoff::container_git::FetchBack,
 ) -> Vec<String> {
-    use crate::ops::container_git::KeptReason;
+    use crate::handoff::container_git::KeptReason;
     let short = |o: &str| o[..o.len().min(12)].to_string();
     let mut out = Vec::new();
     for u in &back.fast_forwarded {
@@ -621,7 +621,7 @@ pub(crate) fn fetch_back_lines(
 mod tests {
     use super::*;
     use crate::handoff::plan::*;
-    use crate::ops::repository::{self, Workspace};
+    use crate::handoff::repository::{self, Workspace};
 
     #[test]
     fn statuses_above_128_are_signals() {
@@ -673,9 +673,9 @@ mod tests {
             untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
-        let gits = crate::ops::container_git::repo_gits(&ws, Path::new("/state"));
+        let gits = crate::handoff::container_git::repo_gits(&ws, Path::new("/state"));
         assert!(gits.is_empty());
-        let gits = vec![crate::ops::container_git::RepoGit {
+        let gits = vec![crate::handoff::container_git::RepoGit {
             repo: "api".into(),
             work_tree: "/h/w/api".into(),
             git_dir: "/h/w/api/.git".into(),

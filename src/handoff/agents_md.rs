@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::context::{ContextError, HandoffContext, from_write_error};
-use crate::ops::repository::{Layout, RepoRole};
+use crate::handoff::repository::{Layout, RepoRole};
 use crate::security::host_path::{Existing, WorkspaceDir, WriteError};
 
 /// The file name.

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ops::repository::{RepoRole, Workspace, is_safe_relative};
+use crate::handoff::repository::{RepoRole, Workspace, is_safe_relative};
 use crate::security::host_path::{Existing, WorkspaceDir, WriteError};
 
 /// The context file's schema version.
@@ -90,8 +90,8 @@ pub enum ContextError {
 impl ContextError {
     /// The envelope error code: `config_invalid` for a bad `context_path` or a path taken by a
     /// file devcell does not own (the fix is in the config), `internal` otherwise.
-    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
-        use crate::ops::envelope::ErrorCode;
+    pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        use crate::handoff::envelope::ErrorCode;
         match self {
             ContextError::InvalidPath { .. }
             | ContextError::NotOwned { .. }
@@ -112,7 +112,7 @@ impl ContextError {
 }
 
 impl crate::ops::error::ProductError for ContextError {
-    fn code(&self) -> crate::ops::envelope::ErrorCode {
+    fn code(&self) -> crate::handoff::envelope::ErrorCode {
         ContextError::code(self)
     }
     fn hint(&self) -> Option<String> {
@@ -267,7 +267,7 @@ pub struct WorkspaceInfo {
     /// The workspace branch ([`Workspace::branch`]).
     pub branch: Option<String>,
     /// `repository`, `multiRepository` or `plain`.
-    pub layout: crate::ops::repository::Layout,
+    pub layout: crate::handoff::repository::Layout,
 }
 
 /// One of `repos`.
@@ -475,7 +475,7 @@ impl HandoffContext {
                 base_commit: r.head.clone(),
             })
             .collect();
-        let context_path = crate::ops::repository::normalize_posix(&format!(
+        let context_path = crate::handoff::repository::normalize_posix(&format!(
             "{}/{}",
             workspace.container_root, inputs.context_path
         ));
@@ -603,7 +603,7 @@ pub(crate) fn from_write_error(e: WriteError, rel_path: &str) -> ContextError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ops::repository::{Layout, Repo, RepoKind};
+    use crate::handoff::repository::{Layout, Repo, RepoKind};
 
     pub(crate) fn sample_workspace(root: &Path) -> Workspace {
         let repo = |name: &str, role| Repo {
@@ -834,7 +834,10 @@ context_path = ".grove/context.json"
         let err = write(dir.path(), ".grove/context.json", &sample(dir.path())).unwrap_err();
         assert!(matches!(err, ContextError::NotOwned { .. }), "{err}");
         assert!(err.hint().is_some());
-        assert_eq!(err.code(), crate::ops::envelope::ErrorCode::ConfigInvalid);
+        assert_eq!(
+            err.code(),
+            crate::handoff::envelope::ErrorCode::ConfigInvalid
+        );
         assert_eq!(
             std::fs::read_to_string(&user).unwrap(),
             "{\"schemaVersion\": 1, \"mine\": true}"

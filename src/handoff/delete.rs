@@ -165,9 +165,10 @@ pub async fn delete_with(
     // a `.git` the agent made or changed in the workspace is named before anything goes
     // (spec-note 0436); devcell runs no git there
     if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
-        for (code, message) in
-            crate::ops::git_identity::compare(before, &crate::ops::git_identity::record(&root))
-        {
+        for (code, message) in crate::handoff::git_identity::compare(
+            before,
+            &crate::handoff::git_identity::record(&root),
+        ) {
             reporter.report(Event::Status(format!("warning ({code}): {message}")));
         }
     }
@@ -289,15 +290,15 @@ pub async fn delete_with(
         removed.state = Some(path);
     }
     if root.is_dir() {
-        use crate::ops::repository::{Layout, RepoKind};
+        use crate::handoff::repository::{Layout, RepoKind};
         let kind_of = |k: RepoKind| match k {
             RepoKind::Worktree => "worktree",
             RepoKind::Repository => "repository",
         };
         kept.worktrees.push(root.clone());
-        let ws = crate::ops::repository::inspect(
+        let ws = crate::handoff::repository::inspect(
             &root,
-            &crate::ops::repository::InspectOptions::default(),
+            &crate::handoff::repository::InspectOptions::default(),
         )
         .ok();
         let git = ws.as_ref().map(|ws| match ws.layout {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::{DockerEngine, Engine};
+use crate::handoff::envelope::NextAction;
 use crate::handoff::state::{StateFinding, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
-use crate::ops::envelope::NextAction;
 use crate::ops::error::Result;
 
 /// How serious a finding is.

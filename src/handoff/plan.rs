@@ -6,10 +6,10 @@ use crate::config::model::ConfigKind;
 use crate::engine::{DockerEngine, Engine};
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::context::{AgentRuntime, ContextInputs};
+use crate::handoff::repository::{self, InspectOptions, MountPurpose, Workspace};
 use crate::ops::error::{HandoffError, Result};
 use crate::ops::load::WorkspaceOverride;
 use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
-use crate::ops::repository::{self, InspectOptions, MountPurpose, Workspace};
 use crate::ops::target::{find_container, id_labels};
 use crate::settings::{AgentSettings, Settings};
 use indexmap::IndexMap;
@@ -283,7 +283,7 @@ pub(crate) struct Prepared {
     pub(super) git_requests: Vec<crate::security::PermissionRequest>,
     pub(super) workspace: Workspace,
     /// The repositories' container git directories (none on the host; spec-note 0436).
-    pub(super) gits: Vec<crate::ops::container_git::RepoGit>,
+    pub(super) gits: Vec<crate::handoff::container_git::RepoGit>,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
     pub(super) extra_mounts: Vec<String>,
@@ -304,7 +304,7 @@ const COMPOSE_PLAN_PREFIX: &str = "compose service ";
 /// ([`crate::ops::preview::preview_permissions`], spec-note 0320).
 ///
 /// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
-/// [`HandoffError::Workspace`], [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
+/// [`HandoffError::Product`] (a [`crate::handoff::repository::WorkspaceError`]), [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
 /// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
 /// something not granted, exactly as the handoff would refuse it; for a Compose configuration
 /// [`HandoffError::Unsupported`] under a network other than `default` or without an engine,
@@ -456,7 +456,7 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             other => other,
         },
         safe_directories: safe_directories(&p.workspace, &p.gits),
-        covers: crate::ops::container_git::covers(&p.gits),
+        covers: crate::handoff::container_git::covers(&p.gits),
         owned_sources: p
             .gits
             .iter()
@@ -686,12 +686,12 @@ pub(super) async fn prepare(
                 .ok_or(crate::handoff::state::StateError::NoStateDir)?,
         };
         let key = crate::handoff::state::workspace_key(&ws.root)?;
-        crate::ops::container_git::repo_gits(&ws, &state_root.join("git").join(key))
+        crate::handoff::container_git::repo_gits(&ws, &state_root.join("git").join(key))
     };
     let mounts = if host {
         Vec::new()
     } else {
-        crate::ops::container_git::mounts(&ws, &gits)
+        crate::handoff::container_git::mounts(&ws, &gits)
     };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();
@@ -973,7 +973,7 @@ pub(crate) fn expand_home(path: &str, home: Option<&str>) -> Option<String> {
 /// directory mounted, as the container sees them.
 pub(crate) fn safe_directories(
     ws: &Workspace,
-    gits: &[crate::ops::container_git::RepoGit],
+    gits: &[crate::handoff::container_git::RepoGit],
 ) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
     dirs.extend(gits.iter().map(|g| g.git_target()));

@@ -140,8 +140,8 @@ pub struct Stopped {
 }
 
 impl crate::ops::error::ProductError for Stopped {
-    fn code(&self) -> crate::ops::envelope::ErrorCode {
-        crate::ops::envelope::ErrorCode::AgentFailed
+    fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        crate::handoff::envelope::ErrorCode::AgentFailed
     }
     fn details(&self) -> serde_json::Value {
         serde_json::json!({"signal": self.signal, "session": self.session})

@@ -84,8 +84,8 @@ pub enum StateError {
 impl StateError {
     /// The envelope error code: `session_active`, `not_found` for an unknown session,
     /// `internal` otherwise.
-    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
-        use crate::ops::envelope::ErrorCode;
+    pub fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        use crate::handoff::envelope::ErrorCode;
         match self {
             StateError::SessionActive { .. } => ErrorCode::SessionActive,
             StateError::NoSuchSession { .. } => ErrorCode::NotFound,
@@ -120,7 +120,7 @@ impl StateError {
 }
 
 impl crate::ops::error::ProductError for StateError {
-    fn code(&self) -> crate::ops::envelope::ErrorCode {
+    fn code(&self) -> crate::handoff::envelope::ErrorCode {
         StateError::code(self)
     }
     fn details(&self) -> serde_json::Value {
@@ -150,7 +150,7 @@ pub struct WorkspaceState {
     /// The workspace's `.git` entries when the last handoff started (spec-note 0436):
     /// `status`, `handoff` and `delete` say loudly what changed or appeared since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub git_identity: Option<crate::ops::git_identity::GitIdentity>,
+    pub git_identity: Option<crate::handoff::git_identity::GitIdentity>,
 }
 
 impl WorkspaceState {
@@ -244,7 +244,7 @@ pub struct RepoFetchBack {
     pub repo: String,
     /// What happened.
     #[serde(flatten)]
-    pub result: crate::ops::container_git::FetchBack,
+    pub result: crate::handoff::container_git::FetchBack,
 }
 
 /// How a session ended (serialised with a `kind` tag).
@@ -1049,7 +1049,7 @@ impl StateStore {
     pub fn set_git_identity(
         &self,
         workspace_root: &Path,
-        identity: crate::ops::git_identity::GitIdentity,
+        identity: crate::handoff::git_identity::GitIdentity,
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
             state.git_identity = Some(identity);

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::engine::{DockerEngine, Engine};
+use crate::handoff::repository::{self, InspectOptions};
 use crate::handoff::state::{Session, SessionStatus, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
-use crate::ops::repository::{self, InspectOptions};
 use crate::settings::Settings;
 
 /// Inputs of [`status`].
@@ -132,8 +132,8 @@ pub struct StatusResult {
 impl StatusResult {
     /// What a caller can do next: tear the container down when no session runs, look at a
     /// stale session with `doctor`, or hand the workspace over when nothing exists yet.
-    pub fn next_actions(&self) -> Vec<crate::ops::envelope::NextAction> {
-        use crate::ops::envelope::NextAction;
+    pub fn next_actions(&self) -> Vec<crate::handoff::envelope::NextAction> {
+        use crate::handoff::envelope::NextAction;
         let ws = self.workspace.to_string_lossy().into_owned();
         let mut out = Vec::new();
         if self
@@ -163,7 +163,7 @@ impl StatusResult {
 
 /// Reports the workspace's container, sessions and git state.
 ///
-/// Errors: [`crate::ops::HandoffError::Workspace`] when the folder cannot be inspected;
+/// Errors: [`crate::ops::HandoffError::Product`] (a [`crate::handoff::repository::WorkspaceError`]) when the folder cannot be inspected;
 /// `State` when the state is unreadable.
 pub async fn status(opts: &StatusOptions) -> Result<StatusResult> {
     let engine = DockerEngine::connect().await;
@@ -275,9 +275,9 @@ pub async fn status_with(
     );
     // a `.git` the agent made or changed in the workspace (spec-note 0436)
     if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
-        warnings.extend(crate::ops::git_identity::compare(
+        warnings.extend(crate::handoff::git_identity::compare(
             before,
-            &crate::ops::git_identity::record(&ws.root),
+            &crate::handoff::git_identity::record(&ws.root),
         ));
     }
     let probe = |id: &str| running.contains(id);

@@ -94,9 +94,6 @@ pub enum HandoffError {
         /// The container id.
         id: String,
     },
-    /// The workspace could not be inspected (layout, git state, primary repository).
-    #[error(transparent)]
-    Workspace(#[from] crate::ops::repository::WorkspaceError),
     /// The agent product failed: the context file (or `AGENTS.md`) could not be written, the
     /// host-side handoff state failed, or a session is already live.
     #[error(transparent)]
@@ -193,7 +190,7 @@ pub enum HandoffError {
     #[error("{message}")]
     Redacted {
         /// The original error's code.
-        code: crate::ops::envelope::ErrorCode,
+        code: crate::diagnostics::ErrorCode,
         /// The original message and causes, masked.
         message: String,
         /// The original hint, masked.
@@ -206,7 +203,7 @@ pub enum HandoffError {
 /// types.
 pub trait ProductError: std::error::Error + Send + Sync + 'static {
     /// The envelope error code.
-    fn code(&self) -> crate::ops::envelope::ErrorCode;
+    fn code(&self) -> crate::diagnostics::ErrorCode;
     /// The envelope `details` (`{}` unless the error has some).
     fn details(&self) -> serde_json::Value {
         serde_json::json!({})
@@ -294,8 +291,8 @@ impl HandoffError {
     }
 
     /// The `--format json` envelope error code of this error (spec-notes/0163).
-    pub fn code(&self) -> crate::ops::envelope::ErrorCode {
-        use crate::ops::envelope::ErrorCode;
+    pub fn code(&self) -> crate::diagnostics::ErrorCode {
+        use crate::diagnostics::ErrorCode;
         match self {
             HandoffError::InContainer(e) => e.error.code(),
             HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
@@ -347,7 +344,6 @@ impl HandoffError {
             | HandoffError::AdditionalFeatures { .. }
             | HandoffError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
             HandoffError::Redacted { code, .. } => *code,
-            HandoffError::Workspace(e) => e.code(),
             HandoffError::Product(e) => e.0.code(),
             HandoffError::Audit(_) => ErrorCode::InvalidArgument,
             HandoffError::Egress(crate::egress::EgressError::Entry { .. }) => {
@@ -456,7 +452,6 @@ impl Hint for HandoffError {
                 "run `devcell up` first, or name the container with `--container-id`".into(),
             ),
             HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
-            HandoffError::Workspace(e) => e.hint(),
             HandoffError::Product(e) => e.0.hint(),
             HandoffError::UnknownAgent { name, .. } => Some(format!(
                 "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"

@@ -1,35 +1,31 @@
 //! L4: the Dev Container spec's operations, one file per reference CLI command ([`up`],
 //! [`build`], [`exec`], [`set_up`], [`read_configuration`], [`run_user_commands`], [`down`],
-//! [`outdated`], [`resolve_dependencies`], [`features_publish`]) and devcell's
-//! [`container_audit`], each a short list of named steps over the shared step modules:
+//! [`outdated`], [`resolve_dependencies`], [`features_publish`]), each a short list of named steps over the shared step modules:
 //! [`load`] (the one loading pipeline), [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
 //! metadata, user, folder and remote environment), [`entries`] (the metadata entries merged
 //! before anything exists), [`permissions`] and [`preview`] (the security decision), [`image`]
 //! and [`dockerfile`] (the image and its Features), [`bring_up`] (what both `up`s share), [`users`]
 //! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
-//! (the create request), plus [`repository`] inspection, [`secrets`], the [`state_folder`],
-//! the JSON [`envelope`] and the one [`error`] type. Library code never prints: results are
+//! (the create request), plus [`secrets`], the [`state_folder`], the
+//! [`audit_context`] `set-up` and `audit` share, and the one [`error`] type. Library code never prints: results are
 //! values, progress goes to a `progress::Reporter`.
 
 pub mod attach;
+pub mod audit_context;
 pub mod bring_up;
 pub mod build;
 pub(crate) mod compose;
 pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;
-pub mod container_audit;
-pub mod container_git;
 pub mod dockerfile;
 pub mod down;
 pub mod egress;
 pub mod entries;
-pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod executor;
 pub mod features_publish;
-pub mod git_identity;
 pub mod hooks;
 pub mod image;
 pub mod image_files;
@@ -41,7 +37,6 @@ pub mod outdated;
 pub mod permissions;
 pub mod preview;
 pub mod read_configuration;
-pub mod repository;
 pub mod resolve_dependencies;
 pub mod run_user_commands;
 pub mod secrets;

@@ -40,7 +40,7 @@ use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
 /// Inputs of [`set_up`] (the `set-up` flags).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SetUpOptions {
     /// `--container-id`: the container (id or name).
     pub container_id: String,
@@ -65,6 +65,9 @@ pub struct SetUpOptions {
     pub security: SecurityOptions,
     /// The user settings file.
     pub settings: Settings,
+    /// The git directories of a workspace folder, for the audit score (the product's workspace
+    /// inspection, `handoff::audit::workspace_git_dirs`).
+    pub workspace_git_dirs: fn(&Path) -> Vec<PathBuf>,
 }
 
 /// The result of [`set_up`].
@@ -293,7 +296,7 @@ pub async fn set_up_with(
             message,
         });
     }
-    let audit_score = audit_score(engine, &container.id).await;
+    let audit_score = audit_score(engine, &container.id, opts.workspace_git_dirs).await;
 
     let needs_home = config.workspace_folder.is_none()
         || opts
@@ -475,9 +478,13 @@ fn weakness_warning(
 
 /// The isolation audit's score of the container from its `docker inspect` (`None` when it
 /// could not be read).
-async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
+async fn audit_score(
+    engine: &dyn Engine,
+    id: &str,
+    git_dirs: fn(&Path) -> Vec<PathBuf>,
+) -> Option<u8> {
     let inspect = engine.inspect_container_json(id).await.ok()??;
-    let mut facts = crate::ops::container_audit::resolved_binds(
+    let mut facts = crate::ops::audit_context::resolved_binds(
         security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?,
     );
     if let Some(image) = inspect.pointer("/Config/Image").and_then(Value::as_str)
@@ -485,7 +492,7 @@ async fn audit_score(engine: &dyn Engine, id: &str) -> Option<u8> {
     {
         facts = facts.with_image_inspect(&image);
     }
-    let ctx = crate::ops::container_audit::context_for(&inspect, None);
+    let ctx = crate::ops::audit_context::context_for(&inspect, None, &git_dirs);
     Some(security::audit::audit(&facts, &ctx).score)
 }
 

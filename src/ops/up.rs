@@ -733,7 +733,7 @@ mod tests {
         let bad = |opts: SecurityOptions, needle: &str| {
             let err = limits(&opts, &settings).unwrap_err();
             assert!(matches!(err, HandoffError::InvalidLimit { .. }), "{err}");
-            assert_eq!(err.code(), crate::ops::envelope::ErrorCode::InvalidArgument);
+            assert_eq!(err.code(), crate::diagnostics::ErrorCode::InvalidArgument);
             assert!(err.to_string().contains(needle), "{err}");
         };
         for pids in [0, -1] {

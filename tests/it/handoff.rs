@@ -16,7 +16,7 @@ use devcell::handoff::context::{
     self, AgentInfo, ContextInputs, FeatureInfo, HandoffContext, HookResult, ImageInfo,
     SecurityInfo, Task,
 };
-use devcell::ops::repository::{
+use devcell::handoff::repository::{
     self, InspectOptions, Layout, MountPurpose, RepoKind, RepoRole, Workspace, WorkspaceError,
     WorkspaceMount,
 };
@@ -567,7 +567,7 @@ fn envelope_errors(instance: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn envelopes_validate_against_the_published_schema() {
-    use devcell::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
+    use devcell::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
     let ok = Envelope::success(serde_json::json!({"containerId": "abc"}))
         .with_warning("stale_session", "an older session was abandoned");
     let ok = serde_json::to_value(&ok).unwrap();

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use crate::cli::args::{AuditArgs, Format};
 use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::cli::output;
-use crate::ops::container_audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
-use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::handoff::audit::{AuditOptions, AuditReport, FactsSource, Risk, audit};
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Exit code when the score is below `--min-score` (the report is still printed).
 pub const BELOW_MIN_SCORE: u8 = 3;
@@ -112,7 +112,7 @@ pub fn render_table(report: &AuditReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::container_audit::{Control, ControlScore, Evidence};
+    use crate::handoff::audit::{Control, ControlScore, Evidence};
 
     fn evidence(subject: &str, risk: Risk) -> Evidence {
         Evidence {

@@ -7,7 +7,7 @@ use crate::cli::args::{DoctorArgs, Format};
 use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::cli::output;
 use crate::handoff::doctor::{DoctorOptions, DoctorResult, doctor};
-use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode};
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode};
 
 /// Runs `doctor`: every check with its fix (`next_actions` in JSON). Exit 0 when healthy
 /// (warnings allowed); exit 4 (`unhealthy`, spec-note 0455) when a finding is at error level,

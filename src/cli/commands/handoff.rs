@@ -13,9 +13,9 @@ use crate::cli::commands::{
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::handoff;
 use crate::handoff::context::AgentRuntime;
+use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::handoff::plan::{HandoffOptions, HandoffPlan, plan};
 use crate::handoff::session::AgentStreams;
-use crate::ops::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::ops::options::SecurityOptions;
 use crate::ops::{HandoffError, LockfileMode};
 

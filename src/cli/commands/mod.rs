@@ -33,9 +33,9 @@ use crate::cli::args::{
 use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::diagnostics::Warning;
+use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
 use crate::ops::HandoffError;
 use crate::ops::TargetOptions;
-use crate::ops::envelope::{Envelope, ErrorBody, NextAction};
 use crate::ops::{PlanOptions, UserEnvProbe};
 
 /// The lockfile mode of `up`'s flags; the hidden deprecated ones warn on stderr as in the

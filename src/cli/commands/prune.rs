@@ -19,7 +19,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(args.format, result, render, |r| Extras {
         warnings: Vec::new(),
         next_actions: if r.dry_run && !r.removed.is_empty() {
-            vec![crate::ops::envelope::NextAction::command(
+            vec![crate::handoff::envelope::NextAction::command(
                 "remove them",
                 std::iter::once("devcell".to_string())
                     .chain(std::iter::once("prune".to_string()))

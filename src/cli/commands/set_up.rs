@@ -36,6 +36,7 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
                 ..SecurityOptions::default()
             },
             settings,
+            workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
         };
         let result = with_progress(|reporter| async move { set_up(&opts, &*reporter).await });
         anyhow::Ok(result??)

@@ -397,7 +397,10 @@ fn session_active_maps_to_the_envelope() {
     let (_s, ws, store) = setup();
     begin(&store, ws.path(), None, &running);
     let err = try_begin(&store, ws.path(), "codex", None, false, &running).unwrap_err();
-    assert_eq!(err.code(), crate::ops::envelope::ErrorCode::SessionActive);
+    assert_eq!(
+        err.code(),
+        crate::handoff::envelope::ErrorCode::SessionActive
+    );
     assert_eq!(err.details()["session"]["agent"], "codex");
     assert_eq!(err.details()["session"]["pid"], std::process::id());
 }

@@ -136,6 +136,15 @@ impl WorkspaceError {
     }
 }
 
+impl crate::ops::error::ProductError for WorkspaceError {
+    fn code(&self) -> super::envelope::ErrorCode {
+        WorkspaceError::code(self)
+    }
+    fn hint(&self) -> Option<String> {
+        WorkspaceError::hint(self)
+    }
+}
+
 /// How the workspace root is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -229,7 +229,7 @@ fn options_follow_the_settings() {
 
 #[test]
 fn errors_map_to_envelope_codes() {
-    use crate::ops::envelope::ErrorCode;
+    use crate::handoff::envelope::ErrorCode;
     let unknown = WorkspaceError::UnknownPrimary {
         name: "x".into(),
         available: vec![],

@@ -72,8 +72,8 @@ pub enum ContainerGitError {
 }
 
 impl crate::ops::error::ProductError for ContainerGitError {
-    fn code(&self) -> crate::ops::envelope::ErrorCode {
-        crate::ops::envelope::ErrorCode::Internal
+    fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        crate::handoff::envelope::ErrorCode::Internal
     }
 
     fn hint(&self) -> Option<String> {
@@ -783,7 +783,7 @@ impl RepoGit {
 /// repository, named by a hash of its working tree's path): every repository devcell reads
 /// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
 /// spec-note 0411).
-pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
+pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
     use sha2::Digest as _;
     ws.repos
         .iter()
@@ -821,10 +821,10 @@ pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> V
 /// the directory at [`RepoGit::git_target`]); each host `objects` folder read-only. No host git
 /// directory is mounted otherwise.
 pub fn mounts(
-    ws: &crate::ops::repository::Workspace,
+    ws: &crate::handoff::repository::Workspace,
     gits: &[RepoGit],
-) -> Vec<crate::ops::repository::WorkspaceMount> {
-    use crate::ops::repository::{Layout, MountPurpose, WorkspaceMount};
+) -> Vec<crate::handoff::repository::WorkspaceMount> {
+    use crate::handoff::repository::{Layout, MountPurpose, WorkspaceMount};
     let mut out = vec![WorkspaceMount {
         source: ws.root.clone(),
         target: ws.container_root.clone(),

@@ -2,8 +2,8 @@
 //! eight controls ([`crate::security::audit`]), from the engine's `docker inspect` JSON or, with
 //! `--probe`, from what a process inside observes ([`crate::security::probe`]) (spec-note 0205).
 //!
-//! The host side of the [`AuditContext`] is derived here, never taken from the container's word
-//! alone: the user's home and `$XDG_RUNTIME_DIR` from this process; the workspace from
+//! The host side of the audit context is derived here ([`crate::ops::audit_context`]), never
+//! taken from the container's word alone: the user's home and `$XDG_RUNTIME_DIR` from this process; the workspace from
 //! `--workspace-folder` or the container's `devcontainer.local_folder` label; its mount target
 //! from the container's bind of that folder; the Features lockfile beside the
 //! `devcontainer.config_file` label's file; and, when the workspace folder exists on this host,
@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
+use crate::handoff::repository::{self, InspectOptions};
+use crate::names::LOCAL_FOLDER_LABEL;
+use crate::ops::audit_context::{context_for, resolved_binds};
 use crate::ops::error::{HandoffError, Result};
-use crate::ops::repository::{self, InspectOptions};
-use crate::security::audit::{self as scoring, AuditContext, ContainerFacts};
-use crate::security::host_path;
+use crate::security::audit::{self as scoring, ContainerFacts};
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
 
 /// The report [`audit`] returns and what it is made of, for callers that render it.
@@ -146,7 +146,11 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     } else {
         engine.inspect_image_json(&image_ref).await?
     };
-    let mut ctx = context_for(&inspect, opts.workspace_folder.as_deref());
+    let mut ctx = context_for(
+        &inspect,
+        opts.workspace_folder.as_deref(),
+        &workspace_git_dirs,
+    );
     ctx.internal_networks = closed_networks(engine, &inspect).await?;
     let mut engine_facts = resolved_binds(ContainerFacts::from_docker_inspect(&inspect)?);
     if let Some(image) = &image {
@@ -228,73 +232,14 @@ async fn closed_networks(engine: &dyn Engine, inspect: &Value) -> Result<Vec<Str
     Ok(closed)
 }
 
-/// `facts` with every bind source replaced by what it resolves to on this host
-/// ([`host_path::resolve`]): a bind of a symbolic link in the workspace is scored as the folder
-/// it points at, the same resolved fact `up` and `handoff --plan` judge (spec-note 0400).
-pub fn resolved_binds(mut facts: ContainerFacts) -> ContainerFacts {
-    for m in facts
-        .mounts
-        .iter_mut()
-        .filter(|m| m.kind == scoring::MountKind::Bind)
+/// The git directories of the workspace folder `ws` (its repositories', found by
+/// [`repository::inspect`]), when it is a folder on this host: what the audit context counts as
+/// the workspace's git state ([`crate::ops::audit_context::context_for`]).
+pub fn workspace_git_dirs(ws: &Path) -> Vec<PathBuf> {
+    if ws.is_dir()
+        && let Ok(w) = repository::inspect(ws, &InspectOptions::default())
     {
-        if let Some(source) = m.source.as_deref()
-            && let Ok(resolved) = host_path::resolve(Path::new(source))
-        {
-            m.source = Some(resolved.to_string_lossy().into_owned());
-        }
+        return w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
     }
-    facts
-}
-
-/// The host-side context for a container's `docker inspect` JSON (see the module docs).
-pub fn context_for(inspect: &Value, workspace_folder: Option<&Path>) -> AuditContext {
-    let mut ctx = AuditContext::from_environment();
-    let label = |key: &str| {
-        inspect
-            .pointer("/Config/Labels")
-            .and_then(|l| l.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let workspace = workspace_folder
-        .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf()))
-        .or_else(|| label(LOCAL_FOLDER_LABEL).map(PathBuf::from))
-        // compared with resolved bind sources (`resolved_binds`)
-        .map(|w| host_path::resolve(&w).unwrap_or(w));
-    if let Some(ws) = &workspace {
-        ctx.container_workspace = inspect
-            .get("Mounts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|m| {
-                m.get("Source")
-                    .and_then(Value::as_str)
-                    .and_then(|s| host_path::resolve(Path::new(s)).ok())
-                    .as_deref()
-                    == Some(ws.as_path())
-            })
-            .and_then(|m| m.get("Destination").and_then(Value::as_str))
-            .map(str::to_string);
-        if ws.is_dir()
-            && let Ok(w) = repository::inspect(ws, &InspectOptions::default())
-        {
-            ctx.git_dirs = w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
-        }
-        // a handoff's container git directories, kept in devcell's state (spec-note 0436)
-        if let Some(state) = crate::ops::state_folder::default_root() {
-            ctx.git_dirs
-                .push(host_path::resolve(&state).unwrap_or(state).join("git"));
-        }
-    }
-    ctx.workspace = workspace;
-    if label(crate::names::EGRESS_NETWORK_LABEL).as_deref() == Some(crate::ops::egress::ALLOWLIST)
-        && let Some(id) = inspect.get("Id").and_then(Value::as_str)
-    {
-        ctx.egress = crate::ops::egress::audit_evidence(id);
-    }
-    if let Some(config) = label(CONFIG_FILE_LABEL) {
-        ctx = ctx.with_config_file(Path::new(&config));
-    }
-    ctx
+    Vec::new()
 }
