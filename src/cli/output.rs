@@ -11,7 +11,7 @@ use std::io::Write;
 use crate::formats::terminal::{Sgr, printable, write_json};
 
 use crate::diagnostics::{Hint, Warning};
-use crate::ops::HandoffError;
+use crate::ops::OpsError;
 
 /// Prints one JSON value as a single line on stdout.
 pub fn json(value: &serde_json::Value) {
@@ -81,15 +81,15 @@ pub fn error(err: &anyhow::Error) {
         for cause in causes(err) {
             text.push_str(&format!("\n  caused by: {cause}"));
         }
-        if let Some(hint) = err.downcast_ref::<HandoffError>().and_then(Hint::hint) {
+        if let Some(hint) = err.downcast_ref::<OpsError>().and_then(Hint::hint) {
             text.push_str(&format!("\nhint: {hint}"));
         }
         json_event(LEVEL_ERROR, &text);
         return;
     }
     eprintln!("error: {}", printable(&err.to_string(), Sgr::Escape));
-    let handoff = err.downcast_ref::<HandoffError>();
-    if let Some(loc) = handoff.and_then(HandoffError::location)
+    let handoff = err.downcast_ref::<OpsError>();
+    if let Some(loc) = handoff.and_then(OpsError::location)
         && !loc.line_text.is_empty()
     {
         eprintln!("{}", printable(&loc.snippet(), Sgr::Escape));
@@ -166,7 +166,7 @@ impl crate::progress::Reporter for StderrReporter {
 /// (`{"outcome":"error","message","description"[,"containerId"]}`) and the human rendering
 /// on stderr.
 pub fn error_result(err: &anyhow::Error) {
-    let handoff = err.downcast_ref::<HandoffError>();
+    let handoff = err.downcast_ref::<OpsError>();
     let mut description: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
     if let Some(hint) = handoff.and_then(Hint::hint) {
         description.push(format!("hint: {hint}"));
@@ -177,7 +177,7 @@ pub fn error_result(err: &anyhow::Error) {
         "description": description.join("\n"),
     });
     if let (Some(id), Some(map)) = (
-        handoff.and_then(HandoffError::container_id),
+        handoff.and_then(OpsError::container_id),
         value.as_object_mut(),
     ) {
         map.insert("containerId".into(), serde_json::json!(id));

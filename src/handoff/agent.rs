@@ -50,7 +50,7 @@ use crate::handoff::session::{
 use crate::handoff::state::{RepoFetchBack, SessionOutcome, SessionProcess, StateStore};
 use crate::lifecycle::UserEnvProbe;
 use crate::ops::attach::{append_safe_directories, attach_running, probed_remote_env};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::target::id_labels;
 use crate::ops::up::{judge_up, load_up, up_judged};
 use crate::progress::{Event, Reporter};
@@ -77,7 +77,7 @@ enum Judged {
 /// with `runtime: Some(Host)` ([`super::host::handoff_on_host`]). Returns when the agent has
 /// ended; its exit status is in the result.
 ///
-/// Errors: as [`handoff_with`]; [`HandoffError::Engine`] (`engine_unavailable`) when no engine
+/// Errors: as [`handoff_with`]; [`OpsError::Engine`] (`engine_unavailable`) when no engine
 /// answers for the container runtime (there is no silent fallback to the host).
 pub async fn handoff(
     opts: &HandoffOptions,
@@ -104,9 +104,9 @@ pub async fn handoff(
 
 /// [`handoff`] through `engine` (`engine_socket`: its host socket, never mountable).
 ///
-/// Errors: the plan's errors; [`HandoffError::Product`] (a `StateError`) with `SessionActive` when a session is
+/// Errors: the plan's errors; [`OpsError::Product`] (a `StateError`) with `SessionActive` when a session is
 /// live (nothing was changed); `up`'s errors (the session is recorded as failed; the workspace
-/// is untouched and the container, if any, left for inspection); [`HandoffError::Product`] (a `ContextError`).
+/// is untouched and the container, if any, left for inspection); [`OpsError::Product`] (a `ContextError`).
 pub async fn handoff_with(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -117,7 +117,7 @@ pub async fn handoff_with(
 ) -> Result<HandoffResult> {
     let mut stop = stop;
     // before a session exists, a stop signal ends the handoff with nothing to record
-    let stopped = |signal| -> HandoffError {
+    let stopped = |signal| -> OpsError {
         Stopped {
             signal,
             session: None,
@@ -191,7 +191,7 @@ pub async fn handoff_with(
     let session_id = start.session.id.clone();
     close_previous_sessions(Some(engine), &start, reporter).await;
     let mut log = store.create_log(&session_id)?;
-    let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
+    let fail = |e: OpsError| record_failure(&store, &root, &session_id, &p.secrets, e);
     // from here on a stop signal is recorded as the session's end (`signaled`)
     let signaled = |signal: i32| record_stop(&store, &root, &session_id, signal);
 

@@ -18,7 +18,7 @@ use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::repository::{self, InspectOptions};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::audit_context::{context_for, resolved_binds};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::security::audit::{self as scoring, ContainerFacts};
 use crate::security::probe::{audit_probe, parse_probe_output, probe_command};
 
@@ -89,17 +89,16 @@ async fn compose_services(
 
 /// Audits through `engine`.
 ///
-/// Errors: [`HandoffError::NoSuchContainer`] (no such container, or no container for the
-/// workspace), [`HandoffError::NotRunning`] (`--probe` on a stopped container),
-/// [`HandoffError::Audit`] (unreadable inspect or probe output), `Engine`.
+/// Errors: [`OpsError::NoSuchContainer`] (no such container, or no container for the
+/// workspace), [`OpsError::NotRunning`] (`--probe` on a stopped container),
+/// [`OpsError::Audit`] (unreadable inspect or probe output), `Engine`.
 pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<AuditReport> {
     let id = match (&opts.container, &opts.workspace_folder) {
         (Some(c), _) => c.clone(),
         (None, Some(folder)) => {
-            let root =
-                std::fs::canonicalize(folder).map_err(|_| HandoffError::WorkspaceFolder {
-                    path: folder.clone(),
-                })?;
+            let root = std::fs::canonicalize(folder).map_err(|_| OpsError::WorkspaceFolder {
+                path: folder.clone(),
+            })?;
             let labels = BTreeMap::from([(
                 LOCAL_FOLDER_LABEL.to_string(),
                 root.to_string_lossy().into_owned(),
@@ -116,13 +115,13 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
             .into_iter()
             .find(|c| c.state != "removing")
             .map(|c| c.id)
-            .ok_or_else(|| HandoffError::NoSuchContainer {
+            .ok_or_else(|| OpsError::NoSuchContainer {
                 id: String::new(),
                 workspace: Some(root.clone()),
             })?
         }
         (None, None) => {
-            return Err(HandoffError::Unsupported {
+            return Err(OpsError::Unsupported {
                 message: "nothing to audit: give a container or `--workspace-folder`".into(),
                 hint: None,
             });
@@ -132,7 +131,7 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         engine
             .inspect_container_json(&id)
             .await?
-            .ok_or_else(|| HandoffError::NoSuchContainer {
+            .ok_or_else(|| OpsError::NoSuchContainer {
                 id: id.clone(),
                 workspace: None,
             })?;
@@ -174,7 +173,7 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
         .and_then(Value::as_bool)
         .unwrap_or(false);
     if !running {
-        return Err(HandoffError::NotRunning { id });
+        return Err(OpsError::NotRunning { id });
     }
     let ws = ctx
         .container_workspace
@@ -210,7 +209,7 @@ fn attached_networks(inspect: &Value) -> Vec<String> {
 /// on the host ([`crate::ops::compose_network::is_closed`]; an `internal` network alone still
 /// reaches the host on an engine without its own firewall rules, spec-note 0604).
 ///
-/// Errors: [`HandoffError::Engine`].
+/// Errors: [`OpsError::Engine`].
 async fn closed_networks(engine: &dyn Engine, inspect: &Value) -> Result<Vec<String>> {
     let mode = inspect
         .pointer("/HostConfig/NetworkMode")

@@ -42,7 +42,7 @@ use crate::handoff::session::{
 };
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::progress::{Event, Reporter};
 
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
@@ -57,9 +57,9 @@ const KILLED_OUTPUT_GRACE: Duration = Duration::from_secs(5);
 /// session is live while its devcell runs).
 ///
 /// Errors: the plan's errors (no dev container configuration is needed);
-/// [`HandoffError::Product`] (a `StateError`) with `SessionActive` when a session is live;
-/// [`HandoffError::Product`] (a `ContextError`) (the session is recorded as failed);
-/// [`HandoffError::AgentStart`] when the agent's program cannot be started (`not_found` when
+/// [`OpsError::Product`] (a `StateError`) with `SessionActive` when a session is live;
+/// [`OpsError::Product`] (a `ContextError`) (the session is recorded as failed);
+/// [`OpsError::AgentStart`] when the agent's program cannot be started (`not_found` when
 /// it does not exist; recorded as failed).
 pub async fn handoff_on_host(
     engine: Option<&dyn Engine>,
@@ -71,7 +71,7 @@ pub async fn handoff_on_host(
     let mut stop = stop;
     let p = unless_stopped(&mut stop, prepare(opts, None, AgentRuntime::Host))
         .await
-        .map_err(|signal| -> HandoffError {
+        .map_err(|signal| -> OpsError {
             Stopped {
                 signal,
                 session: None,
@@ -97,7 +97,7 @@ pub async fn handoff_on_host(
     let session_id = start.session.id.clone();
     close_previous_sessions(engine, &start, reporter).await;
     let mut log = store.create_log(&session_id)?;
-    let fail = |e: HandoffError| record_failure(&store, &root, &session_id, &p.secrets, e);
+    let fail = |e: OpsError| record_failure(&store, &root, &session_id, &p.secrets, e);
     let _ = writeln!(
         log,
         "# devcell handoff session {session_id}: agent `{}` on the host, unisolated (--runtime host)",
@@ -154,7 +154,7 @@ pub async fn handoff_on_host(
         start.session.log.display()
     )));
     let mut child = command.spawn().map_err(|source| {
-        fail(HandoffError::AgentStart {
+        fail(OpsError::AgentStart {
             agent: opts.agent.clone(),
             program: program.clone(),
             source,
@@ -219,7 +219,7 @@ pub async fn handoff_on_host(
         feeder.abort();
     }
     let status = status.map_err(|source| {
-        fail(HandoffError::AgentStart {
+        fail(OpsError::AgentStart {
             agent: opts.agent.clone(),
             program: program.clone(),
             source,

@@ -7,7 +7,7 @@ use crate::engine::{DockerEngine, Engine};
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::context::{AgentRuntime, ContextInputs};
 use crate::handoff::repository::{self, InspectOptions, MountPurpose, Workspace};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::WorkspaceOverride;
 use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::target::{find_container, id_labels};
@@ -303,12 +303,12 @@ const COMPOSE_PLAN_PREFIX: &str = "compose service ";
 /// metadata; the permission requests are judged as the handoff judges them
 /// ([`crate::ops::preview::preview_permissions`], spec-note 0320).
 ///
-/// Errors: [`HandoffError::UnknownAgent`], [`HandoffError::AgentConfig`],
-/// [`HandoffError::Product`] (a [`crate::handoff::repository::WorkspaceError`]), [`HandoffError::NoConfiguration`], [`HandoffError::Config`];
-/// [`HandoffError::Security`] (`permission_required`) when the configuration asks for
+/// Errors: [`OpsError::UnknownAgent`], [`OpsError::AgentConfig`],
+/// [`OpsError::Product`] (a [`crate::handoff::repository::WorkspaceError`]), [`OpsError::NoConfiguration`], [`OpsError::Config`];
+/// [`OpsError::Security`] (`permission_required`) when the configuration asks for
 /// something not granted, exactly as the handoff would refuse it; for a Compose configuration
-/// [`HandoffError::Unsupported`] under a network other than `default` or without an engine,
-/// and [`HandoffError::Compose`] when Compose cannot read its files (spec-note 0609).
+/// [`OpsError::Unsupported`] under a network other than `default` or without an engine,
+/// and [`OpsError::Compose`] when Compose cannot read its files (spec-note 0609).
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let runtime = opts.runtime.unwrap_or_default();
     let engine = match runtime {
@@ -365,7 +365,7 @@ async fn plan_compose(
 ) -> Result<HandoffPlan> {
     let config_file = prepared.plan.config_file.clone().unwrap_or_default();
     let Some(engine) = engine else {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "`{}`: `handoff --plan` of a Docker Compose configuration needs the engine (it looks up the project's containers)",
                 config_file.display()
@@ -549,7 +549,7 @@ pub(super) async fn prepare(
             .agents
             .get(&opts.agent)
             .cloned()
-            .ok_or_else(|| HandoffError::UnknownAgent {
+            .ok_or_else(|| OpsError::UnknownAgent {
                 name: opts.agent.clone(),
                 config: match (&settings.file, settings.file_exists) {
                     (Some(f), true) => format!("`{}`", f.display()),
@@ -558,7 +558,7 @@ pub(super) async fn prepare(
                 },
                 available: settings.agents.keys().cloned().collect(),
             })?;
-    let agent_err = |message: String| HandoffError::AgentConfig {
+    let agent_err = |message: String| OpsError::AgentConfig {
         agent: opts.agent.clone(),
         message,
     };
@@ -595,7 +595,7 @@ pub(super) async fn prepare(
         // the host runtime needs no dev container configuration
         None if host => None,
         None => {
-            return Err(HandoffError::NoConfiguration {
+            return Err(OpsError::NoConfiguration {
                 root: ws.root.clone(),
             });
         }

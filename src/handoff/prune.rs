@@ -39,7 +39,7 @@ pub struct DevcellImage {
 /// Every devcell-built image tag, newest first, with the containers using each: a container
 /// uses its image and every ancestor of it (the classic builder's `Parent` chain).
 ///
-/// Errors: [`crate::ops::HandoffError::Engine`].
+/// Errors: [`crate::ops::OpsError::Engine`].
 pub async fn devcell_images(engine: &dyn Engine) -> Result<Vec<DevcellImage>> {
     let mut images = Vec::new();
     for repository in DEVCELL_IMAGE_REPOSITORIES {
@@ -176,7 +176,7 @@ pub async fn prune(opts: &PruneOptions) -> Result<PruneResult> {
 /// `opts.images` when given); in a dry run, lists them. An image in use is kept with the
 /// containers using it; an engine refusal is kept with the engine's reason.
 ///
-/// Errors: [`crate::ops::HandoffError::Engine`] when the engine cannot be reached or
+/// Errors: [`crate::ops::OpsError::Engine`] when the engine cannot be reached or
 /// listed.
 pub async fn prune_with(engine: &dyn Engine, opts: &PruneOptions) -> Result<PruneResult> {
     let all = devcell_images(engine).await?;

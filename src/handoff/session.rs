@@ -11,7 +11,7 @@ use crate::handoff::plan::{HandoffPlan, UNISOLATED_CODE};
 use crate::handoff::state::{Session, SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
 use crate::ops::ContainerAction;
-use crate::ops::error::HandoffError;
+use crate::ops::error::OpsError;
 use crate::progress::{Event, Reporter};
 use futures_util::{Stream, StreamExt as _};
 use indexmap::IndexMap;
@@ -153,9 +153,9 @@ impl crate::ops::error::ProductError for Stopped {
 
 impl Stopped {
     /// The signal of `e` when it is a [`Stopped`].
-    pub fn signal_of(e: &HandoffError) -> Option<i32> {
+    pub fn signal_of(e: &OpsError) -> Option<i32> {
         match e {
-            HandoffError::Product(p) => {
+            OpsError::Product(p) => {
                 let inner: &(dyn std::error::Error + 'static) = p.0.as_ref();
                 inner.downcast_ref::<Stopped>().map(|s| s.signal)
             }
@@ -228,8 +228,8 @@ pub(super) fn record_failure(
     root: &Path,
     session_id: &str,
     secrets: &IndexMap<String, String>,
-    e: HandoffError,
-) -> HandoffError {
+    e: OpsError,
+) -> OpsError {
     let _ = store.end_session(
         root,
         session_id,
@@ -248,7 +248,7 @@ pub(super) fn record_stop(
     root: &Path,
     session_id: &str,
     signal: i32,
-) -> HandoffError {
+) -> OpsError {
     let _ = store.end_session(root, session_id, SessionOutcome::Signaled { signal });
     Stopped {
         signal,

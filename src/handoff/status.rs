@@ -163,7 +163,7 @@ impl StatusResult {
 
 /// Reports the workspace's container, sessions and git state.
 ///
-/// Errors: [`crate::ops::HandoffError::Product`] (a [`crate::handoff::repository::WorkspaceError`]) when the folder cannot be inspected;
+/// Errors: [`crate::ops::OpsError::Product`] (a [`crate::handoff::repository::WorkspaceError`]) when the folder cannot be inspected;
 /// `State` when the state is unreadable.
 pub async fn status(opts: &StatusOptions) -> Result<StatusResult> {
     let engine = DockerEngine::connect().await;

@@ -9,7 +9,7 @@ use crate::lifecycle::{HookEnv, UserEnvProbe};
 use crate::ops::container::STATE_DIR;
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::executor::EngineExecutor;
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::TargetOptions;
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 /// Finds the running dev container of `labels` and attaches to it (its label metadata plus the
 /// current devcontainer.json's updateable properties, substituted).
 ///
-/// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`].
+/// Errors: [`OpsError::NoContainer`], [`OpsError::NotRunning`].
 pub(crate) async fn attach_running(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
@@ -38,12 +38,12 @@ pub(crate) async fn attach_running(
 ) -> Result<Attached> {
     let container = find_container(engine, labels, workspace, &mut Vec::new())
         .await?
-        .ok_or_else(|| HandoffError::NoContainer {
+        .ok_or_else(|| OpsError::NoContainer {
             labels: join_labels(labels),
             expected: false,
         })?;
     if !container.running {
-        return Err(HandoffError::NotRunning { id: container.id });
+        return Err(OpsError::NotRunning { id: container.id });
     }
     let mut warnings = Vec::new();
     let entries = existing_entries(&container, loaded, env, &mut warnings);
@@ -79,9 +79,9 @@ pub struct Attached {
 /// labels (else the `--id-label`s), and commands run in the remote user's home (`/` when it
 /// does not exist), as in the reference CLI and `set-up`.
 ///
-/// Errors: [`HandoffError::NoContainer`] (no container has the labels),
-/// [`HandoffError::Engine`] (`NoSuchContainer` for a `--container-id` the engine does not
-/// know), [`HandoffError::NotRunning`], [`HandoffError::Config`].
+/// Errors: [`OpsError::NoContainer`] (no container has the labels),
+/// [`OpsError::Engine`] (`NoSuchContainer` for a `--container-id` the engine does not
+/// know), [`OpsError::NotRunning`], [`OpsError::Config`].
 pub(crate) async fn attach_target(
     engine: &dyn Engine,
     target: &TargetOptions,
@@ -114,7 +114,7 @@ pub(crate) async fn attach_target(
             .await?;
             crate::ops::compose::primary_of_workspace(engine, &project, &labels)
                 .await?
-                .ok_or_else(|| HandoffError::NoContainer {
+                .ok_or_else(|| OpsError::NoContainer {
                     labels: join_labels(&crate::engine::compose::service_labels(
                         &project.project.name,
                         &project.service,
@@ -127,14 +127,14 @@ pub(crate) async fn attach_target(
             let mut passed_over = Vec::new();
             find_container(engine, &labels, expected.as_deref(), &mut passed_over)
                 .await?
-                .ok_or_else(|| HandoffError::NoContainer {
+                .ok_or_else(|| OpsError::NoContainer {
                     labels: join_labels(&labels),
                     expected: false,
                 })?
         }
     };
     if !container.running {
-        return Err(HandoffError::NotRunning { id: container.id });
+        return Err(OpsError::NotRunning { id: container.id });
     }
     // A container `up` judged under `hardened`: the re-read configuration may use only the
     // host variables `up` let cross, unless granted now (spec-note 0443).
@@ -320,7 +320,7 @@ pub(crate) fn workspace_folder_in(
 /// user environment probed as its remote user (`userEnvProbe`). The one attach → probe →
 /// remote-env step of `up`'s hooks, `exec` and the handoff's agent.
 ///
-/// Errors: [`HandoffError::Lifecycle`] when the probe fails.
+/// Errors: [`OpsError::Lifecycle`] when the probe fails.
 pub(crate) async fn probed_remote_env(
     engine: &dyn Engine,
     attached: &Attached,

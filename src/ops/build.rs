@@ -26,7 +26,7 @@ use crate::diagnostics::Warning;
 use crate::engine::{DockerEngine, Engine};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::image_name;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::image::{DevImage, dev_image};
 use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::permissions::{confine_grants, origins, security_choice};
@@ -120,7 +120,7 @@ impl BuildResult {
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`build_with`].
 ///
-/// Errors: as [`build_with`]; [`HandoffError::Engine`] when no engine answers.
+/// Errors: as [`build_with`]; [`OpsError::Engine`] when no engine answers.
 pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<BuildResult> {
     let engine = DockerEngine::connect().await?;
     build_with(&engine, opts, reporter).await
@@ -130,11 +130,11 @@ pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<Build
 /// tags it with each name and pushes them when asked. Progress and build output go to
 /// `reporter`.
 ///
-/// Errors: [`HandoffError::Unsupported`] for a configuration
+/// Errors: [`OpsError::Unsupported`] for a configuration
 /// without `image` or `build.dockerfile`, or `--push` without `--image-name`;
-/// [`HandoffError::Config`], [`HandoffError::Feature`], [`HandoffError::Build`],
-/// [`HandoffError::Engine`] (pull, build, tag, push: `EngineError::Push`);
-/// [`HandoffError::Security`] for an unknown profile or grant.
+/// [`OpsError::Config`], [`OpsError::Feature`], [`OpsError::Build`],
+/// [`OpsError::Engine`] (pull, build, tag, push: `EngineError::Push`);
+/// [`OpsError::Security`] for an unknown profile or grant.
 pub async fn build_with(
     engine: &dyn Engine,
     opts: &BuildOptions,
@@ -145,7 +145,7 @@ pub async fn build_with(
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let kind = loaded.typed.kind();
     if kind == ConfigKind::None {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "`{}` has no `image`, `build.dockerfile` or `dockerComposeFile`: there is no image to build",
                 loaded.config_file.display()
@@ -154,7 +154,7 @@ pub async fn build_with(
         });
     }
     if opts.push && opts.image_names.is_empty() {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: "`--push` needs at least one `--image-name` naming the registry".into(),
             hint: Some(
                 "pass e.g. `--image-name registry.example.com/team/devimage:1 --push`".into(),
@@ -358,7 +358,7 @@ pub async fn build_with(
 /// naming it.
 fn check_image_name(name: &str) -> Result<()> {
     let invalid = |message: String| {
-        HandoffError::Engine(crate::engine::EngineError::InvalidReference {
+        OpsError::Engine(crate::engine::EngineError::InvalidReference {
             reference: name.to_string(),
             message,
         })

@@ -17,7 +17,7 @@ use crate::engine::compose::{
     config_files_from_label, project_name, service_labels,
 };
 use crate::engine::{ContainerInfo, Engine};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::target::short;
 use crate::security::{Grants, SecurityProfile};
@@ -70,8 +70,8 @@ impl ComposeTarget {
 /// An empty `dockerComposeFile` array takes its files from `COMPOSE_FILE`, `.env` or
 /// Compose's default name ([`compose_files`], spec-note 0608).
 ///
-/// Errors: [`HandoffError::Compose`] (no Compose v2, a file Compose cannot read);
-/// [`HandoffError::Unsupported`] for a `service` the files do not define.
+/// Errors: [`OpsError::Compose`] (no Compose v2, a file Compose cannot read);
+/// [`OpsError::Unsupported`] for a `service` the files do not define.
 ///
 /// Before Compose reads anything, the local files the project's files name (`include`,
 /// `extends.file`, `env_file`, `label_file`) are judged ([`judge_compose_files`]).
@@ -90,7 +90,7 @@ pub(crate) async fn compose_target(
 /// `label_file` (through included and extended files), judged on the files as YAML before
 /// any `docker compose config`, which itself reads them.
 ///
-/// Errors: [`HandoffError::Security`] listing every such request.
+/// Errors: [`OpsError::Security`] listing every such request.
 pub(crate) fn judge_compose_files(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
@@ -99,7 +99,7 @@ pub(crate) fn judge_compose_files(
 ) -> Result<Vec<crate::security::PermissionRequest>> {
     let (files, _) = compose_files(loaded, env);
     if let Some(bomb) = crate::security::compose_files::alias_bomb(&files) {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "the Compose file `{}` is a YAML alias bomb: its aliases expand beyond what a Compose file needs (Compose would expand it for minutes); nothing was run",
                 bomb.display()
@@ -181,7 +181,7 @@ pub(crate) async fn compose_target_unjudged(
             .and_then(Value::as_object)
             .map(|s| s.keys().map(String::as_str).collect())
             .unwrap_or_default();
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "`{}`: service: `{}` is not a service of the Compose files (they define: {})",
                 loaded.config_file.display(),
@@ -344,7 +344,7 @@ pub(crate) fn is_tool_variable(name: &str) -> bool {
 
 /// The project's container of `service` (the first not being removed), inspected.
 ///
-/// Errors: [`HandoffError::Engine`].
+/// Errors: [`OpsError::Engine`].
 pub(crate) async fn find_service_container(
     engine: &dyn Engine,
     project: &str,
@@ -367,8 +367,8 @@ pub(crate) async fn find_service_container(
 /// project's primary service that carries other id labels (another workspace whose files
 /// name the same project) is an error, never reused (spec-note 0603).
 ///
-/// Errors: [`HandoffError::Unsupported`] for another workspace's container;
-/// [`HandoffError::Engine`].
+/// Errors: [`OpsError::Unsupported`] for another workspace's container;
+/// [`OpsError::Engine`].
 pub(crate) async fn primary_of_workspace(
     engine: &dyn Engine,
     target: &ComposeTarget,
@@ -386,7 +386,7 @@ pub(crate) async fn primary_of_workspace(
     if foreign.is_empty() {
         return Ok(Some(info));
     }
-    Err(HandoffError::Unsupported {
+    Err(OpsError::Unsupported {
         message: format!(
             "the Compose project `{}` has a container of service `{}` ({}) that is not this workspace's (it lacks {}): it is not used",
             target.project.name,
@@ -409,8 +409,8 @@ pub(crate) async fn primary_of_workspace(
 /// of the same names from the repository's files, put the repository's services on its
 /// networks, and a later `down --remove` would remove all of it (spec-note 0603).
 ///
-/// Errors: [`HandoffError::Unsupported`] naming the project and the containers;
-/// [`HandoffError::Engine`].
+/// Errors: [`OpsError::Unsupported`] naming the project and the containers;
+/// [`OpsError::Engine`].
 pub(crate) async fn claim_project(
     engine: &dyn Engine,
     target: &ComposeTarget,
@@ -425,7 +425,7 @@ pub(crate) async fn claim_project(
         .collect();
     match foreign_containers(&labels, id_labels) {
         None => Ok(()),
-        Some(foreign) => Err(HandoffError::Unsupported {
+        Some(foreign) => Err(OpsError::Unsupported {
             message: format!(
                 "the Compose project `{}` already exists and is not this workspace's (its containers {} do not carry {}): it is not brought up, built or changed",
                 target.project.name,
@@ -555,7 +555,7 @@ fn copy_env_files(raw: &Value, model: &mut Value) {
 /// spec-note 0421), so a project named by another workspace is never reached through it.
 /// Empty for a container Compose did not create.
 ///
-/// Errors: [`HandoffError::Engine`] when the containers cannot be listed.
+/// Errors: [`OpsError::Engine`] when the containers cannot be listed.
 pub(crate) async fn project_siblings(
     engine: &dyn Engine,
     primary: &BTreeMap<String, String>,

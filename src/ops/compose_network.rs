@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::engine::{ContainerSpec, Engine};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::options::SecurityOptions;
 use crate::settings::Settings;
 
@@ -42,7 +42,7 @@ pub(crate) enum ComposeNetwork {
 impl ComposeNetwork {
     /// The mode the user asked for (`--network`, else the settings'; spec-note 0502).
     ///
-    /// Errors: [`HandoffError::Unsupported`] for an unknown network setting.
+    /// Errors: [`OpsError::Unsupported`] for an unknown network setting.
     pub(crate) fn requested(opts: &SecurityOptions, settings: &Settings) -> Result<Self> {
         Ok(
             match crate::ops::permissions::network_mode(opts, settings)? {
@@ -105,7 +105,7 @@ pub(crate) const ALLOWLIST_NOTE: &str = "Compose project network, closed, with a
 /// host address (see the module docs). Keys are the model's; values merge over the files'
 /// own definitions (Compose lets the later file win for each key).
 ///
-/// Errors: [`HandoffError::Unsupported`] for a project network with another driver than
+/// Errors: [`OpsError::Unsupported`] for a project network with another driver than
 /// `bridge` (its own options could give it a way out; it is not rewritten), and for a service
 /// whose `network_mode` is the engine's own bridge (`bridge`, `default`): that network is not
 /// the project's, is open, and is no permission request (spec-note 0480).
@@ -116,7 +116,7 @@ pub(crate) fn closed_networks(model: &Value) -> Result<Map<String, Value>> {
         if let Some(mode) = service.get("network_mode").and_then(Value::as_str)
             && matches!(mode, "" | "bridge" | "default")
         {
-            return Err(HandoffError::Unsupported {
+            return Err(OpsError::Unsupported {
                 message: format!(
                     "the Compose service `{name}` sets `network_mode: {mode}`, the engine's open bridge network: under network `none` or `allowlist` devcell closes only the project's own networks"
                 ),
@@ -143,7 +143,7 @@ pub(crate) fn closed_networks(model: &Value) -> Result<Map<String, Value>> {
         if let Some(driver) = def.and_then(|d| d.get("driver")).and_then(Value::as_str)
             && driver != "bridge"
         {
-            return Err(HandoffError::Unsupported {
+            return Err(OpsError::Unsupported {
                 message: format!(
                     "the Compose network `{key}` uses the driver `{driver}`: under network `none` or `allowlist` devcell closes only `bridge` networks"
                 ),
@@ -191,7 +191,7 @@ pub(crate) fn close_sidecars(model: &Value, primary: &str, sidecars: &mut Map<St
 /// and so its forwarder and proxy, or where the primary service shares a sidecar's: a
 /// sidecar's egress has no grant (spec-note 0606).
 ///
-/// Errors: [`HandoffError::Unsupported`] naming the service.
+/// Errors: [`OpsError::Unsupported`] naming the service.
 pub(crate) fn check_allowlist_namespaces(model: &Value, primary: &str) -> Result<()> {
     let shares = |service: &Value| {
         service
@@ -224,8 +224,8 @@ pub(crate) fn check_allowlist_namespaces(model: &Value, primary: &str) -> Result
     Ok(())
 }
 
-fn namespace_refusal(message: &str) -> HandoffError {
-    HandoffError::Unsupported {
+fn namespace_refusal(message: &str) -> OpsError {
+    OpsError::Unsupported {
         message: format!(
             "{message}; under network `allowlist` only the primary service gets a way out, and no grant exists for a sidecar's"
         ),
@@ -269,7 +269,7 @@ pub(crate) fn mark_primary(spec: &mut ContainerSpec, mode: ComposeNetwork, model
 /// one left by an earlier `--network default` run would silently give the services its way
 /// out.
 ///
-/// Errors: [`HandoffError::Unsupported`] naming the network; [`HandoffError::Engine`].
+/// Errors: [`OpsError::Unsupported`] naming the network; [`OpsError::Engine`].
 pub(crate) async fn refuse_open_networks(
     engine: &dyn Engine,
     target: &crate::ops::compose::ComposeTarget,
@@ -293,8 +293,8 @@ pub(crate) async fn refuse_open_networks(
 /// the engine reports it (an engine that ignores [`INHIBIT_IPV4`] would leave the host's
 /// address on it): nothing is claimed that the engine did not apply.
 ///
-/// Errors: [`HandoffError::Unsupported`] naming the network (the project is left for
-/// inspection; `devcell delete` removes it); [`HandoffError::Engine`].
+/// Errors: [`OpsError::Unsupported`] naming the network (the project is left for
+/// inspection; `devcell delete` removes it); [`OpsError::Engine`].
 pub(crate) async fn verify_closed(
     engine: &dyn Engine,
     target: &crate::ops::compose::ComposeTarget,
@@ -318,7 +318,7 @@ pub(crate) async fn verify_closed(
 /// by its engine name (`name`, else `<project>_<key>`), with the message and hint `refusal`
 /// words for that name. One no started service uses does not exist, and is not open.
 ///
-/// Errors: [`HandoffError::Unsupported`]; [`HandoffError::Engine`].
+/// Errors: [`OpsError::Unsupported`]; [`OpsError::Engine`].
 async fn refuse_open(
     engine: &dyn Engine,
     target: &crate::ops::compose::ComposeTarget,
@@ -338,7 +338,7 @@ async fn refuse_open(
             .is_some_and(|info| !is_closed(&info))
         {
             let (message, hint) = refusal(&name);
-            return Err(HandoffError::Unsupported { message, hint });
+            return Err(OpsError::Unsupported { message, hint });
         }
     }
     Ok(())

@@ -33,7 +33,7 @@ use crate::ops::compose::{
 use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::entries::existing_entries;
-use crate::ops::error::{HandoffError, Result, lifecycle_error};
+use crate::ops::error::{OpsError, Result, lifecycle_error};
 use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
@@ -58,8 +58,8 @@ use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProf
 /// loaded, `profile` and `grants` the user's choice, `earlier` what was asked before it (a
 /// handoff's git directories), judged in the same refusal.
 ///
-/// Errors: as [`super::up::up_with`]; [`HandoffError::Compose`] for a Compose command that
-/// fails (its stderr); [`HandoffError::Security`] (refused: no container, network or volume
+/// Errors: as [`super::up::up_with`]; [`OpsError::Compose`] for a Compose command that
+/// fails (its stderr); [`OpsError::Security`] (refused: no container, network or volume
 /// was created).
 pub(crate) async fn up_compose(
     engine: &dyn Engine,
@@ -133,7 +133,7 @@ pub(crate) async fn up_compose(
         existing = None;
     }
     if existing.is_none() && opts.expect_existing_container {
-        return Err(HandoffError::NoContainer {
+        return Err(OpsError::NoContainer {
             labels: join_labels(&crate::engine::compose::service_labels(
                 &target.project.name,
                 &target.service,
@@ -147,7 +147,7 @@ pub(crate) async fn up_compose(
         && mode == ComposeNetwork::Closed
         && ComposeNetwork::of_labels(&info.labels) != mode
     {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "the existing container {} of the Compose project `{}` was created with network `{}`, not `none`",
                 short(&info.id),
@@ -386,8 +386,8 @@ pub(crate) struct ComposePreview {
 /// as devcontainer.json asks for it) and `earlier`; then the project's containers are looked
 /// up. Only Compose's `config` and engine reads run (spec-note 0609).
 ///
-/// Errors: as [`up_compose`] before it creates anything: [`HandoffError::Security`] (the one
-/// refusal), [`HandoffError::Compose`], [`HandoffError::Unsupported`].
+/// Errors: as [`up_compose`] before it creates anything: [`OpsError::Security`] (the one
+/// refusal), [`OpsError::Compose`], [`OpsError::Unsupported`].
 pub(crate) async fn preview_compose(
     engine: &dyn Engine,
     engine_socket: Option<&std::path::Path>,
@@ -509,7 +509,7 @@ async fn variable_requests(
 /// The model's volumes and networks that already exist on the engine and are not this
 /// project's: without Compose's project label for it (spec-note 0601, attacks).
 ///
-/// Errors: [`HandoffError::Engine`].
+/// Errors: [`OpsError::Engine`].
 async fn foreign_resources(
     engine: &dyn Engine,
     target: &ComposeTarget,
@@ -829,7 +829,7 @@ async fn create(
     }
     let info = find_service_container(engine, &project.name, &target.service)
         .await?
-        .ok_or_else(|| HandoffError::NoContainer {
+        .ok_or_else(|| OpsError::NoContainer {
             labels: join_labels(&crate::engine::compose::service_labels(
                 &project.name,
                 &target.service,
@@ -842,7 +842,7 @@ async fn create(
         // Only the image devcell prepared was judged (its passwd read by id): a container of
         // another one (Compose rebuilt or pulled the service's image) is not started into.
         let _ = engine.remove_container(&id, true).await;
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
                 target.service,
@@ -886,7 +886,7 @@ async fn create(
 /// service with `build` (Compose tags it with the service's `image`, else
 /// `<project>-<service>`), else its `image`, inspected or pulled.
 ///
-/// Errors: [`HandoffError::Compose`] (the build), [`HandoffError::Engine`] (the pull).
+/// Errors: [`OpsError::Compose`] (the build), [`OpsError::Engine`] (the pull).
 pub(crate) async fn service_image(
     engine: &dyn Engine,
     target: &ComposeTarget,
@@ -965,9 +965,9 @@ fn keep_alive(
 /// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`), where
 /// it stays for the project's later `up`s (the container's config-files label names it).
 ///
-/// Errors: [`HandoffError::Unsupported`] when no state folder is known or it cannot be written.
+/// Errors: [`OpsError::Unsupported`] when no state folder is known or it cannot be written.
 fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
-    let failed = |message: String| HandoffError::Unsupported {
+    let failed = |message: String| OpsError::Unsupported {
         message,
         hint: Some(format!(
             "devcell keeps Compose override files in its state folder; set `{}` to a writable folder",

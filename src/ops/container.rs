@@ -17,7 +17,7 @@ use crate::config::metadata::MergedConfiguration;
 use crate::engine::run_args::{self, parse_mount, parse_publish};
 use crate::engine::{ContainerSpec, ImageInfo, Mount, MountKind};
 use crate::names::METADATA_LABEL;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 
 /// Folder of devcell's per-container state volume (run-once markers), under the hardened
 /// profile whose home folders are tmpfs (spec-notes/0181).
@@ -70,8 +70,8 @@ pub struct SpecInputs<'a> {
 
 /// Builds the container request from a merged configuration.
 ///
-/// Errors: [`HandoffError::Engine`] for an invalid mount string or an unsupported or invalid
-/// `runArgs` flag (named); [`HandoffError::Unsupported`] for an `appPort`, mount or
+/// Errors: [`OpsError::Engine`] for an invalid mount string or an unsupported or invalid
+/// `runArgs` flag (named); [`OpsError::Unsupported`] for an `appPort`, mount or
 /// `runArgs` value of the wrong JSON type.
 pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     let merged = inputs.merged;
@@ -94,7 +94,7 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
                 Value::String(s) => parse_publish(s).ok(),
                 _ => None,
             };
-        spec.ports.push(binding.ok_or_else(|| HandoffError::Unsupported {
+        spec.ports.push(binding.ok_or_else(|| OpsError::Unsupported {
             message: format!("`appPort[{index}]`: expected a port number or `[ip:]host:container`, found `{port}`"),
             hint: None,
         })?);
@@ -121,7 +121,7 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
         .iter()
         .map(|a| match a {
             Value::String(s) => Ok(s.clone()),
-            other => Err(HandoffError::Unsupported {
+            other => Err(OpsError::Unsupported {
                 message: format!("`runArgs`: expected strings, found `{other}`"),
                 hint: None,
             }),
@@ -194,7 +194,7 @@ fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
                 .or_else(|| text("dst"))
                 .or_else(|| text("destination"));
             let Some(target) = target else {
-                return Err(HandoffError::Unsupported {
+                return Err(OpsError::Unsupported {
                     message: format!("`mounts[{index}]`: a mount object needs a `target`"),
                     hint: None,
                 });
@@ -214,7 +214,7 @@ fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
                 read_only: o.get("readonly").and_then(Value::as_bool).unwrap_or(false),
             }))
         }
-        other => Err(HandoffError::Unsupported {
+        other => Err(OpsError::Unsupported {
             message: format!("`mounts[{index}]`: expected a string or an object, found `{other}`"),
             hint: None,
         }),

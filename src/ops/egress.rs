@@ -28,7 +28,7 @@ use crate::egress::{
     SocketFolder, Upstreams, install_forwarder,
 };
 use crate::engine::{ContainerSpec, Engine, ExecInput, ExecOutput, ExecRequest};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::security::{self, Grants, Permission, PermissionRequest, SecurityProfile, Source};
@@ -62,7 +62,7 @@ pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool 
 /// `allowlist` mode (elsewhere they would change nothing). Refused ones are returned, for one
 /// refusal with everything else the configuration asks for.
 ///
-/// Errors: [`HandoffError::Security`] for a malformed request (naming its property).
+/// Errors: [`OpsError::Security`] for a malformed request (naming its property).
 pub(crate) fn repository_requests(
     loaded: &LoadedConfiguration,
     opts: &UpOptions,
@@ -87,8 +87,8 @@ pub(crate) fn repository_requests(
 /// The proxy's allowlist: `[security].egress`, the agent's `egress`, `--egress-allow`, then
 /// the repository's granted requests, without repeats.
 ///
-/// Errors: [`HandoffError::Settings`] for a bad entry in the file (at its line);
-/// [`HandoffError::Egress`] for a bad `--egress-allow`.
+/// Errors: [`OpsError::Settings`] for a bad entry in the file (at its line);
+/// [`OpsError::Egress`] for a bad `--egress-allow`.
 pub(crate) fn allowlist_entries(
     opts: &UpOptions,
     requests: &[PermissionRequest],
@@ -117,8 +117,8 @@ pub(crate) fn allowlist_entries(
 /// The user's destinations: `[security].egress`, then `agent`'s `egress`, then the
 /// `--egress-allow` flags, normalised (`host:port[=address]`).
 ///
-/// Errors: [`HandoffError::Settings`] for a bad entry in the file (at its line);
-/// [`HandoffError::Egress`] for a bad flag.
+/// Errors: [`OpsError::Settings`] for a bad entry in the file (at its line);
+/// [`OpsError::Egress`] for a bad flag.
 pub fn user_entries(
     settings: &Settings,
     agent: Option<&str>,
@@ -227,9 +227,9 @@ fn is_proxy_process(pid: u32, key: &str) -> bool {
     args.contains(&PROXY_SUBCOMMAND.as_bytes()) && args.contains(&key.as_bytes())
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> HandoffError + '_ {
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> OpsError + '_ {
     move |source| {
-        HandoffError::Egress(EgressError::Io {
+        OpsError::Egress(EgressError::Io {
             path: path.to_path_buf(),
             source,
         })
@@ -241,7 +241,7 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> HandoffError + '_ {
 /// proxy environment (hooks, `exec` and the agent see it), the [`NETWORK_LABEL`]. Installs the
 /// forwarder and creates the socket folder.
 ///
-/// Errors: [`HandoffError::Egress`] when a file cannot be written.
+/// Errors: [`OpsError::Egress`] when a file cannot be written.
 pub(crate) fn prepare(spec: &mut ContainerSpec, paths: &ProxyPaths, port: u16) -> Result<()> {
     channel(paths, port)?.apply(spec);
     spec.labels
@@ -317,7 +317,7 @@ pub(crate) fn before_create(
 /// `--network allowlist` keeps the one the proxy last served. Returns `None` for a container
 /// without the channel.
 ///
-/// Errors: [`HandoffError::Unsupported`] when `allowlist` is asked for a container created
+/// Errors: [`OpsError::Unsupported`] when `allowlist` is asked for a container created
 /// without it; [`connect`]'s errors.
 pub(crate) async fn after_start(
     engine: &dyn Engine,
@@ -330,7 +330,7 @@ pub(crate) async fn after_start(
     let has_channel = container.labels.get(NETWORK_LABEL).map(String::as_str) == Some(ALLOWLIST);
     if !has_channel {
         if asked {
-            return Err(HandoffError::Unsupported {
+            return Err(OpsError::Unsupported {
                 message: format!(
                     "the existing container {} was created without `--network allowlist`",
                     &container.id[..container.id.len().min(12)]
@@ -387,8 +387,8 @@ pub struct EgressStatus {
 /// configuration, else started or restarted) and starts the forwarder in the container
 /// (`--background`, as the container's user; a forwarder already serving the port stays).
 ///
-/// Errors: [`HandoffError::Egress`] when the proxy does not start (its log's last lines are
-/// in the error), [`HandoffError::Engine`] when the forwarder cannot be run.
+/// Errors: [`OpsError::Egress`] when the proxy does not start (its log's last lines are
+/// in the error), [`OpsError::Engine`] when the forwarder cannot be run.
 pub(crate) async fn connect(
     engine: &dyn Engine,
     paths: &ProxyPaths,
@@ -421,7 +421,7 @@ pub(crate) async fn connect(
         .await?;
     let said = r.stdout_text();
     if r.exit_code != 0 || !(said.starts_with("listening") || said.starts_with("in-use")) {
-        return Err(HandoffError::Egress(EgressError::Io {
+        return Err(OpsError::Egress(EgressError::Io {
             path: PathBuf::from(crate::egress::channel::CONTAINER_FORWARDER),
             source: std::io::Error::other(format!(
                 "the forwarder did not start in container {} (exit {}): {}{}",
@@ -483,7 +483,7 @@ async fn start_proxy(paths: &ProxyPaths) -> Result<u32> {
         if let Ok(Some(status)) = child.try_wait() {
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(3).collect();
-            return Err(HandoffError::Egress(EgressError::Io {
+            return Err(OpsError::Egress(EgressError::Io {
                 path: log_path.clone(),
                 source: std::io::Error::other(format!(
                     "the egress proxy exited ({status}): {}",
@@ -500,7 +500,7 @@ async fn start_proxy(paths: &ProxyPaths) -> Result<u32> {
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            return Err(HandoffError::Egress(EgressError::Io {
+            return Err(OpsError::Egress(EgressError::Io {
                 path: paths.socket(),
                 source: std::io::Error::other("the egress proxy did not bind its socket in 10 s"),
             }));
@@ -814,7 +814,7 @@ pub(crate) fn audit_evidence(container_id: &str) -> Option<security::audit::Egre
 /// The container environment an agent gets for its upstreams (each upstream's `env` = its
 /// in-container base URL), resolving nothing secret into it.
 ///
-/// Errors: [`HandoffError::Settings`] for a bad upstream entry.
+/// Errors: [`OpsError::Settings`] for a bad upstream entry.
 pub(crate) fn upstream_env(
     settings: &Settings,
     agent: &str,

@@ -8,12 +8,12 @@ use crate::lifecycle::LifecycleError;
 use crate::security::{Permission, RequestStatus, SecurityError};
 use crate::settings::SettingsError;
 
-/// `Result` with [`HandoffError`].
-pub type Result<T, E = HandoffError> = std::result::Result<T, E>;
+/// `Result` with [`OpsError`].
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
 /// An operation failed.
 #[derive(Debug, thiserror::Error)]
-pub enum HandoffError {
+pub enum OpsError {
     /// The dev container configuration could not be found, read or validated.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -199,7 +199,7 @@ pub enum HandoffError {
 }
 
 /// An error of the agent product (`handoff`) with what the envelope needs of it; `handoff`
-/// converts its errors into [`HandoffError::Product`], so the operations need not know their
+/// converts its errors into [`OpsError::Product`], so the operations need not know their
 /// types.
 pub trait ProductError: std::error::Error + Send + Sync + 'static {
     /// The envelope error code.
@@ -212,7 +212,7 @@ pub trait ProductError: std::error::Error + Send + Sync + 'static {
     fn hint(&self) -> Option<String>;
 }
 
-/// [`HandoffError::Product`]'s content: displays and chains as the product's error.
+/// [`OpsError::Product`]'s content: displays and chains as the product's error.
 #[derive(Debug)]
 pub struct ProductFailure(pub Box<dyn ProductError>);
 
@@ -228,19 +228,19 @@ impl std::error::Error for ProductFailure {
     }
 }
 
-impl<E: ProductError> From<E> for HandoffError {
+impl<E: ProductError> From<E> for OpsError {
     fn from(error: E) -> Self {
-        HandoffError::Product(ProductFailure(Box::new(error)))
+        OpsError::Product(ProductFailure(Box::new(error)))
     }
 }
 
-/// [`HandoffError::InContainer`]'s content: displays and chains as `error`.
+/// [`OpsError::InContainer`]'s content: displays and chains as `error`.
 #[derive(Debug)]
 pub struct InContainer {
     /// The container `up` created.
     pub container_id: String,
     /// What failed.
-    pub error: HandoffError,
+    pub error: OpsError,
 }
 
 impl std::fmt::Display for InContainer {
@@ -277,14 +277,14 @@ fn lifecycle_message(source: &LifecycleError) -> String {
     }
 }
 
-impl HandoffError {
+impl OpsError {
     /// This error, naming the container `up` created before it happened
-    /// ([`HandoffError::InContainer`]); an error that names one already is kept as it is.
-    pub fn in_container(self, container_id: &str) -> HandoffError {
+    /// ([`OpsError::InContainer`]); an error that names one already is kept as it is.
+    pub fn in_container(self, container_id: &str) -> OpsError {
         if self.container_id().is_some() {
             return self;
         }
-        HandoffError::InContainer(Box::new(InContainer {
+        OpsError::InContainer(Box::new(InContainer {
             container_id: container_id.to_string(),
             error: self,
         }))
@@ -294,25 +294,23 @@ impl HandoffError {
     pub fn code(&self) -> crate::diagnostics::ErrorCode {
         use crate::diagnostics::ErrorCode;
         match self {
-            HandoffError::InContainer(e) => e.error.code(),
-            HandoffError::Config(_) | HandoffError::Settings(_) | HandoffError::Feature(_) => {
+            OpsError::InContainer(e) => e.error.code(),
+            OpsError::Config(_) | OpsError::Settings(_) | OpsError::Feature(_) => {
                 ErrorCode::ConfigInvalid
             }
-            HandoffError::Unsupported { .. } | HandoffError::AgentConfig { .. } => {
-                ErrorCode::ConfigInvalid
-            }
-            HandoffError::WorkspaceFolder { .. }
-            | HandoffError::NoContainer { .. }
-            | HandoffError::NotRunning { .. }
-            | HandoffError::UnknownAgent { .. }
-            | HandoffError::NoConfiguration { .. }
-            | HandoffError::NoSuchContainer { .. } => ErrorCode::NotFound,
-            HandoffError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
-            | HandoffError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
+            OpsError::Unsupported { .. } | OpsError::AgentConfig { .. } => ErrorCode::ConfigInvalid,
+            OpsError::WorkspaceFolder { .. }
+            | OpsError::NoContainer { .. }
+            | OpsError::NotRunning { .. }
+            | OpsError::UnknownAgent { .. }
+            | OpsError::NoConfiguration { .. }
+            | OpsError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            OpsError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
+            | OpsError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
                 ErrorCode::EngineUnavailable
             }
-            HandoffError::Compose(_) => ErrorCode::ContainerFailed,
-            HandoffError::Engine(e) => match e {
+            OpsError::Compose(_) => ErrorCode::ContainerFailed,
+            OpsError::Engine(e) => match e {
                 EngineError::NotRunning { .. } | EngineError::UnsupportedHost { .. } => {
                     ErrorCode::EngineUnavailable
                 }
@@ -329,32 +327,32 @@ impl HandoffError {
                 EngineError::NoSuchContainer { .. } => ErrorCode::NotFound,
                 _ => ErrorCode::ContainerFailed,
             },
-            HandoffError::Lifecycle { source, .. } if engine_lost(source).is_some() => {
+            OpsError::Lifecycle { source, .. } if engine_lost(source).is_some() => {
                 ErrorCode::EngineUnavailable
             }
-            HandoffError::Lifecycle { .. } => ErrorCode::HookFailed,
-            HandoffError::Security(
+            OpsError::Lifecycle { .. } => ErrorCode::HookFailed,
+            OpsError::Security(
                 SecurityError::Refused { .. }
                 | SecurityError::ReuseRefused { .. }
                 | SecurityError::SetUpRefused { .. }
                 | SecurityError::PathOutside { .. },
             ) => ErrorCode::PermissionRequired,
-            HandoffError::Security(_) => ErrorCode::ConfigInvalid,
-            HandoffError::SecretsFile { .. }
-            | HandoffError::AdditionalFeatures { .. }
-            | HandoffError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
-            HandoffError::Redacted { code, .. } => *code,
-            HandoffError::Product(e) => e.0.code(),
-            HandoffError::Audit(_) => ErrorCode::InvalidArgument,
-            HandoffError::Egress(crate::egress::EgressError::Entry { .. }) => {
+            OpsError::Security(_) => ErrorCode::ConfigInvalid,
+            OpsError::SecretsFile { .. }
+            | OpsError::AdditionalFeatures { .. }
+            | OpsError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
+            OpsError::Redacted { code, .. } => *code,
+            OpsError::Product(e) => e.0.code(),
+            OpsError::Audit(_) => ErrorCode::InvalidArgument,
+            OpsError::Egress(crate::egress::EgressError::Entry { .. }) => {
                 ErrorCode::InvalidArgument
             }
-            HandoffError::Egress(_) => ErrorCode::Internal,
-            HandoffError::Publish(_) | HandoffError::Fetch(_) | HandoffError::Build(_) => {
+            OpsError::Egress(_) => ErrorCode::Internal,
+            OpsError::Publish(_) | OpsError::Fetch(_) | OpsError::Build(_) => {
                 ErrorCode::BuildFailed
             }
-            HandoffError::Runtime { .. } => ErrorCode::Internal,
-            HandoffError::AgentStart { source, .. } => match source.kind() {
+            OpsError::Runtime { .. } => ErrorCode::Internal,
+            OpsError::AgentStart { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorCode::NotFound,
                 _ => ErrorCode::Internal,
             },
@@ -367,20 +365,20 @@ impl HandoffError {
     /// `{}`.
     pub fn details(&self) -> serde_json::Value {
         match self {
-            HandoffError::InContainer(e) => {
+            OpsError::InContainer(e) => {
                 let mut details = e.error.details();
                 if let Some(map) = details.as_object_mut() {
                     map.insert("containerId".into(), e.container_id.clone().into());
                 }
                 details
             }
-            HandoffError::Product(e) => e.0.details(),
-            HandoffError::Security(
+            OpsError::Product(e) => e.0.details(),
+            OpsError::Security(
                 SecurityError::Refused { requests, .. }
                 | SecurityError::ReuseRefused { requests, .. }
                 | SecurityError::SetUpRefused { requests, .. },
             ) => serde_json::json!({ "permissions": requests }),
-            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+            OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }
             _ => serde_json::json!({}),
@@ -390,8 +388,8 @@ impl HandoffError {
     /// The source location of a config error, for rendering the offending line.
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
-            HandoffError::InContainer(e) => e.error.location(),
-            HandoffError::Config(e) => e.location(),
+            OpsError::InContainer(e) => e.error.location(),
+            OpsError::Config(e) => e.location(),
             _ => None,
         }
     }
@@ -400,8 +398,8 @@ impl HandoffError {
     /// the error result).
     pub fn container_id(&self) -> Option<&str> {
         match self {
-            HandoffError::InContainer(e) => Some(&e.container_id),
-            HandoffError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
+            OpsError::InContainer(e) => Some(&e.container_id),
+            OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 Some(container_id)
             }
             _ => None,
@@ -409,23 +407,23 @@ impl HandoffError {
     }
 }
 
-impl Hint for HandoffError {
+impl Hint for OpsError {
     fn hint(&self) -> Option<String> {
         match self {
-            HandoffError::InContainer(e) => e.error.hint(),
-            HandoffError::Config(e) => e.hint(),
-            HandoffError::WorkspaceFolder { .. } => {
+            OpsError::InContainer(e) => e.error.hint(),
+            OpsError::Config(e) => e.hint(),
+            OpsError::WorkspaceFolder { .. } => {
                 Some("pass an existing folder with `--workspace-folder`".into())
             }
-            HandoffError::Engine(e) => e.hint(),
-            HandoffError::Compose(e) => e.hint(),
-            HandoffError::Settings(_) => None,
-            HandoffError::Lifecycle { source, .. } => match engine_lost(source) {
+            OpsError::Engine(e) => e.hint(),
+            OpsError::Compose(e) => e.hint(),
+            OpsError::Settings(_) => None,
+            OpsError::Lifecycle { source, .. } => match engine_lost(source) {
                 Some(engine) => engine.hint(),
                 None => source.hint(),
             },
-            HandoffError::Unsupported { hint, .. } => hint.clone(),
-            HandoffError::Security(e) => {
+            OpsError::Unsupported { hint, .. } => hint.clone(),
+            OpsError::Security(e) => {
                 let mut hint = e.hint().unwrap_or_default();
                 if let SecurityError::Refused { requests, .. } = e
                     && requests.iter().any(|r| {
@@ -438,50 +436,50 @@ impl Hint for HandoffError {
                 }
                 (!hint.is_empty()).then_some(hint)
             }
-            HandoffError::Build(e) => e.hint(),
-            HandoffError::Feature(e) => e.hint(),
-            HandoffError::Fetch(_) => None,
-            HandoffError::SecretsFile { .. } => {
+            OpsError::Build(e) => e.hint(),
+            OpsError::Feature(e) => e.hint(),
+            OpsError::Fetch(_) => None,
+            OpsError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }
             // Hints name only flags the user gave or can give (spec-note 0455).
-            HandoffError::NoContainer { expected: true, .. } => {
+            OpsError::NoContainer { expected: true, .. } => {
                 Some("run `devcell up` first, or drop `--expect-existing-container`".into())
             }
-            HandoffError::NoContainer { expected: false, .. } => Some(
+            OpsError::NoContainer { expected: false, .. } => Some(
                 "run `devcell up` first, or name the container with `--container-id`".into(),
             ),
-            HandoffError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
-            HandoffError::Product(e) => e.0.hint(),
-            HandoffError::UnknownAgent { name, .. } => Some(format!(
+            OpsError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            OpsError::Product(e) => e.0.hint(),
+            OpsError::UnknownAgent { name, .. } => Some(format!(
                 "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"
             )),
-            HandoffError::AgentConfig { .. } => {
+            OpsError::AgentConfig { .. } => {
                 Some("fix the agent's entry in devcell's config.toml".into())
             }
-            HandoffError::NoConfiguration { .. } => Some(
+            OpsError::NoConfiguration { .. } => Some(
                 "add `.devcontainer/devcontainer.json` to the primary repository (or the workspace root), or choose the repository that has one with `--primary`".into(),
             ),
-            HandoffError::Audit(_) => None,
-            HandoffError::Egress(_) => None,
-            HandoffError::NoSuchContainer {
+            OpsError::Audit(_) => None,
+            OpsError::Egress(_) => None,
+            OpsError::NoSuchContainer {
                 workspace: Some(w), ..
             } => Some(format!(
                 "create it with `devcell up --workspace-folder {}` (or `devcell handoff`), or pass a container name or id from `docker ps -a` instead of `--workspace-folder`",
                 w.display()
             )),
-            HandoffError::NoSuchContainer { workspace: None, .. } => {
+            OpsError::NoSuchContainer { workspace: None, .. } => {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
-            HandoffError::Publish(_) | HandoffError::Runtime { .. } => None,
-            HandoffError::InvalidLimit { .. } => Some(
+            OpsError::Publish(_) | OpsError::Runtime { .. } => None,
+            OpsError::InvalidLimit { .. } => Some(
                 "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
             ),
-            HandoffError::Redacted { hint, .. } => hint.clone(),
-            HandoffError::AgentStart { program, .. } => Some(format!(
+            OpsError::Redacted { hint, .. } => hint.clone(),
+            OpsError::AgentStart { program, .. } => Some(format!(
                 "install `{program}` on this host (it must be on `PATH` or an absolute path), or fix the agent's `command` in devcell's config.toml"
             )),
-            HandoffError::AdditionalFeatures { .. } => Some(
+            OpsError::AdditionalFeatures { .. } => Some(
                 "pass a JSON object like `features` in devcontainer.json, e.g. `{\"ghcr.io/devcontainers/features/git:1\": {}}`".into(),
             ),
         }
@@ -489,12 +487,12 @@ impl Hint for HandoffError {
 }
 
 /// Maps a lifecycle failure in `container_id` (empty: on the host) to
-/// [`HandoffError::Lifecycle`].
+/// [`OpsError::Lifecycle`].
 pub(crate) fn lifecycle_error(
     container_id: &str,
-) -> impl Fn(crate::lifecycle::LifecycleError) -> HandoffError {
+) -> impl Fn(crate::lifecycle::LifecycleError) -> OpsError {
     let container_id = container_id.to_string();
-    move |source| HandoffError::Lifecycle {
+    move |source| OpsError::Lifecycle {
         container_id: container_id.clone(),
         source,
     }

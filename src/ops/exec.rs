@@ -55,9 +55,9 @@ pub struct ExecStreams<'a> {
 /// Runs `opts.argv` in the running dev container and returns its exit code (128 + n when
 /// killed by signal n). Progress (the env probe's warnings) goes to `reporter`.
 ///
-/// Errors: [`crate::ops::HandoffError::NoContainer`] / `NotRunning` when there is no
+/// Errors: [`crate::ops::OpsError::NoContainer`] / `NotRunning` when there is no
 /// running dev container; `Engine` when the engine fails; `Config` for the configuration;
-/// any of them as [`crate::ops::HandoffError::Redacted`] when its text held a secret
+/// any of them as [`crate::ops::OpsError::Redacted`] when its text held a secret
 /// value.
 pub async fn exec(
     opts: &ExecOptions,

@@ -23,7 +23,7 @@ pub struct PackageOptions {
 /// Packages Features; returns the files written.
 ///
 /// # Errors
-/// [`HandoffError::Publish`].
+/// [`OpsError::Publish`].
 pub fn package_features(options: &PackageOptions) -> Result<Vec<PathBuf>> {
     let features = publish::package_all(&options.target)?;
     let io = |path: PathBuf, e: WriteError| publish::PublishError::Io {
@@ -89,7 +89,7 @@ pub struct PublishOptions {
 /// (`{}` for an id whose version was already published).
 ///
 /// # Errors
-/// [`HandoffError::Publish`].
+/// [`OpsError::Publish`].
 pub async fn publish_features(options: &PublishOptions) -> Result<serde_json::Value> {
     publish_features_with(options, &crate::progress::NoopReporter).await
 }

@@ -10,7 +10,7 @@ use crate::lifecycle::{
 use crate::ops::attach::{Attached, append_safe_directories, probed_remote_env};
 use crate::ops::container::{RUN_DIR, RUN_DIR_TMPFS, STATE_DIR};
 use crate::ops::error::lifecycle_error;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::executor::EngineExecutor;
 use crate::ops::state_folder::{BringUpLock, LockError, StateFolder};
 use crate::ops::target::short;
@@ -85,7 +85,7 @@ pub(crate) async fn run_hooks(
 /// hooks once: the second waits (saying so) for the first to finish, then finds its
 /// container. No state folder (no home) means no lock.
 ///
-/// Errors: [`HandoffError::Unsupported`] when the lock file cannot be opened or locked.
+/// Errors: [`OpsError::Unsupported`] when the lock file cannot be opened or locked.
 pub(crate) async fn bring_up_lock(
     id: &str,
     reporter: &dyn Reporter,
@@ -93,7 +93,7 @@ pub(crate) async fn bring_up_lock(
     let Some(store) = StateFolder::open_default() else {
         return Ok(None);
     };
-    let failed = |e: LockError| HandoffError::Unsupported {
+    let failed = |e: LockError| OpsError::Unsupported {
         message: format!("cannot take the bring-up lock: {e}"),
         hint: Some(format!(
             "devcell keeps its locks in `{}`; check that it is writable",
@@ -110,7 +110,7 @@ pub(crate) async fn bring_up_lock(
     let waited = store.clone();
     let lock = tokio::task::spawn_blocking(move || waited.lock_bring_up(&owned, true))
         .await
-        .map_err(|e| HandoffError::Unsupported {
+        .map_err(|e| OpsError::Unsupported {
             message: format!("cannot take the bring-up lock: {e}"),
             hint: None,
         })?
@@ -157,7 +157,7 @@ pub(crate) fn needs_state_dir_mode(container: &ContainerInfo) -> bool {
 /// and engines differ on who owns a fresh anonymous volume: root on Docker, the container's user
 /// on Podman (it gives new volumes to the user the container runs as). `chmod` runs as root
 /// first, then, when that is refused, as the container's user (spec-notes/0181). Errors:
-/// [`HandoffError::Unsupported`] when neither may, with the last `chmod`'s output.
+/// [`OpsError::Unsupported`] when neither may, with the last `chmod`'s output.
 pub(crate) async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<()> {
     let mut result = None;
     for user in [Some("0".to_string()), None] {
@@ -177,7 +177,7 @@ pub(crate) async fn prepare_state_dir(engine: &dyn Engine, id: &str) -> Result<(
     let (code, stderr) = result.map_or((-1, String::new()), |r| {
         (r.exit_code, r.stderr_text().trim().to_string())
     });
-    Err(HandoffError::Unsupported {
+    Err(OpsError::Unsupported {
         message: format!(
             "cannot prepare devcell's state folder `{STATE_DIR}` in container {} (exit code {code}): {stderr}",
             short(id),

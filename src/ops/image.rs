@@ -9,7 +9,7 @@ use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::names::METADATA_LABEL;
 use crate::ops::dockerfile::build_request;
 use crate::ops::entries::{FeatureRequestParts, feature_fetcher, has_features, image_entries};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
@@ -375,7 +375,7 @@ pub(crate) async fn build_features(
         locked,
         &lock_path,
     )));
-    let staging = tempfile::tempdir().map_err(|e| HandoffError::Unsupported {
+    let staging = tempfile::tempdir().map_err(|e| OpsError::Unsupported {
         message: format!("cannot create a temporary folder for Features: {e}"),
         hint: None,
     })?;
@@ -398,7 +398,7 @@ pub(crate) async fn build_features(
             lock_at.apply(&plan.lockfile(), LockfileMode::Frozen)?;
         }
         let dirs = fetcher.fetch_plan(&plan, staging.path()).await?;
-        Ok::<_, HandoffError>((plan, dirs))
+        Ok::<_, OpsError>((plan, dirs))
     };
     let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
     let (plan, dirs) = fetched?;
@@ -451,7 +451,7 @@ pub(crate) async fn build_features(
 /// built only when its cache tag is missing, unless `opts.build.no_cache`; reported as the status
 /// `built <tag>` or `using cached <tag>`.
 ///
-/// Errors: [`HandoffError::Build`] (planning, or the engine's build failed).
+/// Errors: [`OpsError::Build`] (planning, or the engine's build failed).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn layer_features(
     engine: &dyn Engine,

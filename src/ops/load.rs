@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{self, discover, jsonc, model};
 use crate::diagnostics::Warning;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::security::host_path;
 
 /// Parses `--additional-features` (a JSON object like devcontainer.json's `features`).
@@ -20,13 +20,13 @@ pub(crate) fn parse_additional_features(text: Option<&str>) -> Result<Vec<(Strin
         return Ok(Vec::new());
     };
     let doc = jsonc::parse(Path::new("--additional-features"), text).map_err(|e| {
-        HandoffError::AdditionalFeatures {
+        OpsError::AdditionalFeatures {
             message: e.to_string(),
         }
     })?;
     match doc.value {
         Value::Object(map) => Ok(map.into_iter().collect()),
-        other => Err(HandoffError::AdditionalFeatures {
+        other => Err(OpsError::AdditionalFeatures {
             message: format!(
                 "expected a JSON object of Feature references to options, found `{other}`"
             ),
@@ -148,7 +148,7 @@ impl ValidatedConfig {
     /// Validates `doc` ([`model::validate`]); the warnings are the parser's, then the
     /// validation's.
     ///
-    /// Errors: [`HandoffError::Config`] for an invalid configuration (located).
+    /// Errors: [`OpsError::Config`] for an invalid configuration (located).
     fn validate(
         workspace_folder: PathBuf,
         config_file: PathBuf,
@@ -171,12 +171,12 @@ impl ValidatedConfig {
 
 /// The absolute workspace folder, which must exist.
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`].
+/// Errors: [`OpsError::WorkspaceFolder`].
 fn existing_workspace_folder(workspace_folder: &Path) -> Result<PathBuf> {
     let folder =
         std::path::absolute(workspace_folder).unwrap_or_else(|_| workspace_folder.to_path_buf());
     if !folder.is_dir() {
-        return Err(HandoffError::WorkspaceFolder { path: folder });
+        return Err(OpsError::WorkspaceFolder { path: folder });
     }
     Ok(folder)
 }
@@ -187,9 +187,9 @@ fn existing_workspace_folder(workspace_folder: &Path) -> Result<PathBuf> {
 /// discovered config (or a `--config` inside the workspace folder) that resolves outside the
 /// workspace is refused without being read, with no grant.
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
-/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
-/// [`HandoffError::Security`] (`PathOutside`).
+/// Errors: [`OpsError::WorkspaceFolder`] when the folder does not exist;
+/// [`OpsError::Config`] for a missing, unreadable or invalid config (located);
+/// [`OpsError::Security`] (`PathOutside`).
 pub(crate) fn read_validated(
     workspace_folder: &Path,
     config: Option<&Path>,
@@ -215,10 +215,10 @@ pub(crate) fn repository_supplied(
 
 /// Reads the judged file `resolved` without following links ([`host_path::read_no_follow`]).
 ///
-/// Errors: [`HandoffError::Config`] (`Io`, or `Invalid` as [`jsonc::read`]).
+/// Errors: [`OpsError::Config`] (`Io`, or `Invalid` as [`jsonc::read`]).
 pub(crate) fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
     let io = |source| {
-        HandoffError::Config(config::ConfigError::Io {
+        OpsError::Config(config::ConfigError::Io {
             path: resolved.to_path_buf(),
             source,
         })
@@ -241,7 +241,7 @@ pub(crate) fn read_judged(resolved: &Path) -> Result<jsonc::Document> {
 /// them) resolved ([`host_path::confine`]) and, outside the workspace folder and not granted,
 /// refused without being read. The file read is the resolved one.
 ///
-/// Errors: as [`read_validated`]; [`HandoffError::Security`] (`PathOutside`).
+/// Errors: as [`read_validated`]; [`OpsError::Security`] (`PathOutside`).
 pub(crate) fn read_validated_confined(
     workspace_folder: &Path,
     config: Option<&Path>,
@@ -268,8 +268,8 @@ pub(crate) fn read_validated_confined(
 /// and compute `workspaceFolder` / `workspaceMount` ([`config::workspace::resolve`]), then
 /// migrate legacy properties ([`model::migrate_legacy`]).
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
-/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located).
+/// Errors: [`OpsError::WorkspaceFolder`] when the folder does not exist;
+/// [`OpsError::Config`] for a missing, unreadable or invalid config (located).
 pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
     let additional = parse_additional_features(opts.additional_features.as_deref())?;
     let validated = match &opts.override_config {
@@ -368,7 +368,7 @@ pub(crate) fn read_overridden(
 /// is refused before anything is read or packed (spec-note 0400). The Features module then
 /// uses the resolved folder and reads its metadata without following links.
 ///
-/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+/// Errors: [`OpsError::Security`] (`PathOutside`, `PathUnresolvable`).
 pub(crate) fn confine_local_features(
     typed: &model::DevContainerConfig,
     config_file: &Path,

@@ -14,7 +14,7 @@ use crate::config;
 use crate::features::error::FeatureError;
 use crate::features::lockfile::WriteOutcome;
 use crate::features::lockfile::{self, Decision, Lockfile, LockfileMode, LockfileState};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::security::Grants;
 use crate::security::host_path::{self, Existing, Places, WorkspaceDir};
@@ -65,11 +65,11 @@ impl LockfileAt {
 
     /// The file's text, `None` when there is none.
     ///
-    /// Errors: [`HandoffError::Security`] (`PathOutside`: a link out, not read);
-    /// [`HandoffError::Feature`] (`Io`: unreadable, a link swapped in, too large).
+    /// Errors: [`OpsError::Security`] (`PathOutside`: a link out, not read);
+    /// [`OpsError::Feature`] (`Io`: unreadable, a link swapped in, too large).
     fn text(&self) -> Result<Option<String>> {
         let io = |source| {
-            HandoffError::Feature(FeatureError::Io {
+            OpsError::Feature(FeatureError::Io {
                 path: self.path.clone(),
                 source,
             })
@@ -129,7 +129,7 @@ impl LockfileAt {
             Decision::Write(text) => text,
         };
         let io = |message: String| {
-            HandoffError::Feature(FeatureError::Io {
+            OpsError::Feature(FeatureError::Io {
                 path: self.path.clone(),
                 source: std::io::Error::other(message),
             })

@@ -49,7 +49,7 @@ pub mod users;
 pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};
-pub use error::{HandoffError, Result};
+pub use error::{OpsError, Result};
 pub use exec::{ExecOptions, ExecStreams, exec};
 pub use load::{LoadOptions, LoadedConfiguration, load_configuration};
 pub use options::{ImageBuildOptions, SecurityOptions, TargetOptions, UidUpdateDefault, UpOptions};

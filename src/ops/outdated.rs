@@ -22,7 +22,7 @@ use crate::features::fetch::{FeatureSource, FetchFlags, Fetcher, PlanRequest};
 use crate::features::local::LocalFeatureRoot;
 use crate::features::lockfile::{self, Lockfile};
 use crate::features::reference::{FeatureRef, OciVersion};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::{ValidatedConfig, read_validated};
 use crate::ops::lockfile_io::LockfileAt;
 use crate::progress::{Event, NoopReporter, Reporter};
@@ -205,7 +205,7 @@ fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetche
     };
     Fetcher::for_operation(&opts.registries, flags)
         .map_err(|e| {
-            HandoffError::Feature(FeatureError::Resolve {
+            OpsError::Feature(FeatureError::Resolve {
                 feature: "*".into(),
                 source: Box::new(e),
             })
@@ -216,8 +216,8 @@ fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetche
 /// Current, wanted and latest versions of the configuration's OCI Features (`devcontainer
 /// outdated`): tags listed from the registry, current from `devcontainer-lock.json`.
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
-/// `read-configuration`; [`HandoffError::Feature`] for an unreadable lockfile, or a registry
+/// Errors: [`OpsError::WorkspaceFolder`], [`OpsError::Config`] as for
+/// `read-configuration`; [`OpsError::Feature`] for an unreadable lockfile, or a registry
 /// that cannot be reached or refuses to list tags (naming the Feature).
 pub async fn outdated(opts: &OutdatedOptions) -> Result<Outdated> {
     outdated_with(opts, Arc::new(NoopReporter)).await
@@ -250,7 +250,7 @@ pub async fn outdated_with(
             continue;
         };
         let resolve_err = |e: Box<dyn std::error::Error + Send + Sync>| {
-            HandoffError::Feature(FeatureError::Resolve {
+            OpsError::Feature(FeatureError::Resolve {
                 feature: key.clone(),
                 source: e,
             })
@@ -361,7 +361,7 @@ pub struct Upgrade {
 /// afresh, ignoring the existing lockfile and cached tag resolutions. The file is replaced
 /// atomically; with `dry_run` nothing is written.
 ///
-/// Errors: as [`outdated`]; [`HandoffError::Feature`] for references that cannot be resolved
+/// Errors: as [`outdated`]; [`OpsError::Feature`] for references that cannot be resolved
 /// or a lockfile that cannot be written.
 pub async fn upgrade(opts: &UpgradeOptions) -> Result<Upgrade> {
     upgrade_with(opts, Arc::new(NoopReporter)).await
@@ -375,7 +375,7 @@ pub async fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) ->
     let mut config_updated = None;
     if let Some((feature, version)) = &opts.pin {
         if !is_target_version(version) {
-            return Err(HandoffError::Feature(FeatureError::InvalidReference {
+            return Err(OpsError::Feature(FeatureError::InvalidReference {
                 reference: feature.clone(),
                 message: format!(
                     "invalid version `{version}`: must be in the form of `x`, `x.y`, or `x.y.z`"
@@ -397,7 +397,7 @@ pub async fn upgrade_with(opts: &UpgradeOptions, reporter: Arc<dyn Reporter>) ->
             }
             if !opts.dry_run {
                 let io = |source| {
-                    HandoffError::Feature(FeatureError::Io {
+                    OpsError::Feature(FeatureError::Io {
                         path: loaded.config_file.clone(),
                         source,
                     })

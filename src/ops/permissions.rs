@@ -14,7 +14,7 @@ use crate::ops::entries::{
     existing_entries, has_features, preview_feature_entries, substitute_entries,
 };
 use crate::ops::error::lifecycle_error;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::ops::target::id_labels;
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 /// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
 /// for. Returns the granted requests.
 ///
-/// Errors: [`HandoffError::Security`] (`ReuseRefused`), [`HandoffError::Engine`].
+/// Errors: [`OpsError::Security`] (`ReuseRefused`), [`OpsError::Engine`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn check_existing(
     engine: &dyn Engine,
@@ -101,7 +101,7 @@ pub(crate) async fn check_existing(
 /// before anything is granted, in a CI log of the repository's pull request) never shows a
 /// host variable's value (spec-note 0440).
 ///
-/// Errors: [`HandoffError::Lifecycle`] for a malformed `initializeCommand`.
+/// Errors: [`OpsError::Lifecycle`] for a malformed `initializeCommand`.
 pub(crate) fn host_commands(
     loaded: &LoadedConfiguration,
     profile: &SecurityProfile,
@@ -148,10 +148,10 @@ pub(crate) fn host_commands(
 /// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
 /// line, column and the property path `runArgs[i]` of the first element that is the flag (or
 /// `flag=value`). Errors for flags the file does not hold (image metadata) stay as they are.
-pub(crate) fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> HandoffError {
+pub(crate) fn locate_run_arg_error(error: OpsError, config_file: &Path) -> OpsError {
     use crate::config::jsonc::{JsonPath, Segment};
     use crate::engine::EngineError;
-    let HandoffError::Engine(
+    let OpsError::Engine(
         engine @ (EngineError::UnsupportedRunArg { .. } | EngineError::InvalidRunArg { .. }),
     ) = &error
     else {
@@ -190,7 +190,7 @@ pub(crate) fn locate_run_arg_error(error: HandoffError, config_file: &Path) -> H
         Segment::Key("runArgs".to_string()),
         Segment::Index(index),
     ]));
-    HandoffError::Config(crate::config::ConfigError::Invalid {
+    OpsError::Config(crate::config::ConfigError::Invalid {
         location: Box::new(location),
         message: engine.to_string(),
         hint: crate::diagnostics::Hint::hint(engine),
@@ -260,7 +260,7 @@ pub(crate) fn bare_env_names(loaded: &LoadedConfiguration) -> Vec<(String, Strin
 /// The caller refuses when any request is refused
 /// ([`security::host_env::check`]).
 ///
-/// Errors: [`HandoffError::Unsupported`] for an unknown network setting.
+/// Errors: [`OpsError::Unsupported`] for an unknown network setting.
 pub(crate) fn early_requests(
     loaded: &LoadedConfiguration,
     opts: &UpOptions,
@@ -314,7 +314,7 @@ pub(crate) fn confine_grants(profile: &SecurityProfile, grants: &Grants) -> Opti
 /// the resolved paths: a Dockerfile or context outside the workspace is neither read nor packed
 /// (nor echoed in a build error) unless granted (`--allow mount:<resolved path>`).
 ///
-/// Errors: [`HandoffError::Security`] (`PathOutside`, `PathUnresolvable`).
+/// Errors: [`OpsError::Security`] (`PathOutside`, `PathUnresolvable`).
 pub(crate) fn confine_build(
     request: &mut BuildRequest,
     loaded: &LoadedConfiguration,
@@ -520,8 +520,8 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
 /// The profile (flag, else settings file; default `hardened`) with its limits, and the grants
 /// (settings file `allow` plus `--allow` flags — never anything from the repository).
 ///
-/// Errors: [`HandoffError::Security`] for an unknown profile or grant;
-/// [`HandoffError::Unsupported`] for an invalid `--memory`.
+/// Errors: [`OpsError::Security`] for an unknown profile or grant;
+/// [`OpsError::Unsupported`] for an invalid `--memory`.
 pub fn security_choice(
     opts: &SecurityOptions,
     settings: &Settings,
@@ -552,11 +552,11 @@ pub const CPUS_RANGE: std::ops::RangeInclusive<f64> = 0.01..=4096.0;
 /// The `hardened` profile's limits: each flag (`--pids-limit`, `--memory`, `--cpus`), else
 /// the `[security]` setting (`pids_limit`, `memory`, `cpus`; defaults 1024, `4g`, 2).
 ///
-/// Errors: [`HandoffError::InvalidLimit`] for a pids limit below 1, a memory size that is not
+/// Errors: [`OpsError::InvalidLimit`] for a pids limit below 1, a memory size that is not
 /// bytes with an optional `k`/`m`/`g`/`t` suffix or is below 6 MiB, or CPUs outside
 /// [`CPUS_RANGE`].
 pub fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
-    let invalid = |what: &str, value: String, expected: &str| HandoffError::InvalidLimit {
+    let invalid = |what: &str, value: String, expected: &str| OpsError::InvalidLimit {
         what: what.to_string(),
         value,
         expected: expected.to_string(),
@@ -614,7 +614,7 @@ pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Resul
         "default" | "" => Ok(None),
         // `allowlist` is network `none` plus devcell's channel (spec-note 0502)
         "none" | crate::ops::egress::ALLOWLIST => Ok(Some("none".into())),
-        other => Err(HandoffError::Unsupported {
+        other => Err(OpsError::Unsupported {
             message: format!(
                 "unknown network setting `{other}`: expected `default`, `none` or `allowlist`"
             ),
@@ -672,7 +672,7 @@ pub(crate) fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<
 /// is a [`security::Permission::Volume`] request. Returns the requests (judged) and the names
 /// of the missing volumes, which devcell creates for this workspace once the policy accepts.
 ///
-/// Errors: [`HandoffError::Engine`] when a volume cannot be inspected.
+/// Errors: [`OpsError::Engine`] when a volume cannot be inspected.
 pub(crate) async fn judge_named_volumes(
     engine: &dyn Engine,
     profile: &SecurityProfile,
@@ -740,10 +740,10 @@ pub(crate) struct ConfigurationJudgement {
 /// `opts` as given to `up` (the whole host environment; judged here). Only engine reads
 /// happen.
 ///
-/// Errors: [`HandoffError::Security`] with one [`security::SecurityError::Refused`] listing
+/// Errors: [`OpsError::Security`] with one [`security::SecurityError::Refused`] listing
 /// every request when any is not granted, so one `--allow` list grants them all;
-/// [`HandoffError::Lifecycle`] for a malformed `initializeCommand`; the container request's
-/// errors (bad `runArgs`, mounts); [`HandoffError::Engine`] when the engine cannot be asked.
+/// [`OpsError::Lifecycle`] for a malformed `initializeCommand`; the container request's
+/// errors (bad `runArgs`, mounts); [`OpsError::Engine`] when the engine cannot be asked.
 pub(crate) async fn judge_configuration(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -787,7 +787,7 @@ pub(crate) async fn judge_configuration(
             .await
             {
                 Ok(requests) => (None, requests),
-                Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+                Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                     (Some(e), Vec::new())
                 }
                 Err(e) => return Err(e),
@@ -891,8 +891,8 @@ pub(crate) struct ContainerJudgement<'a> {
 /// judged by the same policy. `image_info: None` is an image not known yet: its `USER` is not
 /// judged ([`security::configuration_requests`]). Refused requests are returned, not an error.
 ///
-/// Errors: [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a container request
-/// that cannot be built (bad `runArgs`, mounts); [`HandoffError::Security`] for a policy
+/// Errors: [`OpsError::Engine`] / [`OpsError::Unsupported`] for a container request
+/// that cannot be built (bad `runArgs`, mounts); [`OpsError::Security`] for a policy
 /// error other than a refusal.
 pub(crate) async fn container_requests(
     judgement: &ContainerJudgement<'_>,

@@ -9,7 +9,7 @@ use crate::ops::dockerfile::build_request;
 use crate::ops::entries::{
     existing_entries, has_features, image_entries, preview_feature_entries, substitute_entries,
 };
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
@@ -45,8 +45,8 @@ pub(crate) struct PermissionPreview {
 /// What needs a pull or a build is named in [`PermissionPreview::notes`], and requests
 /// attributed to an unknown image `USER` are left out.
 ///
-/// Errors: [`HandoffError::Config`]; [`HandoffError::Security`] for a bad profile or grant;
-/// [`HandoffError::Engine`] / [`HandoffError::Unsupported`] for a config whose container
+/// Errors: [`OpsError::Config`]; [`OpsError::Security`] for a bad profile or grant;
+/// [`OpsError::Engine`] / [`OpsError::Unsupported`] for a config whose container
 /// request cannot be built (bad `runArgs`, mounts).
 pub(crate) async fn preview_permissions(
     engine: Option<&dyn Engine>,
@@ -83,7 +83,7 @@ pub(crate) async fn preview_container(
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
     let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
-        Err(HandoffError::Security(e @ security::SecurityError::PathOutside { .. })) => {
+        Err(OpsError::Security(e @ security::SecurityError::PathOutside { .. })) => {
             preview.refusal = Some(e);
             return Ok(preview);
         }
@@ -158,7 +158,7 @@ pub(crate) async fn preview_rest(
         .await
         {
             Ok(requests) => preview.requests = requests,
-            Err(HandoffError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+            Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                 if let security::SecurityError::ReuseRefused { requests, .. } = &e {
                     preview.requests = requests.clone();
                 }
@@ -191,7 +191,7 @@ pub(crate) async fn preview_rest(
                 && let Some(r) = request.as_mut()
             {
                 match confine_build(r, loaded, &grants) {
-                    Err(HandoffError::Security(e)) => {
+                    Err(OpsError::Security(e)) => {
                         preview.refusal = Some(e);
                         return Ok(preview);
                     }

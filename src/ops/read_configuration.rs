@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::config::{self, jsonc, model};
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::{
     ValidatedConfig, locate, parse_additional_features, read_judged, read_overridden,
     read_validated, repository_supplied, resolve_workspace,
@@ -121,9 +121,9 @@ pub async fn read_configuration(opts: &ReadConfigurationOptions) -> Result<ReadC
 /// image is present locally), local Features and devcontainer.json. Engine failures are
 /// warnings, never errors (spec-notes/0220).
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`] when the folder does not exist;
-/// [`HandoffError::Config`] for a missing, unreadable or invalid config (located);
-/// [`HandoffError::AdditionalFeatures`] for an `--additional-features` value that is not a
+/// Errors: [`OpsError::WorkspaceFolder`] when the folder does not exist;
+/// [`OpsError::Config`] for a missing, unreadable or invalid config (located);
+/// [`OpsError::AdditionalFeatures`] for an `--additional-features` value that is not a
 /// JSON object.
 pub async fn read_configuration_with(
     opts: &ReadConfigurationOptions,
@@ -718,10 +718,10 @@ fn local_feature_entries(
                 let places =
                     host_path::Places::new(&config::workspace::resolve_path(workspace), None, None);
                 host_path::confine(&format!("local Feature `{key}`"), &file, &places, grants)
-                    .map_err(HandoffError::Security)
+                    .map_err(OpsError::Security)
                     .and_then(|resolved| read_judged(&resolved))
             }
-            None => jsonc::read(&file).map_err(HandoffError::Config),
+            None => jsonc::read(&file).map_err(OpsError::Config),
         };
         match read {
             Ok(doc) => out.push(config::metadata::feature_entry(key, &doc.value)),

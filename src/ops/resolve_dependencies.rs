@@ -51,8 +51,8 @@ pub struct ResolveDependencies {
 
 /// Discovers and parses the config, then orders its Features.
 ///
-/// Errors: [`HandoffError::WorkspaceFolder`], [`HandoffError::Config`] as for
-/// `read-configuration`; [`HandoffError::Feature`] for invalid references, options, cycles, and
+/// Errors: [`OpsError::WorkspaceFolder`], [`OpsError::Config`] as for
+/// `read-configuration`; [`OpsError::Feature`] for invalid references, options, cycles, and
 /// remote Features that cannot be fetched (network, offline cache miss, not a Feature).
 pub async fn resolve_dependencies(
     opts: &ResolveDependenciesOptions,
@@ -144,7 +144,7 @@ pub(crate) struct FeaturesResolution {
 /// when all are local), OCI and tarball ones through the cache and registries, pinned by the
 /// lockfile when there is one (never written here, as the reference CLI; spec-note 0280).
 ///
-/// Errors: [`HandoffError::Feature`] for invalid references (a bare id gets the `./` hint),
+/// Errors: [`OpsError::Feature`] for invalid references (a bare id gets the `./` hint),
 /// options, cycles, fetch failures.
 pub(crate) async fn resolve_features(
     request: &FeaturesRequest<'_>,

@@ -34,9 +34,9 @@ pub struct RunUserCommandsOptions {
 /// always), the secrets in their exec environment and masked in every event and error.
 /// Returns the hooks that ran.
 ///
-/// Errors: [`HandoffError::NoContainer`], [`HandoffError::NotRunning`],
-/// [`HandoffError::Lifecycle`], [`HandoffError::Engine`], [`HandoffError::Config`]; any of
-/// them as [`HandoffError::Redacted`] when its text held a secret value.
+/// Errors: [`OpsError::NoContainer`], [`OpsError::NotRunning`],
+/// [`OpsError::Lifecycle`], [`OpsError::Engine`], [`OpsError::Config`]; any of
+/// them as [`OpsError::Redacted`] when its text held a secret value.
 pub async fn run_user_commands(
     opts: &RunUserCommandsOptions,
     reporter: &dyn Reporter,

@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use crate::diagnostics::Hint;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::progress::{Event, Reporter};
 use std::path::Path;
 
@@ -50,9 +50,9 @@ impl Reporter for MaskingReporter<'_> {
 }
 
 /// `err` as it is when neither its message, its causes nor its hint contain a secret value;
-/// else [`HandoffError::Redacted`] with the same error code and every value masked (the
+/// else [`OpsError::Redacted`] with the same error code and every value masked (the
 /// message is the whole cause chain, as it would have been shown).
-pub fn redact(err: HandoffError, secrets: &IndexMap<String, String>) -> HandoffError {
+pub fn redact(err: OpsError, secrets: &IndexMap<String, String>) -> OpsError {
     let mut chain = err.to_string();
     let mut cause = std::error::Error::source(&err);
     while let Some(c) = cause {
@@ -66,7 +66,7 @@ pub fn redact(err: HandoffError, secrets: &IndexMap<String, String>) -> HandoffE
     {
         return err;
     }
-    HandoffError::Redacted {
+    OpsError::Redacted {
         code: err.code(),
         message: mask(&chain, secrets),
         hint: hint.map(|h| mask(&h, secrets)),
@@ -79,9 +79,9 @@ pub fn redact(err: HandoffError, secrets: &IndexMap<String, String>) -> HandoffE
 /// within seconds). Names must be usable as environment variable names (non-empty, no `=` or
 /// NUL); values must not contain NUL.
 ///
-/// Errors: [`HandoffError::SecretsFile`] naming the file and the key (never a value).
+/// Errors: [`OpsError::SecretsFile`] naming the file and the key (never a value).
 pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
-    let bad = |message: String| HandoffError::SecretsFile {
+    let bad = |message: String| OpsError::SecretsFile {
         path: path.to_path_buf(),
         message,
     };
@@ -168,12 +168,12 @@ mod tests {
 
     #[test]
     fn redact_keeps_clean_errors_and_masks_the_rest() {
-        let clean = HandoffError::NotRunning { id: "c1".into() };
+        let clean = OpsError::NotRunning { id: "c1".into() };
         assert!(matches!(
             redact(clean, &secrets()),
-            HandoffError::NotRunning { .. }
+            OpsError::NotRunning { .. }
         ));
-        let leaky = HandoffError::NoContainer {
+        let leaky = OpsError::NoContainer {
             labels: "devcontainer.local_folder=/w/abcdef".into(),
             expected: false,
         };

@@ -24,7 +24,7 @@ use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
 use crate::names::{LOCAL_FOLDER_LABEL, METADATA_LABEL};
 use crate::ops::attach::{Attached, home_of, usable_folder};
 use crate::ops::container::STATE_DIR;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::run_hooks;
 use crate::ops::options::SecurityOptions;
 use crate::ops::permissions::{limits, security_choice};
@@ -152,7 +152,7 @@ impl SetUpResult {
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`set_up_with`].
 ///
-/// Errors: as [`set_up_with`]; [`HandoffError::Engine`] when no engine answers.
+/// Errors: as [`set_up_with`]; [`OpsError::Engine`] when no engine answers.
 pub async fn set_up(opts: &SetUpOptions, reporter: &dyn Reporter) -> Result<SetUpResult> {
     let engine = DockerEngine::connect().await?;
     let socket = engine.socket_path().map(PathBuf::from);
@@ -163,10 +163,10 @@ pub async fn set_up(opts: &SetUpOptions, reporter: &dyn Reporter) -> Result<SetU
 /// `engine_socket` is the host path of the engine's socket (a bind of it is never allowed
 /// under `hardened`).
 ///
-/// Errors: [`HandoffError::Engine`] (`NoSuchContainer`, engine failures),
-/// [`HandoffError::NotRunning`], [`HandoffError::Config`] (`--config` missing or invalid),
-/// [`HandoffError::Security`] (`SetUpRefused`: nothing was run; an unknown profile or grant),
-/// [`HandoffError::InvalidLimit`], [`HandoffError::Lifecycle`] (a hook failed).
+/// Errors: [`OpsError::Engine`] (`NoSuchContainer`, engine failures),
+/// [`OpsError::NotRunning`], [`OpsError::Config`] (`--config` missing or invalid),
+/// [`OpsError::Security`] (`SetUpRefused`: nothing was run; an unknown profile or grant),
+/// [`OpsError::InvalidLimit`], [`OpsError::Lifecycle`] (a hook failed).
 pub async fn set_up_with(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -180,7 +180,7 @@ pub async fn set_up_with(
             id: opts.container_id.clone(),
         })?;
     if !container.running {
-        return Err(HandoffError::NotRunning { id: container.id });
+        return Err(OpsError::NotRunning { id: container.id });
     }
     // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
     let _lock =
@@ -313,7 +313,7 @@ pub async fn set_up_with(
         None => usable_folder(engine, &container.id, &remote_user, &home).await,
     };
     let probe = UserEnvProbe::from_merged_configuration(&merged, opts.default_user_env_probe)
-        .map_err(|source| HandoffError::Lifecycle {
+        .map_err(|source| OpsError::Lifecycle {
             container_id: container.id.clone(),
             source,
         })?;

@@ -3,7 +3,7 @@
 
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine, MountKind};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::{LoadOptions, LoadedConfiguration, load_configuration};
 use crate::ops::options::TargetOptions;
 use crate::security::{self, Grants};
@@ -112,7 +112,7 @@ pub(crate) fn expected_workspace(
 
 pub(crate) async fn inspect(engine: &dyn Engine, id: &str) -> Result<ContainerInfo> {
     engine.inspect_container(id).await?.ok_or_else(|| {
-        HandoffError::Engine(crate::engine::EngineError::NoSuchContainer { id: id.to_string() })
+        OpsError::Engine(crate::engine::EngineError::NoSuchContainer { id: id.to_string() })
     })
 }
 

@@ -28,7 +28,7 @@ use crate::ops::container::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
@@ -54,8 +54,8 @@ use std::path::{Path, PathBuf};
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
 /// every event and error (spec-note 0240).
 ///
-/// Errors: as [`up_with`]; [`HandoffError::Engine`] when no engine answers;
-/// [`HandoffError::Redacted`] when an error's text held a secret value.
+/// Errors: as [`up_with`]; [`OpsError::Engine`] when no engine answers;
+/// [`OpsError::Redacted`] when an error's text held a secret value.
 pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
     let reporter = MaskingReporter {
         inner: reporter,
@@ -73,10 +73,10 @@ pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
 /// `engine_socket` is the host path of the engine's socket (never mountable under
 /// `hardened`). Progress and hook output go to `reporter`.
 ///
-/// Errors: [`HandoffError::Config`] (config), [`HandoffError::Security`] (refused: nothing
-/// was created), [`HandoffError::Engine`] (image, build, create), [`HandoffError::Lifecycle`]
+/// Errors: [`OpsError::Config`] (config), [`OpsError::Security`] (refused: nothing
+/// was created), [`OpsError::Engine`] (image, build, create), [`OpsError::Lifecycle`]
 /// (a hook failed: the container is left for inspection, and the failed hook runs again at
-/// the next `up`), [`HandoffError::Unsupported`], [`HandoffError::NoContainer`].
+/// the next `up`), [`OpsError::Unsupported`], [`OpsError::NoContainer`].
 pub async fn up_with(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -104,7 +104,7 @@ pub async fn up_with(
 /// the whole host environment (`initializeCommand` runs on the host and keeps it); every read
 /// that reaches the container is judged by [`judge_up`].
 ///
-/// Errors: [`HandoffError::Config`], [`HandoffError::InvalidLimit`] and the security choice's.
+/// Errors: [`OpsError::Config`], [`OpsError::InvalidLimit`] and the security choice's.
 pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
@@ -119,7 +119,7 @@ pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
 /// a handoff bring it up through [`crate::ops::compose_up`], never through these steps).
 pub(crate) fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
     if loaded.typed.kind() == ConfigKind::Compose {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "`{}`: a Docker Compose configuration is brought up through Compose, not these steps",
                 loaded.config_file.display()
@@ -128,7 +128,7 @@ pub(crate) fn supported_kind(loaded: &LoadedConfiguration) -> Result<()> {
         });
     }
     if loaded.typed.kind() == ConfigKind::None {
-        return Err(HandoffError::Unsupported {
+        return Err(OpsError::Unsupported {
             message: format!(
                 "`{}`: devcell brings up `image`, `build.dockerfile` and `dockerComposeFile` configurations",
                 loaded.config_file.display()
@@ -163,8 +163,8 @@ pub(crate) struct JudgedUp {
 /// (spec-notes 0400, 0410, 0440, 0442). The result is handed to [`up_judged`], which neither
 /// looks the container up nor judges the configuration again.
 ///
-/// Errors: as [`judge_configuration`]; [`HandoffError::Unsupported`] when the lock cannot be
-/// taken; [`HandoffError::Engine`] when the containers cannot be listed.
+/// Errors: as [`judge_configuration`]; [`OpsError::Unsupported`] when the lock cannot be
+/// taken; [`OpsError::Engine`] when the containers cannot be listed.
 pub(crate) async fn judge_up(
     engine: &dyn Engine,
     engine_socket: Option<&Path>,
@@ -258,7 +258,7 @@ pub(crate) async fn up_judged(
         existing = None;
     }
     if existing.is_none() && opts.expect_existing_container {
-        return Err(HandoffError::NoContainer {
+        return Err(OpsError::NoContainer {
             labels: join_labels(&id_labels),
             expected: true,
         });
@@ -478,7 +478,7 @@ pub(crate) async fn up_judged(
             engine
                 .start_container(&id)
                 .await
-                .map_err(|e| HandoffError::from(e).in_container(&id))?;
+                .map_err(|e| OpsError::from(e).in_container(&id))?;
             if hardened {
                 // What the users resolved to inside, before anything runs in it: a uid 0 the
                 // policy did not grant removes the container (spec-note 0420).
@@ -732,7 +732,7 @@ mod tests {
         assert_eq!(limits(&bytes, &settings).unwrap().memory_bytes, 512 << 20);
         let bad = |opts: SecurityOptions, needle: &str| {
             let err = limits(&opts, &settings).unwrap_err();
-            assert!(matches!(err, HandoffError::InvalidLimit { .. }), "{err}");
+            assert!(matches!(err, OpsError::InvalidLimit { .. }), "{err}");
             assert_eq!(err.code(), crate::diagnostics::ErrorCode::InvalidArgument);
             assert!(err.to_string().contains(needle), "{err}");
         };

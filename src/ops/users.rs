@@ -2,7 +2,7 @@
 //! inside really has, the image's `/etc/passwd`, home folders, and the workspace ownership warning.
 
 use crate::engine::{ContainerInfo, Engine, ExecInput, ExecOutput, ExecRequest, ImageInfo};
-use crate::ops::error::{HandoffError, Result};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::image::PreparedImage;
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UidUpdateDefault;
@@ -28,8 +28,8 @@ pub const UID_SCRIPT: &str = r#"while read -r k r e s f; do [ "$k" = Uid: ] && e
 /// A uid 0, or a user the check cannot run as, removes the container (and its anonymous
 /// volumes).
 ///
-/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) for uid 0;
-/// [`HandoffError::Unsupported`] when the check could not run; [`HandoffError::Engine`].
+/// Errors: [`OpsError::Security`] (`Refused`, a `root` request) for uid 0;
+/// [`OpsError::Unsupported`] when the check could not run; [`OpsError::Engine`].
 pub(crate) async fn verify_uids_inside(
     engine: &dyn Engine,
     id: &str,
@@ -89,7 +89,7 @@ pub(crate) async fn verify_uids_inside(
         };
         let _ = engine.remove_container(id, true).await;
         if let Some(problem) = problem {
-            return Err(HandoffError::Unsupported {
+            return Err(OpsError::Unsupported {
                 message: format!(
                     "cannot check which uid {shown} runs as in container {} ({problem}); the container was removed",
                     short(id)
@@ -120,7 +120,7 @@ pub(crate) async fn verify_uids_inside(
 /// it (`applied.spec.user`, else the image's `USER`) and the remote user. A numeric user, or
 /// `--allow root`, passes.
 ///
-/// Errors: [`HandoffError::Security`] (`Refused`, a `root` request) listing `requests` first,
+/// Errors: [`OpsError::Security`] (`Refused`, a `root` request) listing `requests` first,
 /// after one status line saying why.
 pub(crate) fn judge_unreadable_passwd(
     input: &PolicyInput,
@@ -159,7 +159,7 @@ pub(crate) fn judge_unreadable_passwd(
 
 /// The `hardened` refusal of a uid 0 found inside: the requests so far plus a refused
 /// `root`, from the source of an earlier `root` request when there is one, else `fallback`.
-fn root_refused(requests: &[PermissionRequest], fallback: Source) -> HandoffError {
+fn root_refused(requests: &[PermissionRequest], fallback: Source) -> OpsError {
     let source = requests
         .iter()
         .find(|r| r.permission == security::Permission::Root)
@@ -171,7 +171,7 @@ fn root_refused(requests: &[PermissionRequest], fallback: Source) -> HandoffErro
         source,
         status: security::RequestStatus::Refused,
     });
-    HandoffError::Security(security::SecurityError::Refused {
+    OpsError::Security(security::SecurityError::Refused {
         profile: "hardened".to_string(),
         requests: all,
     })

@@ -8,7 +8,7 @@ use crate::cli::commands::{
     apply_log_args, lockfile_mode, print_result, split_pair, with_progress,
 };
 use crate::ops::{
-    BuildOptions, HandoffError, ImageBuildOptions, SecurityOptions, TargetOptions, build,
+    BuildOptions, ImageBuildOptions, OpsError, SecurityOptions, TargetOptions, build,
 };
 
 /// Runs `build`: `{"outcome":"success","imageName":[…],"devcell":{…}}` on stdout (one line),
@@ -65,7 +65,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
 
 /// The reference CLI's BuildKit-only and `--additional-features` flags, which devcell cannot
 /// honour: an error naming the flag, before anything is built.
-fn refuse_unsupported(args: &BuildArgs) -> Result<(), HandoffError> {
+fn refuse_unsupported(args: &BuildArgs) -> Result<(), OpsError> {
     let unsupported = [
         (
             "--platform",
@@ -93,7 +93,7 @@ fn refuse_unsupported(args: &BuildArgs) -> Result<(), HandoffError> {
         ),
     ];
     match unsupported.into_iter().find(|(_, given, _, _)| *given) {
-        Some((flag, _, why, hint)) => Err(HandoffError::Unsupported {
+        Some((flag, _, why, hint)) => Err(OpsError::Unsupported {
             message: format!("`{flag}` is not supported by `devcell build`: {why}"),
             hint: Some(hint.to_string()),
         }),

@@ -17,7 +17,7 @@ use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
 use crate::handoff::plan::{HandoffOptions, HandoffPlan, plan};
 use crate::handoff::session::AgentStreams;
 use crate::ops::options::SecurityOptions;
-use crate::ops::{HandoffError, LockfileMode};
+use crate::ops::{LockfileMode, OpsError};
 
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
 /// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
@@ -36,7 +36,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     let rt = match runtime_own_signals() {
         Ok(rt) => rt,
         Err(e) => {
-            let err = HandoffError::Unsupported {
+            let err = OpsError::Unsupported {
                 message: e.to_string(),
                 hint: None,
             };
@@ -191,7 +191,7 @@ fn stop_signals() -> crate::handoff::session::StopSignal<'static> {
     Box::pin(futures_util::stream::select_all(each))
 }
 
-fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
+fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
     let settings = crate::settings::load(args.config_file.as_deref())?;
     let secrets = match &args.secrets_file {
         Some(path) => crate::ops::read_secrets_file(path)?,
@@ -202,7 +202,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
         .as_deref()
         .map(str::parse::<AgentRuntime>)
         .transpose()
-        .map_err(|message| HandoffError::Unsupported {
+        .map_err(|message| OpsError::Unsupported {
             message,
             hint: None,
         })?;
@@ -252,7 +252,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, HandoffError> {
 /// A handoff that failed before its agent ran: the error's envelope (and stderr); when no
 /// engine answered and `--runtime` was not given, a next action offers `--runtime host` (never
 /// taken on its own).
-fn failed(args: &HandoffArgs, err: HandoffError) -> ExitCode {
+fn failed(args: &HandoffArgs, err: OpsError) -> ExitCode {
     if args.runtime.is_some() || err.code() != ErrorCode::EngineUnavailable {
         return finish(
             args.format,

@@ -34,7 +34,7 @@ use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::diagnostics::Warning;
 use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
-use crate::ops::HandoffError;
+use crate::ops::OpsError;
 use crate::ops::TargetOptions;
 use crate::ops::{PlanOptions, UserEnvProbe};
 
@@ -123,11 +123,11 @@ pub(crate) fn refuse(
     command: &str,
     why: &str,
     hint: &str,
-) -> Result<(), HandoffError> {
+) -> Result<(), OpsError> {
     if !given {
         return Ok(());
     }
-    Err(HandoffError::Unsupported {
+    Err(OpsError::Unsupported {
         message: format!("`{flag}` is not supported by `devcell {command}`: {why}"),
         hint: Some(hint.to_string()),
     })
@@ -135,7 +135,7 @@ pub(crate) fn refuse(
 
 /// Refuses `--dotfiles-repository` / `--dotfiles-install-command`: devcell clones nothing
 /// from the network into the container (spec-note 0310).
-pub(crate) fn refuse_dotfiles(args: &DotfilesArgs, command: &str) -> Result<(), HandoffError> {
+pub(crate) fn refuse_dotfiles(args: &DotfilesArgs, command: &str) -> Result<(), OpsError> {
     let flag = if args.dotfiles_repository.is_some() {
         "--dotfiles-repository"
     } else {
@@ -279,10 +279,10 @@ pub(crate) fn block_on<F: Future>(operation: F) -> anyhow::Result<F::Output> {
 /// [`block_on`] for devcell's own commands: a runtime that cannot start is the operation's
 /// error, for the envelope.
 pub(crate) fn own_block_on<T>(
-    operation: impl Future<Output = Result<T, HandoffError>>,
-) -> Result<T, HandoffError> {
+    operation: impl Future<Output = Result<T, OpsError>>,
+) -> Result<T, OpsError> {
     runtime()
-        .map_err(|e| HandoffError::Unsupported {
+        .map_err(|e| OpsError::Unsupported {
             message: e.to_string(),
             hint: None,
         })?
@@ -293,9 +293,9 @@ pub(crate) fn own_block_on<T>(
 /// every devcell command's, and read first).
 pub(crate) fn own_block_on_checked<T>(
     config_file: Option<&Path>,
-    operation: impl Future<Output = Result<T, HandoffError>>,
-) -> Result<T, HandoffError> {
-    crate::settings::load(config_file).map_err(HandoffError::from)?;
+    operation: impl Future<Output = Result<T, OpsError>>,
+) -> Result<T, OpsError> {
+    crate::settings::load(config_file).map_err(OpsError::from)?;
     own_block_on(operation)
 }
 
@@ -342,7 +342,7 @@ pub(crate) fn folder(given: Option<&Path>) -> std::path::PathBuf {
 
 /// The envelope of a failed devcell command: its code, message, details, and its hint as a
 /// manual next action.
-pub(crate) fn failure(err: &HandoffError) -> Envelope<()> {
+pub(crate) fn failure(err: &OpsError) -> Envelope<()> {
     let mut details = err.details();
     // the causes stderr shows as `caused by:` lines (spec-note 0326)
     let causes: Vec<String> = std::iter::successors(std::error::Error::source(err), |e| e.source())
@@ -364,7 +364,7 @@ pub(crate) fn failure(err: &HandoffError) -> Envelope<()> {
 /// documented exit code (spec-notes/0163).
 pub(crate) fn finish<T: serde::Serialize>(
     format: Format,
-    result: Result<T, HandoffError>,
+    result: Result<T, OpsError>,
     render: impl FnOnce(&T) -> String,
     decorate: impl FnOnce(&T) -> Extras,
 ) -> ExitCode {
