@@ -1,5 +1,6 @@
 //! Enforces the layer rule: a module never imports a higher layer, only `engine` names
-//! `bollard`, and the files of one module import one another in one direction (no circles).
+//! `bollard` or a backend type (everything above asks `engine::connect`), the agent product's
+//! concepts live in `handoff`, not `ops`, and the files of one module import one another in one direction (no circles).
 //! Fails with the offending file and line.
 
 use std::fs;
@@ -136,6 +137,12 @@ fn violations_in(label: &str, from: &str, text: &str) -> Vec<String> {
         if code.contains("bollard") && from != "engine" {
             violations.push(format!("{label}:{}: only `engine` may name bollard", n + 1));
         }
+        if code.contains("DockerEngine") && from != "engine" {
+            violations.push(format!(
+                "{label}:{}: only `engine` may name a backend (`DockerEngine`); ask `engine::connect`",
+                n + 1
+            ));
+        }
     }
     for (line, to) in crate_uses(text) {
         if !allowed(from, &to) {
@@ -188,6 +195,49 @@ fn the_rule_can_fail() {
     assert!(allowed("handoff", "ops"));
     assert!(allowed("cli", "ops"));
     assert!(allowed("cli", "handoff"));
+}
+
+#[test]
+fn only_the_engine_names_a_backend() {
+    let text = "//! an ops file\nlet e = crate::engine::DockerEngine::connect().await?;\n";
+    assert_eq!(
+        violations_in("src/ops/x.rs", "ops", text),
+        vec![
+            "src/ops/x.rs:2: only `engine` may name a backend (`DockerEngine`); ask `engine::connect`"
+                .to_string()
+        ]
+    );
+    assert!(violations_in("src/engine/connect.rs", "engine", text).is_empty());
+}
+
+/// The agent product's concepts (workspace inspection, container git directories, the audit
+/// adapter, the JSON envelope) live in `handoff`; `ops` holds the spec's operations.
+#[test]
+fn the_product_is_not_in_ops() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let misplaced: Vec<&str> = [
+        "ops/repository.rs",
+        "ops/container_audit.rs",
+        "ops/envelope.rs",
+        "ops/container_git.rs",
+        "ops/git_identity.rs",
+    ]
+    .into_iter()
+    .filter(|f| src.join(f).exists())
+    .collect();
+    assert!(
+        misplaced.is_empty(),
+        "product files in `ops`: {misplaced:?}"
+    );
+    for f in [
+        "handoff/repository.rs",
+        "handoff/audit.rs",
+        "handoff/envelope.rs",
+        "handoff/container_git.rs",
+        "handoff/git_identity.rs",
+    ] {
+        assert!(src.join(f).is_file(), "missing `{f}`");
+    }
 }
 
 #[test]

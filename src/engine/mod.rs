@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod build_options;
 pub mod compose;
+mod connect;
 pub mod context;
 mod docker;
 pub mod error;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use connect::connect;
 pub use docker::DockerEngine;
 pub use error::{EngineError, Result};
 pub use spec::{
@@ -55,6 +57,13 @@ pub trait Engine: Send + Sync {
 
     /// The engine's view of its host (`docker info`): CPUs, memory, runtimes.
     async fn info(&self) -> Result<EngineInfo>;
+
+    /// The host path of the Unix socket this engine is reached through, which no container
+    /// may mount (the security policy refuses a bind of it); `None` when it is not reached
+    /// through a host socket. The default implementation answers `None`.
+    fn host_socket(&self) -> Option<&std::path::Path> {
+        None
+    }
 
     /// Inspects a local image by reference or id; `Ok(None)` when it is not present locally.
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>>;

@@ -34,7 +34,7 @@
 //! is never a reason to do that silently.
 
 use crate::diagnostics::SecretMask;
-use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::agents_md::{self};
 use crate::handoff::context::{
     self, AgentRuntime, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task,
@@ -56,7 +56,7 @@ use crate::ops::up::{judge_up, load_up, up_judged};
 use crate::progress::{Event, Reporter};
 use indexmap::IndexMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,29 +87,21 @@ pub async fn handoff(
 ) -> Result<HandoffResult> {
     if opts.runtime == Some(AgentRuntime::Host) {
         // the engine, when there is one, only tells which recorded containers still run
-        let engine = DockerEngine::connect().await.ok();
-        return super::host::handoff_on_host(
-            engine.as_ref().map(|e| e as &dyn Engine),
-            opts,
-            streams,
-            stop,
-            reporter,
-        )
-        .await;
+        let engine = crate::engine::connect().await.ok();
+        return super::host::handoff_on_host(engine.as_deref(), opts, streams, stop, reporter)
+            .await;
     }
-    let engine = DockerEngine::connect().await?;
-    let socket = engine.socket_path().map(PathBuf::from);
-    handoff_with(&engine, socket.as_deref(), opts, streams, stop, reporter).await
+    let engine = crate::engine::connect().await?;
+    handoff_with(&*engine, opts, streams, stop, reporter).await
 }
 
-/// [`handoff`] through `engine` (`engine_socket`: its host socket, never mountable).
+/// [`handoff`] through `engine` (its host socket, [`Engine::host_socket`], never mountable).
 ///
 /// Errors: the plan's errors; [`OpsError::Product`] (a `StateError`) with `SessionActive` when a session is
 /// live (nothing was changed); `up`'s errors (the session is recorded as failed; the workspace
 /// is untouched and the container, if any, left for inspection); [`OpsError::Product`] (a `ContextError`).
 pub async fn handoff_with(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &HandoffOptions,
     streams: AgentStreams<'_>,
     stop: StopSignal<'_>,
@@ -148,14 +140,7 @@ pub async fn handoff_with(
         Judged::Single(Box::new(
             unless_stopped(
                 &mut stop,
-                judge_up(
-                    engine,
-                    engine_socket,
-                    &up_opts,
-                    choice,
-                    &p.git_requests,
-                    reporter,
-                ),
+                judge_up(engine, &up_opts, choice, &p.git_requests, reporter),
             )
             .await
             .map_err(stopped)??,
@@ -241,14 +226,11 @@ pub async fn handoff_with(
     )));
     let up = unless_stopped(&mut stop, async {
         match judged {
-            Judged::Single(judged) => {
-                up_judged(engine, engine_socket, &up_opts, *judged, reporter).await
-            }
+            Judged::Single(judged) => up_judged(engine, &up_opts, *judged, reporter).await,
             // `up_compose` takes the lock and judges every service with the git directories
             Judged::Compose(choice) => {
                 crate::ops::compose_up::up_compose(
                     engine,
-                    engine_socket,
                     &up_opts,
                     *choice,
                     &p.git_requests,
@@ -673,7 +655,7 @@ mod tests {
             untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
-        let gits = crate::handoff::container_git::repo_gits(&ws, Path::new("/state"));
+        let gits = crate::handoff::container_git::repo_gits(&ws, std::path::Path::new("/state"));
         assert!(gits.is_empty());
         let gits = vec![crate::handoff::container_git::RepoGit {
             repo: "api".into(),

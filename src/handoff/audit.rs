@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::repository::{self, InspectOptions};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::audit_context::{context_for, resolved_binds};
@@ -40,8 +40,8 @@ pub struct AuditOptions {
 ///
 /// Errors: as [`audit_with`].
 pub async fn audit(opts: &AuditOptions) -> Result<AuditReport> {
-    let engine = DockerEngine::connect().await?;
-    audit_with(&engine, opts).await
+    let engine = crate::engine::connect().await?;
+    audit_with(&*engine, opts).await
 }
 
 /// A Compose workspace's report covers every container of its project (issue 14 item 5):

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
@@ -135,8 +135,8 @@ pub struct DeleteResult {
 ///
 /// Errors: `Engine` when the engine fails, `State` when the state cannot be changed.
 pub async fn delete(opts: &DeleteOptions, reporter: &dyn Reporter) -> Result<DeleteResult> {
-    let engine = DockerEngine::connect().await?;
-    delete_with(&engine, opts, reporter).await
+    let engine = crate::engine::connect().await?;
+    delete_with(&*engine, opts, reporter).await
 }
 
 /// [`delete`] through `engine`.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::handoff::envelope::NextAction;
 use crate::handoff::state::{StateFinding, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
@@ -97,8 +97,8 @@ pub struct DoctorOptions {
 ///
 /// Errors: `State` when the state folder cannot be listed.
 pub async fn doctor(opts: &DoctorOptions) -> Result<DoctorResult> {
-    match DockerEngine::connect().await {
-        Ok(engine) => doctor_with(Some(&engine), opts).await,
+    match crate::engine::connect().await {
+        Ok(engine) => doctor_with(Some(&*engine), opts).await,
         Err(e) => {
             let mut r = doctor_with(None, opts).await?;
             if let Some(f) = r

@@ -3,7 +3,7 @@
 //! created (`--plan`).
 
 use crate::config::model::ConfigKind;
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::features::lockfile::LockfileMode;
 use crate::handoff::context::{AgentRuntime, ContextInputs};
 use crate::handoff::repository::{self, InspectOptions, MountPurpose, Workspace};
@@ -312,24 +312,20 @@ const COMPOSE_PLAN_PREFIX: &str = "compose service ";
 pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let runtime = opts.runtime.unwrap_or_default();
     let engine = match runtime {
-        AgentRuntime::Container => DockerEngine::connect().await.ok(),
+        AgentRuntime::Container => crate::engine::connect().await.ok(),
         AgentRuntime::Host => None,
     };
-    let dyn_engine = engine.as_ref().map(|e| e as &dyn Engine);
+    let dyn_engine = engine.as_deref();
     let prepared = prepare(opts, dyn_engine, runtime).await?;
     if runtime == AgentRuntime::Host || prepared.plan.config_file.is_none() {
         return Ok(prepared.plan);
     }
-    let socket = engine
-        .as_ref()
-        .and_then(|e| e.socket_path().map(PathBuf::from));
     // A Compose configuration: its services judged as the handoff judges them (spec-note 0609).
     if prepared.plan.image.starts_with(COMPOSE_PLAN_PREFIX) {
-        return plan_compose(prepared, opts, dyn_engine, socket.as_deref()).await;
+        return plan_compose(prepared, opts, dyn_engine).await;
     }
     let up_opts = up_options(&prepared, opts);
-    let mut preview =
-        crate::ops::preview::preview_permissions(dyn_engine, socket.as_deref(), &up_opts).await?;
+    let mut preview = crate::ops::preview::preview_permissions(dyn_engine, &up_opts).await?;
     if !prepared.git_requests.is_empty() {
         let (profile, _) =
             crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
@@ -361,7 +357,6 @@ async fn plan_compose(
     prepared: Prepared,
     opts: &HandoffOptions,
     engine: Option<&dyn Engine>,
-    socket: Option<&Path>,
 ) -> Result<HandoffPlan> {
     let config_file = prepared.plan.config_file.clone().unwrap_or_default();
     let Some(engine) = engine else {
@@ -378,14 +373,9 @@ async fn plan_compose(
         up_opts.mounts.insert(0, o.mount.clone());
     }
     let choice = crate::ops::up::load_up(&up_opts)?;
-    let preview = crate::ops::compose_up::preview_compose(
-        engine,
-        socket,
-        &up_opts,
-        &choice,
-        &prepared.git_requests,
-    )
-    .await?;
+    let preview =
+        crate::ops::compose_up::preview_compose(engine, &up_opts, &choice, &prepared.git_requests)
+            .await?;
     let action = |c: Option<&crate::engine::ContainerInfo>| match c {
         None => "create",
         Some(c) if c.running => "reuse",

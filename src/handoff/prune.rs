@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::build::features::FEATURES_IMAGE_REPOSITORY;
 use crate::build::uid::UID_IMAGE_REPOSITORY;
-use crate::engine::{DockerEngine, Engine, EngineError};
+use crate::engine::{Engine, EngineError};
 use crate::ops::error::Result;
 
 /// The repositories devcell builds into.
@@ -168,8 +168,8 @@ pub struct PruneResult {
 ///
 /// Errors: as [`prune_with`].
 pub async fn prune(opts: &PruneOptions) -> Result<PruneResult> {
-    let engine = DockerEngine::connect().await?;
-    prune_with(&engine, opts).await
+    let engine = crate::engine::connect().await?;
+    prune_with(&*engine, opts).await
 }
 
 /// Removes the tags of the devcell-built images no container uses (only those matching

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::handoff::repository::{self, InspectOptions};
 use crate::handoff::state::{Session, SessionStatus, StateStore};
 use crate::names::LOCAL_FOLDER_LABEL;
@@ -166,12 +166,8 @@ impl StatusResult {
 /// Errors: [`crate::ops::OpsError::Product`] (a [`crate::handoff::repository::WorkspaceError`]) when the folder cannot be inspected;
 /// `State` when the state is unreadable.
 pub async fn status(opts: &StatusOptions) -> Result<StatusResult> {
-    let engine = DockerEngine::connect().await;
-    let engine = match &engine {
-        Ok(e) => Some(e as &dyn Engine),
-        Err(_) => None,
-    };
-    status_with(engine, opts).await
+    let engine = crate::engine::connect().await.ok();
+    status_with(engine.as_deref(), opts).await
 }
 
 /// [`status`] through `engine` (`None`: no engine reachable).

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::image_name;
 use crate::ops::error::{OpsError, Result};
@@ -122,8 +122,8 @@ impl BuildResult {
 ///
 /// Errors: as [`build_with`]; [`OpsError::Engine`] when no engine answers.
 pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<BuildResult> {
-    let engine = DockerEngine::connect().await?;
-    build_with(&engine, opts, reporter).await
+    let engine = crate::engine::connect().await?;
+    build_with(&*engine, opts, reporter).await
 }
 
 /// Builds the image of `opts.target`'s configuration through `engine` (see the module docs),

@@ -63,7 +63,6 @@ use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProf
 /// was created).
 pub(crate) async fn up_compose(
     engine: &dyn Engine,
-    engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
     choice: UpChoice,
     earlier: &[PermissionRequest],
@@ -83,22 +82,14 @@ pub(crate) async fn up_compose(
         places,
         requests: service_requests,
         reported,
-    } = service_requests(engine, engine_socket, opts, &choice, earlier).await?;
+    } = service_requests(engine, opts, &choice, earlier).await?;
     let ConfigurationJudgement {
         early,
         init_stage,
         host_requests,
         reuse_requests: _,
         container_requests: _,
-    } = judge_configuration(
-        engine,
-        engine_socket,
-        opts,
-        &choice,
-        &service_requests,
-        None,
-    )
-    .await?;
+    } = judge_configuration(engine, opts, &choice, &service_requests, None).await?;
     let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
     let networks = if mode.closed() {
@@ -170,17 +161,7 @@ pub(crate) async fn up_compose(
             checked.host.network_mode = "bridge".to_string();
         }
         permissions.extend(
-            check_existing(
-                engine,
-                &checked,
-                &entries,
-                loaded,
-                engine_socket,
-                profile,
-                grants,
-                opts,
-            )
-            .await?,
+            check_existing(engine, &checked, &entries, loaded, profile, grants, opts).await?,
         );
     }
     if let Some(stage) = &init_stage {
@@ -227,7 +208,6 @@ pub(crate) async fn up_compose(
         None => {
             let created = create(
                 engine,
-                engine_socket,
                 opts,
                 loaded,
                 &target,
@@ -311,11 +291,11 @@ struct ServiceRequests {
 /// Errors: as [`compose_target`] (Compose), the engine's (foreign resources).
 async fn service_requests(
     engine: &dyn Engine,
-    engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
     choice: &UpChoice,
     earlier: &[PermissionRequest],
 ) -> Result<ServiceRequests> {
+    let engine_socket = engine.host_socket();
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
     let mut target = compose_target(
@@ -390,7 +370,6 @@ pub(crate) struct ComposePreview {
 /// refusal), [`OpsError::Compose`], [`OpsError::Unsupported`].
 pub(crate) async fn preview_compose(
     engine: &dyn Engine,
-    engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
     choice: &UpChoice,
     earlier: &[PermissionRequest],
@@ -399,7 +378,7 @@ pub(crate) async fn preview_compose(
         target,
         mut requests,
         ..
-    } = service_requests(engine, engine_socket, opts, choice, earlier).await?;
+    } = service_requests(engine, opts, choice, earlier).await?;
     // the network refusals `up` makes before anything is created
     let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
     if mode == ComposeNetwork::Allowlist {
@@ -408,8 +387,7 @@ pub(crate) async fn preview_compose(
     if mode.closed() {
         compose_network::closed_networks(&target.model)?;
     }
-    let judgement =
-        judge_configuration(engine, engine_socket, opts, choice, &requests, None).await?;
+    let judgement = judge_configuration(engine, opts, choice, &requests, None).await?;
     let at = earlier.len();
     requests.splice(
         at..at,
@@ -638,7 +616,6 @@ fn keep_shields_read_only(
 #[allow(clippy::too_many_arguments)]
 async fn create(
     engine: &dyn Engine,
-    engine_socket: Option<&std::path::Path>,
     opts: &UpOptions,
     loaded: &LoadedConfiguration,
     target: &ComposeTarget,
@@ -652,6 +629,7 @@ async fn create(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<Created> {
+    let engine_socket = engine.host_socket();
     let base = service_image(engine, target, opts, reporter).await?;
     let DevImage {
         mut image,

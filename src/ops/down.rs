@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::ops::error::Result;
 use crate::ops::options::TargetOptions;
 use crate::ops::target::{expected_workspace, id_labels, load, short};
@@ -45,8 +45,8 @@ impl DownResult {
 ///
 /// Errors: `Config` for the configuration, `Engine` when the engine fails.
 pub async fn down(opts: &DownOptions, reporter: &dyn Reporter) -> Result<DownResult> {
-    let engine = DockerEngine::connect().await?;
-    down_with(&engine, opts, reporter).await
+    let engine = crate::engine::connect().await?;
+    down_with(&*engine, opts, reporter).await
 }
 
 /// [`down`] through `engine`.

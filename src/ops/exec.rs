@@ -11,7 +11,7 @@
 use indexmap::IndexMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::engine::{DockerEngine, Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::lifecycle::UserEnvProbe;
 use crate::ops::attach::{attach_target, probed_remote_env, report_grants};
 use crate::ops::error::Result;
@@ -64,10 +64,10 @@ pub async fn exec(
     streams: ExecStreams<'_>,
     reporter: &dyn Reporter,
 ) -> Result<i64> {
-    let engine = DockerEngine::connect()
+    let engine = crate::engine::connect()
         .await
         .map_err(|e| redact(e.into(), &opts.secrets))?;
-    exec_with(&engine, opts, streams, reporter).await
+    exec_with(&*engine, opts, streams, reporter).await
 }
 
 /// [`exec`] through `engine`.

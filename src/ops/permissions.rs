@@ -37,11 +37,11 @@ pub(crate) async fn check_existing(
     info: &ContainerInfo,
     entries: &[Value],
     loaded: &LoadedConfiguration,
-    engine_socket: Option<&Path>,
     profile: &SecurityProfile,
     grants: &Grants,
     opts: &UpOptions,
 ) -> Result<Vec<PermissionRequest>> {
+    let engine_socket = engine.host_socket();
     if !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(Vec::new());
     }
@@ -746,12 +746,12 @@ pub(crate) struct ConfigurationJudgement {
 /// errors (bad `runArgs`, mounts); [`OpsError::Engine`] when the engine cannot be asked.
 pub(crate) async fn judge_configuration(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
     choice: &UpChoice,
     earlier: &[PermissionRequest],
     found: Option<&ContainerInfo>,
 ) -> Result<ConfigurationJudgement> {
+    let engine_socket = engine.host_socket();
     let UpChoice {
         profile,
         grants,
@@ -774,18 +774,7 @@ pub(crate) async fn judge_configuration(
     let (reuse_refusal, container) = match found {
         Some(info) => {
             let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
-            match check_existing(
-                engine,
-                info,
-                &entries,
-                loaded,
-                engine_socket,
-                profile,
-                grants,
-                &judged,
-            )
-            .await
-            {
+            match check_existing(engine, info, &entries, loaded, profile, grants, &judged).await {
                 Ok(requests) => (None, requests),
                 Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                     (Some(e), Vec::new())

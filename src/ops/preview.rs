@@ -20,7 +20,6 @@ use crate::ops::target::{expected_workspace, find_container, id_labels, load_for
 use crate::ops::users::image_passwd;
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile, host_path};
 use serde_json::Value;
-use std::path::Path;
 
 /// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
 /// building, pulling or creating anything (`handoff --plan`; spec-note 0320).
@@ -50,11 +49,10 @@ pub(crate) struct PermissionPreview {
 /// request cannot be built (bad `runArgs`, mounts).
 pub(crate) async fn preview_permissions(
     engine: Option<&dyn Engine>,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
-    let mut preview = preview_container(engine, engine_socket, opts).await?;
+    let mut preview = preview_container(engine, opts).await?;
     if matches!(
         preview.refusal,
         Some(security::SecurityError::PathOutside { .. })
@@ -76,7 +74,6 @@ pub(crate) async fn preview_permissions(
 /// [`preview_permissions`] for the container alone.
 pub(crate) async fn preview_container(
     engine: Option<&dyn Engine>,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
@@ -99,16 +96,7 @@ pub(crate) async fn preview_container(
     let early = early_requests(&loaded, opts, &profile, &grants)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let mut preview = preview_rest(
-        engine,
-        engine_socket,
-        opts,
-        &loaded,
-        preview,
-        &profile,
-        &grants,
-    )
-    .await?;
+    let mut preview = preview_rest(engine, opts, &loaded, preview, &profile, &grants).await?;
     // One refusal for all of them, as `up` refuses (spec-note 0400).
     preview.refusal = security::refusal_of_all(
         &profile,
@@ -124,13 +112,13 @@ pub(crate) async fn preview_container(
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn preview_rest(
     engine: Option<&dyn Engine>,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
     loaded: &LoadedConfiguration,
     mut preview: PermissionPreview,
     profile: &SecurityProfile,
     grants: &Grants,
 ) -> Result<PermissionPreview> {
+    let engine_socket = engine.and_then(|e| e.host_socket());
     let kind = loaded.typed.kind();
     let id_labels = id_labels(&opts.target, loaded);
 
@@ -145,18 +133,7 @@ pub(crate) async fn preview_rest(
         .await
     {
         let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
-        match check_existing(
-            engine,
-            &info,
-            &entries,
-            loaded,
-            engine_socket,
-            profile,
-            grants,
-            opts,
-        )
-        .await
-        {
+        match check_existing(engine, &info, &entries, loaded, profile, grants, opts).await {
             Ok(requests) => preview.requests = requests,
             Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                 if let security::SecurityError::ReuseRefused { requests, .. } = &e {

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::{self, jsonc, model};
 use crate::diagnostics::Warning;
-use crate::engine::{ContainerInfo, DockerEngine, Engine, ImageInfo};
+use crate::engine::{ContainerInfo, Engine, ImageInfo};
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::{
     ValidatedConfig, locate, parse_additional_features, read_judged, read_overridden,
@@ -354,7 +354,7 @@ async fn lookup(
         }
     };
     async {
-        let engine = match DockerEngine::connect().await {
+        let engine = match crate::engine::connect().await {
             Ok(engine) => engine,
             Err(e) => {
                 warn(
@@ -374,7 +374,7 @@ async fn lookup(
                     warn(format!("container `{id}` not found"), true);
                 }
             }),
-            None => find_container(&engine, labels).await,
+            None => find_container(&*engine, labels).await,
         };
         match container {
             Ok(c) => found.container = c,
@@ -404,7 +404,7 @@ async fn lookup(
 
 /// The first container carrying all `labels` that is not being removed, inspected.
 async fn find_container(
-    engine: &DockerEngine,
+    engine: &dyn Engine,
     labels: &BTreeMap<String, String>,
 ) -> std::result::Result<Option<ContainerInfo>, crate::engine::EngineError> {
     if labels.is_empty() {

@@ -1,7 +1,6 @@
 //! `run-user-commands`: run the lifecycle hooks of an existing dev container, as
 //! `@devcontainers/cli run-user-commands` does.
 
-use crate::engine::DockerEngine;
 use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
 use crate::ops::attach::{attach_target, report_grants};
 use crate::ops::error::Result;
@@ -46,9 +45,9 @@ pub async fn run_user_commands(
         secrets: &opts.secrets,
     };
     let run = async {
-        let engine = DockerEngine::connect().await?;
+        let engine = crate::engine::connect().await?;
         let (attached, requests) = attach_target(
-            &engine,
+            &*engine,
             &opts.target,
             &opts.allow,
             opts.default_user_env_probe,
@@ -56,7 +55,7 @@ pub async fn run_user_commands(
         .await?;
         report_grants(&requests, &reporter);
         run_hooks(
-            &engine,
+            &*engine,
             &attached,
             BringUpKind::Running,
             opts.plan,

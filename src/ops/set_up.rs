@@ -19,7 +19,7 @@
 
 use crate::config::{jsonc, metadata, model, substitute};
 use crate::diagnostics::Warning;
-use crate::engine::{ContainerInfo, DockerEngine, Engine, EngineError};
+use crate::engine::{ContainerInfo, Engine, EngineError};
 use crate::lifecycle::{BringUpKind, LifecycleReport, PlanOptions, UserEnvProbe};
 use crate::names::{LOCAL_FOLDER_LABEL, METADATA_LABEL};
 use crate::ops::attach::{Attached, home_of, usable_folder};
@@ -154,14 +154,13 @@ impl SetUpResult {
 ///
 /// Errors: as [`set_up_with`]; [`OpsError::Engine`] when no engine answers.
 pub async fn set_up(opts: &SetUpOptions, reporter: &dyn Reporter) -> Result<SetUpResult> {
-    let engine = DockerEngine::connect().await?;
-    let socket = engine.socket_path().map(PathBuf::from);
-    set_up_with(&engine, socket.as_deref(), opts, reporter).await
+    let engine = crate::engine::connect().await?;
+    set_up_with(&*engine, opts, reporter).await
 }
 
 /// Sets up the running container `opts.container_id` through `engine` (see the module docs).
-/// `engine_socket` is the host path of the engine's socket (a bind of it is never allowed
-/// under `hardened`).
+/// A bind of the engine's host socket ([`Engine::host_socket`]) is never allowed under
+/// `hardened`.
 ///
 /// Errors: [`OpsError::Engine`] (`NoSuchContainer`, engine failures),
 /// [`OpsError::NotRunning`], [`OpsError::Config`] (`--config` missing or invalid),
@@ -169,10 +168,10 @@ pub async fn set_up(opts: &SetUpOptions, reporter: &dyn Reporter) -> Result<SetU
 /// [`OpsError::InvalidLimit`], [`OpsError::Lifecycle`] (a hook failed).
 pub async fn set_up_with(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &SetUpOptions,
     reporter: &dyn Reporter,
 ) -> Result<SetUpResult> {
+    let engine_socket = engine.host_socket();
     let container = engine
         .inspect_container(&opts.container_id)
         .await?

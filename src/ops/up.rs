@@ -20,7 +20,7 @@ use crate::config::model::ConfigKind;
 use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
 use crate::engine::ContainerInfo;
-use crate::engine::{DockerEngine, Engine};
+use crate::engine::Engine;
 use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
 use crate::ops::container::{
@@ -49,7 +49,6 @@ use crate::ops::users::{
 };
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
-use std::path::{Path, PathBuf};
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
 /// every event and error (spec-note 0240).
@@ -62,16 +61,15 @@ pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
         secrets: &opts.secrets,
     };
     let run = async {
-        let engine = DockerEngine::connect().await?;
-        let socket = engine.socket_path().map(PathBuf::from);
-        up_with(&engine, socket.as_deref(), opts, &reporter).await
+        let engine = crate::engine::connect().await?;
+        up_with(&*engine, opts, &reporter).await
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
 }
 
 /// Brings the dev container of `opts.target` up through `engine` (see the module docs).
-/// `engine_socket` is the host path of the engine's socket (never mountable under
-/// `hardened`). Progress and hook output go to `reporter`.
+/// The engine's host socket ([`Engine::host_socket`]) is never mountable under `hardened`.
+/// Progress and hook output go to `reporter`.
 ///
 /// Errors: [`OpsError::Config`] (config), [`OpsError::Security`] (refused: nothing
 /// was created), [`OpsError::Engine`] (image, build, create), [`OpsError::Lifecycle`]
@@ -79,25 +77,16 @@ pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
 /// the next `up`), [`OpsError::Unsupported`], [`OpsError::NoContainer`].
 pub async fn up_with(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
     if chosen.loaded.typed.kind() == ConfigKind::Compose {
-        return crate::ops::compose_up::up_compose(
-            engine,
-            engine_socket,
-            opts,
-            chosen,
-            &[],
-            reporter,
-        )
-        .await;
+        return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
     }
     supported_kind(&chosen.loaded)?;
-    let judged = judge_up(engine, engine_socket, opts, chosen, &[], reporter).await?;
-    up_judged(engine, engine_socket, opts, judged, reporter).await
+    let judged = judge_up(engine, opts, chosen, &[], reporter).await?;
+    up_judged(engine, opts, judged, reporter).await
 }
 
 /// The profile and grants of `opts` ([`security_choice`]) and the configuration loaded with
@@ -167,7 +156,6 @@ pub(crate) struct JudgedUp {
 /// taken; [`OpsError::Engine`] when the containers cannot be listed.
 pub(crate) async fn judge_up(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
     choice: UpChoice,
     earlier: &[PermissionRequest],
@@ -190,8 +178,7 @@ pub(crate) async fn judge_up(
     let reused = existing
         .as_ref()
         .filter(|_| !opts.remove_existing_container);
-    let judgement =
-        judge_configuration(engine, engine_socket, opts, &choice, earlier, reused).await?;
+    let judgement = judge_configuration(engine, opts, &choice, earlier, reused).await?;
     Ok(JudgedUp {
         choice,
         judgement,
@@ -207,11 +194,11 @@ pub(crate) async fn judge_up(
 /// Errors: as [`up_with`].
 pub(crate) async fn up_judged(
     engine: &dyn Engine,
-    engine_socket: Option<&Path>,
     opts: &UpOptions,
     judged: JudgedUp,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
+    let engine_socket = engine.host_socket();
     let JudgedUp {
         choice: UpChoice {
             profile,
@@ -798,7 +785,7 @@ mod tests {
 
     #[test]
     fn image_name_is_like_the_reference() {
-        let name = image_name(Path::new("/w/My Repo"));
+        let name = image_name(std::path::Path::new("/w/My Repo"));
         assert!(name.starts_with("vsc-myrepo-"), "{name}");
         assert_eq!(name.len(), "vsc-myrepo-".len() + 64);
     }

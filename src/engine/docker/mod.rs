@@ -175,12 +175,6 @@ impl DockerEngine {
         &self.host
     }
 
-    /// The host path of the engine's unix socket, when connected through one (used by the
-    /// security policy to refuse mounting it).
-    pub fn socket_path(&self) -> Option<&str> {
-        self.host.strip_prefix("unix://")
-    }
-
     /// Every container (running or not) with all of `labels` (`key` or `key=value` filters;
     /// none: every container); `subject` names them in an error.
     async fn containers_with_labels(
@@ -282,6 +276,10 @@ impl Engine for DockerEngine {
             arch: v.arch.unwrap_or_default(),
             podman,
         })
+    }
+
+    fn host_socket(&self) -> Option<&std::path::Path> {
+        self.host.strip_prefix("unix://").map(std::path::Path::new)
     }
 
     async fn is_podman(&self) -> Result<bool> {
