@@ -292,7 +292,16 @@ impl PrivateGitDir {
         let config = entries
             .into_iter()
             .filter(|(key, _)| carried(key))
-            .map(|(key, value)| (key, value.unwrap_or_else(|| "true".into())))
+            .map(|(key, value)| {
+                let value = value.unwrap_or_else(|| "true".into());
+                // the container reads this copy: a token in a remote URL stays on the host
+                let value = if key.to_ascii_lowercase().ends_with(".url") {
+                    without_credentials(&value)
+                } else {
+                    value
+                };
+                (key, value)
+            })
             .collect();
         Ok(Self {
             root,
@@ -493,9 +502,50 @@ pub fn carried(key: &str) -> bool {
     }
 }
 
+/// A remote URL without the user information of its authority (`https://user:token@host/x` →
+/// `https://host/x`), so a credential written into the URL never reaches a copy of the
+/// configuration the container reads. scp-like `user@host:path` spellings carry no secret (the
+/// ssh user name) and are kept. Pure.
+pub fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://{}{path}", &authority[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_a_remote_url_are_not_carried() {
+        for (url, want) in [
+            (
+                "https://x:ghp_secret@example.test/o/r.git",
+                "https://example.test/o/r.git",
+            ),
+            (
+                "https://ghp_secret@example.test/o/r",
+                "https://example.test/o/r",
+            ),
+            (
+                "https://a@b:c@example.test:8443/r",
+                "https://example.test:8443/r",
+            ),
+            ("ssh://git@example.test/o/r", "ssh://example.test/o/r"),
+            ("https://example.test/o/r", "https://example.test/o/r"),
+            ("git@example.test:o/r.git", "git@example.test:o/r.git"),
+            ("/srv/git/r.git", "/srv/git/r.git"),
+            ("https://example.test/p@th", "https://example.test/p@th"),
+        ] {
+            assert_eq!(without_credentials(url), want, "{url}");
+        }
+    }
 
     #[test]
     fn command_keys_the_configuration_names_are_neutralized() {
@@ -789,9 +839,31 @@ mod tests {
         plain_git(&repo, &["config", "include.path", "evil.inc"]);
         plain_git(&repo, &["config", "diff.evil.textconv", &script]);
         plain_git(&repo, &["config", "core.worktree", "/"]);
+        plain_git(
+            &repo,
+            &[
+                "remote",
+                "add",
+                "origin",
+                "https://u:tok3n@example.test/r.git",
+            ],
+        );
         std::fs::write(repo.join("a.txt"), "b\n").unwrap();
 
         let private = PrivateGitDir::new(&git_dir, &git_dir, &repo).unwrap();
+        // carried into the container git directory: the URL without its credential
+        assert!(
+            private
+                .carried_config()
+                .iter()
+                .any(|(k, v)| k == "remote.origin.url" && v == "https://example.test/r.git")
+        );
+        assert!(
+            !private
+                .carried_config()
+                .iter()
+                .any(|(_, v)| v.contains("tok3n"))
+        );
         let dir = private.git_dir();
         let config = std::fs::read_to_string(dir.join("config")).unwrap();
         assert!(
