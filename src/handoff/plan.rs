@@ -151,6 +151,10 @@ pub struct HandoffPlan {
     /// What the plan could not judge without a pull or a build (the image's `USER` and
     /// metadata label, the Features' metadata), one sentence each.
     pub permission_notes: Vec<String>,
+    /// The non-root user devcell provides because the image runs as root and the
+    /// configuration names no user (spec-note 0188); also one of the `permission_notes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provided_user: Option<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
     /// Names of the host variables passed to the agent (never values): its `env` allow-list.
@@ -346,6 +350,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let mut plan = prepared.plan;
     plan.permissions = listed_once(preview.requests);
     plan.permission_notes = preview.notes;
+    plan.provided_user = preview.provided_user;
     plan.host_env = preview.host_env;
     Ok(plan)
 }
@@ -842,6 +847,7 @@ pub(super) async fn prepare(
         grants,
         permissions: Vec::new(),
         permission_notes: Vec::new(),
+        provided_user: None,
         mounts: planned,
         env: agent_env.keys().cloned().collect(),
         host_env: Vec::new(),

@@ -248,11 +248,23 @@ fn agent_product_on_one_repository() {
     };
     let snap = |name: &str, run: Run| assert_run_snapshot!(name, Some(&ctx), run);
 
-    // refused: privileged and root need grants
+    // refused: privileged needs a grant
     snap("handoff_plan_refused_text", handoff(&["--plan"]));
     snap(
         "handoff_plan_refused_json",
         handoff(&["--plan", "--format", "json"]),
+    );
+    // privileged granted, root not: the image runs as root and names no user, so the plan
+    // says devcell provides its own user (spec-note 0188)
+    let provided = handoff(&["--plan", "--format", "json", "--allow", "privileged"]);
+    assert_eq!(provided.code, Some(0), "{}", provided.stderr);
+    let plan = &provided.json()["result"];
+    assert_eq!(plan["providedUser"], "devcell", "{plan}");
+    assert!(
+        plan["permissionNotes"]
+            .to_string()
+            .contains("user provided by devcell"),
+        "{plan}"
     );
     let grants = ["--allow", "privileged", "--allow", "root"];
     snap(
