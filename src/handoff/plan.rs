@@ -784,7 +784,7 @@ pub(super) async fn prepare(
         }),
         ..TargetOptions::default()
     };
-    let (image, features, container) = match &config_file {
+    let (image, features, container, config_warnings) = match &config_file {
         Some(_) if !host => planned_container(&target, engine, confine).await?,
         _ => (
             String::new(),
@@ -794,6 +794,7 @@ pub(super) async fn prepare(
                 id: None,
                 labels: BTreeMap::new(),
             },
+            Vec::new(),
         ),
     };
     let cwd = match &opts.primary {
@@ -872,6 +873,13 @@ pub(super) async fn prepare(
                     .skip(ws.warnings.len())
                     .map(|w| ("handoff".to_string(), w.clone())),
             )
+            // the configuration's own (unknown, duplicate, deprecated properties), as `up`
+            // and the handoff show them (issue 28 item 5)
+            .chain(
+                config_warnings
+                    .iter()
+                    .map(|w| (CONFIG_WARNING_CODE.to_string(), w.to_string())),
+            )
             .collect(),
     };
     Ok(Prepared {
@@ -891,13 +899,23 @@ pub(super) async fn prepare(
     })
 }
 
-/// The image (reference, or `build <Dockerfile>`), the Features as written and the container
-/// (asked of `engine` when there is one) of a container handoff's plan.
+/// The envelope warning code of the configuration's own warnings in a plan (unknown,
+/// duplicate and deprecated properties; spec-note 0002).
+pub const CONFIG_WARNING_CODE: &str = "configuration";
+
+/// The image (reference, or `build <Dockerfile>`), the Features as written, the container
+/// (asked of `engine` when there is one) of a container handoff's plan, and the
+/// configuration's own warnings.
 pub(crate) async fn planned_container(
     target: &TargetOptions,
     engine: Option<&dyn Engine>,
     confine: Option<crate::security::Grants>,
-) -> Result<(String, Vec<String>, PlannedContainer)> {
+) -> Result<(
+    String,
+    Vec<String>,
+    PlannedContainer,
+    Vec<crate::diagnostics::Warning>,
+)> {
     let loaded = crate::ops::target::load_for(target, confine)?;
     // A Compose configuration is brought up through Compose (spec-note 0606); no other
     // kind the steps refuse gets a container in the plan.
@@ -953,7 +971,7 @@ pub(crate) async fn planned_container(
             labels: labels.clone(),
         },
     };
-    Ok((image, features, container))
+    Ok((image, features, container, loaded.warnings))
 }
 
 /// `~/x` → `<home>/x`; other paths unchanged; `None` when `~/` is used without a home.

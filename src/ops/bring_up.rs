@@ -52,6 +52,9 @@ pub struct UpResult {
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
     pub warnings: Vec<Warning>,
+    /// How many of the first `warnings` were shown on stderr as they were found (the
+    /// configuration's own, [`crate::ops::load::report_warnings`]): the CLI prints the rest.
+    pub shown_warnings: usize,
     /// The configuration read (`--include-configuration`).
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).

@@ -256,6 +256,7 @@ pub(crate) async fn up_compose(
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
         provided_user: crate::ops::bring_up::provided_user(&container),
+        shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),

@@ -82,6 +82,7 @@ pub async fn up_with(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
+    crate::ops::load::report_warnings(&chosen.loaded, reporter);
     if chosen.loaded.typed.kind() == ConfigKind::Compose {
         return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
     }
@@ -554,6 +555,7 @@ pub(crate) async fn up_judged(
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
         provided_user: crate::ops::bring_up::provided_user(&container),
+        shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),

@@ -231,6 +231,50 @@ fn agent_workspace(test: &str, devcontainer: &str) -> Option<TestContext> {
     Some(ctx)
 }
 
+/// Issue 28 item 5: `handoff --plan` lists a configuration's typo with its suggestion (text
+/// and the JSON envelope's `warnings`, code `configuration`).
+#[test]
+fn the_plan_warns_about_a_typo_with_a_suggestion() {
+    let Some(ctx) = agent_workspace(
+        "the_plan_warns_about_a_typo_with_a_suggestion",
+        r#"{"image": "IMAGE", "remoteUsr": "nobody"}"#,
+    ) else {
+        return;
+    };
+    const WARNING: &str = "unknown property `remoteUsr` (did you mean `remoteUser`?)";
+    let config = ctx.tmp().join("config.toml");
+    let config = config.to_str().unwrap();
+    let text = ctx.run(
+        "handoff",
+        &["--agent", "a", "--config-file", config, "--plan"],
+    );
+    text.ok();
+    assert!(text.stdout.contains(WARNING), "{}", text.stdout);
+    let json = ctx.run(
+        "handoff",
+        &[
+            "--agent",
+            "a",
+            "--config-file",
+            config,
+            "--plan",
+            "--format",
+            "json",
+        ],
+    );
+    json.ok();
+    let warnings = &json.json()["warnings"];
+    assert!(
+        warnings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "configuration"
+                && w["message"].as_str().unwrap().contains(WARNING)),
+        "{warnings}"
+    );
+}
+
 #[test]
 fn agent_product_on_one_repository() {
     let Some(ctx) = agent_workspace(

@@ -1435,6 +1435,41 @@ fn a_root_image_with_no_user_runs_as_the_user_devcell_provides() {
     }
 }
 
+/// Issue 28 item 5: a configuration's typo is warned about on stderr, with the property it most
+/// likely means, as soon as the configuration is read: also when `up` then fails, and once
+/// when it succeeds (the result lists it too).
+#[test]
+fn a_typo_is_warned_about_with_a_suggestion_even_when_up_fails() {
+    let Some(ctx) =
+        TestContext::busybox("a_typo_is_warned_about_with_a_suggestion_even_when_up_fails")
+    else {
+        return;
+    };
+    const WARNING: &str = "unknown property `remoteUsr` (did you mean `remoteUser`?)";
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUsr": "nobody", "privileged": true}"#);
+    let out = ws.output("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let warned = stderr.find(WARNING).expect("the typo is warned about");
+    let refused = stderr.find("error:").expect("the refusal");
+    assert!(warned < refused, "the warning comes first: {stderr}");
+    assert!(ws.containers().is_empty(), "a container was created");
+
+    let ws = TestContext::new("up").config(r#"{"image": "IMAGE", "remoteUsr": "nobody"}"#);
+    let out = ws.output("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches(WARNING).count(), 1, "{stderr}");
+    let result = last_json(&out);
+    assert!(
+        result["devcell"]["warnings"].to_string().contains(WARNING),
+        "{result}"
+    );
+    if let Some(id) = result["containerId"].as_str() {
+        ws.remove_images_matching(&container_image(id));
+    }
+}
+
 /// An unsupported or invalid `runArgs` flag is reported at its place in devcontainer.json
 /// (file:line:column and `runArgs[i]`), with the caret line, and nothing is created.
 #[test]
