@@ -15,6 +15,15 @@ pub const BASE_IMAGE_LABEL: &str = "devcell.base_image";
 /// at creation (decimal), so a reused container's ownership check needs no file read
 /// (spec-note 0324).
 pub const REMOTE_UID_LABEL: &str = "devcell.remote_uid";
+/// The non-root user devcell provides under `hardened` when the image runs as root and the
+/// configuration names no user (spec-note 0188): created in the cached uid layer, with a home
+/// folder, named for who made it (no image the tests or the reference use has a user by this
+/// name; `vscode`, `node`, `ubuntu`, `agent` are common ones).
+pub const PROVIDED_USER: &str = "devcell";
+/// Container label with the name of the user devcell provided (spec-note 0188), so a reused
+/// container's result says so too. In devcell's label namespace: an image cannot carry it
+/// into a container (spec-note 0421).
+pub const PROVIDED_USER_LABEL: &str = "devcell.provided_user";
 /// Container label `allowlist` on a container `up --network allowlist` created: its network
 /// `none` has devcell's egress channel and host-side proxy (spec-note 0502).
 pub const EGRESS_NETWORK_LABEL: &str = "devcell.network";

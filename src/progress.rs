@@ -7,6 +7,10 @@ pub enum Event {
     Status(String),
     /// A line of output from a build step or lifecycle hook.
     Output(String),
+    /// A finding the user should see where they look, as it happens (a configuration's
+    /// unknown, duplicate or deprecated property): printed as a `warning:` line that stays on
+    /// screen, also on a run that fails later (issue 28 item 5).
+    Warning(crate::diagnostics::Warning),
 }
 
 /// Receives [`Event`]s. Implementations must be cheap; they are called from async code.

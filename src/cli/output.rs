@@ -158,6 +158,7 @@ impl crate::progress::Reporter for StderrReporter {
                 eprintln!("[devcell] {}", printable(&line, Sgr::Escape));
             }
             crate::progress::Event::Output(line) => eprintln!("{}", printable(&line, Sgr::Keep)),
+            crate::progress::Event::Warning(warning) => self::warning(&warning),
         }
     }
 }

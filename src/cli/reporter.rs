@@ -99,6 +99,10 @@ impl Reporter for CliReporter {
             }
             (Sink::Lines, Event::Status(line)) => output::stderr_line(&status_line(&line)),
             (Sink::Lines, Event::Output(line)) => output::stderr_output_line(&line),
+            (Sink::Spinner(bar), Event::Warning(warning)) => {
+                bar.suspend(|| output::warning(&warning));
+            }
+            (Sink::Lines, Event::Warning(warning)) => output::warning(&warning),
         }
     }
 }

@@ -377,6 +377,68 @@ pub fn describe(v: &Value) -> String {
     }
 }
 
+/// The top-level properties of the current schema, which an unknown one is compared with for a
+/// "did you mean" (the deprecated legacy ones are not suggested).
+const TOP_LEVEL_PROPERTIES: &[&str] = &[
+    "name",
+    "image",
+    "build",
+    "dockerComposeFile",
+    "service",
+    "runServices",
+    "workspaceFolder",
+    "workspaceMount",
+    "features",
+    "overrideFeatureInstallOrder",
+    "secrets",
+    "forwardPorts",
+    "portsAttributes",
+    "otherPortsAttributes",
+    "appPort",
+    "containerEnv",
+    "remoteEnv",
+    "remoteUser",
+    "containerUser",
+    "updateRemoteUserUID",
+    "userEnvProbe",
+    "overrideCommand",
+    "shutdownAction",
+    "init",
+    "privileged",
+    "capAdd",
+    "securityOpt",
+    "mounts",
+    "runArgs",
+    "customizations",
+    "hostRequirements",
+    "initializeCommand",
+    "onCreateCommand",
+    "updateContentCommand",
+    "postCreateCommand",
+    "postStartCommand",
+    "postAttachCommand",
+    "waitFor",
+];
+
+/// The property of `known` that `key` most likely misspells: the closest by
+/// Damerau-Levenshtein distance ignoring case (`remoteUsr` → `remoteUser`, `postcreatecommand`
+/// → `postCreateCommand`), when that distance is at most a quarter of its length (at least 1,
+/// at most 3); `None` when nothing is that close.
+pub fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let key = key.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| {
+            (
+                strsim::damerau_levenshtein(&key, &k.to_ascii_lowercase()),
+                *k,
+            )
+        })
+        .filter(|(distance, k)| *distance <= (k.len() / 4).clamp(1, 3))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, k)| k)
+}
+
 struct Checker<'a> {
     doc: &'a Document,
     warnings: Vec<Warning>,
@@ -399,10 +461,27 @@ impl Checker<'_> {
         )
     }
 
-    fn warn_unknown(&mut self, path: &JsonPath, key: &str, context: &str) {
+    /// An unknown property, with the known one (of `known`, the properties of that object)
+    /// it most likely misspells (spec-note 0002).
+    fn warn_unknown(&mut self, path: &JsonPath, key: &str, context: &str, known: &[&str]) {
+        let suggestion = did_you_mean(key, known)
+            .map(|k| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
         self.warnings.push(Warning {
             location: Some(self.doc.locate_key(path)),
-            message: format!("unknown property `{key}`{context}; it is kept as written"),
+            message: format!(
+                "unknown property `{key}`{context}{suggestion}; it is kept as written"
+            ),
+        });
+    }
+
+    /// A deprecated top-level property that devcell, as the reference CLI, still applies.
+    fn warn_deprecated(&mut self, path: &JsonPath, key: &str, instead: &str) {
+        self.warnings.push(Warning {
+            location: Some(self.doc.locate_key(path)),
+            message: format!(
+                "deprecated property `{key}`: it is applied as `{instead}` (as the reference CLI does); write it there"
+            ),
         });
     }
 
@@ -554,7 +633,18 @@ impl Checker<'_> {
                 }
                 "requireLocalPort" => pa.require_local_port = Some(self.boolean(val, &p)?),
                 "elevateIfNeeded" => pa.elevate_if_needed = Some(self.boolean(val, &p)?),
-                _ => self.warn_unknown(&p, k, " in port attributes"),
+                _ => self.warn_unknown(
+                    &p,
+                    k,
+                    " in port attributes",
+                    &[
+                        "label",
+                        "protocol",
+                        "onAutoForward",
+                        "requireLocalPort",
+                        "elevateIfNeeded",
+                    ],
+                ),
             }
         }
         Ok(pa)
@@ -587,7 +677,7 @@ impl Checker<'_> {
                         "type" => kind = Some(self.one_of(val, &p, &["bind", "volume"])?),
                         "source" => source = Some(self.string(val, &p)?),
                         "target" => target = Some(self.string(val, &p)?),
-                        _ => self.warn_unknown(&p, k, " in a mount"),
+                        _ => self.warn_unknown(&p, k, " in a mount", &["type", "source", "target"]),
                     }
                 }
                 let Some(kind) = kind else {
@@ -666,7 +756,12 @@ impl Checker<'_> {
                                         )?)
                                     }
                                     "memory" => memory = Some(self.size(gv, &gp)?),
-                                    _ => self.warn_unknown(&gp, gk, " in `hostRequirements.gpu`"),
+                                    _ => self.warn_unknown(
+                                        &gp,
+                                        gk,
+                                        " in `hostRequirements.gpu`",
+                                        &["cores", "memory"],
+                                    ),
                                 }
                             }
                             GpuRequirement::Detailed { cores, memory }
@@ -680,7 +775,12 @@ impl Checker<'_> {
                         }
                     })
                 }
-                _ => self.warn_unknown(&p, k, " in `hostRequirements`"),
+                _ => self.warn_unknown(
+                    &p,
+                    k,
+                    " in `hostRequirements`",
+                    &["cpus", "memory", "storage", "gpu"],
+                ),
             }
         }
         Ok(hr)
@@ -697,7 +797,19 @@ impl Checker<'_> {
                 "options" => b.options = self.strings(val, &p)?,
                 "target" => b.target = Some(self.string(val, &p)?),
                 "cacheFrom" => b.cache_from = self.string_or_strings(val, &p)?,
-                _ => self.warn_unknown(&p, k, " in `build`"),
+                _ => self.warn_unknown(
+                    &p,
+                    k,
+                    " in `build`",
+                    &[
+                        "dockerfile",
+                        "context",
+                        "args",
+                        "options",
+                        "target",
+                        "cacheFrom",
+                    ],
+                ),
             }
         }
         Ok(())
@@ -832,7 +944,12 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
                             "documentationUrl" => {
                                 info.documentation_url = Some(ck.string(iv, &sp.key(ik))?)
                             }
-                            _ => ck.warn_unknown(&sp.key(ik), ik, " in a secret"),
+                            _ => ck.warn_unknown(
+                                &sp.key(ik),
+                                ik,
+                                " in a secret",
+                                &["description", "documentationUrl"],
+                            ),
                         }
                     }
                     c.secrets.insert(sk.clone(), info);
@@ -920,16 +1037,23 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
             "postStartCommand" => c.post_start_command = Some(ck.lifecycle(v, &p)?),
             "postAttachCommand" => c.post_attach_command = Some(ck.lifecycle(v, &p)?),
             "waitFor" => c.wait_for = Some(ck.one_of(v, &p, WAIT_FOR)?),
-            "extensions" => c.extensions = Some(ck.strings(v, &p)?),
-            "settings" => c.settings = Some(ck.object(v, &p)?.clone()),
+            "extensions" => {
+                c.extensions = Some(ck.strings(v, &p)?);
+                ck.warn_deprecated(&p, k, "customizations.vscode.extensions");
+            }
+            "settings" => {
+                c.settings = Some(ck.object(v, &p)?.clone());
+                ck.warn_deprecated(&p, k, "customizations.vscode.settings");
+            }
             "devPort" => {
+                ck.warn_deprecated(&p, k, "customizations.vscode.devPort");
                 c.dev_port = Some(
                     v.as_u64()
                         .ok_or_else(|| ck.expected(&p, "a non-negative integer", v))?,
                 )
             }
             _ => {
-                ck.warn_unknown(&p, k, "");
+                ck.warn_unknown(&p, k, "", TOP_LEVEL_PROPERTIES);
                 c.unknown.insert(k.clone(), v.clone());
             }
         }
@@ -1166,6 +1290,30 @@ mod tests {
             "{}",
             w[0]
         );
+    }
+
+    /// Issue 28 item 5: a typo gets the property it most likely means; something unlike any
+    /// property gets none; a deprecated legacy property says where it goes.
+    #[test]
+    fn unknown_properties_suggest_the_closest_and_deprecated_ones_say_where_they_go() {
+        let (_, w) = check(
+            r#"{"image": "a", "remoteUsr": "x", "postcreatecommand": "y", "zzz": 1,
+                "hostRequirements": {"cpu": 2}, "extensions": ["a.b"]}"#,
+        )
+        .unwrap();
+        let all: Vec<String> = w.iter().map(|w| w.message.clone()).collect();
+        assert_eq!(
+            all,
+            [
+                "unknown property `remoteUsr` (did you mean `remoteUser`?); it is kept as written",
+                "unknown property `postcreatecommand` (did you mean `postCreateCommand`?); it is kept as written",
+                "unknown property `zzz`; it is kept as written",
+                "unknown property `cpu` in `hostRequirements` (did you mean `cpus`?); it is kept as written",
+                "deprecated property `extensions`: it is applied as `customizations.vscode.extensions` (as the reference CLI does); write it there",
+            ]
+        );
+        assert_eq!(did_you_mean("image", &["name", "image"]), Some("image"));
+        assert_eq!(did_you_mean("foo", TOP_LEVEL_PROPERTIES), None);
     }
 
     #[test]

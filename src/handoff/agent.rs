@@ -127,6 +127,7 @@ pub async fn handoff_with(
     // with this judgement and the container found with it, under its bring-up lock.
     let mut up_opts = up_options(&p, opts);
     let choice = load_up(&up_opts)?;
+    crate::ops::load::report_warnings(&choice.loaded, reporter);
     // A Compose configuration: the agent runs in the primary service, which gets the
     // handoff's workspace mount beside the files' own volumes; Compose's project network is
     // kept, so a network without a way out is refused rather than claimed (spec-note 0606).
@@ -543,6 +544,10 @@ pub async fn handoff_with(
         warnings: warnings
             .into_iter()
             .chain(up.warnings.iter().map(ToString::to_string))
+            .collect(),
+        shown_warnings: up.warnings[..up.shown_warnings.min(up.warnings.len())]
+            .iter()
+            .map(ToString::to_string)
             .collect(),
     })
 }

@@ -151,6 +151,10 @@ pub struct HandoffPlan {
     /// What the plan could not judge without a pull or a build (the image's `USER` and
     /// metadata label, the Features' metadata), one sentence each.
     pub permission_notes: Vec<String>,
+    /// The non-root user devcell provides because the image runs as root and the
+    /// configuration names no user (spec-note 0188); also one of the `permission_notes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provided_user: Option<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
     /// Names of the host variables passed to the agent (never values): its `env` allow-list.
@@ -346,6 +350,7 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     let mut plan = prepared.plan;
     plan.permissions = listed_once(preview.requests);
     plan.permission_notes = preview.notes;
+    plan.provided_user = preview.provided_user;
     plan.host_env = preview.host_env;
     Ok(plan)
 }
@@ -779,7 +784,7 @@ pub(super) async fn prepare(
         }),
         ..TargetOptions::default()
     };
-    let (image, features, container) = match &config_file {
+    let (image, features, container, config_warnings) = match &config_file {
         Some(_) if !host => planned_container(&target, engine, confine).await?,
         _ => (
             String::new(),
@@ -789,6 +794,7 @@ pub(super) async fn prepare(
                 id: None,
                 labels: BTreeMap::new(),
             },
+            Vec::new(),
         ),
     };
     let cwd = match &opts.primary {
@@ -842,6 +848,7 @@ pub(super) async fn prepare(
         grants,
         permissions: Vec::new(),
         permission_notes: Vec::new(),
+        provided_user: None,
         mounts: planned,
         env: agent_env.keys().cloned().collect(),
         host_env: Vec::new(),
@@ -866,6 +873,13 @@ pub(super) async fn prepare(
                     .skip(ws.warnings.len())
                     .map(|w| ("handoff".to_string(), w.clone())),
             )
+            // the configuration's own (unknown, duplicate, deprecated properties), as `up`
+            // and the handoff show them (issue 28 item 5)
+            .chain(
+                config_warnings
+                    .iter()
+                    .map(|w| (CONFIG_WARNING_CODE.to_string(), w.to_string())),
+            )
             .collect(),
     };
     Ok(Prepared {
@@ -885,13 +899,23 @@ pub(super) async fn prepare(
     })
 }
 
-/// The image (reference, or `build <Dockerfile>`), the Features as written and the container
-/// (asked of `engine` when there is one) of a container handoff's plan.
+/// The envelope warning code of the configuration's own warnings in a plan (unknown,
+/// duplicate and deprecated properties; spec-note 0002).
+pub const CONFIG_WARNING_CODE: &str = "configuration";
+
+/// The image (reference, or `build <Dockerfile>`), the Features as written, the container
+/// (asked of `engine` when there is one) of a container handoff's plan, and the
+/// configuration's own warnings.
 pub(crate) async fn planned_container(
     target: &TargetOptions,
     engine: Option<&dyn Engine>,
     confine: Option<crate::security::Grants>,
-) -> Result<(String, Vec<String>, PlannedContainer)> {
+) -> Result<(
+    String,
+    Vec<String>,
+    PlannedContainer,
+    Vec<crate::diagnostics::Warning>,
+)> {
     let loaded = crate::ops::target::load_for(target, confine)?;
     // A Compose configuration is brought up through Compose (spec-note 0606); no other
     // kind the steps refuse gets a container in the plan.
@@ -947,7 +971,7 @@ pub(crate) async fn planned_container(
             labels: labels.clone(),
         },
     };
-    Ok((image, features, container))
+    Ok((image, features, container, loaded.warnings))
 }
 
 /// `~/x` → `<home>/x`; other paths unchanged; `None` when `~/` is used without a home.

@@ -75,6 +75,10 @@ pub struct HandoffResult {
     pub signal: Option<i32>,
     /// Non-fatal findings; for the host runtime the first is [`unisolated_warning`].
     pub warnings: Vec<String>,
+    /// Those of `warnings` already shown on stderr as they were found (the configuration's
+    /// own, [`crate::ops::load::report_warnings`]): not printed again at the end.
+    #[serde(skip)]
+    pub shown_warnings: Vec<String>,
 }
 
 impl HandoffResult {

@@ -79,6 +79,23 @@ pub enum LifecycleError {
 /// Added to a failed hook's hint when its output shows a write to a read-only file system.
 const READ_ONLY_ROOT_HINT: &str = "; the hook wrote to a read-only file system: under the `hardened` profile the container's root file system is read-only, and the workspace, the remote user's home and `/tmp` are writable (a tmpfs), so write there, or bring it up with `--security-profile reference` if you trust this configuration";
 
+/// Added to a failed hook's hint when its output shows a command that needed root (a package
+/// manager's lock, "are you root?", "Permission denied"): under `hardened` hooks run as the
+/// remote user, who is not root (for an image that runs as root with no user named, the user
+/// devcell provides; spec-note 0188).
+const NEEDS_ROOT_HINT: &str = "; the hook needed root: under the `hardened` profile hooks run as the non-root remote user (for an image that runs as root with no user named, the user devcell provides), so install packages with a Feature or in the Dockerfile, which run as root when the image is built";
+
+/// Whether a line of a hook's output says it needed root.
+fn needed_root(line: &str) -> bool {
+    let line = line.to_ascii_lowercase();
+    line.contains("are you root")
+        || line.contains("permission denied")
+        || line.contains("must be root")
+        || line.contains("must be run as root")
+        || line.contains("you need to be root")
+        || line.contains("operation not permitted")
+}
+
 impl crate::diagnostics::Hint for LifecycleError {
     fn hint(&self) -> Option<String> {
         match self {
@@ -90,6 +107,12 @@ impl crate::diagnostics::Hint for LifecycleError {
                     r.output_tail.iter().any(|l| l.contains("Read-only file system"))
                 }) {
                     hint.push_str(READ_ONLY_ROOT_HINT);
+                }
+                if failure
+                    .failed_runs()
+                    .any(|r| r.output_tail.iter().any(|l| needed_root(l)))
+                {
+                    hint.push_str(NEEDS_ROOT_HINT);
                 }
                 Some(hint)
             }
@@ -138,5 +161,24 @@ mod tests {
             .hint()
             .unwrap();
         assert!(!plain.contains("read-only"), "{plain}");
+        assert!(!plain.contains("needed root"), "{plain}");
+    }
+
+    /// spec-note 0188: a hook that expected root (an `apt-get install` as the user devcell
+    /// provides) is told to use a Feature or the Dockerfile.
+    #[test]
+    fn a_hook_that_needed_root_is_told_to_install_at_build_time() {
+        for line in [
+            "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)",
+            "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), are you root?",
+            "ERROR: Unable to lock database: Permission denied",
+        ] {
+            let hint = failure(line).hint().unwrap();
+            assert!(
+                hint.contains("the hook needed root")
+                    && hint.contains("a Feature or in the Dockerfile"),
+                "{line}: {hint}"
+            );
+        }
     }
 }

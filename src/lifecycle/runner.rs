@@ -572,6 +572,10 @@ impl Reporter for TailReporter<'_> {
                 self.inner.report(Event::Output(line));
             }
             Event::Status(text) => self.inner.report(Event::Status(self.mask.apply(&text))),
+            Event::Warning(mut warning) => {
+                warning.message = self.mask.apply(&warning.message);
+                self.inner.report(Event::Warning(warning));
+            }
         }
     }
 }
@@ -880,7 +884,7 @@ mod tests {
         assert_eq!(report.runs[1].entry.as_deref(), Some("b"));
         let outputs = lines.texts(|e| match e {
             Event::Output(l) => Some(l),
-            Event::Status(_) => None,
+            Event::Status(_) | Event::Warning(_) => None,
         });
         assert_eq!(
             outputs,
@@ -1164,7 +1168,9 @@ mod tests {
         assert_eq!(run.command, "echo ********; exit 1");
         assert_eq!(run.output_tail, vec!["out echo ********; exit 1"]);
         for event in lines.0.lock().unwrap().iter() {
-            let (Event::Output(text) | Event::Status(text)) = event;
+            let (Event::Output(text) | Event::Status(text)) = event else {
+                continue;
+            };
             assert!(!text.contains("s3cret-value"), "{text}");
         }
     }

@@ -34,6 +34,9 @@ pub struct UpResult {
     pub container_id: String,
     /// The user hooks and `exec` run as.
     pub remote_user: String,
+    /// The non-root user devcell provided for a root image with no user named (spec-note
+    /// 0188), from the container's [`crate::names::PROVIDED_USER_LABEL`].
+    pub provided_user: Option<String>,
     /// The workspace folder in the container.
     pub remote_workspace_folder: String,
     /// Created, started or reused.
@@ -49,6 +52,9 @@ pub struct UpResult {
     pub lifecycle: LifecycleReport,
     /// Non-fatal findings (unmet `hostRequirements`, config warnings).
     pub warnings: Vec<Warning>,
+    /// How many of the first `warnings` were shown on stderr as they were found (the
+    /// configuration's own, [`crate::ops::load::report_warnings`]): the CLI prints the rest.
+    pub shown_warnings: usize,
     /// The configuration read (`--include-configuration`).
     pub configuration: Option<Value>,
     /// The merged configuration (`--include-merged-configuration`).
@@ -89,11 +95,23 @@ pub(crate) fn shown_configuration(
     shown
 }
 
+/// The user devcell provided for `container` (spec-note 0188): its
+/// [`crate::names::PROVIDED_USER_LABEL`], which only devcell sets (an image's labels in its
+/// namespace are emptied on the container, spec-note 0421).
+pub(crate) fn provided_user(container: &ContainerInfo) -> Option<String> {
+    container
+        .labels
+        .get(crate::names::PROVIDED_USER_LABEL)
+        .filter(|u| !u.is_empty())
+        .cloned()
+}
+
 impl UpResult {
     /// The reference CLI's result line, with devcell's additions under `devcell`:
     /// `{"outcome":"success","containerId","remoteUser","remoteWorkspaceFolder",
     /// ["configuration"], ["mergedConfiguration"], "devcell":{"profile","container",
-    /// "permissions":[…],"lifecycle":{…},"warnings":[…],["egress"]}}` (`egress` only with
+    /// "permissions":[…],"lifecycle":{…},"warnings":[…],["providedUser"],["egress"]}}`
+    /// (`providedUser` only when devcell provided the user, spec-note 0188; `egress` only with
     /// `--network allowlist`; `composeProjectName` only for a Compose configuration).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
@@ -121,6 +139,9 @@ impl UpResult {
             "lifecycle": self.lifecycle,
             "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         });
+        if let Some(user) = &self.provided_user {
+            devcell["providedUser"] = json!(user);
+        }
         // Only an allowlist container has an egress channel; other results keep their shape.
         if let Some(egress) = &self.egress {
             devcell["egress"] = json!(egress);

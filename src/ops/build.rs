@@ -89,6 +89,9 @@ pub struct BuildResult {
     pub permissions: Vec<PermissionRequest>,
     /// Non-fatal findings (config warnings, requests that could not be evaluated).
     pub warnings: Vec<Warning>,
+    /// How many of the first `warnings` were shown on stderr as they were found
+    /// ([`crate::ops::load::report_warnings`]): the CLI prints the rest.
+    pub shown_warnings: usize,
 }
 
 impl BuildResult {
@@ -143,6 +146,7 @@ pub async fn build_with(
     let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
     // judged under `hardened` as `up` judges it (spec-note 0400)
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
     let kind = loaded.typed.kind();
     if kind == ConfigKind::None {
         return Err(OpsError::Unsupported {
@@ -348,6 +352,7 @@ pub async fn build_with(
         profile: profile.name().to_string(),
         permissions,
         warnings,
+        shown_warnings,
     })
 }
 
@@ -423,6 +428,7 @@ mod tests {
     #[test]
     fn result_json_has_the_reference_shape() {
         let result = BuildResult {
+            shown_warnings: 0,
             image_names: vec!["a:1".into()],
             image_name_as_string: false,
             image_id: "sha256:00".into(),
@@ -441,6 +447,7 @@ mod tests {
         assert_eq!(v["devcell"]["pushed"], json!([{"imageName": "a:1"}]));
         // a Compose configuration built without `--image-name`: one string, as the reference
         let compose = BuildResult {
+            shown_warnings: 0,
             image_name_as_string: true,
             ..result
         };

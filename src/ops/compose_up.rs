@@ -47,7 +47,7 @@ use crate::ops::permissions::{
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
 use crate::ops::users::{
-    image_passwd, judge_unreadable_passwd, passwd_account, update_remote_user_uid,
+    image_passwd, judge_unreadable_passwd, passwd_account, provides_user, update_remote_user_uid,
     verify_uids_inside,
 };
 use crate::progress::{Event, Reporter};
@@ -255,6 +255,8 @@ pub(crate) async fn up_compose(
     Ok(UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
+        provided_user: crate::ops::bring_up::provided_user(&container),
+        shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),
@@ -650,12 +652,33 @@ async fn create(
     .await?;
     let mut merged = metadata::merge_configuration(&loaded.value, &entries);
     substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
+    // A root image with no user named (`containerUser`, the service's `user:`, `remoteUser`):
+    // devcell's own user, made in the uid layer (spec-note 0188).
+    let service_user = target
+        .service_model()
+        .get("user")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
+    let provide = provides_user(
+        engine,
+        profile,
+        grants,
+        &merged,
+        metadata::ConfiguredUsers::of(&merged)
+            .container_user
+            .or(service_user)
+            .as_deref(),
+        &image,
+    )
+    .await;
     let uid_update = update_remote_user_uid(
         engine,
         &image,
         &merged,
         loaded,
         opts.update_remote_user_uid_default,
+        provide,
         opts.build.network.clone().flatten().as_deref(),
         reporter,
     )
@@ -682,6 +705,10 @@ async fn create(
     })
     .map_err(|e| crate::ops::permissions::locate_run_arg_error(e, &loaded.config_file))?;
     keep_alive(&mut spec, &merged, target.service_model(), &image);
+    if let Some(user) = &uid_update.provided {
+        spec.labels
+            .insert(crate::names::PROVIDED_USER_LABEL.to_string(), user.clone());
+    }
     if let Some(lock) = &pending_lock {
         spec.labels.insert(
             security::audit::FEATURE_DIGESTS_LABEL.to_string(),

@@ -169,6 +169,22 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     Ok(spec)
 }
 
+/// The user the container is asked to run as: `containerUser`, then a `runArgs` `-u`/`--user`
+/// (as [`container_spec`] sets `spec.user`); `None` when neither names one. `runArgs` that do
+/// not parse give the user before the bad flag: [`container_spec`] refuses them anyway.
+pub fn configured_container_user(merged: &Value) -> Option<String> {
+    let mut spec = ContainerSpec {
+        user: MergedConfiguration::of(merged).users.container_user,
+        ..ContainerSpec::default()
+    };
+    let args: Vec<String> = array(merged, "runArgs")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let _ = run_args::apply_run_args(&mut spec, &args, &|_| None);
+    spec.user.filter(|u| !u.is_empty())
+}
+
 /// The label keys the merged configuration's `runArgs` set (`--label`, `-l`, in any of their
 /// spellings), as [`run_args::apply_run_args`] reads them; for the policy's identity-label
 /// check (spec-note 0421). `runArgs` that do not parse give the labels before the bad flag:
@@ -274,6 +290,36 @@ pub fn host_memory_bytes() -> Option<u128> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The user devcell would not replace with its own (spec-note 0188): `containerUser`, else
+    /// a `runArgs` user flag, as `container_spec` sets it.
+    #[test]
+    fn the_configured_container_user_includes_run_args() {
+        assert_eq!(configured_container_user(&json!({})), None);
+        assert_eq!(
+            configured_container_user(&json!({"containerUser": "root"})).as_deref(),
+            Some("root")
+        );
+        for args in [
+            json!(["-u", "0"]),
+            json!(["--user=0"]),
+            json!(["--user", "0"]),
+        ] {
+            assert_eq!(
+                configured_container_user(&json!({"runArgs": args})).as_deref(),
+                Some("0"),
+                "{args}"
+            );
+        }
+        assert_eq!(
+            configured_container_user(&json!({"containerUser": "a", "runArgs": ["-u", "b"]}))
+                .as_deref(),
+            build(json!({"containerUser": "a", "runArgs": ["-u", "b"]}))
+                .unwrap()
+                .user
+                .as_deref()
+        );
+    }
 
     fn build(merged: Value) -> Result<ContainerSpec> {
         let info = ImageInfo {

@@ -431,7 +431,7 @@ impl Hint for OpsError {
                     })
                 {
                     hint.push_str(
-                        "; to run as a non-root user instead, set `remoteUser` or `containerUser` in devcontainer.json (or add devcell's `agent-user` Feature, `features/src/agent-user` in its source, as a local Feature)",
+                        "; to run as a non-root user instead, set a non-root `remoteUser` or `containerUser` in devcontainer.json, or name no user at all: devcell then provides its own non-root user for an image that runs as root (or add devcell's `agent-user` Feature, `features/src/agent-user` in its source, as a local Feature)",
                     );
                 }
                 (!hint.is_empty()).then_some(hint)

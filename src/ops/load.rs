@@ -462,3 +462,18 @@ pub(crate) fn locate(doc: &jsonc::Document, err: config::ConfigError) -> config:
         other => other,
     }
 }
+
+/// Shows the configuration's own warnings (unknown properties with a "did you mean",
+/// duplicate and deprecated ones; spec-note 0002) on `reporter` as they are found, before
+/// anything is judged, pulled or built, so a typo such as `remoteUsr` is seen even when the
+/// run then fails (issue 28 item 5). The caller's result still lists them, as its first
+/// `loaded.warnings.len()` warnings, and prints only the others at the end.
+pub(crate) fn report_warnings(
+    loaded: &LoadedConfiguration,
+    reporter: &dyn crate::progress::Reporter,
+) -> usize {
+    for warning in &loaded.warnings {
+        reporter.report(crate::progress::Event::Warning(warning.clone()));
+    }
+    loaded.warnings.len()
+}

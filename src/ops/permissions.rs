@@ -816,7 +816,8 @@ pub(crate) async fn judge_configuration(
                 &entries,
                 None,
             )
-            .await?;
+            .await?
+            .requests;
             (None, requests)
         }
         None => (None, Vec::new()),
@@ -889,7 +890,7 @@ pub(crate) async fn container_requests(
     image_info: Option<&ImageInfo>,
     entries: &[Value],
     passwd: Option<String>,
-) -> Result<Vec<PermissionRequest>> {
+) -> Result<ContainerRequests> {
     let ContainerJudgement {
         profile,
         grants,
@@ -932,14 +933,31 @@ pub(crate) async fn container_requests(
     }
     let (workspace, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
+    let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
+    let mut image_user = image_info
+        .and_then(|i| i.user.clone())
+        .filter(|u| !u.is_empty());
+    // A root image with no user named runs as the user devcell provides (spec-note 0188):
+    // judged as that user, not as root.
+    let provided = (image_info.is_some()
+        && security::provides_user(
+            matches!(profile, SecurityProfile::Hardened(_)),
+            grants.allows(&security::Permission::Root),
+            spec.user.as_deref(),
+            remote_user.as_deref(),
+            image_user.as_deref(),
+            passwd.as_deref(),
+        ))
+    .then(|| crate::names::PROVIDED_USER.to_string());
+    if provided.is_some() {
+        image_user = provided.clone();
+    }
     let input = PolicyInput {
         passwd,
         repository_labels: crate::ops::container::repository_labels(&merged),
         origins: with_owned(origins(entries, extra_mounts), opts),
-        remote_user: metadata::ConfiguredUsers::of(&merged).remote_user,
-        image_user: image_info
-            .and_then(|i| i.user.clone())
-            .filter(|u| !u.is_empty()),
+        remote_user,
+        image_user,
         workspace,
         host_home,
         engine_socket,
@@ -957,7 +975,18 @@ pub(crate) async fn container_requests(
         }
     };
     requests.extend(volume_requests);
-    Ok(requests)
+    Ok(ContainerRequests {
+        requests,
+        provided_user: provided,
+    })
+}
+
+/// What [`container_requests`] found.
+pub(crate) struct ContainerRequests {
+    /// Every request, refused ones included.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// The user devcell would provide for a root image with no user named (spec-note 0188).
+    pub(crate) provided_user: Option<String>,
 }
 
 #[cfg(test)]

@@ -34,6 +34,15 @@ pub(crate) struct PermissionPreview {
     pub(crate) refusal: Option<security::SecurityError>,
     /// The host variables the configuration would send into the container (spec-note 0440).
     pub(crate) host_env: Vec<security::host_env::HostEnvUse>,
+    /// The user devcell would provide for a root image with no user named (spec-note 0188).
+    pub(crate) provided_user: Option<String>,
+}
+
+/// The plan's note when devcell provides its own user (spec-note 0188).
+pub(crate) fn provided_user_note(user: &str) -> String {
+    format!(
+        "user provided by devcell: the image runs as root and the configuration names no user, so the container, its hooks and `exec` run as `{user}`, a non-root user devcell adds in its uid layer (with the workspace owner's ids where `updateRemoteUserUID` applies); set `remoteUser` to choose a user, or `remoteUser: root` with `--allow root` for root"
+    )
 }
 
 /// Evaluates the permission requests of the container `up` would create (or re-checks the one
@@ -262,7 +271,7 @@ pub(crate) async fn preview_rest(
         }
         _ => None,
     };
-    let mut requests = container_requests(
+    let found = container_requests(
         &ContainerJudgement {
             profile,
             grants,
@@ -278,6 +287,11 @@ pub(crate) async fn preview_rest(
         passwd,
     )
     .await?;
+    let mut requests = found.requests;
+    if let Some(user) = &found.provided_user {
+        preview.notes.push(provided_user_note(user));
+        preview.provided_user = Some(user.clone());
+    }
     requests.extend(label_requests);
     if requests.iter().any(|r| {
         matches!(

@@ -44,6 +44,13 @@ impl Reporter for MaskingReporter<'_> {
         let event = match event {
             Event::Status(text) => Event::Status(mask(&text, self.secrets)),
             Event::Output(text) => Event::Output(mask(&text, self.secrets)),
+            Event::Warning(mut warning) => {
+                warning.message = mask(&warning.message, self.secrets);
+                if let Some(location) = &mut warning.location {
+                    location.line_text = mask(&location.line_text, self.secrets);
+                }
+                Event::Warning(warning)
+            }
         };
         self.inner.report(event);
     }

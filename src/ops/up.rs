@@ -24,7 +24,8 @@ use crate::engine::Engine;
 use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
 use crate::ops::container::{
-    SpecInputs, container_spec, host_memory_bytes, unmet_host_requirements,
+    SpecInputs, configured_container_user, container_spec, host_memory_bytes,
+    unmet_host_requirements,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
@@ -44,7 +45,7 @@ use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
 use crate::ops::users::{
-    image_passwd, judge_unreadable_passwd, passwd_account, update_remote_user_uid,
+    image_passwd, judge_unreadable_passwd, passwd_account, provides_user, update_remote_user_uid,
     verify_uids_inside,
 };
 use crate::progress::{Event, Reporter};
@@ -81,6 +82,7 @@ pub async fn up_with(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
+    crate::ops::load::report_warnings(&chosen.loaded, reporter);
     if chosen.loaded.typed.kind() == ConfigKind::Compose {
         return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
     }
@@ -304,12 +306,24 @@ pub(crate) async fn up_judged(
             } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
             let mut merged = metadata::merge_configuration(&loaded.value, &entries);
             substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
+            // A root image with no user named: devcell's own user, made in the uid layer
+            // (spec-note 0188).
+            let provide = provides_user(
+                engine,
+                &profile,
+                &grants,
+                &merged,
+                configured_container_user(&merged).as_deref(),
+                &image,
+            )
+            .await;
             let uid_update = update_remote_user_uid(
                 engine,
                 &image,
                 &merged,
                 &loaded,
                 opts.update_remote_user_uid_default,
+                provide,
                 opts.build.network.clone().flatten().as_deref(),
                 reporter,
             )
@@ -342,6 +356,10 @@ pub(crate) async fn up_judged(
             .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
             if let Some(network) = network_mode(&opts.security, &opts.settings)? {
                 spec.network_mode = Some(network);
+            }
+            if let Some(user) = &uid_update.provided {
+                spec.labels
+                    .insert(crate::names::PROVIDED_USER_LABEL.to_string(), user.clone());
             }
             // The digests of the Features installed, for the audit and the handoff context
             // (compared with the lockfile; spec-note 0281).
@@ -536,6 +554,8 @@ pub(crate) async fn up_judged(
     Ok(UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
+        provided_user: crate::ops::bring_up::provided_user(&container),
+        shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
         profile: profile.name().to_string(),

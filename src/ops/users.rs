@@ -8,7 +8,9 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UidUpdateDefault;
 use crate::ops::target::short;
 use crate::progress::Reporter;
-use crate::security::{self, Applied, Grants, PermissionRequest, PolicyInput, Source};
+use crate::security::{
+    self, Applied, Grants, PermissionRequest, PolicyInput, SecurityProfile, Source,
+};
 use serde_json::Value;
 use std::path::Path;
 
@@ -181,6 +183,51 @@ fn root_refused(requests: &[PermissionRequest], fallback: Source) -> OpsError {
 pub(crate) struct UidUpdate {
     /// The image with the UID layer, when one applies.
     pub(crate) image: Option<PreparedImage>,
+    /// The user devcell provided in that layer (spec-note 0188), when it did.
+    pub(crate) provided: Option<String>,
+}
+
+/// Whether devcell provides its own user for `image` ([`security::provides_user`], spec-note
+/// 0188): under `hardened`, without `--allow root`, when `container_user` (the configuration's
+/// `containerUser`, `runArgs -u` or a Compose service's `user:`) and the merged `remoteUser`
+/// name no user and the image runs as root. The image's `/etc/passwd` is read only when its
+/// `USER` is a name other than `root` (an image `USER admin` with uid 0 is a root image too).
+pub(crate) async fn provides_user(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    merged: &Value,
+    container_user: Option<&str>,
+    image: &PreparedImage,
+) -> bool {
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let root_granted = grants.allows(&security::Permission::Root);
+    let remote = crate::config::metadata::ConfiguredUsers::of(merged).remote_user;
+    let image_user = image.info.user.as_deref();
+    let decide = |passwd: Option<&str>| {
+        security::provides_user(
+            hardened,
+            root_granted,
+            container_user,
+            remote.as_deref(),
+            image_user,
+            passwd,
+        )
+    };
+    if decide(None) {
+        return true;
+    }
+    let a_name = image_user.is_some_and(|u| {
+        matches!(
+            crate::engine::passwd::resolve(u, None),
+            crate::engine::passwd::Resolved::Unresolved(_)
+        )
+    });
+    if !(hardened && !root_granted && a_name) {
+        return false;
+    }
+    let passwd = image_passwd(engine, Some(&image.info), &image.reference).await;
+    passwd.is_some() && decide(passwd.as_deref())
 }
 
 /// `updateRemoteUserUID` (spec: Linux hosts, default on, when the workspace is a bind mount):
@@ -188,35 +235,51 @@ pub(crate) struct UidUpdate {
 /// ([`crate::build::ensure_uid_image`]): the host user's, or, when devcell runs as root, the
 /// owner of the workspace folder when that is not root (spec-note 0250). Nothing is built when
 /// everything is root (the remote user keeps its ids), the remote user is root or numeric, or
-/// the property is `false`.
+/// the property is `false`. With `provide` ([`provides_user`]) the layer creates devcell's own
+/// user first and makes it the image's `USER` (spec-note 0188): with the workspace user's ids
+/// where `updateRemoteUserUID` applies, else the first free ones from 1000.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn update_remote_user_uid(
     engine: &dyn Engine,
     image: &PreparedImage,
     merged: &Value,
     loaded: &LoadedConfiguration,
     default: UidUpdateDefault,
+    provide: bool,
     network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<UidUpdate> {
-    let mut outcome = UidUpdate { image: None };
-    let (applies, target) = uid_target(merged, loaded, default);
-    if !applies {
-        return Ok(outcome);
-    }
-    let Some(target) = target else {
-        return Ok(outcome);
+    let mut outcome = UidUpdate {
+        image: None,
+        provided: None,
     };
+    let (applies, target) = uid_target(merged, loaded, default);
+    let target = target.filter(|_| applies);
     let image_user = image.info.user.clone().unwrap_or_default();
-    let remote_user = crate::config::metadata::ConfiguredUsers::of(merged)
-        .remote()
-        .map_or_else(|| image_user.clone(), str::to_string);
+    let remote_user = if provide {
+        crate::names::PROVIDED_USER.to_string()
+    } else {
+        let Some(_) = target else {
+            return Ok(outcome);
+        };
+        crate::config::metadata::ConfiguredUsers::of(merged)
+            .remote()
+            .map_or_else(|| image_user.clone(), str::to_string)
+    };
+    if provide {
+        reporter.report(crate::progress::Event::Status(format!(
+            "the image runs as root and the configuration names no user: devcell provides the non-root user `{remote_user}` (set `remoteUser` to choose one, or `remoteUser: root` with `--allow root` for root)"
+        )));
+        outcome.provided = Some(remote_user.clone());
+    }
     let input = crate::build::UidInput {
         image: image.reference.clone(),
         image_id: image.info.id.clone(),
         image_user,
         remote_user,
-        host_uid: target.uid,
-        host_gid: target.gid,
+        host_uid: target.map_or(0, |t| t.uid),
+        host_gid: target.map_or(0, |t| t.gid),
+        provide,
     };
     outcome.image = crate::build::ensure_uid_image(engine, &input, network, reporter)
         .await?

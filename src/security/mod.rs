@@ -35,7 +35,7 @@ pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;
 pub use policy::{
     Applied, Grants, Origins, Permission, PermissionRequest, PolicyInput, RequestStatus, Source,
-    apply, configuration_requests, judge, refusal, refusal_of_all,
+    apply, configuration_requests, judge, provides_user, refusal, refusal_of_all,
 };
 pub use profile::{ProfileLimits, SecurityProfile};
 pub use reuse::{ExistingContainer, check_reuse};

@@ -421,6 +421,7 @@ fn uid_layer_changes_the_remote_users_ids() {
         remote_user: "dev".into(),
         host_uid: uid,
         host_gid: gid,
+        provide: false,
     };
     let build_uid = |input: &UidInput, images: &Cleanup| -> String {
         let plan = build::plan_uid_update(input).unwrap().expect("a UID layer");
@@ -543,6 +544,7 @@ async fn features_image_through_the_engine_api_is_built_once() {
         remote_user: "dev".into(),
         host_uid: 5001,
         host_gid: 5002,
+        provide: false,
     };
     let built = build::ensure_uid_image(&engine, &uid, None, &recorder)
         .await

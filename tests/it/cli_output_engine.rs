@@ -231,6 +231,50 @@ fn agent_workspace(test: &str, devcontainer: &str) -> Option<TestContext> {
     Some(ctx)
 }
 
+/// Issue 28 item 5: `handoff --plan` lists a configuration's typo with its suggestion (text
+/// and the JSON envelope's `warnings`, code `configuration`).
+#[test]
+fn the_plan_warns_about_a_typo_with_a_suggestion() {
+    let Some(ctx) = agent_workspace(
+        "the_plan_warns_about_a_typo_with_a_suggestion",
+        r#"{"image": "IMAGE", "remoteUsr": "nobody"}"#,
+    ) else {
+        return;
+    };
+    const WARNING: &str = "unknown property `remoteUsr` (did you mean `remoteUser`?)";
+    let config = ctx.tmp().join("config.toml");
+    let config = config.to_str().unwrap();
+    let text = ctx.run(
+        "handoff",
+        &["--agent", "a", "--config-file", config, "--plan"],
+    );
+    text.ok();
+    assert!(text.stdout.contains(WARNING), "{}", text.stdout);
+    let json = ctx.run(
+        "handoff",
+        &[
+            "--agent",
+            "a",
+            "--config-file",
+            config,
+            "--plan",
+            "--format",
+            "json",
+        ],
+    );
+    json.ok();
+    let warnings = &json.json()["warnings"];
+    assert!(
+        warnings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "configuration"
+                && w["message"].as_str().unwrap().contains(WARNING)),
+        "{warnings}"
+    );
+}
+
 #[test]
 fn agent_product_on_one_repository() {
     let Some(ctx) = agent_workspace(
@@ -248,11 +292,23 @@ fn agent_product_on_one_repository() {
     };
     let snap = |name: &str, run: Run| assert_run_snapshot!(name, Some(&ctx), run);
 
-    // refused: privileged and root need grants
+    // refused: privileged needs a grant
     snap("handoff_plan_refused_text", handoff(&["--plan"]));
     snap(
         "handoff_plan_refused_json",
         handoff(&["--plan", "--format", "json"]),
+    );
+    // privileged granted, root not: the image runs as root and names no user, so the plan
+    // says devcell provides its own user (spec-note 0188)
+    let provided = handoff(&["--plan", "--format", "json", "--allow", "privileged"]);
+    assert_eq!(provided.code, Some(0), "{}", provided.stderr);
+    let plan = &provided.json()["result"];
+    assert_eq!(plan["providedUser"], "devcell", "{plan}");
+    assert!(
+        plan["permissionNotes"]
+            .to_string()
+            .contains("user provided by devcell"),
+        "{plan}"
     );
     let grants = ["--allow", "privileged", "--allow", "root"];
     snap(

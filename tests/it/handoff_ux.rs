@@ -111,10 +111,11 @@ fn requests(v: &Value) -> Vec<(String, String, String, String, String)> {
 
 #[test]
 fn the_plan_refuses_what_the_handoff_refuses_and_lists_every_request() {
-    // privileged, in an image without `USER` (root)
+    // privileged, and root named by the configuration (an image without `USER` and no user
+    // named would run as the user devcell provides; spec-note 0188)
     let Some(ws) = Ws::engine(
         "the_plan_refuses_what_the_handoff_refuses_and_lists_every_request",
-        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true}}"#),
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "privileged": true, "remoteUser": "root"}}"#),
     ) else {
         return;
     };

@@ -339,11 +339,17 @@ fn refusals_create_nothing() {
         &[],
         &["/home/tester", "--allow mount:/home/tester"],
     );
-    // A root image without a non-root user: `--allow root`, with the hint.
+    // Root named by the configuration: `--allow root`, with the hint (a root image with no
+    // user named runs as the user devcell provides instead; spec-note 0188).
     assert_refused(
-        r#"{"image": "IMAGE"}"#,
+        r#"{"image": "IMAGE", "remoteUser": "root"}"#,
         &[],
         &["running as root", "--allow root", "remoteUser"],
+    );
+    assert_refused(
+        r#"{"image": "IMAGE", "containerUser": "root"}"#,
+        &[],
+        &["running as root", "--allow root"],
     );
     // Grants never come from the repository: a config cannot name them.
     assert_refused(
@@ -1345,6 +1351,123 @@ fn the_remote_user_gets_the_workspace_owners_ids() {
         stdout.lines().collect::<Vec<_>>(),
         ["65534", "cannot-write"]
     );
+}
+
+/// spec-note 0188: a root-only image (busybox: no `USER`, only `root` and `nobody`) with no
+/// user named comes up under `hardened` as the non-root user devcell provides, made in the uid
+/// layer with the workspace owner's ids; hooks and `exec` run as it, the result and a reuse say
+/// so. With everything root the user gets the first free ids from 1000.
+#[test]
+fn a_root_image_with_no_user_runs_as_the_user_devcell_provides() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner, owner_uid};
+    let Some(ctx) =
+        TestContext::busybox("a_root_image_with_no_user_runs_as_the_user_devcell_provides")
+    else {
+        return;
+    };
+    let ws = ctx.config(
+        r#"{"image": "IMAGE", "postCreateCommand": "id -u > hook-uid; id -un >> hook-uid; echo \"$HOME\" >> hook-uid"}"#,
+    );
+    give_to_workspace_owner(ws.path());
+    let out = ws.output("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("devcell provides the non-root user `devcell`"),
+        "{stderr}"
+    );
+    let result = last_json(&out);
+    let id = result["containerId"].as_str().unwrap().to_string();
+    let image = container_image(&id);
+    assert!(image.starts_with("devcell/uid:"), "{image}");
+    ws.remove_images_matching(&image);
+    assert_eq!(result["remoteUser"], "devcell", "{result}");
+    assert_eq!(result["devcell"]["providedUser"], "devcell", "{result}");
+    assert!(
+        !result["devcell"]["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["permission"] == "root"),
+        "{result}"
+    );
+    assert_eq!(docker_inspect(&id, "{{.Config.User}}"), "devcell");
+    let owner = WORKSPACE_OWNER.to_string();
+    let hook = std::fs::read_to_string(ws.path().join("hook-uid")).unwrap();
+    assert_eq!(
+        hook.lines().collect::<Vec<_>>(),
+        [owner.as_str(), "devcell", "/home/devcell"],
+        "the hook ran as the provided user"
+    );
+    assert_eq!(owner_uid(&ws.path().join("hook-uid")), WORKSPACE_OWNER);
+    let (code, stdout, stderr) = ws.sh("id -u; id -un; touch \"$HOME/x\" && echo home-writable");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [owner.as_str(), "devcell", "home-writable"]
+    );
+    // reused: still said
+    let again = ws.up(&[]);
+    assert_eq!(again["containerId"], result["containerId"]);
+    assert_eq!(again["devcell"]["providedUser"], "devcell", "{again}");
+
+    // everything root: no workspace user to map to; the first free uid from 1000
+    let root_owned = TestContext::new("up").config(r#"{"image": "IMAGE"}"#);
+    let result = root_owned.up(&[]);
+    assert_eq!(result["devcell"]["providedUser"], "devcell", "{result}");
+    let (_, stdout, _) = root_owned.sh("id -u; id -g");
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["1000", "1000"]);
+    if let Some(id) = result["containerId"].as_str() {
+        root_owned.remove_images_matching(&container_image(id));
+    }
+
+    // `--allow root` gets root, as asked; `reference` runs the image as written
+    for args in [
+        &["--allow", "root"][..],
+        &["--security-profile", "reference"][..],
+    ] {
+        let granted = TestContext::new("up").config(r#"{"image": "IMAGE"}"#);
+        let result = granted.up(args);
+        assert_eq!(result["remoteUser"], "root", "{args:?}: {result}");
+        assert!(result["devcell"].get("providedUser").is_none(), "{result}");
+        let (_, stdout, _) = granted.sh("id -u");
+        assert_eq!(stdout.trim(), "0", "{args:?}");
+    }
+}
+
+/// Issue 28 item 5: a configuration's typo is warned about on stderr, with the property it most
+/// likely means, as soon as the configuration is read: also when `up` then fails, and once
+/// when it succeeds (the result lists it too).
+#[test]
+fn a_typo_is_warned_about_with_a_suggestion_even_when_up_fails() {
+    let Some(ctx) =
+        TestContext::busybox("a_typo_is_warned_about_with_a_suggestion_even_when_up_fails")
+    else {
+        return;
+    };
+    const WARNING: &str = "unknown property `remoteUsr` (did you mean `remoteUser`?)";
+    let ws = ctx.config(r#"{"image": "IMAGE", "remoteUsr": "nobody", "privileged": true}"#);
+    let out = ws.output("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let warned = stderr.find(WARNING).expect("the typo is warned about");
+    let refused = stderr.find("error:").expect("the refusal");
+    assert!(warned < refused, "the warning comes first: {stderr}");
+    assert!(ws.containers().is_empty(), "a container was created");
+
+    let ws = TestContext::new("up").config(r#"{"image": "IMAGE", "remoteUsr": "nobody"}"#);
+    let out = ws.output("up", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches(WARNING).count(), 1, "{stderr}");
+    let result = last_json(&out);
+    assert!(
+        result["devcell"]["warnings"].to_string().contains(WARNING),
+        "{result}"
+    );
+    if let Some(id) = result["containerId"].as_str() {
+        ws.remove_images_matching(&container_image(id));
+    }
 }
 
 /// An unsupported or invalid `runArgs` flag is reported at its place in devcontainer.json

@@ -60,7 +60,11 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
         let result = with_progress(|reporter| async move { build(&opts, &*reporter).await });
         anyhow::Ok(result??)
     })();
-    print_result(result, |r| &r.warnings, |r| r.to_json())
+    print_result(
+        result,
+        |r| r.warnings.get(r.shown_warnings..).unwrap_or_default(),
+        |r| r.to_json(),
+    )
 }
 
 /// The reference CLI's BuildKit-only and `--additional-features` flags, which devcell cannot

@@ -110,7 +110,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             });
         }
     };
-    for w in &r.warnings {
+    for w in r.warnings.iter().filter(|w| !r.shown_warnings.contains(w)) {
         output::stderr_line(&format!("warning: {w}"));
     }
     let code = r.process_exit_code();

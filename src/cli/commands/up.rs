@@ -76,5 +76,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         let result = with_progress(|reporter| async move { up(&opts, &*reporter).await });
         anyhow::Ok(result??)
     })();
-    print_result(result, |r| &r.warnings, |r| r.to_json())
+    print_result(
+        result,
+        |r| r.warnings.get(r.shown_warnings..).unwrap_or_default(),
+        |r| r.to_json(),
+    )
 }

@@ -30,7 +30,7 @@ pub use limits::{
 };
 pub use network::{LOOPBACK, is_loopback_address, network_permission, publish_address};
 pub use paths::{is_engine_socket, is_within, normalize_path};
-pub use users::is_root_user;
+pub use users::{is_root_user, provides_user};
 
 use crate::engine::ContainerSpec;
 

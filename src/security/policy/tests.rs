@@ -916,3 +916,53 @@ fn ulimits_beyond_the_cpu_limit_are_requests() {
     assert_eq!(ulimit_permission("nice", 20, 20), None);
     assert_eq!(ulimit_permission("memlock", -1, -1), None);
 }
+
+/// spec-note 0188: devcell provides its own user only for a root image under `hardened` with
+/// no user named and no `--allow root`; root named anywhere stays a request.
+#[test]
+fn a_user_is_provided_only_for_a_root_image_with_no_user_named() {
+    use super::provides_user;
+    let passwd = "root:x:0:0::/root:/bin/sh\nadmin:x:0:0::/home/admin:/bin/sh\n\
+                  node:x:1000:1000::/home/node:/bin/sh\n";
+    // (hardened, root granted, container user, remote user, image user) → provided
+    type Case<'a> = (
+        bool,
+        bool,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        bool,
+    );
+    let cases: &[Case] = &[
+        (true, false, None, None, None, true),
+        (true, false, None, None, Some(""), true),
+        (true, false, None, None, Some("root"), true),
+        (true, false, None, None, Some("0:0"), true),
+        // a name with uid 0 in the image's passwd is a root image too
+        (true, false, None, None, Some("admin"), true),
+        // `reference` runs the image as written; `--allow root` gets root, as asked
+        (false, false, None, None, None, false),
+        (true, true, None, None, None, false),
+        // a non-root image user is run as it is
+        (true, false, None, None, Some("node"), false),
+        (true, false, None, None, Some("1000"), false),
+        // a user the configuration names, root included, is never replaced
+        (true, false, Some("root"), None, None, false),
+        (true, false, None, Some("root"), None, false),
+        (true, false, None, Some("0"), None, false),
+        (true, false, None, Some("node"), None, false),
+        (true, false, Some("1000"), None, None, false),
+        // empty spellings take no part in the merge
+        (true, false, Some(""), Some(""), None, true),
+    ];
+    for &(hardened, granted, container, remote, image, want) in cases {
+        assert_eq!(
+            provides_user(hardened, granted, container, remote, image, Some(passwd)),
+            want,
+            "{hardened} {granted} {container:?} {remote:?} {image:?}"
+        );
+    }
+    // Without a passwd, a name is not known to be root: the run judges it (spec-note 0420).
+    assert!(!provides_user(true, false, None, None, Some("admin"), None));
+    assert!(provides_user(true, false, None, None, Some("root"), None));
+}

@@ -12,6 +12,31 @@ pub fn is_root_user(user: &str) -> bool {
     passwd::is_root(user, None, true)
 }
 
+/// Whether devcell provides its own non-root user ([`crate::names::PROVIDED_USER`],
+/// spec-note 0188) instead of refusing root: under `hardened`, without `--allow root` (a user
+/// who grants root gets root, as asked), when the configuration names no container user
+/// (`containerUser`, `runArgs -u`, a Compose service's `user:`) and no remote user, and the
+/// image runs as root: no `USER`, or one that resolves to uid 0 in `passwd` (the image's
+/// `/etc/passwd`, when read). A user named explicitly, root included, is never replaced: root
+/// named by the configuration stays a request (`--allow root`). Pure.
+pub fn provides_user(
+    hardened: bool,
+    root_granted: bool,
+    container_user: Option<&str>,
+    remote_user: Option<&str>,
+    image_user: Option<&str>,
+    passwd: Option<&str>,
+) -> bool {
+    let named = |u: Option<&str>| u.is_some_and(|u| !u.is_empty());
+    hardened
+        && !root_granted
+        && !named(container_user)
+        && !named(remote_user)
+        && image_user
+            .filter(|u| !u.is_empty())
+            .is_none_or(|u| passwd::is_root(u, passwd, true))
+}
+
 /// The container and remote users under `hardened` (spec-note 0083): an image that would run
 /// as root by default runs as the non-root remote user instead.
 pub(super) fn effective_users(input: &PolicyInput) -> (Option<String>, Option<String>) {

@@ -127,19 +127,34 @@ fn the_plan_reads_the_final_stage_user_of_a_dockerfile_never_built() {
         let all = text(&out);
         let v = last_json(&out);
         match root {
+            // a root final stage and no user named: the plan says devcell provides its own
+            // non-root user instead of refusing root (spec-note 0188)
             Some(true) => {
-                assert_eq!(out.status.code(), Some(12), "{dockerfile}: {all}");
-                let requests = v["error"]["details"]["permissions"].as_array().unwrap();
+                assert_eq!(out.status.code(), Some(0), "{dockerfile}: {all}");
+                let result = &v["result"];
+                assert_eq!(result["providedUser"], "devcell", "{dockerfile}: {result}");
                 assert!(
-                    requests.iter().any(|p| p["permission"] == "root"
-                        && p["source"] == "image `USER`"
-                        && p["status"] == "refused"),
-                    "{dockerfile}: {v}"
+                    !result["permissions"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["permission"] == "root"),
+                    "{dockerfile}: {result}"
+                );
+                let notes = result["permissionNotes"].to_string();
+                assert!(
+                    notes.contains("runs as root (uid 0)")
+                        && notes.contains("user provided by devcell"),
+                    "{dockerfile}: {notes}"
                 );
             }
             _ => {
                 assert_eq!(out.status.code(), Some(0), "{dockerfile}: {all}");
                 let result = &v["result"];
+                assert!(
+                    result.get("providedUser").is_none(),
+                    "{dockerfile}: {result}"
+                );
                 assert!(
                     !result["permissions"]
                         .as_array()

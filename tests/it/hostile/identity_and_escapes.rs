@@ -277,7 +277,14 @@ mod identity {
         let mut guard = cleanup(&[remote.path(), image_user.path()]);
         guard.images = vec![tag.clone(), user_tag.clone()];
         assert_refused_and_nothing_ran(&remote, &[], &["running as root", "--allow root"]);
-        assert_refused_and_nothing_ran(&image_user, &[], &["image `USER`", "--allow root"]);
+        // An image whose `USER` is `admin` (uid 0) with no user named is a root image: it runs
+        // as the non-root user devcell provides, never as uid 0 (spec-note 0188).
+        let provided = up_ok(image_user.path(), &[]);
+        assert_eq!(provided["devcell"]["providedUser"], "devcell", "{provided}");
+        assert!(image_user.path().join("drop/ran").exists(), "the hook ran");
+        let out = run(image_user.path(), "exec", &["id", "-u"]);
+        let uid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(uid.parse::<u32>().is_ok_and(|u| u != 0), "{uid}");
 
         // Granted: the container runs, the hooks run as uid 0, and the grant is reported.
         let result = up_ok(remote.path(), &["--allow", "root"]);
