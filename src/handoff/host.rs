@@ -258,6 +258,7 @@ pub async fn handoff_on_host(
         exit_code: if signal.is_some() { None } else { exit_code },
         signal,
         warnings,
+        task: None,
     })
 }
 
