@@ -409,7 +409,8 @@ fn a_hostile_agent_in_its_clone_gets_nothing_run_on_the_host_and_writes_only_the
     let m = target.marker();
     let m = m.display();
     // commits, then plants everything git would run, a filter for every file, refs that try
-    // to leave the namespace, and finally swaps `.git/config` for a symlink
+    // to leave the namespace, and finally swaps `.git/config` for a symlink (to the same
+    // hostile configuration, which it names on the host too)
     let hostile = format!(
         "{COMMIT}; \
          printf '[core]\\n\\tfsmonitor = touch {m}\\n\\thooksPath = hooks\\n\\tpager = touch {m}\\n[filter \"x\"]\\n\\tclean = touch {m}\\n\\tsmudge = touch {m}\\n\\tprocess = touch {m}\\n[include]\\n\\tpath = /workspace/evil.cfg\\n[includeIf \"gitdir:/\"]\\n\\tpath = /workspace/evil.cfg\\n' >> .git/config; \
@@ -419,7 +420,7 @@ fn a_hostile_agent_in_its_clone_gets_nothing_run_on_the_host_and_writes_only_the
          tip=$(git rev-parse HEAD); \
          printf '%s refs/heads/main\\n%s refs/devcell/tasks/other\\n%s refs/heads/../../escape\\n' $tip $tip $tip >> .git/packed-refs; \
          mkdir -p .git/refs/heads/devcell/t2x; echo $tip > .git/refs/heads/main.new; \
-         cp .git/config /tmp/config; rm .git/config; ln -s /tmp/config .git/config"
+         cp .git/config evil-config; rm .git/config; ln -s ../evil-config .git/config"
     );
     let host = Host::new(&[("hostile", &hostile)]);
     let at = tempfile::Builder::new()
