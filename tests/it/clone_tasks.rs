@@ -342,6 +342,20 @@ fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouch
     assert_eq!(context["sandbox"]["branch"], "devcell/t1", "{context:#}");
     assert_eq!(context["sandbox"]["base"], base.as_str());
 
+    // `status` of the repository lists the task: fetched, 2 ahead, 0 behind
+    let st = ok(&host.run(&[
+        "status",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let t = &st["result"]["tasks"][0];
+    assert_eq!(t["task"], "t1", "{st:#}");
+    assert_eq!(t["fetched"], tip.as_str());
+    assert_eq!(t["ahead"], 2);
+    assert_eq!(t["behind"], 0);
+
     // a second run of the task continues its clone; fetch is then up to date
     let r = ok(&host.handoff(&repo, "idle", &["--task", "t1"]));
     assert_eq!(r["result"]["task"]["updated"], false, "{r:#}");
