@@ -489,6 +489,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn isolation_globally_and_per_agent() {
+        let s = parse(
+            "[handoff]\nisolation = \"clone\"\n[agents.a]\ncommand = [\"x\"]\nisolation = \"worktree\"\n[agents.b]\ncommand = [\"y\"]\n",
+            Path::new("config.toml"),
+        )
+        .unwrap();
+        assert_eq!(s.handoff.isolation, Isolation::Clone);
+        assert_eq!(s.agents["a"].isolation, Some(Isolation::Worktree));
+        assert_eq!(s.agents["b"].isolation, None);
+        assert_eq!(Settings::default().handoff.isolation, Isolation::Worktree);
+        assert!(parse("[handoff]\nisolation = \"vm\"\n", Path::new("c.toml")).is_err());
+        assert_eq!("clone".parse::<Isolation>(), Ok(Isolation::Clone));
+        assert!("vm".parse::<Isolation>().is_err());
+    }
+
+    #[test]
     fn a_security_key_at_the_top_level_says_where_it_belongs() {
         let e = parse("allow = [\"root\"]\n", Path::new("c.toml")).unwrap_err();
         let text = e.to_string();

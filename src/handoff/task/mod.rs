@@ -370,6 +370,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_flag_wins_over_the_agent_which_wins_over_handoff() {
+        use crate::handoff::plan::HandoffOptions;
+        use crate::settings::{AgentSettings, Isolation};
+        let mut opts = HandoffOptions {
+            agent: "a".into(),
+            ..HandoffOptions::default()
+        };
+        assert_eq!(opts.effective_isolation(), Isolation::Worktree);
+        opts.settings.handoff.isolation = Isolation::Clone;
+        assert_eq!(opts.effective_isolation(), Isolation::Clone);
+        opts.settings.agents.insert(
+            "a".into(),
+            AgentSettings {
+                isolation: Some(Isolation::Worktree),
+                ..AgentSettings::default()
+            },
+        );
+        assert_eq!(opts.effective_isolation(), Isolation::Worktree);
+        opts.isolation = Some(Isolation::Clone);
+        assert_eq!(opts.effective_isolation(), Isolation::Clone);
+    }
+
+    #[test]
     fn task_names() {
         for ok in ["a", "fix-login", "T.1_x", &"a".repeat(64)] {
             assert!(valid_task_name(ok), "{ok}");
