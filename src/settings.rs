@@ -160,6 +160,42 @@ pub struct AgentSettings {
     /// Model-provider upstreams by id (`[agents.NAME.upstreams.ID]`): the proxy adds the
     /// credential header on the host (spec-note 0501).
     pub upstreams: BTreeMap<String, UpstreamSettings>,
+    /// Overrides `[handoff].isolation` for this agent (`worktree` or `clone`).
+    pub isolation: Option<Isolation>,
+}
+
+/// How a handoff gives the container its repositories (`handoff --isolation`, spec-note 0437).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// The user's worktrees mounted, each with a container git directory (the default).
+    #[default]
+    Worktree,
+    /// A private clone per task, made from a bare mirror, results fetched back by the host.
+    Clone,
+}
+
+impl Isolation {
+    /// `worktree` or `clone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Worktree => "worktree",
+            Isolation::Clone => "clone",
+        }
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "worktree" => Ok(Isolation::Worktree),
+            "clone" => Ok(Isolation::Clone),
+            other => Err(format!(
+                "unknown isolation `{other}`: expected `worktree` or `clone`"
+            )),
+        }
+    }
 }
 
 /// `[agents.NAME.upstreams.ID]`: an HTTPS endpoint the agent reaches at a plain-HTTP loopback
@@ -298,6 +334,8 @@ pub struct HandoffSettings {
     pub context_path: String,
     /// Where the workspace root is mounted in the container.
     pub workspace_target: String,
+    /// `worktree` (default) or `clone` (spec-note 0437).
+    pub isolation: Isolation,
 }
 
 impl Default for HandoffSettings {
@@ -305,6 +343,7 @@ impl Default for HandoffSettings {
         Self {
             context_path: ".devcell/context.json".into(),
             workspace_target: "/workspace".into(),
+            isolation: Isolation::Worktree,
         }
     }
 }
@@ -448,6 +487,22 @@ pub fn parse_size(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn isolation_globally_and_per_agent() {
+        let s = parse(
+            "[handoff]\nisolation = \"clone\"\n[agents.a]\ncommand = [\"x\"]\nisolation = \"worktree\"\n[agents.b]\ncommand = [\"y\"]\n",
+            Path::new("config.toml"),
+        )
+        .unwrap();
+        assert_eq!(s.handoff.isolation, Isolation::Clone);
+        assert_eq!(s.agents["a"].isolation, Some(Isolation::Worktree));
+        assert_eq!(s.agents["b"].isolation, None);
+        assert_eq!(Settings::default().handoff.isolation, Isolation::Worktree);
+        assert!(parse("[handoff]\nisolation = \"vm\"\n", Path::new("c.toml")).is_err());
+        assert_eq!("clone".parse::<Isolation>(), Ok(Isolation::Clone));
+        assert!("vm".parse::<Isolation>().is_err());
+    }
 
     #[test]
     fn a_security_key_at_the_top_level_says_where_it_belongs() {

@@ -56,6 +56,9 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Remove a workspace's container, devcell-owned volumes and state (never the worktrees).
     Delete(DeleteArgs),
+    /// Fetch a clone task's branch into the repository it was cloned from
+    /// (`refs/devcell/tasks/<task>`).
+    Fetch(FetchArgs),
     /// Score a container's isolation (eight controls, 16 points) with the evidence.
     Audit(AuditArgs),
     /// Show current, wanted and latest versions of the configuration's OCI Features.
@@ -150,6 +153,17 @@ pub struct HandoffArgs {
     /// without a container engine). devcell never falls back to `host` on its own.
     #[arg(long, value_parser = ["container", "host"])]
     pub runtime: Option<String>,
+    /// How the container gets the repository: `worktree` (default: the user's worktree,
+    /// mounted) or `clone` (a private clone per task, its branch fetched back by devcell).
+    #[arg(long, value_parser = ["worktree", "clone"])]
+    pub isolation: Option<String>,
+    /// With `--isolation clone`: the task's name (its branch is `devcell/<task>`; default: a
+    /// new unique name). An existing task of the repository is continued.
+    #[arg(long, value_name = "NAME")]
+    pub task: Option<String>,
+    /// With `--isolation clone`: the commit the task branch starts at (default: `HEAD`).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,
@@ -217,6 +231,30 @@ pub struct DeleteArgs {
     /// The workspace root (default: the current directory).
     #[arg(long)]
     pub workspace_folder: Option<PathBuf>,
+    /// Remove only this clone task of the workspace (its container, clone and session; the
+    /// fetched ref stays).
+    #[arg(long, value_name = "NAME")]
+    pub task: Option<String>,
+    /// With `--task`: remove it even when its branch has commits never fetched.
+    #[arg(long, requires = "task")]
+    pub force: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell fetch`.
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// devcell user settings file (default `~/.config/devcell/config.toml`); read and checked.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// The repository the task was cloned from (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The clone task.
+    #[arg(long, value_name = "NAME")]
+    pub task: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -111,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => commands::status::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Delete(args) => commands::delete::run(args),
+        Command::Fetch(args) => commands::fetch::run(args),
         Command::Audit(args) => commands::audit::run(args),
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),

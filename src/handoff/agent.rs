@@ -332,7 +332,8 @@ pub async fn handoff_with(
             .collect(),
     };
     inputs.hooks = context::hooks_from_report(&up.lifecycle);
-    let ctx = HandoffContext::new(&p.workspace, inputs);
+    let mut ctx = HandoffContext::new(&p.workspace, inputs);
+    ctx.sandbox = opts.sandbox.clone();
     let context_file =
         context::write(&root, &ctx_rel_path(&opts.settings), &ctx).map_err(|e| fail(e.into()))?;
     let agents_md =
@@ -545,10 +546,14 @@ pub async fn handoff_with(
             .into_iter()
             .chain(up.warnings.iter().map(ToString::to_string))
             .collect(),
+<<<<<<< HEAD
         shown_warnings: up.warnings[..up.shown_warnings.min(up.warnings.len())]
             .iter()
             .map(ToString::to_string)
             .collect(),
+=======
+        task: None,
+>>>>>>> clone
     })
 }
 

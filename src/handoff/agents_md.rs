@@ -85,6 +85,17 @@ pub fn render(context: &HandoffContext) -> String {
          security profile, granted permissions) is `{}` (JSON, `schemaVersion` {}).\n",
         context.context_path, context.schema_version
     );
+    if let Some(sb) = &context.sandbox {
+        let _ = writeln!(s, "## Task sandbox\n");
+        let _ = writeln!(
+            s,
+            "This workspace is a private clone made for task `{}`, on branch `{}` from base commit \
+             `{}`. Commit your work to `{}`: when you end, devcell fetches that branch (and only \
+             it) into the user's repository as `{}`. Nothing else leaves this clone: uncommitted \
+             changes and other branches stay here.\n",
+            sb.task, sb.branch, sb.base, sb.branch, sb.fetched_ref
+        );
+    }
     let _ = writeln!(s, "## Definition of done\n");
     if context.verification.is_empty() {
         let _ = writeln!(

@@ -567,77 +567,21 @@ impl ContainerGitDir {
         namespace: &str,
         report: &mut FetchBack,
     ) -> Result<Vec<(String, String)>> {
-        use std::os::unix::fs::PermissionsExt as _;
-        // outside devcell's state folder, which the repository's owner (who runs the fetch
-        // when devcell is root) may not be able to reach
-        let staging = tempfile::Builder::new()
-            .prefix("devcell-fetch-back-")
-            .tempdir()
-            .map_err(io(&std::env::temp_dir()))?;
-        std::fs::set_permissions(staging.path(), std::fs::Permissions::from_mode(0o755))
-            .map_err(io(staging.path()))?;
-        let k = staging.path().join("k.git");
-        let format = format!("--object-format={}", base.object_format);
-        let mut init = hostgit::command(staging.path(), &[]);
-        init.args(["init", "--bare", "--quiet", "--template=", &format])
-            .arg(&k);
-        run_git(init, staging.path(), "init --bare")?;
-        let alternates = k.join("objects/info/alternates");
-        std::fs::create_dir_all(k.join("objects/info")).map_err(io(&k))?;
-        std::fs::write(
-            &alternates,
-            format!("{}\n", host.common_dir.join("objects").display()),
-        )
-        .map_err(io(&alternates))?;
-        copy_objects(&self.git_dir(), &k.join("objects"))?;
-        let mut imported = Vec::new();
-        for (name, value) in changed {
-            let mut update = hostgit::command(&k, &[]);
-            update.env("GIT_DIR", &k).args(["update-ref", name, value]);
-            let ok = hostgit::output_within(&mut update, hostgit::QUICK_DEADLINE)
-                .is_ok_and(|o| o.status.success());
-            if ok {
-                imported.push((name.clone(), value.clone()));
-            } else {
-                report.kept.push(KeptRef {
-                    name: name.clone(),
-                    value: Some(value.clone()),
-                    kept_as: None,
-                    reason: KeptReason::Invalid,
-                });
-            }
-        }
-        if imported.is_empty() {
-            return Ok(imported);
-        }
-        give_to_owner(&k, host.common_dir, false)?;
-        let k_text = k.to_string_lossy().into_owned();
-        let extra: Vec<(String, String)> = [
-            ("protocol.file.allow", "always"),
-            ("transfer.fsckObjects", "true"),
-            ("fetch.fsckObjects", "true"),
-            ("gc.auto", "0"),
-            ("maintenance.auto", "false"),
-            ("fetch.writeCommitGraph", "false"),
-            ("safe.directory", k_text.as_str()),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-        .collect();
-        let mut fetch = hostgit::command(host.work_tree, &extra);
-        fetch
-            .env("GIT_DIR", host.common_dir)
-            .args([
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-recurse-submodules",
-                "--no-auto-gc",
-            ])
-            .arg(&k)
-            .arg(format!("+refs/*:{namespace}/*"));
-        run_git(fetch, host.work_tree, "fetch <container objects>")?;
+        let (imported, refused) = import_refs(
+            &self.git_dir(),
+            host,
+            &base.object_format,
+            changed,
+            &format!("+refs/*:{namespace}/*"),
+        )?;
+        report
+            .kept
+            .extend(refused.into_iter().map(|(name, value)| KeptRef {
+                name,
+                value: Some(value),
+                kept_as: None,
+                reason: KeptReason::Invalid,
+            }));
         Ok(imported)
     }
 
@@ -695,6 +639,95 @@ impl ContainerGitDir {
         base.head_commit = commit;
         Ok(())
     }
+}
+
+/// Refs as `(name, object)` pairs.
+pub(crate) type RefList = Vec<(String, String)>;
+
+/// Brings the refs `refs` (name → object) of the untrusted git directory `source` into the host
+/// repository `host` without running git on `source`: its loose objects and packs are copied
+/// as data ([`copy_objects`], no link followed) into a fresh bare repository devcell makes
+/// (borrowing the host's objects), the refs are set there (git refuses a missing object), and
+/// the host fetches `refspec` from it with `transfer.fsckObjects`. Shared by the container git
+/// directory's fetch-back and the clone task's fetch (spec-notes 0436, 0437). Returns the refs
+/// imported and the ones refused (their object missing or invalid).
+///
+/// Errors: files that cannot be read or written, a failing host `git fetch`.
+pub(crate) fn import_refs(
+    source: &Path,
+    host: &HostRepo<'_>,
+    object_format: &str,
+    refs: &[(String, String)],
+    refspec: &str,
+) -> Result<(RefList, RefList)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    // outside devcell's state folder, which the repository's owner (who runs the fetch
+    // when devcell is root) may not be able to reach
+    let staging = tempfile::Builder::new()
+        .prefix("devcell-fetch-back-")
+        .tempdir()
+        .map_err(io(&std::env::temp_dir()))?;
+    std::fs::set_permissions(staging.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io(staging.path()))?;
+    let k = staging.path().join("k.git");
+    let format = format!("--object-format={object_format}");
+    let mut init = hostgit::command(staging.path(), &[]);
+    init.args(["init", "--bare", "--quiet", "--template=", &format])
+        .arg(&k);
+    run_git(init, staging.path(), "init --bare")?;
+    let alternates = k.join("objects/info/alternates");
+    std::fs::create_dir_all(k.join("objects/info")).map_err(io(&k))?;
+    std::fs::write(
+        &alternates,
+        format!("{}\n", host.common_dir.join("objects").display()),
+    )
+    .map_err(io(&alternates))?;
+    copy_objects(source, &k.join("objects"))?;
+    let mut imported = Vec::new();
+    let mut refused = Vec::new();
+    for (name, value) in refs {
+        let mut update = hostgit::command(&k, &[]);
+        update.env("GIT_DIR", &k).args(["update-ref", name, value]);
+        let ok = hostgit::output_within(&mut update, hostgit::QUICK_DEADLINE)
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            imported.push((name.clone(), value.clone()));
+        } else {
+            refused.push((name.clone(), value.clone()));
+        }
+    }
+    if imported.is_empty() {
+        return Ok((imported, refused));
+    }
+    give_to_owner(&k, host.common_dir, false)?;
+    let k_text = k.to_string_lossy().into_owned();
+    let extra: Vec<(String, String)> = [
+        ("protocol.file.allow", "always"),
+        ("transfer.fsckObjects", "true"),
+        ("fetch.fsckObjects", "true"),
+        ("gc.auto", "0"),
+        ("maintenance.auto", "false"),
+        ("fetch.writeCommitGraph", "false"),
+        ("safe.directory", k_text.as_str()),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+    .collect();
+    let mut fetch = hostgit::command(host.work_tree, &extra);
+    fetch
+        .env("GIT_DIR", host.common_dir)
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--no-auto-gc",
+        ])
+        .arg(&k)
+        .arg(refspec);
+    run_git(fetch, host.work_tree, "fetch <container objects>")?;
+    Ok((imported, refused))
 }
 
 /// Where the container sees the container git directories and the host objects:
@@ -915,7 +948,7 @@ fn host_git(host: &HostRepo<'_>, git_dir: &Path, args: &[&str]) -> Result<String
     run_git(git, host.work_tree, &args.join(" "))
 }
 
-fn run_git(mut git: Command, dir: &Path, what: &str) -> Result<String> {
+pub(crate) fn run_git(mut git: Command, dir: &Path, what: &str) -> Result<String> {
     let out =
         hostgit::output_within(&mut git, std::time::Duration::from_secs(600)).map_err(io(dir))?;
     if !out.status.success() {
@@ -962,7 +995,7 @@ fn is_ancestor(host: &HostRepo<'_>, old: &str, new: &str) -> Result<bool> {
 /// The refs of the container git directory `dir`, read as data: `packed-refs` lines, then loose
 /// files under `refs/` (regular files only, no link followed), names that git would accept
 /// ([`valid_ref_name`]), values of `hex_len` hexadecimal digits; symbolic refs are skipped.
-fn read_refs(dir: &Path, hex_len: usize) -> Result<BTreeMap<String, String>> {
+pub(crate) fn read_refs(dir: &Path, hex_len: usize) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     let valid = |name: &str, oid: &str| valid_ref_name(name) && oid.len() == hex_len && is_oid(oid);
     match hostgit::read_no_follow(&dir.join("packed-refs"), PACKED_REFS_MAX) {
@@ -1034,7 +1067,7 @@ pub fn valid_ref_name(name: &str) -> bool {
             .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"))
 }
 
-fn is_oid(s: &str) -> bool {
+pub(crate) fn is_oid(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -157,6 +157,27 @@ pub struct HandoffContext {
     /// unisolated, every path in this file is a host path; spec-note 0251).
     #[serde(default)]
     pub runtime: AgentRuntime,
+    /// A clone task's sandbox (`handoff --isolation clone`, spec-note 0437): absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+}
+
+/// `sandbox`: the clone task the agent works in, and how its results leave (spec-note 0437).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    /// `clone`.
+    pub isolation: String,
+    /// The task's name.
+    pub task: String,
+    /// The branch the agent must commit to (`devcell/<task>`).
+    pub branch: String,
+    /// The commit it started at.
+    pub base: String,
+    /// The ref devcell fetches the branch into, in the user's repository.
+    pub fetched_ref: String,
+    /// How results leave the sandbox, for the agent.
+    pub results: String,
 }
 
 /// Where a handoff runs its agent (`handoff --runtime`, spec-note 0251).
@@ -504,6 +525,7 @@ impl HandoffContext {
             hooks: inputs.hooks,
             agent: inputs.agent,
             context_path,
+            sandbox: None,
         }
     }
 }

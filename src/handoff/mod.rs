@@ -22,3 +22,4 @@ pub mod repository;
 pub mod session;
 pub mod state;
 pub mod status;
+pub mod task;

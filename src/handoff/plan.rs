@@ -57,6 +57,30 @@ pub struct HandoffOptions {
     /// `--runtime`: `None` when not given (the container runtime, and an unreachable engine is
     /// an error that suggests `--runtime host`; never a silent fallback).
     pub runtime: Option<AgentRuntime>,
+    /// `--isolation`: `None` when not given (the agent's `isolation`, else `[handoff]`'s).
+    pub isolation: Option<crate::settings::Isolation>,
+    /// `--task NAME` (clone isolation).
+    pub task: Option<String>,
+    /// `--base REF` (clone isolation).
+    pub base: Option<String>,
+    /// Set by the clone task runner ([`crate::handoff::task::run`]): the workspace folder is
+    /// the task's clone, whose own `.git` the container gets (no container git directory).
+    pub sandbox: Option<crate::handoff::context::Sandbox>,
+}
+
+impl HandoffOptions {
+    /// The isolation in effect: `--isolation`, else the agent's `isolation`, else
+    /// `[handoff].isolation` (spec-note 0437).
+    pub fn effective_isolation(&self) -> crate::settings::Isolation {
+        self.isolation
+            .or_else(|| {
+                self.settings
+                    .agents
+                    .get(&self.agent)
+                    .and_then(|a| a.isolation)
+            })
+            .unwrap_or(self.settings.handoff.isolation)
+    }
 }
 
 /// One mount of the plan.
@@ -672,7 +696,9 @@ pub(super) async fn prepare(
     // host: the agent sees everything its user can).
     // The container never sees a host git directory: each repository gets a container git
     // directory devcell keeps in its state folder (spec-note 0436).
-    let gits = if host {
+    // A clone task's workspace is devcell's own clone: its `.git` is the container's
+    // (spec-note 0437).
+    let gits = if host || opts.sandbox.is_some() {
         Vec::new()
     } else {
         let state_root = match &opts.state_root {

@@ -79,6 +79,33 @@ pub struct HandoffResult {
     /// own, [`crate::ops::load::report_warnings`]): not printed again at the end.
     #[serde(skip)]
     pub shown_warnings: Vec<String>,
+    /// A clone task's fetch back after the agent ended (spec-note 0437); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskFetch>,
+}
+
+/// What a clone task's fetch did (spec-note 0437; made by `task::fetch`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskFetch {
+    /// The task.
+    pub task: String,
+    /// The ref written in the user's repository.
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    /// The task branch's commit in the clone (`null`: the branch is gone or unreadable).
+    pub tip: Option<String>,
+    /// The commit the ref now holds (`null`: nothing fetched yet).
+    pub fetched: Option<String>,
+    /// Whether this fetch moved the ref.
+    pub updated: bool,
+    /// The base commit.
+    pub base: String,
+    /// Commits on the fetched ref not in the base.
+    pub ahead: Option<u64>,
+    /// Commits on the user's `HEAD` not in the fetched ref (or the base, when nothing was
+    /// fetched).
+    pub behind: Option<u64>,
 }
 
 impl HandoffResult {

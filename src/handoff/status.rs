@@ -127,6 +127,11 @@ pub struct StatusResult {
     /// (`git_unreadable`, …). Only in the envelope's `warnings`, never in `result`.
     #[serde(skip)]
     pub warnings: Vec<(String, String)>,
+    /// The clone tasks made from this repository (`handoff --isolation clone`, spec-note
+    /// 0437): each with its base, its branch's commit in the clone, what was fetched, and
+    /// ahead/behind counted in the repository.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::handoff::session::TaskFetch>,
 }
 
 impl StatusResult {
@@ -344,5 +349,6 @@ pub async fn status_with(
         context_file: context_file.is_file().then_some(context_file),
         egress,
         warnings,
+        tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
     })
 }

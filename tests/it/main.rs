@@ -5,6 +5,7 @@ mod build;
 mod build_command;
 mod cli_output;
 mod cli_output_engine;
+mod clone_tasks;
 mod compat_flags;
 mod compose;
 mod compose_corpus;

@@ -11,6 +11,16 @@ use crate::handoff::delete::{DeleteOptions, DeleteResult, delete};
 /// Runs `delete`: the teardown report (removed, kept, remaining, verified). Exit 0 only when
 /// nothing labelled for the workspace remains (`verified`), else 1 with the report.
 pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    if let Some(task) = &args.task {
+        let workspace = folder(args.workspace_folder.as_deref());
+        let result = own_block_on_checked(
+            args.config_file.as_deref(),
+            crate::handoff::task::run::delete(&workspace, task, args.force, None, &StderrReporter),
+        );
+        return Ok(finish(args.format, result, render_task, |_| {
+            Extras::default()
+        }));
+    }
     let opts = DeleteOptions {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         state_root: None,
@@ -30,6 +40,18 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         next_actions: Vec::new(),
     });
     Ok(if verified { code } else { ExitCode::from(1) })
+}
+
+fn render_task(r: &crate::handoff::task::run::TaskDeleted) -> String {
+    let mut s = render(&r.teardown);
+    let _ = writeln!(s, "removed task `{}` (clone {})", r.task, r.clone.display());
+    if let Some(d) = &r.dropped {
+        let _ = writeln!(s, "dropped unfetched commits up to {d} (--force)");
+    }
+    if let Some(k) = &r.kept_ref {
+        let _ = writeln!(s, "kept `{k}` in the repository");
+    }
+    s
 }
 
 fn render(r: &DeleteResult) -> String {

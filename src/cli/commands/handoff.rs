@@ -92,7 +92,11 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             stdout,
             stderr: Box::new(tokio::io::stderr()),
         };
-        handoff(&opts, streams, stop, &StderrReporter).await
+        if opts.effective_isolation() == crate::settings::Isolation::Clone {
+            crate::handoff::task::run::handoff(&opts, streams, stop, &StderrReporter).await
+        } else {
+            handoff(&opts, streams, stop, &StderrReporter).await
+        }
     });
     drop(raw);
     // nothing devcell started and waits for outlives it (they are all ended by now)
@@ -246,6 +250,18 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
             LockfileMode::ReadOnly
         },
         runtime,
+        isolation: args
+            .isolation
+            .as_deref()
+            .map(str::parse::<crate::settings::Isolation>)
+            .transpose()
+            .map_err(|message| OpsError::Unsupported {
+                message,
+                hint: None,
+            })?,
+        task: args.task.clone(),
+        base: args.base.clone(),
+        sandbox: None,
     })
 }
 

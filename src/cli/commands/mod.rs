@@ -10,6 +10,7 @@ pub mod exec;
 pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
+pub mod fetch;
 pub mod handoff;
 pub mod outdated;
 pub mod prune;

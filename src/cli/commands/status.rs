@@ -32,6 +32,25 @@ fn render(r: &StatusResult) -> String {
         r.workspace.display(),
         r.layout.as_str()
     );
+    let short = |o: &str| o[..o.len().min(12)].to_string();
+    for t in &r.tasks {
+        let fetched = match (&t.fetched, &t.tip) {
+            (Some(f), Some(tip)) if f == tip => format!("fetched {}", short(f)),
+            (Some(f), _) => format!("fetched {}, NOT the branch's latest commit", short(f)),
+            (None, Some(tip)) if *tip == t.base => "no commits yet".to_string(),
+            (None, _) => "not fetched".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "task {} base {} branch at {}: {fetched}; {} ahead, {} behind (`{}`)",
+            t.task,
+            short(&t.base),
+            t.tip.as_deref().map_or("(unreadable)".to_string(), short),
+            t.ahead.map_or("?".to_string(), |n| n.to_string()),
+            t.behind.map_or("?".to_string(), |n| n.to_string()),
+            t.ref_name
+        );
+    }
     match &r.container {
         Some(c) => {
             let _ = writeln!(

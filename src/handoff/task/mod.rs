@@ -1,0 +1,418 @@
+//! Clone tasks (`handoff --isolation clone`, spec-note 0437): each task gets a private clone of
+//! the user's repository, made from a bare mirror devcell keeps in its cache ([`mirror`]),
+//! made independent of that mirror before its container starts ([`clone`]), and mounted as the
+//! container's whole workspace with its own `.git`. Nothing of the user's repository is
+//! mounted. The agent's work comes back only when devcell's host fetches the task branch
+//! `devcell/<task>` from the clone into `refs/devcell/tasks/<task>` of the user's repository,
+//! reading the clone as untrusted data ([`fetch`]).
+//!
+//! Layout under the state root:
+//!
+//! ```text
+//! <state>/tasks/<source key>/<task>/task.json   the TaskRecord
+//! <state>/tasks/<source key>/<task>/<repo>/     the clone (the handoff's workspace folder)
+//! <cache>/mirrors/<source key>.git              the bare mirror, <source key>.lock its lock
+//! ```
+
+pub mod clone;
+pub mod fetch;
+pub mod mirror;
+pub mod run;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::hostgit;
+pub use crate::handoff::context::Sandbox;
+
+/// The branch of a task in its clone: `devcell/<task>`.
+pub fn branch_of(task: &str) -> String {
+    format!("devcell/{task}")
+}
+
+/// The ref of a task in the user's repository once fetched: `refs/devcell/tasks/<task>`.
+pub fn fetched_ref_of(task: &str) -> String {
+    format!("refs/devcell/tasks/{task}")
+}
+
+/// A clone task failed or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The task name is not one devcell accepts.
+    #[error(
+        "invalid task name `{name}`: use 1 to 64 letters, digits, `-`, `_` or `.`, starting with a letter or digit"
+    )]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// The source cannot be cloned as it is (shallow, partial, submodules, LFS); nothing was
+    /// created.
+    #[error("cannot make a clone task of `{}`: {message}", source_repo.display())]
+    Refused {
+        /// The stable reason (`clone_shallow_source`, `clone_partial_source`,
+        /// `clone_submodules`, `clone_lfs`, `clone_not_a_repository`, `clone_bad_base`,
+        /// `clone_runtime_host`).
+        reason: &'static str,
+        /// The repository.
+        source_repo: PathBuf,
+        /// What is wrong.
+        message: String,
+        /// How to get on.
+        hint: String,
+    },
+    /// No task of that name exists for the workspace.
+    #[error("no clone task `{task}` for `{}`", workspace.display())]
+    NoSuchTask {
+        /// The task.
+        task: String,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// `delete --task` while the task branch has commits never fetched.
+    #[error(
+        "task `{task}` has commits that were never fetched: branch `{branch}` is at {tip}, {fetched}"
+    )]
+    Unfetched {
+        /// The task.
+        task: String,
+        /// Its branch.
+        branch: String,
+        /// The branch's commit in the clone.
+        tip: String,
+        /// What was fetched (for the message).
+        fetched: String,
+        /// The commits not fetched (`<short> <subject>`), when they could be listed.
+        commits: Vec<String>,
+    },
+    /// A file could not be read or written.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A host `git` command failed.
+    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
+    Git {
+        /// Where it ran.
+        dir: PathBuf,
+        /// Its arguments.
+        args: String,
+        /// git's standard error, trimmed.
+        stderr: String,
+    },
+    /// Reading the clone back failed.
+    #[error(transparent)]
+    FetchBack(#[from] crate::handoff::container_git::ContainerGitError),
+    /// The task record could not be read.
+    #[error("task record `{}` is not valid: {message}", path.display())]
+    Corrupt {
+        /// The record.
+        path: PathBuf,
+        /// The parse error.
+        message: String,
+    },
+    /// No state or cache folder is known.
+    #[error("no folder for devcell's state or cache (no home folder)")]
+    NoFolder,
+}
+
+impl crate::ops::error::ProductError for TaskError {
+    fn code(&self) -> crate::handoff::envelope::ErrorCode {
+        use crate::handoff::envelope::ErrorCode;
+        match self {
+            TaskError::InvalidName { .. } => ErrorCode::InvalidArgument,
+            TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
+            TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
+            TaskError::Unfetched { .. } => ErrorCode::PermissionRequired,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        match self {
+            TaskError::Refused { reason, .. } => serde_json::json!({ "reason": reason }),
+            TaskError::Unfetched {
+                task,
+                branch,
+                tip,
+                commits,
+                ..
+            } => serde_json::json!({
+                "reason": "task_unfetched",
+                "task": task,
+                "branch": branch,
+                "tip": tip,
+                "commits": commits,
+            }),
+            _ => serde_json::json!({}),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            TaskError::Refused { hint, .. } => Some(hint.clone()),
+            TaskError::Unfetched { task, .. } => Some(format!(
+                "run `devcell fetch --task {task}` first, or pass `--force` to drop them"
+            )),
+            TaskError::NoSuchTask { .. } => {
+                Some("`devcell status` lists the workspace's tasks".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with [`TaskError`].
+pub type Result<T, E = TaskError> = std::result::Result<T, E>;
+
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
+    move |source| TaskError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How long one host git command of a clone task may take (a mirror fetch or a repack of a
+/// large repository included).
+const GIT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1800);
+
+/// Runs devcell's safe host git ([`hostgit::command`]) in `dir` with `extra` configuration
+/// and `GIT_DIR` = `git_dir` when given; its standard output.
+pub(crate) fn git(
+    dir: &Path,
+    git_dir: Option<&Path>,
+    extra: &[(String, String)],
+    args: &[&str],
+) -> Result<String> {
+    let mut cmd = hostgit::command(dir, extra);
+    if let Some(g) = git_dir {
+        cmd.env("GIT_DIR", g);
+    }
+    cmd.args(args);
+    let out = hostgit::output_within(&mut cmd, GIT_DEADLINE).map_err(io(dir))?;
+    if !out.status.success() {
+        return Err(TaskError::Git {
+            dir: dir.to_path_buf(),
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether `name` is a task name: 1–64 of `[A-Za-z0-9._-]`, starting with a letter or digit,
+/// not ending in `.` or `.lock`, no `..` (so `devcell/<name>` is a valid branch and the name a
+/// plain folder name). Pure.
+pub fn valid_task_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.contains("..")
+        && !name.ends_with('.')
+        && !name.ends_with(".lock")
+}
+
+/// A new task name: `<agent>-<UTC time>-<4 random hex digits>` (unique per repository: the
+/// caller retries on a clash). Only the characters [`valid_task_name`] accepts are kept.
+pub fn derive_task_name(agent: &str) -> String {
+    let agent: String = agent
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(24)
+        .collect();
+    let agent = if agent.is_empty() {
+        "task".to_string()
+    } else {
+        agent
+    };
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    let random: u16 = rand_u16();
+    format!("{agent}-{stamp}-{random:04x}")
+}
+
+fn rand_u16() -> u16 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.write_u32(std::process::id());
+    h.finish() as u16
+}
+
+/// What devcell remembers about one clone task (`task.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRecord {
+    /// The task's name.
+    pub task: String,
+    /// The user's repository (its working tree) the task was cloned from.
+    pub source: PathBuf,
+    /// Its common git directory (where the fetched ref is written).
+    pub source_git_dir: PathBuf,
+    /// The repository's folder name (the clone's folder name).
+    pub repo: String,
+    /// The clone (the handoff's workspace folder).
+    pub clone: PathBuf,
+    /// The task branch (`devcell/<task>`).
+    pub branch: String,
+    /// What `--base` named (`HEAD` by default).
+    pub base_ref: String,
+    /// The commit the branch started at.
+    pub base: String,
+    /// `sha1` or `sha256`.
+    pub object_format: String,
+    /// The branch's commit last fetched into the user's repository.
+    #[serde(default)]
+    pub fetched: Option<String>,
+    /// When it was fetched (RFC 3339).
+    #[serde(default)]
+    pub fetched_at: Option<String>,
+    /// When the task was created (RFC 3339).
+    pub created_at: String,
+}
+
+impl TaskRecord {
+    /// `<task folder>/task.json`.
+    pub fn path(&self) -> PathBuf {
+        self.folder().join("task.json")
+    }
+
+    /// The task's folder (the clone's parent).
+    pub fn folder(&self) -> PathBuf {
+        self.clone
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+
+    /// Writes the record (atomically: a temporary file renamed).
+    ///
+    /// Errors: [`TaskError::Io`].
+    pub fn save(&self) -> Result<()> {
+        let path = self.path();
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    }
+
+    /// Reads `<folder>/task.json`.
+    ///
+    /// Errors: [`TaskError::Io`], [`TaskError::Corrupt`].
+    pub fn load(folder: &Path) -> Result<TaskRecord> {
+        let path = folder.join("task.json");
+        let bytes = crate::config::bounded::read(&path, 1 << 20).map_err(io(&path))?;
+        serde_json::from_slice(&bytes).map_err(|e| TaskError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
+    }
+}
+
+/// The key of a source repository: sha256 of its canonical common git directory, as hex (16
+/// bytes). Mirrors and task folders are named by it.
+pub fn source_key(common_dir: &Path) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(common_dir.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// `<state>/tasks/<key>`: the task folders of one source repository.
+pub fn tasks_root(state_root: &Path, key: &str) -> PathBuf {
+    state_root.join("tasks").join(key)
+}
+
+/// Every task of the source repository with key `key`, by name; unreadable records are
+/// skipped.
+pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
+    let root = tasks_root(state_root, key);
+    let mut out: Vec<TaskRecord> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| TaskRecord::load(&e.path()).ok())
+        .collect();
+    out.sort_by(|a, b| a.task.cmp(&b.task));
+    out
+}
+
+/// The context file's `sandbox` of `record` (spec-note 0437).
+pub fn sandbox_of(record: &TaskRecord) -> Sandbox {
+    Sandbox {
+        isolation: "clone".into(),
+        task: record.task.clone(),
+        branch: record.branch.clone(),
+        base: record.base.clone(),
+        fetched_ref: fetched_ref_of(&record.task),
+        results: format!(
+            "commit your work to the branch `{}`: when you end, devcell fetches that branch (and only it) into the user's repository as `{}`; nothing else in this clone leaves it, uncommitted changes included",
+            record.branch,
+            fetched_ref_of(&record.task)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_over_the_agent_which_wins_over_handoff() {
+        use crate::handoff::plan::HandoffOptions;
+        use crate::settings::{AgentSettings, Isolation};
+        let mut opts = HandoffOptions {
+            agent: "a".into(),
+            ..HandoffOptions::default()
+        };
+        assert_eq!(opts.effective_isolation(), Isolation::Worktree);
+        opts.settings.handoff.isolation = Isolation::Clone;
+        assert_eq!(opts.effective_isolation(), Isolation::Clone);
+        opts.settings.agents.insert(
+            "a".into(),
+            AgentSettings {
+                isolation: Some(Isolation::Worktree),
+                ..AgentSettings::default()
+            },
+        );
+        assert_eq!(opts.effective_isolation(), Isolation::Worktree);
+        opts.isolation = Some(Isolation::Clone);
+        assert_eq!(opts.effective_isolation(), Isolation::Clone);
+    }
+
+    #[test]
+    fn task_names() {
+        for ok in ["a", "fix-login", "T.1_x", &"a".repeat(64)] {
+            assert!(valid_task_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            ".x",
+            "a/b",
+            "a..b",
+            "x.lock",
+            "x.",
+            "a b",
+            &"a".repeat(65),
+            "é",
+        ] {
+            assert!(!valid_task_name(bad), "{bad}");
+        }
+        let derived = derive_task_name("co/dex agent");
+        assert!(valid_task_name(&derived), "{derived}");
+        assert!(derived.starts_with("codexagent-"), "{derived}");
+    }
+}

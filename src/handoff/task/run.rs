@@ -1,0 +1,396 @@
+//! Clone tasks end to end (spec-note 0437): `handoff --isolation clone` (open or continue the
+//! task, then the ordinary container handoff with the clone as its workspace folder, then the
+//! fetch back), `fetch --task`, `delete --task` and the tasks `status` lists.
+
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::fetch::{self, TaskFetch};
+use super::mirror::{self, MirrorLock};
+use super::{
+    Result, TaskError, TaskRecord, branch_of, clone, derive_task_name, fetched_ref_of, io,
+    sandbox_of, source, source_key, tasks_root, valid_task_name,
+};
+use crate::engine::Engine;
+use crate::handoff::context::AgentRuntime;
+use crate::handoff::plan::HandoffOptions;
+use crate::handoff::session::{AgentStreams, HandoffResult, StopSignal};
+use crate::handoff::state::StateStore;
+use crate::progress::{Event, Reporter};
+
+/// The state root: `given`, else [`StateStore::default_root`].
+///
+/// Errors: [`TaskError::NoFolder`].
+pub fn state_root(given: Option<&Path>) -> Result<PathBuf> {
+    given
+        .map(Path::to_path_buf)
+        .or_else(StateStore::default_root)
+        .ok_or(TaskError::NoFolder)
+}
+
+/// devcell's cache folder (the mirrors' parent).
+///
+/// Errors: [`TaskError::NoFolder`].
+pub fn cache_root() -> Result<PathBuf> {
+    crate::oci::store::default_cache_dir().ok_or(TaskError::NoFolder)
+}
+
+/// Opens the task `opts.task` of the repository `opts.workspace_folder` when it exists
+/// (continued: its clone and branch as the agent left them), else makes it: the source judged
+/// ([`source::inspect`], before anything is created), the mirror made or fetched under its
+/// exclusive lock, the clone made under the shared lock, the record written.
+///
+/// Errors: [`TaskError::InvalidName`], [`TaskError::Refused`], git and file failures (a
+/// half-made task folder is removed).
+pub fn open_task(
+    opts: &HandoffOptions,
+    state_root: &Path,
+    cache_root: &Path,
+    reporter: &dyn Reporter,
+) -> Result<TaskRecord> {
+    if let Some(name) = &opts.task
+        && !valid_task_name(name)
+    {
+        return Err(TaskError::InvalidName { name: name.clone() });
+    }
+    let src = source::inspect(&opts.workspace_folder, opts.base.as_deref())?;
+    let key = source_key(&src.common_dir);
+    let root = tasks_root(state_root, &key);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)
+        .map_err(io(&root))?;
+    // claim the task's folder (`create_dir` is the atomic step: two handoffs never share one)
+    let (name, folder) = loop {
+        let name = opts
+            .task
+            .clone()
+            .unwrap_or_else(|| derive_task_name(&opts.agent));
+        let folder = root.join(&name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
+            Ok(()) => break (name, folder),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if opts.task.is_some() {
+                    let record = TaskRecord::load(&folder)?;
+                    reporter.report(Event::Status(format!(
+                        "clone task `{name}`: continuing on branch `{}` (base {})",
+                        record.branch,
+                        short(&record.base)
+                    )));
+                    return Ok(record);
+                }
+            }
+            Err(e) => return Err(io(&folder)(e)),
+        }
+    };
+    let made = make_task(&src, &key, &name, &folder, state_root, cache_root, reporter);
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&folder);
+    }
+    made
+}
+
+fn make_task(
+    src: &source::Source,
+    key: &str,
+    name: &str,
+    folder: &Path,
+    state_root: &Path,
+    cache_root: &Path,
+    reporter: &dyn Reporter,
+) -> Result<TaskRecord> {
+    reporter.report(Event::Status(format!(
+        "clone task `{name}`: fetching `{}` into its mirror",
+        src.work_tree.display()
+    )));
+    let mut lock = MirrorLock::take(cache_root, key, true)?;
+    let mirror = mirror::update(cache_root, key, src)?;
+    let lock_path = mirror::mirrors_root(cache_root);
+    lock.set(false).map_err(io(&lock_path))?;
+    reachable_by_owner(state_root, folder, &src.work_tree)?;
+    let clone_path = folder.join(&src.name);
+    let branch = branch_of(name);
+    reporter.report(Event::Status(format!(
+        "clone task `{name}`: cloning branch `{branch}` at {} (base `{}`)",
+        short(&src.base),
+        src.base_ref
+    )));
+    clone::make(&mirror, src, &clone_path, &branch)?;
+    drop(lock);
+    let record = TaskRecord {
+        task: name.to_string(),
+        source: src.work_tree.clone(),
+        source_git_dir: src.common_dir.clone(),
+        repo: src.name.clone(),
+        clone: clone_path,
+        branch,
+        base_ref: src.base_ref.clone(),
+        base: src.base.clone(),
+        object_format: src.object_format.clone(),
+        fetched: None,
+        fetched_at: None,
+        created_at: chrono::Utc::now().to_rfc3339(),
+    };
+    record.save()?;
+    Ok(record)
+}
+
+/// When devcell is root and the source belongs to another user, the clone is that user's (the
+/// container user maps to them, and devcell's git in the clone runs as them): the folders above
+/// it in devcell's state get search permission for others (`--x`, never read), so that user
+/// can reach it; nothing else in the state folder becomes readable.
+fn reachable_by_owner(state_root: &Path, folder: &Path, owner_of: &Path) -> Result<()> {
+    use crate::config::ownership;
+    if ownership::hand_over_to(ownership::process_ids(), ownership::owner(owner_of)).is_none() {
+        return Ok(());
+    }
+    let mut chain = vec![folder.to_path_buf()];
+    let mut at = folder;
+    while let Some(parent) = at.parent() {
+        chain.push(parent.to_path_buf());
+        if parent == state_root {
+            break;
+        }
+        at = parent;
+    }
+    for dir in chain {
+        let mode = std::fs::metadata(&dir)
+            .map_err(io(&dir))?
+            .permissions()
+            .mode();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode | 0o011))
+            .map_err(io(&dir))?;
+    }
+    Ok(())
+}
+
+fn short(oid: &str) -> &str {
+    &oid[..oid.len().min(12)]
+}
+
+/// `handoff --isolation clone` against the engine at `DOCKER_HOST`.
+///
+/// Errors: as [`handoff_with`]; the engine's when none answers.
+pub async fn handoff(
+    opts: &HandoffOptions,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<HandoffResult> {
+    if opts.runtime == Some(AgentRuntime::Host) {
+        return Err(TaskError::Refused {
+            reason: "clone_runtime_host",
+            source_repo: opts.workspace_folder.clone(),
+            message: "`--isolation clone` runs the agent in a container; `--runtime host` has no sandbox to clone into".into(),
+            hint: "drop `--runtime host`, or use `--isolation worktree`".into(),
+        }
+        .into());
+    }
+    let engine = crate::engine::connect().await?;
+    handoff_with(&*engine, opts, streams, stop, reporter).await
+}
+
+/// A clone task's handoff through `engine`: [`open_task`], then
+/// [`crate::handoff::agent::handoff_with`] with the clone as the workspace folder (its own
+/// container, session and state), then [`fetch::fetch`] whatever the handoff's outcome (a
+/// failure to fetch is a warning: the clone stays, `devcell fetch --task` retries).
+///
+/// Errors: [`open_task`]'s, then the handoff's.
+pub async fn handoff_with(
+    engine: &dyn Engine,
+    opts: &HandoffOptions,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<HandoffResult> {
+    let state = state_root(opts.state_root.as_deref())?;
+    let cache = cache_root()?;
+    let mut record = open_task(opts, &state, &cache, reporter)?;
+    let mut task_opts = opts.clone();
+    task_opts.workspace_folder = record.clone.clone();
+    task_opts.sandbox = Some(sandbox_of(&record));
+    task_opts.primary = None;
+    task_opts.state_root = Some(state);
+    let result =
+        crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
+    let fetched = fetch::fetch(&mut record);
+    let mut r = result?;
+    match fetched {
+        Ok(f) => {
+            reporter.report(Event::Status(fetch_line(&f)));
+            r.task = Some(f);
+        }
+        Err(e) => {
+            let message = format!(
+                "task `{}`: the branch `{}` was not fetched: {e}; the clone is kept, `devcell fetch --task {}` retries",
+                record.task, record.branch, record.task
+            );
+            reporter.report(Event::Status(format!("warning: {message}")));
+            r.warnings.push(message);
+            r.task = Some(fetch::report(&record, fetch::clone_tip(&record), false));
+        }
+    }
+    Ok(r)
+}
+
+/// One line for people about a fetch.
+pub fn fetch_line(f: &TaskFetch) -> String {
+    match (&f.tip, &f.fetched) {
+        (None, _) => format!(
+            "task `{}`: no branch `devcell/{}` in its clone; nothing fetched",
+            f.task, f.task
+        ),
+        (Some(_), Some(at)) if f.updated => format!(
+            "task `{}`: fetched `{}` at {} ({} commit(s) ahead of the base {})",
+            f.task,
+            f.ref_name,
+            short(at),
+            f.ahead.map_or("?".to_string(), |n| n.to_string()),
+            short(&f.base)
+        ),
+        (Some(tip), Some(at)) if tip == at => {
+            format!(
+                "task `{}`: `{}` is up to date at {}",
+                f.task,
+                f.ref_name,
+                short(at)
+            )
+        }
+        (Some(tip), _) if *tip == f.base => format!(
+            "task `{}`: no commits on the task branch yet (at the base {})",
+            f.task,
+            short(tip)
+        ),
+        (Some(tip), _) => format!(
+            "task `{}`: the branch is at {} and not fetched",
+            f.task,
+            short(tip)
+        ),
+    }
+}
+
+/// The record of task `task` of the repository at `workspace`.
+///
+/// Errors: [`TaskError::NoSuchTask`]; [`source::locate`]'s.
+pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<TaskRecord> {
+    let (root, key) = source::locate(workspace)?;
+    if !valid_task_name(task) {
+        return Err(TaskError::InvalidName {
+            name: task.to_string(),
+        });
+    }
+    let folder = tasks_root(state_root, &key).join(task);
+    if !folder.join("task.json").exists() {
+        return Err(TaskError::NoSuchTask {
+            task: task.to_string(),
+            workspace: root,
+        });
+    }
+    TaskRecord::load(&folder)
+}
+
+/// `devcell fetch --task NAME`: the task branch fetched into `refs/devcell/tasks/<task>`.
+///
+/// Errors: [`load_task`]'s, [`fetch::fetch`]'s.
+pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path) -> Result<TaskFetch> {
+    let mut record = load_task(workspace, task, state_root)?;
+    fetch::fetch(&mut record)
+}
+
+/// What `delete --task` removed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskDeleted {
+    /// The task.
+    pub task: String,
+    /// The clone removed.
+    pub clone: PathBuf,
+    /// The fetched ref, kept in the user's repository (`null`: never fetched).
+    pub kept_ref: Option<String>,
+    /// The commit dropped unfetched (`--force`).
+    pub dropped: Option<String>,
+    /// The clone workspace's teardown (container, volumes, session state).
+    pub teardown: crate::handoff::delete::DeleteResult,
+}
+
+/// `delete --task NAME`: refuses while the branch has commits never fetched (unless `force`),
+/// then removes the task's container, volumes and session state
+/// ([`crate::handoff::delete::delete_with`] of the clone), then the clone and its record. The
+/// fetched ref stays.
+///
+/// Errors: [`TaskError::Unfetched`], [`load_task`]'s, the teardown's.
+pub async fn delete_task(
+    engine: &dyn Engine,
+    workspace: &Path,
+    task: &str,
+    force: bool,
+    state_root: &Path,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<TaskDeleted> {
+    let record = load_task(workspace, task, state_root)?;
+    let dropped = fetch::unfetched(&record);
+    if let (Some(tip), false) = (&dropped, force) {
+        return Err(TaskError::Unfetched {
+            task: record.task.clone(),
+            branch: record.branch.clone(),
+            tip: tip.clone(),
+            fetched: record.fetched.as_ref().map_or_else(
+                || "and nothing was fetched".to_string(),
+                |f| format!("fetched up to {}", short(f)),
+            ),
+            commits: Vec::new(),
+        }
+        .into());
+    }
+    let teardown = crate::handoff::delete::delete_with(
+        engine,
+        &crate::handoff::delete::DeleteOptions {
+            workspace_folder: record.clone.clone(),
+            state_root: Some(state_root.to_path_buf()),
+        },
+        reporter,
+    )
+    .await?;
+    let folder = record.folder();
+    std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
+    Ok(TaskDeleted {
+        task: record.task.clone(),
+        clone: record.clone.clone(),
+        kept_ref: record
+            .fetched
+            .as_ref()
+            .map(|_| fetched_ref_of(&record.task)),
+        dropped,
+        teardown,
+    })
+}
+
+/// `delete --task` against the engine at `DOCKER_HOST`.
+///
+/// Errors: as [`delete_task`]; the engine's when none answers.
+pub async fn delete(
+    workspace: &Path,
+    task: &str,
+    force: bool,
+    state: Option<&Path>,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<TaskDeleted> {
+    let state = state_root(state)?;
+    let engine = crate::engine::connect().await?;
+    delete_task(&*engine, workspace, task, force, &state, reporter).await
+}
+
+/// Every task of the repository at `workspace` with its fetch state (ahead/behind counted in
+/// the user's repository); empty when it is not a repository or has none.
+pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
+    let Ok((_, key)) = source::locate(workspace) else {
+        return Vec::new();
+    };
+    super::list(state_root, &key)
+        .iter()
+        .map(|r| fetch::report(r, fetch::clone_tip(r), false))
+        .collect()
+}

@@ -1,0 +1,242 @@
+//! The user's repository a clone task is made from, read with devcell's safe host git, and the
+//! sources devcell refuses to clone (before anything is created): shallow, partial, with
+//! submodules, with LFS-tracked files.
+
+use std::path::{Path, PathBuf};
+
+use super::{Result, TaskError, git};
+
+/// A source repository, judged cloneable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Its working tree (canonical).
+    pub work_tree: PathBuf,
+    /// Its common git directory (canonical): what the mirror fetches from, where the fetched
+    /// refs go.
+    pub common_dir: PathBuf,
+    /// The working tree's folder name.
+    pub name: String,
+    /// `sha1` or `sha256`.
+    pub object_format: String,
+    /// What the base was named (`HEAD` by default).
+    pub base_ref: String,
+    /// The base commit.
+    pub base: String,
+}
+
+fn refused(source: &Path, reason: &'static str, message: String, hint: &str) -> TaskError {
+    TaskError::Refused {
+        reason,
+        source_repo: source.to_path_buf(),
+        message,
+        hint: hint.to_string(),
+    }
+}
+
+/// Reads the repository at `folder` (its root: a single repository) and resolves `base_ref`
+/// (`HEAD` when `None`) to a commit; refuses a source devcell cannot clone faithfully.
+///
+/// Errors: [`TaskError::Refused`] with reason `clone_not_a_repository`, `clone_bad_base`,
+/// `clone_shallow_source`, `clone_partial_source`, `clone_submodules` or `clone_lfs`.
+pub fn inspect(folder: &Path, base_ref: Option<&str>) -> Result<Source> {
+    let root = std::fs::canonicalize(folder).map_err(super::io(folder))?;
+    let not_repo = |message: String| {
+        refused(
+            &root,
+            "clone_not_a_repository",
+            message,
+            "`--isolation clone` takes the root folder of one git repository as `--workspace-folder`",
+        )
+    };
+    let listed = git(
+        &root,
+        None,
+        &[],
+        &[
+            "rev-parse",
+            "--show-toplevel",
+            "--absolute-git-dir",
+            "--git-common-dir",
+            "--is-shallow-repository",
+            "--show-object-format",
+        ],
+    )
+    .map_err(|e| not_repo(format!("it is not a git repository git can read ({e})")))?;
+    let lines: Vec<&str> = listed.lines().collect();
+    let [top, _git_dir, common, shallow, format] = lines[..] else {
+        return Err(not_repo("git did not describe it".into()));
+    };
+    if Path::new(top) != root {
+        return Err(not_repo(format!(
+            "it is not the root of a repository (the repository is `{top}`)"
+        )));
+    }
+    // relative to the folder git ran in
+    let common = root.join(common);
+    let common_dir = std::fs::canonicalize(&common).map_err(super::io(&common))?;
+    if shallow == "true" {
+        return Err(refused(
+            &root,
+            "clone_shallow_source",
+            "it is a shallow clone: its history is incomplete, and a clone of it would be too"
+                .into(),
+            "fetch its whole history first (`git fetch --unshallow`), or use `--isolation worktree`",
+        ));
+    }
+    if is_partial(&root, &common_dir) {
+        return Err(refused(
+            &root,
+            "clone_partial_source",
+            "it is a partial clone (objects left on a promisor remote): devcell fetches nothing from the network, so a clone of it would miss objects".into(),
+            "fetch the missing objects first (`git fetch --refetch` without a filter), or use `--isolation worktree`",
+        ));
+    }
+    let base_ref = base_ref.unwrap_or("HEAD").to_string();
+    if base_ref.starts_with('-') || base_ref.is_empty() {
+        return Err(refused(
+            &root,
+            "clone_bad_base",
+            format!("`--base {base_ref}` is not a revision"),
+            "name a branch, tag or commit of the repository",
+        ));
+    }
+    let spec = format!("{base_ref}^{{commit}}");
+    let base = git(
+        &root,
+        Some(&common_dir),
+        &[],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ],
+    )
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| crate::handoff::container_git::is_oid(s))
+    .ok_or_else(|| {
+        refused(
+            &root,
+            "clone_bad_base",
+            format!("`{base_ref}` names no commit of the repository"),
+            "commit first, or name a branch, tag or commit with `--base`",
+        )
+    })?;
+    judge_tree(&root, &common_dir, &base)?;
+    Ok(Source {
+        name: root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "repository".into()),
+        work_tree: root,
+        common_dir,
+        object_format: format.to_string(),
+        base_ref,
+        base,
+    })
+}
+
+/// Whether the repository is a partial clone: `extensions.partialClone`, a `remote.*.promisor`
+/// set, or a promisor pack.
+fn is_partial(root: &Path, common_dir: &Path) -> bool {
+    let config = git(
+        root,
+        Some(common_dir),
+        &[],
+        &[
+            "config",
+            "--get-regexp",
+            r"^(extensions\.partialclone|remote\..*\.promisor)$",
+        ],
+    )
+    .unwrap_or_default();
+    let promisor_config = config.lines().any(|l| {
+        let value = l.split_once(' ').map_or("", |(_, v)| v).trim();
+        l.to_ascii_lowercase()
+            .starts_with("extensions.partialclone")
+            || value == "true"
+    });
+    let promisor_pack = std::fs::read_dir(common_dir.join("objects/pack"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".promisor"));
+    promisor_config || promisor_pack
+}
+
+/// Refuses a base whose tree has submodules (gitlinks or `.gitmodules`) or LFS-tracked files
+/// (a `.gitattributes` naming `filter=lfs`).
+fn judge_tree(root: &Path, common_dir: &Path, base: &str) -> Result<()> {
+    let listed = git(
+        root,
+        Some(common_dir),
+        &[],
+        &["ls-tree", "-r", "-z", "--full-tree", base],
+    )?;
+    let mut attributes = Vec::new();
+    for entry in listed.split('\0').filter(|e| !e.is_empty()) {
+        let Some((meta, path)) = entry.split_once('\t') else {
+            continue;
+        };
+        if meta.starts_with("160000 ") || path == ".gitmodules" {
+            return Err(refused(
+                root,
+                "clone_submodules",
+                format!(
+                    "its commit {} has submodules (`{path}`): a clone task does not clone nested repositories",
+                    &base[..12]
+                ),
+                "use `--isolation worktree` for a repository with submodules",
+            ));
+        }
+        if (path == ".gitattributes" || path.ends_with("/.gitattributes"))
+            && let Some(oid) = meta.split(' ').nth(2)
+        {
+            attributes.push((path.to_string(), oid.to_string()));
+        }
+    }
+    for (path, oid) in attributes {
+        let text = git(root, Some(common_dir), &[], &["cat-file", "blob", &oid])?;
+        if text.contains("filter=lfs") {
+            return Err(refused(
+                root,
+                "clone_lfs",
+                format!(
+                    "`{path}` tracks files with Git LFS: a clone task would hold only their pointer files, and devcell fetches no LFS objects"
+                ),
+                "use `--isolation worktree` for a repository with LFS-tracked files",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The canonical working tree and the [`super::source_key`] of the repository at `folder`,
+/// without judging it (for `fetch`, `delete --task`, `status`).
+///
+/// Errors: [`TaskError::Refused`] (`clone_not_a_repository`) when git cannot read it.
+pub fn locate(folder: &Path) -> Result<(PathBuf, String)> {
+    let root = std::fs::canonicalize(folder).map_err(super::io(folder))?;
+    let listed = git(
+        &root,
+        None,
+        &[],
+        &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
+    )
+    .map_err(|e| {
+        refused(
+            &root,
+            "clone_not_a_repository",
+            format!("it is not a git repository git can read ({e})"),
+            "give the repository the task was made from as `--workspace-folder`",
+        )
+    })?;
+    let mut lines = listed.lines();
+    let _git_dir = lines.next().unwrap_or_default();
+    let common = lines.next().unwrap_or_default();
+    let common = root.join(common);
+    let common = std::fs::canonicalize(&common).map_err(super::io(&common))?;
+    Ok((root, super::source_key(&common)))
+}

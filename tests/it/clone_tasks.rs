@@ -1,0 +1,676 @@
+//! Clone tasks (`handoff --isolation clone`, issue 27, spec-note 0437): a private clone per
+//! task made from a bare mirror, the task branch fetched back by the host into
+//! `refs/devcell/tasks/<task>`, nothing of the user's repository mounted or changed.
+//!
+//! Every repository here belongs to [`WORKSPACE_OWNER`] (devcell runs as root in CI), has a
+//! hook and `core.fsmonitor` configured that would create the host marker, and devcell's host
+//! git must never run them.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support;
+use crate::support::docker::engine_ready;
+use crate::support::git::{git, give_to_workspace_owner, hostgit_image};
+use crate::support::hostile::HostTarget;
+
+/// One test host: devcell's home, state and cache in a temporary folder, agents by name.
+struct Host {
+    tmp: tempfile::TempDir,
+}
+
+impl Host {
+    /// `agents`: name → the shell script the agent runs (`sh -c`) in the workspace.
+    fn new(agents: &[(&str, &str)]) -> Host {
+        let tmp = tempfile::Builder::new()
+            .prefix("devcell-clone-")
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(tmp.path().join("home")).unwrap();
+        let mut config = String::new();
+        for (name, script) in agents {
+            config.push_str(&format!(
+                "[agents.{name}]\ncommand = {}\n\n",
+                serde_json::to_string(&["sh", "-c", script]).unwrap()
+            ));
+        }
+        std::fs::write(tmp.path().join("config.toml"), config).unwrap();
+        Host { tmp }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.tmp.path().join("cache")
+    }
+
+    fn mirrors(&self) -> Vec<PathBuf> {
+        let dir = self.cache().join("devcell/mirrors");
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "git"))
+            .collect()
+    }
+
+    /// `devcell <args>` with this host's folders and config.
+    fn run(&self, args: &[&str]) -> Output {
+        support::devcell()
+            .env("HOME", self.tmp.path().join("home"))
+            .env("DEVCELL_STATE_DIR", self.state())
+            .env("XDG_CACHE_HOME", self.cache())
+            .args(args)
+            .arg("--config-file")
+            .arg(self.tmp.path().join("config.toml"))
+            .output()
+            .expect("devcell runs")
+    }
+
+    /// `handoff --isolation clone --agent <agent> --format json <extra>` of `repo`.
+    fn handoff(&self, repo: &Path, agent: &str, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "handoff",
+            "--isolation",
+            "clone",
+            "--workspace-folder",
+            repo.to_str().unwrap(),
+            "--agent",
+            agent,
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
+    /// The clone of task `task` (its folder under the state's `tasks/<key>/`).
+    fn clone_of(&self, task: &str) -> PathBuf {
+        let tasks = self.state().join("tasks");
+        for key in std::fs::read_dir(&tasks).unwrap().flatten() {
+            let folder = key.path().join(task);
+            if let Ok(record) = std::fs::read_to_string(folder.join("task.json")) {
+                let v: Value = serde_json::from_str(&record).unwrap();
+                return PathBuf::from(v["clone"].as_str().unwrap());
+            }
+        }
+        panic!("no task {task} under {}", tasks.display())
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // every container of every clone this host made
+        let tasks = self.state().join("tasks");
+        for key in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+            for task in std::fs::read_dir(key.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                for clone in std::fs::read_dir(task.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if clone.path().is_dir() {
+                        for id in containers_of(&clone.path()) {
+                            let _ = std::process::Command::new("docker")
+                                .args(["rm", "-f", "-v", &id])
+                                .output();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn containers_of(ws: &Path) -> Vec<String> {
+    let filter = format!("label=devcontainer.local_folder={}", ws.display());
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn mount_sources(id: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "--format", "{{json .Mounts}}", id])
+        .output()
+        .expect("docker runs");
+    let mounts: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    mounts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["Source"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn envelope(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON object on stdout ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn ok(out: &Output) -> Value {
+    let v = envelope(out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{v:#}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    v
+}
+
+/// A repository at `<at>/repo`: history on `main`, a branch `side`, a linked worktree beside
+/// it, a symlink, a `.devcontainer` on the hostgit image; its `.git/config` names hooks and
+/// `core.fsmonitor` that would create `target`'s marker. Owned by the workspace owner.
+fn source_repo(at: &Path, target: &HostTarget) -> PathBuf {
+    let repo = at.join("repo");
+    std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        repo.join(".devcontainer/devcontainer.json"),
+        format!(
+            r#"{{"image": "{}", "remoteUser": "nobody", "updateRemoteUserUID": true}}"#,
+            hostgit_image()
+        ),
+    )
+    .unwrap();
+    for i in 0..3 {
+        std::fs::write(repo.join("a.txt"), format!("{i}\n")).unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", &format!("commit {i}")]);
+        if i == 0 {
+            git(&repo, &["branch", "side"]);
+        }
+    }
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    git(&repo, &["add", "link"]);
+    git(&repo, &["commit", "-q", "-m", "a symlink"]);
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            at.join("wt").to_str().unwrap(),
+            "side",
+        ],
+    );
+    let marker = target.marker();
+    let hooks = repo.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for h in [
+        "post-checkout",
+        "reference-transaction",
+        "pre-auto-gc",
+        "post-merge",
+    ] {
+        std::fs::write(
+            hooks.join(h),
+            format!("#!/bin/sh\ntouch {}\n", marker.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(hooks.join(h), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    git(
+        &repo,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("touch {}", marker.display()),
+        ],
+    );
+    give_to_workspace_owner(at);
+    repo
+}
+
+/// The bytes of the user's `HEAD`, index, `.git/config` and working files.
+fn snapshot(repo: &Path) -> Vec<(String, Vec<u8>)> {
+    ["HEAD", ".git/HEAD", ".git/index", ".git/config", "a.txt"]
+        .iter()
+        .filter_map(|rel| {
+            std::fs::read(repo.join(rel))
+                .ok()
+                .map(|b| (rel.to_string(), b))
+        })
+        .chain(std::iter::once((
+            "link".to_string(),
+            std::fs::read_link(repo.join("link"))
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes(),
+        )))
+        .collect()
+}
+
+/// Every ref of `repo` but devcell's task refs.
+fn user_refs(repo: &Path) -> String {
+    git(repo, &["for-each-ref", "--format=%(objectname) %(refname)"])
+        .lines()
+        .filter(|l| !l.contains(" refs/devcell/tasks/"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const COMMIT: &str = "set -e; git -c user.name=agent -c user.email=agent@devcell.invalid \
+     -c commit.gpgsign=false commit -q --allow-empty -m agent-commit; \
+     git symbolic-ref HEAD > agent.txt; git add agent.txt; \
+     git -c user.name=agent -c user.email=agent@devcell.invalid -c commit.gpgsign=false \
+     commit -q -m agent-file";
+
+#[test]
+fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouched() {
+    if !engine_ready("clone_task_round_trip", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("commit", COMMIT), ("idle", "true")]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let before = snapshot(&repo);
+    let refs_before = user_refs(&repo);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+
+    let r = ok(&host.handoff(&repo, "commit", &["--task", "t1"]));
+    let task = &r["result"]["task"];
+    assert_eq!(task["task"], "t1", "{r:#}");
+    assert_eq!(task["ref"], "refs/devcell/tasks/t1");
+    assert_eq!(task["base"], base.as_str());
+    assert_eq!(task["ahead"], 2, "{task:#}");
+    let tip = task["fetched"].as_str().expect("fetched").to_string();
+    assert_eq!(task["tip"], tip.as_str());
+    // the host has the agent's commits under the task ref, and nothing else changed
+    assert_eq!(git(&repo, &["rev-parse", "refs/devcell/tasks/t1"]), tip);
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%s", &tip]),
+        "agent-file"
+    );
+    assert_eq!(git(&repo, &["rev-parse", &format!("{tip}~2")]), base);
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "HEAD, index, config or files changed"
+    );
+    assert_eq!(user_refs(&repo), refs_before);
+    assert!(!repo.join("agent.txt").exists());
+    target.assert_untouched();
+
+    // the container saw the clone only: nothing of the user's repository, worktree or mirror
+    let clone = host.clone_of("t1");
+    let ids = containers_of(&clone);
+    assert_eq!(ids.len(), 1, "one container for the task");
+    let sources = mount_sources(&ids[0]);
+    let mirrors = host.mirrors();
+    assert_eq!(mirrors.len(), 1, "one mirror");
+    for s in &sources {
+        for forbidden in [&repo, &at.path().join("wt"), &mirrors[0]] {
+            assert!(
+                !Path::new(s).starts_with(forbidden),
+                "{s} is under {}: {sources:?}",
+                forbidden.display()
+            );
+        }
+    }
+    assert!(sources.iter().any(|s| Path::new(s) == clone), "{sources:?}");
+    // the context file names the task, its branch and base
+    let context: Value = serde_json::from_str(
+        &std::fs::read_to_string(clone.join(".devcell/context.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(context["sandbox"]["branch"], "devcell/t1", "{context:#}");
+    assert_eq!(context["sandbox"]["base"], base.as_str());
+
+    // `status` of the repository lists the task: fetched, 2 ahead, 0 behind
+    let st = ok(&host.run(&[
+        "status",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let t = &st["result"]["tasks"][0];
+    assert_eq!(t["task"], "t1", "{st:#}");
+    assert_eq!(t["fetched"], tip.as_str());
+    assert_eq!(t["ahead"], 2);
+    assert_eq!(t["behind"], 0);
+
+    // a second run of the task continues its clone; fetch is then up to date
+    let r = ok(&host.handoff(&repo, "idle", &["--task", "t1"]));
+    assert_eq!(r["result"]["task"]["updated"], false, "{r:#}");
+    let f = ok(&host.run(&[
+        "fetch",
+        "--task",
+        "t1",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(f["result"]["fetched"], tip.as_str());
+
+    // a commit the host never fetched (devcell killed before its fetch): delete refuses and
+    // names it, `fetch` recovers it, then delete removes the task and keeps the ref
+    git(
+        &clone,
+        &["commit", "-q", "--allow-empty", "-m", "after the fetch"],
+    );
+    let late = git(&clone, &["rev-parse", "HEAD"]);
+    let delete = |extra: &[&str]| {
+        let mut args = vec![
+            "delete",
+            "--task",
+            "t1",
+            "--workspace-folder",
+            repo.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        host.run(&args)
+    };
+    let refused = delete(&[]);
+    let e = envelope(&refused);
+    assert_eq!(refused.status.code(), Some(12), "{e:#}");
+    assert_eq!(e["error"]["details"]["reason"], "task_unfetched");
+    assert_eq!(e["error"]["details"]["tip"], late.as_str());
+    assert!(clone.exists(), "a refused delete removes nothing");
+    let f = ok(&host.run(&[
+        "fetch",
+        "--task",
+        "t1",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(f["result"]["fetched"], late.as_str());
+    ok(&delete(&[]));
+    assert!(!clone.exists());
+    assert!(containers_of(&clone).is_empty());
+    assert_eq!(git(&repo, &["rev-parse", "refs/devcell/tasks/t1"]), late);
+    assert_eq!(snapshot(&repo), before);
+    target.assert_untouched();
+}
+
+#[test]
+fn a_hostile_agent_in_its_clone_gets_nothing_run_on_the_host_and_writes_only_the_task_ref() {
+    if !engine_ready("clone_task_hostile", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let m = target.marker();
+    let m = m.display();
+    // commits, then plants everything git would run, a filter for every file, refs that try
+    // to leave the namespace, and finally swaps `.git/config` for a symlink (to the same
+    // hostile configuration, which it names on the host too)
+    let hostile = format!(
+        "{COMMIT}; \
+         printf '[core]\\n\\tfsmonitor = touch {m}\\n\\thooksPath = hooks\\n\\tpager = touch {m}\\n[filter \"x\"]\\n\\tclean = touch {m}\\n\\tsmudge = touch {m}\\n\\tprocess = touch {m}\\n[include]\\n\\tpath = /workspace/evil.cfg\\n[includeIf \"gitdir:/\"]\\n\\tpath = /workspace/evil.cfg\\n' >> .git/config; \
+         printf '[alias]\\n\\tfetch = !touch {m}\\n' > evil.cfg; \
+         printf '* filter=x\\n' > .gitattributes; \
+         mkdir -p .git/hooks; for h in pre-commit post-checkout reference-transaction post-merge pre-auto-gc fsmonitor-watchman; do printf '#!/bin/sh\\ntouch {m}\\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done; \
+         tip=$(git rev-parse HEAD); \
+         printf '%s refs/heads/main\\n%s refs/devcell/tasks/other\\n%s refs/heads/../../escape\\n' $tip $tip $tip >> .git/packed-refs; \
+         mkdir -p .git/refs/heads/devcell/t2x; echo $tip > .git/refs/heads/main.new; \
+         cp .git/config evil-config; rm .git/config; ln -s ../evil-config .git/config"
+    );
+    let host = Host::new(&[("hostile", &hostile)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let before = snapshot(&repo);
+    let refs_before = user_refs(&repo);
+
+    let r = ok(&host.handoff(&repo, "hostile", &["--task", "t2"]));
+    let tip = r["result"]["task"]["fetched"]
+        .as_str()
+        .expect("fetched")
+        .to_string();
+    assert_eq!(git(&repo, &["rev-parse", "refs/devcell/tasks/t2"]), tip);
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%s", &tip]),
+        "agent-file"
+    );
+    // only the task's ref was written: no other ref, no escape, no other task's ref
+    assert_eq!(user_refs(&repo), refs_before);
+    let devcell_refs = git(
+        &repo,
+        &["for-each-ref", "--format=%(refname)", "refs/devcell"],
+    );
+    assert_eq!(devcell_refs, "refs/devcell/tasks/t2");
+    assert_eq!(snapshot(&repo), before);
+    // `fetch` again, `status` and `delete --force`: devcell never runs the clone's config
+    let f = ok(&host.run(&[
+        "fetch",
+        "--task",
+        "t2",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(f["result"]["updated"], false);
+    ok(&host.run(&[
+        "delete",
+        "--task",
+        "t2",
+        "--force",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    // the human's own git in the repository (its own hooks and fsmonitor are the user's:
+    // only check that the task ref did not bring anything of the agent's)
+    target.assert_untouched();
+}
+
+#[test]
+fn a_task_survives_its_mirror_being_garbage_collected() {
+    if !engine_ready("clone_task_gc", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("commit", COMMIT), ("idle", "true")]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    ok(&host.handoff(&repo, "idle", &["--task", "t3"]));
+    let mirror = host.mirrors().pop().expect("a mirror");
+    // every ref of the mirror dropped, then a pruning gc: its objects are gone
+    for r in git(&mirror, &["for-each-ref", "--format=%(refname)"]).lines() {
+        git(&mirror, &["update-ref", "-d", r]);
+    }
+    git(&mirror, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&mirror, &["gc", "-q", "--prune=now"]);
+    assert_eq!(
+        git(&mirror, &["count-objects", "-v"])
+            .lines()
+            .find(|l| l.starts_with("in-pack:"))
+            .unwrap(),
+        "in-pack: 0"
+    );
+    let r = ok(&host.handoff(&repo, "commit", &["--task", "t3"]));
+    let tip = r["result"]["task"]["fetched"].as_str().expect("fetched");
+    assert_eq!(git(&repo, &["rev-parse", "refs/devcell/tasks/t3"]), tip);
+    // a new task refetches into the same mirror
+    ok(&host.handoff(&repo, "idle", &["--task", "t3b"]));
+    assert_eq!(host.mirrors().len(), 1);
+    git(&mirror, &["fsck", "--no-progress"]);
+    target.assert_untouched();
+}
+
+#[test]
+fn sources_that_cannot_be_cloned_are_refused_before_anything_is_created() {
+    if !engine_ready("clone_task_refusals", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("idle", "true")]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    // every source made first (root's), then given to the workspace owner
+    let plain = at.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    git(&plain, &["init", "-q", "-b", "main"]);
+    std::fs::write(plain.join("a.txt"), "a\n").unwrap();
+    git(&plain, &["add", "-A"]);
+    git(&plain, &["commit", "-q", "-m", "one"]);
+    git(&plain, &["commit", "-q", "--allow-empty", "-m", "two"]);
+    let url = format!("file://{}", plain.display());
+    let shallow = at.path().join("shallow");
+    git(
+        at.path(),
+        &[
+            "clone",
+            "-q",
+            "--depth",
+            "1",
+            &url,
+            shallow.to_str().unwrap(),
+        ],
+    );
+    let partial = at.path().join("partial");
+    git(
+        at.path(),
+        &[
+            "-c",
+            "uploadpack.allowFilter=true",
+            "clone",
+            "-q",
+            "--filter=blob:none",
+            &url,
+            partial.to_str().unwrap(),
+        ],
+    );
+    let lfs = at.path().join("lfs");
+    std::fs::create_dir_all(&lfs).unwrap();
+    git(&lfs, &["init", "-q"]);
+    std::fs::write(
+        lfs.join(".gitattributes"),
+        "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+    )
+    .unwrap();
+    git(&lfs, &["add", "-A"]);
+    git(&lfs, &["commit", "-q", "-m", "lfs"]);
+    let sub = at.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    git(&sub, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+    git(
+        &sub,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &url,
+            "inner",
+        ],
+    );
+    git(&sub, &["commit", "-q", "-m", "submodule"]);
+    give_to_workspace_owner(at.path());
+    for (source, reason) in [
+        (&shallow, "clone_shallow_source"),
+        (&partial, "clone_partial_source"),
+        (&lfs, "clone_lfs"),
+        (&sub, "clone_submodules"),
+    ] {
+        let out = host.handoff(source, "idle", &[]);
+        let e = envelope(&out);
+        assert_eq!(out.status.code(), Some(10), "{reason}: {e:#}");
+        assert_eq!(e["error"]["details"]["reason"], reason, "{e:#}");
+        // the hint is the envelope's next action
+        assert!(e["next_actions"][0]["description"].is_string(), "{e:#}");
+    }
+    assert!(host.mirrors().is_empty(), "no mirror was made");
+    let tasks: Vec<_> = std::fs::read_dir(host.state().join("tasks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|k| std::fs::read_dir(k.path()).into_iter().flatten().flatten())
+        .collect();
+    assert!(tasks.is_empty(), "no task folder: {tasks:?}");
+    target.assert_untouched();
+}
+
+#[test]
+fn parallel_clone_tasks_on_one_repository_each_get_their_own_clone_branch_and_ref() {
+    if !engine_ready("clone_task_parallel", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("commit", COMMIT)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let host = &host;
+                let repo = &repo;
+                s.spawn(move || host.handoff(repo, "commit", &["--task", n]))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut tips = Vec::new();
+    for (n, out) in names.iter().zip(&outs) {
+        let r = ok(out);
+        let tip = r["result"]["task"]["fetched"]
+            .as_str()
+            .expect("fetched")
+            .to_string();
+        assert_eq!(
+            git(&repo, &["rev-parse", &format!("refs/devcell/tasks/{n}")]),
+            tip
+        );
+        tips.push(tip);
+        let clone = host.clone_of(n);
+        assert_eq!(containers_of(&clone).len(), 1, "{n}: its own container");
+        assert_eq!(
+            git(&clone, &["symbolic-ref", "HEAD"]),
+            format!("refs/heads/devcell/{n}")
+        );
+    }
+    tips.sort();
+    tips.dedup();
+    assert_eq!(tips.len(), names.len(), "each task its own commits");
+    let mirrors = host.mirrors();
+    assert_eq!(mirrors.len(), 1);
+    git(&mirrors[0], &["fsck", "--no-progress"]);
+    target.assert_untouched();
+}
