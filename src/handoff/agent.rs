@@ -546,14 +546,11 @@ pub async fn handoff_with(
             .into_iter()
             .chain(up.warnings.iter().map(ToString::to_string))
             .collect(),
-<<<<<<< HEAD
         shown_warnings: up.warnings[..up.shown_warnings.min(up.warnings.len())]
             .iter()
             .map(ToString::to_string)
             .collect(),
-=======
         task: None,
->>>>>>> clone
     })
 }
 

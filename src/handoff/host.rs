@@ -258,11 +258,8 @@ pub async fn handoff_on_host(
         exit_code: if signal.is_some() { None } else { exit_code },
         signal,
         warnings,
-<<<<<<< HEAD
         shown_warnings: Vec::new(),
-=======
         task: None,
->>>>>>> clone
     })
 }
 
