@@ -7,15 +7,16 @@
 //!
 //! Modules are layered; a lower layer never imports a higher one, the files of one module
 //! import one another in one direction only (both enforced by `tests/layering.rs`), and only
-//! [`engine`] names `bollard`:
+//! [`engine`] names `bollard` or a backend (everything above asks `engine::connect` for an
+//! `Arc<dyn Engine>`):
 //!
 //! | layer | modules | what | may use |
 //! |---|---|---|---|
 //! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`process`], [`names`], [`settings`] | devcontainer.json → merged configuration; programs devcell waits for (deadlines, killed with devcell); shared formats (Docker credentials, image references, mount fields, shell quoting, JSON values, terminal-safe text); errors, events, names, user settings | external crates |
 //! | L1 | [`oci`], [`features`] | registries, content store, archives; Features | L0; `features` may use `oci` |
-//! | L2 | [`engine`] | the Docker engine and the Compose CLI | L0 |
+//! | L2 | [`engine`] | the `Engine` trait, its one factory, the Docker backend, the Compose CLI | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | image builds; the profile, policy and audit; hooks; the egress allowlist proxy | L2, L1, L0; never one another |
-//! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps | L3–L0 |
+//! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps (one create pipeline for `up` and Compose); `OpsError` | L3–L0 |
 //! | L5 | [`handoff`] | the agent product: workspace inspection, plan, runtimes, session, state, context, audit, envelope | L4–L0 |
 //! | L6 | [`cli`] | the terminal | `handoff`, `ops`, L0 |
 

@@ -21,7 +21,6 @@ use sha2::Digest as _;
 
 use crate::config::metadata;
 use crate::config::model::ConfigKind;
-use crate::config::substitute;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
@@ -32,9 +31,13 @@ use crate::ops::compose::{
 };
 use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
+use crate::ops::create::{
+    Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
+    identity_labels, merged_with_uid_layer, provided_user_label, verify_and_finish,
+};
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result, lifecycle_error};
-use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
+use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
 };
@@ -46,10 +49,7 @@ use crate::ops::permissions::{
 };
 use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
-use crate::ops::users::{
-    image_passwd, judge_unreadable_passwd, passwd_account, provides_user, update_remote_user_uid,
-    verify_uids_inside,
-};
+use crate::ops::users::passwd_account;
 use crate::progress::{Event, Reporter};
 use crate::security::host_path::Places;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
@@ -650,110 +650,52 @@ async fn create(
         warnings,
     )
     .await?;
-    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
-    substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
     // A root image with no user named (`containerUser`, the service's `user:`, `remoteUser`):
     // devcell's own user, made in the uid layer (spec-note 0188).
-    let service_user = target
+    let service_user_named = target
         .service_model()
         .get("user")
         .and_then(Value::as_str)
         .filter(|u| !u.is_empty())
         .map(str::to_string);
-    let provide = provides_user(
-        engine,
+    let container_user = move |merged: &Value| {
+        metadata::ConfiguredUsers::of(merged)
+            .container_user
+            .or_else(|| service_user_named.clone())
+    };
+    let who = UserChoice {
         profile,
         grants,
-        &merged,
-        metadata::ConfiguredUsers::of(&merged)
-            .container_user
-            .or(service_user)
-            .as_deref(),
-        &image,
-    )
-    .await;
-    let uid_update = update_remote_user_uid(
+        container_user: &container_user,
+    };
+    let (merged, provided) = merged_with_uid_layer(
         engine,
-        &image,
-        &merged,
+        &mut image,
+        &entries,
         loaded,
-        opts.update_remote_user_uid_default,
-        provide,
-        opts.build.network.clone().flatten().as_deref(),
+        devcontainer_id,
+        opts,
+        &who,
         reporter,
     )
     .await?;
-    if let Some(updated) = uid_update.image {
-        image = updated;
-    }
-    // `runArgs` and `appPort` are not Compose properties (the reference ignores them too).
-    let mut for_spec = merged.clone();
-    if let Value::Object(m) = &mut for_spec {
-        m.remove("runArgs");
-        m.remove("appPort");
-    }
-    let host_env = |name: &str| opts.target.env.get(name).cloned();
-    let mut spec = container_spec(&SpecInputs {
-        image: &image.reference,
-        image_info: &image.info,
-        merged: &for_spec,
-        workspace_mount: None,
-        extra_mounts: &cli_mounts(opts, loaded),
-        id_labels,
-        metadata_label: label,
-        host_env: &host_env,
-    })
-    .map_err(|e| crate::ops::permissions::locate_run_arg_error(e, &loaded.config_file))?;
-    keep_alive(&mut spec, &merged, target.service_model(), &image);
-    if let Some(user) = &uid_update.provided {
-        spec.labels
-            .insert(crate::names::PROVIDED_USER_LABEL.to_string(), user.clone());
-    }
-    if let Some(lock) = &pending_lock {
-        spec.labels.insert(
-            security::audit::FEATURE_DIGESTS_LABEL.to_string(),
-            lock.digests_label(),
-        );
-    }
+    let mut spec = service_spec(opts, loaded, target, &image, &merged, id_labels, label)?;
+    provided_user_label(&mut spec, provided.as_ref());
+    feature_digests_label(&mut spec, pending_lock.as_ref());
     let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
-    // The service's `user:` is the user the container starts as, before the image's.
-    let image_user = target
-        .service_model()
-        .get("user")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| image.info.user.clone())
-        .filter(|u| !u.is_empty());
-    let home_user = remote_user
-        .clone()
-        .or_else(|| spec.user.clone())
-        .or_else(|| image_user.clone())
-        .unwrap_or_else(|| "root".to_string());
+    let image_user = service_user(target, &image);
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let passwd = if hardened {
-        image_passwd(engine, Some(&image.info), &image.reference).await
-    } else {
-        None
-    };
+    let passwd = hardened_passwd(engine, hardened, &image).await;
     let (_, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine_socket);
     // the command line's read-only binds (the handoff's git overlays) stay read-only through
     // every service's own binds too (spec-note 0413)
-    let shields: Vec<security::host_path::Cover> = if hardened {
-        let covers = crate::ops::permissions::covers(&spec, opts);
-        crate::ops::permissions::read_only_shields(&spec, opts, loaded)
-            .into_iter()
-            .filter(|(s, _)| !covers.iter().any(|c| s.starts_with(&c.covered)))
-            .map(|(s, _)| security::host_path::Cover {
-                covered: s.clone(),
-                source: s,
-                read_only: true,
-            })
-            .chain(covers.clone())
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let shields = service_shields(hardened, &spec, opts, loaded);
     let account = passwd
         .as_deref()
         .and_then(|p| passwd_account(p, &home_user));
@@ -777,29 +719,16 @@ async fn create(
         repository_labels: Vec::new(),
         spec,
     };
-    let applied = security::apply(profile, &input, grants)?;
-    let mut permissions = applied.requests.clone();
-    permissions.extend(label_requests.iter().cloned());
-    let applied_remote = applied.remote_user.clone();
-    if hardened {
-        judge_unreadable_passwd(&input, &applied, &permissions, grants, reporter)?;
-    }
-    let mut spec = applied.spec;
-    if let Some(account) = &account {
-        spec.labels.insert(
-            crate::names::REMOTE_UID_LABEL.to_string(),
-            account.uid.to_string(),
-        );
-    }
-    if hardened {
-        spec.labels.insert(
-            crate::names::HOST_ENV_LABEL.to_string(),
-            security::reattach::host_env_label(
-                &[early_requests, label_requests.as_slice()].concat(),
-            ),
-        );
-        add_state_mounts(&mut spec);
-    }
+    let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
+    let (mut spec, permissions, applied_remote) =
+        (applied.spec, applied.requests, applied.remote_user);
+    identity_labels(
+        &mut spec,
+        account.as_ref(),
+        hardened,
+        early_requests,
+        &label_requests,
+    );
     if mode == ComposeNetwork::Allowlist {
         crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
     }
@@ -811,36 +740,16 @@ async fn create(
         &mut spec,
         sidecars,
     );
-    let podman = engine.is_podman().await?;
-    let mut file = crate::engine::compose::override_file(&target.service, &spec, &sidecars, podman);
-    if !networks.is_empty()
-        && let Value::Object(top) = &mut file
-    {
-        let mut networks = Value::Object(networks.clone());
-        crate::engine::compose::escape_interpolation(&mut networks);
-        top.insert("networks".to_string(), networks);
-    }
-    let override_path = write_override(&target.project.name, &file)?;
-    let mut files = target.project.files.clone();
-    files.push(override_path);
-    let project = target.with_files(files);
-    reporter.report(Event::Status(format!(
-        "starting project {} (service {} from {})",
-        project.name, target.service, image.reference
-    )));
-    project.up(&target.up_services(), false).await?;
-    if mode.closed() {
-        compose_network::verify_closed(engine, target, networks).await?;
-    }
-    let info = find_service_container(engine, &project.name, &target.service)
-        .await?
-        .ok_or_else(|| OpsError::NoContainer {
-            labels: join_labels(&crate::engine::compose::service_labels(
-                &project.name,
-                &target.service,
-            )),
-            expected: true,
-        })?;
+    let info = start_project(
+        engine,
+        target,
+        &spec,
+        &sidecars,
+        (mode, networks),
+        &image,
+        reporter,
+    )
+    .await?;
     let id = info.id.clone();
     let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
     if hardened && !image.info.id.is_empty() && bare(&info.image_id) != bare(&image.info.id) {
@@ -860,31 +769,137 @@ async fn create(
             ),
         });
     }
-    if hardened {
-        let container_user = Some(info.user.as_str()).filter(|u| !u.is_empty());
-        verify_uids_inside(
-            engine,
-            &id,
-            container_user,
-            applied_remote.as_deref(),
-            &permissions,
-            grants,
-        )
-        .await?;
-    }
-    if let Some(lock) = pending_lock
-        && let Some(w) = lock.finish(opts.lockfile, reporter)
-    {
-        warnings.push(w);
-    }
-    let info = inspect(engine, &id)
-        .await
-        .map_err(|e| e.in_container(&id))?;
+    let started = Started {
+        id: &id,
+        container_user: Some(info.user.as_str()).filter(|u| !u.is_empty()),
+        remote_user: applied_remote.as_deref(),
+        permissions: &permissions,
+        grants,
+        hardened,
+    };
+    let info = verify_and_finish(engine, started, pending_lock, opts, warnings, reporter).await?;
     Ok(Created {
         info,
         entries,
         permissions,
     })
+}
+
+/// The primary service's create request from its image and merged configuration, kept alive
+/// as the configuration asks.
+///
+/// Errors: a property devcell cannot map, located in the configuration.
+fn service_spec(
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    target: &ComposeTarget,
+    image: &PreparedImage,
+    merged: &Value,
+    id_labels: &std::collections::BTreeMap<String, String>,
+    label: Option<String>,
+) -> Result<crate::engine::ContainerSpec> {
+    // `runArgs` and `appPort` are not Compose properties (the reference ignores them too).
+    let mut for_spec = merged.clone();
+    if let Value::Object(m) = &mut for_spec {
+        m.remove("runArgs");
+        m.remove("appPort");
+    }
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let mut spec = container_spec(&SpecInputs {
+        image: &image.reference,
+        image_info: &image.info,
+        merged: &for_spec,
+        workspace_mount: None,
+        extra_mounts: &cli_mounts(opts, loaded),
+        id_labels,
+        metadata_label: label,
+        host_env: &host_env,
+    })
+    .map_err(|e| crate::ops::permissions::locate_run_arg_error(e, &loaded.config_file))?;
+    keep_alive(&mut spec, merged, target.service_model(), image);
+    Ok(spec)
+}
+
+/// The user the service's container starts as: its `user:`, before the image's.
+fn service_user(target: &ComposeTarget, image: &PreparedImage) -> Option<String> {
+    target
+        .service_model()
+        .get("user")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| image.info.user.clone())
+        .filter(|u| !u.is_empty())
+}
+
+/// The command line's read-only binds (the handoff's git overlays) that stay read-only through
+/// every service's own binds too (spec-note 0413), with what covers them.
+/// None unless `hardened`.
+fn service_shields(
+    hardened: bool,
+    spec: &crate::engine::ContainerSpec,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+) -> Vec<security::host_path::Cover> {
+    if !hardened {
+        return Vec::new();
+    }
+    let covers = crate::ops::permissions::covers(spec, opts);
+    crate::ops::permissions::read_only_shields(spec, opts, loaded)
+        .into_iter()
+        .filter(|(s, _)| !covers.iter().any(|c| s.starts_with(&c.covered)))
+        .map(|(s, _)| security::host_path::Cover {
+            covered: s.clone(),
+            source: s,
+            read_only: true,
+        })
+        .chain(covers.clone())
+        .collect()
+}
+
+/// Writes the service's override file (its judged request, the sidecars' read-only additions,
+/// the networks devcell made), runs `up -d` of the project, checks a closed network is closed
+/// and finds the service's container.
+///
+/// Errors: [`OpsError::Compose`], [`OpsError::NoContainer`], the engine's.
+async fn start_project(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    spec: &crate::engine::ContainerSpec,
+    sidecars: &serde_json::Map<String, Value>,
+    (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
+    image: &PreparedImage,
+    reporter: &dyn Reporter,
+) -> Result<ContainerInfo> {
+    let podman = engine.is_podman().await?;
+    let mut file = crate::engine::compose::override_file(&target.service, spec, sidecars, podman);
+    if !networks.is_empty()
+        && let Value::Object(top) = &mut file
+    {
+        let mut networks = Value::Object(networks.clone());
+        crate::engine::compose::escape_interpolation(&mut networks);
+        top.insert("networks".to_string(), networks);
+    }
+    let override_path = write_override(&target.project.name, &file)?;
+    let mut files = target.project.files.clone();
+    files.push(override_path);
+    let project = target.with_files(files);
+    reporter.report(Event::Status(format!(
+        "starting project {} (service {} from {})",
+        project.name, target.service, image.reference
+    )));
+    project.up(&target.up_services(), false).await?;
+    if mode.closed() {
+        compose_network::verify_closed(engine, target, networks).await?;
+    }
+    find_service_container(engine, &project.name, &target.service)
+        .await?
+        .ok_or_else(|| OpsError::NoContainer {
+            labels: join_labels(&crate::engine::compose::service_labels(
+                &project.name,
+                &target.service,
+            )),
+            expected: true,
+        })
 }
 
 /// The primary service's image before Features: `docker compose build <service>` for a

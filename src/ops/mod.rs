@@ -18,6 +18,7 @@ pub(crate) mod compose;
 pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;
+pub(crate) mod create;
 pub mod dockerfile;
 pub mod down;
 pub mod egress;

@@ -197,47 +197,19 @@ pub async fn set_up_with(
     // The label is the image's (a repository's Dockerfile, a pulled image), not the user's:
     // under `hardened` each host variable it names is a request, refused before anything runs
     // unless granted with `--allow env:NAME`, and it sees only what was judged (spec-note 0440).
-    let label_entries = match container.labels.get(METADATA_LABEL) {
-        Some(label) => {
-            let (mut entries, warning) = metadata::parse_label(label);
-            warnings.extend(warning);
-            let reads = substitute::local_env_reads(&Value::Array(entries.clone()));
-            let (_, requests) = security::host_env::image_label(&profile, &grants, &reads);
-            security::host_env::check(&profile, &requests)?;
-            let visible = security::host_env::visible_env(&profile, &grants, &opts.env);
-            let ctx = substitute::LocalContext {
-                local_workspace_folder: None,
-                container_workspace_folder: config.workspace_folder.as_deref(),
-                env: &visible,
-                config_file: None,
-            };
-            for entry in &mut entries {
-                let mut copy = entry.clone();
-                if substitute::substitute_local(&mut copy, &ctx).is_ok() {
-                    *entry = copy;
-                }
-            }
-            entries
-        }
-        None => Vec::new(),
-    };
-    let container_env = substitute::env_from_list(&container.env);
-    let mut configuration = config.value;
-    substitute::substitute_container_env(&mut configuration, &container_env)?;
-    let mut entries = Value::Array(metadata::collect_entries(
+    let label_entries = judged_label_entries(
+        &container,
+        (&profile, &grants),
+        &opts.env,
+        config.workspace_folder.as_deref(),
+        &mut warnings,
+    )?;
+    let (configuration, entries, merged) = merged_configuration(
+        &container,
+        config.value,
+        config.file.as_deref(),
         &label_entries,
-        &[],
-        &metadata::config_entry(&configuration),
-    ));
-    substitute::substitute_container_env(&mut entries, &container_env)?;
-    let entries = match entries {
-        Value::Array(items) => items,
-        _ => Vec::new(),
-    };
-    if let (Some(file), Value::Object(map)) = (&config.file, &mut configuration) {
-        map.insert("configFilePath".into(), file_uri(file));
-    }
-    let merged = metadata::merge_configuration(&configuration, &entries);
+    )?;
 
     // As the reference: the merged `remoteUser`, else the container's user, else root.
     let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged)
@@ -356,6 +328,74 @@ pub async fn set_up_with(
 /// "workspace" of a container without a `devcontainer.local_folder` label, so every bind of
 /// it counts as a host path outside the workspace.
 const NO_WORKSPACE: &str = "/dev/null/no-workspace";
+
+/// The container's label entries, phase 1 substituted with only the host variables judged
+/// (each one a request under `hardened`, refused before anything runs unless granted).
+///
+/// Errors: [`OpsError::Security`] for a refused host variable.
+fn judged_label_entries(
+    container: &ContainerInfo,
+    (profile, grants): (&SecurityProfile, &security::Grants),
+    env: &std::collections::HashMap<String, String>,
+    workspace_folder: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<Value>> {
+    Ok(match container.labels.get(METADATA_LABEL) {
+        Some(label) => {
+            let (mut entries, warning) = metadata::parse_label(label);
+            warnings.extend(warning);
+            let reads = substitute::local_env_reads(&Value::Array(entries.clone()));
+            let (_, requests) = security::host_env::image_label(profile, grants, &reads);
+            security::host_env::check(profile, &requests)?;
+            let visible = security::host_env::visible_env(profile, grants, env);
+            let ctx = substitute::LocalContext {
+                local_workspace_folder: None,
+                container_workspace_folder: workspace_folder,
+                env: &visible,
+                config_file: None,
+            };
+            for entry in &mut entries {
+                let mut copy = entry.clone();
+                if substitute::substitute_local(&mut copy, &ctx).is_ok() {
+                    *entry = copy;
+                }
+            }
+            entries
+        }
+        None => Vec::new(),
+    })
+}
+
+/// The label entries and the whole `--config` (no id labels: nothing is "updateable only"),
+/// `${containerEnv}` substituted, and the configuration merged from them: (configuration,
+/// entries, merged).
+///
+/// Errors: [`OpsError::Config`] for a bad `${containerEnv}` reference.
+fn merged_configuration(
+    container: &ContainerInfo,
+    configuration: Value,
+    file: Option<&Path>,
+    label_entries: &[Value],
+) -> Result<(Value, Vec<Value>, Value)> {
+    let container_env = substitute::env_from_list(&container.env);
+    let mut configuration = configuration;
+    substitute::substitute_container_env(&mut configuration, &container_env)?;
+    let mut entries = Value::Array(metadata::collect_entries(
+        label_entries,
+        &[],
+        &metadata::config_entry(&configuration),
+    ));
+    substitute::substitute_container_env(&mut entries, &container_env)?;
+    let entries = match entries {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    if let (Some(file), Value::Object(map)) = (file, &mut configuration) {
+        map.insert("configFilePath".into(), file_uri(file));
+    }
+    let merged = metadata::merge_configuration(&configuration, &entries);
+    Ok((configuration, entries, merged))
+}
 
 /// The `--config` of `set-up`, read and substituted (phase 1; no workspace, so
 /// `${localWorkspaceFolder}` stays as written, as in the reference).

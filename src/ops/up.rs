@@ -17,21 +17,27 @@
 //! reference CLI.
 
 use crate::config::model::ConfigKind;
-use crate::config::{metadata, substitute};
 use crate::diagnostics::Warning;
-use crate::engine::ContainerInfo;
-use crate::engine::Engine;
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::engine::{ContainerInfo, ContainerSpec, Engine};
 use crate::lifecycle::{HookEnv, run_initialize_command};
 use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
 use crate::ops::container::{
     SpecInputs, configured_container_user, container_spec, host_memory_bytes,
     unmet_host_requirements,
 };
+use crate::ops::create::{
+    Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
+    identity_labels, merged_with_uid_layer, provided_user_label, verify_and_finish,
+};
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{OpsError, Result};
-use crate::ops::hooks::{add_state_mounts, bring_up_lock, needs_state_dir_mode, prepare_state_dir};
-use crate::ops::image::{DevImage, dev_image, neutralise_image_identity_labels};
+use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
+use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
@@ -44,12 +50,9 @@ use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
-use crate::ops::users::{
-    image_passwd, judge_unreadable_passwd, passwd_account, provides_user, update_remote_user_uid,
-    verify_uids_inside,
-};
+use crate::ops::users::{Account, passwd_account};
 use crate::progress::{Event, Reporter};
-use crate::security::{self, PermissionRequest, PolicyInput, SecurityProfile};
+use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
 /// every event and error (spec-note 0240).
@@ -200,7 +203,6 @@ pub(crate) async fn up_judged(
     judged: JudgedUp,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
-    let engine_socket = engine.host_socket();
     let JudgedUp {
         choice: UpChoice {
             profile,
@@ -215,12 +217,11 @@ pub(crate) async fn up_judged(
                 reuse_requests,
                 container_requests: _,
             },
-        mut existing,
+        existing,
         find_warnings,
         _lock,
     } = judged;
     supported_kind(&loaded)?;
-    let kind = loaded.typed.kind();
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
     let opts = &judged_options(opts, &profile, &grants);
@@ -236,30 +237,7 @@ pub(crate) async fn up_judged(
 
     let mut warnings = loaded.warnings.clone();
     warnings.extend(find_warnings);
-    if let Some(found) = &existing
-        && opts.remove_existing_container
-    {
-        reporter.report(Event::Status(format!(
-            "removing the existing container {}",
-            short(&found.id)
-        )));
-        engine.remove_container(&found.id, true).await?;
-        existing = None;
-    }
-    if existing.is_none() && opts.expect_existing_container {
-        return Err(OpsError::NoContainer {
-            labels: join_labels(&id_labels),
-            expected: true,
-        });
-    }
-    // What the reused container has was re-checked against the current profile and grants
-    // with the rest (spec-note 0270).
-    let mut reuse_permissions = if existing.is_some() {
-        reuse_requests
-    } else {
-        Vec::new()
-    };
-
+    let existing = settle_existing(engine, existing, opts, &id_labels, reporter).await?;
     // initializeCommand: on the host, at every `up`, before any image work (granted above).
     if let Some(stage) = &init_stage {
         run_initialize_command(
@@ -271,260 +249,38 @@ pub(crate) async fn up_judged(
         .await
         .map_err(lifecycle_error(""))?;
     }
-
     warnings.extend(early.warning.iter().map(|message| Warning {
         location: None,
         message: message.clone(),
     }));
-    let mut permissions: Vec<PermissionRequest>;
     // The host variables of an image label built from the repository's Dockerfile.
     let mut label_env = Vec::new();
-    let (container, entries, action) = match existing {
+    let (container, entries, action, mut permissions) = match existing {
+        // What the reused container has was re-checked against the current profile and
+        // grants with the rest (spec-note 0270).
         Some(info) => {
-            let entries = existing_entries(&info, &loaded, &opts.target.env, &mut warnings);
-            permissions = std::mem::take(&mut reuse_permissions);
-            let action = if info.running {
-                ContainerAction::Running
-            } else {
-                reporter.report(Event::Status(format!(
-                    "starting container {}",
-                    short(&info.id)
-                )));
-                engine.start_container(&info.id).await?;
-                ContainerAction::Started
-            };
-            (info, entries, action)
+            let (info, entries, action) =
+                reuse_existing(engine, info, &loaded, opts, &mut warnings, reporter).await?;
+            (info, entries, action, reuse_requests)
         }
         None => {
-            let DevImage {
-                mut image,
-                entries,
-                label,
-                label_requests,
-                label_host_env,
-                lock: pending_lock,
-            } = dev_image(engine, &loaded, kind, opts, reporter, &mut warnings).await?;
-            let mut merged = metadata::merge_configuration(&loaded.value, &entries);
-            substitute::substitute_devcontainer_id(&mut merged, &devcontainer_id);
-            // A root image with no user named: devcell's own user, made in the uid layer
-            // (spec-note 0188).
-            let provide = provides_user(
-                engine,
-                &profile,
-                &grants,
-                &merged,
-                configured_container_user(&merged).as_deref(),
-                &image,
-            )
-            .await;
-            let uid_update = update_remote_user_uid(
-                engine,
-                &image,
-                &merged,
-                &loaded,
-                opts.update_remote_user_uid_default,
-                provide,
-                opts.build.network.clone().flatten().as_deref(),
-                reporter,
-            )
-            .await?;
-            if let Some(updated) = uid_update.image {
-                image = updated;
-            }
-            for message in unmet_host_requirements(
-                &merged,
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-                host_memory_bytes(),
-            ) {
-                reporter.report(Event::Status(format!("warning: {message}")));
-                warnings.push(Warning {
-                    location: None,
-                    message,
-                });
-            }
-            let host_env = |name: &str| opts.target.env.get(name).cloned();
-            let mut spec = container_spec(&SpecInputs {
-                image: &image.reference,
-                image_info: &image.info,
-                merged: &merged,
-                workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-                extra_mounts: &cli_mounts(opts, &loaded),
+            let plan = NewContainer {
+                opts,
+                loaded: &loaded,
+                profile: &profile,
+                grants: &grants,
+                early_requests: &early.requests,
                 id_labels: &id_labels,
-                metadata_label: label,
-                host_env: &host_env,
-            })
-            .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-            if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-                spec.network_mode = Some(network);
-            }
-            if let Some(user) = &uid_update.provided {
-                spec.labels
-                    .insert(crate::names::PROVIDED_USER_LABEL.to_string(), user.clone());
-            }
-            // The digests of the Features installed, for the audit and the handoff context
-            // (compared with the lockfile; spec-note 0281).
-            if let Some(lock) = &pending_lock {
-                spec.labels.insert(
-                    security::audit::FEATURE_DIGESTS_LABEL.to_string(),
-                    lock.digests_label(),
-                );
-            }
-            // An image devcell layered (Features, updateRemoteUserUID) on a base the
-            // configuration pins by digest: record that base for the audit, which checks it
-            // against the image's layers (spec-note 0241).
-            if let Some(base) = loaded
-                .typed
-                .image
-                .as_deref()
-                .filter(|b| kind == ConfigKind::Image && security::audit::is_digest_pinned(b))
-                && image.reference != base
-            {
-                spec.labels.insert(
-                    security::audit::BASE_IMAGE_LABEL.to_string(),
-                    base.to_string(),
-                );
-            }
-            let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged).remote_user;
-            let image_user = image.info.user.clone().filter(|u| !u.is_empty());
-            // The user whose home becomes a tmpfs under `hardened`, as the policy picks it.
-            let home_user = remote_user
-                .clone()
-                .or_else(|| spec.user.clone())
-                .or_else(|| image_user.clone())
-                .unwrap_or_else(|| "root".to_string());
-            let hardened = matches!(profile, SecurityProfile::Hardened(_));
-            // The image's passwd, read once: the policy judges users by the uid it gives them
-            // and the home tmpfs is owned by the remote user's ids (spec-notes 0185, 0420).
-            let passwd = if hardened {
-                image_passwd(engine, Some(&image.info), &image.reference).await
-            } else {
-                None
+                devcontainer_id: &devcontainer_id,
             };
-            // Named volumes judged by what they are, before the binds are resolved: a
-            // bind-backed one becomes a bind of its device (spec-note 0444).
-            let (volume_requests, missing_volumes) = if hardened {
-                judge_named_volumes(
-                    engine,
-                    &profile,
-                    &grants,
-                    &mut spec,
-                    &loaded.workspace_folder,
-                )
-                .await?
-            } else {
-                Default::default()
-            };
-            if let Some(refused) = security::refusal(&profile, &volume_requests) {
-                return Err(refused.into());
-            }
-            let (workspace, host_home, engine_socket) =
-                judged_places(&profile, &mut spec, &loaded, opts, engine_socket);
-            let account = passwd
-                .as_deref()
-                .and_then(|p| passwd_account(p, &home_user));
-            // Identity labels an image carries (its Dockerfile is the repository's) are not
-            // carried into the container's labels (spec-note 0421).
-            if hardened {
-                neutralise_image_identity_labels(&image.info, &mut spec, &mut warnings, reporter);
-            }
-            let input = PolicyInput {
-                origins: crate::ops::permissions::with_owned(
-                    origins(&entries, &cli_mounts(opts, &loaded)),
-                    opts,
-                ),
-                remote_user,
-                image_user,
-                remote_home: account.as_ref().map(|a| a.home.clone()),
-                remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-                workspace,
-                host_home,
-                engine_socket,
-                passwd,
-                repository_labels: crate::ops::container::repository_labels(&merged),
-                spec,
-            };
-            let applied = security::apply(&profile, &input, &grants)?;
-            permissions = applied.requests.clone();
-            permissions.extend(volume_requests);
-            permissions.extend(label_requests.iter().cloned());
-            security::host_env::merge(&mut label_env, label_host_env);
-            let applied_remote = applied.remote_user.clone();
-            if hardened {
-                judge_unreadable_passwd(&input, &applied, &permissions, &grants, reporter)?;
-            }
-            let mut spec = applied.spec;
-            crate::ops::egress::before_create(opts, &devcontainer_id, &mut spec)?;
-            if let Some(account) = &account {
-                spec.labels.insert(
-                    crate::names::REMOTE_UID_LABEL.to_string(),
-                    account.uid.to_string(),
-                );
-            }
-            if hardened {
-                // What `exec` and `run-user-commands` may use later (spec-note 0443).
-                spec.labels.insert(
-                    crate::names::HOST_ENV_LABEL.to_string(),
-                    security::reattach::host_env_label(
-                        &[early.requests.as_slice(), label_requests.as_slice()].concat(),
-                    ),
-                );
-                for name in &missing_volumes {
-                    let labels = security::volumes::labels_for(&loaded.workspace_folder);
-                    engine.create_volume(name, &labels).await?;
-                }
-                add_state_mounts(&mut spec);
-            }
-            reporter.report(Event::Status(format!(
-                "creating container from {}",
-                image.reference
-            )));
-            let id = engine.create_container(&spec).await?;
-            // From here on, a failure names the container (spec-note 0472).
-            engine
-                .start_container(&id)
-                .await
-                .map_err(|e| OpsError::from(e).in_container(&id))?;
-            if hardened {
-                // What the users resolved to inside, before anything runs in it: a uid 0 the
-                // policy did not grant removes the container (spec-note 0420).
-                verify_uids_inside(
-                    engine,
-                    &id,
-                    spec.user.as_deref(),
-                    applied_remote.as_deref(),
-                    &permissions,
-                    &grants,
-                )
-                .await?;
-            }
-            // The lockfile changes only once the container exists (a refused or failed `up`
-            // leaves the workspace as it was; spec-note 0280).
-            if let Some(lock) = pending_lock
-                && let Some(w) = lock.finish(opts.lockfile, reporter)
-            {
-                warnings.push(w);
-            }
-            let info = inspect(engine, &id)
-                .await
-                .map_err(|e| e.in_container(&id))?;
-            (info, entries, ContainerAction::Created)
+            let created = create_new(engine, &plan, &mut warnings, reporter).await?;
+            security::host_env::merge(&mut label_env, created.label_host_env);
+            let (info, entries) = (created.info, created.entries);
+            (info, entries, ContainerAction::Created, created.permissions)
         }
     };
     permissions.splice(0..0, host_requests);
-    // Re-read the container's times after a start. A container an older devcell made keeps
-    // its hooks' pid files in the state volume, which is made writable again (idempotent).
-    let container = if action == ContainerAction::Started {
-        if needs_state_dir_mode(&container) {
-            prepare_state_dir(engine, &container.id)
-                .await
-                .map_err(|e| e.in_container(&container.id))?;
-        }
-        inspect(engine, &container.id)
-            .await
-            .map_err(|e| e.in_container(&container.id))?
-    } else {
-        container
-    };
+    let container = restarted(engine, container, action).await?;
     let egress = crate::ops::egress::after_start(
         engine,
         opts,
@@ -574,6 +330,354 @@ pub(crate) async fn up_judged(
         egress,
         compose_project_name: None,
         loaded,
+    })
+}
+
+/// The container found for the workspace, removed first under `--remove-existing-container`;
+/// none under `--expect-existing-container` is an error.
+///
+/// Errors: [`OpsError::NoContainer`], the engine's.
+async fn settle_existing(
+    engine: &dyn Engine,
+    existing: Option<ContainerInfo>,
+    opts: &UpOptions,
+    id_labels: &BTreeMap<String, String>,
+    reporter: &dyn Reporter,
+) -> Result<Option<ContainerInfo>> {
+    let mut existing = existing;
+    if let Some(found) = &existing
+        && opts.remove_existing_container
+    {
+        reporter.report(Event::Status(format!(
+            "removing the existing container {}",
+            short(&found.id)
+        )));
+        engine.remove_container(&found.id, true).await?;
+        existing = None;
+    }
+    if existing.is_none() && opts.expect_existing_container {
+        return Err(OpsError::NoContainer {
+            labels: join_labels(id_labels),
+            expected: true,
+        });
+    }
+    Ok(existing)
+}
+
+/// A reused container, started when stopped, with its metadata entries.
+///
+/// Errors: the engine's.
+async fn reuse_existing(
+    engine: &dyn Engine,
+    info: ContainerInfo,
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(ContainerInfo, Vec<Value>, ContainerAction)> {
+    let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
+    let action = if info.running {
+        ContainerAction::Running
+    } else {
+        reporter.report(Event::Status(format!(
+            "starting container {}",
+            short(&info.id)
+        )));
+        engine.start_container(&info.id).await?;
+        ContainerAction::Started
+    };
+    Ok((info, entries, action))
+}
+
+/// Re-reads the container's times after a start. A container an older devcell made keeps its
+/// hooks' pid files in the state volume, which is made writable again (idempotent).
+///
+/// Errors: the engine's, naming the container.
+async fn restarted(
+    engine: &dyn Engine,
+    container: ContainerInfo,
+    action: ContainerAction,
+) -> Result<ContainerInfo> {
+    if action != ContainerAction::Started {
+        return Ok(container);
+    }
+    if needs_state_dir_mode(&container) {
+        prepare_state_dir(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?;
+    }
+    inspect(engine, &container.id)
+        .await
+        .map_err(|e| e.in_container(&container.id))
+}
+
+/// What a new container is made from: the judged options and configuration, the profile and
+/// grants, and its identity.
+struct NewContainer<'a> {
+    opts: &'a UpOptions,
+    loaded: &'a LoadedConfiguration,
+    profile: &'a SecurityProfile,
+    grants: &'a Grants,
+    early_requests: &'a [PermissionRequest],
+    id_labels: &'a BTreeMap<String, String>,
+    devcontainer_id: &'a str,
+}
+
+/// A new container, created, started and inspected.
+struct CreatedContainer {
+    info: ContainerInfo,
+    entries: Vec<Value>,
+    permissions: Vec<PermissionRequest>,
+    label_host_env: Vec<security::host_env::HostEnvUse>,
+}
+
+/// A container's request judged by the policy, not yet created.
+struct JudgedSpec {
+    spec: ContainerSpec,
+    permissions: Vec<PermissionRequest>,
+    remote_user: Option<String>,
+    account: Option<Account>,
+    missing_volumes: Vec<String>,
+}
+
+/// Creates the new container: image and uid layer, host requirements, the request with its
+/// provenance labels, the policy's judgement, egress, identity labels and volumes, create and
+/// start, the uid check and the lockfile.
+///
+/// Errors: as [`up_with`].
+async fn create_new(
+    engine: &dyn Engine,
+    plan: &NewContainer<'_>,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<CreatedContainer> {
+    let (opts, loaded) = (plan.opts, plan.loaded);
+    let DevImage {
+        mut image,
+        entries,
+        label,
+        label_requests,
+        label_host_env,
+        lock: pending_lock,
+    } = dev_image(
+        engine,
+        loaded,
+        loaded.typed.kind(),
+        opts,
+        reporter,
+        warnings,
+    )
+    .await?;
+    // A root image with no user named: devcell's own user, made in the uid layer (0188).
+    let who = UserChoice {
+        profile: plan.profile,
+        grants: plan.grants,
+        container_user: &|merged: &Value| configured_container_user(merged),
+    };
+    let (merged, provided) = merged_with_uid_layer(
+        engine,
+        &mut image,
+        &entries,
+        loaded,
+        plan.devcontainer_id,
+        opts,
+        &who,
+        reporter,
+    )
+    .await?;
+    host_requirement_warnings(&merged, warnings, reporter);
+    let mut spec = new_spec(plan, &image, &merged, label)?;
+    provided_user_label(&mut spec, provided.as_ref());
+    feature_digests_label(&mut spec, pending_lock.as_ref());
+    base_image_label(&mut spec, loaded, &image);
+    let hardened = matches!(plan.profile, SecurityProfile::Hardened(_));
+    let facts = ImageFacts {
+        image: &image,
+        merged: &merged,
+        entries: &entries,
+        label_requests: &label_requests,
+    };
+    let mut judged = judge_new(engine, plan, spec, &facts, warnings, reporter).await?;
+    crate::ops::egress::before_create(opts, plan.devcontainer_id, &mut judged.spec)?;
+    let early_requests = plan.early_requests;
+    identity_labels(
+        &mut judged.spec,
+        judged.account.as_ref(),
+        hardened,
+        early_requests,
+        &label_requests,
+    );
+    if hardened {
+        for name in &judged.missing_volumes {
+            let labels = security::volumes::labels_for(&loaded.workspace_folder);
+            engine.create_volume(name, &labels).await?;
+        }
+    }
+    reporter.report(Event::Status(format!(
+        "creating container from {}",
+        image.reference
+    )));
+    let id = engine.create_container(&judged.spec).await?;
+    // From here on, a failure names the container (spec-note 0472).
+    engine
+        .start_container(&id)
+        .await
+        .map_err(|e| OpsError::from(e).in_container(&id))?;
+    let started = Started {
+        id: &id,
+        container_user: judged.spec.user.as_deref(),
+        remote_user: judged.remote_user.as_deref(),
+        permissions: &judged.permissions,
+        grants: plan.grants,
+        hardened,
+    };
+    let info = verify_and_finish(engine, started, pending_lock, opts, warnings, reporter).await?;
+    Ok(CreatedContainer {
+        info,
+        entries,
+        permissions: judged.permissions,
+        label_host_env,
+    })
+}
+
+/// The host requirements (`hostRequirements`) this host does not meet, as warnings.
+fn host_requirement_warnings(merged: &Value, warnings: &mut Vec<Warning>, reporter: &dyn Reporter) {
+    for message in unmet_host_requirements(
+        merged,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        host_memory_bytes(),
+    ) {
+        reporter.report(Event::Status(format!("warning: {message}")));
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+}
+
+/// The create request of the new container from its image and merged configuration, on the
+/// network asked for.
+///
+/// Errors: a `runArgs` flag devcell cannot map, located in the configuration; a bad network.
+fn new_spec(
+    plan: &NewContainer<'_>,
+    image: &PreparedImage,
+    merged: &Value,
+    label: Option<String>,
+) -> Result<ContainerSpec> {
+    let (opts, loaded) = (plan.opts, plan.loaded);
+    let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let mut spec = container_spec(&SpecInputs {
+        image: &image.reference,
+        image_info: &image.info,
+        merged,
+        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        extra_mounts: &cli_mounts(opts, loaded),
+        id_labels: plan.id_labels,
+        metadata_label: label,
+        host_env: &host_env,
+    })
+    .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
+    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
+        spec.network_mode = Some(network);
+    }
+    Ok(spec)
+}
+
+/// An image devcell layered (Features, updateRemoteUserUID) on a base the configuration pins
+/// by digest: record that base for the audit, which checks it against the image's layers
+/// (spec-note 0241).
+fn base_image_label(spec: &mut ContainerSpec, loaded: &LoadedConfiguration, image: &PreparedImage) {
+    if let Some(base) = loaded.typed.image.as_deref().filter(|b| {
+        loaded.typed.kind() == ConfigKind::Image && security::audit::is_digest_pinned(b)
+    }) && image.reference != base
+    {
+        spec.labels.insert(
+            security::audit::BASE_IMAGE_LABEL.to_string(),
+            base.to_string(),
+        );
+    }
+}
+
+/// What the new container's image brings to its judgement.
+struct ImageFacts<'a> {
+    image: &'a PreparedImage,
+    merged: &'a Value,
+    entries: &'a [Value],
+    /// The host variables its label names (spec-note 0443).
+    label_requests: &'a [PermissionRequest],
+}
+
+/// The new container's request judged: the image's users and passwd, its named volumes, the
+/// judged places, the image's identity labels neutralised, and the policy applied (an
+/// unreadable passwd judged with every request).
+///
+/// Errors: [`OpsError::Security`] (refused: nothing was created), the engine's.
+async fn judge_new(
+    engine: &dyn Engine,
+    plan: &NewContainer<'_>,
+    mut spec: ContainerSpec,
+    facts: &ImageFacts<'_>,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<JudgedSpec> {
+    let (opts, loaded, profile, grants) = (plan.opts, plan.loaded, plan.profile, plan.grants);
+    let (image, merged, entries) = (facts.image, facts.merged, facts.entries);
+    let remote_user = crate::config::metadata::ConfiguredUsers::of(merged).remote_user;
+    let image_user = image.info.user.clone().filter(|u| !u.is_empty());
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let passwd = hardened_passwd(engine, hardened, image).await;
+    // Named volumes judged by what they are, before the binds are resolved: a bind-backed one
+    // becomes a bind of its device (spec-note 0444).
+    let (volume_requests, missing_volumes) = if hardened {
+        judge_named_volumes(engine, profile, grants, &mut spec, &loaded.workspace_folder).await?
+    } else {
+        Default::default()
+    };
+    if let Some(refused) = security::refusal(profile, &volume_requests) {
+        return Err(refused.into());
+    }
+    let (workspace, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine.host_socket());
+    let account = passwd
+        .as_deref()
+        .and_then(|p| passwd_account(p, &home_user));
+    // Identity labels an image carries (its Dockerfile is the repository's) are not carried
+    // into the container's labels (spec-note 0421).
+    if hardened {
+        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
+    }
+    let input = PolicyInput {
+        origins: crate::ops::permissions::with_owned(
+            origins(entries, &cli_mounts(opts, loaded)),
+            opts,
+        ),
+        remote_user,
+        image_user,
+        remote_home: account.as_ref().map(|a| a.home.clone()),
+        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+        workspace,
+        host_home,
+        engine_socket,
+        passwd,
+        repository_labels: crate::ops::container::repository_labels(merged),
+        spec,
+    };
+    let more = volume_requests
+        .into_iter()
+        .chain(facts.label_requests.iter().cloned());
+    let applied = apply_policy(profile, grants, &input, more, reporter)?;
+    Ok(JudgedSpec {
+        permissions: applied.requests,
+        remote_user: applied.remote_user,
+        account,
+        missing_volumes,
+        spec: applied.spec,
     })
 }
 

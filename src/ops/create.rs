@@ -1,0 +1,223 @@
+//! The named steps that make a new dev container, shared by `up` ([`crate::ops::up`]) and each
+//! Compose service ([`crate::ops::compose_up`]): the merged configuration and the uid layer,
+//! the provenance label of the Features, the user whose home is judged, the image's passwd,
+//! the identity labels and state mounts, and, once the container runs, the uid check and the
+//! lockfile.
+
+use serde_json::Value;
+
+use crate::config::{metadata, substitute};
+use crate::diagnostics::Warning;
+use crate::engine::{ContainerInfo, ContainerSpec, Engine};
+use crate::ops::error::Result;
+use crate::ops::hooks::add_state_mounts;
+use crate::ops::image::{PendingLock, PreparedImage};
+use crate::ops::load::LoadedConfiguration;
+use crate::ops::options::UpOptions;
+use crate::ops::target::inspect;
+use crate::ops::users::{
+    Account, image_passwd, judge_unreadable_passwd, provides_user, update_remote_user_uid,
+    verify_uids_inside,
+};
+use crate::progress::Reporter;
+use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
+
+/// The configuration merged with the image's metadata `entries` (`${devcontainerId}`
+/// substituted), with `image` replaced by its uid layer when `updateRemoteUserUID` applies,
+/// and the user devcell provides in that layer for a root image with no user named
+/// (`container_user` reads the container user the configuration names from the merged value:
+/// `containerUser`, `runArgs -u`, a Compose service's `user:`; spec-note 0188).
+///
+/// Errors: the engine's or the build's, from the uid layer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn merged_with_uid_layer(
+    engine: &dyn Engine,
+    image: &mut PreparedImage,
+    entries: &[Value],
+    loaded: &LoadedConfiguration,
+    devcontainer_id: &str,
+    opts: &UpOptions,
+    who: &UserChoice<'_>,
+    reporter: &dyn Reporter,
+) -> Result<(Value, Option<String>)> {
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
+    substitute::substitute_devcontainer_id(&mut merged, devcontainer_id);
+    let container_user = (who.container_user)(&merged);
+    let provide = provides_user(
+        engine,
+        who.profile,
+        who.grants,
+        &merged,
+        container_user.as_deref(),
+        image,
+    )
+    .await;
+    let uid_update = update_remote_user_uid(
+        engine,
+        image,
+        &merged,
+        loaded,
+        opts.update_remote_user_uid_default,
+        provide,
+        opts.build.network.clone().flatten().as_deref(),
+        reporter,
+    )
+    .await?;
+    if let Some(updated) = uid_update.image {
+        *image = updated;
+    }
+    Ok((merged, uid_update.provided))
+}
+
+/// What decides whether devcell provides its own user ([`merged_with_uid_layer`]).
+pub(crate) struct UserChoice<'a> {
+    /// The profile in force.
+    pub profile: &'a SecurityProfile,
+    /// The user's grants (`--allow root` keeps root).
+    pub grants: &'a Grants,
+    /// The container user the configuration names, read from the merged configuration.
+    pub container_user: &'a (dyn Fn(&Value) -> Option<String> + Sync),
+}
+
+/// Marks a container made with the user devcell provided (spec-note 0188).
+pub(crate) fn provided_user_label(spec: &mut ContainerSpec, provided: Option<&String>) {
+    if let Some(user) = provided {
+        spec.labels
+            .insert(crate::names::PROVIDED_USER_LABEL.to_string(), user.clone());
+    }
+}
+
+/// The digests of the Features installed, for the audit and the handoff context (compared
+/// with the lockfile; spec-note 0281).
+pub(crate) fn feature_digests_label(spec: &mut ContainerSpec, lock: Option<&PendingLock>) {
+    if let Some(lock) = lock {
+        spec.labels.insert(
+            security::audit::FEATURE_DIGESTS_LABEL.to_string(),
+            lock.digests_label(),
+        );
+    }
+}
+
+/// The user whose home becomes a tmpfs under `hardened`, as the policy picks it: the remote
+/// user, else the container's, else the image's, else `root`.
+pub(crate) fn home_user(
+    remote_user: Option<&String>,
+    spec_user: Option<&String>,
+    image_user: Option<&String>,
+) -> String {
+    remote_user
+        .or(spec_user)
+        .or(image_user)
+        .cloned()
+        .unwrap_or_else(|| "root".to_string())
+}
+
+/// The image's passwd, read once under `hardened` (`None` otherwise): the policy judges users
+/// by the uid it gives them and the home tmpfs is owned by the remote user's ids (spec-notes
+/// 0185, 0420).
+pub(crate) async fn hardened_passwd(
+    engine: &dyn Engine,
+    hardened: bool,
+    image: &PreparedImage,
+) -> Option<String> {
+    if hardened {
+        image_passwd(engine, Some(&image.info), &image.reference).await
+    } else {
+        None
+    }
+}
+
+/// The policy applied to `input`: its requests are the policy's followed by `more` (the named
+/// volumes', the image label's host variables); under `hardened` an unreadable passwd is judged
+/// with all of them.
+///
+/// Errors: [`crate::ops::OpsError::Security`] (refused: nothing was created).
+pub(crate) fn apply_policy(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    input: &PolicyInput,
+    more: impl IntoIterator<Item = PermissionRequest>,
+    reporter: &dyn Reporter,
+) -> Result<security::Applied> {
+    let mut applied = security::apply(profile, input, grants)?;
+    applied.requests.extend(more);
+    if matches!(profile, SecurityProfile::Hardened(_)) {
+        judge_unreadable_passwd(input, &applied, &applied.requests, grants, reporter)?;
+    }
+    Ok(applied)
+}
+
+/// The labels that tie the container to its user and its judged host variables, and, under
+/// `hardened`, devcell's state mounts: the remote user's uid, the host variables `exec` and
+/// `run-user-commands` may use later (spec-note 0443).
+pub(crate) fn identity_labels(
+    spec: &mut ContainerSpec,
+    account: Option<&Account>,
+    hardened: bool,
+    early_requests: &[PermissionRequest],
+    label_requests: &[PermissionRequest],
+) {
+    if let Some(account) = account {
+        spec.labels.insert(
+            crate::names::REMOTE_UID_LABEL.to_string(),
+            account.uid.to_string(),
+        );
+    }
+    if hardened {
+        spec.labels.insert(
+            crate::names::HOST_ENV_LABEL.to_string(),
+            security::reattach::host_env_label(&[early_requests, label_requests].concat()),
+        );
+        add_state_mounts(spec);
+    }
+}
+
+/// What a new container is checked against once it runs.
+pub(crate) struct Started<'a> {
+    /// The container.
+    pub(crate) id: &'a str,
+    /// The user it starts as, as created.
+    pub(crate) container_user: Option<&'a str>,
+    /// The remote user the policy settled on.
+    pub(crate) remote_user: Option<&'a str>,
+    /// Its permission requests, with the grants' say.
+    pub(crate) permissions: &'a [PermissionRequest],
+    /// The grants.
+    pub(crate) grants: &'a Grants,
+    /// Under `hardened`.
+    pub(crate) hardened: bool,
+}
+
+/// After the start: under `hardened`, what the users resolved to inside, before anything runs
+/// in it (a uid 0 the policy did not grant removes the container; spec-note 0420); then the
+/// lockfile, which changes only once the container exists (a refused or failed `up` leaves
+/// the workspace as it was; spec-note 0280); then the container, inspected.
+///
+/// Errors: the uid check's; the inspect's, naming the container.
+pub(crate) async fn verify_and_finish(
+    engine: &dyn Engine,
+    started: Started<'_>,
+    pending_lock: Option<PendingLock>,
+    opts: &UpOptions,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<ContainerInfo> {
+    let id = started.id;
+    if started.hardened {
+        verify_uids_inside(
+            engine,
+            id,
+            started.container_user,
+            started.remote_user,
+            started.permissions,
+            started.grants,
+        )
+        .await?;
+    }
+    if let Some(lock) = pending_lock
+        && let Some(w) = lock.finish(opts.lockfile, reporter)
+    {
+        warnings.push(w);
+    }
+    inspect(engine, id).await.map_err(|e| e.in_container(id))
+}
