@@ -976,6 +976,12 @@ pub(crate) fn safe_directories(
     gits: &[crate::ops::container_git::RepoGit],
 ) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
+    // a submodule's working tree (the workspace's repositories are in `ws`'s list)
+    dirs.extend(
+        gits.iter()
+            .filter(|g| g.nested)
+            .map(|g| g.container_path.clone()),
+    );
     dirs.extend(gits.iter().map(|g| g.git_target()));
     dirs.extend(gits.iter().map(|g| g.objects_target()));
     dirs

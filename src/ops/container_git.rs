@@ -722,6 +722,11 @@ pub struct RepoGit {
     /// Whether its `.git` is a file or link (a linked worktree, a submodule): the container
     /// then gets devcell's own `.git` file, read-only, naming the container git directory.
     pub linked: bool,
+    /// Folders of its working tree bound on themselves: each of its submodules' folders and
+    /// every folder above one (spec-note 0436, "Submodules").
+    pub folders: Vec<submodules::FolderBind>,
+    /// Whether it is a submodule of another repository of the handoff.
+    pub nested: bool,
 }
 
 impl RepoGit {
@@ -784,8 +789,8 @@ impl RepoGit {
 /// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
 /// spec-note 0411).
 pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
-    use sha2::Digest as _;
-    ws.repos
+    let mut gits: Vec<RepoGit> = ws
+        .repos
         .iter()
         .filter(|r| {
             !ws.untrusted_git_dirs
@@ -793,8 +798,7 @@ pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> V
                 .any(|u| u.repo == r.name && !u.granted)
         })
         .map(|r| {
-            let digest = sha2::Sha256::digest(r.host_path.as_os_str().as_encoded_bytes());
-            let id = hex::encode(&digest[..8]);
+            let id = slot_id(&r.host_path);
             let linked = !r
                 .host_path
                 .join(".git")
@@ -809,9 +813,20 @@ pub fn repo_gits(ws: &crate::ops::repository::Workspace, slots_root: &Path) -> V
                 slot: slots_root.join(&id),
                 mount_base: format!("{CONTAINER_BASE}/{id}"),
                 linked,
+                folders: Vec::new(),
+                nested: false,
             }
         })
-        .collect()
+        .collect();
+    submodules::expand(&mut gits, slots_root);
+    gits
+}
+
+/// The id of a working tree's container git directory: a hash of its host path.
+fn slot_id(work_tree: &Path) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(work_tree.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..8])
 }
 
 /// The mounts of a handoff whose repositories get container git directories (spec-note
@@ -840,6 +855,13 @@ pub fn mounts(
         }));
     }
     for g in gits {
+        // a submodule's folder and the folders above it, before what is mounted inside them
+        out.extend(g.folders.iter().map(|f| WorkspaceMount {
+            source: f.source.clone(),
+            target: f.target.clone(),
+            read_only: f.read_only,
+            purpose: MountPurpose::Repository,
+        }));
         if g.linked {
             out.push(WorkspaceMount {
                 source: g.link_file(),
@@ -1171,6 +1193,8 @@ fn give_to_owner(dir: &Path, owner_of: &Path, may_share: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+pub mod submodules;
 
 /// Writing inside the container git directory, which a running container may change while
 /// devcell writes: every step goes through a file descriptor opened without following a link
