@@ -456,7 +456,10 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             other => other,
         },
         safe_directories: safe_directories(&p.workspace, &p.gits),
-        covers: crate::ops::container_git::covers(&p.gits),
+        covers: crate::ops::container_git::covers(
+            (&p.workspace.root, &p.workspace.container_root),
+            &p.gits,
+        ),
         owned_sources: p
             .gits
             .iter()

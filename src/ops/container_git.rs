@@ -889,9 +889,11 @@ pub fn mounts(
 /// The host paths the handoff's mounts hide, with the container target of what hides them
 /// ([`crate::ops::options::UpOptions::covers`]): each repository's `.git` (covered by its
 /// container git directory or devcell's `.git` file) and its host git directories (covered,
-/// wherever another bind would show them, by its container git directory); a path inside
-/// another covered one is left out.
-pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
+/// wherever another bind would show them, by its container git directory), a path inside
+/// another of these left out; and every folder the handoff binds on itself (the workspace
+/// `root` at `container_root`, each repository's working tree, each submodule folder and
+/// folder above one), which another bind holding it must repeat (spec-note 0436).
+pub fn covers(root: (&Path, &str), gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
     for g in gits {
         let dot_git = g.work_tree.join(".git");
@@ -907,6 +909,22 @@ pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
     out.dedup_by(|a, b| a.0 == b.0);
     let all = out.clone();
     out.retain(|(p, _)| !all.iter().any(|(q, _)| q != p && p.starts_with(q)));
+    let mut folders = vec![(root.0.to_path_buf(), root.1.to_string())];
+    for g in gits {
+        if !g.nested {
+            folders.push((g.work_tree.clone(), g.container_path.clone()));
+        }
+        folders.extend(
+            g.folders
+                .iter()
+                .map(|f| (f.source.clone(), f.target.clone())),
+        );
+    }
+    for f in folders {
+        if !out.iter().any(|(p, _)| *p == f.0) {
+            out.push(f);
+        }
+    }
     out
 }
 
