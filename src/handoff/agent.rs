@@ -673,6 +673,8 @@ mod tests {
             slot: "/state/1".into(),
             mount_base: "/run/devcell/git/1".into(),
             linked: false,
+            folders: Vec::new(),
+            nested: false,
         }];
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
         append_safe_directories(&mut env, &safe_directories(&ws, &gits));

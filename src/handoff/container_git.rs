@@ -755,6 +755,11 @@ pub struct RepoGit {
     /// Whether its `.git` is a file or link (a linked worktree, a submodule): the container
     /// then gets devcell's own `.git` file, read-only, naming the container git directory.
     pub linked: bool,
+    /// Folders of its working tree bound on themselves: each of its submodules' folders and
+    /// every folder above one (spec-note 0436, "Submodules").
+    pub folders: Vec<submodules::FolderBind>,
+    /// Whether it is a submodule of another repository of the handoff.
+    pub nested: bool,
 }
 
 impl RepoGit {
@@ -817,8 +822,8 @@ impl RepoGit {
 /// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
 /// spec-note 0411).
 pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
-    use sha2::Digest as _;
-    ws.repos
+    let mut gits: Vec<RepoGit> = ws
+        .repos
         .iter()
         .filter(|r| {
             !ws.untrusted_git_dirs
@@ -826,8 +831,7 @@ pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) 
                 .any(|u| u.repo == r.name && !u.granted)
         })
         .map(|r| {
-            let digest = sha2::Sha256::digest(r.host_path.as_os_str().as_encoded_bytes());
-            let id = hex::encode(&digest[..8]);
+            let id = slot_id(&r.host_path);
             let linked = !r
                 .host_path
                 .join(".git")
@@ -842,9 +846,20 @@ pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) 
                 slot: slots_root.join(&id),
                 mount_base: format!("{CONTAINER_BASE}/{id}"),
                 linked,
+                folders: Vec::new(),
+                nested: false,
             }
         })
-        .collect()
+        .collect();
+    submodules::expand(&mut gits, slots_root);
+    gits
+}
+
+/// The id of a working tree's container git directory: a hash of its host path.
+fn slot_id(work_tree: &Path) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(work_tree.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..8])
 }
 
 /// The mounts of a handoff whose repositories get container git directories (spec-note
@@ -873,6 +888,13 @@ pub fn mounts(
         }));
     }
     for g in gits {
+        // a submodule's folder and the folders above it, before what is mounted inside them
+        out.extend(g.folders.iter().map(|f| WorkspaceMount {
+            source: f.source.clone(),
+            target: f.target.clone(),
+            read_only: f.read_only,
+            purpose: MountPurpose::Repository,
+        }));
         if g.linked {
             out.push(WorkspaceMount {
                 source: g.link_file(),
@@ -900,9 +922,11 @@ pub fn mounts(
 /// The host paths the handoff's mounts hide, with the container target of what hides them
 /// ([`crate::ops::options::UpOptions::covers`]): each repository's `.git` (covered by its
 /// container git directory or devcell's `.git` file) and its host git directories (covered,
-/// wherever another bind would show them, by its container git directory); a path inside
-/// another covered one is left out.
-pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
+/// wherever another bind would show them, by its container git directory), a path inside
+/// another of these left out; and every folder the handoff binds on itself (the workspace
+/// `root` at `container_root`, each repository's working tree, each submodule folder and
+/// folder above one), which another bind holding it must repeat (spec-note 0436).
+pub fn covers(root: (&Path, &str), gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
     for g in gits {
         let dot_git = g.work_tree.join(".git");
@@ -918,6 +942,22 @@ pub fn covers(gits: &[RepoGit]) -> Vec<(PathBuf, String)> {
     out.dedup_by(|a, b| a.0 == b.0);
     let all = out.clone();
     out.retain(|(p, _)| !all.iter().any(|(q, _)| q != p && p.starts_with(q)));
+    let mut folders = vec![(root.0.to_path_buf(), root.1.to_string())];
+    for g in gits {
+        if !g.nested {
+            folders.push((g.work_tree.clone(), g.container_path.clone()));
+        }
+        folders.extend(
+            g.folders
+                .iter()
+                .map(|f| (f.source.clone(), f.target.clone())),
+        );
+    }
+    for f in folders {
+        if !out.iter().any(|(p, _)| *p == f.0) {
+            out.push(f);
+        }
+    }
     out
 }
 
@@ -1204,6 +1244,8 @@ fn give_to_owner(dir: &Path, owner_of: &Path, may_share: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+pub mod submodules;
 
 /// Writing inside the container git directory, which a running container may change while
 /// devcell writes: every step goes through a file descriptor opened without following a link

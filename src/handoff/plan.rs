@@ -475,7 +475,10 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             other => other,
         },
         safe_directories: safe_directories(&p.workspace, &p.gits),
-        covers: crate::handoff::container_git::covers(&p.gits),
+        covers: crate::handoff::container_git::covers(
+            (&p.workspace.root, &p.workspace.container_root),
+            &p.gits,
+        ),
         owned_sources: p
             .gits
             .iter()
@@ -1016,6 +1019,12 @@ pub(crate) fn safe_directories(
     gits: &[crate::handoff::container_git::RepoGit],
 ) -> Vec<String> {
     let mut dirs: Vec<String> = ws.safe_directories();
+    // a submodule's working tree (the workspace's repositories are in `ws`'s list)
+    dirs.extend(
+        gits.iter()
+            .filter(|g| g.nested)
+            .map(|g| g.container_path.clone()),
+    );
     dirs.extend(gits.iter().map(|g| g.git_target()));
     dirs.extend(gits.iter().map(|g| g.objects_target()));
     dirs

@@ -846,11 +846,16 @@ fn service_shields(
     let covers = crate::ops::permissions::covers(spec, opts);
     crate::ops::permissions::read_only_shields(spec, opts, loaded)
         .into_iter()
-        .filter(|(s, _)| !covers.iter().any(|c| s.starts_with(&c.covered)))
+        .filter(|(s, _)| {
+            !covers
+                .iter()
+                .any(|c| c.hides_inside() && s.starts_with(&c.covered))
+        })
         .map(|(s, _)| security::host_path::Cover {
             covered: s.clone(),
             source: s,
             read_only: true,
+            folder: false,
         })
         .chain(covers.clone())
         .collect()

@@ -367,7 +367,14 @@ pub(crate) fn judged_places(
     );
     // what the command line covers (a repository's `.git`) stays covered through them too
     // (spec-note 0436)
-    let skip: Vec<String> = opts.covers.iter().map(|(_, t)| t.clone()).collect();
+    // devcell's own binds (the covers, the host `objects` a container git directory borrows,
+    // the user's `--mount`s) are the command line's: left as they are
+    let skip: Vec<String> = opts
+        .covers
+        .iter()
+        .map(|(_, t)| t.clone())
+        .chain(cli_read_only_targets(opts, loaded))
+        .collect();
     host_path::keep_covered(spec, &covers, &skip);
     let places = host_path::Places::new(
         &loaded.workspace.host_mount_root,
@@ -403,7 +410,9 @@ pub(crate) fn uncovered(
             !spec.mounts.iter().any(|m| {
                 m.target == *t
                     && m.source.as_deref().is_some_and(|s| {
-                        covers.iter().any(|c| Path::new(s).starts_with(&c.covered))
+                        covers
+                            .iter()
+                            .any(|c| c.hides_inside() && Path::new(s).starts_with(&c.covered))
                     })
             })
         })
@@ -423,9 +432,12 @@ pub(crate) fn covers(
                 .mounts
                 .iter()
                 .find(|m| m.kind == crate::engine::MountKind::Bind && m.target == *target)?;
+            let source = PathBuf::from(m.source.as_deref()?);
             Some(host_path::Cover {
+                // a folder bound on itself (spec-note 0436, "Submodules", and the workspace)
+                folder: source == *covered,
                 covered: covered.clone(),
-                source: PathBuf::from(m.source.as_deref()?),
+                source,
                 read_only: m.read_only,
             })
         })

@@ -458,7 +458,9 @@ pub fn keep_read_only(spec: &mut ContainerSpec, protected: &[String]) -> Vec<Str
 
 /// A host path the handoff shows the container something else in place of (spec-note 0436):
 /// `covered` (a repository's `.git`, its host git directories) is hidden under a bind of
-/// `source` (its container git directory, or devcell's `.git` file), read-write or not.
+/// `source` (its container git directory, or devcell's `.git` file), read-write or not; or, for
+/// a `folder` cover, `covered` is a folder bound on itself (the workspace, a repository's or a
+/// submodule's working tree, a folder above a submodule): a mount point, which cannot be renamed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cover {
     /// The host path hidden (canonical).
@@ -467,44 +469,99 @@ pub struct Cover {
     pub source: PathBuf,
     /// Whether that bind is read-only.
     pub read_only: bool,
+    /// Whether `covered` is a folder bound on itself (only what holds it needs the same bind).
+    pub folder: bool,
 }
 
-/// Keeps every [`Cover`] in place through every other read-write bind of `spec` (sources
-/// resolved): a bind whose source holds a covered path gets the cover's bind at the same place
-/// below its own target (`/ws2/.git` for a second bind of the workspace at `/ws2`); a bind of
-/// a covered path, or of a path inside one (`.git/hooks`), is made read-only: the container
-/// may read the host's git directory through it, never write it (spec-note 0436). Binds at
-/// `skip` (the covers' own targets) are left as they are. Returns the targets added or changed.
+impl Cover {
+    /// Whether a bind of a path inside `covered` must be redirected to the cover: every cover
+    /// but a read-write folder bound on itself (what is inside it is ordinary content).
+    pub fn hides_inside(&self) -> bool {
+        !self.folder || self.read_only
+    }
+}
+
+/// What one bind (host `source`, read-only or not) becomes under `covers` (spec-note 0436).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Covered {
+    /// The bind shows (a path inside) a covered path: it shows the same path of the cover
+    /// instead, read-only (never the host's git directory, not even to read its `config`).
+    Redirect(PathBuf),
+    /// The bind holds covered paths: each cover's bind below its target (relative path,
+    /// cover source, read-only); empty when the bind touches no cover.
+    Overlays(Vec<(PathBuf, PathBuf, bool)>),
+}
+
+/// Judges a bind of `source` (read-only when `read_only`) against `covers`; see [`Covered`].
+pub fn cover_bind(source: &Path, read_only: bool, covers: &[Cover]) -> Covered {
+    if let Some(c) = covers
+        .iter()
+        .find(|c| c.hides_inside() && source.starts_with(&c.covered))
+    {
+        let rel = source.strip_prefix(&c.covered).unwrap_or(Path::new(""));
+        let to = if rel.as_os_str().is_empty() {
+            c.source.clone()
+        } else {
+            c.source.join(rel)
+        };
+        return Covered::Redirect(to);
+    }
+    let mut overlays = Vec::new();
+    for c in covers {
+        // through a read-only bind nothing can be renamed and a path shown as itself is the same
+        if read_only && c.source == c.covered {
+            continue;
+        }
+        match c.covered.strip_prefix(source) {
+            Ok(rel) if !rel.as_os_str().is_empty() => overlays.push((
+                rel.to_path_buf(),
+                c.source.clone(),
+                c.read_only || read_only,
+            )),
+            _ => {}
+        }
+    }
+    Covered::Overlays(overlays)
+}
+
+/// Keeps every [`Cover`] in place through every other bind of `spec` (sources resolved), read-only
+/// or not: a bind whose source holds a covered path gets the cover's bind at the same place
+/// below its own target (`/ws2/.git` for a second bind of the workspace at `/ws2`, `/w/ws` for a
+/// bind of the workspace's parent); a bind of a covered path, or of a path inside one
+/// (`.git/hooks`), shows the cover's counterpart instead, read-only: the container never sees
+/// the host's git directory, not even to read its `config` (spec-note 0436). Binds at `skip`
+/// (devcell's own) are left as they are. Returns the targets added or changed.
 pub fn keep_covered(spec: &mut ContainerSpec, covers: &[Cover], skip: &[String]) -> Vec<String> {
     let mut changed = Vec::new();
     let mut overlays: Vec<crate::engine::Mount> = Vec::new();
     for m in spec
         .mounts
         .iter_mut()
-        .filter(|m| m.kind == MountKind::Bind && !m.read_only && !skip.contains(&m.target))
+        .filter(|m| m.kind == MountKind::Bind && !skip.contains(&m.target))
     {
         let Some(source) = m.source.as_deref().map(PathBuf::from) else {
             continue;
         };
-        if covers.iter().any(|c| source.starts_with(&c.covered)) {
-            m.read_only = true;
-            changed.push(m.target.clone());
-            continue;
-        }
-        for cover in covers {
-            let Ok(rel) = cover.covered.strip_prefix(&source) else {
-                continue;
-            };
-            overlays.push(crate::engine::Mount {
-                kind: MountKind::Bind,
-                source: Some(cover.source.to_string_lossy().into_owned()),
-                target: format!(
-                    "{}/{}",
-                    m.target.trim_end_matches('/'),
-                    rel.to_string_lossy()
-                ),
-                read_only: cover.read_only,
-            });
+        match cover_bind(&source, m.read_only, covers) {
+            Covered::Redirect(to) => {
+                m.source = Some(to.to_string_lossy().into_owned());
+                m.read_only = true;
+                changed.push(m.target.clone());
+            }
+            Covered::Overlays(list) => {
+                for (rel, from, read_only) in list {
+                    overlays.push(crate::engine::Mount {
+                        kind: MountKind::Bind,
+                        source: Some(from.to_string_lossy().into_owned()),
+                        target: format!(
+                            "{}/{}",
+                            m.target.trim_end_matches('/'),
+                            rel.to_string_lossy()
+                        ),
+                        read_only,
+                    });
+                }
+            }
         }
     }
     for overlay in overlays {
@@ -537,15 +594,17 @@ pub fn compose_read_only_additions(
             covered: s.clone(),
             source: s.clone(),
             read_only: true,
+            folder: false,
         })
         .collect();
     compose_cover_additions(model, &covers, resolve)
 }
 
-/// [`compose_read_only_additions`] for [`Cover`]s: a service's read-write bind whose source
-/// holds a covered path gets the cover's bind (read-only or not, as the cover is) below its
-/// target; a bind of a covered path or of a path inside one gets an entry of the same target
-/// with `read_only: true` (spec-note 0436).
+/// [`compose_read_only_additions`] for [`Cover`]s, as [`keep_covered`] does for one container:
+/// a service's bind (read-only or not) whose source holds a covered path gets the cover's bind
+/// below its target (read-only when either is); a bind of a covered path or of a path inside
+/// one gets an entry of the same target showing the cover's counterpart, `read_only: true`
+/// (Compose merges a service's `volumes` by target; spec-note 0436).
 pub fn compose_cover_additions(
     model: &serde_json::Value,
     covers: &[Cover],
@@ -579,31 +638,34 @@ pub fn compose_cover_additions(
             ) else {
                 continue;
             };
-            if volume.get("read_only").and_then(Value::as_bool) == Some(true) {
-                continue;
-            }
-            let source = resolve(Path::new(source));
-            if covers.iter().any(|c| source.starts_with(&c.covered)) {
-                let mut read_only = volume.clone();
-                read_only["read_only"] = json!(true);
-                added.push(read_only);
-                continue;
-            }
-            for cover in covers {
-                let Ok(rel) = cover.covered.strip_prefix(&source) else {
-                    continue;
-                };
-                let overlay = format!("{}/{}", target.trim_end_matches('/'), rel.to_string_lossy());
-                if taken.contains(&overlay) {
-                    continue;
+            let read_only = volume.get("read_only").and_then(Value::as_bool) == Some(true);
+            let resolved = resolve(Path::new(source));
+            match cover_bind(&resolved, read_only, covers) {
+                Covered::Redirect(to) => {
+                    if read_only && to == resolved {
+                        continue;
+                    }
+                    let mut redirected = volume.clone();
+                    redirected["source"] = json!(to.to_string_lossy());
+                    redirected["read_only"] = json!(true);
+                    added.push(redirected);
                 }
-                taken.push(overlay.clone());
-                added.push(json!({
-                    "type": "bind",
-                    "source": cover.source.to_string_lossy(),
-                    "target": overlay,
-                    "read_only": cover.read_only,
-                }));
+                Covered::Overlays(list) => {
+                    for (rel, from, read_only) in list {
+                        let overlay =
+                            format!("{}/{}", target.trim_end_matches('/'), rel.to_string_lossy());
+                        if taken.contains(&overlay) {
+                            continue;
+                        }
+                        taken.push(overlay.clone());
+                        added.push(json!({
+                            "type": "bind",
+                            "source": from.to_string_lossy(),
+                            "target": overlay,
+                            "read_only": read_only,
+                        }));
+                    }
+                }
             }
         }
         if !added.is_empty() {
@@ -1352,21 +1414,36 @@ mod tests {
             mounts: vec![
                 bind("/h/ws", "/workspace", false),
                 bind("/state/git/1/git", "/workspace/.git", false),
+                bind("/h/ws/libs/sub", "/workspace/libs/sub", false),
                 // the repository's own
                 bind("/h/ws", "/ws2", false),
                 bind("/h/ws/.git", "/g", false),
                 bind("/h/ws/.git/hooks", "/hooks", false),
+                bind("/h/ws/.git", "/g-ro", true),
                 bind("/h/ws/src", "/src", false),
                 bind("/h", "/all", true),
+                bind("/h/ws/libs/sub/x", "/x", false),
             ],
             ..ContainerSpec::default()
         };
-        let covers = [Cover {
-            covered: "/h/ws/.git".into(),
-            source: "/state/git/1/git".into(),
+        let folder = |p: &str| Cover {
+            covered: p.into(),
+            source: p.into(),
             read_only: false,
-        }];
-        let changed = keep_covered(&mut spec, &covers, &["/workspace/.git".to_string()]);
+            folder: true,
+        };
+        let covers = [
+            Cover {
+                covered: "/h/ws/.git".into(),
+                source: "/state/git/1/git".into(),
+                read_only: false,
+                folder: false,
+            },
+            folder("/h/ws"),
+            folder("/h/ws/libs/sub"),
+        ];
+        let skip = ["/workspace", "/workspace/.git", "/workspace/libs/sub"].map(String::from);
+        let changed = keep_covered(&mut spec, &covers, &skip);
         let got: Vec<(String, String, bool)> = spec
             .mounts
             .iter()
@@ -1378,18 +1455,36 @@ mod tests {
             [
                 own("/h/ws", "/workspace", false),
                 own("/state/git/1/git", "/workspace/.git", false),
+                own("/h/ws/libs/sub", "/workspace/libs/sub", false),
                 own("/h/ws", "/ws2", false),
-                // a bind of the covered `.git`, or inside it: read-only
-                own("/h/ws/.git", "/g", true),
-                own("/h/ws/.git/hooks", "/hooks", true),
+                // a bind of the covered `.git`, or inside it, read-only or not: the container
+                // git directory's counterpart, read-only (the host `config` is never read)
+                own("/state/git/1/git", "/g", true),
+                own("/state/git/1/git/hooks", "/hooks", true),
+                own("/state/git/1/git", "/g-ro", true),
+                // inside a folder bound on itself: ordinary content
                 own("/h/ws/src", "/src", false),
-                // read-only binds show the host `.git` read-only: left as they are
                 own("/h", "/all", true),
-                // the second bind of the workspace gets the same cover
+                own("/h/ws/libs/sub/x", "/x", false),
+                // the second bind of the workspace gets the same covers
                 own("/state/git/1/git", "/ws2/.git", false),
+                own("/h/ws/libs/sub", "/ws2/libs/sub", false),
+                // a read-only bind above the workspace too, read-only (nothing can be
+                // renamed through it: no folder cover needed)
+                own("/state/git/1/git", "/all/ws/.git", true),
             ]
         );
-        assert_eq!(changed, ["/g", "/hooks", "/ws2/.git"]);
+        assert_eq!(
+            changed,
+            [
+                "/g",
+                "/hooks",
+                "/g-ro",
+                "/ws2/.git",
+                "/ws2/libs/sub",
+                "/all/ws/.git",
+            ]
+        );
     }
 
     #[test]

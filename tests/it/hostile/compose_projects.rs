@@ -936,3 +936,102 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     assert_eq!(no_compose_left(&needle), Vec::<String>::new());
     assert!(project_containers(&project).is_empty());
 }
+
+/// Issue 25 class 1 through a sidecar (spec-note 0436): a Compose service binding the folder
+/// above the repository (`../..:/w`, granted) sees the repository folder as a plain folder of
+/// its bind. It must not rename it (to plant a git directory in its place), nor rename or write
+/// the host's `.git`, nor read the host's `.git/config` (a token there) through a read-only bind
+/// of `.git`: the primary's covers and mount points are repeated in the sidecar.
+#[test]
+fn a_sidecar_binding_the_folder_above_the_repository_cannot_rename_it_or_read_its_git() {
+    use crate::support::hostile::{HostTarget, HostileRepo};
+    let Some(repo) = HostileRepo::busybox("hostile_compose_sidecar_above") else {
+        return;
+    };
+    let target = HostTarget::new();
+    let project = own_project(repo.context());
+    let name = repo
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let out = format!("/w/{name}/out/side.txt");
+    let side_script = format!(
+        "R=/w/{name}; \
+         mv $$R $$R-old 2>/dev/null && echo renamed-repo >> $$R-old/out/side.txt; \
+         mv $$R/.git $$R/git-old 2>/dev/null && echo renamed-git >> {out}; \
+         printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> $$R/.git/config 2>/dev/null; \
+         grep -q devcell-secret-token $$R/.git/config /g/config 2>/dev/null && echo read-config >> {out}; \
+         echo done >> {out}; sleep 100000",
+        m = target.marker().display()
+    );
+    let side = serde_json::to_string(&["sh", "-c", &side_script]).unwrap();
+    repo.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody",
+            "updateRemoteUserUID": true, "workspaceFolder": "/workspace"}"#,
+    )
+    .file(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    \
+             volumes: [\"..:/workspace\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    \
+             volumes: [\"../..:/w\", \"../.git:/g:ro\"]\n    command: {side}\n"
+        ),
+    )
+    .file("out/.keep", "")
+    .commit();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        repo.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    crate::support::git::git(
+        repo.path(),
+        &["config", "devcell.token", "devcell-secret-token"],
+    );
+    let config = repo.path().join(".git/config");
+    let before = std::fs::read(&config).unwrap();
+    let agent = "i=0; while ! grep -q done out/side.txt 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; true";
+    let settings = repo.context().tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        format!(
+            "[agents.a]\ncommand = {}\n",
+            serde_json::to_string(&["sh", "-c", agent]).unwrap()
+        ),
+    )
+    .unwrap();
+    let parent = std::fs::canonicalize(repo.path().parent().unwrap()).unwrap();
+    let grant = format!("mount:{}", parent.display());
+    let run = repo.context().run(
+        "handoff",
+        &[
+            "--agent",
+            "a",
+            "--config-file",
+            settings.to_str().unwrap(),
+            "--allow",
+            &grant,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let side_out = std::fs::read_to_string(repo.path().join("out/side.txt")).unwrap_or_default();
+    assert_eq!(
+        side_out, "done\n",
+        "the sidecar renamed or read nothing it must not"
+    );
+    assert!(repo.path().join(".git").is_dir());
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(repo.path())
+        .output();
+    target.assert_untouched();
+    repo.context().run("down", &["--remove"]);
+    assert!(project_containers(&project).is_empty());
+}

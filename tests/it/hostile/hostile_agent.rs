@@ -433,3 +433,80 @@ fn a_repository_the_agent_creates_is_named_loudly() {
     );
     target.assert_untouched();
 }
+
+/// A superproject at `ws` (as [`repo_at`]) with a checked-out submodule at `libs/sub` (its git
+/// directory absorbed in `.git/modules/libs/sub`, its `.git` a file), committed.
+fn superproject_with_submodule(tmp: &Path, ws: &Path) {
+    let sub_src = tmp.join("sub-src");
+    repo_at(&sub_src, None);
+    repo_at(ws, Some(&config()));
+    git(
+        ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub_src.to_str().unwrap(),
+            "libs/sub",
+        ],
+    );
+    git(ws, &["commit", "-q", "-m", "add the submodule"]);
+    assert!(ws.join("libs/sub/.git").is_file());
+}
+
+/// Issue 25 class 1 for submodules (spec-note 0436): an existing submodule's `.git` file, its
+/// folder and the folders above it are working-tree content. The agent replaces the `.git`
+/// file with a git directory of its own, renames the submodule's folder (and `libs/`) to plant
+/// one in its place, and writes the superproject's `modules/` in the container: the human's
+/// git in the superproject (which enters the submodule) and in the submodule runs none of it.
+/// git works in the submodule in the container, and the agent's submodule commit comes back.
+#[test]
+fn a_submodules_git_file_and_folder_cannot_be_replaced_and_its_commits_come_back() {
+    let test = "a_submodules_git_file_and_folder_cannot_be_replaced_and_its_commits_come_back";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    superproject_with_submodule(tmp.path(), &ws);
+    let sub = ws.join("libs/sub");
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let sub_before = git(&sub, &["rev-parse", "HEAD"]);
+    let dot_git_before = std::fs::read(sub.join(".git")).unwrap();
+    let script = format!(
+        "{plant}cd /workspace; G='git -c user.name=agent -c user.email=agent@devcell.invalid'; \
+         evil() {{ mkdir -p \"$1/objects\" \"$1/refs/heads\" && echo 'ref: refs/heads/main' > \"$1/HEAD\" && plant \"$1\"; }}; \
+         $G -C libs/sub status >/dev/null 2>&1 && echo sub-git-ok >> agent.log; \
+         $G -C libs/sub commit -q --allow-empty -m 'agent in sub' 2>/dev/null; \
+         mv libs/sub/.git libs/sub/git-old 2>/dev/null && echo renamed-sub-git >> agent.log; \
+         rm -f libs/sub/.git 2>/dev/null && echo removed-sub-git >> agent.log; \
+         evil libs/sub/.git 2>/dev/null && echo replaced-sub-git >> agent.log; \
+         mv libs/sub libs/sub-old 2>/dev/null && echo renamed-sub >> agent.log; \
+         mv libs libs-old 2>/dev/null && echo renamed-libs >> agent.log; \
+         evil libs/sub/.git 2>/dev/null; \
+         mkdir -p .git/modules/libs/sub; evil .git/modules/libs/sub; \
+         for d in $(ls -d /run/devcell/git/*/git 2>/dev/null); do plant $d; done; \
+         echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "sub-git-ok\nplanted\n",
+        "git works in the submodule; neither its `.git`, its folder nor `libs` could be replaced"
+    );
+    assert_eq!(std::fs::read(sub.join(".git")).unwrap(), dot_git_before);
+    assert!(!ws.join("libs-old").exists() && !ws.join("libs/sub-old").exists());
+    assert_eq!(
+        git(&sub, &["log", "-1", "--format=%s", "main"]),
+        "agent in sub",
+        "the agent's submodule commit came back"
+    );
+    assert_eq!(git(&sub, &["rev-parse", "main~1"]), sub_before);
+    human_session(&[&ws, &sub], &origin, &target);
+}

@@ -1,0 +1,298 @@
+//! Submodules of a handoff's repositories (spec-note 0436, "Submodules"): each checked-out
+//! submodule gets its own container git directory, exactly as a linked worktree does, and its
+//! folder and every folder between it and its superproject's working tree become mount points
+//! (bound on themselves), so the agent can neither replace the submodule's `.git` nor rename
+//! a folder to plant a git directory where the superproject's git on the host will enter.
+//! A gitlink whose folder devcell cannot stand in for (not checked out, a `.git` that is a link
+//! or names a git directory outside the superproject's `modules/`) is bound read-only.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::{RepoGit, slot_id};
+use crate::config::hostgit;
+
+/// The deepest submodule nesting devcell follows.
+const MAX_DEPTH: usize = 4;
+/// The most gitlinks devcell covers in one handoff (each is a few mounts).
+const MAX_SUBMODULES: usize = 64;
+
+/// A folder of a working tree bound on itself in the container: a mount point, which cannot be
+/// renamed or removed from inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderBind {
+    /// The folder on the host.
+    pub source: PathBuf,
+    /// The same folder in the container.
+    pub target: String,
+    /// Read-only (a gitlink devcell gives no container git directory).
+    pub read_only: bool,
+}
+
+/// What devcell does with one gitlink's folder.
+#[derive(Debug, PartialEq, Eq)]
+enum Stand {
+    /// A container git directory stands in for the submodule's git directory (`git_dir`);
+    /// `linked` when its `.git` is a file.
+    In { git_dir: PathBuf, linked: bool },
+    /// The folder is bound read-only.
+    ReadOnly,
+    /// Nothing to cover (the path is not a real folder below real folders: the host's git
+    /// does not enter it either).
+    Skip,
+}
+
+/// Adds to `gits` a [`RepoGit`] for every checked-out submodule of each of them (nested ones
+/// too, up to [`MAX_DEPTH`]), and to each superproject's [`RepoGit::folders`] the folders to
+/// bind on themselves. Bounded by [`MAX_SUBMODULES`]; a repository whose index cannot be read
+/// gets no submodule cover (its git directory refresh fails later with the cause).
+pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) {
+    let mut next = 0;
+    let mut depths = vec![0usize; gits.len()];
+    let mut count = 0;
+    while next < gits.len() {
+        let depth = depths[next];
+        if depth >= MAX_DEPTH {
+            next += 1;
+            continue;
+        }
+        for path in gitlinks(&gits[next]) {
+            if count >= MAX_SUBMODULES {
+                break;
+            }
+            count += 1;
+            let parent = &gits[next];
+            let work_tree = parent.work_tree.join(&path);
+            let target = format!("{}/{path}", parent.container_path.trim_end_matches('/'));
+            let stand = judge(parent, &path);
+            if stand == Stand::Skip {
+                continue;
+            }
+            let mut folders = ancestors(parent, &path);
+            folders.push(FolderBind {
+                source: work_tree.clone(),
+                target: target.clone(),
+                read_only: stand == Stand::ReadOnly,
+            });
+            let repo = format!("{}/{path}", parent.repo);
+            let parent = &mut gits[next];
+            for f in folders {
+                if !parent.folders.contains(&f) {
+                    parent.folders.push(f);
+                }
+            }
+            if let Stand::In { git_dir, linked } = stand {
+                let id = slot_id(&work_tree);
+                gits.push(RepoGit {
+                    repo,
+                    work_tree,
+                    common_dir: git_dir.clone(),
+                    git_dir,
+                    container_path: target,
+                    slot: slots_root.join(&id),
+                    mount_base: format!("{}/{id}", super::CONTAINER_BASE),
+                    linked,
+                    folders: Vec::new(),
+                    nested: true,
+                });
+                depths.push(depth + 1);
+            }
+        }
+        next += 1;
+    }
+}
+
+/// The gitlink paths (mode 160000) of `g`'s index, read through devcell's private git
+/// directory (nothing the repository configures runs); only plain relative paths.
+fn gitlinks(g: &RepoGit) -> Vec<String> {
+    let Ok(private) = hostgit::PrivateGitDir::new(&g.git_dir, &g.common_dir, &g.work_tree) else {
+        return Vec::new();
+    };
+    let mut git = private.command(&[]);
+    git.args(["ls-files", "--stage", "-z"]);
+    let Ok(out) = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE) else {
+        return Vec::new();
+    };
+    if !out.status.success() {
+        return Vec::new();
+    }
+    parse_gitlinks(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The gitlink paths in `ls-files --stage -z` output whose every component is a plain name
+/// (no `.`, `..`, root, nor `.git`).
+fn parse_gitlinks(listed: &str) -> Vec<String> {
+    let mut out: Vec<String> = listed
+        .split('\0')
+        .filter(|entry| entry.starts_with("160000 "))
+        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_string()))
+        .filter(|path| {
+            !path.is_empty()
+                && Path::new(path).components().all(|c| match c {
+                    Component::Normal(n) => n != ".git" && !n.is_empty(),
+                    _ => false,
+                })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every folder strictly between `parent`'s working tree and the gitlink `path`, bound
+/// read-write on itself (so none can be renamed to plant a repository at `path`).
+fn ancestors(parent: &RepoGit, path: &str) -> Vec<FolderBind> {
+    let mut out = Vec::new();
+    let mut rel = PathBuf::new();
+    let components: Vec<_> = Path::new(path).components().collect();
+    for c in &components[..components.len().saturating_sub(1)] {
+        rel.push(c);
+        out.push(FolderBind {
+            source: parent.work_tree.join(&rel),
+            target: format!(
+                "{}/{}",
+                parent.container_path.trim_end_matches('/'),
+                rel.to_string_lossy()
+            ),
+            read_only: false,
+        });
+    }
+    out
+}
+
+/// What devcell does with the gitlink `path` of `parent` (see [`Stand`]). Nothing is followed:
+/// each folder on the way must be a real folder, the `.git` file is read without following a
+/// link, and the git directory it names must lie inside `parent`'s own `modules/`.
+fn judge(parent: &RepoGit, path: &str) -> Stand {
+    let mut at = parent.work_tree.clone();
+    for c in Path::new(path).components() {
+        at.push(c);
+        if !at
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink())
+        {
+            return Stand::Skip;
+        }
+    }
+    let dot_git = at.join(".git");
+    match dot_git.symlink_metadata() {
+        Ok(m) if m.is_dir() && !m.file_type().is_symlink() => Stand::In {
+            git_dir: dot_git,
+            linked: false,
+        },
+        Ok(m) if m.is_file() => match linked_git_dir(parent, &at, &dot_git) {
+            Some(git_dir) => Stand::In {
+                git_dir,
+                linked: true,
+            },
+            None => Stand::ReadOnly,
+        },
+        _ => Stand::ReadOnly,
+    }
+}
+
+/// The git directory a submodule's `.git` file names, when it is a git directory inside the
+/// superproject's `modules/` (its git directory's or its common directory's) without a
+/// `commondir` of its own.
+fn linked_git_dir(parent: &RepoGit, folder: &Path, dot_git: &Path) -> Option<PathBuf> {
+    let text = hostgit::read_no_follow(dot_git, 4096).ok()?;
+    let text = String::from_utf8(text).ok()?;
+    let named = text
+        .trim_end_matches(['\n', '\r'])
+        .strip_prefix("gitdir: ")?;
+    let dir = std::fs::canonicalize(folder.join(named)).ok()?;
+    let inside = [&parent.git_dir, &parent.common_dir].iter().any(|d| {
+        std::fs::canonicalize(d.join("modules")).is_ok_and(|modules| dir.starts_with(&modules))
+    });
+    let is_git_dir = dir.join("HEAD").is_file()
+        && dir.join("objects").is_dir()
+        && dir.join("commondir").symlink_metadata().is_err();
+    (inside && is_git_dir).then_some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gitlinks_with_plain_relative_paths() {
+        let listed = "100644 aaaa 0\ta.txt\0\
+                      160000 bbbb 0\tlibs/sub\0\
+                      160000 cccc 0\t../out\0\
+                      160000 dddd 0\tx/.git\0\
+                      160000 eeee 0\t/abs\0\
+                      160000 ffff 0\tvendor/lib\0";
+        assert_eq!(parse_gitlinks(listed), vec!["libs/sub", "vendor/lib"]);
+        assert!(parse_gitlinks("").is_empty());
+    }
+
+    #[test]
+    fn every_folder_above_a_submodule_is_bound_on_itself() {
+        let parent = RepoGit {
+            repo: "r".into(),
+            work_tree: "/h/r".into(),
+            git_dir: "/h/r/.git".into(),
+            common_dir: "/h/r/.git".into(),
+            container_path: "/workspace/".into(),
+            slot: "/s/1".into(),
+            mount_base: "/run/devcell/git/1".into(),
+            linked: false,
+            folders: Vec::new(),
+            nested: false,
+        };
+        let got = ancestors(&parent, "a/b/sub");
+        assert_eq!(
+            got.iter()
+                .map(|f| (f.source.to_str().unwrap(), f.target.as_str()))
+                .collect::<Vec<_>>(),
+            vec![("/h/r/a", "/workspace/a"), ("/h/r/a/b", "/workspace/a/b")]
+        );
+        assert!(got.iter().all(|f| !f.read_only));
+        assert!(ancestors(&parent, "sub").is_empty());
+    }
+
+    #[test]
+    fn a_git_file_naming_a_folder_outside_modules_is_not_stood_in_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("r");
+        let modules = root.join(".git/modules/sub");
+        for d in ["objects", "refs"] {
+            std::fs::create_dir_all(modules.join(d)).unwrap();
+        }
+        std::fs::write(modules.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("objects")).unwrap();
+        std::fs::write(elsewhere.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        for (name, gitdir) in [
+            ("sub", "../.git/modules/sub".to_string()),
+            ("out", elsewhere.display().to_string()),
+        ] {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            std::fs::write(root.join(name).join(".git"), format!("gitdir: {gitdir}\n")).unwrap();
+        }
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub"), root.join("link")).unwrap();
+        let parent = RepoGit {
+            repo: "r".into(),
+            work_tree: root.clone(),
+            git_dir: root.join(".git"),
+            common_dir: root.join(".git"),
+            container_path: "/workspace".into(),
+            slot: "/s/1".into(),
+            mount_base: "/run/devcell/git/1".into(),
+            linked: false,
+            folders: Vec::new(),
+            nested: false,
+        };
+        assert_eq!(
+            judge(&parent, "sub"),
+            Stand::In {
+                git_dir: std::fs::canonicalize(&modules).unwrap(),
+                linked: true
+            }
+        );
+        assert_eq!(judge(&parent, "out"), Stand::ReadOnly);
+        assert_eq!(judge(&parent, "empty"), Stand::ReadOnly);
+        assert_eq!(judge(&parent, "link"), Stand::Skip);
+        assert_eq!(judge(&parent, "missing"), Stand::Skip);
+    }
+}
