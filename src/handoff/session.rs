@@ -106,6 +106,10 @@ pub struct TaskFetch {
     /// Commits on the user's `HEAD` not in the fetched ref (or the base, when nothing was
     /// fetched).
     pub behind: Option<u64>,
+    /// The ref keeping the previously fetched commit when the agent rewrote its branch since
+    /// (`refs/devcell/kept/tasks/<task>/<commit>`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 impl HandoffResult {

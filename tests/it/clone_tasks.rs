@@ -319,6 +319,16 @@ fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouch
 
     // the container saw the clone only: nothing of the user's repository, worktree or mirror
     let clone = host.clone_of("t1");
+    // nor the host's identity in the clone's reflogs (git's default names the host account and
+    // host name when devcell made the clone)
+    let host_name = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let host_name = host_name.trim();
+    if let Ok(log) = std::fs::read_to_string(clone.join(".git/logs/HEAD")) {
+        assert!(
+            host_name.is_empty() || !log.contains(&format!("@{host_name}")),
+            "the clone's reflog names the host: {log}"
+        );
+    }
     let ids = containers_of(&clone);
     assert_eq!(ids.len(), 1, "one container for the task");
     let sources = mount_sources(&ids[0]);

@@ -70,6 +70,12 @@ fn make_inner(mirror: &Path, source: &Source, clone: &Path, branch: &str) -> Res
     // `GIT_DIR` set and `-C <clone>`: the clone is the work tree; no filter or hook is
     // configured in it, so checking out runs nothing
     in_clone(&["reset", "--hard", "--quiet"])?;
+    // the reflogs name the host account and host name (git's default identity): not the
+    // container's to read
+    let logs = dot_git.join("logs");
+    if logs.exists() {
+        std::fs::remove_dir_all(&logs).map_err(io(&logs))?;
+    }
     give_to_owner(clone, &source.work_tree)
 }
 

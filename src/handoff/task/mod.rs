@@ -37,6 +37,13 @@ pub fn fetched_ref_of(task: &str) -> String {
     format!("refs/devcell/tasks/{task}")
 }
 
+/// Where a fetched commit the task's branch no longer contains is kept (the agent rewrote the
+/// branch after a fetch): `refs/devcell/kept/tasks/<task>/<commit>`, so the forced update of
+/// [`fetched_ref_of`] never makes a fetched commit unreachable (spec-note 0437).
+pub fn kept_ref_of(task: &str, commit: &str) -> String {
+    format!("refs/devcell/kept/tasks/{task}/{commit}")
+}
+
 /// A clone task failed or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
