@@ -588,6 +588,9 @@ pub(crate) fn fetch_back_lines(
             KeptReason::AddsSubmodule => {
                 "it adds a submodule, whose nested repository the host's git would enter"
             }
+            KeptReason::UncoveredSubmodule => {
+                "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"
+            }
         };
         let kept = match &k.kept_as {
             Some(r) => format!("; the agent's value is kept as `{r}`"),
@@ -662,7 +665,8 @@ mod tests {
             untrusted_git_dirs: Vec::new(),
             warnings: Vec::new(),
         };
-        let gits = crate::handoff::container_git::repo_gits(&ws, std::path::Path::new("/state"));
+        let gits =
+            crate::handoff::container_git::repo_gits(&ws, std::path::Path::new("/state")).unwrap();
         assert!(gits.is_empty());
         let gits = vec![crate::handoff::container_git::RepoGit {
             repo: "api".into(),
@@ -674,6 +678,7 @@ mod tests {
             mount_base: "/run/devcell/git/1".into(),
             linked: false,
             folders: Vec::new(),
+            submodules: Vec::new(),
             nested: false,
         }];
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);

@@ -69,15 +69,32 @@ pub enum ContainerGitError {
         /// The container git directory.
         path: PathBuf,
     },
+    /// A submodule devcell cannot cover: the handoff is refused before the container is made,
+    /// since the agent could plant a git directory there that the host's `git status` enters
+    /// (spec-note 0436, "Submodules").
+    #[error("cannot hand off `{}`: {why}", path.display())]
+    UncoverableSubmodule {
+        /// The submodule's folder (or the superproject whose submodules are past a limit or
+        /// whose index cannot be read).
+        path: PathBuf,
+        /// What is wrong.
+        why: submodules::Uncoverable,
+    },
 }
 
 impl crate::ops::error::ProductError for ContainerGitError {
     fn code(&self) -> crate::handoff::envelope::ErrorCode {
-        crate::handoff::envelope::ErrorCode::Internal
+        match self {
+            ContainerGitError::UncoverableSubmodule { .. } => {
+                crate::handoff::envelope::ErrorCode::InvalidArgument
+            }
+            _ => crate::handoff::envelope::ErrorCode::Internal,
+        }
     }
 
     fn hint(&self) -> Option<String> {
         match self {
+            ContainerGitError::UncoverableSubmodule { why, .. } => Some(why.hint().into()),
             ContainerGitError::Host(_) => Some(
                 "devcell gives the container a copy of each repository's git directory and must read it first; fix the repository (or hand off a workspace without it)".into(),
             ),
@@ -139,6 +156,11 @@ pub enum KeptReason {
     /// would enter the nested repository the agent made there and run what its configuration
     /// names (spec-note 0436).
     AddsSubmodule,
+    /// Its commit has a submodule (a gitlink) at a path devcell did not cover in this session,
+    /// and it is (or would become) the host's checked-out commit: the host's `HEAD`, index and
+    /// checked-out branch do not follow it, since the host's `git status` would enter what the
+    /// agent made there (spec-note 0436).
+    UncoveredSubmodule,
 }
 
 /// A ref the agent changed that the host did not take.
@@ -220,6 +242,36 @@ impl ContainerGitDir {
 
     fn base_path(&self) -> PathBuf {
         self.slot.join("base.json")
+    }
+
+    fn covered_path(&self) -> PathBuf {
+        self.slot.join("submodules.json")
+    }
+
+    /// Records the gitlink paths (relative to the working tree) whose folders the handoff's
+    /// container covers (spec-note 0436, "Submodules"): a fetch-back never makes a commit with
+    /// a gitlink elsewhere the host's checked-out one.
+    ///
+    /// Errors: the record cannot be written.
+    pub fn set_covered_submodules(&self, paths: &[String]) -> Result<()> {
+        let path = self.covered_path();
+        let bytes = serde_json::to_vec(paths).map_err(|e| ContainerGitError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::create_dir_all(&self.slot).map_err(io(&self.slot))?;
+        std::fs::write(&path, bytes).map_err(io(&path))
+    }
+
+    /// The gitlink paths recorded by [`ContainerGitDir::set_covered_submodules`]; none when
+    /// there is no readable record (fail closed: no gitlink counts as covered).
+    fn covered_submodules(&self) -> std::collections::BTreeSet<String> {
+        std::fs::read(self.covered_path())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
     }
 
     /// The base recorded by the last [`ContainerGitDir::refresh`] or fetch-back, `None` before
@@ -481,6 +533,14 @@ impl ContainerGitDir {
             self.import(host, &base, &changed, &namespace, &mut report)?
         };
         let mut host_refs = host_refs(host)?;
+        let covered = self.covered_submodules();
+        // the branches the host has checked out (when the handoff began, and now): a commit
+        // with a gitlink devcell did not cover never becomes theirs
+        let host_head = read_head(host)?;
+        let checked_out: Vec<&str> = [base.head.as_str(), host_head.as_str()]
+            .iter()
+            .filter_map(|h| h.strip_prefix("ref: "))
+            .collect();
         for (name, value) in &imported {
             let kept_as = format!("{namespace}/{}", name.trim_start_matches("refs/"));
             let was = base.refs.get(name);
@@ -497,6 +557,10 @@ impl ContainerGitDir {
                 Err(keep(KeptReason::MovedOnHost))
             } else if adds_gitlink(host, was.or(base.head_commit.as_ref()), value)? {
                 Err(keep(KeptReason::AddsSubmodule))
+            } else if checked_out.contains(&name.as_str())
+                && !uncovered_gitlinks(host, value, &covered)?.is_empty()
+            {
+                Err(keep(KeptReason::UncoveredSubmodule))
             } else if let Some(old) = was {
                 if is_ancestor(host, old, value)? {
                     Ok(RefUpdate {
@@ -547,7 +611,7 @@ impl ContainerGitDir {
         self.follow_head(
             host,
             &mut base,
-            their_head.as_deref(),
+            (their_head.as_deref(), &covered),
             &host_refs,
             &mut report,
         )?;
@@ -587,28 +651,39 @@ impl ContainerGitDir {
 
     /// Moves the host `HEAD` to the branch the container checked out (when it exists on the
     /// host now and the user left `HEAD` where the handoff found it), then resets the host
-    /// index to `HEAD` when devcell changed its commit.
+    /// index to `HEAD` when devcell changed its commit. Neither happens when the new commit
+    /// has a gitlink at a path not in `covered` (the submodule folders the session covered):
+    /// that is kept aside as [`KeptReason::UncoveredSubmodule`] (spec-note 0436).
     fn follow_head(
         &self,
         host: &HostRepo<'_>,
         base: &mut Base,
-        their_head: Option<&str>,
+        (their_head, covered): (Option<&str>, &std::collections::BTreeSet<String>),
         host_refs: &BTreeMap<String, String>,
         report: &mut FetchBack,
     ) -> Result<()> {
-        let head_path = host.git_dir.join("HEAD");
-        let host_head = hostgit::read_no_follow(&head_path, 4096)
-            .map(|h| String::from_utf8_lossy(&h).trim().to_string())
-            .map_err(io(&head_path))?;
+        let host_head = read_head(host)?;
         if host_head != base.head {
             // the user moved HEAD during the handoff: theirs to keep
             return Ok(());
         }
+        let uncovered = |commit: &str| -> Result<bool> {
+            Ok(!uncovered_gitlinks(host, commit, covered)?.is_empty())
+        };
         if let Some(branch) = their_head
             .and_then(|h| h.strip_prefix("ref: "))
             .filter(|b| b.starts_with("refs/heads/") && host_refs.contains_key(*b))
             && their_head != Some(base.head.as_str())
         {
+            if uncovered(&host_refs[branch])? {
+                report.kept.push(KeptRef {
+                    name: "HEAD".into(),
+                    value: their_head.map(str::to_string),
+                    kept_as: None,
+                    reason: KeptReason::UncoveredSubmodule,
+                });
+                return Ok(());
+            }
             host_git(host, host.git_dir, &["symbolic-ref", "HEAD", branch])?;
             report.head_moved_to = Some(branch.to_string());
             base.head = format!("ref: {branch}");
@@ -625,7 +700,11 @@ impl ContainerGitDir {
                     .chain(&report.created)
                     .any(|u| u.name == b)
             });
-        if devcell_moved && commit.is_some() && commit != base.head_commit {
+        if devcell_moved
+            && let Some(new) = commit.as_deref()
+            && commit != base.head_commit
+            && !uncovered(new)?
+        {
             // `--no-refresh`: no file of the working tree (the agent's) is re-read, so no
             // filter a `.gitattributes` there names runs
             let mut reset = hostgit::command(host.work_tree, &[]);
@@ -758,6 +837,9 @@ pub struct RepoGit {
     /// Folders of its working tree bound on themselves: each of its submodules' folders and
     /// every folder above one (spec-note 0436, "Submodules").
     pub folders: Vec<submodules::FolderBind>,
+    /// The gitlink paths (relative to its working tree) whose folders the handoff covers:
+    /// every gitlink of its index (spec-note 0436, "Submodules").
+    pub submodules: Vec<String>,
     /// Whether it is a submodule of another repository of the handoff.
     pub nested: bool,
 }
@@ -806,6 +888,8 @@ impl RepoGit {
         let dir = self.dir();
         let back = dir.fetch_back(&self.host(), session)?;
         dir.refresh(&self.host(), &self.objects_target())?;
+        // what this session's container covers, which its fetch-back compares with
+        dir.set_covered_submodules(&self.submodules)?;
         if self.linked {
             let link = self.link_file();
             let _ = std::fs::remove_file(&link);
@@ -820,8 +904,13 @@ impl RepoGit {
 /// The container git directories of a handoff of `ws`, kept under `slots_root` (one folder per
 /// repository, named by a hash of its working tree's path): every repository devcell reads
 /// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
-/// spec-note 0411).
-pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) -> Vec<RepoGit> {
+/// spec-note 0411), and every checked-out submodule of those ([`submodules::expand`]).
+///
+/// Errors: a submodule devcell cannot cover ([`ContainerGitError::UncoverableSubmodule`]).
+pub fn repo_gits(
+    ws: &crate::handoff::repository::Workspace,
+    slots_root: &Path,
+) -> Result<Vec<RepoGit>> {
     let mut gits: Vec<RepoGit> = ws
         .repos
         .iter()
@@ -847,12 +936,13 @@ pub fn repo_gits(ws: &crate::handoff::repository::Workspace, slots_root: &Path) 
                 mount_base: format!("{CONTAINER_BASE}/{id}"),
                 linked,
                 folders: Vec::new(),
+                submodules: Vec::new(),
                 nested: false,
             }
         })
         .collect();
-    submodules::expand(&mut gits, slots_root);
-    gits
+    submodules::expand(&mut gits, slots_root)?;
+    Ok(gits)
 }
 
 /// The id of a working tree's container git directory: a hash of its host path.
@@ -979,6 +1069,27 @@ fn adds_gitlink(host: &HostRepo<'_>, old: Option<&String>, new: &str) -> Result<
         None => Default::default(),
     };
     Ok(gitlinks(host, new)?.iter().any(|p| !before.contains(p)))
+}
+
+/// The gitlink paths of `commit` that are not in `covered` (a commit that cannot be read
+/// is an error).
+fn uncovered_gitlinks(
+    host: &HostRepo<'_>,
+    commit: &str,
+    covered: &std::collections::BTreeSet<String>,
+) -> Result<Vec<String>> {
+    Ok(gitlinks(host, commit)?
+        .into_iter()
+        .filter(|p| !covered.contains(p))
+        .collect())
+}
+
+/// The host `HEAD` (`git_dir/HEAD`, read without following a link), trimmed.
+fn read_head(host: &HostRepo<'_>) -> Result<String> {
+    let head_path = host.git_dir.join("HEAD");
+    hostgit::read_no_follow(&head_path, 4096)
+        .map(|h| String::from_utf8_lossy(&h).trim().to_string())
+        .map_err(io(&head_path))
 }
 
 /// `git <args>` in the host repository, `GIT_DIR` = `git_dir`; standard output.

@@ -710,7 +710,7 @@ pub(super) async fn prepare(
                 .ok_or(crate::handoff::state::StateError::NoStateDir)?,
         };
         let key = crate::handoff::state::workspace_key(&ws.root)?;
-        crate::handoff::container_git::repo_gits(&ws, &state_root.join("git").join(key))
+        crate::handoff::container_git::repo_gits(&ws, &state_root.join("git").join(key))?
     };
     let mounts = if host {
         Vec::new()

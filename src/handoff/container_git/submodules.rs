@@ -4,11 +4,12 @@
 //! (bound on themselves), so the agent can neither replace the submodule's `.git` nor rename
 //! a folder to plant a git directory where the superproject's git on the host will enter.
 //! A gitlink whose folder devcell cannot stand in for (not checked out, a `.git` that is a link
-//! or names a git directory outside the superproject's `modules/`) is bound read-only.
+//! or names a git directory outside the superproject's `modules/`) is bound read-only. Every
+//! gitlink gets a cover or the handoff is refused before the container is made ([`expand`]).
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{RepoGit, slot_id};
+use super::{ContainerGitError, RepoGit, slot_id};
 use crate::config::hostgit;
 
 /// The deepest submodule nesting devcell follows.
@@ -28,6 +29,40 @@ pub struct FolderBind {
     pub read_only: bool,
 }
 
+/// Why devcell refuses a handoff rather than leave a submodule uncovered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Uncoverable {
+    /// More gitlinks than [`MAX_SUBMODULES`] in the handoff.
+    #[error("it has more than {MAX_SUBMODULES} submodules (nested ones included)")]
+    TooMany,
+    /// Submodules nested deeper than [`MAX_DEPTH`].
+    #[error("its submodules are nested more than {MAX_DEPTH} levels deep")]
+    TooDeep,
+    /// The index could not be read (so its gitlinks are unknown).
+    #[error("its index (the list of its submodules) cannot be read")]
+    IndexUnreadable,
+    /// The submodule's folder is missing, not a folder, or below a symbolic link.
+    #[error("the submodule's folder is missing or below a symbolic link")]
+    NoFolder,
+}
+
+impl Uncoverable {
+    /// What the user can do.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Uncoverable::TooMany | Uncoverable::TooDeep => {
+                "devcell covers each submodule so the agent cannot plant a repository there for the host's git; hand off a workspace with fewer or shallower submodules (e.g. a worktree without them checked out)"
+            }
+            Uncoverable::IndexUnreadable => {
+                "run `git status` in the repository on the host and fix what it reports, then hand off again"
+            }
+            Uncoverable::NoFolder => {
+                "create the submodule's folder (`git submodule update --init`, or `mkdir` it) or replace the symbolic link with a folder, then hand off again"
+            }
+        }
+    }
+}
+
 /// What devcell does with one gitlink's folder.
 #[derive(Debug, PartialEq, Eq)]
 enum Stand {
@@ -36,36 +71,42 @@ enum Stand {
     In { git_dir: PathBuf, linked: bool },
     /// The folder is bound read-only.
     ReadOnly,
-    /// Nothing to cover (the path is not a real folder below real folders: the host's git
-    /// does not enter it either).
-    Skip,
+    /// The path is not a real folder below real folders: devcell cannot bind it, and the agent
+    /// could make one there that the host's git enters, so the handoff is refused.
+    NoFolder,
 }
 
 /// Adds to `gits` a [`RepoGit`] for every checked-out submodule of each of them (nested ones
-/// too, up to [`MAX_DEPTH`]), and to each superproject's [`RepoGit::folders`] the folders to
-/// bind on themselves. Bounded by [`MAX_SUBMODULES`]; a repository whose index cannot be read
-/// gets no submodule cover (its git directory refresh fails later with the cause).
-pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) {
+/// too), to each superproject's [`RepoGit::folders`] the folders to bind on themselves and to
+/// its [`RepoGit::submodules`] each gitlink covered. Fails closed: every gitlink gets a cover
+/// or the handoff is refused.
+///
+/// Errors ([`ContainerGitError::UncoverableSubmodule`]): more than [`MAX_SUBMODULES`]
+/// gitlinks, any deeper than [`MAX_DEPTH`], an index that cannot be read, a gitlink whose
+/// folder is missing or below a symbolic link.
+pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) -> Result<(), ContainerGitError> {
     let mut next = 0;
     let mut depths = vec![0usize; gits.len()];
     let mut count = 0;
     while next < gits.len() {
         let depth = depths[next];
-        if depth >= MAX_DEPTH {
-            next += 1;
-            continue;
+        let refuse = |path: PathBuf, why| ContainerGitError::UncoverableSubmodule { path, why };
+        let paths = gitlinks(&gits[next])
+            .ok_or_else(|| refuse(gits[next].work_tree.clone(), Uncoverable::IndexUnreadable))?;
+        if !paths.is_empty() && depth >= MAX_DEPTH {
+            return Err(refuse(gits[next].work_tree.clone(), Uncoverable::TooDeep));
         }
-        for path in gitlinks(&gits[next]) {
-            if count >= MAX_SUBMODULES {
-                break;
-            }
+        for path in paths {
             count += 1;
+            if count > MAX_SUBMODULES {
+                return Err(refuse(gits[next].work_tree.clone(), Uncoverable::TooMany));
+            }
             let parent = &gits[next];
             let work_tree = parent.work_tree.join(&path);
             let target = format!("{}/{path}", parent.container_path.trim_end_matches('/'));
             let stand = judge(parent, &path);
-            if stand == Stand::Skip {
-                continue;
+            if stand == Stand::NoFolder {
+                return Err(refuse(work_tree, Uncoverable::NoFolder));
             }
             let mut folders = ancestors(parent, &path);
             folders.push(FolderBind {
@@ -80,6 +121,7 @@ pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) {
                     parent.folders.push(f);
                 }
             }
+            parent.submodules.push(path);
             if let Stand::In { git_dir, linked } = stand {
                 let id = slot_id(&work_tree);
                 gits.push(RepoGit {
@@ -92,6 +134,7 @@ pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) {
                     mount_base: format!("{}/{id}", super::CONTAINER_BASE),
                     linked,
                     folders: Vec::new(),
+                    submodules: Vec::new(),
                     nested: true,
                 });
                 depths.push(depth + 1);
@@ -99,23 +142,20 @@ pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) {
         }
         next += 1;
     }
+    Ok(())
 }
 
 /// The gitlink paths (mode 160000) of `g`'s index, read through devcell's private git
-/// directory (nothing the repository configures runs); only plain relative paths.
-fn gitlinks(g: &RepoGit) -> Vec<String> {
-    let Ok(private) = hostgit::PrivateGitDir::new(&g.git_dir, &g.common_dir, &g.work_tree) else {
-        return Vec::new();
-    };
+/// directory (nothing the repository configures runs); only plain relative paths. `None`
+/// when the index cannot be read (git fails or takes too long).
+fn gitlinks(g: &RepoGit) -> Option<Vec<String>> {
+    let private = hostgit::PrivateGitDir::new(&g.git_dir, &g.common_dir, &g.work_tree).ok()?;
     let mut git = private.command(&[]);
     git.args(["ls-files", "--stage", "-z"]);
-    let Ok(out) = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE) else {
-        return Vec::new();
-    };
-    if !out.status.success() {
-        return Vec::new();
-    }
-    parse_gitlinks(&String::from_utf8_lossy(&out.stdout))
+    let out = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE).ok()?;
+    out.status
+        .success()
+        .then(|| parse_gitlinks(&String::from_utf8_lossy(&out.stdout)))
 }
 
 /// The gitlink paths in `ls-files --stage -z` output whose every component is a plain name
@@ -170,7 +210,7 @@ fn judge(parent: &RepoGit, path: &str) -> Stand {
             .symlink_metadata()
             .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink())
         {
-            return Stand::Skip;
+            return Stand::NoFolder;
         }
     }
     let dot_git = at.join(".git");
@@ -237,6 +277,7 @@ mod tests {
             mount_base: "/run/devcell/git/1".into(),
             linked: false,
             folders: Vec::new(),
+            submodules: Vec::new(),
             nested: false,
         };
         let got = ancestors(&parent, "a/b/sub");
@@ -281,6 +322,7 @@ mod tests {
             mount_base: "/run/devcell/git/1".into(),
             linked: false,
             folders: Vec::new(),
+            submodules: Vec::new(),
             nested: false,
         };
         assert_eq!(
@@ -292,7 +334,7 @@ mod tests {
         );
         assert_eq!(judge(&parent, "out"), Stand::ReadOnly);
         assert_eq!(judge(&parent, "empty"), Stand::ReadOnly);
-        assert_eq!(judge(&parent, "link"), Stand::Skip);
-        assert_eq!(judge(&parent, "missing"), Stand::Skip);
+        assert_eq!(judge(&parent, "link"), Stand::NoFolder);
+        assert_eq!(judge(&parent, "missing"), Stand::NoFolder);
     }
 }

@@ -397,3 +397,133 @@ fn refs_and_objects_behind_links_are_not_read() {
     assert!(report.created.is_empty(), "{report:?}");
     assert!(report.fast_forwarded.is_empty(), "{report:?}");
 }
+
+/// A nested repository at `work/path` whose configuration names a command that leaves a
+/// marker (what a hostile agent makes where the host's git would enter); returns the marker.
+fn hostile_nested_repo(work: &Path, path: &str) -> PathBuf {
+    let sub = work.join(path);
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    git(&sub, &["commit", "-q", "--allow-empty", "-m", "s"]);
+    let marker = work.parent().unwrap().join("ran");
+    git(
+        &sub,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("touch {}; false", marker.display()),
+        ],
+    );
+    marker
+}
+
+/// A commit on `branch` (not checked out) with a gitlink at `path` and no folder for it.
+fn commit_gitlink_on(work: &Path, branch: &str, path: &str) {
+    let main = git(work, &["rev-parse", "HEAD"]);
+    let index = work.parent().unwrap().join("other-index");
+    let run = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(work)
+            .args(args)
+            .env("GIT_INDEX_FILE", &index)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    run(&["read-tree", branch]);
+    run(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{main},{path}"),
+    ]);
+    let tree = run(&["write-tree"]);
+    let commit = git(
+        work,
+        &["commit-tree", &tree, "-p", branch, "-m", "add a submodule"],
+    );
+    git(
+        work,
+        &["update-ref", &format!("refs/heads/{branch}"), &commit],
+    );
+    let _ = std::fs::remove_file(&index);
+}
+
+/// The agent checks out a host branch with a submodule at a path the session did not cover,
+/// after planting a nested repository there: the host `HEAD` does not follow (the host's
+/// `git status` would enter it and run its command); with the path covered, it does
+/// (security review of the submodule covers).
+#[test]
+fn head_does_not_follow_to_a_branch_with_an_uncovered_submodule() {
+    let f = Fixture::new();
+    commit_gitlink_on(&f.work, "side", "libfoo");
+    let (cgd, base) = f.refresh();
+    cgd.set_covered_submodules(&[]).unwrap();
+    let dir = cgd.git_dir();
+    let marker = hostile_nested_repo(&f.work, "libfoo");
+    agent(&dir, &f.work, &["checkout", "-q", "side"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(f.rev("HEAD"), base.head_commit.clone().unwrap());
+    assert!(
+        report.head_moved_to.is_none() && !report.index_reset,
+        "{report:?}"
+    );
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.name == "HEAD" && k.reason == KeptReason::UncoveredSubmodule),
+        "{report:?}"
+    );
+    git(&f.work, &["status", "--porcelain"]);
+    assert!(
+        !marker.exists(),
+        "the host's git status ran the agent's command"
+    );
+
+    // the same checkout, the path covered in the session: HEAD follows
+    let f = Fixture::new();
+    commit_gitlink_on(&f.work, "side", "libfoo");
+    let (cgd, _) = f.refresh();
+    cgd.set_covered_submodules(&["libfoo".to_string()]).unwrap();
+    std::fs::create_dir(f.work.join("libfoo")).unwrap();
+    agent(&cgd.git_dir(), &f.work, &["checkout", "-q", "side"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.head_moved_to.as_deref(), Some("refs/heads/side"));
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/side");
+}
+
+/// The checked-out branch's commit has a gitlink the host's index (so the session) did not
+/// cover; the agent plants a nested repository there and commits on the branch: the branch is
+/// not fast-forwarded and the host index not reset (security review of the submodule covers).
+#[test]
+fn the_checked_out_branch_does_not_move_to_a_commit_with_an_uncovered_submodule() {
+    let f = Fixture::new();
+    commit_gitlink_on(&f.work, "main", "libfoo");
+    let (cgd, base) = f.refresh();
+    cgd.set_covered_submodules(&[]).unwrap();
+    let dir = cgd.git_dir();
+    let marker = hostile_nested_repo(&f.work, "libfoo");
+    agent(&dir, &f.work, &["add", "libfoo"]);
+    agent(&dir, &f.work, &["commit", "-qm", "x"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), base.head_commit.clone().unwrap());
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.name == "refs/heads/main" && k.reason == KeptReason::UncoveredSubmodule),
+        "{report:?}"
+    );
+    assert!(!report.index_reset, "{report:?}");
+    git(&f.work, &["status", "--porcelain"]);
+    assert!(
+        !marker.exists(),
+        "the host's git status ran the agent's command"
+    );
+}
