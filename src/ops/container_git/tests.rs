@@ -446,7 +446,10 @@ fn commit_gitlink_on(work: &Path, branch: &str, path: &str) {
         work,
         &["commit-tree", &tree, "-p", branch, "-m", "add a submodule"],
     );
-    git(work, &["update-ref", &format!("refs/heads/{branch}"), &commit]);
+    git(
+        work,
+        &["update-ref", &format!("refs/heads/{branch}"), &commit],
+    );
     let _ = std::fs::remove_file(&index);
 }
 
@@ -466,7 +469,10 @@ fn head_does_not_follow_to_a_branch_with_an_uncovered_submodule() {
     let report = f.fetch_back(&cgd);
     assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/main");
     assert_eq!(f.rev("HEAD"), base.head_commit.clone().unwrap());
-    assert!(report.head_moved_to.is_none() && !report.index_reset, "{report:?}");
+    assert!(
+        report.head_moved_to.is_none() && !report.index_reset,
+        "{report:?}"
+    );
     assert!(
         report
             .kept
@@ -475,7 +481,10 @@ fn head_does_not_follow_to_a_branch_with_an_uncovered_submodule() {
         "{report:?}"
     );
     git(&f.work, &["status", "--porcelain"]);
-    assert!(!marker.exists(), "the host's git status ran the agent's command");
+    assert!(
+        !marker.exists(),
+        "the host's git status ran the agent's command"
+    );
 
     // the same checkout, the path covered in the session: HEAD follows
     let f = Fixture::new();
@@ -513,5 +522,8 @@ fn the_checked_out_branch_does_not_move_to_a_commit_with_an_uncovered_submodule(
     );
     assert!(!report.index_reset, "{report:?}");
     git(&f.work, &["status", "--porcelain"]);
-    assert!(!marker.exists(), "the host's git status ran the agent's command");
+    assert!(
+        !marker.exists(),
+        "the host's git status ran the agent's command"
+    );
 }

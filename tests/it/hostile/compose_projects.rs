@@ -994,9 +994,7 @@ fn a_sidecar_binding_the_folder_above_the_repository_cannot_rename_it_or_read_it
     );
     let config = repo.path().join(".git/config");
     let before = std::fs::read(&config).unwrap();
-    let agent = format!(
-        "i=0; while ! grep -q done out/side.txt 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; true"
-    );
+    let agent = "i=0; while ! grep -q done out/side.txt 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; true".to_string();
     let settings = repo.context().tmp().join("config.toml");
     std::fs::write(
         &settings,
