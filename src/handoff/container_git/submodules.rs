@@ -337,4 +337,125 @@ mod tests {
         assert_eq!(judge(&parent, "link"), Stand::NoFolder);
         assert_eq!(judge(&parent, "missing"), Stand::NoFolder);
     }
+
+    /// `git` with no user or system configuration.
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    }
+
+    /// A repository at `dir` whose index holds gitlinks at `paths` (no folder made).
+    fn repo_with_gitlinks(dir: &Path, paths: &[&str]) {
+        std::fs::create_dir_all(dir).unwrap();
+        git(dir, &["init", "-q"]);
+        for p in paths {
+            let cacheinfo = format!("160000,{},{p}", "1".repeat(40));
+            git(dir, &["update-index", "--add", "--cacheinfo", &cacheinfo]);
+        }
+    }
+
+    fn top(work_tree: &Path) -> RepoGit {
+        RepoGit {
+            repo: "r".into(),
+            work_tree: work_tree.to_path_buf(),
+            git_dir: work_tree.join(".git"),
+            common_dir: work_tree.join(".git"),
+            container_path: "/workspace".into(),
+            slot: "/s/1".into(),
+            mount_base: "/run/devcell/git/1".into(),
+            linked: false,
+            folders: Vec::new(),
+            submodules: Vec::new(),
+            nested: false,
+        }
+    }
+
+    fn refused(gits: Vec<RepoGit>) -> (PathBuf, Uncoverable) {
+        let mut gits = gits;
+        match expand(&mut gits, Path::new("/s")) {
+            Err(ContainerGitError::UncoverableSubmodule { path, why }) => (path, why),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    /// A gitlink whose folder is missing or below a symbolic link (the agent could make one
+    /// there with a hostile `.git` the host's git enters) refuses the handoff, naming it; an
+    /// empty folder (not checked out) is covered read-only and recorded.
+    #[test]
+    fn a_submodule_without_a_real_folder_refuses_the_handoff() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("r");
+        repo_with_gitlinks(&root, &["libfoo"]);
+        assert_eq!(
+            refused(vec![top(&root)]),
+            (root.join("libfoo"), Uncoverable::NoFolder)
+        );
+
+        let elsewhere = root.parent().unwrap().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("lib")).unwrap();
+        repo_with_gitlinks(&root, &["vendor/lib"]);
+        std::os::unix::fs::symlink(&elsewhere, root.join("vendor")).unwrap();
+        std::fs::create_dir(root.join("libfoo")).unwrap();
+        assert_eq!(
+            refused(vec![top(&root)]),
+            (root.join("vendor/lib"), Uncoverable::NoFolder)
+        );
+
+        std::fs::remove_file(root.join("vendor")).unwrap();
+        std::fs::create_dir_all(root.join("vendor/lib")).unwrap();
+        let mut gits = vec![top(&root)];
+        expand(&mut gits, Path::new("/s")).unwrap();
+        assert_eq!(gits[0].submodules, vec!["libfoo", "vendor/lib"]);
+        assert!(
+            gits[0]
+                .folders
+                .iter()
+                .any(|f| f.read_only && f.target == "/workspace/libfoo")
+        );
+    }
+
+    /// Past the submodule count or depth, or with an index that cannot be read, the handoff
+    /// is refused instead of leaving the rest without a cover.
+    #[test]
+    fn submodule_limits_and_an_unreadable_index_refuse_the_handoff() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+
+        let many = base.join("many");
+        let names: Vec<String> = (0..=MAX_SUBMODULES).map(|i| format!("m{i}")).collect();
+        repo_with_gitlinks(&many, &names.iter().map(String::as_str).collect::<Vec<_>>());
+        for n in &names {
+            std::fs::create_dir(many.join(n)).unwrap();
+        }
+        assert_eq!(
+            refused(vec![top(&many)]),
+            (many.clone(), Uncoverable::TooMany)
+        );
+
+        // each level a checked-out submodule (`.git` a folder) holding the next
+        let deep = base.join("deep");
+        let mut at = deep.clone();
+        for _ in 0..=MAX_DEPTH {
+            repo_with_gitlinks(&at, &["s"]);
+            at = at.join("s");
+        }
+        std::fs::create_dir_all(&at).unwrap();
+        let (path, why) = refused(vec![top(&deep)]);
+        assert_eq!(why, Uncoverable::TooDeep, "{path:?}");
+
+        let broken = base.join("broken");
+        repo_with_gitlinks(&broken, &["s"]);
+        std::fs::write(broken.join(".git/index"), "not an index").unwrap();
+        assert_eq!(
+            refused(vec![top(&broken)]),
+            (broken.clone(), Uncoverable::IndexUnreadable)
+        );
+    }
 }
