@@ -121,10 +121,9 @@ fn contains(record: &TaskRecord, tip: &str, old: &str) -> bool {
 
 /// The fetched ref's commit in the user's repository.
 pub fn host_ref(record: &TaskRecord) -> Option<String> {
-    git(
+    super::git_quick(
         &record.source,
         Some(&record.source_git_dir),
-        &[],
         &[
             "rev-parse",
             "--verify",
@@ -140,10 +139,9 @@ pub fn host_ref(record: &TaskRecord) -> Option<String> {
 /// What [`fetch`] reports, for `status` too: ahead/behind counted in the user's repository.
 pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFetch {
     let count = |range: String| {
-        git(
+        super::git_quick(
             &record.source,
             Some(&record.source_git_dir),
-            &[],
             &["rev-list", "--count", &range],
         )
         .ok()

@@ -197,12 +197,29 @@ pub(crate) fn git(
     extra: &[(String, String)],
     args: &[&str],
 ) -> Result<String> {
+    git_within(dir, git_dir, extra, args, GIT_DEADLINE)
+}
+
+/// [`git`] for a quick question about the user's repository (`rev-parse`, `rev-list --count`)
+/// asked by `status` too: bounded by [`hostgit::quick_deadline`], since a configuration that
+/// `[include]`s a FIFO would make git wait for ever (spec-note 0433).
+pub(crate) fn git_quick(dir: &Path, git_dir: Option<&Path>, args: &[&str]) -> Result<String> {
+    git_within(dir, git_dir, &[], args, hostgit::quick_deadline())
+}
+
+fn git_within(
+    dir: &Path,
+    git_dir: Option<&Path>,
+    extra: &[(String, String)],
+    args: &[&str],
+    deadline: std::time::Duration,
+) -> Result<String> {
     let mut cmd = hostgit::command(dir, extra);
     if let Some(g) = git_dir {
         cmd.env("GIT_DIR", g);
     }
     cmd.args(args);
-    let out = hostgit::output_within(&mut cmd, GIT_DEADLINE).map_err(io(dir))?;
+    let out = hostgit::output_within(&mut cmd, deadline).map_err(io(dir))?;
     if !out.status.success() {
         return Err(TaskError::Git {
             dir: dir.to_path_buf(),

@@ -219,10 +219,9 @@ fn judge_tree(root: &Path, common_dir: &Path, base: &str) -> Result<()> {
 /// Errors: [`TaskError::Refused`] (`clone_not_a_repository`) when git cannot read it.
 pub fn locate(folder: &Path) -> Result<(PathBuf, String)> {
     let root = std::fs::canonicalize(folder).map_err(super::io(folder))?;
-    let listed = git(
+    let listed = super::git_quick(
         &root,
         None,
-        &[],
         &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
     )
     .map_err(|e| {
