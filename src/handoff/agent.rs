@@ -482,10 +482,46 @@ pub async fn handoff_with(
         crate::ops::state_folder::default_root()
             .and_then(|state| crate::ops::egress::summary_for(&state, &up.container_id, since))
     });
+    // What the agent left running (a `setsid` loop) ends with the containers that can write
+    // the container git directories: the fetch-back reads them only once they are confirmed
+    // stopped; else the next handoff brings the commits back (spec-note 0436).
+    let guarded: Vec<_> = std::iter::once(root.clone())
+        .chain(
+            p.gits
+                .iter()
+                .flat_map(|g| [g.work_tree.clone(), g.slot.clone()]),
+        )
+        .collect();
+    // A session replaced meanwhile (`--replace`) leaves the container to its successor, which
+    // runs its agent there, and stops it and fetches back at its own end.
+    let replaced = store
+        .load(&root)
+        .ok()
+        .flatten()
+        .is_some_and(|s| s.sessions.last().is_some_and(|l| l.id != session_id));
+    let quiet = if replaced {
+        false
+    } else {
+        reporter.report(Event::Status(
+            "stopping the workspace container (what the agent left running ends with it)"
+                .to_string(),
+        ));
+        match crate::handoff::quiesce::stop_workspace(engine, &up.container_id, &guarded).await {
+            Ok(_) => true,
+            Err(e) => {
+                let message = format!(
+                    "{e}; the agent's commits were not brought back (the next handoff brings them)"
+                );
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(message);
+                false
+            }
+        }
+    };
     // The agent's commits come back (also after a stop request): never with the container
     // git directory's configuration (spec-note 0436).
     let mut fetched = Vec::new();
-    for g in &p.gits {
+    for g in p.gits.iter().filter(|_| quiet) {
         match g.dir().fetch_back(&g.host(), &session_id) {
             Ok(back) if back.is_empty() => {}
             Ok(back) => {

@@ -598,7 +598,9 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     // the agent ran in the primary service at the workspace and talked to `db` by name
     let written = std::fs::read_to_string(ctx.path().join("out/from-db.txt")).unwrap();
     assert_eq!(written, "pong\n/workspace\n");
-    assert_eq!(services(&project), ["app running", "db running"]);
+    // the primary is stopped once the agent ends; `db` binds no host path, so it runs on
+    // (spec-note 0436, "after the agent")
+    assert_eq!(services(&project), ["app exited", "db running"]);
     assert!(ctx.path().join(".devcell/context.json").is_file());
 
     let status = ctx.run("status", &["--format", "json"]).last_json();
