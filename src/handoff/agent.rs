@@ -624,6 +624,9 @@ pub(crate) fn fetch_back_lines(
             KeptReason::AddsSubmodule => {
                 "it adds a submodule, whose nested repository the host's git would enter"
             }
+            KeptReason::CheckedOutElsewhere => {
+                "the branch is checked out in another worktree of the repository"
+            }
             KeptReason::UncoveredSubmodule => {
                 "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"
             }

@@ -527,3 +527,63 @@ fn the_checked_out_branch_does_not_move_to_a_commit_with_an_uncovered_submodule(
         "the host's git status ran the agent's command"
     );
 }
+
+#[test]
+fn head_does_not_follow_onto_a_branch_checked_out_in_another_worktree() {
+    let f = Fixture::new();
+    let other = f.work.with_file_name("other");
+    git(
+        &f.work,
+        &["worktree", "add", "-q", other.to_str().unwrap(), "side"],
+    );
+    let side = f.rev("side");
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    // the agent checks out `side` (checked out in the other worktree) and commits there
+    agent(&dir, &f.work, &["checkout", "-q", "side"]);
+    agent(
+        &dir,
+        &f.work,
+        &["commit", "-q", "--allow-empty", "-m", "agent on side"],
+    );
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.head_moved_to, None, "{report:?}");
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(f.rev("side"), side, "the other worktree's branch stays");
+    let reasons: Vec<(&str, KeptReason)> = report
+        .kept
+        .iter()
+        .map(|k| (k.name.as_str(), k.reason))
+        .collect();
+    assert!(
+        reasons.contains(&("refs/heads/side", KeptReason::CheckedOutElsewhere))
+            && reasons.contains(&("HEAD", KeptReason::CheckedOutElsewhere)),
+        "{report:?}"
+    );
+    let kept = report.kept.iter().find(|k| k.name == "refs/heads/side");
+    let kept_as = kept.and_then(|k| k.kept_as.clone()).unwrap();
+    assert_eq!(
+        git(&f.work, &["log", "-1", "--format=%s", &kept_as]),
+        "agent on side"
+    );
+    // git agrees: both worktrees are where they were, each on its own branch
+    assert_eq!(git(&other, &["symbolic-ref", "HEAD"]), "refs/heads/side");
+    assert_eq!(git(&other, &["status", "--porcelain"]), "");
+    assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
+
+    // seen from the linked worktree, the main worktree's branch is the one checked out elsewhere
+    let git_dir = std::fs::canonicalize(f.work.join(".git/worktrees/other")).unwrap();
+    let common = std::fs::canonicalize(f.work.join(".git")).unwrap();
+    let host = HostRepo {
+        work_tree: &other,
+        git_dir: &git_dir,
+        common_dir: &common,
+    };
+    assert_eq!(
+        checked_out_elsewhere(&host),
+        std::collections::BTreeSet::from(["refs/heads/main".to_string()])
+    );
+    // a bare repository's `HEAD` is checked out nowhere
+    git(&common, &["config", "core.bare", "true"]);
+    assert!(checked_out_elsewhere(&host).is_empty());
+}
