@@ -184,8 +184,14 @@ pub async fn handoff_with(
     // Each repository's container git directory: what an earlier session left there comes
     // back first, then it is rewritten from the host (spec-note 0436).
     let mut earlier = Vec::new();
+    let mut git_findings = Vec::new();
     for g in &p.gits {
         let back = g.prepare(&session_id).map_err(|e| fail(e.into()))?;
+        if let Some(why) = &back.refused {
+            let message = format!("repository `{}`: {why}", g.repo);
+            reporter.report(Event::Status(format!("warning: {message}")));
+            git_findings.push(message);
+        }
         if !back.is_empty() {
             earlier.push(RepoFetchBack {
                 repo: g.repo.clone(),
@@ -199,7 +205,6 @@ pub async fn handoff_with(
     // what changed in the workspace's `.git` entries since the last handoff, then the new
     // record (spec-note 0436)
     let identity = crate::handoff::git_identity::record(&root);
-    let mut git_findings = Vec::new();
     if let Some(before) = store
         .load(&root)
         .ok()
@@ -639,6 +644,9 @@ pub(crate) fn fetch_back_lines(
             "repository `{repo}`: `{}` left as it is on the host: {why}{kept}",
             k.name
         ));
+    }
+    if let Some(why) = &back.refused {
+        out.push(format!("repository `{repo}`: {why}"));
     }
     if let Some(b) = &back.head_moved_to {
         out.push(format!(

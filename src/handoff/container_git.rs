@@ -213,6 +213,10 @@ pub struct FetchBack {
     /// Whether the host index was reset to the new `HEAD` (the working tree is never touched).
     #[serde(default)]
     pub index_reset: bool,
+    /// Why nothing was brought back when the container git directory was refused whole (more
+    /// than [`MAX_CHANGED_REFS`] changed refs): it was set aside, not imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl FetchBack {
@@ -223,6 +227,7 @@ impl FetchBack {
             && self.kept.is_empty()
             && self.head_moved_to.is_none()
             && !self.index_reset
+            && self.refused.is_none()
     }
 }
 
@@ -901,9 +906,32 @@ impl RepoGit {
     /// file). Returns the fetch-back.
     ///
     /// Errors: as [`ContainerGitDir::fetch_back`] and [`ContainerGitDir::refresh`].
+    ///
+    /// A container git directory with more changed refs than devcell brings back
+    /// ([`ContainerGitError::TooManyRefs`]) is refused whole: nothing is imported, the host's
+    /// refs stay as they are, and it is moved aside to `<slot>/refused` (replacing an earlier
+    /// one) so that this handoff (and every later one) goes on; the result says so in
+    /// [`FetchBack::refused`].
     pub fn prepare(&self, session: &str) -> Result<FetchBack> {
         let dir = self.dir();
-        let back = dir.fetch_back(&self.host(), session)?;
+        let back = match dir.fetch_back(&self.host(), session) {
+            Err(ContainerGitError::TooManyRefs { path }) => {
+                let aside = self.slot.join("refused");
+                if std::fs::symlink_metadata(&aside).is_ok() {
+                    // `remove_dir_all` follows no link
+                    std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
+                }
+                std::fs::rename(&path, &aside).map_err(io(&path))?;
+                FetchBack {
+                    refused: Some(format!(
+                        "the container git directory changed more than {MAX_CHANGED_REFS} refs; none was brought back and your refs are untouched; it is kept at `{}`",
+                        aside.display()
+                    )),
+                    ..FetchBack::default()
+                }
+            }
+            other => other?,
+        };
         dir.refresh(&self.host(), &self.objects_target())?;
         // what this session's container covers, which its fetch-back compares with
         dir.set_covered_submodules(&self.submodules)?;

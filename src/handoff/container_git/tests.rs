@@ -587,3 +587,80 @@ fn head_does_not_follow_onto_a_branch_checked_out_in_another_worktree() {
     git(&common, &["config", "core.bare", "true"]);
     assert!(checked_out_elsewhere(&host).is_empty());
 }
+
+#[test]
+fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    let head = f.rev("main");
+    let before = git(
+        &f.work,
+        &["for-each-ref", "--format=%(refname) %(objectname)"],
+    );
+    // the agent makes 10,001 branches (one `packed-refs` line each)
+    let mut packed = std::fs::read_to_string(dir.join("packed-refs")).unwrap();
+    for i in 0..=MAX_CHANGED_REFS {
+        packed.push_str(&format!("{head} refs/heads/flood/{i:05}\n"));
+    }
+    std::fs::write(dir.join("packed-refs"), packed).unwrap();
+    let (git_dir, common) = f.host();
+    let host = HostRepo {
+        work_tree: &f.work,
+        git_dir: &git_dir,
+        common_dir: &common,
+    };
+    let err = cgd.fetch_back(&host, "s1").unwrap_err();
+    assert!(
+        matches!(err, ContainerGitError::TooManyRefs { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("more than 10000 refs; none was brought back")
+    );
+    let unchanged = || {
+        assert_eq!(
+            git(
+                &f.work,
+                &["for-each-ref", "--format=%(refname) %(objectname)"]
+            ),
+            before,
+            "nothing imported, the user's refs untouched"
+        );
+    };
+    unchanged();
+
+    // the next handoff's prepare refuses it whole, sets it aside, and goes on
+    let repo = RepoGit {
+        repo: "repo".into(),
+        work_tree: f.work.clone(),
+        git_dir: git_dir.clone(),
+        common_dir: common.clone(),
+        container_path: "/workspace".into(),
+        slot: f.slot.clone(),
+        mount_base: "/run/devcell/git/0".into(),
+        linked: false,
+        folders: Vec::new(),
+        submodules: Vec::new(),
+        nested: false,
+    };
+    let back = repo.prepare("s2").unwrap();
+    assert!(
+        back.refused
+            .as_deref()
+            .is_some_and(|r| r.contains("none was brought back")),
+        "{back:?}"
+    );
+    assert!(back.fast_forwarded.is_empty() && back.created.is_empty());
+    unchanged();
+    assert!(f.slot.join("refused/packed-refs").is_file(), "kept aside");
+    // the container git directory is the host's again, and the one after has nothing to say
+    assert_eq!(
+        agent(&dir, &f.work, &["for-each-ref", "--format=%(refname)"])
+            .lines()
+            .count(),
+        2
+    );
+    assert!(repo.prepare("s3").unwrap().is_empty());
+}
