@@ -477,7 +477,13 @@ pub async fn handoff_with(
         (None, None) => SessionOutcome::Exited { exit_code: code },
     };
     if let Ok(mut l) = log.lock() {
-        let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
+        let dropped = l.dropped();
+        if dropped > 0 {
+            l.note(&format!(
+                "# devcell: {dropped} bytes of output past the cap were not kept"
+            ));
+        }
+        l.note(&format!("# devcell: agent ended: {outcome:?}"));
     }
     // the proxy's decisions made during this session (spec-note 0504)
     let egress = up.egress.as_ref().and_then(|_| {
