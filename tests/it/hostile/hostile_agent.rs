@@ -583,3 +583,79 @@ fn processes_the_agent_leaves_running_cannot_write_after_the_fetch_back() {
     assert!(!container_running(&container));
     human_session(&[&ws], &origin, &target);
 }
+
+/// A commit made in the container after the handoff's fetch-back (the container started again
+/// by hand, git run in it) is never lost by `delete`: with the container gone, `delete` brings
+/// it back onto the branch, and only then removes devcell's container git directories
+/// (`<state>/git/<key>`).
+#[test]
+fn delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy() {
+    let test = "delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["true"], &[]);
+    let first = handoff_ok(&host, &ws);
+    let container = first["result"]["containerId"].as_str().unwrap().to_string();
+    let before = git(&ws, &["rev-parse", "main"]);
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    docker(&["start", &container]);
+    let owner = WORKSPACE_OWNER.to_string();
+    docker(&[
+        "exec",
+        "-u",
+        &owner,
+        "-w",
+        "/workspace",
+        &container,
+        "git",
+        "-c",
+        "user.name=late",
+        "-c",
+        "user.email=late@devcell.invalid",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "after the fetch-back",
+    ]);
+    let git_state = host.state().join("git");
+    let slots: Vec<_> = std::fs::read_dir(&git_state).unwrap().flatten().collect();
+    assert_eq!(slots.len(), 1, "one workspace's container git directories");
+    let out = host.run(
+        &ws,
+        &[
+            "delete",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%s", "main"]),
+        "after the fetch-back",
+        "{v}"
+    );
+    assert_eq!(git(&ws, &["rev-parse", "main~1"]), before);
+    assert_eq!(
+        v["result"]["removed"]["containerGit"],
+        slots[0].path().to_str().unwrap(),
+        "{v}"
+    );
+    assert!(!slots[0].path().exists(), "devcell's copy is gone");
+}
