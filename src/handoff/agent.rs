@@ -29,6 +29,11 @@
 //! replacing handoff (or a stop request) can signal exactly that process; its argv reaches it
 //! unchanged (no shell interpretation of the agent's words).
 //!
+//! When the agent ends (or is stopped), the workspace container, and every Compose container
+//! binding the workspace or a container git directory, is stopped and confirmed stopped before
+//! the agent's commits are fetched back ([`super::quiesce`]): what the agent left running
+//! writes nothing afterwards. The next handoff starts them again.
+//!
 //! With `runtime: Some(AgentRuntime::Host)` (`--runtime host`) the agent runs on the host
 //! instead, unisolated and warned about ([`super::host`], spec-note 0251); an unreachable engine
 //! is never a reason to do that silently.
