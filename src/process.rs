@@ -26,6 +26,16 @@ pub const COMPOSE_CONFIG_TIMEOUT_VAR: &str = "DEVCELL_COMPOSE_CONFIG_TIMEOUT";
 /// otherwise: `config` of a real project takes well under a second; a minute is generous.
 pub const COMPOSE_CONFIG_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The variable that sets the deadline of Compose's long commands (`up`, `build`, `start`,
+/// `stop`, `down`), in whole seconds.
+pub const COMPOSE_TIMEOUT_VAR: &str = "DEVCELL_COMPOSE_TIMEOUT";
+
+/// The deadline of Compose's long commands unless [`COMPOSE_TIMEOUT_VAR`] says otherwise: a
+/// cold build of a real project takes minutes, but a health check that never passes (a
+/// `depends_on` on `service_healthy`) or a `stop_grace_period` of days must not hold devcell
+/// for ever (issue 25, class 6).
+pub const COMPOSE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
 /// The deadline of a Docker credential helper (`docker-credential-<helper> get`): it may ask
 /// the user to unlock a keychain, so it gets longer than a configuration read.
 pub const CREDENTIAL_HELPER_TIMEOUT: Duration = Duration::from_secs(60);

@@ -29,6 +29,11 @@
 //! replacing handoff (or a stop request) can signal exactly that process; its argv reaches it
 //! unchanged (no shell interpretation of the agent's words).
 //!
+//! When the agent ends (or is stopped), the workspace container, and every Compose container
+//! binding the workspace or a container git directory, is stopped and confirmed stopped before
+//! the agent's commits are fetched back ([`super::quiesce`]): what the agent left running
+//! writes nothing afterwards. The next handoff starts them again.
+//!
 //! With `runtime: Some(AgentRuntime::Host)` (`--runtime host`) the agent runs on the host
 //! instead, unisolated and warned about ([`super::host`], spec-note 0251); an unreachable engine
 //! is never a reason to do that silently.
@@ -184,8 +189,14 @@ pub async fn handoff_with(
     // Each repository's container git directory: what an earlier session left there comes
     // back first, then it is rewritten from the host (spec-note 0436).
     let mut earlier = Vec::new();
+    let mut git_findings = Vec::new();
     for g in &p.gits {
         let back = g.prepare(&session_id).map_err(|e| fail(e.into()))?;
+        if let Some(why) = &back.refused {
+            let message = format!("repository `{}`: {why}", g.repo);
+            reporter.report(Event::Status(format!("warning: {message}")));
+            git_findings.push(message);
+        }
         if !back.is_empty() {
             earlier.push(RepoFetchBack {
                 repo: g.repo.clone(),
@@ -199,7 +210,6 @@ pub async fn handoff_with(
     // what changed in the workspace's `.git` entries since the last handoff, then the new
     // record (spec-note 0436)
     let identity = crate::handoff::git_identity::record(&root);
-    let mut git_findings = Vec::new();
     if let Some(before) = store
         .load(&root)
         .ok()
@@ -472,7 +482,13 @@ pub async fn handoff_with(
         (None, None) => SessionOutcome::Exited { exit_code: code },
     };
     if let Ok(mut l) = log.lock() {
-        let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
+        let dropped = l.dropped();
+        if dropped > 0 {
+            l.note(&format!(
+                "# devcell: {dropped} bytes of output past the cap were not kept"
+            ));
+        }
+        l.note(&format!("# devcell: agent ended: {outcome:?}"));
     }
     // the proxy's decisions made during this session (spec-note 0504)
     let egress = up.egress.as_ref().and_then(|_| {
@@ -482,10 +498,46 @@ pub async fn handoff_with(
         crate::ops::state_folder::default_root()
             .and_then(|state| crate::ops::egress::summary_for(&state, &up.container_id, since))
     });
+    // What the agent left running (a `setsid` loop) ends with the containers that can write
+    // the container git directories: the fetch-back reads them only once they are confirmed
+    // stopped; else the next handoff brings the commits back (spec-note 0436).
+    let guarded: Vec<_> = std::iter::once(root.clone())
+        .chain(
+            p.gits
+                .iter()
+                .flat_map(|g| [g.work_tree.clone(), g.slot.clone()]),
+        )
+        .collect();
+    // A session replaced meanwhile (`--replace`) leaves the container to its successor, which
+    // runs its agent there, and stops it and fetches back at its own end.
+    let replaced = store
+        .load(&root)
+        .ok()
+        .flatten()
+        .is_some_and(|s| s.sessions.last().is_some_and(|l| l.id != session_id));
+    let quiet = if replaced {
+        false
+    } else {
+        reporter.report(Event::Status(
+            "stopping the workspace container (what the agent left running ends with it)"
+                .to_string(),
+        ));
+        match crate::handoff::quiesce::stop_workspace(engine, &up.container_id, &guarded).await {
+            Ok(_) => true,
+            Err(e) => {
+                let message = format!(
+                    "{e}; the agent's commits were not brought back (the next handoff brings them)"
+                );
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(message);
+                false
+            }
+        }
+    };
     // The agent's commits come back (also after a stop request): never with the container
     // git directory's configuration (spec-note 0436).
     let mut fetched = Vec::new();
-    for g in &p.gits {
+    for g in p.gits.iter().filter(|_| quiet) {
         match g.dir().fetch_back(&g.host(), &session_id) {
             Ok(back) if back.is_empty() => {}
             Ok(back) => {
@@ -588,6 +640,9 @@ pub(crate) fn fetch_back_lines(
             KeptReason::AddsSubmodule => {
                 "it adds a submodule, whose nested repository the host's git would enter"
             }
+            KeptReason::CheckedOutElsewhere => {
+                "the branch is checked out in another worktree of the repository"
+            }
             KeptReason::UncoveredSubmodule => {
                 "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"
             }
@@ -600,6 +655,9 @@ pub(crate) fn fetch_back_lines(
             "repository `{repo}`: `{}` left as it is on the host: {why}{kept}",
             k.name
         ));
+    }
+    if let Some(why) = &back.refused {
+        out.push(format!("repository `{repo}`: {why}"));
     }
     if let Some(b) = &back.head_moved_to {
         out.push(format!(

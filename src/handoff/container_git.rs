@@ -161,6 +161,11 @@ pub enum KeptReason {
     /// checked-out branch do not follow it, since the host's `git status` would enter what the
     /// agent made there (spec-note 0436).
     UncoveredSubmodule,
+    /// The branch is checked out in another worktree of the same repository: the host's `HEAD`
+    /// does not follow the agent onto it and the branch does not move under that worktree
+    /// (git itself refuses two worktrees on one branch and fetches into a checked-out one;
+    /// spec-note 0436).
+    CheckedOutElsewhere,
 }
 
 /// A ref the agent changed that the host did not take.
@@ -208,6 +213,10 @@ pub struct FetchBack {
     /// Whether the host index was reset to the new `HEAD` (the working tree is never touched).
     #[serde(default)]
     pub index_reset: bool,
+    /// Why nothing was brought back when the container git directory was refused whole (more
+    /// than [`MAX_CHANGED_REFS`] changed refs): it was set aside, not imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl FetchBack {
@@ -218,6 +227,7 @@ impl FetchBack {
             && self.kept.is_empty()
             && self.head_moved_to.is_none()
             && !self.index_reset
+            && self.refused.is_none()
     }
 }
 
@@ -541,6 +551,7 @@ impl ContainerGitDir {
             .iter()
             .filter_map(|h| h.strip_prefix("ref: "))
             .collect();
+        let elsewhere = checked_out_elsewhere(host);
         for (name, value) in &imported {
             let kept_as = format!("{namespace}/{}", name.trim_start_matches("refs/"));
             let was = base.refs.get(name);
@@ -555,6 +566,8 @@ impl ContainerGitDir {
                 Err(keep(KeptReason::NotABranch))
             } else if was != now {
                 Err(keep(KeptReason::MovedOnHost))
+            } else if elsewhere.contains(name) {
+                Err(keep(KeptReason::CheckedOutElsewhere))
             } else if adds_gitlink(host, was.or(base.head_commit.as_ref()), value)? {
                 Err(keep(KeptReason::AddsSubmodule))
             } else if checked_out.contains(&name.as_str())
@@ -675,6 +688,15 @@ impl ContainerGitDir {
             .filter(|b| b.starts_with("refs/heads/") && host_refs.contains_key(*b))
             && their_head != Some(base.head.as_str())
         {
+            if checked_out_elsewhere(host).contains(branch) {
+                report.kept.push(KeptRef {
+                    name: "HEAD".into(),
+                    value: their_head.map(str::to_string),
+                    kept_as: None,
+                    reason: KeptReason::CheckedOutElsewhere,
+                });
+                return Ok(());
+            }
             if uncovered(&host_refs[branch])? {
                 report.kept.push(KeptRef {
                     name: "HEAD".into(),
@@ -884,9 +906,32 @@ impl RepoGit {
     /// file). Returns the fetch-back.
     ///
     /// Errors: as [`ContainerGitDir::fetch_back`] and [`ContainerGitDir::refresh`].
+    ///
+    /// A container git directory with more changed refs than devcell brings back
+    /// ([`ContainerGitError::TooManyRefs`]) is refused whole: nothing is imported, the host's
+    /// refs stay as they are, and it is moved aside to `<slot>/refused` (replacing an earlier
+    /// one) so that this handoff (and every later one) goes on; the result says so in
+    /// [`FetchBack::refused`].
     pub fn prepare(&self, session: &str) -> Result<FetchBack> {
         let dir = self.dir();
-        let back = dir.fetch_back(&self.host(), session)?;
+        let back = match dir.fetch_back(&self.host(), session) {
+            Err(ContainerGitError::TooManyRefs { path }) => {
+                let aside = self.slot.join("refused");
+                if std::fs::symlink_metadata(&aside).is_ok() {
+                    // `remove_dir_all` follows no link
+                    std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
+                }
+                std::fs::rename(&path, &aside).map_err(io(&path))?;
+                FetchBack {
+                    refused: Some(format!(
+                        "the container git directory changed more than {MAX_CHANGED_REFS} refs; none was brought back and your refs are untouched; it is kept at `{}`",
+                        aside.display()
+                    )),
+                    ..FetchBack::default()
+                }
+            }
+            other => other?,
+        };
         dir.refresh(&self.host(), &self.objects_target())?;
         // what this session's container covers, which its fetch-back compares with
         dir.set_covered_submodules(&self.submodules)?;
@@ -1090,6 +1135,53 @@ fn read_head(host: &HostRepo<'_>) -> Result<String> {
     hostgit::read_no_follow(&head_path, 4096)
         .map(|h| String::from_utf8_lossy(&h).trim().to_string())
         .map_err(io(&head_path))
+}
+
+/// The most linked worktrees [`checked_out_elsewhere`] reads.
+const MAX_WORKTREES: usize = 4096;
+
+/// The branches checked out in the other worktrees of `host`'s repository: the `HEAD` of its
+/// common git directory (the main worktree, unless that is `host` itself) and of each
+/// `<common>/worktrees/<name>/` but `host`'s own, read as data (no link followed, no git run).
+/// A `HEAD` that cannot be read names nothing; a folder past [`MAX_WORKTREES`] is not read.
+fn checked_out_elsewhere(host: &HostRepo<'_>) -> std::collections::BTreeSet<String> {
+    let same = |dir: &Path| {
+        dir == host.git_dir
+            || std::fs::canonicalize(dir).ok().as_deref()
+                == std::fs::canonicalize(host.git_dir).ok().as_deref()
+    };
+    let mut dirs = Vec::new();
+    if !is_bare(host) {
+        dirs.push(host.common_dir.to_path_buf());
+    }
+    if let Ok(entries) = std::fs::read_dir(host.common_dir.join("worktrees")) {
+        dirs.extend(
+            entries
+                .take(MAX_WORKTREES)
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    dirs.into_iter()
+        .filter(|d| !same(d))
+        .filter_map(|d| hostgit::read_no_follow(&d.join("HEAD"), 4096).ok())
+        .map(|h| String::from_utf8_lossy(&h).trim().to_string())
+        .filter_map(|h| h.strip_prefix("ref: ").map(str::to_string))
+        .collect()
+}
+
+/// Whether the common git directory's own `config` says `core.bare = true` (read with
+/// `--file`: no include followed, nothing run; a bare repository's `HEAD` is checked out
+/// nowhere). Unreadable is not bare, so its `HEAD` counts as checked out.
+fn is_bare(host: &HostRepo<'_>) -> bool {
+    let mut git = hostgit::command(host.work_tree, &[]);
+    git.arg("config")
+        .arg("--file")
+        .arg(host.common_dir.join("config"))
+        .args(["--type", "bool", "--get", "core.bare"]);
+    hostgit::output_within(&mut git, hostgit::quick_deadline())
+        .is_ok_and(|o| o.status.success() && o.stdout.trim_ascii() == b"true")
 }
 
 /// `git <args>` in the host repository, `GIT_DIR` = `git_dir`; standard output.

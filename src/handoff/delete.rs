@@ -49,6 +49,10 @@ pub struct Removed {
     /// Temporary credentials: secrets only ever lived in exec environments of the removed
     /// container, so this lists where they could have been (always the containers above).
     pub credentials: Vec<String>,
+    /// devcell's container git directories of the workspace (`<state>/git/<key>`), removed once
+    /// everything in them was brought back (spec-note 0436).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_git: Option<PathBuf>,
 }
 
 /// What was deliberately kept.
@@ -62,6 +66,10 @@ pub struct Kept {
     pub logs: Vec<PathBuf>,
     /// The same folders as `worktrees`, each named by what it is (spec-note 0325).
     pub folders: Vec<KeptFolder>,
+    /// devcell's container git directories of the workspace, kept because something in them
+    /// could not be brought back (the reason is a warning; spec-note 0436).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_git: Option<PathBuf>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -266,8 +274,39 @@ pub async fn delete_with(
         }
     }
 
-    // State: end sessions the removal cut short, then forget the workspace (logs stay).
+    // The containers are gone, so nothing writes the container git directories any more:
+    // what the agent committed and no handoff brought back comes back now, and devcell's copy
+    // goes only when nothing is left in it (spec-note 0436).
     let mut kept = Kept::default();
+    let session = state
+        .as_ref()
+        .and_then(|s| s.sessions.last())
+        .map_or_else(|| "delete".to_string(), |s| s.id.clone());
+    match fetch_back_before_removal(&store, &root, &session, reporter) {
+        Ok(Some(slots)) => {
+            reporter.report(Event::Status(format!(
+                "removing devcell's container git directories {}",
+                slots.display()
+            )));
+            std::fs::remove_dir_all(&slots).map_err(|source| {
+                crate::handoff::state::StateError::Io {
+                    path: slots.clone(),
+                    source,
+                }
+            })?;
+            removed.container_git = Some(slots);
+        }
+        Ok(None) => {}
+        Err((slots, why)) => {
+            reporter.report(Event::Status(format!(
+                "warning: devcell's container git directories {} are kept: {why}",
+                slots.display()
+            )));
+            kept.container_git = Some(slots);
+        }
+    }
+
+    // State: end sessions the removal cut short, then forget the workspace (logs stay).
     if let Some(state) = &state {
         for s in state.sessions.iter().filter(|s| s.outcome.is_none()) {
             let _ = store.end_session(
@@ -366,6 +405,72 @@ pub async fn delete_with(
         remaining,
         verified,
     })
+}
+
+/// Brings back what the workspace's container git directories (`<state>/git/<key>`) hold for
+/// each repository of the workspace ([`crate::handoff::container_git::ContainerGitDir::fetch_back`],
+/// into `refs/devcell/<session>/…`), reporting each line. Returns the folder when everything
+/// in it came back (`None` when there is none), or the folder and why it must stay: the
+/// workspace cannot be read, a fetch-back failed or was refused, or a container git directory
+/// belongs to no repository of the workspace now.
+fn fetch_back_before_removal(
+    store: &StateStore,
+    root: &std::path::Path,
+    session: &str,
+    reporter: &dyn Reporter,
+) -> std::result::Result<Option<PathBuf>, (PathBuf, String)> {
+    use crate::handoff::container_git::repo_gits;
+    let Ok(key) = crate::handoff::state::workspace_key(root) else {
+        return Ok(None);
+    };
+    let slots = store.root().join("git").join(key);
+    if std::fs::symlink_metadata(&slots).is_err() {
+        return Ok(None);
+    }
+    let keep = |why: String| (slots.clone(), why);
+    if !root.is_dir() {
+        return Err(keep(format!(
+            "the workspace `{}` is gone, so the agent's commits in them cannot be brought back",
+            root.display()
+        )));
+    }
+    let ws = crate::handoff::repository::inspect(
+        root,
+        &crate::handoff::repository::InspectOptions::default(),
+    )
+    .map_err(|e| keep(format!("the workspace cannot be read: {e}")))?;
+    let gits =
+        repo_gits(&ws, &slots).map_err(|e| keep(format!("the workspace cannot be read: {e}")))?;
+    let mut problems = Vec::new();
+    for g in &gits {
+        match g.dir().fetch_back(&g.host(), session) {
+            Ok(back) => {
+                for line in crate::handoff::agent::fetch_back_lines(&g.repo, &back) {
+                    reporter.report(Event::Status(line));
+                }
+            }
+            Err(e) => problems.push(format!(
+                "repository `{}`: the agent's commits were not brought back: {e}",
+                g.repo
+            )),
+        }
+    }
+    // a container git directory of a repository the workspace no longer has
+    if let Ok(entries) = std::fs::read_dir(&slots) {
+        for e in entries.flatten() {
+            if !gits.iter().any(|g| g.slot == e.path()) {
+                problems.push(format!(
+                    "`{}` belongs to no repository of the workspace now",
+                    e.path().display()
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(Some(slots))
+    } else {
+        Err(keep(problems.join("; ")))
+    }
 }
 
 fn project_label(project: &str) -> BTreeMap<String, String> {

@@ -235,7 +235,13 @@ pub async fn handoff_on_host(
         (None, None) => SessionOutcome::Exited { exit_code: 1 },
     };
     if let Ok(mut l) = log.lock() {
-        let _ = writeln!(l, "# devcell: agent ended: {outcome:?}");
+        let dropped = l.dropped();
+        if dropped > 0 {
+            l.note(&format!(
+                "# devcell: {dropped} bytes of output past the cap were not kept"
+            ));
+        }
+        l.note(&format!("# devcell: agent ended: {outcome:?}"));
     }
     let session = store.end_session(&root, &session_id, outcome)?;
     let mut warnings = vec![unisolated];

@@ -1,7 +1,8 @@
 //! L5: devcell's agent product, above the spec operations ([`crate::ops`]): the handoff
 //! [`plan`], its container and host runtimes ([`agent`], [`host`]) running one [`session`],
 //! the session state ([`state`]), the workspace's [`repository`] inspection, each repository's
-//! [`container_git`] directory and [`git_identity`], the context file and `AGENTS.md`
+//! [`container_git`] directory and [`git_identity`], the workspace stopped after the agent
+//! ([`quiesce`]), the context file and `AGENTS.md`
 //! ([`context`], [`agents_md`]), the JSON [`envelope`], and the product's own commands
 //! ([`status`], [`delete`], [`doctor`], [`prune`], [`audit`]). Library code never prints:
 //! results are values, progress goes to a `progress::Reporter`.
@@ -18,6 +19,7 @@ pub mod git_identity;
 pub mod host;
 pub mod plan;
 pub mod prune;
+pub mod quiesce;
 pub mod repository;
 pub mod session;
 pub mod state;

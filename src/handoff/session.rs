@@ -366,7 +366,7 @@ pub(super) async fn running_containers(
 pub(super) async fn pump(
     mut reader: impl AsyncRead + Unpin,
     mut out: Box<dyn AsyncWrite + Send + Unpin + '_>,
-    log: &Mutex<std::fs::File>,
+    log: &Mutex<crate::handoff::state::SessionLog>,
     mask: &SecretMask,
     tty: bool,
 ) {
@@ -408,7 +408,7 @@ const HELD_OUTPUT_WAIT: Duration = Duration::from_millis(100);
 async fn emit(
     masked: &[u8],
     out: &mut Box<dyn AsyncWrite + Send + Unpin + '_>,
-    log: &Mutex<std::fs::File>,
+    log: &Mutex<crate::handoff::state::SessionLog>,
 ) {
     let text = String::from_utf8_lossy(masked);
     let _ = out.write_all(text.as_bytes()).await;
@@ -465,7 +465,10 @@ mod pump_tests {
             at += 16 * 1024;
         }
         let dir = tempfile::tempdir().unwrap();
-        let log = Mutex::new(std::fs::File::create(dir.path().join("log")).unwrap());
+        let log = Mutex::new(crate::handoff::state::SessionLog::new(
+            std::fs::File::create(dir.path().join("log")).unwrap(),
+            crate::handoff::state::LOG_CAP,
+        ));
         let secrets = [secret.to_string()];
         let mask = SecretMask::new(secrets.iter());
         let (shown_w, mut shown_r) = tokio::io::duplex(1 << 20);

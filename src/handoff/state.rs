@@ -643,7 +643,8 @@ impl StateStore {
     ///
     /// # Errors
     /// [`StateError::Io`].
-    pub fn create_log(&self, session_id: &str) -> Result<File, StateError> {
+    /// The log keeps at most [`LOG_CAP`] bytes of the agent's output ([`SessionLog`]).
+    pub fn create_log(&self, session_id: &str) -> Result<SessionLog, StateError> {
         let path = self.log_path(session_id);
         self.ensure_dir(&self.root.join("logs"))?;
         std::fs::OpenOptions::new()
@@ -652,6 +653,7 @@ impl StateStore {
             .truncate(true)
             .mode(0o600)
             .open(&path)
+            .map(|file| SessionLog::new(file, LOG_CAP))
             .map_err(|source| StateError::Io { path, source })
     }
 
@@ -1133,3 +1135,67 @@ impl StateStore {
 
 #[cfg(test)]
 mod tests;
+
+/// The most of an agent's output a session log keeps (bytes): an agent printing without end
+/// must not fill the host's disk (issue 25, class 6; spec-note 0425).
+pub const LOG_CAP: u64 = 64 << 20;
+
+/// A session's log file with a byte budget: what is written past the cap is counted and
+/// dropped, after one marker line saying so. devcell's own lines ([`SessionLog::note`]) are
+/// always written (each is short, and there are a handful per session).
+#[derive(Debug)]
+pub struct SessionLog {
+    file: File,
+    cap: u64,
+    written: u64,
+    dropped: u64,
+}
+
+impl SessionLog {
+    /// `file` keeping at most `cap` bytes of output.
+    pub fn new(file: File, cap: u64) -> SessionLog {
+        SessionLog {
+            file,
+            cap,
+            written: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Bytes of output dropped past the cap so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Writes one line of devcell's own, past the cap too.
+    pub fn note(&mut self, line: &str) {
+        use std::io::Write as _;
+        let _ = writeln!(self.file, "{line}");
+    }
+}
+
+impl std::io::Write for SessionLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = usize::try_from(self.cap.saturating_sub(self.written)).unwrap_or(usize::MAX);
+        let kept = buf.len().min(room);
+        if kept > 0 {
+            self.file.write_all(&buf[..kept])?;
+            self.written += kept as u64;
+        }
+        if kept < buf.len() {
+            if self.dropped == 0 {
+                let _ = write!(
+                    self.file,
+                    "\n# devcell: the log reached its cap of {} MiB; the rest of the agent's output is not kept\n",
+                    self.cap >> 20
+                );
+            }
+            self.dropped += (buf.len() - kept) as u64;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}

@@ -598,7 +598,9 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     // the agent ran in the primary service at the workspace and talked to `db` by name
     let written = std::fs::read_to_string(ctx.path().join("out/from-db.txt")).unwrap();
     assert_eq!(written, "pong\n/workspace\n");
-    assert_eq!(services(&project), ["app running", "db running"]);
+    // the primary is stopped once the agent ends; `db` binds no host path, so it runs on
+    // (spec-note 0436, "after the agent")
+    assert_eq!(services(&project), ["app exited", "db running"]);
     assert!(ctx.path().join(".devcell/context.json").is_file());
 
     let status = ctx.run("status", &["--format", "json"]).last_json();
@@ -1094,4 +1096,93 @@ fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gai
     );
     let uid = std::fs::read_to_string(ctx.path().join("drop/start-uid")).unwrap_or_default();
     assert_eq!(uid.trim(), "65534");
+}
+
+/// What the agent leaves running ends with the handoff in every container that can write what
+/// the fetch-back reads (issue 25; spec-note 0436, "After the agent"): a sidecar binding the
+/// workspace (`..:/w`) keeps writing it in a loop, and it is stopped with the primary once the
+/// agent ends; `db`, which binds no host path, runs on. The next handoff starts the project
+/// again.
+#[test]
+fn a_sidecar_binding_the_workspace_stops_with_the_handoff_and_one_binding_nothing_runs_on() {
+    let Some(ctx) = TestContext::busybox("compose_ops_handoff_sidecar_stop") else {
+        return;
+    };
+    let ctx = ctx.isolated().at("composesidecarstop");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes:\n      - ..:/workspace\n  \
+             side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"while :; do date >> /w/out/side.txt; sleep 0.2; done\"]\n    volumes:\n      - ..:/w\n  \
+             db:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n"
+        ),
+    );
+    let ctx = ctx.config_json(&serde_json::json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "runServices": ["side", "db"],
+        "workspaceFolder": "/workspace",
+        "overrideCommand": true,
+        "remoteUser": "nobody",
+    }));
+    ctx.write("out/.keep", "");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let settings = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        "[agents.a]\ncommand = [\"sh\", \"-c\", \"sleep 1; echo agent > out/agent.txt\"]\n",
+    )
+    .unwrap();
+    let handoff = || {
+        ctx.run(
+            "handoff",
+            &[
+                "--agent",
+                "a",
+                "--config-file",
+                settings.to_str().unwrap(),
+                "--format",
+                "json",
+                "--network",
+                "default",
+            ],
+        )
+    };
+    let run = handoff();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(ctx.path().join("out/agent.txt").is_file());
+    assert_eq!(
+        services(&project),
+        ["app exited", "db running", "side exited"],
+        "{}",
+        run.stderr
+    );
+    let side = std::fs::read(ctx.path().join("out/side.txt")).unwrap();
+    assert!(!side.is_empty(), "the sidecar ran");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(
+        std::fs::read(ctx.path().join("out/side.txt")).unwrap(),
+        side,
+        "nothing writes the workspace after the handoff"
+    );
+    // the next handoff starts the project again, and stops it again
+    let run = handoff();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("starting the stopped workspace container"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        services(&project),
+        ["app exited", "db running", "side exited"]
+    );
+    ctx.run("delete", &[]).ok();
 }

@@ -453,7 +453,9 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     assert_eq!(r["layout"], "multiRepository");
     assert_eq!(r["engineReachable"], true);
     assert_eq!(r["container"]["id"], container.as_str());
-    assert_eq!(r["container"]["running"], true);
+    // the handoff stopped its container once the agent ended: nothing the agent left running
+    // writes after the fetch-back (spec-note 0436)
+    assert_eq!(r["container"]["running"], false);
     assert_eq!(r["recordedContainer"], container.as_str());
     assert_eq!(r["activeSession"], Value::Null);
     assert_eq!(r["sessions"].as_array().unwrap().len(), 1);
@@ -481,6 +483,13 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         st["next_actions"][0]["command"],
         serde_json::json!(["devcell", "delete", "--workspace-folder", env.ws_str()])
     );
+
+    // started again by hand, to look inside (the next handoff would start it too)
+    let started = Command::new("docker")
+        .args(["start", &container])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", stderr(&started));
 
     // the audit: 16/16 with a pinned image, each control 2 (by inspect and from inside); a
     // local tag (no registry: a developer's plain `cargo test`) loses a reproducibility point
@@ -1135,6 +1144,12 @@ fn a_hardened_handoff_of_a_locally_built_image_scores_sixteen() {
         inspect("{{index .Config.Labels \"devcell.base_image\"}}"),
         image
     );
+    // stopped once the agent ended (spec-note 0436): started again to look inside
+    let started = Command::new("docker")
+        .args(["start", &container])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", stderr(&started));
     let feature_ran = Command::new("docker")
         .args(["exec", &container, "cat", "/etc/probe-feature"])
         .output()
@@ -1719,10 +1734,11 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&uid.stdout).trim(), "65534");
-    // the container is reused: the warning is still given, once
+    // the container (stopped when the agent ended) is started again: the warning is still
+    // given, once
     let out = env.handoff("ref0", &[]);
     assert!(
-        stderr(&out).contains("reusing the running workspace container"),
+        stderr(&out).contains("starting the stopped workspace container"),
         "{}",
         stderr(&out)
     );

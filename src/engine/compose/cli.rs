@@ -78,11 +78,12 @@ pub enum ComposeError {
         /// Compose's stderr (its last 16 KiB), trimmed.
         stderr: String,
     },
-    /// A quick Compose command (`config`, `ps`) did not end within its deadline and was killed
-    /// with its process group (a YAML alias bomb makes `config` expand for ever).
+    /// A Compose command did not end within its deadline and was killed with its process
+    /// group: a quick one (`config`, `ps`; a YAML alias bomb makes `config` expand for ever) or
+    /// a long one (`up`, `build`, `start`, `stop`, `down`; a health check that never passes, a
+    /// `stop_grace_period` of days).
     #[error(
-        "`docker compose {operation}` did not finish within {deadline} for project `{project}` and was stopped (is a Compose file a YAML alias bomb?); set {var} to a number of seconds to wait longer",
-        var = crate::process::COMPOSE_CONFIG_TIMEOUT_VAR
+        "`docker compose {operation}` did not finish within {deadline} for project `{project}` and was stopped ({why}); set {var} to a number of seconds to wait longer"
     )]
     TimedOut {
         /// The subcommand.
@@ -91,6 +92,10 @@ pub enum ComposeError {
         project: String,
         /// The deadline, as shown (`60 s`).
         deadline: String,
+        /// The likely cause, for people.
+        why: &'static str,
+        /// The variable that sets this deadline.
+        var: &'static str,
     },
     /// A Compose command printed something that is not the JSON it documents.
     #[error("`docker compose {operation}` printed invalid JSON")]
@@ -357,14 +362,22 @@ impl ComposeCli {
         // `--log-level debug` shows each Compose command line and what Compose said, as the
         // reference CLI's log does: the way to see which files and override a project got.
         tracing::debug!(command = %self.command(), ?args, "running Compose");
-        // Compose runs in its own process group, dies with devcell, and its quick commands
-        // have a deadline (spec-note 0425); `up`/`build` take what they take.
-        let deadline = quick(operation).then(|| {
-            crate::process::deadline_from_env(
+        // Compose runs in its own process group, dies with devcell, and every command has a
+        // deadline (spec-note 0425): a short one for the quick commands, a long one for the rest.
+        let (var, default, why) = if quick(operation) {
+            (
                 crate::process::COMPOSE_CONFIG_TIMEOUT_VAR,
                 crate::process::COMPOSE_CONFIG_TIMEOUT,
+                "is a Compose file a YAML alias bomb?",
             )
-        });
+        } else {
+            (
+                crate::process::COMPOSE_TIMEOUT_VAR,
+                crate::process::COMPOSE_TIMEOUT,
+                "a health check that never passes, or a long stop_grace_period?",
+            )
+        };
+        let deadline = Some(crate::process::deadline_from_env(var, default));
         let out = crate::process::output_within(command, deadline)
             .await
             .map_err(|source| match (source.kind(), deadline) {
@@ -372,6 +385,8 @@ impl ComposeCli {
                     operation,
                     project: project.to_string(),
                     deadline: crate::process::shown(deadline),
+                    why,
+                    var,
                 },
                 _ => ComposeError::Spawn {
                     command: self.command(),

@@ -527,3 +527,140 @@ fn the_checked_out_branch_does_not_move_to_a_commit_with_an_uncovered_submodule(
         "the host's git status ran the agent's command"
     );
 }
+
+#[test]
+fn head_does_not_follow_onto_a_branch_checked_out_in_another_worktree() {
+    let f = Fixture::new();
+    let other = f.work.with_file_name("other");
+    git(
+        &f.work,
+        &["worktree", "add", "-q", other.to_str().unwrap(), "side"],
+    );
+    let side = f.rev("side");
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    // the agent checks out `side` (checked out in the other worktree) and commits there
+    agent(&dir, &f.work, &["checkout", "-q", "side"]);
+    agent(
+        &dir,
+        &f.work,
+        &["commit", "-q", "--allow-empty", "-m", "agent on side"],
+    );
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.head_moved_to, None, "{report:?}");
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(f.rev("side"), side, "the other worktree's branch stays");
+    let reasons: Vec<(&str, KeptReason)> = report
+        .kept
+        .iter()
+        .map(|k| (k.name.as_str(), k.reason))
+        .collect();
+    assert!(
+        reasons.contains(&("refs/heads/side", KeptReason::CheckedOutElsewhere))
+            && reasons.contains(&("HEAD", KeptReason::CheckedOutElsewhere)),
+        "{report:?}"
+    );
+    let kept = report.kept.iter().find(|k| k.name == "refs/heads/side");
+    let kept_as = kept.and_then(|k| k.kept_as.clone()).unwrap();
+    assert_eq!(
+        git(&f.work, &["log", "-1", "--format=%s", &kept_as]),
+        "agent on side"
+    );
+    // git agrees: both worktrees are where they were, each on its own branch
+    assert_eq!(git(&other, &["symbolic-ref", "HEAD"]), "refs/heads/side");
+    assert_eq!(git(&other, &["status", "--porcelain"]), "");
+    assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
+
+    // seen from the linked worktree, the main worktree's branch is the one checked out elsewhere
+    let git_dir = std::fs::canonicalize(f.work.join(".git/worktrees/other")).unwrap();
+    let common = std::fs::canonicalize(f.work.join(".git")).unwrap();
+    let host = HostRepo {
+        work_tree: &other,
+        git_dir: &git_dir,
+        common_dir: &common,
+    };
+    assert_eq!(
+        checked_out_elsewhere(&host),
+        std::collections::BTreeSet::from(["refs/heads/main".to_string()])
+    );
+    // a bare repository's `HEAD` is checked out nowhere
+    git(&common, &["config", "core.bare", "true"]);
+    assert!(checked_out_elsewhere(&host).is_empty());
+}
+
+#[test]
+fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    let head = f.rev("main");
+    let before = git(
+        &f.work,
+        &["for-each-ref", "--format=%(refname) %(objectname)"],
+    );
+    // the agent makes 10,001 branches (one `packed-refs` line each)
+    let mut packed = std::fs::read_to_string(dir.join("packed-refs")).unwrap();
+    for i in 0..=MAX_CHANGED_REFS {
+        packed.push_str(&format!("{head} refs/heads/flood/{i:05}\n"));
+    }
+    std::fs::write(dir.join("packed-refs"), packed).unwrap();
+    let (git_dir, common) = f.host();
+    let host = HostRepo {
+        work_tree: &f.work,
+        git_dir: &git_dir,
+        common_dir: &common,
+    };
+    let err = cgd.fetch_back(&host, "s1").unwrap_err();
+    assert!(
+        matches!(err, ContainerGitError::TooManyRefs { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("more than 10000 refs; none was brought back")
+    );
+    let unchanged = || {
+        assert_eq!(
+            git(
+                &f.work,
+                &["for-each-ref", "--format=%(refname) %(objectname)"]
+            ),
+            before,
+            "nothing imported, the user's refs untouched"
+        );
+    };
+    unchanged();
+
+    // the next handoff's prepare refuses it whole, sets it aside, and goes on
+    let repo = RepoGit {
+        repo: "repo".into(),
+        work_tree: f.work.clone(),
+        git_dir: git_dir.clone(),
+        common_dir: common.clone(),
+        container_path: "/workspace".into(),
+        slot: f.slot.clone(),
+        mount_base: "/run/devcell/git/0".into(),
+        linked: false,
+        folders: Vec::new(),
+        submodules: Vec::new(),
+        nested: false,
+    };
+    let back = repo.prepare("s2").unwrap();
+    assert!(
+        back.refused
+            .as_deref()
+            .is_some_and(|r| r.contains("none was brought back")),
+        "{back:?}"
+    );
+    assert!(back.fast_forwarded.is_empty() && back.created.is_empty());
+    unchanged();
+    assert!(f.slot.join("refused/packed-refs").is_file(), "kept aside");
+    // the container git directory is the host's again, and the one after has nothing to say
+    assert_eq!(
+        agent(&dir, &f.work, &["for-each-ref", "--format=%(refname)"])
+            .lines()
+            .count(),
+        2
+    );
+    assert!(repo.prepare("s3").unwrap().is_empty());
+}

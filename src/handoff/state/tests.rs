@@ -485,3 +485,28 @@ fn the_current_session_process_is_this_one_and_judged_alive() {
     assert!((me.alive)(me.pid, me.pid_start));
     assert!(!(me.alive)(me.pid, me.pid_start.map(|s| s + 1)));
 }
+
+#[test]
+fn a_session_log_keeps_its_cap_then_a_marker_and_devcells_own_lines() {
+    use std::io::Write as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.log");
+    let mut log = SessionLog::new(std::fs::File::create(&path).unwrap(), 1 << 20);
+    let chunk = vec![b'x'; 300 * 1024];
+    for _ in 0..10 {
+        // every write is taken whole, whatever the cap (the agent is never blocked)
+        assert_eq!(log.write(&chunk).unwrap(), chunk.len());
+    }
+    assert_eq!(log.dropped(), 10 * 300 * 1024 - (1 << 20));
+    log.note("# devcell: agent ended");
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.len() < (1 << 20) + 200, "{}", text.len());
+    assert_eq!(text.bytes().filter(|b| *b == b'x').count(), 1 << 20);
+    assert_eq!(text.matches("the log reached its cap of 1 MiB").count(), 1);
+    assert!(text.ends_with("# devcell: agent ended\n"));
+    // the cap every session log gets
+    let store = StateStore::new(tmp.path());
+    let _ = store.create_log("s1").unwrap();
+    assert_eq!(LOG_CAP, 64 << 20);
+}

@@ -937,6 +937,62 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
     assert!(project_containers(&project).is_empty());
 }
 
+/// Compose `up` waiting for a health check that never passes (issue 25, class 6; spec-note
+/// 0425): `app` depends on `db` being healthy, and `db`'s first check comes after an hour. `up`
+/// ends at the long Compose deadline (`DEVCELL_COMPOSE_TIMEOUT`, 5 s here) with a clear
+/// error naming the variable, and no Compose process is left.
+#[test]
+fn a_compose_up_waiting_for_a_health_check_that_never_passes_ends_at_the_deadline() {
+    use std::time::{Duration, Instant};
+    let Some(ctx) = TestContext::busybox("hostile_compose_never_healthy") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    depends_on:\n      db:\n        condition: service_healthy\n{}    healthcheck:\n      test: [\"CMD\", \"true\"]\n      interval: 1h\n      start_period: 1h\n",
+            sleeper("app"),
+            sleeper("db")
+        ),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let needle = ctx
+        .tmp()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let started = Instant::now();
+    let run: crate::support::context::Run = ctx
+        .command()
+        .env("DEVCELL_COMPOSE_TIMEOUT", "5")
+        .args(["up", "--workspace-folder"])
+        .arg(ctx.path())
+        .output()
+        .expect("devcell runs")
+        .into();
+    let stderr = run.failed();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{:?}: {stderr}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("`docker compose up` did not finish within 5 s")
+            && stderr.contains("DEVCELL_COMPOSE_TIMEOUT"),
+        "{stderr}"
+    );
+    assert_eq!(no_compose_left(&needle), Vec::<String>::new());
+    // the primary never started (Compose was waiting for `db` when it was stopped)
+    let containers = project_containers(&project);
+    assert!(
+        !containers.iter().any(|c| c.ends_with(" app running")),
+        "{containers:?}"
+    );
+}
+
 /// Issue 25 class 1 through a sidecar (spec-note 0436): a Compose service binding the folder
 /// above the repository (`../..:/w`, granted) sees the repository folder as a plain folder of
 /// its bind. It must not rename it (to plant a git directory in its place), nor rename or write

@@ -56,6 +56,11 @@ impl Host {
             .expect("devcell runs")
     }
 
+    /// devcell's state folder for this host (`DEVCELL_STATE_DIR`).
+    pub(super) fn state(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
     fn config(&self) -> String {
         self.tmp.path().join("config.toml").display().to_string()
     }

@@ -510,3 +510,152 @@ fn a_submodules_git_file_and_folder_cannot_be_replaced_and_its_commits_come_back
     assert_eq!(git(&sub, &["rev-parse", "main~1"]), sub_before);
     human_session(&[&ws, &sub], &origin, &target);
 }
+
+/// Whether the container `id` runs (`docker inspect`).
+fn container_running(id: &str) -> bool {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}", id])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout).trim() == "true"
+}
+
+/// The agent's argv exits, but a `setsid` loop it started keeps committing into the container
+/// git directory and writing the workspace. The handoff stops the workspace container before
+/// its fetch-back, so nothing the loop does lands afterwards: the workspace file stops growing,
+/// and the next handoff (which starts the container again) brings back no commit made after
+/// the first fetch-back.
+#[test]
+fn processes_the_agent_leaves_running_cannot_write_after_the_fetch_back() {
+    let test = "processes_the_agent_leaves_running_cannot_write_after_the_fetch_back";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    // the first session leaves the loop behind; a later one (late.txt exists) only ends
+    let script = "cd /workspace; [ -e late.txt ] && exit 0; \
+         G='git -c user.name=agent -c user.email=agent@devcell.invalid'; \
+         setsid sh -c \"while :; do echo x >> late.txt; $G commit -q --allow-empty -m late; \
+         sleep 0.2; done\" </dev/null >/dev/null 2>&1 & \
+         sleep 1; echo left > left.txt";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    let first = handoff_ok(&host, &ws);
+    let container = first["result"]["containerId"].as_str().unwrap().to_string();
+    assert!(
+        !container_running(&container),
+        "the handoff stops its container"
+    );
+    assert!(ws.join("left.txt").is_file(), "the agent ran");
+    let main = git(&ws, &["rev-parse", "main"]);
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%s", "main"]),
+        "late",
+        "what the loop committed before the stop came back"
+    );
+    let late = std::fs::read(ws.join("late.txt")).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        std::fs::read(ws.join("late.txt")).unwrap(),
+        late,
+        "nothing writes the workspace after the handoff"
+    );
+    let out = host.handoff(&ws, &[], &[]);
+    let second = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{second}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("starting the stopped workspace container"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(second["result"]["containerId"], container.as_str());
+    assert_eq!(second["result"]["containerAction"], "started");
+    assert_eq!(
+        git(&ws, &["rev-parse", "main"]),
+        main,
+        "no commit made after the first fetch-back came back"
+    );
+    assert_eq!(std::fs::read(ws.join("late.txt")).unwrap(), late);
+    assert!(!container_running(&container));
+    human_session(&[&ws], &origin, &target);
+}
+
+/// A commit made in the container after the handoff's fetch-back (the container started again
+/// by hand, git run in it) is never lost by `delete`: with the container gone, `delete` brings
+/// it back onto the branch, and only then removes devcell's container git directories
+/// (`<state>/git/<key>`).
+#[test]
+fn delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy() {
+    let test = "delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["true"], &[]);
+    let first = handoff_ok(&host, &ws);
+    let container = first["result"]["containerId"].as_str().unwrap().to_string();
+    let before = git(&ws, &["rev-parse", "main"]);
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    docker(&["start", &container]);
+    let owner = WORKSPACE_OWNER.to_string();
+    docker(&[
+        "exec",
+        "-u",
+        &owner,
+        "-w",
+        "/workspace",
+        &container,
+        "git",
+        "-c",
+        "user.name=late",
+        "-c",
+        "user.email=late@devcell.invalid",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "after the fetch-back",
+    ]);
+    let git_state = host.state().join("git");
+    let slots: Vec<_> = std::fs::read_dir(&git_state).unwrap().flatten().collect();
+    assert_eq!(slots.len(), 1, "one workspace's container git directories");
+    let out = host.run(
+        &ws,
+        &[
+            "delete",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    let v = envelope(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%s", "main"]),
+        "after the fetch-back",
+        "{v}"
+    );
+    assert_eq!(git(&ws, &["rev-parse", "main~1"]), before);
+    assert_eq!(
+        v["result"]["removed"]["containerGit"],
+        slots[0].path().to_str().unwrap(),
+        "{v}"
+    );
+    assert!(!slots[0].path().exists(), "devcell's copy is gone");
+}
