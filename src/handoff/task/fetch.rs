@@ -138,10 +138,12 @@ pub fn host_ref(record: &TaskRecord) -> Option<String> {
 
 /// What [`fetch`] reports, for `status` too: ahead/behind counted in the user's repository.
 pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFetch {
+    // `HEAD` in the source working tree's own git directory: a linked worktree's (the base
+    // was resolved there too)
     let count = |range: String| {
         super::git_quick(
             &record.source,
-            Some(&record.source_git_dir),
+            Some(record.head_git_dir()),
             &["rev-list", "--count", &range],
         )
         .ok()
@@ -219,6 +221,7 @@ mod tests {
             task: "t".into(),
             source: source.clone(),
             source_git_dir: source.join(".git"),
+            source_head_git_dir: None,
             repo: "src".into(),
             clone: clone.clone(),
             branch: "devcell/t".into(),

@@ -286,6 +286,11 @@ pub struct TaskRecord {
     pub source: PathBuf,
     /// Its common git directory (where the fetched ref is written).
     pub source_git_dir: PathBuf,
+    /// The source working tree's own git directory, whose `HEAD` the task was based on and
+    /// `behind` is counted against (a linked worktree's differs from the common directory);
+    /// absent in records written before it was kept: the common directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_head_git_dir: Option<PathBuf>,
     /// The repository's folder name (the clone's folder name).
     pub repo: String,
     /// The clone (the handoff's workspace folder).
@@ -309,6 +314,14 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// The git directory whose `HEAD` is the source working tree's
+    /// ([`TaskRecord::source_head_git_dir`], else the common directory).
+    pub fn head_git_dir(&self) -> &Path {
+        self.source_head_git_dir
+            .as_deref()
+            .unwrap_or(&self.source_git_dir)
+    }
+
     /// `<task folder>/task.json`.
     pub fn path(&self) -> PathBuf {
         self.folder().join("task.json")

@@ -124,6 +124,7 @@ fn make_task(
         task: name.to_string(),
         source: src.work_tree.clone(),
         source_git_dir: src.common_dir.clone(),
+        source_head_git_dir: Some(src.git_dir.clone()),
         repo: src.name.clone(),
         clone: clone_path,
         branch,
