@@ -94,6 +94,20 @@ pub enum TaskError {
         /// The commits not fetched (`<short> <subject>`), when they could be listed.
         commits: Vec<String>,
     },
+    /// The clone's refs cannot be read as git writes them (a link, a FIFO, an unreadable file,
+    /// junk): its branch is never counted as fetched, and nothing is fetched from it.
+    #[error(
+        "task `{task}`: the refs of its clone `{}` cannot be read: {why}",
+        clone.display()
+    )]
+    UnreadableRefs {
+        /// The task.
+        task: String,
+        /// Its clone.
+        clone: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// A file could not be read or written.
     #[error("`{}`: {source}", path.display())]
     Io {
@@ -136,7 +150,9 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::InvalidName { .. } => ErrorCode::InvalidArgument,
             TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
-            TaskError::Unfetched { .. } => ErrorCode::PermissionRequired,
+            TaskError::Unfetched { .. } | TaskError::UnreadableRefs { .. } => {
+                ErrorCode::PermissionRequired
+            }
             _ => ErrorCode::Internal,
         }
     }
@@ -157,6 +173,12 @@ impl crate::ops::error::ProductError for TaskError {
                 "tip": tip,
                 "commits": commits,
             }),
+            TaskError::UnreadableRefs { task, clone, why } => serde_json::json!({
+                "reason": "task_refs_unreadable",
+                "task": task,
+                "clone": clone,
+                "why": why,
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -166,6 +188,10 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::Refused { hint, .. } => Some(hint.clone()),
             TaskError::Unfetched { task, .. } => Some(format!(
                 "run `devcell fetch --task {task}` first, or pass `--force` to drop them"
+            )),
+            TaskError::UnreadableRefs { task, clone, .. } => Some(format!(
+                "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
+                clone.display()
             )),
             TaskError::NoSuchTask { .. } => {
                 Some("`devcell status` lists the workspace's tasks".into())

@@ -332,20 +332,14 @@ pub async fn delete_task(
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<TaskDeleted> {
     let record = load_task(workspace, task, state_root)?;
-    let dropped = fetch::unfetched(&record);
-    if let (Some(tip), false) = (&dropped, force) {
-        return Err(TaskError::Unfetched {
-            task: record.task.clone(),
-            branch: record.branch.clone(),
-            tip: tip.clone(),
-            fetched: record.fetched.as_ref().map_or_else(
-                || "and nothing was fetched".to_string(),
-                |f| format!("fetched up to {}", short(f)),
-            ),
-            commits: Vec::new(),
-        }
-        .into());
+    let not_fetched = fetch::unfetched(&record);
+    if let (Some(why), false) = (&not_fetched, force) {
+        return Err(refusal(&record, why).into());
     }
+    let dropped = not_fetched.map(|n| match n {
+        fetch::NotFetched::Commits { tip, .. } => tip,
+        fetch::NotFetched::Unreadable(why) => format!("(unreadable refs: {why})"),
+    });
     let teardown = crate::handoff::delete::delete_with(
         engine,
         &crate::handoff::delete::DeleteOptions {
@@ -360,13 +354,36 @@ pub async fn delete_task(
     Ok(TaskDeleted {
         task: record.task.clone(),
         clone: record.clone.clone(),
-        kept_ref: record
-            .fetched
-            .as_ref()
-            .map(|_| fetched_ref_of(&record.task)),
+        kept_ref: fetch::host_ref(&record).map(|_| fetched_ref_of(&record.task)),
         dropped,
         teardown,
     })
+}
+
+/// The refusal to delete `record` while its work is not in the user's repository.
+fn refusal(record: &TaskRecord, why: &fetch::NotFetched) -> TaskError {
+    match why {
+        fetch::NotFetched::Commits { tip, host } => TaskError::Unfetched {
+            task: record.task.clone(),
+            branch: record.branch.clone(),
+            tip: tip.clone(),
+            fetched: host.as_ref().map_or_else(
+                || {
+                    format!(
+                        "and `{}` is not in the repository",
+                        fetched_ref_of(&record.task)
+                    )
+                },
+                |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
+            ),
+            commits: Vec::new(),
+        },
+        fetch::NotFetched::Unreadable(why) => TaskError::UnreadableRefs {
+            task: record.task.clone(),
+            clone: record.clone.clone(),
+            why: why.clone(),
+        },
+    }
 }
 
 /// `delete --task` against the engine at `DOCKER_HOST`.
