@@ -235,8 +235,9 @@ pub struct DeleteArgs {
     /// fetched ref stays).
     #[arg(long, value_name = "NAME")]
     pub task: Option<String>,
-    /// With `--task`: remove it even when its branch has commits never fetched.
-    #[arg(long, requires = "task")]
+    /// Remove clone tasks even when their branch has commits never fetched (or refs that
+    /// cannot be read). Without `--task`, `delete` removes every clone task of the repository.
+    #[arg(long)]
     pub force: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]

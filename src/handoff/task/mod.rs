@@ -16,6 +16,7 @@
 
 pub mod clone;
 pub mod fetch;
+pub mod lock;
 pub mod mirror;
 pub mod run;
 pub mod source;
@@ -108,6 +109,12 @@ pub enum TaskError {
         /// What is wrong.
         why: String,
     },
+    /// The task is in use by another devcell (a running handoff, delete or prune of it).
+    #[error("task `{task}` is in use by another devcell (a running handoff, delete or prune)")]
+    InUse {
+        /// The task.
+        task: String,
+    },
     /// A file could not be read or written.
     #[error("`{}`: {source}", path.display())]
     Io {
@@ -153,6 +160,7 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::Unfetched { .. } | TaskError::UnreadableRefs { .. } => {
                 ErrorCode::PermissionRequired
             }
+            TaskError::InUse { .. } => ErrorCode::SessionActive,
             _ => ErrorCode::Internal,
         }
     }
@@ -179,6 +187,10 @@ impl crate::ops::error::ProductError for TaskError {
                 "clone": clone,
                 "why": why,
             }),
+            TaskError::InUse { task } => serde_json::json!({
+                "reason": "task_in_use",
+                "task": task,
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -193,6 +205,9 @@ impl crate::ops::error::ProductError for TaskError {
                 "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
                 clone.display()
             )),
+            TaskError::InUse { .. } => Some(
+                "wait for the other devcell to end (`devcell status` lists the task); a killed devcell holds nothing".into(),
+            ),
             TaskError::NoSuchTask { .. } => {
                 Some("`devcell status` lists the workspace's tasks".into())
             }
