@@ -95,6 +95,11 @@ pub struct PruneArgs {
     /// Only this devcell-built image: its tag or image id (repeatable).
     #[arg(long, value_name = "REF")]
     pub image: Vec<String>,
+    /// Remove orphaned clone tasks instead of images (those `doctor` lists: a task left half
+    /// made, whose clone or repository is gone); never one whose clone holds commits never
+    /// fetched, nor one in use.
+    #[arg(long, conflicts_with = "image")]
+    pub tasks: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -18,6 +18,7 @@ pub mod clone;
 pub mod fetch;
 pub mod lock;
 pub mod mirror;
+pub mod orphans;
 pub mod run;
 pub mod source;
 
