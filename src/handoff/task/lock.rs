@@ -17,9 +17,11 @@ pub struct TaskLock {
     path: PathBuf,
 }
 
-/// The lock file of task `task` in the tasks folder `root`.
+/// The lock file of task `task` in the tasks folder `root`: named by the task's name in ASCII
+/// lower case, so names that differ only by case share one lock (on a case-insensitive file
+/// system they would share a folder and a ref too; spec-note 0437).
 pub fn lock_path(root: &Path, task: &str) -> PathBuf {
-    root.join(format!("{task}.lock"))
+    root.join(format!("{}.lock", task.to_ascii_lowercase()))
 }
 
 impl TaskLock {

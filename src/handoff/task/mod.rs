@@ -57,6 +57,15 @@ pub enum TaskError {
         /// The name given.
         name: String,
     },
+    /// A new task's name differs from an existing task's of the repository only by case: on a
+    /// case-insensitive file system they would share a folder and a ref.
+    #[error("task `{name}` differs only by case from the existing task `{existing}`")]
+    CaseClash {
+        /// The name given.
+        name: String,
+        /// The existing task's name.
+        existing: String,
+    },
     /// The source cannot be cloned as it is (shallow, partial, submodules, LFS); nothing was
     /// created.
     #[error("cannot make a clone task of `{}`: {message}", source_repo.display())]
@@ -155,7 +164,9 @@ impl crate::ops::error::ProductError for TaskError {
     fn code(&self) -> crate::handoff::envelope::ErrorCode {
         use crate::handoff::envelope::ErrorCode;
         match self {
-            TaskError::InvalidName { .. } => ErrorCode::InvalidArgument,
+            TaskError::InvalidName { .. } | TaskError::CaseClash { .. } => {
+                ErrorCode::InvalidArgument
+            }
             TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
             TaskError::Unfetched { .. } | TaskError::UnreadableRefs { .. } => {
@@ -188,6 +199,11 @@ impl crate::ops::error::ProductError for TaskError {
                 "clone": clone,
                 "why": why,
             }),
+            TaskError::CaseClash { name, existing } => serde_json::json!({
+                "reason": "task_name_case_clash",
+                "task": name,
+                "existing": existing,
+            }),
             TaskError::InUse { task } => serde_json::json!({
                 "reason": "task_in_use",
                 "task": task,
@@ -205,6 +221,9 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::UnreadableRefs { task, clone, .. } => Some(format!(
                 "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
                 clone.display()
+            )),
+            TaskError::CaseClash { existing, .. } => Some(format!(
+                "continue the existing task with `--task {existing}`, or choose a name that differs by more than case"
             )),
             TaskError::InUse { .. } => Some(
                 "wait for the other devcell to end (`devcell status` lists the task); a killed devcell holds nothing".into(),

@@ -80,6 +80,14 @@ pub fn open_task(
             Err(TaskError::InUse { .. }) if opts.task.is_none() => continue,
             Err(e) => return Err(e),
         };
+        // under the lock (shared by names that differ only by case): no other task's name
+        // may differ from this one only by case
+        if let Some(existing) = case_twin(&root, &name) {
+            if opts.task.is_none() {
+                continue;
+            }
+            return Err(TaskError::CaseClash { name, existing });
+        }
         let folder = root.join(&name);
         match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
             Ok(()) => break (name, folder, lock),
@@ -115,6 +123,17 @@ pub fn open_task(
             Err(e)
         }
     }
+}
+
+/// The task folder in `root` whose name equals `name` but for ASCII case (not `name` itself).
+fn case_twin(root: &Path, name: &str) -> Option<String> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|other| other != name && other.eq_ignore_ascii_case(name))
 }
 
 fn make_task(
@@ -618,6 +637,23 @@ mod tests {
         let busy = open_task(&opts, &state, &cache, &quiet).unwrap_err();
         assert!(matches!(busy, TaskError::InUse { .. }), "{busy:?}");
         drop(delete_lock);
+
+        // a name that differs only by case: refused, nothing made; it shares the lock too
+        let upper = HandoffOptions {
+            task: Some("T".into()),
+            ..opts.clone()
+        };
+        let clash = open_task(&upper, &state, &cache, &quiet).unwrap_err();
+        assert!(matches!(clash, TaskError::CaseClash { .. }), "{clash:?}");
+        assert_eq!(
+            crate::ops::error::ProductError::details(&clash)["reason"],
+            "task_name_case_clash"
+        );
+        assert!(!record.folder().with_file_name("T").exists());
+        let held = TaskLock::take(&record_root(&record), "T").unwrap();
+        let busy = prepare_delete(&source, "t", false, &state).unwrap_err();
+        assert!(matches!(busy, TaskError::InUse { .. }), "{busy:?}");
+        drop(held);
 
         // a half-made task (killed devcell): made again under the lock
         std::fs::remove_file(record.path()).unwrap();
