@@ -393,6 +393,7 @@ mod tests {
             fetched: None,
             fetched_at: None,
             created_at: "2026-12-03T00:00:00Z".into(),
+            source_id: None,
         };
         let got = fetch(&mut record).unwrap();
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
@@ -432,6 +433,7 @@ mod tests {
             fetched: None,
             fetched_at: None,
             created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
         }
     }
 

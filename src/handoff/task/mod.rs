@@ -372,6 +372,25 @@ pub struct TaskRecord {
     pub fetched_at: Option<String>,
     /// When the task was created (RFC 3339).
     pub created_at: String,
+    /// Which repository the common git directory was when the task was made
+    /// ([`repository_id`]): a new repository made at the same path later is another one, and
+    /// does not inherit the task. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
+}
+
+/// The identity of the repository whose common git directory is `common_dir`: the folder's
+/// device, inode and birth time (when the file system keeps one). A repository removed and made
+/// again at the same path gets a new one, even when its inode number is reused.
+pub fn repository_id(common_dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(common_dir).ok()?;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Some(format!("{}:{}:{born}", meta.dev(), meta.ino()))
 }
 
 impl TaskRecord {
@@ -381,6 +400,14 @@ impl TaskRecord {
         self.source_head_git_dir
             .as_deref()
             .unwrap_or(&self.source_git_dir)
+    }
+
+    /// Whether the repository at [`TaskRecord::source_git_dir`] is still the one the task was
+    /// made from ([`repository_id`]; records without an identity are taken to be).
+    pub fn same_repository(&self) -> bool {
+        self.source_id
+            .as_deref()
+            .is_none_or(|id| repository_id(&self.source_git_dir).as_deref() == Some(id))
     }
 
     /// `<task folder>/task.json`.
@@ -433,7 +460,8 @@ pub fn tasks_root(state_root: &Path, key: &str) -> PathBuf {
     state_root.join("tasks").join(key)
 }
 
-/// Every task of the source repository with key `key`, by name; unreadable records are
+/// Every task of the source repository with key `key`, by name; unreadable records and those
+/// of a repository that was at the same path before ([`TaskRecord::same_repository`]) are
 /// skipped.
 pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
     let root = tasks_root(state_root, key);
@@ -442,6 +470,8 @@ pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
         .flatten()
         .flatten()
         .filter_map(|e| TaskRecord::load(&e.path()).ok())
+        // the tasks of a repository that was at this path before are not this one's
+        .filter(TaskRecord::same_repository)
         .collect();
     out.sort_by(|a, b| a.task.cmp(&b.task));
     out

@@ -7,7 +7,7 @@
 //!   container saw it),
 //! - whose clone is gone (`clone_gone`: nothing left to fetch), or
 //! - whose source repository is gone (`repository_gone`: its common git directory is no
-//!   repository any more, so nothing can be fetched into it).
+//!   repository any more, or a new one was made at its path, so nothing can be fetched into it).
 
 use std::path::{Path, PathBuf};
 
@@ -101,7 +101,8 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
         ));
     }
     let repository = record.source_git_dir.join("objects").is_dir()
-        && record.source_git_dir.join("HEAD").is_file();
+        && record.source_git_dir.join("HEAD").is_file()
+        && record.same_repository();
     if !repository {
         let unfetched = match fetch::read_tip(&record) {
             Tip::Missing => None,
@@ -112,7 +113,7 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
             Some(record.source.clone()),
             "repository_gone",
             format!(
-                "task `{task}`: its repository `{}` is gone",
+                "task `{task}`: its repository `{}` is gone (or was replaced by another)",
                 record.source.display()
             ),
             unfetched,

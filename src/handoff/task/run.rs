@@ -104,6 +104,16 @@ pub fn open_task(
                     continue;
                 }
                 let record = TaskRecord::load(&folder)?;
+                if !record.same_repository() {
+                    return Err(TaskError::Refused {
+                        reason: "clone_replaced_repository",
+                        source_repo: src.work_tree.clone(),
+                        message: format!(
+                            "task `{name}` was made from the repository that was at this path before it was replaced"
+                        ),
+                        hint: "choose another `--task`; `devcell doctor` lists the old task and `devcell prune --tasks` removes it once nothing would be lost".into(),
+                    });
+                }
                 reporter.report(Event::Status(format!(
                     "clone task `{name}`: continuing on branch `{}` (base {})",
                     record.branch,
@@ -177,6 +187,7 @@ fn make_task(
         fetched: None,
         fetched_at: None,
         created_at: chrono::Utc::now().to_rfc3339(),
+        source_id: super::repository_id(&src.common_dir),
     };
     record.save()?;
     Ok(record)
@@ -334,7 +345,15 @@ pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Task
             workspace: root,
         });
     }
-    TaskRecord::load(&folder)
+    let record = TaskRecord::load(&folder)?;
+    // a task of the repository that was at this path before is not this one's
+    if !record.same_repository() {
+        return Err(TaskError::NoSuchTask {
+            task: task.to_string(),
+            workspace: root,
+        });
+    }
+    Ok(record)
 }
 
 /// `devcell fetch --task NAME`: the task branch fetched into `refs/devcell/tasks/<task>`.
@@ -661,5 +680,62 @@ mod tests {
         let (remade, _lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
         assert!(remade.clone.join("a").is_file());
         assert!(remade.path().is_file());
+    }
+
+    /// A repository removed and made again at the same path (the same task key) is another
+    /// repository: the old tasks are not listed, loaded or continued for it (continuing one
+    /// is refused, `clone_replaced_repository`), and `doctor` reports them as orphans.
+    #[test]
+    fn a_new_repository_at_the_same_path_does_not_inherit_old_tasks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        let make_repo = |file: &str| {
+            std::fs::create_dir(&source).unwrap();
+            plain_git(&source, &["init", "-q"]);
+            std::fs::write(source.join(file), file).unwrap();
+            plain_git(&source, &["add", file]);
+            plain_git(&source, &["commit", "-qm", file]);
+        };
+        make_repo("a");
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (record, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        drop(lock);
+        assert!(record.same_repository());
+        assert_eq!(statuses(&source, &state).len(), 1);
+
+        std::fs::remove_dir_all(&source).unwrap();
+        make_repo("z");
+        let (_, key) = source::locate(&source).unwrap();
+        assert!(
+            super::super::list(&state, &key).is_empty(),
+            "no old task listed"
+        );
+        assert!(statuses(&source, &state).is_empty());
+        let gone = load_task(&source, "t", &state).unwrap_err();
+        assert!(matches!(gone, TaskError::NoSuchTask { .. }), "{gone:?}");
+        let refused = open_task(&opts, &state, &cache, &quiet).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                TaskError::Refused {
+                    reason: "clone_replaced_repository",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert!(record.clone.join("a").is_file(), "the old clone is kept");
+        let orphans = super::super::orphans::find(&state);
+        assert_eq!(orphans.len(), 1, "{orphans:?}");
+        assert_eq!(orphans[0].reason, "repository_gone");
+        assert_eq!(orphans[0].folder, record.folder());
     }
 }

@@ -311,6 +311,7 @@ mod tests {
             fetched: None,
             fetched_at: None,
             created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
         };
         let report = fetch::report(&record, Some(src.base.clone()), false);
         assert_eq!(report.ahead, Some(0));
