@@ -264,8 +264,8 @@ mod tests {
         plain_git(dir, &["commit", "-qm", "a"]);
     }
 
-    /// A half-made task, a task whose clone is gone and tasks whose repository is gone are
-    /// orphans; a healthy task is not. Of those whose repository is gone, the one whose clone
+    /// A half-made task, a task whose clone is gone and tasks whose repository is gone (or was
+    /// replaced by a new one at its path) are orphans; a healthy task is not. Of those whose repository is gone, the one whose clone
     /// holds a commit never fetched is never prunable.
     #[test]
     fn orphaned_task_folders_are_found_and_those_with_unfetched_commits_are_kept() {
@@ -299,6 +299,12 @@ mod tests {
         plain_git(&worked.clone, &["add", "b"]);
         plain_git(&worked.clone, &["commit", "-qm", "b"]);
         std::fs::remove_dir_all(&gone_repo).unwrap();
+        // a repository removed and made again at the same path: another repository
+        let replaced_repo = base.join("replaced");
+        repo(&replaced_repo);
+        open(&replaced_repo, "replaced");
+        std::fs::remove_dir_all(&replaced_repo).unwrap();
+        repo(&replaced_repo);
 
         let found = find(&state);
         let by_task = |t: &str| found.iter().find(|o| o.task == t);
@@ -310,7 +316,8 @@ mod tests {
         let w = by_task("worked").unwrap();
         assert_eq!(w.reason, "repository_gone");
         assert!(w.unfetched.is_some(), "{w:?}");
-        assert_eq!(found.len(), 4, "{found:?}");
+        assert_eq!(by_task("replaced").unwrap().reason, "repository_gone");
+        assert_eq!(found.len(), 5, "{found:?}");
         assert_eq!(clean.folder(), by_task("clean").unwrap().folder);
 
         // what prune would do: `worked` kept (a commit nothing holds), `half` kept while a
@@ -319,7 +326,7 @@ mod tests {
         let (removable, kept) = plan(&state).unwrap();
         let mut names: Vec<&str> = removable.iter().map(|(o, _)| o.task.as_str()).collect();
         names.sort();
-        assert_eq!(names, ["clean", "cloneless"]);
+        assert_eq!(names, ["clean", "cloneless", "replaced"]);
         let mut kept_names: Vec<(&str, bool)> = kept
             .iter()
             .map(|k| {
