@@ -95,6 +95,11 @@ pub struct PruneArgs {
     /// Only this devcell-built image: its tag or image id (repeatable).
     #[arg(long, value_name = "REF")]
     pub image: Vec<String>,
+    /// Remove orphaned clone tasks instead of images (those `doctor` lists: a task left half
+    /// made, whose clone or repository is gone); never one whose clone holds commits never
+    /// fetched, nor one in use.
+    #[arg(long, conflicts_with = "image")]
+    pub tasks: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -235,8 +240,9 @@ pub struct DeleteArgs {
     /// fetched ref stays).
     #[arg(long, value_name = "NAME")]
     pub task: Option<String>,
-    /// With `--task`: remove it even when its branch has commits never fetched.
-    #[arg(long, requires = "task")]
+    /// Remove clone tasks even when their branch has commits never fetched (or refs that
+    /// cannot be read). Without `--task`, `delete` removes every clone task of the repository.
+    #[arg(long)]
     pub force: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]

@@ -37,8 +37,8 @@ pub enum Severity {
 pub struct Finding {
     /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
     /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
-    /// `workspace_gone`, `corrupt_state`, `cache_dir`, `cache_dir_unwritable`, `unused_image`,
-    /// `images_unknown`).
+    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `cache_dir`, `cache_dir_unwritable`,
+    /// `unused_image`, `images_unknown`).
     pub code: String,
     /// `error`, `warning` or `ok`.
     pub severity: Severity,
@@ -362,6 +362,27 @@ pub async fn doctor_with(
             _ => NextAction::manual(f.fix()),
         };
         findings.push(finding(f.code(), Severity::Warning, f.message(), Some(fix)));
+    }
+
+    // clone tasks no handoff can use any more (spec-note 0437)
+    for orphan in crate::handoff::task::orphans::find(store.root()) {
+        let fix = if orphan.unfetched.is_some() {
+            NextAction::manual(format!(
+                "its clone holds commits never fetched: copy them out of `{}`, then remove the folder",
+                orphan.folder.display()
+            ))
+        } else {
+            NextAction::command(
+                "remove orphaned clone tasks",
+                ["devcell", "prune", "--tasks"],
+            )
+        };
+        findings.push(finding(
+            "orphaned_task",
+            Severity::Warning,
+            orphan.message,
+            Some(fix),
+        ));
     }
 
     // cache folder

@@ -684,3 +684,236 @@ fn parallel_clone_tasks_on_one_repository_each_get_their_own_clone_branch_and_re
     git(&mirrors[0], &["fsck", "--no-progress"]);
     target.assert_untouched();
 }
+
+/// The handoff of task `name` on `repo` with the `commit` agent, checked to succeed; the
+/// commit the task ref now holds.
+fn committed_task(host: &Host, repo: &Path, name: &str) -> String {
+    let r = ok(&host.handoff(repo, "commit", &["--task", name]));
+    r["result"]["task"]["fetched"]
+        .as_str()
+        .expect("fetched")
+        .to_string()
+}
+
+/// 8 clone tasks on one repository, 4 at a time, twice: every task's commits come back to its
+/// own ref, the mirror is made once and stays consistent (`git fsck`), the user's checkout,
+/// index, config and branches are untouched; then `delete` without `--task` removes every task
+/// (their containers and clones; the refs stay).
+#[test]
+fn eight_clone_tasks_four_at_a_time_all_come_back_and_delete_removes_them_all() {
+    if !engine_ready("clone_task_eight", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("commit", COMMIT)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let before = snapshot(&repo);
+    let refs_before = user_refs(&repo);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    let names: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
+    let mut tips = Vec::new();
+    for wave in names.chunks(4) {
+        let got: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = wave
+                .iter()
+                .map(|n| {
+                    let (host, repo) = (&host, &repo);
+                    s.spawn(move || committed_task(host, repo, n))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        tips.extend(got);
+        assert_eq!(host.mirrors().len(), 1, "one mirror, reused");
+    }
+    for (n, tip) in names.iter().zip(&tips) {
+        assert_eq!(
+            git(&repo, &["rev-parse", &format!("refs/devcell/tasks/{n}")]),
+            *tip,
+            "{n}"
+        );
+        // the agent's two commits on the base
+        assert_eq!(git(&repo, &["rev-parse", &format!("{tip}~2")]), base, "{n}");
+        let file = git(&repo, &["show", &format!("{tip}:agent.txt")]);
+        assert_eq!(file, format!("refs/heads/devcell/{n}"));
+    }
+    let mut distinct = tips.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 8, "each task its own commits");
+    let mirrors = host.mirrors();
+    git(&mirrors[0], &["fsck", "--no-progress", "--strict"]);
+    // (`fsck` reads the index: the repository's `core.fsmonitor` would run, so it is off)
+    git(
+        &repo,
+        &["-c", "core.fsmonitor=false", "fsck", "--no-progress"],
+    );
+    assert_eq!(snapshot(&repo), before, "the user's checkout is untouched");
+    assert_eq!(
+        user_refs(&repo),
+        refs_before,
+        "the user's refs are untouched"
+    );
+
+    // `delete` without `--task`: every task, all fetched, removed
+    let clones: Vec<PathBuf> = names.iter().map(|n| host.clone_of(n)).collect();
+    let out = host.run(&[
+        "delete",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let r = ok(&out);
+    assert_eq!(
+        r["result"]["tasks"].as_array().map(Vec::len),
+        Some(8),
+        "{r:#}"
+    );
+    for clone in &clones {
+        assert!(!clone.exists(), "{} removed", clone.display());
+        assert!(containers_of(clone).is_empty(), "{}", clone.display());
+    }
+    for (n, tip) in names.iter().zip(&tips) {
+        assert_eq!(
+            git(&repo, &["rev-parse", &format!("refs/devcell/tasks/{n}")]),
+            *tip,
+            "the fetched ref stays"
+        );
+    }
+    assert_eq!(snapshot(&repo), before);
+    target.assert_untouched();
+}
+
+/// The agent commits, then devcell is killed with SIGKILL mid-task. While it ran, the task was
+/// in use (`delete` and a second handoff refused with `task_in_use`, nothing removed); after
+/// the kill the lock is gone with the process: `fetch` brings the commits back, and `delete`
+/// removes the task cleanly (its container included).
+#[test]
+fn a_devcell_killed_mid_task_releases_the_task_and_the_next_command_recovers_it() {
+    if !engine_ready("clone_task_sigkill", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let slow = format!("{COMMIT}; touch committed.flag; sleep 600");
+    let host = Host::new(&[("slow", slow.as_str()), ("commit", COMMIT)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let before = snapshot(&repo);
+    // a plain process (not the test harness's command) so it can be killed mid-task
+    let mut devcell = std::process::Command::new(assert_cmd::cargo::cargo_bin("devcell"));
+    devcell
+        .env_clear()
+        .env("USER", "tester")
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    if let Ok(docker_host) = std::env::var("DOCKER_HOST") {
+        devcell.env("DOCKER_HOST", docker_host);
+    }
+    let mut devcell = devcell
+        .env("HOME", host.tmp.path().join("home"))
+        .env("DEVCELL_STATE_DIR", host.state())
+        .env("XDG_CACHE_HOME", host.cache())
+        .args([
+            "handoff",
+            "--isolation",
+            "clone",
+            "--workspace-folder",
+            repo.to_str().unwrap(),
+            "--agent",
+            "slow",
+            "--task",
+            "k",
+            "--format",
+            "json",
+            "--config-file",
+        ])
+        .arg(host.tmp.path().join("config.toml"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("devcell starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(400);
+    let clone = loop {
+        let found = std::fs::read_dir(host.state().join("tasks"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|k| k.path().join("k"))
+            .find(|f| f.join("task.json").is_file());
+        if let Some(folder) = found {
+            let clone = host.clone_of("k");
+            if clone.join("committed.flag").exists() {
+                break clone;
+            }
+            let _ = folder;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never committed"
+        );
+        if let Ok(Some(status)) = devcell.try_wait() {
+            panic!("devcell ended early: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let agent_tip = git(&clone, &["rev-parse", "refs/heads/devcell/k"]);
+
+    // in use: neither deleted nor started twice
+    let e = envelope(&host.run(&[
+        "delete",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--task",
+        "k",
+        "--force",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(e["error"]["details"]["reason"], "task_in_use", "{e:#}");
+    assert_eq!(e["error"]["code"], "session_active", "{e:#}");
+    let again = host.handoff(&repo, "commit", &["--task", "k"]);
+    let e = envelope(&again);
+    assert_eq!(again.status.code(), Some(17), "{e:#}");
+    assert_eq!(e["error"]["details"]["reason"], "task_in_use", "{e:#}");
+    assert!(clone.join(".git").is_dir(), "nothing removed");
+
+    devcell.kill().expect("SIGKILL");
+    devcell.wait().unwrap();
+
+    // the next commands: the commits come back, then the task goes cleanly
+    let f = ok(&host.run(&[
+        "fetch",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--task",
+        "k",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(f["result"]["fetched"], agent_tip.as_str(), "{f:#}");
+    assert_eq!(
+        git(&repo, &["rev-parse", "refs/devcell/tasks/k"]),
+        agent_tip
+    );
+    let d = ok(&host.run(&[
+        "delete",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--task",
+        "k",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(d["result"]["dropped"], Value::Null, "{d:#}");
+    assert!(!clone.exists());
+    assert!(containers_of(&clone).is_empty(), "its container is gone");
+    assert_eq!(snapshot(&repo), before);
+    target.assert_untouched();
+}

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use crate::cli::args::DeleteArgs;
 use crate::cli::commands::{Extras, finish, folder, own_block_on_checked};
 use crate::cli::output::StderrReporter;
-use crate::handoff::delete::{DeleteOptions, DeleteResult, delete};
+use crate::handoff::delete::{DeleteOptions, DeleteResult};
+use crate::handoff::task::run::{TaskDeleted, WorkspaceDeleted, delete_workspace};
 
 /// Runs `delete`: the teardown report (removed, kept, remaining, verified). Exit 0 only when
 /// nothing labelled for the workspace remains (`verified`), else 1 with the report.
@@ -26,10 +27,16 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         state_root: None,
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
-    let result = own_block_on_checked(args.config_file.as_deref(), delete(&opts, &StderrReporter));
-    let verified = result.as_ref().map(|r| r.verified).unwrap_or(true);
-    let code = finish(args.format, result, render, |r| Extras {
-        warnings: if r.verified {
+    let result = own_block_on_checked(
+        args.config_file.as_deref(),
+        delete_workspace(&opts, args.force, &StderrReporter),
+    );
+    let verified = result
+        .as_ref()
+        .map(|r| r.workspace.verified)
+        .unwrap_or(true);
+    let code = finish(args.format, result, render_workspace, |r| Extras {
+        warnings: if r.workspace.verified {
             Vec::new()
         } else {
             vec![(
@@ -42,7 +49,16 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     Ok(if verified { code } else { ExitCode::from(1) })
 }
 
-fn render_task(r: &crate::handoff::task::run::TaskDeleted) -> String {
+fn render_workspace(r: &WorkspaceDeleted) -> String {
+    let mut s = String::new();
+    for t in &r.tasks {
+        s.push_str(&render_task(t));
+    }
+    s.push_str(&render(&r.workspace));
+    s
+}
+
+fn render_task(r: &TaskDeleted) -> String {
     let mut s = render(&r.teardown);
     let _ = writeln!(s, "removed task `{}` (clone {})", r.task, r.clone.display());
     if let Some(d) = &r.dropped {

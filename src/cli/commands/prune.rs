@@ -5,11 +5,35 @@ use std::process::ExitCode;
 
 use crate::cli::args::PruneArgs;
 use crate::cli::commands::{Extras, finish, own_block_on_checked};
+use crate::cli::output::StderrReporter;
 use crate::handoff::prune::{PruneOptions, PruneResult, human_size, prune};
+use crate::handoff::task::orphans::{TaskPruneResult, prune_tasks};
+
+fn render_tasks(r: &TaskPruneResult) -> String {
+    let mut s = String::new();
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    for o in &r.removed {
+        let _ = writeln!(s, "{verb} {}", o.message);
+    }
+    for k in &r.kept {
+        let _ = writeln!(s, "kept {}: {}", k.orphan.message, k.kept_because);
+    }
+    let _ = writeln!(s, "{verb} {} orphaned task(s)", r.removed.len());
+    s
+}
 
 /// Runs `prune`: the images removed (or, with `--dry-run`, to be removed) and those kept with
 /// the reason. Exit 0 unless the engine cannot be reached.
 pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    if args.tasks {
+        let result = own_block_on_checked(
+            args.config_file.as_deref(),
+            prune_tasks(args.dry_run, &StderrReporter),
+        );
+        return Ok(finish(args.format, result, render_tasks, |_| {
+            Extras::default()
+        }));
+    }
     let opts = PruneOptions {
         dry_run: args.dry_run,
         images: args.image.clone(),

@@ -57,11 +57,29 @@ pub(super) fn git(
 /// `git status --porcelain=v2 --branch` of the working tree `dir` run on a
 /// [`crate::config::hostgit::PrivateGitDir`] made from the judged `git_dir` and `common_dir`
 /// (the configuration git uses is devcell's single read of it); a repository it cannot
-/// reproduce is a [`WorkspaceError::Git`] whose message says why.
+/// reproduce is a [`WorkspaceError::Git`] whose message says why. Bounded by
+/// [`crate::config::hostgit::quick_deadline`]: the index git reads is the container's to
+/// write, and a FIFO there would make git wait for a writer for ever.
 pub(super) fn status_on_private_git_dir(
     dir: &Path,
     git_dir: &Path,
     common_dir: &Path,
+) -> Result<String, WorkspaceError> {
+    status_within(
+        dir,
+        git_dir,
+        common_dir,
+        crate::config::hostgit::quick_deadline(),
+    )
+}
+
+/// [`status_on_private_git_dir`] with the deadline given: past it git is killed and the result
+/// is a [`WorkspaceError::Git`] that says so.
+pub(super) fn status_within(
+    dir: &Path,
+    git_dir: &Path,
+    common_dir: &Path,
+    deadline: std::time::Duration,
 ) -> Result<String, WorkspaceError> {
     let args = [
         "status",
@@ -77,11 +95,13 @@ pub(super) fn status_on_private_git_dir(
     };
     let private = crate::config::hostgit::PrivateGitDir::new(git_dir, common_dir, dir)
         .map_err(|e| failed(e.to_string()))?;
-    let output = private
-        .command(&[])
-        .args(args)
-        .output()
-        .map_err(|source| WorkspaceError::GitUnavailable { source })?;
+    let mut command = private.command(&[]);
+    command.args(args);
+    let output = match crate::config::hostgit::output_within(&mut command, deadline) {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(failed(e.to_string())),
+        Err(source) => return Err(WorkspaceError::GitUnavailable { source }),
+    };
     if !output.status.success() {
         return Err(failed(
             String::from_utf8_lossy(&output.stderr).trim().to_string(),

@@ -270,3 +270,49 @@ fn workspace_branch_prefers_agreement_then_primary() {
     ws.repos[1].role = RepoRole::Primary;
     assert_eq!(ws.branch(), Some("other"));
 }
+
+/// The index git reads for `status` is the container's to write: a FIFO there made git, and
+/// devcell's `status`/`handoff` with it, wait for a writer for ever. The status is bounded by
+/// the quick git deadline and ends with an error naming the wait.
+#[test]
+fn a_fifo_index_ends_the_status_with_an_error_instead_of_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = std::fs::canonicalize(tmp.path()).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "a").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "a"]);
+    let dot_git = repo.join(".git");
+    std::fs::remove_file(dot_git.join("index")).unwrap();
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        dot_git.join("index"),
+        rustix::fs::Mode::from(0o600),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let got = host_git::status_within(&repo, &dot_git, &dot_git, std::time::Duration::from_secs(1));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    match got {
+        Err(WorkspaceError::Git { stderr, .. }) => {
+            assert!(stderr.contains("did not answer"), "{stderr}")
+        }
+        other => panic!("expected a git error, got {other:?}"),
+    }
+    // the FIFO is still there, untouched
+    let meta = std::fs::symlink_metadata(dot_git.join("index")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
+}

@@ -6,21 +6,148 @@
 //! fetch-back). Only that ref is written: the user's `HEAD`, index, working files and branches
 //! are untouched.
 
+use std::path::Path;
+
 use super::{Result, TaskError, TaskRecord, fetched_ref_of, git, kept_ref_of};
-use crate::handoff::container_git::{HostRepo, import_refs, read_refs};
+use crate::handoff::container_git::{HostRepo, import_refs};
 
 pub use crate::handoff::session::TaskFetch;
 
-/// The task branch's commit in the clone, read as data (`None`: missing, unreadable, or the
-/// clone's `.git` is not a plain folder any more).
-pub fn clone_tip(record: &TaskRecord) -> Option<String> {
+/// The most of a clone's `packed-refs` devcell reads (bytes).
+const PACKED_REFS_MAX: u64 = 256 << 20;
+
+/// The task branch in the clone, read as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tip {
+    /// No such branch: neither a loose ref nor a `packed-refs` line names it.
+    Missing,
+    /// The branch's commit.
+    At(String),
+    /// The branch, or the files that would hold it, cannot be read as git writes them (a link
+    /// at any step, a FIFO, a file devcell may not read, a value that is not an object name, a
+    /// `.git` that is no folder): what is wrong. Never counted as fetched (spec-note 0437).
+    Unreadable(String),
+}
+
+/// Reads the task branch of the clone as data (no git runs in it): the loose ref
+/// `refs/heads/devcell/<task>`, else its `packed-refs` line, every step opened without
+/// following a link and without waiting on a FIFO. Anything but a clean absence or an object
+/// name of the record's format is [`Tip::Unreadable`].
+pub fn read_tip(record: &TaskRecord) -> Tip {
     let hex = if record.object_format == "sha256" {
         64
     } else {
         40
     };
-    let refs = read_refs(&record.clone.join(".git"), hex).ok()?;
-    refs.get(&format!("refs/heads/{}", record.branch)).cloned()
+    let valid = |oid: &str| oid.len() == hex && crate::handoff::container_git::is_oid(oid);
+    let full = format!("refs/heads/{}", record.branch);
+    let parts: Vec<&str> = std::iter::once(".git").chain(full.split('/')).collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
+        return Tip::Unreadable(format!("`{full}` is not a plain ref name"));
+    }
+    let shown = |rel: &[&str]| record.clone.join(rel.join("/")).display().to_string();
+    match open_no_follow(&record.clone, &parts, 4096) {
+        Ok(Some(bytes)) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let oid = text.trim();
+            return if valid(oid) {
+                Tip::At(oid.to_ascii_lowercase())
+            } else {
+                Tip::Unreadable(format!(
+                    "`{}` holds no object name (a symbolic ref or junk)",
+                    shown(&parts)
+                ))
+            };
+        }
+        Ok(None) => {}
+        Err(e) => return Tip::Unreadable(format!("`{}`: {e}", shown(&parts))),
+    }
+    let packed = [".git", "packed-refs"];
+    let bytes = match open_no_follow(&record.clone, &packed, PACKED_REFS_MAX) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Tip::Missing,
+        Err(e) => return Tip::Unreadable(format!("`{}`: {e}", shown(&packed))),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    for line in text.lines() {
+        if let Some((oid, name)) = line.split_once(' ')
+            && name == full
+        {
+            return if valid(oid) {
+                Tip::At(oid.to_ascii_lowercase())
+            } else {
+                Tip::Unreadable(format!(
+                    "`{}` names `{full}` with no object name",
+                    shown(&packed)
+                ))
+            };
+        }
+    }
+    Tip::Missing
+}
+
+/// Reads at most `max` bytes of the regular file `root/<parts…>`, opening every step (the
+/// first included) without following a link and the file without waiting on a FIFO: `None`
+/// when a step is missing.
+///
+/// Errors: a link (`ELOOP`), a step that is no folder, a file that is not regular, cannot be
+/// read, or is larger than `max`.
+fn open_no_follow(root: &Path, parts: &[&str], max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let Some((leaf, folders)) = parts.split_last() else {
+        return Ok(None);
+    };
+    let missing = |e: &rustix::io::Errno| *e == rustix::io::Errno::NOENT;
+    let mut fd = match rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    for part in folders {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        fd = match rustix::fs::openat(&fd, *part, flags, Mode::empty()) {
+            Ok(next) => next,
+            Err(e) if missing(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(&fd, *leaf, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is not a regular file",
+        ));
+    }
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("is larger than {max} bytes"),
+        ));
+    }
+    Ok(Some(out))
+}
+
+/// The task branch's commit in the clone ([`read_tip`]; `None`: missing or unreadable).
+pub fn clone_tip(record: &TaskRecord) -> Option<String> {
+    match read_tip(record) {
+        Tip::At(tip) => Some(tip),
+        Tip::Missing | Tip::Unreadable(_) => None,
+    }
 }
 
 /// Fetches the task branch into the user's repository (see the module docs) and records the
@@ -29,10 +156,23 @@ pub fn clone_tip(record: &TaskRecord) -> Option<String> {
 /// Errors: [`TaskError::FetchBack`] when the clone's objects cannot be read or the host fetch
 /// fails (its object checking refused them included); [`TaskError::Git`]; [`TaskError::Io`].
 pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
-    let tip = clone_tip(record);
+    let tip = match read_tip(record) {
+        Tip::At(tip) => Some(tip),
+        Tip::Missing => None,
+        Tip::Unreadable(why) => {
+            return Err(TaskError::UnreadableRefs {
+                task: record.task.clone(),
+                clone: record.clone.clone(),
+                why,
+            });
+        }
+    };
     let mut updated = false;
     let mut kept = None;
-    if let Some(tip) = tip.as_ref().filter(|t| record.fetched.as_ref() != Some(*t)) {
+    // fetched means the user's repository holds the tip under the task ref now: a record
+    // that says so is not enough (the ref may have been deleted since)
+    let host_now = host_ref(record);
+    if let Some(tip) = tip.as_ref().filter(|t| host_now.as_ref() != Some(*t)) {
         let host = HostRepo {
             work_tree: &record.source,
             git_dir: &record.source_git_dir,
@@ -40,7 +180,7 @@ pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
         };
         // Kept before the forced update, so a killed devcell loses nothing either; dropped
         // again below when the new tip still contains it.
-        let before = host_ref(record);
+        let before = host_now.clone();
         if let Some(old) = &before {
             keep(record, old)?;
         }
@@ -136,48 +276,72 @@ pub fn host_ref(record: &TaskRecord) -> Option<String> {
     .filter(|s| !s.is_empty())
 }
 
-/// What [`fetch`] reports, for `status` too: ahead/behind counted in the user's repository.
+/// What [`fetch`] reports, for `status` too: the commit the task ref holds in the user's
+/// repository now, ahead/behind counted there.
 pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFetch {
+    // `HEAD` in the source working tree's own git directory: a linked worktree's (the base
+    // was resolved there too)
     let count = |range: String| {
         super::git_quick(
             &record.source,
-            Some(&record.source_git_dir),
+            Some(record.head_git_dir()),
             &["rev-list", "--count", &range],
         )
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
     };
-    let at = record
-        .fetched
-        .clone()
-        .unwrap_or_else(|| record.base.clone());
+    let fetched = host_ref(record);
+    let at = fetched.clone().unwrap_or_else(|| record.base.clone());
     TaskFetch {
         task: record.task.clone(),
         ref_name: fetched_ref_of(&record.task),
         tip,
-        fetched: record.fetched.clone(),
-        updated,
-        base: record.base.clone(),
-        ahead: record
-            .fetched
+        ahead: fetched
             .as_ref()
             .map_or(Some(0), |f| count(format!("{}..{f}", record.base))),
+        fetched,
+        updated,
+        base: record.base.clone(),
         behind: count(format!("{at}..HEAD")),
         kept: None,
     }
 }
 
-/// Whether the clone's task branch holds commits never fetched: its tip is neither the base
-/// nor the fetched commit.
-pub fn unfetched(record: &TaskRecord) -> Option<String> {
-    let tip = clone_tip(record)?;
-    (tip != record.base && record.fetched.as_ref() != Some(&tip)).then_some(tip)
+/// Why deleting the task would lose work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotFetched {
+    /// The branch is at `tip`, neither the base nor what the user's repository holds under the
+    /// task ref (never fetched, or the ref was lost since).
+    Commits {
+        /// The branch's commit in the clone.
+        tip: String,
+        /// What the task ref holds now.
+        host: Option<String>,
+    },
+    /// The clone's refs cannot be read ([`Tip::Unreadable`]): what is wrong.
+    Unreadable(String),
+}
+
+/// Whether the clone's task branch holds work the user's repository does not: its tip is
+/// neither the base nor the commit the task ref holds now, or it cannot be read. A missing
+/// branch holds nothing that would leave the clone.
+pub fn unfetched(record: &TaskRecord) -> Option<NotFetched> {
+    match read_tip(record) {
+        Tip::Missing => None,
+        Tip::Unreadable(why) => Some(NotFetched::Unreadable(why)),
+        Tip::At(tip) => {
+            if tip == record.base {
+                return None;
+            }
+            let host = host_ref(record);
+            (host.as_deref() != Some(tip.as_str())).then_some(NotFetched::Commits { tip, host })
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use std::process::Command;
 
     fn plain_git(dir: &Path, args: &[&str]) -> String {
@@ -219,6 +383,7 @@ mod tests {
             task: "t".into(),
             source: source.clone(),
             source_git_dir: source.join(".git"),
+            source_head_git_dir: None,
             repo: "src".into(),
             clone: clone.clone(),
             branch: "devcell/t".into(),
@@ -228,6 +393,7 @@ mod tests {
             fetched: None,
             fetched_at: None,
             created_at: "2026-12-03T00:00:00Z".into(),
+            source_id: None,
         };
         let got = fetch(&mut record).unwrap();
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
@@ -250,5 +416,146 @@ mod tests {
             &["for-each-ref", "--format=%(refname)", "refs/devcell/kept"],
         );
         assert_eq!(refs, kept, "only the rewritten commit is kept");
+    }
+
+    fn record_for(source: &Path, clone: &Path, base: &str) -> TaskRecord {
+        TaskRecord {
+            task: "t".into(),
+            source: source.to_path_buf(),
+            source_git_dir: source.join(".git"),
+            source_head_git_dir: None,
+            repo: "src".into(),
+            clone: clone.to_path_buf(),
+            branch: "devcell/t".into(),
+            base_ref: "HEAD".into(),
+            base: base.to_string(),
+            object_format: "sha1".into(),
+            fetched: None,
+            fetched_at: None,
+            created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
+        }
+    }
+
+    /// "Fetched" means the user's repository holds the clone's tip under the task ref now: a
+    /// task ref lost on the host (the record still says fetched) counts as unfetched and is
+    /// fetched again; refs in the clone that cannot be read as git writes them (a link to a
+    /// ref, a linked `refs/heads/devcell`, a FIFO, junk, a linked or junk `packed-refs`, a
+    /// linked `.git`) never count as fetched, so `delete` refuses, and fetch writes nothing.
+    #[test]
+    fn a_lost_task_ref_or_unreadable_refs_never_count_as_fetched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        let base = commit(&source, "a");
+        std::fs::create_dir(tmp.path().join("task")).unwrap();
+        let clone = tmp.path().join("task/src");
+        plain_git(tmp.path(), &["clone", "-q", "src", "task/src"]);
+        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let first = commit(&clone, "b");
+        let mut record = record_for(&source, &clone, &base);
+        fetch(&mut record).unwrap();
+        assert_eq!(unfetched(&record), None);
+        assert_eq!(
+            report(&record, None, false).fetched.as_deref(),
+            Some(first.as_str())
+        );
+
+        // the task ref lost on the host: not fetched any more, and fetched again
+        plain_git(&source, &["update-ref", "-d", &fetched_ref_of("t")]);
+        assert_eq!(record.fetched.as_deref(), Some(first.as_str()));
+        assert_eq!(
+            unfetched(&record),
+            Some(NotFetched::Commits {
+                tip: first.clone(),
+                host: None
+            })
+        );
+        assert_eq!(report(&record, None, false).fetched, None);
+        let again = fetch(&mut record).unwrap();
+        assert!(again.updated);
+        assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
+        assert_eq!(unfetched(&record), None);
+
+        // an unfetched commit, then the refs made unreadable in every way
+        let second = commit(&clone, "c");
+        let dot_git = clone.join(".git");
+        let loose = dot_git.join("refs/heads/devcell/t");
+        let set_loose = |text: &str| {
+            let _ = std::fs::remove_file(&loose);
+            std::fs::write(&loose, text).unwrap();
+        };
+        let unreadable = |record: &mut TaskRecord, what: &str| {
+            assert!(
+                matches!(read_tip(record), Tip::Unreadable(_)),
+                "{what}: {:?}",
+                read_tip(record)
+            );
+            assert!(
+                matches!(unfetched(record), Some(NotFetched::Unreadable(_))),
+                "{what}"
+            );
+            assert!(
+                matches!(fetch(record), Err(TaskError::UnreadableRefs { .. })),
+                "{what}"
+            );
+            assert_eq!(host_ref(record).as_deref(), Some(first.as_str()), "{what}");
+        };
+        std::fs::remove_file(&loose).unwrap();
+        std::os::unix::fs::symlink(dot_git.join("refs/heads/main"), &loose).unwrap();
+        unreadable(&mut record, "a loose ref linked to another");
+        std::fs::remove_file(&loose).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/ref", &loose).unwrap();
+        unreadable(&mut record, "a dangling link");
+        std::fs::remove_file(&loose).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, &loose, rustix::fs::Mode::from(0o600)).unwrap();
+        unreadable(&mut record, "a FIFO");
+        set_loose("junk\n");
+        unreadable(&mut record, "junk");
+        set_loose("ref: refs/heads/main\n");
+        unreadable(&mut record, "a symbolic ref");
+        let devcell = dot_git.join("refs/heads/devcell");
+        let aside = dot_git.join("refs/aside");
+        std::fs::rename(&devcell, &aside).unwrap();
+        std::os::unix::fs::symlink(&aside, &devcell).unwrap();
+        unreadable(&mut record, "a linked `refs/heads/devcell`");
+        std::fs::remove_file(&devcell).unwrap();
+        std::fs::rename(&aside, &devcell).unwrap();
+
+        // packed: read when it is a plain file, unreadable when linked or junk
+        set_loose(&format!("{second}\n"));
+        plain_git(&clone, &["pack-refs", "--all"]);
+        assert!(!loose.exists());
+        assert_eq!(read_tip(&record), Tip::At(second.clone()));
+        assert!(matches!(
+            unfetched(&record),
+            Some(NotFetched::Commits { .. })
+        ));
+        let packed = dot_git.join("packed-refs");
+        let text = std::fs::read_to_string(&packed).unwrap();
+        std::fs::write(&packed, text.replace(&format!("{second} "), "0123456789 ")).unwrap();
+        unreadable(&mut record, "a junk `packed-refs` line");
+        let elsewhere = tmp.path().join("packed-refs");
+        std::fs::write(&elsewhere, &text).unwrap();
+        std::fs::remove_file(&packed).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &packed).unwrap();
+        unreadable(&mut record, "a linked `packed-refs`");
+        std::fs::remove_file(&packed).unwrap();
+        std::fs::write(&packed, &text).unwrap();
+        assert_eq!(read_tip(&record), Tip::At(second.clone()));
+
+        // a `.git` swapped for a link to a real git directory
+        let real = tmp.path().join("real-git");
+        std::fs::rename(&dot_git, &real).unwrap();
+        std::os::unix::fs::symlink(&real, &dot_git).unwrap();
+        unreadable(&mut record, "a linked `.git`");
+        std::fs::remove_file(&dot_git).unwrap();
+        std::fs::rename(&real, &dot_git).unwrap();
+
+        // readable again: fetched as it should be
+        fetch(&mut record).unwrap();
+        assert_eq!(host_ref(&record).as_deref(), Some(second.as_str()));
+        assert_eq!(unfetched(&record), None);
     }
 }

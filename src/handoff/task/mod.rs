@@ -16,7 +16,9 @@
 
 pub mod clone;
 pub mod fetch;
+pub mod lock;
 pub mod mirror;
+pub mod orphans;
 pub mod run;
 pub mod source;
 
@@ -54,6 +56,15 @@ pub enum TaskError {
     InvalidName {
         /// The name given.
         name: String,
+    },
+    /// A new task's name differs from an existing task's of the repository only by case: on a
+    /// case-insensitive file system they would share a folder and a ref.
+    #[error("task `{name}` differs only by case from the existing task `{existing}`")]
+    CaseClash {
+        /// The name given.
+        name: String,
+        /// The existing task's name.
+        existing: String,
     },
     /// The source cannot be cloned as it is (shallow, partial, submodules, LFS); nothing was
     /// created.
@@ -94,6 +105,26 @@ pub enum TaskError {
         /// The commits not fetched (`<short> <subject>`), when they could be listed.
         commits: Vec<String>,
     },
+    /// The clone's refs cannot be read as git writes them (a link, a FIFO, an unreadable file,
+    /// junk): its branch is never counted as fetched, and nothing is fetched from it.
+    #[error(
+        "task `{task}`: the refs of its clone `{}` cannot be read: {why}",
+        clone.display()
+    )]
+    UnreadableRefs {
+        /// The task.
+        task: String,
+        /// Its clone.
+        clone: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The task is in use by another devcell (a running handoff, delete or prune of it).
+    #[error("task `{task}` is in use by another devcell (a running handoff, delete or prune)")]
+    InUse {
+        /// The task.
+        task: String,
+    },
     /// A file could not be read or written.
     #[error("`{}`: {source}", path.display())]
     Io {
@@ -133,10 +164,15 @@ impl crate::ops::error::ProductError for TaskError {
     fn code(&self) -> crate::handoff::envelope::ErrorCode {
         use crate::handoff::envelope::ErrorCode;
         match self {
-            TaskError::InvalidName { .. } => ErrorCode::InvalidArgument,
+            TaskError::InvalidName { .. } | TaskError::CaseClash { .. } => {
+                ErrorCode::InvalidArgument
+            }
             TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
-            TaskError::Unfetched { .. } => ErrorCode::PermissionRequired,
+            TaskError::Unfetched { .. } | TaskError::UnreadableRefs { .. } => {
+                ErrorCode::PermissionRequired
+            }
+            TaskError::InUse { .. } => ErrorCode::SessionActive,
             _ => ErrorCode::Internal,
         }
     }
@@ -157,6 +193,21 @@ impl crate::ops::error::ProductError for TaskError {
                 "tip": tip,
                 "commits": commits,
             }),
+            TaskError::UnreadableRefs { task, clone, why } => serde_json::json!({
+                "reason": "task_refs_unreadable",
+                "task": task,
+                "clone": clone,
+                "why": why,
+            }),
+            TaskError::CaseClash { name, existing } => serde_json::json!({
+                "reason": "task_name_case_clash",
+                "task": name,
+                "existing": existing,
+            }),
+            TaskError::InUse { task } => serde_json::json!({
+                "reason": "task_in_use",
+                "task": task,
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -167,6 +218,16 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::Unfetched { task, .. } => Some(format!(
                 "run `devcell fetch --task {task}` first, or pass `--force` to drop them"
             )),
+            TaskError::UnreadableRefs { task, clone, .. } => Some(format!(
+                "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
+                clone.display()
+            )),
+            TaskError::CaseClash { existing, .. } => Some(format!(
+                "continue the existing task with `--task {existing}`, or choose a name that differs by more than case"
+            )),
+            TaskError::InUse { .. } => Some(
+                "wait for the other devcell to end (`devcell status` lists the task); a killed devcell holds nothing".into(),
+            ),
             TaskError::NoSuchTask { .. } => {
                 Some("`devcell status` lists the workspace's tasks".into())
             }
@@ -286,6 +347,11 @@ pub struct TaskRecord {
     pub source: PathBuf,
     /// Its common git directory (where the fetched ref is written).
     pub source_git_dir: PathBuf,
+    /// The source working tree's own git directory, whose `HEAD` the task was based on and
+    /// `behind` is counted against (a linked worktree's differs from the common directory);
+    /// absent in records written before it was kept: the common directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_head_git_dir: Option<PathBuf>,
     /// The repository's folder name (the clone's folder name).
     pub repo: String,
     /// The clone (the handoff's workspace folder).
@@ -306,9 +372,44 @@ pub struct TaskRecord {
     pub fetched_at: Option<String>,
     /// When the task was created (RFC 3339).
     pub created_at: String,
+    /// Which repository the common git directory was when the task was made
+    /// ([`repository_id`]): a new repository made at the same path later is another one, and
+    /// does not inherit the task. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
+}
+
+/// The identity of the repository whose common git directory is `common_dir`: the folder's
+/// device, inode and birth time (when the file system keeps one). A repository removed and made
+/// again at the same path gets a new one, even when its inode number is reused.
+pub fn repository_id(common_dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(common_dir).ok()?;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Some(format!("{}:{}:{born}", meta.dev(), meta.ino()))
 }
 
 impl TaskRecord {
+    /// The git directory whose `HEAD` is the source working tree's
+    /// ([`TaskRecord::source_head_git_dir`], else the common directory).
+    pub fn head_git_dir(&self) -> &Path {
+        self.source_head_git_dir
+            .as_deref()
+            .unwrap_or(&self.source_git_dir)
+    }
+
+    /// Whether the repository at [`TaskRecord::source_git_dir`] is still the one the task was
+    /// made from ([`repository_id`]; records without an identity are taken to be).
+    pub fn same_repository(&self) -> bool {
+        self.source_id
+            .as_deref()
+            .is_none_or(|id| repository_id(&self.source_git_dir).as_deref() == Some(id))
+    }
+
     /// `<task folder>/task.json`.
     pub fn path(&self) -> PathBuf {
         self.folder().join("task.json")
@@ -359,7 +460,8 @@ pub fn tasks_root(state_root: &Path, key: &str) -> PathBuf {
     state_root.join("tasks").join(key)
 }
 
-/// Every task of the source repository with key `key`, by name; unreadable records are
+/// Every task of the source repository with key `key`, by name; unreadable records and those
+/// of a repository that was at the same path before ([`TaskRecord::same_repository`]) are
 /// skipped.
 pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
     let root = tasks_root(state_root, key);
@@ -368,6 +470,8 @@ pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
         .flatten()
         .flatten()
         .filter_map(|e| TaskRecord::load(&e.path()).ok())
+        // the tasks of a repository that was at this path before are not this one's
+        .filter(TaskRecord::same_repository)
         .collect();
     out.sort_by(|a, b| a.task.cmp(&b.task));
     out

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::fetch::{self, TaskFetch};
+use super::lock::TaskLock;
 use super::mirror::{self, MirrorLock};
 use super::{
     Result, TaskError, TaskRecord, branch_of, clone, derive_task_name, fetched_ref_of, io,
@@ -39,17 +40,20 @@ pub fn cache_root() -> Result<PathBuf> {
 
 /// Opens the task `opts.task` of the repository `opts.workspace_folder` when it exists
 /// (continued: its clone and branch as the agent left them), else makes it: the source judged
-/// ([`source::inspect`], before anything is created), the mirror made or fetched under its
-/// exclusive lock, the clone made under the shared lock, the record written.
+/// ([`source::inspect`], before anything is created), the task's lock taken ([`TaskLock`]:
+/// a task in use is not opened twice), the mirror made or fetched under its exclusive lock,
+/// the clone made under the shared lock, the record written. A task folder without its record
+/// (a devcell killed while making it) is made again. The lock is the caller's to hold while
+/// the task is used.
 ///
-/// Errors: [`TaskError::InvalidName`], [`TaskError::Refused`], git and file failures (a
-/// half-made task folder is removed).
+/// Errors: [`TaskError::InvalidName`], [`TaskError::Refused`], [`TaskError::InUse`], git and
+/// file failures (a half-made task folder is removed).
 pub fn open_task(
     opts: &HandoffOptions,
     state_root: &Path,
     cache_root: &Path,
     reporter: &dyn Reporter,
-) -> Result<TaskRecord> {
+) -> Result<(TaskRecord, TaskLock)> {
     if let Some(name) = &opts.task
         && !valid_task_name(name)
     {
@@ -63,34 +67,83 @@ pub fn open_task(
         .mode(0o700)
         .create(&root)
         .map_err(io(&root))?;
-    // claim the task's folder (`create_dir` is the atomic step: two handoffs never share one)
-    let (name, folder) = loop {
+    // claim the task's lock, then its folder (`create_dir` is the atomic step: two handoffs
+    // never share one)
+    let (name, folder, lock) = loop {
         let name = opts
             .task
             .clone()
             .unwrap_or_else(|| derive_task_name(&opts.agent));
+        let lock = match TaskLock::take(&root, &name) {
+            Ok(lock) => lock,
+            // a derived name another handoff holds: derive another
+            Err(TaskError::InUse { .. }) if opts.task.is_none() => continue,
+            Err(e) => return Err(e),
+        };
+        // under the lock (shared by names that differ only by case): no other task's name
+        // may differ from this one only by case
+        if let Some(existing) = case_twin(&root, &name) {
+            if opts.task.is_none() {
+                continue;
+            }
+            return Err(TaskError::CaseClash { name, existing });
+        }
         let folder = root.join(&name);
         match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
-            Ok(()) => break (name, folder),
+            Ok(()) => break (name, folder, lock),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if opts.task.is_some() {
-                    let record = TaskRecord::load(&folder)?;
-                    reporter.report(Event::Status(format!(
-                        "clone task `{name}`: continuing on branch `{}` (base {})",
-                        record.branch,
-                        short(&record.base)
-                    )));
-                    return Ok(record);
+                if opts.task.is_none() {
+                    continue;
                 }
+                if !folder.join("task.json").exists() {
+                    // half made by a devcell that was killed: nobody else holds it (the lock)
+                    reporter.report(Event::Status(format!(
+                        "clone task `{name}`: removing a task folder left half made"
+                    )));
+                    std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
+                    continue;
+                }
+                let record = TaskRecord::load(&folder)?;
+                if !record.same_repository() {
+                    return Err(TaskError::Refused {
+                        reason: "clone_replaced_repository",
+                        source_repo: src.work_tree.clone(),
+                        message: format!(
+                            "task `{name}` was made from the repository that was at this path before it was replaced"
+                        ),
+                        hint: "choose another `--task`; `devcell doctor` lists the old task and `devcell prune --tasks` removes it once nothing would be lost".into(),
+                    });
+                }
+                reporter.report(Event::Status(format!(
+                    "clone task `{name}`: continuing on branch `{}` (base {})",
+                    record.branch,
+                    short(&record.base)
+                )));
+                return Ok((record, lock));
             }
             Err(e) => return Err(io(&folder)(e)),
         }
     };
     let made = make_task(&src, &key, &name, &folder, state_root, cache_root, reporter);
-    if made.is_err() {
-        let _ = std::fs::remove_dir_all(&folder);
+    match made {
+        Ok(record) => Ok((record, lock)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&folder);
+            lock.remove();
+            Err(e)
+        }
     }
-    made
+}
+
+/// The task folder in `root` whose name equals `name` but for ASCII case (not `name` itself).
+fn case_twin(root: &Path, name: &str) -> Option<String> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|other| other != name && other.eq_ignore_ascii_case(name))
 }
 
 fn make_task(
@@ -124,6 +177,7 @@ fn make_task(
         task: name.to_string(),
         source: src.work_tree.clone(),
         source_git_dir: src.common_dir.clone(),
+        source_head_git_dir: Some(src.git_dir.clone()),
         repo: src.name.clone(),
         clone: clone_path,
         branch,
@@ -133,6 +187,7 @@ fn make_task(
         fetched: None,
         fetched_at: None,
         created_at: chrono::Utc::now().to_rfc3339(),
+        source_id: super::repository_id(&src.common_dir),
     };
     record.save()?;
     Ok(record)
@@ -208,7 +263,8 @@ pub async fn handoff_with(
 ) -> crate::ops::error::Result<HandoffResult> {
     let state = state_root(opts.state_root.as_deref())?;
     let cache = cache_root()?;
-    let mut record = open_task(opts, &state, &cache, reporter)?;
+    // held until the fetch back is done: the task cannot be deleted or opened again meanwhile
+    let (mut record, _lock) = open_task(opts, &state, &cache, reporter)?;
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = record.clone.clone();
     task_opts.sandbox = Some(sandbox_of(&record));
@@ -289,7 +345,15 @@ pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Task
             workspace: root,
         });
     }
-    TaskRecord::load(&folder)
+    let record = TaskRecord::load(&folder)?;
+    // a task of the repository that was at this path before is not this one's
+    if !record.same_repository() {
+        return Err(TaskError::NoSuchTask {
+            task: task.to_string(),
+            workspace: root,
+        });
+    }
+    Ok(record)
 }
 
 /// `devcell fetch --task NAME`: the task branch fetched into `refs/devcell/tasks/<task>`.
@@ -316,12 +380,14 @@ pub struct TaskDeleted {
     pub teardown: crate::handoff::delete::DeleteResult,
 }
 
-/// `delete --task NAME`: refuses while the branch has commits never fetched (unless `force`),
-/// then removes the task's container, volumes and session state
-/// ([`crate::handoff::delete::delete_with`] of the clone), then the clone and its record. The
-/// fetched ref stays.
+/// `delete --task NAME`: takes the task's lock ([`TaskError::InUse`] while a handoff uses
+/// it), refuses while the branch has commits the user's repository does not hold (unless
+/// `force`), then removes the task's container, volumes and session state
+/// ([`crate::handoff::delete::delete_with`] of the clone), then the clone, its record and its
+/// lock. The fetched ref stays.
 ///
-/// Errors: [`TaskError::Unfetched`], [`load_task`]'s, the teardown's.
+/// Errors: [`TaskError::InUse`], [`TaskError::Unfetched`], [`TaskError::UnreadableRefs`],
+/// [`load_task`]'s, the teardown's.
 pub async fn delete_task(
     engine: &dyn Engine,
     workspace: &Path,
@@ -330,21 +396,59 @@ pub async fn delete_task(
     state_root: &Path,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<TaskDeleted> {
+    let (record, lock, dropped) = prepare_delete(workspace, task, force, state_root)?;
+    remove_task(engine, record, lock, dropped, state_root, reporter).await
+}
+
+/// The part of [`delete_task`] before anything is removed: the record loaded, the task's lock
+/// taken, the task judged deletable ([`check_deletable`]).
+///
+/// Errors: [`load_task`]'s, [`TaskError::InUse`], [`TaskError::Unfetched`],
+/// [`TaskError::UnreadableRefs`].
+pub fn prepare_delete(
+    workspace: &Path,
+    task: &str,
+    force: bool,
+    state_root: &Path,
+) -> Result<(TaskRecord, TaskLock, Option<String>)> {
     let record = load_task(workspace, task, state_root)?;
-    let dropped = fetch::unfetched(&record);
-    if let (Some(tip), false) = (&dropped, force) {
-        return Err(TaskError::Unfetched {
-            task: record.task.clone(),
-            branch: record.branch.clone(),
-            tip: tip.clone(),
-            fetched: record.fetched.as_ref().map_or_else(
-                || "and nothing was fetched".to_string(),
-                |f| format!("fetched up to {}", short(f)),
-            ),
-            commits: Vec::new(),
-        }
-        .into());
+    let lock = TaskLock::take(&record_root(&record), &record.task)?;
+    let dropped = check_deletable(&record, force)?;
+    Ok((record, lock, dropped))
+}
+
+/// The tasks folder a record's task folder is in.
+fn record_root(record: &TaskRecord) -> PathBuf {
+    record
+        .folder()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// `Ok(dropped)` when `record` may be deleted (`dropped`: what `force` drops), else the
+/// refusal.
+fn check_deletable(record: &TaskRecord, force: bool) -> Result<Option<String>> {
+    let not_fetched = fetch::unfetched(record);
+    if let (Some(why), false) = (&not_fetched, force) {
+        return Err(refusal(record, why));
     }
+    Ok(not_fetched.map(|n| match n {
+        fetch::NotFetched::Commits { tip, .. } => tip,
+        fetch::NotFetched::Unreadable(why) => format!("(unreadable refs: {why})"),
+    }))
+}
+
+/// Removes a task whose lock is held and which was judged deletable: the clone workspace's
+/// teardown, then the task folder, then the lock file.
+async fn remove_task(
+    engine: &dyn Engine,
+    record: TaskRecord,
+    lock: TaskLock,
+    dropped: Option<String>,
+    state_root: &Path,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<TaskDeleted> {
     let teardown = crate::handoff::delete::delete_with(
         engine,
         &crate::handoff::delete::DeleteOptions {
@@ -356,16 +460,78 @@ pub async fn delete_task(
     .await?;
     let folder = record.folder();
     std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
+    lock.remove();
     Ok(TaskDeleted {
         task: record.task.clone(),
         clone: record.clone.clone(),
-        kept_ref: record
-            .fetched
-            .as_ref()
-            .map(|_| fetched_ref_of(&record.task)),
+        kept_ref: fetch::host_ref(&record).map(|_| fetched_ref_of(&record.task)),
         dropped,
         teardown,
     })
+}
+
+/// `delete` without `--task`: every task of the repository at `workspace` (none when it is not
+/// a repository or has none), all or nothing: every task's lock is taken and every task judged
+/// before the first is removed, so one in use or with unfetched commits (unless `force`)
+/// refuses the whole delete with nothing removed.
+///
+/// Errors: the first task's [`TaskError::InUse`], [`TaskError::Unfetched`] or
+/// [`TaskError::UnreadableRefs`]; a teardown's.
+pub async fn delete_all_tasks(
+    engine: &dyn Engine,
+    workspace: &Path,
+    force: bool,
+    state_root: &Path,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<Vec<TaskDeleted>> {
+    // no task anywhere: no git asked about the workspace
+    if std::fs::read_dir(state_root.join("tasks"))
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true)
+    {
+        return Ok(Vec::new());
+    }
+    let Ok((_, key)) = source::locate(workspace) else {
+        return Ok(Vec::new());
+    };
+    let root = tasks_root(state_root, &key);
+    let mut judged = Vec::new();
+    for record in super::list(state_root, &key) {
+        let lock = TaskLock::take(&root, &record.task)?;
+        let dropped = check_deletable(&record, force)?;
+        judged.push((record, lock, dropped));
+    }
+    let mut removed = Vec::new();
+    for (record, lock, dropped) in judged {
+        removed.push(remove_task(engine, record, lock, dropped, state_root, reporter).await?);
+    }
+    Ok(removed)
+}
+
+/// The refusal to delete `record` while its work is not in the user's repository.
+fn refusal(record: &TaskRecord, why: &fetch::NotFetched) -> TaskError {
+    match why {
+        fetch::NotFetched::Commits { tip, host } => TaskError::Unfetched {
+            task: record.task.clone(),
+            branch: record.branch.clone(),
+            tip: tip.clone(),
+            fetched: host.as_ref().map_or_else(
+                || {
+                    format!(
+                        "and `{}` is not in the repository",
+                        fetched_ref_of(&record.task)
+                    )
+                },
+                |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
+            ),
+            commits: Vec::new(),
+        },
+        fetch::NotFetched::Unreadable(why) => TaskError::UnreadableRefs {
+            task: record.task.clone(),
+            clone: record.clone.clone(),
+            why: why.clone(),
+        },
+    }
 }
 
 /// `delete --task` against the engine at `DOCKER_HOST`.
@@ -383,6 +549,40 @@ pub async fn delete(
     delete_task(&*engine, workspace, task, force, &state, reporter).await
 }
 
+/// What `delete` without `--task` removed: the workspace's teardown (its fields, as before)
+/// and every clone task of the repository (`tasks`, absent when there was none).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceDeleted {
+    /// The workspace's teardown.
+    #[serde(flatten)]
+    pub workspace: crate::handoff::delete::DeleteResult,
+    /// The tasks removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskDeleted>,
+}
+
+/// `delete` without `--task` against the engine at `DOCKER_HOST`: [`delete_all_tasks`], then
+/// the workspace's own teardown ([`crate::handoff::delete::delete_with`]).
+///
+/// Errors: as [`delete_all_tasks`] (nothing removed), then the teardown's; the engine's when
+/// none answers.
+pub async fn delete_workspace(
+    opts: &crate::handoff::delete::DeleteOptions,
+    force: bool,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<WorkspaceDeleted> {
+    let engine = crate::engine::connect().await?;
+    let tasks = match state_root(opts.state_root.as_deref()) {
+        Ok(state) => {
+            delete_all_tasks(&*engine, &opts.workspace_folder, force, &state, reporter).await?
+        }
+        Err(_) => Vec::new(),
+    };
+    let workspace = crate::handoff::delete::delete_with(&*engine, opts, reporter).await?;
+    Ok(WorkspaceDeleted { workspace, tasks })
+}
+
 /// Every task of the repository at `workspace` with its fetch state (ahead/behind counted in
 /// the user's repository); empty when it is not a repository or has none.
 pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
@@ -393,4 +593,147 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
         .iter()
         .map(|r| fetch::report(r, fetch::clone_tip(r), false))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn plain_git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
+            .arg("init.defaultBranch=main")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A task in use (a handoff holds its lock from opening it to its fetch back) can be
+    /// neither opened a second time nor deleted (`task_in_use`, nothing removed); once its
+    /// holder lets go (ends, or is killed: the kernel drops the lock), it can. A task folder
+    /// left without its record (a devcell killed while making it) is made again.
+    #[test]
+    fn a_task_in_use_cannot_be_deleted_or_started_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        std::fs::write(source.join("a"), "a").unwrap();
+        plain_git(&source, &["add", "a"]);
+        plain_git(&source, &["commit", "-qm", "a"]);
+        let state = base.join("state");
+        let cache = base.join("cache");
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (record, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        assert!(record.clone.join("a").is_file());
+
+        let again = open_task(&opts, &state, &cache, &quiet).unwrap_err();
+        assert!(matches!(again, TaskError::InUse { .. }), "{again:?}");
+        let code = crate::ops::error::ProductError::code(&again);
+        assert_eq!(code.as_str(), "session_active");
+        assert_eq!(
+            crate::ops::error::ProductError::details(&again)["reason"],
+            "task_in_use"
+        );
+        let refused = prepare_delete(&source, "t", true, &state).unwrap_err();
+        assert!(matches!(refused, TaskError::InUse { .. }), "{refused:?}");
+        assert!(record.clone.join(".git").is_dir(), "nothing removed");
+
+        drop(lock);
+        let (_, delete_lock, dropped) = prepare_delete(&source, "t", false, &state).unwrap();
+        assert_eq!(dropped, None, "no commit on the branch");
+        let busy = open_task(&opts, &state, &cache, &quiet).unwrap_err();
+        assert!(matches!(busy, TaskError::InUse { .. }), "{busy:?}");
+        drop(delete_lock);
+
+        // a name that differs only by case: refused, nothing made; it shares the lock too
+        let upper = HandoffOptions {
+            task: Some("T".into()),
+            ..opts.clone()
+        };
+        let clash = open_task(&upper, &state, &cache, &quiet).unwrap_err();
+        assert!(matches!(clash, TaskError::CaseClash { .. }), "{clash:?}");
+        assert_eq!(
+            crate::ops::error::ProductError::details(&clash)["reason"],
+            "task_name_case_clash"
+        );
+        assert!(!record.folder().with_file_name("T").exists());
+        let held = TaskLock::take(&record_root(&record), "T").unwrap();
+        let busy = prepare_delete(&source, "t", false, &state).unwrap_err();
+        assert!(matches!(busy, TaskError::InUse { .. }), "{busy:?}");
+        drop(held);
+
+        // a half-made task (killed devcell): made again under the lock
+        std::fs::remove_file(record.path()).unwrap();
+        std::fs::remove_dir_all(&record.clone).unwrap();
+        let (remade, _lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        assert!(remade.clone.join("a").is_file());
+        assert!(remade.path().is_file());
+    }
+
+    /// A repository removed and made again at the same path (the same task key) is another
+    /// repository: the old tasks are not listed, loaded or continued for it (continuing one
+    /// is refused, `clone_replaced_repository`); `doctor` reports them as orphans
+    /// (`orphans::tests::orphaned_task_folders_are_found_and_those_with_unfetched_commits_are_kept`).
+    #[test]
+    fn a_new_repository_at_the_same_path_does_not_inherit_old_tasks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        let make_repo = |file: &str| {
+            std::fs::create_dir(&source).unwrap();
+            plain_git(&source, &["init", "-q"]);
+            std::fs::write(source.join(file), file).unwrap();
+            plain_git(&source, &["add", file]);
+            plain_git(&source, &["commit", "-qm", file]);
+        };
+        make_repo("a");
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (record, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        drop(lock);
+        assert!(record.same_repository());
+        assert_eq!(statuses(&source, &state).len(), 1);
+
+        std::fs::remove_dir_all(&source).unwrap();
+        make_repo("z");
+        let (_, key) = source::locate(&source).unwrap();
+        assert!(
+            super::super::list(&state, &key).is_empty(),
+            "no old task listed"
+        );
+        assert!(statuses(&source, &state).is_empty());
+        let gone = load_task(&source, "t", &state).unwrap_err();
+        assert!(matches!(gone, TaskError::NoSuchTask { .. }), "{gone:?}");
+        let refused = open_task(&opts, &state, &cache, &quiet).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                TaskError::Refused {
+                    reason: "clone_replaced_repository",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert!(record.clone.join("a").is_file(), "the old clone is kept");
+        // `doctor` reporting it: `orphans::tests`
+    }
 }

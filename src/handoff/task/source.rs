@@ -14,6 +14,9 @@ pub struct Source {
     /// Its common git directory (canonical): what the mirror fetches from, where the fetched
     /// refs go.
     pub common_dir: PathBuf,
+    /// The working tree's own git directory (canonical; the common directory for the main
+    /// working tree, `<common>/worktrees/<name>` for a linked one): where its `HEAD` is.
+    pub git_dir: PathBuf,
     /// The working tree's folder name.
     pub name: String,
     /// `sha1` or `sha256`.
@@ -63,7 +66,7 @@ pub fn inspect(folder: &Path, base_ref: Option<&str>) -> Result<Source> {
     )
     .map_err(|e| not_repo(format!("it is not a git repository git can read ({e})")))?;
     let lines: Vec<&str> = listed.lines().collect();
-    let [top, _git_dir, common, shallow, format] = lines[..] else {
+    let [top, git_dir, common, shallow, format] = lines[..] else {
         return Err(not_repo("git did not describe it".into()));
     };
     if Path::new(top) != root {
@@ -74,6 +77,9 @@ pub fn inspect(folder: &Path, base_ref: Option<&str>) -> Result<Source> {
     // relative to the folder git ran in
     let common = root.join(common);
     let common_dir = std::fs::canonicalize(&common).map_err(super::io(&common))?;
+    // `HEAD` is the working tree's own: a linked worktree's is in its own git directory, not
+    // the common directory's (which is the main working tree's)
+    let git_dir = std::fs::canonicalize(git_dir).map_err(super::io(Path::new(git_dir)))?;
     if shallow == "true" {
         return Err(refused(
             &root,
@@ -103,7 +109,7 @@ pub fn inspect(folder: &Path, base_ref: Option<&str>) -> Result<Source> {
     let spec = format!("{base_ref}^{{commit}}");
     let base = git(
         &root,
-        Some(&common_dir),
+        Some(&git_dir),
         &[],
         &[
             "rev-parse",
@@ -132,6 +138,7 @@ pub fn inspect(folder: &Path, base_ref: Option<&str>) -> Result<Source> {
             .unwrap_or_else(|| "repository".into()),
         work_tree: root,
         common_dir,
+        git_dir,
         object_format: format.to_string(),
         base_ref,
         base,
@@ -238,4 +245,83 @@ pub fn locate(folder: &Path) -> Result<(PathBuf, String)> {
     let common = root.join(common);
     let common = std::fs::canonicalize(&common).map_err(super::io(&common))?;
     Ok((root, super::source_key(&common)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::task::{TaskRecord, fetch};
+    use std::process::Command;
+
+    fn plain_git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
+            .arg("init.defaultBranch=main")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn commit(dir: &Path, name: &str) -> String {
+        std::fs::write(dir.join(name), name).unwrap();
+        plain_git(dir, &["add", name]);
+        plain_git(dir, &["commit", "-qm", name]);
+        plain_git(dir, &["rev-parse", "HEAD"])
+    }
+
+    /// A task started from a linked worktree is based on that worktree's `HEAD` (its own git
+    /// directory's), not on the main working tree's (the common directory's), and `behind`
+    /// counts against the same `HEAD`.
+    #[test]
+    fn a_task_from_a_linked_worktree_is_based_on_that_worktrees_head() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("main");
+        std::fs::create_dir(&main).unwrap();
+        plain_git(&main, &["init", "-q"]);
+        let first = commit(&main, "a");
+        plain_git(&main, &["worktree", "add", "-q", "-b", "feature", "../wt"]);
+        let wt = base.join("wt");
+        let on_feature = commit(&wt, "b");
+        let on_main = commit(&main, "c");
+        assert_ne!(first, on_main);
+
+        let src = inspect(&wt, None).unwrap();
+        assert_eq!(src.base, on_feature, "the worktree's own HEAD");
+        assert_eq!(src.work_tree, wt);
+        assert_eq!(src.common_dir, main.join(".git"));
+        assert_eq!(src.git_dir, main.join(".git/worktrees/wt"));
+        let from_main = inspect(&main, None).unwrap();
+        assert_eq!(from_main.base, on_main);
+
+        let record = TaskRecord {
+            task: "t".into(),
+            source: src.work_tree.clone(),
+            source_git_dir: src.common_dir.clone(),
+            source_head_git_dir: Some(src.git_dir.clone()),
+            repo: "wt".into(),
+            clone: base.join("task/wt"),
+            branch: "devcell/t".into(),
+            base_ref: "HEAD".into(),
+            base: src.base.clone(),
+            object_format: "sha1".into(),
+            fetched: None,
+            fetched_at: None,
+            created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
+        };
+        let report = fetch::report(&record, Some(src.base.clone()), false);
+        assert_eq!(report.ahead, Some(0));
+        assert_eq!(report.behind, Some(0), "the worktree has not moved");
+        commit(&wt, "d");
+        let report = fetch::report(&record, Some(src.base.clone()), false);
+        assert_eq!(
+            report.behind,
+            Some(1),
+            "one commit on the worktree's branch"
+        );
+    }
 }
