@@ -143,7 +143,9 @@ pub async fn build_with(
     opts: &BuildOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuildResult> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
     // judged under `hardened` as `up` judges it (spec-note 0400)
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
@@ -189,7 +191,7 @@ pub async fn build_with(
     let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
     let mut security = up_opts.security.clone();
     if let Some(network) = crate::security::build_network::of_a_build(&profile) {
-        security.network = Some(network.to_string());
+        security.network = Some(network);
     }
     let judged = UpOptions {
         security,

@@ -76,7 +76,7 @@ pub(crate) async fn up_compose(
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
     // `none` and `allowlist` close the project networks (spec-note 0604).
-    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
+    let mode = ComposeNetwork::requested(&opts.security, &opts.settings);
     let ServiceRequests {
         target,
         places,
@@ -382,7 +382,7 @@ pub(crate) async fn preview_compose(
         ..
     } = service_requests(engine, opts, choice, earlier).await?;
     // the network refusals `up` makes before anything is created
-    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
+    let mode = ComposeNetwork::requested(&opts.security, &opts.settings);
     if mode == ComposeNetwork::Allowlist {
         compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
     }

@@ -32,7 +32,7 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::security::{self, Grants, Permission, PermissionRequest, SecurityProfile, Source};
-use crate::settings::Settings;
+use crate::settings::{NetworkMode, Settings};
 
 /// The network setting that turns the channel on.
 pub const ALLOWLIST: &str = "allowlist";
@@ -44,17 +44,10 @@ pub const PROXY_SUBCOMMAND: &str = "__egress-proxy";
 /// How long `up` waits for a new proxy to bind its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The network the user asked for: `--network`, else the settings agent's `network`, else
-/// `[security].network` (`default` when empty).
-pub(crate) fn requested_network(opts: &SecurityOptions, settings: &Settings) -> String {
-    opts.network.clone().unwrap_or_else(|| {
-        crate::egress::settings::network(settings, opts.agent.as_deref()).to_string()
-    })
-}
-
-/// Whether the container is to get the egress channel.
+/// Whether the container is to get the egress channel (the network chosen is `allowlist`).
 pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool {
-    requested_network(opts, settings) == ALLOWLIST
+    crate::security::choice::network(opts, settings, crate::security::choice::UP_NETWORK)
+        == NetworkMode::Allowlist
 }
 
 /// The destinations the repository requests (`customizations.devcell.egress` of

@@ -139,7 +139,9 @@ pub(crate) async fn dev_image(
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
     let image = prepare_image(
         engine,
         loaded,
@@ -171,7 +173,9 @@ pub(crate) async fn dev_image_from(
     // host variables are requests like devcontainer.json's (spec-note 0443).
     let (label_host_env, label_requests) =
         if matches!(kind, ConfigKind::Dockerfile | ConfigKind::Compose) {
-            let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+            let crate::security::Choice {
+                profile, grants, ..
+            } = security_choice(&opts.security, &opts.settings)?;
             let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
             let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
             security::host_env::check(&profile, &requests)?;

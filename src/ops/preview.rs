@@ -60,7 +60,9 @@ pub(crate) async fn preview_permissions(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
     let mut preview = preview_container(engine, opts).await?;
     if matches!(
         preview.refusal,
@@ -85,7 +87,9 @@ pub(crate) async fn preview_container(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
     let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {

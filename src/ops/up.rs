@@ -42,8 +42,8 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
-    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
-    origins, security_choice,
+    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, origins,
+    requested_network, security_choice,
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
@@ -100,7 +100,9 @@ pub async fn up_with(
 ///
 /// Errors: [`OpsError::Config`], [`OpsError::InvalidLimit`] and the security choice's.
 pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     Ok(UpChoice {
         profile,
@@ -578,8 +580,8 @@ fn new_spec(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
+    if let Some(network) = requested_network(&opts.security, &opts.settings).engine_mode() {
+        spec.network_mode = Some(network.to_string());
     }
     Ok(spec)
 }
@@ -691,7 +693,7 @@ mod tests {
     use super::*;
     use crate::engine::ImageInfo;
     use crate::names::METADATA_LABEL;
-    use crate::ops::{attach::*, dockerfile::*, options::*, permissions::*, secrets::*};
+    use crate::ops::{attach::*, dockerfile::*, options::*, secrets::*};
     use crate::security::{ProfileLimits, Source};
     use crate::settings::Settings;
 
@@ -795,7 +797,9 @@ mod tests {
             pids_limit: Some(64),
             ..SecurityOptions::default()
         };
-        let (profile, grants) = security_choice(&opts, &settings).unwrap();
+        let crate::security::Choice {
+            profile, grants, ..
+        } = security_choice(&opts, &settings).unwrap();
         let SecurityProfile::Hardened(limits) = profile else {
             panic!("hardened by default")
         };
@@ -803,11 +807,14 @@ mod tests {
         assert_eq!(limits.memory_bytes, 4 << 30);
         assert!(grants.root && grants.capabilities.contains("NET_ADMIN"));
         let reference = SecurityOptions {
-            profile: Some("reference".into()),
+            profile: Some(crate::settings::Profile::Reference),
             ..SecurityOptions::default()
         };
         assert_eq!(
-            security_choice(&reference, &settings).unwrap().0.name(),
+            security_choice(&reference, &settings)
+                .unwrap()
+                .profile
+                .name(),
             "reference"
         );
         let bad = SecurityOptions {
@@ -815,6 +822,11 @@ mod tests {
             ..SecurityOptions::default()
         };
         assert!(security_choice(&bad, &settings).is_err());
+    }
+
+    /// The limits with `up`'s error ([`OpsError::InvalidLimit`]).
+    fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
+        Ok(crate::security::choice::limits(opts, settings)?)
     }
 
     #[test]
@@ -880,7 +892,7 @@ mod tests {
         assert!(limits(&SecurityOptions::default(), &zero).is_err());
         // and under `reference`, where the limits are not applied
         let reference = SecurityOptions {
-            profile: Some("reference".into()),
+            profile: Some(crate::settings::Profile::Reference),
             cpus: Some(0.0),
             ..SecurityOptions::default()
         };
