@@ -21,8 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::engine::{ContainerSpec, Engine};
 use crate::ops::error::{OpsError, Result};
-use crate::ops::options::SecurityOptions;
-use crate::settings::{NetworkMode, Settings};
+use crate::settings::NetworkMode;
 
 /// The bridge driver option that keeps the network's gateway address off the host.
 pub(crate) const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
@@ -47,11 +46,6 @@ impl ComposeNetwork {
             NetworkMode::Allowlist => ComposeNetwork::Allowlist,
             NetworkMode::None => ComposeNetwork::Closed,
         }
-    }
-
-    /// The mode the user asked for (`--network`, else the settings'; spec-note 0502).
-    pub(crate) fn requested(opts: &SecurityOptions, settings: &Settings) -> Self {
-        Self::of(crate::ops::permissions::requested_network(opts, settings))
     }
 
     /// The mode a primary container was created with (its `devcell.network` label).

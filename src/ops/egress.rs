@@ -30,7 +30,7 @@ use crate::egress::{
 use crate::engine::{ContainerSpec, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::options::{SecurityOptions, UpOptions};
+use crate::ops::options::UpOptions;
 use crate::security::{self, Grants, Permission, PermissionRequest, SecurityProfile, Source};
 use crate::settings::{NetworkMode, Settings};
 
@@ -44,12 +44,6 @@ pub const PROXY_SUBCOMMAND: &str = "__egress-proxy";
 /// How long `up` waits for a new proxy to bind its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Whether the container is to get the egress channel (the network chosen is `allowlist`).
-pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool {
-    crate::security::choice::network(opts, settings, crate::security::choice::UP_NETWORK)
-        == NetworkMode::Allowlist
-}
-
 /// The destinations the repository requests (`customizations.devcell.egress` of
 /// devcontainer.json), judged with the user's grants (`--allow egress:DEST`); asked only in
 /// `allowlist` mode (elsewhere they would change nothing). Refused ones are returned, for one
@@ -58,11 +52,11 @@ pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool 
 /// Errors: [`OpsError::Security`] for a malformed request (naming its property).
 pub(crate) fn repository_requests(
     loaded: &LoadedConfiguration,
-    opts: &UpOptions,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
 ) -> Result<Vec<PermissionRequest>> {
-    if !is_allowlist(&opts.security, &opts.settings) {
+    if network != NetworkMode::Allowlist {
         return Ok(Vec::new());
     }
     let customizations = loaded
@@ -293,11 +287,11 @@ pub(crate) fn is_channel_bind(
 ///
 /// Errors: as [`prepare`].
 pub(crate) fn before_create(
-    opts: &UpOptions,
+    network: NetworkMode,
     devcontainer_id: &str,
     spec: &mut ContainerSpec,
 ) -> Result<()> {
-    if !is_allowlist(&opts.security, &opts.settings) {
+    if network != NetworkMode::Allowlist {
         return Ok(());
     }
     let paths = ProxyPaths::new(&state_root()?, &ProxyPaths::key_of(devcontainer_id));
@@ -315,11 +309,12 @@ pub(crate) fn before_create(
 pub(crate) async fn after_start(
     engine: &dyn Engine,
     opts: &UpOptions,
+    network: NetworkMode,
     devcontainer_id: &str,
     container: &crate::engine::ContainerInfo,
     requests: &[PermissionRequest],
 ) -> Result<Option<EgressStatus>> {
-    let asked = is_allowlist(&opts.security, &opts.settings);
+    let asked = network == NetworkMode::Allowlist;
     let has_channel = container.labels.get(NETWORK_LABEL).map(String::as_str) == Some(ALLOWLIST);
     if !has_channel {
         if asked {
@@ -902,10 +897,10 @@ mod tests {
         settings.file = Some(PathBuf::from("c.toml"));
         let opts = UpOptions {
             settings,
-            security: SecurityOptions {
+            security: crate::security::SecurityOptions {
                 agent: Some("codex".into()),
                 egress_allow: vec!["web.test:80=127.0.0.1".into(), "a.test".into()],
-                ..SecurityOptions::default()
+                ..crate::security::SecurityOptions::default()
             },
             ..UpOptions::default()
         };
@@ -932,9 +927,9 @@ mod tests {
             ]
         );
         let bad = UpOptions {
-            security: SecurityOptions {
+            security: crate::security::SecurityOptions {
                 egress_allow: vec!["not a host".into()],
-                ..SecurityOptions::default()
+                ..crate::security::SecurityOptions::default()
             },
             ..UpOptions::default()
         };

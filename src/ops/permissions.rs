@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 /// [`security::check_reuse`] for the container `up` found: its image's `USER`, the merged
 /// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
-/// for. Returns the granted requests.
+/// for (`network`, the user's choice). Returns the granted requests.
 ///
 /// Errors: [`OpsError::Security`] (`ReuseRefused`), [`OpsError::Engine`].
 #[allow(clippy::too_many_arguments)]
@@ -39,6 +39,7 @@ pub(crate) async fn check_existing(
     loaded: &LoadedConfiguration,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
     opts: &UpOptions,
 ) -> Result<Vec<PermissionRequest>> {
     let engine_socket = engine.host_socket();
@@ -57,7 +58,7 @@ pub(crate) async fn check_existing(
     let users = metadata::ConfiguredUsers::of(&merged);
     let remote_user = users.remote_user.as_deref();
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
-    let network = requested_network(&opts.security, &opts.settings).engine_mode();
+    let network = network.engine_mode();
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
     let mut resolved = info.clone();
     // devcell's own egress channel is the profile's, wherever the state folder is
@@ -266,12 +267,13 @@ pub(crate) fn early_requests(
     opts: &UpOptions,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
 ) -> Result<EarlyRequests> {
     let host_env =
         security::host_env::uses(&loaded.workspace.host_env_reads, &bare_env_names(loaded));
     let mut requests = security::host_env::judge(profile, grants, &host_env);
     let warning = security::host_env::image_history_warning(&host_env, &requests);
-    let container_network = requested_network(&opts.security, &opts.settings).engine_mode();
+    let container_network = network.engine_mode();
     let request = build_request(loaded, &opts.target.env).ok();
     // The first tag is devcell's own image name; the others are the repository's.
     let tags = request
@@ -289,7 +291,7 @@ pub(crate) fn early_requests(
     requests.extend(security::image_tags::judge(profile, grants, &tags));
     // the repository's egress destinations (`--network allowlist`; spec-note 0503)
     requests.extend(crate::ops::egress::repository_requests(
-        loaded, opts, profile, grants,
+        loaded, profile, grants, network,
     )?);
     Ok(EarlyRequests {
         requests,
@@ -525,12 +527,6 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
     origins
 }
 
-/// The network of `up`, `build` and `set-up` ([`crate::security::choice::network`] with
-/// `up`'s default; a handoff passes its network as a flag).
-pub(crate) fn requested_network(opts: &SecurityOptions, settings: &Settings) -> NetworkMode {
-    crate::security::choice::network(opts, settings, crate::security::choice::UP_NETWORK)
-}
-
 /// The user's choices for `up`, `build` and `set-up` ([`Choice::resolve`] with `up`'s network
 /// default; a handoff passes its network as a flag).
 ///
@@ -629,6 +625,8 @@ pub(crate) async fn judge_named_volumes(
 pub(crate) struct UpChoice {
     pub(crate) profile: SecurityProfile,
     pub(crate) grants: Grants,
+    /// The container's network, as the user chose it ([`security_choice`]).
+    pub(crate) network: NetworkMode,
     pub(crate) loaded: LoadedConfiguration,
 }
 
@@ -675,10 +673,12 @@ pub(crate) async fn judge_configuration(
     let UpChoice {
         profile,
         grants,
+        network,
         loaded,
     } = choice;
+    let network = *network;
     let judged = judged_options(opts, profile, grants);
-    let early = early_requests(loaded, &judged, profile, grants)?;
+    let early = early_requests(loaded, &judged, profile, grants, network)?;
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
     let before: Vec<PermissionRequest> = earlier
         .iter()
@@ -694,7 +694,11 @@ pub(crate) async fn judge_configuration(
     let (reuse_refusal, container) = match found {
         Some(info) => {
             let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
-            match check_existing(engine, info, &entries, loaded, profile, grants, &judged).await {
+            match check_existing(
+                engine, info, &entries, loaded, profile, grants, network, &judged,
+            )
+            .await
+            {
                 Ok(requests) => (None, requests),
                 Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                     (Some(e), Vec::new())
@@ -725,6 +729,7 @@ pub(crate) async fn judge_configuration(
                 &ContainerJudgement {
                     profile,
                     grants,
+                    network,
                     opts: &judged,
                     loaded,
                     engine_socket,
@@ -785,6 +790,8 @@ async fn early_feature_entries(loaded: &LoadedConfiguration, judged: &UpOptions)
 pub(crate) struct ContainerJudgement<'a> {
     pub(crate) profile: &'a SecurityProfile,
     pub(crate) grants: &'a Grants,
+    /// The container's network, as the user chose it.
+    pub(crate) network: NetworkMode,
     /// `up`'s options, the host environment already judged ([`judged_options`]).
     pub(crate) opts: &'a UpOptions,
     pub(crate) loaded: &'a LoadedConfiguration,
@@ -814,6 +821,7 @@ pub(crate) async fn container_requests(
     let ContainerJudgement {
         profile,
         grants,
+        network,
         opts,
         loaded,
         engine_socket,
@@ -839,7 +847,7 @@ pub(crate) async fn container_requests(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = requested_network(&opts.security, &opts.settings).engine_mode() {
+    if let Some(network) = network.engine_mode() {
         spec.network_mode = Some(network.to_string());
     }
     // Named volumes judged by what they are, as `up` judges them (spec-note 0444).

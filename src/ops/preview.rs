@@ -19,6 +19,7 @@ use crate::ops::permissions::{
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile, host_path};
+use crate::settings::NetworkMode;
 use serde_json::Value;
 
 /// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
@@ -88,7 +89,10 @@ pub(crate) async fn preview_container(
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
     let crate::security::Choice {
-        profile, grants, ..
+        profile,
+        grants,
+        network,
+        ..
     } = security_choice(&opts.security, &opts.settings)?;
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
@@ -106,10 +110,11 @@ pub(crate) async fn preview_container(
     }
     // As `up`: the host variables and the builds' network first, then only judged variables.
     let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    let early = early_requests(&loaded, opts, &profile, &grants, network)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let mut preview = preview_rest(engine, opts, &loaded, preview, &profile, &grants).await?;
+    let mut preview =
+        preview_rest(engine, opts, &loaded, preview, (&profile, &grants, network)).await?;
     // One refusal for all of them, as `up` refuses (spec-note 0400).
     preview.refusal = security::refusal_of_all(
         &profile,
@@ -128,8 +133,7 @@ pub(crate) async fn preview_rest(
     opts: &UpOptions,
     loaded: &LoadedConfiguration,
     mut preview: PermissionPreview,
-    profile: &SecurityProfile,
-    grants: &Grants,
+    (profile, grants, network): (&SecurityProfile, &Grants, NetworkMode),
 ) -> Result<PermissionPreview> {
     let engine_socket = engine.and_then(|e| e.host_socket());
     let kind = loaded.typed.kind();
@@ -146,7 +150,11 @@ pub(crate) async fn preview_rest(
         .await
     {
         let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
-        match check_existing(engine, &info, &entries, loaded, profile, grants, opts).await {
+        match check_existing(
+            engine, &info, &entries, loaded, profile, grants, network, opts,
+        )
+        .await
+        {
             Ok(requests) => preview.requests = requests,
             Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                 if let security::SecurityError::ReuseRefused { requests, .. } = &e {
@@ -279,6 +287,7 @@ pub(crate) async fn preview_rest(
         &ContainerJudgement {
             profile,
             grants,
+            network,
             opts,
             loaded,
             engine_socket,

@@ -18,6 +18,7 @@
 
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
+use crate::settings::NetworkMode;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -43,7 +44,7 @@ use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, origins,
-    requested_network, security_choice,
+    security_choice,
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
@@ -101,12 +102,16 @@ pub async fn up_with(
 /// Errors: [`OpsError::Config`], [`OpsError::InvalidLimit`] and the security choice's.
 pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
     let crate::security::Choice {
-        profile, grants, ..
+        profile,
+        grants,
+        network,
+        ..
     } = security_choice(&opts.security, &opts.settings)?;
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     Ok(UpChoice {
         profile,
         grants,
+        network,
         loaded,
     })
 }
@@ -206,11 +211,13 @@ pub(crate) async fn up_judged(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let JudgedUp {
-        choice: UpChoice {
-            profile,
-            grants,
-            loaded,
-        },
+        choice:
+            UpChoice {
+                profile,
+                grants,
+                network,
+                loaded,
+            },
         judgement:
             ConfigurationJudgement {
                 early,
@@ -271,6 +278,7 @@ pub(crate) async fn up_judged(
                 loaded: &loaded,
                 profile: &profile,
                 grants: &grants,
+                network,
                 early_requests: &early.requests,
                 id_labels: &id_labels,
                 devcontainer_id: &devcontainer_id,
@@ -286,6 +294,7 @@ pub(crate) async fn up_judged(
     let egress = crate::ops::egress::after_start(
         engine,
         opts,
+        network,
         &devcontainer_id,
         &container,
         &early.requests,
@@ -420,6 +429,7 @@ struct NewContainer<'a> {
     loaded: &'a LoadedConfiguration,
     profile: &'a SecurityProfile,
     grants: &'a Grants,
+    network: NetworkMode,
     early_requests: &'a [PermissionRequest],
     id_labels: &'a BTreeMap<String, String>,
     devcontainer_id: &'a str,
@@ -465,7 +475,7 @@ async fn create_new(
         engine,
         loaded,
         loaded.typed.kind(),
-        opts,
+        (opts, plan.profile, plan.grants),
         reporter,
         warnings,
     )
@@ -500,7 +510,7 @@ async fn create_new(
         label_requests: &label_requests,
     };
     let mut judged = judge_new(engine, plan, spec, &facts, warnings, reporter).await?;
-    crate::ops::egress::before_create(opts, plan.devcontainer_id, &mut judged.spec)?;
+    crate::ops::egress::before_create(plan.network, plan.devcontainer_id, &mut judged.spec)?;
     let early_requests = plan.early_requests;
     identity_labels(
         &mut judged.spec,
@@ -580,7 +590,7 @@ fn new_spec(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = requested_network(&opts.security, &opts.settings).engine_mode() {
+    if let Some(network) = plan.network.engine_mode() {
         spec.network_mode = Some(network.to_string());
     }
     Ok(spec)
