@@ -61,10 +61,11 @@ pub(crate) async fn preview_permissions(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
+    let choice = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, opts, &choice).await?;
     let crate::security::Choice {
         profile, grants, ..
-    } = security_choice(&opts.security, &opts.settings)?;
-    let mut preview = preview_container(engine, opts).await?;
+    } = choice;
     if matches!(
         preview.refusal,
         Some(security::SecurityError::PathOutside { .. })
@@ -83,20 +84,22 @@ pub(crate) async fn preview_permissions(
     Ok(preview)
 }
 
-/// [`preview_permissions`] for the container alone.
+/// [`preview_permissions`] for the container alone, under the user's `choice`.
 pub(crate) async fn preview_container(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
+    choice: &crate::security::Choice,
 ) -> Result<PermissionPreview> {
     let crate::security::Choice {
         profile,
         grants,
         network,
         ..
-    } = security_choice(&opts.security, &opts.settings)?;
+    } = choice;
+    let network = *network;
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
-    let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
+    let loaded = match load_for(&opts.target, confine_grants(profile, grants)) {
         Err(OpsError::Security(e @ security::SecurityError::PathOutside { .. })) => {
             preview.refusal = Some(e);
             return Ok(preview);
@@ -109,15 +112,15 @@ pub(crate) async fn preview_container(
         return Ok(preview);
     }
     // As `up`: the host variables and the builds' network first, then only judged variables.
-    let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants, network)?;
+    let opts = &judged_options(opts, profile, grants);
+    let early = early_requests(&loaded, opts, profile, grants, network)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
     let mut preview =
-        preview_rest(engine, opts, &loaded, preview, (&profile, &grants, network)).await?;
+        preview_rest(engine, opts, &loaded, preview, (profile, grants, network)).await?;
     // One refusal for all of them, as `up` refuses (spec-note 0400).
     preview.refusal = security::refusal_of_all(
-        &profile,
+        profile,
         &early.requests,
         preview.refusal.take(),
         &preview.requests,
