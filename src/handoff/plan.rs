@@ -321,6 +321,8 @@ pub(crate) struct Prepared {
     pub(super) network: NetworkMode,
     /// The profile chosen (a container's; nothing applies on the host).
     pub(super) profile: Profile,
+    /// Every choice, resolved once (`None` on the host, where none applies).
+    pub(super) choice: Option<crate::security::Choice>,
     pub(super) cwd: String,
     pub(super) warnings: Vec<String>,
 }
@@ -356,12 +358,12 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     }
     let up_opts = up_options(&prepared, opts);
     let mut preview = crate::ops::preview::preview_permissions(dyn_engine, &up_opts).await?;
-    if !prepared.git_requests.is_empty() {
-        let profile =
-            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?.profile;
+    if !prepared.git_requests.is_empty()
+        && let Some(choice) = &prepared.choice
+    {
         // one refusal for all, as the handoff refuses (spec-note 0400)
         preview.refusal = crate::security::refusal_of_all(
-            &profile,
+            &choice.profile,
             &prepared.git_requests,
             preview.refusal.take(),
             &preview.requests,
@@ -635,22 +637,21 @@ pub(super) async fn prepare(
     // on the host, where none of them applies).
     let mut confine = None;
     let mut git_requests = Vec::new();
+    let mut choice = None;
     let limits = if host {
         None
     } else {
-        let crate::security::Choice {
-            profile: chosen,
-            grants,
-            ..
-        } = crate::security::Choice::resolve(
+        let chosen = crate::security::Choice::resolve(
             &flags,
             settings,
             crate::security::choice::HANDOFF_NETWORK,
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
-        confine = crate::ops::permissions::confine_grants(&chosen, &grants);
-        git_requests = git_dir_requests(&ws, &chosen, &grants);
-        match chosen {
+        confine = crate::ops::permissions::confine_grants(&chosen.profile, &chosen.grants);
+        git_requests = git_dir_requests(&ws, &chosen.profile, &chosen.grants);
+        let profile = chosen.profile;
+        choice = Some(chosen);
+        match profile {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
                 memory_bytes: l.memory_bytes,
@@ -910,6 +911,7 @@ pub(super) async fn prepare(
         agent_env,
         network,
         profile,
+        choice,
         cwd,
         warnings,
     })
