@@ -13,7 +13,8 @@
 //! pids_limit = 1024
 //! memory = "4g"                   # bytes with optional k/m/g/t suffix (powers of 1024)
 //! cpus = 2.0
-//! network = "default"             # or "none", or "allowlist" (only `egress` destinations)
+//! network = "default"             # or "none", or "allowlist" (only `egress` destinations);
+//!                                 # unset: `default` for `up`, `none` for a handoff
 //! egress = ["api.example.test"]   # `host[:port][=address]`, every agent (spec-note 0500)
 //!
 //! [registries]
