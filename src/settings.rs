@@ -13,7 +13,8 @@
 //! pids_limit = 1024
 //! memory = "4g"                   # bytes with optional k/m/g/t suffix (powers of 1024)
 //! cpus = 2.0
-//! network = "default"             # or "none", or "allowlist" (only `egress` destinations)
+//! network = "default"             # or "none", or "allowlist" (only `egress` destinations);
+//!                                 # unset: `default` for `up`, `none` for a handoff
 //! egress = ["api.example.test"]   # `host[:port][=address]`, every agent (spec-note 0500)
 //!
 //! [registries]
@@ -93,7 +94,7 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct SecuritySettings {
     /// `hardened` (default) or `reference`.
-    pub profile: String,
+    pub profile: Profile,
     /// Permission grants, e.g. `privileged`, `root`, `cap:SYS_PTRACE`, `mount:/data`.
     pub allow: Vec<String>,
     /// Maximum number of processes in the container.
@@ -102,9 +103,9 @@ pub struct SecuritySettings {
     pub memory: String,
     /// CPU limit in CPUs (fractions allowed).
     pub cpus: f64,
-    /// Network mode: `default`, `none` or `allowlist` (checked when read).
-    #[serde(deserialize_with = "network_mode")]
-    pub network: String,
+    /// Network mode: `default`, `none` or `allowlist`; `None` when not written (then each
+    /// command's own default applies: `default` for `up`, `none` for a handoff; spec-note 0207).
+    pub network: Option<NetworkMode>,
     /// Egress allowlist entries (`host[:port][=address]`) for every agent under `allowlist`;
     /// checked by `egress::settings` (a higher layer owns the syntax).
     pub egress: Vec<Located<String>>,
@@ -113,12 +114,12 @@ pub struct SecuritySettings {
 impl Default for SecuritySettings {
     fn default() -> Self {
         Self {
-            profile: "hardened".into(),
+            profile: Profile::Hardened,
             allow: Vec::new(),
             pids_limit: 1024,
             memory: "4g".into(),
             cpus: 2.0,
-            network: "default".into(),
+            network: None,
             egress: Vec::new(),
         }
     }
@@ -151,10 +152,9 @@ pub struct AgentSettings {
     /// Verification commands the agent must run before calling the task done.
     pub verify: Vec<String>,
     /// Overrides `[security].profile` for this agent.
-    pub profile: Option<String>,
+    pub profile: Option<Profile>,
     /// Overrides `[security].network` for this agent (`default`, `none`, `allowlist`).
-    #[serde(deserialize_with = "network_mode_option")]
-    pub network: Option<String>,
+    pub network: Option<NetworkMode>,
     /// Egress allowlist entries added to `[security].egress` for this agent.
     pub egress: Vec<Located<String>>,
     /// Model-provider upstreams by id (`[agents.NAME.upstreams.ID]`): the proxy adds the
@@ -292,28 +292,153 @@ impl<T> std::ops::Deref for Located<T> {
     }
 }
 
-/// The network modes a user may choose.
-pub const NETWORK_MODES: [&str; 3] = ["default", "none", "allowlist"];
+/// The container's network, as the user chose it (`--network`, `network` in `[agents.NAME]`
+/// or `[security]`). Parsed once: by clap for the flag, by serde when config.toml is read;
+/// everything after receives this value (resolved by `security::choice`, spec-note 0207).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// The engine's default network (its bridge): what the reference CLI gives. `up`'s default.
+    Default,
+    /// Loopback only (network `none`). The handoff's default (spec-note 0202).
+    None,
+    /// Network `none` plus devcell's host-side egress proxy: only the allowlisted
+    /// destinations (spec-note 0502).
+    Allowlist,
+}
 
-fn check_network<E: serde::de::Error>(mode: String) -> Result<String, E> {
-    if NETWORK_MODES.contains(&mode.as_str()) {
-        Ok(mode)
-    } else {
-        Err(E::invalid_value(
-            serde::de::Unexpected::Str(&mode),
-            &"`default`, `none` or `allowlist`",
-        ))
+impl NetworkMode {
+    /// `default`, `none` or `allowlist`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Default => "default",
+            NetworkMode::None => "none",
+            NetworkMode::Allowlist => "allowlist",
+        }
+    }
+
+    /// The engine's network mode for the container: `None` for the engine's default, else
+    /// `none` (`allowlist` is network `none` plus devcell's channel, spec-note 0502).
+    pub fn engine_mode(self) -> Option<&'static str> {
+        match self {
+            NetworkMode::Default => Option::None,
+            NetworkMode::None | NetworkMode::Allowlist => Some("none"),
+        }
+    }
+
+    /// Whether the container is closed (network `none`, with or without the allowlist).
+    pub fn closed(self) -> bool {
+        self != NetworkMode::Default
     }
 }
 
-fn network_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    check_network(String::deserialize(d)?)
+/// `--network`'s values, without per-value help (the flag's own help says what each does).
+impl clap::ValueEnum for NetworkMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            NetworkMode::Default,
+            NetworkMode::None,
+            NetworkMode::Allowlist,
+        ]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
 }
 
-fn network_mode_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Option::<String>::deserialize(d)?
-        .map(check_network)
-        .transpose()
+impl std::fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for NetworkMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "default" => Ok(NetworkMode::Default),
+            "none" => Ok(NetworkMode::None),
+            "allowlist" => Ok(NetworkMode::Allowlist),
+            other => Err(format!(
+                "unknown network `{other}`: expected `default`, `none` or `allowlist`"
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|_| {
+            serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&text),
+                &"`default`, `none` or `allowlist`",
+            )
+        })
+    }
+}
+
+/// The security profile's name, as `--security-profile` and config.toml spell it. Parsed
+/// once (clap, serde); `security::SecurityProfile` adds the limits to `Hardened`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Non-root, capabilities dropped, read-only root, limits; anything more is a grant.
+    #[default]
+    Hardened,
+    /// The configuration as written, like the reference CLI.
+    Reference,
+}
+
+impl Profile {
+    /// `hardened` or `reference`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Hardened => "hardened",
+            Profile::Reference => "reference",
+        }
+    }
+}
+
+/// `--security-profile`'s values, without per-value help (the flag's own help says them).
+impl clap::ValueEnum for Profile {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Profile::Hardened, Profile::Reference]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "hardened" => Ok(Profile::Hardened),
+            "reference" => Ok(Profile::Reference),
+            other => Err(format!(
+                "unknown security profile `{other}`: expected `hardened` or `reference`"
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Profile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|_| {
+            serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&text),
+                &"`hardened` or `reference`",
+            )
+        })
+    }
 }
 
 /// A read-only file or folder mounted for an agent.
@@ -532,7 +657,7 @@ mod tests {
     fn empty_file_gives_defaults() {
         let s = parse("", Path::new("c.toml")).unwrap();
         assert_eq!(s, Settings::default());
-        assert_eq!(s.security.profile, "hardened");
+        assert_eq!(s.security.profile, Profile::Hardened);
         assert_eq!(s.security.pids_limit, 1024);
         assert_eq!(s.handoff.workspace_target, "/workspace");
     }
@@ -605,14 +730,14 @@ ca = "ca.pem"
             Path::new("c.toml"),
         )
         .unwrap();
-        assert_eq!(s.security.network, "allowlist");
+        assert_eq!(s.security.network, Some(NetworkMode::Allowlist));
         let e = &s.security.egress[1];
         assert_eq!(
             (e.value.as_str(), e.line, e.column),
             ("web.test:8080=127.0.0.1", 3, 31)
         );
         let codex = &s.agents["codex"];
-        assert_eq!(codex.network.as_deref(), Some("none"));
+        assert_eq!(codex.network, Some(NetworkMode::None));
         assert_eq!((codex.egress[0].line, codex.egress[0].column), (6, 11));
         let up = &codex.upstreams["openai"];
         assert_eq!(up.url.value, "https://api.example.test/v1");

@@ -175,8 +175,8 @@ pub struct HandoffArgs {
     /// Network: `none` (default for handoff), `allowlist` (only the `--egress-allow`
     /// destinations and the configured `egress`, through devcell's host-side proxy) or
     /// `default`.
-    #[arg(long, value_parser = ["default", "none", "allowlist"])]
-    pub network: Option<String>,
+    #[arg(long, value_enum)]
+    pub network: Option<crate::settings::NetworkMode>,
     /// A destination the agent may reach under `--network allowlist`:
     /// `host[:port][=address]`, `*.suffix` for names below it, port 443 unless given,
     /// `=address` to pin the address (repeatable).
@@ -186,8 +186,8 @@ pub struct HandoffArgs {
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
     /// Security profile: `hardened` (default) or `reference`.
-    #[arg(long, value_parser = ["hardened", "reference"])]
-    pub security_profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub security_profile: Option<crate::settings::Profile>,
     /// Grant a permission (repeatable), as for `up`.
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
@@ -723,8 +723,8 @@ pub struct UpArgs {
     #[command(flatten)]
     pub lockfile: LockfileArgs,
     /// Security profile: `hardened` (default) or `reference` (the config as written).
-    #[arg(long, value_parser = ["hardened", "reference"])]
-    pub security_profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub security_profile: Option<crate::settings::Profile>,
     /// Grant a permission: `privileged`, `root`, `cap:NAME`, `mount:PATH`,
     /// `security-opt:OPT`, `device:PATH`, `network:host`, `network:container:NAME`,
     /// `network:NAME`, `publish:IP:PORT`, `publish:IP:*`, `publish:*`, `env:NAME`,
@@ -739,8 +739,8 @@ pub struct UpArgs {
     pub limits: ResourceLimitArgs,
     /// Network: `default`, `none`, or `allowlist` (network `none` plus devcell's host-side
     /// proxy: only the `--egress-allow` destinations and the configured `egress`).
-    #[arg(long, value_parser = ["default", "none", "allowlist"])]
-    pub network: Option<String>,
+    #[arg(long, value_enum)]
+    pub network: Option<crate::settings::NetworkMode>,
     /// A destination the container may reach under `--network allowlist`:
     /// `host[:port][=address]`, `*.suffix` for names below it, port 443 unless given,
     /// `=address` to pin the address (repeatable).
@@ -938,8 +938,8 @@ pub struct BuildArgs {
     pub cache_dir: Option<PathBuf>,
     /// Security profile the permission requests are judged under (reported, not enforced:
     /// `build` creates no container).
-    #[arg(long, value_parser = ["hardened", "reference"])]
-    pub security_profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub security_profile: Option<crate::settings::Profile>,
     /// A grant, as for `up` (repeatable).
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,
@@ -983,8 +983,8 @@ pub struct SetUpArgs {
     pub common: CommonArgs,
     /// Security profile: `hardened` (default: refuses a privileged container or one holding
     /// an engine socket) or `reference` (runs the hooks whatever the container has).
-    #[arg(long, value_parser = ["hardened", "reference"])]
-    pub security_profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub security_profile: Option<crate::settings::Profile>,
     /// A grant (repeatable); `--allow privileged` lets the hooks run in a privileged container.
     #[arg(long, value_name = "PERMISSION")]
     pub allow: Vec<String>,

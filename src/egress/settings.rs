@@ -1,5 +1,5 @@
 //! The user's egress settings in `config.toml` (issue 13, items 3 and 5), checked with their
-//! locations: `network` (`[security]` and per agent, checked when read), `egress` entries
+//! locations (`network` is typed and checked when read, resolved by `security::choice`), `egress` entries
 //! (`[security].egress` for every agent, then `[agents.NAME].egress`) and
 //! `[agents.NAME.upstreams.ID]`. The settings layer reads them; the syntax is this layer's.
 
@@ -24,15 +24,6 @@ fn located_error(
     message: &str,
 ) -> SettingsError {
     SettingsError::at(file, at.line, at.column, property, message)
-}
-
-/// The network mode for `agent` (its own `network`, else `[security].network`): `default`,
-/// `none` or `allowlist` (values were checked when the file was read).
-pub fn network<'s>(settings: &'s Settings, agent: Option<&str>) -> &'s str {
-    agent
-        .and_then(|a| settings.agents.get(a))
-        .and_then(|a| a.network.as_deref())
-        .unwrap_or(&settings.security.network)
 }
 
 /// The user's allowlist for `agent`: `[security].egress`, then the agent's `egress`.
@@ -193,7 +184,10 @@ egress = ["api.example.test"]
 egress = ["web.test:8080=127.0.0.1"]
 "#,
         );
-        assert_eq!(network(&s, Some("codex")), "allowlist");
+        assert_eq!(
+            s.security.network,
+            Some(crate::settings::NetworkMode::Allowlist)
+        );
         let all = allowlist(&s, Some("codex")).unwrap();
         assert_eq!(all.entries().len(), 2);
         let r = FakeResolver::new();

@@ -59,6 +59,7 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::target::id_labels;
 use crate::ops::up::{judge_up, load_up, up_judged};
 use crate::progress::{Event, Reporter};
+use crate::settings::NetworkMode;
 use indexmap::IndexMap;
 use std::io::Write as _;
 
@@ -155,10 +156,7 @@ pub async fn handoff_with(
     for line in plan_lines(&p.plan) {
         reporter.report(Event::Status(line));
     }
-    let compose_network = crate::ops::compose_network::ComposeNetwork::requested(
-        &up_opts.security,
-        &up_opts.settings,
-    )?;
+    let compose_network = crate::ops::compose_network::ComposeNetwork::of(p.network);
     if compose {
         reporter.report(Event::Status(compose_network.note().to_string()));
     }
@@ -262,10 +260,10 @@ pub async fn handoff_with(
     let image = info.as_ref().map(|c| c.image.clone()).unwrap_or_default();
     // A reused container keeps the network it was created with: report the real one.
     let network = match info.as_ref().map(|c| c.host.network_mode.as_str()) {
-        Some("none") if up.egress.is_some() => crate::ops::egress::ALLOWLIST.to_string(),
-        Some("none") => "none".to_string(),
-        Some(_) => "default".to_string(),
-        None => p.network.clone(),
+        Some("none") if up.egress.is_some() => NetworkMode::Allowlist,
+        Some("none") => NetworkMode::None,
+        Some(_) => NetworkMode::Default,
+        None => p.network,
     };
     let mut warnings = p.warnings.clone();
     warnings.extend(git_findings);
@@ -275,7 +273,7 @@ pub async fn handoff_with(
             crate::ops::compose_network::ComposeNetwork::of_labels(&c.labels)
         });
         warnings.push(created.note().to_string());
-        created.name().to_string()
+        created.mode()
     } else {
         network
     };
@@ -292,7 +290,7 @@ pub async fn handoff_with(
         .set_container(&root, Some(&session_id), &up.container_id, Some(&image))
         .map_err(|e| fail(e.into()))?;
     store
-        .set_network(&root, &session_id, &network)
+        .set_network(&root, &session_id, network.as_str())
         .map_err(|e| fail(e.into()))?;
     let _ = writeln!(
         log,
@@ -315,7 +313,7 @@ pub async fn handoff_with(
         inputs.task.provider = Some(provider.clone());
     }
     inputs.security.profile = up.profile.clone();
-    inputs.security.network = network.clone();
+    inputs.security.network = network.to_string();
     inputs.security.permissions = p.plan.grants.clone();
     inputs.secrets = p.plan.secrets.clone();
     inputs.env = p.plan.env.clone();
@@ -593,7 +591,7 @@ pub async fn handoff_with(
         agents_md,
         exit_code,
         signal,
-        network,
+        network: network.to_string(),
         warnings: warnings
             .into_iter()
             .chain(up.warnings.iter().map(ToString::to_string))

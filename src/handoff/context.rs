@@ -449,6 +449,10 @@ impl ContextInputs {
         extra_verification: &[String],
     ) -> Option<Self> {
         let a = settings.agents.get(agent)?;
+        let flags = crate::security::SecurityOptions {
+            agent: Some(agent.to_string()),
+            ..Default::default()
+        };
         let mut verification: Vec<String> = Vec::new();
         for v in a.verify.iter().chain(extra_verification) {
             if !verification.contains(v) {
@@ -458,15 +462,14 @@ impl ContextInputs {
         Some(Self {
             verification,
             security: SecurityInfo {
-                profile: a
-                    .profile
-                    .clone()
-                    .unwrap_or_else(|| settings.security.profile.clone()),
+                profile: crate::security::choice::profile(&flags, settings).to_string(),
                 permissions: settings.security.allow.clone(),
-                network: a
-                    .network
-                    .clone()
-                    .unwrap_or_else(|| settings.security.network.clone()),
+                network: crate::security::choice::network(
+                    &flags,
+                    settings,
+                    crate::security::choice::HANDOFF_NETWORK,
+                )
+                .to_string(),
                 isolation: container_isolation(),
             },
             secrets: a.secrets.keys().cloned().collect(),

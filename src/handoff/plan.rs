@@ -11,7 +11,7 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::load::WorkspaceOverride;
 use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::target::{find_container, id_labels};
-use crate::settings::{AgentSettings, Settings};
+use crate::settings::{AgentSettings, NetworkMode, Profile, Settings};
 use indexmap::IndexMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -317,8 +317,12 @@ pub(crate) struct Prepared {
     pub(super) extra_mounts: Vec<String>,
     pub(super) secrets: IndexMap<String, String>,
     pub(super) agent_env: IndexMap<String, String>,
-    pub(super) network: String,
-    pub(super) profile: String,
+    /// The network chosen (a container's; the host runtime has the host's, whatever this says).
+    pub(super) network: NetworkMode,
+    /// The profile chosen (a container's; nothing applies on the host).
+    pub(super) profile: Profile,
+    /// Every choice, resolved once (`None` on the host, where none applies).
+    pub(super) choice: Option<crate::security::Choice>,
     pub(super) cwd: String,
     pub(super) warnings: Vec<String>,
 }
@@ -354,12 +358,12 @@ pub async fn plan(opts: &HandoffOptions) -> Result<HandoffPlan> {
     }
     let up_opts = up_options(&prepared, opts);
     let mut preview = crate::ops::preview::preview_permissions(dyn_engine, &up_opts).await?;
-    if !prepared.git_requests.is_empty() {
-        let (profile, _) =
-            crate::ops::permissions::security_choice(&up_opts.security, &opts.settings)?;
+    if !prepared.git_requests.is_empty()
+        && let Some(choice) = &prepared.choice
+    {
         // one refusal for all, as the handoff refuses (spec-note 0400)
         preview.refusal = crate::security::refusal_of_all(
-            &profile,
+            &choice.profile,
             &prepared.git_requests,
             preview.refusal.take(),
             &preview.requests,
@@ -444,12 +448,9 @@ async fn plan_compose(
     }
     plan.permissions = listed_once(preview.requests);
     plan.permission_notes.push(
-        crate::ops::compose_network::ComposeNetwork::requested(
-            &up_opts.security,
-            &up_opts.settings,
-        )?
-        .note()
-        .to_string(),
+        crate::ops::compose_network::ComposeNetwork::of(prepared.network)
+            .note()
+            .to_string(),
     );
     plan.permission_notes.push(
         "the primary service's image, its `USER` and its Features' metadata are judged when the handoff builds it, before its container exists".to_string(),
@@ -465,8 +466,8 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
         secrets: p.secrets.clone(),
         mounts: p.extra_mounts.clone(),
         security: SecurityOptions {
-            profile: Some(p.profile.clone()),
-            network: Some(p.network.clone()),
+            profile: Some(p.profile),
+            network: Some(p.network),
             ..opts.security.clone()
         },
         settings: opts.settings.clone(),
@@ -590,12 +591,13 @@ pub(super) async fn prepare(
     let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
     // git directories outside the workspace are read and mounted only when trusted or granted
     // (spec-note 0411)
-    let profile_name = opts
-        .security
-        .profile
-        .clone()
-        .or_else(|| agent.profile.clone())
-        .unwrap_or_else(|| settings.security.profile.clone());
+    // Every choice through the one chain: flag, the agent's, `[security]`, the handoff's
+    // default (spec-note 0207).
+    let flags = SecurityOptions {
+        agent: Some(opts.agent.clone()),
+        ..opts.security.clone()
+    };
+    let profile = crate::security::choice::profile(&flags, settings);
     let allow: Vec<String> = settings
         .security
         .allow
@@ -603,7 +605,7 @@ pub(super) async fn prepare(
         .chain(opts.security.allow.iter())
         .cloned()
         .collect();
-    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(&profile_name, &allow);
+    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(profile, &allow);
     if host {
         // on the host every path the agent is given is a host path
         let root = std::fs::canonicalize(&opts.workspace_folder)
@@ -624,46 +626,32 @@ pub(super) async fn prepare(
     };
     let mut warnings: Vec<String> = ws.warnings.iter().map(|w| w.message.clone()).collect();
 
-    // Network: flag, else the agent's, else `none` (default-deny; spec-notes/0202). On the
-    // host: the host's own network, whatever was asked.
-    let network = opts
-        .security
-        .network
-        .clone()
-        .or_else(|| agent.network.clone())
-        .unwrap_or_else(|| "none".to_string());
-    if !matches!(
-        network.as_str(),
-        "none" | "default" | crate::ops::egress::ALLOWLIST
-    ) {
-        return Err(agent_err(format!(
-            "unknown network `{network}`: expected `none`, `allowlist` or `default`"
-        )));
-    }
-    let profile = opts
-        .security
-        .profile
-        .clone()
-        .or_else(|| agent.profile.clone())
-        .unwrap_or_else(|| settings.security.profile.clone());
+    // Network: flag, else the agent's, else `[security]`'s, else `none` (default-deny;
+    // spec-notes 0202, 0207). On the host: the host's own network, whatever was asked.
+    let network = crate::security::choice::network(
+        &flags,
+        settings,
+        crate::security::choice::HANDOFF_NETWORK,
+    );
     // The profile, limits and grants are checked before anything is planned or created (not
     // on the host, where none of them applies).
     let mut confine = None;
     let mut git_requests = Vec::new();
+    let mut choice = None;
     let limits = if host {
         None
     } else {
-        let (chosen, grants) = crate::ops::permissions::security_choice(
-            &SecurityOptions {
-                profile: Some(profile.clone()),
-                ..opts.security.clone()
-            },
+        let chosen = crate::security::Choice::resolve(
+            &flags,
             settings,
+            crate::security::choice::HANDOFF_NETWORK,
         )?;
         // the config file is judged before it is read, as `up` judges it (spec-note 0400)
-        confine = crate::ops::permissions::confine_grants(&chosen, &grants);
-        git_requests = git_dir_requests(&ws, &chosen, &grants);
-        match chosen {
+        confine = crate::ops::permissions::confine_grants(&chosen.profile, &chosen.grants);
+        git_requests = git_dir_requests(&ws, &chosen.profile, &chosen.grants);
+        let profile = chosen.profile;
+        choice = Some(chosen);
+        match profile {
             crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
                 pids: l.pids,
                 memory_bytes: l.memory_bytes,
@@ -672,12 +660,12 @@ pub(super) async fn prepare(
             crate::security::SecurityProfile::Reference => None,
         }
     };
-    if !host && network != crate::ops::egress::ALLOWLIST && !opts.security.egress_allow.is_empty() {
+    if !host && network != NetworkMode::Allowlist && !opts.security.egress_allow.is_empty() {
         warnings.push(format!(
             "`--egress-allow` has no effect under network `{network}`: it lists destinations for `--network allowlist`"
         ));
     }
-    let (network, profile) = if host {
+    let (shown_network, shown_profile) = if host {
         if opts.security.network.is_some()
             || opts.security.profile.is_some()
             || !opts.security.allow.is_empty()
@@ -692,7 +680,7 @@ pub(super) async fn prepare(
         }
         ("host".to_string(), "none".to_string())
     } else {
-        (network, profile)
+        (network.to_string(), profile.to_string())
     };
 
     // Mounts: the root becomes the workspace mount; the rest are extra mounts (none on the
@@ -862,9 +850,9 @@ pub(super) async fn prepare(
         config_file,
         image,
         features,
-        profile: profile.clone(),
-        network: network.clone(),
-        egress: if network == crate::ops::egress::ALLOWLIST {
+        profile: shown_profile,
+        network: shown_network,
+        egress: if !host && network == NetworkMode::Allowlist {
             crate::ops::egress::user_entries(
                 &opts.settings,
                 Some(&opts.agent),
@@ -923,6 +911,7 @@ pub(super) async fn prepare(
         agent_env,
         network,
         profile,
+        choice,
         cwd,
         warnings,
     })

@@ -474,10 +474,7 @@ impl InspectOptions {
         Self {
             container_root: settings.handoff.workspace_target.clone(),
             primary,
-            trusted_git_dirs: trusted_git_dirs(
-                &settings.security.profile,
-                &settings.security.allow,
-            ),
+            trusted_git_dirs: trusted_git_dirs(settings.security.profile, &settings.security.allow),
             ..Self::default()
         }
     }
@@ -494,11 +491,14 @@ impl Default for InspectOptions {
     }
 }
 
-/// [`InspectOptions::trusted_git_dirs`] for a profile name and `--allow` values: `None` under
+/// [`InspectOptions::trusted_git_dirs`] for a profile and `--allow` values: `None` under
 /// `reference`, else the `gitdir:` grants (values that are not grants are skipped: they are
 /// reported where the grants are parsed).
-pub fn trusted_git_dirs<S: AsRef<str>>(profile: &str, allow: &[S]) -> Option<Vec<PathBuf>> {
-    if profile == "reference" {
+pub fn trusted_git_dirs<S: AsRef<str>>(
+    profile: crate::settings::Profile,
+    allow: &[S],
+) -> Option<Vec<PathBuf>> {
+    if profile == crate::settings::Profile::Reference {
         return None;
     }
     Some(

@@ -143,7 +143,12 @@ pub async fn build_with(
     opts: &BuildOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuildResult> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile,
+        grants,
+        network,
+        ..
+    } = security_choice(&opts.security, &opts.settings)?;
     // judged under `hardened` as `up` judges it (spec-note 0400)
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
@@ -187,15 +192,14 @@ pub async fn build_with(
     // container on `none` (spec-note 0442), and `runArgs -e NAME`, which only a container
     // reads, is not asked for.
     let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
-    let mut security = up_opts.security.clone();
-    if let Some(network) = crate::security::build_network::of_a_build(&profile) {
-        security.network = Some(network.to_string());
-    }
-    let judged = UpOptions {
-        security,
-        ..up_opts.clone()
-    };
-    let mut early = crate::ops::permissions::early_requests(&loaded, &judged, &profile, &grants)?;
+    let build_network = crate::security::build_network::of_a_build(&profile).unwrap_or(network);
+    let mut early = crate::ops::permissions::early_requests(
+        &loaded,
+        &up_opts,
+        &profile,
+        &grants,
+        build_network,
+    )?;
     (early.host_env, early.requests) =
         crate::security::host_env::for_build(&profile, &grants, &early.host_env, &early.requests);
     crate::security::host_env::check(&profile, &early.requests)?;
@@ -248,13 +252,21 @@ pub async fn build_with(
             &loaded,
             base,
             kind,
-            &up_opts,
+            (&up_opts, &profile, &grants),
             reporter,
             &mut warnings,
         )
         .await?
     } else {
-        dev_image(engine, &loaded, kind, &up_opts, reporter, &mut warnings).await?
+        dev_image(
+            engine,
+            &loaded,
+            kind,
+            (&up_opts, &profile, &grants),
+            reporter,
+            &mut warnings,
+        )
+        .await?
     };
 
     let image_name_as_string = kind == ConfigKind::Compose && opts.image_names.is_empty();

@@ -21,8 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::engine::{ContainerSpec, Engine};
 use crate::ops::error::{OpsError, Result};
-use crate::ops::options::SecurityOptions;
-use crate::settings::Settings;
+use crate::settings::NetworkMode;
 
 /// The bridge driver option that keeps the network's gateway address off the host.
 pub(crate) const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
@@ -40,19 +39,13 @@ pub(crate) enum ComposeNetwork {
 }
 
 impl ComposeNetwork {
-    /// The mode the user asked for (`--network`, else the settings'; spec-note 0502).
-    ///
-    /// Errors: [`OpsError::Unsupported`] for an unknown network setting.
-    pub(crate) fn requested(opts: &SecurityOptions, settings: &Settings) -> Result<Self> {
-        Ok(
-            match crate::ops::permissions::network_mode(opts, settings)? {
-                None => ComposeNetwork::Project,
-                Some(_) if crate::ops::egress::is_allowlist(opts, settings) => {
-                    ComposeNetwork::Allowlist
-                }
-                Some(_) => ComposeNetwork::Closed,
-            },
-        )
+    /// The mode the user chose (spec-notes 0502, 0207).
+    pub(crate) fn of(network: NetworkMode) -> Self {
+        match network {
+            NetworkMode::Default => ComposeNetwork::Project,
+            NetworkMode::Allowlist => ComposeNetwork::Allowlist,
+            NetworkMode::None => ComposeNetwork::Closed,
+        }
     }
 
     /// The mode a primary container was created with (its `devcell.network` label).
@@ -67,13 +60,18 @@ impl ComposeNetwork {
         }
     }
 
+    /// The network mode this is (`--network`'s value).
+    pub(crate) fn mode(self) -> NetworkMode {
+        match self {
+            ComposeNetwork::Project => NetworkMode::Default,
+            ComposeNetwork::Closed => NetworkMode::None,
+            ComposeNetwork::Allowlist => NetworkMode::Allowlist,
+        }
+    }
+
     /// The network's name as `--network` spells it.
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            ComposeNetwork::Project => "default",
-            ComposeNetwork::Closed => CLOSED,
-            ComposeNetwork::Allowlist => crate::ops::egress::ALLOWLIST,
-        }
+        self.mode().as_str()
     }
 
     /// Whether the project networks are closed.

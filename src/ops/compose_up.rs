@@ -76,7 +76,7 @@ pub(crate) async fn up_compose(
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
     // `none` and `allowlist` close the project networks (spec-note 0604).
-    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
+    let mode = ComposeNetwork::of(choice.network);
     let ServiceRequests {
         target,
         places,
@@ -161,7 +161,17 @@ pub(crate) async fn up_compose(
             checked.host.network_mode = "bridge".to_string();
         }
         permissions.extend(
-            check_existing(engine, &checked, &entries, loaded, profile, grants, opts).await?,
+            check_existing(
+                engine,
+                &checked,
+                &entries,
+                loaded,
+                profile,
+                grants,
+                choice.network,
+                opts,
+            )
+            .await?,
         );
     }
     if let Some(stage) = &init_stage {
@@ -230,6 +240,7 @@ pub(crate) async fn up_compose(
     let egress = crate::ops::egress::after_start(
         engine,
         opts,
+        choice.network,
         &devcontainer_id,
         &container,
         &early.requests,
@@ -382,7 +393,7 @@ pub(crate) async fn preview_compose(
         ..
     } = service_requests(engine, opts, choice, earlier).await?;
     // the network refusals `up` makes before anything is created
-    let mode = ComposeNetwork::requested(&opts.security, &opts.settings)?;
+    let mode = ComposeNetwork::of(choice.network);
     if mode == ComposeNetwork::Allowlist {
         compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
     }
@@ -645,7 +656,7 @@ async fn create(
         loaded,
         base,
         ConfigKind::Compose,
-        opts,
+        (opts, profile, grants),
         reporter,
         warnings,
     )
@@ -730,7 +741,7 @@ async fn create(
         &label_requests,
     );
     if mode == ComposeNetwork::Allowlist {
-        crate::ops::egress::before_create(opts, devcontainer_id, &mut spec)?;
+        crate::ops::egress::before_create(mode.mode(), devcontainer_id, &mut spec)?;
     }
     compose_network::mark_primary(&mut spec, mode, &target.model);
     let sidecars = keep_shields_read_only(

@@ -30,9 +30,9 @@ use crate::egress::{
 use crate::engine::{ContainerSpec, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::options::{SecurityOptions, UpOptions};
+use crate::ops::options::UpOptions;
 use crate::security::{self, Grants, Permission, PermissionRequest, SecurityProfile, Source};
-use crate::settings::Settings;
+use crate::settings::{NetworkMode, Settings};
 
 /// The network setting that turns the channel on.
 pub const ALLOWLIST: &str = "allowlist";
@@ -44,19 +44,6 @@ pub const PROXY_SUBCOMMAND: &str = "__egress-proxy";
 /// How long `up` waits for a new proxy to bind its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The network the user asked for: `--network`, else the settings agent's `network`, else
-/// `[security].network` (`default` when empty).
-pub(crate) fn requested_network(opts: &SecurityOptions, settings: &Settings) -> String {
-    opts.network.clone().unwrap_or_else(|| {
-        crate::egress::settings::network(settings, opts.agent.as_deref()).to_string()
-    })
-}
-
-/// Whether the container is to get the egress channel.
-pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool {
-    requested_network(opts, settings) == ALLOWLIST
-}
-
 /// The destinations the repository requests (`customizations.devcell.egress` of
 /// devcontainer.json), judged with the user's grants (`--allow egress:DEST`); asked only in
 /// `allowlist` mode (elsewhere they would change nothing). Refused ones are returned, for one
@@ -65,11 +52,11 @@ pub(crate) fn is_allowlist(opts: &SecurityOptions, settings: &Settings) -> bool 
 /// Errors: [`OpsError::Security`] for a malformed request (naming its property).
 pub(crate) fn repository_requests(
     loaded: &LoadedConfiguration,
-    opts: &UpOptions,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
 ) -> Result<Vec<PermissionRequest>> {
-    if !is_allowlist(&opts.security, &opts.settings) {
+    if network != NetworkMode::Allowlist {
         return Ok(Vec::new());
     }
     let customizations = loaded
@@ -300,11 +287,11 @@ pub(crate) fn is_channel_bind(
 ///
 /// Errors: as [`prepare`].
 pub(crate) fn before_create(
-    opts: &UpOptions,
+    network: NetworkMode,
     devcontainer_id: &str,
     spec: &mut ContainerSpec,
 ) -> Result<()> {
-    if !is_allowlist(&opts.security, &opts.settings) {
+    if network != NetworkMode::Allowlist {
         return Ok(());
     }
     let paths = ProxyPaths::new(&state_root()?, &ProxyPaths::key_of(devcontainer_id));
@@ -322,11 +309,12 @@ pub(crate) fn before_create(
 pub(crate) async fn after_start(
     engine: &dyn Engine,
     opts: &UpOptions,
+    network: NetworkMode,
     devcontainer_id: &str,
     container: &crate::engine::ContainerInfo,
     requests: &[PermissionRequest],
 ) -> Result<Option<EgressStatus>> {
-    let asked = is_allowlist(&opts.security, &opts.settings);
+    let asked = network == NetworkMode::Allowlist;
     let has_channel = container.labels.get(NETWORK_LABEL).map(String::as_str) == Some(ALLOWLIST);
     if !has_channel {
         if asked {
@@ -909,10 +897,10 @@ mod tests {
         settings.file = Some(PathBuf::from("c.toml"));
         let opts = UpOptions {
             settings,
-            security: SecurityOptions {
+            security: crate::security::SecurityOptions {
                 agent: Some("codex".into()),
                 egress_allow: vec!["web.test:80=127.0.0.1".into(), "a.test".into()],
-                ..SecurityOptions::default()
+                ..crate::security::SecurityOptions::default()
             },
             ..UpOptions::default()
         };
@@ -939,9 +927,9 @@ mod tests {
             ]
         );
         let bad = UpOptions {
-            security: SecurityOptions {
+            security: crate::security::SecurityOptions {
                 egress_allow: vec!["not a host".into()],
-                ..SecurityOptions::default()
+                ..crate::security::SecurityOptions::default()
             },
             ..UpOptions::default()
         };

@@ -277,6 +277,25 @@ fn lifecycle_message(source: &LifecycleError) -> String {
     }
 }
 
+/// A choice that cannot be resolved keeps the error it always had: a bad limit is
+/// [`OpsError::InvalidLimit`], an unknown grant [`OpsError::Security`].
+impl From<crate::security::ChoiceError> for OpsError {
+    fn from(e: crate::security::ChoiceError) -> Self {
+        match e {
+            crate::security::ChoiceError::InvalidLimit {
+                what,
+                value,
+                expected,
+            } => OpsError::InvalidLimit {
+                what,
+                value,
+                expected,
+            },
+            crate::security::ChoiceError::Security(e) => OpsError::Security(e),
+        }
+    }
+}
+
 impl OpsError {
     /// This error, naming the container `up` created before it happened
     /// ([`OpsError::InContainer`]); an error that names one already is kept as it is.

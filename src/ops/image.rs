@@ -13,7 +13,7 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
-use crate::ops::permissions::{confine_build, confine_grants, security_choice};
+use crate::ops::permissions::{confine_build, confine_grants};
 use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest};
 use serde_json::Value;
@@ -123,6 +123,14 @@ pub(crate) struct DevImage {
     pub(crate) lock: Option<PendingLock>,
 }
 
+/// `up`'s options with the host environment judged, and the profile and grants resolved once
+/// by the operation ([`crate::ops::permissions::security_choice`]).
+pub(crate) type Judged<'a> = (
+    &'a UpOptions,
+    &'a crate::security::SecurityProfile,
+    &'a crate::security::Grants,
+);
+
 /// Prepares the image of a new dev container, as `up` and `build` do: the `image` (inspected,
 /// pulled when missing) or the built `build.dockerfile` ([`prepare_image`]), with the
 /// configuration's Features layered on ([`build_features`]; the image's label then holds base
@@ -135,22 +143,22 @@ pub(crate) async fn dev_image(
     engine: &dyn Engine,
     loaded: &LoadedConfiguration,
     kind: ConfigKind,
-    opts: &UpOptions,
+    judged: Judged<'_>,
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let (opts, profile, grants) = judged;
     let image = prepare_image(
         engine,
         loaded,
         kind,
         &opts.target.env,
         &opts.build,
-        confine_grants(&profile, &grants).as_ref(),
+        confine_grants(profile, grants).as_ref(),
         reporter,
     )
     .await?;
-    dev_image_from(engine, loaded, image, kind, opts, reporter, warnings).await
+    dev_image_from(engine, loaded, image, kind, judged, reporter, warnings).await
 }
 
 /// [`dev_image`] on an image already prepared (a Compose service's image, built or pulled by
@@ -162,7 +170,7 @@ pub(crate) async fn dev_image_from(
     loaded: &LoadedConfiguration,
     mut image: PreparedImage,
     kind: ConfigKind,
-    opts: &UpOptions,
+    (opts, profile, grants): Judged<'_>,
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
@@ -171,10 +179,9 @@ pub(crate) async fn dev_image_from(
     // host variables are requests like devcontainer.json's (spec-note 0443).
     let (label_host_env, label_requests) =
         if matches!(kind, ConfigKind::Dockerfile | ConfigKind::Compose) {
-            let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
             let reads = substitute::local_env_reads(&Value::Array(raw_base.clone()));
-            let (uses, requests) = security::host_env::image_label(&profile, &grants, &reads);
-            security::host_env::check(&profile, &requests)?;
+            let (uses, requests) = security::host_env::image_label(profile, grants, &reads);
+            security::host_env::check(profile, &requests)?;
             (uses, requests)
         } else {
             Default::default()

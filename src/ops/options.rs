@@ -62,28 +62,8 @@ pub enum UidUpdateDefault {
     Never,
 }
 
-/// Security choices of the user (flags); the user settings file fills what is not given.
-#[derive(Debug, Clone, Default)]
-pub struct SecurityOptions {
-    /// `--security-profile hardened|reference`.
-    pub profile: Option<String>,
-    /// `--allow …` grants (repeatable), added to the settings file's `allow`.
-    pub allow: Vec<String>,
-    /// `--pids-limit`.
-    pub pids_limit: Option<i64>,
-    /// `--memory` (bytes with optional `k`/`m`/`g`/`t` suffix).
-    pub memory: Option<String>,
-    /// `--cpus`.
-    pub cpus: Option<f64>,
-    /// `--network default|none|allowlist`.
-    pub network: Option<String>,
-    /// `--egress-allow DEST` (repeatable): allowlist entries added to the settings' `egress`
-    /// under `--network allowlist` (spec-note 0502).
-    pub egress_allow: Vec<String>,
-    /// The agent whose `[agents.NAME]` settings (`network`, `egress`, `upstreams`) apply
-    /// (`handoff`; `None` for `up`).
-    pub agent: Option<String>,
-}
+/// Security choices of the user (flags), resolved into a [`crate::security::Choice`].
+pub use crate::security::SecurityOptions;
 
 /// Inputs of [`up`] (the `up` flags).
 #[derive(Debug, Clone, Default)]

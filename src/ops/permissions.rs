@@ -18,17 +18,17 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{SecurityOptions, UpOptions};
 use crate::ops::target::id_labels;
-use crate::security::PolicyInput;
 use crate::security::{
-    self, Grants, Origins, PermissionRequest, ProfileLimits, SecurityProfile, Source, host_path,
+    self, Grants, Origins, PermissionRequest, SecurityProfile, Source, host_path,
 };
-use crate::settings::Settings;
+use crate::security::{Choice, PolicyInput};
+use crate::settings::{NetworkMode, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// [`security::check_reuse`] for the container `up` found: its image's `USER`, the merged
 /// `remoteUser`, the workspace, the binds asked for on the command line and the network asked
-/// for. Returns the granted requests.
+/// for (`network`, the user's choice). Returns the granted requests.
 ///
 /// Errors: [`OpsError::Security`] (`ReuseRefused`), [`OpsError::Engine`].
 #[allow(clippy::too_many_arguments)]
@@ -39,6 +39,7 @@ pub(crate) async fn check_existing(
     loaded: &LoadedConfiguration,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
     opts: &UpOptions,
 ) -> Result<Vec<PermissionRequest>> {
     let engine_socket = engine.host_socket();
@@ -57,7 +58,7 @@ pub(crate) async fn check_existing(
     let users = metadata::ConfiguredUsers::of(&merged);
     let remote_user = users.remote_user.as_deref();
     let binds = security::reuse::bind_sources(&cli_mounts(opts, loaded));
-    let network = network_mode(&opts.security, &opts.settings)?;
+    let network = network.engine_mode();
     // its binds judged as what they resolve to now, like a new container's (spec-note 0400)
     let mut resolved = info.clone();
     // devcell's own egress channel is the profile's, wherever the state folder is
@@ -82,7 +83,7 @@ pub(crate) async fn check_existing(
         workspace: &workspace,
         command_line_binds: &binds,
         engine_socket,
-        network: network.as_deref(),
+        network,
         required_mounts: &required_mounts,
         passwd: passwd.as_deref(),
         passwd_unreadable,
@@ -260,18 +261,19 @@ pub(crate) fn bare_env_names(loaded: &LoadedConfiguration) -> Vec<(String, Strin
 /// The caller refuses when any request is refused
 /// ([`security::host_env::check`]).
 ///
-/// Errors: [`OpsError::Unsupported`] for an unknown network setting.
+/// Errors: [`OpsError::Security`] for a malformed egress request of the repository.
 pub(crate) fn early_requests(
     loaded: &LoadedConfiguration,
     opts: &UpOptions,
     profile: &SecurityProfile,
     grants: &Grants,
+    network: NetworkMode,
 ) -> Result<EarlyRequests> {
     let host_env =
         security::host_env::uses(&loaded.workspace.host_env_reads, &bare_env_names(loaded));
     let mut requests = security::host_env::judge(profile, grants, &host_env);
     let warning = security::host_env::image_history_warning(&host_env, &requests);
-    let container_network = network_mode(&opts.security, &opts.settings)?;
+    let container_network = network.engine_mode();
     let request = build_request(loaded, &opts.target.env).ok();
     // The first tag is devcell's own image name; the others are the repository's.
     let tags = request
@@ -279,21 +281,17 @@ pub(crate) fn early_requests(
         .map(|r| r.tags.iter().skip(1).cloned().collect::<Vec<_>>())
         .unwrap_or_default();
     let configured = request.and_then(|r| r.network);
-    let decided = security::build_network::decide(
-        profile,
-        grants,
-        container_network.as_deref(),
-        configured.as_deref(),
-    );
+    let decided =
+        security::build_network::decide(profile, grants, container_network, configured.as_deref());
     // Only a hardened container on `none` changes the builds' network; elsewhere each build
     // keeps its own (the Dockerfile the configured one, devcell's layers the default).
-    let forced = matches!(profile, SecurityProfile::Hardened(_))
-        && container_network.as_deref() == Some("none");
+    let forced =
+        matches!(profile, SecurityProfile::Hardened(_)) && container_network == Some("none");
     requests.extend(decided.request);
     requests.extend(security::image_tags::judge(profile, grants, &tags));
     // the repository's egress destinations (`--network allowlist`; spec-note 0503)
     requests.extend(crate::ops::egress::repository_requests(
-        loaded, opts, profile, grants,
+        loaded, profile, grants, network,
     )?);
     Ok(EarlyRequests {
         requests,
@@ -529,110 +527,16 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
     origins
 }
 
-/// The profile (flag, else settings file; default `hardened`) with its limits, and the grants
-/// (settings file `allow` plus `--allow` flags — never anything from the repository).
+/// The user's choices for `up`, `build` and `set-up` ([`Choice::resolve`] with `up`'s network
+/// default; a handoff passes its network as a flag).
 ///
-/// Errors: [`OpsError::Security`] for an unknown profile or grant;
-/// [`OpsError::Unsupported`] for an invalid `--memory`.
-pub fn security_choice(
-    opts: &SecurityOptions,
-    settings: &Settings,
-) -> Result<(SecurityProfile, Grants)> {
-    let name = opts
-        .profile
-        .clone()
-        .unwrap_or_else(|| settings.security.profile.clone());
-    let mut profile: SecurityProfile = name.parse()?;
-    // Checked under every profile: a bad value is an error even where it is not applied.
-    let chosen = limits(opts, settings)?;
-    if let SecurityProfile::Hardened(limits) = &mut profile {
-        *limits = chosen;
-    }
-    let mut grants = Grants::parse(&settings.security.allow)?;
-    for value in &opts.allow {
-        grants.add(value)?;
-    }
-    Ok((profile, grants))
-}
-
-/// The smallest memory limit the engine accepts (Docker: 6 MiB).
-pub const MIN_MEMORY_BYTES: i64 = 6 << 20;
-/// The CPU limit's range in CPUs (Docker's granularity is 0.01; the upper bound only keeps
-/// the value in range, the engine refuses more CPUs than its host has).
-pub const CPUS_RANGE: std::ops::RangeInclusive<f64> = 0.01..=4096.0;
-
-/// The `hardened` profile's limits: each flag (`--pids-limit`, `--memory`, `--cpus`), else
-/// the `[security]` setting (`pids_limit`, `memory`, `cpus`; defaults 1024, `4g`, 2).
-///
-/// Errors: [`OpsError::InvalidLimit`] for a pids limit below 1, a memory size that is not
-/// bytes with an optional `k`/`m`/`g`/`t` suffix or is below 6 MiB, or CPUs outside
-/// [`CPUS_RANGE`].
-pub fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
-    let invalid = |what: &str, value: String, expected: &str| OpsError::InvalidLimit {
-        what: what.to_string(),
-        value,
-        expected: expected.to_string(),
-    };
-    let pids = opts.pids_limit.unwrap_or(settings.security.pids_limit);
-    if pids < 1 {
-        return Err(invalid(
-            "pids limit (`--pids-limit`, `[security] pids_limit`)",
-            pids.to_string(),
-            "expected a whole number of processes, at least 1",
-        ));
-    }
-    let memory_text = opts
-        .memory
-        .clone()
-        .unwrap_or_else(|| settings.security.memory.clone());
-    let memory_what = "memory limit (`--memory`, `[security] memory`)";
-    let memory = crate::settings::parse_size(&memory_text)
-        .and_then(|m| i64::try_from(m).ok())
-        .ok_or_else(|| {
-            invalid(
-                memory_what,
-                memory_text.clone(),
-                "expected bytes with an optional `k`, `m`, `g` or `t` suffix (powers of 1024), e.g. `4g`",
-            )
-        })?;
-    if memory < MIN_MEMORY_BYTES {
-        return Err(invalid(
-            memory_what,
-            memory_text,
-            "expected at least `6m` (the engine's minimum)",
-        ));
-    }
-    let cpus = opts.cpus.unwrap_or(settings.security.cpus);
-    if !CPUS_RANGE.contains(&cpus) {
-        return Err(invalid(
-            "CPU limit (`--cpus`, `[security] cpus`)",
-            cpus.to_string(),
-            "expected a number of CPUs from 0.01 to 4096, e.g. `2` or `1.5`",
-        ));
-    }
-    Ok(ProfileLimits {
-        pids,
-        memory_bytes: memory,
-        nano_cpus: (cpus * 1e9).round() as i64,
-    })
-}
-
-pub(crate) fn network_mode(opts: &SecurityOptions, settings: &Settings) -> Result<Option<String>> {
-    let network = opts
-        .network
-        .clone()
-        .unwrap_or_else(|| settings.security.network.clone());
-    match network.as_str() {
-        "default" | "" => Ok(None),
-        // `allowlist` is network `none` plus devcell's channel (spec-note 0502)
-        "none" | crate::ops::egress::ALLOWLIST => Ok(Some("none".into())),
-        other => Err(OpsError::Unsupported {
-            message: format!(
-                "unknown network setting `{other}`: expected `default`, `none` or `allowlist`"
-            ),
-            hint: None,
-        }),
-    }
+/// Errors: [`OpsError::Security`] for an unknown grant; [`OpsError::InvalidLimit`].
+pub fn security_choice(opts: &SecurityOptions, settings: &Settings) -> Result<Choice> {
+    Ok(Choice::resolve(
+        opts,
+        settings,
+        crate::security::choice::UP_NETWORK,
+    )?)
 }
 
 /// The `/etc/passwd` the engine resolves the container's users against
@@ -721,6 +625,8 @@ pub(crate) async fn judge_named_volumes(
 pub(crate) struct UpChoice {
     pub(crate) profile: SecurityProfile,
     pub(crate) grants: Grants,
+    /// The container's network, as the user chose it ([`security_choice`]).
+    pub(crate) network: NetworkMode,
     pub(crate) loaded: LoadedConfiguration,
 }
 
@@ -767,10 +673,12 @@ pub(crate) async fn judge_configuration(
     let UpChoice {
         profile,
         grants,
+        network,
         loaded,
     } = choice;
+    let network = *network;
     let judged = judged_options(opts, profile, grants);
-    let early = early_requests(loaded, &judged, profile, grants)?;
+    let early = early_requests(loaded, &judged, profile, grants, network)?;
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
     let before: Vec<PermissionRequest> = earlier
         .iter()
@@ -786,7 +694,11 @@ pub(crate) async fn judge_configuration(
     let (reuse_refusal, container) = match found {
         Some(info) => {
             let entries = existing_entries(info, loaded, &judged.target.env, &mut Vec::new());
-            match check_existing(engine, info, &entries, loaded, profile, grants, &judged).await {
+            match check_existing(
+                engine, info, &entries, loaded, profile, grants, network, &judged,
+            )
+            .await
+            {
                 Ok(requests) => (None, requests),
                 Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                     (Some(e), Vec::new())
@@ -817,6 +729,7 @@ pub(crate) async fn judge_configuration(
                 &ContainerJudgement {
                     profile,
                     grants,
+                    network,
                     opts: &judged,
                     loaded,
                     engine_socket,
@@ -877,6 +790,8 @@ async fn early_feature_entries(loaded: &LoadedConfiguration, judged: &UpOptions)
 pub(crate) struct ContainerJudgement<'a> {
     pub(crate) profile: &'a SecurityProfile,
     pub(crate) grants: &'a Grants,
+    /// The container's network, as the user chose it.
+    pub(crate) network: NetworkMode,
     /// `up`'s options, the host environment already judged ([`judged_options`]).
     pub(crate) opts: &'a UpOptions,
     pub(crate) loaded: &'a LoadedConfiguration,
@@ -906,6 +821,7 @@ pub(crate) async fn container_requests(
     let ContainerJudgement {
         profile,
         grants,
+        network,
         opts,
         loaded,
         engine_socket,
@@ -931,8 +847,8 @@ pub(crate) async fn container_requests(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
+    if let Some(network) = network.engine_mode() {
+        spec.network_mode = Some(network.to_string());
     }
     // Named volumes judged by what they are, as `up` judges them (spec-note 0444).
     let mut volume_requests = Vec::new();

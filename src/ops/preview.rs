@@ -19,6 +19,7 @@ use crate::ops::permissions::{
 use crate::ops::target::{expected_workspace, find_container, id_labels, load_for};
 use crate::ops::users::image_passwd;
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile, host_path};
+use crate::settings::NetworkMode;
 use serde_json::Value;
 
 /// What a handoff's (or `up`'s) container would ask for, judged as `up` judges it, without
@@ -60,8 +61,11 @@ pub(crate) async fn preview_permissions(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
 ) -> Result<PermissionPreview> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
-    let mut preview = preview_container(engine, opts).await?;
+    let choice = security_choice(&opts.security, &opts.settings)?;
+    let mut preview = preview_container(engine, opts, &choice).await?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = choice;
     if matches!(
         preview.refusal,
         Some(security::SecurityError::PathOutside { .. })
@@ -80,15 +84,22 @@ pub(crate) async fn preview_permissions(
     Ok(preview)
 }
 
-/// [`preview_permissions`] for the container alone.
+/// [`preview_permissions`] for the container alone, under the user's `choice`.
 pub(crate) async fn preview_container(
     engine: Option<&dyn Engine>,
     opts: &UpOptions,
+    choice: &crate::security::Choice,
 ) -> Result<PermissionPreview> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile,
+        grants,
+        network,
+        ..
+    } = choice;
+    let network = *network;
     let mut preview = PermissionPreview::default();
     // a config file outside the workspace is refused by `up` before anything else
-    let loaded = match load_for(&opts.target, confine_grants(&profile, &grants)) {
+    let loaded = match load_for(&opts.target, confine_grants(profile, grants)) {
         Err(OpsError::Security(e @ security::SecurityError::PathOutside { .. })) => {
             preview.refusal = Some(e);
             return Ok(preview);
@@ -101,14 +112,15 @@ pub(crate) async fn preview_container(
         return Ok(preview);
     }
     // As `up`: the host variables and the builds' network first, then only judged variables.
-    let opts = &judged_options(opts, &profile, &grants);
-    let early = early_requests(&loaded, opts, &profile, &grants)?;
+    let opts = &judged_options(opts, profile, grants);
+    let early = early_requests(&loaded, opts, profile, grants, network)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
-    let mut preview = preview_rest(engine, opts, &loaded, preview, &profile, &grants).await?;
+    let mut preview =
+        preview_rest(engine, opts, &loaded, preview, (profile, grants, network)).await?;
     // One refusal for all of them, as `up` refuses (spec-note 0400).
     preview.refusal = security::refusal_of_all(
-        &profile,
+        profile,
         &early.requests,
         preview.refusal.take(),
         &preview.requests,
@@ -124,8 +136,7 @@ pub(crate) async fn preview_rest(
     opts: &UpOptions,
     loaded: &LoadedConfiguration,
     mut preview: PermissionPreview,
-    profile: &SecurityProfile,
-    grants: &Grants,
+    (profile, grants, network): (&SecurityProfile, &Grants, NetworkMode),
 ) -> Result<PermissionPreview> {
     let engine_socket = engine.and_then(|e| e.host_socket());
     let kind = loaded.typed.kind();
@@ -142,7 +153,11 @@ pub(crate) async fn preview_rest(
         .await
     {
         let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
-        match check_existing(engine, &info, &entries, loaded, profile, grants, opts).await {
+        match check_existing(
+            engine, &info, &entries, loaded, profile, grants, network, opts,
+        )
+        .await
+        {
             Ok(requests) => preview.requests = requests,
             Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
                 if let security::SecurityError::ReuseRefused { requests, .. } = &e {
@@ -275,6 +290,7 @@ pub(crate) async fn preview_rest(
         &ContainerJudgement {
             profile,
             grants,
+            network,
             opts,
             loaded,
             engine_socket,

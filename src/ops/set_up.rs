@@ -27,7 +27,7 @@ use crate::ops::container::STATE_DIR;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::run_hooks;
 use crate::ops::options::SecurityOptions;
-use crate::ops::permissions::{limits, security_choice};
+use crate::ops::permissions::security_choice;
 use crate::ops::target::short;
 use crate::progress::{Event, Reporter};
 use crate::security::{
@@ -190,7 +190,9 @@ pub async fn set_up_with(
     )));
     let config = read_config(opts.config.as_deref(), &opts.env)?;
     let mut warnings = config.warnings;
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile, grants, ..
+    } = security_choice(&opts.security, &opts.settings)?;
 
     // The container's label entries (phase 1 for label values, as every reader does) and the
     // whole `--config` (no id labels: nothing is "updateable only"), then `${containerEnv}`.
@@ -227,7 +229,10 @@ pub async fn set_up_with(
     } else {
         None
     };
-    let baseline = SecurityProfile::Hardened(limits(&opts.security, &opts.settings)?);
+    let baseline = SecurityProfile::Hardened(crate::security::choice::limits(
+        &opts.security,
+        &opts.settings,
+    )?);
     let workspace = container
         .labels
         .get(LOCAL_FOLDER_LABEL)

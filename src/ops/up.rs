@@ -18,6 +18,7 @@
 
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
+use crate::settings::NetworkMode;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -42,8 +43,8 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
-    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, network_mode,
-    origins, security_choice,
+    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, origins,
+    security_choice,
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
@@ -100,11 +101,17 @@ pub async fn up_with(
 ///
 /// Errors: [`OpsError::Config`], [`OpsError::InvalidLimit`] and the security choice's.
 pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
-    let (profile, grants) = security_choice(&opts.security, &opts.settings)?;
+    let crate::security::Choice {
+        profile,
+        grants,
+        network,
+        ..
+    } = security_choice(&opts.security, &opts.settings)?;
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     Ok(UpChoice {
         profile,
         grants,
+        network,
         loaded,
     })
 }
@@ -204,11 +211,13 @@ pub(crate) async fn up_judged(
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
     let JudgedUp {
-        choice: UpChoice {
-            profile,
-            grants,
-            loaded,
-        },
+        choice:
+            UpChoice {
+                profile,
+                grants,
+                network,
+                loaded,
+            },
         judgement:
             ConfigurationJudgement {
                 early,
@@ -269,6 +278,7 @@ pub(crate) async fn up_judged(
                 loaded: &loaded,
                 profile: &profile,
                 grants: &grants,
+                network,
                 early_requests: &early.requests,
                 id_labels: &id_labels,
                 devcontainer_id: &devcontainer_id,
@@ -284,6 +294,7 @@ pub(crate) async fn up_judged(
     let egress = crate::ops::egress::after_start(
         engine,
         opts,
+        network,
         &devcontainer_id,
         &container,
         &early.requests,
@@ -418,6 +429,7 @@ struct NewContainer<'a> {
     loaded: &'a LoadedConfiguration,
     profile: &'a SecurityProfile,
     grants: &'a Grants,
+    network: NetworkMode,
     early_requests: &'a [PermissionRequest],
     id_labels: &'a BTreeMap<String, String>,
     devcontainer_id: &'a str,
@@ -463,7 +475,7 @@ async fn create_new(
         engine,
         loaded,
         loaded.typed.kind(),
-        opts,
+        (opts, plan.profile, plan.grants),
         reporter,
         warnings,
     )
@@ -498,7 +510,7 @@ async fn create_new(
         label_requests: &label_requests,
     };
     let mut judged = judge_new(engine, plan, spec, &facts, warnings, reporter).await?;
-    crate::ops::egress::before_create(opts, plan.devcontainer_id, &mut judged.spec)?;
+    crate::ops::egress::before_create(plan.network, plan.devcontainer_id, &mut judged.spec)?;
     let early_requests = plan.early_requests;
     identity_labels(
         &mut judged.spec,
@@ -578,8 +590,8 @@ fn new_spec(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network_mode(&opts.security, &opts.settings)? {
-        spec.network_mode = Some(network);
+    if let Some(network) = plan.network.engine_mode() {
+        spec.network_mode = Some(network.to_string());
     }
     Ok(spec)
 }
@@ -691,7 +703,7 @@ mod tests {
     use super::*;
     use crate::engine::ImageInfo;
     use crate::names::METADATA_LABEL;
-    use crate::ops::{attach::*, dockerfile::*, options::*, permissions::*, secrets::*};
+    use crate::ops::{attach::*, dockerfile::*, options::*, secrets::*};
     use crate::security::{ProfileLimits, Source};
     use crate::settings::Settings;
 
@@ -795,7 +807,9 @@ mod tests {
             pids_limit: Some(64),
             ..SecurityOptions::default()
         };
-        let (profile, grants) = security_choice(&opts, &settings).unwrap();
+        let crate::security::Choice {
+            profile, grants, ..
+        } = security_choice(&opts, &settings).unwrap();
         let SecurityProfile::Hardened(limits) = profile else {
             panic!("hardened by default")
         };
@@ -803,11 +817,14 @@ mod tests {
         assert_eq!(limits.memory_bytes, 4 << 30);
         assert!(grants.root && grants.capabilities.contains("NET_ADMIN"));
         let reference = SecurityOptions {
-            profile: Some("reference".into()),
+            profile: Some(crate::settings::Profile::Reference),
             ..SecurityOptions::default()
         };
         assert_eq!(
-            security_choice(&reference, &settings).unwrap().0.name(),
+            security_choice(&reference, &settings)
+                .unwrap()
+                .profile
+                .name(),
             "reference"
         );
         let bad = SecurityOptions {
@@ -815,6 +832,11 @@ mod tests {
             ..SecurityOptions::default()
         };
         assert!(security_choice(&bad, &settings).is_err());
+    }
+
+    /// The limits with `up`'s error ([`OpsError::InvalidLimit`]).
+    fn limits(opts: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits> {
+        Ok(crate::security::choice::limits(opts, settings)?)
     }
 
     #[test]
@@ -880,7 +902,7 @@ mod tests {
         assert!(limits(&SecurityOptions::default(), &zero).is_err());
         // and under `reference`, where the limits are not applied
         let reference = SecurityOptions {
-            profile: Some("reference".into()),
+            profile: Some(crate::settings::Profile::Reference),
             cpus: Some(0.0),
             ..SecurityOptions::default()
         };

@@ -73,8 +73,8 @@ pub fn decide(
 /// (`devcell build`): under `hardened` `none` (so [`decide`] builds without a network unless
 /// `--allow build-network`), under `reference` `None` (the configuration's own, as the
 /// reference CLI).
-pub fn of_a_build(profile: &SecurityProfile) -> Option<&'static str> {
-    matches!(profile, SecurityProfile::Hardened(_)).then_some("none")
+pub fn of_a_build(profile: &SecurityProfile) -> Option<crate::settings::NetworkMode> {
+    matches!(profile, SecurityProfile::Hardened(_)).then_some(crate::settings::NetworkMode::None)
 }
 
 #[cfg(test)]

@@ -100,12 +100,6 @@ pub enum SecurityError {
         /// What is wrong and what was expected.
         message: String,
     },
-    /// A security profile name is not known.
-    #[error("unknown security profile `{name}`: expected `hardened` or `reference`")]
-    UnknownProfile {
-        /// The name as written.
-        name: String,
-    },
 }
 
 /// The alias the brief and the issue use for policy failures.
@@ -246,7 +240,6 @@ impl Hint for SecurityError {
             SecurityError::InvalidEgressRequest { .. } => Some(
                 "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),
             ),
-            SecurityError::UnknownProfile { .. } => None,
         }
     }
 }

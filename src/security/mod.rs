@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod baseline;
 pub mod build_network;
+pub mod choice;
 pub mod compose;
 pub mod compose_files;
 pub mod egress_requests;
@@ -30,6 +31,7 @@ pub mod reuse;
 pub mod volumes;
 
 pub use baseline::BaselineGap;
+pub use choice::{Choice, ChoiceError, SecurityOptions};
 pub use egress_requests::egress_requests;
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;

@@ -1,9 +1,8 @@
 //! Security profiles: `hardened` (default) and `reference`.
 
 use std::fmt;
-use std::str::FromStr;
 
-use super::error::SecurityError;
+use crate::settings::Profile;
 
 /// Default maximum number of processes under `hardened`.
 pub const DEFAULT_PIDS: i64 = 1024;
@@ -71,17 +70,21 @@ impl fmt::Display for SecurityProfile {
     }
 }
 
-impl FromStr for SecurityProfile {
-    type Err = SecurityError;
+impl SecurityProfile {
+    /// The profile `profile` names, with `limits` under `hardened` (the name is parsed once,
+    /// where it enters: `settings::Profile`).
+    pub fn with_limits(profile: Profile, limits: ProfileLimits) -> Self {
+        match profile {
+            Profile::Hardened => SecurityProfile::Hardened(limits),
+            Profile::Reference => SecurityProfile::Reference,
+        }
+    }
 
-    /// Parses `hardened` (with default limits) or `reference`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "hardened" => Ok(SecurityProfile::default()),
-            "reference" => Ok(SecurityProfile::Reference),
-            other => Err(SecurityError::UnknownProfile {
-                name: other.to_string(),
-            }),
+    /// The profile's name as the user chose it.
+    pub fn profile(&self) -> Profile {
+        match self {
+            SecurityProfile::Hardened(_) => Profile::Hardened,
+            SecurityProfile::Reference => Profile::Reference,
         }
     }
 }
@@ -101,16 +104,11 @@ mod tests {
     }
 
     #[test]
-    fn parses_names() {
-        assert_eq!(
-            "reference".parse::<SecurityProfile>().unwrap().name(),
-            "reference"
-        );
-        assert_eq!(
-            "hardened".parse::<SecurityProfile>().unwrap().name(),
-            "hardened"
-        );
-        let err = "open".parse::<SecurityProfile>().unwrap_err();
-        assert!(err.to_string().contains("`open`"));
+    fn names_round_trip() {
+        for p in [Profile::Hardened, Profile::Reference] {
+            let profile = SecurityProfile::with_limits(p, ProfileLimits::default());
+            assert_eq!(profile.profile(), p);
+            assert_eq!(profile.name(), p.as_str());
+        }
     }
 }

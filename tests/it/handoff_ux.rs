@@ -860,3 +860,38 @@ fn the_plan_previews_a_compose_configurations_services() {
         assert!(listed.stdout.is_empty(), "{label}: {listed:?}");
     }
 }
+
+/// The handoff's network goes through the one chain of spec-note 0207: the flag, else the
+/// agent's `network`, else `[security] network` as written, else `none`. No engine needed.
+#[test]
+fn the_plans_network_is_the_flag_the_agents_the_security_tables_or_none() {
+    let ws = Ws::new(&format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#));
+    let network = |config: &str, extra: &[&str]| {
+        std::fs::write(&ws.config, config).unwrap();
+        let out = ws.handoff(&[&["--plan", "--format", "json"], extra].concat());
+        let plan = envelope(&out);
+        plan["result"]["network"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a network in the plan: {plan}"))
+            .to_string()
+    };
+    let agent = "[agents.a]\ncommand = [\"true\"]\n";
+    // nothing written: closed; the settings' defaults never open a handoff
+    assert_eq!(network(agent, &[]), "none");
+    // `[security]` as written
+    let security = format!("[security]\nnetwork = \"default\"\n{agent}");
+    assert_eq!(network(&security, &[]), "default");
+    // the agent's over `[security]`
+    assert_eq!(
+        network(&format!("{security}network = \"none\"\n"), &[]),
+        "none"
+    );
+    // the flag over both
+    assert_eq!(
+        network(
+            &format!("{security}network = \"none\"\n"),
+            &["--network", "default"]
+        ),
+        "default"
+    );
+}

@@ -49,7 +49,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 ..ImageBuildOptions::default()
             },
             security: SecurityOptions {
-                profile: args.security_profile.clone(),
+                profile: args.security_profile,
                 allow: args.allow.clone(),
                 ..SecurityOptions::default()
             },

@@ -226,9 +226,9 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         replace: args.replace,
         verify: args.verify.clone(),
         security: SecurityOptions {
-            profile: args.security_profile.clone(),
+            profile: args.security_profile,
             allow: args.allow.clone(),
-            network: args.network.clone(),
+            network: args.network,
             pids_limit: args.limits.pids_limit,
             memory: args.limits.memory.clone(),
             cpus: args.limits.cpus,

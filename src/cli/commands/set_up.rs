@@ -31,7 +31,7 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
             include_merged_configuration: args.include_merged_configuration,
             container_data_folder: args.container_data.container_data_folder.clone(),
             security: SecurityOptions {
-                profile: args.security_profile.clone(),
+                profile: args.security_profile,
                 allow: args.allow.clone(),
                 ..SecurityOptions::default()
             },
