@@ -61,6 +61,9 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Score a container's isolation (eight controls, 16 points) with the evidence.
     Audit(AuditArgs),
+    /// Environment records: what an `up`, `build` or handoff resolved.
+    #[command(subcommand)]
+    Env(EnvCommand),
     /// Show current, wanted and latest versions of the configuration's OCI Features.
     Outdated(OutdatedArgs),
     /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
@@ -283,6 +286,27 @@ pub struct AuditArgs {
     /// Ask from inside the running container (mounts, capabilities, writable paths, sockets).
     #[arg(long)]
     pub probe: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell env …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Print a workspace's last environment record (or a handoff session's).
+    Show(EnvShowArgs),
+}
+
+/// `devcell env show`.
+#[derive(Debug, Args)]
+pub struct EnvShowArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The record of this handoff session of the workspace, instead of the last one.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -664,6 +688,15 @@ pub struct HookArgs {
     pub dotfiles: DotfilesArgs,
 }
 
+/// The environment record flags of `up` and `build` (spec-note 0520).
+#[derive(Debug, Clone, Args)]
+pub struct EnvironmentArgs {
+    /// Write the environment record (configuration hashes, base image and Feature digests,
+    /// image, profile, grants, network, verification commands) to FILE, for CI to keep.
+    #[arg(long, value_name = "FILE")]
+    pub environment_out: Option<PathBuf>,
+}
+
 /// The lockfile flags of `up` (the reference CLI's, hidden deprecated ones included).
 #[derive(Debug, Clone, Args)]
 pub struct LockfileArgs {
@@ -716,6 +749,9 @@ pub struct UpArgs {
     /// `devcontainer-lock.json` handling.
     #[command(flatten)]
     pub lockfile: LockfileArgs,
+    /// The environment record (spec-note 0520).
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
     /// Security profile: `hardened` (default) or `reference` (the config as written).
     #[arg(long, value_parser = ["hardened", "reference"])]
     pub security_profile: Option<String>,
@@ -902,6 +938,9 @@ pub struct BuildArgs {
     /// Lockfile handling (`devcontainer-lock.json`), as for `up`.
     #[command(flatten)]
     pub lockfile: LockfileArgs,
+    /// The environment record, as for `up`.
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
     /// Not supported: devcell builds for the engine's own platform (refused).
     #[arg(long, value_name = "PLATFORMS")]
     pub platform: Option<String>,

@@ -124,6 +124,25 @@ pub enum OpsError {
         /// The workspace root.
         root: std::path::PathBuf,
     },
+    /// No environment record is kept for what was asked (spec-note 0520).
+    #[error("no environment record for {what}")]
+    NoEnvironment {
+        /// The workspace or session asked for.
+        what: String,
+    },
+    /// The workspace's configuration or an input no longer matches the environment record
+    /// given (`--environment FILE`, spec-note 0520): nothing was created.
+    #[error(
+        "the environment no longer matches the record `{}`: {}",
+        record.display(),
+        differences.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    EnvironmentDrift {
+        /// The record's file.
+        record: std::path::PathBuf,
+        /// Each difference.
+        differences: Vec<crate::ops::environment::Difference>,
+    },
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
@@ -304,7 +323,9 @@ impl OpsError {
             | OpsError::NotRunning { .. }
             | OpsError::UnknownAgent { .. }
             | OpsError::NoConfiguration { .. }
+            | OpsError::NoEnvironment { .. }
             | OpsError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            OpsError::EnvironmentDrift { .. } => ErrorCode::EnvironmentDrift,
             OpsError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
             | OpsError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
                 ErrorCode::EngineUnavailable
@@ -381,6 +402,9 @@ impl OpsError {
             OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }
+            OpsError::EnvironmentDrift { differences, .. } => {
+                serde_json::json!({ "differences": differences })
+            }
             _ => serde_json::json!({}),
         }
     }
@@ -450,6 +474,12 @@ impl Hint for OpsError {
                 "run `devcell up` first, or name the container with `--container-id`".into(),
             ),
             OpsError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            OpsError::NoEnvironment { .. } => Some(
+                "`devcell up`, `devcell build` and `devcell handoff` record one".into(),
+            ),
+            OpsError::EnvironmentDrift { .. } => Some(
+                "restore the recorded inputs, or pass `--allow-drift` to go on with warnings".into(),
+            ),
             OpsError::Product(e) => e.0.hint(),
             OpsError::UnknownAgent { name, .. } => Some(format!(
                 "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"

@@ -23,6 +23,7 @@ pub mod dockerfile;
 pub mod down;
 pub mod egress;
 pub mod entries;
+pub mod environment;
 pub mod error;
 pub mod exec;
 pub mod executor;
