@@ -695,6 +695,14 @@ pub struct EnvironmentArgs {
     /// image, profile, grants, network, verification commands) to FILE, for CI to keep.
     #[arg(long, value_name = "FILE")]
     pub environment_out: Option<PathBuf>,
+    /// Recreate the environment of this record: refused (exit 18, each difference named)
+    /// when the configuration, the base image's digest, a Feature's digest, the profile,
+    /// grants or network no longer match.
+    #[arg(long, value_name = "FILE")]
+    pub environment: Option<PathBuf>,
+    /// With `--environment`: go on with a warning for each difference instead of refusing.
+    #[arg(long, requires = "environment")]
+    pub allow_drift: bool,
 }
 
 /// The lockfile flags of `up` (the reference CLI's, hidden deprecated ones included).

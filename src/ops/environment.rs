@@ -728,6 +728,132 @@ pub struct EnvironmentRequest {
     pub required: bool,
     /// Where records are kept (`None`: not kept).
     pub store: Option<EnvironmentStore>,
+    /// `--environment FILE`: the record to recreate, and its file.
+    pub recorded: Option<(PathBuf, EnvironmentRecord)>,
+    /// `--allow-drift`: differences are warnings, not a refusal.
+    pub allow_drift: bool,
+}
+
+/// The Features a resolution of `loaded` gives now (the lockfile honoured as `opts` says),
+/// by lock key: their metadata is fetched, not their layers.
+///
+/// Errors: the resolution's (a registry, a Feature, the lockfile).
+async fn resolved_features(
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+) -> Result<BTreeMap<String, String>> {
+    let parts = crate::ops::entries::FeatureRequestParts::of(loaded);
+    if parts.features.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let lock_at = LockfileAt::of(loaded);
+    let state = lock_at.read(opts.lockfile)?;
+    let fetcher = crate::ops::entries::feature_fetcher(opts)?;
+    let plan = fetcher
+        .plan(&crate::features::fetch::PlanRequest {
+            features: &parts.features,
+            override_order: &parts.override_order,
+            config_dir: &parts.config_dir,
+            devcontainer_dir: &parts.devcontainer_dir,
+            lockfile: state.lockfile().map(|l| (l, lock_at.path.as_path())),
+        })
+        .await?;
+    Ok(lock_digests(&plan.lockfile()))
+}
+
+/// The inputs of `opts`' environment now, before anything is created ([`inputs`] of the
+/// record returned; its image is empty): the configuration loaded and judged as `up` loads
+/// it, the base image as the engine has it (pulled first when missing, as `up` would), the
+/// Features resolved, the security choice.
+///
+/// Errors: as loading, pulling and resolving.
+async fn current_inputs(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<EnvironmentRecord> {
+    let choice = crate::ops::up::load_up(opts)?;
+    let loaded = &choice.loaded;
+    if let (ConfigKind::Image, Some(reference)) = (loaded.typed.kind(), &loaded.typed.image)
+        && engine.inspect_image(reference).await?.is_none()
+    {
+        engine.pull_image(reference, reporter).await?;
+    }
+    Ok(EnvironmentRecord {
+        schema_version: ENVIRONMENT_SCHEMA_VERSION,
+        devcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: "check".into(),
+        configuration: configuration_record(loaded, &Value::Null)?,
+        base_image: base_image(engine, loaded).await?,
+        features: resolved_features(loaded, opts)
+            .await?
+            .into_iter()
+            .map(|(key, digest)| {
+                let pin = FeaturePin {
+                    digest,
+                    resolved: None,
+                    version: None,
+                };
+                (key, pin)
+            })
+            .collect(),
+        image: BuiltImage::default(),
+        security: security_record(choice.profile.name(), &opts.security, &opts.settings),
+        verify: verify_commands(&loaded.value),
+    })
+}
+
+/// With `--environment FILE`: the current inputs compared with the record's before anything
+/// is created; a difference refuses ([`OpsError::EnvironmentDrift`]) or, with
+/// `--allow-drift`, becomes a warning.
+///
+/// Errors: [`OpsError::EnvironmentDrift`]; as [`current_inputs`].
+async fn check_drift(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    request: &EnvironmentRequest,
+    reporter: &dyn Reporter,
+) -> Result<Vec<Warning>> {
+    let Some((path, recorded)) = &request.recorded else {
+        return Ok(Vec::new());
+    };
+    reporter.report(crate::progress::Event::Status(format!(
+        "checking the environment against `{}`",
+        path.display()
+    )));
+    let now = current_inputs(engine, opts, reporter).await?;
+    let found = differences(recorded, &now);
+    if !found.is_empty() && !request.allow_drift {
+        return Err(OpsError::EnvironmentDrift {
+            record: path.clone(),
+            differences: found,
+        });
+    }
+    Ok(found
+        .iter()
+        .map(|d| Warning {
+            location: None,
+            message: format!("environment drift (allowed): {d}"),
+        })
+        .collect())
+}
+
+/// What the recreated environment produced differently from the record (the image id,
+/// devcell's version): reported, never refused.
+fn outcome_warnings(
+    request: &EnvironmentRequest,
+    made: Option<&EnvironmentRecord>,
+) -> Vec<Warning> {
+    let (Some((_, recorded)), Some(made)) = (&request.recorded, made) else {
+        return Vec::new();
+    };
+    outcome_differences(recorded, made)
+        .iter()
+        .map(|d| Warning {
+            location: None,
+            message: format!("the recreated environment differs from the record: {d}"),
+        })
+        .collect()
 }
 
 /// The record of an operation's result, kept in the store; a failure is an error when the
@@ -777,11 +903,16 @@ pub async fn up_recorded(
     };
     let run = async {
         let engine = crate::engine::connect().await?;
+        let drift = check_drift(&*engine, opts, request, &reporter).await?;
         let mut result = crate::ops::up::up_with(&*engine, opts, &reporter).await?;
+        result.warnings.extend(drift);
         let security = security_record(&result.profile, &opts.security, &opts.settings);
         let made = record_up(&*engine, "up", security, &result).await;
         let workspace = result.loaded.workspace_folder.clone();
         let record = finish_record(made, &workspace, request, &mut result.warnings)?;
+        result
+            .warnings
+            .extend(outcome_warnings(request, record.as_ref()));
         Ok((result, record))
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
@@ -796,11 +927,24 @@ pub async fn build_recorded(
     reporter: &dyn Reporter,
 ) -> Result<(BuildResult, Option<EnvironmentRecord>)> {
     let engine = crate::engine::connect().await?;
+    let as_up = UpOptions {
+        target: opts.target.clone(),
+        security: opts.security.clone(),
+        settings: opts.settings.clone(),
+        cache_dir: opts.cache_dir.clone(),
+        lockfile: opts.lockfile,
+        ..UpOptions::default()
+    };
+    let drift = check_drift(&*engine, &as_up, request, reporter).await?;
     let mut result = crate::ops::build::build_with(&*engine, opts, reporter).await?;
+    result.warnings.extend(drift);
     let security = security_record(&result.profile, &opts.security, &opts.settings);
     let made = record_build(&*engine, security, &result).await;
     let workspace = result.loaded.workspace_folder.clone();
     let record = finish_record(made, &workspace, request, &mut result.warnings)?;
+    result
+        .warnings
+        .extend(outcome_warnings(request, record.as_ref()));
     Ok((result, record))
 }
 

@@ -57,7 +57,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
         };
-        let request = environment_request(&args.environment);
+        let request = environment_request(&args.environment)?;
         let (result, record) =
             with_progress(
                 |reporter| async move { build_recorded(&opts, &request, &*reporter).await },

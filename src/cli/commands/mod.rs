@@ -314,13 +314,21 @@ pub(crate) fn with_progress<F: Future>(
 
 /// What `up` and `build` ask of the environment record: required with `--environment-out`,
 /// kept in the state folder always (spec-note 0520).
+///
+/// Errors: the `--environment` record cannot be read.
 pub(crate) fn environment_request(
     args: &crate::cli::args::EnvironmentArgs,
-) -> crate::ops::environment::EnvironmentRequest {
-    crate::ops::environment::EnvironmentRequest {
+) -> Result<crate::ops::environment::EnvironmentRequest, OpsError> {
+    let recorded = match &args.environment {
+        Some(path) => Some((path.clone(), crate::ops::environment::read_record(path)?)),
+        None => None,
+    };
+    Ok(crate::ops::environment::EnvironmentRequest {
         required: args.environment_out.is_some(),
         store: crate::ops::environment::EnvironmentStore::open_default(),
-    }
+        recorded,
+        allow_drift: args.allow_drift,
+    })
 }
 
 /// Writes the record to `--environment-out`, when asked.

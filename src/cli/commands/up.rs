@@ -75,7 +75,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 UidDefault::Never => UidUpdateDefault::Never,
             },
         };
-        let request = environment_request(&args.environment);
+        let request = environment_request(&args.environment)?;
         let (result, record) =
             with_progress(
                 |reporter| async move { up_recorded(&opts, &request, &*reporter).await },
