@@ -7,7 +7,9 @@
 //! and [`dockerfile`] (the image and its Features), [`bring_up`] (what both `up`s share), [`users`]
 //! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
 //! (the create request), plus [`secrets`], the [`state_folder`], the
-//! [`audit_context`] `set-up` and `audit` share, and the one [`error`] type. Library code never prints: results are
+//! [`audit_context`] `set-up` and `audit` share, the [`environment`] record (what an `up`,
+//! `build` or handoff was made from, and the drift check of `--environment`), and the one
+//! [`error`] type. Library code never prints: results are
 //! values, progress goes to a `progress::Reporter`.
 
 pub mod attach;
