@@ -64,6 +64,9 @@ pub enum Command {
     /// Environment records: what an `up`, `build` or handoff resolved.
     #[command(subcommand)]
     Env(EnvCommand),
+    /// Run the verification commands (`customizations.devcell.verify`, or an environment
+    /// record's) in the workspace's container; exit 1 when any failed.
+    Verify(VerifyArgs),
     /// Show current, wanted and latest versions of the configuration's OCI Features.
     Outdated(OutdatedArgs),
     /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
@@ -296,6 +299,23 @@ pub struct AuditArgs {
 pub enum EnvCommand {
     /// Print a workspace's last environment record (or a handoff session's).
     Show(EnvShowArgs),
+}
+
+/// `devcell verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// Run this environment record's `verify` commands instead of the configuration's.
+    #[arg(long, value_name = "FILE")]
+    pub environment: Option<PathBuf>,
+    /// devcontainer.json path (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `devcell env show`.

@@ -49,6 +49,7 @@ pub mod state_folder;
 pub mod target;
 pub mod up;
 pub mod users;
+pub mod verify;
 
 pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};

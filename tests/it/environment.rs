@@ -177,3 +177,41 @@ fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
         "{fields:?}"
     );
 }
+
+#[test]
+fn verify_runs_every_command_in_the_container_and_fails_when_one_does() {
+    let Some(ctx) = TestContext::busybox("verify_runs_every_command") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
+    ctx.write(
+        CONFIG,
+        &format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "customizations": {{"devcell": {{"verify": ["test -d /workspaces && echo here", "echo boom >&2; exit 3"]}}}}}}"#
+        ),
+    );
+    let (code, result, stderr) = run(&ctx, "up", &[]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+
+    let (code, report, stderr) = run(&ctx, "verify", &["--format", "json"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    let results = report["result"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{report}");
+    assert_eq!(results[0]["command"], "test -d /workspaces && echo here");
+    assert_eq!(results[0]["exitCode"], 0);
+    assert_eq!(results[0]["outputTail"], "here\n");
+    assert_eq!(results[1]["exitCode"], 3);
+    assert!(results[1]["outputTail"].as_str().unwrap().contains("boom"));
+    assert!(results[1]["durationMs"].is_u64());
+
+    // the text form names each, and the failure's output
+    let out = ctx.output("verify", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FAIL echo boom >&2; exit 3 (exit 3"),
+        "{text}"
+    );
+    assert!(text.contains("boom"), "{text}");
+}

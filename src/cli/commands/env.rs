@@ -1,14 +1,16 @@
-//! `devcell env show`: a workspace's last environment record, or a handoff session's
-//! (spec-note 0520).
+//! `devcell env show`: a workspace's last environment record, or a handoff session's; and
+//! `devcell verify`: its verification commands run in the container (spec-note 0520).
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::args::EnvShowArgs;
-use crate::cli::commands::{Extras, finish, folder};
+use crate::cli::args::{EnvShowArgs, VerifyArgs};
+use crate::cli::commands::{Extras, finish, folder, with_progress};
 use crate::handoff::state::StateStore;
-use crate::ops::OpsError;
 use crate::ops::environment::{EnvironmentRecord, EnvironmentStore};
+use crate::ops::exec::ExecOptions;
+use crate::ops::verify::VerifyReport;
+use crate::ops::{OpsError, TargetOptions};
 
 /// Runs `env show`: the record as text, or as the envelope's `result` with `--format json`.
 pub fn show(args: EnvShowArgs) -> anyhow::Result<ExitCode> {
@@ -93,6 +95,84 @@ fn render(record: &EnvironmentRecord) -> String {
     );
     for command in &record.verify {
         line(&mut out, "verify", command);
+    }
+    out
+}
+
+/// Runs `verify`: each command's result (text lines, or the envelope's `result` with
+/// `--format json`); exit 1 when any failed or none was configured.
+pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let workspace = folder(args.workspace_folder.as_deref());
+    let target = TargetOptions {
+        workspace_folder: workspace.clone(),
+        config: args.config.clone(),
+        mount_workspace_git_root: true,
+        env: std::env::vars().collect(),
+        workspace_folder_given: true,
+        ..TargetOptions::default()
+    };
+    let result = verify_commands(&target, args.environment.as_deref()).and_then(|commands| {
+        let opts = ExecOptions {
+            target,
+            ..ExecOptions::default()
+        };
+        with_progress(|reporter| async move {
+            crate::ops::verify::verify(&opts, &commands, &*reporter).await
+        })
+        .map_err(|e| OpsError::Unsupported {
+            message: e.to_string(),
+            hint: None,
+        })?
+    });
+    let passed = result.as_ref().is_ok_and(VerifyReport::passed);
+    let code = finish(args.format, result, render_verify, |_| Extras::default());
+    Ok(if passed || code != ExitCode::SUCCESS {
+        code
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The commands to run: the record's `verify`, else the configuration's.
+///
+/// Errors: the record or the configuration cannot be read; [`OpsError::Unsupported`] when
+/// there is no command.
+fn verify_commands(target: &TargetOptions, record: Option<&Path>) -> Result<Vec<String>, OpsError> {
+    let commands = match record {
+        Some(path) => crate::ops::environment::read_record(path)?.verify,
+        None => {
+            let loaded = crate::ops::load::load_configuration(&crate::ops::load::LoadOptions {
+                workspace_folder: target.workspace_folder.clone(),
+                config: target.config.clone(),
+                env: target.env.clone(),
+                ..Default::default()
+            })?;
+            crate::ops::environment::verify_commands(&loaded.value)
+        }
+    };
+    if commands.is_empty() {
+        return Err(OpsError::Unsupported {
+            message: "no verification commands to run".into(),
+            hint: Some("list them in devcontainer.json as `customizations.devcell.verify`".into()),
+        });
+    }
+    Ok(commands)
+}
+
+/// Each command's result on a line, with the failures' output tails.
+fn render_verify(report: &VerifyReport) -> String {
+    let mut out = String::new();
+    for r in &report.results {
+        let verdict = if r.exit_code == 0 { "ok  " } else { "FAIL" };
+        out.push_str(&format!(
+            "{verdict} {} (exit {}, {} ms)\n",
+            r.command, r.exit_code, r.duration_ms
+        ));
+        if r.exit_code != 0 && !r.output_tail.is_empty() {
+            for line in r.output_tail.lines() {
+                out.push_str(&format!("     {line}\n"));
+            }
+        }
     }
     out
 }
