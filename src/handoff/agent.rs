@@ -291,10 +291,8 @@ pub async fn handoff_with(
         Ok(hash) => store
             .set_environment(&root, &session_id, &hash)
             .map_err(|e| fail(e.into()))?,
-        Err(message) => {
-            reporter.report(Event::Status(format!("warning: {message}")));
-            warnings.push(message);
-        }
+        // `env show` then says there is none; the handoff goes on unchanged
+        Err(message) => tracing::debug!("{message}"),
     }
     let _ = writeln!(
         log,

@@ -25,7 +25,7 @@ use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::Engine;
 use crate::features::lockfile::{Lockfile, LockfileMode};
-use crate::ops::bring_up::UpResult;
+use crate::ops::bring_up::{ContainerAction, UpResult};
 use crate::ops::build::{BuildOptions, BuildResult};
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
@@ -223,23 +223,22 @@ pub fn sha256_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// The hash of one file, read without following links and bounded (the repository is
-/// untrusted, spec-note 0433); `None` when it does not exist.
+/// The hash of one file, read as the configuration is read (bounded, never blocking on a
+/// pipe: the repository is untrusted, spec-note 0433); `None` when it does not exist.
 ///
 /// Errors: [`OpsError::Unsupported`] naming the file when it cannot be read.
 fn file_hash(path: &Path) -> Result<Option<String>> {
-    let absolute = crate::config::workspace::resolve_path(path);
-    let bytes =
-        crate::security::host_path::read_no_follow(&absolute, MAX_HASHED_BYTES).map_err(|e| {
-            OpsError::Unsupported {
-                message: format!(
-                    "cannot read `{}` for the environment record: {e}",
-                    path.display()
-                ),
-                hint: None,
-            }
-        })?;
-    Ok(bytes.map(|b| sha256_of(&b)))
+    match crate::config::bounded::read(path, MAX_HASHED_BYTES) {
+        Ok(bytes) => Ok(Some(sha256_of(&bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(OpsError::Unsupported {
+            message: format!(
+                "cannot read `{}` for the environment record: {e}",
+                path.display()
+            ),
+            hint: None,
+        }),
+    }
 }
 
 /// The files the environment is made from: the configuration, its lockfile, and a
@@ -856,8 +855,9 @@ fn outcome_warnings(
         .collect()
 }
 
-/// The record of an operation's result, kept in the store; a failure is an error when the
-/// record is `required`, else a warning pushed on `warnings`.
+/// The record of an operation's result, kept in the store; a failure to make it is an error
+/// when the record is `required` (else only logged), a failure to keep it a warning when
+/// required (else only logged).
 ///
 /// Errors: the record's, when it is required.
 fn finish_record(
@@ -869,21 +869,23 @@ fn finish_record(
     let record = match made {
         Ok(record) => record,
         Err(e) if request.required => return Err(e),
+        // a convenience nobody asked for: its failure does not change the command's output
         Err(e) => {
-            warnings.push(Warning {
-                location: None,
-                message: format!("no environment record: {e}"),
-            });
+            tracing::debug!("no environment record: {e}");
             return Ok(None);
         }
     };
     if let Some(store) = &request.store
         && let Err(e) = store.store(workspace, &record)
     {
-        warnings.push(Warning {
-            location: None,
-            message: format!("the environment record was not kept: {e}"),
-        });
+        if request.required {
+            warnings.push(Warning {
+                location: None,
+                message: format!("the environment record was not kept: {e}"),
+            });
+        } else {
+            tracing::debug!("the environment record was not kept: {e}");
+        }
     }
     Ok(Some(record))
 }
@@ -906,6 +908,12 @@ pub async fn up_recorded(
         let drift = check_drift(&*engine, opts, request, &reporter).await?;
         let mut result = crate::ops::up::up_with(&*engine, opts, &reporter).await?;
         result.warnings.extend(drift);
+        // A warm `up` of a running container keeps the record made when it was created or
+        // started: its engine calls stay within the warm budget (spec-note 0520).
+        let asked = request.required || request.recorded.is_some();
+        if !asked && result.action == ContainerAction::Running {
+            return Ok((result, None));
+        }
         let security = security_record(&result.profile, &opts.security, &opts.settings);
         let made = record_up(&*engine, "up", security, &result).await;
         let workspace = result.loaded.workspace_folder.clone();
