@@ -27,6 +27,7 @@ use crate::engine::Engine;
 use crate::features::lockfile::{Lockfile, LockfileMode};
 use crate::ops::bring_up::{ContainerAction, UpResult};
 use crate::ops::build::{BuildOptions, BuildResult};
+pub use crate::ops::error::Difference;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
@@ -136,47 +137,6 @@ pub struct SecurityRecord {
     pub grants: Vec<String>,
     /// `none`, `allowlist` or `default`.
     pub network: String,
-}
-
-/// One difference between a recorded environment and the current one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Difference {
-    /// What differs, as a path into the record (`configuration.files.<path>`,
-    /// `features.<key>`, `security.network`, …).
-    pub field: String,
-    /// The recorded value (`null`: absent).
-    pub recorded: Value,
-    /// The current value (`null`: absent).
-    pub current: Value,
-}
-
-impl std::fmt::Display for Difference {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "`{}`: recorded {}, now {}",
-            self.field,
-            short_value(&self.recorded),
-            short_value(&self.current)
-        )
-    }
-}
-
-/// A value for a one-line message: strings bare, large values elided.
-fn short_value(value: &Value) -> String {
-    match value {
-        Value::Null => "absent".into(),
-        Value::String(s) => format!("`{s}`"),
-        other => {
-            let text = other.to_string();
-            if text.chars().count() > 80 {
-                "a different value".into()
-            } else {
-                text
-            }
-        }
-    }
 }
 
 /// The security part of a record: the profile in force, the grants of the settings and the

@@ -141,7 +141,7 @@ pub enum OpsError {
         /// The record's file.
         record: std::path::PathBuf,
         /// Each difference.
-        differences: Vec<crate::ops::environment::Difference>,
+        differences: Vec<Difference>,
     },
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
@@ -525,5 +525,48 @@ pub(crate) fn lifecycle_error(
     move |source| OpsError::Lifecycle {
         container_id: container_id.clone(),
         source,
+    }
+}
+
+/// One difference between a recorded environment and the current one (spec-note 0520; here,
+/// below [`crate::ops::environment`], because [`OpsError::EnvironmentDrift`] carries it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    /// What differs, as a path into the record (`configuration.files.<path>`,
+    /// `features.<key>`, `security.network`, …).
+    pub field: String,
+    /// The recorded value (`null`: absent).
+    pub recorded: serde_json::Value,
+    /// The current value (`null`: absent).
+    pub current: serde_json::Value,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}`: recorded {}, now {}",
+            self.field,
+            short_value(&self.recorded),
+            short_value(&self.current)
+        )
+    }
+}
+
+/// A value for a one-line message: strings bare, large values elided.
+fn short_value(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "absent".into(),
+        Value::String(s) => format!("`{s}`"),
+        other => {
+            let text = other.to_string();
+            if text.chars().count() > 80 {
+                "a different value".into()
+            } else {
+                text
+            }
+        }
     }
 }
