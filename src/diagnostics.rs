@@ -280,13 +280,16 @@ pub enum ErrorCode {
     HookFailed,
     /// A handoff session is already live for the workspace. Exit 17.
     SessionActive,
+    /// The configuration or an input no longer matches the environment record given
+    /// (`--environment`): `details.differences` names each. Exit 18.
+    EnvironmentDrift,
     /// The agent exited non-zero or was killed: exit with its code, or 128 + signal.
     AgentFailed,
 }
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Internal,
         ErrorCode::InvalidArgument,
         ErrorCode::BelowMinScore,
@@ -299,6 +302,7 @@ impl ErrorCode {
         ErrorCode::ContainerFailed,
         ErrorCode::HookFailed,
         ErrorCode::SessionActive,
+        ErrorCode::EnvironmentDrift,
         ErrorCode::AgentFailed,
     ];
 
@@ -317,6 +321,7 @@ impl ErrorCode {
             ErrorCode::ContainerFailed => "container_failed",
             ErrorCode::HookFailed => "hook_failed",
             ErrorCode::SessionActive => "session_active",
+            ErrorCode::EnvironmentDrift => "environment_drift",
             ErrorCode::AgentFailed => "agent_failed",
         }
     }
@@ -337,6 +342,7 @@ impl ErrorCode {
             ErrorCode::ContainerFailed => 15,
             ErrorCode::HookFailed => 16,
             ErrorCode::SessionActive => 17,
+            ErrorCode::EnvironmentDrift => 18,
             ErrorCode::AgentFailed => 1,
         }
     }

@@ -61,6 +61,12 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Score a container's isolation (eight controls, 16 points) with the evidence.
     Audit(AuditArgs),
+    /// Environment records: what an `up`, `build` or handoff resolved.
+    #[command(subcommand)]
+    Env(EnvCommand),
+    /// Run the verification commands (`customizations.devcell.verify`, or an environment
+    /// record's) in the workspace's container; exit 1 when any failed.
+    Verify(VerifyArgs),
     /// Show current, wanted and latest versions of the configuration's OCI Features.
     Outdated(OutdatedArgs),
     /// Regenerate devcontainer-lock.json with the newest versions the Features allow.
@@ -289,6 +295,44 @@ pub struct AuditArgs {
     /// Ask from inside the running container (mounts, capabilities, writable paths, sockets).
     #[arg(long)]
     pub probe: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell env …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Print a workspace's last environment record (or a handoff session's).
+    Show(EnvShowArgs),
+}
+
+/// `devcell verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// Run this environment record's `verify` commands instead of the configuration's.
+    #[arg(long, value_name = "FILE")]
+    pub environment: Option<PathBuf>,
+    /// devcontainer.json path (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell env show`.
+#[derive(Debug, Args)]
+pub struct EnvShowArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The record of this handoff session of the workspace, instead of the last one.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -670,6 +714,23 @@ pub struct HookArgs {
     pub dotfiles: DotfilesArgs,
 }
 
+/// The environment record flags of `up` and `build` (spec-note 0520).
+#[derive(Debug, Clone, Args)]
+pub struct EnvironmentArgs {
+    /// Write the environment record (configuration hashes, base image and Feature digests,
+    /// image, profile, grants, network, verification commands) to FILE, for CI to keep.
+    #[arg(long, value_name = "FILE")]
+    pub environment_out: Option<PathBuf>,
+    /// Recreate the environment of this record: refused (exit 18, each difference named)
+    /// when the configuration, the base image's digest, a Feature's digest, the profile,
+    /// grants or network no longer match.
+    #[arg(long, value_name = "FILE")]
+    pub environment: Option<PathBuf>,
+    /// With `--environment`: go on with a warning for each difference instead of refusing.
+    #[arg(long, requires = "environment")]
+    pub allow_drift: bool,
+}
+
 /// The lockfile flags of `up` (the reference CLI's, hidden deprecated ones included).
 #[derive(Debug, Clone, Args)]
 pub struct LockfileArgs {
@@ -722,6 +783,9 @@ pub struct UpArgs {
     /// `devcontainer-lock.json` handling.
     #[command(flatten)]
     pub lockfile: LockfileArgs,
+    /// The environment record (spec-note 0520).
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
     /// Security profile: `hardened` (default) or `reference` (the config as written).
     #[arg(long, value_enum)]
     pub security_profile: Option<crate::settings::Profile>,
@@ -908,6 +972,9 @@ pub struct BuildArgs {
     /// Lockfile handling (`devcontainer-lock.json`), as for `up`.
     #[command(flatten)]
     pub lockfile: LockfileArgs,
+    /// The environment record, as for `up`.
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
     /// Not supported: devcell builds for the engine's own platform (refused).
     #[arg(long, value_name = "PLATFORMS")]
     pub platform: Option<String>,

@@ -113,6 +113,8 @@ pub fn main() -> ExitCode {
         Command::Delete(args) => commands::delete::run(args),
         Command::Fetch(args) => commands::fetch::run(args),
         Command::Audit(args) => commands::audit::run(args),
+        Command::Env(args::EnvCommand::Show(args)) => commands::env::show(args),
+        Command::Verify(args) => commands::env::verify(args),
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),
         Command::Prune(args) => commands::prune::run(args),

@@ -183,6 +183,12 @@ pub fn error_result(err: &anyhow::Error) {
     ) {
         map.insert("containerId".into(), serde_json::json!(id));
     }
+    // `--environment FILE` refused: each difference, as the envelope's details (spec-note 0520)
+    if let (Some(e @ OpsError::EnvironmentDrift { .. }), Some(map)) =
+        (handoff, value.as_object_mut())
+    {
+        map.insert("differences".into(), e.details()["differences"].clone());
+    }
     json(&value);
     error(err);
 }

@@ -292,6 +292,16 @@ pub async fn handoff_with(
     store
         .set_network(&root, &session_id, network.as_str())
         .map_err(|e| fail(e.into()))?;
+    let environments = crate::ops::environment::EnvironmentStore::new(store.root());
+    let environment =
+        record_environment(engine, &up_opts, &up, &network, &root, &environments).await;
+    match environment {
+        Ok(hash) => store
+            .set_environment(&root, &session_id, &hash)
+            .map_err(|e| fail(e.into()))?,
+        // `env show` then says there is none; the handoff goes on unchanged
+        Err(message) => tracing::debug!("{message}"),
+    }
     let _ = writeln!(
         log,
         "# devcell handoff session {session_id}: agent `{}` in container {}",
@@ -663,6 +673,28 @@ pub(crate) fn fetch_back_lines(
         ));
     }
     out
+}
+
+/// The handoff's environment record (spec-note 0520), kept under `<state>/environments/` as the
+/// workspace root's last record; returns its hash, or the warning saying why there is none.
+async fn record_environment(
+    engine: &dyn crate::engine::Engine,
+    up_opts: &crate::ops::UpOptions,
+    up: &crate::ops::UpResult,
+    network: &str,
+    root: &std::path::Path,
+    store: &crate::ops::environment::EnvironmentStore,
+) -> Result<String, String> {
+    use crate::ops::environment::{record_up, security_record};
+    let mut security = security_record(&up.profile, &up_opts.security, &up_opts.settings);
+    // the network the container really has (a reused one keeps its own)
+    security.network = network.to_string();
+    let record = record_up(engine, "handoff", security, up)
+        .await
+        .map_err(|e| format!("no environment record: {e}"))?;
+    store
+        .store(root, &record)
+        .map_err(|e| format!("the environment record was not kept: {e}"))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@
 //! | `container_failed` | 15 | the container could not be created or started |
 //! | `hook_failed` | 16 | a lifecycle hook exited non-zero |
 //! | `session_active` | 17 | a handoff session is already live for the workspace |
+//! | `environment_drift` | 18 | `up`/`build --environment FILE`: an input no longer matches the record (`details.differences`) |
 //! | `agent_failed` | agent's | the agent exited non-zero: its own code, or 128 + N for signal N |
 //!
 //! `agent_failed` passes the agent's status through (as `exec` does), so its exit code may

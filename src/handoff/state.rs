@@ -234,6 +234,10 @@ pub struct Session {
     /// `refs/devcell/<session>/` (rewritten, deleted, moved on the host meanwhile).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub git: Vec<RepoFetchBack>,
+    /// The hash of the session's environment record, kept under
+    /// `<root>/environments/<hash>.json` (spec-note 0520).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 /// One repository's fetch-back in a [`Session`].
@@ -468,8 +472,8 @@ pub enum StateFinding {
     StaleSession {
         /// The workspace root.
         workspace: PathBuf,
-        /// The session.
-        session: Session,
+        /// The session (boxed: a session is much larger than the other findings).
+        session: Box<Session>,
     },
     /// State for a workspace folder that no longer exists (its container may be orphaned).
     WorkspaceGone {
@@ -761,7 +765,7 @@ impl StateStore {
                 if session_status(session, probe, alive) == SessionStatus::Stale {
                     out.push(StateFinding::StaleSession {
                         workspace: state.workspace.clone(),
-                        session: session.clone(),
+                        session: Box::new(session.clone()),
                     });
                 }
             }
@@ -992,6 +996,7 @@ impl StateStore {
                 egress: None,
                 network: None,
                 git: Vec::new(),
+                environment: None,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -1040,6 +1045,22 @@ impl StateStore {
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
             state.session_mut(session_id)?.network = Some(network.to_string());
+            Ok(())
+        })
+    }
+
+    /// Records the hash of session `session_id`'s environment record (spec-note 0520).
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
+    pub fn set_environment(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        hash: &str,
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.session_mut(session_id)?.environment = Some(hash.to_string());
             Ok(())
         })
     }

@@ -66,6 +66,9 @@ pub struct UpResult {
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
+    /// The merged configuration the hooks ran with, for the environment record (spec-note
+    /// 0520), whether or not `--include-merged-configuration` shows it.
+    pub(crate) merged: Value,
 }
 
 /// `up --include-configuration`'s `configuration`: the configuration as loaded, substituted

@@ -28,6 +28,7 @@ use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::dockerfile::image_name;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::image::{DevImage, dev_image};
+use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::permissions::{confine_grants, origins, security_choice};
 use crate::ops::target::{id_labels, load_for};
@@ -92,6 +93,12 @@ pub struct BuildResult {
     /// How many of the first `warnings` were shown on stderr as they were found
     /// ([`crate::ops::load::report_warnings`]): the CLI prints the rest.
     pub shown_warnings: usize,
+    /// The configuration as loaded and judged, for the environment record (spec-note 0520).
+    pub(crate) loaded: LoadedConfiguration,
+    /// The merged configuration a container of this image would have.
+    pub(crate) merged: Value,
+    /// The Features' resolution (`None`: no Features were resolved).
+    pub(crate) features: Option<crate::features::lockfile::Lockfile>,
 }
 
 impl BuildResult {
@@ -281,6 +288,7 @@ pub async fn build_with(
     }
     // The lockfile changes only once the image exists (a failed build leaves the workspace as
     // it was), as `up` writes it only once the container exists.
+    let features = lock.as_ref().map(|l| l.lockfile().clone());
     if let Some(lock) = lock
         && let Some(warning) = lock.finish(opts.lockfile, reporter)
     {
@@ -365,6 +373,9 @@ pub async fn build_with(
         permissions,
         warnings,
         shown_warnings,
+        loaded,
+        merged,
+        features,
     })
 }
 
@@ -451,6 +462,9 @@ mod tests {
             profile: "hardened".into(),
             permissions: Vec::new(),
             warnings: Vec::new(),
+            loaded: LoadedConfiguration::empty(),
+            merged: Value::Null,
+            features: None,
         };
         let v = result.to_json();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();

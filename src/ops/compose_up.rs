@@ -282,6 +282,7 @@ pub(crate) async fn up_compose(
         egress,
         compose_project_name: Some(target.project.name.clone()),
         loaded: loaded.clone(),
+        merged: attached.merged.clone(),
     })
 }
 

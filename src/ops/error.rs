@@ -124,6 +124,25 @@ pub enum OpsError {
         /// The workspace root.
         root: std::path::PathBuf,
     },
+    /// No environment record is kept for what was asked (spec-note 0520).
+    #[error("no environment record for {what}")]
+    NoEnvironment {
+        /// The workspace or session asked for.
+        what: String,
+    },
+    /// The workspace's configuration or an input no longer matches the environment record
+    /// given (`--environment FILE`, spec-note 0520): nothing was created.
+    #[error(
+        "the environment no longer matches the record `{}`: {}",
+        record.display(),
+        differences.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    EnvironmentDrift {
+        /// The record's file.
+        record: std::path::PathBuf,
+        /// Each difference.
+        differences: Vec<Difference>,
+    },
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
@@ -323,7 +342,9 @@ impl OpsError {
             | OpsError::NotRunning { .. }
             | OpsError::UnknownAgent { .. }
             | OpsError::NoConfiguration { .. }
+            | OpsError::NoEnvironment { .. }
             | OpsError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            OpsError::EnvironmentDrift { .. } => ErrorCode::EnvironmentDrift,
             OpsError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
             | OpsError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
                 ErrorCode::EngineUnavailable
@@ -400,6 +421,9 @@ impl OpsError {
             OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }
+            OpsError::EnvironmentDrift { differences, .. } => {
+                serde_json::json!({ "differences": differences })
+            }
             _ => serde_json::json!({}),
         }
     }
@@ -469,6 +493,12 @@ impl Hint for OpsError {
                 "run `devcell up` first, or name the container with `--container-id`".into(),
             ),
             OpsError::NotRunning { .. } => Some("run `devcell up` to start it".into()),
+            OpsError::NoEnvironment { .. } => Some(
+                "`devcell up`, `devcell build` and `devcell handoff` record one".into(),
+            ),
+            OpsError::EnvironmentDrift { .. } => Some(
+                "restore the recorded inputs, or pass `--allow-drift` to go on with warnings".into(),
+            ),
             OpsError::Product(e) => e.0.hint(),
             OpsError::UnknownAgent { name, .. } => Some(format!(
                 "add `[agents.{name}]` with `command = [\"…\"]` to devcell's config.toml (or pass `--config-file`)"
@@ -514,5 +544,48 @@ pub(crate) fn lifecycle_error(
     move |source| OpsError::Lifecycle {
         container_id: container_id.clone(),
         source,
+    }
+}
+
+/// One difference between a recorded environment and the current one (spec-note 0520; here,
+/// below [`crate::ops::environment`], because [`OpsError::EnvironmentDrift`] carries it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    /// What differs, as a path into the record (`configuration.files.<path>`,
+    /// `features.<key>`, `security.network`, …).
+    pub field: String,
+    /// The recorded value (`null`: absent).
+    pub recorded: serde_json::Value,
+    /// The current value (`null`: absent).
+    pub current: serde_json::Value,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}`: recorded {}, now {}",
+            self.field,
+            short_value(&self.recorded),
+            short_value(&self.current)
+        )
+    }
+}
+
+/// A value for a one-line message: strings bare, large values elided.
+fn short_value(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "absent".into(),
+        Value::String(s) => format!("`{s}`"),
+        other => {
+            let text = other.to_string();
+            if text.chars().count() > 80 {
+                "a different value".into()
+            } else {
+                text
+            }
+        }
     }
 }

@@ -300,6 +300,11 @@ impl PendingLock {
         serde_json::to_string(&digests).unwrap_or_else(|_| "{}".into())
     }
 
+    /// The resolution's lockfile (the environment record's Features, spec-note 0520).
+    pub(crate) fn lockfile(&self) -> &Lockfile {
+        &self.lockfile
+    }
+
     /// Applies `mode` ([`lockfile::apply`]); returns a warning for a lockfile that could not be
     /// written or that a read-only run left stale.
     pub(crate) fn finish(&self, mode: LockfileMode, reporter: &dyn Reporter) -> Option<Warning> {

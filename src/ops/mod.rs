@@ -7,7 +7,9 @@
 //! and [`dockerfile`] (the image and its Features), [`bring_up`] (what both `up`s share), [`users`]
 //! (uids, passwd, ownership), [`hooks`] (lifecycle hooks, the bring-up lock), [`container`]
 //! (the create request), plus [`secrets`], the [`state_folder`], the
-//! [`audit_context`] `set-up` and `audit` share, and the one [`error`] type. Library code never prints: results are
+//! [`audit_context`] `set-up` and `audit` share, the [`environment`] record (what an `up`,
+//! `build` or handoff was made from, and the drift check of `--environment`), and the one
+//! [`error`] type. Library code never prints: results are
 //! values, progress goes to a `progress::Reporter`.
 
 pub mod attach;
@@ -23,6 +25,7 @@ pub mod dockerfile;
 pub mod down;
 pub mod egress;
 pub mod entries;
+pub mod environment;
 pub mod error;
 pub mod exec;
 pub mod executor;
@@ -46,6 +49,7 @@ pub mod state_folder;
 pub mod target;
 pub mod up;
 pub mod users;
+pub mod verify;
 
 pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};

@@ -341,6 +341,7 @@ pub(crate) async fn up_judged(
         egress,
         compose_project_name: None,
         loaded,
+        merged: attached.merged.clone(),
     })
 }
 

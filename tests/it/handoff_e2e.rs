@@ -2060,3 +2060,61 @@ fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
         "{st}\n{err}"
     );
 }
+
+/// A handoff keeps its environment record (spec-note 0520): the session names its hash, and
+/// `env show --session` prints it with the handoff's profile and real network.
+#[test]
+fn a_handoff_keeps_its_environment_record_in_its_session() {
+    let test = "a_handoff_keeps_its_environment_record_in_its_session";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(
+        hostgit_image(),
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "customizations": {"devcell": {"verify": ["true"]}}}"#,
+        None,
+    );
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let session = only_session(&env);
+    let id = session["id"].as_str().unwrap().to_string();
+    let (code, shown) = env.json(&[
+        "env",
+        "show",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--session",
+        &id,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{shown}");
+    let record = &shown["result"];
+    assert_eq!(record["command"], "handoff", "{shown}");
+    assert_eq!(record["security"]["profile"], "hardened");
+    assert_eq!(record["security"]["network"], "none");
+    assert_eq!(record["verify"], serde_json::json!(["true"]));
+    // the workspace's last record is the same one
+    let (code, last) = env.json(&[
+        "env",
+        "show",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{last}");
+    assert_eq!(last["result"], *record);
+    // an unknown session has none: not_found
+    let (code, missing) = env.json(&[
+        "env",
+        "show",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--session",
+        "nope",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(11), "{missing}");
+}

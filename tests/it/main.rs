@@ -15,6 +15,7 @@ mod config_compat;
 mod egress;
 mod egress_ops;
 mod engine;
+mod environment;
 mod features;
 mod handoff;
 mod handoff_e2e;

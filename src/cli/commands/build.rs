@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use crate::cli::args::BuildArgs;
 use crate::cli::commands::{
-    apply_log_args, lockfile_mode, print_result, split_pair, with_progress,
+    apply_log_args, environment_request, lockfile_mode, print_result, split_pair, with_progress,
+    write_environment,
 };
-use crate::ops::{
-    BuildOptions, ImageBuildOptions, OpsError, SecurityOptions, TargetOptions, build,
-};
+use crate::ops::environment::build_recorded;
+use crate::ops::{BuildOptions, ImageBuildOptions, OpsError, SecurityOptions, TargetOptions};
 
 /// Runs `build`: `{"outcome":"success","imageName":[…],"devcell":{…}}` on stdout (one line),
 /// progress and build output on stderr. A failure prints the error result and exits 1.
@@ -57,8 +57,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
         };
-        let result = with_progress(|reporter| async move { build(&opts, &*reporter).await });
-        anyhow::Ok(result??)
+        let request = environment_request(&args.environment)?;
+        let (result, record) =
+            with_progress(
+                |reporter| async move { build_recorded(&opts, &request, &*reporter).await },
+            )??;
+        write_environment(&args.environment, record.as_ref())?;
+        anyhow::Ok(result)
     })();
     print_result(
         result,

@@ -6,6 +6,7 @@ pub mod build;
 pub mod delete;
 pub mod doctor;
 pub mod down;
+pub mod env;
 pub mod exec;
 pub mod features_package;
 pub mod features_publish;
@@ -311,6 +312,38 @@ pub(crate) fn with_progress<F: Future>(
     result
 }
 
+/// What `up` and `build` ask of the environment record: required with `--environment-out`,
+/// kept in the state folder always (spec-note 0520).
+///
+/// Errors: the `--environment` record cannot be read.
+pub(crate) fn environment_request(
+    args: &crate::cli::args::EnvironmentArgs,
+) -> Result<crate::ops::environment::EnvironmentRequest, OpsError> {
+    let recorded = match &args.environment {
+        Some(path) => Some((path.clone(), crate::ops::environment::read_record(path)?)),
+        None => None,
+    };
+    Ok(crate::ops::environment::EnvironmentRequest {
+        required: args.environment_out.is_some(),
+        store: crate::ops::environment::EnvironmentStore::open_default(),
+        recorded,
+        allow_drift: args.allow_drift,
+    })
+}
+
+/// Writes the record to `--environment-out`, when asked.
+///
+/// Errors: the file cannot be written.
+pub(crate) fn write_environment(
+    args: &crate::cli::args::EnvironmentArgs,
+    record: Option<&crate::ops::environment::EnvironmentRecord>,
+) -> anyhow::Result<()> {
+    if let (Some(path), Some(record)) = (&args.environment_out, record) {
+        crate::ops::environment::write_record(path, record)?;
+    }
+    Ok(())
+}
+
 /// A bring-up's result the reference CLI's way: its warnings on stderr and the result line on
 /// stdout (exit 0), or the error as the result line's error form (exit 1).
 pub(crate) fn print_result<T>(
@@ -328,7 +361,13 @@ pub(crate) fn print_result<T>(
         }
         Err(err) => {
             output::error_result(&err);
-            Ok(ExitCode::from(1))
+            // a refused reproduction has its own exit code (spec-note 0520); the reference's
+            // failures exit 1
+            let drift = matches!(
+                err.downcast_ref::<OpsError>(),
+                Some(OpsError::EnvironmentDrift { .. })
+            );
+            Ok(ExitCode::from(if drift { 18 } else { 1 }))
         }
     }
 }

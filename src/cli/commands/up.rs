@@ -4,9 +4,11 @@ use std::process::ExitCode;
 
 use crate::cli::args::{UidDefault, UpArgs};
 use crate::cli::commands::{
-    apply_log_args, hooks, lockfile_mode, print_result, refuse, remote, target, with_progress,
+    apply_log_args, environment_request, hooks, lockfile_mode, print_result, refuse, remote,
+    target, with_progress, write_environment,
 };
-use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions, up};
+use crate::ops::environment::up_recorded;
+use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions};
 
 /// Runs `up`: the result JSON on stdout (one line), progress (a spinner on a terminal, plain
 /// lines otherwise; [`CliReporter`]) and hook output on stderr.
@@ -73,8 +75,13 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 UidDefault::Never => UidUpdateDefault::Never,
             },
         };
-        let result = with_progress(|reporter| async move { up(&opts, &*reporter).await });
-        anyhow::Ok(result??)
+        let request = environment_request(&args.environment)?;
+        let (result, record) =
+            with_progress(
+                |reporter| async move { up_recorded(&opts, &request, &*reporter).await },
+            )??;
+        write_environment(&args.environment, record.as_ref())?;
+        anyhow::Ok(result)
     })();
     print_result(
         result,

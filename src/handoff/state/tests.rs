@@ -85,6 +85,7 @@ fn session(id: &str, pid: u32) -> Session {
         egress: None,
         network: None,
         git: Vec::new(),
+        environment: None,
     }
 }
 

@@ -1,0 +1,217 @@
+//! The environment record (spec-note 0520) against the real engine and the local registry:
+//! `up --environment-out` writes it, `env show` prints the one kept, `up --environment`
+//! recreates it, and refuses (exit 18, each difference named) when a Feature's tag moved or
+//! the configuration changed, unless `--allow-drift`.
+//!
+//! Needs `DEVCELL_TEST_REGISTRY` and the engine (both required under `DEVCELL_TEST_ENGINE=1`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::context::TestContext;
+use crate::support::docker::BUSYBOX_IMAGE;
+use crate::support::{publish, test_registry, unique};
+
+const CONFIG: &str = ".devcontainer/devcontainer.json";
+
+/// Publishes a Feature `envdemo` at `version` to `<registry>/<namespace>`; returns its digest.
+fn publish_envdemo(registry: &str, namespace: &str, version: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("envdemo");
+    std::fs::create_dir(&f).unwrap();
+    std::fs::write(
+        f.join("devcontainer-feature.json"),
+        format!(r#"{{"id": "envdemo", "version": "{version}", "name": "Env demo"}}"#),
+    )
+    .unwrap();
+    std::fs::write(f.join("install.sh"), "#!/bin/sh\ntrue\n").unwrap();
+    let out = publish(&f, registry, namespace);
+    out["envdemo"]["digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("publish result: {out}"))
+        .to_string()
+}
+
+/// `devcell <command> --workspace-folder <ws> <args>` (no lockfile, so Features are resolved
+/// afresh): exit code, the last stdout line as JSON, stderr.
+fn run(ctx: &TestContext, command: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = ctx.output(command, args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no JSON line ({e}): {stdout}\n{stderr}"));
+    (out.status.code(), value, stderr)
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
+    let Some(ctx) = TestContext::busybox("a_record_written_by_up_recreates") else {
+        return;
+    };
+    let Some(registry) = test_registry() else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let ns = unique("env");
+    let first = publish_envdemo(&registry, &ns, "1.0.0");
+    let key = format!("{registry}/{ns}/envdemo:1");
+    std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
+    let config = format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "features": {{"{key}": {{}}}}, "customizations": {{"devcell": {{"verify": ["true"]}}}}}}"#
+    );
+    ctx.write(CONFIG, &config);
+    let records = tempfile::tempdir().unwrap();
+    let record = records.path().join("env.json");
+    let record_arg = record.to_str().unwrap();
+
+    // 1. `up --environment-out`: the record, valid against its schema, kept for `env show`.
+    let (code, result, stderr) = run(
+        &ctx,
+        "up",
+        &["--no-lockfile", "--environment-out", record_arg],
+    );
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    let written = read(&record);
+    assert_eq!(written["schemaVersion"], 1);
+    assert_eq!(written["command"], "up");
+    assert_eq!(written["features"][&key]["digest"], first.as_str());
+    assert_eq!(written["security"]["profile"], "hardened");
+    assert_eq!(written["verify"], serde_json::json!(["true"]));
+    assert_eq!(
+        written["configuration"]["file"],
+        ".devcontainer/devcontainer.json"
+    );
+    assert!(
+        written["configuration"]["files"][CONFIG]
+            .as_str()
+            .is_some_and(|h| h.starts_with("sha256:")),
+        "{written}"
+    );
+    // the local test image has no registry digest: said, with its id
+    assert!(written["baseImage"]["localId"].is_string(), "{written}");
+    assert!(written["baseImage"]["notReproducible"].is_string());
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/environment.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(jsonschema::is_valid(&schema, &written), "{written}");
+    let (code, shown, stderr) = run(&ctx, "env show", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{shown}\n{stderr}");
+    assert_eq!(shown["result"], written);
+
+    // 2. Out -> in: the same inputs recreate it without a drift warning.
+    let (code, result, stderr) = run(
+        &ctx,
+        "up",
+        &[
+            "--no-lockfile",
+            "--remove-existing-container",
+            "--environment",
+            record_arg,
+        ],
+    );
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    assert!(!stderr.contains("drift"), "{stderr}");
+
+    // 3. The Feature's tag moved: refused before anything is removed or created, naming it.
+    let containers = ctx.containers();
+    let second = publish_envdemo(&registry, &ns, "1.0.1");
+    assert_ne!(first, second);
+    let (code, refused, stderr) = run(
+        &ctx,
+        "up",
+        &[
+            "--no-lockfile",
+            "--remove-existing-container",
+            "--environment",
+            record_arg,
+        ],
+    );
+    assert_eq!(code, Some(18), "{refused}\n{stderr}");
+    assert_eq!(refused["outcome"], "error");
+    let differences = refused["differences"].as_array().unwrap();
+    assert_eq!(differences.len(), 1, "{refused}");
+    assert_eq!(differences[0]["field"], format!("features.{key}"));
+    assert_eq!(differences[0]["recorded"], first.as_str());
+    assert_eq!(differences[0]["current"], second.as_str());
+    assert_eq!(ctx.containers(), containers, "nothing removed or created");
+
+    // 4. `--allow-drift`: a warning instead.
+    let (code, result, stderr) = run(
+        &ctx,
+        "up",
+        &[
+            "--no-lockfile",
+            "--environment",
+            record_arg,
+            "--allow-drift",
+        ],
+    );
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    assert!(stderr.contains("environment drift (allowed)"), "{stderr}");
+
+    // 5. A changed configuration: its file and its content are named.
+    ctx.write(CONFIG, &config.replace("nobody", "root"));
+    let (code, refused, stderr) = run(&ctx, "up", &["--no-lockfile", "--environment", record_arg]);
+    assert_eq!(code, Some(18), "{refused}\n{stderr}");
+    let fields: Vec<&str> = refused["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["field"].as_str())
+        .collect();
+    assert!(
+        fields.contains(&"configuration.configuration"),
+        "{fields:?}"
+    );
+    assert!(
+        fields.contains(&&*format!("configuration.files.{CONFIG}")),
+        "{fields:?}"
+    );
+}
+
+#[test]
+fn verify_runs_every_command_in_the_container_and_fails_when_one_does() {
+    let Some(ctx) = TestContext::busybox("verify_runs_every_command") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
+    ctx.write(
+        CONFIG,
+        &format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "customizations": {{"devcell": {{"verify": ["test -d /workspaces && echo here", "echo boom >&2; exit 3"]}}}}}}"#
+        ),
+    );
+    let (code, result, stderr) = run(&ctx, "up", &[]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+
+    let (code, report, stderr) = run(&ctx, "verify", &["--format", "json"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    let results = report["result"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{report}");
+    assert_eq!(results[0]["command"], "test -d /workspaces && echo here");
+    assert_eq!(results[0]["exitCode"], 0);
+    assert_eq!(results[0]["outputTail"], "here\n");
+    assert_eq!(results[1]["exitCode"], 3);
+    assert!(results[1]["outputTail"].as_str().unwrap().contains("boom"));
+    assert!(results[1]["durationMs"].is_u64());
+
+    // the text form names each, and the failure's output
+    let out = ctx.output("verify", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FAIL echo boom >&2; exit 3 (exit 3"),
+        "{text}"
+    );
+    assert!(text.contains("boom"), "{text}");
+}
