@@ -48,6 +48,9 @@ pub enum Command {
     /// Feature tools: package, publish, resolve-dependencies.
     #[command(subcommand)]
     Features(FeaturesCommand),
+    /// Template tools: apply, metadata.
+    #[command(subcommand)]
+    Templates(TemplatesCommand),
     /// Hand a workspace to a coding agent in a hardened container (plan, up, context, agent).
     Handoff(Box<HandoffArgs>),
     /// Show a workspace's container, handoff sessions and per-repository git state.
@@ -300,6 +303,61 @@ pub enum FeaturesCommand {
     ResolveDependencies(FeaturesResolveDependenciesArgs),
 }
 
+/// `devcell templates …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TemplatesCommand {
+    /// Apply a Template to a workspace folder: its files, with `${templateOption:…}`
+    /// substituted, and `--features` added to its devcontainer.json. Prints
+    /// `{"files": […]}`.
+    Apply(TemplatesApplyArgs),
+    /// Print a published Template's metadata (`devcontainer-template.json`) as JSON.
+    Metadata(TemplatesMetadataArgs),
+}
+
+/// `devcell templates apply`.
+#[derive(Debug, Args)]
+pub struct TemplatesApplyArgs {
+    /// Workspace folder to write the Template into (default: the current directory).
+    /// Nothing is written outside it, and no link is followed.
+    #[arg(short = 'w', long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The Template's OCI reference (`ghcr.io/devcontainers/templates/debian:1`).
+    #[arg(short = 't', long)]
+    pub template_id: String,
+    /// Option values as a JSON object of strings, checked against the Template's options.
+    #[arg(short = 'a', long, default_value = "{}")]
+    pub template_args: String,
+    /// Features to add to the Template's devcontainer.json, as a JSON array of
+    /// `{"id": …, "options": {…}}`.
+    #[arg(short = 'f', long, default_value = "[]")]
+    pub features: String,
+    /// Folder for the staged Template archive (default: the system's temporary folder).
+    #[arg(long)]
+    pub tmp_dir: Option<PathBuf>,
+    /// Paths of the Template not to apply, as a JSON array; `dir/*` leaves out a folder.
+    #[arg(long, default_value = "[]")]
+    pub omit_paths: String,
+    /// Template cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `devcell templates metadata`.
+#[derive(Debug, Args)]
+pub struct TemplatesMetadataArgs {
+    /// The Template's OCI reference.
+    pub template_id: String,
+    /// Template cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
+}
+
 /// `devcell features resolve-dependencies`.
 #[derive(Debug, Args)]
 pub struct FeaturesResolveDependenciesArgs {
@@ -495,11 +553,11 @@ pub struct ResourceLimitArgs {
     pub cpus: Option<f64>,
 }
 
-/// Where the commands that fetch Features (`outdated`, `upgrade`, `features
-/// resolve-dependencies`) cache them, and the user settings their registry access follows.
+/// Where the commands that fetch Features or Templates (`outdated`, `upgrade`, `features
+/// resolve-dependencies`, `templates`) cache them, and the user settings their registry access follows.
 #[derive(Debug, Clone, Args)]
 pub struct FeatureFetchArgs {
-    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    /// Cache folder for Feature and Template artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`): its

@@ -44,6 +44,7 @@ pub mod secrets;
 pub mod set_up;
 pub mod state_folder;
 pub mod target;
+pub mod templates;
 pub mod up;
 pub mod users;
 

@@ -25,6 +25,8 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "resolve-dependencies"],
     &["features", "package"],
     &["features", "publish"],
+    &["templates", "apply"],
+    &["templates", "metadata"],
 ];
 
 fn stderr(out: &Output) -> String {

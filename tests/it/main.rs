@@ -30,4 +30,5 @@ mod robust;
 mod security;
 mod set_up;
 mod support;
+mod templates;
 mod up;

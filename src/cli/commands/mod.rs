@@ -18,6 +18,7 @@ pub mod read_configuration;
 pub mod run_user_commands;
 pub mod set_up;
 pub mod status;
+pub mod templates;
 pub mod up;
 pub mod upgrade;
 
