@@ -45,7 +45,7 @@ pub enum Command {
     Down(DownArgs),
     /// Stop the dev container (the same as `down` without `--remove`).
     Stop(ContainerArgs),
-    /// Feature tools: package, publish, resolve-dependencies.
+    /// Feature tools: package, publish, resolve-dependencies, info.
     #[command(subcommand)]
     Features(FeaturesCommand),
     /// Template tools: apply, metadata.
@@ -301,6 +301,38 @@ pub enum FeaturesCommand {
     /// Print the install order of the configuration's Features as JSON
     /// (`{"installOrder": [{"id": …, "options": …}]}`).
     ResolveDependencies(FeaturesResolveDependenciesArgs),
+    /// Show what the registry holds for a published Feature: its manifest, tags or
+    /// dependency graph.
+    Info(FeaturesInfoArgs),
+}
+
+/// What `features info` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeaturesInfoMode {
+    /// The manifest and the canonical identifier (`<registry>/<repository>@<digest>`).
+    Manifest,
+    /// The published tags.
+    Tags,
+    /// The dependency graph as a Mermaid flowchart (text output only).
+    Dependencies,
+    /// All of the above.
+    Verbose,
+}
+
+/// `devcell features info`.
+#[derive(Debug, Args)]
+pub struct FeaturesInfoArgs {
+    /// What to show.
+    #[arg(value_enum)]
+    pub mode: FeaturesInfoMode,
+    /// The Feature's OCI reference (`ghcr.io/devcontainers/features/git:1`).
+    pub feature: String,
+    /// Output format: `text` (headed sections) or `json` (one document).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Feature cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
 }
 
 /// `devcell templates …` subcommands.

@@ -107,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
             commands::features_resolve_dependencies::run(args)
         }
+        Command::Features(args::FeaturesCommand::Info(args)) => commands::features_info::run(args),
         Command::Templates(args::TemplatesCommand::Apply(args)) => commands::templates::apply(args),
         Command::Templates(args::TemplatesCommand::Metadata(args)) => {
             commands::templates::metadata(args)

@@ -26,6 +26,7 @@ pub mod entries;
 pub mod error;
 pub mod exec;
 pub mod executor;
+pub mod features_info;
 pub mod features_publish;
 pub mod hooks;
 pub mod image;

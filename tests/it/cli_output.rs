@@ -23,6 +23,7 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "package"],
     &["features", "publish"],
     &["features", "resolve-dependencies"],
+    &["features", "info"],
     &["templates"],
     &["templates", "apply"],
     &["templates", "metadata"],

@@ -25,6 +25,7 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "resolve-dependencies"],
     &["features", "package"],
     &["features", "publish"],
+    &["features", "info"],
     &["templates", "apply"],
     &["templates", "metadata"],
 ];

@@ -16,6 +16,7 @@ mod egress;
 mod egress_ops;
 mod engine;
 mod features;
+mod features_info;
 mod handoff;
 mod handoff_e2e;
 mod handoff_ux;

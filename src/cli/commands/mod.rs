@@ -7,6 +7,7 @@ pub mod delete;
 pub mod doctor;
 pub mod down;
 pub mod exec;
+pub mod features_info;
 pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
