@@ -147,11 +147,12 @@ pub fn apply(request: &ApplyRequest<'_>) -> Result<Applied> {
     let staging = stage(request)?;
     let root = staging.path().join("t");
     let files = entries(request, &root)?;
+    let overwritten = check_targets(request, &files)?;
+    // Only once the Template is accepted: a refused one leaves no folder behind either.
     std::fs::create_dir_all(request.workspace_folder).map_err(|source| TemplateError::Io {
         path: request.workspace_folder.to_owned(),
         source,
     })?;
-    let overwritten = check_targets(request, &files)?;
     let mut applied = Applied::default();
     for rel in &overwritten {
         applied.warnings.push(Warning {

@@ -153,6 +153,13 @@ fn a_dot_dot_path_in_the_template_writes_nothing() {
     let e = run(&archive, &ws, &[], &[]).unwrap_err();
     assert!(matches!(e, TemplateError::Extract { .. }), "{e}");
     assert_eq!(tree(parent.path()), ["ws"]);
+    // A workspace folder that did not exist is not created for a refused Template.
+    let absent = parent.path().join("absent");
+    run(&tar_of(&[("./l", 'l', "x")]), &absent, &[], &[]).unwrap_err();
+    assert!(!absent.exists());
+    // It is for an accepted one.
+    run(&tar_of(&[("./a.txt", 'f', "a")]), &absent, &[], &[]).unwrap();
+    assert_eq!(tree(&absent), ["a.txt"]);
 }
 
 #[test]
