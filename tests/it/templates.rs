@@ -314,3 +314,56 @@ fn a_template_with_a_link_or_a_dot_dot_path_writes_nothing() {
     // The staging folders are gone.
     assert!(files(&parent.path().join("tmp")).is_empty());
 }
+
+/// Bad flags are refused before any request (the registry named does not exist), and an
+/// offline cache miss says how to fill the cache. Needs no registry.
+#[test]
+fn bad_flags_and_an_offline_miss_are_clear_errors() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let apply = |extra: &[&str]| {
+        devcell()
+            .args([
+                "templates",
+                "apply",
+                "--template-id",
+                "127.0.0.1:9/none/t:1",
+            ])
+            .arg("--workspace-folder")
+            .arg(ws.path())
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    for (extra, expected) in [
+        (
+            ["--template-args", r#"{"flag":true}"#],
+            "invalid `--template-args`: option `flag`: expected a string value, got a boolean",
+        ),
+        (
+            ["--features", r#"{"id":"x"}"#],
+            "invalid `--features`: expected a JSON array, got an object",
+        ),
+        (
+            ["--omit-paths", "[1]"],
+            "invalid `--omit-paths`: expected strings, got a number",
+        ),
+        (
+            ["--offline", "--omit-paths=[]"],
+            "run once without `--offline` to fill the cache",
+        ),
+    ] {
+        let out = apply(&extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        assert!(
+            !stderr.contains("127.0.0.1:9/v2") && !stderr.contains("pulling"),
+            "{extra:?}: no request: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{extra:?}");
+    }
+    assert!(std::fs::read_dir(ws.path()).unwrap().next().is_none());
+}
