@@ -13,7 +13,7 @@
 //! | layer | modules | what | may use |
 //! |---|---|---|---|
 //! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`process`], [`names`], [`settings`] | devcontainer.json → merged configuration; programs devcell waits for (deadlines, killed with devcell); shared formats (Docker credentials, image references, mount fields, shell quoting, JSON values, terminal-safe text); errors, events, names, user settings (the typed `NetworkMode` and `Profile`) | external crates |
-//! | L1 | [`oci`], [`features`] | registries, content store, archives; Features | L0; `features` may use `oci` |
+//! | L1 | [`oci`], [`features`], [`templates`] | registries, content store, archives; Features; Templates | L0; `features` may use `oci`, `templates` may use both |
 //! | L2 | [`engine`] | the `Engine` trait, its one factory, the Docker backend, the Compose CLI | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`] | image builds; the profile, the user's choices resolved once (`security::choice`), policy and audit; hooks; the egress allowlist proxy | L2, L1, L0; never one another |
 //! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps (one create pipeline for `up` and Compose); `OpsError` | L3–L0 |
@@ -37,3 +37,4 @@ pub mod process;
 pub mod progress;
 pub mod security;
 pub mod settings;
+pub mod templates;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 fn layer_of(module: &str) -> Option<u8> {
     Some(match module {
         "config" | "diagnostics" | "formats" | "progress" | "process" | "names" | "settings" => 0,
-        "oci" | "features" => 1,
+        "oci" | "features" | "templates" => 1,
         "engine" => 2,
         "build" | "security" | "lifecycle" | "egress" => 3,
         "ops" => 4,
@@ -30,8 +30,11 @@ fn allowed(from: &str, to: &str) -> bool {
     match (lf, lt) {
         // L0: config may use the other L0 modules; the others use nothing of ours but L0 peers.
         (0, 0) => true,
-        // L1: features may use oci, not the reverse.
-        (1, 1) => from == "features" && to == "oci",
+        // L1: features may use oci, templates may use both, not the reverse.
+        (1, 1) => matches!(
+            (from, to),
+            ("features", "oci") | ("templates", "oci" | "features")
+        ),
         // L2 engine: L0 only.
         (2, t) => t == 0,
         // L3: never one another.

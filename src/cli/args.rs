@@ -45,9 +45,12 @@ pub enum Command {
     Down(DownArgs),
     /// Stop the dev container (the same as `down` without `--remove`).
     Stop(ContainerArgs),
-    /// Feature tools: package, publish, resolve-dependencies.
+    /// Feature tools: package, publish, resolve-dependencies, info.
     #[command(subcommand)]
     Features(FeaturesCommand),
+    /// Template tools: apply, metadata.
+    #[command(subcommand)]
+    Templates(TemplatesCommand),
     /// Hand a workspace to a coding agent in a hardened container (plan, up, context, agent).
     Handoff(Box<HandoffArgs>),
     /// Show a workspace's container, handoff sessions and per-repository git state.
@@ -348,6 +351,93 @@ pub enum FeaturesCommand {
     /// Print the install order of the configuration's Features as JSON
     /// (`{"installOrder": [{"id": …, "options": …}]}`).
     ResolveDependencies(FeaturesResolveDependenciesArgs),
+    /// Show what the registry holds for a published Feature: its manifest, tags or
+    /// dependency graph.
+    Info(FeaturesInfoArgs),
+}
+
+/// What `features info` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeaturesInfoMode {
+    /// The manifest and the canonical identifier (`<registry>/<repository>@<digest>`).
+    Manifest,
+    /// The published tags.
+    Tags,
+    /// The dependency graph as a Mermaid flowchart (text output only).
+    Dependencies,
+    /// All of the above.
+    Verbose,
+}
+
+/// `devcell features info`.
+#[derive(Debug, Args)]
+pub struct FeaturesInfoArgs {
+    /// What to show.
+    #[arg(value_enum)]
+    pub mode: FeaturesInfoMode,
+    /// The Feature's OCI reference (`ghcr.io/devcontainers/features/git:1`).
+    pub feature: String,
+    /// Output format: `text` (headed sections) or `json` (one document).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Feature cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
+}
+
+/// `devcell templates …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TemplatesCommand {
+    /// Apply a Template to a workspace folder: its files, with `${templateOption:…}`
+    /// substituted, and `--features` added to its devcontainer.json. Prints
+    /// `{"files": […]}`.
+    Apply(TemplatesApplyArgs),
+    /// Print a published Template's metadata (`devcontainer-template.json`) as JSON.
+    Metadata(TemplatesMetadataArgs),
+}
+
+/// `devcell templates apply`.
+#[derive(Debug, Args)]
+pub struct TemplatesApplyArgs {
+    /// Workspace folder to write the Template into (default: the current directory).
+    /// Nothing is written outside it, and no link is followed.
+    #[arg(short = 'w', long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The Template's OCI reference (`ghcr.io/devcontainers/templates/debian:1`).
+    #[arg(short = 't', long)]
+    pub template_id: String,
+    /// Option values as a JSON object of strings, checked against the Template's options.
+    #[arg(short = 'a', long, default_value = "{}")]
+    pub template_args: String,
+    /// Features to add to the Template's devcontainer.json, as a JSON array of
+    /// `{"id": …, "options": {…}}`.
+    #[arg(short = 'f', long, default_value = "[]")]
+    pub features: String,
+    /// Folder for the staged Template archive (default: the system's temporary folder).
+    #[arg(long)]
+    pub tmp_dir: Option<PathBuf>,
+    /// Paths of the Template not to apply, as a JSON array; `dir/*` leaves out a folder.
+    #[arg(long, default_value = "[]")]
+    pub omit_paths: String,
+    /// Template cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `devcell templates metadata`.
+#[derive(Debug, Args)]
+pub struct TemplatesMetadataArgs {
+    /// The Template's OCI reference.
+    pub template_id: String,
+    /// Template cache and registry settings.
+    #[command(flatten)]
+    pub fetch: FeatureFetchArgs,
+    /// Use only the cache; fail on anything not cached.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `devcell features resolve-dependencies`.
@@ -545,11 +635,11 @@ pub struct ResourceLimitArgs {
     pub cpus: Option<f64>,
 }
 
-/// Where the commands that fetch Features (`outdated`, `upgrade`, `features
-/// resolve-dependencies`) cache them, and the user settings their registry access follows.
+/// Where the commands that fetch Features or Templates (`outdated`, `upgrade`, `features
+/// resolve-dependencies`, `templates`) cache them, and the user settings their registry access follows.
 #[derive(Debug, Clone, Args)]
 pub struct FeatureFetchArgs {
-    /// Cache folder for Feature artifacts (default `$XDG_CACHE_HOME/devcell`).
+    /// Cache folder for Feature and Template artifacts (default `$XDG_CACHE_HOME/devcell`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`): its

@@ -107,6 +107,11 @@ pub fn main() -> ExitCode {
         Command::Features(args::FeaturesCommand::ResolveDependencies(args)) => {
             commands::features_resolve_dependencies::run(args)
         }
+        Command::Features(args::FeaturesCommand::Info(args)) => commands::features_info::run(args),
+        Command::Templates(args::TemplatesCommand::Apply(args)) => commands::templates::apply(args),
+        Command::Templates(args::TemplatesCommand::Metadata(args)) => {
+            commands::templates::metadata(args)
+        }
         Command::Handoff(args) => commands::handoff::run(*args),
         Command::Status(args) => commands::status::run(args),
         Command::Doctor(args) => commands::doctor::run(args),

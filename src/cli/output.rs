@@ -210,6 +210,27 @@ pub fn text(text: &str) {
     }
 }
 
+/// Prints the reference CLI's boxed, bold heading (`features info`) on stdout. `title` is
+/// devcell's own text, never the repository's or a registry's.
+pub fn heading_box(title: &str) {
+    let width = title.chars().count();
+    let bar = "\u{2500}".repeat(width);
+    println!(
+        "\u{250C}{bar}\u{2510}\n\u{2502}\x1b[1m{title}\x1b[22m\u{2502}\n\u{2514}{bar}\u{2518}"
+    );
+}
+
+/// Prints `value` as JSON indented by `indent` spaces on stdout (the reference CLI's
+/// `JSON.stringify(value, undefined, indent)`), terminal-safe.
+pub fn json_pretty(value: &serde_json::Value, indent: usize) {
+    let spaces = " ".repeat(indent);
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(spaces.as_bytes());
+    let mut buf = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, formatter);
+    let _ = serde::Serialize::serialize(value, &mut ser);
+    stdout_text(&String::from_utf8_lossy(&buf));
+}
+
 #[cfg(test)]
 mod cause_tests {
     #[test]

@@ -6,12 +6,9 @@
 //! [`Fetcher::resolve`] reads a Feature's `devcontainer-feature.json` with as little I/O as
 //! possible (for OCI, from the manifest annotation `dev.containers.metadata` when present,
 //! checklist 54/55) and pins it (manifest digest / tarball sha256); [`Fetcher::fetch`] then
-//! writes its files. Every network read is cached by digest, tag resolutions too, so a second
-//! resolve of the same *pinned* Features (digests, lockfile) makes no network request. A tag
-//! is revalidated against its registry with one manifest request the first time a fetcher
-//! uses it, so a moved tag (`:1` after a new release) is seen (spec-note 0451); `offline`
-//! forbids the network, serves tags from the cache (one warning says so) and names the
-//! reference on a miss.
+//! writes its files. OCI manifests and blobs go through the generic
+//! [`crate::oci::artifact::ArtifactFetcher`] (cache, tag revalidation, `offline`, the
+//! unreachable-registry fallback), which Templates share; tarballs are cached by URL here.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -21,14 +18,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use indexmap::IndexMap;
 use oci_client::Reference;
-use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
+use oci_client::manifest::OciDescriptor;
 
+use crate::oci::artifact::{ArtifactFetcher, ArtifactOptions};
 use crate::oci::digest::sha256_digest;
 use crate::oci::extract::{ExtractError, ExtractOptions};
 use crate::oci::registry::{Registry, RegistryOptions, parse_reference};
 use crate::oci::store::Store;
 use crate::oci::{OciError, http};
-use crate::progress::{Event, NoopReporter, Reporter};
+use crate::progress::{Event, Reporter};
 
 use super::FeatureMetadata;
 use super::error::FeatureError;
@@ -38,11 +36,11 @@ use super::order::{self, InstallPlan};
 use super::reference::{FeatureRef, OciVersion};
 
 /// Config media type of a Feature artifact (spec-distilled §5.2, Appendix A).
-pub const FEATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.devcontainers";
+pub const FEATURE_CONFIG_MEDIA_TYPE: &str = crate::oci::artifact::DEVCONTAINERS_CONFIG_MEDIA_TYPE;
 /// Layer media type of a Feature artifact.
-pub const FEATURE_LAYER_MEDIA_TYPE: &str = "application/vnd.devcontainers.layer.v1+tar";
+pub const FEATURE_LAYER_MEDIA_TYPE: &str = crate::oci::artifact::DEVCONTAINERS_LAYER_MEDIA_TYPE;
 /// Manifest annotation holding the Feature's `devcontainer-feature.json` as a JSON string.
-pub const METADATA_ANNOTATION: &str = "dev.containers.metadata";
+pub const METADATA_ANNOTATION: &str = crate::oci::artifact::METADATA_ANNOTATION;
 /// Layer annotation with the file name of the layer.
 pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
 /// A Feature's metadata file.
@@ -247,26 +245,14 @@ impl ResolvedFeature {
 
 /// Resolves and fetches Features through one cache and one registry client.
 pub struct Fetcher {
-    store: Store,
-    registry: Registry,
+    artifacts: ArtifactFetcher,
     options: FetchOptions,
-    reporter: Arc<dyn Reporter>,
-    tags: std::sync::Mutex<TagNotes>,
-}
-
-/// What this fetcher did with tags: revalidated ones (asked once per fetcher), and the ones
-/// served from the cache without asking, for the one warning [`Fetcher::take_warnings`] gives.
-#[derive(Debug, Default)]
-struct TagNotes {
-    revalidated: HashMap<String, String>,
-    from_cache: Vec<String>,
-    unreachable: Vec<String>,
 }
 
 impl std::fmt::Debug for Fetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
-            .field("store", &self.store)
+            .field("artifacts", &self.artifacts)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -283,15 +269,14 @@ impl Fetcher {
             feature: "*".into(),
             source,
         };
-        let store = Store::open(options.cache_dir.as_deref()).map_err(wrap)?;
-        let registry = Registry::new(options.registry.clone()).map_err(wrap)?;
-        Ok(Fetcher {
-            store,
-            registry,
-            options,
-            reporter: Arc::new(NoopReporter),
-            tags: std::sync::Mutex::new(TagNotes::default()),
+        let artifacts = ArtifactFetcher::new(ArtifactOptions {
+            cache_dir: options.cache_dir.clone(),
+            offline: options.offline,
+            refresh_tags: options.refresh_tags,
+            registry: options.registry.clone(),
         })
+        .map_err(wrap)?;
+        Ok(Fetcher { artifacts, options })
     }
 
     /// The fetcher of an operation (`up`, `outdated`, `upgrade`, `features
@@ -317,43 +302,28 @@ impl Fetcher {
     /// the cache because of `--offline` (not revalidated against their registry), and tags
     /// served from the cache because their registry could not be reached.
     pub fn take_warnings(&self) -> Vec<crate::diagnostics::Warning> {
-        let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        let mut say = |tags: &mut Vec<String>, what: &str| {
-            if !tags.is_empty() {
-                tags.dedup();
-                out.push(crate::diagnostics::Warning {
-                    location: None,
-                    message: format!("{what}: {}", tags.join(", ")),
-                });
-                tags.clear();
-            }
-        };
-        say(
-            &mut notes.from_cache,
-            "offline: Feature tags resolved from the cache, not revalidated against their registry",
-        );
-        say(
-            &mut notes.unreachable,
-            "registry unreachable: Feature tags resolved from the cache, not revalidated",
-        );
-        out
+        self.artifacts.take_tag_warnings("Feature")
     }
 
     /// Sends progress events (`pulling …`) to `reporter`.
     pub fn with_reporter(mut self, reporter: Arc<dyn Reporter>) -> Fetcher {
-        self.reporter = reporter;
+        self.artifacts = self.artifacts.with_reporter(reporter);
         self
     }
 
     /// The cache in use.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.artifacts.store()
     }
 
     /// The registry client in use.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.artifacts.registry()
+    }
+
+    /// The generic artifact fetcher underneath (Templates and `features info` share it).
+    pub fn artifacts(&self) -> &ArtifactFetcher {
+        &self.artifacts
     }
 
     /// Resolves `source`: reads its metadata and computes its pin. OCI metadata comes from
@@ -456,100 +426,9 @@ impl Fetcher {
     }
 
     fn cached_blob(&self, feature: &str, digest: &str) -> Result<Bytes> {
-        self.store
-            .get_blob(digest)
-            .map_err(Self::oci_err(feature))?
-            .ok_or_else(|| FetchError::Oci {
-                feature: feature.to_owned(),
-                source: OciError::OfflineMiss {
-                    reference: format!("{feature}@{digest}"),
-                },
-            })
-    }
-
-    /// Manifest bytes and digest for `reference`, from the cache when possible.
-    async fn manifest(&self, feature: &str, reference: &Reference) -> Result<(Bytes, String)> {
-        let err = Self::oci_err(feature);
-        let tag = reference.whole();
-        let revalidated = reference.digest().is_none() && !self.options.offline && {
-            let notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
-            notes.revalidated.contains_key(&tag)
-        };
-        let digest = match reference.digest() {
-            Some(d) => Some(d.to_owned()),
-            // A tag is asked for once per fetcher (spec-note 0451); offline, the cache answers.
-            None if self.options.offline || revalidated => self.store.get_tag(&tag).map_err(err)?,
-            None => None,
-        };
-        if let Some(d) = &digest
-            && let Some(bytes) = self.store.get_blob(d).map_err(Self::oci_err(feature))?
-        {
-            tracing::debug!(reference = %reference, digest = %d, "manifest from cache");
-            if reference.digest().is_none() && self.options.offline {
-                let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
-                if !notes.from_cache.contains(&tag) {
-                    notes.from_cache.push(tag);
-                }
-            }
-            return Ok((bytes, d.clone()));
-        }
-        if self.options.offline {
-            return Err(FetchError::Oci {
-                feature: feature.to_owned(),
-                source: OciError::OfflineMiss {
-                    reference: reference.whole(),
-                },
-            });
-        }
-        self.reporter
-            .report(Event::Status(format!("pulling manifest {reference}")));
-        let pulled = match self.registry.pull_manifest(reference).await {
-            Ok(p) => p,
-            Err(e) if reference.digest().is_none() && !self.options.refresh_tags => {
-                // Revalidation could not reach the registry: the cached resolution, said once.
-                match self.unreachable_fallback(&tag, &e)? {
-                    Some(hit) => return Ok(hit),
-                    None => return Err(Self::oci_err(feature)(e)),
-                }
-            }
-            Err(e) => return Err(Self::oci_err(feature)(e)),
-        };
-        self.store
-            .put_blob_verified(&pulled.digest, &pulled.bytes)
-            .map_err(Self::oci_err(feature))?;
-        if reference.digest().is_none() {
-            self.store
-                .put_tag(&tag, &pulled.digest)
-                .map_err(Self::oci_err(feature))?;
-            let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
-            notes.revalidated.insert(tag, pulled.digest.clone());
-        }
-        Ok((pulled.bytes, pulled.digest))
-    }
-
-    /// The cached manifest of `tag` when `error` says the registry could not be reached
-    /// (connection refused, DNS, timeout); `None` for any other error (a registry that
-    /// answers, e.g. `404` for a deleted tag, is believed) or without a cached resolution.
-    fn unreachable_fallback(&self, tag: &str, error: &OciError) -> Result<Option<(Bytes, String)>> {
-        let unreachable = matches!(error, OciError::Registry { source, .. }
-            if matches!(source.as_ref(),
-                oci_client::errors::OciDistributionError::RequestError(r)
-                    if r.is_connect() || r.is_timeout()));
-        if !unreachable {
-            return Ok(None);
-        }
-        let Some(d) = self.store.get_tag(tag).map_err(Self::oci_err(tag))? else {
-            return Ok(None);
-        };
-        let Some(bytes) = self.store.get_blob(&d).map_err(Self::oci_err(tag))? else {
-            return Ok(None);
-        };
-        let mut notes = self.tags.lock().unwrap_or_else(|e| e.into_inner());
-        if !notes.unreachable.iter().any(|t| t == tag) {
-            notes.unreachable.push(tag.to_owned());
-        }
-        notes.revalidated.insert(tag.to_owned(), d.clone());
-        Ok(Some((bytes, d)))
+        self.artifacts
+            .cached_blob(feature, digest)
+            .map_err(Self::oci_err(feature))
     }
 
     /// A blob of `reference`'s repository, from the cache when possible.
@@ -559,34 +438,10 @@ impl Fetcher {
         reference: &Reference,
         descriptor: &OciDescriptor,
     ) -> Result<Bytes> {
-        if let Some(b) = self
-            .store
-            .get_blob(&descriptor.digest)
-            .map_err(Self::oci_err(feature))?
-        {
-            return Ok(b);
-        }
-        if self.options.offline {
-            return Err(FetchError::Oci {
-                feature: feature.to_owned(),
-                source: OciError::OfflineMiss {
-                    reference: format!("{}@{}", reference.whole(), descriptor.digest),
-                },
-            });
-        }
-        self.reporter.report(Event::Status(format!(
-            "pulling {} of {reference}",
-            descriptor.digest
-        )));
-        let data = self
-            .registry
-            .pull_blob(reference, descriptor)
+        self.artifacts
+            .blob(reference, descriptor)
             .await
-            .map_err(Self::oci_err(feature))?;
-        self.store
-            .put_blob_verified(&descriptor.digest, &data)
-            .map_err(Self::oci_err(feature))?;
-        Ok(data)
+            .map_err(Self::oci_err(feature))
     }
 
     async fn resolve_oci(
@@ -610,40 +465,18 @@ impl Fetcher {
             crate::oci::digest::parse_sha256(pin).map_err(Self::oci_err(feature))?;
             reference = reference.clone_with_digest(pin.to_owned());
         }
-        let (bytes, digest) = self.manifest(feature, &reference).await?;
         let not_feature = |reason: String| FetchError::NotAFeature {
             feature: feature.to_owned(),
             reason,
         };
-        let manifest: OciImageManifest = match serde_json::from_slice::<OciManifest>(&bytes) {
-            Ok(OciManifest::Image(m)) => m,
-            Ok(OciManifest::ImageIndex(_)) => {
-                return Err(not_feature("the manifest is an image index".into()));
-            }
-            Err(e) => return Err(not_feature(format!("invalid manifest: {e}"))),
+        let artifact = match self.artifacts.image_manifest(&reference).await {
+            Ok(a) => a,
+            Err(OciError::InvalidManifest { reason, .. }) => return Err(not_feature(reason)),
+            Err(e) => return Err(Self::oci_err(feature)(e)),
         };
-        if manifest.config.media_type != FEATURE_CONFIG_MEDIA_TYPE {
-            return Err(not_feature(format!(
-                "config media type is `{}`, expected `{FEATURE_CONFIG_MEDIA_TYPE}`",
-                manifest.config.media_type
-            )));
-        }
-        let Some(layer) = manifest.layers.first().cloned() else {
-            return Err(not_feature("the manifest has no layers".into()));
-        };
-        if layer.media_type != FEATURE_LAYER_MEDIA_TYPE {
-            return Err(not_feature(format!(
-                "layer media type is `{}`, expected `{FEATURE_LAYER_MEDIA_TYPE}`",
-                layer.media_type
-            )));
-        }
-        let annotated = manifest
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(METADATA_ANNOTATION))
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-            .filter(|v| v.is_object());
-        let metadata = match annotated {
+        let layer = artifact.devcontainers_layer().map_err(not_feature)?.clone();
+        let digest = artifact.digest.clone();
+        let metadata = match artifact.metadata_annotation() {
             Some(m) => m,
             None => {
                 let data = self.blob(feature, &reference, &layer).await?;
@@ -672,11 +505,11 @@ impl Fetcher {
         let err = Self::oci_err(url);
         let cached = match pin {
             Some(p) => Some(p.to_owned()),
-            None => self.store.get_url(url).map_err(err)?,
+            None => self.store().get_url(url).map_err(err)?,
         };
         let cached = match cached {
             Some(d) => self
-                .store
+                .store()
                 .get_blob(&d)
                 .map_err(Self::oci_err(url))?
                 .map(|b| (b, d)),
@@ -693,7 +526,8 @@ impl Fetcher {
                         },
                     });
                 }
-                self.reporter
+                self.artifacts
+                    .reporter()
                     .report(Event::Status(format!("downloading {url}")));
                 let data = http::download(url, &self.options.registry.extra_ca_certificates)
                     .await
@@ -708,8 +542,8 @@ impl Fetcher {
                         actual: digest,
                     });
                 }
-                self.store.put_blob(&data).map_err(Self::oci_err(url))?;
-                self.store
+                self.store().put_blob(&data).map_err(Self::oci_err(url))?;
+                self.store()
                     .put_url(url, &digest)
                     .map_err(Self::oci_err(url))?;
                 (data, digest)

@@ -68,6 +68,9 @@ pub enum OpsError {
     /// The Feature cache or registry client could not be set up.
     #[error(transparent)]
     Fetch(#[from] crate::features::fetch::FetchError),
+    /// A Template could not be fetched or applied (`templates apply`, `templates metadata`).
+    #[error(transparent)]
+    Template(#[from] crate::templates::TemplateError),
     /// The Features image could not be planned or built (a failing `install.sh`).
     #[error(transparent)]
     Build(#[from] crate::build::BuildError),
@@ -391,6 +394,14 @@ impl OpsError {
             OpsError::Publish(_) | OpsError::Fetch(_) | OpsError::Build(_) => {
                 ErrorCode::BuildFailed
             }
+            OpsError::Template(e) => match e {
+                crate::templates::TemplateError::InvalidFlag { .. }
+                | crate::templates::TemplateError::InvalidOption { .. } => {
+                    ErrorCode::InvalidArgument
+                }
+                crate::templates::TemplateError::Oci { .. } => ErrorCode::BuildFailed,
+                _ => ErrorCode::ConfigInvalid,
+            },
             OpsError::Runtime { .. } => ErrorCode::Internal,
             OpsError::AgentStart { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorCode::NotFound,
@@ -482,6 +493,7 @@ impl Hint for OpsError {
             OpsError::Build(e) => e.hint(),
             OpsError::Feature(e) => e.hint(),
             OpsError::Fetch(_) => None,
+            OpsError::Template(e) => e.hint(),
             OpsError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())
             }

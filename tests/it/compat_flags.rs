@@ -25,6 +25,9 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "resolve-dependencies"],
     &["features", "package"],
     &["features", "publish"],
+    &["features", "info"],
+    &["templates", "apply"],
+    &["templates", "metadata"],
 ];
 
 fn stderr(out: &Output) -> String {

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod down;
 pub mod env;
 pub mod exec;
+pub mod features_info;
 pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
@@ -19,6 +20,7 @@ pub mod read_configuration;
 pub mod run_user_commands;
 pub mod set_up;
 pub mod status;
+pub mod templates;
 pub mod up;
 pub mod upgrade;
 

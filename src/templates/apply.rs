@@ -1,0 +1,432 @@
+//! `templates apply`: a Template's files written into the workspace folder (spec-note 0641).
+//!
+//! The steps:
+//! 1. [`stage`]: the archive is extracted into a private staging folder with
+//!    [`crate::oci::extract`] (no absolute path, no `..`, no device, bounded sizes);
+//! 2. [`entries`]: its files are listed in archive order, the always-omitted ones
+//!    ([`super::ALWAYS_OMITTED`]) and `--omit-paths` left out; a link among the rest refuses
+//!    the Template (links are never applied);
+//! 3. [`check_targets`]: every destination is checked before anything is written: no folder on
+//!    the way and no destination may be a link (the workspace's own links are not followed
+//!    either), or something other than a file;
+//! 4. [`write_files`]: each file is written with `${templateOption:…}` substituted (text
+//!    files only; a binary file is copied as is), opened without following a link; a file
+//!    that was already there is overwritten and named in a warning;
+//! 5. [`add_features`]: `--features` are added to the Template's devcontainer.json with its
+//!    comments and layout kept.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use jsonc_parser::cst::{CstInputValue, CstRootNode};
+use serde_json::Value;
+
+use crate::diagnostics::Warning;
+use crate::oci::extract::ExtractOptions;
+
+use super::options::{OptionValues, substitute};
+use super::{ALWAYS_OMITTED, Result, TemplateError};
+
+/// A Feature to add to the Template's devcontainer.json (`--features`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureToAdd {
+    /// The Feature reference (the key under `features`).
+    pub id: String,
+    /// Its options (the value under `features`; `{}` when none).
+    pub options: Value,
+}
+
+/// What to apply where.
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyRequest<'a> {
+    /// The Template reference (for messages).
+    pub template: &'a str,
+    /// The Template's archive (tar or tar+gzip).
+    pub archive: &'a [u8],
+    /// The workspace folder: nothing is written outside it.
+    pub workspace_folder: &'a Path,
+    /// The option values to substitute.
+    pub values: &'a OptionValues,
+    /// `--features`.
+    pub features: &'a [FeatureToAdd],
+    /// `--omit-paths`: files, or folders written `dir/*`.
+    pub omit_paths: &'a [String],
+    /// `--tmp-dir`: where the archive is staged (default: the system's temporary folder).
+    pub tmp_dir: Option<&'a Path>,
+}
+
+/// What [`apply`] wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// The files written, as the archive names them (`./.devcontainer/devcontainer.json`), in
+    /// archive order: the reference CLI's `{"files": […]}`.
+    pub files: Vec<String>,
+    /// Files overwritten, Features without a devcontainer.json to go to, and the like.
+    pub warnings: Vec<Warning>,
+}
+
+/// Parses `--features`: a JSON array of `{"id": "<reference>", "options": {…}}`.
+///
+/// # Errors
+/// [`TemplateError::InvalidFlag`].
+pub fn parse_features(text: &str) -> Result<Vec<FeatureToAdd>> {
+    let invalid = |reason: String| TemplateError::InvalidFlag {
+        flag: "--features",
+        reason,
+    };
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let Value::Array(items) = value else {
+        return Err(invalid(format!(
+            "expected a JSON array, got {}",
+            crate::formats::json::kind(&value)
+        )));
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let id = item.get("id").and_then(Value::as_str).ok_or_else(|| {
+                invalid(format!("item {i}: expected an object with a string `id`"))
+            })?;
+            let options = match item.get("options") {
+                None | Some(Value::Null) => Value::Object(Default::default()),
+                Some(v @ Value::Object(_)) => v.clone(),
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "item {i} (`{id}`): `options` must be an object, got {}",
+                        crate::formats::json::kind(other)
+                    )));
+                }
+            };
+            Ok(FeatureToAdd {
+                id: id.to_owned(),
+                options,
+            })
+        })
+        .collect()
+}
+
+/// Parses `--omit-paths`: a JSON array of strings.
+///
+/// # Errors
+/// [`TemplateError::InvalidFlag`].
+pub fn parse_omit_paths(text: &str) -> Result<Vec<String>> {
+    let invalid = |reason: String| TemplateError::InvalidFlag {
+        flag: "--omit-paths",
+        reason,
+    };
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                other => Err(invalid(format!(
+                    "expected strings, got {}",
+                    crate::formats::json::kind(&other)
+                ))),
+            })
+            .collect(),
+        other => Err(invalid(format!(
+            "expected a JSON array, got {}",
+            crate::formats::json::kind(&other)
+        ))),
+    }
+}
+
+/// Applies a Template: the steps of the module documentation.
+///
+/// # Errors
+/// [`TemplateError::Extract`] (unsafe or unreadable archive), [`TemplateError::Unsafe`] (a
+/// link in the Template or on the way in the workspace; nothing is written then),
+/// [`TemplateError::Io`], [`TemplateError::Config`].
+pub fn apply(request: &ApplyRequest<'_>) -> Result<Applied> {
+    let staging = stage(request)?;
+    let root = staging.path().join("t");
+    let files = entries(request, &root)?;
+    let overwritten = check_targets(request, &files)?;
+    // Only once the Template is accepted: a refused one leaves no folder behind either.
+    std::fs::create_dir_all(request.workspace_folder).map_err(|source| TemplateError::Io {
+        path: request.workspace_folder.to_owned(),
+        source,
+    })?;
+    let mut applied = Applied::default();
+    for rel in &overwritten {
+        applied.warnings.push(Warning {
+            location: None,
+            message: format!(
+                "`{}` was already in the workspace and is overwritten by the Template",
+                rel.display()
+            ),
+        });
+    }
+    write_files(request, &root, &files)?;
+    add_features(request, &files, &mut applied.warnings)?;
+    applied.files = files
+        .iter()
+        .map(|rel| format!("./{}", rel.display()))
+        .collect();
+    Ok(applied)
+}
+
+/// Step 1: the archive extracted into a fresh private folder (`<staging>/t`).
+fn stage(request: &ApplyRequest<'_>) -> Result<tempfile::TempDir> {
+    let parent = request
+        .tmp_dir
+        .map(Path::to_owned)
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent).map_err(|source| TemplateError::Io {
+        path: parent.clone(),
+        source,
+    })?;
+    let staging = tempfile::Builder::new()
+        .prefix("devcell-template-")
+        .tempdir_in(&parent)
+        .map_err(|source| TemplateError::Io {
+            path: parent.clone(),
+            source,
+        })?;
+    crate::oci::extract::extract(
+        request.archive,
+        &staging.path().join("t"),
+        &ExtractOptions::default(),
+    )
+    .map_err(|source| TemplateError::Extract {
+        template: request.template.to_owned(),
+        source,
+    })?;
+    Ok(staging)
+}
+
+/// Whether `rel` (a normalised relative path with `/`) is left out.
+fn omitted(rel: &str, omit_paths: &[String]) -> bool {
+    let strip = |p: &str| p.trim_start_matches("./").to_owned();
+    ALWAYS_OMITTED.contains(&rel)
+        || omit_paths.iter().any(|p| match p.strip_suffix("/*") {
+            Some(dir) => rel.starts_with(&format!("{}/", strip(dir))),
+            None => strip(p) == rel,
+        })
+}
+
+/// Step 2: the files to apply, relative, in archive order. The archive was extracted safely
+/// already, so its names are relative and free of `..`.
+fn entries(request: &ApplyRequest<'_>, root: &Path) -> Result<Vec<PathBuf>> {
+    let io = |source| TemplateError::Io {
+        path: PathBuf::from(request.template),
+        source,
+    };
+    let reader: Box<dyn Read + '_> = if crate::oci::extract::is_gzip(request.archive) {
+        Box::new(flate2::read::GzDecoder::new(request.archive))
+    } else {
+        Box::new(request.archive)
+    };
+    let mut tar = tar::Archive::new(reader);
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in tar.entries().map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let rel: PathBuf = entry
+            .path()
+            .map_err(io)?
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        let name = rel.to_string_lossy().into_owned();
+        if rel.as_os_str().is_empty() || omitted(&name, request.omit_paths) {
+            continue;
+        }
+        let kind = entry.header().entry_type();
+        if kind.is_symlink() {
+            return Err(TemplateError::Unsafe {
+                template: request.template.to_owned(),
+                path: name,
+                reason: "is a symbolic link; links in a Template are never applied".into(),
+            });
+        }
+        // Regular files and hard links (the extractor made them copies of files in the root).
+        if (kind.is_file() || kind.is_hard_link())
+            && root.join(&rel).is_file()
+            && !files.contains(&rel)
+        {
+            files.push(rel);
+        }
+    }
+    Ok(files)
+}
+
+/// Step 3: checks every destination before anything is written. Returns the files that exist
+/// already (to be overwritten).
+///
+/// # Errors
+/// [`TemplateError::Unsafe`] for a link or a non-folder on the way, or a destination that is
+/// a link or not a regular file.
+fn check_targets(request: &ApplyRequest<'_>, files: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let unsafe_at = |path: &Path, reason: &str| TemplateError::Unsafe {
+        template: request.template.to_owned(),
+        path: path.display().to_string(),
+        reason: reason.to_owned(),
+    };
+    let mut overwritten = Vec::new();
+    for rel in files {
+        let mut at = PathBuf::new();
+        let parts: Vec<_> = rel.components().collect();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            let last = i + 1 == parts.len();
+            let Ok(meta) = std::fs::symlink_metadata(request.workspace_folder.join(&at)) else {
+                break; // Missing: created below, so nothing further down exists either.
+            };
+            if meta.file_type().is_symlink() {
+                return Err(unsafe_at(
+                    &at,
+                    "is a symbolic link in the workspace; devcell does not write through it",
+                ));
+            }
+            match (last, meta.is_dir(), meta.is_file()) {
+                (false, true, _) => {}
+                (false, false, _) => return Err(unsafe_at(&at, "is in the way: not a folder")),
+                (true, _, true) => overwritten.push(rel.clone()),
+                (true, _, false) => {
+                    return Err(unsafe_at(&at, "is in the way: not a regular file"));
+                }
+            }
+        }
+    }
+    Ok(overwritten)
+}
+
+/// Step 4: writes each file, substituted, without following a link.
+fn write_files(request: &ApplyRequest<'_>, root: &Path, files: &[PathBuf]) -> Result<()> {
+    for rel in files {
+        let from = root.join(rel);
+        let to = request.workspace_folder.join(rel);
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| TemplateError::Io { path, source }
+        };
+        let data = std::fs::read(&from).map_err(io(&from))?;
+        let data = match String::from_utf8(data) {
+            Ok(text) => substitute(&text, request.values).into_bytes(),
+            Err(binary) => binary.into_bytes(),
+        };
+        let mode = std::fs::metadata(&from)
+            .map_err(io(&from))?
+            .permissions()
+            .mode()
+            & 0o777;
+        if let Some(parent) = to.parent() {
+            create_dirs_no_follow(request, parent)?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&to)
+            .map_err(io(&to))?;
+        file.write_all(&data).map_err(io(&to))?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode | 0o600))
+            .map_err(io(&to))?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` (inside the workspace folder) one folder at a time, refusing a link met on
+/// the way (one could have appeared since [`check_targets`]).
+fn create_dirs_no_follow(request: &ApplyRequest<'_>, dir: &Path) -> Result<()> {
+    let rel = dir
+        .strip_prefix(request.workspace_folder)
+        .unwrap_or(Path::new(""));
+    let mut at = request.workspace_folder.to_owned();
+    for part in rel.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(TemplateError::Unsafe {
+                    template: request.template.to_owned(),
+                    path: at.display().to_string(),
+                    reason: "is not a folder (or is a link); devcell does not write through it"
+                        .into(),
+                });
+            }
+            Err(_) => std::fs::create_dir(&at).map_err(|source| TemplateError::Io {
+                path: at.clone(),
+                source,
+            })?,
+        }
+    }
+    Ok(())
+}
+
+/// Step 5: adds `--features` to the first devcontainer.json the Template wrote.
+fn add_features(
+    request: &ApplyRequest<'_>,
+    files: &[PathBuf],
+    warnings: &mut Vec<Warning>,
+) -> Result<()> {
+    if request.features.is_empty() {
+        return Ok(());
+    }
+    let Some(rel) = files
+        .iter()
+        .find(|f| f.to_string_lossy().ends_with("devcontainer.json"))
+    else {
+        warnings.push(Warning {
+            location: None,
+            message: format!(
+                "Template `{}` has no devcontainer.json to add the Features to; they were not added",
+                request.template
+            ),
+        });
+        return Ok(());
+    };
+    let path = request.workspace_folder.join(rel);
+    let config = |reason: String| TemplateError::Config {
+        path: path.clone(),
+        reason,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| TemplateError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let root = CstRootNode::parse(&text, &Default::default())
+        .map_err(|e| config(format!("not valid JSONC: {e}")))?;
+    let object = root
+        .object_value()
+        .ok_or_else(|| config("its root is not an object".into()))?;
+    let features = object.object_value_or_set("features");
+    for feature in request.features {
+        let value = to_cst(&feature.options);
+        match features.get(&feature.id) {
+            Some(existing) => existing.set_value(value),
+            None => {
+                features.append(&feature.id, value);
+            }
+        }
+    }
+    std::fs::write(&path, root.to_string()).map_err(|source| TemplateError::Io {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// A JSON value as the JSONC editor's input.
+fn to_cst(value: &Value) -> CstInputValue {
+    match value {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(items) => CstInputValue::Array(items.iter().map(to_cst).collect()),
+        Value::Object(map) => {
+            CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), to_cst(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
