@@ -293,8 +293,15 @@ pub async fn handoff_with(
         .set_network(&root, &session_id, network.as_str())
         .map_err(|e| fail(e.into()))?;
     let environments = crate::ops::environment::EnvironmentStore::new(store.root());
-    let environment =
-        record_environment(engine, &up_opts, &up, &network, &root, &environments).await;
+    let environment = record_environment(
+        engine,
+        &up_opts,
+        &up,
+        network.as_str(),
+        &root,
+        &environments,
+    )
+    .await;
     match environment {
         Ok(hash) => store
             .set_environment(&root, &session_id, &hash)

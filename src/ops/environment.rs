@@ -155,18 +155,13 @@ pub fn security_record(
         .collect();
     grants.sort();
     grants.dedup();
-    let network = security
-        .network
-        .clone()
-        .unwrap_or_else(|| settings.security.network.clone());
+    // `up`'s chain and default; a handoff overwrites it with the network its container has
+    let network =
+        crate::security::choice::network(security, settings, crate::security::choice::UP_NETWORK);
     SecurityRecord {
         profile: profile.to_string(),
         grants,
-        network: if network.is_empty() {
-            "default".into()
-        } else {
-            network
-        },
+        network: network.as_str().to_string(),
     }
 }
 

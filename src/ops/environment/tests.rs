@@ -162,7 +162,7 @@ fn verify_commands_are_a_list_or_one_string() {
 fn the_security_record_unites_settings_and_flags_sorted() {
     let mut settings = Settings::default();
     settings.security.allow = vec!["root".into(), "env:A".into()];
-    settings.security.network = "none".into();
+    settings.security.network = Some(crate::settings::NetworkMode::None);
     let flags = SecurityOptions {
         allow: vec!["env:A".into(), "build-network".into()],
         ..SecurityOptions::default()
@@ -171,7 +171,7 @@ fn the_security_record_unites_settings_and_flags_sorted() {
     assert_eq!(record.grants, ["build-network", "env:A", "root"]);
     assert_eq!(record.network, "none");
     let flags = SecurityOptions {
-        network: Some("allowlist".into()),
+        network: Some(crate::settings::NetworkMode::Allowlist),
         ..SecurityOptions::default()
     };
     assert_eq!(
