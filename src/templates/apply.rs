@@ -211,6 +211,15 @@ fn omitted(rel: &str, omit_paths: &[String]) -> bool {
         })
 }
 
+/// Whether a path component names git's own folder or file: `.git`, in any case and with
+/// trailing dots or spaces (which case-insensitive or Windows-like file systems fold away).
+fn is_git_name(component: &std::ffi::OsStr) -> bool {
+    component
+        .to_string_lossy()
+        .trim_end_matches(['.', ' '])
+        .eq_ignore_ascii_case(".git")
+}
+
 /// Step 2: the files to apply, relative, in archive order. The archive was extracted safely
 /// already, so its names are relative and free of `..`.
 fn entries(request: &ApplyRequest<'_>, root: &Path) -> Result<Vec<PathBuf>> {
@@ -236,6 +245,15 @@ fn entries(request: &ApplyRequest<'_>, root: &Path) -> Result<Vec<PathBuf>> {
         let name = rel.to_string_lossy().into_owned();
         if rel.as_os_str().is_empty() || omitted(&name, request.omit_paths) {
             continue;
+        }
+        if rel.components().any(|c| is_git_name(c.as_os_str())) {
+            return Err(TemplateError::Unsafe {
+                template: request.template.to_owned(),
+                path: name,
+                reason: "is inside a `.git` folder or file; git runs what its configuration \
+                         and hooks name, so a Template never writes them"
+                    .into(),
+            });
         }
         let kind = entry.header().entry_type();
         if kind.is_symlink() {

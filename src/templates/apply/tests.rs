@@ -216,3 +216,41 @@ fn features_and_omit_paths_flags_are_checked() {
     assert!(omitted("README.md", &[]));
     assert!(!omitted("docs/README.md", &[]));
 }
+
+#[test]
+fn a_file_inside_the_workspaces_git_folder_refuses_the_template() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    for (name, bad) in [
+        ("./.git/config", ".git/config"),
+        ("./.git/hooks/pre-commit", ".git/hooks/pre-commit"),
+        ("./sub/.GIT/config", "sub/.GIT/config"),
+        ("./.git./config", ".git./config"),
+    ] {
+        let archive = tar_of(&[
+            ("./first.txt", 'f', "1"),
+            (name, 'f', "[core]\nfsmonitor = x\n"),
+        ]);
+        let e = run(&archive, ws.path(), &[], &[]).unwrap_err();
+        assert!(
+            matches!(&e, TemplateError::Unsafe { path, .. } if path == bad),
+            "{name}: {e}"
+        );
+        // Nothing was written: not the first file, and the git configuration is unchanged.
+        assert!(!ws.path().join("first.txt").exists(), "{name}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+    }
+    // A name that only starts with `.git` is an ordinary file.
+    run(
+        &tar_of(&[("./.gitignore", 'f', "target\n")]),
+        ws.path(),
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert!(ws.path().join(".gitignore").is_file());
+}
