@@ -651,7 +651,17 @@ mod tests {
         assert!(record.clone.join(".git").is_dir(), "nothing removed");
 
         drop(lock);
-        let (_, delete_lock, dropped) = prepare_delete(&source, "t", false, &state).unwrap();
+        // (see the retry below: a forked child may hold a dropped lock for a moment)
+        let mut tries = 0;
+        let (_, delete_lock, dropped) = loop {
+            match prepare_delete(&source, "t", false, &state) {
+                Err(TaskError::InUse { .. }) if tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                other => break other.unwrap(),
+            }
+        };
         assert_eq!(dropped, None, "no commit on the branch");
         let busy = open_task(&opts, &state, &cache, &quiet).unwrap_err();
         assert!(matches!(busy, TaskError::InUse { .. }), "{busy:?}");
@@ -677,7 +687,19 @@ mod tests {
         // a half-made task (killed devcell): made again under the lock
         std::fs::remove_file(record.path()).unwrap();
         std::fs::remove_dir_all(&record.clone).unwrap();
-        let (remade, _lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        // Other tests of this process fork children (git) while a lock file is open here; a
+        // child holds the lock's open file until its exec closes it, so a lock just dropped
+        // can read as in use for that moment. Retry briefly; a real holder never lets go.
+        let mut tries = 0;
+        let (remade, _lock) = loop {
+            match open_task(&opts, &state, &cache, &quiet) {
+                Err(TaskError::InUse { .. }) if tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                other => break other.unwrap(),
+            }
+        };
         assert!(remade.clone.join("a").is_file());
         assert!(remade.path().is_file());
     }
