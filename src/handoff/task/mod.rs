@@ -22,6 +22,26 @@ pub mod orphans;
 pub mod run;
 pub mod source;
 
+/// Plain git for the task modules' tests (a fixed identity and default branch).
+#[cfg(test)]
+pub(crate) mod test_git {
+    use std::path::Path;
+    use std::process::Command;
+
+    /// Runs `git ARGS` in `dir`, asserts it succeeded, returns its trimmed stdout.
+    pub fn plain_git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
+            .arg("init.defaultBranch=main")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};

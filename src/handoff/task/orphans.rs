@@ -242,19 +242,8 @@ pub async fn prune_tasks(
 mod tests {
     use super::*;
     use crate::handoff::plan::HandoffOptions;
-    use std::process::Command;
 
-    fn plain_git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
-            .arg("init.defaultBranch=main")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use crate::handoff::task::test_git::plain_git;
 
     fn repo(dir: &Path) {
         std::fs::create_dir(dir).unwrap();

@@ -598,19 +598,8 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
-    fn plain_git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
-            .arg("init.defaultBranch=main")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use crate::handoff::task::test_git::plain_git;
 
     /// A task in use (a handoff holds its lock from opening it to its fetch back) can be
     /// neither opened a second time nor deleted (`task_in_use`, nothing removed); once its

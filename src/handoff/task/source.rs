@@ -251,19 +251,8 @@ pub fn locate(folder: &Path) -> Result<(PathBuf, String)> {
 mod tests {
     use super::*;
     use crate::handoff::task::{TaskRecord, fetch};
-    use std::process::Command;
 
-    fn plain_git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
-            .arg("init.defaultBranch=main")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use crate::handoff::task::test_git::plain_git;
 
     fn commit(dir: &Path, name: &str) -> String {
         std::fs::write(dir.join(name), name).unwrap();
