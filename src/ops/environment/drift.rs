@@ -124,12 +124,14 @@ async fn resolved_features(
 /// The inputs of `opts`' environment now, before anything is created ([`inputs`] of the
 /// record returned; its image is empty): the configuration loaded and judged as `up` loads
 /// it, the base image as the engine has it (pulled first when missing, as `up` would), the
-/// Features resolved, the security choice.
+/// Features resolved, the security choice (with `network`, the network the command gives its
+/// container instead of `up`'s choice: a handoff's).
 ///
 /// Errors: as loading, pulling and resolving.
 pub(super) async fn current_inputs(
     engine: &dyn Engine,
     opts: &UpOptions,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<EnvironmentRecord> {
     let choice = crate::ops::up::load_up(opts)?;
@@ -138,6 +140,10 @@ pub(super) async fn current_inputs(
         && engine.inspect_image(reference).await?.is_none()
     {
         engine.pull_image(reference, reporter).await?;
+    }
+    let mut security = security_record(choice.profile.name(), &opts.security, &opts.settings);
+    if let Some(network) = network {
+        security.network = network.to_string();
     }
     Ok(EnvironmentRecord {
         schema_version: ENVIRONMENT_SCHEMA_VERSION,
@@ -158,20 +164,21 @@ pub(super) async fn current_inputs(
             })
             .collect(),
         image: BuiltImage::default(),
-        security: security_record(choice.profile.name(), &opts.security, &opts.settings),
+        security,
         verify: verify_commands(&loaded.value),
     })
 }
 
 /// With `--environment FILE`: the current inputs compared with the record's before anything
 /// is created; a difference refuses ([`OpsError::EnvironmentDrift`]) or, with
-/// `--allow-drift`, becomes a warning.
+/// `--allow-drift`, becomes a warning. `network`: as [`current_inputs`].
 ///
 /// Errors: [`OpsError::EnvironmentDrift`]; as [`current_inputs`].
-pub(super) async fn check_drift(
+pub async fn check_drift(
     engine: &dyn Engine,
     opts: &UpOptions,
     request: &EnvironmentRequest,
+    network: Option<&str>,
     reporter: &dyn Reporter,
 ) -> Result<Vec<Warning>> {
     let Some((path, recorded)) = &request.recorded else {
@@ -181,7 +188,7 @@ pub(super) async fn check_drift(
         "checking the environment against `{}`",
         path.display()
     )));
-    let now = current_inputs(engine, opts, reporter).await?;
+    let now = current_inputs(engine, opts, network, reporter).await?;
     let found = differences(recorded, &now);
     if !found.is_empty() && !request.allow_drift {
         return Err(OpsError::EnvironmentDrift {
@@ -200,7 +207,7 @@ pub(super) async fn check_drift(
 
 /// What the recreated environment produced differently from the record (the image id,
 /// devcell's version): reported, never refused.
-pub(super) fn outcome_warnings(
+pub fn outcome_warnings(
     request: &EnvironmentRequest,
     made: Option<&EnvironmentRecord>,
 ) -> Vec<Warning> {

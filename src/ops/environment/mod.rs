@@ -34,8 +34,7 @@ pub use collect::{
     RecordParts, base_image, configuration_record, feature_pins, record, record_build, record_up,
     security_record, verify_commands,
 };
-use drift::{check_drift, outcome_warnings};
-pub use drift::{differences, outcome_differences};
+pub use drift::{check_drift, differences, outcome_differences, outcome_warnings};
 pub use model::{
     BaseImage, BuiltImage, ConfigurationRecord, ENVIRONMENT_SCHEMA_VERSION, EnvironmentRecord,
     FeaturePin, SecurityRecord, read_record, sha256_of, write_record,
@@ -106,7 +105,7 @@ pub async fn up_recorded(
     };
     let run = async {
         let engine = crate::engine::connect().await?;
-        let drift = check_drift(&*engine, opts, request, &reporter).await?;
+        let drift = check_drift(&*engine, opts, request, None, &reporter).await?;
         let mut result = crate::ops::up::up_with(&*engine, opts, &reporter).await?;
         result.warnings.extend(drift);
         // A warm `up` of a running container keeps the record made when it was created or
@@ -144,7 +143,7 @@ pub async fn build_recorded(
         lockfile: opts.lockfile,
         ..UpOptions::default()
     };
-    let drift = check_drift(&*engine, &as_up, request, reporter).await?;
+    let drift = check_drift(&*engine, &as_up, request, None, reporter).await?;
     let mut result = crate::ops::build::build_with(&*engine, opts, reporter).await?;
     result.warnings.extend(drift);
     let security = security_record(&result.profile, &opts.security, &opts.settings);
