@@ -618,6 +618,7 @@ pub async fn handoff_with(
             .map(ToString::to_string)
             .collect(),
         task: None,
+        tasks: Vec::new(),
     })
 }
 
