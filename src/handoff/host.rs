@@ -266,6 +266,7 @@ pub async fn handoff_on_host(
         warnings,
         shown_warnings: Vec::new(),
         task: None,
+        tasks: Vec::new(),
     })
 }
 

@@ -917,3 +917,142 @@ fn a_devcell_killed_mid_task_releases_the_task_and_the_next_command_recovers_it(
     assert_eq!(snapshot(&repo), before);
     target.assert_untouched();
 }
+
+/// A multi-repository workspace root (two repositories, the primary holding the configuration)
+/// as a clone task: each repository gets its own mirror, clone and task branch, mounted at
+/// `/workspace/<repo>`; the agent commits in both; both come back to
+/// `refs/devcell/tasks/<task>` of their own repository; `status` and `fetch` speak per
+/// repository; the hosts' `HEAD`, index and config are byte-identical; `delete` removes the task.
+#[test]
+fn a_multi_repository_clone_task_brings_back_the_commits_of_each_repository() {
+    if !engine_ready("clone_task_multi", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let both = format!(
+        "set -e; for r in /workspace/app /workspace/lib; do (cd $r && {COMMIT}); done; \
+         test ! -e /workspace/repos; test ! -e /workspace/app/task.json"
+    );
+    let host = Host::new(&[("both", &both)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-multi-")
+        .tempdir()
+        .unwrap();
+    let ws = at.path().join("ws");
+    let app = source_repo(&ws.join("app-src"), &target);
+    std::fs::rename(&app, ws.join("app")).unwrap();
+    std::fs::remove_dir_all(ws.join("app-src")).unwrap();
+    let app = ws.join("app");
+    // the `wt` worktree `source_repo` made is gone with its folder: forget it
+    git(&app, &["worktree", "prune"]);
+    let lib = ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    give_to_workspace_owner(at.path());
+    let before: Vec<_> = [&app, &lib]
+        .iter()
+        .map(|r| {
+            ["HEAD", "index", "config"].map(|f| std::fs::read(r.join(".git").join(f)).unwrap())
+        })
+        .collect();
+    let bases: Vec<String> = [&app, &lib]
+        .iter()
+        .map(|r| git(r, &["rev-parse", "HEAD"]))
+        .collect();
+
+    let r = ok(&host.handoff(&ws, "both", &["--task", "m1"]));
+    let tasks = r["result"]["tasks"].as_array().expect("tasks").clone();
+    assert_eq!(tasks.len(), 2, "{r:#}");
+    for ((t, repo), base) in tasks.iter().zip([&app, &lib]).zip(&bases) {
+        let name = repo.file_name().unwrap().to_str().unwrap();
+        assert_eq!(t["repo"], name, "{t:#}");
+        assert_eq!(t["ref"], "refs/devcell/tasks/m1");
+        assert_eq!(t["ahead"], 2, "{t:#}");
+        let tip = t["fetched"].as_str().expect("fetched");
+        assert_eq!(git(repo, &["rev-parse", "refs/devcell/tasks/m1"]), tip);
+        assert_eq!(git(repo, &["rev-parse", &format!("{tip}~2")]), *base);
+        assert_eq!(
+            git(repo, &["show", &format!("{tip}:agent.txt")]),
+            "refs/heads/devcell/m1"
+        );
+    }
+    assert_eq!(host.mirrors().len(), 2, "one mirror per repository");
+    let after: Vec<_> = [&app, &lib]
+        .iter()
+        .map(|r| {
+            ["HEAD", "index", "config"].map(|f| std::fs::read(r.join(".git").join(f)).unwrap())
+        })
+        .collect();
+    assert!(before == after, "a host's HEAD, index or config changed");
+    target.assert_untouched();
+
+    // the container saw the clones only, each at /workspace/<repo>
+    let tasks_dir = host.state().join("tasks");
+    let key = std::fs::read_dir(&tasks_dir)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let clones = key.join("m1/workspace");
+    assert!(clones.join("app/.git").is_dir() && clones.join("lib/.git").is_dir());
+    let ids = containers_of(&clones);
+    assert_eq!(ids.len(), 1, "one container for the task");
+    for s in mount_sources(&ids[0]) {
+        assert!(
+            !Path::new(&s).starts_with(&ws),
+            "{s} is under the workspace"
+        );
+    }
+    let context: Value = serde_json::from_str(
+        &std::fs::read_to_string(clones.join(".devcell/context.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(context["sandbox"]["bases"]["lib"], bases[1].as_str());
+
+    // `status` and `fetch` per repository
+    let st = ok(&host.run(&[
+        "status",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let listed: Vec<&str> = st["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["app", "lib"], "{st:#}");
+    let f = ok(&host.run(&[
+        "fetch",
+        "--task",
+        "m1",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(
+        f["result"]["repositories"].as_array().map(Vec::len),
+        Some(2),
+        "{f:#}"
+    );
+    let d = ok(&host.run(&[
+        "delete",
+        "--task",
+        "m1",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(d["result"]["task"], "m1", "{d:#}");
+    assert!(!key.join("m1").exists());
+    assert!(containers_of(&clones).is_empty());
+    target.assert_untouched();
+}

@@ -147,6 +147,7 @@ impl Handoff<'_> {
                 .map(ToString::to_string)
                 .collect(),
             task: None,
+            tasks: Vec::new(),
         })
     }
 }

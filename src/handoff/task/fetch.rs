@@ -294,6 +294,7 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
     let at = fetched.clone().unwrap_or_else(|| record.base.clone());
     TaskFetch {
         task: record.task.clone(),
+        repo: record.workspace.as_ref().map(|_| record.repo.clone()),
         ref_name: fetched_ref_of(&record.task),
         tip,
         ahead: fetched
@@ -383,6 +384,7 @@ mod tests {
             fetched_at: None,
             created_at: "2026-12-03T00:00:00Z".into(),
             source_id: None,
+            workspace: None,
         };
         let got = fetch(&mut record).unwrap();
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
@@ -423,6 +425,7 @@ mod tests {
             fetched_at: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
+            workspace: None,
         }
     }
 
