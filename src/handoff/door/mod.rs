@@ -1,0 +1,34 @@
+//! The door (issue 30; spec-note 0700): the mail channel between a task's sandbox and devcell
+//! on the host, built as the egress channel is. Inside, `devcell-mail` ([`channel::CLIENT`],
+//! built by `build.rs` from `client_main.rs`) is a dumb pipe on the agent's `PATH`; it sends
+//! its argv over the task's own Unix socket ([`SocketFolder`], bind-mounted read-only) with the
+//! [`frame`] format. On the host a [`DoorServer`] per task, living for the handoff, stamps the
+//! sender from the socket and answers through a [`DoorHandler`]. Nothing in the container
+//! parses options or JSON, and nothing there reaches the log, the mediator or another task's
+//! socket.
+
+pub mod channel;
+pub mod frame;
+pub mod server;
+
+pub use channel::{ContainerDoor, SocketFolder, install_client};
+pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
+
+use std::path::PathBuf;
+
+/// The door's host side failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DoorError {
+    /// A file, folder or socket could not be made.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file, folder or socket.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests;
