@@ -8,10 +8,12 @@
 //! socket.
 
 pub mod channel;
+pub mod commands;
 pub mod frame;
 pub mod server;
 
 pub use channel::{ContainerDoor, SocketFolder, install_client};
+pub use commands::MailDoor;
 pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
 
 use std::path::PathBuf;

@@ -253,3 +253,168 @@ fn devcell_mail_is_a_dumb_pipe_to_the_server() {
     assert!(out.is_empty());
     assert!(err.contains("no mail channel at"), "{err}");
 }
+
+/// Standard input for [`MailDoor`] tests.
+struct Given(Option<Vec<u8>>);
+
+impl Input for Given {
+    fn read(&mut self, max: usize) -> Result<Vec<u8>, InputError> {
+        let data = self.0.take().unwrap_or_default();
+        if data.len() > max {
+            return Err(InputError::TooLarge { max });
+        }
+        Ok(data)
+    }
+}
+
+/// The commands through a real mediator: the sender is the socket's task whatever the argv
+/// says (`--from` is no option), a body comes from `--body` or stdin (bounded), a held type
+/// stays out of the inbox, usage errors are status 2 and the mediator's refusals status 1 with
+/// their code and hint.
+#[test]
+fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy};
+    use crate::settings::{MailAction, MailRule, MailSettings};
+    let state = tempfile::tempdir().unwrap();
+    let settings = MailSettings {
+        rules: vec![MailRule {
+            from: "*".into(),
+            to: "*".into(),
+            kind: "handoff".into(),
+            action: MailAction::Hold,
+        }],
+        max_message_bytes: 256,
+        ..MailSettings::default()
+    };
+    let m = Mediator::open(
+        state.path(),
+        &GroupName::new("g").unwrap(),
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    for t in ["a", "b"] {
+        m.register(&crate::mail::TaskName::new(t).unwrap(), None)
+            .unwrap();
+    }
+    let door = MailDoor::new(Arc::new(m), 256);
+    let call = |who: &str, args: &[&str], stdin: Option<&[u8]>| {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let a = door.handle(who, &argv, &mut Given(stdin.map(<[u8]>::to_vec)));
+        (
+            String::from_utf8_lossy(&a.stdout).into_owned(),
+            String::from_utf8_lossy(&a.stderr).into_owned(),
+            a.status,
+        )
+    };
+
+    let (out, err, code) = call(
+        "a",
+        &["send", "--from", "b", "--to", "b", "--subject", "x"],
+        None,
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("--from"), "{err}");
+
+    let (out, _, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "api changed",
+            "--type",
+            "contract-change",
+        ],
+        Some(b"the body \x1b]52;c;eA==\x07from stdin"),
+    );
+    assert_eq!(code, 0, "{out}");
+    let id = out.lines().next().unwrap().to_string();
+    assert!(out.contains("b: queued"), "{out}");
+
+    let (out, _, code) = call("b", &["inbox"], None);
+    assert_eq!(code, 0);
+    assert!(out.contains(&id) && out.contains("from a"), "{out}");
+    let (out, _, _) = call("b", &["read", &id], None);
+    assert!(
+        out.contains("the body \\u{1b}]52;c;eA==\\u{7}from stdin"),
+        "terminal-safe: {out}"
+    );
+    let (out, _, code) = call("b", &["ack", &id], None);
+    assert_eq!(
+        (out.as_str(), code),
+        (format!("{id} acknowledged\n").as_str(), 0)
+    );
+    let (out, _, code) = call("b", &["reply", &id, "--body", "ok"], None);
+    assert_eq!(code, 0, "{out}");
+    let reply = out.lines().next().unwrap().to_string();
+    let (out, _, _) = call("a", &["inbox", "--format", "json"], None);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(items[0]["message"]["id"], reply.as_str());
+    assert_eq!(items[0]["message"]["from"], "b");
+    assert_eq!(items[0]["message"]["subject"], "Re: api changed");
+    assert_eq!(items[0]["message"]["replyTo"], id.as_str());
+
+    // a held type: the sender sees it held, the recipient nothing
+    let (out, _, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "h",
+            "--type",
+            "handoff",
+            "--body",
+            "",
+        ],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("b: held"), "{out}");
+    assert_eq!(call("b", &["inbox"], None).0, "no messages\n");
+
+    // refusals: unknown recipient, unknown type, body over the bound; nothing sent
+    let (_, err, code) = call(
+        "a",
+        &["send", "--to", "zed", "--subject", "s", "--body", "b"],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("error[mail.unknown_recipient]") && err.contains("hint: "),
+        "{err}"
+    );
+    let (_, err, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "s",
+            "--type",
+            "gossip",
+            "--body",
+            "",
+        ],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown type `gossip`"), "{err}");
+    let (_, err, code) = call(
+        "a",
+        &["send", "--to", "b", "--subject", "s"],
+        Some(&[b'x'; 257]),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("error[mail.too_large]"), "{err}");
+    let (out, _, _) = call("a", &["sent"], None);
+    assert_eq!(out.lines().count(), 2, "{out}");
+
+    let (out, err, code) = call("a", &["--help"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Usage: devcell-mail"), "{out}");
+}
