@@ -30,6 +30,33 @@ pub enum DoorError {
         #[source]
         source: std::io::Error,
     },
+    /// The group's mediator refused or failed (opening its log, registering the task).
+    #[error(transparent)]
+    Mail(#[from] crate::mail::MailError),
+}
+
+impl crate::ops::error::ProductError for DoorError {
+    fn code(&self) -> crate::diagnostics::ErrorCode {
+        use crate::diagnostics::ErrorCode;
+        match self {
+            DoorError::Mail(crate::mail::MailError::Policy { .. }) => ErrorCode::ConfigInvalid,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        match self {
+            DoorError::Mail(e) => serde_json::json!({ "reason": e.code() }),
+            DoorError::Io { .. } => serde_json::json!({ "reason": "mail_channel_io" }),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DoorError::Mail(e) => Some(e.hint().to_string()),
+            DoorError::Io { .. } => None,
+        }
+    }
 }
 
 #[cfg(test)]

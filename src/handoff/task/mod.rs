@@ -17,6 +17,7 @@
 pub mod clone;
 pub mod fetch;
 pub mod lock;
+pub mod mail;
 pub mod mirror;
 pub mod orphans;
 pub mod run;
@@ -510,6 +511,7 @@ pub fn sandbox_of(record: &TaskRecord) -> Sandbox {
             record.branch,
             fetched_ref_of(&record.task)
         ),
+        mail: None,
     }
 }
 

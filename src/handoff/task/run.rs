@@ -267,11 +267,22 @@ pub async fn handoff_with(
     let (mut record, _lock) = open_task(opts, &state, &cache, reporter)?;
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = record.clone.clone();
-    task_opts.sandbox = Some(sandbox_of(&record));
+    // the mail channel to the repository's other tasks, for as long as the handoff runs
+    let door = super::mail::open(&state, &record, &opts.settings.mail)?;
+    let mut sandbox = sandbox_of(&record);
+    sandbox.mail = Some(super::mail::agent_text());
+    task_opts.sandbox = Some(sandbox);
+    task_opts.mail = Some(door.container.clone());
     task_opts.primary = None;
     task_opts.state_root = Some(state);
     let result =
         crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
+    if let Err(e) = door.close() {
+        reporter.report(Event::Status(format!(
+            "warning: task `{}`: its end was not recorded by the mail mediator: {e}",
+            record.task
+        )));
+    }
     let fetched = fetch::fetch(&mut record);
     let mut r = result?;
     match fetched {
