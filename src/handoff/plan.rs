@@ -66,6 +66,9 @@ pub struct HandoffOptions {
     /// Set by the clone task runner ([`crate::handoff::task::run`]): the workspace folder is
     /// the task's clone, whose own `.git` the container gets (no container git directory).
     pub sandbox: Option<crate::handoff::context::Sandbox>,
+    /// Set by the clone task runner: the mail channel's read-only binds (`devcell-mail` and the
+    /// task's socket folder; spec-note 0700).
+    pub mail: Option<crate::handoff::door::ContainerDoor>,
 }
 
 impl HandoffOptions {
@@ -906,6 +909,18 @@ fn plan_mounts(
             read_only: true,
             purpose: "agentCredential".into(),
         });
+    }
+    // The mail channel of a clone task (spec-note 0700): two read-only binds.
+    for (source, target) in opts.mail.iter().flat_map(|d| &d.binds).filter(|_| !host) {
+        planned.push(PlannedMount {
+            source: source.to_string_lossy().into_owned(),
+            target: target.clone(),
+            read_only: true,
+            purpose: "mailChannel".into(),
+        });
+    }
+    if !host {
+        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.mount_strings()));
     }
     Ok(Mounts {
         planned,
