@@ -182,6 +182,10 @@ pub struct Sandbox {
     pub bases: std::collections::BTreeMap<String, String>,
     /// How results leave the sandbox, for the agent.
     pub results: String,
+    /// How to reach the other tasks of the repository (the mail channel, `devcell-mail`;
+    /// spec-note 0700), for the agent; absent when the handoff has no channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<String>,
 }
 
 /// Where a handoff runs its agent (`handoff --runtime`, spec-note 0251).

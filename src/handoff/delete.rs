@@ -53,6 +53,10 @@ pub struct Removed {
     /// everything in them was brought back (spec-note 0436).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_git: Option<PathBuf>,
+    /// The workspace's environment records (`<state>/environments/…`) nothing else names
+    /// (spec-note 0520).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<PathBuf>,
 }
 
 /// What was deliberately kept.
@@ -70,6 +74,10 @@ pub struct Kept {
     /// could not be brought back (the reason is a warning; spec-note 0436).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_git: Option<PathBuf>,
+    /// Each session's environment record, copied next to its log (the record of the
+    /// environment its agent had outlives the workspace's state, as the log does).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<PathBuf>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -306,6 +314,11 @@ pub async fn delete_with(
         }
     }
 
+    // Environment records: each session's is copied next to its log, then the workspace's go.
+    let forgotten = forget_environments(&store, &root, state.as_ref())?;
+    removed.environments = forgotten.removed;
+    kept.environments = forgotten.copies;
+
     // State: end sessions the removal cut short, then forget the workspace (logs stay).
     if let Some(state) = &state {
         for s in state.sessions.iter().filter(|s| s.outcome.is_none()) {
@@ -405,6 +418,40 @@ pub async fn delete_with(
         remaining,
         verified,
     })
+}
+
+/// The workspace's environment records forgotten ([`crate::ops::environment::EnvironmentStore::forget`]):
+/// each session's record copied to `<log stem>.environment.json` beside its log, and records
+/// another workspace's session still names kept.
+///
+/// Errors: a record file could not be written or removed.
+fn forget_environments(
+    store: &StateStore,
+    root: &std::path::Path,
+    state: Option<&crate::handoff::state::WorkspaceState>,
+) -> Result<crate::ops::environment::store::Forgotten> {
+    let sessions: Vec<(String, PathBuf)> = state
+        .iter()
+        .flat_map(|s| s.sessions.iter())
+        .filter_map(|s| {
+            let hash = s.environment.clone()?;
+            Some((hash, s.log.with_extension("environment.json")))
+        })
+        .collect();
+    let own_key = state.map(|s| s.key.clone());
+    let still_named = store
+        .list()
+        .map(|(all, _)| all)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|other| Some(&other.key) != own_key.as_ref())
+        .flat_map(|other| other.sessions.into_iter().filter_map(|s| s.environment))
+        .collect();
+    crate::ops::environment::EnvironmentStore::new(store.root()).forget(
+        root,
+        &sessions,
+        &still_named,
+    )
 }
 
 /// Brings back what the workspace's container git directories (`<state>/git/<key>`) hold for

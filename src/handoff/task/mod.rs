@@ -17,6 +17,7 @@
 pub mod clone;
 pub mod fetch;
 pub mod lock;
+pub mod mail;
 pub mod mirror;
 pub mod orphans;
 pub mod run;
@@ -654,6 +655,7 @@ pub fn sandbox_of(records: &[TaskRecord]) -> Sandbox {
             Default::default()
         },
         results,
+        mail: None,
     }
 }
 

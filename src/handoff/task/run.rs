@@ -335,7 +335,12 @@ pub async fn handoff_with(
     let multi = records[0].workspace.is_some();
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = records[0].workspace_folder();
-    task_opts.sandbox = Some(sandbox_of(&records));
+    // the mail channel to the repository's other tasks, for as long as the handoff runs
+    let door = super::mail::open(&state, &records[0], &opts.settings.mail)?;
+    let mut sandbox = sandbox_of(&records);
+    sandbox.mail = Some(super::mail::agent_text());
+    task_opts.sandbox = Some(sandbox);
+    task_opts.mail = Some(door.container.clone());
     // a multi-repository workspace chooses its primary as the worktree mode does (0160)
     if !multi {
         task_opts.primary = None;
@@ -343,6 +348,12 @@ pub async fn handoff_with(
     task_opts.state_root = Some(state);
     let result =
         crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
+    if let Err(e) = door.close() {
+        reporter.report(Event::Status(format!(
+            "warning: task `{}`: its end was not recorded by the mail mediator: {e}",
+            records[0].task
+        )));
+    }
     let fetched: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
     let mut r = result?;
     let mut reports = Vec::new();
