@@ -405,6 +405,15 @@ fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouch
     assert_eq!(refused.status.code(), Some(12), "{e:#}");
     assert_eq!(e["error"]["details"]["reason"], "task_unfetched");
     assert_eq!(e["error"]["details"]["tip"], late.as_str());
+    // each unfetched commit named: short sha and subject
+    assert_eq!(e["error"]["details"]["total"], 1, "{e:#}");
+    let named = e["error"]["details"]["commits"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        named.ends_with(" after the fetch") && late.starts_with(named.split(' ').next().unwrap()),
+        "{e:#}"
+    );
     assert!(clone.exists(), "a refused delete removes nothing");
     let f = ok(&host.run(&[
         "fetch",

@@ -67,6 +67,15 @@ pub fn kept_ref_of(task: &str, commit: &str) -> String {
     format!("refs/devcell/kept/tasks/{task}/{commit}")
 }
 
+/// The commits a task's branch holds that were never fetched ([`TaskError::Unfetched`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unlisted {
+    /// `<short sha> <subject>`, newest first, at most [`fetch::UNFETCHED_NAMED`].
+    pub commits: Vec<String>,
+    /// How many there are in all (`None`: they could not be counted).
+    pub total: Option<u64>,
+}
+
 /// A clone task failed or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -112,7 +121,8 @@ pub enum TaskError {
     },
     /// `delete --task` while the task branch has commits never fetched.
     #[error(
-        "task `{task}` has commits that were never fetched: branch `{branch}` is at {tip}, {fetched}"
+        "task `{task}` has commits that were never fetched: branch `{branch}` is at {tip}, {fetched}{}",
+        listing(&listed.commits, listed.total)
     )]
     Unfetched {
         /// The task.
@@ -123,8 +133,8 @@ pub enum TaskError {
         tip: String,
         /// What was fetched (for the message).
         fetched: String,
-        /// The commits not fetched (`<short> <subject>`), when they could be listed.
-        commits: Vec<String>,
+        /// The commits not fetched, when they could be listed (boxed: the error stays small).
+        listed: Box<Unlisted>,
     },
     /// The clone's refs cannot be read as git writes them (a link, a FIFO, an unreadable file,
     /// junk): its branch is never counted as fetched, and nothing is fetched from it.
@@ -205,14 +215,15 @@ impl crate::ops::error::ProductError for TaskError {
                 task,
                 branch,
                 tip,
-                commits,
+                listed,
                 ..
             } => serde_json::json!({
                 "reason": "task_unfetched",
                 "task": task,
                 "branch": branch,
                 "tip": tip,
-                "commits": commits,
+                "commits": listed.commits,
+                "total": listed.total,
             }),
             TaskError::UnreadableRefs { task, clone, why } => serde_json::json!({
                 "reason": "task_refs_unreadable",
@@ -255,6 +266,26 @@ impl crate::ops::error::ProductError for TaskError {
             _ => None,
         }
     }
+}
+
+/// The unfetched commits for [`TaskError::Unfetched`]'s message: one indented line each, then
+/// how many more there are.
+fn listing(commits: &[String], total: Option<u64>) -> String {
+    let mut out = String::new();
+    if commits.is_empty() {
+        return out;
+    }
+    let total = total.unwrap_or(commits.len() as u64);
+    out.push_str(&format!("; {total} commit(s):"));
+    for c in commits {
+        out.push_str("\n  ");
+        out.push_str(c);
+    }
+    let more = total.saturating_sub(commits.len() as u64);
+    if more > 0 {
+        out.push_str(&format!("\n  … and {more} more"));
+    }
+    out
 }
 
 /// `Result` with [`TaskError`].

@@ -661,21 +661,28 @@ pub async fn delete_all_tasks(
 /// The refusal to delete `record` while its work is not in the user's repository.
 fn refusal(record: &TaskRecord, why: &fetch::NotFetched) -> TaskError {
     match why {
-        fetch::NotFetched::Commits { tip, host } => TaskError::Unfetched {
-            task: record.task.clone(),
-            branch: record.branch.clone(),
-            tip: tip.clone(),
-            fetched: host.as_ref().map_or_else(
-                || {
-                    format!(
-                        "and `{}` is not in the repository",
-                        fetched_ref_of(&record.task)
-                    )
-                },
-                |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
-            ),
-            commits: Vec::new(),
-        },
+        fetch::NotFetched::Commits { tip, host } => {
+            // named when they can be listed; the refusal stands either way
+            let (commits, total) = match fetch::unfetched_commits(record, tip, host.as_deref()) {
+                Ok((commits, total)) => (commits, Some(total)),
+                Err(_) => (Vec::new(), None),
+            };
+            TaskError::Unfetched {
+                task: record.task.clone(),
+                branch: record.branch.clone(),
+                tip: tip.clone(),
+                fetched: host.as_ref().map_or_else(
+                    || {
+                        format!(
+                            "and `{}` is not in the repository",
+                            fetched_ref_of(&record.task)
+                        )
+                    },
+                    |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
+                ),
+                listed: Box::new(super::Unlisted { commits, total }),
+            }
+        }
         fetch::NotFetched::Unreadable(why) => TaskError::UnreadableRefs {
             task: record.task.clone(),
             clone: record.clone.clone(),
@@ -843,6 +850,73 @@ mod tests {
         };
         assert!(remade[0].clone.join("a").is_file());
         assert!(remade[0].path().is_file());
+    }
+
+    /// `delete` refusing a task with unfetched commits names each (short sha and subject,
+    /// newest first, terminal-safe), at most [`fetch::UNFETCHED_NAMED`] with how many more; a
+    /// fetched part is not named again; `--force` drops them.
+    #[test]
+    fn a_refused_delete_names_each_unfetched_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        std::fs::write(source.join("a"), "a").unwrap();
+        plain_git(&source, &["add", "a"]);
+        plain_git(&source, &["commit", "-qm", "a"]);
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        drop(lock);
+        let clone = records[0].clone.clone();
+        let commit = |msg: &str| {
+            plain_git(&clone, &["commit", "-q", "--allow-empty", "-m", msg]);
+            plain_git(&clone, &["rev-parse", "--short", "HEAD"])
+        };
+        commit("fetched one");
+        fetch::fetch(&mut records[0]).unwrap();
+        let mut shas = Vec::new();
+        for i in 0..24 {
+            shas.push(commit(&format!("work {i}")));
+        }
+        let last = commit("evil \u{1b}[31m subject");
+        let refused = loop {
+            match prepare_delete(&source, "t", false, &state) {
+                Err(TaskError::InUse { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                other => break other.unwrap_err(),
+            }
+        };
+        let TaskError::Unfetched { listed, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        let commits = &listed.commits;
+        assert_eq!(listed.total, Some(25));
+        assert_eq!(commits.len(), fetch::UNFETCHED_NAMED);
+        assert!(commits[0].starts_with(&last), "{commits:?}");
+        assert!(!commits[0].contains('\u{1b}'), "{commits:?}");
+        assert_eq!(commits[1], format!("{} work 23", shas[23]));
+        assert!(commits.iter().all(|c| !c.contains("fetched one")));
+        let message = refused.to_string();
+        assert!(message.contains("25 commit(s):"), "{message}");
+        assert!(
+            message.contains(&format!("\n  {} work 23", shas[23])),
+            "{message}"
+        );
+        assert!(message.ends_with("… and 5 more"), "{message}");
+        let details = crate::ops::error::ProductError::details(&refused);
+        assert_eq!(details["total"], 25);
+        assert_eq!(details["commits"].as_array().map(Vec::len), Some(20));
+        let (_, _lock, dropped) = prepare_delete(&source, "t", true, &state).unwrap();
+        assert!(dropped.is_some(), "--force drops them");
     }
 
     /// A repository removed and made again at the same path (the same task key) is another
