@@ -602,3 +602,56 @@ fn names_are_checked() {
     assert!(a < b, "sortable by time");
     MessageId::new(a.as_str()).unwrap();
 }
+
+#[test]
+fn a_message_validates_against_its_schema_and_has_its_fields() {
+    let f = fixture();
+    let mut draft = note(&["b"], "schema");
+    draft.ack_required = true;
+    draft.importance = Importance::High;
+    let id = f.m.send(&t("a"), draft).unwrap().id;
+    let mut reply = note(&[], "re");
+    reply.kind = MessageType::Reply;
+    let reply = f.m.reply(&t("b"), &id, reply).unwrap().id;
+    let posted = f.m.post(Recipients::AllLive, note(&[], "all")).unwrap().id;
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("schemas/mail-message.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        schema["properties"]["schemaVersion"]["const"],
+        SCHEMA_VERSION
+    );
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let declared: std::collections::BTreeSet<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for id in [id, reply, posted] {
+        let value = serde_json::to_value(f.m.show(&id).unwrap().message).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        seen.extend(value.as_object().unwrap().keys().cloned());
+    }
+    assert_eq!(
+        seen, declared,
+        "every schema field is written, and no other"
+    );
+    let types: Vec<&str> = schema["properties"]["type"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(types, MessageType::ALL.map(MessageType::as_str));
+}
