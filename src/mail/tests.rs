@@ -1,4 +1,4 @@
-//! The mediator's rules, one test each (issue 30; spec-note 0640).
+//! The mediator's rules, one test each (issue 30; spec-note 0530).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
