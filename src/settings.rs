@@ -35,6 +35,9 @@
 //! header = "Authorization"
 //! value = "Bearer ${localEnv:OPENAI_API_KEY}"
 //! env = "OPENAI_BASE_URL"
+//!
+//! [mail]                               # mail between tasks (docs/mail.md)
+//! rules = [{ type = "contract-change", action = "hold" }]
 //! ```
 
 use std::collections::BTreeMap;

@@ -18,6 +18,7 @@ pub mod door;
 pub mod envelope;
 pub mod git_identity;
 pub mod host;
+pub mod mail_host;
 pub mod plan;
 pub mod prune;
 pub mod quiesce;

@@ -106,6 +106,14 @@ pub enum MailError {
         /// What is wrong and what was expected.
         why: String,
     },
+    /// The workspace names no group (not a git repository devcell can read).
+    #[error("mail: no group for `{}`: {why}", folder.display())]
+    NoGroup {
+        /// The workspace folder.
+        folder: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// A line of the log is not a valid event (not a torn last line: that is recovered).
     #[error("mail: {}:{line}: corrupt log line: {why}", path.display())]
     CorruptLog {
@@ -143,6 +151,7 @@ impl MailError {
             MailError::WrongState { .. } => "mail.wrong_state",
             MailError::ClientIdReused { .. } => "mail.client_id_reused",
             MailError::Policy { .. } => "mail.policy",
+            MailError::NoGroup { .. } => "mail.no_group",
             MailError::CorruptLog { .. } => "mail.corrupt_log",
             MailError::Io { .. } => "mail.io",
         }
@@ -173,6 +182,9 @@ impl MailError {
             MailError::WrongState { .. } => "see the message's state with `mail show ID`",
             MailError::ClientIdReused { .. } => "use a new client id for a new message",
             MailError::Policy { .. } => "fix [mail] in config.toml (see docs/mail.md)",
+            MailError::NoGroup { .. } => {
+                "give the source repository as --workspace-folder, or name the group with --mail-group"
+            }
             MailError::CorruptLog { .. } => {
                 "the log was edited or damaged; move it aside to start a new one (see docs/mail.md)"
             }

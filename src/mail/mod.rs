@@ -20,3 +20,6 @@ pub use model::{
     MessageView, Party, Receipt, RecipientState, SCHEMA_VERSION, TaskInfo, TaskName,
 };
 pub use policy::{Action, Bounds, Decision, Policy};
+
+#[cfg(test)]
+mod tests;
