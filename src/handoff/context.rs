@@ -183,7 +183,7 @@ pub struct Sandbox {
     /// How results leave the sandbox, for the agent.
     pub results: String,
     /// How to reach the other tasks of the repository (the mail channel, `devcell-mail`;
-    /// spec-note 0700), for the agent; absent when the handoff has no channel.
+    /// spec-note 0531), for the agent; absent when the handoff has no channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<String>,
 }

@@ -67,7 +67,7 @@ pub struct HandoffOptions {
     /// the task's clone, whose own `.git` the container gets (no container git directory).
     pub sandbox: Option<crate::handoff::context::Sandbox>,
     /// Set by the clone task runner: the mail channel's read-only binds (`devcell-mail` and the
-    /// task's socket folder; spec-note 0700).
+    /// task's socket folder; spec-note 0531).
     pub mail: Option<crate::handoff::door::ContainerDoor>,
 }
 
@@ -910,7 +910,7 @@ fn plan_mounts(
             purpose: "agentCredential".into(),
         });
     }
-    // The mail channel of a clone task (spec-note 0700): two read-only binds.
+    // The mail channel of a clone task (spec-note 0531): two read-only binds.
     for (source, target) in opts.mail.iter().flat_map(|d| &d.binds).filter(|_| !host) {
         planned.push(PlannedMount {
             source: source.to_string_lossy().into_owned(),

@@ -17,13 +17,13 @@ use crate::support::git::{git, give_to_workspace_owner, hostgit_image};
 use crate::support::hostile::HostTarget;
 
 /// One test host: devcell's home, state and cache in a temporary folder, agents by name.
-struct Host {
+pub(crate) struct Host {
     tmp: tempfile::TempDir,
 }
 
 impl Host {
     /// `agents`: name → the shell script the agent runs (`sh -c`) in the workspace.
-    fn new(agents: &[(&str, &str)]) -> Host {
+    pub(crate) fn new(agents: &[(&str, &str)]) -> Host {
         let tmp = tempfile::Builder::new()
             .prefix("devcell-clone-")
             .tempdir()
@@ -40,7 +40,12 @@ impl Host {
         Host { tmp }
     }
 
-    fn state(&self) -> PathBuf {
+    /// The config file (`config.toml`) every command gets.
+    pub(crate) fn config_file(&self) -> PathBuf {
+        self.tmp.path().join("config.toml")
+    }
+
+    pub(crate) fn state(&self) -> PathBuf {
         self.tmp.path().join("state")
     }
 
@@ -60,7 +65,7 @@ impl Host {
     }
 
     /// `devcell <args>` with this host's folders and config.
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         support::devcell()
             .env("HOME", self.tmp.path().join("home"))
             .env("DEVCELL_STATE_DIR", self.state())
@@ -73,7 +78,7 @@ impl Host {
     }
 
     /// `handoff --isolation clone --agent <agent> --format json <extra>` of `repo`.
-    fn handoff(&self, repo: &Path, agent: &str, extra: &[&str]) -> Output {
+    pub(crate) fn handoff(&self, repo: &Path, agent: &str, extra: &[&str]) -> Output {
         let mut args = vec![
             "handoff",
             "--isolation",
@@ -90,7 +95,7 @@ impl Host {
     }
 
     /// The clone of task `task` (its folder under the state's `tasks/<key>/`).
-    fn clone_of(&self, task: &str) -> PathBuf {
+    pub(crate) fn clone_of(&self, task: &str) -> PathBuf {
         let tasks = self.state().join("tasks");
         for key in std::fs::read_dir(&tasks).unwrap().flatten() {
             let folder = key.path().join(task);
@@ -131,7 +136,7 @@ impl Drop for Host {
     }
 }
 
-fn containers_of(ws: &Path) -> Vec<String> {
+pub(crate) fn containers_of(ws: &Path) -> Vec<String> {
     let filter = format!("label=devcontainer.local_folder={}", ws.display());
     let out = std::process::Command::new("docker")
         .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
@@ -143,7 +148,7 @@ fn containers_of(ws: &Path) -> Vec<String> {
         .collect()
 }
 
-fn mount_sources(id: &str) -> Vec<String> {
+pub(crate) fn mount_sources(id: &str) -> Vec<String> {
     let out = std::process::Command::new("docker")
         .args(["inspect", "--format", "{{json .Mounts}}", id])
         .output()
@@ -157,7 +162,7 @@ fn mount_sources(id: &str) -> Vec<String> {
         .collect()
 }
 
-fn envelope(out: &Output) -> Value {
+pub(crate) fn envelope(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
         panic!(
@@ -167,7 +172,7 @@ fn envelope(out: &Output) -> Value {
     })
 }
 
-fn ok(out: &Output) -> Value {
+pub(crate) fn ok(out: &Output) -> Value {
     let v = envelope(out);
     assert_eq!(
         out.status.code(),
@@ -181,7 +186,7 @@ fn ok(out: &Output) -> Value {
 /// A repository at `<at>/repo`: history on `main`, a branch `side`, a linked worktree beside
 /// it, a symlink, a `.devcontainer` on the hostgit image; its `.git/config` names hooks and
 /// `core.fsmonitor` that would create `target`'s marker. Owned by the workspace owner.
-fn source_repo(at: &Path, target: &HostTarget) -> PathBuf {
+pub(crate) fn source_repo(at: &Path, target: &HostTarget) -> PathBuf {
     let repo = at.join("repo");
     std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);

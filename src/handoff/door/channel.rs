@@ -1,6 +1,7 @@
-//! The door's host side files and what the container gets (issue 30; spec-note 0700): the
+//! The door's host side files and what the container gets (issue 30; spec-note 0531): the
 //! `devcell-mail` executable, installed once per content and bind-mounted read-only at
-//! [`CONTAINER_BIN`] (on the `PATH` of every common image: busybox, Debian, Alpine), and one
+//! [`CONTAINER_BIN`] (`/usr/bin`: on the `PATH` of every common image, busybox, Debian, Alpine,
+//! even one whose `PATH` leaves out `/usr/local/bin`), and one
 //! socket folder per task, bind-mounted read-only at [`CONTAINER_FOLDER`], so a sandbox reaches
 //! its own socket and no other.
 //!
@@ -22,7 +23,7 @@ use super::DoorError;
 pub static CLIENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/devcell-mail"));
 
 /// Where `devcell-mail` is mounted in the container (a folder on every image's `PATH`).
-pub const CONTAINER_BIN: &str = "/usr/local/bin/devcell-mail";
+pub const CONTAINER_BIN: &str = "/usr/bin/devcell-mail";
 /// Where the task's socket folder is mounted in the container.
 pub const CONTAINER_FOLDER: &str = "/.devcell-mail";
 /// The socket's file name in its folder.
@@ -207,7 +208,7 @@ mod tests {
             mounts.iter().all(|m| m.ends_with(",readonly")),
             "{mounts:?}"
         );
-        assert!(mounts[0].contains("target=/usr/local/bin/devcell-mail"));
+        assert!(mounts[0].contains("target=/usr/bin/devcell-mail"));
         assert!(mounts[1].contains(&format!("source={}", a.path().display())));
         assert!(mounts[1].contains("target=/.devcell-mail"));
     }

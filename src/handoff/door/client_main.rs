@@ -1,5 +1,5 @@
 //! `devcell-mail`: the in-container end of devcell's mail channel (the door, issue 30;
-//! spec-note 0700). A dumb pipe: it parses nothing. It sends its arguments to devcell on the
+//! spec-note 0531). A dumb pipe: it parses nothing. It sends its arguments to devcell on the
 //! host over the task's Unix socket (`/.devcell-mail/mail.sock`, bind-mounted read-only into
 //! the sandbox; `DEVCELL_MAIL_SOCKET` names another), sends its standard input only when the
 //! host asks for it (at most the bytes the host accepts, one more to show it was longer), writes

@@ -1,4 +1,4 @@
-//! What `devcell-mail` means (issue 30; spec-note 0700): its command line, parsed on the host
+//! What `devcell-mail` means (issue 30; spec-note 0531): its command line, parsed on the host
 //! with clap, and each command answered through the group's [`Mediator`] as the task whose
 //! socket it came through. Text for people by default; `--format json` prints the mediator's
 //! own values with serde. Everything from another sandbox (subjects, bodies, task names) is
@@ -189,7 +189,7 @@ impl DoorHandler for MailDoor {
 
     fn refused(&self, _sender: &str, _why: &str) {
         // A malformed connection never became a message: the mediator has nothing to log, the
-        // sender got the error (spec-note 0700).
+        // sender got the error (spec-note 0531).
     }
 }
 

@@ -1,4 +1,4 @@
-//! The door's wire format (issue 30; spec-note 0700): the tiny binary framing between the
+//! The door's wire format (issue 30; spec-note 0531): the tiny binary framing between the
 //! in-container `devcell-mail` and devcell's host-side door server, one connection per
 //! command. std only: this file is compiled into the crate and, as a module of
 //! `client_main.rs`, into the static in-container executable (`build.rs`), so both sides

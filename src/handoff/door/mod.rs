@@ -1,4 +1,4 @@
-//! The door (issue 30; spec-note 0700): the mail channel between a task's sandbox and devcell
+//! The door (issue 30; spec-note 0531): the mail channel between a task's sandbox and devcell
 //! on the host, built as the egress channel is. Inside, `devcell-mail` ([`channel::CLIENT`],
 //! built by `build.rs` from `client_main.rs`) is a dumb pipe on the agent's `PATH`; it sends
 //! its argv over the task's own Unix socket ([`SocketFolder`], bind-mounted read-only) with the

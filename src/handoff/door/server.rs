@@ -1,4 +1,4 @@
-//! The door's host-side server (issue 30; spec-note 0700): one per task while its handoff runs,
+//! The door's host-side server (issue 30; spec-note 0531): one per task while its handoff runs,
 //! on the task's socket ([`super::SocketFolder`]). Every connection is one `devcell-mail`
 //! command: the server reads its argv (bounded in count and bytes), hands it to a
 //! [`DoorHandler`] with the sender stamped from the socket (the task the socket belongs to:

@@ -1,4 +1,4 @@
-//! The mail channel of a clone task's handoff (issue 30; spec-note 0700): the tasks of one
+//! The mail channel of a clone task's handoff (issue 30; spec-note 0531): the tasks of one
 //! repository share a mediator (their group is the repository's task key, [`source_key`] of
 //! its common git directory, so `devcell mail` on the host finds it from the workspace); each
 //! task's handoff registers it, serves its own socket for as long as the handoff runs, and
