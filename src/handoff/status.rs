@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::handoff::repository::{self, InspectOptions};
-use crate::handoff::state::{Session, SessionStatus, StateStore};
+use crate::handoff::state::{Session, SessionStatus, StateStore, WorkspaceState};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
 use crate::settings::Settings;
@@ -190,85 +190,18 @@ pub async fn status_with(
         Some(root) => StateStore::new(root),
         None => StateStore::open_default()?,
     };
-    let mut warnings = Vec::new();
     let state = store.load(&ws.root)?;
-    let mut container = None;
-    let mut services = Vec::new();
-    let mut running: HashSet<String> = HashSet::new();
-    let mut engine_reachable = false;
-    if let Some(engine) = engine {
-        let labels = BTreeMap::from([(
-            LOCAL_FOLDER_LABEL.to_string(),
-            ws.root.to_string_lossy().into_owned(),
-        )]);
-        let found = match engine.find_containers(&labels).await {
-            // only containers that bind the workspace are its own (spec-note 0421)
-            Ok(found) => crate::security::identity::bound_to_workspace(
-                engine,
-                found,
-                std::slice::from_ref(&ws.root),
-            )
-            .await
-            .map(|(bound, _)| bound),
-            Err(e) => Err(e),
-        };
-        match found {
-            Ok(found) => {
-                engine_reachable = true;
-                let describe = |c: &crate::engine::ContainerSummary| ContainerStatus {
-                    id: c.id.clone(),
-                    name: c.names.first().cloned().unwrap_or_default(),
-                    state: c.state.clone(),
-                    running: c.state == "running",
-                    image: c.image.clone(),
-                };
-                if let Some(c) = found.iter().find(|c| c.state != "removing") {
-                    container = Some(describe(c));
-                    services = crate::ops::compose::project_siblings(engine, &c.labels, &c.id)
-                        .await
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|s| ServiceStatus {
-                            service: s
-                                .labels
-                                .get(crate::engine::compose::SERVICE_LABEL)
-                                .cloned()
-                                .unwrap_or_default(),
-                            container: describe(s),
-                        })
-                        .collect();
-                }
-                for c in &found {
-                    if c.state == "running" {
-                        running.insert(c.id.clone());
-                    }
-                }
-                // sessions may name the container by an id the label lookup did not return
-                for id in state
-                    .iter()
-                    .flat_map(|s| s.sessions.iter())
-                    .filter_map(|s| s.container_id.clone())
-                {
-                    if !running.contains(&id)
-                        && let Ok(Some(info)) = engine.inspect_container(&id).await
-                        && info.running
-                    {
-                        running.insert(info.id.clone());
-                        running.insert(id);
-                    }
-                }
-            }
-            Err(e) => warnings.push((
+    let mut seen = match engine {
+        Some(engine) => engine_view(engine, &ws, state.as_ref()).await,
+        None => EngineView {
+            warnings: vec![(
                 "engine_unavailable".to_string(),
-                format!("the container engine did not answer: {e}"),
-            )),
-        }
-    } else {
-        warnings.push((
-            "engine_unavailable".to_string(),
-            "no container engine is reachable: container state unknown".to_string(),
-        ));
-    }
+                "no container engine is reachable: container state unknown".to_string(),
+            )],
+            ..EngineView::default()
+        },
+    };
+    let mut warnings = std::mem::take(&mut seen.warnings);
     warnings.extend(
         ws.warnings
             .iter()
@@ -281,37 +214,18 @@ pub async fn status_with(
             &crate::handoff::git_identity::record(&ws.root),
         ));
     }
-    let probe = |id: &str| running.contains(id);
-    let sessions: Vec<SessionReport> = state
-        .as_ref()
-        .map(|s| {
-            s.sessions
-                .iter()
-                .map(|session| SessionReport {
-                    status: if engine_reachable {
-                        crate::handoff::state::session_status(
-                            session,
-                            &probe,
-                            &crate::handoff::state::process_alive,
-                        )
-                    } else {
-                        // without an engine only the devcell process can be checked
-                        crate::handoff::state::session_status(
-                            session,
-                            &|_: &str| true,
-                            &crate::handoff::state::process_alive,
-                        )
-                    },
-                    session: session.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let sessions = session_reports(state.as_ref(), &seen);
     let active_session = sessions
         .iter()
         .find(|s| s.status == SessionStatus::Live)
         .map(|s| s.session.id.clone());
     let context_file = ws.root.join(&opts.settings.handoff.context_path);
+    let EngineView {
+        container,
+        services,
+        engine_reachable,
+        ..
+    } = seen;
     let egress = container
         .as_ref()
         .map(|c| c.id.clone())
@@ -329,26 +243,152 @@ pub async fn status_with(
         services,
         sessions,
         active_session,
-        repos: ws
-            .repos
-            .iter()
-            .map(|r| RepoStatus {
-                name: r.name.clone(),
-                host_path: r.host_path.clone(),
-                path: r.container_path.clone(),
-                role: r.role,
-                branch: r.branch.clone(),
-                head: r.head.clone(),
-                dirty: r.git_error.is_none().then_some(r.dirty),
-                upstream: r.upstream.clone(),
-                ahead: r.ahead,
-                behind: r.behind,
-                error: r.git_error.clone(),
-            })
-            .collect(),
+        repos: repo_statuses(&ws),
         context_file: context_file.is_file().then_some(context_file),
         egress,
         warnings,
         tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
     })
+}
+
+/// The workspace's containers as the engine sees them.
+#[derive(Default)]
+struct EngineView {
+    /// The workspace container (of a Compose workspace: the primary service's).
+    container: Option<ContainerStatus>,
+    /// A Compose workspace's other services.
+    services: Vec<ServiceStatus>,
+    /// The ids of the running ones (a session's container under each id it is known by).
+    running: HashSet<String>,
+    engine_reachable: bool,
+    /// `engine_unavailable` when the engine did not answer.
+    warnings: Vec<(String, String)>,
+}
+
+/// The workspace's containers, asked of `engine`: only containers that bind the workspace
+/// are its own (spec-note 0421); sessions may name the container by an id the label lookup
+/// did not return.
+async fn engine_view(
+    engine: &dyn Engine,
+    ws: &repository::Workspace,
+    state: Option<&WorkspaceState>,
+) -> EngineView {
+    let mut view = EngineView::default();
+    let labels = BTreeMap::from([(
+        LOCAL_FOLDER_LABEL.to_string(),
+        ws.root.to_string_lossy().into_owned(),
+    )]);
+    let found = match engine.find_containers(&labels).await {
+        // only containers that bind the workspace are its own (spec-note 0421)
+        Ok(found) => crate::security::identity::bound_to_workspace(
+            engine,
+            found,
+            std::slice::from_ref(&ws.root),
+        )
+        .await
+        .map(|(bound, _)| bound),
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(found) => {
+            view.engine_reachable = true;
+            let describe = |c: &crate::engine::ContainerSummary| ContainerStatus {
+                id: c.id.clone(),
+                name: c.names.first().cloned().unwrap_or_default(),
+                state: c.state.clone(),
+                running: c.state == "running",
+                image: c.image.clone(),
+            };
+            if let Some(c) = found.iter().find(|c| c.state != "removing") {
+                view.container = Some(describe(c));
+                view.services = crate::ops::compose::project_siblings(engine, &c.labels, &c.id)
+                    .await
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|s| ServiceStatus {
+                        service: s
+                            .labels
+                            .get(crate::engine::compose::SERVICE_LABEL)
+                            .cloned()
+                            .unwrap_or_default(),
+                        container: describe(s),
+                    })
+                    .collect();
+            }
+            for c in &found {
+                if c.state == "running" {
+                    view.running.insert(c.id.clone());
+                }
+            }
+            // sessions may name the container by an id the label lookup did not return
+            for id in state
+                .iter()
+                .flat_map(|s| s.sessions.iter())
+                .filter_map(|s| s.container_id.clone())
+            {
+                if !view.running.contains(&id)
+                    && let Ok(Some(info)) = engine.inspect_container(&id).await
+                    && info.running
+                {
+                    view.running.insert(info.id.clone());
+                    view.running.insert(id);
+                }
+            }
+        }
+        Err(e) => view.warnings.push((
+            "engine_unavailable".to_string(),
+            format!("the container engine did not answer: {e}"),
+        )),
+    }
+    view
+}
+
+/// Each recorded session with its status: live while its container runs (without an engine
+/// only the devcell process can be checked) and its devcell process is alive.
+fn session_reports(state: Option<&WorkspaceState>, seen: &EngineView) -> Vec<SessionReport> {
+    let probe = |id: &str| seen.running.contains(id);
+    state
+        .map(|s| {
+            s.sessions
+                .iter()
+                .map(|session| SessionReport {
+                    status: if seen.engine_reachable {
+                        crate::handoff::state::session_status(
+                            session,
+                            &probe,
+                            &crate::handoff::state::process_alive,
+                        )
+                    } else {
+                        // without an engine only the devcell process can be checked
+                        crate::handoff::state::session_status(
+                            session,
+                            &|_: &str| true,
+                            &crate::handoff::state::process_alive,
+                        )
+                    },
+                    session: session.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each repository of the workspace: branch, head, dirty, upstream, ahead and behind.
+fn repo_statuses(ws: &repository::Workspace) -> Vec<RepoStatus> {
+    ws.repos
+        .iter()
+        .map(|r| RepoStatus {
+            name: r.name.clone(),
+            host_path: r.host_path.clone(),
+            path: r.container_path.clone(),
+            role: r.role,
+            branch: r.branch.clone(),
+            head: r.head.clone(),
+            dirty: r.git_error.is_none().then_some(r.dirty),
+            upstream: r.upstream.clone(),
+            ahead: r.ahead,
+            behind: r.behind,
+            error: r.git_error.clone(),
+        })
+        .collect()
 }

@@ -76,22 +76,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         stop_signals()
     };
     let result = rt.block_on(async {
-        let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
-            if std::io::stdin().is_terminal() && raw.is_none() {
-                None
-            } else {
-                Some(Box::new(tokio::io::stdin()))
-            };
-        let stdout: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = if json {
-            Box::new(tokio::io::stderr())
-        } else {
-            Box::new(tokio::io::stdout())
-        };
-        let streams = AgentStreams {
-            stdin,
-            stdout,
-            stderr: Box::new(tokio::io::stderr()),
-        };
+        let streams = agent_streams(json, raw.is_none());
         if opts.effective_isolation() == crate::settings::Isolation::Clone {
             crate::handoff::task::run::handoff(&opts, streams, stop, &StderrReporter).await
         } else {
@@ -114,10 +99,16 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             });
         }
     };
+    report_end(&r, json);
+    Ok(exit(r.process_exit_code()))
+}
+
+/// What devcell says when the agent has ended: the warnings not shown yet, how the agent
+/// ended, and under `--format json` the envelope (`agent_failed` unless it succeeded).
+fn report_end(r: &crate::handoff::session::HandoffResult, json: bool) {
     for w in r.warnings.iter().filter(|w| !r.shown_warnings.contains(w)) {
         output::stderr_line(&format!("warning: {w}"));
     }
-    let code = r.process_exit_code();
     let how = match (r.exit_code, r.signal) {
         (_, Some(s)) => format!("was killed by signal {s}"),
         (Some(c), None) => format!("exited with code {c}"),
@@ -170,7 +161,27 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             output::envelope(&env);
         }
     }
-    Ok(exit(code))
+}
+
+/// The agent's streams: the terminal's input unless it is a terminal not forwarded (piped
+/// input always is), its output to stdout (stderr under `--format json`), its errors to stderr.
+fn agent_streams(json: bool, no_raw: bool) -> AgentStreams<'static> {
+    let stdin: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> =
+        if std::io::stdin().is_terminal() && no_raw {
+            None
+        } else {
+            Some(Box::new(tokio::io::stdin()))
+        };
+    let stdout: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = if json {
+        Box::new(tokio::io::stderr())
+    } else {
+        Box::new(tokio::io::stdout())
+    };
+    AgentStreams {
+        stdin,
+        stdout,
+        stderr: Box::new(tokio::io::stderr()),
+    }
 }
 
 /// `SIGTERM`, `SIGINT` and `SIGHUP` as a [`crate::handoff::session::StopSignal`], registered

@@ -25,33 +25,8 @@ impl DockerEngine {
         output: ExecOutput<'_>,
         sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
     ) -> Result<ExecResult> {
-        let has_input = !matches!(input, ExecInput::None);
-        let config = CreateExecOptions::<String> {
-            attach_stdin: Some(has_input),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(request.tty),
-            env: (!request.env.is_empty()).then(|| {
-                request
-                    .env
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect()
-            }),
-            cmd: Some(request.argv.clone()),
-            user: request.user.clone(),
-            working_dir: request.working_dir.clone(),
-            ..CreateExecOptions::default()
-        };
         let sizes = sizes.filter(|_| request.tty);
-        let mut config = bollard::models::ExecConfig::from(config);
-        if let Some(size) = sizes
-            .as_ref()
-            .map(|s| *s.borrow())
-            .filter(|s| !s.is_empty())
-        {
-            config.console_size = Some(vec![usize::from(size.rows), usize::from(size.cols)]);
-        }
+        let config = exec_config(request, !matches!(input, ExecInput::None), sizes.as_ref());
         let created = match self.docker.create_exec(id, config).await {
             Ok(c) => c,
             Err(e) if is_not_found(&e) => {
@@ -176,26 +151,27 @@ impl DockerEngine {
         {
             return Err(io_err(e));
         }
-        // The output stream can end a moment before the engine records the exit code.
-        for attempt in 0.. {
+        result.exit_code = self.exit_code(&created.id, id).await?;
+        Ok(result)
+    }
+
+    /// The exec's exit code, once the engine has recorded it: the output stream can end a
+    /// moment before (asked again every 10 ms, at most 200 times; then what it says, or -1).
+    async fn exit_code(&self, exec: &str, id: &str) -> Result<i64> {
+        let mut attempt = 0;
+        loop {
             let inspect = self
                 .docker
-                .inspect_exec(&created.id)
+                .inspect_exec(exec)
                 .await
                 .map_err(self.api("inspect exec", id))?;
             match inspect.exit_code {
-                Some(code) if inspect.running != Some(true) => {
-                    result.exit_code = code;
-                    break;
-                }
-                _ if attempt >= 200 => {
-                    result.exit_code = inspect.exit_code.unwrap_or(-1);
-                    break;
-                }
+                Some(code) if inspect.running != Some(true) => return Ok(code),
+                _ if attempt >= 200 => return Ok(inspect.exit_code.unwrap_or(-1)),
                 _ => tokio::time::sleep(Duration::from_millis(10)).await,
             }
+            attempt += 1;
         }
-        Ok(result)
     }
 
     /// Sends the current size of `sizes` to the exec's TTY, then every change; never completes
@@ -225,4 +201,35 @@ impl DockerEngine {
         }
         std::future::pending::<()>().await
     }
+}
+
+/// The exec's creation request: its argv, user, folder and environment, stdin attached when
+/// there is input, and with a TTY of a known size that size (engines with API ≥ 1.42 use it).
+fn exec_config(
+    request: &ExecRequest,
+    has_input: bool,
+    sizes: Option<&tokio::sync::watch::Receiver<TtySize>>,
+) -> bollard::models::ExecConfig {
+    let config = CreateExecOptions::<String> {
+        attach_stdin: Some(has_input),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(request.tty),
+        env: (!request.env.is_empty()).then(|| {
+            request
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect()
+        }),
+        cmd: Some(request.argv.clone()),
+        user: request.user.clone(),
+        working_dir: request.working_dir.clone(),
+        ..CreateExecOptions::default()
+    };
+    let mut config = bollard::models::ExecConfig::from(config);
+    if let Some(size) = sizes.map(|s| *s.borrow()).filter(|s| !s.is_empty()) {
+        config.console_size = Some(vec![usize::from(size.rows), usize::from(size.cols)]);
+    }
+    config
 }
