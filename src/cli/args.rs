@@ -109,8 +109,8 @@ pub struct PruneArgs {
     #[arg(long, value_name = "REF")]
     pub image: Vec<String>,
     /// Remove orphaned clone tasks instead of images (those `doctor` lists: a task left half
-    /// made, whose clone or repository is gone); never one whose clone holds commits never
-    /// fetched, nor one in use.
+    /// made, whose clone or repository is gone), then the mirrors no task uses; never a task
+    /// whose clone holds commits never fetched, nor one in use.
     #[arg(long, conflicts_with = "image")]
     pub tasks: bool,
     /// Output format.

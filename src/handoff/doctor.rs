@@ -37,7 +37,7 @@ pub enum Severity {
 pub struct Finding {
     /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
     /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
-    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `cache_dir`, `cache_dir_unwritable`,
+    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `unused_mirror`, `cache_dir`, `cache_dir_unwritable`,
     /// `unused_image`, `images_unknown`).
     pub code: String,
     /// `error`, `warning` or `ok`.
@@ -144,7 +144,7 @@ pub async fn doctor_with(
         None => StateStore::open_default()?,
     };
     check_state(&store, engine_ok.is_some(), &running, &mut findings)?;
-    check_tasks(&store, &mut findings);
+    check_tasks(opts, &store, &mut findings);
     check_cache(opts, &mut findings);
     findings.sort_by_key(|f| f.severity);
     Ok(DoctorResult {
@@ -416,7 +416,7 @@ fn check_state(
 }
 
 /// Clone tasks no handoff can use any more (spec-note 0437).
-fn check_tasks(store: &StateStore, findings: &mut Vec<Finding>) {
+fn check_tasks(opts: &DoctorOptions, store: &StateStore, findings: &mut Vec<Finding>) {
     for orphan in crate::handoff::task::orphans::find(store.root()) {
         let fix = if orphan.unfetched.is_some() {
             NextAction::manual(format!(
@@ -434,6 +434,25 @@ fn check_tasks(store: &StateStore, findings: &mut Vec<Finding>) {
             Severity::Warning,
             orphan.message,
             Some(fix),
+        ));
+    }
+    // the mirrors are in the cache folder `check_cache` reports
+    let Some(cache) = opts
+        .cache_dir
+        .clone()
+        .or_else(|| dirs::cache_dir().map(|d| d.join("devcell")))
+    else {
+        return;
+    };
+    for mirror in crate::handoff::task::mirror::unused(&cache, store.root()) {
+        findings.push(finding(
+            "unused_mirror",
+            Severity::Warning,
+            format!("clone mirror `{}` is used by no task", mirror.display()),
+            Some(NextAction::command(
+                "remove unused mirrors",
+                ["devcell", "prune", "--tasks"],
+            )),
         ));
     }
 }

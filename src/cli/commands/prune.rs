@@ -18,7 +18,15 @@ fn render_tasks(r: &TaskPruneResult) -> String {
     for k in &r.kept {
         let _ = writeln!(s, "kept {}: {}", k.orphan.message, k.kept_because);
     }
-    let _ = writeln!(s, "{verb} {} orphaned task(s)", r.removed.len());
+    for m in &r.mirrors {
+        let _ = writeln!(s, "{verb} unused mirror {}", m.display());
+    }
+    let _ = writeln!(
+        s,
+        "{verb} {} orphaned task(s) and {} unused mirror(s)",
+        r.removed.len(),
+        r.mirrors.len()
+    );
     s
 }
 

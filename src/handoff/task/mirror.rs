@@ -145,3 +145,81 @@ pub fn update(cache_root: &Path, key: &str, source: &Source) -> Result<PathBuf> 
     }
     Ok(mirror)
 }
+
+/// The keys of every mirror a task in `state_root` uses: each record's repository's
+/// [`super::source_key`]. A task folder without a record (being made) names none: its handoff
+/// holds the mirror's lock while it needs the mirror.
+fn used_keys(state_root: &Path) -> std::collections::BTreeSet<String> {
+    let folders = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    folders(&state_root.join("tasks"))
+        .iter()
+        .flat_map(|key| folders(key))
+        .filter_map(|task| super::load_folder(&task).ok())
+        .flatten()
+        .map(|r| super::source_key(&r.source_git_dir))
+        .collect()
+}
+
+/// Every mirror in `<cache>/mirrors` no task in `state_root` uses, by path (spec-note 0437).
+pub fn unused(cache_root: &Path, state_root: &Path) -> Vec<PathBuf> {
+    let used = used_keys(state_root);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(mirrors_root(cache_root))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".git"))
+                .is_some_and(|key| !used.contains(key))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes the mirrors no task uses ([`unused`]), each under its exclusive lock taken without
+/// waiting (one a handoff is fetching or cloning from is kept) and judged again under it; the
+/// lock file stays (a handoff waiting on it must lock the same file). `dry_run` removes
+/// nothing. Returns the mirrors removed (or that would be).
+///
+/// Errors: a mirror folder that cannot be removed.
+pub fn prune_unused(cache_root: &Path, state_root: &Path, dry_run: bool) -> Result<Vec<PathBuf>> {
+    use rustix::fs::{FlockOperation, flock};
+    let mut removed = Vec::new();
+    for mirror in unused(cache_root, state_root) {
+        if dry_run {
+            removed.push(mirror);
+            continue;
+        }
+        let lock_path = mirror.with_extension("lock");
+        let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+        else {
+            continue;
+        };
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        // judged again under the lock: a task may have been made from it meanwhile
+        if !unused(cache_root, state_root).contains(&mirror) {
+            continue;
+        }
+        std::fs::remove_dir_all(&mirror).map_err(io(&mirror))?;
+        removed.push(mirror);
+    }
+    Ok(removed)
+}

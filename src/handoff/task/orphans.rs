@@ -159,6 +159,8 @@ pub struct TaskPruneResult {
     pub removed: Vec<OrphanTask>,
     /// The orphans kept.
     pub kept: Vec<KeptOrphan>,
+    /// The mirrors no task uses any more, removed (or that would be), after the orphans.
+    pub mirrors: Vec<PathBuf>,
 }
 
 /// An orphan [`prune`] may remove, with its lock held.
@@ -238,10 +240,15 @@ pub async fn prune(
         }
         removed.push(orphan);
     }
+    let mirrors = match super::run::cache_root() {
+        Ok(cache) => super::mirror::prune_unused(&cache, state_root, dry_run)?,
+        Err(_) => Vec::new(),
+    };
     Ok(TaskPruneResult {
         dry_run,
         removed,
         kept,
+        mirrors,
     })
 }
 

@@ -919,6 +919,93 @@ mod tests {
         assert!(dropped.is_some(), "--force drops them");
     }
 
+    /// `git gc --prune=now` on the mirror (every ref dropped first, so nothing of it is
+    /// reachable) after three clones were made: every task still commits and fetches, and a
+    /// new task of the repository is made again from the refilled mirror. Then `prune`'s
+    /// mirror step: a mirror no task uses is listed (`doctor`) and removed; a used one, or one
+    /// whose lock a handoff holds, is kept.
+    #[test]
+    fn mirrors_gc_and_prune_never_break_a_task() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let repo = |name: &str| {
+            let dir = base.join(name);
+            std::fs::create_dir(&dir).unwrap();
+            plain_git(&dir, &["init", "-q"]);
+            std::fs::write(dir.join("a"), name).unwrap();
+            plain_git(&dir, &["add", "a"]);
+            plain_git(&dir, &["commit", "-qm", "a"]);
+            dir
+        };
+        let (one, two) = (repo("one"), repo("two"));
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let quiet = crate::progress::NoopReporter;
+        let open = |source: &Path, task: &str| {
+            let opts = HandoffOptions {
+                agent: "a".into(),
+                task: Some(task.into()),
+                workspace_folder: source.to_path_buf(),
+                ..HandoffOptions::default()
+            };
+            open_task(&opts, &state, &cache, &quiet)
+                .unwrap()
+                .0
+                .remove(0)
+        };
+        let mut tasks: Vec<TaskRecord> = ["t1", "t2", "t3"].iter().map(|t| open(&one, t)).collect();
+        let mirror_one =
+            super::super::mirror::mirror_path(&cache, &source_key(&tasks[0].source_git_dir));
+        let refs = plain_git(&mirror_one, &["for-each-ref", "--format=%(refname)"]);
+        for r in refs.lines() {
+            plain_git(&mirror_one, &["update-ref", "-d", r]);
+        }
+        plain_git(&mirror_one, &["gc", "--quiet", "--prune=now"]);
+        for record in &mut tasks {
+            plain_git(
+                &record.clone,
+                &["commit", "-q", "--allow-empty", "-m", "work"],
+            );
+            let tip = plain_git(&record.clone, &["rev-parse", "HEAD"]);
+            let got = fetch::fetch(record).unwrap();
+            assert_eq!(
+                got.fetched.as_deref(),
+                Some(tip.as_str()),
+                "{}",
+                record.task
+            );
+        }
+        let again = open(&one, "t4");
+        assert!(again.clone.join("a").is_file());
+
+        // `two`'s only task removed: its mirror is unused, `one`'s is not
+        let gone = open(&two, "u1");
+        std::fs::remove_dir_all(gone.folder()).unwrap();
+        let mirror_two =
+            super::super::mirror::mirror_path(&cache, &source_key(&gone.source_git_dir));
+        assert_eq!(
+            super::super::mirror::unused(&cache, &state),
+            std::slice::from_ref(&mirror_two)
+        );
+        let dry = super::super::mirror::prune_unused(&cache, &state, true).unwrap();
+        assert_eq!(dry, std::slice::from_ref(&mirror_two));
+        assert!(mirror_two.is_dir(), "a dry run removes nothing");
+        // a handoff making a clone from it holds its lock: kept
+        let held = MirrorLock::take(&cache, &source_key(&gone.source_git_dir), false).unwrap();
+        assert!(
+            super::super::mirror::prune_unused(&cache, &state, false)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(mirror_two.is_dir());
+        drop(held);
+        let removed = super::super::mirror::prune_unused(&cache, &state, false).unwrap();
+        assert_eq!(removed, std::slice::from_ref(&mirror_two));
+        assert!(!mirror_two.exists() && mirror_one.is_dir());
+        // doctor lists nothing now; a new task of `two` makes its mirror again
+        assert!(super::super::mirror::unused(&cache, &state).is_empty());
+        assert!(open(&two, "u2").clone.join("a").is_file());
+    }
+
     /// A repository removed and made again at the same path (the same task key) is another
     /// repository: the old tasks are not listed, loaded or continued for it (continuing one
     /// is refused, `clone_replaced_repository`); `doctor` reports them as orphans
