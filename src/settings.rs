@@ -35,6 +35,9 @@
 //! header = "Authorization"
 //! value = "Bearer ${localEnv:OPENAI_API_KEY}"
 //! env = "OPENAI_BASE_URL"
+//!
+//! [mail]                               # mail between tasks (docs/mail.md)
+//! rules = [{ type = "contract-change", action = "hold" }]
 //! ```
 
 use std::collections::BTreeMap;
@@ -80,6 +83,8 @@ pub struct Settings {
     pub agents: BTreeMap<String, AgentSettings>,
     /// Handoff defaults.
     pub handoff: HandoffSettings,
+    /// The mediated channel between tasks (`[mail]`, docs/mail.md).
+    pub mail: MailSettings,
     /// The file these settings were read from, or (`file_exists` false) the default location
     /// looked at and not found; `None` for settings not loaded from a file. For messages.
     #[serde(skip)]
@@ -471,6 +476,75 @@ impl Default for HandoffSettings {
             isolation: Isolation::Worktree,
         }
     }
+}
+
+/// `[mail]`: the mediator's policy and bounds (docs/mail.md). Rules are checked in order; the
+/// first whose `from`, `to` and `type` all match decides, else `default`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MailSettings {
+    /// What happens to a message no rule matches.
+    pub default: MailAction,
+    /// Rules, first match wins.
+    pub rules: Vec<MailRule>,
+    /// Largest subject + body + thread fields of one message, in bytes.
+    pub max_message_bytes: usize,
+    /// Messages one task may send per minute.
+    pub messages_per_minute: u32,
+    /// Largest size of a group's log, in bytes.
+    pub max_log_bytes: u64,
+    /// Seconds a read message stays out of the inbox before it is redelivered, unless
+    /// acknowledged.
+    pub lease_seconds: u64,
+}
+
+impl Default for MailSettings {
+    fn default() -> Self {
+        Self {
+            default: MailAction::Forward,
+            rules: Vec::new(),
+            max_message_bytes: 64 * 1024,
+            messages_per_minute: 30,
+            max_log_bytes: 64 * 1024 * 1024,
+            lease_seconds: 300,
+        }
+    }
+}
+
+/// One `[[mail.rules]]` entry: glob patterns over task names (`*` matches any) and a type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailRule {
+    /// Sender task name pattern (default `*`).
+    #[serde(default = "any")]
+    pub from: String,
+    /// Recipient task name pattern (default `*`).
+    #[serde(default = "any")]
+    pub to: String,
+    /// Message type (`notice`, `request`, `reply`, `contract-change`, `handoff`) or `*`.
+    #[serde(default = "any", rename = "type")]
+    pub kind: String,
+    /// What to do.
+    pub action: MailAction,
+}
+
+fn any() -> String {
+    "*".to_string()
+}
+
+/// What the mediator does with a message for one recipient.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MailAction {
+    /// Deliver it.
+    #[default]
+    Forward,
+    /// Keep it for the host user to forward or reject.
+    Hold,
+    /// Hold it and surface it (`status`).
+    Escalate,
+    /// Do not deliver it; the log records it.
+    Drop,
 }
 
 /// The default location: `$XDG_CONFIG_HOME/devcell/config.toml`.

@@ -12,7 +12,7 @@ fn layer_of(module: &str) -> Option<u8> {
         "config" | "diagnostics" | "formats" | "progress" | "process" | "names" | "settings" => 0,
         "oci" | "features" | "templates" => 1,
         "engine" => 2,
-        "build" | "security" | "lifecycle" | "egress" => 3,
+        "build" | "security" | "lifecycle" | "egress" | "mail" => 3,
         "ops" => 4,
         "handoff" => 5,
         "cli" => 6,

@@ -67,6 +67,10 @@ pub enum Command {
     /// Environment records: what an `up`, `build` or handoff resolved.
     #[command(subcommand)]
     Env(EnvCommand),
+    /// The mediated mail between a repository's tasks (docs/mail.md): list, show, forward or
+    /// reject held messages, post the mediator's own.
+    #[command(subcommand)]
+    Mail(MailCommand),
     /// Run the verification commands (`customizations.devcell.verify`, or an environment
     /// record's) in the workspace's container; exit 1 when any failed.
     Verify(VerifyArgs),
@@ -319,12 +323,129 @@ pub struct VerifyArgs {
     /// Run this environment record's `verify` commands instead of the configuration's.
     #[arg(long, value_name = "FILE")]
     pub environment: Option<PathBuf>,
+    /// Stop a command that runs longer than this many seconds (it then fails, exit code 124).
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::ops::verify::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
     /// devcontainer.json path (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `devcell mail …` subcommands (the host user's side of the mediator).
+#[derive(Debug, Subcommand)]
+pub enum MailCommand {
+    /// Every message of the group with each recipient's state.
+    List(MailListArgs),
+    /// One message, its body and each recipient's state.
+    Show(MailIdArgs),
+    /// Deliver a held message (to all its held recipients, or `--to` some).
+    Forward(MailForwardArgs),
+    /// Refuse a held message, with a reason its sender sees.
+    Reject(MailRejectArgs),
+    /// Send the mediator's own message to tasks (`--to`) or to every live task (`--all`).
+    Post(MailPostArgs),
+}
+
+/// Which group's mediator: the workspace's, or a named one.
+#[derive(Debug, Args)]
+pub struct MailGroupArgs {
+    /// The workspace folder (default: the current directory); its source repository names
+    /// the group.
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The group, instead of the workspace's repository.
+    #[arg(long, alias = "group", value_name = "NAME")]
+    pub mail_group: Option<String>,
+    /// devcell user settings file (default `~/.config/devcell/config.toml`): `[mail]`.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `devcell mail list`.
+#[derive(Debug, Args)]
+pub struct MailListArgs {
+    /// The group.
+    #[command(flatten)]
+    pub group: MailGroupArgs,
+}
+
+/// `devcell mail show`.
+#[derive(Debug, Args)]
+pub struct MailIdArgs {
+    /// The message id.
+    pub id: String,
+    /// The group.
+    #[command(flatten)]
+    pub group: MailGroupArgs,
+}
+
+/// `devcell mail forward`.
+#[derive(Debug, Args)]
+pub struct MailForwardArgs {
+    /// The message id.
+    pub id: String,
+    /// Only these held recipients (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "TASK")]
+    pub to: Vec<String>,
+    /// The group.
+    #[command(flatten)]
+    pub group: MailGroupArgs,
+}
+
+/// `devcell mail reject`.
+#[derive(Debug, Args)]
+pub struct MailRejectArgs {
+    /// The message id.
+    pub id: String,
+    /// Why (the sender sees it).
+    #[arg(long)]
+    pub reason: String,
+    /// Only these held recipients (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "TASK")]
+    pub to: Vec<String>,
+    /// The group.
+    #[command(flatten)]
+    pub group: MailGroupArgs,
+}
+
+/// `devcell mail post`.
+#[derive(Debug, Args)]
+pub struct MailPostArgs {
+    /// Recipient tasks (repeatable or comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "TASK",
+        required_unless_present = "all"
+    )]
+    pub to: Vec<String>,
+    /// Every task of the group whose session has not ended.
+    #[arg(long, conflicts_with = "to")]
+    pub all: bool,
+    /// One line.
+    #[arg(long)]
+    pub subject: String,
+    /// The body (Markdown).
+    #[arg(long, default_value = "")]
+    pub body: String,
+    /// `notice`, `request`, `reply`, `contract-change` or `handoff`.
+    #[arg(long = "type", default_value = "notice", value_name = "TYPE")]
+    pub kind: String,
+    /// The recipients must acknowledge it (redelivered until they do).
+    #[arg(long)]
+    pub ack_required: bool,
+    /// The thread it belongs to.
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// The group.
+    #[command(flatten)]
+    pub group: MailGroupArgs,
 }
 
 /// `devcell env show`.

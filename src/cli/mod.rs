@@ -23,7 +23,9 @@ use clap::{CommandFactory, FromArgMatches};
 use args::{Cli, Command};
 
 /// devcell's own commands: their usage errors keep the envelope's `invalid_argument` (exit 2).
-const OWN_COMMANDS: [&str; 6] = ["handoff", "status", "doctor", "delete", "audit", "prune"];
+const OWN_COMMANDS: [&str; 7] = [
+    "handoff", "status", "doctor", "delete", "audit", "prune", "mail",
+];
 
 /// The clap command of [`Cli`] with a hidden camelCase alias for every long flag that has a
 /// dash (`--workspace-folder` also as `--workspaceFolder`), in every subcommand: the reference
@@ -129,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => commands::audit::run(args),
         Command::Env(args::EnvCommand::Show(args)) => commands::env::show(args),
         Command::Verify(args) => commands::env::verify(args),
+        Command::Mail(command) => commands::mail::run(command),
         Command::Outdated(args) => commands::outdated::run(args),
         Command::Upgrade(args) => commands::upgrade::run(args),
         Command::Prune(args) => commands::prune::run(args),

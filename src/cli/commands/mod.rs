@@ -14,6 +14,7 @@ pub mod features_publish;
 pub mod features_resolve_dependencies;
 pub mod fetch;
 pub mod handoff;
+pub mod mail;
 pub mod outdated;
 pub mod prune;
 pub mod read_configuration;

@@ -1,0 +1,148 @@
+//! `devcell mail` on the host (issue 30, spec-note 0530), without the engine: tasks are
+//! registered and send through the library (as the session wiring does), the host user acts
+//! through the CLI, and the library sees the result.
+
+use devcell::mail::{
+    Action, Bounds, Draft, Mediator, MessageType, Policy, RecipientState, TaskName,
+};
+
+use crate::support::context::TestContext;
+use crate::support::git::git;
+
+fn t(name: &str) -> TaskName {
+    TaskName::new(name).unwrap()
+}
+
+/// An isolated repository workspace and its group's mediator with `contract-change` held.
+fn setup() -> (TestContext, Mediator) {
+    let ctx = TestContext::new("mail-host").isolated();
+    git(ctx.path(), &["init", "-q"]);
+    let group = devcell::handoff::mail_host::group_of(ctx.path(), None).unwrap();
+    let policy = Policy::forward_all()
+        .with_rule("*", "*", Some(MessageType::ContractChange), Action::Hold)
+        .unwrap();
+    let m = Mediator::open(&ctx.state(), &group, policy, Bounds::default()).unwrap();
+    m.register(&t("a"), Some("devcell/a")).unwrap();
+    m.register(&t("b"), Some("devcell/b")).unwrap();
+    (ctx, m)
+}
+
+#[test]
+fn the_host_user_lists_and_forwards_a_held_message() {
+    let (ctx, m) = setup();
+    let mut draft = Draft::new(
+        vec![t("b")],
+        MessageType::ContractChange,
+        "schema v2",
+        "**new**",
+    );
+    draft.ack_required = true;
+    let id = m.send(&t("a"), draft).unwrap().id;
+    assert!(m.inbox(&t("b")).unwrap().is_empty(), "held");
+
+    let listed = ctx.run("mail list", &["--format", "json"]);
+    listed.ok();
+    let listed = listed.json();
+    assert_eq!(listed["result"][0]["message"]["id"], id.as_str());
+    assert_eq!(listed["result"][0]["message"]["from"], "a");
+    assert_eq!(listed["result"][0]["recipients"]["b"]["state"], "held");
+
+    let text = ctx.run("mail list", &[]);
+    text.ok();
+    assert!(
+        text.stdout.contains("schema v2") && text.stdout.contains("b: held"),
+        "{}",
+        text.stdout
+    );
+
+    let forwarded = ctx.run(&format!("mail forward {id}"), &["--format", "json"]);
+    forwarded.ok();
+    assert_eq!(
+        forwarded.json()["result"]["recipients"]["b"]["state"],
+        "queued"
+    );
+    let inbox = m.inbox(&t("b")).unwrap();
+    assert_eq!(inbox.len(), 1, "delivered after the host forwarded it");
+    assert_eq!(inbox[0].message.subject, "schema v2");
+
+    let again = ctx.run(&format!("mail forward {id}"), &["--format", "json"]);
+    assert_eq!(again.code, Some(2), "{}", again.stderr);
+    assert_eq!(
+        again.json()["error"]["details"]["mailCode"],
+        "mail.wrong_state"
+    );
+    let log = std::fs::read_to_string(m.log_path()).unwrap();
+    assert!(
+        log.contains(r#""by":"@host""#),
+        "the host's action is logged"
+    );
+}
+
+#[test]
+fn the_host_user_rejects_and_posts() {
+    let (ctx, m) = setup();
+    let draft = Draft::new(
+        vec![t("b")],
+        MessageType::ContractChange,
+        "drop the table",
+        "",
+    );
+    let id = m.send(&t("a"), draft).unwrap().id;
+    let rejected = ctx.run(
+        &format!("mail reject {id}"),
+        &["--reason", "not now", "--format", "json"],
+    );
+    rejected.ok();
+    let sent = m.sent(&t("a")).unwrap();
+    assert_eq!(sent[0].recipients[&t("b")].state, RecipientState::Rejected);
+    assert_eq!(
+        sent[0].recipients[&t("b")].reason.as_deref(),
+        Some("not now")
+    );
+
+    let posted = ctx.run(
+        "mail post",
+        &["--all", "--subject", "freeze at 14:00", "--format", "json"],
+    );
+    posted.ok();
+    let recipients = &posted.json()["result"]["recipients"];
+    assert_eq!(recipients["a"], "queued");
+    assert_eq!(recipients["b"], "queued");
+    assert_eq!(
+        m.inbox(&t("a")).unwrap()[0].message.from.to_string(),
+        "@mediator"
+    );
+
+    let unknown = ctx.run(
+        "mail post",
+        &["--to", "zed", "--subject", "x", "--format", "json"],
+    );
+    assert_eq!(unknown.code, Some(11), "{}", unknown.stderr);
+    assert_eq!(
+        unknown.json()["error"]["details"]["mailCode"],
+        "mail.unknown_recipient"
+    );
+    let shown = ctx.run(&format!("mail show {id}"), &[]);
+    shown.ok();
+    assert!(shown.stdout.contains("b: rejected"), "{}", shown.stdout);
+}
+
+#[test]
+fn a_folder_that_names_no_group_is_a_clear_error() {
+    let ctx = TestContext::new("mail-nogroup").isolated();
+    let run = ctx.run("mail list", &["--format", "json"]);
+    assert_eq!(run.code, Some(11), "{}", run.stderr);
+    let env = run.json();
+    assert_eq!(env["error"]["details"]["mailCode"], "mail.no_group");
+    assert!(
+        env["next_actions"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("--mail-group"),
+        "{env}"
+    );
+    assert!(!ctx.state().join("mail").exists(), "nothing created");
+    let named = ctx.run("mail list", &["--mail-group", "team-1", "--format", "json"]);
+    named.ok();
+    assert_eq!(named.json()["result"], serde_json::json!([]));
+}
