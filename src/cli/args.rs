@@ -45,10 +45,10 @@ pub enum Command {
     Down(DownArgs),
     /// Stop the dev container (the same as `down` without `--remove`).
     Stop(ContainerArgs),
-    /// Feature tools: package, publish, resolve-dependencies, info.
+    /// Feature tools: package, publish, resolve-dependencies, info, generate-docs.
     #[command(subcommand)]
     Features(FeaturesCommand),
-    /// Template tools: apply, metadata.
+    /// Template tools: apply, publish, metadata, generate-docs.
     #[command(subcommand)]
     Templates(TemplatesCommand),
     /// Hand a workspace to a coding agent in a hardened container (plan, up, context, agent).
@@ -475,6 +475,9 @@ pub enum FeaturesCommand {
     /// Show what the registry holds for a published Feature: its manifest, tags or
     /// dependency graph.
     Info(FeaturesInfoArgs),
+    /// Write a `README.md` for each Feature of the project folder (its sub-folders) from its
+    /// `devcontainer-feature.json` and `NOTES.md`.
+    GenerateDocs(FeaturesGenerateDocsArgs),
 }
 
 /// What `features info` shows.
@@ -513,8 +516,79 @@ pub enum TemplatesCommand {
     /// substituted, and `--features` added to its devcontainer.json. Prints
     /// `{"files": […]}`.
     Apply(TemplatesApplyArgs),
+    /// Package and publish Templates to an OCI registry (each with its completed metadata),
+    /// then the collection metadata. Prints `{"<id>": {"publishedTags", "digest", "version"}}`.
+    Publish(TemplatesPublishArgs),
     /// Print a published Template's metadata (`devcontainer-template.json`) as JSON.
     Metadata(TemplatesMetadataArgs),
+    /// Write a `README.md` for each Template of the project folder (its sub-folders) from its
+    /// `devcontainer-template.json` and `NOTES.md`.
+    GenerateDocs(TemplatesGenerateDocsArgs),
+}
+
+/// `devcell templates publish`.
+#[derive(Debug, Args)]
+pub struct TemplatesPublishArgs {
+    /// A Template folder, or a collection folder (`src/`) with one sub-folder per Template.
+    #[arg(default_value = ".")]
+    pub target: PathBuf,
+    /// Registry host (loopback registries are reached over plain HTTP).
+    #[arg(short = 'r', long, default_value = "ghcr.io")]
+    pub registry: String,
+    /// Namespace: Templates go to `<registry>/<namespace>/<id>`.
+    #[arg(short = 'n', long)]
+    pub namespace: String,
+    /// A registry to reach over plain HTTP (repeatable).
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+    /// A loopback registry to reach over HTTPS nonetheless (repeatable).
+    #[arg(long = "secure-registry")]
+    pub secure_registries: Vec<String>,
+    /// A PEM file of extra CA certificates to trust (repeatable).
+    #[arg(long = "extra-ca-certificate")]
+    pub extra_ca_certificates: Vec<PathBuf>,
+    /// Docker config file with registry credentials (default `~/.docker/config.json`).
+    #[arg(long)]
+    pub docker_config: Option<PathBuf>,
+}
+
+/// Where the generated docs link: the GitHub repository holding the collection.
+#[derive(Debug, Clone, Args)]
+pub struct GithubLinkArgs {
+    /// GitHub owner for the link to each metadata file (with `--github-repo`).
+    #[arg(long, default_value = "")]
+    pub github_owner: String,
+    /// GitHub repository for the link to each metadata file (with `--github-owner`).
+    #[arg(long, default_value = "")]
+    pub github_repo: String,
+}
+
+/// `devcell templates generate-docs`.
+#[derive(Debug, Args)]
+pub struct TemplatesGenerateDocsArgs {
+    /// The folder whose sub-folders are the Templates (a collection's `src`).
+    #[arg(short = 'p', long, default_value = ".")]
+    pub project_folder: String,
+    /// The GitHub repository to link.
+    #[command(flatten)]
+    pub link: GithubLinkArgs,
+}
+
+/// `devcell features generate-docs`.
+#[derive(Debug, Args)]
+pub struct FeaturesGenerateDocsArgs {
+    /// The folder whose sub-folders are the Features (a collection's `src`).
+    #[arg(short = 'p', long, default_value = ".")]
+    pub project_folder: String,
+    /// Registry host the usage example names.
+    #[arg(short = 'r', long, default_value = "ghcr.io")]
+    pub registry: String,
+    /// Namespace the usage example names (`<owner>/<repo>`).
+    #[arg(short = 'n', long)]
+    pub namespace: String,
+    /// The GitHub repository to link.
+    #[command(flatten)]
+    pub link: GithubLinkArgs,
 }
 
 /// `devcell templates apply`.

@@ -110,6 +110,15 @@ pub fn main() -> ExitCode {
             commands::features_resolve_dependencies::run(args)
         }
         Command::Features(args::FeaturesCommand::Info(args)) => commands::features_info::run(args),
+        Command::Features(args::FeaturesCommand::GenerateDocs(args)) => {
+            commands::templates::features_generate_docs(args)
+        }
+        Command::Templates(args::TemplatesCommand::Publish(args)) => {
+            commands::templates::publish(args)
+        }
+        Command::Templates(args::TemplatesCommand::GenerateDocs(args)) => {
+            commands::templates::generate_docs(args)
+        }
         Command::Templates(args::TemplatesCommand::Apply(args)) => commands::templates::apply(args),
         Command::Templates(args::TemplatesCommand::Metadata(args)) => {
             commands::templates::metadata(args)

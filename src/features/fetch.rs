@@ -42,7 +42,7 @@ pub const FEATURE_LAYER_MEDIA_TYPE: &str = crate::oci::artifact::DEVCONTAINERS_L
 /// Manifest annotation holding the Feature's `devcontainer-feature.json` as a JSON string.
 pub const METADATA_ANNOTATION: &str = crate::oci::artifact::METADATA_ANNOTATION;
 /// Layer annotation with the file name of the layer.
-pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+pub const TITLE_ANNOTATION: &str = crate::oci::artifact::TITLE_ANNOTATION;
 /// A Feature's metadata file.
 pub const FEATURE_FILE: &str = "devcontainer-feature.json";
 /// Upper bound on `devcontainer-feature.json`, in bytes.

@@ -22,9 +22,18 @@ pub const FEATURE_FILE: &str = "devcontainer-feature.json";
 /// Errors: the open or read failure; a link, a non-regular or too large file, as
 /// `InvalidData` naming it.
 pub fn read_feature_file(dir: &Path) -> std::io::Result<String> {
+    read_collection_file(dir, FEATURE_FILE)
+}
+
+/// Reads the file `name` directly in a collection item's folder `dir` (a Feature's or a
+/// Template's metadata file, its `NOTES.md`) as [`read_feature_file`] does: never through a
+/// link, never blocking on a FIFO, at most [`jsonc::MAX_FILE_BYTES`].
+///
+/// Errors: as [`read_feature_file`].
+pub fn read_collection_file(dir: &Path, name: &str) -> std::io::Result<String> {
     use rustix::fs::{FileType, Mode, OFlags};
     use std::io::Read as _;
-    let file = dir.join(FEATURE_FILE);
+    let file = dir.join(name);
     let refused = |why: &str| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -38,7 +47,7 @@ pub fn read_feature_file(dir: &Path) -> std::io::Result<String> {
     )?;
     let fd = match rustix::fs::openat(
         &folder,
-        FEATURE_FILE,
+        name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
     ) {

@@ -9,7 +9,9 @@
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
 //! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
 //! - [`publish`]: `features package` / `features publish`.
+//! - [`docs`]: `features generate-docs` / `templates generate-docs` pages.
 
+pub mod docs;
 pub mod error;
 pub mod fetch;
 pub mod local;

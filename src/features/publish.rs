@@ -18,10 +18,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::fetch::{
-    FEATURE_CONFIG_MEDIA_TYPE, FEATURE_FILE, FEATURE_LAYER_MEDIA_TYPE, METADATA_ANNOTATION,
-    TITLE_ANNOTATION,
-};
+use super::fetch::{FEATURE_FILE, FEATURE_LAYER_MEDIA_TYPE, METADATA_ANNOTATION};
 use crate::oci::OciError;
 use crate::oci::digest::sha256_digest;
 use crate::oci::registry::{Registry, parse_reference};
@@ -32,10 +29,9 @@ pub const COLLECTION_LAYER_MEDIA_TYPE: &str =
     "application/vnd.devcontainers.collection.layer.v1+json";
 /// File name of the collection metadata.
 pub const COLLECTION_FILE: &str = "devcontainer-collection.json";
-/// OCI image manifest media type.
-pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-/// The config blob pushed with every Feature (`{}`, as the reference CLI does).
-pub const EMPTY_CONFIG: &[u8] = b"{}";
+pub use crate::oci::artifact::{
+    EMPTY_CONFIG, OCI_MANIFEST_MEDIA_TYPE, artifact_manifest, parse_version, tags_to_publish,
+};
 
 /// An error packaging or publishing Features. Messages name the Feature or folder.
 #[derive(Debug, thiserror::Error)]
@@ -116,51 +112,6 @@ pub struct PublishOutcome {
     /// Legacy ids the Feature was also published under.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published_legacy_ids: Option<Vec<String>>,
-}
-
-/// Parses `X.Y.Z` (plain numbers only; spec-distilled §5.3, cli#557).
-pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
-    let mut it = v.split('.');
-    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
-    if it.next().is_some() {
-        return None;
-    }
-    let num = |s: &str| {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    };
-    Some((num(a)?, num(b)?, num(c)?))
-}
-
-/// The tags to push for `version` given the tags already `published`, in the order `X`,
-/// `X.Y`, `X.Y.Z`, `latest`; `None` when `X.Y.Z` itself is already published.
-///
-/// `X.Y.Z` is always pushed; `X` only when the version is above every published `X.*.*`;
-/// `X.Y` only when above every published `X.Y.*`; `latest` only when above every published
-/// version (checklist 59).
-pub fn tags_to_publish(version: (u64, u64, u64), published: &[String]) -> Option<Vec<String>> {
-    let (x, y, z) = version;
-    let full = format!("{x}.{y}.{z}");
-    if published.contains(&full) {
-        return None;
-    }
-    let versions: Vec<_> = published.iter().filter_map(|t| parse_version(t)).collect();
-    let above = |pred: &dyn Fn(&(u64, u64, u64)) -> bool| {
-        versions.iter().filter(|v| pred(v)).all(|v| *v < version)
-    };
-    let mut tags = Vec::new();
-    if above(&|v| v.0 == x) {
-        tags.push(x.to_string());
-    }
-    if above(&|v| v.0 == x && v.1 == y) {
-        tags.push(format!("{x}.{y}"));
-    }
-    tags.push(full);
-    if above(&|_| true) {
-        tags.push("latest".into());
-    }
-    Some(tags)
 }
 
 /// The Feature folders of `dir`: `dir` itself when it holds `devcontainer-feature.json`,
@@ -267,10 +218,11 @@ pub fn package_feature(dir: &Path, in_collection: bool) -> Result<PackagedFeatur
     if let Some(bad) = legacy_ids.iter().find(|l| !valid_name(l)) {
         return Err(invalid(format!("legacy id `{bad}` is not a valid id")));
     }
-    let archive = tar_dir(dir).map_err(|source| PublishError::Io {
-        path: dir.to_owned(),
-        source,
-    })?;
+    let archive =
+        crate::oci::artifact::tar_folder(dir, &[]).map_err(|source| PublishError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
     Ok(PackagedFeature {
         id,
         version,
@@ -312,38 +264,8 @@ pub fn package_files(features: &[PackagedFeature]) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// The manifest bytes of an artifact with the `{}` config of media type
-/// `application/vnd.devcontainers` and one layer.
-pub fn artifact_manifest(
-    layer_media_type: &str,
-    layer_digest: &str,
-    layer_size: usize,
-    title: &str,
-    annotations: &IndexMap<String, String>,
-) -> Bytes {
-    let mut manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST_MEDIA_TYPE,
-        "config": {
-            "mediaType": FEATURE_CONFIG_MEDIA_TYPE,
-            "digest": sha256_digest(EMPTY_CONFIG),
-            "size": EMPTY_CONFIG.len(),
-        },
-        "layers": [{
-            "mediaType": layer_media_type,
-            "digest": layer_digest,
-            "size": layer_size,
-            "annotations": {TITLE_ANNOTATION: title},
-        }],
-    });
-    if !annotations.is_empty() {
-        manifest["annotations"] = json!(annotations);
-    }
-    Bytes::from(serde_json::to_vec(&manifest).unwrap_or_default())
-}
-
-/// Pushes one artifact (config, layer, manifest) to `repository` under each of `tags`.
-/// Returns the manifest digest.
+/// Pushes one artifact to `repository` under each of `tags` (see
+/// [`crate::oci::artifact::push_artifact`]), naming the repository in the error.
 async fn push_artifact(
     registry: &Registry,
     repository: &str,
@@ -351,27 +273,12 @@ async fn push_artifact(
     manifest: Bytes,
     tags: &[String],
 ) -> Result<String> {
-    let wrap = |reference: String| move |source| PublishError::Registry { reference, source };
-    let base =
-        parse_reference(&format!("{repository}:latest")).map_err(wrap(repository.to_owned()))?;
-    registry
-        .push_blob(&base, Bytes::from_static(EMPTY_CONFIG))
+    crate::oci::artifact::push_artifact(registry, repository, layer, manifest, tags)
         .await
-        .map_err(wrap(repository.to_owned()))?;
-    registry
-        .push_blob(&base, layer)
-        .await
-        .map_err(wrap(repository.to_owned()))?;
-    let mut digest = sha256_digest(&manifest);
-    for tag in tags {
-        let r = format!("{repository}:{tag}");
-        let reference = parse_reference(&r).map_err(wrap(r.clone()))?;
-        digest = registry
-            .push_manifest(&reference, manifest.clone(), OCI_MANIFEST_MEDIA_TYPE)
-            .await
-            .map_err(wrap(r))?;
-    }
-    Ok(digest)
+        .map_err(|source| PublishError::Registry {
+            reference: repository.to_owned(),
+            source,
+        })
 }
 
 /// Publishes one packaged Feature to `<registry>/<namespace>/<name>` for its id and each
@@ -517,38 +424,10 @@ pub async fn publish_with_reporter(
     Ok(out)
 }
 
-/// A reproducible plain tar of `dir`: entries sorted, relative to the Feature root (the `tar`
-/// crate normalises away a `./` prefix; readers accept both), owner 0:0, mtime 0,
-/// modes kept (so `install.sh` stays executable), symlinks kept as symlinks.
-fn tar_dir(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    builder.mode(tar::HeaderMode::Deterministic);
-    builder.follow_symlinks(false);
-    let mut stack = vec![PathBuf::new()];
-    let mut entries = Vec::new();
-    while let Some(rel) = stack.pop() {
-        let mut children: Vec<_> = std::fs::read_dir(dir.join(&rel))?
-            .map(|e| e.map(|e| rel.join(e.file_name())))
-            .collect::<std::io::Result<_>>()?;
-        children.sort();
-        for c in children.into_iter().rev() {
-            let meta = std::fs::symlink_metadata(dir.join(&c))?;
-            if meta.is_dir() {
-                stack.push(c.clone());
-            }
-            entries.push(c);
-        }
-    }
-    entries.sort();
-    for rel in entries {
-        builder.append_path_with_name(dir.join(&rel), &rel)?;
-    }
-    builder.into_inner()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::oci::artifact::TITLE_ANNOTATION;
 
     fn tags(v: &str, published: &[&str]) -> Option<Vec<String>> {
         let p: Vec<String> = published.iter().map(|s| s.to_string()).collect();

@@ -326,3 +326,249 @@ impl ArtifactFetcher {
         Ok(data)
     }
 }
+// ---------------------------------------------------------------------------------------------
+// Publishing: the pieces Features and Templates share (`features publish`, `templates publish`).
+
+/// OCI image manifest media type.
+pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The config blob pushed with every Dev Container artifact (`{}`, as the reference CLI does).
+pub const EMPTY_CONFIG: &[u8] = b"{}";
+/// Layer annotation naming the archive's file.
+pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+
+/// Parses `X.Y.Z` (plain numbers only; spec-distilled §5.3, cli#557).
+pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
+    let mut it = v.split('.');
+    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
+    if it.next().is_some() {
+        return None;
+    }
+    let num = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    Some((num(a)?, num(b)?, num(c)?))
+}
+
+/// The tags to push for `version` given the tags already `published`, in the order `X`,
+/// `X.Y`, `X.Y.Z`, `latest`; `None` when `X.Y.Z` itself is already published.
+///
+/// `X.Y.Z` is always pushed; `X` only when the version is above every published `X.*.*`;
+/// `X.Y` only when above every published `X.Y.*`; `latest` only when above every published
+/// version (checklist 59).
+pub fn tags_to_publish(version: (u64, u64, u64), published: &[String]) -> Option<Vec<String>> {
+    let (x, y, z) = version;
+    let full = format!("{x}.{y}.{z}");
+    if published.contains(&full) {
+        return None;
+    }
+    let versions: Vec<_> = published.iter().filter_map(|t| parse_version(t)).collect();
+    let above = |pred: &dyn Fn(&(u64, u64, u64)) -> bool| {
+        versions.iter().filter(|v| pred(v)).all(|v| *v < version)
+    };
+    let mut tags = Vec::new();
+    if above(&|v| v.0 == x) {
+        tags.push(x.to_string());
+    }
+    if above(&|v| v.0 == x && v.1 == y) {
+        tags.push(format!("{x}.{y}"));
+    }
+    tags.push(full);
+    if above(&|_| true) {
+        tags.push("latest".into());
+    }
+    Some(tags)
+}
+
+/// The manifest bytes of an artifact with the `{}` config of media type
+/// `application/vnd.devcontainers` and one layer.
+pub fn artifact_manifest(
+    layer_media_type: &str,
+    layer_digest: &str,
+    layer_size: usize,
+    title: &str,
+    annotations: &indexmap::IndexMap<String, String>,
+) -> Bytes {
+    let mut manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST_MEDIA_TYPE,
+        "config": {
+            "mediaType": DEVCONTAINERS_CONFIG_MEDIA_TYPE,
+            "digest": crate::oci::digest::sha256_digest(EMPTY_CONFIG),
+            "size": EMPTY_CONFIG.len(),
+        },
+        "layers": [{
+            "mediaType": layer_media_type,
+            "digest": layer_digest,
+            "size": layer_size,
+            "annotations": {TITLE_ANNOTATION: title},
+        }],
+    });
+    if !annotations.is_empty() {
+        manifest["annotations"] = serde_json::json!(annotations);
+    }
+    Bytes::from(serde_json::to_vec(&manifest).unwrap_or_default())
+}
+
+/// Pushes one artifact (the `{}` config, the layer, the manifest) to `repository` under each
+/// of `tags`. Returns the manifest digest.
+///
+/// # Errors
+/// An invalid repository name, registry errors.
+pub async fn push_artifact(
+    registry: &Registry,
+    repository: &str,
+    layer: Bytes,
+    manifest: Bytes,
+    tags: &[String],
+) -> Result<String> {
+    let base = crate::oci::registry::parse_reference(&format!("{repository}:latest"))?;
+    registry
+        .push_blob(&base, Bytes::from_static(EMPTY_CONFIG))
+        .await?;
+    registry.push_blob(&base, layer).await?;
+    let mut digest = crate::oci::digest::sha256_digest(&manifest);
+    for tag in tags {
+        let reference = crate::oci::registry::parse_reference(&format!("{repository}:{tag}"))?;
+        digest = registry
+            .push_manifest(&reference, manifest.clone(), OCI_MANIFEST_MEDIA_TYPE)
+            .await?;
+    }
+    Ok(digest)
+}
+
+/// As [`tar_folder`], with every name `./`-prefixed, the folder itself as `./` first and the
+/// entries breadth first, the way the reference CLI packs a Template (its `templates apply` lists the names as packed:
+/// `./.devcontainer/devcontainer.json`). Regular files and folders only: anything else is an
+/// `InvalidInput` error naming it (a Template is applied without links).
+///
+/// # Errors
+/// Reading the folder; a link or special file.
+pub fn tar_folder_dotted(
+    dir: &std::path::Path,
+    replaced: &[(&std::path::Path, &[u8])],
+) -> std::io::Result<Vec<u8>> {
+    use std::path::PathBuf;
+    // breadth first, each folder's entries sorted by name: the reference's order
+    let mut entries = vec![PathBuf::new()];
+    let mut queue = std::collections::VecDeque::from([PathBuf::new()]);
+    while let Some(rel) = queue.pop_front() {
+        let mut children: Vec<PathBuf> = std::fs::read_dir(dir.join(&rel))?
+            .map(|e| e.map(|e| rel.join(e.file_name())))
+            .collect::<std::io::Result<_>>()?;
+        children.sort();
+        for child in children {
+            let meta = std::fs::symlink_metadata(dir.join(&child))?;
+            if meta.is_dir() {
+                queue.push_back(child.clone());
+            } else if !meta.is_file() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("`{}` is a link or not a regular file", child.display()),
+                ));
+            }
+            entries.push(child);
+        }
+    }
+    let mut builder = tar::Builder::new(Vec::new());
+    for rel in entries {
+        let full = dir.join(&rel);
+        let meta = std::fs::symlink_metadata(&full)?;
+        let mut header = tar::Header::new_gnu();
+        header.set_metadata_in_mode(&meta, tar::HeaderMode::Deterministic);
+        let mut name = format!("./{}", rel.display());
+        if meta.is_dir() {
+            if !rel.as_os_str().is_empty() {
+                name.push('/');
+            }
+            append_named(&mut builder, header, &name, std::io::empty())?;
+        } else if let Some((_, bytes)) = replaced.iter().find(|(p, _)| *p == rel.as_path()) {
+            header.set_size(bytes.len() as u64);
+            append_named(&mut builder, header, &name, *bytes)?;
+        } else {
+            append_named(&mut builder, header, &name, std::fs::File::open(&full)?)?;
+        }
+    }
+    builder.into_inner()
+}
+
+/// Appends an entry under `name` exactly as given (the `tar` crate's own path setters drop a
+/// leading `./`), with a GNU long-name entry first when it does not fit the header.
+fn append_named(
+    builder: &mut tar::Builder<Vec<u8>>,
+    mut header: tar::Header,
+    name: &str,
+    data: impl std::io::Read,
+) -> std::io::Result<()> {
+    let bytes = name.as_bytes();
+    let field_len = header.as_old().name.len();
+    if bytes.len() > field_len {
+        let mut long = tar::Header::new_gnu();
+        long.set_entry_type(tar::EntryType::GNULongName);
+        long.set_size(bytes.len() as u64 + 1);
+        long.set_mode(0o644);
+        let marker = b"././@LongLink";
+        long.as_old_mut().name[..marker.len()].copy_from_slice(marker);
+        long.set_cksum();
+        let mut data = bytes.to_vec();
+        data.push(0);
+        builder.append(&long, data.as_slice())?;
+    }
+    let field = &mut header.as_old_mut().name;
+    field.fill(0);
+    let n = bytes.len().min(field_len);
+    field[..n].copy_from_slice(&bytes[..n]);
+    header.set_cksum();
+    builder.append(&header, data)
+}
+
+/// A reproducible plain tar of `dir`: entries sorted, relative to the folder (the `tar` crate
+/// normalises away a `./` prefix; readers accept both), owner 0:0, mtime 0, modes kept (so
+/// `install.sh` stays executable), symlinks kept as symlinks. Each `(relative path, bytes)` of
+/// `replaced` is packed with those bytes instead of the file's (a Template's completed
+/// metadata file).
+///
+/// # Errors
+/// Reading the folder.
+pub fn tar_folder(
+    dir: &std::path::Path,
+    replaced: &[(&std::path::Path, &[u8])],
+) -> std::io::Result<Vec<u8>> {
+    use std::path::PathBuf;
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.mode(tar::HeaderMode::Deterministic);
+    builder.follow_symlinks(false);
+    let mut stack = vec![PathBuf::new()];
+    let mut entries = Vec::new();
+    while let Some(rel) = stack.pop() {
+        let mut children: Vec<_> = std::fs::read_dir(dir.join(&rel))?
+            .map(|e| e.map(|e| rel.join(e.file_name())))
+            .collect::<std::io::Result<_>>()?;
+        children.sort();
+        for c in children.into_iter().rev() {
+            let meta = std::fs::symlink_metadata(dir.join(&c))?;
+            if meta.is_dir() {
+                stack.push(c.clone());
+            }
+            entries.push(c);
+        }
+    }
+    entries.sort();
+    for rel in entries {
+        match replaced.iter().find(|(path, _)| *path == rel.as_path()) {
+            Some((_, bytes)) => {
+                let mut header = tar::Header::new_gnu();
+                header.set_size(bytes.len() as u64);
+                header.set_mode(0o644);
+                header.set_mtime(0);
+                header.set_uid(0);
+                header.set_gid(0);
+                header.set_entry_type(tar::EntryType::Regular);
+                builder.append_data(&mut header, &rel, *bytes)?;
+            }
+            None => builder.append_path_with_name(dir.join(&rel), &rel)?,
+        }
+    }
+    builder.into_inner()
+}

@@ -163,6 +163,14 @@ pub enum OpsError {
     /// Packaging or publishing Features failed.
     #[error(transparent)]
     Publish(#[from] crate::features::publish::PublishError),
+    /// `generate-docs` could not read the project folder or write a `README.md`.
+    #[error("cannot generate docs in `{}`: {reason}", path.display())]
+    GenerateDocs {
+        /// The folder or item involved.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The egress channel (`--network allowlist`) could not be set up: a bad entry, the
     /// forwarder, the socket folder or the host-side proxy.
     #[error(transparent)]
@@ -394,12 +402,14 @@ impl OpsError {
             OpsError::Publish(_) | OpsError::Fetch(_) | OpsError::Build(_) => {
                 ErrorCode::BuildFailed
             }
+            OpsError::GenerateDocs { .. } => ErrorCode::ConfigInvalid,
             OpsError::Template(e) => match e {
                 crate::templates::TemplateError::InvalidFlag { .. }
                 | crate::templates::TemplateError::InvalidOption { .. } => {
                     ErrorCode::InvalidArgument
                 }
-                crate::templates::TemplateError::Oci { .. } => ErrorCode::BuildFailed,
+                crate::templates::TemplateError::Oci { .. }
+                | crate::templates::TemplateError::Push { .. } => ErrorCode::BuildFailed,
                 _ => ErrorCode::ConfigInvalid,
             },
             OpsError::Runtime { .. } => ErrorCode::Internal,
@@ -532,7 +542,7 @@ impl Hint for OpsError {
             OpsError::NoSuchContainer { workspace: None, .. } => {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
-            OpsError::Publish(_) | OpsError::Runtime { .. } => None,
+            OpsError::Publish(_) | OpsError::Runtime { .. } | OpsError::GenerateDocs { .. } => None,
             OpsError::InvalidLimit { .. } => Some(
                 "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
             ),

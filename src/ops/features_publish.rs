@@ -65,7 +65,7 @@ pub fn package_features(options: &PackageOptions) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Options of `devcell features publish`.
+/// Options of `devcell features publish` and `devcell templates publish`.
 #[derive(Debug, Clone, Default)]
 pub struct PublishOptions {
     /// A Feature folder or a collection folder.
@@ -82,6 +82,20 @@ pub struct PublishOptions {
     pub extra_ca_certificates: Vec<PathBuf>,
     /// Docker config file with credentials (default `~/.docker/config.json`).
     pub docker_config: Option<PathBuf>,
+}
+
+/// The registry client a publish uses: the flags' registry settings (no mirrors: a publish
+/// goes to the registry named).
+pub(crate) fn publish_registry(
+    options: &PublishOptions,
+) -> std::result::Result<Registry, crate::oci::OciError> {
+    Registry::new(RegistryOptions {
+        insecure_registries: options.insecure_registries.clone(),
+        secure_registries: options.secure_registries.clone(),
+        extra_ca_certificates: options.extra_ca_certificates.clone(),
+        docker_config: options.docker_config.clone(),
+        ..RegistryOptions::default()
+    })
 }
 
 /// Publishes Features; returns the reference CLI's JSON shape
@@ -102,14 +116,7 @@ pub async fn publish_features_with(
     options: &PublishOptions,
     reporter: &dyn crate::progress::Reporter,
 ) -> Result<serde_json::Value> {
-    let registry = Registry::new(RegistryOptions {
-        insecure_registries: options.insecure_registries.clone(),
-        secure_registries: options.secure_registries.clone(),
-        extra_ca_certificates: options.extra_ca_certificates.clone(),
-        docker_config: options.docker_config.clone(),
-        ..RegistryOptions::default()
-    })
-    .map_err(|source| publish::PublishError::Registry {
+    let registry = publish_registry(options).map_err(|source| publish::PublishError::Registry {
         reference: options.registry.clone(),
         source,
     })?;

@@ -31,6 +31,7 @@ pub mod exec;
 pub mod executor;
 pub mod features_info;
 pub mod features_publish;
+pub mod generate_docs;
 pub mod hooks;
 pub mod image;
 pub mod image_files;

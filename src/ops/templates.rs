@@ -127,3 +127,29 @@ pub async fn templates_metadata(
             reason: format!("it has no `{}`", crate::templates::TEMPLATE_FILE),
         })?)
 }
+
+/// Packages every Template under `options.target` and publishes each to
+/// `<registry>/<namespace>/<id>`, then the collection metadata (spec-note 0643). Nothing is
+/// pushed when a Template is invalid.
+///
+/// Errors: [`OpsError::Template`](crate::ops::OpsError::Template): an invalid Template
+/// (named), a registry failure.
+pub async fn templates_publish(
+    options: &super::features_publish::PublishOptions,
+    reporter: &dyn Reporter,
+) -> Result<crate::templates::publish::Published> {
+    let registry = super::features_publish::publish_registry(options).map_err(|source| {
+        TemplateError::Push {
+            reference: options.registry.clone(),
+            source,
+        }
+    })?;
+    Ok(crate::templates::publish::publish(
+        &registry,
+        &options.target,
+        &options.registry,
+        options.namespace.trim_matches('/'),
+        reporter,
+    )
+    .await?)
+}

@@ -215,7 +215,7 @@ fn omitted(rel: &str, omit_paths: &[String]) -> bool {
 
 /// Whether a path component names git's own folder or file: `.git`, in any case and with
 /// trailing dots or spaces (which case-insensitive or Windows-like file systems fold away).
-fn is_git_name(component: &std::ffi::OsStr) -> bool {
+pub(crate) fn is_git_name(component: &std::ffi::OsStr) -> bool {
     component
         .to_string_lossy()
         .trim_end_matches(['.', ' '])

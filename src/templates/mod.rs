@@ -6,6 +6,8 @@
 //!   Features use: the same cache, `--offline`, mirrors and tag revalidation.
 //! - [`options`]: `--template-args` checked against the Template's option schema, defaults
 //!   filled in, and `${templateOption:NAME}` substituted (spec-note 0640).
+//! - [`publish`]: a collection packaged and pushed as the reference CLI does, with its
+//!   metadata completed (spec-note 0643).
 //! - [`apply`]: the archive extracted into a private staging folder, the omitted paths left out,
 //!   and each remaining file written into the workspace folder and only there: no `..`, no
 //!   absolute path, no link from the archive, and no link already in the workspace is
@@ -17,6 +19,7 @@
 pub mod apply;
 pub mod fetch;
 pub mod options;
+pub mod publish;
 
 use std::path::PathBuf;
 
@@ -94,6 +97,23 @@ pub enum TemplateError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// A Template folder cannot be packaged (`templates publish`).
+    #[error("invalid Template at `{}`: {reason}", path.display())]
+    InvalidTemplate {
+        /// The Template folder or file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Pushing to the registry failed (`templates publish`).
+    #[error("cannot publish `{reference}`")]
+    Push {
+        /// The repository.
+        reference: String,
+        /// The cause.
+        #[source]
+        source: OciError,
     },
     /// The Template's devcontainer.json cannot take the `--features` (not a JSONC object).
     #[error("cannot add Features to `{}`: {reason}", path.display())]

@@ -1,8 +1,12 @@
-//! `devcell templates apply` and `devcell templates metadata`.
+//! `devcell templates apply|publish|metadata|generate-docs`, and `devcell features
+//! generate-docs` (the same pages for Features).
 
 use std::process::ExitCode;
 
-use crate::cli::args::{FeatureFetchArgs, TemplatesApplyArgs, TemplatesMetadataArgs};
+use crate::cli::args::{
+    FeatureFetchArgs, FeaturesGenerateDocsArgs, GithubLinkArgs, TemplatesApplyArgs,
+    TemplatesGenerateDocsArgs, TemplatesMetadataArgs, TemplatesPublishArgs,
+};
 use crate::cli::commands::with_progress;
 use crate::cli::output;
 use crate::ops::templates::{
@@ -55,4 +59,68 @@ pub fn metadata(args: TemplatesMetadataArgs) -> anyhow::Result<ExitCode> {
             Err(e.into())
         }
     }
+}
+
+/// Runs `templates publish`: one JSON line `{"<id>": {"publishedTags", "digest", "version"}}`
+/// (`{}` for a version already published); skipped folders are warned about on stderr.
+pub fn publish(args: TemplatesPublishArgs) -> anyhow::Result<ExitCode> {
+    let opts = crate::ops::features_publish::PublishOptions {
+        target: args.target,
+        registry: args.registry,
+        namespace: args.namespace,
+        insecure_registries: args.insecure_registries,
+        secure_registries: args.secure_registries,
+        extra_ca_certificates: args.extra_ca_certificates,
+        docker_config: args.docker_config,
+    };
+    let published = with_progress(|reporter| async move {
+        crate::ops::templates::templates_publish(&opts, &*reporter).await
+    })??;
+    for warning in &published.warnings {
+        output::warning(warning);
+    }
+    output::json(&serde_json::to_value(&published.outcomes).unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn repo_link(link: GithubLinkArgs) -> crate::ops::generate_docs::RepoLink {
+    crate::ops::generate_docs::RepoLink {
+        owner: link.github_owner,
+        repo: link.github_repo,
+    }
+}
+
+fn run_generate_docs(
+    opts: crate::ops::generate_docs::GenerateDocsOptions,
+) -> anyhow::Result<ExitCode> {
+    let generated = crate::ops::generate_docs::generate_docs(&opts)?;
+    for warning in &generated.warnings {
+        output::warning(warning);
+    }
+    for path in &generated.written {
+        output::stderr_line(&format!("wrote {}", path.display()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `templates generate-docs`: writes the pages, names them on stderr; no stdout (as the
+/// reference CLI).
+pub fn generate_docs(args: TemplatesGenerateDocsArgs) -> anyhow::Result<ExitCode> {
+    run_generate_docs(crate::ops::generate_docs::GenerateDocsOptions {
+        project_folder: args.project_folder,
+        kind: crate::ops::generate_docs::DocsKind::Template,
+        link: repo_link(args.link),
+    })
+}
+
+/// Runs `features generate-docs`: as [`generate_docs`], for Features.
+pub fn features_generate_docs(args: FeaturesGenerateDocsArgs) -> anyhow::Result<ExitCode> {
+    run_generate_docs(crate::ops::generate_docs::GenerateDocsOptions {
+        project_folder: args.project_folder,
+        kind: crate::ops::generate_docs::DocsKind::Feature {
+            registry: args.registry,
+            namespace: args.namespace,
+        },
+        link: repo_link(args.link),
+    })
 }
