@@ -6,7 +6,13 @@ use std::path::Path;
 
 use crate::handoff::envelope::ErrorCode;
 use crate::handoff::state::StateStore;
-use crate::mail::{Bounds, GroupName, MailError, Mediator, Policy};
+use crate::mail::{Bounds, GroupName, MailError, Policy};
+
+/// The mediator's types the terminal (`devcell mail`) names, re-exported here because the
+/// `cli` layer reaches `mail` only through the agent product (tests/layering.rs).
+pub use crate::mail::{
+    Draft, Mediator, MessageId, MessageType, MessageView, Receipt, Recipients, TaskName,
+};
 use crate::ops::OpsError;
 use crate::settings::MailSettings;
 

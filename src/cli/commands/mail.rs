@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use crate::cli::args::{MailCommand, MailGroupArgs};
 use crate::cli::commands::{Extras, finish, folder};
 use crate::handoff::mail_host;
-use crate::mail::{
+use crate::handoff::mail_host::{
     Draft, Mediator, MessageId, MessageType, MessageView, Receipt, Recipients, TaskName,
 };
 use crate::ops::OpsError;
