@@ -125,7 +125,6 @@ fn three_clone_tasks_talk_through_the_mediator_only() {
         .unwrap();
     let repo = source_repo(at.path(), &target);
 
-
     // the three handoffs in parallel; the host user forwards the held handoff meanwhile
     let (results, forwarded) = std::thread::scope(|s| {
         let handles: Vec<_> = [("a", "ta"), ("b", "tb"), ("c", "tc")]
