@@ -132,6 +132,10 @@ pub struct StatusResult {
     /// ahead/behind counted in the repository.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<crate::handoff::session::TaskFetch>,
+    /// The mail of this repository's tasks that have any waiting or held (issue 30,
+    /// spec-note 0531): unacknowledged and held counts per task.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mail: Vec<crate::handoff::task::mail::TaskMail>,
 }
 
 impl StatusResult {
@@ -248,6 +252,7 @@ pub async fn status_with(
         egress,
         warnings,
         tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
+        mail: crate::handoff::task::mail::statuses(&ws.root, store.root()),
     })
 }
 

@@ -51,6 +51,13 @@ fn render(r: &StatusResult) -> String {
             t.ref_name
         );
     }
+    for m in &r.mail {
+        let _ = writeln!(
+            s,
+            "mail {}: {} unacknowledged, {} held for you ({} escalated; `devcell mail list`)",
+            m.task, m.unacknowledged, m.held, m.escalated
+        );
+    }
     match &r.container {
         Some(c) => {
             let _ = writeln!(
