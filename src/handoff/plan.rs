@@ -66,6 +66,9 @@ pub struct HandoffOptions {
     /// Set by the clone task runner ([`crate::handoff::task::run`]): the workspace folder is
     /// the task's clone, whose own `.git` the container gets (no container git directory).
     pub sandbox: Option<crate::handoff::context::Sandbox>,
+    /// `--environment FILE`, `--allow-drift`, `--environment-out` (spec-note 0520); its
+    /// `store` is unused: a handoff keeps its record in its own state folder.
+    pub environment: crate::ops::environment::EnvironmentRequest,
 }
 
 impl HandoffOptions {
