@@ -207,6 +207,9 @@ pub struct HandoffArgs {
     /// Resource limits.
     #[command(flatten)]
     pub limits: ResourceLimitArgs,
+    /// The environment record, as for `up` (spec-note 0520).
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
@@ -999,7 +1002,7 @@ pub struct HookArgs {
     pub dotfiles: DotfilesArgs,
 }
 
-/// The environment record flags of `up` and `build` (spec-note 0520).
+/// The environment record flags of `up`, `build` and `handoff` (spec-note 0520).
 #[derive(Debug, Clone, Args)]
 pub struct EnvironmentArgs {
     /// Write the environment record (configuration hashes, base image and Feature digests,

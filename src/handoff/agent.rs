@@ -117,9 +117,11 @@ pub async fn handoff_with(
     let mut stop = stop;
     let p = h.prepare(&mut stop).await?;
     let (up_opts, judged) = h.judge(&p, &mut stop).await?;
+    let drift = super::environment::check(engine, opts, &up_opts, p.network, reporter).await?;
     let compose = matches!(judged, Judged::Compose(_));
     h.report_plan(&p, compose);
     let (mut live, mut log) = h.begin_session(&p).await?;
+    live.warnings.extend(drift);
     h.refresh_container_gits(&p, &mut live)?;
     let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
     let recorded = h

@@ -3,7 +3,7 @@
 //! the session state ([`state`]), the workspace's [`repository`] inspection, each repository's
 //! [`container_git`] directory and [`git_identity`], the workspace stopped after the agent
 //! ([`quiesce`]), the context file and `AGENTS.md`
-//! ([`context`], [`agents_md`]), the JSON [`envelope`], and the product's own commands
+//! ([`context`], [`agents_md`]), the environment record's check ([`environment`]), the JSON [`envelope`], and the product's own commands
 //! ([`status`], [`delete`], [`doctor`], [`prune`], [`audit`]). Library code never prints:
 //! results are values, progress goes to a `progress::Reporter`.
 
@@ -16,6 +16,7 @@ pub mod delete;
 pub mod doctor;
 pub mod door;
 pub mod envelope;
+pub mod environment;
 pub mod git_identity;
 pub mod host;
 pub mod mail_host;

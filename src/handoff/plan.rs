@@ -69,6 +69,9 @@ pub struct HandoffOptions {
     /// Set by the clone task runner: the mail channel's read-only binds (`devcell-mail` and the
     /// task's socket folder; spec-note 0531).
     pub mail: Option<crate::handoff::door::ContainerDoor>,
+    /// `--environment FILE`, `--allow-drift`, `--environment-out` (spec-note 0520); its
+    /// `store` is unused: a handoff keeps its record in its own state folder.
+    pub environment: crate::ops::environment::EnvironmentRequest,
 }
 
 impl HandoffOptions {

@@ -324,6 +324,20 @@ fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouch
 
     // the container saw the clone only: nothing of the user's repository, worktree or mirror
     let clone = host.clone_of("t1");
+    // the task's environment record is kept as its clone's (spec-note 0520)
+    let shown = support::devcell()
+        .env("DEVCELL_STATE_DIR", host.state())
+        .args(["env", "show", "--format", "json", "--workspace-folder"])
+        .arg(&clone)
+        .output()
+        .unwrap();
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert_eq!(envelope(&shown)["result"]["command"], "handoff");
     // nor the host's identity in the clone's reflogs (git's default names the host account and
     // host name when devcell made the clone)
     let host_name = std::fs::read_to_string("/etc/hostname").unwrap_or_default();

@@ -2150,3 +2150,84 @@ fn a_handoff_keeps_its_environment_record_in_its_session() {
     ]);
     assert_eq!(code, Some(11), "{gone}");
 }
+
+#[test]
+fn a_handoff_recreates_its_recorded_environment_and_refuses_drift_before_a_session() {
+    let test = "a_handoff_recreates_its_recorded_environment_and_refuses_drift";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(
+        hostgit_image(),
+        r#"{"image": "IMAGE", "remoteUser": "nobody"}"#,
+        None,
+    );
+    let records = tempfile::tempdir().unwrap();
+    let record = records.path().join("env.json");
+    let record_arg = record.to_str().unwrap();
+
+    // 1. `--environment-out`: the session's record, written for CI.
+    let out = env.handoff("ref0", &["--environment-out", record_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert_eq!(written["command"], "handoff", "{written}");
+    assert_eq!(written["security"]["network"], "none");
+    let sessions = |env: &Env| {
+        let (_, st) = env.json(&[
+            "status",
+            "--workspace-folder",
+            &env.ws_str(),
+            "--format",
+            "json",
+        ]);
+        st["result"]["sessions"].as_array().unwrap().len()
+    };
+    assert_eq!(sessions(&env), 1);
+
+    // 2. The same inputs: a handoff without a drift warning.
+    let out = env.handoff("ref0", &["--environment", record_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("drift"), "{}", stderr(&out));
+    assert_eq!(sessions(&env), 2);
+
+    // 3. A changed configuration or network: refused (18), each named, no session begun.
+    std::fs::write(
+        env.ws.join("api/.devcontainer/devcontainer.json"),
+        hostgit_image_config(),
+    )
+    .unwrap();
+    let out = env.handoff(
+        "ref0",
+        &["--environment", record_arg, "--network", "default"],
+    );
+    assert_eq!(out.status.code(), Some(18), "{}", stderr(&out));
+    let refused = envelope(&out);
+    let fields: Vec<&str> = refused["error"]["details"]["differences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{refused}"))
+        .iter()
+        .filter_map(|d| d["field"].as_str())
+        .collect();
+    assert!(fields.contains(&"configuration.configuration"), "{refused}");
+    assert!(fields.contains(&"security.network"), "{refused}");
+    assert_eq!(sessions(&env), 2, "nothing was begun");
+
+    // 4. `--allow-drift`: the handoff goes on, each difference a warning.
+    let out = env.handoff("ref0", &["--environment", record_arg, "--allow-drift"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let done = envelope(&out);
+    assert!(
+        done["warnings"]
+            .to_string()
+            .contains("environment drift (allowed)"),
+        "{done}"
+    );
+}
+
+/// The handoff configuration with a `verify` command added (a changed configuration).
+fn hostgit_image_config() -> String {
+    format!(
+        r#"{{"image": "{}", "remoteUser": "nobody", "customizations": {{"devcell": {{"verify": ["true"]}}}}}}"#,
+        hostgit_image()
+    )
+}

@@ -8,7 +8,7 @@ use futures_util::StreamExt as _;
 
 use crate::cli::args::{Format, HandoffArgs};
 use crate::cli::commands::{
-    Extras, exit, failure, finish, folder, runtime_own_signals, terminal_sizes,
+    Extras, environment_request, exit, failure, finish, folder, runtime_own_signals, terminal_sizes,
 };
 use crate::cli::output::{self, StderrReporter};
 use crate::handoff::agent::handoff;
@@ -22,7 +22,10 @@ use crate::ops::{LockfileMode, OpsError};
 /// Runs `handoff`: with `--plan` the plan only; else the handoff, the agent's output streamed
 /// (stdout, or stderr under `--format json`) and devcell's exit code the agent's.
 pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
-    let opts = match options(&args) {
+    let opts = match options(&args).and_then(|o| {
+        crate::handoff::environment::refuse_on_host(&o)?;
+        Ok(o)
+    }) {
         Ok(o) => o,
         Err(e) => {
             return Ok(finish(
@@ -99,6 +102,10 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             });
         }
     };
+    let mut r = r;
+    if let Some(warning) = write_environment_out(&args, &r) {
+        r.warnings.push(warning);
+    }
     report_end(&r, json);
     Ok(exit(r.process_exit_code()))
 }
@@ -274,6 +281,33 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         base: args.base.clone(),
         sandbox: None,
         mail: None,
+        environment: environment_request(&args.environment)?,
+    })
+}
+
+/// `--environment-out FILE`: the session's record written there; `Some` warning when it could
+/// not be (the agent has run: its result stands).
+fn write_environment_out(
+    args: &HandoffArgs,
+    r: &crate::handoff::session::HandoffResult,
+) -> Option<String> {
+    let path = args.environment.environment_out.as_ref()?;
+    let written = r
+        .session
+        .environment
+        .as_deref()
+        .ok_or_else(|| "the session has no environment record".to_string())
+        .and_then(|hash| {
+            let store = crate::ops::environment::EnvironmentStore::open_default()
+                .ok_or_else(|| "no state folder".to_string())?;
+            let record = store.load(hash).map_err(|e| e.to_string())?;
+            crate::ops::environment::write_record(path, &record).map_err(|e| e.to_string())
+        });
+    written.err().map(|why| {
+        format!(
+            "`--environment-out {}` was not written: {why}",
+            path.display()
+        )
     })
 }
 

@@ -118,10 +118,13 @@ impl Handoff<'_> {
         )
         .await;
         match environment {
-            Ok(hash) => live
-                .store
-                .set_environment(&live.root, &live.id, &hash)
-                .map_err(|e| live.fail(e.into()))?,
+            Ok(hash) => {
+                live.store
+                    .set_environment(&live.root, &live.id, &hash)
+                    .map_err(|e| live.fail(e.into()))?;
+                let differs = crate::handoff::environment::outcome(self.opts, &environments, &hash);
+                live.warnings.extend(differs);
+            }
             // `env show` then says there is none; the handoff goes on unchanged
             Err(message) => tracing::debug!("{message}"),
         }
