@@ -1,24 +1,44 @@
-//! Builds devcell's egress forwarder (`src/egress/forwarder_main.rs`, std only) as a static
-//! executable for the target, embedded by `egress::channel` with `include_bytes!`: it must run
-//! inside any image (busybox, glibc, musl) without a loader or libraries.
+//! Builds devcell's two in-container executables, std only, as static executables for the
+//! target, embedded with `include_bytes!`: they must run inside any image (busybox, glibc, musl)
+//! without a loader or libraries.
+//! - the egress forwarder (`src/egress/forwarder_main.rs`, embedded by `egress::channel`);
+//! - `devcell-mail`, the mail channel's dumb pipe (`src/handoff/door/client_main.rs` with its
+//!   `frame.rs`, embedded by `handoff::door::channel`).
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = "src/egress/forwarder_main.rs";
-    println!("cargo:rerun-if-changed={src}");
     println!("cargo:rerun-if-changed=build.rs");
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
-        .join("devcell-egress-forwarder");
+    static_bin(
+        "src/egress/forwarder_main.rs",
+        &[],
+        "devcell_egress_forwarder",
+        "devcell-egress-forwarder",
+    );
+    static_bin(
+        "src/handoff/door/client_main.rs",
+        &["src/handoff/door/frame.rs"],
+        "devcell_mail",
+        "devcell-mail",
+    );
+}
+
+/// Compiles the std-only crate rooted at `src` (its modules `deps`) into `$OUT_DIR/out`.
+fn static_bin(src: &str, deps: &[&str], crate_name: &str, out: &str) {
+    println!("cargo:rerun-if-changed={src}");
+    for dep in deps {
+        println!("cargo:rerun-if-changed={dep}");
+    }
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join(out);
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let target = env::var("TARGET").expect("cargo sets TARGET");
     let status = Command::new(&rustc)
         .args([
             "--edition=2024",
             "--crate-type=bin",
-            "--crate-name=devcell_egress_forwarder",
+            &format!("--crate-name={crate_name}"),
             "--target",
             &target,
             "-C",
@@ -36,6 +56,6 @@ fn main() {
         .arg(&out)
         .arg(src)
         .status()
-        .expect("rustc runs for the egress forwarder");
-    assert!(status.success(), "building the egress forwarder failed");
+        .unwrap_or_else(|e| panic!("rustc runs for {crate_name}: {e}"));
+    assert!(status.success(), "building {crate_name} failed");
 }

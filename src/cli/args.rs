@@ -323,6 +323,9 @@ pub struct VerifyArgs {
     /// Run this environment record's `verify` commands instead of the configuration's.
     #[arg(long, value_name = "FILE")]
     pub environment: Option<PathBuf>,
+    /// Stop a command that runs longer than this many seconds (it then fails, exit code 124).
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::ops::verify::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
     /// devcontainer.json path (default: discovered in the workspace).
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -95,6 +95,9 @@ pub fn render(context: &HandoffContext) -> String {
              changes and other branches stay here.\n",
             sb.task, sb.branch, sb.base, sb.branch, sb.fetched_ref
         );
+        if let Some(mail) = &sb.mail {
+            let _ = writeln!(s, "## Other tasks\n\n{mail}\n");
+        }
     }
     let _ = writeln!(s, "## Definition of done\n");
     if context.verification.is_empty() {

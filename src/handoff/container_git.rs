@@ -745,22 +745,18 @@ impl ContainerGitDir {
 /// Refs as `(name, object)` pairs.
 pub(crate) type RefList = Vec<(String, String)>;
 
-/// Brings the refs `refs` (name → object) of the untrusted git directory `source` into the host
-/// repository `host` without running git on `source`: its loose objects and packs are copied
-/// as data ([`copy_objects`], no link followed) into a fresh bare repository devcell makes
-/// (borrowing the host's objects), the refs are set there (git refuses a missing object), and
-/// the host fetches `refspec` from it with `transfer.fsckObjects`. Shared by the container git
-/// directory's fetch-back and the clone task's fetch (spec-notes 0436, 0437). Returns the refs
-/// imported and the ones refused (their object missing or invalid).
+/// A fresh bare repository devcell makes in a temporary folder (removed with the returned
+/// guard), borrowing the host's objects, holding a copy *as data* of the loose objects and
+/// packs of the untrusted git directory `source` ([`copy_objects`], no link followed): git may
+/// run there without reading anything `source` configures. Returns the guard and the
+/// repository's path.
 ///
-/// Errors: files that cannot be read or written, a failing host `git fetch`.
-pub(crate) fn import_refs(
+/// Errors: files that cannot be read or written, a failing host `git init`.
+pub(crate) fn stage_objects(
     source: &Path,
     host: &HostRepo<'_>,
     object_format: &str,
-    refs: &[(String, String)],
-    refspec: &str,
-) -> Result<(RefList, RefList)> {
+) -> Result<(tempfile::TempDir, PathBuf)> {
     use std::os::unix::fs::PermissionsExt as _;
     // outside devcell's state folder, which the repository's owner (who runs the fetch
     // when devcell is root) may not be able to reach
@@ -784,6 +780,26 @@ pub(crate) fn import_refs(
     )
     .map_err(io(&alternates))?;
     copy_objects(source, &k.join("objects"))?;
+    Ok((staging, k))
+}
+
+/// Brings the refs `refs` (name → object) of the untrusted git directory `source` into the host
+/// repository `host` without running git on `source`: its loose objects and packs are copied
+/// as data ([`copy_objects`], no link followed) into a fresh bare repository devcell makes
+/// (borrowing the host's objects), the refs are set there (git refuses a missing object), and
+/// the host fetches `refspec` from it with `transfer.fsckObjects`. Shared by the container git
+/// directory's fetch-back and the clone task's fetch (spec-notes 0436, 0437). Returns the refs
+/// imported and the ones refused (their object missing or invalid).
+///
+/// Errors: files that cannot be read or written, a failing host `git fetch`.
+pub(crate) fn import_refs(
+    source: &Path,
+    host: &HostRepo<'_>,
+    object_format: &str,
+    refs: &[(String, String)],
+    refspec: &str,
+) -> Result<(RefList, RefList)> {
+    let (_staging, k) = stage_objects(source, host, object_format)?;
     let mut imported = Vec::new();
     let mut refused = Vec::new();
     for (name, value) in refs {

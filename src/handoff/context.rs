@@ -176,8 +176,16 @@ pub struct Sandbox {
     pub base: String,
     /// The ref devcell fetches the branch into, in the user's repository.
     pub fetched_ref: String,
+    /// For a multi-repository workspace, each repository's base commit by its folder name
+    /// (every repository has its own branch `branch`; `base` is the first's). Empty otherwise.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub bases: std::collections::BTreeMap<String, String>,
     /// How results leave the sandbox, for the agent.
     pub results: String,
+    /// How to reach the other tasks of the repository (the mail channel, `devcell-mail`;
+    /// spec-note 0531), for the agent; absent when the handoff has no channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<String>,
 }
 
 /// Where a handoff runs its agent (`handoff --runtime`, spec-note 0251).

@@ -12,12 +12,12 @@
 //! removed volume is gone: `verified` is true only when nothing remains.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::handoff::state::{SessionOutcome, StateStore};
+use crate::handoff::state::{SessionOutcome, StateStore, WorkspaceState};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
 use crate::progress::{Event, Reporter};
@@ -53,6 +53,10 @@ pub struct Removed {
     /// everything in them was brought back (spec-note 0436).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_git: Option<PathBuf>,
+    /// The workspace's environment records (`<state>/environments/…`) nothing else names
+    /// (spec-note 0520).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<PathBuf>,
 }
 
 /// What was deliberately kept.
@@ -70,6 +74,10 @@ pub struct Kept {
     /// could not be brought back (the reason is a warning; spec-note 0436).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_git: Option<PathBuf>,
+    /// Each session's environment record, copied next to its log (the record of the
+    /// environment its agent had outlives the workspace's state, as the log does).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<PathBuf>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -170,30 +178,82 @@ pub async fn delete_with(
     } else {
         None
     };
-    // a `.git` the agent made or changed in the workspace is named before anything goes
-    // (spec-note 0436); devcell runs no git there
-    if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
+    warn_git_identity(state.as_ref(), &root, reporter);
+    let mut removed = Removed::default();
+    let mut kept = Kept::default();
+    let mut ids = workspace_containers(engine, &labels, &root, state.as_ref()).await?;
+    let projects = compose_projects(engine, &mut ids).await?;
+    remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
+    remove_project_networks(engine, &projects, &mut removed, reporter).await?;
+    remove_container_gits(
+        &store,
+        &root,
+        state.as_ref(),
+        &mut removed,
+        &mut kept,
+        reporter,
+    )?;
+    // Environment records: each session's is copied next to its log, then the workspace's go.
+    let forgotten = forget_environments(&store, &root, state.as_ref())?;
+    removed.environments = forgotten.removed;
+    kept.environments = forgotten.copies;
+    forget_state(&store, &root, state.as_ref(), &mut removed, &mut kept)?;
+    keep_folders(&root, &mut kept);
+    let remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
+    let verified = remaining == Remaining::default();
+    Ok(DeleteResult {
+        workspace: root.clone(),
+        label: format!("{LOCAL_FOLDER_LABEL}={}", root.display()),
+        removed,
+        kept,
+        remaining,
+        verified,
+    })
+}
+
+/// A `.git` the agent made or changed in the workspace is named before anything goes
+/// (spec-note 0436); devcell runs no git there.
+fn warn_git_identity(state: Option<&WorkspaceState>, root: &Path, reporter: &dyn Reporter) {
+    if let Some(before) = state.and_then(|s| s.git_identity.as_ref()) {
         for (code, message) in crate::handoff::git_identity::compare(
             before,
-            &crate::handoff::git_identity::record(&root),
+            &crate::handoff::git_identity::record(root),
         ) {
             reporter.report(Event::Status(format!("warning ({code}): {message}")));
         }
     }
-    let mut removed = Removed::default();
+}
 
-    // Only containers that bind the workspace are its own: one claiming its labels without
-    // the bind is neither removed nor counted as left behind (spec-note 0421).
-    let bound = |found| {
-        crate::security::identity::bound_to_workspace(engine, found, std::slice::from_ref(&root))
-    };
-    let mut ids: Vec<String> = bound(engine.find_containers(&labels).await?)
-        .await?
-        .0
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    if let Some(id) = state.as_ref().and_then(|s| s.container_id.clone())
+/// The ids of the containers with `labels` that bind the workspace `root`. Only containers
+/// that bind the workspace are its own: one claiming its labels without the bind is neither
+/// removed nor counted as left behind (spec-note 0421).
+async fn bound_containers(
+    engine: &dyn Engine,
+    labels: &BTreeMap<String, String>,
+    root: &Path,
+) -> Result<Vec<String>> {
+    let found = engine.find_containers(labels).await?;
+    let roots = [root.to_path_buf()];
+    Ok(
+        crate::security::identity::bound_to_workspace(engine, found, &roots)
+            .await?
+            .0
+            .into_iter()
+            .map(|c| c.id)
+            .collect(),
+    )
+}
+
+/// The workspace's containers: those that bind it, and the one its state records (when it
+/// still carries the workspace's label).
+async fn workspace_containers(
+    engine: &dyn Engine,
+    labels: &BTreeMap<String, String>,
+    root: &Path,
+    state: Option<&WorkspaceState>,
+) -> Result<Vec<String>> {
+    let mut ids = bound_containers(engine, labels, root).await?;
+    if let Some(id) = state.and_then(|s| s.container_id.clone())
         && !ids
             .iter()
             .any(|i| i.starts_with(&id) || id.starts_with(i.as_str()))
@@ -202,8 +262,12 @@ pub async fn delete_with(
     {
         ids.push(info.id);
     }
-    // A Compose workspace's sidecars go with its primary container (issue 14 item 5), and
-    // its project's networks after them.
+    Ok(ids)
+}
+
+/// A Compose workspace's sidecars go with its primary container (issue 14 item 5), added to
+/// `ids`; returns the projects, whose networks go after them.
+async fn compose_projects(engine: &dyn Engine, ids: &mut Vec<String>) -> Result<Vec<String>> {
     let mut projects: Vec<String> = Vec::new();
     for id in ids.clone() {
         if let Some(info) = engine.inspect_container(&id).await? {
@@ -219,8 +283,20 @@ pub async fn delete_with(
             }
         }
     }
+    Ok(projects)
+}
+
+/// Each container stopped and removed with its egress proxy, then the devcell-owned volumes
+/// (its `devcell-` named volumes and those with the workspace's label).
+async fn remove_containers(
+    engine: &dyn Engine,
+    ids: &[String],
+    labels: &BTreeMap<String, String>,
+    removed: &mut Removed,
+    reporter: &dyn Reporter,
+) -> Result<()> {
     let mut named_volumes = Vec::new();
-    for id in &ids {
+    for id in ids {
         if let Some(info) = engine.inspect_container(id).await? {
             for m in info.mounts.iter().filter(|m| m.kind == "volume") {
                 if let Some(name) = &m.name {
@@ -251,7 +327,7 @@ pub async fn delete_with(
             &id[..id.len().min(12)]
         ));
     }
-    for name in engine.find_volumes(&labels).await? {
+    for name in engine.find_volumes(labels).await? {
         if !named_volumes.contains(&name) {
             named_volumes.push(name.clone());
         }
@@ -263,10 +339,19 @@ pub async fn delete_with(
         reporter.report(Event::Status(format!("removing volume {name}")));
         engine.remove_volume(name).await?;
     }
-    // The project's networks (`<project>_default` and the files' own; external ones carry no
-    // project label). Its named volumes are the repository's data and stay, as under
-    // `docker compose down` (spec-note 0606).
-    for project in &projects {
+    Ok(())
+}
+
+/// The project's networks (`<project>_default` and the files' own; external ones carry no
+/// project label). Its named volumes are the repository's data and stay, as under `docker
+/// compose down` (spec-note 0606).
+async fn remove_project_networks(
+    engine: &dyn Engine,
+    projects: &[String],
+    removed: &mut Removed,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    for project in projects {
         for name in engine.find_networks(&project_label(project)).await? {
             reporter.report(Event::Status(format!("removing network {name}")));
             engine.remove_network(&name).await?;
@@ -274,15 +359,24 @@ pub async fn delete_with(
         }
     }
 
-    // The containers are gone, so nothing writes the container git directories any more:
-    // what the agent committed and no handoff brought back comes back now, and devcell's copy
-    // goes only when nothing is left in it (spec-note 0436).
-    let mut kept = Kept::default();
+    Ok(())
+}
+
+/// The containers are gone, so nothing writes the container git directories any more: what
+/// the agent committed and no handoff brought back comes back now, and devcell's copy goes
+/// only when nothing is left in it (spec-note 0436).
+fn remove_container_gits(
+    store: &StateStore,
+    root: &Path,
+    state: Option<&WorkspaceState>,
+    removed: &mut Removed,
+    kept: &mut Kept,
+    reporter: &dyn Reporter,
+) -> Result<()> {
     let session = state
-        .as_ref()
         .and_then(|s| s.sessions.last())
         .map_or_else(|| "delete".to_string(), |s| s.id.clone());
-    match fetch_back_before_removal(&store, &root, &session, reporter) {
+    match fetch_back_before_removal(store, root, &session, reporter) {
         Ok(Some(slots)) => {
             reporter.report(Event::Status(format!(
                 "removing devcell's container git directories {}",
@@ -306,11 +400,21 @@ pub async fn delete_with(
         }
     }
 
-    // State: end sessions the removal cut short, then forget the workspace (logs stay).
-    if let Some(state) = &state {
+    Ok(())
+}
+
+/// State: end sessions the removal cut short, then forget the workspace (logs stay).
+fn forget_state(
+    store: &StateStore,
+    root: &Path,
+    state: Option<&WorkspaceState>,
+    removed: &mut Removed,
+    kept: &mut Kept,
+) -> Result<()> {
+    if let Some(state) = state {
         for s in state.sessions.iter().filter(|s| s.outcome.is_none()) {
             let _ = store.end_session(
-                &root,
+                root,
                 &s.id,
                 SessionOutcome::Failed {
                     code: "deleted".into(),
@@ -324,19 +428,24 @@ pub async fn delete_with(
             .map(|s| s.log.clone())
             .filter(|l| l.is_file())
             .collect();
-        let path = store.state_path(&root)?;
+        let path = store.state_path(root)?;
         store.remove_key(&state.key)?;
         removed.state = Some(path);
     }
+    Ok(())
+}
+
+/// The workspace folder and its repositories' worktrees, which `delete` never removes.
+fn keep_folders(root: &Path, kept: &mut Kept) {
     if root.is_dir() {
         use crate::handoff::repository::{Layout, RepoKind};
         let kind_of = |k: RepoKind| match k {
             RepoKind::Worktree => "worktree",
             RepoKind::Repository => "repository",
         };
-        kept.worktrees.push(root.clone());
+        kept.worktrees.push(root.to_path_buf());
         let ws = crate::handoff::repository::inspect(
-            &root,
+            root,
             &crate::handoff::repository::InspectOptions::default(),
         )
         .ok();
@@ -351,7 +460,7 @@ pub async fn delete_with(
             Layout::Plain => "plain".to_string(),
         });
         kept.folders.push(KeptFolder {
-            path: root.clone(),
+            path: root.to_path_buf(),
             kind: "workspaceFolder".into(),
             git,
         });
@@ -368,19 +477,23 @@ pub async fn delete_with(
             });
         }
     }
+}
 
-    // Verify.
+/// What is left after the removal: the workspace's containers, volumes and networks, the
+/// projects' containers and networks, and any removed volume that still exists.
+async fn remaining(
+    engine: &dyn Engine,
+    labels: &BTreeMap<String, String>,
+    root: &Path,
+    projects: &[String],
+    removed: &Removed,
+) -> Result<Remaining> {
     let mut remaining = Remaining {
-        containers: bound(engine.find_containers(&labels).await?)
-            .await?
-            .0
-            .into_iter()
-            .map(|c| c.id)
-            .collect(),
-        volumes: engine.find_volumes(&labels).await?,
-        networks: engine.find_networks(&labels).await?,
+        containers: bound_containers(engine, labels, root).await?,
+        volumes: engine.find_volumes(labels).await?,
+        networks: engine.find_networks(labels).await?,
     };
-    for project in &projects {
+    for project in projects {
         let label = project_label(project);
         for c in engine.find_containers(&label).await? {
             if !remaining.containers.contains(&c.id) {
@@ -396,15 +509,41 @@ pub async fn delete_with(
             remaining.volumes.push(name.clone());
         }
     }
-    let verified = remaining == Remaining::default();
-    Ok(DeleteResult {
-        workspace: root.clone(),
-        label: format!("{LOCAL_FOLDER_LABEL}={}", root.display()),
-        removed,
-        kept,
-        remaining,
-        verified,
-    })
+    Ok(remaining)
+}
+
+/// The workspace's environment records forgotten ([`crate::ops::environment::EnvironmentStore::forget`]):
+/// each session's record copied to `<log stem>.environment.json` beside its log, and records
+/// another workspace's session still names kept.
+///
+/// Errors: a record file could not be written or removed.
+fn forget_environments(
+    store: &StateStore,
+    root: &std::path::Path,
+    state: Option<&crate::handoff::state::WorkspaceState>,
+) -> Result<crate::ops::environment::store::Forgotten> {
+    let sessions: Vec<(String, PathBuf)> = state
+        .iter()
+        .flat_map(|s| s.sessions.iter())
+        .filter_map(|s| {
+            let hash = s.environment.clone()?;
+            Some((hash, s.log.with_extension("environment.json")))
+        })
+        .collect();
+    let own_key = state.map(|s| s.key.clone());
+    let still_named = store
+        .list()
+        .map(|(all, _)| all)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|other| Some(&other.key) != own_key.as_ref())
+        .flat_map(|other| other.sessions.into_iter().filter_map(|s| s.environment))
+        .collect();
+    crate::ops::environment::EnvironmentStore::new(store.root()).forget(
+        root,
+        &sessions,
+        &still_named,
+    )
 }
 
 /// Brings back what the workspace's container git directories (`<state>/git/<key>`) hold for

@@ -132,6 +132,34 @@ pub async fn doctor_with(
     let mut findings = Vec::new();
     let mut report = EngineReport::default();
     let mut running: HashSet<String> = HashSet::new();
+    let engine_ok = check_engine(engine, &mut report, &mut findings).await;
+    if let Some(engine) = engine_ok {
+        check_cgroups(engine, &mut report, &mut findings).await;
+        check_containers(engine, &mut running, &mut findings).await;
+        check_egress_proxies(engine, &mut findings).await;
+        check_images(engine, &mut findings).await;
+    }
+    let store = match &opts.state_root {
+        Some(r) => StateStore::new(r),
+        None => StateStore::open_default()?,
+    };
+    check_state(&store, engine_ok.is_some(), &running, &mut findings)?;
+    check_tasks(&store, &mut findings);
+    check_cache(opts, &mut findings);
+    findings.sort_by_key(|f| f.severity);
+    Ok(DoctorResult {
+        healthy: !findings.iter().any(|f| f.severity == Severity::Error),
+        engine: report,
+        findings,
+    })
+}
+
+/// Whether the engine answers (its version in `report`); returns it when it does.
+async fn check_engine<'e>(
+    engine: Option<&'e dyn Engine>,
+    report: &mut EngineReport,
+    findings: &mut Vec<Finding>,
+) -> Option<&'e dyn Engine> {
     let mut engine_ok = None;
     if let Some(engine) = engine {
         match engine.version().await {
@@ -159,177 +187,197 @@ pub async fn doctor_with(
         findings.push(unreachable("no container engine is reachable"));
     }
 
-    if let Some(engine) = engine_ok {
-        // cgroup limits
-        match engine.info_json().await {
-            Ok(info) => {
-                report.cgroup_version = info
-                    .get("CgroupVersion")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string);
-                let missing: Vec<&str> = [
-                    ("MemoryLimit", "memory"),
-                    ("PidsLimit", "pids"),
-                    ("CpuCfsQuota", "CPU"),
-                ]
-                .into_iter()
-                .filter(|(key, _)| info.get(*key).and_then(|v| v.as_bool()) != Some(true))
-                .map(|(_, name)| name)
-                .collect();
-                if missing.is_empty() {
-                    findings.push(finding(
-                        "cgroup_limits",
-                        Severity::Ok,
-                        format!(
-                            "memory, pids and CPU limits are enforced (cgroup v{})",
-                            report.cgroup_version.as_deref().unwrap_or("?")
-                        ),
-                        None,
-                    ));
-                } else {
-                    findings.push(finding(
-                        "cgroup_limits_unenforced",
-                        Severity::Error,
-                        format!(
-                            "the engine cannot enforce {} limits: `hardened` limits would be silently ignored",
-                            missing.join(", ")
-                        ),
-                        Some(NextAction::manual(
-                            "enable the missing cgroup controllers (cgroup v2: `memory pids cpu` in cgroup.subtree_control; a rootless engine needs systemd delegation) and restart the engine",
-                        )),
-                    ));
-                }
-            }
-            Err(e) => findings.push(finding(
-                "cgroup_limits_unknown",
-                Severity::Warning,
-                format!("cannot ask the engine about cgroup limits: {e}"),
-                None,
-            )),
-        }
-        // orphans and missing mounts
-        if let Ok(containers) = engine
-            .find_containers_with_label_key(LOCAL_FOLDER_LABEL)
-            .await
-        {
-            for c in containers {
-                if c.state == "running" {
-                    running.insert(c.id.clone());
-                }
-                let Some(folder) = c.labels.get(LOCAL_FOLDER_LABEL) else {
-                    continue;
-                };
-                let short = &c.id[..c.id.len().min(12)];
-                if !Path::new(folder).is_dir() {
-                    findings.push(finding(
-                        "orphaned_container",
-                        Severity::Warning,
-                        format!(
-                            "container {short} ({}) belongs to workspace `{folder}`, which no longer exists",
-                            c.state
-                        ),
-                        Some(NextAction::command(
-                            format!("remove the orphaned container {short} and its volumes"),
-                            ["docker", "rm", "-f", "-v", c.id.as_str()],
-                        )),
-                    ));
-                    continue;
-                }
-                if let Ok(Some(info)) = engine.inspect_container(&c.id).await {
-                    for m in info
-                        .mounts
-                        .iter()
-                        .filter(|m| m.kind == "bind" && !Path::new(&m.source).exists())
-                    {
-                        findings.push(finding(
-                            "missing_mount",
-                            Severity::Warning,
-                            format!(
-                                "container {short} of `{folder}` binds `{}` at `{}`, which no longer exists on the host",
-                                m.source, m.destination
-                            ),
-                            Some(NextAction::command(
-                                "recreate the workspace container",
-                                [
-                                    "devcell",
-                                    "delete",
-                                    "--workspace-folder",
-                                    folder.as_str(),
-                                ],
-                            )),
-                        ));
-                    }
-                }
-            }
-        }
-    }
+    engine_ok
+}
 
-    // egress proxies whose container is gone (spec-note 0502)
-    if let Some(engine) = engine_ok
-        && let Some(state) = crate::ops::state_folder::default_root()
-    {
-        for p in crate::ops::egress::proxies(&state) {
-            let Some(pid) = p.pid else { continue };
-            let gone = p.config.container_id.is_empty()
-                || matches!(
-                    engine.inspect_container(&p.config.container_id).await,
-                    Ok(None)
-                );
-            if gone {
-                let short = &p.config.container_id[..p.config.container_id.len().min(12)];
+/// Whether the engine enforces the memory, pids and CPU limits (its cgroup version in
+/// `report`).
+async fn check_cgroups(
+    engine: &dyn Engine,
+    report: &mut EngineReport,
+    findings: &mut Vec<Finding>,
+) {
+    match engine.info_json().await {
+        Ok(info) => {
+            report.cgroup_version = info
+                .get("CgroupVersion")
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            let missing: Vec<&str> = [
+                ("MemoryLimit", "memory"),
+                ("PidsLimit", "pids"),
+                ("CpuCfsQuota", "CPU"),
+            ]
+            .into_iter()
+            .filter(|(key, _)| info.get(*key).and_then(|v| v.as_bool()) != Some(true))
+            .map(|(_, name)| name)
+            .collect();
+            if missing.is_empty() {
                 findings.push(finding(
-                    "orphaned_egress_proxy",
-                    Severity::Warning,
+                    "cgroup_limits",
+                    Severity::Ok,
                     format!(
-                        "egress proxy {pid} (`{}`) serves container {short}, which no longer exists",
-                        p.folder.display()
+                        "memory, pids and CPU limits are enforced (cgroup v{})",
+                        report.cgroup_version.as_deref().unwrap_or("?")
                     ),
-                    Some(NextAction::command(
-                        format!("stop the orphaned egress proxy {pid}"),
-                        ["kill".to_string(), pid.to_string()],
+                    None,
+                ));
+            } else {
+                findings.push(finding(
+                    "cgroup_limits_unenforced",
+                    Severity::Error,
+                    format!(
+                        "the engine cannot enforce {} limits: `hardened` limits would be silently ignored",
+                        missing.join(", ")
+                    ),
+                    Some(NextAction::manual(
+                        "enable the missing cgroup controllers (cgroup v2: `memory pids cpu` in cgroup.subtree_control; a rootless engine needs systemd delegation) and restart the engine",
                     )),
                 ));
             }
         }
+        Err(e) => findings.push(finding(
+            "cgroup_limits_unknown",
+            Severity::Warning,
+            format!("cannot ask the engine about cgroup limits: {e}"),
+            None,
+        )),
     }
+}
 
-    // devcell-built images no container uses (spec-note 0272)
-    if let Some(engine) = engine_ok {
-        match crate::handoff::prune::devcell_images(engine).await {
-            Ok(images) => {
-                for image in images.iter().filter(|i| i.used_by.is_empty()) {
+/// Containers of workspaces that no longer exist, and binds whose host source is gone;
+/// `running` gets the ids of the running ones.
+async fn check_containers(
+    engine: &dyn Engine,
+    running: &mut HashSet<String>,
+    findings: &mut Vec<Finding>,
+) {
+    if let Ok(containers) = engine
+        .find_containers_with_label_key(LOCAL_FOLDER_LABEL)
+        .await
+    {
+        for c in containers {
+            if c.state == "running" {
+                running.insert(c.id.clone());
+            }
+            let Some(folder) = c.labels.get(LOCAL_FOLDER_LABEL) else {
+                continue;
+            };
+            let short = &c.id[..c.id.len().min(12)];
+            if !Path::new(folder).is_dir() {
+                findings.push(finding(
+                    "orphaned_container",
+                    Severity::Warning,
+                    format!(
+                        "container {short} ({}) belongs to workspace `{folder}`, which no longer exists",
+                        c.state
+                    ),
+                    Some(NextAction::command(
+                        format!("remove the orphaned container {short} and its volumes"),
+                        ["docker", "rm", "-f", "-v", c.id.as_str()],
+                    )),
+                ));
+                continue;
+            }
+            if let Ok(Some(info)) = engine.inspect_container(&c.id).await {
+                for m in info
+                    .mounts
+                    .iter()
+                    .filter(|m| m.kind == "bind" && !Path::new(&m.source).exists())
+                {
                     findings.push(finding(
-                        "unused_image",
+                        "missing_mount",
                         Severity::Warning,
                         format!(
-                            "devcell-built image `{}` ({}, {}) is used by no container",
-                            image.reference,
-                            crate::handoff::prune::human_size(image.size),
-                            short_id(&image.id)
+                            "container {short} of `{folder}` binds `{}` at `{}`, which no longer exists on the host",
+                            m.source, m.destination
                         ),
                         Some(NextAction::command(
-                            format!("remove the unused image `{}`", image.reference),
-                            ["devcell", "prune", "--image", image.reference.as_str()],
+                            "recreate the workspace container",
+                            [
+                                "devcell",
+                                "delete",
+                                "--workspace-folder",
+                                folder.as_str(),
+                            ],
                         )),
                     ));
                 }
             }
-            Err(e) => findings.push(finding(
-                "images_unknown",
-                Severity::Warning,
-                format!("cannot list devcell-built images: {e}"),
-                None,
-            )),
         }
     }
+}
 
-    // handoff state
-    let store = match &opts.state_root {
-        Some(r) => StateStore::new(r),
-        None => StateStore::open_default()?,
+/// Egress proxies whose container is gone (spec-note 0502).
+async fn check_egress_proxies(engine: &dyn Engine, findings: &mut Vec<Finding>) {
+    let Some(state) = crate::ops::state_folder::default_root() else {
+        return;
     };
+    for p in crate::ops::egress::proxies(&state) {
+        let Some(pid) = p.pid else { continue };
+        let gone = p.config.container_id.is_empty()
+            || matches!(
+                engine.inspect_container(&p.config.container_id).await,
+                Ok(None)
+            );
+        if gone {
+            let short = &p.config.container_id[..p.config.container_id.len().min(12)];
+            findings.push(finding(
+                "orphaned_egress_proxy",
+                Severity::Warning,
+                format!(
+                    "egress proxy {pid} (`{}`) serves container {short}, which no longer exists",
+                    p.folder.display()
+                ),
+                Some(NextAction::command(
+                    format!("stop the orphaned egress proxy {pid}"),
+                    ["kill".to_string(), pid.to_string()],
+                )),
+            ));
+        }
+    }
+}
+
+/// devcell-built images no container uses (spec-note 0272).
+async fn check_images(engine: &dyn Engine, findings: &mut Vec<Finding>) {
+    match crate::handoff::prune::devcell_images(engine).await {
+        Ok(images) => {
+            for image in images.iter().filter(|i| i.used_by.is_empty()) {
+                findings.push(finding(
+                    "unused_image",
+                    Severity::Warning,
+                    format!(
+                        "devcell-built image `{}` ({}, {}) is used by no container",
+                        image.reference,
+                        crate::handoff::prune::human_size(image.size),
+                        short_id(&image.id)
+                    ),
+                    Some(NextAction::command(
+                        format!("remove the unused image `{}`", image.reference),
+                        ["devcell", "prune", "--image", image.reference.as_str()],
+                    )),
+                ));
+            }
+        }
+        Err(e) => findings.push(finding(
+            "images_unknown",
+            Severity::Warning,
+            format!("cannot list devcell-built images: {e}"),
+            None,
+        )),
+    }
+}
+
+/// The handoff state's findings (stale sessions, gone workspaces, corrupt state); without an
+/// engine every recorded container counts as running.
+fn check_state(
+    store: &StateStore,
+    engine_ok: bool,
+    running: &HashSet<String>,
+    findings: &mut Vec<Finding>,
+) -> Result<()> {
     let probe = |id: &str| {
-        engine_ok.is_none()
+        !engine_ok
             || running
                 .iter()
                 .any(|r| r.starts_with(id) || id.starts_with(r.as_str()))
@@ -364,7 +412,11 @@ pub async fn doctor_with(
         findings.push(finding(f.code(), Severity::Warning, f.message(), Some(fix)));
     }
 
-    // clone tasks no handoff can use any more (spec-note 0437)
+    Ok(())
+}
+
+/// Clone tasks no handoff can use any more (spec-note 0437).
+fn check_tasks(store: &StateStore, findings: &mut Vec<Finding>) {
     for orphan in crate::handoff::task::orphans::find(store.root()) {
         let fix = if orphan.unfetched.is_some() {
             NextAction::manual(format!(
@@ -384,8 +436,10 @@ pub async fn doctor_with(
             Some(fix),
         ));
     }
+}
 
-    // cache folder
+/// Whether the cache folder is writable.
+fn check_cache(opts: &DoctorOptions, findings: &mut Vec<Finding>) {
     let cache = opts
         .cache_dir
         .clone()
@@ -437,13 +491,6 @@ pub async fn doctor_with(
             Some(NextAction::manual("set `XDG_CACHE_HOME` or `HOME`")),
         )),
     }
-
-    findings.sort_by_key(|f| f.severity);
-    Ok(DoctorResult {
-        healthy: !findings.iter().any(|f| f.severity == Severity::Error),
-        engine: report,
-        findings,
-    })
 }
 
 fn short_id(id: &str) -> &str {

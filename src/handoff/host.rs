@@ -26,7 +26,7 @@ use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -35,7 +35,9 @@ use crate::config::ownership;
 use crate::engine::Engine;
 use crate::handoff::agents_md;
 use crate::handoff::context::{self, AgentRuntime, ContextInputs, HandoffContext, Task};
-use crate::handoff::plan::{HandoffOptions, ctx_rel_path, plan_lines, prepare, unisolated_warning};
+use crate::handoff::plan::{
+    HandoffOptions, Prepared, ctx_rel_path, plan_lines, prepare, unisolated_warning,
+};
 use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, close_previous_sessions,
     pump, record_failure, running_containers, unless_stopped,
@@ -103,146 +105,35 @@ pub async fn handoff_on_host(
         "# devcell handoff session {session_id}: agent `{}` on the host, unisolated (--runtime host)",
         opts.agent
     );
-
-    // The context file, then AGENTS.md.
-    let mut inputs =
-        ContextInputs::from_settings(&opts.settings, &opts.agent, &opts.verify).unwrap_or_default();
-    inputs.task = Task::new(opts.task_url.clone(), opts.task_title.clone());
-    if let Some(provider) = &opts.task_provider {
-        inputs.task.provider = Some(provider.clone());
-    }
-    inputs.security.profile = p.plan.profile.clone();
-    inputs.security.network = p.plan.network.clone();
-    inputs.security.permissions = p.plan.grants.clone();
-    inputs.secrets = p.plan.secrets.clone();
-    inputs.env = p.plan.env.clone();
-    inputs.runtime = AgentRuntime::Host;
-    let ctx = HandoffContext::new(&p.workspace, inputs);
+    let ctx = host_context(opts, &p);
     let context_file =
         context::write(&root, &ctx_rel_path(&opts.settings), &ctx).map_err(|e| fail(e.into()))?;
     let agents_md =
         agents_md_report(agents_md::write_if_absent(&root, &ctx).map_err(|e| fail(e.into()))?);
-
     // The agent, as the workspace's owner when devcell is root.
-    let argv = &p.agent.command;
-    let program = argv.first().cloned().unwrap_or_default();
-    let mut command = tokio::process::Command::new(&program);
-    command
-        .args(&argv[1..])
-        .current_dir(&p.cwd)
-        .env_clear()
-        .envs(&opts.env)
-        .envs(&p.agent_env)
-        .envs(&p.secrets)
-        .env("DEVCELL_WORKSPACE", &root)
-        .env("DEVCELL_CONTEXT", &context_file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // its own process group: a stop signals the agent and what it started
-        .process_group(0)
-        .kill_on_drop(true);
-    let user = run_as_workspace_owner(&mut command, &root);
-    command.stdin(if streams.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
+    let program = p.agent.command.first().cloned().unwrap_or_default();
+    let start_error = |source| {
+        fail(OpsError::AgentStart {
+            agent: opts.agent.clone(),
+            program: program.clone(),
+            source,
+        })
+    };
+    let (mut command, user) = agent_command(opts, &p, &context_file, streams.stdin.is_some());
     reporter.report(Event::Status(format!(
         "launching agent `{}` on the host as {user} in {} (log {})",
         opts.agent,
         p.cwd,
         start.session.log.display()
     )));
-    let mut child = command.spawn().map_err(|source| {
-        fail(OpsError::AgentStart {
-            agent: opts.agent.clone(),
-            program: program.clone(),
-            source,
-        })
-    })?;
-    let pid = child.id();
-    // killed with its group if devcell goes before it ends
-    let mut group = crate::process::GroupGuard::new(pid);
-    let feeder = match (streams.stdin, child.stdin.take()) {
-        (Some(mut input), Some(mut to_agent)) => Some(tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut input, &mut to_agent).await;
-        })),
-        _ => None,
-    };
-    let log = Arc::new(Mutex::new(log));
+    let child = command.spawn().map_err(start_error)?;
+    let log = Mutex::new(log);
     let mask = crate::diagnostics::SecretMask::new(p.secrets.values());
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    let wait = async {
-        let (status, _, _) = tokio::join!(
-            child.wait(),
-            async {
-                if let Some(out) = out {
-                    pump(out, streams.stdout, &log, &mask, false).await;
-                }
-            },
-            async {
-                if let Some(err) = err {
-                    pump(err, streams.stderr, &log, &mask, false).await;
-                }
-            }
-        );
-        status
-    };
-    tokio::pin!(wait);
-    let status = match unless_stopped(&mut stop, &mut wait).await {
-        Ok(s) => s,
-        Err(_) => {
-            reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
-            signal(pid, rustix::process::Signal::TERM);
-            // a second signal cuts the grace short
-            let graced = unless_stopped(&mut stop, tokio::time::timeout(STOP_GRACE, &mut wait))
-                .await
-                .ok()
-                .and_then(Result::ok);
-            match graced {
-                Some(s) => s,
-                None => {
-                    signal(pid, rustix::process::Signal::KILL);
-                    // what the agent started may hold its output open: bounded
-                    match tokio::time::timeout(KILLED_OUTPUT_GRACE, &mut wait).await {
-                        Ok(s) => s,
-                        Err(_) => Ok(std::process::ExitStatus::from_raw(
-                            rustix::process::Signal::KILL.as_raw(),
-                        )),
-                    }
-                }
-            }
-        }
-    };
-    group.disarm();
-    if let Some(feeder) = feeder {
-        feeder.abort();
-    }
-    let status = status.map_err(|source| {
-        fail(OpsError::AgentStart {
-            agent: opts.agent.clone(),
-            program: program.clone(),
-            source,
-        })
-    })?;
-    let (exit_code, signal) = {
-        use std::os::unix::process::ExitStatusExt as _;
-        (status.code(), status.signal())
-    };
-    let outcome = match (exit_code, signal) {
-        (_, Some(signal)) => SessionOutcome::Signaled { signal },
-        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
-        (None, None) => SessionOutcome::Exited { exit_code: 1 },
-    };
-    if let Ok(mut l) = log.lock() {
-        let dropped = l.dropped();
-        if dropped > 0 {
-            l.note(&format!(
-                "# devcell: {dropped} bytes of output past the cap were not kept"
-            ));
-        }
-        l.note(&format!("# devcell: agent ended: {outcome:?}"));
-    }
+    let status = wait_for_agent(child, streams, &log, &mask, &mut stop, opts, reporter)
+        .await
+        .map_err(start_error)?;
+    let (exit_code, signal, outcome) = outcome_of(status);
+    note_end(&log, &outcome);
     let session = store.end_session(&root, &session_id, outcome)?;
     let mut warnings = vec![unisolated];
     warnings.extend(p.warnings.iter().cloned());
@@ -266,7 +157,154 @@ pub async fn handoff_on_host(
         warnings,
         shown_warnings: Vec::new(),
         task: None,
+        tasks: Vec::new(),
     })
+}
+
+/// The context file's content for a host handoff (the plan's choices, runtime `host`).
+fn host_context(opts: &HandoffOptions, p: &Prepared) -> HandoffContext {
+    let mut inputs =
+        ContextInputs::from_settings(&opts.settings, &opts.agent, &opts.verify).unwrap_or_default();
+    inputs.task = Task::new(opts.task_url.clone(), opts.task_title.clone());
+    if let Some(provider) = &opts.task_provider {
+        inputs.task.provider = Some(provider.clone());
+    }
+    inputs.security.profile = p.plan.profile.clone();
+    inputs.security.network = p.plan.network.clone();
+    inputs.security.permissions = p.plan.grants.clone();
+    inputs.secrets = p.plan.secrets.clone();
+    inputs.env = p.plan.env.clone();
+    inputs.runtime = AgentRuntime::Host;
+    HandoffContext::new(&p.workspace, inputs)
+}
+
+/// The agent's command: its argv in the plan's working folder, with the host environment, the
+/// agent's variables and secrets, `DEVCELL_WORKSPACE` and `DEVCELL_CONTEXT`, in its own process
+/// group, as the workspace's owner when devcell is root. Returns it and who it runs as.
+fn agent_command(
+    opts: &HandoffOptions,
+    p: &Prepared,
+    context_file: &Path,
+    stdin: bool,
+) -> (tokio::process::Command, String) {
+    let root = &p.workspace.root;
+    let argv = &p.agent.command;
+    let program = argv.first().cloned().unwrap_or_default();
+    let mut command = tokio::process::Command::new(&program);
+    command
+        .args(&argv[1..])
+        .current_dir(&p.cwd)
+        .env_clear()
+        .envs(&opts.env)
+        .envs(&p.agent_env)
+        .envs(&p.secrets)
+        .env("DEVCELL_WORKSPACE", root)
+        .env("DEVCELL_CONTEXT", context_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // its own process group: a stop signals the agent and what it started
+        .process_group(0)
+        .kill_on_drop(true);
+    let user = run_as_workspace_owner(&mut command, root);
+    command.stdin(if stdin { Stdio::piped() } else { Stdio::null() });
+    (command, user)
+}
+
+/// Waits for the agent `child`, its input fed from `streams.stdin` and its output pumped
+/// (masked) to `streams` and the log. A stop signal sends SIGTERM to its group, then SIGKILL
+/// after [`STOP_GRACE`] (a second signal cuts the grace short); the killed agent's output is
+/// waited for at most [`KILLED_OUTPUT_GRACE`]. If devcell goes before it ends, the group is
+/// killed.
+async fn wait_for_agent(
+    mut child: tokio::process::Child,
+    streams: AgentStreams<'_>,
+    log: &Mutex<crate::handoff::state::SessionLog>,
+    mask: &crate::diagnostics::SecretMask,
+    stop: &mut StopSignal<'_>,
+    opts: &HandoffOptions,
+    reporter: &dyn Reporter,
+) -> std::io::Result<std::process::ExitStatus> {
+    let pid = child.id();
+    // killed with its group if devcell goes before it ends
+    let mut group = crate::process::GroupGuard::new(pid);
+    let feeder = match (streams.stdin, child.stdin.take()) {
+        (Some(mut input), Some(mut to_agent)) => Some(tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut input, &mut to_agent).await;
+        })),
+        _ => None,
+    };
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let wait = async {
+        let (status, _, _) = tokio::join!(
+            child.wait(),
+            async {
+                if let Some(out) = out {
+                    pump(out, streams.stdout, log, mask, false).await;
+                }
+            },
+            async {
+                if let Some(err) = err {
+                    pump(err, streams.stderr, log, mask, false).await;
+                }
+            }
+        );
+        status
+    };
+    tokio::pin!(wait);
+    let status = match unless_stopped(stop, &mut wait).await {
+        Ok(s) => s,
+        Err(_) => {
+            reporter.report(Event::Status(format!("stopping agent `{}`", opts.agent)));
+            signal(pid, rustix::process::Signal::TERM);
+            // a second signal cuts the grace short
+            let graced = unless_stopped(stop, tokio::time::timeout(STOP_GRACE, &mut wait))
+                .await
+                .ok()
+                .and_then(Result::ok);
+            match graced {
+                Some(s) => s,
+                None => {
+                    signal(pid, rustix::process::Signal::KILL);
+                    // what the agent started may hold its output open: bounded
+                    match tokio::time::timeout(KILLED_OUTPUT_GRACE, &mut wait).await {
+                        Ok(s) => s,
+                        Err(_) => Ok(std::process::ExitStatus::from_raw(
+                            rustix::process::Signal::KILL.as_raw(),
+                        )),
+                    }
+                }
+            }
+        }
+    };
+    group.disarm();
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
+    status
+}
+
+/// The agent's exit code, its signal, and the session's outcome, from its status.
+fn outcome_of(status: std::process::ExitStatus) -> (Option<i32>, Option<i32>, SessionOutcome) {
+    let (exit_code, signal) = (status.code(), status.signal());
+    let outcome = match (exit_code, signal) {
+        (_, Some(signal)) => SessionOutcome::Signaled { signal },
+        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
+        (None, None) => SessionOutcome::Exited { exit_code: 1 },
+    };
+    (exit_code, signal, outcome)
+}
+
+/// The log's last lines: how much output past the cap was dropped, and how the agent ended.
+fn note_end(log: &Mutex<crate::handoff::state::SessionLog>, outcome: &SessionOutcome) {
+    if let Ok(mut l) = log.lock() {
+        let dropped = l.dropped();
+        if dropped > 0 {
+            l.note(&format!(
+                "# devcell: {dropped} bytes of output past the cap were not kept"
+            ));
+        }
+        l.note(&format!("# devcell: agent ended: {outcome:?}"));
+    }
 }
 
 /// When devcell is root and the workspace `root` belongs to another user, makes `command` run

@@ -14,6 +14,7 @@ pub mod container_git;
 pub mod context;
 pub mod delete;
 pub mod doctor;
+pub mod door;
 pub mod envelope;
 pub mod git_identity;
 pub mod host;

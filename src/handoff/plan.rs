@@ -66,6 +66,9 @@ pub struct HandoffOptions {
     /// Set by the clone task runner ([`crate::handoff::task::run`]): the workspace folder is
     /// the task's clone, whose own `.git` the container gets (no container git directory).
     pub sandbox: Option<crate::handoff::context::Sandbox>,
+    /// Set by the clone task runner: the mail channel's read-only binds (`devcell-mail` and the
+    /// task's socket folder; spec-note 0531).
+    pub mail: Option<crate::handoff::door::ContainerDoor>,
 }
 
 impl HandoffOptions {
@@ -565,230 +568,36 @@ pub(super) async fn prepare(
     engine: Option<&dyn Engine>,
     runtime: AgentRuntime,
 ) -> Result<Prepared> {
-    let settings = &opts.settings;
     let host = runtime == AgentRuntime::Host;
-    let agent =
-        settings
-            .agents
-            .get(&opts.agent)
-            .cloned()
-            .ok_or_else(|| OpsError::UnknownAgent {
-                name: opts.agent.clone(),
-                config: match (&settings.file, settings.file_exists) {
-                    (Some(f), true) => format!("`{}`", f.display()),
-                    (Some(f), false) => format!("`{}` (not found)", f.display()),
-                    (None, _) => "(no file)".to_string(),
-                },
-                available: settings.agents.keys().cloned().collect(),
-            })?;
-    let agent_err = |message: String| OpsError::AgentConfig {
-        agent: opts.agent.clone(),
-        message,
-    };
-    if agent.command.is_empty() || agent.command[0].is_empty() {
-        return Err(agent_err("`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
-    }
-    let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
-    // git directories outside the workspace are read and mounted only when trusted or granted
-    // (spec-note 0411)
+    let agent = resolve_agent(opts)?;
     // Every choice through the one chain: flag, the agent's, `[security]`, the handoff's
     // default (spec-note 0207).
     let flags = SecurityOptions {
         agent: Some(opts.agent.clone()),
         ..opts.security.clone()
     };
-    let profile = crate::security::choice::profile(&flags, settings);
-    let allow: Vec<String> = settings
-        .security
-        .allow
-        .iter()
-        .chain(opts.security.allow.iter())
-        .cloned()
-        .collect();
-    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(profile, &allow);
-    if host {
-        // on the host every path the agent is given is a host path
-        let root = std::fs::canonicalize(&opts.workspace_folder)
-            .unwrap_or_else(|_| opts.workspace_folder.clone());
-        inspect_options.container_root = root.to_string_lossy().into_owned();
-        inspect_options.protect_git_config = false;
-    }
-    let ws = repository::inspect(&opts.workspace_folder, &inspect_options)?;
-    let config_file = match &ws.config_folder {
-        Some(folder) => Some(crate::config::discover::discover(folder, None)?),
-        // the host runtime needs no dev container configuration
-        None if host => None,
-        None => {
-            return Err(OpsError::NoConfiguration {
-                root: ws.root.clone(),
-            });
-        }
-    };
+    let profile = crate::security::choice::profile(&flags, &opts.settings);
+    let ws = inspect_workspace(opts, profile, host)?;
+    let config_file = find_configuration(&ws, host)?;
     let mut warnings: Vec<String> = ws.warnings.iter().map(|w| w.message.clone()).collect();
-
     // Network: flag, else the agent's, else `[security]`'s, else `none` (default-deny;
     // spec-notes 0202, 0207). On the host: the host's own network, whatever was asked.
     let network = crate::security::choice::network(
         &flags,
-        settings,
+        &opts.settings,
         crate::security::choice::HANDOFF_NETWORK,
     );
-    // The profile, limits and grants are checked before anything is planned or created (not
-    // on the host, where none of them applies).
-    let mut confine = None;
-    let mut git_requests = Vec::new();
-    let mut choice = None;
-    let limits = if host {
-        None
+    let judged = if host {
+        JudgedChoices::default()
     } else {
-        let chosen = crate::security::Choice::resolve(
-            &flags,
-            settings,
-            crate::security::choice::HANDOFF_NETWORK,
-        )?;
-        // the config file is judged before it is read, as `up` judges it (spec-note 0400)
-        confine = crate::ops::permissions::confine_grants(&chosen.profile, &chosen.grants);
-        git_requests = git_dir_requests(&ws, &chosen.profile, &chosen.grants);
-        let profile = chosen.profile;
-        choice = Some(chosen);
-        match profile {
-            crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
-                pids: l.pids,
-                memory_bytes: l.memory_bytes,
-                cpus: l.nano_cpus as f64 / 1e9,
-            }),
-            crate::security::SecurityProfile::Reference => None,
-        }
+        judge_choices(&flags, &opts.settings, &ws)?
     };
-    if !host && network != NetworkMode::Allowlist && !opts.security.egress_allow.is_empty() {
-        warnings.push(format!(
-            "`--egress-allow` has no effect under network `{network}`: it lists destinations for `--network allowlist`"
-        ));
-    }
-    let (shown_network, shown_profile) = if host {
-        if opts.security.network.is_some()
-            || opts.security.profile.is_some()
-            || !opts.security.allow.is_empty()
-            || opts.security.pids_limit.is_some()
-            || opts.security.memory.is_some()
-            || opts.security.cpus.is_some()
-        {
-            warnings.push(
-                "`--network`, `--security-profile`, `--allow` and the limit flags have no effect with `--runtime host`: the agent gets the host's network, no resource limits and every permission of its user"
-                    .to_string(),
-            );
-        }
-        ("host".to_string(), "none".to_string())
-    } else {
-        (network.to_string(), profile.to_string())
-    };
-
-    // Mounts: the root becomes the workspace mount; the rest are extra mounts (none on the
-    // host: the agent sees everything its user can).
-    // The container never sees a host git directory: each repository gets a container git
-    // directory devcell keeps in its state folder (spec-note 0436).
-    // A clone task's workspace is devcell's own clone: its `.git` is the container's
-    // (spec-note 0437).
-    let gits = if host || opts.sandbox.is_some() {
-        Vec::new()
-    } else {
-        let state_root = match &opts.state_root {
-            Some(root) => root.clone(),
-            None => crate::handoff::state::StateStore::default_root()
-                .ok_or(crate::handoff::state::StateError::NoStateDir)?,
-        };
-        let key = crate::handoff::state::workspace_key(&ws.root)?;
-        crate::handoff::container_git::repo_gits(&ws, &state_root.join("git").join(key))?
-    };
-    let mounts = if host {
-        Vec::new()
-    } else {
-        crate::handoff::container_git::mounts(&ws, &gits)
-    };
-    let mut planned: Vec<PlannedMount> = Vec::new();
-    let mut extra_mounts = Vec::new();
-    let mut workspace_mount = String::new();
-    for m in &mounts {
-        let purpose = m.purpose.as_str();
-        planned.push(PlannedMount {
-            source: m.source.to_string_lossy().into_owned(),
-            target: m.target.clone(),
-            read_only: m.read_only,
-            purpose: purpose.into(),
-        });
-        if m.purpose == MountPurpose::Workspace {
-            workspace_mount = m.to_mount_string();
-        } else {
-            extra_mounts.push(m.to_mount_string());
-        }
-    }
+    let (shown_network, shown_profile) = shown_choices(opts, host, network, profile, &mut warnings);
+    let gits = container_gits(opts, &ws, host)?;
     let home = opts.env.get("HOME").cloned();
-    for m in agent.mounts.iter().filter(|_| !host) {
-        let source = expand_home(&m.source, home.as_deref())
-            .ok_or_else(|| agent_err(format!("mount source `{}` needs `HOME`", m.source)))?;
-        if !m.target.starts_with('/') {
-            return Err(agent_err(format!(
-                "mount target `{}` must be an absolute container path",
-                m.target
-            )));
-        }
-        if !Path::new(&source).exists() {
-            return Err(agent_err(format!("mount source `{source}` does not exist")));
-        }
-        let wm = repository::WorkspaceMount {
-            source: PathBuf::from(&source),
-            target: m.target.clone(),
-            read_only: true,
-            purpose: MountPurpose::GitProtected,
-        };
-        extra_mounts.push(wm.to_mount_string());
-        planned.push(PlannedMount {
-            source,
-            target: m.target.clone(),
-            read_only: true,
-            purpose: "agentCredential".into(),
-        });
-    }
-
-    // Secrets: the agent's references, then `--secrets-file` (which wins).
-    let mut secrets = IndexMap::new();
-    for (name, reference) in &agent.secrets {
-        let value = if let Some(var) = reference.strip_prefix("env:") {
-            opts.env.get(var).cloned().ok_or_else(|| {
-                agent_err(format!(
-                    "secret `{name}` refers to host variable `{var}`, which is not set"
-                ))
-            })?
-        } else if let Some(path) = reference.strip_prefix("file:") {
-            let path = expand_home(path, home.as_deref())
-                .ok_or_else(|| agent_err(format!("secret `{name}`: `{path}` needs `HOME`")))?;
-            let text = crate::config::bounded::read_to_string(
-                Path::new(&path),
-                crate::config::jsonc::MAX_FILE_BYTES as u64,
-            )
-            .map_err(|e| agent_err(format!("secret `{name}`: cannot read `{path}`: {e}")))?;
-            text.trim_end_matches(['\n', '\r']).to_string()
-        } else {
-            return Err(agent_err(format!(
-                "secret `{name}`: expected `env:NAME` or `file:PATH`, found a reference of another form"
-            )));
-        };
-        secrets.insert(name.clone(), value);
-    }
-    secrets.extend(opts.secrets.clone());
-    let mut agent_env = IndexMap::new();
-    for name in &agent.env {
-        match opts.env.get(name) {
-            Some(v) => {
-                agent_env.insert(name.clone(), v.clone());
-            }
-            None => warnings.push(format!(
-                "host variable `{name}` (agent `{}` env) is not set: not passed",
-                opts.agent
-            )),
-        }
-    }
-
+    let mounts = plan_mounts(opts, &agent, &ws, &gits, host, home.as_deref())?;
+    let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
+    let agent_env = agent_env(opts, &agent, &mut warnings);
     let target = TargetOptions {
         workspace_folder: ws.root.clone(),
         config: config_file.clone(),
@@ -796,13 +605,13 @@ pub(super) async fn prepare(
         id_labels: Vec::new(),
         env: opts.env.clone(),
         workspace_override: Some(WorkspaceOverride {
-            mount: workspace_mount,
+            mount: mounts.workspace,
             folder: ws.container_root.clone(),
         }),
         ..TargetOptions::default()
     };
     let (image, features, container, config_warnings) = match &config_file {
-        Some(_) if !host => planned_container(&target, engine, confine).await?,
+        Some(_) if !host => planned_container(&target, engine, judged.confine).await?,
         _ => (
             String::new(),
             Vec::new(),
@@ -821,6 +630,400 @@ pub(super) async fn prepare(
             .unwrap_or_else(|| ws.container_root.clone()),
         None => ws.container_root.clone(),
     };
+    let plan = HandoffPlan {
+        config_file,
+        image,
+        features,
+        profile: shown_profile,
+        network: shown_network,
+        egress: if !host && network == NetworkMode::Allowlist {
+            crate::ops::egress::user_entries(
+                &opts.settings,
+                Some(&opts.agent),
+                &opts.security.egress_allow,
+            )?
+        } else {
+            Vec::new()
+        },
+        limits: judged.limits,
+        mounts: mounts.planned,
+        env: agent_env.keys().cloned().collect(),
+        container,
+        command: agent.command.clone(),
+        cwd: cwd.clone(),
+        warnings: plan_warnings(&ws, &warnings, &config_warnings),
+        ..plan_of_workspace(opts, &ws, &secrets, runtime)
+    };
+    Ok(Prepared {
+        plan,
+        git_requests: judged.git_requests,
+        workspace: ws,
+        gits,
+        agent,
+        target,
+        extra_mounts: mounts.extra,
+        secrets,
+        agent_env,
+        network,
+        profile,
+        choice: judged.choice,
+        cwd,
+        warnings,
+    })
+}
+
+/// The agent's settings (`[agents.NAME]`), with a command to run.
+fn resolve_agent(opts: &HandoffOptions) -> Result<AgentSettings> {
+    let settings = &opts.settings;
+    let agent =
+        settings
+            .agents
+            .get(&opts.agent)
+            .cloned()
+            .ok_or_else(|| OpsError::UnknownAgent {
+                name: opts.agent.clone(),
+                config: match (&settings.file, settings.file_exists) {
+                    (Some(f), true) => format!("`{}`", f.display()),
+                    (Some(f), false) => format!("`{}` (not found)", f.display()),
+                    (None, _) => "(no file)".to_string(),
+                },
+                available: settings.agents.keys().cloned().collect(),
+            })?;
+    if agent.command.is_empty() || agent.command[0].is_empty() {
+        return Err(agent_err(opts, "`command` is empty: give the agent's argv, e.g. `command = [\"codex\", \"--full-auto\"]`".into()));
+    }
+    Ok(agent)
+}
+
+/// [`OpsError::AgentConfig`] for the handoff's agent.
+fn agent_err(opts: &HandoffOptions, message: String) -> OpsError {
+    OpsError::AgentConfig {
+        agent: opts.agent.clone(),
+        message,
+    }
+}
+
+/// The workspace, inspected. Git directories outside the workspace are read and mounted only
+/// when trusted or granted (spec-note 0411); on the host every path the agent is given is a
+/// host path.
+fn inspect_workspace(opts: &HandoffOptions, profile: Profile, host: bool) -> Result<Workspace> {
+    let settings = &opts.settings;
+    let mut inspect_options = InspectOptions::from_settings(settings, opts.primary.clone());
+    let allow: Vec<String> = settings
+        .security
+        .allow
+        .iter()
+        .chain(opts.security.allow.iter())
+        .cloned()
+        .collect();
+    inspect_options.trusted_git_dirs = repository::trusted_git_dirs(profile, &allow);
+    if host {
+        let root = std::fs::canonicalize(&opts.workspace_folder)
+            .unwrap_or_else(|_| opts.workspace_folder.clone());
+        inspect_options.container_root = root.to_string_lossy().into_owned();
+        inspect_options.protect_git_config = false;
+    }
+    Ok(repository::inspect(
+        &opts.workspace_folder,
+        &inspect_options,
+    )?)
+}
+
+/// The workspace's configuration file (the host runtime needs none).
+fn find_configuration(ws: &Workspace, host: bool) -> Result<Option<PathBuf>> {
+    match &ws.config_folder {
+        Some(folder) => Ok(Some(crate::config::discover::discover(folder, None)?)),
+        None if host => Ok(None),
+        None => Err(OpsError::NoConfiguration {
+            root: ws.root.clone(),
+        }),
+    }
+}
+
+/// A container handoff's choices, judged before anything is planned or created (none applies
+/// on the host).
+#[derive(Default)]
+struct JudgedChoices {
+    /// The grants the configuration file is confined to (spec-note 0400).
+    confine: Option<crate::security::Grants>,
+    /// The untrusted git directories as judged requests.
+    git_requests: Vec<crate::security::PermissionRequest>,
+    choice: Option<crate::security::Choice>,
+    limits: Option<PlannedLimits>,
+}
+
+/// The profile, limits and grants, checked: the config file is judged before it is read, as
+/// `up` judges it (spec-note 0400), and the untrusted git directories with it.
+fn judge_choices(
+    flags: &SecurityOptions,
+    settings: &Settings,
+    ws: &Workspace,
+) -> Result<JudgedChoices> {
+    let chosen = crate::security::Choice::resolve(
+        flags,
+        settings,
+        crate::security::choice::HANDOFF_NETWORK,
+    )?;
+    let confine = crate::ops::permissions::confine_grants(&chosen.profile, &chosen.grants);
+    let git_requests = git_dir_requests(ws, &chosen.profile, &chosen.grants);
+    let limits = match &chosen.profile {
+        crate::security::SecurityProfile::Hardened(l) => Some(PlannedLimits {
+            pids: l.pids,
+            memory_bytes: l.memory_bytes,
+            cpus: l.nano_cpus as f64 / 1e9,
+        }),
+        crate::security::SecurityProfile::Reference => None,
+    };
+    Ok(JudgedChoices {
+        confine,
+        git_requests,
+        choice: Some(chosen),
+        limits,
+    })
+}
+
+/// The network and profile the plan shows (`host`/`none` on the host), warning about flags
+/// that have no effect.
+fn shown_choices(
+    opts: &HandoffOptions,
+    host: bool,
+    network: NetworkMode,
+    profile: Profile,
+    warnings: &mut Vec<String>,
+) -> (String, String) {
+    if !host && network != NetworkMode::Allowlist && !opts.security.egress_allow.is_empty() {
+        warnings.push(format!(
+            "`--egress-allow` has no effect under network `{network}`: it lists destinations for `--network allowlist`"
+        ));
+    }
+    if host {
+        if opts.security.network.is_some()
+            || opts.security.profile.is_some()
+            || !opts.security.allow.is_empty()
+            || opts.security.pids_limit.is_some()
+            || opts.security.memory.is_some()
+            || opts.security.cpus.is_some()
+        {
+            warnings.push(
+                "`--network`, `--security-profile`, `--allow` and the limit flags have no effect with `--runtime host`: the agent gets the host's network, no resource limits and every permission of its user"
+                    .to_string(),
+            );
+        }
+        ("host".to_string(), "none".to_string())
+    } else {
+        (network.to_string(), profile.to_string())
+    }
+}
+
+/// Each repository's container git directory: the container never sees a host git directory,
+/// each repository gets one devcell keeps in its state folder (spec-note 0436). None on the
+/// host, and none for a clone task, whose `.git` is the container's (spec-note 0437).
+fn container_gits(
+    opts: &HandoffOptions,
+    ws: &Workspace,
+    host: bool,
+) -> Result<Vec<crate::handoff::container_git::RepoGit>> {
+    if host || opts.sandbox.is_some() {
+        return Ok(Vec::new());
+    }
+    let state_root = match &opts.state_root {
+        Some(root) => root.clone(),
+        None => crate::handoff::state::StateStore::default_root()
+            .ok_or(crate::handoff::state::StateError::NoStateDir)?,
+    };
+    let key = crate::handoff::state::workspace_key(&ws.root)?;
+    Ok(crate::handoff::container_git::repo_gits(
+        ws,
+        &state_root.join("git").join(key),
+    )?)
+}
+
+/// A handoff's mounts: as planned, the workspace mount, and the extra mounts.
+struct Mounts {
+    planned: Vec<PlannedMount>,
+    workspace: String,
+    extra: Vec<String>,
+}
+
+/// The root becomes the workspace mount; the git directories' mounts and the agent's read-only
+/// credential mounts are extra mounts (none on the host: the agent sees everything its user
+/// can).
+fn plan_mounts(
+    opts: &HandoffOptions,
+    agent: &AgentSettings,
+    ws: &Workspace,
+    gits: &[crate::handoff::container_git::RepoGit],
+    host: bool,
+    home: Option<&str>,
+) -> Result<Mounts> {
+    let mounts = if host {
+        Vec::new()
+    } else {
+        crate::handoff::container_git::mounts(ws, gits)
+    };
+    let mut planned: Vec<PlannedMount> = Vec::new();
+    let mut extra_mounts = Vec::new();
+    let mut workspace_mount = String::new();
+    for m in &mounts {
+        let purpose = m.purpose.as_str();
+        planned.push(PlannedMount {
+            source: m.source.to_string_lossy().into_owned(),
+            target: m.target.clone(),
+            read_only: m.read_only,
+            purpose: purpose.into(),
+        });
+        if m.purpose == MountPurpose::Workspace {
+            workspace_mount = m.to_mount_string();
+        } else {
+            extra_mounts.push(m.to_mount_string());
+        }
+    }
+    for m in agent.mounts.iter().filter(|_| !host) {
+        let source = expand_home(&m.source, home)
+            .ok_or_else(|| agent_err(opts, format!("mount source `{}` needs `HOME`", m.source)))?;
+        if !m.target.starts_with('/') {
+            return Err(agent_err(
+                opts,
+                format!(
+                    "mount target `{}` must be an absolute container path",
+                    m.target
+                ),
+            ));
+        }
+        if !Path::new(&source).exists() {
+            return Err(agent_err(
+                opts,
+                format!("mount source `{source}` does not exist"),
+            ));
+        }
+        let wm = repository::WorkspaceMount {
+            source: PathBuf::from(&source),
+            target: m.target.clone(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
+        };
+        extra_mounts.push(wm.to_mount_string());
+        planned.push(PlannedMount {
+            source,
+            target: m.target.clone(),
+            read_only: true,
+            purpose: "agentCredential".into(),
+        });
+    }
+    // The mail channel of a clone task (spec-note 0531): two read-only binds.
+    for (source, target) in opts.mail.iter().flat_map(|d| &d.binds).filter(|_| !host) {
+        planned.push(PlannedMount {
+            source: source.to_string_lossy().into_owned(),
+            target: target.clone(),
+            read_only: true,
+            purpose: "mailChannel".into(),
+        });
+    }
+    if !host {
+        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.mount_strings()));
+    }
+    Ok(Mounts {
+        planned,
+        workspace: workspace_mount,
+        extra: extra_mounts,
+    })
+}
+
+/// The agent's secrets: its references (`env:NAME`, `file:PATH`), then `--secrets-file`
+/// (which wins).
+fn resolve_secrets(
+    opts: &HandoffOptions,
+    agent: &AgentSettings,
+    home: Option<&str>,
+) -> Result<IndexMap<String, String>> {
+    let mut secrets = IndexMap::new();
+    for (name, reference) in &agent.secrets {
+        let value = if let Some(var) = reference.strip_prefix("env:") {
+            opts.env.get(var).cloned().ok_or_else(|| {
+                agent_err(
+                    opts,
+                    format!("secret `{name}` refers to host variable `{var}`, which is not set"),
+                )
+            })?
+        } else if let Some(path) = reference.strip_prefix("file:") {
+            let path = expand_home(path, home).ok_or_else(|| {
+                agent_err(opts, format!("secret `{name}`: `{path}` needs `HOME`"))
+            })?;
+            let text = crate::config::bounded::read_to_string(
+                Path::new(&path),
+                crate::config::jsonc::MAX_FILE_BYTES as u64,
+            )
+            .map_err(|e| agent_err(opts, format!("secret `{name}`: cannot read `{path}`: {e}")))?;
+            text.trim_end_matches(['\n', '\r']).to_string()
+        } else {
+            return Err(agent_err(
+                opts,
+                format!(
+                    "secret `{name}`: expected `env:NAME` or `file:PATH`, found a reference of another form"
+                ),
+            ));
+        };
+        secrets.insert(name.clone(), value);
+    }
+    secrets.extend(opts.secrets.clone());
+    Ok(secrets)
+}
+
+/// The host variables the agent passes through (`env`); one not set is warned about.
+fn agent_env(
+    opts: &HandoffOptions,
+    agent: &AgentSettings,
+    warnings: &mut Vec<String>,
+) -> IndexMap<String, String> {
+    let mut agent_env = IndexMap::new();
+    for name in &agent.env {
+        match opts.env.get(name) {
+            Some(v) => {
+                agent_env.insert(name.clone(), v.clone());
+            }
+            None => warnings.push(format!(
+                "host variable `{name}` (agent `{}` env) is not set: not passed",
+                opts.agent
+            )),
+        }
+    }
+    agent_env
+}
+
+/// The plan's warnings: the workspace's findings keep their codes (`git_unreadable`, …); the
+/// rest are the handoff's own; then the configuration's own (unknown, duplicate, deprecated
+/// properties), as `up` and the handoff show them (issue 28 item 5).
+fn plan_warnings(
+    ws: &Workspace,
+    warnings: &[String],
+    config_warnings: &[impl ToString],
+) -> Vec<(String, String)> {
+    ws.warnings
+        .iter()
+        .map(|w| (w.code.clone(), w.message.clone()))
+        .chain(
+            warnings
+                .iter()
+                .skip(ws.warnings.len())
+                .map(|w| ("handoff".to_string(), w.clone())),
+        )
+        .chain(
+            config_warnings
+                .iter()
+                .map(|w| (CONFIG_WARNING_CODE.to_string(), w.to_string())),
+        )
+        .collect()
+}
+
+/// The plan's parts that follow from the workspace and the settings alone (the rest are
+/// filled in by [`prepare`]).
+fn plan_of_workspace(
+    opts: &HandoffOptions,
+    ws: &Workspace,
+    secrets: &IndexMap<String, String>,
+    runtime: AgentRuntime,
+) -> HandoffPlan {
+    let settings = &opts.settings;
     let mut grants = settings.security.allow.clone();
     grants.extend(opts.security.allow.iter().cloned());
     let inputs =
@@ -831,7 +1034,7 @@ pub(super) async fn prepare(
     ));
     let mut secret_names: Vec<String> = secrets.keys().cloned().collect();
     secret_names.sort();
-    let plan = HandoffPlan {
+    HandoffPlan {
         agent: opts.agent.clone(),
         workspace: ws.root.clone(),
         workspace_target: ws.container_root.clone(),
@@ -847,74 +1050,35 @@ pub(super) async fn prepare(
                 head: r.head.clone(),
             })
             .collect(),
-        config_file,
-        image,
-        features,
-        profile: shown_profile,
-        network: shown_network,
-        egress: if !host && network == NetworkMode::Allowlist {
-            crate::ops::egress::user_entries(
-                &opts.settings,
-                Some(&opts.agent),
-                &opts.security.egress_allow,
-            )?
-        } else {
-            Vec::new()
-        },
-        limits,
+        config_file: None,
+        image: String::new(),
+        features: Vec::new(),
+        profile: String::new(),
+        network: String::new(),
+        egress: Vec::new(),
+        limits: None,
         grants,
         permissions: Vec::new(),
         permission_notes: Vec::new(),
         provided_user: None,
-        mounts: planned,
-        env: agent_env.keys().cloned().collect(),
+        mounts: Vec::new(),
+        env: Vec::new(),
         host_env: Vec::new(),
         secrets: secret_names,
-        container,
+        container: PlannedContainer {
+            action: String::new(),
+            id: None,
+            labels: BTreeMap::new(),
+        },
         services: Vec::new(),
-        command: agent.command.clone(),
-        cwd: cwd.clone(),
+        command: Vec::new(),
+        cwd: String::new(),
         context_path,
         verification: inputs.verification,
         runtime,
         isolation: runtime.isolation().to_string(),
-        // the workspace's findings keep their codes (`git_unreadable`, …); the rest are the
-        // handoff's own
-        warnings: ws
-            .warnings
-            .iter()
-            .map(|w| (w.code.clone(), w.message.clone()))
-            .chain(
-                warnings
-                    .iter()
-                    .skip(ws.warnings.len())
-                    .map(|w| ("handoff".to_string(), w.clone())),
-            )
-            // the configuration's own (unknown, duplicate, deprecated properties), as `up`
-            // and the handoff show them (issue 28 item 5)
-            .chain(
-                config_warnings
-                    .iter()
-                    .map(|w| (CONFIG_WARNING_CODE.to_string(), w.to_string())),
-            )
-            .collect(),
-    };
-    Ok(Prepared {
-        plan,
-        git_requests,
-        workspace: ws,
-        gits,
-        agent,
-        target,
-        extra_mounts,
-        secrets,
-        agent_env,
-        network,
-        profile,
-        choice,
-        cwd,
-        warnings,
-    })
+        warnings: Vec::new(),
+    }
 }
 
 /// The envelope warning code of the configuration's own warnings in a plan (unknown,

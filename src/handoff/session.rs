@@ -82,6 +82,9 @@ pub struct HandoffResult {
     /// A clone task's fetch back after the agent ended (spec-note 0437); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskFetch>,
+    /// A multi-repository clone task's fetch back, one per repository (`task` is then absent).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskFetch>,
 }
 
 /// What a clone task's fetch did (spec-note 0437; made by `task::fetch`).
@@ -90,6 +93,9 @@ pub struct HandoffResult {
 pub struct TaskFetch {
     /// The task.
     pub task: String,
+    /// The repository (its folder name) of a multi-repository task; absent for one repository.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
     /// The ref written in the user's repository.
     #[serde(rename = "ref")]
     pub ref_name: String,

@@ -704,7 +704,7 @@ async fn create(
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let passwd = hardened_passwd(engine, hardened, &image).await;
     let (_, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+        judged_places(profile, &mut spec, loaded, opts, engine_socket)?;
     // the command line's read-only binds (the handoff's git overlays) stay read-only through
     // every service's own binds too (spec-note 0413)
     let shields = service_shields(hardened, &spec, opts, loaded);

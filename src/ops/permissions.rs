@@ -65,10 +65,19 @@ pub(crate) async fn check_existing(
     resolved
         .mounts
         .retain(|m| !crate::ops::egress::is_channel_bind(info, m));
+    // one that cannot be resolved is refused, never judged by its text (spec-note 0400, F1)
     for m in resolved.mounts.iter_mut().filter(|m| m.kind == "bind") {
-        if let Ok(r) = host_path::resolve(Path::new(&m.source)) {
-            m.source = r.to_string_lossy().into_owned();
-        }
+        let r = host_path::resolve(Path::new(&m.source)).map_err(|e| {
+            security::SecurityError::PathUnresolvable {
+                what: format!(
+                    "the existing container's bind mount source for `{}`",
+                    m.destination
+                ),
+                written: PathBuf::from(&m.source),
+                message: e.to_string(),
+            }
+        })?;
+        m.source = r.to_string_lossy().into_owned();
     }
     let info = &resolved;
     // the handoff's covers of each repository's `.git` (spec-note 0436)
@@ -346,16 +355,16 @@ pub(crate) fn judged_places(
     loaded: &LoadedConfiguration,
     opts: &UpOptions,
     engine_socket: Option<&Path>,
-) -> (PathBuf, Option<PathBuf>, Option<PathBuf>) {
+) -> Result<(PathBuf, Option<PathBuf>, Option<PathBuf>), crate::security::SecurityError> {
     let home = opts.target.env.get("HOME").map(PathBuf::from);
     if !matches!(profile, SecurityProfile::Hardened(_)) {
-        return (
+        return Ok((
             loaded.workspace.host_mount_root.clone(),
             home,
             engine_socket.map(Path::to_path_buf),
-        );
+        ));
     }
-    host_path::resolve_binds(spec);
+    host_path::resolve_binds(spec)?;
     // what the command line mounts read-only (the handoff's git overlays) stays read-only
     // through the repository's other binds (spec-note 0413)
     let covers = covers(spec, opts);
@@ -379,7 +388,7 @@ pub(crate) fn judged_places(
         home.as_deref(),
         engine_socket,
     );
-    (places.workspace, places.home, places.engine_socket)
+    Ok((places.workspace, places.home, places.engine_socket))
 }
 
 /// The targets of the command line's read-only binds ([`cli_mounts`]: the handoff's git
@@ -860,7 +869,7 @@ pub(crate) async fn container_requests(
                 .await?;
     }
     let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket);
+        judged_places(profile, &mut spec, loaded, opts, engine_socket)?;
     let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
     let mut image_user = image_info
         .and_then(|i| i.user.clone())

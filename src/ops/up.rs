@@ -656,7 +656,7 @@ async fn judge_new(
         return Err(refused.into());
     }
     let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine.host_socket());
+        judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
     let account = passwd
         .as_deref()
         .and_then(|p| passwd_account(p, &home_user));

@@ -969,7 +969,7 @@ fn build_uses_cache_mount(build: &Value) -> bool {
 /// The text of the Dockerfile at `path`, read without following links and at most
 /// [`DOCKERFILE_MAX`] bytes; `Ok(None)` when there is none, `Err` when it cannot be read.
 fn read_dockerfile(path: &Path) -> std::result::Result<Option<String>, ()> {
-    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    let resolved = resolve(path).map_err(|_| ())?;
     match super::host_path::read_no_follow(&resolved, DOCKERFILE_MAX) {
         Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned())),
         Err(_) => Err(()),
@@ -1163,7 +1163,10 @@ fn host_path_permission(written: &str, places: &Places) -> Option<Permission> {
         // Compose resolves relative paths; one it left relative cannot be placed.
         return Some(Permission::Mount(written.to_string()));
     }
-    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    // one devcell cannot resolve is never judged by its text (spec-note 0400, attacks F1/F2)
+    let Ok(resolved) = resolve(path) else {
+        return Some(Permission::UnresolvablePath(written.to_string()));
+    };
     let text = resolved.to_string_lossy().into_owned();
     match places.place(&resolved) {
         Place::Workspace => None,
@@ -1302,6 +1305,77 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// `places()` with a real workspace folder `ws`.
+    fn real_places(ws: &Path) -> Places {
+        Places {
+            workspace: resolve(ws).unwrap(),
+            ..places()
+        }
+    }
+
+    /// Attack (spec-note 0400, F1): a bind source inside the workspace that devcell cannot
+    /// resolve (a link loop here; a link below a folder it cannot search in the attack, which
+    /// the engine, root, follows to `/`) is a request never granted, read-only or not, not a
+    /// path judged by its text.
+    #[test]
+    fn an_unresolvable_bind_source_is_a_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("repo");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink("loop", ws.join("loop")).unwrap();
+        let source = ws.join("loop/hostroot").display().to_string();
+        let m = model(json!({
+            "app": {"image": "a"},
+            "side": {"image": "s", "volumes": [
+                {"type": "bind", "source": source, "target": "/host", "read_only": true}]}
+        }));
+        let all = Grants::parse(&["mount:/"]).unwrap();
+        let err = judge_compose(&hardened(), &m, "app", &real_places(&ws), &all).unwrap_err();
+        let requests = refused_requests(&err).expect("a refusal");
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(
+            requests[0].permission,
+            Permission::UnresolvablePath(source.clone())
+        );
+        assert_eq!(requests[0].status, RequestStatus::Forbidden);
+        assert_eq!(requests[0].permission.grant_flag(), None);
+    }
+
+    /// Attack (spec-note 0400, F2): a bind-backed volume whose `device` goes through procfs
+    /// (`/proc/self/cwd` is devcell's current folder, the workspace, for devcell, and the
+    /// engine daemon's own for the engine) is refused, never judged as devcell's view.
+    #[test]
+    fn a_volume_device_through_proc_self_is_refused() {
+        let cwd = std::env::current_dir().unwrap();
+        for device in [
+            "/proc/self/cwd",
+            "/proc/thread-self/cwd",
+            "/dev/fd/../../proc/self/root",
+        ] {
+            let mut m = model(json!({
+                "app": {"image": "a"},
+                "side": {"image": "s", "volumes": [
+                    {"type": "volume", "source": "hostroot", "target": "/h", "read_only": true}]}
+            }));
+            m["volumes"] = json!({"hostroot": {"driver_opts": {"type": "none", "o": "bind", "device": device}}});
+            let err = judge_compose(
+                &hardened(),
+                &m,
+                "app",
+                &real_places(&cwd),
+                &Grants::default(),
+            )
+            .unwrap_err();
+            let requests = refused_requests(&err).expect("a refusal");
+            assert!(
+                requests.iter().any(|r| r.permission
+                    == Permission::UnresolvablePath(device.to_string())
+                    && r.status == RequestStatus::Forbidden),
+                "{device}: {requests:?}"
+            );
+        }
     }
 
     #[test]

@@ -328,7 +328,10 @@ fn outside(path: &Path, places: &Places) -> Option<String> {
     if text.contains('$') {
         return Some(text.into_owned());
     }
-    let resolved = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    // one devcell cannot resolve is outside: never judged by its text (spec-note 0400, F1)
+    let Ok(resolved) = resolve(path) else {
+        return Some(text.into_owned());
+    };
     match places.place(&resolved) {
         Place::Workspace => None,
         _ => Some(resolved.to_string_lossy().into_owned()),

@@ -82,7 +82,8 @@ pub enum SecurityError {
         /// The `--allow` flag that would allow it (`None`: never allowed).
         grant: Option<String>,
     },
-    /// A host path the repository names cannot be resolved (a link loop).
+    /// A host path the repository names cannot be resolved (a link loop, a folder devcell cannot
+    /// search, a path through procfs): refused, never judged by its text.
     #[error("`{what}` is `{}`, which cannot be resolved: {message}", written.display())]
     PathUnresolvable {
         /// What the path is.
@@ -234,9 +235,9 @@ impl Hint for SecurityError {
                 ),
                 None => "keep the path inside the workspace (the host's root folder, a folder holding the home folder and the engine socket are never read for a repository under `hardened`), or use `--security-profile reference` to run the configuration as written".to_string(),
             }),
-            SecurityError::PathUnresolvable { .. } => {
-                Some("fix the symbolic link (a loop, or too many links)".to_string())
-            }
+            SecurityError::PathUnresolvable { .. } => Some(
+                "point the path at a folder devcell can read, without going through /proc or /dev/fd (a link loop, too many links, or a folder devcell cannot search cannot be judged, so it is never mounted or read)".to_string(),
+            ),
             SecurityError::InvalidEgressRequest { .. } => Some(
                 "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),
             ),

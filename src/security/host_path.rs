@@ -42,9 +42,19 @@ pub const MAX_LINKS: usize = 40;
 /// is kept as written (lexically normalised), so a bind source the engine would create is
 /// judged where it would be created; a dangling link is followed to where it points.
 ///
-/// Errors: `ELOOP` after [`MAX_LINKS`] links; any other error reading a link.
+/// A path through procfs (`/proc/self/cwd`, `/proc/<pid>/root`, `/dev/fd/3`, `/dev/stdin`,
+/// or a link in any other procfs mount) is an error: its magic links name what *the process
+/// that follows them* sees, so devcell's view says nothing of what the engine daemon mounts
+/// (spec-note 0400, attacks F2).
+///
+/// Errors: `ELOOP` after [`MAX_LINKS`] links; `EACCES` for a path through procfs; any other
+/// error reading a link or a folder (`EACCES` for a folder devcell cannot search: the caller
+/// refuses, never judging the written text; spec-note 0400, attacks F1).
 pub fn resolve(path: &Path) -> io::Result<PathBuf> {
     let absolute = std::path::absolute(path)?;
+    if through_procfs(&absolute) {
+        return Err(procfs_error());
+    }
     let mut pending: Vec<PathBuf> = Vec::new();
     push_components(&mut pending, &absolute);
     let mut resolved = PathBuf::from("/");
@@ -61,8 +71,14 @@ pub fn resolve(path: &Path) -> io::Result<PathBuf> {
                 if missing {
                     continue;
                 }
+                if through_procfs(&resolved) {
+                    return Err(procfs_error());
+                }
                 match std::fs::symlink_metadata(&resolved) {
                     Ok(m) if m.file_type().is_symlink() => {
+                        if resolved.parent().is_some_and(is_procfs) {
+                            return Err(procfs_error());
+                        }
                         links += 1;
                         if links > MAX_LINKS {
                             return Err(io::Error::from_raw_os_error(libc_eloop()));
@@ -87,6 +103,33 @@ pub fn resolve(path: &Path) -> io::Result<PathBuf> {
         }
     }
     Ok(resolved)
+}
+
+/// Whether `path` lies in `/proc` or is one of the `/dev` links into it, by its text.
+fn through_procfs(path: &Path) -> bool {
+    [
+        "/proc",
+        "/dev/fd",
+        "/dev/stdin",
+        "/dev/stdout",
+        "/dev/stderr",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p))
+}
+
+/// Whether the folder `dir` is on a procfs mount (one mounted somewhere else than `/proc`).
+fn is_procfs(dir: &Path) -> bool {
+    const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+    rustix::fs::statfs(dir).is_ok_and(|s| s.f_type as u64 == PROC_SUPER_MAGIC)
+}
+
+/// The error for a path through procfs.
+fn procfs_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "it goes through procfs (/proc, /dev/fd), whose links name what the process following them sees, not what devcell sees",
+    )
 }
 
 fn libc_eloop() -> i32 {
@@ -375,17 +418,24 @@ pub struct ResolvedBind {
 /// Replaces every absolute bind source of `spec` by its resolved path ([`resolve`]), so the
 /// policy judges, and the engine mounts, what the source points at rather than the link the
 /// repository wrote. Relative sources are left (the policy treats them as outside the
-/// workspace); a source that cannot be resolved (a link loop) is left as written and the
-/// engine fails on it. Returns the sources that changed.
-pub fn resolve_binds(spec: &mut ContainerSpec) -> Vec<ResolvedBind> {
+/// workspace). Returns the sources that changed.
+///
+/// Errors: [`SecurityError::PathUnresolvable`] for a source that cannot be resolved (a link
+/// loop, a folder devcell cannot search, a path through procfs): it fails closed, never judged
+/// by its written text, since the engine (root, in its own process) would follow it somewhere
+/// devcell never saw (spec-note 0400, attacks F1).
+pub fn resolve_binds(spec: &mut ContainerSpec) -> Result<Vec<ResolvedBind>> {
     let mut changed = Vec::new();
     for m in spec.mounts.iter_mut().filter(|m| m.kind == MountKind::Bind) {
         let Some(source) = m.source.clone().filter(|s| s.starts_with('/')) else {
             continue;
         };
-        let Ok(resolved) = resolve(Path::new(&source)) else {
-            continue;
-        };
+        let resolved =
+            resolve(Path::new(&source)).map_err(|e| SecurityError::PathUnresolvable {
+                what: format!("the bind mount source for `{}`", m.target),
+                written: PathBuf::from(&source),
+                message: e.to_string(),
+            })?;
         let resolved = resolved.to_string_lossy().into_owned();
         if resolved != source {
             changed.push(ResolvedBind {
@@ -396,7 +446,7 @@ pub fn resolve_binds(spec: &mut ContainerSpec) -> Vec<ResolvedBind> {
             m.source = Some(resolved);
         }
     }
-    changed
+    Ok(changed)
 }
 
 /// A host path the command line mounts read-only (the handoff's overlays of each repository's
@@ -1172,7 +1222,7 @@ mod tests {
             ],
             ..ContainerSpec::default()
         };
-        let changed = resolve_binds(&mut spec);
+        let changed = resolve_binds(&mut spec).unwrap();
         assert_eq!(changed.len(), 1);
         assert_eq!(changed[0].target, "/x");
         assert_eq!(
@@ -1180,6 +1230,71 @@ mod tests {
             Some(&*host.to_string_lossy())
         );
         assert_eq!(spec.mounts[2].source.as_deref(), Some("relative"));
+    }
+
+    /// Attack (spec-note 0400, F1/F2): a bind source devcell cannot resolve (a link loop, a
+    /// folder it cannot search, a path through procfs whose links name what the *engine*
+    /// sees) is refused, never judged by its written text inside the workspace, and the spec
+    /// is left for no engine to mount.
+    #[test]
+    fn a_bind_whose_resolution_fails_is_refused_not_judged_as_written() {
+        let (_t, ws, _host) = tree();
+        symlink("loop", ws.join("loop")).unwrap();
+        symlink("/proc/self/cwd", ws.join("cwd")).unwrap();
+        symlink("/dev/fd/0", ws.join("fd")).unwrap();
+        let mut sources = vec![ws.join("loop/x"), ws.join("cwd"), ws.join("fd")];
+        sources.push(PathBuf::from("/proc/1/root"));
+        if !rustix::process::geteuid().is_root() {
+            // the attack's own shape: a link below a folder devcell cannot search
+            std::fs::create_dir(ws.join("d")).unwrap();
+            symlink("/", ws.join("d/link")).unwrap();
+            std::fs::set_permissions(
+                ws.join("d"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o000),
+            )
+            .unwrap();
+            sources.push(ws.join("d/link"));
+        }
+        for source in &sources {
+            let mut spec = ContainerSpec {
+                mounts: vec![Mount {
+                    kind: MountKind::Bind,
+                    source: Some(source.display().to_string()),
+                    target: "/host".into(),
+                    read_only: true,
+                }],
+                ..ContainerSpec::default()
+            };
+            let err = resolve_binds(&mut spec).unwrap_err();
+            assert!(
+                matches!(&err, SecurityError::PathUnresolvable { written, .. } if written == source),
+                "{source:?}: {err:?}"
+            );
+            assert!(resolve(source).is_err(), "{source:?}");
+            // the judgement of a path devcell reads fails closed the same way
+            assert!(
+                matches!(
+                    confine("x", source, &places(&ws), &Grants::default()),
+                    Err(SecurityError::PathUnresolvable { .. })
+                ),
+                "{source:?}"
+            );
+        }
+        if ws.join("d").exists() {
+            std::fs::set_permissions(
+                ws.join("d"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            )
+            .unwrap();
+        }
+        // nothing on the host was touched: the workspace holds only what the test made
+        let mut names: Vec<String> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names.retain(|n| n != "d" && n != "sub");
+        assert_eq!(names, ["cwd", "fd", "loop"]);
     }
 
     /// `features package`'s output folder: a linked folder below the current folder is refused,

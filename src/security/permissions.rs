@@ -139,6 +139,11 @@ pub enum Permission {
     /// an `extends.file`, a `label_file` (resolved path; a path written with `${…}` as
     /// written, joined to its base folder; spec-note 0601).
     ComposeFile(String),
+    /// A host path the repository mounts that devcell cannot resolve (a folder it cannot
+    /// search, a link loop, a path through procfs), as written: never granted under
+    /// `hardened`, since the engine would follow it somewhere devcell never saw (spec-note
+    /// 0400, attacks F1/F2).
+    UnresolvablePath(String),
 }
 
 impl Permission {
@@ -158,7 +163,8 @@ impl Permission {
             Permission::PublishPort(a) => format!("--allow publish:{a}"),
             Permission::EngineSocket(_)
             | Permission::IdentityLabel(_)
-            | Permission::HostHome(_) => return None,
+            | Permission::HostHome(_)
+            | Permission::UnresolvablePath(_) => return None,
             Permission::HostCommand(_) => "--allow host-command".to_string(),
             Permission::Namespace(n) => format!("--allow namespace:{n}"),
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
@@ -210,6 +216,10 @@ impl fmt::Display for Permission {
             Permission::ComposeFile(p) => {
                 write!(f, "Compose file `{p}` outside the workspace")
             }
+            Permission::UnresolvablePath(p) => write!(
+                f,
+                "mount of host path `{p}`, which devcell cannot resolve (a folder it cannot search, a link loop, or a path through /proc)"
+            ),
         }
     }
 }
@@ -255,7 +265,7 @@ impl Permission {
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
     /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`,
-    /// `remoteBuildContext`, `composeFile`.
+    /// `remoteBuildContext`, `composeFile`, `unresolvablePath`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -282,6 +292,7 @@ impl Permission {
             Permission::RuntimeOption(_) => "runtimeOption",
             Permission::RemoteBuildContext(_) => "remoteBuildContext",
             Permission::ComposeFile(_) => "composeFile",
+            Permission::UnresolvablePath(_) => "unresolvablePath",
         }
     }
 
@@ -307,7 +318,8 @@ impl Permission {
             | Permission::Egress(v)
             | Permission::RuntimeOption(v)
             | Permission::RemoteBuildContext(v)
-            | Permission::ComposeFile(v) => Some(v),
+            | Permission::ComposeFile(v)
+            | Permission::UnresolvablePath(v) => Some(v),
             _ => None,
         }
     }

@@ -12,8 +12,9 @@
 //! 4. [`write_files`]: each file is written with `${templateOption:…}` substituted (text
 //!    files only; a binary file is copied as is), opened without following a link; a file
 //!    that was already there is overwritten and named in a warning;
-//! 5. [`add_features`]: `--features` are added to the Template's devcontainer.json with its
-//!    comments and layout kept.
+//! 5. [`add_features`]: `--features` are added to the configuration `up` will use
+//!    ([`features_target`], decided before step 4; a link there refuses the Template) with its
+//!    comments and layout kept, written as a new file renamed into place.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -148,6 +149,7 @@ pub fn apply(request: &ApplyRequest<'_>) -> Result<Applied> {
     let root = staging.path().join("t");
     let files = entries(request, &root)?;
     let overwritten = check_targets(request, &files)?;
+    let config = features_target(request, &files)?;
     // Only once the Template is accepted: a refused one leaves no folder behind either.
     std::fs::create_dir_all(request.workspace_folder).map_err(|source| TemplateError::Io {
         path: request.workspace_folder.to_owned(),
@@ -164,7 +166,7 @@ pub fn apply(request: &ApplyRequest<'_>) -> Result<Applied> {
         });
     }
     write_files(request, &root, &files)?;
-    add_features(request, &files, &mut applied.warnings)?;
+    add_features(request, config.as_deref(), &mut applied.warnings)?;
     applied.files = files
         .iter()
         .map(|rel| format!("./{}", rel.display()))
@@ -281,38 +283,51 @@ fn entries(request: &ApplyRequest<'_>, root: &Path) -> Result<Vec<PathBuf>> {
 /// [`TemplateError::Unsafe`] for a link or a non-folder on the way, or a destination that is
 /// a link or not a regular file.
 fn check_targets(request: &ApplyRequest<'_>, files: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut overwritten = Vec::new();
+    for rel in files {
+        if check_target(request, rel)? {
+            overwritten.push(rel.clone());
+        }
+    }
+    Ok(overwritten)
+}
+
+/// Checks one destination `rel` (relative to the workspace folder): no link and nothing but
+/// folders on the way, and the destination, when it exists, a regular file (not a link).
+/// Returns whether it exists.
+///
+/// # Errors
+/// [`TemplateError::Unsafe`].
+fn check_target(request: &ApplyRequest<'_>, rel: &Path) -> Result<bool> {
     let unsafe_at = |path: &Path, reason: &str| TemplateError::Unsafe {
         template: request.template.to_owned(),
         path: path.display().to_string(),
         reason: reason.to_owned(),
     };
-    let mut overwritten = Vec::new();
-    for rel in files {
-        let mut at = PathBuf::new();
-        let parts: Vec<_> = rel.components().collect();
-        for (i, part) in parts.iter().enumerate() {
-            at.push(part);
-            let last = i + 1 == parts.len();
-            let Ok(meta) = std::fs::symlink_metadata(request.workspace_folder.join(&at)) else {
-                break; // Missing: created below, so nothing further down exists either.
-            };
-            if meta.file_type().is_symlink() {
-                return Err(unsafe_at(
-                    &at,
-                    "is a symbolic link in the workspace; devcell does not write through it",
-                ));
-            }
-            match (last, meta.is_dir(), meta.is_file()) {
-                (false, true, _) => {}
-                (false, false, _) => return Err(unsafe_at(&at, "is in the way: not a folder")),
-                (true, _, true) => overwritten.push(rel.clone()),
-                (true, _, false) => {
-                    return Err(unsafe_at(&at, "is in the way: not a regular file"));
-                }
+    let mut at = PathBuf::new();
+    let parts: Vec<_> = rel.components().collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let last = i + 1 == parts.len();
+        let Ok(meta) = std::fs::symlink_metadata(request.workspace_folder.join(&at)) else {
+            return Ok(false); // Missing: created later, so nothing further down exists either.
+        };
+        if meta.file_type().is_symlink() {
+            return Err(unsafe_at(
+                &at,
+                "is a symbolic link in the workspace; devcell does not write through it",
+            ));
+        }
+        match (last, meta.is_dir(), meta.is_file()) {
+            (false, true, _) => {}
+            (false, false, _) => return Err(unsafe_at(&at, "is in the way: not a folder")),
+            (true, _, true) => return Ok(true),
+            (true, _, false) => {
+                return Err(unsafe_at(&at, "is in the way: not a regular file"));
             }
         }
     }
-    Ok(overwritten)
+    Ok(false)
 }
 
 /// Step 4: writes each file, substituted, without following a link.
@@ -337,18 +352,32 @@ fn write_files(request: &ApplyRequest<'_>, root: &Path, files: &[PathBuf]) -> Re
         if let Some(parent) = to.parent() {
             create_dirs_no_follow(request, parent)?;
         }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&to)
-            .map_err(io(&to))?;
-        file.write_all(&data).map_err(io(&to))?;
-        file.set_permissions(std::fs::Permissions::from_mode(mode | 0o600))
-            .map_err(io(&to))?;
+        write_atomically(&to, &data, mode | 0o600)?;
     }
+    Ok(())
+}
+
+/// Writes `data` to `path` as a new file: a temporary file in the same folder, renamed over
+/// `path`. A link (symbolic or hard) that is at `path`, or appears there meanwhile, is
+/// replaced, never written through; a reader never sees half a file.
+///
+/// # Errors
+/// [`TemplateError::Io`].
+fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    let io = |source| TemplateError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new()
+        .prefix(".devcell-")
+        .tempfile_in(parent)
+        .map_err(io)?;
+    file.write_all(data).map_err(io)?;
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io)?;
+    file.persist(path).map_err(|e| io(e.error))?;
     Ok(())
 }
 
@@ -380,37 +409,79 @@ fn create_dirs_no_follow(request: &ApplyRequest<'_>, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Step 5: adds `--features` to the first devcontainer.json the Template wrote.
+/// Step 3b: the configuration `--features` go to, relative to the workspace folder, decided
+/// before anything is written: the one `up` picks once the Template's files are there
+/// (`.devcontainer/devcontainer.json`, then `.devcontainer.json`; spec-note 0003), whether the
+/// Template writes it or the workspace has it; else the Template's one
+/// `.devcontainer/<name>/devcontainer.json` (the file a user passes with `--config`). `None`
+/// when there are no Features or no such file.
+///
+/// # Errors
+/// [`TemplateError::Unsafe`] when that configuration is a link, is not a regular file, or
+/// has a link on the way: devcell never edits through one.
+fn features_target(request: &ApplyRequest<'_>, files: &[PathBuf]) -> Result<Option<PathBuf>> {
+    if request.features.is_empty() {
+        return Ok(None);
+    }
+    for location in crate::config::discover::default_locations(Path::new("")) {
+        if check_target(request, &location)? || files.contains(&location) {
+            return Ok(Some(location));
+        }
+    }
+    let mut subfolder = files.iter().filter(|rel| {
+        let parts: Vec<_> = rel.components().collect();
+        parts.len() == 3
+            && parts[0].as_os_str() == ".devcontainer"
+            && parts[2].as_os_str() == "devcontainer.json"
+    });
+    match (subfolder.next(), subfolder.next()) {
+        (Some(only), None) => Ok(Some(only.clone())),
+        _ => Ok(None),
+    }
+}
+
+/// Step 5: adds `--features` to `config` (from [`features_target`]), its comments and layout
+/// kept, read without following a link and written anew ([`write_atomically`]).
 fn add_features(
     request: &ApplyRequest<'_>,
-    files: &[PathBuf],
+    config: Option<&Path>,
     warnings: &mut Vec<Warning>,
 ) -> Result<()> {
     if request.features.is_empty() {
         return Ok(());
     }
-    let Some(rel) = files
-        .iter()
-        .find(|f| f.to_string_lossy().ends_with("devcontainer.json"))
-    else {
+    let Some(rel) = config else {
         warnings.push(Warning {
             location: None,
             message: format!(
-                "Template `{}` has no devcontainer.json to add the Features to; they were not added",
+                "Template `{}` has no devcontainer.json that `up` would use to add the Features to; they were not added",
                 request.template
             ),
         });
         return Ok(());
     };
+    // Again now: a link could have appeared on the way since the check before writing.
+    check_target(request, rel)?;
     let path = request.workspace_folder.join(rel);
     let config = |reason: String| TemplateError::Config {
         path: path.clone(),
         reason,
     };
-    let text = std::fs::read_to_string(&path).map_err(|source| TemplateError::Io {
+    let io = |source| TemplateError::Io {
         path: path.clone(),
         source,
-    })?;
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(config("not a regular file".into()));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io)?;
     let root = CstRootNode::parse(&text, &Default::default())
         .map_err(|e| config(format!("not valid JSONC: {e}")))?;
     let object = root
@@ -426,10 +497,11 @@ fn add_features(
             }
         }
     }
-    std::fs::write(&path, root.to_string()).map_err(|source| TemplateError::Io {
-        path: path.clone(),
-        source,
-    })
+    write_atomically(
+        &path,
+        root.to_string().as_bytes(),
+        meta.permissions().mode() & 0o777,
+    )
 }
 
 /// A JSON value as the JSONC editor's input.

@@ -17,13 +17,13 @@ use crate::support::git::{git, give_to_workspace_owner, hostgit_image};
 use crate::support::hostile::HostTarget;
 
 /// One test host: devcell's home, state and cache in a temporary folder, agents by name.
-struct Host {
+pub(crate) struct Host {
     tmp: tempfile::TempDir,
 }
 
 impl Host {
     /// `agents`: name → the shell script the agent runs (`sh -c`) in the workspace.
-    fn new(agents: &[(&str, &str)]) -> Host {
+    pub(crate) fn new(agents: &[(&str, &str)]) -> Host {
         let tmp = tempfile::Builder::new()
             .prefix("devcell-clone-")
             .tempdir()
@@ -40,7 +40,12 @@ impl Host {
         Host { tmp }
     }
 
-    fn state(&self) -> PathBuf {
+    /// The config file (`config.toml`) every command gets.
+    pub(crate) fn config_file(&self) -> PathBuf {
+        self.tmp.path().join("config.toml")
+    }
+
+    pub(crate) fn state(&self) -> PathBuf {
         self.tmp.path().join("state")
     }
 
@@ -60,7 +65,7 @@ impl Host {
     }
 
     /// `devcell <args>` with this host's folders and config.
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         support::devcell()
             .env("HOME", self.tmp.path().join("home"))
             .env("DEVCELL_STATE_DIR", self.state())
@@ -73,7 +78,7 @@ impl Host {
     }
 
     /// `handoff --isolation clone --agent <agent> --format json <extra>` of `repo`.
-    fn handoff(&self, repo: &Path, agent: &str, extra: &[&str]) -> Output {
+    pub(crate) fn handoff(&self, repo: &Path, agent: &str, extra: &[&str]) -> Output {
         let mut args = vec![
             "handoff",
             "--isolation",
@@ -90,7 +95,7 @@ impl Host {
     }
 
     /// The clone of task `task` (its folder under the state's `tasks/<key>/`).
-    fn clone_of(&self, task: &str) -> PathBuf {
+    pub(crate) fn clone_of(&self, task: &str) -> PathBuf {
         let tasks = self.state().join("tasks");
         for key in std::fs::read_dir(&tasks).unwrap().flatten() {
             let folder = key.path().join(task);
@@ -131,7 +136,7 @@ impl Drop for Host {
     }
 }
 
-fn containers_of(ws: &Path) -> Vec<String> {
+pub(crate) fn containers_of(ws: &Path) -> Vec<String> {
     let filter = format!("label=devcontainer.local_folder={}", ws.display());
     let out = std::process::Command::new("docker")
         .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
@@ -143,7 +148,7 @@ fn containers_of(ws: &Path) -> Vec<String> {
         .collect()
 }
 
-fn mount_sources(id: &str) -> Vec<String> {
+pub(crate) fn mount_sources(id: &str) -> Vec<String> {
     let out = std::process::Command::new("docker")
         .args(["inspect", "--format", "{{json .Mounts}}", id])
         .output()
@@ -157,7 +162,7 @@ fn mount_sources(id: &str) -> Vec<String> {
         .collect()
 }
 
-fn envelope(out: &Output) -> Value {
+pub(crate) fn envelope(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
         panic!(
@@ -167,7 +172,7 @@ fn envelope(out: &Output) -> Value {
     })
 }
 
-fn ok(out: &Output) -> Value {
+pub(crate) fn ok(out: &Output) -> Value {
     let v = envelope(out);
     assert_eq!(
         out.status.code(),
@@ -181,7 +186,7 @@ fn ok(out: &Output) -> Value {
 /// A repository at `<at>/repo`: history on `main`, a branch `side`, a linked worktree beside
 /// it, a symlink, a `.devcontainer` on the hostgit image; its `.git/config` names hooks and
 /// `core.fsmonitor` that would create `target`'s marker. Owned by the workspace owner.
-fn source_repo(at: &Path, target: &HostTarget) -> PathBuf {
+pub(crate) fn source_repo(at: &Path, target: &HostTarget) -> PathBuf {
     let repo = at.join("repo");
     std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
@@ -405,6 +410,15 @@ fn a_clone_task_brings_the_agents_commits_back_and_leaves_the_repository_untouch
     assert_eq!(refused.status.code(), Some(12), "{e:#}");
     assert_eq!(e["error"]["details"]["reason"], "task_unfetched");
     assert_eq!(e["error"]["details"]["tip"], late.as_str());
+    // each unfetched commit named: short sha and subject
+    assert_eq!(e["error"]["details"]["total"], 1, "{e:#}");
+    let named = e["error"]["details"]["commits"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        named.ends_with(" after the fetch") && late.starts_with(named.split(' ').next().unwrap()),
+        "{e:#}"
+    );
     assert!(clone.exists(), "a refused delete removes nothing");
     let f = ok(&host.run(&[
         "fetch",
@@ -915,5 +929,144 @@ fn a_devcell_killed_mid_task_releases_the_task_and_the_next_command_recovers_it(
     assert!(!clone.exists());
     assert!(containers_of(&clone).is_empty(), "its container is gone");
     assert_eq!(snapshot(&repo), before);
+    target.assert_untouched();
+}
+
+/// A multi-repository workspace root (two repositories, the primary holding the configuration)
+/// as a clone task: each repository gets its own mirror, clone and task branch, mounted at
+/// `/workspace/<repo>`; the agent commits in both; both come back to
+/// `refs/devcell/tasks/<task>` of their own repository; `status` and `fetch` speak per
+/// repository; the hosts' `HEAD`, index and config are byte-identical; `delete` removes the task.
+#[test]
+fn a_multi_repository_clone_task_brings_back_the_commits_of_each_repository() {
+    if !engine_ready("clone_task_multi", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let both = format!(
+        "set -e; for r in /workspace/app /workspace/lib; do (cd $r && {COMMIT}); done; \
+         test ! -e /workspace/repos; test ! -e /workspace/app/task.json"
+    );
+    let host = Host::new(&[("both", &both)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-multi-")
+        .tempdir()
+        .unwrap();
+    let ws = at.path().join("ws");
+    let app = source_repo(&ws.join("app-src"), &target);
+    std::fs::rename(&app, ws.join("app")).unwrap();
+    std::fs::remove_dir_all(ws.join("app-src")).unwrap();
+    let app = ws.join("app");
+    // the `wt` worktree `source_repo` made is gone with its folder: forget it
+    git(&app, &["worktree", "prune"]);
+    let lib = ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    give_to_workspace_owner(at.path());
+    let before: Vec<_> = [&app, &lib]
+        .iter()
+        .map(|r| {
+            ["HEAD", "index", "config"].map(|f| std::fs::read(r.join(".git").join(f)).unwrap())
+        })
+        .collect();
+    let bases: Vec<String> = [&app, &lib]
+        .iter()
+        .map(|r| git(r, &["rev-parse", "HEAD"]))
+        .collect();
+
+    let r = ok(&host.handoff(&ws, "both", &["--task", "m1"]));
+    let tasks = r["result"]["tasks"].as_array().expect("tasks").clone();
+    assert_eq!(tasks.len(), 2, "{r:#}");
+    for ((t, repo), base) in tasks.iter().zip([&app, &lib]).zip(&bases) {
+        let name = repo.file_name().unwrap().to_str().unwrap();
+        assert_eq!(t["repo"], name, "{t:#}");
+        assert_eq!(t["ref"], "refs/devcell/tasks/m1");
+        assert_eq!(t["ahead"], 2, "{t:#}");
+        let tip = t["fetched"].as_str().expect("fetched");
+        assert_eq!(git(repo, &["rev-parse", "refs/devcell/tasks/m1"]), tip);
+        assert_eq!(git(repo, &["rev-parse", &format!("{tip}~2")]), *base);
+        assert_eq!(
+            git(repo, &["show", &format!("{tip}:agent.txt")]),
+            "refs/heads/devcell/m1"
+        );
+    }
+    assert_eq!(host.mirrors().len(), 2, "one mirror per repository");
+    let after: Vec<_> = [&app, &lib]
+        .iter()
+        .map(|r| {
+            ["HEAD", "index", "config"].map(|f| std::fs::read(r.join(".git").join(f)).unwrap())
+        })
+        .collect();
+    assert!(before == after, "a host's HEAD, index or config changed");
+    target.assert_untouched();
+
+    // the container saw the clones only, each at /workspace/<repo>
+    let tasks_dir = host.state().join("tasks");
+    let key = std::fs::read_dir(&tasks_dir)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let clones = key.join("m1/workspace");
+    assert!(clones.join("app/.git").is_dir() && clones.join("lib/.git").is_dir());
+    let ids = containers_of(&clones);
+    assert_eq!(ids.len(), 1, "one container for the task");
+    for s in mount_sources(&ids[0]) {
+        assert!(
+            !Path::new(&s).starts_with(&ws),
+            "{s} is under the workspace"
+        );
+    }
+    let context: Value = serde_json::from_str(
+        &std::fs::read_to_string(clones.join(".devcell/context.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(context["sandbox"]["bases"]["lib"], bases[1].as_str());
+
+    // `status` and `fetch` per repository
+    let st = ok(&host.run(&[
+        "status",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let listed: Vec<&str> = st["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["app", "lib"], "{st:#}");
+    let f = ok(&host.run(&[
+        "fetch",
+        "--task",
+        "m1",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(
+        f["result"]["repositories"].as_array().map(Vec::len),
+        Some(2),
+        "{f:#}"
+    );
+    let d = ok(&host.run(&[
+        "delete",
+        "--task",
+        "m1",
+        "--workspace-folder",
+        ws.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(d["result"]["task"], "m1", "{d:#}");
+    assert!(!key.join("m1").exists());
+    assert!(containers_of(&clones).is_empty());
     target.assert_untouched();
 }

@@ -215,3 +215,66 @@ fn verify_runs_every_command_in_the_container_and_fails_when_one_does() {
     );
     assert!(text.contains("boom"), "{text}");
 }
+
+/// A verify command printing without end and one that never ends (issue 25, class 6): the
+/// first's kept output is bounded (its tail, after a marker naming the bytes dropped), the
+/// second is stopped at `--timeout` with a clear failure, and no process of it is left in the
+/// container. Before, `verify` kept every byte in memory and waited for ever.
+#[test]
+fn verify_keeps_a_bounded_tail_and_stops_a_command_at_its_deadline() {
+    let Some(ctx) = TestContext::busybox("verify_bounded_and_deadline") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    std::fs::create_dir(ctx.path().join(".devcontainer")).unwrap();
+    ctx.write(
+        CONFIG,
+        &format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "customizations": {{"devcell": {{"verify": ["yes devcell-flood | head -c 20000000; echo; echo last-line", "sleep 7777 & sleep 7778; echo never"]}}}}}}"#
+        ),
+    );
+    let (code, result, stderr) = run(&ctx, "up", &[]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+
+    let started = std::time::Instant::now();
+    let (code, report, stderr) = run(&ctx, "verify", &["--format", "json", "--timeout", "5"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "verify took {:?}",
+        started.elapsed()
+    );
+    let results = report["result"]["results"].as_array().unwrap();
+    let flood = &results[0];
+    assert_eq!(flood["exitCode"], 0, "{report}");
+    assert_eq!(flood["timedOut"], false);
+    let tail = flood["outputTail"].as_str().unwrap();
+    assert!(tail.len() < 8192, "kept {} bytes", tail.len());
+    assert!(tail.starts_with("[devcell: "), "{tail:.200}");
+    assert!(tail.ends_with("last-line\n"), "{tail:.200}");
+    assert!(
+        flood["droppedBytes"].as_u64().unwrap() > 19_000_000,
+        "{report:.500}"
+    );
+
+    let stuck = &results[1];
+    assert_eq!(stuck["timedOut"], true, "{report:.2000}");
+    assert_eq!(stuck["exitCode"], 124);
+    assert!(!stuck["outputTail"].as_str().unwrap().contains("never"));
+    assert!(stderr.contains("deadline"), "{stderr}");
+
+    // nothing of the stopped command runs on in the container
+    let ps = ctx.output("exec", &["ps", "-o", "args"]);
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(!ps.contains("sleep 777"), "{ps}");
+
+    // the text form says what happened and what to change
+    let out = ctx.output("verify", &["--timeout", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FAIL sleep 7777 & sleep 7778; echo never (timed out after"),
+        "{text}"
+    );
+    assert!(text.contains("--timeout"), "{text}");
+}

@@ -2117,4 +2117,36 @@ fn a_handoff_keeps_its_environment_record_in_its_session() {
         "json",
     ]);
     assert_eq!(code, Some(11), "{missing}");
+
+    // `delete` forgets the workspace's records and keeps the session's beside its log
+    let (code, del) = env.json(&[
+        "delete",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{del}");
+    let log = session["log"].as_str().unwrap();
+    let copy = Path::new(log).with_extension("environment.json");
+    assert_eq!(
+        del["result"]["kept"]["environments"],
+        serde_json::json!([copy])
+    );
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&copy).unwrap()).unwrap();
+    assert_eq!(kept, *record);
+    let removed = del["result"]["removed"]["environments"].as_array().unwrap();
+    assert_eq!(removed.len(), 2, "{del}");
+    for path in removed {
+        assert!(!Path::new(path.as_str().unwrap()).exists(), "{path}");
+    }
+    let (code, gone) = env.json(&[
+        "env",
+        "show",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(11), "{gone}");
 }

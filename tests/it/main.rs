@@ -26,6 +26,7 @@ mod interop;
 mod lifecycle;
 mod lockfile;
 mod logging;
+mod mail;
 mod mail_host;
 mod oci;
 mod outdated;

@@ -81,11 +81,17 @@ fn render(r: &DeleteResult) -> String {
     if let Some(p) = &r.removed.state {
         let _ = writeln!(s, "removed state {}", p.display());
     }
+    for e in &r.removed.environments {
+        let _ = writeln!(s, "removed environment record {}", e.display());
+    }
     for f in &r.kept.folders {
         let _ = writeln!(s, "kept {}", f.describe());
     }
     for l in &r.kept.logs {
         let _ = writeln!(s, "kept log {}", l.display());
+    }
+    for e in &r.kept.environments {
+        let _ = writeln!(s, "kept environment record {}", e.display());
     }
     if r.verified {
         let _ = writeln!(s, "verified: nothing labelled {} remains", r.label);

@@ -111,13 +111,14 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         workspace_folder_given: true,
         ..TargetOptions::default()
     };
+    let timeout = std::time::Duration::from_secs(args.timeout);
     let result = verify_commands(&target, args.environment.as_deref()).and_then(|commands| {
         let opts = ExecOptions {
             target,
             ..ExecOptions::default()
         };
         with_progress(|reporter| async move {
-            crate::ops::verify::verify(&opts, &commands, &*reporter).await
+            crate::ops::verify::verify(&opts, &commands, timeout, &*reporter).await
         })
         .map_err(|e| OpsError::Unsupported {
             message: e.to_string(),
@@ -164,10 +165,17 @@ fn render_verify(report: &VerifyReport) -> String {
     let mut out = String::new();
     for r in &report.results {
         let verdict = if r.exit_code == 0 { "ok  " } else { "FAIL" };
-        out.push_str(&format!(
-            "{verdict} {} (exit {}, {} ms)\n",
-            r.command, r.exit_code, r.duration_ms
-        ));
+        if r.timed_out {
+            out.push_str(&format!(
+                "{verdict} {} (timed out after {} ms and stopped; see --timeout)\n",
+                r.command, r.duration_ms
+            ));
+        } else {
+            out.push_str(&format!(
+                "{verdict} {} (exit {}, {} ms)\n",
+                r.command, r.exit_code, r.duration_ms
+            ));
+        }
         if r.exit_code != 0 && !r.output_tail.is_empty() {
             for line in r.output_tail.lines() {
                 out.push_str(&format!("     {line}\n"));

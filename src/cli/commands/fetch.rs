@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::args::FetchArgs;
 use crate::cli::commands::{Extras, finish, folder, own_block_on_checked};
-use crate::handoff::task::run::{fetch_line, fetch_task, state_root};
+use crate::handoff::task::run::{fetch_task, state_root};
 
 /// Runs `fetch`: the clone task's branch fetched into `refs/devcell/tasks/<task>` of the
 /// repository (spec-note 0437), one line (or the envelope) saying what moved.
@@ -17,7 +17,7 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(
         args.format,
         result,
-        |f| format!("{}\n", fetch_line(f)),
+        |f| f.lines(),
         |_| Extras::default(),
     ))
 }

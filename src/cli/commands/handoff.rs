@@ -262,6 +262,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         task: args.task.clone(),
         base: args.base.clone(),
         sandbox: None,
+        mail: None,
     })
 }
 

@@ -294,6 +294,7 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
     let at = fetched.clone().unwrap_or_else(|| record.base.clone());
     TaskFetch {
         task: record.task.clone(),
+        repo: record.workspace.as_ref().map(|_| record.repo.clone()),
         ref_name: fetched_ref_of(&record.task),
         tip,
         ahead: fetched
@@ -305,6 +306,56 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
         behind: count(format!("{at}..HEAD")),
         kept: None,
     }
+}
+
+/// At most this many unfetched commits are named (`delete`'s refusal says how many more).
+pub const UNFETCHED_NAMED: usize = 20;
+
+/// The commits of the clone's branch at `tip` that the user's repository holds neither under
+/// the task ref (`host`) nor as the base: `<short sha> <subject>` newest first, at most
+/// [`UNFETCHED_NAMED`], and how many there are in all. Read as data: the clone's objects are
+/// copied into a bare repository devcell makes ([`crate::handoff::container_git::stage_objects`])
+/// and git runs only there; subjects are made terminal-safe (the agent wrote them).
+///
+/// Errors: the staging's; a failing host git (a tip whose objects are missing).
+pub fn unfetched_commits(
+    record: &TaskRecord,
+    tip: &str,
+    host: Option<&str>,
+) -> Result<(Vec<String>, u64)> {
+    use crate::formats::terminal::{Sgr, printable};
+    let repo = HostRepo {
+        work_tree: &record.source,
+        git_dir: &record.source_git_dir,
+        common_dir: &record.source_git_dir,
+    };
+    let (_guard, staged) = crate::handoff::container_git::stage_objects(
+        &record.clone.join(".git"),
+        &repo,
+        &record.object_format,
+    )?;
+    // object names only (read as such): `^` excludes, after `--end-of-options`
+    let mut range = vec![tip.to_string(), format!("^{}", record.base)];
+    range.extend(host.map(|h| format!("^{h}")));
+    let in_staged = |args: &[&str]| git(&staged, Some(&staged), &[], args);
+    let mut count_args = vec!["rev-list", "--count", "--end-of-options"];
+    count_args.extend(range.iter().map(String::as_str));
+    let total = in_staged(&count_args)?.trim().parse::<u64>().unwrap_or(0);
+    let max = format!("--max-count={UNFETCHED_NAMED}");
+    let mut log_args = vec![
+        "log",
+        "--no-decorate",
+        "--format=%h %s",
+        &max,
+        "--end-of-options",
+    ];
+    log_args.extend(range.iter().map(String::as_str));
+    let listed = in_staged(&log_args)?;
+    let named = listed
+        .lines()
+        .map(|l| printable(l, Sgr::Escape).into_owned())
+        .collect();
+    Ok((named, total))
 }
 
 /// Why deleting the task would lose work.
@@ -383,6 +434,7 @@ mod tests {
             fetched_at: None,
             created_at: "2026-12-03T00:00:00Z".into(),
             source_id: None,
+            workspace: None,
         };
         let got = fetch(&mut record).unwrap();
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
@@ -423,6 +475,7 @@ mod tests {
             fetched_at: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
+            workspace: None,
         }
     }
 

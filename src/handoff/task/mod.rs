@@ -17,6 +17,7 @@
 pub mod clone;
 pub mod fetch;
 pub mod lock;
+pub mod mail;
 pub mod mirror;
 pub mod orphans;
 pub mod run;
@@ -66,6 +67,15 @@ pub fn kept_ref_of(task: &str, commit: &str) -> String {
     format!("refs/devcell/kept/tasks/{task}/{commit}")
 }
 
+/// The commits a task's branch holds that were never fetched ([`TaskError::Unfetched`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unlisted {
+    /// `<short sha> <subject>`, newest first, at most [`fetch::UNFETCHED_NAMED`].
+    pub commits: Vec<String>,
+    /// How many there are in all (`None`: they could not be counted).
+    pub total: Option<u64>,
+}
+
 /// A clone task failed or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -111,7 +121,8 @@ pub enum TaskError {
     },
     /// `delete --task` while the task branch has commits never fetched.
     #[error(
-        "task `{task}` has commits that were never fetched: branch `{branch}` is at {tip}, {fetched}"
+        "task `{task}` has commits that were never fetched: branch `{branch}` is at {tip}, {fetched}{}",
+        listing(&listed.commits, listed.total)
     )]
     Unfetched {
         /// The task.
@@ -122,8 +133,8 @@ pub enum TaskError {
         tip: String,
         /// What was fetched (for the message).
         fetched: String,
-        /// The commits not fetched (`<short> <subject>`), when they could be listed.
-        commits: Vec<String>,
+        /// The commits not fetched, when they could be listed (boxed: the error stays small).
+        listed: Box<Unlisted>,
     },
     /// The clone's refs cannot be read as git writes them (a link, a FIFO, an unreadable file,
     /// junk): its branch is never counted as fetched, and nothing is fetched from it.
@@ -204,14 +215,15 @@ impl crate::ops::error::ProductError for TaskError {
                 task,
                 branch,
                 tip,
-                commits,
+                listed,
                 ..
             } => serde_json::json!({
                 "reason": "task_unfetched",
                 "task": task,
                 "branch": branch,
                 "tip": tip,
-                "commits": commits,
+                "commits": listed.commits,
+                "total": listed.total,
             }),
             TaskError::UnreadableRefs { task, clone, why } => serde_json::json!({
                 "reason": "task_refs_unreadable",
@@ -254,6 +266,26 @@ impl crate::ops::error::ProductError for TaskError {
             _ => None,
         }
     }
+}
+
+/// The unfetched commits for [`TaskError::Unfetched`]'s message: one indented line each, then
+/// how many more there are.
+fn listing(commits: &[String], total: Option<u64>) -> String {
+    let mut out = String::new();
+    if commits.is_empty() {
+        return out;
+    }
+    let total = total.unwrap_or(commits.len() as u64);
+    out.push_str(&format!("; {total} commit(s):"));
+    for c in commits {
+        out.push_str("\n  ");
+        out.push_str(c);
+    }
+    let more = total.saturating_sub(commits.len() as u64);
+    if more > 0 {
+        out.push_str(&format!("\n  … and {more} more"));
+    }
+    out
 }
 
 /// `Result` with [`TaskError`].
@@ -397,6 +429,12 @@ pub struct TaskRecord {
     /// does not inherit the task. Absent in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
+    /// For a repository of a multi-repository workspace: the workspace root the task was made
+    /// from. Its clone is then `<task folder>/workspace/<repo>` (the workspace folder holds
+    /// only the clones, so no record is visible in the container) and its record
+    /// `<task folder>/repos/<repo>.json`. Absent for a single repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
 }
 
 /// The identity of the repository whose common git directory is `common_dir`: the folder's
@@ -430,14 +468,35 @@ impl TaskRecord {
             .is_none_or(|id| repository_id(&self.source_git_dir).as_deref() == Some(id))
     }
 
-    /// `<task folder>/task.json`.
+    /// `<task folder>/task.json`, or `<task folder>/repos/<repo>.json` for a repository of a
+    /// multi-repository workspace.
     pub fn path(&self) -> PathBuf {
-        self.folder().join("task.json")
+        if self.workspace.is_some() {
+            self.folder()
+                .join(REPOS_FOLDER)
+                .join(format!("{}.json", self.repo))
+        } else {
+            self.folder().join("task.json")
+        }
     }
 
-    /// The task's folder (the clone's parent).
+    /// The folder the handoff mounts as its workspace: the clone for a single repository, the
+    /// folder of every clone (`<task folder>/workspace`) for a multi-repository workspace.
+    pub fn workspace_folder(&self) -> PathBuf {
+        if self.workspace.is_some() {
+            self.clone
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default()
+        } else {
+            self.clone.clone()
+        }
+    }
+
+    /// The task's folder (the clone's parent; for a multi-repository workspace its
+    /// grandparent).
     pub fn folder(&self) -> PathBuf {
-        self.clone
+        self.workspace_folder()
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default()
@@ -467,6 +526,65 @@ impl TaskRecord {
     }
 }
 
+/// The folder of a multi-repository task's records (`<task folder>/repos`).
+pub const REPOS_FOLDER: &str = "repos";
+
+/// The folder of a multi-repository task's clones (`<task folder>/workspace`), the handoff's
+/// workspace folder.
+pub const WORKSPACE_FOLDER: &str = "workspace";
+
+/// Every record of the task folder `folder`: its `task.json` (a single repository), else each
+/// `repos/*.json` by repository name (a multi-repository workspace; an empty `repos` is no
+/// task).
+///
+/// Errors: [`TaskError::Io`] (no record at all), [`TaskError::Corrupt`].
+pub fn load_folder(folder: &Path) -> Result<Vec<TaskRecord>> {
+    let single = folder.join("task.json");
+    if single.exists() || !folder.join(REPOS_FOLDER).is_dir() {
+        return Ok(vec![TaskRecord::load(folder)?]);
+    }
+    let repos = folder.join(REPOS_FOLDER);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&repos)
+        .map_err(io(&repos))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(TaskError::Io {
+            path: repos,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no repository record"),
+        });
+    }
+    paths
+        .iter()
+        .map(|path| {
+            let bytes = crate::config::bounded::read(path, 1 << 20).map_err(io(path))?;
+            serde_json::from_slice(&bytes).map_err(|e| TaskError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Whether the task folder `folder` was made whole: its `task.json`, or its `repos` folder
+/// (renamed into place once every record in it was written).
+pub fn is_made(folder: &Path) -> bool {
+    folder.join("task.json").exists() || folder.join(REPOS_FOLDER).is_dir()
+}
+
+/// The key of a multi-repository workspace root (its canonical path), distinct from any
+/// repository's [`source_key`].
+pub fn workspace_key(root: &Path) -> String {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(b"workspace:");
+    hasher.update(root.as_os_str().as_encoded_bytes());
+    hex::encode(&hasher.finalize()[..16])
+}
+
 /// The key of a source repository: sha256 of its canonical common git directory, as hex (16
 /// bytes). Mirrors and task folders are named by it.
 pub fn source_key(common_dir: &Path) -> String {
@@ -484,32 +602,60 @@ pub fn tasks_root(state_root: &Path, key: &str) -> PathBuf {
 /// of a repository that was at the same path before ([`TaskRecord::same_repository`]) are
 /// skipped.
 pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
+    list_tasks(state_root, key).into_iter().flatten().collect()
+}
+
+/// Every task of the source with key `key`, by name, each as its records (one per repository,
+/// by repository name); as [`list`], a task one of whose repositories is not the one it was
+/// made from is skipped.
+pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
     let root = tasks_root(state_root, key);
-    let mut out: Vec<TaskRecord> = std::fs::read_dir(&root)
+    let mut out: Vec<Vec<TaskRecord>> = std::fs::read_dir(&root)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| TaskRecord::load(&e.path()).ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| load_folder(&e.path()).ok())
         // the tasks of a repository that was at this path before are not this one's
-        .filter(TaskRecord::same_repository)
+        .filter(|records| records.iter().all(TaskRecord::same_repository))
         .collect();
-    out.sort_by(|a, b| a.task.cmp(&b.task));
+    out.sort_by(|a, b| a[0].task.cmp(&b[0].task));
     out
 }
 
-/// The context file's `sandbox` of `record` (spec-note 0437).
-pub fn sandbox_of(record: &TaskRecord) -> Sandbox {
+/// The context file's `sandbox` of a task's `records` (one per repository; spec-note 0437).
+pub fn sandbox_of(records: &[TaskRecord]) -> Sandbox {
+    let record = &records[0];
+    let multi = record.workspace.is_some();
+    let results = if multi {
+        format!(
+            "in each repository, commit your work to its branch `{}`: when you end, devcell fetches that branch (and only it) of each repository into the user's repository as `{}`; nothing else in these clones leaves them, uncommitted changes included",
+            record.branch,
+            fetched_ref_of(&record.task)
+        )
+    } else {
+        format!(
+            "commit your work to the branch `{}`: when you end, devcell fetches that branch (and only it) into the user's repository as `{}`; nothing else in this clone leaves it, uncommitted changes included",
+            record.branch,
+            fetched_ref_of(&record.task)
+        )
+    };
     Sandbox {
         isolation: "clone".into(),
         task: record.task.clone(),
         branch: record.branch.clone(),
         base: record.base.clone(),
         fetched_ref: fetched_ref_of(&record.task),
-        results: format!(
-            "commit your work to the branch `{}`: when you end, devcell fetches that branch (and only it) into the user's repository as `{}`; nothing else in this clone leaves it, uncommitted changes included",
-            record.branch,
-            fetched_ref_of(&record.task)
-        ),
+        bases: if multi {
+            records
+                .iter()
+                .map(|r| (r.repo.clone(), r.base.clone()))
+                .collect()
+        } else {
+            Default::default()
+        },
+        results,
+        mail: None,
     }
 }
 

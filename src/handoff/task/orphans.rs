@@ -74,8 +74,8 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
         message,
         unfetched,
     };
-    let record = match TaskRecord::load(folder) {
-        Ok(record) => record,
+    let records = match super::load_folder(folder) {
+        Ok(records) => records,
         Err(e) => {
             return Some(orphan(
                 None,
@@ -88,7 +88,23 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
             ));
         }
     };
-    if record.clone.parent() != Some(folder) || !record.clone.is_dir() {
+    // a multi-repository task is judged by its first orphaned repository
+    records
+        .iter()
+        .find_map(|record| judge_record(folder, &task, record))
+}
+
+/// Whether the repository of `record` in the task folder `folder` makes it an orphan.
+fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<OrphanTask> {
+    let orphan = |source, reason, message: String, unfetched| OrphanTask {
+        folder: folder.to_path_buf(),
+        task: task.to_string(),
+        source,
+        reason,
+        message,
+        unfetched,
+    };
+    if record.folder() != folder || !record.clone.is_dir() {
         return Some(orphan(
             Some(record.source.clone()),
             "clone_gone",
@@ -104,7 +120,7 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
         && record.source_git_dir.join("HEAD").is_file()
         && record.same_repository();
     if !repository {
-        let unfetched = match fetch::read_tip(&record) {
+        let unfetched = match fetch::read_tip(record) {
             Tip::Missing => None,
             Tip::At(tip) => (tip != record.base).then_some(tip),
             Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
@@ -203,11 +219,14 @@ pub async fn prune(
     let mut removed = Vec::new();
     for (orphan, lock) in removable {
         if !dry_run {
-            if let Ok(record) = TaskRecord::load(&orphan.folder) {
+            if let Some(record) = super::load_folder(&orphan.folder)
+                .ok()
+                .and_then(|r| r.into_iter().next())
+            {
                 crate::handoff::delete::delete_with(
                     engine,
                     &crate::handoff::delete::DeleteOptions {
-                        workspace_folder: record.clone.clone(),
+                        workspace_folder: record.workspace_folder(),
                         state_root: Some(state_root.to_path_buf()),
                     },
                     reporter,
@@ -272,6 +291,7 @@ mod tests {
             super::super::run::open_task(&opts, &state, &cache, &quiet)
                 .unwrap()
                 .0
+                .remove(0)
         };
         let kept_repo = base.join("kept");
         repo(&kept_repo);

@@ -53,14 +53,20 @@ pub fn open_task(
     state_root: &Path,
     cache_root: &Path,
     reporter: &dyn Reporter,
-) -> Result<(TaskRecord, TaskLock)> {
+) -> Result<(Vec<TaskRecord>, TaskLock)> {
     if let Some(name) = &opts.task
         && !valid_task_name(name)
     {
         return Err(TaskError::InvalidName { name: name.clone() });
     }
-    let src = source::inspect(&opts.workspace_folder, opts.base.as_deref())?;
-    let key = source_key(&src.common_dir);
+    let (sources, workspace) = source::inspect_all(&opts.workspace_folder, opts.base.as_deref())?;
+    let key = match &workspace {
+        Some(root) => super::workspace_key(root),
+        None => source_key(&sources[0].common_dir),
+    };
+    let shown_source = workspace
+        .clone()
+        .unwrap_or_else(|| sources[0].work_tree.clone());
     let root = tasks_root(state_root, &key);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -95,7 +101,7 @@ pub fn open_task(
                 if opts.task.is_none() {
                     continue;
                 }
-                if !folder.join("task.json").exists() {
+                if !super::is_made(&folder) {
                     // half made by a devcell that was killed: nobody else holds it (the lock)
                     reporter.report(Event::Status(format!(
                         "clone task `{name}`: removing a task folder left half made"
@@ -103,30 +109,41 @@ pub fn open_task(
                     std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
                     continue;
                 }
-                let record = TaskRecord::load(&folder)?;
-                if !record.same_repository() {
+                let records = super::load_folder(&folder)?;
+                if !records.iter().all(TaskRecord::same_repository) {
                     return Err(TaskError::Refused {
                         reason: "clone_replaced_repository",
-                        source_repo: src.work_tree.clone(),
+                        source_repo: shown_source,
                         message: format!(
                             "task `{name}` was made from the repository that was at this path before it was replaced"
                         ),
                         hint: "choose another `--task`; `devcell doctor` lists the old task and `devcell prune --tasks` removes it once nothing would be lost".into(),
                     });
                 }
-                reporter.report(Event::Status(format!(
-                    "clone task `{name}`: continuing on branch `{}` (base {})",
-                    record.branch,
-                    short(&record.base)
-                )));
-                return Ok((record, lock));
+                for record in &records {
+                    reporter.report(Event::Status(format!(
+                        "clone task `{name}`: continuing `{}` on branch `{}` (base {})",
+                        record.repo,
+                        record.branch,
+                        short(&record.base)
+                    )));
+                }
+                return Ok((records, lock));
             }
             Err(e) => return Err(io(&folder)(e)),
         }
     };
-    let made = make_task(&src, &key, &name, &folder, state_root, cache_root, reporter);
+    let made = make_task(
+        &sources,
+        workspace.as_deref(),
+        &name,
+        &folder,
+        state_root,
+        cache_root,
+        reporter,
+    );
     match made {
-        Ok(record) => Ok((record, lock)),
+        Ok(records) => Ok((records, lock)),
         Err(e) => {
             let _ = std::fs::remove_dir_all(&folder);
             lock.remove();
@@ -146,34 +163,85 @@ fn case_twin(root: &Path, name: &str) -> Option<String> {
         .find(|other| other != name && other.eq_ignore_ascii_case(name))
 }
 
+/// Makes the task's clones in `folder`: the clone itself for one repository, each
+/// repository's clone in `folder/workspace` for a multi-repository workspace (`workspace`, its
+/// root), then writes the records (a multi-repository task's `repos` folder is renamed into
+/// place once all are written, so a killed devcell leaves no half-listed task).
 fn make_task(
-    src: &source::Source,
-    key: &str,
+    sources: &[source::Source],
+    workspace: Option<&Path>,
     name: &str,
     folder: &Path,
     state_root: &Path,
     cache_root: &Path,
     reporter: &dyn Reporter,
+) -> Result<Vec<TaskRecord>> {
+    let owner_of = workspace.unwrap_or(&sources[0].work_tree);
+    reachable_by_owner(state_root, folder, owner_of)?;
+    let clones = match workspace {
+        Some(_) => {
+            let dir = folder.join(super::WORKSPACE_FOLDER);
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(io(&dir))?;
+            dir
+        }
+        None => folder.to_path_buf(),
+    };
+    let mut records = Vec::new();
+    for src in sources {
+        records.push(make_clone(src, name, &clones, cache_root, reporter)?);
+    }
+    let Some(root) = workspace else {
+        records[0].save()?;
+        return Ok(records);
+    };
+    // given to the owner only now: devcell's host git runs as the owner of the folder it
+    // runs in, and the clones were made borrowing the mirror, which only devcell reaches
+    crate::config::ownership::hand_over(&clones, owner_of).map_err(io(&clones))?;
+    let staging = folder.join(format!("{}.tmp", super::REPOS_FOLDER));
+    std::fs::create_dir(&staging).map_err(io(&staging))?;
+    for record in &mut records {
+        record.workspace = Some(root.to_path_buf());
+        let path = staging.join(format!("{}.json", record.repo));
+        let text = serde_json::to_string_pretty(record).unwrap_or_default();
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    let repos = folder.join(super::REPOS_FOLDER);
+    std::fs::rename(&staging, &repos).map_err(io(&repos))?;
+    Ok(records)
+}
+
+/// One repository's clone at `clones/<repo>`: its mirror made or fetched under the mirror's
+/// exclusive lock, the clone made under the shared lock; its record (not yet saved).
+fn make_clone(
+    src: &source::Source,
+    name: &str,
+    clones: &Path,
+    cache_root: &Path,
+    reporter: &dyn Reporter,
 ) -> Result<TaskRecord> {
+    let key = source_key(&src.common_dir);
     reporter.report(Event::Status(format!(
         "clone task `{name}`: fetching `{}` into its mirror",
         src.work_tree.display()
     )));
-    let mut lock = MirrorLock::take(cache_root, key, true)?;
-    let mirror = mirror::update(cache_root, key, src)?;
+    let mut lock = MirrorLock::take(cache_root, &key, true)?;
+    let mirror = mirror::update(cache_root, &key, src)?;
     let lock_path = mirror::mirrors_root(cache_root);
     lock.set(false).map_err(io(&lock_path))?;
-    reachable_by_owner(state_root, folder, &src.work_tree)?;
-    let clone_path = folder.join(&src.name);
+    let clone_path = clones.join(&src.name);
     let branch = branch_of(name);
     reporter.report(Event::Status(format!(
-        "clone task `{name}`: cloning branch `{branch}` at {} (base `{}`)",
+        "clone task `{name}`: cloning `{}` on branch `{branch}` at {} (base `{}`)",
+        src.name,
         short(&src.base),
         src.base_ref
     )));
     clone::make(&mirror, src, &clone_path, &branch)?;
     drop(lock);
-    let record = TaskRecord {
+    Ok(TaskRecord {
         task: name.to_string(),
         source: src.work_tree.clone(),
         source_git_dir: src.common_dir.clone(),
@@ -188,9 +256,8 @@ fn make_task(
         fetched_at: None,
         created_at: chrono::Utc::now().to_rfc3339(),
         source_id: super::repository_id(&src.common_dir),
-    };
-    record.save()?;
-    Ok(record)
+        workspace: None,
+    })
 }
 
 /// When devcell is root and the source belongs to another user, the clone is that user's (the
@@ -264,36 +331,67 @@ pub async fn handoff_with(
     let state = state_root(opts.state_root.as_deref())?;
     let cache = cache_root()?;
     // held until the fetch back is done: the task cannot be deleted or opened again meanwhile
-    let (mut record, _lock) = open_task(opts, &state, &cache, reporter)?;
+    let (mut records, _lock) = open_task(opts, &state, &cache, reporter)?;
+    let multi = records[0].workspace.is_some();
     let mut task_opts = opts.clone();
-    task_opts.workspace_folder = record.clone.clone();
-    task_opts.sandbox = Some(sandbox_of(&record));
-    task_opts.primary = None;
+    task_opts.workspace_folder = records[0].workspace_folder();
+    // the mail channel to the repository's other tasks, for as long as the handoff runs
+    let door = super::mail::open(&state, &records[0], &opts.settings.mail)?;
+    let mut sandbox = sandbox_of(&records);
+    sandbox.mail = Some(super::mail::agent_text());
+    task_opts.sandbox = Some(sandbox);
+    task_opts.mail = Some(door.container.clone());
+    // a multi-repository workspace chooses its primary as the worktree mode does (0160)
+    if !multi {
+        task_opts.primary = None;
+    }
     task_opts.state_root = Some(state);
     let result =
         crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
-    let fetched = fetch::fetch(&mut record);
+    if let Err(e) = door.close() {
+        reporter.report(Event::Status(format!(
+            "warning: task `{}`: its end was not recorded by the mail mediator: {e}",
+            records[0].task
+        )));
+    }
+    let fetched: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
     let mut r = result?;
-    match fetched {
-        Ok(f) => {
-            reporter.report(Event::Status(fetch_line(&f)));
-            r.task = Some(f);
+    let mut reports = Vec::new();
+    for (record, fetched) in records.iter().zip(fetched) {
+        match fetched {
+            Ok(f) => {
+                reporter.report(Event::Status(fetch_line(&f)));
+                reports.push(f);
+            }
+            Err(e) => {
+                let message = format!(
+                    "task `{}`: the branch `{}` of `{}` was not fetched: {e}; the clone is kept, `devcell fetch --task {}` retries",
+                    record.task, record.branch, record.repo, record.task
+                );
+                reporter.report(Event::Status(format!("warning: {message}")));
+                r.warnings.push(message);
+                reports.push(fetch::report(record, fetch::clone_tip(record), false));
+            }
         }
-        Err(e) => {
-            let message = format!(
-                "task `{}`: the branch `{}` was not fetched: {e}; the clone is kept, `devcell fetch --task {}` retries",
-                record.task, record.branch, record.task
-            );
-            reporter.report(Event::Status(format!("warning: {message}")));
-            r.warnings.push(message);
-            r.task = Some(fetch::report(&record, fetch::clone_tip(&record), false));
-        }
+    }
+    if multi {
+        r.tasks = reports;
+    } else {
+        r.task = reports.pop();
     }
     Ok(r)
 }
 
 /// One line for people about a fetch.
 pub fn fetch_line(f: &TaskFetch) -> String {
+    let line = fetch_line_of(f);
+    match &f.repo {
+        Some(repo) => format!("{repo}: {line}"),
+        None => line,
+    }
+}
+
+fn fetch_line_of(f: &TaskFetch) -> String {
     match (&f.tip, &f.fetched) {
         (None, _) => format!(
             "task `{}`: no branch `devcell/{}` in its clone; nothing fetched",
@@ -331,7 +429,7 @@ pub fn fetch_line(f: &TaskFetch) -> String {
 /// The record of task `task` of the repository at `workspace`.
 ///
 /// Errors: [`TaskError::NoSuchTask`]; [`source::locate`]'s.
-pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<TaskRecord> {
+pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Vec<TaskRecord>> {
     let (root, key) = source::locate(workspace)?;
     if !valid_task_name(task) {
         return Err(TaskError::InvalidName {
@@ -339,29 +437,66 @@ pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Task
         });
     }
     let folder = tasks_root(state_root, &key).join(task);
-    if !folder.join("task.json").exists() {
+    if !super::is_made(&folder) {
         return Err(TaskError::NoSuchTask {
             task: task.to_string(),
             workspace: root,
         });
     }
-    let record = TaskRecord::load(&folder)?;
+    let records = super::load_folder(&folder)?;
     // a task of the repository that was at this path before is not this one's
-    if !record.same_repository() {
+    if !records.iter().all(TaskRecord::same_repository) {
         return Err(TaskError::NoSuchTask {
             task: task.to_string(),
             workspace: root,
         });
     }
-    Ok(record)
+    Ok(records)
 }
 
-/// `devcell fetch --task NAME`: the task branch fetched into `refs/devcell/tasks/<task>`.
+/// What `fetch --task` did: one repository's fetch (as before), or each repository's of a
+/// multi-repository task.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Fetched {
+    /// A single repository.
+    One(TaskFetch),
+    /// A multi-repository workspace, one per repository.
+    Many {
+        /// Each repository's fetch.
+        repositories: Vec<TaskFetch>,
+    },
+}
+
+impl Fetched {
+    /// Lines for people, one per repository.
+    pub fn lines(&self) -> String {
+        match self {
+            Fetched::One(f) => format!("{}\n", fetch_line(f)),
+            Fetched::Many { repositories } => repositories
+                .iter()
+                .map(|f| format!("{}\n", fetch_line(f)))
+                .collect(),
+        }
+    }
+}
+
+/// `devcell fetch --task NAME`: the task branch of each repository fetched into its
+/// `refs/devcell/tasks/<task>`.
 ///
-/// Errors: [`load_task`]'s, [`fetch::fetch`]'s.
-pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path) -> Result<TaskFetch> {
-    let mut record = load_task(workspace, task, state_root)?;
-    fetch::fetch(&mut record)
+/// Errors: [`load_task`]'s, the first [`fetch::fetch`] error (every repository is tried).
+pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Fetched> {
+    let mut records = load_task(workspace, task, state_root)?;
+    let multi = records[0].workspace.is_some();
+    let results: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
+    let mut fetched = results.into_iter().collect::<Result<Vec<_>>>()?;
+    Ok(if multi {
+        Fetched::Many {
+            repositories: fetched,
+        }
+    } else {
+        Fetched::One(fetched.remove(0))
+    })
 }
 
 /// What `delete --task` removed.
@@ -370,21 +505,22 @@ pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Tas
 pub struct TaskDeleted {
     /// The task.
     pub task: String,
-    /// The clone removed.
+    /// The clone removed (for a multi-repository workspace, the folder of its clones).
     pub clone: PathBuf,
     /// The fetched ref, kept in the user's repository (`null`: never fetched).
     pub kept_ref: Option<String>,
-    /// The commit dropped unfetched (`--force`).
+    /// The commit dropped unfetched (`--force`; `<repo>: <commit>` for each repository of a
+    /// multi-repository workspace).
     pub dropped: Option<String>,
     /// The clone workspace's teardown (container, volumes, session state).
     pub teardown: crate::handoff::delete::DeleteResult,
 }
 
 /// `delete --task NAME`: takes the task's lock ([`TaskError::InUse`] while a handoff uses
-/// it), refuses while the branch has commits the user's repository does not hold (unless
-/// `force`), then removes the task's container, volumes and session state
-/// ([`crate::handoff::delete::delete_with`] of the clone), then the clone, its record and its
-/// lock. The fetched ref stays.
+/// it), refuses while a repository's branch has commits the user's repository does not hold
+/// (unless `force`), then removes the task's container, volumes and session state
+/// ([`crate::handoff::delete::delete_with`] of the clone), then the clones, records and lock.
+/// The fetched refs stay.
 ///
 /// Errors: [`TaskError::InUse`], [`TaskError::Unfetched`], [`TaskError::UnreadableRefs`],
 /// [`load_task`]'s, the teardown's.
@@ -396,11 +532,11 @@ pub async fn delete_task(
     state_root: &Path,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<TaskDeleted> {
-    let (record, lock, dropped) = prepare_delete(workspace, task, force, state_root)?;
-    remove_task(engine, record, lock, dropped, state_root, reporter).await
+    let (records, lock, dropped) = prepare_delete(workspace, task, force, state_root)?;
+    remove_task(engine, records, lock, dropped, state_root, reporter).await
 }
 
-/// The part of [`delete_task`] before anything is removed: the record loaded, the task's lock
+/// The part of [`delete_task`] before anything is removed: the records loaded, the task's lock
 /// taken, the task judged deletable ([`check_deletable`]).
 ///
 /// Errors: [`load_task`]'s, [`TaskError::InUse`], [`TaskError::Unfetched`],
@@ -410,11 +546,11 @@ pub fn prepare_delete(
     task: &str,
     force: bool,
     state_root: &Path,
-) -> Result<(TaskRecord, TaskLock, Option<String>)> {
-    let record = load_task(workspace, task, state_root)?;
-    let lock = TaskLock::take(&record_root(&record), &record.task)?;
-    let dropped = check_deletable(&record, force)?;
-    Ok((record, lock, dropped))
+) -> Result<(Vec<TaskRecord>, TaskLock, Option<String>)> {
+    let records = load_task(workspace, task, state_root)?;
+    let lock = TaskLock::take(&record_root(&records[0]), &records[0].task)?;
+    let dropped = check_deletable(&records, force)?;
+    Ok((records, lock, dropped))
 }
 
 /// The tasks folder a record's task folder is in.
@@ -426,33 +562,44 @@ fn record_root(record: &TaskRecord) -> PathBuf {
         .unwrap_or_default()
 }
 
-/// `Ok(dropped)` when `record` may be deleted (`dropped`: what `force` drops), else the
-/// refusal.
-fn check_deletable(record: &TaskRecord, force: bool) -> Result<Option<String>> {
-    let not_fetched = fetch::unfetched(record);
-    if let (Some(why), false) = (&not_fetched, force) {
-        return Err(refusal(record, why));
+/// `Ok(dropped)` when the task of `records` may be deleted (`dropped`: what `force` drops),
+/// else the refusal of the first repository holding unfetched work.
+fn check_deletable(records: &[TaskRecord], force: bool) -> Result<Option<String>> {
+    let mut dropped = Vec::new();
+    for record in records {
+        let not_fetched = fetch::unfetched(record);
+        if let (Some(why), false) = (&not_fetched, force) {
+            return Err(refusal(record, why));
+        }
+        if let Some(n) = not_fetched {
+            let what = match n {
+                fetch::NotFetched::Commits { tip, .. } => tip,
+                fetch::NotFetched::Unreadable(why) => format!("(unreadable refs: {why})"),
+            };
+            dropped.push(match record.workspace {
+                Some(_) => format!("{}: {what}", record.repo),
+                None => what,
+            });
+        }
     }
-    Ok(not_fetched.map(|n| match n {
-        fetch::NotFetched::Commits { tip, .. } => tip,
-        fetch::NotFetched::Unreadable(why) => format!("(unreadable refs: {why})"),
-    }))
+    Ok((!dropped.is_empty()).then(|| dropped.join(", ")))
 }
 
 /// Removes a task whose lock is held and which was judged deletable: the clone workspace's
 /// teardown, then the task folder, then the lock file.
 async fn remove_task(
     engine: &dyn Engine,
-    record: TaskRecord,
+    records: Vec<TaskRecord>,
     lock: TaskLock,
     dropped: Option<String>,
     state_root: &Path,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<TaskDeleted> {
+    let record = &records[0];
     let teardown = crate::handoff::delete::delete_with(
         engine,
         &crate::handoff::delete::DeleteOptions {
-            workspace_folder: record.clone.clone(),
+            workspace_folder: record.workspace_folder(),
             state_root: Some(state_root.to_path_buf()),
         },
         reporter,
@@ -463,17 +610,20 @@ async fn remove_task(
     lock.remove();
     Ok(TaskDeleted {
         task: record.task.clone(),
-        clone: record.clone.clone(),
-        kept_ref: fetch::host_ref(&record).map(|_| fetched_ref_of(&record.task)),
+        clone: record.workspace_folder(),
+        kept_ref: records
+            .iter()
+            .any(|r| fetch::host_ref(r).is_some())
+            .then(|| fetched_ref_of(&record.task)),
         dropped,
         teardown,
     })
 }
 
-/// `delete` without `--task`: every task of the repository at `workspace` (none when it is not
-/// a repository or has none), all or nothing: every task's lock is taken and every task judged
-/// before the first is removed, so one in use or with unfetched commits (unless `force`)
-/// refuses the whole delete with nothing removed.
+/// `delete` without `--task`: every task of the repository (or multi-repository workspace)
+/// at `workspace` (none when it is neither or has none), all or nothing: every task's lock is
+/// taken and every task judged before the first is removed, so one in use or with unfetched
+/// commits (unless `force`) refuses the whole delete with nothing removed.
 ///
 /// Errors: the first task's [`TaskError::InUse`], [`TaskError::Unfetched`] or
 /// [`TaskError::UnreadableRefs`]; a teardown's.
@@ -496,14 +646,14 @@ pub async fn delete_all_tasks(
     };
     let root = tasks_root(state_root, &key);
     let mut judged = Vec::new();
-    for record in super::list(state_root, &key) {
-        let lock = TaskLock::take(&root, &record.task)?;
-        let dropped = check_deletable(&record, force)?;
-        judged.push((record, lock, dropped));
+    for records in super::list_tasks(state_root, &key) {
+        let lock = TaskLock::take(&root, &records[0].task)?;
+        let dropped = check_deletable(&records, force)?;
+        judged.push((records, lock, dropped));
     }
     let mut removed = Vec::new();
-    for (record, lock, dropped) in judged {
-        removed.push(remove_task(engine, record, lock, dropped, state_root, reporter).await?);
+    for (records, lock, dropped) in judged {
+        removed.push(remove_task(engine, records, lock, dropped, state_root, reporter).await?);
     }
     Ok(removed)
 }
@@ -511,21 +661,28 @@ pub async fn delete_all_tasks(
 /// The refusal to delete `record` while its work is not in the user's repository.
 fn refusal(record: &TaskRecord, why: &fetch::NotFetched) -> TaskError {
     match why {
-        fetch::NotFetched::Commits { tip, host } => TaskError::Unfetched {
-            task: record.task.clone(),
-            branch: record.branch.clone(),
-            tip: tip.clone(),
-            fetched: host.as_ref().map_or_else(
-                || {
-                    format!(
-                        "and `{}` is not in the repository",
-                        fetched_ref_of(&record.task)
-                    )
-                },
-                |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
-            ),
-            commits: Vec::new(),
-        },
+        fetch::NotFetched::Commits { tip, host } => {
+            // named when they can be listed; the refusal stands either way
+            let (commits, total) = match fetch::unfetched_commits(record, tip, host.as_deref()) {
+                Ok((commits, total)) => (commits, Some(total)),
+                Err(_) => (Vec::new(), None),
+            };
+            TaskError::Unfetched {
+                task: record.task.clone(),
+                branch: record.branch.clone(),
+                tip: tip.clone(),
+                fetched: host.as_ref().map_or_else(
+                    || {
+                        format!(
+                            "and `{}` is not in the repository",
+                            fetched_ref_of(&record.task)
+                        )
+                    },
+                    |f| format!("`{}` holds {}", fetched_ref_of(&record.task), short(f)),
+                ),
+                listed: Box::new(super::Unlisted { commits, total }),
+            }
+        }
         fetch::NotFetched::Unreadable(why) => TaskError::UnreadableRefs {
             task: record.task.clone(),
             clone: record.clone.clone(),
@@ -583,8 +740,9 @@ pub async fn delete_workspace(
     Ok(WorkspaceDeleted { workspace, tasks })
 }
 
-/// Every task of the repository at `workspace` with its fetch state (ahead/behind counted in
-/// the user's repository); empty when it is not a repository or has none.
+/// Every task of the repository (or multi-repository workspace, one entry per repository) at
+/// `workspace` with its fetch state (ahead/behind counted in the user's repository); empty
+/// when it is neither or has none.
 pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
     let Ok((_, key)) = source::locate(workspace) else {
         return Vec::new();
@@ -624,7 +782,8 @@ mod tests {
             ..HandoffOptions::default()
         };
         let quiet = crate::progress::NoopReporter;
-        let (record, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        let record = records.remove(0);
         assert!(record.clone.join("a").is_file());
 
         let again = open_task(&opts, &state, &cache, &quiet).unwrap_err();
@@ -689,8 +848,75 @@ mod tests {
                 other => break other.unwrap(),
             }
         };
-        assert!(remade.clone.join("a").is_file());
-        assert!(remade.path().is_file());
+        assert!(remade[0].clone.join("a").is_file());
+        assert!(remade[0].path().is_file());
+    }
+
+    /// `delete` refusing a task with unfetched commits names each (short sha and subject,
+    /// newest first, terminal-safe), at most [`fetch::UNFETCHED_NAMED`] with how many more; a
+    /// fetched part is not named again; `--force` drops them.
+    #[test]
+    fn a_refused_delete_names_each_unfetched_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        std::fs::write(source.join("a"), "a").unwrap();
+        plain_git(&source, &["add", "a"]);
+        plain_git(&source, &["commit", "-qm", "a"]);
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        drop(lock);
+        let clone = records[0].clone.clone();
+        let commit = |msg: &str| {
+            plain_git(&clone, &["commit", "-q", "--allow-empty", "-m", msg]);
+            plain_git(&clone, &["rev-parse", "--short", "HEAD"])
+        };
+        commit("fetched one");
+        fetch::fetch(&mut records[0]).unwrap();
+        let mut shas = Vec::new();
+        for i in 0..24 {
+            shas.push(commit(&format!("work {i}")));
+        }
+        let last = commit("evil \u{1b}[31m subject");
+        let refused = loop {
+            match prepare_delete(&source, "t", false, &state) {
+                Err(TaskError::InUse { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                other => break other.unwrap_err(),
+            }
+        };
+        let TaskError::Unfetched { listed, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        let commits = &listed.commits;
+        assert_eq!(listed.total, Some(25));
+        assert_eq!(commits.len(), fetch::UNFETCHED_NAMED);
+        assert!(commits[0].starts_with(&last), "{commits:?}");
+        assert!(!commits[0].contains('\u{1b}'), "{commits:?}");
+        assert_eq!(commits[1], format!("{} work 23", shas[23]));
+        assert!(commits.iter().all(|c| !c.contains("fetched one")));
+        let message = refused.to_string();
+        assert!(message.contains("25 commit(s):"), "{message}");
+        assert!(
+            message.contains(&format!("\n  {} work 23", shas[23])),
+            "{message}"
+        );
+        assert!(message.ends_with("… and 5 more"), "{message}");
+        let details = crate::ops::error::ProductError::details(&refused);
+        assert_eq!(details["total"], 25);
+        assert_eq!(details["commits"].as_array().map(Vec::len), Some(20));
+        let (_, _lock, dropped) = prepare_delete(&source, "t", true, &state).unwrap();
+        assert!(dropped.is_some(), "--force drops them");
     }
 
     /// A repository removed and made again at the same path (the same task key) is another
@@ -718,7 +944,8 @@ mod tests {
             ..HandoffOptions::default()
         };
         let quiet = crate::progress::NoopReporter;
-        let (record, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
+        let record = records.remove(0);
         drop(lock);
         assert!(record.same_repository());
         assert_eq!(statuses(&source, &state).len(), 1);

@@ -220,12 +220,70 @@ fn judge_tree(root: &Path, common_dir: &Path, base: &str) -> Result<()> {
     Ok(())
 }
 
-/// The canonical working tree and the [`super::source_key`] of the repository at `folder`,
+/// The repositories of a multi-repository workspace root `root` (canonical) as spec-note 0160
+/// scans them: its immediate, non-hidden, non-link child folders with a `.git`, by name.
+/// Empty when `root` is itself a repository (has a `.git`) or has none.
+pub fn workspace_repositories(root: &Path) -> Vec<(String, PathBuf)> {
+    if root.join(".git").symlink_metadata().is_ok() {
+        return Vec::new();
+    }
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+        .filter(|(name, path)| {
+            !name.starts_with('.') && path.join(".git").symlink_metadata().is_ok()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The sources of a clone task of `folder`: the one repository it is the root of, or each
+/// repository of a multi-repository workspace ([`workspace_repositories`]), every one judged
+/// ([`inspect`], `base_ref` resolved in each) before anything is created. The second value is
+/// the workspace root for a multi-repository workspace.
+///
+/// Errors: [`inspect`]'s for any repository; `clone_root_configuration` when a
+/// multi-repository root has its own Dev Container configuration (it is in no repository, so
+/// no clone would hold it).
+pub fn inspect_all(
+    folder: &Path,
+    base_ref: Option<&str>,
+) -> Result<(Vec<Source>, Option<PathBuf>)> {
+    let root = std::fs::canonicalize(folder).map_err(super::io(folder))?;
+    let repos = workspace_repositories(&root);
+    if repos.is_empty() {
+        return Ok((vec![inspect(&root, base_ref)?], None));
+    }
+    if root.join(".devcontainer").exists() || root.join(".devcontainer.json").exists() {
+        return Err(refused(
+            &root,
+            "clone_root_configuration",
+            "the workspace root has its own Dev Container configuration, which is in none of its repositories: no clone would hold it".into(),
+            "move the configuration into the primary repository, or use `--isolation worktree`",
+        ));
+    }
+    let sources = repos
+        .iter()
+        .map(|(_, path)| inspect(path, base_ref))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((sources, Some(root)))
+}
+
+/// The canonical working tree and the [`super::source_key`] of the repository at `folder`
+/// (for a multi-repository workspace root, the root and its [`super::workspace_key`]),
 /// without judging it (for `fetch`, `delete --task`, `status`).
 ///
 /// Errors: [`TaskError::Refused`] (`clone_not_a_repository`) when git cannot read it.
 pub fn locate(folder: &Path) -> Result<(PathBuf, String)> {
     let root = std::fs::canonicalize(folder).map_err(super::io(folder))?;
+    if !workspace_repositories(&root).is_empty() {
+        let key = super::workspace_key(&root);
+        return Ok((root, key));
+    }
     let listed = super::git_quick(
         &root,
         None,
@@ -301,6 +359,7 @@ mod tests {
             fetched_at: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
+            workspace: None,
         };
         let report = fetch::report(&record, Some(src.base.clone()), false);
         assert_eq!(report.ahead, Some(0));

@@ -205,7 +205,8 @@ impl Grants {
             Permission::Device(d) => self.devices.contains(d),
             Permission::EngineSocket(_)
             | Permission::IdentityLabel(_)
-            | Permission::HostHome(_) => false,
+            | Permission::HostHome(_)
+            | Permission::UnresolvablePath(_) => false,
             Permission::Namespace(n) => self.namespaces.contains(n),
             Permission::Egress(d) => self.egress.contains(&egress_key(d)),
             Permission::DeviceCgroupRule(r) => self.device_cgroup_rules.contains(r),

@@ -77,9 +77,12 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
     };
     for r in &mut requests {
         r.status = match (&r.permission, &r.source) {
-            (Permission::EngineSocket(_) | Permission::IdentityLabel(_), _) => {
-                RequestStatus::Forbidden
-            }
+            (
+                Permission::EngineSocket(_)
+                | Permission::IdentityLabel(_)
+                | Permission::UnresolvablePath(_),
+                _,
+            ) => RequestStatus::Forbidden,
             (_, Source::CommandLine) => RequestStatus::AllowedByProfile,
             (p, _) if grants.allows(p) => RequestStatus::Granted,
             _ => RequestStatus::Refused,
@@ -189,7 +192,8 @@ pub fn judge(
                     _,
                     Permission::EngineSocket(_)
                     | Permission::HostHome(_)
-                    | Permission::IdentityLabel(_),
+                    | Permission::IdentityLabel(_)
+                    | Permission::UnresolvablePath(_),
                     _,
                 ) => RequestStatus::Forbidden,
                 (_, _, Source::CommandLine) => RequestStatus::AllowedByProfile,

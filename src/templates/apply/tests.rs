@@ -254,3 +254,110 @@ fn a_file_inside_the_workspaces_git_folder_refuses_the_template() {
     .unwrap();
     assert!(ws.path().join(".gitignore").is_file());
 }
+
+/// `--features` go to the configuration `up` uses, never through a link: a workspace whose
+/// `.devcontainer/devcontainer.json` is a link to a host file outside it refuses the Template
+/// before anything is written, and the outside file is unchanged (before, the first file
+/// named `*devcontainer.json` was rewritten with `fs::write`, which follows links).
+#[test]
+fn features_never_go_through_a_link_to_a_file_outside_the_workspace() {
+    let outside = tempfile::tempdir().unwrap();
+    let host_file = outside.path().join("host.json");
+    std::fs::write(&host_file, "{\"host\": true}\n").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink(
+        &host_file,
+        ws.path().join(".devcontainer/devcontainer.json"),
+    )
+    .unwrap();
+    let features = [FeatureToAdd {
+        id: "ghcr.io/x/y:1".into(),
+        options: serde_json::json!({}),
+    }];
+    let archive = tar_of(&[("./.devcontainer.json", 'f', CONFIG), ("./a.txt", 'f', "a")]);
+    let e = run(&archive, ws.path(), &features, &[]).unwrap_err();
+    assert!(
+        matches!(&e, TemplateError::Unsafe { path, reason, .. }
+            if path == ".devcontainer/devcontainer.json" && reason.contains("symbolic link")),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&host_file).unwrap(),
+        "{\"host\": true}\n"
+    );
+    assert!(!ws.path().join("a.txt").exists(), "nothing is written");
+    assert!(!ws.path().join(".devcontainer.json").exists());
+
+    // A link to a folder on the way is refused the same way.
+    let ws = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join(".devcontainer")).unwrap();
+    std::fs::write(outside.path().join("devcontainer.json"), "{}").unwrap();
+    let e = run(&archive, ws.path(), &features, &[]).unwrap_err();
+    assert!(
+        matches!(&e, TemplateError::Unsafe { path, .. } if path == ".devcontainer"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("devcontainer.json")).unwrap(),
+        "{}"
+    );
+}
+
+/// The Features go to the file `up` would pick, not the first one named `*devcontainer.json`
+/// in archive order, and it is written anew (renamed into place): a hard link to it from
+/// outside the workspace keeps its old content.
+#[test]
+fn features_go_to_the_configuration_up_uses_written_as_a_new_file() {
+    let features = [FeatureToAdd {
+        id: "ghcr.io/x/y:1".into(),
+        options: serde_json::json!({"v": "2"}),
+    }];
+    let archive = tar_of(&[
+        ("./docs/devcontainer.json", 'f', "{}"),
+        ("./.devcontainer/devcontainer.json", 'f', CONFIG),
+    ]);
+    let ws = tempfile::tempdir().unwrap();
+    run(&archive, ws.path(), &features, &[]).unwrap();
+    let docs = std::fs::read_to_string(ws.path().join("docs/devcontainer.json")).unwrap();
+    assert_eq!(docs, "{}");
+    let config =
+        std::fs::read_to_string(ws.path().join(".devcontainer/devcontainer.json")).unwrap();
+    assert!(
+        config.contains("ghcr.io/x/y:1") && config.contains("// kept"),
+        "{config}"
+    );
+
+    // The workspace's own `.devcontainer/devcontainer.json` wins over the Template's
+    // `.devcontainer.json`, as in `up`; a hard link to it elsewhere is not written through.
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".devcontainer")).unwrap();
+    let own = ws.path().join(".devcontainer/devcontainer.json");
+    std::fs::write(&own, "{\"image\": \"own\"}").unwrap();
+    std::fs::hard_link(&own, outside.path().join("linked.json")).unwrap();
+    let archive = tar_of(&[("./.devcontainer.json", 'f', CONFIG)]);
+    run(&archive, ws.path(), &features, &[]).unwrap();
+    let own = std::fs::read_to_string(&own).unwrap();
+    assert!(
+        own.contains("ghcr.io/x/y:1") && own.contains("own"),
+        "{own}"
+    );
+    assert!(
+        !std::fs::read_to_string(ws.path().join(".devcontainer.json"))
+            .unwrap()
+            .contains("ghcr.io/x/y:1")
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("linked.json")).unwrap(),
+        "{\"image\": \"own\"}"
+    );
+
+    // A Template with only one `.devcontainer/<name>/devcontainer.json` gets them there.
+    let ws = tempfile::tempdir().unwrap();
+    let archive = tar_of(&[("./.devcontainer/py/devcontainer.json", 'f', CONFIG)]);
+    let applied = run(&archive, ws.path(), &features, &[]).unwrap();
+    assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
+    let py = std::fs::read_to_string(ws.path().join(".devcontainer/py/devcontainer.json")).unwrap();
+    assert!(py.contains("ghcr.io/x/y:1"), "{py}");
+}

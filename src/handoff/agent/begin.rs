@@ -1,0 +1,167 @@
+//! The handoff's steps before its container: the plan, the judgement of `up`, the session
+//! begun in the state, and each repository's container git directory made ready.
+
+use super::{Handoff, Judged, Live};
+use crate::handoff::context::AgentRuntime;
+use crate::handoff::plan::{Prepared, plan_lines, prepare, up_options};
+use crate::handoff::session::{
+    StopSignal, Stopped, close_previous_sessions, running_containers, unless_stopped,
+};
+use crate::handoff::state::{RepoFetchBack, SessionLog, SessionProcess, StateStore};
+use crate::ops::UpOptions;
+use crate::ops::error::{OpsError, Result};
+use crate::ops::up::{judge_up, load_up};
+use crate::progress::Event;
+
+/// Before a session exists, a stop signal ends the handoff with nothing to record.
+fn stopped_before_session(signal: i32) -> OpsError {
+    Stopped {
+        signal,
+        session: None,
+    }
+    .into()
+}
+
+impl Handoff<'_> {
+    /// The plan and everything resolved before anything is created
+    /// ([`crate::handoff::plan::prepare`]).
+    pub(super) async fn prepare(&self, stop: &mut StopSignal<'_>) -> Result<Prepared> {
+        unless_stopped(
+            stop,
+            prepare(self.opts, Some(self.engine), AgentRuntime::Container),
+        )
+        .await
+        .map_err(stopped_before_session)?
+    }
+
+    /// `up`'s options and its judgement. What would reach the host (untrusted git directories,
+    /// host commands) is judged before a session, a container or an image exists (spec-notes
+    /// 0410, 0411), once: `up` goes on with this judgement and the container found with it,
+    /// under its bring-up lock.
+    pub(super) async fn judge(
+        &self,
+        p: &Prepared,
+        stop: &mut StopSignal<'_>,
+    ) -> Result<(UpOptions, Judged)> {
+        let mut up_opts = up_options(p, self.opts);
+        let choice = load_up(&up_opts)?;
+        crate::ops::load::report_warnings(&choice.loaded, self.reporter);
+        // A Compose configuration: the agent runs in the primary service, which gets the
+        // handoff's workspace mount beside the files' own volumes; Compose's project network is
+        // kept, so a network without a way out is refused rather than claimed (spec-note 0606).
+        let compose = choice.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
+        let judged = if compose {
+            if let Some(o) = &p.target.workspace_override {
+                up_opts.mounts.insert(0, o.mount.clone());
+            }
+            Judged::Compose(Box::new(choice))
+        } else {
+            Judged::Single(Box::new(
+                unless_stopped(
+                    stop,
+                    judge_up(
+                        self.engine,
+                        &up_opts,
+                        choice,
+                        &p.git_requests,
+                        self.reporter,
+                    ),
+                )
+                .await
+                .map_err(stopped_before_session)??,
+            ))
+        };
+        Ok((up_opts, judged))
+    }
+
+    /// The plan's lines, and for a Compose configuration what its network means.
+    pub(super) fn report_plan(&self, p: &Prepared, compose: bool) {
+        for line in plan_lines(&p.plan) {
+            self.reporter.report(Event::Status(line));
+        }
+        if compose {
+            let network = crate::ops::compose_network::ComposeNetwork::of(p.network);
+            self.reporter
+                .report(Event::Status(network.note().to_string()));
+        }
+    }
+
+    /// The session, begun in the state (a live one refuses it unless `replace`; earlier ones
+    /// are closed), and its log.
+    pub(super) async fn begin_session(&self, p: &Prepared) -> Result<(Live, SessionLog)> {
+        let store = match &self.opts.state_root {
+            Some(root) => StateStore::new(root),
+            None => StateStore::open_default()?,
+        };
+        let root = p.workspace.root.clone();
+        // Which recorded containers still run (the state module asks synchronously).
+        let running = running_containers(self.engine, &store, &root).await;
+        let probe = move |id: &str| running.contains(id);
+        let start = store.begin_session(
+            &root,
+            &self.opts.agent,
+            None,
+            self.opts.replace,
+            &probe,
+            SessionProcess::current(),
+        )?;
+        let id = start.session.id.clone();
+        close_previous_sessions(Some(self.engine), &start, self.reporter).await;
+        let log = store.create_log(&id)?;
+        let live = Live {
+            store,
+            root,
+            start,
+            id,
+            secrets: p.secrets.clone(),
+            warnings: p.warnings.clone(),
+        };
+        Ok((live, log))
+    }
+
+    /// Each repository's container git directory: what an earlier session left there comes
+    /// back first, then it is rewritten from the host; then what changed in the workspace's
+    /// `.git` entries since the last handoff is warned about, and the new record kept
+    /// (spec-note 0436).
+    pub(super) fn refresh_container_gits(&self, p: &Prepared, live: &mut Live) -> Result<()> {
+        let mut earlier = Vec::new();
+        let mut git_findings = Vec::new();
+        for g in &p.gits {
+            let back = g.prepare(&live.id).map_err(|e| live.fail(e.into()))?;
+            if let Some(why) = &back.refused {
+                let message = format!("repository `{}`: {why}", g.repo);
+                self.reporter
+                    .report(Event::Status(format!("warning: {message}")));
+                git_findings.push(message);
+            }
+            if !back.is_empty() {
+                earlier.push(RepoFetchBack {
+                    repo: g.repo.clone(),
+                    result: back,
+                });
+            }
+        }
+        live.store
+            .add_git(&live.root, &live.id, earlier)
+            .map_err(|e| live.fail(e.into()))?;
+        let identity = crate::handoff::git_identity::record(&live.root);
+        if let Some(before) = live
+            .store
+            .load(&live.root)
+            .ok()
+            .flatten()
+            .and_then(|s| s.git_identity)
+        {
+            for (code, message) in crate::handoff::git_identity::compare(&before, &identity) {
+                self.reporter
+                    .report(Event::Status(format!("warning: {message}")));
+                git_findings.push(format!("{code}: {message}"));
+            }
+        }
+        live.store
+            .set_git_identity(&live.root, identity)
+            .map_err(|e| live.fail(e.into()))?;
+        live.warnings.extend(git_findings);
+        Ok(())
+    }
+}

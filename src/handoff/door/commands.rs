@@ -1,0 +1,433 @@
+//! What `devcell-mail` means (issue 30; spec-note 0531): its command line, parsed on the host
+//! with clap, and each command answered through the group's [`Mediator`] as the task whose
+//! socket it came through. Text for people by default; `--format json` prints the mediator's
+//! own values with serde. Everything from another sandbox (subjects, bodies, task names) is
+//! made terminal-safe in text output.
+//!
+//! Exit statuses: 0 done; 1 refused by the mediator (the error's code, message and hint on
+//! standard error: nothing was sent); 2 a usage error.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::server::{Answer, DoorHandler, Input, InputError};
+use crate::formats::terminal::{Sgr, printable};
+use crate::mail::{
+    Draft, Importance, InboxItem, MailError, Mediator, MessageId, MessageType, MessageView,
+    TaskName,
+};
+
+/// `devcell-mail`: the in-sandbox command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "devcell-mail",
+    about = "Mail between the tasks of this workspace, through devcell's mediator on the host.",
+    long_about = "Mail between the tasks of this workspace, through devcell's mediator on the \
+                  host. Messages go to the mediator, never straight to another task: its policy \
+                  forwards, holds (for the user) or drops each one, and every message and state \
+                  change is logged on the host. You are always the sender: the task of this \
+                  sandbox.",
+    disable_version_flag = true,
+    color = clap::ColorChoice::Never
+)]
+pub struct MailCommand {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Send a message to other tasks (prints its id).
+    Send(SendArgs),
+    /// List the messages waiting for you (not yet acknowledged).
+    Inbox(FormatArg),
+    /// Show one message of your inbox (marks it read; acknowledge it with `ack` when it asks).
+    Read {
+        /// The message id.
+        id: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Acknowledge a message of your inbox (idempotent).
+    Ack {
+        /// The message id.
+        id: String,
+    },
+    /// Answer a message of your inbox (to its sender, in its thread; prints the new id).
+    Reply(ReplyArgs),
+    /// List the messages you sent and where each stands per recipient.
+    Sent(FormatArg),
+}
+
+#[derive(Debug, Args)]
+struct FormatArg {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct SendArgs {
+    /// Recipient task(s), comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    to: Vec<String>,
+    /// One line.
+    #[arg(long)]
+    subject: String,
+    #[command(flatten)]
+    body: BodyArgs,
+    /// notice, request, reply, contract-change or handoff.
+    #[arg(long = "type", default_value = "notice")]
+    kind: String,
+    /// The thread it continues (a message id).
+    #[arg(long)]
+    thread: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ReplyArgs {
+    /// The message answered.
+    id: String,
+    /// One line (default: `Re: ` and the original's subject).
+    #[arg(long)]
+    subject: Option<String>,
+    #[command(flatten)]
+    body: BodyArgs,
+    /// The reply's type.
+    #[arg(long = "type", default_value = "reply")]
+    kind: String,
+}
+
+#[derive(Debug, Args)]
+struct BodyArgs {
+    /// The body (Markdown); without it, the body is read from standard input.
+    #[arg(long)]
+    body: Option<String>,
+    /// The recipient must acknowledge it (redelivered until then).
+    #[arg(long)]
+    ack_required: bool,
+    /// low, normal, high or urgent.
+    #[arg(long, value_enum, default_value_t = ImportanceArg::Normal)]
+    importance: ImportanceArg,
+    /// Your own id for this message: sending again with the same id (after a broken
+    /// connection) is not a second message.
+    #[arg(long)]
+    client_id: Option<String>,
+    /// Print the receipt as JSON.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ImportanceArg {
+    Low,
+    Normal,
+    High,
+    Urgent,
+}
+
+impl From<ImportanceArg> for Importance {
+    fn from(i: ImportanceArg) -> Importance {
+        match i {
+            ImportanceArg::Low => Importance::Low,
+            ImportanceArg::Normal => Importance::Normal,
+            ImportanceArg::High => Importance::High,
+            ImportanceArg::Urgent => Importance::Urgent,
+        }
+    }
+}
+
+/// The [`DoorHandler`] of one group: every task's socket answers through it.
+#[derive(Debug, Clone)]
+pub struct MailDoor {
+    mediator: Arc<Mediator>,
+    max_body: usize,
+}
+
+impl MailDoor {
+    /// Answers through `mediator`; a body from standard input may be `max_body` bytes
+    /// (`[mail].max_message_bytes`: the mediator checks the whole message again).
+    pub fn new(mediator: Arc<Mediator>, max_body: usize) -> MailDoor {
+        MailDoor { mediator, max_body }
+    }
+}
+
+impl DoorHandler for MailDoor {
+    fn handle(&self, sender: &str, argv: &[String], input: &mut dyn Input) -> Answer {
+        let parsed = MailCommand::try_parse_from(
+            std::iter::once("devcell-mail").chain(argv.iter().map(String::as_str)),
+        );
+        let cmd = match parsed {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                let text = e.render().to_string();
+                return if e.use_stderr() {
+                    Answer::fail(2, text)
+                } else {
+                    Answer::ok(text)
+                };
+            }
+        };
+        let me = match TaskName::new(sender) {
+            Ok(me) => me,
+            Err(e) => return refusal(&e),
+        };
+        match self.run(&me, cmd.command, input) {
+            Ok(out) => Answer::ok(out),
+            Err(Refusal::Mail(e)) => refusal(&e),
+            Err(Refusal::Usage(why)) => Answer::fail(2, format!("devcell-mail: {why}\n")),
+        }
+    }
+
+    fn refused(&self, _sender: &str, _why: &str) {
+        // A malformed connection never became a message: the mediator has nothing to log, the
+        // sender got the error (spec-note 0531).
+    }
+}
+
+/// Why a command did nothing.
+enum Refusal {
+    Mail(MailError),
+    Usage(String),
+}
+
+impl From<MailError> for Refusal {
+    fn from(e: MailError) -> Refusal {
+        Refusal::Mail(e)
+    }
+}
+
+/// The mediator's refusal for the sandbox: code, message, hint; host paths are not shown.
+fn refusal(e: &MailError) -> Answer {
+    let message = match e {
+        MailError::Io { .. } | MailError::CorruptLog { .. } => {
+            "mail: devcell could not read or write the mail log on the host (the host user sees why with `devcell mail list`)".to_string()
+        }
+        other => other.to_string(),
+    };
+    Answer::fail(
+        1,
+        format!(
+            "devcell-mail: error[{}]: {}\nhint: {}\n",
+            e.code(),
+            printable(&message, Sgr::Escape),
+            e.hint()
+        ),
+    )
+}
+
+fn id_of(text: &str) -> Result<MessageId, Refusal> {
+    Ok(MessageId::new(text)?)
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+impl MailDoor {
+    fn run(
+        &self,
+        me: &TaskName,
+        command: Command,
+        input: &mut dyn Input,
+    ) -> Result<String, Refusal> {
+        let m = &*self.mediator;
+        match command {
+            Command::Send(args) => {
+                let to = args
+                    .to
+                    .iter()
+                    .map(|t| TaskName::new(t.trim()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let kind: MessageType = args.kind.parse()?;
+                let mut draft = self.draft(to, kind, &args.subject, &args.body, input)?;
+                draft.thread_id = args.thread.as_deref().map(id_of).transpose()?;
+                let receipt = m.send(me, draft)?;
+                Ok(receipt_text(&receipt, args.body.format))
+            }
+            Command::Reply(args) => {
+                let id = id_of(&args.id)?;
+                let kind: MessageType = args.kind.parse()?;
+                let subject = match args.subject {
+                    Some(s) => s,
+                    None => self.reply_subject(me, &id)?,
+                };
+                let draft = self.draft(Vec::new(), kind, &subject, &args.body, input)?;
+                let receipt = m.reply(me, &id, draft)?;
+                Ok(receipt_text(&receipt, args.body.format))
+            }
+            Command::Inbox(f) => {
+                let items = m.inbox(me)?;
+                Ok(match f.format {
+                    Format::Json => json(&items),
+                    Format::Text => inbox_text(&items),
+                })
+            }
+            Command::Read { id, format } => {
+                let item = m.read(me, &id_of(&id)?)?;
+                Ok(match format.format {
+                    Format::Json => json(&item),
+                    Format::Text => message_text(&item),
+                })
+            }
+            Command::Ack { id } => {
+                let state = m.ack(me, &id_of(&id)?)?;
+                Ok(format!("{id} {}\n", state_word(state)))
+            }
+            Command::Sent(f) => {
+                let views = m.sent(me)?;
+                Ok(match f.format {
+                    Format::Json => json(&views),
+                    Format::Text => sent_text(&views),
+                })
+            }
+        }
+    }
+
+    /// The draft of a send or reply: the body from `--body`, else standard input (bounded).
+    fn draft(
+        &self,
+        to: Vec<TaskName>,
+        kind: MessageType,
+        subject: &str,
+        args: &BodyArgs,
+        input: &mut dyn Input,
+    ) -> Result<Draft, Refusal> {
+        let body = match &args.body {
+            Some(b) => b.clone(),
+            None => {
+                let bytes = input.read(self.max_body).map_err(|e| match e {
+                    InputError::TooLarge { max } => Refusal::Mail(MailError::TooLarge {
+                        size: max + 1,
+                        limit: max,
+                    }),
+                    InputError::Channel(why) => Refusal::Usage(why),
+                })?;
+                String::from_utf8(bytes).map_err(|_| {
+                    Refusal::Usage("the body on standard input is not UTF-8 text".into())
+                })?
+            }
+        };
+        let mut draft = Draft::new(to, kind, subject, &body);
+        draft.ack_required = args.ack_required;
+        draft.importance = args.importance.into();
+        draft.client_id = args.client_id.as_deref().map(id_of).transpose()?;
+        Ok(draft)
+    }
+
+    /// `Re: <subject>` of a message addressed to `me` (a message not addressed to it is left
+    /// for `reply` to refuse, with nothing of it shown).
+    fn reply_subject(&self, me: &TaskName, id: &MessageId) -> Result<String, Refusal> {
+        match self.mediator.show(id) {
+            Ok(view) if view.recipients.contains_key(me) => {
+                let s = view.message.subject;
+                Ok(if s.starts_with("Re: ") {
+                    s
+                } else {
+                    format!("Re: {s}")
+                })
+            }
+            _ => Ok("Re:".to_string()),
+        }
+    }
+}
+
+fn state_word(state: crate::mail::RecipientState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn receipt_text(receipt: &crate::mail::Receipt, format: Format) -> String {
+    if format == Format::Json {
+        return json(receipt);
+    }
+    let mut s = format!("{}\n", receipt.id);
+    for (task, state) in &receipt.recipients {
+        let _ = writeln!(s, "  {task}: {}", state_word(*state));
+    }
+    s
+}
+
+fn inbox_text(items: &[InboxItem]) -> String {
+    if items.is_empty() {
+        return "no messages\n".to_string();
+    }
+    let mut s = String::new();
+    for i in items {
+        let m = &i.message;
+        let _ = writeln!(
+            s,
+            "{}  {}  from {}  [{}{}]  {}",
+            m.id,
+            state_word(i.state),
+            m.from,
+            m.kind.as_str(),
+            if m.ack_required { ", ack required" } else { "" },
+            printable(&m.subject, Sgr::Escape)
+        );
+    }
+    s
+}
+
+fn message_text(item: &InboxItem) -> String {
+    let m = &item.message;
+    let mut s = String::new();
+    let _ = writeln!(s, "id: {}", m.id);
+    let _ = writeln!(s, "thread: {}", m.thread_id);
+    if let Some(r) = &m.reply_to {
+        let _ = writeln!(s, "reply-to: {r}");
+    }
+    let _ = writeln!(s, "from: {}", m.from);
+    if let Some(b) = &m.sender_branch {
+        let _ = writeln!(s, "branch: {}", printable(b, Sgr::Escape));
+    }
+    let to: Vec<&str> = m.to.iter().map(TaskName::as_str).collect();
+    let _ = writeln!(s, "to: {}", to.join(", "));
+    let _ = writeln!(s, "type: {}", m.kind.as_str());
+    let _ = writeln!(s, "subject: {}", printable(&m.subject, Sgr::Escape));
+    let _ = writeln!(s, "created: {}", m.created_at.to_rfc3339());
+    if m.ack_required {
+        let _ = writeln!(
+            s,
+            "ack required: run `devcell-mail ack {}` once handled",
+            m.id
+        );
+    }
+    let _ = writeln!(s, "\n{}", printable(&m.body, Sgr::Escape));
+    s
+}
+
+fn sent_text(views: &[MessageView]) -> String {
+    if views.is_empty() {
+        return "no messages sent\n".to_string();
+    }
+    let mut s = String::new();
+    for v in views {
+        let states: Vec<String> = v
+            .recipients
+            .iter()
+            .map(|(t, d)| format!("{t}: {}", state_word(d.state)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{}  [{}]  {}  ({})",
+            v.message.id,
+            v.message.kind.as_str(),
+            printable(&v.message.subject, Sgr::Escape),
+            states.join(", ")
+        );
+    }
+    s
+}

@@ -1,0 +1,63 @@
+//! The door (issue 30; spec-note 0531): the mail channel between a task's sandbox and devcell
+//! on the host, built as the egress channel is. Inside, `devcell-mail` ([`channel::CLIENT`],
+//! built by `build.rs` from `client_main.rs`) is a dumb pipe on the agent's `PATH`; it sends
+//! its argv over the task's own Unix socket ([`SocketFolder`], bind-mounted read-only) with the
+//! [`frame`] format. On the host a [`DoorServer`] per task, living for the handoff, stamps the
+//! sender from the socket and answers through a [`DoorHandler`]. Nothing in the container
+//! parses options or JSON, and nothing there reaches the log, the mediator or another task's
+//! socket.
+
+pub mod channel;
+pub mod commands;
+pub mod frame;
+pub mod server;
+
+pub use channel::{ContainerDoor, SocketFolder, install_client};
+pub use commands::MailDoor;
+pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
+
+use std::path::PathBuf;
+
+/// The door's host side failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DoorError {
+    /// A file, folder or socket could not be made.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file, folder or socket.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The group's mediator refused or failed (opening its log, registering the task).
+    #[error(transparent)]
+    Mail(#[from] crate::mail::MailError),
+}
+
+impl crate::ops::error::ProductError for DoorError {
+    fn code(&self) -> crate::diagnostics::ErrorCode {
+        use crate::diagnostics::ErrorCode;
+        match self {
+            DoorError::Mail(crate::mail::MailError::Policy { .. }) => ErrorCode::ConfigInvalid,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        match self {
+            DoorError::Mail(e) => serde_json::json!({ "reason": e.code() }),
+            DoorError::Io { .. } => serde_json::json!({ "reason": "mail_channel_io" }),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DoorError::Mail(e) => Some(e.hint().to_string()),
+            DoorError::Io { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

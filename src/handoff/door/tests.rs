@@ -1,0 +1,420 @@
+//! The door's framing, server and the real `devcell-mail` run on the host (it is static).
+
+use super::frame::{self, FrameError, op};
+use super::*;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+
+/// Echoes what it got: the sender and argv on stdout; `cat` reads stdin (at most 8 bytes);
+/// `fail` answers status 3 on stderr. Records refusals.
+#[derive(Default)]
+struct Echo {
+    refused: Mutex<Vec<String>>,
+}
+
+impl DoorHandler for Echo {
+    fn handle(&self, sender: &str, argv: &[String], input: &mut dyn Input) -> Answer {
+        match argv.first().map(String::as_str) {
+            Some("cat") => match input.read(8) {
+                Ok(data) => Answer::ok([b"in:".as_slice(), &data].concat()),
+                Err(e) => Answer::fail(1, format!("{e}\n")),
+            },
+            Some("fail") => Answer::fail(3, "failed\n"),
+            _ => Answer::ok(format!("{sender}:{}\n", argv.join("|"))),
+        }
+    }
+
+    fn refused(&self, _sender: &str, why: &str) {
+        self.refused.lock().unwrap().push(why.to_string());
+    }
+}
+
+fn frame_bytes(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    frame::write_frame(&mut v, kind, payload).unwrap();
+    v
+}
+
+#[test]
+fn frames_round_trip_and_bad_frames_are_refused() {
+    let bytes = [frame_bytes(op::ARG, b"send"), frame_bytes(op::GO, b"")].concat();
+    let mut r = bytes.as_slice();
+    assert_eq!(
+        frame::read_frame(&mut r, op::FROM_CLIENT, 16).unwrap(),
+        Some((op::ARG, b"send".to_vec()))
+    );
+    assert_eq!(
+        frame::read_frame(&mut r, op::FROM_CLIENT, 16).unwrap(),
+        Some((op::GO, Vec::new()))
+    );
+    assert_eq!(
+        frame::read_frame(&mut r, op::FROM_CLIENT, 16).unwrap(),
+        None
+    );
+
+    // oversize: refused from the header, before any payload is read
+    let big = frame_bytes(op::ARG, &[b'x'; 17]);
+    let mut r = big.as_slice();
+    let e = frame::read_frame(&mut r, op::FROM_CLIENT, 16).unwrap_err();
+    assert!(
+        matches!(e, FrameError::TooLarge { len: 17, max: 16 }),
+        "{e:?}"
+    );
+    assert_eq!(r.len(), 17, "nothing of the payload was read");
+    // a frame announcing 4 GiB
+    let huge = [op::ARG, 0xff, 0xff, 0xff, 0xff];
+    let e = frame::read_frame(&mut huge.as_slice(), op::FROM_CLIENT, 1 << 20).unwrap_err();
+    assert!(matches!(e, FrameError::TooLarge { .. }), "{e:?}");
+
+    // truncated inside the header, then inside the payload
+    let e = frame::read_frame(&mut [op::ARG, 0, 0].as_slice(), op::FROM_CLIENT, 16);
+    assert!(matches!(e, Err(FrameError::Truncated)), "{e:?}");
+    let cut = &frame_bytes(op::ARG, b"abcdef")[..8];
+    let e = frame::read_frame(&mut &cut[..], op::FROM_CLIENT, 16);
+    assert!(matches!(e, Err(FrameError::Truncated)), "{e:?}");
+
+    // unknown op, and an op of the other direction
+    for kind in [b'Q', op::EXIT] {
+        let bytes = frame_bytes(kind, b"");
+        let e = frame::read_frame(&mut bytes.as_slice(), op::FROM_CLIENT, 16);
+        assert!(
+            matches!(e, Err(FrameError::UnknownOp(k)) if k == kind),
+            "{e:?}"
+        );
+    }
+
+    let e = frame::read_magic(&mut b"GET / HTTP/1.1".as_slice()).unwrap_err();
+    assert!(matches!(e, FrameError::BadMagic), "{e:?}");
+    frame::read_magic(&mut frame::MAGIC.as_slice()).unwrap();
+}
+
+/// Runs `client` bytes against [`server::serve`] on a socket pair; what the server wrote back.
+fn serve_bytes(client: Vec<u8>, limits: Limits, handler: &Echo) -> (Vec<u8>, Result<(), String>) {
+    let (mut near, mut far) = UnixStream::pair().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = near.write_all(&client);
+        let _ = near.shutdown(std::net::Shutdown::Write);
+        let mut back = Vec::new();
+        let _ = near.read_to_end(&mut back);
+        back
+    });
+    let served = server::serve(&mut far, "a", handler, &limits).map_err(|e| e.to_string());
+    drop(far);
+    (writer.join().unwrap(), served)
+}
+
+/// The host's answer frames as (stdout, stderr, status).
+fn answer_of(bytes: &[u8]) -> (String, String, Option<u8>) {
+    let (mut out, mut err, mut status) = (String::new(), String::new(), None);
+    let mut r = bytes;
+    while let Some((kind, payload)) = frame::read_frame(&mut r, op::FROM_HOST, 1 << 20).unwrap() {
+        let text = String::from_utf8_lossy(&payload).into_owned();
+        match kind {
+            op::STDOUT => out.push_str(&text),
+            op::STDERR => err.push_str(&text),
+            op::EXIT => status = payload.first().copied(),
+            _ => {}
+        }
+    }
+    (out, err, status)
+}
+
+#[test]
+fn the_server_answers_a_command_and_refuses_malformed_connections() {
+    let echo = Echo::default();
+    let limits = Limits {
+        max_args: 3,
+        max_argv_bytes: 16,
+        ..Limits::default()
+    };
+    let hello = |args: &[&[u8]]| {
+        let mut v = frame::MAGIC.to_vec();
+        for a in args {
+            v.extend(frame_bytes(op::ARG, a));
+        }
+        v
+    };
+    let ok = [hello(&[b"inbox", b"--format"]), frame_bytes(op::GO, b"")].concat();
+    let (back, served) = serve_bytes(ok, limits, &echo);
+    served.unwrap();
+    assert_eq!(
+        answer_of(&back),
+        ("a:inbox|--format\n".into(), String::new(), Some(0))
+    );
+
+    // unknown op after the argv began
+    let bad = [hello(&[b"inbox"]), frame_bytes(b'Q', b"")].concat();
+    let (back, served) = serve_bytes(bad, limits, &echo);
+    assert!(served.unwrap_err().contains("unknown frame kind"));
+    let (_, err, status) = answer_of(&back);
+    assert_eq!(status, Some(2));
+    assert!(err.contains("unknown frame kind 0x51"), "{err}");
+
+    // standard input before the host asked for it is an unknown op too
+    let early = [hello(&[b"cat"]), frame_bytes(op::STDIN, b"x")].concat();
+    assert_eq!(answer_of(&serve_bytes(early, limits, &echo).0).2, Some(2));
+
+    // the argv over its byte bound, over its count bound
+    let long = [
+        hello(&[b"0123456789", b"0123456789"]),
+        frame_bytes(op::GO, b""),
+    ]
+    .concat();
+    let (back, _) = serve_bytes(long, limits, &echo);
+    let (_, err, status) = answer_of(&back);
+    assert_eq!(status, Some(2));
+    assert!(err.contains("exceeds the limit"), "{err}");
+    let many = [hello(&[b"a", b"b", b"c", b"d"]), frame_bytes(op::GO, b"")].concat();
+    assert_eq!(answer_of(&serve_bytes(many, limits, &echo).0).2, Some(2));
+
+    // truncated: the client stops inside a frame, and before `GO`
+    let mut cut = hello(&[b"send"]);
+    cut.truncate(cut.len() - 2);
+    let (_, served) = serve_bytes(cut, limits, &echo);
+    assert!(served.unwrap_err().contains("cut short"));
+    let (_, served) = serve_bytes(hello(&[b"send"]), limits, &echo);
+    assert!(served.unwrap_err().contains("cut short"));
+
+    // not our protocol at all: closed without an answer
+    let (back, served) = serve_bytes(b"GET / HTTP/1.1\r\n\r\n".to_vec(), limits, &echo);
+    assert!(served.is_err());
+    assert!(back.is_empty());
+
+    let refused = echo.refused.lock().unwrap();
+    assert_eq!(refused.len(), 7, "{refused:?}");
+}
+
+/// The real `devcell-mail` (static, run on the host) against a [`DoorServer`]: its argv reach
+/// the handler with the sender stamped from the socket, its stdin only when asked for and
+/// bounded, and it writes the answer and exits with its status. Without a socket: exit 2.
+#[test]
+fn devcell_mail_is_a_dumb_pipe_to_the_server() {
+    let state = tempfile::tempdir().unwrap();
+    let client = install_client(state.path()).unwrap();
+    let folder = SocketFolder::create(state.path(), "g", "task-a").unwrap();
+    let server = DoorServer::start(
+        &folder,
+        "task-a",
+        Arc::new(Echo::default()),
+        Limits::default(),
+    )
+    .unwrap();
+    let mode = std::fs::metadata(server.socket()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o666
+    );
+    let run = |args: &[&str], stdin: &[u8]| {
+        let mut child = std::process::Command::new(&client)
+            .args(args)
+            .env("DEVCELL_MAIL_SOCKET", folder.socket())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let feeder = std::thread::spawn(move || {
+            let _ = input.write_all(&data);
+        });
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.code(),
+        )
+    };
+    // `--from` is only an argument: the sender is the socket's task
+    let (out, _, code) = run(&["send", "--from", "task-b", "--body", "a b\n"], b"");
+    assert_eq!(out, "task-a:send|--from|task-b|--body|a b\n\n");
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        run(&["cat"], b"12345678"),
+        ("in:12345678".into(), String::new(), Some(0))
+    );
+    let (_, err, code) = run(&["cat"], b"123456789");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("longer than 8 bytes"), "{err}");
+    assert_eq!(
+        run(&["fail"], b""),
+        (String::new(), "failed\n".into(), Some(3))
+    );
+
+    server.stop();
+    assert!(
+        !folder.socket().exists(),
+        "the socket is removed with its server"
+    );
+    let (out, err, code) = run(&["inbox"], b"");
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert!(err.contains("no mail channel at"), "{err}");
+}
+
+/// Standard input for [`MailDoor`] tests.
+struct Given(Option<Vec<u8>>);
+
+impl Input for Given {
+    fn read(&mut self, max: usize) -> Result<Vec<u8>, InputError> {
+        let data = self.0.take().unwrap_or_default();
+        if data.len() > max {
+            return Err(InputError::TooLarge { max });
+        }
+        Ok(data)
+    }
+}
+
+/// The commands through a real mediator: the sender is the socket's task whatever the argv
+/// says (`--from` is no option), a body comes from `--body` or stdin (bounded), a held type
+/// stays out of the inbox, usage errors are status 2 and the mediator's refusals status 1 with
+/// their code and hint.
+#[test]
+fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy};
+    use crate::settings::{MailAction, MailRule, MailSettings};
+    let state = tempfile::tempdir().unwrap();
+    let settings = MailSettings {
+        rules: vec![MailRule {
+            from: "*".into(),
+            to: "*".into(),
+            kind: "handoff".into(),
+            action: MailAction::Hold,
+        }],
+        max_message_bytes: 256,
+        ..MailSettings::default()
+    };
+    let m = Mediator::open(
+        state.path(),
+        &GroupName::new("g").unwrap(),
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    for t in ["a", "b"] {
+        m.register(&crate::mail::TaskName::new(t).unwrap(), None)
+            .unwrap();
+    }
+    let door = MailDoor::new(Arc::new(m), 256);
+    let call = |who: &str, args: &[&str], stdin: Option<&[u8]>| {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let a = door.handle(who, &argv, &mut Given(stdin.map(<[u8]>::to_vec)));
+        (
+            String::from_utf8_lossy(&a.stdout).into_owned(),
+            String::from_utf8_lossy(&a.stderr).into_owned(),
+            a.status,
+        )
+    };
+
+    let (out, err, code) = call(
+        "a",
+        &["send", "--from", "b", "--to", "b", "--subject", "x"],
+        None,
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("--from"), "{err}");
+
+    let (out, _, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "api changed",
+            "--type",
+            "contract-change",
+        ],
+        Some(b"the body \x1b]52;c;eA==\x07from stdin"),
+    );
+    assert_eq!(code, 0, "{out}");
+    let id = out.lines().next().unwrap().to_string();
+    assert!(out.contains("b: queued"), "{out}");
+
+    let (out, _, code) = call("b", &["inbox"], None);
+    assert_eq!(code, 0);
+    assert!(out.contains(&id) && out.contains("from a"), "{out}");
+    let (out, _, _) = call("b", &["read", &id], None);
+    assert!(
+        out.contains("the body \\u{1b}]52;c;eA==\\u{7}from stdin"),
+        "terminal-safe: {out}"
+    );
+    let (out, _, code) = call("b", &["ack", &id], None);
+    assert_eq!(
+        (out.as_str(), code),
+        (format!("{id} acknowledged\n").as_str(), 0)
+    );
+    let (out, _, code) = call("b", &["reply", &id, "--body", "ok"], None);
+    assert_eq!(code, 0, "{out}");
+    let reply = out.lines().next().unwrap().to_string();
+    let (out, _, _) = call("a", &["inbox", "--format", "json"], None);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(items[0]["message"]["id"], reply.as_str());
+    assert_eq!(items[0]["message"]["from"], "b");
+    assert_eq!(items[0]["message"]["subject"], "Re: api changed");
+    assert_eq!(items[0]["message"]["replyTo"], id.as_str());
+
+    // a held type: the sender sees it held, the recipient nothing
+    let (out, _, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "h",
+            "--type",
+            "handoff",
+            "--body",
+            "",
+        ],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("b: held"), "{out}");
+    assert_eq!(call("b", &["inbox"], None).0, "no messages\n");
+
+    // refusals: unknown recipient, unknown type, body over the bound; nothing sent
+    let (_, err, code) = call(
+        "a",
+        &["send", "--to", "zed", "--subject", "s", "--body", "b"],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("error[mail.unknown_recipient]") && err.contains("hint: "),
+        "{err}"
+    );
+    let (_, err, code) = call(
+        "a",
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "s",
+            "--type",
+            "gossip",
+            "--body",
+            "",
+        ],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown type `gossip`"), "{err}");
+    let (_, err, code) = call(
+        "a",
+        &["send", "--to", "b", "--subject", "s"],
+        Some(&[b'x'; 257]),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("error[mail.too_large]"), "{err}");
+    let (out, _, _) = call("a", &["sent"], None);
+    assert_eq!(out.lines().count(), 2, "{out}");
+
+    let (out, err, code) = call("a", &["--help"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Usage: devcell-mail"), "{out}");
+}

@@ -1,0 +1,232 @@
+//! The door (issue 30, spec-note 0531): three parallel clone tasks of one repository talk
+//! through `devcell-mail` in their sandboxes and devcell's mediator on the host. A sends a
+//! `contract-change` to B and C, B requests something of C, C replies; a `handoff` from A is
+//! held by policy until the host user forwards it with `devcell mail forward`. Spoofing the
+//! sender fails, and no sandbox sees the log, the mediator's state or another task's socket.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::clone_tasks::{Host, containers_of, mount_sources, ok, source_repo};
+use crate::support;
+use crate::support::docker::engine_ready;
+use crate::support::hostile::HostTarget;
+
+/// Shell helpers every agent script starts with: `wait_for TYPE FROM` polls the inbox (at
+/// most 180 s) for a message of that type from that task and prints its id.
+const LIB: &str = r#"
+fail() { echo "AGENT FAILED: $*" >&2; exit 9; }
+wait_for() {
+  n=0
+  while [ $n -lt 180 ]; do
+    id=$(devcell-mail inbox | grep "from $2  \[$1" | cut -d' ' -f1 | head -n 1)
+    [ -n "$id" ] && { echo "$id"; return 0; }
+    n=$((n+1)); sleep 1
+  done
+  fail "no $1 from $2"
+}
+"#;
+
+/// A: the contract change to B and C (retried until both are registered), the spoofing and
+/// looking-around attempts, the held handoff to C; then waits for both acks.
+const A: &str = r#"
+n=0
+until devcell-mail send --to tb,tc --type contract-change --subject "api v2" --ack-required --body "the api changes" > /tmp/cc 2>/tmp/err; do
+  n=$((n+1)); [ $n -lt 180 ] || fail "send: $(cat /tmp/err)"; sleep 1
+done
+grep -q "tb: queued" /tmp/cc || fail "receipt $(cat /tmp/cc)"
+devcell-mail send --from tb --to tc --subject spoof --body x 2>/tmp/spoof
+[ $? -eq 2 ] || fail "--from accepted"
+grep -q -- "--from" /tmp/spoof || fail "no usage error: $(cat /tmp/spoof)"
+touch /.devcell-mail/other.sock 2>/dev/null && fail "the socket folder is writable"
+ls /.devcell-mail >/dev/null 2>&1 && fail "the socket folder can be listed"
+DEVCELL_MAIL_SOCKET=/.devcell-mail/../mail/log.jsonl devcell-mail inbox 2>/dev/null && fail "another socket path answered"
+find / -name 'log.jsonl' 2>/dev/null | grep -q . && fail "a mail log is visible"
+devcell-mail send --to tc --type handoff --subject "take over the parser" --body "please" > /tmp/h || fail "handoff send"
+grep -q "tc: held" /tmp/h || fail "handoff not held: $(cat /tmp/h)"
+n=0
+until [ "$(devcell-mail sent | grep 'api v2' | grep -c 'acknowledged.*acknowledged')" = 1 ]; do
+  n=$((n+1)); [ $n -lt 180 ] || fail "no acks: $(devcell-mail sent)"; sleep 1
+done
+echo A-DONE
+"#;
+
+/// B: reads and acks the contract change, requests of C, waits for C's reply.
+const B: &str = r#"
+cc=$(wait_for contract-change ta) || exit 9
+devcell-mail read "$cc" | grep -q "the api changes" || fail "read $cc"
+devcell-mail ack "$cc" || fail "ack $cc"
+devcell-mail send --to tc --type request --subject "need the schema" --ack-required --body "send me the schema" || fail "request"
+r=$(wait_for reply tc) || exit 9
+devcell-mail read "$r" | grep -q "here it is" || fail "read reply"
+devcell-mail ack "$r" || fail "ack reply"
+echo B-DONE
+"#;
+
+/// C: acks the contract change, answers B's request, waits for the forwarded handoff.
+const C: &str = r#"
+cc=$(wait_for contract-change ta) || exit 9
+devcell-mail ack "$cc" || fail "ack $cc"
+q=$(wait_for request tb) || exit 9
+devcell-mail read "$q" >/dev/null || fail "read request"
+devcell-mail reply "$q" --body "here it is" || fail "reply"
+devcell-mail ack "$q" || fail "ack request"
+h=$(wait_for handoff ta) || exit 9
+devcell-mail ack "$h" || fail "ack handoff"
+echo C-DONE
+"#;
+
+fn mail_list(host: &Host, repo: &Path) -> Value {
+    let out = host.run(&[
+        "mail",
+        "list",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "mail list: {e}: {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The messages of a `mail list` envelope (its `result`, or the whole value).
+fn messages(list: &Value) -> Vec<Value> {
+    let r = if list.get("result").is_some() {
+        &list["result"]
+    } else {
+        list
+    };
+    let items = r.get("messages").unwrap_or(r);
+    items.as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn three_clone_tasks_talk_through_the_mediator_only() {
+    if !engine_ready("mail_three_tasks", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let script = |body: &str| format!("{LIB}\n{body}");
+    let (a, b, c) = (script(A), script(B), script(C));
+    let host = Host::new(&[("a", &a), ("b", &b), ("c", &c)]);
+    let mut config = std::fs::read_to_string(host.config_file()).unwrap();
+    config.push_str("[mail]\n[[mail.rules]]\ntype = \"handoff\"\naction = \"hold\"\n");
+    std::fs::write(host.config_file(), config).unwrap();
+    let at = tempfile::Builder::new()
+        .prefix("devcell-mail-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+
+
+    // the three handoffs in parallel; the host user forwards the held handoff meanwhile
+    let (results, forwarded) = std::thread::scope(|s| {
+        let handles: Vec<_> = [("a", "ta"), ("b", "tb"), ("c", "tc")]
+            .into_iter()
+            .map(|(agent, task)| {
+                let (host, repo) = (&host, &repo);
+                s.spawn(move || host.handoff(repo, agent, &["--task", task]))
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut forwarded = None;
+        while forwarded.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+            let held = messages(&mail_list(&host, &repo)).into_iter().find(|m| {
+                m["message"]["type"] == "handoff" && m["recipients"]["tc"]["state"] == "held"
+            });
+            if let Some(m) = held {
+                let id = m["message"]["id"].as_str().unwrap().to_string();
+                let out = host.run(&[
+                    "mail",
+                    "forward",
+                    &id,
+                    "--workspace-folder",
+                    repo.to_str().unwrap(),
+                ]);
+                assert!(
+                    out.status.success(),
+                    "forward: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                forwarded = Some(id);
+            }
+        }
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (results, forwarded)
+    });
+    for (out, who) in results.iter().zip(["ta", "tb", "tc"]) {
+        let v = ok(out);
+        assert_eq!(v["result"]["task"]["task"], who, "{v:#}");
+    }
+    let forwarded = forwarded.expect("the handoff was held for the host user");
+
+    // the log has every message, from its true sender, in the state policy and acks left it
+    let list = messages(&mail_list(&host, &repo));
+    let find = |kind: &str| {
+        list.iter()
+            .find(|m| m["message"]["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {list:#?}"))
+            .clone()
+    };
+    let cc = find("contract-change");
+    assert_eq!(cc["message"]["from"], "ta");
+    assert_eq!(cc["recipients"]["tb"]["state"], "acknowledged");
+    assert_eq!(cc["recipients"]["tc"]["state"], "acknowledged");
+    let request = find("request");
+    assert_eq!(request["message"]["from"], "tb");
+    assert_eq!(request["message"]["to"], serde_json::json!(["tc"]));
+    assert_eq!(request["recipients"]["tc"]["state"], "acknowledged");
+    let reply = find("reply");
+    assert_eq!(reply["message"]["from"], "tc");
+    assert_eq!(reply["message"]["replyTo"], request["message"]["id"]);
+    assert_eq!(reply["recipients"]["tb"]["state"], "acknowledged");
+    let handoff = find("handoff");
+    assert_eq!(handoff["message"]["id"], forwarded.as_str());
+    assert_eq!(handoff["message"]["from"], "ta");
+    assert_eq!(handoff["recipients"]["tc"]["state"], "acknowledged");
+    assert_eq!(
+        list.len(),
+        4,
+        "nothing else was accepted (the spoof was refused): {list:#?}"
+    );
+
+    // each task's container bound only its own socket folder and the client, read-only; the
+    // mediator's folder (`state/mail`) was bound into none
+    let mail_state = host.state().join("mail");
+    let mut folders = Vec::new();
+    for task in ["ta", "tb", "tc"] {
+        let clone = host.clone_of(task);
+        for id in containers_of(&clone) {
+            let sources = mount_sources(&id);
+            assert!(
+                sources
+                    .iter()
+                    .all(|s| !Path::new(s).starts_with(&mail_state)),
+                "{task}: {sources:?}"
+            );
+            let door: Vec<_> = sources
+                .iter()
+                .filter(|s| Path::new(s).starts_with(host.state().join("door")))
+                .cloned()
+                .collect();
+            assert_eq!(door.len(), 2, "{task}: {sources:?}");
+            folders.extend(door.into_iter().filter(|s| s.ends_with("/socket")));
+        }
+    }
+    folders.sort();
+    folders.dedup();
+    assert_eq!(folders.len(), 3, "one socket folder per task: {folders:?}");
+    // every session ended: its socket is gone
+    for f in &folders {
+        assert!(!Path::new(f).join("mail.sock").exists(), "{f}");
+    }
+    target.assert_untouched();
+}
