@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::error::{MailError, Result};
 use super::model::{
     Draft, GroupName, InboxItem, Message, MessageId, MessageView, Party, Receipt, RecipientState,
-    SCHEMA_VERSION, TaskInfo, TaskName,
+    SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
 };
 use super::policy::{Action, Bounds, Policy};
 use super::store::{Entry, Event, LoggedDecision, State, Store};
@@ -161,6 +161,49 @@ impl Mediator {
         self.transact(|state, _| (Vec::new(), Ok(state.tasks.values().cloned().collect())))
     }
 
+    /// What is pending per registered task: unfinished messages and messages held for it
+    /// (what `status` shows).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn summary(&self) -> Result<Vec<TaskMailSummary>> {
+        self.transact(|state, _| {
+            let summaries = state
+                .tasks
+                .values()
+                .map(|info| {
+                    let mut s = TaskMailSummary {
+                        task: info.task.clone(),
+                        ended: info.ended,
+                        unacknowledged: 0,
+                        held: 0,
+                        escalated: 0,
+                    };
+                    for entry in state.messages.values() {
+                        let Some(d) = entry.recipients.get(&info.task) else {
+                            continue;
+                        };
+                        match d.state {
+                            RecipientState::Queued | RecipientState::Delivered => {
+                                s.unacknowledged += 1;
+                            }
+                            RecipientState::Read if entry.message.ack_required => {
+                                s.unacknowledged += 1;
+                            }
+                            RecipientState::Held => {
+                                s.held += 1;
+                                s.escalated += usize::from(d.escalated);
+                            }
+                            _ => {}
+                        }
+                    }
+                    s
+                })
+                .collect();
+            (Vec::new(), Ok(summaries))
+        })
+    }
+
     /// Sends `draft` from `from` (the caller's session identity). Accepted (and fsync'd) or
     /// refused with its error (the refusal is logged); a draft with a client id already
     /// accepted returns the first receipt (`duplicate`).
@@ -181,7 +224,7 @@ impl Mediator {
         })
     }
 
-    /// Replies to message `id` (addressed to `task`, or sent by it): to its sender (a reply to
+    /// Replies to message `id` (addressed to `task`): to its sender (a reply to
     /// the mediator goes to the host user, `to` empty), in its thread. `draft.to`, `threadId`
     /// and `replyTo` are set from the original.
     ///
@@ -191,7 +234,7 @@ impl Mediator {
         self.transact(|state, now| {
             let sender = Party::Task(task.clone());
             let client_id = draft.client_id.clone();
-            let original = match visible(state, task, id) {
+            let original = match visible_to_recipient(state, task, id) {
                 Ok(e) => &e.message,
                 Err(e) => return refusal(sender, client_id, e),
             };
@@ -722,17 +765,6 @@ fn check_draft(draft: &Draft, to_mediator: bool, max_bytes: usize) -> Result<Vec
         });
     }
     Ok(dedup(&draft.to))
-}
-
-/// Message `id` if `task` may see it: addressed to it (and not held, dropped or rejected for
-/// it) or sent by it.
-fn visible<'s>(state: &'s State, task: &TaskName, id: &MessageId) -> Result<&'s Entry> {
-    let entry = state.messages.get(id);
-    let mine = entry.is_some_and(|e| e.message.from == Party::Task(task.clone()));
-    if mine {
-        return Ok(entry.expect("checked"));
-    }
-    visible_to_recipient(state, task, id)
 }
 
 /// Message `id` if it is addressed to `task` and delivered to it (not held, dropped or

@@ -17,7 +17,8 @@ pub use error::MailError;
 pub use mediator::{Clock, Mediator, Recipients, SystemClock};
 pub use model::{
     Delivery, Draft, GroupName, Importance, InboxItem, MEDIATOR, Message, MessageId, MessageType,
-    MessageView, Party, Receipt, RecipientState, SCHEMA_VERSION, TaskInfo, TaskName,
+    MessageView, Party, Receipt, RecipientState, SCHEMA_VERSION, TaskInfo, TaskMailSummary,
+    TaskName,
 };
 pub use policy::{Action, Bounds, Decision, Policy};
 

@@ -451,3 +451,20 @@ pub struct TaskInfo {
     /// Whether its session has ended (it receives nothing more).
     pub ended: bool,
 }
+
+/// What is pending for one task (for `status`): messages it has not finished and messages
+/// held for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskMailSummary {
+    /// The task.
+    pub task: TaskName,
+    /// Whether its session has ended.
+    pub ended: bool,
+    /// Messages to it queued, delivered, or read but awaiting its acknowledgement.
+    pub unacknowledged: usize,
+    /// Messages to it held by policy for the host user.
+    pub held: usize,
+    /// Of those held, the ones policy escalated.
+    pub escalated: usize,
+}

@@ -259,6 +259,8 @@ struct Cache {
     state: State,
     /// Bytes of the log replayed into `state`.
     offset: u64,
+    /// Lines of the log replayed into `state` (for the line number of a corrupt one).
+    lines: usize,
 }
 
 /// The group's log and its replayed state.
@@ -302,6 +304,7 @@ impl Store {
             cache: Mutex::new(Cache {
                 state: State::default(),
                 offset: 0,
+                lines: 0,
             }),
         };
         store.transact(Utc::now(), |_| (Vec::new(), Ok(())))?;
@@ -396,6 +399,7 @@ impl Store {
             // The log was replaced behind our back: replay it whole.
             cache.state = State::default();
             cache.offset = 0;
+            cache.lines = 0;
         }
         if len == cache.offset {
             return Ok(());
@@ -404,12 +408,12 @@ impl Store {
         file.seek(SeekFrom::Start(cache.offset))
             .and_then(|_| file.read_to_end(&mut text))
             .map_err(MailError::io(&self.log))?;
-        let first_line = line_number(&self.log, cache.offset)?;
-        let (lines, used) = parse_lines(&self.log, &text, first_line)?;
+        let (lines, used) = parse_lines(&self.log, &text, cache.lines + 1)?;
         for line in &lines {
             cache.state.apply(line);
         }
         cache.offset += used as u64;
+        cache.lines += lines.len();
         if (used as u64) < text.len() as u64 {
             self.move_torn_tail(cache, file, &text[used..], now)?;
         }
@@ -480,23 +484,12 @@ impl Store {
             .and_then(|()| file.sync_data())
             .map_err(MailError::io(&self.log))?;
         cache.offset += bytes.len() as u64;
+        cache.lines += lines.len();
         for line in &lines {
             cache.state.apply(line);
         }
         Ok(())
     }
-}
-
-/// The 1-based number of the line starting at byte `offset` of `path` (for messages).
-fn line_number(path: &Path, offset: u64) -> Result<usize> {
-    if offset == 0 {
-        return Ok(1);
-    }
-    let mut head = vec![0; offset as usize];
-    File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .map_err(MailError::io(path))?;
-    Ok(head.iter().filter(|b| **b == b'\n').count() + 1)
 }
 
 /// Parses complete lines of `text`; returns them and the bytes they span (a last line without

@@ -655,3 +655,44 @@ fn a_message_validates_against_its_schema_and_has_its_fields() {
         .collect();
     assert_eq!(types, MessageType::ALL.map(MessageType::as_str));
 }
+
+#[test]
+fn the_summary_counts_unfinished_and_held_messages_per_task() {
+    let policy = Policy::forward_all()
+        .with_rule("*", "c", None, Action::Escalate)
+        .unwrap();
+    let f = fixture_with(policy, Bounds::default());
+    let mut d = note(&["b", "c"], "one");
+    d.ack_required = true;
+    let id = f.m.send(&t("a"), d).unwrap().id;
+    f.m.send(&t("a"), note(&["b"], "two")).unwrap();
+    let two = f.m.inbox(&t("b")).unwrap()[1].message.id.clone();
+    f.m.read(&t("b"), &two).unwrap();
+    f.m.read(&t("b"), &id).unwrap();
+    let summary = f.m.summary().unwrap();
+    let of = |name: &str| {
+        summary
+            .iter()
+            .find(|s| s.task.as_str() == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (of("b").unacknowledged, of("b").held),
+        (1, 0),
+        "read without ack: done"
+    );
+    assert_eq!(
+        (of("c").unacknowledged, of("c").held, of("c").escalated),
+        (0, 1, 1)
+    );
+    f.m.ack(&t("b"), &id).unwrap();
+    assert_eq!(
+        f.m.summary()
+            .unwrap()
+            .iter()
+            .map(|s| s.unacknowledged)
+            .sum::<usize>(),
+        0
+    );
+}
