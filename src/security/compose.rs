@@ -1120,8 +1120,9 @@ fn local_cache_path<'a>(entry: &'a str, field: &str) -> Option<&'a str> {
 }
 
 /// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
-/// `device: <path>`), if it does.
-fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
+/// `device: <path>`), if it does: such a volume is that bind for every rule (its request, the
+/// covers of `.git`, the stop after the agent; spec-note 0400, attacks F6).
+pub(crate) fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
     let opts = model.get("volumes")?.get(volume)?.get("driver_opts")?;
     let o = opts.get("o").and_then(Value::as_str).unwrap_or_default();
     o.split(',')
