@@ -128,7 +128,7 @@ pub async fn handoff_with(
     h.log_start(&mut log, &live, &up);
     let written = h.write_context_files(&p, &up, &recorded, &live).await?;
     let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await?;
-    let quiet = h.stop_workspace(&p, &up, &mut live).await;
+    let quiet = h.stop_workspace(&up, &mut live).await;
     h.fetch_back(&p, &mut live, quiet);
     h.finish(p, up, live, recorded, written, ran)
 }
