@@ -385,8 +385,13 @@ fn service_requests(
         ("userns_mode", "userns"),
         ("cgroup", "cgroup"),
     ] {
+        // `service:<x>` too for the pid and ipc namespaces: a process in a peer's pid
+        // namespace reaches the primary's mounts through `/proc/<pid>/root` and keeps them when
+        // the primary stops (the host's `.git` under the cover; spec-note 0400, attacks F0),
+        // and a link between two peers joins whatever joins either of them
+        let peer = matches!(kind, "pid" | "ipc") && mode_is_service(str_of(key));
         if let Some(mode) = str_of(key)
-            && (mode == "host" || mode.starts_with("container:"))
+            && (mode == "host" || mode.starts_with("container:") || peer)
         {
             push(Permission::Namespace(format!("{kind}:{mode}")), key);
         }
@@ -1119,6 +1124,11 @@ fn local_cache_path<'a>(entry: &'a str, field: &str) -> Option<&'a str> {
     local.then_some(path).flatten()
 }
 
+/// Whether a namespace mode joins another service of the project (`service:<name>`).
+fn mode_is_service(mode: Option<&str>) -> bool {
+    mode.is_some_and(|m| m.starts_with("service:"))
+}
+
 /// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
 /// `device: <path>`), if it does: such a volume is that bind for every rule (its request, the
 /// covers of `.git`, the stop after the agent; spec-note 0400, attacks F6).
@@ -1375,6 +1385,43 @@ mod tests {
                     == Permission::UnresolvablePath(device.to_string())
                     && r.status == RequestStatus::Forbidden),
                 "{device}: {requests:?}"
+            );
+        }
+    }
+
+    /// Attack (spec-note 0400, F0): a pid (or ipc) namespace shared with another service of
+    /// the project, the primary's included in either direction, is a `namespace:` request: a
+    /// peer in the primary's pid namespace reaches its mounts through `/proc/<pid>/root`.
+    #[test]
+    fn a_pid_service_link_with_the_primary_is_a_request() {
+        for (app, side) in [
+            (
+                json!({"image": "a", "pid": "service:side"}),
+                json!({"image": "s"}),
+            ),
+            (
+                json!({"image": "a"}),
+                json!({"image": "s", "pid": "service:app"}),
+            ),
+            (
+                json!({"image": "a"}),
+                json!({"image": "s", "ipc": "service:app"}),
+            ),
+        ] {
+            let m = model(json!({"app": app, "side": side}));
+            let got = refused(&m, &Grants::default());
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].0.starts_with("--allow namespace:"), "{got:?}");
+            let flag = got[0].0.clone();
+            assert!(
+                judge_compose(
+                    &hardened(),
+                    &m,
+                    "app",
+                    &places(),
+                    &Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap()
+                )
+                .is_ok()
             );
         }
     }
