@@ -1196,7 +1196,7 @@ fn host_path_permission(written: &str, places: &Places) -> Option<Permission> {
     }
 }
 
-/// The sidecar profile's additions to one service: `no-new-privileges` and the lower of its
+/// The sidecar profile's additions to one service: `no-new-privileges`, `restart: "no"` and the lower of its
 /// own and the profile's limits (in `deploy.resources.limits` when the service sets its limits
 /// there, as Compose refuses both spellings with different values).
 fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
@@ -1205,6 +1205,9 @@ fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
         "security_opt".to_string(),
         json!(["no-new-privileges:true"]),
     );
+    // stopped with the workspace after the agent, never brought back by the engine on its
+    // own (`restart` wins over `deploy.restart_policy`; spec-note 0400, attacks F5)
+    add.insert("restart".to_string(), json!("no"));
     let deploy = service.pointer("/deploy/resources/limits");
     let own_pids = service
         .get("pids_limit")
@@ -1424,6 +1427,29 @@ mod tests {
                 .is_ok()
             );
         }
+    }
+
+    /// Attack (spec-note 0400, F5): a sidecar's `restart` policy (or `deploy.restart_policy`)
+    /// is overridden to `no`, so the engine never starts it again outside a handoff.
+    #[test]
+    fn a_restart_policy_is_a_request_or_overridden() {
+        let m = model(json!({
+            "app": {"image": "a", "restart": "always"},
+            "side": {"image": "s", "restart": "unless-stopped"},
+            "swarmish": {"image": "s", "deploy": {"restart_policy": {"condition": "any"}}}
+        }));
+        let j = judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+        assert_eq!(j.sidecars["side"]["restart"], "no");
+        assert_eq!(j.sidecars["swarmish"]["restart"], "no");
+        // the primary's comes from devcell's own override
+        let file = crate::engine::compose::override_file(
+            "app",
+            &crate::engine::ContainerSpec::default(),
+            &j.sidecars,
+            false,
+        );
+        assert_eq!(file["services"]["app"]["restart"], "no");
+        assert_eq!(file["services"]["side"]["restart"], "no");
     }
 
     #[test]
