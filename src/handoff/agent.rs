@@ -232,6 +232,9 @@ pub(crate) fn fetch_back_lines(
             KeptReason::CheckedOutElsewhere => {
                 "the branch is checked out in another worktree of the repository"
             }
+            KeptReason::Conflict => {
+                "the host could not write it (its name conflicts with a host ref)"
+            }
             KeptReason::UncoveredSubmodule => {
                 "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"
             }
