@@ -130,7 +130,7 @@ pub async fn handoff_with(
     h.log_start(&mut log, &live, &up);
     let written = h.write_context_files(&p, &up, &recorded, &live).await?;
     let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await?;
-    let quiet = h.stop_workspace(&p, &up, &mut live).await;
+    let quiet = h.stop_workspace(&up, &mut live).await;
     h.fetch_back(&p, &mut live, quiet);
     h.finish(p, up, live, recorded, written, ran)
 }
@@ -233,6 +233,9 @@ pub(crate) fn fetch_back_lines(
             }
             KeptReason::CheckedOutElsewhere => {
                 "the branch is checked out in another worktree of the repository"
+            }
+            KeptReason::Conflict => {
+                "the host could not write it (its name conflicts with a host ref)"
             }
             KeptReason::UncoveredSubmodule => {
                 "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"

@@ -166,6 +166,10 @@ pub enum KeptReason {
     /// (git itself refuses two worktrees on one branch and fetches into a checked-out one;
     /// spec-note 0436).
     CheckedOutElsewhere,
+    /// The host could not write it: its name conflicts with a host ref (`refs/heads/main/x`
+    /// while the host has `refs/heads/main`, or the other way round; spec-note 0400, attacks
+    /// F4).
+    Conflict,
 }
 
 /// A ref the agent changed that the host did not take.
@@ -595,11 +599,19 @@ impl ContainerGitDir {
                 Ok(update) => {
                     let zero = "0".repeat(hex_len);
                     let old = update.old.clone().unwrap_or(zero);
-                    host_git(
+                    // a name git refuses next to the host's refs (`main/x` beside `main`) is
+                    // kept aside: one ref never stops this or any later fetch-back (F4)
+                    if host_git(
                         host,
                         host.common_dir,
                         &["update-ref", "-m", "devcell: agent", name, value, &old],
-                    )?;
+                    )
+                    .is_err()
+                    {
+                        report.kept.push(keep(KeptReason::Conflict));
+                        base.refs.insert(name.clone(), value.clone());
+                        continue;
+                    }
                     let _ = host_git(host, host.common_dir, &["update-ref", "-d", &kept_as]);
                     host_refs.insert(name.clone(), value.clone());
                     if update.old.is_some() {

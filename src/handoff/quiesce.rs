@@ -8,14 +8,16 @@
 //! themselves: the engine ends every process in them, whoever runs it. The fetch-back reads a
 //! container git directory only once every container that can write it is confirmed stopped.
 //!
-//! Which containers: the primary (the agent's), and every other container of its Compose
-//! project with a bind whose host source holds, or lies inside, the workspace or a container
-//! git directory (a sidecar binding `..:/w` can write both). A sidecar that binds neither
-//! (a database on a named volume) keeps running: it cannot write what the fetch-back reads. The
-//! next handoff starts the stopped containers again (`starting the stopped workspace
-//! container`; Compose's `start` starts every container of the project).
+//! Which containers: every running container of the primary's Compose project, the peers
+//! first and all at once, then the primary (spec-note 0400, attacks F0/F3). A sidecar needs no
+//! bind of the workspace to write it: one in the primary's pid namespace reaches the primary's
+//! mounts through `/proc/<pid>/root`, one given a folder's descriptor over a socket keeps it,
+//! one on a named volume that binds the workspace shows as a volume. And stopping the primary
+//! first tears down its mount namespace, with the cover over `<ws>/.git`, while such a peer
+//! still holds the workspace bind: it would then see the host's own `.git`. So no peer runs
+//! when the primary stops. The next handoff starts them all again (Compose's `start` starts
+//! every container of the project).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::engine::Engine;
@@ -26,18 +28,14 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long stopping and confirming may take in all, whatever the engine does.
 const QUIESCE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Stops the primary container `primary` and every container of its Compose project with a
-/// bind overlapping one of `guarded` (the workspace root, each repository's working tree and
-/// container git directory), then confirms with the engine that none of them runs.
+/// Stops every running container of `primary`'s Compose project but `primary`, all at once,
+/// then `primary`, then confirms with the engine that none of them runs. A peer is stopped
+/// whatever it binds.
 ///
-/// Returns the ids stopped, primary first. Errors: a sentence for people when a container
+/// Returns the ids stopped, primary last. Errors: a sentence for people when a container
 /// could not be stopped or confirmed stopped (then the fetch-back must not read its git).
-pub async fn stop_workspace(
-    engine: &dyn Engine,
-    primary: &str,
-    guarded: &[PathBuf],
-) -> Result<Vec<String>, String> {
-    match tokio::time::timeout(QUIESCE_DEADLINE, stop_and_confirm(engine, primary, guarded)).await {
+pub async fn stop_workspace(engine: &dyn Engine, primary: &str) -> Result<Vec<String>, String> {
+    match tokio::time::timeout(QUIESCE_DEADLINE, stop_and_confirm(engine, primary)).await {
         Ok(r) => r,
         Err(_) => Err(format!(
             "the workspace container {} was not confirmed stopped within {} s",
@@ -47,24 +45,13 @@ pub async fn stop_workspace(
     }
 }
 
-async fn stop_and_confirm(
-    engine: &dyn Engine,
-    primary: &str,
-    guarded: &[PathBuf],
-) -> Result<Vec<String>, String> {
-    let ids = writers(engine, primary, guarded).await?;
-    for id in &ids {
-        match engine.stop_container(id, Some(STOP_TIMEOUT)).await {
-            // a container removed meanwhile writes nothing any more
-            Ok(()) | Err(crate::engine::EngineError::NoSuchContainer { .. }) => {}
-            Err(e) => {
-                return Err(format!(
-                    "the container {} could not be stopped: {e}",
-                    short(id)
-                ));
-            }
-        }
-    }
+async fn stop_and_confirm(engine: &dyn Engine, primary: &str) -> Result<Vec<String>, String> {
+    let peers = peers(engine, primary).await?;
+    // the peers together (one grace period for all, however many), then the primary
+    let stopped = futures_util::future::join_all(peers.iter().map(|id| stop(engine, id))).await;
+    stopped.into_iter().collect::<Result<Vec<()>, String>>()?;
+    stop(engine, primary).await?;
+    let ids = stop_order(primary, &peers);
     for id in &ids {
         match engine.inspect_container(id).await {
             Ok(Some(info)) if info.running => {
@@ -85,25 +72,40 @@ async fn stop_and_confirm(
     Ok(ids)
 }
 
-/// The primary, then the running containers of its Compose project (when it has one) whose
-/// binds overlap `guarded`.
-async fn writers(
-    engine: &dyn Engine,
-    primary: &str,
-    guarded: &[PathBuf],
-) -> Result<Vec<String>, String> {
+/// Stops one container; one removed meanwhile writes nothing any more.
+async fn stop(engine: &dyn Engine, id: &str) -> Result<(), String> {
+    match engine.stop_container(id, Some(STOP_TIMEOUT)).await {
+        Ok(()) | Err(crate::engine::EngineError::NoSuchContainer { .. }) => Ok(()),
+        Err(e) => Err(format!(
+            "the container {} could not be stopped: {e}",
+            short(id)
+        )),
+    }
+}
+
+/// The order containers are stopped in: every peer, then the primary (never the primary while
+/// a peer runs).
+fn stop_order(primary: &str, peers: &[String]) -> Vec<String> {
+    let mut ids: Vec<String> = peers.iter().filter(|p| *p != primary).cloned().collect();
+    ids.dedup();
+    ids.push(primary.to_string());
+    ids
+}
+
+/// The running containers of the primary's Compose project (when it has one) other than the
+/// primary, whatever they bind.
+async fn peers(engine: &dyn Engine, primary: &str) -> Result<Vec<String>, String> {
     let info = engine.inspect_container(primary).await.map_err(|e| {
         format!(
             "the container {} could not be inspected: {e}",
             short(primary)
         )
     })?;
-    let mut ids = vec![primary.to_string()];
     let Some(project) = info
         .as_ref()
         .and_then(|i| i.labels.get(crate::engine::compose::PROJECT_LABEL))
     else {
-        return Ok(ids);
+        return Ok(Vec::new());
     };
     let labels = std::collections::BTreeMap::from([(
         crate::engine::compose::PROJECT_LABEL.to_string(),
@@ -112,30 +114,18 @@ async fn writers(
     let others = engine.find_containers(&labels).await.map_err(|e| {
         format!("the containers of Compose project `{project}` could not be listed: {e}")
     })?;
+    let mut ids: Vec<String> = Vec::new();
     for c in others {
         if c.id == primary || ids.contains(&c.id) {
             continue;
         }
-        let Ok(Some(other)) = engine.inspect_container(&c.id).await else {
-            continue; // gone meanwhile
-        };
-        if other.running
-            && other
-                .mounts
-                .iter()
-                .any(|m| m.kind == "bind" && overlaps(Path::new(&m.source), guarded))
+        if let Ok(Some(other)) = engine.inspect_container(&c.id).await
+            && other.running
         {
             ids.push(c.id);
         }
     }
     Ok(ids)
-}
-
-/// Whether `source` holds, equals or lies inside one of `guarded`.
-fn overlaps(source: &Path, guarded: &[PathBuf]) -> bool {
-    guarded
-        .iter()
-        .any(|g| source.starts_with(g) || g.starts_with(source))
 }
 
 fn short(id: &str) -> &str {
@@ -146,14 +136,14 @@ fn short(id: &str) -> &str {
 mod tests {
     use super::*;
 
+    /// Attack (spec-note 0400, F0/F3): every peer is stopped, the primary last, whatever the
+    /// peers bind (a pid namespace, a descriptor, a bind-backed volume reach the workspace
+    /// without a bind of it).
     #[test]
-    fn a_bind_above_inside_or_at_a_guarded_path_overlaps() {
-        let guarded = vec![PathBuf::from("/h/ws"), PathBuf::from("/state/git/k1")];
-        assert!(overlaps(Path::new("/h"), &guarded), "above");
-        assert!(overlaps(Path::new("/h/ws"), &guarded), "at");
-        assert!(overlaps(Path::new("/h/ws/api/data"), &guarded), "inside");
-        assert!(overlaps(Path::new("/state/git/k1/git"), &guarded));
-        assert!(!overlaps(Path::new("/h/ws2"), &guarded), "a sibling");
-        assert!(!overlaps(Path::new("/var/lib/db"), &guarded));
+    fn every_running_container_of_the_project_is_a_writer() {
+        let peers = vec!["db".to_string(), "side".to_string()];
+        assert_eq!(stop_order("app", &peers), ["db", "side", "app"]);
+        assert_eq!(stop_order("app", &[]), ["app"]);
+        assert_eq!(stop_order("app", &["app".to_string()]), ["app"]);
     }
 }

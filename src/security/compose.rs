@@ -385,8 +385,13 @@ fn service_requests(
         ("userns_mode", "userns"),
         ("cgroup", "cgroup"),
     ] {
+        // `service:<x>` too for the pid and ipc namespaces: a process in a peer's pid
+        // namespace reaches the primary's mounts through `/proc/<pid>/root` and keeps them when
+        // the primary stops (the host's `.git` under the cover; spec-note 0400, attacks F0),
+        // and a link between two peers joins whatever joins either of them
+        let peer = matches!(kind, "pid" | "ipc") && mode_is_service(str_of(key));
         if let Some(mode) = str_of(key)
-            && (mode == "host" || mode.starts_with("container:"))
+            && (mode == "host" || mode.starts_with("container:") || peer)
         {
             push(Permission::Namespace(format!("{kind}:{mode}")), key);
         }
@@ -1119,9 +1124,15 @@ fn local_cache_path<'a>(entry: &'a str, field: &str) -> Option<&'a str> {
     local.then_some(path).flatten()
 }
 
+/// Whether a namespace mode joins another service of the project (`service:<name>`).
+fn mode_is_service(mode: Option<&str>) -> bool {
+    mode.is_some_and(|m| m.starts_with("service:"))
+}
+
 /// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
-/// `device: <path>`), if it does.
-fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
+/// `device: <path>`), if it does: such a volume is that bind for every rule (its request, the
+/// covers of `.git`, the stop after the agent; spec-note 0400, attacks F6).
+pub(crate) fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
     let opts = model.get("volumes")?.get(volume)?.get("driver_opts")?;
     let o = opts.get("o").and_then(Value::as_str).unwrap_or_default();
     o.split(',')
@@ -1185,7 +1196,7 @@ fn host_path_permission(written: &str, places: &Places) -> Option<Permission> {
     }
 }
 
-/// The sidecar profile's additions to one service: `no-new-privileges` and the lower of its
+/// The sidecar profile's additions to one service: `no-new-privileges`, `restart: "no"` and the lower of its
 /// own and the profile's limits (in `deploy.resources.limits` when the service sets its limits
 /// there, as Compose refuses both spellings with different values).
 fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
@@ -1194,6 +1205,9 @@ fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
         "security_opt".to_string(),
         json!(["no-new-privileges:true"]),
     );
+    // stopped with the workspace after the agent, never brought back by the engine on its
+    // own (`restart` wins over `deploy.restart_policy`; spec-note 0400, attacks F5)
+    add.insert("restart".to_string(), json!("no"));
     let deploy = service.pointer("/deploy/resources/limits");
     let own_pids = service
         .get("pids_limit")
@@ -1376,6 +1390,66 @@ mod tests {
                 "{device}: {requests:?}"
             );
         }
+    }
+
+    /// Attack (spec-note 0400, F0): a pid (or ipc) namespace shared with another service of
+    /// the project, the primary's included in either direction, is a `namespace:` request: a
+    /// peer in the primary's pid namespace reaches its mounts through `/proc/<pid>/root`.
+    #[test]
+    fn a_pid_service_link_with_the_primary_is_a_request() {
+        for (app, side) in [
+            (
+                json!({"image": "a", "pid": "service:side"}),
+                json!({"image": "s"}),
+            ),
+            (
+                json!({"image": "a"}),
+                json!({"image": "s", "pid": "service:app"}),
+            ),
+            (
+                json!({"image": "a"}),
+                json!({"image": "s", "ipc": "service:app"}),
+            ),
+        ] {
+            let m = model(json!({"app": app, "side": side}));
+            let got = refused(&m, &Grants::default());
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].0.starts_with("--allow namespace:"), "{got:?}");
+            let flag = got[0].0.clone();
+            assert!(
+                judge_compose(
+                    &hardened(),
+                    &m,
+                    "app",
+                    &places(),
+                    &Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap()
+                )
+                .is_ok()
+            );
+        }
+    }
+
+    /// Attack (spec-note 0400, F5): a sidecar's `restart` policy (or `deploy.restart_policy`)
+    /// is overridden to `no`, so the engine never starts it again outside a handoff.
+    #[test]
+    fn a_restart_policy_is_a_request_or_overridden() {
+        let m = model(json!({
+            "app": {"image": "a", "restart": "always"},
+            "side": {"image": "s", "restart": "unless-stopped"},
+            "swarmish": {"image": "s", "deploy": {"restart_policy": {"condition": "any"}}}
+        }));
+        let j = judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+        assert_eq!(j.sidecars["side"]["restart"], "no");
+        assert_eq!(j.sidecars["swarmish"]["restart"], "no");
+        // the primary's comes from devcell's own override
+        let file = crate::engine::compose::override_file(
+            "app",
+            &crate::engine::ContainerSpec::default(),
+            &j.sidecars,
+            false,
+        );
+        assert_eq!(file["services"]["app"]["restart"], "no");
+        assert_eq!(file["services"]["side"]["restart"], "no");
     }
 
     #[test]

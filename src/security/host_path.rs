@@ -681,21 +681,35 @@ pub fn compose_cover_additions(
             .collect();
         let mut added = Vec::new();
         for volume in volumes {
-            let (Some("bind"), Some(source), Some(target)) = (
+            let (Some(kind), Some(source), Some(target)) = (
                 volume.get("type").and_then(Value::as_str),
                 volume.get("source").and_then(Value::as_str),
                 volume.get("target").and_then(Value::as_str),
             ) else {
                 continue;
             };
+            // a named volume whose driver options bind a host folder is that bind (attacks F6)
+            let (source, backed) = match kind {
+                "bind" => (source, false),
+                "volume" => match super::compose::bind_backed_volume(model, source) {
+                    Some(device) => (device, true),
+                    None => continue,
+                },
+                _ => continue,
+            };
             let read_only = volume.get("read_only").and_then(Value::as_bool) == Some(true);
             let resolved = resolve(Path::new(source));
             match cover_bind(&resolved, read_only, covers) {
                 Covered::Redirect(to) => {
-                    if read_only && to == resolved {
+                    if read_only && to == resolved && !backed {
                         continue;
                     }
-                    let mut redirected = volume.clone();
+                    // same target: Compose merges a service's `volumes` by target
+                    let mut redirected = if backed {
+                        json!({"type": "bind", "target": target})
+                    } else {
+                        volume.clone()
+                    };
                     redirected["source"] = json!(to.to_string_lossy());
                     redirected["read_only"] = json!(true);
                     added.push(redirected);
@@ -1451,6 +1465,39 @@ mod tests {
 
     /// The handoff's read-only git overlays stay read-only through the repository's own binds
     /// of the workspace, of its `.git` and of the protected file itself.
+    /// Attack (spec-note 0400, F6): a named volume whose driver options bind the workspace
+    /// (`type: none, o: bind, device: <ws>`) is that bind: its target gets the cover of `.git`
+    /// below it, and a volume binding `.git` itself shows the container git directory.
+    #[test]
+    fn a_bind_backed_volume_holding_dot_git_gets_the_cover() {
+        use serde_json::json;
+        let covers = vec![Cover {
+            covered: PathBuf::from("/repo/.git"),
+            source: PathBuf::from("/state/git/k"),
+            read_only: false,
+            folder: false,
+        }];
+        let backed =
+            |device: &str| json!({"driver_opts": {"type": "none", "o": "bind", "device": device}});
+        let model = json!({"services": {
+            "app": {"volumes": [{"type": "volume", "source": "ws", "target": "/hostws"}]},
+            "side": {"volumes": [
+                {"type": "volume", "source": "gitdir", "target": "/g", "read_only": true},
+                {"type": "volume", "source": "data", "target": "/data"}]},
+        }, "volumes": {"ws": backed("/repo"), "gitdir": backed("/repo/.git"), "data": {}}});
+        let added = compose_cover_additions(&model, &covers, |p: &Path| normalize_lexically(p));
+        assert_eq!(
+            added["app"],
+            [
+                json!({"type": "bind", "source": "/state/git/k", "target": "/hostws/.git", "read_only": false})
+            ]
+        );
+        assert_eq!(
+            added["side"],
+            [json!({"type": "bind", "source": "/state/git/k", "target": "/g", "read_only": true})]
+        );
+    }
+
     #[test]
     fn compose_services_binds_keep_the_read_only_overlays_read_only() {
         use serde_json::json;

@@ -1101,7 +1101,7 @@ fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gai
 /// What the agent leaves running ends with the handoff in every container that can write what
 /// the fetch-back reads (issue 25; spec-note 0436, "After the agent"): a sidecar binding the
 /// workspace (`..:/w`) keeps writing it in a loop, and it is stopped with the primary once the
-/// agent ends; `db`, which binds no host path, runs on. The next handoff starts the project
+/// agent ends; `db`, which binds no host path, is stopped too (every container of the project is: spec-note 0400, F0). The next handoff starts the project
 /// again.
 #[test]
 fn a_sidecar_binding_the_workspace_stops_with_the_handoff_and_one_binding_nothing_runs_on() {
@@ -1159,7 +1159,7 @@ fn a_sidecar_binding_the_workspace_stops_with_the_handoff_and_one_binding_nothin
     assert!(ctx.path().join("out/agent.txt").is_file());
     assert_eq!(
         services(&project),
-        ["app exited", "db running", "side exited"],
+        ["app exited", "db exited", "side exited"],
         "{}",
         run.stderr
     );
@@ -1182,7 +1182,7 @@ fn a_sidecar_binding_the_workspace_stops_with_the_handoff_and_one_binding_nothin
     );
     assert_eq!(
         services(&project),
-        ["app exited", "db running", "side exited"]
+        ["app exited", "db exited", "side exited"]
     );
     ctx.run("delete", &[]).ok();
 }

@@ -44,6 +44,10 @@ pub fn override_file(
     if !spec.image.is_empty() {
         primary_service.insert("pull_policy".to_string(), json!("never"));
     }
+    // devcell starts and stops the workspace container (the stop after the agent, `delete`):
+    // a `restart` policy would have the engine bring it back on its own when it restarts,
+    // running the repository's commands while no handoff watches (spec-note 0400, attacks F5)
+    primary_service.insert("restart".to_string(), json!("no"));
     if podman && let Some(Value::Array(tmpfs)) = primary_service.get_mut("tmpfs") {
         for entry in tmpfs.iter_mut() {
             if let Some((path, opts)) = entry.as_str().and_then(|e| e.split_once(':')) {
@@ -303,6 +307,8 @@ mod tests {
         assert_eq!(app["image"], "img:1");
         // the image devcell prepared and judged, not one `compose up` builds or pulls anew
         assert_eq!(app["pull_policy"], "never");
+        // never brought back by the engine outside a handoff (spec-note 0400, attacks F5)
+        assert_eq!(app["restart"], "no");
         assert_eq!(app["user"], "1000:1000");
         assert_eq!(app["command"][1], "exec \"$$@\"");
         assert_eq!(app["environment"]["PRICE"], "$$5 and $$$${HOME}");

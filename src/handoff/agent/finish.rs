@@ -18,19 +18,7 @@ impl Handoff<'_> {
     /// replaced meanwhile (`--replace`) leaves the container to its successor, which runs its
     /// agent there, and stops it and fetches back at its own end. Returns whether the
     /// container is confirmed stopped.
-    pub(super) async fn stop_workspace(
-        &self,
-        p: &Prepared,
-        up: &UpResult,
-        live: &mut Live,
-    ) -> bool {
-        let guarded: Vec<_> = std::iter::once(live.root.clone())
-            .chain(
-                p.gits
-                    .iter()
-                    .flat_map(|g| [g.work_tree.clone(), g.slot.clone()]),
-            )
-            .collect();
+    pub(super) async fn stop_workspace(&self, up: &UpResult, live: &mut Live) -> bool {
         let replaced = live
             .store
             .load(&live.root)
@@ -44,8 +32,7 @@ impl Handoff<'_> {
             "stopping the workspace container (what the agent left running ends with it)"
                 .to_string(),
         ));
-        match crate::handoff::quiesce::stop_workspace(self.engine, &up.container_id, &guarded).await
-        {
+        match crate::handoff::quiesce::stop_workspace(self.engine, &up.container_id).await {
             Ok(_) => true,
             Err(e) => {
                 let message = format!(

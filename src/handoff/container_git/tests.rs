@@ -664,3 +664,39 @@ fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
     );
     assert!(repo.prepare("s3").unwrap().is_empty());
 }
+
+/// Attack (spec-note 0400, F4): a new branch whose name conflicts with a host branch
+/// (`main/x` beside `main`) is kept aside with the others brought back, and later fetch-backs
+/// (the next handoff's `prepare`) go on; the host's `main` is untouched.
+#[test]
+fn a_new_branch_conflicting_with_a_host_branch_is_kept_and_later_handoffs_go_on() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    let main = f.rev("main");
+    // the packed form: a loose `main` file and a `main/` folder cannot both exist
+    agent(&dir, &f.work, &["pack-refs", "--all"]);
+    let packed = std::fs::read_to_string(dir.join("packed-refs")).unwrap();
+    std::fs::write(
+        dir.join("packed-refs"),
+        format!("{packed}{main} refs/heads/main/x\n"),
+    )
+    .unwrap();
+    agent(&dir, &f.work, &["branch", "feature"]);
+    let report = f.fetch_back(&cgd);
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.name == "refs/heads/main/x" && k.reason == KeptReason::Conflict),
+        "{report:?}"
+    );
+    assert_eq!(report.created.len(), 1, "{report:?}");
+    assert_eq!(f.rev("main"), main);
+    // the next fetch-back has nothing more to do, and fails on nothing
+    let again = f.fetch_back(&cgd);
+    assert!(
+        again.created.is_empty() && again.fast_forwarded.is_empty(),
+        "{again:?}"
+    );
+}
