@@ -598,9 +598,9 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     // the agent ran in the primary service at the workspace and talked to `db` by name
     let written = std::fs::read_to_string(ctx.path().join("out/from-db.txt")).unwrap();
     assert_eq!(written, "pong\n/workspace\n");
-    // the primary is stopped once the agent ends; `db` binds no host path, so it runs on
-    // (spec-note 0436, "after the agent")
-    assert_eq!(services(&project), ["app exited", "db running"]);
+    // every container of the project is stopped once the agent ends, the sidecars first
+    // (spec-note 0400: a sidecar can reach the workspace through a shared namespace)
+    assert_eq!(services(&project), ["app exited", "db exited"]);
     assert!(ctx.path().join(".devcell/context.json").is_file());
 
     let status = ctx.run("status", &["--format", "json"]).last_json();
@@ -897,6 +897,9 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
             .as_str()
             .unwrap_or_else(|| panic!("{status}"))
             .to_string();
+        // every container of the project is stopped once the agent ends (spec-note 0400,
+        // attack F0/F3): the sidecar is started again to probe what its network reaches
+        docker_lines(&["start", &db]);
         let sidecar = docker_lines(&[
             "exec",
             &db,
@@ -1104,7 +1107,7 @@ fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gai
 /// agent ends; `db`, which binds no host path, is stopped too (every container of the project is: spec-note 0400, F0). The next handoff starts the project
 /// again.
 #[test]
-fn a_sidecar_binding_the_workspace_stops_with_the_handoff_and_one_binding_nothing_runs_on() {
+fn every_sidecar_stops_with_the_handoff_whether_or_not_it_binds_the_workspace() {
     let Some(ctx) = TestContext::busybox("compose_ops_handoff_sidecar_stop") else {
         return;
     };
