@@ -132,7 +132,9 @@ pub fn writes_host_path(model: &Value, service: &Value) -> bool {
             let source = v.get("source").and_then(Value::as_str);
             match (v.get("type").and_then(Value::as_str), source) {
                 (Some("bind"), _) => true,
-                (Some("volume"), Some(volume)) => bind_backed_volume(model, volume).is_some(),
+                (Some("volume"), Some(volume)) => {
+                    super::host_path::bind_backed_volume(model, volume).is_some()
+                }
                 _ => false,
             }
         })
@@ -497,7 +499,7 @@ fn service_requests(
             }
             ("volume", Some(volume)) => {
                 // a volume whose driver options bind a host folder is a bind
-                if let Some(device) = bind_backed_volume(model, volume) {
+                if let Some(device) = super::host_path::bind_backed_volume(model, volume) {
                     if let Some(p) = host_path_permission(device, places) {
                         push(p, "volumes");
                     }
@@ -1127,18 +1129,6 @@ fn local_cache_path<'a>(entry: &'a str, field: &str) -> Option<&'a str> {
 /// Whether a namespace mode joins another service of the project (`service:<name>`).
 fn mode_is_service(mode: Option<&str>) -> bool {
     mode.is_some_and(|m| m.starts_with("service:"))
-}
-
-/// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
-/// `device: <path>`), if it does: such a volume is that bind for every rule (its request, the
-/// covers of `.git`, the stop after the agent; spec-note 0400, attacks F6).
-pub(crate) fn bind_backed_volume<'a>(model: &'a Value, volume: &str) -> Option<&'a str> {
-    let opts = model.get("volumes")?.get(volume)?.get("driver_opts")?;
-    let o = opts.get("o").and_then(Value::as_str).unwrap_or_default();
-    o.split(',')
-        .any(|f| matches!(f.trim(), "bind" | "rbind"))
-        .then(|| opts.get("device").and_then(Value::as_str))
-        .flatten()
 }
 
 /// The request of a named volume with driver options other than a bind: they mount what

@@ -691,7 +691,7 @@ pub fn compose_cover_additions(
             // a named volume whose driver options bind a host folder is that bind (attacks F6)
             let (source, backed) = match kind {
                 "bind" => (source, false),
-                "volume" => match super::compose::bind_backed_volume(model, source) {
+                "volume" => match bind_backed_volume(model, source) {
                     Some(device) => (device, true),
                     None => continue,
                 },
@@ -1103,6 +1103,24 @@ fn write_all(fd: OwnedFd, bytes: &[u8], path: &Path) -> std::result::Result<(), 
             path: path.to_path_buf(),
             source,
         })
+}
+
+/// The host folder a named volume binds through its driver options (`type: none`, `o: bind`,
+/// `device: <path>`), if it does: such a volume is that bind for every rule (its request, the
+/// covers of `.git`, the stop after the agent; spec-note 0400, attacks F6).
+pub(crate) fn bind_backed_volume<'a>(
+    model: &'a serde_json::Value,
+    volume: &str,
+) -> Option<&'a str> {
+    let opts = model.get("volumes")?.get(volume)?.get("driver_opts")?;
+    let o = opts
+        .get("o")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    o.split(',')
+        .any(|f| matches!(f.trim(), "bind" | "rbind"))
+        .then(|| opts.get("device").and_then(serde_json::Value::as_str))
+        .flatten()
 }
 
 #[cfg(test)]
