@@ -222,8 +222,10 @@ impl Hint for SecurityError {
                 Some(hint)
             }
             SecurityError::InvalidGrant { .. } => Some(
-                "use `privileged`, `root`, `network:host`, `cap:<NAME>`, `mount:<host path>`, \
-                 `security-opt:<option>` or `device:<host path>`"
+                "grant what a refusal names, for instance `privileged`, `root`, `network:host`, \
+                 `cap:<NAME>`, `mount:<host path>`, `security-opt:<option>`, `device:<host path>`, \
+                 `gitdir:<host path>`, `namespace:<kind>:<mode>` or \
+                 `host-command:sha256:<hex>` (one host command; docs/security.md lists every grant)"
                     .to_string(),
             ),
             SecurityError::PathOutside { what, .. } if what == "devcontainer.json" => Some(
@@ -242,5 +244,23 @@ impl Hint for SecurityError {
                 "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare `host-command` in `config.toml` is refused since grants name their command
+    /// (issue 25): the hint must show the bound form the user now writes.
+    #[test]
+    fn the_hint_of_an_invalid_grant_names_the_bound_host_command_form() {
+        let err = SecurityError::InvalidGrant {
+            value: "host-command".into(),
+            message: "expected `host-command:sha256:<64 hex digits>`".into(),
+        };
+        let hint = err.hint().unwrap();
+        assert!(hint.contains("`host-command:sha256:<hex>`"), "{hint}");
+        assert!(hint.contains("`gitdir:<host path>`"), "{hint}");
     }
 }
