@@ -41,17 +41,30 @@ const MAX_SOCKET_PATH: usize = 107;
 pub fn install_forwarder(state: &Path) -> Result<PathBuf, EgressError> {
     let dir = state.join("egress");
     std::fs::create_dir_all(&dir).map_err(EgressError::io(&dir))?;
-    let digest = hex::encode(Sha256::digest(FORWARDER));
-    let path = dir.join(format!("forwarder-{}", &digest[..16]));
-    if std::fs::read(&path).is_ok_and(|b| b == FORWARDER) {
+    install_executable(&dir, "forwarder", FORWARDER).map_err(|(path, e)| EgressError::io(&path)(e))
+}
+
+/// Installs `bytes` (a static executable devcell embeds: the forwarder, `devcell-mail`) as
+/// `dir/<prefix>-<sha256 prefix>`, mode 0555, once per content: a file already there with
+/// these bytes is kept; else a new file is written beside it and renamed into place (never
+/// written through what is there).
+///
+/// Errors: the path that failed and its I/O error.
+pub fn install_executable(
+    dir: &Path,
+    prefix: &str,
+    bytes: &[u8],
+) -> Result<PathBuf, (PathBuf, std::io::Error)> {
+    let digest = hex::encode(Sha256::digest(bytes));
+    let path = dir.join(format!("{prefix}-{}", &digest[..16]));
+    if std::fs::read(&path).is_ok_and(|b| b == bytes) {
         return Ok(path);
     }
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(EgressError::io(&dir))?;
-    std::io::Write::write_all(&mut tmp, FORWARDER).map_err(EgressError::io(tmp.path()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| (dir.to_path_buf(), e))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| (tmp.path().to_path_buf(), e))?;
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o555))
-        .map_err(EgressError::io(tmp.path()))?;
-    tmp.persist(&path)
-        .map_err(|e| EgressError::io(&path)(e.error))?;
+        .map_err(|e| (tmp.path().to_path_buf(), e))?;
+    tmp.persist(&path).map_err(|e| (path.clone(), e.error))?;
     Ok(path)
 }
 

@@ -46,17 +46,8 @@ pub fn install_client(state: &Path) -> Result<PathBuf, DoorError> {
     let dir = state.join("door");
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io(&dir))?;
-    let digest = hex::encode(Sha256::digest(CLIENT));
-    let path = dir.join(format!("devcell-mail-{}", &digest[..16]));
-    if std::fs::read(&path).is_ok_and(|b| b == CLIENT) {
-        return Ok(path);
-    }
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io(&dir))?;
-    std::io::Write::write_all(&mut tmp, CLIENT).map_err(io(tmp.path()))?;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o555))
-        .map_err(io(tmp.path()))?;
-    tmp.persist(&path).map_err(|e| io(&path)(e.error))?;
-    Ok(path)
+    crate::egress::channel::install_executable(&dir, "devcell-mail", CLIENT)
+        .map_err(|(path, e)| io(&path)(e))
 }
 
 /// One task's socket folder on the host.
