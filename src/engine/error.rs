@@ -238,6 +238,26 @@ pub fn is_missing_init_binary(error: &bollard::errors::Error) -> bool {
     text.contains("container-init binary not found") || text.contains("catatonit: no such file")
 }
 
+/// How many times a start is tried when the runtime fails transiently (see
+/// [`is_transient_runtime_failure`]).
+pub const START_ATTEMPTS: u64 = 3;
+
+/// Whether the engine's answer says the OCI runtime's shim failed before the container's
+/// process ran (containerd: `failed to create shim task: ttrpc: closed`), a failure seen under
+/// load that a second start does not repeat. Errors the container's own configuration causes
+/// (`OCI runtime create failed: ... no such file`) are not transient.
+pub fn is_transient_runtime_failure(error: &bollard::errors::Error) -> bool {
+    let bollard::errors::Error::DockerResponseServerError {
+        status_code: 500,
+        message,
+    } = error
+    else {
+        return false;
+    };
+    message.contains("failed to create shim task")
+        && (message.contains("ttrpc: closed") || message.contains("ttrpc: connection reset"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +287,25 @@ mod tests {
             source: server_error("port is already allocated"),
         };
         assert_eq!(other.hint(), None);
+    }
+
+    #[test]
+    fn only_a_dead_runtime_shim_is_transient() {
+        assert!(is_transient_runtime_failure(&server_error(
+            "failed to create shim task: ttrpc: closed: unknown"
+        )));
+        assert!(!is_transient_runtime_failure(&server_error(
+            "failed to create shim task: OCI runtime create failed: runc create failed: \
+             unable to start container process: exec: \"/nope\": no such file or directory"
+        )));
+        assert!(!is_transient_runtime_failure(&server_error(
+            "port is already allocated"
+        )));
+        assert!(!is_transient_runtime_failure(
+            &bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message: "failed to create shim task: ttrpc: closed".to_string(),
+            }
+        ));
     }
 }

@@ -22,7 +22,7 @@ use bollard::query_parameters::{
 };
 
 use super::Engine;
-use super::error::{EngineError, Result};
+use super::error::{EngineError, Result, START_ATTEMPTS, is_transient_runtime_failure};
 use super::spec::*;
 use crate::progress::Reporter;
 
@@ -348,13 +348,25 @@ impl Engine for DockerEngine {
 
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     async fn start_container(&self, id: &str) -> Result<()> {
-        match self.docker.start_container(id, None).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
-            Err(e) if is_not_found(&e) => Err(EngineError::NoSuchContainer { id: id.to_string() }),
-            Err(e) => Err(self.api("start container", id)(e)),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.docker.start_container(id, None).await {
+                Ok(()) => return Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 304, ..
+                }) => return Ok(()),
+                Err(e) if is_not_found(&e) => {
+                    return Err(EngineError::NoSuchContainer { id: id.to_string() });
+                }
+                // The runtime's shim died before the container's process began (nothing ran):
+                // starting again is what a user would do, and it is what the engine expects.
+                Err(e) if is_transient_runtime_failure(&e) && attempt < START_ATTEMPTS => {
+                    tracing::debug!(attempt, error = %e, "the runtime failed to start; retrying");
+                    tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
+                }
+                Err(e) => return Err(self.api("start container", id)(e)),
+            }
         }
     }
 
