@@ -328,6 +328,7 @@ async fn service_requests(
     requests.extend(security::compose::compose_requests(
         profile,
         &target.model,
+        &target.service,
         &places,
         grants,
     ));

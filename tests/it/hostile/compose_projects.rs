@@ -735,6 +735,84 @@ fn a_root_sidecar_writing_the_workspace_leaves_no_set_uid_file_device_or_foreign
     );
 }
 
+/// Attack G4 (spec-note 0611): a root sidecar with no bind of its own takes the primary's
+/// mounts (`volumes_from: [app]`), the workspace read-write among them, and tries to leave a
+/// set-uid-root copy of its shell, a root-owned set-uid/set-gid file and device nodes there.
+/// It is a request (`namespace:volumes_from:app`): refused, nothing of the project is created;
+/// granted, it is a host writer and runs as the workspace user without the capabilities for
+/// it, so on the host nothing under the workspace is a device, set-uid/set-gid, or another
+/// user's.
+#[test]
+fn a_sidecar_with_volumes_from_the_primary_makes_no_set_uid_file_or_device() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner};
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(ctx) = TestContext::busybox("hostile_compose_volfrom") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let script = "while [ ! -d /ws/out ]; do sleep 0.1; done; cd /ws/out && cp /bin/busybox sb; \
+                  chmod 4755 sb; chown 0:0 sb; chmod 4755 sb; touch f; chown 0:0 f; chmod 6755 f; \
+                  mknod kmem c 1 1; mknod blk b 7 0; chmod 666 blk; mkdir d; chown 0:0 d; \
+                  id > who; touch done; sleep 100000";
+    let side = serde_json::to_string(&["sh", "-c", script]).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    volumes: [\"..:/ws\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    user: \"0:0\"\n    \
+             volumes_from: [app]\n    command: {side}\n",
+            sleeper("app")
+        ),
+    );
+    ctx.write("out/.keep", "");
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    give_to_workspace_owner(ctx.path());
+    let out = ctx.path().join("out");
+
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(
+        stderr.contains("--allow namespace:volumes_from:app"),
+        "{stderr}"
+    );
+    assert!(project_containers(&project).is_empty());
+
+    ctx.up(&["--allow", "namespace:volumes_from:app"]);
+    let mut done = false;
+    for _ in 0..600 {
+        if out.join("done").exists() {
+            done = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        done,
+        "the sidecar's script did not finish: {:?}",
+        project_containers(&project)
+    );
+    assert!(
+        out.join("sb").exists(),
+        "the sidecar did not run its script"
+    );
+    let foreign = foreign_entries(&out, WORKSPACE_OWNER);
+    assert!(
+        foreign.is_empty(),
+        "the sidecar left on the host: {foreign:#?}"
+    );
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(
+            meta.mode() & 0o6000 == 0 || meta.uid() == WORKSPACE_OWNER,
+            "{} is set-uid/set-gid for another user",
+            path.display()
+        );
+    }
+    ctx.run("down", &["--remove"]).ok();
+    assert!(project_containers(&project).is_empty());
+}
+
 /// A project whose network is a `macvlan` leg on a host interface, with a subnet over the
 /// engine's own bridge, and whose build mounts a BuildKit cache shared by every build on the
 /// engine: `up` and `build` are refused naming each request, and neither creates a container,
