@@ -16,12 +16,13 @@
 //! taken away, only refused; the primary's hardened container itself comes from
 //! [`super::apply`].
 //!
-//! The other services (sidecars) keep their image's user (a database that starts as root
-//! and drops to its own user still starts) and the engine's default capabilities, and get
-//! `no-new-privileges` and the profile's pids, memory and CPU limits (the lower of theirs and
-//! the profile's) through the override file ([`ComposeJudgement::sidecars`]); those that can
-//! write a host path by any route ([`host_writers`]) run as the workspace user without the
-//! capabilities that give files away or make devices (spec-note 0611).
+//! The other services (sidecars) get `no-new-privileges` and the profile's pids, memory and CPU
+//! limits (the lower of theirs and the profile's) through the override file
+//! ([`ComposeJudgement::sidecars`]), and under `hardened` every one of them runs as the
+//! workspace user without the capabilities that give files away or make devices, unless the
+//! user grants it its image's user (spec-note 0611: the agent can hand any sidecar a
+//! descriptor of the workspace, so whether it mounts a host path does not decide; [`host_writers`] still decides
+//! which `volumes_from` is a request).
 
 use std::path::Path;
 
@@ -60,35 +61,38 @@ pub fn judge_compose(
     places: &Places,
     grants: &Grants,
 ) -> Result<ComposeJudgement> {
-    let requests = compose_requests(profile, model, primary, places, grants);
+    let mut requests = compose_requests(profile, model, primary, places, grants);
+    requests.extend(root_user_requests(profile, model, primary, grants));
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
-    let mut requests = requests;
     let sidecars = match profile {
         SecurityProfile::Reference => Map::new(),
         SecurityProfile::Hardened(limits) => {
-            let writer = crate::config::ownership::workspace_user_of(&places.workspace);
+            // every sidecar, not only those mounting a host path: the agent can hand any of
+            // them a descriptor of the workspace (spec-note 0611, attacks G5)
+            let writer = crate::config::ownership::workspace_user_of(&places.workspace)
+                .unwrap_or(SIDECAR_FALLBACK_USER);
             let mut sidecars = Map::new();
-            let writers = host_writers(model, primary);
             for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
                 let mut add = sidecar_additions(service, limits);
-                if writers.contains(name) {
-                    let keep = keep_image_user(name);
-                    if grants.allows(&keep) {
-                        requests.push(PermissionRequest {
-                            permission: keep,
-                            source: Source::ComposeService {
-                                service: name.clone(),
-                                property: "volumes".to_string(),
-                            },
-                            status: super::policy::RequestStatus::Granted,
-                        });
-                    } else if let (Value::Object(add), Value::Object(restrict)) =
-                        (&mut add, host_writer_additions(service, writer))
-                    {
-                        add.extend(restrict);
+                let keep = keep_image_user(name);
+                if grants.allows(&keep) {
+                    let granted = PermissionRequest {
+                        permission: keep,
+                        source: Source::ComposeService {
+                            service: name.clone(),
+                            property: "user".to_string(),
+                        },
+                        status: super::policy::RequestStatus::Granted,
+                    };
+                    if !requests.contains(&granted) {
+                        requests.push(granted);
                     }
+                } else if let (Value::Object(add), Value::Object(restrict)) =
+                    (&mut add, host_writer_additions(service, Some(writer)))
+                {
+                    add.extend(restrict);
                 }
                 sidecars.insert(name.clone(), add);
             }
@@ -116,11 +120,54 @@ pub const HOST_WRITER_CAP_DROP: &[&str] = &[
     "LINUX_IMMUTABLE",
 ];
 
-/// The grant that lets sidecar `service`, which can write a host path, keep its image's user
-/// and the engine's default capabilities: `--allow runtime-option:keep_image_user=<service>`
+/// The grant that lets sidecar `service` keep its image's user (or the `user:` it names) and
+/// the engine's default capabilities: `--allow runtime-option:keep_image_user=<service>`
 /// (spec-note 0611).
 pub fn keep_image_user(service: &str) -> Permission {
     Permission::RuntimeOption(format!("keep_image_user={service}"))
+}
+
+/// The user a sidecar runs as under `hardened` when there is no workspace user (devcell and
+/// the workspace folder are both root): `nobody`, never host root (spec-note 0611).
+pub const SIDECAR_FALLBACK_USER: crate::config::ownership::Ids = crate::config::ownership::Ids {
+    uid: 65534,
+    gid: 65534,
+};
+
+/// A request [`keep_image_user`] for each sidecar (not `primary`) whose `user:` names root
+/// (`root`, `0`, `0:<group>`, `root:<group>`): under `hardened` it would run as the workspace
+/// user instead, and an image that says it needs root is better refused naming the grant than
+/// started to fail (spec-note 0611).
+fn root_user_requests(
+    profile: &SecurityProfile,
+    model: &Value,
+    primary: &str,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let asked = services_of(model)
+        .filter(|(name, _)| name.as_str() != primary)
+        .filter(|(_, service)| {
+            service
+                .get("user")
+                .map(scalar)
+                .is_some_and(|user| names_root(&user))
+        })
+        .map(|(name, _)| {
+            (
+                keep_image_user(name),
+                Source::ComposeService {
+                    service: name.clone(),
+                    property: "user".to_string(),
+                },
+            )
+        });
+    judge(profile, asked, grants)
+}
+
+/// Whether a Compose `user:` value (`<user>[:<group>]`) names root.
+fn names_root(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or_default().trim();
+    name == "root" || name.parse::<u32>() == Ok(0)
 }
 
 /// Whether `service` of `model` can write a host path: a bind (or a volume whose driver
@@ -1551,7 +1598,7 @@ mod tests {
             "app": {"image": "a", "volumes": [
                 {"type": "bind", "source": "/w/repo", "target": "/workspace"},
                 {"type": "volume", "source": "data", "target": "/data"}]},
-            "db": {"image": "postgres", "user": "root", "mem_limit": "536870912",
+            "db": {"image": "postgres", "user": "999", "mem_limit": "536870912",
                    "ports": [{"target": 5432, "published": "5432", "host_ip": "127.0.0.1"}],
                    "network_mode": "service:app"}
         }));
@@ -1563,6 +1610,106 @@ mod tests {
         assert_eq!(db["pids_limit"], 1024);
         assert_eq!(db["mem_limit"], 536_870_912);
         assert_eq!(db["cpus"], 2.0);
+        // its own non-root `user:` is not the workspace user's either (spec-note 0611)
+        assert_ne!(db["user"], "999");
+        assert!(db.get("cap_drop").is_some());
+    }
+
+    /// Attack (spec-note 0611, G5): the agent hands a descriptor of the workspace to a sidecar
+    /// that mounts no host path (over a socket on a shared named volume, or an abstract socket
+    /// in a shared network namespace). Under `hardened` every sidecar, a read-only or
+    /// named-volume one too, runs as the workspace user (`nobody` when everything is root,
+    /// never root) without the file capabilities and with `no-new-privileges`; the grant keeps
+    /// the image's user for that service alone and is reported; `reference` adds nothing.
+    #[test]
+    fn every_sidecar_runs_as_the_workspace_user_without_file_capabilities() {
+        let m = json!({"name": "p", "services": {
+            "app": {"image": "a", "volumes": [
+                {"type": "bind", "source": "/w/repo", "target": "/w"},
+                {"type": "volume", "source": "sock", "target": "/sock"}]},
+            "side": {"image": "b", "volumes": [{"type": "volume", "source": "sock", "target": "/sock"}]},
+            "peer": {"image": "b", "network_mode": "service:app"},
+            "bare": {"image": "b"}
+        }, "volumes": {"sock": {}}});
+        let expected = crate::config::ownership::workspace_user_of(&places().workspace)
+            .unwrap_or(SIDECAR_FALLBACK_USER);
+        assert_ne!(expected.uid, 0);
+        let j = judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+        assert!(j.requests.is_empty(), "{:?}", j.requests);
+        assert!(j.sidecars.get("app").is_none());
+        for name in ["side", "peer", "bare"] {
+            let side = &j.sidecars[name];
+            assert_eq!(
+                side["user"],
+                format!("{}:{}", expected.uid, expected.gid),
+                "{name}"
+            );
+            assert_eq!(side["security_opt"], json!(["no-new-privileges:true"]));
+            let dropped = json::strings(side.get("cap_drop"));
+            for cap in HOST_WRITER_CAP_DROP {
+                assert!(dropped.iter().any(|c| c == cap), "{name} keeps {cap}");
+            }
+        }
+        let granted = judged_with_flags(&m, &["--allow runtime-option:keep_image_user=side"]);
+        assert!(granted.sidecars["side"].get("user").is_none());
+        assert!(granted.sidecars["side"].get("cap_drop").is_none());
+        assert!(granted.sidecars["peer"].get("cap_drop").is_some());
+        assert_eq!(
+            granted
+                .requests
+                .iter()
+                .filter(|r| r.permission == keep_image_user("side")
+                    && r.status == RequestStatus::Granted)
+                .count(),
+            1
+        );
+        let reference = judge_compose(
+            &SecurityProfile::Reference,
+            &m,
+            "app",
+            &places(),
+            &Grants::default(),
+        )
+        .unwrap();
+        assert!(reference.sidecars.is_empty());
+    }
+
+    /// A sidecar whose `user:` names root (`root`, `0`, `0:0`, `root:wheel`) is refused under
+    /// `hardened` naming the grant `runtime-option:keep_image_user=<service>` (it would run as
+    /// the workspace user and fail); granted, it keeps root, once reported. A non-root `user:`
+    /// and the primary's `user: root` (the primary's own profile) ask nothing.
+    #[test]
+    fn a_sidecar_naming_root_as_its_user_is_refused_naming_the_grant() {
+        for user in [
+            json!("root"),
+            json!("0"),
+            json!(0),
+            json!("0:0"),
+            json!("root:wheel"),
+        ] {
+            let m = model(json!({
+                "app": {"image": "a", "user": "root"},
+                "db": {"image": "postgres", "user": user},
+                "cache": {"image": "redis", "user": "999:999"}
+            }));
+            let got = refused(&m, &Grants::default());
+            assert_eq!(
+                got,
+                [(
+                    "--allow runtime-option:keep_image_user=db".to_string(),
+                    "Compose service `db` (`user`)".to_string(),
+                    RequestStatus::Refused
+                )],
+                "{user}"
+            );
+            let j = judged_with_flags(&m, &["--allow runtime-option:keep_image_user=db"]);
+            assert!(j.sidecars["db"].get("user").is_none());
+            assert_eq!(j.requests.len(), 1, "{:?}", j.requests);
+            assert_eq!(j.requests[0].status, RequestStatus::Granted);
+        }
+        for user in ["rooted", "1000", "10:0", "postgres"] {
+            assert!(!names_root(user), "{user}");
+        }
     }
 
     /// A sidecar with a writable bind (or a bind-backed volume) runs as the workspace user
@@ -1620,8 +1767,9 @@ mod tests {
         for writer in ["writer", "backed"] {
             assert!(j.sidecars[writer].get("cap_drop").is_some(), "{writer}");
         }
-        assert!(j.sidecars["reader"].get("cap_drop").is_none());
-        assert!(j.sidecars["reader"].get("user").is_none());
+        // a sidecar that writes no host path gets the same (G5: it can be handed a descriptor)
+        assert!(j.sidecars["reader"].get("cap_drop").is_some());
+        assert!(j.sidecars["reader"].get("user").is_some());
         assert!(j.sidecars.get("app").is_none());
 
         let granted = judged_with_flags(
@@ -1634,6 +1782,7 @@ mod tests {
         assert!(granted.sidecars["writer"].get("cap_drop").is_none());
         assert!(granted.sidecars["writer"].get("user").is_none());
         assert!(granted.sidecars["backed"].get("cap_drop").is_some());
+        assert!(granted.sidecars["reader"].get("cap_drop").is_some());
         assert!(granted.requests.iter().any(
             |r| r.permission == keep_image_user("writer") && r.status == RequestStatus::Granted
         ));
@@ -1876,7 +2025,7 @@ mod tests {
     fn volumes_from_a_workspace_writer_is_a_writer() {
         let m = json!({"name": "p", "services": {
             "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
-            "side": {"image": "b", "user": "0:0", "volumes_from": ["app"]},
+            "side": {"image": "b", "volumes_from": ["app"]},
             "chained": {"image": "b", "volumes_from": ["side:rw"]},
             "box": {"image": "b", "volumes_from": ["container:elsewhere"]},
             "pidpeer": {"image": "b", "pid": "service:side"},
@@ -1925,8 +2074,9 @@ mod tests {
                 assert!(dropped.iter().any(|c| c == cap), "{w} keeps {cap}");
             }
         }
+        // not writers, but every sidecar gets the profile under `hardened` (G5)
         for n in ["reader", "db", "fromdb"] {
-            assert!(j.sidecars[n].get("cap_drop").is_none(), "{n}");
+            assert!(j.sidecars[n].get("cap_drop").is_some(), "{n}");
         }
         // keeping the image's user stays a grant of its own
         let mut kept = flags.clone();

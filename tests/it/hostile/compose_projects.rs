@@ -888,7 +888,7 @@ fn a_sidecar_with_volumes_from_the_primary_makes_no_set_uid_file_or_device() {
     ctx.write(
         ".devcontainer/docker-compose.yml",
         &format!(
-            "services:\n{}    volumes: [\"..:/ws\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    user: \"0:0\"\n    \
+            "services:\n{}    volumes: [\"..:/ws\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    \
              volumes_from: [app]\n    command: {side}\n",
             sleeper("app")
         ),

@@ -659,3 +659,166 @@ fn delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy() {
     );
     assert!(!slots[0].path().exists(), "devcell's copy is gone");
 }
+
+/// Every entry below `dir` (not following links) that could make a local user root or open a
+/// device: a device node, anything owned by another user or group than `owner`, a
+/// set-uid/set-gid file not `owner`'s (a set-uid bit on the user's own file runs as the user).
+fn root_makers(dir: &Path, owner: u32) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let kind = meta.file_type();
+        if kind.is_char_device() || kind.is_block_device() {
+            out.push(format!("device {}", path.display()));
+        }
+        if meta.uid() != owner || meta.gid() != owner {
+            out.push(format!(
+                "{} owned by {}:{} (mode {:o})",
+                path.display(),
+                meta.uid(),
+                meta.gid(),
+                meta.mode()
+            ));
+        }
+        if kind.is_dir() {
+            out.extend(root_makers(&path, owner));
+        }
+    }
+    out
+}
+
+/// `fixtures/fdpass/fdpass.rs` built as a static executable at `out` (it runs in busybox).
+fn build_fdpass(out: &Path) {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fdpass/fdpass.rs");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let built = Command::new(rustc)
+        .args(["--edition=2024", "-C", "target-feature=+crt-static"])
+        .args(["-C", "panic=abort", "-C", "opt-level=1", "-o"])
+        .arg(out)
+        .arg(src)
+        .output()
+        .expect("rustc runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+}
+
+/// Attack (spec-note 0611, attacks G5): a sidecar that binds nothing of the host, only a named
+/// volume it shares with the primary (`sock:/sock`), starts as root from its image and waits
+/// on a Unix socket there. The agent (here `docker exec` in the primary) opens a
+/// world-writable folder of the workspace and hands its descriptor over the socket; through it
+/// the sidecar tries a root-owned set-uid/set-gid file, block and character device nodes and a
+/// folder given to root. Under `hardened` it runs as the workspace user without the file
+/// capabilities: on the host nothing under the folder is a device or another user's. The grant
+/// `runtime-option:keep_image_user=side` keeps its root, and then it does plant them (the
+/// control: the descriptor did reach it).
+#[test]
+fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device() {
+    use super::compose_projects::{CONFIG, own_project, project_containers};
+    use crate::support::context::{TestContext, docker_lines};
+    use crate::support::docker::BUSYBOX_IMAGE;
+    let Some(ctx) = TestContext::busybox("hostile_fd_to_sidecar") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    build_fdpass(&ctx.path().join("tools/fdpass"));
+    let side =
+        "until [ -x /sock/fdpass ]; do sleep 0.2; done; /sock/fdpass recv /sock/s; sleep 100000";
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    \
+             volumes: [\"..:/ws\", \"sock:/sock\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    \
+             volumes: [\"sock:/sock\"]\n    command: {}\nvolumes:\n  sock: {{}}\n",
+            serde_json::to_string(&["sh", "-c", side]).unwrap()
+        ),
+    );
+    ctx.write("out/.keep", "");
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    give_to_workspace_owner(ctx.path());
+    let out = ctx.path().join("out");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let container = |service: &str| {
+        project_containers(&project)
+            .into_iter()
+            .find(|l| l.split(' ').nth(1) == Some(service))
+            .and_then(|l| l.split(' ').next().map(str::to_string))
+            .unwrap_or_else(|| panic!("no `{service}`: {:?}", project_containers(&project)))
+    };
+    // the agent's part: the program onto the shared volume, the folder's descriptor to the socket
+    let hand_over = || {
+        let app = container("app");
+        // a shared folder both may write (a sidecar image can ship its volume folder `1777`)
+        docker_lines(&["exec", "-u", "0", &app, "chmod", "1777", "/sock"]);
+        let sent = docker_lines(&[
+            "exec",
+            &app,
+            "sh",
+            "-c",
+            "cp /ws/tools/fdpass /sock/fdpass.new && mv -f /sock/fdpass.new /sock/fdpass && \
+             /sock/fdpass send /sock/s /ws/out",
+        ]);
+        assert!(sent.iter().any(|l| l.ends_with("done")), "{sent:?}");
+        let side = container("side");
+        for _ in 0..300 {
+            let logs = Command::new("docker")
+                .args(["logs", &side])
+                .output()
+                .unwrap();
+            let logs = String::from_utf8_lossy(&logs.stdout).to_string();
+            if logs.contains("finished") {
+                return logs;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "the sidecar did not finish: {:?}",
+            project_containers(&project)
+        );
+    };
+
+    ctx.up(&[]);
+    let logs = hand_over();
+    assert!(logs.contains("got fd"), "{logs}");
+    assert!(!logs.contains("euid=0"), "the sidecar ran as root: {logs}");
+    let planted = root_makers(&out, WORKSPACE_OWNER);
+    assert!(
+        planted.is_empty(),
+        "the sidecar left on the host: {planted:#?}\n{logs}"
+    );
+
+    // control: with the grant the same sidecar keeps root and plants them through the descriptor
+    for line in project_containers(&project) {
+        docker_lines(&["rm", "-f", line.split(' ').next().unwrap()]);
+    }
+    for name in ["suid", "d"] {
+        let _ = std::fs::remove_file(out.join(name));
+        let _ = std::fs::remove_dir(out.join(name));
+    }
+    ctx.run("up", &["--allow", "runtime-option:keep_image_user=side"])
+        .ok();
+    let logs = hand_over();
+    let planted = root_makers(&out, WORKSPACE_OWNER);
+    for name in ["suid", "blk", "chr", "d"] {
+        assert!(
+            planted.iter().any(|f| f.contains(&format!("out/{name}"))),
+            "the control planted no `{name}`: {planted:#?}\n{logs}"
+        );
+    }
+    for line in project_containers(&project) {
+        docker_lines(&["rm", "-f", line.split(' ').next().unwrap()]);
+    }
+    for name in ["suid", "blk", "chr"] {
+        let _ = std::fs::remove_file(out.join(name));
+    }
+    let _ = std::fs::remove_dir(out.join("d"));
+}
