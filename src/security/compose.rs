@@ -380,6 +380,16 @@ fn service_requests(
     {
         push(p, "network_mode");
     }
+    // A network namespace shared with another service (`service:<x>`, either direction) is a
+    // `namespace:` request like pid and ipc (spec-note 0400, F3): the peer reaches whatever
+    // listens on the other's loopback and its abstract unix sockets (the agent's tools, a
+    // debugger, a language server), which the namespace keeps from every other container.
+    if let Some(mode) = str_of("network_mode").filter(|m| mode_is_service(Some(m))) {
+        push(
+            Permission::Namespace(format!("network:{mode}")),
+            "network_mode",
+        );
+    }
     for (key, kind) in [
         ("pid", "pid"),
         ("ipc", "ipc"),
@@ -1382,9 +1392,10 @@ mod tests {
         }
     }
 
-    /// Attack (spec-note 0400, F0): a pid (or ipc) namespace shared with another service of
-    /// the project, the primary's included in either direction, is a `namespace:` request: a
-    /// peer in the primary's pid namespace reaches its mounts through `/proc/<pid>/root`.
+    /// Attack (spec-note 0400, F0/F3): a pid, ipc or network namespace shared with another
+    /// service of the project, the primary's included in either direction, is a `namespace:`
+    /// request: a peer in the primary's pid namespace reaches its mounts through
+    /// `/proc/<pid>/root`, one in its network namespace its loopback and abstract sockets.
     #[test]
     fn a_pid_service_link_with_the_primary_is_a_request() {
         for (app, side) in [
@@ -1399,6 +1410,14 @@ mod tests {
             (
                 json!({"image": "a"}),
                 json!({"image": "s", "ipc": "service:app"}),
+            ),
+            (
+                json!({"image": "a", "network_mode": "service:side"}),
+                json!({"image": "s"}),
+            ),
+            (
+                json!({"image": "a"}),
+                json!({"image": "s", "network_mode": "service:app"}),
             ),
         ] {
             let m = model(json!({"app": app, "side": side}));
@@ -1449,8 +1468,7 @@ mod tests {
                 {"type": "bind", "source": "/w/repo", "target": "/workspace"},
                 {"type": "volume", "source": "data", "target": "/data"}]},
             "db": {"image": "postgres", "user": "root", "mem_limit": "536870912",
-                   "ports": [{"target": 5432, "published": "5432", "host_ip": "127.0.0.1"}],
-                   "network_mode": "service:app"}
+                   "ports": [{"target": 5432, "published": "5432", "host_ip": "127.0.0.1"}]}
         }));
         let j = judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
         assert!(j.requests.is_empty(), "{:?}", j.requests);
