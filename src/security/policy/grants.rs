@@ -125,7 +125,15 @@ impl Grants {
             }
             Some(("network", "host")) => self.host_network = true,
             Some(("namespace", n)) => {
-                let known = ["pid", "ipc", "uts", "userns", "cgroup", "volumes_from", "network"];
+                let known = [
+                    "pid",
+                    "ipc",
+                    "uts",
+                    "userns",
+                    "cgroup",
+                    "volumes_from",
+                    "network",
+                ];
                 match n.split_once(':') {
                     Some((kind, mode)) if known.contains(&kind) && !mode.is_empty() => {
                         self.namespaces.insert(n.to_string());

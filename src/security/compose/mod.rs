@@ -1,0 +1,379 @@
+//! Every service of a Compose configuration bounded (spec-note 0601), judged on the resolved
+//! model (`docker compose config --format json`, [`crate::engine::compose::ComposeCli::config`]),
+//! so `extends`, profiles, anchors and interpolation are judged as Compose applies them.
+//!
+//! What each service's own properties ask for beyond the sidecar profile is a permission
+//! request naming the service and the property ([`Source::ComposeService`]): privileged mode,
+//! added capabilities, host or foreign namespaces (`network_mode: host|container:…`, `pid`,
+//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…`; `pid`, `ipc` and
+//! `network_mode` shared with another service, `service:…`), devices and device
+//! cgroup rules, security options other than `no-new-privileges`, binds (and bind-backed
+//! volumes, secrets and configs) outside the workspace, an engine socket or the home folder
+//! (never granted), external networks, ports published beyond loopback, identity labels, a
+//! build context or Dockerfile outside the workspace and a build on the host network. This
+//! holds for the primary service too: Compose merges list properties (`cap_add`, `volumes`,
+//! `devices`) from the repository's files with devcell's override, so what they ask cannot be
+//! taken away, only refused; the primary's hardened container itself comes from
+//! [`super::apply`].
+//!
+//! The other services (sidecars) keep their image's user (a database that starts as root
+//! and drops to its own user still starts) and the engine's default capabilities, and get
+//! `no-new-privileges` and the profile's pids, memory and CPU limits (the lower of theirs and
+//! the profile's) through the override file ([`ComposeJudgement::sidecars`]).
+//!
+//! Files, importing one another in one direction (`mod` → `service`, `reach` → `dockerfile`
+//! → `fields`): [`service`] what a service's own properties ask for, [`reach`] what reaches
+//! past the project, [`dockerfile`] BuildKit cache mounts, [`fields`] the shared readings.
+
+use serde_json::{Map, Value, json};
+
+use super::error::{Result, SecurityError};
+use super::host_path::Places;
+use super::policy::{Grants, Permission, PermissionRequest, Source, judge, normalize_cap};
+use super::profile::{ProfileLimits, SecurityProfile};
+
+mod dockerfile;
+mod fields;
+mod reach;
+mod service;
+#[cfg(test)]
+mod tests;
+
+pub use dockerfile::has_cache_mount;
+use fields::{number, services_of, strings_of};
+use reach::{host_routes, reach_requests};
+pub use reach::{is_devcell_image_name, overlaps_a_route};
+use service::service_requests;
+
+/// What [`judge_compose`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComposeJudgement {
+    /// Every request, with what was done with it (none refused: refusals are an error).
+    pub requests: Vec<PermissionRequest>,
+    /// The additions for each service but the primary, as Compose service maps, for
+    /// [`crate::engine::compose::override_file`]'s `others` (empty under `reference`).
+    pub sidecars: Map<String, Value>,
+}
+
+/// Judges every service of `model` (the resolved Compose model) under `profile` with the
+/// user's `grants`: `primary` is the service devcell connects to, `places` the workspace,
+/// home folder and engine socket binds are judged against. Pure but for resolving bind
+/// sources' symbolic links ([`resolve`]).
+///
+/// Errors: [`SecurityError::Refused`] listing every request when one is refused or never
+/// allowed (then nothing may be created).
+pub fn judge_compose(
+    profile: &SecurityProfile,
+    model: &Value,
+    primary: &str,
+    places: &Places,
+    grants: &Grants,
+) -> Result<ComposeJudgement> {
+    let requests = compose_requests(profile, model, places, grants);
+    if let Some(refused) = super::policy::refusal(profile, &requests) {
+        return Err(refused);
+    }
+    let mut requests = requests;
+    let sidecars = match profile {
+        SecurityProfile::Reference => Map::new(),
+        SecurityProfile::Hardened(limits) => {
+            let writer = crate::config::ownership::workspace_user_of(&places.workspace);
+            let mut sidecars = Map::new();
+            for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
+                let mut add = sidecar_additions(service, limits);
+                if writes_host_path(model, service) {
+                    let keep = keep_image_user(name);
+                    if grants.allows(&keep) {
+                        requests.push(PermissionRequest {
+                            permission: keep,
+                            source: Source::ComposeService {
+                                service: name.clone(),
+                                property: "volumes".to_string(),
+                            },
+                            status: super::policy::RequestStatus::Granted,
+                        });
+                    } else if let (Value::Object(add), Value::Object(restrict)) =
+                        (&mut add, host_writer_additions(service, writer))
+                    {
+                        add.extend(restrict);
+                    }
+                }
+                sidecars.insert(name.clone(), add);
+            }
+            sidecars
+        }
+    };
+    Ok(ComposeJudgement { requests, sidecars })
+}
+
+/// The capabilities a sidecar that can write a host path loses under `hardened` (spec-note
+/// 0611): those that let root give a file away or to root (`CHOWN`, `FOWNER`, `SETFCAP`,
+/// `LINUX_IMMUTABLE`), keep or set set-uid/set-gid bits on files it does not own (`FSETID`,
+/// `FOWNER`), make device nodes (`MKNOD`), change its own ids (`SETUID`, `SETGID`), and write or
+/// read past the host folder's permissions (`DAC_OVERRIDE`, `DAC_READ_SEARCH`).
+pub const HOST_WRITER_CAP_DROP: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "MKNOD",
+    "SETUID",
+    "SETGID",
+    "SETFCAP",
+    "LINUX_IMMUTABLE",
+];
+
+/// The grant that lets sidecar `service`, which can write a host path, keep its image's user
+/// and the engine's default capabilities: `--allow runtime-option:keep_image_user=<service>`
+/// (spec-note 0611).
+pub fn keep_image_user(service: &str) -> Permission {
+    Permission::RuntimeOption(format!("keep_image_user={service}"))
+}
+
+/// Whether `service` of `model` can write a host path: a bind (or a volume whose driver
+/// options bind a host folder) that is not read-only.
+pub fn writes_host_path(model: &Value, service: &Value) -> bool {
+    service
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("read_only").and_then(Value::as_bool) != Some(true))
+        .any(|v| {
+            let source = v.get("source").and_then(Value::as_str);
+            match (v.get("type").and_then(Value::as_str), source) {
+                (Some("bind"), _) => true,
+                (Some("volume"), Some(volume)) => {
+                    super::host_path::bind_backed_volume(model, volume).is_some()
+                }
+                _ => false,
+            }
+        })
+}
+
+/// The additions that keep a sidecar writing a host path from leaving set-uid/set-gid files,
+/// device nodes or another user's files there (spec-note 0611): it runs as the workspace user
+/// (`user: "<uid>:<gid>"`, when there is one, [`crate::config::ownership::workspace_user`]),
+/// so what it creates is that user's, and without [`HOST_WRITER_CAP_DROP`] (but those its
+/// granted `cap_add` names), so neither a set-uid helper of its image nor a root it keeps (no
+/// workspace user: everything is root already) can give files away, make devices or write
+/// past the folder's permissions. Pure.
+pub fn host_writer_additions(
+    service: &Value,
+    writer: Option<crate::config::ownership::Ids>,
+) -> Value {
+    let added: Vec<String> = strings_of(service, "cap_add")
+        .iter()
+        .map(|c| normalize_cap(c))
+        .collect();
+    let drop: Vec<&str> = HOST_WRITER_CAP_DROP
+        .iter()
+        .copied()
+        .filter(|c| !added.iter().any(|a| a == c || a == "ALL"))
+        .collect();
+    let mut add = Map::new();
+    if let Some(ids) = writer {
+        add.insert(
+            "user".to_string(),
+            json!(format!("{}:{}", ids.uid, ids.gid)),
+        );
+    }
+    add.insert("cap_drop".to_string(), json!(drop));
+    Value::Object(add)
+}
+
+/// Every service's requests in `model` judged under `profile` with `grants`, refused ones
+/// included (not an error): for a caller that refuses them together with its other requests
+/// ([`judge_compose`] refuses them alone).
+pub fn compose_requests(
+    profile: &SecurityProfile,
+    model: &Value,
+    places: &Places,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    let routes = host_routes();
+    for (name, service) in services_of(model) {
+        service_requests(model, name, service, places, &mut asked);
+        reach_requests(model, name, service, &routes, &mut asked);
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
+}
+
+/// Volumes and networks the engine already holds under a name the Compose model resolves to
+/// and that are not the project's own (they carry another `com.docker.compose.project`
+/// label, or none): an explicit `name:` or `external: true` naming another workspace's
+/// database volume or project network, which Compose mounts or joins with a warning only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForeignResources {
+    /// Engine volume names.
+    pub volumes: std::collections::BTreeSet<String>,
+    /// Engine network names.
+    pub networks: std::collections::BTreeSet<String>,
+}
+
+/// The engine names of every top-level volume and network of `model` (`name`, else the key),
+/// for the caller to look up ([`ForeignResources`]).
+pub fn resource_names(model: &Value) -> (Vec<String>, Vec<String>) {
+    let names = |top: &str| -> Vec<String> {
+        model
+            .get(top)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(key, def)| {
+                def.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(key)
+                    .to_string()
+            })
+            .collect()
+    };
+    (names("volumes"), names("networks"))
+}
+
+/// One request per service mount of a foreign volume ([`Permission::Volume`], `--allow
+/// volume:<name>`) and per service attached to a foreign network ([`Permission::Network`];
+/// an `external` network is already one, [`compose_requests`]), judged under `profile`
+/// (spec-note 0601, attacks).
+pub fn foreign_resource_requests(
+    profile: &SecurityProfile,
+    model: &Value,
+    foreign: &ForeignResources,
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let engine_name = |top: &str, key: &str| -> String {
+        model
+            .get(top)
+            .and_then(|t| t.get(key))
+            .and_then(|d| d.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or(key)
+            .to_string()
+    };
+    let external = |top: &str, key: &str| {
+        model
+            .get(top)
+            .and_then(|t| t.get(key))
+            .and_then(|d| d.get("external"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    for (name, service) in model
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let source = |property: &str| Source::ComposeService {
+            service: name.clone(),
+            property: property.to_string(),
+        };
+        for v in service
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if v.get("type").and_then(Value::as_str) != Some("volume") {
+                continue;
+            }
+            let Some(key) = v.get("source").and_then(Value::as_str) else {
+                continue;
+            };
+            let volume = engine_name("volumes", key);
+            if foreign.volumes.contains(&volume) {
+                asked.push((Permission::Volume(volume), source("volumes")));
+            }
+        }
+        let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
+            Some(n) => n.keys().cloned().collect(),
+            None if service.get("network_mode").is_none() => vec!["default".to_string()],
+            None => Vec::new(),
+        };
+        for key in keys {
+            let network = engine_name("networks", &key);
+            if !external("networks", &key) && foreign.networks.contains(&network) {
+                asked.push((Permission::Network(network), source("networks")));
+            }
+        }
+    }
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, asked, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
+}
+
+/// The sidecar profile's additions to one service: `no-new-privileges`, `restart: "no"` and the lower of its
+/// own and the profile's limits (in `deploy.resources.limits` when the service sets its limits
+/// there, as Compose refuses both spellings with different values).
+fn sidecar_additions(service: &Value, limits: &ProfileLimits) -> Value {
+    let mut add = Map::new();
+    add.insert(
+        "security_opt".to_string(),
+        json!(["no-new-privileges:true"]),
+    );
+    // stopped with the workspace after the agent, never brought back by the engine on its
+    // own (`restart` wins over `deploy.restart_policy`; spec-note 0400, attacks F5)
+    add.insert("restart".to_string(), json!("no"));
+    let deploy = service.pointer("/deploy/resources/limits");
+    let own_pids = service
+        .get("pids_limit")
+        .or_else(|| deploy.and_then(|d| d.get("pids")))
+        .and_then(number)
+        .filter(|p| *p > 0.0);
+    let own_memory = service
+        .get("mem_limit")
+        .or_else(|| deploy.and_then(|d| d.get("memory")))
+        .and_then(number)
+        .filter(|m| *m > 0.0);
+    let own_cpus = service
+        .get("cpus")
+        .or_else(|| deploy.and_then(|d| d.get("cpus")))
+        .and_then(number)
+        .filter(|c| *c > 0.0);
+    let pids = own_pids.map_or(limits.pids, |p| (p as i64).min(limits.pids));
+    let memory = own_memory.map_or(limits.memory_bytes, |m| (m as i64).min(limits.memory_bytes));
+    let profile_cpus = limits.nano_cpus as f64 / 1e9;
+    let cpus = own_cpus.map_or(profile_cpus, |c| c.min(profile_cpus));
+    let in_deploy = |key: &str| deploy.is_some_and(|d| d.get(key).is_some());
+    let mut deploy_limits = Map::new();
+    for (short, long, value) in [
+        ("pids_limit", "pids", json!(pids)),
+        ("mem_limit", "memory", json!(memory)),
+        ("cpus", "cpus", json!(cpus)),
+    ] {
+        if in_deploy(long) {
+            deploy_limits.insert(long.to_string(), value);
+        } else {
+            add.insert(short.to_string(), value);
+        }
+    }
+    if !deploy_limits.is_empty() {
+        add.insert(
+            "deploy".to_string(),
+            json!({"resources": {"limits": deploy_limits}}),
+        );
+    }
+    Value::Object(add)
+}
+
+/// Turns a [`SecurityError::Refused`] from [`judge_compose`] into its request list (for
+/// reports); `None` for any other error.
+pub fn refused_requests(error: &SecurityError) -> Option<&[PermissionRequest]> {
+    match error {
+        SecurityError::Refused { requests, .. } => Some(requests),
+        _ => None,
+    }
+}
