@@ -36,6 +36,34 @@ pub(super) fn reach_requests(
             },
         ));
     };
+    network_reach(model, service, routes, &mut push);
+    for link in strings_of(service, "external_links") {
+        push(format!("external_link={link}"), "external_links");
+    }
+    resource_reach(service, &mut push);
+    build_reach(name, service, &mut push);
+    // A supplementary group lets the service give its files that group and set-gid them
+    // without a capability: `group_add: ["0"]` leaves a set-gid-root file in a bound folder.
+    for group in service
+        .get("group_add")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        push(format!("group_add={name}:{}", scalar(group)), "group_add");
+    }
+    logging_requests(service, &mut push);
+}
+
+/// The service's networks of the project (`default` when it names none and has no
+/// `network_mode`): a driver other than `bridge`, driver or IPAM options, an IPAM subnet,
+/// range or gateway over a host route.
+fn network_reach(
+    model: &Value,
+    service: &Value,
+    routes: &[(u32, u32)],
+    push: &mut impl FnMut(String, &str),
+) {
     let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
         Some(n) => n.keys().cloned().collect(),
         None if service.get("network_mode").is_none() => vec!["default".to_string()],
@@ -82,9 +110,11 @@ pub(super) fn reach_requests(
             }
         }
     }
-    for link in strings_of(service, "external_links") {
-        push(format!("external_link={link}"), "external_links");
-    }
+}
+
+/// Replicas beyond one, and the options that take a container past the profile's limits:
+/// `oom_kill_disable`, unlimited swap, real-time CPU time.
+fn resource_reach(service: &Value, push: &mut impl FnMut(String, &str)) {
     let replicas = service
         .get("scale")
         .or_else(|| service.pointer("/deploy/replicas"))
@@ -107,6 +137,11 @@ pub(super) fn reach_requests(
             push(format!("{key}={}", scalar(v)), key);
         }
     }
+}
+
+/// The host's SSH agent in a build, a devcell-built image run without building it, and a
+/// BuildKit cache mount in the build's Dockerfile.
+fn build_reach(name: &str, service: &Value, push: &mut impl FnMut(String, &str)) {
     let build = service.get("build");
     for entry in build.map(|b| strings_of(b, "ssh")).unwrap_or_default() {
         push(format!("build_ssh={entry}"), "build.ssh");
@@ -122,17 +157,6 @@ pub(super) fn reach_requests(
     {
         push(format!("build_cache_mount={name}"), "build.dockerfile");
     }
-    // A supplementary group lets the service give its files that group and set-gid them
-    // without a capability: `group_add: ["0"]` leaves a set-gid-root file in a bound folder.
-    for group in service
-        .get("group_add")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        push(format!("group_add={name}:{}", scalar(group)), "group_add");
-    }
-    logging_requests(service, &mut push);
 }
 
 /// The log drivers that keep a container's output in the engine's own files (or nowhere).
