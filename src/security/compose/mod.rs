@@ -5,9 +5,10 @@
 //! What each service's own properties ask for beyond the sidecar profile is a permission
 //! request naming the service and the property ([`Source::ComposeService`]): privileged mode,
 //! added capabilities, host or foreign namespaces (`network_mode: host|container:…`, `pid`,
-//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…`; `pid`, `ipc` and
-//! `network_mode` shared with another service, `service:…`), devices and device
-//! cgroup rules, security options other than `no-new-privileges`, binds (and bind-backed
+//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…` or of a service that
+//! writes a host path; `pid`, `ipc` and `network_mode` shared with another service,
+//! `service:…`), devices and device cgroup rules, security options other than
+//! `no-new-privileges`, binds (and bind-backed
 //! volumes, secrets and configs) outside the workspace, an engine socket or the home folder
 //! (never granted), external networks, ports published beyond loopback, identity labels, a
 //! build context or Dockerfile outside the workspace and a build on the host network. This
@@ -19,7 +20,9 @@
 //! The other services (sidecars) keep their image's user (a database that starts as root
 //! and drops to its own user still starts) and the engine's default capabilities, and get
 //! `no-new-privileges` and the profile's pids, memory and CPU limits (the lower of theirs and
-//! the profile's) through the override file ([`ComposeJudgement::sidecars`]).
+//! the profile's) through the override file ([`ComposeJudgement::sidecars`]); those that can
+//! write a host path by any route ([`host_writers`]) run as the workspace user without the
+//! capabilities that give files away or make devices (spec-note 0611).
 //!
 //! Files, importing one another in one direction (`mod` → `service`, `reach` → `dockerfile`
 //! → `fields`): [`service`] what a service's own properties ask for, [`reach`] what reaches
@@ -69,7 +72,7 @@ pub fn judge_compose(
     places: &Places,
     grants: &Grants,
 ) -> Result<ComposeJudgement> {
-    let requests = compose_requests(profile, model, places, grants);
+    let requests = compose_requests(profile, model, primary, places, grants);
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
@@ -79,9 +82,10 @@ pub fn judge_compose(
         SecurityProfile::Hardened(limits) => {
             let writer = crate::config::ownership::workspace_user_of(&places.workspace);
             let mut sidecars = Map::new();
+            let writers = host_writers(model, primary);
             for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
                 let mut add = sidecar_additions(service, limits);
-                if writes_host_path(model, service) {
+                if writers.contains(name) {
                     let keep = keep_image_user(name);
                     if grants.allows(&keep) {
                         requests.push(PermissionRequest {
@@ -152,6 +156,101 @@ pub fn writes_host_path(model: &Value, service: &Value) -> bool {
         })
 }
 
+/// The services of `model` that can write a host path by any route (spec-note 0611, attacks
+/// G4): `primary` (the workspace is its, and devcell's own mounts), each service with a
+/// writable bind or bind-backed volume ([`writes_host_path`]), and, until nothing changes,
+/// each service that takes a writer's mounts (`volumes_from: [<writer>]` not `:ro`; any
+/// `volumes_from: container:…`, whose mounts are not the model's to know) or shares a pid,
+/// ipc or network namespace with a writer (`service:<x>`, either way: a peer reaches the
+/// writer's mounts through `/proc/<pid>/root`, or is handed a folder's descriptor over an
+/// abstract socket). Pure.
+pub fn host_writers(model: &Value, primary: &str) -> std::collections::BTreeSet<String> {
+    let services: Vec<(&String, &Value)> = services_of(model).collect();
+    let mut writers: std::collections::BTreeSet<String> = services
+        .iter()
+        .filter(|(name, service)| name.as_str() == primary || writes_host_path(model, service))
+        .map(|(name, _)| (*name).clone())
+        .collect();
+    loop {
+        let before = writers.len();
+        for (name, service) in &services {
+            let peers = namespace_peers(service);
+            let takes = volumes_from_of(service)
+                .into_iter()
+                .any(|(from, read_only)| {
+                    !read_only && (from.starts_with("container:") || writers.contains(&from))
+                });
+            if takes || peers.iter().any(|p| writers.contains(p)) {
+                writers.insert((*name).clone());
+            }
+            if writers.contains(*name) {
+                // a writer that joins a service's namespace makes that service its peer
+                writers.extend(
+                    peers
+                        .into_iter()
+                        .filter(|p| services.iter().any(|(n, _)| *n == p)),
+                );
+            }
+        }
+        if writers.len() == before {
+            return writers;
+        }
+    }
+}
+
+/// The services whose pid, ipc or network namespace `service` joins (`service:<x>`).
+fn namespace_peers(service: &Value) -> Vec<String> {
+    ["pid", "ipc", "network_mode"]
+        .iter()
+        .filter_map(|key| service.get(*key).and_then(Value::as_str))
+        .filter_map(|mode| mode.strip_prefix("service:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each `volumes_from` entry of `service` as its source (`<service>` or `container:<name>`,
+/// without the access mode) and whether it is read-only (`:ro`).
+fn volumes_from_of(service: &Value) -> Vec<(String, bool)> {
+    strings_of(service, "volumes_from")
+        .into_iter()
+        .map(|from| {
+            let (body, prefix) = match from.strip_prefix("container:") {
+                Some(rest) => (rest.to_string(), "container:"),
+                None => (from.clone(), ""),
+            };
+            let (source, read_only) = match body.rsplit_once(':') {
+                Some((source, "ro")) => (source.to_string(), true),
+                Some((source, "rw")) => (source.to_string(), false),
+                _ => (body, false),
+            };
+            (format!("{prefix}{source}"), read_only)
+        })
+        .collect()
+}
+
+/// A request per `volumes_from` of a *service* that writes a host path ([`host_writers`]):
+/// every mount of the source, the workspace bind among them, read-write, in a service that
+/// keeps its own user otherwise (attacks G4). `:ro` and a source that writes no host path ask
+/// nothing; `container:` is a request of its own ([`service_requests`]).
+fn volumes_from_requests(
+    name: &str,
+    service: &Value,
+    writers: &std::collections::BTreeSet<String>,
+    out: &mut Vec<(Permission, Source)>,
+) {
+    for (from, read_only) in volumes_from_of(service) {
+        if !read_only && !from.starts_with("container:") && writers.contains(&from) {
+            out.push((
+                Permission::Namespace(format!("volumes_from:{from}")),
+                Source::ComposeService {
+                    service: name.to_string(),
+                    property: "volumes_from".to_string(),
+                },
+            ));
+        }
+    }
+}
+
 /// The additions that keep a sidecar writing a host path from leaving set-uid/set-gid files,
 /// device nodes or another user's files there (spec-note 0611): it runs as the workspace user
 /// (`user: "<uid>:<gid>"`, when there is one, [`crate::config::ownership::workspace_user`]),
@@ -185,17 +284,21 @@ pub fn host_writer_additions(
 
 /// Every service's requests in `model` judged under `profile` with `grants`, refused ones
 /// included (not an error): for a caller that refuses them together with its other requests
-/// ([`judge_compose`] refuses them alone).
+/// ([`judge_compose`] refuses them alone). `primary` is the service devcell connects to (a
+/// host writer, [`host_writers`]).
 pub fn compose_requests(
     profile: &SecurityProfile,
     model: &Value,
+    primary: &str,
     places: &Places,
     grants: &Grants,
 ) -> Vec<PermissionRequest> {
     let mut asked: Vec<(Permission, Source)> = Vec::new();
     let routes = host_routes();
+    let writers = host_writers(model, primary);
     for (name, service) in services_of(model) {
         service_requests(model, name, service, places, &mut asked);
+        volumes_from_requests(name, service, &writers, &mut asked);
         reach_requests(model, name, service, &routes, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();

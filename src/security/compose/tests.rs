@@ -519,6 +519,77 @@ fn cache_mounts_are_found_across_lines_and_unreadable_dockerfiles_count() {
     assert!(!uses(dir.path()));
 }
 
+/// Attack (spec-note 0611, G4): `volumes_from: [app]` gives a root sidecar every mount of
+/// the primary, the workspace bind read-write, though it binds nothing itself. It is a
+/// request, and a host writer: granted, it still runs as the workspace user without the
+/// file capabilities. So is a service taking a `container:`'s mounts, a pid, ipc or network
+/// peer of a writer (either way) and, transitively, a `volumes_from` of those; `:ro` and a
+/// source that writes no host path ask nothing and leave the sidecar as it was.
+#[test]
+fn volumes_from_a_workspace_writer_is_a_writer() {
+    let m = json!({"name": "p", "services": {
+        "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+        "side": {"image": "b", "user": "0:0", "volumes_from": ["app"]},
+        "chained": {"image": "b", "volumes_from": ["side:rw"]},
+        "box": {"image": "b", "volumes_from": ["container:elsewhere"]},
+        "pidpeer": {"image": "b", "pid": "service:side"},
+        "joined": {"image": "b"},
+        "joiner": {"image": "b", "volumes_from": ["app"], "network_mode": "service:joined"},
+        "reader": {"image": "b", "volumes_from": ["app:ro"]},
+        "db": {"image": "d", "volumes": [{"type": "volume", "source": "data", "target": "/d"}]},
+        "fromdb": {"image": "b", "volumes_from": ["db"]}
+    }, "volumes": {"data": {}}});
+    let writers = host_writers(&m, "app");
+    for w in [
+        "app", "side", "chained", "box", "pidpeer", "joined", "joiner",
+    ] {
+        assert!(writers.contains(w), "{w}: {writers:?}");
+    }
+    for n in ["reader", "db", "fromdb"] {
+        assert!(!writers.contains(n), "{n}: {writers:?}");
+    }
+    // the primary is a writer even when the model binds nothing into it
+    let bare =
+        model(json!({"app": {"image": "a"}, "side": {"image": "b", "volumes_from": ["app"]}}));
+    assert!(host_writers(&bare, "app").contains("side"));
+
+    let got = refused(&m, &Grants::default());
+    let mut flags: Vec<&str> = got.iter().map(|(f, _, _)| f.as_str()).collect();
+    flags.sort();
+    flags.dedup();
+    assert_eq!(
+        flags,
+        [
+            "--allow namespace:network:service:joined",
+            "--allow namespace:pid:service:side",
+            "--allow namespace:volumes_from:app",
+            "--allow namespace:volumes_from:container:elsewhere",
+            "--allow namespace:volumes_from:side",
+        ]
+    );
+    assert!(
+        got.iter()
+            .any(|(f, s, _)| f == "--allow namespace:volumes_from:app"
+                && s == "Compose service `side` (`volumes_from`)")
+    );
+    let j = judged_with_flags(&m, &flags);
+    for w in ["side", "chained", "box", "pidpeer", "joined", "joiner"] {
+        let dropped = json::strings(j.sidecars[w].get("cap_drop"));
+        for cap in ["MKNOD", "FSETID", "CHOWN", "SETUID"] {
+            assert!(dropped.iter().any(|c| c == cap), "{w} keeps {cap}");
+        }
+    }
+    for n in ["reader", "db", "fromdb"] {
+        assert!(j.sidecars[n].get("cap_drop").is_none(), "{n}");
+    }
+    // keeping the image's user stays a grant of its own
+    let mut kept = flags.clone();
+    kept.push("--allow runtime-option:keep_image_user=side");
+    let j = judged_with_flags(&m, &kept);
+    assert!(j.sidecars["side"].get("cap_drop").is_none());
+    assert!(j.sidecars["chained"].get("cap_drop").is_some());
+}
+
 #[test]
 fn each_escape_is_a_request_naming_the_service_and_property() {
     let m = model(json!({
@@ -543,6 +614,7 @@ fn each_escape_is_a_request_naming_the_service_and_property() {
             "--allow namespace:ipc:container:x",
             "--allow namespace:pid:host",
             "--allow namespace:userns:host",
+            "--allow namespace:volumes_from:app",
             "--allow namespace:volumes_from:container:other",
             "--allow network:host",
             "--allow privileged",
@@ -561,7 +633,7 @@ fn each_escape_is_a_request_naming_the_service_and_property() {
     );
     // each granted with its --allow
     let j = judged_with_flags(&m, &flags);
-    assert_eq!(j.requests.len(), 11);
+    assert_eq!(j.requests.len(), 12);
     assert!(
         j.requests
             .iter()
