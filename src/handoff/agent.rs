@@ -47,6 +47,7 @@ mod begin;
 mod container;
 mod finish;
 mod launch;
+mod stop_first;
 
 use crate::engine::{ContainerInfo, Engine};
 use crate::handoff::context::AgentRuntime;
@@ -116,12 +117,13 @@ pub async fn handoff_with(
     };
     let mut stop = stop;
     let p = h.prepare(&mut stop).await?;
-    let (up_opts, judged) = h.judge(&p, &mut stop).await?;
+    let (up_opts, mut judged) = h.judge(&p, &mut stop).await?;
     let drift = super::environment::check(engine, opts, &up_opts, p.network, reporter).await?;
     let compose = matches!(judged, Judged::Compose(_));
     h.report_plan(&p, compose);
     let (mut live, mut log) = h.begin_session(&p).await?;
     live.warnings.extend(drift);
+    h.stop_what_runs(&mut judged, &live).await?;
     h.refresh_container_gits(&p, &mut live)?;
     let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
     let recorded = h

@@ -265,10 +265,12 @@ async fn workspace_containers(
     Ok(ids)
 }
 
-/// A Compose workspace's sidecars go with its primary container (issue 14 item 5), added to
-/// `ids`; returns the projects, whose networks go after them.
+/// A Compose workspace's sidecars go with its primary container (issue 14 item 5), put
+/// before the workspace's own containers in `ids`; returns the projects, whose networks go
+/// after them.
 async fn compose_projects(engine: &dyn Engine, ids: &mut Vec<String>) -> Result<Vec<String>> {
     let mut projects: Vec<String> = Vec::new();
+    let mut peers: Vec<String> = Vec::new();
     for id in ids.clone() {
         if let Some(info) = engine.inspect_container(&id).await? {
             if let Some(project) = info.labels.get(crate::engine::compose::PROJECT_LABEL)
@@ -277,13 +279,26 @@ async fn compose_projects(engine: &dyn Engine, ids: &mut Vec<String>) -> Result<
                 projects.push(project.clone());
             }
             for c in crate::ops::compose::project_siblings(engine, &info.labels, &info.id).await? {
-                if !ids.contains(&c.id) {
-                    ids.push(c.id);
-                }
+                peers.push(c.id);
             }
         }
     }
+    *ids = peers_first(&peers, ids);
     Ok(projects)
+}
+
+/// The order containers are stopped and removed in: every peer first, then the workspace's
+/// own. Stopping a primary tears down its mount namespace, with the cover over `<ws>/.git`,
+/// while a peer in its pid namespace still holds the workspace bind: it would then see the
+/// host's own `.git` (spec-note 0400, F0/F3), as after a handoff ([`crate::handoff::quiesce`]).
+fn peers_first(peers: &[String], own: &[String]) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for id in peers.iter().filter(|p| !own.contains(p)).chain(own) {
+        if !order.contains(id) {
+            order.push(id.clone());
+        }
+    }
+    order
 }
 
 /// Each container stopped and removed with its egress proxy, then the devcell-owned volumes
@@ -617,4 +632,24 @@ fn project_label(project: &str) -> BTreeMap<String, String> {
         crate::engine::compose::PROJECT_LABEL.to_string(),
         project.to_string(),
     )])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attack (spec-note 0400, F0/F3): `delete` stops and removes every peer of the project
+    /// before the workspace's own container, never the primary while a peer runs.
+    #[test]
+    fn delete_stops_the_peers_before_the_primary() {
+        let own = vec!["app".to_string()];
+        let peers = vec!["db".to_string(), "side".to_string(), "app".to_string()];
+        assert_eq!(peers_first(&peers, &own), ["db", "side", "app"]);
+        assert_eq!(peers_first(&[], &own), ["app"]);
+        let two = vec!["app".to_string(), "other".to_string()];
+        assert_eq!(
+            peers_first(&["db".to_string(), "db".to_string()], &two),
+            ["db", "app", "other"]
+        );
+    }
 }

@@ -72,6 +72,73 @@ async fn stop_and_confirm(engine: &dyn Engine, primary: &str) -> Result<Vec<Stri
     Ok(ids)
 }
 
+/// Stops every container of the workspace `root` (those carrying its folder label that bind
+/// it) that runs or has a running Compose peer, each with its peers first
+/// ([`stop_workspace`]), and confirms. Called before devcell reads what a container could
+/// write, when no handoff stopped it: the start-of-handoff fetch-back of what an earlier
+/// session left, a clone task's fetch (spec-note 0400, F3). A container already running then
+/// (a crashed devcell's, one `up` started, a replaced session's) could go on writing the
+/// container git directory while it is read, and a peer left running when its primary ended
+/// holds the workspace without the cover over `.git`.
+///
+/// Returns the ids stopped. Errors: a sentence for people when one could not be listed,
+/// stopped or confirmed stopped (then nothing of the workspace's git may be read).
+pub async fn stop_running_workspace(
+    engine: &dyn Engine,
+    root: &std::path::Path,
+) -> Result<Vec<String>, String> {
+    let labels = std::collections::BTreeMap::from([(
+        crate::names::LOCAL_FOLDER_LABEL.to_string(),
+        root.to_string_lossy().into_owned(),
+    )]);
+    let listed = |e: crate::engine::EngineError| {
+        format!("the workspace's containers could not be listed: {e}")
+    };
+    let found = engine.find_containers(&labels).await.map_err(listed)?;
+    let (bound, _) =
+        crate::security::identity::bound_to_workspace(engine, found, &[root.to_path_buf()])
+            .await
+            .map_err(listed)?;
+    let mut stopped = Vec::new();
+    for c in bound {
+        let running = engine
+            .inspect_container(&c.id)
+            .await
+            .map_err(listed)?
+            .is_some_and(|i| i.running);
+        if running || !peers(engine, &c.id).await?.is_empty() {
+            stopped.extend(stop_workspace(engine, &c.id).await?);
+        }
+    }
+    Ok(stopped)
+}
+
+/// The workspace's containers could not be confirmed stopped before devcell was to read what
+/// they can write (a container git directory, a clone task's clone): nothing was read.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}; nothing the workspace's containers can write was read")]
+pub struct NotStopped {
+    /// What failed, for people.
+    pub why: String,
+    /// The clone task whose fetch was refused, if any.
+    pub task: Option<String>,
+}
+
+impl crate::ops::error::ProductError for NotStopped {
+    fn code(&self) -> crate::diagnostics::ErrorCode {
+        crate::diagnostics::ErrorCode::ContainerFailed
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match &self.task {
+            Some(task) => format!(
+                "stop the task's containers (`docker stop`), then `devcell fetch --task {task}` brings its branch back; the clone is kept as it is"
+            ),
+            None => "stop the workspace's containers (`docker stop`), then run the handoff again; the container git directories are kept as they are, so nothing is lost".to_string(),
+        })
+    }
+}
+
 /// Stops one container; one removed meanwhile writes nothing any more.
 async fn stop(engine: &dyn Engine, id: &str) -> Result<(), String> {
     match engine.stop_container(id, Some(STOP_TIMEOUT)).await {

@@ -156,6 +156,17 @@ pub(crate) struct JudgedUp {
     _lock: Option<BringUpLock>,
 }
 
+impl JudgedUp {
+    /// The found container was stopped since it was found (a handoff stops what runs before it
+    /// reads the container git directories): `up` starts it again rather than take it as
+    /// running.
+    pub(crate) fn stopped(&mut self, ids: &[String]) {
+        if let Some(info) = self.existing.as_mut().filter(|i| ids.contains(&i.id)) {
+            info.running = false;
+        }
+    }
+}
+
 /// Takes the bring-up lock of the configuration's identity (one find-or-create and one run of
 /// the create hooks at a time; spec-note 0422), finds the container it would reuse, and judges
 /// everything the configuration asks for against it or against the container devcontainer.json

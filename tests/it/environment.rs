@@ -158,8 +158,12 @@ fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
     assert_eq!(code, Some(0), "{result}\n{stderr}");
     assert!(stderr.contains("environment drift (allowed)"), "{stderr}");
 
-    // 5. A changed configuration: its file and its content are named.
-    ctx.write(CONFIG, &config.replace("nobody", "root"));
+    // 5. A changed configuration: its file and its content are named. (One the judgement
+    // accepts: a refused one is refused before the drift check reads anything, F7.)
+    ctx.write(
+        CONFIG,
+        &config.replace(r#"["true"]"#, r#"["true", "true"]"#),
+    );
     let (code, refused, stderr) = run(&ctx, "up", &["--no-lockfile", "--environment", record_arg]);
     assert_eq!(code, Some(18), "{refused}\n{stderr}");
     let fields: Vec<&str> = refused["differences"]

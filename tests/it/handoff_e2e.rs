@@ -542,12 +542,14 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
         assert_eq!(owner_uid(&file), WORKSPACE_OWNER);
     }
 
-    // warm: the container exists and is reused
+    // warm: the container exists and is reused; it was started by hand, so the handoff stops
+    // it before its fetch-back reads what `exec` committed, then starts it again (spec-note
+    // 0400, F3)
     let (out, warm) = timed_handoff(&env, "ref0");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = envelope(&out);
     assert_eq!(v["ok"], true);
-    assert_eq!(v["result"]["containerAction"], "running");
+    assert_eq!(v["result"]["containerAction"], "started");
     assert_eq!(v["result"]["containerId"], container.as_str());
     assert_eq!(v["result"]["exitCode"], 0);
     assert_eq!(v["result"]["agentsMd"]["outcome"], "exists");

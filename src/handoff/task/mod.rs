@@ -502,15 +502,12 @@ impl TaskRecord {
             .unwrap_or_default()
     }
 
-    /// Writes the record (atomically: a temporary file renamed).
+    /// Writes the record durably ([`write_durably`]).
     ///
     /// Errors: [`TaskError::Io`].
     pub fn save(&self) -> Result<()> {
-        let path = self.path();
-        let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).unwrap_or_default();
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        write_durably(&self.path(), text.as_bytes())
     }
 
     /// Reads `<folder>/task.json`.
@@ -524,6 +521,39 @@ impl TaskRecord {
             message: e.to_string(),
         })
     }
+}
+
+/// Writes `path` so that after a crash it is either its old content or all of `bytes`, never
+/// empty or cut short: a new temporary file beside it, written and synced, renamed into place,
+/// then its folder synced (the rename itself on disk). A task record that cannot be read
+/// keeps its task from `prune --tasks` (spec-note 0437): only a record never written means a
+/// task no container saw.
+///
+/// Errors: [`TaskError::Io`].
+pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".record-")
+        .tempfile_in(dir)
+        .map_err(io(dir))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(io(tmp.path()))?;
+    tmp.persist(path).map_err(|e| TaskError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    sync_folder(dir)
+}
+
+/// Syncs the folder `dir` (the names created or renamed in it reach the disk).
+///
+/// Errors: [`TaskError::Io`].
+pub fn sync_folder(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))
 }
 
 /// The folder of a multi-repository task's records (`<task folder>/repos`).

@@ -3,8 +3,10 @@
 //! never one whose clone holds commits the user's repository does not, nor one in use.
 //!
 //! An orphan is a task folder
-//! - with no readable record (`no_record`: a devcell killed while making the task, before any
-//!   container saw it),
+//! - with no record (`no_record`: a devcell killed while making the task, before any
+//!   container saw it; records are written durably, so a missing one was never written),
+//! - with a record devcell cannot read (`record_unreadable`: listed, never removed, since
+//!   nothing says what its clone holds),
 //! - whose clone is gone (`clone_gone`: nothing left to fetch), or
 //! - whose source repository is gone (`repository_gone`: its common git directory is no
 //!   repository any more, or a new one was made at its path, so nothing can be fetched into it).
@@ -29,7 +31,7 @@ pub struct OrphanTask {
     pub task: String,
     /// The repository it was cloned from, when its record says.
     pub source: Option<PathBuf>,
-    /// `no_record`, `clone_gone` or `repository_gone`.
+    /// `no_record`, `record_unreadable`, `clone_gone` or `repository_gone`.
     pub reason: &'static str,
     /// What is wrong, for people.
     pub message: String,
@@ -76,6 +78,19 @@ fn judge(folder: &Path) -> Option<OrphanTask> {
     };
     let records = match super::load_folder(folder) {
         Ok(records) => records,
+        // written durably, so a record that exists but cannot be read is no half-made task:
+        // its clone may hold the agent's commits, and nothing says where they belong
+        Err(e) if super::is_made(folder) => {
+            return Some(orphan(
+                None,
+                "record_unreadable",
+                format!(
+                    "task folder `{}` has a record devcell cannot read ({e})",
+                    folder.display()
+                ),
+                None,
+            ));
+        }
         Err(e) => {
             return Some(orphan(
                 None,
@@ -190,6 +205,17 @@ pub fn plan(state_root: &Path) -> super::Result<(Vec<Removable>, Vec<KeptOrphan>
         let Some(orphan) = judge(&orphan.folder) else {
             continue;
         };
+        if orphan.reason == "record_unreadable" {
+            let kept_because = format!(
+                "its record cannot be read, so devcell cannot tell what its clone holds: look at `{}`, then remove the folder",
+                orphan.folder.display()
+            );
+            kept.push(KeptOrphan {
+                orphan,
+                kept_because,
+            });
+            continue;
+        }
         if let Some(commits) = &orphan.unfetched {
             let kept_because = format!(
                 "its clone holds commits never fetched ({commits}): copy them out of `{}`, then remove the folder",
@@ -356,5 +382,52 @@ mod tests {
         assert_eq!(kept_names, [("half", false), ("worked", true)]);
         drop((removable, held));
         assert!(worked.clone.join("b").is_file(), "planning removes nothing");
+    }
+
+    /// Attack (spec-note 0400, F8): a task whose record exists but cannot be read (cut short
+    /// by a crash, or junk) is listed and never pruned, its clone's commits kept; a record is
+    /// written whole through a synced temporary file, which leaves nothing behind.
+    #[test]
+    fn a_task_whose_record_cannot_be_read_is_reported_and_never_pruned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let source = base.join("repo");
+        repo(&source);
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("cut".into()),
+            workspace_folder: source.clone(),
+            ..HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let record = super::super::run::open_task(&opts, &state, &cache, &quiet)
+            .unwrap()
+            .0
+            .remove(0);
+        let names = |dir: &Path| {
+            let mut n: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            n.sort();
+            n
+        };
+        assert!(
+            !names(&record.folder()).iter().any(|n| n.starts_with('.')),
+            "a temporary file left: {:?}",
+            names(&record.folder())
+        );
+        std::fs::write(record.path(), b"{\"task\": \"cut\", \"clo").unwrap();
+        std::fs::write(record.clone.join("work"), "w").unwrap();
+
+        let found = find(&state);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].reason, "record_unreadable");
+        let (removable, kept) = plan(&state).unwrap();
+        assert!(removable.is_empty(), "removable: {removable:?}");
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].kept_because.contains("cannot be read"), "{kept:?}");
+        assert!(record.clone.join("work").is_file());
     }
 }

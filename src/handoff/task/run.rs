@@ -206,10 +206,11 @@ fn make_task(
         record.workspace = Some(root.to_path_buf());
         let path = staging.join(format!("{}.json", record.repo));
         let text = serde_json::to_string_pretty(record).unwrap_or_default();
-        std::fs::write(&path, text).map_err(io(&path))?;
+        super::write_durably(&path, text.as_bytes())?;
     }
     let repos = folder.join(super::REPOS_FOLDER);
     std::fs::rename(&staging, &repos).map_err(io(&repos))?;
+    super::sync_folder(folder)?;
     Ok(records)
 }
 
@@ -377,6 +378,17 @@ pub async fn handoff_with(
             records[0].task
         )));
     }
+    if let Err(not_stopped) =
+        stopped_before_fetch(engine, &task_opts.workspace_folder, &records[0].task).await
+    {
+        return match result {
+            Ok(_) => Err(not_stopped),
+            Err(e) => {
+                reporter.report(Event::Status(format!("warning: {not_stopped}")));
+                Err(e)
+            }
+        };
+    }
     let fetched: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
     let mut r = result?;
     let mut reports = Vec::new();
@@ -403,6 +415,30 @@ pub async fn handoff_with(
         r.task = reports.pop();
     }
     Ok(r)
+}
+
+/// Nothing of the task's workspace runs when its clone is read: the handoff stops its
+/// containers at its end, and one it could not stop (or a peer of it) is stopped now and
+/// confirmed (spec-note 0400, F3). Not confirmed, the fetch is refused and the clone kept for
+/// `devcell fetch --task`.
+///
+/// Errors: [`crate::handoff::quiesce::NotStopped`].
+async fn stopped_before_fetch(
+    engine: &dyn Engine,
+    folder: &Path,
+    task: &str,
+) -> crate::ops::error::Result<()> {
+    let root = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    crate::handoff::quiesce::stop_running_workspace(engine, &root)
+        .await
+        .map(|_| ())
+        .map_err(|why| {
+            crate::handoff::quiesce::NotStopped {
+                why,
+                task: Some(task.to_string()),
+            }
+            .into()
+        })
 }
 
 /// One line for people about a fetch.

@@ -105,9 +105,7 @@ pub async fn up_recorded(
     };
     let run = async {
         let engine = crate::engine::connect().await?;
-        let drift = check_drift(&*engine, opts, request, None, &reporter).await?;
-        let mut result = crate::ops::up::up_with(&*engine, opts, &reporter).await?;
-        result.warnings.extend(drift);
+        let mut result = up_checked(&*engine, opts, request, &reporter).await?;
         // A warm `up` of a running container keeps the record made when it was created or
         // started: its engine calls stay within the warm budget (spec-note 0520).
         let asked = request.required || request.recorded.is_some();
@@ -124,6 +122,40 @@ pub async fn up_recorded(
         Ok((result, record))
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
+}
+
+/// `up`, with `--environment FILE` checked against the record only once the configuration is
+/// judged (spec-note 0400, F7): a refused configuration pulls no image and resolves no
+/// Feature for the drift check, as it would not for `up` itself.
+///
+/// Errors: as `up`; [`OpsError::EnvironmentDrift`](crate::ops::error::OpsError::EnvironmentDrift).
+async fn up_checked(
+    engine: &dyn crate::engine::Engine,
+    opts: &UpOptions,
+    request: &EnvironmentRequest,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    if request.recorded.is_none() {
+        return crate::ops::up::up_with(engine, opts, reporter).await;
+    }
+    let chosen = crate::ops::up::load_up(opts)?;
+    crate::ops::load::report_warnings(&chosen.loaded, reporter);
+    let compose = chosen.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
+    let (drift, mut result) = if compose {
+        // judged as the plan judges it: only Compose's `config` and engine reads run
+        crate::ops::compose_up::preview_compose(engine, opts, &chosen, &[]).await?;
+        let drift = check_drift(engine, opts, request, None, reporter).await?;
+        let up = crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await?;
+        (drift, up)
+    } else {
+        crate::ops::up::supported_kind(&chosen.loaded)?;
+        let judged = crate::ops::up::judge_up(engine, opts, chosen, &[], reporter).await?;
+        let drift = check_drift(engine, opts, request, None, reporter).await?;
+        let up = crate::ops::up::up_judged(engine, opts, judged, reporter).await?;
+        (drift, up)
+    };
+    result.warnings.extend(drift);
+    Ok(result)
 }
 
 /// `build` ([`crate::ops::build::build_with`]) and its environment record ([`record_build`]).

@@ -71,7 +71,7 @@ impl Grants {
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
     /// `network:container:<x>` or `network:<name>`, `publish:<ip>:<port|*>` or `publish:*`,
     /// `host-command`, `host-command:sha256:<hex>`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
-    /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>`,
+    /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
     /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`.
     ///
@@ -125,14 +125,22 @@ impl Grants {
             }
             Some(("network", "host")) => self.host_network = true,
             Some(("namespace", n)) => {
-                let known = ["pid", "ipc", "uts", "userns", "cgroup", "volumes_from"];
+                let known = [
+                    "pid",
+                    "ipc",
+                    "uts",
+                    "userns",
+                    "cgroup",
+                    "volumes_from",
+                    "network",
+                ];
                 match n.split_once(':') {
                     Some((kind, mode)) if known.contains(&kind) && !mode.is_empty() => {
                         self.namespaces.insert(n.to_string());
                     }
                     _ => {
                         return Err(bad(
-                            "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from>:<mode>` (`namespace:pid:host`)",
+                            "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>` (`namespace:pid:host`)",
                         ));
                     }
                 }

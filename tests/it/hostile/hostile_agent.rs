@@ -584,6 +584,64 @@ fn processes_the_agent_leaves_running_cannot_write_after_the_fetch_back() {
     human_session(&[&ws], &origin, &target);
 }
 
+/// F3: the workspace container is already running when a handoff starts (started again by
+/// hand after the last one, with a loop writing the workspace, as a crashed devcell or `up`
+/// would leave it). The handoff stops it, confirmed, before its start-of-handoff fetch-back
+/// reads the container git directory, then starts it again: the loop is gone while the agent
+/// runs (the file it wrote no longer grows), and the handoff says what it stopped.
+#[test]
+fn a_container_already_running_when_a_handoff_starts_is_stopped_before_the_fetch_back() {
+    let test = "a_container_already_running_when_a_handoff_starts_is_stopped_before_the_fetch_back";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    // the first session does nothing; the second watches the loop's file for 1.5 s
+    let script = "cd /workspace; [ -e late.txt ] || exit 0; a=$(wc -c < late.txt); sleep 1.5; \
+         b=$(wc -c < late.txt); [ \"$a\" = \"$b\" ] && echo still > still.txt; true";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    let first = handoff_ok(&host, &ws);
+    let container = first["result"]["containerId"].as_str().unwrap().to_string();
+    assert!(!container_running(&container));
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+    };
+    docker(&["start", &container]);
+    let owner = WORKSPACE_OWNER.to_string();
+    docker(&[
+        "exec",
+        "-d",
+        "-u",
+        &owner,
+        &container,
+        "sh",
+        "-c",
+        "while :; do echo x >> /workspace/late.txt; sleep 0.1; done",
+    ]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ws.join("late.txt").exists() {
+        assert!(std::time::Instant::now() < deadline, "the loop never wrote");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = host.handoff(&ws, &[], &[]);
+    let second = envelope(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{second}\n{stderr}");
+    assert!(stderr.contains("already running"), "{stderr}");
+    assert!(
+        ws.join("still.txt").is_file(),
+        "the loop still wrote the workspace while the agent ran: {stderr}"
+    );
+    assert!(!container_running(&container));
+    human_session(&[&ws], &origin, &target);
+}
+
 /// A commit made in the container after the handoff's fetch-back (the container started again
 /// by hand, git run in it) is never lost by `delete`: with the container gone, `delete` brings
 /// it back onto the branch, and only then removes devcell's container git directories

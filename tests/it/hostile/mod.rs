@@ -14,5 +14,6 @@ mod hostile_agent;
 mod identity_and_escapes;
 mod image_labels;
 mod paths;
+mod seventh_review;
 mod terminal;
 mod workspace_git;
