@@ -58,6 +58,11 @@ use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProf
 /// loaded, `profile` and `grants` the user's choice, `earlier` what was asked before it (a
 /// handoff's git directories), judged in the same refusal.
 ///
+/// Steps: the identity lock → [`judge_project`] (one refusal before anything is made) → the
+/// primary container as it is ([`existing_primary`], [`recheck_existing`]) → the
+/// `initializeCommand` → [`bring_up_primary`] (running, started or created) → egress → attach
+/// and hooks → [`compose_result`].
+///
 /// Errors: as [`super::up::up_with`]; [`OpsError::Compose`] for a Compose command that
 /// fails (its stderr); [`OpsError::Security`] (refused: no container, network or volume
 /// was created).
@@ -73,8 +78,110 @@ pub(crate) async fn up_compose(
     let id_labels = id_labels(&opts.target, &choice.loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
-    let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
+    let project = judge_project(engine, opts, &choice, earlier).await?;
+    let opts = &project.opts;
+    let mut warnings = loaded.warnings.clone();
+    let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
+    let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
+    permissions.extend(project.reported.iter().cloned());
+    permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
+    if let Some(stage) = &project.init_stage {
+        run_initialize_command(
+            stage,
+            &loaded.workspace_folder,
+            HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(lifecycle_error(""))?;
+    }
+    warnings.extend(project.early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    let ids = (&id_labels, devcontainer_id.as_str());
+    let (container, entries, action) = bring_up_primary(
+        engine,
+        &project,
+        &choice,
+        existing,
+        ids,
+        (&mut permissions, &mut warnings),
+        reporter,
+    )
+    .await?;
+    permissions.splice(0..0, project.host_requests.iter().cloned());
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        choice.network,
+        &devcontainer_id,
+        &container,
+        &project.early.requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
+
+    let (attached, lifecycle) = attach_and_run_hooks(
+        engine,
+        &container,
+        loaded,
+        entries,
+        &devcontainer_id,
+        action,
+        opts,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
+    Ok(compose_result(
+        &project,
+        &choice,
+        &devcontainer_id,
+        (&container, action),
+        (attached, lifecycle),
+        permissions,
+        warnings,
+        egress,
+    ))
+}
+
+/// What [`judge_project`] decided before anything is created: the project, its judgement and
+/// the options `up` goes on with.
+struct JudgedProject {
+    /// The project and its resolved model.
+    target: ComposeTarget,
+    /// The services' requests and the sidecars' additions.
+    judged: security::compose::ComposeJudgement,
+    /// The host-variable and foreign-resource requests, reported with the services' own.
+    reported: Vec<PermissionRequest>,
+    /// The host variables, the builds' network and their warning.
+    early: crate::ops::permissions::EarlyRequests,
+    /// `initializeCommand`, granted.
+    init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    host_requests: Vec<PermissionRequest>,
+    /// The project's network choice and its closed networks (empty unless closed).
+    mode: ComposeNetwork,
+    networks: serde_json::Map<String, Value>,
+    /// `opts` as judged: the visible host environment and the builds' network.
+    opts: UpOptions,
+}
+
+/// Judges the whole project in one refusal before anything runs or is created: every
+/// service's requests with the configuration's own, the sidecars' profile, and the network
+/// refusals of a closed project (spec-notes 0601, 0604).
+///
+/// Errors: [`OpsError::Security`] (the one refusal), [`OpsError::Compose`],
+/// [`OpsError::Unsupported`].
+async fn judge_project(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    choice: &UpChoice,
+    earlier: &[PermissionRequest],
+) -> Result<JudgedProject> {
+    let (profile, grants) = (&choice.profile, &choice.grants);
     // `none` and `allowlist` close the project networks (spec-note 0604).
     let mode = ComposeNetwork::of(choice.network);
     let ServiceRequests {
@@ -82,14 +189,14 @@ pub(crate) async fn up_compose(
         places,
         requests: service_requests,
         reported,
-    } = service_requests(engine, opts, &choice, earlier).await?;
+    } = service_requests(engine, opts, choice, earlier).await?;
     let ConfigurationJudgement {
         early,
         init_stage,
         host_requests,
         reuse_requests: _,
         container_requests: _,
-    } = judge_configuration(engine, opts, &choice, &service_requests, None).await?;
+    } = judge_configuration(engine, opts, choice, &service_requests, None).await?;
     let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
     let networks = if mode.closed() {
@@ -101,18 +208,40 @@ pub(crate) async fn up_compose(
     } else {
         serde_json::Map::new()
     };
-    let opts = &judged_options(opts, profile, grants);
-    let opts = &UpOptions {
+    let judged_opts = judged_options(opts, profile, grants);
+    let opts = UpOptions {
         build: ImageBuildOptions {
             network: early.build_network.clone(),
-            ..opts.build.clone()
+            ..judged_opts.build.clone()
         },
-        ..opts.clone()
+        ..judged_opts
     };
+    Ok(JudgedProject {
+        target,
+        judged,
+        reported,
+        early,
+        init_stage,
+        host_requests,
+        mode,
+        networks,
+        opts,
+    })
+}
 
-    let mut warnings = loaded.warnings.clone();
-    let mut existing = primary_of_workspace(engine, &target, &id_labels).await?;
-    claim_project(engine, &target, &id_labels).await?;
+/// The workspace's primary container, after claiming the project: removed first when
+/// `--remove-existing-container` asks, and required when `--expect-existing-container` does.
+///
+/// Errors: [`OpsError::NoContainer`] (expected, none), the engine's.
+async fn existing_primary(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    id_labels: &std::collections::BTreeMap<String, String>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<Option<ContainerInfo>> {
+    let mut existing = primary_of_workspace(engine, target, id_labels).await?;
+    claim_project(engine, target, id_labels).await?;
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -132,12 +261,28 @@ pub(crate) async fn up_compose(
             expected: true,
         });
     }
-    let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
-    permissions.extend(reported);
-    if let Some(info) = &existing
-        && mode == ComposeNetwork::Closed
-        && ComposeNetwork::of_labels(&info.labels) != mode
-    {
+    Ok(existing)
+}
+
+/// The existing primary judged again as a reused container is (its project network is not a
+/// request), and a closed project's refusals: a container created open is not reused closed,
+/// and no open network of the project may exist before a closed one is created.
+///
+/// Errors: [`OpsError::Unsupported`], [`OpsError::Security`], the engine's.
+async fn recheck_existing(
+    engine: &dyn Engine,
+    project: &JudgedProject,
+    existing: Option<&ContainerInfo>,
+    choice: &UpChoice,
+) -> Result<Vec<PermissionRequest>> {
+    let (target, mode, opts) = (&project.target, project.mode, &project.opts);
+    let Some(info) = existing else {
+        if mode.closed() {
+            compose_network::refuse_open_networks(engine, target, &project.networks).await?;
+        }
+        return Ok(Vec::new());
+    };
+    if mode == ComposeNetwork::Closed && ComposeNetwork::of_labels(&info.labels) != mode {
         return Err(OpsError::Unsupported {
             message: format!(
                 "the existing container {} of the Compose project `{}` was created with network `{}`, not `none`",
@@ -150,48 +295,43 @@ pub(crate) async fn up_compose(
             ),
         });
     }
-    if existing.is_none() && mode.closed() {
-        compose_network::refuse_open_networks(engine, &target, &networks).await?;
+    let loaded = &choice.loaded;
+    let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
+    // Compose's own project network is the container's, not a request (spec-note 0604).
+    let mut checked = info.clone();
+    if project_networks(target).contains(&checked.host.network_mode) {
+        checked.host.network_mode = "bridge".to_string();
     }
-    if let Some(info) = &existing {
-        let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
-        // Compose's own project network is the container's, not a request (spec-note 0604).
-        let mut checked = info.clone();
-        if project_networks(&target).contains(&checked.host.network_mode) {
-            checked.host.network_mode = "bridge".to_string();
-        }
-        permissions.extend(
-            check_existing(
-                engine,
-                &checked,
-                &entries,
-                loaded,
-                profile,
-                grants,
-                choice.network,
-                opts,
-            )
-            .await?,
-        );
-    }
-    if let Some(stage) = &init_stage {
-        run_initialize_command(
-            stage,
-            &loaded.workspace_folder,
-            HookEnv::default(),
-            reporter,
-        )
-        .await
-        .map_err(lifecycle_error(""))?;
-    }
-    warnings.extend(early.warning.iter().map(|message| Warning {
-        location: None,
-        message: message.clone(),
-    }));
+    check_existing(
+        engine,
+        &checked,
+        &entries,
+        loaded,
+        &choice.profile,
+        &choice.grants,
+        choice.network,
+        opts,
+    )
+    .await
+}
 
-    let (container, entries, action) = match existing {
+/// The primary container running: as it is, started again with the files it was created with
+/// (its override among them), or created ([`create`]); its entries and what was done.
+///
+/// Errors: [`OpsError::Compose`], the engine's, [`create`]'s.
+async fn bring_up_primary(
+    engine: &dyn Engine,
+    project: &JudgedProject,
+    choice: &UpChoice,
+    existing: Option<ContainerInfo>,
+    (id_labels, devcontainer_id): (&std::collections::BTreeMap<String, String>, &str),
+    (permissions, warnings): (&mut Vec<PermissionRequest>, &mut Vec<Warning>),
+    reporter: &dyn Reporter,
+) -> Result<(ContainerInfo, Vec<Value>, ContainerAction)> {
+    let (target, opts, loaded) = (&project.target, &project.opts, &choice.loaded);
+    Ok(match existing {
         Some(info) if info.running => {
-            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
             (info, entries, ContainerAction::Running)
         }
         Some(info) => {
@@ -212,7 +352,7 @@ pub(crate) async fn up_compose(
                     .await
                     .map_err(|e| e.in_container(&info.id))?;
             }
-            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
             (info, entries, ContainerAction::Started)
         }
         None => {
@@ -220,59 +360,59 @@ pub(crate) async fn up_compose(
                 engine,
                 opts,
                 loaded,
-                &target,
-                &judged.sidecars,
-                (mode, &networks),
-                profile,
-                grants,
-                &early.requests,
-                &id_labels,
-                &devcontainer_id,
-                &mut warnings,
+                target,
+                &project.judged.sidecars,
+                (project.mode, &project.networks),
+                &choice.profile,
+                &choice.grants,
+                &project.early.requests,
+                id_labels,
+                devcontainer_id,
+                warnings,
                 reporter,
             )
             .await?;
             permissions.extend(created.permissions);
             (created.info, created.entries, ContainerAction::Created)
         }
-    };
-    permissions.splice(0..0, host_requests);
-    let egress = crate::ops::egress::after_start(
-        engine,
-        opts,
-        choice.network,
-        &devcontainer_id,
-        &container,
-        &early.requests,
-    )
-    .await
-    .map_err(|e| e.in_container(&container.id))?;
+    })
+}
 
-    let (attached, lifecycle) = attach_and_run_hooks(
-        engine,
-        &container,
-        loaded,
-        entries,
-        &devcontainer_id,
-        action,
-        opts,
-        &mut warnings,
-        reporter,
-    )
-    .await?;
+/// The [`UpResult`] of a Compose `up`: the early requests first, then the rest.
+#[allow(clippy::too_many_arguments)]
+fn compose_result(
+    project: &JudgedProject,
+    choice: &UpChoice,
+    devcontainer_id: &str,
+    (container, action): (&ContainerInfo, ContainerAction),
+    (attached, lifecycle): (
+        crate::ops::attach::Attached,
+        crate::lifecycle::LifecycleReport,
+    ),
+    permissions: Vec<PermissionRequest>,
+    warnings: Vec<Warning>,
+    egress: Option<crate::ops::egress::EgressStatus>,
+) -> UpResult {
+    let (opts, loaded) = (&project.opts, &choice.loaded);
     let configuration = opts
         .include_configuration
-        .then(|| crate::ops::bring_up::shown_configuration(loaded, &devcontainer_id, &container));
-    Ok(UpResult {
+        .then(|| crate::ops::bring_up::shown_configuration(loaded, devcontainer_id, container));
+    UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
-        provided_user: crate::ops::bring_up::provided_user(&container),
+        provided_user: crate::ops::bring_up::provided_user(container),
         shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
-        profile: profile.name().to_string(),
-        permissions: early.requests.into_iter().chain(permissions).collect(),
-        host_env: early.host_env,
+        profile: choice.profile.name().to_string(),
+        permissions: project
+            .early
+            .requests
+            .iter()
+            .cloned()
+            .chain(permissions)
+            .collect(),
+        host_env: project.early.host_env.clone(),
         lifecycle,
         warnings,
         configuration,
@@ -280,10 +420,10 @@ pub(crate) async fn up_compose(
             .include_merged_configuration
             .then(|| attached.merged.clone()),
         egress,
-        compose_project_name: Some(target.project.name.clone()),
+        compose_project_name: Some(project.target.project.name.clone()),
         loaded: loaded.clone(),
         merged: attached.merged.clone(),
-    })
+    }
 }
 
 /// The project's target and where its host paths are judged ([`compose_places`]), with every
