@@ -767,6 +767,11 @@ fn keep_shields_read_only(
 }
 
 /// The service's image, Features and uid layer on it, the override file, `up -d`.
+///
+/// Steps: [`service_dev_image`] → the create request with its labels ([`service_spec`]) →
+/// [`service_policy_input`] → the profile applied, identity labels, egress and the closed
+/// networks → the shields kept read-only in the sidecars → [`start_project`] →
+/// [`refuse_replaced_image`] → the uids verified and the lockfile written.
 #[allow(clippy::too_many_arguments)]
 async fn create(
     engine: &dyn Engine,
@@ -783,94 +788,39 @@ async fn create(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<Created> {
-    let engine_socket = engine.host_socket();
-    let base = service_image(engine, target, opts, reporter).await?;
+    let (dev, merged, provided) = service_dev_image(
+        engine,
+        opts,
+        loaded,
+        target,
+        (profile, grants),
+        devcontainer_id,
+        warnings,
+        reporter,
+    )
+    .await?;
     let DevImage {
-        mut image,
+        image,
         entries,
         label,
         label_requests,
         label_host_env: _,
         lock: pending_lock,
-    } = dev_image_from(
-        engine,
-        loaded,
-        base,
-        ConfigKind::Compose,
-        (opts, profile, grants),
-        reporter,
-        warnings,
-    )
-    .await?;
-    // A root image with no user named (`containerUser`, the service's `user:`, `remoteUser`):
-    // devcell's own user, made in the uid layer (spec-note 0188).
-    let service_user_named = target
-        .service_model()
-        .get("user")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string);
-    let container_user = move |merged: &Value| {
-        metadata::ConfiguredUsers::of(merged)
-            .container_user
-            .or_else(|| service_user_named.clone())
-    };
-    let who = UserChoice {
-        profile,
-        grants,
-        container_user: &container_user,
-    };
-    let (merged, provided) = merged_with_uid_layer(
-        engine,
-        &mut image,
-        &entries,
-        loaded,
-        devcontainer_id,
-        opts,
-        &who,
-        reporter,
-    )
-    .await?;
+    } = dev;
     let mut spec = service_spec(opts, loaded, target, &image, &merged, id_labels, label)?;
     provided_user_label(&mut spec, provided.as_ref());
     feature_digests_label(&mut spec, pending_lock.as_ref());
-    let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
-    let image_user = service_user(target, &image);
-    let home_user = home_user(
-        remote_user.as_ref(),
-        spec.user.as_ref(),
-        image_user.as_ref(),
-    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let passwd = hardened_passwd(engine, hardened, &image).await;
-    let (_, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket)?;
-    // the command line's read-only binds (the handoff's git overlays) stay read-only through
-    // every service's own binds too (spec-note 0413)
-    let shields = service_shields(hardened, &spec, opts, loaded);
-    let account = passwd
-        .as_deref()
-        .and_then(|p| passwd_account(p, &home_user));
-    if hardened {
-        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
-    }
-    let input = PolicyInput {
-        origins: crate::ops::permissions::with_owned(
-            origins(&entries, &cli_mounts(opts, loaded)),
-            opts,
-        ),
-        remote_user,
-        image_user,
-        remote_home: account.as_ref().map(|a| a.home.clone()),
-        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-        // canonical, as the binds it is compared with are resolved
-        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
-        host_home,
-        engine_socket,
-        passwd,
-        repository_labels: Vec::new(),
+    let (input, shields, account) = service_policy_input(
+        engine,
+        profile,
         spec,
-    };
+        (&image, &merged, &entries),
+        (opts, loaded, target),
+        warnings,
+        reporter,
+    )
+    .await?;
     let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
     let (mut spec, permissions, applied_remote) =
         (applied.spec, applied.requests, applied.remote_user);
@@ -902,27 +852,9 @@ async fn create(
         reporter,
     )
     .await?;
-    let id = info.id.clone();
-    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
-    if hardened && !image.info.id.is_empty() && bare(&info.image_id) != bare(&image.info.id) {
-        // Only the image devcell prepared was judged (its passwd read by id): a container of
-        // another one (Compose rebuilt or pulled the service's image) is not started into.
-        let _ = engine.remove_container(&id, true).await;
-        return Err(OpsError::Unsupported {
-            message: format!(
-                "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
-                target.service,
-                short(&info.image_id),
-                short(&image.info.id),
-                image.reference
-            ),
-            hint: Some(
-                "Compose replaced the image while starting the project; build the service's image once, outside the `up`, or remove its `pull_policy`".into(),
-            ),
-        });
-    }
+    refuse_replaced_image(engine, hardened, &info, &image, target).await?;
     let started = Started {
-        id: &id,
+        id: &info.id,
         container_user: Some(info.user.as_str()).filter(|u| !u.is_empty()),
         remote_user: applied_remote.as_deref(),
         permissions: &permissions,
@@ -934,6 +866,152 @@ async fn create(
         info,
         entries,
         permissions,
+    })
+}
+
+/// The service's image ([`service_image`]) with Features layered on it and the uid layer,
+/// with the merged configuration and the user devcell provides: a root image with no user
+/// named (`containerUser`, the service's `user:`, `remoteUser`) gets devcell's own user, made
+/// in the uid layer (spec-note 0188).
+///
+/// Errors: the build's, the engine's.
+#[allow(clippy::too_many_arguments)]
+async fn service_dev_image(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    target: &ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    devcontainer_id: &str,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(DevImage, Value, Option<String>)> {
+    let base = service_image(engine, target, opts, reporter).await?;
+    let mut dev = dev_image_from(
+        engine,
+        loaded,
+        base,
+        ConfigKind::Compose,
+        (opts, profile, grants),
+        reporter,
+        warnings,
+    )
+    .await?;
+    let service_user_named = target
+        .service_model()
+        .get("user")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
+    let container_user = move |merged: &Value| {
+        metadata::ConfiguredUsers::of(merged)
+            .container_user
+            .or_else(|| service_user_named.clone())
+    };
+    let who = UserChoice {
+        profile,
+        grants,
+        container_user: &container_user,
+    };
+    let (merged, provided) = merged_with_uid_layer(
+        engine,
+        &mut dev.image,
+        &dev.entries,
+        loaded,
+        devcontainer_id,
+        opts,
+        &who,
+        reporter,
+    )
+    .await?;
+    Ok((dev, merged, provided))
+}
+
+/// What the profile judges the primary's request `spec` with: its users and their account in
+/// the image's passwd (under `hardened`), the judged places, the mounts' origins; with the
+/// command line's read-only binds that must stay read-only through every service's own binds
+/// (the handoff's git overlays, spec-note 0413) and the remote user's account.
+///
+/// Errors: [`OpsError::Security`] (a judged place).
+async fn service_policy_input(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    mut spec: crate::engine::ContainerSpec,
+    (image, merged, entries): (&PreparedImage, &Value, &[Value]),
+    (opts, loaded, target): (&UpOptions, &LoadedConfiguration, &ComposeTarget),
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(
+    PolicyInput,
+    Vec<security::host_path::Cover>,
+    Option<crate::ops::users::Account>,
+)> {
+    let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
+    let image_user = service_user(target, image);
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let passwd = hardened_passwd(engine, hardened, image).await;
+    let (_, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
+    let shields = service_shields(hardened, &spec, opts, loaded);
+    let account = passwd
+        .as_deref()
+        .and_then(|p| passwd_account(p, &home_user));
+    if hardened {
+        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
+    }
+    let input = PolicyInput {
+        origins: crate::ops::permissions::with_owned(
+            origins(entries, &cli_mounts(opts, loaded)),
+            opts,
+        ),
+        remote_user,
+        image_user,
+        remote_home: account.as_ref().map(|a| a.home.clone()),
+        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+        // canonical, as the binds it is compared with are resolved
+        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
+        host_home,
+        engine_socket,
+        passwd,
+        repository_labels: Vec::new(),
+        spec,
+    };
+    Ok((input, shields, account))
+}
+
+/// Under `hardened`, only the image devcell prepared was judged (its passwd read by id): a
+/// container of another one (Compose rebuilt or pulled the service's image) is removed, not
+/// started into.
+///
+/// Errors: [`OpsError::Unsupported`] (the container was removed).
+async fn refuse_replaced_image(
+    engine: &dyn Engine,
+    hardened: bool,
+    info: &ContainerInfo,
+    image: &PreparedImage,
+    target: &ComposeTarget,
+) -> Result<()> {
+    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
+    if !hardened || image.info.id.is_empty() || bare(&info.image_id) == bare(&image.info.id) {
+        return Ok(());
+    }
+    let _ = engine.remove_container(&info.id, true).await;
+    Err(OpsError::Unsupported {
+        message: format!(
+            "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
+            target.service,
+            short(&info.image_id),
+            short(&image.info.id),
+            image.reference
+        ),
+        hint: Some(
+            "Compose replaced the image while starting the project; build the service's image once, outside the `up`, or remove its `pull_policy`".into(),
+        ),
     })
 }
 
