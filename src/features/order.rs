@@ -135,6 +135,30 @@ pub fn order(
     resolve: &mut dyn FnMut(&FeatureRef) -> Result<ResolvedFeature>,
 ) -> Result<InstallPlan> {
     let mut warnings = Vec::new();
+    let mut nodes = dependency_graph(features, resolve, &mut warnings)?;
+    resolve_soft_edges(&mut nodes);
+    apply_override_order(&mut nodes, override_order, &mut warnings)?;
+    propagate_priority(&mut nodes);
+    let result = install_rounds(&nodes)?;
+    let mut slots: Vec<Option<PlannedFeature>> =
+        nodes.into_iter().map(|n| Some(n.planned)).collect();
+    let features = result
+        .into_iter()
+        .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    Ok(InstallPlan { features, warnings })
+}
+
+/// Every Feature of the configuration and, breadth first, each one its `dependsOn` pulls in,
+/// as nodes with their hard edges: an equal Feature (same reference and options) is one node,
+/// `resolve` is called once per distinct reference, and at most [`MAX_FEATURES`] are taken.
+///
+/// Errors: as [`order`] (all but [`FeatureError::Cycle`] and the override's).
+fn dependency_graph(
+    features: &IndexMap<String, Value>,
+    resolve: &mut dyn FnMut(&FeatureRef) -> Result<ResolvedFeature>,
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<Node>> {
     let mut memo: HashMap<FeatureRef, ResolvedFeature> = HashMap::new();
     let mut nodes: Vec<Node> = Vec::new();
     // (key, value, parent node, from_user)
@@ -153,33 +177,8 @@ pub fn order(
                 r
             }
         };
-        let mut user = user_options(&key, &value, &mut warnings)?;
-        if matches!(value, Value::String(_) | Value::Number(_))
-            && !resolved.metadata.options.contains_key("version")
-        {
-            // The reference CLI ignores the shorthand when there is no `version` option
-            // (spec-note 0041); the install environment stays identical.
-            warnings.push(Warning {
-                location: None,
-                message: format!(
-                    "Feature `{key}` has no `version` option; the value `{value}` is ignored (write an options object)"
-                ),
-            });
-            user.clear();
-        }
-        let mut option_warnings = Vec::new();
-        let options = resolve_options(&key, &resolved.metadata, &user, &mut option_warnings)?;
-        let candidate = PlannedFeature {
-            key: key.clone(),
-            reference,
-            value,
-            user_options: user,
-            options,
-            depends_on: resolved.metadata.depends_on.keys().cloned().collect(),
-            metadata: resolved.metadata,
-            canonical: resolved.canonical,
-            from_user,
-        };
+        let (candidate, option_warnings) =
+            planned_feature(key, value, reference, resolved, from_user, warnings)?;
         let index = match nodes.iter().position(|n| equal(&n.planned, &candidate)) {
             Some(existing) => {
                 if from_user {
@@ -190,7 +189,7 @@ pub fn order(
             None => {
                 if nodes.len() >= MAX_FEATURES {
                     return Err(FeatureError::Resolve {
-                        feature: key,
+                        feature: candidate.key,
                         source: format!(
                             "more than {MAX_FEATURES} Features in the dependency graph"
                         )
@@ -198,33 +197,7 @@ pub fn order(
                     });
                 }
                 warnings.extend(option_warnings);
-                if let Some(ref_id) = candidate.reference.id()
-                    && ref_id != candidate.metadata.id
-                    && candidate.metadata.legacy_ids.contains(&ref_id)
-                {
-                    warnings.push(Warning {
-                        location: None,
-                        message: format!(
-                            "Feature `{key}` was renamed from `{ref_id}` to `{}`; update the reference",
-                            candidate.metadata.id
-                        ),
-                    });
-                }
-                if candidate.reference.is_redirected() {
-                    warnings.push(Warning {
-                        location: None,
-                        message: format!(
-                            "Feature `{key}`: `devcontainers-contrib` is redirected to `{}`",
-                            candidate.reference.resource()
-                        ),
-                    });
-                }
-                if candidate.metadata.deprecated == Some(true) {
-                    warnings.push(Warning {
-                        location: None,
-                        message: format!("Feature `{key}` is deprecated"),
-                    });
-                }
+                warnings.extend(reference_warnings(&candidate));
                 for (dep_key, dep_value) in &candidate.metadata.depends_on {
                     worklist.push_back((
                         dep_key.clone(),
@@ -252,8 +225,89 @@ pub fn order(
             nodes[p].hard.push(index);
         }
     }
+    Ok(nodes)
+}
 
-    // Soft edges: resolve each installsAfter entry to the nodes it matches; drop the rest.
+/// One Feature as written (`key`: `value`) with its options resolved against its metadata,
+/// and the options' warnings, which count only if it becomes a node of its own. The user's
+/// own warnings go to `warnings` at once.
+///
+/// Errors: [`FeatureError::InvalidOption`], [`FeatureError::InvalidValue`].
+fn planned_feature(
+    key: String,
+    value: Value,
+    reference: FeatureRef,
+    resolved: ResolvedFeature,
+    from_user: bool,
+    warnings: &mut Vec<Warning>,
+) -> Result<(PlannedFeature, Vec<Warning>)> {
+    let mut user = user_options(&key, &value, warnings)?;
+    if matches!(value, Value::String(_) | Value::Number(_))
+        && !resolved.metadata.options.contains_key("version")
+    {
+        // The reference CLI ignores the shorthand when there is no `version` option
+        // (spec-note 0041); the install environment stays identical.
+        warnings.push(Warning {
+            location: None,
+            message: format!(
+                "Feature `{key}` has no `version` option; the value `{value}` is ignored (write an options object)"
+            ),
+        });
+        user.clear();
+    }
+    let mut option_warnings = Vec::new();
+    let options = resolve_options(&key, &resolved.metadata, &user, &mut option_warnings)?;
+    let candidate = PlannedFeature {
+        key,
+        reference,
+        value,
+        user_options: user,
+        options,
+        depends_on: resolved.metadata.depends_on.keys().cloned().collect(),
+        metadata: resolved.metadata,
+        canonical: resolved.canonical,
+        from_user,
+    };
+    Ok((candidate, option_warnings))
+}
+
+/// What the user should know of a Feature's reference: renamed (a legacy id), redirected
+/// (`devcontainers-contrib`) or deprecated.
+fn reference_warnings(candidate: &PlannedFeature) -> Vec<Warning> {
+    let key = &candidate.key;
+    let mut warnings = Vec::new();
+    if let Some(ref_id) = candidate.reference.id()
+        && ref_id != candidate.metadata.id
+        && candidate.metadata.legacy_ids.contains(&ref_id)
+    {
+        warnings.push(Warning {
+            location: None,
+            message: format!(
+                "Feature `{key}` was renamed from `{ref_id}` to `{}`; update the reference",
+                candidate.metadata.id
+            ),
+        });
+    }
+    if candidate.reference.is_redirected() {
+        warnings.push(Warning {
+            location: None,
+            message: format!(
+                "Feature `{key}`: `devcontainers-contrib` is redirected to `{}`",
+                candidate.reference.resource()
+            ),
+        });
+    }
+    if candidate.metadata.deprecated == Some(true) {
+        warnings.push(Warning {
+            location: None,
+            message: format!("Feature `{key}` is deprecated"),
+        });
+    }
+    warnings
+}
+
+/// Soft edges: each `installsAfter` entry resolved to the nodes it matches; the rest dropped.
+fn resolve_soft_edges(nodes: &mut [Node]) {
     for i in 0..nodes.len() {
         let raw = std::mem::take(&mut nodes[i].soft_raw);
         let mut soft = Vec::new();
@@ -268,8 +322,17 @@ pub fn order(
         }
         nodes[i].soft = soft;
     }
+}
 
-    // Override priorities.
+/// `overrideFeatureInstallOrder`: an earlier entry gives the Features it matches a higher
+/// priority; an entry with a version or matching nothing is a warning.
+///
+/// Errors: [`FeatureError::InvalidOverride`] for an empty entry.
+fn apply_override_order(
+    nodes: &mut [Node],
+    override_order: &[String],
+    warnings: &mut Vec<Warning>,
+) -> Result<()> {
     let n = override_order.len();
     for (idx, entry) in override_order.iter().enumerate() {
         if let Ok(r) = FeatureRef::parse(entry)
@@ -306,10 +369,14 @@ pub fn order(
             });
         }
     }
+    Ok(())
+}
 
-    propagate_priority(&mut nodes);
-
-    // Rounds.
+/// The install order, in rounds: each round takes the ready nodes (every hard and soft
+/// predecessor installed) of the highest priority, in [`compare`] order.
+///
+/// Errors: [`FeatureError::Cycle`] when nothing is ready.
+fn install_rounds(nodes: &[Node]) -> Result<Vec<usize>> {
     let mut installed = vec![false; nodes.len()];
     let mut remaining: Vec<usize> = (0..nodes.len()).collect();
     let mut result = Vec::with_capacity(nodes.len());
@@ -323,7 +390,7 @@ pub fn order(
         };
         let mut round: Vec<usize> = remaining.iter().copied().filter(|&i| ready(i)).collect();
         if round.is_empty() {
-            return Err(cycle_error(&nodes, &remaining, &installed));
+            return Err(cycle_error(nodes, &remaining, &installed));
         }
         let max = round.iter().map(|&i| nodes[i].priority).max().unwrap_or(0);
         round.retain(|&i| nodes[i].priority == max);
@@ -334,14 +401,7 @@ pub fn order(
         remaining.retain(|i| !installed[*i]);
         result.extend(round);
     }
-
-    let mut slots: Vec<Option<PlannedFeature>> =
-        nodes.into_iter().map(|n| Some(n.planned)).collect();
-    let features = result
-        .into_iter()
-        .filter_map(|i| slots.get_mut(i).and_then(Option::take))
-        .collect();
-    Ok(InstallPlan { features, warnings })
+    Ok(result)
 }
 
 /// Gives every Feature a dependent needs (hard `dependsOn` and matched `installsAfter`

@@ -140,6 +140,10 @@ pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<Build
 /// tags it with each name and pushes them when asked. Progress and build output go to
 /// `reporter`.
 ///
+/// Steps: the choice and the configuration → [`check_request`] → [`judged_build_options`]
+/// (the host variables and network judged before anything is built) → [`build_dev_image`] →
+/// the tags → the lockfile → [`container_permissions`] → [`push_all`].
+///
 /// Errors: [`OpsError::Unsupported`] for a configuration
 /// without `image` or `build.dockerfile`, or `--push` without `--image-name`;
 /// [`OpsError::Config`], [`OpsError::Feature`], [`OpsError::Build`],
@@ -160,121 +164,20 @@ pub async fn build_with(
     let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
     let kind = loaded.typed.kind();
-    if kind == ConfigKind::None {
-        return Err(OpsError::Unsupported {
-            message: format!(
-                "`{}` has no `image`, `build.dockerfile` or `dockerComposeFile`: there is no image to build",
-                loaded.config_file.display()
-            ),
-            hint: Some("add `image` or `build.dockerfile` to devcontainer.json".into()),
-        });
-    }
-    if opts.push && opts.image_names.is_empty() {
-        return Err(OpsError::Unsupported {
-            message: "`--push` needs at least one `--image-name` naming the registry".into(),
-            hint: Some(
-                "pass e.g. `--image-name registry.example.com/team/devimage:1 --push`".into(),
-            ),
-        });
-    }
-    for name in &opts.image_names {
-        check_image_name(name)?;
-    }
-    let up_opts = UpOptions {
-        target: opts.target.clone(),
-        security: opts.security.clone(),
-        build: ImageBuildOptions {
-            bake_metadata_label: true,
-            ..opts.image.clone()
-        },
-        settings: opts.settings.clone(),
-        cache_dir: opts.cache_dir.clone(),
-        lockfile: opts.lockfile,
-        ..UpOptions::default()
-    };
-    // The host variables the build would read and the build's network, judged as `up` judges
-    // them before anything is built; after that only judged variables are visible
-    // (spec-notes 0440, 0442).
-    // A build runs no container: under `hardened` it gets no network unless granted, like a
-    // container on `none` (spec-note 0442), and `runArgs -e NAME`, which only a container
-    // reads, is not asked for.
-    let up_opts = crate::ops::permissions::judged_options(&up_opts, &profile, &grants);
-    let build_network = crate::security::build_network::of_a_build(&profile).unwrap_or(network);
-    let mut early = crate::ops::permissions::early_requests(
-        &loaded,
-        &up_opts,
-        &profile,
-        &grants,
-        build_network,
-    )?;
-    (early.host_env, early.requests) =
-        crate::security::host_env::for_build(&profile, &grants, &early.host_env, &early.requests);
-    crate::security::host_env::check(&profile, &early.requests)?;
-    let up_opts = UpOptions {
-        build: ImageBuildOptions {
-            network: early.build_network.clone(),
-            ..up_opts.build.clone()
-        },
-        ..up_opts
-    };
+    check_request(opts, &loaded, kind)?;
+    let (up_opts, early) = judged_build_options(opts, &loaded, (&profile, &grants), network)?;
     let mut warnings = loaded.warnings.clone();
     warnings.extend(early.warning.iter().map(|message| Warning {
         location: None,
         message: message.clone(),
     }));
+    let choice = (&up_opts, &profile, &grants);
     let DevImage {
         image,
         entries,
         lock,
         ..
-    } = if kind == ConfigKind::Compose {
-        // The primary service's image (spec-note 0605): its own properties judged on
-        // Compose's model first (a build context outside the workspace, a build on the host
-        // network), then built or pulled, the Features on it.
-        let mut target = crate::ops::compose::compose_target(
-            &loaded,
-            &opts.target.env,
-            opts.target.docker_compose_path.as_deref(),
-            (&profile, &grants),
-        )
-        .await?;
-        if engine.is_podman().await? {
-            target.project.cli = target.project.cli.with_classic_builder();
-        }
-        // a build tags `<project>-<service>`: not into another workspace's project
-        let id_labels = crate::ops::target::id_labels(&opts.target, &loaded);
-        crate::ops::compose::claim_project(engine, &target, &id_labels).await?;
-        let places = crate::ops::compose_up::compose_places(&loaded, &up_opts, None);
-        crate::security::compose::judge_compose(
-            &profile,
-            &target.model,
-            &target.service,
-            &places,
-            &grants,
-        )?;
-        let base =
-            crate::ops::compose_up::service_image(engine, &target, &up_opts, reporter).await?;
-        crate::ops::image::dev_image_from(
-            engine,
-            &loaded,
-            base,
-            kind,
-            (&up_opts, &profile, &grants),
-            reporter,
-            &mut warnings,
-        )
-        .await?
-    } else {
-        dev_image(
-            engine,
-            &loaded,
-            kind,
-            (&up_opts, &profile, &grants),
-            reporter,
-            &mut warnings,
-        )
-        .await?
-    };
+    } = build_dev_image(engine, opts, &loaded, choice, reporter, &mut warnings).await?;
 
     let image_name_as_string = kind == ConfigKind::Compose && opts.image_names.is_empty();
     let names = if opts.image_names.is_empty() {
@@ -295,11 +198,194 @@ pub async fn build_with(
         warnings.push(warning);
     }
 
-    // What a container of this image would ask for, as `up` would judge it.
-    let mut merged = metadata::merge_configuration(&loaded.value, &entries);
+    let (merged, permissions) = container_permissions(
+        opts,
+        &loaded,
+        (&image, &entries),
+        (&profile, &grants),
+        &mut warnings,
+    )?;
+    // What the build itself used (host variables, its network), granted, then the container's.
+    let permissions: Vec<_> = early.requests.iter().cloned().chain(permissions).collect();
+    for request in permissions
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Refused)
+    {
+        reporter.report(Event::Status(format!(
+            "note: under the `{}` profile, `up` would refuse {request}",
+            profile.name()
+        )));
+    }
+    let pushed = if opts.push {
+        push_all(engine, &names, reporter).await?
+    } else {
+        Vec::new()
+    };
+    Ok(BuildResult {
+        image_names: names,
+        image_name_as_string,
+        image_id: image.info.id.clone(),
+        pushed,
+        profile: profile.name().to_string(),
+        permissions,
+        warnings,
+        shown_warnings,
+        loaded,
+        merged,
+        features,
+    })
+}
+
+/// Refuses, before anything is built, a configuration with no image to build, `--push`
+/// without a name to push to, and an `--image-name` the engine cannot tag.
+///
+/// Errors: [`OpsError::Unsupported`], [`OpsError::Engine`] (an invalid name).
+fn check_request(
+    opts: &BuildOptions,
+    loaded: &LoadedConfiguration,
+    kind: ConfigKind,
+) -> Result<()> {
+    if kind == ConfigKind::None {
+        return Err(OpsError::Unsupported {
+            message: format!(
+                "`{}` has no `image`, `build.dockerfile` or `dockerComposeFile`: there is no image to build",
+                loaded.config_file.display()
+            ),
+            hint: Some("add `image` or `build.dockerfile` to devcontainer.json".into()),
+        });
+    }
+    if opts.push && opts.image_names.is_empty() {
+        return Err(OpsError::Unsupported {
+            message: "`--push` needs at least one `--image-name` naming the registry".into(),
+            hint: Some(
+                "pass e.g. `--image-name registry.example.com/team/devimage:1 --push`".into(),
+            ),
+        });
+    }
+    for name in &opts.image_names {
+        check_image_name(name)?;
+    }
+    Ok(())
+}
+
+/// `up`'s options for the build, with the host variables the build would read and the
+/// build's network judged as `up` judges them before anything is built; after that only
+/// judged variables are visible (spec-notes 0440, 0442). A build runs no container: under
+/// `hardened` it gets no network unless granted, like a container on `none` (spec-note
+/// 0442), and `runArgs -e NAME`, which only a container reads, is not asked for.
+///
+/// Errors: [`OpsError::Security`] (a refused host variable or network).
+fn judged_build_options(
+    opts: &BuildOptions,
+    loaded: &LoadedConfiguration,
+    (profile, grants): (&security::SecurityProfile, &security::Grants),
+    network: crate::settings::NetworkMode,
+) -> Result<(UpOptions, crate::ops::permissions::EarlyRequests)> {
+    let up_opts = UpOptions {
+        target: opts.target.clone(),
+        security: opts.security.clone(),
+        build: ImageBuildOptions {
+            bake_metadata_label: true,
+            ..opts.image.clone()
+        },
+        settings: opts.settings.clone(),
+        cache_dir: opts.cache_dir.clone(),
+        lockfile: opts.lockfile,
+        ..UpOptions::default()
+    };
+    let up_opts = crate::ops::permissions::judged_options(&up_opts, profile, grants);
+    let build_network = crate::security::build_network::of_a_build(profile).unwrap_or(network);
+    let mut early =
+        crate::ops::permissions::early_requests(loaded, &up_opts, profile, grants, build_network)?;
+    (early.host_env, early.requests) =
+        crate::security::host_env::for_build(profile, grants, &early.host_env, &early.requests);
+    crate::security::host_env::check(profile, &early.requests)?;
+    let up_opts = UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..up_opts.build.clone()
+        },
+        ..up_opts
+    };
+    Ok((up_opts, early))
+}
+
+/// The image `up` would run before the uid layer: for a Compose configuration the primary
+/// service's (spec-note 0605), its own properties judged on Compose's model first (a build
+/// context outside the workspace, a build on the host network), then built or pulled, the
+/// Features on it; else the configuration's image or Dockerfile with the Features.
+///
+/// Errors: [`OpsError::Security`], [`OpsError::Compose`], the build's, the engine's.
+async fn build_dev_image(
+    engine: &dyn Engine,
+    opts: &BuildOptions,
+    loaded: &LoadedConfiguration,
+    (up_opts, profile, grants): (&UpOptions, &security::SecurityProfile, &security::Grants),
+    reporter: &dyn Reporter,
+    warnings: &mut Vec<Warning>,
+) -> Result<DevImage> {
+    let kind = loaded.typed.kind();
+    if kind != ConfigKind::Compose {
+        return dev_image(
+            engine,
+            loaded,
+            kind,
+            (up_opts, profile, grants),
+            reporter,
+            warnings,
+        )
+        .await;
+    }
+    let mut target = crate::ops::compose::compose_target(
+        loaded,
+        &opts.target.env,
+        opts.target.docker_compose_path.as_deref(),
+        (profile, grants),
+    )
+    .await?;
+    if engine.is_podman().await? {
+        target.project.cli = target.project.cli.with_classic_builder();
+    }
+    // a build tags `<project>-<service>`: not into another workspace's project
+    let id_labels = crate::ops::target::id_labels(&opts.target, loaded);
+    crate::ops::compose::claim_project(engine, &target, &id_labels).await?;
+    let places = crate::ops::compose_up::compose_places(loaded, up_opts, None);
+    crate::security::compose::judge_compose(
+        profile,
+        &target.model,
+        &target.service,
+        &places,
+        grants,
+    )?;
+    let base = crate::ops::compose_up::service_image(engine, &target, up_opts, reporter).await?;
+    crate::ops::image::dev_image_from(
+        engine,
+        loaded,
+        base,
+        kind,
+        (up_opts, profile, grants),
+        reporter,
+        warnings,
+    )
+    .await
+}
+
+/// The merged configuration a container of `image` would have, and what it would ask for,
+/// as `up` would judge it (nothing is refused here: a refusal's requests are reported). A
+/// request that cannot be evaluated is a warning.
+///
+/// Errors: [`OpsError::Security`] other than a refusal.
+fn container_permissions(
+    opts: &BuildOptions,
+    loaded: &LoadedConfiguration,
+    (image, entries): (&crate::ops::image::PreparedImage, &[Value]),
+    (profile, grants): (&security::SecurityProfile, &security::Grants),
+    warnings: &mut Vec<Warning>,
+) -> Result<(Value, Vec<PermissionRequest>)> {
+    let mut merged = metadata::merge_configuration(&loaded.value, entries);
     crate::config::substitute::substitute_devcontainer_id(
         &mut merged,
-        &crate::config::id::devcontainer_id(&id_labels(&opts.target, &loaded)),
+        &crate::config::id::devcontainer_id(&id_labels(&opts.target, loaded)),
     );
     let host_env = |name: &str| opts.target.env.get(name).cloned();
     let no_labels = BTreeMap::new();
@@ -316,7 +402,7 @@ pub async fn build_with(
         Ok(spec) => {
             let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged).remote_user;
             let input = PolicyInput {
-                origins: origins(&entries, &[]),
+                origins: origins(entries, &[]),
                 remote_user,
                 image_user: image.info.user.clone().filter(|u| !u.is_empty()),
                 workspace: loaded.workspace.host_mount_root.clone(),
@@ -324,7 +410,7 @@ pub async fn build_with(
                 spec,
                 ..PolicyInput::default()
             };
-            match security::apply(&profile, &input, &grants) {
+            match security::apply(profile, &input, grants) {
                 Ok(applied) => applied.requests,
                 Err(SecurityError::Refused { requests, .. }) => requests,
                 Err(other) => return Err(other.into()),
@@ -341,42 +427,27 @@ pub async fn build_with(
             Vec::new()
         }
     };
-    // What the build itself used (host variables, its network), granted, then the container's.
-    let permissions: Vec<_> = early.requests.iter().cloned().chain(permissions).collect();
-    for request in permissions
-        .iter()
-        .filter(|r| r.status == security::RequestStatus::Refused)
-    {
-        reporter.report(Event::Status(format!(
-            "note: under the `{}` profile, `up` would refuse {request}",
-            profile.name()
-        )));
-    }
+    Ok((merged, permissions))
+}
 
+/// Pushes each tag to its registry (`--push`), in order, with the digest each reported.
+///
+/// Errors: [`OpsError::Engine`] (`EngineError::Push`).
+async fn push_all(
+    engine: &dyn Engine,
+    names: &[String],
+    reporter: &dyn Reporter,
+) -> Result<Vec<PushedImage>> {
     let mut pushed = Vec::new();
-    if opts.push {
-        for name in &names {
-            reporter.report(Event::Status(format!("pushing {name}")));
-            let digest = engine.push_image(name, reporter).await?;
-            pushed.push(PushedImage {
-                image_name: name.clone(),
-                digest,
-            });
-        }
+    for name in names {
+        reporter.report(Event::Status(format!("pushing {name}")));
+        let digest = engine.push_image(name, reporter).await?;
+        pushed.push(PushedImage {
+            image_name: name.clone(),
+            digest,
+        });
     }
-    Ok(BuildResult {
-        image_names: names,
-        image_name_as_string,
-        image_id: image.info.id.clone(),
-        pushed,
-        profile: profile.name().to_string(),
-        permissions,
-        warnings,
-        shown_warnings,
-        loaded,
-        merged,
-        features,
-    })
+    Ok(pushed)
 }
 
 /// Checks an `--image-name` before anything is built: a `[registry/]repository[:tag]` the

@@ -58,6 +58,11 @@ use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProf
 /// loaded, `profile` and `grants` the user's choice, `earlier` what was asked before it (a
 /// handoff's git directories), judged in the same refusal.
 ///
+/// Steps: the identity lock → [`judge_project`] (one refusal before anything is made) → the
+/// primary container as it is ([`existing_primary`], [`recheck_existing`]) → the
+/// `initializeCommand` → [`bring_up_primary`] (running, started or created) → egress → attach
+/// and hooks → [`compose_result`].
+///
 /// Errors: as [`super::up::up_with`]; [`OpsError::Compose`] for a Compose command that
 /// fails (its stderr); [`OpsError::Security`] (refused: no container, network or volume
 /// was created).
@@ -73,8 +78,110 @@ pub(crate) async fn up_compose(
     let id_labels = id_labels(&opts.target, &choice.loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
-    let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
+    let project = judge_project(engine, opts, &choice, earlier).await?;
+    let opts = &project.opts;
+    let mut warnings = loaded.warnings.clone();
+    let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
+    let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
+    permissions.extend(project.reported.iter().cloned());
+    permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
+    if let Some(stage) = &project.init_stage {
+        run_initialize_command(
+            stage,
+            &loaded.workspace_folder,
+            HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(lifecycle_error(""))?;
+    }
+    warnings.extend(project.early.warning.iter().map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    let ids = (&id_labels, devcontainer_id.as_str());
+    let (container, entries, action) = bring_up_primary(
+        engine,
+        &project,
+        &choice,
+        existing,
+        ids,
+        (&mut permissions, &mut warnings),
+        reporter,
+    )
+    .await?;
+    permissions.splice(0..0, project.host_requests.iter().cloned());
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        choice.network,
+        &devcontainer_id,
+        &container,
+        &project.early.requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
+
+    let (attached, lifecycle) = attach_and_run_hooks(
+        engine,
+        &container,
+        loaded,
+        entries,
+        &devcontainer_id,
+        action,
+        opts,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
+    Ok(compose_result(
+        &project,
+        &choice,
+        &devcontainer_id,
+        (&container, action),
+        (attached, lifecycle),
+        permissions,
+        warnings,
+        egress,
+    ))
+}
+
+/// What [`judge_project`] decided before anything is created: the project, its judgement and
+/// the options `up` goes on with.
+struct JudgedProject {
+    /// The project and its resolved model.
+    target: ComposeTarget,
+    /// The services' requests and the sidecars' additions.
+    judged: security::compose::ComposeJudgement,
+    /// The host-variable and foreign-resource requests, reported with the services' own.
+    reported: Vec<PermissionRequest>,
+    /// The host variables, the builds' network and their warning.
+    early: crate::ops::permissions::EarlyRequests,
+    /// `initializeCommand`, granted.
+    init_stage: Option<crate::lifecycle::Stage>,
+    /// The host commands' requests.
+    host_requests: Vec<PermissionRequest>,
+    /// The project's network choice and its closed networks (empty unless closed).
+    mode: ComposeNetwork,
+    networks: serde_json::Map<String, Value>,
+    /// `opts` as judged: the visible host environment and the builds' network.
+    opts: UpOptions,
+}
+
+/// Judges the whole project in one refusal before anything runs or is created: every
+/// service's requests with the configuration's own, the sidecars' profile, and the network
+/// refusals of a closed project (spec-notes 0601, 0604).
+///
+/// Errors: [`OpsError::Security`] (the one refusal), [`OpsError::Compose`],
+/// [`OpsError::Unsupported`].
+async fn judge_project(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    choice: &UpChoice,
+    earlier: &[PermissionRequest],
+) -> Result<JudgedProject> {
+    let (profile, grants) = (&choice.profile, &choice.grants);
     // `none` and `allowlist` close the project networks (spec-note 0604).
     let mode = ComposeNetwork::of(choice.network);
     let ServiceRequests {
@@ -82,14 +189,14 @@ pub(crate) async fn up_compose(
         places,
         requests: service_requests,
         reported,
-    } = service_requests(engine, opts, &choice, earlier).await?;
+    } = service_requests(engine, opts, choice, earlier).await?;
     let ConfigurationJudgement {
         early,
         init_stage,
         host_requests,
         reuse_requests: _,
         container_requests: _,
-    } = judge_configuration(engine, opts, &choice, &service_requests, None).await?;
+    } = judge_configuration(engine, opts, choice, &service_requests, None).await?;
     let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
     let networks = if mode.closed() {
@@ -101,18 +208,40 @@ pub(crate) async fn up_compose(
     } else {
         serde_json::Map::new()
     };
-    let opts = &judged_options(opts, profile, grants);
-    let opts = &UpOptions {
+    let judged_opts = judged_options(opts, profile, grants);
+    let opts = UpOptions {
         build: ImageBuildOptions {
             network: early.build_network.clone(),
-            ..opts.build.clone()
+            ..judged_opts.build.clone()
         },
-        ..opts.clone()
+        ..judged_opts
     };
+    Ok(JudgedProject {
+        target,
+        judged,
+        reported,
+        early,
+        init_stage,
+        host_requests,
+        mode,
+        networks,
+        opts,
+    })
+}
 
-    let mut warnings = loaded.warnings.clone();
-    let mut existing = primary_of_workspace(engine, &target, &id_labels).await?;
-    claim_project(engine, &target, &id_labels).await?;
+/// The workspace's primary container, after claiming the project: removed first when
+/// `--remove-existing-container` asks, and required when `--expect-existing-container` does.
+///
+/// Errors: [`OpsError::NoContainer`] (expected, none), the engine's.
+async fn existing_primary(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    id_labels: &std::collections::BTreeMap<String, String>,
+    opts: &UpOptions,
+    reporter: &dyn Reporter,
+) -> Result<Option<ContainerInfo>> {
+    let mut existing = primary_of_workspace(engine, target, id_labels).await?;
+    claim_project(engine, target, id_labels).await?;
     if let Some(found) = &existing
         && opts.remove_existing_container
     {
@@ -132,12 +261,28 @@ pub(crate) async fn up_compose(
             expected: true,
         });
     }
-    let mut permissions: Vec<PermissionRequest> = judged.requests.clone();
-    permissions.extend(reported);
-    if let Some(info) = &existing
-        && mode == ComposeNetwork::Closed
-        && ComposeNetwork::of_labels(&info.labels) != mode
-    {
+    Ok(existing)
+}
+
+/// The existing primary judged again as a reused container is (its project network is not a
+/// request), and a closed project's refusals: a container created open is not reused closed,
+/// and no open network of the project may exist before a closed one is created.
+///
+/// Errors: [`OpsError::Unsupported`], [`OpsError::Security`], the engine's.
+async fn recheck_existing(
+    engine: &dyn Engine,
+    project: &JudgedProject,
+    existing: Option<&ContainerInfo>,
+    choice: &UpChoice,
+) -> Result<Vec<PermissionRequest>> {
+    let (target, mode, opts) = (&project.target, project.mode, &project.opts);
+    let Some(info) = existing else {
+        if mode.closed() {
+            compose_network::refuse_open_networks(engine, target, &project.networks).await?;
+        }
+        return Ok(Vec::new());
+    };
+    if mode == ComposeNetwork::Closed && ComposeNetwork::of_labels(&info.labels) != mode {
         return Err(OpsError::Unsupported {
             message: format!(
                 "the existing container {} of the Compose project `{}` was created with network `{}`, not `none`",
@@ -150,48 +295,43 @@ pub(crate) async fn up_compose(
             ),
         });
     }
-    if existing.is_none() && mode.closed() {
-        compose_network::refuse_open_networks(engine, &target, &networks).await?;
+    let loaded = &choice.loaded;
+    let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
+    // Compose's own project network is the container's, not a request (spec-note 0604).
+    let mut checked = info.clone();
+    if project_networks(target).contains(&checked.host.network_mode) {
+        checked.host.network_mode = "bridge".to_string();
     }
-    if let Some(info) = &existing {
-        let entries = existing_entries(info, loaded, &opts.target.env, &mut Vec::new());
-        // Compose's own project network is the container's, not a request (spec-note 0604).
-        let mut checked = info.clone();
-        if project_networks(&target).contains(&checked.host.network_mode) {
-            checked.host.network_mode = "bridge".to_string();
-        }
-        permissions.extend(
-            check_existing(
-                engine,
-                &checked,
-                &entries,
-                loaded,
-                profile,
-                grants,
-                choice.network,
-                opts,
-            )
-            .await?,
-        );
-    }
-    if let Some(stage) = &init_stage {
-        run_initialize_command(
-            stage,
-            &loaded.workspace_folder,
-            HookEnv::default(),
-            reporter,
-        )
-        .await
-        .map_err(lifecycle_error(""))?;
-    }
-    warnings.extend(early.warning.iter().map(|message| Warning {
-        location: None,
-        message: message.clone(),
-    }));
+    check_existing(
+        engine,
+        &checked,
+        &entries,
+        loaded,
+        &choice.profile,
+        &choice.grants,
+        choice.network,
+        opts,
+    )
+    .await
+}
 
-    let (container, entries, action) = match existing {
+/// The primary container running: as it is, started again with the files it was created with
+/// (its override among them), or created ([`create`]); its entries and what was done.
+///
+/// Errors: [`OpsError::Compose`], the engine's, [`create`]'s.
+async fn bring_up_primary(
+    engine: &dyn Engine,
+    project: &JudgedProject,
+    choice: &UpChoice,
+    existing: Option<ContainerInfo>,
+    (id_labels, devcontainer_id): (&std::collections::BTreeMap<String, String>, &str),
+    (permissions, warnings): (&mut Vec<PermissionRequest>, &mut Vec<Warning>),
+    reporter: &dyn Reporter,
+) -> Result<(ContainerInfo, Vec<Value>, ContainerAction)> {
+    let (target, opts, loaded) = (&project.target, &project.opts, &choice.loaded);
+    Ok(match existing {
         Some(info) if info.running => {
-            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
             (info, entries, ContainerAction::Running)
         }
         Some(info) => {
@@ -212,7 +352,7 @@ pub(crate) async fn up_compose(
                     .await
                     .map_err(|e| e.in_container(&info.id))?;
             }
-            let entries = existing_entries(&info, loaded, &opts.target.env, &mut warnings);
+            let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
             (info, entries, ContainerAction::Started)
         }
         None => {
@@ -220,59 +360,59 @@ pub(crate) async fn up_compose(
                 engine,
                 opts,
                 loaded,
-                &target,
-                &judged.sidecars,
-                (mode, &networks),
-                profile,
-                grants,
-                &early.requests,
-                &id_labels,
-                &devcontainer_id,
-                &mut warnings,
+                target,
+                &project.judged.sidecars,
+                (project.mode, &project.networks),
+                &choice.profile,
+                &choice.grants,
+                &project.early.requests,
+                id_labels,
+                devcontainer_id,
+                warnings,
                 reporter,
             )
             .await?;
             permissions.extend(created.permissions);
             (created.info, created.entries, ContainerAction::Created)
         }
-    };
-    permissions.splice(0..0, host_requests);
-    let egress = crate::ops::egress::after_start(
-        engine,
-        opts,
-        choice.network,
-        &devcontainer_id,
-        &container,
-        &early.requests,
-    )
-    .await
-    .map_err(|e| e.in_container(&container.id))?;
+    })
+}
 
-    let (attached, lifecycle) = attach_and_run_hooks(
-        engine,
-        &container,
-        loaded,
-        entries,
-        &devcontainer_id,
-        action,
-        opts,
-        &mut warnings,
-        reporter,
-    )
-    .await?;
+/// The [`UpResult`] of a Compose `up`: the early requests first, then the rest.
+#[allow(clippy::too_many_arguments)]
+fn compose_result(
+    project: &JudgedProject,
+    choice: &UpChoice,
+    devcontainer_id: &str,
+    (container, action): (&ContainerInfo, ContainerAction),
+    (attached, lifecycle): (
+        crate::ops::attach::Attached,
+        crate::lifecycle::LifecycleReport,
+    ),
+    permissions: Vec<PermissionRequest>,
+    warnings: Vec<Warning>,
+    egress: Option<crate::ops::egress::EgressStatus>,
+) -> UpResult {
+    let (opts, loaded) = (&project.opts, &choice.loaded);
     let configuration = opts
         .include_configuration
-        .then(|| crate::ops::bring_up::shown_configuration(loaded, &devcontainer_id, &container));
-    Ok(UpResult {
+        .then(|| crate::ops::bring_up::shown_configuration(loaded, devcontainer_id, container));
+    UpResult {
         container_id: container.id.clone(),
         remote_user: attached.remote_user.clone(),
-        provided_user: crate::ops::bring_up::provided_user(&container),
+        provided_user: crate::ops::bring_up::provided_user(container),
         shown_warnings: loaded.warnings.len(),
         remote_workspace_folder: attached.workspace_folder.clone(),
         action,
-        profile: profile.name().to_string(),
-        permissions: early.requests.into_iter().chain(permissions).collect(),
-        host_env: early.host_env,
+        profile: choice.profile.name().to_string(),
+        permissions: project
+            .early
+            .requests
+            .iter()
+            .cloned()
+            .chain(permissions)
+            .collect(),
+        host_env: project.early.host_env.clone(),
         lifecycle,
         warnings,
         configuration,
@@ -280,10 +420,10 @@ pub(crate) async fn up_compose(
             .include_merged_configuration
             .then(|| attached.merged.clone()),
         egress,
-        compose_project_name: Some(target.project.name.clone()),
+        compose_project_name: Some(project.target.project.name.clone()),
         loaded: loaded.clone(),
         merged: attached.merged.clone(),
-    })
+    }
 }
 
 /// The project's target and where its host paths are judged ([`compose_places`]), with every
@@ -650,6 +790,11 @@ fn keep_shields_read_only(
 }
 
 /// The service's image, Features and uid layer on it, the override file, `up -d`.
+///
+/// Steps: [`service_dev_image`] → the create request with its labels ([`service_spec`]) →
+/// [`service_policy_input`] → the profile applied, identity labels, egress and the closed
+/// networks → the shields kept read-only in the sidecars → [`start_project`] →
+/// [`refuse_replaced_image`] → the uids verified and the lockfile written.
 #[allow(clippy::too_many_arguments)]
 async fn create(
     engine: &dyn Engine,
@@ -666,94 +811,39 @@ async fn create(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<Created> {
-    let engine_socket = engine.host_socket();
-    let base = service_image(engine, target, opts, reporter).await?;
+    let (dev, merged, provided) = service_dev_image(
+        engine,
+        opts,
+        loaded,
+        target,
+        (profile, grants),
+        devcontainer_id,
+        warnings,
+        reporter,
+    )
+    .await?;
     let DevImage {
-        mut image,
+        image,
         entries,
         label,
         label_requests,
         label_host_env: _,
         lock: pending_lock,
-    } = dev_image_from(
-        engine,
-        loaded,
-        base,
-        ConfigKind::Compose,
-        (opts, profile, grants),
-        reporter,
-        warnings,
-    )
-    .await?;
-    // A root image with no user named (`containerUser`, the service's `user:`, `remoteUser`):
-    // devcell's own user, made in the uid layer (spec-note 0188).
-    let service_user_named = target
-        .service_model()
-        .get("user")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string);
-    let container_user = move |merged: &Value| {
-        metadata::ConfiguredUsers::of(merged)
-            .container_user
-            .or_else(|| service_user_named.clone())
-    };
-    let who = UserChoice {
-        profile,
-        grants,
-        container_user: &container_user,
-    };
-    let (merged, provided) = merged_with_uid_layer(
-        engine,
-        &mut image,
-        &entries,
-        loaded,
-        devcontainer_id,
-        opts,
-        &who,
-        reporter,
-    )
-    .await?;
+    } = dev;
     let mut spec = service_spec(opts, loaded, target, &image, &merged, id_labels, label)?;
     provided_user_label(&mut spec, provided.as_ref());
     feature_digests_label(&mut spec, pending_lock.as_ref());
-    let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
-    let image_user = service_user(target, &image);
-    let home_user = home_user(
-        remote_user.as_ref(),
-        spec.user.as_ref(),
-        image_user.as_ref(),
-    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let passwd = hardened_passwd(engine, hardened, &image).await;
-    let (_, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket)?;
-    // the command line's read-only binds (the handoff's git overlays) stay read-only through
-    // every service's own binds too (spec-note 0413)
-    let shields = service_shields(hardened, &spec, opts, loaded);
-    let account = passwd
-        .as_deref()
-        .and_then(|p| passwd_account(p, &home_user));
-    if hardened {
-        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
-    }
-    let input = PolicyInput {
-        origins: crate::ops::permissions::with_owned(
-            origins(&entries, &cli_mounts(opts, loaded)),
-            opts,
-        ),
-        remote_user,
-        image_user,
-        remote_home: account.as_ref().map(|a| a.home.clone()),
-        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-        // canonical, as the binds it is compared with are resolved
-        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
-        host_home,
-        engine_socket,
-        passwd,
-        repository_labels: Vec::new(),
+    let (input, shields, account) = service_policy_input(
+        engine,
+        profile,
         spec,
-    };
+        (&image, &merged, &entries),
+        (opts, loaded, target),
+        warnings,
+        reporter,
+    )
+    .await?;
     let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
     let (mut spec, permissions, applied_remote) =
         (applied.spec, applied.requests, applied.remote_user);
@@ -785,27 +875,9 @@ async fn create(
         reporter,
     )
     .await?;
-    let id = info.id.clone();
-    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
-    if hardened && !image.info.id.is_empty() && bare(&info.image_id) != bare(&image.info.id) {
-        // Only the image devcell prepared was judged (its passwd read by id): a container of
-        // another one (Compose rebuilt or pulled the service's image) is not started into.
-        let _ = engine.remove_container(&id, true).await;
-        return Err(OpsError::Unsupported {
-            message: format!(
-                "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
-                target.service,
-                short(&info.image_id),
-                short(&image.info.id),
-                image.reference
-            ),
-            hint: Some(
-                "Compose replaced the image while starting the project; build the service's image once, outside the `up`, or remove its `pull_policy`".into(),
-            ),
-        });
-    }
+    refuse_replaced_image(engine, hardened, &info, &image, target).await?;
     let started = Started {
-        id: &id,
+        id: &info.id,
         container_user: Some(info.user.as_str()).filter(|u| !u.is_empty()),
         remote_user: applied_remote.as_deref(),
         permissions: &permissions,
@@ -817,6 +889,152 @@ async fn create(
         info,
         entries,
         permissions,
+    })
+}
+
+/// The service's image ([`service_image`]) with Features layered on it and the uid layer,
+/// with the merged configuration and the user devcell provides: a root image with no user
+/// named (`containerUser`, the service's `user:`, `remoteUser`) gets devcell's own user, made
+/// in the uid layer (spec-note 0188).
+///
+/// Errors: the build's, the engine's.
+#[allow(clippy::too_many_arguments)]
+async fn service_dev_image(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    target: &ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    devcontainer_id: &str,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(DevImage, Value, Option<String>)> {
+    let base = service_image(engine, target, opts, reporter).await?;
+    let mut dev = dev_image_from(
+        engine,
+        loaded,
+        base,
+        ConfigKind::Compose,
+        (opts, profile, grants),
+        reporter,
+        warnings,
+    )
+    .await?;
+    let service_user_named = target
+        .service_model()
+        .get("user")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
+    let container_user = move |merged: &Value| {
+        metadata::ConfiguredUsers::of(merged)
+            .container_user
+            .or_else(|| service_user_named.clone())
+    };
+    let who = UserChoice {
+        profile,
+        grants,
+        container_user: &container_user,
+    };
+    let (merged, provided) = merged_with_uid_layer(
+        engine,
+        &mut dev.image,
+        &dev.entries,
+        loaded,
+        devcontainer_id,
+        opts,
+        &who,
+        reporter,
+    )
+    .await?;
+    Ok((dev, merged, provided))
+}
+
+/// What the profile judges the primary's request `spec` with: its users and their account in
+/// the image's passwd (under `hardened`), the judged places, the mounts' origins; with the
+/// command line's read-only binds that must stay read-only through every service's own binds
+/// (the handoff's git overlays, spec-note 0413) and the remote user's account.
+///
+/// Errors: [`OpsError::Security`] (a judged place).
+async fn service_policy_input(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    mut spec: crate::engine::ContainerSpec,
+    (image, merged, entries): (&PreparedImage, &Value, &[Value]),
+    (opts, loaded, target): (&UpOptions, &LoadedConfiguration, &ComposeTarget),
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(
+    PolicyInput,
+    Vec<security::host_path::Cover>,
+    Option<crate::ops::users::Account>,
+)> {
+    let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
+    let image_user = service_user(target, image);
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let passwd = hardened_passwd(engine, hardened, image).await;
+    let (_, host_home, engine_socket) =
+        judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
+    let shields = service_shields(hardened, &spec, opts, loaded);
+    let account = passwd
+        .as_deref()
+        .and_then(|p| passwd_account(p, &home_user));
+    if hardened {
+        neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
+    }
+    let input = PolicyInput {
+        origins: crate::ops::permissions::with_owned(
+            origins(entries, &cli_mounts(opts, loaded)),
+            opts,
+        ),
+        remote_user,
+        image_user,
+        remote_home: account.as_ref().map(|a| a.home.clone()),
+        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
+        // canonical, as the binds it is compared with are resolved
+        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
+        host_home,
+        engine_socket,
+        passwd,
+        repository_labels: Vec::new(),
+        spec,
+    };
+    Ok((input, shields, account))
+}
+
+/// Under `hardened`, only the image devcell prepared was judged (its passwd read by id): a
+/// container of another one (Compose rebuilt or pulled the service's image) is removed, not
+/// started into.
+///
+/// Errors: [`OpsError::Unsupported`] (the container was removed).
+async fn refuse_replaced_image(
+    engine: &dyn Engine,
+    hardened: bool,
+    info: &ContainerInfo,
+    image: &PreparedImage,
+    target: &ComposeTarget,
+) -> Result<()> {
+    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_string();
+    if !hardened || image.info.id.is_empty() || bare(&info.image_id) == bare(&image.info.id) {
+        return Ok(());
+    }
+    let _ = engine.remove_container(&info.id, true).await;
+    Err(OpsError::Unsupported {
+        message: format!(
+            "the `{}` service's container runs image {}, not {} that devcell prepared and judged ({}); the container was removed",
+            target.service,
+            short(&info.image_id),
+            short(&image.info.id),
+            image.reference
+        ),
+        hint: Some(
+            "Compose replaced the image while starting the project; build the service's image once, outside the `up`, or remove its `pull_policy`".into(),
+        ),
     })
 }
 

@@ -130,6 +130,11 @@ pub(crate) async fn preview_container(
 }
 
 /// [`preview_permissions`] after the early requests: the container's own requests.
+///
+/// Steps: an existing container re-checked ([`preview_existing`]), else the base image when
+/// the engine has it ([`preview_base_image`]) → the metadata entries and the label's host
+/// variables ([`preview_entries`]) → the image's passwd → the container's requests and the
+/// one refusal.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn preview_rest(
     engine: Option<&dyn Engine>,
@@ -139,145 +144,23 @@ pub(crate) async fn preview_rest(
     (profile, grants, network): (&SecurityProfile, &Grants, NetworkMode),
 ) -> Result<PermissionPreview> {
     let engine_socket = engine.and_then(|e| e.host_socket());
-    let kind = loaded.typed.kind();
-    let id_labels = id_labels(&opts.target, loaded);
-
-    // An existing container is re-checked, not re-created.
-    if let Some(engine) = engine
-        && let Ok(Some(info)) = find_container(
-            engine,
-            &id_labels,
-            expected_workspace(&opts.target, loaded).as_deref(),
-            &mut Vec::new(),
-        )
-        .await
-    {
-        let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
-        match check_existing(
-            engine, &info, &entries, loaded, profile, grants, network, opts,
-        )
-        .await
-        {
-            Ok(requests) => preview.requests = requests,
-            Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
-                if let security::SecurityError::ReuseRefused { requests, .. } = &e {
-                    preview.requests = requests.clone();
-                }
-                preview.refusal = Some(e);
-            }
-            Err(e) => return Err(e),
-        }
+    let choice = (profile, grants, network);
+    if preview_existing(engine, opts, loaded, &mut preview, choice).await? {
         return Ok(preview);
     }
-
-    // The base image, when the engine already has it.
-    let (reference, image_info) = match kind {
-        ConfigKind::Image => {
-            let reference = loaded.typed.image.clone().unwrap_or_default();
-            let info = match engine {
-                Some(engine) => engine.inspect_image(&reference).await.ok().flatten(),
-                None => None,
-            };
-            if info.is_none() {
-                preview.notes.push(format!(
-                    "image `{reference}` is not on the engine yet: its `USER` and `devcontainer.metadata` label are read when handoff pulls it, and may ask for more than listed here"
-                ));
-            }
-            (reference, info)
-        }
-        _ => {
-            // the Dockerfile and context `up` would refuse are refused here too, unread
-            let mut request = build_request(loaded, &opts.target.env).ok();
-            if let Some(grants) = confine_grants(profile, grants)
-                && let Some(r) = request.as_mut()
-            {
-                match confine_build(r, loaded, &grants) {
-                    Err(OpsError::Security(e)) => {
-                        preview.refusal = Some(e);
-                        return Ok(preview);
-                    }
-                    Err(_) => request = None,
-                    Ok(()) => {}
-                }
-            }
-            let tag = request
-                .as_ref()
-                .and_then(|r| r.tags.first().cloned())
-                .unwrap_or_default();
-            let last = match engine {
-                Some(engine) if !tag.is_empty() => engine.inspect_image(&tag).await.ok().flatten(),
-                _ => None,
-            };
-            // the final stage's USER, read from the Dockerfile the way the build will set it
-            let user = match &request {
-                Some(r) => dockerfile_user(engine, r).await,
-                None => Err("the build request could not be made".to_string()),
-            };
-            let label = match &last {
-                Some(_) => format!("its `devcontainer.metadata` label is that of the last build (`{tag}`)"),
-                None => "its `devcontainer.metadata` label is known only after that build, and may ask for more than listed here".to_string(),
-            };
-            let info = match user {
-                Ok((spelling, uid)) => {
-                    let who = if uid == 0 {
-                        "root (uid 0)".to_string()
-                    } else {
-                        format!("`{spelling}` (uid {uid})")
-                    };
-                    preview.notes.push(format!(
-                        "the image is built from the Dockerfile by handoff: its final stage runs as {who}, read from the Dockerfile as the build will set it; {label}"
-                    ));
-                    Some(ImageInfo {
-                        user: (!spelling.is_empty()).then_some(spelling),
-                        ..last.unwrap_or_default()
-                    })
-                }
-                Err(why) => {
-                    preview.notes.push(match &last {
-                        Some(_) => format!(
-                            "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}); judged here is the last build's, and {label}"
-                        ),
-                        None => format!(
-                            "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}), so root is not ruled out; {label}"
-                        ),
-                    });
-                    last
-                }
-            };
-            (tag, info)
-        }
+    let Some((reference, image_info)) =
+        preview_base_image(engine, opts, loaded, &mut preview, (profile, grants)).await
+    else {
+        return Ok(preview);
     };
-    let mut ignored = Vec::new();
-    let (raw_base, base) = image_info
-        .as_ref()
-        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored))
-        .unwrap_or_default();
-    // The label of the last build of the repository's Dockerfile, judged as `up` judges it
-    // (spec-note 0443).
-    let mut label_requests = Vec::new();
-    if kind == ConfigKind::Dockerfile && !raw_base.is_empty() {
-        let reads = substitute::local_env_reads(&Value::Array(raw_base));
-        let (uses, requests) = security::host_env::image_label(profile, grants, &reads);
-        security::host_env::merge(&mut preview.host_env, uses);
-        label_requests = requests;
-    }
-
-    // The Features' metadata (resolved, not downloaded where the registry has it apart).
-    let mut feature_entries = Vec::new();
-    if has_features(&loaded.value) {
-        match preview_feature_entries(loaded, opts).await {
-            Ok(entries) => feature_entries = entries,
-            Err(e) => preview.notes.push(format!(
-                "the Features' metadata could not be read ({e}): what they ask for is not listed"
-            )),
-        }
-        substitute_entries(&mut feature_entries, loaded, &opts.target.env);
-    }
-    let entries = metadata::collect_entries(
-        &base,
-        &feature_entries,
-        &metadata::config_entry(&loaded.value),
-    );
+    let (entries, label_requests) = preview_entries(
+        opts,
+        loaded,
+        image_info.as_ref(),
+        &mut preview,
+        (profile, grants),
+    )
+    .await;
     // The image's passwd, as `up` reads it, so a user name is judged by its uid here too
     // (spec-note 0420); read past the host record of image files, which a plan never writes.
     let passwd = match (engine, &image_info) {
@@ -322,6 +205,189 @@ pub(crate) async fn preview_rest(
     }
     preview.requests = requests;
     Ok(preview)
+}
+
+/// An existing container is re-checked, not re-created: its requests (and the refusal of
+/// reusing it) go into `preview`. Whether one was found.
+///
+/// Errors: the re-check's, but for a refusal.
+async fn preview_existing(
+    engine: Option<&dyn Engine>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    preview: &mut PermissionPreview,
+    (profile, grants, network): (&SecurityProfile, &Grants, NetworkMode),
+) -> Result<bool> {
+    let Some(engine) = engine else {
+        return Ok(false);
+    };
+    let id_labels = id_labels(&opts.target, loaded);
+    let Ok(Some(info)) = find_container(
+        engine,
+        &id_labels,
+        expected_workspace(&opts.target, loaded).as_deref(),
+        &mut Vec::new(),
+    )
+    .await
+    else {
+        return Ok(false);
+    };
+    let entries = existing_entries(&info, loaded, &opts.target.env, &mut Vec::new());
+    match check_existing(
+        engine, &info, &entries, loaded, profile, grants, network, opts,
+    )
+    .await
+    {
+        Ok(requests) => preview.requests = requests,
+        Err(OpsError::Security(e @ security::SecurityError::ReuseRefused { .. })) => {
+            if let security::SecurityError::ReuseRefused { requests, .. } = &e {
+                preview.requests = requests.clone();
+            }
+            preview.refusal = Some(e);
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(true)
+}
+
+/// The base image's reference and what the engine knows of it: the configuration's image
+/// when the engine has it, else the last build of the Dockerfile with the final stage's
+/// `USER` read from the Dockerfile ([`preview_dockerfile_image`]); a note says what is not
+/// known yet. `None` when the build is refused (the refusal is in `preview`).
+async fn preview_base_image(
+    engine: Option<&dyn Engine>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    preview: &mut PermissionPreview,
+    (profile, grants): (&SecurityProfile, &Grants),
+) -> Option<(String, Option<ImageInfo>)> {
+    if loaded.typed.kind() != ConfigKind::Image {
+        return preview_dockerfile_image(engine, opts, loaded, preview, (profile, grants)).await;
+    }
+    let reference = loaded.typed.image.clone().unwrap_or_default();
+    let info = match engine {
+        Some(engine) => engine.inspect_image(&reference).await.ok().flatten(),
+        None => None,
+    };
+    if info.is_none() {
+        preview.notes.push(format!(
+            "image `{reference}` is not on the engine yet: its `USER` and `devcontainer.metadata` label are read when handoff pulls it, and may ask for more than listed here"
+        ));
+    }
+    Some((reference, info))
+}
+
+/// The image a Dockerfile configuration would build: its tag, the last build's image when
+/// the engine has it, with the final stage's `USER` read from the Dockerfile the way the
+/// build will set it. The Dockerfile and context `up` would refuse are refused here too,
+/// unread (`None`, the refusal in `preview`).
+async fn preview_dockerfile_image(
+    engine: Option<&dyn Engine>,
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    preview: &mut PermissionPreview,
+    (profile, grants): (&SecurityProfile, &Grants),
+) -> Option<(String, Option<ImageInfo>)> {
+    let mut request = build_request(loaded, &opts.target.env).ok();
+    if let Some(grants) = confine_grants(profile, grants)
+        && let Some(r) = request.as_mut()
+    {
+        match confine_build(r, loaded, &grants) {
+            Err(OpsError::Security(e)) => {
+                preview.refusal = Some(e);
+                return None;
+            }
+            Err(_) => request = None,
+            Ok(()) => {}
+        }
+    }
+    let tag = request
+        .as_ref()
+        .and_then(|r| r.tags.first().cloned())
+        .unwrap_or_default();
+    let last = match engine {
+        Some(engine) if !tag.is_empty() => engine.inspect_image(&tag).await.ok().flatten(),
+        _ => None,
+    };
+    // the final stage's USER, read from the Dockerfile the way the build will set it
+    let user = match &request {
+        Some(r) => dockerfile_user(engine, r).await,
+        None => Err("the build request could not be made".to_string()),
+    };
+    let label = match &last {
+        Some(_) => {
+            format!("its `devcontainer.metadata` label is that of the last build (`{tag}`)")
+        }
+        None => "its `devcontainer.metadata` label is known only after that build, and may ask for more than listed here".to_string(),
+    };
+    let info = match user {
+        Ok((spelling, uid)) => {
+            let who = if uid == 0 {
+                "root (uid 0)".to_string()
+            } else {
+                format!("`{spelling}` (uid {uid})")
+            };
+            preview.notes.push(format!(
+                "the image is built from the Dockerfile by handoff: its final stage runs as {who}, read from the Dockerfile as the build will set it; {label}"
+            ));
+            Some(ImageInfo {
+                user: (!spelling.is_empty()).then_some(spelling),
+                ..last.unwrap_or_default()
+            })
+        }
+        Err(why) => {
+            preview.notes.push(match &last {
+                Some(_) => format!(
+                    "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}); judged here is the last build's, and {label}"
+                ),
+                None => format!(
+                    "the image is built from the Dockerfile by handoff: its `USER` is not known until that build ({why}), so root is not ruled out; {label}"
+                ),
+            });
+            last
+        }
+    };
+    Some((tag, info))
+}
+
+/// The metadata entries a container would merge (the image's label, the Features' metadata
+/// resolved but not downloaded where the registry has it apart, devcontainer.json), and the
+/// requests of the host variables the label of the last Dockerfile build names, judged as
+/// `up` judges them (spec-note 0443). What cannot be read is a note.
+async fn preview_entries(
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+    image_info: Option<&ImageInfo>,
+    preview: &mut PermissionPreview,
+    (profile, grants): (&SecurityProfile, &Grants),
+) -> (Vec<Value>, Vec<security::PermissionRequest>) {
+    let mut ignored = Vec::new();
+    let (raw_base, base) = image_info
+        .map(|i| image_entries(i, loaded, &opts.target.env, &mut ignored))
+        .unwrap_or_default();
+    let mut label_requests = Vec::new();
+    if loaded.typed.kind() == ConfigKind::Dockerfile && !raw_base.is_empty() {
+        let reads = substitute::local_env_reads(&Value::Array(raw_base));
+        let (uses, requests) = security::host_env::image_label(profile, grants, &reads);
+        security::host_env::merge(&mut preview.host_env, uses);
+        label_requests = requests;
+    }
+    let mut feature_entries = Vec::new();
+    if has_features(&loaded.value) {
+        match preview_feature_entries(loaded, opts).await {
+            Ok(entries) => feature_entries = entries,
+            Err(e) => preview.notes.push(format!(
+                "the Features' metadata could not be read ({e}): what they ask for is not listed"
+            )),
+        }
+        substitute_entries(&mut feature_entries, loaded, &opts.target.env);
+    }
+    let entries = metadata::collect_entries(
+        &base,
+        &feature_entries,
+        &metadata::config_entry(&loaded.value),
+    );
+    (entries, label_requests)
 }
 
 /// The user the final stage of the Dockerfile of `request` will run as, read before it is built

@@ -171,16 +171,7 @@ pub async fn set_up_with(
     opts: &SetUpOptions,
     reporter: &dyn Reporter,
 ) -> Result<SetUpResult> {
-    let engine_socket = engine.host_socket();
-    let container = engine
-        .inspect_container(&opts.container_id)
-        .await?
-        .ok_or_else(|| EngineError::NoSuchContainer {
-            id: opts.container_id.clone(),
-        })?;
-    if !container.running {
-        return Err(OpsError::NotRunning { id: container.id });
-    }
+    let container = running_container(engine, &opts.container_id).await?;
     // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
     let _lock =
         crate::ops::hooks::bring_up_lock(&format!("container-{}", container.id), reporter).await?;
@@ -218,91 +209,25 @@ pub async fn set_up_with(
         .remote_user
         .or_else(|| Some(container.user.clone()).filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "root".to_string());
-
-    // Judge the container against the hardened baseline (whatever the profile: the report is
-    // the same; only `hardened` refuses).
-    let image_user = if container.user.is_empty() {
-        engine
-            .inspect_image(&container.image_id)
-            .await?
-            .and_then(|i| i.user)
-    } else {
-        None
-    };
-    let baseline = SecurityProfile::Hardened(crate::security::choice::limits(
-        &opts.security,
-        &opts.settings,
-    )?);
-    let workspace = container
-        .labels
-        .get(LOCAL_FOLDER_LABEL)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
-    // Users are judged by the uid the container's passwd gives them (spec-note 0420).
-    let passwd = crate::ops::image_files::engine_passwd(engine, &container).await;
-    let existing = ExistingContainer {
-        info: &container,
-        image_user: image_user.as_deref(),
-        remote_user: Some(remote_user.as_str()),
-        workspace: &workspace,
-        command_line_binds: &[],
-        engine_socket,
-        network: None,
-        required_mounts: &[],
-        passwd: passwd.as_deref(),
-        passwd_unreadable: passwd.is_none(),
-    };
-    let (permissions, gaps) = match security::check_reuse(&baseline, &existing, &grants) {
-        Ok(granted) => (granted, Vec::new()),
-        Err(SecurityError::ReuseRefused { requests, gaps, .. }) => (requests, gaps),
-        Err(other) => return Err(other.into()),
-    };
-    let stopping = host_control(&permissions);
-    if matches!(profile, SecurityProfile::Hardened(_)) && !stopping.is_empty() {
-        return Err(SecurityError::SetUpRefused {
-            container: short(&container.id).to_string(),
-            profile: profile.name().to_string(),
-            requests: stopping,
-        }
-        .into());
-    }
-    if let Some(message) = weakness_warning(&container.id, &permissions, &gaps) {
-        warnings.push(Warning {
-            location: None,
-            message,
-        });
-    }
+    let (permissions, gaps) = judge_container(
+        engine,
+        opts,
+        &container,
+        &remote_user,
+        (&profile, &grants),
+        &mut warnings,
+    )
+    .await?;
     let audit_score = audit_score(engine, &container.id, opts.workspace_git_dirs).await;
-
-    let needs_home = config.workspace_folder.is_none()
-        || opts
-            .container_data_folder
-            .as_deref()
-            .is_some_and(|f| !f.starts_with('/'));
-    let home = if needs_home {
-        home_of(engine, &container, &remote_user).await
-    } else {
-        String::new()
-    };
-    let workspace_folder = match config.workspace_folder {
-        Some(folder) => folder,
-        None => usable_folder(engine, &container.id, &remote_user, &home).await,
-    };
-    let probe = UserEnvProbe::from_merged_configuration(&merged, opts.default_user_env_probe)
-        .map_err(|source| OpsError::Lifecycle {
-            container_id: container.id.clone(),
-            source,
-        })?;
-    let marker_folder = marker_folder(&container, opts.container_data_folder.as_deref(), &home);
-    let attached = Attached {
-        container: container.clone(),
-        merged: merged.clone(),
-        entries,
-        remote_user: remote_user.clone(),
-        workspace_folder,
-        probe,
-        marker_folder,
-    };
+    let attached = attach_running(
+        engine,
+        opts,
+        &container,
+        config.workspace_folder,
+        (merged.clone(), entries),
+        &remote_user,
+    )
+    .await?;
     let lifecycle = run_hooks(
         engine,
         &attached,
@@ -326,6 +251,132 @@ pub async fn set_up_with(
         warnings,
         configuration: opts.include_configuration.then_some(configuration),
         merged_configuration: opts.include_merged_configuration.then_some(merged),
+    })
+}
+
+/// The container `set-up` is for: it must exist and run.
+///
+/// Errors: [`OpsError::Engine`] (`NoSuchContainer`), [`OpsError::NotRunning`].
+async fn running_container(engine: &dyn Engine, id: &str) -> Result<ContainerInfo> {
+    let container = engine
+        .inspect_container(id)
+        .await?
+        .ok_or_else(|| EngineError::NoSuchContainer { id: id.to_string() })?;
+    if !container.running {
+        return Err(OpsError::NotRunning { id: container.id });
+    }
+    Ok(container)
+}
+
+/// The container judged against the hardened baseline, whatever the profile (the report is
+/// the same; only `hardened` refuses what would let it control the host, before anything
+/// runs), its users by the uid the container's passwd gives them (spec-note 0420); a weak
+/// container is a warning.
+///
+/// Errors: [`OpsError::Security`] (`SetUpRefused`), [`OpsError::InvalidLimit`], the
+/// engine's.
+async fn judge_container(
+    engine: &dyn Engine,
+    opts: &SetUpOptions,
+    container: &ContainerInfo,
+    remote_user: &str,
+    (profile, grants): (&SecurityProfile, &security::Grants),
+    warnings: &mut Vec<Warning>,
+) -> Result<(Vec<PermissionRequest>, Vec<security::BaselineGap>)> {
+    let image_user = if container.user.is_empty() {
+        engine
+            .inspect_image(&container.image_id)
+            .await?
+            .and_then(|i| i.user)
+    } else {
+        None
+    };
+    let baseline = SecurityProfile::Hardened(crate::security::choice::limits(
+        &opts.security,
+        &opts.settings,
+    )?);
+    let workspace = container
+        .labels
+        .get(LOCAL_FOLDER_LABEL)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(NO_WORKSPACE));
+    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let existing = ExistingContainer {
+        info: container,
+        image_user: image_user.as_deref(),
+        remote_user: Some(remote_user),
+        workspace: &workspace,
+        command_line_binds: &[],
+        engine_socket: engine.host_socket(),
+        network: None,
+        required_mounts: &[],
+        passwd: passwd.as_deref(),
+        passwd_unreadable: passwd.is_none(),
+    };
+    let (permissions, gaps) = match security::check_reuse(&baseline, &existing, grants) {
+        Ok(granted) => (granted, Vec::new()),
+        Err(SecurityError::ReuseRefused { requests, gaps, .. }) => (requests, gaps),
+        Err(other) => return Err(other.into()),
+    };
+    let stopping = host_control(&permissions);
+    if matches!(profile, SecurityProfile::Hardened(_)) && !stopping.is_empty() {
+        return Err(SecurityError::SetUpRefused {
+            container: short(&container.id).to_string(),
+            profile: profile.name().to_string(),
+            requests: stopping,
+        }
+        .into());
+    }
+    if let Some(message) = weakness_warning(&container.id, &permissions, &gaps) {
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
+    Ok((permissions, gaps))
+}
+
+/// What the hooks run in: the workspace folder (`--config`'s, else one the remote user can
+/// use), the remote user's home when a folder is relative to it, the user environment probe
+/// and the marker folder.
+///
+/// Errors: [`OpsError::Lifecycle`] (an invalid `userEnvProbe`).
+async fn attach_running(
+    engine: &dyn Engine,
+    opts: &SetUpOptions,
+    container: &ContainerInfo,
+    workspace_folder: Option<String>,
+    (merged, entries): (Value, Vec<Value>),
+    remote_user: &str,
+) -> Result<Attached> {
+    let needs_home = workspace_folder.is_none()
+        || opts
+            .container_data_folder
+            .as_deref()
+            .is_some_and(|f| !f.starts_with('/'));
+    let home = if needs_home {
+        home_of(engine, container, remote_user).await
+    } else {
+        String::new()
+    };
+    let workspace_folder = match workspace_folder {
+        Some(folder) => folder,
+        None => usable_folder(engine, &container.id, remote_user, &home).await,
+    };
+    let probe = UserEnvProbe::from_merged_configuration(&merged, opts.default_user_env_probe)
+        .map_err(|source| OpsError::Lifecycle {
+            container_id: container.id.clone(),
+            source,
+        })?;
+    let marker_folder = marker_folder(container, opts.container_data_folder.as_deref(), &home);
+    Ok(Attached {
+        container: container.clone(),
+        merged,
+        entries,
+        remote_user: remote_user.to_string(),
+        workspace_folder,
+        probe,
+        marker_folder,
     })
 }
 
