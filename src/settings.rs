@@ -456,6 +456,9 @@ pub struct AgentMount {
     pub target: String,
 }
 
+/// `[handoff] fetch_back_max_bytes` when not set: 8 GiB.
+pub const FETCH_BACK_MAX_DEFAULT: u64 = 8 << 30;
+
 /// `[handoff]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -466,6 +469,9 @@ pub struct HandoffSettings {
     pub workspace_target: String,
     /// `worktree` (default) or `clone` (spec-note 0437).
     pub isolation: Isolation,
+    /// The most bytes of a clone task's objects its fetch-back copies (the clone is the
+    /// agent's: a pack may be any size); over it the fetch is refused (spec-note 0437).
+    pub fetch_back_max_bytes: u64,
 }
 
 impl Default for HandoffSettings {
@@ -474,6 +480,7 @@ impl Default for HandoffSettings {
             context_path: ".devcell/context.json".into(),
             workspace_target: "/workspace".into(),
             isolation: Isolation::Worktree,
+            fetch_back_max_bytes: FETCH_BACK_MAX_DEFAULT,
         }
     }
 }

@@ -138,7 +138,50 @@ async fn ensure(
             image,
         });
     }
+    // One build of a tag at a time on this host: two devcells building the same missing tag
+    // at once (parallel clone tasks of one repository) would each tag their own build, and
+    // the first would then start a container of the second's image, which it never judged.
+    // The second waits, then finds the first's image.
+    let _lock = take_build_lock(tag).await;
+    if !no_cache && let Some(image) = engine.inspect_image(tag).await? {
+        return Ok(BuiltImage {
+            tag: tag.to_owned(),
+            built: false,
+            image,
+        });
+    }
     build(engine, tag, write_context()?, no_cache, network, reporter).await
+}
+
+/// `<cache>/locks/build-<sha256 of tag>.lock`, `flock(2)` exclusive, waited for off the async
+/// workers; released when dropped or when the process ends. `None` when it cannot be taken
+/// (no cache folder, a file error): the build goes ahead unserialised, as before.
+async fn take_build_lock(tag: &str) -> Option<std::fs::File> {
+    use sha2::Digest as _;
+    let dir = crate::oci::store::default_cache_dir()?.join("locks");
+    let key = hex::encode(&sha2::Sha256::digest(tag.as_bytes())[..16]);
+    let path = dir.join(format!("build-{key}.lock"));
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .ok()?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        Some(file)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 async fn build(

@@ -69,6 +69,19 @@ pub enum ContainerGitError {
         /// The container git directory.
         path: PathBuf,
     },
+    /// The objects to stage for a fetch-back are larger than the budget: nothing was fetched.
+    #[error(
+        "the objects to bring back from `{}` are {size} bytes, more than the fetch-back budget of {budget} bytes",
+        path.display()
+    )]
+    OverBudget {
+        /// The untrusted git directory.
+        path: PathBuf,
+        /// Their size in bytes (at least this much, when they grew while being copied).
+        size: u64,
+        /// The budget in bytes.
+        budget: u64,
+    },
     /// A submodule devcell cannot cover: the handoff is refused before the container is made,
     /// since the agent could plant a git directory there that the host's `git status` enters
     /// (spec-note 0436, "Submodules").
@@ -662,6 +675,7 @@ impl ContainerGitDir {
             &base.object_format,
             changed,
             &format!("+refs/*:{namespace}/*"),
+            STAGING_MAX,
         )?;
         report
             .kept
@@ -768,6 +782,7 @@ pub(crate) fn stage_objects(
     source: &Path,
     host: &HostRepo<'_>,
     object_format: &str,
+    budget: u64,
 ) -> Result<(tempfile::TempDir, PathBuf)> {
     use std::os::unix::fs::PermissionsExt as _;
     // outside devcell's state folder, which the repository's owner (who runs the fetch
@@ -791,7 +806,7 @@ pub(crate) fn stage_objects(
         format!("{}\n", host.common_dir.join("objects").display()),
     )
     .map_err(io(&alternates))?;
-    copy_objects(source, &k.join("objects"))?;
+    copy_objects(source, &k.join("objects"), budget)?;
     Ok((staging, k))
 }
 
@@ -810,8 +825,9 @@ pub(crate) fn import_refs(
     object_format: &str,
     refs: &[(String, String)],
     refspec: &str,
+    budget: u64,
 ) -> Result<(RefList, RefList)> {
-    let (_staging, k) = stage_objects(source, host, object_format)?;
+    let (_staging, k) = stage_objects(source, host, object_format, budget)?;
     let mut imported = Vec::new();
     let mut refused = Vec::new();
     for (name, value) in refs {
@@ -858,6 +874,10 @@ pub(crate) fn import_refs(
     run_git(fetch, host.work_tree, "fetch <container objects>")?;
     Ok((imported, refused))
 }
+
+/// The most bytes of objects a worktree handoff's fetch-back stages (its container git
+/// directory borrows the host's objects, so it holds only what the agent made).
+pub const STAGING_MAX: u64 = crate::settings::FETCH_BACK_MAX_DEFAULT;
 
 /// Where the container sees the container git directories and the host objects:
 /// `<CONTAINER_BASE>/<id>/{git,objects}` (outside any workspace target).
@@ -1344,10 +1364,78 @@ pub(crate) fn is_oid(s: &str) -> bool {
 
 /// Copies, from the container's `objects` folder `from` into `to`, only regular files named as
 /// git names loose objects (`xx/<38 or 62 hex>`) or packs (`pack/pack-<hex>.{pack,idx,rev}`);
-/// no link is followed. Returns how many files were copied.
-fn copy_objects(dir: &Path, to: &Path) -> Result<usize> {
-    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+/// no link is followed. At most `budget` bytes: their sizes are added up first, and the copy
+/// stops when they grew past it meanwhile ([`ContainerGitError::OverBudget`]; a sparse file
+/// counts at its full length, which is what a copy writes). Returns how many files were copied.
+fn copy_objects(dir: &Path, to: &Path, budget: u64) -> Result<usize> {
+    let over = |size: u64| ContainerGitError::OverBudget {
+        path: dir.to_path_buf(),
+        size,
+        budget,
+    };
+    let listed = objects_size(dir);
+    if listed > budget {
+        return Err(over(listed));
+    }
+    let mut used = 0u64;
     let mut copied = 0;
+    for rel in object_files(dir) {
+        let (Some(name), Some(file_name)) =
+            (rel.parent().and_then(Path::file_name), rel.file_name())
+        else {
+            continue;
+        };
+        let target_dir = to.join(name);
+        std::fs::create_dir_all(&target_dir).map_err(io(&target_dir))?;
+        let target = target_dir.join(file_name);
+        if target.exists() {
+            continue;
+        }
+        // a file the container swapped for something else since the listing is skipped
+        let Ok(source) = nofollow::open_file(dir, &rel) else {
+            continue;
+        };
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut target_file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&target)
+            .map_err(io(&target))?;
+        let left = budget - used;
+        match std::io::copy(&mut source.take(left.saturating_add(1)), &mut target_file) {
+            Ok(n) if n > left => {
+                let _ = std::fs::remove_file(&target);
+                return Err(over(used.saturating_add(n)));
+            }
+            Ok(n) => {
+                used += n;
+                copied += 1;
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&target);
+            }
+        }
+    }
+    Ok(copied)
+}
+
+/// The bytes of the objects [`copy_objects`] would copy from the untrusted git directory
+/// `dir` (each file's length: a sparse file counts whole).
+pub(crate) fn objects_size(dir: &Path) -> u64 {
+    object_files(dir)
+        .iter()
+        .filter_map(|rel| nofollow::open_file(dir, rel).ok()?.metadata().ok())
+        .map(|m| m.len())
+        .fold(0, u64::saturating_add)
+}
+
+/// The files of the container's `objects` folder [`copy_objects`] copies, relative to `dir`
+/// (`objects/<fan-out or pack>/<file>`), each a regular file when listed.
+fn object_files(dir: &Path) -> Vec<PathBuf> {
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let mut files = Vec::new();
     // every step opened without following a link: an `objects` the container swapped for a
     // link to another repository's objects is not read (attacker's review of issue 25)
     let objects = Path::new("objects");
@@ -1372,35 +1460,12 @@ fn copy_objects(dir: &Path, to: &Path) -> Result<usize> {
                             && matches!(ext, "pack" | "idx" | "rev")
                     })
             };
-            if !wanted || kind != Some(false) {
-                continue;
-            }
-            let target_dir = to.join(&name);
-            std::fs::create_dir_all(&target_dir).map_err(io(&target_dir))?;
-            let target = target_dir.join(&file_name);
-            if target.exists() {
-                continue;
-            }
-            // a file the container swapped for something else since the listing is skipped
-            let Ok(mut source) = nofollow::open_file(dir, &objects.join(&name).join(&file_name))
-            else {
-                continue;
-            };
-            use std::os::unix::fs::OpenOptionsExt as _;
-            let mut target_file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o444)
-                .open(&target)
-                .map_err(io(&target))?;
-            if std::io::copy(&mut source, &mut target_file).is_ok() {
-                copied += 1;
-            } else {
-                let _ = std::fs::remove_file(&target);
+            if wanted && kind == Some(false) {
+                files.push(objects.join(&name).join(&file_name));
             }
         }
     }
-    Ok(copied)
+    files
 }
 
 /// Copies the regular file `from` (opened without following a link, never waiting on a FIFO)

@@ -30,6 +30,9 @@ pub struct DeleteOptions {
     pub workspace_folder: PathBuf,
     /// The state folder (`None`: the default).
     pub state_root: Option<PathBuf>,
+    /// Remove the Compose projects' named volumes too: a clone task's project is named by
+    /// devcell for that task alone, so its data volumes are the task's (spec-note 0437).
+    pub project_volumes: bool,
 }
 
 /// What was removed.
@@ -185,6 +188,9 @@ pub async fn delete_with(
     let projects = compose_projects(engine, &mut ids).await?;
     remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
     remove_project_networks(engine, &projects, &mut removed, reporter).await?;
+    if opts.project_volumes {
+        remove_project_volumes(engine, &projects, &mut removed, reporter).await?;
+    }
     remove_container_gits(
         &store,
         &root,
@@ -374,6 +380,34 @@ async fn remove_project_networks(
         }
     }
 
+    Ok(())
+}
+
+/// The projects' named volumes, for a project that is devcell's own
+/// ([`DeleteOptions::project_volumes`]): those Compose labelled with the project *and* named
+/// `<project>_<volume>` by it. A volume the files name outright (`name:`) may be another
+/// project's too, and stays.
+async fn remove_project_volumes(
+    engine: &dyn Engine,
+    projects: &[String],
+    removed: &mut Removed,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    for project in projects {
+        let scoped = format!("{project}_");
+        for name in engine
+            .find_volumes(&project_label(project))
+            .await?
+            .into_iter()
+            .filter(|n| n.starts_with(&scoped))
+        {
+            reporter.report(Event::Status(format!("removing volume {name}")));
+            engine.remove_volume(&name).await?;
+            if !removed.volumes.contains(&name) {
+                removed.volumes.push(name);
+            }
+        }
+    }
     Ok(())
 }
 

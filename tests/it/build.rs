@@ -563,6 +563,44 @@ async fn features_image_through_the_engine_api_is_built_once() {
     assert!(!again.built);
 }
 
+/// Four devcells (here four tasks of one process: `flock` is per open file) ask for the same
+/// missing UID image at once, as parallel clone tasks of one repository do: one builds it, the
+/// others wait and find it, and all get the image the tag names. Without the build lock each
+/// tagged its own build, and a Compose task then found its primary container running another
+/// task's image (`Compose replaced the image`, spec-note 0437).
+#[tokio::test]
+async fn concurrent_builds_of_one_missing_tag_build_it_once() {
+    let Some(engine) = support::engine::engine("build::concurrent_builds").await else {
+        return;
+    };
+    let images = &Cleanup::default();
+    let base = base_image(images);
+    let uid = UidInput {
+        image: base.reference.clone(),
+        image_id: base.id.clone(),
+        image_user: "dev".into(),
+        remote_user: "dev".into(),
+        host_uid: 5101,
+        host_gid: 5102,
+        provide: false,
+    };
+    let tag = build::plan_uid_update(&uid).unwrap().unwrap().tag;
+    images.image(&tag);
+    assert!(!image_exists(&tag));
+    let quiet = devcell::progress::NoopReporter;
+    let one = || build::ensure_uid_image(&engine, &uid, None, &quiet);
+    let (a, b, c, d) = tokio::join!(one(), one(), one(), one());
+    let all: Vec<_> = [a, b, c, d]
+        .into_iter()
+        .map(|r| r.unwrap().expect("a UID layer"))
+        .collect();
+    assert_eq!(all.iter().filter(|i| i.built).count(), 1, "built once");
+    let tagged = ok_stdout(&docker(&["image", "inspect", "--format", "{{.Id}}", &tag]));
+    for image in &all {
+        assert_eq!(image.image.id, tagged.trim(), "the image the tag names");
+    }
+}
+
 /// Interop: the reference CLI reads the `devcontainer.metadata` label devcell writes as it
 /// reads its own: base, Feature and devcontainer.json entries all reach its merged
 /// configuration, strings unchanged.

@@ -16,6 +16,9 @@ use crate::support::docker::engine_ready;
 use crate::support::git::{git, give_to_workspace_owner, hostgit_image};
 use crate::support::hostile::HostTarget;
 
+mod budget;
+mod compose;
+
 /// One test host: devcell's home, state and cache in a temporary folder, agents by name.
 pub(crate) struct Host {
     tmp: tempfile::TempDir,
@@ -96,15 +99,27 @@ impl Host {
 
     /// The clone of task `task` (its folder under the state's `tasks/<key>/`).
     pub(crate) fn clone_of(&self, task: &str) -> PathBuf {
+        self.find_clone(task).unwrap_or_else(|| {
+            panic!(
+                "no task {task} under {}",
+                self.state().join("tasks").display()
+            )
+        })
+    }
+
+    /// The clone of task `task`, once its record is written.
+    pub(crate) fn find_clone(&self, task: &str) -> Option<PathBuf> {
         let tasks = self.state().join("tasks");
-        for key in std::fs::read_dir(&tasks).unwrap().flatten() {
+        for key in std::fs::read_dir(&tasks).ok()?.flatten() {
             let folder = key.path().join(task);
-            if let Ok(record) = std::fs::read_to_string(folder.join("task.json")) {
-                let v: Value = serde_json::from_str(&record).unwrap();
-                return PathBuf::from(v["clone"].as_str().unwrap());
+            if let Ok(record) = std::fs::read_to_string(folder.join("task.json"))
+                && let Ok(v) = serde_json::from_str::<Value>(&record)
+                && let Some(clone) = v["clone"].as_str()
+            {
+                return Some(PathBuf::from(clone));
             }
         }
-        panic!("no task {task} under {}", tasks.display())
+        None
     }
 }
 

@@ -25,6 +25,7 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     let opts = DeleteOptions {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         state_root: None,
+        project_volumes: false,
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
     let result = own_block_on_checked(

@@ -11,8 +11,10 @@ use crate::handoff::task::run::{fetch_task, state_root};
 pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     let workspace = folder(args.workspace_folder.as_deref());
     let result = own_block_on_checked(args.config_file.as_deref(), async {
+        let settings = crate::settings::load(args.config_file.as_deref())?;
         let state = state_root(None)?;
-        Ok(fetch_task(&workspace, &args.task, &state)?)
+        let budget = settings.handoff.fetch_back_max_bytes;
+        Ok(fetch_task(&workspace, &args.task, &state, budget)?)
     });
     Ok(finish(
         args.format,

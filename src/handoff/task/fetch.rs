@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::{Result, TaskError, TaskRecord, fetched_ref_of, git, kept_ref_of};
-use crate::handoff::container_git::{HostRepo, import_refs};
+use crate::handoff::container_git::{ContainerGitError, HostRepo, import_refs};
 
 pub use crate::handoff::session::TaskFetch;
 
@@ -150,12 +150,20 @@ pub fn clone_tip(record: &TaskRecord) -> Option<String> {
     }
 }
 
-/// Fetches the task branch into the user's repository (see the module docs) and records the
-/// fetched commit in `record`.
+/// [`fetch_within`] the default budget (`[handoff] fetch_back_max_bytes` unset).
 ///
-/// Errors: [`TaskError::FetchBack`] when the clone's objects cannot be read or the host fetch
-/// fails (its object checking refused them included); [`TaskError::Git`]; [`TaskError::Io`].
+/// Errors: as [`fetch_within`].
 pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
+    fetch_within(record, crate::settings::FETCH_BACK_MAX_DEFAULT)
+}
+
+/// Fetches the task branch into the user's repository (see the module docs) and records the
+/// fetched commit in `record`, copying at most `budget` bytes of the clone's objects.
+///
+/// Errors: [`TaskError::OverBudget`] (nothing fetched, nothing of the user's repository
+/// changed); [`TaskError::FetchBack`] when the clone's objects cannot be read or the host fetch
+/// fails (its object checking refused them included); [`TaskError::Git`]; [`TaskError::Io`].
+pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
     let tip = match read_tip(record) {
         Tip::At(tip) => Some(tip),
         Tip::Missing => None,
@@ -178,6 +186,17 @@ pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
             git_dir: &record.source_git_dir,
             common_dir: &record.source_git_dir,
         };
+        // over the budget: refused before anything of the user's repository is written (the
+        // copy stops at the budget too, should the clone grow meanwhile)
+        let size = crate::handoff::container_git::objects_size(&record.clone.join(".git"));
+        if size > budget {
+            return Err(TaskError::OverBudget {
+                task: record.task.clone(),
+                clone: record.clone.clone(),
+                size,
+                budget,
+            });
+        }
         // Kept before the forced update, so a killed devcell loses nothing either; dropped
         // again below when the new tip still contains it.
         let before = host_now.clone();
@@ -192,7 +211,9 @@ pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
             &record.object_format,
             &[(branch_ref, tip.clone())],
             &refspec,
-        )?;
+            budget,
+        )
+        .map_err(|e| over_budget(record, e))?;
         if imported.is_empty() {
             return Err(TaskError::Git {
                 dir: record.clone.clone(),
@@ -225,6 +246,19 @@ pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
     let mut fetched = report(record, tip, updated);
     fetched.kept = kept;
     Ok(fetched)
+}
+
+/// The staging's error, a budget overrun named as the task's.
+fn over_budget(record: &TaskRecord, e: ContainerGitError) -> TaskError {
+    match e {
+        ContainerGitError::OverBudget { size, budget, .. } => TaskError::OverBudget {
+            task: record.task.clone(),
+            clone: record.clone.clone(),
+            size,
+            budget,
+        },
+        other => other.into(),
+    }
 }
 
 /// Points [`kept_ref_of`] at `old` in the user's repository.
@@ -333,6 +367,7 @@ pub fn unfetched_commits(
         &record.clone.join(".git"),
         &repo,
         &record.object_format,
+        crate::settings::FETCH_BACK_MAX_DEFAULT,
     )?;
     // object names only (read as such): `^` excludes, after `--end-of-options`
     let mut range = vec![tip.to_string(), format!("^{}", record.base)];
@@ -401,6 +436,113 @@ mod tests {
         plain_git(dir, &["add", name]);
         plain_git(dir, &["commit", "-qm", name]);
         plain_git(dir, &["rev-parse", "HEAD"])
+    }
+
+    /// `[handoff] fetch_back_max_bytes`: a clone whose objects are over the budget is refused
+    /// before anything of the user's repository is written (the refs, the objects, `HEAD` and
+    /// the config as they were; no kept ref for the commit fetched before), naming the size,
+    /// the budget and the setting; within a budget of that size the branch comes back.
+    #[test]
+    fn a_clone_over_the_fetch_back_budget_is_refused_and_the_repository_is_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        let base = commit(&source, "a");
+        std::fs::create_dir(tmp.path().join("task")).unwrap();
+        let clone = tmp.path().join("task/src");
+        plain_git(
+            tmp.path(),
+            &["clone", "-q", "--no-local", "src", "task/src"],
+        );
+        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let first = commit(&clone, "b");
+        let mut record = TaskRecord {
+            task: "t".into(),
+            source: source.clone(),
+            source_git_dir: source.join(".git"),
+            source_head_git_dir: None,
+            repo: "src".into(),
+            clone: clone.clone(),
+            branch: "devcell/t".into(),
+            base_ref: "HEAD".into(),
+            base,
+            object_format: "sha1".into(),
+            fetched: None,
+            fetched_at: None,
+            created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
+            workspace: None,
+        };
+        fetch(&mut record).unwrap();
+        // 256 KiB that do not compress, committed by the agent
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let noise: Vec<u8> = (0..256 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        std::fs::write(clone.join("big"), noise).unwrap();
+        plain_git(&clone, &["add", "big"]);
+        plain_git(&clone, &["commit", "-qm", "big"]);
+        let tip = plain_git(&clone, &["rev-parse", "HEAD"]);
+        let size = crate::handoff::container_git::objects_size(&clone.join(".git"));
+        assert!(size > 256 * 1024, "{size}");
+        let host = || {
+            let mut objects: Vec<String> = walkdir(&source.join(".git/objects"));
+            objects.sort();
+            (
+                plain_git(&source, &["for-each-ref"]),
+                objects,
+                std::fs::read(source.join(".git/HEAD")).unwrap(),
+                std::fs::read(source.join(".git/config")).unwrap(),
+            )
+        };
+        let before = host();
+
+        let refused = fetch_within(&mut record, size - 1).unwrap_err();
+        let TaskError::OverBudget {
+            size: said, budget, ..
+        } = &refused
+        else {
+            panic!("{refused:?}")
+        };
+        assert_eq!((*said, *budget), (size, size - 1));
+        let message = refused.to_string();
+        assert!(message.contains(&size.to_string()), "{message}");
+        assert!(message.contains("fetch_back_max_bytes"), "{message}");
+        use crate::ops::error::ProductError as _;
+        assert_eq!(refused.code().as_str(), "permission_required");
+        let details = refused.details();
+        assert_eq!(details["reason"], "fetch_over_budget");
+        assert_eq!(details["setting"], "handoff.fetch_back_max_bytes");
+        assert!(refused.hint().unwrap().contains("devcell fetch --task t"));
+        assert!(host() == before, "the user's repository changed");
+        assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
+        assert_eq!(record.fetched.as_deref(), Some(first.as_str()));
+
+        let got = fetch_within(&mut record, size).unwrap();
+        assert_eq!(got.fetched.as_deref(), Some(tip.as_str()));
+    }
+
+    /// Every file below `dir`, as paths relative to it.
+    fn walkdir(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
+                    out.push(rel.display().to_string());
+                }
+            }
+        }
+        out
     }
 
     /// The agent rewrites its branch after a fetch: the forced update of the task ref keeps

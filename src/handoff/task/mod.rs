@@ -15,6 +15,7 @@
 //! ```
 
 pub mod clone;
+pub mod compose;
 pub mod fetch;
 pub mod lock;
 pub mod mail;
@@ -150,6 +151,21 @@ pub enum TaskError {
         /// What is wrong.
         why: String,
     },
+    /// The clone's objects are more than the fetch-back may copy
+    /// (`[handoff] fetch_back_max_bytes`): nothing was fetched, the clone is kept.
+    #[error(
+        "task `{task}`: its clone's objects are {size} bytes, more than the fetch-back budget of {budget} bytes (`fetch_back_max_bytes` under `[handoff]`); nothing was fetched"
+    )]
+    OverBudget {
+        /// The task.
+        task: String,
+        /// Its clone.
+        clone: PathBuf,
+        /// The objects' size in bytes (at least).
+        size: u64,
+        /// The budget in bytes.
+        budget: u64,
+    },
     /// The task is in use by another devcell (a running handoff, delete or prune of it).
     #[error("task `{task}` is in use by another devcell (a running handoff, delete or prune)")]
     InUse {
@@ -200,9 +216,9 @@ impl crate::ops::error::ProductError for TaskError {
             }
             TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
-            TaskError::Unfetched { .. } | TaskError::UnreadableRefs { .. } => {
-                ErrorCode::PermissionRequired
-            }
+            TaskError::Unfetched { .. }
+            | TaskError::UnreadableRefs { .. }
+            | TaskError::OverBudget { .. } => ErrorCode::PermissionRequired,
             TaskError::InUse { .. } => ErrorCode::SessionActive,
             _ => ErrorCode::Internal,
         }
@@ -240,6 +256,19 @@ impl crate::ops::error::ProductError for TaskError {
                 "reason": "task_in_use",
                 "task": task,
             }),
+            TaskError::OverBudget {
+                task,
+                clone,
+                size,
+                budget,
+            } => serde_json::json!({
+                "reason": "fetch_over_budget",
+                "task": task,
+                "clone": clone,
+                "size": size,
+                "budget": budget,
+                "setting": "handoff.fetch_back_max_bytes",
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -252,6 +281,12 @@ impl crate::ops::error::ProductError for TaskError {
             )),
             TaskError::UnreadableRefs { task, clone, .. } => Some(format!(
                 "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
+                clone.display()
+            )),
+            TaskError::OverBudget {
+                task, clone, size, ..
+            } => Some(format!(
+                "look at what the agent committed in `{}`; to bring it back, set `fetch_back_max_bytes = {size}` (or more) under `[handoff]` in config.toml and run `devcell fetch --task {task}`",
                 clone.display()
             )),
             TaskError::CaseClash { existing, .. } => Some(format!(

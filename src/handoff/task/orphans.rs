@@ -256,6 +256,7 @@ pub async fn prune(
                     &crate::handoff::delete::DeleteOptions {
                         workspace_folder: record.workspace_folder(),
                         state_root: Some(state_root.to_path_buf()),
+                        project_volumes: true,
                     },
                     reporter,
                 )

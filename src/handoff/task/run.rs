@@ -365,6 +365,11 @@ pub async fn handoff_with(
         task_opts.mail = Some(door.container.clone());
     }
     task_opts.sandbox = Some(sandbox);
+    // a Compose configuration gets a project of the task's own (spec-note 0437)
+    task_opts.env.insert(
+        super::compose::PROJECT_VARIABLE.into(),
+        super::compose::project_name(&records[0]),
+    );
     // a multi-repository workspace chooses its primary as the worktree mode does (0160)
     if !multi {
         task_opts.primary = None;
@@ -389,7 +394,11 @@ pub async fn handoff_with(
             }
         };
     }
-    let fetched: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
+    let budget = opts.settings.handoff.fetch_back_max_bytes;
+    let fetched: Vec<_> = records
+        .iter_mut()
+        .map(|r| fetch::fetch_within(r, budget))
+        .collect();
     let mut r = result?;
     let mut reports = Vec::new();
     for (record, fetched) in records.iter().zip(fetched) {
@@ -541,13 +550,18 @@ impl Fetched {
 }
 
 /// `devcell fetch --task NAME`: the task branch of each repository fetched into its
-/// `refs/devcell/tasks/<task>`.
+/// `refs/devcell/tasks/<task>`, at most `budget` bytes of each clone's objects copied
+/// (`[handoff] fetch_back_max_bytes`).
 ///
-/// Errors: [`load_task`]'s, the first [`fetch::fetch`] error (every repository is tried).
-pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Fetched> {
+/// Errors: [`load_task`]'s, the first [`fetch::fetch_within`] error (every repository is
+/// tried).
+pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path, budget: u64) -> Result<Fetched> {
     let mut records = load_task(workspace, task, state_root)?;
     let multi = records[0].workspace.is_some();
-    let results: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
+    let results: Vec<_> = records
+        .iter_mut()
+        .map(|r| fetch::fetch_within(r, budget))
+        .collect();
     let mut fetched = results.into_iter().collect::<Result<Vec<_>>>()?;
     Ok(if multi {
         Fetched::Many {
@@ -660,6 +674,8 @@ async fn remove_task(
         &crate::handoff::delete::DeleteOptions {
             workspace_folder: record.workspace_folder(),
             state_root: Some(state_root.to_path_buf()),
+            // the task's Compose project is its own (`compose::project_name`)
+            project_volumes: true,
         },
         reporter,
     )
