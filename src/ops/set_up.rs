@@ -50,6 +50,8 @@ pub struct SetUpOptions {
     pub env: std::collections::HashMap<String, String>,
     /// `--skip-post-create`, `--skip-non-blocking-commands`.
     pub plan: PlanOptions,
+    /// `--dotfiles-*`: installed after `postCreateCommand` unless installed before.
+    pub dotfiles: Option<crate::lifecycle::Dotfiles>,
     /// `--remote-env NAME=VALUE` (the merged `remoteEnv` wins).
     pub remote_env: IndexMap<String, String>,
     /// `--default-user-env-probe`.
@@ -308,6 +310,7 @@ pub async fn set_up_with(
         &attached,
         BringUpKind::Running,
         opts.plan,
+        opts.dotfiles.as_ref(),
         &opts.remote_env,
         &IndexMap::new(),
         &[],

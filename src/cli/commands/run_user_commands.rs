@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use crate::cli::args::RunUserCommandsArgs;
-use crate::cli::commands::{apply_log_args, block_on, hooks, in_container_target, refuse, remote};
+use crate::cli::commands::{
+    apply_log_args, block_on, dotfiles, hooks, in_container_target, refuse, remote,
+};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{RunUserCommandsOptions, run_user_commands};
 
@@ -20,10 +22,11 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             "use `--skip-non-blocking-commands` or `--prebuild` to stop early",
         )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.own.hooks, "run-user-commands")?;
+        let (plan, secrets) = hooks(&args.own.hooks)?;
         let opts = RunUserCommandsOptions {
             target: in_container_target(&args)?,
             plan,
+            dotfiles: dotfiles(&args.own.hooks.dotfiles)?,
             remote_env,
             secrets,
             default_user_env_probe: probe,
