@@ -18,7 +18,7 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             "--stop-for-personalization",
             args.own.stop_for_personalization,
             "run-user-commands",
-            "devcell runs no personalization step (dotfiles) to stop for",
+            "devcell does not stop after the personalization step (dotfiles)",
             "use `--skip-non-blocking-commands` or `--prebuild` to stop early",
         )?;
         let (remote_env, probe) = remote(&args.remote)?;
