@@ -5,8 +5,8 @@
 //! (once-per-container hooks guarded by the same markers as `up` and the reference CLI, in
 //! the remote user's `~/.devcontainer`).
 //!
-//! What devcell does not do here (spec-note 0291): dotfiles (`--dotfiles-*` are refused:
-//! devcell installs no dotfiles anywhere), and the reference's root patches of
+//! Dotfiles (`--dotfiles-*`) are installed as by `up` (spec-note 0645). What devcell does not
+//! do here (spec-note 0291): the reference's root patches of
 //! `/etc/environment` and `/etc/profile` (devcell changes nothing in a container beyond what
 //! the hooks themselves do, as in `up`).
 //!
