@@ -237,6 +237,8 @@ pub async fn install_dotfiles<E: HookExecutor>(
         what: "the dotfiles step".to_string(),
         source,
     };
+    // The hooks' environment (its `HOME` among them) for both processes; the secrets only
+    // for the install.
     let mut env = context.env.clone();
     env.0.extend(context.secrets.0.clone());
     env.0.extend(dotfiles.env());
@@ -255,7 +257,7 @@ pub async fn install_dotfiles<E: HookExecutor>(
     };
     let quiet = crate::progress::NoopReporter;
     let marked = executor
-        .exec(&request(MARKED_SCRIPT, HookEnv::default()), &quiet)
+        .exec(&request(MARKED_SCRIPT, context.env.clone()), &quiet)
         .await
         .map_err(executor_error)?;
     if marked == 0 {
