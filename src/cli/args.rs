@@ -776,17 +776,19 @@ pub struct ContainerDataArgs {
     pub container_session_data_folder: Option<String>,
 }
 
-/// The reference CLI's dotfiles flags: devcell clones nothing into the container (refused
-/// with a hint; spec-note 0310).
+/// The reference CLI's dotfiles flags: the user's dotfiles repository, cloned inside the
+/// container and installed once after `postCreateCommand` (spec-note 0645).
 #[derive(Debug, Clone, Args)]
 pub struct DotfilesArgs {
-    /// Not supported: devcell installs no dotfiles (refused; use a lifecycle hook).
+    /// Dotfiles repository cloned inside the container as the remote user (a URL, `owner/repo`
+    /// for GitHub, or a path inside the container)
     #[arg(long, value_name = "URL")]
     pub dotfiles_repository: Option<String>,
-    /// Not supported (refused, as `--dotfiles-repository`).
+    /// Script of the repository to run instead of the first of install.sh, install,
+    /// bootstrap.sh, bootstrap, script/bootstrap, setup.sh, setup, script/setup
     #[arg(long, value_name = "CMD")]
     pub dotfiles_install_command: Option<String>,
-    /// Accepted alone (without `--dotfiles-repository` it changes nothing, as in the reference).
+    /// Where the repository is cloned (default `~/dotfiles`)
     #[arg(long, value_name = "PATH")]
     pub dotfiles_target_path: Option<String>,
 }
@@ -997,7 +999,7 @@ pub struct HookArgs {
     /// JSON file of secrets (`{"NAME": "value"}`) given to hooks as environment variables.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
-    /// Dotfiles (refused).
+    /// Dotfiles.
     #[command(flatten)]
     pub dotfiles: DotfilesArgs,
 }
@@ -1330,7 +1332,7 @@ pub struct SetUpArgs {
     /// In-container data folders (`--container-data-folder` is honoured).
     #[command(flatten)]
     pub container_data: ContainerDataArgs,
-    /// Dotfiles (refused).
+    /// Dotfiles.
     #[command(flatten)]
     pub dotfiles: DotfilesArgs,
     /// Docker CLI, host state and log flags.

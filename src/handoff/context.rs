@@ -785,6 +785,7 @@ context_path = ".grove/context.json"
                     reason: SkipReason::AlreadyRan,
                 },
             ],
+            dotfiles: None,
         };
         let hooks = hooks_from_report(&report);
         let v = serde_json::to_value(&hooks).unwrap();

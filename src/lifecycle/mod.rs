@@ -9,6 +9,7 @@
 //!   run-once [`marker`]s written only on success.
 //! - [`report`]: what a run did ([`LifecycleReport`]) and the failed stage ([`HookFailure`]).
 //! - [`executor`]: the [`HookExecutor`] boundary; [`HostExecutor`] runs `initializeCommand`.
+//! - [`dotfiles`]: the user's dotfiles, installed after `postCreateCommand` ([`run_plan_with_dotfiles`]).
 //! - [`probe`]: `userEnvProbe`, the user's shell environment for hooks ([`probe_user_env`]).
 //!
 //! Input is the reference CLI's merged configuration as a `serde_json::Value` (hook arrays
@@ -29,6 +30,7 @@
 //! # let _ = (blocking, background); Ok(()) }
 //! ```
 
+pub mod dotfiles;
 pub mod error;
 pub mod executor;
 pub mod hook;
@@ -39,6 +41,7 @@ pub mod probe;
 pub mod report;
 pub mod runner;
 
+pub use dotfiles::{Dotfiles, DotfilesOutcome, DotfilesRun};
 pub use error::{ExecutorError, LifecycleError, Result};
 pub use executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
 pub use hook::{HookCommand, SimpleCommand};
@@ -50,4 +53,6 @@ pub use plan::{
 };
 pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 pub use report::{HookFailure, HookRun, LifecycleReport, SkipReason, SkippedHook};
-pub use runner::{HookContext, already_ran, run_initialize_command, run_plan, run_stages};
+pub use runner::{
+    HookContext, already_ran, run_initialize_command, run_plan, run_plan_with_dotfiles, run_stages,
+};

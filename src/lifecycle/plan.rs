@@ -238,6 +238,18 @@ pub struct PlanOptions {
     pub prebuild: bool,
 }
 
+impl PlanOptions {
+    /// Whether a bring-up with these flags and `wait_for` reaches the personalization step
+    /// (dotfiles), which comes after `postCreateCommand`: not with `--skip-post-create` or
+    /// `--prebuild`, nor with `--skip-non-blocking-commands` when `waitFor` is
+    /// `postCreateCommand` or earlier (the reference CLI's order).
+    pub fn personalizes(&self, wait_for: LifecycleHook) -> bool {
+        let stops_before =
+            self.skip_non_blocking_commands && wait_for <= LifecycleHook::PostCreateCommand;
+        !(self.skip_post_create || self.prebuild || stops_before)
+    }
+}
+
 /// When a planned stage runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -667,6 +679,31 @@ mod tests {
                 .all(|s| s.reason == SkipReason::Flag("--prebuild"))
         );
         assert_eq!(p.skipped.len(), 3);
+    }
+
+    #[test]
+    fn dotfiles_follow_post_create_unless_a_flag_stops_before_it() {
+        let none = PlanOptions::default();
+        assert!(none.personalizes(UpdateContentCommand));
+        let skip_non_blocking = PlanOptions {
+            skip_non_blocking_commands: true,
+            ..none
+        };
+        assert!(!skip_non_blocking.personalizes(UpdateContentCommand));
+        assert!(!skip_non_blocking.personalizes(PostCreateCommand));
+        assert!(skip_non_blocking.personalizes(PostStartCommand));
+        for flags in [
+            PlanOptions {
+                skip_post_create: true,
+                ..none
+            },
+            PlanOptions {
+                prebuild: true,
+                ..none
+            },
+        ] {
+            assert!(!flags.personalizes(PostAttachCommand), "{flags:?}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::dotfiles::DotfilesRun;
 use super::hook_name::LifecycleHook;
 
 /// One command that ran: a source's command, or one entry of an object-form command.
@@ -40,12 +41,16 @@ pub struct LifecycleReport {
     pub runs: Vec<HookRun>,
     /// Hooks not run, with the reason.
     pub skipped: Vec<SkippedHook>,
+    /// The dotfiles step (`--dotfiles-repository`), when it was asked for and reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<DotfilesRun>,
 }
 
 impl LifecycleReport {
     pub(super) fn extend(&mut self, other: LifecycleReport) {
         self.runs.extend(other.runs);
         self.skipped.extend(other.skipped);
+        self.dotfiles = self.dotfiles.take().or(other.dotfiles);
     }
 }
 

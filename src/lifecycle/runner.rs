@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use super::dotfiles::{Dotfiles, install_dotfiles};
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
 use super::hook::{HookCommand, SimpleCommand};
@@ -56,20 +57,72 @@ pub async fn run_plan<E: HookExecutor>(
     context: &HookContext,
     reporter: &dyn Reporter,
 ) -> Result<LifecycleReport> {
+    run_plan_with_dotfiles(executor, plan, context, None, reporter).await
+}
+
+/// Runs a whole plan as [`run_plan`] does, with the user's dotfiles installed
+/// ([`install_dotfiles`]) after `postCreateCommand` and before `postStartCommand`, as the
+/// reference CLI's personalization step. The caller passes `dotfiles` only when the plan's
+/// flags let the bring-up reach that step ([`PlanOptions::personalizes`](super::PlanOptions::personalizes)).
+/// A failed install is in the report's `dotfiles`, not an error.
+///
+/// Errors: as [`run_stages`].
+pub async fn run_plan_with_dotfiles<E: HookExecutor>(
+    executor: &E,
+    plan: &Plan,
+    context: &HookContext,
+    dotfiles: Option<&Dotfiles>,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let stages: Vec<Stage> = plan.stages().cloned().collect();
+    let Some(dotfiles) = dotfiles else {
+        return run_all(executor, &plan.skipped, &stages, context, reporter).await;
+    };
+    let (early, late): (Vec<Stage>, Vec<Stage>) = stages
+        .into_iter()
+        .partition(|s| s.hook <= LifecycleHook::PostCreateCommand);
+    let mut report = run_all(executor, &plan.skipped, &early, context, reporter).await?;
+    report.dotfiles = Some(install_dotfiles(executor, dotfiles, context, reporter).await?);
+    match run_all(executor, &[], &late, context, reporter).await {
+        Ok(rest) => {
+            report.extend(rest);
+            Ok(report)
+        }
+        Err(LifecycleError::HookFailed(mut failure)) => {
+            let rest = std::mem::take(&mut failure.report);
+            report.extend(rest);
+            failure.report = report;
+            Err(LifecycleError::HookFailed(failure))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Runs `stages` ([`run_stages`]); the report starts with `skipped` (the plan's).
+async fn run_all<E: HookExecutor>(
+    executor: &E,
+    skipped: &[SkippedHook],
+    stages: &[Stage],
+    context: &HookContext,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
     let mut report = LifecycleReport {
         runs: Vec::new(),
-        skipped: plan.skipped.clone(),
+        skipped: skipped.to_vec(),
+        dotfiles: None,
     };
-    let stages: Vec<Stage> = plan.stages().cloned().collect();
+    if stages.is_empty() {
+        return Ok(report);
+    }
     // The whole line is masked, as the reference masks its log (a secret may be any text).
     tracing::trace!(
         "{}",
         SecretMask::new(context.secrets.0.values()).apply(&format!(
             "LifecycleCommandExecutionMap: {}",
-            execution_map(&stages)
+            execution_map(stages)
         ))
     );
-    match run_stages(executor, &stages, context, reporter).await {
+    match run_stages(executor, stages, context, reporter).await {
         Ok(ran) => {
             report.extend(ran);
             Ok(report)
@@ -445,6 +498,7 @@ pub async fn already_ran<E: HookExecutor>(
     let mut report = LifecycleReport {
         runs: Vec::new(),
         skipped: plan.skipped.clone(),
+        dotfiles: None,
     };
     for stage in stages {
         let current = markers.value_for(stage.hook)?;
@@ -528,7 +582,7 @@ async fn write_marker<E: HookExecutor>(
 
 /// Forwards output lines (optionally prefixed, secrets masked) and keeps the last
 /// [`OUTPUT_TAIL_LINES`].
-struct TailReporter<'a> {
+pub(super) struct TailReporter<'a> {
     inner: &'a dyn Reporter,
     prefix: Option<String>,
     mask: &'a SecretMask,
@@ -536,7 +590,11 @@ struct TailReporter<'a> {
 }
 
 impl<'a> TailReporter<'a> {
-    fn new(inner: &'a dyn Reporter, prefix: Option<String>, mask: &'a SecretMask) -> Self {
+    pub(super) fn new(
+        inner: &'a dyn Reporter,
+        prefix: Option<String>,
+        mask: &'a SecretMask,
+    ) -> Self {
         TailReporter {
             inner,
             prefix,
@@ -545,7 +603,7 @@ impl<'a> TailReporter<'a> {
         }
     }
 
-    fn into_tail(self) -> Vec<String> {
+    pub(super) fn into_tail(self) -> Vec<String> {
         self.tail
             .into_inner()
             .map(Vec::from)
@@ -657,6 +715,14 @@ mod tests {
                 return Ok(0);
             }
             self.requests.lock().unwrap().push(request.clone());
+            if label == super::super::dotfiles::MARKED_SCRIPT {
+                self.events.lock().unwrap().push("dotfiles marked?".into());
+                return Ok(1);
+            }
+            if label == super::super::dotfiles::INSTALL_SCRIPT {
+                self.events.lock().unwrap().push("dotfiles install".into());
+                return Ok(0);
+            }
             if label == marker::READ_SCRIPT {
                 for (hook, value) in self.markers.lock().unwrap().iter() {
                     output.report(Event::Output(format!("{hook}={value}")));
@@ -855,6 +921,53 @@ mod tests {
             .unwrap();
         assert_eq!(*recorder.reaps.lock().unwrap(), 0);
         assert!(!report.runs.is_empty());
+    }
+
+    #[tokio::test]
+    async fn dotfiles_are_installed_after_post_create_and_before_post_start() {
+        let recorder = Recorder::default();
+        let dotfiles = Dotfiles::from_flags(Some("/dots.git"), None, None)
+            .unwrap()
+            .unwrap();
+        let report = run_plan_with_dotfiles(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &context(),
+            Some(&dotfiles),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        let events: Vec<String> = recorder
+            .events()
+            .into_iter()
+            .filter(|e| !e.starts_with("end ") && !e.starts_with("mark "))
+            .collect();
+        let at = |name: &str| events.iter().position(|e| e == name).unwrap();
+        assert!(
+            at("start post-create") < at("dotfiles marked?"),
+            "{events:?}"
+        );
+        assert!(
+            at("dotfiles marked?") < at("dotfiles install"),
+            "{events:?}"
+        );
+        assert!(
+            at("dotfiles install") < at("start post-start"),
+            "{events:?}"
+        );
+        let run = report.dotfiles.expect("the dotfiles step is reported");
+        assert_eq!(run.outcome, crate::lifecycle::DotfilesOutcome::Installed);
+        // The repository, never script text, reaches the install through its environment.
+        let requests = recorder.requests.lock().unwrap();
+        let install = requests
+            .iter()
+            .find(|r| {
+                r.argv.last().map(String::as_str) == Some(super::super::dotfiles::INSTALL_SCRIPT)
+            })
+            .unwrap();
+        assert_eq!(install.env.0["DEVCELL_DOTFILES_REPOSITORY"], "/dots.git");
+        assert_eq!(install.user, context().user);
     }
 
     #[tokio::test]
@@ -1211,6 +1324,7 @@ mod tests {
                 hook: LifecycleHook::PostAttachCommand,
                 reason: SkipReason::Flag("--skip-post-attach"),
             }],
+            dotfiles: None,
         };
         assert_eq!(
             serde_json::to_value(&report).unwrap(),

@@ -222,6 +222,7 @@ async fn bring_up_hooks(
         attached,
         kind,
         opts.plan,
+        opts.dotfiles.as_ref(),
         &opts.remote_env,
         &opts.secrets,
         &opts.safe_directories,

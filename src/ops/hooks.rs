@@ -4,8 +4,8 @@
 use crate::engine::ContainerInfo;
 use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::lifecycle::{
-    BringUpKind, HookContext, HookEnv, HookSources, LifecycleReport, MarkerContext, Plan,
-    PlanOptions, run_plan, wait_for,
+    BringUpKind, Dotfiles, HookContext, HookEnv, HookSources, LifecycleReport, MarkerContext, Plan,
+    PlanOptions, run_plan_with_dotfiles, wait_for,
 };
 use crate::ops::attach::{Attached, append_safe_directories, probed_remote_env};
 use crate::ops::container::{RUN_DIR, RUN_DIR_TMPFS, STATE_DIR};
@@ -17,14 +17,17 @@ use crate::ops::target::short;
 use crate::progress::{Event, Reporter};
 use indexmap::IndexMap;
 
-/// Plans and runs the container hooks of `attached` for a bring-up of `kind`; their
-/// environment also names `safe_directories` for git ([`append_safe_directories`]).
+/// Plans and runs the container hooks of `attached` for a bring-up of `kind`, with the user's
+/// `dotfiles` after `postCreateCommand` when the flags reach that step
+/// ([`PlanOptions::personalizes`]); their environment also names `safe_directories` for git
+/// ([`append_safe_directories`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_hooks(
     engine: &dyn Engine,
     attached: &Attached,
     kind: BringUpKind,
     options: PlanOptions,
+    dotfiles: Option<&Dotfiles>,
     cli_remote_env: &IndexMap<String, String>,
     secrets: &IndexMap<String, String>,
     safe_directories: &[String],
@@ -35,10 +38,12 @@ pub(crate) async fn run_hooks(
         HookSources::from_metadata(&attached.entries, None).map_err(lifecycle_error(id))?;
     let wait = wait_for(&attached.merged).map_err(lifecycle_error(id))?;
     let plan = Plan::new(&sources, wait, kind, options);
-    if plan.stages().next().is_none() {
+    let dotfiles = dotfiles.filter(|_| options.personalizes(wait));
+    if plan.stages().next().is_none() && dotfiles.is_none() {
         return Ok(LifecycleReport {
             runs: Vec::new(),
             skipped: plan.skipped,
+            dotfiles: None,
         });
     }
     let executor = EngineExecutor {
@@ -51,14 +56,17 @@ pub(crate) async fn run_hooks(
         folder: attached.marker_folder.clone(),
         running_folder: running_folder(&attached.container),
     };
-    // Hooks that already ran are skipped without a process in the container (spec-note 0471).
+    // Hooks that already ran are skipped without a process in the container (spec-note 0471);
+    // the dotfiles' own marker is in the container, so with dotfiles there is no shortcut.
     use crate::ops::marker_record;
-    if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
-        return Ok(report);
-    }
-    if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
-        marker_record::remember(id, &plan, &markers, &report);
-        return Ok(report);
+    if dotfiles.is_none() {
+        if let Some(report) = marker_record::already_ran(id, &plan, &markers) {
+            return Ok(report);
+        }
+        if let Some(report) = crate::lifecycle::already_ran(&executor, &plan, &markers).await {
+            marker_record::remember(id, &plan, &markers, &report);
+            return Ok(report);
+        }
     }
     let mut env = probed_remote_env(engine, attached, cli_remote_env, reporter).await?;
     append_safe_directories(&mut env.0, safe_directories);
@@ -70,7 +78,7 @@ pub(crate) async fn run_hooks(
         markers: Some(markers),
         new_container: kind == BringUpKind::Created,
     };
-    let report = run_plan(&executor, &plan, &context, reporter)
+    let report = run_plan_with_dotfiles(&executor, &plan, &context, dotfiles, reporter)
         .await
         .map_err(lifecycle_error(id))?;
     if let Some(markers) = &context.markers {

@@ -72,6 +72,7 @@ fn already_ran_in(
     let mut report = LifecycleReport {
         runs: Vec::new(),
         skipped: plan.skipped.clone(),
+        dotfiles: None,
     };
     for stage in plan.stages() {
         let current = markers.value_for(stage.hook)?;

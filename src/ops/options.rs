@@ -76,6 +76,8 @@ pub struct UpOptions {
     pub expect_existing_container: bool,
     /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`.
     pub plan: PlanOptions,
+    /// `--dotfiles-repository` and its two flags: installed after `postCreateCommand`.
+    pub dotfiles: Option<crate::lifecycle::Dotfiles>,
     /// `--include-configuration`.
     pub include_configuration: bool,
     /// `--include-merged-configuration`.

@@ -17,6 +17,8 @@ pub struct RunUserCommandsOptions {
     pub target: TargetOptions,
     /// `--skip-post-create`, `--skip-post-attach`, `--skip-non-blocking-commands`, `--prebuild`.
     pub plan: PlanOptions,
+    /// `--dotfiles-*`: installed after `postCreateCommand` unless installed before.
+    pub dotfiles: Option<crate::lifecycle::Dotfiles>,
     /// `--remote-env NAME=VALUE`.
     pub remote_env: IndexMap<String, String>,
     /// Secrets (`--secrets-file`).
@@ -59,6 +61,7 @@ pub async fn run_user_commands(
             &attached,
             BringUpKind::Running,
             opts.plan,
+            opts.dotfiles.as_ref(),
             &opts.remote_env,
             &opts.secrets,
             &[],

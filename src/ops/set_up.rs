@@ -5,8 +5,8 @@
 //! (once-per-container hooks guarded by the same markers as `up` and the reference CLI, in
 //! the remote user's `~/.devcontainer`).
 //!
-//! What devcell does not do here (spec-note 0291): dotfiles (`--dotfiles-*` are refused:
-//! devcell installs no dotfiles anywhere), and the reference's root patches of
+//! Dotfiles (`--dotfiles-*`) are installed as by `up` (spec-note 0645). What devcell does not
+//! do here (spec-note 0291): the reference's root patches of
 //! `/etc/environment` and `/etc/profile` (devcell changes nothing in a container beyond what
 //! the hooks themselves do, as in `up`).
 //!
@@ -50,6 +50,8 @@ pub struct SetUpOptions {
     pub env: std::collections::HashMap<String, String>,
     /// `--skip-post-create`, `--skip-non-blocking-commands`.
     pub plan: PlanOptions,
+    /// `--dotfiles-*`: installed after `postCreateCommand` unless installed before.
+    pub dotfiles: Option<crate::lifecycle::Dotfiles>,
     /// `--remote-env NAME=VALUE` (the merged `remoteEnv` wins).
     pub remote_env: IndexMap<String, String>,
     /// `--default-user-env-probe`.
@@ -233,6 +235,7 @@ pub async fn set_up_with(
         &attached,
         BringUpKind::Running,
         opts.plan,
+        opts.dotfiles.as_ref(),
         &opts.remote_env,
         &IndexMap::new(),
         &[],

@@ -121,6 +121,8 @@ fn accepted_reference_flags_parse() {
                 "--buildkit=never",
                 "--additional-features={}",
                 "--prebuild",
+                "--dotfiles-repository=me/dots",
+                "--dotfiles-install-command=./go",
                 "--dotfiles-target-path=~/dots",
                 "--skip-feature-auto-mapping",
                 "--omit-config-remote-env-from-metadata",
@@ -151,6 +153,7 @@ fn accepted_reference_flags_parse() {
                 "--container-session-data-folder=/tmp/s",
                 "--prebuild",
                 "--skip-post-attach",
+                "--dotfiles-repository=/srv/dots.git",
                 "--dotfiles-target-path=~/d",
                 "--log-format=json",
             ],
@@ -194,14 +197,6 @@ fn accepted_reference_flags_parse() {
 fn unsupported_reference_flags_are_refused_by_name() {
     let refused: &[(&[&str], &str)] = &[
         (
-            &["up", "--dotfiles-repository", "me/dots"],
-            "--dotfiles-repository",
-        ),
-        (
-            &["up", "--dotfiles-install-command", "./go"],
-            "--dotfiles-install-command",
-        ),
-        (
             &["up", "--cache-to", "type=local,dest=/tmp/c"],
             "--cache-to",
         ),
@@ -210,22 +205,8 @@ fn unsupported_reference_flags_are_refused_by_name() {
             "--gpu-availability all",
         ),
         (
-            &["run-user-commands", "--dotfiles-repository", "me/dots"],
-            "--dotfiles-repository",
-        ),
-        (
             &["run-user-commands", "--stop-for-personalization"],
             "--stop-for-personalization",
-        ),
-        (
-            &[
-                "set-up",
-                "--container-id",
-                "x",
-                "--dotfiles-repository",
-                "me/d",
-            ],
-            "--dotfiles-repository",
         ),
     ];
     for (args, flag) in refused {

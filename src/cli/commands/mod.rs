@@ -39,6 +39,7 @@ use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::diagnostics::Warning;
 use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
+use crate::lifecycle::Dotfiles;
 use crate::ops::OpsError;
 use crate::ops::TargetOptions;
 use crate::ops::{PlanOptions, UserEnvProbe};
@@ -138,21 +139,17 @@ pub(crate) fn refuse(
     })
 }
 
-/// Refuses `--dotfiles-repository` / `--dotfiles-install-command`: devcell clones nothing
-/// from the network into the container (spec-note 0310).
-pub(crate) fn refuse_dotfiles(args: &DotfilesArgs, command: &str) -> Result<(), OpsError> {
-    let flag = if args.dotfiles_repository.is_some() {
-        "--dotfiles-repository"
-    } else {
-        "--dotfiles-install-command"
-    };
-    refuse(
-        flag,
-        args.dotfiles_repository.is_some() || args.dotfiles_install_command.is_some(),
-        command,
-        "devcell installs no dotfiles (it clones nothing from the network into the container)",
-        "install them from a lifecycle hook (`postCreateCommand`) if you need them",
+/// The dotfiles request of the three `--dotfiles-*` flags (spec-note 0645); `None` without
+/// `--dotfiles-repository`.
+pub(crate) fn dotfiles(args: &DotfilesArgs) -> anyhow::Result<Option<Dotfiles>> {
+    Dotfiles::from_flags(
+        args.dotfiles_repository.as_deref(),
+        args.dotfiles_install_command.as_deref(),
+        args.dotfiles_target_path.as_deref(),
     )
+    .map_err(|e| {
+        anyhow::anyhow!("{e}: give a repository URL, `owner/repo` or a path inside the container")
+    })
 }
 
 /// `NAME=VALUE` (the name non-empty).
@@ -181,11 +178,7 @@ pub(crate) fn remote(
 }
 
 /// The plan flags and the secrets.
-pub(crate) fn hooks(
-    args: &HookArgs,
-    command: &str,
-) -> anyhow::Result<(PlanOptions, IndexMap<String, String>)> {
-    refuse_dotfiles(&args.dotfiles, command)?;
+pub(crate) fn hooks(args: &HookArgs) -> anyhow::Result<(PlanOptions, IndexMap<String, String>)> {
     let plan = PlanOptions {
         skip_post_create: args.skip_post_create,
         skip_post_attach: args.skip_post_attach,

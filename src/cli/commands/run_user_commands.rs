@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use crate::cli::args::RunUserCommandsArgs;
-use crate::cli::commands::{apply_log_args, block_on, hooks, in_container_target, refuse, remote};
+use crate::cli::commands::{
+    apply_log_args, block_on, dotfiles, hooks, in_container_target, refuse, remote,
+};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{RunUserCommandsOptions, run_user_commands};
 
@@ -16,14 +18,15 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             "--stop-for-personalization",
             args.own.stop_for_personalization,
             "run-user-commands",
-            "devcell runs no personalization step (dotfiles) to stop for",
+            "devcell does not stop after the personalization step (dotfiles)",
             "use `--skip-non-blocking-commands` or `--prebuild` to stop early",
         )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.own.hooks, "run-user-commands")?;
+        let (plan, secrets) = hooks(&args.own.hooks)?;
         let opts = RunUserCommandsOptions {
             target: in_container_target(&args)?,
             plan,
+            dotfiles: dotfiles(&args.own.hooks.dotfiles)?,
             remote_env,
             secrets,
             default_user_env_probe: probe,

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::SetUpArgs;
-use crate::cli::commands::{apply_log_args, print_result, refuse_dotfiles, remote, with_progress};
+use crate::cli::commands::{apply_log_args, dotfiles, print_result, remote, with_progress};
 use crate::ops::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 
 /// Runs `set-up`: `{"outcome":"success",["configuration"],["mergedConfiguration"],
@@ -13,7 +13,6 @@ use crate::ops::{PlanOptions, SecurityOptions, SetUpOptions, set_up};
 pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
     apply_log_args(&args.common.log);
     let result = (|| {
-        refuse_dotfiles(&args.dotfiles, "set-up")?;
         let (remote_env, probe) = remote(&args.remote)?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let opts = SetUpOptions {
@@ -25,6 +24,7 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
                 skip_non_blocking_commands: args.skip_non_blocking_commands,
                 ..PlanOptions::default()
             },
+            dotfiles: dotfiles(&args.dotfiles)?,
             remote_env,
             default_user_env_probe: probe,
             include_configuration: args.include_configuration,

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use crate::cli::args::{UidDefault, UpArgs};
 use crate::cli::commands::{
-    apply_log_args, environment_request, hooks, lockfile_mode, print_result, refuse, remote,
-    target, with_progress, write_environment,
+    apply_log_args, dotfiles, environment_request, hooks, lockfile_mode, print_result, refuse,
+    remote, target, with_progress, write_environment,
 };
 use crate::ops::environment::up_recorded;
 use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions};
@@ -31,7 +31,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             "use `--gpu-availability detect` or `none` (GPUs are not passed through)",
         )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.hooks, "up")?;
+        let (plan, secrets) = hooks(&args.hooks)?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let mut target = target(&args.container, None)?;
         target.additional_features = args.additional_features.clone();
@@ -41,6 +41,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             remove_existing_container: args.remove_existing_container,
             expect_existing_container: args.expect_existing_container,
             plan,
+            dotfiles: dotfiles(&args.hooks.dotfiles)?,
             include_configuration: args.include_configuration,
             include_merged_configuration: args.include_merged_configuration,
             remote_env,

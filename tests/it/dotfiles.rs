@@ -1,0 +1,191 @@
+//! `up --dotfiles-repository` end to end (spec-note 0645): a local bare repository bound into
+//! the container, cloned **inside** it by the remote user and installed once, after
+//! `postCreateCommand` and before `postStartCommand`; nothing is cloned on the host and no
+//! network is used (`--network none`). The reference CLI cannot be compared on this image: its
+//! dotfiles script, which splices the environment into the script text, fails with a shell
+//! syntax error under busybox (spec-note 0645).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::context::TestContext;
+use crate::support::git::{git, hostgit_image};
+
+/// `devcell-test/hostgit:1` with `git-upload-pack` (a link to git, which runs it as a
+/// built-in), so the container's git can clone a local repository, and a system git config
+/// trusting repositories other users own (the bound repository is the host's, owned by root).
+fn dotfiles_image() -> &'static str {
+    const IMAGE: &str = "devcell-test/hostgit-dotfiles:3";
+    let base = hostgit_image();
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!(
+            "FROM {base}\nRUN git=$(command -v git) && ln -s \"$git\" \"${{git%/*}}/git-upload-pack\" \\\n  && for d in /etc \"${{git%/bin/*}}/etc\"; do mkdir -p \"$d\" && printf '[safe]\\n\\tdirectory = *\\n' > \"$d/gitconfig\"; done\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "--network", "none", "-t", IMAGE])
+        .arg(ctx.path())
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker build of {IMAGE}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    IMAGE
+}
+
+/// A bare repository `<dir>/dots.git` (readable by every user) holding `files` (path, content,
+/// executable), committed on `main`.
+fn bare_repository(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let work = dir.join("dots-work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    for (path, content) in files {
+        let file = work.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, content).unwrap();
+    }
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "dotfiles"]);
+    let bare = dir.join("dots.git");
+    git(
+        dir,
+        &["clone", "-q", "--bare", "dots-work", bare.to_str().unwrap()],
+    );
+    let status = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    bare
+}
+
+/// The install script: records who ran it, from where, and when in the bring-up (mode 0644 in
+/// the repository: the step makes it executable, as the reference does).
+const INSTALL: &str = "#!/bin/sh\nset -e\necho \"dotfiles $(id -u) $(pwd) ${DOTFILES_GREETING-}\" >> \"$HOME/order\"\ncp .profile-extra \"$HOME/.profile-extra\"\n";
+
+/// The remote environment reaches the dotfiles step (`DOTFILES_GREETING`).
+const CONFIG: &str = r#"{
+  "image": "IMAGE",
+  "remoteUser": "nobody",
+  "remoteEnv": {"DOTFILES_GREETING": "hello"},
+  "postCreateCommand": "echo post-create >> \"$HOME/order\"",
+  "postStartCommand": "echo post-start >> \"$HOME/order\""
+}"#;
+
+#[test]
+fn dotfiles_are_cloned_inside_the_container_and_installed_once_as_the_remote_user() {
+    let Some(ctx) =
+        TestContext::busybox("dotfiles_are_cloned_inside_the_container_and_installed_once")
+    else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[
+            ("install.sh", INSTALL),
+            (".profile-extra", "export FROM_DOTFILES=1\n"),
+        ],
+    );
+    let mount = format!("type=bind,source={},target=/srv/dots.git", bare.display());
+    let args = [
+        "--network",
+        "none",
+        "--mount",
+        &mount,
+        "--dotfiles-repository",
+        "/srv/dots.git",
+    ];
+    let first = ctx.up(&args);
+    let dotfiles = &first["devcell"]["lifecycle"]["dotfiles"];
+    assert_eq!(dotfiles["outcome"], "installed", "{first}");
+    assert_eq!(dotfiles["repository"], "/srv/dots.git");
+    assert_eq!(dotfiles["targetPath"], "~/dotfiles");
+    let (code, order, err) = ctx.sh("cat \"$HOME/order\"; id -u; echo $HOME");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = order.lines().collect();
+    let (uid, home) = (lines[lines.len() - 2], lines[lines.len() - 1]);
+    assert_ne!(uid, "0", "the remote user is not root: {order}");
+    // After postCreateCommand, before postStartCommand; as the remote user, in the clone,
+    // with the remote environment.
+    assert_eq!(
+        &lines[..3],
+        &[
+            "post-create",
+            &format!("dotfiles {uid} {home}/dotfiles hello"),
+            "post-start"
+        ],
+        "{order}"
+    );
+    let (code, marker, err) = ctx.sh(
+        "test -f \"$HOME/.devcontainer/.dotfilesMarker\" && cat \"$HOME/.profile-extra\" && git -C \"$HOME/dotfiles\" log --format=%s",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(marker, "export FROM_DOTFILES=1\ndotfiles\n");
+
+    // A second `up` finds the marker: nothing is installed again.
+    let second = ctx.up(&args);
+    assert_eq!(
+        second["devcell"]["lifecycle"]["dotfiles"]["outcome"], "alreadyInstalled",
+        "{second}"
+    );
+    let (_, order, _) = ctx.sh("grep -c dotfiles \"$HOME/order\"");
+    assert_eq!(order.trim(), "1");
+    // Nothing was cloned on the host: the repositories' folder holds only what the test made.
+    let mut names: Vec<String> = std::fs::read_dir(repos.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dots-work", "dots.git"]);
+}
+
+#[test]
+fn a_failing_dotfiles_install_is_reported_and_up_goes_on() {
+    let Some(ctx) = TestContext::busybox("a_failing_dotfiles_install_is_reported") else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[("setup.sh", "#!/bin/sh\necho setting up\nexit 3\n")],
+    );
+    let mount = format!("type=bind,source={},target=/srv/dots.git", bare.display());
+    let result = ctx.up(&[
+        "--network",
+        "none",
+        "--mount",
+        &mount,
+        "--dotfiles-repository",
+        "/srv/dots.git",
+        "--dotfiles-target-path",
+        "/tmp/dots",
+    ]);
+    let dotfiles = &result["devcell"]["lifecycle"]["dotfiles"];
+    assert_eq!(dotfiles["outcome"], "failed", "{result}");
+    assert_eq!(dotfiles["exitCode"], 3);
+    assert!(
+        dotfiles["outputTail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "setting up"),
+        "{result}"
+    );
+    // postStartCommand still ran, and no marker was written (it runs again next time).
+    let (code, out, err) = ctx.sh(
+        "cat \"$HOME/order\"; test -f \"$HOME/.devcontainer/.dotfilesMarker\" || echo unmarked",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "post-create\npost-start\nunmarked\n");
+}
