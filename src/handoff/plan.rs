@@ -492,6 +492,7 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             .filter_map(|g| g.slot.parent().map(Path::to_path_buf))
             .take(1)
             .collect(),
+        recorded_features: crate::ops::environment::RecordedFeatures::of(&opts.environment),
         ..UpOptions::default()
     }
 }

@@ -57,6 +57,8 @@ pub struct BuildOptions {
     /// `devcontainer-lock.json`: honoured when present and written once the image is built
     /// (`Write`, the default), `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`).
     pub lockfile: crate::features::lockfile::LockfileMode,
+    /// `--environment FILE`: the Feature digests the record pins (spec-note 0520).
+    pub recorded_features: Option<crate::ops::environment::RecordedFeatures>,
 }
 
 /// One tag pushed to its registry.
@@ -190,6 +192,7 @@ pub async fn build_with(
         settings: opts.settings.clone(),
         cache_dir: opts.cache_dir.clone(),
         lockfile: opts.lockfile,
+        recorded_features: opts.recorded_features.clone(),
         ..UpOptions::default()
     };
     // The host variables the build would read and the build's network, judged as `up` judges
