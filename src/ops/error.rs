@@ -164,6 +164,19 @@ pub enum OpsError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// `handoff --container NAME` names a container the handoff cannot use (spec-note 0521):
+    /// not found, not devcell's, another workspace's, another profile's or configuration's.
+    #[error("cannot hand off to the container `{container}`: {reason}")]
+    NamedContainer {
+        /// The name or id given.
+        container: String,
+        /// Whether the engine has it.
+        found: bool,
+        /// Why it cannot be used.
+        reason: String,
+        /// What to do instead.
+        hint: String,
+    },
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
@@ -373,6 +386,8 @@ impl OpsError {
             | OpsError::NoConfiguration { .. }
             | OpsError::NoEnvironment { .. }
             | OpsError::NoSuchContainer { .. } => ErrorCode::NotFound,
+            OpsError::NamedContainer { found: false, .. } => ErrorCode::NotFound,
+            OpsError::NamedContainer { found: true, .. } => ErrorCode::InvalidArgument,
             OpsError::EnvironmentDrift { .. } | OpsError::RecordedFeatureGone { .. } => {
                 ErrorCode::EnvironmentDrift
             }
@@ -465,6 +480,9 @@ impl OpsError {
             OpsError::EnvironmentDrift { differences, .. } => {
                 serde_json::json!({ "differences": differences })
             }
+            OpsError::NamedContainer { container, .. } => {
+                serde_json::json!({ "container": container })
+            }
             OpsError::RecordedFeatureGone {
                 feature, digest, ..
             } => {
@@ -546,6 +564,7 @@ impl Hint for OpsError {
             OpsError::EnvironmentDrift { .. } => Some(
                 "restore the recorded inputs, or pass `--allow-drift` to go on with warnings".into(),
             ),
+            OpsError::NamedContainer { hint, .. } => Some(hint.clone()),
             OpsError::RecordedFeatureGone { .. } => Some(
                 "the registry (or its mirror) no longer serves that digest and the Feature cache does not hold it: push it back, point `--cache-dir` at a cache that holds it, or drop `--environment` to resolve the tags afresh (and record again)".into(),
             ),
