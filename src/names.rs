@@ -24,6 +24,15 @@ pub const PROVIDED_USER: &str = "devcell";
 /// container's result says so too. In devcell's label namespace: an image cannot carry it
 /// into a container (spec-note 0421).
 pub const PROVIDED_USER_LABEL: &str = "devcell.provided_user";
+/// Container label with the security profile (`hardened`, `reference`) devcell created the
+/// container under. In devcell's label namespace, which no image or configuration can set
+/// (spec-note 0421): its presence marks a container devcell created (`handoff --container`,
+/// spec-note 0521).
+pub const PROFILE_LABEL: &str = "devcell.profile";
+/// Container label with the `sha256:<hex>` of the `devcontainer.json` a container was created
+/// from: `handoff --container` refuses a container whose configuration changed since
+/// (spec-note 0521).
+pub const CONFIG_SHA256_LABEL: &str = "devcell.config_sha256";
 /// Container label `allowlist` on a container `up --network allowlist` created: its network
 /// `none` has devcell's egress channel and host-side proxy (spec-note 0502).
 pub const EGRESS_NETWORK_LABEL: &str = "devcell.network";

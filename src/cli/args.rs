@@ -210,6 +210,10 @@ pub struct HandoffArgs {
     /// The environment record, as for `up` (spec-note 0520).
     #[command(flatten)]
     pub environment: EnvironmentArgs,
+    /// Hand off in this container (name or id): one devcell created for this workspace, under
+    /// the same profile and configuration; it is never recreated or replaced.
+    #[arg(long, value_name = "NAME")]
+    pub container: Option<String>,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,

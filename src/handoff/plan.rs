@@ -72,6 +72,9 @@ pub struct HandoffOptions {
     /// `--environment FILE`, `--allow-drift`, `--environment-out` (spec-note 0520); its
     /// `store` is unused: a handoff keeps its record in its own state folder.
     pub environment: crate::ops::environment::EnvironmentRequest,
+    /// `--container NAME`: this container devcell created for the workspace, never a new one
+    /// (spec-note 0521).
+    pub container: Option<String>,
 }
 
 impl HandoffOptions {
@@ -334,7 +337,7 @@ pub(crate) struct Prepared {
 }
 
 /// The plan's `image` for a Compose configuration: `compose service <name>`.
-const COMPOSE_PLAN_PREFIX: &str = "compose service ";
+pub(crate) const COMPOSE_PLAN_PREFIX: &str = "compose service ";
 
 /// The plan only (`handoff --plan`): nothing is created, started, pulled, built or written.
 /// The engine, when reachable, is asked whether the container exists and for the image's
@@ -492,6 +495,9 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             .filter_map(|g| g.slot.parent().map(Path::to_path_buf))
             .take(1)
             .collect(),
+        recorded_features: crate::ops::environment::RecordedFeatures::of(&opts.environment),
+        // `--container`: the named container (checked in the plan), never one made in its place
+        expect_existing_container: opts.container.is_some(),
         ..UpOptions::default()
     }
 }
@@ -626,6 +632,10 @@ pub(super) async fn prepare(
             Vec::new(),
         ),
     };
+    if let Some(named) = &opts.container {
+        crate::handoff::named_container::check_planned(engine, named, &container, &image, profile)
+            .await?;
+    }
     let cwd = match &opts.primary {
         Some(_) => ws
             .primary()

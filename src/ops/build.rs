@@ -57,6 +57,8 @@ pub struct BuildOptions {
     /// `devcontainer-lock.json`: honoured when present and written once the image is built
     /// (`Write`, the default), `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`).
     pub lockfile: crate::features::lockfile::LockfileMode,
+    /// `--environment FILE`: the Feature digests the record pins (spec-note 0520).
+    pub recorded_features: Option<crate::ops::environment::RecordedFeatures>,
 }
 
 /// One tag pushed to its registry.
@@ -291,6 +293,7 @@ fn judged_build_options(
         settings: opts.settings.clone(),
         cache_dir: opts.cache_dir.clone(),
         lockfile: opts.lockfile,
+        recorded_features: opts.recorded_features.clone(),
         ..UpOptions::default()
     };
     let up_opts = crate::ops::permissions::judged_options(&up_opts, profile, grants);

@@ -33,7 +33,7 @@ use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::create::{
     Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
-    identity_labels, merged_with_uid_layer, provided_user_label, verify_and_finish,
+    identity_labels, merged_with_uid_layer, origin_labels, provided_user_label, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result, lifecycle_error};
@@ -833,6 +833,7 @@ async fn create(
     let mut spec = service_spec(opts, loaded, target, &image, &merged, id_labels, label)?;
     provided_user_label(&mut spec, provided.as_ref());
     feature_digests_label(&mut spec, pending_lock.as_ref());
+    origin_labels(&mut spec, profile, loaded);
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let (input, shields, account) = service_policy_input(
         engine,

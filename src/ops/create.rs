@@ -87,6 +87,32 @@ pub(crate) fn provided_user_label(spec: &mut ContainerSpec, provided: Option<&St
     }
 }
 
+/// Marks a container devcell created: the profile it was created under and the hash of its
+/// `devcontainer.json` ([`crate::names::PROFILE_LABEL`], [`crate::names::CONFIG_SHA256_LABEL`];
+/// an unreadable file gets no hash, spec-note 0521).
+pub(crate) fn origin_labels(
+    spec: &mut ContainerSpec,
+    profile: &SecurityProfile,
+    loaded: &crate::ops::load::LoadedConfiguration,
+) {
+    spec.labels.insert(
+        crate::names::PROFILE_LABEL.to_string(),
+        profile.name().to_string(),
+    );
+    if let Some(hash) = config_sha256(&loaded.config_file) {
+        spec.labels
+            .insert(crate::names::CONFIG_SHA256_LABEL.to_string(), hash);
+    }
+}
+
+/// `sha256:<hex>` of a `devcontainer.json`, read bounded as the configuration is (spec-note
+/// 0433); `None` when it cannot be read.
+pub(crate) fn config_sha256(path: &std::path::Path) -> Option<String> {
+    let bytes =
+        crate::config::bounded::read(path, crate::config::jsonc::MAX_FILE_BYTES as u64).ok()?;
+    Some(crate::ops::environment::sha256_of(&bytes))
+}
+
 /// The digests of the Features installed, for the audit and the handoff context (compared
 /// with the lockfile; spec-note 0281).
 pub(crate) fn feature_digests_label(spec: &mut ContainerSpec, lock: Option<&PendingLock>) {

@@ -7,6 +7,7 @@ use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, ImageInfo};
 use crate::features::lockfile::LockfileMode;
 use crate::names::METADATA_LABEL;
+use crate::ops::environment::RecordedFeatures;
 use crate::ops::error::Result;
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
@@ -134,6 +135,9 @@ pub(crate) async fn preview_feature_entries(
         _ => LockfileMode::ReadOnly,
     };
     let lock_state = lock_at.read(mode)?;
+    // an `--environment` record's digests: what is judged is what its recreation installs
+    let recorded = opts.recorded_features.as_ref();
+    let honoured = RecordedFeatures::over(recorded, lock_state.lockfile());
     let fetcher = feature_fetcher(opts)?;
     let plan = fetcher
         .plan(&PlanRequest {
@@ -141,9 +145,10 @@ pub(crate) async fn preview_feature_entries(
             override_order: &parts.override_order,
             config_dir: &parts.config_dir,
             devcontainer_dir: &parts.devcontainer_dir,
-            lockfile: lock_state.lockfile().map(|l| (l, lock_path.as_path())),
+            lockfile: honoured.as_ref().map(|l| (l, lock_path.as_path())),
         })
-        .await?;
+        .await
+        .map_err(|e| RecordedFeatures::explain(recorded, e.into()))?;
     Ok(plan
         .install
         .features

@@ -146,6 +146,37 @@ pub enum OpsError {
         /// Each difference.
         differences: Vec<Difference>,
     },
+    /// A Feature the `--environment` record pins cannot be fetched at its recorded digest
+    /// (its registry and the Feature cache no longer have it, spec-note 0520): the record
+    /// cannot be recreated, and nothing was created.
+    #[error(
+        "cannot recreate the environment of the record `{}`: Feature `{feature}` is not available at its recorded digest `{digest}`",
+        record.display()
+    )]
+    RecordedFeatureGone {
+        /// The record's file.
+        record: std::path::PathBuf,
+        /// The Feature's lock key.
+        feature: String,
+        /// The recorded digest.
+        digest: String,
+        /// Why it could not be fetched (the registry's answer).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `handoff --container NAME` names a container the handoff cannot use (spec-note 0521):
+    /// not found, not devcell's, another workspace's, another profile's or configuration's.
+    #[error("cannot hand off to the container `{container}`: {reason}")]
+    NamedContainer {
+        /// The name or id given.
+        container: String,
+        /// Whether the engine has it.
+        found: bool,
+        /// Why it cannot be used.
+        reason: String,
+        /// What to do instead.
+        hint: String,
+    },
     /// The audit input could not be read (not a container, bad probe output).
     #[error(transparent)]
     Audit(#[from] crate::security::audit::AuditError),
@@ -355,7 +386,11 @@ impl OpsError {
             | OpsError::NoConfiguration { .. }
             | OpsError::NoEnvironment { .. }
             | OpsError::NoSuchContainer { .. } => ErrorCode::NotFound,
-            OpsError::EnvironmentDrift { .. } => ErrorCode::EnvironmentDrift,
+            OpsError::NamedContainer { found: false, .. } => ErrorCode::NotFound,
+            OpsError::NamedContainer { found: true, .. } => ErrorCode::InvalidArgument,
+            OpsError::EnvironmentDrift { .. } | OpsError::RecordedFeatureGone { .. } => {
+                ErrorCode::EnvironmentDrift
+            }
             OpsError::Compose(crate::engine::compose::ComposeError::NotFound { .. })
             | OpsError::Compose(crate::engine::compose::ComposeError::V1 { .. }) => {
                 ErrorCode::EngineUnavailable
@@ -445,6 +480,14 @@ impl OpsError {
             OpsError::EnvironmentDrift { differences, .. } => {
                 serde_json::json!({ "differences": differences })
             }
+            OpsError::NamedContainer { container, .. } => {
+                serde_json::json!({ "container": container })
+            }
+            OpsError::RecordedFeatureGone {
+                feature, digest, ..
+            } => {
+                serde_json::json!({ "feature": feature, "digest": digest })
+            }
             _ => serde_json::json!({}),
         }
     }
@@ -520,6 +563,10 @@ impl Hint for OpsError {
             ),
             OpsError::EnvironmentDrift { .. } => Some(
                 "restore the recorded inputs, or pass `--allow-drift` to go on with warnings".into(),
+            ),
+            OpsError::NamedContainer { hint, .. } => Some(hint.clone()),
+            OpsError::RecordedFeatureGone { .. } => Some(
+                "the registry (or its mirror) no longer serves that digest and the Feature cache does not hold it: push it back, point `--cache-dir` at a cache that holds it, or drop `--environment` to resolve the tags afresh (and record again)".into(),
             ),
             OpsError::Product(e) => e.0.hint(),
             OpsError::UnknownAgent { name, .. } => Some(format!(

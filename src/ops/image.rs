@@ -9,6 +9,7 @@ use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::names::METADATA_LABEL;
 use crate::ops::dockerfile::build_request;
 use crate::ops::entries::{FeatureRequestParts, feature_fetcher, has_features, image_entries};
+use crate::ops::environment::RecordedFeatures;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::lockfile_io::LockfileAt;
@@ -394,6 +395,9 @@ pub(crate) async fn build_features(
     // The fetcher keeps an owned reporter: its pull progress is forwarded to `reporter` while
     // it works (the forwarding ends when the fetcher is dropped).
     let (fetch_progress, fetch_events) = crate::progress::channel();
+    // an `--environment` record's digests over the lockfile (spec-note 0520)
+    let recorded = opts.recorded_features.as_ref();
+    let honoured = RecordedFeatures::over(recorded, locked);
     let fetched = async {
         let fetcher = feature_fetcher(opts)?.with_reporter(fetch_progress);
         let plan = fetcher
@@ -402,7 +406,7 @@ pub(crate) async fn build_features(
                 override_order: &override_order,
                 config_dir: &config_dir,
                 devcontainer_dir: &devcontainer_dir,
-                lockfile: locked.map(|l| (l, lock_path.as_path())),
+                lockfile: honoured.as_ref().map(|l| (l, lock_path.as_path())),
             })
             .await?;
         if opts.lockfile == LockfileMode::Frozen {
@@ -413,7 +417,7 @@ pub(crate) async fn build_features(
         Ok::<_, OpsError>((plan, dirs))
     };
     let (fetched, ()) = tokio::join!(fetched, fetch_events.forward_to(reporter));
-    let (plan, dirs) = fetched?;
+    let (plan, dirs) = fetched.map_err(|e| RecordedFeatures::explain(recorded, e))?;
     let pending = PendingLock {
         path: lock_path.clone(),
         lockfile: plan.lockfile(),

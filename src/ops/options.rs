@@ -116,6 +116,9 @@ pub struct UpOptions {
     /// Host folders devcell made for this container (a handoff's container git directories):
     /// their binds are not permission requests (spec-note 0436).
     pub owned_sources: Vec<PathBuf>,
+    /// `--environment FILE`: the Feature digests the record pins, laid over the lockfile in
+    /// every resolution (spec-note 0520).
+    pub recorded_features: Option<crate::ops::environment::RecordedFeatures>,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).

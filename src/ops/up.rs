@@ -32,7 +32,7 @@ use crate::ops::container::{
 };
 use crate::ops::create::{
     Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
-    identity_labels, merged_with_uid_layer, provided_user_label, verify_and_finish,
+    identity_labels, merged_with_uid_layer, origin_labels, provided_user_label, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
@@ -513,6 +513,7 @@ async fn create_new(
     let mut spec = new_spec(plan, &image, &merged, label)?;
     provided_user_label(&mut spec, provided.as_ref());
     feature_digests_label(&mut spec, pending_lock.as_ref());
+    origin_labels(&mut spec, plan.profile, loaded);
     base_image_label(&mut spec, loaded, &image);
     let hardened = matches!(plan.profile, SecurityProfile::Hardened(_));
     let facts = ImageFacts {

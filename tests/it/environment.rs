@@ -1,7 +1,8 @@
 //! The environment record (spec-note 0520) against the real engine and the local registry:
 //! `up --environment-out` writes it, `env show` prints the one kept, `up --environment`
-//! recreates it, and refuses (exit 18, each difference named) when a Feature's tag moved or
-//! the configuration changed, unless `--allow-drift`.
+//! recreates it (a Feature whose tag moved at its recorded digest), and refuses (exit 18) when
+//! a recorded digest is gone or the configuration changed (each difference named), unless
+//! `--allow-drift`.
 //!
 //! Needs `DEVCELL_TEST_REGISTRY` and the engine (both required under `DEVCELL_TEST_ENGINE=1`).
 
@@ -15,6 +16,29 @@ use crate::support::{publish, test_registry, unique};
 
 const CONFIG: &str = ".devcontainer/devcontainer.json";
 
+/// Where the `envdemo` Feature writes its version.
+const VERSION_FILE: &str = "/usr/local/share/envdemo-version";
+
+/// Deletes a manifest from the test registry (its `delete` is enabled): the digest is gone.
+fn delete_manifest(registry: &str, repository: &str, digest: &str) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-fsS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "DELETE",
+        ])
+        .arg(format!(
+            "http://{registry}/v2/{repository}/manifests/{digest}"
+        ))
+        .output()
+        .expect("curl runs");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "202", "{out:?}");
+}
+
 /// Publishes a Feature `envdemo` at `version` to `<registry>/<namespace>`; returns its digest.
 fn publish_envdemo(registry: &str, namespace: &str, version: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -25,7 +49,11 @@ fn publish_envdemo(registry: &str, namespace: &str, version: &str) -> String {
         format!(r#"{{"id": "envdemo", "version": "{version}", "name": "Env demo"}}"#),
     )
     .unwrap();
-    std::fs::write(f.join("install.sh"), "#!/bin/sh\ntrue\n").unwrap();
+    std::fs::write(
+        f.join("install.sh"),
+        format!("#!/bin/sh\nmkdir -p /usr/local/share\necho {version} > {VERSION_FILE}\n"),
+    )
+    .unwrap();
     let out = publish(&f, registry, namespace);
     out["envdemo"]["digest"]
         .as_str()
@@ -49,7 +77,7 @@ fn read(path: &Path) -> Value {
 }
 
 #[test]
-fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
+fn a_record_written_by_up_recreates_its_features_by_digest_and_refuses_drift() {
     let Some(ctx) = TestContext::busybox("a_record_written_by_up_recreates") else {
         return;
     };
@@ -121,11 +149,11 @@ fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
     assert_eq!(code, Some(0), "{result}\n{stderr}");
     assert!(!stderr.contains("drift"), "{stderr}");
 
-    // 3. The Feature's tag moved: refused before anything is removed or created, naming it.
-    let containers = ctx.containers();
+    // 3. The Feature's tag moved: the record still recreates the recorded Feature, fetched
+    //    by its recorded digest (not the tag), without a drift warning.
     let second = publish_envdemo(&registry, &ns, "1.0.1");
     assert_ne!(first, second);
-    let (code, refused, stderr) = run(
+    let (code, result, stderr) = run(
         &ctx,
         "up",
         &[
@@ -135,28 +163,50 @@ fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
             record_arg,
         ],
     );
-    assert_eq!(code, Some(18), "{refused}\n{stderr}");
-    assert_eq!(refused["outcome"], "error");
-    let differences = refused["differences"].as_array().unwrap();
-    assert_eq!(differences.len(), 1, "{refused}");
-    assert_eq!(differences[0]["field"], format!("features.{key}"));
-    assert_eq!(differences[0]["recorded"], first.as_str());
-    assert_eq!(differences[0]["current"], second.as_str());
-    assert_eq!(ctx.containers(), containers, "nothing removed or created");
-
-    // 4. `--allow-drift`: a warning instead.
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    assert!(!stderr.contains("drift"), "{stderr}");
+    let (code, version, stderr) = ctx.sh(&format!("cat {VERSION_FILE}"));
+    assert_eq!((code, version.trim()), (0, "1.0.0"), "{stderr}");
+    let (_, shown, _) = run(&ctx, "env show", &["--format", "json"]);
+    assert_eq!(shown["result"]["features"][&key]["digest"], first.as_str());
+    // without the record, the tag's new target
     let (code, result, stderr) = run(
+        &ctx,
+        "up",
+        &["--no-lockfile", "--remove-existing-container"],
+    );
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    let (code, version, stderr) = ctx.sh(&format!("cat {VERSION_FILE}"));
+    assert_eq!((code, version.trim()), (0, "1.0.1"), "{stderr}");
+
+    // 4. The recorded digest is gone from the registry (and the Feature cache is empty):
+    //    refused with exit 18 naming the Feature, its digest and the record; nothing removed
+    //    or created.
+    delete_manifest(&registry, &format!("{ns}/envdemo"), &first);
+    let containers = ctx.containers();
+    let cold = tempfile::tempdir().unwrap();
+    let (code, refused, stderr) = run(
         &ctx,
         "up",
         &[
             "--no-lockfile",
+            "--remove-existing-container",
+            "--cache-dir",
+            cold.path().to_str().unwrap(),
             "--environment",
             record_arg,
             "--allow-drift",
         ],
     );
-    assert_eq!(code, Some(0), "{result}\n{stderr}");
-    assert!(stderr.contains("environment drift (allowed)"), "{stderr}");
+    assert_eq!(code, Some(18), "{refused}\n{stderr}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "Feature `{key}` is not available at its recorded digest `{first}`"
+        )) && message.contains(record_arg),
+        "{refused}"
+    );
+    assert_eq!(ctx.containers(), containers, "nothing removed or created");
 
     // 5. A changed configuration: its file and its content are named. (One the judgement
     // accepts: a refused one is refused before the drift check reads anything, F7.)
@@ -180,6 +230,25 @@ fn a_record_written_by_up_recreates_the_environment_and_refuses_drift() {
         fields.contains(&&*format!("configuration.files.{CONFIG}")),
         "{fields:?}"
     );
+    assert_eq!(ctx.containers(), containers, "nothing removed or created");
+
+    // 6. `--allow-drift`: a warning per difference instead; the recorded Feature, gone from
+    //    the registry, is still in the Feature cache: recreated from it.
+    let (code, result, stderr) = run(
+        &ctx,
+        "up",
+        &[
+            "--no-lockfile",
+            "--remove-existing-container",
+            "--environment",
+            record_arg,
+            "--allow-drift",
+        ],
+    );
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    assert!(stderr.contains("environment drift (allowed)"), "{stderr}");
+    let (code, version, stderr) = ctx.sh(&format!("cat {VERSION_FILE}"));
+    assert_eq!((code, version.trim()), (0, "1.0.0"), "{stderr}");
 }
 
 #[test]

@@ -2233,3 +2233,123 @@ fn hostgit_image_config() -> String {
         hostgit_image()
     )
 }
+
+/// The sessions `status` lists for the workspace.
+fn sessions(env: &Env) -> Vec<Value> {
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    st["result"]["sessions"].as_array().unwrap().clone()
+}
+
+/// `docker inspect -f <format> <container>`, trimmed.
+fn docker_inspect(format: &str, container: &str) -> String {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", format, container])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_handoff_in_a_named_container_uses_it_and_refuses_any_other() {
+    let test = "a_handoff_in_a_named_container_uses_it_and_refuses_any_other";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let env = Env::new(
+        hostgit_image(),
+        r#"{"image": "IMAGE", "remoteUser": "nobody"}"#,
+        None,
+    );
+    // 1. A first handoff makes the workspace's container, labelled as devcell's.
+    let out = env.handoff("ref0", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let containers = env.ctx.containers();
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let id = containers[0].clone();
+    assert_eq!(
+        docker_inspect("{{index .Config.Labels \"devcell.profile\"}}", &id),
+        "hardened"
+    );
+    assert!(
+        docker_inspect("{{index .Config.Labels \"devcell.config_sha256\"}}", &id)
+            .starts_with("sha256:")
+    );
+
+    // 2. Named: the agent runs in it; no other container is made.
+    let out = env.handoff("ref0", &["--container", &id[..12]]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(env.ctx.containers(), containers);
+    let all = sessions(&env);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[1]["containerId"], id.as_str(), "{all:?}");
+
+    // Each refusal: its exit code and reason, before a session or a container.
+    let refused = |extra: &[&str], code: i32, reason: &str| {
+        let out = env.handoff("ref0", extra);
+        let envelope = envelope(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{envelope}\n{}",
+            stderr(&out)
+        );
+        let message = envelope["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(reason), "{envelope}");
+        assert_eq!(sessions(&env).len(), 2, "no session begun");
+        assert_eq!(env.ctx.containers(), containers, "nothing made or removed");
+    };
+
+    // 3. A container devcell did not create (started by the test): refused, left running,
+    //    unchanged.
+    let foreign = format!("devcell-test-foreign-{}", std::process::id());
+    env.ctx.cleanup().container(&foreign);
+    let run = Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &foreign,
+            support::docker::BUSYBOX_IMAGE,
+            "sleep",
+            "600",
+        ])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let started = docker_inspect("{{.State.StartedAt}}", &foreign);
+    refused(&["--container", &foreign], 2, "devcell did not create it");
+    assert_eq!(docker_inspect("{{.State.Running}}", &foreign), "true");
+    assert_eq!(docker_inspect("{{.State.StartedAt}}", &foreign), started);
+
+    // 4. Another profile, an unknown name.
+    refused(
+        &["--container", &id, "--security-profile", "reference"],
+        2,
+        "created under the `hardened` profile",
+    );
+    refused(
+        &["--container", "devcell-test-no-such-container"],
+        11,
+        "no such container",
+    );
+
+    // 5. The configuration changed since the container was made.
+    let config = env.ws.join("api/.devcontainer/devcontainer.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("{", r#"{"containerEnv": {"X": "1"}, "#),
+    )
+    .unwrap();
+    refused(
+        &["--container", &id],
+        2,
+        "configuration changed since it was created",
+    );
+}

@@ -56,6 +56,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             settings,
             cache_dir: args.cache_dir.clone(),
             lockfile: lockfile_mode(&args.lockfile),
+            // set from the `--environment` record by `build_recorded`
+            recorded_features: None,
         };
         let request = environment_request(&args.environment)?;
         let (result, record) =

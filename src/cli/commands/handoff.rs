@@ -24,6 +24,7 @@ use crate::ops::{LockfileMode, OpsError};
 pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     let opts = match options(&args).and_then(|o| {
         crate::handoff::environment::refuse_on_host(&o)?;
+        crate::handoff::named_container::refuse_combinations(&o)?;
         Ok(o)
     }) {
         Ok(o) => o,
@@ -282,6 +283,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         sandbox: None,
         mail: None,
         environment: environment_request(&args.environment)?,
+        container: args.container.clone(),
     })
 }
 

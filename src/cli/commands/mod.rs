@@ -361,7 +361,7 @@ pub(crate) fn print_result<T>(
             // failures exit 1
             let drift = matches!(
                 err.downcast_ref::<OpsError>(),
-                Some(OpsError::EnvironmentDrift { .. })
+                Some(OpsError::EnvironmentDrift { .. } | OpsError::RecordedFeatureGone { .. })
             );
             Ok(ExitCode::from(if drift { 18 } else { 1 }))
         }

@@ -70,6 +70,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             safe_directories: Vec::new(),
             covers: Vec::new(),
             owned_sources: Vec::new(),
+            // set from the `--environment` record by `up_recorded`
+            recorded_features: None,
             update_remote_user_uid_default: match args.update_remote_user_uid_default {
                 UidDefault::On => UidUpdateDefault::On,
                 UidDefault::Off => UidUpdateDefault::Off,

@@ -10,6 +10,7 @@ use super::collect::{
     base_image, configuration_record, lock_digests, security_record, verify_commands,
 };
 use super::model::{BuiltImage, ENVIRONMENT_SCHEMA_VERSION, EnvironmentRecord, FeaturePin};
+use super::pins::RecordedFeatures;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::Engine;
@@ -108,6 +109,8 @@ async fn resolved_features(
     }
     let lock_at = LockfileAt::of(loaded);
     let state = lock_at.read(opts.lockfile)?;
+    let recorded = opts.recorded_features.as_ref();
+    let honoured = RecordedFeatures::over(recorded, state.lockfile());
     let fetcher = crate::ops::entries::feature_fetcher(opts)?;
     let plan = fetcher
         .plan(&crate::features::fetch::PlanRequest {
@@ -115,9 +118,10 @@ async fn resolved_features(
             override_order: &parts.override_order,
             config_dir: &parts.config_dir,
             devcontainer_dir: &parts.devcontainer_dir,
-            lockfile: state.lockfile().map(|l| (l, lock_at.path.as_path())),
+            lockfile: honoured.as_ref().map(|l| (l, lock_at.path.as_path())),
         })
-        .await?;
+        .await
+        .map_err(|e| RecordedFeatures::explain(recorded, e.into()))?;
     Ok(lock_digests(&plan.lockfile()))
 }
 

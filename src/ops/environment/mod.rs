@@ -27,6 +27,7 @@ use crate::progress::Reporter;
 pub mod collect;
 pub mod drift;
 pub mod model;
+pub mod pins;
 pub mod store;
 
 pub use crate::ops::error::Difference;
@@ -39,6 +40,7 @@ pub use model::{
     BaseImage, BuiltImage, ConfigurationRecord, ENVIRONMENT_SCHEMA_VERSION, EnvironmentRecord,
     FeaturePin, SecurityRecord, read_record, sha256_of, write_record,
 };
+pub use pins::RecordedFeatures;
 pub use store::EnvironmentStore;
 
 /// What a command asks of the environment record besides its own work.
@@ -103,6 +105,11 @@ pub async fn up_recorded(
         inner: reporter,
         secrets: &opts.secrets,
     };
+    // the record's Feature digests pin every resolution: the check's, the judgement's, the build's
+    let opts = &UpOptions {
+        recorded_features: RecordedFeatures::of(request),
+        ..opts.clone()
+    };
     let run = async {
         let engine = crate::engine::connect().await?;
         let mut result = up_checked(&*engine, opts, request, &reporter).await?;
@@ -166,6 +173,10 @@ pub async fn build_recorded(
     request: &EnvironmentRequest,
     reporter: &dyn Reporter,
 ) -> Result<(BuildResult, Option<EnvironmentRecord>)> {
+    let opts = &BuildOptions {
+        recorded_features: RecordedFeatures::of(request),
+        ..opts.clone()
+    };
     let engine = crate::engine::connect().await?;
     let as_up = UpOptions {
         target: opts.target.clone(),
@@ -173,6 +184,7 @@ pub async fn build_recorded(
         settings: opts.settings.clone(),
         cache_dir: opts.cache_dir.clone(),
         lockfile: opts.lockfile,
+        recorded_features: opts.recorded_features.clone(),
         ..UpOptions::default()
     };
     let drift = check_drift(&*engine, &as_up, request, None, reporter).await?;
