@@ -335,12 +335,14 @@ pub async fn handoff_with(
     let multi = records[0].workspace.is_some();
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = records[0].workspace_folder();
-    // the mail channel to the repository's other tasks, for as long as the handoff runs
-    let door = super::mail::open(&state, &records[0], &opts.settings.mail)?;
+    // the mail channel to the repository's other tasks, opened by the handoff once its
+    // session has begun, for as long as the agent runs
     let mut sandbox = sandbox_of(&records);
-    sandbox.mail = Some(super::mail::agent_text());
+    if opts.mail_channel_wanted() {
+        task_opts.mail = Some(super::mail::request(&state, &records[0])?);
+        sandbox.mail = Some(super::mail::agent_text());
+    }
     task_opts.sandbox = Some(sandbox);
-    task_opts.mail = Some(door.container.clone());
     // a multi-repository workspace chooses its primary as the worktree mode does (0160)
     if !multi {
         task_opts.primary = None;
@@ -348,12 +350,6 @@ pub async fn handoff_with(
     task_opts.state_root = Some(state);
     let result =
         crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
-    if let Err(e) = door.close() {
-        reporter.report(Event::Status(format!(
-            "warning: task `{}`: its end was not recorded by the mail mediator: {e}",
-            records[0].task
-        )));
-    }
     let fetched: Vec<_> = records.iter_mut().map(fetch::fetch).collect();
     let mut r = result?;
     let mut reports = Vec::new();
