@@ -387,6 +387,19 @@ fn two_worktree_handoffs_talk_through_the_mediator_and_survive_garbage() {
             assert_eq!(door, 2, "{sources:?}");
         }
     }
+    // `audit` names the channel of each container, with its session's record
+    let audit = ok(&host.run(&[
+        "audit",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let mail = &audit["result"]["mail"];
+    assert_eq!(mail["socket"], "/.devcell-mail/mail.sock", "{audit:#}");
+    assert_eq!(mail["readOnly"], true, "{audit:#}");
+    assert_eq!(mail["session"]["task"], "wa", "{audit:#}");
+    assert_eq!(mail["session"]["malformed"], 2, "{audit:#}");
     for m in [a, b] {
         let socket = m["hostSocket"].as_str().unwrap();
         assert!(
