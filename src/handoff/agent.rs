@@ -136,7 +136,7 @@ pub async fn handoff_with(
     let (mut live, mut log) = h.begin_session(&p).await?;
     live.warnings.extend(drift);
     h.refresh_container_gits(&p, &mut live)?;
-    let door = h.open_door(&live).await?;
+    let door = h.open_door(&mut live).await?;
     let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
     let recorded = h
         .record_container(&up_opts, &p, &up, compose, &mut live)

@@ -71,6 +71,7 @@ impl crate::ops::error::ProductError for MailError {
             | MailError::EndedRecipient { .. }
             | MailError::TooLarge { .. }
             | MailError::RateLimited { .. }
+            | MailError::ShareUsed { .. }
             | MailError::WrongState { .. }
             | MailError::ClientIdReused { .. } => ErrorCode::InvalidArgument,
         }

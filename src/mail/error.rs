@@ -65,6 +65,17 @@ pub enum MailError {
         /// Seconds until a send would be accepted again.
         retry_after_secs: u64,
     },
+    /// The sender's messages reached its share of the log (a quarter of
+    /// `[mail].max_log_bytes`).
+    #[error("mail: task `{task}` has used its share of the mail log ({used} of {limit} bytes)")]
+    ShareUsed {
+        /// The sender.
+        task: String,
+        /// Bytes of its accepted messages.
+        used: u64,
+        /// Its share.
+        limit: u64,
+    },
     /// The group's log reached `[mail].max_log_bytes`.
     #[error("mail: the log {} is full ({size} of {limit} bytes)", path.display())]
     LogFull {
@@ -147,6 +158,7 @@ impl MailError {
             MailError::TooLarge { .. } => "mail.too_large",
             MailError::RateLimited { .. } => "mail.rate_limited",
             MailError::LogFull { .. } => "mail.log_full",
+            MailError::ShareUsed { .. } => "mail.share_used",
             MailError::NoSuchMessage { .. } => "mail.no_such_message",
             MailError::WrongState { .. } => "mail.wrong_state",
             MailError::ClientIdReused { .. } => "mail.client_id_reused",
@@ -175,6 +187,9 @@ impl MailError {
                 "shorten the body, or put large content in a file of your branch and name it"
             }
             MailError::RateLimited { .. } => "wait and send again; nothing was sent",
+            MailError::ShareUsed { .. } => {
+                "nothing was sent; put large content in a file of your branch and name it, or ask the host user to raise [mail].max_log_bytes"
+            }
             MailError::LogFull { .. } => {
                 "the host user must raise [mail].max_log_bytes or remove the workspace's state"
             }

@@ -14,7 +14,7 @@ use super::model::{
     SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
 };
 use super::policy::{Action, Bounds, Policy};
-use super::store::{Entry, Event, LoggedDecision, State, Store};
+use super::store::{Entry, Event, LoggedDecision, State, Store, logged_len};
 
 /// The time source (a test injects one to run leases out).
 pub trait Clock: Send + Sync {
@@ -241,7 +241,7 @@ impl Mediator {
             let client_id = draft.client_id.clone();
             match self.accept(state, now, &sender, draft) {
                 Ok(outcome) => outcome,
-                Err(e) => refusal(sender, client_id, e),
+                Err(e) => self.refusal(state, now, sender, client_id, e),
             }
         })
     }
@@ -258,7 +258,9 @@ impl Mediator {
             let client_id = draft.client_id.clone();
             let original = match visible_to_recipient(state, task, id) {
                 Ok(e) => &e.message,
-                Err(e) => return refusal(sender, client_id, e),
+                Err(e) => {
+                    return self.refusal(state, now, sender, client_id, e);
+                }
             };
             draft.to = match &original.from {
                 Party::Task(t) => vec![t.clone()],
@@ -268,7 +270,7 @@ impl Mediator {
             draft.reply_to = Some(original.id.clone());
             match self.accept(state, now, &sender, draft) {
                 Ok(outcome) => outcome,
-                Err(e) => refusal(sender, client_id, e),
+                Err(e) => self.refusal(state, now, sender, client_id, e),
             }
         })
     }
@@ -293,7 +295,7 @@ impl Mediator {
             let client_id = draft.client_id.clone();
             match self.accept(state, now, &Party::Mediator, draft) {
                 Ok(outcome) => outcome,
-                Err(e) => refusal(Party::Mediator, client_id, e),
+                Err(e) => self.refusal(state, now, Party::Mediator, client_id, e),
             }
         })
     }
@@ -336,6 +338,7 @@ impl Mediator {
         }
         if let Party::Task(task) = from {
             self.check_rate(state, now, task)?;
+            self.check_share(state, task, &draft)?;
         }
         let id = draft
             .client_id
@@ -386,6 +389,50 @@ impl Mediator {
             decisions,
         };
         Ok((vec![event], Ok(receipt)))
+    }
+
+    /// `e` as the caller's answer, logged unless the caller's refusals of the last minute
+    /// reached the send rate bound (a loop of refused sends is answered but cannot fill the
+    /// log; issue 30, G2).
+    fn refusal<T>(
+        &self,
+        state: &State,
+        now: DateTime<Utc>,
+        from: Party,
+        client_id: Option<MessageId>,
+        e: MailError,
+    ) -> (Vec<Event>, Result<T>) {
+        let window_start = now - chrono::Duration::minutes(1);
+        let logged = state
+            .recent_refusals
+            .get(&from)
+            .map_or(0, |r| r.iter().filter(|t| **t > window_start).count());
+        if logged >= self.bounds.messages_per_minute as usize {
+            return (Vec::new(), Err(e));
+        }
+        let event = Event::Refused {
+            from,
+            client_id,
+            code: e.code().to_string(),
+            reason: e.to_string(),
+        };
+        (vec![event], Err(e))
+    }
+
+    /// One task may have at most a quarter of the log's bound accepted, so one agent cannot
+    /// fill the log its group shares (issue 30, G2).
+    fn check_share(&self, state: &State, task: &TaskName, draft: &Draft) -> Result<()> {
+        let limit = self.bounds.max_log_bytes / 4;
+        let used = state.sent_bytes.get(task).copied().unwrap_or(0);
+        let size = (logged_len(&draft.subject) + logged_len(&draft.body)) as u64;
+        if used + size <= limit {
+            return Ok(());
+        }
+        Err(MailError::ShareUsed {
+            task: task.to_string(),
+            used,
+            limit,
+        })
     }
 
     fn check_rate(&self, state: &State, now: DateTime<Utc>, task: &TaskName) -> Result<()> {
@@ -698,17 +745,6 @@ fn initial_state(action: Action) -> RecipientState {
     }
 }
 
-/// The refusal event for `e` and the error itself.
-fn refusal<T>(from: Party, client_id: Option<MessageId>, e: MailError) -> (Vec<Event>, Result<T>) {
-    let event = Event::Refused {
-        from,
-        client_id,
-        code: e.code().to_string(),
-        reason: e.to_string(),
-    };
-    (vec![event], Err(e))
-}
-
 /// The earlier receipt when `draft` repeats an accepted message's client id (same sender and
 /// content); an error when the id names a different message.
 fn duplicate(state: &State, from: &Party, draft: &Draft) -> Result<Option<Receipt>> {
@@ -776,8 +812,10 @@ fn check_draft(draft: &Draft, to_mediator: bool, max_bytes: usize) -> Result<Vec
     if draft.body.contains('\0') {
         return Err(invalid("body", "has a NUL character"));
     }
+    // the body as the log stores it: a control character is six bytes there, not one
+    let body = logged_len(&draft.body);
     let size = draft.subject.len()
-        + draft.body.len()
+        + body
         + draft.thread_id.as_ref().map_or(0, |t| t.as_str().len())
         + draft.reply_to.as_ref().map_or(0, |t| t.as_str().len());
     if size > max_bytes {

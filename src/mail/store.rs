@@ -147,6 +147,11 @@ pub struct State {
     pub messages: IndexMap<MessageId, Entry>,
     /// Times of each task's accepted sends within the last minute or so (for the rate bound).
     pub recent_sends: BTreeMap<TaskName, VecDeque<DateTime<Utc>>>,
+    /// Times of each caller's logged refusals within the last minute or so (refusals past the
+    /// rate bound are answered but not logged, so refused sends cannot fill the log).
+    pub recent_refusals: BTreeMap<Party, VecDeque<DateTime<Utc>>>,
+    /// Bytes of subject and body each task has had accepted (its share of the log).
+    pub sent_bytes: BTreeMap<TaskName, u64>,
     /// Torn tails moved aside so far.
     pub torn: Vec<PathBuf>,
     /// The last line's `seq`.
@@ -195,6 +200,8 @@ impl State {
                     })
                     .collect();
                 if let Party::Task(from) = &message.from {
+                    *self.sent_bytes.entry(from.clone()).or_default() +=
+                        (logged_len(&message.subject) + logged_len(&message.body)) as u64;
                     let sends = self.recent_sends.entry(from.clone()).or_default();
                     sends.push_back(message.created_at);
                     while sends
@@ -213,7 +220,16 @@ impl State {
                     },
                 );
             }
-            Event::Refused { .. } => {}
+            Event::Refused { from, .. } => {
+                let refusals = self.recent_refusals.entry(from.clone()).or_default();
+                refusals.push_back(line.at);
+                while refusals
+                    .front()
+                    .is_some_and(|t| line.at - *t > chrono::Duration::minutes(1))
+                {
+                    refusals.pop_front();
+                }
+            }
             Event::State {
                 id,
                 task,
@@ -473,7 +489,8 @@ impl Store {
             lines.push(line);
         }
         let torn_record = matches!(lines[0].event, Event::TornTail { .. });
-        if !torn_record && cache.offset + bytes.len() as u64 > self.max_log_bytes {
+        if !torn_record && cache.offset + bytes.len() as u64 > room_for(&lines, self.max_log_bytes)
+        {
             return Err(MailError::LogFull {
                 path: self.log.clone(),
                 size: cache.offset,
@@ -489,6 +506,26 @@ impl Store {
             cache.state.apply(line);
         }
         Ok(())
+    }
+}
+
+/// The length of `text` as the log stores it (JSON-escaped, without its quotes): a control
+/// character takes six bytes there.
+pub fn logged_len(text: &str) -> usize {
+    serde_json::to_string(text).map_or(text.len(), |j| j.len() - 2)
+}
+
+/// The bytes the log may reach with `lines` appended: a session's start and end
+/// (`registered`, `ended`) may use the whole bound, everything else stops a sixteenth short
+/// of it, so a full log never refuses the next handoff or loses a task's end (issue 30, G2).
+fn room_for(lines: &[LogLine], max_log_bytes: u64) -> u64 {
+    let lifecycle = lines
+        .iter()
+        .all(|l| matches!(l.event, Event::Registered { .. } | Event::Ended { .. }));
+    if lifecycle {
+        max_log_bytes
+    } else {
+        max_log_bytes - max_log_bytes / 16
     }
 }
 

@@ -696,3 +696,80 @@ fn the_summary_counts_unfinished_and_held_messages_per_task() {
         0
     );
 }
+
+#[test]
+fn a_task_that_fills_its_share_cannot_stop_other_tasks_registering() {
+    let bounds = Bounds {
+        max_log_bytes: 40_000,
+        max_message_bytes: 2_000,
+        messages_per_minute: 1_000,
+        ..Bounds::default()
+    };
+    let f = fixture_with(Policy::forward_all(), bounds);
+    let mut big = note(&["b"], "big");
+    big.body = "x".repeat(1_900);
+    let e = loop {
+        match f.m.send(&t("a"), big.clone()) {
+            Ok(_) => {}
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(e.code(), "mail.share_used", "{e}");
+    f.m.send(&t("c"), note(&["b"], "another sender"))
+        .expect("the share is per sender");
+    // even with the log filled to its bound by everyone, a session still starts and ends
+    let mut senders = ["b", "c"].into_iter().cycle();
+    while f.m.send(&t(senders.next().unwrap()), big.clone()).is_ok() {}
+    f.m.register(&t("late"), Some("devcell/late"))
+        .expect("a registration has room kept for it");
+    f.m.end(&t("late")).expect("so has an end");
+    assert!(std::fs::metadata(f.m.log_path()).unwrap().len() <= 40_000);
+}
+
+#[test]
+fn refusals_do_not_grow_the_log_without_bound() {
+    let bounds = Bounds {
+        messages_per_minute: 5,
+        ..Bounds::default()
+    };
+    let f = fixture_with(Policy::forward_all(), bounds);
+    for _ in 0..200 {
+        let e = f.m.send(&t("a"), note(&["nosuch"], "x")).unwrap_err();
+        assert_eq!(
+            e.code(),
+            "mail.unknown_recipient",
+            "every refusal is answered"
+        );
+    }
+    assert_eq!(
+        events_named(&f, "refused").len(),
+        5,
+        "five a minute are logged"
+    );
+    f.clock.advance(61);
+    f.m.send(&t("a"), note(&["nosuch"], "x")).unwrap_err();
+    assert_eq!(
+        events_named(&f, "refused").len(),
+        6,
+        "and again after the minute"
+    );
+}
+
+#[test]
+fn the_size_bound_holds_for_the_logged_line_of_a_control_character_body() {
+    let bounds = Bounds {
+        max_message_bytes: 1_000,
+        ..Bounds::default()
+    };
+    let f = fixture_with(Policy::forward_all(), bounds);
+    let mut draft = note(&["b"], "ctl");
+    draft.body = "\u{1}".repeat(900);
+    let e = f.m.send(&t("a"), draft).unwrap_err();
+    assert!(
+        matches!(e, MailError::TooLarge { size, limit: 1_000 } if size > 5_000),
+        "900 control characters log as 5,400 bytes: {e}"
+    );
+    let mut plain = note(&["b"], "plain");
+    plain.body = "x".repeat(900);
+    f.m.send(&t("a"), plain).expect("900 plain bytes fit");
+}

@@ -323,11 +323,15 @@ async fn service_requests(
         target.project.cli = target.project.cli.with_classic_builder();
     }
     let places = compose_places(loaded, opts, engine_socket);
+    // the model's volumes as the engine holds them: a bind-backed one is judged as its bind
+    let held = held_volumes(engine, &target).await?;
+    security::volumes::compose_model_as_held(&mut target.model, &held, &places.workspace);
     let env = &opts.target.env;
     let mut requests = earlier.to_vec();
     requests.extend(security::compose::compose_requests(
         profile,
         &target.model,
+        &target.service,
         &places,
         grants,
     ));
@@ -336,7 +340,7 @@ async fn service_requests(
     reported.extend(security::compose::foreign_resource_requests(
         profile,
         &target.model,
-        &foreign_resources(engine, &target).await?,
+        &foreign_resources(engine, &target, &held).await?,
         grants,
     ));
     requests.extend(reported.iter().cloned());
@@ -498,26 +502,45 @@ async fn variable_requests(
         .collect())
 }
 
+/// Every top-level volume of the model the engine already holds, by engine name (the
+/// volume's `name`, else its key), `external` ones and those named with `name:` included
+/// (spec-note 0400, attacks G1).
+///
+/// Errors: [`OpsError::Engine`].
+async fn held_volumes(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+) -> Result<std::collections::BTreeMap<String, crate::engine::VolumeInfo>> {
+    let mut held = std::collections::BTreeMap::new();
+    for name in security::compose::resource_names(&target.model).0 {
+        if let Some(info) = engine.inspect_volume(&name).await? {
+            held.insert(name, info);
+        }
+    }
+    Ok(held)
+}
+
 /// The model's volumes and networks that already exist on the engine and are not this
-/// project's: without Compose's project label for it (spec-note 0601, attacks).
+/// project's: without Compose's project label for it (spec-note 0601, attacks); `held` is
+/// [`held_volumes`].
 ///
 /// Errors: [`OpsError::Engine`].
 async fn foreign_resources(
     engine: &dyn Engine,
     target: &ComposeTarget,
+    held: &std::collections::BTreeMap<String, crate::engine::VolumeInfo>,
 ) -> Result<security::compose::ForeignResources> {
     let project = target.project.name.as_str();
-    let (volumes, networks) = security::compose::resource_names(&target.model);
+    let networks = security::compose::resource_names(&target.model).1;
     let mut foreign = security::compose::ForeignResources::default();
-    for name in volumes {
-        if let Some(info) = engine.inspect_volume(&name).await?
-            && info
-                .labels
-                .get(crate::engine::compose::PROJECT_LABEL)
-                .map(String::as_str)
-                != Some(project)
+    for (name, info) in held {
+        if info
+            .labels
+            .get(crate::engine::compose::PROJECT_LABEL)
+            .map(String::as_str)
+            != Some(project)
         {
-            foreign.volumes.insert(name);
+            foreign.volumes.insert(name.clone());
         }
     }
     if !networks.is_empty() {

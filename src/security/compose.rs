@@ -5,8 +5,9 @@
 //! What each service's own properties ask for beyond the sidecar profile is a permission
 //! request naming the service and the property ([`Source::ComposeService`]): privileged mode,
 //! added capabilities, host or foreign namespaces (`network_mode: host|container:…`, `pid`,
-//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…`), devices and device
-//! cgroup rules, security options other than `no-new-privileges`, binds (and bind-backed
+//! `ipc`, `uts`, `userns_mode`, `cgroup`, `volumes_from: container:…` or of a service that
+//! writes a host path), devices and device cgroup rules, security options other than
+//! `no-new-privileges`, binds (and bind-backed
 //! volumes, secrets and configs) outside the workspace, an engine socket or the home folder
 //! (never granted), external networks, ports published beyond loopback, identity labels, a
 //! build context or Dockerfile outside the workspace and a build on the host network. This
@@ -18,7 +19,9 @@
 //! The other services (sidecars) keep their image's user (a database that starts as root
 //! and drops to its own user still starts) and the engine's default capabilities, and get
 //! `no-new-privileges` and the profile's pids, memory and CPU limits (the lower of theirs and
-//! the profile's) through the override file ([`ComposeJudgement::sidecars`]).
+//! the profile's) through the override file ([`ComposeJudgement::sidecars`]); those that can
+//! write a host path by any route ([`host_writers`]) run as the workspace user without the
+//! capabilities that give files away or make devices (spec-note 0611).
 
 use std::path::Path;
 
@@ -57,7 +60,7 @@ pub fn judge_compose(
     places: &Places,
     grants: &Grants,
 ) -> Result<ComposeJudgement> {
-    let requests = compose_requests(profile, model, places, grants);
+    let requests = compose_requests(profile, model, primary, places, grants);
     if let Some(refused) = super::policy::refusal(profile, &requests) {
         return Err(refused);
     }
@@ -67,9 +70,10 @@ pub fn judge_compose(
         SecurityProfile::Hardened(limits) => {
             let writer = crate::config::ownership::workspace_user_of(&places.workspace);
             let mut sidecars = Map::new();
+            let writers = host_writers(model, primary);
             for (name, service) in services_of(model).filter(|(n, _)| n.as_str() != primary) {
                 let mut add = sidecar_additions(service, limits);
-                if writes_host_path(model, service) {
+                if writers.contains(name) {
                     let keep = keep_image_user(name);
                     if grants.allows(&keep) {
                         requests.push(PermissionRequest {
@@ -140,6 +144,101 @@ pub fn writes_host_path(model: &Value, service: &Value) -> bool {
         })
 }
 
+/// The services of `model` that can write a host path by any route (spec-note 0611, attacks
+/// G4): `primary` (the workspace is its, and devcell's own mounts), each service with a
+/// writable bind or bind-backed volume ([`writes_host_path`]), and, until nothing changes,
+/// each service that takes a writer's mounts (`volumes_from: [<writer>]` not `:ro`; any
+/// `volumes_from: container:…`, whose mounts are not the model's to know) or shares a pid,
+/// ipc or network namespace with a writer (`service:<x>`, either way: a peer reaches the
+/// writer's mounts through `/proc/<pid>/root`, or is handed a folder's descriptor over an
+/// abstract socket). Pure.
+pub fn host_writers(model: &Value, primary: &str) -> std::collections::BTreeSet<String> {
+    let services: Vec<(&String, &Value)> = services_of(model).collect();
+    let mut writers: std::collections::BTreeSet<String> = services
+        .iter()
+        .filter(|(name, service)| name.as_str() == primary || writes_host_path(model, service))
+        .map(|(name, _)| (*name).clone())
+        .collect();
+    loop {
+        let before = writers.len();
+        for (name, service) in &services {
+            let peers = namespace_peers(service);
+            let takes = volumes_from_of(service)
+                .into_iter()
+                .any(|(from, read_only)| {
+                    !read_only && (from.starts_with("container:") || writers.contains(&from))
+                });
+            if takes || peers.iter().any(|p| writers.contains(p)) {
+                writers.insert((*name).clone());
+            }
+            if writers.contains(*name) {
+                // a writer that joins a service's namespace makes that service its peer
+                writers.extend(
+                    peers
+                        .into_iter()
+                        .filter(|p| services.iter().any(|(n, _)| *n == p)),
+                );
+            }
+        }
+        if writers.len() == before {
+            return writers;
+        }
+    }
+}
+
+/// The services whose pid, ipc or network namespace `service` joins (`service:<x>`).
+fn namespace_peers(service: &Value) -> Vec<String> {
+    ["pid", "ipc", "network_mode"]
+        .iter()
+        .filter_map(|key| service.get(*key).and_then(Value::as_str))
+        .filter_map(|mode| mode.strip_prefix("service:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each `volumes_from` entry of `service` as its source (`<service>` or `container:<name>`,
+/// without the access mode) and whether it is read-only (`:ro`).
+fn volumes_from_of(service: &Value) -> Vec<(String, bool)> {
+    strings_of(service, "volumes_from")
+        .into_iter()
+        .map(|from| {
+            let (body, prefix) = match from.strip_prefix("container:") {
+                Some(rest) => (rest.to_string(), "container:"),
+                None => (from.clone(), ""),
+            };
+            let (source, read_only) = match body.rsplit_once(':') {
+                Some((source, "ro")) => (source.to_string(), true),
+                Some((source, "rw")) => (source.to_string(), false),
+                _ => (body, false),
+            };
+            (format!("{prefix}{source}"), read_only)
+        })
+        .collect()
+}
+
+/// A request per `volumes_from` of a *service* that writes a host path ([`host_writers`]):
+/// every mount of the source, the workspace bind among them, read-write, in a service that
+/// keeps its own user otherwise (attacks G4). `:ro` and a source that writes no host path ask
+/// nothing; `container:` is a request of its own ([`service_requests`]).
+fn volumes_from_requests(
+    name: &str,
+    service: &Value,
+    writers: &std::collections::BTreeSet<String>,
+    out: &mut Vec<(Permission, Source)>,
+) {
+    for (from, read_only) in volumes_from_of(service) {
+        if !read_only && !from.starts_with("container:") && writers.contains(&from) {
+            out.push((
+                Permission::Namespace(format!("volumes_from:{from}")),
+                Source::ComposeService {
+                    service: name.to_string(),
+                    property: "volumes_from".to_string(),
+                },
+            ));
+        }
+    }
+}
+
 /// The additions that keep a sidecar writing a host path from leaving set-uid/set-gid files,
 /// device nodes or another user's files there (spec-note 0611): it runs as the workspace user
 /// (`user: "<uid>:<gid>"`, when there is one, [`crate::config::ownership::workspace_user`]),
@@ -173,17 +272,21 @@ pub fn host_writer_additions(
 
 /// Every service's requests in `model` judged under `profile` with `grants`, refused ones
 /// included (not an error): for a caller that refuses them together with its other requests
-/// ([`judge_compose`] refuses them alone).
+/// ([`judge_compose`] refuses them alone). `primary` is the service devcell connects to (a
+/// host writer, [`host_writers`]).
 pub fn compose_requests(
     profile: &SecurityProfile,
     model: &Value,
+    primary: &str,
     places: &Places,
     grants: &Grants,
 ) -> Vec<PermissionRequest> {
     let mut asked: Vec<(Permission, Source)> = Vec::new();
     let routes = host_routes();
+    let writers = host_writers(model, primary);
     for (name, service) in services_of(model) {
         service_requests(model, name, service, places, &mut asked);
+        volumes_from_requests(name, service, &writers, &mut asked);
         reach_requests(model, name, service, &routes, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();
@@ -1763,6 +1866,76 @@ mod tests {
         assert!(!uses(dir.path()));
     }
 
+    /// Attack (spec-note 0611, G4): `volumes_from: [app]` gives a root sidecar every mount of
+    /// the primary, the workspace bind read-write, though it binds nothing itself. It is a
+    /// request, and a host writer: granted, it still runs as the workspace user without the
+    /// file capabilities. So is a service taking a `container:`'s mounts, a pid, ipc or network
+    /// peer of a writer (either way) and, transitively, a `volumes_from` of those; `:ro` and a
+    /// source that writes no host path ask nothing and leave the sidecar as it was.
+    #[test]
+    fn volumes_from_a_workspace_writer_is_a_writer() {
+        let m = json!({"name": "p", "services": {
+            "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+            "side": {"image": "b", "user": "0:0", "volumes_from": ["app"]},
+            "chained": {"image": "b", "volumes_from": ["side:rw"]},
+            "box": {"image": "b", "volumes_from": ["container:elsewhere"]},
+            "pidpeer": {"image": "b", "pid": "service:side"},
+            "joined": {"image": "b"},
+            "joiner": {"image": "b", "volumes_from": ["app"], "network_mode": "service:joined"},
+            "reader": {"image": "b", "volumes_from": ["app:ro"]},
+            "db": {"image": "d", "volumes": [{"type": "volume", "source": "data", "target": "/d"}]},
+            "fromdb": {"image": "b", "volumes_from": ["db"]}
+        }, "volumes": {"data": {}}});
+        let writers = host_writers(&m, "app");
+        for w in [
+            "app", "side", "chained", "box", "pidpeer", "joined", "joiner",
+        ] {
+            assert!(writers.contains(w), "{w}: {writers:?}");
+        }
+        for n in ["reader", "db", "fromdb"] {
+            assert!(!writers.contains(n), "{n}: {writers:?}");
+        }
+        // the primary is a writer even when the model binds nothing into it
+        let bare =
+            model(json!({"app": {"image": "a"}, "side": {"image": "b", "volumes_from": ["app"]}}));
+        assert!(host_writers(&bare, "app").contains("side"));
+
+        let got = refused(&m, &Grants::default());
+        let mut flags: Vec<&str> = got.iter().map(|(f, _, _)| f.as_str()).collect();
+        flags.sort();
+        flags.dedup();
+        assert_eq!(
+            flags,
+            [
+                "--allow namespace:pid:service:side",
+                "--allow namespace:volumes_from:app",
+                "--allow namespace:volumes_from:container:elsewhere",
+                "--allow namespace:volumes_from:side",
+            ]
+        );
+        assert!(
+            got.iter()
+                .any(|(f, s, _)| f == "--allow namespace:volumes_from:app"
+                    && s == "Compose service `side` (`volumes_from`)")
+        );
+        let j = judged_with_flags(&m, &flags);
+        for w in ["side", "chained", "box", "pidpeer", "joined", "joiner"] {
+            let dropped = json::strings(j.sidecars[w].get("cap_drop"));
+            for cap in ["MKNOD", "FSETID", "CHOWN", "SETUID"] {
+                assert!(dropped.iter().any(|c| c == cap), "{w} keeps {cap}");
+            }
+        }
+        for n in ["reader", "db", "fromdb"] {
+            assert!(j.sidecars[n].get("cap_drop").is_none(), "{n}");
+        }
+        // keeping the image's user stays a grant of its own
+        let mut kept = flags.clone();
+        kept.push("--allow runtime-option:keep_image_user=side");
+        let j = judged_with_flags(&m, &kept);
+        assert!(j.sidecars["side"].get("cap_drop").is_none());
+        assert!(j.sidecars["chained"].get("cap_drop").is_some());
+    }
+
     #[test]
     fn each_escape_is_a_request_naming_the_service_and_property() {
         let m = model(json!({
@@ -1787,6 +1960,7 @@ mod tests {
                 "--allow namespace:ipc:container:x",
                 "--allow namespace:pid:host",
                 "--allow namespace:userns:host",
+                "--allow namespace:volumes_from:app",
                 "--allow namespace:volumes_from:container:other",
                 "--allow network:host",
                 "--allow privileged",
@@ -1803,7 +1977,7 @@ mod tests {
         );
         // each granted with its --allow
         let j = judged_with_flags(&m, &flags);
-        assert_eq!(j.requests.len(), 11);
+        assert_eq!(j.requests.len(), 12);
         assert!(
             j.requests
                 .iter()

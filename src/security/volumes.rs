@@ -65,6 +65,47 @@ fn is_bind(info: &VolumeInfo) -> bool {
         .is_some_and(|o| o.split(',').any(|f| matches!(f.trim(), "bind" | "rbind")))
 }
 
+/// Makes each top-level volume of the resolved Compose `model` what the engine already holds
+/// under its name (`held`, engine name → [`VolumeInfo`]; the name is the volume's `name`, else
+/// its key): one [`classify`] finds bind-backed gets the engine's options as its
+/// `driver_opts` (`type: none`, `o: bind`, `device`), whatever the model says (attacks G1). Compose
+/// reuses an existing volume without comparing its options with the file's, so a `wsvol: {}`
+/// written after an earlier session made `wsvol` with `o=bind,device=<workspace>` mounts that
+/// bind; from here every rule that reads the model's driver options (the request of the bind,
+/// the covers of `.git`, the host writers of spec-note 0611) judges the bind. `external`
+/// volumes and those named with `name:` alike. Returns the keys rewritten. Pure.
+pub fn compose_model_as_held(
+    model: &mut serde_json::Value,
+    held: &BTreeMap<String, VolumeInfo>,
+    workspace: &Path,
+) -> Vec<String> {
+    let mut rewritten = Vec::new();
+    let Some(volumes) = model
+        .get_mut("volumes")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return rewritten;
+    };
+    for (key, def) in volumes.iter_mut() {
+        let name = def
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or(key)
+            .to_string();
+        if let VolumeUse::BindBacked(device) = classify(held.get(&name), workspace) {
+            let opts = serde_json::json!({"type": "none", "o": "bind", "device": device});
+            match def.as_object_mut() {
+                Some(def) => {
+                    def.insert("driver_opts".to_string(), opts);
+                }
+                None => *def = serde_json::json!({"name": name, "driver_opts": opts}),
+            }
+            rewritten.push(key.clone());
+        }
+    }
+    rewritten
+}
+
 /// The labels devcell puts on a named volume it creates for `workspace`.
 pub fn labels_for(workspace: &Path) -> BTreeMap<String, String> {
     BTreeMap::from([(
@@ -141,6 +182,67 @@ mod tests {
         assert_eq!(classify(Some(&plugin), ws), VolumeUse::Foreign);
         let no_device = volume("local", &[("o", "bind")], &[]);
         assert_eq!(classify(Some(&no_device), ws), VolumeUse::Foreign);
+    }
+
+    /// Attack G1: a volume an earlier session made with `o=bind,device=<workspace>` and
+    /// the project's label, declared plain (`wsvol: {}`) now, or `external`, or by `name:`,
+    /// is judged as the bind the engine holds: the model gets the engine's options, so the
+    /// bind's request, the `.git` cover and the host writers see it. A plain volume the engine
+    /// holds, and one it does not hold, are left as the model says.
+    #[test]
+    fn a_bind_backed_volume_the_engine_holds_is_a_bind_whatever_the_model_says() {
+        use serde_json::json;
+        let ws = Path::new("/work/ws");
+        let bind = |name: &str, device: &str| {
+            let mut v = volume(
+                "local",
+                &[("type", "none"), ("o", "bind"), ("device", device)],
+                &[("com.docker.compose.project", "ws_devcontainer")],
+            );
+            v.name = name.into();
+            (name.to_string(), v)
+        };
+        let mut plain = volume("local", &[], &[]);
+        plain.name = "ws_devcontainer_data".into();
+        let held: BTreeMap<String, VolumeInfo> = [
+            bind("ws_devcontainer_wsvol", "/work/ws"),
+            bind("shared-by-name", "/etc"),
+            bind("outside", "/home/u"),
+            ("ws_devcontainer_data".to_string(), plain),
+        ]
+        .into_iter()
+        .collect();
+        let mut model = json!({"name": "ws_devcontainer", "services": {
+        "app": {"volumes": [{"type": "volume", "source": "wsvol", "target": "/hostws"}]}},
+        "volumes": {
+            "wsvol": {"name": "ws_devcontainer_wsvol"},
+            "named": {"name": "shared-by-name"},
+            "ext": {"name": "outside", "external": true},
+            "data": {"name": "ws_devcontainer_data"},
+            "fresh": {"name": "ws_devcontainer_fresh"},
+            "lying": {"name": "ws_devcontainer_wsvol",
+                      "driver_opts": {"type": "none", "o": "bind", "device": "/work/ws/sub"}}
+        }});
+        let mut rewritten = compose_model_as_held(&mut model, &held, ws);
+        rewritten.sort();
+        assert_eq!(rewritten, ["ext", "lying", "named", "wsvol"]);
+        let device = |key: &str| model["volumes"][key]["driver_opts"]["device"].clone();
+        assert_eq!(device("wsvol"), "/work/ws");
+        assert_eq!(device("named"), "/etc");
+        assert_eq!(device("ext"), "/home/u");
+        assert_eq!(device("lying"), "/work/ws", "the engine's options win");
+        assert_eq!(model["volumes"]["wsvol"]["driver_opts"]["o"], "bind");
+        assert!(model["volumes"]["data"].get("driver_opts").is_none());
+        assert!(model["volumes"]["fresh"].get("driver_opts").is_none());
+        assert_eq!(
+            crate::security::host_path::bind_backed_volume(&model, "wsvol"),
+            Some("/work/ws")
+        );
+        // and the sidecar on it is a host writer (spec-note 0611)
+        assert!(crate::security::compose::writes_host_path(
+            &model,
+            &model["services"]["app"]
+        ));
     }
 
     #[test]

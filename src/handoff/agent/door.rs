@@ -4,27 +4,41 @@
 //! through it.
 
 use super::{Handoff, Live};
-use crate::handoff::door::{OPEN_WAIT, SessionDoor};
+use crate::handoff::door::{DoorError, OPEN_WAIT, SessionDoor};
 use crate::ops::error::{OpsError, Result};
 use crate::progress::Event;
 
 impl Handoff<'_> {
     /// The channel asked for (`opts.mail`), opened and recorded in the session; `None` when
-    /// the handoff has none.
-    pub(super) async fn open_door(&self, live: &Live) -> Result<Option<SessionDoor>> {
+    /// the handoff has none. The channel is an aid: a group's log another task filled, or a
+    /// mail state the host cannot read, is a warning and the agent runs without it
+    /// (`devcell-mail` then says there is no channel). Another running handoff holding the
+    /// task's channel is an error (two sessions would answer as one task).
+    pub(super) async fn open_door(&self, live: &mut Live) -> Result<Option<SessionDoor>> {
         let Some(request) = self.opts.mail.clone() else {
             return Ok(None);
         };
+        let task = request.task.as_str().to_string();
         let settings = self.opts.settings.mail.clone();
-        let door = tokio::task::spawn_blocking(move || request.open(&settings, OPEN_WAIT))
+        let opened = tokio::task::spawn_blocking(move || request.open(&settings, OPEN_WAIT))
             .await
             .map_err(|e| {
                 live.fail(OpsError::Unsupported {
                     message: format!("the mail channel did not open: {e}"),
                     hint: None,
                 })
-            })?
-            .map_err(|e| live.fail(e.into()))?;
+            })?;
+        let door = match opened {
+            Ok(door) => door,
+            Err(e @ DoorError::Busy { .. }) => return Err(live.fail(e.into())),
+            Err(e) => {
+                let message = format!("task `{task}` runs without its mail channel: {e}");
+                self.reporter
+                    .report(Event::Status(format!("warning: {message}")));
+                live.warnings.push(message);
+                return Ok(None);
+            }
+        };
         let record = door.record();
         self.reporter.report(Event::Status(format!(
             "mail: task `{}` reaches the other tasks of group `{}` through `{}` ({})",

@@ -21,6 +21,12 @@ use crate::mail::{
     TaskName,
 };
 
+/// Messages one `inbox` (the oldest) or `sent` (the newest) answer lists: with each message's
+/// logged size bounded by `[mail].max_message_bytes` (64 KiB by default), an answer stays
+/// within the client's 16 MiB frame and the host builds no answer larger than that (issue 30,
+/// G3).
+pub const MAX_LISTED: usize = 100;
+
 /// `devcell-mail`: the in-sandbox command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -43,7 +49,7 @@ pub struct MailCommand {
 enum Command {
     /// Send a message to other tasks (prints its id).
     Send(SendArgs),
-    /// List the messages waiting for you (not yet acknowledged).
+    /// List the messages waiting for you (not yet acknowledged; the oldest 100).
     Inbox(FormatArg),
     /// Show one message of your inbox (marks it read; acknowledge it with `ack` when it asks).
     Read {
@@ -59,7 +65,7 @@ enum Command {
     },
     /// Answer a message of your inbox (to its sender, in its thread; prints the new id).
     Reply(ReplyArgs),
-    /// List the messages you sent and where each stands per recipient.
+    /// List the messages you sent and where each stands per recipient (the newest 100).
     Sent(FormatArg),
 }
 
@@ -304,6 +310,9 @@ fn refusal(e: &MailError) -> Answer {
         MailError::Io { .. } | MailError::CorruptLog { .. } => {
             "mail: devcell could not read or write the mail log on the host (the host user sees why with `devcell mail list`)".to_string()
         }
+        MailError::LogFull { .. } => {
+            "mail: the group's mail log on the host is full".to_string()
+        }
         other => other.to_string(),
     };
     Answer::fail(
@@ -366,7 +375,9 @@ impl MailDoor {
                 Ok((receipt_text(&receipt, args.body.format), done))
             }
             Command::Inbox(f) => {
-                let items = m.inbox(me)?;
+                let mut items = m.inbox(me)?;
+                // the oldest first: they are the ones to handle, and acking brings the next
+                items.truncate(MAX_LISTED);
                 let text = match f.format {
                     Format::Json => json(&items),
                     Format::Text => inbox_text(&items),
@@ -387,7 +398,8 @@ impl MailDoor {
                 Ok((format!("{id} {}\n", state_word(state)), Done::Other))
             }
             Command::Sent(f) => {
-                let views = m.sent(me)?;
+                let mut views = m.sent(me)?;
+                views.drain(..views.len().saturating_sub(MAX_LISTED));
                 let text = match f.format {
                     Format::Json => json(&views),
                     Format::Text => sent_text(&views),
@@ -533,4 +545,22 @@ fn sent_text(views: &[MessageView]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn a_full_log_is_refused_without_naming_its_host_path() {
+        let e = MailError::LogFull {
+            path: "/home/user/.local/state/devcell/mail/abc/log.jsonl".into(),
+            size: 10,
+            limit: 10,
+        };
+        let answer = refusal(&e);
+        let text = String::from_utf8(answer.stderr).unwrap();
+        assert!(text.contains("mail.log_full"), "{text}");
+        assert!(!text.contains("/home/user"), "{text}");
+    }
 }

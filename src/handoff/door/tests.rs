@@ -623,3 +623,49 @@ fn malformed_connections_are_counted_and_logged_at_most_ten_a_minute() {
     assert_eq!(lines.len(), commands::MALFORMED_LOGGED_PER_MINUTE as usize);
     assert_eq!(lines[0]["reason"], "channel: bad frame 0");
 }
+
+#[test]
+fn an_answer_is_bounded_and_never_larger_than_the_client_accepts() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+    use crate::settings::MailSettings;
+    let state = tempfile::tempdir().unwrap();
+    let settings = MailSettings {
+        messages_per_minute: 1_000,
+        ..MailSettings::default()
+    };
+    let m = Mediator::open(
+        state.path(),
+        &GroupName::new("g").unwrap(),
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    for t in ["a", "b"] {
+        m.register(&TaskName::new(t).unwrap(), None).unwrap();
+    }
+    let door = MailDoor::new(Arc::new(m), settings.max_message_bytes);
+    let body = "\u{1}".repeat(10_000);
+    for i in 0..(commands::MAX_LISTED + 20) {
+        let argv: Vec<String> = ["send", "--to", "b", "--subject", &format!("m{i}")]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let a = door.handle("a", &argv, &mut Given(Some(body.clone().into_bytes())));
+        assert_eq!(a.status, 0, "{}", String::from_utf8_lossy(&a.stderr));
+    }
+    for (who, command) in [("a", "sent"), ("b", "inbox")] {
+        let argv: Vec<String> = [command, "--format", "json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let a = door.handle(who, &argv, &mut Given(None));
+        assert_eq!(a.status, 0);
+        let listed: Vec<serde_json::Value> = serde_json::from_slice(&a.stdout).unwrap();
+        assert_eq!(listed.len(), commands::MAX_LISTED, "{command}");
+        assert!(
+            a.stdout.len() < 16 * 1024 * 1024,
+            "{command}: {}",
+            a.stdout.len()
+        );
+    }
+}

@@ -735,6 +735,213 @@ fn a_root_sidecar_writing_the_workspace_leaves_no_set_uid_file_device_or_foreign
     );
 }
 
+/// Attack G1 (spec-note 0400): an agent makes a named volume that binds the workspace
+/// (`wsvol: {driver_opts: {o: bind, device: <workspace>}}`, mounted at `/hostws`); the
+/// session covers `/hostws/.git`, and Compose creates `<project>_wsvol` with those options and
+/// the project's label. The agent then declares it plain (`wsvol: {}`) and the project's
+/// containers are removed: Compose reuses the volume as it is, so the next session mounts the
+/// bind again. devcell judges it by what the engine holds: the second session's `/hostws/.git`
+/// is covered too (the host's marker file there is not readable), its attempt to add
+/// `core.fsmonitor` leaves the host's `.git/config` byte-identical, and a human's git runs
+/// nothing.
+#[test]
+fn a_bind_backed_volume_left_by_an_earlier_session_is_covered_when_declared_plain() {
+    use crate::support::hostile::{HostTarget, HostileRepo};
+    let Some(repo) = HostileRepo::busybox("hostile_compose_held_bind") else {
+        return;
+    };
+    let target = HostTarget::new();
+    let project = own_project(repo.context());
+    repo.context().cleanup().volume(&format!("{project}_wsvol"));
+    let compose = |wsvol: &str| {
+        format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    \
+             volumes: [\"..:/workspace\", \"wsvol:/hostws\"]\nvolumes:\n  wsvol: {wsvol}\n"
+        )
+    };
+    let bind = format!(
+        "{{driver_opts: {{type: none, o: bind, device: \"{}\"}}}}",
+        repo.path().display()
+    );
+    repo.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "remoteUser": "nobody",
+            "updateRemoteUserUID": true, "workspaceFolder": "/workspace"}"#,
+    )
+    .file(".devcontainer/docker-compose.yml", &compose(&bind))
+    .file("out/.keep", "")
+    .commit();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        repo.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::write(repo.path().join(".git/attack-marker"), "HOST-REAL-GIT\n").unwrap();
+    let config = repo.path().join(".git/config");
+    let before = std::fs::read(&config).unwrap();
+    let settings = repo.context().tmp().join("config.toml");
+    let session = |n: u32| {
+        let agent = format!(
+            "cat /hostws/.git/attack-marker > out/marker{n}.txt 2>&1; \
+             printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> /hostws/.git/config 2>/dev/null \
+             && echo wrote > out/write{n}.txt || echo refused > out/write{n}.txt; true",
+            m = target.marker().display()
+        );
+        std::fs::write(
+            &settings,
+            format!(
+                "[agents.a]\ncommand = {}\n",
+                serde_json::to_string(&["sh", "-c", &agent]).unwrap()
+            ),
+        )
+        .unwrap();
+        let run = repo.context().run(
+            "handoff",
+            &[
+                "--agent",
+                "a",
+                "--config-file",
+                settings.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        );
+        assert_eq!(
+            run.code,
+            Some(0),
+            "session {n}: {}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        let read = |rel: &str| std::fs::read_to_string(repo.path().join(rel)).unwrap_or_default();
+        assert!(
+            !read(&format!("out/marker{n}.txt")).contains("HOST-REAL-GIT"),
+            "session {n} read the host's .git through /hostws"
+        );
+        assert!(
+            !read(&format!("out/write{n}.txt")).is_empty(),
+            "session {n}'s agent did not run"
+        );
+        assert_eq!(
+            std::fs::read(&config).unwrap(),
+            before,
+            "session {n} changed the host's .git/config"
+        );
+    };
+
+    session(1);
+    let held = docker_lines(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{.Options.o}} {{.Options.device}}",
+        &format!("{project}_wsvol"),
+    ]);
+    assert_eq!(
+        held,
+        [format!("bind {}", repo.path().display())],
+        "the first session made the bind-backed volume"
+    );
+    // what the agent writes, and what a user does after devcell refuses to reuse a container
+    std::fs::write(
+        repo.path().join(".devcontainer/docker-compose.yml"),
+        compose("{}"),
+    )
+    .unwrap();
+    for line in project_containers(&project) {
+        let id = line.split(' ').next().unwrap();
+        docker_lines(&["rm", "-f", id]);
+    }
+    session(2);
+
+    // a human's git on the host runs nothing
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(repo.path())
+        .output();
+    target.assert_untouched();
+    repo.context().run("down", &["--remove"]);
+    assert!(project_containers(&project).is_empty());
+}
+
+/// Attack G4 (spec-note 0611): a root sidecar with no bind of its own takes the primary's
+/// mounts (`volumes_from: [app]`), the workspace read-write among them, and tries to leave a
+/// set-uid-root copy of its shell, a root-owned set-uid/set-gid file and device nodes there.
+/// It is a request (`namespace:volumes_from:app`): refused, nothing of the project is created;
+/// granted, it is a host writer and runs as the workspace user without the capabilities for
+/// it, so on the host nothing under the workspace is a device, set-uid/set-gid, or another
+/// user's.
+#[test]
+fn a_sidecar_with_volumes_from_the_primary_makes_no_set_uid_file_or_device() {
+    use crate::support::git::{WORKSPACE_OWNER, give_to_workspace_owner};
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(ctx) = TestContext::busybox("hostile_compose_volfrom") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let script = "while [ ! -d /ws/out ]; do sleep 0.1; done; cd /ws/out && cp /bin/busybox sb; \
+                  chmod 4755 sb; chown 0:0 sb; chmod 4755 sb; touch f; chown 0:0 f; chmod 6755 f; \
+                  mknod kmem c 1 1; mknod blk b 7 0; chmod 666 blk; mkdir d; chown 0:0 d; \
+                  id > who; touch done; sleep 100000";
+    let side = serde_json::to_string(&["sh", "-c", script]).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{}    volumes: [\"..:/ws\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    user: \"0:0\"\n    \
+             volumes_from: [app]\n    command: {side}\n",
+            sleeper("app")
+        ),
+    );
+    ctx.write("out/.keep", "");
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    give_to_workspace_owner(ctx.path());
+    let out = ctx.path().join("out");
+
+    let refused = ctx.run("up", &[]);
+    let stderr = refused.failed();
+    assert!(
+        stderr.contains("--allow namespace:volumes_from:app"),
+        "{stderr}"
+    );
+    assert!(project_containers(&project).is_empty());
+
+    ctx.up(&["--allow", "namespace:volumes_from:app"]);
+    let mut done = false;
+    for _ in 0..600 {
+        if out.join("done").exists() {
+            done = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        done,
+        "the sidecar's script did not finish: {:?}",
+        project_containers(&project)
+    );
+    assert!(
+        out.join("sb").exists(),
+        "the sidecar did not run its script"
+    );
+    let foreign = foreign_entries(&out, WORKSPACE_OWNER);
+    assert!(
+        foreign.is_empty(),
+        "the sidecar left on the host: {foreign:#?}"
+    );
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(
+            meta.mode() & 0o6000 == 0 || meta.uid() == WORKSPACE_OWNER,
+            "{} is set-uid/set-gid for another user",
+            path.display()
+        );
+    }
+    ctx.run("down", &["--remove"]).ok();
+    assert!(project_containers(&project).is_empty());
+}
+
 /// A project whose network is a `macvlan` leg on a host interface, with a subnet over the
 /// engine's own bridge, and whose build mounts a BuildKit cache shared by every build on the
 /// engine: `up` and `build` are refused naming each request, and neither creates a container,
