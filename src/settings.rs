@@ -503,6 +503,9 @@ pub struct MailSettings {
     /// Seconds a read message stays out of the inbox before it is redelivered, unless
     /// acknowledged.
     pub lease_seconds: u64,
+    /// Whether worktree handoffs get the mail channel too (clone tasks always do; `handoff
+    /// --mail` / `--no-mail` decide for one handoff; spec-note 0532).
+    pub worktrees: bool,
 }
 
 impl Default for MailSettings {
@@ -514,6 +517,7 @@ impl Default for MailSettings {
             messages_per_minute: 30,
             max_log_bytes: 64 * 1024 * 1024,
             lease_seconds: 300,
+            worktrees: false,
         }
     }
 }

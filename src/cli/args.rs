@@ -182,6 +182,15 @@ pub struct HandoffArgs {
     /// With `--isolation clone`: the commit the task branch starts at (default: `HEAD`).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
+    /// Give the agent the mail channel to the repository's other tasks (`devcell-mail`,
+    /// docs/mail.md); clone tasks have it unless `--no-mail`, worktree handoffs when
+    /// `[mail].worktrees` is set. A worktree handoff's task name is `--task`, else its folder's
+    /// name.
+    #[arg(long, conflicts_with = "no_mail")]
+    pub mail: bool,
+    /// No mail channel for this handoff.
+    #[arg(long)]
+    pub no_mail: bool,
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,

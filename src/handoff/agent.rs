@@ -45,6 +45,7 @@
 
 mod begin;
 mod container;
+mod door;
 mod finish;
 mod launch;
 mod stop_first;
@@ -110,6 +111,18 @@ pub async fn handoff_with(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
+    // a worktree handoff's mail channel, when asked for (a clone task's is set by its runner)
+    let with_door;
+    let opts = match crate::handoff::door::worktree::request(opts)? {
+        Some(door) => {
+            with_door = HandoffOptions {
+                mail: Some(door),
+                ..opts.clone()
+            };
+            &with_door
+        }
+        None => opts,
+    };
     let h = Handoff {
         engine,
         opts,
@@ -125,6 +138,7 @@ pub async fn handoff_with(
     live.warnings.extend(drift);
     h.stop_what_runs(&mut judged, &live).await?;
     h.refresh_container_gits(&p, &mut live)?;
+    let door = h.open_door(&mut live).await?;
     let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
     let recorded = h
         .record_container(&up_opts, &p, &up, compose, &mut live)
@@ -132,6 +146,7 @@ pub async fn handoff_with(
     h.log_start(&mut log, &live, &up);
     let written = h.write_context_files(&p, &up, &recorded, &live).await?;
     let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await?;
+    h.close_door(door, &mut live);
     let quiet = h.stop_workspace(&up, &mut live).await;
     h.fetch_back(&p, &mut live, quiet);
     h.finish(p, up, live, recorded, written, ran)

@@ -99,6 +99,18 @@ pub fn render(context: &HandoffContext) -> String {
             let _ = writeln!(s, "## Other tasks\n\n{mail}\n");
         }
     }
+    // a worktree handoff's channel (a clone task's is said in its sandbox above)
+    if let Some(mail) = context
+        .mail
+        .as_ref()
+        .filter(|_| context.sandbox.as_ref().is_none_or(|sb| sb.mail.is_none()))
+    {
+        let _ = writeln!(
+            s,
+            "## Other tasks\n\nYou are task `{}`. {}\n",
+            mail.task, mail.usage
+        );
+    }
     let _ = writeln!(s, "## Definition of done\n");
     if context.verification.is_empty() {
         let _ = writeln!(

@@ -161,8 +161,10 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     {
         engine_facts = engine_facts.with_base_image_inspect(&base);
     }
+    let mail = mail_channel(&inspect);
     if !opts.probe {
         let mut report = scoring::audit(&engine_facts, &ctx);
+        report.mail = mail;
         if opts.workspace_folder.is_some() {
             compose_services(engine, &inspect, opts, &mut report).await?;
         }
@@ -193,7 +195,80 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
     let probe = parse_probe_output(&result.stdout_text())?;
     let mut report = audit_probe(&probe, &ctx, Some(&engine_facts));
     report.container = report.container.or(Some(id));
+    report.mail = mail;
     Ok(report)
+}
+
+/// The container's mail channel (spec-note 0532): the bind at the socket folder's container
+/// path, the command's, and the channel record of the handoff session that ran in this
+/// container (found in the state of the workspace its label names).
+pub fn mail_channel(inspect: &Value) -> Option<scoring::MailChannel> {
+    use crate::handoff::door::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
+    let mounts = inspect.pointer("/Mounts").and_then(Value::as_array)?;
+    let bind_at = |target: &str| {
+        mounts
+            .iter()
+            .find(|m| m.get("Destination").and_then(Value::as_str) == Some(target))
+    };
+    let folder = bind_at(CONTAINER_FOLDER)?;
+    let command = bind_at(CONTAINER_BIN).map(|_| CONTAINER_BIN.to_string());
+    Some(scoring::MailChannel {
+        socket_folder: folder
+            .get("Source")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        socket: format!("{CONTAINER_FOLDER}/{SOCKET_NAME}"),
+        read_only: folder.get("RW").and_then(Value::as_bool) == Some(false),
+        command,
+        session: session_channel(inspect),
+    })
+}
+
+/// The channel record of the last session of the container's workspace that ran in it.
+fn session_channel(inspect: &Value) -> Option<Value> {
+    let id = inspect.pointer("/Id").and_then(Value::as_str)?;
+    let folder = inspect
+        .pointer(&format!("/Config/Labels/{LOCAL_FOLDER_LABEL}"))
+        .and_then(Value::as_str)?;
+    let store = crate::handoff::state::StateStore::open_default().ok()?;
+    let state = store.load(Path::new(folder)).ok()??;
+    let session = state.sessions.iter().rev().find(|s| {
+        s.container_id
+            .as_deref()
+            .is_some_and(|c| !c.is_empty() && (id.starts_with(c) || c.starts_with(id)))
+            && s.mail.is_some()
+    })?;
+    let mut record = serde_json::to_value(session.mail.as_deref()?).ok()?;
+    record["sessionId"] = Value::String(session.id.clone());
+    Some(record)
+}
+
+/// One line for people about a container's mail channel.
+pub fn mail_line(mail: &scoring::MailChannel) -> String {
+    let mut line = format!(
+        "mail channel: {} ({}) from {}",
+        mail.socket,
+        if mail.read_only {
+            "read-only"
+        } else {
+            "WRITABLE"
+        },
+        mail.socket_folder
+    );
+    if let Some(s) = &mail.session {
+        let n = |k: &str| s.get(k).and_then(Value::as_u64).unwrap_or(0);
+        line.push_str(&format!(
+            "; task `{}`, session {}: {} posted, {} delivered, {} refused, {} malformed",
+            s.get("task").and_then(Value::as_str).unwrap_or("?"),
+            s.get("sessionId").and_then(Value::as_str).unwrap_or("?"),
+            n("posted"),
+            n("delivered"),
+            n("refused"),
+            n("malformed")
+        ));
+    }
+    line
 }
 
 /// The names of the networks a container is attached to (`NetworkSettings.Networks`).
@@ -241,4 +316,38 @@ pub fn workspace_git_dirs(ws: &Path) -> Vec<PathBuf> {
         return w.git_mounts.iter().map(|m| m.host_path.clone()).collect();
     }
     Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The audit names a container's mail channel from its binds (spec-note 0532), says
+    /// whether the socket folder is read-only, and finds no channel where none is bound.
+    #[test]
+    fn the_audit_names_the_mail_channel_from_the_binds() {
+        let inspect = serde_json::json!({
+            "Id": "abc",
+            "Config": { "Labels": {} },
+            "Mounts": [
+                { "Source": "/s/door/devcell-mail-1", "Destination": "/usr/bin/devcell-mail", "RW": false },
+                { "Source": "/s/door/k/socket", "Destination": "/.devcell-mail", "RW": false },
+                { "Source": "/w", "Destination": "/workspace", "RW": true }
+            ]
+        });
+        let mail = mail_channel(&inspect).unwrap();
+        assert_eq!(mail.socket_folder, "/s/door/k/socket");
+        assert_eq!(mail.socket, "/.devcell-mail/mail.sock");
+        assert!(mail.read_only);
+        assert_eq!(mail.command.as_deref(), Some("/usr/bin/devcell-mail"));
+        assert_eq!(mail.session, None, "no workspace label: no session record");
+        assert!(mail_line(&mail).contains("/.devcell-mail/mail.sock (read-only)"));
+
+        let mut writable = inspect.clone();
+        writable["Mounts"][1]["RW"] = true.into();
+        assert!(!mail_channel(&writable).unwrap().read_only);
+        let mut none = inspect;
+        none["Mounts"].as_array_mut().unwrap().remove(1);
+        assert_eq!(mail_channel(&none), None);
+    }
 }

@@ -160,6 +160,24 @@ pub struct HandoffContext {
     /// A clone task's sandbox (`handoff --isolation clone`, spec-note 0437): absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
+    /// The mail channel to the other tasks of the repository (clone task or worktree
+    /// handoff; spec-note 0532): absent when the handoff has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<ContextMail>,
+}
+
+/// `mail`: the agent's mail channel (spec-notes 0531, 0532).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextMail {
+    /// The task name this sandbox sends as (others address it by this name).
+    pub task: String,
+    /// The command (on the agent's `PATH`).
+    pub command: String,
+    /// The socket it talks through, in the container.
+    pub socket: String,
+    /// How to use it, for the agent.
+    pub usage: String,
 }
 
 /// `sandbox`: the clone task the agent works in, and how its results leave (spec-note 0437).
@@ -537,6 +555,7 @@ impl HandoffContext {
             agent: inputs.agent,
             context_path,
             sandbox: None,
+            mail: None,
         }
     }
 }

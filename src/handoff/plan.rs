@@ -66,9 +66,13 @@ pub struct HandoffOptions {
     /// Set by the clone task runner ([`crate::handoff::task::run`]): the workspace folder is
     /// the task's clone, whose own `.git` the container gets (no container git directory).
     pub sandbox: Option<crate::handoff::context::Sandbox>,
-    /// Set by the clone task runner: the mail channel's read-only binds (`devcell-mail` and the
-    /// task's socket folder; spec-note 0531).
-    pub mail: Option<crate::handoff::door::ContainerDoor>,
+    /// The mail channel the handoff opens once its session has begun: set by the clone task
+    /// runner, or for a worktree handoff that asks for one (`--mail`, `[mail].worktrees`); its
+    /// read-only binds (`devcell-mail` and the task's socket folder) are in the plan
+    /// (spec-notes 0531, 0532).
+    pub mail: Option<crate::handoff::door::DoorRequest>,
+    /// `--mail` / `--no-mail`: `None` when neither was given ([`Self::mail_channel_wanted`]).
+    pub mail_channel: Option<bool>,
     /// `--environment FILE`, `--allow-drift`, `--environment-out` (spec-note 0520); its
     /// `store` is unused: a handoff keeps its record in its own state folder.
     pub environment: crate::ops::environment::EnvironmentRequest,
@@ -78,6 +82,15 @@ pub struct HandoffOptions {
 }
 
 impl HandoffOptions {
+    /// Whether the handoff gets the mail channel (spec-note 0532): `--mail` / `--no-mail`, else
+    /// a clone task always, and a worktree handoff when `[mail].worktrees` says so.
+    pub fn mail_channel_wanted(&self) -> bool {
+        self.mail_channel.unwrap_or_else(|| {
+            self.effective_isolation() == crate::settings::Isolation::Clone
+                || self.settings.mail.worktrees
+        })
+    }
+
     /// The isolation in effect: `--isolation`, else the agent's `isolation`, else
     /// `[handoff].isolation` (spec-note 0437).
     pub fn effective_isolation(&self) -> crate::settings::Isolation {
@@ -924,7 +937,12 @@ fn plan_mounts(
         });
     }
     // The mail channel of a clone task (spec-note 0531): two read-only binds.
-    for (source, target) in opts.mail.iter().flat_map(|d| &d.binds).filter(|_| !host) {
+    for (source, target) in opts
+        .mail
+        .iter()
+        .flat_map(|d| &d.container.binds)
+        .filter(|_| !host)
+    {
         planned.push(PlannedMount {
             source: source.to_string_lossy().into_owned(),
             target: target.clone(),
@@ -933,7 +951,7 @@ fn plan_mounts(
         });
     }
     if !host {
-        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.mount_strings()));
+        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.container.mount_strings()));
     }
     Ok(Mounts {
         planned,

@@ -238,6 +238,10 @@ pub struct Session {
     /// `<root>/environments/<hash>.json` (spec-note 0520).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// The session's mail channel (spec-note 0532): its group, task and socket from when it
+    /// opened, and what went through it once it closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<Box<crate::handoff::door::ChannelRecord>>,
 }
 
 /// One repository's fetch-back in a [`Session`].
@@ -997,6 +1001,7 @@ impl StateStore {
                 network: None,
                 git: Vec::new(),
                 environment: None,
+                mail: None,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -1061,6 +1066,23 @@ impl StateStore {
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
             state.session_mut(session_id)?.environment = Some(hash.to_string());
+            Ok(())
+        })
+    }
+
+    /// Records the session's mail channel (spec-note 0532): when it opens, then with its
+    /// counts when it closes.
+    ///
+    /// # Errors
+    /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn set_mail(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        channel: crate::handoff::door::ChannelRecord,
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            state.session_mut(session_id)?.mail = Some(Box::new(channel));
             Ok(())
         })
     }

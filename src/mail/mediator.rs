@@ -32,6 +32,9 @@ impl Clock for SystemClock {
     }
 }
 
+/// The code of a malformed connection's `refused` line ([`Mediator::record_malformed`]).
+pub const MALFORMED_CONNECTION: &str = "mail.malformed_connection";
+
 /// Who the host user's actions are logged as.
 const HOST: &str = "@host";
 /// Who a lease's expiry is logged as.
@@ -150,6 +153,25 @@ impl Mediator {
             None => (Vec::new(), Err(not_registered(task))),
             Some(t) if t.ended => (Vec::new(), Ok(())),
             Some(_) => (vec![Event::Ended { task: task.clone() }], Ok(())),
+        })
+    }
+
+    /// Records that a connection on `task`'s socket was refused before any command ran
+    /// (bad frames, oversize, not our protocol): a `refused` line with
+    /// [`MALFORMED_CONNECTION`] and `why`, nothing of the connection's content (spec-note 0532).
+    ///
+    /// # Errors
+    /// Store errors ([`MailError::LogFull`] included: a full log records nothing more).
+    pub fn record_malformed(&self, task: &TaskName, why: &str) -> Result<()> {
+        let reason: String = why.chars().take(300).collect();
+        self.transact(|_, _| {
+            let event = Event::Refused {
+                from: Party::Task(task.clone()),
+                client_id: None,
+                code: MALFORMED_CONNECTION.to_string(),
+                reason,
+            };
+            (vec![event], Ok(()))
         })
     }
 

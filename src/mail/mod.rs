@@ -14,7 +14,7 @@ pub mod policy;
 pub mod store;
 
 pub use error::MailError;
-pub use mediator::{Clock, Mediator, Recipients, SystemClock};
+pub use mediator::{Clock, MALFORMED_CONNECTION, Mediator, Recipients, SystemClock};
 pub use model::{
     Delivery, Draft, GroupName, Importance, InboxItem, MEDIATOR, Message, MessageId, MessageType,
     MessageView, Party, Receipt, RecipientState, SCHEMA_VERSION, TaskInfo, TaskMailSummary,

@@ -229,3 +229,184 @@ fn three_clone_tasks_talk_through_the_mediator_only() {
     }
     target.assert_untouched();
 }
+
+/// Worktree handoff `wa` (the repository): its request to `wb` (retried until `wb` is
+/// registered), then garbage on its own socket (more arguments than the channel takes, an
+/// argument that is not UTF-8: each refused with status 2), then it waits for `wb`'s reply.
+const WA: &str = r#"
+n=0
+until devcell-mail send --to wb --type request --subject "need the schema" --ack-required --body "send it" > /tmp/r 2>/tmp/err; do
+  n=$((n+1)); [ $n -lt 180 ] || fail "send: $(cat /tmp/err)"; sleep 1
+done
+devcell-mail $(seq 1 300) >/dev/null 2>/tmp/g1
+[ $? -eq 2 ] || fail "300 arguments were taken: $(cat /tmp/g1)"
+devcell-mail inbox "$(printf 'x\377')" >/dev/null 2>/tmp/g2
+[ $? -eq 2 ] || fail "an argument not UTF-8 was taken: $(cat /tmp/g2)"
+find / -name 'log.jsonl' 2>/dev/null | grep -q . && fail "a mail log is visible"
+ls /.devcell-mail >/dev/null 2>&1 && fail "the socket folder can be listed"
+grep -q '"task": "wa"' .devcell/context.json || fail "the context file does not name the channel"
+r=$(wait_for reply wb) || exit 9
+devcell-mail read "$r" | grep -q "here it is" || fail "read reply"
+devcell-mail ack "$r" || fail "ack reply"
+echo WA-DONE
+"#;
+
+/// Worktree handoff `wb` (the linked worktree): answers `wa`'s request after `wa`'s garbage
+/// (the mediator still talks), and waits until `wa` has acknowledged the reply.
+const WB: &str = r#"
+q=$(wait_for request wa) || exit 9
+devcell-mail read "$q" | grep -q "send it" || fail "read request"
+devcell-mail reply "$q" --body "here it is" > /tmp/reply || fail "reply"
+devcell-mail ack "$q" || fail "ack request"
+n=0
+until devcell-mail sent | grep -q 'wa: acknowledged'; do
+  n=$((n+1)); [ $n -lt 180 ] || fail "no ack: $(devcell-mail sent)"; sleep 1
+done
+echo WB-DONE
+"#;
+
+/// Item 1 and 3 of issue 30's second round (spec-note 0532): two worktree handoffs of one
+/// repository (`--mail`) exchange a request and its reply through the mediator only; one
+/// writes garbage to its socket first, which is refused, counted and logged with its task while
+/// the other still talks; each session's record names its channel with its counts.
+#[test]
+fn two_worktree_handoffs_talk_through_the_mediator_and_survive_garbage() {
+    if !engine_ready("mail_worktrees", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let script = |body: &str| format!("{LIB}\n{body}");
+    let (wa, wb) = (script(WA), script(WB));
+    let host = Host::new(&[("wa", &wa), ("wb", &wb)]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-mail-wt-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let wt = at.path().join("wt");
+    let handoff = |folder: &Path, agent: &str| {
+        host.run(&[
+            "handoff",
+            "--isolation",
+            "worktree",
+            "--mail",
+            "--task",
+            agent,
+            "--workspace-folder",
+            folder.to_str().unwrap(),
+            "--agent",
+            agent,
+            "--format",
+            "json",
+        ])
+    };
+    let results = std::thread::scope(|s| {
+        let a = s.spawn(|| handoff(&repo, "wa"));
+        let b = s.spawn(|| handoff(&wt, "wb"));
+        [a.join().unwrap(), b.join().unwrap()]
+    });
+    let cleanup = || {
+        for folder in [&repo, &wt] {
+            for id in containers_of(folder) {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", "-v", &id])
+                    .output();
+            }
+        }
+    };
+    let envelopes: Vec<Value> = results.iter().map(crate::clone_tasks::envelope).collect();
+    for (out, who) in results.iter().zip(["wa", "wb"]) {
+        if out.status.code() != Some(0) {
+            cleanup();
+        }
+        let v = ok(out);
+        let mail = &v["result"]["session"]["mail"];
+        assert_eq!(mail["task"], who, "{v:#}");
+        assert_eq!(mail["socket"], "/.devcell-mail/mail.sock", "{v:#}");
+        assert_eq!(mail["command"], "/usr/bin/devcell-mail", "{v:#}");
+    }
+    let (a, b) = (
+        &envelopes[0]["result"]["session"]["mail"],
+        &envelopes[1]["result"]["session"]["mail"],
+    );
+    assert_eq!(
+        a["group"], b["group"],
+        "one mediator for the repository's worktrees"
+    );
+    assert_eq!(
+        (&a["posted"], &b["posted"]),
+        (&1.into(), &1.into()),
+        "{a:#} {b:#}"
+    );
+    assert_eq!(a["delivered"], 1, "{a:#}");
+    assert_eq!(a["malformed"], 2, "{a:#}");
+    assert_eq!(b["malformed"], 0, "{b:#}");
+
+    // the log: the request and the reply from their true senders, both acknowledged; the
+    // garbage as two refusals of `wa`, nothing of it accepted
+    let list = messages(&mail_list(&host, &repo));
+    assert_eq!(list.len(), 2, "{list:#?}");
+    let request = list
+        .iter()
+        .find(|m| m["message"]["type"] == "request")
+        .unwrap();
+    assert_eq!(request["message"]["from"], "wa");
+    assert_eq!(request["recipients"]["wb"]["state"], "acknowledged");
+    let reply = list
+        .iter()
+        .find(|m| m["message"]["type"] == "reply")
+        .unwrap();
+    assert_eq!(reply["message"]["from"], "wb");
+    assert_eq!(reply["recipients"]["wa"]["state"], "acknowledged");
+    let group = a["group"].as_str().unwrap();
+    let log =
+        std::fs::read_to_string(host.state().join("mail").join(group).join("log.jsonl")).unwrap();
+    let malformed: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == "refused" && v["code"] == "mail.malformed_connection")
+        .collect();
+    assert_eq!(malformed.len(), 2, "{log}");
+    assert!(malformed.iter().all(|v| v["from"] == "wa"), "{log}");
+
+    // each container bound the client and its own socket folder, never the mediator's folder
+    let mail_state = host.state().join("mail");
+    for folder in [&repo, &wt] {
+        for id in containers_of(folder) {
+            let sources = mount_sources(&id);
+            assert!(
+                sources
+                    .iter()
+                    .all(|s| !Path::new(s).starts_with(&mail_state)),
+                "{sources:?}"
+            );
+            let door = sources
+                .iter()
+                .filter(|s| Path::new(s).starts_with(host.state().join("door")))
+                .count();
+            assert_eq!(door, 2, "{sources:?}");
+        }
+    }
+    // `audit` names the channel of each container, with its session's record
+    let audit = ok(&host.run(&[
+        "audit",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let mail = &audit["result"]["mail"];
+    assert_eq!(mail["socket"], "/.devcell-mail/mail.sock", "{audit:#}");
+    assert_eq!(mail["readOnly"], true, "{audit:#}");
+    assert_eq!(mail["session"]["task"], "wa", "{audit:#}");
+    assert_eq!(mail["session"]["malformed"], 2, "{audit:#}");
+    for m in [a, b] {
+        let socket = m["hostSocket"].as_str().unwrap();
+        assert!(
+            !Path::new(socket).exists(),
+            "the socket is removed: {socket}"
+        );
+    }
+    cleanup();
+    target.assert_untouched();
+}

@@ -99,6 +99,9 @@ pub fn render_table(report: &AuditReport) -> String {
             );
         }
     }
+    if let Some(mail) = &report.mail {
+        let _ = writeln!(out, "{}", crate::handoff::audit::mail_line(mail));
+    }
     if let Some(network) = &report.network {
         let _ = writeln!(out, "network: {network}");
     }
@@ -142,6 +145,7 @@ mod tests {
             controls,
             network: None,
             services: Vec::new(),
+            mail: None,
         }
     }
 

@@ -282,6 +282,11 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         base: args.base.clone(),
         sandbox: None,
         mail: None,
+        mail_channel: match (args.mail, args.no_mail) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
         environment: environment_request(&args.environment)?,
         container: args.container.clone(),
     })

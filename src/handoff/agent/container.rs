@@ -190,6 +190,10 @@ impl Handoff<'_> {
         inputs.hooks = context::hooks_from_report(&up.lifecycle);
         let mut ctx = HandoffContext::new(&p.workspace, inputs);
         ctx.sandbox = opts.sandbox.clone();
+        ctx.mail = opts
+            .mail
+            .as_ref()
+            .map(crate::handoff::door::worktree::context_mail);
         let context_file = context::write(&live.root, &ctx_rel_path(&opts.settings), &ctx)
             .map_err(|e| live.fail(e.into()))?;
         let agents_md = agents_md_report(

@@ -7,8 +7,10 @@
 //! Exit statuses: 0 done; 1 refused by the mediator (the error's code, message and hint on
 //! standard error: nothing was sent); 2 a usage error.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -151,18 +153,79 @@ impl From<ImportanceArg> for Importance {
     }
 }
 
-/// The [`DoorHandler`] of one group: every task's socket answers through it.
-#[derive(Debug, Clone)]
+/// The [`DoorHandler`] of one task's socket: it answers through the group's mediator and
+/// counts what went through (the session's record of its channel, spec-note 0532).
+#[derive(Debug)]
 pub struct MailDoor {
     mediator: Arc<Mediator>,
     max_body: usize,
+    counts: Mutex<Tally>,
 }
+
+/// What went through one task's socket (see [`super::ChannelRecord`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Messages posted and accepted.
+    pub posted: u64,
+    /// Distinct messages handed to the task.
+    pub delivered: u64,
+    /// Commands the mediator refused.
+    pub refused: u64,
+    /// Connections refused before a command ran.
+    pub malformed: u64,
+}
+
+/// The counts, the ids already handed over, and the malformed connections logged this minute.
+#[derive(Debug, Default)]
+struct Tally {
+    counts: Counts,
+    delivered: HashSet<MessageId>,
+    logged_minute: Option<Instant>,
+    logged_in_minute: u32,
+}
+
+/// Malformed connections written to the group's log per minute and task: a sandbox looping on
+/// garbage fills neither the log nor the disk; the rest are only counted.
+pub const MALFORMED_LOGGED_PER_MINUTE: u32 = 10;
 
 impl MailDoor {
     /// Answers through `mediator`; a body from standard input may be `max_body` bytes
     /// (`[mail].max_message_bytes`: the mediator checks the whole message again).
     pub fn new(mediator: Arc<Mediator>, max_body: usize) -> MailDoor {
-        MailDoor { mediator, max_body }
+        MailDoor {
+            mediator,
+            max_body,
+            counts: Mutex::new(Tally::default()),
+        }
+    }
+
+    /// What went through the socket so far.
+    pub fn counts(&self) -> Counts {
+        self.tally().counts
+    }
+
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts one command's outcome.
+    fn count(&self, outcome: &Result<(String, Done), Refusal>) {
+        let mut t = self.tally();
+        match outcome {
+            Ok((_, Done::Posted { duplicate: false })) => t.counts.posted += 1,
+            Ok((_, Done::Handed(ids))) => {
+                for id in ids {
+                    if t.delivered.insert(id.clone()) {
+                        t.counts.delivered += 1;
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(Refusal::Mail(_)) => t.counts.refused += 1,
+            Err(Refusal::Usage(_)) => {}
+        }
     }
 }
 
@@ -186,17 +249,47 @@ impl DoorHandler for MailDoor {
             Ok(me) => me,
             Err(e) => return refusal(&e),
         };
-        match self.run(&me, cmd.command, input) {
-            Ok(out) => Answer::ok(out),
+        let outcome = self.run(&me, cmd.command, input);
+        self.count(&outcome);
+        match outcome {
+            Ok((text, _)) => Answer::ok(text),
             Err(Refusal::Mail(e)) => refusal(&e),
             Err(Refusal::Usage(why)) => Answer::fail(2, format!("devcell-mail: {why}\n")),
         }
     }
 
-    fn refused(&self, _sender: &str, _why: &str) {
-        // A malformed connection never became a message: the mediator has nothing to log, the
-        // sender got the error (spec-note 0531).
+    /// A malformed connection never became a message: it is counted, and written to the
+    /// group's log with the task and why (at most [`MALFORMED_LOGGED_PER_MINUTE`] a minute;
+    /// spec-note 0532); the server closes it.
+    fn refused(&self, sender: &str, why: &str) {
+        let log = {
+            let mut t = self.tally();
+            t.counts.malformed += 1;
+            let now = Instant::now();
+            let fresh = t
+                .logged_minute
+                .is_none_or(|m| now.duration_since(m) >= Duration::from_secs(60));
+            if fresh {
+                t.logged_minute = Some(now);
+                t.logged_in_minute = 0;
+            }
+            t.logged_in_minute += 1;
+            t.logged_in_minute <= MALFORMED_LOGGED_PER_MINUTE
+        };
+        if log && let Ok(task) = TaskName::new(sender) {
+            let _ = self.mediator.record_malformed(&task, why);
+        }
     }
+}
+
+/// What a command did, for its answer and the counts.
+enum Done {
+    /// A message accepted (or a retried send's first receipt).
+    Posted { duplicate: bool },
+    /// Messages handed to the task (`inbox`, `read`).
+    Handed(Vec<MessageId>),
+    /// Anything else.
+    Other,
 }
 
 /// Why a command did nothing.
@@ -249,7 +342,7 @@ impl MailDoor {
         me: &TaskName,
         command: Command,
         input: &mut dyn Input,
-    ) -> Result<String, Refusal> {
+    ) -> Result<(String, Done), Refusal> {
         let m = &*self.mediator;
         match command {
             Command::Send(args) => {
@@ -262,7 +355,10 @@ impl MailDoor {
                 let mut draft = self.draft(to, kind, &args.subject, &args.body, input)?;
                 draft.thread_id = args.thread.as_deref().map(id_of).transpose()?;
                 let receipt = m.send(me, draft)?;
-                Ok(receipt_text(&receipt, args.body.format))
+                let done = Done::Posted {
+                    duplicate: receipt.duplicate,
+                };
+                Ok((receipt_text(&receipt, args.body.format), done))
             }
             Command::Reply(args) => {
                 let id = id_of(&args.id)?;
@@ -273,35 +369,42 @@ impl MailDoor {
                 };
                 let draft = self.draft(Vec::new(), kind, &subject, &args.body, input)?;
                 let receipt = m.reply(me, &id, draft)?;
-                Ok(receipt_text(&receipt, args.body.format))
+                let done = Done::Posted {
+                    duplicate: receipt.duplicate,
+                };
+                Ok((receipt_text(&receipt, args.body.format), done))
             }
             Command::Inbox(f) => {
                 let mut items = m.inbox(me)?;
                 // the oldest first: they are the ones to handle, and acking brings the next
                 items.truncate(MAX_LISTED);
-                Ok(match f.format {
+                let text = match f.format {
                     Format::Json => json(&items),
                     Format::Text => inbox_text(&items),
-                })
+                };
+                let ids = items.iter().map(|i| i.message.id.clone()).collect();
+                Ok((text, Done::Handed(ids)))
             }
             Command::Read { id, format } => {
                 let item = m.read(me, &id_of(&id)?)?;
-                Ok(match format.format {
+                let text = match format.format {
                     Format::Json => json(&item),
                     Format::Text => message_text(&item),
-                })
+                };
+                Ok((text, Done::Handed(vec![item.message.id.clone()])))
             }
             Command::Ack { id } => {
                 let state = m.ack(me, &id_of(&id)?)?;
-                Ok(format!("{id} {}\n", state_word(state)))
+                Ok((format!("{id} {}\n", state_word(state)), Done::Other))
             }
             Command::Sent(f) => {
                 let mut views = m.sent(me)?;
                 views.drain(..views.len().saturating_sub(MAX_LISTED));
-                Ok(match f.format {
+                let text = match f.format {
                     Format::Json => json(&views),
                     Format::Text => sent_text(&views),
-                })
+                };
+                Ok((text, Done::Other))
             }
         }
     }

@@ -11,10 +11,13 @@ pub mod channel;
 pub mod commands;
 pub mod frame;
 pub mod server;
+pub mod session;
+pub mod worktree;
 
 pub use channel::{ContainerDoor, SocketFolder, install_client};
 pub use commands::MailDoor;
 pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
+pub use session::{ChannelRecord, DoorRequest, OPEN_WAIT, SessionDoor};
 
 use std::path::PathBuf;
 
@@ -33,6 +36,20 @@ pub enum DoorError {
     /// The group's mediator refused or failed (opening its log, registering the task).
     #[error(transparent)]
     Mail(#[from] crate::mail::MailError),
+    /// Another handoff keeps this task's channel open (spec-note 0532).
+    #[error(
+        "mail: another running handoff already has the channel of task `{task}`; one session per task"
+    )]
+    Busy {
+        /// The task.
+        task: String,
+    },
+    /// A worktree handoff's channel has no valid task name (its folder's name is not one).
+    #[error("mail: the channel needs a task name: {why}")]
+    TaskName {
+        /// Why the name is not one.
+        why: String,
+    },
 }
 
 impl crate::ops::error::ProductError for DoorError {
@@ -40,6 +57,8 @@ impl crate::ops::error::ProductError for DoorError {
         use crate::diagnostics::ErrorCode;
         match self {
             DoorError::Mail(crate::mail::MailError::Policy { .. }) => ErrorCode::ConfigInvalid,
+            DoorError::Busy { .. } => ErrorCode::SessionActive,
+            DoorError::TaskName { .. } => ErrorCode::InvalidArgument,
             _ => ErrorCode::Internal,
         }
     }
@@ -48,6 +67,10 @@ impl crate::ops::error::ProductError for DoorError {
         match self {
             DoorError::Mail(e) => serde_json::json!({ "reason": e.code() }),
             DoorError::Io { .. } => serde_json::json!({ "reason": "mail_channel_io" }),
+            DoorError::TaskName { .. } => serde_json::json!({ "reason": "mail_task_name" }),
+            DoorError::Busy { task } => {
+                serde_json::json!({ "reason": "mail_channel_busy", "task": task })
+            }
         }
     }
 
@@ -55,6 +78,13 @@ impl crate::ops::error::ProductError for DoorError {
         match self {
             DoorError::Mail(e) => Some(e.hint().to_string()),
             DoorError::Io { .. } => None,
+            DoorError::TaskName { .. } => {
+                Some("name this handoff's task with `--task NAME`".to_string())
+            }
+            DoorError::Busy { .. } => Some(
+                "wait for the other handoff to end, or name this one's task with `--task NAME`"
+                    .to_string(),
+            ),
         }
     }
 }

@@ -419,6 +419,211 @@ fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
     assert!(out.contains("Usage: devcell-mail"), "{out}");
 }
 
+/// Sends `argv` (or `raw` bytes instead) over `socket`; the answer as (stdout, stderr, status).
+fn call_socket(
+    socket: &std::path::Path,
+    argv: &[&str],
+    raw: Option<&[u8]>,
+) -> (String, String, Option<u8>) {
+    let mut s = UnixStream::connect(socket).unwrap();
+    let bytes = match raw {
+        Some(raw) => raw.to_vec(),
+        None => {
+            let mut b = frame::MAGIC.to_vec();
+            for a in argv {
+                b.extend(frame_bytes(op::ARG, a.as_bytes()));
+            }
+            b.extend(frame_bytes(op::GO, b""));
+            b
+        }
+    };
+    let _ = s.write_all(&bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut back = Vec::new();
+    let _ = s.read_to_end(&mut back);
+    answer_of(&back)
+}
+
+/// The `refused` lines of the group's log with the malformed-connection code.
+fn malformed_lines(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "refused" && v["code"] == crate::mail::MALFORMED_CONNECTION)
+        .collect()
+}
+
+/// A session's channel (spec-note 0532): one open channel per task (a second handoff of the
+/// task is refused, never takes the socket over); what goes through is counted: posted,
+/// delivered (distinct messages), refused by the mediator, malformed connections (logged with
+/// the task, closed, and the server goes on); closing removes the socket, ends the task and
+/// lets the next session open it.
+#[test]
+fn a_sessions_channel_is_one_per_task_counts_what_went_through_and_closes() {
+    use crate::mail::{Bounds, Draft, GroupName, Mediator, MessageType, Policy, TaskName};
+    use crate::settings::MailSettings;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path();
+    let settings = MailSettings::default();
+    let group = GroupName::new("g").unwrap();
+    let t = |n: &str| TaskName::new(n).unwrap();
+    let request =
+        DoorRequest::prepare(state, group.clone(), t("a"), Some("devcell/a".into())).unwrap();
+    assert_eq!(request.record().socket, "/.devcell-mail/mail.sock");
+    let door = request.open(&settings, std::time::Duration::ZERO).unwrap();
+    let busy = request
+        .open(&settings, std::time::Duration::from_millis(300))
+        .unwrap_err();
+    assert!(
+        matches!(busy, DoorError::Busy { ref task } if task == "a"),
+        "{busy}"
+    );
+    let socket = door.record().host_socket;
+    assert!(
+        socket.exists(),
+        "the second open left the first one's socket alone"
+    );
+
+    let other = Mediator::open(
+        state,
+        &group,
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    other.register(&t("b"), None).unwrap();
+    let id = other
+        .send(
+            &t("b"),
+            Draft::new(vec![t("a")], MessageType::Notice, "s", "x"),
+        )
+        .unwrap()
+        .id;
+
+    let (out, _, status) = call_socket(&socket, &["inbox"], None);
+    assert_eq!(status, Some(0));
+    assert!(out.contains(id.as_str()), "{out}");
+    let (_, _, status) = call_socket(&socket, &["read", id.as_str()], None);
+    assert_eq!(status, Some(0));
+    let (_, _, status) = call_socket(
+        &socket,
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "hi",
+            "--body",
+            "x",
+            "--client-id",
+            "c1",
+        ],
+        None,
+    );
+    assert_eq!(status, Some(0));
+    let (_, _, status) = call_socket(
+        &socket,
+        &[
+            "send",
+            "--to",
+            "b",
+            "--subject",
+            "hi",
+            "--body",
+            "x",
+            "--client-id",
+            "c1",
+        ],
+        None,
+    );
+    assert_eq!(status, Some(0), "a retried send is not a second post");
+    let (_, err, status) = call_socket(
+        &socket,
+        &["send", "--to", "zed", "--subject", "s", "--body", "x"],
+        None,
+    );
+    assert_eq!(status, Some(1), "{err}");
+    // garbage, an unknown frame kind, an oversized frame: each closed, counted, logged
+    let (_, _, status) = call_socket(&socket, &[], Some(b"GET / HTTP/1.1\r\n\r\n"));
+    assert_eq!(status, None, "another protocol gets no answer");
+    let mut unknown = frame::MAGIC.to_vec();
+    unknown.extend(frame_bytes(b'Q', b""));
+    let (_, err, status) = call_socket(&socket, &[], Some(&unknown));
+    assert_eq!(status, Some(2), "{err}");
+    let mut oversize = frame::MAGIC.to_vec();
+    oversize.extend([op::ARG, 0x7f, 0xff, 0xff, 0xff]);
+    let (_, err, status) = call_socket(&socket, &[], Some(&oversize));
+    assert_eq!(status, Some(2), "{err}");
+    // the server goes on
+    let (_, _, status) = call_socket(&socket, &["sent"], None);
+    assert_eq!(status, Some(0));
+
+    let lines = malformed_lines(&state.join("mail/g/log.jsonl"));
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines.iter().all(|l| l["from"] == "a"), "{lines:?}");
+    assert!(
+        lines[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the limit"),
+        "{lines:?}"
+    );
+
+    let record = door.close().unwrap();
+    assert_eq!(
+        (
+            record.posted,
+            record.delivered,
+            record.refused,
+            record.malformed
+        ),
+        (1, 1, 1, 3),
+        "{record:?}"
+    );
+    assert!(!socket.exists(), "the socket is removed");
+    let tasks = other.tasks().unwrap();
+    assert!(
+        tasks.iter().any(|i| i.task == t("a") && i.ended),
+        "{tasks:?}"
+    );
+    // the next session opens it again
+    let again = request.open(&settings, std::time::Duration::ZERO).unwrap();
+    drop(again);
+    let tasks = other.tasks().unwrap();
+    assert!(
+        tasks.iter().any(|i| i.task == t("a") && i.ended),
+        "dropped: ended"
+    );
+}
+
+/// A sandbox looping on garbage fills neither the log nor the disk: every malformed connection
+/// is counted, at most ten a minute are logged (spec-note 0532).
+#[test]
+fn malformed_connections_are_counted_and_logged_at_most_ten_a_minute() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+    use crate::settings::MailSettings;
+    let state = tempfile::tempdir().unwrap();
+    let settings = MailSettings::default();
+    let m = Mediator::open(
+        state.path(),
+        &GroupName::new("g").unwrap(),
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    m.register(&TaskName::new("a").unwrap(), None).unwrap();
+    let log = m.log_path().to_path_buf();
+    let door = MailDoor::new(Arc::new(m), 64);
+    for i in 0..15 {
+        door.refused("a", &format!("channel: bad frame {i}"));
+    }
+    assert_eq!(door.counts().malformed, 15);
+    let lines = malformed_lines(&log);
+    assert_eq!(lines.len(), commands::MALFORMED_LOGGED_PER_MINUTE as usize);
+    assert_eq!(lines[0]["reason"], "channel: bad frame 0");
+}
+
 #[test]
 fn an_answer_is_bounded_and_never_larger_than_the_client_accepts() {
     use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};

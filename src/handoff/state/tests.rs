@@ -86,6 +86,7 @@ fn session(id: &str, pid: u32) -> Session {
         network: None,
         git: Vec::new(),
         environment: None,
+        mail: None,
     }
 }
 

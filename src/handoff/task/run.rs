@@ -316,27 +316,6 @@ pub async fn handoff(
     handoff_with(&*engine, opts, streams, stop, reporter).await
 }
 
-/// The task's mail channel, or none with a warning: the channel is an aid, and a group whose
-/// log another task filled, or a mail state the host cannot read, must not stop the task's
-/// own work (issue 30, G2).
-fn open_door(
-    state: &std::path::Path,
-    record: &TaskRecord,
-    settings: &crate::settings::MailSettings,
-    reporter: &dyn Reporter,
-) -> Option<super::mail::TaskDoor> {
-    match super::mail::open(state, record, settings) {
-        Ok(door) => Some(door),
-        Err(e) => {
-            reporter.report(Event::Status(format!(
-                "warning: task `{}` runs without its mail channel: {e}",
-                record.task
-            )));
-            None
-        }
-    }
-}
-
 /// A clone task's handoff through `engine`: [`open_task`], then
 /// [`crate::handoff::agent::handoff_with`] with the clone as the workspace folder (its own
 /// container, session and state), then [`fetch::fetch`] whatever the handoff's outcome (a
@@ -357,12 +336,12 @@ pub async fn handoff_with(
     let multi = records[0].workspace.is_some();
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = records[0].workspace_folder();
-    // the mail channel to the repository's other tasks, for as long as the handoff runs
-    let door = open_door(&state, &records[0], &opts.settings.mail, reporter);
+    // the mail channel to the repository's other tasks, opened by the handoff once its
+    // session has begun, for as long as the agent runs
     let mut sandbox = sandbox_of(&records);
-    if let Some(door) = &door {
+    if opts.mail_channel_wanted() {
+        task_opts.mail = Some(super::mail::request(&state, &records[0])?);
         sandbox.mail = Some(super::mail::agent_text());
-        task_opts.mail = Some(door.container.clone());
     }
     task_opts.sandbox = Some(sandbox);
     // a Compose configuration gets a project of the task's own (spec-note 0437)
@@ -377,12 +356,6 @@ pub async fn handoff_with(
     task_opts.state_root = Some(state);
     let result =
         crate::handoff::agent::handoff_with(engine, &task_opts, streams, stop, reporter).await;
-    if let Some(Err(e)) = door.map(super::mail::TaskDoor::close) {
-        reporter.report(Event::Status(format!(
-            "warning: task `{}`: its end was not recorded by the mail mediator: {e}",
-            records[0].task
-        )));
-    }
     if let Err(not_stopped) =
         stopped_before_fetch(engine, &task_opts.workspace_folder, &records[0].task).await
     {

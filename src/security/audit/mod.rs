@@ -43,7 +43,9 @@ pub use facts::{
     effective_caps, feature_digests,
 };
 pub use heuristics::{is_credential_name, is_digest_pinned, is_image_id};
-pub use scoring::{AuditReport, CONTROL_MAX, Control, ControlScore, Evidence, MAX_SCORE, Risk};
+pub use scoring::{
+    AuditReport, CONTROL_MAX, Control, ControlScore, Evidence, MAX_SCORE, MailChannel, Risk,
+};
 
 /// Audits the JSON of `docker inspect <container>` (and, optionally, of `docker image inspect`
 /// of its image, for `RepoDigests`): the seam for `devcell audit CONTAINER`.
@@ -112,5 +114,6 @@ pub fn audit(facts: &ContainerFacts, ctx: &AuditContext) -> AuditReport {
         controls,
         network: None,
         services: Vec::new(),
+        mail: None,
     }
 }

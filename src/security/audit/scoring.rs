@@ -141,6 +141,29 @@ pub struct AuditReport {
     /// sidecars); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<AuditReport>,
+    /// The container's mail channel to other tasks, when it has one (spec-note 0532); not
+    /// scored: a read-only socket to devcell's mediator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<MailChannel>,
+}
+
+/// A container's mail channel as the audit sees it (spec-note 0532): its binds, and what the
+/// handoff session that ran there recorded of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MailChannel {
+    /// The socket folder's host path.
+    pub socket_folder: String,
+    /// The socket's path in the container.
+    pub socket: String,
+    /// Whether the socket folder is bound read-only.
+    pub read_only: bool,
+    /// The in-container command, when bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The session's record of the channel (group, task, counts), when the state has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<serde_json::Value>,
 }
 
 impl AuditReport {

@@ -1,0 +1,231 @@
+//! A handoff's mail channel (issue 30; spec-notes 0531, 0532), for a clone task or a worktree
+//! handoff alike: [`DoorRequest::prepare`] before the plan (the files the container binds, so
+//! the plan lists them), [`DoorRequest::open`] once the session has begun (the channel's lock,
+//! the task registered, its socket served), [`SessionDoor::close`] when the agent has ended
+//! (the socket removed, the task ended in the mediator, the session's counts returned for its
+//! record).
+//!
+//! One channel per task of a group at a time: `door/<key>/lock` (`flock(2)`) is held from
+//! [`DoorRequest::open`] until the door is closed or dropped. A second handoff naming the same
+//! task waits for it a bounded time (a `--replace`d session ends its channel as it stops),
+//! then is refused: it never takes over another live session's socket or ends its
+//! registration.
+
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
+use super::{ContainerDoor, DoorError, DoorServer, Limits, MailDoor, SocketFolder, install_client};
+use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+use crate::settings::MailSettings;
+
+/// How long [`DoorRequest::open`] waits for another handoff of the same task to let go of
+/// its channel (a replaced session stops within its grace and stop deadline).
+pub const OPEN_WAIT: Duration = Duration::from_secs(40);
+
+/// What a handoff's channel will be, decided before its plan: the group, the task, and the
+/// container's read-only binds. Nothing is served yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoorRequest {
+    /// The group whose mediator the task joins.
+    pub group: GroupName,
+    /// The task's name in the group (the sender of everything its sandbox sends).
+    pub task: TaskName,
+    /// The task's branch, stamped on what it sends.
+    pub branch: Option<String>,
+    /// The container's binds.
+    pub container: ContainerDoor,
+    state_root: PathBuf,
+    folder: SocketFolder,
+}
+
+/// The channel as a session's record and `status` name it (spec-note 0532): where its socket
+/// is, which task and group it serves, and what went through it during the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelRecord {
+    /// The group (its mediator and log: `<state>/mail/<group>/`).
+    pub group: String,
+    /// The task the sandbox sends as.
+    pub task: String,
+    /// The command in the container.
+    pub command: String,
+    /// The socket's path in the container.
+    pub socket: String,
+    /// The socket's path on the host (removed when the session ends).
+    pub host_socket: PathBuf,
+    /// Messages the task posted and the mediator accepted (sends and replies; a retried
+    /// send with the same client id is not counted twice).
+    pub posted: u64,
+    /// Distinct messages handed to the task (listed by `inbox` or shown by `read`).
+    pub delivered: u64,
+    /// Commands the mediator refused (each with its error to the sandbox).
+    pub refused: u64,
+    /// Connections refused before any command ran (bad frames, oversize, not UTF-8,
+    /// another protocol): counted, logged in the group's log, closed.
+    pub malformed: u64,
+}
+
+impl DoorRequest {
+    /// Installs `devcell-mail` and makes the task's socket folder under `state_root`.
+    ///
+    /// Errors: [`DoorError::Io`].
+    pub fn prepare(
+        state_root: &Path,
+        group: GroupName,
+        task: TaskName,
+        branch: Option<String>,
+    ) -> Result<DoorRequest, DoorError> {
+        let client = install_client(state_root)?;
+        let folder = SocketFolder::create(state_root, group.as_str(), task.as_str())?;
+        Ok(DoorRequest {
+            container: ContainerDoor::new(&client, &folder),
+            group,
+            task,
+            branch,
+            state_root: state_root.to_path_buf(),
+            folder,
+        })
+    }
+
+    /// The record of this channel with no traffic yet.
+    pub fn record(&self) -> ChannelRecord {
+        ChannelRecord {
+            group: self.group.as_str().to_string(),
+            task: self.task.as_str().to_string(),
+            command: CONTAINER_BIN.to_string(),
+            socket: format!("{CONTAINER_FOLDER}/{SOCKET_NAME}"),
+            host_socket: self.folder.socket(),
+            ..ChannelRecord::default()
+        }
+    }
+
+    /// Takes the channel's lock (waiting at most `wait` for another handoff of the task),
+    /// opens the group's mediator with `settings`, registers the task and serves its socket.
+    ///
+    /// Errors: [`DoorError::Busy`] when another handoff keeps the task's channel;
+    /// [`DoorError::Mail`] (the policy refused, the log unreadable); [`DoorError::Io`].
+    pub fn open(&self, settings: &MailSettings, wait: Duration) -> Result<SessionDoor, DoorError> {
+        let lock = self.lock(wait)?;
+        let mediator = Arc::new(Mediator::open(
+            &self.state_root,
+            &self.group,
+            Policy::from_settings(settings)?,
+            Bounds::from_settings(settings),
+        )?);
+        mediator.register(&self.task, self.branch.as_deref())?;
+        let handler = Arc::new(MailDoor::new(
+            Arc::clone(&mediator),
+            settings.max_message_bytes,
+        ));
+        let server = match DoorServer::start(
+            &self.folder,
+            self.task.as_str(),
+            handler.clone(),
+            Limits::default(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = mediator.end(&self.task);
+                return Err(e);
+            }
+        };
+        Ok(SessionDoor {
+            server: Some(server),
+            mediator,
+            handler,
+            task: self.task.clone(),
+            record: self.record(),
+            _lock: lock,
+        })
+    }
+
+    /// `door/<key>/lock`, held exclusively; polled until `wait` has passed.
+    fn lock(&self, wait: Duration) -> Result<File, DoorError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = self
+            .folder
+            .path()
+            .parent()
+            .unwrap_or(self.folder.path())
+            .join("lock");
+        let io = |source| DoorError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(io)?;
+        let until = Instant::now() + wait;
+        loop {
+            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(file),
+                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(DoorError::Busy {
+                        task: self.task.as_str().to_string(),
+                    });
+                }
+                Err(e) => return Err(io(e.into())),
+            }
+        }
+    }
+}
+
+/// A task's open channel for one session; closed by [`SessionDoor::close`] or on drop.
+#[derive(Debug)]
+pub struct SessionDoor {
+    server: Option<DoorServer>,
+    mediator: Arc<Mediator>,
+    handler: Arc<MailDoor>,
+    task: TaskName,
+    record: ChannelRecord,
+    _lock: File,
+}
+
+impl SessionDoor {
+    /// The channel's record with what went through it so far.
+    pub fn record(&self) -> ChannelRecord {
+        let counts = self.handler.counts();
+        ChannelRecord {
+            posted: counts.posted,
+            delivered: counts.delivered,
+            refused: counts.refused,
+            malformed: counts.malformed,
+            ..self.record.clone()
+        }
+    }
+
+    /// Stops serving (the socket is removed) and ends the task in the mediator (messages to
+    /// it are refused until its next handoff registers it again); returns the session's
+    /// record of the channel.
+    ///
+    /// Errors: [`DoorError::Mail`] when the end could not be logged.
+    pub fn close(mut self) -> Result<ChannelRecord, DoorError> {
+        if let Some(server) = self.server.take() {
+            server.stop();
+        }
+        self.mediator.end(&self.task)?;
+        Ok(self.record())
+    }
+}
+
+impl Drop for SessionDoor {
+    /// A handoff that failed after its channel opened still ends it (best effort).
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop();
+            let _ = self.mediator.end(&self.task);
+        }
+    }
+}
