@@ -113,7 +113,7 @@ pub async fn handoff_with(
 ) -> Result<HandoffResult> {
     // a worktree handoff's mail channel, when asked for (a clone task's is set by its runner)
     let with_door;
-    let opts = match crate::handoff::door::worktree::request(opts)? {
+    let opts = match crate::handoff::mail_worktree::request(opts)? {
         Some(door) => {
             with_door = HandoffOptions {
                 mail: Some(door),

@@ -20,6 +20,7 @@ pub mod environment;
 pub mod git_identity;
 pub mod host;
 pub mod mail_host;
+pub mod mail_worktree;
 pub mod named_container;
 pub mod plan;
 pub mod prune;

@@ -11,9 +11,27 @@
 //! its workspace's container (re-checked against the profile and grants, spec-note 0270).
 
 use crate::engine::{ContainerInfo, Engine};
-use crate::handoff::plan::{HandoffOptions, PlannedContainer};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::handoff::context::AgentRuntime;
 use crate::names::{CONFIG_FILE_LABEL, CONFIG_SHA256_LABEL, LOCAL_FOLDER_LABEL, PROFILE_LABEL};
 use crate::ops::OpsError;
+use crate::settings::Isolation;
+
+/// The container the plan uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedContainer {
+    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine;
+    /// `none` for the host runtime.
+    pub action: String,
+    /// The existing container's id.
+    pub id: Option<String>,
+    /// The labels that identify it.
+    pub labels: BTreeMap<String, String>,
+}
 
 /// What the named container is checked against: what the handoff would use.
 #[derive(Debug, Clone)]
@@ -33,17 +51,21 @@ pub struct Expected<'a> {
 /// isolation (a task gets its own container).
 ///
 /// Errors: [`OpsError::Unsupported`] naming both flags.
-pub fn refuse_combinations(opts: &HandoffOptions) -> Result<(), OpsError> {
-    if opts.container.is_none() {
+pub fn refuse_combinations(
+    container: Option<&str>,
+    runtime: Option<AgentRuntime>,
+    isolation: Isolation,
+) -> Result<(), OpsError> {
+    if container.is_none() {
         return Ok(());
     }
-    if opts.runtime == Some(crate::handoff::context::AgentRuntime::Host) {
+    if runtime == Some(AgentRuntime::Host) {
         return Err(OpsError::Unsupported {
             message: "`--container` names a container; `--runtime host` uses none".into(),
             hint: Some("drop `--runtime host` or `--container`".into()),
         });
     }
-    if opts.effective_isolation() == crate::settings::Isolation::Clone {
+    if isolation == Isolation::Clone {
         return Err(OpsError::Unsupported {
             message: "`--container` cannot be used with `--isolation clone`: each clone task gets its own container".into(),
             hint: Some("drop `--container`, or hand off with `--isolation worktree`".into()),
@@ -72,16 +94,15 @@ pub async fn check(
     judge(named, info.as_ref(), expected)
 }
 
-/// [`check`] in the plan: `planned` is the container the workspace's labels find, `image` the
-/// plan's image (a Compose configuration's starts with
-/// [`crate::handoff::plan::COMPOSE_PLAN_PREFIX`]), `profile` the handoff's.
+/// [`check`] in the plan: `planned` is the container the workspace's labels find, `compose`
+/// whether the plan's configuration is a Compose one, `profile` the handoff's.
 ///
 /// Errors: as [`check`].
 pub(crate) async fn check_planned(
     engine: Option<&dyn Engine>,
     named: &str,
     planned: &PlannedContainer,
-    image: &str,
+    compose: bool,
     profile: crate::settings::Profile,
 ) -> Result<(), OpsError> {
     let config_sha256 = planned
@@ -92,7 +113,7 @@ pub(crate) async fn check_planned(
         planned,
         profile: profile.as_str(),
         config_sha256,
-        compose: image.starts_with(crate::handoff::plan::COMPOSE_PLAN_PREFIX),
+        compose,
     };
     check(engine, named, &expected).await
 }
@@ -206,8 +227,6 @@ pub fn judge(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
@@ -313,22 +332,10 @@ mod tests {
 
     #[test]
     fn container_goes_with_neither_the_host_runtime_nor_clone_isolation() {
-        let opts = HandoffOptions {
-            container: Some("c".into()),
-            runtime: Some(crate::handoff::context::AgentRuntime::Host),
-            ..HandoffOptions::default()
-        };
-        assert!(refuse_combinations(&opts).is_err());
-        let opts = HandoffOptions {
-            container: Some("c".into()),
-            isolation: Some(crate::settings::Isolation::Clone),
-            ..HandoffOptions::default()
-        };
-        assert!(refuse_combinations(&opts).is_err());
-        let opts = HandoffOptions {
-            container: Some("c".into()),
-            ..HandoffOptions::default()
-        };
-        refuse_combinations(&opts).unwrap();
+        let host = Some(AgentRuntime::Host);
+        assert!(refuse_combinations(Some("c"), host, Isolation::Worktree).is_err());
+        assert!(refuse_combinations(Some("c"), None, Isolation::Clone).is_err());
+        refuse_combinations(Some("c"), None, Isolation::Worktree).unwrap();
+        refuse_combinations(None, host, Isolation::Clone).unwrap();
     }
 }

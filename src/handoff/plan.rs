@@ -73,6 +73,9 @@ pub struct HandoffOptions {
     pub mail: Option<crate::handoff::door::DoorRequest>,
     /// `--mail` / `--no-mail`: `None` when neither was given ([`Self::mail_channel_wanted`]).
     pub mail_channel: Option<bool>,
+    /// The mail group of a worktree handoff's channel (`handoff::mail_host::group_of`, found
+    /// by the caller); `None`: not found, and a channel asked for is refused.
+    pub mail_group: Option<crate::mail::GroupName>,
     /// `--environment FILE`, `--allow-drift`, `--environment-out` (spec-note 0520); its
     /// `store` is unused: a handoff keeps its record in its own state folder.
     pub environment: crate::ops::environment::EnvironmentRequest,
@@ -119,18 +122,7 @@ pub struct PlannedMount {
     pub purpose: String,
 }
 
-/// The container the plan uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedContainer {
-    /// `create`, `start` (exists, stopped) or `reuse` (running); `unknown` without an engine;
-    /// `none` for the host runtime.
-    pub action: String,
-    /// The existing container's id.
-    pub id: Option<String>,
-    /// The labels that identify it.
-    pub labels: BTreeMap<String, String>,
-}
+pub use super::named_container::PlannedContainer;
 
 /// One service of a Compose configuration's plan (spec-note 0609).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -646,8 +638,14 @@ pub(super) async fn prepare(
         ),
     };
     if let Some(named) = &opts.container {
-        crate::handoff::named_container::check_planned(engine, named, &container, &image, profile)
-            .await?;
+        crate::handoff::named_container::check_planned(
+            engine,
+            named,
+            &container,
+            image.starts_with(COMPOSE_PLAN_PREFIX),
+            profile,
+        )
+        .await?;
     }
     let cwd = match &opts.primary {
         Some(_) => ws

@@ -12,12 +12,13 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
-
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor};
 use super::hook::SimpleCommand;
-use super::runner::{HookContext, TailReporter};
+use super::hook_name::LifecycleHook;
+use super::plan::{Plan, Stage};
+use super::report::LifecycleReport;
+use super::runner::{HookContext, TailReporter, run_all};
 use crate::diagnostics::SecretMask;
 use crate::progress::{Event, Reporter};
 
@@ -127,12 +128,12 @@ const TARGET_ENV: &str = "DEVCELL_DOTFILES_TARGET";
 const INSTALL_ENV: &str = "DEVCELL_DOTFILES_INSTALL";
 
 /// Exits 0 when the marker is present (the dotfiles were installed in this home), 1 when not.
-pub(super) const MARKED_SCRIPT: &str = r#"test -f "$HOME/.devcontainer/.dotfilesMarker""#;
+pub const MARKED_SCRIPT: &str = r#"test -f "$HOME/.devcontainer/.dotfilesMarker""#;
 
 /// Clones (unless the target exists) and installs; writes the marker after success. Every
 /// value comes from the environment. Without an install script the repository's dot-files are
 /// linked into the home, as the reference does.
-pub(super) const INSTALL_SCRIPT: &str = r#"target="$DEVCELL_DOTFILES_TARGET"
+pub const INSTALL_SCRIPT: &str = r#"target="$DEVCELL_DOTFILES_TARGET"
 case "$target" in
   "~") target="$HOME" ;;
   "~/"*) target="$HOME/${target#"~/"}" ;;
@@ -190,34 +191,44 @@ fi
 mkdir -p "$HOME/.devcontainer" && : > "$HOME/.devcontainer/.dotfilesMarker"
 "#;
 
-/// What the dotfiles step did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum DotfilesOutcome {
-    /// Cloned (or found) and installed in this run.
-    Installed,
-    /// Its marker shows they were installed in this home before: nothing ran.
-    AlreadyInstalled,
-    /// The clone or the install failed (the bring-up goes on; it runs again next time).
-    Failed,
-}
+pub use super::report::{DotfilesOutcome, DotfilesRun};
 
-/// The dotfiles step of a bring-up, for the result JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DotfilesRun {
-    /// The repository cloned ([`Dotfiles::shown_source`]).
-    pub repository: String,
-    /// `--dotfiles-target-path` as given.
-    pub target_path: String,
-    /// What happened.
-    pub outcome: DotfilesOutcome,
-    /// The install's exit code; `None` when nothing ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i64>,
-    /// Its last output lines (secrets masked), kept only when it failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub output_tail: Vec<String>,
+/// Runs a whole plan as [`run_plan`](super::run_plan) does, with the user's dotfiles installed
+/// ([`install_dotfiles`]) after `postCreateCommand` and before `postStartCommand`, as the
+/// reference CLI's personalization step. The caller passes `dotfiles` only when the plan's
+/// flags let the bring-up reach that step ([`PlanOptions::personalizes`](super::PlanOptions::personalizes)).
+/// A failed install is in the report's `dotfiles`, not an error.
+///
+/// Errors: as [`run_stages`](super::run_stages).
+pub async fn run_plan_with_dotfiles<E: HookExecutor>(
+    executor: &E,
+    plan: &Plan,
+    context: &HookContext,
+    dotfiles: Option<&Dotfiles>,
+    reporter: &dyn Reporter,
+) -> Result<LifecycleReport> {
+    let stages: Vec<Stage> = plan.stages().cloned().collect();
+    let Some(dotfiles) = dotfiles else {
+        return run_all(executor, &plan.skipped, &stages, context, reporter).await;
+    };
+    let (early, late): (Vec<Stage>, Vec<Stage>) = stages
+        .into_iter()
+        .partition(|s| s.hook <= LifecycleHook::PostCreateCommand);
+    let mut report = run_all(executor, &plan.skipped, &early, context, reporter).await?;
+    report.dotfiles = Some(install_dotfiles(executor, dotfiles, context, reporter).await?);
+    match run_all(executor, &[], &late, context, reporter).await {
+        Ok(rest) => {
+            report.extend(rest);
+            Ok(report)
+        }
+        Err(LifecycleError::HookFailed(mut failure)) => {
+            let rest = std::mem::take(&mut failure.report);
+            report.extend(rest);
+            failure.report = report;
+            Err(LifecycleError::HookFailed(failure))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// Runs the dotfiles step as `context`'s user, in their home, with the hooks' environment

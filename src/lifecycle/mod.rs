@@ -41,7 +41,10 @@ pub mod probe;
 pub mod report;
 pub mod runner;
 
-pub use dotfiles::{Dotfiles, DotfilesOutcome, DotfilesRun};
+pub use dotfiles::{
+    Dotfiles, DotfilesOutcome, DotfilesRun, INSTALL_SCRIPT as DOTFILES_INSTALL_SCRIPT,
+    MARKED_SCRIPT as DOTFILES_MARKED_SCRIPT, run_plan_with_dotfiles,
+};
 pub use error::{ExecutorError, LifecycleError, Result};
 pub use executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
 pub use hook::{HookCommand, SimpleCommand};
@@ -53,6 +56,4 @@ pub use plan::{
 };
 pub use probe::{DEFAULT_PROBE_TIMEOUT, UserEnvProbe, probe_user_env};
 pub use report::{HookFailure, HookRun, LifecycleReport, SkipReason, SkippedHook};
-pub use runner::{
-    HookContext, already_ran, run_initialize_command, run_plan, run_plan_with_dotfiles, run_stages,
-};
+pub use runner::{HookContext, already_ran, run_initialize_command, run_plan, run_stages};

@@ -5,7 +5,6 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::dotfiles::DotfilesRun;
 use super::hook_name::LifecycleHook;
 
 /// One command that ran: a source's command, or one entry of an object-form command.
@@ -132,4 +131,34 @@ impl fmt::Display for HookFailure {
             }
         }
     }
+}
+
+/// What the dotfiles step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DotfilesOutcome {
+    /// Cloned (or found) and installed in this run.
+    Installed,
+    /// Its marker shows they were installed in this home before: nothing ran.
+    AlreadyInstalled,
+    /// The clone or the install failed (the bring-up goes on; it runs again next time).
+    Failed,
+}
+
+/// The dotfiles step of a bring-up, for the result JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DotfilesRun {
+    /// The repository cloned, as shown (a token in its URL hidden).
+    pub repository: String,
+    /// `--dotfiles-target-path` as given.
+    pub target_path: String,
+    /// What happened.
+    pub outcome: DotfilesOutcome,
+    /// The install's exit code; `None` when nothing ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// Its last output lines (secrets masked), kept only when it failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_tail: Vec<String>,
 }

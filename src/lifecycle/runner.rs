@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use super::dotfiles::{Dotfiles, install_dotfiles};
 use super::error::{LifecycleError, Result};
 use super::executor::{ExecRequest, HookEnv, HookExecutor, HostExecutor};
 use super::hook::{HookCommand, SimpleCommand};
@@ -57,49 +56,12 @@ pub async fn run_plan<E: HookExecutor>(
     context: &HookContext,
     reporter: &dyn Reporter,
 ) -> Result<LifecycleReport> {
-    run_plan_with_dotfiles(executor, plan, context, None, reporter).await
-}
-
-/// Runs a whole plan as [`run_plan`] does, with the user's dotfiles installed
-/// ([`install_dotfiles`]) after `postCreateCommand` and before `postStartCommand`, as the
-/// reference CLI's personalization step. The caller passes `dotfiles` only when the plan's
-/// flags let the bring-up reach that step ([`PlanOptions::personalizes`](super::PlanOptions::personalizes)).
-/// A failed install is in the report's `dotfiles`, not an error.
-///
-/// Errors: as [`run_stages`].
-pub async fn run_plan_with_dotfiles<E: HookExecutor>(
-    executor: &E,
-    plan: &Plan,
-    context: &HookContext,
-    dotfiles: Option<&Dotfiles>,
-    reporter: &dyn Reporter,
-) -> Result<LifecycleReport> {
     let stages: Vec<Stage> = plan.stages().cloned().collect();
-    let Some(dotfiles) = dotfiles else {
-        return run_all(executor, &plan.skipped, &stages, context, reporter).await;
-    };
-    let (early, late): (Vec<Stage>, Vec<Stage>) = stages
-        .into_iter()
-        .partition(|s| s.hook <= LifecycleHook::PostCreateCommand);
-    let mut report = run_all(executor, &plan.skipped, &early, context, reporter).await?;
-    report.dotfiles = Some(install_dotfiles(executor, dotfiles, context, reporter).await?);
-    match run_all(executor, &[], &late, context, reporter).await {
-        Ok(rest) => {
-            report.extend(rest);
-            Ok(report)
-        }
-        Err(LifecycleError::HookFailed(mut failure)) => {
-            let rest = std::mem::take(&mut failure.report);
-            report.extend(rest);
-            failure.report = report;
-            Err(LifecycleError::HookFailed(failure))
-        }
-        Err(other) => Err(other),
-    }
+    run_all(executor, &plan.skipped, &stages, context, reporter).await
 }
 
 /// Runs `stages` ([`run_stages`]); the report starts with `skipped` (the plan's).
-async fn run_all<E: HookExecutor>(
+pub(super) async fn run_all<E: HookExecutor>(
     executor: &E,
     skipped: &[SkippedHook],
     stages: &[Stage],
@@ -715,11 +677,11 @@ mod tests {
                 return Ok(0);
             }
             self.requests.lock().unwrap().push(request.clone());
-            if label == super::super::dotfiles::MARKED_SCRIPT {
+            if label == crate::lifecycle::DOTFILES_MARKED_SCRIPT {
                 self.events.lock().unwrap().push("dotfiles marked?".into());
                 return Ok(1);
             }
-            if label == super::super::dotfiles::INSTALL_SCRIPT {
+            if label == crate::lifecycle::DOTFILES_INSTALL_SCRIPT {
                 self.events.lock().unwrap().push("dotfiles install".into());
                 return Ok(0);
             }
@@ -925,6 +887,7 @@ mod tests {
 
     #[tokio::test]
     async fn dotfiles_are_installed_after_post_create_and_before_post_start() {
+        use crate::lifecycle::{Dotfiles, run_plan_with_dotfiles};
         let recorder = Recorder::default();
         let dotfiles = Dotfiles::from_flags(Some("/dots.git"), None, None)
             .unwrap()
@@ -963,7 +926,7 @@ mod tests {
         let install = requests
             .iter()
             .find(|r| {
-                r.argv.last().map(String::as_str) == Some(super::super::dotfiles::INSTALL_SCRIPT)
+                r.argv.last().map(String::as_str) == Some(crate::lifecycle::DOTFILES_INSTALL_SCRIPT)
             })
             .unwrap();
         assert_eq!(install.env.0["DEVCELL_DOTFILES_REPOSITORY"], "/dots.git");

@@ -58,7 +58,7 @@ pub struct BuildOptions {
     /// (`Write`, the default), `--frozen-lockfile` (`Frozen`), `--no-lockfile` (`Off`).
     pub lockfile: crate::features::lockfile::LockfileMode,
     /// `--environment FILE`: the Feature digests the record pins (spec-note 0520).
-    pub recorded_features: Option<crate::ops::environment::RecordedFeatures>,
+    pub recorded_features: Option<crate::ops::options::RecordedFeatures>,
 }
 
 /// One tag pushed to its registry.

@@ -110,7 +110,12 @@ pub(crate) fn origin_labels(
 pub(crate) fn config_sha256(path: &std::path::Path) -> Option<String> {
     let bytes =
         crate::config::bounded::read(path, crate::config::jsonc::MAX_FILE_BYTES as u64).ok()?;
-    Some(crate::ops::environment::sha256_of(&bytes))
+    // `sha256:<hex>`, as environment records write digests
+    use sha2::Digest as _;
+    Some(format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(&bytes))
+    ))
 }
 
 /// The digests of the Features installed, for the audit and the handoff context (compared

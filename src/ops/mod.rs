@@ -54,6 +54,7 @@ pub mod up;
 pub mod users;
 pub mod verify;
 
+pub use crate::lifecycle::Dotfiles;
 pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};

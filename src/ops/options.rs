@@ -118,7 +118,7 @@ pub struct UpOptions {
     pub owned_sources: Vec<PathBuf>,
     /// `--environment FILE`: the Feature digests the record pins, laid over the lockfile in
     /// every resolution (spec-note 0520).
-    pub recorded_features: Option<crate::ops::environment::RecordedFeatures>,
+    pub recorded_features: Option<RecordedFeatures>,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).
@@ -148,4 +148,15 @@ pub struct ImageBuildOptions {
     /// `build --skip-persisting-customizations-from-features`: the Features' entries of the
     /// image's label leave out `customizations` (spec-note 0310).
     pub omit_feature_customizations: bool,
+}
+
+/// The Feature digests an environment record pins, and the record's file (for errors); built
+/// and laid over the lockfile by `ops::environment::pins` (defined here, below it, so that the
+/// options need not import the environment).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordedFeatures {
+    /// The record's file (`--environment FILE`).
+    pub record: std::path::PathBuf,
+    /// Lock key → the recorded digest, as lockfile entries.
+    pub pins: crate::features::lockfile::Lockfile,
 }

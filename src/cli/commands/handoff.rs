@@ -24,7 +24,15 @@ use crate::ops::{LockfileMode, OpsError};
 pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     let opts = match options(&args).and_then(|o| {
         crate::handoff::environment::refuse_on_host(&o)?;
-        crate::handoff::named_container::refuse_combinations(&o)?;
+        crate::handoff::named_container::refuse_combinations(
+            o.container.as_deref(),
+            o.runtime,
+            o.effective_isolation(),
+        )?;
+        let mut o = o;
+        if o.mail_channel_wanted() && o.effective_isolation() != crate::settings::Isolation::Clone {
+            o.mail_group = crate::handoff::mail_host::group_of(&o.workspace_folder, None).ok();
+        }
         Ok(o)
     }) {
         Ok(o) => o,
@@ -282,6 +290,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         base: args.base.clone(),
         sandbox: None,
         mail: None,
+        mail_group: None,
         mail_channel: match (args.mail, args.no_mail) {
             (true, _) => Some(true),
             (_, true) => Some(false),

@@ -39,7 +39,7 @@ use crate::cli::output;
 use crate::cli::reporter::CliReporter;
 use crate::diagnostics::Warning;
 use crate::handoff::envelope::{Envelope, ErrorBody, NextAction};
-use crate::lifecycle::Dotfiles;
+use crate::ops::Dotfiles;
 use crate::ops::OpsError;
 use crate::ops::TargetOptions;
 use crate::ops::{PlanOptions, UserEnvProbe};

@@ -193,7 +193,7 @@ impl Handoff<'_> {
         ctx.mail = opts
             .mail
             .as_ref()
-            .map(crate::handoff::door::worktree::context_mail);
+            .map(crate::handoff::mail_worktree::context_mail);
         let context_file = context::write(&live.root, &ctx_rel_path(&opts.settings), &ctx)
             .map_err(|e| live.fail(e.into()))?;
         let agents_md = agents_md_report(

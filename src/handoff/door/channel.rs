@@ -143,6 +143,18 @@ impl ContainerDoor {
     }
 }
 
+/// The context file's `sandbox.mail` text for the agent.
+pub fn agent_text() -> String {
+    "Other tasks work on this repository in their own sandboxes. You can reach them only \
+     through devcell's mediator, with the `devcell-mail` command (`devcell-mail --help`): \
+     `devcell-mail send --to TASK[,TASK] --subject S [--type notice|request|reply|contract-change|handoff] \
+     [--ack-required] [--body TEXT | body on stdin]`, `devcell-mail inbox`, `devcell-mail read ID`, \
+     `devcell-mail ack ID`, `devcell-mail reply ID`, `devcell-mail sent`. You are always the sender; \
+     the user's policy may hold a message for the user; check `inbox` from time to time and \
+     acknowledge what asks for it."
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

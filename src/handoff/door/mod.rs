@@ -12,9 +12,8 @@ pub mod commands;
 pub mod frame;
 pub mod server;
 pub mod session;
-pub mod worktree;
 
-pub use channel::{ContainerDoor, SocketFolder, install_client};
+pub use channel::{ContainerDoor, SocketFolder, agent_text, install_client};
 pub use commands::MailDoor;
 pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
 pub use session::{ChannelRecord, DoorRequest, OPEN_WAIT, SessionDoor};

@@ -32,17 +32,7 @@ pub fn request(state_root: &Path, record: &TaskRecord) -> Result<DoorRequest, Do
     )
 }
 
-/// The context file's `sandbox.mail` text for the agent.
-pub fn agent_text() -> String {
-    "Other tasks work on this repository in their own sandboxes. You can reach them only \
-     through devcell's mediator, with the `devcell-mail` command (`devcell-mail --help`): \
-     `devcell-mail send --to TASK[,TASK] --subject S [--type notice|request|reply|contract-change|handoff] \
-     [--ack-required] [--body TEXT | body on stdin]`, `devcell-mail inbox`, `devcell-mail read ID`, \
-     `devcell-mail ack ID`, `devcell-mail reply ID`, `devcell-mail sent`. You are always the sender; \
-     the user's policy may hold a message for the user; check `inbox` from time to time and \
-     acknowledge what asks for it."
-        .to_string()
-}
+pub use crate::handoff::door::agent_text;
 
 /// One task's mail as `status` shows it (spec-note 0531): what waits for it and what policy
 /// holds for the user.

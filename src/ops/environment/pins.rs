@@ -16,14 +16,7 @@ use crate::features::error::FeatureError;
 use crate::features::lockfile::{LockedFeature, Lockfile};
 use crate::ops::error::OpsError;
 
-/// The Feature digests an environment record pins, and the record's file (for errors).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RecordedFeatures {
-    /// The record's file (`--environment FILE`).
-    pub record: PathBuf,
-    /// Lock key → the recorded digest, as lockfile entries.
-    pub pins: Lockfile,
-}
+pub use crate::ops::options::RecordedFeatures;
 
 impl RecordedFeatures {
     /// The pins of `record`, read from `file`: each Feature's recorded digest (with its

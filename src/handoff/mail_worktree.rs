@@ -10,8 +10,8 @@ use crate::handoff::state::StateStore;
 use crate::mail::TaskName;
 use crate::ops::error::Result;
 
-use super::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
-use super::{DoorError, DoorRequest};
+use crate::handoff::door::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
+use crate::handoff::door::{DoorError, DoorRequest};
 
 /// The channel a worktree handoff asks for: `None` when it asks for none, or when the clone
 /// task runner has already set its own (`opts.mail`, `opts.sandbox`).
@@ -27,7 +27,14 @@ pub fn request(opts: &HandoffOptions) -> Result<Option<DoorRequest>> {
         Some(root) => root.clone(),
         None => StateStore::open_default()?.root().to_path_buf(),
     };
-    let group = crate::handoff::mail_host::group_of(&opts.workspace_folder, None)?;
+    // found by the caller (`handoff::mail_host::group_of`), which may read the repository
+    let group = opts
+        .mail_group
+        .clone()
+        .ok_or_else(|| crate::mail::MailError::NoGroup {
+            folder: opts.workspace_folder.clone(),
+            why: "it is not a git repository (or a folder of repositories) devcell can read".into(),
+        })?;
     let task = task_name(opts)?;
     let door = DoorRequest::prepare(&state_root, group, task, None)?;
     Ok(Some(door))
@@ -51,6 +58,6 @@ pub fn context_mail(door: &DoorRequest) -> ContextMail {
         task: door.task.as_str().to_string(),
         command: CONTAINER_BIN.to_string(),
         socket: format!("{CONTAINER_FOLDER}/{SOCKET_NAME}"),
-        usage: crate::handoff::task::mail::agent_text(),
+        usage: crate::handoff::door::agent_text(),
     }
 }
