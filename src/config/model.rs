@@ -895,24 +895,61 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
     let root = JsonPath::root();
     let obj = ck.object(value, &root)?;
     let mut c = DevContainerConfig::default();
-    let mut build = BuildOptions::default();
-    let mut has_build = false;
-    let mut legacy_dockerfile = None;
-    let mut legacy_context = None;
+    let mut build = BuildProperties::default();
     for (k, v) in obj {
-        let p = root.key(k);
-        match k.as_str() {
+        ck.property(k, v, &root.key(k), &mut c, &mut build)?;
+    }
+    // As in the reference CLI, a legacy top-level `dockerFile` takes its `context` from the
+    // top level too, and wins over `build.dockerfile`/`build.context`.
+    if let Some(dockerfile) = build.legacy_dockerfile {
+        build.options.dockerfile = Some(dockerfile);
+        build.options.context = build.legacy_context;
+        build.present = true;
+    }
+    if build.present {
+        c.build = Some(build.options);
+    }
+    check_kind(&ck, obj, &c)?;
+    Ok((c, ck.warnings))
+}
+
+/// The build properties as they are read: `build`, and the legacy top-level `dockerFile` and
+/// `context` that win over it once every property is read.
+#[derive(Default)]
+struct BuildProperties {
+    options: BuildOptions,
+    present: bool,
+    legacy_dockerfile: Option<String>,
+    legacy_context: Option<String>,
+}
+
+impl Checker<'_> {
+    /// One top-level property `k` of devcontainer.json checked into `c` (the build ones into
+    /// `build`); an unknown one is a warning and kept.
+    ///
+    /// Errors: [`ConfigError::Invalid`] located at the property.
+    fn property(
+        &mut self,
+        k: &str,
+        v: &Value,
+        p: &JsonPath,
+        c: &mut DevContainerConfig,
+        build: &mut BuildProperties,
+    ) -> Result<()> {
+        let ck = self;
+        let p = p.clone();
+        match k {
             "$schema" => {
                 ck.string(v, &p)?;
             }
             "name" => c.name = Some(ck.string(v, &p)?),
             "image" => c.image = Some(ck.string(v, &p)?),
             "build" => {
-                ck.build(v, &p, &mut build)?;
-                has_build = true;
+                ck.build(v, &p, &mut build.options)?;
+                build.present = true;
             }
-            "dockerFile" => legacy_dockerfile = Some(ck.string(v, &p)?),
-            "context" => legacy_context = Some(ck.string(v, &p)?),
+            "dockerFile" => build.legacy_dockerfile = Some(ck.string(v, &p)?),
+            "context" => build.legacy_context = Some(ck.string(v, &p)?),
             "dockerComposeFile" => c.docker_compose_file = Some(ck.string_or_strings(v, &p)?),
             "service" => c.service = Some(ck.string(v, &p)?),
             "runServices" => c.run_services = Some(ck.strings(v, &p)?),
@@ -927,50 +964,8 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
             "overrideFeatureInstallOrder" => {
                 c.override_feature_install_order = Some(ck.strings(v, &p)?)
             }
-            "secrets" => {
-                for (sk, sv) in ck.object(v, &p)? {
-                    let sp = p.key(sk);
-                    if !is_env_name(sk) {
-                        return Err(ck.invalid(
-                            &sp,
-                            format!("expected a secret name matching `^[a-zA-Z_][a-zA-Z0-9_]*$`, found \"{sk}\""),
-                            None,
-                        ));
-                    }
-                    let mut info = SecretInfo::default();
-                    for (ik, iv) in ck.object(sv, &sp)? {
-                        match ik.as_str() {
-                            "description" => info.description = Some(ck.string(iv, &sp.key(ik))?),
-                            "documentationUrl" => {
-                                info.documentation_url = Some(ck.string(iv, &sp.key(ik))?)
-                            }
-                            _ => ck.warn_unknown(
-                                &sp.key(ik),
-                                ik,
-                                " in a secret",
-                                &["description", "documentationUrl"],
-                            ),
-                        }
-                    }
-                    c.secrets.insert(sk.clone(), info);
-                }
-            }
-            "forwardPorts" => {
-                let Value::Array(items) = v else {
-                    return Err(ck.expected(&p, "an array of ports", v));
-                };
-                for (i, item) in items.iter().enumerate() {
-                    let ip = p.index(i);
-                    const WHAT: &str = "an integer 0-65535 or \"host:port\"";
-                    c.forward_ports.push(match item {
-                        Value::Number(_) => ForwardPort::Port(ck.port(item, &ip, WHAT)?),
-                        Value::String(s) if has_variable(s) || is_host_port(s) => {
-                            ForwardPort::HostPort(s.clone())
-                        }
-                        _ => return Err(ck.expected(&ip, WHAT, item)),
-                    });
-                }
-            }
+            "secrets" => c.secrets = ck.secrets(v, &p)?,
+            "forwardPorts" => c.forward_ports = ck.forward_ports(v, &p)?,
             "portsAttributes" => {
                 for (pk, pv) in ck.object(v, &p)? {
                     let pa = ck.port_attributes(pv, &p.key(pk), ON_AUTO_FORWARD)?;
@@ -980,23 +975,7 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
             "otherPortsAttributes" => {
                 c.other_ports_attributes = Some(ck.port_attributes(v, &p, ON_AUTO_FORWARD)?)
             }
-            "appPort" => {
-                let items: Vec<(JsonPath, &Value)> = match v {
-                    Value::Array(a) => a.iter().enumerate().map(|(i, x)| (p.index(i), x)).collect(),
-                    _ => vec![(p.clone(), v)],
-                };
-                for (ip, item) in items {
-                    c.app_port.push(match item {
-                        Value::Number(_) => AppPort::Port(ck.port(
-                            &item.clone(),
-                            &ip,
-                            "an integer 0-65535 or a string",
-                        )?),
-                        Value::String(s) => AppPort::Spec(s.clone()),
-                        _ => return Err(ck.expected(&ip, "an integer 0-65535 or a string", item)),
-                    });
-                }
-            }
+            "appPort" => c.app_port = ck.app_port(v, &p)?,
             "containerEnv" => c.container_env = ck.string_map(v, &p)?,
             "remoteEnv" => {
                 for (ek, ev) in ck.object(v, &p)? {
@@ -1054,22 +1033,93 @@ pub fn validate_value(doc: &Document, value: &Value) -> Result<(DevContainerConf
             }
             _ => {
                 ck.warn_unknown(&p, k, "", TOP_LEVEL_PROPERTIES);
-                c.unknown.insert(k.clone(), v.clone());
+                c.unknown.insert(k.to_string(), v.clone());
             }
         }
+        Ok(())
     }
-    // As in the reference CLI, a legacy top-level `dockerFile` takes its `context` from the
-    // top level too, and wins over `build.dockerfile`/`build.context`.
-    if let Some(dockerfile) = legacy_dockerfile {
-        build.dockerfile = Some(dockerfile);
-        build.context = legacy_context;
-        has_build = true;
+
+    /// `secrets`: names as environment variable names, each with an optional description and
+    /// documentation URL (other keys are warnings).
+    ///
+    /// Errors: [`ConfigError::Invalid`] at a bad name or value.
+    fn secrets(&mut self, v: &Value, p: &JsonPath) -> Result<IndexMap<String, SecretInfo>> {
+        let mut secrets = IndexMap::new();
+        for (sk, sv) in self.object(v, p)? {
+            let sp = p.key(sk);
+            if !is_env_name(sk) {
+                return Err(self.invalid(
+                    &sp,
+                    format!(
+                        "expected a secret name matching `^[a-zA-Z_][a-zA-Z0-9_]*$`, found \"{sk}\""
+                    ),
+                    None,
+                ));
+            }
+            let mut info = SecretInfo::default();
+            for (ik, iv) in self.object(sv, &sp)? {
+                match ik.as_str() {
+                    "description" => info.description = Some(self.string(iv, &sp.key(ik))?),
+                    "documentationUrl" => {
+                        info.documentation_url = Some(self.string(iv, &sp.key(ik))?)
+                    }
+                    _ => self.warn_unknown(
+                        &sp.key(ik),
+                        ik,
+                        " in a secret",
+                        &["description", "documentationUrl"],
+                    ),
+                }
+            }
+            secrets.insert(sk.clone(), info);
+        }
+        Ok(secrets)
     }
-    if has_build {
-        c.build = Some(build);
+
+    /// `forwardPorts`: each a port number or `"host:port"` (or a string with a variable).
+    ///
+    /// Errors: [`ConfigError::Invalid`] at the bad item.
+    fn forward_ports(&self, v: &Value, p: &JsonPath) -> Result<Vec<ForwardPort>> {
+        let Value::Array(items) = v else {
+            return Err(self.expected(p, "an array of ports", v));
+        };
+        let mut ports = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let ip = p.index(i);
+            const WHAT: &str = "an integer 0-65535 or \"host:port\"";
+            ports.push(match item {
+                Value::Number(_) => ForwardPort::Port(self.port(item, &ip, WHAT)?),
+                Value::String(s) if has_variable(s) || is_host_port(s) => {
+                    ForwardPort::HostPort(s.clone())
+                }
+                _ => return Err(self.expected(&ip, WHAT, item)),
+            });
+        }
+        Ok(ports)
     }
-    check_kind(&ck, obj, &c)?;
-    Ok((c, ck.warnings))
+
+    /// `appPort`: one port or spec, or an array of them.
+    ///
+    /// Errors: [`ConfigError::Invalid`] at the bad item.
+    fn app_port(&self, v: &Value, p: &JsonPath) -> Result<Vec<AppPort>> {
+        let items: Vec<(JsonPath, &Value)> = match v {
+            Value::Array(a) => a.iter().enumerate().map(|(i, x)| (p.index(i), x)).collect(),
+            _ => vec![(p.clone(), v)],
+        };
+        let mut ports = Vec::new();
+        for (ip, item) in items {
+            ports.push(match item {
+                Value::Number(_) => AppPort::Port(self.port(
+                    &item.clone(),
+                    &ip,
+                    "an integer 0-65535 or a string",
+                )?),
+                Value::String(s) => AppPort::Spec(s.clone()),
+                _ => return Err(self.expected(&ip, "an integer 0-65535 or a string", item)),
+            });
+        }
+        Ok(ports)
+    }
 }
 
 fn is_env_name(s: &str) -> bool {
