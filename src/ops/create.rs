@@ -110,12 +110,7 @@ pub(crate) fn origin_labels(
 pub(crate) fn config_sha256(path: &std::path::Path) -> Option<String> {
     let bytes =
         crate::config::bounded::read(path, crate::config::jsonc::MAX_FILE_BYTES as u64).ok()?;
-    // `sha256:<hex>`, as environment records write digests
-    use sha2::Digest as _;
-    Some(format!(
-        "sha256:{}",
-        hex::encode(sha2::Sha256::digest(&bytes))
-    ))
+    Some(crate::oci::digest::sha256_digest(&bytes))
 }
 
 /// The digests of the Features installed, for the audit and the handoff context (compared

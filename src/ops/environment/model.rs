@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 use crate::ops::error::{OpsError, Result};
 
@@ -115,7 +114,7 @@ pub struct SecurityRecord {
 
 /// `sha256:<hex>` of `bytes`.
 pub fn sha256_of(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+    crate::oci::digest::sha256_digest(bytes)
 }
 
 /// Reads a record a user names (`--environment FILE`): bounded, strict (unknown fields are
