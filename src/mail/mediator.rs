@@ -464,6 +464,15 @@ impl Mediator {
     /// # Errors
     /// [`MailError::NotRegistered`]; store errors.
     pub fn inbox(&self, task: &TaskName) -> Result<Vec<InboxItem>> {
+        self.inbox_page(task, usize::MAX)
+    }
+
+    /// The oldest `limit` messages of [`Mediator::inbox`]: only those are marked delivered
+    /// (the rest stay queued for the next call).
+    ///
+    /// # Errors
+    /// As [`Mediator::inbox`].
+    pub fn inbox_page(&self, task: &TaskName, limit: usize) -> Result<Vec<InboxItem>> {
         self.transact(|state, now| {
             if !state.tasks.contains_key(task) {
                 return (Vec::new(), Err(not_registered(task)));
@@ -471,6 +480,9 @@ impl Mediator {
             let mut events = Vec::new();
             let mut items = Vec::new();
             for entry in state.messages.values() {
+                if items.len() == limit {
+                    break;
+                }
                 let Some(d) = entry.recipients.get(task) else {
                     continue;
                 };
@@ -593,14 +605,25 @@ impl Mediator {
     /// # Errors
     /// Store errors.
     pub fn sent(&self, task: &TaskName) -> Result<Vec<MessageView>> {
+        self.sent_page(task, usize::MAX)
+    }
+
+    /// The newest `limit` messages of [`Mediator::sent`], oldest first (only those are copied).
+    ///
+    /// # Errors
+    /// As [`Mediator::sent`].
+    pub fn sent_page(&self, task: &TaskName, limit: usize) -> Result<Vec<MessageView>> {
         let me = Party::Task(task.clone());
         self.transact(|state, _| {
-            let views = state
+            let mut views: Vec<MessageView> = state
                 .messages
                 .values()
+                .rev()
                 .filter(|e| e.message.from == me)
+                .take(limit)
                 .map(Entry::view)
                 .collect();
+            views.reverse();
             (Vec::new(), Ok(views))
         })
     }

@@ -375,9 +375,8 @@ impl MailDoor {
                 Ok((receipt_text(&receipt, args.body.format), done))
             }
             Command::Inbox(f) => {
-                let mut items = m.inbox(me)?;
                 // the oldest first: they are the ones to handle, and acking brings the next
-                items.truncate(MAX_LISTED);
+                let items = m.inbox_page(me, MAX_LISTED)?;
                 let text = match f.format {
                     Format::Json => json(&items),
                     Format::Text => inbox_text(&items),
@@ -398,8 +397,7 @@ impl MailDoor {
                 Ok((format!("{id} {}\n", state_word(state)), Done::Other))
             }
             Command::Sent(f) => {
-                let mut views = m.sent(me)?;
-                views.drain(..views.len().saturating_sub(MAX_LISTED));
+                let views = m.sent_page(me, MAX_LISTED)?;
                 let text = match f.format {
                     Format::Json => json(&views),
                     Format::Text => sent_text(&views),
