@@ -627,7 +627,7 @@ fn a_services_bind_of_the_repository_does_not_make_its_git_config_writable() {
 /// Every entry below `dir` (not following links) that is not a plain file or folder of the
 /// workspace user: a device node, a file owned by another user or group, a set-uid/set-gid
 /// file of another user.
-fn foreign_entries(dir: &std::path::Path, owner: u32) -> Vec<String> {
+pub(super) fn foreign_entries(dir: &std::path::Path, owner: u32) -> Vec<String> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

@@ -718,35 +718,6 @@ fn delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy() {
     assert!(!slots[0].path().exists(), "devcell's copy is gone");
 }
 
-/// Every entry below `dir` (not following links) that could make a local user root or open a
-/// device: a device node, anything owned by another user or group than `owner`, a
-/// set-uid/set-gid file not `owner`'s (a set-uid bit on the user's own file runs as the user).
-fn root_makers(dir: &Path, owner: u32) -> Vec<String> {
-    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let kind = meta.file_type();
-        if kind.is_char_device() || kind.is_block_device() {
-            out.push(format!("device {}", path.display()));
-        }
-        if meta.uid() != owner || meta.gid() != owner {
-            out.push(format!(
-                "{} owned by {}:{} (mode {:o})",
-                path.display(),
-                meta.uid(),
-                meta.gid(),
-                meta.mode()
-            ));
-        }
-        if kind.is_dir() {
-            out.extend(root_makers(&path, owner));
-        }
-    }
-    out
-}
-
 /// `fixtures/fdpass/fdpass.rs` built as a static executable at `out` (it runs in busybox).
 fn build_fdpass(out: &Path) {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
@@ -848,7 +819,7 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
     let logs = hand_over();
     assert!(logs.contains("got fd"), "{logs}");
     assert!(!logs.contains("euid=0"), "the sidecar ran as root: {logs}");
-    let planted = root_makers(&out, WORKSPACE_OWNER);
+    let planted = super::compose_projects::foreign_entries(&out, WORKSPACE_OWNER);
     assert!(
         planted.is_empty(),
         "the sidecar left on the host: {planted:#?}\n{logs}"
@@ -865,7 +836,7 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
     ctx.run("up", &["--allow", "runtime-option:keep_image_user=side"])
         .ok();
     let logs = hand_over();
-    let planted = root_makers(&out, WORKSPACE_OWNER);
+    let planted = super::compose_projects::foreign_entries(&out, WORKSPACE_OWNER);
     for name in ["suid", "blk", "chr", "d"] {
         assert!(
             planted.iter().any(|f| f.contains(&format!("out/{name}"))),
