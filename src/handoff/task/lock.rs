@@ -24,12 +24,36 @@ pub fn lock_path(root: &Path, task: &str) -> PathBuf {
     root.join(format!("{}.lock", task.to_ascii_lowercase()))
 }
 
+/// How long a lock found held is tried again before it is reported held: a process that has
+/// just let go of a lock can still hold it through a child it was starting (the child has a
+/// copy of the descriptor until its `exec` closes it), which under load lasts a moment.
+pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes an exclusive `flock(2)` on `file` without waiting longer than [`LOCK_GRACE`]:
+/// `Ok(false)` when it is still held after that.
+///
+/// Errors: any `flock` error other than `EWOULDBLOCK`.
+pub fn lock_within_grace(file: &File) -> rustix::io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl TaskLock {
-    /// Takes the lock of task `task` in the tasks folder `root` (which exists) without waiting.
+    /// Takes the lock of task `task` in the tasks folder `root` (which exists), waiting no
+    /// longer than [`LOCK_GRACE`].
     ///
     /// Errors: [`TaskError::InUse`] while another process holds it; [`TaskError::Io`].
     pub fn take(root: &Path, task: &str) -> Result<TaskLock> {
-        use rustix::fs::{FlockOperation, flock};
         let path = lock_path(root, task);
         loop {
             let file = std::fs::OpenOptions::new()
@@ -40,14 +64,10 @@ impl TaskLock {
                 .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
                 .open(&path)
                 .map_err(io(&path))?;
-            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => {}
-                Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(TaskError::InUse {
-                        task: task.to_string(),
-                    });
-                }
-                Err(e) => return Err(io(&path)(e.into())),
+            if !lock_within_grace(&file).map_err(|e| io(&path)(e.into()))? {
+                return Err(TaskError::InUse {
+                    task: task.to_string(),
+                });
             }
             // the holder before us may have deleted the task and its lock file: a lock on a
             // removed file guards nothing, so take the one the path names now
@@ -94,5 +114,22 @@ mod tests {
         drop(again);
         drop(other);
         TaskLock::take(tmp.path(), "t").unwrap();
+    }
+
+    /// A lock let go while a copy of its descriptor is still open for a moment (a child being
+    /// started holds one until its `exec`) is taken once the copy closes, within the grace;
+    /// the CI once failed on this (`a_task_in_use_cannot_be_deleted_or_started_twice`).
+    #[test]
+    fn a_lock_let_go_is_taken_though_a_copy_of_its_descriptor_lingers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let held = TaskLock::take(tmp.path(), "t").unwrap();
+        let copy = held._file.try_clone().unwrap();
+        drop(held);
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(LOCK_GRACE / 4);
+            drop(copy);
+        });
+        TaskLock::take(tmp.path(), "t").unwrap();
+        closer.join().unwrap();
     }
 }

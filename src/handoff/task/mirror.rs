@@ -195,7 +195,6 @@ pub fn unused(cache_root: &Path, state_root: &Path) -> Vec<PathBuf> {
 ///
 /// Errors: a mirror folder that cannot be removed.
 pub fn prune_unused(cache_root: &Path, state_root: &Path, dry_run: bool) -> Result<Vec<PathBuf>> {
-    use rustix::fs::{FlockOperation, flock};
     let mut removed = Vec::new();
     for mirror in unused(cache_root, state_root) {
         if dry_run {
@@ -211,7 +210,7 @@ pub fn prune_unused(cache_root: &Path, state_root: &Path, dry_run: bool) -> Resu
         else {
             continue;
         };
-        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        if !super::lock::lock_within_grace(&file).unwrap_or(false) {
             continue;
         }
         // judged again under the lock: a task may have been made from it meanwhile
