@@ -27,6 +27,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
+use crate::config::ownership::{self, Ids};
 use crate::config::workspace::normalize_lexically;
 use crate::engine::{ContainerSpec, MountKind};
 
@@ -854,37 +855,44 @@ impl WorkspaceDir {
         existing: Existing<'_>,
         ignore_new_folders: bool,
     ) -> std::result::Result<PathBuf, WriteError> {
-        let rel_path = Path::new(rel);
-        let parts: Vec<&OsStr> = rel_path
-            .components()
-            .map(|c| match c {
-                Component::Normal(s) => Some(s),
-                _ => None,
-            })
-            .collect::<Option<_>>()
-            .filter(|p: &Vec<&OsStr>| !p.is_empty())
-            .ok_or_else(|| WriteError::InvalidPath {
-                path: rel.to_string(),
-            })?;
+        let parts = relative_parts(rel)?;
         let (name, folders) = parts.split_last().expect("not empty");
-        let owner = crate::config::ownership::hand_over_to(
-            crate::config::ownership::process_ids(),
-            rustix::fs::fstat(&self.fd)
-                .ok()
-                .map(|s| crate::config::ownership::Ids {
-                    uid: s.st_uid,
-                    gid: s.st_gid,
-                }),
-        );
-        let give = |fd: &OwnedFd, path: &Path| match owner {
-            Some(ids) => rustix::fs::fchown(
-                fd,
-                Some(rustix::fs::Uid::from_raw(ids.uid)),
-                Some(rustix::fs::Gid::from_raw(ids.gid)),
-            )
-            .map_err(errno_io(path)),
-            None => Ok(()),
-        };
+        let owner = self.new_files_owner();
+        let opened = self.open_folders(folders, owner)?;
+        if ignore_new_folders && let Some((first, first_path)) = &opened.first_created {
+            let ignore = first_path.join(".gitignore");
+            self.create_file(first, OsStr::new(".gitignore"), &ignore, 0o644, owner)
+                .and_then(|fd| {
+                    write_all(
+                        fd,
+                        b"# created by devcell: keep its files out of git\n*\n",
+                        &ignore,
+                    )
+                })?;
+        }
+        check_existing(&opened.dir, name, &opened.path.join(name), &existing)?;
+        self.replace(&opened, name, bytes, mode, &existing, owner)
+    }
+
+    /// Who devcell's new folders and files go to: the workspace's owner when devcell runs as
+    /// root, else nobody (they stay the process's).
+    fn new_files_owner(&self) -> Option<Ids> {
+        ownership::hand_over_to(
+            ownership::process_ids(),
+            rustix::fs::fstat(&self.fd).ok().map(|s| Ids {
+                uid: s.st_uid,
+                gid: s.st_gid,
+            }),
+        )
+    }
+
+    /// Opens (creating the missing ones) `folders` below the root, each relative to its
+    /// parent's handle with `O_NOFOLLOW`.
+    fn open_folders(
+        &self,
+        folders: &[&OsStr],
+        owner: Option<Ids>,
+    ) -> std::result::Result<OpenedFolder, WriteError> {
         let mut dir: Option<OwnedFd> = None;
         let mut path = self.root.clone();
         let mut first_created: Option<(OwnedFd, PathBuf)> = None;
@@ -907,7 +915,7 @@ impl WorkspaceDir {
                         Err(e) => return Err(errno_io(&path)(e)),
                     }
                     let fd = open().map_err(errno_io(&path))?;
-                    give(&fd, &path)?;
+                    give(owner, &fd, &path)?;
                     if first_created.is_none() {
                         let dup =
                             rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(errno_io(&path))?;
@@ -921,57 +929,26 @@ impl WorkspaceDir {
         }
         let dir = dir
             .unwrap_or(rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(errno_io(&self.root))?);
-        if ignore_new_folders && let Some((first, first_path)) = &first_created {
-            let ignore = first_path.join(".gitignore");
-            self.create_file(first, OsStr::new(".gitignore"), &ignore, 0o644, &give)
-                .and_then(|fd| {
-                    write_all(
-                        fd,
-                        b"# created by devcell: keep its files out of git\n*\n",
-                        &ignore,
-                    )
-                })?;
-        }
-        let target = path.join(name);
-        match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => {
-                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-                    return Err(WriteError::Unsafe { path: target });
-                }
-                match &existing {
-                    Existing::Keep => return Err(WriteError::Exists { path: target }),
-                    Existing::Replace => {}
-                    Existing::ReplaceIfOwned(owned) => {
-                        let fd = rustix::fs::openat(
-                            &dir,
-                            *name,
-                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-                            Mode::empty(),
-                        )
-                        .map_err(errno_io(&target))?;
-                        let stat = rustix::fs::fstat(&fd).map_err(errno_io(&target))?;
-                        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
-                            || stat.st_size as u64 > MAX_OWNED_READ
-                        {
-                            return Err(WriteError::NotOwned { path: target });
-                        }
-                        let mut bytes = Vec::new();
-                        std::fs::File::from(fd)
-                            .take(MAX_OWNED_READ)
-                            .read_to_end(&mut bytes)
-                            .map_err(|source| WriteError::Io {
-                                path: target.clone(),
-                                source,
-                            })?;
-                        if !owned(&bytes) {
-                            return Err(WriteError::NotOwned { path: target });
-                        }
-                    }
-                }
-            }
-            Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(errno_io(&target)(e)),
-        }
+        Ok(OpenedFolder {
+            dir,
+            path,
+            first_created,
+        })
+    }
+
+    /// Writes `bytes` to a temporary file in `folder` and renames it to `name` (never over an
+    /// existing file when [`Existing::Keep`]); the temporary file is removed when that fails.
+    fn replace(
+        &self,
+        folder: &OpenedFolder,
+        name: &OsStr,
+        bytes: &[u8],
+        mode: u32,
+        existing: &Existing<'_>,
+        owner: Option<Ids>,
+    ) -> std::result::Result<PathBuf, WriteError> {
+        let dir = &folder.dir;
+        let target = folder.path.join(name);
         // a temporary name only devcell uses, created exclusively (never through a link)
         let tmp_name = format!(
             ".devcell-tmp-{}-{}",
@@ -980,15 +957,15 @@ impl WorkspaceDir {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         );
-        let tmp_path = path.join(&tmp_name);
-        let fd = self.create_file(&dir, OsStr::new(&tmp_name), &tmp_path, mode, &give)?;
+        let tmp_path = folder.path.join(&tmp_name);
+        let fd = self.create_file(dir, OsStr::new(&tmp_name), &tmp_path, mode, owner)?;
         let written = write_all(fd, bytes, &tmp_path);
         let renamed = written.and_then(|()| {
             let flags = match existing {
                 Existing::Keep => RenameFlags::NOREPLACE,
                 _ => RenameFlags::empty(),
             };
-            rustix::fs::renameat_with(&dir, tmp_name.as_str(), &dir, *name, flags).map_err(|e| {
+            rustix::fs::renameat_with(dir, tmp_name.as_str(), dir, name, flags).map_err(|e| {
                 if e == rustix::io::Errno::EXIST {
                     WriteError::Exists {
                         path: target.clone(),
@@ -999,7 +976,7 @@ impl WorkspaceDir {
             })
         });
         if renamed.is_err() {
-            let _ = rustix::fs::unlinkat(&dir, tmp_name.as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, tmp_name.as_str(), AtFlags::empty());
         }
         renamed.map(|()| target)
     }
@@ -1012,7 +989,7 @@ impl WorkspaceDir {
         name: &OsStr,
         path: &Path,
         mode: u32,
-        give: &dyn Fn(&OwnedFd, &Path) -> std::result::Result<(), WriteError>,
+        owner: Option<Ids>,
     ) -> std::result::Result<OwnedFd, WriteError> {
         let fd = rustix::fs::openat(
             dir,
@@ -1023,8 +1000,98 @@ impl WorkspaceDir {
         .map_err(errno_io(path))?;
         // the umask must not narrow what the agent (another uid) needs to read
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(errno_io(path))?;
-        give(&fd, path)?;
+        give(owner, &fd, path)?;
         Ok(fd)
+    }
+}
+
+/// The folder a [`WorkspaceDir::write`] writes into, opened.
+struct OpenedFolder {
+    /// Its handle.
+    dir: OwnedFd,
+    /// Its path.
+    path: PathBuf,
+    /// The first folder the write created, if it created one (for its `.gitignore`).
+    first_created: Option<(OwnedFd, PathBuf)>,
+}
+
+/// The parts of a write's relative path: normal names only, at least one.
+fn relative_parts(rel: &str) -> std::result::Result<Vec<&OsStr>, WriteError> {
+    Path::new(rel)
+        .components()
+        .map(|c| match c {
+            Component::Normal(s) => Some(s),
+            _ => None,
+        })
+        .collect::<Option<_>>()
+        .filter(|p: &Vec<&OsStr>| !p.is_empty())
+        .ok_or_else(|| WriteError::InvalidPath {
+            path: rel.to_string(),
+        })
+}
+
+/// Gives `fd` to `owner` (see [`WorkspaceDir::write`]); nothing when there is none.
+fn give(owner: Option<Ids>, fd: &OwnedFd, path: &Path) -> std::result::Result<(), WriteError> {
+    match owner {
+        Some(ids) => rustix::fs::fchown(
+            fd,
+            Some(rustix::fs::Uid::from_raw(ids.uid)),
+            Some(rustix::fs::Gid::from_raw(ids.gid)),
+        )
+        .map_err(errno_io(path)),
+        None => Ok(()),
+    }
+}
+
+/// Whether `name` in `dir` may be replaced: absent, or a regular file `existing` allows to
+/// replace (read without following a link, at most [`MAX_OWNED_READ`] bytes).
+fn check_existing(
+    dir: &OwnedFd,
+    name: &OsStr,
+    target: &Path,
+    existing: &Existing<'_>,
+) -> std::result::Result<(), WriteError> {
+    let target = target.to_path_buf();
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => {
+            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                return Err(WriteError::Unsafe { path: target });
+            }
+            match existing {
+                Existing::Keep => Err(WriteError::Exists { path: target }),
+                Existing::Replace => Ok(()),
+                Existing::ReplaceIfOwned(owned) => {
+                    let fd = rustix::fs::openat(
+                        dir,
+                        name,
+                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                        Mode::empty(),
+                    )
+                    .map_err(errno_io(&target))?;
+                    let stat = rustix::fs::fstat(&fd).map_err(errno_io(&target))?;
+                    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+                        || stat.st_size as u64 > MAX_OWNED_READ
+                    {
+                        return Err(WriteError::NotOwned { path: target });
+                    }
+                    let mut bytes = Vec::new();
+                    std::fs::File::from(fd)
+                        .take(MAX_OWNED_READ)
+                        .read_to_end(&mut bytes)
+                        .map_err(|source| WriteError::Io {
+                            path: target.clone(),
+                            source,
+                        })?;
+                    if owned(&bytes) {
+                        Ok(())
+                    } else {
+                        Err(WriteError::NotOwned { path: target })
+                    }
+                }
+            }
+        }
+        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(errno_io(&target)(e)),
     }
 }
 
