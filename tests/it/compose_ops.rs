@@ -1225,7 +1225,7 @@ fn delete_keeps_a_projects_named_volume_and_is_verified() {
             "--filter",
             &format!("name=^{volume}$")
         ]),
-        [volume.clone()]
+        vec![volume.clone()]
     );
     let deleted = ctx.run("delete", &["--format", "json"]);
     assert_eq!(
@@ -1259,7 +1259,7 @@ fn delete_keeps_a_projects_named_volume_and_is_verified() {
             "--filter",
             &format!("name=^{volume}$")
         ]),
-        [volume.clone()],
+        vec![volume.clone()],
         "the data stays"
     );
 }
