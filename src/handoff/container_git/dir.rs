@@ -106,67 +106,36 @@ impl ContainerGitDir {
     /// fails, a file cannot be written.
     pub fn refresh(&self, host: &HostRepo<'_>, objects_target: &str) -> Result<Base> {
         let private = hostgit::PrivateGitDir::new(host.git_dir, host.common_dir, host.work_tree)?;
-        let run = |args: &[&str]| -> Result<(bool, String)> {
-            let mut git = private.command(&[]);
-            git.args(args);
-            let out = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE)
-                .map_err(io(host.work_tree))?;
-            Ok((
-                out.status.success(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-            ))
-        };
-        let object_format = match run(&["rev-parse", "--show-object-format"])? {
-            (true, f) if f.trim() == "sha256" => "sha256".to_string(),
-            _ => "sha1".to_string(),
-        };
-        let head_commit = match run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])? {
-            (true, c) if is_oid(c.trim()) => Some(c.trim().to_string()),
-            _ => None,
-        };
-        let (ok, listed) = run(&[
-            "for-each-ref",
-            "--format=%(objectname) %(refname) %(symref)",
-        ])?;
-        if !ok {
-            return Err(ContainerGitError::Git {
-                dir: host.work_tree.to_path_buf(),
-                args: "for-each-ref".into(),
-                stderr: String::new(),
-            });
-        }
-        let mut refs = BTreeMap::new();
-        let mut symrefs = Vec::new();
-        for line in listed.lines() {
-            let mut parts = line.splitn(3, ' ');
-            let (Some(oid), Some(name)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let target = parts.next().unwrap_or("");
-            if !valid_ref_name(name) || name.starts_with(&format!("{NAMESPACE}/")) {
-                continue;
-            }
-            if !target.is_empty() && valid_ref_name(target) {
-                symrefs.push((name.to_string(), target.to_string()));
-            } else if target.is_empty() && is_oid(oid) {
-                refs.insert(name.to_string(), oid.to_string());
-            }
-        }
-        let head_path = host.git_dir.join("HEAD");
-        let head = hostgit::read_no_follow(&head_path, 4096).map_err(io(&head_path))?;
-        let head = String::from_utf8_lossy(&head).trim().to_string();
-        if !hostgit::valid_head(&head) {
-            return Err(ContainerGitError::Io {
-                path: head_path,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "is neither `ref: refs/…` nor an object name",
-                ),
-            });
-        }
-
+        let read = read_host(&private, host)?;
         let dir = self.git_dir();
         self.clear_or_create(&dir)?;
+        self.write_config(&dir, &private)?;
+        write_new(&dir.join("HEAD"), format!("{}\n", read.head).as_bytes())?;
+        let packed: String = read
+            .refs
+            .iter()
+            .map(|(n, o)| format!("{o} {n}\n"))
+            .collect();
+        write_new(
+            &dir.join("packed-refs"),
+            format!("# pack-refs with: sorted \n{packed}").as_bytes(),
+        )?;
+        write_layout(&dir, &read.symrefs, objects_target)?;
+        copy_index(host, &dir)?;
+        nofollow::give_to_owner(&dir, host.common_dir, true)?;
+        let base = Base {
+            head: read.head,
+            head_commit: read.head_commit,
+            refs: read.refs,
+            object_format: read.object_format,
+        };
+        self.write_base(&base)?;
+        Ok(base)
+    }
+
+    /// Writes devcell's `config` into `dir`: the repository format and the data keys `git
+    /// status` needs ([`hostgit::PrivateGitDir::carried_config`]), written by git itself.
+    fn write_config(&self, dir: &Path, private: &hostgit::PrivateGitDir) -> Result<()> {
         let mut config = private.format_config().to_string();
         for (key, value) in private.carried_config() {
             // written by git itself (quoting); the keys are data (`hostgit::carried`)
@@ -185,57 +154,7 @@ impl ContainerGitDir {
             config.push_str(&carried);
         }
         let _ = std::fs::remove_file(&carried_path);
-        write_new(&dir.join("config"), config.as_bytes())?;
-        write_new(&dir.join("HEAD"), format!("{head}\n").as_bytes())?;
-        let packed: String = refs.iter().map(|(n, o)| format!("{o} {n}\n")).collect();
-        write_new(
-            &dir.join("packed-refs"),
-            format!("# pack-refs with: sorted \n{packed}").as_bytes(),
-        )?;
-        // Below `dir` the container may be swapping folders for links while devcell writes (a
-        // reused container runs): every nested folder and file is made through file
-        // descriptors that never follow a link (spec-note 0436).
-        for sub in [
-            "refs/heads",
-            "refs/tags",
-            "objects/info",
-            "objects/pack",
-            "info",
-        ] {
-            nofollow::create_dirs(&dir, Path::new(sub))?;
-        }
-        for (name, target) in &symrefs {
-            nofollow::write_new(&dir, Path::new(name), format!("ref: {target}\n").as_bytes())?;
-        }
-        nofollow::write_new(
-            &dir,
-            Path::new("objects/info/alternates"),
-            format!("{objects_target}\n").as_bytes(),
-        )?;
-        // the index (and a split index's shared part), so `git status` there matches the host's
-        for entry in std::fs::read_dir(host.git_dir).map_err(io(host.git_dir))? {
-            let entry = entry.map_err(io(host.git_dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name == "index" || name == "shallow" || name.starts_with("sharedindex.") {
-                copy_regular(&entry.path(), &dir.join(&*name), 0o644)?;
-            }
-        }
-        if host.git_dir != host.common_dir {
-            let shallow = host.common_dir.join("shallow");
-            if shallow.exists() && !dir.join("shallow").exists() {
-                copy_regular(&shallow, &dir.join("shallow"), 0o644)?;
-            }
-        }
-        nofollow::give_to_owner(&dir, host.common_dir, true)?;
-        let base = Base {
-            head,
-            head_commit,
-            refs,
-            object_format,
-        };
-        self.write_base(&base)?;
-        Ok(base)
+        write_new(&dir.join("config"), config.as_bytes())
     }
 
     /// Empties `dir` (not following links: what the container left there is removed, never
@@ -270,4 +189,140 @@ impl ContainerGitDir {
         }
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(io(dir))
     }
+}
+
+/// What [`ContainerGitDir::refresh`] reads from the host repository.
+struct HostState {
+    /// `sha1` or `sha256`.
+    object_format: String,
+    /// The commit `HEAD` names, if any.
+    head_commit: Option<String>,
+    /// Every ref that is not symbolic (outside devcell's namespace).
+    refs: BTreeMap<String, String>,
+    /// The symbolic refs, name and target.
+    symrefs: Vec<(String, String)>,
+    /// The host `HEAD`, trimmed.
+    head: String,
+}
+
+/// Reads the host repository's object format, `HEAD` commit and refs through `private`
+/// (git with none of the repository's programs), and its `HEAD` file without following a
+/// link.
+fn read_host(private: &hostgit::PrivateGitDir, host: &HostRepo<'_>) -> Result<HostState> {
+    let run = |args: &[&str]| -> Result<(bool, String)> {
+        let mut git = private.command(&[]);
+        git.args(args);
+        let out = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE)
+            .map_err(io(host.work_tree))?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ))
+    };
+    let object_format = match run(&["rev-parse", "--show-object-format"])? {
+        (true, f) if f.trim() == "sha256" => "sha256".to_string(),
+        _ => "sha1".to_string(),
+    };
+    let head_commit = match run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])? {
+        (true, c) if is_oid(c.trim()) => Some(c.trim().to_string()),
+        _ => None,
+    };
+    let (ok, listed) = run(&[
+        "for-each-ref",
+        "--format=%(objectname) %(refname) %(symref)",
+    ])?;
+    if !ok {
+        return Err(ContainerGitError::Git {
+            dir: host.work_tree.to_path_buf(),
+            args: "for-each-ref".into(),
+            stderr: String::new(),
+        });
+    }
+    let (refs, symrefs) = parse_refs(&listed);
+    let head_path = host.git_dir.join("HEAD");
+    let head = hostgit::read_no_follow(&head_path, 4096).map_err(io(&head_path))?;
+    let head = String::from_utf8_lossy(&head).trim().to_string();
+    if !hostgit::valid_head(&head) {
+        return Err(ContainerGitError::Io {
+            path: head_path,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "is neither `ref: refs/…` nor an object name",
+            ),
+        });
+    }
+    Ok(HostState {
+        object_format,
+        head_commit,
+        refs,
+        symrefs,
+        head,
+    })
+}
+
+/// The refs (name → object) and symbolic refs (name, target) of `for-each-ref` lines
+/// `<object> <name> <symref>`, names git would accept outside devcell's namespace only.
+fn parse_refs(listed: &str) -> (BTreeMap<String, String>, Vec<(String, String)>) {
+    let mut refs = BTreeMap::new();
+    let mut symrefs = Vec::new();
+    for line in listed.lines() {
+        let mut parts = line.splitn(3, ' ');
+        let (Some(oid), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let target = parts.next().unwrap_or("");
+        if !valid_ref_name(name) || name.starts_with(&format!("{NAMESPACE}/")) {
+            continue;
+        }
+        if !target.is_empty() && valid_ref_name(target) {
+            symrefs.push((name.to_string(), target.to_string()));
+        } else if target.is_empty() && is_oid(oid) {
+            refs.insert(name.to_string(), oid.to_string());
+        }
+    }
+    (refs, symrefs)
+}
+
+/// The folders, symbolic refs and `objects/info/alternates` (naming `objects_target`) of the
+/// container git directory `dir`. Below `dir` the container may be swapping folders for links
+/// while devcell writes (a reused container runs): every nested folder and file is made
+/// through file descriptors that never follow a link (spec-note 0436).
+fn write_layout(dir: &Path, symrefs: &[(String, String)], objects_target: &str) -> Result<()> {
+    for sub in [
+        "refs/heads",
+        "refs/tags",
+        "objects/info",
+        "objects/pack",
+        "info",
+    ] {
+        nofollow::create_dirs(dir, Path::new(sub))?;
+    }
+    for (name, target) in symrefs {
+        nofollow::write_new(dir, Path::new(name), format!("ref: {target}\n").as_bytes())?;
+    }
+    nofollow::write_new(
+        dir,
+        Path::new("objects/info/alternates"),
+        format!("{objects_target}\n").as_bytes(),
+    )
+}
+
+/// Copies the host's index (and a split index's shared part, and `shallow`) into `dir`, so
+/// `git status` there matches the host's.
+fn copy_index(host: &HostRepo<'_>, dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(host.git_dir).map_err(io(host.git_dir))? {
+        let entry = entry.map_err(io(host.git_dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "index" || name == "shallow" || name.starts_with("sharedindex.") {
+            copy_regular(&entry.path(), &dir.join(&*name), 0o644)?;
+        }
+    }
+    if host.git_dir != host.common_dir {
+        let shallow = host.common_dir.join("shallow");
+        if shallow.exists() && !dir.join("shallow").exists() {
+            copy_regular(&shallow, &dir.join("shallow"), 0o644)?;
+        }
+    }
+    Ok(())
 }
