@@ -1,7 +1,7 @@
 //! [`ContainerGitDir::fetch_back`]: the agent's commits brought back into the host repository,
 //! branches only ever moved forward, everything else kept aside and reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::dir::ContainerGitDir;
 use super::host_git::{
@@ -75,69 +75,30 @@ impl ContainerGitDir {
             .iter()
             .filter_map(|h| h.strip_prefix("ref: "))
             .collect();
-        let elsewhere = checked_out_elsewhere(host);
+        let rules = Rules {
+            host,
+            checked_out,
+            elsewhere: checked_out_elsewhere(host),
+            covered: &covered,
+        };
         for (name, value) in &imported {
             let kept_as = format!("{namespace}/{}", name.trim_start_matches("refs/"));
-            let was = base.refs.get(name);
-            let now = host_refs.get(name);
-            let keep = |reason| KeptRef {
-                name: name.clone(),
-                value: Some(value.clone()),
-                kept_as: Some(kept_as.clone()),
-                reason,
-            };
-            let outcome = if !name.starts_with("refs/heads/") {
-                Err(keep(KeptReason::NotABranch))
-            } else if was != now {
-                Err(keep(KeptReason::MovedOnHost))
-            } else if elsewhere.contains(name) {
-                Err(keep(KeptReason::CheckedOutElsewhere))
-            } else if adds_gitlink(host, was.or(base.head_commit.as_ref()), value)? {
-                Err(keep(KeptReason::AddsSubmodule))
-            } else if checked_out.contains(&name.as_str())
-                && !uncovered_gitlinks(host, value, &covered)?.is_empty()
-            {
-                Err(keep(KeptReason::UncoveredSubmodule))
-            } else if let Some(old) = was {
-                if is_ancestor(host, old, value)? {
-                    Ok(RefUpdate {
-                        name: name.clone(),
-                        old: Some(old.clone()),
-                        new: value.clone(),
-                    })
-                } else {
-                    Err(keep(KeptReason::Rewritten))
-                }
-            } else {
-                Ok(RefUpdate {
-                    name: name.clone(),
-                    old: None,
-                    new: value.clone(),
-                })
-            };
-            match outcome {
+            match rules.judge(&base, &host_refs, name, value, &kept_as)? {
                 Ok(update) => {
-                    let zero = "0".repeat(hex_len);
-                    let old = update.old.clone().unwrap_or(zero);
-                    // a name git refuses next to the host's refs (`main/x` beside `main`) is
-                    // kept aside: one ref never stops this or any later fetch-back (F4)
-                    if host_git(
-                        host,
-                        host.common_dir,
-                        &["update-ref", "-m", "devcell: agent", name, value, &old],
-                    )
-                    .is_err()
-                    {
-                        report.kept.push(keep(KeptReason::Conflict));
-                        base.refs.insert(name.clone(), value.clone());
-                        continue;
-                    }
-                    let _ = host_git(host, host.common_dir, &["update-ref", "-d", &kept_as]);
-                    host_refs.insert(name.clone(), value.clone());
-                    if update.old.is_some() {
-                        report.fast_forwarded.push(update);
+                    if move_host_ref(host, &update, &kept_as, hex_len) {
+                        host_refs.insert(name.clone(), value.clone());
+                        if update.old.is_some() {
+                            report.fast_forwarded.push(update);
+                        } else {
+                            report.created.push(update);
+                        }
                     } else {
-                        report.created.push(update);
+                        report.kept.push(KeptRef {
+                            name: name.clone(),
+                            value: Some(value.clone()),
+                            kept_as: Some(kept_as),
+                            reason: KeptReason::Conflict,
+                        });
                     }
                 }
                 Err(kept) => report.kept.push(kept),
@@ -273,4 +234,94 @@ impl ContainerGitDir {
         base.head_commit = commit;
         Ok(())
     }
+}
+
+/// What decides whether an imported ref moves the host's: the branches the host has checked
+/// out (when the handoff began, and now), those checked out in its other worktrees, and the
+/// gitlink paths this session covered.
+struct Rules<'a> {
+    host: &'a HostRepo<'a>,
+    checked_out: Vec<&'a str>,
+    elsewhere: BTreeSet<String>,
+    covered: &'a BTreeSet<String>,
+}
+
+impl Rules<'_> {
+    /// The host update the agent's `value` of `name` makes, or why it is kept aside at
+    /// `kept_as`: a branch the host left where `base` recorded it, not checked out elsewhere,
+    /// adding no gitlink (nor, when checked out, one not covered), moved forward or created.
+    fn judge(
+        &self,
+        base: &Base,
+        host_refs: &BTreeMap<String, String>,
+        name: &str,
+        value: &str,
+        kept_as: &str,
+    ) -> Result<std::result::Result<RefUpdate, KeptRef>> {
+        let host = self.host;
+        let was = base.refs.get(name);
+        let now = host_refs.get(name);
+        let keep = |reason| KeptRef {
+            name: name.to_string(),
+            value: Some(value.to_string()),
+            kept_as: Some(kept_as.to_string()),
+            reason,
+        };
+        Ok(if !name.starts_with("refs/heads/") {
+            Err(keep(KeptReason::NotABranch))
+        } else if was != now {
+            Err(keep(KeptReason::MovedOnHost))
+        } else if self.elsewhere.contains(name) {
+            Err(keep(KeptReason::CheckedOutElsewhere))
+        } else if adds_gitlink(host, was.or(base.head_commit.as_ref()), value)? {
+            Err(keep(KeptReason::AddsSubmodule))
+        } else if self.checked_out.contains(&name)
+            && !uncovered_gitlinks(host, value, self.covered)?.is_empty()
+        {
+            Err(keep(KeptReason::UncoveredSubmodule))
+        } else if let Some(old) = was {
+            if is_ancestor(host, old, value)? {
+                Ok(RefUpdate {
+                    name: name.to_string(),
+                    old: Some(old.clone()),
+                    new: value.to_string(),
+                })
+            } else {
+                Err(keep(KeptReason::Rewritten))
+            }
+        } else {
+            Ok(RefUpdate {
+                name: name.to_string(),
+                old: None,
+                new: value.to_string(),
+            })
+        })
+    }
+}
+
+/// Applies `update` to the host ref (only if it still holds the old value) and removes the
+/// copy kept at `kept_as`; `false` when git refuses the name next to the host's refs
+/// (`main/x` beside `main`): kept aside, so one ref never stops this or any later fetch-back
+/// (spec-note 0400, attacks F4).
+fn move_host_ref(host: &HostRepo<'_>, update: &RefUpdate, kept_as: &str, hex_len: usize) -> bool {
+    let zero = "0".repeat(hex_len);
+    let old = update.old.clone().unwrap_or(zero);
+    if host_git(
+        host,
+        host.common_dir,
+        &[
+            "update-ref",
+            "-m",
+            "devcell: agent",
+            &update.name,
+            &update.new,
+            &old,
+        ],
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let _ = host_git(host, host.common_dir, &["update-ref", "-d", kept_as]);
+    true
 }
