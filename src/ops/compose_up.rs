@@ -463,6 +463,9 @@ async fn service_requests(
         target.project.cli = target.project.cli.with_classic_builder();
     }
     let places = compose_places(loaded, opts, engine_socket);
+    // another workspace's project (its containers) is refused as that, before its volumes
+    // and networks are requests no grant would make usable (spec-notes 0603, 0613)
+    claim_project(engine, &target, &id_labels(&opts.target, loaded)).await?;
     // the model's volumes as the engine holds them: a bind-backed one is judged as its bind
     let held = held_volumes(engine, &target).await?;
     security::volumes::compose_model_as_held(&mut target.model, &held, &places.workspace);
@@ -477,10 +480,13 @@ async fn service_requests(
     ));
     // judged with the rest, and reported with the services' own requests
     let mut reported = variable_requests(&target, profile, grants, env).await?;
+    // whose the project's volumes and networks are: this workspace's only with its label
+    let workspace = matches!(profile, SecurityProfile::Hardened(_))
+        .then_some(loaded.workspace_folder.as_path());
     reported.extend(security::compose::foreign_resource_requests(
         profile,
         &target.model,
-        &foreign_resources(engine, &target, &held).await?,
+        &foreign_resources(engine, &target, &held, workspace).await?,
         grants,
     ));
     requests.extend(reported.iter().cloned());
@@ -661,37 +667,42 @@ async fn held_volumes(
 }
 
 /// The model's volumes and networks that already exist on the engine and are not this
-/// project's: without Compose's project label for it (spec-note 0601, attacks); `held` is
-/// [`held_volumes`].
+/// workspace's project's ([`security::compose::foreign_of`]): without Compose's project label
+/// for it (spec-note 0601), or, under `hardened` (`workspace`, the host workspace folder),
+/// without devcell's workspace label for this workspace (spec-note 0613, attacks G6: another
+/// workspace with the same folder name, or files naming its project, share the project
+/// name); `held` is [`held_volumes`].
 ///
 /// Errors: [`OpsError::Engine`].
 async fn foreign_resources(
     engine: &dyn Engine,
     target: &ComposeTarget,
     held: &std::collections::BTreeMap<String, crate::engine::VolumeInfo>,
+    workspace: Option<&std::path::Path>,
 ) -> Result<security::compose::ForeignResources> {
     let project = target.project.name.as_str();
     let networks = security::compose::resource_names(&target.model).1;
     let mut foreign = security::compose::ForeignResources::default();
     for (name, info) in held {
-        if info
-            .labels
-            .get(crate::engine::compose::PROJECT_LABEL)
-            .map(String::as_str)
-            != Some(project)
-        {
-            foreign.volumes.insert(name.clone());
+        if let Some(whose) = security::compose::foreign_of(&info.labels, project, workspace) {
+            foreign.volumes.insert(name.clone(), whose);
         }
     }
-    if !networks.is_empty() {
-        let all = engine.find_networks(&Default::default()).await?;
-        let own = engine
-            .find_networks(&crate::ops::compose::project_labels(project))
-            .await?;
-        foreign.networks = networks
-            .into_iter()
-            .filter(|n| all.contains(n) && !own.contains(n))
-            .collect();
+    // listed first: an inspect by name also answers an id prefix
+    let all = if networks.is_empty() {
+        Vec::new()
+    } else {
+        engine.find_networks(&Default::default()).await?
+    };
+    for name in networks.into_iter().filter(|n| all.contains(n)) {
+        if foreign.networks.contains_key(&name) {
+            continue;
+        }
+        if let Some(info) = engine.inspect_network(&name).await?
+            && let Some(whose) = security::compose::foreign_of(&info.labels, project, workspace)
+        {
+            foreign.networks.insert(name, whose);
+        }
     }
     Ok(foreign)
 }
@@ -866,12 +877,15 @@ async fn create(
         &mut spec,
         sidecars,
     );
+    // the project's volumes and networks made for this workspace (spec-note 0613)
+    let owned = hardened
+        .then(|| security::compose::workspace_labels(&target.model, &loaded.workspace_folder));
     let info = start_project(
         engine,
         target,
-        &spec,
-        &sidecars,
+        (&spec, &sidecars),
         (mode, networks),
+        owned,
         &image,
         reporter,
     )
@@ -1116,16 +1130,20 @@ fn service_shields(
 }
 
 /// Writes the service's override file (its judged request, the sidecars' read-only additions,
-/// the networks devcell made), runs `up -d` of the project, checks a closed network is closed
-/// and finds the service's container.
+/// the networks devcell made, the workspace labels of the project's volumes and networks,
+/// `owned`), runs `up -d` of the project, checks a closed network is closed and finds the
+/// service's container.
 ///
 /// Errors: [`OpsError::Compose`], [`OpsError::NoContainer`], the engine's.
 async fn start_project(
     engine: &dyn Engine,
     target: &ComposeTarget,
-    spec: &crate::engine::ContainerSpec,
-    sidecars: &serde_json::Map<String, Value>,
+    (spec, sidecars): (
+        &crate::engine::ContainerSpec,
+        &serde_json::Map<String, Value>,
+    ),
     (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
+    owned: Option<Value>,
     image: &PreparedImage,
     reporter: &dyn Reporter,
 ) -> Result<ContainerInfo> {
@@ -1137,6 +1155,10 @@ async fn start_project(
         let mut networks = Value::Object(networks.clone());
         crate::engine::compose::escape_interpolation(&mut networks);
         top.insert("networks".to_string(), networks);
+    }
+    if let Some(mut owned) = owned {
+        crate::engine::compose::escape_interpolation(&mut owned);
+        merge_labels(&mut file, owned);
     }
     let override_path = write_override(&target.project.name, &file)?;
     let mut files = target.project.files.clone();
@@ -1159,6 +1181,43 @@ async fn start_project(
             )),
             expected: true,
         })
+}
+
+/// Merges `labels` (`{"volumes"|"networks": {<key>: {"labels": {…}}}}`) into the override
+/// `file`, beside what its entries already say.
+fn merge_labels(file: &mut Value, labels: Value) {
+    let (Value::Object(file), Value::Object(labels)) = (file, labels) else {
+        return;
+    };
+    for (top, entries) in labels {
+        let Value::Object(entries) = entries else {
+            continue;
+        };
+        let section = file
+            .entry(top)
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Value::Object(section) = section else {
+            continue;
+        };
+        for (key, add) in entries {
+            let entry = section
+                .entry(key)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if entry.is_null() {
+                *entry = Value::Object(Default::default());
+            }
+            let (Value::Object(entry), Some(Value::Object(add))) = (entry, add.get("labels"))
+            else {
+                continue;
+            };
+            let own = entry
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(own) = own {
+                own.extend(add.clone());
+            }
+        }
+    }
 }
 
 /// The primary service's image before Features: `docker compose build <service>` for a

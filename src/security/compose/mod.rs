@@ -38,6 +38,7 @@ use super::profile::{ProfileLimits, SecurityProfile};
 
 mod dockerfile;
 mod fields;
+mod project;
 mod reach;
 mod service;
 #[cfg(test)]
@@ -45,6 +46,7 @@ mod tests;
 
 pub use dockerfile::has_cache_mount;
 use fields::{number, services_of, strings_of};
+pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
 pub use reach::{is_devcell_image_name, overlaps_a_route};
 use service::service_requests;
@@ -358,15 +360,16 @@ pub fn compose_requests(
 }
 
 /// Volumes and networks the engine already holds under a name the Compose model resolves to
-/// and that are not the project's own (they carry another `com.docker.compose.project`
-/// label, or none): an explicit `name:` or `external: true` naming another workspace's
-/// database volume or project network, which Compose mounts or joins with a warning only.
+/// and that are not this workspace's project's ([`foreign_of`]): an explicit `name:` or
+/// `external: true` naming another workspace's database volume or project network, which
+/// Compose mounts or joins with a warning only, or the project's own volume made for another
+/// workspace that shares the project name (attacks G6).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ForeignResources {
-    /// Engine volume names.
-    pub volumes: std::collections::BTreeSet<String>,
-    /// Engine network names.
-    pub networks: std::collections::BTreeSet<String>,
+    /// Engine volume names, with whose they are.
+    pub volumes: std::collections::BTreeMap<String, Foreign>,
+    /// Engine network names, with whose they are.
+    pub networks: std::collections::BTreeMap<String, Foreign>,
 }
 
 /// The engine names of every top-level volume and network of `model` (`name`, else the key),
@@ -423,9 +426,10 @@ pub fn foreign_resource_requests(
         .into_iter()
         .flatten()
     {
-        let source = |property: &str| Source::ComposeService {
+        // the property, and whose the resource is (spec-note 0613)
+        let source = |property: &str, foreign: &Foreign| Source::ComposeService {
             service: name.clone(),
-            property: property.to_string(),
+            property: format!("{property}; {}", foreign.describe()),
         };
         for v in service
             .get("volumes")
@@ -440,8 +444,8 @@ pub fn foreign_resource_requests(
                 continue;
             };
             let volume = engine_name("volumes", key);
-            if foreign.volumes.contains(&volume) {
-                asked.push((Permission::Volume(volume), source("volumes")));
+            if let Some(whose) = foreign.volumes.get(&volume) {
+                asked.push((Permission::Volume(volume), source("volumes", whose)));
             }
         }
         let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
@@ -451,8 +455,10 @@ pub fn foreign_resource_requests(
         };
         for key in keys {
             let network = engine_name("networks", &key);
-            if !external("networks", &key) && foreign.networks.contains(&network) {
-                asked.push((Permission::Network(network), source("networks")));
+            if let Some(whose) = foreign.networks.get(&network)
+                && !external("networks", &key)
+            {
+                asked.push((Permission::Network(network), source("networks", whose)));
             }
         }
     }

@@ -1134,9 +1134,14 @@ fn foreign_volumes_and_networks_are_requests() {
     networks.sort();
     assert_eq!(volumes, ["p_data", "shared", "victim_db"]);
     assert_eq!(networks, ["p_other", "victim_default", "victim_default"]);
+    let victim = || Foreign::OtherProject(Some("victim".into()));
     let foreign = ForeignResources {
-        volumes: ["victim_db", "shared"].map(String::from).into(),
-        networks: ["victim_default"].map(String::from).into(),
+        volumes: [
+            ("victim_db".to_string(), victim()),
+            ("shared".to_string(), Foreign::OtherProject(None)),
+        ]
+        .into(),
+        networks: [("victim_default".to_string(), victim())].into(),
     };
     let got = foreign_resource_requests(&hardened(), &m, &foreign, &Grants::default());
     let mut flags: Vec<String> = got
@@ -1150,9 +1155,9 @@ fn foreign_volumes_and_networks_are_requests() {
     assert_eq!(
         flags,
         [
-            "--allow network:victim_default <- Compose service `app` (`networks`)",
-            "--allow volume:shared <- Compose service `db` (`volumes`)",
-            "--allow volume:victim_db <- Compose service `app` (`volumes`)",
+            "--allow network:victim_default <- Compose service `app` (`networks; of the Compose project `victim``)",
+            "--allow volume:shared <- Compose service `db` (`volumes; not made by Compose for this project`)",
+            "--allow volume:victim_db <- Compose service `app` (`volumes; of the Compose project `victim``)",
         ]
     );
     let grants = Grants::parse(&[
@@ -1211,4 +1216,93 @@ fn reference_allows_everything_and_adds_nothing() {
             .all(|r| r.status == RequestStatus::AllowedByProfile)
     );
     assert!(j.sidecars.is_empty());
+}
+
+/// Attack G6 (spec-note 0613): under `hardened` a volume or network of this project's name is
+/// this workspace's only with devcell's workspace label for it; another workspace's (same
+/// folder name, or files naming its project) and an unlabelled one (made by hand, or by a
+/// devcell before the label) are requests naming whose they are. Under `reference` Compose's
+/// project label alone decides. The override labels the model's own volumes and networks,
+/// not `external` ones.
+#[test]
+fn a_project_volume_is_this_workspaces_only_with_its_workspace_label() {
+    use crate::names::VOLUME_WORKSPACE_LABEL;
+    let ws = Path::new("/tmp/pb/ws");
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let project = "com.docker.compose.project";
+    let ours = labels(&[
+        (project, "ws_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pb/ws"),
+    ]);
+    let victims = labels(&[
+        (project, "ws_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pa/ws"),
+    ]);
+    let legacy = labels(&[(project, "ws_devcontainer")]);
+    let other = labels(&[
+        (project, "api_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pb/ws"),
+    ]);
+    assert_eq!(foreign_of(&ours, "ws_devcontainer", Some(ws)), None);
+    assert_eq!(
+        foreign_of(&victims, "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherWorkspace("/tmp/pa/ws".into()))
+    );
+    assert_eq!(
+        foreign_of(&legacy, "ws_devcontainer", Some(ws)),
+        Some(Foreign::Unlabelled)
+    );
+    assert_eq!(
+        foreign_of(&other, "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherProject(Some("api_devcontainer".into())))
+    );
+    assert_eq!(
+        foreign_of(&labels(&[]), "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherProject(None))
+    );
+    // `reference`: the project label alone, as the reference CLI and Compose
+    assert_eq!(foreign_of(&victims, "ws_devcontainer", None), None);
+    assert_eq!(foreign_of(&legacy, "ws_devcontainer", None), None);
+
+    let mut m = model(json!({
+        "app": {"image": "a", "volumes": [{"type": "volume", "source": "db", "target": "/db"}]}
+    }));
+    m["volumes"] = json!({"db": {"name": "ws_devcontainer_db"},
+                          "ext": {"name": "shared", "external": true}});
+    m["networks"] = json!({"default": {"name": "ws_devcontainer_default"}});
+    let foreign = ForeignResources {
+        volumes: [(
+            "ws_devcontainer_db".to_string(),
+            Foreign::OtherWorkspace("/tmp/pa/ws".into()),
+        )]
+        .into(),
+        networks: [("ws_devcontainer_default".to_string(), Foreign::Unlabelled)].into(),
+    };
+    let got = foreign_resource_requests(&hardened(), &m, &foreign, &Grants::default());
+    let text: Vec<String> = got.iter().map(|r| r.to_string()).collect();
+    assert_eq!(got.len(), 2, "{text:?}");
+    assert!(got.iter().all(|r| r.status == RequestStatus::Refused));
+    assert!(
+        text[0].contains("ws_devcontainer_db")
+            && text[0].contains("another workspace, `/tmp/pa/ws`")
+            && text[0].contains("--allow volume:ws_devcontainer_db"),
+        "{text:?}"
+    );
+    assert!(
+        text[1].contains("--allow network:ws_devcontainer_default")
+            && text[1].contains("grant it, or remove it"),
+        "{text:?}"
+    );
+
+    let added = workspace_labels(&m, ws);
+    assert_eq!(
+        added,
+        json!({"volumes": {"db": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}},
+               "networks": {"default": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}}})
+    );
 }
