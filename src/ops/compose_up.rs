@@ -489,6 +489,8 @@ async fn service_requests(
         &foreign_resources(engine, &target, &held, workspace).await?,
         grants,
     ));
+    // the local base images' `ONBUILD` triggers (the others after their pull, before the build)
+    reported.extend(onbuild_requests(engine, &target, (profile, grants), None).await?);
     requests.extend(reported.iter().cloned());
     Ok(ServiceRequests {
         target,
@@ -646,6 +648,40 @@ async fn variable_requests(
             r
         })
         .collect())
+}
+
+/// The requests of the builds' base images with `ONBUILD` triggers
+/// ([`security::compose::onbuild_requests`], attacks G9; spec-note 0612), under `hardened`:
+/// each base image of each service's build is inspected on the engine. A base not there yet
+/// is left out while judging the configuration (`pull: None`, nothing is pulled before the
+/// judgement) and pulled, then judged, right before the build (`pull: Some`): what the build
+/// then runs `FROM` is the image judged (no build of devcell's asks for a newer one).
+///
+/// Errors: [`OpsError::Engine`] (an inspect, a pull).
+async fn onbuild_requests(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    pull: Option<&dyn Reporter>,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let mut triggered = Vec::new();
+    for (service, bases) in security::compose::build_bases(&target.model) {
+        for base in bases {
+            let info = match pull {
+                Some(reporter) => Some(engine.ensure_image(&base, reporter).await?),
+                None => engine.inspect_image(&base).await?,
+            };
+            if let Some(info) = info.filter(|i| !i.on_build.is_empty()) {
+                triggered.push((service.clone(), base, info.on_build));
+            }
+        }
+    }
+    Ok(security::compose::onbuild_requests(
+        profile, grants, &triggered,
+    ))
 }
 
 /// Every top-level volume of the model the engine already holds, by engine name (the
@@ -924,7 +960,7 @@ async fn service_dev_image(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(DevImage, Value, Option<String>)> {
-    let base = service_image(engine, target, opts, reporter).await?;
+    let base = service_image(engine, target, opts, (profile, grants), reporter).await?;
     let mut dev = dev_image_from(
         engine,
         loaded,
@@ -1229,8 +1265,14 @@ pub(crate) async fn service_image(
     engine: &dyn Engine,
     target: &ComposeTarget,
     opts: &UpOptions,
+    (profile, grants): (&SecurityProfile, &Grants),
     reporter: &dyn Reporter,
 ) -> Result<PreparedImage> {
+    // every build's base images, pulled when missing, judged before anything is built
+    let requests = onbuild_requests(engine, target, (profile, grants), Some(reporter)).await?;
+    if let Some(refused) = security::policy::refusal(profile, &requests) {
+        return Err(refused.into());
+    }
     let service = target.service_model();
     let reference = service
         .get("image")

@@ -44,7 +44,7 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-pub use dockerfile::has_cache_mount;
+pub use dockerfile::{base_images, frontend_of, has_cache_mount};
 use fields::{number, services_of, strings_of};
 pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
@@ -357,6 +357,49 @@ pub fn compose_requests(
         }
     }
     requests
+}
+
+/// The images each service of `model` with a `build` builds `FROM` ([`base_images`], with the
+/// build's `args`), by service, for the caller to inspect: a base image's `ONBUILD` triggers
+/// run in the build and do not show in its Dockerfile ([`onbuild_requests`], attacks G9).
+/// A Dockerfile that cannot be read is already a request (`build_cache_mount`).
+pub fn build_bases(model: &Value) -> Vec<(String, Vec<String>)> {
+    services_of(model)
+        .filter_map(|(name, service)| {
+            let build = service.get("build")?;
+            let text = dockerfile::build_dockerfile(build).ok().flatten()?;
+            let args = build
+                .get("args")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            Some((name.clone(), base_images(&text, &args)))
+        })
+        .filter(|(_, bases)| !bases.is_empty())
+        .collect()
+}
+
+/// One request per (service, base image) whose image has `ONBUILD` triggers (`triggered`):
+/// BuildKit runs them first in the service's build, `RUN --mount=type=cache` among them,
+/// which shares a cache with every other build on the engine (attacks G9). Granted with
+/// `--allow runtime-option:build_onbuild=<service>:<image>`; the source shows the triggers.
+pub fn onbuild_requests(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    triggered: &[(String, String, Vec<String>)],
+) -> Vec<PermissionRequest> {
+    let asked = triggered.iter().map(|(service, image, triggers)| {
+        (
+            Permission::RuntimeOption(format!("build_onbuild={service}:{image}")),
+            Source::ComposeService {
+                service: service.clone(),
+                property: format!("build: its base image's ONBUILD {}", triggers.join(" | ")),
+            },
+        )
+    });
+    judge(profile, asked, grants)
 }
 
 /// Volumes and networks the engine already holds under a name the Compose model resolves to

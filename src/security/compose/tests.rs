@@ -1306,3 +1306,99 @@ fn a_project_volume_is_this_workspaces_only_with_its_workspace_label() {
                "networks": {"default": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}}})
     );
 }
+
+/// Attack G9: a build's base image with `ONBUILD` triggers runs them (a `RUN
+/// --mount=type=cache` shared with every build on the engine among them) though the
+/// Dockerfile does not show them: every stage's base is listed (build arguments and `ARG`
+/// defaults expanded, `scratch` and earlier stages left out) for the caller to inspect, and
+/// one with triggers is a request naming the service, the image and its triggers. A `#
+/// syntax=` frontend (or `BUILDKIT_SYNTAX`) is a request too.
+#[test]
+fn a_base_image_with_onbuild_triggers_is_a_request() {
+    let args = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let text = "ARG BASE=127.0.0.1:5000/attack/onbuild:2\nARG TAG\n\
+                FROM --platform=$BUILDPLATFORM golang:1 AS build\nRUN true\n\
+                FROM ${BASE} as Final\nFROM build\nFROM scratch\nFROM final\n\
+                FROM img:${TAG}\nFROM \\\n  alpine:3\n";
+    assert_eq!(
+        base_images(text, &args(&[])),
+        ["golang:1", "127.0.0.1:5000/attack/onbuild:2", "alpine:3"]
+    );
+    assert_eq!(
+        base_images(text, &args(&[("BASE", "mine:1"), ("TAG", "7")])),
+        ["golang:1", "mine:1", "img:7", "alpine:3"]
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("Dockerfile"),
+        "FROM 127.0.0.1:5000/attack/onbuild:2\n",
+    )
+    .unwrap();
+    let context = tmp.path().to_str().unwrap();
+    let m = model(json!({
+        "app": {"build": {"context": context, "args": {"WS": "oa"}}},
+        "side": {"build": {"context": context, "dockerfile_inline": "FROM scratch\n"}},
+        "db": {"image": "d"}
+    }));
+    assert_eq!(
+        build_bases(&m),
+        [(
+            "app".to_string(),
+            vec!["127.0.0.1:5000/attack/onbuild:2".to_string()]
+        )]
+    );
+    let triggered = [(
+        "app".to_string(),
+        "127.0.0.1:5000/attack/onbuild:2".to_string(),
+        vec!["RUN --mount=type=cache,id=x,target=/c cat /c/secret".to_string()],
+    )];
+    let got = onbuild_requests(&hardened(), &Grants::default(), &triggered);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].status, RequestStatus::Refused);
+    assert_eq!(
+        got[0].permission.grant_flag().unwrap(),
+        "--allow runtime-option:build_onbuild=app:127.0.0.1:5000/attack/onbuild:2"
+    );
+    assert!(
+        got[0].to_string().contains("--mount=type=cache"),
+        "{}",
+        got[0]
+    );
+    let grants =
+        Grants::parse(&["runtime-option:build_onbuild=app:127.0.0.1:5000/attack/onbuild:2"])
+            .unwrap();
+    assert_eq!(
+        onbuild_requests(&hardened(), &grants, &triggered)[0].status,
+        RequestStatus::Granted
+    );
+    assert_eq!(
+        onbuild_requests(&SecurityProfile::Reference, &Grants::default(), &triggered)[0].status,
+        RequestStatus::AllowedByProfile
+    );
+
+    // a frontend the repository names
+    for build in [
+        json!({"dockerfile_inline": "# syntax=evil/frontend:1\nFROM scratch\n"}),
+        json!({"dockerfile_inline": "FROM scratch\n", "args": {"BUILDKIT_SYNTAX": "evil/frontend:1"}}),
+    ] {
+        let m = model(json!({"app": {"image": "a"}, "b": {"build": build}}));
+        let asked = refused(&m, &Grants::default());
+        assert!(
+            asked
+                .iter()
+                .any(|(flag, _, _)| flag
+                    == "--allow runtime-option:build_frontend=b:evil/frontend:1"),
+            "{asked:?}"
+        );
+    }
+    // a `# syntax=` after the first instruction is a comment
+    let m = model(json!({"app": {"image": "a"},
+        "b": {"build": {"dockerfile_inline": "FROM scratch\n# syntax=evil/frontend:1\n"}}}));
+    judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+}

@@ -1392,3 +1392,48 @@ fn a_workspace_with_the_same_folder_name_never_mounts_the_others_volumes() {
     victim.run("down", &["--remove"]).ok();
     assert!(project_containers(&project).is_empty());
 }
+
+/// Attack G9 (spec-note 0612): a service built `FROM` a base image whose `ONBUILD` trigger
+/// mounts a BuildKit cache shared with every build on the engine. The Dockerfile shows
+/// nothing; `up` is refused naming the base, its trigger and its grant before anything is
+/// built or created (no image of the service, no container).
+#[test]
+fn an_onbuild_cache_mount_never_reaches_another_workspaces_cache() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_onbuild") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let base = format!("devcell-test/onbuild-{pid}:1");
+    ctx.cleanup().image(&base);
+    let dir = ctx.tmp().join("base");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nONBUILD RUN --mount=type=cache,id=devcell-onbuild-{pid},target=/c \
+             sh -c 'echo planted > /c/secret'\n"
+        ),
+    )
+    .unwrap();
+    let built = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &base])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let project = own_project(&ctx);
+    ctx.write(".devcontainer/Dockerfile", &format!("FROM {base}\n"));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        "services:\n  app:\n    build: {context: ., dockerfile: Dockerfile}\n    command: [\"sleep\", \"100000\"]\n",
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let refused = ctx.run("up", &[]);
+    let flag = format!("--allow runtime-option:build_onbuild=app:{base}");
+    assert!(refused.stderr.contains(&flag), "{}", refused.stderr);
+    assert!(refused.stderr.contains("ONBUILD"), "{}", refused.stderr);
+    assert!(project_containers(&project).is_empty());
+    let images = docker_lines(&["images", "-q", &format!("{project}-app")]);
+    assert!(images.is_empty(), "built: {images:?}");
+}
