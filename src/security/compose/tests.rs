@@ -1307,6 +1307,45 @@ fn a_project_volume_is_this_workspaces_only_with_its_workspace_label() {
     );
 }
 
+/// Attack G7: a standing `host-command:sha256:` grant of a Compose provider hashes the program
+/// with the canonical JSON of its `options` (Compose's arguments to it), shown in the request:
+/// the same options in another key order are still granted, changed options are asked again.
+#[test]
+fn a_provider_grant_is_bound_to_its_options() {
+    let with = |options: Value| {
+        model(json!({
+            "app": {"image": "a"},
+            "ai": {"provider": {"type": "model-runner", "options": options}}
+        }))
+    };
+    let first = with(json!({"model": "ai/small", "flags": ["--a", "--b"]}));
+    let asked = refused(&first, &Grants::default());
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let (flag, _, status) = &asked[0];
+    assert_eq!(*status, RequestStatus::Refused);
+    let err = judge_compose(&hardened(), &first, "app", &places(), &Grants::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(r#"compose provider `model-runner` with options {"flags":["--a","--b"],"model":"ai/small"}"#),
+        "{err}"
+    );
+    let grants = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+    judge_compose(&hardened(), &first, "app", &places(), &grants).unwrap();
+    let reordered = with(json!({"flags": ["--a", "--b"], "model": "ai/small"}));
+    judge_compose(&hardened(), &reordered, "app", &places(), &grants).unwrap();
+    for changed in [
+        json!({"model": "ai/small", "flags": ["--a", "--b", "--c"]}),
+        json!({"model": "ai/other", "flags": ["--a", "--b"]}),
+        json!({"flags": ["--b", "--a"], "model": "ai/small"}),
+        json!(null),
+    ] {
+        let asked = refused(&with(changed.clone()), &grants);
+        assert_eq!(asked.len(), 1, "{changed}: {asked:?}");
+        assert_ne!(&asked[0].0, flag, "{changed}");
+    }
+}
+
 /// Attack G9: a build's base image with `ONBUILD` triggers runs them (a `RUN
 /// --mount=type=cache` shared with every build on the engine among them) though the
 /// Dockerfile does not show them: every stage's base is listed (build arguments and `ARG`
