@@ -30,6 +30,7 @@ pub fn request(state_root: &Path, record: &TaskRecord) -> Result<DoorRequest, Do
         TaskName::new(&record.task)?,
         Some(record.branch.clone()),
     )
+    .map(|door| door.owned_by(&record.folder()))
 }
 
 pub use crate::handoff::door::agent_text;
