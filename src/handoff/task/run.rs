@@ -807,6 +807,71 @@ mod tests {
 
     use crate::handoff::task::test_git::plain_git;
 
+    /// G8 (session 17): a clone task's plan does not warn that the clone's `.git` has no hooks
+    /// folder to protect (no host git runs hooks there); a worktree handoff of the same
+    /// folder still does.
+    #[tokio::test]
+    async fn a_clone_tasks_plan_has_no_hooks_warning_but_a_worktree_plan_keeps_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir_all(source.join(".devcontainer")).unwrap();
+        std::fs::write(
+            source.join(".devcontainer/devcontainer.json"),
+            r#"{"image": "busybox"}"#,
+        )
+        .unwrap();
+        plain_git(&source, &["init", "-q"]);
+        plain_git(&source, &["add", "-A"]);
+        plain_git(&source, &["commit", "-qm", "a"]);
+        let state = base.join("state");
+        let mut opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            state_root: Some(state.clone()),
+            ..HandoffOptions::default()
+        };
+        opts.settings.agents.insert(
+            "a".into(),
+            crate::settings::AgentSettings {
+                command: vec!["true".into()],
+                ..crate::settings::AgentSettings::default()
+            },
+        );
+        let quiet = crate::progress::NoopReporter;
+        let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
+        let hooks = records[0].clone.join(".git/hooks");
+        let _ = std::fs::remove_dir_all(&hooks);
+        let mut task_opts = opts.clone();
+        task_opts.workspace_folder = records[0].workspace_folder();
+        let codes = |opts: HandoffOptions| async move {
+            let p = crate::handoff::plan::prepare(
+                &opts,
+                None,
+                crate::handoff::context::AgentRuntime::Container,
+            )
+            .await
+            .unwrap();
+            p.plan
+                .warnings
+                .iter()
+                .map(|(code, _)| code.clone())
+                .collect::<Vec<_>>()
+        };
+        let worktree = codes(task_opts.clone()).await;
+        assert!(
+            worktree.iter().any(|c| c == "git_hooks_unprotected"),
+            "{worktree:?}"
+        );
+        task_opts.sandbox = Some(sandbox_of(&records));
+        let clone = codes(task_opts).await;
+        assert!(
+            !clone.iter().any(|c| c == "git_hooks_unprotected"),
+            "{clone:?}"
+        );
+    }
+
     /// A task in use (a handoff holds its lock from opening it to its fetch back) can be
     /// neither opened a second time nor deleted (`task_in_use`, nothing removed); once its
     /// holder lets go (ends, or is killed: the kernel drops the lock), it can. A task folder
