@@ -734,8 +734,12 @@ async fn foreign_resources(
         if foreign.networks.contains_key(&name) {
             continue;
         }
+        // an unlabelled project network holds no data: Compose recreates it labelled when no
+        // container uses it, and the claim refused a project with another workspace's
+        // containers (the reference CLI's own networks stay usable; spec-note 0613)
         if let Some(info) = engine.inspect_network(&name).await?
             && let Some(whose) = security::compose::foreign_of(&info.labels, project, workspace)
+            && whose != security::compose::Foreign::Unlabelled
         {
             foreign.networks.insert(name, whose);
         }
