@@ -172,13 +172,16 @@ pub(crate) async fn attach_and_run_hooks(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(Attached, LifecycleReport)> {
-    let attached = attach(
+    let mut attached = attach(
         container,
         loaded,
         entries,
         devcontainer_id,
         opts.default_user_env_probe,
     )?;
+    attached.exec_user =
+        crate::ops::exec_user::resolve(engine, &attached.container, &attached.remote_user, loaded)
+            .await;
     if let Some(message) = workspace_ownership_warning(
         engine,
         container,
