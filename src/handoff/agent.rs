@@ -148,8 +148,9 @@ pub async fn handoff_with(
     let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await?;
     h.close_door(door, &mut live);
     let quiet = h.stop_workspace(&up, &mut live).await;
+    let planted = h.scan_planted(&p, &mut live, quiet);
     h.fetch_back(&p, &mut live, quiet);
-    h.finish(p, up, live, recorded, written, ran)
+    h.finish(p, up, live, recorded, written, ran, planted)
 }
 
 /// What every step of a container handoff reads: the engine, the options, where progress goes.
