@@ -155,8 +155,9 @@ pub async fn handoff_with(
     let ran = h.stopped_if_refused(&up, &mut live, ran).await?;
     h.close_door(door, &mut live);
     let quiet = h.stop_workspace(&up, &mut live).await;
+    let planted = h.scan_planted(&p, &mut live, quiet);
     h.fetch_back(&p, &mut live, quiet);
-    h.finish(p, up, live, recorded, written, ran)
+    h.finish(p, up, live, recorded, written, ran, planted)
 }
 
 /// What every step of a container handoff reads: the engine, the options, where progress goes.

@@ -158,6 +158,7 @@ pub async fn handoff_on_host(
         shown_warnings: Vec::new(),
         task: None,
         tasks: Vec::new(),
+        set_id_files_and_devices: Vec::new(),
     })
 }
 

@@ -85,6 +85,10 @@ pub struct HandoffResult {
     /// A multi-repository clone task's fetch back, one per repository (`task` is then absent).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskFetch>,
+    /// Under `hardened`: the set-uid/set-gid files (bits cleared) and device nodes the
+    /// container left in the workspace, found once it stopped (spec-note 0400); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set_id_files_and_devices: Vec<crate::security::planted::Planted>,
 }
 
 /// What a clone task's fetch did (spec-note 0437; made by `task::fetch`).

@@ -48,7 +48,11 @@ pub(crate) async fn attach_running(
     let mut warnings = Vec::new();
     let entries = existing_entries(&container, loaded, env, &mut warnings);
     let devcontainer_id = crate::config::id::devcontainer_id(labels);
-    attach(&container, loaded, entries, &devcontainer_id, default_probe)
+    let mut attached = attach(&container, loaded, entries, &devcontainer_id, default_probe)?;
+    attached.exec_user =
+        crate::ops::exec_user::resolve(engine, &attached.container, &attached.remote_user, loaded)
+            .await;
+    Ok(attached)
 }
 
 /// A running dev container with its merged configuration: everything needed to run hooks or
@@ -63,12 +67,25 @@ pub struct Attached {
     pub entries: Vec<Value>,
     /// The user commands run as.
     pub remote_user: String,
+    /// Under `hardened`, the remote user as numeric `uid:gid`, which every exec uses
+    /// ([`Attached::exec_user`]; spec-note 0400); `None`: the name, as the reference CLI does.
+    pub exec_user: Option<String>,
     /// The workspace folder in the container.
     pub workspace_folder: String,
     /// The `userEnvProbe` in effect.
     pub probe: UserEnvProbe,
     /// The run-once marker folder (`None` = the remote user's `~/.devcontainer`).
     pub marker_folder: Option<String>,
+}
+
+impl Attached {
+    /// The user an exec in the container runs as: [`Attached::exec_user`], else the remote
+    /// user's name.
+    pub fn exec_user(&self) -> String {
+        self.exec_user
+            .clone()
+            .unwrap_or_else(|| self.remote_user.clone())
+    }
 }
 
 /// Finds the running container `target` names and attaches to it: `--container-id` (an id or
@@ -183,6 +200,9 @@ pub(crate) async fn attach_target(
         &devcontainer_id,
         default_probe,
     )?;
+    attached.exec_user =
+        crate::ops::exec_user::resolve(engine, &attached.container, &attached.remote_user, &loaded)
+            .await;
     // Without a workspace folder (`--container-id`, no `--workspace-folder`) commands run in
     // the remote user's home unless the `--config` names a `workspaceFolder`, as the
     // reference does (issue 12 item 11b).
@@ -201,7 +221,7 @@ pub(crate) async fn attach_target(
     if in_home {
         let home = home_of(engine, &container, &attached.remote_user).await;
         attached.workspace_folder =
-            usable_folder(engine, &container.id, &attached.remote_user, &home).await;
+            usable_folder(engine, &container.id, &attached.exec_user(), &home).await;
     }
     Ok((attached, requests))
 }
@@ -274,6 +294,7 @@ pub(crate) fn attach(
         merged,
         entries,
         remote_user,
+        exec_user: None,
         workspace_folder: workspace_folder_in(container, loaded),
         probe,
         marker_folder,
@@ -331,10 +352,11 @@ pub(crate) async fn probed_remote_env(
         engine,
         container_id: &attached.container.id,
     };
+    let user = attached.exec_user();
     let probed = probe_user_env(
         &executor,
         attached.probe,
-        Some(&attached.remote_user),
+        Some(&user),
         DEFAULT_PROBE_TIMEOUT,
         reporter,
     )

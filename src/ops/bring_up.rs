@@ -172,13 +172,16 @@ pub(crate) async fn attach_and_run_hooks(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(Attached, LifecycleReport)> {
-    let attached = attach(
+    let mut attached = attach(
         container,
         loaded,
         entries,
         devcontainer_id,
         opts.default_user_env_probe,
     )?;
+    attached.exec_user =
+        crate::ops::exec_user::resolve(engine, &attached.container, &attached.remote_user, loaded)
+            .await;
     if let Some(message) = workspace_ownership_warning(
         engine,
         container,
@@ -195,7 +198,32 @@ pub(crate) async fn attach_and_run_hooks(
         });
     }
     let lifecycle = bring_up_hooks(engine, &attached, action, opts, warnings, reporter).await?;
+    planted_warnings(container, loaded, warnings, reporter);
     Ok((attached, lifecycle))
+}
+
+/// Under `hardened`, after the lifecycle: set-uid/set-gid files (bits cleared) and device nodes
+/// a hook left in the workspace, each a warning ([`crate::security::planted`], spec-note 0400).
+fn planted_warnings(
+    container: &ContainerInfo,
+    loaded: &LoadedConfiguration,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) {
+    if !crate::ops::exec_user::is_hardened(container) {
+        return;
+    }
+    let root = &loaded.workspace.host_mount_root;
+    for found in crate::security::planted::scan_and_clear(root) {
+        let message = found.message(root);
+        reporter.report(crate::progress::Event::Status(format!(
+            "warning: {message}"
+        )));
+        warnings.push(Warning {
+            location: None,
+            message,
+        });
+    }
 }
 
 /// Runs the lifecycle hooks of a bring-up (`up` of a single container or of a Compose

@@ -108,7 +108,7 @@ async fn exec_inner(
     env.extend(opts.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     let request = ExecRequest {
         argv: opts.argv.clone(),
-        user: Some(attached.remote_user.clone()),
+        user: Some(attached.exec_user()),
         env,
         working_dir: Some(attached.workspace_folder.clone()),
         tty: opts.tty,

@@ -71,7 +71,7 @@ pub(crate) async fn run_hooks(
     let mut env = probed_remote_env(engine, attached, cli_remote_env, reporter).await?;
     append_safe_directories(&mut env.0, safe_directories);
     let context = HookContext {
-        user: Some(attached.remote_user.clone()),
+        user: Some(attached.exec_user()),
         working_dir: Some(attached.workspace_folder.clone()),
         env,
         secrets: HookEnv(secrets.clone()),

@@ -28,6 +28,7 @@ pub mod entries;
 pub mod environment;
 pub mod error;
 pub mod exec;
+pub mod exec_user;
 pub mod executor;
 pub mod features_info;
 pub mod features_publish;

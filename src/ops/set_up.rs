@@ -377,6 +377,7 @@ async fn attach_running(
         merged,
         entries,
         remote_user: remote_user.to_string(),
+        exec_user: None,
         workspace_folder,
         probe,
         marker_folder,

@@ -23,6 +23,7 @@ pub mod image_tags;
 pub mod known;
 pub mod origins;
 pub mod permissions;
+pub mod planted;
 pub mod policy;
 pub mod probe;
 pub mod profile;

@@ -46,6 +46,28 @@ impl Handoff<'_> {
         }
     }
 
+    /// Under `hardened`, once the container is `quiet`: the workspace scanned for set-uid/set-gid
+    /// files (their bits cleared) and device nodes the container left, each a warning
+    /// ([`crate::security::planted`]; spec-note 0400, "the image's groups").
+    pub(super) fn scan_planted(
+        &self,
+        p: &Prepared,
+        live: &mut Live,
+        quiet: bool,
+    ) -> Vec<crate::security::planted::Planted> {
+        if !quiet || p.profile != crate::settings::Profile::Hardened {
+            return Vec::new();
+        }
+        let found = crate::security::planted::scan_and_clear(&live.root);
+        for f in &found {
+            let message = f.message(&live.root);
+            self.reporter
+                .report(Event::Status(format!("warning: {message}")));
+            live.warnings.push(message);
+        }
+        found
+    }
+
     /// The agent's commits come back (also after a stop request) once the container is
     /// `quiet`: never with the container git directory's configuration (spec-note 0436). What
     /// the host did not take is a warning; the rest is news.
@@ -85,6 +107,7 @@ impl Handoff<'_> {
 
     /// The session ended in the state with the agent's outcome and the proxy's decisions made
     /// during its run, and the handoff's result.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         &self,
         p: Prepared,
@@ -93,6 +116,7 @@ impl Handoff<'_> {
         recorded: Recorded,
         written: Written,
         ran: Ran,
+        planted: Vec<crate::security::planted::Planted>,
     ) -> Result<HandoffResult> {
         let session = live
             .store
@@ -135,6 +159,7 @@ impl Handoff<'_> {
                 .collect(),
             task: None,
             tasks: Vec::new(),
+            set_id_files_and_devices: planted,
         })
     }
 }

@@ -203,7 +203,7 @@ impl Handoff<'_> {
                         stop_agent(
                             self.engine,
                             &container_id,
-                            Some(&attached.remote_user),
+                            Some(&attached.exec_user()),
                             &pidfile,
                         ),
                     )
@@ -238,7 +238,7 @@ fn agent_request(
     argv.extend(p.agent.command.iter().cloned());
     ExecRequest {
         argv,
-        user: Some(attached.remote_user.clone()),
+        user: Some(attached.exec_user()),
         env,
         working_dir: Some(p.cwd.clone()),
         tty,

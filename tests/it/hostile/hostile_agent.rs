@@ -903,3 +903,119 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
     }
     let _ = std::fs::remove_dir(out.join("d"));
 }
+
+/// Every entry below `dir` (not following links) with a set-uid or set-gid bit.
+fn set_id_entries(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.mode() & 0o6000 != 0 && !meta.file_type().is_dir() {
+            out.push(format!("{} (mode {:o})", path.display(), meta.mode()));
+        }
+        if meta.file_type().is_dir() {
+            out.extend(set_id_entries(&path));
+        }
+    }
+    out
+}
+
+/// A repository whose image puts its user `dev` in group 6 (`disk` on most hosts) through its
+/// own `/etc/group`, with the agent `agent`, as the finding that found it (H1 of the 18th
+/// review): `remoteUser`/`containerUser` `dev`.
+fn image_group_repo(ws: &Path, config: &str) {
+    repo_at(ws, Some(config));
+    std::fs::write(
+        ws.join(".devcontainer/Dockerfile"),
+        format!(
+            "FROM {}\n\
+             RUN echo 'dev:x:1000:1000::/home/dev:/bin/sh' >> /etc/passwd && echo 'dev:x:1000:' >> /etc/group \
+             && echo 'disk6:x:6:dev,devcell' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n\
+             USER dev\n",
+            crate::support::docker::BUSYBOX_IMAGE
+        ),
+    )
+    .unwrap();
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-q", "-m", "image"]);
+}
+
+/// The agent's script for the image-group cases: prints its ids into the workspace, then tries
+/// to leave a set-gid-6 copy of its shell there.
+const SET_GID_AGENT: &str = "cd /workspace; id > id.txt; cp /bin/busybox sg-helper; \
+     chgrp 6 sg-helper; chmod 2755 sg-helper; ls -ln sg-helper >> id.txt; true";
+
+/// Asserts the agent of [`SET_GID_AGENT`] had no group 6 and left nothing set-id or of
+/// another group in `ws`: the set-gid bit it could set on its own file was cleared once the
+/// container stopped, and the handoff's result names the file (`setIdFilesAndDevices`).
+fn assert_no_image_group(ws: &Path, result: &Value) {
+    let set_id = set_id_entries(ws);
+    assert!(set_id.is_empty(), "set-id files on the host: {set_id:#?}");
+    let named = result["result"]["setIdFilesAndDevices"].to_string();
+    assert!(
+        named.contains("sg-helper") && named.contains("\"cleared\":true"),
+        "the result names the cleared file: {result}"
+    );
+    let ids = std::fs::read_to_string(ws.join("id.txt")).unwrap_or_default();
+    assert!(ids.contains("uid="), "the agent ran: {ids}");
+    let groups = ids.lines().next().unwrap_or_default();
+    assert!(
+        !groups.contains("6(") && !groups.contains("=6,") && !groups.contains(",6,"),
+        "the agent had the image's group 6: {ids}"
+    );
+    let foreign = super::compose_projects::foreign_entries(ws, WORKSPACE_OWNER);
+    assert!(
+        foreign.is_empty(),
+        "foreign entries on the host: {foreign:#?}\n{ids}"
+    );
+}
+
+/// H1 of the 18th review (spec-note 0400, "the image's groups"): the image lists the remote
+/// user in group 6 of its `/etc/group`; run by name, the agent would get that group and leave
+/// a set-gid `disk` executable in the host workspace. Under `hardened` every process runs as
+/// numeric `uid:gid`: no supplementary group, and `chgrp 6` is refused.
+#[test]
+fn an_image_group_gives_the_agent_no_set_gid_file_on_the_host() {
+    let test = "an_image_group_gives_the_agent_no_set_gid_file_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    image_group_repo(
+        &ws,
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "containerUser": "dev"}"#,
+    );
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["sh", "-c", SET_GID_AGENT], &[]);
+    let result = handoff_ok(&host, &ws);
+    assert_no_image_group(&ws, &result);
+}
+
+/// The same with a configuration that names no user: devcell's own user (whose name the
+/// repository can predict, and lists in group 6) gets no image group either.
+#[test]
+fn an_image_group_gives_devcells_own_user_no_set_gid_file_on_the_host() {
+    let test = "an_image_group_gives_devcells_own_user_no_set_gid_file_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(r#"{"build": {"dockerfile": "Dockerfile"}}"#));
+    std::fs::write(
+        ws.join(".devcontainer/Dockerfile"),
+        format!(
+            "FROM {}\nRUN echo 'disk6:x:6:devcell' >> /etc/group\n",
+            crate::support::docker::BUSYBOX_IMAGE
+        ),
+    )
+    .unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "image"]);
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["sh", "-c", SET_GID_AGENT], &[]);
+    let result = handoff_ok(&host, &ws);
+    assert_no_image_group(&ws, &result);
+}
