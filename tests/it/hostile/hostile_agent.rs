@@ -841,20 +841,29 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
         ]);
         assert!(sent.iter().any(|l| l.ends_with("done")), "{sent:?}");
         let side = container("side");
-        for _ in 0..300 {
-            let logs = Command::new("docker")
+        let logs = || {
+            let out = Command::new("docker")
                 .args(["logs", &side])
                 .output()
                 .unwrap();
-            let logs = String::from_utf8_lossy(&logs.stdout).to_string();
-            if logs.contains("finished") {
-                return logs;
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        };
+        // (a loaded CI machine once took longer than 30 s here; what the sidecar said is kept)
+        for _ in 0..900 {
+            let seen = logs();
+            if seen.contains("finished") {
+                return seen;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         panic!(
-            "the sidecar did not finish: {:?}",
-            project_containers(&project)
+            "the sidecar did not finish: {:?}\n{}",
+            project_containers(&project),
+            logs()
         );
     };
 
