@@ -20,6 +20,41 @@ use crate::handoff::door::{DoorError, DoorRequest};
 /// folder of repositories) devcell can read; [`crate::mail::MailError::InvalidName`] for a task
 /// name that is not one (name it with `--task`); the state folder's.
 pub fn request(opts: &HandoffOptions) -> Result<Option<DoorRequest>> {
+    made(opts, true)
+}
+
+/// The options `handoff --plan` plans a worktree handoff with: the channel [`request`] would
+/// open, as planned binds (nothing installed or made), so the plan lists the mounts a real
+/// run adds.
+///
+/// Errors: as [`request`].
+pub fn plan_options(opts: &HandoffOptions) -> Result<HandoffOptions> {
+    let mut planned = opts.clone();
+    if let Some(door) = made(opts, false)? {
+        planned.mail = Some(door);
+    }
+    Ok(planned)
+}
+
+/// `--mail` asks for a channel into a container; `--runtime host` makes none, so the pair
+/// is refused as the other flags that need a container are (spec-note 0532).
+///
+/// Errors: [`crate::ops::OpsError::Unsupported`].
+pub fn refuse_on_host(opts: &HandoffOptions) -> Result<()> {
+    let host = opts.runtime == Some(crate::handoff::context::AgentRuntime::Host);
+    if host && opts.mail_channel == Some(true) {
+        return Err(crate::ops::OpsError::Unsupported {
+            message:
+                "`--mail` gives the agent a channel in its container; `--runtime host` makes none"
+                    .into(),
+            hint: Some("drop `--runtime host` or `--mail`".into()),
+        });
+    }
+    Ok(())
+}
+
+/// [`request`], its files made (`make`) or only planned.
+fn made(opts: &HandoffOptions, make: bool) -> Result<Option<DoorRequest>> {
     if opts.mail.is_some() || opts.sandbox.is_some() || !opts.mail_channel_wanted() {
         return Ok(None);
     }
@@ -36,6 +71,9 @@ pub fn request(opts: &HandoffOptions) -> Result<Option<DoorRequest>> {
             why: "it is not a git repository (or a folder of repositories) devcell can read".into(),
         })?;
     let task = task_name(opts)?;
+    if !make {
+        return Ok(Some(DoorRequest::planned(&state_root, group, task, None)));
+    }
     let door =
         DoorRequest::prepare(&state_root, group, task, None)?.owned_by(&opts.workspace_folder);
     Ok(Some(door))
@@ -60,5 +98,42 @@ pub fn context_mail(door: &DoorRequest) -> ContextMail {
         command: CONTAINER_BIN.to_string(),
         socket: format!("{CONTAINER_FOLDER}/{SOCKET_NAME}"),
         usage: crate::handoff::door::agent_text(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 30: `--mail` with `--runtime host` is refused (the agent gets no container, so no
+    /// channel), as the other flags that need a container are; `--runtime host` alone, or with
+    /// the channel only from settings, is not.
+    #[test]
+    fn mail_with_the_host_runtime_is_refused() {
+        let host = Some(crate::handoff::context::AgentRuntime::Host);
+        let opts = HandoffOptions {
+            runtime: host,
+            mail_channel: Some(true),
+            ..HandoffOptions::default()
+        };
+        let e = refuse_on_host(&opts).unwrap_err();
+        assert!(
+            matches!(e, crate::ops::OpsError::Unsupported { .. }),
+            "{e:?}"
+        );
+        assert_eq!(e.code().as_str(), "config_invalid");
+        assert!(e.to_string().contains("--runtime host"), "{e}");
+        for ok in [
+            HandoffOptions {
+                runtime: host,
+                ..HandoffOptions::default()
+            },
+            HandoffOptions {
+                mail_channel: Some(true),
+                ..HandoffOptions::default()
+            },
+        ] {
+            refuse_on_host(&ok).unwrap();
+        }
     }
 }

@@ -24,6 +24,7 @@ use crate::ops::{LockfileMode, OpsError};
 pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     let opts = match options(&args).and_then(|o| {
         crate::handoff::environment::refuse_on_host(&o)?;
+        crate::handoff::mail_worktree::refuse_on_host(&o)?;
         crate::handoff::named_container::refuse_combinations(
             o.container.as_deref(),
             o.runtime,
@@ -62,10 +63,15 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     };
     if args.plan {
         let opts = match opts.effective_isolation() {
-            crate::settings::Isolation::Clone => crate::handoff::task::run::plan_options(&opts),
-            crate::settings::Isolation::Worktree => opts,
+            crate::settings::Isolation::Clone => Ok(crate::handoff::task::run::plan_options(&opts)),
+            crate::settings::Isolation::Worktree => {
+                crate::handoff::mail_worktree::plan_options(&opts)
+            }
         };
-        let result = rt.block_on(plan(&opts));
+        let result = match opts {
+            Ok(opts) => rt.block_on(plan(&opts)),
+            Err(e) => Err(e),
+        };
         return Ok(finish(args.format, result, render_plan, |p| Extras {
             warnings: p.coded_warnings(),
             next_actions: Vec::new(),

@@ -50,6 +50,15 @@ pub fn install_client(state: &Path) -> Result<PathBuf, DoorError> {
         .map_err(|(path, e)| io(&path)(e))
 }
 
+/// Where [`install_client`] puts `devcell-mail` under `state`, without installing it (for
+/// `handoff --plan`).
+pub fn client_path(state: &Path) -> PathBuf {
+    let digest = hex::encode(Sha256::digest(CLIENT));
+    state
+        .join("door")
+        .join(format!("devcell-mail-{}", &digest[..16]))
+}
+
 /// One task's socket folder on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketFolder {
@@ -85,6 +94,14 @@ impl SocketFolder {
             });
         }
         Ok(SocketFolder { folder })
+    }
+
+    /// Where [`SocketFolder::create`] makes the folder, without making it (for `handoff
+    /// --plan`).
+    pub fn planned(state: &Path, group: &str, task: &str) -> SocketFolder {
+        SocketFolder {
+            folder: state.join("door").join(key_of(group, task)).join("socket"),
+        }
     }
 
     /// The folder (bind-mounted into the container).

@@ -95,6 +95,26 @@ impl DoorRequest {
         })
     }
 
+    /// The request [`DoorRequest::prepare`] would make, with nothing installed or made: what
+    /// `handoff --plan` lists (the same binds a real run adds).
+    pub fn planned(
+        state_root: &Path,
+        group: GroupName,
+        task: TaskName,
+        branch: Option<String>,
+    ) -> DoorRequest {
+        let folder = SocketFolder::planned(state_root, group.as_str(), task.as_str());
+        DoorRequest {
+            container: ContainerDoor::new(&super::channel::client_path(state_root), &folder),
+            group,
+            task,
+            branch,
+            state_root: state_root.to_path_buf(),
+            folder,
+            owner: None,
+        }
+    }
+
     /// This request, made for the task whose own folder is `folder` (spec-note 0532): while
     /// it runs, a different task of the same name in the group (a multi-repository task and a
     /// single-repository task `T` of its first repository, a worktree named like a clone

@@ -451,6 +451,20 @@ pub fn plan_options(opts: &HandoffOptions) -> HandoffOptions {
         |n| n.to_string_lossy().into_owned(),
     );
     let folder = tasks_root(&state, &key).join(&name);
+    if opts.mail_channel_wanted()
+        && let (Ok(group), Ok(task)) = (
+            crate::mail::GroupName::new(&source_key(&sources[0].common_dir)),
+            crate::mail::TaskName::new(&name),
+        )
+    {
+        // the channel's binds, as `super::mail::request` makes them for the record
+        planned.mail = Some(crate::handoff::door::DoorRequest::planned(
+            &state,
+            group,
+            task,
+            Some(branch_of(&name)),
+        ));
+    }
     planned.env.insert(
         super::compose::PROJECT_VARIABLE.into(),
         super::compose::project_name_of(&base, &name, &folder),
@@ -926,7 +940,12 @@ mod tests {
             state_root: Some(state.clone()),
             ..HandoffOptions::default()
         };
+        let opts = HandoffOptions {
+            isolation: Some(crate::settings::Isolation::Clone),
+            ..opts
+        };
         let planned = plan_options(&opts);
+        assert!(!state.join("door").exists(), "planning creates nothing");
         let name = planned
             .env
             .get(super::super::compose::PROJECT_VARIABLE)
@@ -940,6 +959,12 @@ mod tests {
             "the plan's project is the handoff's"
         );
         assert!(name.unwrap().starts_with("src-t-"));
+        // issue 30: the plan lists the mail binds the task's handoff adds
+        let run = super::super::mail::request(&state, &records[0]).unwrap();
+        assert_eq!(
+            planned.mail.map(|d| d.container.binds),
+            Some(run.container.binds)
+        );
     }
 
     /// Issue 27: a deleted task's socket folder (`door/<key>`) is removed, unless a channel of
@@ -978,6 +1003,77 @@ mod tests {
         assert!(!key_folder.exists(), "removed once the channel is closed");
         assert!(state.join("door").is_dir(), "the shared folder stays");
         super::super::mail::forget_channel(&state, &records[0]);
+    }
+
+    fn mail_options(repo: &std::path::Path, state: &std::path::Path) -> HandoffOptions {
+        let mut opts = HandoffOptions {
+            agent: "a".into(),
+            workspace_folder: repo.to_path_buf(),
+            state_root: Some(state.to_path_buf()),
+            mail_channel: Some(true),
+            mail_group: Some(crate::mail::GroupName::new("g").unwrap()),
+            ..HandoffOptions::default()
+        };
+        opts.settings.agents.insert(
+            "a".into(),
+            crate::settings::AgentSettings {
+                command: vec!["true".into()],
+                ..crate::settings::AgentSettings::default()
+            },
+        );
+        opts
+    }
+
+    /// Issue 30: `handoff --plan --mail` of a worktree lists the two read-only binds a real
+    /// run adds (`devcell-mail` and the task's socket folder), at the paths the run uses, and
+    /// makes neither.
+    #[tokio::test]
+    async fn the_plan_lists_the_mail_mounts_a_run_adds_and_makes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
+        std::fs::write(
+            repo.join(".devcontainer/devcontainer.json"),
+            r#"{"image": "busybox"}"#,
+        )
+        .unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        plain_git(&repo, &["add", "-A"]);
+        plain_git(&repo, &["commit", "-qm", "a"]);
+        let state = base.join("state");
+        let opts = mail_options(&repo, &state);
+        let planned = crate::handoff::mail_worktree::plan_options(&opts).unwrap();
+        let p = crate::handoff::plan::prepare(
+            &planned,
+            None,
+            crate::handoff::context::AgentRuntime::Container,
+        )
+        .await
+        .unwrap();
+        let mail: Vec<_> = p
+            .plan
+            .mounts
+            .iter()
+            .filter(|m| m.purpose == "mailChannel")
+            .map(|m| (m.source.clone(), m.target.clone(), m.read_only))
+            .collect();
+        assert!(!state.join("door").exists(), "planning makes nothing");
+        let run = crate::handoff::mail_worktree::request(&opts)
+            .unwrap()
+            .unwrap();
+        let expected: Vec<_> = run
+            .container
+            .binds
+            .iter()
+            .map(|(s, t)| (s.to_string_lossy().into_owned(), t.clone(), true))
+            .collect();
+        assert_eq!(mail.len(), 2, "{:?}", p.plan.mounts);
+        assert_eq!(mail, expected);
+        assert!(
+            std::path::Path::new(&mail[0].0).is_file(),
+            "the run installs it"
+        );
     }
 
     /// A task in use (a handoff holds its lock from opening it to its fetch back) can be
