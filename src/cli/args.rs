@@ -113,6 +113,11 @@ pub struct PruneArgs {
     /// whose clone holds commits never fetched, nor one in use.
     #[arg(long, conflicts_with = "image")]
     pub tasks: bool,
+    /// Remove environment records instead of images: those no workspace has as its last
+    /// record and no handoff session names, older than ten minutes; a file that cannot be
+    /// read as a record is kept and reported.
+    #[arg(long, conflicts_with_all = ["image", "tasks"])]
+    pub environments: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

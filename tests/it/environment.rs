@@ -351,3 +351,108 @@ fn verify_keeps_a_bounded_tail_and_stops_a_command_at_its_deadline() {
     );
     assert!(text.contains("--timeout"), "{text}");
 }
+
+/// The record files (`<hash>.json`) of the context's state folder, by hash.
+fn record_hashes(ctx: &TestContext) -> Vec<String> {
+    let mut hashes: Vec<String> = std::fs::read_dir(ctx.state().join("environments"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".json")?.to_string())
+        })
+        .collect();
+    hashes.sort();
+    hashes
+}
+
+/// `prune --environments` (spec-note 0520): of two `up` records of one workspace, the
+/// replaced one (made old) is listed by `--dry-run`, then removed; the workspace's last record
+/// and a file that is not a readable record are kept, each with its reason, and `env show`
+/// still prints the last.
+#[test]
+fn prune_environments_removes_a_replaced_record_and_keeps_the_last_and_unreadable() {
+    let Some(ctx) = TestContext::busybox("prune_environments_removes") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let config = |verify: &str| {
+        format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "customizations": {{"devcell": {{"verify": ["{verify}"]}}}}}}"#
+        )
+    };
+    let out = tempfile::tempdir().unwrap();
+    let out = out.path().join("env.json");
+    let out = out.to_str().unwrap();
+    ctx.write(CONFIG, &config("true"));
+    let (code, result, stderr) = run(&ctx, "up", &["--environment-out", out]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    let [replaced] = record_hashes(&ctx).try_into().unwrap();
+    ctx.write(CONFIG, &config("false"));
+    let (code, result, stderr) = run(&ctx, "up", &["--environment-out", out]);
+    assert_eq!(code, Some(0), "{result}\n{stderr}");
+    let last = record_hashes(&ctx)
+        .into_iter()
+        .find(|h| *h != replaced)
+        .expect("a second record");
+    let environments = ctx.state().join("environments");
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let unreadable = environments.join(format!("{}.json", "0".repeat(32)));
+    std::fs::write(&unreadable, "not a record").unwrap();
+    for hash in [&replaced, &last, &"0".repeat(32)] {
+        std::fs::File::options()
+            .write(true)
+            .open(environments.join(format!("{hash}.json")))
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+    }
+
+    let prune = |args: &[&str]| {
+        let run = ctx.devcell(&[&["prune", "--environments", "--format", "json"], args].concat());
+        run.ok();
+        run.json()
+    };
+    let dry = prune(&["--dry-run"]);
+    assert_eq!(dry["ok"], true, "{dry}");
+    assert_eq!(dry["result"]["dryRun"], true, "{dry}");
+    let removed = dry["result"]["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{dry}");
+    assert_eq!(removed[0]["hash"], replaced.as_str());
+    assert_eq!(removed[0]["command"], "up");
+    let kept = dry["result"]["kept"].as_array().unwrap();
+    let because = |hash: &str| {
+        kept.iter()
+            .find(|k| k["hash"] == hash)
+            .and_then(|k| k["keptBecause"].as_str())
+            .unwrap_or_else(|| panic!("{hash} not kept: {dry}"))
+            .to_string()
+    };
+    assert_eq!(because(&last), "it is a workspace's last record");
+    assert!(
+        because(&"0".repeat(32)).starts_with("it cannot be read"),
+        "{dry}"
+    );
+    assert_eq!(
+        dry["next_actions"][0]["command"],
+        serde_json::json!(["devcell", "prune", "--environments"]),
+        "{dry}"
+    );
+    assert!(environments.join(format!("{replaced}.json")).exists());
+
+    let done = prune(&[]);
+    assert_eq!(done["result"]["dryRun"], false, "{done}");
+    assert_eq!(done["result"]["removed"], dry["result"]["removed"]);
+    assert!(!environments.join(format!("{replaced}.json")).exists());
+    assert!(
+        unreadable.exists(),
+        "an unreadable file is reported, not removed"
+    );
+    let (code, shown, stderr) = run(&ctx, "env show", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{shown}\n{stderr}");
+    assert_eq!(
+        shown["result"]["verify"],
+        serde_json::json!(["false"]),
+        "{shown}"
+    );
+}

@@ -8,6 +8,7 @@ use crate::cli::commands::{Extras, finish, own_block_on_checked};
 use crate::cli::output::StderrReporter;
 use crate::handoff::prune::{PruneOptions, PruneResult, human_size, prune};
 use crate::handoff::task::orphans::{TaskPruneResult, prune_tasks};
+use crate::ops::environment::store::Pruned;
 
 fn render_tasks(r: &TaskPruneResult) -> String {
     let mut s = String::new();
@@ -30,7 +31,32 @@ fn render_tasks(r: &TaskPruneResult) -> String {
     s
 }
 
-/// Runs `prune`: the images removed (or, with `--dry-run`, to be removed) and those kept with
+fn render_environments(r: &Pruned) -> String {
+    let mut s = String::new();
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    for p in &r.removed {
+        let _ = writeln!(
+            s,
+            "{verb} environment record {} ({}) {}",
+            p.hash,
+            p.command,
+            p.path.display()
+        );
+    }
+    for k in &r.kept {
+        let _ = writeln!(s, "kept environment record {}: {}", k.hash, k.kept_because);
+    }
+    let _ = writeln!(
+        s,
+        "{verb} {} environment record(s), kept {}",
+        r.removed.len(),
+        r.kept.len()
+    );
+    s
+}
+
+/// Runs `prune`: the images (or, with `--tasks` / `--environments`, orphaned tasks or unnamed
+/// environment records) removed (or, with `--dry-run`, to be removed) and those kept with
 /// the reason. Exit 0 unless the engine cannot be reached.
 pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     if args.tasks {
@@ -40,6 +66,24 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(finish(args.format, result, render_tasks, |_| {
             Extras::default()
+        }));
+    }
+    if args.environments {
+        let result = own_block_on_checked(args.config_file.as_deref(), async {
+            crate::handoff::environment::prune_environments(None, args.dry_run)
+        });
+        return Ok(finish(args.format, result, render_environments, |r| {
+            Extras {
+                warnings: Vec::new(),
+                next_actions: if r.dry_run && !r.removed.is_empty() {
+                    vec![crate::handoff::envelope::NextAction::command(
+                        "remove them",
+                        ["devcell", "prune", "--environments"].map(String::from),
+                    )]
+                } else {
+                    Vec::new()
+                },
+            }
         }));
     }
     let opts = PruneOptions {

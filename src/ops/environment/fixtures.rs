@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 
 /// A complete record of an image configuration with one OCI Feature.
-pub(super) fn sample() -> EnvironmentRecord {
+pub(crate) fn sample() -> EnvironmentRecord {
     EnvironmentRecord {
         schema_version: ENVIRONMENT_SCHEMA_VERSION,
         devcell_version: "0.1.0".into(),

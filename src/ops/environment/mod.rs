@@ -201,4 +201,4 @@ pub async fn build_recorded(
 }
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
