@@ -1126,10 +1126,11 @@ pub struct UpArgs {
     /// `off`, or `never` (not even when the configuration says `true`).
     #[arg(long, value_enum, default_value_t = UidDefault::On)]
     pub update_remote_user_uid_default: UidDefault,
-    /// GPUs: `detect` (default) or `none`; devcell gives no GPU to a container, so `all`
-    /// (require one) is refused.
-    #[arg(long, value_parser = ["all", "detect", "none"])]
-    pub gpu_availability: Option<String>,
+    /// GPUs for a configuration whose `hostRequirements.gpu` asks for one: `detect` (default:
+    /// if the engine has one), `all` (refused if the engine shows none) or `none`. Under
+    /// `hardened` a GPU is granted with `--allow gpu`.
+    #[arg(long, value_enum, default_value_t = crate::ops::options::GpuAvailability::Detect)]
+    pub gpu_availability: crate::ops::options::GpuAvailability,
     /// `consistent`, `cached` or `delegated` (accepted; the reference uses it on macOS only).
     #[arg(long, value_parser = ["consistent", "cached", "delegated"])]
     pub workspace_mount_consistency: Option<String>,

@@ -19,6 +19,7 @@ mod connect;
 pub mod context;
 mod docker;
 pub mod error;
+pub mod gpu;
 pub mod passwd;
 pub mod run_args;
 pub mod spec;
@@ -33,9 +34,9 @@ pub use docker::DockerEngine;
 pub use error::{EngineError, Result};
 pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
-    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
-    ImageSummary, Limits, Mount, MountInfo, MountKind, NetworkInfo, PortBinding, TtySize, Ulimit,
-    VolumeInfo,
+    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, GpuRequest, HostSecurity,
+    ImageInfo, ImageSummary, Limits, Mount, MountInfo, MountKind, NetworkInfo, PortBinding,
+    TtySize, Ulimit, VolumeInfo,
 };
 
 use crate::progress::{Event, Reporter};
@@ -165,6 +166,12 @@ pub trait Engine: Send + Sync {
     /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
     /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.
     async fn info_json(&self) -> Result<serde_json::Value>;
+
+    /// Whether the engine can give a container a GPU ([`gpu::gpus_in_info`] of
+    /// [`Engine::info_json`]).
+    async fn gpu_available(&self) -> Result<bool> {
+        Ok(gpu::gpus_in_info(&self.info_json().await?))
+    }
 
     /// The image's `docker image inspect` JSON (`ImageInspect`); `Ok(None)` when absent.
     async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>>;

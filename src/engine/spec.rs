@@ -62,6 +62,18 @@ pub struct ContainerSpec {
     pub shm_size: Option<i64>,
     /// Resource limits per process (`--ulimit`).
     pub ulimits: Vec<Ulimit>,
+    /// Every GPU of the host (`--gpus all`), when asked for ([`GpuRequest`]).
+    pub gpu: Option<GpuRequest>,
+}
+
+/// A request for every GPU of the host: Docker's device request `{Driver: "", Count: -1,
+/// Capabilities: [["gpu"]]}` (`--gpus all`), Compose's `deploy.resources.reservations.devices`
+/// entry with `capabilities: [gpu]` and `count: all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    /// What asked for it, as the configuration wrote it (`hostRequirements.gpu: true`): the
+    /// permission request names it; the engine does not read it.
+    pub asked: String,
 }
 
 /// Resource limits of a container. `None` = unlimited (engine default).

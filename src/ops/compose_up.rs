@@ -79,9 +79,12 @@ pub(crate) async fn up_compose(
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
     let _lock = bring_up_lock(&devcontainer_id, reporter).await?;
     let loaded = &choice.loaded;
-    let project = judge_project(engine, opts, &choice, earlier).await?;
+    let (opts, gpu_warnings) =
+        crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
+    let project = judge_project(engine, &opts, &choice, earlier).await?;
     let opts = &project.opts;
     let mut warnings = loaded.warnings.clone();
+    warnings.extend(gpu_warnings);
     let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
     let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
     permissions.extend(project.reported.iter().cloned());
@@ -1124,6 +1127,7 @@ fn service_spec(
         host_env: &host_env,
     })
     .map_err(|e| crate::ops::permissions::locate_run_arg_error(e, &loaded.config_file))?;
+    spec.gpu = crate::ops::gpu::request(&loaded.typed, opts.gpu_availability);
     keep_alive(&mut spec, merged, target.service_model(), image);
     Ok(spec)
 }

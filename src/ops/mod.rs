@@ -33,6 +33,7 @@ pub mod executor;
 pub mod features_info;
 pub mod features_publish;
 pub mod generate_docs;
+pub mod gpu;
 pub mod hooks;
 pub mod image;
 pub mod image_files;

@@ -62,6 +62,18 @@ pub enum UidUpdateDefault {
     Never,
 }
 
+/// `--gpu-availability`: whether GPUs are there for a configuration that asks for one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuAvailability {
+    /// GPUs are there (devcell checks that the engine shows one).
+    All,
+    /// Ask the engine (the default).
+    #[default]
+    Detect,
+    /// No GPU for the container.
+    None,
+}
+
 /// Security choices of the user (flags), resolved into a [`crate::security::Choice`].
 pub use crate::security::SecurityOptions;
 
@@ -119,6 +131,9 @@ pub struct UpOptions {
     /// `--environment FILE`: the Feature digests the record pins, laid over the lockfile in
     /// every resolution (spec-note 0520).
     pub recorded_features: Option<RecordedFeatures>,
+    /// `--gpu-availability all|detect|none` (default `detect`), settled against the engine
+    /// before the configuration is judged ([`crate::ops::gpu::resolve`]).
+    pub gpu_availability: GpuAvailability,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).

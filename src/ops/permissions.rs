@@ -859,6 +859,7 @@ pub(crate) async fn container_requests(
     if let Some(network) = network.engine_mode() {
         spec.network_mode = Some(network.to_string());
     }
+    spec.gpu = crate::ops::gpu::request(&loaded.typed, opts.gpu_availability);
     // Named volumes judged by what they are, as `up` judges them (spec-note 0444).
     let mut volume_requests = Vec::new();
     if let Some(engine) = volumes

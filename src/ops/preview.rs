@@ -113,6 +113,8 @@ pub(crate) async fn preview_container(
     }
     // As `up`: the host variables and the builds' network first, then only judged variables.
     let opts = &judged_options(opts, profile, grants);
+    let opts =
+        &crate::ops::gpu::planned_options(engine, opts, &loaded.typed, &mut preview.notes).await?;
     let early = early_requests(&loaded, opts, profile, grants, network)?;
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());

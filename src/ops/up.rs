@@ -153,6 +153,8 @@ pub(crate) struct JudgedUp {
     existing: Option<ContainerInfo>,
     /// The containers passed over while finding it.
     find_warnings: Vec<Warning>,
+    /// `--gpu-availability` as the engine settled it ([`crate::ops::gpu::resolve`]).
+    gpu: crate::ops::options::GpuAvailability,
     _lock: Option<BringUpLock>,
 }
 
@@ -201,12 +203,16 @@ pub(crate) async fn judge_up(
     let reused = existing
         .as_ref()
         .filter(|_| !opts.remove_existing_container);
-    let judgement = judge_configuration(engine, opts, &choice, earlier, reused).await?;
+    let (opts, gpu_warnings) =
+        crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
+    find_warnings.extend(gpu_warnings);
+    let judgement = judge_configuration(engine, &opts, &choice, earlier, reused).await?;
     Ok(JudgedUp {
         choice,
         judgement,
         existing,
         find_warnings,
+        gpu: opts.gpu_availability,
         _lock: lock,
     })
 }
@@ -239,6 +245,7 @@ pub(crate) async fn up_judged(
             },
         existing,
         find_warnings,
+        gpu,
         _lock,
     } = judged;
     supported_kind(&loaded)?;
@@ -250,6 +257,7 @@ pub(crate) async fn up_judged(
             network: early.build_network.clone(),
             ..opts.build.clone()
         },
+        gpu_availability: gpu,
         ..opts.clone()
     };
     let id_labels = id_labels(&opts.target, &loaded);
@@ -606,6 +614,7 @@ fn new_spec(
     if let Some(network) = plan.network.engine_mode() {
         spec.network_mode = Some(network.to_string());
     }
+    spec.gpu = crate::ops::gpu::request(&loaded.typed, opts.gpu_availability);
     Ok(spec)
 }
 

@@ -154,6 +154,10 @@ pub enum Permission {
     /// `hardened`, since the engine would follow it somewhere devcell never saw (spec-note
     /// 0400, attacks F1/F2).
     UnresolvablePath(String),
+    /// Every GPU of the host, which the configuration's `hostRequirements.gpu` asks for when
+    /// the engine has one (or `--gpu-availability all`): what the configuration wrote
+    /// (`true`, `"optional"`, `{"cores":2}`; spec-note 0646).
+    Gpu(String),
 }
 
 impl Permission {
@@ -187,6 +191,7 @@ impl Permission {
             Permission::RuntimeOption(o) => format!("--allow runtime-option:{o}"),
             Permission::RemoteBuildContext(u) => format!("--allow build-context:{u}"),
             Permission::ComposeFile(p) => format!("--allow compose-file:{p}"),
+            Permission::Gpu(_) => "--allow gpu".to_string(),
         })
     }
 }
@@ -227,6 +232,9 @@ impl fmt::Display for Permission {
             }
             Permission::ComposeFile(p) => {
                 write!(f, "Compose file `{p}` outside the workspace")
+            }
+            Permission::Gpu(asked) => {
+                write!(f, "the host's GPUs (`hostRequirements.gpu`: {asked})")
             }
             Permission::UnresolvablePath(p) => write!(
                 f,
@@ -277,7 +285,7 @@ impl Permission {
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
     /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`,
-    /// `remoteBuildContext`, `composeFile`, `unresolvablePath`.
+    /// `remoteBuildContext`, `composeFile`, `unresolvablePath`, `gpu`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -305,6 +313,7 @@ impl Permission {
             Permission::RemoteBuildContext(_) => "remoteBuildContext",
             Permission::ComposeFile(_) => "composeFile",
             Permission::UnresolvablePath(_) => "unresolvablePath",
+            Permission::Gpu(_) => "gpu",
         }
     }
 
@@ -331,7 +340,8 @@ impl Permission {
             | Permission::RuntimeOption(v)
             | Permission::RemoteBuildContext(v)
             | Permission::ComposeFile(v)
-            | Permission::UnresolvablePath(v) => Some(v),
+            | Permission::UnresolvablePath(v)
+            | Permission::Gpu(v) => Some(v),
             _ => None,
         }
     }

@@ -201,10 +201,6 @@ fn unsupported_reference_flags_are_refused_by_name() {
             "--cache-to",
         ),
         (
-            &["up", "--gpu-availability", "all"],
-            "--gpu-availability all",
-        ),
-        (
             &["run-user-commands", "--stop-for-personalization"],
             "--stop-for-personalization",
         ),

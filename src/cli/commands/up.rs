@@ -23,13 +23,6 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             "devcell keeps the layer cache in the engine",
             "drop `--cache-to`; `--cache-from` with a pushed image works",
         )?;
-        refuse(
-            "--gpu-availability all",
-            args.gpu_availability.as_deref() == Some("all"),
-            "up",
-            "devcell gives no GPU to a container",
-            "use `--gpu-availability detect` or `none` (GPUs are not passed through)",
-        )?;
         let (remote_env, probe) = remote(&args.remote)?;
         let (plan, secrets) = hooks(&args.hooks)?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
@@ -77,6 +70,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 UidDefault::Off => UidUpdateDefault::Off,
                 UidDefault::Never => UidUpdateDefault::Never,
             },
+            gpu_availability: args.gpu_availability,
         };
         let request = environment_request(&args.environment)?;
         let (result, record) =

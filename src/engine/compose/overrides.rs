@@ -77,7 +77,8 @@ pub fn override_file(
 /// `working_dir`, `hostname`, `environment`, `labels`, `volumes` (long syntax), `tmpfs`,
 /// `init`, `privileged`, `read_only`, `cap_add`, `cap_drop`, `security_opt`, `pids_limit`,
 /// `mem_limit` (bytes), `cpus`, `network_mode`, `extra_hosts`, `ports` (long syntax),
-/// `devices`, `shm_size` (bytes), `ulimits`. Unset fields are left out, so the repository's
+/// `devices`, `shm_size` (bytes), `ulimits`, the GPUs (`deploy.resources.reservations.devices`).
+/// Unset fields are left out, so the repository's
 /// values stay. `spec.name` is not written: Compose names the project's containers.
 pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
     let mut s = Map::new();
@@ -196,6 +197,14 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
             .map(|u| (u.name.clone(), json!({"soft": u.soft, "hard": u.hard})))
             .collect();
         put("ulimits", Value::Object(ulimits));
+    }
+    if spec.gpu.is_some() {
+        // every GPU, as `--gpus all` (the reference CLI writes the same reservation)
+        let gpus = json!({"capabilities": ["gpu"], "count": "all"});
+        put(
+            "deploy",
+            json!({"resources": {"reservations": {"devices": [gpus]}}}),
+        );
     }
     s
 }
@@ -427,6 +436,26 @@ mod tests {
         );
         assert_eq!(s["shm_size"], 1 << 26);
         assert!(s.get("image").is_none());
+        assert!(s.get("deploy").is_none(), "no GPU unless asked");
+    }
+
+    /// A GPU the primary service is given is Compose's reservation of every GPU (spec-note
+    /// 0646).
+    #[test]
+    fn a_gpu_is_a_reservation_of_every_gpu() {
+        let spec = ContainerSpec {
+            gpu: Some(crate::engine::GpuRequest {
+                asked: "\"optional\"".into(),
+            }),
+            ..ContainerSpec::default()
+        };
+        let s = Value::Object(service_override(&spec));
+        assert_eq!(
+            s["deploy"],
+            json!({"resources": {"reservations": {"devices": [
+                {"capabilities": ["gpu"], "count": "all"}
+            ]}}})
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount as BollardMount, MountTmpfsOptions,
-    MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
+    ContainerCreateBody, DeviceMapping, DeviceRequest, HostConfig, Mount as BollardMount,
+    MountTmpfsOptions, MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
 };
 use bollard::query_parameters::CreateContainerOptions;
 
@@ -198,6 +198,7 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 })
                 .collect()
         }),
+        device_requests: spec.gpu.as_ref().map(|_| vec![all_gpus()]),
         shm_size: spec.shm_size,
         ulimits: (!spec.ulimits.is_empty()).then(|| {
             spec.ulimits
@@ -229,6 +230,17 @@ pub(crate) fn to_create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(host_config),
         ..ContainerCreateBody::default()
+    }
+}
+
+/// Docker's device request for every GPU (`--gpus all`): any driver with the `gpu`
+/// capability, count -1 (all).
+fn all_gpus() -> DeviceRequest {
+    DeviceRequest {
+        driver: Some(String::new()),
+        count: Some(-1),
+        capabilities: Some(vec![vec!["gpu".to_string()]]),
+        ..DeviceRequest::default()
     }
 }
 
@@ -285,6 +297,27 @@ mod tests {
         assert_eq!(podman_tmpfs_options("rw,mode=1777"), "rw,mode=1777");
     }
 
+    /// A GPU is Docker's `--gpus all` device request, and nothing else about the container
+    /// changes (spec-note 0646).
+    #[test]
+    fn a_gpu_request_is_one_device_request_for_every_gpu() {
+        let spec = ContainerSpec {
+            image: "img".into(),
+            gpu: Some(crate::engine::GpuRequest {
+                asked: "true".into(),
+            }),
+            ..ContainerSpec::default()
+        };
+        let host = to_create_body(&spec).host_config.unwrap();
+        let requests = serde_json::to_value(host.device_requests.unwrap()).unwrap();
+        assert_eq!(
+            requests,
+            serde_json::json!([{"Driver": "", "Count": -1, "Capabilities": [["gpu"]]}])
+        );
+        assert_eq!(host.devices, None);
+        assert_eq!(host.privileged, Some(false));
+    }
+
     #[test]
     fn create_body_maps_security_and_limits() {
         let spec = ContainerSpec {
@@ -314,6 +347,7 @@ mod tests {
         };
         let body = to_create_body(&spec);
         let host = body.host_config.unwrap();
+        assert_eq!(host.device_requests, None, "no GPU unless asked");
         assert_eq!(host.cap_drop.unwrap(), ["ALL"]);
         assert_eq!(host.readonly_rootfs, Some(true));
         assert_eq!(host.pids_limit, Some(10));

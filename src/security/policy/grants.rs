@@ -64,6 +64,8 @@ pub struct Grants {
     /// `compose-file:<host path>` (normalised; grants that path and everything under it), or
     /// a path written with `${…}` (granted exactly as written).
     pub compose_files: BTreeSet<String>,
+    /// `gpu`: every GPU of the host (also `device:gpu`, the Compose service's request).
+    pub gpu: bool,
 }
 
 impl Grants {
@@ -73,7 +75,8 @@ impl Grants {
     /// `host-command`, `host-command:sha256:<hex>`, `gitdir:<absolute host path>`, `env:<NAME>`, `build-network`,
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
-    /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`.
+    /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`,
+    /// `gpu`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -108,6 +111,9 @@ impl Grants {
                 self.git_dirs.insert(p);
             }
             None if value == "build-network" => self.build_network = true,
+            None | Some(("device", _)) if crate::security::gpu::is_gpu_grant(value) => {
+                self.gpu = true;
+            }
             Some(("egress", d)) => {
                 if d.is_empty() || d.contains(char::is_whitespace) {
                     return Err(bad(
@@ -225,7 +231,10 @@ impl Grants {
             Permission::Capability(c) => self.capabilities.contains(c),
             Permission::Mount(p) => self.mounts.iter().any(|g| is_within(p, g)),
             Permission::SecurityOpt(o) => self.security_opts.contains(o),
-            Permission::Device(d) => self.devices.contains(d),
+            Permission::Device(d) => {
+                self.devices.contains(d) || (self.gpu && crate::security::gpu::is_gpu_device(d))
+            }
+            Permission::Gpu(_) => self.gpu,
             Permission::EngineSocket(_)
             | Permission::IdentityLabel(_)
             | Permission::HostHome(_)

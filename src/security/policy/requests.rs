@@ -109,6 +109,12 @@ pub(super) fn collect_requests(input: &PolicyInput) -> Vec<PermissionRequest> {
             );
         }
     }
+    if let Some(gpu) = &spec.gpu {
+        push(
+            crate::security::gpu::permission(gpu),
+            Source::DevcontainerJson,
+        );
+    }
     for key in &input.repository_labels {
         if crate::names::is_identity_label(key) {
             push(
