@@ -48,6 +48,7 @@ mod container;
 mod door;
 mod finish;
 mod launch;
+mod refused;
 mod stop_first;
 
 use crate::engine::{ContainerInfo, Engine};
@@ -104,6 +105,8 @@ pub async fn handoff(
 /// Errors: the plan's errors; [`OpsError::Product`] (a `StateError`) with `SessionActive` when a session is
 /// live (nothing was changed); `up`'s errors (the session is recorded as failed; the workspace
 /// is untouched and the container, if any, left for inspection); [`OpsError::Product`] (a `ContextError`).
+/// An error once `up` has brought the container up stops it and its Compose peers first
+/// (`refused`; the error says whether the stop was confirmed).
 pub async fn handoff_with(
     engine: &dyn Engine,
     opts: &HandoffOptions,
@@ -140,12 +143,16 @@ pub async fn handoff_with(
     h.refresh_container_gits(&p, &mut live)?;
     let door = h.open_door(&mut live).await?;
     let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
+    // from here, an error stops the container (and its peers) before it is returned
     let recorded = h
         .record_container(&up_opts, &p, &up, compose, &mut live)
-        .await?;
+        .await;
+    let recorded = h.stopped_if_refused(&up, &mut live, recorded).await?;
     h.log_start(&mut log, &live, &up);
-    let written = h.write_context_files(&p, &up, &recorded, &live).await?;
-    let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await?;
+    let written = h.write_context_files(&p, &up, &recorded, &live).await;
+    let written = h.stopped_if_refused(&up, &mut live, written).await?;
+    let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await;
+    let ran = h.stopped_if_refused(&up, &mut live, ran).await?;
     h.close_door(door, &mut live);
     let quiet = h.stop_workspace(&up, &mut live).await;
     h.fetch_back(&p, &mut live, quiet);

@@ -81,6 +81,11 @@ pub struct Kept {
     /// environment its agent had outlives the workspace's state, as the log does).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<PathBuf>,
+    /// Named volumes the removed containers used that devcell does not own (a Compose
+    /// project's or the configuration's own: the repository's data), kept as `docker compose
+    /// down` keeps them (spec-note 0606).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -186,11 +191,15 @@ pub async fn delete_with(
     let mut kept = Kept::default();
     let mut ids = workspace_containers(engine, &labels, &root, state.as_ref()).await?;
     let projects = compose_projects(engine, &mut ids).await?;
-    remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
+    let data = remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
     remove_project_networks(engine, &projects, &mut removed, reporter).await?;
     if opts.project_volumes {
         remove_project_volumes(engine, &projects, &mut removed, reporter).await?;
     }
+    kept.volumes = data
+        .into_iter()
+        .filter(|v| !removed.volumes.contains(v))
+        .collect();
     remove_container_gits(
         &store,
         &root,
@@ -307,24 +316,31 @@ fn peers_first(peers: &[String], own: &[String]) -> Vec<String> {
     order
 }
 
-/// Each container stopped and removed with its egress proxy, then the devcell-owned volumes
-/// (its `devcell-` named volumes and those with the workspace's label).
+/// Each container stopped and removed with its egress proxy and anonymous volumes, then the
+/// devcell-owned volumes (its `devcell-` named volumes and those with the workspace's label).
+/// Returns the other named volumes the containers used (the repository's data), which stay:
+/// listing them as removed made every such `delete` unverified.
 async fn remove_containers(
     engine: &dyn Engine,
     ids: &[String],
     labels: &BTreeMap<String, String>,
     removed: &mut Removed,
     reporter: &dyn Reporter,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut named_volumes = Vec::new();
+    let mut data = Vec::new();
     for id in ids {
         if let Some(info) = engine.inspect_container(id).await? {
             for m in info.mounts.iter().filter(|m| m.kind == "volume") {
-                if let Some(name) = &m.name {
+                let Some(name) = &m.name else { continue };
+                if name.starts_with(OWNED_VOLUME_PREFIX) {
+                    named_volumes.push(name.clone());
                     removed.volumes.push(name.clone());
-                    if name.starts_with(OWNED_VOLUME_PREFIX) {
-                        named_volumes.push(name.clone());
-                    }
+                } else if is_anonymous_volume(name) {
+                    // removed with its container (`remove_container(id, true)`)
+                    removed.volumes.push(name.clone());
+                } else if !data.contains(name) {
+                    data.push(name.clone());
                 }
             }
         }
@@ -349,6 +365,7 @@ async fn remove_containers(
         ));
     }
     for name in engine.find_volumes(labels).await? {
+        data.retain(|d| d != &name);
         if !named_volumes.contains(&name) {
             named_volumes.push(name.clone());
         }
@@ -360,7 +377,13 @@ async fn remove_containers(
         reporter.report(Event::Status(format!("removing volume {name}")));
         engine.remove_volume(name).await?;
     }
-    Ok(())
+    Ok(data)
+}
+
+/// Whether `name` is an engine-named (anonymous) volume: 64 lower-case hex digits, the name
+/// Docker and Podman give a volume nobody named; the engine removes it with its container.
+fn is_anonymous_volume(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The project's networks (`<project>_default` and the files' own; external ones carry no
@@ -674,6 +697,16 @@ mod tests {
 
     /// Attack (spec-note 0400, F0/F3): `delete` stops and removes every peer of the project
     /// before the workspace's own container, never the primary while a peer runs.
+    /// Only the engine's own 64-hex names are anonymous volumes; a repository's named volume
+    /// (`ws_devcontainer_db`) is data that `delete` keeps and does not count as left behind.
+    #[test]
+    fn only_engine_named_volumes_are_anonymous() {
+        assert!(is_anonymous_volume(&"0a".repeat(32)));
+        assert!(!is_anonymous_volume("ws_devcontainer_db"));
+        assert!(!is_anonymous_volume(&"0A".repeat(32)));
+        assert!(!is_anonymous_volume(&"0a".repeat(31)));
+    }
+
     #[test]
     fn delete_stops_the_peers_before_the_primary() {
         let own = vec!["app".to_string()];

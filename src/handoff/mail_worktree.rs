@@ -36,7 +36,8 @@ pub fn request(opts: &HandoffOptions) -> Result<Option<DoorRequest>> {
             why: "it is not a git repository (or a folder of repositories) devcell can read".into(),
         })?;
     let task = task_name(opts)?;
-    let door = DoorRequest::prepare(&state_root, group, task, None)?;
+    let door =
+        DoorRequest::prepare(&state_root, group, task, None)?.owned_by(&opts.workspace_folder);
     Ok(Some(door))
 }
 

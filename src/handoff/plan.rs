@@ -747,10 +747,13 @@ fn inspect_workspace(opts: &HandoffOptions, profile: Profile, host: bool) -> Res
         inspect_options.container_root = root.to_string_lossy().into_owned();
         inspect_options.protect_git_config = false;
     }
-    Ok(repository::inspect(
-        &opts.workspace_folder,
-        &inspect_options,
-    )?)
+    let mut ws = repository::inspect(&opts.workspace_folder, &inspect_options)?;
+    if opts.sandbox.is_some() {
+        // a clone task's `.git` is its own, read by devcell's host git only with everything
+        // it could run disabled (spec-note 0437): a missing hooks folder there endangers nothing
+        ws.warnings.retain(|w| w.code != "git_hooks_unprotected");
+    }
+    Ok(ws)
 }
 
 /// The workspace's configuration file (the host runtime needs none).

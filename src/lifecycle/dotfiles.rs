@@ -56,6 +56,21 @@ pub struct Dotfiles {
     pub target_path: String,
 }
 
+/// The URL `repository` shown without its credentials, when it carries any: an `http(s)` or
+/// `ftp(s)` URL with userinfo (a token alone may be the user name), or any `scheme://` URL
+/// whose userinfo has a password (`ssh://git@host/…` and `git@host:…` name a user only).
+fn credentials_in(repository: &str) -> Option<String> {
+    let (scheme, rest) = repository.split_once("://")?;
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let at = authority.rfind('@')?;
+    let userinfo = &authority[..at];
+    let web = matches!(
+        scheme.to_ascii_lowercase().as_str(),
+        "http" | "https" | "ftp" | "ftps"
+    );
+    (web || userinfo.contains(':')).then(|| format!("{scheme}://***{}", &rest[at..]))
+}
+
 impl Dotfiles {
     /// The request of the three flags; `None` without a repository (the other two then
     /// change nothing, as in the reference). An empty repository, install command or target
@@ -76,6 +91,11 @@ impl Dotfiles {
             if value.is_some_and(|v| v.trim().is_empty()) {
                 return Err(format!("`{flag}` is empty"));
             }
+        }
+        if let Some(shown) = credentials_in(repository) {
+            return Err(format!(
+                "`--dotfiles-repository` carries credentials (`{shown}`): the clone runs inside the container with the `git` the repository's image provides, which would be handed the token (and could print or send it); devcell refuses it (spec-note 0645)"
+            ));
         }
         Ok(Some(Dotfiles {
             repository: repository.to_string(),
@@ -350,10 +370,39 @@ mod tests {
         assert!(Dotfiles::from_flags(Some(""), None, None).is_err());
     }
 
+    /// Attack H2: a token in the URL would reach the image's `git` (which the repository
+    /// chooses) and, printed back, the host's output: refused before anything runs, the
+    /// error not naming it; a user name alone over SSH is kept.
+    #[test]
+    fn a_url_with_credentials_is_refused_and_the_token_never_named() {
+        for url in [
+            "https://me:tok3n@example.com/me/dots.git",
+            "https://tok3n@example.com/me/dots.git",
+            "HTTP://me:tok3n@example.com/me/dots.git",
+            "ssh://me:tok3n@example.com/me/dots.git",
+        ] {
+            let err = Dotfiles::from_flags(Some(url), None, None).unwrap_err();
+            assert!(err.contains("carries credentials"), "{err}");
+            assert!(!err.contains("tok3n"), "{err}");
+        }
+        for kept in [
+            "ssh://git@example.com/me/dots.git",
+            "git@example.com:me/dots.git",
+            "https://example.com/a@b/dots.git",
+        ] {
+            assert_eq!(request(kept).clone_source(), kept);
+        }
+    }
+
     #[test]
     fn a_token_in_the_url_is_not_shown() {
+        let with_user = Dotfiles {
+            repository: "https://me:tok3n@example.com/me/dots.git".into(),
+            install_command: None,
+            target_path: DEFAULT_TARGET_PATH.into(),
+        };
         assert_eq!(
-            request("https://me:tok3n@example.com/me/dots.git").shown_source(),
+            with_user.shown_source(),
             "https://***@example.com/me/dots.git"
         );
         assert_eq!(

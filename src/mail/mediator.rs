@@ -317,6 +317,9 @@ impl Mediator {
         if let Some(receipt) = duplicate(state, from, &draft)? {
             return Ok((Vec::new(), Ok(receipt)));
         }
+        if let (Party::Task(task), Some(thread)) = (from, &draft.thread_id) {
+            check_thread_member(state, task, thread)?;
+        }
         let to_mediator =
             draft.to.is_empty() && draft.reply_to.is_some() && *from != Party::Mediator;
         let to = check_draft(&draft, to_mediator, self.bounds.max_message_bytes)?;
@@ -852,6 +855,32 @@ fn check_draft(draft: &Draft, to_mediator: bool, max_bytes: usize) -> Result<Vec
 
 /// Message `id` if it is addressed to `task` and delivered to it (not held, dropped or
 /// rejected). Anything else is "no such message": a task learns nothing of others' mail.
+/// A task may put a message only into a thread it is part of: it sent one of the thread's
+/// messages, or one was delivered to it (held, dropped and rejected ones were not). Another
+/// pair of tasks' thread, or an id that names no thread, is refused (G8, session 17).
+fn check_thread_member(state: &State, task: &TaskName, thread: &MessageId) -> Result<()> {
+    let sender = Party::Task(task.clone());
+    let member = state.messages.values().any(|e| {
+        e.message.thread_id == *thread
+            && (e.message.from == sender
+                || e.recipients.get(task).is_some_and(|d| {
+                    !matches!(
+                        d.state,
+                        RecipientState::Held | RecipientState::Dropped | RecipientState::Rejected
+                    )
+                }))
+    });
+    if member {
+        return Ok(());
+    }
+    Err(MailError::InvalidDraft {
+        field: "threadId",
+        why: format!(
+            "`{thread}` is not a thread you are part of (you sent or received none of its messages); leave out --thread to start a new one"
+        ),
+    })
+}
+
 fn visible_to_recipient<'s>(
     state: &'s State,
     task: &TaskName,

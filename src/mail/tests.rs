@@ -422,6 +422,60 @@ fn a_reply_goes_to_the_sender_in_the_thread() {
     assert_eq!(inbox[0].message.thread_id, id);
 }
 
+/// G8 (session 17): `send --thread ID` puts a message only into a thread the sender is part
+/// of (it sent or was delivered one of its messages); another pair's thread, or an id that
+/// names no thread, is refused with its error and nothing is sent.
+#[test]
+fn a_task_may_only_send_into_a_thread_it_is_part_of() {
+    let f = fixture();
+    let id =
+        f.m.send(&t("a"), note(&["b"], "between a and b"))
+            .unwrap()
+            .id;
+    let into = |from: &str, thread: &MessageId| {
+        let mut d = note(&["b"], "in the thread");
+        d.thread_id = Some(thread.clone());
+        f.m.send(&t(from), d)
+    };
+    let refused = into("c", &id).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            MailError::InvalidDraft {
+                field: "threadId",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("not a thread you are part of"),
+        "{refused}"
+    );
+    let made_up = MessageId::new("no-such-thread").unwrap();
+    assert!(into("c", &made_up).is_err(), "an id of no thread");
+    assert!(into("a", &made_up).is_err(), "an id of no thread");
+    assert_eq!(
+        f.m.inbox(&t("b")).unwrap().len(),
+        1,
+        "nothing more was sent"
+    );
+    // the sender and the recipient are both part of it
+    let mut back = note(&["a"], "b answers");
+    back.thread_id = Some(id.clone());
+    let from_b = f.m.send(&t("b"), back).unwrap();
+    let again = into("a", &id).unwrap();
+    let inbox = f.m.inbox(&t("a")).unwrap();
+    assert_eq!(inbox[0].message.id, from_b.id);
+    assert_eq!(inbox[0].message.thread_id, id);
+    assert!(
+        f.m.inbox(&t("b"))
+            .unwrap()
+            .iter()
+            .any(|i| i.message.id == again.id)
+    );
+}
+
 #[test]
 fn the_mediator_posts_and_broadcasts_and_a_reply_to_it_goes_to_the_host() {
     let f = fixture();

@@ -360,7 +360,14 @@ async fn build_dev_image(
         &places,
         grants,
     )?;
-    let base = crate::ops::compose_up::service_image(engine, &target, up_opts, reporter).await?;
+    let base = crate::ops::compose_up::service_image(
+        engine,
+        &target,
+        up_opts,
+        (profile, grants),
+        reporter,
+    )
+    .await?;
     crate::ops::image::dev_image_from(
         engine,
         loaded,

@@ -463,6 +463,9 @@ async fn service_requests(
         target.project.cli = target.project.cli.with_classic_builder();
     }
     let places = compose_places(loaded, opts, engine_socket);
+    // another workspace's project (its containers) is refused as that, before its volumes
+    // and networks are requests no grant would make usable (spec-notes 0603, 0613)
+    claim_project(engine, &target, &id_labels(&opts.target, loaded)).await?;
     // the model's volumes as the engine holds them: a bind-backed one is judged as its bind
     let held = held_volumes(engine, &target).await?;
     security::volumes::compose_model_as_held(&mut target.model, &held, &places.workspace);
@@ -477,12 +480,17 @@ async fn service_requests(
     ));
     // judged with the rest, and reported with the services' own requests
     let mut reported = variable_requests(&target, profile, grants, env).await?;
+    // whose the project's volumes and networks are: this workspace's only with its label
+    let workspace = matches!(profile, SecurityProfile::Hardened(_))
+        .then_some(loaded.workspace_folder.as_path());
     reported.extend(security::compose::foreign_resource_requests(
         profile,
         &target.model,
-        &foreign_resources(engine, &target, &held).await?,
+        &foreign_resources(engine, &target, &held, workspace).await?,
         grants,
     ));
+    // the local base images' `ONBUILD` triggers (the others after their pull, before the build)
+    reported.extend(onbuild_requests(engine, &target, (profile, grants), None).await?);
     requests.extend(reported.iter().cloned());
     Ok(ServiceRequests {
         target,
@@ -642,6 +650,40 @@ async fn variable_requests(
         .collect())
 }
 
+/// The requests of the builds' base images with `ONBUILD` triggers
+/// ([`security::compose::onbuild_requests`], attacks G9; spec-note 0612), under `hardened`:
+/// each base image of each service's build is inspected on the engine. A base not there yet
+/// is left out while judging the configuration (`pull: None`, nothing is pulled before the
+/// judgement) and pulled, then judged, right before the build (`pull: Some`): what the build
+/// then runs `FROM` is the image judged (no build of devcell's asks for a newer one).
+///
+/// Errors: [`OpsError::Engine`] (an inspect, a pull).
+async fn onbuild_requests(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    pull: Option<&dyn Reporter>,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let mut triggered = Vec::new();
+    for (service, bases) in security::compose::build_bases(&target.model) {
+        for base in bases {
+            let info = match pull {
+                Some(reporter) => Some(engine.ensure_image(&base, reporter).await?),
+                None => engine.inspect_image(&base).await?,
+            };
+            if let Some(info) = info.filter(|i| !i.on_build.is_empty()) {
+                triggered.push((service.clone(), base, info.on_build));
+            }
+        }
+    }
+    Ok(security::compose::onbuild_requests(
+        profile, grants, &triggered,
+    ))
+}
+
 /// Every top-level volume of the model the engine already holds, by engine name (the
 /// volume's `name`, else its key), `external` ones and those named with `name:` included
 /// (spec-note 0400, attacks G1).
@@ -661,37 +703,42 @@ async fn held_volumes(
 }
 
 /// The model's volumes and networks that already exist on the engine and are not this
-/// project's: without Compose's project label for it (spec-note 0601, attacks); `held` is
-/// [`held_volumes`].
+/// workspace's project's ([`security::compose::foreign_of`]): without Compose's project label
+/// for it (spec-note 0601), or, under `hardened` (`workspace`, the host workspace folder),
+/// without devcell's workspace label for this workspace (spec-note 0613, attacks G6: another
+/// workspace with the same folder name, or files naming its project, share the project
+/// name); `held` is [`held_volumes`].
 ///
 /// Errors: [`OpsError::Engine`].
 async fn foreign_resources(
     engine: &dyn Engine,
     target: &ComposeTarget,
     held: &std::collections::BTreeMap<String, crate::engine::VolumeInfo>,
+    workspace: Option<&std::path::Path>,
 ) -> Result<security::compose::ForeignResources> {
     let project = target.project.name.as_str();
     let networks = security::compose::resource_names(&target.model).1;
     let mut foreign = security::compose::ForeignResources::default();
     for (name, info) in held {
-        if info
-            .labels
-            .get(crate::engine::compose::PROJECT_LABEL)
-            .map(String::as_str)
-            != Some(project)
-        {
-            foreign.volumes.insert(name.clone());
+        if let Some(whose) = security::compose::foreign_of(&info.labels, project, workspace) {
+            foreign.volumes.insert(name.clone(), whose);
         }
     }
-    if !networks.is_empty() {
-        let all = engine.find_networks(&Default::default()).await?;
-        let own = engine
-            .find_networks(&crate::ops::compose::project_labels(project))
-            .await?;
-        foreign.networks = networks
-            .into_iter()
-            .filter(|n| all.contains(n) && !own.contains(n))
-            .collect();
+    // listed first: an inspect by name also answers an id prefix
+    let all = if networks.is_empty() {
+        Vec::new()
+    } else {
+        engine.find_networks(&Default::default()).await?
+    };
+    for name in networks.into_iter().filter(|n| all.contains(n)) {
+        if foreign.networks.contains_key(&name) {
+            continue;
+        }
+        if let Some(info) = engine.inspect_network(&name).await?
+            && let Some(whose) = security::compose::foreign_of(&info.labels, project, workspace)
+        {
+            foreign.networks.insert(name, whose);
+        }
     }
     Ok(foreign)
 }
@@ -866,12 +913,15 @@ async fn create(
         &mut spec,
         sidecars,
     );
+    // the project's volumes and networks made for this workspace (spec-note 0613)
+    let owned = hardened
+        .then(|| security::compose::workspace_labels(&target.model, &loaded.workspace_folder));
     let info = start_project(
         engine,
         target,
-        &spec,
-        &sidecars,
+        (&spec, &sidecars),
         (mode, networks),
+        owned,
         &image,
         reporter,
     )
@@ -910,7 +960,7 @@ async fn service_dev_image(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(DevImage, Value, Option<String>)> {
-    let base = service_image(engine, target, opts, reporter).await?;
+    let base = service_image(engine, target, opts, (profile, grants), reporter).await?;
     let mut dev = dev_image_from(
         engine,
         loaded,
@@ -1116,16 +1166,20 @@ fn service_shields(
 }
 
 /// Writes the service's override file (its judged request, the sidecars' read-only additions,
-/// the networks devcell made), runs `up -d` of the project, checks a closed network is closed
-/// and finds the service's container.
+/// the networks devcell made, the workspace labels of the project's volumes and networks,
+/// `owned`), runs `up -d` of the project, checks a closed network is closed and finds the
+/// service's container.
 ///
 /// Errors: [`OpsError::Compose`], [`OpsError::NoContainer`], the engine's.
 async fn start_project(
     engine: &dyn Engine,
     target: &ComposeTarget,
-    spec: &crate::engine::ContainerSpec,
-    sidecars: &serde_json::Map<String, Value>,
+    (spec, sidecars): (
+        &crate::engine::ContainerSpec,
+        &serde_json::Map<String, Value>,
+    ),
     (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
+    owned: Option<Value>,
     image: &PreparedImage,
     reporter: &dyn Reporter,
 ) -> Result<ContainerInfo> {
@@ -1137,6 +1191,10 @@ async fn start_project(
         let mut networks = Value::Object(networks.clone());
         crate::engine::compose::escape_interpolation(&mut networks);
         top.insert("networks".to_string(), networks);
+    }
+    if let Some(mut owned) = owned {
+        crate::engine::compose::escape_interpolation(&mut owned);
+        merge_labels(&mut file, owned);
     }
     let override_path = write_override(&target.project.name, &file)?;
     let mut files = target.project.files.clone();
@@ -1161,6 +1219,43 @@ async fn start_project(
         })
 }
 
+/// Merges `labels` (`{"volumes"|"networks": {<key>: {"labels": {…}}}}`) into the override
+/// `file`, beside what its entries already say.
+fn merge_labels(file: &mut Value, labels: Value) {
+    let (Value::Object(file), Value::Object(labels)) = (file, labels) else {
+        return;
+    };
+    for (top, entries) in labels {
+        let Value::Object(entries) = entries else {
+            continue;
+        };
+        let section = file
+            .entry(top)
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Value::Object(section) = section else {
+            continue;
+        };
+        for (key, add) in entries {
+            let entry = section
+                .entry(key)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if entry.is_null() {
+                *entry = Value::Object(Default::default());
+            }
+            let (Value::Object(entry), Some(Value::Object(add))) = (entry, add.get("labels"))
+            else {
+                continue;
+            };
+            let own = entry
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(own) = own {
+                own.extend(add.clone());
+            }
+        }
+    }
+}
+
 /// The primary service's image before Features: `docker compose build <service>` for a
 /// service with `build` (Compose tags it with the service's `image`, else
 /// `<project>-<service>`), else its `image`, inspected or pulled.
@@ -1170,8 +1265,14 @@ pub(crate) async fn service_image(
     engine: &dyn Engine,
     target: &ComposeTarget,
     opts: &UpOptions,
+    (profile, grants): (&SecurityProfile, &Grants),
     reporter: &dyn Reporter,
 ) -> Result<PreparedImage> {
+    // every build's base images, pulled when missing, judged before anything is built
+    let requests = onbuild_requests(engine, target, (profile, grants), Some(reporter)).await?;
+    if let Some(refused) = security::policy::refusal(profile, &requests) {
+        return Err(refused.into());
+    }
     let service = target.service_model();
     let reference = service
         .get("image")

@@ -106,11 +106,15 @@ pub async fn down_with(
 }
 
 /// `down` of a Compose configuration (spec-note 0605): nothing unless the project's primary
-/// container is this workspace's ([`crate::ops::compose::primary_of_workspace`]); with
-/// `remove`, every container of the project is removed with its anonymous volumes, then
-/// `docker compose down` removes its networks (named volumes stay); otherwise
+/// container is this workspace's; with `remove`, every container of the project is removed
+/// with its anonymous volumes, then the project's networks (named volumes stay); otherwise
 /// `shutdownAction` `stopCompose` (the default) stops every service and `none` only the
 /// primary one.
+///
+/// Compose is not run: the workspace's Compose files are the agent's to change after `up`
+/// judged them, and Compose runs a `provider` service's program (any path) on `down`. The
+/// project and its primary come from the engine: the container carrying every id label of
+/// the workspace and a Compose project label (attack H7; spec-note 0605).
 async fn down_compose(
     engine: &dyn Engine,
     opts: &DownOptions,
@@ -119,24 +123,14 @@ async fn down_compose(
     mut result: DownResult,
     reporter: &dyn Reporter,
 ) -> Result<DownResult> {
-    let target = crate::ops::compose::compose_target_unjudged(
-        loaded,
-        &opts.target.env,
-        opts.target.docker_compose_path.as_deref(),
-        (
-            &crate::security::SecurityProfile::default(),
-            &crate::security::Grants::default(),
-        ),
-    )
-    .await?;
-    let Some(primary) = crate::ops::compose::primary_of_workspace(engine, &target, labels).await?
-    else {
+    let service = loaded.typed.service.as_deref().unwrap_or_default();
+    let Some((project, primary)) = labelled_primary(engine, labels, service).await? else {
         return Ok(result);
     };
     let whole = opts.remove || loaded.typed.shutdown_action.as_deref() != Some("none");
     let containers: Vec<String> = if whole {
         engine
-            .find_containers(&crate::ops::compose::project_labels(&target.project.name))
+            .find_containers(&crate::ops::compose::project_labels(&project))
             .await?
             .into_iter()
             // never another workspace's container that joined the project
@@ -144,13 +138,14 @@ async fn down_compose(
             .map(|c| c.id)
             .collect()
     } else {
-        vec![primary.id.clone()]
+        vec![primary]
     };
     if opts.remove {
         for id in &containers {
             reporter.report(Event::Status(format!("removing container {}", short(id))));
             engine.remove_container(id, true).await?;
         }
+        remove_project_networks(engine, &project, reporter).await?;
     } else {
         // together, as `docker compose stop` does: a service ignoring SIGTERM costs the
         // timeout once, not once per service
@@ -164,13 +159,58 @@ async fn down_compose(
         )
         .await?;
     }
-    if opts.remove {
-        reporter.report(Event::Status(format!(
-            "removing project {}",
-            target.project.name
-        )));
-        target.project.down(false).await?;
-    }
     result.container_ids = containers;
     Ok(result)
+}
+
+/// The Compose project and primary container of the workspace: the container of service
+/// `service` (or, when none is of it, the first) that carries every id label in `labels`
+/// and a project label.
+///
+/// Errors: [`crate::ops::error::OpsError::Engine`].
+async fn labelled_primary(
+    engine: &dyn Engine,
+    labels: &std::collections::BTreeMap<String, String>,
+    service: &str,
+) -> Result<Option<(String, String)>> {
+    use crate::engine::compose::{PROJECT_LABEL, SERVICE_LABEL};
+    let mut found: Vec<(String, String, bool)> = engine
+        .find_containers(labels)
+        .await?
+        .into_iter()
+        .filter_map(|c| {
+            let project = c.labels.get(PROJECT_LABEL)?.clone();
+            let primary = c.labels.get(SERVICE_LABEL).map(String::as_str) == Some(service);
+            Some((project, c.id, primary))
+        })
+        .collect();
+    found.sort_by_key(|(_, _, primary)| !primary);
+    Ok(found
+        .into_iter()
+        .next()
+        .map(|(project, id, _)| (project, id)))
+}
+
+/// The project's own networks (`<project>_default` and the files' own; external ones carry
+/// no project label), removed by label through the engine as `docker compose down` would; one
+/// still in use by a container that is not this workspace's stays, with a warning.
+///
+/// Errors: [`crate::ops::error::OpsError::Engine`] listing the networks.
+async fn remove_project_networks(
+    engine: &dyn Engine,
+    project: &str,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    reporter.report(Event::Status(format!("removing project {project}")));
+    for name in engine
+        .find_networks(&crate::ops::compose::project_labels(project))
+        .await?
+    {
+        if let Err(e) = engine.remove_network(&name).await {
+            reporter.report(Event::Status(format!(
+                "warning: network {name} of project {project} stays: {e}"
+            )));
+        }
+    }
+    Ok(())
 }

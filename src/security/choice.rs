@@ -94,6 +94,7 @@ impl Choice {
         let limits = limits(flags, settings)?;
         let profile = SecurityProfile::with_limits(profile(flags, settings), limits);
         standing_grants_name_their_host_command(&settings.security.allow)?;
+        standing_grants_name_no_service(&settings.security.allow)?;
         let mut grants = Grants::parse(&settings.security.allow)?;
         for value in &flags.allow {
             grants.add(value)?;
@@ -128,6 +129,38 @@ fn standing_grants_name_their_host_command(allow: &[String]) -> Result<(), Secur
                       command is asked again); `--allow host-command` on the command line \
                       grants one run"
                 .into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The grants keyed on a Compose service's name (or on no name at all) that give a container
+/// root-equivalent reach into what it mounts: a standing one would cover every repository
+/// that names a service so (attack H4: `keep_image_user=db` kept for one's own database gave
+/// another repository's `db` root over the workspace). They are one run's decision, on the
+/// command line.
+const SERVICE_KEYED_GRANTS: &[&str] = &[
+    "runtime-option:keep_image_user=",
+    "runtime-option:compose_hook=",
+    "runtime-option:group_add=",
+    "namespace:volumes_from:",
+];
+
+/// Refuses a [`SERVICE_KEYED_GRANTS`] grant among the settings file's (spec-note 0611).
+///
+/// Errors: [`SecurityError::InvalidGrant`].
+fn standing_grants_name_no_service(allow: &[String]) -> Result<(), SecurityError> {
+    match allow
+        .iter()
+        .find(|v| SERVICE_KEYED_GRANTS.iter().any(|p| v.starts_with(p)))
+    {
+        Some(value) => Err(SecurityError::InvalidGrant {
+            value: value.clone(),
+            message: format!(
+                "a grant keyed on a Compose service's name cannot stand in the settings file: \
+                 it would apply to every repository that names a service so; give it for the \
+                 run that needs it, `--allow {value}`"
+            ),
         }),
         None => Ok(()),
     }
@@ -352,6 +385,33 @@ mod tests {
                 .to_string();
             assert!(err.starts_with("c.toml:2:"), "{err}");
             assert!(err.contains(expected), "{err}");
+        }
+    }
+
+    /// Attack H4: a standing `keep_image_user=db` (and the other service-keyed grants) would
+    /// cover another repository's `db`: refused in the settings file, naming the command-line
+    /// form; the same grant on the command line is accepted.
+    #[test]
+    fn a_standing_grant_keyed_on_a_service_name_is_refused() {
+        for value in [
+            "runtime-option:keep_image_user=db",
+            "runtime-option:compose_hook=post_start",
+            "runtime-option:group_add=db:6",
+            "namespace:volumes_from:app",
+        ] {
+            let mut settings = Settings::default();
+            settings.security.allow = vec![value.into()];
+            let e =
+                Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
+            let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
+                panic!("{e:?}");
+            };
+            assert!(message.contains(&format!("--allow {value}")), "{message}");
+            let flags = SecurityOptions {
+                allow: vec![value.into()],
+                ..SecurityOptions::default()
+            };
+            Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
         }
     }
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::support::context::TestContext;
 use crate::support::docker::BUSYBOX_IMAGE;
+use crate::support::envelope;
 use crate::support::git::{WORKSPACE_OWNER, git};
 
 /// A single-repository workspace (`<tmp>/repo`, a git repository with
@@ -72,16 +73,6 @@ impl Ws {
         args.extend_from_slice(extra);
         self.run(&args)
     }
-}
-
-fn envelope(out: &Output) -> Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!(
-            "one JSON envelope on stdout ({e}): {text}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 fn stderr(out: &Output) -> String {

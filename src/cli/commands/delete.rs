@@ -94,6 +94,9 @@ fn render(r: &DeleteResult) -> String {
     for e in &r.kept.environments {
         let _ = writeln!(s, "kept environment record {}", e.display());
     }
+    for v in &r.kept.volumes {
+        let _ = writeln!(s, "kept volume {v} (the repository's data)");
+    }
     if r.verified {
         let _ = writeln!(s, "verified: nothing labelled {} remains", r.label);
     } else {

@@ -61,6 +61,10 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if args.plan {
+        let opts = match opts.effective_isolation() {
+            crate::settings::Isolation::Clone => crate::handoff::task::run::plan_options(&opts),
+            crate::settings::Isolation::Worktree => opts,
+        };
         let result = rt.block_on(plan(&opts));
         return Ok(finish(args.format, result, render_plan, |p| Extras {
             warnings: p.coded_warnings(),

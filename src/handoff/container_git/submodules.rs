@@ -9,25 +9,15 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{ContainerGitError, RepoGit, slot_id};
+use super::ContainerGitError;
+pub use super::repo_git::FolderBind;
+use super::repo_git::{CONTAINER_BASE, RepoGit, slot_id};
 use crate::config::hostgit;
 
 /// The deepest submodule nesting devcell follows.
 const MAX_DEPTH: usize = 4;
 /// The most gitlinks devcell covers in one handoff (each is a few mounts).
 const MAX_SUBMODULES: usize = 64;
-
-/// A folder of a working tree bound on itself in the container: a mount point, which cannot be
-/// renamed or removed from inside.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FolderBind {
-    /// The folder on the host.
-    pub source: PathBuf,
-    /// The same folder in the container.
-    pub target: String,
-    /// Read-only (a gitlink devcell gives no container git directory).
-    pub read_only: bool,
-}
 
 /// Why devcell refuses a handoff rather than leave a submodule uncovered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -131,7 +121,7 @@ pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) -> Result<(), Containe
                     git_dir,
                     container_path: target,
                     slot: slots_root.join(&id),
-                    mount_base: format!("{}/{id}", super::CONTAINER_BASE),
+                    mount_base: format!("{}/{id}", CONTAINER_BASE),
                     linked,
                     folders: Vec::new(),
                     submodules: Vec::new(),

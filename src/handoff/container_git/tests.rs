@@ -1,3 +1,4 @@
+use super::host_git::checked_out_elsewhere;
 use super::*;
 use std::process::Command;
 
@@ -308,28 +309,6 @@ fn head_follows_the_agents_checkout_and_a_branch_the_user_moved_is_left_alone() 
     assert_eq!(f.rev("main"), user);
     assert_eq!(report.kept[0].reason, KeptReason::MovedOnHost, "{report:?}");
     assert!(!report.index_reset);
-}
-
-#[test]
-fn ref_names_follow_gits_rules() {
-    for good in ["refs/heads/main", "refs/heads/a/b-c_d.e", "refs/tags/v1.0"] {
-        assert!(valid_ref_name(good), "{good}");
-    }
-    for bad in [
-        "HEAD",
-        "refs/heads/",
-        "refs/heads/a..b",
-        "refs/heads/.hidden",
-        "refs/heads/x.lock",
-        "refs/heads/a b",
-        "refs/heads/a~1",
-        "refs/heads/a@{1}",
-        "refs/heads//a",
-        "refs/heads/a.",
-        "refs/heads/a\\b",
-    ] {
-        assert!(!valid_ref_name(bad), "{bad}");
-    }
 }
 
 /// The agent makes a nested repository whose configuration names a command and commits it as a

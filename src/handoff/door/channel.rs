@@ -62,8 +62,7 @@ impl SocketFolder {
     ///
     /// Errors: [`DoorError::Io`], also when the socket's path would be too long.
     pub fn create(state: &Path, group: &str, task: &str) -> Result<SocketFolder, DoorError> {
-        let digest = hex::encode(Sha256::digest(format!("{group}\n{task}").as_bytes()));
-        let key = &digest[..16];
+        let key = &key_of(group, task);
         let door = state.join("door");
         let folder = door.join(key).join("socket");
         std::fs::create_dir_all(&folder).map_err(io(&folder))?;
@@ -97,6 +96,45 @@ impl SocketFolder {
     pub fn socket(&self) -> PathBuf {
         self.folder.join(SOCKET_NAME)
     }
+}
+
+/// The `door/<key>` folder name of task `task` of group `group`: a hash short enough for a
+/// Unix socket path.
+fn key_of(group: &str, task: &str) -> String {
+    let digest = hex::encode(Sha256::digest(format!("{group}\n{task}").as_bytes()));
+    digest[..16].to_string()
+}
+
+/// Removes the `door/<key>` folder of task `task` of group `group` (its socket folder and
+/// lock) once the task is deleted, unless a channel of that name is open now (its lock is
+/// held: a worktree handoff or another task of the same name); returns whether it was
+/// removed. The same name made again later gets a new one.
+///
+/// Errors: [`DoorError::Io`] when the folder exists but cannot be removed.
+pub fn remove_socket_folder(state: &Path, group: &str, task: &str) -> Result<bool, DoorError> {
+    use rustix::fs::{FlockOperation, flock};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let folder = state.join("door").join(key_of(group, task));
+    if folder.symlink_metadata().is_err() {
+        return Ok(false);
+    }
+    let lock_path = folder.join("lock");
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&lock_path);
+    // held while the folder goes: no channel opens on it meanwhile
+    let _held = match lock {
+        Ok(file) => match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Some(file),
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(io(&lock_path)(e.into())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(&lock_path)(e)),
+    };
+    std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
+    Ok(true)
 }
 
 /// What a task's container gets: two read-only binds, as `--mount` strings.

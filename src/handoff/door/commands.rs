@@ -313,6 +313,7 @@ fn refusal(e: &MailError) -> Answer {
         MailError::LogFull { .. } => {
             "mail: the group's mail log on the host is full".to_string()
         }
+        MailError::NoGroup { .. } => "mail: the task's workspace names no mail group".to_string(),
         other => other.to_string(),
     };
     Answer::fail(
@@ -560,5 +561,37 @@ mod refusal_tests {
         let text = String::from_utf8(answer.stderr).unwrap();
         assert!(text.contains("mail.log_full"), "{text}");
         assert!(!text.contains("/home/user"), "{text}");
+    }
+
+    /// No refusal the sandbox gets names a host path: every error that carries one (the
+    /// log's, the workspace's) is answered without it; the host log keeps the detail.
+    #[test]
+    fn no_refusal_to_the_sandbox_names_a_host_path() {
+        let path = std::path::PathBuf::from("/home/user/.local/state/devcell/mail/abc/log.jsonl");
+        let errors = [
+            MailError::LogFull {
+                path: path.clone(),
+                size: 10,
+                limit: 10,
+            },
+            MailError::CorruptLog {
+                path: path.clone(),
+                line: 3,
+                why: "x".into(),
+            },
+            MailError::Io {
+                path: path.clone(),
+                source: std::io::Error::other("disk"),
+            },
+            MailError::NoGroup {
+                folder: "/home/user/repo".into(),
+                why: "x".into(),
+            },
+        ];
+        for e in &errors {
+            let text = String::from_utf8(refusal(e).stderr).unwrap();
+            assert!(text.contains(e.code()), "{text}");
+            assert!(!text.contains("/home/user"), "{e:?}: {text}");
+        }
     }
 }

@@ -43,6 +43,18 @@ pub enum DoorError {
         /// The task.
         task: String,
     },
+    /// Another task of the group with the same name (its own folder `other`) runs its
+    /// channel now (spec-note 0532): one name, one task at a time.
+    #[error(
+        "mail: task name `{task}` is already live in this group for another task (`{}`); two tasks that run at once need different names",
+        other.display()
+    )]
+    NameTaken {
+        /// The name.
+        task: String,
+        /// The other task's folder.
+        other: PathBuf,
+    },
     /// A worktree handoff's channel has no valid task name (its folder's name is not one).
     #[error("mail: the channel needs a task name: {why}")]
     TaskName {
@@ -56,7 +68,7 @@ impl crate::ops::error::ProductError for DoorError {
         use crate::diagnostics::ErrorCode;
         match self {
             DoorError::Mail(crate::mail::MailError::Policy { .. }) => ErrorCode::ConfigInvalid,
-            DoorError::Busy { .. } => ErrorCode::SessionActive,
+            DoorError::Busy { .. } | DoorError::NameTaken { .. } => ErrorCode::SessionActive,
             DoorError::TaskName { .. } => ErrorCode::InvalidArgument,
             _ => ErrorCode::Internal,
         }
@@ -70,6 +82,9 @@ impl crate::ops::error::ProductError for DoorError {
             DoorError::Busy { task } => {
                 serde_json::json!({ "reason": "mail_channel_busy", "task": task })
             }
+            DoorError::NameTaken { task, .. } => {
+                serde_json::json!({ "reason": "mail_task_name_taken", "task": task })
+            }
         }
     }
 
@@ -80,6 +95,10 @@ impl crate::ops::error::ProductError for DoorError {
             DoorError::TaskName { .. } => {
                 Some("name this handoff's task with `--task NAME`".to_string())
             }
+            DoorError::NameTaken { .. } => Some(
+                "name this handoff's task differently with `--task NAME` (mail addresses tasks by name)"
+                    .to_string(),
+            ),
             DoorError::Busy { .. } => Some(
                 "wait for the other handoff to end, or name this one's task with `--task NAME`"
                     .to_string(),

@@ -40,6 +40,9 @@ pub struct DoorRequest {
     pub container: ContainerDoor,
     state_root: PathBuf,
     folder: SocketFolder,
+    /// The task's own folder (a clone task's folder, a worktree handoff's workspace): two
+    /// different tasks that have one name in the group never run a channel at once.
+    owner: Option<PathBuf>,
 }
 
 /// The channel as a session's record and `status` name it (spec-note 0532): where its socket
@@ -88,7 +91,17 @@ impl DoorRequest {
             branch,
             state_root: state_root.to_path_buf(),
             folder,
+            owner: None,
         })
+    }
+
+    /// This request, made for the task whose own folder is `folder` (spec-note 0532): while
+    /// it runs, a different task of the same name in the group (a multi-repository task and a
+    /// single-repository task `T` of its first repository, a worktree named like a clone
+    /// task) is refused at once with [`DoorError::NameTaken`], instead of sharing its inbox.
+    pub fn owned_by(mut self, folder: &Path) -> DoorRequest {
+        self.owner = Some(std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf()));
+        self
     }
 
     /// The record of this channel with no traffic yet.
@@ -167,19 +180,47 @@ impl DoorRequest {
         let until = Instant::now() + wait;
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => return Ok(file),
-                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(200));
+                Ok(()) => {
+                    write_owner(&file, self.owner.as_deref()).map_err(io)?;
+                    return Ok(file);
                 }
                 Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(DoorError::Busy {
-                        task: self.task.as_str().to_string(),
-                    });
+                    let task = self.task.as_str().to_string();
+                    if let Some(other) = self.held_by_another(&path) {
+                        // another task of this name: it will not let go for this one
+                        return Err(DoorError::NameTaken { task, other });
+                    }
+                    if Instant::now() >= until {
+                        return Err(DoorError::Busy { task });
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
                 }
                 Err(e) => return Err(io(e.into())),
             }
         }
     }
+}
+
+impl DoorRequest {
+    /// The folder of the other task holding the channel's lock at `lock`, when it is not this
+    /// request's own (both known).
+    fn held_by_another(&self, lock: &Path) -> Option<PathBuf> {
+        let mine = self.owner.as_deref()?;
+        let text = crate::config::bounded::read_to_string(lock, 8192).ok()?;
+        let theirs = PathBuf::from(text.trim_end_matches('\n'));
+        (!theirs.as_os_str().is_empty() && theirs != mine).then_some(theirs)
+    }
+}
+
+/// Records in the held lock file which task's folder holds it (empty when unknown).
+fn write_owner(file: &File, owner: Option<&Path>) -> std::io::Result<()> {
+    use std::io::Write as _;
+    file.set_len(0)?;
+    let mut f = file;
+    if let Some(owner) = owner {
+        f.write_all(format!("{}\n", owner.to_string_lossy()).as_bytes())?;
+    }
+    Ok(())
 }
 
 /// A task's open channel for one session; closed by [`SessionDoor::close`] or on drop.

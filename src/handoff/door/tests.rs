@@ -669,3 +669,57 @@ fn an_answer_is_bounded_and_never_larger_than_the_client_accepts() {
         );
     }
 }
+
+/// G8 (session 17): a multi-repository task `T` and a single-repository task `T` of its first
+/// repository have one name in one group. While one runs its channel, the other is refused
+/// at once, naming the task that holds the name; it never takes the first one's socket over
+/// (nor waits for it as for a replaced session of the same task). The same task is still
+/// only `Busy` (it waits for its replaced session).
+#[test]
+fn a_different_task_of_the_same_name_is_refused_while_the_first_runs() {
+    use crate::mail::{GroupName, TaskName};
+    use crate::settings::MailSettings;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let multi = tmp.path().join("tasks/multi-t");
+    let single = tmp.path().join("tasks/single-t");
+    for f in [&multi, &single] {
+        std::fs::create_dir_all(f).unwrap();
+    }
+    let settings = MailSettings::default();
+    let group = GroupName::new("g").unwrap();
+    let request = |owner: &std::path::Path| {
+        DoorRequest::prepare(&state, group.clone(), TaskName::new("t").unwrap(), None)
+            .unwrap()
+            .owned_by(owner)
+    };
+    let first = request(&multi)
+        .open(&settings, std::time::Duration::ZERO)
+        .unwrap();
+    let socket = first.record().host_socket;
+    let started = std::time::Instant::now();
+    let taken = request(&single)
+        .open(&settings, std::time::Duration::from_secs(30))
+        .unwrap_err();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "refused at once"
+    );
+    assert!(
+        matches!(taken, DoorError::NameTaken { ref task, ref other }
+            if task == "t" && *other == std::fs::canonicalize(&multi).unwrap()),
+        "{taken}"
+    );
+    assert!(taken.to_string().contains("already live"), "{taken}");
+    assert!(socket.exists(), "the first task's socket is left alone");
+    let same = request(&multi)
+        .open(&settings, std::time::Duration::from_millis(300))
+        .unwrap_err();
+    assert!(matches!(same, DoorError::Busy { .. }), "{same}");
+    drop(first);
+    // once the first has ended, the name is free again
+    let second = request(&single)
+        .open(&settings, std::time::Duration::ZERO)
+        .unwrap();
+    drop(second);
+}

@@ -25,12 +25,19 @@ const PART_MAX: usize = 24;
 /// differ. Stable for the task's life: a continued task, its `delete` and `status` find the
 /// same project. For a multi-repository workspace `<repo>` is the workspace root's name.
 pub fn project_name(record: &TaskRecord) -> String {
-    use sha2::Digest as _;
     let base = record
         .workspace
         .as_deref()
         .and_then(|w| w.file_name())
         .map_or_else(|| record.repo.clone(), |n| n.to_string_lossy().into_owned());
+    project_name_of(&base, &record.task, &record.folder())
+}
+
+/// [`project_name`] of task `task` whose folder is `folder`, from `base` (the repository's or
+/// the multi-repository workspace's name): what `handoff --plan --isolation clone` shows
+/// before the task exists.
+pub fn project_name_of(base: &str, task: &str, folder: &std::path::Path) -> String {
+    use sha2::Digest as _;
     let part = |s: &str| -> String {
         let clean: String = sanitize_project_name(s).chars().take(PART_MAX).collect();
         if clean.is_empty() {
@@ -39,11 +46,11 @@ pub fn project_name(record: &TaskRecord) -> String {
             clean
         }
     };
-    let digest = sha2::Sha256::digest(record.folder().as_os_str().as_encoded_bytes());
+    let digest = sha2::Sha256::digest(folder.as_os_str().as_encoded_bytes());
     format!(
         "{}-{}-{}",
-        part(&base),
-        part(&record.task),
+        part(base),
+        part(task),
         &hex::encode(digest)[..8]
     )
 }

@@ -30,9 +30,23 @@ pub fn request(state_root: &Path, record: &TaskRecord) -> Result<DoorRequest, Do
         TaskName::new(&record.task)?,
         Some(record.branch.clone()),
     )
+    .map(|door| door.owned_by(&record.folder()))
 }
 
 pub use crate::handoff::door::agent_text;
+
+/// Removes the socket folder of the deleted task of `record` (issue 27; left behind before),
+/// unless a channel of its name is open now. Best effort: a folder left is a few KiB that the
+/// next task of the name reuses.
+pub fn forget_channel(state_root: &Path, record: &TaskRecord) {
+    if let Ok(group) = group_of(record) {
+        let _ = crate::handoff::door::channel::remove_socket_folder(
+            state_root,
+            group.as_str(),
+            &record.task,
+        );
+    }
+}
 
 /// One task's mail as `status` shows it (spec-note 0531): what waits for it and what policy
 /// holds for the user.

@@ -247,10 +247,10 @@ pub async fn prune(
     let mut removed = Vec::new();
     for (orphan, lock) in removable {
         if !dry_run {
-            if let Some(record) = super::load_folder(&orphan.folder)
+            let record = super::load_folder(&orphan.folder)
                 .ok()
-                .and_then(|r| r.into_iter().next())
-            {
+                .and_then(|r| r.into_iter().next());
+            if let Some(record) = &record {
                 crate::handoff::delete::delete_with(
                     engine,
                     &crate::handoff::delete::DeleteOptions {
@@ -263,6 +263,9 @@ pub async fn prune(
                 .await?;
             }
             std::fs::remove_dir_all(&orphan.folder).map_err(io(&orphan.folder))?;
+            if let Some(record) = &record {
+                super::mail::forget_channel(state_root, record);
+            }
             lock.remove();
         }
         removed.push(orphan);

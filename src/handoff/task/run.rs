@@ -423,6 +423,41 @@ async fn stopped_before_fetch(
         })
 }
 
+/// The options `handoff --plan` plans a clone task with: the source's, with the Compose
+/// project name the task's handoff will set ([`super::compose::project_name`] of the task
+/// folder it opens, issue 27). Nothing is created. A task not named with `--task` gets a
+/// derived name here; the handoff derives its own. Options that cannot be resolved (not a
+/// repository) are returned as they are: the plan reports why.
+pub fn plan_options(opts: &HandoffOptions) -> HandoffOptions {
+    let mut planned = opts.clone();
+    let Ok(state) = state_root(opts.state_root.as_deref()) else {
+        return planned;
+    };
+    let Ok((sources, workspace)) =
+        source::inspect_all(&opts.workspace_folder, opts.base.as_deref())
+    else {
+        return planned;
+    };
+    let key = match &workspace {
+        Some(root) => super::workspace_key(root),
+        None => source_key(&sources[0].common_dir),
+    };
+    let name = opts
+        .task
+        .clone()
+        .unwrap_or_else(|| derive_task_name(&opts.agent));
+    let base = workspace.as_deref().and_then(Path::file_name).map_or_else(
+        || sources[0].name.clone(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let folder = tasks_root(&state, &key).join(&name);
+    planned.env.insert(
+        super::compose::PROJECT_VARIABLE.into(),
+        super::compose::project_name_of(&base, &name, &folder),
+    );
+    planned
+}
+
 /// One line for people about a fetch.
 pub fn fetch_line(f: &TaskFetch) -> String {
     let line = fetch_line_of(f);
@@ -655,6 +690,7 @@ async fn remove_task(
     .await?;
     let folder = record.folder();
     std::fs::remove_dir_all(&folder).map_err(io(&folder))?;
+    super::mail::forget_channel(state_root, record);
     lock.remove();
     Ok(TaskDeleted {
         task: record.task.clone(),
@@ -806,6 +842,143 @@ mod tests {
     use super::*;
 
     use crate::handoff::task::test_git::plain_git;
+
+    /// G8 (session 17): a clone task's plan does not warn that the clone's `.git` has no hooks
+    /// folder to protect (no host git runs hooks there); a worktree handoff of the same
+    /// folder still does.
+    #[tokio::test]
+    async fn a_clone_tasks_plan_has_no_hooks_warning_but_a_worktree_plan_keeps_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir_all(source.join(".devcontainer")).unwrap();
+        std::fs::write(
+            source.join(".devcontainer/devcontainer.json"),
+            r#"{"image": "busybox"}"#,
+        )
+        .unwrap();
+        plain_git(&source, &["init", "-q"]);
+        plain_git(&source, &["add", "-A"]);
+        plain_git(&source, &["commit", "-qm", "a"]);
+        let state = base.join("state");
+        let mut opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            state_root: Some(state.clone()),
+            ..HandoffOptions::default()
+        };
+        opts.settings.agents.insert(
+            "a".into(),
+            crate::settings::AgentSettings {
+                command: vec!["true".into()],
+                ..crate::settings::AgentSettings::default()
+            },
+        );
+        let quiet = crate::progress::NoopReporter;
+        let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
+        let hooks = records[0].clone.join(".git/hooks");
+        let _ = std::fs::remove_dir_all(&hooks);
+        let mut task_opts = opts.clone();
+        task_opts.workspace_folder = records[0].workspace_folder();
+        let codes = |opts: HandoffOptions| async move {
+            let p = crate::handoff::plan::prepare(
+                &opts,
+                None,
+                crate::handoff::context::AgentRuntime::Container,
+            )
+            .await
+            .unwrap();
+            p.plan
+                .warnings
+                .iter()
+                .map(|(code, _)| code.clone())
+                .collect::<Vec<_>>()
+        };
+        let worktree = codes(task_opts.clone()).await;
+        assert!(
+            worktree.iter().any(|c| c == "git_hooks_unprotected"),
+            "{worktree:?}"
+        );
+        task_opts.sandbox = Some(sandbox_of(&records));
+        let clone = codes(task_opts).await;
+        assert!(
+            !clone.iter().any(|c| c == "git_hooks_unprotected"),
+            "{clone:?}"
+        );
+    }
+
+    /// Issue 27: `handoff --plan --isolation clone` plans the Compose project name the task's
+    /// handoff sets (its task folder's), not the source's; nothing is created by planning.
+    #[test]
+    fn the_plan_of_a_clone_task_names_the_project_its_handoff_uses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        plain_git(&source, &["commit", "-q", "--allow-empty", "-m", "a"]);
+        let state = base.join("state");
+        let opts = HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: source.clone(),
+            state_root: Some(state.clone()),
+            ..HandoffOptions::default()
+        };
+        let planned = plan_options(&opts);
+        let name = planned
+            .env
+            .get(super::super::compose::PROJECT_VARIABLE)
+            .cloned();
+        assert!(!state.join("tasks").exists(), "planning creates nothing");
+        let quiet = crate::progress::NoopReporter;
+        let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
+        assert_eq!(
+            name,
+            Some(super::super::compose::project_name(&records[0])),
+            "the plan's project is the handoff's"
+        );
+        assert!(name.unwrap().starts_with("src-t-"));
+    }
+
+    /// Issue 27: a deleted task's socket folder (`door/<key>`) is removed, unless a channel of
+    /// its name is open now (then it is left alone, its socket live).
+    #[test]
+    fn a_deleted_tasks_socket_folder_is_removed_unless_its_channel_is_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let repo = base.join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        plain_git(&repo, &["commit", "-q", "--allow-empty", "-m", "a"]);
+        let state = base.join("state");
+        let opts = crate::handoff::plan::HandoffOptions {
+            agent: "a".into(),
+            task: Some("t".into()),
+            workspace_folder: repo.clone(),
+            ..crate::handoff::plan::HandoffOptions::default()
+        };
+        let quiet = crate::progress::NoopReporter;
+        let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
+        let door = super::super::mail::request(&state, &records[0]).unwrap();
+        let folder = door.record().host_socket;
+        let key_folder = folder.parent().unwrap().parent().unwrap().to_path_buf();
+        let open = door
+            .open(
+                &crate::settings::MailSettings::default(),
+                std::time::Duration::ZERO,
+            )
+            .unwrap();
+        super::super::mail::forget_channel(&state, &records[0]);
+        assert!(folder.exists(), "an open channel's socket is left alone");
+        drop(open);
+        assert!(key_folder.is_dir());
+        super::super::mail::forget_channel(&state, &records[0]);
+        assert!(!key_folder.exists(), "removed once the channel is closed");
+        assert!(state.join("door").is_dir(), "the shared folder stays");
+        super::super::mail::forget_channel(&state, &records[0]);
+    }
 
     /// A task in use (a handoff holds its lock from opening it to its fetch back) can be
     /// neither opened a second time nor deleted (`task_in_use`, nothing removed); once its

@@ -276,6 +276,195 @@ fn positive(v: Option<&Value>) -> Option<i64> {
     v.and_then(Value::as_i64).filter(|n| *n > 0)
 }
 
+/// The one container object of `docker inspect` output: the value itself or the only element
+/// of an array, with a `Config` or `HostConfig` member.
+fn one_container(value: &Value) -> Result<&Value, AuditError> {
+    let obj = match value {
+        Value::Array(items) if items.len() == 1 => &items[0],
+        Value::Array(items) => {
+            return Err(AuditError::NotAContainer {
+                expected: "an array with exactly one container",
+                found: format!("an array of {}", items.len()),
+            });
+        }
+        other => other,
+    };
+    if !obj.is_object() || (obj.get("Config").is_none() && obj.get("HostConfig").is_none()) {
+        return Err(AuditError::NotAContainer {
+            expected: "an object with `Config` and `HostConfig`",
+            found: json::kind(obj).to_string(),
+        });
+    }
+    Ok(obj)
+}
+
+/// `Config.Labels`, values that are not strings read as empty.
+fn labels_from_inspect(cfg: &Value) -> Option<BTreeMap<String, String>> {
+    cfg.get("Labels").and_then(Value::as_object).map(|m| {
+        m.iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect()
+    })
+}
+
+/// `Config.Env` as names; the values are dropped by [`EnvFact::new`].
+fn env_from_inspect(cfg: &Value) -> Vec<EnvFact> {
+    json::strings(cfg.get("Env"))
+        .iter()
+        .map(|entry| match entry.split_once('=') {
+            Some((n, v)) => EnvFact::new(n, Some(v)),
+            None => EnvFact::new(entry, None),
+        })
+        .collect()
+}
+
+/// The container's mounts (`Mounts`, or the `HostConfig.Binds` strings when there is none) and
+/// its tmpfs mounts, by target.
+fn mounts_from_inspect(obj: &Value, hc: &Value) -> Vec<MountFact> {
+    let mut mounts: Vec<MountFact> = obj
+        .get("Mounts")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(mount_from_inspect).collect())
+        .unwrap_or_default();
+    if obj.get("Mounts").is_none() {
+        // No `Mounts` (e.g. a create request rather than an inspect result): read the
+        // `HostConfig.Binds` strings, `source:target[:options]`.
+        mounts.extend(
+            json::strings(hc.get("Binds"))
+                .iter()
+                .filter_map(|b| bind_mount(b)),
+        );
+    }
+    if let Some(tmpfs) = hc.get("Tmpfs").and_then(Value::as_object) {
+        for (target, opts) in tmpfs {
+            let ro = opts
+                .as_str()
+                .is_some_and(|o| o.split(',').any(|x| x == "ro"));
+            mounts.push(MountFact {
+                kind: MountKind::Tmpfs,
+                source: None,
+                volume_name: None,
+                target: target.clone(),
+                read_only: ro,
+            });
+        }
+    }
+    // The engine lists mounts in no stable order: by target, so evidence reads the same
+    // at every run.
+    mounts.sort_by(|a, b| a.target.cmp(&b.target));
+    mounts
+}
+
+/// One `HostConfig.Binds` string, `source:target[:options]`; `None` without a target.
+fn bind_mount(bind: &str) -> Option<MountFact> {
+    let parts: Vec<&str> = bind.split(':').collect();
+    let (src, dst, opts) = match parts.as_slice() {
+        [s, d] => (*s, *d, ""),
+        [s, d, o, ..] => (*s, *d, *o),
+        _ => return None,
+    };
+    let is_path = src.starts_with('/');
+    Some(MountFact {
+        kind: if is_path {
+            MountKind::Bind
+        } else {
+            MountKind::Volume
+        },
+        source: is_path.then(|| src.to_string()),
+        volume_name: (!is_path).then(|| src.to_string()),
+        target: dst.to_string(),
+        read_only: opts.split(',').any(|o| o == "ro"),
+    })
+}
+
+/// The capabilities listed at `HostConfig.<key>`, normalised.
+fn caps_at(hc: &Value, key: &str) -> Vec<String> {
+    json::strings(hc.get(key))
+        .iter()
+        .map(|c| normalize_cap(c))
+        .collect()
+}
+
+/// `HostConfig.SecurityOpt`: `name=value`, `name:value` or a bare `name` (read as `true`).
+struct SecurityOpts(Vec<String>);
+
+impl SecurityOpts {
+    /// The value of the first option called `name`.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find_map(|o| {
+            let (k, v) = o.split_once(['=', ':']).unwrap_or((o.as_str(), "true"));
+            (k == name).then_some(v)
+        })
+    }
+
+    /// The first option called `name` has `value`.
+    fn is(&self, name: &str, value: &str) -> bool {
+        self.get(name) == Some(value)
+    }
+}
+
+/// A namespace mode of `HostConfig`, `empty` when unset or empty.
+fn mode(hc: &Value, key: &str, empty: &str) -> Option<String> {
+    Some(match str_at(hc, &[key]) {
+        None | Some("") => empty.to_string(),
+        Some(m) => m.to_string(),
+    })
+}
+
+/// `HostConfig.Devices`.
+fn devices_from_inspect(hc: &Value) -> Vec<DeviceFact> {
+    hc.get("Devices")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|d| DeviceFact {
+                    host_path: str_at(d, &["PathOnHost"]).map(str::to_string),
+                    container_path: str_at(d, &["PathInContainer"])
+                        .or_else(|| str_at(d, &["PathOnHost"]))
+                        .unwrap_or_default()
+                        .to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The CPU limit in CPUs: `NanoCpus`, else `CpuQuota` over `CpuPeriod` (default 100 ms).
+fn cpu_limit_from_inspect(hc: &Value) -> Option<f64> {
+    let nano = positive(hc.get("NanoCpus")).map(|n| n as f64 / 1e9);
+    let quota = positive(hc.get("CpuQuota")).map(|q| {
+        let period = positive(hc.get("CpuPeriod")).unwrap_or(100_000);
+        q as f64 / period as f64
+    });
+    nano.or(quota)
+}
+
+/// `HostConfig.PortBindings`, one fact per host binding.
+fn ports_from_inspect(hc: &Value) -> Vec<PortFact> {
+    let mut ports = Vec::new();
+    if let Some(map) = hc.get("PortBindings").and_then(Value::as_object) {
+        for (cport, bindings) in map {
+            for b in bindings.as_array().map(Vec::as_slice).unwrap_or_default() {
+                ports.push(PortFact {
+                    container_port: cport.clone(),
+                    host_ip: str_at(b, &["HostIp"]).unwrap_or_default().to_string(),
+                    host_port: str_at(b, &["HostPort"]).unwrap_or_default().to_string(),
+                });
+            }
+        }
+    }
+    ports
+}
+
+/// The names of the networks the container is attached to.
+fn networks_from_inspect(obj: &Value) -> Vec<String> {
+    obj.get("NetworkSettings")
+        .and_then(|n| n.get("Networks"))
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
 impl ContainerFacts {
     /// Reads the JSON printed by `docker inspect <container>` (an array with one object) or one
     /// `ContainerInspect` object of the Docker Engine API. Missing fields are left unknown or
@@ -285,182 +474,19 @@ impl ContainerFacts {
     /// [`AuditError::NotAContainer`] when the value is not one object (or a one-element array of
     /// one) with a `Config` or `HostConfig` member.
     pub fn from_docker_inspect(value: &Value) -> Result<Self, AuditError> {
-        let obj = match value {
-            Value::Array(items) if items.len() == 1 => &items[0],
-            Value::Array(items) => {
-                return Err(AuditError::NotAContainer {
-                    expected: "an array with exactly one container",
-                    found: format!("an array of {}", items.len()),
-                });
-            }
-            other => other,
-        };
-        if !obj.is_object() || (obj.get("Config").is_none() && obj.get("HostConfig").is_none()) {
-            return Err(AuditError::NotAContainer {
-                expected: "an object with `Config` and `HostConfig`",
-                found: json::kind(obj).to_string(),
-            });
-        }
+        let obj = one_container(value)?;
         let hc = obj.get("HostConfig").cloned().unwrap_or(Value::Null);
         let cfg = obj.get("Config").cloned().unwrap_or(Value::Null);
-
-        let labels = cfg.get("Labels").and_then(Value::as_object).map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect::<BTreeMap<_, _>>()
-        });
-        let env = json::strings(cfg.get("Env"))
-            .iter()
-            .map(|entry| match entry.split_once('=') {
-                Some((n, v)) => EnvFact::new(n, Some(v)),
-                None => EnvFact::new(entry, None),
-            })
-            .collect();
-
-        let mut mounts: Vec<MountFact> = obj
-            .get("Mounts")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(mount_from_inspect).collect())
-            .unwrap_or_default();
-        if obj.get("Mounts").is_none() {
-            // No `Mounts` (e.g. a create request rather than an inspect result): read the
-            // `HostConfig.Binds` strings, `source:target[:options]`.
-            for bind in json::strings(hc.get("Binds")) {
-                let parts: Vec<&str> = bind.split(':').collect();
-                let (src, dst, opts) = match parts.as_slice() {
-                    [s, d] => (*s, *d, ""),
-                    [s, d, o, ..] => (*s, *d, *o),
-                    _ => continue,
-                };
-                let is_path = src.starts_with('/');
-                mounts.push(MountFact {
-                    kind: if is_path {
-                        MountKind::Bind
-                    } else {
-                        MountKind::Volume
-                    },
-                    source: is_path.then(|| src.to_string()),
-                    volume_name: (!is_path).then(|| src.to_string()),
-                    target: dst.to_string(),
-                    read_only: opts.split(',').any(|o| o == "ro"),
-                });
-            }
-        }
-        if let Some(tmpfs) = hc.get("Tmpfs").and_then(Value::as_object) {
-            for (target, opts) in tmpfs {
-                let ro = opts
-                    .as_str()
-                    .is_some_and(|o| o.split(',').any(|x| x == "ro"));
-                mounts.push(MountFact {
-                    kind: MountKind::Tmpfs,
-                    source: None,
-                    volume_name: None,
-                    target: target.clone(),
-                    read_only: ro,
-                });
-            }
-        }
-
-        // The engine lists mounts in no stable order: by target, so evidence reads the same
-        // at every run.
-        mounts.sort_by(|a, b| a.target.cmp(&b.target));
-
         let privileged = hc.get("Privileged").and_then(Value::as_bool);
-        let cap_add: Vec<String> = json::strings(hc.get("CapAdd"))
-            .iter()
-            .map(|c| normalize_cap(c))
-            .collect();
-        let cap_drop: Vec<String> = json::strings(hc.get("CapDrop"))
-            .iter()
-            .map(|c| normalize_cap(c))
-            .collect();
+        let cap_add = caps_at(&hc, "CapAdd");
+        let cap_drop = caps_at(&hc, "CapDrop");
         let capabilities = Some(effective_caps(
             privileged.unwrap_or(false),
             &cap_add,
             &cap_drop,
         ));
-
-        let security_opt = json::strings(hc.get("SecurityOpt"));
-        let opt = |name: &str| -> Option<String> {
-            security_opt.iter().find_map(|o| {
-                let (k, v) = o.split_once(['=', ':']).unwrap_or((o.as_str(), "true"));
-                (k == name).then(|| v.to_string())
-            })
-        };
-        let no_new_privileges = Some(opt("no-new-privileges").is_some_and(|v| v != "false"));
-        let seccomp = Some(
-            if privileged == Some(true) || opt("seccomp").is_some_and(|v| v == "unconfined") {
-                Seccomp::Unconfined
-            } else {
-                Seccomp::Filtered
-            },
-        );
-        let apparmor_unconfined = Some(
-            opt("apparmor").is_some_and(|v| v == "unconfined")
-                || str_at(obj, &["AppArmorProfile"]) == Some("unconfined"),
-        );
-        let selinux_disabled = Some(opt("label").is_some_and(|v| v == "disable"));
-        let systempaths_unconfined = Some(opt("systempaths").is_some_and(|v| v == "unconfined"));
-
-        let mode = |key: &str, empty: &str| -> Option<String> {
-            Some(match str_at(&hc, &[key]) {
-                None | Some("") => empty.to_string(),
-                Some(m) => m.to_string(),
-            })
-        };
-
-        let devices = hc
-            .get("Devices")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .map(|d| DeviceFact {
-                        host_path: str_at(d, &["PathOnHost"]).map(str::to_string),
-                        container_path: str_at(d, &["PathInContainer"])
-                            .or_else(|| str_at(d, &["PathOnHost"]))
-                            .unwrap_or_default()
-                            .to_string(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let device_requests = hc
-            .get("DeviceRequests")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty());
-
-        let nano = positive(hc.get("NanoCpus")).map(|n| n as f64 / 1e9);
-        let quota = positive(hc.get("CpuQuota")).map(|q| {
-            let period = positive(hc.get("CpuPeriod")).unwrap_or(100_000);
-            q as f64 / period as f64
-        });
-        let cpuset = str_at(&hc, &["CpusetCpus"])
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-
-        let mut ports = Vec::new();
-        if let Some(map) = hc.get("PortBindings").and_then(Value::as_object) {
-            for (cport, bindings) in map {
-                for b in bindings.as_array().map(Vec::as_slice).unwrap_or_default() {
-                    ports.push(PortFact {
-                        container_port: cport.clone(),
-                        host_ip: str_at(b, &["HostIp"]).unwrap_or_default().to_string(),
-                        host_port: str_at(b, &["HostPort"]).unwrap_or_default().to_string(),
-                    });
-                }
-            }
-        }
-
-        let networks = obj
-            .get("NetworkSettings")
-            .and_then(|n| n.get("Networks"))
-            .and_then(Value::as_object)
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
-
+        let opts = SecurityOpts(json::strings(hc.get("SecurityOpt")));
         let user = str_at(&cfg, &["User"]).unwrap_or_default().to_string();
-        let uid = user_uid(&user);
-
         Ok(Self {
             source: Some(FactsSource::Inspect),
             name: str_at(obj, &["Name"]).map(|n| n.trim_start_matches('/').to_string()),
@@ -470,38 +496,52 @@ impl ContainerFacts {
             image_repo_digests: Vec::new(),
             image_layers: Vec::new(),
             base_image_layers: None,
-            labels,
-            env,
-            mounts,
+            labels: labels_from_inspect(&cfg),
+            env: env_from_inspect(&cfg),
+            mounts: mounts_from_inspect(obj, &hc),
             privileged,
             cap_add,
             cap_drop,
             capabilities,
-            no_new_privileges,
-            seccomp,
-            apparmor_unconfined,
-            selinux_disabled,
-            systempaths_unconfined,
-            pid_mode: mode("PidMode", "private"),
-            ipc_mode: mode("IpcMode", "private"),
-            uts_mode: mode("UTSMode", "private"),
-            network_mode: mode("NetworkMode", "default"),
-            networks,
-            devices,
-            device_requests,
+            no_new_privileges: Some(opts.get("no-new-privileges").is_some_and(|v| v != "false")),
+            seccomp: Some(
+                if privileged == Some(true) || opts.is("seccomp", "unconfined") {
+                    Seccomp::Unconfined
+                } else {
+                    Seccomp::Filtered
+                },
+            ),
+            apparmor_unconfined: Some(
+                opts.is("apparmor", "unconfined")
+                    || str_at(obj, &["AppArmorProfile"]) == Some("unconfined"),
+            ),
+            selinux_disabled: Some(opts.is("label", "disable")),
+            systempaths_unconfined: Some(opts.is("systempaths", "unconfined")),
+            pid_mode: mode(&hc, "PidMode", "private"),
+            ipc_mode: mode(&hc, "IpcMode", "private"),
+            uts_mode: mode(&hc, "UTSMode", "private"),
+            network_mode: mode(&hc, "NetworkMode", "default"),
+            networks: networks_from_inspect(obj),
+            devices: devices_from_inspect(&hc),
+            device_requests: hc
+                .get("DeviceRequests")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty()),
             read_only_rootfs: hc.get("ReadonlyRootfs").and_then(Value::as_bool),
             pids_limit: positive(hc.get("PidsLimit")),
             memory_limit: positive(hc.get("Memory")),
-            cpu_limit: nano.or(quota),
-            cpuset,
+            cpu_limit: cpu_limit_from_inspect(&hc),
+            cpuset: str_at(&hc, &["CpusetCpus"])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
             limits_known: true,
-            ports: Some(ports),
+            ports: Some(ports_from_inspect(&hc)),
             publish_all_ports: hc
                 .get("PublishAllPorts")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            uid: user_uid(&user),
             user: Some(user),
-            uid,
             sockets: Vec::new(),
             writable_paths: Vec::new(),
             network_interfaces: None,

@@ -20,15 +20,26 @@ pub(super) const DOCKERFILE_MAX: u64 = 4 << 20;
 /// cache mount (the build fails without it), but a missing default `Dockerfile` has its
 /// lowercase `dockerfile` judged, which a builder may take instead.
 pub(super) fn build_uses_cache_mount(build: &Value) -> bool {
+    match build_dockerfile(build) {
+        Ok(Some(text)) => has_cache_mount(&text),
+        Ok(None) => false,
+        Err(()) => true,
+    }
+}
+
+/// The text of a build's Dockerfile: `dockerfile_inline`, else `dockerfile` (default
+/// `Dockerfile`, then `dockerfile`) in its local context, read without following links and
+/// bounded. `Ok(None)`: none, or a remote context (a request of its own, `build-context:`:
+/// granting it trusts what the URL holds); `Err`: it cannot be read.
+pub(super) fn build_dockerfile(build: &Value) -> std::result::Result<Option<String>, ()> {
     if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
-        return has_cache_mount(inline);
+        return Ok(Some(inline.to_string()));
     }
     let Some(context) = build.get("context").and_then(Value::as_str) else {
-        return false;
+        return Ok(None);
     };
     if is_remote_context(context) {
-        // a request of its own (`build-context:`): granting it trusts what the URL holds
-        return false;
+        return Ok(None);
     }
     let file = build
         .get("dockerfile")
@@ -39,13 +50,93 @@ pub(super) fn build_uses_cache_mount(build: &Value) -> bool {
         names.push("dockerfile");
     }
     for name in names {
-        match read_dockerfile(&Path::new(context).join(name)) {
-            Ok(Some(text)) => return has_cache_mount(&text),
-            Ok(None) => continue,
-            Err(()) => return true,
+        if let Some(text) = read_dockerfile(&Path::new(context).join(name))? {
+            return Ok(Some(text));
         }
     }
-    false
+    Ok(None)
+}
+
+/// The frontend a build names beside its Dockerfile's text (attacks G9): the Dockerfile's
+/// `# syntax=` parser directive, or the `BUILDKIT_SYNTAX` build argument. BuildKit hands the
+/// whole build to that image, which can turn any text into any build, cache mounts included.
+pub fn frontend_of(build: &Value, text: Option<&str>) -> Option<String> {
+    let from_arg = build
+        .pointer("/args/BUILDKIT_SYNTAX")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    from_arg.or_else(|| text.and_then(syntax_directive))
+}
+
+/// The `# syntax=` parser directive among the directives that open a Dockerfile.
+fn syntax_directive(text: &str) -> Option<String> {
+    for line in text.lines() {
+        let directive = line.trim().strip_prefix('#')?;
+        let (key, value) = directive.split_once('=')?;
+        if key.trim().eq_ignore_ascii_case("syntax") {
+            return Some(value.trim().to_string());
+        }
+    }
+    None
+}
+
+/// The images a Dockerfile's stages build `FROM` (not `scratch`, not an earlier stage), in
+/// order, with `${NAME}`/`$NAME` replaced by the build's `args`, else the `ARG` defaults
+/// before the first `FROM`; a name still holding a `$` is left out (what it names is the
+/// build's to decide). BuildKit runs each one's `ONBUILD` triggers (attacks G9). Pure.
+pub fn base_images(text: &str, args: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let escape = escape_char(text);
+    let mut defaults = args.clone();
+    let mut stages: Vec<String> = Vec::new();
+    let mut bases: Vec<String> = Vec::new();
+    let mut seen_from = false;
+    for instruction in dockerfile_instructions(text, escape) {
+        let mut words = instruction.split_whitespace();
+        let Some(keyword) = words.next() else {
+            continue;
+        };
+        if keyword.eq_ignore_ascii_case("arg") && !seen_from {
+            for word in words {
+                if let Some((name, value)) = word.split_once('=') {
+                    defaults
+                        .entry(name.to_string())
+                        .or_insert_with(|| value.trim_matches('"').to_string());
+                }
+            }
+            continue;
+        }
+        if !keyword.eq_ignore_ascii_case("from") {
+            continue;
+        }
+        seen_from = true;
+        let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
+        let Some(image) = rest.first() else {
+            continue;
+        };
+        let image = expand(image, &defaults);
+        let earlier = stages.contains(&image.to_ascii_lowercase());
+        if let [_, as_word, stage, ..] = rest.as_slice()
+            && as_word.eq_ignore_ascii_case("as")
+        {
+            stages.push(stage.to_ascii_lowercase());
+        }
+        let unknown = image.contains('$') || image.eq_ignore_ascii_case("scratch");
+        if !unknown && !earlier && !bases.contains(&image) {
+            bases.push(image);
+        }
+    }
+    bases
+}
+
+/// `word` with `${NAME}` and `$NAME` of `values` replaced (others left as written).
+fn expand(word: &str, values: &std::collections::BTreeMap<String, String>) -> String {
+    let mut out = word.to_string();
+    for (name, value) in values {
+        out = out
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
+    }
+    out
 }
 
 /// The text of the Dockerfile at `path`, read without following links and at most

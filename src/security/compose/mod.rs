@@ -38,13 +38,15 @@ use super::profile::{ProfileLimits, SecurityProfile};
 
 mod dockerfile;
 mod fields;
+mod project;
 mod reach;
 mod service;
 #[cfg(test)]
 mod tests;
 
-pub use dockerfile::has_cache_mount;
+pub use dockerfile::{base_images, frontend_of, has_cache_mount};
 use fields::{number, services_of, strings_of};
+pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
 pub use reach::{is_devcell_image_name, overlaps_a_route};
 use service::service_requests;
@@ -357,16 +359,60 @@ pub fn compose_requests(
     requests
 }
 
+/// The images each service of `model` with a `build` builds `FROM` ([`base_images`], with the
+/// build's `args`), by service, for the caller to inspect: a base image's `ONBUILD` triggers
+/// run in the build and do not show in its Dockerfile ([`onbuild_requests`], attacks G9).
+/// A Dockerfile that cannot be read is already a request (`build_cache_mount`).
+pub fn build_bases(model: &Value) -> Vec<(String, Vec<String>)> {
+    services_of(model)
+        .filter_map(|(name, service)| {
+            let build = service.get("build")?;
+            let text = dockerfile::build_dockerfile(build).ok().flatten()?;
+            let args = build
+                .get("args")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            Some((name.clone(), base_images(&text, &args)))
+        })
+        .filter(|(_, bases)| !bases.is_empty())
+        .collect()
+}
+
+/// One request per (service, base image) whose image has `ONBUILD` triggers (`triggered`):
+/// BuildKit runs them first in the service's build, `RUN --mount=type=cache` among them,
+/// which shares a cache with every other build on the engine (attacks G9). Granted with
+/// `--allow runtime-option:build_onbuild=<service>:<image>`; the source shows the triggers.
+pub fn onbuild_requests(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    triggered: &[(String, String, Vec<String>)],
+) -> Vec<PermissionRequest> {
+    let asked = triggered.iter().map(|(service, image, triggers)| {
+        (
+            Permission::RuntimeOption(format!("build_onbuild={service}:{image}")),
+            Source::ComposeService {
+                service: service.clone(),
+                property: format!("build: its base image's ONBUILD {}", triggers.join(" | ")),
+            },
+        )
+    });
+    judge(profile, asked, grants)
+}
+
 /// Volumes and networks the engine already holds under a name the Compose model resolves to
-/// and that are not the project's own (they carry another `com.docker.compose.project`
-/// label, or none): an explicit `name:` or `external: true` naming another workspace's
-/// database volume or project network, which Compose mounts or joins with a warning only.
+/// and that are not this workspace's project's ([`foreign_of`]): an explicit `name:` or
+/// `external: true` naming another workspace's database volume or project network, which
+/// Compose mounts or joins with a warning only, or the project's own volume made for another
+/// workspace that shares the project name (attacks G6).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ForeignResources {
-    /// Engine volume names.
-    pub volumes: std::collections::BTreeSet<String>,
-    /// Engine network names.
-    pub networks: std::collections::BTreeSet<String>,
+    /// Engine volume names, with whose they are.
+    pub volumes: std::collections::BTreeMap<String, Foreign>,
+    /// Engine network names, with whose they are.
+    pub networks: std::collections::BTreeMap<String, Foreign>,
 }
 
 /// The engine names of every top-level volume and network of `model` (`name`, else the key),
@@ -423,9 +469,10 @@ pub fn foreign_resource_requests(
         .into_iter()
         .flatten()
     {
-        let source = |property: &str| Source::ComposeService {
+        // the property, and whose the resource is (spec-note 0613)
+        let source = |property: &str, foreign: &Foreign| Source::ComposeService {
             service: name.clone(),
-            property: property.to_string(),
+            property: format!("{property}; {}", foreign.describe()),
         };
         for v in service
             .get("volumes")
@@ -440,8 +487,8 @@ pub fn foreign_resource_requests(
                 continue;
             };
             let volume = engine_name("volumes", key);
-            if foreign.volumes.contains(&volume) {
-                asked.push((Permission::Volume(volume), source("volumes")));
+            if let Some(whose) = foreign.volumes.get(&volume) {
+                asked.push((Permission::Volume(volume), source("volumes", whose)));
             }
         }
         let keys: Vec<String> = match service.get("networks").and_then(Value::as_object) {
@@ -451,8 +498,10 @@ pub fn foreign_resource_requests(
         };
         for key in keys {
             let network = engine_name("networks", &key);
-            if !external("networks", &key) && foreign.networks.contains(&network) {
-                asked.push((Permission::Network(network), source("networks")));
+            if let Some(whose) = foreign.networks.get(&network)
+                && !external("networks", &key)
+            {
+                asked.push((Permission::Network(network), source("networks", whose)));
             }
         }
     }

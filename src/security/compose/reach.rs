@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::dockerfile::build_uses_cache_mount;
+use super::dockerfile::{build_dockerfile, build_uses_cache_mount, frontend_of};
 use super::fields::{number, strings_of};
 use crate::security::policy::{Permission, Source};
 
@@ -156,6 +156,17 @@ fn build_reach(name: &str, service: &Value, push: &mut impl FnMut(String, &str))
         && build_uses_cache_mount(build)
     {
         push(format!("build_cache_mount={name}"), "build.dockerfile");
+    }
+    // a frontend of the repository's choosing builds whatever it likes, cache mounts
+    // included, from any text (attacks G9)
+    if let Some(build) = build
+        && let Some(frontend) =
+            frontend_of(build, build_dockerfile(build).ok().flatten().as_deref())
+    {
+        push(
+            format!("build_frontend={name}:{frontend}"),
+            "build.dockerfile",
+        );
     }
 }
 

@@ -94,12 +94,8 @@ fn privileges(service: &Value, asked: &mut Asked<'_>) {
     // A provider service is a host program Compose runs (`provider.type`, any executable on
     // the host's PATH or an absolute path), on the host, as the user running devcell.
     if let Some(provider) = service.get("provider") {
-        let program = provider
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
         asked.push(
-            Permission::HostCommand(format!("compose provider `{program}`")),
+            Permission::HostCommand(provider_command(provider)),
             "provider",
         );
     }
@@ -486,5 +482,36 @@ fn build_secrets_and_cache(model: &Value, build: &Value, places: &Places, asked:
                 asked.push(p, &format!("build.{key}"));
             }
         }
+    }
+}
+
+/// What a Compose `provider` runs on the host, as its [`Permission::HostCommand`] request
+/// shows it and a `host-command:sha256:` grant hashes it: the program (`type`) with the
+/// canonical JSON (keys sorted, lists in order) of its `options`, which Compose passes to it
+/// as `--<key>=<value>` arguments; changed options are asked for again (attacks G7,
+/// spec-note 0410).
+pub(super) fn provider_command(provider: &Value) -> String {
+    let program = provider
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let options = canonical(provider.get("options").unwrap_or(&Value::Null));
+    format!("compose provider `{program}` with options {options}")
+}
+
+/// `value` with every object's keys sorted (the model keeps the files' order).
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
     }
 }

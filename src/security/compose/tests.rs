@@ -1134,9 +1134,14 @@ fn foreign_volumes_and_networks_are_requests() {
     networks.sort();
     assert_eq!(volumes, ["p_data", "shared", "victim_db"]);
     assert_eq!(networks, ["p_other", "victim_default", "victim_default"]);
+    let victim = || Foreign::OtherProject(Some("victim".into()));
     let foreign = ForeignResources {
-        volumes: ["victim_db", "shared"].map(String::from).into(),
-        networks: ["victim_default"].map(String::from).into(),
+        volumes: [
+            ("victim_db".to_string(), victim()),
+            ("shared".to_string(), Foreign::OtherProject(None)),
+        ]
+        .into(),
+        networks: [("victim_default".to_string(), victim())].into(),
     };
     let got = foreign_resource_requests(&hardened(), &m, &foreign, &Grants::default());
     let mut flags: Vec<String> = got
@@ -1150,9 +1155,9 @@ fn foreign_volumes_and_networks_are_requests() {
     assert_eq!(
         flags,
         [
-            "--allow network:victim_default <- Compose service `app` (`networks`)",
-            "--allow volume:shared <- Compose service `db` (`volumes`)",
-            "--allow volume:victim_db <- Compose service `app` (`volumes`)",
+            "--allow network:victim_default <- Compose service `app` (`networks; of the Compose project `victim``)",
+            "--allow volume:shared <- Compose service `db` (`volumes; not made by Compose for this project`)",
+            "--allow volume:victim_db <- Compose service `app` (`volumes; of the Compose project `victim``)",
         ]
     );
     let grants = Grants::parse(&[
@@ -1211,4 +1216,228 @@ fn reference_allows_everything_and_adds_nothing() {
             .all(|r| r.status == RequestStatus::AllowedByProfile)
     );
     assert!(j.sidecars.is_empty());
+}
+
+/// Attack G6 (spec-note 0613): under `hardened` a volume or network of this project's name is
+/// this workspace's only with devcell's workspace label for it; another workspace's (same
+/// folder name, or files naming its project) and an unlabelled one (made by hand, or by a
+/// devcell before the label) are requests naming whose they are. Under `reference` Compose's
+/// project label alone decides. The override labels the model's own volumes and networks,
+/// not `external` ones.
+#[test]
+fn a_project_volume_is_this_workspaces_only_with_its_workspace_label() {
+    use crate::names::VOLUME_WORKSPACE_LABEL;
+    let ws = Path::new("/tmp/pb/ws");
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let project = "com.docker.compose.project";
+    let ours = labels(&[
+        (project, "ws_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pb/ws"),
+    ]);
+    let victims = labels(&[
+        (project, "ws_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pa/ws"),
+    ]);
+    let legacy = labels(&[(project, "ws_devcontainer")]);
+    let other = labels(&[
+        (project, "api_devcontainer"),
+        (VOLUME_WORKSPACE_LABEL, "/tmp/pb/ws"),
+    ]);
+    assert_eq!(foreign_of(&ours, "ws_devcontainer", Some(ws)), None);
+    assert_eq!(
+        foreign_of(&victims, "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherWorkspace("/tmp/pa/ws".into()))
+    );
+    assert_eq!(
+        foreign_of(&legacy, "ws_devcontainer", Some(ws)),
+        Some(Foreign::Unlabelled)
+    );
+    assert_eq!(
+        foreign_of(&other, "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherProject(Some("api_devcontainer".into())))
+    );
+    assert_eq!(
+        foreign_of(&labels(&[]), "ws_devcontainer", Some(ws)),
+        Some(Foreign::OtherProject(None))
+    );
+    // `reference`: the project label alone, as the reference CLI and Compose
+    assert_eq!(foreign_of(&victims, "ws_devcontainer", None), None);
+    assert_eq!(foreign_of(&legacy, "ws_devcontainer", None), None);
+
+    let mut m = model(json!({
+        "app": {"image": "a", "volumes": [{"type": "volume", "source": "db", "target": "/db"}]}
+    }));
+    m["volumes"] = json!({"db": {"name": "ws_devcontainer_db"},
+                          "ext": {"name": "shared", "external": true}});
+    m["networks"] = json!({"default": {"name": "ws_devcontainer_default"}});
+    let foreign = ForeignResources {
+        volumes: [(
+            "ws_devcontainer_db".to_string(),
+            Foreign::OtherWorkspace("/tmp/pa/ws".into()),
+        )]
+        .into(),
+        networks: [("ws_devcontainer_default".to_string(), Foreign::Unlabelled)].into(),
+    };
+    let got = foreign_resource_requests(&hardened(), &m, &foreign, &Grants::default());
+    let text: Vec<String> = got.iter().map(|r| r.to_string()).collect();
+    assert_eq!(got.len(), 2, "{text:?}");
+    assert!(got.iter().all(|r| r.status == RequestStatus::Refused));
+    assert!(
+        text[0].contains("ws_devcontainer_db")
+            && text[0].contains("another workspace, `/tmp/pa/ws`")
+            && text[0].contains("--allow volume:ws_devcontainer_db"),
+        "{text:?}"
+    );
+    assert!(
+        text[1].contains("--allow network:ws_devcontainer_default")
+            && text[1].contains("grant it, or remove it"),
+        "{text:?}"
+    );
+
+    let added = workspace_labels(&m, ws);
+    assert_eq!(
+        added,
+        json!({"volumes": {"db": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}},
+               "networks": {"default": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}}})
+    );
+}
+
+/// Attack G7: a standing `host-command:sha256:` grant of a Compose provider hashes the program
+/// with the canonical JSON of its `options` (Compose's arguments to it), shown in the request:
+/// the same options in another key order are still granted, changed options are asked again.
+#[test]
+fn a_provider_grant_is_bound_to_its_options() {
+    let with = |options: Value| {
+        model(json!({
+            "app": {"image": "a"},
+            "ai": {"provider": {"type": "model-runner", "options": options}}
+        }))
+    };
+    let first = with(json!({"model": "ai/small", "flags": ["--a", "--b"]}));
+    let asked = refused(&first, &Grants::default());
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let (flag, _, status) = &asked[0];
+    assert_eq!(*status, RequestStatus::Refused);
+    let err = judge_compose(&hardened(), &first, "app", &places(), &Grants::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(r#"compose provider `model-runner` with options {"flags":["--a","--b"],"model":"ai/small"}"#),
+        "{err}"
+    );
+    let grants = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+    judge_compose(&hardened(), &first, "app", &places(), &grants).unwrap();
+    let reordered = with(json!({"flags": ["--a", "--b"], "model": "ai/small"}));
+    judge_compose(&hardened(), &reordered, "app", &places(), &grants).unwrap();
+    for changed in [
+        json!({"model": "ai/small", "flags": ["--a", "--b", "--c"]}),
+        json!({"model": "ai/other", "flags": ["--a", "--b"]}),
+        json!({"flags": ["--b", "--a"], "model": "ai/small"}),
+        json!(null),
+    ] {
+        let asked = refused(&with(changed.clone()), &grants);
+        assert_eq!(asked.len(), 1, "{changed}: {asked:?}");
+        assert_ne!(&asked[0].0, flag, "{changed}");
+    }
+}
+
+/// Attack G9: a build's base image with `ONBUILD` triggers runs them (a `RUN
+/// --mount=type=cache` shared with every build on the engine among them) though the
+/// Dockerfile does not show them: every stage's base is listed (build arguments and `ARG`
+/// defaults expanded, `scratch` and earlier stages left out) for the caller to inspect, and
+/// one with triggers is a request naming the service, the image and its triggers. A `#
+/// syntax=` frontend (or `BUILDKIT_SYNTAX`) is a request too.
+#[test]
+fn a_base_image_with_onbuild_triggers_is_a_request() {
+    let args = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let text = "ARG BASE=127.0.0.1:5000/attack/onbuild:2\nARG TAG\n\
+                FROM --platform=$BUILDPLATFORM golang:1 AS build\nRUN true\n\
+                FROM ${BASE} as Final\nFROM build\nFROM scratch\nFROM final\n\
+                FROM img:${TAG}\nFROM \\\n  alpine:3\n";
+    assert_eq!(
+        base_images(text, &args(&[])),
+        ["golang:1", "127.0.0.1:5000/attack/onbuild:2", "alpine:3"]
+    );
+    assert_eq!(
+        base_images(text, &args(&[("BASE", "mine:1"), ("TAG", "7")])),
+        ["golang:1", "mine:1", "img:7", "alpine:3"]
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("Dockerfile"),
+        "FROM 127.0.0.1:5000/attack/onbuild:2\n",
+    )
+    .unwrap();
+    let context = tmp.path().to_str().unwrap();
+    let m = model(json!({
+        "app": {"build": {"context": context, "args": {"WS": "oa"}}},
+        "side": {"build": {"context": context, "dockerfile_inline": "FROM scratch\n"}},
+        "db": {"image": "d"}
+    }));
+    assert_eq!(
+        build_bases(&m),
+        [(
+            "app".to_string(),
+            vec!["127.0.0.1:5000/attack/onbuild:2".to_string()]
+        )]
+    );
+    let triggered = [(
+        "app".to_string(),
+        "127.0.0.1:5000/attack/onbuild:2".to_string(),
+        vec!["RUN --mount=type=cache,id=x,target=/c cat /c/secret".to_string()],
+    )];
+    let got = onbuild_requests(&hardened(), &Grants::default(), &triggered);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].status, RequestStatus::Refused);
+    assert_eq!(
+        got[0].permission.grant_flag().unwrap(),
+        "--allow runtime-option:build_onbuild=app:127.0.0.1:5000/attack/onbuild:2"
+    );
+    assert!(
+        got[0].to_string().contains("--mount=type=cache"),
+        "{}",
+        got[0]
+    );
+    let grants =
+        Grants::parse(&["runtime-option:build_onbuild=app:127.0.0.1:5000/attack/onbuild:2"])
+            .unwrap();
+    assert_eq!(
+        onbuild_requests(&hardened(), &grants, &triggered)[0].status,
+        RequestStatus::Granted
+    );
+    assert_eq!(
+        onbuild_requests(&SecurityProfile::Reference, &Grants::default(), &triggered)[0].status,
+        RequestStatus::AllowedByProfile
+    );
+
+    // a frontend the repository names
+    for build in [
+        json!({"dockerfile_inline": "# syntax=evil/frontend:1\nFROM scratch\n"}),
+        json!({"dockerfile_inline": "FROM scratch\n", "args": {"BUILDKIT_SYNTAX": "evil/frontend:1"}}),
+    ] {
+        let m = model(json!({"app": {"image": "a"}, "b": {"build": build}}));
+        let asked = refused(&m, &Grants::default());
+        assert!(
+            asked
+                .iter()
+                .any(|(flag, _, _)| flag
+                    == "--allow runtime-option:build_frontend=b:evil/frontend:1"),
+            "{asked:?}"
+        );
+    }
+    // a `# syntax=` after the first instruction is a comment
+    let m = model(json!({"app": {"image": "a"},
+        "b": {"build": {"dockerfile_inline": "FROM scratch\n# syntax=evil/frontend:1\n"}}}));
+    judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
 }

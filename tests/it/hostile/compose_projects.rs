@@ -1298,3 +1298,142 @@ fn a_sidecar_binding_the_folder_above_the_repository_cannot_rename_it_or_read_it
     repo.context().run("down", &["--remove"]);
     assert!(project_containers(&project).is_empty());
 }
+
+/// Attack G6 (spec-note 0613): two workspaces with the same folder name, `<tmp>/pa/<w>` and
+/// `<tmp>/pb/<w>`, share the reference's project name. The victim's project volume is
+/// written, its containers removed (as after `delete`, which keeps named volumes); the other
+/// workspace's `up` is refused naming the volume and the victim's folder, and so is a
+/// repository anywhere whose files name the victim's project (`name:`). Nothing of theirs
+/// mounts the volume, and the victim's own next `up` still gets its data.
+#[test]
+fn a_workspace_with_the_same_folder_name_never_mounts_the_others_volumes() {
+    let Some(victim) = TestContext::busybox("hostile_compose_same_name_a") else {
+        return;
+    };
+    let Some(attacker) = TestContext::busybox("hostile_compose_same_name_b") else {
+        return;
+    };
+    let Some(named) = TestContext::busybox("hostile_compose_same_name_c") else {
+        return;
+    };
+    let folder = format!("ws-g6-{}", std::process::id());
+    let victim = victim.isolated().at(&format!("pa/{folder}"));
+    let attacker = attacker.isolated().at(&format!("pb/{folder}"));
+    let named = named.isolated().at("pc/evil");
+    let project = own_project(&victim);
+    assert_eq!(project, own_project(&attacker), "one project name for both");
+    let volume = format!("{project}_db");
+    victim.cleanup().volume(&volume);
+    named.clean_label(&format!("com.docker.compose.project={project}"));
+    let compose = |name: &str| {
+        format!(
+            "{name}services:\n{}    volumes: [\"db:/db\"]\nvolumes:\n  db: {{}}\n",
+            sleeper("app")
+        )
+    };
+    let config = CONFIG.replace("SERVICE", "app");
+    victim.write(".devcontainer/docker-compose.yml", &compose(""));
+    let victim = victim.config(&config);
+    victim.up(&[]);
+    let label = docker_lines(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{index .Labels \"devcell.volume_workspace\"}}",
+        &volume,
+    ]);
+    assert_eq!(label, [victim.path().display().to_string()]);
+    let written = std::process::Command::new("docker")
+        .args(["run", "--rm", "-v", &format!("{volume}:/db")])
+        .args([BUSYBOX_IMAGE, "sh", "-c", "echo VICTIM-SECRET > /db/secret"])
+        .output()
+        .unwrap();
+    assert!(written.status.success(), "{written:?}");
+    for line in project_containers(&project) {
+        docker_lines(&["rm", "-f", line.split(' ').next().unwrap()]);
+    }
+    assert!(project_containers(&project).is_empty());
+    let users = || docker_lines(&["ps", "-aq", "--filter", &format!("volume={volume}")]);
+
+    attacker.write(".devcontainer/docker-compose.yml", &compose(""));
+    let attacker = attacker.config(&config);
+    named.write(
+        ".devcontainer/docker-compose.yml",
+        &compose(&format!("name: {project}\n")),
+    );
+    let named = named.config(&config);
+    for (who, ctx) in [("same folder name", &attacker), ("`name:`", &named)] {
+        let settings = ctx.tmp().join("config.toml");
+        std::fs::write(&settings, "[agents.a]\ncommand = [\"true\"]\n").unwrap();
+        let settings = settings.to_str().unwrap();
+        let plan = ["--plan", "--agent", "a", "--config-file", settings];
+        let handoff = ["--agent", "a", "--config-file", settings];
+        for (command, args) in [("up", &[][..]), ("handoff", &plan), ("handoff", &handoff)] {
+            let refused = ctx.run(command, args);
+            let stderr = &refused.stderr;
+            assert!(
+                matches!(refused.code, Some(1 | 12)),
+                "{who} {command}: {stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("--allow volume:{volume}"))
+                    && stderr.contains(&victim.path().display().to_string()),
+                "{who} {command}: {stderr}"
+            );
+            assert!(project_containers(&project).is_empty(), "{who} {command}");
+            assert!(users().is_empty(), "{who} {command}: {:?}", users());
+        }
+    }
+
+    // the victim's own volume is still its own, data and all
+    victim.up(&[]);
+    let (code, out, err) = victim.sh("cat /db/secret");
+    assert_eq!((code, out.trim()), (0, "VICTIM-SECRET"), "{err}");
+    victim.run("down", &["--remove"]).ok();
+    assert!(project_containers(&project).is_empty());
+}
+
+/// Attack G9 (spec-note 0612): a service built `FROM` a base image whose `ONBUILD` trigger
+/// mounts a BuildKit cache shared with every build on the engine. The Dockerfile shows
+/// nothing; `up` is refused naming the base, its trigger and its grant before anything is
+/// built or created (no image of the service, no container).
+#[test]
+fn an_onbuild_cache_mount_never_reaches_another_workspaces_cache() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_onbuild") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let base = format!("devcell-test/onbuild-{pid}:1");
+    ctx.cleanup().image(&base);
+    let dir = ctx.tmp().join("base");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nONBUILD RUN --mount=type=cache,id=devcell-onbuild-{pid},target=/c \
+             sh -c 'echo planted > /c/secret'\n"
+        ),
+    )
+    .unwrap();
+    let built = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &base])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let project = own_project(&ctx);
+    ctx.write(".devcontainer/Dockerfile", &format!("FROM {base}\n"));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        "services:\n  app:\n    build: {context: ., dockerfile: Dockerfile}\n    command: [\"sleep\", \"100000\"]\n",
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let refused = ctx.run("up", &[]);
+    let flag = format!("--allow runtime-option:build_onbuild=app:{base}");
+    assert!(refused.stderr.contains(&flag), "{}", refused.stderr);
+    assert!(refused.stderr.contains("ONBUILD"), "{}", refused.stderr);
+    assert!(project_containers(&project).is_empty());
+    let images = docker_lines(&["images", "-q", &format!("{project}-app")]);
+    assert!(images.is_empty(), "built: {images:?}");
+}

@@ -133,43 +133,8 @@ impl Drop for Host {
     }
 }
 
-/// Every container (running or not) labelled with `ws` as its local folder.
-pub(super) fn containers_of(ws: &Path) -> Vec<String> {
-    let filter = format!("label=devcontainer.local_folder={}", ws.display());
-    let out = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
-        .output()
-        .expect("docker runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-/// The host paths a container bind-mounts (`docker inspect`).
-pub(super) fn mount_sources(id: &str) -> Vec<String> {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "--format", "{{json .Mounts}}", id])
-        .output()
-        .expect("docker runs");
-    let mounts: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    mounts
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["Source"].as_str().map(str::to_string))
-        .collect()
-}
-
-pub(super) fn envelope(out: &Output) -> Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!(
-            "one JSON object on stdout ({e}): {text}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
+pub(super) use crate::support::docker::{containers_of, mount_sources};
+pub(super) use crate::support::envelope;
 
 /// The requests of kind `kind` in a JSON list of permission requests.
 fn of_kind<'a>(requests: &'a Value, kind: &str) -> Vec<&'a Value> {

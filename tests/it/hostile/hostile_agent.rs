@@ -642,6 +642,49 @@ fn a_container_already_running_when_a_handoff_starts_is_stopped_before_the_fetch
     human_session(&[&ws], &origin, &target);
 }
 
+/// G8 (session 17): a handoff refused after its container started (the agent of the last
+/// session replaced `.devcell` with a link, so the context file cannot be written) stops the
+/// container before it returns the refusal, and its error says so; whatever the container
+/// runs does not outlive the refused handoff.
+#[test]
+fn a_handoff_refused_after_its_container_started_stops_the_container() {
+    let test = "a_handoff_refused_after_its_container_started_stops_the_container";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let script = "cd /workspace; rm -rf .devcell; ln -s /tmp .devcell";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    let first = handoff_ok(&host, &ws);
+    let container = first["result"]["containerId"].as_str().unwrap().to_string();
+    assert!(ws.join(".devcell").is_symlink(), "the agent ran");
+    let out = host.handoff(&ws, &[], &[]);
+    let refused = envelope(&out);
+    assert_ne!(out.status.code(), Some(0), "{refused}");
+    assert_ne!(out.status.code(), Some(1), "its own exit status: {refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("refusing to write through"), "{refused}");
+    assert!(message.contains("was stopped"), "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["containerStopped"], true,
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["details"]["containerId"],
+        container.as_str()
+    );
+    assert!(
+        !container_running(&container),
+        "the refused handoff left its container running"
+    );
+    human_session(&[&ws], &origin, &target);
+}
+
 /// A commit made in the container after the handoff's fetch-back (the container started again
 /// by hand, git run in it) is never lost by `delete`: with the container gone, `delete` brings
 /// it back onto the branch, and only then removes devcell's container git directories
@@ -798,20 +841,29 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
         ]);
         assert!(sent.iter().any(|l| l.ends_with("done")), "{sent:?}");
         let side = container("side");
-        for _ in 0..300 {
-            let logs = Command::new("docker")
+        let logs = || {
+            let out = Command::new("docker")
                 .args(["logs", &side])
                 .output()
                 .unwrap();
-            let logs = String::from_utf8_lossy(&logs.stdout).to_string();
-            if logs.contains("finished") {
-                return logs;
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        };
+        // (a loaded CI machine once took longer than 30 s here; what the sidecar said is kept)
+        for _ in 0..900 {
+            let seen = logs();
+            if seen.contains("finished") {
+                return seen;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         panic!(
-            "the sidecar did not finish: {:?}",
-            project_containers(&project)
+            "the sidecar did not finish: {:?}\n{}",
+            project_containers(&project),
+            logs()
         );
     };
 

@@ -7,6 +7,7 @@
 mod attacks;
 mod before_build;
 mod compose_projects;
+mod eighth_review;
 mod env_and_build;
 mod host_execution;
 mod host_programs;

@@ -8,22 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::support::context::TestContext;
-use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::docker::{BUSYBOX_IMAGE, containers_of, engine_ready};
 use crate::support::hostile::{HostTarget, HostileRepo};
 use crate::support::{self, git};
-
-/// The containers carrying the workspace's `devcontainer.local_folder` label.
-fn containers_of(ws: &Path) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=devcontainer.local_folder={}", ws.display()))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
 
 fn devcell(args: &[&str]) -> Output {
     support::devcell()

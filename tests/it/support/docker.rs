@@ -3,6 +3,7 @@
 //! Engine tests must fail (not skip) when `DEVCELL_TEST_ENGINE=1` and the engine or the base
 //! image is missing; without the variable they return early with a note on stderr.
 
+use std::path::Path;
 use std::process::Command;
 
 /// The tiny base image built by `scripts/base-images`.
@@ -203,4 +204,33 @@ export PATH
         String::from_utf8_lossy(&out.stderr)
     );
     IMAGE
+}
+
+/// Every container (running or not) labelled with `ws` as its local folder, by full id.
+pub fn containers_of(ws: &Path) -> Vec<String> {
+    let filter = format!("label=devcontainer.local_folder={}", ws.display());
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The host paths a container mounts (`docker inspect`'s `Mounts[].Source`).
+pub fn mount_sources(id: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["inspect", "--format", "{{json .Mounts}}", id])
+        .output()
+        .expect("docker runs");
+    let mounts: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    mounts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["Source"].as_str().map(str::to_string))
+        .collect()
 }

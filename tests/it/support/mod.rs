@@ -68,6 +68,18 @@ pub fn stdout_json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&text).expect("stdout is JSON")
 }
 
+/// The JSON envelope on stdout, whatever the exit status; fails with stdout and stderr when
+/// stdout is not one JSON value.
+pub fn envelope(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON object on stdout ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// Asserts a failed run: exit code 1, nothing on stdout, no panic; returns stderr.
 pub fn assert_failed(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -49,12 +49,35 @@ fn engine_socket_reason(path: &str, ctx: &AuditContext) -> Option<String> {
     None
 }
 
-/// The evidence for engine socket.
+/// The evidence for engine socket: one named step per kind of host control, in the order the
+/// table shows them.
 pub(in crate::security::audit) fn evidence(
     f: &ContainerFacts,
     ctx: &AuditContext,
 ) -> Vec<Evidence> {
     let mut out = Vec::new();
+    let socket_mounted = mounts(f, ctx, &mut out);
+    let socket_reachable = sockets(f, &mut out);
+    privileged(f, &mut out);
+    capabilities(f, &mut out);
+    namespaces(f, &mut out);
+    devices(f, &mut out);
+    hardening(f, &mut out);
+    user(f, &mut out);
+    limits(f, &mut out);
+    engine_env(f, &mut out);
+    if !socket_mounted && !socket_reachable {
+        out.push(ev(
+            "engine sockets",
+            "no Docker, Podman or containerd socket is mounted",
+            Risk::Safe,
+        ));
+    }
+    out
+}
+
+/// Mounts of an engine socket or of host kernel or engine state; whether a socket was mounted.
+fn mounts(f: &ContainerFacts, ctx: &AuditContext, out: &mut Vec<Evidence>) -> bool {
     let mut socket_seen = false;
     for m in &f.mounts {
         let src_reason = m
@@ -93,6 +116,12 @@ pub(in crate::security::audit) fn evidence(
             ));
         }
     }
+    socket_seen
+}
+
+/// Engine sockets the probe found reachable from inside; whether there was one.
+fn sockets(f: &ContainerFacts, out: &mut Vec<Evidence>) -> bool {
+    let mut socket_seen = false;
     for s in &f.sockets {
         let name = components(s).last().cloned().unwrap_or_default();
         if ENGINE_SOCKET_NAMES.contains(&name.as_str()) {
@@ -104,6 +133,11 @@ pub(in crate::security::audit) fn evidence(
             ));
         }
     }
+    socket_seen
+}
+
+/// Privileged mode.
+fn privileged(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     match f.privileged {
         Some(true) => out.push(ev(
             "privileged",
@@ -113,34 +147,43 @@ pub(in crate::security::audit) fn evidence(
         Some(false) => out.push(ev("privileged", "not privileged", Risk::Safe)),
         None => {}
     }
-    if let Some(caps) = &f.capabilities {
-        let critical: Vec<&str> = caps
-            .iter()
-            .map(String::as_str)
-            .filter(|c| CRITICAL_CAPS.contains(c))
-            .collect();
-        let all: Vec<&str> = caps.iter().map(String::as_str).collect();
-        let how = if f.source == Some(FactsSource::Inspect) {
-            "computed from the engine's default set, cap_add and cap_drop"
-        } else {
-            "bounding set from /proc/self/status"
-        };
-        if !critical.is_empty() {
-            out.push(ev(
-                format!("capabilities {}", critical.join(",")),
-                format!("host-escape capabilities ({how})"),
-                Risk::Critical,
-            ));
-        } else if !all.is_empty() {
-            out.push(ev(
-                format!("capabilities {}", all.join(",")),
-                format!("capabilities kept; `--cap-drop ALL` removes them ({how})"),
-                Risk::Weak,
-            ));
-        } else {
-            out.push(ev("capabilities", format!("none ({how})"), Risk::Safe));
-        }
+}
+
+/// The capabilities kept, the host-escape ones critical.
+fn capabilities(f: &ContainerFacts, out: &mut Vec<Evidence>) {
+    let Some(caps) = &f.capabilities else {
+        return;
+    };
+    let critical: Vec<&str> = caps
+        .iter()
+        .map(String::as_str)
+        .filter(|c| CRITICAL_CAPS.contains(c))
+        .collect();
+    let all: Vec<&str> = caps.iter().map(String::as_str).collect();
+    let how = if f.source == Some(FactsSource::Inspect) {
+        "computed from the engine's default set, cap_add and cap_drop"
+    } else {
+        "bounding set from /proc/self/status"
+    };
+    if !critical.is_empty() {
+        out.push(ev(
+            format!("capabilities {}", critical.join(",")),
+            format!("host-escape capabilities ({how})"),
+            Risk::Critical,
+        ));
+    } else if !all.is_empty() {
+        out.push(ev(
+            format!("capabilities {}", all.join(",")),
+            format!("capabilities kept; `--cap-drop ALL` removes them ({how})"),
+            Risk::Weak,
+        ));
+    } else {
+        out.push(ev("capabilities", format!("none ({how})"), Risk::Safe));
     }
+}
+
+/// The pid, ipc, uts and network namespaces shared with the host or another container.
+fn namespaces(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     match f.pid_mode.as_deref() {
         Some("host") => out.push(ev(
             "pid namespace host",
@@ -184,6 +227,10 @@ pub(in crate::security::audit) fn evidence(
             Risk::Weak,
         ));
     }
+}
+
+/// Host devices, disks and kernel memory critical; device requests (e.g. GPUs).
+fn devices(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     for d in &f.devices {
         let path = d.host_path.as_deref().unwrap_or(&d.container_path);
         let name = components(path).last().cloned().unwrap_or_default();
@@ -210,6 +257,10 @@ pub(in crate::security::audit) fn evidence(
             Risk::Weak,
         ));
     }
+}
+
+/// The hardening options: no-new-privileges, seccomp, AppArmor, SELinux, system paths.
+fn hardening(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     match f.no_new_privileges {
         Some(true) => out.push(ev("no-new-privileges", "set", Risk::Safe)),
         Some(false) => out.push(ev(
@@ -245,6 +296,10 @@ pub(in crate::security::audit) fn evidence(
             Risk::Weak,
         ));
     }
+}
+
+/// The user the container runs as.
+fn user(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     match f.uid {
         Some(0) => out.push(ev(
             format!(
@@ -268,36 +323,44 @@ pub(in crate::security::audit) fn evidence(
             }
         }
     }
+}
+
+/// The pids, memory and CPU limits, or that they cannot be observed.
+fn limits(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     if !f.limits_known {
         out.push(ev(
             "resource limits",
             "not observable: cannot tell whether pids, memory and CPU are bounded",
             Risk::Weak,
         ));
-    } else {
-        let limit = |name: &str, v: Option<String>| match v {
-            Some(v) => ev(format!("{name} limit"), v, Risk::Safe),
-            None => ev(
-                format!("{name} limit"),
-                "unlimited: a runaway process can exhaust the host",
-                Risk::Weak,
-            ),
-        };
-        out.push(limit(
-            "pids",
-            f.pids_limit.map(|p| format!("{p} processes")),
-        ));
-        out.push(limit(
-            "memory",
-            f.memory_limit.map(|m| format!("{} MiB", m / (1024 * 1024))),
-        ));
-        out.push(limit(
-            "cpu",
-            f.cpu_limit
-                .map(|c| format!("{c} CPUs"))
-                .or_else(|| f.cpuset.as_ref().map(|s| format!("cpuset {s}"))),
-        ));
+        return;
     }
+    let limit = |name: &str, v: Option<String>| match v {
+        Some(v) => ev(format!("{name} limit"), v, Risk::Safe),
+        None => ev(
+            format!("{name} limit"),
+            "unlimited: a runaway process can exhaust the host",
+            Risk::Weak,
+        ),
+    };
+    out.push(limit(
+        "pids",
+        f.pids_limit.map(|p| format!("{p} processes")),
+    ));
+    out.push(limit(
+        "memory",
+        f.memory_limit.map(|m| format!("{} MiB", m / (1024 * 1024))),
+    ));
+    out.push(limit(
+        "cpu",
+        f.cpu_limit
+            .map(|c| format!("{c} CPUs"))
+            .or_else(|| f.cpuset.as_ref().map(|s| format!("cpuset {s}"))),
+    ));
+}
+
+/// Environment variables that point tools at an engine endpoint.
+fn engine_env(f: &ContainerFacts, out: &mut Vec<Evidence>) {
     for e in &f.env {
         if matches!(e.name.as_str(), "DOCKER_HOST" | "CONTAINER_HOST") {
             out.push(ev(
@@ -307,12 +370,4 @@ pub(in crate::security::audit) fn evidence(
             ));
         }
     }
-    if !socket_seen {
-        out.push(ev(
-            "engine sockets",
-            "no Docker, Podman or containerd socket is mounted",
-            Risk::Safe,
-        ));
-    }
-    out
 }
