@@ -333,6 +333,8 @@ pub struct AuditArgs {
 pub enum EnvCommand {
     /// Print a workspace's last environment record (or a handoff session's).
     Show(EnvShowArgs),
+    /// Describe the workspace's running container for agent-runner (`mode: existing`).
+    Export(EnvExportArgs),
 }
 
 /// `devcell verify`.
@@ -481,6 +483,33 @@ pub struct EnvShowArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `devcell env export`.
+#[derive(Debug, Args)]
+pub struct EnvExportArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// devcontainer.json to use instead of the discovered one.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// What to write: `agent-runner`, an agent-runner environment definition (YAML) of
+    /// `mode: existing` naming the container, its workspace folder as `cwd` and its bind
+    /// mounts as `expectedMounts`.
+    #[arg(long, value_enum, default_value_t = ExportFormat::AgentRunner)]
+    pub format: ExportFormat,
+    /// The definition's `name`.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// `env export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// An agent-runner execution environment definition (YAML, `mode: existing`).
+    #[default]
+    AgentRunner,
 }
 
 /// `devcell features …` subcommands.

@@ -130,6 +130,7 @@ pub fn main() -> ExitCode {
         Command::Fetch(args) => commands::fetch::run(args),
         Command::Audit(args) => commands::audit::run(args),
         Command::Env(args::EnvCommand::Show(args)) => commands::env::show(args),
+        Command::Env(args::EnvCommand::Export(args)) => commands::env::export(args),
         Command::Verify(args) => commands::env::verify(args),
         Command::Mail(command) => commands::mail::run(command),
         Command::Outdated(args) => commands::outdated::run(args),

@@ -37,6 +37,7 @@ const COMMANDS: &[&[&str]] = &[
     &["audit"],
     &["env"],
     &["env", "show"],
+    &["env", "export"],
     &["mail"],
     &["mail", "list"],
     &["mail", "show"],

@@ -456,3 +456,90 @@ fn prune_environments_removes_a_replaced_record_and_keeps_the_last_and_unreadabl
         "{shown}"
     );
 }
+
+/// `env export --format agent-runner` (spec-note 0522): the running container of `up` as an
+/// agent-runner `mode: existing` definition. Checked against agent-runner's definition
+/// schema as its repository publishes it (schema version 1, strict): only its keys, each
+/// required one present; and against the engine: the container's name, and every expected
+/// mount one of the container's real bind mounts (the workspace's among them, read-write).
+#[test]
+fn env_export_describes_the_running_container_for_agent_runner() {
+    let Some(ctx) = TestContext::busybox("env_export_agent_runner") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write(
+        CONFIG,
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    );
+    let none = ctx.run("env export", &[]);
+    assert!(!none.success(), "no container yet");
+    let result = ctx.up(&[]);
+    let id = result["containerId"].as_str().unwrap();
+
+    let out = ctx.output("env export", &["--format", "agent-runner", "--name", "app"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = exported
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let allowed = [
+        "schemaVersion",
+        "name",
+        "kind",
+        "engine",
+        "cwd",
+        "env",
+        "extraExecArgs",
+        "mode",
+        "container",
+        "expectedMounts",
+    ];
+    assert!(keys.iter().all(|k| allowed.contains(k)), "{exported}");
+    assert_eq!(exported["schemaVersion"], 1);
+    assert_eq!(exported["kind"], "container");
+    assert_eq!(exported["mode"], "existing");
+    assert_eq!(exported["name"], "app");
+    let engine = if crate::support::engine::engine_is_podman() {
+        "podman"
+    } else {
+        "docker"
+    };
+    assert_eq!(exported["engine"], engine);
+    let (ok, name) = crate::support::engine::docker(&["inspect", "-f", "{{.Name}}", id]);
+    assert!(ok, "{name}");
+    assert_eq!(exported["container"], name.trim().trim_start_matches('/'));
+    let folder = ctx.path().file_name().unwrap().to_str().unwrap();
+    assert_eq!(exported["cwd"], format!("/workspaces/{folder}"));
+
+    let (ok, mounts) = crate::support::engine::docker(&["inspect", "-f", "{{json .Mounts}}", id]);
+    assert!(ok, "{mounts}");
+    let mounts: Vec<Value> = serde_json::from_str(mounts.trim()).unwrap();
+    let expected = exported["expectedMounts"].as_array().unwrap();
+    assert!(!expected.is_empty(), "{exported}");
+    for m in expected {
+        let mut keys: Vec<&String> = m.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["containerPath", "hostPath", "mode"], "{m}");
+        let real = mounts
+            .iter()
+            .find(|r| r["Type"] == "bind" && r["Destination"] == m["containerPath"])
+            .unwrap_or_else(|| panic!("{m} is no mount of {mounts:?}"));
+        assert_eq!(real["Source"], m["hostPath"]);
+        assert_eq!(real["RW"] == true, m["mode"] == "rw", "{m}");
+    }
+    let workspace = expected
+        .iter()
+        .find(|m| m["containerPath"] == exported["cwd"])
+        .unwrap_or_else(|| panic!("no workspace mount: {exported}"));
+    assert_eq!(workspace["mode"], "rw");
+    let canonical = std::fs::canonicalize(ctx.path()).unwrap();
+    assert_eq!(workspace["hostPath"], canonical.to_str().unwrap());
+}

@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::args::{EnvShowArgs, VerifyArgs};
-use crate::cli::commands::{Extras, finish, folder, with_progress};
+use crate::cli::args::{EnvExportArgs, EnvShowArgs, Format, VerifyArgs};
+use crate::cli::commands::{Extras, finish, folder, own_block_on, with_progress};
 use crate::handoff::state::StateStore;
+use crate::ops::environment::export::export_agent_runner;
 use crate::ops::environment::{EnvironmentRecord, EnvironmentStore};
 use crate::ops::exec::ExecOptions;
 use crate::ops::verify::VerifyReport;
@@ -17,6 +18,24 @@ pub fn show(args: EnvShowArgs) -> anyhow::Result<ExitCode> {
     let workspace = folder(args.workspace_folder.as_deref());
     let result = shown(&workspace, args.session.as_deref());
     Ok(finish(args.format, result, render, |_| Extras::default()))
+}
+
+/// Runs `env export --format agent-runner`: the definition's YAML on stdout (spec-note 0522).
+pub fn export(args: EnvExportArgs) -> anyhow::Result<ExitCode> {
+    let crate::cli::args::ExportFormat::AgentRunner = args.format;
+    let target = TargetOptions {
+        workspace_folder: folder(args.workspace_folder.as_deref()),
+        config: args.config.clone(),
+        mount_workspace_git_root: true,
+        env: std::env::vars().collect(),
+        workspace_folder_given: true,
+        ..TargetOptions::default()
+    };
+    let result =
+        own_block_on(export_agent_runner(&target, args.name.as_deref())).and_then(|e| e.to_yaml());
+    Ok(finish(Format::Text, result, String::clone, |_| {
+        Extras::default()
+    }))
 }
 
 /// The record asked for: the session's, else the workspace's last.

@@ -26,6 +26,7 @@ use crate::progress::Reporter;
 
 pub mod collect;
 pub mod drift;
+pub mod export;
 pub mod model;
 pub mod pins;
 pub mod store;
