@@ -180,8 +180,8 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                ("sub/sg".to_string(), "setgid".to_string(), true),
-                ("su".to_string(), "setuid".to_string(), true)
+                ("su".to_string(), "setuid".to_string(), true),
+                ("sub/sg".to_string(), "setgid".to_string(), true)
             ]
         );
         let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
