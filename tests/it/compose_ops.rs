@@ -1217,7 +1217,7 @@ fn delete_keeps_a_projects_named_volume_and_is_verified() {
         "overrideCommand": true,
         "remoteUser": "nobody",
     }));
-    let up = ctx.run("up", &["--network", "none"]);
+    let up = ctx.run("up", &[]);
     assert_eq!(up.code, Some(0), "{}\n{}", up.stdout, up.stderr);
     let volume = format!("{project}_data");
     assert_eq!(
