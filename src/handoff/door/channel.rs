@@ -129,7 +129,6 @@ fn key_of(group: &str, task: &str) -> String {
 ///
 /// Errors: [`DoorError::Io`] when the folder exists but cannot be removed.
 pub fn remove_socket_folder(state: &Path, group: &str, task: &str) -> Result<bool, DoorError> {
-    use rustix::fs::{FlockOperation, flock};
     use std::os::unix::fs::OpenOptionsExt as _;
     let folder = state.join("door").join(key_of(group, task));
     if folder.symlink_metadata().is_err() {
@@ -142,9 +141,10 @@ pub fn remove_socket_folder(state: &Path, group: &str, task: &str) -> Result<boo
         .open(&lock_path);
     // held while the folder goes: no channel opens on it meanwhile
     let _held = match lock {
-        Ok(file) => match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Some(file),
-            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+        // (a lock just let go can still read as held for a moment: LOCK_GRACE)
+        Ok(file) => match crate::ops::state_folder::lock_within_grace(&file) {
+            Ok(true) => Some(file),
+            Ok(false) => return Ok(false),
             Err(e) => return Err(io(&lock_path)(e.into())),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

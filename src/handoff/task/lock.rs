@@ -24,29 +24,7 @@ pub fn lock_path(root: &Path, task: &str) -> PathBuf {
     root.join(format!("{}.lock", task.to_ascii_lowercase()))
 }
 
-/// How long a lock found held is tried again before it is reported held: a process that has
-/// just let go of a lock can still hold it through a child it was starting (the child has a
-/// copy of the descriptor until its `exec` closes it), which under load lasts a moment.
-pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Takes an exclusive `flock(2)` on `file` without waiting longer than [`LOCK_GRACE`]:
-/// `Ok(false)` when it is still held after that.
-///
-/// Errors: any `flock` error other than `EWOULDBLOCK`.
-pub fn lock_within_grace(file: &File) -> rustix::io::Result<bool> {
-    use rustix::fs::{FlockOperation, flock};
-    let deadline = std::time::Instant::now() + LOCK_GRACE;
-    loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(true),
-            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-    }
-}
+pub use crate::ops::state_folder::{LOCK_GRACE, lock_within_grace};
 
 impl TaskLock {
     /// Takes the lock of task `task` in the tasks folder `root` (which exists), waiting no
