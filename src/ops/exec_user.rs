@@ -74,27 +74,6 @@ pub(crate) async fn resolve(
     numeric_user(passwd.as_deref(), remote_user, workspace_gid(loaded))
 }
 
-/// Under `hardened`, the primary container is created as numeric `uid:gid` too (its main
-/// process would otherwise carry the image's groups, and a process of the same uid can reach
-/// it): `spec.user`, else the image's user, resolved in the image's `passwd`. Unchanged when
-/// the user cannot be found there.
-pub(crate) fn numeric_container_user(
-    spec: &mut crate::engine::ContainerSpec,
-    image_user: Option<&str>,
-    passwd: Option<&str>,
-    workspace_gid: Option<u32>,
-) {
-    let user = spec
-        .user
-        .as_deref()
-        .or(image_user)
-        .filter(|u| !u.is_empty())
-        .unwrap_or("root");
-    if let Some(numeric) = numeric_user(passwd, user, workspace_gid) {
-        spec.user = Some(numeric);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -705,15 +705,7 @@ async fn judge_new(
     let more = volume_requests
         .into_iter()
         .chain(facts.label_requests.iter().cloned());
-    let mut applied = apply_policy(profile, grants, &input, more, reporter)?;
-    if hardened {
-        crate::ops::exec_user::numeric_container_user(
-            &mut applied.spec,
-            input.image_user.as_deref(),
-            input.passwd.as_deref(),
-            crate::ops::exec_user::workspace_gid(loaded),
-        );
-    }
+    let applied = apply_policy(profile, grants, &input, more, reporter)?;
     Ok(JudgedSpec {
         permissions: applied.requests,
         remote_user: applied.remote_user,
