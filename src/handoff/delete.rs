@@ -383,7 +383,7 @@ async fn remove_containers(
 /// Whether `name` is an engine-named (anonymous) volume: 64 lower-case hex digits, the name
 /// Docker and Podman give a volume nobody named; the engine removes it with its container.
 fn is_anonymous_volume(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    crate::security::audit::is_sha256_hex(name)
 }
 
 /// The project's networks (`<project>_default` and the files' own; external ones carry no

@@ -60,15 +60,32 @@ pub struct Dotfiles {
 /// `ftp(s)` URL with userinfo (a token alone may be the user name), or any `scheme://` URL
 /// whose userinfo has a password (`ssh://git@host/…` and `git@host:…` name a user only).
 fn credentials_in(repository: &str) -> Option<String> {
-    let (scheme, rest) = repository.split_once("://")?;
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let at = authority.rfind('@')?;
-    let userinfo = &authority[..at];
+    let (scheme, userinfo, _) = split_userinfo(repository)?;
     let web = matches!(
         scheme.to_ascii_lowercase().as_str(),
         "http" | "https" | "ftp" | "ftps"
     );
-    (web || userinfo.contains(':')).then(|| format!("{scheme}://***{}", &rest[at..]))
+    (web || userinfo.contains(':')).then(|| masked(repository))
+}
+
+/// `(scheme, userinfo, host and path)` of a `scheme://userinfo@host/…` URL; `None` without
+/// userinfo. The split is [`crate::config::hostgit::without_credentials`]'s.
+fn split_userinfo(url: &str) -> Option<(&str, &str, String)> {
+    let stripped = crate::config::hostgit::without_credentials(url);
+    let (scheme, rest) = url.split_once("://")?;
+    let (_, host_and_path) = stripped.split_once("://")?;
+    let userinfo_len = rest.len().checked_sub(host_and_path.len() + 1)?;
+    let host_and_path = host_and_path.to_string();
+    Some((scheme, &rest[..userinfo_len], host_and_path))
+}
+
+/// `url` with its userinfo shown as `***` (`https://user:token@host/…` → `https://***@host/…`);
+/// unchanged without userinfo.
+fn masked(url: &str) -> String {
+    match split_userinfo(url) {
+        Some((scheme, _, host_and_path)) => format!("{scheme}://***@{host_and_path}"),
+        None => url.to_string(),
+    }
 }
 
 impl Dotfiles {
@@ -120,15 +137,7 @@ impl Dotfiles {
     /// The repository as reported: [`Self::clone_source`] without a password or token a URL
     /// may carry (`https://user:token@host/…` → `https://***@host/…`).
     pub fn shown_source(&self) -> String {
-        let source = self.clone_source();
-        let Some((scheme, rest)) = source.split_once("://") else {
-            return source;
-        };
-        let authority_end = rest.find('/').unwrap_or(rest.len());
-        match rest[..authority_end].rfind('@') {
-            Some(at) => format!("{scheme}://***{}", &rest[at..]),
-            None => source,
-        }
+        masked(&self.clone_source())
     }
 
     fn env(&self) -> Vec<(String, String)> {

@@ -19,7 +19,9 @@ pub fn is_image_id(reference: &str) -> bool {
     reference.strip_prefix("sha256:").is_some_and(is_sha256_hex)
 }
 
-pub(super) fn is_sha256_hex(text: &str) -> bool {
+/// Whether `text` is 64 lower-case hex digits: a sha256 in the form the engine writes it
+/// (image ids, anonymous volumes' names).
+pub fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64
         && text
             .bytes()

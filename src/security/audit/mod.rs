@@ -42,7 +42,7 @@ pub use facts::{
     FactsSource, MountFact, MountKind, OWNED_VOLUME_PREFIX, PortFact, Seccomp, caps_from_mask,
     effective_caps, feature_digests,
 };
-pub use heuristics::{is_credential_name, is_digest_pinned, is_image_id};
+pub use heuristics::{is_credential_name, is_digest_pinned, is_image_id, is_sha256_hex};
 pub use scoring::{
     AuditReport, CONTROL_MAX, Control, ControlScore, Evidence, MAX_SCORE, MailChannel, Risk,
 };
