@@ -160,14 +160,21 @@ fn read_configuration_and_its_errors() {
     }
 }
 
-#[test]
-fn read_configuration_with_features_configuration() {
-    let ctx = TestContext::new("snap-read-features")
-        .config(r#"{"image": "IMAGE", "features": {"./hello": {"greeting": "hi"}}}"#);
+/// A workspace whose configuration uses the local Feature `./hello` with `options`.
+fn with_local_hello(name: &str, options: &str) -> TestContext {
+    let ctx = TestContext::new(name).config(&format!(
+        r#"{{"image": "IMAGE", "features": {{"./hello": {options}}}}}"#
+    ));
     crate::support::copy_tree(
         &fixture("features/collection/src/hello"),
         &ctx.path().join(".devcontainer/hello"),
     );
+    ctx
+}
+
+#[test]
+fn read_configuration_with_features_configuration() {
+    let ctx = with_local_hello("snap-read-features", r#"{"greeting": "hi"}"#);
     let run = ctx.run("read-configuration", &["--include-features-configuration"]);
     run.ok();
     assert_run_snapshot!("read_configuration_features", Some(&ctx), run);
@@ -231,12 +238,7 @@ fn features_package_one_feature_and_a_collection() {
 
 #[test]
 fn features_resolve_dependencies_local() {
-    let ctx = TestContext::new("snap-resolve")
-        .config(r#"{"image": "IMAGE", "features": {"./hello": {}}}"#);
-    crate::support::copy_tree(
-        &fixture("features/collection/src/hello"),
-        &ctx.path().join(".devcontainer/hello"),
-    );
+    let ctx = with_local_hello("snap-resolve", "{}");
     let run = ctx.run("features resolve-dependencies", &[]);
     assert_run_snapshot!("features_resolve_dependencies", Some(&ctx), run);
 }
