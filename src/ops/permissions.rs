@@ -845,11 +845,12 @@ pub(crate) async fn container_requests(
     );
     let host_env = |name: &str| opts.target.env.get(name).cloned();
     let unknown = ImageInfo::default();
+    let workspace_mount = loaded.workspace_mount()?;
     let mut spec = container_spec(&SpecInputs {
         image: reference,
         image_info: image_info.unwrap_or(&unknown),
         merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        workspace_mount: workspace_mount.as_ref(),
         extra_mounts,
         id_labels: &id_labels,
         metadata_label: None,
