@@ -44,7 +44,8 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-pub use dockerfile::{base_images, frontend_of, has_cache_mount};
+pub use crate::security::dockerfile::{base_images, has_cache_mount};
+pub use dockerfile::frontend_of;
 use fields::{number, services_of, strings_of};
 pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
@@ -391,12 +392,10 @@ pub fn onbuild_requests(
     triggered: &[(String, String, Vec<String>)],
 ) -> Vec<PermissionRequest> {
     let asked = triggered.iter().map(|(service, image, triggers)| {
-        (
-            Permission::RuntimeOption(format!("build_onbuild={service}:{image}")),
-            Source::ComposeService {
-                service: service.clone(),
-                property: format!("build: its base image's ONBUILD {}", triggers.join(" | ")),
-            },
+        crate::security::dockerfile::onbuild_request(
+            crate::security::dockerfile::Built::ComposeService(service),
+            image,
+            triggers,
         )
     });
     judge(profile, asked, grants)

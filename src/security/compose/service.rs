@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::dockerfile::build_dockerfile;
 use super::fields::{
     driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
     mode_is_service, number, secret_requests, strings_of,
@@ -71,7 +72,7 @@ pub(super) fn service_requests(
     if let Some(build) = service.get("build") {
         build_tags(model, name, service, build, asked);
         build_sources(build, places, asked);
-        build_privileges(build, asked);
+        build_privileges(name, build, asked);
         build_named_contexts(build, places, asked);
         build_secrets_and_cache(model, build, places, asked);
     }
@@ -424,8 +425,13 @@ fn build_sources(build: &Value, places: &Places, asked: &mut Asked<'_>) {
     }
 }
 
-/// A build's network and privileges.
-fn build_privileges(build: &Value, asked: &mut Asked<'_>) {
+/// A build's network and privileges: `build.network`, `build.privileged`, the BuildKit
+/// entitlements it asks for (`network.host` is the host network, `security.insecure`
+/// privileged mode, any other a `build_entitlement=<service>:<name>` request: attacks H6), and
+/// the `RUN` steps of its Dockerfile that take them
+/// ([`crate::security::dockerfile::run_step_requests`]; an unreadable Dockerfile is already
+/// a request, `build_cache_mount`).
+fn build_privileges(name: &str, build: &Value, asked: &mut Asked<'_>) {
     if let Some(network) = build.get("network").and_then(Value::as_str)
         && let Some(p) = network_permission(network)
     {
@@ -433,6 +439,19 @@ fn build_privileges(build: &Value, asked: &mut Asked<'_>) {
     }
     if build.get("privileged").and_then(Value::as_bool) == Some(true) {
         asked.push(Permission::Privileged, "build.privileged");
+    }
+    for entitlement in strings_of(build, "entitlements") {
+        let permission = match entitlement.trim().to_ascii_lowercase().as_str() {
+            "network.host" => Permission::HostNetwork,
+            "security.insecure" => Permission::Privileged,
+            other => Permission::RuntimeOption(format!("build_entitlement={name}:{other}")),
+        };
+        asked.push(permission, "build.entitlements");
+    }
+    if let Ok(Some(text)) = build_dockerfile(build) {
+        for (permission, what) in crate::security::dockerfile::run_step_requests(&text) {
+            asked.push(permission, &format!("build.dockerfile: {what}"));
+        }
     }
 }
 

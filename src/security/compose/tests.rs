@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use super::dockerfile::{DOCKERFILE_MAX, build_uses_cache_mount};
+use super::dockerfile::build_uses_cache_mount;
 use super::*;
 use crate::formats::json;
+use crate::security::dockerfile::DOCKERFILE_MAX;
 use crate::security::host_path::resolve;
 use crate::security::policy::RequestStatus;
 use std::path::PathBuf;
@@ -1440,4 +1441,86 @@ fn a_base_image_with_onbuild_triggers_is_a_request() {
     let m = model(json!({"app": {"image": "a"},
         "b": {"build": {"dockerfile_inline": "FROM scratch\n# syntax=evil/frontend:1\n"}}}));
     judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+}
+
+/// Attack (H6 of the 18th review): `build.entitlements: ["network.host"]` with a Dockerfile
+/// `RUN --network=host` runs a build step in the host's network namespace under a handoff's
+/// network `none`, and `security.insecure` a privileged step: the same requests as
+/// `build.network: host` and `privileged`; any other entitlement a request naming it; the
+/// Dockerfile's `RUN` flags (inline or in the context) the same.
+#[test]
+fn build_entitlements_are_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        "FROM a\nRUN --security=insecure true\n",
+    )
+    .unwrap();
+    let ctx = dir.path().to_string_lossy().into_owned();
+    let m = model(json!({
+        "app": {"image": "a"},
+        "web": {"build": {"context": "/w/repo",
+            "entitlements": ["network.host", "security.insecure", "device.gpu"],
+            "dockerfile_inline": "FROM a\nRUN --network=host wget -qO- http://127.0.0.1:5000/v2/_catalog\n"}},
+        "ctx": {"build": {"context": ctx}},
+        "same": {"build": {"context": "/w/repo", "network": "host", "privileged": true,
+            "dockerfile_inline": "FROM a\nRUN echo --network=host\n"}}
+    }));
+    let mount = format!("--allow mount:{ctx}");
+    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
+        .into_iter()
+        .filter(|(flag, _, _)| *flag != mount)
+        .map(|(flag, source, _)| (flag, source))
+        .collect();
+    got.sort();
+    let want = [
+        (
+            "--allow network:host",
+            "Compose service `same` (`build.network`)",
+        ),
+        (
+            "--allow network:host",
+            "Compose service `web` (`build.dockerfile: RUN --network=host`)",
+        ),
+        (
+            "--allow network:host",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `ctx` (`build.dockerfile: RUN --security=insecure`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `same` (`build.privileged`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+        (
+            "--allow runtime-option:build_entitlement=web:device.gpu",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+    ];
+    assert_eq!(got, want.map(|(f, s)| (f.to_string(), s.to_string())),);
+    // the grants that `build.network: host` and `privileged` take grant them too
+    judged_with_flags(
+        &m,
+        &[
+            "network:host",
+            "privileged",
+            "runtime-option:build_entitlement=web:device.gpu",
+            &mount,
+        ],
+    );
+    // `reference` asks nothing of them
+    judge_compose(
+        &SecurityProfile::Reference,
+        &m,
+        "app",
+        &places(),
+        &Grants::default(),
+    )
+    .unwrap();
 }
