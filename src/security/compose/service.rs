@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::dockerfile::build_dockerfile;
 use super::fields::{
-    driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
+    canonical, driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
     mode_is_service, number, secret_requests, strings_of,
 };
 use crate::security::host_path::Places;
@@ -274,6 +274,14 @@ fn volumes(model: &Value, service: &Value, places: &Places, asked: &mut Asked<'_
                 if let Some(p) = host_path_permission(source, places) {
                     asked.push(p, "volumes");
                 }
+                // a shared or slave propagation carries mounts between the container and
+                // the host folder (attacks H5): the engine's default is `rprivate`
+                if let Some(propagation) = v.pointer("/bind/propagation").and_then(Value::as_str)
+                    && !matches!(propagation, "" | "private" | "rprivate")
+                {
+                    let option = format!("bind_propagation={}:{propagation}", asked.service);
+                    asked.push(Permission::RuntimeOption(option), "volumes");
+                }
             }
             ("volume", Some(volume)) => {
                 // a volume whose driver options bind a host folder is a bind
@@ -516,21 +524,4 @@ pub(super) fn provider_command(provider: &Value) -> String {
         .unwrap_or_default();
     let options = canonical(provider.get("options").unwrap_or(&Value::Null));
     format!("compose provider `{program}` with options {options}")
-}
-
-/// `value` with every object's keys sorted (the model keeps the files' order).
-fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }
