@@ -74,6 +74,30 @@ pub(crate) async fn resolve(
     numeric_user(passwd.as_deref(), remote_user, workspace_gid(loaded))
 }
 
+/// The user `set-up`'s execs run as in `container` (a running container devcell may not have
+/// made): under the `hardened` profile `set-up` runs with, `remote_user` as numeric `uid:gid`
+/// from the image's `/etc/passwd`, as [`resolve`] gives a container devcell made (the image's
+/// groups are the same danger whoever created the container); the workspace owner's gid is
+/// the one of the container's `devcontainer.local_folder`, when it has one. `None` under
+/// another profile, or when the user cannot be found (the name is used).
+pub(crate) async fn resolve_running(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    remote_user: &str,
+    hardened: bool,
+) -> Option<String> {
+    if !hardened {
+        return None;
+    }
+    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let workspace_gid = container
+        .labels
+        .get(crate::names::LOCAL_FOLDER_LABEL)
+        .and_then(|f| crate::config::ownership::workspace_user_of(std::path::Path::new(f)))
+        .map(|i| i.gid);
+    numeric_user(passwd.as_deref(), remote_user, workspace_gid)
+}
+
 /// Under `hardened`, the workspace container is created as numeric `uid:gid` too: its main
 /// process (devcell's keep-alive, the Features' entrypoints, the image's own `ENTRYPOINT` with
 /// `overrideCommand: false`) runs what the repository wrote, and by name it would carry every
