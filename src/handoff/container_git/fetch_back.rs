@@ -8,7 +8,8 @@ use super::host_git::{
     adds_gitlink, checked_out_elsewhere, host_git, host_refs, is_ancestor, read_head, run_git,
     uncovered_gitlinks,
 };
-use super::import::{STAGING_MAX, import_refs};
+use super::import::import_refs;
+use super::inflated::FetchBudget;
 use super::refs::read_refs;
 use super::report::{Base, FetchBack, KeptReason, KeptRef, RefUpdate};
 use super::{ContainerGitError, HostRepo, MAX_CHANGED_REFS, NAMESPACE, Result};
@@ -143,7 +144,7 @@ impl ContainerGitDir {
             &base.object_format,
             changed,
             &format!("+refs/*:{namespace}/*"),
-            STAGING_MAX,
+            &FetchBudget::default(),
         )?;
         report
             .kept

@@ -367,10 +367,10 @@ pub async fn handoff_with(
             }
         };
     }
-    let budget = opts.settings.handoff.fetch_back_max_bytes;
+    let budget = crate::handoff::container_git::FetchBudget::from_settings(&opts.settings.handoff);
     let fetched: Vec<_> = records
         .iter_mut()
-        .map(|r| fetch::fetch_within(r, budget))
+        .map(|r| fetch::fetch_within(r, &budget))
         .collect();
     let mut r = result?;
     let mut reports = Vec::new();
@@ -572,12 +572,18 @@ impl Fetched {
 }
 
 /// `devcell fetch --task NAME`: the task branch of each repository fetched into its
-/// `refs/devcell/tasks/<task>`, at most `budget` bytes of each clone's objects copied
-/// (`[handoff] fetch_back_max_bytes`).
+/// `refs/devcell/tasks/<task>`, within `budget` (`[handoff] fetch_back_max_bytes`, what is
+/// copied; `fetch_back_max_inflated_bytes` and `fetch_back_max_object_bytes`, what the host
+/// inflates).
 ///
 /// Errors: [`load_task`]'s, the first [`fetch::fetch_within`] error (every repository is
 /// tried).
-pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path, budget: u64) -> Result<Fetched> {
+pub fn fetch_task(
+    workspace: &Path,
+    task: &str,
+    state_root: &Path,
+    budget: &crate::handoff::container_git::FetchBudget,
+) -> Result<Fetched> {
     let mut records = load_task(workspace, task, state_root)?;
     let multi = records[0].workspace.is_some();
     let results: Vec<_> = records
