@@ -191,12 +191,13 @@ pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<Tas
         // copy stops at the budget too, should the clone grow meanwhile)
         let size = crate::handoff::container_git::objects_size(&record.clone.join(".git"));
         if size > budget.copied {
-            return Err(TaskError::OverBudget {
+            let over = TaskError::OverBudget {
                 task: record.task.clone(),
                 clone: record.clone.clone(),
                 size,
                 budget: budget.copied,
-            });
+            };
+            return Err(refused(record, over));
         }
         // Kept before the forced update, so a killed devcell loses nothing either; dropped
         // again below when the new tip still contains it.
@@ -206,7 +207,7 @@ pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<Tas
         }
         let branch_ref = format!("refs/heads/{}", record.branch);
         let refspec = format!("+{branch_ref}:{}", fetched_ref_of(&record.task));
-        let (imported, _) = import_refs(
+        let imported = import_refs(
             &record.clone.join(".git"),
             &host,
             &record.object_format,
@@ -214,7 +215,11 @@ pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<Tas
             &refspec,
             budget,
         )
-        .map_err(|e| over_budget(record, e))?;
+        .map_err(|e| over_budget(record, e));
+        let (imported, _) = match imported {
+            Ok(imported) => imported,
+            Err(e) => return Err(refused(record, e)),
+        };
         if imported.is_empty() {
             return Err(TaskError::Git {
                 dir: record.clone.clone(),
@@ -241,12 +246,27 @@ pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<Tas
         }
         record.fetched = Some(tip.clone());
         record.fetched_at = Some(chrono::Utc::now().to_rfc3339());
+        record.refused = None;
         record.save()?;
         updated = true;
     }
     let mut fetched = report(record, tip, updated);
     fetched.kept = kept;
     Ok(fetched)
+}
+
+/// `e`, remembered in the record as why the fetch was refused when it is a budget's refusal
+/// (`status` says so until a fetch brings the branch back; best effort: the record is only
+/// evidence).
+fn refused(record: &mut TaskRecord, e: TaskError) -> TaskError {
+    if matches!(
+        e,
+        TaskError::OverBudget { .. } | TaskError::OverInflated { .. }
+    ) {
+        record.refused = Some(e.to_string());
+        let _ = record.save();
+    }
+    e
 }
 
 /// The staging's error, a budget overrun named as the task's.
@@ -332,6 +352,10 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
     };
     let fetched = host_ref(record);
     let at = fetched.clone().unwrap_or_else(|| record.base.clone());
+    let refused = record
+        .refused
+        .clone()
+        .filter(|_| tip.is_some() && fetched != tip);
     TaskFetch {
         task: record.task.clone(),
         repo: record.workspace.as_ref().map(|_| record.repo.clone()),
@@ -345,6 +369,7 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
         base: record.base.clone(),
         behind: count(format!("{at}..HEAD")),
         kept: None,
+        refused,
     }
 }
 
@@ -476,6 +501,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
             workspace: None,
@@ -613,6 +639,10 @@ mod tests {
         );
         assert_eq!(host_ref(&record), None);
         assert_eq!(record.fetched, None);
+        // `status` says why (from the saved record)
+        let saved = TaskRecord::load(&record.folder()).unwrap();
+        let said = report(&saved, Some(tip.clone()), false).refused.unwrap();
+        assert!(said.contains(&blob), "{said}");
 
         let total = FetchBudget {
             inflated: 2 << 20,
@@ -635,6 +665,8 @@ mod tests {
 
         let got = fetch_within(&mut record, &FetchBudget::default()).unwrap();
         assert_eq!(got.fetched.as_deref(), Some(tip.as_str()));
+        assert_eq!(got.refused, None);
+        assert_eq!(record.refused, None);
     }
 
     /// A pack entry in git's pack format (`kind` 3 a blob, 7 a delta on the object `base`),
@@ -798,6 +830,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-03T00:00:00Z".into(),
             source_id: None,
             workspace: None,
@@ -839,6 +872,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
             workspace: None,

@@ -488,6 +488,10 @@ pub struct TaskRecord {
     /// When it was fetched (RFC 3339).
     #[serde(default)]
     pub fetched_at: Option<String>,
+    /// Why the last fetch of the branch was refused (a fetch-back bound, spec-note 0438);
+    /// cleared by the next fetch that brings it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     /// When the task was created (RFC 3339).
     pub created_at: String,
     /// Which repository the common git directory was when the task was made

@@ -255,6 +255,7 @@ fn make_clone(
         object_format: src.object_format.clone(),
         fetched: None,
         fetched_at: None,
+        refused: None,
         created_at: chrono::Utc::now().to_rfc3339(),
         source_id: super::repository_id(&src.common_dir),
         workspace: None,

@@ -121,6 +121,19 @@ fn a_task_whose_object_inflates_past_the_budget_is_refused() {
     let warnings = r["result"]["warnings"].to_string();
     assert!(warnings.contains("fetch_back_max_object_bytes"), "{r:#}");
     assert!(r["result"]["task"]["fetched"].is_null(), "{r:#}");
+    // `status` says why the branch is not fetched
+    let status = ok(&host.run(&[
+        "status",
+        "--workspace-folder",
+        repo.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let refused = status["result"]["tasks"][0]["refused"].to_string();
+    assert!(
+        refused.contains("fetch_back_max_object_bytes"),
+        "{status:#}"
+    );
     let fetch = || {
         host.run(&[
             "fetch",
