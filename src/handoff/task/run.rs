@@ -551,7 +551,7 @@ pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Vec<
 #[serde(untagged)]
 pub enum Fetched {
     /// A single repository.
-    One(TaskFetch),
+    One(Box<TaskFetch>),
     /// A multi-repository workspace, one per repository.
     Many {
         /// Each repository's fetch.
@@ -597,7 +597,7 @@ pub fn fetch_task(
             repositories: fetched,
         }
     } else {
-        Fetched::One(fetched.remove(0))
+        Fetched::One(Box::new(fetched.remove(0)))
     })
 }
 
