@@ -295,6 +295,25 @@ fn short(oid: &str) -> &str {
     &oid[..oid.len().min(12)]
 }
 
+/// A clone task with `--runtime host` is refused, for a run and a plan alike (issue 27): the
+/// clone lives in devcell's state and is the agent's only workspace, so a host runtime would
+/// run the agent on the host, as the user, inside devcell's own state folder, with nothing
+/// between it and the rest of the host; isolation by clone means nothing without the
+/// container's wall. `reason` `clone_runtime_host`, `config_invalid`.
+///
+/// Errors: [`TaskError::Refused`].
+pub fn refuse_host_runtime(opts: &HandoffOptions) -> Result<()> {
+    if opts.runtime == Some(AgentRuntime::Host) {
+        return Err(TaskError::Refused {
+            reason: "clone_runtime_host",
+            source_repo: opts.workspace_folder.clone(),
+            message: "`--isolation clone` runs the agent in a container; `--runtime host` has no sandbox to clone into".into(),
+            hint: "drop `--runtime host`, or use `--isolation worktree`".into(),
+        });
+    }
+    Ok(())
+}
+
 /// `handoff --isolation clone` against the engine at `DOCKER_HOST`.
 ///
 /// Errors: as [`handoff_with`]; the engine's when none answers.
@@ -304,15 +323,7 @@ pub async fn handoff(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<HandoffResult> {
-    if opts.runtime == Some(AgentRuntime::Host) {
-        return Err(TaskError::Refused {
-            reason: "clone_runtime_host",
-            source_repo: opts.workspace_folder.clone(),
-            message: "`--isolation clone` runs the agent in a container; `--runtime host` has no sandbox to clone into".into(),
-            hint: "drop `--runtime host`, or use `--isolation worktree`".into(),
-        }
-        .into());
-    }
+    refuse_host_runtime(opts)?;
     let engine = crate::engine::connect().await?;
     handoff_with(&*engine, opts, streams, stop, reporter).await
 }
