@@ -207,6 +207,13 @@ fn the_workspace_holds_the_config_the_features_the_scripts_and_the_library() {
     let config: Value = serde_json::from_str(&read(".devcontainer/devcontainer.json")).unwrap();
     assert_eq!(config, cases[3].config);
     assert_eq!(read(".devcontainer/alpha-0/install.sh"), "#!/bin/sh\n");
+    // the copy's id is its folder's name; the original keeps its own
+    let id = |f: &str| {
+        let text = read(&format!(".devcontainer/{f}/devcontainer-feature.json"));
+        serde_json::from_str::<Value>(&text).unwrap()["id"].clone()
+    };
+    assert_eq!(id("alpha-0"), "alpha-0");
+    assert_eq!(id("alpha"), "alpha");
     assert!(read(TEST_LIBRARY_NAME).contains("reportResults()"));
     let mode = |p: &str| {
         std::fs::metadata(ws.path().join(p))

@@ -33,6 +33,9 @@ pub fn write(case: &TestCase, dir: &Path) -> Result<(), TestError> {
         std::fs::create_dir(&to).map_err(io(&to))?;
         set_mode(&to, 0o755)?;
         copy_tree(source, &to, None)?;
+        if source.file_name() != Some(std::ffi::OsStr::new(folder)) {
+            rename_copy(&to, folder)?;
+        }
     }
     // the test folder's files are run by the container's user: executable by all, as the
     // reference makes them
@@ -40,6 +43,26 @@ pub fn write(case: &TestCase, dir: &Path) -> Result<(), TestError> {
     let lib = dir.join(TEST_LIBRARY_NAME);
     std::fs::write(&lib, TEST_LIBRARY).map_err(io(&lib))?;
     set_mode(&lib, 0o644)
+}
+
+/// Gives the duplicate test's copy (`<id>-0`) the `id` of its folder: devcell requires a
+/// local Feature's `id` to equal its folder's name (the reference does not check; spec-note
+/// 0650). The copy's metadata is written back as plain JSON.
+fn rename_copy(dir: &Path, folder: &str) -> Result<(), TestError> {
+    let file = dir.join(crate::features::metadata::FEATURE_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|source| TestError::Io {
+        path: file.clone(),
+        source,
+    })?;
+    let mut metadata = crate::config::jsonc::parse(&file, &text)
+        .map_err(|e| TestError::Scenarios {
+            file: file.clone(),
+            message: e.to_string(),
+        })?
+        .value;
+    metadata["id"] = folder.into();
+    let text = serde_json::to_string_pretty(&metadata).expect("a JSON value serialises");
+    std::fs::write(&file, text).map_err(|source| TestError::Io { path: file, source })
 }
 
 /// Copies the folder `from` into the existing folder `to`: files (with `file_mode`, or
