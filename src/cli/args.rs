@@ -502,6 +502,10 @@ pub struct EnvExportArgs {
     /// The definition's `name`.
     #[arg(long)]
     pub name: Option<String>,
+    /// Export even a container whose agent could write a host git directory (a container
+    /// `up` made binds the workspace's `.git` read-write; a handoff's does not).
+    #[arg(long)]
+    pub allow_host_git: bool,
 }
 
 /// `env export --format`.

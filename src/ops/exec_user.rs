@@ -70,7 +70,7 @@ pub(crate) async fn resolve(
     if !is_hardened(container) {
         return None;
     }
-    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let passwd = crate::ops::image_files::image_passwd_of(engine, container).await;
     numeric_user(passwd.as_deref(), remote_user, workspace_gid(loaded))
 }
 

@@ -993,6 +993,37 @@ fn an_image_group_gives_the_agent_no_set_gid_file_on_the_host() {
     assert_no_image_group(&ws, &result);
 }
 
+/// J6 of the 19th review: a repository mount over `/etc/passwd` (a file in the workspace, so
+/// nothing is asked) once made devcell give up the numeric ids and run every exec by name,
+/// with the image's groups. The ids come from the image's own file, whatever is mounted over
+/// it: the agent still gets no group 6.
+#[test]
+fn a_mount_over_etc_passwd_gives_the_agent_no_image_group() {
+    let test = "a_mount_over_etc_passwd_gives_the_agent_no_image_group";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    image_group_repo(
+        &ws,
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "containerUser": "dev",
+            "mounts": [{"source": "${localWorkspaceFolder}/etcx/passwd", "target": "/etc/passwd", "type": "bind"}]}"#,
+    );
+    std::fs::create_dir_all(ws.join("etcx")).unwrap();
+    std::fs::write(
+        ws.join("etcx/passwd"),
+        "root:x:0:0::/root:/bin/sh\ndev:x:1000:1000::/home/dev:/bin/sh\n",
+    )
+    .unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "passwd"]);
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["sh", "-c", SET_GID_AGENT], &[]);
+    let result = handoff_ok(&host, &ws);
+    assert_no_image_group(&ws, &result);
+}
+
 /// The same with a configuration that names no user: devcell's own user (whose name the
 /// repository can predict, and lists in group 6) gets no image group either.
 #[test]
