@@ -33,6 +33,7 @@ pub mod exec_user;
 pub mod executor;
 pub mod features_info;
 pub mod features_publish;
+pub mod features_test;
 pub mod generate_docs;
 pub mod gpu;
 pub mod hooks;
