@@ -120,34 +120,43 @@ pub(crate) fn host_commands(
     let texts = |value: Option<&Value>| -> Result<_> {
         let sources = HookSources::from_metadata(&[], value).map_err(lifecycle_error(""))?;
         let stage = initialize_stage(&sources);
-        let texts: Vec<String> = stage
+        let commands: Vec<(String, Vec<String>)> = stage
             .iter()
             .flat_map(|s| s.commands.iter())
             .flat_map(|c| c.command.entries())
             .map(|(_, command)| {
                 let argv = command.argv();
-                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+                let text = shlex::try_join(argv.iter().map(String::as_str))
+                    .unwrap_or_else(|_| argv.join(" "));
+                (text, argv)
             })
             .collect();
-        Ok((stage, texts))
+        Ok((stage, commands))
     };
     let (stage, substituted) = texts(loaded.value.get("initializeCommand"))?;
     let as_written = loaded.raw.get("initializeCommand");
-    let shown = match as_written {
+    let shown: Vec<String> = match as_written {
         Some(raw) if !substitute::local_env_reads(raw).is_empty() => match texts(Some(raw)) {
-            Ok((_, written)) if written.len() == substituted.len() => written,
+            Ok((_, written)) if written.len() == substituted.len() => {
+                written.into_iter().map(|(text, _)| text).collect()
+            }
             _ => vec![
                 "initializeCommand (as written in devcontainer.json)".into();
                 substituted.len()
             ],
         },
-        _ => substituted,
+        _ => substituted.iter().map(|(text, _)| text.clone()).collect(),
     };
+    // A grant covers the command and the workspace files it names (what it runs), read
+    // where the command runs: the workspace folder (spec-note 0410, attacks J7).
+    let folder = &loaded.workspace_folder;
     let asked: Vec<_> = shown
         .into_iter()
-        .map(|text| {
+        .zip(&substituted)
+        .map(|(text, (_, argv))| {
+            let command = security::host_command::cover_command(text, argv, folder, folder);
             (
-                security::Permission::HostCommand(text),
+                security::Permission::HostCommand(command),
                 Source::DevcontainerJson,
             )
         })

@@ -18,6 +18,7 @@ pub mod dockerfile;
 pub mod egress_requests;
 pub mod error;
 pub mod gpu;
+pub mod host_command;
 pub mod host_env;
 pub mod host_path;
 pub mod identity;

@@ -150,10 +150,13 @@ pub(super) fn service_key_requests(
             out.push((compose_key(&format!("{name}.{key}")), source(key)));
         } else if key == "models" && !value.is_null() {
             out.push((
-                Permission::HostCommand(format!(
-                    "compose models {} (the host's Model plugin pulls and runs them)",
-                    super::fields::canonical(value)
-                )),
+                Permission::HostCommand(
+                    format!(
+                        "compose models {} (the host's Model plugin pulls and runs them)",
+                        super::fields::canonical(value)
+                    )
+                    .into(),
+                ),
                 source("models"),
             ));
         }
@@ -189,17 +192,20 @@ pub fn top_level_requests(doc: &Value, file: &str) -> Vec<(Permission, Source)> 
                         Permission::HostCommand(format!(
                             "compose model `{model}` {} (the host's Model plugin pulls and runs it)",
                             super::fields::canonical(def)
-                        )),
+                        ).into()),
                         source(format!("models.{model}")),
                     ));
                 }
             }
             None if value.is_null() => {}
             None => asked.push((
-                Permission::HostCommand(format!(
-                    "compose models {} (the host's Model plugin pulls and runs them)",
-                    super::fields::canonical(value)
-                )),
+                Permission::HostCommand(
+                    format!(
+                        "compose models {} (the host's Model plugin pulls and runs them)",
+                        super::fields::canonical(value)
+                    )
+                    .into(),
+                ),
                 source("models".to_string()),
             )),
         }

@@ -12,6 +12,7 @@ use super::fields::{
     canonical, driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
     mode_is_service, number, secret_requests, strings_of,
 };
+use crate::security::host_command;
 use crate::security::host_path::Places;
 use crate::security::policy::{
     Permission, Source, is_loopback_address, is_no_new_privileges, network_permission,
@@ -60,7 +61,7 @@ pub(super) fn service_requests(
     out: &mut Vec<(Permission, Source)>,
 ) {
     let asked = &mut Asked { service: name, out };
-    privileges(service, asked);
+    privileges(service, places, asked);
     namespaces(service, asked);
     runtime_options(service, asked);
     volumes_from(service, asked);
@@ -80,7 +81,7 @@ pub(super) fn service_requests(
 
 /// Privileged mode, the engine's socket, a provider (a host program), Compose's own hooks,
 /// added capabilities and security options.
-fn privileges(service: &Value, asked: &mut Asked<'_>) {
+fn privileges(service: &Value, places: &Places, asked: &mut Asked<'_>) {
     if service.get("privileged").and_then(Value::as_bool) == Some(true) {
         asked.push(Permission::Privileged, "privileged");
     }
@@ -95,10 +96,9 @@ fn privileges(service: &Value, asked: &mut Asked<'_>) {
     // A provider service is a host program Compose runs (`provider.type`, any executable on
     // the host's PATH or an absolute path), on the host, as the user running devcell.
     if let Some(provider) = service.get("provider") {
-        asked.push(
-            Permission::HostCommand(provider_command(provider)),
-            "provider",
-        );
+        let command =
+            host_command::cover_provider(provider_command(provider), provider, &places.workspace);
+        asked.push(Permission::HostCommand(command), "provider");
     }
     // Compose's own lifecycle hooks run commands in the container, as any user they name,
     // while `compose up` starts it: before devcell has checked who runs what in it.

@@ -1641,7 +1641,7 @@ fn models_are_a_host_command_request() {
     let top = top_level_requests(&doc, "compose.yml");
     assert_eq!(top.len(), 1);
     let (permission, source) = &top[0];
-    assert!(matches!(permission, Permission::HostCommand(c) if c.contains("ai/smollm2")));
+    assert!(matches!(permission, Permission::HostCommand(c) if c.command.contains("ai/smollm2")));
     assert_eq!(
         source.to_string(),
         "Compose file `compose.yml` (`models.llm`)"
