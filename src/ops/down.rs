@@ -169,9 +169,10 @@ async fn down_compose(
 
 /// The Compose project and primary container of the workspace: the container of service
 /// `service` (or, when none is of it, the first) that carries every id label in `labels`
-/// and a project label, and binds one of `roots`, a folder in it or above it. A container claiming
-/// the labels without that bind (another repository's sidecar whose image carries them,
-/// attack finding J2) is left alone, with a warning (spec-note 0421).
+/// and a project label, and either binds one of `roots` (a folder in it or above it) or got
+/// those labels from devcell rather than from its image. Another repository's sidecar whose
+/// image carries them and that does not bind the workspace (attack finding J2) is left
+/// alone, with a warning (spec-note 0421).
 ///
 /// Errors: [`crate::ops::error::OpsError::Engine`].
 async fn labelled_primary(
@@ -184,15 +185,18 @@ async fn labelled_primary(
     use crate::engine::compose::{PROJECT_LABEL, SERVICE_LABEL};
     let mut bound = Vec::new();
     for c in engine.find_containers(labels).await? {
-        match engine.inspect_container(&c.id).await? {
-            Some(info) if crate::security::identity::binds_workspace_path(&info, roots) => {
-                bound.push(c)
-            }
-            Some(_) => reporter.report(Event::Status(format!(
-                "warning: container {} carries this workspace's labels but does not bind it: left alone",
+        let Some(info) = engine.inspect_container(&c.id).await? else {
+            continue;
+        };
+        if crate::security::identity::binds_workspace_path(&info, roots)
+            || !image_claims(engine, &info.image_id, labels).await?
+        {
+            bound.push(c);
+        } else {
+            reporter.report(Event::Status(format!(
+                "warning: container {} carries this workspace's labels from its image and does not bind it: left alone",
                 short(&c.id)
-            ))),
-            None => {}
+            )));
         }
     }
     let mut found: Vec<(String, String, bool)> = bound
@@ -218,6 +222,23 @@ pub(crate) enum NetworkInUse {
     Warn,
     /// The removal fails (`delete`, which then reports what remains).
     Fail,
+}
+
+/// Whether the image `image_id` itself carries one of the workspace's id `labels` with its
+/// value: a container can then have them from its image rather than from devcell (another
+/// repository's sidecar claiming this workspace, attack finding J2). A primary without a
+/// bind of the workspace is this workspace's only when its labels came from its creation.
+///
+/// Errors: [`crate::ops::error::OpsError::Engine`].
+async fn image_claims(
+    engine: &dyn Engine,
+    image_id: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<bool> {
+    let Some(image) = engine.inspect_image(image_id).await? else {
+        return Ok(false);
+    };
+    Ok(labels.iter().any(|(k, v)| image.labels.get(k) == Some(v)))
 }
 
 /// The project's own networks (`<project>_default` and the files' own; external ones carry

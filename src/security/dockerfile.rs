@@ -231,16 +231,40 @@ pub fn frontend(syntax_arg: Option<&str>, text: Option<&str>) -> Option<String> 
         .or_else(|| text.and_then(syntax_directive))
 }
 
-/// The `# syntax=` parser directive among the directives that open a Dockerfile.
+/// The `syntax` parser directive as BuildKit finds it (attack finding J4): after a UTF-8
+/// byte-order mark and one `#!` line are dropped, in the `# key=value` (or `// key=value`)
+/// lines that open the file, else in the whole file read as a JSON object
+/// (`{"syntax": "…"}`). Read more widely than BuildKit does where in doubt (blank lines
+/// between directives, any case), so the judge never sees less than the builder.
 fn syntax_directive(text: &str) -> Option<String> {
-    for line in text.lines() {
-        let directive = line.trim().strip_prefix('#')?;
-        let (key, value) = directive.split_once('=')?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.lines().peekable();
+    if lines
+        .peek()
+        .is_some_and(|l| l.trim_start().starts_with("#!"))
+    {
+        lines.next();
+    }
+    for line in lines {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Some(directive) = line.strip_prefix("//").or_else(|| line.strip_prefix('#')) else {
+            break;
+        };
+        let Some((key, value)) = directive.split_once('=') else {
+            continue;
+        };
         if key.trim().eq_ignore_ascii_case("syntax") {
             return Some(value.trim().to_string());
         }
     }
-    None
+    let json: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
+    json.as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("syntax"))
+        .map(|(_, v)| v.as_str().map_or_else(|| v.to_string(), str::to_string))
 }
 
 /// The images a Dockerfile's stages build `FROM` (not `scratch`, not an earlier stage), in
@@ -494,5 +518,28 @@ mod tests {
                 "--allow runtime-option:build_frontend=other/frontend:2 <- Dockerfile `.devcontainer/Dockerfile` (`# syntax=other/frontend:2`)",
             ]
         );
+    }
+
+    /// Attack finding J4: BuildKit finds a frontend behind a byte-order mark, after a `#!`
+    /// line, in a `//` directive and in a JSON Dockerfile; each is the same request.
+    #[test]
+    fn a_frontend_named_the_ways_buildkit_reads_it_is_found() {
+        let name = Some("evil/frontend:1".to_string());
+        for text in [
+            "# syntax=evil/frontend:1\nFROM a\n",
+            "\u{feff}# syntax=evil/frontend:1\nFROM a\n",
+            "#!/usr/bin/env dockerfile\n# syntax=evil/frontend:1\nFROM a\n",
+            "// syntax=evil/frontend:1\nFROM a\n",
+            "#  SYNTAX = evil/frontend:1 \n\n# escape=`\nFROM a\n",
+            "# escape=\\\n\n# syntax=evil/frontend:1\nFROM a\n",
+            "{\"syntax\": \"evil/frontend:1\"}",
+        ] {
+            assert_eq!(frontend(None, Some(text)), name, "{text:?}");
+        }
+        assert_eq!(
+            frontend(None, Some("FROM a\n# syntax=late/frontend:1\n")),
+            None
+        );
+        assert_eq!(frontend(None, Some("# a comment\nFROM a\n")), None);
     }
 }
