@@ -124,7 +124,10 @@ async fn down_compose(
     reporter: &dyn Reporter,
 ) -> Result<DownResult> {
     let service = loaded.typed.service.as_deref().unwrap_or_default();
-    let Some((project, primary)) = labelled_primary(engine, labels, service).await? else {
+    let roots = vec![loaded.workspace.host_mount_root.clone()];
+    let Some((project, primary)) =
+        labelled_primary(engine, labels, service, &roots, reporter).await?
+    else {
         return Ok(result);
     };
     let whole = opts.remove || loaded.typed.shutdown_action.as_deref() != Some("none");
@@ -166,18 +169,33 @@ async fn down_compose(
 
 /// The Compose project and primary container of the workspace: the container of service
 /// `service` (or, when none is of it, the first) that carries every id label in `labels`
-/// and a project label.
+/// and a project label, and binds one of `roots`, a folder in it or above it. A container claiming
+/// the labels without that bind (another repository's sidecar whose image carries them,
+/// attack finding J2) is left alone, with a warning (spec-note 0421).
 ///
 /// Errors: [`crate::ops::error::OpsError::Engine`].
 async fn labelled_primary(
     engine: &dyn Engine,
     labels: &std::collections::BTreeMap<String, String>,
     service: &str,
+    roots: &[std::path::PathBuf],
+    reporter: &dyn Reporter,
 ) -> Result<Option<(String, String)>> {
     use crate::engine::compose::{PROJECT_LABEL, SERVICE_LABEL};
-    let mut found: Vec<(String, String, bool)> = engine
-        .find_containers(labels)
-        .await?
+    let mut bound = Vec::new();
+    for c in engine.find_containers(labels).await? {
+        match engine.inspect_container(&c.id).await? {
+            Some(info) if crate::security::identity::binds_workspace_path(&info, roots) => {
+                bound.push(c)
+            }
+            Some(_) => reporter.report(Event::Status(format!(
+                "warning: container {} carries this workspace's labels but does not bind it: left alone",
+                short(&c.id)
+            ))),
+            None => {}
+        }
+    }
+    let mut found: Vec<(String, String, bool)> = bound
         .into_iter()
         .filter_map(|c| {
             let project = c.labels.get(PROJECT_LABEL)?.clone();

@@ -289,6 +289,14 @@ pub(crate) fn early_requests(
         .as_ref()
         .map(|r| r.tags.iter().skip(1).cloned().collect::<Vec<_>>())
         .unwrap_or_default();
+    // what the Dockerfile's text asks of the builder (spec-note 0612, attacks H6 and G9)
+    if loaded.typed.kind() == ConfigKind::Dockerfile
+        && let Some(request) = &request
+    {
+        requests.extend(crate::ops::dockerfile_judge::text_requests(
+            loaded, request, profile, grants,
+        ));
+    }
     let configured = request.and_then(|r| r.network);
     let decided =
         security::build_network::decide(profile, grants, container_network, configured.as_deref());

@@ -25,6 +25,7 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "resolve-dependencies"],
     &["features", "info"],
     &["features", "generate-docs"],
+    &["features", "test"],
     &["templates"],
     &["templates", "apply"],
     &["templates", "publish"],
