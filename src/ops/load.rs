@@ -504,3 +504,72 @@ pub(crate) fn report_warnings(
     }
     loaded.warnings.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Mount, MountKind};
+
+    fn workspace(config: &str) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(".devcontainer")).unwrap();
+        std::fs::write(tmp.path().join(".devcontainer/devcontainer.json"), config).unwrap();
+        tmp
+    }
+
+    /// A forced workspace mount reaches the container as given: typed, never read back from
+    /// the text the configuration gets (which phase-1 substitution rewrites); a
+    /// configuration's own `workspaceMount` is parsed.
+    #[test]
+    fn a_forced_workspace_mount_stays_typed_and_a_configured_one_is_parsed() {
+        let forced = Mount {
+            kind: MountKind::Bind,
+            source: Some("/w/${localEnv:HOME}/a,b".into()),
+            target: "/workspace".into(),
+            read_only: false,
+        };
+        let tmp = workspace(r#"{"image": "x"}"#);
+        let opts = LoadOptions {
+            workspace_folder: tmp.path().to_path_buf(),
+            env: HashMap::from([("HOME".to_string(), "/home/u".to_string())]),
+            workspace_override: Some(WorkspaceOverride {
+                mount: Some(forced.clone()),
+                folder: "/workspace".into(),
+            }),
+            ..LoadOptions::default()
+        };
+        let loaded = load_configuration(&opts).unwrap();
+        assert_eq!(loaded.workspace_mount().unwrap(), Some(forced));
+        assert_eq!(loaded.workspace.workspace_folder, "/workspace");
+
+        let none = LoadOptions {
+            workspace_override: Some(WorkspaceOverride {
+                mount: None,
+                folder: "/workspace".into(),
+            }),
+            ..opts.clone()
+        };
+        let loaded = load_configuration(&none).unwrap();
+        assert_eq!(loaded.workspace_mount().unwrap(), None);
+        assert_eq!(loaded.value["workspaceMount"], "");
+
+        let tmp = workspace(
+            r#"{"image": "x", "workspaceMount": "type=bind,source=${localEnv:HOME},target=/t,readonly"}"#,
+        );
+        let configured = LoadOptions {
+            workspace_folder: tmp.path().to_path_buf(),
+            workspace_override: None,
+            ..opts
+        };
+        let loaded = load_configuration(&configured).unwrap();
+        assert_eq!(
+            loaded.workspace_mount().unwrap(),
+            Some(Mount {
+                kind: MountKind::Bind,
+                source: Some("/home/u".into()),
+                target: "/t".into(),
+                read_only: true,
+            })
+        );
+    }
+}

@@ -312,10 +312,10 @@ pub(crate) fn uid_target(
     // `workspaceMount`); the reference updates the remote user's uid there too.
     let bound = loaded.typed.kind() == crate::config::model::ConfigKind::Compose
         || loaded
-            .workspace
-            .workspace_mount
-            .as_deref()
-            .is_some_and(|m| m.contains("type=bind"));
+            .workspace_mount()
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.kind == crate::engine::MountKind::Bind);
     if !cfg!(target_os = "linux") || !wanted || !bound {
         return (false, None);
     }
