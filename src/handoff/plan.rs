@@ -843,6 +843,13 @@ fn shown_choices(
                     .to_string(),
             );
         }
+        if opts.mail_channel.is_none() && opts.settings.mail.worktrees {
+            // issue 30: the channel lives in a container; say it is absent, never silently
+            warnings.push(
+                "`[mail] worktrees = true` gives handoffs the mail channel, but `--runtime host` makes no container: this agent has no `devcell-mail` and no other task can reach it (pass `--no-mail` to say so and silence this)"
+                    .to_string(),
+            );
+        }
         ("host".to_string(), "none".to_string())
     } else {
         (network.to_string(), profile.to_string())

@@ -957,3 +957,25 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// Issue 30: `[mail] worktrees = true` with `--runtime host` is never silently without its
+/// channel: the plan (and so the handoff, which shares its warnings) warns that the agent has
+/// no `devcell-mail`; `--no-mail` says so and silences it; without the setting nothing is said.
+#[test]
+fn mail_for_worktrees_with_the_host_runtime_is_said_to_be_absent() {
+    let ws = Ws::new(r#"{"image": "busybox"}"#);
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["--runtime", "host", "--plan", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = ws.handoff(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        envelope(&out)["warnings"].to_string()
+    };
+    assert!(!plan(&[]).contains("[mail] worktrees"));
+    let config = std::fs::read_to_string(&ws.config).unwrap();
+    std::fs::write(&ws.config, format!("[mail]\nworktrees = true\n\n{config}")).unwrap();
+    let warned = plan(&[]);
+    assert!(warned.contains("[mail] worktrees = true"), "{warned}");
+    assert!(warned.contains("no `devcell-mail`"), "{warned}");
+    assert!(!plan(&["--no-mail"]).contains("[mail] worktrees"));
+}

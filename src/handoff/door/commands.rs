@@ -182,7 +182,15 @@ struct Tally {
     delivered: HashSet<MessageId>,
     logged_minute: Option<Instant>,
     logged_in_minute: u32,
+    /// When each task's recent non-send commands ran (the last minute's).
+    polls: std::collections::HashMap<String, std::collections::VecDeque<Instant>>,
 }
+
+/// Commands other than `send` and `reply` (`inbox`, `read`, `ack`, `sent`) one task may run
+/// per minute: sends have `[mail].messages_per_minute`, and an agent polling its inbox in a
+/// tight loop would otherwise keep the mediator (and the log it reads) busy without bound.
+/// Ten a second is far above any sensible polling.
+pub const COMMANDS_PER_MINUTE: usize = 600;
 
 /// Malformed connections written to the group's log per minute and task: a sandbox looping on
 /// garbage fills neither the log nor the disk; the rest are only counted.
@@ -208,6 +216,28 @@ impl MailDoor {
         self.counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `Some(seconds until one is allowed again)` when `sender` ran [`COMMANDS_PER_MINUTE`]
+    /// non-send commands in the last minute; else the command is counted and `None`.
+    fn polled_too_often(&self, sender: &str) -> Option<u64> {
+        let now = Instant::now();
+        let minute = Duration::from_secs(60);
+        let mut t = self.tally();
+        let recent = t.polls.entry(sender.to_string()).or_default();
+        while recent
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= minute)
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= COMMANDS_PER_MINUTE {
+            let oldest = recent.front().copied().unwrap_or(now);
+            let left = minute.saturating_sub(now.duration_since(oldest));
+            return Some(left.as_secs().max(1));
+        }
+        recent.push_back(now);
+        None
     }
 
     /// Counts one command's outcome.
@@ -249,6 +279,17 @@ impl DoorHandler for MailDoor {
             Ok(me) => me,
             Err(e) => return refusal(&e),
         };
+        if !matches!(cmd.command, Command::Send(_) | Command::Reply(_))
+            && let Some(retry) = self.polled_too_often(sender)
+        {
+            self.tally().counts.refused += 1;
+            return Answer::fail(
+                1,
+                format!(
+                    "devcell-mail: error[mail.rate_limited]: mail: `{me}` ran {COMMANDS_PER_MINUTE} inbox, read, ack or sent commands in the last minute (the limit); retry in {retry} s\nhint: poll `inbox` less often; nothing was changed\n"
+                ),
+            );
+        }
         let outcome = self.run(&me, cmd.command, input);
         self.count(&outcome);
         match outcome {

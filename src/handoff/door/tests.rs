@@ -723,3 +723,47 @@ fn a_different_task_of_the_same_name_is_refused_while_the_first_runs() {
         .unwrap();
     drop(second);
 }
+
+/// Issue 30: commands other than sends are rate-bounded too. A task polling `inbox` more than
+/// [`commands::COMMANDS_PER_MINUTE`] times in a minute is refused (`mail.rate_limited`, exit 1,
+/// a retry time) and nothing changes; another task is not affected; a send still goes (it has
+/// its own bound).
+#[test]
+fn polling_the_inbox_without_pause_is_rate_bounded() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+    use crate::settings::MailSettings;
+    let state = tempfile::tempdir().unwrap();
+    let settings = MailSettings::default();
+    let m = Mediator::open(
+        state.path(),
+        &GroupName::new("g").unwrap(),
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    for t in ["a", "b"] {
+        m.register(&TaskName::new(t).unwrap(), None).unwrap();
+    }
+    let door = MailDoor::new(Arc::new(m), settings.max_message_bytes);
+    let run = |who: &str, args: &[&str]| {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        door.handle(who, &argv, &mut Given(None))
+    };
+    for _ in 0..commands::COMMANDS_PER_MINUTE {
+        assert_eq!(run("a", &["inbox"]).status, 0);
+    }
+    let refused = run("a", &["inbox"]);
+    assert_eq!(refused.status, 1);
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("mail.rate_limited"), "{text}");
+    assert!(text.contains("retry in"), "{text}");
+    assert_eq!(run("a", &["sent"]).status, 1);
+    assert_eq!(
+        run("b", &["inbox"]).status,
+        0,
+        "another task is not bounded"
+    );
+    let sent = run("a", &["send", "--to", "b", "--subject", "s", "--body", "x"]);
+    assert_eq!(sent.status, 0, "{}", String::from_utf8_lossy(&sent.stderr));
+    assert_eq!(door.counts().refused, 2);
+}
