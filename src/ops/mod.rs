@@ -22,6 +22,7 @@ pub(crate) mod compose_up;
 pub mod container;
 pub(crate) mod create;
 pub mod dockerfile;
+pub(crate) mod dockerfile_judge;
 pub mod down;
 pub mod egress;
 pub mod entries;
