@@ -153,6 +153,8 @@ fn preserved_containers_carry_the_test_label_and_keep_their_workspace() {
         return;
     }
     let out = features_test(&[
+        "-f",
+        "hello",
         "--skip-scenarios",
         "--skip-duplicated",
         "--preserve-test-containers",
@@ -212,6 +214,21 @@ fn a_folder_that_is_not_a_collection_is_refused_before_anything_runs() {
     assert!(stderr.contains("`nope` is not in"), "{stderr}");
 }
 
+/// Removes an image the reference CLI built, once its test container is gone (the reference
+/// removes its containers without waiting for the engine).
+fn remove_reference_image(tag: &str) {
+    for _ in 0..40 {
+        let removed = Command::new("docker")
+            .args(["rmi", tag])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if removed {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 /// The reference's report and exit code on the same collection: run only when
 /// `DEVCELL_TEST_REFCLI` names the reference CLI.
 #[test]
@@ -237,6 +254,14 @@ fn the_report_and_exit_code_match_the_reference_cli() {
         .args(["-i", IMAGE])
         .output()
         .expect("the reference CLI runs");
+    // the reference leaves the image of each test (`vsc-<workspace>-…-features`): removed
+    for line in String::from_utf8_lossy(&reference.stderr).lines() {
+        if let Some(tag) = line.split("Successfully tagged ").nth(1)
+            && tag.starts_with("vsc-")
+        {
+            remove_reference_image(tag.trim());
+        }
+    }
     refcli.assert_stayed_local();
     let ours = features_test(&[]);
     assert_eq!(
