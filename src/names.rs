@@ -29,6 +29,14 @@ pub const PROVIDED_USER_LABEL: &str = "devcell.provided_user";
 /// (spec-note 0421): its presence marks a container devcell created (`handoff --container`,
 /// spec-note 0521).
 pub const PROFILE_LABEL: &str = "devcell.profile";
+/// Container label with the user a `hardened` container was asked to run as, as the
+/// configuration or image named it (`""`: the image's `USER`), while the container itself is
+/// created as numeric `uid:gid` (so its main process gets no supplementary group from the
+/// image's `/etc/group`; spec-note 0400, "the image's groups"). Readers of the container's user
+/// (the `remoteUser` default, the user checks) read this name, so nothing they report changes.
+/// In devcell's label namespace (spec-note 0421); read only on a container whose
+/// [`PROFILE_LABEL`] is `hardened`.
+pub const CREATED_USER_LABEL: &str = "devcell.user";
 /// Container label with the `sha256:<hex>` of the `devcontainer.json` a container was created
 /// from: `handoff --container` refuses a container whose configuration changed since
 /// (spec-note 0521).

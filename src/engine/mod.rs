@@ -36,7 +36,7 @@ pub use spec::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
     EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, GpuRequest, HostSecurity,
     ImageInfo, ImageSummary, Limits, Mount, MountInfo, MountKind, NetworkInfo, PortBinding,
-    TtySize, Ulimit, VolumeInfo,
+    TtySize, Ulimit, VolumeInfo, created_user,
 };
 
 use crate::progress::{Event, Reporter};

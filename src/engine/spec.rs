@@ -258,6 +258,23 @@ pub struct ContainerSummary {
     pub labels: BTreeMap<String, String>,
 }
 
+/// The user a container was asked to run as: under `hardened` devcell creates its container as
+/// numeric `uid:gid` (no supplementary group from the image's `/etc/group`) and keeps the name
+/// asked for in [`crate::names::CREATED_USER_LABEL`]; every reader of the container's user
+/// (the `remoteUser` default, the user checks, the results) gets that name, as before. The
+/// label counts only beside devcell's `hardened` [`crate::names::PROFILE_LABEL`] (both in
+/// devcell's namespace, which no image or configuration sets there; spec-note 0421); otherwise
+/// `config_user` (`Config.User`).
+pub fn created_user(labels: &BTreeMap<String, String>, config_user: String) -> String {
+    let hardened = labels
+        .get(crate::names::PROFILE_LABEL)
+        .is_some_and(|p| p == "hardened");
+    match labels.get(crate::names::CREATED_USER_LABEL) {
+        Some(name) if hardened => name.clone(),
+        _ => config_user,
+    }
+}
+
 /// What the engine knows about a container (`docker inspect`), the fields devcell reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerInfo {
@@ -283,7 +300,9 @@ pub struct ContainerInfo {
     pub labels: BTreeMap<String, String>,
     /// Environment (`Config.Env`), as `KEY=value`.
     pub env: Vec<String>,
-    /// `Config.User` (empty = the image's).
+    /// The user it was asked to run as (empty = the image's): `Config.User`, or for a container
+    /// devcell created under `hardened` as numeric `uid:gid`, the name it was asked for
+    /// ([`created_user`]).
     pub user: String,
     /// Mounts as the engine made them.
     pub mounts: Vec<MountInfo>,

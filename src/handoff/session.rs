@@ -120,6 +120,10 @@ pub struct TaskFetch {
     /// (`refs/devcell/kept/tasks/<task>/<commit>`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
+    /// Why the last fetch was refused (a fetch-back bound, spec-note 0438), while the branch
+    /// is not fetched; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl HandoffResult {
@@ -244,7 +248,18 @@ pub(super) async fn close_previous_sessions(
             old.id, old.pid
         )));
         if let (Some(engine), Some(container)) = (engine, &old.container_id) {
-            stop_agent(engine, container, None, &pidfile_of(&old.id)).await;
+            match abandoned_stop_user(engine, container).await {
+                Ok(user) => {
+                    stop_agent(engine, container, user.as_deref(), &pidfile_of(&old.id)).await
+                }
+                Err(why) => reporter.report(Event::Warning(crate::diagnostics::Warning {
+                    location: None,
+                    message: format!(
+                        "the agent of abandoned session {} is not stopped: {why}",
+                        old.id
+                    ),
+                })),
+            }
         }
     }
     if let Some(old) = &start.replaced {
@@ -264,6 +279,39 @@ pub(super) async fn close_previous_sessions(
             }
         }
     }
+}
+
+/// The user the stop of an abandoned session's agent runs as in `container`: under `hardened`
+/// the numeric `uid:uid` of the remote user's uid label ([`crate::names::REMOTE_UID_LABEL`]),
+/// never a name, which would give the image's program every group the image's `/etc/group`
+/// lists (spec-note 0400, "the image's groups"); `None` (the container's user, as the
+/// reference CLI does) outside `hardened`. The gid is the uid: a `kill` needs only the uid,
+/// and `uid:gid` keeps the engine from adding groups.
+///
+/// Errors: why no user can be given (the container is gone or has no uid label); the stop is
+/// then skipped, since the container's own stop ends the agent too.
+async fn abandoned_stop_user(
+    engine: &dyn Engine,
+    container: &str,
+) -> Result<Option<String>, String> {
+    let info = match engine.inspect_container(container).await {
+        Ok(Some(info)) => info,
+        Ok(None) => return Err("its container is gone".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    stop_user_of(&info)
+}
+
+/// [`abandoned_stop_user`] for an inspected container.
+fn stop_user_of(info: &crate::engine::ContainerInfo) -> Result<Option<String>, String> {
+    if !crate::ops::exec_user::is_hardened(info) {
+        return Ok(None);
+    }
+    info.labels
+        .get(crate::names::REMOTE_UID_LABEL)
+        .and_then(|u| u.parse::<u32>().ok())
+        .map(|uid| Some(format!("{uid}:{uid}")))
+        .ok_or_else(|| "its container has no numeric remote uid to stop it as".to_string())
 }
 
 /// Records `e` as the end of session `session_id` (`failed`, with its code and its message,
@@ -454,6 +502,36 @@ pub(crate) async fn stop_agent(
     let _ = engine
         .exec(container, &request, ExecInput::None, ExecOutput::Collect)
         .await;
+}
+
+#[cfg(test)]
+mod stop_user_tests {
+    use super::*;
+
+    fn container(labels: &[(&str, &str)]) -> crate::engine::ContainerInfo {
+        crate::engine::ContainerInfo {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..crate::engine::ContainerInfo::default()
+        }
+    }
+
+    /// Closing an abandoned session never runs the image's `sh` by name under `hardened`
+    /// (attack finding J5: by name the engine gave it the image's group `disk`).
+    #[test]
+    fn an_abandoned_agent_is_stopped_as_a_numeric_user_under_hardened() {
+        let hardened = container(&[
+            (crate::names::PROFILE_LABEL, "hardened"),
+            (crate::names::REMOTE_UID_LABEL, "1000"),
+        ]);
+        assert_eq!(stop_user_of(&hardened), Ok(Some("1000:1000".into())));
+        let no_uid = container(&[(crate::names::PROFILE_LABEL, "hardened")]);
+        assert!(stop_user_of(&no_uid).is_err(), "no name fallback");
+        let reference = container(&[(crate::names::PROFILE_LABEL, "reference")]);
+        assert_eq!(stop_user_of(&reference), Ok(None));
+    }
 }
 
 #[cfg(test)]

@@ -124,7 +124,10 @@ async fn down_compose(
     reporter: &dyn Reporter,
 ) -> Result<DownResult> {
     let service = loaded.typed.service.as_deref().unwrap_or_default();
-    let Some((project, primary)) = labelled_primary(engine, labels, service).await? else {
+    let roots = vec![loaded.workspace.host_mount_root.clone()];
+    let Some((project, primary)) =
+        labelled_primary(engine, labels, service, &roots, reporter).await?
+    else {
         return Ok(result);
     };
     let whole = opts.remove || loaded.typed.shutdown_action.as_deref() != Some("none");
@@ -145,7 +148,8 @@ async fn down_compose(
             reporter.report(Event::Status(format!("removing container {}", short(id))));
             engine.remove_container(id, true).await?;
         }
-        remove_project_networks(engine, &project, reporter).await?;
+        reporter.report(Event::Status(format!("removing project {project}")));
+        remove_project_networks(engine, &project, NetworkInUse::Warn, reporter).await?;
     } else {
         // together, as `docker compose stop` does: a service ignoring SIGTERM costs the
         // timeout once, not once per service
@@ -165,18 +169,33 @@ async fn down_compose(
 
 /// The Compose project and primary container of the workspace: the container of service
 /// `service` (or, when none is of it, the first) that carries every id label in `labels`
-/// and a project label.
+/// and a project label, and binds one of `roots`, a folder in it or above it. A container claiming
+/// the labels without that bind (another repository's sidecar whose image carries them,
+/// attack finding J2) is left alone, with a warning (spec-note 0421).
 ///
 /// Errors: [`crate::ops::error::OpsError::Engine`].
 async fn labelled_primary(
     engine: &dyn Engine,
     labels: &std::collections::BTreeMap<String, String>,
     service: &str,
+    roots: &[std::path::PathBuf],
+    reporter: &dyn Reporter,
 ) -> Result<Option<(String, String)>> {
     use crate::engine::compose::{PROJECT_LABEL, SERVICE_LABEL};
-    let mut found: Vec<(String, String, bool)> = engine
-        .find_containers(labels)
-        .await?
+    let mut bound = Vec::new();
+    for c in engine.find_containers(labels).await? {
+        match engine.inspect_container(&c.id).await? {
+            Some(info) if crate::security::identity::binds_workspace_path(&info, roots) => {
+                bound.push(c)
+            }
+            Some(_) => reporter.report(Event::Status(format!(
+                "warning: container {} carries this workspace's labels but does not bind it: left alone",
+                short(&c.id)
+            ))),
+            None => {}
+        }
+    }
+    let mut found: Vec<(String, String, bool)> = bound
         .into_iter()
         .filter_map(|c| {
             let project = c.labels.get(PROJECT_LABEL)?.clone();
@@ -191,26 +210,43 @@ async fn labelled_primary(
         .map(|(project, id, _)| (project, id)))
 }
 
+/// What removing a project's networks does with one the engine will not remove (still in use
+/// by a container that is not the workspace's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NetworkInUse {
+    /// It stays, with a warning, and the others go on (`down`).
+    Warn,
+    /// The removal fails (`delete`, which then reports what remains).
+    Fail,
+}
+
 /// The project's own networks (`<project>_default` and the files' own; external ones carry
-/// no project label), removed by label through the engine as `docker compose down` would; one
-/// still in use by a container that is not this workspace's stays, with a warning.
+/// no project label), removed by label through the engine as `docker compose down` would,
+/// each announced; returns the names removed. For `down` and for the product's `delete`.
 ///
-/// Errors: [`crate::ops::error::OpsError::Engine`] listing the networks.
-async fn remove_project_networks(
+/// Errors: [`crate::ops::error::OpsError::Engine`] when the networks cannot be listed, or one
+/// cannot be removed under [`NetworkInUse::Fail`].
+pub(crate) async fn remove_project_networks(
     engine: &dyn Engine,
     project: &str,
+    in_use: NetworkInUse,
     reporter: &dyn Reporter,
-) -> Result<()> {
-    reporter.report(Event::Status(format!("removing project {project}")));
+) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
     for name in engine
         .find_networks(&crate::ops::compose::project_labels(project))
         .await?
     {
-        if let Err(e) = engine.remove_network(&name).await {
-            reporter.report(Event::Status(format!(
-                "warning: network {name} of project {project} stays: {e}"
-            )));
+        reporter.report(Event::Status(format!("removing network {name}")));
+        match engine.remove_network(&name).await {
+            Ok(()) => removed.push(name),
+            Err(e) if in_use == NetworkInUse::Warn => {
+                reporter.report(Event::Status(format!(
+                    "warning: network {name} of project {project} stays: {e}"
+                )));
+            }
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(removed)
 }

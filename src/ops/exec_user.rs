@@ -70,8 +70,64 @@ pub(crate) async fn resolve(
     if !is_hardened(container) {
         return None;
     }
-    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let passwd = crate::ops::image_files::image_passwd_of(engine, container).await;
     numeric_user(passwd.as_deref(), remote_user, workspace_gid(loaded))
+}
+
+/// The user `set-up`'s execs run as in `container` (a running container devcell may not have
+/// made): under the `hardened` profile `set-up` runs with, `remote_user` as numeric `uid:gid`
+/// from the image's `/etc/passwd`, as [`resolve`] gives a container devcell made (the image's
+/// groups are the same danger whoever created the container); the workspace owner's gid is
+/// the one of the container's `devcontainer.local_folder`, when it has one. `None` under
+/// another profile, or when the user cannot be found (the name is used).
+pub(crate) async fn resolve_running(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    remote_user: &str,
+    hardened: bool,
+) -> Option<String> {
+    if !hardened {
+        return None;
+    }
+    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let workspace_gid = container
+        .labels
+        .get(crate::names::LOCAL_FOLDER_LABEL)
+        .and_then(|f| crate::config::ownership::workspace_user_of(std::path::Path::new(f)))
+        .map(|i| i.gid);
+    numeric_user(passwd.as_deref(), remote_user, workspace_gid)
+}
+
+/// Under `hardened`, the workspace container is created as numeric `uid:gid` too: its main
+/// process (devcell's keep-alive, the Features' entrypoints, the image's own `ENTRYPOINT` with
+/// `overrideCommand: false`) runs what the repository wrote, and by name it would carry every
+/// group the image's `/etc/group` lists. The user it runs as (`spec.user`, else the image's
+/// `USER`, else `root`) is resolved in the image's `passwd`; its name as the engine would have
+/// reported it in `Config.User` (the asked user, else the image's `USER`, else `""`) is kept in
+/// [`crate::names::CREATED_USER_LABEL`], which the container's readers report
+/// ([`crate::engine::created_user`]), so results and checks see the name as before. Unchanged
+/// when the user cannot be found there (the uid check after start judges it).
+pub(crate) fn numeric_container_user(
+    spec: &mut crate::engine::ContainerSpec,
+    image_user: Option<&str>,
+    passwd: Option<&str>,
+    workspace_gid: Option<u32>,
+) {
+    let named = spec
+        .user
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .or(image_user.filter(|u| !u.is_empty()))
+        .unwrap_or_default()
+        .to_string();
+    let user = Some(named.as_str())
+        .filter(|u| !u.is_empty())
+        .unwrap_or("root");
+    if let Some(numeric) = numeric_user(passwd, user, workspace_gid) {
+        spec.labels
+            .insert(crate::names::CREATED_USER_LABEL.to_string(), named);
+        spec.user = Some(numeric);
+    }
 }
 
 #[cfg(test)]
@@ -111,5 +167,48 @@ mod tests {
             Some("0:0")
         );
         assert_eq!(judged_gid(1000, 0, Some(0)), 1000);
+    }
+
+    /// The container is created numeric and keeps the name asked for in its label, which is
+    /// what its readers report (a forged label without devcell's `hardened` profile counts
+    /// for nothing).
+    #[test]
+    fn the_container_is_created_numeric_and_reports_the_name_asked_for() {
+        use crate::engine::{ContainerSpec, created_user};
+        use crate::names::{CREATED_USER_LABEL, PROFILE_LABEL};
+        let mut spec = ContainerSpec {
+            user: Some("dev".into()),
+            ..ContainerSpec::default()
+        };
+        numeric_container_user(&mut spec, Some("root"), Some(PASSWD), Some(1000));
+        assert_eq!(spec.user.as_deref(), Some("1000:1000"));
+        spec.labels.insert(PROFILE_LABEL.into(), "hardened".into());
+        assert_eq!(created_user(&spec.labels, "1000:1000".into()), "dev");
+        // the image's user: named as the engine would have reported it (`Config.User`)
+        let mut spec = ContainerSpec::default();
+        numeric_container_user(&mut spec, Some("disk"), Some(PASSWD), Some(1002));
+        assert_eq!(spec.user.as_deref(), Some("1001:1002"));
+        spec.labels.insert(PROFILE_LABEL.into(), "hardened".into());
+        assert_eq!(created_user(&spec.labels, "1001:1002".into()), "disk");
+        // no user anywhere: root, reported as the empty `Config.User` it would have had
+        let mut spec = ContainerSpec::default();
+        numeric_container_user(&mut spec, None, Some(PASSWD), Some(1002));
+        assert_eq!(spec.user.as_deref(), Some("0:0"));
+        spec.labels.insert(PROFILE_LABEL.into(), "hardened".into());
+        assert_eq!(created_user(&spec.labels, "0:0".into()), "");
+        // a user the passwd does not name stays as asked, with no label
+        let mut spec = ContainerSpec {
+            user: Some("ghost".into()),
+            ..ContainerSpec::default()
+        };
+        numeric_container_user(&mut spec, None, Some(PASSWD), None);
+        assert_eq!(spec.user.as_deref(), Some("ghost"));
+        assert!(!spec.labels.contains_key(CREATED_USER_LABEL));
+        // outside `hardened` the label is not read
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(CREATED_USER_LABEL.to_string(), "dev".to_string());
+        assert_eq!(created_user(&labels, "root".into()), "root");
+        labels.insert(PROFILE_LABEL.into(), "reference".into());
+        assert_eq!(created_user(&labels, "root".into()), "root");
     }
 }

@@ -85,6 +85,24 @@ pub(crate) async fn engine_passwd(
     Some(crate::engine::passwd::text_of(&bytes.ok()??))
 }
 
+/// The image's `/etc/passwd` for the container `info`, whatever the container mounts over it:
+/// what turns the remote user's name into the numeric `uid:gid` every exec runs as under
+/// `hardened` ([`crate::ops::exec_user`]). With numbers the engine resolves nothing, so a
+/// mount at `/`, `/etc` or `/etc/passwd` changes nothing the engine does with them; giving up
+/// the numbers there (as [`engine_passwd`] must for judging a name) would hand exec back to
+/// the name and the image's groups (attack finding J6). `None` when it cannot be read as a
+/// regular file.
+pub(crate) async fn image_passwd_of(
+    engine: &dyn Engine,
+    info: &crate::engine::ContainerInfo,
+) -> Option<String> {
+    if info.image_id.is_empty() {
+        return None;
+    }
+    let bytes = read(engine, &info.image_id, &info.image_id, "/etc/passwd").await;
+    Some(crate::engine::passwd::text_of(&bytes.ok()??))
+}
+
 fn write(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::DirBuilderExt as _;

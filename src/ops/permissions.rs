@@ -298,6 +298,14 @@ pub(crate) fn early_requests(
         .as_ref()
         .map(|r| r.tags.iter().skip(1).cloned().collect::<Vec<_>>())
         .unwrap_or_default();
+    // what the Dockerfile's text asks of the builder (spec-note 0612, attacks H6 and G9)
+    if loaded.typed.kind() == ConfigKind::Dockerfile
+        && let Some(request) = &request
+    {
+        requests.extend(crate::ops::dockerfile_judge::text_requests(
+            loaded, request, profile, grants,
+        ));
+    }
     let configured = request.and_then(|r| r.network);
     let decided =
         security::build_network::decide(profile, grants, container_network, configured.as_deref());
@@ -854,11 +862,12 @@ pub(crate) async fn container_requests(
     );
     let host_env = |name: &str| opts.target.env.get(name).cloned();
     let unknown = ImageInfo::default();
+    let workspace_mount = loaded.workspace_mount()?;
     let mut spec = container_spec(&SpecInputs {
         image: reference,
         image_info: image_info.unwrap_or(&unknown),
         merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        workspace_mount: workspace_mount.as_ref(),
         extra_mounts,
         id_labels: &id_labels,
         metadata_label: None,

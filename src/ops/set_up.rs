@@ -221,13 +221,18 @@ pub async fn set_up_with(
     )
     .await?;
     let audit_score = audit_score(engine, &container.id, opts.workspace_git_dirs).await;
+    // Under `hardened` every exec runs as numeric `uid:gid`: no group of the image's
+    // `/etc/group` (spec-note 0400, "the image's groups").
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let exec_user =
+        crate::ops::exec_user::resolve_running(engine, &container, &remote_user, hardened).await;
     let attached = attach_running(
         engine,
         opts,
         &container,
         config.workspace_folder,
         (merged.clone(), entries),
-        &remote_user,
+        (&remote_user, exec_user),
     )
     .await?;
     let lifecycle = run_hooks(
@@ -341,7 +346,8 @@ async fn judge_container(
 
 /// What the hooks run in: the workspace folder (`--config`'s, else one the remote user can
 /// use), the remote user's home when a folder is relative to it, the user environment probe
-/// and the marker folder.
+/// and the marker folder; every exec as `exec_user` (numeric under `hardened`), else the
+/// remote user's name.
 ///
 /// Errors: [`OpsError::Lifecycle`] (an invalid `userEnvProbe`).
 async fn attach_running(
@@ -350,7 +356,7 @@ async fn attach_running(
     container: &ContainerInfo,
     workspace_folder: Option<String>,
     (merged, entries): (Value, Vec<Value>),
-    remote_user: &str,
+    (remote_user, exec_user): (&str, Option<String>),
 ) -> Result<Attached> {
     let needs_home = workspace_folder.is_none()
         || opts
@@ -364,7 +370,10 @@ async fn attach_running(
     };
     let workspace_folder = match workspace_folder {
         Some(folder) => folder,
-        None => usable_folder(engine, &container.id, remote_user, &home).await,
+        None => {
+            let user = exec_user.as_deref().unwrap_or(remote_user);
+            usable_folder(engine, &container.id, user, &home).await
+        }
     };
     let probe = UserEnvProbe::from_merged_configuration(&merged, opts.default_user_env_probe)
         .map_err(|source| OpsError::Lifecycle {
@@ -377,7 +386,7 @@ async fn attach_running(
         merged,
         entries,
         remote_user: remote_user.to_string(),
-        exec_user: None,
+        exec_user,
         workspace_folder,
         probe,
         marker_folder,

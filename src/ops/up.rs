@@ -466,6 +466,9 @@ struct CreatedContainer {
 /// A container's request judged by the policy, not yet created.
 struct JudgedSpec {
     spec: ContainerSpec,
+    /// The user the container was asked to run as (`None`: the image's), before
+    /// [`crate::ops::exec_user::numeric_container_user`] made `spec.user` numeric.
+    container_user: Option<String>,
     permissions: Vec<PermissionRequest>,
     remote_user: Option<String>,
     account: Option<Account>,
@@ -558,7 +561,7 @@ async fn create_new(
         .map_err(|e| OpsError::from(e).in_container(&id))?;
     let started = Started {
         id: &id,
-        container_user: judged.spec.user.as_deref(),
+        container_user: judged.container_user.as_deref(),
         remote_user: judged.remote_user.as_deref(),
         permissions: &judged.permissions,
         grants: plan.grants,
@@ -600,11 +603,12 @@ fn new_spec(
 ) -> Result<ContainerSpec> {
     let (opts, loaded) = (plan.opts, plan.loaded);
     let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let workspace_mount = loaded.workspace_mount()?;
     let mut spec = container_spec(&SpecInputs {
         image: &image.reference,
         image_info: &image.info,
         merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        workspace_mount: workspace_mount.as_ref(),
         extra_mounts: &cli_mounts(opts, loaded),
         id_labels: plan.id_labels,
         metadata_label: label,
@@ -705,8 +709,18 @@ async fn judge_new(
     let more = volume_requests
         .into_iter()
         .chain(facts.label_requests.iter().cloned());
-    let applied = apply_policy(profile, grants, &input, more, reporter)?;
+    let mut applied = apply_policy(profile, grants, &input, more, reporter)?;
+    let container_user = applied.spec.user.clone();
+    if hardened {
+        crate::ops::exec_user::numeric_container_user(
+            &mut applied.spec,
+            input.image_user.as_deref(),
+            input.passwd.as_deref(),
+            crate::ops::exec_user::workspace_gid(loaded),
+        );
+    }
     Ok(JudgedSpec {
+        container_user,
         permissions: applied.requests,
         remote_user: applied.remote_user,
         account,

@@ -53,6 +53,31 @@ pub fn binds_workspace(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
         .any(|m| accepted.contains(&clean(Path::new(&m.source))))
 }
 
+/// Whether `info` has a bind mount whose host source is one of `folders`, a folder inside one,
+/// or a folder above one (other than `/`): a Compose primary binds the folder its file names
+/// (`..`, a parent for a multi-repository project, or a folder inside), not always the
+/// workspace itself. Only a repository that binds such a path can claim the workspace, and a
+/// bind outside its own workspace is a request (spec-note 0421).
+pub fn binds_workspace_path(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
+    let mut accepted: Vec<PathBuf> = Vec::new();
+    for folder in folders {
+        accepted.push(clean(folder));
+        if let Ok(canonical) = std::fs::canonicalize(folder) {
+            accepted.push(canonical);
+        }
+    }
+    info.mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind.as_str())
+        .map(|m| clean(Path::new(&m.source)))
+        .filter(|source| source.parent().is_some())
+        .any(|source| {
+            accepted
+                .iter()
+                .any(|a| a.starts_with(&source) || source.starts_with(a))
+        })
+}
+
 /// The host sources of `info`'s bind mounts, for messages.
 pub fn bind_sources(info: &ContainerInfo) -> Vec<String> {
     info.mounts
@@ -71,6 +96,27 @@ fn clean(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use crate::engine::MountInfo;
+
+    /// Attack finding J2: a sidecar whose image carries a workspace's id labels but binds
+    /// only its own repository is not that workspace's; a primary binding the workspace, a
+    /// folder in it or above it is.
+    #[test]
+    fn a_workspace_path_is_the_workspace_a_folder_in_it_or_above_it() {
+        let ws = [PathBuf::from("/home/me/src/a")];
+        assert!(binds_workspace_path(&container(&["/home/me/src/a"]), &ws));
+        assert!(binds_workspace_path(
+            &container(&["/home/me/src/a/web"]),
+            &ws
+        ));
+        assert!(binds_workspace_path(&container(&["/home/me/src"]), &ws));
+        assert!(!binds_workspace_path(&container(&["/home/me/src/b"]), &ws));
+        assert!(!binds_workspace_path(&container(&["/home/me/src/ab"]), &ws));
+        assert!(
+            !binds_workspace_path(&container(&["/"]), &ws),
+            "not the root"
+        );
+        assert!(!binds_workspace_path(&container(&[]), &ws));
+    }
 
     fn container(binds: &[&str]) -> ContainerInfo {
         ContainerInfo {

@@ -14,6 +14,7 @@ pub mod build_network;
 pub mod choice;
 pub mod compose;
 pub mod compose_files;
+pub mod dockerfile;
 pub mod egress_requests;
 pub mod error;
 pub mod gpu;

@@ -163,6 +163,15 @@ pub enum Source {
         /// The key path in that file.
         key: String,
     },
+    /// The Dockerfile of devcontainer.json's `build` (as devcontainer.json names it) and what
+    /// in it asks (`RUN --network=host`, `# syntax=…`, a base image's `ONBUILD`; spec-note
+    /// 0612). A Compose service's Dockerfile is that service's ([`Source::ComposeService`]).
+    Dockerfile {
+        /// The Dockerfile.
+        file: String,
+        /// The instruction or flag, as read.
+        what: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -179,6 +188,7 @@ impl fmt::Display for Source {
                 write!(f, "Compose service `{service}` (`{property}`)")
             }
             Source::ComposeFile { file, key } => write!(f, "Compose file `{file}` (`{key}`)"),
+            Source::Dockerfile { file, what } => write!(f, "Dockerfile `{file}` (`{what}`)"),
         }
     }
 }

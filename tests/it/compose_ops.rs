@@ -1266,3 +1266,62 @@ fn delete_keeps_a_projects_named_volume_and_is_verified() {
         "the data stays"
     );
 }
+
+/// Attack finding J2: another repository's sidecar whose *image* carries workspace A's id
+/// labels (Compose files' own identity labels are refused, an image's are carried) was taken
+/// as A's primary: `down --remove` of A removed that repository's project and left A's
+/// container running. A container that claims A's labels without binding A is left alone.
+#[test]
+fn down_ignores_another_projects_sidecar_claiming_the_workspace_labels() {
+    let Some(a) = TestContext::busybox("compose_ops_j2_a") else {
+        return;
+    };
+    let Some(b) = TestContext::busybox("compose_ops_j2_b") else {
+        return;
+    };
+    let (a, b) = (a.isolated(), b.isolated());
+    let (project_a, project_b) = (project(&a), project(&b));
+    a.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n"
+        ),
+    );
+    let a = a.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    let a_folder = std::fs::canonicalize(a.path()).unwrap();
+    let a_folder = a_folder.to_str().unwrap();
+    b.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL devcontainer.local_folder=\"{a_folder}\" devcontainer.config_file=\"{a_folder}/.devcontainer/devcontainer.json\"\n"
+        ),
+    );
+    b.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  main:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n  app:\n    build: {{context: ., dockerfile: Dockerfile}}\n    command: [\"sleep\", \"100000\"]\n"
+        ),
+    );
+    let b = b.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "main", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    a.up(&[]);
+    b.up(&[]);
+    assert_eq!(services(&project_b), ["app running", "main running"]);
+
+    let down = a.run("down", &["--remove"]);
+    assert_eq!(down.code, Some(0), "{}\n{}", down.stdout, down.stderr);
+    assert!(
+        services(&project_a).is_empty(),
+        "A's own project is removed"
+    );
+    assert_eq!(
+        services(&project_b),
+        ["app running", "main running"],
+        "B's project is left alone: {}",
+        down.stderr
+    );
+    b.run("down", &["--remove"]).ok();
+}

@@ -542,4 +542,47 @@ fn env_export_describes_the_running_container_for_agent_runner() {
     assert_eq!(workspace["mode"], "rw");
     let canonical = std::fs::canonicalize(ctx.path()).unwrap();
     assert_eq!(workspace["hostPath"], canonical.to_str().unwrap());
+    // attack finding J3: agent-runner's exec runs as devcell's numeric ids, never the name
+    assert_eq!(
+        exported["extraExecArgs"],
+        serde_json::json!(["--user", "65534:65534"]),
+        "{exported}"
+    );
+}
+
+/// Attack finding J3: the container `up` made binds the workspace's host `.git` read-write;
+/// exported to agent-runner, its agent would write the host's git configuration, which git
+/// runs on the user's next `git status`. The export is refused unless the user accepts it
+/// (`--allow-host-git`), and the refusal writes nothing.
+#[test]
+fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
+    let Some(ctx) = TestContext::busybox("env_export_host_git") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write(
+        CONFIG,
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#),
+    );
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ctx.path())
+        .status()
+        .unwrap();
+    assert!(init.success());
+    ctx.up(&[]);
+    let refused = ctx.output("env export", &["--format", "agent-runner"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(refused.stdout.is_empty(), "nothing written on a refusal");
+    assert!(
+        stderr.contains(".git") && stderr.contains("--allow-host-git"),
+        "{stderr}"
+    );
+    let accepted = ctx.output("env export", &["--allow-host-git"]);
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
 }

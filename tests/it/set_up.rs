@@ -324,3 +324,64 @@ fn set_up_shares_markers_and_result_shape_with_the_reference_cli() {
         );
     }
 }
+
+/// Issue 25 (spec-note 0400, "the image's groups"): under `hardened`, `set-up`'s hooks run as
+/// numeric `uid:gid` like every other exec devcell makes: an image whose `/etc/group` lists the
+/// remote user in group 6 (`disk` on most hosts) gives the hook no such group, so it cannot
+/// leave a set-gid-6 file where the container can write.
+#[test]
+fn set_up_hooks_get_no_group_of_the_images_etc_group() {
+    if !engine_ready(
+        "set_up_hooks_get_no_group_of_the_images_etc_group",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let tag = format!("devcell-test/set-up-groups:{}", std::process::id());
+    let context = tempfile::tempdir().unwrap();
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\n\
+             RUN echo 'dev:x:1000:1000::/home/dev:/bin/sh' >> /etc/passwd && echo 'dev:x:1000:' >> /etc/group \
+             && echo 'disk6:x:6:dev' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n\
+             USER dev\n"
+        ),
+    )
+    .unwrap();
+    let (built, log) = crate::support::engine::docker(&[
+        "build",
+        "-q",
+        "--network",
+        "none",
+        "-t",
+        &tag,
+        &context.path().display().to_string(),
+    ]);
+    assert!(built, "{log}");
+    let container = TestContainer::run_with(&[], &tag, &["sleep", "600"]);
+    // the control: by name the engine gives the user the image's group
+    assert!(
+        container.sh("id").contains("6(disk6)"),
+        "{}",
+        container.sh("id")
+    );
+    let (_dir, config) = config_file(
+        r#"{"workspaceFolder": "/tmp", "remoteUser": "dev",
+            "postCreateCommand": "id > /tmp/hook-id; cp /bin/busybox /tmp/sg; chgrp 6 /tmp/sg; ls -ln /tmp/sg >> /tmp/hook-id; true"}"#,
+    );
+    let out = set_up(&container.id, Some(&config), &[]);
+    let first = result(&out);
+    assert_eq!(first["devcell"]["remoteUser"], "dev", "{first}");
+    let ids = container.sh("cat /tmp/hook-id");
+    drop(container);
+    let _ = crate::support::engine::docker(&["rmi", "-f", &tag]);
+    assert!(ids.starts_with("uid=1000(dev) gid=1000"), "{ids}");
+    let groups = ids.lines().next().unwrap_or_default();
+    assert!(!groups.contains("6(disk6)"), "the hook had group 6: {ids}");
+    let sg = ids.lines().nth(1).unwrap_or_default();
+    assert!(
+        sg.split_whitespace().nth(3).is_none_or(|g| g != "6"),
+        "the hook made a group-6 file: {ids}"
+    );
+}

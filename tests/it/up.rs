@@ -1391,8 +1391,18 @@ fn a_root_image_with_no_user_runs_as_the_user_devcell_provides() {
             .any(|p| p["permission"] == "root"),
         "{result}"
     );
-    assert_eq!(docker_inspect(&id, "{{.Config.User}}"), "devcell");
+    // created as numeric `uid:gid` (no image group for its main process), the name kept in
+    // devcell's label, which the result above reports (issue 25)
     let owner = WORKSPACE_OWNER.to_string();
+    let config_user = docker_inspect(&id, "{{.Config.User}}");
+    assert!(
+        config_user.starts_with(&format!("{owner}:")),
+        "{config_user}"
+    );
+    assert_eq!(
+        docker_inspect(&id, "{{index .Config.Labels \"devcell.user\"}}"),
+        "devcell"
+    );
     let hook = std::fs::read_to_string(ws.path().join("hook-uid")).unwrap();
     assert_eq!(
         hook.lines().collect::<Vec<_>>(),

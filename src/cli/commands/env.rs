@@ -31,8 +31,12 @@ pub fn export(args: EnvExportArgs) -> anyhow::Result<ExitCode> {
         workspace_folder_given: true,
         ..TargetOptions::default()
     };
-    let result =
-        own_block_on(export_agent_runner(&target, args.name.as_deref())).and_then(|e| e.to_yaml());
+    let result = own_block_on(export_agent_runner(
+        &target,
+        args.name.as_deref(),
+        args.allow_host_git,
+    ))
+    .and_then(|e| e.to_yaml());
     Ok(finish(Format::Text, result, String::clone, |_| {
         Extras::default()
     }))

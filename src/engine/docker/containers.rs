@@ -72,6 +72,8 @@ impl DockerEngine {
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
         let host = c.host_config.unwrap_or_default();
+        let labels = sorted(config.labels);
+        let user = created_user(&labels, config.user.unwrap_or_default());
         Ok(Some(ContainerInfo {
             id: c.id.unwrap_or_default(),
             name: c
@@ -86,9 +88,9 @@ impl DockerEngine {
             exit_code: state.exit_code.unwrap_or(0),
             created: c.created.clone().unwrap_or_default(),
             started_at: state.started_at.clone().unwrap_or_default(),
-            labels: sorted(config.labels),
+            labels,
             env: config.env.unwrap_or_default(),
-            user: config.user.unwrap_or_default(),
+            user,
             mounts: c
                 .mounts
                 .unwrap_or_default()

@@ -41,6 +41,12 @@ pub struct AgentRunnerEnvironment {
     pub cwd: String,
     /// The container's bind mounts, checked by agent-runner against the real ones.
     pub expected_mounts: Vec<ExpectedMount>,
+    /// Appended to agent-runner's `docker exec`/`podman exec`: under `hardened`, `--user
+    /// <uid>:<gid>`, so agent-runner's backend runs as devcell's numeric ids and gets none
+    /// of the groups the image's `/etc/group` lists for a name (spec-note 0400, "the image's
+    /// groups"; attack finding J3). Empty (and not written) otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_exec_args: Vec<String>,
 }
 
 /// One of [`AgentRunnerEnvironment::expected_mounts`].
@@ -78,6 +84,7 @@ pub fn agent_runner_environment(
     cwd: &str,
     podman: bool,
     name: Option<&str>,
+    exec_user: Option<&str>,
 ) -> Result<AgentRunnerEnvironment> {
     let expected_mounts = container
         .mounts
@@ -98,6 +105,9 @@ pub fn agent_runner_environment(
         container: container.name.clone(),
         cwd: cwd.to_string(),
         expected_mounts,
+        extra_exec_args: exec_user
+            .map(|u| vec!["--user".to_string(), u.to_string()])
+            .unwrap_or_default(),
     };
     refuse_templates(&environment)?;
     Ok(environment)
@@ -127,17 +137,84 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
     }
 }
 
+/// A host git directory the container `mounts` can write, by its host path: a `.git` at the
+/// source of a read-write bind, in one of its children (a multi-repository workspace), or in
+/// a folder above it (the bind is inside a worktree), that no other mount covers at the
+/// place it appears in the container (a handoff covers each with the container's own git
+/// directory). `None` when there is none.
+///
+/// What agent-runner's agent writes there (`core.fsmonitor`, hooks, a renamed `.git`) runs
+/// on the host on the user's next `git status` (issue 25, class 1; attack finding J3): a
+/// container `up` made mounts them as they are, which only a handoff's container does not.
+pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std::path::PathBuf> {
+    use std::path::Path;
+    let covered = |inside: &str| {
+        mounts
+            .iter()
+            .any(|m| m.destination.trim_end_matches('/') == inside.trim_end_matches('/'))
+    };
+    let is_git = |p: &Path| std::fs::symlink_metadata(p.join(".git")).is_ok();
+    for m in mounts.iter().filter(|m| m.kind == "bind" && m.rw) {
+        let source = Path::new(&m.source);
+        if !source.is_dir() {
+            continue;
+        }
+        if is_git(source) && !covered(&format!("{}/.git", m.destination.trim_end_matches('/'))) {
+            return Some(source.join(".git"));
+        }
+        if let Some(above) = source.ancestors().skip(1).find(|a| is_git(a)) {
+            return Some(above.join(".git"));
+        }
+        let children = std::fs::read_dir(source).into_iter().flatten().flatten();
+        for child in children {
+            let path = child.path();
+            let inside = format!(
+                "{}/{}/.git",
+                m.destination.trim_end_matches('/'),
+                child.file_name().to_string_lossy()
+            );
+            if child.file_type().is_ok_and(|t| t.is_dir()) && is_git(&path) && !covered(&inside) {
+                return Some(path.join(".git"));
+            }
+        }
+    }
+    None
+}
+
+/// Refuses to export a container whose mounts let the agent write a host git directory
+/// ([`writable_host_git_dir`]) unless the user accepts it (`allow_host_git`).
+///
+/// Errors: [`OpsError::Unsupported`] naming the git directory, with the way out.
+fn refuse_writable_host_git(container: &ContainerInfo, allow_host_git: bool) -> Result<()> {
+    match writable_host_git_dir(&container.mounts) {
+        Some(git) if !allow_host_git => Err(OpsError::Unsupported {
+            message: format!(
+                "cannot export `{}` to agent-runner: its agent could write the host's git directory {} (a hook or `core.fsmonitor` it writes there runs on this host at your next `git status`)",
+                container.name,
+                git.display()
+            ),
+            hint: Some(
+                "hand agents the workspace with `devcell handoff`, which gives the container its own git directories; or pass `--allow-host-git` to export it anyway".into(),
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `env export --format agent-runner`: the running container of `target`'s workspace (found as
-/// `exec` finds it) as an agent-runner definition named `name`.
+/// `exec` finds it) as an agent-runner definition named `name`. A container whose mounts let
+/// the agent write a host git directory is refused unless `allow_host_git`.
 ///
 /// Errors: as `exec`'s attach ([`OpsError::NoContainer`], [`OpsError::NotRunning`], the
-/// configuration's, the engine's); [`agent_runner_environment`]'s.
+/// configuration's, the engine's); [`agent_runner_environment`]'s; [`OpsError::Unsupported`]
+/// for a writable host git directory.
 pub async fn export_agent_runner(
     target: &TargetOptions,
     name: Option<&str>,
+    allow_host_git: bool,
 ) -> Result<AgentRunnerEnvironment> {
     let engine = crate::engine::connect().await?;
-    export_agent_runner_with(&*engine, target, name).await
+    export_agent_runner_with(&*engine, target, name, allow_host_git).await
 }
 
 /// [`export_agent_runner`] through `engine`.
@@ -147,6 +224,7 @@ pub async fn export_agent_runner_with(
     engine: &dyn Engine,
     target: &TargetOptions,
     name: Option<&str>,
+    allow_host_git: bool,
 ) -> Result<AgentRunnerEnvironment> {
     let (attached, _) = crate::ops::attach::attach_target(
         engine,
@@ -155,12 +233,17 @@ pub async fn export_agent_runner_with(
         crate::lifecycle::probe::UserEnvProbe::default(),
     )
     .await?;
+    refuse_writable_host_git(&attached.container, allow_host_git)?;
     let podman = engine.is_podman().await?;
+    let exec_user = crate::ops::exec_user::is_hardened(&attached.container)
+        .then(|| attached.exec_user.clone())
+        .flatten();
     agent_runner_environment(
         &attached.container,
         &attached.workspace_folder,
         podman,
         name,
+        exec_user.as_deref(),
     )
 }
 
@@ -197,7 +280,7 @@ mod tests {
             mount("volume", "/var/lib/docker/volumes/x/_data", "/cache", true),
             mount("tmpfs", "", "/tmp", true),
         ]);
-        let e = agent_runner_environment(&c, "/workspaces/app", false, Some("app")).unwrap();
+        let e = agent_runner_environment(&c, "/workspaces/app", false, Some("app"), None).unwrap();
         let yaml: serde_json::Value = serde_yaml::from_str(&e.to_yaml().unwrap()).unwrap();
         assert_eq!(
             yaml,
@@ -215,7 +298,7 @@ mod tests {
                 ],
             })
         );
-        let podman = agent_runner_environment(&c, "/w", true, None).unwrap();
+        let podman = agent_runner_environment(&c, "/w", true, None, None).unwrap();
         assert_eq!(podman.engine, "podman");
         assert!(
             !podman.to_yaml().unwrap().contains("name:"),
@@ -226,7 +309,7 @@ mod tests {
     #[test]
     fn a_value_agent_runner_would_read_as_a_variable_is_refused() {
         let c = container(vec![mount("bind", "/home/me/{{run_id}}", "/w", true)]);
-        let e = agent_runner_environment(&c, "/w", false, None)
+        let e = agent_runner_environment(&c, "/w", false, None, None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -234,6 +317,57 @@ mod tests {
             "{e}"
         );
         let c = container(Vec::new());
-        assert!(agent_runner_environment(&c, "/w/{{cwd}}", false, None).is_err());
+        assert!(agent_runner_environment(&c, "/w/{{cwd}}", false, None, None).is_err());
+    }
+
+    /// Under `hardened` agent-runner's exec gets devcell's numeric ids (attack finding J3:
+    /// its `docker exec` by name gave the agent the image's group `disk`).
+    #[test]
+    fn the_export_makes_agent_runner_exec_as_the_numeric_user() {
+        let c = container(Vec::new());
+        let e = agent_runner_environment(&c, "/w", false, None, Some("1000:1000")).unwrap();
+        let yaml: serde_json::Value = serde_yaml::from_str(&e.to_yaml().unwrap()).unwrap();
+        assert_eq!(
+            yaml["extraExecArgs"],
+            serde_json::json!(["--user", "1000:1000"])
+        );
+    }
+
+    /// Attack finding J3: a container `up` made binds the workspace with its host `.git`
+    /// read-write; exporting it would let agent-runner's agent write the host's git
+    /// configuration. It is refused unless the user accepts it; a `.git` the container sees
+    /// through another mount (a handoff's own git directory) is not the host's.
+    #[test]
+    fn a_container_that_can_write_a_host_git_directory_is_not_exported_unasked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        let ws_s = ws.to_str().unwrap();
+        let mut c = container(vec![mount("bind", ws_s, "/workspaces/ws", true)]);
+        let e = refuse_writable_host_git(&c, false).unwrap_err().to_string();
+        assert!(e.contains(".git") && e.contains("git status"), "{e}");
+        assert!(refuse_writable_host_git(&c, true).is_ok());
+        c.mounts[0].rw = false;
+        assert!(refuse_writable_host_git(&c, false).is_ok(), "read-only");
+        c.mounts[0].rw = true;
+        c.mounts
+            .push(mount("bind", "/state/git", "/workspaces/ws/.git", true));
+        assert!(refuse_writable_host_git(&c, false).is_ok(), "covered");
+        // a repository one level down (a multi-repository workspace) and a bind inside one
+        let multi = tmp.path().join("multi");
+        std::fs::create_dir_all(multi.join("api/.git")).unwrap();
+        let c = container(vec![mount("bind", multi.to_str().unwrap(), "/w", true)]);
+        assert_eq!(
+            writable_host_git_dir(&c.mounts),
+            Some(multi.join("api/.git"))
+        );
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let c = container(vec![mount(
+            "bind",
+            ws.join("sub").to_str().unwrap(),
+            "/w",
+            true,
+        )]);
+        assert_eq!(writable_host_git_dir(&c.mounts), Some(ws.join(".git")));
     }
 }

@@ -10,6 +10,8 @@
 //! `users` and `limits` (how each part is judged or bounded), and here [`apply`], [`judge`]
 //! and [`refusal`].
 
+#[cfg(test)]
+mod gpu_tests;
 mod grants;
 mod input;
 mod limits;

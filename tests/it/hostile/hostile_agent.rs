@@ -993,6 +993,37 @@ fn an_image_group_gives_the_agent_no_set_gid_file_on_the_host() {
     assert_no_image_group(&ws, &result);
 }
 
+/// J6 of the 19th review: a repository mount over `/etc/passwd` (a file in the workspace, so
+/// nothing is asked) once made devcell give up the numeric ids and run every exec by name,
+/// with the image's groups. The ids come from the image's own file, whatever is mounted over
+/// it: the agent still gets no group 6.
+#[test]
+fn a_mount_over_etc_passwd_gives_the_agent_no_image_group() {
+    let test = "a_mount_over_etc_passwd_gives_the_agent_no_image_group";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    image_group_repo(
+        &ws,
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "containerUser": "dev",
+            "mounts": [{"source": "${localWorkspaceFolder}/etcx/passwd", "target": "/etc/passwd", "type": "bind"}]}"#,
+    );
+    std::fs::create_dir_all(ws.join("etcx")).unwrap();
+    std::fs::write(
+        ws.join("etcx/passwd"),
+        "root:x:0:0::/root:/bin/sh\ndev:x:1000:1000::/home/dev:/bin/sh\n",
+    )
+    .unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "passwd"]);
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["sh", "-c", SET_GID_AGENT], &[]);
+    let result = handoff_ok(&host, &ws);
+    assert_no_image_group(&ws, &result);
+}
+
 /// The same with a configuration that names no user: devcell's own user (whose name the
 /// repository can predict, and lists in group 6) gets no image group either.
 #[test]
@@ -1018,6 +1049,79 @@ fn an_image_group_gives_devcells_own_user_no_set_gid_file_on_the_host() {
     let host = Host::new(&["sh", "-c", SET_GID_AGENT], &[]);
     let result = handoff_ok(&host, &ws);
     assert_no_image_group(&ws, &result);
+}
+
+/// The image's own `ENTRYPOINT` (run with `overrideCommand: false`): records its ids into the
+/// workspace and tries to leave a set-gid-6 copy of its shell there, then waits to be stopped.
+const GROUP_ENTRYPOINT: &str = "cd /workspace || exit 1\n\
+     id > entry-id.txt\n\
+     cp /bin/busybox ep-helper; chgrp 6 ep-helper; chmod 2755 ep-helper\n\
+     ls -ln ep-helper >> entry-id.txt\n\
+     trap 'exit 0' TERM\n\
+     while sleep 1 & wait $!; do :; done\n";
+
+/// Issue 25 (spec-note 0400, "the image's groups"): the workspace container itself is created
+/// as numeric `uid:gid` under `hardened`, not only its execs: the image's `ENTRYPOINT` (the
+/// repository's code, run as the container's main process) gets no group the image's
+/// `/etc/group` lists for its user, so it cannot `chgrp 6` a file in the host workspace.
+#[test]
+fn the_images_entrypoint_gets_no_image_group() {
+    use std::os::unix::fs::MetadataExt as _;
+    let test = "the_images_entrypoint_gets_no_image_group";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(
+        &ws,
+        Some(
+            r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "containerUser": "dev", "overrideCommand": false}"#,
+        ),
+    );
+    std::fs::write(ws.join(".devcontainer/entry.sh"), GROUP_ENTRYPOINT).unwrap();
+    std::fs::write(
+        ws.join(".devcontainer/Dockerfile"),
+        format!(
+            "FROM {}\n\
+             RUN echo 'dev:x:1000:1000::/home/dev:/bin/sh' >> /etc/passwd && echo 'dev:x:1000:' >> /etc/group \
+             && echo 'disk6:x:6:dev,devcell' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n\
+             COPY entry.sh /entry.sh\n\
+             USER dev\n\
+             ENTRYPOINT [\"/bin/sh\", \"/entry.sh\"]\n",
+            crate::support::docker::BUSYBOX_IMAGE
+        ),
+    )
+    .unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "image"]);
+    give_to_workspace_owner(tmp.path());
+    // the agent waits (bounded) for the entrypoint's record, so both ran before the checks
+    let host = Host::new(
+        &[
+            "sh",
+            "-c",
+            "for i in $(seq 100); do grep -q ep-helper /workspace/entry-id.txt 2>/dev/null && break; sleep 0.1; done; true",
+        ],
+        &[],
+    );
+    let result = handoff_ok(&host, &ws);
+    let ids = std::fs::read_to_string(ws.join("entry-id.txt")).unwrap_or_default();
+    assert!(ids.contains("uid="), "the entrypoint ran: {ids}\n{result}");
+    let groups = ids.lines().next().unwrap_or_default();
+    assert!(
+        !groups.contains("6(") && !groups.contains("=6,") && !groups.contains(",6,"),
+        "the image's entrypoint had the image's group 6: {ids}"
+    );
+    let helper = std::fs::symlink_metadata(ws.join("ep-helper")).unwrap();
+    assert_ne!(helper.gid(), 6, "the entrypoint left a group-6 file: {ids}");
+    let set_id = set_id_entries(&ws);
+    assert!(set_id.is_empty(), "set-id files on the host: {set_id:#?}");
+    let foreign = super::compose_projects::foreign_entries(&ws, WORKSPACE_OWNER);
+    assert!(
+        foreign.is_empty(),
+        "foreign entries on the host: {foreign:#?}\n{ids}"
+    );
 }
 
 /// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
