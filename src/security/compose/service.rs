@@ -254,12 +254,8 @@ fn devices(service: &Value, asked: &mut Asked<'_>) {
     for rule in strings_of(service, "device_cgroup_rules") {
         asked.push(Permission::DeviceCgroupRule(rule), "device_cgroup_rules");
     }
-    if service
-        .pointer("/deploy/resources/reservations/devices")
-        .is_some()
-        || service.get("gpus").is_some()
-    {
-        asked.push(Permission::Device("gpu".to_string()), "deploy.resources");
+    for (permission, property) in crate::security::gpu::compose_device_requests(service) {
+        asked.push(permission, property);
     }
 }
 

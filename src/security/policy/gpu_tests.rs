@@ -120,3 +120,24 @@ fn the_policy_refuses_a_gpu_without_the_grant_and_keeps_it_with_it() {
             .all(|r| r.permission.kind() != "gpu")
     );
 }
+
+/// A device reservation that is not a plain GPU is granted by its exact name only, never by
+/// `gpu` (attacks J9; `security::gpu::compose_device_requests` names it).
+#[test]
+fn a_device_reservation_is_granted_by_its_exact_name_only() {
+    let service = serde_json::json!({"deploy": {"resources": {"reservations": {"devices": [
+        {"driver": "cdi", "device_ids": ["vendor.example/class=name"]}
+    ]}}}});
+    let asked = crate::security::gpu::compose_device_requests(&service);
+    assert_eq!(asked.len(), 1);
+    let permission = asked[0].0.clone();
+    assert!(!Grants::parse(&["gpu"]).unwrap().allows(&permission));
+    let flag = permission.grant_flag().unwrap();
+    assert_eq!(
+        flag,
+        r#"--allow device:reservation:{"device_ids":["vendor.example/class=name"],"driver":"cdi"}"#
+    );
+    let exact = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+    assert!(exact.allows(&permission));
+    assert!(!exact.allows(&Permission::Device("gpu".into())));
+}

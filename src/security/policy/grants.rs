@@ -168,7 +168,9 @@ impl Grants {
             Some(("security-opt", o)) if !o.is_empty() => {
                 self.security_opts.insert(o.to_string());
             }
-            Some(("device", d)) if d.starts_with('/') => {
+            Some(("device", d))
+                if d.starts_with('/') || crate::security::gpu::is_reservation_device(d) =>
+            {
                 self.devices.insert(d.to_string());
             }
             Some(("network", n)) => match network_permission(n) {
