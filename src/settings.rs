@@ -459,6 +459,12 @@ pub struct AgentMount {
 /// `[handoff] fetch_back_max_bytes` when not set: 8 GiB.
 pub const FETCH_BACK_MAX_DEFAULT: u64 = 8 << 30;
 
+/// `[handoff] fetch_back_max_inflated_bytes` when not set: 1 GiB.
+pub const FETCH_BACK_INFLATED_MAX_DEFAULT: u64 = 1 << 30;
+
+/// `[handoff] fetch_back_max_object_bytes` when not set: 256 MiB.
+pub const FETCH_BACK_OBJECT_MAX_DEFAULT: u64 = 256 << 20;
+
 /// `[handoff]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -472,6 +478,13 @@ pub struct HandoffSettings {
     /// The most bytes of a clone task's objects its fetch-back copies (the clone is the
     /// agent's: a pack may be any size); over it the fetch is refused (spec-note 0437).
     pub fetch_back_max_bytes: u64,
+    /// The most bytes the objects a fetch-back brings (those the user's repository lacks)
+    /// may hold once inflated, all together; a few KB of pack can inflate to any size
+    /// (spec-note 0438).
+    pub fetch_back_max_inflated_bytes: u64,
+    /// The most bytes any one object a fetch-back brings may hold once inflated (spec-note
+    /// 0438).
+    pub fetch_back_max_object_bytes: u64,
 }
 
 impl Default for HandoffSettings {
@@ -481,6 +494,8 @@ impl Default for HandoffSettings {
             workspace_target: "/workspace".into(),
             isolation: Isolation::Worktree,
             fetch_back_max_bytes: FETCH_BACK_MAX_DEFAULT,
+            fetch_back_max_inflated_bytes: FETCH_BACK_INFLATED_MAX_DEFAULT,
+            fetch_back_max_object_bytes: FETCH_BACK_OBJECT_MAX_DEFAULT,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Enforces the layer rule: a module never imports a higher layer, only `engine` names
 //! `bollard` or a backend type (everything above asks `engine::connect`), the agent product's
-//! concepts live in `handoff`, not `ops`, and the files of one module import one another in one direction (no circles).
+//! concepts live in `handoff`, not `ops`, and the files of one module import one another in one direction (no circles,
+//! also none through a parent's `use` re-exports).
 //! Fails with the offending file and line.
 
 use std::fs;
@@ -298,11 +299,32 @@ fn code_chars(text: &str) -> Vec<(usize, char)> {
         .collect()
 }
 
+/// A path into our crate that a file names: its 1-based line, the absolute path, and, when
+/// the path stands in a `use` declaration, the name it binds there and the module that name
+/// lives in (the file's module, or the inline `mod x { … }` the declaration stands in).
+#[derive(Debug)]
+struct Named {
+    line: usize,
+    path: Vec<String>,
+    binds: Option<(Vec<String>, String)>,
+}
+
 /// Every path into our crate that `text` names, resolved to an absolute module path, with its
 /// 1-based line: `crate::a::b`, `super::b` and `self::b` (relative to `module`, the file's
 /// module path, and to the inline `mod x { … }` the path stands in), and each item of a group
 /// (`use super::{a, b::{c, d}}`, over any number of lines).
 fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
+    named_paths(text, module)
+        .into_iter()
+        .map(|named| (named.line, named.path))
+        .collect()
+}
+
+/// `crate_paths`, plus the relative `use a::b` (a child module, or a name another `use`
+/// bound; a path into another crate resolves to no module of ours and is dropped later), and
+/// the name each `use` binds (`use a::B` binds `B`, `use a::{self as c}` binds `c`; a glob and
+/// `as _` bind nothing we follow). A `use` inside a function counts for its module.
+fn named_paths(text: &str, module: &[String]) -> Vec<Named> {
     let code = code_chars(text);
     let chars: Vec<char> = code.iter().map(|&(_, c)| c).collect();
     let word_at = |at: usize| -> String {
@@ -317,6 +339,18 @@ fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
             at += 1;
         }
         at
+    };
+    // The word that ends just before `at`, over whitespace: `use` marks a declaration.
+    let word_before = |at: usize| -> String {
+        let mut end = at;
+        while end > 0 && chars[end - 1].is_whitespace() {
+            end -= 1;
+        }
+        let mut start = end;
+        while start > 0 && is_ident(chars[start - 1]) {
+            start -= 1;
+        }
+        chars[start..end].iter().collect()
     };
     // Inline modules: (start, end, name) of each `mod name { … }` body.
     let mut inline = Vec::new();
@@ -347,18 +381,35 @@ fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
         }
         i += 1;
     }
-    // The items of the use-tree at `at` below `base`: `a::b`, `a::{…}`, `a::*`, `self`.
-    fn tree(
-        chars: &[char],
-        mut at: usize,
-        base: Vec<String>,
-        out: &mut Vec<(usize, Vec<String>)>,
-    ) -> usize {
-        let mut path = base;
-        loop {
+    let scope_at = |at: usize| -> Vec<String> {
+        let mut scope = module.to_vec();
+        scope.extend(
+            inline
+                .iter()
+                .filter(|(start, end, _)| *start < at && at < *end)
+                .map(|(_, _, name)| name.clone()),
+        );
+        scope
+    };
+    // The items of the use-tree at `at` below `base`: `a::b`, `a::{…}`, `a::*`, `self`, each
+    // with the name it binds.
+    type Item = (usize, Vec<String>, Option<String>);
+    fn tree(chars: &[char], mut at: usize, base: Vec<String>, out: &mut Vec<Item>) -> usize {
+        let word_at = |at: usize| -> String {
+            chars[at.min(chars.len())..]
+                .iter()
+                .take_while(|&&c| is_ident(c))
+                .collect()
+        };
+        let skip_space = |mut at: usize| {
             while at < chars.len() && chars[at].is_whitespace() {
                 at += 1;
             }
+            at
+        };
+        let mut path = base;
+        loop {
+            at = skip_space(at);
             if chars.get(at) == Some(&'{') {
                 at += 1;
                 loop {
@@ -372,9 +423,9 @@ fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
                     at = next.max(at + 1);
                 }
             }
-            let word: String = chars[at..].iter().take_while(|&&c| is_ident(c)).collect();
+            let word = word_at(at);
             if word.is_empty() {
-                out.push((at, path));
+                out.push((at, path, None));
                 return at;
             }
             let word_start = at;
@@ -386,7 +437,13 @@ fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
                 at += 2;
                 continue;
             }
-            out.push((word_start, path));
+            let mut binds = path.last().cloned();
+            let after = skip_space(at);
+            if word_at(after) == "as" {
+                let alias = word_at(skip_space(after + 2));
+                binds = (!alias.is_empty() && alias != "_").then_some(alias);
+            }
+            out.push((word_start, path, binds));
             // Past an `as name` or anything else up to the item's end.
             while at < chars.len() && !matches!(chars[at], ',' | '}' | ';' | '(' | ')' | '\n') {
                 at += 1;
@@ -403,43 +460,89 @@ fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
             && (i == 0 || chars[i - 1] != ':')
             && chars.get(i + first.len()) == Some(&':')
             && chars.get(i + first.len() + 1) == Some(&':');
-        if !prefix {
+        // `use a::b`: relative to the module the declaration stands in.
+        let relative = first == "use" && starts_word(i) && {
+            let at = skip_space(i + 3);
+            let next = word_at(at);
+            at > i + 3
+                && !next.is_empty()
+                && !matches!(next.as_str(), "crate" | "super" | "self")
+                && !next.starts_with(|c: char| c.is_ascii_digit())
+        };
+        if !prefix && !relative {
             i += 1;
             continue;
         }
-        let mut base: Vec<String> = module.to_vec();
-        base.extend(
-            inline
-                .iter()
-                .filter(|(start, end, _)| *start < i && i < *end)
-                .map(|(_, _, name)| name.clone()),
-        );
-        let mut at = i;
-        loop {
-            match word_at(at).as_str() {
-                "crate" => base.clear(),
-                "super" => {
-                    base.pop();
+        let scope = scope_at(i);
+        let in_use = relative || word_before(i) == "use";
+        let (mut at, mut base) = (i, scope.clone());
+        if relative {
+            at = skip_space(i + 3);
+        } else {
+            loop {
+                match word_at(at).as_str() {
+                    "crate" => base.clear(),
+                    "super" => {
+                        base.pop();
+                    }
+                    "self" => {}
+                    _ => break,
                 }
-                "self" => {}
-                _ => break,
+                let next = at + word_at(at).len();
+                if chars.get(next) != Some(&':') || chars.get(next + 1) != Some(&':') {
+                    break;
+                }
+                at = next + 2;
             }
-            let next = at + word_at(at).len();
-            if chars.get(next) != Some(&':') || chars.get(next + 1) != Some(&':') {
-                break;
-            }
-            at = next + 2;
         }
         let mut found = Vec::new();
         let end = tree(&chars, at, base, &mut found);
-        paths.extend(
-            found
-                .into_iter()
-                .map(|(at, path)| (code[at.min(code.len() - 1)].0, path)),
-        );
+        paths.extend(found.into_iter().map(|(at, path, binds)| Named {
+            line: code[at.min(code.len() - 1)].0,
+            path,
+            binds: binds.filter(|_| in_use).map(|name| (scope.clone(), name)),
+        }));
         i = end.max(i + 1);
     }
     paths
+}
+
+/// The modules that `path` lands in, each with the re-export it came through: the module it
+/// names, then, while its next segment is a name a `use` binds in that module (`aliases`: the
+/// name's path → what it names), the module that name leads to, and so on. So `super::B`,
+/// where the parent has `pub use b::B`, lands in the parent and in `b`.
+fn lands_in(
+    path: &[String],
+    modules: &std::collections::BTreeSet<&[String]>,
+    aliases: &std::collections::BTreeMap<Vec<String>, Vec<String>>,
+) -> Vec<(Vec<String>, Option<String>)> {
+    let mut current = path.to_vec();
+    let mut through = None;
+    let mut out = Vec::new();
+    // A bound on the hops: re-exports can name one another in a ring.
+    for _ in 0..8 {
+        let Some(k) = (0..=current.len())
+            .rev()
+            .find(|&k| modules.contains(&current[..k]))
+        else {
+            break;
+        };
+        out.push((current[..k].to_vec(), through.clone()));
+        if k == current.len() {
+            break;
+        }
+        let Some(target) = aliases.get(&current[..=k]) else {
+            break;
+        };
+        through = Some(current[..=k].join("::"));
+        let mut next = target.clone();
+        next.extend_from_slice(&current[k + 1..]);
+        if next == current {
+            break;
+        }
+        current = next;
+    }
+    out
 }
 
 /// The import circles between the files of one module: for each folder, its files and
@@ -452,24 +555,37 @@ fn circles(files: &[(String, Vec<String>, String)]) -> Vec<String> {
     // parent module → from child → to child → where.
     let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeMap<String, String>>> =
         BTreeMap::new();
-    for (label, from, text) in files {
-        for (line, path) in crate_paths(text, from) {
-            let Some(to) = (1..=path.len())
-                .rev()
-                .map(|k| &path[..k])
-                .find(|p| modules.contains(p))
-            else {
-                continue;
-            };
-            let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
-            if common < from.len() && common < to.len() {
-                edges
-                    .entry(from[..common].to_vec())
-                    .or_default()
-                    .entry(from[common].clone())
-                    .or_default()
-                    .entry(to[common].clone())
-                    .or_insert_with(|| format!("{label}:{line}"));
+    let named: Vec<Vec<Named>> = files
+        .iter()
+        .map(|(_, module, text)| named_paths(text, module))
+        .collect();
+    // What each name a `use` binds names: `x::B` → `x::b::B` for `pub use b::B` in `x`.
+    let aliases: BTreeMap<Vec<String>, Vec<String>> = named
+        .iter()
+        .flatten()
+        .filter_map(|n| {
+            let (scope, name) = n.binds.as_ref()?;
+            let mut alias = scope.clone();
+            alias.push(name.clone());
+            (alias != n.path).then(|| (alias, n.path.clone()))
+        })
+        .collect();
+    for ((label, from, _), named) in files.iter().zip(&named) {
+        for Named { line, path, .. } in named {
+            for (to, through) in lands_in(path, &modules, &aliases) {
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common < from.len() && common < to.len() {
+                    let through = through
+                        .map(|t| format!(" through `{t}`"))
+                        .unwrap_or_default();
+                    edges
+                        .entry(from[..common].to_vec())
+                        .or_default()
+                        .entry(from[common].clone())
+                        .or_default()
+                        .entry(to[common].clone())
+                        .or_insert_with(|| format!("{label}:{line}{through}"));
+                }
             }
         }
     }
@@ -615,6 +731,56 @@ fn a_circle_is_named_with_its_files_and_lines() {
         ]
     );
     assert!(circles(&files[..2]).is_empty());
+}
+
+/// A circle through a parent's re-exports: `x` re-exports its grandchild `c::d` at the old
+/// path `x::d` and `y` re-exports `b::B`; a sibling that imports through the parent imports
+/// the child behind it.
+#[test]
+fn a_circle_through_a_re_export_is_seen() {
+    let file = |label: &str, module: &str, text: &str| {
+        (
+            label.to_string(),
+            module.split("::").map(str::to_string).collect::<Vec<_>>(),
+            text.to_string(),
+        )
+    };
+    let files = vec![
+        file(
+            "src/x/mod.rs",
+            "x",
+            "mod a;\nmod c;\npub use self::c::d;\nuse std::fs;\n",
+        ),
+        file("src/x/a.rs", "x::a", "//! a\nuse super::d::D;\n"),
+        file("src/x/c/mod.rs", "x::c", "pub mod d;\n"),
+        file("src/x/c/d.rs", "x::c::d", "use super::super::a::A;\n"),
+        file(
+            "src/y/mod.rs",
+            "y",
+            "mod a;\nmod b;\npub(crate) use b::{B as Bee, C};\n",
+        ),
+        file(
+            "src/y/a.rs",
+            "y::a",
+            "fn f() -> crate::y::Bee { todo!() }\n",
+        ),
+        file("src/y/b.rs", "y::b", "use crate::y::a;\n"),
+        // Through a name bound only in an inline module, or bound to another crate: no circle.
+        file(
+            "src/z/mod.rs",
+            "z",
+            "mod a;\nmod b;\nmod tests { use super::b::B; }\nuse serde::B;\n",
+        ),
+        file("src/z/a.rs", "z::a", "use super::B;\n"),
+        file("src/z/b.rs", "z::b", "use super::a::A;\n"),
+    ];
+    assert_eq!(
+        circles(&files),
+        vec![
+            "src/x: a → c (src/x/a.rs:2 through `x::d`), c → a (src/x/c/d.rs:1)".to_string(),
+            "src/y: a → b (src/y/a.rs:1 through `y::Bee`), b → a (src/y/b.rs:1)".to_string(),
+        ]
+    );
 }
 
 /// `rust-version` in Cargo.toml is at least what every locked dependency declares (issue 12,

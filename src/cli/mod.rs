@@ -110,6 +110,7 @@ pub fn main() -> ExitCode {
             commands::features_resolve_dependencies::run(args)
         }
         Command::Features(args::FeaturesCommand::Info(args)) => commands::features_info::run(args),
+        Command::Features(args::FeaturesCommand::Test(args)) => commands::features_test::run(args),
         Command::Features(args::FeaturesCommand::GenerateDocs(args)) => {
             commands::templates::features_generate_docs(args)
         }

@@ -525,6 +525,35 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     })
 }
 
+/// A [`Mount`] in Docker's `--mount` syntax, the inverse of [`parse_mount`]: for the places
+/// that need the text (a configuration's `workspaceMount` as the reference reads it, a
+/// `--mount` flag). A field holding a comma or a double quote is quoted CSV-style
+/// (`"source=a,b"`, inner quotes doubled), as Docker's parser expects.
+pub fn mount_string(mount: &Mount) -> String {
+    let field = |key: &str, value: &str| {
+        let kv = format!("{key}={value}");
+        if kv.contains(',') || kv.contains('"') {
+            format!("\"{}\"", kv.replace('"', "\"\""))
+        } else {
+            kv
+        }
+    };
+    let mut fields = vec![format!("type={}", mount.kind.as_str())];
+    match (mount.kind, mount.source.as_deref()) {
+        (MountKind::Tmpfs, Some(source)) => {
+            fields.extend(tmpfs_mount_size(source).map(|s| format!("tmpfs-size={s}")));
+            fields.extend(tmpfs_mount_mode(source).map(|m| format!("tmpfs-mode={m:o}")));
+        }
+        (_, Some(source)) => fields.push(field("source", source)),
+        (_, None) => {}
+    }
+    fields.push(field("target", &mount.target));
+    if mount.read_only {
+        fields.push("readonly".to_string());
+    }
+    fields.join(",")
+}
+
 /// The `source` of a tmpfs [`Mount`]: `size=<bytes>[,mode=<octal>]` (`size=0`: the engine's
 /// default, unbounded).
 pub fn tmpfs_mount_source(size_bytes: i64, mode: Option<u32>) -> String {
@@ -885,6 +914,38 @@ mod tests {
         assert!(mount_from_json(&json!({"type": "bind", "target": "/x"})).is_err());
         assert!(mount_from_json(&json!({"type": "bind", "source": "/x"})).is_err());
         assert!(mount_from_json(&json!(42)).is_err());
+    }
+
+    /// `mount_string` writes what `parse_mount` reads back unchanged, awkward paths included.
+    #[test]
+    fn a_mount_string_parses_back_to_its_mount() {
+        let bind = Mount {
+            kind: MountKind::Bind,
+            source: Some("/w/a,b \"c\"".into()),
+            target: "/workspaces/a,b".into(),
+            read_only: true,
+        };
+        assert_eq!(
+            mount_string(&bind),
+            r#"type=bind,"source=/w/a,b ""c""","target=/workspaces/a,b",readonly"#
+        );
+        for mount in [
+            bind,
+            Mount {
+                kind: MountKind::Volume,
+                source: None,
+                target: "/data".into(),
+                read_only: false,
+            },
+            parse_mount("type=tmpfs,target=/t,tmpfs-size=1m,tmpfs-mode=1777").unwrap(),
+            parse_mount("type=bind,source=/w,target=/workspaces/w").unwrap(),
+        ] {
+            assert_eq!(parse_mount(&mount_string(&mount)).unwrap(), mount);
+        }
+        assert_eq!(
+            mount_string(&parse_mount("type=bind,source=/w,target=/workspaces/w").unwrap()),
+            "type=bind,source=/w,target=/workspaces/w"
+        );
     }
 
     #[test]

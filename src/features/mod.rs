@@ -10,6 +10,7 @@
 //! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
 //! - [`publish`]: `features package` / `features publish`.
 //! - [`docs`]: `features generate-docs` / `templates generate-docs` pages.
+//! - [`test`](mod@test): `features test`'s tests of a collection and their workspaces.
 
 pub mod docs;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod options;
 pub mod order;
 pub mod publish;
 pub mod reference;
+pub mod test;
 
 pub use error::{FeatureError, Result};
 pub use metadata::FeatureMetadata;

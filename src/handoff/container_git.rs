@@ -28,6 +28,7 @@ mod fetch_back;
 mod files;
 mod host_git;
 mod import;
+mod inflated;
 mod mounts;
 mod nofollow;
 mod refs;
@@ -38,6 +39,7 @@ pub mod submodules;
 pub use dir::ContainerGitDir;
 pub use import::STAGING_MAX;
 pub(crate) use import::{import_refs, objects_size, stage_objects};
+pub use inflated::{FetchBudget, LOOSE_MAX, NEW_OBJECTS_MAX, NewObjects, OverInflated};
 pub use mounts::{covers, mounts, repo_gits};
 pub(crate) use refs::is_oid;
 pub use refs::valid_ref_name;
@@ -94,6 +96,15 @@ pub enum ContainerGitError {
         size: u64,
         /// The budget in bytes.
         budget: u64,
+    },
+    /// What the fetch-back would bring is over an inflated bound (one object, all of them, how
+    /// many) or cannot be measured: nothing was fetched (spec-note 0438).
+    #[error("nothing was brought back from `{}`: {why}", path.display())]
+    OverInflated {
+        /// The untrusted git directory.
+        path: PathBuf,
+        /// Which bound, and by how much.
+        why: OverInflated,
     },
     /// A submodule devcell cannot cover: the handoff is refused before the container is made,
     /// since the agent could plant a git directory there that the host's `git status` enters

@@ -386,23 +386,27 @@ fn is_anonymous_volume(name: &str) -> bool {
     crate::security::audit::is_sha256_hex(name)
 }
 
-/// The project's networks (`<project>_default` and the files' own; external ones carry no
-/// project label). Its named volumes are the repository's data and stay, as under `docker
-/// compose down` (spec-note 0606).
+/// The projects' networks ([`crate::ops::down::remove_project_networks`], failing on one still
+/// in use). Their named volumes are the repository's data and stay, as under `docker compose
+/// down` (spec-note 0606).
 async fn remove_project_networks(
     engine: &dyn Engine,
     projects: &[String],
     removed: &mut Removed,
     reporter: &dyn Reporter,
 ) -> Result<()> {
+    use crate::ops::down::NetworkInUse;
     for project in projects {
-        for name in engine.find_networks(&project_label(project)).await? {
-            reporter.report(Event::Status(format!("removing network {name}")));
-            engine.remove_network(&name).await?;
-            removed.networks.push(name);
-        }
+        removed.networks.extend(
+            crate::ops::down::remove_project_networks(
+                engine,
+                project,
+                NetworkInUse::Fail,
+                reporter,
+            )
+            .await?,
+        );
     }
-
     Ok(())
 }
 
@@ -419,7 +423,7 @@ async fn remove_project_volumes(
     for project in projects {
         let scoped = format!("{project}_");
         for name in engine
-            .find_volumes(&project_label(project))
+            .find_volumes(&crate::ops::compose::project_labels(project))
             .await?
             .into_iter()
             .filter(|n| n.starts_with(&scoped))
@@ -566,7 +570,7 @@ async fn remaining(
         networks: engine.find_networks(labels).await?,
     };
     for project in projects {
-        let label = project_label(project);
+        let label = crate::ops::compose::project_labels(project);
         for c in engine.find_containers(&label).await? {
             if !remaining.containers.contains(&c.id) {
                 remaining.containers.push(c.id);
@@ -682,13 +686,6 @@ fn fetch_back_before_removal(
     } else {
         Err(keep(problems.join("; ")))
     }
-}
-
-fn project_label(project: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(
-        crate::engine::compose::PROJECT_LABEL.to_string(),
-        project.to_string(),
-    )])
 }
 
 #[cfg(test)]

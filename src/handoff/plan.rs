@@ -416,8 +416,15 @@ async fn plan_compose(
         });
     };
     let mut up_opts = up_options(&prepared, opts);
-    if let Some(o) = &prepared.target.workspace_override {
-        up_opts.mounts.insert(0, o.mount.clone());
+    if let Some(mount) = prepared
+        .target
+        .workspace_override
+        .as_ref()
+        .and_then(|o| o.mount.as_ref())
+    {
+        up_opts
+            .mounts
+            .insert(0, crate::engine::run_args::mount_string(mount));
     }
     let choice = crate::ops::up::load_up(&up_opts)?;
     let preview =
@@ -865,10 +872,11 @@ fn container_gits(
     )?)
 }
 
-/// A handoff's mounts: as planned, the workspace mount, and the extra mounts.
+/// A handoff's mounts: as planned, the workspace mount (typed to the engine call), and the
+/// extra mounts (`--mount` text).
 struct Mounts {
     planned: Vec<PlannedMount>,
-    workspace: String,
+    workspace: Option<crate::engine::Mount>,
     extra: Vec<String>,
 }
 
@@ -890,7 +898,7 @@ fn plan_mounts(
     };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();
-    let mut workspace_mount = String::new();
+    let mut workspace_mount = None;
     for m in &mounts {
         let purpose = m.purpose.as_str();
         planned.push(PlannedMount {
@@ -900,7 +908,7 @@ fn plan_mounts(
             purpose: purpose.into(),
         });
         if m.purpose == MountPurpose::Workspace {
-            workspace_mount = m.to_mount_string();
+            workspace_mount = Some(m.to_mount());
         } else {
             extra_mounts.push(m.to_mount_string());
         }

@@ -333,28 +333,21 @@ pub struct WorkspaceMount {
 }
 
 impl WorkspaceMount {
-    /// The mount in Docker's `--mount` syntax (the form `devcontainer.json`'s `mounts` and
-    /// `workspaceMount` strings use): `type=bind,source=<host>,target=<container>[,readonly]`.
-    /// A field holding a comma or a double quote is quoted CSV-style (`"source=a,b"`, inner
-    /// quotes doubled), as Docker's parser expects.
-    pub fn to_mount_string(&self) -> String {
-        let field = |key: &str, value: &str| {
-            let kv = format!("{key}={value}");
-            if kv.contains(',') || kv.contains('"') {
-                format!("\"{}\"", kv.replace('"', "\"\""))
-            } else {
-                kv
-            }
-        };
-        let mut s = format!(
-            "type=bind,{},{}",
-            field("source", &self.source.to_string_lossy()),
-            field("target", &self.target)
-        );
-        if self.read_only {
-            s.push_str(",readonly");
+    /// The mount as the engine takes it: a bind of `source` at `target`.
+    pub fn to_mount(&self) -> crate::engine::Mount {
+        crate::engine::Mount {
+            kind: crate::engine::MountKind::Bind,
+            source: Some(self.source.to_string_lossy().into_owned()),
+            target: self.target.clone(),
+            read_only: self.read_only,
         }
-        s
+    }
+
+    /// The mount in Docker's `--mount` syntax (the form `devcontainer.json`'s `mounts` and
+    /// `workspaceMount` strings use): `type=bind,source=<host>,target=<container>[,readonly]`,
+    /// quoted as [`crate::engine::run_args::mount_string`] does.
+    pub fn to_mount_string(&self) -> String {
+        crate::engine::run_args::mount_string(&self.to_mount())
     }
 }
 

@@ -120,6 +120,10 @@ pub struct TaskFetch {
     /// (`refs/devcell/kept/tasks/<task>/<commit>`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
+    /// Why the last fetch was refused (a fetch-back bound, spec-note 0438), while the branch
+    /// is not fetched; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl HandoffResult {

@@ -337,6 +337,8 @@ pub async fn install_dotfiles<E: HookExecutor>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lifecycle::plan::BringUpKind;
+    use crate::lifecycle::runner::tests::{Lines, Recorder, all_hooks, context, plan};
 
     fn request(repository: &str) -> Dotfiles {
         Dotfiles::from_flags(Some(repository), None, None)
@@ -437,5 +439,53 @@ mod tests {
         assert!(INSTALL_SCRIPT.contains("git clone --depth 1 -- "));
         assert!(INSTALL_SCRIPT.contains(&INSTALL_CANDIDATES.join(" ")));
         assert!(INSTALL_SCRIPT.contains(MARKER) && MARKED_SCRIPT.contains(MARKER));
+    }
+
+    #[tokio::test]
+    async fn dotfiles_are_installed_after_post_create_and_before_post_start() {
+        let recorder = Recorder::answering([
+            (MARKED_SCRIPT, ("dotfiles marked?", 1)),
+            (INSTALL_SCRIPT, ("dotfiles install", 0)),
+        ]);
+        let dotfiles = Dotfiles::from_flags(Some("/dots.git"), None, None)
+            .unwrap()
+            .unwrap();
+        let report = run_plan_with_dotfiles(
+            &recorder,
+            &plan(all_hooks(), BringUpKind::Created),
+            &context(),
+            Some(&dotfiles),
+            &Lines::default(),
+        )
+        .await
+        .unwrap();
+        let events: Vec<String> = recorder
+            .events()
+            .into_iter()
+            .filter(|e| !e.starts_with("end ") && !e.starts_with("mark "))
+            .collect();
+        let at = |name: &str| events.iter().position(|e| e == name).unwrap();
+        assert!(
+            at("start post-create") < at("dotfiles marked?"),
+            "{events:?}"
+        );
+        assert!(
+            at("dotfiles marked?") < at("dotfiles install"),
+            "{events:?}"
+        );
+        assert!(
+            at("dotfiles install") < at("start post-start"),
+            "{events:?}"
+        );
+        let run = report.dotfiles.expect("the dotfiles step is reported");
+        assert_eq!(run.outcome, DotfilesOutcome::Installed);
+        // The repository, never script text, reaches the install through its environment.
+        let requests = recorder.requests.lock().unwrap();
+        let install = requests
+            .iter()
+            .find(|r| r.argv.last().map(String::as_str) == Some(INSTALL_SCRIPT))
+            .unwrap();
+        assert_eq!(install.env.0["DEVCELL_DOTFILES_REPOSITORY"], "/dots.git");
+        assert_eq!(install.user, context().user);
     }
 }

@@ -621,7 +621,7 @@ impl Reporter for Capture {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Orchestration only: a recording executor stands in for the container so the order,
     //! stop-on-failure and marker bookkeeping can be checked exactly. Real execution is tested
     //! against the Docker engine in `tests/it/lifecycle.rs`.
@@ -631,16 +631,29 @@ mod tests {
 
     /// Records calls as `start <label>` / `end <label>` events; `exit <n>` anywhere in a
     /// command makes it exit `n`. Keeps markers in memory, answering the marker scripts.
+    /// Commands a test answers itself (the dotfiles' scripts, in `dotfiles`' tests): the
+    /// event recorded and the exit code, by the command's text.
     #[derive(Default)]
-    struct Recorder {
+    pub(in crate::lifecycle) struct Recorder {
         events: Mutex<Vec<String>>,
-        requests: Mutex<Vec<ExecRequest>>,
+        pub(in crate::lifecycle) requests: Mutex<Vec<ExecRequest>>,
         markers: Mutex<HashMap<String, String>>,
         reaps: Mutex<usize>,
+        answers: HashMap<&'static str, (&'static str, i64)>,
     }
 
     impl Recorder {
-        fn events(&self) -> Vec<String> {
+        /// A recorder that answers the commands in `answers` itself.
+        pub(in crate::lifecycle) fn answering(
+            answers: impl IntoIterator<Item = (&'static str, (&'static str, i64))>,
+        ) -> Self {
+            Recorder {
+                answers: answers.into_iter().collect(),
+                ..Recorder::default()
+            }
+        }
+
+        pub(in crate::lifecycle) fn events(&self) -> Vec<String> {
             self.events.lock().unwrap().clone()
         }
 
@@ -677,13 +690,9 @@ mod tests {
                 return Ok(0);
             }
             self.requests.lock().unwrap().push(request.clone());
-            if label == crate::lifecycle::DOTFILES_MARKED_SCRIPT {
-                self.events.lock().unwrap().push("dotfiles marked?".into());
-                return Ok(1);
-            }
-            if label == crate::lifecycle::DOTFILES_INSTALL_SCRIPT {
-                self.events.lock().unwrap().push("dotfiles install".into());
-                return Ok(0);
+            if let Some(&(event, code)) = self.answers.get(label.as_str()) {
+                self.events.lock().unwrap().push(event.into());
+                return Ok(code);
             }
             if label == marker::READ_SCRIPT {
                 for (hook, value) in self.markers.lock().unwrap().iter() {
@@ -716,7 +725,7 @@ mod tests {
     }
 
     #[derive(Default)]
-    struct Lines(Mutex<Vec<Event>>);
+    pub(in crate::lifecycle) struct Lines(Mutex<Vec<Event>>);
     impl Lines {
         /// The texts of the reported events `pick` chooses, in order.
         fn texts(&self, pick: impl Fn(&Event) -> Option<&String>) -> Vec<String> {
@@ -744,7 +753,7 @@ mod tests {
         }
     }
 
-    fn context() -> HookContext {
+    pub(in crate::lifecycle) fn context() -> HookContext {
         HookContext {
             user: Some("vscode".into()),
             working_dir: Some("/workspaces/app".into()),
@@ -757,7 +766,7 @@ mod tests {
         }
     }
 
-    fn plan(config: Value, kind: BringUpKind) -> Plan {
+    pub(in crate::lifecycle) fn plan(config: Value, kind: BringUpKind) -> Plan {
         Plan::from_merged_configuration(&config, kind, PlanOptions::default()).unwrap()
     }
 
@@ -769,7 +778,7 @@ mod tests {
         events
     }
 
-    fn all_hooks() -> Value {
+    pub(in crate::lifecycle) fn all_hooks() -> Value {
         json!({
             "onCreateCommands": ["on-create feature", ["on-create", "json"]],
             "updateContentCommands": ["update"],
@@ -883,54 +892,6 @@ mod tests {
             .unwrap();
         assert_eq!(*recorder.reaps.lock().unwrap(), 0);
         assert!(!report.runs.is_empty());
-    }
-
-    #[tokio::test]
-    async fn dotfiles_are_installed_after_post_create_and_before_post_start() {
-        use crate::lifecycle::{Dotfiles, run_plan_with_dotfiles};
-        let recorder = Recorder::default();
-        let dotfiles = Dotfiles::from_flags(Some("/dots.git"), None, None)
-            .unwrap()
-            .unwrap();
-        let report = run_plan_with_dotfiles(
-            &recorder,
-            &plan(all_hooks(), BringUpKind::Created),
-            &context(),
-            Some(&dotfiles),
-            &Lines::default(),
-        )
-        .await
-        .unwrap();
-        let events: Vec<String> = recorder
-            .events()
-            .into_iter()
-            .filter(|e| !e.starts_with("end ") && !e.starts_with("mark "))
-            .collect();
-        let at = |name: &str| events.iter().position(|e| e == name).unwrap();
-        assert!(
-            at("start post-create") < at("dotfiles marked?"),
-            "{events:?}"
-        );
-        assert!(
-            at("dotfiles marked?") < at("dotfiles install"),
-            "{events:?}"
-        );
-        assert!(
-            at("dotfiles install") < at("start post-start"),
-            "{events:?}"
-        );
-        let run = report.dotfiles.expect("the dotfiles step is reported");
-        assert_eq!(run.outcome, crate::lifecycle::DotfilesOutcome::Installed);
-        // The repository, never script text, reaches the install through its environment.
-        let requests = recorder.requests.lock().unwrap();
-        let install = requests
-            .iter()
-            .find(|r| {
-                r.argv.last().map(String::as_str) == Some(crate::lifecycle::DOTFILES_INSTALL_SCRIPT)
-            })
-            .unwrap();
-        assert_eq!(install.env.0["DEVCELL_DOTFILES_REPOSITORY"], "/dots.git");
-        assert_eq!(install.user, context().user);
     }
 
     #[tokio::test]

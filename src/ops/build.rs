@@ -399,16 +399,19 @@ fn container_permissions(
     );
     let host_env = |name: &str| opts.target.env.get(name).cloned();
     let no_labels = BTreeMap::new();
-    let permissions = match container_spec(&SpecInputs {
-        image: &image.reference,
-        image_info: &image.info,
-        merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
-        extra_mounts: &[],
-        id_labels: &no_labels,
-        metadata_label: None,
-        host_env: &host_env,
-    }) {
+    let spec = loaded.workspace_mount().and_then(|workspace_mount| {
+        container_spec(&SpecInputs {
+            image: &image.reference,
+            image_info: &image.info,
+            merged: &merged,
+            workspace_mount: workspace_mount.as_ref(),
+            extra_mounts: &[],
+            id_labels: &no_labels,
+            metadata_label: None,
+            host_env: &host_env,
+        })
+    });
+    let permissions = match spec {
         Ok(spec) => {
             let remote_user = crate::config::metadata::ConfiguredUsers::of(&merged).remote_user;
             let input = PolicyInput {

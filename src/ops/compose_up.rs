@@ -672,14 +672,10 @@ async fn onbuild_requests(
     }
     let mut triggered = Vec::new();
     for (service, bases) in security::compose::build_bases(&target.model) {
-        for base in bases {
-            let info = match pull {
-                Some(reporter) => Some(engine.ensure_image(&base, reporter).await?),
-                None => engine.inspect_image(&base).await?,
-            };
-            if let Some(info) = info.filter(|i| !i.on_build.is_empty()) {
-                triggered.push((service.clone(), base, info.on_build));
-            }
+        for (base, triggers) in
+            crate::ops::dockerfile_judge::triggered_bases(engine, &bases, pull).await?
+        {
+            triggered.push((service.clone(), base, triggers));
         }
     }
     Ok(security::compose::onbuild_requests(

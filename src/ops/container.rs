@@ -56,8 +56,9 @@ pub struct SpecInputs<'a> {
     pub image_info: &'a ImageInfo,
     /// The merged configuration (substituted through `${devcontainerId}`).
     pub merged: &'a Value,
-    /// The workspace `--mount` string (`None` or empty: no workspace mount).
-    pub workspace_mount: Option<&'a str>,
+    /// The workspace mount ([`crate::ops::load::LoadedConfiguration::workspace_mount`]; `None`:
+    /// none).
+    pub workspace_mount: Option<&'a Mount>,
     /// `--mount` flags of the command line.
     pub extra_mounts: &'a [String],
     /// The id labels.
@@ -100,9 +101,7 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
         })?);
     }
 
-    if let Some(mount) = inputs.workspace_mount.filter(|m| !m.is_empty()) {
-        spec.mounts.push(parse_mount(mount)?);
-    }
+    spec.mounts.extend(inputs.workspace_mount.cloned());
     for (index, mount) in array(merged, "mounts").iter().enumerate() {
         if let Some(mount) = mount_from_value(mount, index)? {
             spec.mounts.push(mount);
@@ -332,7 +331,9 @@ mod tests {
             image: "img",
             image_info: &info,
             merged: &merged,
-            workspace_mount: Some("type=bind,source=/w,target=/workspaces/w"),
+            workspace_mount: Some(
+                &parse_mount("type=bind,source=/w,target=/workspaces/w").unwrap(),
+            ),
             extra_mounts: &["type=volume,source=cache,target=/cache".to_string()],
             id_labels: &labels,
             metadata_label: Some("[]".into()),

@@ -148,7 +148,8 @@ async fn down_compose(
             reporter.report(Event::Status(format!("removing container {}", short(id))));
             engine.remove_container(id, true).await?;
         }
-        remove_project_networks(engine, &project, reporter).await?;
+        reporter.report(Event::Status(format!("removing project {project}")));
+        remove_project_networks(engine, &project, NetworkInUse::Warn, reporter).await?;
     } else {
         // together, as `docker compose stop` does: a service ignoring SIGTERM costs the
         // timeout once, not once per service
@@ -209,26 +210,43 @@ async fn labelled_primary(
         .map(|(project, id, _)| (project, id)))
 }
 
+/// What removing a project's networks does with one the engine will not remove (still in use
+/// by a container that is not the workspace's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NetworkInUse {
+    /// It stays, with a warning, and the others go on (`down`).
+    Warn,
+    /// The removal fails (`delete`, which then reports what remains).
+    Fail,
+}
+
 /// The project's own networks (`<project>_default` and the files' own; external ones carry
-/// no project label), removed by label through the engine as `docker compose down` would; one
-/// still in use by a container that is not this workspace's stays, with a warning.
+/// no project label), removed by label through the engine as `docker compose down` would,
+/// each announced; returns the names removed. For `down` and for the product's `delete`.
 ///
-/// Errors: [`crate::ops::error::OpsError::Engine`] listing the networks.
-async fn remove_project_networks(
+/// Errors: [`crate::ops::error::OpsError::Engine`] when the networks cannot be listed, or one
+/// cannot be removed under [`NetworkInUse::Fail`].
+pub(crate) async fn remove_project_networks(
     engine: &dyn Engine,
     project: &str,
+    in_use: NetworkInUse,
     reporter: &dyn Reporter,
-) -> Result<()> {
-    reporter.report(Event::Status(format!("removing project {project}")));
+) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
     for name in engine
         .find_networks(&crate::ops::compose::project_labels(project))
         .await?
     {
-        if let Err(e) = engine.remove_network(&name).await {
-            reporter.report(Event::Status(format!(
-                "warning: network {name} of project {project} stays: {e}"
-            )));
+        reporter.report(Event::Status(format!("removing network {name}")));
+        match engine.remove_network(&name).await {
+            Ok(()) => removed.push(name),
+            Err(e) if in_use == NetworkInUse::Warn => {
+                reporter.report(Event::Status(format!(
+                    "warning: network {name} of project {project} stays: {e}"
+                )));
+            }
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(removed)
 }

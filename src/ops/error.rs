@@ -68,6 +68,9 @@ pub enum OpsError {
     /// The Feature cache or registry client could not be set up.
     #[error(transparent)]
     Fetch(#[from] crate::features::fetch::FetchError),
+    /// `features test`: the collection is not as the flags say.
+    #[error(transparent)]
+    FeaturesTest(#[from] crate::features::test::TestError),
     /// A Template could not be fetched or applied (`templates apply`, `templates metadata`).
     #[error(transparent)]
     Template(#[from] crate::templates::TemplateError),
@@ -437,7 +440,7 @@ impl OpsError {
             OpsError::Publish(_) | OpsError::Fetch(_) | OpsError::Build(_) => {
                 ErrorCode::BuildFailed
             }
-            OpsError::GenerateDocs { .. } => ErrorCode::ConfigInvalid,
+            OpsError::GenerateDocs { .. } | OpsError::FeaturesTest(_) => ErrorCode::ConfigInvalid,
             OpsError::Template(e) => match e {
                 crate::templates::TemplateError::InvalidFlag { .. }
                 | crate::templates::TemplateError::InvalidOption { .. } => {
@@ -545,7 +548,7 @@ impl Hint for OpsError {
             }
             OpsError::Build(e) => e.hint(),
             OpsError::Feature(e) => e.hint(),
-            OpsError::Fetch(_) => None,
+            OpsError::Fetch(_) | OpsError::FeaturesTest(_) => None,
             OpsError::Template(e) => e.hint(),
             OpsError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())

@@ -115,7 +115,8 @@ pub(crate) struct DevImage {
     /// the image carries it.
     pub(crate) label: Option<String>,
     /// The host variables the label of an image built from the repository's Dockerfile
-    /// names, judged like devcontainer.json's (none refused; spec-note 0443).
+    /// names, judged like devcontainer.json's (none refused; spec-note 0443), and the granted
+    /// `ONBUILD` triggers of its base images (spec-note 0612), reported with the others.
     pub(crate) label_requests: Vec<PermissionRequest>,
     /// The host variables of `label_requests`, with the label properties they go into.
     pub(crate) label_host_env: Vec<security::host_env::HostEnvUse>,
@@ -149,6 +150,24 @@ pub(crate) async fn dev_image(
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
     let (opts, profile, grants) = judged;
+    // the Dockerfile's base images' `ONBUILD` triggers, pulled and judged before the build
+    // (spec-note 0612, attacks G9)
+    let onbuild = if kind == ConfigKind::Dockerfile {
+        let request = build_request(loaded, &opts.target.env)?;
+        crate::ops::dockerfile_judge::onbuild_requests(
+            engine,
+            loaded,
+            &request,
+            (profile, grants),
+            reporter,
+        )
+        .await?
+    } else {
+        Vec::new()
+    };
+    if let Some(refused) = security::refusal(profile, &onbuild) {
+        return Err(refused.into());
+    }
     let image = prepare_image(
         engine,
         loaded,
@@ -159,7 +178,9 @@ pub(crate) async fn dev_image(
         reporter,
     )
     .await?;
-    dev_image_from(engine, loaded, image, kind, judged, reporter, warnings).await
+    let mut dev = dev_image_from(engine, loaded, image, kind, judged, reporter, warnings).await?;
+    dev.label_requests.extend(onbuild);
+    Ok(dev)
 }
 
 /// [`dev_image`] on an image already prepared (a Compose service's image, built or pulled by

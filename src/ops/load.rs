@@ -70,8 +70,9 @@ pub struct LoadOptions {
 /// is the forced folder. Used by `handoff` (spec-notes/0200).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceOverride {
-    /// The `--mount` string of the workspace (`type=bind,source=…,target=…`).
-    pub mount: String,
+    /// The workspace mount, typed to the engine call; `None`: no workspace mount (as an empty
+    /// `workspaceMount` says). The configuration gets its `--mount` text.
+    pub mount: Option<crate::engine::Mount>,
     /// The container workspace folder.
     pub folder: String,
 }
@@ -102,6 +103,9 @@ pub struct LoadedConfiguration {
     /// were judged with ([`LoadOptions::confine`], spec-note 0400); `None`: used as written
     /// (`reference`, or a `--config` the user names outside the workspace).
     pub confined: Option<crate::security::Grants>,
+    /// The workspace mount and folder the caller forced ([`LoadOptions::workspace_override`]),
+    /// whose typed mount the container gets as given.
+    pub workspace_override: Option<WorkspaceOverride>,
 }
 
 impl LoadedConfiguration {
@@ -123,6 +127,24 @@ impl LoadedConfiguration {
             warnings: Vec::new(),
             additional_mount: None,
             confined: None,
+            workspace_override: None,
+        }
+    }
+
+    /// The workspace mount as the engine takes it: a forced one as given (typed, never read
+    /// back from its text), else the configuration's `workspaceMount` (or the default) parsed;
+    /// `None`: no workspace mount (a Compose configuration, or an empty string).
+    ///
+    /// Errors: [`crate::ops::OpsError::Engine`] for a `workspaceMount` that does not parse.
+    pub fn workspace_mount(&self) -> crate::ops::Result<Option<crate::engine::Mount>> {
+        match (
+            self.workspace.workspace_mount.as_deref(),
+            &self.workspace_override,
+        ) {
+            (None, _) => Ok(None),
+            (Some(_), Some(forced)) => Ok(forced.mount.clone()),
+            (Some(""), None) => Ok(None),
+            (Some(text), None) => Ok(Some(crate::engine::run_args::parse_mount(text)?)),
         }
     }
 }
@@ -299,7 +321,11 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
     }
     let mut value = validated.doc.value.clone();
     if let (Some(o), Value::Object(map)) = (&opts.workspace_override, &mut value) {
-        map.insert("workspaceMount".into(), Value::String(o.mount.clone()));
+        let text = o.mount.as_ref().map(crate::engine::run_args::mount_string);
+        map.insert(
+            "workspaceMount".into(),
+            Value::String(text.unwrap_or_default()),
+        );
         map.insert("workspaceFolder".into(), Value::String(o.folder.clone()));
     }
     let (workspace, additional_mount) = resolve_workspace(
@@ -334,6 +360,7 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         workspace,
         warnings,
         additional_mount,
+        workspace_override: opts.workspace_override.clone(),
     })
 }
 

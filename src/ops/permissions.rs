@@ -120,34 +120,43 @@ pub(crate) fn host_commands(
     let texts = |value: Option<&Value>| -> Result<_> {
         let sources = HookSources::from_metadata(&[], value).map_err(lifecycle_error(""))?;
         let stage = initialize_stage(&sources);
-        let texts: Vec<String> = stage
+        let commands: Vec<(String, Vec<String>)> = stage
             .iter()
             .flat_map(|s| s.commands.iter())
             .flat_map(|c| c.command.entries())
             .map(|(_, command)| {
                 let argv = command.argv();
-                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+                let text = shlex::try_join(argv.iter().map(String::as_str))
+                    .unwrap_or_else(|_| argv.join(" "));
+                (text, argv)
             })
             .collect();
-        Ok((stage, texts))
+        Ok((stage, commands))
     };
     let (stage, substituted) = texts(loaded.value.get("initializeCommand"))?;
     let as_written = loaded.raw.get("initializeCommand");
-    let shown = match as_written {
+    let shown: Vec<String> = match as_written {
         Some(raw) if !substitute::local_env_reads(raw).is_empty() => match texts(Some(raw)) {
-            Ok((_, written)) if written.len() == substituted.len() => written,
+            Ok((_, written)) if written.len() == substituted.len() => {
+                written.into_iter().map(|(text, _)| text).collect()
+            }
             _ => vec![
                 "initializeCommand (as written in devcontainer.json)".into();
                 substituted.len()
             ],
         },
-        _ => substituted,
+        _ => substituted.iter().map(|(text, _)| text.clone()).collect(),
     };
+    // A grant covers the command and the workspace files it names (what it runs), read
+    // where the command runs: the workspace folder (spec-note 0410, attacks J7).
+    let folder = &loaded.workspace_folder;
     let asked: Vec<_> = shown
         .into_iter()
-        .map(|text| {
+        .zip(&substituted)
+        .map(|(text, (_, argv))| {
+            let command = security::host_command::cover_command(text, argv, folder, folder);
             (
-                security::Permission::HostCommand(text),
+                security::Permission::HostCommand(command),
                 Source::DevcontainerJson,
             )
         })
@@ -289,6 +298,14 @@ pub(crate) fn early_requests(
         .as_ref()
         .map(|r| r.tags.iter().skip(1).cloned().collect::<Vec<_>>())
         .unwrap_or_default();
+    // what the Dockerfile's text asks of the builder (spec-note 0612, attacks H6 and G9)
+    if loaded.typed.kind() == ConfigKind::Dockerfile
+        && let Some(request) = &request
+    {
+        requests.extend(crate::ops::dockerfile_judge::text_requests(
+            loaded, request, profile, grants,
+        ));
+    }
     let configured = request.and_then(|r| r.network);
     let decided =
         security::build_network::decide(profile, grants, container_network, configured.as_deref());
@@ -845,11 +862,12 @@ pub(crate) async fn container_requests(
     );
     let host_env = |name: &str| opts.target.env.get(name).cloned();
     let unknown = ImageInfo::default();
+    let workspace_mount = loaded.workspace_mount()?;
     let mut spec = container_spec(&SpecInputs {
         image: reference,
         image_info: image_info.unwrap_or(&unknown),
         merged: &merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        workspace_mount: workspace_mount.as_ref(),
         extra_mounts,
         id_labels: &id_labels,
         metadata_label: None,

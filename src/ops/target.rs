@@ -98,11 +98,9 @@ pub(crate) fn expected_workspace(
         return None;
     }
     let mount = loaded
-        .workspace
-        .workspace_mount
-        .as_deref()
-        .filter(|m| !m.is_empty())
-        .and_then(|m| crate::engine::run_args::parse_mount(m).ok())
+        .workspace_mount()
+        .ok()
+        .flatten()
         .filter(|m| m.kind == MountKind::Bind)?;
     let mut folders: Vec<PathBuf> = mount.source.map(PathBuf::from).into_iter().collect();
     folders.push(loaded.workspace.host_mount_root.clone());

@@ -603,11 +603,12 @@ fn new_spec(
 ) -> Result<ContainerSpec> {
     let (opts, loaded) = (plan.opts, plan.loaded);
     let host_env = |name: &str| opts.target.env.get(name).cloned();
+    let workspace_mount = loaded.workspace_mount()?;
     let mut spec = container_spec(&SpecInputs {
         image: &image.reference,
         image_info: &image.info,
         merged,
-        workspace_mount: loaded.workspace.workspace_mount.as_deref(),
+        workspace_mount: workspace_mount.as_ref(),
         extra_mounts: &cli_mounts(opts, loaded),
         id_labels: plan.id_labels,
         metadata_label: label,

@@ -99,6 +99,13 @@ pub fn compose_file_requests(
         };
         let file = shown(&next.path, places);
         for doc in docs {
+            // its top-level keys by the allow-list, `models` among them (attacks H5); an
+            // extended file gives only its service
+            if !next.extended
+                && let Ok(json) = serde_json::to_value(&doc)
+            {
+                asked.extend(super::compose::top_level_requests(&json, &file));
+            }
             file_paths(&doc, &next, &file, places, &mut asked, &mut pending);
         }
     }

@@ -6,12 +6,125 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256};
 
-/// The digest a `host-command:sha256:<hex>` grant names: SHA-256 of the command exactly as its
-/// [`Permission::HostCommand`] request shows it (the shlex-quoted argv), lowercase hex. A
-/// grant bound to it grants that command only: a repository (or an agent) that changes the
-/// command after the grant is asked again (issue 25; spec-note 0410).
+/// The digest a `host-command:sha256:<hex>` grant names for a command that names no file of
+/// the workspace: SHA-256 of the command exactly as its [`Permission::HostCommand`] request
+/// shows it (the shlex-quoted argv), lowercase hex. A grant bound to it grants that command
+/// only: a repository (or an agent) that changes the command after the grant is asked again
+/// (issue 25; spec-note 0410). A command that names workspace files is bound to their content
+/// too ([`HostCommand::digest`]).
 pub fn host_command_digest(argv: &str) -> String {
     hex::encode(Sha256::digest(argv.as_bytes()))
+}
+
+/// A file of the workspace that a host command names, which a grant of the command covers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CoveredFile {
+    /// Where it is, relative to the workspace folder (resolved: no link, no `..`).
+    pub path: String,
+    /// SHA-256 of its content, lowercase hex.
+    pub sha256: String,
+}
+
+/// A command devcell would run on the host for the repository (`initializeCommand`, a Compose
+/// `provider`), with what a grant of it covers: the command as shown and the content of every
+/// workspace file it names (spec-note 0410). The repository, and an agent in a handoff, can
+/// write the workspace: a grant that covered the text only would run whatever the agent wrote
+/// into a script the command runs (attacks J7).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostCommand {
+    /// The command, as shown: the shlex-quoted argv (or the provider's line).
+    pub command: String,
+    /// The workspace files the command names (sorted by path), with their content's digest.
+    pub files: Vec<CoveredFile>,
+    /// What the command names in the workspace that no grant can cover, each with why (a
+    /// folder, a file devcell cannot read, a link leaving the workspace): such a command is
+    /// granted for one run only (`--allow host-command` on the command line).
+    pub uncovered: Vec<String>,
+    /// Set by the judgement when the user holds a grant for the command's text alone (how a
+    /// grant was made before grants covered the files a command names): the refusal says why
+    /// it is asked again.
+    pub text_only_grant: bool,
+}
+
+impl HostCommand {
+    /// The digest its `host-command:sha256:<hex>` grant names: [`host_command_digest`] of the
+    /// command when it names no workspace file (grants made before files were covered keep
+    /// working for such commands); otherwise SHA-256 of the JSON array
+    /// `[command, [[path, sha256], …]]` (the files in path order), so a changed file, a file
+    /// added or removed, or a changed command is asked again. `None` when the command names
+    /// something no grant can cover ([`HostCommand::uncovered`]).
+    pub fn digest(&self) -> Option<String> {
+        if !self.uncovered.is_empty() {
+            return None;
+        }
+        if self.files.is_empty() {
+            return Some(host_command_digest(&self.command));
+        }
+        let files: Vec<[&str; 2]> = self
+            .files
+            .iter()
+            .map(|f| [f.path.as_str(), f.sha256.as_str()])
+            .collect();
+        let bound = serde_json::json!([self.command, files]);
+        Some(hex::encode(Sha256::digest(bound.to_string().as_bytes())))
+    }
+}
+
+/// A command that names no workspace file (tests, and commands known to read none).
+impl From<&str> for HostCommand {
+    fn from(command: &str) -> Self {
+        HostCommand::from(command.to_string())
+    }
+}
+
+/// A command that names no workspace file.
+impl From<String> for HostCommand {
+    fn from(command: String) -> Self {
+        HostCommand {
+            command,
+            files: Vec::new(),
+            uncovered: Vec::new(),
+            text_only_grant: false,
+        }
+    }
+}
+
+impl fmt::Display for HostCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host command `{}`", self.command)?;
+        if !self.files.is_empty() {
+            let files: Vec<String> = self
+                .files
+                .iter()
+                .map(|c| {
+                    format!(
+                        "`{}` (sha256 {})",
+                        c.path,
+                        &c.sha256[..12.min(c.sha256.len())]
+                    )
+                })
+                .collect();
+            write!(f, "; a grant covers the command and {}", files.join(", "))?;
+        }
+        if !self.uncovered.is_empty() {
+            write!(
+                f,
+                "; it names {}, which no standing grant can cover (their content can change \
+                 after the grant): grant it for one run only",
+                self.uncovered.join(", ")
+            )?;
+        }
+        if self.text_only_grant {
+            write!(
+                f,
+                "; your grant `host-command:sha256:{}` covers the command's text only, and a \
+                 grant now also covers the files the command runs (they may have changed since \
+                 you granted it): asked again",
+                host_command_digest(&self.command)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Who asked for something.
@@ -50,6 +163,15 @@ pub enum Source {
         /// The key path in that file.
         key: String,
     },
+    /// The Dockerfile of devcontainer.json's `build` (as devcontainer.json names it) and what
+    /// in it asks (`RUN --network=host`, `# syntax=…`, a base image's `ONBUILD`; spec-note
+    /// 0612). A Compose service's Dockerfile is that service's ([`Source::ComposeService`]).
+    Dockerfile {
+        /// The Dockerfile.
+        file: String,
+        /// The instruction or flag, as read.
+        what: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -66,6 +188,7 @@ impl fmt::Display for Source {
                 write!(f, "Compose service `{service}` (`{property}`)")
             }
             Source::ComposeFile { file, key } => write!(f, "Compose file `{file}` (`{key}`)"),
+            Source::Dockerfile { file, what } => write!(f, "Dockerfile `{file}` (`{what}`)"),
         }
     }
 }
@@ -100,9 +223,10 @@ pub enum Permission {
     /// (`devcontainer.*`, `devcell.*`) set by the repository: never granted under `hardened`
     /// (spec-note 0421).
     IdentityLabel(String),
-    /// A command the repository names that devcell would run on the host (`initializeCommand`):
-    /// its exact argv, shlex-quoted (spec-note 0410).
-    HostCommand(String),
+    /// A command the repository names that devcell would run on the host (`initializeCommand`,
+    /// a Compose `provider`): its exact argv, shlex-quoted, and the workspace files it names
+    /// (spec-note 0410).
+    HostCommand(HostCommand),
     /// A git directory outside the workspace that a repository's git link names and that
     /// fails the worktree back-link check (resolved absolute path; spec-note 0411).
     GitDir(String),
@@ -179,9 +303,10 @@ impl Permission {
             | Permission::IdentityLabel(_)
             | Permission::HostHome(_)
             | Permission::UnresolvablePath(_) => return None,
-            Permission::HostCommand(argv) => {
-                format!("--allow host-command:sha256:{}", host_command_digest(argv))
-            }
+            Permission::HostCommand(command) => match command.digest() {
+                Some(digest) => format!("--allow host-command:sha256:{digest}"),
+                None => "--allow host-command".to_string(),
+            },
             Permission::Namespace(n) => format!("--allow namespace:{n}"),
             Permission::DeviceCgroupRule(r) => format!("--allow device-cgroup-rule:{r}"),
             Permission::GitDir(p) => format!("--allow gitdir:{p}"),
@@ -210,7 +335,7 @@ impl fmt::Display for Permission {
             Permission::Network(n) => write!(f, "network `{n}`"),
             Permission::PublishPort(a) => write!(f, "port published on host address `{a}`"),
             Permission::IdentityLabel(k) => write!(f, "identity label `{k}` set by the repository"),
-            Permission::HostCommand(argv) => write!(f, "host command `{argv}`"),
+            Permission::HostCommand(command) => command.fmt(f),
             Permission::GitDir(p) => write!(f, "git directory `{p}` outside the workspace"),
             Permission::HostEnv(n) => write!(f, "host environment variable `{n}`"),
             Permission::BuildNetwork => f.write_str("network for image builds"),
@@ -328,7 +453,6 @@ impl Permission {
             | Permission::Network(v)
             | Permission::PublishPort(v)
             | Permission::IdentityLabel(v)
-            | Permission::HostCommand(v)
             | Permission::GitDir(v)
             | Permission::HostEnv(v)
             | Permission::Volume(v)
@@ -342,6 +466,7 @@ impl Permission {
             | Permission::ComposeFile(v)
             | Permission::UnresolvablePath(v)
             | Permission::Gpu(v) => Some(v),
+            Permission::HostCommand(command) => Some(&command.command),
             _ => None,
         }
     }
@@ -361,7 +486,9 @@ impl RequestStatus {
 
 /// JSON form for the `up` result: `{"permission": "capability", "value": "SYS_PTRACE",
 /// "source": "Feature `ghcr.io/x/y:1`", "status": "refused", "grant": "--allow cap:SYS_PTRACE"}`
-/// (`value` and `grant` omitted when there is none).
+/// (`value` and `grant` omitted when there is none). A host command adds `covers`
+/// (`[{"path", "sha256"}]`, the workspace files its grant covers) and `uncovered` (what it
+/// names that no grant can cover) when they are not empty.
 impl serde::Serialize for PermissionRequest {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -374,6 +501,19 @@ impl serde::Serialize for PermissionRequest {
         map.serialize_entry("status", self.status.as_str())?;
         if let Some(g) = self.permission.grant_flag() {
             map.serialize_entry("grant", &g)?;
+        }
+        if let Permission::HostCommand(command) = &self.permission {
+            if !command.files.is_empty() {
+                let covers: Vec<_> = command
+                    .files
+                    .iter()
+                    .map(|c| serde_json::json!({"path": c.path, "sha256": c.sha256}))
+                    .collect();
+                map.serialize_entry("covers", &covers)?;
+            }
+            if !command.uncovered.is_empty() {
+                map.serialize_entry("uncovered", &command.uncovered)?;
+            }
         }
         map.end()
     }

@@ -256,6 +256,24 @@ fn has_evidence(r: &AuditReport, control: Control, subject: &str, risk: Risk) ->
         .any(|e| e.subject.contains(subject) && e.risk == risk)
 }
 
+/// The inspect audit of `c` loses `control` alone (score 0, every other control hardened),
+/// with critical evidence naming each of `subjects`.
+fn assert_loses_only(c: &Case, control: Control, subjects: &[&str]) {
+    assert_eq!(
+        scores(&c.inspect),
+        expected(&[(control, 0)]),
+        "{}",
+        render_table(&c.inspect)
+    );
+    for subject in subjects {
+        assert!(
+            has_evidence(&c.inspect, control, subject, Risk::Critical),
+            "{control:?}: {subject}\n{}",
+            render_table(&c.inspect)
+        );
+    }
+}
+
 /// Controls the probe alone can judge; reproducibility and teardown need the image reference
 /// and labels, which a process inside cannot see (spec-note 0148).
 const PROBEABLE: [Control; 6] = [
@@ -329,18 +347,11 @@ fn engine_socket_mounted_loses_engine_socket() {
     let h = host();
     let mount = format!("{}:/var/run/docker.sock", path(&h.socket));
     let c = case(&h, &["-v", &mount], true);
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::EngineSocket, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
+    assert_loses_only(
+        &c,
         Control::EngineSocket,
-        &format!("bind {} -> /var/run/docker.sock", path(&h.socket)),
-        Risk::Critical
-    ));
+        &[&format!("bind {} -> /var/run/docker.sock", path(&h.socket))],
+    );
     assert_probe_agrees(&c);
     assert!(has_evidence(
         c.probe.as_ref().unwrap(),
@@ -396,24 +407,7 @@ fn privileged_loses_engine_socket() {
     // without the capabilities to grant them), and the inspect audit needs no running process.
     let h = host();
     let c = case(&h, &["--privileged"], false);
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::EngineSocket, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
-        Control::EngineSocket,
-        "privileged",
-        Risk::Critical
-    ));
-    assert!(has_evidence(
-        &c.inspect,
-        Control::EngineSocket,
-        "SYS_ADMIN",
-        Risk::Critical
-    ));
+    assert_loses_only(&c, Control::EngineSocket, &["privileged", "SYS_ADMIN"]);
 }
 
 #[test]
@@ -423,18 +417,7 @@ fn sys_admin_loses_engine_socket() {
     }
     let h = host();
     let c = case(&h, &["--cap-add", "SYS_ADMIN"], true);
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::EngineSocket, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
-        Control::EngineSocket,
-        "capabilities SYS_ADMIN",
-        Risk::Critical
-    ));
+    assert_loses_only(&c, Control::EngineSocket, &["capabilities SYS_ADMIN"]);
     assert_probe_agrees(&c);
     assert!(has_evidence(
         c.probe.as_ref().unwrap(),
@@ -451,18 +434,7 @@ fn host_pid_namespace_loses_engine_socket() {
     }
     let h = host();
     let c = case(&h, &["--pid", "host"], true);
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::EngineSocket, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
-        Control::EngineSocket,
-        "pid namespace host",
-        Risk::Critical
-    ));
+    assert_loses_only(&c, Control::EngineSocket, &["pid namespace host"]);
     assert_probe_agrees(&c);
 }
 
@@ -484,18 +456,7 @@ fn secret_env_loses_secret_boundary_and_its_value_never_appears() {
         c.inspect_json.contains(&secret),
         "the engine itself shows the value: that is the leak the audit reports"
     );
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::SecretBoundary, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
-        Control::SecretBoundary,
-        "env GITHUB_TOKEN",
-        Risk::Critical
-    ));
+    assert_loses_only(&c, Control::SecretBoundary, &["env GITHUB_TOKEN"]);
     assert!(has_evidence(
         &c.inspect,
         Control::SecretBoundary,
@@ -524,18 +485,7 @@ fn bridge_network_loses_network_policy() {
     }
     let h = host();
     let c = case(&h, &["--network", "bridge"], true);
-    assert_eq!(
-        scores(&c.inspect),
-        expected(&[(Control::NetworkPolicy, 0)]),
-        "{}",
-        render_table(&c.inspect)
-    );
-    assert!(has_evidence(
-        &c.inspect,
-        Control::NetworkPolicy,
-        "network bridge",
-        Risk::Critical
-    ));
+    assert_loses_only(&c, Control::NetworkPolicy, &["network bridge"]);
     assert_probe_agrees(&c);
 }
 

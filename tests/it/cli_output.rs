@@ -25,6 +25,7 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "resolve-dependencies"],
     &["features", "info"],
     &["features", "generate-docs"],
+    &["features", "test"],
     &["templates"],
     &["templates", "apply"],
     &["templates", "publish"],
@@ -88,33 +89,96 @@ const CONFIG: &str = r#"{
   "customizations": {"vscode": {"extensions": ["a.b"]}}
 }"#;
 
-#[test]
-fn read_configuration_json() {
-    let ctx = TestContext::new("snap-read").config(CONFIG);
-    let run = ctx.run("read-configuration", &[]);
-    run.ok();
-    assert_run_snapshot!("read_configuration", Some(&ctx), run);
-}
+/// `read-configuration` of one configuration: (context, devcontainer.json or `None` for
+/// none, extra arguments, whether it succeeds, snapshot).
+type ReadCase = (
+    &'static str,
+    Option<&'static str>,
+    &'static [&'static str],
+    Option<bool>,
+    &'static str,
+);
+
+/// The output of `read-configuration` and its main error shapes: a configuration, none at
+/// all, a wrong type (also as a JSON log) and both an image and a Dockerfile (exit status
+/// in the snapshot only, `None`).
+const READ_CASES: &[ReadCase] = &[
+    (
+        "snap-read",
+        Some(CONFIG),
+        &[],
+        Some(true),
+        "read_configuration",
+    ),
+    (
+        "snap-err-none",
+        None,
+        &[],
+        Some(false),
+        "error_no_configuration",
+    ),
+    (
+        "snap-err-type",
+        Some(r#"{"image": 42}"#),
+        &[],
+        Some(false),
+        "error_wrong_type",
+    ),
+    (
+        "snap-err-type-json",
+        Some(r#"{"image": 42}"#),
+        &["--log-format", "json"],
+        None,
+        "error_wrong_type_log_json",
+    ),
+    (
+        "snap-err-both",
+        Some(r#"{"image": "IMAGE", "build": {"dockerfile": "Dockerfile"}}"#),
+        &[],
+        None,
+        "error_image_and_dockerfile",
+    ),
+];
 
 #[test]
-fn read_configuration_with_features_configuration() {
-    let ctx = TestContext::new("snap-read-features")
-        .config(r#"{"image": "IMAGE", "features": {"./hello": {"greeting": "hi"}}}"#);
+fn read_configuration_and_its_errors() {
+    for &(name, config, args, succeeds, snapshot) in READ_CASES {
+        let mut ctx = TestContext::new(name);
+        if let Some(config) = config {
+            ctx = ctx.config(config);
+        }
+        let run = ctx.run("read-configuration", args);
+        match succeeds {
+            Some(true) => {
+                run.ok();
+            }
+            Some(false) => {
+                run.failed();
+            }
+            None => {}
+        }
+        assert_run_snapshot!(snapshot, Some(&ctx), run);
+    }
+}
+
+/// A workspace whose configuration uses the local Feature `./hello` with `options`.
+fn with_local_hello(name: &str, options: &str) -> TestContext {
+    let ctx = TestContext::new(name).config(&format!(
+        r#"{{"image": "IMAGE", "features": {{"./hello": {options}}}}}"#
+    ));
     crate::support::copy_tree(
         &fixture("features/collection/src/hello"),
         &ctx.path().join(".devcontainer/hello"),
     );
-    let run = ctx.run("read-configuration", &["--include-features-configuration"]);
-    run.ok();
-    assert_run_snapshot!("read_configuration_features", Some(&ctx), run);
+    ctx
 }
 
 #[test]
-fn error_no_configuration() {
-    let ctx = TestContext::new("snap-err-none");
-    let run = ctx.run("read-configuration", &[]);
-    run.failed();
-    assert_run_snapshot!("error_no_configuration", Some(&ctx), run);
+fn read_configuration_with_features_configuration() {
+    let ctx = with_local_hello("snap-read-features", r#"{"greeting": "hi"}"#);
+    let run = ctx.run("read-configuration", &["--include-features-configuration"]);
+    run.ok();
+    assert_run_snapshot!("read_configuration_features", Some(&ctx), run);
 }
 
 #[test]
@@ -130,29 +194,6 @@ fn error_bad_json_has_line_and_column() {
 }
 
 #[test]
-fn error_wrong_type_names_the_property() {
-    let ctx = TestContext::new("snap-err-type").config(r#"{"image": 42}"#);
-    let run = ctx.run("read-configuration", &[]);
-    run.failed();
-    assert_run_snapshot!("error_wrong_type", Some(&ctx), run);
-}
-
-#[test]
-fn error_wrong_type_as_json_log() {
-    let ctx = TestContext::new("snap-err-type-json").config(r#"{"image": 42}"#);
-    let run = ctx.run("read-configuration", &["--log-format", "json"]);
-    assert_run_snapshot!("error_wrong_type_log_json", Some(&ctx), run);
-}
-
-#[test]
-fn error_image_and_dockerfile() {
-    let ctx = TestContext::new("snap-err-both")
-        .config(r#"{"image": "IMAGE", "build": {"dockerfile": "Dockerfile"}}"#);
-    let run = ctx.run("read-configuration", &[]);
-    assert_run_snapshot!("error_image_and_dockerfile", Some(&ctx), run);
-}
-
-#[test]
 fn error_unknown_flag_and_subcommand() {
     let ctx = TestContext::new("snap-err-flag");
     let flag = ctx.devcell(&["up", "--no-such-flag"]);
@@ -163,49 +204,42 @@ fn error_unknown_flag_and_subcommand() {
     assert_run_snapshot!("error_unknown_subcommand", Some(&ctx), sub);
 }
 
+/// `features package` of one Feature and of a collection: (context, fixture folder copied to
+/// the `src` path packaged, snapshot).
 #[test]
-fn features_package_one_feature() {
-    let ctx = TestContext::new("snap-package");
-    crate::support::copy_tree(
-        &fixture("features/collection/src/hello"),
-        &ctx.path().join("src/hello"),
-    );
-    let out = ctx.path().join("out");
-    let run = ctx.devcell(&[
-        "features",
-        "package",
-        ctx.path().join("src/hello").to_str().unwrap(),
-        "--output-folder",
-        out.to_str().unwrap(),
-    ]);
-    run.ok();
-    assert_run_snapshot!("features_package", Some(&ctx), run);
-}
-
-#[test]
-fn features_package_collection() {
-    let ctx = TestContext::new("snap-package-collection");
-    crate::support::copy_tree(&fixture("features/collection/src"), &ctx.path().join("src"));
-    let out = ctx.path().join("out");
-    let run = ctx.devcell(&[
-        "features",
-        "package",
-        ctx.path().join("src").to_str().unwrap(),
-        "--output-folder",
-        out.to_str().unwrap(),
-    ]);
-    run.ok();
-    assert_run_snapshot!("features_package_collection", Some(&ctx), run);
+fn features_package_one_feature_and_a_collection() {
+    for (name, fixture_dir, packaged, snapshot) in [
+        (
+            "snap-package",
+            "features/collection/src/hello",
+            "src/hello",
+            "features_package",
+        ),
+        (
+            "snap-package-collection",
+            "features/collection/src",
+            "src",
+            "features_package_collection",
+        ),
+    ] {
+        let ctx = TestContext::new(name);
+        crate::support::copy_tree(&fixture(fixture_dir), &ctx.path().join(packaged));
+        let out = ctx.path().join("out");
+        let run = ctx.devcell(&[
+            "features",
+            "package",
+            ctx.path().join(packaged).to_str().unwrap(),
+            "--output-folder",
+            out.to_str().unwrap(),
+        ]);
+        run.ok();
+        assert_run_snapshot!(snapshot, Some(&ctx), run);
+    }
 }
 
 #[test]
 fn features_resolve_dependencies_local() {
-    let ctx = TestContext::new("snap-resolve")
-        .config(r#"{"image": "IMAGE", "features": {"./hello": {}}}"#);
-    crate::support::copy_tree(
-        &fixture("features/collection/src/hello"),
-        &ctx.path().join(".devcontainer/hello"),
-    );
+    let ctx = with_local_hello("snap-resolve", "{}");
     let run = ctx.run("features resolve-dependencies", &[]);
     assert_run_snapshot!("features_resolve_dependencies", Some(&ctx), run);
 }

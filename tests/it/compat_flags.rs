@@ -26,6 +26,7 @@ const COMMANDS: &[&[&str]] = &[
     &["features", "package"],
     &["features", "publish"],
     &["features", "info"],
+    &["features", "test"],
     &["templates", "apply"],
     &["templates", "metadata"],
 ];

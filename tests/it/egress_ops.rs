@@ -706,7 +706,7 @@ async fn an_agents_upstream_gets_the_key_on_the_host_and_streams_but_the_contain
 /// `devcell-test/glibc:1`: an image of this Debian host's own glibc binaries (dash as
 /// `/bin/sh`, bash, coreutils, GNU `wget`, `curl`, `getent`) and the libraries `ldd` names for
 /// them, made with `docker import` (nothing is pulled; built once, then found by its tag).
-fn glibc_image() -> &'static str {
+pub(crate) fn glibc_image() -> &'static str {
     const IMAGE: &str = "devcell-test/glibc:1";
     const TOOLS: &[&str] = &[
         "dash", "bash", "env", "id", "cat", "ls", "tail", "head", "wc", "sleep", "tr", "echo",

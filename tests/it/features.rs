@@ -86,6 +86,20 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
+/// The output of an install that succeeded: (stdout, stderr).
+fn succeeded(out: &Output) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The output of an install that failed: (stdout, stderr).
+fn failed(out: &Output) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 fn after_marker(stdout: &str) -> String {
     stdout
         .split("--- after\n")
@@ -106,8 +120,7 @@ fn agent_user_creates_user_with_uid_and_home() {
         "",
         "id coder; ls -ldn /home/coder | awk '{print $1, $3, $4}'; grep '^coder:' /etc/passwd",
     );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = succeeded(&out);
     assert!(stdout.contains("created user 'coder'"), "{stdout}");
     // busybox has no user tools: the passwd/group files are edited directly.
     assert!(stdout.contains("with files"), "{stdout}");
@@ -188,8 +201,7 @@ fn agent_user_uses_useradd_when_present() {
         "",
         "id dev; ls -ldn /home/dev | awk '{print $1, $3, $4}'; grep '^dev:' /etc/group",
     );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = succeeded(&out);
     assert!(stdout.contains("with useradd"), "{stdout}");
     assert!(stdout.contains("already exists"), "{stdout}");
     assert_eq!(
@@ -210,8 +222,7 @@ fn agent_user_defaults_and_existing_group() {
         "",
         "id agent; ls -ldn '/work/agent home' | awk '{print $3, $4}'",
     );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = succeeded(&out);
     assert!(
         stderr.contains("shell '/bin/nope' does not exist"),
         "{stderr}"
@@ -261,8 +272,7 @@ fn packages_empty_list_is_a_no_op() {
     }
     for value in [json!({}), json!({"packages": " , "})] {
         let out = install("packages", value, 1, "", "true");
-        let (stdout, stderr) = text(&out);
-        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let (stdout, _) = succeeded(&out);
         assert!(stdout.contains("no packages requested"), "{stdout}");
     }
 }
@@ -273,8 +283,7 @@ fn packages_without_a_package_manager_fails_clearly() {
         return;
     }
     let out = install("packages", json!({"packages": "git, jq"}), 1, "", "true");
-    let (stdout, stderr) = text(&out);
-    assert!(!out.status.success(), "{stdout}");
+    let (_, stderr) = failed(&out);
     assert!(
         stderr.contains("no supported package manager (apt-get, apk, dnf, microdnf, yum) found; cannot install: git jq"),
         "{stderr}"
@@ -295,8 +304,7 @@ fn packages_passes_the_list_to_the_package_manager() {
         fake,
         "cat /tmp/apk.log",
     );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = succeeded(&out);
     assert_eq!(
         after_marker(&stdout),
         "add --no-cache git ripgrep jq libc6:amd64\n"
@@ -310,8 +318,7 @@ fn packages_refuses_flag_like_names() {
     }
     for bad in ["--allow-untrusted", "git;id", "$(id)"] {
         let out = install("packages", json!({"packages": bad}), 1, "", "true");
-        let (_, stderr) = text(&out);
-        assert!(!out.status.success());
+        let (_, stderr) = failed(&out);
         assert!(stderr.contains("invalid package name"), "{bad}: {stderr}");
     }
 }
@@ -547,8 +554,7 @@ fn hostile_option_values_reach_install_sh_unchanged_in_busybox() {
         env.path(),
         &format!("cd /feature && set -a && . /env/{OPTIONS_ENV_FILE} && set +a && sh ./install.sh"),
     );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = succeeded(&out);
     let mut got: Vec<&str> = stdout.split('\0').collect();
     assert_eq!(got.pop(), Some(""));
     assert_eq!(got, values);

@@ -623,6 +623,19 @@ fn container_with(image: &str, mounts: &[WorkspaceMount]) -> support::docker::Te
     }
 }
 
+/// Git works in each repository of `w` inside `c`, on the branch named with it.
+fn assert_branches(c: &support::docker::TestContainer, w: &Workspace, branches: &[(&str, &str)]) {
+    for (repo, branch) in branches {
+        let out = container_git(c, w, repo, "rev-parse --abbrev-ref HEAD");
+        assert!(
+            out.status.success(),
+            "git in {repo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), *branch);
+    }
+}
+
 fn container_git(
     c: &support::docker::TestContainer,
     w: &Workspace,
@@ -775,15 +788,7 @@ fn a_relative_gitdir_link_works_in_the_container_too() {
         "{mounts:?}"
     );
     let c = container_with(image, &mounts);
-    for repo in ["api", "web"] {
-        let out = container_git(&c, &w, repo, "rev-parse --abbrev-ref HEAD");
-        assert!(
-            out.status.success(),
-            "git in {repo}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "feat/x");
-    }
+    assert_branches(&c, &w, &[("api", "feat/x"), ("web", "feat/x")]);
 }
 
 /// A workspace holding a main repository and a worktree of it: the worktree's absolute `gitdir:`
@@ -867,15 +872,7 @@ fn a_worktree_of_a_repository_inside_the_workspace_works_in_the_container() {
     .unwrap();
     let mounts = w.mounts();
     let c = container_with(image, &mounts);
-    for (repo, branch) in [("main", "main"), ("feature", "feat/z")] {
-        let out = container_git(&c, &w, repo, "rev-parse --abbrev-ref HEAD");
-        assert!(
-            out.status.success(),
-            "git in {repo}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), branch);
-    }
+    assert_branches(&c, &w, &[("main", "main"), ("feature", "feat/z")]);
 }
 
 #[test]

@@ -887,3 +887,73 @@ fn the_plans_network_is_the_flag_the_agents_the_security_tables_or_none() {
         "default"
     );
 }
+
+/// Issue 27: a clone task never runs on the host. `--isolation clone --runtime host` is
+/// refused (`config_invalid`, `details.reason` `clone_runtime_host`) for a plan as for a run,
+/// before anything is made (no task folder); and when no engine answers, a clone task's
+/// failure offers no `--runtime host` (it would only be refused), while a worktree handoff's
+/// still does.
+#[test]
+fn a_clone_task_is_never_planned_run_or_offered_on_the_host() {
+    let ws = Ws::new(r#"{"image": "busybox"}"#);
+    for extra in [
+        &["--isolation", "clone", "--runtime", "host", "--plan"][..],
+        &["--isolation", "clone", "--runtime", "host"][..],
+    ] {
+        let mut args = extra.to_vec();
+        args.extend(["--format", "json"]);
+        let out = ws.handoff(&args);
+        assert_eq!(out.status.code(), Some(10), "{extra:?}: {}", stderr(&out));
+        let v = envelope(&out);
+        assert_eq!(v["error"]["code"], "config_invalid", "{v:#}");
+        assert_eq!(
+            v["error"]["details"]["reason"], "clone_runtime_host",
+            "{v:#}"
+        );
+    }
+    // nothing of a task was made in devcell's state
+    let made = walk(&ws.ctx.state());
+    assert!(!made.iter().any(|p| p.contains("tasks")), "{made:?}");
+    let without_engine = |isolation: &str| {
+        let out = ws
+            .command(&[
+                "handoff",
+                "--workspace-folder",
+                ws.root.to_str().unwrap(),
+                "--agent",
+                "a",
+                "--config-file",
+                ws.config.to_str().unwrap(),
+                "--isolation",
+                isolation,
+                "--format",
+                "json",
+            ])
+            .env("DOCKER_HOST", "unix:///nonexistent/devcell-clone.sock")
+            .output()
+            .unwrap();
+        let v = envelope(&out);
+        assert_eq!(v["error"]["code"], "engine_unavailable", "{v:#}");
+        (v["next_actions"].to_string(), stderr(&out))
+    };
+    let (actions, err) = without_engine("clone");
+    assert!(!actions.contains("--runtime"), "{actions}");
+    assert!(!err.contains("--runtime host"), "{err}");
+    let (actions, _) = without_engine("worktree");
+    assert!(actions.contains("--runtime"), "{actions}");
+}
+
+/// Every path below `dir` (none when it is missing).
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            out.push(e.path().display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    out
+}

@@ -19,6 +19,7 @@ mod engine;
 mod environment;
 mod features;
 mod features_info;
+mod features_test;
 mod gpu;
 mod handoff;
 mod handoff_e2e;

@@ -13,8 +13,8 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     let result = own_block_on_checked(args.config_file.as_deref(), async {
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let state = state_root(None)?;
-        let budget = settings.handoff.fetch_back_max_bytes;
-        Ok(fetch_task(&workspace, &args.task, &state, budget)?)
+        let budget = crate::handoff::container_git::FetchBudget::from_settings(&settings.handoff);
+        Ok(fetch_task(&workspace, &args.task, &state, &budget)?)
     });
     Ok(finish(
         args.format,

@@ -63,7 +63,11 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
     };
     if args.plan {
         let opts = match opts.effective_isolation() {
-            crate::settings::Isolation::Clone => Ok(crate::handoff::task::run::plan_options(&opts)),
+            crate::settings::Isolation::Clone => {
+                crate::handoff::task::run::refuse_host_runtime(&opts)
+                    .map(|()| crate::handoff::task::run::plan_options(&opts))
+                    .map_err(Into::into)
+            }
             crate::settings::Isolation::Worktree => {
                 crate::handoff::mail_worktree::plan_options(&opts)
             }
@@ -113,7 +117,9 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => {
             let signal = crate::handoff::session::Stopped::signal_of(&e);
-            let code = failed(&args, e);
+            // a clone task has no host runtime to offer (issue 27)
+            let offer_host = opts.effective_isolation() != crate::settings::Isolation::Clone;
+            let code = failed(&args, e, offer_host);
             // stopped by a signal: 128 + its number, as the signal would have
             return Ok(match signal {
                 Some(n) => exit(128 + n),
@@ -338,10 +344,11 @@ fn write_environment_out(
 }
 
 /// A handoff that failed before its agent ran: the error's envelope (and stderr); when no
-/// engine answered and `--runtime` was not given, a next action offers `--runtime host` (never
-/// taken on its own).
-fn failed(args: &HandoffArgs, err: OpsError) -> ExitCode {
-    if args.runtime.is_some() || err.code() != ErrorCode::EngineUnavailable {
+/// engine answered, `--runtime` was not given and the handoff could run on the host
+/// (`offer_host`: not a clone task), a next action offers `--runtime host` (never taken on its
+/// own).
+fn failed(args: &HandoffArgs, err: OpsError, offer_host: bool) -> ExitCode {
+    if args.runtime.is_some() || !offer_host || err.code() != ErrorCode::EngineUnavailable {
         return finish(
             args.format,
             Err::<(), _>(err),

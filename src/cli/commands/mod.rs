@@ -12,6 +12,7 @@ pub mod features_info;
 pub mod features_package;
 pub mod features_publish;
 pub mod features_resolve_dependencies;
+pub mod features_test;
 pub mod fetch;
 pub mod handoff;
 pub mod mail;

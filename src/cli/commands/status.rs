@@ -40,6 +40,10 @@ fn render(r: &StatusResult) -> String {
             (None, Some(tip)) if *tip == t.base => "no commits yet".to_string(),
             (None, _) => "not fetched".to_string(),
         };
+        let fetched = match &t.refused {
+            Some(why) => format!("{fetched} (REFUSED: {why})"),
+            None => fetched,
+        };
         let _ = writeln!(
             s,
             "task {} base {} branch at {}: {fetched}; {} ahead, {} behind (`{}`)",

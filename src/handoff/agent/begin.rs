@@ -51,8 +51,15 @@ impl Handoff<'_> {
         // kept, so a network without a way out is refused rather than claimed (spec-note 0606).
         let compose = choice.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
         let judged = if compose {
-            if let Some(o) = &p.target.workspace_override {
-                up_opts.mounts.insert(0, o.mount.clone());
+            if let Some(mount) = p
+                .target
+                .workspace_override
+                .as_ref()
+                .and_then(|o| o.mount.as_ref())
+            {
+                up_opts
+                    .mounts
+                    .insert(0, crate::engine::run_args::mount_string(mount));
             }
             Judged::Compose(Box::new(choice))
         } else {

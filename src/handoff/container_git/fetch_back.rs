@@ -8,7 +8,8 @@ use super::host_git::{
     adds_gitlink, checked_out_elsewhere, host_git, host_refs, is_ancestor, read_head, run_git,
     uncovered_gitlinks,
 };
-use super::import::{STAGING_MAX, import_refs};
+use super::import::import_refs;
+use super::inflated::FetchBudget;
 use super::refs::read_refs;
 use super::report::{Base, FetchBack, KeptReason, KeptRef, RefUpdate};
 use super::{ContainerGitError, HostRepo, MAX_CHANGED_REFS, NAMESPACE, Result};
@@ -31,6 +32,20 @@ impl ContainerGitDir {
     /// failure leaves the host's branches as they were (only `refs/devcell/…` may have been
     /// written).
     pub fn fetch_back(&self, host: &HostRepo<'_>, session: &str) -> Result<FetchBack> {
+        self.fetch_back_within(host, session, &FetchBudget::default())
+    }
+
+    /// [`ContainerGitDir::fetch_back`] within `budget` (what is copied and what the host
+    /// inflates, spec-note 0438).
+    ///
+    /// Errors: as [`ContainerGitDir::fetch_back`]; [`ContainerGitError::OverBudget`] and
+    /// [`ContainerGitError::OverInflated`] (nothing fetched, the host's refs as they were).
+    pub fn fetch_back_within(
+        &self,
+        host: &HostRepo<'_>,
+        session: &str,
+        budget: &FetchBudget,
+    ) -> Result<FetchBack> {
         let Some(mut base) = self.base()? else {
             return Ok(FetchBack::default());
         };
@@ -64,7 +79,7 @@ impl ContainerGitDir {
         let imported = if changed.is_empty() {
             Vec::new()
         } else {
-            self.import(host, &base, &changed, &namespace, &mut report)?
+            self.import(host, (&base, budget), &changed, &namespace, &mut report)?
         };
         let mut host_refs = host_refs(host)?;
         let covered = self.covered_submodules();
@@ -132,7 +147,7 @@ impl ContainerGitDir {
     fn import(
         &self,
         host: &HostRepo<'_>,
-        base: &Base,
+        (base, budget): (&Base, &FetchBudget),
         changed: &[(String, String)],
         namespace: &str,
         report: &mut FetchBack,
@@ -143,7 +158,7 @@ impl ContainerGitDir {
             &base.object_format,
             changed,
             &format!("+refs/*:{namespace}/*"),
-            STAGING_MAX,
+            budget,
         )?;
         report
             .kept

@@ -59,6 +59,11 @@ fn existing_dir(root: &Path, rel: &Path) -> Option<OwnedFd> {
 /// regular file (`Some(false)`) or anything else (`None`), none followed as a link; empty
 /// when the folder is missing or reached through a link.
 pub(super) fn list(root: &Path, rel: &Path) -> Vec<(String, Option<bool>)> {
+    list_at_most(root, rel, usize::MAX)
+}
+
+/// [`list`], stopping after `max` entries (a folder of millions of files costs no more).
+pub(super) fn list_at_most(root: &Path, rel: &Path, max: usize) -> Vec<(String, Option<bool>)> {
     let Some(fd) = existing_dir(root, rel) else {
         return Vec::new();
     };
@@ -67,6 +72,9 @@ pub(super) fn list(root: &Path, rel: &Path) -> Vec<(String, Option<bool>)> {
     };
     let mut out = Vec::new();
     for entry in listing.map_while(std::result::Result::ok) {
+        if out.len() >= max {
+            break;
+        }
         let Ok(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };

@@ -159,6 +159,48 @@ fn a_commit_comes_back_as_a_fast_forward_and_a_new_branch_is_created() {
     assert!(f.fetch_back(&cgd).is_empty());
 }
 
+/// Attack H3 in the worktree mode (spec-note 0438): the agent commits 4 MiB of zeros (a few
+/// KB on disk) in the container git directory; over a 1 MiB `fetch_back_max_object_bytes` the
+/// fetch-back is refused naming the blob, nothing of the host's refs or its namespace is
+/// written; within the default bounds it comes back.
+#[test]
+fn an_object_larger_inflated_than_the_budget_is_not_brought_back() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("zeros"), vec![0u8; 4 << 20]).unwrap();
+    agent(&dir, &f.work, &["add", "zeros"]);
+    agent(&dir, &f.work, &["commit", "-qm", "zeros"]);
+    let blob = agent(&dir, &f.work, &["rev-parse", "HEAD:zeros"]);
+    let refs_before = git(&f.work, &["for-each-ref"]);
+    let (git_dir, common) = f.host();
+    let host = HostRepo {
+        work_tree: &f.work,
+        git_dir: &git_dir,
+        common_dir: &common,
+    };
+    let budget = FetchBudget {
+        object: 1 << 20,
+        ..FetchBudget::default()
+    };
+    let err = cgd.fetch_back_within(&host, "s1", &budget).unwrap_err();
+    let ContainerGitError::OverInflated { why, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        why,
+        &OverInflated::Object {
+            oid: blob,
+            size: 4 << 20,
+            limit: 1 << 20
+        }
+    );
+    assert_eq!(git(&f.work, &["for-each-ref"]), refs_before);
+    let new = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
+    f.fetch_back(&cgd);
+    assert_eq!(f.rev("main"), new);
+}
+
 #[test]
 fn rewritten_and_deleted_refs_never_touch_the_host_and_are_kept_aside() {
     let f = Fixture::new();

@@ -78,6 +78,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: String::new(),
             source_id: None,
             workspace: workspace.map(PathBuf::from),

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::{Result, TaskError, TaskRecord, fetched_ref_of, git, kept_ref_of};
-use crate::handoff::container_git::{ContainerGitError, HostRepo, import_refs};
+use crate::handoff::container_git::{ContainerGitError, FetchBudget, HostRepo, import_refs};
 
 pub use crate::handoff::session::TaskFetch;
 
@@ -154,16 +154,17 @@ pub fn clone_tip(record: &TaskRecord) -> Option<String> {
 ///
 /// Errors: as [`fetch_within`].
 pub fn fetch(record: &mut TaskRecord) -> Result<TaskFetch> {
-    fetch_within(record, crate::settings::FETCH_BACK_MAX_DEFAULT)
+    fetch_within(record, &FetchBudget::default())
 }
 
 /// Fetches the task branch into the user's repository (see the module docs) and records the
-/// fetched commit in `record`, copying at most `budget` bytes of the clone's objects.
+/// fetched commit in `record`, copying at most `budget.copied` bytes of the clone's objects and
+/// bringing none the host would inflate past `budget` (spec-note 0438).
 ///
-/// Errors: [`TaskError::OverBudget`] (nothing fetched, nothing of the user's repository
-/// changed); [`TaskError::FetchBack`] when the clone's objects cannot be read or the host fetch
+/// Errors: [`TaskError::OverBudget`] and [`TaskError::OverInflated`] (nothing fetched, nothing
+/// of the user's repository changed); [`TaskError::FetchBack`] when the clone's objects cannot be read or the host fetch
 /// fails (its object checking refused them included); [`TaskError::Git`]; [`TaskError::Io`].
-pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
+pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<TaskFetch> {
     let tip = match read_tip(record) {
         Tip::At(tip) => Some(tip),
         Tip::Missing => None,
@@ -189,13 +190,14 @@ pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
         // over the budget: refused before anything of the user's repository is written (the
         // copy stops at the budget too, should the clone grow meanwhile)
         let size = crate::handoff::container_git::objects_size(&record.clone.join(".git"));
-        if size > budget {
-            return Err(TaskError::OverBudget {
+        if size > budget.copied {
+            let over = TaskError::OverBudget {
                 task: record.task.clone(),
                 clone: record.clone.clone(),
                 size,
-                budget,
-            });
+                budget: budget.copied,
+            };
+            return Err(refused(record, over));
         }
         // Kept before the forced update, so a killed devcell loses nothing either; dropped
         // again below when the new tip still contains it.
@@ -205,7 +207,7 @@ pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
         }
         let branch_ref = format!("refs/heads/{}", record.branch);
         let refspec = format!("+{branch_ref}:{}", fetched_ref_of(&record.task));
-        let (imported, _) = import_refs(
+        let imported = import_refs(
             &record.clone.join(".git"),
             &host,
             &record.object_format,
@@ -213,7 +215,11 @@ pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
             &refspec,
             budget,
         )
-        .map_err(|e| over_budget(record, e))?;
+        .map_err(|e| over_budget(record, e));
+        let (imported, _) = match imported {
+            Ok(imported) => imported,
+            Err(e) => return Err(refused(record, e)),
+        };
         if imported.is_empty() {
             return Err(TaskError::Git {
                 dir: record.clone.clone(),
@@ -240,6 +246,7 @@ pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
         }
         record.fetched = Some(tip.clone());
         record.fetched_at = Some(chrono::Utc::now().to_rfc3339());
+        record.refused = None;
         record.save()?;
         updated = true;
     }
@@ -248,9 +255,28 @@ pub fn fetch_within(record: &mut TaskRecord, budget: u64) -> Result<TaskFetch> {
     Ok(fetched)
 }
 
+/// `e`, remembered in the record as why the fetch was refused when it is a budget's refusal
+/// (`status` says so until a fetch brings the branch back; best effort: the record is only
+/// evidence).
+fn refused(record: &mut TaskRecord, e: TaskError) -> TaskError {
+    if matches!(
+        e,
+        TaskError::OverBudget { .. } | TaskError::OverInflated { .. }
+    ) {
+        record.refused = Some(e.to_string());
+        let _ = record.save();
+    }
+    e
+}
+
 /// The staging's error, a budget overrun named as the task's.
 fn over_budget(record: &TaskRecord, e: ContainerGitError) -> TaskError {
     match e {
+        ContainerGitError::OverInflated { why, .. } => TaskError::OverInflated {
+            task: record.task.clone(),
+            clone: record.clone.clone(),
+            why,
+        },
         ContainerGitError::OverBudget { size, budget, .. } => TaskError::OverBudget {
             task: record.task.clone(),
             clone: record.clone.clone(),
@@ -326,6 +352,10 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
     };
     let fetched = host_ref(record);
     let at = fetched.clone().unwrap_or_else(|| record.base.clone());
+    let refused = record
+        .refused
+        .clone()
+        .filter(|_| tip.is_some() && fetched != tip);
     TaskFetch {
         task: record.task.clone(),
         repo: record.workspace.as_ref().map(|_| record.repo.clone()),
@@ -339,6 +369,7 @@ pub fn report(record: &TaskRecord, tip: Option<String>, updated: bool) -> TaskFe
         base: record.base.clone(),
         behind: count(format!("{at}..HEAD")),
         kept: None,
+        refused,
     }
 }
 
@@ -363,11 +394,11 @@ pub fn unfetched_commits(
         git_dir: &record.source_git_dir,
         common_dir: &record.source_git_dir,
     };
-    let (_guard, staged) = crate::handoff::container_git::stage_objects(
+    let (_guard, staged, _) = crate::handoff::container_git::stage_objects(
         &record.clone.join(".git"),
         &repo,
         &record.object_format,
-        crate::settings::FETCH_BACK_MAX_DEFAULT,
+        &FetchBudget::default(),
     )?;
     // object names only (read as such): `^` excludes, after `--end-of-options`
     let mut range = vec![tip.to_string(), format!("^{}", record.base)];
@@ -470,6 +501,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
             workspace: None,
@@ -503,7 +535,7 @@ mod tests {
         };
         let before = host();
 
-        let refused = fetch_within(&mut record, size - 1).unwrap_err();
+        let refused = fetch_within(&mut record, &FetchBudget::copying(size - 1)).unwrap_err();
         let TaskError::OverBudget {
             size: said, budget, ..
         } = &refused
@@ -524,8 +556,232 @@ mod tests {
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
         assert_eq!(record.fetched.as_deref(), Some(first.as_str()));
 
-        let got = fetch_within(&mut record, size).unwrap();
+        let got = fetch_within(&mut record, &FetchBudget::copying(size)).unwrap();
         assert_eq!(got.fetched.as_deref(), Some(tip.as_str()));
+    }
+
+    /// A source repository with one commit, its clone on the task branch, and the record.
+    fn task_with_clone(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf, TaskRecord) {
+        let source = tmp.join("src");
+        std::fs::create_dir(&source).unwrap();
+        plain_git(&source, &["init", "-q"]);
+        let base = commit(&source, "a");
+        std::fs::create_dir(tmp.join("task")).unwrap();
+        let clone = tmp.join("task/src");
+        plain_git(tmp, &["clone", "-q", "--no-local", "src", "task/src"]);
+        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let record = record_for(&source, &clone, &base);
+        (source, clone, record)
+    }
+
+    /// What of the user's repository a refused fetch must leave as it was: its refs, object
+    /// files, `HEAD` and config.
+    fn host_state(source: &Path) -> (String, Vec<String>, Vec<u8>, Vec<u8>) {
+        let mut objects: Vec<String> = walkdir(&source.join(".git/objects"));
+        objects.sort();
+        (
+            plain_git(source, &["for-each-ref"]),
+            objects,
+            std::fs::read(source.join(".git/HEAD")).unwrap(),
+            std::fs::read(source.join(".git/config")).unwrap(),
+        )
+    }
+
+    /// Attack H3 (spec-note 0438): the copy budget counts compressed bytes, but a loose object
+    /// of a few KB is megabytes of blob (here 4 MiB of zeros is 4 KB on disk, well inside
+    /// `fetch_back_max_bytes`). Over `fetch_back_max_object_bytes` the fetch is refused naming
+    /// the object and its inflated size; over `fetch_back_max_inflated_bytes` (all the new
+    /// objects together) too; nothing of the user's repository changes; within both it comes
+    /// back. The objects the user's repository already has (the clone's history) never count.
+    #[test]
+    fn an_object_larger_inflated_than_the_budget_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (source, clone, mut record) = task_with_clone(tmp.path());
+        std::fs::write(clone.join("big"), vec![0u8; 4 << 20]).unwrap();
+        plain_git(&clone, &["add", "big"]);
+        plain_git(&clone, &["commit", "-qm", "big"]);
+        let tip = plain_git(&clone, &["rev-parse", "HEAD"]);
+        let blob = plain_git(&clone, &["rev-parse", "HEAD:big"]);
+        let on_disk = crate::handoff::container_git::objects_size(&clone.join(".git"));
+        let before = host_state(&source);
+        use crate::ops::error::ProductError as _;
+
+        let per_object = FetchBudget {
+            object: 1 << 20,
+            ..FetchBudget::default()
+        };
+        assert!(on_disk < per_object.copied);
+        let refused = fetch_within(&mut record, &per_object).unwrap_err();
+        let TaskError::OverInflated { why, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(
+            why,
+            &crate::handoff::container_git::OverInflated::Object {
+                oid: blob.clone(),
+                size: 4 << 20,
+                limit: 1 << 20
+            }
+        );
+        let message = refused.to_string();
+        assert!(message.contains(&blob), "{message}");
+        assert!(message.contains("fetch_back_max_object_bytes"), "{message}");
+        assert_eq!(refused.code().as_str(), "permission_required");
+        assert_eq!(refused.details()["reason"], "fetch_inflated_over_budget");
+        assert_eq!(
+            refused.details()["setting"],
+            "handoff.fetch_back_max_object_bytes"
+        );
+        assert!(refused.hint().unwrap().contains("devcell fetch --task t"));
+        assert!(
+            host_state(&source) == before,
+            "the user's repository changed"
+        );
+        assert_eq!(host_ref(&record), None);
+        assert_eq!(record.fetched, None);
+        // `status` says why (from the saved record)
+        let saved = TaskRecord::load(&record.folder()).unwrap();
+        let said = report(&saved, Some(tip.clone()), false).refused.unwrap();
+        assert!(said.contains(&blob), "{said}");
+
+        let total = FetchBudget {
+            inflated: 2 << 20,
+            ..FetchBudget::default()
+        };
+        let refused = fetch_within(&mut record, &total).unwrap_err();
+        let TaskError::OverInflated { why, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        let crate::handoff::container_git::OverInflated::Total { size, count, limit } = why else {
+            panic!("{why:?}")
+        };
+        // the blob, its tree and its commit: the clone's history is the user's already
+        assert_eq!((*count, *limit), (3, 2 << 20));
+        assert!(*size > 4 << 20 && *size < (4 << 20) + 4096, "{size}");
+        assert!(
+            host_state(&source) == before,
+            "the user's repository changed"
+        );
+
+        let got = fetch_within(&mut record, &FetchBudget::default()).unwrap();
+        assert_eq!(got.fetched.as_deref(), Some(tip.as_str()));
+        assert_eq!(got.refused, None);
+        assert_eq!(record.refused, None);
+    }
+
+    /// A pack entry in git's pack format (`kind` 3 a blob, 7 a delta on the object `base`),
+    /// its data compressed.
+    fn pack_entry(kind: u8, size: u64, base: Option<&[u8]>, data: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut out = vec![(kind << 4) | (size & 0x0f) as u8];
+        let mut rest = size >> 4;
+        while rest > 0 {
+            *out.last_mut().unwrap() |= 0x80;
+            out.push((rest & 0x7f) as u8);
+            rest >>= 7;
+        }
+        out.extend_from_slice(base.unwrap_or_default());
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(data).unwrap();
+        out.extend(z.finish().unwrap());
+        out
+    }
+
+    /// A delta's size varint.
+    fn delta_size(mut n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// Attack H3's second reproduction, smaller: a pack of a few KB the agent wrote by hand
+    /// (a 1 MiB zero blob and a delta on it of 2-byte copy instructions, each copying the whole
+    /// base, whose result is 16 MiB) is refused from the delta's own header, before the host
+    /// fetches (and so before its `index-pack` would hold the 16 MiB): the refusal names the
+    /// delta's object and its size; the user's repository is untouched.
+    #[test]
+    fn a_delta_bomb_pack_is_refused_before_the_host_inflates_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (source, clone, mut record) = task_with_clone(tmp.path());
+        let base_len: u64 = 1 << 20;
+        let copies: u64 = 16;
+        let zeros = tmp.path().join("zeros");
+        std::fs::write(&zeros, vec![0u8; base_len as usize]).unwrap();
+        let base_oid = plain_git(tmp.path(), &["hash-object", "zeros"]);
+        std::fs::write(&zeros, vec![0u8; (base_len * copies) as usize]).unwrap();
+        let bomb_oid = plain_git(tmp.path(), &["hash-object", "zeros"]);
+        let hex = |h: &str| -> Vec<u8> {
+            (0..h.len() / 2)
+                .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
+                .collect()
+        };
+        let mut delta = delta_size(base_len);
+        delta.extend(delta_size(base_len * copies));
+        for _ in 0..copies {
+            // copy from offset 0, only the size's third byte: 0x10 << 16 = 1 MiB
+            delta.extend([0x80 | 0x40, 0x10]);
+        }
+        let mut pack = b"PACK".to_vec();
+        pack.extend(2u32.to_be_bytes());
+        pack.extend(2u32.to_be_bytes());
+        pack.extend(pack_entry(3, base_len, None, &vec![0u8; base_len as usize]));
+        pack.extend(pack_entry(
+            7,
+            delta.len() as u64,
+            Some(&hex(&base_oid)),
+            &delta,
+        ));
+        let raw = tmp.path().join("bomb.pack");
+        std::fs::write(&raw, &pack).unwrap();
+        let sum = std::process::Command::new("sha1sum")
+            .arg(&raw)
+            .output()
+            .unwrap();
+        let sum = String::from_utf8_lossy(&sum.stdout);
+        pack.extend(hex(sum.split_whitespace().next().unwrap()));
+        std::fs::write(&raw, &pack).unwrap();
+        assert!(pack.len() < 8192, "{}", pack.len());
+        // the agent's own git indexes it in the clone
+        let out = std::process::Command::new("git")
+            .args(["index-pack", "--stdin"])
+            .current_dir(&clone)
+            .stdin(std::fs::File::open(&raw).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let info = format!("100644,{bomb_oid},big");
+        plain_git(&clone, &["update-index", "--add", "--cacheinfo", &info]);
+        plain_git(&clone, &["commit", "-qm", "bomb"]);
+        let before = host_state(&source);
+
+        let budget = FetchBudget {
+            object: 4 << 20,
+            ..FetchBudget::default()
+        };
+        let refused = fetch_within(&mut record, &budget).unwrap_err();
+        let TaskError::OverInflated { why, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(
+            why,
+            &crate::handoff::container_git::OverInflated::Object {
+                oid: bomb_oid.clone(),
+                size: base_len * copies,
+                limit: 4 << 20
+            }
+        );
+        assert!(
+            host_state(&source) == before,
+            "the user's repository changed"
+        );
+        assert_eq!(host_ref(&record), None);
     }
 
     /// Every file below `dir`, as paths relative to it.
@@ -574,6 +830,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-03T00:00:00Z".into(),
             source_id: None,
             workspace: None,
@@ -615,6 +872,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
             workspace: None,

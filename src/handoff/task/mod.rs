@@ -166,6 +166,18 @@ pub enum TaskError {
         /// The budget in bytes.
         budget: u64,
     },
+    /// What the fetch-back would bring the host's git to inflate is over a bound
+    /// (`[handoff] fetch_back_max_inflated_bytes`, `fetch_back_max_object_bytes`, the object
+    /// counts) or cannot be measured: nothing was fetched, the clone is kept (spec-note 0438).
+    #[error("task `{task}`: {why}; nothing was fetched")]
+    OverInflated {
+        /// The task.
+        task: String,
+        /// Its clone.
+        clone: PathBuf,
+        /// Which bound.
+        why: crate::handoff::container_git::OverInflated,
+    },
     /// The task is in use by another devcell (a running handoff, delete or prune of it).
     #[error("task `{task}` is in use by another devcell (a running handoff, delete or prune)")]
     InUse {
@@ -218,7 +230,8 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
             TaskError::Unfetched { .. }
             | TaskError::UnreadableRefs { .. }
-            | TaskError::OverBudget { .. } => ErrorCode::PermissionRequired,
+            | TaskError::OverBudget { .. }
+            | TaskError::OverInflated { .. } => ErrorCode::PermissionRequired,
             TaskError::InUse { .. } => ErrorCode::SessionActive,
             _ => ErrorCode::Internal,
         }
@@ -269,6 +282,14 @@ impl crate::ops::error::ProductError for TaskError {
                 "budget": budget,
                 "setting": "handoff.fetch_back_max_bytes",
             }),
+            TaskError::OverInflated { task, clone, why } => serde_json::json!({
+                "reason": "fetch_inflated_over_budget",
+                "task": task,
+                "clone": clone,
+                "why": why.to_string(),
+                "size": why.size(),
+                "setting": why.setting().map(|s| format!("handoff.{s}")),
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -289,6 +310,16 @@ impl crate::ops::error::ProductError for TaskError {
                 "look at what the agent committed in `{}`; to bring it back, set `fetch_back_max_bytes = {size}` (or more) under `[handoff]` in config.toml and run `devcell fetch --task {task}`",
                 clone.display()
             )),
+            TaskError::OverInflated { task, clone, why } => Some(match (why.setting(), why.size()) {
+                (Some(setting), Some(size)) => format!(
+                    "look at what the agent committed in `{}` (the clone is the agent's: run no git there that reads its configuration); to bring it back, set `{setting} = {size}` (or more) under `[handoff]` in config.toml and run `devcell fetch --task {task}`",
+                    clone.display()
+                ),
+                _ => format!(
+                    "look at the clone `{}`: its objects cannot be brought back as they are (the task's commits stay there until `devcell delete --task {task} --force`)",
+                    clone.display()
+                ),
+            }),
             TaskError::CaseClash { existing, .. } => Some(format!(
                 "continue the existing task with `--task {existing}`, or choose a name that differs by more than case"
             )),
@@ -457,6 +488,10 @@ pub struct TaskRecord {
     /// When it was fetched (RFC 3339).
     #[serde(default)]
     pub fetched_at: Option<String>,
+    /// Why the last fetch of the branch was refused (a fetch-back bound, spec-note 0438);
+    /// cleared by the next fetch that brings it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     /// When the task was created (RFC 3339).
     pub created_at: String,
     /// Which repository the common git directory was when the task was made

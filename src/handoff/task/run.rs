@@ -255,6 +255,7 @@ fn make_clone(
         object_format: src.object_format.clone(),
         fetched: None,
         fetched_at: None,
+        refused: None,
         created_at: chrono::Utc::now().to_rfc3339(),
         source_id: super::repository_id(&src.common_dir),
         workspace: None,
@@ -294,6 +295,25 @@ fn short(oid: &str) -> &str {
     &oid[..oid.len().min(12)]
 }
 
+/// A clone task with `--runtime host` is refused, for a run and a plan alike (issue 27): the
+/// clone lives in devcell's state and is the agent's only workspace, so a host runtime would
+/// run the agent on the host, as the user, inside devcell's own state folder, with nothing
+/// between it and the rest of the host; isolation by clone means nothing without the
+/// container's wall. `reason` `clone_runtime_host`, `config_invalid`.
+///
+/// Errors: [`TaskError::Refused`].
+pub fn refuse_host_runtime(opts: &HandoffOptions) -> Result<()> {
+    if opts.runtime == Some(AgentRuntime::Host) {
+        return Err(TaskError::Refused {
+            reason: "clone_runtime_host",
+            source_repo: opts.workspace_folder.clone(),
+            message: "`--isolation clone` runs the agent in a container; `--runtime host` has no sandbox to clone into".into(),
+            hint: "drop `--runtime host`, or use `--isolation worktree`".into(),
+        });
+    }
+    Ok(())
+}
+
 /// `handoff --isolation clone` against the engine at `DOCKER_HOST`.
 ///
 /// Errors: as [`handoff_with`]; the engine's when none answers.
@@ -303,15 +323,7 @@ pub async fn handoff(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<HandoffResult> {
-    if opts.runtime == Some(AgentRuntime::Host) {
-        return Err(TaskError::Refused {
-            reason: "clone_runtime_host",
-            source_repo: opts.workspace_folder.clone(),
-            message: "`--isolation clone` runs the agent in a container; `--runtime host` has no sandbox to clone into".into(),
-            hint: "drop `--runtime host`, or use `--isolation worktree`".into(),
-        }
-        .into());
-    }
+    refuse_host_runtime(opts)?;
     let engine = crate::engine::connect().await?;
     handoff_with(&*engine, opts, streams, stop, reporter).await
 }
@@ -367,10 +379,10 @@ pub async fn handoff_with(
             }
         };
     }
-    let budget = opts.settings.handoff.fetch_back_max_bytes;
+    let budget = crate::handoff::container_git::FetchBudget::from_settings(&opts.settings.handoff);
     let fetched: Vec<_> = records
         .iter_mut()
-        .map(|r| fetch::fetch_within(r, budget))
+        .map(|r| fetch::fetch_within(r, &budget))
         .collect();
     let mut r = result?;
     let mut reports = Vec::new();
@@ -550,7 +562,7 @@ pub fn load_task(workspace: &Path, task: &str, state_root: &Path) -> Result<Vec<
 #[serde(untagged)]
 pub enum Fetched {
     /// A single repository.
-    One(TaskFetch),
+    One(Box<TaskFetch>),
     /// A multi-repository workspace, one per repository.
     Many {
         /// Each repository's fetch.
@@ -572,12 +584,18 @@ impl Fetched {
 }
 
 /// `devcell fetch --task NAME`: the task branch of each repository fetched into its
-/// `refs/devcell/tasks/<task>`, at most `budget` bytes of each clone's objects copied
-/// (`[handoff] fetch_back_max_bytes`).
+/// `refs/devcell/tasks/<task>`, within `budget` (`[handoff] fetch_back_max_bytes`, what is
+/// copied; `fetch_back_max_inflated_bytes` and `fetch_back_max_object_bytes`, what the host
+/// inflates).
 ///
 /// Errors: [`load_task`]'s, the first [`fetch::fetch_within`] error (every repository is
 /// tried).
-pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path, budget: u64) -> Result<Fetched> {
+pub fn fetch_task(
+    workspace: &Path,
+    task: &str,
+    state_root: &Path,
+    budget: &crate::handoff::container_git::FetchBudget,
+) -> Result<Fetched> {
     let mut records = load_task(workspace, task, state_root)?;
     let multi = records[0].workspace.is_some();
     let results: Vec<_> = records
@@ -590,7 +608,7 @@ pub fn fetch_task(workspace: &Path, task: &str, state_root: &Path, budget: u64) 
             repositories: fetched,
         }
     } else {
-        Fetched::One(fetched.remove(0))
+        Fetched::One(Box::new(fetched.remove(0)))
     })
 }
 

@@ -357,6 +357,7 @@ mod tests {
             object_format: "sha1".into(),
             fetched: None,
             fetched_at: None,
+            refused: None,
             created_at: "2026-12-04T00:00:00Z".into(),
             source_id: None,
             workspace: None,

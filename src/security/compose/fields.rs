@@ -133,3 +133,20 @@ pub(super) fn number(v: &Value) -> Option<f64> {
         _ => None,
     }
 }
+
+/// `value` with every object's keys sorted (the model keeps the files' order).
+pub(super) fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}

@@ -26,8 +26,9 @@
 //! which `volumes_from` is a request).
 //!
 //! Files, importing one another in one direction (`mod` → `service`, `reach` → `dockerfile`
-//! → `fields`): [`service`] what a service's own properties ask for, [`reach`] what reaches
-//! past the project, [`dockerfile`] BuildKit cache mounts, [`fields`] the shared readings.
+//! → `fields`; `keys` → `fields`): [`service`] what a service's own properties ask for,
+//! [`reach`] what reaches past the project, [`dockerfile`] a build's Dockerfile, [`keys`] the
+//! allow-list of keys (any other is a request), [`fields`] the shared readings.
 
 use serde_json::{Map, Value, json};
 
@@ -38,14 +39,17 @@ use super::profile::{ProfileLimits, SecurityProfile};
 
 mod dockerfile;
 mod fields;
+mod keys;
 mod project;
 mod reach;
 mod service;
 #[cfg(test)]
 mod tests;
 
-pub use dockerfile::{base_images, frontend_of, has_cache_mount};
+pub use crate::security::dockerfile::{base_images, has_cache_mount};
+pub use dockerfile::frontend_of;
 use fields::{number, services_of, strings_of};
+pub use keys::{SERVICE_KEYS, TOP_LEVEL_KEYS, compose_key, top_level_requests};
 pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
 pub use reach::{is_devcell_image_name, overlaps_a_route};
@@ -349,6 +353,7 @@ pub fn compose_requests(
         service_requests(model, name, service, places, &mut asked);
         volumes_from_requests(name, service, &writers, &mut asked);
         reach_requests(model, name, service, &routes, &mut asked);
+        keys::service_key_requests(name, service, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();
     for r in judge(profile, asked, grants) {
@@ -391,12 +396,10 @@ pub fn onbuild_requests(
     triggered: &[(String, String, Vec<String>)],
 ) -> Vec<PermissionRequest> {
     let asked = triggered.iter().map(|(service, image, triggers)| {
-        (
-            Permission::RuntimeOption(format!("build_onbuild={service}:{image}")),
-            Source::ComposeService {
-                service: service.clone(),
-                property: format!("build: its base image's ONBUILD {}", triggers.join(" | ")),
-            },
+        crate::security::dockerfile::onbuild_request(
+            crate::security::dockerfile::Built::ComposeService(service),
+            image,
+            triggers,
         )
     });
     judge(profile, asked, grants)

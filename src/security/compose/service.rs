@@ -7,10 +7,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::dockerfile::build_dockerfile;
 use super::fields::{
-    driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
+    canonical, driver_mounted_volume, host_path_permission, is_remote_context, local_cache_path,
     mode_is_service, number, secret_requests, strings_of,
 };
+use crate::security::host_command;
 use crate::security::host_path::Places;
 use crate::security::policy::{
     Permission, Source, is_loopback_address, is_no_new_privileges, network_permission,
@@ -59,7 +61,7 @@ pub(super) fn service_requests(
     out: &mut Vec<(Permission, Source)>,
 ) {
     let asked = &mut Asked { service: name, out };
-    privileges(service, asked);
+    privileges(service, places, asked);
     namespaces(service, asked);
     runtime_options(service, asked);
     volumes_from(service, asked);
@@ -71,7 +73,7 @@ pub(super) fn service_requests(
     if let Some(build) = service.get("build") {
         build_tags(model, name, service, build, asked);
         build_sources(build, places, asked);
-        build_privileges(build, asked);
+        build_privileges(name, build, asked);
         build_named_contexts(build, places, asked);
         build_secrets_and_cache(model, build, places, asked);
     }
@@ -79,7 +81,7 @@ pub(super) fn service_requests(
 
 /// Privileged mode, the engine's socket, a provider (a host program), Compose's own hooks,
 /// added capabilities and security options.
-fn privileges(service: &Value, asked: &mut Asked<'_>) {
+fn privileges(service: &Value, places: &Places, asked: &mut Asked<'_>) {
     if service.get("privileged").and_then(Value::as_bool) == Some(true) {
         asked.push(Permission::Privileged, "privileged");
     }
@@ -94,10 +96,9 @@ fn privileges(service: &Value, asked: &mut Asked<'_>) {
     // A provider service is a host program Compose runs (`provider.type`, any executable on
     // the host's PATH or an absolute path), on the host, as the user running devcell.
     if let Some(provider) = service.get("provider") {
-        asked.push(
-            Permission::HostCommand(provider_command(provider)),
-            "provider",
-        );
+        let command =
+            host_command::cover_provider(provider_command(provider), provider, &places.workspace);
+        asked.push(Permission::HostCommand(command), "provider");
     }
     // Compose's own lifecycle hooks run commands in the container, as any user they name,
     // while `compose up` starts it: before devcell has checked who runs what in it.
@@ -273,6 +274,14 @@ fn volumes(model: &Value, service: &Value, places: &Places, asked: &mut Asked<'_
                 if let Some(p) = host_path_permission(source, places) {
                     asked.push(p, "volumes");
                 }
+                // a shared or slave propagation carries mounts between the container and
+                // the host folder (attacks H5): the engine's default is `rprivate`
+                if let Some(propagation) = v.pointer("/bind/propagation").and_then(Value::as_str)
+                    && !matches!(propagation, "" | "private" | "rprivate")
+                {
+                    let option = format!("bind_propagation={}:{propagation}", asked.service);
+                    asked.push(Permission::RuntimeOption(option), "volumes");
+                }
             }
             ("volume", Some(volume)) => {
                 // a volume whose driver options bind a host folder is a bind
@@ -424,8 +433,13 @@ fn build_sources(build: &Value, places: &Places, asked: &mut Asked<'_>) {
     }
 }
 
-/// A build's network and privileges.
-fn build_privileges(build: &Value, asked: &mut Asked<'_>) {
+/// A build's network and privileges: `build.network`, `build.privileged`, the BuildKit
+/// entitlements it asks for (`network.host` is the host network, `security.insecure`
+/// privileged mode, any other a `build_entitlement=<service>:<name>` request: attacks H6), and
+/// the `RUN` steps of its Dockerfile that take them
+/// ([`crate::security::dockerfile::run_step_requests`]; an unreadable Dockerfile is already
+/// a request, `build_cache_mount`).
+fn build_privileges(name: &str, build: &Value, asked: &mut Asked<'_>) {
     if let Some(network) = build.get("network").and_then(Value::as_str)
         && let Some(p) = network_permission(network)
     {
@@ -433,6 +447,19 @@ fn build_privileges(build: &Value, asked: &mut Asked<'_>) {
     }
     if build.get("privileged").and_then(Value::as_bool) == Some(true) {
         asked.push(Permission::Privileged, "build.privileged");
+    }
+    for entitlement in strings_of(build, "entitlements") {
+        let permission = match entitlement.trim().to_ascii_lowercase().as_str() {
+            "network.host" => Permission::HostNetwork,
+            "security.insecure" => Permission::Privileged,
+            other => Permission::RuntimeOption(format!("build_entitlement={name}:{other}")),
+        };
+        asked.push(permission, "build.entitlements");
+    }
+    if let Ok(Some(text)) = build_dockerfile(build) {
+        for (permission, what) in crate::security::dockerfile::run_step_requests(&text) {
+            asked.push(permission, &format!("build.dockerfile: {what}"));
+        }
     }
 }
 
@@ -497,21 +524,4 @@ pub(super) fn provider_command(provider: &Value) -> String {
         .unwrap_or_default();
     let options = canonical(provider.get("options").unwrap_or(&Value::Null));
     format!("compose provider `{program}` with options {options}")
-}
-
-/// `value` with every object's keys sorted (the model keeps the files' order).
-fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }

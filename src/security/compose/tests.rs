@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use super::dockerfile::{DOCKERFILE_MAX, build_uses_cache_mount};
+use super::dockerfile::build_uses_cache_mount;
 use super::*;
 use crate::formats::json;
+use crate::security::dockerfile::DOCKERFILE_MAX;
 use crate::security::host_path::resolve;
 use crate::security::policy::RequestStatus;
 use std::path::PathBuf;
@@ -1440,4 +1441,212 @@ fn a_base_image_with_onbuild_triggers_is_a_request() {
     let m = model(json!({"app": {"image": "a"},
         "b": {"build": {"dockerfile_inline": "FROM scratch\n# syntax=evil/frontend:1\n"}}}));
     judge_compose(&hardened(), &m, "app", &places(), &Grants::default()).unwrap();
+}
+
+/// Attack (H6 of the 18th review): `build.entitlements: ["network.host"]` with a Dockerfile
+/// `RUN --network=host` runs a build step in the host's network namespace under a handoff's
+/// network `none`, and `security.insecure` a privileged step: the same requests as
+/// `build.network: host` and `privileged`; any other entitlement a request naming it; the
+/// Dockerfile's `RUN` flags (inline or in the context) the same.
+#[test]
+fn build_entitlements_are_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        "FROM a\nRUN --security=insecure true\n",
+    )
+    .unwrap();
+    let ctx = dir.path().to_string_lossy().into_owned();
+    let m = model(json!({
+        "app": {"image": "a"},
+        "web": {"build": {"context": "/w/repo",
+            "entitlements": ["network.host", "security.insecure", "device.gpu"],
+            "dockerfile_inline": "FROM a\nRUN --network=host wget -qO- http://127.0.0.1:5000/v2/_catalog\n"}},
+        "ctx": {"build": {"context": ctx}},
+        "same": {"build": {"context": "/w/repo", "network": "host", "privileged": true,
+            "dockerfile_inline": "FROM a\nRUN echo --network=host\n"}}
+    }));
+    let mount = format!("--allow mount:{ctx}");
+    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
+        .into_iter()
+        .filter(|(flag, _, _)| *flag != mount)
+        .map(|(flag, source, _)| (flag, source))
+        .collect();
+    got.sort();
+    let want = [
+        (
+            "--allow network:host",
+            "Compose service `same` (`build.network`)",
+        ),
+        (
+            "--allow network:host",
+            "Compose service `web` (`build.dockerfile: RUN --network=host`)",
+        ),
+        (
+            "--allow network:host",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `ctx` (`build.dockerfile: RUN --security=insecure`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `same` (`build.privileged`)",
+        ),
+        (
+            "--allow privileged",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+        (
+            "--allow runtime-option:build_entitlement=web:device.gpu",
+            "Compose service `web` (`build.entitlements`)",
+        ),
+    ];
+    assert_eq!(got, want.map(|(f, s)| (f.to_string(), s.to_string())),);
+    // the grants that `build.network: host` and `privileged` take grant them too
+    judged_with_flags(
+        &m,
+        &[
+            "network:host",
+            "privileged",
+            "runtime-option:build_entitlement=web:device.gpu",
+            &mount,
+        ],
+    );
+    // `reference` asks nothing of them
+    judge_compose(
+        &SecurityProfile::Reference,
+        &m,
+        "app",
+        &places(),
+        &Grants::default(),
+    )
+    .unwrap();
+}
+
+/// Attack (H5 of the 18th review): Compose keys were judged by a deny-list, so a key devcell
+/// did not know (`annotations`, which OCI runtimes act on; `storage_opt`; `blkio_config`) was
+/// passed to Compose as written. Now every service key not on the allow-list is a request
+/// naming the service and key, refused under `hardened`, allowed under `reference`; a bind's
+/// shared propagation is one too. Top-level keys are read from the files.
+#[test]
+fn an_unknown_service_key_is_a_request() {
+    let m = model(json!({
+        "app": {"image": "a", "command": null, "entrypoint": null, "x-note": 1,
+                "annotations": {"run.oci.keep_original_groups": "1"},
+                "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w",
+                             "bind": {"propagation": "rshared"}},
+                            {"type": "bind", "source": "/w/repo/a", "target": "/a",
+                             "bind": {"propagation": "rprivate"}}]},
+        "db": {"image": "d", "storage_opt": {"size": "1G"}, "blkio_config": {"weight": 300},
+               "some_future_key": true, "healthcheck": {"test": ["CMD", "true"]}}
+    }));
+    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
+        .into_iter()
+        .map(|(flag, source, _)| (flag, source))
+        .collect();
+    got.sort();
+    let want = [
+        (
+            "--allow runtime-option:bind_propagation=app:rshared",
+            "Compose service `app` (`volumes`)",
+        ),
+        (
+            "--allow runtime-option:compose_key=app.annotations",
+            "Compose service `app` (`annotations`)",
+        ),
+        (
+            "--allow runtime-option:compose_key=db.blkio_config",
+            "Compose service `db` (`blkio_config`)",
+        ),
+        (
+            "--allow runtime-option:compose_key=db.some_future_key",
+            "Compose service `db` (`some_future_key`)",
+        ),
+        (
+            "--allow runtime-option:compose_key=db.storage_opt",
+            "Compose service `db` (`storage_opt`)",
+        ),
+    ];
+    assert_eq!(got, want.map(|(f, s)| (f.to_string(), s.to_string())));
+    let flags: Vec<&str> = want.iter().map(|(f, _)| *f).collect();
+    judged_with_flags(&m, &flags);
+    judge_compose(
+        &SecurityProfile::Reference,
+        &m,
+        "app",
+        &places(),
+        &Grants::default(),
+    )
+    .unwrap();
+    // the top level of a file, as read before Compose resolves it
+    let doc = json!({"version": "3", "name": "p", "services": {}, "volumes": {}, "x-a": 1,
+                     "secrets": {}, "configs": {}, "networks": {}, "include": [],
+                     "future": {}});
+    let top: Vec<String> = top_level_requests(&doc, "compose.yml")
+        .into_iter()
+        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+        .collect();
+    assert_eq!(
+        top,
+        ["--allow runtime-option:compose_key=future <- Compose file `compose.yml` (`future`)"]
+    );
+    // every key devcell judges elsewhere is on the list
+    for key in [
+        "build",
+        "cap_add",
+        "devices",
+        "volumes",
+        "provider",
+        "use_api_socket",
+        "models",
+        "logging",
+        "group_add",
+        "user",
+        "labels",
+        "ports",
+        "networks",
+        "network_mode",
+    ] {
+        assert!(SERVICE_KEYS.contains(&key), "{key}");
+    }
+}
+
+/// Attack (H5 of the 18th review): `models:` makes Compose start the host's Model plugin,
+/// which pulls a model the file names (any registry, any size) over the host's network and
+/// runs a runner, under network `none` and unasked. The service's `models` and each
+/// top-level model (read from the file: `docker compose config` drops them) are
+/// `host-command` requests, like a `provider`, bound to what they name.
+#[test]
+fn models_are_a_host_command_request() {
+    let m = model(json!({
+        "app": {"image": "a"},
+        "a": {"image": "b", "models": {"llm": null}}
+    }));
+    let got = refused(&m, &Grants::default());
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (flag, source, status) = &got[0];
+    assert!(flag.starts_with("--allow host-command:sha256:"), "{flag}");
+    assert_eq!(source, "Compose service `a` (`models`)");
+    assert_eq!(*status, RequestStatus::Refused);
+    let request = judge_compose(&hardened(), &m, "app", &places(), &Grants::default())
+        .unwrap_err()
+        .to_string();
+    assert!(request.contains("llm"), "{request}");
+    judged_with_flags(&m, &[flag.as_str()]);
+
+    let doc = json!({"services": {"a": {"image": "b", "models": ["llm"]}},
+                     "models": {"llm": {"model": "ai/smollm2"}}});
+    let top = top_level_requests(&doc, "compose.yml");
+    assert_eq!(top.len(), 1);
+    let (permission, source) = &top[0];
+    assert!(matches!(permission, Permission::HostCommand(c) if c.command.contains("ai/smollm2")));
+    assert_eq!(
+        source.to_string(),
+        "Compose file `compose.yml` (`models.llm`)"
+    );
+    // another model is another command: a grant of the first does not cover it
+    let other = json!({"models": {"llm": {"model": "hf.co/evil/huge"}}});
+    assert_ne!(top_level_requests(&other, "compose.yml")[0].0, *permission);
 }

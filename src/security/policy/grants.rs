@@ -7,9 +7,7 @@ use super::network::{network_permission, split_publish_grant};
 use super::paths::{is_within, normalize_path};
 use crate::security::error::{Result, SecurityError};
 use crate::security::known::normalize_cap;
-use crate::security::permissions::{
-    Permission, PermissionRequest, RequestStatus, Source, host_command_digest,
-};
+use crate::security::permissions::{Permission, PermissionRequest, RequestStatus, Source};
 use crate::security::profile::SecurityProfile;
 
 /// Permissions the user granted (`--allow`, repeatable, or the user config's `allow` list).
@@ -37,7 +35,8 @@ pub struct Grants {
     /// line's `--allow` only: a standing grant names its command, [`Grants::host_commands`]).
     pub host_command: bool,
     /// `host-command:sha256:<hex>`: the one host command whose
-    /// [`host_command_digest`] this is (lowercase hex).
+    /// [`crate::security::permissions::HostCommand::digest`] this is (lowercase hex): its
+    /// text and the content of the workspace files it names.
     pub host_commands: BTreeSet<String>,
     /// `gitdir:<host path>` (normalised); grants that git directory and everything under it.
     pub git_dirs: BTreeSet<String>,
@@ -250,8 +249,11 @@ impl Grants {
                     || split_publish_grant(a)
                         .is_some_and(|(ip, _)| self.publish.contains(&format!("{ip}:*")))
             }
-            Permission::HostCommand(argv) => {
-                self.host_command || self.host_commands.contains(&host_command_digest(argv))
+            Permission::HostCommand(command) => {
+                self.host_command
+                    || command
+                        .digest()
+                        .is_some_and(|d| self.host_commands.contains(&d))
             }
             Permission::GitDir(p) => self.git_dirs.iter().any(|g| is_within(p, g)),
             Permission::HostEnv(n) => self.env.contains(n),

@@ -10,6 +10,8 @@
 //! `users` and `limits` (how each part is judged or bounded), and here [`apply`], [`judge`]
 //! and [`refusal`].
 
+#[cfg(test)]
+mod gpu_tests;
 mod grants;
 mod input;
 mod limits;
@@ -200,6 +202,10 @@ pub fn judge(
                 (_, p, _) if grants.allows(p) => RequestStatus::Granted,
                 _ => RequestStatus::Refused,
             };
+            let mut permission = permission;
+            if status == RequestStatus::Refused {
+                note_text_only_grant(&mut permission, grants);
+            }
             PermissionRequest {
                 permission,
                 source,
@@ -207,6 +213,22 @@ pub fn judge(
             }
         })
         .collect()
+}
+
+/// Marks a refused host command that names workspace files when the user holds a grant for
+/// its text alone (the form every grant had before grants covered the files a command runs):
+/// its refusal then says why it is asked again (spec-note 0410).
+fn note_text_only_grant(permission: &mut Permission, grants: &Grants) {
+    if let Permission::HostCommand(command) = permission
+        && (!command.files.is_empty() || !command.uncovered.is_empty())
+        && grants
+            .host_commands
+            .contains(&crate::security::permissions::host_command_digest(
+                &command.command,
+            ))
+    {
+        command.text_only_grant = true;
+    }
 }
 
 /// [`SecurityError::Refused`] listing `requests` when any is refused or forbidden.

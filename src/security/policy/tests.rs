@@ -1030,3 +1030,108 @@ fn a_host_command_grant_is_bound_to_the_hash_of_the_command_it_granted() {
             .allows(&Permission::HostCommand("y".into()))
     );
 }
+
+/// A standing host-command grant covers what runs, not only how it is spelt: when the
+/// command runs a workspace script, the grant binds the script's content, so an agent (or a
+/// `git pull`) that rewrites the script is asked again; the request names the file it covers;
+/// a grant made for the text alone (before grants covered files) is asked again with the
+/// reason; a command with no workspace file keeps its text-only grant (attacks J7).
+#[test]
+fn a_host_command_grant_is_asked_again_when_its_script_changes() {
+    use crate::security::permissions::{CoveredFile, HostCommand, host_command_digest};
+    use sha2::{Digest as _, Sha256};
+    // What `security::host_command::cover_command` makes of the command (its own tests read
+    // the words and the files; the policy cannot import it): every regular file the words
+    // name under `ws`, with its content's digest; a folder is not coverable.
+    let cover_command = |text: String, argv: &[String], _cwd: &Path, ws: &Path| {
+        let mut command = HostCommand::from(text);
+        for word in argv.iter().flat_map(|a| a.split_whitespace()) {
+            let path = ws.join(word.trim_start_matches('/'));
+            if path.is_file() {
+                command.files.push(CoveredFile {
+                    path: word.to_string(),
+                    sha256: hex::encode(Sha256::digest(std::fs::read(&path).unwrap())),
+                });
+            } else if path.is_dir() {
+                command.uncovered.push(format!("`{word}` (a folder)"));
+            }
+        }
+        command
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+    let script = ws.join(".devcontainer/init.sh");
+    std::fs::write(&script, "echo benign\n").unwrap();
+    let line = "sh .devcontainer/init.sh";
+    let argv = ["/bin/sh".to_string(), "-c".into(), line.into()];
+    let text = "/bin/sh -c 'sh .devcontainer/init.sh'";
+    let ask = |grants: &Grants| {
+        let command = cover_command(text.into(), &argv, &ws, &ws);
+        judge(
+            &hardened(),
+            vec![(Permission::HostCommand(command), Source::DevcontainerJson)],
+            grants,
+        )
+        .remove(0)
+    };
+    let first = ask(&Grants::default());
+    assert_eq!(first.status, RequestStatus::Refused);
+    let shown = first.to_string();
+    assert!(
+        shown.contains("a grant covers the command and `.devcontainer/init.sh` (sha256 "),
+        "{shown}"
+    );
+    let flag = first.permission.grant_flag().unwrap();
+    let bound = Grants::parse(&[flag.trim_start_matches("--allow ")]).unwrap();
+    assert_eq!(ask(&bound).status, RequestStatus::Granted);
+    let json = serde_json::to_value(&first).unwrap();
+    assert_eq!(json["covers"][0]["path"], ".devcontainer/init.sh", "{json}");
+
+    // the agent rewrites the script: the same standing grant no longer covers it
+    std::fs::write(&script, "echo AGENT CODE ON THE HOST\n").unwrap();
+    let again = ask(&bound);
+    assert_eq!(again.status, RequestStatus::Refused);
+    assert_ne!(again.permission.grant_flag(), Some(flag.clone()));
+    // the script removed: the command names no file now, and is asked again too
+    std::fs::remove_file(&script).unwrap();
+    assert_eq!(ask(&bound).status, RequestStatus::Refused);
+
+    // a grant of the text alone (as every grant was made before) is asked again, saying why
+    std::fs::write(&script, "echo benign\n").unwrap();
+    let old =
+        Grants::parse(&[format!("host-command:sha256:{}", host_command_digest(text))]).unwrap();
+    let stale = ask(&old);
+    assert_eq!(stale.status, RequestStatus::Refused);
+    assert!(
+        stale.to_string().contains("covers the command's text only"),
+        "{stale}"
+    );
+    // ... while a command that names no workspace file keeps its text-only grant
+    let plain = cover_command("true".into(), &["true".to_string()], &ws, &ws);
+    assert_eq!(plain.digest(), Some(host_command_digest("true")));
+
+    // a folder of the workspace cannot be pinned: no standing grant, one run only
+    std::fs::create_dir_all(ws.join("tools")).unwrap();
+    let folder = cover_command(
+        "/bin/sh -c 'cd tools && make'".into(),
+        &[
+            "/bin/sh".to_string(),
+            "-c".into(),
+            "cd tools && make".into(),
+        ],
+        &ws,
+        &ws,
+    );
+    let request = judge(
+        &hardened(),
+        vec![(Permission::HostCommand(folder), Source::DevcontainerJson)],
+        &Grants::default(),
+    )
+    .remove(0);
+    assert_eq!(
+        request.permission.grant_flag().as_deref(),
+        Some("--allow host-command")
+    );
+    assert!(request.to_string().contains("one run only"), "{request}");
+}

@@ -265,3 +265,73 @@ fn a_local_features_requests_are_refused_before_anything_is_built() {
         assert_eq!(repo.fingerprint(), before, "{key}");
     }
 }
+
+/// Attacks H6 and G9 (spec-note 0612), devcontainer.json's own build: a Dockerfile `RUN`
+/// step on the host network (`RUN --network=host`, which newer builders run in the host's
+/// network namespace under a handoff's network `none`), and a base image whose `ONBUILD`
+/// trigger mounts a BuildKit cache shared with every build on the engine (the Dockerfile shows
+/// nothing). Each makes `up` refuse before anything is built or created, naming its grant.
+#[test]
+fn a_host_network_run_step_and_an_onbuild_base_are_refused_before_the_dockerfile_is_built() {
+    use crate::support::context::TestContext;
+    let Some(ctx) = TestContext::busybox("before_build_run_flags") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let base = format!("devcell-test/onbuild-df-{pid}:1");
+    ctx.cleanup().image(&base);
+    let dir = ctx.tmp().join("base");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nONBUILD RUN --mount=type=cache,id=devcell-onbuild-df-{pid},target=/c \
+             sh -c 'echo planted > /c/secret'\n"
+        ),
+    )
+    .unwrap();
+    let built = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &base])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let ctx = ctx.config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    let workspace = ctx.path().display().to_string();
+    ctx.cleanup()
+        .label(&format!("devcontainer.local_folder={workspace}"));
+    for (dockerfile, grant) in [
+        (
+            format!(
+                "FROM {BUSYBOX_IMAGE}\nRUN --network=host wget -qO- http://127.0.0.1:5000/v2/_catalog\n"
+            ),
+            "--allow network:host".to_string(),
+        ),
+        (
+            format!("FROM {base}\n"),
+            format!("--allow runtime-option:build_onbuild={base}"),
+        ),
+    ] {
+        ctx.write(".devcontainer/Dockerfile", &dockerfile);
+        let out = ctx.output("up", &[]);
+        let all = text(&out);
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains(&grant), "{grant}: {all}");
+        assert!(
+            all.contains("Dockerfile `.devcontainer/Dockerfile`"),
+            "{all}"
+        );
+        assert!(
+            images_of(ctx.path(), "label=devcell-test-none").is_empty(),
+            "built: {all}"
+        );
+        let (ok, containers) = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=devcontainer.local_folder={workspace}"),
+        ]);
+        assert!(ok && containers.trim().is_empty(), "{containers}");
+    }
+}

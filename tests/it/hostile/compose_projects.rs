@@ -1437,3 +1437,49 @@ fn an_onbuild_cache_mount_never_reaches_another_workspaces_cache() {
     let images = docker_lines(&["images", "-q", &format!("{project}-app")]);
     assert!(images.is_empty(), "built: {images:?}");
 }
+
+/// Attack H5 (spec-note 0400): `models:` has Compose start the host's Model plugin (a pull of
+/// whatever model the file names over the host's network, a runner on the host), and a key
+/// devcell does not judge (`annotations`, which OCI runtimes act on) went to Compose as
+/// written. `up` is refused naming each (the model as a `host-command`, read from the file
+/// since `docker compose config` drops it; the key with its service), before Compose creates
+/// anything.
+#[test]
+fn models_and_unknown_keys_are_refused_before_compose_runs() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_models") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let file = format!(
+        "services:\n{}  side:\n    image: {BUSYBOX_IMAGE}\n    annotations: {{run.oci.keep_original_groups: \"1\"}}\n    models: [llm]\nmodels:\n  llm: {{model: ai/smollm2}}\n",
+        sleeper("app")
+    );
+    ctx.write(".devcontainer/docker-compose.yml", &file);
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let refused = ctx.run("up", &[]);
+    let err = &refused.stderr;
+    assert!(!refused.success(), "{err}");
+    assert!(err.contains("--allow host-command:sha256:"), "{err}");
+    assert!(err.contains("ai/smollm2"), "{err}");
+    assert!(err.contains("(`models.llm`)"), "{err}");
+    // the file's models are refused before Compose reads the project; granting them shows the
+    // service's own requests
+    assert!(project_containers(&project).is_empty());
+    let grant = err
+        .split_whitespace()
+        .find(|w| w.starts_with("host-command:sha256:"))
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != ':' && c != '-'))
+        .unwrap_or_default()
+        .to_string();
+    assert!(!grant.is_empty(), "{err}");
+    let refused = ctx.run("up", &["--allow", &grant]);
+    let err = &refused.stderr;
+    assert!(!refused.success(), "{err}");
+    assert!(
+        err.contains("--allow runtime-option:compose_key=side.annotations"),
+        "{err}"
+    );
+    assert!(err.contains("Compose service `side` (`models`)"), "{err}");
+    assert!(project_containers(&project).is_empty());
+}

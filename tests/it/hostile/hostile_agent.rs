@@ -1123,3 +1123,89 @@ fn the_images_entrypoint_gets_no_image_group() {
         "foreign entries on the host: {foreign:#?}\n{ids}"
     );
 }
+
+/// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
+/// grant its refusal names, in config.toml); the agent rewrites the script during a handoff.
+/// The grant covered the script's content, so the next handoff is asked again and refused:
+/// the agent's script never runs on the host (its marker does not exist).
+#[test]
+fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
+    let test = "an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    let config = format!(
+        r#"{{"image": "{}", "remoteUser": "nobody", "updateRemoteUserUID": true, "initializeCommand": "sh .devcontainer/init.sh"}}"#,
+        hostgit_image()
+    );
+    repo_at(&ws, Some(&config));
+    std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "init script"]);
+    give_to_workspace_owner(tmp.path());
+    let none = ["--network", "none"];
+
+    // the grant the refusal names covers the script, and says so
+    let asking = Host::new(&["true"], &[]);
+    let plan = asking.handoff(&ws, &["--plan", "--network", "none"], &[]);
+    let p = envelope(&plan);
+    let requests = p["error"]["details"]["permissions"].as_array().cloned();
+    let command = requests
+        .iter()
+        .flatten()
+        .find(|r| r["permission"] == "hostCommand")
+        .unwrap_or_else(|| panic!("a host command request: {p}"))
+        .clone();
+    assert_eq!(command["covers"][0]["path"], ".devcontainer/init.sh", "{p}");
+    let grant = command["grant"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("--allow ")
+        .to_string();
+
+    // granted for good, the agent rewrites the script the grant was given for
+    let rewrite = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > .devcontainer/init.sh",
+        marker.display()
+    );
+    let host = Host::new(&["sh", "-c", &rewrite], &[grant.as_str()]);
+    let first = host.handoff(&ws, &none, &[]);
+    assert_eq!(first.status.code(), Some(0), "{}", envelope(&first));
+    let script = std::fs::read_to_string(ws.join(".devcontainer/init.sh")).unwrap();
+    assert!(
+        script.contains("touch"),
+        "the agent could not rewrite the script: {script}"
+    );
+    assert!(
+        !marker.exists(),
+        "the agent's script ran during its own handoff"
+    );
+
+    // the next handoff and up are asked again: nothing of the agent's runs on the host
+    let second = host.handoff(&ws, &none, &[]);
+    let r = envelope(&second);
+    assert_eq!(second.status.code(), Some(12), "{r}");
+    assert!(r.to_string().contains(".devcontainer/init.sh"), "{r}");
+    assert!(
+        !r.to_string().contains(&grant),
+        "the old grant is named again: {r}"
+    );
+    let up = host.run(
+        &ws,
+        &[
+            "up",
+            "--workspace-folder",
+            ws.to_str().unwrap(),
+            "--network",
+            "none",
+        ],
+        &[],
+    );
+    assert_ne!(up.status.code(), Some(0));
+    assert!(!marker.exists(), "the agent's script ran on the host");
+    target.assert_untouched();
+}

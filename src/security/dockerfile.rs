@@ -1,0 +1,498 @@
+//! What a Dockerfile's text asks of the builder beyond building it (spec-notes 0612, 0442):
+//! `RUN` steps on the host network or without the sandbox (`--network=host`,
+//! `--security=insecure`), BuildKit cache mounts shared with every build on the engine, a
+//! frontend of the repository's choosing (`# syntax=`), and the base images whose `ONBUILD`
+//! triggers run first. Shared by the two builds a repository names: a Compose service's
+//! (`security::compose`) and devcontainer.json's `build` (`ops::dockerfile_judge`), so both
+//! ask the same thing the same way ([`Built`]).
+//!
+//! The text is judged as BuildKit joins its instructions: lines ending in the escape
+//! character (`\`, or the `# escape=` directive's) continue on the next, comment and blank
+//! lines inside an instruction left out. Every physical line outside a continuation is read
+//! as an instruction, heredoc bodies included (`RUN <<EOF` … `EOF`): a body line that reads
+//! like an instruction is judged too, which can only ask more, never hide a step (a
+//! heredoc's end word is an identifier, so it never continues onto the next instruction).
+//! Pure but for [`read_dockerfile`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::host_path::resolve;
+use super::policy::{Permission, Source};
+
+/// The most of a Dockerfile read for judging (bytes).
+pub const DOCKERFILE_MAX: u64 = 4 << 20;
+
+/// Whose build a Dockerfile is: it names the requests ([`Built::source`]) and the
+/// `runtime-option` grants ([`Built::option`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Built<'a> {
+    /// A Compose service's build, by service name: `Source::ComposeService` with the
+    /// property `build.dockerfile: <what>`; options `<key>=<service>[:<value>]`.
+    ComposeService(&'a str),
+    /// devcontainer.json's `build`, by its Dockerfile as shown to the user:
+    /// `Source::Dockerfile`; options `<key>=<value>` (`<key>=dockerfile` without a value).
+    Dockerfile(&'a str),
+}
+
+impl Built<'_> {
+    /// The source of a request this build's Dockerfile makes with `what` (the instruction or
+    /// flag, as read).
+    pub fn source(&self, what: &str) -> Source {
+        match self {
+            Built::ComposeService(service) => Source::ComposeService {
+                service: service.to_string(),
+                property: format!("build.dockerfile: {what}"),
+            },
+            Built::Dockerfile(file) => Source::Dockerfile {
+                file: file.to_string(),
+                what: what.to_string(),
+            },
+        }
+    }
+
+    /// The `runtime-option` request `key` of this build, with `value` when there is one:
+    /// `build_onbuild=<service>:<image>` for a Compose service, `build_onbuild=<image>` for
+    /// devcontainer.json's build.
+    pub fn option(&self, key: &str, value: Option<&str>) -> Permission {
+        Permission::RuntimeOption(match (self, value) {
+            (Built::ComposeService(service), Some(v)) => format!("{key}={service}:{v}"),
+            (Built::ComposeService(service), None) => format!("{key}={service}"),
+            (Built::Dockerfile(_), Some(v)) => format!("{key}={v}"),
+            (Built::Dockerfile(_), None) => format!("{key}=dockerfile"),
+        })
+    }
+}
+
+/// Every request the text of `built`'s Dockerfile makes ([`run_step_requests`], a cache
+/// mount, the frontend: [`frontend`] of `syntax_arg`, the build's `BUILDKIT_SYNTAX`
+/// argument), each named by `built`. Pure.
+pub fn text_requests(
+    built: Built<'_>,
+    text: &str,
+    syntax_arg: Option<&str>,
+) -> Vec<(Permission, Source)> {
+    let mut asked: Vec<(Permission, Source)> = run_step_requests(text)
+        .into_iter()
+        .map(|(permission, what)| (permission, built.source(&what)))
+        .collect();
+    if has_cache_mount(text) {
+        asked.push((
+            built.option("build_cache_mount", None),
+            built.source("RUN --mount=type=cache"),
+        ));
+    }
+    if let Some(name) = frontend(syntax_arg, Some(text)) {
+        asked.push((
+            built.option("build_frontend", Some(&name)),
+            built.source(&format!("# syntax={name}")),
+        ));
+    }
+    asked
+}
+
+/// The request of a base `image` of `built`'s build whose `ONBUILD` `triggers` run first in
+/// it (attacks G9): `runtime-option:build_onbuild=…`, the source showing the triggers.
+pub fn onbuild_request(built: Built<'_>, image: &str, triggers: &[String]) -> (Permission, Source) {
+    let what = format!("its base image's ONBUILD {}", triggers.join(" | "));
+    let source = match built {
+        // as the Compose build named it before the Dockerfile build shared it
+        Built::ComposeService(service) => Source::ComposeService {
+            service: service.to_string(),
+            property: format!("build: {what}"),
+        },
+        Built::Dockerfile(_) => built.source(&format!("FROM {image}: {what}")),
+    };
+    (built.option("build_onbuild", Some(image)), source)
+}
+
+/// The requests of the `RUN` steps (an `ONBUILD RUN` too: it runs in the next build, which
+/// devcell makes itself for the Features and the uid layer) that leave the build's sandbox,
+/// read from their flags (the words starting with `--` before the command, `--flag=value` or
+/// `--flag value`, quotes and escapes removed, any case): `--network=host` is
+/// [`Permission::HostNetwork`] (the step in the host's network namespace), `--security=insecure`
+/// [`Permission::Privileged`] (a privileged step); a value other than `none`, `default`,
+/// `sandbox` (one naming a build argument, a value a newer builder may accept) counts as the
+/// one that leaves. Each with the flag as read (`RUN --network=host`). Pure.
+pub fn run_step_requests(text: &str) -> Vec<(Permission, String)> {
+    let escape = escape_char(text);
+    let mut asked = Vec::new();
+    for instruction in dockerfile_instructions(text, escape) {
+        let Some(flags) = run_flags(&instruction, escape) else {
+            continue;
+        };
+        for (name, value) in flags {
+            let leaves = !matches!(value.as_str(), "none" | "default" | "sandbox");
+            let permission = match name.as_str() {
+                "network" if leaves => Permission::HostNetwork,
+                "security" if leaves => Permission::Privileged,
+                _ => continue,
+            };
+            let what = format!("RUN --{name}={value}");
+            if !asked.iter().any(|(p, w)| *p == permission && *w == what) {
+                asked.push((permission, what));
+            }
+        }
+    }
+    asked
+}
+
+/// The flags of a `RUN` instruction (or `ONBUILD RUN`), lowercased `(name, value)`; `None`
+/// for another instruction. Flags are the words starting with `--` before the first word that
+/// does not; `--network host` (a value as the next word) is read as `--network=host`.
+fn run_flags(instruction: &str, escape: char) -> Option<Vec<(String, String)>> {
+    let mut words = Words::new(instruction, escape);
+    let mut keyword = words.next()?.to_ascii_lowercase();
+    if keyword == "onbuild" {
+        keyword = words.next()?.to_ascii_lowercase();
+    }
+    if keyword != "run" {
+        return None;
+    }
+    let mut flags = Vec::new();
+    while let Some(word) = words.peek_flag() {
+        let word = word.to_ascii_lowercase();
+        let body = &word[2..];
+        match body.split_once('=') {
+            Some((name, value)) => flags.push((name.to_string(), value.to_string())),
+            None if matches!(body, "network" | "security") => {
+                let value = words.next().unwrap_or_default().to_ascii_lowercase();
+                flags.push((body.to_string(), value));
+            }
+            None => flags.push((body.to_string(), String::new())),
+        }
+    }
+    Some(flags)
+}
+
+/// The words of an instruction, split on blanks outside quotes, quotes and escape characters
+/// removed.
+struct Words<'a> {
+    rest: &'a str,
+    escape: char,
+}
+
+impl<'a> Words<'a> {
+    fn new(text: &'a str, escape: char) -> Words<'a> {
+        Words { rest: text, escape }
+    }
+
+    /// The next word, when it starts with `--` (a flag); else `None`, the word left.
+    fn peek_flag(&mut self) -> Option<String> {
+        self.rest = self.rest.trim_start();
+        if self.rest.starts_with("--") {
+            self.next()
+        } else {
+            None
+        }
+    }
+}
+
+impl Iterator for Words<'_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        self.rest = self.rest.trim_start();
+        if self.rest.is_empty() {
+            return None;
+        }
+        let mut word = String::new();
+        let mut quote: Option<char> = None;
+        let mut escaped = false;
+        let mut end = self.rest.len();
+        for (i, c) in self.rest.char_indices() {
+            match (escaped, quote, c) {
+                (true, _, c) => {
+                    word.push(c);
+                    escaped = false;
+                }
+                (false, _, c) if c == self.escape => escaped = true,
+                (false, Some(q), c) if c == q => quote = None,
+                (false, None, '"' | '\'') => quote = Some(c),
+                (false, None, c) if c.is_whitespace() => {
+                    end = i;
+                    break;
+                }
+                (false, _, c) => word.push(c),
+            }
+        }
+        self.rest = &self.rest[end..];
+        Some(word)
+    }
+}
+
+/// The frontend a build names beside its Dockerfile's text (attacks G9): the build argument
+/// `BUILDKIT_SYNTAX` (`syntax_arg`), else the Dockerfile's `# syntax=` parser directive.
+/// BuildKit hands the whole build to that image, which can turn any text into any build,
+/// cache mounts and host-network steps included.
+pub fn frontend(syntax_arg: Option<&str>, text: Option<&str>) -> Option<String> {
+    syntax_arg
+        .map(str::to_string)
+        .or_else(|| text.and_then(syntax_directive))
+}
+
+/// The `# syntax=` parser directive among the directives that open a Dockerfile.
+fn syntax_directive(text: &str) -> Option<String> {
+    for line in text.lines() {
+        let directive = line.trim().strip_prefix('#')?;
+        let (key, value) = directive.split_once('=')?;
+        if key.trim().eq_ignore_ascii_case("syntax") {
+            return Some(value.trim().to_string());
+        }
+    }
+    None
+}
+
+/// The images a Dockerfile's stages build `FROM` (not `scratch`, not an earlier stage), in
+/// order, with `${NAME}`/`$NAME` replaced by the build's `args`, else the `ARG` defaults
+/// before the first `FROM`; a name still holding a `$` is left out (what it names is the
+/// build's to decide). BuildKit runs each one's `ONBUILD` triggers (attacks G9). Pure.
+pub fn base_images(text: &str, args: &BTreeMap<String, String>) -> Vec<String> {
+    let escape = escape_char(text);
+    let mut defaults = args.clone();
+    let mut stages: Vec<String> = Vec::new();
+    let mut bases: Vec<String> = Vec::new();
+    let mut seen_from = false;
+    for instruction in dockerfile_instructions(text, escape) {
+        let mut words = instruction.split_whitespace();
+        let Some(keyword) = words.next() else {
+            continue;
+        };
+        if keyword.eq_ignore_ascii_case("arg") && !seen_from {
+            for word in words {
+                if let Some((name, value)) = word.split_once('=') {
+                    defaults
+                        .entry(name.to_string())
+                        .or_insert_with(|| value.trim_matches('"').to_string());
+                }
+            }
+            continue;
+        }
+        if !keyword.eq_ignore_ascii_case("from") {
+            continue;
+        }
+        seen_from = true;
+        let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
+        let Some(image) = rest.first() else {
+            continue;
+        };
+        let image = expand(image, &defaults);
+        let earlier = stages.contains(&image.to_ascii_lowercase());
+        if let [_, as_word, stage, ..] = rest.as_slice()
+            && as_word.eq_ignore_ascii_case("as")
+        {
+            stages.push(stage.to_ascii_lowercase());
+        }
+        let unknown = image.contains('$') || image.eq_ignore_ascii_case("scratch");
+        if !unknown && !earlier && !bases.contains(&image) {
+            bases.push(image);
+        }
+    }
+    bases
+}
+
+/// `word` with `${NAME}` and `$NAME` of `values` replaced (others left as written).
+fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = word.to_string();
+    for (name, value) in values {
+        out = out
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
+    }
+    out
+}
+
+/// The text of the Dockerfile at `path`, read without following links and at most
+/// [`DOCKERFILE_MAX`] bytes; `Ok(None)` when there is none, `Err` when it cannot be read
+/// (a link, not a regular file, too large, a read error).
+#[allow(clippy::result_unit_err)]
+pub fn read_dockerfile(path: &Path) -> std::result::Result<Option<String>, ()> {
+    let resolved = resolve(path).map_err(|_| ())?;
+    match super::host_path::read_no_follow(&resolved, DOCKERFILE_MAX) {
+        Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Err(_) => Err(()),
+    }
+}
+
+/// Whether Dockerfile `text` mounts a BuildKit cache (`--mount=type=cache`, any spelling of
+/// the flag's case, quoting and escaping), judged on its instructions as BuildKit joins them.
+/// A `--mount` whose value holds a `$` (a build argument BuildKit expands) counts too. Pure.
+pub fn has_cache_mount(text: &str) -> bool {
+    let escape = escape_char(text);
+    dockerfile_instructions(text, escape)
+        .iter()
+        .any(|instruction| mounts_a_cache(instruction, escape))
+}
+
+/// The escape character of a Dockerfile: the `# escape=` parser directive among the
+/// directives that open it, else `\`.
+fn escape_char(text: &str) -> char {
+    for line in text.lines() {
+        let Some(directive) = line.trim().strip_prefix('#') else {
+            break;
+        };
+        let Some((key, value)) = directive.split_once('=') else {
+            break;
+        };
+        if key.trim().eq_ignore_ascii_case("escape") {
+            return match value.trim() {
+                "`" => '`',
+                _ => '\\',
+            };
+        }
+    }
+    '\\'
+}
+
+/// The instructions of a Dockerfile, continued lines joined (the escape character and line
+/// break dropped), comment and blank lines inside an instruction left out.
+fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
+    let mut instructions = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if current.is_some() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+            continue;
+        }
+        let mut part = current.take().unwrap_or_default();
+        match line.trim_end().strip_suffix(escape) {
+            Some(head) => {
+                part.push_str(head);
+                current = Some(part);
+            }
+            None => {
+                part.push_str(line);
+                instructions.push(part);
+            }
+        }
+    }
+    instructions.extend(current);
+    instructions
+}
+
+/// Whether one joined instruction has a `--mount` flag of `type=cache`, or one whose value
+/// BuildKit would expand (`$`): each `--mount` runs to the first blank outside quotes, and is
+/// read with quotes and escape characters removed.
+fn mounts_a_cache(instruction: &str, escape: char) -> bool {
+    let lower = instruction.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(at) = rest.find("--mount") {
+        let flag = &rest[at..];
+        let mut quote: Option<char> = None;
+        let mut value = String::new();
+        let mut end = flag.len();
+        for (i, c) in flag.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (None, '"' | '\'') => quote = Some(c),
+                (None, c) if c.is_whitespace() => {
+                    end = i;
+                    break;
+                }
+                (_, c) if c == escape => {}
+                (_, c) => value.push(c),
+            }
+        }
+        if value.contains('$') || value.contains("type=cache") {
+            return true;
+        }
+        rest = &flag[end.max(1)..];
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(text: &str) -> Vec<String> {
+        run_step_requests(text)
+            .into_iter()
+            .map(|(p, what)| format!("{} <- {what}", p.grant_flag().unwrap()))
+            .collect()
+    }
+
+    /// Attack (H6 of the 18th review): a `RUN --network=host` step runs in the host's network
+    /// namespace (host loopback services, the cloud metadata address) under a handoff's
+    /// network `none`, and `--security=insecure` a privileged step: each is the request a
+    /// host network or privileged mode is, in every spelling a builder reads, and only when
+    /// it is a flag of the step (before its command).
+    #[test]
+    fn a_run_step_on_the_host_network_is_a_request() {
+        let host = ["--allow network:host <- RUN --network=host".to_string()];
+        let insecure = vec!["--allow privileged <- RUN --security=insecure".to_string()];
+        for text in [
+            "FROM a\nRUN --network=host wget -qO- http://127.0.0.1:5000/\n",
+            "FROM a\nrun --NETWORK=HOST true\n",
+            "FROM a\nRUN --network host true\n",
+            "FROM a\nRUN --mount=type=secret,id=a --network=\"host\" true\n",
+            "FROM a\nRUN \\\n  --network=host \\\n  true\n",
+            "FROM a\nRUN --net\\\nwork=host true\n",
+            "FROM a\nRUN \\\n# a comment\n\n  --network=host true\n",
+            "# escape=`\nFROM a\nRUN `\n --network=host true\n",
+            "FROM a\nRUN --network=host <<EOF\nwget http://127.0.0.1/\nEOF\n",
+            "FROM a\nRUN --network=host [\"wget\", \"http://127.0.0.1/\"]\n",
+            "FROM a\nONBUILD RUN --network=host true\n",
+            "FROM a\nRUN --network=$NET true\n",
+            "FROM a\nRUN <<EOF\ntrue \\\nEOF\nRUN --network=host true\n",
+        ] {
+            let got = asked(text);
+            let want: Vec<String> = host
+                .iter()
+                .map(|h| {
+                    if text.contains("$NET") {
+                        "--allow network:host <- RUN --network=$net".to_string()
+                    } else {
+                        h.clone()
+                    }
+                })
+                .collect();
+            assert_eq!(got, want, "{text:?}");
+        }
+        assert_eq!(
+            asked("FROM a\nRUN --security=insecure --network=none true\n"),
+            insecure
+        );
+        for text in [
+            "FROM a\nRUN echo --network=host\n",
+            "FROM a\nRUN --network=none true\nRUN --network=default true\n",
+            "FROM a\nRUN --security=sandbox true\n",
+            "FROM a\nRUN <<EOF\ncurl --network=host http://x/\necho --security=insecure\nEOF\n",
+            "FROM a\n# RUN --network=host true\n",
+            "FROM a\nCOPY --network=host a b\n",
+            "FROM a\nRUN true \\\n  --network=host\n",
+        ] {
+            assert!(asked(text).is_empty(), "{text:?}: {:?}", asked(text));
+        }
+        // both builds name it the same way, each by its own source
+        let text = "# syntax=evil/frontend:1\nFROM a\nRUN --network=host --mount=type=cache,target=/c true\n";
+        let compose: Vec<String> = text_requests(Built::ComposeService("app"), text, None)
+            .into_iter()
+            .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+            .collect();
+        assert_eq!(
+            compose,
+            [
+                "--allow network:host <- Compose service `app` (`build.dockerfile: RUN --network=host`)",
+                "--allow runtime-option:build_cache_mount=app <- Compose service `app` (`build.dockerfile: RUN --mount=type=cache`)",
+                "--allow runtime-option:build_frontend=app:evil/frontend:1 <- Compose service `app` (`build.dockerfile: # syntax=evil/frontend:1`)",
+            ]
+        );
+        let own: Vec<String> = text_requests(
+            Built::Dockerfile(".devcontainer/Dockerfile"),
+            text,
+            Some("other/frontend:2"),
+        )
+        .into_iter()
+        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+        .collect();
+        assert_eq!(
+            own,
+            [
+                "--allow network:host <- Dockerfile `.devcontainer/Dockerfile` (`RUN --network=host`)",
+                "--allow runtime-option:build_cache_mount=dockerfile <- Dockerfile `.devcontainer/Dockerfile` (`RUN --mount=type=cache`)",
+                "--allow runtime-option:build_frontend=other/frontend:2 <- Dockerfile `.devcontainer/Dockerfile` (`# syntax=other/frontend:2`)",
+            ]
+        );
+    }
+}

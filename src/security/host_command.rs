@@ -1,0 +1,307 @@
+//! What a grant of a host command covers: the command and the content of every workspace file
+//! it names ([`cover_command`], [`cover_provider`]; spec-note 0410, attacks J7).
+//!
+//! The workspace is the repository's to change and, in a handoff, the agent's to write. A
+//! `host-command:sha256:` grant that bound the command's text only (`sh .devcontainer/init.sh`)
+//! ran whatever the agent later wrote into the script, on the host, nothing asked. So every
+//! word of the command that names an existing regular file inside the workspace (relative to
+//! the folder the command runs in, or absolute) is read here and its digest joins the grant's
+//! ([`HostCommand::digest`]): a changed script is asked again. A word that names something a
+//! grant cannot pin (a folder, a file that cannot be read, a link leaving the workspace) makes
+//! the command one that is granted for one run only.
+//!
+//! Files are read through [`read_no_follow`] at their resolved path, so a link swapped in
+//! after the resolution is not followed. What this cannot see: files the command's programs
+//! read on their own (`make` reads `Makefile`), or files a covered script reads in turn;
+//! docs/security.md says so and the request names what it covers.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::security::host_path::{read_no_follow, resolve};
+use crate::security::permissions::{CoveredFile, HostCommand};
+use crate::security::policy::{is_within, normalize_path};
+
+/// The largest workspace file a grant covers; a larger one named by a command makes it a
+/// one-run grant.
+pub const MAX_COVERED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How many words of one command are looked at; past it the command is a one-run grant.
+pub const MAX_WORDS: usize = 256;
+
+/// Characters that end a path in a shell command line (operators, quotes, substitutions,
+/// `--flag=path`, lists).
+const SEPARATORS: &[char] = &[
+    ';', '&', '|', '<', '>', '(', ')', '`', '$', '\'', '"', '=', ',', '{', '}',
+];
+
+/// The host command `command` (as its request shows it) that runs `argv` in the folder `cwd`,
+/// with every workspace file its words name ([`HostCommand::files`]) and what it names that no
+/// grant can cover ([`HostCommand::uncovered`]). `workspace` is the workspace folder. Each
+/// argv element is a word, and so is each shell word and path-like piece of it (the string
+/// form's `/bin/sh -c <string>`).
+pub fn cover_command(
+    command: String,
+    argv: &[String],
+    cwd: &Path,
+    workspace: &Path,
+) -> HostCommand {
+    let words = words_of(argv.iter().map(String::as_str));
+    cover(command, &words, &[cwd.to_path_buf()], workspace)
+}
+
+/// The host command of a Compose `provider` (`command` as its request shows it): the program
+/// its `type` names when that is a path (Compose runs a `type` with a `/` as a path, relative
+/// to the folder Compose runs in, which is devcell's, and the workspace is also tried), and
+/// each string of its `options` (Compose passes them to the program as arguments).
+pub fn cover_provider(command: String, provider: &Value, workspace: &Path) -> HostCommand {
+    let program = provider.get("type").and_then(Value::as_str).unwrap_or("");
+    let mut texts: Vec<&str> = Vec::new();
+    if program.contains('/') {
+        texts.push(program);
+    }
+    if let Some(options) = provider.get("options") {
+        strings(options, &mut texts);
+    }
+    let words = words_of(texts.into_iter());
+    let mut bases = vec![workspace.to_path_buf()];
+    if let Ok(here) = std::env::current_dir() {
+        bases.push(here);
+    }
+    cover(command, &words, &bases, workspace)
+}
+
+/// Every string in `value`, in order.
+fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The words that may name a path: each text itself, its shell words (or its
+/// whitespace-separated parts when it is not valid shell), and each of those split at
+/// [`SEPARATORS`].
+fn words_of<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut words = BTreeSet::new();
+    for text in texts {
+        let mut add = |w: &str| {
+            if !w.is_empty() && !w.contains('\0') && w.len() <= 4096 {
+                words.insert(w.to_string());
+            }
+        };
+        add(text);
+        let shell = shlex::split(text).unwrap_or_default();
+        let plain = text.split_whitespace().map(str::to_string);
+        for token in shell.into_iter().chain(plain) {
+            add(&token);
+            for piece in token.split(SEPARATORS) {
+                add(piece);
+            }
+        }
+    }
+    words
+}
+
+/// Judges each word against every base folder (see [`cover_command`]).
+fn cover(
+    command: String,
+    words: &BTreeSet<String>,
+    bases: &[PathBuf],
+    workspace: &Path,
+) -> HostCommand {
+    let root = resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let roots = [text(workspace), text(&root)];
+    let mut files: BTreeSet<CoveredFile> = BTreeSet::new();
+    let mut uncovered: BTreeSet<String> = BTreeSet::new();
+    if words.len() > MAX_WORDS {
+        uncovered.insert(format!(
+            "more than {MAX_WORDS} words that may be paths (devcell did not look at them all)"
+        ));
+    }
+    for word in words.iter().take(MAX_WORDS) {
+        for base in bases {
+            let path = base.join(word);
+            match judge_word(&path, &root, &roots) {
+                Named::Nothing => {}
+                Named::File(path, sha256) => {
+                    files.insert(CoveredFile { path, sha256 });
+                }
+                Named::Uncoverable(why) => {
+                    uncovered.insert(format!("`{word}` ({why})"));
+                }
+            }
+        }
+    }
+    HostCommand {
+        command,
+        files: files.into_iter().collect(),
+        uncovered: uncovered.into_iter().collect(),
+        text_only_grant: false,
+    }
+}
+
+/// What one word names.
+enum Named {
+    /// Nothing in the workspace (or nothing that exists).
+    Nothing,
+    /// A regular file of the workspace: its workspace-relative path and content digest.
+    File(String, String),
+    /// Something in the workspace a grant cannot pin, with why.
+    Uncoverable(String),
+}
+
+/// Judges the path `path` a word names: `root` is the canonical workspace folder, `roots` the
+/// workspace folder as given and canonical (a path lexically inside either is the workspace's).
+fn judge_word(path: &Path, root: &Path, roots: &[String]) -> Named {
+    let lexical = normalize_path(&text(path)).unwrap_or_default();
+    let lexically_inside = roots.iter().any(|r| is_within(&lexical, r));
+    let resolved = match resolve(path) {
+        Ok(resolved) => resolved,
+        Err(e) if lexically_inside => {
+            return Named::Uncoverable(format!("devcell cannot resolve it: {e}"));
+        }
+        Err(_) => return Named::Nothing,
+    };
+    if !is_within(&text(&resolved), &text(root)) {
+        return if lexically_inside {
+            Named::Uncoverable("a symbolic link leaving the workspace".into())
+        } else {
+            Named::Nothing
+        };
+    }
+    let relative = match resolved.strip_prefix(root) {
+        Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
+        Ok(r) => text(r),
+        Err(_) => text(&resolved),
+    };
+    let Ok(meta) = std::fs::symlink_metadata(&resolved) else {
+        return Named::Nothing;
+    };
+    if meta.is_dir() {
+        return Named::Uncoverable(format!(
+            "`{relative}` is a folder of the workspace: its content is not pinned"
+        ));
+    }
+    if !meta.is_file() {
+        return Named::Uncoverable(format!("`{relative}` is not a regular file"));
+    }
+    match read_no_follow(&resolved, MAX_COVERED_BYTES) {
+        Ok(Some(bytes)) => Named::File(relative, hex::encode(Sha256::digest(&bytes))),
+        Ok(None) => Named::Nothing,
+        Err(e) => Named::Uncoverable(format!("`{relative}` cannot be read: {e}")),
+    }
+}
+
+/// A path as text (lossy: a path devcell cannot show exactly is still judged by its bytes'
+/// best text, and a non-UTF-8 name simply does not match a word).
+fn text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        vec!["/bin/sh".into(), "-c".into(), s.into()]
+    }
+
+    /// The words of a shell string that name workspace files are covered, with their
+    /// content's digest; words naming nothing, or something outside, are not.
+    #[test]
+    fn a_command_covers_the_workspace_files_its_words_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
+        std::fs::write(ws.join("cfg.env"), "A=1\n").unwrap();
+        std::fs::write(dir.path().join("outside.sh"), "x").unwrap();
+        let outside = dir.path().join("outside.sh");
+        let line = format!(
+            "sh .devcontainer/init.sh --env=cfg.env && sh {} ; echo missing.sh",
+            outside.display()
+        );
+        let c = cover_command(line.clone(), &argv(&line), &ws, &ws);
+        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, [".devcontainer/init.sh", "cfg.env"], "{c:?}");
+        assert!(c.uncovered.is_empty(), "{c:?}");
+        assert_eq!(c.files[0].sha256, hex::encode(Sha256::digest(b"echo v1\n")),);
+        // an absolute path inside the workspace is covered the same
+        let abs = format!("sh {}", ws.join(".devcontainer/init.sh").display());
+        let c = cover_command(abs.clone(), &argv(&abs), &ws, &ws);
+        assert_eq!(c.files[0].path, ".devcontainer/init.sh");
+    }
+
+    /// A folder of the workspace, or a link leaving it, cannot be pinned: the command is a
+    /// one-run grant, and its request says which word.
+    #[test]
+    fn a_folder_or_a_link_out_is_not_coverable() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools")).unwrap();
+        std::fs::write(dir.path().join("host.sh"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("host.sh"), ws.join("out.sh")).unwrap();
+        for (line, word) in [("cd tools && make", "`tools`"), ("sh out.sh", "`out.sh`")] {
+            let c = cover_command(line.into(), &argv(line), &ws, &ws);
+            assert!(c.digest().is_none(), "{c:?}");
+            assert!(c.uncovered.iter().any(|u| u.starts_with(word)), "{c:?}");
+        }
+        // a link inside the workspace to a file inside it is covered as that file
+        std::fs::write(ws.join("tools/real.sh"), "y").unwrap();
+        std::os::unix::fs::symlink("tools/real.sh", ws.join("in.sh")).unwrap();
+        let c = cover_command("sh in.sh".into(), &argv("sh in.sh"), &ws, &ws);
+        assert_eq!(c.files.len(), 1, "{c:?}");
+        assert_eq!(c.files[0].path, "tools/real.sh");
+    }
+
+    /// A provider `type` that is a path into the workspace, and a workspace file its options
+    /// name, are covered; a program found on `PATH` is not a workspace file.
+    #[test]
+    fn a_provider_path_into_the_workspace_is_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("bin")).unwrap();
+        std::fs::write(ws.join("bin/prov"), "#!/bin/sh\n").unwrap();
+        std::fs::write(ws.join("prov.yaml"), "a: 1\n").unwrap();
+        let provider =
+            serde_json::json!({"type": "./bin/prov", "options": {"config": "prov.yaml"}});
+        let c = cover_provider("p".into(), &provider, &ws);
+        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["bin/prov", "prov.yaml"], "{c:?}");
+        let c = cover_provider("p".into(), &serde_json::json!({"type": "awsprov"}), &ws);
+        assert!(c.files.is_empty() && c.uncovered.is_empty(), "{c:?}");
+    }
+
+    /// The script's content is what the grant binds: rewriting it (what an agent did, J7)
+    /// changes the digest a grant names; the same content gives the same digest.
+    #[test]
+    fn a_rewritten_script_changes_the_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+        let script = ws.join(".devcontainer/init.sh");
+        let line = "sh .devcontainer/init.sh";
+        let digest = || {
+            cover_command(line.into(), &argv(line), &ws, &ws)
+                .digest()
+                .unwrap()
+        };
+        std::fs::write(&script, "echo v1\n").unwrap();
+        let granted = digest();
+        assert_eq!(digest(), granted);
+        assert_ne!(
+            granted,
+            crate::security::permissions::host_command_digest(line)
+        );
+        std::fs::write(&script, "echo AGENT\n").unwrap();
+        assert_ne!(digest(), granted);
+        std::fs::write(&script, "echo v1\n").unwrap();
+        assert_eq!(digest(), granted);
+    }
+}
