@@ -76,10 +76,11 @@ pub(crate) async fn resolve(
 
 /// The user `set-up`'s execs run as in `container` (a running container devcell may not have
 /// made): under the `hardened` profile `set-up` runs with, `remote_user` as numeric `uid:gid`
-/// from the image's `/etc/passwd`, as [`resolve`] gives a container devcell made (the image's
-/// groups are the same danger whoever created the container); the workspace owner's gid is
-/// the one of the container's `devcontainer.local_folder`, when it has one. `None` under
-/// another profile, or when the user cannot be found (the name is used).
+/// from the image's `/etc/passwd` (whatever the container mounts over it), as [`resolve`]
+/// gives a container devcell made (the image's groups are the same danger whoever created the
+/// container); the workspace owner's gid is the one of the container's
+/// `devcontainer.local_folder`, when it has one. `None` under another profile, or when the
+/// user cannot be found (the name is used).
 pub(crate) async fn resolve_running(
     engine: &dyn Engine,
     container: &ContainerInfo,
@@ -89,7 +90,7 @@ pub(crate) async fn resolve_running(
     if !hardened {
         return None;
     }
-    let passwd = crate::ops::image_files::engine_passwd(engine, container).await;
+    let passwd = crate::ops::image_files::image_passwd_of(engine, container).await;
     let workspace_gid = container
         .labels
         .get(crate::names::LOCAL_FOLDER_LABEL)

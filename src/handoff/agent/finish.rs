@@ -46,9 +46,11 @@ impl Handoff<'_> {
         }
     }
 
-    /// Under `hardened`, once the container is `quiet`: the workspace scanned for set-uid/set-gid
-    /// files (their bits cleared) and device nodes the container left, each a warning
-    /// ([`crate::security::planted`]; spec-note 0400, "the image's groups").
+    /// Under `hardened`, once the container is `quiet`: the workspace, and every other folder
+    /// the handoff bound read-write (a worktree or repository outside the root, a container
+    /// git directory), scanned for set-uid/set-gid files and folders (their bits cleared) and
+    /// device nodes the container left, each a warning ([`crate::security::planted`];
+    /// spec-note 0400, "the image's groups").
     pub(super) fn scan_planted(
         &self,
         p: &Prepared,
@@ -58,7 +60,14 @@ impl Handoff<'_> {
         if !quiet || p.profile != crate::settings::Profile::Hardened {
             return Vec::new();
         }
-        let found = crate::security::planted::scan_and_clear(&live.root);
+        let writable: Vec<std::path::PathBuf> = p
+            .plan
+            .mounts
+            .iter()
+            .filter(|m| !m.read_only)
+            .map(|m| std::path::PathBuf::from(&m.source))
+            .collect();
+        let found = crate::security::planted::scan_and_clear_each(&live.root, &writable);
         for f in &found {
             let message = f.message(&live.root);
             self.reporter
