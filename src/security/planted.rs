@@ -19,6 +19,11 @@ use std::path::{Path, PathBuf};
 
 /// [`Planted::kind`] of a set-gid folder.
 const DIRECTORY: &str = "setgid-directory";
+/// [`Planted::kind`] of a folder the scan could not look into (it cannot be opened or
+/// listed, it is deeper than [`MAX_DEPTH`], or the walk reached [`MAX_ENTRIES`] in it): what
+/// it holds is unknown, and any local user can still run a file in it by name (attack
+/// finding J1), so it is named, never passed over in silence.
+const UNSCANNED: &str = "unscanned";
 
 /// At most this many entries are looked at (a bound on a workspace the agent filled).
 const MAX_ENTRIES: usize = 2_000_000;
@@ -31,7 +36,8 @@ const MAX_DEPTH: usize = 256;
 pub struct Planted {
     /// The path, relative to the workspace root (absolute for a folder scanned outside it).
     pub path: PathBuf,
-    /// `setuid`, `setgid`, `setuid+setgid` (a regular file), `setgid-directory` or `device`.
+    /// `setuid`, `setgid`, `setuid+setgid` (a regular file), `setgid-directory`, `device`, or
+    /// `unscanned` (a folder the scan could not look into).
     pub kind: String,
     /// The mode bits as found (octal in messages).
     pub mode: u32,
@@ -45,10 +51,14 @@ impl Planted {
         let what = match self.kind.as_str() {
             "device" => "a device node".to_string(),
             DIRECTORY => "a setgid directory".to_string(),
+            UNSCANNED => "a folder devcell could not scan".to_string(),
             kind => format!("a {kind} file"),
         };
         let done = match (self.kind.as_str(), self.cleared) {
             ("device", _) => "left as it is: remove it",
+            (UNSCANNED, _) => {
+                "what it holds was not checked for set-id files: remove it or make it readable"
+            }
             (DIRECTORY, true) => "its set-gid bit was cleared",
             (DIRECTORY, false) => "its set-gid bit could not be cleared: remove it",
             (_, true) => "its set-id bits were cleared",
@@ -65,8 +75,9 @@ impl Planted {
 /// Scans `root` (not following links) and clears every set-uid/set-gid bit of a regular file
 /// and the set-gid bit of a folder (unless inherited: its parent set-gid with the same group);
 /// returns what it found, set-id files and folders and device nodes, with paths relative to
-/// `root`. Errors opening `root` give an empty list (nothing to scan); unreadable folders
-/// below are skipped.
+/// `root`. Errors opening `root` give an empty list (nothing to scan); a folder below that
+/// cannot be opened or listed, is too deep, or where the entry bound ends the walk is an
+/// `unscanned` entry.
 pub fn scan_and_clear(root: &Path) -> Vec<Planted> {
     let mut out = Vec::new();
     let Ok(fd) = rustix::fs::open(
@@ -133,16 +144,24 @@ fn walk(
     out: &mut Vec<Planted>,
 ) {
     let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
+        out.push(unscanned(rel, dir));
         return;
     };
     for entry in entries {
-        let Ok(entry) = entry else { break };
+        let Ok(entry) = entry else {
+            out.push(unscanned(rel, dir));
+            break;
+        };
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
         *seen += 1;
         if *seen > MAX_ENTRIES {
+            // named once, where the walk stopped
+            if *seen == MAX_ENTRIES + 1 {
+                out.push(unscanned(rel, dir));
+            }
             return;
         }
         let name = OsStr::from_bytes(name);
@@ -151,17 +170,32 @@ fn walk(
         };
         let path = rel.join(name);
         match FileType::from_raw_mode(stat.st_mode) {
-            FileType::Directory if depth < MAX_DEPTH => {
-                if let Ok(sub) = rustix::fs::openat(
+            FileType::Directory if depth >= MAX_DEPTH => out.push(Planted {
+                path,
+                kind: UNSCANNED.to_string(),
+                mode: stat.st_mode & 0o7777,
+                cleared: false,
+            }),
+            FileType::Directory => {
+                match rustix::fs::openat(
                     dir,
                     name,
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     Mode::empty(),
                 ) {
-                    let Some(inherits) = judge_folder(&sub, parent, &path, out) else {
-                        continue;
-                    };
-                    walk(&sub, inherits, &path, depth + 1, seen, out);
+                    Ok(sub) => {
+                        let Some(inherits) = judge_folder(&sub, parent, &path, out) else {
+                            out.push(unscanned(&path, &sub));
+                            continue;
+                        };
+                        walk(&sub, inherits, &path, depth + 1, seen, out);
+                    }
+                    Err(_) => out.push(Planted {
+                        path,
+                        kind: UNSCANNED.to_string(),
+                        mode: stat.st_mode & 0o7777,
+                        cleared: false,
+                    }),
                 }
             }
             FileType::RegularFile if stat.st_mode & 0o6000 != 0 => {
@@ -185,6 +219,16 @@ fn walk(
             }),
             _ => {}
         }
+    }
+}
+
+/// The [`UNSCANNED`] entry of the folder `dir` at `path`.
+fn unscanned(path: &Path, dir: &impl AsFd) -> Planted {
+    Planted {
+        path: path.to_path_buf(),
+        kind: UNSCANNED.to_string(),
+        mode: rustix::fs::fstat(dir).map_or(0, |s| s.st_mode & 0o7777),
+        cleared: false,
     }
 }
 
@@ -368,5 +412,59 @@ mod tests {
                 .message(&ws)
                 .contains(&format!("`{}`", worktree.join("sub/sg").display()))
         );
+    }
+
+    /// Attack finding J1: a folder the scan cannot list (`0o111`, as the workspace owner)
+    /// and one deeper than the bound hid set-uid files in silence; both are named now, and
+    /// what can be listed is still cleared.
+    #[test]
+    fn a_folder_it_cannot_list_and_a_deep_folder_are_named() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir(root.join("hidden")).unwrap();
+        std::fs::write(root.join("hidden/suid"), "x").unwrap();
+        std::fs::set_permissions(
+            root.join("hidden/suid"),
+            std::fs::Permissions::from_mode(0o4755),
+        )
+        .unwrap();
+        std::fs::write(root.join("top"), "x").unwrap();
+        std::fs::set_permissions(root.join("top"), std::fs::Permissions::from_mode(0o4755))
+            .unwrap();
+        let mut deep = root.join("deep");
+        for _ in 0..MAX_DEPTH + 2 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::set_permissions(root.join("hidden"), std::fs::Permissions::from_mode(0o111))
+            .unwrap();
+        let found = scan_and_clear(root);
+        std::fs::set_permissions(root.join("hidden"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let kinds: Vec<(String, &str)> = found
+            .iter()
+            .map(|p| (p.path.display().to_string(), p.kind.as_str()))
+            .collect();
+        assert!(kinds.contains(&("top".to_string(), "setuid")), "{kinds:?}");
+        assert!(
+            kinds
+                .iter()
+                .any(|(p, k)| p.starts_with("deep/d/d") && *k == UNSCANNED),
+            "{kinds:?}"
+        );
+        // root reads any folder: the unlistable case only holds for an ordinary user
+        if rustix::process::geteuid().is_root() {
+            return;
+        }
+        assert!(
+            kinds.contains(&("hidden".to_string(), UNSCANNED)),
+            "{kinds:?}"
+        );
+        let hidden = found
+            .iter()
+            .find(|p| p.kind == UNSCANNED && p.path == Path::new("hidden"));
+        let message = hidden.unwrap().message(root);
+        assert!(message.contains("could not scan"), "{message}");
     }
 }
