@@ -40,17 +40,28 @@ pub async fn bound_to_workspace(
 /// and with symbolic links of `folders` resolved, as engines report either). The container's
 /// own source is never resolved on the host: what counts is what the engine bound.
 pub fn binds_workspace(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
-    let mut accepted: Vec<PathBuf> = Vec::new();
+    let accepted = accepted(folders);
+    bind_sources_cleaned(info).any(|source| accepted.contains(&source))
+}
+
+/// `folders` as written and with their symbolic links resolved (engines report either).
+fn accepted(folders: &[PathBuf]) -> Vec<PathBuf> {
+    let mut accepted = Vec::new();
     for folder in folders {
         accepted.push(clean(folder));
         if let Ok(canonical) = std::fs::canonicalize(folder) {
             accepted.push(canonical);
         }
     }
+    accepted
+}
+
+/// The host sources of `info`'s bind mounts, cleaned ([`clean`]), never resolved on the host.
+fn bind_sources_cleaned(info: &ContainerInfo) -> impl Iterator<Item = PathBuf> + '_ {
     info.mounts
         .iter()
         .filter(|m| m.kind == MountKind::Bind.as_str())
-        .any(|m| accepted.contains(&clean(Path::new(&m.source))))
+        .map(|m| clean(Path::new(&m.source)))
 }
 
 /// Whether `info` has a bind mount whose host source is one of `folders`, a folder inside one,
@@ -59,17 +70,8 @@ pub fn binds_workspace(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
 /// workspace itself. Only a repository that binds such a path can claim the workspace, and a
 /// bind outside its own workspace is a request (spec-note 0421).
 pub fn binds_workspace_path(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
-    let mut accepted: Vec<PathBuf> = Vec::new();
-    for folder in folders {
-        accepted.push(clean(folder));
-        if let Ok(canonical) = std::fs::canonicalize(folder) {
-            accepted.push(canonical);
-        }
-    }
-    info.mounts
-        .iter()
-        .filter(|m| m.kind == MountKind::Bind.as_str())
-        .map(|m| clean(Path::new(&m.source)))
+    let accepted = accepted(folders);
+    bind_sources_cleaned(info)
         .filter(|source| source.parent().is_some())
         .any(|source| {
             accepted

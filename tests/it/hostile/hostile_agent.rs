@@ -959,11 +959,21 @@ fn assert_no_image_group(ws: &Path, result: &Value) {
     );
     let ids = std::fs::read_to_string(ws.join("id.txt")).unwrap_or_default();
     assert!(ids.contains("uid="), "the agent ran: {ids}");
+    assert_no_group_6(&ids, "the agent");
+    assert_nothing_foreign(ws, &ids);
+}
+
+/// Asserts the first line of `ids` (an `id` output) shows no group 6.
+fn assert_no_group_6(ids: &str, who: &str) {
     let groups = ids.lines().next().unwrap_or_default();
     assert!(
         !groups.contains("6(") && !groups.contains("=6,") && !groups.contains(",6,"),
-        "the agent had the image's group 6: {ids}"
+        "{who} had the image's group 6: {ids}"
     );
+}
+
+/// Asserts nothing in `ws` belongs to anyone but the workspace owner (`ids` for the message).
+fn assert_nothing_foreign(ws: &Path, ids: &str) {
     let foreign = super::compose_projects::foreign_entries(ws, WORKSPACE_OWNER);
     assert!(
         foreign.is_empty(),
@@ -1108,20 +1118,12 @@ fn the_images_entrypoint_gets_no_image_group() {
     let result = handoff_ok(&host, &ws);
     let ids = std::fs::read_to_string(ws.join("entry-id.txt")).unwrap_or_default();
     assert!(ids.contains("uid="), "the entrypoint ran: {ids}\n{result}");
-    let groups = ids.lines().next().unwrap_or_default();
-    assert!(
-        !groups.contains("6(") && !groups.contains("=6,") && !groups.contains(",6,"),
-        "the image's entrypoint had the image's group 6: {ids}"
-    );
+    assert_no_group_6(&ids, "the image's entrypoint");
     let helper = std::fs::symlink_metadata(ws.join("ep-helper")).unwrap();
     assert_ne!(helper.gid(), 6, "the entrypoint left a group-6 file: {ids}");
     let set_id = set_id_entries(&ws);
     assert!(set_id.is_empty(), "set-id files on the host: {set_id:#?}");
-    let foreign = super::compose_projects::foreign_entries(&ws, WORKSPACE_OWNER);
-    assert!(
-        foreign.is_empty(),
-        "foreign entries on the host: {foreign:#?}\n{ids}"
-    );
+    assert_nothing_foreign(&ws, &ids);
 }
 
 /// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
