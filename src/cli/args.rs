@@ -1347,7 +1347,8 @@ pub struct RunUserCommandsOwnArgs {
     /// Hook selection.
     #[command(flatten)]
     pub hooks: HookArgs,
-    /// Not supported: devcell's hook plan has no personalization stop (refused).
+    /// Stop for personalization: run the hooks up to `postCreateCommand` and the dotfiles,
+    /// then stop (`postStartCommand` and `postAttachCommand` are not run)
     #[arg(long)]
     pub stop_for_personalization: bool,
 }

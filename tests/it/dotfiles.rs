@@ -337,3 +337,45 @@ fn a_handoff_installs_dotfiles_from_a_host_folder_inside_the_container() {
     names.sort();
     assert_eq!(names, ["dots-work", "dots.git"]);
 }
+
+/// `run-user-commands --stop-for-personalization` (spec-note 0645): the hooks up to
+/// `postCreateCommand`, then the dotfiles, then it stops (no `postStartCommand`), and says so.
+#[test]
+fn run_user_commands_stops_for_personalization_after_the_dotfiles() {
+    let Some(ctx) = TestContext::busybox("run_user_commands_stops_for_personalization") else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[
+            ("install.sh", INSTALL),
+            (".profile-extra", "export FROM_DOTFILES=1\n"),
+        ],
+    );
+    let mount = format!("type=bind,source={},target=/srv/dots.git", bare.display());
+    // `--skip-post-create`: `up` runs no hook, so `run-user-commands` runs them all
+    ctx.up(&["--network", "none", "--mount", &mount, "--skip-post-create"]);
+    let run = ctx.run(
+        "run-user-commands",
+        &[
+            "--stop-for-personalization",
+            "--dotfiles-repository",
+            "/srv/dots.git",
+        ],
+    );
+    let result = run.ok().last_json();
+    assert_eq!(result["result"], "stopForPersonalization", "{result}");
+    assert_eq!(
+        result["devcell"]["lifecycle"]["dotfiles"]["outcome"], "installed",
+        "{result}"
+    );
+    let (code, order, err) = ctx.sh("cat \"$HOME/order\"");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = order.lines().collect();
+    assert_eq!(lines.len(), 2, "{order}");
+    assert_eq!(lines[0], "post-create");
+    assert!(lines[1].starts_with("dotfiles "), "{order}");
+}
