@@ -228,12 +228,33 @@ pub struct HandoffArgs {
     /// the same profile and configuration; it is never recreated or replaced.
     #[arg(long, value_name = "NAME")]
     pub container: Option<String>,
+    /// The user's dotfiles, installed in the container as by `up`.
+    #[command(flatten)]
+    pub dotfiles: HandoffDotfilesArgs,
     /// devcell user settings file (default `~/.config/devcell/config.toml`).
     #[arg(long)]
     pub config_file: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `handoff`'s dotfiles flags: as `up`'s, but a path is a folder on the host, bound read-only
+/// into the container (a handoff has no `--mount`; spec-note 0645).
+#[derive(Debug, Clone, Args)]
+pub struct HandoffDotfilesArgs {
+    /// Dotfiles repository installed once in the container as the remote user: a local git
+    /// repository's folder on this host (bound read-only, cloned inside), or a URL or
+    /// `owner/repo` for GitHub (cloned inside: needs a network that reaches it)
+    #[arg(long, value_name = "URL")]
+    pub dotfiles_repository: Option<String>,
+    /// Script of the repository to run instead of the first of install.sh, install,
+    /// bootstrap.sh, bootstrap, script/bootstrap, setup.sh, setup, script/setup
+    #[arg(long, value_name = "CMD")]
+    pub dotfiles_install_command: Option<String>,
+    /// Where the repository is cloned in the container (default `~/dotfiles`)
+    #[arg(long, value_name = "PATH")]
+    pub dotfiles_target_path: Option<String>,
 }
 
 /// `devcell status`.
@@ -1352,7 +1373,8 @@ pub struct RunUserCommandsOwnArgs {
     /// Hook selection.
     #[command(flatten)]
     pub hooks: HookArgs,
-    /// Not supported: devcell's hook plan has no personalization stop (refused).
+    /// Stop for personalization: run the hooks up to `postCreateCommand` and the dotfiles,
+    /// then stop (`postStartCommand` and `postAttachCommand` are not run)
     #[arg(long)]
     pub stop_for_personalization: bool,
 }

@@ -35,6 +35,7 @@ pub const SUPPORTED_FLAGS: &[&str] = &[
     "--pids-limit",
     "--device",
     "--publish",
+    "--gpus",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,7 @@ enum Flag {
     PidsLimit,
     Device,
     Publish,
+    Gpus,
 }
 
 impl Flag {
@@ -90,6 +92,7 @@ impl Flag {
             "pids-limit" => Flag::PidsLimit,
             "device" => Flag::Device,
             "publish" => Flag::Publish,
+            "gpus" => Flag::Gpus,
             _ => return None,
         })
     }
@@ -119,13 +122,84 @@ impl Flag {
 /// `host_env` resolves `-e NAME` without a value, as `docker run` does from its own environment
 /// (an unset variable is skipped).
 ///
+/// A GPU (`--gpus all`, `--device nvidia.com/gpu=all`) changes nothing here: it is the
+/// configuration's GPU request ([`gpu_run_arg`]), settled and judged with
+/// `hostRequirements.gpu` and given through [`ContainerSpec::gpu`] (spec-note 0646).
+///
 /// Errors: [`EngineError::UnsupportedRunArg`] for any other flag or a bare argument;
-/// [`EngineError::InvalidRunArg`] for a missing or invalid value; [`EngineError::InvalidMount`].
+/// [`EngineError::InvalidRunArg`] for a missing or invalid value (a GPU other than every GPU
+/// among them); [`EngineError::InvalidMount`].
 pub fn apply_run_args(
     spec: &mut ContainerSpec,
     args: &[String],
     host_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<()> {
+    for token in tokens(args)? {
+        match token.value {
+            Value::Bool(value) => match token.flag {
+                Flag::Init => spec.init = Some(value),
+                Flag::Privileged => spec.privileged = value,
+                _ => spec.read_only_rootfs = value,
+            },
+            Value::Text(value) => apply_value(spec, token.flag, &token.shown, &value, host_env)?,
+        }
+    }
+    Ok(())
+}
+
+/// The GPU `args` ask for, as written (`--gpus all`, `--device nvidia.com/gpu=all`), or
+/// `None`; the last one when several do. Arguments [`apply_run_args`] refuses ask for none.
+pub fn gpu_run_arg(args: &[String]) -> Option<String> {
+    tokens(args)
+        .ok()?
+        .into_iter()
+        .filter_map(|t| match (t.flag, t.value) {
+            (Flag::Gpus, Value::Text(v)) => Some(format!("{} {v}", t.shown)),
+            (Flag::Device, Value::Text(v)) if cdi_gpu(&v).is_some() => {
+                Some(format!("{} {v}", t.shown))
+            }
+            _ => None,
+        })
+        .next_back()
+}
+
+/// The CDI device name of an NVIDIA GPU (`nvidia.com/gpu=<name>`): `Some(name)`.
+fn cdi_gpu(value: &str) -> Option<&str> {
+    value.strip_prefix("nvidia.com/gpu=")
+}
+
+/// Every GPU, in `--gpus`'s and CDI's words: devcell gives every GPU or none (spec-note 0646).
+fn every_gpu(shown: &str, value: &str, all: &str) -> Result<()> {
+    if value.trim_matches('"') == "all" {
+        return Ok(());
+    }
+    Err(invalid(
+        shown,
+        format!(
+            "devcell gives a container every GPU or none: write `{all}` (or `hostRequirements.gpu`), found `{value}`"
+        ),
+    ))
+}
+
+/// A flag's value: a boolean flag's, or the text of any other.
+enum Value {
+    Bool(bool),
+    Text(String),
+}
+
+/// One flag of `runArgs`, its value read.
+struct Token {
+    flag: Flag,
+    /// The flag as written (`--name`, `-e`).
+    shown: String,
+    value: Value,
+}
+
+/// `args` read into flags and values (see [`apply_run_args`] for the spellings).
+///
+/// Errors: as [`apply_run_args`], for the flags and the values' presence.
+fn tokens(args: &[String]) -> Result<Vec<Token>> {
+    let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -161,8 +235,8 @@ pub fn apply_run_args(
         } else {
             return Err(EngineError::UnsupportedRunArg { flag: arg.clone() });
         };
-        if flag.is_bool() {
-            let value = match inline.as_deref() {
+        let value = if flag.is_bool() {
+            Value::Bool(match inline.as_deref() {
                 None | Some("true") | Some("1") => true,
                 Some("false") | Some("0") => false,
                 Some(other) => {
@@ -171,27 +245,22 @@ pub fn apply_run_args(
                         format!("expected `true` or `false`, found `{other}`"),
                     ));
                 }
-            };
-            match flag {
-                Flag::Init => spec.init = Some(value),
-                Flag::Privileged => spec.privileged = value,
-                _ => spec.read_only_rootfs = value,
-            }
-            continue;
-        }
-        let value = match inline {
-            Some(v) => v,
-            None => {
-                let v = args
-                    .get(i)
-                    .ok_or_else(|| invalid(&shown, "a value is required".to_string()))?;
-                i += 1;
-                v.clone()
-            }
+            })
+        } else {
+            Value::Text(match inline {
+                Some(v) => v,
+                None => {
+                    let v = args
+                        .get(i)
+                        .ok_or_else(|| invalid(&shown, "a value is required".to_string()))?;
+                    i += 1;
+                    v.clone()
+                }
+            })
         };
-        apply_value(spec, flag, &shown, &value, host_env)?;
+        out.push(Token { flag, shown, value });
     }
-    Ok(())
+    Ok(out)
 }
 
 fn invalid(flag: &str, message: String) -> EngineError {
@@ -285,9 +354,13 @@ fn apply_value(
                 .map_err(|_| invalid(shown, format!("expected an integer, found `{value}`")))?;
             spec.limits.pids = if n <= 0 { None } else { Some(n) };
         }
-        Flag::Device => spec
-            .devices
-            .push(parse_device(value).map_err(|m| invalid(shown, m))?),
+        Flag::Device => match cdi_gpu(value) {
+            Some(name) => every_gpu(shown, name, "--device nvidia.com/gpu=all")?,
+            None => spec
+                .devices
+                .push(parse_device(value).map_err(|m| invalid(shown, m))?),
+        },
+        Flag::Gpus => every_gpu(shown, value, "--gpus all")?,
         Flag::Publish => spec
             .ports
             .push(parse_publish(value).map_err(|m| invalid(shown, m))?),
@@ -811,8 +884,6 @@ mod tests {
     #[test]
     fn unknown_flags_and_bare_arguments_are_errors_naming_them() {
         for (a, named) in [
-            (vec!["--gpus", "all"], "--gpus"),
-            (vec!["--gpus=all"], "--gpus"),
             (vec!["-it"], "-it"),
             (vec!["ubuntu"], "ubuntu"),
             (vec!["--ipc=host"], "--ipc"),
@@ -824,6 +895,54 @@ mod tests {
             );
             assert!(err.to_string().contains(&format!("`{named}`")), "{err}");
         }
+    }
+
+    /// `--gpus all` and CDI's `--device nvidia.com/gpu=all` are the configuration's GPU
+    /// request (spec-note 0646): read by [`gpu_run_arg`], nothing in the spec (the GPU comes
+    /// only through the settled, judged request); a part of the GPUs is refused clearly.
+    #[test]
+    fn a_gpu_in_run_args_is_the_gpu_request_and_changes_nothing_here() {
+        for (a, asked) in [
+            (vec!["--gpus", "all"], "--gpus all"),
+            (vec!["--gpus=all"], "--gpus all"),
+            (vec!["--gpus", "\"all\""], "--gpus \"all\""),
+            (
+                vec!["--device", "nvidia.com/gpu=all"],
+                "--device nvidia.com/gpu=all",
+            ),
+            (
+                vec!["--init", "--device=nvidia.com/gpu=all"],
+                "--device nvidia.com/gpu=all",
+            ),
+        ] {
+            let owned: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            assert_eq!(gpu_run_arg(&owned).as_deref(), Some(asked), "{a:?}");
+            let s = map(&a).unwrap();
+            assert_eq!(s.gpu, None, "{a:?}");
+            assert!(s.devices.is_empty(), "{a:?}");
+        }
+        for a in [
+            vec!["--gpus", "1"],
+            vec!["--gpus", "device=0"],
+            vec!["--device", "nvidia.com/gpu=0"],
+        ] {
+            let err = map(&a).unwrap_err();
+            assert!(
+                err.to_string().contains("every GPU or none"),
+                "{a:?}: {err}"
+            );
+        }
+        // a value that only looks like the flag, another CDI device, no GPU
+        for a in [
+            vec!["--label", "--gpus"],
+            vec!["--device", "/dev/fuse"],
+            vec!["--env", "X=--device nvidia.com/gpu=all"],
+        ] {
+            let owned: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            assert_eq!(gpu_run_arg(&owned), None, "{a:?}");
+        }
+        let err = map(&["--device", "example.com/fpga=all"]).unwrap_err();
+        assert!(err.to_string().contains("absolute device paths"), "{err}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod context;
 pub mod delete;
 pub mod doctor;
 pub mod door;
+pub mod dotfiles;
 pub mod envelope;
 pub mod environment;
 pub mod expect_mount;

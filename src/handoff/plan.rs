@@ -82,6 +82,9 @@ pub struct HandoffOptions {
     /// `--container NAME`: this container devcell created for the workspace, never a new one
     /// (spec-note 0521).
     pub container: Option<String>,
+    /// `--dotfiles-repository` and its two flags: installed in the container as by `up`
+    /// ([`crate::handoff::dotfiles`]).
+    pub dotfiles: Option<crate::lifecycle::Dotfiles>,
 }
 
 impl HandoffOptions {
@@ -195,6 +198,9 @@ pub struct HandoffPlan {
     pub provided_user: Option<String>,
     /// Every mount the handoff adds.
     pub mounts: Vec<PlannedMount>,
+    /// The user's dotfiles (`--dotfiles-repository`), installed once per container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<crate::handoff::dotfiles::PlannedDotfiles>,
     /// Names of the host variables passed to the agent (never values): its `env` allow-list.
     pub env: Vec<String>,
     /// The host variables the configuration sends into the container (`${localEnv:NAME}`,
@@ -244,6 +250,7 @@ impl HandoffPlan {
                                 "git" | "gitProtected" | "gitObjects" | "containerGit"
                                 | "gitLink" => Some("git directory of a workspace repository"),
                                 "agentCredential" => Some("the agent's credential file"),
+                                "dotfiles" => Some("your `--dotfiles-repository`, read-only"),
                                 _ => None,
                             })
                     }
@@ -329,6 +336,8 @@ pub(crate) struct Prepared {
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
     pub(super) extra_mounts: Vec<String>,
+    /// The dotfiles step `up` runs, and the bound folder's `safe.directory` entry.
+    pub(super) dotfiles: Option<crate::handoff::dotfiles::HandoffDotfiles>,
     pub(super) secrets: IndexMap<String, String>,
     pub(super) agent_env: IndexMap<String, String>,
     /// The network chosen (a container's; the host runtime has the host's, whatever this says).
@@ -496,7 +505,11 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
             LockfileMode::Write => LockfileMode::ReadOnly,
             other => other,
         },
-        safe_directories: safe_directories(&p.workspace, &p.gits),
+        safe_directories: safe_directories(&p.workspace, &p.gits)
+            .into_iter()
+            .chain(p.dotfiles.iter().filter_map(|d| d.safe_directory()))
+            .collect(),
+        dotfiles: p.dotfiles.as_ref().map(|d| d.in_container.clone()),
         covers: crate::handoff::container_git::covers(
             (&p.workspace.root, &p.workspace.container_root),
             &p.gits,
@@ -551,6 +564,7 @@ pub(super) fn plan_lines(p: &HandoffPlan) -> Vec<String> {
             p.egress
         ));
     }
+    out.extend(p.dotfiles.iter().map(crate::handoff::dotfiles::plan_line));
     out.extend(p.permissions.iter().map(|perm| format!("plan: {perm}")));
     if !p.env.is_empty() || !p.secrets.is_empty() || !p.host_env.is_empty() {
         let from_config: Vec<&str> = p.host_env.iter().map(|u| u.name.as_str()).collect();
@@ -616,7 +630,8 @@ pub(super) async fn prepare(
     let (shown_network, shown_profile) = shown_choices(opts, host, network, profile, &mut warnings);
     let gits = container_gits(opts, &ws, host)?;
     let home = opts.env.get("HOME").cloned();
-    let mounts = plan_mounts(opts, &agent, &ws, &gits, host, home.as_deref())?;
+    let mut mounts = plan_mounts(opts, &agent, &ws, &gits, host, home.as_deref())?;
+    let dotfiles = with_dotfiles(opts, host, network, &mut mounts, &mut warnings)?;
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
     let target = TargetOptions {
@@ -678,6 +693,7 @@ pub(super) async fn prepare(
         },
         limits: judged.limits,
         mounts: mounts.planned,
+        dotfiles: dotfiles.as_ref().map(|d| d.planned.clone()),
         env: agent_env.keys().cloned().collect(),
         container,
         command: agent.command.clone(),
@@ -693,6 +709,7 @@ pub(super) async fn prepare(
         agent,
         target,
         extra_mounts: mounts.extra,
+        dotfiles,
         secrets,
         agent_env,
         network,
@@ -885,6 +902,28 @@ struct Mounts {
     planned: Vec<PlannedMount>,
     workspace: Option<crate::engine::Mount>,
     extra: Vec<String>,
+}
+
+/// The dotfiles step ([`crate::handoff::dotfiles::plan`]), its host folder's read-only bind
+/// added to `mounts`.
+fn with_dotfiles(
+    opts: &HandoffOptions,
+    host: bool,
+    network: NetworkMode,
+    mounts: &mut Mounts,
+    warnings: &mut Vec<String>,
+) -> Result<Option<crate::handoff::dotfiles::HandoffDotfiles>> {
+    let dotfiles = crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, warnings)?;
+    if let Some(m) = dotfiles.as_ref().and_then(|d| d.mount.as_ref()) {
+        mounts.extra.push(m.to_mount_string());
+        mounts.planned.push(PlannedMount {
+            source: m.source.to_string_lossy().into_owned(),
+            target: m.target.clone(),
+            read_only: true,
+            purpose: "dotfiles".into(),
+        });
+    }
+    Ok(dotfiles)
 }
 
 /// The root becomes the workspace mount; the git directories' mounts and the agent's read-only
@@ -1109,6 +1148,7 @@ fn plan_of_workspace(
         permission_notes: Vec::new(),
         provided_user: None,
         mounts: Vec::new(),
+        dotfiles: None,
         env: Vec::new(),
         host_env: Vec::new(),
         secrets: secret_names,

@@ -236,6 +236,10 @@ pub struct PlanOptions {
     /// `--prebuild`: run `onCreateCommand`, then `updateContentCommand` even if it ran before,
     /// and stop.
     pub prebuild: bool,
+    /// `run-user-commands --stop-for-personalization`: run the hooks up to `postCreateCommand`
+    /// and the personalization step (dotfiles), then stop: `postStartCommand` and
+    /// `postAttachCommand` are skipped (the reference CLI's order).
+    pub stop_for_personalization: bool,
 }
 
 impl PlanOptions {
@@ -334,6 +338,8 @@ impl Plan {
                 Some("--skip-post-create")
             } else if options.prebuild && hook > LifecycleHook::UpdateContentCommand {
                 Some("--prebuild")
+            } else if options.stop_for_personalization && hook > LifecycleHook::PostCreateCommand {
+                Some("--stop-for-personalization")
             } else if options.skip_post_attach && hook == LifecycleHook::PostAttachCommand {
                 Some("--skip-post-attach")
             } else if options.skip_non_blocking_commands && !options.prebuild && hook > wait_for {
@@ -629,6 +635,32 @@ mod tests {
                 .iter()
                 .all(|s| s.reason == SkipReason::Flag("--skip-post-create"))
         );
+    }
+
+    /// `--stop-for-personalization` runs up to `postCreateCommand` and the dotfiles step, then
+    /// stops (the reference CLI's `runLifecycleHooks` order).
+    #[test]
+    fn stop_for_personalization_stops_after_post_create_and_still_personalizes() {
+        let options = PlanOptions {
+            stop_for_personalization: true,
+            ..PlanOptions::default()
+        };
+        let plan = plan(&all_hooks(), BringUpKind::Created, options);
+        assert_eq!(
+            hooks(&plan.stages().cloned().collect::<Vec<_>>()),
+            vec![OnCreateCommand, UpdateContentCommand, PostCreateCommand]
+        );
+        for hook in [PostStartCommand, PostAttachCommand] {
+            assert!(
+                plan.skipped.contains(&SkippedHook {
+                    hook,
+                    reason: SkipReason::Flag("--stop-for-personalization")
+                }),
+                "{:?}",
+                plan.skipped
+            );
+        }
+        assert!(options.personalizes(UpdateContentCommand));
     }
 
     #[test]

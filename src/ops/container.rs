@@ -384,8 +384,8 @@ mod tests {
 
     #[test]
     fn unknown_run_arg_is_named() {
-        let err = build(json!({"runArgs": ["--gpus", "all"]})).unwrap_err();
-        assert!(err.to_string().contains("`--gpus`"), "{err}");
+        let err = build(json!({"runArgs": ["--ipc", "host"]})).unwrap_err();
+        assert!(err.to_string().contains("`--ipc`"), "{err}");
     }
 
     #[test]

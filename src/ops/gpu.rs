@@ -23,9 +23,18 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::options::{GpuAvailability, UpOptions};
 use crate::progress::{Event, Reporter};
 
-/// What devcontainer.json's `hostRequirements.gpu` asks, as written (`true`, `"optional"`,
-/// `{"cores":2,"memory":"8gb"}`); `None` when it asks for no GPU (absent or `false`).
+/// What devcontainer.json asks for a GPU, as written: its `hostRequirements.gpu` (`true`,
+/// `"optional"`, `{"cores":2,"memory":"8gb"}`), else a `runArgs` GPU (`runArgs --gpus all`,
+/// `runArgs --device nvidia.com/gpu=all`: the same request, spec-note 0646); `None` when it
+/// asks for no GPU (both absent, or `hostRequirements.gpu: false` with no `runArgs` GPU).
 pub fn asked(config: &DevContainerConfig) -> Option<String> {
+    host_requirement(config).or_else(|| {
+        crate::engine::run_args::gpu_run_arg(&config.run_args).map(|a| format!("runArgs {a}"))
+    })
+}
+
+/// `hostRequirements.gpu` as written, when truthy.
+fn host_requirement(config: &DevContainerConfig) -> Option<String> {
     let gpu = config.host_requirements.as_ref()?.gpu.as_ref()?;
     Some(match gpu {
         GpuRequirement::Required(false) => return None,
@@ -95,7 +104,8 @@ pub fn settle(
     if availability == GpuAvailability::All {
         return Err(OpsError::Unsupported {
             message: format!(
-                "`--gpu-availability all`, but the engine shows no GPU (no `nvidia` runtime, no CDI GPU device) for `hostRequirements.gpu`: {asked}"
+                "`--gpu-availability all`, but the engine shows no GPU (no `nvidia` runtime, no CDI GPU device), and {}",
+                shown_ask(&asked)
             ),
             hint: Some(
                 "install the GPU's container runtime, or use `--gpu-availability detect` to go on without a GPU".into(),
@@ -111,10 +121,19 @@ pub fn settle(
     );
     let warning = (!optional).then(|| {
         format!(
-            "`hostRequirements.gpu` is {asked} but the engine shows no GPU: the container gets none (write \"optional\" if it can do without)"
+            "{} but the engine shows no GPU: the container gets none (write `hostRequirements.gpu: \"optional\"` if it can do without)",
+            shown_ask(&asked)
         )
     });
     Ok((GpuAvailability::None, warning))
+}
+
+/// What asked, in a sentence: `` `hostRequirements.gpu` is true `` or `` `runArgs --gpus all` ``.
+fn shown_ask(asked: &str) -> String {
+    match asked.strip_prefix("runArgs ") {
+        Some(flag) => format!("`runArgs` asks for a GPU (`{flag}`)"),
+        None => format!("`hostRequirements.gpu` is {asked}"),
+    }
 }
 
 /// The GPU request of a container built from `config` under `availability` as [`resolve`]
@@ -213,6 +232,46 @@ mod tests {
             assert_eq!(request(&c, GpuAvailability::None), None);
         }
         assert_eq!(asked(&DevContainerConfig::default()), None);
+    }
+
+    /// `runArgs --gpus all` (or CDI's `--device nvidia.com/gpu=all`) is the same GPU request
+    /// as `hostRequirements.gpu: true`: settled and judged the same way, never passed on by
+    /// itself (spec-note 0646).
+    #[test]
+    fn a_gpu_in_run_args_is_the_same_request() {
+        for (args, expected) in [
+            (vec!["--gpus", "all"], "runArgs --gpus all"),
+            (
+                vec!["--device=nvidia.com/gpu=all"],
+                "runArgs --device nvidia.com/gpu=all",
+            ),
+        ] {
+            let c = DevContainerConfig {
+                run_args: args.iter().map(|a| a.to_string()).collect(),
+                ..DevContainerConfig::default()
+            };
+            assert_eq!(asked(&c).as_deref(), Some(expected));
+            assert_eq!(
+                request(&c, GpuAvailability::All)
+                    .map(|r| r.asked)
+                    .as_deref(),
+                Some(expected)
+            );
+            assert_eq!(request(&c, GpuAvailability::Detect), None);
+            let (_, warning) = settle(GpuAvailability::Detect, &c, false).unwrap();
+            assert!(
+                warning.unwrap().contains("`runArgs` asks for a GPU"),
+                "{expected}"
+            );
+            let err = settle(GpuAvailability::All, &c, false).unwrap_err();
+            assert!(err.to_string().contains("`runArgs` asks"), "{err}");
+        }
+        // `hostRequirements.gpu` names it when both ask
+        let both = DevContainerConfig {
+            run_args: vec!["--gpus".into(), "all".into()],
+            ..config(Some(GpuRequirement::Optional))
+        };
+        assert_eq!(asked(&both).as_deref(), Some("\"optional\""));
     }
 
     /// `detect` follows the engine; with no GPU, `true` (and the object form) warns and

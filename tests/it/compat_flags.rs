@@ -196,16 +196,10 @@ fn accepted_reference_flags_parse() {
 
 #[test]
 fn unsupported_reference_flags_are_refused_by_name() {
-    let refused: &[(&[&str], &str)] = &[
-        (
-            &["up", "--cache-to", "type=local,dest=/tmp/c"],
-            "--cache-to",
-        ),
-        (
-            &["run-user-commands", "--stop-for-personalization"],
-            "--stop-for-personalization",
-        ),
-    ];
+    let refused: &[(&[&str], &str)] = &[(
+        &["up", "--cache-to", "type=local,dest=/tmp/c"],
+        "--cache-to",
+    )];
     for (args, flag) in refused {
         let out = devcell()
             .args(*args)

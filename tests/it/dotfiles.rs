@@ -189,3 +189,193 @@ fn a_failing_dotfiles_install_is_reported_and_up_goes_on() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "post-create\npost-start\nunmarked\n");
 }
+
+/// A handoff workspace (`<tmp>/repo`, a committed git repository with `devcontainer`) in an
+/// isolated context, and its settings file: agent `a` runs `agent`.
+fn handoff_workspace(ctx: TestContext, devcontainer: &str, agent: &str) -> (TestContext, PathBuf) {
+    let ctx = ctx.isolated().at("repo").delete_on_drop();
+    ctx.write(".devcontainer/devcontainer.json", devcontainer);
+    git(ctx.path(), &["init", "-q"]);
+    git(ctx.path(), &["add", "-A"]);
+    git(ctx.path(), &["commit", "-q", "-m", "initial"]);
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(&config, format!("[agents.a]\ncommand = {agent}\n")).unwrap();
+    (ctx, config)
+}
+
+fn handoff(ctx: &TestContext, config: &Path, extra: &[&str]) -> std::process::Output {
+    ctx.command()
+        .args(["handoff", "--workspace-folder"])
+        .arg(ctx.path())
+        .args(["--agent", "a", "--config-file"])
+        .arg(config)
+        .args(extra)
+        .output()
+        .expect("devcell runs")
+}
+
+/// `handoff --plan` carries the dotfiles step (spec-note 0645): a host folder is bound
+/// read-only at `/run/devcell/dotfiles` and named in the plan; `--runtime host` refuses the
+/// flags.
+#[test]
+fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
+    let (ctx, config) = handoff_workspace(
+        TestContext::new("handoff-dotfiles-plan"),
+        r#"{"image": "devcell-test/busybox:1", "remoteUser": "nobody"}"#,
+        r#"["true"]"#,
+    );
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(repos.path(), &[("install.sh", INSTALL)]);
+    let bare_arg = bare.to_str().unwrap();
+    let out = handoff(
+        &ctx,
+        &config,
+        &[
+            "--plan",
+            "--format",
+            "json",
+            "--dotfiles-repository",
+            bare_arg,
+        ],
+    );
+    let v = crate::support::envelope(&out);
+    let real = std::fs::canonicalize(&bare).unwrap();
+    assert_eq!(
+        v["result"]["dotfiles"],
+        serde_json::json!({
+            "repository": bare_arg,
+            "hostSource": real,
+            "targetPath": "~/dotfiles",
+            "installCommand": null,
+        }),
+        "{v}"
+    );
+    let mounts = v["result"]["mounts"].as_array().unwrap();
+    assert!(
+        mounts.contains(&serde_json::json!({
+            "source": real,
+            "target": "/run/devcell/dotfiles",
+            "readOnly": true,
+            "purpose": "dotfiles",
+        })),
+        "{v}"
+    );
+    let text = handoff(
+        &ctx,
+        &config,
+        &["--plan", "--dotfiles-repository", bare_arg],
+    );
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("  dotfiles   host folder") && stdout.contains("bound read-only"),
+        "{stdout}"
+    );
+    let host = handoff(
+        &ctx,
+        &config,
+        &["--runtime", "host", "--dotfiles-repository", bare_arg],
+    );
+    assert!(!host.status.success());
+    let err = String::from_utf8_lossy(&host.stderr);
+    assert!(err.contains("--runtime host"), "{err}");
+}
+
+/// `handoff --dotfiles-repository <host folder>` end to end under network `none`: the folder is
+/// bound read-only, cloned inside the container and its `install.sh` run there once, as the
+/// remote user's numeric ids; the agent (same ids) finds the install's marker in its home, and
+/// nothing is written on the host.
+#[test]
+fn a_handoff_installs_dotfiles_from_a_host_folder_inside_the_container() {
+    let Some(ctx) = TestContext::busybox("a_handoff_installs_dotfiles_from_a_host") else {
+        return;
+    };
+    let image = dotfiles_image();
+    // the agent passes only when the marker is in its own home, written by its own ids
+    let (ctx, config) = handoff_workspace(
+        ctx,
+        &format!(r#"{{"image": "{image}", "remoteUser": "nobody"}}"#),
+        r#"["sh", "-c", "grep -qx \"ran $(id -u):$(id -g) $HOME/dotfiles\" \"$HOME/dotfiles-ran\" || { cat \"$HOME/dotfiles-ran\"; id; exit 9; }"]"#,
+    );
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[(
+            "install.sh",
+            "#!/bin/sh\necho \"ran $(id -u):$(id -g) $(pwd)\" > \"$HOME/dotfiles-ran\"\n",
+        )],
+    );
+    let out = handoff(
+        &ctx,
+        &config,
+        &[
+            "--format",
+            "json",
+            "--dotfiles-repository",
+            bare.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Installing dotfiles from /run/devcell/dotfiles"),
+        "{err}"
+    );
+    let v = crate::support::envelope(&out);
+    assert_eq!(v["result"]["exitCode"], 0, "{v}");
+    // Nothing of it on the host: no marker anywhere under the test's folders, and the
+    // repositories' folder holds only what the test made.
+    let found = Command::new("find")
+        .args([ctx.tmp(), repos.path()])
+        .args(["-name", "dotfiles-ran"])
+        .output()
+        .unwrap();
+    assert!(found.stdout.is_empty(), "{found:?}");
+    let mut names: Vec<String> = std::fs::read_dir(repos.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dots-work", "dots.git"]);
+}
+
+/// `run-user-commands --stop-for-personalization` (spec-note 0645): the hooks up to
+/// `postCreateCommand`, then the dotfiles, then it stops (no `postStartCommand`), and says so.
+#[test]
+fn run_user_commands_stops_for_personalization_after_the_dotfiles() {
+    let Some(ctx) = TestContext::busybox("run_user_commands_stops_for_personalization") else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[
+            ("install.sh", INSTALL),
+            (".profile-extra", "export FROM_DOTFILES=1\n"),
+        ],
+    );
+    let mount = format!("type=bind,source={},target=/srv/dots.git", bare.display());
+    // `--skip-post-create`: `up` runs no hook, so `run-user-commands` runs them all
+    ctx.up(&["--network", "none", "--mount", &mount, "--skip-post-create"]);
+    let run = ctx.run(
+        "run-user-commands",
+        &[
+            "--stop-for-personalization",
+            "--dotfiles-repository",
+            "/srv/dots.git",
+        ],
+    );
+    let result = run.ok().last_json();
+    assert_eq!(result["result"], "stopForPersonalization", "{result}");
+    assert_eq!(
+        result["devcell"]["lifecycle"]["dotfiles"]["outcome"], "installed",
+        "{result}"
+    );
+    let (code, order, err) = ctx.sh("cat \"$HOME/order\"");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = order.lines().collect();
+    assert_eq!(lines.len(), 2, "{order}");
+    assert_eq!(lines[0], "post-create");
+    assert!(lines[1].starts_with("dotfiles "), "{order}");
+}

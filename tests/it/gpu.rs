@@ -120,3 +120,41 @@ fn gpu_availability_all_on_an_engine_without_one_is_refused_and_nothing_is_creat
         assert!(ctx.containers().is_empty(), "nothing is created");
     }
 }
+
+/// `runArgs: ["--gpus", "all"]` is the same GPU request as `hostRequirements.gpu: true`
+/// (spec-note 0646): `up` accepts it (it was an unknown run argument), finds no GPU, warns
+/// naming it and passes nothing to the engine; `all` is refused, naming it.
+#[test]
+fn a_gpus_run_arg_is_the_gpu_request_and_never_passed_by_itself() {
+    let Some(ctx) = TestContext::busybox("gpu-run-arg-none-found") else {
+        return;
+    };
+    if engine_has_gpu() {
+        return;
+    }
+    let ctx = ctx.config_json(&json!({"image": BUSYBOX_IMAGE, "runArgs": ["--gpus", "all"]}));
+    let result = ctx.up(&[]);
+    let id = result["containerId"].as_str().unwrap();
+    assert_eq!(device_requests(id), Value::Null, "{result}");
+    let shown: Vec<String> = warnings(&result)
+        .into_iter()
+        .filter(|w| w.contains("`runArgs` asks for a GPU (`--gpus all`)"))
+        .collect();
+    assert_eq!(shown.len(), 1, "{result}");
+    let run = ctx.run(
+        "up",
+        &[
+            "--gpu-availability",
+            "all",
+            "--allow",
+            "gpu",
+            "--remove-existing-container",
+        ],
+    );
+    run.failed();
+    let message = run.last_json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("`--gpus all`"), "{message}");
+}

@@ -314,6 +314,36 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         },
         environment: environment_request(&args.environment)?,
         container: args.container.clone(),
+        dotfiles: handoff_dotfiles(&args.dotfiles)?,
+    })
+}
+
+/// The dotfiles flags of `handoff`: a path (`./`, `../`, `~/` or absolute) is a host folder,
+/// made absolute here ([`crate::handoff::dotfiles`]).
+fn handoff_dotfiles(
+    args: &crate::cli::args::HandoffDotfilesArgs,
+) -> Result<Option<crate::ops::Dotfiles>, OpsError> {
+    let repository = args.dotfiles_repository.as_deref().map(|r| {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let path = match (r.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => Some(home.join(rest)),
+            _ if r.starts_with("./") || r.starts_with("../") || r == "." => {
+                std::env::current_dir().ok().map(|cwd| cwd.join(r))
+            }
+            _ => None,
+        };
+        path.map_or_else(|| r.to_string(), |p| p.to_string_lossy().into_owned())
+    });
+    crate::ops::Dotfiles::from_flags(
+        repository.as_deref(),
+        args.dotfiles_install_command.as_deref(),
+        args.dotfiles_target_path.as_deref(),
+    )
+    .map_err(|message| OpsError::Unsupported {
+        message,
+        hint: Some(
+            "give a local git repository's folder, a URL, or `owner/repo` for GitHub".into(),
+        ),
     })
 }
 
@@ -467,6 +497,9 @@ fn render_plan(p: &HandoffPlan) -> String {
     }
     let _ = writeln!(s, "  env        {}", list_or_none(&p.env));
     let _ = writeln!(s, "  secrets    {}", list_or_none(&p.secrets));
+    if let Some(d) = &p.dotfiles {
+        let _ = writeln!(s, "  dotfiles   {}", crate::handoff::dotfiles::describe(d));
+    }
     let _ = writeln!(
         s,
         "  container  {}{}",

@@ -186,6 +186,7 @@ pub(crate) fn hooks(args: &HookArgs) -> anyhow::Result<(PlanOptions, IndexMap<St
         skip_post_attach: args.skip_post_attach,
         skip_non_blocking_commands: args.skip_non_blocking_commands,
         prebuild: args.prebuild,
+        ..PlanOptions::default()
     };
     let secrets = match &args.secrets_file {
         Some(path) => crate::ops::read_secrets_file(Path::new(path))?,

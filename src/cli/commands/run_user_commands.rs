@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::args::RunUserCommandsArgs;
 use crate::cli::commands::{
-    apply_log_args, block_on, dotfiles, hooks, in_container_target, refuse, remote,
+    apply_log_args, block_on, dotfiles, hooks, in_container_target, remote,
 };
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::{RunUserCommandsOptions, run_user_commands};
@@ -14,15 +14,9 @@ use crate::ops::{RunUserCommandsOptions, run_user_commands};
 pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
     apply_log_args(&args.common.log);
     let result = (|| {
-        refuse(
-            "--stop-for-personalization",
-            args.own.stop_for_personalization,
-            "run-user-commands",
-            "devcell does not stop after the personalization step (dotfiles)",
-            "use `--skip-non-blocking-commands` or `--prebuild` to stop early",
-        )?;
         let (remote_env, probe) = remote(&args.remote)?;
-        let (plan, secrets) = hooks(&args.own.hooks)?;
+        let (mut plan, secrets) = hooks(&args.own.hooks)?;
+        plan.stop_for_personalization = args.own.stop_for_personalization;
         let opts = RunUserCommandsOptions {
             target: in_container_target(&args)?,
             plan,
@@ -37,8 +31,12 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
     })();
     match result {
         Ok((report, plan)) => {
+            // the reference's result: `--prebuild` and `--skip-non-blocking-commands` stop
+            // before the personalization step (the latter when `waitFor` comes before it)
             let kind = if plan.prebuild {
                 "prebuild"
+            } else if plan.stop_for_personalization && !plan.skip_non_blocking_commands {
+                "stopForPersonalization"
             } else if plan.skip_non_blocking_commands {
                 "skipNonBlocking"
             } else {

@@ -31,6 +31,9 @@ impl DockerEngine {
                 *options = podman_tmpfs_options(options);
             }
         }
+        if podman {
+            podman_gpus(&mut body);
+        }
         let created = self
             .docker
             .create_container(Some(options), body)
@@ -246,6 +249,32 @@ fn all_gpus() -> DeviceRequest {
     }
 }
 
+/// Podman gives GPUs through CDI, not through Docker's `--gpus` device request (which its
+/// Docker-compatible API ignores): a granted GPU becomes the CDI device request of every NVIDIA
+/// GPU, `{Driver: "cdi", DeviceIDs: ["nvidia.com/gpu=all"]}` (`--device nvidia.com/gpu=all`),
+/// spec-note 0646. A body with no GPU is unchanged.
+pub(crate) fn podman_gpus(body: &mut ContainerCreateBody) {
+    let Some(requests) = body
+        .host_config
+        .as_mut()
+        .and_then(|h| h.device_requests.as_mut())
+    else {
+        return;
+    };
+    for request in requests.iter_mut() {
+        if *request == all_gpus() {
+            *request = DeviceRequest {
+                driver: Some("cdi".to_string()),
+                device_ids: Some(vec![PODMAN_ALL_GPUS.to_string()]),
+                ..DeviceRequest::default()
+            };
+        }
+    }
+}
+
+/// The CDI name of every NVIDIA GPU (the NVIDIA container toolkit's generated spec).
+const PODMAN_ALL_GPUS: &str = "nvidia.com/gpu=all";
+
 /// Podman refuses the `uid=`/`gid=` tmpfs options Docker passes to the kernel; its own `U`
 /// option makes the tmpfs owned by the container's user instead (spec-note 0084).
 pub(crate) fn podman_tmpfs_options(options: &str) -> String {
@@ -318,6 +347,22 @@ mod tests {
         );
         assert_eq!(host.devices, None);
         assert_eq!(host.privileged, Some(false));
+
+        // Under Podman the same request is CDI's every NVIDIA GPU, and nothing else changes.
+        let mut podman = to_create_body(&spec);
+        podman_gpus(&mut podman);
+        let host = podman.host_config.unwrap();
+        assert_eq!(
+            serde_json::to_value(host.device_requests.unwrap()).unwrap(),
+            serde_json::json!([{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}])
+        );
+        assert_eq!(host.devices, None);
+        let mut none = to_create_body(&ContainerSpec {
+            image: "img".into(),
+            ..ContainerSpec::default()
+        });
+        podman_gpus(&mut none);
+        assert_eq!(none.host_config.unwrap().device_requests, None);
     }
 
     #[test]
