@@ -521,6 +521,11 @@ pub struct MailSettings {
     /// Whether worktree handoffs get the mail channel too (clone tasks always do; `handoff
     /// --mail` / `--no-mail` decide for one handoff; spec-note 0532).
     pub worktrees: bool,
+    /// The host command run once per escalated message (argv, never a shell string; empty:
+    /// none). Only the user's file can name it (spec-note 0533).
+    pub escalate_command: Vec<String>,
+    /// Its deadline in seconds (1–50, default 10); past it its process group is killed.
+    pub escalate_timeout_seconds: u64,
 }
 
 impl Default for MailSettings {
@@ -533,6 +538,8 @@ impl Default for MailSettings {
             max_log_bytes: 64 * 1024 * 1024,
             lease_seconds: 300,
             worktrees: false,
+            escalate_command: Vec::new(),
+            escalate_timeout_seconds: 10,
         }
     }
 }

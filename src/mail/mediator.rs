@@ -9,6 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::error::{MailError, Result};
+use super::escalate::{Escalation, EscalationRun};
 use super::model::{
     Draft, GroupName, InboxItem, Message, MessageId, MessageView, Party, Receipt, RecipientState,
     SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
@@ -61,6 +62,7 @@ pub struct Mediator {
     policy: Policy,
     bounds: Bounds,
     clock: Arc<dyn Clock>,
+    escalation: Option<Escalation>,
 }
 
 impl std::fmt::Debug for Mediator {
@@ -90,7 +92,15 @@ impl Mediator {
             policy,
             bounds,
             clock: Arc::new(SystemClock),
+            escalation: None,
         })
+    }
+
+    /// The same mediator running `escalation` for each message its policy escalates (the
+    /// user's `[mail] escalate_command`; `None`: no command).
+    pub fn with_escalation(mut self, escalation: Option<Escalation>) -> Mediator {
+        self.escalation = escalation;
+        self
     }
 
     /// The same mediator with another clock.
@@ -236,14 +246,55 @@ impl Mediator {
     /// [`MailError::RateLimited`], [`MailError::ClientIdReused`], [`MailError::LogFull`], store
     /// errors.
     pub fn send(&self, from: &TaskName, draft: Draft) -> Result<Receipt> {
-        self.transact(|state, now| {
+        let receipt = self.transact(|state, now| {
             let sender = Party::Task(from.clone());
             let client_id = draft.client_id.clone();
             match self.accept(state, now, &sender, draft) {
                 Ok(outcome) => outcome,
                 Err(e) => self.refusal(state, now, sender, client_id, e),
             }
-        })
+        })?;
+        self.escalate_accepted(&receipt);
+        Ok(receipt)
+    }
+
+    /// Runs the escalation command for the message of `receipt` when the policy escalated it
+    /// to a recipient: after it is held in the log and outside the log's lock (a command that
+    /// runs `devcell mail list` does not wait on it), once (a deduplicated retry runs nothing),
+    /// and logs what the command did (`escalation-ran`). Whatever it did, the message stays
+    /// held. `None` when nothing ran.
+    fn escalate_accepted(&self, receipt: &Receipt) -> Option<EscalationRun> {
+        let escalation = self.escalation.as_ref()?;
+        if receipt.duplicate {
+            return None;
+        }
+        let (message, to) = self
+            .transact(|state, _| {
+                let found = state.messages.get(&receipt.id).map(|e| {
+                    let to: Vec<TaskName> = e
+                        .recipients
+                        .iter()
+                        .filter(|(_, d)| d.escalated)
+                        .map(|(t, _)| t.clone())
+                        .collect();
+                    (e.message.clone(), to)
+                });
+                (Vec::new(), Ok(found))
+            })
+            .ok()
+            .flatten()?;
+        if to.is_empty() {
+            return None;
+        }
+        let run = escalation.run(&self.group, &message, &to);
+        let event = Event::EscalationRan {
+            id: message.id.clone(),
+            to,
+            run: run.clone(),
+        };
+        // a full or unwritable log cannot take the record; the message is held all the same
+        let _ = self.transact(|_, _| (vec![event], Ok(())));
+        Some(run)
     }
 
     /// Replies to message `id` (addressed to `task`): to its sender (a reply to
@@ -253,7 +304,7 @@ impl Mediator {
     /// # Errors
     /// As [`Mediator::send`], and [`MailError::NoSuchMessage`].
     pub fn reply(&self, task: &TaskName, id: &MessageId, mut draft: Draft) -> Result<Receipt> {
-        self.transact(|state, now| {
+        let receipt = self.transact(|state, now| {
             let sender = Party::Task(task.clone());
             let client_id = draft.client_id.clone();
             let original = match visible_to_recipient(state, task, id) {
@@ -272,7 +323,9 @@ impl Mediator {
                 Ok(outcome) => outcome,
                 Err(e) => self.refusal(state, now, sender, client_id, e),
             }
-        })
+        })?;
+        self.escalate_accepted(&receipt);
+        Ok(receipt)
     }
 
     /// The mediator's own message (the host user's `post`): no policy, no rate bound.

@@ -8,12 +8,14 @@
 //! [`Mediator`].
 
 pub mod error;
+pub mod escalate;
 pub mod mediator;
 pub mod model;
 pub mod policy;
 pub mod store;
 
 pub use error::MailError;
+pub use escalate::{Escalation, EscalationRun};
 pub use mediator::{Clock, MALFORMED_CONNECTION, Mediator, Recipients, SystemClock};
 pub use model::{
     Delivery, Draft, GroupName, Importance, InboxItem, MEDIATOR, Message, MessageId, MessageType,

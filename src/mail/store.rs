@@ -18,6 +18,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::{MailError, Result};
+use super::escalate::EscalationRun;
 use super::model::{
     Delivery, GroupName, Message, MessageId, MessageView, Party, RecipientState, TaskInfo, TaskName,
 };
@@ -107,6 +108,17 @@ pub enum Event {
         /// Why (rejected, dropped, redelivered).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+    },
+    /// The user's escalation command ran for an escalated message (spec-note 0533); the
+    /// message stays held whatever it did.
+    EscalationRan {
+        /// The message.
+        id: MessageId,
+        /// The recipients it was escalated for.
+        to: Vec<TaskName>,
+        /// What the command did.
+        #[serde(flatten)]
+        run: EscalationRun,
     },
     /// A torn last line was found and moved aside.
     TornTail {
@@ -267,6 +279,8 @@ impl State {
                 }
             }
             Event::TornTail { saved_to, .. } => self.torn.push(saved_to.clone()),
+            // a record for the host user: no delivery changes (the message stays held)
+            Event::EscalationRan { .. } => {}
         }
     }
 }

@@ -827,3 +827,74 @@ fn the_size_bound_holds_for_the_logged_line_of_a_control_character_body() {
     plain.body = "x".repeat(900);
     f.m.send(&t("a"), plain).expect("900 plain bytes fit");
 }
+
+// The escalation command (spec-note 0533) as the mediator runs it.
+
+fn log_lines(m: &Mediator, event: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(m.log_path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// The mediator runs the command once per escalated message (not for a held one, not again
+/// for a retried send), logs its exit, and a failing command leaves the message held for
+/// the host user, who forwards it as ever.
+#[test]
+fn an_escalated_message_runs_the_command_once_and_stays_held_whatever_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!(
+        "printf '%s %s\\n' \"$DEVCELL_MAIL_ID\" \"$DEVCELL_MAIL_TO\" >> '{}'; echo failing >&2; exit 4",
+        marker.display()
+    );
+    let policy = Policy::forward_all()
+        .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
+        .unwrap()
+        .with_rule("*", "c", None, Action::Hold)
+        .unwrap();
+    let m = Mediator::open(dir.path(), &group(), policy, Bounds::default())
+        .unwrap()
+        .with_escalation(
+            Escalation::from_settings(&crate::settings::MailSettings {
+                escalate_command: vec!["/bin/sh".into(), "-c".into(), script],
+                ..crate::settings::MailSettings::default()
+            })
+            .unwrap(),
+        );
+    for task in ["a", "b", "c"] {
+        m.register(&t(task), None).unwrap();
+    }
+    let mut draft = Draft::new(vec![t("b"), t("c")], MessageType::Request, "please", "x");
+    draft.client_id = Some(MessageId::new("retry-1").unwrap());
+    let receipt = m.send(&t("a"), draft.clone()).unwrap();
+    assert_eq!(receipt.recipients[&t("b")], RecipientState::Held);
+    let again = m.send(&t("a"), draft).unwrap();
+    assert!(again.duplicate);
+    // held only (no escalation): nothing runs
+    m.send(
+        &t("a"),
+        Draft::new(vec![t("c")], MessageType::Notice, "n", "x"),
+    )
+    .unwrap();
+
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        format!("{} b\n", receipt.id),
+        "once, for the escalated recipient only"
+    );
+    let ran = log_lines(&m, "escalation-ran");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0]["id"], receipt.id.as_str());
+    assert_eq!(ran[0]["to"], serde_json::json!(["b"]));
+    assert_eq!(ran[0]["exit"], 4);
+    assert_eq!(ran[0]["stderr"], "failing\n");
+    let view = m.show(&receipt.id).unwrap();
+    assert_eq!(view.recipients[&t("b")].state, RecipientState::Held);
+    assert!(view.recipients[&t("b")].escalated);
+    assert!(m.inbox(&t("b")).unwrap().is_empty());
+    m.forward(&receipt.id, Some(&[t("b")])).unwrap();
+    assert_eq!(m.inbox(&t("b")).unwrap().len(), 1, "forwarded as ever");
+}

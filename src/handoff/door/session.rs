@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
 use super::{ContainerDoor, DoorError, DoorServer, Limits, MailDoor, SocketFolder, install_client};
-use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+use crate::mail::{Bounds, Escalation, GroupName, Mediator, Policy, TaskName};
 use crate::settings::MailSettings;
 
 /// How long [`DoorRequest::open`] waits for another handoff of the same task to let go of
@@ -143,12 +143,15 @@ impl DoorRequest {
     /// [`DoorError::Mail`] (the policy refused, the log unreadable); [`DoorError::Io`].
     pub fn open(&self, settings: &MailSettings, wait: Duration) -> Result<SessionDoor, DoorError> {
         let lock = self.lock(wait)?;
-        let mediator = Arc::new(Mediator::open(
-            &self.state_root,
-            &self.group,
-            Policy::from_settings(settings)?,
-            Bounds::from_settings(settings),
-        )?);
+        let mediator = Arc::new(
+            Mediator::open(
+                &self.state_root,
+                &self.group,
+                Policy::from_settings(settings)?,
+                Bounds::from_settings(settings),
+            )?
+            .with_escalation(Escalation::from_settings(settings)?),
+        );
         mediator.register(&self.task, self.branch.as_deref())?;
         let handler = Arc::new(MailDoor::new(
             Arc::clone(&mediator),

@@ -767,3 +767,103 @@ fn polling_the_inbox_without_pause_is_rate_bounded() {
     assert_eq!(sent.status, 0, "{}", String::from_utf8_lossy(&sent.stderr));
     assert_eq!(door.counts().refused, 2);
 }
+
+/// The user's escalation command through the real channel (spec-note 0533): a session's door
+/// opened with `[mail] escalate_command`, the real static `devcell-mail` sending a request the
+/// policy escalates, with shell metacharacters in its subject and body. The command ran once,
+/// with the message's id, sender, recipient, type and subject as its environment values;
+/// nothing the text names ran (no marker file appeared); the message is held and escalated.
+#[test]
+fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names() {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy, RecipientState, TaskName};
+    use crate::settings::{MailAction, MailRule, MailSettings};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let markers = tmp.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let ran = tmp.path().join("ran");
+    let m = markers.display();
+    // the subject is bounded (200 characters): three forms there, the rest in the body
+    let hostile = format!("x'; touch {m}/q1; \" $(touch {m}/q2) `touch {m}/q3`");
+    let body = format!("| touch {m}/q4 && touch {m}/q5 ${{IFS}}>{m}/q6 $(touch {m}/q7)");
+    let script = format!(
+        "printf '%s\\n' \"$#\" \"$1\" \"$DEVCELL_MAIL_ID\" \"$DEVCELL_MAIL_FROM\" \"$DEVCELL_MAIL_TO\" \"$DEVCELL_MAIL_TYPE\" \"$DEVCELL_MAIL_SUBJECT\" >> '{}'",
+        ran.display()
+    );
+    let settings = MailSettings {
+        rules: vec![MailRule {
+            from: "*".into(),
+            to: "*".into(),
+            kind: "request".into(),
+            action: MailAction::Escalate,
+        }],
+        escalate_command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            script,
+            "hook".into(),
+            "fixed".into(),
+        ],
+        ..MailSettings::default()
+    };
+    let group = GroupName::new("g").unwrap();
+    let t = |n: &str| TaskName::new(n).unwrap();
+    let request = DoorRequest::prepare(&state, group.clone(), t("a"), None).unwrap();
+    let door = request.open(&settings, std::time::Duration::ZERO).unwrap();
+    let other = Mediator::open(
+        &state,
+        &group,
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap();
+    other.register(&t("b"), None).unwrap();
+
+    let client = install_client(&state).unwrap();
+    let out = std::process::Command::new(&client)
+        .args([
+            "send",
+            "--to",
+            "b",
+            "--type",
+            "request",
+            "--subject",
+            &hostile,
+            "--body",
+            &body,
+        ])
+        .env("DEVCELL_MAIL_SOCKET", door.record().host_socket)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let id = printed.lines().next().unwrap_or_default().to_string();
+    assert!(
+        id.starts_with('m'),
+        "the message id is printed first: {printed}"
+    );
+    assert!(printed.contains("b: held"), "{printed}");
+
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        format!("1\nfixed\n{id}\na\nb\nrequest\n{hostile}\n"),
+        "ran once, with its own arguments and the message's fields as values"
+    );
+    let made: Vec<_> = std::fs::read_dir(&markers).unwrap().collect();
+    assert!(made.is_empty(), "the text ran nothing: {made:?}");
+    let id = crate::mail::MessageId::new(&id).unwrap();
+    let view = other.show(&id).unwrap();
+    assert_eq!(view.recipients[&t("b")].state, RecipientState::Held);
+    assert!(view.recipients[&t("b")].escalated);
+    let log = std::fs::read_to_string(state.join("mail/g/log.jsonl")).unwrap();
+    let ran_lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "escalation-ran")
+        .collect();
+    assert_eq!(ran_lines.len(), 1, "{ran_lines:?}");
+    assert_eq!(ran_lines[0]["exit"], 0);
+    assert_eq!(ran_lines[0]["command"], "/bin/sh");
+    door.close().unwrap();
+}

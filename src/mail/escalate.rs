@@ -1,0 +1,276 @@
+//! The user's escalation command (`[mail] escalate_command`, spec-note 0533): run on the host
+//! once per message the policy escalates, after the message is held in the log.
+//!
+//! The message's text is the sandbox's: it reaches the command only as environment values of
+//! a program started without a shell (never interpolated into a command line), with nothing
+//! else of devcell's environment. The command runs in its own process group, with a deadline
+//! (past it the group is killed) and its output bounded; what happened is logged. Whatever the
+//! command does, the message stays held for the host user: the command only tells.
+
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{MailError, Result};
+use super::model::{GroupName, Message, TaskName};
+use crate::settings::MailSettings;
+
+/// Longest deadline: the sender's answer waits for the command, and the in-container client
+/// gives up on a read after 60 s.
+pub const MAX_TIMEOUT_SECONDS: u64 = 50;
+/// Bytes kept of each of the command's stdout and stderr (the rest is read and counted).
+pub const KEPT_OUTPUT_BYTES: usize = 1024;
+/// `PATH` of the command: the system's folders only, not the user's or devcell's.
+pub const COMMAND_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// How long, after the group was killed, devcell waits for the output pipes to close.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// The compiled `escalate_command`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalation {
+    argv: Vec<String>,
+    deadline: Duration,
+}
+
+/// What one run of the command did, as logged (`escalation-ran`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscalationRun {
+    /// The command's program (`argv[0]`).
+    pub command: String,
+    /// Its exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    /// The signal that ended it, when one did (`9` after the deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Whether it was still running (or its output still open) at the deadline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Why it could not be started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long it ran, in milliseconds.
+    pub millis: u64,
+    /// The first [`KEPT_OUTPUT_BYTES`] of its stdout (lossy UTF-8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout: String,
+    /// The first [`KEPT_OUTPUT_BYTES`] of its stderr (lossy UTF-8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
+    /// All it wrote on both, in bytes.
+    #[serde(default)]
+    pub output_bytes: u64,
+}
+
+impl EscalationRun {
+    /// Whether the command ran to a zero exit within its deadline.
+    pub fn succeeded(&self) -> bool {
+        self.exit == Some(0) && !self.timed_out
+    }
+}
+
+impl Escalation {
+    /// The command of `[mail]`, `None` when `escalate_command` is empty.
+    ///
+    /// # Errors
+    /// [`MailError::Policy`] for an empty program, a relative path with a `/` (it would depend
+    /// on the folder devcell runs in), an argument with a NUL, or a timeout outside 1–50 s.
+    pub fn from_settings(settings: &MailSettings) -> Result<Option<Escalation>> {
+        let bad = |field: &str, why: String| MailError::Policy {
+            field: field.to_string(),
+            why,
+        };
+        let Some(program) = settings.escalate_command.first() else {
+            return Ok(None);
+        };
+        if program.is_empty() {
+            return Err(bad(
+                "escalate_command[0]",
+                "empty (expected a program: an absolute path or a name found on /usr/local/bin:/usr/bin:/bin)".into(),
+            ));
+        }
+        if program.contains('/') && !program.starts_with('/') {
+            return Err(bad(
+                "escalate_command[0]",
+                format!(
+                    "`{program}` is a relative path (expected an absolute path or a bare name)"
+                ),
+            ));
+        }
+        if let Some(i) = settings
+            .escalate_command
+            .iter()
+            .position(|a| a.contains('\0'))
+        {
+            return Err(bad(
+                &format!("escalate_command[{i}]"),
+                "has a NUL character".into(),
+            ));
+        }
+        let secs = settings.escalate_timeout_seconds;
+        if !(1..=MAX_TIMEOUT_SECONDS).contains(&secs) {
+            return Err(bad(
+                "escalate_timeout_seconds",
+                format!(
+                    "{secs} (expected 1 to {MAX_TIMEOUT_SECONDS} seconds: the sender waits for it)"
+                ),
+            ));
+        }
+        Ok(Some(Escalation {
+            argv: settings.escalate_command.clone(),
+            deadline: Duration::from_secs(secs),
+        }))
+    }
+
+    /// The same command with another deadline (tests).
+    pub fn with_deadline(mut self, deadline: Duration) -> Escalation {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The environment the command gets for `message` escalated to `to`: these variables
+    /// and `PATH` ([`COMMAND_PATH`]), nothing else.
+    pub fn environment(
+        group: &GroupName,
+        message: &Message,
+        to: &[TaskName],
+    ) -> Vec<(&'static str, String)> {
+        let to: Vec<&str> = to.iter().map(TaskName::as_str).collect();
+        vec![
+            ("PATH", COMMAND_PATH.to_string()),
+            ("DEVCELL_MAIL_GROUP", group.as_str().to_string()),
+            ("DEVCELL_MAIL_ID", message.id.as_str().to_string()),
+            ("DEVCELL_MAIL_FROM", message.from.to_string()),
+            ("DEVCELL_MAIL_TO", to.join(",")),
+            ("DEVCELL_MAIL_TYPE", message.kind.as_str().to_string()),
+            ("DEVCELL_MAIL_SUBJECT", message.subject.clone()),
+        ]
+    }
+
+    /// Runs the command for `message` (escalated to `to`) to its end or its deadline; never
+    /// fails (what went wrong is in the result).
+    pub fn run(&self, group: &GroupName, message: &Message, to: &[TaskName]) -> EscalationRun {
+        let mut command = Command::new(&self.argv[0]);
+        command
+            .args(&self.argv[1..])
+            .env_clear()
+            .envs(Escalation::environment(group, message, to))
+            .current_dir("/");
+        let mut run = run_bounded(&mut command, self.deadline);
+        run.command.clone_from(&self.argv[0]);
+        run
+    }
+}
+
+/// One output pipe read to its end: the first [`KEPT_OUTPUT_BYTES`] kept, all counted.
+#[derive(Default)]
+struct Drained {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+fn drain(
+    pipe: Option<impl std::io::Read + Send + 'static>,
+    closed: mpsc::Sender<()>,
+) -> Arc<Mutex<Drained>> {
+    let out = Arc::new(Mutex::new(Drained::default()));
+    let shared = Arc::clone(&out);
+    std::thread::spawn(move || {
+        if let Some(mut pipe) = pipe {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut d = shared.lock().unwrap_or_else(|e| e.into_inner());
+                let room = KEPT_OUTPUT_BYTES.saturating_sub(d.kept.len());
+                d.kept.extend_from_slice(&buf[..n.min(room)]);
+                d.total += n as u64;
+            }
+        }
+        let _ = closed.send(());
+    });
+    out
+}
+
+/// Runs `command` ([`crate::process::contain`]ed: its own process group) with no stdin and
+/// its output bounded, for at most `deadline`. The run ends when the program has exited and
+/// both output pipes are closed; past the deadline its process group is killed (a child it
+/// left holding the pipes included) and the run is `timed_out`.
+fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
+    crate::process::contain(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return EscalationRun {
+                error: Some(format!("could not start it: {e}")),
+                ..EscalationRun::default()
+            };
+        }
+    };
+    let mut guard = crate::process::GroupGuard::new(Some(child.id()));
+    let (closed, pipes_closed) = mpsc::channel();
+    let stdout = drain(child.stdout.take(), closed.clone());
+    let stderr = drain(child.stderr.take(), closed);
+    let left = || deadline.saturating_sub(started.elapsed());
+    // both pipes closed is the program (and all it started) at its end, without polling
+    let mut open_pipes = 2;
+    while open_pipes > 0 && pipes_closed.recv_timeout(left()).is_ok() {
+        open_pipes -= 1;
+    }
+    let mut status: Option<ExitStatus> = None;
+    while open_pipes == 0 && status.is_none() && !left().is_zero() {
+        match child.try_wait() {
+            Ok(Some(s)) => status = Some(s),
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => break,
+        }
+    }
+    let timed_out = open_pipes > 0 || status.is_none();
+    if timed_out {
+        // the group is killed while its leader is unreaped (or while what holds the pipes
+        // is still in it), so its id is not someone else's
+        drop(guard);
+        let _ = child.kill();
+        status = child.wait().ok();
+        let grace = Instant::now();
+        while open_pipes > 0
+            && pipes_closed
+                .recv_timeout(PIPE_GRACE.saturating_sub(grace.elapsed()))
+                .is_ok()
+        {
+            open_pipes -= 1;
+        }
+    } else {
+        guard.disarm();
+    }
+    let take = |d: &Arc<Mutex<Drained>>| {
+        let d = d.lock().unwrap_or_else(|e| e.into_inner());
+        (String::from_utf8_lossy(&d.kept).into_owned(), d.total)
+    };
+    let (stdout, out_bytes) = take(&stdout);
+    let (stderr, err_bytes) = take(&stderr);
+    use std::os::unix::process::ExitStatusExt as _;
+    EscalationRun {
+        command: String::new(),
+        exit: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        timed_out,
+        error: None,
+        millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        stdout,
+        stderr,
+        output_bytes: out_bytes + err_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests;
