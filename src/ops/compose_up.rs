@@ -202,6 +202,12 @@ async fn judge_project(
     } = judge_configuration(engine, opts, choice, &service_requests, None).await?;
     let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
+    let target = crate::ops::compose_builds::close_builds(
+        target,
+        (profile, grants),
+        mode.closed(),
+        &mut judged.requests,
+    )?;
     let networks = if mode.closed() {
         if mode == ComposeNetwork::Allowlist {
             compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
@@ -1350,7 +1356,7 @@ fn keep_alive(
 /// it stays for the project's later `up`s (the container's config-files label names it).
 ///
 /// Errors: [`OpsError::Unsupported`] when no state folder is known or it cannot be written.
-fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
+pub(crate) fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
     let failed = |message: String| OpsError::Unsupported {
         message,
         hint: Some(format!(
