@@ -70,7 +70,7 @@ pub fn closed_builds(
                     service: name.clone(),
                     property: property.to_string(),
                 },
-                status: status.clone(),
+                status,
             };
             if !out.requests.contains(&request) {
                 out.requests.push(request);
@@ -168,7 +168,7 @@ mod tests {
             .map(|r| match &r.source {
                 Source::ComposeService { service, property } => {
                     assert_eq!(r.permission, Permission::BuildNetwork);
-                    (service.clone(), property.clone(), r.status.clone())
+                    (service.clone(), property.clone(), r.status)
                 }
                 other => panic!("{other:?}"),
             })
@@ -177,8 +177,8 @@ mod tests {
         assert_eq!(
             asked,
             vec![
-                ("app".into(), "build.network".into(), refused.clone()),
-                ("side".into(), "build.cache_from".into(), refused.clone()),
+                ("app".into(), "build.network".into(), refused),
+                ("side".into(), "build.cache_from".into(), refused),
                 ("side".into(), "build.cache_to".into(), refused),
             ]
         );
