@@ -353,12 +353,20 @@ async fn build_dev_image(
     let id_labels = crate::ops::target::id_labels(&opts.target, loaded);
     crate::ops::compose::claim_project(engine, &target, &id_labels).await?;
     let places = crate::ops::compose_up::compose_places(loaded, up_opts, None);
-    crate::security::compose::judge_compose(
+    let mut judged = crate::security::compose::judge_compose(
         profile,
         &target.model,
         &target.service,
         &places,
         grants,
+    )?;
+    // a build runs no container: under `hardened` it is judged as one on `none` (spec-note 0442)
+    let closed = crate::security::build_network::of_a_build(profile).is_some();
+    let target = crate::ops::compose_builds::close_builds(
+        target,
+        (profile, grants),
+        closed,
+        &mut judged.requests,
     )?;
     let base = crate::ops::compose_up::service_image(
         engine,

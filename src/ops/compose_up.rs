@@ -17,7 +17,6 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use sha2::Digest as _;
 
 use crate::config::metadata;
 use crate::config::model::ConfigKind;
@@ -29,6 +28,7 @@ use crate::ops::compose::{
     ComposeTarget, claim_project, compose_target, find_service_container, primary_of_workspace,
     recorded_files,
 };
+use crate::ops::compose_builds::write_override;
 use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::create::{
@@ -47,7 +47,6 @@ use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
     judged_options, judged_places, origins,
 };
-use crate::ops::state_folder::StateFolder;
 use crate::ops::target::{id_labels, inspect, join_labels, short};
 use crate::ops::users::passwd_account;
 use crate::progress::{Event, Reporter};
@@ -202,6 +201,12 @@ async fn judge_project(
     } = judge_configuration(engine, opts, choice, &service_requests, None).await?;
     let mut judged =
         security::compose::judge_compose(profile, &target.model, &target.service, &places, grants)?;
+    let target = crate::ops::compose_builds::close_builds(
+        target,
+        (profile, grants),
+        mode.closed(),
+        &mut judged.requests,
+    )?;
     let networks = if mode.closed() {
         if mode == ComposeNetwork::Allowlist {
             compose_network::check_allowlist_namespaces(&target.model, &target.service)?;
@@ -1343,30 +1348,4 @@ fn keep_alive(
         cmd.extend(entrypoint);
         cmd.extend(command);
     }
-}
-
-/// Writes the override file into devcell's state folder
-/// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`), where
-/// it stays for the project's later `up`s (the container's config-files label names it).
-///
-/// Errors: [`OpsError::Unsupported`] when no state folder is known or it cannot be written.
-fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
-    let failed = |message: String| OpsError::Unsupported {
-        message,
-        hint: Some(format!(
-            "devcell keeps Compose override files in its state folder; set `{}` to a writable folder",
-            crate::ops::state_folder::STATE_DIR_ENV
-        )),
-    };
-    let store = StateFolder::open_default()
-        .ok_or_else(|| failed("no state folder for the Compose override file".into()))?;
-    let text = serde_json::to_vec_pretty(file).map_err(|e| failed(e.to_string()))?;
-    let digest = hex::encode(sha2::Sha256::digest(&text));
-    let dir = store.root().join("compose").join(project);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| failed(format!("cannot create `{}`: {e}", dir.display())))?;
-    let path = dir.join(format!("docker-compose.devcell-{}.json", &digest[..16]));
-    std::fs::write(&path, &text)
-        .map_err(|e| failed(format!("cannot write `{}`: {e}", path.display())))?;
-    Ok(path)
 }

@@ -37,6 +37,7 @@ use super::host_path::Places;
 use super::policy::{Grants, Permission, PermissionRequest, Source, judge, normalize_cap};
 use super::profile::{ProfileLimits, SecurityProfile};
 
+mod build_network;
 mod dockerfile;
 mod fields;
 mod keys;
@@ -47,6 +48,7 @@ mod service;
 mod tests;
 
 pub use crate::security::dockerfile::{base_images, has_cache_mount};
+pub use build_network::{ClosedBuilds, closed_builds};
 pub use dockerfile::frontend_of;
 use fields::{number, services_of, strings_of};
 pub use keys::{SERVICE_KEYS, TOP_LEVEL_KEYS, compose_key, top_level_requests};

@@ -281,9 +281,9 @@ fn volumes(model: &Value, service: &Value, places: &Places, asked: &mut Asked<'_
             }
             ("volume", Some(volume)) => {
                 // a volume whose driver options bind a host folder is a bind
-                if let Some(device) = crate::security::host_path::bind_backed_volume(model, volume)
-                {
-                    if let Some(p) = host_path_permission(device, places) {
+                // (with `volume.subpath`, of the folder inside it: attacks K5)
+                if let Some(device) = crate::security::host_path::bind_backed_source(model, v) {
+                    if let Some(p) = host_path_permission(&device, places) {
                         asked.push(p, "volumes");
                     }
                 } else if let Some(mounted) = driver_mounted_volume(model, volume) {

@@ -72,15 +72,15 @@ pub fn compose_cover_additions(
             };
             // a named volume whose driver options bind a host folder is that bind (attacks F6)
             let (source, backed) = match kind {
-                "bind" => (source, false),
-                "volume" => match bind_backed_volume(model, source) {
+                "bind" => (source.to_string(), false),
+                "volume" => match bind_backed_source(model, volume) {
                     Some(device) => (device, true),
                     None => continue,
                 },
                 _ => continue,
             };
             let read_only = volume.get("read_only").and_then(Value::as_bool) == Some(true);
-            let resolved = resolve(Path::new(source));
+            let resolved = resolve(Path::new(&source));
             match cover_bind(&resolved, read_only, covers) {
                 Covered::Redirect(to) => {
                     if read_only && to == resolved && !backed {
@@ -139,6 +139,28 @@ pub(crate) fn bind_backed_volume<'a>(
         .flatten()
 }
 
+/// The host folder a service's `type: volume` entry shows when its volume is bind-backed
+/// ([`bind_backed_volume`]): the device, or with `volume.subpath` (Compose's long syntax,
+/// mounted by Docker 26 and later) the folder `<device>/<subpath>` inside it, which is what
+/// is judged and covered (spec-note 0400, attacks K5: a subpath of `.git` shows the host's
+/// `.git` itself at the target). `None` for a volume that binds nothing.
+pub(crate) fn bind_backed_source(
+    model: &serde_json::Value,
+    entry: &serde_json::Value,
+) -> Option<String> {
+    let volume = entry.get("source")?.as_str()?;
+    let device = bind_backed_volume(model, volume)?;
+    let subpath = entry
+        .pointer("/volume/subpath")
+        .and_then(serde_json::Value::as_str)
+        .map(|s| s.trim_matches('/'))
+        .filter(|s| !s.is_empty());
+    Some(match subpath {
+        Some(sub) => format!("{}/{sub}", device.trim_end_matches('/')),
+        None => device.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +198,50 @@ mod tests {
         assert_eq!(
             added["side"],
             [json!({"type": "bind", "source": "/state/git/k", "target": "/g", "read_only": true})]
+        );
+    }
+
+    /// Attack K5: a bind-backed volume of the workspace mounted with `volume.subpath: .git`
+    /// shows the host's `.git` at its target; it is a bind of `<device>/.git`, so the target is
+    /// redirected to the cover (never an overlay inside the host's `.git`), and a subpath
+    /// beside `.git` gets no cover of its own.
+    #[test]
+    fn a_bind_backed_volume_with_a_subpath_of_dot_git_is_redirected() {
+        use serde_json::json;
+        let covers = vec![Cover {
+            covered: PathBuf::from("/repo/.git"),
+            source: PathBuf::from("/state/git/k"),
+            read_only: false,
+            folder: false,
+        }];
+        let model = json!({"services": {
+            "app": {"volumes": [
+                {"type": "volume", "source": "ws", "target": "/x", "volume": {"subpath": ".git"}},
+                {"type": "volume", "source": "ws", "target": "/hooks", "volume": {"subpath": "./.git/hooks/"}},
+                {"type": "volume", "source": "ws", "target": "/src", "volume": {"subpath": "src"}},
+            ]},
+        }, "volumes": {"ws": {"driver_opts": {"type": "none", "o": "bind", "device": "/repo/"}}}});
+        let added = compose_cover_additions(&model, &covers, |p: &Path| normalize_lexically(p));
+        assert_eq!(
+            added["app"],
+            [
+                json!({"type": "bind", "target": "/x", "source": "/state/git/k", "read_only": true}),
+                json!({"type": "bind", "target": "/hooks", "source": "/state/git/k/hooks", "read_only": true}),
+            ]
+        );
+        let entry =
+            |sub: &str| json!({"type": "volume", "source": "ws", "volume": {"subpath": sub}});
+        assert_eq!(
+            bind_backed_source(&model, &entry(".git")).as_deref(),
+            Some("/repo/.git")
+        );
+        assert_eq!(
+            bind_backed_source(&model, &json!({"source": "ws"})).as_deref(),
+            Some("/repo/")
+        );
+        assert_eq!(
+            bind_backed_source(&model, &json!({"source": "other"})),
+            None
         );
     }
 

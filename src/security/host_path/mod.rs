@@ -27,7 +27,7 @@ mod resolution;
 mod workspace_dir;
 
 pub use binds::{ResolvedBind, keep_covered, keep_read_only, resolve_binds};
-pub(crate) use compose_volumes::bind_backed_volume;
+pub(crate) use compose_volumes::{bind_backed_source, bind_backed_volume};
 pub use compose_volumes::{compose_cover_additions, compose_read_only_additions};
 pub use covers::{Cover, Covered, cover_bind};
 pub use judge::{Place, Places, confine, confine_links, read_no_follow};

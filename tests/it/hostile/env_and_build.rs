@@ -422,14 +422,14 @@ fn bridge_gateway() -> String {
 
 /// A listener on the bridge gateway counting the connections it gets; bounded: it stops when
 /// dropped (or after ten minutes), each connection read for at most a second.
-struct Listener {
-    address: String,
+pub(super) struct Listener {
+    pub(super) address: String,
     hits: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
 impl Listener {
-    fn start() -> Listener {
+    pub(super) fn start() -> Listener {
         let listener = TcpListener::bind((bridge_gateway().as_str(), 0)).expect("bind gateway");
         listener.set_nonblocking(true).unwrap();
         let address = listener.local_addr().unwrap().to_string();
@@ -459,7 +459,7 @@ impl Listener {
         }
     }
 
-    fn hits(&self) -> usize {
+    pub(super) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }
