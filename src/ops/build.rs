@@ -360,7 +360,7 @@ async fn build_dev_image(
         &places,
         grants,
     )?;
-    let base = crate::ops::compose_up::service_image(
+    let (base, triggered) = crate::ops::compose_up::service_image(
         engine,
         &target,
         up_opts,
@@ -368,7 +368,7 @@ async fn build_dev_image(
         reporter,
     )
     .await?;
-    crate::ops::image::dev_image_from(
+    let mut dev = crate::ops::image::dev_image_from(
         engine,
         loaded,
         base,
@@ -377,7 +377,9 @@ async fn build_dev_image(
         reporter,
         warnings,
     )
-    .await
+    .await?;
+    dev.label_requests.extend(triggered);
+    Ok(dev)
 }
 
 /// The merged configuration a container of `image` would have, and what it would ask for,
