@@ -317,3 +317,117 @@ fn models_are_a_host_command_request() {
     let other = json!({"models": {"llm": {"model": "hf.co/evil/huge"}}});
     assert_ne!(top_level_requests(&other, "compose.yml")[0].0, *permission);
 }
+
+/// Attack (issue 25, left by session 19): the allow-list covered service and top-level keys
+/// only, so a sub-key of an understood key (`build.ulimits`, a bind's `selinux: Z`, which
+/// relabels the host folder; a network's `ipam.options`; `deploy.resources.limits.future`) went
+/// to Compose as written. Each key below `build`, `deploy`, `develop`, `healthcheck`,
+/// `logging`, a service network, a long-syntax volume, and below a top-level network, volume,
+/// secret or config is now judged by its own list: any other is
+/// `compose_key=<service>.<key.path>` (`compose_key=<key.path>` at the top level), refused
+/// under `hardened`, allowed under `reference`; `x-…` extensions and the keys Compose itself
+/// writes ask nothing.
+#[test]
+fn an_unknown_sub_key_of_an_understood_key_is_a_request() {
+    let ordinary = model(json!({
+        "app": {"build": {"context": "/w/repo", "dockerfile": "Dockerfile", "args": {"A": "1"},
+                          "target": "dev", "x-note": 1, "labels": {"l": "v"}},
+                "deploy": {"resources": {"limits": {"cpus": "1", "memory": "1g", "pids": 10},
+                                         "reservations": {"memory": "1m"}},
+                           "restart_policy": {"condition": "none"}, "labels": {"a": "b"}},
+                "develop": {"watch": [{"path": "./src", "action": "sync", "target": "/src"}]},
+                "healthcheck": {"test": ["CMD", "true"], "interval": "5s", "retries": 3},
+                "logging": {"driver": "json-file", "options": {"max-size": "1m"}},
+                "networks": {"default": null, "back": {"aliases": ["x"], "priority": 1}},
+                "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w",
+                             "bind": {"create_host_path": true}},
+                            {"type": "volume", "source": "v", "target": "/v",
+                             "volume": {"nocopy": true}},
+                            {"type": "tmpfs", "target": "/t", "tmpfs": {"size": 1024}}]}
+    }));
+    judged_with_flags(&ordinary, &[]);
+    let m = model(json!({
+        "app": {"build": {"context": "/w/repo", "ulimits": {"memlock": -1}, "isolation": "x"},
+                "deploy": {"resources": {"limits": {"future": 1}}, "future": {}},
+                "develop": {"watch": [{"path": "./src", "action": "sync", "future": 1}]},
+                "healthcheck": {"test": ["CMD", "true"], "future": 1},
+                "logging": {"driver": "json-file", "future": 1},
+                "networks": {"default": {"driver_opts": {"k": "v"}}},
+                "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w",
+                             "bind": {"selinux": "Z"}},
+                            {"type": "volume", "source": "v", "target": "/v",
+                             "volume": {"subpath": "a"}}]}
+    }));
+    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
+        .into_iter()
+        .map(|(flag, source, _)| (flag, source))
+        .collect();
+    got.sort();
+    let want = [
+        "build.isolation",
+        "build.ulimits",
+        "deploy.future",
+        "deploy.resources.limits.future",
+        "develop.watch.0.future",
+        "healthcheck.future",
+        "logging.future",
+        "networks.default.driver_opts",
+        "volumes.0.bind.selinux",
+        "volumes.1.volume.subpath",
+    ]
+    .map(|path| {
+        (
+            format!("--allow runtime-option:compose_key=app.{path}"),
+            format!("Compose service `app` (`{path}`)"),
+        )
+    });
+    let mut want = want.to_vec();
+    want.sort();
+    assert_eq!(got, want);
+    let flags: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
+    judged_with_flags(&m, &flags);
+    judge_compose(
+        &SecurityProfile::Reference,
+        &m,
+        "app",
+        &places(),
+        &Grants::default(),
+    )
+    .unwrap();
+    // the top level of a file: networks, volumes, secrets and configs by their own lists
+    let doc = json!({
+        "services": {"app": {"image": "a", "future": 1}},
+        "networks": {"n": {"driver": "bridge", "ipam": {"config": [{"subnet": "10.9.0.0/24",
+                                                                     "future": 1}],
+                                                         "options": {"o": "v"}},
+                           "x-note": 1},
+                     "plain": null},
+        "volumes": {"v": {"driver": "local", "driver_opts": {"type": "tmpfs"}, "future": 1}},
+        "secrets": {"s": {"file": "./s", "future": 1}},
+        "configs": {"c": {"content": "x", "future": 1}},
+        "name": "p"
+    });
+    let top: Vec<String> = top_level_requests(&doc, "compose.yml")
+        .into_iter()
+        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+        .collect();
+    let want: Vec<String> = [
+        "networks.n.ipam.config.0.future",
+        "networks.n.ipam.options",
+        "volumes.v.future",
+        "secrets.s.future",
+        "configs.c.future",
+    ]
+    .iter()
+    .map(|path| {
+        format!(
+            "--allow runtime-option:compose_key={path} <- Compose file `compose.yml` (`{path}`)"
+        )
+    })
+    .collect();
+    let mut top_sorted = top.clone();
+    top_sorted.sort();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    assert_eq!(top_sorted, want_sorted);
+}
