@@ -1210,6 +1210,8 @@ async fn start_project(
         "starting project {} (service {} from {})",
         project.name, target.service, image.reference
     )));
+    // what Compose reads now is what was judged (spec-note 0400)
+    target.judged.refuse_changed(&target.project).await?;
     project.up(&target.up_services(), false).await?;
     if mode.closed() {
         compose_network::verify_closed(engine, target, networks).await?;
@@ -1293,6 +1295,7 @@ pub(crate) async fn service_image(
             target.service,
             target.project.cli.command()
         )));
+        target.judged.refuse_changed(&target.project).await?;
         target
             .project
             .build(std::slice::from_ref(&target.service), opts.build.no_cache)

@@ -17,6 +17,7 @@ pub mod audit_context;
 pub mod bring_up;
 pub mod build;
 pub(crate) mod compose;
+pub(crate) mod compose_judged;
 pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;
