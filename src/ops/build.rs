@@ -368,7 +368,7 @@ async fn build_dev_image(
         closed,
         &mut judged.requests,
     )?;
-    let base = crate::ops::compose_up::service_image(
+    let (base, triggered) = crate::ops::compose_up::service_image(
         engine,
         &target,
         up_opts,
@@ -376,7 +376,7 @@ async fn build_dev_image(
         reporter,
     )
     .await?;
-    crate::ops::image::dev_image_from(
+    let mut dev = crate::ops::image::dev_image_from(
         engine,
         loaded,
         base,
@@ -385,7 +385,9 @@ async fn build_dev_image(
         reporter,
         warnings,
     )
-    .await
+    .await?;
+    dev.label_requests.extend(triggered);
+    Ok(dev)
 }
 
 /// The merged configuration a container of `image` would have, and what it would ask for,

@@ -37,6 +37,8 @@ pub(crate) struct ComposeTarget {
     pub(crate) service: String,
     /// `runServices` (`None`: every service).
     pub(crate) run_services: Option<Vec<String>>,
+    /// What was judged, compared right before Compose builds or starts anything.
+    pub(crate) judged: crate::ops::compose_judged::JudgedInputs,
 }
 
 impl ComposeTarget {
@@ -160,19 +162,23 @@ pub(crate) async fn compose_target_unjudged(
         renamed,
         cli.config_env_files(Some(&name), &files, env_file.as_deref())
     )?;
+    let named = renamed.is_some();
     let mut model = renamed.unwrap_or(model);
+    let project = ComposeProject {
+        cli,
+        name,
+        files,
+        env_file,
+    };
+    let judged = crate::ops::compose_judged::JudgedInputs::record(&project, &model, named);
     copy_env_files(&raw, &mut model);
     let service = loaded.typed.service.clone().unwrap_or_default();
     let target = ComposeTarget {
-        project: ComposeProject {
-            cli,
-            name,
-            files,
-            env_file,
-        },
+        project,
         model,
         service,
         run_services: loaded.typed.run_services.clone(),
+        judged,
     };
     if target.service_model().is_null() {
         let defined: Vec<&str> = target

@@ -968,7 +968,8 @@ async fn service_dev_image(
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(DevImage, Value, Option<String>)> {
-    let base = service_image(engine, target, opts, (profile, grants), reporter).await?;
+    let (base, triggered) =
+        service_image(engine, target, opts, (profile, grants), reporter).await?;
     let mut dev = dev_image_from(
         engine,
         loaded,
@@ -979,6 +980,7 @@ async fn service_dev_image(
         warnings,
     )
     .await?;
+    dev.label_requests.extend(triggered);
     let service_user_named = target
         .service_model()
         .get("user")
@@ -1213,6 +1215,8 @@ async fn start_project(
         "starting project {} (service {} from {})",
         project.name, target.service, image.reference
     )));
+    // what Compose reads now is what was judged (spec-note 0400)
+    target.judged.refuse_changed(&target.project).await?;
     project.up(&target.up_services(), false).await?;
     if mode.closed() {
         compose_network::verify_closed(engine, target, networks).await?;
@@ -1267,16 +1271,18 @@ fn merge_labels(file: &mut Value, labels: Value) {
 
 /// The primary service's image before Features: `docker compose build <service>` for a
 /// service with `build` (Compose tags it with the service's `image`, else
-/// `<project>-<service>`), else its `image`, inspected or pulled.
+/// `<project>-<service>`), else its `image`, inspected or pulled, with the granted request of
+/// that image's `ONBUILD` triggers ([`crate::ops::image::image_onbuild_requests`]).
 ///
-/// Errors: [`OpsError::Compose`] (the build), [`OpsError::Engine`] (the pull).
+/// Errors: [`OpsError::Compose`] (the build), [`OpsError::Engine`] (the pull),
+/// [`OpsError::Security`] (triggers refused).
 pub(crate) async fn service_image(
     engine: &dyn Engine,
     target: &ComposeTarget,
     opts: &UpOptions,
     (profile, grants): (&SecurityProfile, &Grants),
     reporter: &dyn Reporter,
-) -> Result<PreparedImage> {
+) -> Result<(PreparedImage, Vec<PermissionRequest>)> {
     // every build's base images, pulled when missing, judged before anything is built
     let requests = onbuild_requests(engine, target, (profile, grants), Some(reporter)).await?;
     if let Some(refused) = security::policy::refusal(profile, &requests) {
@@ -1294,13 +1300,22 @@ pub(crate) async fn service_image(
             target.service,
             target.project.cli.command()
         )));
+        target.judged.refuse_changed(&target.project).await?;
         target
             .project
             .build(std::slice::from_ref(&target.service), opts.build.no_cache)
             .await?;
     }
     let info = engine.ensure_image(&reference, reporter).await?;
-    Ok(PreparedImage { reference, info })
+    let image = PreparedImage { reference, info };
+    // an image Compose did not build from a judged Dockerfile: its `ONBUILD` triggers, before
+    // devcell's Features and uid builds `FROM` it run them (spec-note 0612)
+    let triggered = if service.get("build").is_none() {
+        crate::ops::image::image_onbuild_requests(&image, Some(&target.service), profile, grants)?
+    } else {
+        Vec::new()
+    };
+    Ok((image, triggered))
 }
 
 /// The primary service's command: `overrideCommand` (default `false` for Compose) replaces it

@@ -178,9 +178,47 @@ pub(crate) async fn dev_image(
         reporter,
     )
     .await?;
+    // an `image` configuration's own triggers, before a build `FROM` it runs them
+    let triggered = if kind == ConfigKind::Image {
+        image_onbuild_requests(&image, None, profile, grants)?
+    } else {
+        Vec::new()
+    };
     let mut dev = dev_image_from(engine, loaded, image, kind, judged, reporter, warnings).await?;
     dev.label_requests.extend(onbuild);
+    dev.label_requests.extend(triggered);
     Ok(dev)
+}
+
+/// Judges the `ONBUILD` triggers of `image`, the image devcell is about to build its Features
+/// and uid layers `FROM` (those builds run the triggers first; attacks G9, spec-note 0612): an
+/// `image` configuration's (`service` `None`) or a Compose primary's that Compose pulled
+/// rather than built (`service` named). Under `hardened` triggers are the request
+/// `runtime-option:build_onbuild=…` showing them, judged before any build whether or not one
+/// follows (the uid layer is decided later); none under `reference` or without triggers.
+/// Returns the granted requests, to report with the container's.
+///
+/// Errors: [`OpsError::Security`] when the request is refused.
+pub(crate) fn image_onbuild_requests(
+    image: &PreparedImage,
+    service: Option<&str>,
+    profile: &security::SecurityProfile,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    if !matches!(profile, security::SecurityProfile::Hardened(_)) || image.info.on_build.is_empty()
+    {
+        return Ok(Vec::new());
+    }
+    let asked = security::dockerfile::image_onbuild_request(
+        service,
+        &image.reference,
+        &image.info.on_build,
+    );
+    let judged = security::judge(profile, [asked], grants);
+    match security::refusal(profile, &judged) {
+        Some(refused) => Err(refused.into()),
+        None => Ok(judged),
+    }
 }
 
 /// [`dev_image`] on an image already prepared (a Compose service's image, built or pulled by
@@ -556,6 +594,76 @@ pub(crate) async fn layer_features(
 mod tests {
     use super::*;
     use crate::features::lockfile::LockedFeature;
+    use crate::security::{RequestStatus, SecurityProfile};
+
+    /// Attack (G9, left by session 19): an `image` configuration's `ONBUILD` triggers run in
+    /// devcell's own Features and uid builds `FROM` it. Under `hardened` they are the request
+    /// `build_onbuild=<image>` (a Compose primary's `build_onbuild=<service>:<image>`), refused
+    /// unasked and showing the triggers, granted by that flag only; none under `reference` or
+    /// for an image without triggers.
+    #[test]
+    fn an_image_configurations_onbuild_triggers_are_a_request() {
+        let image = |on_build: &[&str]| PreparedImage {
+            reference: "127.0.0.1:5000/attack/onbuild:1".into(),
+            info: ImageInfo {
+                on_build: on_build.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            },
+        };
+        let triggered = image(&[
+            "RUN touch /tmp/marker",
+            "RUN --mount=type=cache,target=/c true",
+        ]);
+        let hardened = SecurityProfile::default();
+        let none = Grants::default();
+        let Err(OpsError::Security(refused)) =
+            image_onbuild_requests(&triggered, None, &hardened, &none)
+        else {
+            panic!("triggers must be refused unasked");
+        };
+        let text = refused.to_string();
+        assert!(
+            text.contains("runtime-option:build_onbuild=127.0.0.1:5000/attack/onbuild:1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("image `127.0.0.1:5000/attack/onbuild:1` (`ONBUILD RUN touch /tmp/marker | RUN --mount=type=cache,target=/c true`)"),
+            "{text}"
+        );
+        let Err(OpsError::Security(refused)) =
+            image_onbuild_requests(&triggered, Some("app"), &hardened, &none)
+        else {
+            panic!("a Compose primary's triggers must be refused unasked");
+        };
+        let text = refused.to_string();
+        assert!(
+            text.contains("runtime-option:build_onbuild=app:127.0.0.1:5000/attack/onbuild:1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Compose service `app` (`image: ONBUILD"),
+            "{text}"
+        );
+        // granted by its own flag only, and reported
+        let grants =
+            Grants::parse(&["runtime-option:build_onbuild=127.0.0.1:5000/attack/onbuild:1"])
+                .unwrap();
+        let granted = image_onbuild_requests(&triggered, None, &hardened, &grants).unwrap();
+        assert_eq!(granted.len(), 1);
+        assert_eq!(granted[0].status, RequestStatus::Granted);
+        assert!(image_onbuild_requests(&triggered, Some("app"), &hardened, &grants).is_err());
+        // nothing to judge
+        assert!(
+            image_onbuild_requests(&image(&[]), None, &hardened, &none)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            image_onbuild_requests(&triggered, None, &SecurityProfile::Reference, &none)
+                .unwrap()
+                .is_empty()
+        );
+    }
 
     #[test]
     fn the_resolving_line_names_the_lockfile_only_when_it_pins_a_feature() {

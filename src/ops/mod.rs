@@ -18,6 +18,7 @@ pub mod bring_up;
 pub mod build;
 pub(crate) mod compose;
 pub(crate) mod compose_builds;
+pub(crate) mod compose_judged;
 pub(crate) mod compose_network;
 pub(crate) mod compose_up;
 pub mod container;

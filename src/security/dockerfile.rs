@@ -106,6 +106,35 @@ pub fn onbuild_request(built: Built<'_>, image: &str, triggers: &[String]) -> (P
     (built.option("build_onbuild", Some(image)), source)
 }
 
+/// The request of the image devcell builds its Features and uid layers `FROM` when it has
+/// `ONBUILD` `triggers` (they run first in those builds; attacks G9): an `image`
+/// configuration's (`service` `None`: `build_onbuild=<image>`, source [`Source::Image`]) or a
+/// Compose primary's that Compose does not build (`build_onbuild=<service>:<image>`, source the
+/// service's `image`). The same grant as the base of a build with those triggers. Pure.
+pub fn image_onbuild_request(
+    service: Option<&str>,
+    image: &str,
+    triggers: &[String],
+) -> (Permission, Source) {
+    let what = format!("ONBUILD {}", triggers.join(" | "));
+    match service {
+        Some(service) => (
+            Built::ComposeService(service).option("build_onbuild", Some(image)),
+            Source::ComposeService {
+                service: service.to_string(),
+                property: format!("image: {what}"),
+            },
+        ),
+        None => (
+            Built::Dockerfile(image).option("build_onbuild", Some(image)),
+            Source::Image {
+                image: image.to_string(),
+                what,
+            },
+        ),
+    }
+}
+
 /// The requests of the `RUN` steps (an `ONBUILD RUN` too: it runs in the next build, which
 /// devcell makes itself for the Features and the uid layer) that leave the build's sandbox,
 /// read from their flags (the words starting with `--` before the command, `--flag=value` or

@@ -172,6 +172,15 @@ pub enum Source {
         /// The instruction or flag, as read.
         what: String,
     },
+    /// The image of an `image` configuration, by reference, and what in it asks (its
+    /// `ONBUILD` triggers, which devcell's Features and uid layer builds `FROM` it would run;
+    /// spec-note 0612).
+    Image {
+        /// The image reference, as the configuration names it.
+        image: String,
+        /// What asks, as read from the image's configuration.
+        what: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -189,6 +198,7 @@ impl fmt::Display for Source {
             }
             Source::ComposeFile { file, key } => write!(f, "Compose file `{file}` (`{key}`)"),
             Source::Dockerfile { file, what } => write!(f, "Dockerfile `{file}` (`{what}`)"),
+            Source::Image { image, what } => write!(f, "image `{image}` (`{what}`)"),
         }
     }
 }

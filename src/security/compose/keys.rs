@@ -117,6 +117,286 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "configs", "include", "models", "name", "networks", "secrets", "services", "version", "volumes",
 ];
 
+/// The keys understood below a service key, by path (`*` one map entry or list item of any
+/// name): each is judged elsewhere in this module (or by [`crate::security::gpu`], the sidecar
+/// profile) or asks nothing of the host. A key of an object at one of these paths that is not
+/// listed is a request ([`sub_key_requests`]), as an unknown service key is: Compose keeps
+/// adding sub-keys that reach the host (`build.ulimits`, a bind's `selinux` relabelling,
+/// `ipam.options`).
+pub const SERVICE_SUB_KEYS: &[(&str, &[&str])] = &[
+    (
+        "build",
+        &[
+            // judged (service.rs, reach.rs, dockerfile.rs)
+            "additional_contexts",
+            "args",
+            "cache_from",
+            "cache_to",
+            "context",
+            "dockerfile",
+            "dockerfile_inline",
+            "entitlements",
+            "network",
+            "privileged",
+            "secrets",
+            "ssh",
+            "tags",
+            // asking nothing of the host
+            "extra_hosts",
+            "labels",
+            "no_cache",
+            "platforms",
+            "pull",
+            "shm_size",
+            "target",
+        ],
+    ),
+    (
+        "deploy",
+        &[
+            "endpoint_mode",
+            "labels",
+            "mode",
+            "placement",
+            "replicas",
+            "resources",
+            "restart_policy",
+            "rollback_config",
+            "update_config",
+        ],
+    ),
+    ("deploy.resources", &["limits", "reservations"]),
+    ("deploy.resources.limits", &["cpus", "memory", "pids"]),
+    (
+        "deploy.resources.reservations",
+        &["cpus", "devices", "memory"],
+    ),
+    (
+        "deploy.restart_policy",
+        &["condition", "delay", "max_attempts", "window"],
+    ),
+    (
+        "deploy.placement",
+        &["constraints", "max_replicas_per_node", "preferences"],
+    ),
+    (
+        "deploy.update_config",
+        &[
+            "delay",
+            "failure_action",
+            "max_failure_ratio",
+            "monitor",
+            "order",
+            "parallelism",
+        ],
+    ),
+    (
+        "deploy.rollback_config",
+        &[
+            "delay",
+            "failure_action",
+            "max_failure_ratio",
+            "monitor",
+            "order",
+            "parallelism",
+        ],
+    ),
+    // `develop` acts only under `compose watch`, which devcell never runs
+    ("develop", &["watch"]),
+    (
+        "develop.watch.*",
+        &[
+            "action",
+            "exec",
+            "ignore",
+            "include",
+            "initial_sync",
+            "path",
+            "target",
+        ],
+    ),
+    (
+        "healthcheck",
+        &[
+            "disable",
+            "interval",
+            "retries",
+            "start_interval",
+            "start_period",
+            "test",
+            "timeout",
+        ],
+    ),
+    ("logging", &["driver", "options"]),
+    (
+        "networks.*",
+        &[
+            "aliases",
+            "gw_priority",
+            "interface_name",
+            "ipv4_address",
+            "ipv6_address",
+            "link_local_ips",
+            "mac_address",
+            "priority",
+        ],
+    ),
+    (
+        "volumes.*",
+        &[
+            "bind",
+            "consistency",
+            "image",
+            "read_only",
+            "source",
+            "target",
+            "tmpfs",
+            "type",
+            "volume",
+        ],
+    ),
+    ("volumes.*.bind", &["create_host_path", "propagation"]),
+    ("volumes.*.volume", &["nocopy"]),
+    ("volumes.*.tmpfs", &["mode", "size"]),
+];
+
+/// The keys understood below a top-level key of a Compose file, by path as
+/// [`SERVICE_SUB_KEYS`].
+pub const TOP_LEVEL_SUB_KEYS: &[(&str, &[&str])] = &[
+    (
+        "networks.*",
+        &[
+            "attachable",
+            "driver",
+            "driver_opts",
+            "enable_ipv4",
+            "enable_ipv6",
+            "external",
+            "internal",
+            "ipam",
+            "labels",
+            "name",
+        ],
+    ),
+    ("networks.*.ipam", &["config", "driver"]),
+    (
+        "networks.*.ipam.config.*",
+        &["aux_addresses", "gateway", "ip_range", "subnet"],
+    ),
+    (
+        "volumes.*",
+        &["driver", "driver_opts", "external", "labels", "name"],
+    ),
+    (
+        "secrets.*",
+        &[
+            "content",
+            "environment",
+            "external",
+            "file",
+            "labels",
+            "name",
+        ],
+    ),
+    (
+        "configs.*",
+        &[
+            "content",
+            "environment",
+            "external",
+            "file",
+            "labels",
+            "name",
+        ],
+    ),
+];
+
+/// Each key below `value` (at key path `path`) that `table` does not understand, as its full
+/// key path (`build.isolation`, `networks.back.driver_opts`): the paths of `table` are walked
+/// from `value`, a `*` entering every entry of a map or item of a list; a value that is not an
+/// object there (a short syntax, `null`) has no keys to judge. Pure.
+fn unknown_sub_keys(value: &Value, path: &str, table: &[(&str, &[&str])], out: &mut Vec<String>) {
+    let pattern = |p: &str| {
+        table
+            .iter()
+            .find(|(pattern, _)| {
+                let (mut a, mut b) = (pattern.split('.'), p.split('.'));
+                loop {
+                    match (a.next(), b.next()) {
+                        (None, None) => return true,
+                        (Some(x), Some(y)) if x == "*" || x == y => {}
+                        _ => return false,
+                    }
+                }
+            })
+            .map(|(_, allowed)| *allowed)
+    };
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| !k.starts_with("x-"))
+            .map(|(k, v)| (k.clone(), v))
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        _ => return,
+    };
+    let allowed = pattern(path);
+    for (key, child) in children {
+        let child_path = format!("{path}.{key}");
+        if let (Some(allowed), Value::Object(_)) = (allowed, value)
+            && !allowed.contains(&key.as_str())
+        {
+            out.push(child_path);
+            continue;
+        }
+        // only down paths some pattern continues (or ends) on
+        let continues = table.iter().any(|(p, _)| {
+            let depth = child_path.split('.').count();
+            let prefix: Vec<&str> = p.split('.').take(depth).collect();
+            prefix.len() == depth
+                && prefix
+                    .iter()
+                    .zip(child_path.split('.'))
+                    .all(|(x, y)| *x == "*" || *x == y)
+        });
+        if continues {
+            unknown_sub_keys(child, &child_path, table, out);
+        }
+    }
+}
+
+/// The requests of service `name`'s sub-keys (`service`, of the resolved model, where
+/// Compose has made every short syntax long): each key below a key of [`SERVICE_SUB_KEYS`]
+/// that is not listed is `runtime-option:compose_key=<service>.<key.path>`, source the
+/// service and that key path (`volumes.0.bind.selinux`).
+pub(super) fn sub_key_requests(name: &str, service: &Value, out: &mut Vec<(Permission, Source)>) {
+    let Some(keys) = service.as_object() else {
+        return;
+    };
+    let mut unknown = Vec::new();
+    for (key, value) in keys {
+        if SERVICE_SUB_KEYS
+            .iter()
+            .any(|(p, _)| p.split('.').next() == Some(key))
+        {
+            unknown_sub_keys(value, key, SERVICE_SUB_KEYS, &mut unknown);
+        }
+    }
+    for path in unknown {
+        out.push((
+            compose_key(&format!("{name}.{path}")),
+            Source::ComposeService {
+                service: name.to_string(),
+                property: path,
+            },
+        ));
+    }
+}
+
 /// Whether `key` is understood in `allowed`: listed, or an extension (`x-…`, which Compose
 /// ignores).
 fn understood(key: &str, allowed: &[&str]) -> bool {
@@ -181,6 +461,11 @@ pub fn top_level_requests(doc: &Value, file: &str) -> Vec<(Permission, Source)> 
         if !understood(key, TOP_LEVEL_KEYS) {
             asked.push((compose_key(key), source(key.clone())));
             continue;
+        }
+        let mut unknown = Vec::new();
+        unknown_sub_keys(value, key, TOP_LEVEL_SUB_KEYS, &mut unknown);
+        for path in unknown {
+            asked.push((compose_key(&path), source(path)));
         }
         if key != "models" {
             continue;

@@ -356,6 +356,7 @@ pub fn compose_requests(
         volumes_from_requests(name, service, &writers, &mut asked);
         reach_requests(model, name, service, &routes, &mut asked);
         keys::service_key_requests(name, service, &mut asked);
+        keys::sub_key_requests(name, service, &mut asked);
     }
     let mut requests: Vec<PermissionRequest> = Vec::new();
     for r in judge(profile, asked, grants) {

@@ -335,3 +335,81 @@ fn a_host_network_run_step_and_an_onbuild_base_are_refused_before_the_dockerfile
         assert!(ok && containers.trim().is_empty(), "{containers}");
     }
 }
+
+/// Attack G9 for an `image` configuration (left by session 19): the image's `ONBUILD`
+/// triggers run first in devcell's own Features and uid layer builds `FROM` it, though no
+/// Dockerfile of the repository shows them. Under `hardened` `up` refuses them, naming the
+/// grant and the triggers, before any build: no image is built `FROM` the base (none carries
+/// its history, so the trigger's marker exists nowhere) and no container exists.
+#[test]
+fn an_image_configurations_onbuild_triggers_are_refused_before_devcell_builds_from_it() {
+    use crate::support::context::TestContext;
+    let Some(ctx) = TestContext::busybox("before_build_image_onbuild") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let pid = std::process::id();
+    let base = format!("devcell-test/onbuild-img-{pid}:1");
+    ctx.cleanup().image(&base);
+    let dir = ctx.tmp().join("base");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!("FROM {BUSYBOX_IMAGE}\nONBUILD RUN echo planted-{pid} > /onbuild-marker\n"),
+    )
+    .unwrap();
+    let built = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &base])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    // a Feature: devcell builds its layer `FROM` the image
+    let ctx = ctx.config(&format!(
+        r#"{{"image": "{base}", "remoteUser": "nobody", "features": {{"./f": {{}}}}}}"#
+    ));
+    ctx.feature("f", r#"{"id": "f", "version": "1.0.0"}"#, "true");
+    let workspace = ctx.path().display().to_string();
+    ctx.cleanup()
+        .label(&format!("devcontainer.local_folder={workspace}"));
+    let out = ctx.output("up", &[]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("--allow runtime-option:build_onbuild={base}")),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "image `{base}` (`ONBUILD RUN echo planted-{pid} > /onbuild-marker`)"
+        )),
+        "{all}"
+    );
+    assert!(
+        images_of(ctx.path(), "label=devcell-test-none").is_empty(),
+        "built: {all}"
+    );
+    // no image made after the base carries its history: nothing was built `FROM` it
+    let (ok, since) = docker(&[
+        "images",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        &format!("since={base}"),
+    ]);
+    assert!(ok, "{since}");
+    for id in since.split_whitespace() {
+        let (_, history) = docker(&["history", "--no-trunc", "--format", "{{.CreatedBy}}", id]);
+        assert!(
+            !history.contains(&format!("planted-{pid}")),
+            "{id} was built from the base: {history}"
+        );
+    }
+    let (ok, containers) = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=devcontainer.local_folder={workspace}"),
+    ]);
+    assert!(ok && containers.trim().is_empty(), "{containers}");
+}
