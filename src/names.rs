@@ -54,6 +54,13 @@ pub const HOST_ENV_LABEL: &str = "devcell.host_env";
 /// existing volume without it, or for another folder, is a permission request (spec-note 0444).
 pub const VOLUME_WORKSPACE_LABEL: &str = "devcell.volume_workspace";
 
+/// Container label with a value unique to one creation (`<pid>-<nanos>-<hash>`): devcell
+/// finds the primary container `docker compose up` made by it, not by the project's labels,
+/// which another container can carry too (one slipped in while `--remove-existing-container`
+/// replaced the primary, or one whose image forged them). In devcell's label namespace, which
+/// no image or configuration can set (spec-note 0421).
+pub const CREATION_LABEL: &str = "devcell.creation";
+
 /// Label namespaces devcell and the reference CLI identify containers by (the id labels
 /// above, `devcontainer.metadata`, `devcell.*` evidence labels, the reference's
 /// `devcontainer.is_test_run`): a repository may not set any key in them (spec-note 0421).

@@ -126,6 +126,13 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     );
     assert_eq!(first["remoteWorkspaceFolder"], "/workspace");
     assert_eq!(first["devcell"]["container"], "created");
+    // the primary was found by the token it was created with, not by the project's labels
+    // (another container can carry those; `ops::target::the_created`)
+    let token = inspect(
+        first["containerId"].as_str().unwrap(),
+        "{{index .Config.Labels \"devcell.creation\"}}",
+    );
+    assert_eq!(token.len(), 32, "{token}");
     assert_eq!(ran(&first), ["postCreateCommand"], "{first}");
     // `runServices`: the primary and `db`, not `extra`
     assert_eq!(services(&project), ["app running", "db running"]);
