@@ -72,3 +72,42 @@ pub fn is_identity_label(key: &str) -> bool {
     let key = key.trim().to_ascii_lowercase();
     IDENTITY_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
 }
+
+/// The remote user's uid recorded in [`REMOTE_UID_LABEL`] on a container's `labels`: the
+/// decimal digits devcell writes, nothing else (no sign, space or other base: a value devcell
+/// did not write is no uid). `None` when absent or not such a number.
+pub fn remote_uid(labels: &std::collections::BTreeMap<String, String>) -> Option<u32> {
+    let value = labels.get(REMOTE_UID_LABEL)?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remote_uid_label_is_decimal_digits_only() {
+        let labels = |v: &str| {
+            std::collections::BTreeMap::from([(REMOTE_UID_LABEL.to_string(), v.to_string())])
+        };
+        assert_eq!(remote_uid(&labels("1000")), Some(1000));
+        assert_eq!(remote_uid(&labels("0")), Some(0));
+        // `u32::from_str` takes a sign; devcell never writes one
+        for bad in [
+            "+1000",
+            "-1",
+            " 1000",
+            "1000 ",
+            "",
+            "0x3e8",
+            "4294967296",
+            "abc",
+        ] {
+            assert_eq!(remote_uid(&labels(bad)), None, "{bad:?}");
+        }
+        assert_eq!(remote_uid(&std::collections::BTreeMap::new()), None);
+    }
+}
