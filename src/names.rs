@@ -54,6 +54,13 @@ pub const HOST_ENV_LABEL: &str = "devcell.host_env";
 /// existing volume without it, or for another folder, is a permission request (spec-note 0444).
 pub const VOLUME_WORKSPACE_LABEL: &str = "devcell.volume_workspace";
 
+/// Container label with a value unique to one creation (`<pid>-<nanos>-<hash>`): devcell
+/// finds the primary container `docker compose up` made by it, not by the project's labels,
+/// which another container can carry too (one slipped in while `--remove-existing-container`
+/// replaced the primary, or one whose image forged them). In devcell's label namespace, which
+/// no image or configuration can set (spec-note 0421).
+pub const CREATION_LABEL: &str = "devcell.creation";
+
 /// Label namespaces devcell and the reference CLI identify containers by (the id labels
 /// above, `devcontainer.metadata`, `devcell.*` evidence labels, the reference's
 /// `devcontainer.is_test_run`): a repository may not set any key in them (spec-note 0421).
@@ -64,4 +71,43 @@ pub const IDENTITY_LABEL_PREFIXES: &[&str] = &["devcontainer.", "devcell."];
 pub fn is_identity_label(key: &str) -> bool {
     let key = key.trim().to_ascii_lowercase();
     IDENTITY_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// The remote user's uid recorded in [`REMOTE_UID_LABEL`] on a container's `labels`: the
+/// decimal digits devcell writes, nothing else (no sign, space or other base: a value devcell
+/// did not write is no uid). `None` when absent or not such a number.
+pub fn remote_uid(labels: &std::collections::BTreeMap<String, String>) -> Option<u32> {
+    let value = labels.get(REMOTE_UID_LABEL)?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remote_uid_label_is_decimal_digits_only() {
+        let labels = |v: &str| {
+            std::collections::BTreeMap::from([(REMOTE_UID_LABEL.to_string(), v.to_string())])
+        };
+        assert_eq!(remote_uid(&labels("1000")), Some(1000));
+        assert_eq!(remote_uid(&labels("0")), Some(0));
+        // `u32::from_str` takes a sign; devcell never writes one
+        for bad in [
+            "+1000",
+            "-1",
+            " 1000",
+            "1000 ",
+            "",
+            "0x3e8",
+            "4294967296",
+            "abc",
+        ] {
+            assert_eq!(remote_uid(&labels(bad)), None, "{bad:?}");
+        }
+        assert_eq!(remote_uid(&std::collections::BTreeMap::new()), None);
+    }
 }

@@ -168,6 +168,14 @@ struct Handoff<'a> {
     reporter: &'a dyn Reporter,
 }
 
+impl Handoff<'_> {
+    /// The bounds of every fetch-back of this handoff: the `[handoff]` settings (spec-note
+    /// 0438), never the defaults behind the user's back.
+    fn fetch_budget(&self) -> crate::handoff::container_git::FetchBudget {
+        crate::handoff::container_git::FetchBudget::from_settings(&self.opts.settings.handoff)
+    }
+}
+
 /// The session a handoff runs, once begun: where it is recorded, and the warnings gathered so
 /// far. A failure from here on is recorded as the session's end ([`Live::fail`],
 /// [`Live::signaled`]).

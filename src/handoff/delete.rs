@@ -33,6 +33,9 @@ pub struct DeleteOptions {
     /// Remove the Compose projects' named volumes too: a clone task's project is named by
     /// devcell for that task alone, so its data volumes are the task's (spec-note 0437).
     pub project_volumes: bool,
+    /// The bounds of bringing back what the container git directories hold (`[handoff]`
+    /// settings, spec-note 0438).
+    pub fetch_budget: crate::handoff::container_git::FetchBudget,
 }
 
 /// What was removed.
@@ -202,7 +205,7 @@ pub async fn delete_with(
         .collect();
     remove_container_gits(
         &store,
-        &root,
+        (&root, &opts.fetch_budget),
         state.as_ref(),
         &mut removed,
         &mut kept,
@@ -443,7 +446,7 @@ async fn remove_project_volumes(
 /// only when nothing is left in it (spec-note 0436).
 fn remove_container_gits(
     store: &StateStore,
-    root: &Path,
+    (root, budget): (&Path, &crate::handoff::container_git::FetchBudget),
     state: Option<&WorkspaceState>,
     removed: &mut Removed,
     kept: &mut Kept,
@@ -452,7 +455,7 @@ fn remove_container_gits(
     let session = state
         .and_then(|s| s.sessions.last())
         .map_or_else(|| "delete".to_string(), |s| s.id.clone());
-    match fetch_back_before_removal(store, root, &session, reporter) {
+    match fetch_back_before_removal(store, root, &session, budget, reporter) {
         Ok(Some(slots)) => {
             reporter.report(Event::Status(format!(
                 "removing devcell's container git directories {}",
@@ -632,6 +635,7 @@ fn fetch_back_before_removal(
     store: &StateStore,
     root: &std::path::Path,
     session: &str,
+    budget: &crate::handoff::container_git::FetchBudget,
     reporter: &dyn Reporter,
 ) -> std::result::Result<Option<PathBuf>, (PathBuf, String)> {
     use crate::handoff::container_git::repo_gits;
@@ -658,7 +662,7 @@ fn fetch_back_before_removal(
         repo_gits(&ws, &slots).map_err(|e| keep(format!("the workspace cannot be read: {e}")))?;
     let mut problems = Vec::new();
     for g in &gits {
-        match g.dir().fetch_back(&g.host(), session) {
+        match g.dir().fetch_back_within(&g.host(), session, budget) {
             Ok(back) => {
                 for line in crate::handoff::agent::fetch_back_lines(&g.repo, &back) {
                     reporter.report(Event::Status(line));

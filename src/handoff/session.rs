@@ -307,9 +307,7 @@ fn stop_user_of(info: &crate::engine::ContainerInfo) -> Result<Option<String>, S
     if !crate::ops::exec_user::is_hardened(info) {
         return Ok(None);
     }
-    info.labels
-        .get(crate::names::REMOTE_UID_LABEL)
-        .and_then(|u| u.parse::<u32>().ok())
+    crate::names::remote_uid(&info.labels)
         .map(|uid| Some(format!("{uid}:{uid}")))
         .ok_or_else(|| "its container has no numeric remote uid to stop it as".to_string())
 }

@@ -914,6 +914,10 @@ async fn create(
         crate::ops::egress::before_create(mode.mode(), devcontainer_id, &mut spec)?;
     }
     compose_network::mark_primary(&mut spec, mode, &target.model);
+    // the container `up` makes is found by this, not by the project's labels alone
+    let token = crate::ops::target::creation_token(devcontainer_id);
+    spec.labels
+        .insert(crate::names::CREATION_LABEL.to_string(), token.clone());
     let sidecars = keep_shields_read_only(
         &target.model,
         &target.service,
@@ -930,7 +934,7 @@ async fn create(
         (&spec, &sidecars),
         (mode, networks),
         owned,
-        &image,
+        (&image, &token),
         reporter,
     )
     .await?;
@@ -1179,7 +1183,7 @@ fn service_shields(
 /// Writes the service's override file (its judged request, the sidecars' read-only additions,
 /// the networks devcell made, the workspace labels of the project's volumes and networks,
 /// `owned`), runs `up -d` of the project, checks a closed network is closed and finds the
-/// service's container.
+/// service's container by the creation `token` it was made with.
 ///
 /// Errors: [`OpsError::Compose`], [`OpsError::NoContainer`], the engine's.
 async fn start_project(
@@ -1191,7 +1195,7 @@ async fn start_project(
     ),
     (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
     owned: Option<Value>,
-    image: &PreparedImage,
+    (image, token): (&PreparedImage, &str),
     reporter: &dyn Reporter,
 ) -> Result<ContainerInfo> {
     let podman = engine.is_podman().await?;
@@ -1221,7 +1225,8 @@ async fn start_project(
     if mode.closed() {
         compose_network::verify_closed(engine, target, networks).await?;
     }
-    find_service_container(engine, &project.name, &target.service)
+    let labels = crate::engine::compose::service_labels(&project.name, &target.service);
+    crate::ops::target::created_container(engine, &labels, token)
         .await?
         .ok_or_else(|| OpsError::NoContainer {
             labels: join_labels(&crate::engine::compose::service_labels(

@@ -85,6 +85,84 @@ pub(crate) async fn find_container(
     Ok(None)
 }
 
+/// A value for [`crate::names::CREATION_LABEL`] unique to this creation: the process, the
+/// time and `devcontainer_id`, hashed (not a secret: a container that copies it after the
+/// fact makes two, which [`created_container`] refuses).
+pub(crate) fn creation_token(devcontainer_id: &str) -> String {
+    use sha2::Digest as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = format!(
+        "{}-{now}-{}-{devcontainer_id}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..16])
+}
+
+/// The one container, among `found` (the containers carrying `labels` and
+/// [`crate::names::CREATION_LABEL`] = `token`), that devcell created with `token`: none is
+/// `None`; more than one is an error, since a container that copied the label after the fact
+/// cannot be told from ours, and nothing is sent to either.
+///
+/// Errors: [`OpsError::Unsupported`] when more than one carries `token`.
+pub(crate) fn the_created<'a>(
+    found: &'a [crate::engine::ContainerSummary],
+    labels: &BTreeMap<String, String>,
+    token: &str,
+) -> Result<Option<&'a crate::engine::ContainerSummary>> {
+    let ours: Vec<_> = found
+        .iter()
+        .filter(|c| c.state != "removing")
+        .filter(|c| labels.iter().all(|(k, v)| c.labels.get(k) == Some(v)))
+        .filter(|c| {
+            c.labels
+                .get(crate::names::CREATION_LABEL)
+                .map(String::as_str)
+                == Some(token)
+        })
+        .collect();
+    match ours.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one)),
+        many => Err(OpsError::Unsupported {
+            message: format!(
+                "{} containers carry the labels of the container devcell just created ({}, {}={token}): {}; none is used",
+                many.len(),
+                join_labels(labels),
+                crate::names::CREATION_LABEL,
+                many.iter().map(|c| short(&c.id)).collect::<Vec<_>>().join(", ")
+            ),
+            hint: Some(
+                "another program copied the new container's labels; remove the containers that are not yours, then run `up` again".into(),
+            ),
+        }),
+    }
+}
+
+/// The container devcell created with `token` ([`the_created`]) among those carrying
+/// `labels`, inspected: found by the token, never by the labels alone, which another
+/// container (slipped in while an old one was replaced, or forged by its image) may carry.
+///
+/// Errors: as [`the_created`]; the engine's.
+pub(crate) async fn created_container(
+    engine: &dyn Engine,
+    labels: &BTreeMap<String, String>,
+    token: &str,
+) -> Result<Option<ContainerInfo>> {
+    let mut filter = labels.clone();
+    filter.insert(crate::names::CREATION_LABEL.to_string(), token.to_string());
+    let found = engine.find_containers(&filter).await?;
+    match the_created(&found, labels, token)? {
+        Some(c) => Ok(engine.inspect_container(&c.id).await?),
+        None => Ok(None),
+    }
+}
+
 /// The host folders a container found by `target`'s id labels must bind to be this
 /// workspace's: the workspace mount's source, the default mount root and the workspace folder
 /// (a handoff binds its root at `/workspace`). `None` when the lookup is by `--id-label`s
@@ -124,4 +202,62 @@ pub(crate) fn join_labels(labels: &BTreeMap<String, String>) -> String {
 
 pub(crate) fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
+}
+
+#[cfg(test)]
+mod creation_tests {
+    use super::*;
+    use crate::engine::ContainerSummary;
+
+    fn container(id: &str, labels: &[(&str, &str)]) -> ContainerSummary {
+        ContainerSummary {
+            id: id.to_string(),
+            state: "running".to_string(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// The `--remove-existing-container` window: while the old primary was being replaced, a
+    /// container with the project's labels (or an image that forged them) appeared. It is not
+    /// taken for the new one; one that copied the token too makes the result ambiguous, and
+    /// then neither is used.
+    #[test]
+    fn the_created_container_is_found_by_its_token_not_by_its_labels() {
+        let labels = BTreeMap::from([
+            ("com.docker.compose.project".to_string(), "p".to_string()),
+            ("com.docker.compose.service".to_string(), "app".to_string()),
+        ]);
+        let project = [
+            ("com.docker.compose.project", "p"),
+            ("com.docker.compose.service", "app"),
+        ];
+        let slipped_in = container("aaaa", &project);
+        let token = creation_token("dcid");
+        assert_ne!(token, creation_token("dcid"), "each creation has its own");
+        let mut ours_labels = project.to_vec();
+        ours_labels.push((crate::names::CREATION_LABEL, &token));
+        let ours = container("bbbb", &ours_labels);
+        let found = [slipped_in.clone(), ours.clone()];
+        assert_eq!(
+            the_created(&found, &labels, &token)
+                .unwrap()
+                .map(|c| c.id.as_str()),
+            Some("bbbb")
+        );
+        assert!(
+            the_created(&[slipped_in], &labels, &token)
+                .unwrap()
+                .is_none()
+        );
+        let copied = container("cccc", &ours_labels);
+        let err = the_created(&[ours.clone(), copied], &labels, &token).unwrap_err();
+        assert!(err.to_string().contains("2 containers"), "{err}");
+        let mut gone = ours;
+        gone.state = "removing".to_string();
+        assert!(the_created(&[gone], &labels, &token).unwrap().is_none());
+    }
 }

@@ -364,15 +364,11 @@ pub(crate) async fn workspace_ownership_warning(
     }
     // The uid recorded at creation when devcell made the container (a file read through the
     // engine costs ~40 ms, too much for a warm `up`), else the container's `/etc/passwd`.
-    let recorded = container
-        .labels
-        .get(crate::names::REMOTE_UID_LABEL)
-        .and_then(|uid| uid.parse().ok())
-        .map(|uid| Account {
-            uid,
-            gid: uid,
-            home: String::new(),
-        });
+    let recorded = crate::names::remote_uid(&container.labels).map(|uid| Account {
+        uid,
+        gid: uid,
+        home: String::new(),
+    });
     let account = match recorded {
         Some(account) => account,
         None => passwd_account(&container_passwd(engine, &container.id).await?, remote_user)?,

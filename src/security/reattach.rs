@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::names::{HOST_ENV_LABEL, REMOTE_UID_LABEL};
+use crate::names::HOST_ENV_LABEL;
 
 use super::error::{Result, SecurityError};
 use super::host_env::{HostEnvUse, NON_SECRET_NAMES};
@@ -26,7 +26,7 @@ use super::policy::{Grants, Permission, PermissionRequest, RequestStatus, Source
 pub struct JudgedAtCreation {
     /// The host variables `up` let cross (granted), from [`HOST_ENV_LABEL`].
     pub host_env: BTreeSet<String>,
-    /// The remote user's uid `up` judged, from [`REMOTE_UID_LABEL`] (`None` when it was not
+    /// The remote user's uid `up` judged, from [`crate::names::REMOTE_UID_LABEL`] (`None` when it was not
     /// recorded).
     pub remote_uid: Option<u32>,
 }
@@ -43,7 +43,7 @@ impl JudgedAtCreation {
                 .filter(|n| !n.is_empty())
                 .map(str::to_string)
                 .collect(),
-            remote_uid: labels.get(REMOTE_UID_LABEL).and_then(|u| u.parse().ok()),
+            remote_uid: crate::names::remote_uid(labels),
         })
     }
 }
@@ -143,6 +143,7 @@ pub fn check(requests: &[PermissionRequest]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::REMOTE_UID_LABEL;
 
     fn uses(names: &[&str]) -> Vec<HostEnvUse> {
         names

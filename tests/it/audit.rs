@@ -7,6 +7,7 @@
 //! `DEVCELL_TEST_ENGINE` the tests return early with a note; with it, anything missing fails.
 //! Containers carry a unique `devcell.test.audit` label and are removed even when a test fails.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -25,7 +26,7 @@ const TEST_LABEL: &str = "devcell.test.audit";
 fn docker(args: &[&str]) -> String {
     let out = Command::new("docker")
         .args(args)
-        .output()
+        .bounded_output()
         .expect("the `docker` CLI runs");
     assert!(
         out.status.success(),

@@ -2,6 +2,7 @@
 //! the real engine (`docker build` with the classic builder for now) and checked from inside
 //! containers of the result. Needs `DEVCELL_TEST_ENGINE=1` and `devcell-test/busybox:1`.
 
+use crate::support::deadline::Bounded as _;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -22,7 +23,7 @@ fn docker(args: &[&str]) -> Output {
     Command::new("docker")
         .args(args)
         .env("DOCKER_BUILDKIT", "0")
-        .output()
+        .bounded_output()
         .expect("docker runs")
 }
 
@@ -635,7 +636,7 @@ fn reference_cli_reads_the_label() {
         .args(["read-configuration", "--include-merged-configuration"])
         .arg("--workspace-folder")
         .arg(ws.path())
-        .output()
+        .long_output()
         .expect("the reference CLI runs");
     let result: Value = serde_json::from_str(&ok_stdout(&out)).expect("JSON on stdout");
     refcli.assert_stayed_local();

@@ -3,6 +3,7 @@
 //! each `--image-name`, pushed with `--push`; an unchanged second build builds nothing; the
 //! result line has the reference CLI's shape.
 
+use crate::support::deadline::Bounded as _;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -15,7 +16,7 @@ use crate::support::{test_registry, unique};
 fn docker(args: &[&str]) -> Output {
     Command::new("docker")
         .args(args)
-        .output()
+        .bounded_output()
         .expect("docker runs")
 }
 
@@ -305,7 +306,7 @@ fn build_result_has_the_reference_cli_shape() {
         .args(["build", "--workspace-folder"])
         .arg(ws.path())
         .args(["--image-name", &theirs_name])
-        .output()
+        .long_output()
         .expect("the reference CLI runs");
     cli.assert_stayed_local();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -6,6 +6,7 @@
 //! hook and `core.fsmonitor` configured that would create the host marker, and devcell's host
 //! git must never run them.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -142,7 +143,7 @@ impl Drop for Host {
                         for id in containers_of(&clone.path()) {
                             let _ = std::process::Command::new("docker")
                                 .args(["rm", "-f", "-v", &id])
-                                .output();
+                                .bounded_output();
                         }
                     }
                 }

@@ -3,6 +3,7 @@
 //! naming it, never clap's "unexpected argument"); `exec --container-id` against the real
 //! engine; options before `exec`'s command are options.
 
+use crate::support::deadline::Bounded as _;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -74,7 +75,7 @@ fn every_reference_flag_is_known_to_devcell() {
             .command()
             .args(*command)
             .arg("--help")
-            .output()
+            .long_output()
             .expect("reference CLI runs");
         let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
         let flags = help_flags(&reference);
@@ -370,7 +371,7 @@ fn exec_and_run_user_commands_by_container_id() {
     let id = result["containerId"].as_str().unwrap().to_string();
     let name = Command::new("docker")
         .args(["inspect", "-f", "{{.Name}}", &id])
-        .output()
+        .bounded_output()
         .unwrap();
     let name = String::from_utf8_lossy(&name.stdout)
         .trim()
@@ -499,14 +500,16 @@ fn up_adds_additional_features() {
     let id = result["containerId"].as_str().unwrap().to_string();
     let image = Command::new("docker")
         .args(["inspect", "-f", "{{.Config.Image}}", &id])
-        .output()
+        .bounded_output()
         .unwrap();
     let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
     let out = ws.output("exec", &["cat", "/etc/extra-feature.txt"]);
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     drop(ws);
     if image.starts_with("devcell/") {
-        let _ = Command::new("docker").args(["rmi", &image]).output();
+        let _ = Command::new("docker")
+            .args(["rmi", &image])
+            .bounded_output();
     }
     assert_eq!(text, "added");
 
@@ -617,7 +620,12 @@ fn camel_case_spellings_of_every_flag_parse() {
     };
     let mut unknown = Vec::new();
     for command in COMMANDS {
-        let reference = cli.command().args(*command).arg("--help").output().unwrap();
+        let reference = cli
+            .command()
+            .args(*command)
+            .arg("--help")
+            .long_output()
+            .unwrap();
         let sub = find_sub(&root, command);
         for flag in help_flags(&String::from_utf8_lossy(&reference.stdout)) {
             if flag.contains('-') && !has_camel_alias(sub, &flag) {
@@ -678,7 +686,7 @@ fn usage_errors_exit_like_the_reference_and_conflicts_are_mutually_exclusive() {
             .args(["up", "--workspace-folder"])
             .arg(ws.path())
             .args(["--no-lockfile", "--frozen-lockfile"])
-            .output()
+            .long_output()
             .unwrap();
         cli.assert_stayed_local();
         assert_eq!(out.status.code(), Some(1));

@@ -1,6 +1,7 @@
 //! `devcell::engine::compose` and `devcell::security::compose` against the real engine and
 //! Compose v2 (installed by `scripts/services`), with the local busybox image only.
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -65,7 +66,7 @@ impl Drop for ProjectGuard {
         for f in &self.files {
             c.arg("-f").arg(f);
         }
-        let _ = c.args(["down", "-v", "--timeout", "1"]).output();
+        let _ = c.args(["down", "-v", "--timeout", "1"]).bounded_output();
     }
 }
 

@@ -8,6 +8,7 @@
 //! Ignored by default (it reads a folder outside the repository):
 //! `cargo test --test it -- --ignored compose_corpus` (`DEVCELL_CORPUS` overrides the folder).
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -167,7 +168,7 @@ fn copy_tree(from: &Path, to: &Path) {
 fn docker_ok(args: &[&str]) -> bool {
     Command::new("docker")
         .args(args)
-        .output()
+        .bounded_output()
         .is_ok_and(|o| o.status.success())
 }
 

@@ -1,6 +1,7 @@
 //! Compose configurations through devcell's commands (`up`, `exec`, `down`, `build`) against the
 //! real engine and Compose v2, local images only (spec-notes 0600–0605).
 
+use crate::support::deadline::Bounded as _;
 use devcell::engine::compose::sanitize_project_name;
 use serde_json::Value;
 
@@ -125,6 +126,13 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     );
     assert_eq!(first["remoteWorkspaceFolder"], "/workspace");
     assert_eq!(first["devcell"]["container"], "created");
+    // the primary was found by the token it was created with, not by the project's labels
+    // (another container can carry those; `ops::target::the_created`)
+    let token = inspect(
+        first["containerId"].as_str().unwrap(),
+        "{{index .Config.Labels \"devcell.creation\"}}",
+    );
+    assert_eq!(token.len(), 32, "{token}");
     assert_eq!(ran(&first), ["postCreateCommand"], "{first}");
     // `runServices`: the primary and `db`, not `extra`
     assert_eq!(services(&project), ["app running", "db running"]);
@@ -406,7 +414,7 @@ fn a_project_the_reference_cli_brought_up_is_reused_and_the_reverse() {
             .command()
             .args(["up", "--workspace-folder"])
             .arg(ctx.path())
-            .output()
+            .long_output()
             .expect("the reference CLI runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -778,7 +786,7 @@ fn an_empty_compose_file_list_takes_compose_file_from_the_environment_or_dot_env
         .env("COMPOSE_FILE", "compose/missing.yml")
         .args(["up", "--workspace-folder"])
         .arg(ctx.path())
-        .output()
+        .long_output()
         .unwrap();
     let text = String::from_utf8_lossy(&missing.stdout).to_string()
         + &String::from_utf8_lossy(&missing.stderr);

@@ -2,6 +2,7 @@
 //! accepted flags, `--override-config`, `--additional-features`, `--id-label` /
 //! `--container-id` against the real engine, and image `devcontainer.metadata` merging.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -223,7 +224,10 @@ fn create_container(ctx: &TestContext, labels: &[(&str, &str)], env: &[&str]) ->
     for e in env {
         cmd.arg("-e").arg(e);
     }
-    let out = cmd.arg(BUSYBOX_IMAGE).output().expect("docker runs");
+    let out = cmd
+        .arg(BUSYBOX_IMAGE)
+        .bounded_output()
+        .expect("docker runs");
     assert!(
         out.status.success(),
         "docker create: {}",
@@ -354,7 +358,7 @@ fn labelled_image(ctx: &TestContext, label: &Value) -> String {
     let out = Command::new("docker")
         .args(["build", "-q", "-t", &tag])
         .arg(dir.path())
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),
@@ -463,7 +467,7 @@ fn id_label_lookup_matches_the_reference_cli() {
         &label,
         "--include-merged-configuration",
     ];
-    let theirs = refcli.command().args(args).output().unwrap();
+    let theirs = refcli.command().args(args).long_output().unwrap();
     assert!(
         theirs.status.success(),
         "{}",
@@ -518,7 +522,7 @@ fn image_metadata_merge_matches_the_reference_cli() {
         &w,
         "--include-merged-configuration",
     ];
-    let theirs = refcli.command().args(args).output().unwrap();
+    let theirs = refcli.command().args(args).long_output().unwrap();
     assert!(
         theirs.status.success(),
         "{}",
@@ -583,7 +587,7 @@ fn worktree_common_dir_layout_follows_the_reference() {
         "/workspaces/wts/feature"
     );
     if let Some(refcli) = reference_cli("worktree_common_dir_layout_follows_the_reference") {
-        let theirs = refcli.command().args(args).output().unwrap();
+        let theirs = refcli.command().args(args).long_output().unwrap();
         assert!(theirs.status.success());
         refcli.assert_stayed_local();
         let theirs: Value = serde_json::from_slice(&theirs.stdout).unwrap();
@@ -710,7 +714,7 @@ fn features_configuration_is_resolved_in_install_order() {
             &w,
             "--include-features-configuration",
         ])
-        .output()
+        .long_output()
         .expect("reference CLI runs");
     refcli.assert_stayed_local();
     let mut reference = stdout_json(&out)["featuresConfiguration"].clone();
@@ -813,7 +817,7 @@ fn oci_features_configuration_matches_the_reference_cli() {
             &w,
             "--include-features-configuration",
         ])
-        .output()
+        .long_output()
         .expect("reference CLI runs");
     refcli.assert_stayed_local();
     let mut reference = stdout_json(&out)["featuresConfiguration"].clone();

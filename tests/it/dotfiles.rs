@@ -5,6 +5,7 @@
 //! dotfiles script, which splices the environment into the script text, fails with a shell
 //! syntax error under busybox (spec-note 0645).
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,7 +29,7 @@ fn dotfiles_image() -> &'static str {
     let out = Command::new("docker")
         .args(["build", "-q", "--network", "none", "-t", IMAGE])
         .arg(ctx.path())
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),

@@ -2,6 +2,7 @@
 //! real engine (issue 13; spec-notes 0502-0505). Every destination is a server this test
 //! starts on the host's 127.0.0.1, reached through an entry pinned to it.
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -253,7 +254,7 @@ async fn the_repositorys_egress_request_is_refused_until_granted() {
     let id = up["containerId"].as_str().unwrap().to_string();
     let rm = std::process::Command::new("docker")
         .args(["rm", "-f", &id])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(rm.status.success());
     let v = tokio::task::block_in_place(|| ctx.devcell(&["doctor", "--format", "json"])).json();
@@ -528,7 +529,7 @@ fn container_environs(label: &str) -> String {
             let o = std::process::Command::new("docker")
                 .args(["exec", "-u", user, &id, "sh", "-c"])
                 .arg("for f in /proc/[0-9]*/environ; do cat \"$f\" 2>/dev/null | tr '\\0' ' '; echo; done")
-                .output()
+                .bounded_output()
                 .unwrap();
             out.push_str(&String::from_utf8_lossy(&o.stdout));
         }
@@ -674,7 +675,7 @@ async fn an_agents_upstream_gets_the_key_on_the_host_and_streams_but_the_contain
     assert_eq!(ids.len(), 1);
     let inspect = std::process::Command::new("docker")
         .args(["inspect", &ids[0]])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(inspect.status.success());
     let inspect = String::from_utf8_lossy(&inspect.stdout);
@@ -820,15 +821,18 @@ pub(crate) fn glibc_image() -> &'static str {
         tar.append_data(&mut h, path, text.as_bytes()).unwrap();
     }
     let tar = tar.into_inner().unwrap();
-    let mut import = std::process::Command::new("docker")
-        .args(["import", "--change", "CMD [\"/bin/sh\"]", "-", IMAGE])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut import.stdin.take().unwrap(), &tar).unwrap();
-    let out = import.wait_with_output().unwrap();
+    let out = crate::support::deadline::input_within(
+        std::process::Command::new("docker").args([
+            "import",
+            "--change",
+            "CMD [\"/bin/sh\"]",
+            "-",
+            IMAGE,
+        ]),
+        &tar,
+        crate::support::deadline::cli_deadline(),
+    )
+    .unwrap();
     assert!(
         out.status.success(),
         "docker import of {IMAGE} failed: {}",

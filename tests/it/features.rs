@@ -5,6 +5,7 @@
 //! Needs the Docker engine: with `DEVCELL_TEST_ENGINE=1` a missing engine or image fails the
 //! test; without it the tests return early with a note on stderr.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -75,7 +76,7 @@ fn docker_run(image: &str, feature: &Path, env: &Path, script: &str) -> Output {
         .arg("-v")
         .arg(format!("{}:/env:ro", env.display()))
         .args([image, "sh", "-c", script])
-        .output()
+        .bounded_output()
         .expect("docker runs")
 }
 
@@ -177,7 +178,7 @@ fn shadow_image() -> String {
     let out = Command::new("docker")
         .args(["build", "-q", "-t", &tag])
         .arg(ctx.path())
-        .output()
+        .bounded_output()
         .expect("docker build runs");
     assert!(
         out.status.success(),

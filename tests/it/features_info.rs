@@ -7,6 +7,7 @@
 //! The reference CLI talks plain HTTP only to a registry named `localhost`, so both tools use
 //! `localhost:<port>`.
 
+use crate::support::deadline::Bounded as _;
 use std::process::Output;
 
 use serde_json::Value;
@@ -90,7 +91,7 @@ fn info_prints_what_the_reference_prints() {
                     "--output-format",
                     format,
                 ];
-                let theirs = refcli.command().args(args).output().unwrap();
+                let theirs = refcli.command().args(args).long_output().unwrap();
                 let ours = devcell()
                     .args(args)
                     .arg("--cache-dir")

@@ -5,6 +5,7 @@
 //!
 //! Engine tests: with `DEVCELL_TEST_ENGINE=1` a missing engine or image fails the test.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -29,7 +30,7 @@ const REPORT: &[&str] = &[
 fn test_image() -> &'static str {
     if Command::new("docker")
         .args(["image", "inspect", IMAGE])
-        .output()
+        .bounded_output()
         .is_ok_and(|o| o.status.success())
     {
         return IMAGE;
@@ -49,7 +50,7 @@ fn test_image() -> &'static str {
     let out = Command::new("docker")
         .args(["build", "-q", "-t", IMAGE])
         .arg(ctx.path())
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),
@@ -89,7 +90,7 @@ fn report_lines(stdout: &[u8]) -> Vec<String> {
 fn container_exists(id: &str) -> bool {
     Command::new("docker")
         .args(["container", "inspect", id])
-        .output()
+        .bounded_output()
         .is_ok_and(|o| o.status.success())
 }
 
@@ -175,9 +176,11 @@ fn preserved_containers_carry_the_test_label_and_keep_their_workspace() {
             "{{index .Config.Labels \"devcontainer.is_test_run\"}} {{index .Config.Labels \"devcontainer.local_folder\"}} {{.Config.User}}",
             &id,
         ])
-        .output()
+        .bounded_output()
         .unwrap();
-    let _ = Command::new("docker").args(["rm", "-f", &id]).output();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", &id])
+        .bounded_output();
     let kept = Path::new(&workspace)
         .join(".devcontainer/devcontainer.json")
         .is_file();
@@ -220,7 +223,7 @@ fn remove_reference_image(tag: &str) {
     for _ in 0..40 {
         let removed = Command::new("docker")
             .args(["rmi", tag])
-            .output()
+            .bounded_output()
             .is_ok_and(|o| o.status.success());
         if removed {
             return;
@@ -252,7 +255,7 @@ fn the_report_and_exit_code_match_the_reference_cli() {
         .args(["features", "test", "-p"])
         .arg(fixture("features-test"))
         .args(["-i", IMAGE])
-        .output()
+        .long_output()
         .expect("the reference CLI runs");
     // the reference leaves the image of each test (`vsc-<workspace>-…-features`): removed
     for line in String::from_utf8_lossy(&reference.stderr).lines() {

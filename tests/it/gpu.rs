@@ -3,6 +3,7 @@
 //! `--gpu-availability none` never asks; `all` is refused before anything is created. No test
 //! here starts a container with a real device request.
 
+use crate::support::deadline::Bounded as _;
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ use crate::support::docker::BUSYBOX_IMAGE;
 fn engine_has_gpu() -> bool {
     let out = Command::new("docker")
         .args(["info", "--format", "{{json .}}"])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     let info: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let runtime = info["Runtimes"].get("nvidia").is_some();
@@ -29,7 +30,7 @@ fn engine_has_gpu() -> bool {
 fn device_requests(id: &str) -> Value {
     let out = Command::new("docker")
         .args(["inspect", "-f", "{{json .HostConfig.DeviceRequests}}", id])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }

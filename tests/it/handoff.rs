@@ -5,6 +5,7 @@
 //! git runs with a fixed identity through `-c` flags and an isolated environment; the user's
 //! global git config is never read or written.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -611,7 +612,7 @@ fn container_with(image: &str, mounts: &[WorkspaceMount]) -> support::docker::Te
     }
     let out = cmd
         .args([image, "sleep", "600"])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),
@@ -658,7 +659,7 @@ fn container_git(
         .arg(format!(
             "git --no-pager -c user.name=agent -c user.email=agent@devcell.invalid{safe} {args}"
         ))
-        .output()
+        .bounded_output()
         .expect("docker runs")
 }
 
@@ -724,7 +725,7 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
         );
         let out = Command::new("docker")
             .args(["exec", &c.id, "sh", "-c", &format!("echo evil > '{hooks}'")])
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(!out.status.success(), "hooks must be read-only in {repo}");
         assert!(!Path::new(&hooks).exists());
@@ -739,7 +740,7 @@ fn git_works_in_a_container_that_mounts_only_the_workspace_and_its_git_dirs() {
                 "-c",
                 &format!("echo /tmp > '{}'", commondir.display()),
             ])
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(
             !out.status.success(),

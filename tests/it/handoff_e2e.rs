@@ -12,6 +12,7 @@
 //! `updateRemoteUserUID` gives `nobody` uid 4242 and what the agent writes belongs to 4242
 //! (spec-note 0250).
 
+use crate::support::deadline::Bounded as _;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -303,7 +304,7 @@ fn labelled(kind: &str, ws: &Path) -> String {
         "volume" => vec!["volume", "ls", "-q", "--filter", &filter],
         _ => vec!["network", "ls", "-q", "--filter", &filter],
     };
-    let out = Command::new("docker").args(&args).output().unwrap();
+    let out = Command::new("docker").args(&args).bounded_output().unwrap();
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -487,7 +488,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     // started again by hand, to look inside (the next handoff would start it too)
     let started = Command::new("docker")
         .args(["start", &container])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(started.status.success(), "{}", stderr(&started));
 
@@ -604,7 +605,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
             "{{range .Mounts}}{{.Name}} {{end}}",
             &container,
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     let volumes_before = String::from_utf8_lossy(&volumes_before.stdout)
         .trim()
@@ -654,7 +655,7 @@ fn handoff_of_two_worktrees_to_the_reference_agent_end_to_end() {
     for volume in volumes_before.split_whitespace() {
         let gone = Command::new("docker")
             .args(["volume", "inspect", volume])
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(!gone.status.success(), "volume {volume} remains");
     }
@@ -971,7 +972,7 @@ fn a_secret_reaches_the_agent_and_nothing_else() {
     // and it is nowhere else
     let mut haystacks: Vec<(String, String)> = Vec::new();
     let docker = |args: &[&str]| {
-        let o = Command::new("docker").args(args).output().unwrap();
+        let o = Command::new("docker").args(args).bounded_output().unwrap();
         assert!(o.status.success(), "docker {args:?}");
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
@@ -1132,7 +1133,7 @@ fn a_hardened_handoff_of_a_locally_built_image_scores_sixteen() {
     let inspect = |format: &str| {
         let o = Command::new("docker")
             .args(["inspect", "-f", format, &container])
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(o.status.success());
         String::from_utf8_lossy(&o.stdout).trim().to_string()
@@ -1149,12 +1150,12 @@ fn a_hardened_handoff_of_a_locally_built_image_scores_sixteen() {
     // stopped once the agent ended (spec-note 0436): started again to look inside
     let started = Command::new("docker")
         .args(["start", &container])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(started.status.success(), "{}", stderr(&started));
     let feature_ran = Command::new("docker")
         .args(["exec", &container, "cat", "/etc/probe-feature"])
-        .output()
+        .bounded_output()
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&feature_ran.stdout).trim(),
@@ -1264,7 +1265,7 @@ fn handoff_limits_flags_take_effect_inside_and_bad_values_are_refused() {
             "{{.HostConfig.PidsLimit}} {{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}",
             &container,
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
@@ -1631,7 +1632,7 @@ fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
     let agents = |c: &str| {
         let o = Command::new("docker")
             .args(["exec", c, "ps", "-o", "args"])
-            .output()
+            .bounded_output()
             .unwrap();
         String::from_utf8_lossy(&o.stdout)
             .lines()
@@ -1733,7 +1734,7 @@ fn when_everything_is_root_safe_directory_entries_keep_git_working() {
             "{{index .Config.Labels \"devcell.remote_uid\"}}",
             id.trim(),
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&uid.stdout).trim(), "65534");
     // the container (stopped when the agent ended) is started again: the warning is still
@@ -1963,7 +1964,7 @@ fn sigterm_ends_a_handoff_whose_container_was_removed() {
         .to_string();
     let rm = Command::new("docker")
         .args(["rm", "-f", &container])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(
         rm.status.success(),
@@ -2250,7 +2251,7 @@ fn sessions(env: &Env) -> Vec<Value> {
 fn docker_inspect(format: &str, container: &str) -> String {
     let out = Command::new("docker")
         .args(["inspect", "-f", format, container])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -2319,7 +2320,7 @@ fn a_handoff_in_a_named_container_uses_it_and_refuses_any_other() {
             "sleep",
             "600",
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(run.status.success(), "{run:?}");
     let started = docker_inspect("{{.State.StartedAt}}", &foreign);

@@ -2,6 +2,7 @@
 //! permissions as the handoff does, text output is for people, git failures stay per
 //! repository (spec-notes 0320-0329).
 
+use crate::support::deadline::Bounded as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -728,7 +729,7 @@ fn hints_name_only_flags_given_or_available() {
             &Command::new("docker")
                 .args(["ps", "-aq", "--filter"])
                 .arg(format!("label=devcontainer.local_folder={root}"))
-                .output()
+                .bounded_output()
                 .unwrap()
                 .stdout
         )
@@ -847,7 +848,7 @@ fn the_plan_previews_a_compose_configurations_services() {
         let listed = std::process::Command::new("docker")
             .args(["ps", "-aq", "--filter"])
             .arg(format!("label={label}"))
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(listed.stdout.is_empty(), "{label}: {listed:?}");
     }

@@ -11,6 +11,7 @@
 //! `localhost:<port>` (which resolves to 127.0.0.1). Its other traffic is kept on this machine
 //! by [`crate::support::refcli`]; every test asserts that nothing else was attempted.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -63,7 +64,7 @@ fn metadata_ids(image: &str) -> Vec<String> {
             "{{index .Config.Labels \"devcontainer.metadata\"}}",
             image,
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     let label: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("metadata label of {image} is not JSON: {e}"));
@@ -95,7 +96,7 @@ fn refcli_run(refcli: &RefCli, args: &[&str], extra: &[&Path]) -> Output {
         .command()
         .args(args)
         .args(extra)
-        .output()
+        .long_output()
         .expect("the reference CLI runs")
 }
 
@@ -162,7 +163,7 @@ fn reference_cli_builds_with_features_published_by_devcell() {
     let run = Command::new("docker")
         .args(["run", "--rm", &image, "cat"])
         .args(["/usr/local/share/hello.txt", "/usr/local/share/greeter.txt"])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(run.status.success(), "{}", stderr(&run));
     assert_eq!(
@@ -239,7 +240,7 @@ fn devcell_up_installs_a_feature_published_by_the_reference_cli() {
     let id = result["containerId"].as_str().unwrap();
     let image = Command::new("docker")
         .args(["inspect", "-f", "{{.Config.Image}}", id])
-        .output()
+        .bounded_output()
         .unwrap();
     let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
     ws.remove_image(&image);

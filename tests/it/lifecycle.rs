@@ -44,16 +44,33 @@ impl HookExecutor for DockerExec {
             .args(&request.argv)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
+        // its own process group, killed when dropped: at the deadline below, or with the test
+        devcell::process::contain_tokio(&mut command);
+        let named = format!("docker exec {} {}", self.container, request.argv.join(" "));
         let mut child = command.spawn()?;
+        let mut group = devcell::process::GroupGuard::new(child.id());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let ((), (), status) = tokio::join!(
-            forward(stdout, output),
-            forward(stderr, output),
-            child.wait()
-        );
+        let deadline = crate::support::deadline::cli_deadline();
+        let run = async {
+            tokio::join!(
+                forward(stdout, output),
+                forward(stderr, output),
+                child.wait()
+            )
+        };
+        // a `docker exec` whose container's shim died never returns (CI hung on one)
+        let ((), (), status) = tokio::time::timeout(deadline, run).await.map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "`{named}` did not finish within {} and was killed",
+                    devcell::process::shown(deadline)
+                ),
+            )
+        })?;
+        group.disarm();
         Ok(i64::from(status?.code().unwrap_or(-1)))
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! Needs `DEVCELL_TEST_REGISTRY` and the engine (both required under `DEVCELL_TEST_ENGINE=1`).
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -135,7 +136,10 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
 }
 
 fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().expect("docker");
+    let out = Command::new("docker")
+        .args(args)
+        .bounded_output()
+        .expect("docker");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -410,7 +414,7 @@ impl HandoffEnv {
             .ctx
             .command()
             .args(args)
-            .output()
+            .long_output()
             .expect("devcell runs");
         let image = docker(&[
             "ps",
@@ -628,7 +632,7 @@ fn lockfiles_are_interchangeable_with_the_reference_cli() {
         if frozen {
             cmd.arg("--frozen-lockfile");
         }
-        let out = cmd.output().expect("the reference CLI runs");
+        let out = cmd.long_output().expect("the reference CLI runs");
         let text = String::from_utf8_lossy(&out.stdout);
         for image in docker(&[
             "images",

@@ -4,6 +4,7 @@
 //! held by policy until the host user forwards it with `devcell mail forward`. Spoofing the
 //! sender fails, and no sandbox sees the log, the mediator's state or another task's socket.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -310,7 +311,7 @@ fn two_worktree_handoffs_talk_through_the_mediator_and_survive_garbage() {
             for id in containers_of(folder) {
                 let _ = std::process::Command::new("docker")
                     .args(["rm", "-f", "-v", &id])
-                    .output();
+                    .bounded_output();
             }
         }
     };

@@ -1,6 +1,7 @@
 //! OCI distribution against real registries: the shared local registry
 //! (`DEVCELL_TEST_REGISTRY`) and private `docker-registry` instances started per test.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 
 use devcell::features::fetch::{FeatureSource, FetchError, FetchOptions, Fetcher};
@@ -805,7 +806,7 @@ async fn interop_with_the_reference_cli() {
             &format!("{reg}/{ns}/ours/hello:1"),
         ])
         .args(["--output-format", "json"])
-        .output()
+        .long_output()
         .unwrap();
     assert!(
         out.status.success(),
@@ -828,7 +829,7 @@ async fn interop_with_the_reference_cli() {
         .args(["features", "publish"])
         .arg(dir.path())
         .args(["-r", &reg, "-n", &format!("{ns}/theirs")])
-        .output()
+        .long_output()
         .unwrap();
     assert!(
         out.status.success(),

@@ -5,6 +5,7 @@
 //! publishes on `127.0.0.1` where the reference, for a string without an address, publishes on
 //! every interface.
 
+use crate::support::deadline::Bounded as _;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -51,7 +52,7 @@ fn config(app: u16, mapped: u16, forwarded: u16) -> Value {
 fn bindings(id: &str) -> Vec<(String, Vec<String>)> {
     let out = Command::new("docker")
         .args(["inspect", "-f", "{{json .HostConfig.PortBindings}}", id])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     let value: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let mut all: Vec<(String, Vec<String>)> = value
@@ -128,7 +129,7 @@ fn ports_are_published_as_the_reference_publishes_them_but_only_on_loopback() {
             ws,
             "--include-merged-configuration",
         ])
-        .output()
+        .long_output()
         .unwrap();
     let ours = ctx.run("read-configuration", &["--include-merged-configuration"]);
     ours.ok();
@@ -142,7 +143,7 @@ fn ports_are_published_as_the_reference_publishes_them_but_only_on_loopback() {
     let out = refcli
         .command()
         .args(["up", "--workspace-folder", ws])
-        .output()
+        .long_output()
         .unwrap();
     let theirs = last_json(&out);
     assert_eq!(theirs["outcome"], "success", "{theirs}");

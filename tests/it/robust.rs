@@ -2,6 +2,7 @@
 //! stopping the shared engine) and recovery once it is back; unused devcell-built images found
 //! by `doctor` and removed by `prune`, never one a container uses.
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -174,7 +175,7 @@ fn engine_gone_after_the_container_is_created_then_up_recovers() {
     assert_eq!(left.len(), 1, "{left:?}");
     let state = Command::new("docker")
         .args(["inspect", "-f", "{{.State.Status}}", &left[0]])
-        .output()
+        .bounded_output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&state.stdout).trim(), "created");
     // The error result names the container it left, as the reference CLI's does (spec-note
@@ -230,7 +231,7 @@ fn feature_ws(tag: &str) -> TestContext {
 fn image_exists(reference: &str) -> bool {
     Command::new("docker")
         .args(["image", "inspect", reference])
-        .output()
+        .bounded_output()
         .is_ok_and(|o| o.status.success())
 }
 
@@ -263,7 +264,7 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
     let image_of = |id: &str| {
         let out = Command::new("docker")
             .args(["inspect", "-f", "{{.Config.Image}}", id])
-            .output()
+            .bounded_output()
             .unwrap();
         let image = String::from_utf8_lossy(&out.stdout).trim().to_string();
         image
@@ -281,7 +282,7 @@ fn doctor_reports_and_prune_removes_only_unused_devcell_images() {
     );
     Command::new("docker")
         .args(["rm", "-f", "-v", &gone_id])
-        .output()
+        .bounded_output()
         .unwrap();
 
     // doctor: the unused one with its size and the command that removes it; not the used one.

@@ -4,6 +4,7 @@
 //! `~/.devcontainer`, shared with the reference CLI), its weaknesses reported; a container
 //! holding an engine socket is refused under `hardened` before anything runs in it.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::Output;
 
@@ -279,7 +280,7 @@ fn set_up_shares_markers_and_result_shape_with_the_reference_cli() {
         .args(["set-up", "--container-id", &container.id, "--config"])
         .arg(&config)
         .args(["--include-configuration", "--include-merged-configuration"])
-        .output()
+        .long_output()
         .expect("the reference CLI runs");
     cli.assert_stayed_local();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -11,6 +11,7 @@
 //! The reference CLI talks plain HTTP only to a registry named `localhost`, so both tools use
 //! `localhost:<port>`.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -104,7 +105,7 @@ fn apply_writes_the_reference_clis_files_and_metadata() {
         .command()
         .args(["templates", "publish", "-r", &reg, "-n", &ns])
         .arg(src.path().join("src"))
-        .output()
+        .long_output()
         .unwrap();
     assert!(
         published.status.success(),
@@ -130,7 +131,7 @@ fn apply_writes_the_reference_clis_files_and_metadata() {
         .args(["templates", "apply", "--workspace-folder"])
         .arg(ws_ref.path())
         .args(args)
-        .output()
+        .long_output()
         .unwrap();
     let by_dev = devcell()
         .args(["templates", "apply", "--workspace-folder"])
@@ -187,7 +188,7 @@ fn apply_writes_the_reference_clis_files_and_metadata() {
     let meta_ref = refcli
         .command()
         .args(["templates", "metadata", &id])
-        .output()
+        .long_output()
         .unwrap();
     let meta_dev = devcell()
         .args(["templates", "metadata", &id, "--cache-dir"])
@@ -454,7 +455,7 @@ fn publish_matches_the_reference_cli_and_each_applies_the_others() {
             .command()
             .args(["templates", "publish", "-r", &reg, "-n", &ns_ref])
             .arg(src.path().join("src"))
-            .output()
+            .long_output()
             .unwrap()
     };
     let publish_dev = || {
@@ -555,7 +556,7 @@ fn publish_matches_the_reference_cli_and_each_applies_the_others() {
         .arg("--workspace-folder")
         .arg(ws_a.path())
         .args(args)
-        .output()
+        .long_output()
         .unwrap();
     let cache = tempfile::tempdir().unwrap();
     let applied_by_dev = devcell()
@@ -599,7 +600,7 @@ fn publish_matches_the_reference_cli_and_each_applies_the_others() {
         let out = refcli
             .command()
             .args(["templates", "metadata", &format!("{reg}/{ns}/compose:0.3")])
-            .output()
+            .long_output()
             .unwrap();
         files_sorted(stdout_json(&out, "reference metadata"))
     };
@@ -674,7 +675,7 @@ fn generate_docs_writes_the_reference_clis_pages() {
                 "rep",
             ])
             .args(extra)
-            .output()
+            .long_output()
             .unwrap();
         let d = devcell()
             .current_dir(by_dev.path())

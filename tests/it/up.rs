@@ -5,6 +5,7 @@
 //! container labelled with that workspace folder (and their anonymous volumes), also when the
 //! test fails.
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -67,7 +68,7 @@ fn ran(result: &Value) -> Vec<String> {
 fn docker_inspect(id: &str, format: &str) -> String {
     let out = Command::new("docker")
         .args(["inspect", "-f", format, id])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -554,7 +555,7 @@ fn reference_up(cli: &RefCli, ws: &TestContext) -> Value {
         .command()
         .args(["up", "--workspace-folder"])
         .arg(ws.path())
-        .output()
+        .long_output()
         .expect("the reference CLI runs");
     let result = last_json(&out);
     assert_eq!(
@@ -764,7 +765,7 @@ fn feature_and_image_label_requests_are_refused() {
     assert!(ws.containers().is_empty());
     let images: Vec<String> = Command::new("docker")
         .args(["images", "-q", "devcell/features"])
-        .output()
+        .bounded_output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
@@ -1266,7 +1267,7 @@ fn exec_and_run_user_commands_pass_secrets_through_the_exec_env_only() {
 
     // and the value is nowhere else
     let docker = |args: &[&str]| {
-        let o = Command::new("docker").args(args).output().unwrap();
+        let o = Command::new("docker").args(args).bounded_output().unwrap();
         assert!(o.status.success(), "docker {args:?}");
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
@@ -1973,7 +1974,7 @@ fn include_configuration_is_substituted_like_the_reference() {
             .command()
             .args(["up", "--include-configuration", "--workspace-folder"])
             .arg(theirs.path())
-            .output()
+            .long_output()
             .unwrap();
         let reference = last_json(&out);
         let base = theirs

@@ -22,10 +22,12 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
             Extras::default()
         }));
     }
+    let settings = crate::settings::load(args.config_file.as_deref())?;
     let opts = DeleteOptions {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         state_root: None,
         project_volumes: false,
+        fetch_budget: crate::handoff::container_git::FetchBudget::from_settings(&settings.handoff),
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
     let result = own_block_on_checked(

@@ -133,8 +133,11 @@ impl Handoff<'_> {
     pub(super) fn refresh_container_gits(&self, p: &Prepared, live: &mut Live) -> Result<()> {
         let mut earlier = Vec::new();
         let mut git_findings = Vec::new();
+        let budget = self.fetch_budget();
         for g in &p.gits {
-            let back = g.prepare(&live.id).map_err(|e| live.fail(e.into()))?;
+            let back = g
+                .prepare(&live.id, &budget)
+                .map_err(|e| live.fail(e.into()))?;
             if let Some(why) = &back.refused {
                 let message = format!("repository `{}`: {why}", g.repo);
                 self.reporter

@@ -88,8 +88,9 @@ impl Handoff<'_> {
     /// the host did not take is a warning; the rest is news.
     pub(super) fn fetch_back(&self, p: &Prepared, live: &mut Live, quiet: bool) {
         let mut fetched = Vec::new();
+        let budget = self.fetch_budget();
         for g in p.gits.iter().filter(|_| quiet) {
-            match g.dir().fetch_back(&g.host(), &live.id) {
+            match g.dir().fetch_back_within(&g.host(), &live.id, &budget) {
                 Ok(back) if back.is_empty() => {}
                 Ok(back) => {
                     let kept = back.kept.len();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::dir::ContainerGitDir;
 use super::files::write_new;
+use super::inflated::FetchBudget;
 use super::report::FetchBack;
 use super::{ContainerGitError, HostRepo, MAX_CHANGED_REFS, Result, io};
 
@@ -79,7 +80,8 @@ impl RepoGit {
         self.slot.join("dotgit")
     }
 
-    /// Fetches back what the container left from an earlier session, then rewrites the
+    /// Fetches back (within `budget`, the `[handoff]` settings) what the container left from
+    /// an earlier session, then rewrites the
     /// container git directory from the host (and, for a linked repository, devcell's `.git`
     /// file). Returns the fetch-back.
     ///
@@ -90,9 +92,9 @@ impl RepoGit {
     /// refs stay as they are, and it is moved aside to `<slot>/refused` (replacing an earlier
     /// one) so that this handoff (and every later one) goes on; the result says so in
     /// [`FetchBack::refused`].
-    pub fn prepare(&self, session: &str) -> Result<FetchBack> {
+    pub fn prepare(&self, session: &str, budget: &FetchBudget) -> Result<FetchBack> {
         let dir = self.dir();
-        let back = match dir.fetch_back(&self.host(), session) {
+        let back = match dir.fetch_back_within(&self.host(), session, budget) {
             Err(ContainerGitError::TooManyRefs { path }) => {
                 let aside = self.slot.join("refused");
                 if std::fs::symlink_metadata(&aside).is_ok() {

@@ -201,6 +201,52 @@ fn an_object_larger_inflated_than_the_budget_is_not_brought_back() {
     assert_eq!(f.rev("main"), new);
 }
 
+/// The `[handoff]` settings reach a worktree handoff's fetch-back (it used the defaults):
+/// the next handoff's `prepare` with `fetch_back_max_object_bytes = 1 MiB` refuses the agent's
+/// 4 MiB blob, as the settings' budget says, and writes nothing of the host's refs.
+#[test]
+fn the_handoff_settings_bound_the_fetch_back_of_the_next_prepare() {
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("zeros"), vec![0u8; 4 << 20]).unwrap();
+    agent(&dir, &f.work, &["add", "zeros"]);
+    agent(&dir, &f.work, &["commit", "-qm", "zeros"]);
+    let refs_before = git(&f.work, &["for-each-ref"]);
+    let (git_dir, common) = f.host();
+    let repo = RepoGit {
+        repo: "repo".into(),
+        work_tree: f.work.clone(),
+        git_dir,
+        common_dir: common,
+        container_path: "/workspace".into(),
+        slot: f.slot.clone(),
+        mount_base: "/run/devcell/git/0".into(),
+        linked: false,
+        folders: Vec::new(),
+        submodules: Vec::new(),
+        nested: false,
+    };
+    let settings = crate::settings::HandoffSettings {
+        fetch_back_max_object_bytes: 1 << 20,
+        ..crate::settings::HandoffSettings::default()
+    };
+    let err = repo
+        .prepare("s2", &FetchBudget::from_settings(&settings))
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            ContainerGitError::OverInflated {
+                why: OverInflated::Object { limit, .. },
+                ..
+            } if *limit == 1 << 20
+        ),
+        "{err:?}"
+    );
+    assert_eq!(git(&f.work, &["for-each-ref"]), refs_before);
+}
+
 #[test]
 fn rewritten_and_deleted_refs_never_touch_the_host_and_are_kept_aside() {
     let f = Fixture::new();
@@ -666,7 +712,7 @@ fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
         submodules: Vec::new(),
         nested: false,
     };
-    let back = repo.prepare("s2").unwrap();
+    let back = repo.prepare("s2", &FetchBudget::default()).unwrap();
     assert!(
         back.refused
             .as_deref()
@@ -683,7 +729,11 @@ fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
             .count(),
         2
     );
-    assert!(repo.prepare("s3").unwrap().is_empty());
+    assert!(
+        repo.prepare("s3", &FetchBudget::default())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Attack (spec-note 0400, F4): a new branch whose name conflicts with a host branch

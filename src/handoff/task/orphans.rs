@@ -257,6 +257,8 @@ pub async fn prune(
                         workspace_folder: record.workspace_folder(),
                         state_root: Some(state_root.to_path_buf()),
                         project_volumes: true,
+                        // what comes back goes into the orphan's clone, removed next
+                        fetch_budget: Default::default(),
                     },
                     reporter,
                 )

@@ -716,6 +716,8 @@ async fn remove_task(
             state_root: Some(state_root.to_path_buf()),
             // the task's Compose project is its own (`compose::project_name`)
             project_volumes: true,
+            // what comes back goes into the task's clone, which goes with the task
+            fetch_budget: Default::default(),
         },
         reporter,
     )

@@ -80,7 +80,7 @@ impl AuditContext {
 }
 
 impl AuditContext {
-    /// Sets `features_lockfile` from the config file's lockfile ([`lockfile_path_for_config`]):
+    /// Sets `features_lockfile` from the config file's lockfile ([`crate::features::lockfile::lockfile_path`], the one rule `up` writes by):
     /// `Some(true)` when it exists and is not empty (an empty lockfile only asks to be
     /// initialised), else `Some(false)`; and `locked_features` from its content when it parses.
     ///
@@ -89,7 +89,7 @@ impl AuditContext {
     /// inside, it is read without following links (spec-note 0400).
     pub fn with_config_file(mut self, config_file: &Path) -> Self {
         use crate::security::host_path;
-        let lockfile = lockfile_path_for_config(config_file);
+        let lockfile = crate::features::lockfile::lockfile_path(config_file);
         let resolved = host_path::resolve(&lockfile).ok().filter(|r| {
             self.workspace.as_deref().is_none_or(|ws| {
                 let places = host_path::Places::new(ws, None, None);
@@ -113,19 +113,5 @@ impl AuditContext {
                     .collect()
             });
         self
-    }
-}
-
-/// The lockfile path for a config file: `devcontainer-lock.json` beside it, or
-/// `.devcontainer-lock.json` when the config is `.devcontainer.json` (spec: Lockfile).
-pub fn lockfile_path_for_config(config_file: &Path) -> PathBuf {
-    let dir = config_file.parent().unwrap_or_else(|| Path::new(""));
-    if config_file
-        .file_name()
-        .is_some_and(|n| n == ".devcontainer.json")
-    {
-        dir.join(".devcontainer-lock.json")
-    } else {
-        dir.join("devcontainer-lock.json")
     }
 }

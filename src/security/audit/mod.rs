@@ -36,7 +36,7 @@ mod tests;
 pub use crate::security::known::{
     CAPABILITY_BITS, DOCKER_DEFAULT_CAPS, ENGINE_SOCKET_NAMES, ENGINE_SOCKET_PATHS,
 };
-pub use context::{AuditContext, EgressEvidence, lockfile_path_for_config};
+pub use context::{AuditContext, EgressEvidence};
 pub use facts::{
     AuditError, BASE_IMAGE_LABEL, ContainerFacts, DeviceFact, EnvFact, FEATURE_DIGESTS_LABEL,
     FactsSource, MountFact, MountKind, OWNED_VOLUME_PREFIX, PortFact, Seccomp, caps_from_mask,

@@ -760,16 +760,34 @@ fn lockfile_state_from_the_config_file() {
     assert_eq!((c.features_lockfile, c.locked_features), (Some(true), None));
 }
 
+/// The audit reads the lockfile `up` writes: for a hidden config file name other than
+/// `.devcontainer.json` too, the reference CLI's rule (a name starting with `.` gets
+/// `.devcontainer-lock.json`); the audit once looked for `devcontainer-lock.json` there and
+/// counted a locked configuration as unlocked.
 #[test]
-fn lockfile_paths() {
-    assert_eq!(
-        lockfile_path_for_config(Path::new("/w/.devcontainer/devcontainer.json")),
-        Path::new("/w/.devcontainer/devcontainer-lock.json")
-    );
-    assert_eq!(
-        lockfile_path_for_config(Path::new("/w/.devcontainer.json")),
-        Path::new("/w/.devcontainer-lock.json")
-    );
+fn the_audit_reads_the_lockfile_up_writes_for_a_hidden_config_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join(".devcontainer");
+    std::fs::create_dir(&folder).unwrap();
+    let config = folder.join(".custom.json");
+    std::fs::write(&config, "{}").unwrap();
+    let written = crate::features::lockfile::lockfile_path(&config);
+    assert_eq!(written, folder.join(".devcontainer-lock.json"));
+    std::fs::write(&written, r#"{"features":{}}"#).unwrap();
+    let c = AuditContext::default().with_config_file(&config);
+    assert_eq!(c.features_lockfile, Some(true));
+    for (config, lockfile) in [
+        (
+            "/w/.devcontainer/devcontainer.json",
+            "/w/.devcontainer/devcontainer-lock.json",
+        ),
+        ("/w/.devcontainer.json", "/w/.devcontainer-lock.json"),
+    ] {
+        assert_eq!(
+            crate::features::lockfile::lockfile_path(Path::new(config)),
+            Path::new(lockfile)
+        );
+    }
 }
 
 #[test]

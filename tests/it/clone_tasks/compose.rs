@@ -2,6 +2,7 @@
 //! gets a project of its own, so two tasks of one repository are up at once without sharing a
 //! container, network or volume, and each task's `delete` removes only its own.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -31,7 +32,10 @@ volumes:
 
 /// `docker ARGS`, its stdout's non-empty lines.
 fn docker(args: &[&str]) -> Vec<String> {
-    let out = Command::new("docker").args(args).output().expect("docker");
+    let out = Command::new("docker")
+        .args(args)
+        .bounded_output()
+        .expect("docker");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.is_empty())
@@ -73,13 +77,17 @@ impl Drop for Projects {
             for id in docker(&["ps", "-aq", "--filter", &filter]) {
                 let _ = Command::new("docker")
                     .args(["rm", "-f", "-v", &id])
-                    .output();
+                    .bounded_output();
             }
             for n in docker(&["network", "ls", "-q", "--filter", &filter]) {
-                let _ = Command::new("docker").args(["network", "rm", &n]).output();
+                let _ = Command::new("docker")
+                    .args(["network", "rm", &n])
+                    .bounded_output();
             }
             for v in docker(&["volume", "ls", "-q", "--filter", &filter]) {
-                let _ = Command::new("docker").args(["volume", "rm", &v]).output();
+                let _ = Command::new("docker")
+                    .args(["volume", "rm", &v])
+                    .bounded_output();
             }
         }
     }

@@ -2,6 +2,7 @@
 //! Dockerfile's final stage will run as, read by `handoff --plan` (spec-note 0424), and the
 //! Features' metadata, read by `up` before the Features are built (spec-note 0445).
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::Output;
 
@@ -294,7 +295,7 @@ fn a_host_network_run_step_and_an_onbuild_base_are_refused_before_the_dockerfile
     let built = std::process::Command::new("docker")
         .args(["build", "-q", "-t", &base])
         .arg(&dir)
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(built.status.success(), "{built:?}");
     let ctx = ctx.config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);

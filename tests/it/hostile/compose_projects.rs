@@ -4,6 +4,7 @@
 //! `image`). Each asserts on the engine that the other project's containers, volume, network
 //! and image are as they were, not only that an error was printed.
 
+use crate::support::deadline::Bounded as _;
 use devcell::engine::compose::sanitize_project_name;
 
 use crate::support::context::{TestContext, docker_lines};
@@ -80,7 +81,7 @@ fn a_repository_naming_another_project_never_replaces_joins_or_removes_it() {
         .args(["compose", "-p", &by_hand, "-f"])
         .arg(&hand_file)
         .args(["up", "-d"])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
     let hand_before = project_containers(&by_hand);
@@ -161,7 +162,7 @@ fn another_projects_volume_and_network_named_in_the_files_are_requests() {
     let create = |args: &[&str]| {
         let out = std::process::Command::new("docker")
             .args(args)
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(out.status.success(), "docker {args:?}: {out:?}");
     };
@@ -263,7 +264,7 @@ fn a_compose_build_does_not_move_another_images_tag() {
     assert!(
         std::process::Command::new("docker")
             .args(["tag", BUSYBOX_IMAGE, &victim])
-            .status()
+            .bounded_status()
             .unwrap()
             .success()
     );
@@ -691,7 +692,7 @@ fn a_root_sidecar_writing_the_workspace_leaves_no_set_uid_file_device_or_foreign
         }
         let logs = std::process::Command::new("docker")
             .args(["logs", &format!("{project}-side-1")])
-            .output()
+            .bounded_output()
             .unwrap();
         panic!(
             "the sidecar's script did not finish: {:?} {}",
@@ -1094,7 +1095,7 @@ fn a_compose_alias_bomb_is_stopped_at_the_deadline_and_dies_with_devcell() {
         .env("DEVCELL_COMPOSE_CONFIG_TIMEOUT", "5")
         .args(["up", "--workspace-folder"])
         .arg(ctx.path())
-        .output()
+        .long_output()
         .expect("devcell runs")
         .into();
     let stderr = run.failed();
@@ -1177,7 +1178,7 @@ fn a_compose_up_waiting_for_a_health_check_that_never_passes_ends_at_the_deadlin
         .env("DEVCELL_COMPOSE_TIMEOUT", "5")
         .args(["up", "--workspace-folder"])
         .arg(ctx.path())
-        .output()
+        .long_output()
         .expect("devcell runs")
         .into();
     let stderr = run.failed();
@@ -1346,7 +1347,7 @@ fn a_workspace_with_the_same_folder_name_never_mounts_the_others_volumes() {
     let written = std::process::Command::new("docker")
         .args(["run", "--rm", "-v", &format!("{volume}:/db")])
         .args([BUSYBOX_IMAGE, "sh", "-c", "echo VICTIM-SECRET > /db/secret"])
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(written.status.success(), "{written:?}");
     for line in project_containers(&project) {
@@ -1419,7 +1420,7 @@ fn an_onbuild_cache_mount_never_reaches_another_workspaces_cache() {
     let built = std::process::Command::new("docker")
         .args(["build", "-q", "-t", &base])
         .arg(&dir)
-        .output()
+        .bounded_output()
         .unwrap();
     assert!(built.status.success(), "{built:?}");
     let project = own_project(&ctx);

@@ -7,6 +7,7 @@
 //! with its `--allow`, does what it asks and is reported. Where a planted configuration is
 //! meant to run, a control (the same git without devcell) shows it does.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -127,7 +128,7 @@ impl Drop for Host {
             for id in containers_of(ws) {
                 let _ = std::process::Command::new("docker")
                     .args(["rm", "-f", "-v", &id])
-                    .output();
+                    .bounded_output();
             }
         }
     }

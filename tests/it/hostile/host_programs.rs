@@ -8,6 +8,7 @@
 //! `core.sshCommand`): the marker never appears on the host. Engine-agnostic: the programs are
 //! judged by their environment, and the allowed names include Podman's.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -267,7 +268,7 @@ fn a_compose_build_starts_only_hardened_tools_and_runs_no_planted_git_command() 
             .arg("build")
             .env_remove("BUILDX_GIT_INFO")
             .env_remove("GIT_NO_LAZY_FETCH")
-            .output()
+            .bounded_output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         assert!(

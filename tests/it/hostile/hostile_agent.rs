@@ -9,6 +9,7 @@
 //! repository; the payload the agent planted (hooks, `core.fsmonitor`, aliases, a `commondir`
 //! redirection) would create the host marker ([`HostTarget::marker`]), which must not exist.
 
+use crate::support::deadline::Bounded as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -515,7 +516,7 @@ fn a_submodules_git_file_and_folder_cannot_be_replaced_and_its_commits_come_back
 fn container_running(id: &str) -> bool {
     let out = Command::new("docker")
         .args(["inspect", "-f", "{{.State.Running}}", id])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     String::from_utf8_lossy(&out.stdout).trim() == "true"
 }
@@ -609,7 +610,7 @@ fn a_container_already_running_when_a_handoff_starts_is_stopped_before_the_fetch
     let container = first["result"]["containerId"].as_str().unwrap().to_string();
     assert!(!container_running(&container));
     let docker = |args: &[&str]| {
-        let out = Command::new("docker").args(args).output().unwrap();
+        let out = Command::new("docker").args(args).bounded_output().unwrap();
         assert!(out.status.success(), "docker {args:?}: {out:?}");
     };
     docker(&["start", &container]);
@@ -704,7 +705,7 @@ fn delete_brings_back_commits_no_handoff_fetched_then_removes_devcells_copy() {
     let container = first["result"]["containerId"].as_str().unwrap().to_string();
     let before = git(&ws, &["rev-parse", "main"]);
     let docker = |args: &[&str]| {
-        let out = Command::new("docker").args(args).output().unwrap();
+        let out = Command::new("docker").args(args).bounded_output().unwrap();
         assert!(
             out.status.success(),
             "docker {args:?}: {}",
@@ -844,7 +845,7 @@ fn a_root_sidecar_handed_a_workspace_descriptor_plants_no_set_uid_file_or_device
         let logs = || {
             let out = Command::new("docker")
                 .args(["logs", &side])
-                .output()
+                .bounded_output()
                 .unwrap();
             format!(
                 "{}{}",

@@ -4,6 +4,7 @@
 /// identity), and from class 8 parallel `up`s of one workspace and a killed devcell's hook
 /// (spec-notes 0420–0423).
 mod identity {
+    use crate::support::deadline::Bounded as _;
     use std::path::Path;
     use std::process::{Command, Output, Stdio};
     use std::time::{Duration, Instant};
@@ -25,11 +26,15 @@ mod identity {
         fn drop(&mut self) {
             for folder in &self.folders {
                 for id in containers_of(folder) {
-                    let _ = Command::new("docker").args(["rm", "-fv", &id]).output();
+                    let _ = Command::new("docker")
+                        .args(["rm", "-fv", &id])
+                        .bounded_output();
                 }
             }
             for image in &self.images {
-                let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+                let _ = Command::new("docker")
+                    .args(["rmi", "-f", image])
+                    .bounded_output();
             }
         }
     }
@@ -46,7 +51,7 @@ mod identity {
         let out = Command::new("docker")
             .args(["ps", "-aq", "--no-trunc", "--filter"])
             .arg(format!("label=devcontainer.local_folder={folder}"))
-            .output()
+            .bounded_output()
             .expect("docker runs");
         String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -162,7 +167,10 @@ mod identity {
     }
 
     fn docker(args: &[&str]) -> String {
-        let out = Command::new("docker").args(args).output().expect("docker");
+        let out = Command::new("docker")
+            .args(args)
+            .bounded_output()
+            .expect("docker");
         assert!(
             out.status.success(),
             "docker {args:?}: {}",
@@ -626,7 +634,7 @@ mod identity {
         );
         let _ = Command::new("docker")
             .args(["rm", "-fv", &crafted])
-            .output();
+            .bounded_output();
     }
 
     /// `down`, `status`, `delete` and `audit` act on this workspace's container only: one that
@@ -709,7 +717,7 @@ mod identity {
         decoy.assert_untouched();
         let _ = Command::new("docker")
             .args(["rm", "-fv", &crafted])
-            .output();
+            .bounded_output();
     }
 
     #[test]

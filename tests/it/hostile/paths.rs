@@ -4,6 +4,7 @@
 //! [`HostTarget`] tree and marker, the containers and images of the workspace), not only the
 //! message.
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -43,7 +44,7 @@ fn mount_source(id: &str, target: &str) -> String {
             &format!("{{{{range .Mounts}}}}{{{{if eq .Destination \"{target}\"}}}}{{{{.Source}}}}{{{{end}}}}{{{{end}}}}"),
             id,
         ])
-        .output()
+        .bounded_output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -568,7 +569,7 @@ fn remove_image_of(id: &str) {
     let inspect = |what: &str, format: &str| {
         let out = Command::new("docker")
             .args(["inspect", "--format", format, what])
-            .output()
+            .bounded_output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
         text.strip_prefix("sha256:")
@@ -585,9 +586,13 @@ fn remove_image_of(id: &str) {
         }
         image = inspect(&image, "{{.Parent}}");
     }
-    let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", "-v", id])
+        .bounded_output();
     for image in chain {
-        let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+        let _ = Command::new("docker")
+            .args(["rmi", "-f", &image])
+            .bounded_output();
     }
     assert_eq!(
         inspect(BUSYBOX_IMAGE, "{{.Id}}"),
@@ -800,7 +805,7 @@ fn a_local_feature_whose_files_link_out_packs_nothing_from_the_host() {
         .to_string();
     let check = Command::new("docker")
         .args(["exec", &id, "test", "-e", "/f-installed"])
-        .status()
+        .bounded_status()
         .unwrap();
     assert!(check.success(), "the Feature was installed");
     remove_image_of(&id);
@@ -895,7 +900,7 @@ fn links_in_the_build_context_reach_the_image_as_links() {
     let sh = |script: &str| {
         let o = Command::new("docker")
             .args(["exec", &id, "sh", "-c", script])
-            .output()
+            .bounded_output()
             .unwrap();
         format!(
             "{}{}",

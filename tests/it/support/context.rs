@@ -16,6 +16,7 @@
 //! [`TestContext::remove_images_matching`]. Nothing else: the engine is shared by concurrent
 //! test runs. Tests without a workspace use a [`Cleanup`] of their own.
 
+use crate::support::deadline::Bounded as _;
 use std::cell::RefCell;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -289,7 +290,7 @@ impl TestContext {
     pub fn devcell(&self, args: &[&str]) -> Run {
         self.command()
             .args(args)
-            .output()
+            .long_output()
             .expect("devcell runs")
             .into()
     }
@@ -301,7 +302,7 @@ impl TestContext {
             .arg("--workspace-folder")
             .arg(self.path())
             .args(args)
-            .output()
+            .long_output()
             .expect("devcell runs")
             .into()
     }
@@ -313,7 +314,7 @@ impl TestContext {
             .arg("--workspace-folder")
             .arg(self.path())
             .args(args)
-            .output()
+            .long_output()
             .expect("devcell runs")
     }
 
@@ -463,7 +464,12 @@ impl Drop for Cleanup {
         for path in self.files.take() {
             let _ = std::fs::remove_file(path);
         }
-        if !self.engine_work() || Command::new("docker").arg("--version").output().is_err() {
+        if !self.engine_work()
+            || Command::new("docker")
+                .arg("--version")
+                .bounded_output()
+                .is_err()
+        {
             return;
         }
         for name in self.containers.take() {
@@ -497,7 +503,7 @@ impl Drop for Cleanup {
 pub fn docker_lines(args: &[&str]) -> Vec<String> {
     Command::new("docker")
         .args(args)
-        .output()
+        .bounded_output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
@@ -510,7 +516,7 @@ pub fn docker_lines(args: &[&str]) -> Vec<String> {
 }
 
 fn docker_quiet(args: &[&str]) {
-    let _ = Command::new("docker").args(args).output();
+    let _ = Command::new("docker").args(args).bounded_output();
 }
 
 /// Removes what carries `label` (`key=value`): containers (with their anonymous volumes), then
@@ -588,7 +594,10 @@ impl Drop for TestContext {
         }
         // Only touch the engine when the test may have used it; `cleanup` goes next.
         if !self.path().join(".devcontainer").exists()
-            || Command::new("docker").arg("--version").output().is_err()
+            || Command::new("docker")
+                .arg("--version")
+                .bounded_output()
+                .is_err()
         {
             return;
         }

@@ -3,6 +3,7 @@
 //! Engine tests must fail (not skip) when `DEVCELL_TEST_ENGINE=1` and the engine or the base
 //! image is missing; without the variable they return early with a note on stderr.
 
+use crate::support::deadline::Bounded as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -16,12 +17,12 @@ pub fn engine_ready(test: &str, image: &str) -> bool {
     let required = std::env::var("DEVCELL_TEST_ENGINE").is_ok_and(|v| v == "1");
     let engine = Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
+        .bounded_output()
         .is_ok_and(|o| o.status.success());
     let image_present = engine
         && Command::new("docker")
             .args(["image", "inspect", image])
-            .output()
+            .bounded_output()
             .is_ok_and(|o| o.status.success());
     if engine && image_present {
         return true;
@@ -72,7 +73,7 @@ impl TestContainer {
         let out = Command::new("docker")
             .args(["run", "-d", "--label", "devcell.test=1", image])
             .args(args)
-            .output()
+            .bounded_output()
             .expect("docker runs");
         assert!(
             out.status.success(),
@@ -91,7 +92,7 @@ impl TestContainer {
             .args(options)
             .arg(image)
             .args(args)
-            .output()
+            .bounded_output()
             .expect("docker runs");
         assert!(
             out.status.success(),
@@ -107,7 +108,7 @@ impl TestContainer {
     pub fn inspect(&self, format: &str) -> String {
         let out = Command::new("docker")
             .args(["inspect", "-f", format, &self.id])
-            .output()
+            .bounded_output()
             .expect("docker runs");
         assert!(out.status.success(), "docker inspect failed");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -117,7 +118,7 @@ impl TestContainer {
     pub fn sh(&self, script: &str) -> String {
         let out = Command::new("docker")
             .args(["exec", &self.id, "/bin/sh", "-c", script])
-            .output()
+            .bounded_output()
             .expect("docker runs");
         assert!(
             out.status.success(),
@@ -131,7 +132,7 @@ impl TestContainer {
     pub fn restart(&self) {
         let status = Command::new("docker")
             .args(["restart", "-t", "0", &self.id])
-            .output()
+            .bounded_output()
             .expect("docker runs")
             .status;
         assert!(status.success(), "docker restart failed");
@@ -140,7 +141,7 @@ impl TestContainer {
         for _ in 0..100 {
             let ready = Command::new("docker")
                 .args(["exec", &self.id, "true"])
-                .output()
+                .bounded_output()
                 .is_ok_and(|o| o.status.success());
             if ready {
                 return;
@@ -155,7 +156,7 @@ impl Drop for TestContainer {
     fn drop(&mut self) {
         let _ = Command::new("docker")
             .args(["rm", "-f", "-v", &self.id])
-            .output();
+            .bounded_output();
     }
 }
 
@@ -196,7 +197,7 @@ export PATH
     let out = Command::new("docker")
         .args(["build", "-q", "-t", IMAGE])
         .arg(ctx.path())
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),
@@ -211,7 +212,7 @@ pub fn containers_of(ws: &Path) -> Vec<String> {
     let filter = format!("label=devcontainer.local_folder={}", ws.display());
     let out = Command::new("docker")
         .args(["ps", "-aq", "--no-trunc", "--filter", &filter])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -223,7 +224,7 @@ pub fn containers_of(ws: &Path) -> Vec<String> {
 pub fn mount_sources(id: &str) -> Vec<String> {
     let out = Command::new("docker")
         .args(["inspect", "--format", "{{json .Mounts}}", id])
-        .output()
+        .bounded_output()
         .expect("docker runs");
     let mounts: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);

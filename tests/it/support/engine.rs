@@ -2,6 +2,7 @@
 //! `devcell::engine` (failing, not skipping, when `DEVCELL_TEST_ENGINE=1`), unique labels, and
 //! guards that remove containers and images even when a test panics.
 
+use crate::support::deadline::Bounded as _;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Mutex;
@@ -55,7 +56,7 @@ impl Drop for ContainerGuard {
         if !self.0.is_empty() {
             let _ = Command::new("docker")
                 .args(["rm", "-f", "-v", &self.0])
-                .output();
+                .bounded_output();
         }
     }
 }
@@ -66,7 +67,9 @@ pub struct ImageGuard(pub Vec<String>);
 impl Drop for ImageGuard {
     fn drop(&mut self) {
         for tag in &self.0 {
-            let _ = Command::new("docker").args(["rmi", "-f", tag]).output();
+            let _ = Command::new("docker")
+                .args(["rmi", "-f", tag])
+                .bounded_output();
         }
     }
 }
@@ -108,7 +111,7 @@ pub fn engine_is_podman() -> bool {
 pub fn docker(args: &[&str]) -> (bool, String) {
     let out = Command::new("docker")
         .args(args)
-        .output()
+        .bounded_output()
         .expect("docker runs");
     (
         out.status.success(),

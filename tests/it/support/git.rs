@@ -1,6 +1,7 @@
 //! git and image helpers shared by the handoff tests: git with a fixed identity and no user
 //! config, and the `hostgit` test image (busybox plus this host's git).
 
+use crate::support::deadline::Bounded as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -119,7 +120,7 @@ pub fn hostgit_image() -> &'static str {
     let out = Command::new("docker")
         .args(["build", "-q", "-t", IMAGE])
         .arg(ctx.path())
-        .output()
+        .bounded_output()
         .expect("docker runs");
     assert!(
         out.status.success(),
@@ -142,7 +143,7 @@ pub fn pinned_hostgit_image() -> Option<&'static str> {
             for args in [vec!["tag", local, &tagged], vec!["push", &tagged]] {
                 let out = Command::new("docker")
                     .args(&args)
-                    .output()
+                    .bounded_output()
                     .expect("docker runs");
                 assert!(
                     out.status.success(),
@@ -158,7 +159,7 @@ pub fn pinned_hostgit_image() -> Option<&'static str> {
                     "{{json .RepoDigests}}",
                     &tagged,
                 ])
-                .output()
+                .bounded_output()
                 .expect("docker runs");
             let digests: Vec<String> = serde_json::from_slice(&out.stdout).unwrap_or_default();
             digests

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod context;
+pub mod deadline;
 pub mod docker;
 pub mod git;
 pub mod hostile;
