@@ -328,7 +328,7 @@ pub(crate) struct Prepared {
     pub(super) gits: Vec<crate::handoff::container_git::RepoGit>,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
-    pub(super) extra_mounts: Vec<String>,
+    pub(super) extra_mounts: Vec<crate::engine::Mount>,
     pub(super) secrets: IndexMap<String, String>,
     pub(super) agent_env: IndexMap<String, String>,
     /// The network chosen (a container's; the host runtime has the host's, whatever this says).
@@ -422,9 +422,7 @@ async fn plan_compose(
         .as_ref()
         .and_then(|o| o.mount.as_ref())
     {
-        up_opts
-            .mounts
-            .insert(0, crate::engine::run_args::mount_string(mount));
+        up_opts.mounts.insert(0, mount.clone());
     }
     let choice = crate::ops::up::load_up(&up_opts)?;
     let preview =
@@ -879,12 +877,12 @@ fn container_gits(
     )?)
 }
 
-/// A handoff's mounts: as planned, the workspace mount (typed to the engine call), and the
-/// extra mounts (`--mount` text).
+/// A handoff's mounts: as planned, the workspace mount and the extra mounts, typed to the
+/// engine call.
 struct Mounts {
     planned: Vec<PlannedMount>,
     workspace: Option<crate::engine::Mount>,
-    extra: Vec<String>,
+    extra: Vec<crate::engine::Mount>,
 }
 
 /// The root becomes the workspace mount; the git directories' mounts and the agent's read-only
@@ -917,7 +915,7 @@ fn plan_mounts(
         if m.purpose == MountPurpose::Workspace {
             workspace_mount = Some(m.to_mount());
         } else {
-            extra_mounts.push(m.to_mount_string());
+            extra_mounts.push(m.to_mount());
         }
     }
     for m in agent.mounts.iter().filter(|_| !host) {
@@ -944,7 +942,7 @@ fn plan_mounts(
             read_only: true,
             purpose: MountPurpose::GitProtected,
         };
-        extra_mounts.push(wm.to_mount_string());
+        extra_mounts.push(wm.to_mount());
         planned.push(PlannedMount {
             source,
             target: m.target.clone(),
@@ -967,7 +965,7 @@ fn plan_mounts(
         });
     }
     if !host {
-        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.container.mount_strings()));
+        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.container.mounts()));
     }
     Ok(Mounts {
         planned,
