@@ -70,6 +70,25 @@ fn engine_with_image() -> FakeEngine {
     engine
 }
 
+/// `exec`'s options for `argv` in `target`, without the user environment probe.
+fn exec_options(target: &TargetOptions, argv: &[&str]) -> crate::ops::exec::ExecOptions {
+    crate::ops::exec::ExecOptions {
+        target: target.clone(),
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        default_user_env_probe: crate::lifecycle::UserEnvProbe::None,
+        ..Default::default()
+    }
+}
+
+/// No stdin; stdout and stderr dropped.
+fn no_streams() -> crate::ops::exec::ExecStreams<'static> {
+    crate::ops::exec::ExecStreams {
+        stdin: None,
+        stdout: Box::new(tokio::io::sink()),
+        stderr: Box::new(tokio::io::sink()),
+    }
+}
+
 /// `down` finds the workspace's container by its id labels and stops it; a container that
 /// claims the labels without binding the workspace is left running (spec-note 0421).
 #[tokio::test]
@@ -133,19 +152,9 @@ async fn exec_runs_as_the_numeric_user_under_hardened() {
         exit_code: 3,
         ..ExecResult::default()
     });
-    let opts = crate::ops::exec::ExecOptions {
-        target: target.clone(),
-        argv: vec!["make".to_string(), "test".to_string()],
-        default_user_env_probe: crate::lifecycle::UserEnvProbe::None,
-        ..Default::default()
-    };
-    let streams = crate::ops::exec::ExecStreams {
-        stdin: None,
-        stdout: Box::new(tokio::io::sink()),
-        stderr: Box::new(tokio::io::sink()),
-    };
+    let opts = exec_options(&target, &["make", "test"]);
 
-    let code = crate::ops::exec::exec_with(&engine, &opts, streams, &Statuses::default())
+    let code = crate::ops::exec::exec_with(&engine, &opts, no_streams(), &Statuses::default())
         .await
         .unwrap();
 
@@ -174,19 +183,9 @@ async fn exec_runs_as_the_remote_user_name_otherwise() {
     let (_dir, target) = workspace();
     let engine = engine_with_image();
     engine.add_container(&spec_for(&target, true, &[]), true);
-    let opts = crate::ops::exec::ExecOptions {
-        target,
-        argv: vec!["true".to_string()],
-        default_user_env_probe: crate::lifecycle::UserEnvProbe::None,
-        ..Default::default()
-    };
-    let streams = crate::ops::exec::ExecStreams {
-        stdin: None,
-        stdout: Box::new(tokio::io::sink()),
-        stderr: Box::new(tokio::io::sink()),
-    };
+    let opts = exec_options(&target, &["true"]);
 
-    crate::ops::exec::exec_with(&engine, &opts, streams, &Statuses::default())
+    crate::ops::exec::exec_with(&engine, &opts, no_streams(), &Statuses::default())
         .await
         .unwrap();
 
@@ -199,18 +198,9 @@ async fn exec_refuses_a_stopped_container() {
     let (_dir, target) = workspace();
     let engine = engine_with_image();
     engine.add_container(&spec_for(&target, true, &[]), false);
-    let opts = crate::ops::exec::ExecOptions {
-        target,
-        argv: vec!["true".to_string()],
-        ..Default::default()
-    };
-    let streams = crate::ops::exec::ExecStreams {
-        stdin: None,
-        stdout: Box::new(tokio::io::sink()),
-        stderr: Box::new(tokio::io::sink()),
-    };
+    let opts = exec_options(&target, &["true"]);
 
-    let err = crate::ops::exec::exec_with(&engine, &opts, streams, &Statuses::default())
+    let err = crate::ops::exec::exec_with(&engine, &opts, no_streams(), &Statuses::default())
         .await
         .unwrap_err();
 
