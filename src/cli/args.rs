@@ -335,6 +335,9 @@ pub enum EnvCommand {
     Show(EnvShowArgs),
     /// Describe the workspace's running container for agent-runner (`mode: existing`).
     Export(EnvExportArgs),
+    /// Read an agent-runner `mode: managed` environment as a devcontainer.json, listing what
+    /// the hardened profile does not grant (refused unless granted with `--allow`).
+    Import(EnvImportArgs),
 }
 
 /// `devcell verify`.
@@ -506,6 +509,29 @@ pub struct EnvExportArgs {
     /// `up` made binds the workspace's `.git` read-write; a handoff's does not).
     #[arg(long)]
     pub allow_host_git: bool,
+}
+
+/// `devcell env import`.
+#[derive(Debug, Args)]
+pub struct EnvImportArgs {
+    /// The agent-runner environment file (YAML, `mode: managed`).
+    pub file: PathBuf,
+    /// The workspace folder the configuration is for (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// Write the configuration as `.devcontainer/devcontainer.json` in the workspace folder
+    /// (never over an existing file); without it, it is only printed.
+    #[arg(long)]
+    pub write: bool,
+    /// Grant a permission the file asks for (repeatable), as for `up`.
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// Security profile the requests are judged under: `hardened` (default) or `reference`.
+    #[arg(long, value_enum)]
+    pub security_profile: Option<crate::settings::Profile>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `env export --format`.

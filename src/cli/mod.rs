@@ -132,6 +132,7 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => commands::audit::run(args),
         Command::Env(args::EnvCommand::Show(args)) => commands::env::show(args),
         Command::Env(args::EnvCommand::Export(args)) => commands::env::export(args),
+        Command::Env(args::EnvCommand::Import(args)) => commands::env_import::run(args),
         Command::Verify(args) => commands::env::verify(args),
         Command::Mail(command) => commands::mail::run(command),
         Command::Outdated(args) => commands::outdated::run(args),

@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod door;
 pub mod envelope;
 pub mod environment;
+pub mod expect_mount;
 pub mod git_identity;
 pub mod host;
 pub mod mail_host;

@@ -49,8 +49,114 @@ pub fn cover_command(
     cwd: &Path,
     workspace: &Path,
 ) -> HostCommand {
-    let words = words_of(argv.iter().map(String::as_str));
-    cover(command, &words, &[cwd.to_path_buf()], workspace)
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    cover_command_with(command, argv, cwd, workspace, home.as_deref())
+}
+
+/// [`cover_command`] with the host's home folder given (`$HOME`, `~`; `None`: unknown, so a
+/// word using it is not pinned).
+fn cover_command_with(
+    command: String,
+    argv: &[String],
+    cwd: &Path,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> HostCommand {
+    let texts: Vec<String> = argv.iter().map(|a| expand_known(a, cwd, home)).collect();
+    let words = words_of(texts.iter().map(String::as_str));
+    let mut covered = cover(command, &words, &[cwd.to_path_buf()], workspace);
+    let expanded = expanded_when_run(texts.iter().map(String::as_str));
+    if !expanded.is_empty() {
+        let shown: Vec<String> = expanded
+            .iter()
+            .take(MAX_EXPANDED_SHOWN)
+            .map(|w| format!("`{w}`"))
+            .collect();
+        covered.uncovered.push(format!(
+            "{} {} expanded when the command runs (a variable, a substitution, a glob or `~`): \
+             the files {} are not pinned",
+            shown.join(", "),
+            if expanded.len() == 1 { "is" } else { "are" },
+            if expanded.len() == 1 {
+                "it names"
+            } else {
+                "they name"
+            },
+        ));
+    }
+    covered
+}
+
+/// How many words [`expanded_when_run`] found are named in a request.
+const MAX_EXPANDED_SHOWN: usize = 3;
+
+/// `text` with the expansions whose value devcell knows when it judges put in: `$PWD` and
+/// `${PWD}` (the folder the command runs in), `$HOME`, `${HOME}` and a word's leading `~`
+/// (the host's home, when known). A real configuration's `"${PWD}/tools/init"` then names
+/// its file, and the grant pins it (K1).
+fn expand_known(text: &str, cwd: &Path, home: Option<&Path>) -> String {
+    let mut known: Vec<(&str, String)> = vec![("PWD", self::text(cwd))];
+    if let Some(home) = home {
+        known.push(("HOME", self::text(home)));
+    }
+    let mut out = text.to_string();
+    for (name, value) in &known {
+        out = out.replace(&format!("${{{name}}}"), value);
+        out = replace_variable(&out, name, value);
+    }
+    if let Some(home) = home {
+        let home = self::text(home);
+        let mut words: Vec<String> = Vec::new();
+        for word in out.split(' ') {
+            words.push(match word.strip_prefix('~') {
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
+                _ => word.to_string(),
+            });
+        }
+        out = words.join(" ");
+    }
+    out
+}
+
+/// `text` with each `$name` not followed by a character of a longer name replaced by `value`.
+fn replace_variable(text: &str, name: &str, value: &str) -> String {
+    let needle = format!("${name}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&needle) {
+        let after = &rest[at + needle.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            out.push_str(&needle);
+        } else {
+            out.push_str(value);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The shell words of `texts` that a shell would still expand when the command runs (a
+/// variable or substitution left after [`expand_known`], a glob, a leading `~`): what they
+/// name is decided then, not when the grant is judged, so no grant can pin it (K1: a glob
+/// over `.devcontainer/init.d/*.sh` ran a script the agent added). Quotes are not
+/// considered: a quoted `$` is counted too, which only asks once more.
+fn expanded_when_run<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for text in texts {
+        let tokens = shlex::split(text)
+            .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
+        for token in tokens {
+            let expands = token.contains(['$', '`', '*', '?', '['])
+                || token.starts_with('~')
+                || token.contains("=~");
+            if expands && token.len() <= 4096 {
+                found.insert(token);
+            }
+        }
+    }
+    found
 }
 
 /// The host command of a Compose `provider` (`command` as its request shows it): the program
@@ -303,5 +409,73 @@ mod tests {
         assert_ne!(digest(), granted);
         std::fs::write(&script, "echo v1\n").unwrap();
         assert_eq!(digest(), granted);
+    }
+
+    /// K1: a glob, a variable or a substitution is expanded when the command runs, so the
+    /// files it names are not pinned and a standing grant would run what the agent adds or
+    /// rewrites: the command is a one-run grant, and the request names the words. `$PWD`,
+    /// `${PWD}`, `$HOME` and `~` are known when devcell judges: their files are pinned.
+    #[test]
+    fn a_glob_or_a_variable_naming_a_workspace_path_is_a_one_run_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(ws.join(".devcontainer/init.d")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(ws.join(".devcontainer/init.d/10-setup.sh"), "echo v1\n").unwrap();
+        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
+        std::fs::write(home.join("x.sh"), "echo home\n").unwrap();
+        let cover =
+            |line: &str| cover_command_with(line.into(), &argv(line), &ws, &ws, Some(&home));
+        for (line, word) in [
+            (
+                "for f in .devcontainer/init.d/*.sh; do sh \"$f\"; done",
+                "init.d/*.sh",
+            ),
+            (
+                "sh .devcontainer/init.d/1?-setup.sh",
+                "`.devcontainer/init.d/1?-setup.sh`",
+            ),
+            (
+                "sh \"$WS/.devcontainer/init.sh\"",
+                "`$WS/.devcontainer/init.sh`",
+            ),
+            (
+                "sh $(pwd)/.devcontainer/init.sh",
+                "`$(pwd)/.devcontainer/init.sh`",
+            ),
+            ("sh `pwd`/.devcontainer/init.sh", "pwd`/"),
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+            assert!(
+                c.uncovered
+                    .iter()
+                    .any(|u| u.contains(word) && u.contains("not pinned")),
+                "{line}: {c:?}"
+            );
+        }
+        // the known expansions name their files, which the grant then pins
+        for line in [
+            "sh \"$PWD/.devcontainer/init.sh\"",
+            "sh ${PWD}/.devcontainer/init.sh",
+        ] {
+            let c = cover(line);
+            assert!(c.uncovered.is_empty(), "{line}: {c:?}");
+            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(paths, [".devcontainer/init.sh"], "{line}: {c:?}");
+        }
+        for line in ["sh ~/x.sh", "sh $HOME/x.sh", "mkdir -p ${HOME}/.tabby"] {
+            let c = cover(line);
+            assert!(
+                c.uncovered.is_empty() && c.digest().is_some(),
+                "{line}: {c:?}"
+            );
+        }
+        // `$PWDX` is another variable, not `$PWD`
+        assert!(cover("sh $PWDX/init.sh").digest().is_none());
+        // without a known home, `~` is not pinned
+        let c = cover_command_with("sh ~/x.sh".into(), &argv("sh ~/x.sh"), &ws, &ws, None);
+        assert!(c.digest().is_none(), "{c:?}");
     }
 }

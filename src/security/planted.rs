@@ -25,6 +25,28 @@ const DIRECTORY: &str = "setgid-directory";
 /// finding J1), so it is named, never passed over in silence.
 const UNSCANNED: &str = "unscanned";
 
+/// [`Planted::kind`] of a folder its owner (devcell's user) could not list: the scan gave it
+/// `u+rx` to look into it (attack K9: a `chmod 111` folder hid a set-uid file).
+const UNLISTABLE: &str = "unlistable-directory";
+/// [`Planted::kind`] of a file or folder any local user could write (`o+w`; attack K6): the
+/// bit is cleared.
+const OTHER_WRITABLE: &str = "other-writable";
+/// [`Planted::kind`] of a file or folder with an access control list naming other users or
+/// groups, or a folder with a default one (attack K6): the lists are removed.
+const ACL: &str = "acl";
+/// The size of a POSIX access ACL xattr with only the three entries the mode bits stand for
+/// (a 4-byte header and three 8-byte entries): anything larger names another user or group.
+const MINIMAL_ACL_BYTES: usize = 4 + 3 * 8;
+
+/// What a scan looks at beyond set-id files and folders and devices.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScanOptions {
+    /// Also clear `o+w` and remove ACLs naming others ([`OTHER_WRITABLE`], [`ACL`]): after a
+    /// handoff, where the agent is the workspace owner's uid and needs neither. Not after
+    /// `up`, whose sidecars of other users may rely on a folder the user opened.
+    pub other_writable: bool,
+}
+
 /// At most this many entries are looked at (a bound on a workspace the agent filled).
 const MAX_ENTRIES: usize = 2_000_000;
 /// Folders deeper than this are not entered.
@@ -52,6 +74,9 @@ impl Planted {
             "device" => "a device node".to_string(),
             DIRECTORY => "a setgid directory".to_string(),
             UNSCANNED => "a folder devcell could not scan".to_string(),
+            UNLISTABLE => "a folder its owner could not list".to_string(),
+            OTHER_WRITABLE => "an entry every local user can write".to_string(),
+            ACL => "an entry with an access control list for other users".to_string(),
             kind => format!("a {kind} file"),
         };
         let done = match (self.kind.as_str(), self.cleared) {
@@ -59,6 +84,12 @@ impl Planted {
             (UNSCANNED, _) => {
                 "what it holds was not checked for set-id files: remove it or make it readable"
             }
+            (UNLISTABLE, true) => "devcell made it readable to its owner and scanned it",
+            (UNLISTABLE, false) => "it could not be made readable: remove it",
+            (OTHER_WRITABLE, true) => "the write permission for others was removed",
+            (OTHER_WRITABLE, false) => "the write permission for others could not be removed",
+            (ACL, true) => "its access control lists were removed",
+            (ACL, false) => "its access control lists could not be removed",
             (DIRECTORY, true) => "its set-gid bit was cleared",
             (DIRECTORY, false) => "its set-gid bit could not be cleared: remove it",
             (_, true) => "its set-id bits were cleared",
@@ -79,6 +110,12 @@ impl Planted {
 /// cannot be opened or listed, is too deep, or where the entry bound ends the walk is an
 /// `unscanned` entry.
 pub fn scan_and_clear(root: &Path) -> Vec<Planted> {
+    scan_and_clear_with(root, ScanOptions::default())
+}
+
+/// [`scan_and_clear`] looking also at what `options` asks for (the root folder itself
+/// included).
+pub fn scan_and_clear_with(root: &Path, options: ScanOptions) -> Vec<Planted> {
     let mut out = Vec::new();
     let Ok(fd) = rustix::fs::open(
         root,
@@ -92,7 +129,15 @@ pub fn scan_and_clear(root: &Path) -> Vec<Planted> {
     };
     let mut seen = 0usize;
     let parent = Parent::of(&stat);
-    walk(&fd, parent, Path::new(""), 0, &mut seen, &mut out);
+    if options.other_writable {
+        open_to_others(&fd, &stat, Path::new("."), &mut out);
+    }
+    let mut walk = Walk {
+        options,
+        seen: &mut seen,
+        out: &mut out,
+    };
+    walk.folder(&fd, parent, Path::new(""), 0);
     out
 }
 
@@ -100,8 +145,8 @@ pub fn scan_and_clear(root: &Path) -> Vec<Planted> {
 /// could also write (a handed-over worktree or repository outside the root, its container git
 /// directory) that is not inside the root or an earlier one: their findings have absolute
 /// paths.
-pub fn scan_and_clear_each(root: &Path, others: &[PathBuf]) -> Vec<Planted> {
-    let mut out = scan_and_clear(root);
+pub fn scan_and_clear_each(root: &Path, others: &[PathBuf], options: ScanOptions) -> Vec<Planted> {
+    let mut out = scan_and_clear_with(root, options);
     let mut scanned: Vec<&Path> = vec![root];
     let mut others: Vec<&PathBuf> = others.iter().collect();
     // a folder before the folders inside it, so each is scanned once
@@ -111,10 +156,14 @@ pub fn scan_and_clear_each(root: &Path, others: &[PathBuf]) -> Vec<Planted> {
             continue;
         }
         scanned.push(other);
-        out.extend(scan_and_clear(other).into_iter().map(|mut found| {
-            found.path = other.join(&found.path);
-            found
-        }));
+        out.extend(
+            scan_and_clear_with(other, options)
+                .into_iter()
+                .map(|mut found| {
+                    found.path = other.join(&found.path);
+                    found
+                }),
+        );
     }
     out
 }
@@ -135,89 +184,116 @@ impl Parent {
     }
 }
 
-fn walk(
-    dir: &OwnedFd,
-    parent: Parent,
-    rel: &Path,
-    depth: usize,
-    seen: &mut usize,
-    out: &mut Vec<Planted>,
-) {
-    let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
-        out.push(unscanned(rel, dir));
-        return;
-    };
-    for entry in entries {
-        let Ok(entry) = entry else {
+/// One scan's walk: its options, the entries seen so far and what it found.
+struct Walk<'a> {
+    options: ScanOptions,
+    seen: &'a mut usize,
+    out: &'a mut Vec<Planted>,
+}
+
+impl Walk<'_> {
+    /// Looks at each entry of the folder `dir` (at `rel`, `depth` below the root) and into each
+    /// of its folders.
+    fn folder(&mut self, dir: &OwnedFd, parent: Parent, rel: &Path, depth: usize) {
+        let (seen, options) = (&mut *self.seen, self.options);
+        let out = &mut *self.out;
+        let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
             out.push(unscanned(rel, dir));
-            break;
-        };
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        *seen += 1;
-        if *seen > MAX_ENTRIES {
-            // named once, where the walk stopped
-            if *seen == MAX_ENTRIES + 1 {
-                out.push(unscanned(rel, dir));
-            }
             return;
-        }
-        let name = OsStr::from_bytes(name);
-        let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
         };
-        let path = rel.join(name);
-        match FileType::from_raw_mode(stat.st_mode) {
-            FileType::Directory if depth >= MAX_DEPTH => out.push(Planted {
-                path,
-                kind: UNSCANNED.to_string(),
-                mode: stat.st_mode & 0o7777,
-                cleared: false,
-            }),
-            FileType::Directory => {
-                match rustix::fs::openat(
-                    dir,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                ) {
-                    Ok(sub) => {
-                        let Some(inherits) = judge_folder(&sub, parent, &path, out) else {
-                            out.push(unscanned(&path, &sub));
-                            continue;
-                        };
-                        walk(&sub, inherits, &path, depth + 1, seen, out);
-                    }
-                    Err(_) => out.push(Planted {
-                        path,
-                        kind: UNSCANNED.to_string(),
-                        mode: stat.st_mode & 0o7777,
-                        cleared: false,
-                    }),
+        for entry in entries {
+            let Ok(entry) = entry else {
+                out.push(unscanned(rel, dir));
+                break;
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            *seen += 1;
+            if *seen > MAX_ENTRIES {
+                // named once, where the walk stopped
+                if *seen == MAX_ENTRIES + 1 {
+                    out.push(unscanned(rel, dir));
                 }
+                return;
             }
-            FileType::RegularFile if stat.st_mode & 0o6000 != 0 => {
-                let kind = match stat.st_mode & 0o6000 {
-                    0o4000 => "setuid",
-                    0o2000 => "setgid",
-                    _ => "setuid+setgid",
-                };
-                out.push(Planted {
+            let name = OsStr::from_bytes(name);
+            let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                // a folder without `x` for devcell: what it holds is not known
+                out.push(unscanned(rel, dir));
+                break;
+            };
+            let path = rel.join(name);
+            let stat = if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+                make_listable(dir, name, stat, &path, out)
+            } else {
+                stat
+            };
+            if options.other_writable
+                && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+                && let Some(fd) = reopen(dir, name, &stat)
+            {
+                open_to_others(&fd, &stat, &path, out);
+            }
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Directory if depth >= MAX_DEPTH => out.push(Planted {
                     path,
-                    kind: kind.to_string(),
+                    kind: UNSCANNED.to_string(),
                     mode: stat.st_mode & 0o7777,
-                    cleared: clear(dir, name, &stat),
-                });
+                    cleared: false,
+                }),
+                FileType::Directory => {
+                    match rustix::fs::openat(
+                        dir,
+                        name,
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    ) {
+                        Ok(sub) => {
+                            if options.other_writable {
+                                open_to_others(&sub, &stat, &path, out);
+                            }
+                            let Some(inherits) = judge_folder(&sub, parent, &path, out) else {
+                                out.push(unscanned(&path, &sub));
+                                continue;
+                            };
+                            let mut deeper = Walk {
+                                options,
+                                seen: &mut *seen,
+                                out: &mut *out,
+                            };
+                            deeper.folder(&sub, inherits, &path, depth + 1);
+                        }
+                        Err(_) => out.push(Planted {
+                            path,
+                            kind: UNSCANNED.to_string(),
+                            mode: stat.st_mode & 0o7777,
+                            cleared: false,
+                        }),
+                    }
+                }
+                FileType::RegularFile if stat.st_mode & 0o6000 != 0 => {
+                    let kind = match stat.st_mode & 0o6000 {
+                        0o4000 => "setuid",
+                        0o2000 => "setgid",
+                        _ => "setuid+setgid",
+                    };
+                    out.push(Planted {
+                        path,
+                        kind: kind.to_string(),
+                        mode: stat.st_mode & 0o7777,
+                        cleared: clear(dir, name, &stat),
+                    });
+                }
+                FileType::CharacterDevice | FileType::BlockDevice => out.push(Planted {
+                    path,
+                    kind: "device".to_string(),
+                    mode: stat.st_mode & 0o7777,
+                    cleared: false,
+                }),
+                _ => {}
             }
-            FileType::CharacterDevice | FileType::BlockDevice => out.push(Planted {
-                path,
-                kind: "device".to_string(),
-                mode: stat.st_mode & 0o7777,
-                cleared: false,
-            }),
-            _ => {}
         }
     }
 }
@@ -256,6 +332,100 @@ fn judge_folder(
         inherits.set_gid = !cleared;
     }
     Some(inherits)
+}
+
+/// A folder `stat` at `name` in `dir` whose owner is devcell's user and that lacks `u+rx` is
+/// given them (through a descriptor that holds the folder itself) so the scan can look into
+/// it, and named; returns its status as it is now. Attack K9: the agent, as the workspace
+/// owner, made a folder `0111` to hide a set-uid file from the scan.
+fn make_listable(
+    dir: &impl AsFd,
+    name: &OsStr,
+    stat: rustix::fs::Stat,
+    path: &Path,
+    out: &mut Vec<Planted>,
+) -> rustix::fs::Stat {
+    let mine = rustix::process::geteuid().as_raw() == stat.st_uid;
+    if !mine || stat.st_mode & 0o500 == 0o500 {
+        return stat;
+    }
+    let mode = stat.st_mode & 0o7777;
+    let cleared = reopen(dir, name, &stat).is_some_and(|fd| chmod_held(&fd, mode | 0o500));
+    out.push(Planted {
+        path: path.to_path_buf(),
+        kind: UNLISTABLE.to_string(),
+        mode,
+        cleared,
+    });
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).unwrap_or(stat)
+}
+
+/// `name` in `dir` opened `O_PATH` without following a link, when it is still the entry
+/// `judged` was (same device, inode and type).
+fn reopen(dir: &impl AsFd, name: &OsStr, judged: &rustix::fs::Stat) -> Option<OwnedFd> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let now = rustix::fs::fstat(&fd).ok()?;
+    (now.st_dev == judged.st_dev
+        && now.st_ino == judged.st_ino
+        && FileType::from_raw_mode(now.st_mode) == FileType::from_raw_mode(judged.st_mode))
+    .then_some(fd)
+}
+
+/// The `/proc/self/fd` name of a descriptor: the file it holds (never a link the container
+/// made), for the calls that refuse an `O_PATH` descriptor.
+fn proc_path(fd: &impl AsFd) -> String {
+    format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd())
+    )
+}
+
+/// Sets the mode of the file `fd` holds.
+fn chmod_held(fd: &impl AsFd, mode: u32) -> bool {
+    rustix::fs::chmod(proc_path(fd).as_str(), Mode::from_raw_mode(mode)).is_ok()
+}
+
+/// Attack K6: the entry `fd` holds (`stat`, at `path`) opened to every local user (`o+w`) or
+/// to named others (an access ACL with more than the mode's entries, or a folder's default
+/// ACL) is closed again and named: another user could rewrite what the owner runs, or move
+/// the owner's `.git` away.
+fn open_to_others(fd: &impl AsFd, stat: &rustix::fs::Stat, path: &Path, out: &mut Vec<Planted>) {
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o002 != 0 {
+        out.push(Planted {
+            path: path.to_path_buf(),
+            kind: OTHER_WRITABLE.to_string(),
+            mode,
+            cleared: chmod_held(fd, mode & !0o002),
+        });
+    }
+    let at = proc_path(fd);
+    let access = rustix::fs::getxattr_query(at.as_str(), "system.posix_acl_access")
+        .is_ok_and(|n| n > MINIMAL_ACL_BYTES);
+    let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
+    let default = is_dir
+        && rustix::fs::getxattr_query(at.as_str(), "system.posix_acl_default").is_ok_and(|n| n > 0);
+    if access || default {
+        let removed = [
+            ("system.posix_acl_access", access),
+            ("system.posix_acl_default", default),
+        ]
+        .into_iter()
+        .filter(|(_, present)| *present)
+        .all(|(name, _)| rustix::fs::removexattr(at.as_str(), name).is_ok());
+        out.push(Planted {
+            path: path.to_path_buf(),
+            kind: ACL.to_string(),
+            mode,
+            cleared: removed,
+        });
+    }
 }
 
 /// Clears the set-id bits of `name` in `dir` through a descriptor opened without following a
@@ -403,6 +573,7 @@ mod tests {
                 ws.join("inner"),
                 tmp.path().join("missing"),
             ],
+            ScanOptions::default(),
         );
         let paths: Vec<PathBuf> = found.iter().map(|p| p.path.clone()).collect();
         assert_eq!(paths, [PathBuf::from("inner/su"), worktree.join("sub/sg")]);
@@ -453,18 +624,114 @@ mod tests {
                 .any(|(p, k)| p.starts_with("deep/d/d") && *k == UNSCANNED),
             "{kinds:?}"
         );
-        // root reads any folder: the unlistable case only holds for an ordinary user
-        if rustix::process::geteuid().is_root() {
-            return;
-        }
+        // K9: the folder is its owner's (devcell's user): it is made listable and scanned,
+        // and the set-uid file in it is cleared
         assert!(
-            kinds.contains(&("hidden".to_string(), UNSCANNED)),
+            kinds.contains(&("hidden".to_string(), UNLISTABLE)),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("hidden/suid".to_string(), "setuid")),
             "{kinds:?}"
         );
         let hidden = found
             .iter()
-            .find(|p| p.kind == UNSCANNED && p.path == Path::new("hidden"));
-        let message = hidden.unwrap().message(root);
-        assert!(message.contains("could not scan"), "{message}");
+            .find(|p| p.kind == UNLISTABLE && p.path == Path::new("hidden"))
+            .unwrap();
+        assert!(hidden.cleared && hidden.mode == 0o111, "{hidden:?}");
+        assert!(hidden.message(root).contains("made it readable"));
+        let mode = std::fs::symlink_metadata(root.join("hidden/suid"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o755);
+    }
+
+    /// Attack K6: after a handoff, a file or folder the agent opened to every local user
+    /// (`o+w`, the workspace root too) is closed again and named; `up`'s scan leaves it.
+    #[test]
+    fn other_writable_files_and_folders_are_named_and_closed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("tools")).unwrap();
+        std::fs::write(ws.join("build.sh"), "echo build\n").unwrap();
+        std::fs::write(ws.join("tools/ok.sh"), "x").unwrap();
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        set(&ws, 0o777);
+        set(&ws.join("build.sh"), 0o666);
+        set(&ws.join("tools"), 0o1777);
+        set(&ws.join("tools/ok.sh"), 0o644);
+        assert!(
+            scan_and_clear(&ws).is_empty(),
+            "up's scan looks at set-id only"
+        );
+        let found = scan_and_clear_with(
+            &ws,
+            ScanOptions {
+                other_writable: true,
+            },
+        );
+        let mut kinds: Vec<(String, &str, bool)> = found
+            .iter()
+            .map(|p| (p.path.display().to_string(), p.kind.as_str(), p.cleared))
+            .collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            [
+                (".".to_string(), OTHER_WRITABLE, true),
+                ("build.sh".to_string(), OTHER_WRITABLE, true),
+                ("tools".to_string(), OTHER_WRITABLE, true),
+            ]
+        );
+        assert_eq!(mode(&ws), 0o775);
+        assert_eq!(mode(&ws.join("build.sh")), 0o664);
+        assert_eq!(mode(&ws.join("tools")), 0o1775);
+        assert_eq!(mode(&ws.join("tools/ok.sh")), 0o644);
+        assert!(found[0].message(&ws).contains("others was removed"));
+    }
+
+    /// Attack K6 by an access control list: an entry for another user (written as the
+    /// kernel's xattr, as `setfacl` would) is removed after a handoff and named.
+    #[test]
+    fn an_acl_for_another_user_is_named_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("build.sh"), "x").unwrap();
+        // version 2; user::rw-, user:1001:rw-, group::r--, mask::rw-, other::r--
+        let mut acl: Vec<u8> = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (0x01u16, 6u16, u32::MAX),
+            (0x02, 6, 1001),
+            (0x04, 4, u32::MAX),
+            (0x10, 6, u32::MAX),
+            (0x20, 4, u32::MAX),
+        ] {
+            acl.extend(tag.to_le_bytes());
+            acl.extend(perm.to_le_bytes());
+            acl.extend(id.to_le_bytes());
+        }
+        let file = ws.join("build.sh");
+        rustix::fs::setxattr(
+            &file,
+            "system.posix_acl_access",
+            &acl,
+            rustix::fs::XattrFlags::empty(),
+        )
+        .expect("this machine's temporary folder takes ACLs");
+        let found = scan_and_clear_with(
+            &ws,
+            ScanOptions {
+                other_writable: true,
+            },
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].kind.as_str(), found[0].cleared), (ACL, true));
+        assert!(rustix::fs::getxattr_query(&file, "system.posix_acl_access").is_err());
     }
 }

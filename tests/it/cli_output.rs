@@ -39,6 +39,7 @@ const COMMANDS: &[&[&str]] = &[
     &["env"],
     &["env", "show"],
     &["env", "export"],
+    &["env", "import"],
     &["mail"],
     &["mail", "list"],
     &["mail", "show"],

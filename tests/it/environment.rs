@@ -586,3 +586,77 @@ fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
         String::from_utf8_lossy(&accepted.stderr)
     );
 }
+
+/// `env import` of an agent-runner `mode: managed` file (spec-note 0523): `capAdd` and
+/// `sessionMounts` are listed and refused by default (exit 12, the report in the error's
+/// `details`, nothing written); granted, `--write` writes the configuration, and never over an
+/// existing one. No engine.
+#[test]
+fn env_import_refuses_what_hardened_does_not_grant_and_writes_only_a_new_configuration() {
+    let ctx = TestContext::new("env-import");
+    let file = ctx.path().join("agent-env.yaml");
+    std::fs::write(
+        &file,
+        "schemaVersion: 1\nkind: container\nmode: managed\nimage: node:22\ncwd: \"{{cwd}}\"\n\
+         sessionMounts: [claude]\nsecurity:\n  capAdd: [NET_ADMIN]\n\
+         lifecycle:\n  afterStart:\n    - kind: command\n      target: container\n      command: npm\n      args: [ci]\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let config = ctx.path().join(".devcontainer/devcontainer.json");
+    let refused = ctx.run("env import", &[file, "--write", "--format", "json"]);
+    assert_eq!(refused.code, Some(12), "{}", refused.stderr);
+    let env = refused.json();
+    assert_eq!(env["error"]["code"], "permission_required", "{env}");
+    let requests = env["error"]["details"]["requests"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let fields: Vec<&str> = requests
+        .iter()
+        .map(|r| r["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["security.capAdd[0]", "sessionMounts.claude"],
+        "{env}"
+    );
+    assert!(requests.iter().all(|r| r["status"] == "refused"), "{env}");
+    assert!(
+        refused.stderr.contains("--allow cap:NET_ADMIN"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!config.exists(), "a refusal writes nothing");
+
+    let grants = [
+        "--allow",
+        "cap:NET_ADMIN",
+        "--allow",
+        "mount:/home/tester/.claude/projects",
+    ];
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut a = vec![file, "--write", "--format", "json"];
+        a.extend(grants);
+        a.extend(extra);
+        a
+    };
+    let written = ctx.run("env import", &args(&[]));
+    assert_eq!(written.code, Some(0), "{}", written.stderr);
+    let result = &written.json()["result"];
+    assert_eq!(result["written"], config.to_str().unwrap(), "{result}");
+    let on_disk: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(on_disk, result["configuration"]);
+    assert_eq!(on_disk["image"], "node:22");
+    assert_eq!(on_disk["onCreateCommand"], "('npm' 'ci')");
+    assert_eq!(result["cleanup"]["value"], "terminal");
+
+    let again = ctx.run("env import", &args(&[]));
+    assert_ne!(again.code, Some(0), "{}", again.stdout);
+    assert!(again.stderr.contains("never replaces"), "{}", again.stderr);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(kept, on_disk);
+
+    let bad = ctx.run("env import", &[&file.replace("agent-env", "missing")]);
+    assert_ne!(bad.code, Some(0));
+}

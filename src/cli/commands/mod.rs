@@ -7,6 +7,7 @@ pub mod delete;
 pub mod doctor;
 pub mod down;
 pub mod env;
+pub mod env_import;
 pub mod exec;
 pub mod features_info;
 pub mod features_package;

@@ -67,7 +67,13 @@ impl Handoff<'_> {
             .filter(|m| !m.read_only)
             .map(|m| std::path::PathBuf::from(&m.source))
             .collect();
-        let found = crate::security::planted::scan_and_clear_each(&live.root, &writable);
+        let found = crate::security::planted::scan_and_clear_each(
+            &live.root,
+            &writable,
+            crate::security::planted::ScanOptions {
+                other_writable: true,
+            },
+        );
         for f in &found {
             let message = f.message(&live.root);
             self.reporter

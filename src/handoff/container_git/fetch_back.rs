@@ -294,6 +294,8 @@ impl Rules<'_> {
             && !uncovered_gitlinks(host, value, self.covered)?.is_empty()
         {
             Err(keep(KeptReason::UncoveredSubmodule))
+        } else if was.is_none() && shadows_a_ref(name, host_refs) {
+            Err(keep(KeptReason::ShadowsRef))
         } else if let Some(old) = was {
             if is_ancestor(host, old, value)? {
                 Ok(RefUpdate {
@@ -312,6 +314,39 @@ impl Rules<'_> {
             })
         })
     }
+}
+
+/// The refs git keeps in its own folder and finds before any branch of the same name.
+const GIT_DIR_REFS: &[&str] = &[
+    "HEAD",
+    "FETCH_HEAD",
+    "ORIG_HEAD",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "REBASE_HEAD",
+    "BISECT_HEAD",
+    "AUTO_MERGE",
+];
+
+/// Whether a new branch `name` (`refs/heads/…`) would be read by the user's git as another
+/// ref: its short name starts with a remote's name (`origin/main`: git finds
+/// `refs/heads/origin/main` before `refs/remotes/origin/main`, now or after the next fetch;
+/// remotes are read from the host's `refs/remotes/`, not its configuration) or is one of
+/// [`GIT_DIR_REFS`] (used when that file is absent). Attack K7.
+fn shadows_a_ref(name: &str, host_refs: &BTreeMap<String, String>) -> bool {
+    let Some(short) = name.strip_prefix("refs/heads/") else {
+        return false;
+    };
+    if GIT_DIR_REFS.contains(&short) {
+        return true;
+    }
+    let first = short.split('/').next().unwrap_or(short);
+    host_refs.keys().any(|r| {
+        r.strip_prefix("refs/remotes/")
+            .and_then(|rest| rest.split('/').next())
+            .is_some_and(|remote| remote == first)
+    })
 }
 
 /// Applies `update` to the host ref (only if it still holds the old value) and removes the
@@ -339,4 +374,41 @@ fn move_host_ref(host: &HostRepo<'_>, update: &RefUpdate, kept_as: &str, hex_len
     }
     let _ = host_git(host, host.common_dir, &["update-ref", "-d", kept_as]);
     true
+}
+
+#[cfg(test)]
+mod shadow_tests {
+    use super::*;
+
+    /// Attack K7: a new branch named after a remote-tracking branch (or under a remote's
+    /// name, before that branch is fetched) or after one of git's own refs shadows it; other
+    /// names do not.
+    #[test]
+    fn a_new_branch_shadowing_a_remote_tracking_ref_is_kept_aside() {
+        let refs: BTreeMap<String, String> = [
+            ("refs/heads/main", "a"),
+            ("refs/remotes/origin/main", "b"),
+            ("refs/tags/v1", "c"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for name in [
+            "refs/heads/origin/main",
+            "refs/heads/origin/next",
+            "refs/heads/FETCH_HEAD",
+            "refs/heads/HEAD",
+        ] {
+            assert!(shadows_a_ref(name, &refs), "{name}");
+        }
+        for name in [
+            "refs/heads/feature",
+            "refs/heads/originals/x",
+            "refs/heads/upstream/main",
+            "refs/heads/v1",
+            "refs/tags/origin/x",
+        ] {
+            assert!(!shadows_a_ref(name, &refs), "{name}");
+        }
+    }
 }

@@ -52,6 +52,11 @@ pub enum KeptReason {
     /// while the host has `refs/heads/main`, or the other way round; spec-note 0400, attacks
     /// F4).
     Conflict,
+    /// A new branch whose short name git would read as another ref the user means: a
+    /// remote-tracking branch (`origin/main`, found before `refs/remotes/origin/main`) or a
+    /// name git keeps in its own folder (`FETCH_HEAD`): the user's `git merge origin/main`
+    /// would take the agent's commits as upstream's (attack K7).
+    ShadowsRef,
 }
 
 /// A ref the agent changed that the host did not take.

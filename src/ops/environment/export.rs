@@ -137,45 +137,47 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
     }
 }
 
-/// A host git directory the container `mounts` can write, by its host path: a `.git` at the
-/// source of a read-write bind, in one of its children (a multi-repository workspace), or in
-/// a folder above it (the bind is inside a worktree), that no other mount covers at the
-/// place it appears in the container (a handoff covers each with the container's own git
-/// directory). `None` when there is none.
+/// A host git directory the container `mounts` can write, by its host path: a `.git` (a
+/// folder, or a worktree's or submodule's file) anywhere below the source of a read-write bind
+/// ([`crate::security::git_entries::find`]: `projects/a/.git` too, attack K3), or in a folder
+/// above it (the bind is inside a worktree), that no other mount covers at or above the place
+/// it appears in the container (a handoff covers each with the container's own git
+/// directory). A walk cut at its bound counts as finding the bind's source. `None` when
+/// there is none.
 ///
 /// What agent-runner's agent writes there (`core.fsmonitor`, hooks, a renamed `.git`) runs
 /// on the host on the user's next `git status` (issue 25, class 1; attack finding J3): a
 /// container `up` made mounts them as they are, which only a handoff's container does not.
 pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std::path::PathBuf> {
     use std::path::Path;
-    let covered = |inside: &str| {
-        mounts
-            .iter()
-            .any(|m| m.destination.trim_end_matches('/') == inside.trim_end_matches('/'))
-    };
     let is_git = |p: &Path| std::fs::symlink_metadata(p.join(".git")).is_ok();
     for m in mounts.iter().filter(|m| m.kind == "bind" && m.rw) {
         let source = Path::new(&m.source);
         if !source.is_dir() {
             continue;
         }
-        if is_git(source) && !covered(&format!("{}/.git", m.destination.trim_end_matches('/'))) {
-            return Some(source.join(".git"));
-        }
         if let Some(above) = source.ancestors().skip(1).find(|a| is_git(a)) {
             return Some(above.join(".git"));
         }
-        let children = std::fs::read_dir(source).into_iter().flatten().flatten();
-        for child in children {
-            let path = child.path();
-            let inside = format!(
-                "{}/{}/.git",
-                m.destination.trim_end_matches('/'),
-                child.file_name().to_string_lossy()
-            );
-            if child.file_type().is_ok_and(|t| t.is_dir()) && is_git(&path) && !covered(&inside) {
-                return Some(path.join(".git"));
-            }
+        let destination = m.destination.trim_end_matches('/');
+        // another mount at or above the entry's place, below this bind's, hides it
+        let covered = |inside: &str| {
+            mounts.iter().any(|o| {
+                let at = o.destination.trim_end_matches('/');
+                at.len() > destination.len()
+                    && (inside == at || inside.starts_with(&format!("{at}/")))
+            })
+        };
+        let found = crate::security::git_entries::find(source);
+        if let Some((_, path)) = found
+            .entries
+            .into_iter()
+            .find(|(rel, _)| !covered(&format!("{destination}/{rel}")))
+        {
+            return Some(path);
+        }
+        if found.truncated {
+            return Some(source.to_path_buf());
         }
     }
     None
@@ -369,5 +371,30 @@ mod tests {
             true,
         )]);
         assert_eq!(writable_host_git_dir(&c.mounts), Some(ws.join(".git")));
+    }
+
+    /// Attack finding K3: a repository two folders down (`projects/a/.git`), and a linked
+    /// worktree's `.git` file, are host git entries the agent could write; a mount above one
+    /// of them (a volume over `projects`) hides it.
+    #[test]
+    fn a_repository_two_folders_down_is_a_writable_host_git_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("projects/a/.git")).unwrap();
+        let ws_s = ws.to_str().unwrap();
+        let mut c = container(vec![mount("bind", ws_s, "/workspaces/ws", true)]);
+        assert_eq!(
+            writable_host_git_dir(&c.mounts),
+            Some(ws.join("projects/a/.git"))
+        );
+        c.mounts
+            .push(mount("volume", "v", "/workspaces/ws/projects", true));
+        assert_eq!(writable_host_git_dir(&c.mounts), None, "covered above");
+        std::fs::create_dir_all(ws.join(".wt/feat")).unwrap();
+        std::fs::write(ws.join(".wt/feat/.git"), "gitdir: /x\n").unwrap();
+        assert_eq!(
+            writable_host_git_dir(&c.mounts),
+            Some(ws.join(".wt/feat/.git"))
+        );
     }
 }

@@ -27,6 +27,8 @@ use crate::progress::Reporter;
 pub mod collect;
 pub mod drift;
 pub mod export;
+pub mod import;
+pub mod import_model;
 pub mod model;
 pub mod pins;
 pub mod store;
