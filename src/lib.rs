@@ -14,7 +14,7 @@
 //! |---|---|---|---|
 //! | L0 | [`config`], [`diagnostics`], [`formats`], [`progress`], [`process`], [`names`], [`settings`] | devcontainer.json → merged configuration; programs devcell waits for (deadlines, killed with devcell); shared formats (Docker credentials, image references, mount fields, shell quoting, JSON values, terminal-safe text); errors, events, names, user settings (the typed `NetworkMode` and `Profile`) | external crates |
 //! | L1 | [`oci`], [`features`], [`templates`] | registries, content store, archives; Features; Templates | L0; `features` may use `oci`, `templates` may use both |
-//! | L2 | [`engine`] | the `Engine` trait, its one factory, the Docker backend, the Compose CLI | L0 |
+//! | L2 | [`engine`] | the `Engine` trait, its one factory, the Docker backend, the Compose CLI, typed mounts (`Mount`; `--mount` text only where it is written); in unit tests an in-memory engine the operations run against | L0 |
 //! | L3 | [`build`], [`security`], [`lifecycle`], [`egress`], [`mail`] | image builds; the profile, the user's choices resolved once (`security::choice`), policy and audit; hooks; the egress allowlist proxy; the mediated channel between tasks | L2, L1, L0; never one another |
 //! | L4 | [`ops`] | the spec's operations (`up`, `build`, `exec`, `set-up`, …), one file each, over shared steps (one create pipeline for `up` and Compose); `OpsError` | L3–L0 |
 //! | L5 | [`handoff`] | the agent product: workspace inspection, plan, runtimes, session, state, context, audit, envelope | L4–L0 |

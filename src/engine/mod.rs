@@ -11,6 +11,9 @@
 //! [`crate::formats::docker_config`]).
 //!
 //! [`compose`] drives the Docker Compose v2 CLI (Compose configurations).
+//!
+//! In unit tests, `fake::FakeEngine` is an in-memory [`Engine`] the operations run against
+//! (containers, images and their files, an exec record): the seam another backend uses.
 
 pub mod auth;
 pub mod build_options;
@@ -19,6 +22,8 @@ mod connect;
 pub mod context;
 mod docker;
 pub mod error;
+#[cfg(test)]
+pub mod fake;
 pub mod gpu;
 pub mod passwd;
 pub mod run_args;

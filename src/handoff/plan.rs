@@ -335,7 +335,7 @@ pub(crate) struct Prepared {
     pub(super) gits: Vec<crate::handoff::container_git::RepoGit>,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
-    pub(super) extra_mounts: Vec<String>,
+    pub(super) extra_mounts: Vec<crate::engine::Mount>,
     /// The dotfiles step `up` runs, and the bound folder's `safe.directory` entry.
     pub(super) dotfiles: Option<crate::handoff::dotfiles::HandoffDotfiles>,
     pub(super) secrets: IndexMap<String, String>,
@@ -431,9 +431,7 @@ async fn plan_compose(
         .as_ref()
         .and_then(|o| o.mount.as_ref())
     {
-        up_opts
-            .mounts
-            .insert(0, crate::engine::run_args::mount_string(mount));
+        up_opts.mounts.insert(0, mount.clone());
     }
     let choice = crate::ops::up::load_up(&up_opts)?;
     let preview =
@@ -896,12 +894,12 @@ fn container_gits(
     )?)
 }
 
-/// A handoff's mounts: as planned, the workspace mount (typed to the engine call), and the
-/// extra mounts (`--mount` text).
+/// A handoff's mounts: as planned, the workspace mount and the extra mounts, typed to the
+/// engine call.
 struct Mounts {
     planned: Vec<PlannedMount>,
     workspace: Option<crate::engine::Mount>,
-    extra: Vec<String>,
+    extra: Vec<crate::engine::Mount>,
 }
 
 /// The dotfiles step ([`crate::handoff::dotfiles::plan`]), its host folder's read-only bind
@@ -915,7 +913,7 @@ fn with_dotfiles(
 ) -> Result<Option<crate::handoff::dotfiles::HandoffDotfiles>> {
     let dotfiles = crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, warnings)?;
     if let Some(m) = dotfiles.as_ref().and_then(|d| d.mount.as_ref()) {
-        mounts.extra.push(m.to_mount_string());
+        mounts.extra.push(m.to_mount());
         mounts.planned.push(PlannedMount {
             source: m.source.to_string_lossy().into_owned(),
             target: m.target.clone(),
@@ -956,7 +954,7 @@ fn plan_mounts(
         if m.purpose == MountPurpose::Workspace {
             workspace_mount = Some(m.to_mount());
         } else {
-            extra_mounts.push(m.to_mount_string());
+            extra_mounts.push(m.to_mount());
         }
     }
     for m in agent.mounts.iter().filter(|_| !host) {
@@ -983,7 +981,7 @@ fn plan_mounts(
             read_only: true,
             purpose: MountPurpose::GitProtected,
         };
-        extra_mounts.push(wm.to_mount_string());
+        extra_mounts.push(wm.to_mount());
         planned.push(PlannedMount {
             source,
             target: m.target.clone(),
@@ -1006,7 +1004,7 @@ fn plan_mounts(
         });
     }
     if !host {
-        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.container.mount_strings()));
+        extra_mounts.extend(opts.mail.iter().flat_map(|d| d.container.mounts()));
     }
     Ok(Mounts {
         planned,

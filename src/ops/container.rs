@@ -60,7 +60,7 @@ pub struct SpecInputs<'a> {
     /// none).
     pub workspace_mount: Option<&'a Mount>,
     /// `--mount` flags of the command line.
-    pub extra_mounts: &'a [String],
+    pub extra_mounts: &'a [Mount],
     /// The id labels.
     pub id_labels: &'a BTreeMap<String, String>,
     /// The `devcontainer.metadata` label to write (`None`: the image carries it).
@@ -107,9 +107,7 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
             spec.mounts.push(mount);
         }
     }
-    for mount in inputs.extra_mounts {
-        spec.mounts.push(parse_mount(mount)?);
-    }
+    spec.mounts.extend(inputs.extra_mounts.iter().cloned());
 
     spec.labels = inputs.id_labels.clone();
     let typed = MergedConfiguration::of(merged);
@@ -334,7 +332,7 @@ mod tests {
             workspace_mount: Some(
                 &parse_mount("type=bind,source=/w,target=/workspaces/w").unwrap(),
             ),
-            extra_mounts: &["type=volume,source=cache,target=/cache".to_string()],
+            extra_mounts: &[parse_mount("type=volume,source=cache,target=/cache").unwrap()],
             id_labels: &labels,
             metadata_label: Some("[]".into()),
             host_env: &|_| None,

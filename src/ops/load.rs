@@ -96,9 +96,9 @@ pub struct LoadedConfiguration {
     pub workspace: config::workspace::WorkspaceConfig,
     /// Non-fatal findings.
     pub warnings: Vec<Warning>,
-    /// The `--mount` string of a worktree's common git dir
-    /// (`--mount-git-worktree-common-dir`), mounted besides the workspace.
-    pub additional_mount: Option<String>,
+    /// The mount of a worktree's common git dir (`--mount-git-worktree-common-dir`), mounted
+    /// besides the workspace (parsed once here from the configuration's text).
+    pub additional_mount: Option<crate::engine::Mount>,
     /// The user's grants the repository's files (the config, its lockfile, local Features)
     /// were judged with ([`LoadOptions::confine`], spec-note 0400); `None`: used as written
     /// (`reference`, or a `--config` the user names outside the workspace).
@@ -359,7 +359,10 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
         typed,
         workspace,
         warnings,
-        additional_mount,
+        additional_mount: additional_mount
+            .as_deref()
+            .map(crate::engine::run_args::parse_mount)
+            .transpose()?,
         workspace_override: opts.workspace_override.clone(),
     })
 }

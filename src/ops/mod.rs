@@ -33,6 +33,8 @@ pub mod error;
 pub mod exec;
 pub mod exec_user;
 pub mod executor;
+#[cfg(test)]
+mod fake_engine_tests;
 pub mod features_info;
 pub mod features_publish;
 pub mod features_test;

@@ -98,8 +98,9 @@ pub struct UpOptions {
     pub remote_env: IndexMap<String, String>,
     /// Secrets (`--secrets-file`): given to hooks as environment, masked in output.
     pub secrets: IndexMap<String, String>,
-    /// `--mount` (repeatable): extra mounts, granted by being asked for on the command line.
-    pub mounts: Vec<String>,
+    /// `--mount` (repeatable): extra mounts, granted by being asked for on the command line;
+    /// parsed once where they are given (the command line, a handoff's plan).
+    pub mounts: Vec<crate::engine::Mount>,
     /// How images are built (`build`'s flags; the defaults for `up`).
     pub build: ImageBuildOptions,
     /// `--default-user-env-probe` (default `loginInteractiveShell`).
@@ -174,4 +175,15 @@ pub struct RecordedFeatures {
     pub record: std::path::PathBuf,
     /// Lock key → the recorded digest, as lockfile entries.
     pub pins: crate::features::lockfile::Lockfile,
+}
+
+/// The command line's `--mount` values (Docker's `--mount` syntax) as typed mounts, parsed once
+/// where they are given.
+///
+/// Errors: [`crate::ops::OpsError::Engine`] (`InvalidMount`) for one that does not parse.
+pub fn parse_mounts(texts: &[String]) -> crate::ops::Result<Vec<crate::engine::Mount>> {
+    texts
+        .iter()
+        .map(|m| crate::engine::run_args::parse_mount(m).map_err(Into::into))
+        .collect()
 }

@@ -414,9 +414,8 @@ pub(crate) fn judged_places(
 pub(crate) fn cli_read_only_targets(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
     cli_mounts(opts, loaded)
         .iter()
-        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
         .filter(|m| m.kind == crate::engine::MountKind::Bind && m.read_only)
-        .map(|m| m.target)
+        .map(|m| m.target.clone())
         .collect()
 }
 
@@ -502,7 +501,7 @@ pub(crate) fn with_owned(mut origins: Origins, opts: &UpOptions) -> Origins {
 
 /// Who asked for what, from the metadata entries (image label entries, Feature entries with
 /// `id`, the devcontainer.json entry last) and the `--mount` flags.
-pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
+pub(crate) fn origins(entries: &[Value], cli_mounts: &[crate::engine::Mount]) -> Origins {
     let mut origins = Origins::default();
     let last = entries.len().saturating_sub(1);
     for (index, entry) in entries.iter().enumerate() {
@@ -546,9 +545,9 @@ pub(crate) fn origins(entries: &[Value], cli_mounts: &[String]) -> Origins {
         }
     }
     for mount in cli_mounts {
-        if let Some(target) = metadata::mount_target(&Value::String(mount.clone())) {
-            origins.mounts.insert(target, Source::CommandLine);
-        }
+        origins
+            .mounts
+            .insert(mount.target.clone(), Source::CommandLine);
     }
     origins
 }
@@ -600,7 +599,10 @@ pub(crate) async fn reuse_passwd(
 
 /// The mounts asked for on the command line: `--mount`s, then the worktree's common git dir
 /// (`--mount-git-worktree-common-dir`). Granted by being asked for.
-pub(crate) fn cli_mounts(opts: &UpOptions, loaded: &LoadedConfiguration) -> Vec<String> {
+pub(crate) fn cli_mounts(
+    opts: &UpOptions,
+    loaded: &LoadedConfiguration,
+) -> Vec<crate::engine::Mount> {
     opts.mounts
         .iter()
         .cloned()
@@ -823,7 +825,7 @@ pub(crate) struct ContainerJudgement<'a> {
     pub(crate) loaded: &'a LoadedConfiguration,
     pub(crate) engine_socket: Option<&'a Path>,
     /// The mounts asked for on the command line.
-    pub(crate) extra_mounts: &'a [String],
+    pub(crate) extra_mounts: &'a [crate::engine::Mount],
     /// The engine to inspect the named volumes with, when they are judged here (`handoff
     /// --plan`; the run judges them when it creates the container, spec-note 0444).
     pub(crate) volumes: Option<&'a dyn Engine>,

@@ -812,7 +812,10 @@ mod tests {
             json!({"id": "./f", "capAdd": ["CAP_SYS_PTRACE"], "privileged": true}),
             json!({"mounts": ["type=bind,source=/data,target=/data"], "remoteUser": "me"}),
         ];
-        let o = origins(&entries, &["type=volume,source=x,target=/x".into()]);
+        let o = origins(
+            &entries,
+            &[crate::engine::run_args::parse_mount("type=volume,source=x,target=/x").unwrap()],
+        );
         assert_eq!(o.capabilities["SYS_ADMIN"], Source::ImageMetadata);
         assert_eq!(o.capabilities["SYS_PTRACE"], Source::Feature("./f".into()));
         assert_eq!(o.privileged, Some(Source::Feature("./f".into())));

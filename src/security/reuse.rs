@@ -238,14 +238,13 @@ fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 
-/// The host paths of `--mount`-style strings that bind (`type=bind,source=…`), for
-/// [`ExistingContainer::command_line_binds`]; other strings are skipped.
-pub fn bind_sources(mounts: &[String]) -> Vec<String> {
+/// The host paths of the mounts that bind, for [`ExistingContainer::command_line_binds`];
+/// volumes and tmpfs are skipped.
+pub fn bind_sources(mounts: &[crate::engine::Mount]) -> Vec<String> {
     mounts
         .iter()
-        .filter_map(|m| crate::engine::run_args::parse_mount(m).ok())
         .filter(|m| m.kind == MountKind::Bind)
-        .filter_map(|m| m.source)
+        .filter_map(|m| m.source.clone())
         .collect()
 }
 
@@ -503,12 +502,13 @@ mod tests {
     }
 
     #[test]
-    fn bind_sources_of_mount_strings() {
+    fn bind_sources_of_mounts() {
         let m = [
-            "type=bind,source=/a,target=/b".to_string(),
-            "type=volume,source=v,target=/v".to_string(),
-            "garbage".to_string(),
-        ];
+            "type=bind,source=/a,target=/b",
+            "type=volume,source=v,target=/v",
+            "type=tmpfs,target=/t",
+        ]
+        .map(|m| crate::engine::run_args::parse_mount(m).unwrap());
         assert_eq!(bind_sources(&m), ["/a"]);
     }
 }

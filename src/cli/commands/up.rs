@@ -39,7 +39,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             include_merged_configuration: args.include_merged_configuration,
             remote_env,
             secrets,
-            mounts: args.mount.clone(),
+            mounts: crate::ops::options::parse_mounts(&args.mount)?,
             build: ImageBuildOptions {
                 no_cache: args.image.build_no_cache,
                 cache_from: args.image.cache_from.clone(),

@@ -57,9 +57,7 @@ impl Handoff<'_> {
                 .as_ref()
                 .and_then(|o| o.mount.as_ref())
             {
-                up_opts
-                    .mounts
-                    .insert(0, crate::engine::run_args::mount_string(mount));
+                up_opts.mounts.insert(0, mount.clone());
             }
             Judged::Compose(Box::new(choice))
         } else {

@@ -257,18 +257,10 @@ mod tests {
 
     #[test]
     fn every_folder_above_a_submodule_is_bound_on_itself() {
+        // a container path with a trailing slash
         let parent = RepoGit {
-            repo: "r".into(),
-            work_tree: "/h/r".into(),
-            git_dir: "/h/r/.git".into(),
-            common_dir: "/h/r/.git".into(),
             container_path: "/workspace/".into(),
-            slot: "/s/1".into(),
-            mount_base: "/run/devcell/git/1".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
+            ..top(Path::new("/h/r"))
         };
         let got = ancestors(&parent, "a/b/sub");
         assert_eq!(
@@ -302,19 +294,7 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("empty")).unwrap();
         std::os::unix::fs::symlink(root.join("sub"), root.join("link")).unwrap();
-        let parent = RepoGit {
-            repo: "r".into(),
-            work_tree: root.clone(),
-            git_dir: root.join(".git"),
-            common_dir: root.join(".git"),
-            container_path: "/workspace".into(),
-            slot: "/s/1".into(),
-            mount_base: "/run/devcell/git/1".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
-        };
+        let parent = top(&root);
         assert_eq!(
             judge(&parent, "sub"),
             Stand::In {

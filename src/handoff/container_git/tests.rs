@@ -97,6 +97,31 @@ impl Fixture {
         .unwrap()
     }
 
+    /// The fetch-back of the agent's commit keeps `main` aside for `reason`: the host's branch
+    /// and index stay, and the host's `git status` then runs nothing (`marker` not made; `what`
+    /// says what would have run).
+    fn assert_main_kept(
+        &self,
+        cgd: &ContainerGitDir,
+        base: &Base,
+        reason: KeptReason,
+        marker: &Path,
+        what: &str,
+    ) {
+        let report = self.fetch_back(cgd);
+        assert_eq!(self.rev("main"), base.head_commit.clone().unwrap());
+        assert!(
+            report
+                .kept
+                .iter()
+                .any(|k| k.name == "refs/heads/main" && k.reason == reason),
+            "{report:?}"
+        );
+        assert!(!report.index_reset, "{report:?}");
+        git(&self.work, &["status", "--porcelain"]);
+        assert!(!marker.exists(), "{what}");
+    }
+
     fn rev(&self, name: &str) -> String {
         git(&self.work, &["rev-parse", name])
     }
@@ -423,20 +448,12 @@ fn a_commit_that_adds_a_submodule_is_kept_aside() {
     );
     agent(&dir, &f.work, &["add", "sub"]);
     agent(&dir, &f.work, &["commit", "-qm", "x"]);
-    let report = f.fetch_back(&cgd);
-    assert_eq!(f.rev("main"), base.head_commit.clone().unwrap());
-    assert!(
-        report
-            .kept
-            .iter()
-            .any(|k| k.name == "refs/heads/main" && k.reason == KeptReason::AddsSubmodule),
-        "{report:?}"
-    );
-    assert!(!report.index_reset, "{report:?}");
-    git(&f.work, &["status", "--porcelain"]);
-    assert!(
-        !marker.exists(),
-        "the host's git status ran the nested repository's command"
+    f.assert_main_kept(
+        &cgd,
+        &base,
+        KeptReason::AddsSubmodule,
+        &marker,
+        "the host's git status ran the nested repository's command",
     );
 }
 
@@ -578,20 +595,12 @@ fn the_checked_out_branch_does_not_move_to_a_commit_with_an_uncovered_submodule(
     let marker = hostile_nested_repo(&f.work, "libfoo");
     agent(&dir, &f.work, &["add", "libfoo"]);
     agent(&dir, &f.work, &["commit", "-qm", "x"]);
-    let report = f.fetch_back(&cgd);
-    assert_eq!(f.rev("main"), base.head_commit.clone().unwrap());
-    assert!(
-        report
-            .kept
-            .iter()
-            .any(|k| k.name == "refs/heads/main" && k.reason == KeptReason::UncoveredSubmodule),
-        "{report:?}"
-    );
-    assert!(!report.index_reset, "{report:?}");
-    git(&f.work, &["status", "--porcelain"]);
-    assert!(
-        !marker.exists(),
-        "the host's git status ran the agent's command"
+    f.assert_main_kept(
+        &cgd,
+        &base,
+        KeptReason::UncoveredSubmodule,
+        &marker,
+        "the host's git status ran the agent's command",
     );
 }
 

@@ -174,6 +174,19 @@ impl ContainerDoor {
         }
     }
 
+    /// The binds as read-only bind mounts, typed to the engine call.
+    pub fn mounts(&self) -> Vec<crate::engine::Mount> {
+        self.binds
+            .iter()
+            .map(|(source, target)| crate::engine::Mount {
+                kind: crate::engine::MountKind::Bind,
+                source: Some(source.to_string_lossy().into_owned()),
+                target: target.clone(),
+                read_only: true,
+            })
+            .collect()
+    }
+
     /// The binds as `--mount` strings (`type=bind,source=…,target=…,readonly`; a field with a
     /// comma or a quote is quoted CSV-style, as Docker's parser expects).
     pub fn mount_strings(&self) -> Vec<String> {
@@ -269,6 +282,12 @@ mod tests {
         assert!(mounts[0].contains("target=/usr/bin/devcell-mail"));
         assert!(mounts[1].contains(&format!("source={}", a.path().display())));
         assert!(mounts[1].contains("target=/.devcell-mail"));
+        // the typed mounts the engine gets are the ones the text names
+        let parsed: Vec<_> = mounts
+            .iter()
+            .map(|m| crate::engine::run_args::parse_mount(m).unwrap())
+            .collect();
+        assert_eq!(door.mounts(), parsed);
     }
 
     #[test]

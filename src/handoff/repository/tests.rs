@@ -214,6 +214,24 @@ fn mount_strings_quote_awkward_paths() {
     );
 }
 
+/// The typed mount a handoff hands to the engine is the one its `--mount` text named before
+/// mounts were typed, awkward paths included.
+#[test]
+fn the_typed_mount_is_the_one_its_text_names() {
+    for (source, read_only) in [("/home/me/ws", false), ("/home/me/a,b \"c\"", true)] {
+        let m = WorkspaceMount {
+            source: source.into(),
+            target: "/workspace/.git".into(),
+            read_only,
+            purpose: MountPurpose::GitProtected,
+        };
+        assert_eq!(
+            crate::engine::run_args::parse_mount(&m.to_mount_string()).unwrap(),
+            m.to_mount()
+        );
+    }
+}
+
 #[test]
 fn options_follow_the_settings() {
     let settings = crate::settings::parse(

@@ -169,6 +169,16 @@ mod tests {
     use crate::security::policy::Grants;
     use std::os::unix::fs::symlink;
 
+    /// A bind of `source` at `target`.
+    fn bind(source: &str, target: &str, read_only: bool) -> Mount {
+        Mount {
+            kind: MountKind::Bind,
+            source: Some(source.into()),
+            target: target.into(),
+            read_only,
+        }
+    }
+
     #[test]
     fn binds_are_rewritten_to_what_they_resolve_to() {
         let (_t, ws, host) = tree();
@@ -264,12 +274,6 @@ mod tests {
 
     #[test]
     fn covered_git_dirs_stay_covered_through_every_other_bind() {
-        let bind = |source: &str, target: &str, read_only: bool| Mount {
-            kind: MountKind::Bind,
-            source: Some(source.into()),
-            target: target.into(),
-            read_only,
-        };
         let mut spec = ContainerSpec {
             mounts: vec![
                 bind("/h/ws", "/workspace", false),
@@ -349,12 +353,6 @@ mod tests {
 
     #[test]
     fn read_only_overlays_cover_every_other_bind_of_their_folders() {
-        let bind = |source: &str, target: &str, read_only: bool| Mount {
-            kind: MountKind::Bind,
-            source: Some(source.into()),
-            target: target.into(),
-            read_only,
-        };
         let mut spec = ContainerSpec {
             mounts: vec![
                 bind("/h/ws", "/workspace", false),
