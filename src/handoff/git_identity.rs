@@ -211,6 +211,15 @@ fn entry_of(path: &Path) -> GitEntry {
     }
 }
 
+/// One finding of [`compare`], as a handoff's result names it (`gitDirChanges`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitDirChange {
+    /// `git_dir_changed` or `git_dir_created`.
+    pub code: String,
+    /// What changed and what to do, naming the path.
+    pub message: String,
+}
+
 /// What changed from `before` to `now`, as warnings `(code, message)`: `git_dir_created` for a
 /// `.git` that was not there, `git_dir_changed` for one replaced, removed, or whose
 /// configuration or link changed. Pure.
