@@ -222,7 +222,12 @@ pub fn judge(
     grants: Option<&crate::security::Grants>,
 ) -> Result<NestedGits, NestedGitError> {
     let root = ws.root.as_path();
-    let known = Known::of(root, gits);
+    let mut known = Known::of(root, gits);
+    // a discovered repository left without a container git directory (its git directory is
+    // untrusted) is judged as a `gitdir:` request instead (spec-note 0411)
+    known
+        .dot_gits
+        .extend(ws.repos.iter().map(|r| r.host_path.join(".git")));
     let mut out = NestedGits {
         container_root: ws.container_root.clone(),
         root: root.to_path_buf(),
