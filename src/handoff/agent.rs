@@ -47,6 +47,7 @@ mod begin;
 mod container;
 mod door;
 mod finish;
+mod git_check;
 mod launch;
 mod refused;
 mod stop_first;
@@ -157,7 +158,8 @@ pub async fn handoff_with(
     let quiet = h.stop_workspace(&up, &mut live).await;
     let planted = h.scan_planted(&p, &mut live, quiet);
     h.fetch_back(&p, &mut live, quiet);
-    h.finish(p, up, live, recorded, written, ran, planted)
+    let git_dirs = h.check_git_identity(&mut live);
+    h.finish(p, up, live, recorded, written, ran, (planted, git_dirs))
 }
 
 /// What every step of a container handoff reads: the engine, the options, where progress goes.

@@ -43,7 +43,7 @@ pub use inflated::{FetchBudget, LOOSE_MAX, NEW_OBJECTS_MAX, NewObjects, OverInfl
 pub use mounts::{covers, mounts, repo_gits};
 pub(crate) use refs::is_oid;
 pub use refs::valid_ref_name;
-pub use repo_git::{CONTAINER_BASE, RepoGit};
+pub use repo_git::{CONTAINER_BASE, FolderBind, RepoGit};
 pub use report::{Base, FetchBack, KeptReason, KeptRef, RefUpdate};
 
 /// The most refs a fetch-back brings back (a container writing millions of refs gets an error,

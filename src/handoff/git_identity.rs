@@ -12,12 +12,26 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The most directory entries the walk visits (a huge `node_modules` ends the walk, not the
-/// command).
-const MAX_ENTRIES: usize = 200_000;
-/// How deep the walk goes below the workspace root.
-const MAX_DEPTH: usize = 12;
-/// The most of a `config`, `commondir` or `.git` file hashed.
+/// command; the handoff then refuses unless accepted, `handoff::nested_git`).
+const MAX_ENTRIES: usize = 1_000_000;
+/// How deep the walk goes below the workspace root (a folder at this depth holding folders
+/// marks the walk truncated).
+const MAX_DEPTH: usize = 32;
+/// The most of a `config`, `commondir`, hook or `.git` file hashed (a larger one is
+/// fingerprinted by mode, size and modification time).
 const MAX_FILE: u64 = 1 << 20;
+/// The most entries of `hooks/` or `info/` fingerprinted one by one (more is a change too).
+const MAX_LISTED: usize = 256;
+/// The files of a git directory git reads as configuration or follows as a link, fingerprinted
+/// by content (`HEAD`, refs and objects are data).
+const CONFIG_FILES: [&str; 4] = [
+    "config",
+    "commondir",
+    "config.worktree",
+    "objects/info/alternates",
+];
+/// The folders of a git directory whose every entry git may run or read as configuration.
+const CONFIG_FOLDERS: [&str; 2] = ["hooks", "info"];
 
 /// One `.git` entry: what it is and a fingerprint of what git reads from it as configuration or
 /// follows as a link (`HEAD` is data: not included).
@@ -30,8 +44,11 @@ pub struct GitEntry {
     pub dev: u64,
     /// See `dev`.
     pub ino: u64,
-    /// SHA-256 (hex) of the `.git` file, or of the directory's `config` and `commondir`, by
-    /// name (`-` for an absent or unreadable one).
+    /// SHA-256 (hex) of the `.git` file, or of the directory's `config`, `commondir`,
+    /// `config.worktree` and `objects/info/alternates`, by name (`-` for an absent or
+    /// unreadable one); and for `hooks/` and `info/`, the folder's kind under `hooks/` and
+    /// each entry's mode and content hash under `hooks/<name>` (a record made before these has
+    /// no `hooks/` key: only `config` and `commondir` are compared with it).
     pub hashes: BTreeMap<String, String>,
 }
 
@@ -41,9 +58,14 @@ pub struct GitEntry {
 pub struct GitIdentity {
     /// The entries.
     pub entries: BTreeMap<String, GitEntry>,
-    /// Whether the walk stopped at its bound (then an entry beyond it is not known).
+    /// Whether the walk stopped at its bound, of entries or of depth (then an entry beyond
+    /// it is not known).
     #[serde(default)]
     pub truncated: bool,
+    /// Folders below the root the walk could not list (relative paths): what they hold is not
+    /// known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlisted: Vec<String>,
 }
 
 /// Records the `.git` entries under `root`: a bounded walk that follows no symbolic link and
@@ -54,6 +76,9 @@ pub fn record(root: &Path) -> GitIdentity {
     let mut stack = vec![(root.to_path_buf(), String::new(), 0usize)];
     while let Some((dir, rel, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
+            if !rel.is_empty() {
+                out.unlisted.push(rel);
+            }
             continue;
         };
         for entry in entries.flatten() {
@@ -75,10 +100,77 @@ pub fn record(root: &Path) -> GitIdentity {
                 out.entries.insert(child_rel, entry_of(&entry.path()));
             } else if kind.is_dir() && depth < MAX_DEPTH {
                 stack.push((entry.path(), child_rel, depth + 1));
+            } else if kind.is_dir() {
+                out.truncated = true;
             }
         }
     }
+    out.unlisted.sort();
     out
+}
+
+/// SHA-256 (hex) of the regular file `path` read without following a link, `-` when absent or
+/// not a regular file; a file past [`MAX_FILE`] is named by its size and modification time.
+fn hash_file(path: &Path) -> String {
+    use sha2::Digest as _;
+    use std::os::unix::fs::MetadataExt as _;
+    match crate::config::hostgit::read_no_follow(path, MAX_FILE) {
+        Ok(b) => hex::encode(sha2::Sha256::digest(&b)),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => path
+            .symlink_metadata()
+            .map(|m| format!("large:{}:{}.{}", m.size(), m.mtime(), m.mtime_nsec()))
+            .unwrap_or_else(|_| "-".to_string()),
+        Err(_) => "-".to_string(),
+    }
+}
+
+/// What one entry of `hooks/` or `info/` (or the folder itself) is, as a fingerprint: a
+/// regular file's permission bits and content hash, a link's target, else its kind.
+fn fingerprint(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(meta) = path.symlink_metadata() else {
+        return "-".to_string();
+    };
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        let target = std::fs::read_link(path).unwrap_or_default();
+        format!("symlink:{}", target.to_string_lossy())
+    } else if kind.is_file() {
+        format!("{:o}:{}", meta.mode() & 0o7777, hash_file(path))
+    } else if kind.is_dir() {
+        format!("dir:{:o}", meta.mode() & 0o7777)
+    } else {
+        "other".to_string()
+    }
+}
+
+/// `folder` (`hooks`, `info`) of the git directory `git_dir` into `hashes`: the folder under
+/// `<folder>/`, each entry (sorted, at most [`MAX_LISTED`]) under `<folder>/<name>`, and
+/// `<folder>/…` when there are more.
+fn fingerprint_folder(git_dir: &Path, folder: &str, hashes: &mut BTreeMap<String, String>) {
+    let path = git_dir.join(folder);
+    let what = fingerprint(&path);
+    let listable = what.starts_with("dir:");
+    hashes.insert(format!("{folder}/"), what);
+    if !listable {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&path) else {
+        hashes.insert(format!("{folder}/…"), "unlisted".to_string());
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    if names.len() > MAX_LISTED {
+        hashes.insert(format!("{folder}/…"), format!("{} entries", names.len()));
+        names.truncate(MAX_LISTED);
+    }
+    for name in names {
+        hashes.insert(format!("{folder}/{name}"), fingerprint(&path.join(&name)));
+    }
 }
 
 fn entry_of(path: &Path) -> GitEntry {
@@ -90,21 +182,18 @@ fn entry_of(path: &Path) -> GitEntry {
         Some(m) if m.is_file() => "file",
         _ => "other",
     };
-    let hash = |p: &Path| {
-        use sha2::Digest as _;
-        crate::config::hostgit::read_no_follow(p, MAX_FILE)
-            .map(|b| hex::encode(sha2::Sha256::digest(&b)))
-            .unwrap_or_else(|_| "-".to_string())
-    };
     let mut hashes = BTreeMap::new();
     match kind {
         "dir" => {
-            for name in ["config", "commondir"] {
-                hashes.insert(name.to_string(), hash(&path.join(name)));
+            for name in CONFIG_FILES {
+                hashes.insert(name.to_string(), hash_file(&path.join(name)));
+            }
+            for folder in CONFIG_FOLDERS {
+                fingerprint_folder(path, folder, &mut hashes);
             }
         }
         "file" => {
-            hashes.insert(".git".to_string(), hash(path));
+            hashes.insert(".git".to_string(), hash_file(path));
         }
         "symlink" => {
             let target = std::fs::read_link(path)
@@ -122,6 +211,15 @@ fn entry_of(path: &Path) -> GitEntry {
     }
 }
 
+/// One finding of [`compare`], as a handoff's result names it (`gitDirChanges`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitDirChange {
+    /// `git_dir_changed` or `git_dir_created`.
+    pub code: String,
+    /// What changed and what to do, naming the path.
+    pub message: String,
+}
+
 /// What changed from `before` to `now`, as warnings `(code, message)`: `git_dir_created` for a
 /// `.git` that was not there, `git_dir_changed` for one replaced, removed, or whose
 /// configuration or link changed. Pure.
@@ -134,16 +232,14 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
                 "git_dir_created".to_string(),
                 format!("`{rel}` appeared since the handoff started: a repository the agent may have made, with a configuration git would run on the host; {advice}"),
             )),
-            Some(old) if old != entry => {
+            Some(old) => {
                 let what = if old.kind != entry.kind || old.dev != entry.dev || old.ino != entry.ino {
                     "was replaced".to_string()
                 } else {
-                    let changed: Vec<&str> = entry
-                        .hashes
-                        .iter()
-                        .filter(|(k, v)| old.hashes.get(*k) != Some(*v))
-                        .map(|(k, _)| k.as_str())
-                        .collect();
+                    let changed = changed_keys(old, entry);
+                    if changed.is_empty() {
+                        continue;
+                    }
                     format!("changed ({})", changed.join(", "))
                 };
                 out.push((
@@ -151,7 +247,6 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
                     format!("`{rel}` {what} since the handoff started; {advice}"),
                 ));
             }
-            Some(_) => {}
         }
     }
     for rel in before
@@ -167,9 +262,26 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
     out
 }
 
+/// The fingerprint keys whose value differs between `old` and `now` (either side missing is
+/// a difference); against a record made before `hooks/` and `info/` were fingerprinted, only
+/// the keys it has.
+fn changed_keys<'a>(old: &'a GitEntry, now: &'a GitEntry) -> Vec<&'a str> {
+    let legacy = old.kind == "dir" && !old.hashes.contains_key("hooks/");
+    let mut keys: Vec<&str> = old.hashes.keys().map(String::as_str).collect();
+    if !legacy {
+        keys.extend(now.hashes.keys().map(String::as_str));
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| old.hashes.get(*k) != now.hashes.get(*k))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn new_replaced_and_reconfigured_git_entries_are_found() {
@@ -214,5 +326,89 @@ mod tests {
                 .any(|(_, m)| m.contains("api/.git` was replaced")),
             "{found:?}"
         );
+    }
+
+    /// Attack K2 (spec-note 0400): the agent wrote `hooks/pre-commit` into a nested
+    /// repository's git directory and nothing was said; a hook added, made executable or
+    /// rewritten, `info/`, `config.worktree` and `objects/info/alternates` are changes now.
+    #[test]
+    fn a_hook_added_to_a_nested_git_dir_is_a_change() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let git = root.join("vendor/lib/.git");
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::create_dir_all(git.join("info")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        let before = record(root);
+        assert!(compare(&before, &record(root)).is_empty());
+        let changed = |what: &str| {
+            let found = compare(&before, &record(root));
+            assert_eq!(found.len(), 1, "{what}: {found:?}");
+            assert_eq!(found[0].0, "git_dir_changed", "{what}");
+            assert!(
+                found[0].1.contains("vendor/lib/.git") && found[0].1.contains(what),
+                "{what}: {found:?}"
+            );
+        };
+
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\nid\n").unwrap();
+        changed("hooks/pre-commit");
+        std::fs::remove_file(git.join("hooks/pre-commit")).unwrap();
+        assert!(compare(&before, &record(root)).is_empty());
+        std::fs::set_permissions(
+            git.join("hooks/pre-commit.sample"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        changed("hooks/pre-commit.sample");
+        std::fs::set_permissions(
+            git.join("hooks/pre-commit.sample"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        for (file, what) in [
+            ("info/exclude", "info/exclude"),
+            ("config.worktree", "config.worktree"),
+        ] {
+            std::fs::write(git.join(file), "x\n").unwrap();
+            changed(what);
+            std::fs::remove_file(git.join(file)).unwrap();
+        }
+        std::fs::create_dir_all(git.join("objects/info")).unwrap();
+        std::fs::write(git.join("objects/info/alternates"), "/elsewhere\n").unwrap();
+        changed("objects/info/alternates");
+        std::fs::remove_file(git.join("objects/info/alternates")).unwrap();
+        std::fs::remove_dir_all(git.join("hooks")).unwrap();
+        std::os::unix::fs::symlink("/tmp", git.join("hooks")).unwrap();
+        changed("hooks/");
+        std::fs::remove_file(git.join("hooks")).unwrap();
+        std::fs::create_dir(git.join("hooks")).unwrap();
+        std::fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+
+        // a record made before hooks were fingerprinted compares only what it holds
+        let mut legacy = record(root);
+        for e in legacy.entries.values_mut() {
+            e.hashes.retain(|k, _| k == "config" || k == "commondir");
+        }
+        assert!(compare(&legacy, &record(root)).is_empty());
+        std::fs::write(git.join("config"), "[core]\n\tfsmonitor = x\n").unwrap();
+        let found = compare(&legacy, &record(root));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("changed (config)"), "{found:?}");
+    }
+
+    /// A walk cut at its depth bound says so (the handoff then refuses, `nested_git`).
+    #[test]
+    fn a_walk_cut_at_its_depth_is_truncated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep: PathBuf = (0..=MAX_DEPTH).map(|i| format!("d{i}")).collect();
+        std::fs::create_dir_all(tmp.path().join(&deep)).unwrap();
+        assert!(record(tmp.path()).truncated);
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("a/b/.git")).unwrap();
+        let found = record(tmp.path());
+        assert!(!found.truncated && found.unlisted.is_empty(), "{found:?}");
     }
 }

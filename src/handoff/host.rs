@@ -159,6 +159,7 @@ pub async fn handoff_on_host(
         task: None,
         tasks: Vec::new(),
         set_id_files_and_devices: Vec::new(),
+        git_dir_changes: Vec::new(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! L5: devcell's agent product, above the spec operations ([`crate::ops`]): the handoff
 //! [`plan`], its container and host runtimes ([`agent`], [`host`]) running one [`session`],
 //! the session state ([`state`]), the workspace's [`repository`] inspection, each repository's
-//! [`container_git`] directory and [`git_identity`], the workspace stopped after the agent
+//! [`container_git`] directory and [`git_identity`], every other `.git` below the workspace
+//! covered ([`nested_git`]), the workspace stopped after the agent
 //! ([`quiesce`]), the context file and `AGENTS.md`
 //! ([`context`], [`agents_md`]), the environment record's check ([`environment`]), the JSON [`envelope`], and the product's own commands
 //! ([`status`], [`delete`], [`doctor`], [`prune`], [`audit`]). Library code never prints:
@@ -24,6 +25,7 @@ pub mod host;
 pub mod mail_host;
 pub mod mail_worktree;
 pub mod named_container;
+pub mod nested_git;
 pub mod plan;
 pub mod prune;
 pub mod quiesce;

@@ -333,6 +333,8 @@ pub(crate) struct Prepared {
     pub(super) workspace: Workspace,
     /// The repositories' container git directories (none on the host; spec-note 0436).
     pub(super) gits: Vec<crate::handoff::container_git::RepoGit>,
+    /// Every other `.git` below the workspace, covered (spec-note 0400, K2/K4).
+    pub(super) nested: crate::handoff::nested_git::NestedGits,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
     pub(super) extra_mounts: Vec<crate::engine::Mount>,
@@ -511,7 +513,10 @@ pub(crate) fn up_options(p: &Prepared, opts: &HandoffOptions) -> UpOptions {
         covers: crate::handoff::container_git::covers(
             (&p.workspace.root, &p.workspace.container_root),
             &p.gits,
-        ),
+        )
+        .into_iter()
+        .chain(p.nested.covers())
+        .collect(),
         owned_sources: p
             .gits
             .iter()
@@ -627,8 +632,16 @@ pub(super) async fn prepare(
     };
     let (shown_network, shown_profile) = shown_choices(opts, host, network, profile, &mut warnings);
     let gits = container_gits(opts, &ws, host)?;
+    let nested = nested_gits(
+        opts,
+        &ws,
+        &gits,
+        host,
+        judged.choice.as_ref(),
+        &mut warnings,
+    )?;
     let home = opts.env.get("HOME").cloned();
-    let mut mounts = plan_mounts(opts, &agent, &ws, &gits, host, home.as_deref())?;
+    let mut mounts = plan_mounts(opts, &agent, &ws, &gits, &nested, host, home.as_deref())?;
     let dotfiles = with_dotfiles(opts, host, network, &mut mounts, &mut warnings)?;
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
@@ -704,6 +717,7 @@ pub(super) async fn prepare(
         git_requests: judged.git_requests,
         workspace: ws,
         gits,
+        nested,
         agent,
         target,
         extra_mounts: mounts.extra,
@@ -894,6 +908,26 @@ fn container_gits(
     )?)
 }
 
+/// Every `.git` below the workspace that no container git directory covers, covered in turn
+/// (none on the host or for a clone task, like [`container_gits`]); those the user accepted
+/// uncovered are warnings ([`crate::handoff::nested_git`]).
+fn nested_gits(
+    opts: &HandoffOptions,
+    ws: &Workspace,
+    gits: &[crate::handoff::container_git::RepoGit],
+    host: bool,
+    choice: Option<&crate::security::Choice>,
+    warnings: &mut Vec<String>,
+) -> Result<crate::handoff::nested_git::NestedGits> {
+    if host || opts.sandbox.is_some() {
+        return Ok(crate::handoff::nested_git::NestedGits::default());
+    }
+    let identity = crate::handoff::git_identity::record(&ws.root);
+    let nested = crate::handoff::nested_git::judge(ws, gits, &identity, choice.map(|c| &c.grants))?;
+    warnings.extend(nested.warnings());
+    Ok(nested)
+}
+
 /// A handoff's mounts: as planned, the workspace mount and the extra mounts, typed to the
 /// engine call.
 struct Mounts {
@@ -932,13 +966,16 @@ fn plan_mounts(
     agent: &AgentSettings,
     ws: &Workspace,
     gits: &[crate::handoff::container_git::RepoGit],
+    nested: &crate::handoff::nested_git::NestedGits,
     host: bool,
     home: Option<&str>,
 ) -> Result<Mounts> {
     let mounts = if host {
         Vec::new()
     } else {
-        crate::handoff::container_git::mounts(ws, gits)
+        let mut m = crate::handoff::container_git::mounts(ws, gits);
+        m.extend(nested.mounts());
+        m
     };
     let mut planned: Vec<PlannedMount> = Vec::new();
     let mut extra_mounts = Vec::new();

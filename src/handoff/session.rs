@@ -89,6 +89,10 @@ pub struct HandoffResult {
     /// container left in the workspace, found once it stopped (spec-note 0400); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set_id_files_and_devices: Vec<crate::security::planted::Planted>,
+    /// What changed in the workspace's `.git` entries between the handoff's start and its end
+    /// (`git_dir_changed`, `git_dir_created`; spec-note 0400): absent when nothing did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub git_dir_changes: Vec<crate::handoff::git_identity::GitDirChange>,
 }
 
 /// What a clone task's fetch did (spec-note 0437; made by `task::fetch`).

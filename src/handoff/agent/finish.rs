@@ -122,7 +122,8 @@ impl Handoff<'_> {
     }
 
     /// The session ended in the state with the agent's outcome and the proxy's decisions made
-    /// during its run, and the handoff's result.
+    /// during its run, and the handoff's result (with what the scan of set-id files and the
+    /// last look at the `.git` entries found).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         &self,
@@ -132,7 +133,10 @@ impl Handoff<'_> {
         recorded: Recorded,
         written: Written,
         ran: Ran,
-        planted: Vec<crate::security::planted::Planted>,
+        (planted, git_dirs): (
+            Vec<crate::security::planted::Planted>,
+            Vec<crate::handoff::git_identity::GitDirChange>,
+        ),
     ) -> Result<HandoffResult> {
         let session = live
             .store
@@ -176,6 +180,7 @@ impl Handoff<'_> {
             task: None,
             tasks: Vec::new(),
             set_id_files_and_devices: planted,
+            git_dir_changes: git_dirs,
         })
     }
 }

@@ -65,6 +65,11 @@ pub struct Grants {
     pub compose_files: BTreeSet<String>,
     /// `gpu`: every GPU of the host (also `device:gpu`, the Compose service's request).
     pub gpu: bool,
+    /// `uncovered-git:<workspace-relative path>`: a handoff goes on although devcell cannot
+    /// cover that `.git` entry below the workspace (or that folder it could not list), leaving
+    /// it writable by the container; `uncovered-git:*` for every one, and for a walk cut at
+    /// its bound (`handoff::nested_git`, spec-note 0400).
+    pub uncovered_git: BTreeSet<String>,
 }
 
 impl Grants {
@@ -75,7 +80,7 @@ impl Grants {
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
     /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`,
-    /// `gpu`.
+    /// `gpu`, `uncovered-git:<workspace-relative path | *>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -209,6 +214,15 @@ impl Grants {
                 };
                 let p = p.ok_or_else(|| bad("expected an absolute host path"))?;
                 self.compose_files.insert(p);
+            }
+            Some(("uncovered-git", p)) => {
+                let p = p.trim_end_matches('/');
+                if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(bad(
+                        "expected a path relative to the workspace root (`uncovered-git:vendor/lib/.git`) or `uncovered-git:*`",
+                    ));
+                }
+                self.uncovered_git.insert(p.to_string());
             }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {

@@ -413,8 +413,20 @@ fn a_repository_the_agent_creates_is_named_loudly() {
         target.marker().display()
     );
     let host = Host::new(&["sh", "-c", &script], &[]);
-    handoff_ok(&host, &ws);
+    let r = handoff_ok(&host, &ws);
     assert!(ws.join("tool/.git/config").exists(), "the agent made it");
+    // the handoff itself says so, at its end (attack K4), not only the next `status`
+    let changes = r["result"]["gitDirChanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        changes.iter().any(|c| c["code"] == "git_dir_created"
+            && c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("tool/.git"))),
+        "{r}"
+    );
     let out = host.status(&ws);
     let s = envelope(&out);
     assert_eq!(out.status.code(), Some(0), "{s}");
@@ -1211,4 +1223,105 @@ fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
     assert_ne!(up.status.code(), Some(0));
     assert!(!marker.exists(), "the agent's script ran on the host");
     target.assert_untouched();
+}
+
+/// `.gitignore` `<ignored>` committed in the repository at `ws`.
+fn ignore(ws: &Path, ignored: &str) {
+    std::fs::write(ws.join(".gitignore"), format!("{ignored}\n")).unwrap();
+    git(ws, &["add", ".gitignore"]);
+    git(ws, &["commit", "-q", "-m", "ignore"]);
+}
+
+/// Attack K2 (spec-note 0400): an existing nested repository that is no submodule (a
+/// gitignored clone `vendor/lib`) was workspace content, read-write: the agent wrote its
+/// `hooks/` and `config`, and the human's next `git commit` there ran them. It is now bound
+/// read-only on itself, and `vendor/lib` and `vendor` on themselves: nothing in its git
+/// directory can be written, nor it or a folder above it renamed to plant another.
+#[test]
+fn a_nested_repository_that_is_not_a_submodule_gets_no_hook() {
+    let test = "a_nested_repository_that_is_not_a_submodule_gets_no_hook";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    ignore(&ws, "vendor/");
+    let lib = ws.join("vendor/lib");
+    repo_at(&lib, None);
+    let origin = origin_of(&lib, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let lib_git_before = crate::support::tree_fingerprint(&lib.join(".git"));
+    let script = format!(
+        "{plant}cd /workspace; \
+         evil() {{ mkdir -p \"$1/objects\" \"$1/refs/heads\" && echo 'ref: refs/heads/main' > \"$1/HEAD\" && plant \"$1\"; }}; \
+         plant vendor/lib/.git 2>/dev/null && echo planted-hooks >> agent.log; \
+         echo {evil} > vendor/lib/.git/commondir 2>/dev/null && echo wrote-commondir >> agent.log; \
+         mv vendor/lib/.git vendor/lib/git-old 2>/dev/null && echo renamed-git >> agent.log; \
+         mv vendor/lib vendor/lib-old 2>/dev/null && echo renamed-lib >> agent.log; \
+         mv vendor vendor-old 2>/dev/null && echo renamed-vendor >> agent.log; \
+         evil vendor/lib/.git 2>/dev/null; \
+         echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+        evil = target.path().display(),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let r = handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "nothing in `vendor/lib/.git` could be written, nor it, `vendor/lib` or `vendor` renamed"
+    );
+    assert_eq!(
+        crate::support::tree_fingerprint(&lib.join(".git")),
+        lib_git_before
+    );
+    assert!(r["result"]["gitDirChanges"].is_null(), "{r}");
+    human_session(&[&ws, &lib], &origin, &target);
+}
+
+/// Attack K4 (spec-note 0400): a linked worktree checked out inside the workspace
+/// (`git worktree add .wt/feat`) kept its `.git` file writable: the agent re-pointed it to a
+/// git directory it planted, and the human's `git status` there ran its `core.fsmonitor`.
+/// The file is now bound read-only on itself, `.wt/feat` and `.wt` on themselves.
+#[test]
+fn a_linked_worktree_inside_the_workspace_cannot_be_repointed() {
+    let test = "a_linked_worktree_inside_the_workspace_cannot_be_repointed";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    ignore(&ws, ".wt/");
+    git(&ws, &["worktree", "add", "-q", ".wt/feat", "-b", "feat"]);
+    let feat = ws.join(".wt/feat");
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let dot_git_before = std::fs::read(feat.join(".git")).unwrap();
+    let script = format!(
+        "{plant}cd /workspace; \
+         evil() {{ mkdir -p \"$1/objects\" \"$1/refs/heads\" && echo 'ref: refs/heads/feat' > \"$1/HEAD\" && plant \"$1\"; }}; \
+         evil .wt/feat/.e 2>/dev/null; \
+         echo 'gitdir: .e' > .wt/feat/.git 2>/dev/null && echo repointed >> agent.log; \
+         rm -f .wt/feat/.git 2>/dev/null && echo removed >> agent.log; \
+         mv .wt/feat .wt/feat-old 2>/dev/null && echo renamed-feat >> agent.log; \
+         mv .wt .wt-old 2>/dev/null && echo renamed-wt >> agent.log; \
+         mkdir -p .wt/feat 2>/dev/null; echo 'gitdir: .e' > .wt/feat/.git 2>/dev/null; \
+         echo planted >> agent.log; true",
+        plant = plant_function(&target.marker()),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let r = handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "the worktree's `.git` file could not be re-pointed or removed, nor `.wt/feat` or `.wt` renamed"
+    );
+    assert_eq!(std::fs::read(feat.join(".git")).unwrap(), dot_git_before);
+    assert!(!ws.join(".wt-old").exists() && !ws.join(".wt/feat-old").exists());
+    assert!(r["result"]["gitDirChanges"].is_null(), "{r}");
+    human_session(&[&ws, &feat], &origin, &target);
 }

@@ -1,0 +1,229 @@
+use super::*;
+use crate::handoff::repository::{Layout, Workspace};
+
+fn workspace(root: &Path) -> Workspace {
+    Workspace {
+        name: "ws".into(),
+        root: root.to_path_buf(),
+        container_root: "/workspaces/ws".into(),
+        layout: Layout::Repository,
+        repos: Vec::new(),
+        config_folder: None,
+        git_mounts: Vec::new(),
+        protected: Vec::new(),
+        untrusted_git_dirs: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+/// The main repository's container git directory, as `repo_gits` makes it.
+fn main_repo(root: &Path) -> RepoGit {
+    RepoGit {
+        repo: "ws".into(),
+        work_tree: root.to_path_buf(),
+        git_dir: root.join(".git"),
+        common_dir: root.join(".git"),
+        container_path: "/workspaces/ws".into(),
+        slot: "/state/1".into(),
+        mount_base: "/run/devcell/git/1".into(),
+        linked: false,
+        folders: Vec::new(),
+        submodules: Vec::new(),
+        nested: false,
+    }
+}
+
+/// A workspace repository with a gitignored clone `vendor/lib` and a linked worktree
+/// `.wt/feat` (the K2 and K4 setups), as files only.
+fn tree() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+    std::fs::create_dir_all(root.join(".git/worktrees/feat")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(root.join(".git/worktrees/feat/commondir"), "../..\n").unwrap();
+    std::fs::create_dir_all(root.join("vendor/lib/.git/hooks")).unwrap();
+    std::fs::write(root.join("vendor/lib/.git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(root.join(".wt/feat")).unwrap();
+    std::fs::write(
+        root.join(".wt/feat/.git"),
+        format!("gitdir: {}\n", root.join(".git/worktrees/feat").display()),
+    )
+    .unwrap();
+    (tmp, root)
+}
+
+fn grants(values: &[&str]) -> crate::security::Grants {
+    crate::security::Grants::parse(values).unwrap()
+}
+
+/// Attacks K2 and K4: a nested repository that is no submodule and a linked worktree inside
+/// the workspace are covered: the entry read-only on itself, every folder up to the root on
+/// itself; the main repository's `.git` is its container git directory's, left alone.
+#[test]
+fn a_nested_repository_and_a_worktree_inside_the_workspace_are_covered() {
+    let (_t, root) = tree();
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let identity = crate::handoff::git_identity::record(&root);
+    let nested = judge(&ws, &gits, &identity, None).unwrap();
+    assert_eq!(nested.entries, [".wt/feat/.git", "vendor/lib/.git"]);
+    assert_eq!(nested.folders, [".wt", "vendor", ".wt/feat", "vendor/lib"]);
+    assert!(nested.accepted.is_empty() && nested.warnings().is_empty());
+    let mounts = nested.mounts();
+    let shown: Vec<(String, bool)> = mounts
+        .iter()
+        .map(|m| (m.target.clone(), m.read_only))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("/workspaces/ws/.wt".to_string(), false),
+            ("/workspaces/ws/vendor".to_string(), false),
+            ("/workspaces/ws/.wt/feat".to_string(), false),
+            ("/workspaces/ws/vendor/lib".to_string(), false),
+            ("/workspaces/ws/.wt/feat/.git".to_string(), true),
+            ("/workspaces/ws/vendor/lib/.git".to_string(), true),
+        ]
+    );
+    assert!(mounts.iter().all(|m| m.source.starts_with(&root)));
+    let covers = nested.covers();
+    assert!(covers.contains(&(
+        root.join("vendor/lib/.git"),
+        "/workspaces/ws/vendor/lib/.git".to_string()
+    )));
+}
+
+/// What cannot be covered refuses the handoff, naming it and its grant: a `.git` file naming
+/// a git directory outside the workspace or a writable folder in it, a `.git` link, a
+/// `commondir` naming another git directory, a walk cut at its bound. Granted, a warning.
+#[test]
+fn what_cannot_be_covered_refuses_the_handoff_unless_accepted() {
+    let (tmp, root) = tree();
+    let outside = std::fs::canonicalize(tmp.path())
+        .unwrap()
+        .join("outside.git");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    std::fs::write(
+        root.join("a/.git"),
+        format!("gitdir: {}\n", outside.display()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("b/plain")).unwrap();
+    std::fs::write(root.join("b/.git"), "gitdir: plain\n").unwrap();
+    std::fs::create_dir_all(root.join("c")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("c/.git")).unwrap();
+    std::fs::create_dir_all(root.join("d/.git")).unwrap();
+    std::fs::write(
+        root.join("d/.git/commondir"),
+        format!("{}\n", outside.display()),
+    )
+    .unwrap();
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let mut identity = crate::handoff::git_identity::record(&root);
+    identity.truncated = true;
+    let e = judge(&ws, &gits, &identity, None).unwrap_err();
+    let refused: Vec<&str> = e.items.iter().map(|u| u.rel.as_str()).collect();
+    assert_eq!(
+        refused,
+        ["a/.git", "b/.git", "c/.git", "d/.git", "*"],
+        "{e}"
+    );
+    assert_eq!(e.items[0].why, Why::PointsElsewhere(outside.clone()));
+    assert_eq!(e.items[1].why, Why::PointsElsewhere(root.join("b/plain")));
+    assert_eq!(e.items[2].why, Why::Link);
+    assert_eq!(e.items[3].why, Why::CommonDirElsewhere(outside.clone()));
+    let hint = crate::ops::error::ProductError::hint(&e).unwrap();
+    assert!(
+        hint.contains("`--allow uncovered-git:a/.git`")
+            && hint.contains("`--allow uncovered-git:*`"),
+        "{hint}"
+    );
+    assert!(e.to_string().contains("a/.git"), "{e}");
+
+    // one accepted by name, the rest still refused
+    let e = judge(
+        &ws,
+        &gits,
+        &identity,
+        Some(&grants(&["uncovered-git:a/.git"])),
+    )
+    .unwrap_err();
+    assert_eq!(e.items.len(), 4, "{e}");
+    // all accepted: the coverable ones are still covered, the others warned about
+    let nested = judge(&ws, &gits, &identity, Some(&grants(&["uncovered-git:*"]))).unwrap();
+    assert_eq!(nested.entries, [".wt/feat/.git", "vendor/lib/.git"]);
+    assert_eq!(nested.accepted.len(), 5);
+    assert!(nested.warnings()[0].contains("`a/.git` below the workspace is not covered"));
+}
+
+/// A folder the walk could not list is named (what it holds is not known), and past
+/// [`MAX_COVERED`] entries the handoff is refused.
+#[test]
+fn an_unlisted_folder_and_too_many_entries_refuse_the_handoff() {
+    let (_t, root) = tree();
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let mut identity = crate::handoff::git_identity::record(&root);
+    identity.unlisted.push("secret".into());
+    let e = judge(&ws, &gits, &identity, None).unwrap_err();
+    assert_eq!(e.items[0].rel, "secret");
+    assert_eq!(e.items[0].why, Why::Unlisted);
+
+    for i in 0..=MAX_COVERED {
+        std::fs::create_dir_all(root.join(format!("many/r{i}/.git"))).unwrap();
+    }
+    let identity = crate::handoff::git_identity::record(&root);
+    let e = judge(&ws, &gits, &identity, None).unwrap_err();
+    assert_eq!(e.items.len(), 1, "{e}");
+    assert!(
+        matches!(e.items[0].why, Why::TooMany(n) if n == MAX_COVERED + 3),
+        "{e}"
+    );
+}
+
+/// A submodule devcell already covers (its `.git` over a container git directory), one under
+/// a folder bound read-only, and a `.git` inside a host git directory are left alone; the
+/// folder chain stops at a folder the handoff already binds on itself.
+#[test]
+fn what_the_container_git_directories_cover_is_left_alone() {
+    let (_t, root) = tree();
+    std::fs::create_dir_all(root.join("libs/sub/.git")).unwrap();
+    std::fs::create_dir_all(root.join("libs/sub/deep/x/.git")).unwrap();
+    std::fs::create_dir_all(root.join("ro/y/.git")).unwrap();
+    let ws = workspace(&root);
+    let mut sub = main_repo(&root.join("libs/sub"));
+    sub.nested = true;
+    sub.folders = vec![
+        crate::handoff::container_git::FolderBind {
+            source: root.join("libs"),
+            target: "/workspaces/ws/libs".into(),
+            read_only: false,
+        },
+        crate::handoff::container_git::FolderBind {
+            source: root.join("libs/sub"),
+            target: "/workspaces/ws/libs/sub".into(),
+            read_only: false,
+        },
+        crate::handoff::container_git::FolderBind {
+            source: root.join("ro"),
+            target: "/workspaces/ws/ro".into(),
+            read_only: true,
+        },
+    ];
+    let gits = [main_repo(&root), sub];
+    let identity = crate::handoff::git_identity::record(&root);
+    let nested = judge(&ws, &gits, &identity, None).unwrap();
+    assert_eq!(
+        nested.entries,
+        [".wt/feat/.git", "libs/sub/deep/x/.git", "vendor/lib/.git"]
+    );
+    assert!(
+        nested.folders.contains(&"libs/sub/deep".to_string())
+            && !nested.folders.contains(&"libs/sub".to_string())
+            && !nested.folders.contains(&"libs".to_string()),
+        "{:?}",
+        nested.folders
+    );
+}
