@@ -192,6 +192,10 @@ struct Live {
     secrets: IndexMap<String, String>,
     /// The plan's warnings, then each step's.
     warnings: Vec<String>,
+    /// Whether the workspace folder was writable by every local user when the session began
+    /// (a root-owned shared workspace whose agent is another uid relies on it, spec-note
+    /// 0250): then the post-agent scan leaves `o+w` as the user chose it (spec-note 0400, K6).
+    root_open_to_others: bool,
 }
 
 impl Live {

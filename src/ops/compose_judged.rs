@@ -25,6 +25,12 @@ pub(crate) struct JudgedInputs {
     /// Each Compose file and `--env-file`, with the SHA-256 of its bytes as read through any
     /// link (`None`: it could not be read).
     files: Vec<(PathBuf, Option<String>)>,
+    /// The Compose files judged, in order: what `config` reads again. Files devcell adds
+    /// afterwards (its own overrides in its state folder, written and rewritten by devcell)
+    /// are not the repository's and not compared.
+    compose_files: Vec<PathBuf>,
+    /// The `--env-file` judged.
+    env_file: Option<PathBuf>,
 }
 
 /// SHA-256 (hex) of `bytes`.
@@ -82,15 +88,27 @@ impl JudgedInputs {
             model: model_digest(model),
             named,
             files: file_digests(&project_files(project)),
+            compose_files: project.files.clone(),
+            env_file: project.env_file.clone(),
         }
     }
 
-    /// Refuses when `project`'s files or its resolved model (`docker compose config` again:
-    /// it follows `include`, `extends`, env files and `.env`) differ from what was judged.
+    /// The files judged, as [`project_files`] named them then.
+    fn judged_files(&self) -> Vec<&Path> {
+        self.compose_files
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(self.env_file.as_deref())
+            .collect()
+    }
+
+    /// Refuses when the files judged or their resolved model (`docker compose config` again:
+    /// it follows `include`, `extends`, env files and `.env`) differ from what was judged;
+    /// files devcell added to `project` since are its own and not compared.
     ///
     /// Errors: [`OpsError::Unsupported`] naming what changed; the `config` run's.
     pub(crate) async fn refuse_changed(&self, project: &ComposeProject) -> Result<()> {
-        let mut what: Vec<String> = changed(&self.files, &file_digests(&project_files(project)))
+        let mut what: Vec<String> = changed(&self.files, &file_digests(&self.judged_files()))
             .iter()
             .map(|p| format!("`{}`", p.display()))
             .collect();
@@ -99,7 +117,7 @@ impl JudgedInputs {
             && model_digest(
                 &project
                     .cli
-                    .config(name, &project.files, project.env_file.as_deref())
+                    .config(name, &self.compose_files, self.env_file.as_deref())
                     .await?,
             ) != self.model
         {

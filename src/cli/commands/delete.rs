@@ -22,12 +22,16 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
             Extras::default()
         }));
     }
-    let settings = crate::settings::load(args.config_file.as_deref())?;
+    // a settings file that cannot be read is reported by `own_block_on_checked` below, as
+    // every command reports it (exit 10); the budget is then never used
+    let fetch_budget = crate::settings::load(args.config_file.as_deref())
+        .map(|s| crate::handoff::container_git::FetchBudget::from_settings(&s.handoff))
+        .unwrap_or_default();
     let opts = DeleteOptions {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         state_root: None,
         project_volumes: false,
-        fetch_budget: crate::handoff::container_git::FetchBudget::from_settings(&settings.handoff),
+        fetch_budget,
     };
     // `--config-file` is accepted like every devcell command's; read and checked first.
     let result = own_block_on_checked(

@@ -113,7 +113,12 @@ impl Handoff<'_> {
         let id = start.session.id.clone();
         close_previous_sessions(Some(self.engine), &start, self.reporter).await;
         let log = store.create_log(&id)?;
+        let root_open_to_others = {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::symlink_metadata(&root).is_ok_and(|m| m.permissions().mode() & 0o002 != 0)
+        };
         let live = Live {
+            root_open_to_others,
             store,
             root,
             start,

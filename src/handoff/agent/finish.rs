@@ -71,7 +71,7 @@ impl Handoff<'_> {
             &live.root,
             &writable,
             crate::security::planted::ScanOptions {
-                other_writable: true,
+                other_writable: !live.root_open_to_others,
             },
         );
         for f in &found {
