@@ -11,12 +11,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The most directory entries the walk visits (a huge `node_modules` ends the walk, not the
-/// command; the handoff then refuses unless accepted, `handoff::nested_git`).
-const MAX_ENTRIES: usize = 1_000_000;
-/// How deep the walk goes below the workspace root (a folder at this depth holding folders
-/// marks the walk truncated).
-const MAX_DEPTH: usize = 32;
+// The walk's bounds are `security::git_entries`' (1,000,000 entries, depth 32): a huge
+// `node_modules` ends the walk, not the command, and the handoff then refuses unless
+// accepted (`handoff::nested_git`); a folder at the depth bound holding folders marks the
+// walk truncated.
 /// The most of a `config`, `commondir`, hook or `.git` file hashed (a larger one is
 /// fingerprinted by mode, size and modification time).
 const MAX_FILE: u64 = 1 << 20;
@@ -71,42 +69,16 @@ pub struct GitIdentity {
 /// Records the `.git` entries under `root`: a bounded walk that follows no symbolic link and
 /// does not descend into a `.git` folder.
 pub fn record(root: &Path) -> GitIdentity {
-    let mut out = GitIdentity::default();
-    let mut budget = MAX_ENTRIES;
-    let mut stack = vec![(root.to_path_buf(), String::new(), 0usize)];
-    while let Some((dir, rel, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            if !rel.is_empty() {
-                out.unlisted.push(rel);
-            }
-            continue;
-        };
-        for entry in entries.flatten() {
-            if budget == 0 {
-                out.truncated = true;
-                return out;
-            }
-            budget -= 1;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if name == ".git" {
-                out.entries.insert(child_rel, entry_of(&entry.path()));
-            } else if kind.is_dir() && depth < MAX_DEPTH {
-                stack.push((entry.path(), child_rel, depth + 1));
-            } else if kind.is_dir() {
-                out.truncated = true;
-            }
-        }
+    let found = crate::security::git_entries::find(root);
+    GitIdentity {
+        entries: found
+            .entries
+            .into_iter()
+            .map(|(rel, path)| (rel, entry_of(&path)))
+            .collect(),
+        truncated: found.truncated,
+        unlisted: found.unlisted,
     }
-    out.unlisted.sort();
-    out
 }
 
 /// SHA-256 (hex) of the regular file `path` read without following a link, `-` when absent or
@@ -403,7 +375,9 @@ mod tests {
     #[test]
     fn a_walk_cut_at_its_depth_is_truncated() {
         let tmp = tempfile::tempdir().unwrap();
-        let deep: PathBuf = (0..=MAX_DEPTH).map(|i| format!("d{i}")).collect();
+        let deep: PathBuf = (0..=crate::security::git_entries::MAX_DEPTH)
+            .map(|i| format!("d{i}"))
+            .collect();
         std::fs::create_dir_all(tmp.path().join(&deep)).unwrap();
         assert!(record(tmp.path()).truncated);
         let tmp = tempfile::tempdir().unwrap();

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 /// The most directory entries [`find`] visits (a huge `node_modules` ends the walk, not the
 /// command).
-pub const MAX_ENTRIES: usize = 200_000;
+pub const MAX_ENTRIES: usize = 1_000_000;
 /// How deep [`find`] goes below its root.
-pub const MAX_DEPTH: usize = 12;
+pub const MAX_DEPTH: usize = 32;
 
 /// The `.git` entries below a folder.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,6 +20,9 @@ pub struct GitEntries {
     /// Whether the walk stopped at [`MAX_ENTRIES`] or [`MAX_DEPTH`] (then an entry beyond it
     /// is not known, and the caller must not assume there is none).
     pub truncated: bool,
+    /// Folders below the root the walk could not list (relative, sorted): what they hold is
+    /// not known either.
+    pub unlisted: Vec<String>,
 }
 
 /// The `.git` entries below `root` (itself included as `.git` when it has one), in no
@@ -30,6 +33,9 @@ pub fn find(root: &Path) -> GitEntries {
     let mut stack = vec![(root.to_path_buf(), String::new(), 0usize)];
     while let Some((dir, rel, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
+            if !rel.is_empty() {
+                out.unlisted.push(rel);
+            }
             continue;
         };
         for entry in entries.flatten() {
@@ -58,6 +64,7 @@ pub fn find(root: &Path) -> GitEntries {
             }
         }
     }
+    out.unlisted.sort();
     out
 }
 

@@ -176,6 +176,9 @@ pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std:
         {
             return Some(path);
         }
+        if let Some(folder) = found.unlisted.first() {
+            return Some(source.join(folder));
+        }
         if found.truncated {
             return Some(source.to_path_buf());
         }
