@@ -1639,7 +1639,10 @@ fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
             .filter(|l| l.contains("reference-agent.sh wait"))
             .count()
     };
-    assert_eq!(agents(&container), 1, "the orphaned agent still runs");
+    // busybox runs `sleep` in a forked copy of the script's shell, whose command line is the
+    // script's: a loaded machine sees that copy beside it (two lines) for a moment
+    let running = agents(&container);
+    assert!((1..=2).contains(&running), "the orphaned agent still runs: {running}");
 
     let out = env.handoff("ref0", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
