@@ -1642,7 +1642,10 @@ fn a_session_whose_devcell_died_is_abandoned_and_its_agent_stopped() {
     // busybox runs `sleep` in a forked copy of the script's shell, whose command line is the
     // script's: a loaded machine sees that copy beside it (two lines) for a moment
     let running = agents(&container);
-    assert!((1..=2).contains(&running), "the orphaned agent still runs: {running}");
+    assert!(
+        (1..=2).contains(&running),
+        "the orphaned agent still runs: {running}"
+    );
 
     let out = env.handoff("ref0", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
