@@ -1145,7 +1145,26 @@ fn the_images_entrypoint_gets_no_image_group() {
 /// the agent's script never runs on the host (its marker does not exist).
 #[test]
 fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
-    let test = "an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host";
+    granted_initialize_script_rewritten(
+        "an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host",
+        "sh .devcontainer/init.sh",
+    );
+}
+
+/// Attack L1: the same, with the script named inside a nested shell string behind one more
+/// quote removal (`sh -c "sh .devcontainer/in''it.sh"`): its grant was the command's text
+/// alone, and the agent's rewritten script ran on the host at the next handoff.
+#[test]
+fn an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host() {
+    granted_initialize_script_rewritten(
+        "an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host",
+        "sh -c \"sh .devcontainer/in''it.sh\"",
+    );
+}
+
+/// J7 and L1: `initialize` is granted for good as its refusal names it, the agent rewrites
+/// `.devcontainer/init.sh`, and nothing of the agent's runs on the host afterwards.
+fn granted_initialize_script_rewritten(test: &str, initialize: &str) {
     if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
         return;
     }
@@ -1153,10 +1172,13 @@ fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
     let marker = target.marker();
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("repo");
-    let config = format!(
-        r#"{{"image": "{}", "remoteUser": "nobody", "updateRemoteUserUID": true, "initializeCommand": "sh .devcontainer/init.sh"}}"#,
-        hostgit_image()
-    );
+    let config = serde_json::json!({
+        "image": hostgit_image(),
+        "remoteUser": "nobody",
+        "updateRemoteUserUID": true,
+        "initializeCommand": initialize,
+    })
+    .to_string();
     repo_at(&ws, Some(&config));
     std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
     git(&ws, &["add", "-A"]);
