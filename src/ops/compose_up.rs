@@ -903,6 +903,17 @@ async fn create(
     let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
     let (mut spec, permissions, applied_remote) =
         (applied.spec, applied.requests, applied.remote_user);
+    // Its main process (the service's `command`, the repository's) runs as numeric `uid:gid`,
+    // as a single container's does: by name it would get every group the image's
+    // `/etc/group` lists (attacks K10). The service's `user:` is the image user here.
+    if hardened {
+        crate::ops::exec_user::numeric_container_user(
+            &mut spec,
+            input.image_user.as_deref(),
+            input.passwd.as_deref(),
+            crate::ops::exec_user::workspace_gid(loaded),
+        );
+    }
     identity_labels(
         &mut spec,
         account.as_ref(),

@@ -143,8 +143,18 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     // (Podman's inspect lists its default capabilities as dropped and drops the `:true`,
     // spec-note 0610)
     assert_eq!(
-        inspect(id, "{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}"),
+        inspect(
+            id,
+            "{{.HostConfig.ReadonlyRootfs}} {{index .Config.Labels \"devcell.user\"}}"
+        ),
         "true nobody"
+    );
+    // created as numeric `uid:gid`, as a single container is (attacks K10)
+    let user = inspect(id, "{{.Config.User}}");
+    assert!(
+        user.split_once(':')
+            .is_some_and(|(u, g)| u.parse::<u32>().is_ok() && g.parse::<u32>().is_ok()),
+        "{user}"
     );
     let (code, out, err) = ctx.sh("grep -E '^(CapBnd|NoNewPrivs)' /proc/self/status");
     assert_eq!(
