@@ -1211,6 +1211,8 @@ async fn start_project(
 ) -> Result<ContainerInfo> {
     let podman = engine.is_podman().await?;
     let mut file = crate::engine::compose::override_file(&target.service, spec, sidecars, podman);
+    // nothing waits on a repository's `stop_grace_period: 1000h` (attacks K14)
+    security::compose::bound_stop_grace(&target.model, &mut file);
     if !networks.is_empty()
         && let Value::Object(top) = &mut file
     {

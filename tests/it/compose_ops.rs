@@ -1343,3 +1343,46 @@ fn down_ignores_another_projects_sidecar_claiming_the_workspace_labels() {
     );
     b.run("down", &["--remove"]).ok();
 }
+
+/// Attack K14 (spec-note 0425): a sidecar's `stop_grace_period: 1000h` (its PID 1 `sleep`
+/// ignores SIGTERM) hung `down` for as long as the engine waited on it. The override bounds
+/// the grace (the container's stop timeout is 60 s), and `down` waits its own timeout (a few
+/// seconds here, `DEVCELL_STOP_TIMEOUT`), never the container's: every service is stopped
+/// well within it.
+#[test]
+fn down_stops_a_sidecar_with_a_huge_grace_period_within_the_default_timeout() {
+    let Some(ctx) = TestContext::busybox("compose_ops_grace") else {
+        return;
+    };
+    let ctx = ctx.isolated().env("DEVCELL_STOP_TIMEOUT", "2");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    stop_grace_period: 1000h\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    ctx.up(&[]);
+    assert_eq!(services(&project), ["app running", "side running"]);
+    let side = docker_lines(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--filter",
+        "label=com.docker.compose.service=side",
+    ]);
+    assert_eq!(inspect(&side[0], "{{.Config.StopTimeout}}"), "60");
+
+    let started = std::time::Instant::now();
+    let down = ctx.run("down", &[]);
+    let took = started.elapsed();
+    assert_eq!(down.code, Some(0), "{}\n{}", down.stdout, down.stderr);
+    assert_eq!(services(&project), ["app exited", "side exited"]);
+    // a bound far from both the repository's 1000 h and the container's own 60 s
+    assert!(took < std::time::Duration::from_secs(45), "{took:?}");
+    ctx.run("down", &["--remove"]).ok();
+}
