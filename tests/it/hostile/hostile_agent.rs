@@ -1139,6 +1139,85 @@ fn the_images_entrypoint_gets_no_image_group() {
     assert_nothing_foreign(&ws, &ids);
 }
 
+/// Attack K10 (spec-note 0400, "the image's groups"): a Compose primary's main process (the
+/// service's `command`, the repository's) ran by its `user:` name, with every group the
+/// image's `/etc/group` lists for it, and left a `chgrp 6` file in the host workspace after
+/// `up` returned. The primary is now created as numeric `uid:gid` too, its name kept in
+/// devcell's label: its `id` shows no group 6 and nothing it leaves is of another group.
+#[test]
+fn a_compose_primarys_main_process_gets_no_image_group() {
+    use crate::support::context::{TestContext, docker_lines};
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(ctx) = TestContext::busybox("hostile_compose_groups") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = super::compose_projects::own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {}\n\
+             RUN echo 'dev:x:1000:1000::/home/dev:/bin/sh' >> /etc/passwd && echo 'dev:x:1000:' >> /etc/group \
+             && echo 'disk6:x:6:dev' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n",
+            crate::support::docker::BUSYBOX_IMAGE
+        ),
+    );
+    let main = "sleep 1; id > /ws/main-ids; cp /bin/busybox /ws/late-sg; chgrp 6 /ws/late-sg; \
+                chmod 2755 /ws/late-sg; ls -ln /ws/late-sg >> /ws/main-ids; touch /ws/done; \
+                exec sleep 100000";
+    let command = serde_json::to_string(&["sh", "-c", main]).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    build: {{context: ., dockerfile: Dockerfile}}\n    user: dev\n    command: {command}\n    volumes: [\"..:/ws\"]\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/ws", "remoteUser": "dev"}"#,
+    );
+    give_to_workspace_owner(ctx.path());
+    let result = ctx.up(&[]);
+    let id = result["containerId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for image in docker_lines(&["inspect", "--format", "{{.Config.Image}}", &id]) {
+        ctx.remove_images_matching(&image);
+    }
+    let done = ctx.path().join("done");
+    for _ in 0..600 {
+        if done.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ids = std::fs::read_to_string(ctx.path().join("main-ids")).unwrap_or_default();
+    assert!(
+        ids.contains("uid="),
+        "the main process ran: {ids}\n{result}"
+    );
+    assert_no_group_6(&ids, "the Compose primary's main process");
+    // what it left in the host workspace is of the workspace owner's group, not group 6
+    let left = std::fs::symlink_metadata(ctx.path().join("late-sg")).unwrap();
+    assert_eq!(
+        (left.uid(), left.gid()),
+        (WORKSPACE_OWNER, WORKSPACE_OWNER),
+        "{ids}"
+    );
+    // created numeric, reported by the name the service asked for
+    let user = docker_lines(&[
+        "inspect",
+        "--format",
+        "{{.Config.User}} {{index .Config.Labels \"devcell.user\"}}",
+        &id,
+    ]);
+    let owner = WORKSPACE_OWNER;
+    assert_eq!(user, [format!("{owner}:{owner} dev")], "{result}");
+    assert_eq!(result["remoteUser"], "dev", "{result}");
+    ctx.run("down", &["--remove"]).ok();
+}
+
 /// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
 /// grant its refusal names, in config.toml); the agent rewrites the script during a handoff.
 /// The grant covered the script's content, so the next handoff is asked again and refused:
