@@ -1392,3 +1392,52 @@ fn down_stops_a_sidecar_with_a_huge_grace_period_within_the_default_timeout() {
     assert!(took < std::time::Duration::from_secs(45), "{took:?}");
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// A project whose dev container was removed while a sidecar of it runs on is still this
+/// workspace's (its own `up` left the sidecar): `up` creates the dev container again beside it,
+/// as the reference CLI does; another workspace whose files name that project is still refused
+/// (issue 28 item 8, spec-note 0603).
+#[test]
+fn a_project_left_with_only_its_sidecar_gets_its_dev_container_again() {
+    let Some(a) = TestContext::busybox("compose_ops_sidecar_left_a") else {
+        return;
+    };
+    let Some(b) = TestContext::busybox("compose_ops_sidecar_left_b") else {
+        return;
+    };
+    let (a, b) = (a.isolated(), b.isolated());
+    let name = project(&a);
+    a.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    b.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "name: {name}\n{}",
+            TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE)
+        ),
+    );
+    let config = r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "runServices": ["db"],
+            "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#;
+    let (a, b) = (a.config(config), b.config(config));
+    let first = a.up(&[]);
+    docker_lines(&["rm", "-f", first["containerId"].as_str().unwrap()]);
+    assert_eq!(services(&name), ["db running"]);
+
+    // another workspace naming the project does not take the sidecar for its own
+    let refused = b.run("up", &[]);
+    assert!(
+        refused.failed().contains("is not this workspace's"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(services(&name), ["db running"]);
+
+    let again = a.up(&[]);
+    assert_ne!(again["containerId"], first["containerId"]);
+    assert_eq!(again["composeProjectName"], name.as_str());
+    assert_eq!(services(&name), ["app running", "db running"]);
+    a.run("down", &["--remove"]).ok();
+    assert!(services(&name).is_empty());
+}
