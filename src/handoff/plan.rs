@@ -82,6 +82,9 @@ pub struct HandoffOptions {
     /// `--container NAME`: this container devcell created for the workspace, never a new one
     /// (spec-note 0521).
     pub container: Option<String>,
+    /// `--expect-mount HOST:CONTAINER[:ro|rw]` (repeatable): what a container devcell did not
+    /// create must mount (spec-note 0524).
+    pub expect_mounts: Vec<crate::handoff::expect_mount::ExpectedMount>,
     /// `--dotfiles-repository` and its two flags: installed in the container as by `up`
     /// ([`crate::handoff::dotfiles`]).
     pub dotfiles: Option<crate::lifecycle::Dotfiles>,
