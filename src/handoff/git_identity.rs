@@ -65,6 +65,9 @@ pub struct GitIdentity {
     /// it is not known).
     #[serde(default)]
     pub truncated: bool,
+    /// Where the walk stopped ([`crate::security::git_entries::GitEntries::cut`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<String>,
     /// Folders below the root the walk could not list (relative paths): what they hold is not
     /// known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,6 +90,7 @@ pub fn record(root: &Path) -> GitIdentity {
             })
             .collect(),
         truncated: found.truncated,
+        cut: found.cut,
         unlisted: found.unlisted,
     }
 }
@@ -268,7 +272,27 @@ pub fn compare_changes(before: &GitIdentity, now: &GitIdentity) -> Vec<GitDirCha
             format!("`{rel}` is gone since the handoff started (moved or removed)"),
         ));
     }
+    if now.truncated && !before.truncated {
+        out.push(GitDirChange {
+            loud: true,
+            ..change("git_walk_cut", walk_cut_message(&now.cut))
+        });
+    }
     out
+}
+
+/// Attack L9: the session made the workspace deeper or larger than devcell's walk for git
+/// entries, so the next handoff refuses until the folder is removed or accepted alone.
+fn walk_cut_message(cut: &[String]) -> String {
+    let shown: Vec<String> = cut.iter().take(3).map(|c| format!("`{c}`")).collect();
+    let at = if shown.is_empty() {
+        String::new()
+    } else {
+        format!(" (it stopped at {})", shown.join(", "))
+    };
+    format!(
+        "the workspace became larger or deeper than devcell's walk for git entries since the handoff started{at}: a git directory past it is not known, so the next handoff refuses until that folder is removed or accepted alone with `--allow uncovered-git:<folder>`"
+    )
 }
 
 /// The fingerprint keys whose value differs between `old` and `now` (either side missing is

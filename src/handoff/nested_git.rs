@@ -80,7 +80,7 @@ impl std::fmt::Display for Why {
             ),
             Why::Unlisted => f.write_str("a folder devcell could not list (a `.git` in it is not known)"),
             Why::Truncated => f.write_str(
-                "the workspace is larger or deeper than devcell's walk for `.git` entries (1,000,000 entries, 32 levels)",
+                "devcell's walk for git entries stopped here: the workspace is larger or deeper than it reads (1,000,000 entries, 32 levels), so a git directory below is not known",
             ),
             Why::TooMany(n) => write!(f, "{n} nested `.git` entries, more than the {MAX_COVERED} devcell covers"),
             Why::RootIsGitDir => f.write_str(
@@ -288,10 +288,21 @@ pub fn judge(
         why: Why::Unlisted,
     }));
     if identity.truncated {
-        uncoverable.push(Uncoverable {
-            rel: "*".into(),
-            why: Why::Truncated,
-        });
+        // Each folder where the walk stopped is named, so a grant accepts that folder alone
+        // (attack L9); a record from before folders were named, or a longer list, is `*`.
+        let named = !identity.cut.is_empty()
+            && identity.cut.len() < crate::security::git_entries::MAX_CUT_SHOWN;
+        if named {
+            uncoverable.extend(identity.cut.iter().map(|rel| Uncoverable {
+                rel: rel.clone(),
+                why: Why::Truncated,
+            }));
+        } else {
+            uncoverable.push(Uncoverable {
+                rel: "*".into(),
+                why: Why::Truncated,
+            });
+        }
     }
     if covered.len() > MAX_COVERED {
         uncoverable.push(Uncoverable {

@@ -47,10 +47,17 @@ pub struct GitEntries {
     /// Whether the walk stopped at [`MAX_ENTRIES`] or [`MAX_DEPTH`] (then an entry beyond it
     /// is not known, and the caller must not assume there is none).
     pub truncated: bool,
+    /// Where the walk stopped (relative, sorted, at most [`MAX_CUT_SHOWN`]): each folder at
+    /// [`MAX_DEPTH`] it did not enter, and the folder it was reading when [`MAX_ENTRIES`] ran
+    /// out. Named so a user can remove or accept that folder alone (attack L9).
+    pub cut: Vec<String>,
     /// Folders below the root the walk could not list (relative, sorted): what they hold is
     /// not known either.
     pub unlisted: Vec<String>,
 }
+
+/// The most folders [`GitEntries::cut`] names.
+pub const MAX_CUT_SHOWN: usize = 16;
 
 /// Whether git could take the folder `dir` as a git directory itself, wider than git where in
 /// doubt (git's `is_git_directory`, setup.c: a `HEAD` holding a ref, plus `objects/` and
@@ -88,6 +95,9 @@ pub fn find(root: &Path) -> GitEntries {
         for entry in entries.flatten() {
             if budget == 0 {
                 out.truncated = true;
+                out.cut.push(if rel.is_empty() { ".".into() } else { rel });
+                out.cut.sort();
+                out.unlisted.sort();
                 return out;
             }
             budget -= 1;
@@ -118,11 +128,15 @@ pub fn find(root: &Path) -> GitEntries {
                     stack.push((entry.path(), child_rel, depth + 1));
                 } else {
                     out.truncated = true;
+                    if out.cut.len() < MAX_CUT_SHOWN {
+                        out.cut.push(child_rel);
+                    }
                 }
             }
         }
     }
     out.unlisted.sort();
+    out.cut.sort();
     out
 }
 

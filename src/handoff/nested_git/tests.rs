@@ -295,3 +295,52 @@ fn a_bare_repository_in_the_workspace_is_covered() {
     let g = grants(&["uncovered-git:."]);
     assert!(judge(&ws, &gits, &identity, Some(&g)).is_ok());
 }
+
+/// Attack L9: a folder deeper than the walk makes the handoff refuse naming that folder, not
+/// `*`: the user accepts it alone, and that grant accepts nothing else; the session that made
+/// it is told loudly at its end.
+#[test]
+fn a_cut_walk_names_its_folder_and_a_wildcard_is_not_needed() {
+    let (tmp, root) = tree();
+    let before = crate::handoff::git_identity::record(&root);
+    let deep: PathBuf =
+        std::iter::repeat_n("a", crate::security::git_entries::MAX_DEPTH + 8).collect();
+    std::fs::create_dir_all(root.join(&deep)).unwrap();
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let identity = crate::handoff::git_identity::record(&root);
+    assert!(identity.truncated, "{identity:?}");
+    let cut: String = std::iter::repeat_n("a", crate::security::git_entries::MAX_DEPTH + 1)
+        .collect::<Vec<_>>()
+        .join("/");
+    assert_eq!(identity.cut, std::slice::from_ref(&cut));
+    let e = judge(&ws, &gits, &identity, None).unwrap_err();
+    let refused: Vec<&str> = e.items.iter().map(|u| u.rel.as_str()).collect();
+    assert_eq!(refused, [cut.as_str()], "{e}");
+    assert_eq!(e.items[0].grant(), format!("--allow uncovered-git:{cut}"));
+    let grant = format!("uncovered-git:{cut}");
+    let nested = judge(&ws, &gits, &identity, Some(&grants(&[grant.as_str()]))).unwrap();
+    assert_eq!(nested.accepted.len(), 1);
+
+    // the folder's grant accepts nothing else
+    let outside = std::fs::canonicalize(tmp.path()).unwrap().join("o.git");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(root.join("x")).unwrap();
+    std::fs::write(
+        root.join("x/.git"),
+        format!("gitdir: {}\n", outside.display()),
+    )
+    .unwrap();
+    let identity = crate::handoff::git_identity::record(&root);
+    let e = judge(&ws, &gits, &identity, Some(&grants(&[grant.as_str()]))).unwrap_err();
+    let refused: Vec<&str> = e.items.iter().map(|u| u.rel.as_str()).collect();
+    assert_eq!(refused, ["x/.git"], "{e}");
+
+    // the session that cut the walk hears it
+    let changes = crate::handoff::git_identity::compare_changes(&before, &identity);
+    let cut_change = changes.iter().find(|c| c.code == "git_walk_cut").unwrap();
+    assert!(
+        cut_change.loud && cut_change.message.contains(&cut),
+        "{changes:?}"
+    );
+}
