@@ -867,3 +867,66 @@ fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names()
     assert_eq!(ran_lines[0]["command"], "/bin/sh");
     door.close().unwrap();
 }
+
+/// A devcell killed between holding an escalated message and running the command (the log
+/// cut back before its `escalation-started` line): the next session's door of the group runs
+/// it, once, beside the session, and its close waits for the run (spec-note 0533).
+#[test]
+fn the_next_sessions_door_runs_an_escalation_a_killed_devcell_left_unrun() {
+    use crate::mail::{
+        Bounds, Draft, Escalation, GroupName, Mediator, MessageType, Policy, TaskName,
+    };
+    use crate::settings::{MailAction, MailRule, MailSettings};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let ran = tmp.path().join("ran");
+    let settings = MailSettings {
+        rules: vec![MailRule {
+            from: "*".into(),
+            to: "*".into(),
+            kind: "request".into(),
+            action: MailAction::Escalate,
+        }],
+        escalate_command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("echo \"$DEVCELL_MAIL_ID\" >> '{}'", ran.display()),
+        ],
+        ..MailSettings::default()
+    };
+    let group = GroupName::new("g").unwrap();
+    let t = |n: &str| TaskName::new(n).unwrap();
+    let killed = Mediator::open(
+        &state,
+        &group,
+        Policy::from_settings(&settings).unwrap(),
+        Bounds::from_settings(&settings),
+    )
+    .unwrap()
+    .with_escalation(Escalation::from_settings(&settings).unwrap());
+    killed.register(&t("a"), None).unwrap();
+    killed.register(&t("b"), None).unwrap();
+    let draft = Draft::new(vec![t("b")], MessageType::Request, "please", "x");
+    let receipt = killed.send(&t("a"), draft).unwrap();
+    let log = state.join("mail/g/log.jsonl");
+    let kept: String = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("\"event\":\"escalation-"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, kept).unwrap();
+    std::fs::remove_file(&ran).unwrap();
+
+    let request = DoorRequest::prepare(&state, group, t("c"), None).unwrap();
+    let door = request.open(&settings, std::time::Duration::ZERO).unwrap();
+    door.close().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        format!("{}\n", receipt.id),
+        "run once by the next session's door"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("\"event\":\"escalation-started\"").count(), 1);
+    assert_eq!(text.matches("\"event\":\"escalation-ran\"").count(), 1);
+}
