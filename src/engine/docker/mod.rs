@@ -252,6 +252,35 @@ fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
 
+/// Reads a `docker inspect <container>` document (one `ContainerInspect` object of the Docker
+/// Engine API, as the engine or the `docker` command gives it) as the neutral [`ContainerInfo`]
+/// the engine answers live: for audits of a saved document.
+///
+/// Errors: the document does not have the Engine API's shape (a field of the wrong type).
+pub fn container_info_from_docker_json(
+    document: &serde_json::Value,
+) -> std::result::Result<ContainerInfo, serde_json::Error> {
+    serde_json::from_value(document.clone()).map(containers::container_info_from)
+}
+
+/// Reads a `docker image inspect` document (one `ImageInspect` object) as the neutral
+/// [`ImageInfo`] the engine answers live.
+///
+/// Errors: the document does not have the Engine API's shape.
+pub fn image_info_from_docker_json(
+    document: &serde_json::Value,
+) -> std::result::Result<ImageInfo, serde_json::Error> {
+    let mut document = document.clone();
+    // The model requires `RootFS.Type`, which nothing here reads and a hand-written or older
+    // document may leave out: its `Layers` are read all the same.
+    if let Some(root_fs) = document.get_mut("RootFS").and_then(|r| r.as_object_mut()) {
+        root_fs
+            .entry("Type")
+            .or_insert_with(|| serde_json::Value::from("layers"));
+    }
+    serde_json::from_value(document).map(images::image_info_from)
+}
+
 #[async_trait]
 impl Engine for DockerEngine {
     async fn version(&self) -> Result<EngineVersion> {
@@ -297,6 +326,16 @@ impl Engine for DockerEngine {
             .map_err(self.api("info", &self.host))?;
         let mut runtimes: Vec<String> = i.runtimes.unwrap_or_default().into_keys().collect();
         runtimes.sort();
+        let devices = i.discovered_devices.unwrap_or_default();
+        let gpu = super::gpu::gpus_in(
+            &runtimes,
+            devices.iter().map(|d| {
+                (
+                    d.source.as_deref().unwrap_or_default(),
+                    d.id.as_deref().unwrap_or_default(),
+                )
+            }),
+        );
         Ok(EngineInfo {
             cpus: i.ncpu.unwrap_or(0),
             memory_bytes: i.mem_total.unwrap_or(0),
@@ -305,6 +344,12 @@ impl Engine for DockerEngine {
             security_options: i.security_options.unwrap_or_default(),
             cgroup_version: i.cgroup_version.map(|v| v.to_string()).unwrap_or_default(),
             default_runtime: i.default_runtime.unwrap_or_default(),
+            enforced_limits: EnforcedLimits {
+                memory: i.memory_limit == Some(true),
+                pids: i.pids_limit == Some(true),
+                cpu: i.cpu_cfs_quota == Some(true),
+            },
+            gpu,
         })
     }
 
@@ -416,31 +461,6 @@ impl Engine for DockerEngine {
 
     async fn process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
         self.container_process_uids(id).await
-    }
-
-    async fn info_json(&self) -> Result<serde_json::Value> {
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(self.api("info", &self.host))?;
-        serde_json::to_value(&info).map_err(|e| EngineError::ExecIo {
-            container: self.host.clone(),
-            source: std::io::Error::other(e),
-        })
-    }
-
-    async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>> {
-        match self.docker.inspect_image(reference).await {
-            Ok(i) => serde_json::to_value(&i)
-                .map(Some)
-                .map_err(|e| EngineError::ExecIo {
-                    container: reference.to_string(),
-                    source: std::io::Error::other(e),
-                }),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect image", reference)(e)),
-        }
     }
 
     async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>> {
@@ -558,20 +578,6 @@ impl Engine for DockerEngine {
             .await
             .map(|_| ())
             .map_err(self.api("create volume", name))
-    }
-
-    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
-        match self.docker.inspect_container(id, None).await {
-            Ok(c) => serde_json::to_value(c)
-                .map(Some)
-                .map_err(|e| EngineError::Api {
-                    operation: "inspect container",
-                    subject: id.to_string(),
-                    source: bollard::errors::Error::JsonSerdeError { err: e },
-                }),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect container", id)(e)),
-        }
     }
 
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
