@@ -244,7 +244,10 @@ pub trait Engine: Send + Sync {
 
     /// The content of a regular file in an image, read through a created-but-never-started
     /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]); a symbolic
-    /// link is followed inside the image ([`Engine::read_file_resolved`]).
+    /// link is followed inside the image ([`Engine::read_file_resolved`]). The Docker Engine
+    /// API has no call that reads one file of an image (exporting the image streams all of
+    /// it), so two small calls and a removal are the cheap way there; a backend that can read
+    /// an image's files directly overrides this.
     async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let probe = ContainerSpec {
             image: image.to_string(),
