@@ -10,7 +10,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::CreateContainerOptions;
 
-use super::{DockerEngine, is_not_found, sorted};
+use super::{DockerEngine, sorted};
 use crate::engine::Engine;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::run_args::{tmpfs_mount_mode, tmpfs_mount_size};
@@ -68,12 +68,10 @@ impl DockerEngine {
     /// [`Engine::inspect_container`].
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     pub(super) async fn container_info(&self, id: &str) -> Result<Option<ContainerInfo>> {
-        let c = match self.docker.inspect_container(id, None).await {
-            Ok(c) => c,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.api("inspect container", id)(e)),
-        };
-        Ok(Some(container_info_from(c)))
+        let answer = self.docker.inspect_container(id, None).await;
+        Ok(self
+            .found(answer, "inspect container", id)?
+            .map(container_info_from))
     }
 
     /// The engine's own `docker inspect` document of a container (the Engine API
@@ -82,17 +80,15 @@ impl DockerEngine {
     ///
     /// Errors: [`EngineError::Api`].
     pub async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
-        match self.docker.inspect_container(id, None).await {
-            Ok(c) => serde_json::to_value(c)
-                .map(Some)
-                .map_err(|e| EngineError::Api {
-                    operation: "inspect container",
-                    subject: id.to_string(),
-                    source: bollard::errors::Error::JsonSerdeError { err: e },
-                }),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect container", id)(e)),
-        }
+        let answer = self.docker.inspect_container(id, None).await;
+        self.found(answer, "inspect container", id)?
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| EngineError::Api {
+                operation: "inspect container",
+                subject: id.to_string(),
+                source: bollard::errors::Error::JsonSerdeError { err: e },
+            })
     }
 }
 

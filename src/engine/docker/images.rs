@@ -20,12 +20,10 @@ impl DockerEngine {
     /// [`Engine::inspect_image`].
     #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     pub(super) async fn image_info(&self, reference: &str) -> Result<Option<ImageInfo>> {
-        let image = match self.docker.inspect_image(reference).await {
-            Ok(i) => i,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.api("inspect image", reference)(e)),
-        };
-        Ok(Some(image_info_from(image)))
+        let answer = self.docker.inspect_image(reference).await;
+        Ok(self
+            .found(answer, "inspect image", reference)?
+            .map(image_info_from))
     }
 
     /// [`Engine::pull_image`].

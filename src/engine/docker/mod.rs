@@ -195,6 +195,21 @@ impl DockerEngine {
         Ok(list.into_iter().map(container_summary).collect())
     }
 
+    /// The answer to a request about one object, `None` when the engine has no such object
+    /// (404); any other failure mapped as [`DockerEngine::api`] maps it.
+    fn found<T>(
+        &self,
+        answer: std::result::Result<T, bollard::errors::Error>,
+        operation: &'static str,
+        subject: &str,
+    ) -> Result<Option<T>> {
+        match answer {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.api(operation, subject)(e)),
+        }
+    }
+
     /// Maps a failed request: a lost connection (the engine stopped mid-way) is
     /// [`EngineError::NotRunning`], anything else [`EngineError::Api`].
     fn api(
@@ -438,11 +453,8 @@ impl Engine for DockerEngine {
             force,
             link: false,
         };
-        match self.docker.remove_container(id, Some(options)).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove container", id)(e)),
-        }
+        let answer = self.docker.remove_container(id, Some(options)).await;
+        self.found(answer, "remove container", id).map(drop)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -450,9 +462,8 @@ impl Engine for DockerEngine {
         &self,
         labels: &BTreeMap<String, String>,
     ) -> Result<Vec<ContainerSummary>> {
-        let filters: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let subject = filters.join(",");
-        self.containers_with_labels(filters, &subject).await
+        self.containers_with_labels(join_pairs_vec(labels), &join_pairs(labels))
+            .await
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>> {
@@ -512,58 +523,46 @@ impl Engine for DockerEngine {
     }
 
     async fn remove_network(&self, name: &str) -> Result<()> {
-        match self.docker.remove_network(name).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove network", name)(e)),
-        }
+        let answer = self.docker.remove_network(name).await;
+        self.found(answer, "remove network", name).map(drop)
     }
 
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>> {
-        match self.docker.inspect_network(name, None).await {
-            Ok(n) => Ok(Some(NetworkInfo {
+        let answer = self.docker.inspect_network(name, None).await;
+        Ok(self
+            .found(answer, "inspect network", name)?
+            .map(|n| NetworkInfo {
                 name: n.name.unwrap_or_default(),
                 driver: n.driver.unwrap_or_default(),
                 internal: n.internal.unwrap_or(false),
                 options: n.options.unwrap_or_default().into_iter().collect(),
                 labels: n.labels.unwrap_or_default().into_iter().collect(),
-            })),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect network", name)(e)),
-        }
+            }))
     }
 
     async fn volume_exists(&self, name: &str) -> Result<bool> {
-        match self.docker.inspect_volume(name).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(self.api("inspect volume", name)(e)),
-        }
+        let answer = self.docker.inspect_volume(name).await;
+        Ok(self.found(answer, "inspect volume", name)?.is_some())
     }
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
-        match self
+        let answer = self
             .docker
             .remove_volume(name, Some(RemoveVolumeOptions { force: false }))
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove volume", name)(e)),
-        }
+            .await;
+        self.found(answer, "remove volume", name).map(drop)
     }
 
     async fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>> {
-        match self.docker.inspect_volume(name).await {
-            Ok(v) => Ok(Some(VolumeInfo {
+        let answer = self.docker.inspect_volume(name).await;
+        Ok(self
+            .found(answer, "inspect volume", name)?
+            .map(|v| VolumeInfo {
                 name: v.name,
                 driver: v.driver,
                 options: v.options.into_iter().collect(),
                 labels: v.labels.into_iter().collect(),
-            })),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect volume", name)(e)),
-        }
+            }))
     }
 
     async fn create_volume(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<()> {
