@@ -4,8 +4,8 @@
 //! It keeps containers (labels, mounts, running or not), images (with files readable through
 //! [`Engine::read_image_file`]), container files, volumes, and a record of every exec (argv,
 //! user, working folder) and of the calls that change state. Nothing reaches a daemon or the
-//! host. The Docker-shaped methods (`*_json`) answer what a backend without Docker's schema
-//! can: nothing (an empty `info_json`, `None` for the inspect JSON).
+//! host. Its answers are the same typed facts a real backend gives ([`ContainerInfo`] with
+//! its security fields, [`EngineInfo`]), so an audit or `doctor` reads it as it reads Docker.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -15,9 +15,10 @@ use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
 use super::{
-    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Engine, EngineError, EngineInfo,
-    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, HostSecurity, ImageInfo,
-    ImageSummary, MountInfo, NetworkInfo, Result, VolumeInfo,
+    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EnforcedLimits,
+    Engine, EngineError, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult,
+    HostSecurity, ImageInfo, ImageSummary, MountInfo, NetworkInfo, PublishedPort, Result,
+    VolumeInfo,
 };
 use crate::progress::{Event, Reporter};
 
@@ -137,19 +138,10 @@ impl FakeEngine {
             labels: spec.labels.clone(),
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             user: super::created_user(&spec.labels, spec.user.clone().unwrap_or_default()),
+            config_user: spec.user.clone().unwrap_or_default(),
             mounts: spec.mounts.iter().map(mount_info).collect(),
-            host: HostSecurity {
-                privileged: spec.privileged,
-                cap_add: spec.cap_add.clone(),
-                cap_drop: spec.cap_drop.clone(),
-                security_opt: spec.security_opt.clone(),
-                read_only_rootfs: spec.read_only_rootfs,
-                tmpfs: spec.tmpfs.clone(),
-                limits: spec.limits,
-                network_mode: spec.network_mode.clone().unwrap_or_default(),
-                init: spec.init,
-                devices: Vec::new(),
-            },
+            networks: vec![network_name(spec.network_mode.as_deref())],
+            host: host_security(spec),
             ..ContainerInfo::default()
         };
         state.containers.push(info);
@@ -203,6 +195,50 @@ fn find_image<'a>(images: &'a [ImageInfo], reference: &str) -> Option<&'a ImageI
         .find(|i| i.id == reference || i.repo_tags.iter().any(|t| *t == tagged || t == reference))
 }
 
+/// The `HostConfig` the engine would report for `spec`.
+fn host_security(spec: &ContainerSpec) -> HostSecurity {
+    HostSecurity {
+        privileged: spec.privileged,
+        cap_add: spec.cap_add.clone(),
+        cap_drop: spec.cap_drop.clone(),
+        security_opt: spec.security_opt.clone(),
+        read_only_rootfs: spec.read_only_rootfs,
+        tmpfs: spec.tmpfs.clone(),
+        limits: spec.limits,
+        network_mode: spec.network_mode.clone().unwrap_or_default(),
+        init: spec.init,
+        devices: spec.devices.iter().map(|d| d.host_path.clone()).collect(),
+        device_mappings: spec
+            .devices
+            .iter()
+            .map(|d| DeviceMapping {
+                host_path: Some(d.host_path.clone()),
+                container_path: d.container_path.clone(),
+            })
+            .collect(),
+        device_requests: spec.gpu.is_some(),
+        port_bindings: spec
+            .ports
+            .iter()
+            .map(|p| PublishedPort {
+                container_port: format!("{}/{}", p.container_port, p.protocol),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+                host_port: p.host_port.map(|h| h.to_string()).unwrap_or_default(),
+            })
+            .collect(),
+        ..HostSecurity::default()
+    }
+}
+
+/// The network a container of `mode` is attached to (the engine's default bridge when none
+/// is named).
+fn network_name(mode: Option<&str>) -> String {
+    match mode {
+        None | Some("" | "default") => "bridge".to_string(),
+        Some(mode) => mode.to_string(),
+    }
+}
+
 fn mount_info(m: &super::Mount) -> MountInfo {
     MountInfo {
         kind: m.kind.as_str().to_string(),
@@ -242,6 +278,12 @@ impl Engine for FakeEngine {
             runtimes: vec!["runc".to_string()],
             default_runtime: "runc".to_string(),
             cgroup_version: "2".to_string(),
+            enforced_limits: EnforcedLimits {
+                memory: true,
+                pids: true,
+                cpu: true,
+            },
+            gpu: false,
             ..EngineInfo::default()
         })
     }
@@ -336,11 +378,6 @@ impl Engine for FakeEngine {
             .cloned())
     }
 
-    async fn inspect_container_json(&self, _id: &str) -> Result<Option<serde_json::Value>> {
-        // Docker's inspect schema: a backend that is not Docker has none to give
-        Ok(None)
-    }
-
     async fn exec(
         &self,
         id: &str,
@@ -388,15 +425,6 @@ impl Engine for FakeEngine {
                 })
             }
         }
-    }
-
-    async fn info_json(&self) -> Result<serde_json::Value> {
-        // Docker's `SystemInfo`: nothing of it is known here
-        Ok(serde_json::json!({}))
-    }
-
-    async fn inspect_image_json(&self, _reference: &str) -> Result<Option<serde_json::Value>> {
-        Ok(None)
     }
 
     async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>> {

@@ -35,13 +35,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use connect::connect;
-pub use docker::DockerEngine;
+pub use docker::{DockerEngine, container_info_from_docker_json, image_info_from_docker_json};
 pub use error::{EngineError, Result};
 pub use spec::{
-    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, EngineInfo,
-    EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult, GpuRequest, HostSecurity,
-    ImageInfo, ImageSummary, Limits, Mount, MountInfo, MountKind, NetworkInfo, PortBinding,
-    TtySize, Ulimit, VolumeInfo, created_user,
+    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, DeviceMapping,
+    EnforcedLimits, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult,
+    GpuRequest, HostSecurity, ImageInfo, ImageSummary, Limits, Mount, MountInfo, MountKind,
+    NetworkInfo, PortBinding, PublishedPort, TtySize, Ulimit, VolumeInfo, created_user,
 };
 
 use crate::progress::{Event, Reporter};
@@ -49,14 +49,18 @@ use crate::progress::{Event, Reporter};
 /// The container runtime boundary (Docker Engine API semantics).
 ///
 /// Object-safe (`&dyn Engine`); every method is one engine round trip or one streamed
-/// operation. Errors are [`EngineError`]s naming the image or container concerned.
+/// operation. Errors are [`EngineError`]s naming the image or container concerned. Answers
+/// are typed facts ([`ContainerInfo`], [`ImageInfo`], [`EngineInfo`]), never a backend's own
+/// document: the isolation audit, `doctor` and `prune` read fields a second backend fills.
 #[async_trait]
 pub trait Engine: Send + Sync {
     /// The engine's version; also a liveness check.
     async fn version(&self) -> Result<EngineVersion>;
 
-    /// Whether the engine is Podman ([`EngineVersion::podman`]). An implementation may ask
-    /// once and remember it: the answer cannot change while it talks to one engine.
+    /// Whether the engine is Podman ([`EngineVersion::podman`]): a behaviour switch for
+    /// Podman's own ways (its tmpfs owner option, Compose's classic builder), never a switch
+    /// of answer shapes, which are the same typed facts for every backend. An implementation
+    /// may ask once and remember it: the answer cannot change while it talks to one engine.
     async fn is_podman(&self) -> Result<bool> {
         self.version().await.map(|v| v.podman)
     }
@@ -122,11 +126,6 @@ pub trait Engine: Send + Sync {
     /// Inspects a container; `Ok(None)` when it does not exist.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>>;
 
-    /// The engine's own `docker inspect` JSON of a container (the Engine API
-    /// `ContainerInspect` shape, PascalCase keys), for consumers that read it whole (the
-    /// isolation audit); `Ok(None)` when it does not exist.
-    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>>;
-
     /// The real, effective, saved and filesystem uids (`[ruid, euid, suid, fsuid]`) of every
     /// process in the running container `id`, as the kernel reports them and in the container's
     /// own terms: the engine's `top` (`ps -e -o pid,ruid,euid,suid,fsuid`), which reads the
@@ -168,18 +167,10 @@ pub trait Engine: Send + Sync {
         self.exec(id, request, input, output).await
     }
 
-    /// The engine's `docker info` JSON (`SystemInfo`: `CgroupVersion`, `MemoryLimit`,
-    /// `PidsLimit`, `CpuCfsQuota`, …), for `doctor`.
-    async fn info_json(&self) -> Result<serde_json::Value>;
-
-    /// Whether the engine can give a container a GPU ([`gpu::gpus_in_info`] of
-    /// [`Engine::info_json`]).
+    /// Whether the engine can give a container a GPU ([`EngineInfo::gpu`]).
     async fn gpu_available(&self) -> Result<bool> {
-        Ok(gpu::gpus_in_info(&self.info_json().await?))
+        Ok(self.info().await?.gpu)
     }
-
-    /// The image's `docker image inspect` JSON (`ImageInspect`); `Ok(None)` when absent.
-    async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>>;
 
     /// Containers (running or not) carrying the label `key`, whatever its value (e.g. every
     /// dev container: `devcontainer.local_folder`).
@@ -253,7 +244,10 @@ pub trait Engine: Send + Sync {
 
     /// The content of a regular file in an image, read through a created-but-never-started
     /// container that is removed afterwards (e.g. `/etc/passwd`, see [`passwd`]); a symbolic
-    /// link is followed inside the image ([`Engine::read_file_resolved`]).
+    /// link is followed inside the image ([`Engine::read_file_resolved`]). The Docker Engine
+    /// API has no call that reads one file of an image (exporting the image streams all of
+    /// it), so two small calls and a removal are the cheap way there; a backend that can read
+    /// an image's files directly overrides this.
     async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let probe = ContainerSpec {
             image: image.to_string(),

@@ -213,6 +213,8 @@ pub struct ImageInfo {
     pub working_dir: Option<String>,
     /// The image's `ONBUILD` triggers (instructions a build `FROM` it runs first).
     pub on_build: Vec<String>,
+    /// The image's layers as diff ids (`RootFS.Layers`), bottom first.
+    pub layers: Vec<String>,
 }
 
 impl ImageInfo {
@@ -304,8 +306,18 @@ pub struct ContainerInfo {
     /// devcell created under `hardened` as numeric `uid:gid`, the name it was asked for
     /// ([`created_user`]).
     pub user: String,
+    /// The user the engine runs its processes as, as the engine holds it (`Config.User`;
+    /// empty = the image's): numeric `uid:gid` for a container devcell created under
+    /// `hardened`, where [`Self::user`] gives the name asked for. What the isolation audit
+    /// reads.
+    pub config_user: String,
     /// Mounts as the engine made them.
     pub mounts: Vec<MountInfo>,
+    /// The AppArmor profile the engine applied (`AppArmorProfile`; `unconfined` = none, empty
+    /// = the engine's default or no AppArmor).
+    pub apparmor_profile: String,
+    /// Names of the networks the container is attached to (`NetworkSettings.Networks`), sorted.
+    pub networks: Vec<String>,
     /// `HostConfig` security fields.
     pub host: HostSecurity,
 }
@@ -348,6 +360,50 @@ pub struct HostSecurity {
     pub init: Option<bool>,
     /// `Devices`: the host paths of the devices given to the container.
     pub devices: Vec<String>,
+    /// `Devices`, each with its path inside the container.
+    pub device_mappings: Vec<DeviceMapping>,
+    /// `DeviceRequests` is not empty (`--gpus`, CDI devices).
+    pub device_requests: bool,
+    /// `PidMode` (empty = private).
+    pub pid_mode: String,
+    /// `IpcMode` (empty = the engine's default, private).
+    pub ipc_mode: String,
+    /// `UTSMode` (empty = private).
+    pub uts_mode: String,
+    /// `CpuQuota` and `CpuPeriod` in microseconds (0 or absent → `None`): the CPU limit of a
+    /// container made without `NanoCpus`.
+    pub cpu_quota: Option<i64>,
+    /// See [`Self::cpu_quota`].
+    pub cpu_period: Option<i64>,
+    /// `CpusetCpus` (empty = every CPU).
+    pub cpuset_cpus: String,
+    /// `PortBindings`, one entry per host binding, by container port.
+    pub port_bindings: Vec<PublishedPort>,
+    /// `PublishAllPorts` (`-P`).
+    pub publish_all_ports: bool,
+    /// `AutoRemove` (`--rm`).
+    pub auto_remove: bool,
+}
+
+/// A host device given to a container, as the engine reports it (`HostConfig.Devices[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceMapping {
+    /// `PathOnHost`; `None` when the engine does not say.
+    pub host_path: Option<String>,
+    /// `PathInContainer` (empty when the engine does not say).
+    pub container_path: String,
+}
+
+/// One host binding of a published port, as the engine reports it (`HostConfig.PortBindings`),
+/// in the engine's own words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishedPort {
+    /// Container port and protocol, e.g. `8080/tcp`.
+    pub container_port: String,
+    /// Host address; empty means all interfaces.
+    pub host_ip: String,
+    /// Host port (empty: chosen by the engine).
+    pub host_port: String,
 }
 
 /// An image build request (Dockerfile kind, or a generated Features Dockerfile).
@@ -513,4 +569,21 @@ pub struct EngineInfo {
     /// The runtime containers get when they name none (`runc`, `crun`, `runsc`, …; empty when
     /// not reported).
     pub default_runtime: String,
+    /// Which resource limits the engine can enforce (its cgroup controllers).
+    pub enforced_limits: EnforcedLimits,
+    /// Whether the engine can give a container a GPU: a GPU runtime or a GPU device it
+    /// discovered ([`crate::engine::gpu`]).
+    pub gpu: bool,
+}
+
+/// The resource limits an engine says it enforces (`docker info`'s `MemoryLimit`,
+/// `PidsLimit`, `CpuCfsQuota`); `false` when it does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnforcedLimits {
+    /// Memory limits.
+    pub memory: bool,
+    /// Process count limits.
+    pub pids: bool,
+    /// CPU quota limits.
+    pub cpu: bool,
 }

@@ -1,5 +1,5 @@
 //! `audit`: score any container (made by devcell or not) against the isolation blueprint's
-//! eight controls ([`crate::security::audit`]), from the engine's `docker inspect` JSON or, with
+//! eight controls ([`crate::security::audit`]), from the engine's description of it or, with
 //! `--probe`, from what a process inside observes ([`crate::security::probe`]) (spec-note 0205).
 //!
 //! The host side of the audit context is derived here ([`crate::ops::audit_context`]), never
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::engine::{Engine, ExecInput, ExecOutput, ExecRequest};
+use crate::engine::{ContainerInfo, Engine, ExecInput, ExecOutput, ExecRequest};
 use crate::handoff::repository::{self, InspectOptions};
 use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::audit_context::{context_for, resolved_binds};
@@ -49,24 +49,17 @@ pub async fn audit(opts: &AuditOptions) -> Result<AuditReport> {
 /// (spec-note 0606).
 async fn compose_services(
     engine: &dyn Engine,
-    inspect: &Value,
+    container: &ContainerInfo,
     opts: &AuditOptions,
     report: &mut AuditReport,
 ) -> Result<()> {
-    let labels: BTreeMap<String, String> = inspect
-        .pointer("/Config/Labels")
-        .and_then(|l| serde_json::from_value(l.clone()).ok())
-        .unwrap_or_default();
-    let id = inspect
-        .pointer("/Id")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let siblings = crate::ops::compose::project_siblings(engine, &labels, id).await?;
+    let labels = &container.labels;
+    let siblings = crate::ops::compose::project_siblings(engine, labels, &container.id).await?;
     if labels.contains_key(crate::engine::compose::PROJECT_LABEL) {
         // what the engine says of the primary's networks, not the label's word alone
-        let mode = crate::ops::compose_network::ComposeNetwork::of_labels(&labels);
-        let attached = attached_networks(inspect);
-        let closed = closed_networks(engine, inspect).await?;
+        let mode = crate::ops::compose_network::ComposeNetwork::of_labels(labels);
+        let attached = &container.networks;
+        let closed = closed_networks(engine, container).await?;
         let note = if mode.closed() && !attached.is_empty() && closed.len() == attached.len() {
             mode.note()
         } else {
@@ -127,54 +120,45 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
             });
         }
     };
-    let inspect =
+    let container =
         engine
-            .inspect_container_json(&id)
+            .inspect_container(&id)
             .await?
             .ok_or_else(|| OpsError::NoSuchContainer {
                 id: id.clone(),
                 workspace: None,
             })?;
-    let image_ref = inspect
-        .pointer("/Config/Image")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let image = if image_ref.is_empty() {
+    let image = if container.image.is_empty() {
         None
     } else {
-        engine.inspect_image_json(&image_ref).await?
+        engine.inspect_image(&container.image).await?
     };
     let mut ctx = context_for(
-        &inspect,
+        &container,
         opts.workspace_folder.as_deref(),
         &workspace_git_dirs,
     );
-    ctx.internal_networks = closed_networks(engine, &inspect).await?;
-    let mut engine_facts = resolved_binds(ContainerFacts::from_docker_inspect(&inspect)?);
+    ctx.internal_networks = closed_networks(engine, &container).await?;
+    let mut engine_facts = resolved_binds(ContainerFacts::from_container(&container));
     if let Some(image) = &image {
-        engine_facts = engine_facts.with_image_inspect(image);
+        engine_facts = engine_facts.with_image(image);
     }
     // A base the container's label names is checked against the image's layers, not trusted.
     if let Some(base) = engine_facts.pinned_base_label().map(str::to_string)
-        && let Some(base) = engine.inspect_image_json(&base).await?
+        && let Some(base) = engine.inspect_image(&base).await?
     {
-        engine_facts = engine_facts.with_base_image_inspect(&base);
+        engine_facts = engine_facts.with_base_image(&base);
     }
-    let mail = mail_channel(&inspect);
+    let mail = mail_channel(&container);
     if !opts.probe {
         let mut report = scoring::audit(&engine_facts, &ctx);
         report.mail = mail;
         if opts.workspace_folder.is_some() {
-            compose_services(engine, &inspect, opts, &mut report).await?;
+            compose_services(engine, &container, opts, &mut report).await?;
         }
         return Ok(report);
     }
-    let running = inspect
-        .pointer("/State/Running")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if !running {
+    if !container.running {
         return Err(OpsError::NotRunning { id });
     }
     let ws = ctx
@@ -202,35 +186,24 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
 /// The container's mail channel (spec-note 0532): the bind at the socket folder's container
 /// path, the command's, and the channel record of the handoff session that ran in this
 /// container (found in the state of the workspace its label names).
-pub fn mail_channel(inspect: &Value) -> Option<scoring::MailChannel> {
+pub fn mail_channel(container: &ContainerInfo) -> Option<scoring::MailChannel> {
     use crate::handoff::door::channel::{CONTAINER_BIN, CONTAINER_FOLDER, SOCKET_NAME};
-    let mounts = inspect.pointer("/Mounts").and_then(Value::as_array)?;
-    let bind_at = |target: &str| {
-        mounts
-            .iter()
-            .find(|m| m.get("Destination").and_then(Value::as_str) == Some(target))
-    };
+    let bind_at = |target: &str| container.mounts.iter().find(|m| m.destination == target);
     let folder = bind_at(CONTAINER_FOLDER)?;
     let command = bind_at(CONTAINER_BIN).map(|_| CONTAINER_BIN.to_string());
     Some(scoring::MailChannel {
-        socket_folder: folder
-            .get("Source")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        socket_folder: folder.source.clone(),
         socket: format!("{CONTAINER_FOLDER}/{SOCKET_NAME}"),
-        read_only: folder.get("RW").and_then(Value::as_bool) == Some(false),
+        read_only: !folder.rw,
         command,
-        session: session_channel(inspect),
+        session: session_channel(container),
     })
 }
 
 /// The channel record of the last session of the container's workspace that ran in it.
-fn session_channel(inspect: &Value) -> Option<Value> {
-    let id = inspect.pointer("/Id").and_then(Value::as_str)?;
-    let folder = inspect
-        .pointer(&format!("/Config/Labels/{LOCAL_FOLDER_LABEL}"))
-        .and_then(Value::as_str)?;
+fn session_channel(container: &ContainerInfo) -> Option<Value> {
+    let id = Some(container.id.as_str()).filter(|id| !id.is_empty())?;
+    let folder = container.labels.get(LOCAL_FOLDER_LABEL)?;
     let store = crate::handoff::state::StateStore::open_default().ok()?;
     let state = store.load(Path::new(folder)).ok()??;
     let session = state.sessions.iter().rev().find(|s| {
@@ -271,36 +244,24 @@ pub fn mail_line(mail: &scoring::MailChannel) -> String {
     line
 }
 
-/// The names of the networks a container is attached to (`NetworkSettings.Networks`).
-fn attached_networks(inspect: &Value) -> Vec<String> {
-    inspect
-        .pointer("/NetworkSettings/Networks")
-        .and_then(Value::as_object)
-        .map(|n| n.keys().cloned().collect())
-        .unwrap_or_default()
-}
-
 /// The container's networks that are closed on this engine: internal with no gateway address
 /// on the host ([`crate::ops::compose_network::is_closed`]; an `internal` network alone still
 /// reaches the host on an engine without its own firewall rules, spec-note 0604).
 ///
 /// Errors: [`OpsError::Engine`].
-async fn closed_networks(engine: &dyn Engine, inspect: &Value) -> Result<Vec<String>> {
-    let mode = inspect
-        .pointer("/HostConfig/NetworkMode")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+async fn closed_networks(engine: &dyn Engine, container: &ContainerInfo) -> Result<Vec<String>> {
+    let mode = container.host.network_mode.as_str();
     if mode == "none" || mode == "host" || mode.starts_with("container:") {
         return Ok(Vec::new());
     }
     let mut closed = Vec::new();
-    for name in attached_networks(inspect) {
+    for name in &container.networks {
         if engine
-            .inspect_network(&name)
+            .inspect_network(name)
             .await?
             .is_some_and(|n| crate::ops::compose_network::is_closed(&n))
         {
-            closed.push(name);
+            closed.push(name.clone());
         }
     }
     Ok(closed)
@@ -326,15 +287,22 @@ mod tests {
     /// whether the socket folder is read-only, and finds no channel where none is bound.
     #[test]
     fn the_audit_names_the_mail_channel_from_the_binds() {
-        let inspect = serde_json::json!({
-            "Id": "abc",
-            "Config": { "Labels": {} },
-            "Mounts": [
-                { "Source": "/s/door/devcell-mail-1", "Destination": "/usr/bin/devcell-mail", "RW": false },
-                { "Source": "/s/door/k/socket", "Destination": "/.devcell-mail", "RW": false },
-                { "Source": "/w", "Destination": "/workspace", "RW": true }
-            ]
-        });
+        let bind = |source: &str, destination: &str, rw: bool| crate::engine::MountInfo {
+            kind: "bind".into(),
+            source: source.into(),
+            name: None,
+            destination: destination.into(),
+            rw,
+        };
+        let inspect = ContainerInfo {
+            id: "abc".into(),
+            mounts: vec![
+                bind("/s/door/devcell-mail-1", "/usr/bin/devcell-mail", false),
+                bind("/s/door/k/socket", "/.devcell-mail", false),
+                bind("/w", "/workspace", true),
+            ],
+            ..ContainerInfo::default()
+        };
         let mail = mail_channel(&inspect).unwrap();
         assert_eq!(mail.socket_folder, "/s/door/k/socket");
         assert_eq!(mail.socket, "/.devcell-mail/mail.sock");
@@ -344,10 +312,10 @@ mod tests {
         assert!(mail_line(&mail).contains("/.devcell-mail/mail.sock (read-only)"));
 
         let mut writable = inspect.clone();
-        writable["Mounts"][1]["RW"] = true.into();
+        writable.mounts[1].rw = true;
         assert!(!mail_channel(&writable).unwrap().read_only);
         let mut none = inspect;
-        none["Mounts"].as_array_mut().unwrap().remove(1);
+        none.mounts.remove(1);
         assert_eq!(mail_channel(&none), None);
     }
 }

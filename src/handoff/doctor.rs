@@ -199,19 +199,17 @@ async fn check_cgroups(
     report: &mut EngineReport,
     findings: &mut Vec<Finding>,
 ) {
-    match engine.info_json().await {
+    match engine.info().await {
         Ok(info) => {
-            report.cgroup_version = info
-                .get("CgroupVersion")
-                .and_then(|v| v.as_str())
-                .map(str::to_string);
+            report.cgroup_version = Some(info.cgroup_version.clone()).filter(|v| !v.is_empty());
+            let limits = info.enforced_limits;
             let missing: Vec<&str> = [
-                ("MemoryLimit", "memory"),
-                ("PidsLimit", "pids"),
-                ("CpuCfsQuota", "CPU"),
+                (limits.memory, "memory"),
+                (limits.pids, "pids"),
+                (limits.cpu, "CPU"),
             ]
             .into_iter()
-            .filter(|(key, _)| info.get(*key).and_then(|v| v.as_bool()) != Some(true))
+            .filter(|(enforced, _)| !enforced)
             .map(|(_, name)| name)
             .collect();
             if missing.is_empty() {

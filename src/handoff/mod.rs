@@ -20,6 +20,8 @@ pub mod dotfiles;
 pub mod envelope;
 pub mod environment;
 pub mod expect_mount;
+#[cfg(test)]
+mod fake_engine_tests;
 pub mod git_identity;
 pub mod host;
 pub mod mail_host;

@@ -45,7 +45,7 @@ pub async fn devcell_images(engine: &dyn Engine) -> Result<Vec<DevcellImage>> {
     for repository in DEVCELL_IMAGE_REPOSITORIES {
         images.extend(engine.list_images(repository).await?);
     }
-    let mut parents: HashMap<String, String> = images
+    let parents: HashMap<String, String> = images
         .iter()
         .map(|i| (i.id.clone(), i.parent_id.clone()))
         .collect();
@@ -61,15 +61,9 @@ pub async fn devcell_images(engine: &dyn Engine) -> Result<Vec<DevcellImage>> {
                 break;
             }
             users.entry(id.clone()).or_default().push(short.clone());
-            let parent = match parents.get(&id) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = parent_of(engine, &id).await?;
-                    parents.insert(id.clone(), p.clone());
-                    p
-                }
-            };
-            id = parent;
+            // An image outside the listed repositories ends the chain: the engine's image
+            // inspect answer names no parent (the Engine API model devcell reads has none).
+            id = parents.get(&id).cloned().unwrap_or_default();
         }
     }
     let mut out: Vec<DevcellImage> = Vec::new();
@@ -93,14 +87,6 @@ pub async fn devcell_images(engine: &dyn Engine) -> Result<Vec<DevcellImage>> {
             .then(a.reference.cmp(&b.reference))
     });
     Ok(out)
-}
-
-async fn parent_of(engine: &dyn Engine, id: &str) -> Result<String> {
-    Ok(engine
-        .inspect_image_json(id)
-        .await?
-        .and_then(|v| v.get("Parent").and_then(|p| p.as_str()).map(str::to_string))
-        .unwrap_or_default())
 }
 
 /// Whether `tag` is in one of [`DEVCELL_IMAGE_REPOSITORIES`].

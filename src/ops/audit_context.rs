@@ -1,11 +1,10 @@
 //! The host side of an isolation audit, shared by `set-up` and devcell's `audit`
 //! (`handoff::audit`): bind sources resolved on this host and the [`AuditContext`] derived from
-//! a container's `docker inspect` JSON (spec-notes 0205, 0400).
+//! a container as the engine describes it (spec-notes 0205, 0400).
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
+use crate::engine::ContainerInfo;
 use crate::names::{CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL};
 use crate::security::audit::{self as scoring, AuditContext, ContainerFacts};
 use crate::security::host_path;
@@ -28,42 +27,29 @@ pub fn resolved_binds(mut facts: ContainerFacts) -> ContainerFacts {
     facts
 }
 
-/// The host-side context for a container's `docker inspect` JSON (see `handoff::audit`'s
+/// The host-side context for a container as the engine describes it (see `handoff::audit`'s
 /// docs); `git_dirs` finds the git directories of the workspace folder (the product's
 /// workspace inspection, `handoff::audit::workspace_git_dirs`).
 pub fn context_for(
-    inspect: &Value,
+    container: &ContainerInfo,
     workspace_folder: Option<&Path>,
     git_dirs: &dyn Fn(&Path) -> Vec<PathBuf>,
 ) -> AuditContext {
     let mut ctx = AuditContext::from_environment();
-    let label = |key: &str| {
-        inspect
-            .pointer("/Config/Labels")
-            .and_then(|l| l.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
+    let label = |key: &str| container.labels.get(key).cloned();
     let workspace = workspace_folder
         .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf()))
         .or_else(|| label(LOCAL_FOLDER_LABEL).map(PathBuf::from))
         // compared with resolved bind sources (`resolved_binds`)
         .map(|w| host_path::resolve(&w).unwrap_or(w));
     if let Some(ws) = &workspace {
-        ctx.container_workspace = inspect
-            .get("Mounts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        ctx.container_workspace = container
+            .mounts
+            .iter()
             .find(|m| {
-                m.get("Source")
-                    .and_then(Value::as_str)
-                    .and_then(|s| host_path::resolve(Path::new(s)).ok())
-                    .as_deref()
-                    == Some(ws.as_path())
+                host_path::resolve(Path::new(&m.source)).ok().as_deref() == Some(ws.as_path())
             })
-            .and_then(|m| m.get("Destination").and_then(Value::as_str))
-            .map(str::to_string);
+            .map(|m| m.destination.clone());
         ctx.git_dirs = git_dirs(ws);
         // a handoff's container git directories, kept in devcell's state (spec-note 0436)
         if let Some(state) = crate::ops::state_folder::default_root() {
@@ -73,9 +59,9 @@ pub fn context_for(
     }
     ctx.workspace = workspace;
     if label(crate::names::EGRESS_NETWORK_LABEL).as_deref() == Some(crate::ops::egress::ALLOWLIST)
-        && let Some(id) = inspect.get("Id").and_then(Value::as_str)
+        && !container.id.is_empty()
     {
-        ctx.egress = crate::ops::egress::audit_evidence(id);
+        ctx.egress = crate::ops::egress::audit_evidence(&container.id);
     }
     if let Some(config) = label(CONFIG_FILE_LABEL) {
         ctx = ctx.with_config_file(Path::new(&config));

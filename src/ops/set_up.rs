@@ -602,23 +602,23 @@ fn weakness_warning(
     })
 }
 
-/// The isolation audit's score of the container from its `docker inspect` (`None` when it
-/// could not be read).
+/// The isolation audit's score of the container from the engine's description of it (`None`
+/// when it could not be read).
 async fn audit_score(
     engine: &dyn Engine,
     id: &str,
     git_dirs: fn(&Path) -> Vec<PathBuf>,
 ) -> Option<u8> {
-    let inspect = engine.inspect_container_json(id).await.ok()??;
+    let container = engine.inspect_container(id).await.ok()??;
     let mut facts = crate::ops::audit_context::resolved_binds(
-        security::audit::ContainerFacts::from_docker_inspect(&inspect).ok()?,
+        security::audit::ContainerFacts::from_container(&container),
     );
-    if let Some(image) = inspect.pointer("/Config/Image").and_then(Value::as_str)
-        && let Ok(Some(image)) = engine.inspect_image_json(image).await
+    if !container.image.is_empty()
+        && let Ok(Some(image)) = engine.inspect_image(&container.image).await
     {
-        facts = facts.with_image_inspect(&image);
+        facts = facts.with_image(&image);
     }
-    let ctx = crate::ops::audit_context::context_for(&inspect, None, &git_dirs);
+    let ctx = crate::ops::audit_context::context_for(&container, None, &git_dirs);
     Some(security::audit::audit(&facts, &ctx).score)
 }
 

@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, DeviceRequest, HostConfig, Mount as BollardMount,
-    MountTmpfsOptions, MountType, PortBinding as BollardPortBinding, ResourcesUlimits,
+    ContainerCreateBody, ContainerInspectResponse, DeviceMapping, DeviceRequest, HostConfig,
+    Mount as BollardMount, MountTmpfsOptions, MountType, PortBinding as BollardPortBinding,
+    ResourcesUlimits,
 };
 use bollard::query_parameters::CreateContainerOptions;
 
-use super::{DockerEngine, is_not_found, sorted};
+use super::{DockerEngine, sorted};
 use crate::engine::Engine;
-use crate::engine::error::Result;
+use crate::engine::error::{EngineError, Result};
 use crate::engine::run_args::{tmpfs_mount_mode, tmpfs_mount_size};
 use crate::engine::spec::*;
 
@@ -67,68 +68,165 @@ impl DockerEngine {
     /// [`Engine::inspect_container`].
     #[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
     pub(super) async fn container_info(&self, id: &str) -> Result<Option<ContainerInfo>> {
-        let c = match self.docker.inspect_container(id, None).await {
-            Ok(c) => c,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.api("inspect container", id)(e)),
-        };
-        let state = c.state.unwrap_or_default();
-        let config = c.config.unwrap_or_default();
-        let host = c.host_config.unwrap_or_default();
-        let labels = sorted(config.labels);
-        let user = created_user(&labels, config.user.unwrap_or_default());
-        Ok(Some(ContainerInfo {
-            id: c.id.unwrap_or_default(),
-            name: c
-                .name
-                .unwrap_or_default()
-                .trim_start_matches('/')
-                .to_string(),
-            image_id: c.image.unwrap_or_default(),
-            image: config.image.unwrap_or_default(),
-            status: state.status.map(|s| s.to_string()).unwrap_or_default(),
-            running: state.running.unwrap_or(false),
-            exit_code: state.exit_code.unwrap_or(0),
-            created: c.created.clone().unwrap_or_default(),
-            started_at: state.started_at.clone().unwrap_or_default(),
-            labels,
-            env: config.env.unwrap_or_default(),
-            user,
-            mounts: c
-                .mounts
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| MountInfo {
-                    kind: m.typ.unwrap_or_default(),
-                    source: m.source.unwrap_or_default(),
-                    name: m.name.filter(|n| !n.is_empty()),
-                    destination: m.destination.unwrap_or_default(),
-                    rw: m.rw.unwrap_or(false),
-                })
-                .collect(),
-            host: HostSecurity {
-                privileged: host.privileged.unwrap_or(false),
-                cap_add: host.cap_add.unwrap_or_default(),
-                cap_drop: host.cap_drop.unwrap_or_default(),
-                security_opt: host.security_opt.unwrap_or_default(),
-                read_only_rootfs: host.readonly_rootfs.unwrap_or(false),
-                tmpfs: sorted(host.tmpfs),
-                limits: Limits {
-                    pids: positive(host.pids_limit),
-                    memory_bytes: positive(host.memory),
-                    nano_cpus: positive(host.nano_cpus),
-                },
-                network_mode: host.network_mode.unwrap_or_default(),
-                init: host.init,
-                devices: host
-                    .devices
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|d| d.path_on_host)
-                    .collect(),
-            },
-        }))
+        let answer = self.docker.inspect_container(id, None).await;
+        Ok(self
+            .found(answer, "inspect container", id)?
+            .map(container_info_from))
     }
+
+    /// The engine's own `docker inspect` document of a container (the Engine API
+    /// `ContainerInspect` shape, PascalCase keys), as bollard reads it; `Ok(None)` when it does
+    /// not exist. Not part of [`Engine`]: for tests that compare the typed answer with it.
+    ///
+    /// Errors: [`EngineError::Api`].
+    pub async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
+        let answer = self.docker.inspect_container(id, None).await;
+        self.found(answer, "inspect container", id)?
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| EngineError::Api {
+                operation: "inspect container",
+                subject: id.to_string(),
+                source: bollard::errors::Error::JsonSerdeError { err: e },
+            })
+    }
+}
+
+/// The neutral [`ContainerInfo`] of the engine's container inspect answer. A document without
+/// `Mounts` (a create request rather than an inspect answer) gives its `HostConfig.Binds`.
+pub(super) fn container_info_from(c: ContainerInspectResponse) -> ContainerInfo {
+    let state = c.state.unwrap_or_default();
+    let config = c.config.unwrap_or_default();
+    let host = c.host_config.unwrap_or_default();
+    let labels = sorted(config.labels);
+    let config_user = config.user.unwrap_or_default();
+    let user = created_user(&labels, config_user.clone());
+    let mounts = match c.mounts {
+        Some(mounts) => mounts.into_iter().map(mount_info).collect(),
+        None => host
+            .binds
+            .iter()
+            .flatten()
+            .filter_map(|b| bind_info(b))
+            .collect(),
+    };
+    let mut networks: Vec<String> = c
+        .network_settings
+        .and_then(|n| n.networks)
+        .map(|n| n.into_keys().collect())
+        .unwrap_or_default();
+    networks.sort();
+    ContainerInfo {
+        id: c.id.unwrap_or_default(),
+        name: c
+            .name
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        image_id: c.image.unwrap_or_default(),
+        image: config.image.unwrap_or_default(),
+        status: state.status.map(|s| s.to_string()).unwrap_or_default(),
+        running: state.running.unwrap_or(false),
+        exit_code: state.exit_code.unwrap_or(0),
+        created: c.created.clone().unwrap_or_default(),
+        started_at: state.started_at.clone().unwrap_or_default(),
+        labels,
+        env: config.env.unwrap_or_default(),
+        user,
+        config_user,
+        mounts,
+        apparmor_profile: c.app_armor_profile.unwrap_or_default(),
+        networks,
+        host: host_security(host),
+    }
+}
+
+/// The security-relevant `HostConfig` fields.
+fn host_security(host: HostConfig) -> HostSecurity {
+    let device_mappings: Vec<crate::engine::DeviceMapping> = host
+        .devices
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| crate::engine::DeviceMapping {
+            container_path: d
+                .path_in_container
+                .or_else(|| d.path_on_host.clone())
+                .unwrap_or_default(),
+            host_path: d.path_on_host,
+        })
+        .collect();
+    let mut port_bindings = Vec::new();
+    for (container_port, bindings) in host.port_bindings.unwrap_or_default() {
+        for b in bindings.unwrap_or_default() {
+            port_bindings.push(PublishedPort {
+                container_port: container_port.clone(),
+                host_ip: b.host_ip.unwrap_or_default(),
+                host_port: b.host_port.unwrap_or_default(),
+            });
+        }
+    }
+    // the engine's map has no order: by container port, as a reader of its JSON sees it
+    port_bindings.sort_by(|a, b| a.container_port.cmp(&b.container_port));
+    HostSecurity {
+        privileged: host.privileged.unwrap_or(false),
+        cap_add: host.cap_add.unwrap_or_default(),
+        cap_drop: host.cap_drop.unwrap_or_default(),
+        security_opt: host.security_opt.unwrap_or_default(),
+        read_only_rootfs: host.readonly_rootfs.unwrap_or(false),
+        tmpfs: sorted(host.tmpfs),
+        limits: Limits {
+            pids: positive(host.pids_limit),
+            memory_bytes: positive(host.memory),
+            nano_cpus: positive(host.nano_cpus),
+        },
+        network_mode: host.network_mode.unwrap_or_default(),
+        init: host.init,
+        devices: device_mappings
+            .iter()
+            .filter_map(|d| d.host_path.clone())
+            .collect(),
+        device_mappings,
+        device_requests: host.device_requests.is_some_and(|r| !r.is_empty()),
+        pid_mode: host.pid_mode.unwrap_or_default(),
+        ipc_mode: host.ipc_mode.unwrap_or_default(),
+        uts_mode: host.uts_mode.unwrap_or_default(),
+        cpu_quota: positive(host.cpu_quota),
+        cpu_period: positive(host.cpu_period),
+        cpuset_cpus: host.cpuset_cpus.unwrap_or_default(),
+        port_bindings,
+        publish_all_ports: host.publish_all_ports.unwrap_or(false),
+        auto_remove: host.auto_remove.unwrap_or(false),
+    }
+}
+
+/// One mount of an inspect answer.
+fn mount_info(m: bollard::models::MountPoint) -> MountInfo {
+    MountInfo {
+        kind: m.typ.unwrap_or_default(),
+        source: m.source.unwrap_or_default(),
+        name: m.name.filter(|n| !n.is_empty()),
+        destination: m.destination.unwrap_or_default(),
+        rw: m.rw.unwrap_or(false),
+    }
+}
+
+/// One `HostConfig.Binds` string, `source:target[:options]` (a source not starting with `/`
+/// is a volume name); `None` without a target.
+fn bind_info(bind: &str) -> Option<MountInfo> {
+    let parts: Vec<&str> = bind.split(':').collect();
+    let (source, target, options) = match parts.as_slice() {
+        [s, d] => (*s, *d, ""),
+        [s, d, o, ..] => (*s, *d, *o),
+        _ => return None,
+    };
+    let is_path = source.starts_with('/');
+    Some(MountInfo {
+        kind: if is_path { "bind" } else { "volume" }.to_string(),
+        source: if is_path { source } else { "" }.to_string(),
+        name: (!is_path).then(|| source.to_string()),
+        destination: target.to_string(),
+        rw: !options.split(',').any(|o| o == "ro"),
+    })
 }
 
 /// Converts the neutral spec to the engine's create body.

@@ -79,14 +79,12 @@ impl DockerEngine {
         let options = bollard::query_parameters::ContainerArchiveInfoOptions {
             path: path.to_string(),
         };
-        let stat = match self
+        let answer = self
             .docker
             .get_container_archive_info(id, Some(options))
-            .await
-        {
-            Ok(stat) => stat,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.api("stat file", &format!("{id}:{path}"))(e)),
+            .await;
+        let Some(stat) = self.found(answer, "stat file", &format!("{id}:{path}"))? else {
+            return Ok(None);
         };
         let target = stat.link_target;
         if target.is_empty() || target == path || !target.starts_with('/') {

@@ -20,24 +20,10 @@ impl DockerEngine {
     /// [`Engine::inspect_image`].
     #[tracing::instrument(level = "debug", skip_all, fields(reference = %reference))]
     pub(super) async fn image_info(&self, reference: &str) -> Result<Option<ImageInfo>> {
-        let image = match self.docker.inspect_image(reference).await {
-            Ok(i) => i,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.api("inspect image", reference)(e)),
-        };
-        let config = image.config.unwrap_or_default();
-        Ok(Some(ImageInfo {
-            id: image.id.unwrap_or_default(),
-            repo_digests: familiar(image.repo_digests),
-            repo_tags: familiar(image.repo_tags),
-            user: config.user.filter(|u| !u.is_empty()),
-            env: config.env.unwrap_or_default(),
-            labels: sorted(config.labels),
-            entrypoint: config.entrypoint,
-            cmd: config.cmd,
-            working_dir: config.working_dir.filter(|w| !w.is_empty()),
-            on_build: config.on_build.unwrap_or_default(),
-        }))
+        let answer = self.docker.inspect_image(reference).await;
+        Ok(self
+            .found(answer, "inspect image", reference)?
+            .map(image_info_from))
     }
 
     /// [`Engine::pull_image`].
@@ -314,6 +300,24 @@ pub(crate) fn image_id(id: &str) -> String {
         format!("sha256:{id}")
     } else {
         id.to_string()
+    }
+}
+
+/// The neutral [`ImageInfo`] of the engine's image inspect answer.
+pub(super) fn image_info_from(image: bollard::models::ImageInspect) -> ImageInfo {
+    let config = image.config.unwrap_or_default();
+    ImageInfo {
+        id: image.id.unwrap_or_default(),
+        repo_digests: familiar(image.repo_digests),
+        repo_tags: familiar(image.repo_tags),
+        user: config.user.filter(|u| !u.is_empty()),
+        env: config.env.unwrap_or_default(),
+        labels: sorted(config.labels),
+        entrypoint: config.entrypoint,
+        cmd: config.cmd,
+        working_dir: config.working_dir.filter(|w| !w.is_empty()),
+        on_build: config.on_build.unwrap_or_default(),
+        layers: image.root_fs.and_then(|r| r.layers).unwrap_or_default(),
     }
 }
 

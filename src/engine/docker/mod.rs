@@ -195,6 +195,21 @@ impl DockerEngine {
         Ok(list.into_iter().map(container_summary).collect())
     }
 
+    /// The answer to a request about one object, `None` when the engine has no such object
+    /// (404); any other failure mapped as [`DockerEngine::api`] maps it.
+    fn found<T>(
+        &self,
+        answer: std::result::Result<T, bollard::errors::Error>,
+        operation: &'static str,
+        subject: &str,
+    ) -> Result<Option<T>> {
+        match answer {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.api(operation, subject)(e)),
+        }
+    }
+
     /// Maps a failed request: a lost connection (the engine stopped mid-way) is
     /// [`EngineError::NotRunning`], anything else [`EngineError::Api`].
     fn api(
@@ -252,6 +267,35 @@ fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
 
+/// Reads a `docker inspect <container>` document (one `ContainerInspect` object of the Docker
+/// Engine API, as the engine or the `docker` command gives it) as the neutral [`ContainerInfo`]
+/// the engine answers live: for audits of a saved document.
+///
+/// Errors: the document does not have the Engine API's shape (a field of the wrong type).
+pub fn container_info_from_docker_json(
+    document: &serde_json::Value,
+) -> std::result::Result<ContainerInfo, serde_json::Error> {
+    serde_json::from_value(document.clone()).map(containers::container_info_from)
+}
+
+/// Reads a `docker image inspect` document (one `ImageInspect` object) as the neutral
+/// [`ImageInfo`] the engine answers live.
+///
+/// Errors: the document does not have the Engine API's shape.
+pub fn image_info_from_docker_json(
+    document: &serde_json::Value,
+) -> std::result::Result<ImageInfo, serde_json::Error> {
+    let mut document = document.clone();
+    // The model requires `RootFS.Type`, which nothing here reads and a hand-written or older
+    // document may leave out: its `Layers` are read all the same.
+    if let Some(root_fs) = document.get_mut("RootFS").and_then(|r| r.as_object_mut()) {
+        root_fs
+            .entry("Type")
+            .or_insert_with(|| serde_json::Value::from("layers"));
+    }
+    serde_json::from_value(document).map(images::image_info_from)
+}
+
 #[async_trait]
 impl Engine for DockerEngine {
     async fn version(&self) -> Result<EngineVersion> {
@@ -297,6 +341,16 @@ impl Engine for DockerEngine {
             .map_err(self.api("info", &self.host))?;
         let mut runtimes: Vec<String> = i.runtimes.unwrap_or_default().into_keys().collect();
         runtimes.sort();
+        let devices = i.discovered_devices.unwrap_or_default();
+        let gpu = super::gpu::gpus_in(
+            &runtimes,
+            devices.iter().map(|d| {
+                (
+                    d.source.as_deref().unwrap_or_default(),
+                    d.id.as_deref().unwrap_or_default(),
+                )
+            }),
+        );
         Ok(EngineInfo {
             cpus: i.ncpu.unwrap_or(0),
             memory_bytes: i.mem_total.unwrap_or(0),
@@ -305,6 +359,12 @@ impl Engine for DockerEngine {
             security_options: i.security_options.unwrap_or_default(),
             cgroup_version: i.cgroup_version.map(|v| v.to_string()).unwrap_or_default(),
             default_runtime: i.default_runtime.unwrap_or_default(),
+            enforced_limits: EnforcedLimits {
+                memory: i.memory_limit == Some(true),
+                pids: i.pids_limit == Some(true),
+                cpu: i.cpu_cfs_quota == Some(true),
+            },
+            gpu,
         })
     }
 
@@ -393,11 +453,8 @@ impl Engine for DockerEngine {
             force,
             link: false,
         };
-        match self.docker.remove_container(id, Some(options)).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove container", id)(e)),
-        }
+        let answer = self.docker.remove_container(id, Some(options)).await;
+        self.found(answer, "remove container", id).map(drop)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -405,9 +462,8 @@ impl Engine for DockerEngine {
         &self,
         labels: &BTreeMap<String, String>,
     ) -> Result<Vec<ContainerSummary>> {
-        let filters: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let subject = filters.join(",");
-        self.containers_with_labels(filters, &subject).await
+        self.containers_with_labels(join_pairs_vec(labels), &join_pairs(labels))
+            .await
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>> {
@@ -416,31 +472,6 @@ impl Engine for DockerEngine {
 
     async fn process_uids(&self, id: &str) -> Result<Option<Vec<[u32; 4]>>> {
         self.container_process_uids(id).await
-    }
-
-    async fn info_json(&self) -> Result<serde_json::Value> {
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(self.api("info", &self.host))?;
-        serde_json::to_value(&info).map_err(|e| EngineError::ExecIo {
-            container: self.host.clone(),
-            source: std::io::Error::other(e),
-        })
-    }
-
-    async fn inspect_image_json(&self, reference: &str) -> Result<Option<serde_json::Value>> {
-        match self.docker.inspect_image(reference).await {
-            Ok(i) => serde_json::to_value(&i)
-                .map(Some)
-                .map_err(|e| EngineError::ExecIo {
-                    container: reference.to_string(),
-                    source: std::io::Error::other(e),
-                }),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect image", reference)(e)),
-        }
     }
 
     async fn find_containers_with_label_key(&self, key: &str) -> Result<Vec<ContainerSummary>> {
@@ -492,58 +523,46 @@ impl Engine for DockerEngine {
     }
 
     async fn remove_network(&self, name: &str) -> Result<()> {
-        match self.docker.remove_network(name).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove network", name)(e)),
-        }
+        let answer = self.docker.remove_network(name).await;
+        self.found(answer, "remove network", name).map(drop)
     }
 
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>> {
-        match self.docker.inspect_network(name, None).await {
-            Ok(n) => Ok(Some(NetworkInfo {
+        let answer = self.docker.inspect_network(name, None).await;
+        Ok(self
+            .found(answer, "inspect network", name)?
+            .map(|n| NetworkInfo {
                 name: n.name.unwrap_or_default(),
                 driver: n.driver.unwrap_or_default(),
                 internal: n.internal.unwrap_or(false),
                 options: n.options.unwrap_or_default().into_iter().collect(),
                 labels: n.labels.unwrap_or_default().into_iter().collect(),
-            })),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect network", name)(e)),
-        }
+            }))
     }
 
     async fn volume_exists(&self, name: &str) -> Result<bool> {
-        match self.docker.inspect_volume(name).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(self.api("inspect volume", name)(e)),
-        }
+        let answer = self.docker.inspect_volume(name).await;
+        Ok(self.found(answer, "inspect volume", name)?.is_some())
     }
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
-        match self
+        let answer = self
             .docker
             .remove_volume(name, Some(RemoveVolumeOptions { force: false }))
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(self.api("remove volume", name)(e)),
-        }
+            .await;
+        self.found(answer, "remove volume", name).map(drop)
     }
 
     async fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>> {
-        match self.docker.inspect_volume(name).await {
-            Ok(v) => Ok(Some(VolumeInfo {
+        let answer = self.docker.inspect_volume(name).await;
+        Ok(self
+            .found(answer, "inspect volume", name)?
+            .map(|v| VolumeInfo {
                 name: v.name,
                 driver: v.driver,
                 options: v.options.into_iter().collect(),
                 labels: v.labels.into_iter().collect(),
-            })),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect volume", name)(e)),
-        }
+            }))
     }
 
     async fn create_volume(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<()> {
@@ -558,20 +577,6 @@ impl Engine for DockerEngine {
             .await
             .map(|_| ())
             .map_err(self.api("create volume", name))
-    }
-
-    async fn inspect_container_json(&self, id: &str) -> Result<Option<serde_json::Value>> {
-        match self.docker.inspect_container(id, None).await {
-            Ok(c) => serde_json::to_value(c)
-                .map(Some)
-                .map_err(|e| EngineError::Api {
-                    operation: "inspect container",
-                    subject: id.to_string(),
-                    source: bollard::errors::Error::JsonSerdeError { err: e },
-                }),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.api("inspect container", id)(e)),
-        }
     }
 
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {

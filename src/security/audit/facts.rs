@@ -1,6 +1,7 @@
 //! The neutral description of a container the audit scores, [`ContainerFacts`], and how it is
-//! read from the engine's `docker inspect` JSON (and `docker image inspect` of its image and of
-//! its recorded base). Environment variable values are dropped here.
+//! read from the engine's typed description of the container ([`ContainerInfo`]), of its image
+//! and of its recorded base ([`ImageInfo`]), or from a saved `docker inspect` document through
+//! the engine's own reader. Environment variable values are dropped here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::heuristics::{is_credential_name, is_digest_pinned, looks_like_token};
+use crate::engine::{ContainerInfo, HostSecurity, ImageInfo, MountInfo};
 use crate::formats::json;
 use crate::names;
 use crate::security::known::{CAPABILITY_BITS, DOCKER_DEFAULT_CAPS, normalize_cap};
@@ -252,28 +254,12 @@ pub struct ContainerFacts {
     pub auto_remove: bool,
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    at(v, path).and_then(Value::as_str)
-}
-
-fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    let mut cur = v;
-    for key in path {
-        cur = cur.get(key)?;
-    }
-    if cur.is_null() { None } else { Some(cur) }
-}
-
 /// The first object of a `docker … inspect` array, or the value itself.
 fn first_object(v: &Value) -> &Value {
     match v {
         Value::Array(items) => items.first().unwrap_or(&Value::Null),
         other => other,
     }
-}
-
-fn positive(v: Option<&Value>) -> Option<i64> {
-    v.and_then(Value::as_i64).filter(|n| *n > 0)
 }
 
 /// The one container object of `docker inspect` output: the value itself or the only element
@@ -298,56 +284,17 @@ fn one_container(value: &Value) -> Result<&Value, AuditError> {
     Ok(obj)
 }
 
-/// `Config.Labels`, values that are not strings read as empty.
-fn labels_from_inspect(cfg: &Value) -> Option<BTreeMap<String, String>> {
-    cfg.get("Labels").and_then(Value::as_object).map(|m| {
-        m.iter()
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-            .collect()
-    })
-}
-
-/// `Config.Env` as names; the values are dropped by [`EnvFact::new`].
-fn env_from_inspect(cfg: &Value) -> Vec<EnvFact> {
-    json::strings(cfg.get("Env"))
-        .iter()
-        .map(|entry| match entry.split_once('=') {
-            Some((n, v)) => EnvFact::new(n, Some(v)),
-            None => EnvFact::new(entry, None),
-        })
-        .collect()
-}
-
-/// The container's mounts (`Mounts`, or the `HostConfig.Binds` strings when there is none) and
-/// its tmpfs mounts, by target.
-fn mounts_from_inspect(obj: &Value, hc: &Value) -> Vec<MountFact> {
-    let mut mounts: Vec<MountFact> = obj
-        .get("Mounts")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(mount_from_inspect).collect())
-        .unwrap_or_default();
-    if obj.get("Mounts").is_none() {
-        // No `Mounts` (e.g. a create request rather than an inspect result): read the
-        // `HostConfig.Binds` strings, `source:target[:options]`.
-        mounts.extend(
-            json::strings(hc.get("Binds"))
-                .iter()
-                .filter_map(|b| bind_mount(b)),
-        );
-    }
-    if let Some(tmpfs) = hc.get("Tmpfs").and_then(Value::as_object) {
-        for (target, opts) in tmpfs {
-            let ro = opts
-                .as_str()
-                .is_some_and(|o| o.split(',').any(|x| x == "ro"));
-            mounts.push(MountFact {
-                kind: MountKind::Tmpfs,
-                source: None,
-                volume_name: None,
-                target: target.clone(),
-                read_only: ro,
-            });
-        }
+/// The container's mounts and its tmpfs mounts, by target.
+fn mounts_of(c: &ContainerInfo) -> Vec<MountFact> {
+    let mut mounts: Vec<MountFact> = c.mounts.iter().map(mount_fact).collect();
+    for (target, options) in &c.host.tmpfs {
+        mounts.push(MountFact {
+            kind: MountKind::Tmpfs,
+            source: None,
+            volume_name: None,
+            target: target.clone(),
+            read_only: options.split(',').any(|x| x == "ro"),
+        });
     }
     // The engine lists mounts in no stable order: by target, so evidence reads the same
     // at every run.
@@ -355,40 +302,29 @@ fn mounts_from_inspect(obj: &Value, hc: &Value) -> Vec<MountFact> {
     mounts
 }
 
-/// One `HostConfig.Binds` string, `source:target[:options]`; `None` without a target.
-fn bind_mount(bind: &str) -> Option<MountFact> {
-    let parts: Vec<&str> = bind.split(':').collect();
-    let (src, dst, opts) = match parts.as_slice() {
-        [s, d] => (*s, *d, ""),
-        [s, d, o, ..] => (*s, *d, *o),
-        _ => return None,
+/// One mount as the engine reports it.
+fn mount_fact(m: &MountInfo) -> MountFact {
+    let kind = match m.kind.as_str() {
+        "bind" => MountKind::Bind,
+        "volume" => MountKind::Volume,
+        "tmpfs" => MountKind::Tmpfs,
+        _ => MountKind::Other,
     };
-    let is_path = src.starts_with('/');
-    Some(MountFact {
-        kind: if is_path {
-            MountKind::Bind
-        } else {
-            MountKind::Volume
-        },
-        source: is_path.then(|| src.to_string()),
-        volume_name: (!is_path).then(|| src.to_string()),
-        target: dst.to_string(),
-        read_only: opts.split(',').any(|o| o == "ro"),
-    })
-}
-
-/// The capabilities listed at `HostConfig.<key>`, normalised.
-fn caps_at(hc: &Value, key: &str) -> Vec<String> {
-    json::strings(hc.get(key))
-        .iter()
-        .map(|c| normalize_cap(c))
-        .collect()
+    MountFact {
+        source: (kind != MountKind::Volume && !m.source.is_empty()).then(|| m.source.clone()),
+        volume_name: (kind == MountKind::Volume)
+            .then(|| m.name.clone())
+            .flatten(),
+        target: m.destination.clone(),
+        read_only: !m.rw,
+        kind,
+    }
 }
 
 /// `HostConfig.SecurityOpt`: `name=value`, `name:value` or a bare `name` (read as `true`).
-struct SecurityOpts(Vec<String>);
+struct SecurityOpts<'a>(&'a [String]);
 
-impl SecurityOpts {
+impl SecurityOpts<'_> {
     /// The value of the first option called `name`.
     fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find_map(|o| {
@@ -403,167 +339,150 @@ impl SecurityOpts {
     }
 }
 
-/// A namespace mode of `HostConfig`, `empty` when unset or empty.
-fn mode(hc: &Value, key: &str, empty: &str) -> Option<String> {
-    Some(match str_at(hc, &[key]) {
-        None | Some("") => empty.to_string(),
-        Some(m) => m.to_string(),
-    })
-}
-
-/// `HostConfig.Devices`.
-fn devices_from_inspect(hc: &Value) -> Vec<DeviceFact> {
-    hc.get("Devices")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|d| DeviceFact {
-                    host_path: str_at(d, &["PathOnHost"]).map(str::to_string),
-                    container_path: str_at(d, &["PathInContainer"])
-                        .or_else(|| str_at(d, &["PathOnHost"]))
-                        .unwrap_or_default()
-                        .to_string(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// A namespace mode, `empty` when unset.
+fn mode(mode: &str, empty: &str) -> Option<String> {
+    Some(if mode.is_empty() { empty } else { mode }.to_string())
 }
 
 /// The CPU limit in CPUs: `NanoCpus`, else `CpuQuota` over `CpuPeriod` (default 100 ms).
-fn cpu_limit_from_inspect(hc: &Value) -> Option<f64> {
-    let nano = positive(hc.get("NanoCpus")).map(|n| n as f64 / 1e9);
-    let quota = positive(hc.get("CpuQuota")).map(|q| {
-        let period = positive(hc.get("CpuPeriod")).unwrap_or(100_000);
+fn cpu_limit(host: &HostSecurity) -> Option<f64> {
+    let nano = host.limits.nano_cpus.map(|n| n as f64 / 1e9);
+    let quota = host.cpu_quota.map(|q| {
+        let period = host.cpu_period.unwrap_or(100_000);
         q as f64 / period as f64
     });
     nano.or(quota)
 }
 
-/// `HostConfig.PortBindings`, one fact per host binding.
-fn ports_from_inspect(hc: &Value) -> Vec<PortFact> {
-    let mut ports = Vec::new();
-    if let Some(map) = hc.get("PortBindings").and_then(Value::as_object) {
-        for (cport, bindings) in map {
-            for b in bindings.as_array().map(Vec::as_slice).unwrap_or_default() {
-                ports.push(PortFact {
-                    container_port: cport.clone(),
-                    host_ip: str_at(b, &["HostIp"]).unwrap_or_default().to_string(),
-                    host_port: str_at(b, &["HostPort"]).unwrap_or_default().to_string(),
-                });
-            }
-        }
-    }
-    ports
-}
-
-/// The names of the networks the container is attached to.
-fn networks_from_inspect(obj: &Value) -> Vec<String> {
-    obj.get("NetworkSettings")
-        .and_then(|n| n.get("Networks"))
-        .and_then(Value::as_object)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
+/// Environment entries `KEY=value` as names; the values are dropped by [`EnvFact::new`].
+fn env_facts(env: &[String]) -> Vec<EnvFact> {
+    env.iter()
+        .map(|entry| match entry.split_once('=') {
+            Some((n, v)) => EnvFact::new(n, Some(v)),
+            None => EnvFact::new(entry, None),
+        })
+        .collect()
 }
 
 impl ContainerFacts {
-    /// Reads the JSON printed by `docker inspect <container>` (an array with one object) or one
-    /// `ContainerInspect` object of the Docker Engine API. Missing fields are left unknown or
-    /// default; environment values are dropped here.
+    /// The facts of a container as the engine describes it ([`Engine::inspect_container`]'s
+    /// typed answer). Environment values are dropped here.
     ///
-    /// # Errors
-    /// [`AuditError::NotAContainer`] when the value is not one object (or a one-element array of
-    /// one) with a `Config` or `HostConfig` member.
-    pub fn from_docker_inspect(value: &Value) -> Result<Self, AuditError> {
-        let obj = one_container(value)?;
-        let hc = obj.get("HostConfig").cloned().unwrap_or(Value::Null);
-        let cfg = obj.get("Config").cloned().unwrap_or(Value::Null);
-        let privileged = hc.get("Privileged").and_then(Value::as_bool);
-        let cap_add = caps_at(&hc, "CapAdd");
-        let cap_drop = caps_at(&hc, "CapDrop");
-        let capabilities = Some(effective_caps(
-            privileged.unwrap_or(false),
-            &cap_add,
-            &cap_drop,
-        ));
-        let opts = SecurityOpts(json::strings(hc.get("SecurityOpt")));
-        let user = str_at(&cfg, &["User"]).unwrap_or_default().to_string();
-        Ok(Self {
+    /// [`Engine::inspect_container`]: crate::engine::Engine::inspect_container
+    pub fn from_container(c: &ContainerInfo) -> Self {
+        let host = &c.host;
+        let cap_add: Vec<String> = host.cap_add.iter().map(|x| normalize_cap(x)).collect();
+        let cap_drop: Vec<String> = host.cap_drop.iter().map(|x| normalize_cap(x)).collect();
+        let capabilities = Some(effective_caps(host.privileged, &cap_add, &cap_drop));
+        let opts = SecurityOpts(&host.security_opt);
+        Self {
             source: Some(FactsSource::Inspect),
-            name: str_at(obj, &["Name"]).map(|n| n.trim_start_matches('/').to_string()),
-            id: str_at(obj, &["Id"]).map(str::to_string),
-            image: str_at(&cfg, &["Image"]).map(str::to_string),
-            image_id: str_at(obj, &["Image"]).map(str::to_string),
+            name: (!c.name.is_empty()).then(|| c.name.clone()),
+            id: (!c.id.is_empty()).then(|| c.id.clone()),
+            image: (!c.image.is_empty()).then(|| c.image.clone()),
+            image_id: (!c.image_id.is_empty()).then(|| c.image_id.clone()),
             image_repo_digests: Vec::new(),
             image_layers: Vec::new(),
             base_image_layers: None,
-            labels: labels_from_inspect(&cfg),
-            env: env_from_inspect(&cfg),
-            mounts: mounts_from_inspect(obj, &hc),
-            privileged,
+            labels: Some(c.labels.clone()),
+            env: env_facts(&c.env),
+            mounts: mounts_of(c),
+            privileged: Some(host.privileged),
             cap_add,
             cap_drop,
             capabilities,
             no_new_privileges: Some(opts.get("no-new-privileges").is_some_and(|v| v != "false")),
-            seccomp: Some(
-                if privileged == Some(true) || opts.is("seccomp", "unconfined") {
-                    Seccomp::Unconfined
-                } else {
-                    Seccomp::Filtered
-                },
-            ),
+            seccomp: Some(if host.privileged || opts.is("seccomp", "unconfined") {
+                Seccomp::Unconfined
+            } else {
+                Seccomp::Filtered
+            }),
             apparmor_unconfined: Some(
-                opts.is("apparmor", "unconfined")
-                    || str_at(obj, &["AppArmorProfile"]) == Some("unconfined"),
+                opts.is("apparmor", "unconfined") || c.apparmor_profile == "unconfined",
             ),
             selinux_disabled: Some(opts.is("label", "disable")),
             systempaths_unconfined: Some(opts.is("systempaths", "unconfined")),
-            pid_mode: mode(&hc, "PidMode", "private"),
-            ipc_mode: mode(&hc, "IpcMode", "private"),
-            uts_mode: mode(&hc, "UTSMode", "private"),
-            network_mode: mode(&hc, "NetworkMode", "default"),
-            networks: networks_from_inspect(obj),
-            devices: devices_from_inspect(&hc),
-            device_requests: hc
-                .get("DeviceRequests")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty()),
-            read_only_rootfs: hc.get("ReadonlyRootfs").and_then(Value::as_bool),
-            pids_limit: positive(hc.get("PidsLimit")),
-            memory_limit: positive(hc.get("Memory")),
-            cpu_limit: cpu_limit_from_inspect(&hc),
-            cpuset: str_at(&hc, &["CpusetCpus"])
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
+            pid_mode: mode(&host.pid_mode, "private"),
+            ipc_mode: mode(&host.ipc_mode, "private"),
+            uts_mode: mode(&host.uts_mode, "private"),
+            network_mode: mode(&host.network_mode, "default"),
+            networks: c.networks.clone(),
+            devices: host
+                .device_mappings
+                .iter()
+                .map(|d| DeviceFact {
+                    host_path: d.host_path.clone(),
+                    container_path: d.container_path.clone(),
+                })
+                .collect(),
+            device_requests: host.device_requests,
+            read_only_rootfs: Some(host.read_only_rootfs),
+            pids_limit: host.limits.pids,
+            memory_limit: host.limits.memory_bytes,
+            cpu_limit: cpu_limit(host),
+            cpuset: (!host.cpuset_cpus.is_empty()).then(|| host.cpuset_cpus.clone()),
             limits_known: true,
-            ports: Some(ports_from_inspect(&hc)),
-            publish_all_ports: hc
-                .get("PublishAllPorts")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            uid: user_uid(&user),
-            user: Some(user),
+            ports: Some(
+                host.port_bindings
+                    .iter()
+                    .map(|p| PortFact {
+                        container_port: p.container_port.clone(),
+                        host_ip: p.host_ip.clone(),
+                        host_port: p.host_port.clone(),
+                    })
+                    .collect(),
+            ),
+            publish_all_ports: host.publish_all_ports,
+            uid: user_uid(&c.config_user),
+            user: Some(c.config_user.clone()),
             sockets: Vec::new(),
             writable_paths: Vec::new(),
             network_interfaces: None,
-            auto_remove: hc
-                .get("AutoRemove")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        })
+            auto_remove: host.auto_remove,
+        }
     }
 
-    /// Adds what `docker image inspect <image>` says: its `RepoDigests` and `RootFS.Layers`.
-    /// Accepts the array `docker image inspect` prints or one image object; anything else is
-    /// ignored.
-    pub fn with_image_inspect(mut self, image: &Value) -> Self {
-        let obj = first_object(image);
-        self.image_repo_digests = json::strings(obj.get("RepoDigests"));
-        self.image_layers = json::strings(obj.get("RootFS").and_then(|r| r.get("Layers")));
+    /// Reads the JSON printed by `docker inspect <container>` (an array with one object) or one
+    /// `ContainerInspect` object of the Docker Engine API: a saved document, read by the
+    /// engine's own reader ([`crate::engine::container_info_from_docker_json`]) into the facts
+    /// [`Self::from_container`] gives. Environment values are dropped here.
+    ///
+    /// # Errors
+    /// [`AuditError::NotAContainer`] when the value is not one object (or a one-element array of
+    /// one) with a `Config` or `HostConfig` member, or not of the Engine API's shape.
+    pub fn from_docker_inspect(value: &Value) -> Result<Self, AuditError> {
+        let obj = one_container(value)?;
+        let info = crate::engine::container_info_from_docker_json(obj).map_err(|e| {
+            AuditError::NotAContainer {
+                expected: "a container object of the Docker Engine API's shape",
+                found: format!(
+                    "a field of another type (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ),
+            }
+        })?;
+        Ok(Self::from_container(&info))
+    }
+
+    /// Adds what the engine says of the container's image: its registry digests and layers.
+    pub fn with_image(mut self, image: &ImageInfo) -> Self {
+        self.image_repo_digests = image.repo_digests.clone();
+        self.image_layers = image.layers.clone();
         self
     }
 
+    /// Adds what `docker image inspect <image>` says (a saved document: the array it prints or
+    /// one image object), as [`Self::with_image`]; a document of another shape is ignored.
+    pub fn with_image_inspect(self, image: &Value) -> Self {
+        match crate::engine::image_info_from_docker_json(first_object(image)) {
+            Ok(image) => self.with_image(&image),
+            Err(_) => self,
+        }
+    }
+
     /// The [`BASE_IMAGE_LABEL`] when it names an image by digest ([`is_digest_pinned`]): the
-    /// image whose `docker image inspect` [`Self::with_base_image_inspect`] wants.
+    /// image whose layers [`Self::with_base_image`] wants.
     pub fn pinned_base_label(&self) -> Option<&str> {
         self.labels
             .as_ref()?
@@ -572,16 +491,20 @@ impl ContainerFacts {
             .filter(|b| is_digest_pinned(b))
     }
 
-    /// Adds `docker image inspect` of the image [`Self::pinned_base_label`] names (its
-    /// `RootFS.Layers`), so the audit can check that the container's image is built on it.
-    pub fn with_base_image_inspect(mut self, base: &Value) -> Self {
-        let layers = json::strings(
-            first_object(base)
-                .get("RootFS")
-                .and_then(|r| r.get("Layers")),
-        );
-        self.base_image_layers = (!layers.is_empty()).then_some(layers);
+    /// Adds the layers of the image [`Self::pinned_base_label`] names, so the audit can check
+    /// that the container's image is built on it.
+    pub fn with_base_image(mut self, base: &ImageInfo) -> Self {
+        self.base_image_layers = (!base.layers.is_empty()).then(|| base.layers.clone());
         self
+    }
+
+    /// [`Self::with_base_image`] from a saved `docker image inspect` document; a document of
+    /// another shape is ignored.
+    pub fn with_base_image_inspect(self, base: &Value) -> Self {
+        match crate::engine::image_info_from_docker_json(first_object(base)) {
+            Ok(base) => self.with_base_image(&base),
+            Err(_) => self,
+        }
     }
 
     /// Fills the fields a process inside the container cannot observe (name, id, image, image
@@ -645,31 +568,6 @@ impl ContainerFacts {
                 .map(str::to_string)
                 .collect(),
         )
-    }
-}
-
-fn mount_from_inspect(m: &Value) -> MountFact {
-    let kind = match str_at(m, &["Type"]).unwrap_or_default() {
-        "bind" => MountKind::Bind,
-        "volume" => MountKind::Volume,
-        "tmpfs" => MountKind::Tmpfs,
-        _ => MountKind::Other,
-    };
-    let rw = m.get("RW").and_then(Value::as_bool).unwrap_or(true);
-    MountFact {
-        source: (kind != MountKind::Volume)
-            .then(|| str_at(m, &["Source"]).map(str::to_string))
-            .flatten()
-            .filter(|s| !s.is_empty()),
-        volume_name: (kind == MountKind::Volume)
-            .then(|| str_at(m, &["Name"]).map(str::to_string))
-            .flatten(),
-        target: str_at(m, &["Destination"])
-            .or_else(|| str_at(m, &["Target"]))
-            .unwrap_or_default()
-            .to_string(),
-        read_only: !rw,
-        kind,
     }
 }
 
