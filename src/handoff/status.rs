@@ -223,6 +223,10 @@ pub async fn status_with(
             &crate::handoff::git_identity::record(&ws.root),
         ));
     }
+    // set-id files a process left running in the container planted (attack K11): named only
+    if seen.container.is_some() {
+        warnings.extend(crate::security::planted_after::report(&ws.root));
+    }
     let sessions = session_reports(state.as_ref(), &seen);
     let active_session = sessions
         .iter()

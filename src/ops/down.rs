@@ -44,16 +44,24 @@ pub struct DownResult {
     pub container_ids: Vec<String>,
     /// Whether they were removed.
     pub removed: bool,
+    /// What the scan of the workspace found once they stopped (set-id bits cleared, devices
+    /// named; under `hardened`, attack K11).
+    pub set_id_files_and_devices: Vec<crate::security::planted::Planted>,
 }
 
 impl DownResult {
-    /// `{"outcome":"success","containerIds":[…],"removed":bool}`.
+    /// `{"outcome":"success","containerIds":[…],"removed":bool}`, with
+    /// `setIdFilesAndDevices` when the scan found any.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "outcome": "success",
             "containerIds": self.container_ids,
             "removed": self.removed,
-        })
+        });
+        if !self.set_id_files_and_devices.is_empty() {
+            json["setIdFilesAndDevices"] = serde_json::json!(self.set_id_files_and_devices);
+        }
+        json
     }
 }
 
@@ -79,11 +87,15 @@ pub async fn down_with(
     let mut result = DownResult {
         container_ids: Vec::new(),
         removed: opts.remove,
+        set_id_files_and_devices: Vec::new(),
     };
     if opts.target.id_labels.is_empty()
         && loaded.typed.kind() == crate::config::model::ConfigKind::Compose
     {
-        return down_compose(engine, opts, &loaded, &labels, result, reporter).await;
+        let (mut result, hardened) =
+            down_compose(engine, opts, &loaded, &labels, result, reporter).await?;
+        scan_once_stopped(hardened, &loaded, &mut result, reporter);
+        return Ok(result);
     }
     let mut found = engine.find_containers(&labels).await?;
     // a container claiming this workspace's labels without binding it is not stopped or
@@ -99,6 +111,9 @@ pub async fn down_with(
         }
         found = bound;
     }
+    let hardened = found
+        .iter()
+        .any(|c| crate::security::planted_after::created_hardened(&c.labels));
     for container in found {
         if opts.remove {
             reporter.report(Event::Status(format!(
@@ -121,14 +136,31 @@ pub async fn down_with(
     if let Some(state) = crate::ops::state_folder::default_root() {
         crate::ops::egress::stop_for_containers(&state, &result.container_ids).await;
     }
+    scan_once_stopped(hardened, &loaded, &mut result, reporter);
     Ok(result)
+}
+
+/// Once the workspace's containers are stopped (or removed), under `hardened`: the workspace
+/// is scanned and set-id bits cleared, each finding a warning (attack K11: a process a hook
+/// or `exec` left running planted a set-uid file after `up`'s scan; now nothing in the
+/// container runs on).
+fn scan_once_stopped(
+    hardened: bool,
+    loaded: &crate::ops::load::LoadedConfiguration,
+    result: &mut DownResult,
+    reporter: &dyn Reporter,
+) {
+    if hardened && !result.container_ids.is_empty() {
+        result.set_id_files_and_devices =
+            crate::security::planted_after::scan_root(&loaded.workspace.host_mount_root, reporter);
+    }
 }
 
 /// `down` of a Compose configuration (spec-note 0605): nothing unless the project's primary
 /// container is this workspace's; with `remove`, every container of the project is removed
 /// with its anonymous volumes, then the project's networks (named volumes stay); otherwise
 /// `shutdownAction` `stopCompose` (the default) stops every service and `none` only the
-/// primary one.
+/// primary one. Returns the result and whether the primary was created under `hardened`.
 ///
 /// Compose is not run: the workspace's Compose files are the agent's to change after `up`
 /// judged them, and Compose runs a `provider` service's program (any path) on `down`. The
@@ -141,14 +173,18 @@ async fn down_compose(
     labels: &std::collections::BTreeMap<String, String>,
     mut result: DownResult,
     reporter: &dyn Reporter,
-) -> Result<DownResult> {
+) -> Result<(DownResult, bool)> {
     let service = loaded.typed.service.as_deref().unwrap_or_default();
     let roots = vec![loaded.workspace.host_mount_root.clone()];
     let Some((project, primary)) =
         labelled_primary(engine, labels, service, &roots, reporter).await?
     else {
-        return Ok(result);
+        return Ok((result, false));
     };
+    let hardened = engine
+        .inspect_container(&primary)
+        .await?
+        .is_some_and(|info| crate::security::planted_after::created_hardened(&info.labels));
     let whole = opts.remove || loaded.typed.shutdown_action.as_deref() != Some("none");
     let containers: Vec<String> = if whole {
         engine
@@ -184,7 +220,7 @@ async fn down_compose(
         .await?;
     }
     result.container_ids = containers;
-    Ok(result)
+    Ok((result, hardened))
 }
 
 /// The Compose project and primary container of the workspace: the container of service

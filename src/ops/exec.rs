@@ -130,5 +130,11 @@ async fn exec_inner(
         }
         None => engine.exec(id, &request, input, output).await?,
     };
+    // what the command left in the host workspace (attack K11)
+    crate::security::planted_after::after_command(
+        &attached.container,
+        &attached.workspace_folder,
+        reporter,
+    );
     Ok(result.exit_code)
 }

@@ -56,7 +56,7 @@ pub async fn run_user_commands(
         )
         .await?;
         report_grants(&requests, &reporter);
-        run_hooks(
+        let ran = run_hooks(
             &*engine,
             &attached,
             BringUpKind::Running,
@@ -67,7 +67,14 @@ pub async fn run_user_commands(
             &[],
             &reporter,
         )
-        .await
+        .await;
+        // what the hooks left in the host workspace, whether they failed or not (attack K11)
+        crate::security::planted_after::after_command(
+            &attached.container,
+            &attached.workspace_folder,
+            &reporter,
+        );
+        ran
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
 }

@@ -28,6 +28,7 @@ pub mod known;
 pub mod origins;
 pub mod permissions;
 pub mod planted;
+pub mod planted_after;
 pub mod policy;
 pub mod probe;
 pub mod profile;

@@ -45,6 +45,9 @@ pub struct ScanOptions {
     /// handoff, where the agent is the workspace owner's uid and needs neither. Not after
     /// `up`, whose sidecars of other users may rely on a folder the user opened.
     pub other_writable: bool,
+    /// Change nothing: name what is found (`status`, which reports and never fixes; attack
+    /// K11). A folder devcell's user cannot list stays unlisted, and is named.
+    pub report_only: bool,
 }
 
 /// At most this many entries are looked at (a bound on a workspace the agent filled).
@@ -63,14 +66,31 @@ pub struct Planted {
     pub kind: String,
     /// The mode bits as found (octal in messages).
     pub mode: u32,
-    /// Whether the set-id bits were cleared (always `false` for a device).
+    /// Whether the set-id bits were cleared (always `false` for a device, and for a scan
+    /// with [`ScanOptions::report_only`]).
     pub cleared: bool,
 }
 
 impl Planted {
-    /// One line for a warning.
-    pub fn message(&self, root: &Path) -> String {
-        let what = match self.kind.as_str() {
+    /// One line for a report of a scan that changed nothing ([`ScanOptions::report_only`]):
+    /// what it is, and what clears it.
+    pub fn report_message(&self, root: &Path) -> String {
+        let what = self.what();
+        let next = match self.kind.as_str() {
+            "device" | UNSCANNED => "remove it",
+            OTHER_WRITABLE | ACL => "the next handoff's end closes it, or change it yourself",
+            _ => "`devcell down` clears its set-id bits (or remove it)",
+        };
+        format!(
+            "the workspace holds {what} a container may have left: `{}` (mode {:o}); {next}",
+            root.join(&self.path).display(),
+            self.mode
+        )
+    }
+
+    /// What the entry is, in words.
+    fn what(&self) -> String {
+        match self.kind.as_str() {
             "device" => "a device node".to_string(),
             DIRECTORY => "a setgid directory".to_string(),
             UNSCANNED => "a folder devcell could not scan".to_string(),
@@ -78,7 +98,12 @@ impl Planted {
             OTHER_WRITABLE => "an entry every local user can write".to_string(),
             ACL => "an entry with an access control list for other users".to_string(),
             kind => format!("a {kind} file"),
-        };
+        }
+    }
+
+    /// One line for a warning.
+    pub fn message(&self, root: &Path) -> String {
+        let what = self.what();
         let done = match (self.kind.as_str(), self.cleared) {
             ("device", _) => "left as it is: remove it",
             (UNSCANNED, _) => {
@@ -225,7 +250,9 @@ impl Walk<'_> {
                 break;
             };
             let path = rel.join(name);
-            let stat = if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+            let stat = if FileType::from_raw_mode(stat.st_mode) == FileType::Directory
+                && !options.report_only
+            {
                 make_listable(dir, name, stat, &path, out)
             } else {
                 stat
@@ -254,7 +281,9 @@ impl Walk<'_> {
                             if options.other_writable {
                                 open_to_others(&sub, &stat, &path, out);
                             }
-                            let Some(inherits) = judge_folder(&sub, parent, &path, out) else {
+                            let Some(inherits) =
+                                judge_folder(&sub, parent, &path, options.report_only, out)
+                            else {
                                 out.push(unscanned(&path, &sub));
                                 continue;
                             };
@@ -283,7 +312,7 @@ impl Walk<'_> {
                         path,
                         kind: kind.to_string(),
                         mode: stat.st_mode & 0o7777,
-                        cleared: clear(dir, name, &stat),
+                        cleared: !options.report_only && clear(dir, name, &stat),
                     });
                 }
                 FileType::CharacterDevice | FileType::BlockDevice => out.push(Planted {
@@ -310,11 +339,13 @@ fn unscanned(path: &Path, dir: &impl AsFd) -> Planted {
 
 /// A folder just opened (`O_NOFOLLOW`: the descriptor holds the folder itself, never a link's
 /// target): a set-gid bit not inherited from `parent` with its group is cleared through the
-/// descriptor and named. Returns what its own children inherit (`None`: it cannot be read).
+/// descriptor (unless `report_only`) and named. Returns what its own children inherit
+/// (`None`: it cannot be read).
 fn judge_folder(
     sub: &OwnedFd,
     parent: Parent,
     path: &Path,
+    report_only: bool,
     out: &mut Vec<Planted>,
 ) -> Option<Parent> {
     let stat = rustix::fs::fstat(sub).ok()?;
@@ -322,7 +353,7 @@ fn judge_folder(
     let inherited = parent.set_gid && parent.gid == stat.st_gid;
     if inherits.set_gid && !inherited {
         let mode = Mode::from_raw_mode(stat.st_mode & 0o5777);
-        let cleared = rustix::fs::fchmod(sub, mode).is_ok();
+        let cleared = !report_only && rustix::fs::fchmod(sub, mode).is_ok();
         out.push(Planted {
             path: path.to_path_buf(),
             kind: DIRECTORY.to_string(),
@@ -673,6 +704,7 @@ mod tests {
             &ws,
             ScanOptions {
                 other_writable: true,
+                ..ScanOptions::default()
             },
         );
         let mut kinds: Vec<(String, &str, bool)> = found
@@ -728,6 +760,7 @@ mod tests {
             &ws,
             ScanOptions {
                 other_writable: true,
+                ..ScanOptions::default()
             },
         );
         assert_eq!(found.len(), 1, "{found:?}");

@@ -586,6 +586,7 @@ impl Handoff<'_> {
             &[],
             crate::security::planted::ScanOptions {
                 other_writable: false,
+                ..Default::default()
             },
         );
         for f in &found {

@@ -72,6 +72,7 @@ impl Handoff<'_> {
             &writable,
             crate::security::planted::ScanOptions {
                 other_writable: !live.root_open_to_others,
+                ..Default::default()
             },
         );
         for f in &found {

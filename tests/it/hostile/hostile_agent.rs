@@ -1218,6 +1218,131 @@ fn a_compose_primarys_main_process_gets_no_image_group() {
     ctx.run("down", &["--remove"]).ok();
 }
 
+/// Waits (bounded, 60 s) until `path` exists.
+fn wait_for(path: &Path) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// The permission bits of `path` (set-id bits included).
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Attack K11 (spec-note 0400): a `postStartCommand` (or a `devcell exec`) leaves a `setsid`
+/// process that plants a set-uid copy of a shell in the host workspace after `up`'s one scan;
+/// any local user would run it as the workspace owner. `status` names it (and changes
+/// nothing), the next `exec` clears it after its command (and what that command left), and
+/// `down` clears one planted after the last `exec`, naming it in its result.
+#[test]
+fn a_set_uid_file_planted_after_up_is_named_by_status_and_cleared_by_exec_and_down() {
+    let test = "a_set_uid_file_planted_after_up_is_named_by_status_and_cleared_by_exec_and_down";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    let plant = |name: &str, done: &str| {
+        format!(
+            "setsid sh -c 'sleep 2; cp /bin/busybox {name} && chmod 4755 {name}; touch {done}' </dev/null >/dev/null 2>&1 &"
+        )
+    };
+    let config = serde_json::json!({
+        "image": crate::support::docker::BUSYBOX_IMAGE,
+        "remoteUser": "nobody",
+        "updateRemoteUserUID": true,
+        "postStartCommand": plant("late-su", "planted1"),
+    });
+    repo_at(&ws, Some(&config.to_string()));
+    give_to_workspace_owner(tmp.path());
+    let host = Host::new(&["true"], &[]);
+    let w = ws.to_str().unwrap();
+    let up = host.run(&ws, &["up", "--workspace-folder", w], &[]);
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    wait_for(&ws.join("planted1"));
+    assert_eq!(
+        mode_of(&ws.join("late-su")),
+        0o4755,
+        "planted after up's scan"
+    );
+
+    // `status` names it and changes nothing
+    let status = host.status(&ws);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        said.contains("set_id_file_or_device") && said.contains("late-su"),
+        "{said}"
+    );
+    assert_eq!(mode_of(&ws.join("late-su")), 0o4755);
+
+    // `exec` clears it after its command, and what the command itself left
+    let exec = host.run(
+        &ws,
+        &[
+            "exec",
+            "--workspace-folder",
+            w,
+            "sh",
+            "-c",
+            "cp /bin/busybox by-exec && chmod 4755 by-exec",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&exec.stderr);
+    assert!(exec.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("late-su") && stderr.contains("by-exec"),
+        "{stderr}"
+    );
+    assert_eq!(mode_of(&ws.join("late-su")), 0o755);
+    assert_eq!(mode_of(&ws.join("by-exec")), 0o755);
+
+    // one planted after the last `exec` returned: `down` clears it once the container stopped
+    let exec = host.run(
+        &ws,
+        &[
+            "exec",
+            "--workspace-folder",
+            w,
+            "sh",
+            "-c",
+            &plant("late-3", "planted3"),
+        ],
+        &[],
+    );
+    assert!(exec.status.success());
+    wait_for(&ws.join("planted3"));
+    let down = host.run(&ws, &["down", "--workspace-folder", w], &[]);
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let result: Value = serde_json::from_slice(&down.stdout).unwrap_or_default();
+    assert!(
+        result["setIdFilesAndDevices"]
+            .to_string()
+            .contains("late-3"),
+        "{result}"
+    );
+    let set_id = set_id_entries(&ws);
+    assert!(set_id.is_empty(), "set-id files on the host: {set_id:#?}");
+}
+
 /// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
 /// grant its refusal names, in config.toml); the agent rewrites the script during a handoff.
 /// The grant covered the script's content, so the next handoff is asked again and refused:
