@@ -587,6 +587,60 @@ fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
     );
 }
 
+/// Attack L7 (spec-note 0522): a Compose service whose bind-backed named volume
+/// (`driver_opts: {type: none, o: bind, device: <workspace>/projects}`) shows `projects/a/.git`
+/// read-write was exported: volumes were not walked, and the volume counted as covering the
+/// `.git` below the workspace bind. The export is refused now, naming it, and writes nothing:
+/// agent-runner's agent never gets the container that could write the host's git configuration.
+#[test]
+fn env_export_refuses_a_bind_backed_volume_showing_a_host_git_directory() {
+    let Some(ctx) = TestContext::busybox("env_export_volume_git") else {
+        return;
+    };
+    let ctx = ctx.isolated().delete_on_drop();
+    let root = std::fs::canonicalize(ctx.path()).unwrap();
+    std::fs::create_dir_all(root.join("projects/a")).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(root.join("projects/a"))
+        .status()
+        .unwrap();
+    assert!(init.success());
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: sleep 100000\n    volumes:\n      \
+             - ..:/workspaces/w\n      - {{type: volume, source: proj, target: /workspaces/w/projects}}\n\
+             volumes:\n  proj: {{driver_opts: {{type: none, o: bind, device: \"{}\"}}}}\n",
+            root.join("projects").display()
+        ),
+    );
+    ctx.write(
+        CONFIG,
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspaces/w"}"#,
+    );
+    ctx.up(&[]);
+    for id in ctx.containers() {
+        let project = crate::support::context::docker_lines(&[
+            "inspect",
+            "--format",
+            "{{index .Config.Labels \"com.docker.compose.project\"}}",
+            &id,
+        ]);
+        if let Some(project) = project.first().filter(|p| !p.is_empty()) {
+            ctx.clean_label(&format!("com.docker.compose.project={project}"));
+        }
+    }
+    let refused = ctx.output("env export", &["--format", "agent-runner"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(refused.stdout.is_empty(), "nothing written on a refusal");
+    assert!(
+        stderr.contains("projects/a/.git") && stderr.contains("--allow-host-git"),
+        "{stderr}"
+    );
+}
+
 /// `env import` of an agent-runner `mode: managed` file (spec-note 0523): `capAdd` and
 /// `sessionMounts` are listed and refused by default (exit 12, the report in the error's
 /// `details`, nothing written); granted, `--write` writes the configuration, and never over an

@@ -141,10 +141,12 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
 /// folder, or a worktree's or submodule's file) or a folder that is itself a git directory (a
 /// bare repository, attack L3) anywhere below the source of a read-write bind
 /// ([`crate::security::git_entries::find`]: `projects/a/.git` too, attack K3), or in a folder
-/// above it (the bind is inside a worktree), that no other mount covers at or above the place
-/// it appears in the container (a handoff covers each with the container's own git
-/// directory). A walk cut at its bound counts as finding the bind's source. `None` when
-/// there is none.
+/// above it (the bind is inside a worktree; a bind of a file inside a git directory), that no
+/// other mount covers at or above the place it appears in the container (a handoff covers each
+/// with the container's own git directory). A mount covers only when it shows nothing of that
+/// host git entry: a read-write bind whose source holds the same entry there does not (attack
+/// L7). Volume mounts are judged as binds once resolved ([`with_volumes_resolved`]). A walk
+/// cut at its bound counts as finding the bind's source. `None` when there is none.
 ///
 /// What agent-runner's agent writes there (`core.fsmonitor`, hooks, a renamed `.git`) runs
 /// on the host on the user's next `git status` (issue 25, class 1; attack finding J3): a
@@ -152,37 +154,39 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
 pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std::path::PathBuf> {
     use std::path::Path;
     let is_git = |p: &Path| std::fs::symlink_metadata(p.join(".git")).is_ok();
+    let is_git_dir = crate::security::git_entries::is_git_directory;
+    // devcell's own copies (a handoff's container git directories) are no git directory the
+    // user's git reads
+    let state = crate::ops::state_folder::default_root();
     for m in mounts.iter().filter(|m| m.kind == "bind" && m.rw) {
         let source = Path::new(&m.source);
-        if !source.is_dir() {
-            continue;
-        }
+        let own = state.as_ref().is_some_and(|s| source.starts_with(s));
         if let Some(above) = source.ancestors().skip(1).find(|a| is_git(a)) {
             return Some(above.join(".git"));
         }
         // a folder above that is itself a git directory (a bare repository, attack L2/L3)
-        if let Some(above) = source
-            .ancestors()
-            .skip(1)
-            .find(|a| crate::security::git_entries::is_git_directory(a))
-        {
+        if let Some(above) = source.ancestors().skip(1).find(|a| !own && is_git_dir(a)) {
             return Some(above.to_path_buf());
         }
+        if !source.is_dir() {
+            // a file bind: a `.git` file itself is a git entry
+            if source.file_name().is_some_and(|n| n == ".git") {
+                return Some(source.to_path_buf());
+            }
+            continue;
+        }
         let destination = m.destination.trim_end_matches('/');
-        // another mount at or above the entry's place, below this bind's, hides it
-        let covered = |inside: &str| {
-            mounts.iter().any(|o| {
-                let at = o.destination.trim_end_matches('/');
-                at.len() > destination.len()
-                    && (inside == at || inside.starts_with(&format!("{at}/")))
-            })
-        };
         let found = crate::security::git_entries::find(source);
-        if let Some(e) = found
-            .entries
-            .into_iter()
-            .find(|e| e.rel == "." || !covered(&format!("{destination}/{}", e.rel)))
-        {
+        if let Some(e) = found.entries.into_iter().find(|e| {
+            if own && e.kind == crate::security::git_entries::EntryKind::GitDir {
+                return false;
+            }
+            if e.rel == "." {
+                return true;
+            }
+            let inside = format!("{destination}/{}", e.rel);
+            !covered_by_another(mounts, destination, &inside, &e.path)
+        }) {
             return Some(e.path);
         }
         if let Some(folder) = found.unlisted.first() {
@@ -193,6 +197,88 @@ pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std:
         }
     }
     None
+}
+
+/// Whether a mount other than the bind at `destination`, at or above `inside` (where the host
+/// git entry `entry` appears in the container) and below `destination`, hides it: one that
+/// shows nothing of `entry` there (a tmpfs, a plain volume, a read-only bind, a bind of other
+/// host content). A read-write bind whose source holds `entry` itself at that place shows it,
+/// so it covers nothing (attack L7: a bind-backed volume of the same folder "covered" it).
+fn covered_by_another(
+    mounts: &[crate::engine::MountInfo],
+    destination: &str,
+    inside: &str,
+    entry: &std::path::Path,
+) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let id = |p: &std::path::Path| p.symlink_metadata().ok().map(|m| (m.dev(), m.ino()));
+    let entry_id = id(entry);
+    mounts.iter().any(|o| {
+        let at = o.destination.trim_end_matches('/');
+        let above =
+            at.len() > destination.len() && (inside == at || inside.starts_with(&format!("{at}/")));
+        if !above {
+            return false;
+        }
+        let shows = o.kind == "bind" && o.rw && {
+            let below = inside[at.len()..].trim_start_matches('/');
+            let seen = std::path::Path::new(&o.source).join(below);
+            entry_id.is_some() && id(&seen) == entry_id
+        };
+        !shows
+    })
+}
+
+/// `mounts` with each volume mount whose volume is bind-backed (a `local` volume with
+/// `o=bind`/`rbind` and a `device`: [`crate::security::volumes::classify`], the rule every
+/// other judge applies, attacks F6 and G1) replaced by a bind of its `device`, so
+/// [`writable_host_git_dir`] walks it as the bind it is (attack L7: such a volume over
+/// `projects` showed `projects/a/.git` read-write, was never walked, and counted as covering
+/// it). Any other volume shows the engine's own storage, no host folder of the user's.
+///
+/// Errors: the engine's, inspecting a volume.
+async fn with_volumes_resolved(
+    engine: &dyn Engine,
+    mounts: &[crate::engine::MountInfo],
+) -> Result<Vec<crate::engine::MountInfo>> {
+    let mut held = std::collections::BTreeMap::new();
+    for name in mounts
+        .iter()
+        .filter(|m| m.kind == "volume")
+        .filter_map(|m| m.name.as_deref())
+    {
+        if let Some(info) = engine.inspect_volume(name).await? {
+            held.insert(name.to_string(), info);
+        }
+    }
+    Ok(volumes_as_binds(mounts, &held))
+}
+
+/// [`with_volumes_resolved`] once the volumes are inspected (`held`, name → what the engine
+/// holds). Pure.
+fn volumes_as_binds(
+    mounts: &[crate::engine::MountInfo],
+    held: &std::collections::BTreeMap<String, crate::engine::VolumeInfo>,
+) -> Vec<crate::engine::MountInfo> {
+    use crate::security::volumes::{VolumeUse, classify};
+    mounts
+        .iter()
+        .map(|m| {
+            let info = m
+                .name
+                .as_ref()
+                .filter(|_| m.kind == "volume")
+                .and_then(|n| held.get(n));
+            match classify(info, std::path::Path::new("")) {
+                VolumeUse::BindBacked(device) if info.is_some() => crate::engine::MountInfo {
+                    kind: "bind".into(),
+                    source: device,
+                    ..m.clone()
+                },
+                _ => m.clone(),
+            }
+        })
+        .collect()
 }
 
 /// Refuses to export a container whose mounts let the agent write a host git directory
@@ -247,7 +333,11 @@ pub async fn export_agent_runner_with(
         crate::lifecycle::probe::UserEnvProbe::default(),
     )
     .await?;
-    refuse_writable_host_git(&attached.container, allow_host_git)?;
+    let judged = ContainerInfo {
+        mounts: with_volumes_resolved(engine, &attached.container.mounts).await?,
+        ..attached.container.clone()
+    };
+    refuse_writable_host_git(&judged, allow_host_git)?;
     let podman = engine.is_podman().await?;
     let exec_user = crate::ops::exec_user::is_hardened(&attached.container)
         .then(|| attached.exec_user.clone())
@@ -433,5 +523,102 @@ mod tests {
             true,
         )]);
         assert_eq!(writable_host_git_dir(&c.mounts), Some(bare));
+    }
+
+    /// Attack L7: a bind-backed named volume (`o=bind`, `device=<ws>/projects`) over
+    /// `/w/projects` showed `projects/a/.git` read-write: volumes were not walked, and the
+    /// volume counted as covering the `.git` below the workspace bind. Resolved to the bind it
+    /// is, it is walked; and a read-write bind showing the same entry covers nothing.
+    #[test]
+    fn a_bind_backed_volume_is_walked_and_covers_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("projects/a/.git")).unwrap();
+        let projects = ws.join("projects");
+        let mut resolved = mount("bind", projects.to_str().unwrap(), "/w/projects", true);
+        resolved.name = Some("proj".into());
+        // the volume alone, as the engine reports it before resolution, is walked as nothing
+        let volume = MountInfo {
+            kind: "volume".into(),
+            source: "/var/lib/docker/volumes/proj/_data".into(),
+            ..resolved.clone()
+        };
+        let ws_bind = mount("bind", ws.to_str().unwrap(), "/w", true);
+        assert_eq!(
+            writable_host_git_dir(&[ws_bind.clone(), volume]),
+            None,
+            "what the pure walk saw unresolved"
+        );
+        // resolved: the volume's bind covers nothing of the workspace bind's `.git`, and is
+        // itself walked
+        assert_eq!(
+            writable_host_git_dir(&[ws_bind.clone(), resolved.clone()]),
+            Some(ws.join("projects/a/.git"))
+        );
+        assert_eq!(
+            writable_host_git_dir(&[resolved.clone()]),
+            Some(ws.join("projects/a/.git"))
+        );
+        // a read-only bind of the same folder, or a tmpfs, does cover it
+        let mut ro = resolved.clone();
+        ro.rw = false;
+        assert_eq!(writable_host_git_dir(&[ws_bind.clone(), ro]), None);
+        let tmpfs = mount("tmpfs", "", "/w/projects", true);
+        assert_eq!(writable_host_git_dir(&[ws_bind, tmpfs]), None);
+        // a read-write bind of a file inside a git directory, or of a `.git` file
+        let cfg = ws.join("projects/a/.git/config");
+        std::fs::write(&cfg, "[core]\n").unwrap();
+        let c = mount("bind", cfg.to_str().unwrap(), "/c", true);
+        assert_eq!(
+            writable_host_git_dir(&[c]),
+            Some(ws.join("projects/a/.git"))
+        );
+    }
+
+    /// The volume mounts of a container resolve as every other judge resolves them: a
+    /// bind-backed volume becomes a bind of its `device`, any other stays a volume.
+    #[test]
+    fn volume_mounts_resolve_to_the_bind_they_are() {
+        use crate::engine::VolumeInfo;
+        let info = |name: &str, options: &[(&str, &str)]| VolumeInfo {
+            name: name.into(),
+            driver: "local".into(),
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            labels: Default::default(),
+        };
+        let held = std::collections::BTreeMap::from([
+            (
+                "proj".to_string(),
+                info(
+                    "proj",
+                    &[
+                        ("type", "none"),
+                        ("o", "bind"),
+                        ("device", "/h/ws/projects"),
+                    ],
+                ),
+            ),
+            ("cache".to_string(), info("cache", &[])),
+        ]);
+        let volume = |name: &str, at: &str| MountInfo {
+            kind: "volume".into(),
+            source: format!("/var/lib/docker/volumes/{name}/_data"),
+            name: Some(name.into()),
+            destination: at.into(),
+            rw: true,
+        };
+        let mounts = [
+            volume("proj", "/w/projects"),
+            volume("cache", "/cache"),
+            volume("gone", "/gone"),
+        ];
+        let out = volumes_as_binds(&mounts, &held);
+        assert_eq!(out[0].kind, "bind");
+        assert_eq!(out[0].source, "/h/ws/projects");
+        assert_eq!(out[0].destination, "/w/projects");
+        assert_eq!(out[1..], mounts[1..]);
     }
 }
