@@ -761,6 +761,95 @@ mod tests {
         assert_eq!(in_container(ws, "/src").container_root, "/src");
     }
 
+    /// Through an in-memory engine: the agent runs in the container someone else made, and
+    /// devcell creates, starts, stops and removes nothing; a wrong `--expect-mount` runs
+    /// nothing and begins no session.
+    #[tokio::test]
+    async fn the_handoff_runs_the_agent_and_never_starts_stops_or_removes_the_container() {
+        use crate::engine::fake::FakeEngine;
+        use crate::engine::{ContainerSpec, Mount, MountKind};
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = tmp.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let config = tmp.join("config.toml");
+        std::fs::write(&config, "[agents.a]\ncommand = [\"touch\", \"done\"]\n").unwrap();
+        let engine = FakeEngine::new();
+        engine.add_image(
+            "someone/base:1",
+            "fake-image-1",
+            &[("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")],
+        );
+        let id = engine.add_container(
+            &ContainerSpec {
+                image: "someone/base:1".into(),
+                network_mode: Some("none".into()),
+                mounts: vec![Mount {
+                    kind: MountKind::Bind,
+                    source: Some(ws.to_string_lossy().into_owned()),
+                    target: "/src".into(),
+                    read_only: false,
+                }],
+                ..ContainerSpec::default()
+            },
+            true,
+        );
+        let made = engine.calls().len();
+        let opts = |expect: &str| HandoffOptions {
+            workspace_folder: ws.clone(),
+            agent: "a".into(),
+            settings: crate::settings::load(Some(&config)).unwrap(),
+            state_root: Some(tmp.join("state")),
+            container: Some(id.clone()),
+            expect_mounts: vec![ExpectedMount::parse(expect).unwrap()],
+            ..HandoffOptions::default()
+        };
+        let streams = || AgentStreams {
+            stdin: None,
+            stdout: Box::new(tokio::io::sink()),
+            stderr: Box::new(tokio::io::sink()),
+        };
+        let stop = || -> StopSignal<'static> { Box::pin(futures_util::stream::pending()) };
+        let reporter = crate::progress::NoopReporter;
+        let wrong = opts(&format!("{}:/elsewhere", ws.display()));
+        let e = super::super::handoff_with(&engine, &wrong, streams(), stop(), &reporter)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("mounts nothing at `/elsewhere`"),
+            "{e}"
+        );
+        assert_eq!(engine.calls().len(), made, "{:?}", engine.calls());
+        let store = StateStore::new(tmp.join("state"));
+        assert!(store.load(&ws).unwrap().is_none(), "no session begun");
+
+        let right = opts(&format!("{}:/src:rw", ws.display()));
+        let r = super::super::handoff_with(&engine, &right, streams(), stop(), &reporter)
+            .await
+            .unwrap();
+        assert_eq!(r.container_id.as_deref(), Some(id.as_str()));
+        assert!(r.session.external);
+        let agent = engine
+            .execs()
+            .into_iter()
+            .find(|x| x.request.argv.contains(&"done".to_string()))
+            .expect("the agent ran");
+        assert_eq!(agent.container, id);
+        assert_eq!(agent.request.working_dir.as_deref(), Some("/src"));
+        for call in &engine.calls()[made..] {
+            assert!(
+                !["create", "start", "stop", "remove", "kill"]
+                    .iter()
+                    .any(|verb| call.starts_with(&format!("{verb} "))),
+                "{call}"
+            );
+        }
+        assert!(engine.container(&id).unwrap().running);
+        let state = store.load(&ws).unwrap().unwrap();
+        assert!(state.container_id.is_none());
+        assert_eq!(external_containers(Some(&state)), [id]);
+    }
+
     #[test]
     fn only_sessions_marked_external_name_containers_delete_keeps() {
         let mut state = crate::handoff::state::WorkspaceState::new("/w".into());
