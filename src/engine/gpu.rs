@@ -81,7 +81,10 @@ fn is_gpu_spec(spec: &Value) -> bool {
         .get("devices")
         .and_then(Value::as_array)
         .is_some_and(|d| !d.is_empty());
-    devices && kind.rsplit_once('/').is_some_and(|(_, class)| class == "gpu")
+    devices
+        && kind
+            .rsplit_once('/')
+            .is_some_and(|(_, class)| class == "gpu")
 }
 
 #[cfg(test)]
@@ -117,7 +120,9 @@ mod tests {
         )
         .unwrap();
         assert!(cdi_gpu_in_spec_dirs(&dirs));
-        assert!(!cdi_gpu_in_spec_dirs(&[std::path::Path::new("/nonexistent/cdi")]));
+        assert!(!cdi_gpu_in_spec_dirs(&[std::path::Path::new(
+            "/nonexistent/cdi"
+        )]));
     }
 
     #[test]
