@@ -77,18 +77,18 @@ pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Delimits the environment dump in the probe's output (startup files may print anything).
 const MARK: &str = "DEVCELL5e1f0c7aPROBE";
 
-/// Delimits the container's own `<uid>:<PATH>` (before any startup file ran) in the probe's
-/// output, for [`merge_paths`].
+/// Delimits the container's own `PATH` (before any startup file ran) in the probe's output,
+/// for [`merge_paths`].
 const CONTAINER_MARK: &str = "DEVCELL5e1f0c7aCPATH";
 
 /// The probe, run by `/bin/sh -c` as the remote user: picks the shell (`$SHELL`, else the user's
 /// `/etc/passwd` entry, else `/bin/sh`; a `nologin` or `false` entry, as system users such as
 /// `nobody` have, also means `/bin/sh`), then runs it with `$DEVCELL_PROBE_FLAGS` printing the
 /// marked environment (`/proc/self/environ`, NUL-separated; `printenv` if unreadable). First it
-/// prints the user's uid and the `PATH` the exec got from the container (image `ENV`, Feature
-/// `containerEnv`), which a login shell's `/etc/profile` may reset.
+/// prints the `PATH` the exec got from the container (image `ENV`, Feature `containerEnv`),
+/// which a login shell's `/etc/profile` may reset.
 const PROBE_SCRIPT: &str = r#"f="$DEVCELL_PROBE_FLAGS"; unset DEVCELL_PROBE_FLAGS
-printf '%s%s:%s%s' CMARK "$(id -u 2>/dev/null)" "${PATH:-}" CMARK
+printf '%s%s%s' CMARK "${PATH:-}" CMARK
 s="${SHELL:-}"
 if [ -z "$s" ]; then
   u="$(id -un 2>/dev/null || true)"
@@ -159,41 +159,40 @@ pub async fn probe_user_env<E: HookExecutor>(
         return Ok(HookEnv::default());
     }
     // The container's PATH entries the startup files dropped come back (spec-note 0470).
-    if let (Some((uid, container_path)), Some(shell_path)) =
+    if let (Some(container_path), Some(shell_path)) =
         (container_path(&output), env.0.get_mut("PATH"))
     {
-        *shell_path = merge_paths(shell_path, container_path, uid == "0");
+        *shell_path = merge_paths(shell_path, container_path);
     }
     Ok(env)
 }
 
-/// The `(uid, PATH)` the probe printed between [`CONTAINER_MARK`]s: the process environment's
-/// `PATH` before any startup file ran. `None` when absent or empty.
-fn container_path(output: &str) -> Option<(&str, &str)> {
+/// The `PATH` the probe printed between [`CONTAINER_MARK`]s: the process environment's `PATH`
+/// before any startup file ran. `None` when absent or empty.
+fn container_path(output: &str) -> Option<&str> {
     let start = output.find(CONTAINER_MARK)? + CONTAINER_MARK.len();
     let len = output[start..].find(CONTAINER_MARK)?;
-    let (uid, path) = output[start..start + len].split_once(':')?;
-    (!path.is_empty()).then_some((uid, path))
+    let path = &output[start..start + len];
+    (!path.is_empty()).then_some(path)
 }
 
-/// Merges the container's `PATH` into the one the user's shell ended with, as the reference
-/// CLI does when it cannot patch `/etc/profile`: the shell's entries keep their order, and each
-/// container entry the shell lacks is inserted right after the container entry before it that
-/// the shell has (at the front when none), so `/opt/tool/bin:${PATH}` stays first. For a
-/// non-root user, `sbin` folders the shell dropped stay dropped (Debian's `/etc/profile` gives
-/// users no `sbin`). Empty entries are ignored.
-pub fn merge_paths(shell_path: &str, container_path: &str, root: bool) -> String {
+/// Merges the container's `PATH` into the one the user's shell ended with: the shell's entries
+/// keep their order, and each container entry the shell lacks is inserted right after the
+/// container entry before it that the shell has (at the front when none), so
+/// `/opt/tool/bin:${PATH}` stays first. Every container entry comes back, `sbin` folders too,
+/// for every user: the reference CLI patches `/etc/profile` so that a login shell keeps the
+/// container's `PATH` whole (Debian's would give a non-root user no `sbin`), and devcell, which
+/// never patches the image's files, gets the same entries this way (spec-note 0470). Empty
+/// entries are ignored.
+pub fn merge_paths(shell_path: &str, container_path: &str) -> String {
     let mut result: Vec<&str> = shell_path.split(':').collect();
     let mut insert_at = 0;
     for entry in container_path.split(':').filter(|e| !e.is_empty()) {
         match result.iter().position(|e| *e == entry) {
             Some(i) => insert_at = i + 1,
             None => {
-                let sbin = entry.ends_with("/sbin") || entry.contains("/sbin/");
-                if root || !sbin {
-                    result.insert(insert_at, entry);
-                    insert_at += 1;
-                }
+                result.insert(insert_at, entry);
+                insert_at += 1;
             }
         }
     }
@@ -288,29 +287,30 @@ mod tests {
     fn container_path_entries_the_profile_dropped_come_back_in_place() {
         let debian_user = "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games";
         let container = "/opt/tool/bin:/opt/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        // a non-root user keeps the container's `sbin` folders, as under the reference CLI
+        // (its patched `/etc/profile` keeps the container's PATH whole)
         assert_eq!(
-            merge_paths(debian_user, container, false),
-            "/opt/tool/bin:/opt/image/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+            merge_paths(debian_user, container),
+            "/opt/tool/bin:/opt/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/games:/usr/games"
         );
         assert_eq!(
-            merge_paths("/usr/bin:/bin", container, true),
+            merge_paths("/usr/bin:/bin", container),
             "/opt/tool/bin:/opt/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         );
         // An entry after a kept one goes right after it; nothing is duplicated.
-        assert_eq!(merge_paths("/a:/b", "/b:/c:/a", false), "/a:/b:/c");
-        assert_eq!(merge_paths("/a", "/a::/x/sbin/tool", false), "/a");
-        assert_eq!(merge_paths("/a:/b", "/a:/b", false), "/a:/b");
+        assert_eq!(merge_paths("/a:/b", "/b:/c:/a"), "/a:/b:/c");
+        assert_eq!(merge_paths("/a", "/a::/x/sbin/tool"), "/a:/x/sbin/tool");
+        assert_eq!(merge_paths("/a:/b", "/a:/b"), "/a:/b");
     }
 
     #[test]
     fn the_container_path_is_read_from_its_marks() {
-        let out = format!(
-            "{CONTAINER_MARK}1000:/opt/x/bin:/bin{CONTAINER_MARK}motd\n{MARK}PATH=/bin\0{MARK}"
-        );
-        assert_eq!(container_path(&out), Some(("1000", "/opt/x/bin:/bin")));
+        let out =
+            format!("{CONTAINER_MARK}/opt/x/bin:/bin{CONTAINER_MARK}motd\n{MARK}PATH=/bin\0{MARK}");
+        assert_eq!(container_path(&out), Some("/opt/x/bin:/bin"));
         assert_eq!(parse_probe_output(&out).0["PATH"], "/bin");
         assert_eq!(
-            container_path(&format!("{CONTAINER_MARK}0:{CONTAINER_MARK}")),
+            container_path(&format!("{CONTAINER_MARK}{CONTAINER_MARK}")),
             None
         );
         assert_eq!(container_path("nothing"), None);

@@ -14,6 +14,8 @@
 //! [`resolve`] asks the engine once, before the configuration is judged; [`request`] then puts
 //! the answer in each container request built from it (the judgement, `--plan`, the create).
 
+use std::path::Path;
+
 use serde_json::json;
 
 use crate::config::model::{DevContainerConfig, GpuRequirement};
@@ -70,7 +72,7 @@ pub async fn resolve(
     if availability == GpuAvailability::None || asked(config).is_none() {
         return Ok(GpuAvailability::None);
     }
-    let (settled, warning) = settle(availability, config, engine.gpu_available().await?)?;
+    let (settled, warning) = settle(availability, config, gpu_found(engine).await?)?;
     if settled == GpuAvailability::All {
         reporter.report(Event::Status(
             "GPU found: the container gets every GPU".into(),
@@ -84,6 +86,25 @@ pub async fn resolve(
         });
     }
     Ok(settled)
+}
+
+/// Whether the engine can give a GPU: its `info` shows one ([`Engine::gpu_available`]), or it
+/// is Podman, whose `info` lists no CDI devices, and a CDI GPU spec is in Podman's spec folders
+/// on this host ([`crate::engine::gpu::CDI_SPEC_DIRS`]; a Podman on another machine is not
+/// seen: no GPU found, as without a runtime). Spec-note 0646.
+///
+/// Errors: the engine's.
+async fn gpu_found(engine: &dyn Engine) -> Result<bool> {
+    let spec_dirs = crate::engine::gpu::CDI_SPEC_DIRS.map(Path::new);
+    found_with_cdi_specs(engine, &spec_dirs).await
+}
+
+/// [`gpu_found`] with the CDI spec folders to read.
+async fn found_with_cdi_specs(engine: &dyn Engine, spec_dirs: &[&Path]) -> Result<bool> {
+    if engine.gpu_available().await? {
+        return Ok(true);
+    }
+    Ok(engine.is_podman().await? && crate::engine::gpu::cdi_gpu_in_spec_dirs(spec_dirs))
 }
 
 /// [`resolve`] once the engine answered `found`: the settled availability and the warning to
@@ -194,6 +215,25 @@ pub async fn planned_options(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CDI GPU spec in the folders counts only for Podman: Docker lists its CDI devices in
+    /// `info` itself (the fake engine is Docker with an empty `info`).
+    #[tokio::test]
+    async fn cdi_spec_folders_count_only_for_podman() {
+        let specs = tempfile::tempdir().unwrap();
+        std::fs::write(
+            specs.path().join("nvidia.yaml"),
+            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: all\n",
+        )
+        .unwrap();
+        let docker = crate::engine::fake::FakeEngine::new();
+        assert!(
+            !found_with_cdi_specs(&docker, &[specs.path()])
+                .await
+                .unwrap()
+        );
+        assert!(crate::engine::gpu::cdi_gpu_in_spec_dirs(&[specs.path()]));
+    }
     use crate::config::model::HostRequirements;
 
     fn config(gpu: Option<GpuRequirement>) -> DevContainerConfig {

@@ -102,10 +102,11 @@ pub(crate) async fn bring_up_lock(
         return Ok(None);
     };
     let failed = |e: LockError| OpsError::Unsupported {
-        message: format!("cannot take the bring-up lock: {e}"),
+        message: format!("cannot take the bring-up lock: {e}: {}", e.source),
         hint: Some(format!(
-            "devcell keeps its locks in `{}`; check that it is writable",
-            store.root().join("locks").display()
+            "devcell keeps its locks in `{}`; make that folder writable, or set `{}` to a writable folder of your own",
+            store.root().join("locks").display(),
+            crate::ops::state_folder::STATE_DIR_ENV
         )),
     };
     if let Some(lock) = store.lock_bring_up(id, false).map_err(failed)? {

@@ -46,7 +46,7 @@ pub fn lock_within_grace(file: &File) -> rustix::io::Result<bool> {
 
 /// A lock file or its folder that could not be opened or locked.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot access handoff state `{}`", path.display())]
+#[error("cannot access devcell's state folder `{}`", path.display())]
 pub struct LockError {
     /// The file or folder.
     pub path: PathBuf,

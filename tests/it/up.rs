@@ -1639,11 +1639,11 @@ fn feature_and_image_path_entries_survive_a_login_shell_profile() {
         stderr.contains("feature-tool-ran\nimage-tool-ran\n"),
         "{stderr}"
     );
-    // Merged as the reference does: the container's entries first, the profile's order kept,
-    // no sbin for a non-root user.
+    // The container's PATH whole, `sbin` folders too, as the reference keeps it for a non-root
+    // user (issue 28 item 8); then what the profile added.
     assert!(
         stderr.contains(
-            "hook PATH=/opt/tool/bin:/opt/image/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\n"
+            "hook PATH=/opt/tool/bin:/opt/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/games:/usr/games\n"
         ),
         "{stderr}"
     );
@@ -2121,4 +2121,38 @@ fn a_warm_up_makes_at_most_three_engine_calls() {
     );
     // the hook did not run again
     assert_eq!(ctx.sh("cat /tmp/created").1, "created\n");
+}
+
+/// A state folder devcell cannot write (here: under a regular file, which stops root too) is a
+/// clear error naming the folder, the cause and `DEVCELL_STATE_DIR`, before any container is
+/// created (issue 28 item 8; the reference CLI fails on its own folder with a bare `ENOTDIR`).
+#[test]
+fn an_unwritable_state_folder_is_a_clear_error_before_anything_is_created() {
+    let Some(ctx) = TestContext::busybox("up_unwritable_state_folder") else {
+        return;
+    };
+    let blocker = ctx.path().join("not-a-folder");
+    std::fs::write(&blocker, "").unwrap();
+    let ctx = ctx
+        .config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#)
+        .env("DEVCELL_STATE_DIR", blocker.join("state"));
+    let run = ctx.run("up", &[]);
+    let failed = run.failed();
+    assert!(
+        failed.contains("cannot take the bring-up lock")
+            && failed.contains("Not a directory")
+            && failed.contains("DEVCELL_STATE_DIR"),
+        "{}",
+        run.stderr
+    );
+    let label = format!("devcontainer.local_folder={}", ctx.path().display());
+    assert!(
+        crate::support::context::docker_lines(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label={label}")
+        ])
+        .is_empty()
+    );
 }

@@ -10,6 +10,11 @@
 #       of them succeed.
 #   reportResults
 #       Exits 0 when every check passed, 1 (naming the failed checks) otherwise.
+#
+# What they print is the reference CLI's text, so tools and tests that read a Feature test's
+# output find the same lines: `🔄 Testing 'LABEL'`, `✅  Passed 'LABEL'!` (stdout),
+# `❌ LABEL check failed.` (stderr); `checkMultiple` `✅ Passed!` / `❌ 'LABEL' check failed.`;
+# `Test Passed!` or `💥  Failed tests: LABEL...` (stderr). Blank lines as the reference's.
 
 if [ -z "${DEVCELL_FEATURES_TEST_LIB_LOADED:-}" ]; then
 DEVCELL_FEATURES_TEST_LIB_LOADED=1
@@ -18,12 +23,13 @@ DEVCELL_FEATURES_TEST_FAILED=()
 check() {
     local label="$1"
     shift
-    printf '\n>> Testing %s\n' "'${label}'"
+    printf '\n\n\xf0\x9f\x94\x84 Testing %s\n\033[37m\n' "'${label}'"
     if "$@"; then
-        printf '[passed] %s\n' "'${label}'"
+        printf '\n\n\xe2\x9c\x85  Passed %s!\n' "'${label}'"
         return 0
     fi
-    printf '[FAILED] %s\n' "'${label}'" >&2
+    printf '\n\n'
+    printf '\xe2\x9d\x8c %s check failed.\n' "${label}" >&2
     DEVCELL_FEATURES_TEST_FAILED+=("${label}")
     return 1
 }
@@ -34,29 +40,29 @@ checkMultiple() {
     shift 2
     local passed=0
     local expression
-    printf '\n>> Testing %s\n' "'${label}'"
+    printf '\n\n\xf0\x9f\x94\x84 Testing %s.\n' "'${label}'"
     for expression in "$@"; do
         if eval "${expression}"; then
             passed=$((passed + 1))
         fi
     done
+    printf '\n\n'
     if [ "${passed}" -ge "${minimum}" ]; then
-        printf '[passed] %s (%s of %s)\n' "'${label}'" "${passed}" "$#"
+        printf '\xe2\x9c\x85 Passed!\n'
         return 0
     fi
-    printf '[FAILED] %s (%s of %s passed, %s needed)\n' "'${label}'" "${passed}" "$#" "${minimum}" >&2
+    printf '\xe2\x9d\x8c %s check failed.\n' "'${label}'" >&2
     DEVCELL_FEATURES_TEST_FAILED+=("${label}")
     return 1
 }
 
 reportResults() {
+    printf '\n\n'
     if [ "${#DEVCELL_FEATURES_TEST_FAILED[@]}" -ne 0 ]; then
-        printf '\nFailed checks:' >&2
-        printf ' %s' "${DEVCELL_FEATURES_TEST_FAILED[@]}" >&2
-        printf '\n' >&2
+        printf '\xf0\x9f\x92\xa5  Failed tests: %s\n' "${DEVCELL_FEATURES_TEST_FAILED[*]}" >&2
         exit 1
     fi
-    printf '\nAll checks passed.\n'
+    printf 'Test Passed!\n'
     exit 0
 }
 fi

@@ -258,8 +258,20 @@ fn the_library_passes_records_and_reports() {
     let bad =
         run("check one false\ncheck two true\ncheckMultiple three 2 false true\nreportResults");
     assert_eq!(bad.status.code(), Some(1));
+    // the reference CLI's text, which its own suite looks for (issue 28)
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("Failed checks: one three"), "{err}");
+    assert_eq!(
+        err,
+        "❌ one check failed.\n❌ 'three' check failed.\n💥  Failed tests: one three\n"
+    );
+    let out = String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        out.starts_with("\n\n🔄 Testing 'one'\n\u{1b}[37m\n\n\n")
+            && out.contains("✅  Passed 'two'!\n")
+            && out.contains("🔄 Testing 'three'.\n"),
+        "{out:?}"
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).ends_with("✅ Passed!\n\n\nTest Passed!\n"));
     let stopped = run("set -e\ncheck one false\necho after");
     assert_eq!(stopped.status.code(), Some(1));
     assert!(!String::from_utf8_lossy(&stopped.stdout).contains("after"));
