@@ -18,6 +18,10 @@ use std::io;
 use std::process::Output;
 use std::time::Duration;
 
+pub mod bounded;
+
+pub use bounded::{BoundedRun, run_bounded};
+
 /// The variable that sets the deadline of Compose's quick commands (`config`, `ps`, `version`),
 /// in seconds ([`deadline_from_env`]).
 pub const COMPOSE_CONFIG_TIMEOUT_VAR: &str = "DEVCELL_COMPOSE_CONFIG_TIMEOUT";
@@ -161,75 +165,55 @@ pub async fn output_within(
     out
 }
 
+/// The most of each of stdout and stderr [`output_within_std`] keeps: far above what its callers
+/// read (git's answers, a credential helper's JSON), a bound on what a program can make devcell
+/// hold in memory.
+pub const MAX_OUTPUT_BYTES: usize = 256 << 20;
+
 /// Runs `command` ([`contain`]ed here, stdout and stderr captured; `input` written to its
 /// stdin, which is then closed) to its end for at most `deadline`; past it, its process group
-/// is killed. Blocks the calling thread.
+/// is killed. The run ends when the program has exited and its output pipes are closed: a
+/// child it left holding them holds the run only to the deadline (then it is killed with the
+/// group; one that left the group is left behind a second later). Blocks the calling thread.
 ///
 /// Errors: the program cannot be started; it did not end within `deadline` (kind
-/// [`io::ErrorKind::TimedOut`]).
+/// [`io::ErrorKind::TimedOut`]); it wrote more than [`MAX_OUTPUT_BYTES`] on stdout or stderr
+/// (kind [`io::ErrorKind::FileTooLarge`]: a cut answer is never returned as a whole one).
 pub fn output_within_std(
     command: &mut std::process::Command,
     input: Option<&[u8]>,
     deadline: Duration,
 ) -> io::Result<Output> {
-    use std::io::{Read as _, Write as _};
-    use std::process::Stdio;
-    contain(command)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn()?;
-    let mut guard = GroupGuard::new(Some(child.id()));
-    let (closed, pipes_closed) = std::sync::mpsc::channel::<()>();
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        let closed = closed.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            let _ = closed.send(());
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    let started = std::time::Instant::now();
-    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-        // a program that exits without reading its input closes the pipe: not an error here
-        // (its exit status tells); the write is small (a server name)
-        let _ = stdin.write_all(input);
+    output_bounded_std(command, input, deadline, MAX_OUTPUT_BYTES)
+}
+
+/// [`output_within_std`] keeping at most `keep` bytes of each pipe.
+fn output_bounded_std(
+    command: &mut std::process::Command,
+    input: Option<&[u8]>,
+    deadline: Duration,
+    keep: usize,
+) -> io::Result<Output> {
+    let run = bounded::run_bounded(command, input, deadline, keep)?;
+    if run.timed_out {
+        return Err(timed_out(deadline));
     }
-    // Both pipes at their end is the program at its exit, without a polling interval's wait.
-    for _ in 0..2 {
-        if pipes_closed
-            .recv_timeout(deadline.saturating_sub(started.elapsed()))
-            .is_err()
-        {
-            break;
-        }
+    if run.cut() {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!(
+                "wrote {} bytes on stdout and {} on stderr, more than the {keep} kept of each",
+                run.stdout_bytes, run.stderr_bytes
+            ),
+        ));
     }
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if started.elapsed() >= deadline {
-            drop(guard);
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(timed_out(deadline));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    guard.disarm();
+    let status = run
+        .status
+        .ok_or_else(|| io::Error::other("its exit status could not be read"))?;
     Ok(Output {
         status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout: run.stdout,
+        stderr: run.stderr,
     })
 }
 
@@ -379,6 +363,60 @@ mod tests {
             !LIVE.lock().unwrap().contains(&group),
             "forgotten once ended"
         );
+    }
+
+    /// A program that exits leaving a child holding its output pipes: the run ends at the
+    /// deadline with the child killed (it once waited for the child's end in the pipes'
+    /// join); a child that left the group is left behind; an output past the bound is an
+    /// error, not a cut answer.
+    #[test]
+    fn a_grandchild_holding_the_pipes_holds_the_blocking_run_only_to_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("child.pid");
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg("sleep 300 & echo $! > \"$0\"; echo started")
+            .arg(&pidfile);
+        let err = output_within_std(&mut command, None, Duration::from_millis(500)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(
+            gone_soon(pid_in(&pidfile)),
+            "the child holding the pipes was killed"
+        );
+
+        let escaped = dir.path().join("escaped.pid");
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg("setsid sleep 300 & echo $! > \"$0\"; echo started")
+            .arg(&escaped);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(output_within_std(
+                &mut command,
+                None,
+                Duration::from_millis(500),
+            ));
+        });
+        let ended = finished.recv_timeout(Duration::from_secs(120));
+        let pid = pid_in(&escaped);
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let err = ended.expect("the run ended though a child outside its group holds the pipes");
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::TimedOut);
+
+        let mut command = std::process::Command::new("sh");
+        command.arg("-c").arg("head -c 5000 /dev/zero");
+        let err =
+            output_bounded_std(&mut command, None, Duration::from_secs(30), 1000).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge, "{err}");
+        let mut command = std::process::Command::new("sh");
+        command.arg("-c").arg("head -c 1000 /dev/zero");
+        let out = output_bounded_std(&mut command, None, Duration::from_secs(30), 1000).unwrap();
+        assert_eq!(out.stdout.len(), 1000);
     }
 
     #[test]

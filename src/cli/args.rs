@@ -228,9 +228,14 @@ pub struct HandoffArgs {
     #[command(flatten)]
     pub environment: EnvironmentArgs,
     /// Hand off in this container (name or id): one devcell created for this workspace, under
-    /// the same profile and configuration; it is never recreated or replaced.
+    /// the same profile and configuration; or a running one someone else owns that binds the
+    /// workspace, audited and never started, stopped or removed (docs/environment.md).
     #[arg(long, value_name = "NAME")]
     pub container: Option<String>,
+    /// With `--container` of a container devcell did not create: a mount it must have,
+    /// `HOST:CONTAINER[:ro|rw]` (repeatable).
+    #[arg(long, value_name = "HOST:CONTAINER[:MODE]", requires = "container")]
+    pub expect_mount: Vec<String>,
     /// The user's dotfiles, installed in the container as by `up`.
     #[command(flatten)]
     pub dotfiles: HandoffDotfilesArgs,

@@ -140,9 +140,17 @@ pub fn config_entry(config: &Value) -> Value {
 
 /// The label entry for a Feature: `id` (the Feature reference as the user wrote it, e.g.
 /// `ghcr.io/devcontainers/features/node:1` or `./local`) then the [`FEATURE_PROPERTIES`]
-/// present in its `devcontainer-feature.json`.
+/// present in its `devcontainer-feature.json`, legacy top-level `extensions`/`settings` moved
+/// into `customizations.vscode` first (spec-note 0006).
 pub fn feature_entry(id: &str, feature_metadata: &Value) -> Value {
-    pick(Some(id), feature_metadata, &FEATURE_PROPERTIES)
+    match feature_metadata {
+        Value::Object(map) if map.contains_key("extensions") || map.contains_key("settings") => {
+            let mut migrated = map.clone();
+            super::model::migrate_feature_legacy(&mut migrated);
+            pick(Some(id), &Value::Object(migrated), &FEATURE_PROPERTIES)
+        }
+        _ => pick(Some(id), feature_metadata, &FEATURE_PROPERTIES),
+    }
 }
 
 /// The entry appended to an existing container's label on reuse: the
@@ -775,6 +783,16 @@ mod tests {
         ] {
             assert!(entry.get(absent).is_none(), "{absent}");
         }
+    }
+
+    #[test]
+    fn feature_entry_moves_legacy_vscode_properties_into_customizations() {
+        let feature = json!({"id": "f", "extensions": ["x.y"], "settings": {"s": 1},
+            "customizations": {"vscode": {"extensions": ["first"]}}});
+        assert_eq!(
+            feature_entry("./f", &feature),
+            json!({"id": "./f", "customizations": {"vscode": {"extensions": ["first", "x.y"], "settings": {"s": 1}}}})
+        );
     }
 
     #[test]

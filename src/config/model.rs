@@ -1201,9 +1201,22 @@ fn check_kind(ck: &Checker<'_>, obj: &Map<String, Value>, c: &DevContainerConfig
 /// `customizations.vscode.settings` (the latter win); `devPort` moves only when
 /// `customizations.vscode.devPort` is absent. Values of other types are left in place.
 pub fn migrate_legacy(config: &mut Map<String, Value>) {
+    move_legacy_vscode(config, true);
+}
+
+/// Moves a Feature's legacy top-level `extensions` and `settings` (its
+/// `devcontainer-feature.json` from before `customizations`) into `customizations.vscode`
+/// with [`migrate_legacy`]'s rules, as the reference CLI does for every Feature it resolves.
+/// A Feature has no `devPort`: that key is left alone (spec-note 0006).
+pub fn migrate_feature_legacy(feature: &mut Map<String, Value>) {
+    move_legacy_vscode(feature, false);
+}
+
+/// [`migrate_legacy`] and [`migrate_feature_legacy`]; `with_dev_port` also moves `devPort`.
+fn move_legacy_vscode(config: &mut Map<String, Value>, with_dev_port: bool) {
     let ext = config.get("extensions").filter(|v| v.is_array()).is_some();
     let set = config.get("settings").filter(|v| v.is_object()).is_some();
-    let dev = config.contains_key("devPort");
+    let dev = with_dev_port && config.contains_key("devPort");
     if !(ext || set || dev) {
         return;
     }
@@ -1429,6 +1442,20 @@ mod tests {
             v,
             json!({"customizations": {"vscode": {"extensions": ["b", "a"], "settings": {"x": 1, "y": 2}, "devPort": 5}}})
         );
+    }
+
+    #[test]
+    fn migrate_feature_legacy_moves_extensions_and_settings_but_not_dev_port() {
+        let mut v = json!({"id": "f", "extensions": ["a"], "settings": {"x": 1, "y": 1}, "devPort": 5,
+            "customizations": {"vscode": {"extensions": ["b"], "settings": {"y": 2}}}});
+        migrate_feature_legacy(v.as_object_mut().unwrap());
+        assert_eq!(
+            v,
+            json!({"id": "f", "devPort": 5, "customizations": {"vscode": {"extensions": ["b", "a"], "settings": {"x": 1, "y": 2}}}})
+        );
+        let mut plain = json!({"id": "f", "devPort": 5});
+        migrate_feature_legacy(plain.as_object_mut().unwrap());
+        assert_eq!(plain, json!({"id": "f", "devPort": 5}));
     }
 
     #[test]

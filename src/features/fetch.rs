@@ -229,6 +229,17 @@ impl ResolvedFeature {
         self.metadata.get("version").and_then(|v| v.as_str())
     }
 
+    /// The Feature with its legacy top-level `extensions`/`settings` moved into
+    /// `customizations.vscode`, as the reference CLI resolves every Feature: its
+    /// `featuresConfiguration`, merged configuration and image label show them there
+    /// (spec-note 0006).
+    fn with_legacy_vscode_moved(mut self) -> Self {
+        if let serde_json::Value::Object(map) = &mut self.metadata {
+            crate::config::model::migrate_feature_legacy(map);
+        }
+        self
+    }
+
     /// The metadata as the typed model.
     ///
     /// # Errors
@@ -338,6 +349,7 @@ impl Fetcher {
             FeatureSource::Tarball(url) => self.resolve_tarball(source, url, None).await,
             FeatureSource::Local(path) => resolve_local(source, path),
         }
+        .map(ResolvedFeature::with_legacy_vscode_moved)
     }
 
     /// As [`Self::resolve`], but the Feature must match `integrity` (a lockfile pin: the OCI
@@ -355,6 +367,7 @@ impl Fetcher {
             FeatureSource::Tarball(url) => self.resolve_tarball(source, url, Some(integrity)).await,
             FeatureSource::Local(path) => resolve_local(source, path),
         }
+        .map(ResolvedFeature::with_legacy_vscode_moved)
     }
 
     /// Writes the Feature's files into `dest`, which must not exist yet: they are extracted

@@ -76,7 +76,7 @@ impl LocalFeatureRoot {
             });
         }
         Ok(ResolvedFeature {
-            metadata,
+            metadata: metadata.with_legacy_vscode_moved(),
             canonical: None,
         })
     }

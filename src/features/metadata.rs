@@ -292,6 +292,28 @@ impl FeatureMetadata {
         Ok(metadata)
     }
 
+    /// The metadata with its legacy top-level `extensions`/`settings` (kept in `extra`) moved
+    /// into `customizations.vscode`, as the reference CLI resolves a Feature (spec-note 0006).
+    /// Values of other types stay where they are.
+    pub fn with_legacy_vscode_moved(mut self) -> Self {
+        if !(self.extra.contains_key("extensions") || self.extra.contains_key("settings")) {
+            return self;
+        }
+        let mut map = serde_json::Map::new();
+        for key in ["extensions", "settings"] {
+            if let Some(v) = self.extra.shift_remove(key) {
+                map.insert(key.to_owned(), v);
+            }
+        }
+        if let Some(c) = self.customizations.take() {
+            map.insert("customizations".into(), c);
+        }
+        crate::config::model::migrate_feature_legacy(&mut map);
+        self.customizations = map.remove("customizations");
+        self.extra.extend(map);
+        self
+    }
+
     /// Reads and parses `<dir>/devcontainer-feature.json`.
     ///
     /// Errors: [`FeatureError::Io`] when the file cannot be read; see [`FeatureMetadata::parse`].
@@ -452,6 +474,24 @@ mod tests {
         "onCreateCommand": "echo create",
         "x-unknown": {"kept": [1, 2]}
     }"#;
+
+    #[test]
+    fn legacy_vscode_properties_move_into_customizations() {
+        let m = FeatureMetadata::parse(
+            r#"{"id": "f", "extensions": ["a"], "settings": {"s": 1}, "other": 2,
+                "customizations": {"vscode": {"extensions": ["b"]}, "x": {}}}"#,
+            Path::new("f.json"),
+        )
+        .unwrap()
+        .with_legacy_vscode_moved();
+        assert_eq!(
+            m.customizations,
+            Some(
+                serde_json::json!({"vscode": {"extensions": ["b", "a"], "settings": {"s": 1}}, "x": {}})
+            )
+        );
+        assert_eq!(m.extra.keys().collect::<Vec<_>>(), ["other"]);
+    }
 
     #[test]
     fn parses_every_property_and_keeps_unknown_keys() {

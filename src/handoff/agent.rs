@@ -46,6 +46,7 @@
 mod begin;
 mod container;
 mod door;
+mod external;
 mod finish;
 mod git_check;
 mod launch;
@@ -62,6 +63,7 @@ use crate::handoff::state::{SessionOutcome, SessionStart, StateStore};
 use crate::ops::error::{OpsError, Result};
 use crate::progress::Reporter;
 use crate::settings::NetworkMode;
+pub use external::{EXTERNAL_ACTION, EXTERNAL_MOUNT, external_containers};
 use indexmap::IndexMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -116,6 +118,14 @@ pub async fn handoff_with(
     reporter: &dyn Reporter,
 ) -> Result<HandoffResult> {
     // a worktree handoff's mail channel, when asked for (a clone task's is set by its runner)
+    if let Some(info) = external::foreign(engine, opts).await? {
+        let h = Handoff {
+            engine,
+            opts,
+            reporter,
+        };
+        return h.external(info, streams, stop).await;
+    }
     let with_door;
     let opts = match crate::handoff::mail_worktree::request(opts)? {
         Some(door) => {

@@ -89,6 +89,11 @@ pub struct Kept {
     /// down` keeps them (spec-note 0606).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
+    /// Containers devcell did not create that handoffs of the workspace ran in (`handoff
+    /// --container`, spec-note 0524): their owner's, forgotten with the state, never stopped
+    /// or removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub external_containers: Vec<String>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -193,6 +198,9 @@ pub async fn delete_with(
     let mut removed = Removed::default();
     let mut kept = Kept::default();
     let mut ids = workspace_containers(engine, &labels, &root, state.as_ref()).await?;
+    // a container someone else owns, handed off with `--container`, is forgotten, never removed
+    kept.external_containers = crate::handoff::agent::external_containers(state.as_ref());
+    ids.retain(|id| !kept.external_containers.contains(id));
     let projects = compose_projects(engine, &mut ids).await?;
     let data = remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
     remove_project_networks(engine, &projects, &mut removed, reporter).await?;
@@ -217,7 +225,10 @@ pub async fn delete_with(
     kept.environments = forgotten.copies;
     forget_state(&store, &root, state.as_ref(), &mut removed, &mut kept)?;
     keep_folders(&root, &mut kept);
-    let remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
+    let mut remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
+    remaining
+        .containers
+        .retain(|id| !kept.external_containers.contains(id));
     let verified = remaining == Remaining::default();
     Ok(DeleteResult {
         workspace: root.clone(),

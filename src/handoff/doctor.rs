@@ -37,7 +37,7 @@ pub enum Severity {
 pub struct Finding {
     /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
     /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
-    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `unused_mirror`, `cache_dir`, `cache_dir_unwritable`,
+    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `external_container`, `unused_mirror`, `cache_dir`, `cache_dir_unwritable`,
     /// `unused_image`, `images_unknown`).
     pub code: String,
     /// `error`, `warning` or `ok`.
@@ -132,17 +132,19 @@ pub async fn doctor_with(
     let mut findings = Vec::new();
     let mut report = EngineReport::default();
     let mut running: HashSet<String> = HashSet::new();
-    let engine_ok = check_engine(engine, &mut report, &mut findings).await;
-    if let Some(engine) = engine_ok {
-        check_cgroups(engine, &mut report, &mut findings).await;
-        check_containers(engine, &mut running, &mut findings).await;
-        check_egress_proxies(engine, &mut findings).await;
-        check_images(engine, &mut findings).await;
-    }
     let store = match &opts.state_root {
         Some(r) => StateStore::new(r),
         None => StateStore::open_default()?,
     };
+    let external = external_containers(&store);
+    let engine_ok = check_engine(engine, &mut report, &mut findings).await;
+    if let Some(engine) = engine_ok {
+        check_cgroups(engine, &mut report, &mut findings).await;
+        check_containers(engine, &external, &mut running, &mut findings).await;
+        check_external(engine, &external, &mut running, &mut findings).await;
+        check_egress_proxies(engine, &mut findings).await;
+        check_images(engine, &mut findings).await;
+    }
     check_state(&store, engine_ok.is_some(), &running, &mut findings)?;
     check_tasks(opts, &store, &mut findings);
     check_cache(opts, &mut findings);
@@ -249,6 +251,7 @@ async fn check_cgroups(
 /// `running` gets the ids of the running ones.
 async fn check_containers(
     engine: &dyn Engine,
+    external: &[(PathBuf, String)],
     running: &mut HashSet<String>,
     findings: &mut Vec<Finding>,
 ) {
@@ -259,6 +262,10 @@ async fn check_containers(
         for c in containers {
             if c.state == "running" {
                 running.insert(c.id.clone());
+            }
+            // someone else's container is never devcell's to remove or recreate
+            if external.iter().any(|(_, id)| *id == c.id) {
+                continue;
             }
             let Some(folder) = c.labels.get(LOCAL_FOLDER_LABEL) else {
                 continue;
@@ -305,6 +312,53 @@ async fn check_containers(
                 }
             }
         }
+    }
+}
+
+/// The containers devcell did not create that handoff sessions ran in (`handoff
+/// --container`, spec-note 0524), with their workspaces.
+fn external_containers(store: &StateStore) -> Vec<(PathBuf, String)> {
+    let Ok((states, _)) = store.list() else {
+        return Vec::new();
+    };
+    states
+        .iter()
+        .flat_map(|s| {
+            crate::handoff::agent::external_containers(Some(s))
+                .into_iter()
+                .map(|id| (s.workspace.clone(), id))
+        })
+        .collect()
+}
+
+/// Each external container reported as someone else's (`external_container`, never a fix
+/// that stops or removes it); a running one keeps its sessions live.
+async fn check_external(
+    engine: &dyn Engine,
+    external: &[(PathBuf, String)],
+    running: &mut HashSet<String>,
+    findings: &mut Vec<Finding>,
+) {
+    for (workspace, id) in external {
+        let info = engine.inspect_container(id).await.ok().flatten();
+        let state = match &info {
+            Some(i) if i.running => {
+                running.insert(i.id.clone());
+                "running"
+            }
+            Some(_) => "not running",
+            None => "gone",
+        };
+        findings.push(finding(
+            "external_container",
+            Severity::Ok,
+            format!(
+                "container {} ({state}) of workspace `{}` is external: someone else owns it; devcell never starts, stops or removes it, and `devcell delete` only forgets it",
+                short_id(id),
+                workspace.display()
+            ),
+            None,
+        ));
     }
 }
 

@@ -1,8 +1,8 @@
 //! `handoff --container ID --expect-mount HOST:CONTAINER[:ro|rw]` (issue 29, item 3): what a
 //! container devcell did not create must mount, checked against the mounts the engine reports
 //! (agent-runner's `expectedMounts`, which are validation only: nothing is added to a running
-//! container). The first step of handing off a container someone else owns; the hand-over
-//! itself is not wired yet (spec-note 0521, *Left*).
+//! container). Checked before anything runs when a container someone else owns is handed off
+//! (`handoff::agent::external`, spec-note 0524).
 
 use std::fmt;
 
@@ -62,6 +62,13 @@ impl ExpectedMount {
             writable,
         })
     }
+}
+
+/// Each `--expect-mount` value, parsed ([`ExpectedMount::parse`]).
+///
+/// Errors: the first value that does not parse.
+pub fn parse_all(values: &[String]) -> Result<Vec<ExpectedMount>, OpsError> {
+    values.iter().map(|v| ExpectedMount::parse(v)).collect()
 }
 
 /// Checks each expectation against `info`'s mounts: a mount at the container path, of that

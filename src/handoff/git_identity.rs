@@ -48,6 +48,11 @@ pub struct GitEntry {
     /// each entry's mode and content hash under `hooks/<name>` (a record made before these has
     /// no `hooks/` key: only `config` and `commondir` are compared with it).
     pub hashes: BTreeMap<String, String>,
+    /// A folder under another name than `.git` that is itself a git directory (a bare
+    /// repository, or a folder laid out as one: `security::git_entries::is_git_directory`;
+    /// attack L2/L3). git's discovery takes it as the repository of every folder below it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bare: bool,
 }
 
 /// The `.git` entries of a workspace, by path relative to its root (`.git`, `api/.git`).
@@ -66,15 +71,20 @@ pub struct GitIdentity {
     pub unlisted: Vec<String>,
 }
 
-/// Records the `.git` entries under `root`: a bounded walk that follows no symbolic link and
-/// does not descend into a `.git` folder.
+/// Records the git entries under `root` (`.git` entries and folders that are git directories
+/// under another name, [`crate::security::git_entries::find`]): a bounded walk that follows no
+/// symbolic link and does not descend into a `.git` folder.
 pub fn record(root: &Path) -> GitIdentity {
     let found = crate::security::git_entries::find(root);
     GitIdentity {
         entries: found
             .entries
             .into_iter()
-            .map(|(rel, path)| (rel, entry_of(&path)))
+            .map(|e| {
+                let mut entry = entry_of(&e.path);
+                entry.bare = e.kind == crate::security::git_entries::EntryKind::GitDir;
+                (e.rel, entry)
+            })
             .collect(),
         truncated: found.truncated,
         unlisted: found.unlisted,
@@ -180,6 +190,7 @@ fn entry_of(path: &Path) -> GitEntry {
         dev: meta.as_ref().map_or(0, |m| m.dev()),
         ino: meta.as_ref().map_or(0, |m| m.ino()),
         hashes,
+        bare: false,
     }
 }
 
@@ -190,18 +201,44 @@ pub struct GitDirChange {
     pub code: String,
     /// What changed and what to do, naming the path.
     pub message: String,
+    /// An error-level finding: a folder of the user's own tree became a git directory with no
+    /// `.git` name (attack L2), so an ordinary `git status` in it or below it runs what the
+    /// agent configured there. Serialized only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub loud: bool,
 }
 
-/// What changed from `before` to `now`, as warnings `(code, message)`: `git_dir_created` for a
-/// `.git` that was not there, `git_dir_changed` for one replaced, removed, or whose
-/// configuration or link changed. Pure.
+/// What changed from `before` to `now`, as warnings `(code, message)` ([`compare_changes`]).
+/// Pure.
 pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)> {
+    compare_changes(before, now)
+        .into_iter()
+        .map(|c| (c.code, c.message))
+        .collect()
+}
+
+/// What changed from `before` to `now`: `git_dir_created` for a git entry that was not there
+/// (loud for a folder that became a git directory under another name than `.git`),
+/// `git_dir_changed` for one replaced, removed, or whose configuration or link changed. Pure.
+pub fn compare_changes(before: &GitIdentity, now: &GitIdentity) -> Vec<GitDirChange> {
     let mut out = Vec::new();
     let advice = "do not run git there before checking it (`git config --file <.git>/config --list`, the `.git` file's target); devcell runs no git in it";
+    let change = |code: &str, message: String| GitDirChange {
+        code: code.to_string(),
+        message,
+        loud: false,
+    };
     for (rel, entry) in &now.entries {
         match before.entries.get(rel) {
-            None => out.push((
-                "git_dir_created".to_string(),
+            None if entry.bare => out.push(GitDirChange {
+                loud: true,
+                ..change(
+                    "git_dir_created",
+                    format!("`{rel}` became a git directory since the handoff started (it holds `HEAD` with `objects/` and `refs/`, or `commondir`, and has no `.git` name): git takes it as the repository of every folder in it, so an ordinary `git status` in `{rel}` or below runs on this host whatever the agent configured in `{rel}/config` (`core.fsmonitor`, hooks); do not run git there: remove `{rel}/HEAD` after checking it, and set `git config --global safe.bareRepository explicit` so git never takes such a folder by itself"),
+                )
+            }),
+            None => out.push(change(
+                "git_dir_created",
                 format!("`{rel}` appeared since the handoff started: a repository the agent may have made, with a configuration git would run on the host; {advice}"),
             )),
             Some(old) => {
@@ -214,8 +251,8 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
                     }
                     format!("changed ({})", changed.join(", "))
                 };
-                out.push((
-                    "git_dir_changed".to_string(),
+                out.push(change(
+                    "git_dir_changed",
                     format!("`{rel}` {what} since the handoff started; {advice}"),
                 ));
             }
@@ -226,8 +263,8 @@ pub fn compare(before: &GitIdentity, now: &GitIdentity) -> Vec<(String, String)>
         .keys()
         .filter(|r| !now.entries.contains_key(*r))
     {
-        out.push((
-            "git_dir_changed".to_string(),
+        out.push(change(
+            "git_dir_changed",
             format!("`{rel}` is gone since the handoff started (moved or removed)"),
         ));
     }
@@ -384,5 +421,46 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("a/b/.git")).unwrap();
         let found = record(tmp.path());
         assert!(!found.truncated && found.unlisted.is_empty(), "{found:?}");
+    }
+
+    /// Attack L2: the agent lays out a folder of the user's tree (`docs`) as a git directory,
+    /// with no `.git` name; it is recorded as one (`bare`) and named `git_dir_created`, loud,
+    /// naming `git status` as the danger and `safe.bareRepository`.
+    #[test]
+    fn a_folder_made_a_git_directory_is_a_loud_creation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("docs")).unwrap();
+        std::fs::write(root.join("docs/readme.md"), "x\n").unwrap();
+        let before = record(root);
+        for dir in ["docs/objects", "docs/refs"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("docs/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join("docs/config"), "[core]\n\tfsmonitor = x\n").unwrap();
+        let now = record(root);
+        assert!(now.entries["docs"].bare && !now.entries[".git"].bare);
+        let found = compare_changes(&before, &now);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, "git_dir_created");
+        assert!(found[0].loud);
+        let m = &found[0].message;
+        assert!(
+            m.contains("`docs`") && m.contains("git status") && m.contains("safe.bareRepository"),
+            "{m}"
+        );
+        let json = serde_json::to_value(&found[0]).unwrap();
+        assert_eq!(json["loud"], true);
+        // an ordinary `.git` creation is not loud, and serializes no `loud`
+        std::fs::create_dir_all(root.join("tool/.git")).unwrap();
+        let found = compare_changes(&now, &record(root));
+        assert!(!found[0].loud);
+        assert!(
+            serde_json::to_value(&found[0])
+                .unwrap()
+                .get("loud")
+                .is_none()
+        );
     }
 }

@@ -57,6 +57,9 @@ pub enum Why {
     Truncated,
     /// More entries than [`MAX_COVERED`].
     TooMany(usize),
+    /// The workspace folder itself is laid out as a git directory (`HEAD` with `objects/` and
+    /// `refs/`, or `commondir`): it cannot be bound read-only on itself (attack L2/L3).
+    RootIsGitDir,
 }
 
 impl std::fmt::Display for Why {
@@ -80,6 +83,9 @@ impl std::fmt::Display for Why {
                 "the workspace is larger or deeper than devcell's walk for `.git` entries (1,000,000 entries, 32 levels)",
             ),
             Why::TooMany(n) => write!(f, "{n} nested `.git` entries, more than the {MAX_COVERED} devcell covers"),
+            Why::RootIsGitDir => f.write_str(
+                "the workspace folder is itself laid out as a git directory (`HEAD` with `objects/` and `refs/`, or `commondir`), which git takes as the repository of every folder in it",
+            ),
         }
     }
 }
@@ -239,6 +245,20 @@ pub fn judge(
         .iter()
         .filter(|(rel, _)| !known.covers(&root.join(rel)))
         .collect();
+    // a git directory under another name (a bare repository, attack L3) is covered as a
+    // `.git` folder is, and whatever the walk found inside it is covered with it
+    let bare_dirs: Vec<PathBuf> = candidates
+        .iter()
+        .filter(|(rel, e)| e.bare && e.kind == "dir" && rel.as_str() != ".")
+        .map(|(rel, _)| root.join(rel))
+        .collect();
+    let candidates: Vec<_> = candidates
+        .into_iter()
+        .filter(|(rel, _)| {
+            let path = root.join(rel);
+            !bare_dirs.iter().any(|d| path != *d && path.starts_with(d))
+        })
+        .collect();
     // git directories first: a `.git` file may name one of them (read-only, so covered)
     let dirs: Vec<PathBuf> = candidates
         .iter()
@@ -249,6 +269,7 @@ pub fn judge(
     for (rel, entry) in candidates {
         let path = root.join(rel);
         let why = match entry.kind.as_str() {
+            _ if rel == "." => Some(Why::RootIsGitDir),
             "dir" => common_dir_elsewhere(&path, &known, &dirs),
             "file" => points_elsewhere(&path, &known, &dirs),
             "symlink" => Some(Why::Link),

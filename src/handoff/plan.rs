@@ -82,6 +82,9 @@ pub struct HandoffOptions {
     /// `--container NAME`: this container devcell created for the workspace, never a new one
     /// (spec-note 0521).
     pub container: Option<String>,
+    /// `--expect-mount HOST:CONTAINER[:ro|rw]` (repeatable): what a container devcell did not
+    /// create must mount (spec-note 0524).
+    pub expect_mounts: Vec<crate::handoff::expect_mount::ExpectedMount>,
     /// `--dotfiles-repository` and its two flags: installed in the container as by `up`
     /// ([`crate::handoff::dotfiles`]).
     pub dotfiles: Option<crate::lifecycle::Dotfiles>,
@@ -335,6 +338,10 @@ pub(crate) struct Prepared {
     pub(super) gits: Vec<crate::handoff::container_git::RepoGit>,
     /// Every other `.git` below the workspace, covered (spec-note 0400, K2/K4).
     pub(super) nested: crate::handoff::nested_git::NestedGits,
+    /// The workspace's `.git` entries as the plan walked them to judge `nested` (`None`: not
+    /// walked, on the host or for a clone task): the session start records this one instead
+    /// of walking again, so the judged and the recorded entries are one walk's.
+    pub(super) git_identity: Option<crate::handoff::git_identity::GitIdentity>,
     pub(super) agent: AgentSettings,
     pub(super) target: TargetOptions,
     pub(super) extra_mounts: Vec<crate::engine::Mount>,
@@ -632,7 +639,7 @@ pub(super) async fn prepare(
     };
     let (shown_network, shown_profile) = shown_choices(opts, host, network, profile, &mut warnings);
     let gits = container_gits(opts, &ws, host)?;
-    let nested = nested_gits(
+    let (nested, git_identity) = nested_gits(
         opts,
         &ws,
         &gits,
@@ -718,6 +725,7 @@ pub(super) async fn prepare(
         workspace: ws,
         gits,
         nested,
+        git_identity,
         agent,
         target,
         extra_mounts: mounts.extra,
@@ -910,7 +918,8 @@ fn container_gits(
 
 /// Every `.git` below the workspace that no container git directory covers, covered in turn
 /// (none on the host or for a clone task, like [`container_gits`]); those the user accepted
-/// uncovered are warnings ([`crate::handoff::nested_git`]).
+/// uncovered are warnings ([`crate::handoff::nested_git`]). Also the workspace's git identity
+/// the judgement walked, handed to the session start (one walk fewer per handoff).
 fn nested_gits(
     opts: &HandoffOptions,
     ws: &Workspace,
@@ -918,14 +927,17 @@ fn nested_gits(
     host: bool,
     choice: Option<&crate::security::Choice>,
     warnings: &mut Vec<String>,
-) -> Result<crate::handoff::nested_git::NestedGits> {
+) -> Result<(
+    crate::handoff::nested_git::NestedGits,
+    Option<crate::handoff::git_identity::GitIdentity>,
+)> {
     if host || opts.sandbox.is_some() {
-        return Ok(crate::handoff::nested_git::NestedGits::default());
+        return Ok((crate::handoff::nested_git::NestedGits::default(), None));
     }
     let identity = crate::handoff::git_identity::record(&ws.root);
     let nested = crate::handoff::nested_git::judge(ws, gits, &identity, choice.map(|c| &c.grants))?;
     warnings.extend(nested.warnings());
-    Ok(nested)
+    Ok((nested, Some(identity)))
 }
 
 /// A handoff's mounts: as planned, the workspace mount and the extra mounts, typed to the

@@ -242,6 +242,10 @@ pub struct Session {
     /// opened, and what went through it once it closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<Box<crate::handoff::door::ChannelRecord>>,
+    /// The session's container is one devcell did not create (`handoff --container`,
+    /// spec-note 0524): devcell never starts, stops or removes it; `delete` forgets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 /// One repository's fetch-back in a [`Session`].
@@ -1002,6 +1006,7 @@ impl StateStore {
                 git: Vec::new(),
                 environment: None,
                 mail: None,
+                external: false,
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);

@@ -136,6 +136,11 @@ pub struct StatusResult {
     /// spec-note 0531): unacknowledged and held counts per task.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mail: Vec<crate::handoff::task::mail::TaskMail>,
+    /// Containers devcell did not create that sessions ran in (`handoff --container`,
+    /// spec-note 0524), as the engine reports them: their owner's, never started, stopped or
+    /// removed by devcell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub external_containers: Vec<ContainerStatus>,
 }
 
 impl StatusResult {
@@ -253,7 +258,40 @@ pub async fn status_with(
         warnings,
         tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
         mail: crate::handoff::task::mail::statuses(&ws.root, store.root()),
+        external_containers: external_statuses(engine, state.as_ref()).await,
     })
+}
+
+/// The external containers the sessions name, as the engine reports them (one it no longer
+/// has: `state` `gone`; without an engine: `unknown`).
+async fn external_statuses(
+    engine: Option<&dyn Engine>,
+    state: Option<&WorkspaceState>,
+) -> Vec<ContainerStatus> {
+    let mut out = Vec::new();
+    for id in crate::handoff::agent::external_containers(state) {
+        let info = match engine {
+            Some(engine) => engine.inspect_container(&id).await.ok().flatten(),
+            None => None,
+        };
+        out.push(match info {
+            Some(info) => ContainerStatus {
+                id: info.id,
+                name: info.name,
+                state: info.status,
+                running: info.running,
+                image: info.image,
+            },
+            None => ContainerStatus {
+                state: if engine.is_some() { "gone" } else { "unknown" }.to_string(),
+                id,
+                name: String::new(),
+                running: false,
+                image: String::new(),
+            },
+        });
+    }
+    out
 }
 
 /// The workspace's containers as the engine sees them.

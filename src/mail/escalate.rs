@@ -7,10 +7,8 @@
 //! (past it the group is killed) and its output bounded; what happened is logged. Whatever the
 //! command does, the message stays held for the host user: the command only tells.
 
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,8 +23,6 @@ pub const MAX_TIMEOUT_SECONDS: u64 = 50;
 pub const KEPT_OUTPUT_BYTES: usize = 1024;
 /// `PATH` of the command: the system's folders only, not the user's or devcell's.
 pub const COMMAND_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// How long, after the group was killed, devcell waits for the output pipes to close.
-const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// The compiled `escalate_command`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,49 +162,12 @@ impl Escalation {
     }
 }
 
-/// One output pipe read to its end: the first [`KEPT_OUTPUT_BYTES`] kept, all counted.
-#[derive(Default)]
-struct Drained {
-    kept: Vec<u8>,
-    total: u64,
-}
-
-fn drain(
-    pipe: Option<impl std::io::Read + Send + 'static>,
-    closed: mpsc::Sender<()>,
-) -> Arc<Mutex<Drained>> {
-    let out = Arc::new(Mutex::new(Drained::default()));
-    let shared = Arc::clone(&out);
-    std::thread::spawn(move || {
-        if let Some(mut pipe) = pipe {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut d = shared.lock().unwrap_or_else(|e| e.into_inner());
-                let room = KEPT_OUTPUT_BYTES.saturating_sub(d.kept.len());
-                d.kept.extend_from_slice(&buf[..n.min(room)]);
-                d.total += n as u64;
-            }
-        }
-        let _ = closed.send(());
-    });
-    out
-}
-
-/// Runs `command` ([`crate::process::contain`]ed: its own process group) with no stdin and
-/// its output bounded, for at most `deadline`. The run ends when the program has exited and
-/// both output pipes are closed; past the deadline its process group is killed (a child it
-/// left holding the pipes included) and the run is `timed_out`.
+/// Runs `command` with [`crate::process::run_bounded`] (its own process group, no stdin, the
+/// first [`KEPT_OUTPUT_BYTES`] of each pipe kept, the rest counted) for at most `deadline`, as
+/// the log records it.
 fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
-    crate::process::contain(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = match command.spawn() {
-        Ok(c) => c,
+    let run = match crate::process::run_bounded(command, None, deadline, KEPT_OUTPUT_BYTES) {
+        Ok(run) => run,
         Err(e) => {
             return EscalationRun {
                 error: Some(format!("could not start it: {e}")),
@@ -216,59 +175,17 @@ fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
             };
         }
     };
-    let mut guard = crate::process::GroupGuard::new(Some(child.id()));
-    let (closed, pipes_closed) = mpsc::channel();
-    let stdout = drain(child.stdout.take(), closed.clone());
-    let stderr = drain(child.stderr.take(), closed);
-    let left = || deadline.saturating_sub(started.elapsed());
-    // both pipes closed is the program (and all it started) at its end, without polling
-    let mut open_pipes = 2;
-    while open_pipes > 0 && pipes_closed.recv_timeout(left()).is_ok() {
-        open_pipes -= 1;
-    }
-    let mut status: Option<ExitStatus> = None;
-    while open_pipes == 0 && status.is_none() && !left().is_zero() {
-        match child.try_wait() {
-            Ok(Some(s)) => status = Some(s),
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => break,
-        }
-    }
-    let timed_out = open_pipes > 0 || status.is_none();
-    if timed_out {
-        // the group is killed while its leader is unreaped (or while what holds the pipes
-        // is still in it), so its id is not someone else's
-        drop(guard);
-        let _ = child.kill();
-        status = child.wait().ok();
-        let grace = Instant::now();
-        while open_pipes > 0
-            && pipes_closed
-                .recv_timeout(PIPE_GRACE.saturating_sub(grace.elapsed()))
-                .is_ok()
-        {
-            open_pipes -= 1;
-        }
-    } else {
-        guard.disarm();
-    }
-    let take = |d: &Arc<Mutex<Drained>>| {
-        let d = d.lock().unwrap_or_else(|e| e.into_inner());
-        (String::from_utf8_lossy(&d.kept).into_owned(), d.total)
-    };
-    let (stdout, out_bytes) = take(&stdout);
-    let (stderr, err_bytes) = take(&stderr);
     use std::os::unix::process::ExitStatusExt as _;
     EscalationRun {
         command: String::new(),
-        exit: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()),
-        timed_out,
+        exit: run.status.and_then(|s| s.code()),
+        signal: run.status.and_then(|s| s.signal()),
+        timed_out: run.timed_out,
         error: None,
-        millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        stdout,
-        stderr,
-        output_bytes: out_bytes + err_bytes,
+        millis: u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX),
+        stdout: String::from_utf8_lossy(&run.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&run.stderr).into_owned(),
+        output_bytes: run.stdout_bytes + run.stderr_bytes,
     }
 }
 

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::error::{MailError, Result};
 use super::escalate::{Escalation, EscalationRun};
 use super::model::{
-    Draft, GroupName, InboxItem, Message, MessageId, MessageView, Party, Receipt, RecipientState,
-    SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
+    Draft, EscalationState, GroupName, InboxItem, Message, MessageId, MessageView, Party, Receipt,
+    RecipientState, SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
 };
 use super::policy::{Action, Bounds, Policy};
 use super::store::{Entry, Event, LoggedDecision, State, Store, logged_len};
@@ -264,28 +264,67 @@ impl Mediator {
     /// and logs what the command did (`escalation-ran`). Whatever it did, the message stays
     /// held. `None` when nothing ran.
     fn escalate_accepted(&self, receipt: &Receipt) -> Option<EscalationRun> {
-        let escalation = self.escalation.as_ref()?;
         if receipt.duplicate {
             return None;
         }
+        self.claim_and_run(&receipt.id, false)
+    }
+
+    /// Runs the escalation command of every message for which it is due and was never started
+    /// (a devcell was killed between holding the message and running it), while the message
+    /// is still held for an escalated recipient; oldest first. At most once per message, with
+    /// any number of devcells doing this at once: each run is claimed by an
+    /// `escalation-started` line under the log's lock. Called when a session's door opens
+    /// (spec-note 0533). Returns the runs.
+    pub fn run_unrun_escalations(&self) -> Vec<(MessageId, EscalationRun)> {
+        if self.escalation.is_none() {
+            return Vec::new();
+        }
+        let due: Vec<MessageId> = self
+            .transact(|state, _| {
+                let ids = state
+                    .messages
+                    .values()
+                    .filter(|e| due_and_held(e))
+                    .map(|e| e.message.id.clone())
+                    .collect();
+                (Vec::new(), Ok(ids))
+            })
+            .unwrap_or_default();
+        due.into_iter()
+            .filter_map(|id| self.claim_and_run(&id, true).map(|run| (id, run)))
+            .collect()
+    }
+
+    /// Claims message `id`'s escalation run (an `escalation-started` line, appended only when
+    /// none was, under the log's lock), runs the command and logs `escalation-ran`. A devcell
+    /// killed while the command runs leaves the claim without an outcome: the command is not
+    /// run again (at most once), and `mail show` says so. `only_held`: claim only while an
+    /// escalated recipient is still held (a recovery; the host user may have decided since).
+    fn claim_and_run(&self, id: &MessageId, only_held: bool) -> Option<EscalationRun> {
+        let escalation = self.escalation.as_ref()?;
         let (message, to) = self
             .transact(|state, _| {
-                let found = state.messages.get(&receipt.id).map(|e| {
-                    let to: Vec<TaskName> = e
-                        .recipients
-                        .iter()
-                        .filter(|(_, d)| d.escalated)
-                        .map(|(t, _)| t.clone())
-                        .collect();
-                    (e.message.clone(), to)
-                });
-                (Vec::new(), Ok(found))
+                let Some(e) = state.messages.get(id) else {
+                    return (Vec::new(), Ok(None));
+                };
+                let due = if only_held {
+                    due_and_held(e)
+                } else {
+                    is_due(e)
+                };
+                let to = e.escalated_to();
+                if !due || to.is_empty() {
+                    return (Vec::new(), Ok(None));
+                }
+                let claim = Event::EscalationStarted {
+                    id: id.clone(),
+                    to: to.clone(),
+                };
+                (vec![claim], Ok(Some((e.message.clone(), to))))
             })
             .ok()
             .flatten()?;
-        if to.is_empty() {
-            return None;
-        }
         let run = escalation.run(&self.group, &message, &to);
         let event = Event::EscalationRan {
             id: message.id.clone(),
@@ -439,10 +478,13 @@ impl Mediator {
                 .collect(),
             duplicate: false,
         };
+        let escalate_command =
+            self.escalation.is_some() && decisions.values().any(|d| d.action == Action::Escalate);
         let event = Event::Accepted {
             message,
             client_id: draft.client_id.is_some(),
             decisions,
+            escalate_command,
         };
         Ok((vec![event], Ok(receipt)))
     }
@@ -692,7 +734,7 @@ impl Mediator {
         self.transact(|state, _| {
             (
                 Vec::new(),
-                Ok(state.messages.values().map(Entry::view).collect()),
+                Ok(state.messages.values().map(Entry::host_view).collect()),
             )
         })
     }
@@ -702,7 +744,7 @@ impl Mediator {
     /// # Errors
     /// [`MailError::NoSuchMessage`]; store errors.
     pub fn show(&self, id: &MessageId) -> Result<MessageView> {
-        self.transact(|state, _| (Vec::new(), host_entry(state, id).map(Entry::view)))
+        self.transact(|state, _| (Vec::new(), host_entry(state, id).map(Entry::host_view)))
     }
 
     /// Forwards a held message (the host user's decision) to its held recipients, or only to
@@ -777,7 +819,7 @@ impl Mediator {
                 };
                 return (Vec::new(), Err(e));
             }
-            let mut view = entry.view();
+            let mut view = entry.host_view();
             for event in &events {
                 if let Event::State {
                     task,
@@ -794,6 +836,21 @@ impl Mediator {
             (events, Ok(view))
         })
     }
+}
+
+/// Whether the escalation command is due for `e` and was never started.
+fn is_due(e: &Entry) -> bool {
+    e.escalation
+        .as_ref()
+        .is_some_and(|s| s.state == EscalationState::Pending)
+}
+
+/// Due, never started, and still held for a recipient policy escalated it to.
+fn due_and_held(e: &Entry) -> bool {
+    is_due(e)
+        && e.recipients
+            .values()
+            .any(|d| d.escalated && d.state == RecipientState::Held)
 }
 
 fn not_registered(task: &TaskName) -> MailError {

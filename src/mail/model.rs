@@ -408,6 +408,74 @@ pub struct MessageView {
     pub message: Message,
     /// Its delivery per recipient.
     pub recipients: BTreeMap<TaskName, Delivery>,
+    /// The user's escalation command for it (spec-note 0533): only in the host user's view
+    /// (`devcell mail list|show`), never in a sandbox's (the command's output is the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<EscalationStatus>,
+}
+
+/// Where the user's escalation command stands for one message (spec-note 0533).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EscalationState {
+    /// Due and not started (devcell ended before it ran; the next session's door runs it
+    /// while the message is still held).
+    Pending,
+    /// Started and no outcome recorded: devcell ended while it ran. Never started again (at
+    /// most once).
+    Started,
+    /// Ran; its outcome is recorded.
+    Ran,
+}
+
+/// The escalation command's state and, once it ran, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscalationStatus {
+    /// Where it stands.
+    pub state: EscalationState,
+    /// When it was started or ran (the log line's time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<DateTime<Utc>>,
+    /// Its exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    /// The signal that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Whether its deadline ended it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Why it could not be started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl EscalationStatus {
+    /// One line for the terminal: `ran, exit 0`, `ran, killed after its deadline`, ...
+    pub fn describe(&self) -> String {
+        match self.state {
+            EscalationState::Pending => {
+                "not run yet (runs at the group's next session start while held)".into()
+            }
+            EscalationState::Started => {
+                "started, no outcome recorded (devcell ended while it ran; not run again)".into()
+            }
+            EscalationState::Ran => {
+                if let Some(e) = &self.error {
+                    format!("did not run: {e}")
+                } else if self.timed_out {
+                    "ran, killed after its deadline".into()
+                } else if let Some(code) = self.exit {
+                    format!("ran, exit {code}")
+                } else if let Some(sig) = self.signal {
+                    format!("ran, ended by signal {sig}")
+                } else {
+                    "ran".into()
+                }
+            }
+        }
+    }
 }
 
 /// What `send`, `reply` and `post` return once the message is in the log (fsync'd).

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::error::{MailError, Result};
 use super::escalate::EscalationRun;
 use super::model::{
-    Delivery, GroupName, Message, MessageId, MessageView, Party, RecipientState, TaskInfo, TaskName,
+    Delivery, EscalationState, EscalationStatus, GroupName, Message, MessageId, MessageView, Party,
+    RecipientState, TaskInfo, TaskName,
 };
 use super::policy::Action;
 
@@ -79,6 +80,11 @@ pub enum Event {
         client_id: bool,
         /// The policy decision per recipient.
         decisions: BTreeMap<TaskName, LoggedDecision>,
+        /// Whether the user's escalation command is due for it (a command was configured and
+        /// a recipient was escalated): until an `escalation-started` line follows, it is due,
+        /// also after devcell was killed (spec-note 0533).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        escalate_command: bool,
     },
     /// A send was refused (the message is not kept: only its size and the reason).
     Refused {
@@ -109,6 +115,15 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The user's escalation command is about to run for an escalated message (spec-note
+    /// 0533): the claim, appended under the log's lock, so it runs at most once whichever
+    /// devcell runs it.
+    EscalationStarted {
+        /// The message.
+        id: MessageId,
+        /// The recipients it is escalated for.
+        to: Vec<TaskName>,
+    },
     /// The user's escalation command ran for an escalated message (spec-note 0533); the
     /// message stays held whatever it did.
     EscalationRan {
@@ -138,15 +153,36 @@ pub struct Entry {
     pub client_id: bool,
     /// Delivery per recipient.
     pub recipients: BTreeMap<TaskName, Delivery>,
+    /// The user's escalation command for it (`None`: none was due).
+    pub escalation: Option<EscalationStatus>,
 }
 
 impl Entry {
-    /// The view of it (message and deliveries).
+    /// The view of it (message and deliveries) a task may see: nothing of the escalation
+    /// command, whose outcome is the host user's.
     pub fn view(&self) -> MessageView {
         MessageView {
             message: self.message.clone(),
             recipients: self.recipients.clone(),
+            escalation: None,
         }
+    }
+
+    /// The host user's view: with the escalation command's state.
+    pub fn host_view(&self) -> MessageView {
+        MessageView {
+            escalation: self.escalation.clone(),
+            ..self.view()
+        }
+    }
+
+    /// The recipients policy escalated.
+    pub fn escalated_to(&self) -> Vec<TaskName> {
+        self.recipients
+            .iter()
+            .filter(|(_, d)| d.escalated)
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 }
 
@@ -194,6 +230,7 @@ impl State {
                 message,
                 client_id,
                 decisions,
+                escalate_command,
             } => {
                 let recipients = decisions
                     .iter()
@@ -229,6 +266,14 @@ impl State {
                         message: message.clone(),
                         client_id: *client_id,
                         recipients,
+                        escalation: escalate_command.then_some(EscalationStatus {
+                            state: EscalationState::Pending,
+                            at: None,
+                            exit: None,
+                            signal: None,
+                            timed_out: false,
+                            error: None,
+                        }),
                     },
                 );
             }
@@ -279,8 +324,31 @@ impl State {
                 }
             }
             Event::TornTail { saved_to, .. } => self.torn.push(saved_to.clone()),
-            // a record for the host user: no delivery changes (the message stays held)
-            Event::EscalationRan { .. } => {}
+            // records for the host user: no delivery changes (the message stays held)
+            Event::EscalationStarted { id, .. } => {
+                if let Some(e) = self.messages.get_mut(id) {
+                    e.escalation = Some(EscalationStatus {
+                        state: EscalationState::Started,
+                        at: Some(line.at),
+                        exit: None,
+                        signal: None,
+                        timed_out: false,
+                        error: None,
+                    });
+                }
+            }
+            Event::EscalationRan { id, run, .. } => {
+                if let Some(e) = self.messages.get_mut(id) {
+                    e.escalation = Some(EscalationStatus {
+                        state: EscalationState::Ran,
+                        at: Some(line.at),
+                        exit: run.exit,
+                        signal: run.signal,
+                        timed_out: run.timed_out,
+                        error: run.error.clone(),
+                    });
+                }
+            }
         }
     }
 }

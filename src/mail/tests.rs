@@ -898,3 +898,136 @@ fn an_escalated_message_runs_the_command_once_and_stays_held_whatever_it_did() {
     m.forward(&receipt.id, Some(&[t("b")])).unwrap();
     assert_eq!(m.inbox(&t("b")).unwrap().len(), 1, "forwarded as ever");
 }
+
+fn escalating(dir: &std::path::Path, script: String) -> Mediator {
+    let policy = Policy::forward_all()
+        .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
+        .unwrap();
+    Mediator::open(dir, &group(), policy, Bounds::default())
+        .unwrap()
+        .with_escalation(
+            Escalation::from_settings(&crate::settings::MailSettings {
+                escalate_command: vec!["/bin/sh".into(), "-c".into(), script],
+                ..crate::settings::MailSettings::default()
+            })
+            .unwrap(),
+        )
+}
+
+/// Cuts the log back to its lines before the first `event` line: what a devcell killed just
+/// before appending that line leaves.
+fn cut_log_before(m: &Mediator, event: &str) {
+    let text = std::fs::read_to_string(m.log_path()).unwrap();
+    let kept: String = text
+        .lines()
+        .take_while(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"] != event)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(m.log_path(), kept).unwrap();
+}
+
+/// A devcell killed after holding an escalated message and before running the command: the
+/// next devcells that open the log with the command (two at once here) run it exactly once,
+/// and `show` says it ran with its exit. One killed while the command ran (a claim with no
+/// outcome) is not run again, and `show` says so.
+#[test]
+fn an_escalation_a_killed_devcell_left_unrun_runs_once_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!(
+        "echo \"$DEVCELL_MAIL_ID\" >> '{}'; sleep 0.2; exit 3",
+        marker.display()
+    );
+    let first = escalating(dir.path(), script.clone());
+    for task in ["a", "b"] {
+        first.register(&t(task), None).unwrap();
+    }
+    let draft = || Draft::new(vec![t("b")], MessageType::Request, "please", "x");
+    let killed_before = first.send(&t("a"), draft()).unwrap();
+    let killed_during = first.send(&t("a"), draft()).unwrap();
+    drop(first);
+    // killed before the first claim: both messages are due again; then the second one's
+    // claim is put back as a devcell killed mid-command leaves it
+    let text = std::fs::read_to_string(dir.path().join("ran")).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    std::fs::remove_file(&marker).unwrap();
+    let log = crate::mail::store::group_dir(dir.path(), &group()).join("log.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let escalation = v["event"].as_str().unwrap().starts_with("escalation-");
+            let ours = v["id"] == killed_during.id.as_str() && v["event"] == "escalation-started";
+            !escalation || ours
+        })
+        .collect();
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+
+    let (x, y) = (
+        escalating(dir.path(), script.clone()),
+        escalating(dir.path(), script),
+    );
+    let (rx, ry) = std::thread::scope(|s| {
+        let hx = s.spawn(|| x.run_unrun_escalations());
+        let hy = s.spawn(|| y.run_unrun_escalations());
+        (hx.join().unwrap(), hy.join().unwrap())
+    });
+    assert_eq!(rx.len() + ry.len(), 1, "{rx:?} {ry:?}");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        format!("{}\n", killed_before.id),
+        "once, and only the message never started"
+    );
+    assert!(x.run_unrun_escalations().is_empty(), "nothing more is due");
+
+    let ran = x.show(&killed_before.id).unwrap().escalation.unwrap();
+    assert_eq!(ran.state, crate::mail::EscalationState::Ran);
+    assert_eq!(ran.exit, Some(3));
+    assert_eq!(ran.describe(), "ran, exit 3");
+    let during = x.show(&killed_during.id).unwrap().escalation.unwrap();
+    assert_eq!(during.state, crate::mail::EscalationState::Started);
+    assert_eq!(log_lines(&x, "escalation-started").len(), 2);
+    assert_eq!(log_lines(&x, "escalation-ran").len(), 1);
+    // still held for the host user; the sandbox's view of its sent mail has none of it
+    assert_eq!(
+        x.show(&killed_before.id).unwrap().recipients[&t("b")].state,
+        RecipientState::Held
+    );
+    assert!(
+        x.sent(&t("a"))
+            .unwrap()
+            .iter()
+            .all(|v| v.escalation.is_none())
+    );
+}
+
+/// A message the host user already forwarded is not escalated late; one held with no command
+/// configured never becomes due when a command is configured later.
+#[test]
+fn a_late_escalation_runs_only_while_held_and_only_if_a_command_was_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("echo \"$DEVCELL_MAIL_ID\" >> '{}'", marker.display());
+    let policy = Policy::forward_all()
+        .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
+        .unwrap();
+    let plain = Mediator::open(dir.path(), &group(), policy, Bounds::default()).unwrap();
+    for task in ["a", "b"] {
+        plain.register(&t(task), None).unwrap();
+    }
+    let draft = || Draft::new(vec![t("b")], MessageType::Request, "please", "x");
+    let no_command = plain.send(&t("a"), draft()).unwrap();
+    assert_eq!(plain.show(&no_command.id).unwrap().escalation, None);
+    let m = escalating(dir.path(), script);
+    let forwarded = m.send(&t("a"), draft()).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    cut_log_before(&m, "escalation-started");
+    let m = escalating(dir.path(), String::new());
+    m.forward(&forwarded.id, None).unwrap();
+    assert!(m.run_unrun_escalations().is_empty());
+    assert!(!marker.exists());
+    let pending = m.show(&forwarded.id).unwrap().escalation.unwrap();
+    assert_eq!(pending.state, crate::mail::EscalationState::Pending);
+}

@@ -427,6 +427,7 @@ pub(crate) async fn claim_project(
         .await?;
     let labels: Vec<(&str, &BTreeMap<String, String>)> = containers
         .iter()
+        .filter(|c| !sidecar_left_by_this_workspace(&c.labels, target, id_labels))
         .map(|c| (c.id.as_str(), &c.labels))
         .collect();
     match foreign_containers(&labels, id_labels) {
@@ -448,6 +449,89 @@ pub(crate) async fn claim_project(
             )),
         }),
     }
+}
+
+/// Whether a container of the project is a sidecar that this workspace's own `up` brought up
+/// and left (its dev container was removed since): the reference CLI creates the dev container
+/// again beside it, and so does devcell (issue 28). Proven by what only devcell's `up` of this
+/// workspace writes, not by the container's word alone: a service other than the primary, none
+/// of `id_labels`, and Compose's config-files label naming this configuration's Compose files
+/// followed by one override file in devcell's state folder for this project whose primary
+/// service carries every one of `id_labels`. Anything else stays foreign.
+fn sidecar_left_by_this_workspace(
+    labels: &BTreeMap<String, String>,
+    target: &ComposeTarget,
+    id_labels: &BTreeMap<String, String>,
+) -> bool {
+    let sidecar = labels
+        .get(crate::engine::compose::SERVICE_LABEL)
+        .is_some_and(|s| *s != target.service);
+    if !sidecar || id_labels.keys().any(|k| labels.contains_key(k)) {
+        return false;
+    }
+    let Some(files) = labels
+        .get(CONFIG_FILES_LABEL)
+        .map(|v| config_files_from_label(v))
+    else {
+        return false;
+    };
+    let Some((override_file, repository_files)) = files.split_last() else {
+        return false;
+    };
+    let Some(state) = crate::ops::state_folder::StateFolder::open_default() else {
+        return false;
+    };
+    let ours = state.root().join("compose").join(&target.project.name);
+    let named = override_file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| {
+            n.starts_with("docker-compose.devcell-") && n.ends_with(".json") && !n.contains('/')
+        });
+    if repository_files != target.project.files.as_slice()
+        || override_file.parent() != Some(ours.as_path())
+        || !named
+    {
+        return false;
+    }
+    override_labels_primary(override_file, &target.service, id_labels)
+}
+
+/// Whether devcell's override file `path` (a regular file of its state folder, read without
+/// following a link, at most 4 MiB) labels `service` with every one of `id_labels`.
+fn override_labels_primary(
+    path: &Path,
+    service: &str,
+    id_labels: &BTreeMap<String, String>,
+) -> bool {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const MAX: u64 = 4 * 1024 * 1024;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+    else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut text = Vec::new();
+    if file.take(MAX).read_to_end(&mut text).is_err() {
+        return false;
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(&text) else {
+        return false;
+    };
+    let labels = &value["services"][service]["labels"];
+    // values are written with Compose's interpolation escaped (`$` as `$$`)
+    id_labels.iter().all(|(k, v)| {
+        labels
+            .get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|have| have == v || have == v.replace('$', "$$"))
+    })
 }
 
 /// The containers (by id) that make a project not this workspace's ([`claim_project`]): every

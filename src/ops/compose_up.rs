@@ -903,6 +903,17 @@ async fn create(
     let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
     let (mut spec, permissions, applied_remote) =
         (applied.spec, applied.requests, applied.remote_user);
+    // Its main process (the service's `command`, the repository's) runs as numeric `uid:gid`,
+    // as a single container's does: by name it would get every group the image's
+    // `/etc/group` lists (attacks K10). The service's `user:` is the image user here.
+    if hardened {
+        crate::ops::exec_user::numeric_container_user(
+            &mut spec,
+            input.image_user.as_deref(),
+            input.passwd.as_deref(),
+            crate::ops::exec_user::workspace_gid(loaded),
+        );
+    }
     identity_labels(
         &mut spec,
         account.as_ref(),
@@ -1200,6 +1211,8 @@ async fn start_project(
 ) -> Result<ContainerInfo> {
     let podman = engine.is_podman().await?;
     let mut file = crate::engine::compose::override_file(&target.service, spec, sidecars, podman);
+    // nothing waits on a repository's `stop_grace_period: 1000h` (attacks K14)
+    security::compose::bound_stop_grace(&target.model, &mut file);
     if !networks.is_empty()
         && let Value::Object(top) = &mut file
     {

@@ -16,8 +16,25 @@ pub struct DownOptions {
     pub target: TargetOptions,
     /// `--remove`: remove the container and its anonymous volumes after stopping it.
     pub remove: bool,
-    /// Seconds to wait for the container to stop before killing it (`None` = engine default).
+    /// How long to wait for each container to stop before it is killed (`None`:
+    /// [`stop_timeout`]'s default; never the container's own, which a repository sets).
     pub timeout: Option<Duration>,
+}
+
+/// The variable that sets `down`'s stop timeout, in whole seconds.
+pub const STOP_TIMEOUT_VAR: &str = "DEVCELL_STOP_TIMEOUT";
+
+/// `down`'s stop timeout unless [`STOP_TIMEOUT_VAR`] says otherwise: the engine's own default
+/// for a container that names none, which `delete` uses too. Left to the engine, a Compose
+/// service's `stop_grace_period` (the repository's: `1000h`) decides how long `down` waits
+/// (attacks K14, spec-note 0425).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long `down` waits for each container to stop: `opts.timeout`, else
+/// [`STOP_TIMEOUT_VAR`], else [`STOP_TIMEOUT`].
+pub fn stop_timeout(opts: &DownOptions) -> Duration {
+    opts.timeout
+        .unwrap_or_else(|| crate::process::deadline_from_env(STOP_TIMEOUT_VAR, STOP_TIMEOUT))
 }
 
 /// What [`down`] did.
@@ -94,7 +111,9 @@ pub async fn down_with(
                 "stopping container {}",
                 short(&container.id)
             )));
-            engine.stop_container(&container.id, opts.timeout).await?;
+            engine
+                .stop_container(&container.id, Some(stop_timeout(opts)))
+                .await?;
         }
         result.container_ids.push(container.id);
     }
@@ -156,10 +175,11 @@ async fn down_compose(
         for id in &containers {
             reporter.report(Event::Status(format!("stopping container {}", short(id))));
         }
+        let timeout = Some(stop_timeout(opts));
         futures_util::future::try_join_all(
             containers
                 .iter()
-                .map(|id| engine.stop_container(id, opts.timeout)),
+                .map(|id| engine.stop_container(id, timeout)),
         )
         .await?;
     }

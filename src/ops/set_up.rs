@@ -70,6 +70,9 @@ pub struct SetUpOptions {
     /// The git directories of a workspace folder, for the audit score (the product's workspace
     /// inspection, `handoff::audit::workspace_git_dirs`).
     pub workspace_git_dirs: fn(&Path) -> Vec<PathBuf>,
+    /// Where the hooks run when `--config` names no `workspaceFolder` (`None`: a folder the
+    /// remote user can use): a handoff's workspace in a container devcell did not create.
+    pub workspace_folder: Option<String>,
 }
 
 /// The result of [`set_up`].
@@ -173,6 +176,18 @@ pub async fn set_up_with(
     opts: &SetUpOptions,
     reporter: &dyn Reporter,
 ) -> Result<SetUpResult> {
+    Ok(set_up_attached(engine, opts, reporter).await?.0)
+}
+
+/// [`set_up_with`], and the container as the hooks were run in it (its user, merged
+/// configuration and workspace folder): what a handoff runs its agent with.
+///
+/// Errors: as [`set_up_with`].
+pub async fn set_up_attached(
+    engine: &dyn Engine,
+    opts: &SetUpOptions,
+    reporter: &dyn Reporter,
+) -> Result<(SetUpResult, Attached)> {
     let container = running_container(engine, &opts.container_id).await?;
     // Parallel `set-up`s of one container run its hooks once (spec-note 0422).
     let _lock =
@@ -230,7 +245,9 @@ pub async fn set_up_with(
         engine,
         opts,
         &container,
-        config.workspace_folder,
+        config
+            .workspace_folder
+            .or_else(|| opts.workspace_folder.clone()),
         (merged.clone(), entries),
         (&remote_user, exec_user),
     )
@@ -247,7 +264,7 @@ pub async fn set_up_with(
         reporter,
     )
     .await?;
-    Ok(SetUpResult {
+    let result = SetUpResult {
         container_id: container.id.clone(),
         remote_user,
         profile: profile.name().to_string(),
@@ -259,7 +276,8 @@ pub async fn set_up_with(
         warnings,
         configuration: opts.include_configuration.then_some(configuration),
         merged_configuration: opts.include_merged_configuration.then_some(merged),
-    })
+    };
+    Ok((result, attached))
 }
 
 /// The container `set-up` is for: it must exist and run.

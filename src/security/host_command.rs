@@ -140,24 +140,89 @@ fn replace_variable(text: &str, name: &str, value: &str) -> String {
 /// The shell words of `texts` that a shell would still expand when the command runs (a
 /// variable or substitution left after [`expand_known`], a glob, a leading `~`): what they
 /// name is decided then, not when the grant is judged, so no grant can pin it (K1: a glob
-/// over `.devcontainer/init.d/*.sh` ran a script the agent added). Quotes are not
-/// considered: a quoted `$` is counted too, which only asks once more.
+/// over `.devcontainer/init.d/*.sh` ran a script the agent added), bash's brace expansion
+/// (`ini{t,}.sh`, L1), and a token still quoted after [`MAX_NESTING`] readings. Quotes are
+/// not considered: a quoted `$` is counted too, which only asks once more.
 fn expanded_when_run<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     for text in texts {
-        let tokens = shlex::split(text)
-            .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
-        for token in tokens {
+        for token in nested_tokens(text) {
             let expands = token.contains(['$', '`', '*', '?', '['])
                 || token.starts_with('~')
-                || token.contains("=~");
-            if expands && token.len() <= 4096 {
-                found.insert(token);
+                || token.contains("=~")
+                || brace_expansion(&token);
+            let unread = token.level >= MAX_NESTING && token.contains(QUOTING);
+            if (expands || unread) && token.len() <= 4096 {
+                found.insert(token.text);
             }
         }
     }
     found
 }
+
+/// Whether bash would expand braces in `token` (`a{b,c}`, `{1..3}`): a `{` followed by a `}`
+/// with a `,` or `..` between them. Read wide: a quoted brace counts too.
+fn brace_expansion(token: &str) -> bool {
+    let Some(open) = token.find('{') else {
+        return false;
+    };
+    let Some(close) = token[open..].rfind('}') else {
+        return false;
+    };
+    let inner = &token[open..open + close];
+    inner.contains(',') || inner.contains("..")
+}
+
+/// How many times a token is read again as a shell string (the string of a nested `sh -c
+/// "…"` or `eval`, whose quotes and backslashes an inner shell removes once more): past it, a
+/// token still quoted is counted as expanded when run (attack L1).
+const MAX_NESTING: usize = 4;
+
+/// What an inner shell would read again: whitespace, quotes and backslashes.
+const QUOTING: &[char] = &[' ', '\t', '\n', '\'', '"', '\\'];
+
+/// One shell token of a command and how many shells deep it was found.
+struct Token {
+    /// The token after its shell's quote removal.
+    text: String,
+    /// 0 for the command's own words, 1 for the words of a token read again, and so on.
+    level: usize,
+}
+
+impl std::ops::Deref for Token {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+/// Every shell token of `text` (its whitespace-separated parts when it is not valid shell),
+/// and, for each token still holding whitespace, quotes or backslashes, that token's tokens in
+/// turn, up to [`MAX_NESTING`] levels. Which token a program hands to another shell (`sh -c`,
+/// `bash -c`, `eval`, `su -c`, `xargs sh -c`, …) is not known here, so every such token is read
+/// again: `sh -c "sh .devcontainer/in''it.sh"` then names `.devcontainer/init.sh` (attack
+/// L1, where the script hid behind one more level of quote removal).
+fn nested_tokens(text: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut pending = vec![(text.to_string(), 0usize)];
+    while let Some((text, level)) = pending.pop() {
+        let tokens = shlex::split(&text)
+            .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
+        for token in tokens {
+            if token.contains(QUOTING) && level < MAX_NESTING && out.len() < MAX_TOKENS {
+                pending.push((token.clone(), level + 1));
+            }
+            if out.len() < MAX_TOKENS {
+                out.push(Token { text: token, level });
+            }
+        }
+    }
+    out
+}
+
+/// The most tokens [`nested_tokens`] reads from one text (a bound on work, not on safety:
+/// past it the words left unread are still counted by [`cover`]'s own bound).
+const MAX_TOKENS: usize = 4096;
 
 /// The host command of a Compose `provider` (`command` as its request shows it): the program
 /// its `type` names when that is a path (Compose runs a `type` with a `/` as a path, relative
@@ -190,8 +255,8 @@ fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     }
 }
 
-/// The words that may name a path: each text itself, its shell words (or its
-/// whitespace-separated parts when it is not valid shell), and each of those split at
+/// The words that may name a path: each text itself, its shell words at every nesting level
+/// ([`nested_tokens`]), its whitespace-separated parts, and each of those split at
 /// [`SEPARATORS`].
 fn words_of<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
     let mut words = BTreeSet::new();
@@ -202,9 +267,9 @@ fn words_of<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
             }
         };
         add(text);
-        let shell = shlex::split(text).unwrap_or_default();
+        let tokens = nested_tokens(text).into_iter().map(|t| t.text);
         let plain = text.split_whitespace().map(str::to_string);
-        for token in shell.into_iter().chain(plain) {
+        for token in tokens.chain(plain) {
             add(&token);
             for piece in token.split(SEPARATORS) {
                 add(piece);
@@ -477,5 +542,55 @@ mod tests {
         // without a known home, `~` is not pinned
         let c = cover_command_with("sh ~/x.sh".into(), &argv("sh ~/x.sh"), &ws, &ws, None);
         assert!(c.digest().is_none(), "{c:?}");
+    }
+
+    /// L1: a script named inside a nested shell string, behind one more quote removal (`''`,
+    /// `""`, a backslash, `eval`), is still named and pinned; bash's brace expansion is
+    /// expanded when run, so the command is a one-run grant; either way no standing grant
+    /// covers the command text alone.
+    #[test]
+    fn a_script_named_in_a_nested_shell_string_is_pinned_or_a_one_run_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
+        let cover = |line: &str| cover_command_with(line.into(), &argv(line), &ws, &ws, None);
+        for line in [
+            r#"sh -c "sh .devcontainer/in''it.sh""#,
+            r#"sh -c "sh .devcontainer/in\"\"it.sh""#,
+            r#"sh -c "sh .devcontainer/init\.sh""#,
+            r#"eval sh .devcontainer/in\\it.sh"#,
+            r#"sh -c 'sh -c "bash -c \"sh .devcontainer/in'"''"'it.sh\""'"#,
+        ] {
+            let c = cover(line);
+            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            assert!(
+                paths == [".devcontainer/init.sh"] || c.digest().is_none(),
+                "{line}: {c:?}"
+            );
+            assert!(
+                !c.files.is_empty() || !c.uncovered.is_empty(),
+                "{line}: {c:?}"
+            );
+        }
+        for line in [
+            r#"bash -c "sh .devcontainer/ini{t,}.sh""#,
+            "bash -c 'sh .devcontainer/{init,x}.sh'",
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+        }
+        // plain nested commands stay standing grants that pin their script
+        let c = cover("bash -c 'cd /tmp && sh \"$PWD/x\"' ; sh -c 'sh .devcontainer/init.sh'");
+        assert!(c.uncovered.iter().all(|u| u.contains("$PWD/x")), "{c:?}");
+        let c = cover("sh -c 'sh .devcontainer/init.sh'");
+        assert!(c.digest().is_some(), "{c:?}");
+        assert_eq!(c.files.len(), 1, "{c:?}");
+        // a token quoted deeper than devcell reads is expanded when run
+        let mut deep = "sh .devcontainer/init.sh".to_string();
+        for _ in 0..=MAX_NESTING + 1 {
+            deep = format!("sh -c {}", shlex::try_quote(&deep).unwrap());
+        }
+        assert!(cover(&deep).digest().is_none());
     }
 }

@@ -143,8 +143,18 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     // (Podman's inspect lists its default capabilities as dropped and drops the `:true`,
     // spec-note 0610)
     assert_eq!(
-        inspect(id, "{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}"),
+        inspect(
+            id,
+            "{{.HostConfig.ReadonlyRootfs}} {{index .Config.Labels \"devcell.user\"}}"
+        ),
         "true nobody"
+    );
+    // created as numeric `uid:gid`, as a single container is (attacks K10)
+    let user = inspect(id, "{{.Config.User}}");
+    assert!(
+        user.split_once(':')
+            .is_some_and(|(u, g)| u.parse::<u32>().is_ok() && g.parse::<u32>().is_ok()),
+        "{user}"
     );
     let (code, out, err) = ctx.sh("grep -E '^(CapBnd|NoNewPrivs)' /proc/self/status");
     assert_eq!(
@@ -227,7 +237,7 @@ fn a_build_service_gets_its_features_and_devcell_build_tags_it() {
         .to_string_lossy()
         .to_lowercase();
     ctx.remove_images_matching(&format!("vsc-{folder}-*"));
-    let tag = format!("devcell-test/compose-built:{}", std::process::id());
+    let tag = format!("devcell-test/compose-built:{}", crate::support::run_token());
     ctx.remove_image(&tag);
     ctx.write(
         ".devcontainer/Dockerfile",
@@ -456,7 +466,7 @@ fn another_workspace_naming_the_same_project_is_never_attached_to_or_stopped() {
         return;
     };
     let (a, b) = (a.isolated(), b.isolated());
-    let name = format!("devcell-claimed-{}", std::process::id());
+    let name = format!("devcell-claimed-{}", crate::support::run_token());
     a.clean_label(&format!("com.docker.compose.project={name}"));
     let file = format!(
         "name: {name}\nservices:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n"
@@ -553,7 +563,9 @@ fn a_handoff_into_a_compose_workspace_reaches_the_sidecar_and_delete_removes_the
     let Some(ctx) = TestContext::busybox("compose_ops_handoff") else {
         return;
     };
-    let ctx = ctx.isolated().at("composehandoff");
+    let ctx = ctx
+        .isolated()
+        .at(&crate::support::per_run("composehandoff"));
     let project = project(&ctx);
     ctx.write(
         ".devcontainer/docker-compose.yml",
@@ -848,7 +860,7 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
     let Some(ctx) = TestContext::busybox("compose_ops_closed") else {
         return;
     };
-    let ctx = ctx.isolated().at("composeclosed");
+    let ctx = ctx.isolated().at(&crate::support::per_run("composeclosed"));
     let project = project(&ctx);
     ctx.write(
         ".devcontainer/docker-compose.yml",
@@ -1122,7 +1134,9 @@ fn every_sidecar_stops_with_the_handoff_whether_or_not_it_binds_the_workspace() 
     let Some(ctx) = TestContext::busybox("compose_ops_handoff_sidecar_stop") else {
         return;
     };
-    let ctx = ctx.isolated().at("composesidecarstop");
+    let ctx = ctx
+        .isolated()
+        .at(&crate::support::per_run("composesidecarstop"));
     let project = project(&ctx);
     ctx.write(
         ".devcontainer/docker-compose.yml",
@@ -1210,7 +1224,9 @@ fn delete_keeps_a_projects_named_volume_and_is_verified() {
     let Some(ctx) = TestContext::busybox("compose_ops_delete_keeps_data") else {
         return;
     };
-    let ctx = ctx.isolated().at("composekeepsdata");
+    let ctx = ctx
+        .isolated()
+        .at(&crate::support::per_run("composekeepsdata"));
     let project = project(&ctx);
     ctx.write(
         ".devcontainer/docker-compose.yml",
@@ -1332,4 +1348,96 @@ fn down_ignores_another_projects_sidecar_claiming_the_workspace_labels() {
         down.stderr
     );
     b.run("down", &["--remove"]).ok();
+}
+
+/// Attack K14 (spec-note 0425): a sidecar's `stop_grace_period: 1000h` (its PID 1 `sleep`
+/// ignores SIGTERM) hung `down` for as long as the engine waited on it. The override bounds
+/// the grace (the container's stop timeout is 60 s), and `down` waits its own timeout (a few
+/// seconds here, `DEVCELL_STOP_TIMEOUT`), never the container's: every service is stopped
+/// well within it.
+#[test]
+fn down_stops_a_sidecar_with_a_huge_grace_period_within_the_default_timeout() {
+    let Some(ctx) = TestContext::busybox("compose_ops_grace") else {
+        return;
+    };
+    let ctx = ctx.isolated().env("DEVCELL_STOP_TIMEOUT", "2");
+    let project = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    stop_grace_period: 1000h\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    ctx.up(&[]);
+    assert_eq!(services(&project), ["app running", "side running"]);
+    let side = docker_lines(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--filter",
+        "label=com.docker.compose.service=side",
+    ]);
+    assert_eq!(inspect(&side[0], "{{.Config.StopTimeout}}"), "60");
+
+    let started = std::time::Instant::now();
+    let down = ctx.run("down", &[]);
+    let took = started.elapsed();
+    assert_eq!(down.code, Some(0), "{}\n{}", down.stdout, down.stderr);
+    assert_eq!(services(&project), ["app exited", "side exited"]);
+    // a bound far from both the repository's 1000 h and the container's own 60 s
+    assert!(took < std::time::Duration::from_secs(45), "{took:?}");
+    ctx.run("down", &["--remove"]).ok();
+}
+
+/// A project whose dev container was removed while a sidecar of it runs on is still this
+/// workspace's (its own `up` left the sidecar): `up` creates the dev container again beside it,
+/// as the reference CLI does; another workspace whose files name that project is still refused
+/// (issue 28 item 8, spec-note 0603).
+#[test]
+fn a_project_left_with_only_its_sidecar_gets_its_dev_container_again() {
+    let Some(a) = TestContext::busybox("compose_ops_sidecar_left_a") else {
+        return;
+    };
+    let Some(b) = TestContext::busybox("compose_ops_sidecar_left_b") else {
+        return;
+    };
+    let (a, b) = (a.isolated(), b.isolated());
+    let name = project(&a);
+    a.write(
+        ".devcontainer/docker-compose.yml",
+        &TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    b.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "name: {name}\n{}",
+            TWO_SERVICES.replace("IMAGE", BUSYBOX_IMAGE)
+        ),
+    );
+    let config = r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "runServices": ["db"],
+            "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#;
+    let (a, b) = (a.config(config), b.config(config));
+    let first = a.up(&[]);
+    docker_lines(&["rm", "-f", first["containerId"].as_str().unwrap()]);
+    assert_eq!(services(&name), ["db running"]);
+
+    // another workspace naming the project does not take the sidecar for its own
+    let refused = b.run("up", &[]);
+    assert!(
+        refused.failed().contains("is not this workspace's"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(services(&name), ["db running"]);
+
+    let again = a.up(&[]);
+    assert_ne!(again["containerId"], first["containerId"]);
+    assert_eq!(again["composeProjectName"], name.as_str());
+    assert_eq!(services(&name), ["app running", "db running"]);
+    a.run("down", &["--remove"]).ok();
+    assert!(services(&name).is_empty());
 }

@@ -402,6 +402,38 @@ fn legacy_vscode_properties_move_to_customizations() {
     );
 }
 
+/// A Feature's legacy top-level `extensions`/`settings` are shown under its
+/// `customizations.vscode` in the Features configuration, as the reference CLI shows them
+/// (spec-note 0006; issue 28 item 8).
+#[test]
+fn a_features_legacy_vscode_properties_move_to_its_customizations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dc = tmp.path().join(".devcontainer");
+    std::fs::create_dir_all(dc.join("feat")).unwrap();
+    std::fs::write(
+        dc.join("devcontainer.json"),
+        r#"{"image": "debian", "features": {"./feat": {}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dc.join("feat/devcontainer-feature.json"),
+        r#"{"id": "feat", "version": "1.0.0", "extensions": ["x.y", "a.b"], "settings": {"s": 1, "t": 2},
+            "customizations": {"vscode": {"extensions": ["first"], "settings": {"t": 3}}}}"#,
+    )
+    .unwrap();
+    std::fs::write(dc.join("feat/install.sh"), "#!/bin/sh\n").unwrap();
+    let v = stdout_json(&read_configuration(
+        tmp.path(),
+        &["--include-features-configuration"],
+    ));
+    let feature = &v["featuresConfiguration"]["featureSets"][0]["features"][0];
+    assert!(feature.get("extensions").is_none() && feature.get("settings").is_none());
+    assert_eq!(
+        feature["customizations"]["vscode"],
+        json!({"extensions": ["first", "x.y", "a.b"], "settings": {"s": 1, "t": 3}})
+    );
+}
+
 /// Resolving the Features configuration parses every reference before fetching anything: the
 /// legacy short id fails with its hint and no registry is asked (spec-note 0452).
 #[test]

@@ -111,7 +111,10 @@ async fn pull_through_the_engine_from_the_local_registry() {
         );
         return;
     };
-    let reference = format!("{registry}/devcell-test/engine-pull:{}", std::process::id());
+    let reference = format!(
+        "{registry}/devcell-test/engine-pull:{}",
+        crate::support::run_token()
+    );
     let _guard = ImageGuard(vec![reference.clone()]);
     let (ok, out) = docker(&["tag", BUSYBOX, &reference]);
     assert!(ok, "{out}");
@@ -158,7 +161,7 @@ async fn build_honours_dockerignore_args_target_labels_and_tags() {
         ),
     )
     .unwrap();
-    let tag = format!("devcell-test/engine-build:{}", std::process::id());
+    let tag = format!("devcell-test/engine-build:{}", crate::support::run_token());
     let tag2 = format!("{tag}-alias");
     let _guard = ImageGuard(vec![tag.clone(), tag2.clone()]);
     let request = BuildRequest {
@@ -225,7 +228,7 @@ async fn tag_then_inspect_by_the_new_name() {
     let Some(e) = engine("tag_then_inspect_by_the_new_name").await else {
         return;
     };
-    let target = format!("devcell-test/engine-tag:{}", std::process::id());
+    let target = format!("devcell-test/engine-tag:{}", crate::support::run_token());
     let _guard = ImageGuard(vec![target.clone()]);
     e.tag_image(BUSYBOX, &target).await.unwrap();
     let a = e.inspect_image(&target).await.unwrap().unwrap();

@@ -660,3 +660,123 @@ fn env_import_refuses_what_hardened_does_not_grant_and_writes_only_a_new_configu
     let bad = ctx.run("env import", &[&file.replace("agent-env", "missing")]);
     assert_ne!(bad.code, Some(0));
 }
+
+/// Issue 29, item 3 (spec-note 0524): a container someone else started (`docker run`, binding
+/// a temporary workspace) is handed to an agent: audited, a wrong `--expect-mount` refused
+/// before any session, the agent run in it (its file is in the workspace), reported as external
+/// by `status` and `doctor`, and after `delete` still running, the same container (same id,
+/// same start time).
+#[test]
+fn handoff_of_a_container_devcell_did_not_create_leaves_it_running_after_delete() {
+    let Some(ctx) = TestContext::busybox("handoff_external_container") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let ws = ws.to_str().unwrap();
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.writer]\ncommand = [\"sh\", \"-c\", \"pwd > agent-was-here && cat README.md >> agent-was-here\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let c = crate::support::docker::TestContainer::run_with(
+        &["--network", "none", "-v", &format!("{ws}:/src")],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let started = c.inspect("{{.State.StartedAt}}");
+    let unchanged = |when: &str| {
+        assert_eq!(c.inspect("{{.State.Running}}"), "true", "{when}");
+        assert_eq!(c.inspect("{{.State.StartedAt}}"), started, "{when}");
+        assert_eq!(c.inspect("{{.Id}}"), c.id, "{when}");
+    };
+    let handoff = |expect: &str| {
+        ctx.output(
+            "handoff",
+            &[
+                "--agent",
+                "writer",
+                "--config-file",
+                config,
+                "--container",
+                &c.id,
+                "--expect-mount",
+                expect,
+                "--format",
+                "json",
+            ],
+        )
+    };
+    let status = || {
+        let (code, v, stderr) = run(&ctx, "status", &["--format", "json"]);
+        assert_eq!(code, Some(0), "{v}\n{stderr}");
+        v["result"].clone()
+    };
+
+    // A wrong expected mount: refused (exit 2) before a session, the container untouched.
+    let out = handoff(&format!("{ws}:/elsewhere"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mounts nothing at `/elsewhere`"),
+        "{stderr}"
+    );
+    assert!(!ctx.path().join("agent-was-here").exists());
+    assert_eq!(status()["sessions"], serde_json::json!([]));
+    unchanged("after the refusal");
+
+    // The right one: audited, the agent runs in the workspace's folder of the container.
+    let out = handoff(&format!("{ws}:/src:rw"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = &v["result"];
+    assert_eq!(result["containerId"], c.id.as_str(), "{v}");
+    assert_eq!(result["plan"]["container"]["action"], "external", "{v}");
+    assert_eq!(result["plan"]["cwd"], "/src", "{v}");
+    assert_eq!(result["network"], "none", "{v}");
+    assert_eq!(result["plan"]["profile"], "hardened", "{v}");
+    assert!(
+        stderr.contains("has more than the `hardened` profile allows"),
+        "the audit's findings are reported: {stderr}"
+    );
+    let written = std::fs::read_to_string(ctx.path().join("agent-was-here")).unwrap();
+    assert_eq!(written, "/src\nthe task\n");
+    unchanged("after the handoff");
+
+    // `status` and `doctor` say it is someone else's.
+    let st = status();
+    assert_eq!(st["sessions"][0]["external"], true, "{st}");
+    assert_eq!(st["externalContainers"][0]["id"], c.id.as_str(), "{st}");
+    assert!(st["recordedContainer"].is_null(), "{st}");
+    let doctor = ctx.devcell(&["doctor", "--format", "json"]);
+    let doctor: Value = serde_json::from_str(doctor.stdout.lines().last().unwrap()).unwrap();
+    let findings = doctor["result"]["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["code"] == "external_container"
+            && f["message"].as_str().unwrap().contains(&c.id[..12])),
+        "{doctor}"
+    );
+
+    // `delete` forgets it: still running, the same container.
+    let (code, v, stderr) = run(&ctx, "delete", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{v}\n{stderr}");
+    assert_eq!(
+        v["result"]["kept"]["externalContainers"][0],
+        c.id.as_str(),
+        "{v}"
+    );
+    assert!(
+        !v["result"]["removed"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == c.id.as_str()),
+        "{v}"
+    );
+    unchanged("after delete");
+    assert!(status()["externalContainers"].is_null(), "forgotten");
+}

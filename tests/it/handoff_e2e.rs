@@ -2314,7 +2314,7 @@ fn a_handoff_in_a_named_container_uses_it_and_refuses_any_other() {
 
     // 3. A container devcell did not create (started by the test): refused, left running,
     //    unchanged.
-    let foreign = format!("devcell-test-foreign-{}", std::process::id());
+    let foreign = support::per_run("devcell-test-foreign");
     env.ctx.cleanup().container(&foreign);
     let run = Command::new("docker")
         .args([

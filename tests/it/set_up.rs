@@ -338,7 +338,7 @@ fn set_up_hooks_get_no_group_of_the_images_etc_group() {
     ) {
         return;
     }
-    let tag = format!("devcell-test/set-up-groups:{}", std::process::id());
+    let tag = format!("devcell-test/set-up-groups:{}", crate::support::run_token());
     let context = tempfile::tempdir().unwrap();
     std::fs::write(
         context.path().join("Dockerfile"),

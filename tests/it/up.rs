@@ -990,10 +990,10 @@ fn up_flags_follow_the_reference_cli() {
     // --include-merged-configuration.
     let secrets = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(secrets.path(), r#"{"TOKEN": "s3cr3t-value"}"#).unwrap();
-    let label = format!("devcell.test.flags={}", std::process::id());
+    let label = format!("devcell.test.flags={}", crate::support::run_token());
     let volume = format!(
         "type=volume,source=devcell-test-flags-{},target=/extra",
-        std::process::id()
+        crate::support::run_token()
     );
     let common = ["--id-label", label.as_str()];
     let mut args = common.to_vec();
@@ -1020,7 +1020,10 @@ fn up_flags_follow_the_reference_cli() {
     assert_eq!(result["outcome"], "success", "{stderr}");
     let id = result["containerId"].as_str().unwrap().to_string();
     // Dropped last: after the containers that use it.
-    let _volume = VolumeGuard(format!("devcell-test-flags-{}", std::process::id()));
+    let _volume = VolumeGuard(format!(
+        "devcell-test-flags-{}",
+        crate::support::run_token()
+    ));
     let _container = ContainerGuard(id.clone());
     assert!(
         stderr.contains("token=******** extra=from-config"),
@@ -1032,7 +1035,7 @@ fn up_flags_follow_the_reference_cli() {
     // Only the --id-label identifies the container (the defaults are not added).
     assert_eq!(
         docker_inspect(&id, "{{index .Config.Labels \"devcell.test.flags\"}}"),
-        std::process::id().to_string()
+        crate::support::run_token().to_string()
     );
     assert!(ws.containers().is_empty());
     assert!(docker_inspect(&id, "{{json .Mounts}}").contains("/extra"));
@@ -1878,7 +1881,10 @@ fn a_new_container_costs_one_container_and_two_processes() {
     let Some(ctx) = TestContext::busybox(test) else {
         return;
     };
-    let image = format!("devcell-test/busybox-count-{}:1", std::process::id());
+    let image = format!(
+        "devcell-test/busybox-count-{}:1",
+        crate::support::run_token()
+    );
     let (ok, out) = crate::support::engine::docker(&["tag", BUSYBOX_IMAGE, &image]);
     assert!(ok, "{out}");
     let _untag = ImageGuard(vec![image.clone()]);

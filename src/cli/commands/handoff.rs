@@ -314,6 +314,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         },
         environment: environment_request(&args.environment)?,
         container: args.container.clone(),
+        expect_mounts: crate::handoff::expect_mount::parse_all(&args.expect_mount)?,
         dotfiles: handoff_dotfiles(&args.dotfiles)?,
     })
 }

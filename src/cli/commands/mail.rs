@@ -109,12 +109,16 @@ fn render_list(views: &Vec<MessageView>) -> String {
         let m = &v.message;
         let _ = writeln!(
             out,
-            "{}  {} {}  {}  [{}]",
+            "{}  {} {}  {}  [{}]{}",
             m.id,
             m.from,
             m.kind.as_str(),
             m.subject,
-            states(v)
+            states(v),
+            v.escalation
+                .as_ref()
+                .map(|e| format!("  escalation: {}", e.describe()))
+                .unwrap_or_default()
         );
     }
     out
@@ -133,10 +137,59 @@ fn render_one(v: &MessageView) -> String {
     let _ = writeln!(out, "subject   {}", m.subject);
     let _ = writeln!(out, "created   {}", m.created_at.to_rfc3339());
     let _ = writeln!(out, "states    {}", states(v));
+    if let Some(e) = &v.escalation {
+        let _ = writeln!(out, "escalation {}", e.describe());
+    }
     let _ = writeln!(out, "\n{}", m.body);
     out
 }
 
 fn render_receipt(r: &Receipt) -> String {
     format!("{} posted to {} task(s)\n", r.id, r.recipients.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message view as `mail show --format json` gives it, with `escalation` when set.
+    fn view(escalation: serde_json::Value) -> MessageView {
+        let mut v = serde_json::json!({
+            "message": {
+                "schemaVersion": 1, "id": "m-1", "threadId": "m-1", "from": "a", "to": ["b"],
+                "type": "request", "subject": "please", "body": "x", "importance": "normal",
+                "ackRequired": false, "createdAt": "2026-01-01T00:00:00Z"
+            },
+            "recipients": {"b": {"state": "held", "escalated": true}}
+        });
+        if !escalation.is_null() {
+            v["escalation"] = escalation;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// `mail list` and `mail show` say whether the escalation command ran and how it ended,
+    /// in text and JSON (spec-note 0533); a message with none due says nothing of it.
+    #[test]
+    fn list_and_show_say_whether_the_escalation_ran_and_its_exit() {
+        let v = view(serde_json::json!({"state": "ran", "exit": 4}));
+        assert!(render_list(&vec![v.clone()]).contains("escalation: ran, exit 4"));
+        assert!(render_one(&v).contains("escalation ran, exit 4\n"));
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["escalation"]["state"], "ran");
+        assert_eq!(json["escalation"]["exit"], 4);
+        let killed = view(serde_json::json!({"state": "ran", "signal": 9, "timedOut": true}));
+        assert!(render_one(&killed).contains("killed after its deadline"));
+        let started = view(serde_json::json!({"state": "started"}));
+        assert!(render_one(&started).contains("no outcome recorded"));
+        let none = view(serde_json::Value::Null);
+        assert!(!render_list(&vec![none.clone()]).contains("escalation"));
+        assert!(!render_one(&none).contains("escalation"));
+        assert!(
+            serde_json::to_value(&none)
+                .unwrap()
+                .get("escalation")
+                .is_none()
+        );
+    }
 }

@@ -79,6 +79,15 @@ fn render(r: &StatusResult) -> String {
             let _ = writeln!(s, "container unknown (no engine)");
         }
     }
+    for c in &r.external_containers {
+        let _ = writeln!(
+            s,
+            "external container {} {} ({}): someone else's; devcell never starts, stops or removes it",
+            &c.id[..c.id.len().min(12)],
+            c.state,
+            c.image
+        );
+    }
     for x in &r.services {
         let c = &x.container;
         let _ = writeln!(
@@ -96,10 +105,15 @@ fn render(r: &StatusResult) -> String {
     for x in &r.sessions {
         let _ = writeln!(
             s,
-            "session {} agent `{}` on {}: {}, started {}{}",
+            "session {} agent `{}` on {}{}: {}, started {}{}",
             x.session.id,
             x.session.agent,
             x.session.runtime.as_str(),
+            if x.session.external {
+                " (external)"
+            } else {
+                ""
+            },
             x.status.as_str(),
             x.session.started_at,
             x.session

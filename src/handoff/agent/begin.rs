@@ -157,7 +157,11 @@ impl Handoff<'_> {
         live.store
             .add_git(&live.root, &live.id, earlier)
             .map_err(|e| live.fail(e.into()))?;
-        let identity = crate::handoff::git_identity::record(&live.root);
+        // the plan's walk, when it made one (the walk at the end is this session's own)
+        let identity = p
+            .git_identity
+            .clone()
+            .unwrap_or_else(|| crate::handoff::git_identity::record(&live.root));
         if let Some(before) = live
             .store
             .load(&live.root)

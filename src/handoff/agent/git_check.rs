@@ -2,14 +2,15 @@
 //! said in its own result and on stderr, not only by the next `status` (spec-note 0400, K4).
 
 use super::{Handoff, Live};
-use crate::handoff::git_identity::{GitDirChange, compare, record};
+use crate::handoff::git_identity::{GitDirChange, compare_changes, record};
 use crate::progress::Event;
 
 impl Handoff<'_> {
     /// Compares the `.git` entries below the workspace with the record made at the handoff's
     /// start (after the agent stopped and its commits came back): each `git_dir_changed` /
     /// `git_dir_created` is a warning line now, a warning of the result, and an entry of its
-    /// `gitDirChanges`.
+    /// `gitDirChanges`; a folder that became a git directory under another name than `.git`
+    /// (attack L2) is an `error:` line and `loud` in the result (spec-note 0400).
     pub(super) fn check_git_identity(&self, live: &mut Live) -> Vec<GitDirChange> {
         let Some(before) = live
             .store
@@ -20,15 +21,16 @@ impl Handoff<'_> {
         else {
             return Vec::new();
         };
-        let found = compare(&before, &record(&live.root));
+        let found = compare_changes(&before, &record(&live.root));
+        for change in &found {
+            let level = if change.loud { "error" } else { "warning" };
+            self.reporter.report(Event::Status(format!(
+                "{level}: {}: {}",
+                change.code, change.message
+            )));
+            live.warnings
+                .push(format!("{}: {}", change.code, change.message));
+        }
         found
-            .into_iter()
-            .map(|(code, message)| {
-                self.reporter
-                    .report(Event::Status(format!("warning: {code}: {message}")));
-                live.warnings.push(format!("{code}: {message}"));
-                GitDirChange { code, message }
-            })
-            .collect()
     }
 }

@@ -152,7 +152,7 @@ impl Handoff<'_> {
     /// or a stop signal comes: then the agent is asked to stop, bounded whatever the engine
     /// does (a container removed under the exec), and a second signal stops waiting. Returns
     /// the exec's result and the stop signal, if one came.
-    async fn exec_until_stopped(
+    pub(super) async fn exec_until_stopped(
         &self,
         live: &Live,
         attached: &Attached,
@@ -222,7 +222,7 @@ impl Handoff<'_> {
 /// The agent's exec request: its argv behind `sh -c 'echo $$ > <pidfile>; exec "$@"'` (so a
 /// stop request signals exactly it; its words reach it unchanged), as the remote user, in the
 /// plan's working directory.
-fn agent_request(
+pub(super) fn agent_request(
     p: &Prepared,
     attached: &Attached,
     env: IndexMap<String, String>,
@@ -246,7 +246,7 @@ fn agent_request(
 }
 
 /// The result of an agent ended by `signal` without its own status.
-fn signal_result(signal: i32) -> ExecResult {
+pub(super) fn signal_result(signal: i32) -> ExecResult {
     ExecResult {
         exit_code: 128 + i64::from(signal),
         ..Default::default()

@@ -330,10 +330,18 @@ const GIT_DIR_REFS: &[&str] = &[
 ];
 
 /// Whether a new branch `name` (`refs/heads/…`) would be read by the user's git as another
-/// ref: its short name starts with a remote's name (`origin/main`: git finds
-/// `refs/heads/origin/main` before `refs/remotes/origin/main`, now or after the next fetch;
-/// remotes are read from the host's `refs/remotes/`, not its configuration) or is one of
-/// [`GIT_DIR_REFS`] (used when that file is absent). Attack K7.
+/// ref, or another ref read as it:
+/// - its short name starts with a remote's name (`origin/main`: git finds
+///   `refs/heads/origin/main` before `refs/remotes/origin/main`, now or after the next fetch;
+///   remotes are read from the host's `refs/remotes/`, not its configuration; attack K7);
+/// - it is one of [`GIT_DIR_REFS`] (used when that file is absent; K7);
+/// - it is the short name of a ref in another namespace (`refs/tags/v1.0`, `refs/stash`):
+///   `git checkout v1.0` takes the branch over the tag (attack L5);
+/// - it starts with `refs/`, `heads/`, `tags/` or `remotes/` (git reads `refs/heads/tags/v1`
+///   as `tags/v1` in places, and the other way in others);
+/// - it is all hexadecimal and at least 4 characters long (git's shortest abbreviation): a
+///   branch `589df1c` wins over the commit of that short id in `git reset --hard 589df1c`
+///   (L5), whether or not it abbreviates an object today.
 fn shadows_a_ref(name: &str, host_refs: &BTreeMap<String, String>) -> bool {
     let Some(short) = name.strip_prefix("refs/heads/") else {
         return false;
@@ -341,11 +349,25 @@ fn shadows_a_ref(name: &str, host_refs: &BTreeMap<String, String>) -> bool {
     if GIT_DIR_REFS.contains(&short) {
         return true;
     }
+    if ["refs/", "heads/", "tags/", "remotes/"]
+        .iter()
+        .any(|p| short.starts_with(p))
+    {
+        return true;
+    }
+    if short.len() >= 4 && short.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return true;
+    }
     let first = short.split('/').next().unwrap_or(short);
     host_refs.keys().any(|r| {
-        r.strip_prefix("refs/remotes/")
-            .and_then(|rest| rest.split('/').next())
-            .is_some_and(|remote| remote == first)
+        let remote_first = r
+            .strip_prefix("refs/remotes/")
+            .and_then(|rest| rest.split('/').next());
+        let other_short = ["refs/tags/", "refs/remotes/", "refs/"]
+            .iter()
+            .find_map(|p| r.strip_prefix(p))
+            .filter(|_| !r.starts_with("refs/heads/"));
+        remote_first == Some(first) || other_short == Some(short)
     })
 }
 
@@ -405,8 +427,44 @@ mod shadow_tests {
             "refs/heads/feature",
             "refs/heads/originals/x",
             "refs/heads/upstream/main",
-            "refs/heads/v1",
+            "refs/heads/v2",
+            "refs/heads/cafe-x",
+            "refs/heads/abc",
             "refs/tags/origin/x",
+        ] {
+            assert!(!shadows_a_ref(name, &refs), "{name}");
+        }
+    }
+
+    /// Attack L5: a new branch named after a tag (or any ref outside `refs/heads/`), under a
+    /// namespace's name, or all-hex like a short commit id is kept aside: the user's
+    /// `git checkout v1.0` or `git reset --hard 589df1c` would take the agent's branch.
+    #[test]
+    fn a_branch_named_after_a_tag_or_a_short_id_is_kept_aside() {
+        let refs: BTreeMap<String, String> = [
+            ("refs/heads/main", "a"),
+            ("refs/tags/v1.0", "c"),
+            ("refs/stash", "d"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for name in [
+            "refs/heads/v1.0",
+            "refs/heads/stash",
+            "refs/heads/589df1c",
+            "refs/heads/DEADBEEF",
+            "refs/heads/tags/v1.0",
+            "refs/heads/refs/heads/main",
+            "refs/heads/heads/x",
+            "refs/heads/remotes/origin/main",
+        ] {
+            assert!(shadows_a_ref(name, &refs), "{name}");
+        }
+        for name in [
+            "refs/heads/v1.1",
+            "refs/heads/release/v1.0",
+            "refs/heads/fix",
         ] {
             assert!(!shadows_a_ref(name, &refs), "{name}");
         }

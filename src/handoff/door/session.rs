@@ -169,8 +169,10 @@ impl DoorRequest {
                 return Err(e);
             }
         };
+        let recovery = spawn_unrun_escalations(&mediator);
         Ok(SessionDoor {
             server: Some(server),
+            recovery,
             mediator,
             handler,
             task: self.task.clone(),
@@ -246,10 +248,26 @@ fn write_owner(file: &File, owner: Option<&Path>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Runs, beside the session, the escalation commands a devcell killed between holding a
+/// message and running its command left unrun (spec-note 0533): the door's start is the
+/// first time devcell opens the group's log with the user's command again. Beside, not
+/// before: the handoff does not wait for the user's commands (each bounded by its deadline).
+fn spawn_unrun_escalations(mediator: &Arc<Mediator>) -> Option<std::thread::JoinHandle<()>> {
+    let mediator = Arc::clone(mediator);
+    std::thread::Builder::new()
+        .name("mail-escalations".into())
+        .spawn(move || {
+            let _ = mediator.run_unrun_escalations();
+        })
+        .ok()
+}
+
 /// A task's open channel for one session; closed by [`SessionDoor::close`] or on drop.
 #[derive(Debug)]
 pub struct SessionDoor {
     server: Option<DoorServer>,
+    /// The run of escalation commands a killed devcell left unrun (joined at close).
+    recovery: Option<std::thread::JoinHandle<()>>,
     mediator: Arc<Mediator>,
     handler: Arc<MailDoor>,
     task: TaskName,
@@ -278,6 +296,9 @@ impl SessionDoor {
     pub fn close(mut self) -> Result<ChannelRecord, DoorError> {
         if let Some(server) = self.server.take() {
             server.stop();
+        }
+        if let Some(recovery) = self.recovery.take() {
+            let _ = recovery.join();
         }
         self.mediator.end(&self.task)?;
         Ok(self.record())

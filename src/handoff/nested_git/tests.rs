@@ -227,3 +227,71 @@ fn what_the_container_git_directories_cover_is_left_alone() {
         nested.folders
     );
 }
+
+/// Attack L3: a bare repository in the workspace (`upstream.git`, a local remote) is a git
+/// directory under another name: it is covered read-only whole, as a `.git` folder is (its
+/// `hooks/` and `config` out of the agent's reach), with the folders above it on themselves;
+/// what the walk found inside it (its `worktrees/`) is covered with it, not bound again. The
+/// workspace folder itself laid out so cannot be covered: refused unless accepted.
+#[test]
+fn a_bare_repository_in_the_workspace_is_covered() {
+    let (_t, root) = tree();
+    for dir in [
+        "remotes/upstream.git/objects",
+        "remotes/upstream.git/refs/heads",
+        "remotes/upstream.git/hooks",
+        "remotes/upstream.git/worktrees/w",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::fs::write(
+        root.join("remotes/upstream.git/HEAD"),
+        "ref: refs/heads/main\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("remotes/upstream.git/worktrees/w/HEAD"), "0\n").unwrap();
+    std::fs::write(
+        root.join("remotes/upstream.git/worktrees/w/commondir"),
+        "../..\n",
+    )
+    .unwrap();
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let identity = crate::handoff::git_identity::record(&root);
+    assert!(
+        identity.entries["remotes/upstream.git"].bare,
+        "{identity:?}"
+    );
+    let nested = judge(&ws, &gits, &identity, None).unwrap();
+    assert_eq!(
+        nested.entries,
+        [".wt/feat/.git", "remotes/upstream.git", "vendor/lib/.git"]
+    );
+    assert!(nested.folders.contains(&"remotes".to_string()));
+    assert!(
+        !nested
+            .folders
+            .iter()
+            .any(|f| f.starts_with("remotes/upstream.git"))
+    );
+    let bare = nested
+        .mounts()
+        .into_iter()
+        .find(|m| m.target == "/workspaces/ws/remotes/upstream.git")
+        .unwrap();
+    assert!(bare.read_only && bare.source == root.join("remotes/upstream.git"));
+
+    std::fs::write(root.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(root.join("objects")).unwrap();
+    std::fs::create_dir_all(root.join("refs")).unwrap();
+    let identity = crate::handoff::git_identity::record(&root);
+    let err = judge(&ws, &gits, &identity, None).unwrap_err();
+    assert!(
+        err.items
+            .iter()
+            .any(|u| u.rel == "." && u.why == Why::RootIsGitDir),
+        "{err}"
+    );
+    let g = grants(&["uncovered-git:."]);
+    assert!(judge(&ws, &gits, &identity, Some(&g)).is_ok());
+}

@@ -87,6 +87,7 @@ fn session(id: &str, pid: u32) -> Session {
         git: Vec::new(),
         environment: None,
         mail: None,
+        external: false,
     }
 }
 

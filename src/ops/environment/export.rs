@@ -138,7 +138,8 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
 }
 
 /// A host git directory the container `mounts` can write, by its host path: a `.git` (a
-/// folder, or a worktree's or submodule's file) anywhere below the source of a read-write bind
+/// folder, or a worktree's or submodule's file) or a folder that is itself a git directory (a
+/// bare repository, attack L3) anywhere below the source of a read-write bind
 /// ([`crate::security::git_entries::find`]: `projects/a/.git` too, attack K3), or in a folder
 /// above it (the bind is inside a worktree), that no other mount covers at or above the place
 /// it appears in the container (a handoff covers each with the container's own git
@@ -159,6 +160,14 @@ pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std:
         if let Some(above) = source.ancestors().skip(1).find(|a| is_git(a)) {
             return Some(above.join(".git"));
         }
+        // a folder above that is itself a git directory (a bare repository, attack L2/L3)
+        if let Some(above) = source
+            .ancestors()
+            .skip(1)
+            .find(|a| crate::security::git_entries::is_git_directory(a))
+        {
+            return Some(above.to_path_buf());
+        }
         let destination = m.destination.trim_end_matches('/');
         // another mount at or above the entry's place, below this bind's, hides it
         let covered = |inside: &str| {
@@ -169,12 +178,12 @@ pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std:
             })
         };
         let found = crate::security::git_entries::find(source);
-        if let Some((_, path)) = found
+        if let Some(e) = found
             .entries
             .into_iter()
-            .find(|(rel, _)| !covered(&format!("{destination}/{rel}")))
+            .find(|e| e.rel == "." || !covered(&format!("{destination}/{}", e.rel)))
         {
-            return Some(path);
+            return Some(e.path);
         }
         if let Some(folder) = found.unlisted.first() {
             return Some(source.join(folder));
@@ -399,5 +408,30 @@ mod tests {
             writable_host_git_dir(&c.mounts),
             Some(ws.join(".wt/feat/.git"))
         );
+    }
+
+    /// Attack L3: a bare repository in the workspace (`projects/mirror.git`) is a host git
+    /// directory under another name: its `hooks/` and `config` are the agent's to write, so
+    /// the export is refused for it, as for a `.git`; a bind inside one too.
+    #[test]
+    fn a_bare_repository_below_a_bind_is_a_writable_host_git_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let bare = ws.join("projects/mirror.git");
+        for dir in ["objects", "refs/heads", "hooks"] {
+            std::fs::create_dir_all(bare.join(dir)).unwrap();
+        }
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let c = container(vec![mount("bind", ws.to_str().unwrap(), "/w", true)]);
+        assert_eq!(writable_host_git_dir(&c.mounts), Some(bare.clone()));
+        let e = refuse_writable_host_git(&c, false).unwrap_err().to_string();
+        assert!(e.contains("mirror.git"), "{e}");
+        let c = container(vec![mount(
+            "bind",
+            bare.join("hooks").to_str().unwrap(),
+            "/h",
+            true,
+        )]);
+        assert_eq!(writable_host_git_dir(&c.mounts), Some(bare));
     }
 }

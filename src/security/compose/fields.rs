@@ -150,3 +150,36 @@ pub(super) fn canonical(value: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// The seconds of a duration in Compose's resolved model, which writes every duration as Go
+/// prints one (`1000h0m0s`, `1m30s`, `500ms`, `1.5s`): numbers each followed by a unit (`h`,
+/// `m`, `s`, `ms`, `us`/`µs`, `ns`). `None` for anything else.
+pub(super) fn go_duration_seconds(text: &str) -> Option<f64> {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" | "μs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Some(total)
+}

@@ -50,7 +50,7 @@ mod tests;
 pub use crate::security::dockerfile::{base_images, has_cache_mount};
 pub use build_network::{ClosedBuilds, closed_builds};
 pub use dockerfile::frontend_of;
-use fields::{number, services_of, strings_of};
+use fields::{go_duration_seconds, number, services_of, strings_of};
 pub use keys::{SERVICE_KEYS, TOP_LEVEL_KEYS, compose_key, top_level_requests};
 pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
@@ -120,6 +120,44 @@ pub fn judge_compose(
         }
     };
     Ok(ComposeJudgement { requests, sidecars })
+}
+
+/// The longest `stop_grace_period` a service keeps, in seconds (spec-note 0425, attacks K14):
+/// long enough for a database to flush, short enough that nothing waiting for a stop
+/// (Compose's `up` replacing a container, a `docker stop`, the engine's own restart) hangs on
+/// a repository's `1000h`.
+pub const MAX_STOP_GRACE_SECS: u64 = 60;
+
+/// Bounds every service's `stop_grace_period` of `model` (the resolved Compose model) in the
+/// override `file` (`{"services": {…}}`): one longer than [`MAX_STOP_GRACE_SECS`], or one that
+/// cannot be read, becomes that bound (the override's scalar wins over the repository's);
+/// shorter ones stay as written. Under every profile: it is a bound on what devcell and the
+/// engine wait for, not a permission.
+pub fn bound_stop_grace(model: &Value, file: &mut Value) {
+    let Some(Value::Object(services)) = file.get_mut("services") else {
+        return;
+    };
+    for (name, service) in services_of(model) {
+        let Some(grace) = service.get("stop_grace_period") else {
+            continue;
+        };
+        let within = grace
+            .as_str()
+            .and_then(go_duration_seconds)
+            .is_some_and(|s| s <= MAX_STOP_GRACE_SECS as f64);
+        if within {
+            continue;
+        }
+        let entry = services
+            .entry(name.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(entry) = entry {
+            entry.insert(
+                "stop_grace_period".to_string(),
+                json!(format!("{MAX_STOP_GRACE_SECS}s")),
+            );
+        }
+    }
 }
 
 /// The capabilities a sidecar that can write a host path loses under `hardened` (spec-note

@@ -1317,7 +1317,7 @@ fn a_workspace_with_the_same_folder_name_never_mounts_the_others_volumes() {
     let Some(named) = TestContext::busybox("hostile_compose_same_name_c") else {
         return;
     };
-    let folder = format!("ws-g6-{}", std::process::id());
+    let folder = crate::support::per_run("ws-g6");
     let victim = victim.isolated().at(&format!("pa/{folder}"));
     let attacker = attacker.isolated().at(&format!("pb/{folder}"));
     let named = named.isolated().at("pc/evil");

@@ -1139,13 +1139,111 @@ fn the_images_entrypoint_gets_no_image_group() {
     assert_nothing_foreign(&ws, &ids);
 }
 
+/// Attack K10 (spec-note 0400, "the image's groups"): a Compose primary's main process (the
+/// service's `command`, the repository's) ran by its `user:` name, with every group the
+/// image's `/etc/group` lists for it, and left a `chgrp 6` file in the host workspace after
+/// `up` returned. The primary is now created as numeric `uid:gid` too, its name kept in
+/// devcell's label: its `id` shows no group 6 and nothing it leaves is of another group.
+#[test]
+fn a_compose_primarys_main_process_gets_no_image_group() {
+    use crate::support::context::{TestContext, docker_lines};
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(ctx) = TestContext::busybox("hostile_compose_groups") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = super::compose_projects::own_project(&ctx);
+    ctx.remove_images_matching(&format!("{project}-*"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {}\n\
+             RUN echo 'dev:x:1000:1000::/home/dev:/bin/sh' >> /etc/passwd && echo 'dev:x:1000:' >> /etc/group \
+             && echo 'disk6:x:6:dev' >> /etc/group && mkdir -p /home/dev && chown 1000:1000 /home/dev\n",
+            crate::support::docker::BUSYBOX_IMAGE
+        ),
+    );
+    let main = "sleep 1; id > /ws/main-ids; cp /bin/busybox /ws/late-sg; chgrp 6 /ws/late-sg; \
+                chmod 2755 /ws/late-sg; ls -ln /ws/late-sg >> /ws/main-ids; touch /ws/done; \
+                exec sleep 100000";
+    let command = serde_json::to_string(&["sh", "-c", main]).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    build: {{context: ., dockerfile: Dockerfile}}\n    user: dev\n    command: {command}\n    volumes: [\"..:/ws\"]\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/ws", "remoteUser": "dev"}"#,
+    );
+    give_to_workspace_owner(ctx.path());
+    let result = ctx.up(&[]);
+    let id = result["containerId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for image in docker_lines(&["inspect", "--format", "{{.Config.Image}}", &id]) {
+        ctx.remove_images_matching(&image);
+    }
+    let done = ctx.path().join("done");
+    for _ in 0..600 {
+        if done.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ids = std::fs::read_to_string(ctx.path().join("main-ids")).unwrap_or_default();
+    assert!(
+        ids.contains("uid="),
+        "the main process ran: {ids}\n{result}"
+    );
+    assert_no_group_6(&ids, "the Compose primary's main process");
+    // what it left in the host workspace is of the workspace owner's group, not group 6
+    let left = std::fs::symlink_metadata(ctx.path().join("late-sg")).unwrap();
+    assert_eq!(
+        (left.uid(), left.gid()),
+        (WORKSPACE_OWNER, WORKSPACE_OWNER),
+        "{ids}"
+    );
+    // created numeric, reported by the name the service asked for
+    let user = docker_lines(&[
+        "inspect",
+        "--format",
+        "{{.Config.User}} {{index .Config.Labels \"devcell.user\"}}",
+        &id,
+    ]);
+    let owner = WORKSPACE_OWNER;
+    assert_eq!(user, [format!("{owner}:{owner} dev")], "{result}");
+    assert_eq!(result["remoteUser"], "dev", "{result}");
+    ctx.run("down", &["--remove"]).ok();
+}
+
 /// Attacks J7: the user granted `initializeCommand: "sh .devcontainer/init.sh"` for good (the
 /// grant its refusal names, in config.toml); the agent rewrites the script during a handoff.
 /// The grant covered the script's content, so the next handoff is asked again and refused:
 /// the agent's script never runs on the host (its marker does not exist).
 #[test]
 fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
-    let test = "an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host";
+    granted_initialize_script_rewritten(
+        "an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host",
+        "sh .devcontainer/init.sh",
+    );
+}
+
+/// Attack L1: the same, with the script named inside a nested shell string behind one more
+/// quote removal (`sh -c "sh .devcontainer/in''it.sh"`): its grant was the command's text
+/// alone, and the agent's rewritten script ran on the host at the next handoff.
+#[test]
+fn an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host() {
+    granted_initialize_script_rewritten(
+        "an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host",
+        "sh -c \"sh .devcontainer/in''it.sh\"",
+    );
+}
+
+/// J7 and L1: `initialize` is granted for good as its refusal names it, the agent rewrites
+/// `.devcontainer/init.sh`, and nothing of the agent's runs on the host afterwards.
+fn granted_initialize_script_rewritten(test: &str, initialize: &str) {
     if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
         return;
     }
@@ -1153,10 +1251,13 @@ fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
     let marker = target.marker();
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("repo");
-    let config = format!(
-        r#"{{"image": "{}", "remoteUser": "nobody", "updateRemoteUserUID": true, "initializeCommand": "sh .devcontainer/init.sh"}}"#,
-        hostgit_image()
-    );
+    let config = serde_json::json!({
+        "image": hostgit_image(),
+        "remoteUser": "nobody",
+        "updateRemoteUserUID": true,
+        "initializeCommand": initialize,
+    })
+    .to_string();
     repo_at(&ws, Some(&config));
     std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
     git(&ws, &["add", "-A"]);
@@ -1322,6 +1423,146 @@ fn a_linked_worktree_inside_the_workspace_cannot_be_repointed() {
     );
     assert_eq!(std::fs::read(feat.join(".git")).unwrap(), dot_git_before);
     assert!(!ws.join(".wt-old").exists() && !ws.join(".wt/feat-old").exists());
-    assert!(r["result"]["gitDirChanges"].is_null(), "{r}");
+    // the folder the agent laid out as a git directory is named, loudly (attack L2)
+    let changes = r["result"]["gitDirChanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(changes.len(), 1, "{r}");
+    assert_eq!(changes[0]["code"], "git_dir_created", "{r}");
+    assert_eq!(changes[0]["loud"], true, "{r}");
+    assert!(
+        changes[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(".wt/feat/.e"),
+        "{r}"
+    );
     human_session(&[&ws, &feat], &origin, &target);
+}
+
+/// Attack L2: the agent lays out a folder of the user's own repository (`docs`) as a git
+/// directory with no `.git` name (`HEAD`, `objects/`, `refs/`, a `config` with
+/// `core.worktree = ..` and `core.fsmonitor`): git's discovery takes it as the repository of
+/// `docs` before it reaches the workspace's `.git`. The handoff names it at its end, loudly
+/// (`git_dir_created`, `loud`), and so does `status`; the human's git there, with the setting
+/// docs/security.md recommends (`safe.bareRepository=explicit`), runs nothing; nor does their
+/// git in the repository itself.
+#[test]
+fn a_folder_the_agent_makes_bare_repository_shaped_is_named_loudly() {
+    let test = "a_folder_the_agent_makes_bare_repository_shaped_is_named_loudly";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::fs::write(ws.join("docs/readme.md"), "docs\n").unwrap();
+    git(&ws, &["add", "docs"]);
+    git(&ws, &["commit", "-q", "-m", "docs"]);
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let script = format!(
+        "cd /workspace/docs && mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = touch {}\\n' > config",
+        target.marker().display()
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let r = handoff_ok(&host, &ws);
+    assert!(ws.join("docs/HEAD").exists(), "the agent made it");
+    let changes = r["result"]["gitDirChanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        changes.iter().any(|c| c["code"] == "git_dir_created"
+            && c["loud"] == true
+            && c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`docs`") && m.contains("git status"))),
+        "{r}"
+    );
+    let out = host.status(&ws);
+    let s = envelope(&out);
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "git_dir_created"
+                && w["message"].as_str().is_some_and(|m| m.contains("`docs`"))),
+        "{s}"
+    );
+    // the human, with `safe.bareRepository=explicit`: git refuses the folder, runs nothing
+    let out = human_git(
+        &ws.join("docs"),
+        &["-c", "safe.bareRepository=explicit", "status"],
+    );
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("bare repository"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.assert_untouched();
+    human_session(&[&ws], &origin, &target);
+}
+
+/// Attack L3: an existing bare repository in the workspace (`upstream.git`, a local remote
+/// the user pushes to) is a git directory under another name: it is covered read-only whole,
+/// as a `.git` folder is, so the agent cannot write its `hooks/` or `config`, nor rename it
+/// or a folder above it; the human's push to it runs nothing.
+#[test]
+fn a_bare_repository_in_the_workspace_gets_no_hook() {
+    let test = "a_bare_repository_in_the_workspace_gets_no_hook";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    ignore(&ws, "remotes/");
+    let bare = ws.join("remotes/upstream.git");
+    std::fs::create_dir_all(ws.join("remotes")).unwrap();
+    git(&ws, &["init", "-q", "--bare", "remotes/upstream.git"]);
+    git(&ws, &["remote", "add", "up", "./remotes/upstream.git"]);
+    git(&ws, &["push", "-q", "up", "main"]);
+    let origin = origin_of(&ws, tmp.path());
+    give_to_workspace_owner(tmp.path());
+    let before = crate::support::tree_fingerprint(&bare.join("hooks"));
+    let config_before = std::fs::read(bare.join("config")).unwrap();
+    let m = target.marker();
+    let script = format!(
+        "{plant}cd /workspace; \
+         printf '#!/bin/sh\\ntouch {m}\\n' > remotes/upstream.git/hooks/post-receive 2>/dev/null && echo wrote-hook >> agent.log; \
+         plant remotes/upstream.git 2>/dev/null && echo planted-config >> agent.log; \
+         mv remotes/upstream.git remotes/old.git 2>/dev/null && echo renamed-bare >> agent.log; \
+         mv remotes remotes-old 2>/dev/null && echo renamed-remotes >> agent.log; \
+         echo planted >> agent.log; true",
+        plant = plant_function(&m),
+        m = m.display(),
+    );
+    let host = Host::new(&["sh", "-c", &script], &[]);
+    let r = handoff_ok(&host, &ws);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("agent.log")).unwrap(),
+        "planted\n",
+        "nothing in `remotes/upstream.git` could be written, nor it or `remotes` renamed"
+    );
+    assert_eq!(
+        crate::support::tree_fingerprint(&bare.join("hooks")),
+        before
+    );
+    assert_eq!(std::fs::read(bare.join("config")).unwrap(), config_before);
+    assert!(r["result"]["gitDirChanges"].is_null(), "{r}");
+    human_session(&[&ws], &origin, &target);
+    let out = human_git(&ws, &["push", "-q", "up", "main"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.assert_untouched();
 }

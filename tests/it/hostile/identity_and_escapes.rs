@@ -270,9 +270,12 @@ mod identity {
         ) {
             return;
         }
-        let tag = format!("devcell-test/hostile-admin:{}", std::process::id());
+        let tag = format!("devcell-test/hostile-admin:{}", crate::support::run_token());
         build_admin_image(&tag, "/etc/passwd", "");
-        let user_tag = format!("devcell-test/hostile-admin-user:{}", std::process::id());
+        let user_tag = format!(
+            "devcell-test/hostile-admin-user:{}",
+            crate::support::run_token()
+        );
         build_admin_image(&user_tag, "/etc/passwd", "USER admin");
 
         // `remoteUser: admin` (uid 0 in the image's passwd) and an image whose `USER` is admin.
@@ -324,7 +327,10 @@ mod identity {
         ) {
             return;
         }
-        let tag = format!("devcell-test/hostile-admin-dangling:{}", std::process::id());
+        let tag = format!(
+            "devcell-test/hostile-admin-dangling:{}",
+            crate::support::run_token()
+        );
         build_admin_image(
             &tag,
             "/etc/passwd.real",

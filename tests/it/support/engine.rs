@@ -42,7 +42,7 @@ pub fn unique_labels(name: &str) -> BTreeMap<String, String> {
         ("devcell.test".to_string(), "engine".to_string()),
         (
             "devcell.test.id".to_string(),
-            format!("{}-{n}-{name}", std::process::id()),
+            format!("{}-{n}-{name}", crate::support::run_token()),
         ),
     ])
 }

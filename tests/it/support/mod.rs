@@ -118,6 +118,26 @@ pub fn test_registry() -> Option<String> {
     }
 }
 
+/// A random token of this test process (8 lowercase hex digits), the same for all its calls:
+/// not the pid, which two CI jobs in containers on one engine can share.
+pub fn run_token() -> &'static str {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        format!("{:08x}", h.finish() as u32)
+    })
+}
+
+/// `<base>-<run token>`: a workspace folder name (and so a Compose project name, which
+/// derives from it) that this process alone uses, so runs from two worktrees or two CI jobs
+/// on one engine do not collide ("network already exists"). A test's own names differ by
+/// `base`.
+pub fn per_run(base: &str) -> String {
+    format!("{base}-{}", run_token())
+}
+
 /// A name unique to this test run and call (`<prefix>-<pid>-<nanos>-<n>`), lowercase.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};

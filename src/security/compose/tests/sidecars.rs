@@ -71,6 +71,51 @@ fn a_restart_policy_is_a_request_or_overridden() {
     assert_eq!(file["services"]["side"]["restart"], "no");
 }
 
+/// Attack K14 (spec-note 0425): a `stop_grace_period` past the bound (or one that cannot be
+/// read) is the bound in the override, for the primary and every sidecar, under both
+/// profiles; a shorter one stays the repository's.
+#[test]
+fn a_stop_grace_period_past_the_bound_is_clamped_in_the_override() {
+    assert_eq!(
+        super::super::fields::go_duration_seconds("1000h0m0s"),
+        Some(3_600_000.0)
+    );
+    assert_eq!(
+        super::super::fields::go_duration_seconds("1m30s"),
+        Some(90.0)
+    );
+    assert_eq!(
+        super::super::fields::go_duration_seconds("500ms"),
+        Some(0.5)
+    );
+    assert_eq!(super::super::fields::go_duration_seconds("1.5s"), Some(1.5));
+    assert_eq!(super::super::fields::go_duration_seconds("3x"), None);
+    assert_eq!(super::super::fields::go_duration_seconds(""), None);
+    let m = model(json!({
+        "app": {"image": "a", "stop_grace_period": "1000h0m0s"},
+        "side": {"image": "s", "stop_grace_period": "2562047h47m16.854775807s"},
+        "db": {"image": "s", "stop_grace_period": "30s"},
+        "odd": {"image": "s", "stop_grace_period": "forever"},
+        "plain": {"image": "s"}
+    }));
+    for profile in [hardened(), SecurityProfile::Reference] {
+        let j = judge_compose(&profile, &m, "app", &places(), &Grants::default()).unwrap();
+        let mut file = crate::engine::compose::override_file(
+            "app",
+            &crate::engine::ContainerSpec::default(),
+            &j.sidecars,
+            false,
+        );
+        bound_stop_grace(&m, &mut file);
+        let s = &file["services"];
+        assert_eq!(s["app"]["stop_grace_period"], "60s", "{file}");
+        assert_eq!(s["side"]["stop_grace_period"], "60s", "{file}");
+        assert_eq!(s["odd"]["stop_grace_period"], "60s", "{file}");
+        assert!(s["db"].get("stop_grace_period").is_none(), "{file}");
+        assert!(s["plain"].get("stop_grace_period").is_none(), "{file}");
+    }
+}
+
 #[test]
 fn an_ordinary_project_passes_and_sidecars_get_the_profile() {
     let m = model(json!({
