@@ -252,7 +252,7 @@ pub struct HandoffArgs {
 #[derive(Debug, Clone, Args)]
 pub struct HandoffDotfilesArgs {
     /// Dotfiles repository installed once in the container as the remote user: a local git
-    /// repository's folder on this host (bound read-only, cloned inside), or a URL or
+    /// repository's folder on this host (its committed HEAD, cloned inside), or a URL or
     /// `owner/repo` for GitHub (cloned inside: needs a network that reaches it)
     #[arg(long, value_name = "URL")]
     pub dotfiles_repository: Option<String>,

@@ -6,6 +6,8 @@
 //! (`docker info -f {{.Runtimes.nvidia}}`); a CDI GPU counts here too (spec-note 0646). A
 //! backend fills [`crate::engine::EngineInfo::gpu`] with [`gpus_in`].
 
+use serde_json::Value;
+
 /// Whether an engine offering `runtimes` and having discovered `devices` (`(source, id)`
 /// pairs) can give a GPU: the `nvidia` runtime, or a CDI GPU device. Anything else, including
 /// an engine that reports neither (an older engine, Podman), is no GPU.

@@ -649,7 +649,7 @@ pub(super) async fn prepare(
     )?;
     let home = opts.env.get("HOME").cloned();
     let mut mounts = plan_mounts(opts, &agent, &ws, &gits, &nested, host, home.as_deref())?;
-    let dotfiles = with_dotfiles(opts, host, network, &mut mounts, &mut warnings)?;
+    let dotfiles = with_dotfiles(opts, &ws, host, network, &mut mounts, &mut warnings)?;
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
     let target = TargetOptions {
@@ -948,16 +948,29 @@ struct Mounts {
     extra: Vec<crate::engine::Mount>,
 }
 
-/// The dotfiles step ([`crate::handoff::dotfiles::plan`]), its host folder's read-only bind
-/// added to `mounts`.
+/// The dotfiles step ([`crate::handoff::dotfiles::plan`]), the read-only bind of its host
+/// folder's export (`<state>/dotfiles/<workspace key>`) added to `mounts`.
 fn with_dotfiles(
     opts: &HandoffOptions,
+    ws: &Workspace,
     host: bool,
     network: NetworkMode,
     mounts: &mut Mounts,
     warnings: &mut Vec<String>,
 ) -> Result<Option<crate::handoff::dotfiles::HandoffDotfiles>> {
-    let dotfiles = crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, warnings)?;
+    if opts.dotfiles.is_none() {
+        return Ok(None);
+    }
+    let state_root = match &opts.state_root {
+        Some(root) => root.clone(),
+        None => crate::handoff::state::StateStore::default_root()
+            .ok_or(crate::handoff::state::StateError::NoStateDir)?,
+    };
+    let export = state_root
+        .join("dotfiles")
+        .join(crate::handoff::state::workspace_key(&ws.root)?);
+    let dotfiles =
+        crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, &export, warnings)?;
     if let Some(m) = dotfiles.as_ref().and_then(|d| d.mount.as_ref()) {
         mounts.extra.push(m.to_mount());
         mounts.planned.push(PlannedMount {

@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 const DIRECTORY: &str = "setgid-directory";
 /// [`Planted::kind`] of a folder the scan could not look into (it cannot be opened or
 /// listed, it is deeper than [`MAX_DEPTH`], or the walk reached [`MAX_ENTRIES`] in it): what
-/// it holds is unknown, and any local user can still run a file in it by name (attack
-/// finding J1), so it is named, never passed over in silence.
+/// it holds is unknown, and any local user could still run a file in it by name (attack
+/// finding J1), so it is named, never passed over in silence, and closed to other users
+/// (`go-rwx`, through a descriptor that holds the folder itself: attack L4), so a set-id file
+/// below it runs for nobody but its owner. `cleared` says whether it could be closed.
 const UNSCANNED: &str = "unscanned";
 
 /// [`Planted::kind`] of a folder its owner (devcell's user) could not list: the scan gave it
@@ -62,7 +64,8 @@ pub struct Planted {
     /// The path, relative to the workspace root (absolute for a folder scanned outside it).
     pub path: PathBuf,
     /// `setuid`, `setgid`, `setuid+setgid` (a regular file), `setgid-directory`, `device`, or
-    /// `unscanned` (a folder the scan could not look into).
+    /// `unscanned` (a folder the scan could not look into, closed to other users when
+    /// `cleared`).
     pub kind: String,
     /// The mode bits as found (octal in messages).
     pub mode: u32,
@@ -72,6 +75,12 @@ pub struct Planted {
 }
 
 impl Planted {
+    /// Whether this is an error rather than a warning: a folder the scan could not look
+    /// into (attack L4: what it holds was not checked).
+    pub fn is_error(&self) -> bool {
+        self.kind == UNSCANNED
+    }
+
     /// One line for a report of a scan that changed nothing ([`ScanOptions::report_only`]):
     /// what it is, and what clears it.
     pub fn report_message(&self, root: &Path) -> String {
@@ -106,8 +115,11 @@ impl Planted {
         let what = self.what();
         let done = match (self.kind.as_str(), self.cleared) {
             ("device", _) => "left as it is: remove it",
-            (UNSCANNED, _) => {
-                "what it holds was not checked for set-id files: remove it or make it readable"
+            (UNSCANNED, true) => {
+                "what it holds was not checked for set-id files; devcell closed it to other users (go-rwx): remove it, or make it readable and hand off again"
+            }
+            (UNSCANNED, false) => {
+                "what it holds was not checked for set-id files and devcell could not close it to other users: remove it"
             }
             (UNLISTABLE, true) => "devcell made it readable to its owner and scanned it",
             (UNLISTABLE, false) => "it could not be made readable: remove it",
@@ -161,6 +173,7 @@ pub fn scan_and_clear_with(root: &Path, options: ScanOptions) -> Vec<Planted> {
         options,
         seen: &mut seen,
         out: &mut out,
+        max_entries: MAX_ENTRIES,
     };
     walk.folder(&fd, parent, Path::new(""), 0);
     out
@@ -214,13 +227,17 @@ struct Walk<'a> {
     options: ScanOptions,
     seen: &'a mut usize,
     out: &'a mut Vec<Planted>,
+    /// The entry bound ([`MAX_ENTRIES`] but in tests).
+    max_entries: usize,
 }
 
 impl Walk<'_> {
     /// Looks at each entry of the folder `dir` (at `rel`, `depth` below the root) and into each
-    /// of its folders.
+    /// of its folders. Where the entry bound stops the walk, the folder it stopped in is named
+    /// and every folder it was still walking (that one and each above it, up to the root) is
+    /// closed to other users: what they still hold was not looked at (attack L4).
     fn folder(&mut self, dir: &OwnedFd, parent: Parent, rel: &Path, depth: usize) {
-        let (seen, options) = (&mut *self.seen, self.options);
+        let (seen, options, max_entries) = (&mut *self.seen, self.options, self.max_entries);
         let out = &mut *self.out;
         let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
             out.push(unscanned(rel, dir));
@@ -236,11 +253,12 @@ impl Walk<'_> {
                 continue;
             }
             *seen += 1;
-            if *seen > MAX_ENTRIES {
-                // named once, where the walk stopped
-                if *seen == MAX_ENTRIES + 1 {
+            if *seen > max_entries {
+                // named once, where the walk stopped; closed here and in each folder above
+                if *seen == max_entries + 1 {
                     out.push(unscanned(rel, dir));
                 }
+                close_to_others(dir);
                 return;
             }
             let name = OsStr::from_bytes(name);
@@ -268,7 +286,7 @@ impl Walk<'_> {
                     path,
                     kind: UNSCANNED.to_string(),
                     mode: stat.st_mode & 0o7777,
-                    cleared: false,
+                    cleared: reopen(dir, name, &stat).is_some_and(|fd| close_held(&fd, &stat)),
                 }),
                 FileType::Directory => {
                     match rustix::fs::openat(
@@ -291,14 +309,20 @@ impl Walk<'_> {
                                 options,
                                 seen: &mut *seen,
                                 out: &mut *out,
+                                max_entries,
                             };
                             deeper.folder(&sub, inherits, &path, depth + 1);
+                            if *seen > max_entries {
+                                close_to_others(dir);
+                                return;
+                            }
                         }
                         Err(_) => out.push(Planted {
                             path,
                             kind: UNSCANNED.to_string(),
                             mode: stat.st_mode & 0o7777,
-                            cleared: false,
+                            cleared: reopen(dir, name, &stat)
+                                .is_some_and(|fd| close_held(&fd, &stat)),
                         }),
                     }
                 }
@@ -327,14 +351,29 @@ impl Walk<'_> {
     }
 }
 
-/// The [`UNSCANNED`] entry of the folder `dir` at `path`.
+/// The [`UNSCANNED`] entry of the folder `dir` at `path`, closed to other users
+/// ([`close_to_others`]).
 fn unscanned(path: &Path, dir: &impl AsFd) -> Planted {
     Planted {
         path: path.to_path_buf(),
         kind: UNSCANNED.to_string(),
         mode: rustix::fs::fstat(dir).map_or(0, |s| s.st_mode & 0o7777),
-        cleared: false,
+        cleared: close_to_others(dir),
     }
+}
+
+/// Takes group and other access away from the folder `dir` holds (never a link: the
+/// descriptor holds the folder), keeping its owner's: a set-id file below it then runs for
+/// nobody else (attack L4). Whether it is now closed.
+fn close_to_others(dir: &impl AsFd) -> bool {
+    rustix::fs::fstat(dir).is_ok_and(|stat| close_held(dir, &stat))
+}
+
+/// [`close_to_others`] of the entry `fd` holds (`stat` as judged; an `O_PATH` descriptor
+/// too).
+fn close_held(fd: &impl AsFd, stat: &rustix::fs::Stat) -> bool {
+    let mode = stat.st_mode & 0o7777;
+    mode & 0o077 == 0 || chmod_held(fd, mode & !0o077)
 }
 
 /// A folder just opened (`O_NOFOLLOW`: the descriptor holds the folder itself, never a link's
@@ -766,5 +805,80 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!((found[0].kind.as_str(), found[0].cleared), (ACL, true));
         assert!(rustix::fs::getxattr_query(&file, "system.posix_acl_access").is_err());
+    }
+
+    /// Attack L4: a set-uid file 260 folders down (past [`MAX_DEPTH`]) keeps no way in for
+    /// another user: the folder where the walk stopped is closed (`go-rwx`) and named as an
+    /// error.
+    #[test]
+    fn a_set_id_file_past_the_depth_bound_is_unreachable_or_cleared() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mut deep = root.join(".cache");
+        for _ in 0..260 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("h"), "x").unwrap();
+        std::fs::set_permissions(deep.join("h"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let found = scan_and_clear(root);
+        let stop = found
+            .iter()
+            .find(|p| p.kind == UNSCANNED)
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert!(stop.cleared && stop.is_error(), "{stop:?}");
+        assert!(stop.message(root).contains("closed it to other users"));
+        let mode = std::fs::symlink_metadata(root.join(&stop.path))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{:o}", mode);
+        assert!(deep.starts_with(root.join(&stop.path)));
+        // only the owner can reach the file now: its bit is gone or its folder is closed
+        let file = std::fs::symlink_metadata(deep.join("h")).unwrap();
+        assert!(file.permissions().mode() & 0o4000 == 0 || stop.cleared);
+    }
+
+    /// Attack L4, the entry bound: where the walk stops, the folder it stopped in and every
+    /// folder above it are closed to other users, so whatever it did not reach is closed too.
+    #[test]
+    fn where_the_entry_bound_stops_the_walk_the_unvisited_folders_are_closed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        for i in 0..20 {
+            std::fs::write(root.join(format!("a/b/f{i}")), "x").unwrap();
+        }
+        for dir in ["", "a", "a/b"] {
+            std::fs::set_permissions(root.join(dir), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        let stat = rustix::fs::fstat(&fd).unwrap();
+        let (mut seen, mut out) = (0, Vec::new());
+        let mut walk = Walk {
+            options: ScanOptions::default(),
+            seen: &mut seen,
+            out: &mut out,
+            max_entries: 5,
+        };
+        walk.folder(&fd, Parent::of(&stat), Path::new(""), 0);
+        let stops: Vec<_> = out.iter().filter(|p| p.kind == UNSCANNED).collect();
+        assert_eq!(stops.len(), 1, "{out:?}");
+        assert!(stops[0].cleared && stops[0].is_error(), "{out:?}");
+        for dir in ["", "a", "a/b"] {
+            let mode = std::fs::metadata(root.join(dir))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700, "{dir}: {mode:o}");
+        }
     }
 }

@@ -215,9 +215,9 @@ fn handoff(ctx: &TestContext, config: &Path, extra: &[&str]) -> std::process::Ou
         .expect("devcell runs")
 }
 
-/// `handoff --plan` carries the dotfiles step (spec-note 0645): a host folder is bound
-/// read-only at `/run/devcell/dotfiles` and named in the plan; `--runtime host` refuses the
-/// flags.
+/// `handoff --plan` carries the dotfiles step (spec-note 0645): a host folder is named in the
+/// plan, and the export of its committed HEAD (in devcell's state, not made by the plan) is
+/// bound read-only at `/run/devcell/dotfiles`; `--runtime host` refuses the flags.
 #[test]
 fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
     let (ctx, config) = handoff_workspace(
@@ -251,16 +251,20 @@ fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
         }),
         "{v}"
     );
+    // the export of its committed HEAD is bound, never the folder itself (attack L10)
     let mounts = v["result"]["mounts"].as_array().unwrap();
+    let bound = mounts
+        .iter()
+        .find(|m| m["target"] == "/run/devcell/dotfiles")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(bound["readOnly"], true, "{v}");
+    assert_eq!(bound["purpose"], "dotfiles", "{v}");
+    let source = bound["source"].as_str().unwrap();
     assert!(
-        mounts.contains(&serde_json::json!({
-            "source": real,
-            "target": "/run/devcell/dotfiles",
-            "readOnly": true,
-            "purpose": "dotfiles",
-        })),
+        source != real.to_str().unwrap() && source.contains("/dotfiles/"),
         "{v}"
     );
+    assert!(!Path::new(source).exists(), "the plan writes nothing: {v}");
     let text = handoff(
         &ctx,
         &config,
@@ -268,7 +272,7 @@ fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
     );
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(
-        stdout.contains("  dotfiles   host folder") && stdout.contains("bound read-only"),
+        stdout.contains("  dotfiles   host folder") && stdout.contains("committed HEAD only"),
         "{stdout}"
     );
     let host = handoff(
@@ -337,6 +341,74 @@ fn a_handoff_installs_dotfiles_from_a_host_folder_inside_the_container() {
         .collect();
     names.sort();
     assert_eq!(names, ["dots-work", "dots.git"]);
+}
+
+/// Attack L10: a host dotfiles folder is not shown to the agent. The folder (a working
+/// repository) has a token in its remote URL, an ignored `private.env`, an older commit with a
+/// secret and another branch: the install (inside the container) gets its committed HEAD and
+/// runs, and the agent, afterwards, finds `/run/devcell/dotfiles` empty and none of the rest
+/// anywhere it can read.
+#[test]
+fn dotfiles_host_folder_is_not_visible_to_the_agent() {
+    let Some(ctx) = TestContext::busybox("dotfiles_host_folder_is_not_visible") else {
+        return;
+    };
+    let image = dotfiles_image();
+    let (ctx, config) = handoff_workspace(
+        ctx,
+        &format!(r#"{{"image": "{image}", "remoteUser": "nobody"}}"#),
+        r#"["sh", "-c", "test -f \"$HOME/dotfiles-ran\" || exit 7; test -z \"$(ls -A /run/devcell/dotfiles)\" || { ls -la /run/devcell/dotfiles; exit 8; }; if grep -rsl -e tok3nSECRET -e IGNORED_SECRET -e OLD_SECRET -e other-branch /run/devcell \"$HOME\" /tmp; then exit 9; fi"]"#,
+    );
+    let repos = tempfile::tempdir().unwrap();
+    let dots = repos.path().join("dots");
+    std::fs::create_dir(&dots).unwrap();
+    git(&dots, &["init", "-q"]);
+    std::fs::write(
+        dots.join("install.sh"),
+        "#!/bin/sh\necho OLD_SECRET > /dev/null\n",
+    )
+    .unwrap();
+    std::fs::write(dots.join(".gitignore"), "private.env\n").unwrap();
+    std::fs::write(dots.join("private.env"), "IGNORED_SECRET=1\n").unwrap();
+    git(&dots, &["add", "install.sh", ".gitignore"]);
+    git(&dots, &["commit", "-q", "-m", "first"]);
+    std::fs::write(
+        dots.join("install.sh"),
+        "#!/bin/sh\necho \"ran $(id -u)\" > \"$HOME/dotfiles-ran\"\n",
+    )
+    .unwrap();
+    git(&dots, &["commit", "-q", "-am", "second"]);
+    git(&dots, &["branch", "other-branch"]);
+    git(
+        &dots,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://me:tok3nSECRET@example.com/dots.git",
+        ],
+    );
+    let before = std::fs::read(dots.join(".git/config")).unwrap();
+    let out = handoff(
+        &ctx,
+        &config,
+        &[
+            "--format",
+            "json",
+            "--dotfiles-repository",
+            dots.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let v = crate::support::envelope(&out);
+    assert_eq!(
+        v["result"]["exitCode"], 0,
+        "the agent saw something: {v}\n{err}"
+    );
+    // nothing happened to the user's folder
+    assert_eq!(std::fs::read(dots.join(".git/config")).unwrap(), before);
+    assert!(dots.join("private.env").is_file());
 }
 
 /// `run-user-commands --stop-for-personalization` (spec-note 0645): the hooks up to

@@ -32,6 +32,11 @@ impl Handoff<'_> {
             "{verb} workspace container ({} profile, network {})",
             p.profile, p.network
         )));
+        // a host dotfiles folder's committed HEAD, there for `up`'s install only (attack L10)
+        let (_dotfiles, warning) = crate::handoff::dotfiles::stage(p.dotfiles.as_ref());
+        if let Some(w) = warning {
+            self.reporter.report(Event::Status(format!("warning: {w}")));
+        }
         unless_stopped(stop, async {
             match judged {
                 Judged::Single(judged) => {

@@ -77,8 +77,10 @@ impl Handoff<'_> {
         );
         for f in &found {
             let message = f.message(&live.root);
+            // a folder the scan could not look into is an error line (attack L4)
+            let level = if f.is_error() { "error" } else { "warning" };
             self.reporter
-                .report(Event::Status(format!("warning: {message}")));
+                .report(Event::Status(format!("{level}: {message}")));
             live.warnings.push(message);
         }
         found
