@@ -91,9 +91,18 @@ impl Handoff<'_> {
         }
     }
 
-    /// The session, begun in the state (a live one refuses it unless `replace`; earlier ones
-    /// are closed), and its log.
-    pub(super) async fn begin_session(&self, p: &Prepared) -> Result<(Live, SessionLog)> {
+    /// The state store, the workspace root and the session begun in it with `container`
+    /// recorded (a live session refuses it unless `replace`); earlier sessions are closed.
+    /// Shared by a handoff's own container and an external one.
+    pub(super) async fn start_session(
+        &self,
+        p: &Prepared,
+        container: Option<&str>,
+    ) -> Result<(
+        StateStore,
+        std::path::PathBuf,
+        crate::handoff::state::SessionStart,
+    )> {
         let store = match &self.opts.state_root {
             Some(root) => StateStore::new(root),
             None => StateStore::open_default()?,
@@ -105,13 +114,20 @@ impl Handoff<'_> {
         let start = store.begin_session(
             &root,
             &self.opts.agent,
-            None,
+            container,
             self.opts.replace,
             &probe,
             SessionProcess::current(),
         )?;
-        let id = start.session.id.clone();
         close_previous_sessions(Some(self.engine), &start, self.reporter).await;
+        Ok((store, root, start))
+    }
+
+    /// The session, begun in the state (a live one refuses it unless `replace`; earlier ones
+    /// are closed), and its log.
+    pub(super) async fn begin_session(&self, p: &Prepared) -> Result<(Live, SessionLog)> {
+        let (store, root, start) = self.start_session(p, None).await?;
+        let id = start.session.id.clone();
         let log = store.create_log(&id)?;
         let root_open_to_others = {
             use std::os::unix::fs::PermissionsExt as _;

@@ -38,10 +38,10 @@ use crate::handoff::plan::{
 };
 use crate::handoff::repository::Workspace;
 use crate::handoff::session::{
-    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, close_previous_sessions,
-    pidfile_of, running_containers, split_status, unless_stopped,
+    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, pidfile_of, split_status,
+    unless_stopped,
 };
-use crate::handoff::state::{SessionOutcome, SessionProcess, StateStore};
+use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::names::PROFILE_LABEL;
 use crate::ops::attach::{Attached, append_safe_directories, probed_remote_env};
 use crate::ops::error::{OpsError, Result};
@@ -415,23 +415,8 @@ impl Handoff<'_> {
         p: &Prepared,
         info: &ContainerInfo,
     ) -> Result<(Live, crate::handoff::state::SessionLog)> {
-        let store = match &self.opts.state_root {
-            Some(root) => StateStore::new(root),
-            None => StateStore::open_default()?,
-        };
-        let root = p.workspace.root.clone();
-        let running = running_containers(self.engine, &store, &root).await;
-        let probe = move |id: &str| running.contains(id);
-        let start = store.begin_session(
-            &root,
-            &self.opts.agent,
-            Some(&info.id),
-            self.opts.replace,
-            &probe,
-            SessionProcess::current(),
-        )?;
+        let (store, root, start) = self.start_session(p, Some(&info.id)).await?;
         let id = start.session.id.clone();
-        close_previous_sessions(Some(self.engine), &start, self.reporter).await;
         let live = Live {
             root_open_to_others: true,
             store,
@@ -866,7 +851,7 @@ mod tests {
                 Some("feedface"),
                 false,
                 &probe,
-                SessionProcess::current(),
+                crate::handoff::state::SessionProcess::current(),
             )
             .unwrap();
         mark_external(&store, &root, &start.session.id).unwrap();
