@@ -267,6 +267,35 @@ fn a_local_features_requests_are_refused_before_anything_is_built() {
     }
 }
 
+/// That no container labelled with the workspace folder `workspace` exists.
+fn assert_no_container(workspace: &str) {
+    let (ok, containers) = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=devcontainer.local_folder={workspace}"),
+    ]);
+    assert!(ok && containers.trim().is_empty(), "{containers}");
+}
+
+/// That `out` is a refusal naming `grant`, and that nothing was built or created for the
+/// workspace of `ctx`; `out`'s text.
+fn assert_refused_before_anything_is_built(
+    ctx: &crate::support::context::TestContext,
+    out: &Output,
+    grant: &str,
+) -> String {
+    let all = text(out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains(grant), "{grant}: {all}");
+    assert!(
+        images_of(ctx.path(), "label=devcell-test-none").is_empty(),
+        "built: {all}"
+    );
+    assert_no_container(&ctx.path().display().to_string());
+    all
+}
+
 /// Attacks H6 and G9 (spec-note 0612), devcontainer.json's own build: a Dockerfile `RUN`
 /// step on the host network (`RUN --network=host`, which newer builders run in the host's
 /// network namespace under a handoff's network `none`), and a base image whose `ONBUILD`
@@ -316,24 +345,11 @@ fn a_host_network_run_step_and_an_onbuild_base_are_refused_before_the_dockerfile
     ] {
         ctx.write(".devcontainer/Dockerfile", &dockerfile);
         let out = ctx.output("up", &[]);
-        let all = text(&out);
-        assert!(!out.status.success(), "{all}");
-        assert!(all.contains(&grant), "{grant}: {all}");
+        let all = assert_refused_before_anything_is_built(&ctx, &out, &grant);
         assert!(
             all.contains("Dockerfile `.devcontainer/Dockerfile`"),
             "{all}"
         );
-        assert!(
-            images_of(ctx.path(), "label=devcell-test-none").is_empty(),
-            "built: {all}"
-        );
-        let (ok, containers) = docker(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=devcontainer.local_folder={workspace}"),
-        ]);
-        assert!(ok && containers.trim().is_empty(), "{containers}");
     }
 }
 
@@ -406,13 +422,7 @@ fn an_image_configurations_onbuild_triggers_are_refused_before_devcell_builds_fr
             "{id} was built from the base: {history}"
         );
     }
-    let (ok, containers) = docker(&[
-        "ps",
-        "-aq",
-        "--filter",
-        &format!("label=devcontainer.local_folder={workspace}"),
-    ]);
-    assert!(ok && containers.trim().is_empty(), "{containers}");
+    assert_no_container(&workspace);
 }
 
 /// Attack L6: under a closed build network (spec-note 0442), a Dockerfile `ADD` of a URL is
@@ -448,17 +458,11 @@ fn a_remote_add_is_refused_before_the_builder_fetches_it() {
         &format!("FROM {BUSYBOX_IMAGE}\nADD http://127.0.0.1:{port}/EXFIL-s3cr3t /x\n"),
     );
     let out = ctx.output("up", &["--network", "none"]);
-    let all = text(&out);
-    assert!(!out.status.success(), "{all}");
     let grant = format!("--allow runtime-option:build_fetch=127.0.0.1:{port}");
-    assert!(all.contains(&grant), "{grant}: {all}");
+    let all = assert_refused_before_anything_is_built(&ctx, &out, &grant);
     assert_eq!(
         reached.load(std::sync::atomic::Ordering::SeqCst),
         0,
         "the builder connected to the tripwire: {all}"
-    );
-    assert!(
-        images_of(ctx.path(), "label=devcell-test-none").is_empty(),
-        "built: {all}"
     );
 }
