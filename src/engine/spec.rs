@@ -337,6 +337,19 @@ pub struct MountInfo {
     pub rw: bool,
 }
 
+impl MountInfo {
+    /// Whether the container path `path` is this mount's destination or below it (a mount at
+    /// `/` holds every path); a trailing `/` of the destination is ignored.
+    pub fn holds(&self, path: &str) -> bool {
+        let at = self.destination.trim_end_matches('/');
+        at.is_empty()
+            || path == at
+            || path
+                .strip_prefix(at)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+}
+
 /// The security-relevant `HostConfig` fields of a container.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostSecurity {
@@ -586,4 +599,24 @@ pub struct EnforcedLimits {
     pub pids: bool,
     /// CPU quota limits.
     pub cpu: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mount holds its destination and what is below it, not a sibling sharing a prefix; a
+    /// mount at `/` holds every path; a trailing `/` of the destination is ignored.
+    #[test]
+    fn a_mount_holds_its_destination_and_what_is_below() {
+        let at = |destination: &str| MountInfo {
+            kind: "bind".into(),
+            source: "/h".into(),
+            name: None,
+            destination: destination.into(),
+            rw: true,
+        };
+        assert!(at("/w").holds("/w") && at("/w/").holds("/w/a") && at("/").holds("/x"));
+        assert!(!at("/w").holds("/wx") && !at("/w/a").holds("/w"));
+    }
 }

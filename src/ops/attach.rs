@@ -312,10 +312,7 @@ pub(crate) fn workspace_folder_in(
     loaded: &LoadedConfiguration,
 ) -> String {
     let folder = &loaded.workspace.workspace_folder;
-    let covered = container.mounts.iter().any(|m| {
-        let d = m.destination.trim_end_matches('/');
-        folder == d || folder.starts_with(&format!("{d}/"))
-    });
+    let covered = container.mounts.iter().any(|m| m.holds(folder));
     let configured = loaded
         .value
         .get("workspaceFolder")

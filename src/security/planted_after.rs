@@ -28,17 +28,9 @@ pub fn created_hardened(labels: &BTreeMap<String, String>) -> bool {
 /// root with `--mount-workspace-git-root`), when it is a folder. `None` when the workspace
 /// is in the image, or read-only.
 pub fn workspace_source(info: &ContainerInfo, workspace_folder: &str) -> Option<PathBuf> {
-    let inside = |dest: &str| {
-        let dest = dest.trim_end_matches('/');
-        workspace_folder == dest
-            || dest.is_empty()
-            || workspace_folder
-                .strip_prefix(dest)
-                .is_some_and(|rest| rest.starts_with('/'))
-    };
     info.mounts
         .iter()
-        .filter(|m| m.kind == "bind" && m.rw && inside(&m.destination))
+        .filter(|m| m.kind == "bind" && m.rw && m.holds(workspace_folder))
         .max_by_key(|m| m.destination.trim_end_matches('/').len())
         .map(|m| PathBuf::from(&m.source))
         .filter(|p| p.is_dir())

@@ -215,8 +215,7 @@ fn covered_by_another(
     let entry_id = id(entry);
     mounts.iter().any(|o| {
         let at = o.destination.trim_end_matches('/');
-        let above =
-            at.len() > destination.len() && (inside == at || inside.starts_with(&format!("{at}/")));
+        let above = at.len() > destination.len() && o.holds(inside);
         if !above {
             return false;
         }
