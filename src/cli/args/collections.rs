@@ -131,18 +131,9 @@ pub enum TemplatesCommand {
     GenerateDocs(TemplatesGenerateDocsArgs),
 }
 
-/// `devcell templates publish`.
-#[derive(Debug, Args)]
-pub struct TemplatesPublishArgs {
-    /// A Template folder, or a collection folder (`src/`) with one sub-folder per Template.
-    #[arg(default_value = ".")]
-    pub target: PathBuf,
-    /// Registry host (loopback registries are reached over plain HTTP).
-    #[arg(short = 'r', long, default_value = "ghcr.io")]
-    pub registry: String,
-    /// Namespace: Templates go to `<registry>/<namespace>/<id>`.
-    #[arg(short = 'n', long)]
-    pub namespace: String,
+/// How `features publish` and `templates publish` reach and authenticate to the registry.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryAccessArgs {
     /// A registry to reach over plain HTTP (repeatable).
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
@@ -155,6 +146,23 @@ pub struct TemplatesPublishArgs {
     /// Docker config file with registry credentials (default `~/.docker/config.json`).
     #[arg(long)]
     pub docker_config: Option<PathBuf>,
+}
+
+/// `devcell templates publish`.
+#[derive(Debug, Args)]
+pub struct TemplatesPublishArgs {
+    /// A Template folder, or a collection folder (`src/`) with one sub-folder per Template.
+    #[arg(default_value = ".")]
+    pub target: PathBuf,
+    /// Registry host (loopback registries are reached over plain HTTP).
+    #[arg(short = 'r', long, default_value = "ghcr.io")]
+    pub registry: String,
+    /// Namespace: Templates go to `<registry>/<namespace>/<id>`.
+    #[arg(short = 'n', long)]
+    pub namespace: String,
+    /// How the registry is reached and authenticated.
+    #[command(flatten)]
+    pub access: RegistryAccessArgs,
 }
 
 /// Where the generated docs link: the GitHub repository holding the collection.
@@ -281,16 +289,7 @@ pub struct FeaturesPublishArgs {
     /// Namespace: Features go to `<registry>/<namespace>/<id>`.
     #[arg(short = 'n', long)]
     pub namespace: String,
-    /// A registry to reach over plain HTTP (repeatable).
-    #[arg(long = "insecure-registry")]
-    pub insecure_registries: Vec<String>,
-    /// A loopback registry to reach over HTTPS nonetheless (repeatable).
-    #[arg(long = "secure-registry")]
-    pub secure_registries: Vec<String>,
-    /// A PEM file of extra CA certificates to trust (repeatable).
-    #[arg(long = "extra-ca-certificate")]
-    pub extra_ca_certificates: Vec<PathBuf>,
-    /// Docker config file with registry credentials (default `~/.docker/config.json`).
-    #[arg(long)]
-    pub docker_config: Option<PathBuf>,
+    /// How the registry is reached and authenticated.
+    #[command(flatten)]
+    pub access: RegistryAccessArgs,
 }

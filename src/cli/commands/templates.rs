@@ -64,15 +64,12 @@ pub fn metadata(args: TemplatesMetadataArgs) -> anyhow::Result<ExitCode> {
 /// Runs `templates publish`: one JSON line `{"<id>": {"publishedTags", "digest", "version"}}`
 /// (`{}` for a version already published); skipped folders are warned about on stderr.
 pub fn publish(args: TemplatesPublishArgs) -> anyhow::Result<ExitCode> {
-    let opts = crate::ops::features_publish::PublishOptions {
-        target: args.target,
-        registry: args.registry,
-        namespace: args.namespace,
-        insecure_registries: args.insecure_registries,
-        secure_registries: args.secure_registries,
-        extra_ca_certificates: args.extra_ca_certificates,
-        docker_config: args.docker_config,
-    };
+    let opts = super::features_publish::publish_options(
+        args.target,
+        args.registry,
+        args.namespace,
+        args.access,
+    );
     let published = with_progress(|reporter| async move {
         crate::ops::templates::templates_publish(&opts, &*reporter).await
     })??;
