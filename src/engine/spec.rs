@@ -350,6 +350,26 @@ impl MountInfo {
     }
 }
 
+#[cfg(test)]
+impl MountInfo {
+    /// A unit-test fixture: an inspected mount of `kind` (`bind`, `volume`, `tmpfs`) from
+    /// `source` at `destination`, with no volume name.
+    pub(crate) fn of(kind: &str, source: &str, destination: &str, rw: bool) -> Self {
+        Self {
+            kind: kind.into(),
+            source: source.into(),
+            name: None,
+            destination: destination.into(),
+            rw,
+        }
+    }
+
+    /// A unit-test fixture: an inspected bind mount of `source` at `destination`.
+    pub(crate) fn bind(source: &str, destination: &str, rw: bool) -> Self {
+        Self::of("bind", source, destination, rw)
+    }
+}
+
 /// The security-relevant `HostConfig` fields of a container.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostSecurity {
@@ -609,13 +629,7 @@ mod tests {
     /// mount at `/` holds every path; a trailing `/` of the destination is ignored.
     #[test]
     fn a_mount_holds_its_destination_and_what_is_below() {
-        let at = |destination: &str| MountInfo {
-            kind: "bind".into(),
-            source: "/h".into(),
-            name: None,
-            destination: destination.into(),
-            rw: true,
-        };
+        let at = |destination: &str| MountInfo::bind("/h", destination, true);
         assert!(at("/w").holds("/w") && at("/w/").holds("/w/a") && at("/").holds("/x"));
         assert!(!at("/w").holds("/wx") && !at("/w/a").holds("/w"));
     }

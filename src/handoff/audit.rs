@@ -287,13 +287,7 @@ mod tests {
     /// whether the socket folder is read-only, and finds no channel where none is bound.
     #[test]
     fn the_audit_names_the_mail_channel_from_the_binds() {
-        let bind = |source: &str, destination: &str, rw: bool| crate::engine::MountInfo {
-            kind: "bind".into(),
-            source: source.into(),
-            name: None,
-            destination: destination.into(),
-            rw,
-        };
+        let bind = crate::engine::MountInfo::bind;
         let inspect = ContainerInfo {
             id: "abc".into(),
             mounts: vec![

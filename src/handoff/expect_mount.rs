@@ -113,13 +113,7 @@ mod tests {
     use crate::engine::MountInfo;
 
     fn bind(source: &str, destination: &str, rw: bool) -> MountInfo {
-        MountInfo {
-            kind: "bind".into(),
-            source: source.into(),
-            name: None,
-            destination: destination.into(),
-            rw,
-        }
+        MountInfo::bind(source, destination, rw)
     }
 
     #[test]

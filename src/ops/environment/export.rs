@@ -356,13 +356,7 @@ mod tests {
     use crate::engine::MountInfo;
 
     fn mount(kind: &str, source: &str, destination: &str, rw: bool) -> MountInfo {
-        MountInfo {
-            kind: kind.into(),
-            source: source.into(),
-            name: None,
-            destination: destination.into(),
-            rw,
-        }
+        MountInfo::of(kind, source, destination, rw)
     }
 
     fn container(mounts: Vec<MountInfo>) -> ContainerInfo {
