@@ -32,8 +32,9 @@ use crate::ops::compose_builds::write_override;
 use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::create::{
-    Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
-    identity_labels, merged_with_uid_layer, origin_labels, provided_user_label, verify_and_finish,
+    Started, UserChoice, apply_policy, feature_digests_label, identity_labels, image_users,
+    merged_with_uid_layer, numeric_user_when_hardened, origin_labels, policy_input,
+    provided_user_label, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result, lifecycle_error};
@@ -45,10 +46,9 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
-    judged_options, judged_places, origins,
+    judged_options, judged_places,
 };
 use crate::ops::target::{id_labels, inspect, join_labels, short};
-use crate::ops::users::passwd_account;
 use crate::progress::{Event, Reporter};
 use crate::security::host_path::Places;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
@@ -904,16 +904,8 @@ async fn create(
     let (mut spec, permissions, applied_remote) =
         (applied.spec, applied.requests, applied.remote_user);
     // Its main process (the service's `command`, the repository's) runs as numeric `uid:gid`,
-    // as a single container's does: by name it would get every group the image's
-    // `/etc/group` lists (attacks K10). The service's `user:` is the image user here.
-    if hardened {
-        crate::ops::exec_user::numeric_container_user(
-            &mut spec,
-            input.image_user.as_deref(),
-            input.passwd.as_deref(),
-            crate::ops::exec_user::workspace_gid(loaded),
-        );
-    }
+    // as a single container's does. The service's `user:` is the image user here.
+    numeric_user_when_hardened(hardened, &mut spec, &input, loaded);
     identity_labels(
         &mut spec,
         account.as_ref(),
@@ -1045,41 +1037,27 @@ async fn service_policy_input(
     Vec<security::host_path::Cover>,
     Option<crate::ops::users::Account>,
 )> {
-    let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
-    let image_user = service_user(target, image);
-    let home_user = home_user(
-        remote_user.as_ref(),
-        spec.user.as_ref(),
-        image_user.as_ref(),
-    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let passwd = hardened_passwd(engine, hardened, image).await;
+    let image_user = service_user(target, image);
+    let users = image_users(
+        engine,
+        hardened,
+        (image, merged),
+        spec.user.as_ref(),
+        image_user,
+    )
+    .await;
     let (_, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
     let shields = service_shields(hardened, &spec, opts, loaded);
-    let account = passwd
-        .as_deref()
-        .and_then(|p| passwd_account(p, &home_user));
     if hardened {
         neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
     }
-    let input = PolicyInput {
-        origins: crate::ops::permissions::with_owned(
-            origins(entries, &cli_mounts(opts, loaded)),
-            opts,
-        ),
-        remote_user,
-        image_user,
-        remote_home: account.as_ref().map(|a| a.home.clone()),
-        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-        // canonical, as the binds it is compared with are resolved
-        workspace: Places::new(&loaded.workspace_folder, None, None).workspace,
-        host_home,
-        engine_socket,
-        passwd,
-        repository_labels: Vec::new(),
-        spec,
-    };
+    let account = users.account.clone();
+    // canonical, as the binds it is compared with are resolved
+    let workspace = Places::new(&loaded.workspace_folder, None, None).workspace;
+    let places = (workspace, host_home, engine_socket);
+    let input = policy_input((opts, loaded, entries), users, places, Vec::new(), spec);
     Ok((input, shields, account))
 }
 

@@ -4,6 +4,8 @@
 //! the identity labels and state mounts, and, once the container runs, the uid check and the
 //! lockfile.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 
 use crate::config::{metadata, substitute};
@@ -16,8 +18,8 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UpOptions;
 use crate::ops::target::inspect;
 use crate::ops::users::{
-    Account, image_passwd, judge_unreadable_passwd, provides_user, update_remote_user_uid,
-    verify_uids_inside,
+    Account, image_passwd, judge_unreadable_passwd, passwd_account, provides_user,
+    update_remote_user_uid, verify_uids_inside,
 };
 use crate::progress::Reporter;
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
@@ -150,6 +152,96 @@ pub(crate) async fn hardened_passwd(
         image_passwd(engine, Some(&image.info), &image.reference).await
     } else {
         None
+    }
+}
+
+/// The users a new container's request is judged with: the remote user the merged
+/// configuration names, the user the container starts as by default (the image's `USER`, a
+/// Compose service's `user:`), the image's passwd read under `hardened`, and the account there
+/// of the user whose home is judged ([`home_user`]).
+pub(crate) struct ImageUsers {
+    /// The merged `remoteUser`.
+    pub(crate) remote_user: Option<String>,
+    /// The user the container starts as when the request names none.
+    pub(crate) image_user: Option<String>,
+    /// The image's `/etc/passwd` ([`hardened_passwd`]).
+    pub(crate) passwd: Option<String>,
+    /// The home user's account in that passwd.
+    pub(crate) account: Option<Account>,
+}
+
+/// Reads the [`ImageUsers`] of a new container: `spec_user` is the user its request names,
+/// `image_user` the one it otherwise starts as.
+pub(crate) async fn image_users(
+    engine: &dyn Engine,
+    hardened: bool,
+    (image, merged): (&PreparedImage, &Value),
+    spec_user: Option<&String>,
+    image_user: Option<String>,
+) -> ImageUsers {
+    let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
+    let home_user = home_user(remote_user.as_ref(), spec_user, image_user.as_ref());
+    let passwd = hardened_passwd(engine, hardened, image).await;
+    let account = passwd
+        .as_deref()
+        .and_then(|p| passwd_account(p, &home_user));
+    ImageUsers {
+        remote_user,
+        image_user,
+        passwd,
+        account,
+    }
+}
+
+/// What the policy judges a new container's request `spec` with: who asked for what (the
+/// image metadata `entries`, the command line's mounts, devcell's own), its users, the judged
+/// places (the host workspace, the host home and the engine's socket, as
+/// [`crate::ops::permissions::judged_places`] gives them) and the label keys the repository
+/// sets.
+pub(crate) fn policy_input(
+    (opts, loaded, entries): (&UpOptions, &LoadedConfiguration, &[Value]),
+    users: ImageUsers,
+    (workspace, host_home, engine_socket): (PathBuf, Option<PathBuf>, Option<PathBuf>),
+    repository_labels: Vec<String>,
+    spec: ContainerSpec,
+) -> PolicyInput {
+    PolicyInput {
+        origins: crate::ops::permissions::with_owned(
+            crate::ops::permissions::origins(
+                entries,
+                &crate::ops::permissions::cli_mounts(opts, loaded),
+            ),
+            opts,
+        ),
+        remote_user: users.remote_user,
+        image_user: users.image_user,
+        remote_home: users.account.as_ref().map(|a| a.home.clone()),
+        remote_ids: users.account.as_ref().map(|a| (a.uid, a.gid)),
+        workspace,
+        host_home,
+        engine_socket,
+        passwd: users.passwd,
+        repository_labels,
+        spec,
+    }
+}
+
+/// Under `hardened`, the container's main process runs as numeric `uid:gid`
+/// ([`crate::ops::exec_user::numeric_container_user`]): by name it would get every group the
+/// image's `/etc/group` lists (attacks K10).
+pub(crate) fn numeric_user_when_hardened(
+    hardened: bool,
+    spec: &mut ContainerSpec,
+    input: &PolicyInput,
+    loaded: &LoadedConfiguration,
+) {
+    if hardened {
+        crate::ops::exec_user::numeric_container_user(
+            spec,
+            input.image_user.as_deref(),
+            input.passwd.as_deref(),
+            crate::ops::exec_user::workspace_gid(loaded),
+        );
     }
 }
 

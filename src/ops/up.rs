@@ -31,8 +31,9 @@ use crate::ops::container::{
     unmet_host_requirements,
 };
 use crate::ops::create::{
-    Started, UserChoice, apply_policy, feature_digests_label, hardened_passwd, home_user,
-    identity_labels, merged_with_uid_layer, origin_labels, provided_user_label, verify_and_finish,
+    Started, UserChoice, apply_policy, feature_digests_label, identity_labels, image_users,
+    merged_with_uid_layer, numeric_user_when_hardened, origin_labels, policy_input,
+    provided_user_label, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::lifecycle_error;
@@ -43,17 +44,16 @@ use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, UpOptions};
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
-    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, origins,
-    security_choice,
+    judge_named_volumes, judged_options, judged_places, locate_run_arg_error, security_choice,
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
 use crate::ops::target::{
     expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
 };
-use crate::ops::users::{Account, passwd_account};
+use crate::ops::users::Account;
 use crate::progress::{Event, Reporter};
-use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
+use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
 /// every event and error (spec-note 0240).
@@ -661,15 +661,16 @@ async fn judge_new(
 ) -> Result<JudgedSpec> {
     let (opts, loaded, profile, grants) = (plan.opts, plan.loaded, plan.profile, plan.grants);
     let (image, merged, entries) = (facts.image, facts.merged, facts.entries);
-    let remote_user = crate::config::metadata::ConfiguredUsers::of(merged).remote_user;
-    let image_user = image.info.user.clone().filter(|u| !u.is_empty());
-    let home_user = home_user(
-        remote_user.as_ref(),
-        spec.user.as_ref(),
-        image_user.as_ref(),
-    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let passwd = hardened_passwd(engine, hardened, image).await;
+    let image_user = image.info.user.clone().filter(|u| !u.is_empty());
+    let users = image_users(
+        engine,
+        hardened,
+        (image, merged),
+        spec.user.as_ref(),
+        image_user,
+    )
+    .await;
     // Named volumes judged by what they are, before the binds are resolved: a bind-backed one
     // becomes a bind of its device (spec-note 0444).
     let (volume_requests, missing_volumes) = if hardened {
@@ -680,45 +681,27 @@ async fn judge_new(
     if let Some(refused) = security::refusal(profile, &volume_requests) {
         return Err(refused.into());
     }
-    let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
-    let account = passwd
-        .as_deref()
-        .and_then(|p| passwd_account(p, &home_user));
+    let places = judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
     // Identity labels an image carries (its Dockerfile is the repository's) are not carried
     // into the container's labels (spec-note 0421).
     if hardened {
         neutralise_image_identity_labels(&image.info, &mut spec, warnings, reporter);
     }
-    let input = PolicyInput {
-        origins: crate::ops::permissions::with_owned(
-            origins(entries, &cli_mounts(opts, loaded)),
-            opts,
-        ),
-        remote_user,
-        image_user,
-        remote_home: account.as_ref().map(|a| a.home.clone()),
-        remote_ids: account.as_ref().map(|a| (a.uid, a.gid)),
-        workspace,
-        host_home,
-        engine_socket,
-        passwd,
-        repository_labels: crate::ops::container::repository_labels(merged),
+    let account = users.account.clone();
+    let repository_labels = crate::ops::container::repository_labels(merged);
+    let input = policy_input(
+        (opts, loaded, entries),
+        users,
+        places,
+        repository_labels,
         spec,
-    };
+    );
     let more = volume_requests
         .into_iter()
         .chain(facts.label_requests.iter().cloned());
     let mut applied = apply_policy(profile, grants, &input, more, reporter)?;
     let container_user = applied.spec.user.clone();
-    if hardened {
-        crate::ops::exec_user::numeric_container_user(
-            &mut applied.spec,
-            input.image_user.as_deref(),
-            input.passwd.as_deref(),
-            crate::ops::exec_user::workspace_gid(loaded),
-        );
-    }
+    numeric_user_when_hardened(hardened, &mut applied.spec, &input, loaded);
     Ok(JudgedSpec {
         container_user,
         permissions: applied.requests,
@@ -739,6 +722,8 @@ mod tests {
     use super::*;
     use crate::engine::ImageInfo;
     use crate::names::METADATA_LABEL;
+    use crate::ops::permissions::origins;
+    use crate::ops::users::passwd_account;
     use crate::ops::{attach::*, dockerfile::*, options::*, secrets::*};
     use crate::security::{ProfileLimits, Source};
     use crate::settings::Settings;
