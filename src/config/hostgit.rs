@@ -353,12 +353,19 @@ impl PrivateGitDir {
 /// regular file, [`std::io::ErrorKind::FileTooLarge`] past `max`.
 pub fn read_no_follow(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use rustix::fs::OFlags;
-    use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
         .open(path)?;
+    read_regular(file, max)
+}
+
+/// Reads at most `max` bytes of the open `file`, refusing what is not a regular file.
+///
+/// Errors: as [`read_no_follow`], past the open.
+pub fn read_regular(file: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

@@ -97,7 +97,6 @@ pub fn read_tip(record: &TaskRecord) -> Tip {
 /// read, or is larger than `max`.
 fn open_no_follow(root: &Path, parts: &[&str], max: u64) -> std::io::Result<Option<Vec<u8>>> {
     use rustix::fs::{Mode, OFlags};
-    use std::io::Read as _;
     let Some((leaf, folders)) = parts.split_last() else {
         return Ok(None);
     };
@@ -125,21 +124,7 @@ fn open_no_follow(root: &Path, parts: &[&str], max: u64) -> std::io::Result<Opti
         Err(e) if missing(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "is not a regular file",
-        ));
-    }
-    let mut out = Vec::new();
-    file.take(max + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::FileTooLarge,
-            format!("is larger than {max} bytes"),
-        ));
-    }
-    Ok(Some(out))
+    crate::config::hostgit::read_regular(file, max).map(Some)
 }
 
 /// The task branch's commit in the clone ([`read_tip`]; `None`: missing or unreadable).
