@@ -38,6 +38,21 @@ pub struct DeleteOptions {
     pub fetch_budget: crate::handoff::container_git::FetchBudget,
 }
 
+impl DeleteOptions {
+    /// The teardown of a clone task's workspace (`workspace_folder`, in its task folder): the
+    /// task's Compose project is its own (named by [`crate::handoff::task::compose`]), so its
+    /// volumes go too, and what comes back from the container git directories goes into the
+    /// task's clone, which goes with the task (the default budget).
+    pub fn of_task(workspace_folder: PathBuf, state_root: &Path) -> Self {
+        Self {
+            workspace_folder,
+            state_root: Some(state_root.to_path_buf()),
+            project_volumes: true,
+            fetch_budget: Default::default(),
+        }
+    }
+}
+
 /// What was removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

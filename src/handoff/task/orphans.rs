@@ -253,13 +253,11 @@ pub async fn prune(
             if let Some(record) = &record {
                 crate::handoff::delete::delete_with(
                     engine,
-                    &crate::handoff::delete::DeleteOptions {
-                        workspace_folder: record.workspace_folder(),
-                        state_root: Some(state_root.to_path_buf()),
-                        project_volumes: true,
-                        // what comes back goes into the orphan's clone, removed next
-                        fetch_budget: Default::default(),
-                    },
+                    // what comes back goes into the orphan's clone, removed next
+                    &crate::handoff::delete::DeleteOptions::of_task(
+                        record.workspace_folder(),
+                        state_root,
+                    ),
                     reporter,
                 )
                 .await?;

@@ -711,14 +711,7 @@ async fn remove_task(
     let record = &records[0];
     let teardown = crate::handoff::delete::delete_with(
         engine,
-        &crate::handoff::delete::DeleteOptions {
-            workspace_folder: record.workspace_folder(),
-            state_root: Some(state_root.to_path_buf()),
-            // the task's Compose project is its own (`compose::project_name`)
-            project_volumes: true,
-            // what comes back goes into the task's clone, which goes with the task
-            fetch_budget: Default::default(),
-        },
+        &crate::handoff::delete::DeleteOptions::of_task(record.workspace_folder(), state_root),
         reporter,
     )
     .await?;
