@@ -19,7 +19,7 @@ pub const MEDIATOR: &str = "@mediator";
 /// The allowed form of task, group and message-id names: 1–64 of `[A-Za-z0-9._-]`, starting
 /// with a letter or digit, no `..`, not ending in `.` (a plain file name; a task name as
 /// `handoff::task` allows it).
-fn valid_name(name: &str) -> bool {
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name.as_bytes()[0].is_ascii_alphanumeric()

@@ -413,15 +413,8 @@ fn git_within(
 /// not ending in `.` or `.lock`, no `..` (so `devcell/<name>` is a valid branch and the name a
 /// plain folder name). Pure.
 pub fn valid_task_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.as_bytes()[0].is_ascii_alphanumeric()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && !name.contains("..")
-        && !name.ends_with('.')
-        && !name.ends_with(".lock")
+    // the mail's names are the task names, but for a git ref's `.lock`
+    crate::mail::model::valid_name(name) && !name.ends_with(".lock")
 }
 
 /// A new task name: `<agent>-<UTC time>-<4 random hex digits>` (unique per repository: the
