@@ -445,14 +445,7 @@ pub fn unfetched(record: &TaskRecord) -> Option<NotFetched> {
 mod tests {
     use super::*;
 
-    use crate::handoff::task::test_git::plain_git;
-
-    fn commit(dir: &Path, name: &str) -> String {
-        std::fs::write(dir.join(name), name).unwrap();
-        plain_git(dir, &["add", name]);
-        plain_git(dir, &["commit", "-qm", name]);
-        plain_git(dir, &["rev-parse", "HEAD"])
-    }
+    use crate::handoff::task::test_git::{commit, plain_git, record_for};
 
     /// `[handoff] fetch_back_max_bytes`: a clone whose objects are over the budget is refused
     /// before anything of the user's repository is written (the refs, the objects, `HEAD` and
@@ -461,36 +454,8 @@ mod tests {
     #[test]
     fn a_clone_over_the_fetch_back_budget_is_refused_and_the_repository_is_untouched() {
         let tmp = tempfile::tempdir().unwrap();
-        let source = tmp.path().join("src");
-        std::fs::create_dir(&source).unwrap();
-        plain_git(&source, &["init", "-q"]);
-        let base = commit(&source, "a");
-        std::fs::create_dir(tmp.path().join("task")).unwrap();
-        let clone = tmp.path().join("task/src");
-        plain_git(
-            tmp.path(),
-            &["clone", "-q", "--no-local", "src", "task/src"],
-        );
-        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let (source, clone, mut record) = task_with_clone(tmp.path());
         let first = commit(&clone, "b");
-        let mut record = TaskRecord {
-            task: "t".into(),
-            source: source.clone(),
-            source_git_dir: source.join(".git"),
-            source_head_git_dir: None,
-            repo: "src".into(),
-            clone: clone.clone(),
-            branch: "devcell/t".into(),
-            base_ref: "HEAD".into(),
-            base,
-            object_format: "sha1".into(),
-            fetched: None,
-            fetched_at: None,
-            refused: None,
-            created_at: "2026-12-04T00:00:00Z".into(),
-            source_id: None,
-            workspace: None,
-        };
         fetch(&mut record).unwrap();
         // 256 KiB that do not compress, committed by the agent
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -545,15 +510,26 @@ mod tests {
         assert_eq!(got.fetched.as_deref(), Some(tip.as_str()));
     }
 
-    /// A source repository with one commit, its clone on the task branch, and the record.
+    /// A source repository with one commit, its clone (`--no-local`: its own objects) on the
+    /// task branch, and the record.
     fn task_with_clone(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf, TaskRecord) {
+        cloned_task(tmp, &["--no-local"])
+    }
+
+    /// As [`task_with_clone`], the clone made with `clone_args` (`[]`: its objects hard
+    /// linked).
+    fn cloned_task(
+        tmp: &Path,
+        clone_args: &[&str],
+    ) -> (std::path::PathBuf, std::path::PathBuf, TaskRecord) {
         let source = tmp.join("src");
         std::fs::create_dir(&source).unwrap();
         plain_git(&source, &["init", "-q"]);
         let base = commit(&source, "a");
         std::fs::create_dir(tmp.join("task")).unwrap();
         let clone = tmp.join("task/src");
-        plain_git(tmp, &["clone", "-q", "--no-local", "src", "task/src"]);
+        let args = [&["clone", "-q"][..], clone_args, &["src", "task/src"]].concat();
+        plain_git(tmp, &args);
         plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
         let record = record_for(&source, &clone, &base);
         (source, clone, record)
@@ -792,34 +768,9 @@ mod tests {
     #[test]
     fn a_rewritten_task_branch_never_makes_a_fetched_commit_unreachable() {
         let tmp = tempfile::tempdir().unwrap();
-        let source = tmp.path().join("src");
-        std::fs::create_dir(&source).unwrap();
-        plain_git(&source, &["init", "-q"]);
-        let base = commit(&source, "a");
-        let folder = tmp.path().join("task");
-        std::fs::create_dir(&folder).unwrap();
-        let clone = folder.join("src");
-        plain_git(tmp.path(), &["clone", "-q", "src", "task/src"]);
-        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let (source, clone, mut record) = cloned_task(tmp.path(), &[]);
+        let base = record.base.clone();
         let first = commit(&clone, "b");
-        let mut record = TaskRecord {
-            task: "t".into(),
-            source: source.clone(),
-            source_git_dir: source.join(".git"),
-            source_head_git_dir: None,
-            repo: "src".into(),
-            clone: clone.clone(),
-            branch: "devcell/t".into(),
-            base_ref: "HEAD".into(),
-            base: base.clone(),
-            object_format: "sha1".into(),
-            fetched: None,
-            fetched_at: None,
-            refused: None,
-            created_at: "2026-12-03T00:00:00Z".into(),
-            source_id: None,
-            workspace: None,
-        };
         let got = fetch(&mut record).unwrap();
         assert_eq!(host_ref(&record).as_deref(), Some(first.as_str()));
         assert_eq!(got.kept, None);
@@ -843,27 +794,6 @@ mod tests {
         assert_eq!(refs, kept, "only the rewritten commit is kept");
     }
 
-    fn record_for(source: &Path, clone: &Path, base: &str) -> TaskRecord {
-        TaskRecord {
-            task: "t".into(),
-            source: source.to_path_buf(),
-            source_git_dir: source.join(".git"),
-            source_head_git_dir: None,
-            repo: "src".into(),
-            clone: clone.to_path_buf(),
-            branch: "devcell/t".into(),
-            base_ref: "HEAD".into(),
-            base: base.to_string(),
-            object_format: "sha1".into(),
-            fetched: None,
-            fetched_at: None,
-            refused: None,
-            created_at: "2026-12-04T00:00:00Z".into(),
-            source_id: None,
-            workspace: None,
-        }
-    }
-
     /// "Fetched" means the user's repository holds the clone's tip under the task ref now: a
     /// task ref lost on the host (the record still says fetched) counts as unfetched and is
     /// fetched again; refs in the clone that cannot be read as git writes them (a link to a
@@ -872,16 +802,8 @@ mod tests {
     #[test]
     fn a_lost_task_ref_or_unreadable_refs_never_count_as_fetched() {
         let tmp = tempfile::tempdir().unwrap();
-        let source = tmp.path().join("src");
-        std::fs::create_dir(&source).unwrap();
-        plain_git(&source, &["init", "-q"]);
-        let base = commit(&source, "a");
-        std::fs::create_dir(tmp.path().join("task")).unwrap();
-        let clone = tmp.path().join("task/src");
-        plain_git(tmp.path(), &["clone", "-q", "src", "task/src"]);
-        plain_git(&clone, &["checkout", "-qb", "devcell/t"]);
+        let (source, clone, mut record) = cloned_task(tmp.path(), &[]);
         let first = commit(&clone, "b");
-        let mut record = record_for(&source, &clone, &base);
         fetch(&mut record).unwrap();
         assert_eq!(unfetched(&record), None);
         assert_eq!(

@@ -118,7 +118,7 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskMail> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::task::test_git::plain_git;
+    use crate::handoff::task::test_git::empty_repo;
     use crate::mail::{Draft, MessageType};
     use crate::settings::{MailAction, MailRule};
 
@@ -129,9 +129,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let repo = base.join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        plain_git(&repo, &["init", "-q"]);
-        plain_git(&repo, &["commit", "-q", "--allow-empty", "-m", "a"]);
+        empty_repo(&repo);
         let state = base.join("state");
         assert!(statuses(&repo, &state).is_empty());
         assert!(!state.join("mail").exists(), "status creates nothing");

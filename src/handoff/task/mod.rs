@@ -42,6 +42,59 @@ pub(crate) mod test_git {
         assert!(out.status.success(), "{args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
+
+    /// Writes the file `name` (its text: its name) in `dir`, commits it as `name` and returns
+    /// the commit.
+    pub fn commit(dir: &Path, name: &str) -> String {
+        std::fs::write(dir.join(name), name).unwrap();
+        plain_git(dir, &["add", name]);
+        plain_git(dir, &["commit", "-qm", name]);
+        plain_git(dir, &["rev-parse", "HEAD"])
+    }
+
+    /// The record of task `t` of the repository `source` (its `.git` the git directory,
+    /// named `src`), cloned at `clone` from `base`, never fetched.
+    pub fn record_for(source: &Path, clone: &Path, base: &str) -> super::TaskRecord {
+        super::TaskRecord {
+            task: "t".into(),
+            source: source.to_path_buf(),
+            source_git_dir: source.join(".git"),
+            source_head_git_dir: None,
+            repo: "src".into(),
+            clone: clone.to_path_buf(),
+            branch: "devcell/t".into(),
+            base_ref: "HEAD".into(),
+            base: base.to_string(),
+            object_format: "sha1".into(),
+            fetched: None,
+            fetched_at: None,
+            refused: None,
+            created_at: "2026-12-04T00:00:00Z".into(),
+            source_id: None,
+            workspace: None,
+        }
+    }
+
+    /// A repository made at `dir` with one empty commit.
+    pub fn empty_repo(dir: &Path) {
+        std::fs::create_dir(dir).unwrap();
+        plain_git(dir, &["init", "-q"]);
+        plain_git(dir, &["commit", "-q", "--allow-empty", "-m", "a"]);
+    }
+
+    /// A repository made at `dir` whose one commit holds a `.devcontainer/devcontainer.json`
+    /// of the `busybox` image.
+    pub fn devcontainer_repo(dir: &Path) {
+        std::fs::create_dir_all(dir.join(".devcontainer")).unwrap();
+        std::fs::write(
+            dir.join(".devcontainer/devcontainer.json"),
+            r#"{"image": "busybox"}"#,
+        )
+        .unwrap();
+        plain_git(dir, &["init", "-q"]);
+        plain_git(dir, &["add", "-A"]);
+        plain_git(dir, &["commit", "-qm", "a"]);
+    }
 }
 
 use std::path::{Path, PathBuf};

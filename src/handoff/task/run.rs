@@ -868,7 +868,28 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskFetch> {
 mod tests {
     use super::*;
 
-    use crate::handoff::task::test_git::plain_git;
+    use crate::handoff::task::test_git::{devcontainer_repo, empty_repo, plain_git};
+
+    /// Agent `a` configured to run `true`.
+    fn with_true_agent(opts: &mut HandoffOptions) {
+        opts.settings.agents.insert(
+            "a".into(),
+            crate::settings::AgentSettings {
+                command: vec!["true".into()],
+                ..crate::settings::AgentSettings::default()
+            },
+        );
+    }
+
+    /// Agent `a`'s handoff of the task `task` of the repository `source`.
+    fn task_options(source: &Path, task: &str) -> HandoffOptions {
+        HandoffOptions {
+            agent: "a".into(),
+            task: Some(task.into()),
+            workspace_folder: source.to_path_buf(),
+            ..HandoffOptions::default()
+        }
+    }
 
     /// G8 (session 17): a clone task's plan does not warn that the clone's `.git` has no hooks
     /// folder to protect (no host git runs hooks there); a worktree handoff of the same
@@ -878,30 +899,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let source = base.join("src");
-        std::fs::create_dir_all(source.join(".devcontainer")).unwrap();
-        std::fs::write(
-            source.join(".devcontainer/devcontainer.json"),
-            r#"{"image": "busybox"}"#,
-        )
-        .unwrap();
-        plain_git(&source, &["init", "-q"]);
-        plain_git(&source, &["add", "-A"]);
-        plain_git(&source, &["commit", "-qm", "a"]);
+        devcontainer_repo(&source);
         let state = base.join("state");
         let mut opts = HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: source.clone(),
             state_root: Some(state.clone()),
-            ..HandoffOptions::default()
+            ..task_options(&source, "t")
         };
-        opts.settings.agents.insert(
-            "a".into(),
-            crate::settings::AgentSettings {
-                command: vec!["true".into()],
-                ..crate::settings::AgentSettings::default()
-            },
-        );
+        with_true_agent(&mut opts);
         let quiet = crate::progress::NoopReporter;
         let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
         let hooks = records[0].clone.join(".git/hooks");
@@ -942,16 +946,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let source = base.join("src");
-        std::fs::create_dir(&source).unwrap();
-        plain_git(&source, &["init", "-q"]);
-        plain_git(&source, &["commit", "-q", "--allow-empty", "-m", "a"]);
+        empty_repo(&source);
         let state = base.join("state");
         let opts = HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: source.clone(),
             state_root: Some(state.clone()),
-            ..HandoffOptions::default()
+            ..task_options(&source, "t")
         };
         let opts = HandoffOptions {
             isolation: Some(crate::settings::Isolation::Clone),
@@ -987,16 +986,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let repo = base.join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        plain_git(&repo, &["init", "-q"]);
-        plain_git(&repo, &["commit", "-q", "--allow-empty", "-m", "a"]);
+        empty_repo(&repo);
         let state = base.join("state");
-        let opts = crate::handoff::plan::HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: repo.clone(),
-            ..crate::handoff::plan::HandoffOptions::default()
-        };
+        let opts = task_options(&repo, "t");
         let quiet = crate::progress::NoopReporter;
         let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
         let door = super::super::mail::request(&state, &records[0]).unwrap();
@@ -1027,13 +1019,7 @@ mod tests {
             mail_group: Some(crate::mail::GroupName::new("g").unwrap()),
             ..HandoffOptions::default()
         };
-        opts.settings.agents.insert(
-            "a".into(),
-            crate::settings::AgentSettings {
-                command: vec!["true".into()],
-                ..crate::settings::AgentSettings::default()
-            },
-        );
+        with_true_agent(&mut opts);
         opts
     }
 
@@ -1045,15 +1031,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let repo = base.join("repo");
-        std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
-        std::fs::write(
-            repo.join(".devcontainer/devcontainer.json"),
-            r#"{"image": "busybox"}"#,
-        )
-        .unwrap();
-        plain_git(&repo, &["init", "-q"]);
-        plain_git(&repo, &["add", "-A"]);
-        plain_git(&repo, &["commit", "-qm", "a"]);
+        devcontainer_repo(&repo);
         let state = base.join("state");
         let opts = mail_options(&repo, &state);
         let planned = crate::handoff::mail_worktree::plan_options(&opts).unwrap();
@@ -1105,12 +1083,7 @@ mod tests {
         plain_git(&source, &["commit", "-qm", "a"]);
         let state = base.join("state");
         let cache = base.join("cache");
-        let opts = HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: source.clone(),
-            ..HandoffOptions::default()
-        };
+        let opts = task_options(&source, "t");
         let quiet = crate::progress::NoopReporter;
         let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
         let record = records.remove(0);
@@ -1196,12 +1169,7 @@ mod tests {
         plain_git(&source, &["add", "a"]);
         plain_git(&source, &["commit", "-qm", "a"]);
         let (state, cache) = (base.join("state"), base.join("cache"));
-        let opts = HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: source.clone(),
-            ..HandoffOptions::default()
-        };
+        let opts = task_options(&source, "t");
         let quiet = crate::progress::NoopReporter;
         let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
         drop(lock);
@@ -1271,12 +1239,7 @@ mod tests {
         let (state, cache) = (base.join("state"), base.join("cache"));
         let quiet = crate::progress::NoopReporter;
         let open = |source: &Path, task: &str| {
-            let opts = HandoffOptions {
-                agent: "a".into(),
-                task: Some(task.into()),
-                workspace_folder: source.to_path_buf(),
-                ..HandoffOptions::default()
-            };
+            let opts = task_options(source, task);
             open_task(&opts, &state, &cache, &quiet)
                 .unwrap()
                 .0
@@ -1354,12 +1317,7 @@ mod tests {
         };
         make_repo("a");
         let (state, cache) = (base.join("state"), base.join("cache"));
-        let opts = HandoffOptions {
-            agent: "a".into(),
-            task: Some("t".into()),
-            workspace_folder: source.clone(),
-            ..HandoffOptions::default()
-        };
+        let opts = task_options(&source, "t");
         let quiet = crate::progress::NoopReporter;
         let (mut records, lock) = open_task(&opts, &state, &cache, &quiet).unwrap();
         let record = records.remove(0);

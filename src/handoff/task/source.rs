@@ -310,14 +310,7 @@ mod tests {
     use super::*;
     use crate::handoff::task::{TaskRecord, fetch};
 
-    use crate::handoff::task::test_git::plain_git;
-
-    fn commit(dir: &Path, name: &str) -> String {
-        std::fs::write(dir.join(name), name).unwrap();
-        plain_git(dir, &["add", name]);
-        plain_git(dir, &["commit", "-qm", name]);
-        plain_git(dir, &["rev-parse", "HEAD"])
-    }
+    use crate::handoff::task::test_git::{commit, plain_git, record_for};
 
     /// A task started from a linked worktree is based on that worktree's `HEAD` (its own git
     /// directory's), not on the main working tree's (the common directory's), and `behind`
@@ -345,22 +338,10 @@ mod tests {
         assert_eq!(from_main.base, on_main);
 
         let record = TaskRecord {
-            task: "t".into(),
-            source: src.work_tree.clone(),
             source_git_dir: src.common_dir.clone(),
             source_head_git_dir: Some(src.git_dir.clone()),
             repo: "wt".into(),
-            clone: base.join("task/wt"),
-            branch: "devcell/t".into(),
-            base_ref: "HEAD".into(),
-            base: src.base.clone(),
-            object_format: "sha1".into(),
-            fetched: None,
-            fetched_at: None,
-            refused: None,
-            created_at: "2026-12-04T00:00:00Z".into(),
-            source_id: None,
-            workspace: None,
+            ..record_for(&src.work_tree, &base.join("task/wt"), &src.base)
         };
         let report = fetch::report(&record, Some(src.base.clone()), false);
         assert_eq!(report.ahead, Some(0));
