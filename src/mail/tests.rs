@@ -59,6 +59,11 @@ fn fixture() -> Fixture {
     fixture_with(Policy::forward_all(), Bounds::default())
 }
 
+/// The fixture forwarding everything, under `bounds`.
+fn bounded(bounds: Bounds) -> Fixture {
+    fixture_with(Policy::forward_all(), bounds)
+}
+
 fn note(to: &[&str], subject: &str) -> Draft {
     Draft::new(
         to.iter().map(|n| t(n)).collect(),
@@ -137,11 +142,10 @@ fn a_client_id_deduplicates_a_retried_send() {
 
 #[test]
 fn an_unacknowledged_message_is_redelivered_after_its_lease() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         lease: Duration::from_secs(60),
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     let mut draft = note(&["b"], "please ack");
     draft.ack_required = true;
     let id = f.m.send(&t("a"), draft).unwrap().id;
@@ -281,11 +285,10 @@ fn a_dropped_message_is_logged_with_its_decision() {
 
 #[test]
 fn an_oversized_message_is_refused_with_its_error() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         max_message_bytes: 100,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     let mut draft = note(&["b"], "big");
     draft.body = "x".repeat(200);
     let e = f.m.send(&t("a"), draft).unwrap_err();
@@ -301,11 +304,10 @@ fn an_oversized_message_is_refused_with_its_error() {
 
 #[test]
 fn a_flood_is_refused_until_the_minute_passes() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         messages_per_minute: 3,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     for i in 0..3 {
         f.m.send(&t("a"), note(&["b"], &format!("m{i}"))).unwrap();
         f.clock.advance(1);
@@ -328,11 +330,10 @@ fn a_flood_is_refused_until_the_minute_passes() {
 
 #[test]
 fn a_full_log_refuses_with_its_error() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         max_log_bytes: 2_000,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     let mut sent = 0;
     let e = loop {
         match f.m.send(&t("a"), note(&["b"], "fill")) {
@@ -753,13 +754,12 @@ fn the_summary_counts_unfinished_and_held_messages_per_task() {
 
 #[test]
 fn a_task_that_fills_its_share_cannot_stop_other_tasks_registering() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         max_log_bytes: 40_000,
         max_message_bytes: 2_000,
         messages_per_minute: 1_000,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     let mut big = note(&["b"], "big");
     big.body = "x".repeat(1_900);
     let e = loop {
@@ -782,11 +782,10 @@ fn a_task_that_fills_its_share_cannot_stop_other_tasks_registering() {
 
 #[test]
 fn refusals_do_not_grow_the_log_without_bound() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         messages_per_minute: 5,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     for _ in 0..200 {
         let e = f.m.send(&t("a"), note(&["nosuch"], "x")).unwrap_err();
         assert_eq!(
@@ -811,11 +810,10 @@ fn refusals_do_not_grow_the_log_without_bound() {
 
 #[test]
 fn the_size_bound_holds_for_the_logged_line_of_a_control_character_body() {
-    let bounds = Bounds {
+    let f = bounded(Bounds {
         max_message_bytes: 1_000,
         ..Bounds::default()
-    };
-    let f = fixture_with(Policy::forward_all(), bounds);
+    });
     let mut draft = note(&["b"], "ctl");
     draft.body = "\u{1}".repeat(900);
     let e = f.m.send(&t("a"), draft).unwrap_err();

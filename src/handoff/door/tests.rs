@@ -6,6 +6,28 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 
+/// The mediator of the group `group` under `settings`' policy and bounds, with `tasks`
+/// registered.
+fn mediator(
+    state: &std::path::Path,
+    group: &str,
+    settings: &crate::settings::MailSettings,
+    tasks: &[&str],
+) -> crate::mail::Mediator {
+    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
+    let m = Mediator::open(
+        state,
+        &GroupName::new(group).unwrap(),
+        Policy::from_settings(settings).unwrap(),
+        Bounds::from_settings(settings),
+    )
+    .unwrap();
+    for task in tasks {
+        m.register(&TaskName::new(task).unwrap(), None).unwrap();
+    }
+    m
+}
+
 /// Echoes what it got: the sender and argv on stdout; `cat` reads stdin (at most 8 bytes);
 /// `fail` answers status 3 on stderr. Records refusals.
 #[derive(Default)]
@@ -273,7 +295,6 @@ impl Input for Given {
 /// their code and hint.
 #[test]
 fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
-    use crate::mail::{Bounds, GroupName, Mediator, Policy};
     use crate::settings::{MailAction, MailRule, MailSettings};
     let state = tempfile::tempdir().unwrap();
     let settings = MailSettings {
@@ -286,17 +307,7 @@ fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
         max_message_bytes: 256,
         ..MailSettings::default()
     };
-    let m = Mediator::open(
-        state.path(),
-        &GroupName::new("g").unwrap(),
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    for t in ["a", "b"] {
-        m.register(&crate::mail::TaskName::new(t).unwrap(), None)
-            .unwrap();
-    }
+    let m = mediator(state.path(), "g", &settings, &["a", "b"]);
     let door = MailDoor::new(Arc::new(m), 256);
     let call = |who: &str, args: &[&str], stdin: Option<&[u8]>| {
         let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -461,7 +472,7 @@ fn malformed_lines(log: &std::path::Path) -> Vec<serde_json::Value> {
 /// lets the next session open it.
 #[test]
 fn a_sessions_channel_is_one_per_task_counts_what_went_through_and_closes() {
-    use crate::mail::{Bounds, Draft, GroupName, Mediator, MessageType, Policy, TaskName};
+    use crate::mail::{Draft, GroupName, MessageType, TaskName};
     use crate::settings::MailSettings;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path();
@@ -485,14 +496,7 @@ fn a_sessions_channel_is_one_per_task_counts_what_went_through_and_closes() {
         "the second open left the first one's socket alone"
     );
 
-    let other = Mediator::open(
-        state,
-        &group,
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    other.register(&t("b"), None).unwrap();
+    let other = mediator(state, group.as_str(), &settings, &["b"]);
     let id = other
         .send(
             &t("b"),
@@ -506,37 +510,20 @@ fn a_sessions_channel_is_one_per_task_counts_what_went_through_and_closes() {
     assert!(out.contains(id.as_str()), "{out}");
     let (_, _, status) = call_socket(&socket, &["read", id.as_str()], None);
     assert_eq!(status, Some(0));
-    let (_, _, status) = call_socket(
-        &socket,
-        &[
-            "send",
-            "--to",
-            "b",
-            "--subject",
-            "hi",
-            "--body",
-            "x",
-            "--client-id",
-            "c1",
-        ],
-        None,
-    );
+    let send = [
+        "send",
+        "--to",
+        "b",
+        "--subject",
+        "hi",
+        "--body",
+        "x",
+        "--client-id",
+        "c1",
+    ];
+    let (_, _, status) = call_socket(&socket, &send, None);
     assert_eq!(status, Some(0));
-    let (_, _, status) = call_socket(
-        &socket,
-        &[
-            "send",
-            "--to",
-            "b",
-            "--subject",
-            "hi",
-            "--body",
-            "x",
-            "--client-id",
-            "c1",
-        ],
-        None,
-    );
+    let (_, _, status) = call_socket(&socket, &send, None);
     assert_eq!(status, Some(0), "a retried send is not a second post");
     let (_, err, status) = call_socket(
         &socket,
@@ -601,18 +588,10 @@ fn a_sessions_channel_is_one_per_task_counts_what_went_through_and_closes() {
 /// is counted, at most ten a minute are logged (spec-note 0532).
 #[test]
 fn malformed_connections_are_counted_and_logged_at_most_ten_a_minute() {
-    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
     use crate::settings::MailSettings;
     let state = tempfile::tempdir().unwrap();
     let settings = MailSettings::default();
-    let m = Mediator::open(
-        state.path(),
-        &GroupName::new("g").unwrap(),
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    m.register(&TaskName::new("a").unwrap(), None).unwrap();
+    let m = mediator(state.path(), "g", &settings, &["a"]);
     let log = m.log_path().to_path_buf();
     let door = MailDoor::new(Arc::new(m), 64);
     for i in 0..15 {
@@ -626,23 +605,13 @@ fn malformed_connections_are_counted_and_logged_at_most_ten_a_minute() {
 
 #[test]
 fn an_answer_is_bounded_and_never_larger_than_the_client_accepts() {
-    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
     use crate::settings::MailSettings;
     let state = tempfile::tempdir().unwrap();
     let settings = MailSettings {
         messages_per_minute: 1_000,
         ..MailSettings::default()
     };
-    let m = Mediator::open(
-        state.path(),
-        &GroupName::new("g").unwrap(),
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    for t in ["a", "b"] {
-        m.register(&TaskName::new(t).unwrap(), None).unwrap();
-    }
+    let m = mediator(state.path(), "g", &settings, &["a", "b"]);
     let door = MailDoor::new(Arc::new(m), settings.max_message_bytes);
     let body = "\u{1}".repeat(10_000);
     for i in 0..(commands::MAX_LISTED + 20) {
@@ -730,20 +699,10 @@ fn a_different_task_of_the_same_name_is_refused_while_the_first_runs() {
 /// its own bound).
 #[test]
 fn polling_the_inbox_without_pause_is_rate_bounded() {
-    use crate::mail::{Bounds, GroupName, Mediator, Policy, TaskName};
     use crate::settings::MailSettings;
     let state = tempfile::tempdir().unwrap();
     let settings = MailSettings::default();
-    let m = Mediator::open(
-        state.path(),
-        &GroupName::new("g").unwrap(),
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    for t in ["a", "b"] {
-        m.register(&TaskName::new(t).unwrap(), None).unwrap();
-    }
+    let m = mediator(state.path(), "g", &settings, &["a", "b"]);
     let door = MailDoor::new(Arc::new(m), settings.max_message_bytes);
     let run = |who: &str, args: &[&str]| {
         let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -775,7 +734,7 @@ fn polling_the_inbox_without_pause_is_rate_bounded() {
 /// nothing the text names ran (no marker file appeared); the message is held and escalated.
 #[test]
 fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names() {
-    use crate::mail::{Bounds, GroupName, Mediator, Policy, RecipientState, TaskName};
+    use crate::mail::{GroupName, RecipientState, TaskName};
     use crate::settings::{MailAction, MailRule, MailSettings};
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
@@ -810,14 +769,7 @@ fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names()
     let t = |n: &str| TaskName::new(n).unwrap();
     let request = DoorRequest::prepare(&state, group.clone(), t("a"), None).unwrap();
     let door = request.open(&settings, std::time::Duration::ZERO).unwrap();
-    let other = Mediator::open(
-        &state,
-        &group,
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
-    other.register(&t("b"), None).unwrap();
+    let other = mediator(&state, group.as_str(), &settings, &["b"]);
 
     let client = install_client(&state).unwrap();
     let out = std::process::Command::new(&client)
