@@ -41,6 +41,8 @@ fn agent(cgd: &Path, work: &Path, args: &[&str]) -> String {
 struct Fixture {
     _tmp: tempfile::TempDir,
     work: PathBuf,
+    /// The host's git directory (and common directory), canonical.
+    git: PathBuf,
     slot: PathBuf,
 }
 
@@ -55,46 +57,58 @@ impl Fixture {
         git(&work, &["commit", "-qm", "first"]);
         git(&work, &["branch", "side"]);
         let slot = tmp.path().join("state/git/0");
+        let git = std::fs::canonicalize(work.join(".git")).unwrap();
         Self {
             _tmp: tmp,
             work,
+            git,
             slot,
         }
     }
 
-    fn host(&self) -> (PathBuf, PathBuf) {
-        let g = std::fs::canonicalize(self.work.join(".git")).unwrap();
-        (g.clone(), g)
+    /// The repository as a handoff sees it, mounted at `/workspace` from slot 0.
+    fn repo_git(&self) -> RepoGit {
+        RepoGit {
+            repo: "repo".into(),
+            work_tree: self.work.clone(),
+            git_dir: self.git.clone(),
+            common_dir: self.git.clone(),
+            container_path: "/workspace".into(),
+            slot: self.slot.clone(),
+            mount_base: "/run/devcell/git/0".into(),
+            linked: false,
+            folders: Vec::new(),
+            submodules: Vec::new(),
+            nested: false,
+        }
+    }
+
+    /// The host repository: its working tree and its (common) git directory.
+    fn host_repo(&self) -> HostRepo<'_> {
+        HostRepo {
+            work_tree: &self.work,
+            git_dir: &self.git,
+            common_dir: &self.git,
+        }
     }
 
     fn refresh(&self) -> (ContainerGitDir, Base) {
-        let (git_dir, common) = self.host();
         let cgd = ContainerGitDir::new(&self.slot);
-        let objects = common.join("objects").to_string_lossy().into_owned();
-        let base = cgd
-            .refresh(
-                &HostRepo {
-                    work_tree: &self.work,
-                    git_dir: &git_dir,
-                    common_dir: &common,
-                },
-                &objects,
-            )
-            .unwrap();
+        let objects = self.git.join("objects").to_string_lossy().into_owned();
+        let base = cgd.refresh(&self.host_repo(), &objects).unwrap();
         (cgd, base)
     }
 
     fn fetch_back(&self, cgd: &ContainerGitDir) -> FetchBack {
-        let (git_dir, common) = self.host();
-        cgd.fetch_back(
-            &HostRepo {
-                work_tree: &self.work,
-                git_dir: &git_dir,
-                common_dir: &common,
-            },
-            "s1",
-        )
-        .unwrap()
+        cgd.fetch_back(&self.host_repo(), "s1").unwrap()
+    }
+
+    /// The agent commits 4 MiB of zeros (a few KB on disk) in the container git directory
+    /// `dir`.
+    fn agent_commits_zeros(&self, dir: &Path) {
+        std::fs::write(self.work.join("zeros"), vec![0u8; 4 << 20]).unwrap();
+        agent(dir, &self.work, &["add", "zeros"]);
+        agent(dir, &self.work, &["commit", "-qm", "zeros"]);
     }
 
     /// The fetch-back of the agent's commit keeps `main` aside for `reason`: the host's branch
@@ -193,17 +207,10 @@ fn an_object_larger_inflated_than_the_budget_is_not_brought_back() {
     let f = Fixture::new();
     let (cgd, _) = f.refresh();
     let dir = cgd.git_dir();
-    std::fs::write(f.work.join("zeros"), vec![0u8; 4 << 20]).unwrap();
-    agent(&dir, &f.work, &["add", "zeros"]);
-    agent(&dir, &f.work, &["commit", "-qm", "zeros"]);
+    f.agent_commits_zeros(&dir);
     let blob = agent(&dir, &f.work, &["rev-parse", "HEAD:zeros"]);
     let refs_before = git(&f.work, &["for-each-ref"]);
-    let (git_dir, common) = f.host();
-    let host = HostRepo {
-        work_tree: &f.work,
-        git_dir: &git_dir,
-        common_dir: &common,
-    };
+    let host = f.host_repo();
     let budget = FetchBudget {
         object: 1 << 20,
         ..FetchBudget::default()
@@ -234,24 +241,9 @@ fn the_handoff_settings_bound_the_fetch_back_of_the_next_prepare() {
     let f = Fixture::new();
     let (cgd, _) = f.refresh();
     let dir = cgd.git_dir();
-    std::fs::write(f.work.join("zeros"), vec![0u8; 4 << 20]).unwrap();
-    agent(&dir, &f.work, &["add", "zeros"]);
-    agent(&dir, &f.work, &["commit", "-qm", "zeros"]);
+    f.agent_commits_zeros(&dir);
     let refs_before = git(&f.work, &["for-each-ref"]);
-    let (git_dir, common) = f.host();
-    let repo = RepoGit {
-        repo: "repo".into(),
-        work_tree: f.work.clone(),
-        git_dir,
-        common_dir: common,
-        container_path: "/workspace".into(),
-        slot: f.slot.clone(),
-        mount_base: "/run/devcell/git/0".into(),
-        linked: false,
-        folders: Vec::new(),
-        submodules: Vec::new(),
-        nested: false,
-    };
+    let repo = f.repo_git();
     let settings = crate::settings::HandoffSettings {
         fetch_back_max_object_bytes: 1 << 20,
         ..crate::settings::HandoffSettings::default()
@@ -680,12 +672,7 @@ fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
         packed.push_str(&format!("{head} refs/heads/flood/{i:05}\n"));
     }
     std::fs::write(dir.join("packed-refs"), packed).unwrap();
-    let (git_dir, common) = f.host();
-    let host = HostRepo {
-        work_tree: &f.work,
-        git_dir: &git_dir,
-        common_dir: &common,
-    };
+    let host = f.host_repo();
     let err = cgd.fetch_back(&host, "s1").unwrap_err();
     assert!(
         matches!(err, ContainerGitError::TooManyRefs { .. }),
@@ -708,19 +695,7 @@ fn ten_thousand_and_one_refs_are_refused_whole_and_later_handoffs_go_on() {
     unchanged();
 
     // the next handoff's prepare refuses it whole, sets it aside, and goes on
-    let repo = RepoGit {
-        repo: "repo".into(),
-        work_tree: f.work.clone(),
-        git_dir: git_dir.clone(),
-        common_dir: common.clone(),
-        container_path: "/workspace".into(),
-        slot: f.slot.clone(),
-        mount_base: "/run/devcell/git/0".into(),
-        linked: false,
-        folders: Vec::new(),
-        submodules: Vec::new(),
-        nested: false,
-    };
+    let repo = f.repo_git();
     let back = repo.prepare("s2", &FetchBudget::default()).unwrap();
     assert!(
         back.refused
