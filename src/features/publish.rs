@@ -396,32 +396,53 @@ pub async fn publish_with_reporter(
         let outcome = publish_feature(registry, target_registry, namespace, f).await?;
         out.insert(f.id.clone(), outcome);
     }
+    let annotations = IndexMap::from([(
+        "com.github.package.type".to_owned(),
+        "devcontainer_collection".to_owned(),
+    )]);
+    let collection = collection_json(&features);
+    let at = (target_registry, namespace);
+    push_collection(registry, at, &collection, &annotations, reporter)
+        .await
+        .map_err(|source| PublishError::Registry {
+            reference: format!("{target_registry}/{namespace}"),
+            source,
+        })?;
+    Ok(out)
+}
+
+/// Pushes a collection's metadata `collection` (`devcontainer-collection.json`) to
+/// `<registry>/<namespace>:latest` (`at`), its manifest carrying `annotations`, reporting the
+/// step to `reporter`; `features publish` and `templates publish` end with it.
+///
+/// # Errors
+/// As [`crate::oci::artifact::push_artifact`].
+pub(crate) async fn push_collection(
+    registry: &Registry,
+    (target_registry, namespace): (&str, &str),
+    collection: &Value,
+    annotations: &IndexMap<String, String>,
+    reporter: &dyn Reporter,
+) -> std::result::Result<String, OciError> {
     reporter.report(Event::Status(format!(
         "publishing the collection {target_registry}/{namespace}"
     )));
-    let collection =
-        Bytes::from(serde_json::to_vec(&collection_json(&features)).unwrap_or_default());
-    let mut annotations = IndexMap::new();
-    annotations.insert(
-        "com.github.package.type".to_owned(),
-        "devcontainer_collection".to_owned(),
-    );
+    let collection = Bytes::from(serde_json::to_vec(collection).unwrap_or_default());
     let manifest = artifact_manifest(
         COLLECTION_LAYER_MEDIA_TYPE,
         &sha256_digest(&collection),
         collection.len(),
         COLLECTION_FILE,
-        &annotations,
+        annotations,
     );
-    push_artifact(
+    crate::oci::artifact::push_artifact(
         registry,
         &format!("{target_registry}/{namespace}"),
         collection,
         manifest,
         &["latest".to_owned()],
     )
-    .await?;
-    Ok(out)
+    .await
 }
 
 #[cfg(test)]

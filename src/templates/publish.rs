@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::diagnostics::Warning;
-use crate::features::publish::{COLLECTION_FILE, COLLECTION_LAYER_MEDIA_TYPE, PublishOutcome};
+use crate::features::publish::{PublishOutcome, push_collection};
 use crate::oci::artifact::{
     DEVCONTAINERS_LAYER_MEDIA_TYPE, METADATA_ANNOTATION, artifact_manifest, parse_version,
     push_artifact, tags_to_publish, tar_folder_dotted,
@@ -434,31 +434,14 @@ pub async fn publish(
         let outcome = publish_template(registry, target_registry, namespace, t).await?;
         outcomes.insert(t.id.clone(), outcome);
     }
-    reporter.report(Event::Status(format!(
-        "publishing the collection {target_registry}/{namespace}"
-    )));
-    let collection =
-        Bytes::from(serde_json::to_vec(&collection_json(&templates)).unwrap_or_default());
-    let manifest = artifact_manifest(
-        COLLECTION_LAYER_MEDIA_TYPE,
-        &sha256_digest(&collection),
-        collection.len(),
-        COLLECTION_FILE,
-        &IndexMap::new(),
-    );
-    let repository = format!("{target_registry}/{namespace}");
-    push_artifact(
-        registry,
-        &repository,
-        collection,
-        manifest,
-        &["latest".to_owned()],
-    )
-    .await
-    .map_err(|source| TemplateError::Push {
-        reference: repository.clone(),
-        source,
-    })?;
+    let collection = collection_json(&templates);
+    let at = (target_registry, namespace);
+    push_collection(registry, at, &collection, &IndexMap::new(), reporter)
+        .await
+        .map_err(|source| TemplateError::Push {
+            reference: format!("{target_registry}/{namespace}"),
+            source,
+        })?;
     Ok(Published { outcomes, warnings })
 }
 
