@@ -4,10 +4,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use crate::cli::args::BuildArgs;
-use crate::cli::commands::{
-    apply_log_args, environment_request, lockfile_mode, print_result, split_pair, with_progress,
-    write_environment,
-};
+use crate::cli::commands::{apply_log_args, lockfile_mode, print_result, run_recorded, split_pair};
 use crate::ops::environment::build_recorded;
 use crate::ops::{BuildOptions, ImageBuildOptions, OpsError, SecurityOptions, TargetOptions};
 
@@ -59,13 +56,9 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             // set from the `--environment` record by `build_recorded`
             recorded_features: None,
         };
-        let request = environment_request(&args.environment)?;
-        let (result, record) =
-            with_progress(
-                |reporter| async move { build_recorded(&opts, &request, &*reporter).await },
-            )??;
-        write_environment(&args.environment, record.as_ref())?;
-        anyhow::Ok(result)
+        run_recorded(&args.environment, |request, reporter| async move {
+            build_recorded(&opts, &request, &*reporter).await
+        })
     })();
     print_result(
         result,

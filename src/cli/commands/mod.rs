@@ -343,6 +343,25 @@ pub(crate) fn write_environment(
     Ok(())
 }
 
+/// A recorded bring-up (`up`, `build`) with progress on stderr: the `--environment` record
+/// asked of it ([`environment_request`]), then its record written to `--environment-out`
+/// ([`write_environment`]).
+///
+/// Errors: the record cannot be read or written; the operation's.
+pub(crate) fn run_recorded<T, E, F>(
+    args: &crate::cli::args::EnvironmentArgs,
+    operation: impl FnOnce(crate::ops::environment::EnvironmentRequest, Arc<CliReporter>) -> F,
+) -> anyhow::Result<T>
+where
+    F: Future<Output = Result<(T, Option<crate::ops::environment::EnvironmentRecord>), E>>,
+    anyhow::Error: From<E>,
+{
+    let request = environment_request(args)?;
+    let (result, record) = with_progress(|reporter| operation(request, reporter))??;
+    write_environment(args, record.as_ref())?;
+    Ok(result)
+}
+
 /// A bring-up's result the reference CLI's way: its warnings on stderr and the result line on
 /// stdout (exit 0), or the error as the result line's error form (exit 1).
 pub(crate) fn print_result<T>(

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use crate::cli::args::{UidDefault, UpArgs};
 use crate::cli::commands::{
-    apply_log_args, dotfiles, environment_request, hooks, lockfile_mode, print_result, refuse,
-    remote, target, with_progress, write_environment,
+    apply_log_args, dotfiles, hooks, lockfile_mode, print_result, refuse, remote, run_recorded,
+    target,
 };
 use crate::ops::environment::up_recorded;
 use crate::ops::{ImageBuildOptions, SecurityOptions, UidUpdateDefault, UpOptions};
@@ -72,13 +72,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             },
             gpu_availability: args.gpu_availability,
         };
-        let request = environment_request(&args.environment)?;
-        let (result, record) =
-            with_progress(
-                |reporter| async move { up_recorded(&opts, &request, &*reporter).await },
-            )??;
-        write_environment(&args.environment, record.as_ref())?;
-        anyhow::Ok(result)
+        run_recorded(&args.environment, |request, reporter| async move {
+            up_recorded(&opts, &request, &*reporter).await
+        })
     })();
     print_result(
         result,
