@@ -168,25 +168,10 @@ pub async fn read_configuration_with(
     } else {
         extras.id_labels.clone()
     };
-    let image = value
-        .get("image")
-        .and_then(Value::as_str)
-        .filter(|_| {
-            opts.include_merged_configuration
-                && value.get("dockerComposeFile").is_none()
-                && value.get("dockerFile").is_none()
-                && value.get("build").is_none()
-        })
-        .map(str::to_owned);
+    let image = merged_image(&value, opts.include_merged_configuration);
     let found = lookup(extras, &id_labels, image.as_deref(), &mut warnings).await;
     if let Some(container) = &found.container {
-        config::substitute::substitute_devcontainer_id(
-            &mut value,
-            &config::id::devcontainer_id(&id_labels),
-        );
-        let env = config::substitute::env_from_list(&container.env);
-        config::substitute::substitute_container_env(&mut value, &env)
-            .map_err(|e| locate(&doc, e))?;
+        substitute_container(&mut value, &doc, container, &id_labels)?;
     }
     // Substitution keeps the shape, so locations from `doc` still apply.
     let (typed, _) = model::validate_value(&doc, &value)?;
@@ -201,18 +186,10 @@ pub async fn read_configuration_with(
         c.insert("configFilePath".into(), file_uri(&config_file));
     }
     output.insert("configuration".into(), shown.clone());
-    let mut ws = Map::new();
-    ws.insert(
-        "workspaceFolder".into(),
-        Value::String(workspace.workspace_folder.clone()),
+    output.insert(
+        "workspace".into(),
+        workspace_output(&workspace, additional_mount),
     );
-    if let Some(mount) = &workspace.workspace_mount {
-        ws.insert("workspaceMount".into(), Value::String(mount.clone()));
-    }
-    if let Some(mount) = additional_mount {
-        ws.insert("additionalMountString".into(), Value::String(mount));
-    }
-    output.insert("workspace".into(), Value::Object(ws));
     // Without any Feature the reference has no Features configuration (the key is omitted).
     // Only asked for, it is resolved (spec-note 0452); a merged configuration alone keeps to
     // what can be read offline (local Features).
@@ -270,6 +247,58 @@ pub async fn read_configuration_with(
         config_file,
         config: typed,
     })
+}
+
+/// The image whose `devcontainer.metadata` label goes into the merged configuration when no
+/// container is found: an image configuration's `image` (not a Dockerfile's or Compose's),
+/// only when the merged configuration is asked for.
+fn merged_image(value: &Value, include_merged_configuration: bool) -> Option<String> {
+    value
+        .get("image")
+        .and_then(Value::as_str)
+        .filter(|_| {
+            include_merged_configuration
+                && value.get("dockerComposeFile").is_none()
+                && value.get("dockerFile").is_none()
+                && value.get("build").is_none()
+        })
+        .map(str::to_owned)
+}
+
+/// `${devcontainerId}` (from `id_labels`) and `${containerEnv:…}` (from the found
+/// `container`'s environment) substituted in `value` (refcli §2.2).
+///
+/// Errors: a bad `${containerEnv:…}`, located in `doc`.
+fn substitute_container(
+    value: &mut Value,
+    doc: &jsonc::Document,
+    container: &ContainerInfo,
+    id_labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    config::substitute::substitute_devcontainer_id(value, &config::id::devcontainer_id(id_labels));
+    let env = config::substitute::env_from_list(&container.env);
+    config::substitute::substitute_container_env(value, &env).map_err(|e| locate(doc, e))?;
+    Ok(())
+}
+
+/// The output's `workspace`: `workspaceFolder`, `workspaceMount` when there is one, and the
+/// `additionalMountString` of a worktree's common git directory.
+fn workspace_output(
+    workspace: &config::workspace::WorkspaceConfig,
+    additional_mount: Option<String>,
+) -> Value {
+    let mut ws = Map::new();
+    ws.insert(
+        "workspaceFolder".into(),
+        Value::String(workspace.workspace_folder.clone()),
+    );
+    if let Some(mount) = &workspace.workspace_mount {
+        ws.insert("workspaceMount".into(), Value::String(mount.clone()));
+    }
+    if let Some(mount) = additional_mount {
+        ws.insert("additionalMountString".into(), Value::String(mount));
+    }
+    Value::Object(ws)
 }
 
 /// `read-configuration` with only `--container-id` / `--id-label` (no workspace folder, no
