@@ -60,12 +60,27 @@ pub struct EnvironmentRequest {
     pub allow_drift: bool,
 }
 
+/// The record of an operation's result, kept in the store ([`kept_record`]), then the
+/// warnings of its outcome against the request ([`outcome_warnings`]) added to `warnings`.
+///
+/// Errors: the record's, when it is required.
+fn finish_record(
+    made: Result<EnvironmentRecord>,
+    workspace: &Path,
+    request: &EnvironmentRequest,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<EnvironmentRecord>> {
+    let record = kept_record(made, workspace, request, warnings)?;
+    warnings.extend(outcome_warnings(request, record.as_ref()));
+    Ok(record)
+}
+
 /// The record of an operation's result, kept in the store; a failure to make it is an error
 /// when the record is `required` (else only logged), a failure to keep it a warning when
 /// required (else only logged).
 ///
 /// Errors: the record's, when it is required.
-fn finish_record(
+fn kept_record(
     made: Result<EnvironmentRecord>,
     workspace: &Path,
     request: &EnvironmentRequest,
@@ -126,9 +141,6 @@ pub async fn up_recorded(
         let made = record_up(&*engine, "up", security, &result).await;
         let workspace = result.loaded.workspace_folder.clone();
         let record = finish_record(made, &workspace, request, &mut result.warnings)?;
-        result
-            .warnings
-            .extend(outcome_warnings(request, record.as_ref()));
         Ok((result, record))
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
@@ -197,9 +209,6 @@ pub async fn build_recorded(
     let made = record_build(&*engine, security, &result).await;
     let workspace = result.loaded.workspace_folder.clone();
     let record = finish_record(made, &workspace, request, &mut result.warnings)?;
-    result
-        .warnings
-        .extend(outcome_warnings(request, record.as_ref()));
     Ok((result, record))
 }
 
