@@ -115,41 +115,7 @@ pub(crate) async fn attach_target(
     } else {
         id_labels(target, &loaded)
     };
-    let compose = !target.no_configuration
-        && target.id_labels.is_empty()
-        && loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
-    let container = match &target.container_id {
-        Some(id) => inspect(engine, id).await?,
-        // The primary service's container, by Compose's labels (spec-note 0603).
-        None if compose => {
-            let project = crate::ops::compose::compose_target(
-                &loaded,
-                &target.env,
-                target.docker_compose_path.as_deref(),
-                (&SecurityProfile::default(), &Grants::parse(allow)?),
-            )
-            .await?;
-            crate::ops::compose::primary_of_workspace(engine, &project, &labels)
-                .await?
-                .ok_or_else(|| OpsError::NoContainer {
-                    labels: join_labels(&crate::engine::compose::service_labels(
-                        &project.project.name,
-                        &project.service,
-                    )),
-                    expected: false,
-                })?
-        }
-        None => {
-            let expected = expected_workspace(target, &loaded);
-            let mut passed_over = Vec::new();
-            find_container(engine, &labels, expected.as_deref(), &mut passed_over)
-                .await?
-                .ok_or_else(|| OpsError::NoContainer {
-                    labels: join_labels(&labels),
-                    expected: false,
-                })?
-        }
-    };
+    let container = target_container(engine, target, &loaded, &labels, allow).await?;
     if !container.running {
         return Err(OpsError::NotRunning { id: container.id });
     }
@@ -176,23 +142,8 @@ pub(crate) async fn attach_target(
     };
     let mut warnings = Vec::new();
     let entries = existing_entries(&container, &loaded, &env, &mut warnings);
-    let id_source = if target.no_configuration && target.id_labels.is_empty() {
-        [
-            crate::names::LOCAL_FOLDER_LABEL,
-            crate::names::CONFIG_FILE_LABEL,
-        ]
-        .iter()
-        .filter_map(|k| {
-            container
-                .labels
-                .get(*k)
-                .map(|v| ((*k).to_string(), v.clone()))
-        })
-        .collect()
-    } else {
-        labels
-    };
-    let devcontainer_id = crate::config::id::devcontainer_id(&id_source);
+    let devcontainer_id =
+        crate::config::id::devcontainer_id(&id_source(target, &container, labels));
     let mut attached = attach(
         &container,
         &loaded,
@@ -224,6 +175,81 @@ pub(crate) async fn attach_target(
             usable_folder(engine, &container.id, &attached.exec_user(), &home).await;
     }
     Ok((attached, requests))
+}
+
+/// The container `exec` and the other in-container commands attach to: `--container-id`'s,
+/// else a Compose configuration's primary service's container by Compose's labels
+/// (spec-note 0603), else the one with the id `labels`.
+///
+/// Errors: [`OpsError::NoContainer`], [`OpsError::Engine`], a Compose project's.
+async fn target_container(
+    engine: &dyn Engine,
+    target: &TargetOptions,
+    loaded: &LoadedConfiguration,
+    labels: &BTreeMap<String, String>,
+    allow: &[String],
+) -> Result<ContainerInfo> {
+    let compose = !target.no_configuration
+        && target.id_labels.is_empty()
+        && loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
+    Ok(match &target.container_id {
+        Some(id) => inspect(engine, id).await?,
+        // The primary service's container, by Compose's labels (spec-note 0603).
+        None if compose => {
+            let project = crate::ops::compose::compose_target(
+                loaded,
+                &target.env,
+                target.docker_compose_path.as_deref(),
+                (&SecurityProfile::default(), &Grants::parse(allow)?),
+            )
+            .await?;
+            crate::ops::compose::primary_of_workspace(engine, &project, labels)
+                .await?
+                .ok_or_else(|| OpsError::NoContainer {
+                    labels: join_labels(&crate::engine::compose::service_labels(
+                        &project.project.name,
+                        &project.service,
+                    )),
+                    expected: false,
+                })?
+        }
+        None => {
+            let expected = expected_workspace(target, loaded);
+            let mut passed_over = Vec::new();
+            find_container(engine, labels, expected.as_deref(), &mut passed_over)
+                .await?
+                .ok_or_else(|| OpsError::NoContainer {
+                    labels: join_labels(labels),
+                    expected: false,
+                })?
+        }
+    })
+}
+
+/// The labels `${devcontainerId}` is computed from: the container's own
+/// `devcontainer.local_folder`/`devcontainer.config_file` without a configuration or
+/// `--id-label`s, else the id `labels`.
+fn id_source(
+    target: &TargetOptions,
+    container: &ContainerInfo,
+    labels: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    if target.no_configuration && target.id_labels.is_empty() {
+        [
+            crate::names::LOCAL_FOLDER_LABEL,
+            crate::names::CONFIG_FILE_LABEL,
+        ]
+        .iter()
+        .filter_map(|k| {
+            container
+                .labels
+                .get(*k)
+                .map(|v| ((*k).to_string(), v.clone()))
+        })
+        .collect()
+    } else {
+        labels
+    }
 }
 
 /// The uid the engine will run `user` as in `container`: a number as it is, a name through
