@@ -153,6 +153,51 @@ impl UpResult {
         Value::Object(out)
     }
 }
+/// Once the container runs, alike for a single container and a Compose service: its egress
+/// allowlist wired for `network` ([`crate::ops::egress::after_start`]; an error names the
+/// container), then [`attach_and_run_hooks`].
+///
+/// Errors: as those.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn after_start(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+    (loaded, entries): (&LoadedConfiguration, Vec<Value>),
+    (devcontainer_id, action): (&str, ContainerAction),
+    opts: &UpOptions,
+    (network, early_requests): (crate::settings::NetworkMode, &[PermissionRequest]),
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(
+    Option<crate::ops::egress::EgressStatus>,
+    Attached,
+    LifecycleReport,
+)> {
+    let egress = crate::ops::egress::after_start(
+        engine,
+        opts,
+        network,
+        devcontainer_id,
+        container,
+        early_requests,
+    )
+    .await
+    .map_err(|e| e.in_container(&container.id))?;
+    let (attached, lifecycle) = attach_and_run_hooks(
+        engine,
+        container,
+        loaded,
+        entries,
+        devcontainer_id,
+        action,
+        opts,
+        warnings,
+        reporter,
+    )
+    .await?;
+    Ok((egress, attached, lifecycle))
+}
+
 /// The steps of a bring-up once its container runs, alike for a single container and a
 /// Compose service: phases 2 and 3 and who/where/how commands run ([`attach`]); whether the
 /// remote user can write the workspace, for a new or a reused container alike, as one warning
@@ -262,4 +307,104 @@ async fn bring_up_hooks(
             reporter.report(Event::Status(format!("warning: {}", w.message)));
         }
     })
+}
+
+/// The container found for the workspace (`up`) or its primary service (Compose), removed
+/// first under `--remove-existing-container`; none under `--expect-existing-container` is an
+/// error naming the `labels` it was looked up by.
+///
+/// Errors: [`crate::ops::error::OpsError::NoContainer`], the engine's.
+pub(crate) async fn settle_existing(
+    engine: &dyn Engine,
+    existing: Option<ContainerInfo>,
+    opts: &UpOptions,
+    labels: &std::collections::BTreeMap<String, String>,
+    reporter: &dyn Reporter,
+) -> Result<Option<ContainerInfo>> {
+    let mut existing = existing;
+    if let Some(found) = &existing
+        && opts.remove_existing_container
+    {
+        reporter.report(Event::Status(format!(
+            "removing the existing container {}",
+            crate::ops::target::short(&found.id)
+        )));
+        engine.remove_container(&found.id, true).await?;
+        existing = None;
+    }
+    if existing.is_none() && opts.expect_existing_container {
+        return Err(crate::ops::error::OpsError::NoContainer {
+            labels: crate::ops::target::join_labels(labels),
+            expected: true,
+        });
+    }
+    Ok(existing)
+}
+
+/// `initializeCommand` (`stage`, judged and granted with everything else) run on the host, at
+/// every `up` before any image work; then the early judgement's warning (a granted build
+/// argument persists in the image history) added to `warnings`.
+///
+/// Errors: the command's failure ([`crate::ops::error::lifecycle_error`]).
+pub(crate) async fn initialize_on_host(
+    stage: Option<&crate::lifecycle::Stage>,
+    loaded: &LoadedConfiguration,
+    early_warning: Option<&String>,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    if let Some(stage) = stage {
+        crate::lifecycle::run_initialize_command(
+            stage,
+            &loaded.workspace_folder,
+            crate::lifecycle::HookEnv::default(),
+            reporter,
+        )
+        .await
+        .map_err(crate::ops::error::lifecycle_error(""))?;
+    }
+    warnings.extend(early_warning.map(|message| Warning {
+        location: None,
+        message: message.clone(),
+    }));
+    Ok(())
+}
+
+/// The [`UpResult`] of a bring-up (`up` of a single container, or of a Compose project named
+/// `compose_project_name`): `permissions` and `host_env` as they go out, the early ones first.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn up_result(
+    opts: &UpOptions,
+    (loaded, profile): (LoadedConfiguration, &crate::security::SecurityProfile),
+    devcontainer_id: &str,
+    (container, action): (&ContainerInfo, ContainerAction),
+    (attached, lifecycle): (Attached, LifecycleReport),
+    (permissions, host_env): (Vec<PermissionRequest>, Vec<security::host_env::HostEnvUse>),
+    warnings: Vec<Warning>,
+    (egress, compose_project_name): (Option<crate::ops::egress::EgressStatus>, Option<String>),
+) -> UpResult {
+    let configuration = opts
+        .include_configuration
+        .then(|| shown_configuration(&loaded, devcontainer_id, container));
+    UpResult {
+        container_id: container.id.clone(),
+        remote_user: attached.remote_user.clone(),
+        provided_user: provided_user(container),
+        shown_warnings: loaded.warnings.len(),
+        remote_workspace_folder: attached.workspace_folder.clone(),
+        action,
+        profile: profile.name().to_string(),
+        permissions,
+        host_env,
+        lifecycle,
+        warnings,
+        configuration,
+        merged_configuration: opts
+            .include_merged_configuration
+            .then(|| attached.merged.clone()),
+        egress,
+        compose_project_name,
+        loaded,
+        merged: attached.merged.clone(),
+    }
 }

@@ -30,8 +30,8 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::image::{DevImage, dev_image};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::{ImageBuildOptions, SecurityOptions, TargetOptions, UpOptions};
-use crate::ops::permissions::{confine_grants, origins, security_choice};
-use crate::ops::target::{id_labels, load_for};
+use crate::ops::permissions::origins;
+use crate::ops::target::id_labels;
 use crate::progress::{Event, Reporter};
 use crate::security::{self, PermissionRequest, PolicyInput, SecurityError};
 use crate::settings::Settings;
@@ -156,14 +156,13 @@ pub async fn build_with(
     opts: &BuildOptions,
     reporter: &dyn Reporter,
 ) -> Result<BuildResult> {
-    let crate::security::Choice {
+    // judged under `hardened` as `up` judges it (spec-note 0400)
+    let crate::ops::permissions::UpChoice {
         profile,
         grants,
         network,
-        ..
-    } = security_choice(&opts.security, &opts.settings)?;
-    // judged under `hardened` as `up` judges it (spec-note 0400)
-    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+        loaded,
+    } = crate::ops::up::load_chosen(&opts.security, &opts.settings, &opts.target)?;
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
     let kind = loaded.typed.kind();
     check_request(opts, &loaded, kind)?;
@@ -339,16 +338,9 @@ async fn build_dev_image(
         )
         .await;
     }
-    let mut target = crate::ops::compose::compose_target(
-        loaded,
-        &opts.target.env,
-        opts.target.docker_compose_path.as_deref(),
-        (profile, grants),
-    )
-    .await?;
-    if engine.is_podman().await? {
-        target.project.cli = target.project.cli.with_classic_builder();
-    }
+    let target =
+        crate::ops::compose::compose_build_target(engine, loaded, &opts.target, (profile, grants))
+            .await?;
     // a build tags `<project>-<service>`: not into another workspace's project
     let id_labels = crate::ops::target::id_labels(&opts.target, loaded);
     crate::ops::compose::claim_project(engine, &target, &id_labels).await?;

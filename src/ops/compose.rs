@@ -125,6 +125,25 @@ pub(crate) fn judge_compose_files(
     Ok(requests)
 }
 
+/// [`compose_target`] for a `build` or `up` that may build the services' images: under
+/// Podman, the project's CLI builds with the engine's classic builder
+/// ([`crate::engine::compose::ComposeCli::with_classic_builder`], spec-note 0610).
+///
+/// Errors: as [`compose_target`]; the engine's.
+pub(crate) async fn compose_build_target(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    target: &crate::ops::options::TargetOptions,
+    security: (&SecurityProfile, &Grants),
+) -> Result<ComposeTarget> {
+    let compose_path = target.docker_compose_path.as_deref();
+    let mut compose = compose_target(loaded, &target.env, compose_path, security).await?;
+    if engine.is_podman().await? {
+        compose.project.cli = compose.project.cli.with_classic_builder();
+    }
+    Ok(compose)
+}
+
 /// [`compose_target`] without [`judge_compose_files`]: for `down`, which takes no grants and
 /// only stops and removes this workspace's labelled containers and the project's networks.
 pub(crate) async fn compose_target_unjudged(

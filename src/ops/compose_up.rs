@@ -4,7 +4,7 @@
 //! `workspaceFolder` (default `/`) in the primary service's container
 //! ([spec: Compose properties](https://containers.dev/implementors/json_reference/#compose-specific)).
 //!
-//! Steps: the project ([`compose_target`]: Compose's resolved model, the reference CLI's
+//! Steps: the project ([`compose_build_target`]: Compose's resolved model, the reference CLI's
 //! project name) → [`judge_configuration`] with every service's requests
 //! ([`security::compose::compose_requests`]; one refusal, before anything is created) → the
 //! primary container by Compose's project/service labels (reused: started again with the files
@@ -22,22 +22,22 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine};
-use crate::lifecycle::{HookEnv, run_initialize_command};
-use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
+use crate::ops::bring_up::{
+    ContainerAction, UpResult, after_start, initialize_on_host, settle_existing, up_result,
+};
 use crate::ops::compose::{
-    ComposeTarget, claim_project, compose_target, find_service_container, primary_of_workspace,
-    recorded_files,
+    ComposeTarget, claim_project, compose_build_target, find_service_container,
+    primary_of_workspace, recorded_files,
 };
 use crate::ops::compose_builds::write_override;
 use crate::ops::compose_network::{self, ComposeNetwork};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::create::{
-    Started, UserChoice, apply_policy, feature_digests_label, identity_labels, image_users,
-    merged_with_uid_layer, numeric_user_when_hardened, origin_labels, policy_input,
-    provided_user_label, verify_and_finish,
+    Started, UserChoice, apply_policy, identity_labels, image_users, merged_with_uid_layer,
+    numeric_user_when_hardened, policy_input, provenance_labels, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
-use crate::ops::error::{OpsError, Result, lifecycle_error};
+use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
@@ -88,20 +88,15 @@ pub(crate) async fn up_compose(
     let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
     permissions.extend(project.reported.iter().cloned());
     permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
-    if let Some(stage) = &project.init_stage {
-        run_initialize_command(
-            stage,
-            &loaded.workspace_folder,
-            HookEnv::default(),
-            reporter,
-        )
-        .await
-        .map_err(lifecycle_error(""))?;
-    }
-    warnings.extend(project.early.warning.iter().map(|message| Warning {
-        location: None,
-        message: message.clone(),
-    }));
+    let early_warning = project.early.warning.as_ref();
+    initialize_on_host(
+        project.init_stage.as_ref(),
+        loaded,
+        early_warning,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
     let ids = (&id_labels, devcontainer_id.as_str());
     let (container, entries, action) = bring_up_primary(
         engine,
@@ -114,25 +109,13 @@ pub(crate) async fn up_compose(
     )
     .await?;
     permissions.splice(0..0, project.host_requests.iter().cloned());
-    let egress = crate::ops::egress::after_start(
-        engine,
-        opts,
-        choice.network,
-        &devcontainer_id,
-        &container,
-        &project.early.requests,
-    )
-    .await
-    .map_err(|e| e.in_container(&container.id))?;
-
-    let (attached, lifecycle) = attach_and_run_hooks(
+    let (egress, attached, lifecycle) = after_start(
         engine,
         &container,
-        loaded,
-        entries,
-        &devcontainer_id,
-        action,
+        (loaded, entries),
+        (&devcontainer_id, action),
         opts,
+        (choice.network, &project.early.requests),
         &mut warnings,
         reporter,
     )
@@ -248,28 +231,10 @@ async fn existing_primary(
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<Option<ContainerInfo>> {
-    let mut existing = primary_of_workspace(engine, target, id_labels).await?;
+    let existing = primary_of_workspace(engine, target, id_labels).await?;
     claim_project(engine, target, id_labels).await?;
-    if let Some(found) = &existing
-        && opts.remove_existing_container
-    {
-        reporter.report(Event::Status(format!(
-            "removing the existing container {}",
-            short(&found.id)
-        )));
-        engine.remove_container(&found.id, true).await?;
-        existing = None;
-    }
-    if existing.is_none() && opts.expect_existing_container {
-        return Err(OpsError::NoContainer {
-            labels: join_labels(&crate::engine::compose::service_labels(
-                &target.project.name,
-                &target.service,
-            )),
-            expected: true,
-        });
-    }
-    Ok(existing)
+    let labels = crate::engine::compose::service_labels(&target.project.name, &target.service);
+    settle_existing(engine, existing, opts, &labels, reporter).await
 }
 
 /// The existing primary judged again as a reused container is (its project network is not a
@@ -401,37 +366,23 @@ fn compose_result(
     warnings: Vec<Warning>,
     egress: Option<crate::ops::egress::EgressStatus>,
 ) -> UpResult {
-    let (opts, loaded) = (&project.opts, &choice.loaded);
-    let configuration = opts
-        .include_configuration
-        .then(|| crate::ops::bring_up::shown_configuration(loaded, devcontainer_id, container));
-    UpResult {
-        container_id: container.id.clone(),
-        remote_user: attached.remote_user.clone(),
-        provided_user: crate::ops::bring_up::provided_user(container),
-        shown_warnings: loaded.warnings.len(),
-        remote_workspace_folder: attached.workspace_folder.clone(),
-        action,
-        profile: choice.profile.name().to_string(),
-        permissions: project
-            .early
-            .requests
-            .iter()
-            .cloned()
-            .chain(permissions)
-            .collect(),
-        host_env: project.early.host_env.clone(),
-        lifecycle,
+    let permissions = project
+        .early
+        .requests
+        .iter()
+        .cloned()
+        .chain(permissions)
+        .collect();
+    up_result(
+        &project.opts,
+        (choice.loaded.clone(), &choice.profile),
+        devcontainer_id,
+        (container, action),
+        (attached, lifecycle),
+        (permissions, project.early.host_env.clone()),
         warnings,
-        configuration,
-        merged_configuration: opts
-            .include_merged_configuration
-            .then(|| attached.merged.clone()),
-        egress,
-        compose_project_name: Some(project.target.project.name.clone()),
-        loaded: loaded.clone(),
-        merged: attached.merged.clone(),
-    }
+        (egress, Some(project.target.project.name.clone())),
+    )
 }
 
 /// The project's target and where its host paths are judged ([`compose_places`]), with every
@@ -450,7 +401,7 @@ struct ServiceRequests {
 
 /// [`ServiceRequests`] of `choice`'s Compose configuration.
 ///
-/// Errors: as [`compose_target`] (Compose), the engine's (foreign resources).
+/// Errors: as [`compose_build_target`] (Compose), the engine's (foreign resources).
 async fn service_requests(
     engine: &dyn Engine,
     opts: &UpOptions,
@@ -460,16 +411,7 @@ async fn service_requests(
     let engine_socket = engine.host_socket();
     let (profile, grants) = (&choice.profile, &choice.grants);
     let loaded = &choice.loaded;
-    let mut target = compose_target(
-        loaded,
-        &opts.target.env,
-        opts.target.docker_compose_path.as_deref(),
-        (profile, grants),
-    )
-    .await?;
-    if engine.is_podman().await? {
-        target.project.cli = target.project.cli.with_classic_builder();
-    }
+    let mut target = compose_build_target(engine, loaded, &opts.target, (profile, grants)).await?;
     let places = compose_places(loaded, opts, engine_socket);
     // another workspace's project (its containers) is refused as that, before its volumes
     // and networks are requests no grant would make usable (spec-notes 0603, 0613)
@@ -886,9 +828,12 @@ async fn create(
         lock: pending_lock,
     } = dev;
     let mut spec = service_spec(opts, loaded, target, &image, &merged, id_labels, label)?;
-    provided_user_label(&mut spec, provided.as_ref());
-    feature_digests_label(&mut spec, pending_lock.as_ref());
-    origin_labels(&mut spec, profile, loaded);
+    provenance_labels(
+        &mut spec,
+        (provided.as_ref(), pending_lock.as_ref()),
+        profile,
+        loaded,
+    );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let (input, shields, account) = service_policy_input(
         engine,
@@ -913,14 +858,7 @@ async fn create(
         early_requests,
         &label_requests,
     );
-    if mode == ComposeNetwork::Allowlist {
-        crate::ops::egress::before_create(mode.mode(), devcontainer_id, &mut spec)?;
-    }
-    compose_network::mark_primary(&mut spec, mode, &target.model);
-    // the container `up` makes is found by this, not by the project's labels alone
-    let token = crate::ops::target::creation_token(devcontainer_id);
-    spec.labels
-        .insert(crate::names::CREATION_LABEL.to_string(), token.clone());
+    let token = primary_network(&mut spec, mode, target, devcontainer_id)?;
     let sidecars = keep_shields_read_only(
         &target.model,
         &target.service,
@@ -956,6 +894,27 @@ async fn create(
         entries,
         permissions,
     })
+}
+
+/// The primary's network as `mode` asks (the egress channel under `allowlist`, the project's
+/// networks closed) and the creation token it is found by once Compose made it (not by the
+/// project's labels alone), which is returned.
+///
+/// Errors: as [`crate::ops::egress::before_create`].
+fn primary_network(
+    spec: &mut crate::engine::ContainerSpec,
+    mode: ComposeNetwork,
+    target: &ComposeTarget,
+    devcontainer_id: &str,
+) -> Result<String> {
+    if mode == ComposeNetwork::Allowlist {
+        crate::ops::egress::before_create(mode.mode(), devcontainer_id, spec)?;
+    }
+    compose_network::mark_primary(spec, mode, &target.model);
+    let token = crate::ops::target::creation_token(devcontainer_id);
+    spec.labels
+        .insert(crate::names::CREATION_LABEL.to_string(), token.clone());
+    Ok(token)
 }
 
 /// The service's image ([`service_image`]) with Features layered on it and the uid layer,

@@ -81,6 +81,20 @@ pub(crate) struct UserChoice<'a> {
     pub container_user: &'a (dyn Fn(&Value) -> Option<String> + Sync),
 }
 
+/// The labels that say where a new container comes from: the user devcell `provided`
+/// ([`provided_user_label`]), the digests of the Features of `lock` ([`feature_digests_label`]),
+/// the profile and the configuration's hash ([`origin_labels`]).
+pub(crate) fn provenance_labels(
+    spec: &mut ContainerSpec,
+    (provided, lock): (Option<&String>, Option<&PendingLock>),
+    profile: &SecurityProfile,
+    loaded: &LoadedConfiguration,
+) {
+    provided_user_label(spec, provided);
+    feature_digests_label(spec, lock);
+    origin_labels(spec, profile, loaded);
+}
+
 /// Marks a container made with the user devcell provided (spec-note 0188).
 pub(crate) fn provided_user_label(spec: &mut ContainerSpec, provided: Option<&String>) {
     if let Some(user) = provided {

@@ -24,19 +24,18 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::engine::{ContainerInfo, ContainerSpec, Engine};
-use crate::lifecycle::{HookEnv, run_initialize_command};
-use crate::ops::bring_up::{ContainerAction, UpResult, attach_and_run_hooks};
+use crate::ops::bring_up::{
+    ContainerAction, UpResult, after_start, initialize_on_host, settle_existing, up_result,
+};
 use crate::ops::container::{
     SpecInputs, configured_container_user, container_spec, host_memory_bytes,
     unmet_host_requirements,
 };
 use crate::ops::create::{
-    Started, UserChoice, apply_policy, feature_digests_label, identity_labels, image_users,
-    merged_with_uid_layer, numeric_user_when_hardened, origin_labels, policy_input,
-    provided_user_label, verify_and_finish,
+    Started, UserChoice, apply_policy, identity_labels, image_users, merged_with_uid_layer,
+    numeric_user_when_hardened, policy_input, provenance_labels, verify_and_finish,
 };
 use crate::ops::entries::existing_entries;
-use crate::ops::error::lifecycle_error;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
@@ -48,9 +47,7 @@ use crate::ops::permissions::{
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
-use crate::ops::target::{
-    expected_workspace, find_container, id_labels, inspect, join_labels, load_for, short,
-};
+use crate::ops::target::{expected_workspace, find_container, id_labels, inspect, load_for, short};
 use crate::ops::users::Account;
 use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
@@ -101,13 +98,26 @@ pub async fn up_with(
 ///
 /// Errors: [`OpsError::Config`], [`OpsError::InvalidLimit`] and the security choice's.
 pub(crate) fn load_up(opts: &UpOptions) -> Result<UpChoice> {
+    load_chosen(&opts.security, &opts.settings, &opts.target)
+}
+
+/// The user's choice ([`security_choice`]: the flags, then the settings file) and the
+/// configuration loaded under it ([`load_for`]; under `hardened` judged as `up` judges it,
+/// spec-note 0400), for `up` and `build`.
+///
+/// Errors: as [`load_up`].
+pub(crate) fn load_chosen(
+    security: &crate::ops::options::SecurityOptions,
+    settings: &crate::settings::Settings,
+    target: &crate::ops::options::TargetOptions,
+) -> Result<UpChoice> {
     let crate::security::Choice {
         profile,
         grants,
         network,
         ..
-    } = security_choice(&opts.security, &opts.settings)?;
-    let loaded = load_for(&opts.target, confine_grants(&profile, &grants))?;
+    } = security_choice(security, settings)?;
+    let loaded = load_for(target, confine_grants(&profile, &grants))?;
     Ok(UpChoice {
         profile,
         grants,
@@ -266,133 +276,95 @@ pub(crate) async fn up_judged(
     let mut warnings = loaded.warnings.clone();
     warnings.extend(find_warnings);
     let existing = settle_existing(engine, existing, opts, &id_labels, reporter).await?;
-    // initializeCommand: on the host, at every `up`, before any image work (granted above).
-    if let Some(stage) = &init_stage {
-        run_initialize_command(
-            stage,
-            &loaded.workspace_folder,
-            HookEnv::default(),
-            reporter,
-        )
-        .await
-        .map_err(lifecycle_error(""))?;
-    }
-    warnings.extend(early.warning.iter().map(|message| Warning {
-        location: None,
-        message: message.clone(),
-    }));
+    let early_warning = early.warning.as_ref();
+    initialize_on_host(
+        init_stage.as_ref(),
+        &loaded,
+        early_warning,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
+    let plan = NewContainer {
+        opts,
+        loaded: &loaded,
+        profile: &profile,
+        grants: &grants,
+        network,
+        early_requests: &early.requests,
+        id_labels: &id_labels,
+        devcontainer_id: &devcontainer_id,
+    };
     // The host variables of an image label built from the repository's Dockerfile.
     let mut label_env = Vec::new();
-    let (container, entries, action, mut permissions) = match existing {
-        // What the reused container has was re-checked against the current profile and
-        // grants with the rest (spec-note 0270).
-        Some(info) => {
-            let (info, entries, action) =
-                reuse_existing(engine, info, &loaded, opts, &mut warnings, reporter).await?;
-            (info, entries, action, reuse_requests)
-        }
-        None => {
-            let plan = NewContainer {
-                opts,
-                loaded: &loaded,
-                profile: &profile,
-                grants: &grants,
-                network,
-                early_requests: &early.requests,
-                id_labels: &id_labels,
-                devcontainer_id: &devcontainer_id,
-            };
-            let created = create_new(engine, &plan, &mut warnings, reporter).await?;
-            security::host_env::merge(&mut label_env, created.label_host_env);
-            let (info, entries) = (created.info, created.entries);
-            (info, entries, ContainerAction::Created, created.permissions)
-        }
-    };
+    let (container, entries, action, mut permissions) = reuse_or_create(
+        engine,
+        existing,
+        &plan,
+        reuse_requests,
+        &mut label_env,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
     permissions.splice(0..0, host_requests);
     let container = restarted(engine, container, action).await?;
-    let egress = crate::ops::egress::after_start(
-        engine,
-        opts,
-        network,
-        &devcontainer_id,
-        &container,
-        &early.requests,
-    )
-    .await
-    .map_err(|e| e.in_container(&container.id))?;
-
-    let (attached, lifecycle) = attach_and_run_hooks(
+    let (egress, attached, lifecycle) = after_start(
         engine,
         &container,
-        &loaded,
-        entries,
-        &devcontainer_id,
-        action,
+        (&loaded, entries),
+        (&devcontainer_id, action),
         opts,
+        (network, &early.requests),
         &mut warnings,
         reporter,
     )
     .await?;
 
-    let configuration = opts
-        .include_configuration
-        .then(|| crate::ops::bring_up::shown_configuration(&loaded, &devcontainer_id, &container));
-    Ok(UpResult {
-        container_id: container.id.clone(),
-        remote_user: attached.remote_user.clone(),
-        provided_user: crate::ops::bring_up::provided_user(&container),
-        shown_warnings: loaded.warnings.len(),
-        remote_workspace_folder: attached.workspace_folder.clone(),
-        action,
-        profile: profile.name().to_string(),
-        permissions: early.requests.into_iter().chain(permissions).collect(),
-        host_env: {
-            let mut all = early.host_env;
-            security::host_env::merge(&mut all, label_env);
-            all
-        },
-        lifecycle,
+    let permissions = early.requests.into_iter().chain(permissions).collect();
+    let mut host_env = early.host_env;
+    security::host_env::merge(&mut host_env, label_env);
+    Ok(up_result(
+        opts,
+        (loaded, &profile),
+        &devcontainer_id,
+        (&container, action),
+        (attached, lifecycle),
+        (permissions, host_env),
         warnings,
-        configuration,
-        merged_configuration: opts
-            .include_merged_configuration
-            .then(|| attached.merged.clone()),
-        egress,
-        compose_project_name: None,
-        loaded,
-        merged: attached.merged.clone(),
-    })
+        (egress, None),
+    ))
 }
 
-/// The container found for the workspace, removed first under `--remove-existing-container`;
-/// none under `--expect-existing-container` is an error.
+/// The dev container with its metadata entries, what was done and its permission requests:
+/// the reused one `existing` (started when stopped; what it has was re-checked against the
+/// current profile and grants with the rest, `reuse_requests`, spec-note 0270), or a new one
+/// made from `plan` ([`create_new`]), whose image label's host variables join `label_env`.
 ///
-/// Errors: [`OpsError::NoContainer`], the engine's.
-async fn settle_existing(
+/// Errors: as [`reuse_existing`] and [`create_new`].
+async fn reuse_or_create(
     engine: &dyn Engine,
     existing: Option<ContainerInfo>,
-    opts: &UpOptions,
-    id_labels: &BTreeMap<String, String>,
+    plan: &NewContainer<'_>,
+    reuse_requests: Vec<PermissionRequest>,
+    label_env: &mut Vec<security::host_env::HostEnvUse>,
+    warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
-) -> Result<Option<ContainerInfo>> {
-    let mut existing = existing;
-    if let Some(found) = &existing
-        && opts.remove_existing_container
-    {
-        reporter.report(Event::Status(format!(
-            "removing the existing container {}",
-            short(&found.id)
-        )));
-        engine.remove_container(&found.id, true).await?;
-        existing = None;
+) -> Result<(
+    ContainerInfo,
+    Vec<Value>,
+    ContainerAction,
+    Vec<PermissionRequest>,
+)> {
+    if let Some(info) = existing {
+        let (info, entries, action) =
+            reuse_existing(engine, info, plan.loaded, plan.opts, warnings, reporter).await?;
+        return Ok((info, entries, action, reuse_requests));
     }
-    if existing.is_none() && opts.expect_existing_container {
-        return Err(OpsError::NoContainer {
-            labels: join_labels(id_labels),
-            expected: true,
-        });
-    }
-    Ok(existing)
+    let created = create_new(engine, plan, warnings, reporter).await?;
+    security::host_env::merge(label_env, created.label_host_env);
+    let (info, entries) = (created.info, created.entries);
+    Ok((info, entries, ContainerAction::Created, created.permissions))
 }
 
 /// A reused container, started when stopped, with its metadata entries.
@@ -522,9 +494,12 @@ async fn create_new(
     .await?;
     host_requirement_warnings(&merged, warnings, reporter);
     let mut spec = new_spec(plan, &image, &merged, label)?;
-    provided_user_label(&mut spec, provided.as_ref());
-    feature_digests_label(&mut spec, pending_lock.as_ref());
-    origin_labels(&mut spec, plan.profile, loaded);
+    provenance_labels(
+        &mut spec,
+        (provided.as_ref(), pending_lock.as_ref()),
+        plan.profile,
+        loaded,
+    );
     base_image_label(&mut spec, loaded, &image);
     let hardened = matches!(plan.profile, SecurityProfile::Hardened(_));
     let facts = ImageFacts {
@@ -721,6 +696,7 @@ mod tests {
 
     use super::*;
     use crate::engine::ImageInfo;
+    use crate::lifecycle::HookEnv;
     use crate::names::METADATA_LABEL;
     use crate::ops::permissions::origins;
     use crate::ops::users::passwd_account;
