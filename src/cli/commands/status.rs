@@ -32,6 +32,29 @@ fn render(r: &StatusResult) -> String {
         r.workspace.display(),
         r.layout.as_str()
     );
+    task_lines(&mut s, r);
+    for m in &r.mail {
+        let _ = writeln!(
+            s,
+            "mail {}: {} unacknowledged, {} held for you ({} escalated; `devcell mail list`)",
+            m.task, m.unacknowledged, m.held, m.escalated
+        );
+    }
+    container_lines(&mut s, r);
+    if let Some(e) = &r.egress {
+        let _ = writeln!(s, "{}", egress_line(e));
+    }
+    session_and_repo_lines(&mut s, r);
+    // a repository git refused is shown on its own line above
+    for (_, w) in r.warnings.iter().filter(|(c, _)| c != "git_unreadable") {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// One line a clone task: its base, its branch's tip, what was fetched (or refused), ahead
+/// and behind.
+fn task_lines(s: &mut String, r: &StatusResult) {
     let short = |o: &str| o[..o.len().min(12)].to_string();
     for t in &r.tasks {
         let fetched = match (&t.fetched, &t.tip) {
@@ -55,13 +78,11 @@ fn render(r: &StatusResult) -> String {
             t.ref_name
         );
     }
-    for m in &r.mail {
-        let _ = writeln!(
-            s,
-            "mail {}: {} unacknowledged, {} held for you ({} escalated; `devcell mail list`)",
-            m.task, m.unacknowledged, m.held, m.escalated
-        );
-    }
+}
+
+/// The workspace's container (or why it is not known), the external containers and the
+/// Compose services' containers.
+fn container_lines(s: &mut String, r: &StatusResult) {
     match &r.container {
         Some(c) => {
             let _ = writeln!(
@@ -99,9 +120,11 @@ fn render(r: &StatusResult) -> String {
             c.image
         );
     }
-    if let Some(e) = &r.egress {
-        let _ = writeln!(s, "{}", egress_line(e));
-    }
+}
+
+/// One line a session, then one a repository (its branch and state, or why git could not
+/// tell).
+fn session_and_repo_lines(s: &mut String, r: &StatusResult) {
     for x in &r.sessions {
         let _ = writeln!(
             s,
@@ -146,11 +169,6 @@ fn render(r: &StatusResult) -> String {
                 .unwrap_or_default(),
         );
     }
-    // a repository git refused is shown on its own line above
-    for (_, w) in r.warnings.iter().filter(|(c, _)| c != "git_unreadable") {
-        let _ = writeln!(s, "warning: {w}");
-    }
-    s
 }
 
 /// The allowlist's line: what the proxy serves and what it decided (the JSON's `egress`), so
