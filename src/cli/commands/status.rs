@@ -62,6 +62,9 @@ fn render(r: &StatusResult) -> String {
             m.task, m.unacknowledged, m.held, m.escalated
         );
     }
+    for e in &r.escalations {
+        let _ = writeln!(s, "{}", escalation_line(e));
+    }
     match &r.container {
         Some(c) => {
             let _ = writeln!(
@@ -151,6 +154,19 @@ fn render(r: &StatusResult) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// One escalation command not run yet or without an outcome (`devcell mail show ID` has the
+/// message).
+fn escalation_line(e: &crate::handoff::task::mail::PendingEscalation) -> String {
+    format!(
+        "mail escalation {} ({} from {} to {}): {}",
+        e.id,
+        e.kind,
+        e.from,
+        e.to.join(","),
+        e.description
+    )
 }
 
 /// The allowlist's line: what the proxy serves and what it decided (the JSON's `egress`), so
