@@ -8,7 +8,8 @@
 //!   (`SIGTERM`, `SIGINT`, `SIGHUP`; the command line's handler) every such group gets
 //!   `SIGKILL` on the way out. A devcell killed with `SIGKILL` cannot do that (the crate has no
 //!   `unsafe`, so no `PR_SET_PDEATHSIG` in a `pre_exec`): its programs then end with their
-//!   deadline or their work.
+//!   deadline or their work, except those run with [`run_bounded_tied`] (the mail escalation
+//!   command), whose group a watchdog kills when devcell's end closes its pipe.
 //! - [`output_within`] (tokio) and [`output_within_std`]: run a contained program to its end,
 //!   for at most a deadline; past it, or when the future is dropped (a stop request), the whole
 //!   group gets `SIGKILL` (a Compose that ignored `SIGTERM` for minutes while it expanded a YAML
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 pub mod bounded;
 
-pub use bounded::{BoundedRun, run_bounded};
+pub use bounded::{BoundedRun, run_bounded, run_bounded_tied};
 
 /// The variable that sets the deadline of Compose's quick commands (`config`, `ps`, `version`),
 /// in seconds ([`deadline_from_env`]).
@@ -222,7 +223,7 @@ mod tests {
     use super::*;
 
     /// Whether process `pid` exists and is not a zombie.
-    fn alive(pid: i32) -> bool {
+    pub(super) fn alive(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
             s.rfind(')')
                 .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st != "Z"))
@@ -244,7 +245,7 @@ mod tests {
         panic!("no pid in {}", file.display());
     }
 
-    fn gone_soon(pid: i32) -> bool {
+    pub(super) fn gone_soon(pid: i32) -> bool {
         (0..500).any(|_| {
             let gone = !alive(pid);
             if !gone {

@@ -136,6 +136,10 @@ pub struct StatusResult {
     /// spec-note 0531): unacknowledged and held counts per task.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mail: Vec<crate::handoff::task::mail::TaskMail>,
+    /// The mail escalation commands due and not yet run, or started without a recorded
+    /// outcome (issue 30, spec-note 0533): the host user's view.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub escalations: Vec<crate::handoff::task::mail::PendingEscalation>,
     /// Containers devcell did not create that sessions ran in (`handoff --container`,
     /// spec-note 0524), as the engine reports them: their owner's, never started, stopped or
     /// removed by devcell.
@@ -247,6 +251,7 @@ pub async fn status_with(
             let root = crate::ops::state_folder::default_root()?;
             crate::ops::egress::summary_for(&root, &id, None)
         });
+    let mail = crate::handoff::task::mail::status_of(&ws.root, store.root());
     Ok(StatusResult {
         workspace: ws.root.clone(),
         layout: ws.layout,
@@ -261,7 +266,8 @@ pub async fn status_with(
         egress,
         warnings,
         tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
-        mail: crate::handoff::task::mail::statuses(&ws.root, store.root()),
+        mail: mail.tasks,
+        escalations: mail.escalations,
         external_containers: external_statuses(engine, state.as_ref()).await,
     })
 }

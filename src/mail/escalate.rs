@@ -162,11 +162,12 @@ impl Escalation {
     }
 }
 
-/// Runs `command` with [`crate::process::run_bounded`] (its own process group, no stdin, the
-/// first [`KEPT_OUTPUT_BYTES`] of each pipe kept, the rest counted) for at most `deadline`, as
-/// the log records it.
+/// Runs `command` with [`crate::process::run_bounded_tied`] (its own process group, killed
+/// if devcell ends while it runs, `SIGKILL` included; no stdin, the first
+/// [`KEPT_OUTPUT_BYTES`] of each pipe kept, the rest counted) for at most `deadline`, as the
+/// log records it.
 fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
-    let run = match crate::process::run_bounded(command, None, deadline, KEPT_OUTPUT_BYTES) {
+    let run = match crate::process::run_bounded_tied(command, None, deadline, KEPT_OUTPUT_BYTES) {
         Ok(run) => run,
         Err(e) => {
             return EscalationRun {

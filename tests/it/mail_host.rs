@@ -146,3 +146,66 @@ fn a_folder_that_names_no_group_is_a_clear_error() {
     named.ok();
     assert_eq!(named.json()["result"], serde_json::json!([]));
 }
+
+/// `status` lists, for the host user, an escalation command that started and has no outcome
+/// yet (here: still running), by message, escalated recipient and state; once it ran, nothing.
+#[test]
+fn status_lists_an_escalation_started_without_an_outcome() {
+    let (ctx, _) = setup();
+    let group = devcell::handoff::mail_host::group_of(ctx.path(), None).unwrap();
+    let release = ctx.path().join("release");
+    let settings = devcell::settings::MailSettings {
+        escalate_command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!(
+                "while [ ! -e '{}' ]; do sleep 0.05; done",
+                release.display()
+            ),
+        ],
+        escalate_timeout_seconds: 50,
+        ..devcell::settings::MailSettings::default()
+    };
+    let policy = Policy::forward_all()
+        .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
+        .unwrap();
+    let m = Mediator::open(&ctx.state(), &group, policy, Bounds::default())
+        .unwrap()
+        .with_escalation(devcell::mail::Escalation::from_settings(&settings).unwrap());
+    let sender = std::thread::spawn(move || {
+        let draft = Draft::new(vec![t("b")], MessageType::Request, "review", "");
+        m.send(&t("a"), draft).unwrap().id
+    });
+    let status = |format: &[&str]| ctx.run("status", format);
+    let listed = loop {
+        let run = status(&["--format", "json"]);
+        let env = run.json();
+        if env["result"]["escalations"].is_array() {
+            break env;
+        }
+        assert!(
+            !sender.is_finished(),
+            "the command runs until released: {env}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let e = &listed["result"]["escalations"][0];
+    assert_eq!(e["state"], "started", "{listed:#}");
+    assert_eq!(e["to"], serde_json::json!(["b"]));
+    assert_eq!(e["from"], "a");
+    let text = status(&[]);
+    assert!(
+        text.stdout.contains(&format!(
+            "mail escalation {} (request from a to b): started, no outcome recorded",
+            e["id"].as_str().unwrap()
+        )),
+        "{}",
+        text.stdout
+    );
+    std::fs::write(&release, "").unwrap();
+    let id = sender.join().unwrap();
+    assert_eq!(e["id"], id.as_str());
+    let after = status(&["--format", "json"]).json();
+    assert!(after["result"].get("escalations").is_none(), "{after:#}");
+    assert_eq!(after["result"]["mail"][0]["escalated"], 1, "still held");
+}

@@ -40,6 +40,9 @@ fn render(r: &StatusResult) -> String {
             m.task, m.unacknowledged, m.held, m.escalated
         );
     }
+    for e in &r.escalations {
+        let _ = writeln!(s, "{}", escalation_line(e));
+    }
     container_lines(&mut s, r);
     if let Some(e) = &r.egress {
         let _ = writeln!(s, "{}", egress_line(e));
@@ -169,6 +172,19 @@ fn session_and_repo_lines(s: &mut String, r: &StatusResult) {
                 .unwrap_or_default(),
         );
     }
+}
+
+/// One escalation command not run yet or without an outcome (`devcell mail show ID` has the
+/// message).
+fn escalation_line(e: &crate::handoff::task::mail::PendingEscalation) -> String {
+    format!(
+        "mail escalation {} ({} from {} to {}): {}",
+        e.id,
+        e.kind,
+        e.from,
+        e.to.join(","),
+        e.description
+    )
 }
 
 /// The allowlist's line: what the proxy serves and what it decided (the JSON's `egress`), so

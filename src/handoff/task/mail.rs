@@ -63,11 +63,59 @@ pub struct TaskMail {
     pub escalated: u64,
 }
 
+/// An escalated message whose user command (`[mail] escalate_command`, spec-note 0533) is due
+/// and not yet run, or was started by a devcell that ended before recording its outcome: what
+/// `status` lists for the host user (never a task's view).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingEscalation {
+    /// The message id (`devcell mail show ID`).
+    pub id: String,
+    /// Its sender.
+    pub from: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The recipients policy escalated it to.
+    pub to: Vec<String>,
+    /// `pending` (due, not run yet) or `started` (no outcome recorded).
+    pub state: crate::mail::EscalationState,
+    /// When it was started (`started` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// What `devcell mail show` says of it.
+    pub description: String,
+}
+
+/// The mail part of `status` for one repository: per task, what waits and what is held; the
+/// escalations not run or without an outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MailStatus {
+    /// Per task with any waiting or held message.
+    pub tasks: Vec<TaskMail>,
+    /// Escalation commands due or started without an outcome, oldest message first.
+    pub escalations: Vec<PendingEscalation>,
+}
+
 /// The mail of every task of the repository at `workspace` that has any, by task; empty when
 /// the repository has no mediator log (nothing is created). A log that cannot be read counts
 /// nothing (`devcell mail list` shows the error).
 pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskMail> {
-    use crate::mail::RecipientState as S;
+    status_of(workspace, state_root).tasks
+}
+
+/// [`statuses`] and the pending escalations (the host user's view, read from the group's log
+/// as `devcell mail list` reads it; nothing is created or run).
+pub fn status_of(workspace: &Path, state_root: &Path) -> MailStatus {
+    let views = host_views(workspace, state_root);
+    MailStatus {
+        tasks: task_mail(&views),
+        escalations: pending_escalations(&views),
+    }
+}
+
+/// Every message of the repository's group (the host user's view); empty without a log.
+fn host_views(workspace: &Path, state_root: &Path) -> Vec<crate::mail::MessageView> {
     let Ok((_, key)) = super::source::locate(workspace) else {
         return Vec::new();
     };
@@ -86,13 +134,15 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskMail> {
     let Ok(policy) = Policy::from_settings(&settings) else {
         return Vec::new();
     };
-    let Ok(views) = Mediator::open(state_root, &group, policy, Bounds::from_settings(&settings))
+    Mediator::open(state_root, &group, policy, Bounds::from_settings(&settings))
         .and_then(|m| m.list())
-    else {
-        return Vec::new();
-    };
+        .unwrap_or_default()
+}
+
+fn task_mail(views: &[crate::mail::MessageView]) -> Vec<TaskMail> {
+    use crate::mail::RecipientState as S;
     let mut by_task = std::collections::BTreeMap::<String, TaskMail>::new();
-    for v in &views {
+    for v in views {
         for (task, d) in &v.recipients {
             let entry = by_task.entry(task.to_string()).or_insert_with(|| TaskMail {
                 task: task.to_string(),
@@ -112,6 +162,41 @@ pub fn statuses(workspace: &Path, state_root: &Path) -> Vec<TaskMail> {
     by_task
         .into_values()
         .filter(|t| t.unacknowledged + t.held > 0)
+        .collect()
+}
+
+fn pending_escalations(views: &[crate::mail::MessageView]) -> Vec<PendingEscalation> {
+    use crate::mail::EscalationState as E;
+    views
+        .iter()
+        .filter_map(|v| {
+            let e = v.escalation.as_ref()?;
+            // a pending one runs only while an escalated recipient is still held: once the
+            // user forwarded or rejected it, it is no longer due
+            let held = v
+                .recipients
+                .values()
+                .any(|d| d.escalated && d.state == crate::mail::RecipientState::Held);
+            let shown = match e.state {
+                E::Pending => held,
+                E::Started => true,
+                E::Ran => false,
+            };
+            shown.then(|| PendingEscalation {
+                id: v.message.id.to_string(),
+                from: v.message.from.to_string(),
+                kind: v.message.kind.as_str().to_string(),
+                to: v
+                    .recipients
+                    .iter()
+                    .filter(|(_, d)| d.escalated)
+                    .map(|(t, _)| t.to_string())
+                    .collect(),
+                state: e.state,
+                at: e.at,
+                description: e.describe(),
+            })
+        })
         .collect()
 }
 
@@ -175,5 +260,87 @@ mod tests {
                 escalated: 1,
             }]
         );
+    }
+
+    /// `status` lists the escalation commands due and not run (a devcell killed before it
+    /// ran them) and those started without an outcome, never one that ran or one no longer
+    /// due (the user forwarded the message).
+    #[test]
+    fn status_lists_escalations_not_run_or_without_an_outcome() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let repo = base.join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        plain_git(&repo, &["init", "-q"]);
+        let state = base.join("state");
+        let (_, key) = super::super::source::locate(&repo).unwrap();
+        let settings = MailSettings {
+            rules: vec![MailRule {
+                from: "*".into(),
+                to: "b".into(),
+                kind: "request".into(),
+                action: MailAction::Escalate,
+            }],
+            escalate_command: vec!["/bin/true".into()],
+            ..MailSettings::default()
+        };
+        let m = Mediator::open(
+            &state,
+            &GroupName::new(&key).unwrap(),
+            Policy::from_settings(&settings).unwrap(),
+            Bounds::from_settings(&settings),
+        )
+        .unwrap()
+        .with_escalation(crate::mail::Escalation::from_settings(&settings).unwrap());
+        let t = |n: &str| TaskName::new(n).unwrap();
+        for n in ["a", "b", "c"] {
+            m.register(&t(n), None).unwrap();
+        }
+        let send = |to: &str| {
+            let d = Draft::new(vec![t(to), t("c")], MessageType::Request, "s", "b");
+            m.send(&t("a"), d).unwrap().id
+        };
+        let (ran, unrun, started, forwarded) = (send("b"), send("b"), send("b"), send("b"));
+        m.forward(&forwarded, None).unwrap();
+        assert!(status_of(&repo, &state).escalations.is_empty(), "all ran");
+        // what a killed devcell leaves: no line of `unrun`'s and `forwarded`'s runs, only
+        // the claim of `started`'s
+        let log = m.log_path().to_path_buf();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let event = v["event"].as_str().unwrap();
+                let gone = [unrun.as_str(), forwarded.as_str()]
+                    .contains(&v["id"].as_str().unwrap_or(""))
+                    && event.starts_with("escalation-")
+                    || v["id"] == started.as_str() && event == "escalation-ran";
+                !gone
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&log, kept).unwrap();
+        drop(m);
+        let listed = status_of(&repo, &state).escalations;
+        let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, vec![unrun.as_str(), started.as_str()], "{listed:?}");
+        assert!(!ids.contains(&ran.as_str()));
+        assert_eq!(listed[0].state, crate::mail::EscalationState::Pending);
+        assert_eq!(
+            listed[0].to,
+            vec!["b".to_string()],
+            "the escalated recipient only"
+        );
+        assert_eq!(
+            (listed[0].from.as_str(), listed[0].kind.as_str()),
+            ("a", "request")
+        );
+        assert_eq!(listed[1].state, crate::mail::EscalationState::Started);
+        assert!(listed[1].at.is_some());
+        assert!(listed[1].description.contains("no outcome"), "{listed:?}");
+        let json = serde_json::to_value(&listed[0]).unwrap();
+        assert_eq!(json["state"], "pending");
+        assert_eq!(json["type"], "request");
     }
 }

@@ -312,6 +312,35 @@ mod tests {
 
     use crate::handoff::task::test_git::{commit, plain_git, record_for};
 
+    /// `--base REF` (issue 27, item 3): a branch, a tag or a commit of the repository is the
+    /// task's base; a name of no commit, a blob and an option-like value are refused with
+    /// `clone_bad_base` (nothing is created: `inspect` only reads).
+    #[test]
+    fn base_names_a_branch_tag_or_commit_and_anything_else_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = std::fs::canonicalize(tmp.path()).unwrap();
+        plain_git(&repo, &["init", "-q", "-b", "main"]);
+        let first = commit(&repo, "a");
+        plain_git(&repo, &["tag", "v1"]);
+        plain_git(&repo, &["branch", "old"]);
+        let head = commit(&repo, "b");
+        assert_eq!(inspect(&repo, None).unwrap().base, head, "HEAD by default");
+        for named in ["old", "v1", first.as_str(), &first[..12], "main~1"] {
+            let src = inspect(&repo, Some(named)).unwrap();
+            assert_eq!(src.base, first, "{named}");
+            assert_eq!(src.base_ref, named);
+        }
+        let blob = plain_git(&repo, &["rev-parse", "HEAD:b"]);
+        for bad in ["nope", "-c", "", blob.as_str(), "--output=/tmp/x"] {
+            match inspect(&repo, Some(bad)) {
+                Err(TaskError::Refused { reason, .. }) => {
+                    assert_eq!(reason, "clone_bad_base", "{bad}");
+                }
+                other => panic!("`{bad}` was not refused: {other:?}"),
+            }
+        }
+    }
+
     /// A task started from a linked worktree is based on that worktree's `HEAD` (its own git
     /// directory's), not on the main working tree's (the common directory's), and `behind`
     /// counts against the same `HEAD`.
