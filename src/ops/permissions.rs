@@ -117,18 +117,22 @@ pub(crate) fn host_commands(
     profile: &SecurityProfile,
     grants: &Grants,
 ) -> Result<(Option<crate::lifecycle::Stage>, Vec<PermissionRequest>)> {
-    let texts = |value: Option<&Value>| -> Result<_> {
+    // Each argv keyed by its entry's name (`None` for the string and array forms), so the
+    // as-written text of an entry is found by name: an entry that substitutes to nothing is
+    // dropped from the substituted list only (attack M10).
+    type Entry = (Option<String>, String, Vec<String>);
+    let texts = |value: Option<&Value>| -> Result<(Option<crate::lifecycle::Stage>, Vec<Entry>)> {
         let sources = HookSources::from_metadata(&[], value).map_err(lifecycle_error(""))?;
         let stage = initialize_stage(&sources);
-        let commands: Vec<(String, Vec<String>)> = stage
+        let commands: Vec<Entry> = stage
             .iter()
             .flat_map(|s| s.commands.iter())
             .flat_map(|c| c.command.entries())
-            .map(|(_, command)| {
+            .map(|(name, command)| {
                 let argv = command.argv();
                 let text = shlex::try_join(argv.iter().map(String::as_str))
                     .unwrap_or_else(|_| argv.join(" "));
-                (text, argv)
+                (name.map(str::to_owned), text, argv)
             })
             .collect();
         Ok((stage, commands))
@@ -136,16 +140,17 @@ pub(crate) fn host_commands(
     let (stage, substituted) = texts(loaded.value.get("initializeCommand"))?;
     let as_written = loaded.raw.get("initializeCommand");
     let shown: Vec<String> = match as_written {
-        Some(raw) if !substitute::local_env_reads(raw).is_empty() => match texts(Some(raw)) {
-            Ok((_, written)) if written.len() == substituted.len() => {
-                written.into_iter().map(|(text, _)| text).collect()
-            }
-            _ => vec![
-                "initializeCommand (as written in devcontainer.json)".into();
-                substituted.len()
-            ],
-        },
-        _ => substituted.iter().map(|(text, _)| text.clone()).collect(),
+        Some(raw) if !substitute::local_env_reads(raw).is_empty() => {
+            let (_, written) = texts(Some(raw))?;
+            substituted
+                .iter()
+                .map(|(name, _, _)| as_written_text(name.as_deref(), &written, raw))
+                .collect()
+        }
+        _ => substituted
+            .iter()
+            .map(|(_, text, _)| text.clone())
+            .collect(),
     };
     // A grant covers the command and the workspace files it names (what it runs), read
     // where the command runs: the workspace folder (spec-note 0410, attacks J7).
@@ -153,7 +158,7 @@ pub(crate) fn host_commands(
     let asked: Vec<_> = shown
         .into_iter()
         .zip(&substituted)
-        .map(|(text, (_, argv))| {
+        .map(|(text, (_, _, argv))| {
             let command = security::host_command::cover_command(text, argv, folder, folder);
             (
                 security::Permission::HostCommand(command),
@@ -162,6 +167,23 @@ pub(crate) fn host_commands(
         })
         .collect();
     Ok((stage, security::judge(profile, asked, grants)))
+}
+
+/// The text a host command's request shows, and its grant binds, for the `initializeCommand`
+/// entry `name` when the command reads host variables: that entry as written (variables by
+/// name, never their values). An entry with no written counterpart is shown as the whole
+/// `initializeCommand` as written (its JSON), never a fixed text: a grant of a fixed text would
+/// cover every command (attack M10).
+fn as_written_text(
+    name: Option<&str>,
+    written: &[(Option<String>, String, Vec<String>)],
+    raw: &Value,
+) -> String {
+    written
+        .iter()
+        .find(|(n, _, _)| n.as_deref() == name)
+        .map(|(_, text, _)| text.clone())
+        .unwrap_or_else(|| format!("initializeCommand {raw}"))
 }
 
 /// An unsupported or invalid `runArgs` flag from the configuration file, located there: file,
@@ -951,6 +973,28 @@ pub(crate) struct ContainerRequests {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An `initializeCommand` entry that substitutes to nothing (an unset `${localEnv:…}`) is
+    /// dropped from what runs; every other entry is still shown, and granted, as written by
+    /// its name, never as one fixed text whose grant would cover any command (attack M10).
+    #[test]
+    fn an_entry_that_substitutes_to_nothing_leaves_the_others_shown_as_written() {
+        let profile = SecurityProfile::default();
+        let digest_of = |b: &str| {
+            let mut loaded = LoadedConfiguration::empty();
+            loaded.raw = json!({"initializeCommand": {"a": "${localEnv:UNSET_X}", "b": b}});
+            loaded.value = json!({"initializeCommand": {"a": "", "b": b}});
+            let (_, requests) = host_commands(&loaded, &profile, &Grants::default()).unwrap();
+            assert_eq!(requests.len(), 1, "{requests:?}");
+            let shown = requests[0].to_string();
+            assert!(shown.contains(b), "{shown}");
+            match &requests[0].permission {
+                security::Permission::HostCommand(c) => c.digest(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_ne!(digest_of("echo x"), digest_of("id > /tmp/marker"));
+    }
 
     /// The refusal of an `initializeCommand` that reads a host variable names the command as
     /// written: the value is never printed before the user granted anything (spec-note 0440).

@@ -38,7 +38,10 @@ fn docker(args: &[&str]) -> String {
 }
 
 /// The busybox test image pushed to the local registry and named by digest, once per process.
-fn pinned_image() -> &'static str {
+/// The push also gives the busybox image itself a registry digest, which the audit's
+/// reproducibility control counts (`cli_output_engine::build_and_set_up` asks for it so its
+/// score does not depend on which test ran first).
+pub(crate) fn pinned_image() -> &'static str {
     static IMAGE: OnceLock<String> = OnceLock::new();
     IMAGE.get_or_init(|| {
         let registry = std::env::var("DEVCELL_TEST_REGISTRY").expect(

@@ -736,8 +736,22 @@ fn handoff_of_a_container_devcell_did_not_create_leaves_it_running_after_delete(
     )
     .unwrap();
     let config = config.to_str().unwrap();
+    // Its owner runs it as a non-root user who owns the workspace: an agent that would be
+    // root there is refused under `hardened` (attack M6, below).
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "1000:1000", ws])
+        .status()
+        .unwrap();
+    assert!(chown.success());
     let c = crate::support::docker::TestContainer::run_with(
-        &["--network", "none", "-v", &format!("{ws}:/src")],
+        &[
+            "--network",
+            "none",
+            "-u",
+            "1000:1000",
+            "-v",
+            &format!("{ws}:/src"),
+        ],
         BUSYBOX_IMAGE,
         &["sleep", "600"],
     );
@@ -833,4 +847,31 @@ fn handoff_of_a_container_devcell_did_not_create_leaves_it_running_after_delete(
     );
     unchanged("after delete");
     assert!(status()["externalContainers"].is_null(), "forgotten");
+
+    // The same container run as root: the agent would be root with the engine's default
+    // capabilities, so the handoff is refused (exit 2) and the agent runs nothing (M6).
+    let as_root = crate::support::docker::TestContainer::run_with(
+        &["--network", "none", "-v", &format!("{ws}:/src")],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    std::fs::remove_file(ctx.path().join("agent-was-here")).unwrap();
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "writer",
+            "--config-file",
+            config,
+            "--container",
+            &as_root.id,
+            "--expect-mount",
+            &format!("{ws}:/src:rw"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the agent would run as root"), "{stderr}");
+    assert!(stderr.contains("--allow root"), "{stderr}");
+    assert!(!ctx.path().join("agent-was-here").exists(), "the agent ran");
 }

@@ -137,6 +137,33 @@ pub fn judge(
     Ok(target)
 }
 
+/// Under `hardened`, an agent that would run as root in the container someone else owns is
+/// refused unless `root` is granted (attack M6): with the engine's default capabilities it
+/// could leave root-owned set-id files and device nodes in the user's workspace, and the
+/// container, never stopped by devcell, keeps whatever it started running after the end's
+/// scan. `permissions` are `set-up`'s judgement of the container (its `root` request
+/// refused when the remote user is uid 0 and nothing granted it).
+///
+/// Errors: [`OpsError::NamedContainer`].
+fn refuse_root_agent(
+    named: &str,
+    profile: &str,
+    permissions: &[crate::security::PermissionRequest],
+) -> std::result::Result<(), OpsError> {
+    use crate::security::{Permission, RequestStatus};
+    let root_refused = permissions
+        .iter()
+        .any(|r| r.permission == Permission::Root && r.status != RequestStatus::Granted);
+    if profile != crate::settings::Profile::Hardened.to_string() || !root_refused {
+        return Ok(());
+    }
+    Err(refused(
+        named,
+        "the agent would run as root in it, with the container's capabilities: it could leave root-owned set-id files and device nodes in your workspace, and devcell never stops a container it did not create, so what the agent starts outlives the end's scan".into(),
+        "run the container as a non-root user (`docker run -u 1000:1000 …`), or name a non-root `remoteUser` in its configuration; or, if you trust the agent with root there, grant `--allow root`".into(),
+    ))
+}
+
 /// Where `root` is in the container: below the deepest bind whose (canonical) source holds it.
 fn workspace_target(info: &ContainerInfo, root: &Path) -> Option<String> {
     info.mounts
@@ -260,6 +287,9 @@ impl Handoff<'_> {
                 Ok(Err(e)) => return Err(live.fail(e)),
                 Err(signal) => return Err(live.signaled(signal)),
             };
+        if let Err(e) = refuse_root_agent(&info.name, &p.plan.profile, &set_up.permissions) {
+            return Err(live.fail(e));
+        }
         live.warnings
             .extend(set_up.warnings.iter().map(ToString::to_string));
         let _ = writeln!(
@@ -617,6 +647,26 @@ pub fn external_containers(state: Option<&crate::handoff::state::WorkspaceState>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under `hardened` an agent that would be root in a container someone else owns is
+    /// refused unless `root` is granted; other profiles keep the warning only (attack M6).
+    #[test]
+    fn a_root_agent_in_an_external_container_is_refused_under_hardened() {
+        use crate::security::{Permission, PermissionRequest, RequestStatus, Source};
+        let root = |status| {
+            vec![PermissionRequest {
+                permission: Permission::Root,
+                source: Source::ExistingContainer("abc".into()),
+                status,
+            }]
+        };
+        let err = refuse_root_agent("box", "hardened", &root(RequestStatus::Refused)).unwrap_err();
+        assert!(err.to_string().contains("as root"), "{err}");
+        assert!(format!("{err:?}").contains("--allow root"), "{err:?}");
+        assert!(refuse_root_agent("box", "hardened", &root(RequestStatus::Granted)).is_ok());
+        assert!(refuse_root_agent("box", "reference", &root(RequestStatus::Refused)).is_ok());
+        assert!(refuse_root_agent("box", "hardened", &[]).is_ok());
+    }
     use crate::engine::MountInfo;
 
     fn bind(source: &str, destination: &str, rw: bool) -> MountInfo {
@@ -757,32 +807,41 @@ mod tests {
         engine.add_image(
             "someone/base:1",
             "fake-image-1",
-            &[("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")],
+            &[(
+                "/etc/passwd",
+                "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000::/home/dev:/bin/sh\n",
+            )],
         );
-        let id = engine.add_container(
-            &ContainerSpec {
-                image: "someone/base:1".into(),
-                network_mode: Some("none".into()),
-                mounts: vec![Mount {
-                    kind: MountKind::Bind,
-                    source: Some(ws.to_string_lossy().into_owned()),
-                    target: "/src".into(),
-                    read_only: false,
-                }],
-                ..ContainerSpec::default()
-            },
-            true,
-        );
+        let container = |user: &str| {
+            engine.add_container(
+                &ContainerSpec {
+                    image: "someone/base:1".into(),
+                    network_mode: Some("none".into()),
+                    user: Some(user.into()),
+                    mounts: vec![Mount {
+                        kind: MountKind::Bind,
+                        source: Some(ws.to_string_lossy().into_owned()),
+                        target: "/src".into(),
+                        read_only: false,
+                    }],
+                    ..ContainerSpec::default()
+                },
+                true,
+            )
+        };
+        let as_root = container("root");
+        let id = container("1000:1000");
         let made = engine.calls().len();
-        let opts = |expect: &str| HandoffOptions {
+        let opts_in = |container: &str, expect: &str| HandoffOptions {
             workspace_folder: ws.clone(),
             agent: "a".into(),
             settings: crate::settings::load(Some(&config)).unwrap(),
             state_root: Some(tmp.join("state")),
-            container: Some(id.clone()),
+            container: Some(container.to_string()),
             expect_mounts: vec![ExpectedMount::parse(expect).unwrap()],
             ..HandoffOptions::default()
         };
+        let opts = |expect: &str| opts_in(&id, expect);
         let streams = || AgentStreams {
             stdin: None,
             stdout: Box::new(tokio::io::sink()),
@@ -801,6 +860,20 @@ mod tests {
         assert_eq!(engine.calls().len(), made, "{:?}", engine.calls());
         let store = StateStore::new(tmp.join("state"));
         assert!(store.load(&ws).unwrap().is_none(), "no session begun");
+
+        // an agent that would be root there is refused, and runs nothing (attack M6)
+        let root = opts_in(&as_root, &format!("{}:/src:rw", ws.display()));
+        let e = super::super::handoff_with(&engine, &root, streams(), stop(), &reporter)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("as root"), "{e}");
+        assert!(
+            !engine
+                .execs()
+                .iter()
+                .any(|x| x.request.argv.contains(&"done".to_string())),
+            "the agent ran"
+        );
 
         let right = opts(&format!("{}:/src:rw", ws.display()));
         let r = super::super::handoff_with(&engine, &right, streams(), stop(), &reporter)
@@ -826,7 +899,8 @@ mod tests {
         assert!(engine.container(&id).unwrap().running);
         let state = store.load(&ws).unwrap().unwrap();
         assert!(state.container_id.is_none());
-        assert_eq!(external_containers(Some(&state)), [id]);
+        // the refused root session began in its container too: both are forgotten by `delete`
+        assert_eq!(external_containers(Some(&state)), [as_root, id]);
     }
 
     #[test]
