@@ -270,8 +270,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let repo = base.join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        plain_git(&repo, &["init", "-q"]);
+        empty_repo(&repo);
         let state = base.join("state");
         let (_, key) = super::super::source::locate(&repo).unwrap();
         let settings = MailSettings {
