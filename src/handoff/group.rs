@@ -128,6 +128,58 @@ pub struct GroupRequest {
     pub cleanup: Cleanup,
 }
 
+/// `--group NAME` and `--cleanup POLICY` as given (`None` without `--group`).
+///
+/// # Errors
+/// [`crate::ops::OpsError::Unsupported`] for a bad name or policy.
+pub fn request(
+    group: Option<&str>,
+    cleanup: Option<&str>,
+) -> Result<Option<GroupRequest>, crate::ops::OpsError> {
+    let bad = |message: String| crate::ops::OpsError::Unsupported {
+        message,
+        hint: None,
+    };
+    let Some(name) = group else {
+        return Ok(None);
+    };
+    Ok(Some(GroupRequest {
+        name: GroupName::try_from(name.to_string()).map_err(bad)?,
+        cleanup: cleanup
+            .map(str::parse)
+            .transpose()
+            .map_err(bad)?
+            .unwrap_or_default(),
+    }))
+}
+
+/// `--group` with what it cannot go with: the host runtime (no container to share),
+/// clone isolation (each task has its own container), and `--container` (a container devcell
+/// did not create is never removed, and a named one is the workspace's already).
+///
+/// # Errors
+/// [`crate::ops::OpsError::Unsupported`] naming both flags.
+pub fn refuse_combinations(
+    opts: &crate::handoff::plan::HandoffOptions,
+) -> Result<(), crate::ops::OpsError> {
+    if opts.group.is_none() {
+        return Ok(());
+    }
+    let other = if opts.runtime == Some(crate::handoff::context::AgentRuntime::Host) {
+        "`--runtime host` (no container to share)"
+    } else if opts.effective_isolation() == crate::settings::Isolation::Clone {
+        "`--isolation clone` (each task has its own container)"
+    } else if opts.container.is_some() {
+        "`--container`"
+    } else {
+        return Ok(());
+    };
+    Err(crate::ops::OpsError::Unsupported {
+        message: format!("`--group` cannot go with {other}"),
+        hint: Some("drop one of the two flags".into()),
+    })
+}
+
 /// What cannot change after a container's creation, field by field (`workspace`,
 /// `configuration`, `image`, `features`, `profile`, `grants`, `network`, `egress`, `limits`,
 /// `mounts`), each as text; the key is equal when every field is.
@@ -350,6 +402,110 @@ impl GroupRecord {
     fn holds(&self, alive: &dyn Fn(u32, Option<u64>) -> bool) -> bool {
         self.container_id.is_some() || self.live_members(alive).next().is_some()
     }
+}
+
+/// A group as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    /// The group's name.
+    pub name: String,
+    /// Its container (`None`: not brought up yet, or removed).
+    pub container_id: Option<String>,
+    /// `manual` or `on-exit`.
+    pub cleanup: Cleanup,
+    /// The key's fields.
+    pub key: GroupKey,
+    /// [`GroupKey::sha256`].
+    pub key_sha256: String,
+    /// The members, each with whether it is live.
+    pub members: Vec<MemberStatus>,
+}
+
+/// A member as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// The member as recorded.
+    #[serde(flatten)]
+    pub member: Member,
+    /// Whether it counts as live ([`Member::live`]).
+    pub live: bool,
+}
+
+impl GroupStatus {
+    /// One line for people: the group, its policy, container and members.
+    pub fn line(&self) -> String {
+        let live = self.members.iter().filter(|m| m.live).count();
+        let members: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| {
+                let who = m
+                    .member
+                    .session
+                    .clone()
+                    .unwrap_or_else(|| format!("pid {}", m.member.pid));
+                format!("{who} {}", if m.live { "live" } else { "ended" })
+            })
+            .collect();
+        format!(
+            "handoff group `{}` (cleanup {}): container {}, {live} live of {} member(s){}",
+            self.name,
+            self.cleanup,
+            self.container_id.as_deref().map_or("none", short),
+            self.members.len(),
+            if members.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", members.join(", "))
+            }
+        )
+    }
+}
+
+/// The groups of `workspace` under the state root `root`, for `status`.
+pub fn statuses(root: &Path, workspace: &Path) -> Vec<GroupStatus> {
+    let alive = crate::handoff::state::process_alive;
+    GroupStore::new(root)
+        .of_workspace(workspace)
+        .into_iter()
+        .map(|r| GroupStatus {
+            members: r
+                .members
+                .iter()
+                .map(|m| MemberStatus {
+                    live: m.live(&alive),
+                    member: m.clone(),
+                })
+                .collect(),
+            name: r.name.to_string(),
+            container_id: r.container_id,
+            cleanup: r.cleanup,
+            key: r.key,
+            key_sha256: r.key_sha256,
+        })
+        .collect()
+}
+
+/// Forgets every group of `workspace` under the state root `root` (for `delete`, which has
+/// removed the workspace's container, the groups' one): each record removed under its lock.
+/// Returns the groups' names; a record that cannot be removed is left (and not named).
+pub fn forget(root: &Path, workspace: &Path) -> Vec<String> {
+    let store = GroupStore::new(root);
+    store
+        .of_workspace(workspace)
+        .into_iter()
+        .filter(|r| {
+            store
+                .update(&r.name, |record| {
+                    *record = None;
+                    Ok(())
+                })
+                .is_ok()
+        })
+        .map(|r| r.name.to_string())
+        .collect()
 }
 
 /// Why a handoff cannot join its group (exit 2, `invalid_argument`).

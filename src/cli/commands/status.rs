@@ -88,6 +88,9 @@ fn render(r: &StatusResult) -> String {
             c.image
         );
     }
+    for g in &r.groups {
+        let _ = writeln!(s, "{}", g.line());
+    }
     for x in &r.services {
         let c = &x.container;
         let _ = writeln!(
