@@ -57,6 +57,9 @@ fn holding(container: Option<&str>, cleanup: Cleanup, pids: &[u32]) -> GroupReco
     r
 }
 
+/// One change of a key's fields.
+type Change = fn(&mut KeyFields);
+
 #[test]
 fn each_field_changed_gives_exactly_its_difference() {
     let base = GroupKey::from_fields(fields());
@@ -68,7 +71,7 @@ fn each_field_changed_gives_exactly_its_difference() {
         differences(&base, &GroupKey::from_fields(reordered)),
         vec![]
     );
-    let changes: Vec<(&str, fn(&mut KeyFields))> = vec![
+    let changes: Vec<(&str, Change)> = vec![
         ("workspace", |f| f.workspace = "/v".into()),
         ("configuration", |f| f.configuration = "sha256:bb".into()),
         ("image", |f| f.image = "alpine".into()),
