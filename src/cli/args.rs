@@ -236,6 +236,15 @@ pub struct HandoffArgs {
     /// `HOST:CONTAINER[:ro|rw]` (repeatable).
     #[arg(long, value_name = "HOST:CONTAINER[:MODE]", requires = "container")]
     pub expect_mount: Vec<String>,
+    /// Share one container with the other handoffs of this group (each its own session): the
+    /// first creates it; a handoff that would need another container (image, mounts,
+    /// network, profile, grants, limits…) is refused, naming the difference.
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// With `--group`: `manual` (default: an agent's exit removes nothing) or `on-exit` (the
+    /// group's container is removed when its last running member ends).
+    #[arg(long, value_name = "POLICY", value_parser = ["on-exit", "manual"], requires = "group")]
+    pub cleanup: Option<String>,
     /// The user's dotfiles, installed in the container as by `up`.
     #[command(flatten)]
     pub dotfiles: HandoffDotfilesArgs,

@@ -49,6 +49,7 @@ mod door;
 mod external;
 mod finish;
 mod git_check;
+mod group;
 mod launch;
 mod refused;
 mod stop_first;
@@ -123,6 +124,7 @@ pub async fn handoff_with(
             engine,
             opts,
             reporter,
+            group: None,
         };
         return h.external(info, streams, stop).await;
     }
@@ -141,35 +143,68 @@ pub async fn handoff_with(
         engine,
         opts,
         reporter,
+        group: None,
     };
     let mut stop = stop;
     let p = h.prepare(&mut stop).await?;
-    let (up_opts, mut judged) = h.judge(&p, &mut stop).await?;
-    let drift = super::environment::check(engine, opts, &up_opts, p.network, reporter).await?;
-    let compose = matches!(judged, Judged::Compose(_));
-    h.report_plan(&p, compose);
-    let (mut live, mut log) = h.begin_session(&p).await?;
-    live.warnings.extend(drift);
-    h.stop_what_runs(&mut judged, &live).await?;
-    h.refresh_container_gits(&p, &mut live)?;
-    let door = h.open_door(&mut live).await?;
-    let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
-    // from here, an error stops the container (and its peers) before it is returned
-    let recorded = h
-        .record_container(&up_opts, &p, &up, compose, &mut live)
-        .await;
-    let recorded = h.stopped_if_refused(&up, &mut live, recorded).await?;
-    h.log_start(&mut log, &live, &up);
-    let written = h.write_context_files(&p, &up, &recorded, &live).await;
-    let written = h.stopped_if_refused(&up, &mut live, written).await?;
-    let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await;
-    let ran = h.stopped_if_refused(&up, &mut live, ran).await?;
-    h.close_door(door, &mut live);
-    let quiet = h.stop_workspace(&up, &mut live).await;
-    let planted = h.scan_planted(&p, &mut live, quiet);
-    h.fetch_back(&p, &mut live, quiet);
-    let git_dirs = h.check_git_identity(&mut live);
-    h.finish(p, up, live, recorded, written, ran, (planted, git_dirs))
+    // a group's member joins before its judgement (spec-note 0525); whatever becomes of the
+    // handoff, it leaves the group, the last one under `on-exit` removing the container
+    let Some(joined) = h.join_group(&p)? else {
+        return h.in_container(p, streams, stop).await;
+    };
+    let h = Handoff {
+        group: Some(&joined),
+        ..h
+    };
+    let mut result = h.in_container(p, streams, stop).await;
+    let left = joined.leave(engine, reporter).await;
+    if let Ok(r) = &mut result {
+        r.warnings.extend(left);
+    } else {
+        for w in left {
+            reporter.report(crate::progress::Event::Status(format!("warning: {w}")));
+        }
+    }
+    result
+}
+
+impl Handoff<'_> {
+    /// The handoff in its container, from its plan `p` on (see the module docs).
+    async fn in_container(
+        self,
+        p: crate::handoff::plan::Prepared,
+        streams: AgentStreams<'_>,
+        mut stop: StopSignal<'_>,
+    ) -> Result<HandoffResult> {
+        let (h, opts, engine) = (self, self.opts, self.engine);
+        let (up_opts, mut judged) = h.judge(&p, &mut stop).await?;
+        let drift =
+            super::environment::check(engine, opts, &up_opts, p.network, h.reporter).await?;
+        let compose = matches!(judged, Judged::Compose(_));
+        h.report_plan(&p, compose);
+        let (mut live, mut log) = h.begin_session(&p).await?;
+        live.warnings.extend(drift);
+        h.stop_what_runs(&mut judged, &live).await?;
+        h.refresh_container_gits(&p, &mut live)?;
+        let door = h.open_door(&mut live).await?;
+        let up = h.bring_up(&up_opts, &p, judged, &live, &mut stop).await?;
+        // from here, an error stops the container (and its peers) before it is returned
+        let recorded = h
+            .record_container(&up_opts, &p, &up, compose, &mut live)
+            .await;
+        let recorded = h.stopped_if_refused(&up, &mut live, recorded).await?;
+        h.log_start(&mut log, &live, &up);
+        let written = h.write_context_files(&p, &up, &recorded, &live).await;
+        let written = h.stopped_if_refused(&up, &mut live, written).await?;
+        let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await;
+        let ran = h.stopped_if_refused(&up, &mut live, ran).await?;
+        h.close_door(door, &mut live);
+        let quiet = h.stop_workspace(&up, &mut live).await;
+        let planted = h.scan_planted(&p, &mut live, quiet);
+        h.fetch_back(&p, &mut live, quiet);
+        let git_dirs = h.check_git_identity(&mut live);
+        h.finish(p, up, live, recorded, written, ran, (planted, git_dirs))
+    }
 }
 
 /// What every step of a container handoff reads: the engine, the options, where progress goes.
@@ -178,9 +213,26 @@ struct Handoff<'a> {
     engine: &'a dyn Engine,
     opts: &'a HandoffOptions,
     reporter: &'a dyn Reporter,
+    /// The handoff's group, once joined (`--group`, spec-note 0525).
+    group: Option<&'a group::Joined>,
 }
 
 impl Handoff<'_> {
+    /// When other members of this handoff's group still run: a sentence naming them and the
+    /// group. The container is theirs too then: this handoff neither stops it nor touches the
+    /// container git directories their agents use (spec-note 0525).
+    fn shared_with_others(&self) -> Option<String> {
+        let joined = self.group?;
+        let others = joined.others_live();
+        (!others.is_empty()).then(|| {
+            format!(
+                "other members of handoff group `{}` still run in it ({})",
+                joined.name(),
+                others.join(", ")
+            )
+        })
+    }
+
     /// The bounds of every fetch-back of this handoff: the `[handoff]` settings (spec-note
     /// 0438), never the defaults behind the user's back.
     fn fetch_budget(&self) -> crate::handoff::container_git::FetchBudget {
@@ -212,6 +264,23 @@ impl Live {
     /// `e`, with the session recorded as failed (secret values masked).
     fn fail(&self, e: OpsError) -> OpsError {
         record_failure(&self.store, &self.root, &self.id, &self.secrets, e)
+    }
+
+    /// Whether a later session replaced this one (`--replace`, recorded as this session's
+    /// outcome): the container is its successor's. (A later session of the same handoff group
+    /// is no replacement: it runs beside this one.)
+    fn replaced(&self) -> bool {
+        self.store
+            .load(&self.root)
+            .ok()
+            .flatten()
+            .and_then(|s| s.session(&self.id).cloned())
+            .is_some_and(|s| {
+                matches!(
+                    s.outcome,
+                    Some(crate::handoff::state::SessionOutcome::Replaced { .. })
+                )
+            })
     }
 
     /// A stop `signal`, recorded as the session's end (`signaled`).

@@ -78,6 +78,10 @@ pub struct Removed {
     /// (spec-note 0520).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<PathBuf>,
+    /// The handoff groups whose container was the workspace's (`handoff --group`, spec-note
+    /// 0525): their records are forgotten with it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// What was deliberately kept.
@@ -239,6 +243,7 @@ pub async fn delete_with(
     removed.environments = forgotten.removed;
     kept.environments = forgotten.copies;
     forget_state(&store, &root, state.as_ref(), &mut removed, &mut kept)?;
+    removed.groups = crate::handoff::group::forget(store.root(), &root);
     keep_folders(&root, &mut kept);
     let mut remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
     remaining

@@ -23,6 +23,7 @@ pub mod expect_mount;
 #[cfg(test)]
 mod fake_engine_tests;
 pub mod git_identity;
+pub mod group;
 pub mod host;
 pub mod mail_host;
 pub mod mail_worktree;

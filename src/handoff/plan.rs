@@ -88,6 +88,9 @@ pub struct HandoffOptions {
     /// `--dotfiles-repository` and its two flags: installed in the container as by `up`
     /// ([`crate::handoff::dotfiles`]).
     pub dotfiles: Option<crate::lifecycle::Dotfiles>,
+    /// `--group NAME` and `--cleanup`: the handoff shares its group's container (spec-note
+    /// 0525, [`crate::handoff::group`]).
+    pub group: Option<crate::handoff::group::GroupRequest>,
 }
 
 impl HandoffOptions {

@@ -246,6 +246,10 @@ pub struct Session {
     /// spec-note 0524): devcell never starts, stops or removes it; `delete` forgets it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub external: bool,
+    /// The handoff group the session belongs to (`handoff --group`, spec-note 0525): live
+    /// sessions of one group share the workspace's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// One repository's fetch-back in a [`Session`].
@@ -903,6 +907,35 @@ impl StateStore {
         probe: &dyn ContainerProbe,
         process: SessionProcess<'_>,
     ) -> Result<SessionStart, StateError> {
+        self.begin_in_group(
+            workspace_root,
+            agent,
+            container_id,
+            replace,
+            probe,
+            process,
+            None,
+        )
+    }
+
+    /// [`StateStore::begin_session`] for a session of handoff group `group` (spec-note 0525):
+    /// a live session of the same group does not refuse it (the group's members run side by
+    /// side in its container); any other live session does, as for
+    /// [`StateStore::begin_session`]. `replace` replaces live sessions outside the group only.
+    ///
+    /// # Errors
+    /// As [`StateStore::begin_session`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin_in_group(
+        &self,
+        workspace_root: &Path,
+        agent: &str,
+        container_id: Option<&str>,
+        replace: bool,
+        probe: &dyn ContainerProbe,
+        process: SessionProcess<'_>,
+        group: Option<&str>,
+    ) -> Result<SessionStart, StateError> {
         self.begin(
             workspace_root,
             agent,
@@ -911,6 +944,7 @@ impl StateStore {
             replace,
             probe,
             process,
+            group,
         )
     }
 
@@ -934,6 +968,7 @@ impl StateStore {
             replace,
             probe,
             SessionProcess::current(),
+            None,
         )
     }
 
@@ -947,6 +982,7 @@ impl StateStore {
         replace: bool,
         probe: &dyn ContainerProbe,
         process: SessionProcess<'_>,
+        group: Option<&str>,
     ) -> Result<SessionStart, StateError> {
         let SessionProcess {
             pid,
@@ -965,8 +1001,11 @@ impl StateStore {
             let mut abandoned = Vec::new();
             let mut replaced = None;
             for s in state.sessions.iter_mut() {
-                match session_status(s, probe, alive) {
+                let status = session_status(s, probe, alive);
+                let same_group = group.is_some() && s.group.as_deref() == group;
+                match status {
                     SessionStatus::Ended => {}
+                    SessionStatus::Live if same_group => {}
                     SessionStatus::Live if !replace => {
                         return Err(StateError::SessionActive {
                             session: Box::new(s.clone()),
@@ -1007,6 +1046,7 @@ impl StateStore {
                 environment: None,
                 mail: None,
                 external: false,
+                group: group.map(str::to_string),
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);

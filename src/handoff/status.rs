@@ -145,6 +145,10 @@ pub struct StatusResult {
     /// removed by devcell.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub external_containers: Vec<ContainerStatus>,
+    /// The handoff groups whose container is the workspace's (`handoff --group`, spec-note
+    /// 0525): name, container, cleanup policy, key, and members with whether each is live.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::handoff::group::GroupStatus>,
 }
 
 impl StatusResult {
@@ -269,6 +273,7 @@ pub async fn status_with(
         mail: mail.tasks,
         escalations: mail.escalations,
         external_containers: external_statuses(engine, state.as_ref()).await,
+        groups: crate::handoff::group::statuses(store.root(), &ws.root),
     })
 }
 

@@ -875,3 +875,173 @@ fn handoff_of_a_container_devcell_did_not_create_leaves_it_running_after_delete(
     assert!(stderr.contains("--allow root"), "{stderr}");
     assert!(!ctx.path().join("agent-was-here").exists(), "the agent ran");
 }
+
+/// Issue 29 item 4 (spec-note 0525): two handoffs of one group (`--cleanup on-exit`) run side
+/// by side in one container (the same id, each its own session); a third whose network
+/// differs is refused (exit 2) naming `network`, and begins nothing; the container is still
+/// there, running, after the first member ends, and removed when the second, the last, ends.
+#[test]
+fn handoffs_of_a_group_share_its_container_and_on_exit_removes_it_after_the_last() {
+    let Some(ctx) = TestContext::busybox("handoff_group_on_exit") else {
+        return;
+    };
+    let ctx = ctx.isolated().delete_on_drop().config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+    ));
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.wait-a]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
+         [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-b ]; do sleep 0.1; done\"]\n\
+         [agents.hi]\ncommand = [\"sh\", \"-c\", \"echo hi\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let group = format!("g-{}", crate::support::run_token());
+    let args = |agent: &str, extra: &[&str]| {
+        let mut a: Vec<String> = [
+            "handoff",
+            "--workspace-folder",
+            ctx.path().to_str().unwrap(),
+            "--agent",
+            agent,
+            "--config-file",
+            &config,
+            "--group",
+            &group,
+            "--cleanup",
+            "on-exit",
+            "--format",
+            "json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let spawn = |agent: &str| {
+        ctx.command()
+            .args(args(agent, &[]))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let status = || {
+        let (code, v, stderr) = run(&ctx, "status", &["--format", "json"]);
+        assert_eq!(code, Some(0), "{v}\n{stderr}");
+        v["result"].clone()
+    };
+    // until `n` sessions run in a container (bounded: a handoff that never starts fails here)
+    let live_in_container = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let st = status();
+            let sessions = st["sessions"].as_array().cloned().unwrap_or_default();
+            let running = sessions
+                .iter()
+                .filter(|s| s["status"] == "live" && s["containerId"].is_string())
+                .count();
+            if running == n {
+                return st;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{n} sessions never ran: {st}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    let container_exists = |id: &str| {
+        std::process::Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Running}}", id])
+            .output()
+            .unwrap()
+    };
+
+    let a = spawn("wait-a");
+    live_in_container(1);
+    let b = spawn("wait-b");
+    let st = live_in_container(2);
+    let sessions = st["sessions"].as_array().unwrap();
+    let id = sessions[0]["containerId"].as_str().unwrap().to_string();
+    assert_eq!(
+        sessions[1]["containerId"],
+        id.as_str(),
+        "one container: {st}"
+    );
+    assert_ne!(sessions[0]["id"], sessions[1]["id"], "each its own session");
+    assert!(
+        sessions.iter().all(|s| s["group"] == group.as_str()),
+        "{st}"
+    );
+    let g = &st["groups"][0];
+    assert_eq!(g["name"], group.as_str(), "{st}");
+    assert_eq!(g["containerId"], id.as_str(), "{st}");
+    assert_eq!(g["cleanup"], "on-exit", "{st}");
+    assert_eq!(
+        g["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["live"] == true)
+            .count(),
+        2,
+        "{st}"
+    );
+    assert_eq!(ctx.containers(), vec![id.clone()]);
+
+    // A third whose network differs: refused with the difference, nothing begun or created.
+    let out = ctx
+        .command()
+        .args(args("hi", &["--network", "default"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "invalid_argument", "{v}");
+    assert_eq!(
+        v["error"]["details"]["differences"][0]["field"], "network",
+        "{v}"
+    );
+    assert_eq!(
+        v["error"]["details"]["differences"][0]["group"], "none",
+        "{v}"
+    );
+    assert_eq!(
+        v["error"]["details"]["differences"][0]["handoff"], "default",
+        "{v}"
+    );
+    assert_eq!(status()["sessions"].as_array().unwrap().len(), 2);
+    assert_eq!(ctx.containers(), vec![id.clone()]);
+
+    // The first member ends: the container stays, running, for the second.
+    std::fs::write(ctx.path().join("release-a"), "").unwrap();
+    let out = a.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let running = container_exists(&id);
+    assert_eq!(
+        String::from_utf8_lossy(&running.stdout).trim(),
+        "true",
+        "still there after the first member: {}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+
+    // The last member ends: the container is removed.
+    std::fs::write(ctx.path().join("release-b"), "").unwrap();
+    let out = b.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!container_exists(&id).status.success(), "removed: {stderr}");
+    assert!(ctx.containers().is_empty());
+    let st = status();
+    assert!(st["groups"][0]["containerId"].is_null(), "{st}");
+    assert!(st["recordedContainer"].is_null(), "{st}");
+}

@@ -30,6 +30,7 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             o.runtime,
             o.effective_isolation(),
         )?;
+        crate::handoff::group::refuse_combinations(&o)?;
         let mut o = o;
         if o.mail_channel_wanted() && o.effective_isolation() != crate::settings::Isolation::Clone {
             o.mail_group = crate::handoff::mail_host::group_of(&o.workspace_folder, None).ok();
@@ -316,6 +317,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         container: args.container.clone(),
         expect_mounts: crate::handoff::expect_mount::parse_all(&args.expect_mount)?,
         dotfiles: handoff_dotfiles(&args.dotfiles)?,
+        group: crate::handoff::group::request(args.group.as_deref(), args.cleanup.as_deref())?,
     })
 }
 

@@ -112,6 +112,9 @@ fn container_lines(s: &mut String, r: &StatusResult) {
             c.image
         );
     }
+    for g in &r.groups {
+        let _ = writeln!(s, "{}", g.line());
+    }
     for x in &r.services {
         let c = &x.container;
         let _ = writeln!(

@@ -111,14 +111,18 @@ impl Handoff<'_> {
         // Which recorded containers still run (the state module asks synchronously).
         let running = running_containers(self.engine, &store, &root).await;
         let probe = move |id: &str| running.contains(id);
-        let start = store.begin_session(
+        let start = store.begin_in_group(
             &root,
             &self.opts.agent,
             container,
             self.opts.replace,
             &probe,
             SessionProcess::current(),
+            self.group.map(super::group::Joined::name),
         )?;
+        if let Some(joined) = self.group {
+            joined.set_session(&start.session.id);
+        }
         close_previous_sessions(Some(self.engine), &start, self.reporter).await;
         Ok((store, root, start))
     }
@@ -149,7 +153,16 @@ impl Handoff<'_> {
     /// back first, then it is rewritten from the host; then what changed in the workspace's
     /// `.git` entries since the last handoff is warned about, and the new record kept
     /// (spec-note 0436).
+    ///
+    /// A member of a handoff group whose other members run leaves the container git
+    /// directories as they are: their agents use them (spec-note 0525).
     pub(super) fn refresh_container_gits(&self, p: &Prepared, live: &mut Live) -> Result<()> {
+        if let Some(others) = self.shared_with_others() {
+            let message = format!("the container git directories are shared as they are: {others}");
+            self.reporter.report(Event::Status(message.clone()));
+            live.warnings.push(message);
+            return Ok(());
+        }
         let mut earlier = Vec::new();
         let mut git_findings = Vec::new();
         let budget = self.fetch_budget();

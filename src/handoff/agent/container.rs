@@ -109,6 +109,9 @@ impl Handoff<'_> {
         live.store
             .set_container(&live.root, Some(&live.id), &up.container_id, Some(&image))
             .map_err(|e| live.fail(e.into()))?;
+        if let Some(joined) = self.group {
+            joined.set_container(&up.container_id);
+        }
         live.store
             .set_network(&live.root, &live.id, network.as_str())
             .map_err(|e| live.fail(e.into()))?;

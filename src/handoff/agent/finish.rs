@@ -19,13 +19,16 @@ impl Handoff<'_> {
     /// agent there, and stops it and fetches back at its own end. Returns whether the
     /// container is confirmed stopped.
     pub(super) async fn stop_workspace(&self, up: &UpResult, live: &mut Live) -> bool {
-        let replaced = live
-            .store
-            .load(&live.root)
-            .ok()
-            .flatten()
-            .is_some_and(|s| s.sessions.last().is_some_and(|l| l.id != live.id));
-        if replaced {
+        if live.replaced() {
+            return false;
+        }
+        // the last member of a group stops it and brings every member's commits back
+        if let Some(others) = self.shared_with_others() {
+            let message = format!(
+                "the workspace container keeps running: {others}; the last of them stops it and brings the agents' commits back"
+            );
+            self.reporter.report(Event::Status(message.clone()));
+            live.warnings.push(message);
             return false;
         }
         self.reporter.report(Event::Status(

@@ -25,7 +25,13 @@ impl Handoff<'_> {
             Ok(value) => return Ok(value),
             Err(e) => e,
         };
-        if replaced(live) {
+        if live.replaced() {
+            return Err(error);
+        }
+        if let Some(others) = self.shared_with_others() {
+            self.reporter.report(Event::Status(format!(
+                "the workspace container keeps running: {others}"
+            )));
             return Err(error);
         }
         self.reporter.report(Event::Status(
@@ -42,15 +48,6 @@ impl Handoff<'_> {
         }
         .into())
     }
-}
-
-/// Whether a later session replaced this one (`--replace`): the container is its successor's.
-fn replaced(live: &Live) -> bool {
-    live.store
-        .load(&live.root)
-        .ok()
-        .flatten()
-        .is_some_and(|s| s.sessions.last().is_some_and(|l| l.id != live.id))
 }
 
 /// A handoff's error after its container started, with what became of the container.

@@ -12,7 +12,15 @@ impl Handoff<'_> {
     /// container `up` or a crashed devcell left running, a replaced session's, a peer left
     /// running when its primary ended. `up` then starts them again. Not confirmed: the
     /// handoff is refused and the container git directories stay as they are.
+    /// A member of a handoff group whose other members run leaves the container to them: it
+    /// is theirs too (spec-note 0525).
     pub(super) async fn stop_what_runs(&self, judged: &mut Judged, live: &Live) -> Result<()> {
+        if let Some(others) = self.shared_with_others() {
+            self.reporter.report(Event::Status(format!(
+                "joining the running workspace container: {others}"
+            )));
+            return Ok(());
+        }
         let root = std::fs::canonicalize(&live.root).unwrap_or_else(|_| live.root.clone());
         let stopped = stop_running_workspace(self.engine, &root)
             .await

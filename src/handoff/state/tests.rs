@@ -88,6 +88,7 @@ fn session(id: &str, pid: u32) -> Session {
         environment: None,
         mail: None,
         external: false,
+        group: None,
     }
 }
 
