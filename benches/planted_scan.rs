@@ -16,7 +16,10 @@ const FILES: usize = 99;
 fn tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for f in 0..FOLDERS {
-        let folder = dir.path().join(format!("d{}", f / 32)).join(format!("f{f}"));
+        let folder = dir
+            .path()
+            .join(format!("d{}", f / 32))
+            .join(format!("f{f}"));
         std::fs::create_dir_all(&folder).expect("folder");
         for n in 0..FILES {
             std::fs::write(folder.join(format!("file{n}.rs")), b"x").expect("file");
