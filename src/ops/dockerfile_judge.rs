@@ -18,7 +18,7 @@ use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 /// granted), read without following links and bounded. `None` otherwise (a missing or
 /// unreadable Dockerfile fails the build, which reads it the same way). With the Dockerfile as
 /// the requests name it (relative to the workspace folder when inside it).
-fn judged_text(
+pub(crate) fn judged_text(
     loaded: &LoadedConfiguration,
     request: &BuildRequest,
     profile: &SecurityProfile,
@@ -102,7 +102,13 @@ pub(crate) async fn onbuild_requests(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let bases = base_images(&text, &args);
+    // the classic builder builds every stage up to the target: those bases only
+    let bases = base_images(
+        &text,
+        &args,
+        request.target.as_deref(),
+        security::build_stages::Reach::UpToTarget,
+    );
     let asked = triggered_bases(engine, &bases, Some(reporter))
         .await?
         .into_iter()

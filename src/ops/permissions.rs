@@ -349,6 +349,110 @@ pub(crate) fn early_requests(
     })
 }
 
+/// The registry hosts the configuration would have the engine pull from, or devcell fetch
+/// Features from, on the host's network while the container's network is closed
+/// (`closed`: `none`, `allowlist`, `devcell build`), judged against the hosts its committed
+/// version names ([`security::registries`], attack K12, spec-note 0400): devcontainer.json's
+/// `image` (left out when the engine has it already: nothing is pulled), its Features, and
+/// every image the Dockerfile `request` builds pulls (the stages the classic builder
+/// reaches: every one up to the target; left out when the engine has it and the build does
+/// not `--pull`). The committed side: the `HEAD` versions of devcontainer.json and of the
+/// Dockerfile (every stage, with the committed `build.args`). Only engine reads and devcell's
+/// hardened host git; nothing is pulled or fetched. None under `reference` or an open network.
+/// Without an `engine` (a preview with none) nothing counts as present.
+///
+/// Errors: [`OpsError::Engine`] when the engine cannot be asked.
+pub(crate) async fn registry_requests(
+    engine: Option<&dyn Engine>,
+    loaded: &LoadedConfiguration,
+    request: Option<&BuildRequest>,
+    (profile, grants): (&SecurityProfile, &Grants),
+    closed: bool,
+) -> Result<Vec<PermissionRequest>> {
+    use security::registries::{
+        Named, build_args, committed_text, configuration_names, dockerfile_hosts, image_host,
+        judge_registries,
+    };
+    if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let kind = loaded.typed.kind();
+    let mut named = Vec::new();
+    for n in configuration_names(&loaded.value) {
+        // an `image` the engine has is not pulled (a Feature is always asked for)
+        let is_image = loaded.typed.image.as_deref() == Some(n.reference.as_str());
+        if is_image && (kind != ConfigKind::Image || present(engine, &n.reference).await) {
+            continue;
+        }
+        named.push(n);
+    }
+    let dockerfile = match (kind, request) {
+        (ConfigKind::Dockerfile, Some(request)) => {
+            crate::ops::dockerfile_judge::judged_text(loaded, request, profile, grants)
+                .map(|(shown, text)| (shown, text, request))
+        }
+        _ => None,
+    };
+    if let Some((shown, text, request)) = &dockerfile {
+        let args = request
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let reach = security::build_stages::Reach::UpToTarget;
+        for image in
+            security::build_stages::pulled_images(text, &args, request.target.as_deref(), reach)
+        {
+            if !request.pull && !image.contains('$') && present(engine, &image).await {
+                continue;
+            }
+            named.push(Named {
+                host: image_host(&image),
+                source: Source::Dockerfile {
+                    file: shown.clone(),
+                    what: format!("FROM/--from {image}"),
+                },
+                reference: image,
+            });
+        }
+    }
+    if named.is_empty() {
+        return Ok(Vec::new());
+    }
+    // the committed side: what `HEAD` has of the same files
+    let resolved = |p: &Path| host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
+    let committed_config = committed_text(&resolved(&loaded.config_file))
+        .and_then(|text| crate::config::jsonc::parse(&loaded.config_file, &text).ok())
+        .map(|document| document.value);
+    let mut committed: std::collections::BTreeSet<String> = committed_config
+        .as_ref()
+        .map(|v| configuration_names(v).into_iter().map(|n| n.host).collect())
+        .unwrap_or_default();
+    if let Some((_, _, request)) = &dockerfile {
+        let args = committed_config
+            .as_ref()
+            .map(build_args)
+            .unwrap_or_default();
+        let absolute =
+            std::path::absolute(&request.dockerfile).unwrap_or(request.dockerfile.clone());
+        if let Some(text) = committed_text(&resolved(&absolute)) {
+            committed.extend(dockerfile_hosts(&text, &args));
+        }
+    }
+    Ok(judge_registries(
+        profile, grants, closed, &named, &committed,
+    ))
+}
+
+/// Whether the engine (when there is one) has `reference`, so nothing pulls it; a reference
+/// the engine cannot inspect (one that does not parse) counts as missing, so it is judged.
+async fn present(engine: Option<&dyn Engine>, reference: &str) -> bool {
+    match engine {
+        Some(engine) => matches!(engine.inspect_image(reference).await, Ok(Some(_))),
+        None => false,
+    }
+}
+
 /// The user's grants when the profile judges the host paths a repository names (`hardened`);
 /// `None` under `reference`, which uses them as written (spec-note 0400).
 pub(crate) fn confine_grants(profile: &SecurityProfile, grants: &Grants) -> Option<Grants> {
@@ -730,10 +834,25 @@ pub(crate) async fn judge_configuration(
     let judged = judged_options(opts, profile, grants);
     let early = early_requests(loaded, &judged, profile, grants, network)?;
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
+    // the registries a closed container's pulls would reach (attack K12), judged before the
+    // Features' metadata is fetched below
+    let build = build_request(loaded, &judged.target.env).ok();
+    let registries = registry_requests(
+        Some(engine),
+        loaded,
+        build.as_ref(),
+        (profile, grants),
+        network.closed(),
+    )
+    .await?;
+    let registry_refused = registries
+        .iter()
+        .any(|r| r.status != security::RequestStatus::Granted);
     let before: Vec<PermissionRequest> = earlier
         .iter()
         .chain(&early.requests)
         .chain(&host_requests)
+        .chain(&registries)
         .cloned()
         .collect();
     let kind = loaded.typed.kind();
@@ -770,11 +889,14 @@ pub(crate) async fn judge_configuration(
             } else {
                 None
             };
-            let entries = metadata::collect_entries(
-                &[],
-                &early_feature_entries(loaded, &judged).await,
-                &metadata::config_entry(&loaded.value),
-            );
+            // a refused registry is never contacted for the Features' metadata
+            let features = if registry_refused {
+                Vec::new()
+            } else {
+                early_feature_entries(loaded, &judged).await
+            };
+            let entries =
+                metadata::collect_entries(&[], &features, &metadata::config_entry(&loaded.value));
             let requests = container_requests(
                 &ContainerJudgement {
                     profile,

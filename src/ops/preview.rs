@@ -115,7 +115,19 @@ pub(crate) async fn preview_container(
     let opts = &judged_options(opts, profile, grants);
     let opts =
         &crate::ops::gpu::planned_options(engine, opts, &loaded.typed, &mut preview.notes).await?;
-    let early = early_requests(&loaded, opts, profile, grants, network)?;
+    let mut early = early_requests(&loaded, opts, profile, grants, network)?;
+    // the registries a closed container's pulls would reach, as `up` judges them (K12)
+    let build = crate::ops::dockerfile::build_request(&loaded, &opts.target.env).ok();
+    early.requests.extend(
+        crate::ops::permissions::registry_requests(
+            engine,
+            &loaded,
+            build.as_ref(),
+            (profile, grants),
+            network.closed(),
+        )
+        .await?,
+    );
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
     let mut preview =

@@ -272,18 +272,18 @@ fn run_flags(instruction: &str, escape: char) -> Option<Vec<(String, String)>> {
 
 /// The words of an instruction, split on blanks outside quotes, quotes and escape characters
 /// removed.
-struct Words<'a> {
+pub(super) struct Words<'a> {
     rest: &'a str,
     escape: char,
 }
 
 impl<'a> Words<'a> {
-    fn new(text: &'a str, escape: char) -> Words<'a> {
+    pub(super) fn new(text: &'a str, escape: char) -> Words<'a> {
         Words { rest: text, escape }
     }
 
     /// The next word, when it starts with `--` (a flag); else `None`, the word left.
-    fn peek_flag(&mut self) -> Option<String> {
+    pub(super) fn peek_flag(&mut self) -> Option<String> {
         self.rest = self.rest.trim_start();
         if self.rest.starts_with("--") {
             self.next()
@@ -372,63 +372,19 @@ fn syntax_directive(text: &str) -> Option<String> {
         .map(|(_, v)| v.as_str().map_or_else(|| v.to_string(), str::to_string))
 }
 
-/// The images a Dockerfile's stages build `FROM` (not `scratch`, not an earlier stage), in
-/// order, with `${NAME}`/`$NAME` replaced by the build's `args`, else the `ARG` defaults
-/// before the first `FROM`; a name still holding a `$` is left out (what it names is the
-/// build's to decide). BuildKit runs each one's `ONBUILD` triggers (attacks G9). Pure.
-pub fn base_images(text: &str, args: &BTreeMap<String, String>) -> Vec<String> {
-    let escape = escape_char(text);
-    let mut defaults = args.clone();
-    let mut stages: Vec<String> = Vec::new();
-    let mut bases: Vec<String> = Vec::new();
-    let mut seen_from = false;
-    for instruction in dockerfile_instructions(text, escape) {
-        let mut words = instruction.split_whitespace();
-        let Some(keyword) = words.next() else {
-            continue;
-        };
-        if keyword.eq_ignore_ascii_case("arg") && !seen_from {
-            for word in words {
-                if let Some((name, value)) = word.split_once('=') {
-                    defaults
-                        .entry(name.to_string())
-                        .or_insert_with(|| value.trim_matches('"').to_string());
-                }
-            }
-            continue;
-        }
-        if !keyword.eq_ignore_ascii_case("from") {
-            continue;
-        }
-        seen_from = true;
-        let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
-        let Some(image) = rest.first() else {
-            continue;
-        };
-        let image = expand(image, &defaults);
-        let earlier = stages.contains(&image.to_ascii_lowercase());
-        if let [_, as_word, stage, ..] = rest.as_slice()
-            && as_word.eq_ignore_ascii_case("as")
-        {
-            stages.push(stage.to_ascii_lowercase());
-        }
-        let unknown = image.contains('$') || image.eq_ignore_ascii_case("scratch");
-        if !unknown && !earlier && !bases.contains(&image) {
-            bases.push(image);
-        }
-    }
-    bases
-}
-
-/// `word` with `${NAME}` and `$NAME` of `values` replaced (others left as written).
-fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
-    let mut out = word.to_string();
-    for (name, value) in values {
-        out = out
-            .replace(&format!("${{{name}}}"), value)
-            .replace(&format!("${name}"), value);
-    }
-    out
+/// The images the stages a build of `target` reaches build `FROM`, in order
+/// ([`super::build_stages::reached_bases`]): BuildKit runs each one's `ONBUILD` triggers
+/// (attacks G9), and a stage the build does not reach is neither pulled nor judged. Pure.
+pub fn base_images(
+    text: &str,
+    args: &BTreeMap<String, String>,
+    target: Option<&str>,
+    reach: super::build_stages::Reach,
+) -> Vec<String> {
+    super::build_stages::reached_bases(text, args, target, reach)
+        .into_iter()
+        .filter(|b| !b.contains('$'))
+        .collect()
 }
 
 /// The text of the Dockerfile at `path`, read without following links and at most
@@ -455,7 +411,7 @@ pub fn has_cache_mount(text: &str) -> bool {
 
 /// The escape character of a Dockerfile: the `# escape=` parser directive among the
 /// directives that open it, else `\`.
-fn escape_char(text: &str) -> char {
+pub(super) fn escape_char(text: &str) -> char {
     for line in text.lines() {
         let Some(directive) = line.trim().strip_prefix('#') else {
             break;
@@ -475,7 +431,7 @@ fn escape_char(text: &str) -> char {
 
 /// The instructions of a Dockerfile, continued lines joined (the escape character and line
 /// break dropped), comment and blank lines inside an instruction left out.
-fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
+pub(super) fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
     let mut instructions = Vec::new();
     let mut current: Option<String> = None;
     for line in text.lines() {

@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod baseline;
 pub mod build_network;
+pub mod build_stages;
 pub mod choice;
 pub mod compose;
 pub mod compose_files;
@@ -33,6 +34,7 @@ pub mod policy;
 pub mod probe;
 pub mod profile;
 pub mod reattach;
+pub mod registries;
 pub mod reuse;
 pub mod volumes;
 

@@ -292,6 +292,11 @@ pub enum Permission {
     /// the engine has one (or `--gpu-availability all`): what the configuration wrote
     /// (`true`, `"optional"`, `{"cores":2}`; spec-note 0646).
     Gpu(String),
+    /// A registry host an image or Feature reference is fetched from on the host's network
+    /// while the container's network is closed, which the committed configuration does not
+    /// name (lowercase, with its port; `docker.io` for Docker Hub's short names): the agent
+    /// could have written a secret into the reference (attack K12, spec-note 0400).
+    Registry(String),
 }
 
 impl Permission {
@@ -327,6 +332,7 @@ impl Permission {
             Permission::RemoteBuildContext(u) => format!("--allow build-context:{u}"),
             Permission::ComposeFile(p) => format!("--allow compose-file:{p}"),
             Permission::Gpu(_) => "--allow gpu".to_string(),
+            Permission::Registry(h) => format!("--allow registry:{h}"),
         })
     }
 }
@@ -371,6 +377,10 @@ impl fmt::Display for Permission {
             Permission::Gpu(asked) => {
                 write!(f, "the host's GPUs (`hostRequirements.gpu`: {asked})")
             }
+            Permission::Registry(h) => write!(
+                f,
+                "registry `{h}`, which the committed configuration does not name, fetched from on the host's network while the container has none"
+            ),
             Permission::UnresolvablePath(p) => write!(
                 f,
                 "mount of host path `{p}`, which devcell cannot resolve (a folder it cannot search, a link loop, or a path through /proc)"
@@ -420,7 +430,7 @@ impl Permission {
     /// `device`, `hostNetwork`, `engineSocket`, `network`, `publishPort`, `identityLabel`,
     /// `hostCommand`, `gitDir`, `hostEnv`, `buildNetwork`, `volume`, `namespace`,
     /// `deviceCgroupRule`, `hostHome`, `imageTag`, `egress`, `runtimeOption`,
-    /// `remoteBuildContext`, `composeFile`, `unresolvablePath`, `gpu`.
+    /// `remoteBuildContext`, `composeFile`, `unresolvablePath`, `gpu`, `registry`.
     pub fn kind(&self) -> &'static str {
         match self {
             Permission::Privileged => "privileged",
@@ -449,6 +459,7 @@ impl Permission {
             Permission::ComposeFile(_) => "composeFile",
             Permission::UnresolvablePath(_) => "unresolvablePath",
             Permission::Gpu(_) => "gpu",
+            Permission::Registry(_) => "registry",
         }
     }
 
@@ -475,7 +486,8 @@ impl Permission {
             | Permission::RemoteBuildContext(v)
             | Permission::ComposeFile(v)
             | Permission::UnresolvablePath(v)
-            | Permission::Gpu(v) => Some(v),
+            | Permission::Gpu(v)
+            | Permission::Registry(v) => Some(v),
             Permission::HostCommand(command) => Some(&command.command),
             _ => None,
         }

@@ -33,6 +33,9 @@ const UNLISTABLE: &str = "unlistable-directory";
 /// [`Planted::kind`] of a file or folder any local user could write (`o+w`; attack K6): the
 /// bit is cleared.
 const OTHER_WRITABLE: &str = "other-writable";
+/// The kind of an entry its group may write, where that group is the owner's primary group
+/// and other users of the host are in it (attack L8).
+const GROUP_WRITABLE: &str = "group-writable";
 /// [`Planted::kind`] of a file or folder with an access control list naming other users or
 /// groups, or a folder with a default one (attack K6): the lists are removed.
 const ACL: &str = "acl";
@@ -50,6 +53,11 @@ pub struct ScanOptions {
     /// Change nothing: name what is found (`status`, which reports and never fixes; attack
     /// K11). A folder devcell's user cannot list stays unlisted, and is named.
     pub report_only: bool,
+    /// With [`ScanOptions::other_writable`]: the owner's primary group when other users of the
+    /// host share it (attack L8; [`shared_primary_group`]): `g+w` on an entry of that group is
+    /// cleared too. [`scan_and_clear_each`] (the handoff's scan) fills it from the host's
+    /// `/etc/passwd` and `/etc/group` for the root folder's owner when not given.
+    pub shared_group: Option<u32>,
 }
 
 /// At most this many entries are looked at (a bound on a workspace the agent filled).
@@ -87,7 +95,9 @@ impl Planted {
         let what = self.what();
         let next = match self.kind.as_str() {
             "device" | UNSCANNED => "remove it",
-            OTHER_WRITABLE | ACL => "the next handoff's end closes it, or change it yourself",
+            OTHER_WRITABLE | GROUP_WRITABLE | ACL => {
+                "the next handoff's end closes it, or change it yourself"
+            }
             _ => "`devcell down` clears its set-id bits (or remove it)",
         };
         format!(
@@ -105,6 +115,9 @@ impl Planted {
             UNSCANNED => "a folder devcell could not scan".to_string(),
             UNLISTABLE => "a folder its owner could not list".to_string(),
             OTHER_WRITABLE => "an entry every local user can write".to_string(),
+            GROUP_WRITABLE => {
+                "an entry the owner's primary group, shared with other users, can write".to_string()
+            }
             ACL => "an entry with an access control list for other users".to_string(),
             kind => format!("a {kind} file"),
         }
@@ -125,6 +138,10 @@ impl Planted {
             (UNLISTABLE, false) => "it could not be made readable: remove it",
             (OTHER_WRITABLE, true) => "the write permission for others was removed",
             (OTHER_WRITABLE, false) => "the write permission for others could not be removed",
+            (GROUP_WRITABLE, true) => "the write permission for the shared group was removed",
+            (GROUP_WRITABLE, false) => {
+                "the write permission for the shared group could not be removed"
+            }
             (ACL, true) => "its access control lists were removed",
             (ACL, false) => "its access control lists could not be removed",
             (DIRECTORY, true) => "its set-gid bit was cleared",
@@ -167,7 +184,7 @@ pub fn scan_and_clear_with(root: &Path, options: ScanOptions) -> Vec<Planted> {
     let mut seen = 0usize;
     let parent = Parent::of(&stat);
     if options.other_writable {
-        open_to_others(&fd, &stat, Path::new("."), &mut out);
+        open_to_others(&fd, &stat, Path::new("."), options.shared_group, &mut out);
     }
     let mut walk = Walk {
         options,
@@ -184,6 +201,12 @@ pub fn scan_and_clear_with(root: &Path, options: ScanOptions) -> Vec<Planted> {
 /// directory) that is not inside the root or an earlier one: their findings have absolute
 /// paths.
 pub fn scan_and_clear_each(root: &Path, others: &[PathBuf], options: ScanOptions) -> Vec<Planted> {
+    let mut options = options;
+    if options.other_writable && options.shared_group.is_none() {
+        options.shared_group = rustix::fs::stat(root)
+            .ok()
+            .and_then(|s| host_shared_group(s.st_uid));
+    }
     let mut out = scan_and_clear_with(root, options);
     let mut scanned: Vec<&Path> = vec![root];
     let mut others: Vec<&PathBuf> = others.iter().collect();
@@ -279,7 +302,7 @@ impl Walk<'_> {
                 && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
                 && let Some(fd) = reopen(dir, name, &stat)
             {
-                open_to_others(&fd, &stat, &path, out);
+                open_to_others(&fd, &stat, &path, options.shared_group, out);
             }
             match FileType::from_raw_mode(stat.st_mode) {
                 FileType::Directory if depth >= MAX_DEPTH => out.push(Planted {
@@ -297,7 +320,7 @@ impl Walk<'_> {
                     ) {
                         Ok(sub) => {
                             if options.other_writable {
-                                open_to_others(&sub, &stat, &path, out);
+                                open_to_others(&sub, &stat, &path, options.shared_group, out);
                             }
                             let Some(inherits) =
                                 judge_folder(&sub, parent, &path, options.report_only, out)
@@ -447,6 +470,39 @@ fn reopen(dir: &impl AsFd, name: &OsStr, judged: &rustix::fs::Stat) -> Option<Ow
     .then_some(fd)
 }
 
+/// The primary group of user `owner` when another user of the host is in it (attack L8):
+/// another `passwd` entry has it as its primary group, or the `group` entry of that id lists
+/// a member other than the owner. `None` for a private group (most distributions give each
+/// user their own), an owner `passwd` does not know, or a group only the owner is in.
+pub fn shared_primary_group(owner: u32, passwd: &str, group: &str) -> Option<u32> {
+    let users = crate::engine::passwd::parse(passwd);
+    let me = users.iter().find(|u| u.uid == owner)?;
+    let gid = me.gid;
+    let by_primary = users.iter().any(|u| u.gid == gid && u.uid != owner);
+    let by_member = group.lines().any(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        fields.len() >= 4
+            && fields[2].trim().parse::<u32>() == Ok(gid)
+            && fields[3]
+                .split(',')
+                .map(str::trim)
+                .any(|m| !m.is_empty() && m != me.name)
+    });
+    (by_primary || by_member).then_some(gid)
+}
+
+/// [`shared_primary_group`] of `owner` on this host: `/etc/passwd` and `/etc/group` read
+/// without following links and bounded (1 MiB each); `None` when either cannot be read.
+fn host_shared_group(owner: u32) -> Option<u32> {
+    let read = |path: &str| {
+        crate::security::host_path::read_no_follow(Path::new(path), 1 << 20)
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    shared_primary_group(owner, &read("/etc/passwd")?, &read("/etc/group")?)
+}
+
 /// The `/proc/self/fd` name of a descriptor: the file it holds (never a link the container
 /// made), for the calls that refuse an `O_PATH` descriptor.
 fn proc_path(fd: &impl AsFd) -> String {
@@ -465,7 +521,17 @@ fn chmod_held(fd: &impl AsFd, mode: u32) -> bool {
 /// to named others (an access ACL with more than the mode's entries, or a folder's default
 /// ACL) is closed again and named: another user could rewrite what the owner runs, or move
 /// the owner's `.git` away.
-fn open_to_others(fd: &impl AsFd, stat: &rustix::fs::Stat, path: &Path, out: &mut Vec<Planted>) {
+///
+/// Attack L8: where the owner's primary group is `shared_group` (other users of the host are
+/// in it), an entry of that group with `g+w` lets them rewrite it too: `g+w` is cleared as
+/// well (kind `group-writable`).
+fn open_to_others(
+    fd: &impl AsFd,
+    stat: &rustix::fs::Stat,
+    path: &Path,
+    shared_group: Option<u32>,
+    out: &mut Vec<Planted>,
+) {
     let mode = stat.st_mode & 0o7777;
     if mode & 0o002 != 0 {
         out.push(Planted {
@@ -473,6 +539,15 @@ fn open_to_others(fd: &impl AsFd, stat: &rustix::fs::Stat, path: &Path, out: &mu
             kind: OTHER_WRITABLE.to_string(),
             mode,
             cleared: chmod_held(fd, mode & !0o002),
+        });
+    }
+    let mode = mode & !0o002;
+    if mode & 0o020 != 0 && shared_group == Some(stat.st_gid) {
+        out.push(Planted {
+            path: path.to_path_buf(),
+            kind: GROUP_WRITABLE.to_string(),
+            mode,
+            cleared: chmod_held(fd, mode & !0o020),
         });
     }
     let at = proc_path(fd);
@@ -764,6 +839,63 @@ mod tests {
         assert_eq!(mode(&ws.join("tools")), 0o1775);
         assert_eq!(mode(&ws.join("tools/ok.sh")), 0o644);
         assert!(found[0].message(&ws).contains("others was removed"));
+    }
+
+    /// Attack L8: where other users of the host share the owner's primary group, a
+    /// group-writable entry of that group is closed after a handoff (`group-writable`); a
+    /// private group (the usual layout) changes nothing.
+    #[test]
+    fn group_write_is_cleared_only_where_the_primary_group_is_shared() {
+        use std::os::unix::fs::MetadataExt as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        let passwd = "root:x:0:0::/root:/bin/sh\nana:x:1000:100::/home/ana:/bin/sh\n\
+                      bo:x:1001:100::/home/bo:/bin/sh\ncy:x:1002:1002::/home/cy:/bin/sh\n\
+                      di:x:1003:1003::/home/di:/bin/sh\n";
+        let group = "users:x:100:\ncy:x:1002:\ndi:x:1003:di,ana\n";
+        assert_eq!(shared_primary_group(1000, passwd, group), Some(100));
+        assert_eq!(shared_primary_group(1002, passwd, group), None);
+        assert_eq!(shared_primary_group(1003, passwd, group), Some(1003));
+        assert_eq!(shared_primary_group(4242, passwd, group), None);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("run.sh"), "echo\n").unwrap();
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        set(&ws, 0o775);
+        set(&ws.join("run.sh"), 0o664);
+        let gid = std::fs::metadata(&ws).unwrap().gid();
+        let scan = |shared_group| {
+            scan_and_clear_with(
+                &ws,
+                ScanOptions {
+                    other_writable: true,
+                    shared_group,
+                    ..ScanOptions::default()
+                },
+            )
+        };
+        assert!(scan(Some(gid + 1)).is_empty(), "another group: untouched");
+        assert_eq!(mode(&ws.join("run.sh")), 0o664);
+        let found = scan(Some(gid));
+        let mut kinds: Vec<(String, &str, bool)> = found
+            .iter()
+            .map(|p| (p.path.display().to_string(), p.kind.as_str(), p.cleared))
+            .collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            [
+                (".".to_string(), GROUP_WRITABLE, true),
+                ("run.sh".to_string(), GROUP_WRITABLE, true),
+            ]
+        );
+        assert_eq!(mode(&ws), 0o755);
+        assert_eq!(mode(&ws.join("run.sh")), 0o644);
+        assert!(found[0].message(&ws).contains("shared group was removed"));
     }
 
     /// Attack K6 by an access control list: an entry for another user (written as the

@@ -32,6 +32,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::build_stages::Reach;
 use super::error::{Result, SecurityError};
 use super::host_path::Places;
 use super::policy::{Grants, Permission, PermissionRequest, Source, judge, normalize_cap};
@@ -421,7 +422,10 @@ pub fn build_bases(model: &Value) -> Vec<(String, Vec<String>)> {
                 .flatten()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                 .collect();
-            Some((name.clone(), base_images(&text, &args)))
+            // Compose builds with BuildKit: only the stages the target needs
+            let target = build.get("target").and_then(Value::as_str);
+            let bases = base_images(&text, &args, target, Reach::Needed);
+            Some((name.clone(), bases))
         })
         .filter(|(_, bases)| !bases.is_empty())
         .collect()

@@ -70,6 +70,9 @@ pub struct Grants {
     /// it writable by the container; `uncovered-git:*` for every one, and for a walk cut at
     /// its bound (`handoff::nested_git`, spec-note 0400).
     pub uncovered_git: BTreeSet<String>,
+    /// `registry:<host[:port]>` (lowercased): a registry host fetched from under a closed
+    /// network that the committed configuration does not name (attack K12).
+    pub registries: BTreeSet<String>,
 }
 
 impl Grants {
@@ -80,7 +83,7 @@ impl Grants {
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
     /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`,
-    /// `gpu`, `uncovered-git:<workspace-relative path | *>`.
+    /// `gpu`, `uncovered-git:<workspace-relative path | *>`, `registry:<host[:port]>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -224,6 +227,14 @@ impl Grants {
                 }
                 self.uncovered_git.insert(p.to_string());
             }
+            Some(("registry", h)) => {
+                if h.is_empty() || h.contains(['/', '@']) || h.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "expected a registry host, with its port if it has one (`registry:registry.example.com`, `registry:docker.io`)",
+                    ));
+                }
+                self.registries.insert(h.to_ascii_lowercase());
+            }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {
                     return Err(bad(
@@ -277,6 +288,7 @@ impl Grants {
             Permission::Volume(v) => self.volumes.contains(v),
             Permission::ImageTag(t) => self.image_tags.contains(t),
             Permission::RemoteBuildContext(u) => self.build_contexts.contains(u),
+            Permission::Registry(h) => self.registries.contains(h),
             // an interpolated path is granted only as written: `${X}` may hold `..`
             Permission::ComposeFile(p) if p.contains('$') => self.compose_files.contains(p),
             Permission::ComposeFile(p) => self

