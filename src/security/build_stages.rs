@@ -34,7 +34,8 @@ struct Stage {
 /// The stages of `text`, with the build's `args` (over the `ARG` defaults before the first
 /// `FROM`) expanded in what each stage names.
 fn stages(text: &str, args: &BTreeMap<String, String>) -> Vec<Stage> {
-    let escape = super::dockerfile::escape_char(text);
+    // Read as the builder reads it: a leading BOM dropped before the directives (attack M3).
+    let (text, escape) = super::dockerfile::read(text);
     let mut defaults = args.clone();
     let mut stages: Vec<Stage> = Vec::new();
     for instruction in super::dockerfile::dockerfile_instructions(text, escape) {

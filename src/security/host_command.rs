@@ -25,6 +25,9 @@ use crate::security::host_path::{read_no_follow, resolve};
 use crate::security::permissions::{CoveredFile, HostCommand};
 use crate::security::policy::{is_within, normalize_path};
 
+mod shape;
+pub use shape::{MAX_DEPTH, PRINTS_ONLY, READS_PROJECT, RUNS_OTHERS, is_literal};
+
 /// The largest workspace file a grant covers; a larger one named by a command makes it a
 /// one-run grant.
 pub const MAX_COVERED_BYTES: u64 = 16 * 1024 * 1024;
@@ -50,21 +53,39 @@ pub fn cover_command(
     workspace: &Path,
 ) -> HostCommand {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    cover_command_with(command, argv, cwd, workspace, home.as_deref())
+    let path = std::env::var_os("PATH");
+    cover_command_with(
+        command,
+        argv,
+        cwd,
+        workspace,
+        home.as_deref(),
+        path.as_deref(),
+    )
 }
 
 /// [`cover_command`] with the host's home folder given (`$HOME`, `~`; `None`: unknown, so a
-/// word using it is not pinned).
+/// word using it is not pinned) and its `PATH` (`None`: unknown, so no program is found by
+/// name).
 fn cover_command_with(
     command: String,
     argv: &[String],
     cwd: &Path,
     workspace: &Path,
     home: Option<&Path>,
+    path: Option<&std::ffi::OsStr>,
 ) -> HostCommand {
     let texts: Vec<String> = argv.iter().map(|a| expand_known(a, cwd, home)).collect();
     let words = words_of(texts.iter().map(String::as_str));
     let mut covered = cover(command, &words, &[cwd.to_path_buf()], workspace);
+    let (root, roots) = roots_of(workspace);
+    let place = shape::Place {
+        cwd,
+        root: &root,
+        roots: &roots,
+        path,
+    };
+    join(&mut covered, shape::judge_argv(&texts, &place));
     let expanded = expanded_when_run(texts.iter().map(String::as_str));
     if !expanded.is_empty() {
         let shown: Vec<String> = expanded
@@ -147,7 +168,10 @@ fn expanded_when_run<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<Strin
     let mut found = BTreeSet::new();
     for text in texts {
         for token in nested_tokens(text) {
-            let expands = token.contains(['$', '`', '*', '?', '['])
+            // `[` alone is the test builtin, not a glob
+            let glob_bracket = token.contains('[') && !matches!(token.text.as_str(), "[" | "]");
+            let expands = token.contains(['$', '`', '*', '?'])
+                || glob_bracket
                 || token.starts_with('~')
                 || token.contains("=~")
                 || brace_expansion(&token);
@@ -242,7 +266,36 @@ pub fn cover_provider(command: String, provider: &Value, workspace: &Path) -> Ho
     if let Ok(here) = std::env::current_dir() {
         bases.push(here);
     }
-    cover(command, &words, &bases, workspace)
+    let mut covered = cover(command, &words, &bases, workspace);
+    let (root, roots) = roots_of(workspace);
+    let place = shape::Place {
+        cwd: workspace,
+        root: &root,
+        roots: &roots,
+        path: None,
+    };
+    join(&mut covered, shape::judge_provider(program, &place));
+    covered
+}
+
+/// The workspace folder canonical, and as given and canonical (as text).
+fn roots_of(workspace: &Path) -> (PathBuf, [String; 2]) {
+    let root = resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let roots = [text(workspace), text(&root)];
+    (root, roots)
+}
+
+/// Adds what [`shape`] judged to `covered`: its pinned files, and why the command is a one-run
+/// grant (each reason an entry of [`HostCommand::uncovered`]).
+fn join(covered: &mut HostCommand, judged: shape::Judged) {
+    let mut files: BTreeSet<CoveredFile> = covered.files.drain(..).collect();
+    files.extend(judged.files);
+    covered.files = files.into_iter().collect();
+    for reason in judged.reasons {
+        if !covered.uncovered.contains(&reason) {
+            covered.uncovered.push(reason);
+        }
+    }
 }
 
 /// Every string in `value`, in order.
@@ -383,6 +436,11 @@ mod tests {
         vec!["/bin/sh".into(), "-c".into(), s.into()]
     }
 
+    /// This machine's `PATH` (the shells and tools the tests name are on it).
+    fn path() -> Option<std::ffi::OsString> {
+        std::env::var_os("PATH")
+    }
+
     /// The words of a shell string that name workspace files are covered, with their
     /// content's digest; words naming nothing, or something outside, are not.
     #[test]
@@ -490,8 +548,16 @@ mod tests {
         std::fs::write(ws.join(".devcontainer/init.d/10-setup.sh"), "echo v1\n").unwrap();
         std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
         std::fs::write(home.join("x.sh"), "echo home\n").unwrap();
-        let cover =
-            |line: &str| cover_command_with(line.into(), &argv(line), &ws, &ws, Some(&home));
+        let cover = |line: &str| {
+            cover_command_with(
+                line.into(),
+                &argv(line),
+                &ws,
+                &ws,
+                Some(&home),
+                path().as_deref(),
+            )
+        };
         for (line, word) in [
             (
                 "for f in .devcontainer/init.d/*.sh; do sh \"$f\"; done",
@@ -540,7 +606,14 @@ mod tests {
         // `$PWDX` is another variable, not `$PWD`
         assert!(cover("sh $PWDX/init.sh").digest().is_none());
         // without a known home, `~` is not pinned
-        let c = cover_command_with("sh ~/x.sh".into(), &argv("sh ~/x.sh"), &ws, &ws, None);
+        let c = cover_command_with(
+            "sh ~/x.sh".into(),
+            &argv("sh ~/x.sh"),
+            &ws,
+            &ws,
+            None,
+            path().as_deref(),
+        );
         assert!(c.digest().is_none(), "{c:?}");
     }
 
@@ -554,7 +627,9 @@ mod tests {
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
         std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
-        let cover = |line: &str| cover_command_with(line.into(), &argv(line), &ws, &ws, None);
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
         for line in [
             r#"sh -c "sh .devcontainer/in''it.sh""#,
             r#"sh -c "sh .devcontainer/in\"\"it.sh""#,
@@ -580,9 +655,10 @@ mod tests {
             let c = cover(line);
             assert!(c.digest().is_none(), "{line}: {c:?}");
         }
-        // plain nested commands stay standing grants that pin their script
+        // plain nested commands stay standing grants that pin their script; a `cd` in one
+        // does not (M2)
         let c = cover("bash -c 'cd /tmp && sh \"$PWD/x\"' ; sh -c 'sh .devcontainer/init.sh'");
-        assert!(c.uncovered.iter().all(|u| u.contains("$PWD/x")), "{c:?}");
+        assert!(c.uncovered.iter().any(|u| u.starts_with("`cd`")), "{c:?}");
         let c = cover("sh -c 'sh .devcontainer/init.sh'");
         assert!(c.digest().is_some(), "{c:?}");
         assert_eq!(c.files.len(), 1, "{c:?}");
@@ -592,5 +668,195 @@ mod tests {
             deep = format!("sh -c {}", shlex::try_quote(&deep).unwrap());
         }
         assert!(cover(&deep).digest().is_none());
+    }
+
+    /// A workspace with `.devcontainer/init.sh`, `.devcontainer/init-tool`, `tools/init.py`,
+    /// `x.js` and `sub/x.sh`, and a judge of string commands run in it with this machine's
+    /// `PATH`.
+    fn attack_workspace() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        for (file, body) in [
+            (".devcontainer/init.sh", "echo v1\n"),
+            (".devcontainer/init-tool", "#!/bin/sh\necho v1\n"),
+            (".devcontainer/x.js", "1\n"),
+            (".devcontainer/scripts/x.sh", "echo v1\n"),
+            ("tools/init.py", "print(1)\n"),
+            ("tools/__init__.py", "\n"),
+            ("sub/x.sh", "echo v1\n"),
+        ] {
+            std::fs::create_dir_all(ws.join(file).parent().unwrap()).unwrap();
+            std::fs::write(ws.join(file), body).unwrap();
+        }
+        (dir, ws)
+    }
+
+    /// Attacks M1 and M2: a command that reaches a workspace file some way its words do not
+    /// name (a colon list, a `cd` glued to a flag, extglob, an option value glued to its
+    /// flag, a module name, `/proc/self/cwd`, `cd ..`, a program that searches on its own)
+    /// got a standing grant that pinned nothing, and the agent's rewrite of the file ran on
+    /// the host. Each is now a one-run grant whose request names the word that made it so.
+    #[test]
+    fn a_command_reaching_a_workspace_file_by_another_way_is_a_one_run_grant() {
+        let (dir, ws) = attack_workspace();
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
+        let ws_name = ws.file_name().unwrap().to_str().unwrap().to_string();
+        let dotdot = format!("cd .. && sh {ws_name}/.devcontainer/init.sh");
+        for (line, word) in [
+            ("PATH=.devcontainer:/usr/bin:/bin init-tool", "`PATH="),
+            ("CDPATH=:.devcontainer cd sub && ./x", "`CDPATH="),
+            ("LD_LIBRARY_PATH=lib:/usr/lib true", "`LD_LIBRARY_PATH="),
+            ("env -C.devcontainer ./init.sh", "`env`"),
+            ("bash -O extglob -c \"sh .devcontainer/@(init).sh\"", "`(`"),
+            ("perl -I.devcontainer -Minit -e1", "`perl`"),
+            ("node -r./.devcontainer/x.js -e1", "`node`"),
+            ("python3 -m tools.init", "`python3`"),
+            (
+                "sh /proc/self/cwd/.devcontainer/init.sh",
+                "`/proc/self/cwd/",
+            ),
+            (dotdot.as_str(), "`cd`"),
+            ("find -name init.sh -exec sh {} +", "`{`"),
+            ("find -name init.sh -print", "`find`"),
+            ("init-tool", "`init-tool`"),
+            ("sh init-tool", "`init-tool`"),
+            (
+                "cat .devcontainer/missing.conf",
+                "`.devcontainer/missing.conf`",
+            ),
+            ("cp -r .devcontainer /tmp/x", "`.devcontainer`"),
+            ("make -C tools", "`make`"),
+            ("npm run init", "`npm`"),
+            ("git submodule update --init", "`git`"),
+            ("docker compose up -d", "`docker`"),
+            ("sh -s < /dev/stdin", "`/dev/stdin`"),
+            ("echo hi &", "`&`"),
+            ("if true; then sh .devcontainer/init.sh; fi", "`if`"),
+            ("eval sh .devcontainer/init.sh", "`eval`"),
+            ("xargs sh < list", "`xargs`"),
+            (
+                "sh .devcontainer/init.sh :.devcontainer",
+                "`:.devcontainer`",
+            ),
+            ("ls --hide=lib:.", "`lib:.`"),
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+            assert!(
+                c.uncovered.iter().any(|u| u.starts_with(word)),
+                "{line}: {word} not named in {c:?}"
+            );
+        }
+        // a `PATH` searching a relative folder or the workspace first is not trusted
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for entries in [
+            format!(".devcontainer:{}", bin.display()),
+            format!("{}:{}", ws.join(".devcontainer").display(), bin.display()),
+            format!(":{}", bin.display()),
+        ] {
+            let c = cover_command_with(
+                "true".into(),
+                &["mytool".to_string()],
+                &ws,
+                &ws,
+                None,
+                Some(std::ffi::OsStr::new(&entries)),
+            );
+            assert!(
+                c.uncovered.iter().any(|u| u.contains("`PATH` searches")),
+                "{entries}: {c:?}"
+            );
+        }
+    }
+
+    /// What stays a standing grant: a shell or a path running a pinned workspace script (its
+    /// digest joins the grant), programs found on `PATH` outside the workspace with literal
+    /// words, absolute paths outside the workspace, what prints only.
+    #[test]
+    fn plain_commands_stay_standing_grants_that_pin_their_script() {
+        let (dir, ws) = attack_workspace();
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
+        let outside = dir.path().join("host.sh");
+        std::fs::write(&outside, "x").unwrap();
+        let abs_outside = format!("sh {} --fast", outside.display());
+        let abs_inside = format!("sh {}", ws.join(".devcontainer/init.sh").display());
+        for (line, pinned) in [
+            ("sh .devcontainer/init.sh", Some(".devcontainer/init.sh")),
+            (
+                "bash .devcontainer/scripts/x.sh arg",
+                Some(".devcontainer/scripts/x.sh"),
+            ),
+            ("./.devcontainer/init.sh", Some(".devcontainer/init.sh")),
+            (
+                "bash -e .devcontainer/init.sh 1.2.3 --name=x",
+                Some(".devcontainer/init.sh"),
+            ),
+            (".devcontainer/init-tool", Some(".devcontainer/init-tool")),
+            (abs_inside.as_str(), Some(".devcontainer/init.sh")),
+            (
+                "sh -c 'sh .devcontainer/init.sh' && echo done",
+                Some(".devcontainer/init.sh"),
+            ),
+            (
+                "mkdir -p /tmp/x && sh .devcontainer/init.sh > /dev/null 2>&1",
+                Some(".devcontainer/init.sh"),
+            ),
+            ("echo hi", None),
+            ("echo 'Setting up the workspace...'", None),
+            ("mkdir -p /tmp/x", None),
+            ("true", None),
+            ("[ -f .env ] || echo missing", None),
+            (abs_outside.as_str(), None),
+            ("docker pull busybox", None),
+        ] {
+            let c = cover(line);
+            assert!(c.uncovered.is_empty(), "{line}: {c:?}");
+            assert!(c.digest().is_some(), "{line}: {c:?}");
+            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            match pinned {
+                Some(file) => assert_eq!(paths, [file], "{line}: {c:?}"),
+                None => assert!(paths.is_empty(), "{line}: {c:?}"),
+            }
+        }
+        // the array form: argv run directly
+        let argv = ["bash".to_string(), ".devcontainer/init.sh".to_string()];
+        let c = cover_command_with("x".into(), &argv, &ws, &ws, None, path().as_deref());
+        assert!(c.uncovered.is_empty() && c.files.len() == 1, "{c:?}");
+        let argv = [
+            "touch".to_string(),
+            dir.path().join("m").display().to_string(),
+        ];
+        let c = cover_command_with("x".into(), &argv, &ws, &ws, None, path().as_deref());
+        assert!(c.uncovered.is_empty() && c.files.is_empty(), "{c:?}");
+    }
+
+    /// The literal rule: what cannot name a path a program looks up.
+    #[test]
+    fn a_literal_word_holds_no_path_character() {
+        for word in ["hi", "-p", "--force", "1.2.3", "a_b-c+d,e@f%g", "", "KEY=v"] {
+            assert!(is_literal(word), "{word}");
+        }
+        for word in [
+            "init.sh",
+            ".",
+            "..",
+            "a/b",
+            "a:b",
+            "-I.devcontainer",
+            "tools.init",
+            "~",
+            "*",
+            "@(x)",
+            "$X",
+            "a b",
+            "x?",
+        ] {
+            assert!(!is_literal(word), "{word}");
+        }
     }
 }

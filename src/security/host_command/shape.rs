@@ -1,0 +1,810 @@
+//! Whether a host command is one a standing grant may cover: every word of it understood and
+//! safe (attacks M1, M2; spec-note 0410). The words a grant pins are only those the command
+//! names; a command that reaches a workspace file some other way (`PATH=.devcontainer:…`,
+//! `cd .. && sh ws/x.sh`, `env -C.devcontainer ./x`, `node -r./x.js`, `/proc/self/cwd/…`,
+//! `find … -exec sh {} +`) ran whatever the agent later wrote there under a grant that pinned
+//! nothing. So the judgement is inverted: a command is a standing grant only when each of its
+//! simple commands has this shape, and anything else is a one-run grant whose request names
+//! the word or shape that made it so.
+//!
+//! - **Shape**: simple commands joined by `&&`, `||`, `;`, `|` or a line break; each word
+//!   unquoted plain text or `'…'`/`"…"` without `$`, a backquote, a backslash or `!` inside;
+//!   redirections `<`, `>`, `>>` (an optional file descriptor number before, `>&N`). No
+//!   assignment word (`NAME=value`), no control structure or keyword, no subshell, group,
+//!   substitution, glob, extglob, brace, `~`, `&`, heredoc or comment-hidden quoting.
+//! - **Program**: a plain name that is one of the [`PRINTS_ONLY`] builtins, or is found on the
+//!   host's `PATH` (devcell's) in an absolute folder outside the workspace before any relative
+//!   or workspace entry; or a path to a regular workspace file (pinned), or an absolute path
+//!   outside the workspace (not through `/proc` or `/dev`). Not one of [`RUNS_OTHERS`]
+//!   (programs that run, find or re-aim other commands: `cd`, `env`, `exec`, `eval`, `xargs`,
+//!   `find`, …) nor one of [`READS_PROJECT`] (programs that read project files on their own
+//!   from the folder they run in: `make`, `npm`, `node`, `python`, `git`, …). Unknown programs
+//!   are judged by their words only.
+//! - **Shells** (`sh`, `bash`, …): options, then `-c <string>` (the string judged the same way,
+//!   up to [`MAX_DEPTH`] levels) or a script that is a pinned workspace file or a path outside
+//!   the workspace. `perl` and `ruby` likewise, a script right after the program.
+//! - **Arguments** (and redirection targets): a pinned workspace file, an absolute path outside
+//!   the workspace (resolved, not through `/proc` or `/dev/fd`), a `--flag=value` or
+//!   `key=value` whose value is one of these, or a literal ([`is_literal`]).
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::path::Path;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::security::host_path::{read_no_follow, resolve};
+use crate::security::permissions::CoveredFile;
+use crate::security::policy::{is_within, normalize_path};
+
+use super::MAX_COVERED_BYTES;
+
+/// How many shells deep a `sh -c "…"` string is judged; deeper is a one-run grant.
+pub const MAX_DEPTH: usize = 4;
+
+/// Builtins whose arguments are never read as paths nor run: they print or test strings and
+/// file metadata (`echo`, `printf`, `true`, `false`, `:`, `test`, `[`). Their arguments are
+/// free; their redirections are judged.
+pub const PRINTS_ONLY: &[&str] = &["echo", "printf", "true", "false", ":", "test", "["];
+
+/// Programs and builtins that run another command, find one, or change where or how it runs
+/// or what the shell reads: what they run is not a word devcell can pin.
+pub const RUNS_OTHERS: &[&str] = &[
+    ".",
+    "alias",
+    "builtin",
+    "busybox",
+    "cd",
+    "chroot",
+    "chrt",
+    "command",
+    "coproc",
+    "declare",
+    "doas",
+    "enable",
+    "env",
+    "eval",
+    "exec",
+    "export",
+    "fakeroot",
+    "find",
+    "flock",
+    "hash",
+    "ionice",
+    "local",
+    "ltrace",
+    "nice",
+    "nohup",
+    "nsenter",
+    "parallel",
+    "popd",
+    "proot",
+    "pushd",
+    "read",
+    "readonly",
+    "run-parts",
+    "runuser",
+    "script",
+    "set",
+    "setsid",
+    "sg",
+    "shopt",
+    "source",
+    "stdbuf",
+    "strace",
+    "su",
+    "sudo",
+    "systemd-run",
+    "taskset",
+    "time",
+    "timeout",
+    "trap",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unset",
+    "unshare",
+    "watch",
+    "xargs",
+];
+
+/// Programs that read project files on their own from the folder they run in (a `Makefile`,
+/// `package.json` and its scripts, `node_modules`, Python's current folder on `sys.path`,
+/// `.git/config`, a build file, a tool-version file): a grant of their command line pins none
+/// of what they run. Matched on the program's name; `python*`, `pip*` and `node*` by prefix.
+pub const READS_PROJECT: &[&str] = &[
+    "ansible-playbook",
+    "ant",
+    "asdf",
+    "bazel",
+    "bazelisk",
+    "bun",
+    "bundle",
+    "bundler",
+    "bunx",
+    "cargo",
+    "cmake",
+    "composer",
+    "corepack",
+    "deno",
+    "devcontainer",
+    "direnv",
+    "docker-compose",
+    "dotnet",
+    "git",
+    "gmake",
+    "go",
+    "go-task",
+    "gradle",
+    "gradlew",
+    "hatch",
+    "java",
+    "javac",
+    "just",
+    "kotlin",
+    "lefthook",
+    "make",
+    "meson",
+    "mise",
+    "mix",
+    "msbuild",
+    "mvn",
+    "mvnw",
+    "ninja",
+    "nix",
+    "nix-shell",
+    "npm",
+    "npx",
+    "pdm",
+    "php",
+    "pipenv",
+    "pipx",
+    "pnpm",
+    "pnpx",
+    "podman-compose",
+    "poetry",
+    "pre-commit",
+    "pytest",
+    "rake",
+    "rustup",
+    "sbt",
+    "task",
+    "terraform",
+    "tox",
+    "nox",
+    "uv",
+    "uvx",
+    "yarn",
+    "yarnpkg",
+];
+
+/// Name prefixes of [`READS_PROJECT`] programs (`python3.12`, `pip3`, `nodejs`).
+const READS_PROJECT_PREFIXES: &[&str] = &["python", "pip", "node"];
+
+/// `docker`/`podman` subcommands that read the project on their own (a Compose file, a build
+/// context and its Dockerfile).
+const ENGINE_BUILDS: &[&str] = &["compose", "build", "buildx", "bake", "stack", "image"];
+
+/// Shells whose command line devcell reads: options, then `-c <string>` or a script.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh",
+];
+
+/// Interpreters that run a script named right after the program.
+const SCRIPT_RUNNERS: &[&str] = &["perl", "ruby"];
+
+/// Shell words that open a control structure or are reserved.
+const KEYWORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+    "select", "function", "in", "!", "{", "}", "[[", "]]",
+];
+
+/// Where a command's words are judged.
+pub struct Place<'a> {
+    /// The folder the command runs in.
+    pub cwd: &'a Path,
+    /// The workspace folder, canonical.
+    pub root: &'a Path,
+    /// The workspace folder as given and canonical (a path lexically inside either is the
+    /// workspace's).
+    pub roots: &'a [String],
+    /// The host's `PATH` as devcell sees it (`None`: unknown, so no plain name is found).
+    pub path: Option<&'a OsStr>,
+}
+
+/// What the judgement found: the workspace files pinned and why the command cannot be a
+/// standing grant (empty: it can).
+#[derive(Default, Debug)]
+pub struct Judged {
+    /// Workspace files the command runs or reads by name, with their content's digest.
+    pub files: BTreeSet<CoveredFile>,
+    /// Each word or shape that makes the command a one-run grant, with why.
+    pub reasons: BTreeSet<String>,
+}
+
+impl Judged {
+    fn refuse(&mut self, word: &str, why: &str) {
+        let shown: String = word.chars().take(80).collect();
+        self.reasons.insert(format!("`{shown}` ({why})"));
+    }
+}
+
+/// Judges the argv `argv` run directly (no shell reads it; the first element is the program).
+pub fn judge_argv(argv: &[String], place: &Place<'_>) -> Judged {
+    let mut out = Judged::default();
+    let words: Vec<Word> = argv
+        .iter()
+        .map(|a| Word {
+            text: a.clone(),
+            quoted: true,
+        })
+        .collect();
+    simple(&words, &[], place, 0, &mut out);
+    out
+}
+
+/// Judges a Compose provider's `type` when that is a path (a plain name is a program Compose
+/// looks up itself, never in the folder it runs in). Its `options` are values Compose hands to
+/// the program (a model name `ai/small`), judged by the words they name only (the module
+/// docs of [`super`]): no shell reads them.
+pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
+    let mut out = Judged::default();
+    if program_word.contains('/') {
+        program(program_word, place, &mut out);
+    }
+    out
+}
+
+/// One shell word after quote removal.
+#[derive(Debug, Clone)]
+struct Word {
+    text: String,
+    /// Whether any part of it was quoted (a quoted word is never a keyword nor an assignment).
+    quoted: bool,
+}
+
+/// A redirection's target word (`None` for `>&N`, a descriptor).
+#[derive(Debug)]
+struct Redirect {
+    target: Option<Word>,
+}
+
+/// One simple command: its words and redirections.
+#[derive(Debug, Default)]
+struct Simple {
+    words: Vec<Word>,
+    redirects: Vec<Redirect>,
+}
+
+/// Judges the shell string `text` (what `sh -c` runs).
+fn shell(text: &str, place: &Place<'_>, depth: usize, out: &mut Judged) {
+    if depth >= MAX_DEPTH {
+        out.refuse(text, "a shell string nested deeper than devcell reads");
+        return;
+    }
+    match lex(text) {
+        Ok(commands) => {
+            for command in commands {
+                simple(&command.words, &command.redirects, place, depth, out);
+            }
+        }
+        Err((word, why)) => out.refuse(&word, why),
+    }
+}
+
+/// The simple commands of `text`, or the first piece devcell does not read with why.
+fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
+    let mut commands: Vec<Simple> = vec![Simple::default()];
+    let mut word: Option<Word> = None;
+    // a redirection waiting for its target, as written
+    let mut pending: Option<String> = None;
+    let mut chars = text.chars().peekable();
+    let unread = |c: char, why: &'static str| Err((c.to_string(), why));
+    macro_rules! finish_word {
+        () => {
+            if let Some(w) = word.take() {
+                let current = commands.last_mut().expect("one command");
+                match pending.take() {
+                    Some(_) => current.redirects.push(Redirect { target: Some(w) }),
+                    None => current.words.push(w),
+                }
+            }
+        };
+    }
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => finish_word!(),
+            '\n' | ';' => {
+                finish_word!();
+                if c == ';' && chars.peek() == Some(&';') {
+                    return unread(c, "`;;` belongs to a control structure");
+                }
+                if pending.is_some() {
+                    return unread(c, "a redirection without its target");
+                }
+                commands.push(Simple::default());
+            }
+            '&' | '|' => {
+                finish_word!();
+                if pending.is_some() {
+                    return unread(c, "a redirection without its target");
+                }
+                match (c, chars.peek()) {
+                    ('&', Some('&')) | ('|', Some('|')) => {
+                        chars.next();
+                    }
+                    ('|', Some('&')) => return unread(c, "`|&` is not read by devcell"),
+                    ('|', _) => {}
+                    _ => return unread(c, "a command run in the background"),
+                }
+                commands.push(Simple::default());
+            }
+            '<' | '>' => {
+                let fd = match &word {
+                    Some(w) if !w.quoted && w.text.chars().all(|d| d.is_ascii_digit()) => {
+                        word.take().map(|w| w.text)
+                    }
+                    _ => None,
+                };
+                finish_word!();
+                if pending.is_some() {
+                    return unread(c, "a redirection without its target");
+                }
+                let mut op = fd.unwrap_or_default();
+                op.push(c);
+                match (c, chars.peek().copied()) {
+                    ('>', Some('>')) => {
+                        op.push('>');
+                        chars.next();
+                    }
+                    ('>', Some('&')) => {
+                        chars.next();
+                        let mut to = String::new();
+                        while let Some(d) = chars.peek().copied().filter(|d| d.is_ascii_digit()) {
+                            to.push(d);
+                            chars.next();
+                        }
+                        if to.is_empty() {
+                            return unread(c, "a redirection devcell does not read");
+                        }
+                        commands
+                            .last_mut()
+                            .expect("one command")
+                            .redirects
+                            .push(Redirect { target: None });
+                        continue;
+                    }
+                    (_, Some('<' | '>' | '&' | '|' | '(')) => {
+                        return unread(c, "a heredoc or redirection devcell does not read");
+                    }
+                    _ => {}
+                }
+                pending = Some(op);
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(|| Word {
+                    text: String::new(),
+                    quoted: true,
+                });
+                w.quoted = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(q) => w.text.push(q),
+                        None => return unread(c, "an unterminated quote"),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(|| Word {
+                    text: String::new(),
+                    quoted: true,
+                });
+                w.quoted = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some(q @ ('$' | '`' | '\\' | '!')) => {
+                            return unread(q, "expanded when the command runs");
+                        }
+                        Some(q) => w.text.push(q),
+                        None => return unread(c, "an unterminated quote"),
+                    }
+                }
+            }
+            '#' if word.is_none() => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        break;
+                    }
+                }
+                commands.push(Simple::default());
+            }
+            '$' | '`' | '*' | '?' | '~' | '!' => {
+                return unread(
+                    c,
+                    "expanded when the command runs (a variable, a substitution, a glob or `~`)",
+                );
+            }
+            '[' | ']' if word.is_none() && matches!(chars.peek(), None | Some(' ' | '\t')) => {
+                word = Some(Word {
+                    text: c.to_string(),
+                    quoted: false,
+                });
+            }
+            '(' | ')' | '{' | '}' | '[' | ']' | '\\' => {
+                return unread(
+                    c,
+                    "a subshell, a group, a glob, brace expansion or an escape devcell does not read",
+                );
+            }
+            c => word
+                .get_or_insert_with(|| Word {
+                    text: String::new(),
+                    quoted: false,
+                })
+                .text
+                .push(c),
+        }
+    }
+    finish_word!();
+    if pending.is_some() {
+        return Err(("<>".into(), "a redirection without its target"));
+    }
+    Ok(commands
+        .into_iter()
+        .filter(|c| !c.words.is_empty() || !c.redirects.is_empty())
+        .collect())
+}
+
+/// Judges one simple command.
+fn simple(
+    words: &[Word],
+    redirects: &[Redirect],
+    place: &Place<'_>,
+    depth: usize,
+    out: &mut Judged,
+) {
+    for redirect in redirects {
+        if let Some(target) = &redirect.target {
+            argument(&target.text, place, depth, out);
+        }
+    }
+    let Some(first) = words.first() else {
+        return;
+    };
+    let args = &words[1..];
+    if !first.quoted && KEYWORDS.contains(&first.text.as_str()) {
+        return out.refuse(&first.text, "a control structure devcell does not read");
+    }
+    if !first.quoted && is_assignment(&first.text) {
+        return out.refuse(
+            &first.text,
+            "an assignment: it changes where the shell or the program finds what it runs",
+        );
+    }
+    let name = match program(&first.text, place, out) {
+        Some(name) => name,
+        None => return,
+    };
+    if PRINTS_ONLY.contains(&name.as_str()) && !first.text.contains('/') {
+        return;
+    }
+    if RUNS_OTHERS.contains(&name.as_str()) {
+        return out.refuse(
+            &first.text,
+            "it runs, finds or re-aims other commands: what runs is not a word a grant pins",
+        );
+    }
+    if reads_project(&name, args) {
+        return out.refuse(
+            &first.text,
+            "it reads project files on its own from the folder it runs in, which a grant does \
+             not pin",
+        );
+    }
+    if SHELLS.contains(&name.as_str()) {
+        return shell_command(&first.text, args, place, depth, out);
+    }
+    if SCRIPT_RUNNERS.contains(&name.as_str()) {
+        return match args.split_first() {
+            Some((script, rest)) if !script.text.starts_with('-') => {
+                script_word(&script.text, place, out);
+                rest.iter()
+                    .for_each(|a| argument(&a.text, place, depth, out));
+            }
+            _ => out.refuse(
+                &first.text,
+                "an interpreter given options or no script: what it loads is not pinned",
+            ),
+        };
+    }
+    for arg in args {
+        argument(&arg.text, place, depth, out);
+    }
+}
+
+/// Whether `word` is an assignment word (`NAME=value`).
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '[' || c == ']')
+}
+
+/// Whether the program `name` with `args` reads project files on its own.
+fn reads_project(name: &str, args: &[Word]) -> bool {
+    if READS_PROJECT.contains(&name) || READS_PROJECT_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return true;
+    }
+    if matches!(name, "docker" | "podman" | "nerdctl") {
+        let sub = args.iter().find(|a| !a.text.starts_with('-'));
+        return sub.is_none_or(|s| ENGINE_BUILDS.contains(&s.text.as_str()));
+    }
+    false
+}
+
+/// The name of the program `word` runs (its last path part), or `None` (and a reason) when
+/// it is not one a standing grant may cover. A workspace file is pinned.
+fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<String> {
+    let name = word.rsplit('/').next().unwrap_or(word).to_string();
+    if word.contains('/') {
+        return match path_word(word, place) {
+            PathWord::Pinned(file) => {
+                out.files.insert(file);
+                Some(name)
+            }
+            PathWord::Outside => Some(name),
+            PathWord::Refused(why) => {
+                out.refuse(word, &why);
+                None
+            }
+            PathWord::Missing => {
+                out.refuse(word, "no such file in the workspace to pin");
+                None
+            }
+        };
+    }
+    if PRINTS_ONLY.contains(&word) || RUNS_OTHERS.contains(&word) || KEYWORDS.contains(&word) {
+        return Some(name);
+    }
+    match on_path(word, place) {
+        Ok(()) => Some(name),
+        Err(why) => {
+            out.refuse(word, &why);
+            None
+        }
+    }
+}
+
+/// Whether the plain program name `name` is found on `PATH` in an absolute folder outside the
+/// workspace before any entry that is relative, empty (the current folder) or in the
+/// workspace (where the shell would look first, and the agent can write).
+fn on_path(name: &str, place: &Place<'_>) -> Result<(), String> {
+    let Some(path) = place.path else {
+        return Err("`PATH` is unknown: devcell cannot tell which program runs".into());
+    };
+    for entry in std::env::split_paths(path) {
+        let shown = entry.display().to_string();
+        if !entry.is_absolute() {
+            return Err(format!(
+                "`PATH` searches `{shown}`, relative to the workspace, before the program"
+            ));
+        }
+        let resolved = resolve(&entry).unwrap_or_else(|_| entry.clone());
+        if place.roots.iter().any(|r| is_within(&shown, r))
+            || is_within(&text(&resolved), &text(place.root))
+        {
+            return Err(format!(
+                "`PATH` searches `{shown}`, in the workspace, before the program"
+            ));
+        }
+        let candidate = entry.join(name);
+        if let Ok(meta) = std::fs::metadata(&candidate)
+            && meta.is_file()
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            if meta.permissions().mode() & 0o111 != 0 {
+                return Ok(());
+            }
+        }
+    }
+    Err("not a program found on the host's `PATH` outside the workspace".into())
+}
+
+/// Judges the arguments of a shell: options, then `-c <string>` (judged as a shell string) or
+/// a script (pinned), then the script's arguments.
+fn shell_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, out: &mut Judged) {
+    let mut rest = args.iter();
+    let mut command_string = false;
+    while let Some(arg) = rest.next() {
+        let a = arg.text.as_str();
+        if matches!(a, "-o" | "+o" | "-O" | "+O") {
+            match rest.next() {
+                Some(v) if is_literal(&v.text) => continue,
+                _ => return out.refuse(a, "a shell option devcell does not read"),
+            }
+        }
+        if a == "--" {
+            break;
+        }
+        if matches!(
+            a,
+            "--norc" | "--noprofile" | "--login" | "--posix" | "--restricted"
+        ) {
+            continue;
+        }
+        let flags = a.strip_prefix('-').or_else(|| a.strip_prefix('+'));
+        match flags {
+            Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphabetic()) => {
+                if f.contains('s') {
+                    return out.refuse(a, "the shell reads its commands from standard input");
+                }
+                command_string |= f.contains('c');
+            }
+            Some(_) => return out.refuse(a, "a shell option devcell does not read"),
+            None => {
+                if command_string {
+                    shell(a, place, depth + 1, out);
+                } else {
+                    script_word(a, place, out);
+                }
+                for arg in rest {
+                    argument(&arg.text, place, depth, out);
+                }
+                return;
+            }
+        }
+    }
+    match rest.next() {
+        Some(a) if command_string => shell(&a.text, place, depth + 1, out),
+        Some(a) => script_word(&a.text, place, out),
+        None => out.refuse(program, "the shell reads its commands from standard input"),
+    }
+    for arg in rest {
+        argument(&arg.text, place, depth, out);
+    }
+}
+
+/// Judges a script an interpreter runs: a pinned workspace file or a file outside it.
+fn script_word(word: &str, place: &Place<'_>, out: &mut Judged) {
+    match path_word(word, place) {
+        PathWord::Pinned(file) => {
+            out.files.insert(file);
+        }
+        PathWord::Outside if word.starts_with('/') => {}
+        PathWord::Outside | PathWord::Missing => {
+            out.refuse(word, "a script that is no workspace file devcell can pin")
+        }
+        PathWord::Refused(why) => out.refuse(word, &why),
+    }
+}
+
+/// Judges one argument (or redirection target): see the module docs.
+fn argument(word: &str, place: &Place<'_>, depth: usize, out: &mut Judged) {
+    match path_word(word, place) {
+        PathWord::Pinned(file) => {
+            out.files.insert(file);
+            return;
+        }
+        PathWord::Outside if word.starts_with('/') => return,
+        PathWord::Refused(why) => return out.refuse(word, &why),
+        PathWord::Outside | PathWord::Missing => {}
+    }
+    if is_literal(word) {
+        return;
+    }
+    if let Some((key, value)) = word.split_once('=')
+        && is_literal(key.trim_start_matches('-'))
+        && depth < MAX_DEPTH
+        && !value.is_empty()
+    {
+        return argument(value, place, depth + 1, out);
+    }
+    out.refuse(
+        word,
+        "a word that may name a path devcell cannot pin (a relative path, `.`, `:` or a \
+         character a program may read as one)",
+    );
+}
+
+/// Whether `word` is a literal that cannot name a path a program would look up: ASCII
+/// letters, digits and `- _ + , @ % ^ =` only (no `/`, no `:` (a `PATH`-like list, `host:path`),
+/// no glob, extglob or brace character, no `~`, `$`, quote or space), and a `.` only in a word
+/// made of digits and dots (a version, `1.2.3`): `init.sh`, `.devcontainer`, `tools.init`
+/// (`python -m`), `-I.devcontainer` and `..` all hold one. A word like `init` could still
+/// name a file in the workspace's root; one that does now is pinned, and a program that runs
+/// a file it is given (a shell, an interpreter) is judged by its script word instead.
+pub fn is_literal(word: &str) -> bool {
+    let plain = word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_+,@%^=".contains(c));
+    let version = !word.is_empty()
+        && word.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && word.chars().any(|c| c.is_ascii_digit());
+    plain || version
+}
+
+/// What a word names as a path.
+enum PathWord {
+    /// A regular workspace file: pinned.
+    Pinned(CoveredFile),
+    /// Something that exists outside the workspace, or an absolute path that would be outside
+    /// it.
+    Outside,
+    /// Nothing (relative, not existing).
+    Missing,
+    /// Something no grant can pin, with why.
+    Refused(String),
+}
+
+/// Judges `word` as a path relative to the command's folder (or absolute).
+fn path_word(word: &str, place: &Place<'_>) -> PathWord {
+    if word.is_empty() || word.len() > 4096 || word.contains('\0') {
+        return PathWord::Missing;
+    }
+    if ["/proc", "/dev/fd", "/dev/std"]
+        .iter()
+        .any(|p| word.starts_with(p))
+    {
+        return PathWord::Refused(
+            "a path through `/proc` or `/dev`: it names what the running shell sees".into(),
+        );
+    }
+    let path = place.cwd.join(word);
+    let lexical = normalize_path(&text(&path)).unwrap_or_default();
+    let lexically_inside = place.roots.iter().any(|r| is_within(&lexical, r));
+    let resolved = match resolve(&path) {
+        Ok(r) => r,
+        Err(e) => return PathWord::Refused(format!("devcell cannot resolve it: {e}")),
+    };
+    let resolved_text = text(&resolved);
+    if is_within(&resolved_text, "/proc") {
+        return PathWord::Refused("a path through `/proc`".into());
+    }
+    let inside = is_within(&resolved_text, &text(place.root));
+    let Ok(meta) = std::fs::symlink_metadata(&resolved) else {
+        return match (inside || lexically_inside, word.starts_with('/')) {
+            (false, true) => PathWord::Outside,
+            (true, true) => PathWord::Refused("no such file in the workspace to pin".into()),
+            _ => PathWord::Missing,
+        };
+    };
+    if !inside {
+        return if lexically_inside {
+            PathWord::Refused("a symbolic link leaving the workspace".into())
+        } else {
+            PathWord::Outside
+        };
+    }
+    let relative = match resolved.strip_prefix(place.root) {
+        Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
+        Ok(r) => text(r),
+        Err(_) => resolved_text.clone(),
+    };
+    if meta.is_dir() {
+        return PathWord::Refused(format!(
+            "`{relative}` is a folder of the workspace: its content is not pinned"
+        ));
+    }
+    if !meta.is_file() {
+        return PathWord::Refused(format!("`{relative}` is not a regular file"));
+    }
+    match read_no_follow(&resolved, MAX_COVERED_BYTES) {
+        Ok(Some(bytes)) => PathWord::Pinned(CoveredFile {
+            path: relative,
+            sha256: hex::encode(Sha256::digest(&bytes)),
+        }),
+        Ok(None) => PathWord::Missing,
+        Err(e) => PathWord::Refused(format!("`{relative}` cannot be read: {e}")),
+    }
+}
+
+/// A path as text (lossy).
+fn text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
