@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::hostgit;
 
+mod confine;
 mod dir;
 mod fetch_back;
 mod files;
@@ -117,12 +118,27 @@ pub enum ContainerGitError {
         /// What is wrong.
         why: submodules::Uncoverable,
     },
+    /// A path of a repository's host git directories devcell would mount or read for its
+    /// container git directory (`objects`, `refs`, `packed-refs`, `commondir`, the
+    /// alternates, …) is a symbolic link, is reached through one, or is not what git makes
+    /// there: the engine or git would follow it to another folder of the host (attack M11).
+    /// Refused before any container is made; no grant accepts it.
+    #[error("cannot hand off repository `{repo}`: `{}` {why}", path.display())]
+    NotConfined {
+        /// The repository.
+        repo: String,
+        /// The path in its git directory.
+        path: PathBuf,
+        /// What it is.
+        why: String,
+    },
 }
 
 impl crate::ops::error::ProductError for ContainerGitError {
     fn code(&self) -> crate::handoff::envelope::ErrorCode {
         match self {
-            ContainerGitError::UncoverableSubmodule { .. } => {
+            ContainerGitError::UncoverableSubmodule { .. }
+            | ContainerGitError::NotConfined { .. } => {
                 crate::handoff::envelope::ErrorCode::InvalidArgument
             }
             _ => crate::handoff::envelope::ErrorCode::Internal,
@@ -132,6 +148,9 @@ impl crate::ops::error::ProductError for ContainerGitError {
     fn hint(&self) -> Option<String> {
         match self {
             ContainerGitError::UncoverableSubmodule { why, .. } => Some(why.hint().into()),
+            ContainerGitError::NotConfined { .. } => Some(
+                "devcell mounts a repository's objects and copies its refs from the repository's own git directory only, and a link there would show the container whatever it names on this host (another repository, your home); an agent of an earlier session may have made it: check the repository before running git in it, and put the folder or file itself in the link's place (or remove the repository from the workspace)".into(),
+            ),
             ContainerGitError::Host(_) => Some(
                 "devcell gives the container a copy of each repository's git directory and must read it first; fix the repository (or hand off a workspace without it)".into(),
             ),

@@ -53,7 +53,7 @@ pub enum Why {
     CommonDirElsewhere(PathBuf),
     /// A folder the walk could not list: what it holds is not known.
     Unlisted,
-    /// The walk stopped at its bound of entries or depth.
+    /// The walk stopped at its bound of folders or depth before reading this folder whole.
     Truncated,
     /// More entries than [`MAX_COVERED`].
     TooMany(usize),
@@ -80,7 +80,7 @@ impl std::fmt::Display for Why {
             ),
             Why::Unlisted => f.write_str("a folder devcell could not list (a `.git` in it is not known)"),
             Why::Truncated => f.write_str(
-                "devcell's walk for git entries stopped here: the workspace is larger or deeper than it reads (1,000,000 entries, 32 levels), so a git directory below is not known",
+                "devcell's walk for git entries did not read this folder whole: the workspace is larger or deeper than it reads (1,000,000 folders, 32 levels), so a git directory in it is not known",
             ),
             Why::TooMany(n) => write!(f, "{n} nested `.git` entries, more than the {MAX_COVERED} devcell covers"),
             Why::RootIsGitDir => f.write_str(
@@ -288,10 +288,11 @@ pub fn judge(
         why: Why::Unlisted,
     }));
     if identity.truncated {
-        // Each folder where the walk stopped is named, so a grant accepts that folder alone
-        // (attack L9); a record from before folders were named, or a longer list, is `*`.
+        // Every folder the walk did not read whole is named, so a grant of each accepts
+        // exactly what was not seen (attacks L9, M9); a walk cut in more folders than it
+        // names (an empty list), or a record from before folders were named, is `*`.
         let named = !identity.cut.is_empty()
-            && identity.cut.len() < crate::security::git_entries::MAX_CUT_SHOWN;
+            && identity.cut.len() <= crate::security::git_entries::MAX_CUT_SHOWN;
         if named {
             uncoverable.extend(identity.cut.iter().map(|rel| Uncoverable {
                 rel: rel.clone(),

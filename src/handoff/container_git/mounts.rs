@@ -11,7 +11,9 @@ use super::{Result, submodules};
 /// (one whose git directory is untrusted and not granted is left out, as it is not mounted;
 /// spec-note 0411), and every checked-out submodule of those ([`submodules::expand`]).
 ///
-/// Errors: a submodule devcell cannot cover ([`ContainerGitError::UncoverableSubmodule`](super::ContainerGitError::UncoverableSubmodule)).
+/// Errors: a submodule devcell cannot cover ([`ContainerGitError::UncoverableSubmodule`](super::ContainerGitError::UncoverableSubmodule));
+/// a path of a repository's git directories devcell would mount or read that is a symbolic
+/// link or reached through one ([`ContainerGitError::NotConfined`](super::ContainerGitError::NotConfined)).
 pub fn repo_gits(
     ws: &crate::handoff::repository::Workspace,
     slots_root: &Path,
@@ -47,6 +49,11 @@ pub fn repo_gits(
         })
         .collect();
     submodules::expand(&mut gits, slots_root)?;
+    // what is mounted and read from each host git directory is judged before any container
+    // is made (attack M11)
+    for g in &gits {
+        super::confine::check(g)?;
+    }
     Ok(gits)
 }
 

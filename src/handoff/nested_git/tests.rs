@@ -297,8 +297,9 @@ fn a_bare_repository_in_the_workspace_is_covered() {
 }
 
 /// Attack L9: a folder deeper than the walk makes the handoff refuse naming that folder, not
-/// `*`: the user accepts it alone, and that grant accepts nothing else; the session that made
-/// it is told loudly at its end.
+/// `*`: it is the only folder the walk did not read whole (every other one was read, attack
+/// M9), so the user accepts it alone, and that grant accepts nothing else; the session that
+/// made it is told loudly at its end.
 #[test]
 fn a_cut_walk_names_its_folder_and_a_wildcard_is_not_needed() {
     let (tmp, root) = tree();
@@ -343,4 +344,54 @@ fn a_cut_walk_names_its_folder_and_a_wildcard_is_not_needed() {
         cut_change.loud && cut_change.message.contains(&cut),
         "{changes:?}"
     );
+}
+
+/// Attack M9: where the walk's folder bound stops it, the handoff names every folder the walk
+/// did not read, not only the one it was reading: a grant of that one does not accept a walk
+/// that never saw a nested repository in a folder after it, which stays refused until the user
+/// accepts that folder too.
+#[test]
+fn a_grant_of_one_cut_folder_does_not_accept_the_folders_the_walk_never_read() {
+    use crate::security::git_entries::{Bounds, MAX_DEPTH, find_within};
+    let (_t, root) = tree();
+    // read in name order: `.wt`, then `b4`, where the bound runs out; `vendor` is never read
+    for i in 0..10 {
+        std::fs::create_dir_all(root.join(format!("b4/{i}"))).unwrap();
+    }
+    let walk = find_within(
+        &root,
+        Bounds {
+            folders: 6,
+            depth: MAX_DEPTH,
+        },
+    );
+    let mut identity = crate::handoff::git_identity::record(&root);
+    identity
+        .entries
+        .retain(|rel, _| walk.entries.iter().any(|e| e.rel == *rel));
+    identity.truncated = walk.truncated;
+    identity.cut = walk.cut;
+    assert!(
+        !identity.entries.contains_key("vendor/lib/.git"),
+        "{identity:?}"
+    );
+    let ws = workspace(&root);
+    let gits = [main_repo(&root)];
+    let refused = |g: &[&str]| -> Vec<String> {
+        match judge(&ws, &gits, &identity, Some(&grants(g))) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.items.iter().map(|u| u.rel.clone()).collect(),
+        }
+    };
+    assert_eq!(refused(&[]), ["b4", "vendor"]);
+    assert_eq!(refused(&["uncovered-git:b4"]), ["vendor"]);
+    let nested = judge(
+        &ws,
+        &gits,
+        &identity,
+        Some(&grants(&["uncovered-git:b4", "uncovered-git:vendor"])),
+    )
+    .unwrap();
+    assert_eq!(nested.accepted.len(), 2);
+    assert!(nested.warnings().iter().any(|w| w.contains("`vendor`")));
 }

@@ -1691,3 +1691,48 @@ fn a_bare_repository_in_the_workspace_gets_no_hook() {
     );
     target.assert_untouched();
 }
+
+/// Attack M11: a workspace repository whose `.git/objects` is a symbolic link to a folder
+/// outside the workspace (another repository's objects, `~`; what an agent of an earlier
+/// session could leave in a repository it made) was bound into the container as that folder.
+/// The handoff refuses before any container is made (exit 2), naming the link; no container
+/// exists and the folder it names is untouched. Fails without the check: the handoff ran and
+/// the container had the folder at `/run/devcell/git/<id>/objects`.
+#[test]
+fn a_repository_whose_objects_is_a_link_out_of_the_workspace_is_refused_before_a_container_is_made()
+{
+    let test = "a_repository_whose_objects_is_a_link_out_of_the_workspace_is_refused";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    repo_at(&ws, Some(&config()));
+    // the repository's objects moved outside the workspace, beside a private file, and linked
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::rename(ws.join(".git/objects"), secret.join("objects")).unwrap();
+    std::fs::write(secret.join("objects/marker"), "TOP-SECRET").unwrap();
+    std::os::unix::fs::symlink(secret.join("objects"), ws.join(".git/objects")).unwrap();
+    give_to_workspace_owner(tmp.path());
+    let script = "cat /run/devcell/git/*/objects/marker > /workspace/loot";
+    let host = Host::new(&["sh", "-c", script], &[]);
+    let out = host.handoff(&ws, &[], &[]);
+    let r = envelope(&out);
+    assert_eq!(out.status.code(), Some(2), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&ws.join(".git/objects").display().to_string())
+            && message.contains("symbolic link"),
+        "{r}"
+    );
+    assert!(
+        super::host_execution::containers_of(&ws).is_empty(),
+        "a container was made: {r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(secret.join("objects/marker")).unwrap(),
+        "TOP-SECRET"
+    );
+    assert!(!ws.join("loot").exists(), "the agent read the folder");
+}
