@@ -63,3 +63,91 @@ fn a_fifo_in_the_workspaces_git_folder_does_not_hang_devcell() {
         }
     }
 }
+
+/// Attack M7: under `hardened` with default flags, a plain `up` binds the workspace's git
+/// directories read-only on themselves (spec-note 0443): the repository's `postCreateCommand`
+/// appends `core.fsmonitor` to the host's `.git/config` and to a nested repository's, writes
+/// `.git/commondir`, and tries to rename `.git` away and plant another; none of it reaches the
+/// host, and the user's `git status` there runs nothing. `--allow workspace-git:rw` restores the
+/// writable `.git` (the attack then lands: the test can fail).
+#[test]
+fn a_lifecycle_hook_of_a_plain_up_cannot_write_the_hosts_git_directories() {
+    let Some(repo) = HostileRepo::busybox(
+        "a_lifecycle_hook_of_a_plain_up_cannot_write_the_hosts_git_directories",
+    ) else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let hook = format!(
+        "for c in .git/config vendor/lib/.git/config; do \
+           printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> $c && echo \"wrote $c\"; \
+         done; \
+         echo /tmp > .git/commondir && echo wrote-commondir; \
+         mv .git .git-old && mkdir .git && echo planted > .git/HEAD && echo renamed; \
+         true",
+        m = target.marker().display()
+    );
+    repo.config(
+        &serde_json::json!({"image": BUSYBOX_IMAGE, "postCreateCommand": hook}).to_string(),
+    );
+    std::fs::create_dir_all(repo.path().join("vendor/lib")).unwrap();
+    support::git::git(&repo.path().join("vendor/lib"), &["init", "-q"]);
+    repo.file(".gitignore", "vendor/\n").commit();
+    let config = repo.path().join(".git/config");
+    let nested = repo.path().join("vendor/lib/.git/config");
+    let (before, nested_before) = (
+        std::fs::read(&config).unwrap(),
+        std::fs::read(&nested).unwrap(),
+    );
+    let ctx = repo.context();
+    let up = ctx.run("up", &[]);
+    up.ok();
+    assert_eq!(up.last_json()["outcome"], "success", "{}", up.stderr);
+    assert!(
+        up.stderr.contains("are read-only in the container"),
+        "up says so: {}",
+        up.stderr
+    );
+    for done in ["wrote .git", "wrote vendor", "wrote-commondir", "renamed"] {
+        assert!(!up.stderr.contains(done), "{done}: {}", up.stderr);
+    }
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the host's .git/config"
+    );
+    assert_eq!(
+        std::fs::read(&nested).unwrap(),
+        nested_before,
+        "vendor/lib/.git/config"
+    );
+    assert!(!repo.path().join(".git/commondir").exists());
+    assert!(
+        !repo.path().join(".git-old").exists(),
+        ".git was not renamed"
+    );
+    for ws in [repo.path().to_path_buf(), repo.path().join("vendor/lib")] {
+        let _ = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "status", "--porcelain"])
+            .current_dir(&ws)
+            .output();
+    }
+    target.assert_untouched();
+
+    // the grant leaves them writable, as before: the same hook then lands
+    let granted = ctx.run(
+        "up",
+        &["--remove-existing-container", "--allow", "workspace-git:rw"],
+    );
+    granted.ok();
+    assert!(
+        granted.stderr.contains("workspace-git:rw"),
+        "a warning: {}",
+        granted.stderr
+    );
+    assert_ne!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the grant keeps `.git` writable"
+    );
+}
