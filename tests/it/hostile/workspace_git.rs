@@ -145,9 +145,113 @@ fn a_lifecycle_hook_of_a_plain_up_cannot_write_the_hosts_git_directories() {
         "a warning: {}",
         granted.stderr
     );
-    assert_ne!(
-        std::fs::read(&config).unwrap(),
-        before,
-        "the grant keeps `.git` writable"
+    // the hook renamed `.git` away and planted another: what the covers stopped above
+    assert!(
+        granted.stderr.contains("renamed") && repo.path().join(".git-old").exists(),
+        "the grant keeps `.git` writable: {}",
+        granted.stderr
+    );
+}
+
+/// Attack M5: `handoff --container` of a container devcell did not create, whose plain bind of
+/// the workspace hides `.git` under a read-only bind, but which also mounts a `local` volume
+/// made with `o=bind,device=<workspace>` at `/cache`: the engine reports that mount as a volume
+/// in its own storage, and the agent wrote the user's `.git/config` through it. The volume is
+/// judged as the bind it is: refused before any session, the agent never runs, `.git/config`
+/// is byte-equal.
+#[test]
+fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
+    let Some(ctx) = crate::support::context::TestContext::busybox(
+        "an_external_containers_bind_backed_volume_onto_the_workspace_is_refused",
+    ) else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    support::git::git(ctx.path(), &["init", "-q"]);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let config_before = std::fs::read(ws.join(".git/config")).unwrap();
+    let empty = ctx.tmp().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let volume = support::per_run("devcell-test-wsvol");
+    ctx.cleanup().volume(&volume);
+    let made = std::process::Command::new("docker")
+        .args([
+            "volume",
+            "create",
+            "--driver",
+            "local",
+            "-o",
+            "type=none",
+            "-o",
+            "o=bind",
+        ])
+        .arg("-o")
+        .arg(format!("device={}", ws.display()))
+        .args(["--label", "devcell.test=1", &volume])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let c = support::docker::TestContainer::run_with(
+        &[
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace", ws.display()),
+            "-v",
+            &format!("{}:/workspace/.git:ro", empty.display()),
+            "-v",
+            &format!("{volume}:/cache"),
+        ],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let marker = ctx.tmp().join("agent-ran");
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.evil]\ncommand = [\"sh\", \"-c\", \"touch /cache/agent-ran; printf '[core]\\\\n\\\\tfsmonitor = true\\\\n' >> /cache/.git/config\"]\n",
+    )
+    .unwrap();
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "evil",
+            "--config-file",
+            config.to_str().unwrap(),
+            "--container",
+            &c.id,
+            "--format",
+            "json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
+    assert!(
+        stderr.contains("could write the host's git directory"),
+        "{stderr}"
+    );
+    assert!(
+        !ws.join("agent-ran").exists() && !marker.exists(),
+        "the agent never ran"
+    );
+    assert_eq!(
+        std::fs::read(ws.join(".git/config")).unwrap(),
+        config_before,
+        "the user's .git/config"
+    );
+    let status = ctx.output("status", &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&status.stdout)
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        v["result"]["sessions"],
+        serde_json::json!([]),
+        "no session: {v}"
     );
 }
