@@ -155,7 +155,8 @@ pub fn judge(
     known
         .dot_gits
         .extend(ws.repos.iter().map(|r| r.host_path.join(".git")));
-    let accepts = |rel: &str| crate::security::git_cover::accepted_by(grants, rel);
+    let accepts =
+        |rel: &str| crate::security::git_cover::accepted_by(grants.map(|g| &g.uncovered_git), rel);
     let plan = crate::security::git_cover::judge(root, &known, &walk_of(identity), &accepts)
         .map_err(|items| NestedGitError {
             root: root.to_path_buf(),

@@ -53,8 +53,7 @@ pub(crate) fn covered(
     }
     let (root, container_root, attached) = root_of(chosen)?;
     let walk = Walk::of(&root);
-    let grants = Some(&chosen.grants);
-    let accepts = |rel: &str| git_cover::accepted_by(grants, rel);
+    let accepts = |rel: &str| git_cover::accepted_by(Some(&chosen.grants.uncovered_git), rel);
     let plan =
         git_cover::judge(&root, &Known::root_only(&root), &walk, &accepts).map_err(|items| {
             crate::security::SecurityError::UncoveredGit {
@@ -213,7 +212,7 @@ mod tests {
         assert_eq!(refused[0].grant(), "--allow uncovered-git:tools/sub/.git");
         let grants = crate::security::Grants::parse(&["uncovered-git:tools/sub/.git"]).unwrap();
         let plan = git_cover::judge(&root, &Known::root_only(&root), &Walk::of(&root), &|rel| {
-            git_cover::accepted_by(Some(&grants), rel)
+            git_cover::accepted_by(Some(&grants.uncovered_git), rel)
         })
         .unwrap();
         assert_eq!(plan.accepted.len(), 1);

@@ -357,9 +357,10 @@ pub fn judge(
     })
 }
 
-/// Whether `grants` accept the uncoverable entry `rel` (`uncovered-git:<rel>` or `:*`).
-pub fn accepted_by(grants: Option<&crate::security::Grants>, rel: &str) -> bool {
-    grants.is_some_and(|g| g.uncovered_git.contains("*") || g.uncovered_git.contains(rel))
+/// Whether the `uncovered-git:` grants (`Grants::uncovered_git`) accept the uncoverable entry
+/// `rel` (`uncovered-git:<rel>` or `:*`).
+pub fn accepted_by(uncovered_git: Option<&BTreeSet<String>>, rel: &str) -> bool {
+    uncovered_git.is_some_and(|g| g.contains("*") || g.contains(rel))
 }
 
 /// The folder a link file names (`gitdir: <path>` in a `.git` file, the whole of
