@@ -263,6 +263,13 @@ pub async fn delete_with(
 /// A `.git` the agent made or changed in the workspace is named before anything goes
 /// (spec-note 0436); devcell runs no git there.
 fn warn_git_identity(state: Option<&WorkspaceState>, root: &Path, reporter: &dyn Reporter) {
+    // one an agent created is kept in the state through `delete` (attack M8)
+    for rel in state.iter().flat_map(|s| &s.created_git) {
+        reporter.report(Event::Status(format!(
+            "warning (git_dir_created): {}",
+            crate::handoff::git_identity::created_message(rel)
+        )));
+    }
     if let Some(before) = state.and_then(|s| s.git_identity.as_ref()) {
         for (code, message) in crate::handoff::git_identity::compare(
             before,

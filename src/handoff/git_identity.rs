@@ -198,6 +198,58 @@ fn entry_of(path: &Path) -> GitEntry {
     }
 }
 
+/// The git entries of a workspace an agent created and the user has not accepted (attack M8):
+/// those recorded in the workspace's state (`createdGit`, kept through `delete`), and those
+/// not in the baseline recorded at the last handoff's start (made since, by the last agent or
+/// anything else). Repository discovery never adopts one as a workspace repository
+/// ([`crate::handoff::repository::InspectOptions::created_git`]): devcell runs no git in it
+/// and a handoff covers it read-only like any other nested `.git`, until the user accepts it
+/// with `--allow created-git:<path>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreatedGits {
+    /// The entries of the last baseline (`None`: no handoff recorded one).
+    pub baseline: Option<std::collections::BTreeSet<String>>,
+    /// The entries recorded as created and not accepted.
+    pub recorded: std::collections::BTreeSet<String>,
+}
+
+impl CreatedGits {
+    /// Whether the git entry `rel` (relative to the workspace root: `.git`, `tools/.git`) is
+    /// one an agent created and the user has not accepted.
+    pub fn is_created(&self, rel: &str) -> bool {
+        self.recorded.contains(rel)
+            || self
+                .baseline
+                .as_ref()
+                .is_some_and(|b| !b.contains(rel) && !rel.is_empty())
+    }
+}
+
+/// The warning naming a created, unaccepted git entry `rel` (`status`, `delete`, `handoff`).
+pub fn created_message(rel: &str) -> String {
+    format!(
+        "`{rel}` was created in the workspace during a handoff (by the agent, or beside it) and is not accepted: devcell runs no git in it and never takes it as one of the workspace's repositories; do not run git there before checking it (`git config --file <.git>/config --list`, the `.git` file's target); once checked, accept it with `--allow created-git:{rel}`"
+    )
+}
+
+/// The entries of `now` that are not in `before` (what was created between them).
+pub fn created_since(before: &GitIdentity, now: &GitIdentity) -> Vec<String> {
+    now.entries
+        .keys()
+        .filter(|rel| !before.entries.contains_key(*rel))
+        .cloned()
+        .collect()
+}
+
+/// The fingerprint of one entry now (for a baseline the user accepts it into).
+pub fn entry_now(path: &Path) -> GitEntry {
+    let mut entry = entry_of(path);
+    entry.bare = entry.kind == "dir"
+        && path.file_name().is_some_and(|n| n != ".git")
+        && crate::security::git_entries::is_git_directory(path);
+    entry
+}
+
 /// One finding of [`compare`], as a handoff's result names it (`gitDirChanges`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GitDirChange {

@@ -788,6 +788,17 @@ fn inspect_workspace(opts: &HandoffOptions, profile: Profile, host: bool) -> Res
         .cloned()
         .collect();
     inspect_options.trusted_git_dirs = repository::trusted_git_dirs(profile, &allow);
+    // a `.git` an agent created is none of the workspace's repositories until accepted (M8)
+    if opts.sandbox.is_none()
+        && opts.workspace_folder.is_dir()
+        && let Some(state) = opts
+            .state_root
+            .clone()
+            .or_else(crate::handoff::state::StateStore::default_root)
+    {
+        inspect_options.created_git = crate::handoff::state::StateStore::new(state)
+            .created_gits(&opts.workspace_folder, &allow)?;
+    }
     if host {
         let root = std::fs::canonicalize(&opts.workspace_folder)
             .unwrap_or_else(|_| opts.workspace_folder.clone());

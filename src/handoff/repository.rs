@@ -458,6 +458,10 @@ pub struct InspectOptions {
     /// covering what is under each); `None` trusts every one (the `reference` profile).
     /// Default: none.
     pub trusted_git_dirs: Option<Vec<PathBuf>>,
+    /// Git entries an agent created that the user has not accepted (attack M8): never taken as
+    /// a repository of the workspace (devcell runs no git there), each named by a
+    /// `git_dir_created` warning. Default: none.
+    pub created_git: crate::handoff::git_identity::CreatedGits,
 }
 
 impl InspectOptions {
@@ -480,6 +484,7 @@ impl Default for InspectOptions {
             primary: None,
             protect_git_config: true,
             trusted_git_dirs: Some(Vec::new()),
+            created_git: Default::default(),
         }
     }
 }
@@ -543,12 +548,29 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
             &mut untrusted_git_dirs,
         )
     };
-    let layout = if root.join(".git").symlink_metadata().is_ok() {
+    // a `.git` an agent created is none of the workspace's repositories until accepted
+    let adopted = |rel: &str, path: &Path, warnings: &mut Vec<WorkspaceWarning>| {
+        if path.join(".git").symlink_metadata().is_err() {
+            return false;
+        }
+        if !options.created_git.is_created(rel) {
+            return true;
+        }
+        warnings.push(WorkspaceWarning {
+            code: "git_dir_created".into(),
+            message: crate::handoff::git_identity::created_message(rel),
+        });
+        false
+    };
+    let layout = if adopted(".git", &root, &mut warnings) {
         repos.push(describe(&root, name.clone(), container_root.clone())?);
         Layout::Repository
+    } else if root.join(".git").symlink_metadata().is_ok() {
+        // the root's own `.git` was created: nothing is a repository of the workspace
+        Layout::Plain
     } else {
         for (child_name, path) in children(&root, &mut warnings)? {
-            if path.join(".git").symlink_metadata().is_ok() {
+            if adopted(&format!("{child_name}/.git"), &path, &mut warnings) {
                 let container_path =
                     format!("{}/{}", container_root.trim_end_matches('/'), child_name);
                 repos.push(describe(&path, child_name, container_path)?);

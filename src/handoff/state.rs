@@ -151,6 +151,12 @@ pub struct WorkspaceState {
     /// `status`, `handoff` and `delete` say loudly what changed or appeared since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_identity: Option<crate::handoff::git_identity::GitIdentity>,
+    /// The git entries (relative paths) created since a baseline and not accepted (attack M8):
+    /// kept through `delete` and named by every later handoff, `status` and `delete`; only
+    /// `--allow created-git:<path>` (or removing the workspace's state) forgets one
+    /// ([`crate::handoff::git_identity::CreatedGits`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub created_git: std::collections::BTreeSet<String>,
 }
 
 impl WorkspaceState {
@@ -165,6 +171,7 @@ impl WorkspaceState {
             image: None,
             sessions: Vec::new(),
             git_identity: None,
+            created_git: Default::default(),
         }
     }
 
@@ -1142,8 +1149,70 @@ impl StateStore {
         identity: crate::handoff::git_identity::GitIdentity,
     ) -> Result<(), StateError> {
         self.update(workspace_root, |state| {
+            // what appeared since the last baseline is remembered as created until accepted,
+            // and forgotten once gone (attack M8)
+            if let Some(before) = &state.git_identity {
+                state
+                    .created_git
+                    .extend(crate::handoff::git_identity::created_since(
+                        before, &identity,
+                    ));
+            }
+            state
+                .created_git
+                .retain(|rel| identity.entries.contains_key(rel));
             state.git_identity = Some(identity);
             Ok(())
+        })
+    }
+
+    /// The created git entries of the workspace at `workspace_root` not yet accepted
+    /// ([`crate::handoff::git_identity::CreatedGits`]); each one `allow` accepts
+    /// (`created-git:<path>`, as the user config and the command line give them) is put into
+    /// the baseline as it is now and forgotten as created, once and for all.
+    ///
+    /// # Errors
+    /// [`StateError::Io`], [`StateError::Corrupt`].
+    pub fn created_gits<S: AsRef<str>>(
+        &self,
+        workspace_root: &Path,
+        allow: &[S],
+    ) -> Result<crate::handoff::git_identity::CreatedGits, StateError> {
+        let Some(state) = self.load(workspace_root)? else {
+            return Ok(Default::default());
+        };
+        let accepted: Vec<String> = allow
+            .iter()
+            .filter_map(|a| a.as_ref().strip_prefix("created-git:"))
+            .map(|p| p.trim_end_matches('/').to_string())
+            .collect();
+        let created = |s: &WorkspaceState| crate::handoff::git_identity::CreatedGits {
+            baseline: s
+                .git_identity
+                .as_ref()
+                .map(|i| i.entries.keys().cloned().collect()),
+            recorded: s.created_git.clone(),
+        };
+        let root = canonical(workspace_root)?;
+        let now = created(&state);
+        let taken: Vec<&String> = accepted.iter().filter(|r| now.is_created(r)).collect();
+        if taken.is_empty() {
+            return Ok(now);
+        }
+        self.update(workspace_root, |state| {
+            for rel in &taken {
+                state.created_git.remove(*rel);
+                let path = root.join(rel);
+                if let Some(identity) = state.git_identity.as_mut()
+                    && path.symlink_metadata().is_ok()
+                {
+                    identity.entries.insert(
+                        (*rel).clone(),
+                        crate::handoff::git_identity::entry_now(&path),
+                    );
+                }
+            }
+            Ok(created(state))
         })
     }
 

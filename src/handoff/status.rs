@@ -199,14 +199,16 @@ pub async fn status_with(
     engine: Option<&dyn Engine>,
     opts: &StatusOptions,
 ) -> Result<StatusResult> {
-    let ws = repository::inspect(
-        &opts.workspace_folder,
-        &InspectOptions::from_settings(&opts.settings, None),
-    )?;
     let store = match &opts.state_root {
         Some(root) => StateStore::new(root),
         None => StateStore::open_default()?,
     };
+    // a `.git` an agent created is described as none of the workspace's repositories (M8)
+    let mut inspect = InspectOptions::from_settings(&opts.settings, None);
+    if opts.workspace_folder.is_dir() {
+        inspect.created_git = store.created_gits(&opts.workspace_folder, &[] as &[&str])?;
+    }
+    let ws = repository::inspect(&opts.workspace_folder, &inspect)?;
     let state = store.load(&ws.root)?;
     let mut seen = match engine {
         Some(engine) => engine_view(engine, &ws, state.as_ref()).await,
@@ -224,6 +226,18 @@ pub async fn status_with(
             .iter()
             .map(|w| (w.code.clone(), w.message.clone())),
     );
+    // a `.git` an agent created, not accepted, named until it is (attack M8)
+    for rel in state.iter().flat_map(|s| &s.created_git) {
+        if !warnings
+            .iter()
+            .any(|(_, m)| m.contains(&format!("`{rel}`")))
+        {
+            warnings.push((
+                "git_dir_created".to_string(),
+                crate::handoff::git_identity::created_message(rel),
+            ));
+        }
+    }
     // a `.git` the agent made or changed in the workspace (spec-note 0436)
     if let Some(before) = state.as_ref().and_then(|s| s.git_identity.as_ref()) {
         warnings.extend(crate::handoff::git_identity::compare(

@@ -424,7 +424,8 @@ impl OpsError {
                 SecurityError::Refused { .. }
                 | SecurityError::ReuseRefused { .. }
                 | SecurityError::SetUpRefused { .. }
-                | SecurityError::PathOutside { .. },
+                | SecurityError::PathOutside { .. }
+                | SecurityError::UncoveredGit { .. },
             ) => ErrorCode::PermissionRequired,
             OpsError::Security(_) => ErrorCode::ConfigInvalid,
             OpsError::SecretsFile { .. }
@@ -477,6 +478,13 @@ impl OpsError {
                 | SecurityError::ReuseRefused { requests, .. }
                 | SecurityError::SetUpRefused { requests, .. },
             ) => serde_json::json!({ "permissions": requests }),
+            OpsError::Security(SecurityError::UncoveredGit { items, .. }) => serde_json::json!({
+                "uncovered": items.iter().map(|u| serde_json::json!({
+                    "path": u.rel,
+                    "why": u.why.to_string(),
+                    "grant": u.grant(),
+                })).collect::<Vec<_>>()
+            }),
             OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }

@@ -61,6 +61,7 @@ pub mod templates;
 pub mod up;
 pub mod users;
 pub mod verify;
+pub mod workspace_git;
 
 pub use crate::lifecycle::Dotfiles;
 pub use bring_up::{ContainerAction, UpResult};

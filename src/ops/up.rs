@@ -84,12 +84,18 @@ pub async fn up_with(
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
-    if chosen.loaded.typed.kind() == ConfigKind::Compose {
-        return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
-    }
-    supported_kind(&chosen.loaded)?;
-    let judged = judge_up(engine, opts, chosen, &[], reporter).await?;
-    up_judged(engine, opts, judged, reporter).await
+    // the workspace's git directories read-only under `hardened` (spec-note 0446)
+    let (opts, git_warnings) = crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
+    let opts = &opts;
+    let mut result = if chosen.loaded.typed.kind() == ConfigKind::Compose {
+        crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await?
+    } else {
+        supported_kind(&chosen.loaded)?;
+        let judged = judge_up(engine, opts, chosen, &[], reporter).await?;
+        up_judged(engine, opts, judged, reporter).await?
+    };
+    result.warnings.extend(git_warnings);
+    Ok(result)
 }
 
 /// The profile and grants of `opts` ([`security_choice`]) and the configuration loaded with

@@ -93,6 +93,22 @@ pub enum SecurityError {
         /// The failure.
         message: String,
     },
+    /// Under `hardened`, `up` binds every git directory below the workspace read-only on
+    /// itself (spec-note 0446): these git entries cannot be covered so (a `.git` link, a `.git`
+    /// file naming a git directory elsewhere, a walk cut at its bound), and the user did not
+    /// accept them with `uncovered-git:<path>`. Nothing was created.
+    #[error(
+        "refusing to create the container under the `hardened` profile: devcell cannot keep {} below the workspace `{}` read-only for the container (a lifecycle hook could change what the host's git runs there): {}",
+        if items.len() == 1 { "this git entry" } else { "these git entries" },
+        root.display(),
+        super::git_cover::list(items)
+    )]
+    UncoveredGit {
+        /// The workspace's host root.
+        root: std::path::PathBuf,
+        /// What cannot be covered.
+        items: Vec<super::git_cover::Uncoverable>,
+    },
     /// The repository's `customizations.devcell.egress` is not a list of destinations.
     #[error("devcontainer.json `{property}`: {message}")]
     InvalidEgressRequest {
@@ -221,6 +237,14 @@ impl Hint for SecurityError {
                 );
                 Some(hint)
             }
+            SecurityError::UncoveredGit { items, .. } => Some(format!(
+                "remove or fix it, or accept it, writable by the container, with {}; or, if you commit inside the container, leave every git directory writable with `--allow workspace-git:rw` (or hand the workspace to an agent with `devcell handoff`, which gives it container git directories)",
+                items
+                    .iter()
+                    .map(|u| format!("`{}`", u.grant()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
             SecurityError::InvalidGrant { .. } => Some(
                 "grant what a refusal names, for instance `privileged`, `root`, `network:host`, \
                  `cap:<NAME>`, `mount:<host path>`, `security-opt:<option>`, `device:<host path>`, \

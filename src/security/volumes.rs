@@ -10,7 +10,8 @@
 //! [`super::host_path`]); any other is [`Permission::Volume`], granted with
 //! `--allow volume:<name>`.
 //!
-//! Pure: the caller inspects the volumes through the engine.
+//! Pure but for [`mounts_as_host_sees`], which inspects a container's volumes through the
+//! engine.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -104,6 +105,74 @@ pub fn compose_model_as_held(
         }
     }
     rewritten
+}
+
+/// The kind [`as_host_sees`] gives a read-write volume mount devcell cannot resolve to what it
+/// shows of the host (the engine has no such volume, or its driver options are not a plain
+/// bind: another driver's, `type=nfs`, `o=bind` without a `device`): every judge of a
+/// container's mounts counts it as writable host content (attack M5).
+pub const UNRESOLVED_VOLUME: &str = "unresolved-volume";
+
+/// A container's `mounts` as the host sees them, once its volumes are inspected (`held`, name →
+/// what the engine holds; a name missing from it is a volume the engine no longer knows): each
+/// volume mount whose volume is bind-backed ([`classify`], the rule every other judge applies:
+/// a `local` volume with `o=bind`/`rbind` and a `device`; attacks F6, G1, L7, M5) becomes a
+/// bind of its `device`; one with driver options devcell cannot resolve, or that the engine
+/// does not know, becomes [`UNRESOLVED_VOLUME`] (its `source` naming the volume); a plain
+/// volume shows the engine's own storage, no host folder of the user's, and is kept as it is.
+/// Pure.
+pub fn as_host_sees(
+    mounts: &[crate::engine::MountInfo],
+    held: &BTreeMap<String, VolumeInfo>,
+) -> Vec<crate::engine::MountInfo> {
+    mounts
+        .iter()
+        .map(|m| {
+            let Some(name) = m.name.as_ref().filter(|_| m.kind == "volume") else {
+                return m.clone();
+            };
+            let info = held.get(name);
+            let unresolved = |why: &str| crate::engine::MountInfo {
+                kind: UNRESOLVED_VOLUME.into(),
+                source: format!("the volume `{name}` ({why})"),
+                ..m.clone()
+            };
+            match (classify(info, Path::new("")), info) {
+                (VolumeUse::BindBacked(device), Some(_)) => crate::engine::MountInfo {
+                    kind: "bind".into(),
+                    source: device,
+                    ..m.clone()
+                },
+                (_, None) => unresolved("the engine does not know it"),
+                (_, Some(i)) if is_bind(i) => unresolved("a bind with no `device`"),
+                (_, Some(i)) if !i.options.is_empty() => {
+                    unresolved("driver options devcell cannot resolve")
+                }
+                _ => m.clone(),
+            }
+        })
+        .collect()
+}
+
+/// [`as_host_sees`] with the volumes inspected through `engine`: the one view of a container's
+/// mounts every judge of them reads (an external container a handoff is given, `env export`).
+///
+/// Errors: the engine's, inspecting a volume.
+pub async fn mounts_as_host_sees(
+    engine: &dyn crate::engine::Engine,
+    mounts: &[crate::engine::MountInfo],
+) -> Result<Vec<crate::engine::MountInfo>, crate::engine::EngineError> {
+    let mut held = BTreeMap::new();
+    for name in mounts
+        .iter()
+        .filter(|m| m.kind == "volume")
+        .filter_map(|m| m.name.as_deref())
+    {
+        if let Some(info) = engine.inspect_volume(name).await? {
+            held.insert(name.to_string(), info);
+        }
+    }
+    Ok(as_host_sees(mounts, &held))
 }
 
 /// The labels devcell puts on a named volume it creates for `workspace`.

@@ -553,7 +553,9 @@ fn env_export_describes_the_running_container_for_agent_runner() {
 /// Attack finding J3: the container `up` made binds the workspace's host `.git` read-write;
 /// exported to agent-runner, its agent would write the host's git configuration, which git
 /// runs on the user's next `git status`. The export is refused unless the user accepts it
-/// (`--allow-host-git`), and the refusal writes nothing.
+/// (`--allow-host-git`), and the refusal writes nothing. Since attack M7 (spec-note 0446) `up`
+/// binds `.git` read-only under `hardened` unless `--allow workspace-git:rw`: the container is
+/// made with that grant, as a user who commits inside it would.
 #[test]
 fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
     let Some(ctx) = TestContext::busybox("env_export_host_git") else {
@@ -570,7 +572,7 @@ fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
         .status()
         .unwrap();
     assert!(init.success());
-    ctx.up(&[]);
+    ctx.up(&["--allow", "workspace-git:rw"]);
     let refused = ctx.output("env export", &["--format", "agent-runner"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
@@ -592,6 +594,7 @@ fn env_export_refuses_a_container_that_can_write_the_host_git_directory() {
 /// read-write was exported: volumes were not walked, and the volume counted as covering the
 /// `.git` below the workspace bind. The export is refused now, naming it, and writes nothing:
 /// agent-runner's agent never gets the container that could write the host's git configuration.
+/// (`up` leaves `.git` writable only with `--allow workspace-git:rw` since spec-note 0446.)
 #[test]
 fn env_export_refuses_a_bind_backed_volume_showing_a_host_git_directory() {
     let Some(ctx) = TestContext::busybox("env_export_volume_git") else {
@@ -619,7 +622,7 @@ fn env_export_refuses_a_bind_backed_volume_showing_a_host_git_directory() {
         CONFIG,
         r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspaces/w"}"#,
     );
-    ctx.up(&[]);
+    ctx.up(&["--allow", "workspace-git:rw"]);
     for id in ctx.containers() {
         let project = crate::support::context::docker_lines(&[
             "inspect",

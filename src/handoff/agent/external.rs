@@ -368,7 +368,14 @@ impl Handoff<'_> {
             .await
             .map_err(stopped)??;
         refuse_options(opts, &p, &info.name)?;
-        let target = judge(info, &p.workspace.root, &opts.expect_mounts)?;
+        // its mounts as the host sees them: a bind-backed volume is the bind it is (attack M5)
+        let seen = ContainerInfo {
+            mounts: crate::security::volumes::mounts_as_host_sees(self.engine, &info.mounts)
+                .await
+                .map_err(OpsError::from)?,
+            ..info.clone()
+        };
+        let target = judge(&seen, &p.workspace.root, &opts.expect_mounts)?;
         let flags = SecurityOptions {
             agent: Some(opts.agent.clone()),
             ..opts.security.clone()

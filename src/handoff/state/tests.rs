@@ -514,3 +514,82 @@ fn a_session_log_keeps_its_cap_then_a_marker_and_devcells_own_lines() {
     let _ = store.create_log("s1").unwrap();
     assert_eq!(LOG_CAP, 64 << 20);
 }
+
+/// Attack M8: a git entry that appeared since the last baseline (the agent's `tools/.git`)
+/// is recorded as created when the next baseline is taken, survives every later baseline (and
+/// `delete`, which keeps the state), is never adopted as a repository by discovery, and only
+/// `created-git:<path>` accepts it (into the baseline, for good); a removed one is forgotten.
+#[test]
+fn a_created_git_entry_is_remembered_until_accepted() {
+    let git_init = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["init", "-q"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    use crate::handoff::git_identity::record;
+    use crate::handoff::repository::{InspectOptions, inspect};
+    let (_state, ws, store) = setup();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    git_init(&root.join("api"));
+    store.set_git_identity(&root, record(&root)).unwrap();
+    // the agent made `tools/.git`
+    git_init(&root.join("tools"));
+    let created = store.created_gits(&root, &[] as &[&str]).unwrap();
+    assert!(created.is_created("tools/.git") && !created.is_created("api/.git"));
+    let options = InspectOptions {
+        created_git: created,
+        ..InspectOptions::default()
+    };
+    let found = inspect(&root, &options).unwrap();
+    let names: Vec<&str> = found.repos.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["api"], "tools is not adopted");
+    assert!(
+        found
+            .warnings
+            .iter()
+            .any(|w| w.code == "git_dir_created" && w.message.contains("created-git:tools/.git")),
+        "{:?}",
+        found.warnings
+    );
+    // the next baseline records it, and every later one keeps it
+    store.set_git_identity(&root, record(&root)).unwrap();
+    store.set_git_identity(&root, record(&root)).unwrap();
+    let state = store.load(&root).unwrap().unwrap();
+    assert_eq!(state.created_git.iter().collect::<Vec<_>>(), ["tools/.git"]);
+    assert!(
+        store
+            .created_gits(&root, &["created-git:api/.git"])
+            .unwrap()
+            .is_created("tools/.git")
+    );
+    // accepted: into the baseline, never created again
+    let accepted = store
+        .created_gits(&root, &["created-git:tools/.git"])
+        .unwrap();
+    assert!(!accepted.is_created("tools/.git"), "{accepted:?}");
+    store.set_git_identity(&root, record(&root)).unwrap();
+    assert!(
+        !store
+            .created_gits(&root, &[] as &[&str])
+            .unwrap()
+            .is_created("tools/.git")
+    );
+    // one removed is forgotten
+    git_init(&root.join("more"));
+    store.set_git_identity(&root, record(&root)).unwrap();
+    assert!(
+        store
+            .load(&root)
+            .unwrap()
+            .unwrap()
+            .created_git
+            .contains("more/.git")
+    );
+    std::fs::remove_dir_all(root.join("more")).unwrap();
+    store.set_git_identity(&root, record(&root)).unwrap();
+    assert!(store.load(&root).unwrap().unwrap().created_git.is_empty());
+}

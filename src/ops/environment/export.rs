@@ -145,8 +145,11 @@ fn refuse_templates(environment: &AgentRunnerEnvironment) -> Result<()> {
 /// other mount covers at or above the place it appears in the container (a handoff covers each
 /// with the container's own git directory). A mount covers only when it shows nothing of that
 /// host git entry: a read-write bind whose source holds the same entry there does not (attack
-/// L7). Volume mounts are judged as binds once resolved ([`with_volumes_resolved`]). A walk
-/// cut at its bound counts as finding the bind's source. `None` when there is none.
+/// L7). Volume mounts are judged as binds once resolved
+/// ([`crate::security::volumes::mounts_as_host_sees`]); a read-write volume devcell cannot
+/// resolve ([`crate::security::volumes::UNRESOLVED_VOLUME`]) counts as one, named by its
+/// `source` (attack M5). A walk cut at its bound counts as finding the bind's source. `None`
+/// when there is none.
 ///
 /// What agent-runner's agent writes there (`core.fsmonitor`, hooks, a renamed `.git`) runs
 /// on the host on the user's next `git status` (issue 25, class 1; attack finding J3): a
@@ -158,6 +161,12 @@ pub fn writable_host_git_dir(mounts: &[crate::engine::MountInfo]) -> Option<std:
     // devcell's own copies (a handoff's container git directories) are no git directory the
     // user's git reads
     let state = crate::ops::state_folder::default_root();
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| m.kind == crate::security::volumes::UNRESOLVED_VOLUME && m.rw)
+    {
+        return Some(std::path::PathBuf::from(&m.source));
+    }
     for m in mounts.iter().filter(|m| m.kind == "bind" && m.rw) {
         let source = Path::new(&m.source);
         let own = state.as_ref().is_some_and(|s| source.starts_with(s));
@@ -228,58 +237,6 @@ fn covered_by_another(
     })
 }
 
-/// `mounts` with each volume mount whose volume is bind-backed (a `local` volume with
-/// `o=bind`/`rbind` and a `device`: [`crate::security::volumes::classify`], the rule every
-/// other judge applies, attacks F6 and G1) replaced by a bind of its `device`, so
-/// [`writable_host_git_dir`] walks it as the bind it is (attack L7: such a volume over
-/// `projects` showed `projects/a/.git` read-write, was never walked, and counted as covering
-/// it). Any other volume shows the engine's own storage, no host folder of the user's.
-///
-/// Errors: the engine's, inspecting a volume.
-async fn with_volumes_resolved(
-    engine: &dyn Engine,
-    mounts: &[crate::engine::MountInfo],
-) -> Result<Vec<crate::engine::MountInfo>> {
-    let mut held = std::collections::BTreeMap::new();
-    for name in mounts
-        .iter()
-        .filter(|m| m.kind == "volume")
-        .filter_map(|m| m.name.as_deref())
-    {
-        if let Some(info) = engine.inspect_volume(name).await? {
-            held.insert(name.to_string(), info);
-        }
-    }
-    Ok(volumes_as_binds(mounts, &held))
-}
-
-/// [`with_volumes_resolved`] once the volumes are inspected (`held`, name → what the engine
-/// holds). Pure.
-fn volumes_as_binds(
-    mounts: &[crate::engine::MountInfo],
-    held: &std::collections::BTreeMap<String, crate::engine::VolumeInfo>,
-) -> Vec<crate::engine::MountInfo> {
-    use crate::security::volumes::{VolumeUse, classify};
-    mounts
-        .iter()
-        .map(|m| {
-            let info = m
-                .name
-                .as_ref()
-                .filter(|_| m.kind == "volume")
-                .and_then(|n| held.get(n));
-            match classify(info, std::path::Path::new("")) {
-                VolumeUse::BindBacked(device) if info.is_some() => crate::engine::MountInfo {
-                    kind: "bind".into(),
-                    source: device,
-                    ..m.clone()
-                },
-                _ => m.clone(),
-            }
-        })
-        .collect()
-}
-
 /// Refuses to export a container whose mounts let the agent write a host git directory
 /// ([`writable_host_git_dir`]) unless the user accepts it (`allow_host_git`).
 ///
@@ -333,7 +290,8 @@ pub async fn export_agent_runner_with(
     )
     .await?;
     let judged = ContainerInfo {
-        mounts: with_volumes_resolved(engine, &attached.container.mounts).await?,
+        mounts: crate::security::volumes::mounts_as_host_sees(engine, &attached.container.mounts)
+            .await?,
         ..attached.container.clone()
     };
     refuse_writable_host_git(&judged, allow_host_git)?;
@@ -568,11 +526,14 @@ mod tests {
         );
     }
 
-    /// The volume mounts of a container resolve as every other judge resolves them: a
-    /// bind-backed volume becomes a bind of its `device`, any other stays a volume.
+    /// The volume mounts of a container resolve as every other judge resolves them
+    /// ([`crate::security::volumes::as_host_sees`]): a bind-backed volume becomes a bind of
+    /// its `device`, a plain one stays a volume, one the engine does not know or whose driver
+    /// options devcell cannot resolve counts as writable host content (attack M5).
     #[test]
     fn volume_mounts_resolve_to_the_bind_they_are() {
         use crate::engine::VolumeInfo;
+        use crate::security::volumes::{UNRESOLVED_VOLUME, as_host_sees};
         let info = |name: &str, options: &[(&str, &str)]| VolumeInfo {
             name: name.into(),
             driver: "local".into(),
@@ -595,6 +556,10 @@ mod tests {
                 ),
             ),
             ("cache".to_string(), info("cache", &[])),
+            (
+                "nfs".to_string(),
+                info("nfs", &[("type", "nfs"), ("device", ":/export")]),
+            ),
         ]);
         let volume = |name: &str, at: &str| MountInfo {
             kind: "volume".into(),
@@ -607,11 +572,21 @@ mod tests {
             volume("proj", "/w/projects"),
             volume("cache", "/cache"),
             volume("gone", "/gone"),
+            volume("nfs", "/nfs"),
         ];
-        let out = volumes_as_binds(&mounts, &held);
+        let out = as_host_sees(&mounts, &held);
         assert_eq!(out[0].kind, "bind");
         assert_eq!(out[0].source, "/h/ws/projects");
         assert_eq!(out[0].destination, "/w/projects");
-        assert_eq!(out[1..], mounts[1..]);
+        assert_eq!(out[1], mounts[1]);
+        for (m, name) in out[2..].iter().zip(["gone", "nfs"]) {
+            assert_eq!(m.kind, UNRESOLVED_VOLUME);
+            assert!(m.source.contains(name), "{m:?}");
+        }
+        assert_eq!(
+            writable_host_git_dir(&out[2..3]),
+            Some(std::path::PathBuf::from(&out[2].source))
+        );
+        assert_eq!(writable_host_git_dir(&out[1..2]), None);
     }
 }

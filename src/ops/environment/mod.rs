@@ -162,6 +162,9 @@ async fn up_checked(
     }
     let chosen = crate::ops::up::load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
+    // the workspace's git directories read-only under `hardened` (spec-note 0446)
+    let (opts, git_warnings) = crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
+    let opts = &opts;
     let compose = chosen.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
     let (drift, mut result) = if compose {
         // judged as the plan judges it: only Compose's `config` and engine reads run
@@ -177,6 +180,7 @@ async fn up_checked(
         (drift, up)
     };
     result.warnings.extend(drift);
+    result.warnings.extend(git_warnings);
     Ok(result)
 }
 

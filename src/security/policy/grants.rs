@@ -73,6 +73,14 @@ pub struct Grants {
     /// `registry:<host[:port]>` (lowercased): a registry host fetched from under a closed
     /// network that the committed configuration does not name (attack K12).
     pub registries: BTreeSet<String>,
+    /// `workspace-git:rw`: a plain `up` under `hardened` leaves the workspace's git
+    /// directories writable by the container, as the `reference` profile does (a lifecycle
+    /// hook can then write `.git/config`, which the host's git runs; spec-note 0446).
+    pub workspace_git_rw: bool,
+    /// `created-git:<workspace-relative path>`: a git entry an agent created that the user
+    /// checked and accepts: a handoff takes it as one of the workspace's repositories again
+    /// (`handoff::git_identity::CreatedGits`, attack M8).
+    pub created_git: BTreeSet<String>,
 }
 
 impl Grants {
@@ -83,7 +91,8 @@ impl Grants {
     /// `volume:<name>`, `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>`,
     /// `device-cgroup-rule:<rule>`, `image-tag:<reference>`, `egress:<host[:port][=address]>`,
     /// `runtime-option:<key>=<value>`, `build-context:<url>`, `compose-file:<host path>`,
-    /// `gpu`, `uncovered-git:<workspace-relative path | *>`, `registry:<host[:port]>`.
+    /// `gpu`, `uncovered-git:<workspace-relative path | *>`, `registry:<host[:port]>`,
+    /// `workspace-git:rw`, `created-git:<workspace-relative path>`.
     ///
     /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self> {
@@ -234,6 +243,21 @@ impl Grants {
                     ));
                 }
                 self.registries.insert(h.to_ascii_lowercase());
+            }
+            Some(("created-git", p)) => {
+                let p = p.trim_end_matches('/');
+                if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(bad(
+                        "expected a path relative to the workspace root (`created-git:tools/.git`)",
+                    ));
+                }
+                self.created_git.insert(p.to_string());
+            }
+            Some(("workspace-git", "rw")) => self.workspace_git_rw = true,
+            Some(("workspace-git", _)) => {
+                return Err(bad(
+                    "expected `workspace-git:rw` (the workspace's git directories writable by the container)",
+                ));
             }
             Some(("publish", a)) => {
                 if a != "*" && split_publish_grant(a).is_none() {

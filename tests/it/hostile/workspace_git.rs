@@ -63,3 +63,195 @@ fn a_fifo_in_the_workspaces_git_folder_does_not_hang_devcell() {
         }
     }
 }
+
+/// Attack M7: under `hardened` with default flags, a plain `up` binds the workspace's git
+/// directories read-only on themselves (spec-note 0443): the repository's `postCreateCommand`
+/// appends `core.fsmonitor` to the host's `.git/config` and to a nested repository's, writes
+/// `.git/commondir`, and tries to rename `.git` away and plant another; none of it reaches the
+/// host, and the user's `git status` there runs nothing. `--allow workspace-git:rw` restores the
+/// writable `.git` (the attack then lands: the test can fail).
+#[test]
+fn a_lifecycle_hook_of_a_plain_up_cannot_write_the_hosts_git_directories() {
+    let Some(repo) = HostileRepo::busybox(
+        "a_lifecycle_hook_of_a_plain_up_cannot_write_the_hosts_git_directories",
+    ) else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let hook = format!(
+        "for c in .git/config vendor/lib/.git/config; do \
+           printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> $c && echo \"wrote $c\"; \
+         done; \
+         echo /tmp > .git/commondir && echo wrote-commondir; \
+         mv .git .git-old && mkdir .git && echo planted > .git/HEAD && echo renamed; \
+         true",
+        m = target.marker().display()
+    );
+    repo.config(
+        &serde_json::json!({"image": BUSYBOX_IMAGE, "postCreateCommand": hook}).to_string(),
+    );
+    std::fs::create_dir_all(repo.path().join("vendor/lib")).unwrap();
+    support::git::git(&repo.path().join("vendor/lib"), &["init", "-q"]);
+    repo.file(".gitignore", "vendor/\n").commit();
+    let config = repo.path().join(".git/config");
+    let nested = repo.path().join("vendor/lib/.git/config");
+    let (before, nested_before) = (
+        std::fs::read(&config).unwrap(),
+        std::fs::read(&nested).unwrap(),
+    );
+    let ctx = repo.context();
+    let up = ctx.run("up", &[]);
+    up.ok();
+    assert_eq!(up.last_json()["outcome"], "success", "{}", up.stderr);
+    assert!(
+        up.stderr.contains("are read-only in the container"),
+        "up says so: {}",
+        up.stderr
+    );
+    for done in ["wrote .git", "wrote vendor", "wrote-commondir", "renamed"] {
+        assert!(!up.stderr.contains(done), "{done}: {}", up.stderr);
+    }
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the host's .git/config"
+    );
+    assert_eq!(
+        std::fs::read(&nested).unwrap(),
+        nested_before,
+        "vendor/lib/.git/config"
+    );
+    assert!(!repo.path().join(".git/commondir").exists());
+    assert!(
+        !repo.path().join(".git-old").exists(),
+        ".git was not renamed"
+    );
+    for ws in [repo.path().to_path_buf(), repo.path().join("vendor/lib")] {
+        let _ = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "status", "--porcelain"])
+            .current_dir(&ws)
+            .output();
+    }
+    target.assert_untouched();
+
+    // the grant leaves them writable, as before: the same hook then lands
+    let granted = ctx.run(
+        "up",
+        &["--remove-existing-container", "--allow", "workspace-git:rw"],
+    );
+    granted.ok();
+    assert!(
+        granted.stderr.contains("workspace-git:rw"),
+        "a warning: {}",
+        granted.stderr
+    );
+    // the hook renamed `.git` away and planted another: what the covers stopped above
+    assert!(
+        granted.stderr.contains("renamed") && repo.path().join(".git-old").exists(),
+        "the grant keeps `.git` writable: {}",
+        granted.stderr
+    );
+}
+
+/// Attack M5: `handoff --container` of a container devcell did not create, whose plain bind of
+/// the workspace hides `.git` under a read-only bind, but which also mounts a `local` volume
+/// made with `o=bind,device=<workspace>` at `/cache`: the engine reports that mount as a volume
+/// in its own storage, and the agent wrote the user's `.git/config` through it. The volume is
+/// judged as the bind it is: refused before any session, the agent never runs, `.git/config`
+/// is byte-equal.
+#[test]
+fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
+    let Some(ctx) = crate::support::context::TestContext::busybox(
+        "an_external_containers_bind_backed_volume_onto_the_workspace_is_refused",
+    ) else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    support::git::git(ctx.path(), &["init", "-q"]);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let config_before = std::fs::read(ws.join(".git/config")).unwrap();
+    let empty = ctx.tmp().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let volume = support::per_run("devcell-test-wsvol");
+    ctx.cleanup().volume(&volume);
+    let made = std::process::Command::new("docker")
+        .args([
+            "volume",
+            "create",
+            "--driver",
+            "local",
+            "-o",
+            "type=none",
+            "-o",
+            "o=bind",
+        ])
+        .arg("-o")
+        .arg(format!("device={}", ws.display()))
+        .args(["--label", "devcell.test=1", &volume])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let c = support::docker::TestContainer::run_with(
+        &[
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace", ws.display()),
+            "-v",
+            &format!("{}:/workspace/.git:ro", empty.display()),
+            "-v",
+            &format!("{volume}:/cache"),
+        ],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let marker = ctx.tmp().join("agent-ran");
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.evil]\ncommand = [\"sh\", \"-c\", \"touch /cache/agent-ran; printf '[core]\\\\n\\\\tfsmonitor = true\\\\n' >> /cache/.git/config\"]\n",
+    )
+    .unwrap();
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "evil",
+            "--config-file",
+            config.to_str().unwrap(),
+            "--container",
+            &c.id,
+            "--format",
+            "json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
+    assert!(
+        stderr.contains("could write the host's git directory"),
+        "{stderr}"
+    );
+    assert!(
+        !ws.join("agent-ran").exists() && !marker.exists(),
+        "the agent never ran"
+    );
+    assert_eq!(
+        std::fs::read(ws.join(".git/config")).unwrap(),
+        config_before,
+        "the user's .git/config"
+    );
+    let status = ctx.output("status", &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&status.stdout)
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        v["result"]["sessions"],
+        serde_json::json!([]),
+        "no session: {v}"
+    );
+}

@@ -1,0 +1,227 @@
+//! Under `hardened`, a plain `up` binds every git directory below the workspace read-only on
+//! itself (spec-note 0446, attack M7): the primary `.git`, nested repositories, `.git` files,
+//! folders laid out as git directories. Otherwise a lifecycle hook (the repository's
+//! `postCreateCommand`, hostile by devcell's threat model) writes `.git/config`
+//! (`core.fsmonitor`) or `.git/commondir`, and the user's next `git status` on the host runs it.
+//!
+//! The judgement is a handoff's ([`crate::security::git_cover`]); the binds become
+//! [`UpOptions::mounts`] and [`UpOptions::covers`], so every other bind of the workspace (a
+//! second bind, a Compose service's `..:/workspaces`) repeats them and a reused container made
+//! without them is refused, as for a handoff. What cannot be covered is refused before anything
+//! runs ([`crate::security::SecurityError::UncoveredGit`]) unless accepted with
+//! `--allow uncovered-git:<path>`; `--allow workspace-git:rw` leaves them all writable (today's
+//! behaviour, for users who commit inside the container), with a warning. Under `reference`
+//! nothing changes.
+
+use std::path::PathBuf;
+
+use crate::diagnostics::Warning;
+use crate::engine::{Mount, MountKind};
+use crate::ops::error::Result;
+use crate::ops::options::UpOptions;
+use crate::ops::permissions::UpChoice;
+use crate::progress::{Event, Reporter};
+use crate::security::SecurityProfile;
+use crate::security::git_cover::{self, Known, Plan, Walk};
+
+/// Where the covers are bound when no workspace mount shows the root (a Compose configuration,
+/// `"workspaceMount": ""`): outside the workspace; every bind of the root repeats them there.
+const DETACHED_ROOT: &str = "/run/devcell/workspace-git";
+
+/// `opts` with the workspace's git directories covered (see the module docs), and the warnings
+/// to add to the result (an accepted uncovered entry, the `workspace-git:rw` grant). The notice
+/// of what is read-only goes to `reporter` as a status line.
+///
+/// Errors: [`crate::security::SecurityError::UncoveredGit`] naming what cannot be covered;
+/// [`crate::ops::OpsError::Engine`] for a `workspaceMount` that does not parse.
+pub(crate) fn covered(
+    opts: &UpOptions,
+    chosen: &UpChoice,
+    reporter: &dyn Reporter,
+) -> Result<(UpOptions, Vec<Warning>)> {
+    let mut opts = opts.clone();
+    if !matches!(chosen.profile, SecurityProfile::Hardened(_)) {
+        return Ok((opts, Vec::new()));
+    }
+    if chosen.grants.workspace_git_rw {
+        return Ok((
+            opts,
+            vec![warning(
+                "the workspace's git directories are writable by the container (`--allow workspace-git:rw`): a lifecycle hook or anything run in it can change what the host's git runs (`core.fsmonitor`, hooks); check `.git/config` before running git on the host".to_string(),
+            )],
+        ));
+    }
+    let (root, container_root, attached) = root_of(chosen)?;
+    let walk = Walk::of(&root);
+    let accepts = |rel: &str| git_cover::accepted_by(Some(&chosen.grants.uncovered_git), rel);
+    let plan =
+        git_cover::judge(&root, &Known::root_only(&root), &walk, &accepts).map_err(|items| {
+            crate::security::SecurityError::UncoveredGit {
+                root: root.clone(),
+                items,
+            }
+        })?;
+    let warnings = plan
+        .accepted
+        .iter()
+        .map(|u| {
+            warning(format!(
+                "`{}` below the workspace is not covered ({}; accepted with `{}`): the container can change what the host's git reads there; check it before running git in it",
+                u.rel,
+                u.why,
+                u.grant()
+            ))
+        })
+        .collect();
+    if plan.entries.is_empty() {
+        return Ok((opts, warnings));
+    }
+    reporter.report(Event::Status(notice(&plan)));
+    let binds = plan.binds(&root, &container_root);
+    if attached {
+        // the root is the workspace mount, bound on itself (spec-note 0436)
+        opts.covers.push((root.clone(), container_root.clone()));
+    }
+    for b in binds {
+        opts.covers.push((b.source.clone(), b.target.clone()));
+        opts.mounts.push(Mount {
+            kind: MountKind::Bind,
+            source: Some(b.source.to_string_lossy().into_owned()),
+            target: b.target,
+            read_only: b.read_only,
+        });
+    }
+    Ok((opts, warnings))
+}
+
+/// The host root whose git entries are covered (canonical), where the container sees it, and
+/// whether that is the workspace mount: the workspace mount's source and target when it is a
+/// bind, else the host mount root at [`DETACHED_ROOT`].
+fn root_of(chosen: &UpChoice) -> Result<(PathBuf, String, bool)> {
+    let loaded = &chosen.loaded;
+    let mount = loaded
+        .workspace_mount()?
+        .filter(|m| m.kind == MountKind::Bind)
+        .and_then(|m| Some((PathBuf::from(m.source?), m.target)));
+    let (root, target, attached) = match mount {
+        Some((source, target)) => (source, target, true),
+        None => (
+            loaded.workspace.host_mount_root.clone(),
+            DETACHED_ROOT.to_string(),
+            false,
+        ),
+    };
+    // judged as the engine will mount it: the link's target (spec-note 0400); one that cannot
+    // be resolved is refused where the binds are resolved
+    let root = crate::security::host_path::resolve(&root).unwrap_or(root);
+    Ok((root, target, attached))
+}
+
+/// The notice line: what is read-only, what fails, and what to use instead.
+fn notice(plan: &Plan) -> String {
+    let shown: Vec<String> = plan
+        .entries
+        .iter()
+        .take(4)
+        .map(|rel| format!("`{rel}`"))
+        .collect();
+    let more = plan.entries.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "the workspace's git directories ({}{more}) are read-only in the container: git there can read (status, log, diff), but a commit fails with a read-only file system error; commit on the host, hand the workspace to an agent with `devcell handoff` (container git directories, commits fetched back), or leave them writable with `--allow workspace-git:rw`",
+        shown.join(", ")
+    )
+}
+
+fn warning(message: String) -> Warning {
+    Warning {
+        location: None,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attack M7: a plain `up`'s plan binds the primary `.git`, a nested repository's `.git`
+    /// and a `.git` file read-only on themselves, and the folders above a nested one on
+    /// themselves; a `.git` file naming a git directory outside the workspace is refused,
+    /// naming its grant.
+    #[test]
+    fn the_workspace_git_directories_are_bound_read_only_on_themselves() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        for dir in [".git/hooks", "vendor/lib/.git", "tools/sub"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(
+            root.join("tools/sub/.git"),
+            "gitdir: ../../vendor/lib/.git\n",
+        )
+        .unwrap();
+        let plan = git_cover::judge(&root, &Known::root_only(&root), &Walk::of(&root), &|_| {
+            false
+        })
+        .unwrap();
+        let mut binds: Vec<(String, bool)> = plan
+            .binds(&root, "/workspaces/ws")
+            .into_iter()
+            .map(|b| {
+                assert_eq!(
+                    PathBuf::from(&b.target)
+                        .strip_prefix("/workspaces/ws")
+                        .unwrap(),
+                    b.source.strip_prefix(&root).unwrap()
+                );
+                (b.target, b.read_only)
+            })
+            .collect();
+        binds.sort();
+        assert_eq!(
+            binds,
+            [
+                ("/workspaces/ws/.git".to_string(), true),
+                ("/workspaces/ws/tools".to_string(), false),
+                ("/workspaces/ws/tools/sub".to_string(), false),
+                ("/workspaces/ws/tools/sub/.git".to_string(), true),
+                ("/workspaces/ws/vendor".to_string(), false),
+                ("/workspaces/ws/vendor/lib".to_string(), false),
+                ("/workspaces/ws/vendor/lib/.git".to_string(), true),
+            ]
+        );
+        assert!(notice(&plan).contains("`.git`"));
+        // a `.git` file naming a git directory outside: refused unless accepted
+        let outside = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(
+            root.join("tools/sub/.git"),
+            format!("gitdir: {}\n", outside.display()),
+        )
+        .unwrap();
+        let refused = git_cover::judge(&root, &Known::root_only(&root), &Walk::of(&root), &|_| {
+            false
+        })
+        .unwrap_err();
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].grant(), "--allow uncovered-git:tools/sub/.git");
+        let grants = crate::security::Grants::parse(&["uncovered-git:tools/sub/.git"]).unwrap();
+        let plan = git_cover::judge(&root, &Known::root_only(&root), &Walk::of(&root), &|rel| {
+            git_cover::accepted_by(Some(&grants.uncovered_git), rel)
+        })
+        .unwrap();
+        assert_eq!(plan.accepted.len(), 1);
+        assert!(!plan.entries.contains(&"tools/sub/.git".to_string()));
+        assert!(
+            crate::security::Grants::parse(&["workspace-git:rw"])
+                .unwrap()
+                .workspace_git_rw
+        );
+        assert!(crate::security::Grants::parse(&["workspace-git:ro"]).is_err());
+    }
+}
