@@ -24,6 +24,7 @@ pub mod expect_mount;
 mod fake_engine_tests;
 pub mod git_identity;
 pub mod group;
+pub mod group_request;
 pub mod host;
 pub mod mail_host;
 pub mod mail_worktree;

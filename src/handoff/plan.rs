@@ -90,7 +90,7 @@ pub struct HandoffOptions {
     pub dotfiles: Option<crate::lifecycle::Dotfiles>,
     /// `--group NAME` and `--cleanup`: the handoff shares its group's container (spec-note
     /// 0525, [`crate::handoff::group`]).
-    pub group: Option<crate::handoff::group::GroupRequest>,
+    pub group: Option<crate::handoff::group_request::GroupRequest>,
 }
 
 impl HandoffOptions {

@@ -9,7 +9,8 @@ use crate::engine::{BuildRequest, Engine};
 use crate::ops::error::Result;
 use crate::ops::load::LoadedConfiguration;
 use crate::progress::Reporter;
-use crate::security::dockerfile::{Built, base_images, read_dockerfile};
+use crate::security::build_stages::base_images;
+use crate::security::dockerfile::{Built, read_dockerfile};
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 
 /// The text of the Dockerfile `request` builds, when the profile judges it (`hardened`) and it

@@ -216,9 +216,35 @@ fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// The images the stages a build of `target` reaches build `FROM`, in order
+/// ([`reached_bases`]): BuildKit runs each one's `ONBUILD` triggers
+/// (attacks G9), and a stage the build does not reach is neither pulled nor judged. Pure.
+pub fn base_images(
+    text: &str,
+    args: &BTreeMap<String, String>,
+    target: Option<&str>,
+    reach: Reach,
+) -> Vec<String> {
+    reached_bases(text, args, target, reach)
+        .into_iter()
+        .filter(|b| !b.contains('$'))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A UTF-8 BOM before `# escape=` is dropped as the builder drops it, so a `FROM`
+    /// continued with that escape character is still seen (attack M3).
+    #[test]
+    fn a_bom_before_the_escape_directive_hides_no_base() {
+        let base = "\u{feff}# escape=`\nFROM `\n  evil/base:1\n";
+        assert_eq!(
+            base_images(base, &args(&[]), None, Reach::UpToTarget),
+            ["evil/base:1"]
+        );
+    }
 
     fn args(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -14,7 +14,6 @@
 //! heredoc's end word is an identifier, so it never continues onto the next instruction).
 //! Pure but for [`read_dockerfile`].
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::host_path::resolve;
@@ -374,21 +373,6 @@ fn syntax_directive(text: &str) -> Option<String> {
         .map(|(_, v)| v.as_str().map_or_else(|| v.to_string(), str::to_string))
 }
 
-/// The images the stages a build of `target` reaches build `FROM`, in order
-/// ([`super::build_stages::reached_bases`]): BuildKit runs each one's `ONBUILD` triggers
-/// (attacks G9), and a stage the build does not reach is neither pulled nor judged. Pure.
-pub fn base_images(
-    text: &str,
-    args: &BTreeMap<String, String>,
-    target: Option<&str>,
-    reach: super::build_stages::Reach,
-) -> Vec<String> {
-    super::build_stages::reached_bases(text, args, target, reach)
-        .into_iter()
-        .filter(|b| !b.contains('$'))
-        .collect()
-}
-
 /// The text of the Dockerfile at `path`, read without following links and at most
 /// [`DOCKERFILE_MAX`] bytes; `Ok(None)` when there is none, `Err` when it cannot be read
 /// (a link, not a regular file, too large, a read error).
@@ -683,12 +667,7 @@ mod tests {
         assert_eq!(asked(run), ["--allow network:host <- RUN --network=host"]);
         let cache = "\u{feff}# escape=`\nFROM a\nRUN `\n --mount=type=cache,target=/c true\n";
         assert!(has_cache_mount(cache));
-        let base = "\u{feff}# escape=`\nFROM `\n  evil/base:1\n";
-        let reach = crate::security::build_stages::Reach::UpToTarget;
-        assert_eq!(
-            base_images(base, &BTreeMap::new(), None, reach),
-            ["evil/base:1"]
-        );
+        // (a base image behind the BOM: `build_stages::tests::a_bom_before_the_escape_directive_hides_no_base`)
         // an unknown directive ends the directives: the escape line after it is a comment
         let unknown = "# foo=bar\n# escape=`\nFROM a\nADD \\\n  http://127.0.0.1:18422/x /x\n";
         let hosts: Vec<String> = remote_sources(unknown)

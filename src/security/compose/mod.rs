@@ -48,7 +48,8 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-pub use crate::security::dockerfile::{base_images, has_cache_mount};
+pub use crate::security::build_stages::base_images;
+pub use crate::security::dockerfile::has_cache_mount;
 pub use build_network::{ClosedBuilds, closed_builds};
 pub use dockerfile::frontend_of;
 use fields::{go_duration_seconds, number, services_of, strings_of};
