@@ -276,3 +276,44 @@ fn the_library_passes_records_and_reports() {
     assert_eq!(stopped.status.code(), Some(1));
     assert!(!String::from_utf8_lossy(&stopped.stdout).contains("after"));
 }
+
+/// `checkMultiple` runs each expression as the reference's library does, `if $EXPRESSION`:
+/// split into words and globbed, never `eval`ed (a `|`, `&&` or quote is a plain word), and
+/// the list ends at the first empty expression.
+#[test]
+fn check_multiple_word_splits_as_the_reference_and_never_evals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(TEST_LIBRARY_NAME), TEST_LIBRARY).unwrap();
+    std::fs::write(dir.path().join("present.txt"), "").unwrap();
+    let run = |script: &str| {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source ./{TEST_LIBRARY_NAME}\n{script}\nreportResults"
+            ))
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    // `echo a | grep b` is `echo` with four words: it succeeds (eval: grep fails)
+    let piped = run("checkMultiple piped 1 'echo a | grep b'");
+    assert!(piped.status.success(), "{piped:?}");
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("a | grep b\n"));
+    // quotes are not shell syntax: `test` gets `'a`, `b'`, `=`, `'a`, `b'` and fails
+    let quoted = run("checkMultiple quoted 1 \"test 'a b' = 'a b'\"");
+    assert_eq!(quoted.status.code(), Some(1), "{quoted:?}");
+    // a `$(…)` inside an expression is not run
+    let marker = dir.path().join("ran");
+    let substituted = run(&format!(
+        "checkMultiple substituted 0 'echo $(touch {})'",
+        marker.display()
+    ));
+    assert!(substituted.status.success(), "{substituted:?}");
+    assert!(!marker.exists());
+    // the expressions end at the first empty one: one success of the two needed
+    let ended = run("checkMultiple ended 2 true '' true");
+    assert_eq!(ended.status.code(), Some(1), "{ended:?}");
+    // words are globbed, as an unquoted expansion is
+    let globbed = run("checkMultiple globbed 1 'test -f present.*'");
+    assert!(globbed.status.success(), "{globbed:?}");
+}
