@@ -137,6 +137,9 @@ impl crate::diagnostics::Hint for FeatureError {
     fn hint(&self) -> Option<String> {
         match self {
             FeatureError::InvalidReference { hint, .. } => hint.clone(),
+            FeatureError::Resolve { source, .. } => source
+                .downcast_ref::<crate::features::fetch::FetchError>()
+                .and_then(crate::diagnostics::Hint::hint),
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),
             ),

@@ -145,3 +145,93 @@ pub enum OciError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
+
+impl OciError {
+    /// What to do about a failed registry request, in one line, by what failed (issue 28 item
+    /// 5): the registry has no such repository or tag, it refused the credentials, or it
+    /// cannot be reached from here. `None` for anything else (the message says enough).
+    pub fn hint(&self) -> Option<String> {
+        use oci_client::errors::OciDistributionError as E;
+        let OciError::Registry {
+            reference, source, ..
+        } = self
+        else {
+            return None;
+        };
+        let host = reference.split('/').next().unwrap_or(reference);
+        if crate::oci::registry::is_not_found_error(self) {
+            return Some(format!(
+                "the registry `{host}` has no `{reference}`: check the id and the tag (`devcell features info tags <id>` lists the tags it has); if `{host}` is a mirror in your settings file, the mirror lacks it"
+            ));
+        }
+        match &**source {
+            E::UnauthorizedError { .. }
+            | E::AuthenticationFailure(_)
+            | E::ServerError {
+                code: 401 | 403, ..
+            } => Some(format!(
+                "the registry `{host}` refused the request as unauthorised: log in to it (`docker login {host}`: devcell reads `~/.docker/config.json`) or check the credentials' access to `{reference}`"
+            )),
+            E::RequestError(e) if e.is_connect() || e.is_timeout() => Some(format!(
+                "the registry `{host}` cannot be reached from here: fetch once where it can and use `--offline` (the cache), or map `{host}` to a mirror you can reach in the settings file's `[registries] mirrors`"
+            )),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_client::errors::OciDistributionError as E;
+
+    fn registry(source: E) -> OciError {
+        OciError::Registry {
+            operation: "pull manifest".into(),
+            reference: "registry.test/features/hello:1".into(),
+            source: Box::new(source),
+        }
+    }
+
+    #[test]
+    fn a_registry_failure_gets_a_hint_by_what_failed() {
+        let not_found = registry(E::ServerError {
+            code: 404,
+            url: "https://registry.test/v2/features/hello/manifests/1".into(),
+            message: "manifest unknown".into(),
+        })
+        .hint()
+        .unwrap();
+        assert!(
+            not_found.starts_with(
+                "the registry `registry.test` has no `registry.test/features/hello:1`"
+            ),
+            "{not_found}"
+        );
+        let unauthorised = registry(E::UnauthorizedError {
+            url: "https://registry.test/v2/".into(),
+        })
+        .hint()
+        .unwrap();
+        assert!(
+            unauthorised.contains("`docker login registry.test`"),
+            "{unauthorised}"
+        );
+        let forbidden = registry(E::ServerError {
+            code: 403,
+            url: String::new(),
+            message: String::new(),
+        });
+        assert_eq!(forbidden.hint(), Some(unauthorised));
+        assert_eq!(
+            registry(E::ServerError {
+                code: 500,
+                url: String::new(),
+                message: String::new()
+            })
+            .hint(),
+            None
+        );
+        assert_eq!(OciError::InvalidDigest { digest: "x".into() }.hint(), None);
+    }
+}
