@@ -99,10 +99,10 @@ impl std::fmt::Display for FeatureSource {
 }
 
 impl crate::diagnostics::Hint for FetchError {
-    /// A failed registry request's hint ([`OciError::hint`]).
+    /// A failed registry request's hint ([`crate::oci::registry::registry_hint`]).
     fn hint(&self) -> Option<String> {
         match self {
-            FetchError::Oci { source, .. } => source.hint(),
+            FetchError::Oci { source, .. } => crate::oci::registry::registry_hint(source),
             _ => None,
         }
     }
