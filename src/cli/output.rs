@@ -37,6 +37,12 @@ pub fn stderr_output_line(line: &str) {
     eprintln!("{}", printable(line, Sgr::Keep));
 }
 
+/// Prints a line of a program's output on stdout (a Feature test script's): its colours are
+/// kept (and reset at its end), every other control sequence is shown escaped.
+pub fn stdout_output_line(line: &str) {
+    println!("{}", printable(line, Sgr::Keep));
+}
+
 /// Prints a warning on stderr as `warning: …`, followed by the offending line when known.
 pub fn warning(warning: &Warning) {
     if json_log() {

@@ -137,6 +137,14 @@ impl crate::diagnostics::Hint for FeatureError {
     fn hint(&self) -> Option<String> {
         match self {
             FeatureError::InvalidReference { hint, .. } => hint.clone(),
+            // the registry failure behind it, found in the chain (a fetch error wraps it)
+            FeatureError::Resolve { source, .. } => {
+                std::iter::successors(Some(&**source as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .find_map(|e| e.downcast_ref::<crate::oci::OciError>())
+                .and_then(crate::oci::registry::registry_hint)
+            }
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),
             ),

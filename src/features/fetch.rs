@@ -98,6 +98,16 @@ impl std::fmt::Display for FeatureSource {
     }
 }
 
+impl crate::diagnostics::Hint for FetchError {
+    /// A failed registry request's hint ([`crate::oci::registry::registry_hint`]).
+    fn hint(&self) -> Option<String> {
+        match self {
+            FetchError::Oci { source, .. } => crate::oci::registry::registry_hint(source),
+            _ => None,
+        }
+    }
+}
+
 /// An error resolving or fetching a Feature. Messages name the Feature reference.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {

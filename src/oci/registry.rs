@@ -685,6 +685,38 @@ fn is_not_found(e: &oci_client::errors::OciDistributionError) -> bool {
     }
 }
 
+/// What to do about a failed registry request, in one line, by what failed (issue 28 item
+/// 5): the registry has no such repository or tag, it refused the credentials, or it
+/// cannot be reached from here. `None` for anything else (the message says enough).
+pub fn registry_hint(err: &OciError) -> Option<String> {
+    use oci_client::errors::OciDistributionError as E;
+    let OciError::Registry {
+        reference, source, ..
+    } = err
+    else {
+        return None;
+    };
+    let host = reference.split('/').next().unwrap_or(reference);
+    if crate::oci::registry::is_not_found_error(err) {
+        return Some(format!(
+            "the registry `{host}` has no `{reference}`: check the id and the tag (`devcell features info tags <id>` lists the tags it has); if `{host}` is a mirror in your settings file, the mirror lacks it"
+        ));
+    }
+    match &**source {
+        E::UnauthorizedError { .. }
+        | E::AuthenticationFailure(_)
+        | E::ServerError {
+            code: 401 | 403, ..
+        } => Some(format!(
+            "the registry `{host}` refused the request as unauthorised: log in to it (`docker login {host}`: devcell reads `~/.docker/config.json`) or check the credentials' access to `{reference}`"
+        )),
+        E::RequestError(e) if e.is_connect() || e.is_timeout() => Some(format!(
+            "the registry `{host}` cannot be reached from here: fetch once where it can and use `--offline` (the cache), or map `{host}` to a mirror you can reach in the settings file's `[registries] mirrors`"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether `err` is a registry "not found" (unknown repository, tag, manifest or blob).
 pub fn is_not_found_error(err: &OciError) -> bool {
     match err {
@@ -758,5 +790,49 @@ mod tests {
         assert_eq!(m.whole(), format!("127.0.0.1:5000/a/c@{d}"));
         let m = r.mirrored(&parse_reference("example.io/a/c").unwrap());
         assert_eq!(m.registry(), "example.io");
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+    use oci_client::errors::OciDistributionError as E;
+
+    fn hint(source: E) -> Option<String> {
+        registry_hint(&OciError::Registry {
+            operation: "pull manifest".into(),
+            reference: "registry.test/features/hello:1".into(),
+            source: Box::new(source),
+        })
+    }
+
+    fn server(code: u16) -> E {
+        E::ServerError {
+            code,
+            url: String::new(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_registry_failure_gets_a_hint_by_what_failed() {
+        let not_found = hint(server(404)).unwrap();
+        assert!(
+            not_found.starts_with(
+                "the registry `registry.test` has no `registry.test/features/hello:1`"
+            ),
+            "{not_found}"
+        );
+        let unauthorised = hint(E::UnauthorizedError { url: String::new() }).unwrap();
+        assert!(
+            unauthorised.contains("`docker login registry.test`"),
+            "{unauthorised}"
+        );
+        assert_eq!(hint(server(403)), Some(unauthorised));
+        assert_eq!(hint(server(500)), None);
+        assert_eq!(
+            registry_hint(&OciError::InvalidDigest { digest: "x".into() }),
+            None
+        );
     }
 }

@@ -556,7 +556,8 @@ impl Hint for OpsError {
             }
             OpsError::Build(e) => e.hint(),
             OpsError::Feature(e) => e.hint(),
-            OpsError::Fetch(_) | OpsError::FeaturesTest(_) => None,
+            OpsError::Fetch(e) => e.hint(),
+            OpsError::FeaturesTest(_) => None,
             OpsError::Template(e) => e.hint(),
             OpsError::SecretsFile { .. } => {
                 Some("the secrets file is a JSON object mapping names to string values".into())

@@ -48,10 +48,23 @@ pub struct FeaturesTestOptions {
     pub quiet: bool,
     /// The security flags each test's `up` gets (`--security-profile`, `--allow`).
     pub security: SecurityOptions,
+    /// Where the test scripts' stdout lines go (the command's stdout, as the reference
+    /// prints them); `None`: to the reporter with their stderr lines.
+    pub script_stdout: Option<LineSink>,
     /// The user settings file.
     pub settings: Settings,
     /// `--cache-dir`: the Feature cache.
     pub cache_dir: Option<PathBuf>,
+}
+
+/// Receives lines of output, one call per line (without its newline).
+#[derive(Clone)]
+pub struct LineSink(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for LineSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineSink")
+    }
 }
 
 /// What became of one test.
@@ -176,6 +189,7 @@ async fn run_case(
                 &target,
                 case,
                 &up.remote_workspace_folder,
+                opts.script_stdout.as_ref().filter(|_| !opts.quiet),
                 reporter,
                 &tail,
             )
@@ -242,12 +256,14 @@ fn up_options(opts: &FeaturesTestOptions, target: TargetOptions) -> UpOptions {
 /// Runs the test script as the remote user in the workspace folder, with the workspace
 /// folder (where the test library is) at the end of `PATH`, so that `source
 /// dev-container-features-test-lib` finds it from bash and from sh. Its output goes to
-/// `reporter` line by line; the last lines are kept in `tail`.
+/// `reporter` line by line (its stdout to `stdout` when given); the last lines are kept in
+/// `tail`.
 async fn run_script(
     engine: &dyn Engine,
     target: &TargetOptions,
     case: &TestCase,
     folder: &str,
+    stdout: Option<&LineSink>,
     reporter: &dyn Reporter,
     tail: &Arc<Mutex<Vec<String>>>,
 ) -> Result<i64> {
@@ -267,7 +283,7 @@ async fn run_script(
     };
     let streams = ExecStreams {
         stdin: None,
-        stdout: Box::new(LineWriter::new(reporter, tail.clone())),
+        stdout: Box::new(LineWriter::new(reporter, tail.clone()).to(stdout.cloned())),
         stderr: Box::new(LineWriter::new(reporter, tail.clone())),
     };
     exec_with(engine, &opts, streams, reporter).await
@@ -311,10 +327,11 @@ impl Reporter for Quiet<'_> {
     }
 }
 
-/// An exec stream cut into lines: each line goes to the reporter as [`Event::Output`] and
-/// into a shared tail of the last [`TAIL_LINES`] lines.
+/// An exec stream cut into lines: each line goes to `sink` when there is one, else to the
+/// reporter as [`Event::Output`], and into a shared tail of the last [`TAIL_LINES`] lines.
 struct LineWriter<'a> {
     reporter: &'a dyn Reporter,
+    sink: Option<LineSink>,
     pending: Vec<u8>,
     tail: Arc<Mutex<Vec<String>>>,
 }
@@ -323,9 +340,16 @@ impl<'a> LineWriter<'a> {
     fn new(reporter: &'a dyn Reporter, tail: Arc<Mutex<Vec<String>>>) -> Self {
         LineWriter {
             reporter,
+            sink: None,
             pending: Vec::new(),
             tail,
         }
+    }
+
+    /// Sends the lines to `sink` instead of the reporter, when there is one.
+    fn to(mut self, sink: Option<LineSink>) -> Self {
+        self.sink = sink;
+        self
     }
 
     fn emit(&mut self, line: &[u8]) {
@@ -337,7 +361,10 @@ impl<'a> LineWriter<'a> {
             let excess = tail.len().saturating_sub(TAIL_LINES);
             tail.drain(..excess);
         }
-        self.reporter.report(Event::Output(line));
+        match &self.sink {
+            Some(sink) => (sink.0)(&line),
+            None => self.reporter.report(Event::Output(line)),
+        }
     }
 }
 

@@ -9,16 +9,19 @@ use crate::cli::commands::with_progress;
 use crate::cli::output;
 use crate::ops::SecurityOptions;
 use crate::ops::features_test::{
-    FeaturesTestOptions, FeaturesTestReport, Selection, features_test,
+    FeaturesTestOptions, FeaturesTestReport, LineSink, Selection, features_test,
 };
+use std::sync::Arc;
 
-/// Runs `features test`. Progress and the scripts' output go to stderr (none with
-/// `--quiet`); the report to stdout.
+/// Runs `features test`. Progress and the scripts' stderr go to stderr, the scripts' stdout
+/// to stdout (none of them with `--quiet`; with `--output-format json` the scripts' stdout
+/// goes to stderr too); the report to stdout.
 pub fn run(args: FeaturesTestArgs) -> anyhow::Result<ExitCode> {
     let folder = args
         .project_folder
         .or(args.target)
         .unwrap_or_else(|| ".".into());
+    let preserve = args.preserve_test_containers;
     let opts = FeaturesTestOptions {
         project_folder: std::path::absolute(&folder)?,
         selection: Selection {
@@ -40,6 +43,8 @@ pub fn run(args: FeaturesTestArgs) -> anyhow::Result<ExitCode> {
             ..SecurityOptions::default()
         },
         settings: crate::settings::load(args.fetch.config_file.as_deref())?,
+        script_stdout: matches!(args.output_format, OutputFormat::Text)
+            .then(|| LineSink(Arc::new(output::stdout_output_line))),
         cache_dir: args.fetch.cache_dir,
     };
     let report = with_progress(|reporter| async move { features_test(&opts, &*reporter).await })??;
@@ -48,7 +53,17 @@ pub fn run(args: FeaturesTestArgs) -> anyhow::Result<ExitCode> {
             "outcome": if report.passed() { "success" } else { "error" },
             "tests": report.tests,
         })),
-        OutputFormat::Text => output::stdout_text(&report_text(&report)),
+        OutputFormat::Text => {
+            if !preserve {
+                // the reference's line (its test asserts it), counting the containers removed
+                let removed = report.tests.iter().filter(|t| t.container_id.is_some());
+                output::stdout_text(&format!(
+                    "🧹 Cleaning up {} test containers...",
+                    removed.count()
+                ));
+            }
+            output::stdout_text(&report_text(&report))
+        }
     }
     Ok(if report.passed() {
         ExitCode::SUCCESS

@@ -6,7 +6,9 @@
 #       LABEL and returns 1 (a script under `set -e` stops there, as it would without the
 #       helper).
 #   checkMultiple LABEL MINIMUM EXPRESSION...
-#       Evaluates each EXPRESSION (a shell command line); LABEL passes when at least MINIMUM
+#       Runs each EXPRESSION as the reference's library does (`if $EXPRESSION`): split into
+#       words and globbed, never evaluated, so a `|`, `&&`, quote or `$(…)` in it is a plain
+#       word; the list ends at the first empty EXPRESSION. LABEL passes when at least MINIMUM
 #       of them succeed.
 #   reportResults
 #       Exits 0 when every check passed, 1 (naming the failed checks) otherwise.
@@ -42,7 +44,10 @@ checkMultiple() {
     local expression
     printf '\n\n\xf0\x9f\x94\x84 Testing %s.\n' "'${label}'"
     for expression in "$@"; do
-        if eval "${expression}"; then
+        [ -n "${expression}" ] || break
+        # unquoted on purpose: word splitting and globbing, as the reference
+        # shellcheck disable=SC2086
+        if ${expression}; then
             passed=$((passed + 1))
         fi
     done

@@ -37,6 +37,11 @@ pub fn write(case: &TestCase, dir: &Path) -> Result<(), TestError> {
             rename_copy(&to, folder)?;
         }
     }
+    // a scenario's own folder (its Dockerfile, …) beside the generated devcontainer.json, as
+    // the reference copies it after writing that file
+    if let Some(folder) = &case.scenario_folder {
+        copy_tree(folder, &devcontainer, None)?;
+    }
     // the test folder's files are run by the container's user: executable by all, as the
     // reference makes them
     copy_tree(&case.scripts, dir, Some(0o755))?;
