@@ -177,27 +177,26 @@ pub fn pulled_images(
     reach: Reach,
 ) -> Vec<String> {
     let stages = stages(text, args);
-    let mut images: Vec<String> = Vec::new();
-    for i in reached(&stages, target, reach) {
-        let stage = &stages[i];
-        for named in std::iter::once(&stage.base).chain(&stage.from) {
-            // a `--from` may name the stage it is in no more than an earlier one
-            if is_image(&stages, i, named) && !images.contains(named) {
-                images.push(named.clone());
-            }
-        }
-    }
-    images
+    let reached = reached(&stages, target, reach);
+    images_named_by(&stages, reached)
 }
 
 /// Every image any stage names (its base, its `--from` images), whatever the target: what a
 /// Dockerfile *names*, as the committed side of the registry judgement reads it (attack K12).
 pub fn named_images(text: &str, args: &BTreeMap<String, String>) -> Vec<String> {
     let stages = stages(text, args);
+    images_named_by(&stages, 0..stages.len())
+}
+
+/// The images the stages at `indices` of `stages` name (base, then `--from`), in order,
+/// each once; a name that is a stage (a `--from` may name the stage it is in no more than
+/// an earlier one) is no image.
+fn images_named_by(stages: &[Stage], indices: impl IntoIterator<Item = usize>) -> Vec<String> {
     let mut images: Vec<String> = Vec::new();
-    for (i, stage) in stages.iter().enumerate() {
+    for i in indices {
+        let stage = &stages[i];
         for named in std::iter::once(&stage.base).chain(&stage.from) {
-            if is_image(&stages, i, named) && !images.contains(named) {
+            if is_image(stages, i, named) && !images.contains(named) {
                 images.push(named.clone());
             }
         }

@@ -605,6 +605,16 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
 
+    /// Each finding as (path, kind, cleared), sorted.
+    fn sorted_kinds(found: &[Planted]) -> Vec<(String, &str, bool)> {
+        let mut kinds: Vec<(String, &str, bool)> = found
+            .iter()
+            .map(|p| (p.path.display().to_string(), p.kind.as_str(), p.cleared))
+            .collect();
+        kinds.sort();
+        kinds
+    }
+
     #[test]
     fn set_id_files_are_found_and_cleared_and_links_are_not_followed() {
         let tmp = tempfile::tempdir().unwrap();
@@ -821,11 +831,7 @@ mod tests {
                 ..ScanOptions::default()
             },
         );
-        let mut kinds: Vec<(String, &str, bool)> = found
-            .iter()
-            .map(|p| (p.path.display().to_string(), p.kind.as_str(), p.cleared))
-            .collect();
-        kinds.sort();
+        let kinds = sorted_kinds(&found);
         assert_eq!(
             kinds,
             [
@@ -881,11 +887,7 @@ mod tests {
         assert!(scan(Some(gid + 1)).is_empty(), "another group: untouched");
         assert_eq!(mode(&ws.join("run.sh")), 0o664);
         let found = scan(Some(gid));
-        let mut kinds: Vec<(String, &str, bool)> = found
-            .iter()
-            .map(|p| (p.path.display().to_string(), p.kind.as_str(), p.cleared))
-            .collect();
-        kinds.sort();
+        let kinds = sorted_kinds(&found);
         assert_eq!(
             kinds,
             [
