@@ -752,10 +752,11 @@ fn hints_name_only_flags_given_or_available() {
 }
 
 /// A handoff judges its configuration once, before it records its session, and `up` goes on
-/// with that judgement: a cold handoff inspects the configured image twice before the
-/// container is created, once for the judgement and once when `up` prepares the image after
-/// `initializeCommand` (which the policy judges the container by), where judging again in
-/// `up` made it three (spec-note 0400).
+/// with that judgement: a cold handoff inspects the configured image three times before the
+/// container is created: whether the engine has it (a closed network's registry judgement,
+/// attack K12: an image the engine has is not pulled), once for the judgement, and once when
+/// `up` prepares the image after `initializeCommand` (which the policy judges the container
+/// by), where judging again in `up` made it four (spec-note 0400).
 #[test]
 fn a_handoff_inspects_the_image_once_for_its_judgement() {
     let Some(ws) = Ws::engine(
@@ -778,7 +779,7 @@ fn a_handoff_inspects_the_image_once_for_its_judgement() {
                 && l.contains(" close ")
         })
         .count();
-    assert_eq!(inspections, 2, "{err}");
+    assert_eq!(inspections, 3, "{err}");
     // and the container is looked up once for the handoff's plan, once under the lock, and
     // the workspace's containers once for what already runs before the fetch-back (F3)
     let finds = err[..created]

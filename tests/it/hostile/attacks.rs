@@ -561,13 +561,15 @@ fn a_core_worktree_the_container_writes_widens_the_next_workspace_bind() {
         .to_string();
     repo.config(&format!(
         r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
-            "postCreateCommand": "printf '[core]\\n\\tworktree = ${{localWorkspaceFolder}}/..\\n' >> .git/config",
+            "postCreateCommand": "printf '[core]\\n\\tworktree = ${{localWorkspaceFolder}}/..\\n' >> .git/config || true",
             "postStartCommand": "cat ../{sibling}/secret.txt > leak.txt 2>/dev/null; true"}}"#
     ))
     .commit();
     world_writable(repo.path());
     let c = Cleanup(repo.path().to_path_buf());
-    let up = devcell("up", repo.path(), &[]);
+    // Under `hardened` the container can no longer write `.git` (attack M7): the grant that
+    // leaves it writable makes the precondition, and the next `up` must still hold.
+    let up = devcell("up", repo.path(), &["--allow", "workspace-git:rw"]);
     assert!(up.status.success(), "{}", text(&up));
     let git_config = std::fs::read_to_string(repo.path().join(".git/config")).unwrap();
     assert!(
