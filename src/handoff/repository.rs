@@ -608,29 +608,7 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
 
     let mut git_mounts = Vec::new();
     let mut protected: Vec<GitMount> = Vec::new();
-    for w in &untrusted_git_dirs {
-        warnings.push(WorkspaceWarning {
-            code: "git_dir_untrusted".into(),
-            message: if w.granted {
-                format!(
-                    "repository `{}`: `{}` names the git directory `{}`, {}; trusted because you granted it",
-                    w.repo,
-                    w.link.display(),
-                    w.path.display(),
-                    w.reason
-                )
-            } else {
-                format!(
-                    "repository `{}`: `{}` names the git directory `{}`, {}: devcell neither runs git there nor mounts it (grant with `--allow gitdir:{}` if it is yours)",
-                    w.repo,
-                    w.link.display(),
-                    w.path.display(),
-                    w.reason,
-                    w.path.display()
-                )
-            },
-        });
-    }
+    warnings.extend(untrusted_git_dirs.iter().map(untrusted_warning));
     for repo in &repos {
         if untrusted_git_dirs
             .iter()
@@ -660,19 +638,7 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
     prune_nested(&mut git_mounts);
     protected
         .sort_by(|a, b| (&a.host_path, &a.container_path).cmp(&(&b.host_path, &b.container_path)));
-    let inside = format!("{}/", container_root.trim_end_matches('/'));
-    for m in &git_mounts {
-        if m.container_path == container_root || m.container_path.starts_with(&inside) {
-            warnings.push(WorkspaceWarning {
-                code: "mount_shadows_workspace".into(),
-                message: format!(
-                    "the git directory `{}` must appear at `{}`, inside the workspace mount: it hides what the workspace has there",
-                    m.host_path.display(),
-                    m.container_path
-                ),
-            });
-        }
-    }
+    shadowing_warnings(&git_mounts, &container_root, &mut warnings);
 
     Ok(Workspace {
         name,
@@ -686,6 +652,54 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         untrusted_git_dirs,
         warnings,
     })
+}
+
+/// The warning for a git directory a repository's link names outside devcell's trust: trusted
+/// by a grant, or neither read nor mounted (spec-note 0411).
+fn untrusted_warning(w: &UntrustedGitDir) -> WorkspaceWarning {
+    WorkspaceWarning {
+        code: "git_dir_untrusted".into(),
+        message: if w.granted {
+            format!(
+                "repository `{}`: `{}` names the git directory `{}`, {}; trusted because you granted it",
+                w.repo,
+                w.link.display(),
+                w.path.display(),
+                w.reason
+            )
+        } else {
+            format!(
+                "repository `{}`: `{}` names the git directory `{}`, {}: devcell neither runs git there nor mounts it (grant with `--allow gitdir:{}` if it is yours)",
+                w.repo,
+                w.link.display(),
+                w.path.display(),
+                w.reason,
+                w.path.display()
+            )
+        },
+    }
+}
+
+/// A warning for each git mount at or below the workspace's container folder: it hides what
+/// the workspace has there.
+fn shadowing_warnings(
+    git_mounts: &[GitMount],
+    container_root: &str,
+    warnings: &mut Vec<WorkspaceWarning>,
+) {
+    let inside = format!("{}/", container_root.trim_end_matches('/'));
+    for m in git_mounts {
+        if m.container_path == container_root || m.container_path.starts_with(&inside) {
+            warnings.push(WorkspaceWarning {
+                code: "mount_shadows_workspace".into(),
+                message: format!(
+                    "the git directory `{}` must appear at `{}`, inside the workspace mount: it hides what the workspace has there",
+                    m.host_path.display(),
+                    m.container_path
+                ),
+            });
+        }
+    }
 }
 
 /// The read-only overlays protecting a repository's common git directory: its `config` file and
