@@ -83,6 +83,34 @@ pub struct Grants {
     pub created_git: BTreeSet<String>,
 }
 
+/// A grant's value that names a path relative to the workspace root: trailing `/` dropped;
+/// `None` when empty, absolute, or holding a `..` component.
+fn workspace_relative(p: &str) -> Option<&str> {
+    let p = p.trim_end_matches('/');
+    let ok = !p.is_empty() && !p.starts_with('/') && !p.split('/').any(|c| c == "..");
+    ok.then_some(p)
+}
+
+/// Whether `n` is `<kind>:<mode>` for a namespace kind the engine shares (`namespace:` grant).
+fn namespace_grant(n: &str) -> bool {
+    const KNOWN: [&str; 7] = [
+        "pid",
+        "ipc",
+        "uts",
+        "userns",
+        "cgroup",
+        "volumes_from",
+        "network",
+    ];
+    n.split_once(':')
+        .is_some_and(|(kind, mode)| KNOWN.contains(&kind) && !mode.is_empty())
+}
+
+/// A grant's value that is one non-empty word (no whitespace).
+fn word(v: &str) -> Option<&str> {
+    (!v.is_empty() && !v.contains(char::is_whitespace)).then_some(v)
+}
+
 impl Grants {
     /// Parses `--allow` values: `privileged`, `root`, `network:host`, `cap:<NAME>`,
     /// `mount:<absolute host path>`, `security-opt:<option>`, `device:<host path>`,
@@ -131,11 +159,9 @@ impl Grants {
                 self.gpu = true;
             }
             Some(("egress", d)) => {
-                if d.is_empty() || d.contains(char::is_whitespace) {
-                    return Err(bad(
-                        "expected an egress destination (`egress:host[:port][=address]`)",
-                    ));
-                }
+                let d = word(d).ok_or_else(|| {
+                    bad("expected an egress destination (`egress:host[:port][=address]`)")
+                })?;
                 self.egress.insert(egress_key(d));
             }
             Some(("env", n)) => {
@@ -146,26 +172,13 @@ impl Grants {
                 self.env.insert(n.to_string());
             }
             Some(("network", "host")) => self.host_network = true,
-            Some(("namespace", n)) => {
-                let known = [
-                    "pid",
-                    "ipc",
-                    "uts",
-                    "userns",
-                    "cgroup",
-                    "volumes_from",
-                    "network",
-                ];
-                match n.split_once(':') {
-                    Some((kind, mode)) if known.contains(&kind) && !mode.is_empty() => {
-                        self.namespaces.insert(n.to_string());
-                    }
-                    _ => {
-                        return Err(bad(
-                            "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>` (`namespace:pid:host`)",
-                        ));
-                    }
-                }
+            Some(("namespace", n)) if namespace_grant(n) => {
+                self.namespaces.insert(n.to_string());
+            }
+            Some(("namespace", _)) => {
+                return Err(bad(
+                    "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>` (`namespace:pid:host`)",
+                ));
             }
             Some(("device-cgroup-rule", r)) if !r.trim().is_empty() => {
                 self.device_cgroup_rules.insert(r.to_string());
@@ -207,15 +220,13 @@ impl Grants {
                 self.volumes.insert(v.to_string());
             }
             Some(("image-tag", t)) => {
-                if t.is_empty() || t.contains(char::is_whitespace) {
-                    return Err(bad("expected an image reference (`image-tag:NAME[:TAG]`)"));
-                }
+                let t = word(t)
+                    .ok_or_else(|| bad("expected an image reference (`image-tag:NAME[:TAG]`)"))?;
                 self.image_tags.insert(t.to_string());
             }
             Some(("build-context", u)) => {
-                if u.is_empty() || u.contains(char::is_whitespace) {
-                    return Err(bad("expected a build context URL (`build-context:URL`)"));
-                }
+                let u = word(u)
+                    .ok_or_else(|| bad("expected a build context URL (`build-context:URL`)"))?;
                 self.build_contexts.insert(u.to_string());
             }
             Some(("compose-file", p)) => {
@@ -228,12 +239,11 @@ impl Grants {
                 self.compose_files.insert(p);
             }
             Some(("uncovered-git", p)) => {
-                let p = p.trim_end_matches('/');
-                if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
-                    return Err(bad(
+                let p = workspace_relative(p).ok_or_else(|| {
+                    bad(
                         "expected a path relative to the workspace root (`uncovered-git:vendor/lib/.git`) or `uncovered-git:*`",
-                    ));
-                }
+                    )
+                })?;
                 self.uncovered_git.insert(p.to_string());
             }
             Some(("registry", h)) => {
@@ -245,12 +255,9 @@ impl Grants {
                 self.registries.insert(h.to_ascii_lowercase());
             }
             Some(("created-git", p)) => {
-                let p = p.trim_end_matches('/');
-                if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
-                    return Err(bad(
-                        "expected a path relative to the workspace root (`created-git:tools/.git`)",
-                    ));
-                }
+                let p = workspace_relative(p).ok_or_else(|| {
+                    bad("expected a path relative to the workspace root (`created-git:tools/.git`)")
+                })?;
                 self.created_git.insert(p.to_string());
             }
             Some(("workspace-git", "rw")) => self.workspace_git_rw = true,
