@@ -292,6 +292,26 @@ fn shell(text: &str, place: &Place<'_>, depth: usize, out: &mut Judged) {
     }
 }
 
+/// Reads a quoted run up to its closing `quote` into `w` (marked quoted). Inside double quotes
+/// `$`, `` ` ``, `\` and `!` are the shell's to expand, which devcell does not read.
+fn read_quoted(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    w: &mut Word,
+    quote: char,
+) -> Result<(), (String, &'static str)> {
+    w.quoted = true;
+    loop {
+        match chars.next() {
+            Some(q) if q == quote => return Ok(()),
+            Some(q @ ('$' | '`' | '\\' | '!')) if quote == '"' => {
+                return Err((q.to_string(), "expanded when the command runs"));
+            }
+            Some(q) => w.text.push(q),
+            None => return Err((quote.to_string(), "an unterminated quote")),
+        }
+    }
+}
+
 /// The simple commands of `text`, or the first piece devcell does not read with why.
 fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
     let mut commands: Vec<Simple> = vec![Simple::default()];
@@ -381,36 +401,12 @@ fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
                 }
                 pending = Some(op);
             }
-            '\'' => {
+            '\'' | '"' => {
                 let w = word.get_or_insert_with(|| Word {
                     text: String::new(),
                     quoted: true,
                 });
-                w.quoted = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(q) => w.text.push(q),
-                        None => return unread(c, "an unterminated quote"),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(|| Word {
-                    text: String::new(),
-                    quoted: true,
-                });
-                w.quoted = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some(q @ ('$' | '`' | '\\' | '!')) => {
-                            return unread(q, "expanded when the command runs");
-                        }
-                        Some(q) => w.text.push(q),
-                        None => return unread(c, "an unterminated quote"),
-                    }
-                }
+                read_quoted(&mut chars, w, c)?;
             }
             '#' if word.is_none() => {
                 for n in chars.by_ref() {
