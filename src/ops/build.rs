@@ -302,13 +302,7 @@ fn judged_build_options(
     (early.host_env, early.requests) =
         crate::security::host_env::for_build(profile, grants, &early.host_env, &early.requests);
     crate::security::host_env::check(profile, &early.requests)?;
-    let up_opts = UpOptions {
-        build: ImageBuildOptions {
-            network: early.build_network.clone(),
-            ..up_opts.build.clone()
-        },
-        ..up_opts
-    };
+    let up_opts = crate::ops::permissions::with_build_network(up_opts, &early);
     Ok((up_opts, early))
 }
 

@@ -43,10 +43,10 @@ use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
 };
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::options::{ImageBuildOptions, UpOptions};
+use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, check_existing, cli_mounts, judge_configuration,
-    judged_options, judged_places,
+    judged_options, judged_places, with_build_network,
 };
 use crate::ops::target::{id_labels, inspect, join_labels, short};
 use crate::progress::{Event, Reporter};
@@ -199,14 +199,7 @@ async fn judge_project(
     } else {
         serde_json::Map::new()
     };
-    let judged_opts = judged_options(opts, profile, grants);
-    let opts = UpOptions {
-        build: ImageBuildOptions {
-            network: early.build_network.clone(),
-            ..judged_opts.build.clone()
-        },
-        ..judged_opts
-    };
+    let opts = with_build_network(judged_options(opts, profile, grants), &early);
     Ok(JudgedProject {
         target,
         judged,

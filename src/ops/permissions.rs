@@ -16,7 +16,7 @@ use crate::ops::entries::{
 use crate::ops::error::lifecycle_error;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::options::{SecurityOptions, UpOptions};
+use crate::ops::options::{ImageBuildOptions, SecurityOptions, UpOptions};
 use crate::ops::target::id_labels;
 use crate::security::{
     self, Grants, Origins, PermissionRequest, SecurityProfile, Source, host_path,
@@ -265,6 +265,18 @@ pub(crate) fn judged_options(
     let mut judged = opts.clone();
     judged.target.env = security::host_env::visible_env(profile, grants, &opts.target.env);
     judged
+}
+
+/// `opts` with every build on the network [`EarlyRequests::build_network`] decided (the
+/// container's, or the one a grant forced); the rest as given.
+pub(crate) fn with_build_network(opts: UpOptions, early: &EarlyRequests) -> UpOptions {
+    UpOptions {
+        build: ImageBuildOptions {
+            network: early.build_network.clone(),
+            ..opts.build.clone()
+        },
+        ..opts
+    }
 }
 
 /// The bare host-variable forms the engine resolves itself: `runArgs -e NAME`/`--env NAME`

@@ -40,10 +40,11 @@ use crate::ops::error::{OpsError, Result};
 use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
 use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
-use crate::ops::options::{ImageBuildOptions, UpOptions};
+use crate::ops::options::UpOptions;
 use crate::ops::permissions::{
     ConfigurationJudgement, UpChoice, cli_mounts, confine_grants, judge_configuration,
     judge_named_volumes, judged_options, judged_places, locate_run_arg_error, security_choice,
+    with_build_network,
 };
 use crate::ops::secrets::{MaskingReporter, redact};
 use crate::ops::state_folder::BringUpLock;
@@ -267,14 +268,9 @@ pub(crate) async fn up_judged(
     supported_kind(&loaded)?;
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
-    let opts = &judged_options(opts, &profile, &grants);
     let opts = &UpOptions {
-        build: ImageBuildOptions {
-            network: early.build_network.clone(),
-            ..opts.build.clone()
-        },
         gpu_availability: gpu,
-        ..opts.clone()
+        ..with_build_network(judged_options(opts, &profile, &grants), &early)
     };
     let id_labels = id_labels(&opts.target, &loaded);
     let devcontainer_id = crate::config::id::devcontainer_id(&id_labels);
