@@ -828,29 +828,21 @@ async fn create(
         loaded,
     );
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
-    let (input, shields, account) = service_policy_input(
+    let JudgedService {
+        mut spec,
+        permissions,
+        remote_user: applied_remote,
+        shields,
+    } = judge_service(
         engine,
-        profile,
+        (profile, grants),
         spec,
         (&image, &merged, &entries),
         (opts, loaded, target),
-        warnings,
-        reporter,
+        (early_requests, &label_requests),
+        (warnings, reporter),
     )
     .await?;
-    let applied = apply_policy(profile, grants, &input, label_requests.clone(), reporter)?;
-    let (mut spec, permissions, applied_remote) =
-        (applied.spec, applied.requests, applied.remote_user);
-    // Its main process (the service's `command`, the repository's) runs as numeric `uid:gid`,
-    // as a single container's does. The service's `user:` is the image user here.
-    numeric_user_when_hardened(hardened, &mut spec, &input, loaded);
-    identity_labels(
-        &mut spec,
-        account.as_ref(),
-        hardened,
-        early_requests,
-        &label_requests,
-    );
     let token = primary_network(&mut spec, mode, target, devcontainer_id)?;
     let sidecars = keep_shields_read_only(
         &target.model,
@@ -886,6 +878,67 @@ async fn create(
         info,
         entries,
         permissions,
+    })
+}
+
+/// The primary's create request after the profile's judgement.
+struct JudgedService {
+    spec: crate::engine::ContainerSpec,
+    permissions: Vec<PermissionRequest>,
+    /// The remote user the policy settled on.
+    remote_user: Option<String>,
+    /// The command line's read-only binds every sidecar must keep read-only.
+    shields: Vec<security::host_path::Cover>,
+}
+
+/// The primary's request `spec` judged: its policy input ([`service_policy_input`]), the
+/// profile applied with the image label's requests (`label_requests`), its user made numeric
+/// under `hardened` and its identity labels written.
+///
+/// Errors: [`OpsError::Security`] (refused: nothing was created), the engine's.
+async fn judge_service(
+    engine: &dyn Engine,
+    (profile, grants): (&SecurityProfile, &Grants),
+    spec: crate::engine::ContainerSpec,
+    image_facts: (&PreparedImage, &Value, &[Value]),
+    (opts, loaded, target): (&UpOptions, &LoadedConfiguration, &ComposeTarget),
+    (early_requests, label_requests): (&[PermissionRequest], &[PermissionRequest]),
+    (warnings, reporter): (&mut Vec<Warning>, &dyn Reporter),
+) -> Result<JudgedService> {
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
+    let (input, shields, account) = service_policy_input(
+        engine,
+        profile,
+        spec,
+        image_facts,
+        (opts, loaded, target),
+        warnings,
+        reporter,
+    )
+    .await?;
+    let applied = apply_policy(
+        profile,
+        grants,
+        &input,
+        label_requests.iter().cloned(),
+        reporter,
+    )?;
+    let mut spec = applied.spec;
+    // Its main process (the service's `command`, the repository's) runs as numeric `uid:gid`,
+    // as a single container's does. The service's `user:` is the image user here.
+    numeric_user_when_hardened(hardened, &mut spec, &input, loaded);
+    identity_labels(
+        &mut spec,
+        account.as_ref(),
+        hardened,
+        early_requests,
+        label_requests,
+    );
+    Ok(JudgedService {
+        spec,
+        permissions: applied.requests,
+        remote_user: applied.remote_user,
+        shields,
     })
 }
 
