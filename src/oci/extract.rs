@@ -184,35 +184,16 @@ pub fn is_gzip(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0x1f, 0x8b])
 }
 
+/// Unpacks `archive` (a tar stream, gzip-compressed or not) under `root`, entry by entry,
+/// refusing what [`ExtractOptions`] bounds and what could leave `root`.
 fn unpack(
     archive: impl Read,
     root: &Path,
     options: &ExtractOptions,
 ) -> Result<ExtractReport, ExtractError> {
-    let mut reader = BufReader::new(archive);
-    let head = reader
-        .fill_buf()
-        .map_err(|source| ExtractError::Archive { source })?;
-    let stream: Box<dyn Read> = if is_gzip(head) {
-        Box::new(flate2::read::GzDecoder::new(reader))
-    } else {
-        Box::new(reader)
-    };
     let limit = options.max_archive_bytes;
-    let archive_error = |source: std::io::Error| {
-        if source
-            .get_ref()
-            .is_some_and(|inner| inner.is::<StreamLimitExceeded>())
-        {
-            ExtractError::ArchiveTooLarge { limit }
-        } else {
-            ExtractError::Archive { source }
-        }
-    };
-    let mut tar = tar::Archive::new(LimitedReader {
-        inner: stream,
-        remaining: limit,
-    });
+    let archive_error = |source| archive_error(source, limit);
+    let mut tar = tar::Archive::new(decompressed(archive, limit)?);
     let mut report = ExtractReport::default();
     let mut count = 0usize;
     let entries = tar.entries().map_err(archive_error)?;
@@ -256,23 +237,7 @@ fn unpack(
         match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.header().size().unwrap_or(u64::MAX);
-                if size > options.max_file_bytes {
-                    return Err(ExtractError::TooLarge {
-                        entry: raw_name,
-                        what: "file size",
-                        size,
-                        limit: options.max_file_bytes,
-                    });
-                }
-                let total = report.bytes.saturating_add(size);
-                if total > options.max_total_bytes {
-                    return Err(ExtractError::TooLarge {
-                        entry: raw_name,
-                        what: "total size",
-                        size: total,
-                        limit: options.max_total_bytes,
-                    });
-                }
+                check_file_size(&raw_name, size, report.bytes, options)?;
                 replace_existing(&target).map_err(&unsafe_entry)?;
                 let mut file = fs::File::create(&target).map_err(io)?;
                 let written = std::io::copy(&mut (&mut entry).take(size), &mut file)
@@ -289,32 +254,13 @@ fn unpack(
                 set_mode(&target, mode | 0o700).map_err(io)?;
             }
             tar::EntryType::Symlink => {
-                let link = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
+                let link = link_name(&entry);
                 check_symlink_target(&rel, &link).map_err(&unsafe_entry)?;
                 replace_existing(&target).map_err(&unsafe_entry)?;
                 make_symlink(&link, &target).map_err(io)?;
             }
             tar::EntryType::Link => {
-                let link = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                let source_rel = relative_path(&link)
-                    .map_err(|r| unsafe_entry(format!("hard link target `{link}`: {r}")))?;
-                check_no_symlink_parents(root, &source_rel)
-                    .map_err(|r| unsafe_entry(format!("hard link target `{link}`: {r}")))?;
-                let source = root.join(&source_rel);
-                match fs::symlink_metadata(&source) {
-                    Ok(m) if m.is_file() => {}
-                    _ => {
-                        return Err(unsafe_entry(format!(
-                            "hard link target `{link}` is not an earlier regular file of the archive"
-                        )));
-                    }
-                }
+                let source = hard_link_source(root, &link_name(&entry)).map_err(&unsafe_entry)?;
                 replace_existing(&target).map_err(&unsafe_entry)?;
                 fs::hard_link(&source, &target).map_err(io)?;
                 report.files += 1;
@@ -331,6 +277,97 @@ fn unpack(
         }
     }
     Ok(report)
+}
+
+/// The tar stream of `archive`: gunzipped when it starts with the gzip magic, and read at
+/// most `limit` bytes (uncompressed) through [`LimitedReader`].
+///
+/// Errors: [`ExtractError::Archive`] when the first bytes cannot be read.
+fn decompressed<'a>(
+    archive: impl Read + 'a,
+    limit: u64,
+) -> Result<LimitedReader<Box<dyn Read + 'a>>, ExtractError> {
+    let mut reader = BufReader::new(archive);
+    let head = reader
+        .fill_buf()
+        .map_err(|source| ExtractError::Archive { source })?;
+    let stream: Box<dyn Read + 'a> = if is_gzip(head) {
+        Box::new(flate2::read::GzDecoder::new(reader))
+    } else {
+        Box::new(reader)
+    };
+    Ok(LimitedReader {
+        inner: stream,
+        remaining: limit,
+    })
+}
+
+/// A read error of the archive stream: [`ExtractError::ArchiveTooLarge`] when it is the
+/// stream passing `limit` ([`StreamLimitExceeded`]), else [`ExtractError::Archive`].
+fn archive_error(source: std::io::Error, limit: u64) -> ExtractError {
+    if source
+        .get_ref()
+        .is_some_and(|inner| inner.is::<StreamLimitExceeded>())
+    {
+        ExtractError::ArchiveTooLarge { limit }
+    } else {
+        ExtractError::Archive { source }
+    }
+}
+
+/// A regular file entry `entry` of `size` bytes, after `so_far` bytes of files, within
+/// [`ExtractOptions::max_file_bytes`] and [`ExtractOptions::max_total_bytes`].
+///
+/// Errors: [`ExtractError::TooLarge`], saying which limit.
+fn check_file_size(
+    entry: &str,
+    size: u64,
+    so_far: u64,
+    options: &ExtractOptions,
+) -> Result<(), ExtractError> {
+    if size > options.max_file_bytes {
+        return Err(ExtractError::TooLarge {
+            entry: entry.to_string(),
+            what: "file size",
+            size,
+            limit: options.max_file_bytes,
+        });
+    }
+    let total = so_far.saturating_add(size);
+    if total > options.max_total_bytes {
+        return Err(ExtractError::TooLarge {
+            entry: entry.to_string(),
+            what: "total size",
+            size: total,
+            limit: options.max_total_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The link target a symlink or hard link entry names (lossy UTF-8; empty when none).
+fn link_name<R: Read>(entry: &tar::Entry<'_, R>) -> String {
+    entry
+        .link_name_bytes()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// Where a hard link entry naming `link` points under `root`: a relative path through no
+/// symlink to an earlier regular file of the archive.
+///
+/// Errors: the reason the link is refused.
+fn hard_link_source(root: &Path, link: &str) -> Result<PathBuf, String> {
+    let source_rel = relative_path(link).map_err(|r| format!("hard link target `{link}`: {r}"))?;
+    check_no_symlink_parents(root, &source_rel)
+        .map_err(|r| format!("hard link target `{link}`: {r}"))?;
+    let source = root.join(&source_rel);
+    match fs::symlink_metadata(&source) {
+        Ok(m) if m.is_file() => Ok(source),
+        _ => Err(format!(
+            "hard link target `{link}` is not an earlier regular file of the archive"
+        )),
+    }
 }
 
 /// Marker error: the uncompressed stream passed [`ExtractOptions::max_archive_bytes`].
