@@ -835,7 +835,6 @@ pub(crate) async fn judge_configuration(
     earlier: &[PermissionRequest],
     found: Option<&ContainerInfo>,
 ) -> Result<ConfigurationJudgement> {
-    let engine_socket = engine.host_socket();
     let UpChoice {
         profile,
         grants,
@@ -890,43 +889,8 @@ pub(crate) async fn judge_configuration(
         // A Compose configuration's primary service: what devcontainer.json asks for itself
         // (its service's own properties are `earlier`, judged on Compose's model).
         None if builds || kind == ConfigKind::Compose => {
-            let reference = loaded.typed.image.clone().unwrap_or_default();
-            // An image already on the engine has a known `USER`: judged here with the rest, so
-            // one refusal lists it too (the plan reads it the same way).
-            let image_info = if kind == ConfigKind::Image
-                && !reference.is_empty()
-                && !opts.expect_existing_container
-            {
-                engine.inspect_image(&reference).await.ok().flatten()
-            } else {
-                None
-            };
-            // a refused registry is never contacted for the Features' metadata
-            let features = if registry_refused {
-                Vec::new()
-            } else {
-                early_feature_entries(loaded, &judged).await
-            };
-            let entries =
-                metadata::collect_entries(&[], &features, &metadata::config_entry(&loaded.value));
-            let requests = container_requests(
-                &ContainerJudgement {
-                    profile,
-                    grants,
-                    network,
-                    opts: &judged,
-                    loaded,
-                    engine_socket,
-                    extra_mounts: &cli_mounts(opts, loaded),
-                    volumes: None,
-                },
-                &reference,
-                image_info.as_ref(),
-                &entries,
-                None,
-            )
-            .await?
-            .requests;
+            let requests =
+                new_container_requests(engine, opts, &judged, choice, registry_refused).await?;
             (None, requests)
         }
         None => (None, Vec::new()),
@@ -985,6 +949,63 @@ pub(crate) struct ContainerJudgement<'a> {
     /// The engine to inspect the named volumes with, when they are judged here (`handoff
     /// --plan`; the run judges them when it creates the container, spec-note 0444).
     pub(crate) volumes: Option<&'a dyn Engine>,
+}
+
+/// The requests of the container devcontainer.json asks for on its own ([`container_requests`]
+/// without the image's label; with its `USER` when the image is already on the engine), with
+/// the Features' metadata unless a registry was refused (`registry_refused`: never contacted).
+/// `opts` as given to `up`, `judged` as [`judged_options`] made it.
+///
+/// Errors: as [`container_requests`].
+async fn new_container_requests(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    judged: &UpOptions,
+    choice: &UpChoice,
+    registry_refused: bool,
+) -> Result<Vec<PermissionRequest>> {
+    let UpChoice {
+        profile,
+        grants,
+        network,
+        loaded,
+    } = choice;
+    let reference = loaded.typed.image.clone().unwrap_or_default();
+    // An image already on the engine has a known `USER`: judged here with the rest, so
+    // one refusal lists it too (the plan reads it the same way).
+    let image_info = if loaded.typed.kind() == ConfigKind::Image
+        && !reference.is_empty()
+        && !opts.expect_existing_container
+    {
+        engine.inspect_image(&reference).await.ok().flatten()
+    } else {
+        None
+    };
+    // a refused registry is never contacted for the Features' metadata
+    let features = if registry_refused {
+        Vec::new()
+    } else {
+        early_feature_entries(loaded, judged).await
+    };
+    let entries = metadata::collect_entries(&[], &features, &metadata::config_entry(&loaded.value));
+    Ok(container_requests(
+        &ContainerJudgement {
+            profile,
+            grants,
+            network: *network,
+            opts: judged,
+            loaded,
+            engine_socket: engine.host_socket(),
+            extra_mounts: &cli_mounts(opts, loaded),
+            volumes: None,
+        },
+        &reference,
+        image_info.as_ref(),
+        &entries,
+        None,
+    )
+    .await?
+    .requests)
 }
 
 /// The permission requests of the container `entries` (metadata entries, devcontainer.json's
