@@ -18,6 +18,34 @@ use std::process::{Command, Stdio};
 
 pub use crate::formats::host_tool::{OVERRIDES, harden_tool, tool_env};
 
+/// Test support: `git -C dir args` reading no user or system configuration, with a fixed
+/// identity (`t <t@t>`) and no stdin, for tests that make repositories. Returns its stdout.
+///
+/// Panics (a test's failure) when git cannot run or fails, with its output.
+#[cfg(test)]
+pub(crate) fn test_git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .stdin(Stdio::null())
+        .output()
+        .expect("git must be installed for these tests");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The last part of a configuration key (lower case) whose value git runs as a command, in a
 /// section whose subsection the configuration names: `filter.<d>.clean|smudge|process`,
 /// `diff.<d>.command|textconv`, `merge.<d>.driver`, `credential.<url>.helper`,
@@ -662,9 +690,9 @@ mod tests {
         let repo = dir.path().join("ctx");
         std::fs::create_dir(&repo).unwrap();
         std::fs::write(repo.join("Dockerfile"), "FROM scratch\n").unwrap();
-        plain_git(&repo, &["init", "-q"]);
-        plain_git(&repo, &["add", "."]);
-        plain_git(&repo, &["commit", "-qm", "x"]);
+        test_git(&repo, &["init", "-q"]);
+        test_git(&repo, &["add", "."]);
+        test_git(&repo, &["commit", "-qm", "x"]);
         let fsmonitor = dir.path().join("fsmonitor-ran");
         let ssh = dir.path().join("ssh-ran");
         for (k, v) in [
@@ -678,10 +706,10 @@ mod tests {
             ("remote.origin.promisor", "true".into()),
             ("core.sshCommand", format!("touch {}; false", ssh.display())),
         ] {
-            plain_git(&repo, &["config", k, &v]);
+            test_git(&repo, &["config", k, &v]);
         }
         std::fs::write(repo.join("Dockerfile"), "FROM busybox\n").unwrap();
-        let head = plain_git(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]);
+        let head = test_git(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]);
         let head_ref = repo.join(".git/refs/heads").join(head.trim());
         let commit = std::fs::read(&head_ref).unwrap();
         let run = |hardened: bool, args: &[&str]| {
@@ -748,23 +776,6 @@ mod tests {
         assert!(!pairs.iter().any(|(k, _)| *k == "protocol.allow"));
     }
 
-    fn plain_git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
-
     const STATUS: &[&str] = &[
         "status",
         "--porcelain=v2",
@@ -788,21 +799,21 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let up = tmp.path().join("up");
         std::fs::create_dir(&up).unwrap();
-        plain_git(&up, &["init", "-q", "-b", "main"]);
+        test_git(&up, &["init", "-q", "-b", "main"]);
         std::fs::write(up.join("a.txt"), "a\n").unwrap();
-        plain_git(&up, &["add", "."]);
-        plain_git(&up, &["commit", "-qm", "one"]);
-        plain_git(tmp.path(), &["clone", "-q", "up", "r"]);
+        test_git(&up, &["add", "."]);
+        test_git(&up, &["commit", "-qm", "one"]);
+        test_git(tmp.path(), &["clone", "-q", "up", "r"]);
         let repo = tmp.path().join("r");
         for n in ["two", "three"] {
             std::fs::write(up.join("a.txt"), n).unwrap();
-            plain_git(&up, &["commit", "-qam", n]);
+            test_git(&up, &["commit", "-qam", n]);
         }
-        plain_git(&repo, &["fetch", "-q"]);
-        plain_git(&repo, &["config", "core.fileMode", "false"]);
+        test_git(&repo, &["fetch", "-q"]);
+        test_git(&repo, &["config", "core.fileMode", "false"]);
         std::fs::write(repo.join("a.txt"), "changed\n").unwrap();
         std::fs::write(repo.join("new.txt"), "n\n").unwrap();
-        plain_git(&repo, &["worktree", "add", "-q", "-b", "side", "../wt"]);
+        test_git(&repo, &["worktree", "add", "-q", "-b", "side", "../wt"]);
         let wt = tmp.path().join("wt");
         std::fs::write(wt.join("b.txt"), "b\n").unwrap();
 
@@ -811,14 +822,14 @@ mod tests {
         let got = private_status(&git_dir, &git_dir, &repo);
         assert!(got.contains("# branch.upstream origin/main"), "{got}");
         assert!(got.contains("# branch.ab +0 -2"), "{got}");
-        assert_eq!(got, plain_git(&repo, STATUS));
+        assert_eq!(got, test_git(&repo, STATUS));
         assert_eq!(std::fs::read(git_dir.join("index")).unwrap(), index_before);
 
         let wt_git_dir = git_dir.join("worktrees").join("wt");
         let got = private_status(&wt_git_dir, &git_dir, &wt);
         assert!(got.contains("# branch.head side"), "{got}");
         assert!(got.contains("? b.txt"), "{got}");
-        assert_eq!(got, plain_git(&wt, STATUS));
+        assert_eq!(got, test_git(&wt, STATUS));
     }
 
     /// The private configuration is devcell's one read: an `[include]` (here of a file that
@@ -831,11 +842,11 @@ mod tests {
         let repo = tmp.path().join("r");
         let marker = tmp.path().join("marker");
         std::fs::create_dir(&repo).unwrap();
-        plain_git(&repo, &["init", "-q"]);
+        test_git(&repo, &["init", "-q"]);
         std::fs::write(repo.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
         std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-        plain_git(&repo, &["add", "."]);
-        plain_git(&repo, &["commit", "-qm", "x"]);
+        test_git(&repo, &["add", "."]);
+        test_git(&repo, &["commit", "-qm", "x"]);
         let git_dir = repo.join(".git");
         let script = format!("touch {}; cat", marker.display());
         std::fs::write(
@@ -843,10 +854,10 @@ mod tests {
             format!("[filter \"evil\"]\n\tclean = {script}\n"),
         )
         .unwrap();
-        plain_git(&repo, &["config", "include.path", "evil.inc"]);
-        plain_git(&repo, &["config", "diff.evil.textconv", &script]);
-        plain_git(&repo, &["config", "core.worktree", "/"]);
-        plain_git(
+        test_git(&repo, &["config", "include.path", "evil.inc"]);
+        test_git(&repo, &["config", "diff.evil.textconv", &script]);
+        test_git(&repo, &["config", "core.worktree", "/"]);
+        test_git(
             &repo,
             &[
                 "remote",
@@ -892,7 +903,7 @@ mod tests {
         assert!(!dir.exists());
 
         let work = repo.to_str().unwrap();
-        plain_git(&repo, &["--work-tree", work, "status", "--porcelain"]);
+        test_git(&repo, &["--work-tree", work, "status", "--porcelain"]);
         assert!(
             marker.exists(),
             "the control did not run the included filter"
@@ -906,7 +917,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("r");
         std::fs::create_dir(&repo).unwrap();
-        plain_git(&repo, &["init", "-q"]);
+        test_git(&repo, &["init", "-q"]);
         let git_dir = repo.join(".git");
         let config = git_dir.join("config");
         let saved = std::fs::read(&config).unwrap();

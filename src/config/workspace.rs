@@ -428,15 +428,7 @@ mod tests {
     use serde_json::json;
     use std::process::{Command, Stdio};
 
-    fn git(dir: &Path, args: &[&str]) {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .status()
-            .expect("git must be installed for these tests");
-        assert!(status.success(), "git {args:?} failed in {}", dir.display());
-    }
+    use crate::config::hostgit::test_git as git;
 
     fn opts(folder: &Path, git_root: bool) -> ResolveOptions {
         ResolveOptions {

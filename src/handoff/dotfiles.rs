@@ -406,17 +406,7 @@ mod tests {
 mod export_tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.email=t@example.com", "-c", "user.name=t", "-C"])
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    }
+    use crate::config::hostgit::test_git as git;
 
     /// Every byte of the regular files below `dir`, as text.
     fn all_text(dir: &Path) -> String {

@@ -308,18 +308,7 @@ mod tests {
         assert_eq!(judge(&parent, "missing"), Stand::NoFolder);
     }
 
-    /// `git` with no user or system configuration.
-    fn git(dir: &Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-    }
+    use crate::config::hostgit::test_git as git;
 
     /// A repository at `dir` whose index holds gitlinks at `paths` (no folder made).
     fn repo_with_gitlinks(dir: &Path, paths: &[&str]) {

@@ -2,26 +2,11 @@ use super::host_git::checked_out_elsewhere;
 use super::*;
 use std::process::Command;
 
-/// `git` with no user or system configuration and a fixed identity.
+/// [`crate::config::hostgit::test_git`]'s output, trimmed.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    crate::config::hostgit::test_git(dir, args)
+        .trim()
+        .to_string()
 }
 
 /// The agent's `git`: on the container git directory, with the configuration the agent wrote
