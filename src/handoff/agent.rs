@@ -426,37 +426,28 @@ mod tests {
     #[test]
     fn safe_directories_append_to_existing_git_config_entries() {
         let ws = Workspace {
-            name: "w".into(),
-            root: "/h/w".into(),
-            container_root: "/workspace".into(),
-            layout: repository::Layout::Plain,
-            repos: Vec::new(),
-            config_folder: None,
             git_mounts: vec![repository::GitMount {
                 host_path: "/h/src/api/.git".into(),
                 container_path: "/h/src/api/.git".into(),
                 repos: vec!["api".into()],
             }],
-            protected: Vec::new(),
-            untrusted_git_dirs: Vec::new(),
-            warnings: Vec::new(),
+            ..Workspace::bare(
+                "w",
+                std::path::Path::new("/h/w"),
+                "/workspace",
+                repository::Layout::Plain,
+            )
         };
         let gits =
             crate::handoff::container_git::repo_gits(&ws, std::path::Path::new("/state")).unwrap();
         assert!(gits.is_empty());
-        let gits = vec![crate::handoff::container_git::RepoGit {
-            repo: "api".into(),
-            work_tree: "/h/w/api".into(),
-            git_dir: "/h/w/api/.git".into(),
-            common_dir: "/h/w/api/.git".into(),
-            container_path: "/workspace/api".into(),
-            slot: "/state/1".into(),
-            mount_base: "/run/devcell/git/1".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
-        }];
+        let gits = vec![crate::handoff::container_git::RepoGit::plain(
+            "api",
+            std::path::Path::new("/h/w/api"),
+            "/workspace/api",
+            "/state/1",
+            "/run/devcell/git/1",
+        )];
         let mut env = IndexMap::from([("GIT_CONFIG_COUNT".to_string(), "1".to_string())]);
         append_safe_directories(&mut env, &safe_directories(&ws, &gits));
         assert_eq!(env["GIT_CONFIG_COUNT"], "3");

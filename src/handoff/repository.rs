@@ -388,6 +388,26 @@ impl MountPurpose {
     }
 }
 
+#[cfg(test)]
+impl Workspace {
+    /// Test support: workspace `name` at `root`, at `container_root` in the container, of
+    /// `layout`, with nothing in it (no repositories, git mounts, overlays or warnings).
+    pub(crate) fn bare(name: &str, root: &Path, container_root: &str, layout: Layout) -> Self {
+        Workspace {
+            name: name.into(),
+            root: root.to_path_buf(),
+            container_root: container_root.into(),
+            layout,
+            repos: Vec::new(),
+            config_folder: None,
+            git_mounts: Vec::new(),
+            protected: Vec::new(),
+            untrusted_git_dirs: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
 impl Workspace {
     /// Every mount the workspace needs: the root at the container root, then each git directory
     /// (read-write, at the same path unless a relative link says otherwise), then the read-only

@@ -782,18 +782,12 @@ mod tests {
 
     #[test]
     fn the_workspace_is_described_at_its_place_in_the_container() {
-        let ws = Workspace {
-            name: "w".into(),
-            root: "/h/w".into(),
-            container_root: "/h/w".into(),
-            layout: crate::handoff::repository::Layout::Plain,
-            repos: Vec::new(),
-            config_folder: None,
-            git_mounts: Vec::new(),
-            protected: Vec::new(),
-            untrusted_git_dirs: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let ws = Workspace::bare(
+            "w",
+            Path::new("/h/w"),
+            "/h/w",
+            crate::handoff::repository::Layout::Plain,
+        );
         assert_eq!(in_container(ws, "/src").container_root, "/src");
     }
 

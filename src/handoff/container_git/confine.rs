@@ -153,19 +153,13 @@ mod tests {
         .unwrap();
         std::fs::write(git_dir.join("packed-refs"), "").unwrap();
         std::fs::write(git_dir.join("index"), "DIRC").unwrap();
-        RepoGit {
-            repo: "ws".into(),
-            work_tree: work_tree.clone(),
-            git_dir: git_dir.clone(),
-            common_dir: git_dir,
-            container_path: "/workspaces/ws".into(),
-            slot: tmp.join("state/1"),
-            mount_base: "/run/devcell/git/1".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
-        }
+        RepoGit::plain(
+            "ws",
+            &work_tree,
+            "/workspaces/ws",
+            tmp.join("state/1"),
+            "/run/devcell/git/1",
+        )
     }
 
     /// A folder outside the repository holding a private file (another repository's objects,

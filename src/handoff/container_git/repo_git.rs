@@ -45,6 +45,34 @@ pub struct RepoGit {
     pub nested: bool,
 }
 
+#[cfg(test)]
+impl RepoGit {
+    /// Test support: repository `repo` at `work_tree` with its git directory `.git` there (not
+    /// linked, no submodules, not nested), at `container_path` in the container, its container
+    /// git directory in `slot` and mounted under `mount_base`.
+    pub(crate) fn plain(
+        repo: &str,
+        work_tree: &Path,
+        container_path: &str,
+        slot: impl Into<PathBuf>,
+        mount_base: &str,
+    ) -> Self {
+        RepoGit {
+            repo: repo.into(),
+            work_tree: work_tree.to_path_buf(),
+            git_dir: work_tree.join(".git"),
+            common_dir: work_tree.join(".git"),
+            container_path: container_path.into(),
+            slot: slot.into(),
+            mount_base: mount_base.into(),
+            linked: false,
+            folders: Vec::new(),
+            submodules: Vec::new(),
+            nested: false,
+        }
+    }
+}
+
 impl RepoGit {
     /// Its container git directory.
     pub fn dir(&self) -> ContainerGitDir {

@@ -321,19 +321,7 @@ mod tests {
     }
 
     fn top(work_tree: &Path) -> RepoGit {
-        RepoGit {
-            repo: "r".into(),
-            work_tree: work_tree.to_path_buf(),
-            git_dir: work_tree.join(".git"),
-            common_dir: work_tree.join(".git"),
-            container_path: "/workspace".into(),
-            slot: "/s/1".into(),
-            mount_base: "/run/devcell/git/1".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
-        }
+        RepoGit::plain("r", work_tree, "/workspace", "/s/1", "/run/devcell/git/1")
     }
 
     fn refused(gits: Vec<RepoGit>) -> (PathBuf, Uncoverable) {

@@ -54,17 +54,15 @@ impl Fixture {
     /// The repository as a handoff sees it, mounted at `/workspace` from slot 0.
     fn repo_git(&self) -> RepoGit {
         RepoGit {
-            repo: "repo".into(),
-            work_tree: self.work.clone(),
             git_dir: self.git.clone(),
             common_dir: self.git.clone(),
-            container_path: "/workspace".into(),
-            slot: self.slot.clone(),
-            mount_base: "/run/devcell/git/0".into(),
-            linked: false,
-            folders: Vec::new(),
-            submodules: Vec::new(),
-            nested: false,
+            ..RepoGit::plain(
+                "repo",
+                &self.work,
+                "/workspace",
+                self.slot.clone(),
+                "/run/devcell/git/0",
+            )
         }
     }
 

@@ -2,35 +2,18 @@ use super::*;
 use crate::handoff::repository::{Layout, Workspace};
 
 fn workspace(root: &Path) -> Workspace {
-    Workspace {
-        name: "ws".into(),
-        root: root.to_path_buf(),
-        container_root: "/workspaces/ws".into(),
-        layout: Layout::Repository,
-        repos: Vec::new(),
-        config_folder: None,
-        git_mounts: Vec::new(),
-        protected: Vec::new(),
-        untrusted_git_dirs: Vec::new(),
-        warnings: Vec::new(),
-    }
+    Workspace::bare("ws", root, "/workspaces/ws", Layout::Repository)
 }
 
 /// The main repository's container git directory, as `repo_gits` makes it.
 fn main_repo(root: &Path) -> RepoGit {
-    RepoGit {
-        repo: "ws".into(),
-        work_tree: root.to_path_buf(),
-        git_dir: root.join(".git"),
-        common_dir: root.join(".git"),
-        container_path: "/workspaces/ws".into(),
-        slot: "/state/1".into(),
-        mount_base: "/run/devcell/git/1".into(),
-        linked: false,
-        folders: Vec::new(),
-        submodules: Vec::new(),
-        nested: false,
-    }
+    RepoGit::plain(
+        "ws",
+        root,
+        "/workspaces/ws",
+        "/state/1",
+        "/run/devcell/git/1",
+    )
 }
 
 /// A workspace repository with a gitignored clone `vendor/lib` and a linked worktree

@@ -271,16 +271,8 @@ fn errors_map_to_envelope_codes() {
 #[test]
 fn workspace_branch_prefers_agreement_then_primary() {
     let mut ws = Workspace {
-        name: "w".into(),
-        root: "/w".into(),
-        container_root: "/workspace".into(),
-        layout: Layout::MultiRepository,
         repos: vec![repo("api", false), repo("web", false)],
-        config_folder: None,
-        git_mounts: vec![],
-        protected: vec![],
-        untrusted_git_dirs: Vec::new(),
-        warnings: vec![],
+        ..Workspace::bare("w", Path::new("/w"), "/workspace", Layout::MultiRepository)
     };
     assert_eq!(ws.branch(), Some("main"));
     ws.repos[1].branch = Some("other".into());
