@@ -580,6 +580,31 @@ pub enum ExportFormat {
     AgentRunner,
 }
 
+/// The workspace folder and devcontainer.json of the commands that read a configuration
+/// without the container flags of [`WorkspaceArgs`] (`build`, `outdated`, `upgrade`,
+/// `features resolve-dependencies`).
+#[derive(Debug, Clone, Args)]
+pub struct ConfigLocationArgs {
+    /// The workspace folder (default: the current directory).
+    #[arg(long)]
+    pub workspace_folder: Option<PathBuf>,
+    /// The devcontainer.json to use (default: discovered in the workspace).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigLocationArgs {
+    /// `--workspace-folder`, else the current directory.
+    ///
+    /// Errors: the current directory cannot be read.
+    pub fn workspace_folder_or_current(&self) -> std::io::Result<PathBuf> {
+        match &self.workspace_folder {
+            Some(folder) => Ok(folder.clone()),
+            None => std::env::current_dir(),
+        }
+    }
+}
+
 /// Flags shared by every command that locates a workspace and its config.
 #[derive(Debug, Clone, Args)]
 pub struct WorkspaceArgs {
@@ -801,12 +826,9 @@ pub enum OutputFormat {
 /// `devcell outdated`.
 #[derive(Debug, Args)]
 pub struct OutdatedArgs {
-    /// The workspace folder (default: the current directory).
-    #[arg(long)]
-    pub workspace_folder: Option<PathBuf>,
-    /// The devcontainer.json to use (default: discovered in the workspace).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Workspace folder and devcontainer.json.
+    #[command(flatten)]
+    pub location: ConfigLocationArgs,
     /// Output format: `text` (a table) or `json` (`{"features": {…}}`).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -821,12 +843,9 @@ pub struct OutdatedArgs {
 /// `devcell upgrade`.
 #[derive(Debug, Args)]
 pub struct UpgradeArgs {
-    /// The workspace folder (default: the current directory).
-    #[arg(long)]
-    pub workspace_folder: Option<PathBuf>,
-    /// The devcontainer.json to use (default: discovered in the workspace).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Workspace folder and devcontainer.json.
+    #[command(flatten)]
+    pub location: ConfigLocationArgs,
     /// Print the regenerated lockfile on stdout instead of writing it.
     #[arg(long)]
     pub dry_run: bool,
@@ -1125,12 +1144,9 @@ pub struct BuildArgs {
     /// Accepted and ignored, as by the reference CLI (use `--workspace-folder`).
     #[arg(hide = true)]
     pub path: Option<PathBuf>,
-    /// The workspace folder (default: the current directory).
-    #[arg(long)]
-    pub workspace_folder: Option<PathBuf>,
-    /// The devcontainer.json to use (default: discovered in the workspace).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Workspace folder and devcontainer.json.
+    #[command(flatten)]
+    pub location: ConfigLocationArgs,
     /// A name (`[registry/]repository[:tag]`) to tag the image with (repeatable; default: the
     /// reference CLI's `vsc-<folder>-<hash>[-features]`).
     #[arg(long = "image-name", value_name = "NAME")]

@@ -251,12 +251,9 @@ pub struct TemplatesMetadataArgs {
 /// `devcell features resolve-dependencies`.
 #[derive(Debug, Args)]
 pub struct FeaturesResolveDependenciesArgs {
-    /// The workspace folder (default: the current directory).
-    #[arg(long)]
-    pub workspace_folder: Option<PathBuf>,
-    /// The devcontainer.json to use (default: discovered in the workspace).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Workspace folder and devcontainer.json.
+    #[command(flatten)]
+    pub location: ConfigLocationArgs,
     /// Feature cache and registry settings.
     #[command(flatten)]
     pub fetch: FeatureFetchArgs,

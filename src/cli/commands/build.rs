@@ -20,15 +20,12 @@ pub fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
             .map(|l| split_pair(l, "--label"))
             .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
         let settings = crate::settings::load(args.config_file.as_deref())?;
-        let workspace_folder = match &args.workspace_folder {
-            Some(folder) => folder.clone(),
-            None => std::env::current_dir()?,
-        };
+        let workspace_folder = args.location.workspace_folder_or_current()?;
         let opts = BuildOptions {
             // As the reference's `build`: the workspace folder itself, not its git root.
             target: TargetOptions {
                 workspace_folder,
-                config: args.config.clone(),
+                config: args.location.config.clone(),
                 mount_workspace_git_root: false,
                 env: std::env::vars().collect(),
                 docker_compose_path: args.common.host.docker_compose_path.clone(),

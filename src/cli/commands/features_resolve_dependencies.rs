@@ -11,14 +11,11 @@ use crate::ops::resolve_dependencies::{ResolveDependenciesOptions, resolve_depen
 /// Runs `features resolve-dependencies`: the install order as JSON on stdout (one line),
 /// warnings on stderr.
 pub fn run(args: FeaturesResolveDependenciesArgs) -> anyhow::Result<ExitCode> {
-    let workspace_folder = match args.workspace_folder {
-        Some(folder) => folder,
-        None => std::env::current_dir()?,
-    };
+    let workspace_folder = args.location.workspace_folder_or_current()?;
     let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = ResolveDependenciesOptions {
         workspace_folder,
-        config: args.config,
+        config: args.location.config,
         cache_dir: args.fetch.cache_dir,
         offline: args.offline,
         registries,

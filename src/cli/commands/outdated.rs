@@ -11,14 +11,11 @@ use crate::ops::outdated::{OutdatedOptions, outdated_with};
 /// warnings on stderr.
 pub fn run(args: OutdatedArgs) -> anyhow::Result<ExitCode> {
     crate::cli::commands::apply_log_args(&args.common.log);
-    let workspace_folder = match args.workspace_folder {
-        Some(folder) => folder,
-        None => std::env::current_dir()?,
-    };
+    let workspace_folder = args.location.workspace_folder_or_current()?;
     let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = OutdatedOptions {
         workspace_folder,
-        config: args.config,
+        config: args.location.config,
         cache_dir: args.fetch.cache_dir,
         registries,
     };

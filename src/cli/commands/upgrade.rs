@@ -10,15 +10,12 @@ use crate::ops::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
 /// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`; fetch progress
 /// ([`CliReporter`]) on stderr.
 pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
-    let workspace_folder = match args.workspace_folder {
-        Some(folder) => folder,
-        None => std::env::current_dir()?,
-    };
+    let workspace_folder = args.location.workspace_folder_or_current()?;
     let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = UpgradeOptions {
         base: OutdatedOptions {
             workspace_folder,
-            config: args.config,
+            config: args.location.config,
             cache_dir: args.fetch.cache_dir,
             registries,
         },
