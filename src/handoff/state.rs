@@ -835,22 +835,11 @@ impl StateStore {
         let dir = self.root.join("workspaces");
         self.ensure_dir(&dir)?;
         let lock_path = dir.join(format!("{key}.lock"));
-        let lock = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|source| StateError::Io {
+        let lock =
+            crate::ops::state_folder::lock_file(&lock_path).map_err(|source| StateError::Io {
                 path: lock_path.clone(),
                 source,
             })?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
-            StateError::Io {
-                path: lock_path.clone(),
-                source: e.into(),
-            }
-        })?;
         let path = self.state_path_for_key(&key);
         let loaded = self.load_path(&path)?;
         let existed = loaded.is_some();

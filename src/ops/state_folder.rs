@@ -98,7 +98,6 @@ impl StateFolder {
     /// # Errors
     /// [`LockError`].
     pub fn lock_bring_up(&self, id: &str, wait: bool) -> Result<Option<BringUpLock>, LockError> {
-        use rustix::fs::{FlockOperation, flock};
         let path = self.bring_up_lock_path(id);
         let locks = self.root.join("locks");
         std::fs::DirBuilder::new()
@@ -109,28 +108,51 @@ impl StateFolder {
                 path: locks.clone(),
                 source,
             })?;
-        let io = |source: std::io::Error| LockError {
+        let taken = if wait {
+            lock_file(&path).map(Some)
+        } else {
+            try_lock_file(&path)
+        };
+        let file = taken.map_err(|source| LockError {
             path: path.clone(),
             source,
-        };
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        let operation = if wait {
-            FlockOperation::LockExclusive
-        } else {
-            FlockOperation::NonBlockingLockExclusive
-        };
-        match flock(&file, operation) {
-            Ok(()) => Ok(Some(BringUpLock { _file: file })),
-            Err(e) if !wait && e == rustix::io::Errno::WOULDBLOCK => Ok(None),
-            Err(e) => Err(io(e.into())),
-        }
+        })?;
+        Ok(file.map(|file| BringUpLock { _file: file }))
     }
+}
+
+/// Opens the lock file `path` (created mode 0600, never truncated) and takes its `flock(2)`
+/// exclusive lock, waiting while another process holds it (call it off the async runtime's
+/// worker threads). Held until the file is closed: dropped, or the process ends (the kernel
+/// releases it, so a killed devcell never leaves it taken).
+///
+/// Errors: the open's or the lock's.
+pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {
+    let file = open_lock_file(path)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
+}
+
+/// [`lock_file`] without waiting: `None` while another process holds the lock.
+///
+/// Errors: the open's or the lock's.
+pub(crate) fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
+    let file = open_lock_file(path)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The lock file `path`, opened for writing, created mode 0600, never truncated.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Records kept in devcell's state folder.
 
 use std::collections::BTreeSet;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
@@ -283,16 +283,7 @@ impl EnvironmentStore {
             message: format!("cannot lock `{}`: {e}", path.display()),
             hint: None,
         };
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(failed)?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| failed(e.into()))?;
-        Ok(file)
+        crate::ops::state_folder::lock_file(&path).map_err(failed)
     }
 
     /// [`Self::lock`] when the store exists; `None` (nothing to guard) when it does not.
