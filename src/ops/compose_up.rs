@@ -38,7 +38,7 @@ use crate::ops::create::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result};
-use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir_if_needed};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,
 };
@@ -313,11 +313,7 @@ async fn bring_up_primary(
             )));
             target.with_files(files).start(&[]).await?;
             let info = inspect(engine, &info.id).await?;
-            if needs_state_dir_mode(&info) {
-                prepare_state_dir(engine, &info.id)
-                    .await
-                    .map_err(|e| e.in_container(&info.id))?;
-            }
+            prepare_state_dir_if_needed(engine, &info).await?;
             let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
             (info, entries, ContainerAction::Started)
         }

@@ -160,6 +160,22 @@ pub(crate) fn needs_state_dir_mode(container: &ContainerInfo) -> bool {
         && running_folder(container).is_none()
 }
 
+/// After a start: [`prepare_state_dir`] when `container` needs it ([`needs_state_dir_mode`]),
+/// a failure naming the container.
+///
+/// Errors: as [`prepare_state_dir`], in the container.
+pub(crate) async fn prepare_state_dir_if_needed(
+    engine: &dyn Engine,
+    container: &ContainerInfo,
+) -> Result<()> {
+    if needs_state_dir_mode(container) {
+        prepare_state_dir(engine, &container.id)
+            .await
+            .map_err(|e| e.in_container(&container.id))?;
+    }
+    Ok(())
+}
+
 /// Makes devcell's state volume writable by every user (sticky, like `/tmp`), for containers
 /// an older devcell made without the [`RUN_DIR`] tmpfs ([`needs_state_dir_mode`]). The hardened
 /// profile drops `CAP_CHOWN` and `CAP_FOWNER`, so only the volume's owner may change its mode,

@@ -37,7 +37,7 @@ use crate::ops::create::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result};
-use crate::ops::hooks::{bring_up_lock, needs_state_dir_mode, prepare_state_dir};
+use crate::ops::hooks::{bring_up_lock, prepare_state_dir_if_needed};
 use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
 use crate::ops::options::UpOptions;
@@ -406,11 +406,7 @@ async fn restarted(
     if action != ContainerAction::Started {
         return Ok(container);
     }
-    if needs_state_dir_mode(&container) {
-        prepare_state_dir(engine, &container.id)
-            .await
-            .map_err(|e| e.in_container(&container.id))?;
-    }
+    prepare_state_dir_if_needed(engine, &container).await?;
     inspect(engine, &container.id)
         .await
         .map_err(|e| e.in_container(&container.id))
