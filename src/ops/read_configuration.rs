@@ -181,33 +181,22 @@ pub async fn read_configuration_with(
         model::migrate_legacy(c);
     }
     let mut output = Map::new();
-    let mut shown = value.clone();
-    if let Value::Object(c) = &mut shown {
-        c.insert("configFilePath".into(), file_uri(&config_file));
-    }
+    let shown = shown_configuration(&value, &config_file);
     output.insert("configuration".into(), shown.clone());
     output.insert(
         "workspace".into(),
         workspace_output(&workspace, additional_mount),
     );
-    // Without any Feature the reference has no Features configuration (the key is omitted).
-    // Only asked for, it is resolved (spec-note 0452); a merged configuration alone keeps to
-    // what can be read offline (local Features).
     let mut resolved_entries = None;
-    if opts.include_features_configuration && !features.is_empty() {
-        let override_order = typed
-            .override_feature_install_order
-            .clone()
-            .unwrap_or_default();
-        let (shown_features, entries, feature_warnings) = features_configuration(
-            &features,
-            &override_order,
-            &workspace_folder,
-            &config_file,
-            confined.as_ref(),
-            &opts.registries,
-        )
-        .await?;
+    if let Some((shown_features, entries, feature_warnings)) = asked_features_configuration(
+        opts,
+        &typed,
+        &features,
+        (&workspace_folder, &config_file),
+        confined.as_ref(),
+    )
+    .await?
+    {
         output.insert("featuresConfiguration".into(), shown_features);
         warnings.extend(feature_warnings);
         resolved_entries = Some(entries);
@@ -247,6 +236,47 @@ pub async fn read_configuration_with(
         config_file,
         config: typed,
     })
+}
+
+/// The configuration as the output shows it: `value` with its `configFilePath` ([`file_uri`]).
+fn shown_configuration(value: &Value, config_file: &Path) -> Value {
+    let mut shown = value.clone();
+    if let Value::Object(c) = &mut shown {
+        c.insert("configFilePath".into(), file_uri(config_file));
+    }
+    shown
+}
+
+/// The Features configuration ([`features_configuration`]) when `--include-features-configuration`
+/// asks for it: without any Feature the reference has no Features configuration (the key is
+/// omitted, `None`). Only asked for, it is resolved (spec-note 0452); a merged configuration
+/// alone keeps to what can be read offline (local Features).
+///
+/// Errors: as [`features_configuration`].
+async fn asked_features_configuration(
+    opts: &ReadConfigurationOptions,
+    typed: &model::DevContainerConfig,
+    features: &[(String, Value)],
+    (workspace_folder, config_file): (&Path, &Path),
+    confined: Option<&crate::security::Grants>,
+) -> Result<Option<(Value, Vec<Value>, Vec<Warning>)>> {
+    if !opts.include_features_configuration || features.is_empty() {
+        return Ok(None);
+    }
+    let override_order = typed
+        .override_feature_install_order
+        .clone()
+        .unwrap_or_default();
+    features_configuration(
+        features,
+        &override_order,
+        workspace_folder,
+        config_file,
+        confined,
+        &opts.registries,
+    )
+    .await
+    .map(Some)
 }
 
 /// The image whose `devcontainer.metadata` label goes into the merged configuration when no
