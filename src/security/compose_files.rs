@@ -185,62 +185,7 @@ fn file_paths(
         && let Some(Value::Sequence(entries)) = doc.get("include")
     {
         for (i, entry) in entries.iter().enumerate() {
-            let (paths, project_directory, env_files) = match entry {
-                Value::String(p) => (vec![p.clone()], None, Vec::new()),
-                Value::Mapping(_) => (
-                    strings(entry.get("path")),
-                    entry.get("project_directory").and_then(Value::as_str),
-                    strings(entry.get("env_file")),
-                ),
-                _ => continue,
-            };
-            let key = |field: &str, j: Option<usize>| match (entry, j) {
-                (Value::String(_), _) => format!("include[{i}]"),
-                (_, Some(j)) => format!("include[{i}].{field}[{j}]"),
-                (_, None) => format!("include[{i}].{field}"),
-            };
-            let single = |field: &str| {
-                entry
-                    .get(field)
-                    .is_some_and(|v| matches!(v, Value::String(_)))
-            };
-            let local: Vec<(usize, PathBuf)> = paths
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !is_remote(p))
-                .map(|(j, p)| (j, absolute(p, &from.working_dir, places)))
-                .collect();
-            // the included files' folder for their own relative paths (and their `.env`)
-            let project_dir = match project_directory {
-                Some(d) => {
-                    let d = absolute(d, &from.working_dir, places);
-                    let k = key("project_directory", None);
-                    judge_path(&d, places, asked, source(k), Kind::File);
-                    d
-                }
-                None => local
-                    .first()
-                    .and_then(|(_, p)| p.parent())
-                    .unwrap_or(&own_dir)
-                    .to_path_buf(),
-            };
-            for (j, path) in local {
-                let k = key("path", (!single("path")).then_some(j));
-                judge_path(&path, places, asked, source(k), Kind::File);
-                pending.push(Pending {
-                    path,
-                    working_dir: project_dir.clone(),
-                    extended: false,
-                });
-            }
-            for (j, e) in env_files.iter().enumerate() {
-                if e == "/dev/null" {
-                    continue;
-                }
-                let path = absolute(e, &from.working_dir, places);
-                let k = key("env_file", (!single("env_file")).then_some(j));
-                judge_path(&path, places, asked, source(k), Kind::File);
-            }
+            include_paths(i, entry, from, (file, &own_dir), places, asked, pending);
         }
     }
     let Some(Value::Mapping(services)) = doc.get("services") else {
@@ -298,6 +243,80 @@ fn file_paths(
                 judge_path(&path, places, asked, source(key), kind);
             }
         }
+    }
+}
+
+/// The paths the `include` entry `i` of a document names (its `path`s, `project_directory`
+/// and `env_file`s), pushed to `asked` (when outside the workspace); the included files to
+/// `pending`, with the folder their own relative paths are resolved from.
+fn include_paths(
+    i: usize,
+    entry: &Value,
+    from: &Pending,
+    (file, own_dir): (&str, &Path),
+    places: &Places,
+    asked: &mut Vec<(Permission, Source)>,
+    pending: &mut Vec<Pending>,
+) {
+    let source = |key: String| Source::ComposeFile {
+        file: file.to_string(),
+        key,
+    };
+    let (paths, project_directory, env_files) = match entry {
+        Value::String(p) => (vec![p.clone()], None, Vec::new()),
+        Value::Mapping(_) => (
+            strings(entry.get("path")),
+            entry.get("project_directory").and_then(Value::as_str),
+            strings(entry.get("env_file")),
+        ),
+        _ => return,
+    };
+    let key = |field: &str, j: Option<usize>| match (entry, j) {
+        (Value::String(_), _) => format!("include[{i}]"),
+        (_, Some(j)) => format!("include[{i}].{field}[{j}]"),
+        (_, None) => format!("include[{i}].{field}"),
+    };
+    let single = |field: &str| {
+        entry
+            .get(field)
+            .is_some_and(|v| matches!(v, Value::String(_)))
+    };
+    let local: Vec<(usize, PathBuf)> = paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !is_remote(p))
+        .map(|(j, p)| (j, absolute(p, &from.working_dir, places)))
+        .collect();
+    // the included files' folder for their own relative paths (and their `.env`)
+    let project_dir = match project_directory {
+        Some(d) => {
+            let d = absolute(d, &from.working_dir, places);
+            let k = key("project_directory", None);
+            judge_path(&d, places, asked, source(k), Kind::File);
+            d
+        }
+        None => local
+            .first()
+            .and_then(|(_, p)| p.parent())
+            .unwrap_or(own_dir)
+            .to_path_buf(),
+    };
+    for (j, path) in local {
+        let k = key("path", (!single("path")).then_some(j));
+        judge_path(&path, places, asked, source(k), Kind::File);
+        pending.push(Pending {
+            path,
+            working_dir: project_dir.clone(),
+            extended: false,
+        });
+    }
+    for (j, e) in env_files.iter().enumerate() {
+        if e == "/dev/null" {
+            continue;
+        }
+        let path = absolute(e, &from.working_dir, places);
+        let k = key("env_file", (!single("env_file")).then_some(j));
+        judge_path(&path, places, asked, source(k), Kind::File);
     }
 }
 
