@@ -89,8 +89,43 @@ pub fn check_reuse(
         return Ok(Vec::new());
     };
     let info = existing.info;
-    let host = &info.host;
     let source = Source::ExistingContainer(short(&info.id).to_string());
+    let (permissions, no_new_privileges) = held_permissions(existing);
+    let gaps = baseline_gaps(existing, *limits, no_new_privileges);
+    let requests: Vec<PermissionRequest> = permissions
+        .into_iter()
+        .map(|permission| {
+            let status = match &permission {
+                Permission::EngineSocket(_) => RequestStatus::Forbidden,
+                p if grants.allows(p) => RequestStatus::Granted,
+                _ => RequestStatus::Refused,
+            };
+            PermissionRequest {
+                permission,
+                source: source.clone(),
+                status,
+            }
+        })
+        .collect();
+    let refused = requests
+        .iter()
+        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden));
+    if refused || !gaps.is_empty() {
+        return Err(SecurityError::ReuseRefused {
+            container: short(&info.id).to_string(),
+            profile: profile.name().to_string(),
+            requests,
+            gaps,
+        });
+    }
+    Ok(requests)
+}
+
+/// Every permission `existing` holds beyond the baseline, once each (see [`check_reuse`]), and
+/// whether it has `no-new-privileges` (a baseline security option, not a permission).
+fn held_permissions(existing: &ExistingContainer<'_>) -> (Vec<Permission>, bool) {
+    let info = existing.info;
+    let host = &info.host;
     let mut permissions: Vec<Permission> = Vec::new();
     let mut push = |p: Permission| {
         if !permissions.contains(&p) {
@@ -158,7 +193,19 @@ pub fn check_reuse(
     if let Some(p) = network_permission(&host.network_mode) {
         push(p);
     }
+    (permissions, no_new_privileges)
+}
 
+/// The baseline `existing` lacks under a hardened profile of `limits` (see [`check_reuse`]):
+/// a writable root, no `no-new-privileges`, limits beyond the profile's, a required mount
+/// missing, a network other than `none` when asked for.
+fn baseline_gaps(
+    existing: &ExistingContainer<'_>,
+    limits: ProfileLimits,
+    no_new_privileges: bool,
+) -> Vec<BaselineGap> {
+    let info = existing.info;
+    let host = &info.host;
     let mut gaps = Vec::new();
     if !host.read_only_rootfs {
         gaps.push(BaselineGap::WritableRoot);
@@ -166,7 +213,7 @@ pub fn check_reuse(
     if !no_new_privileges {
         gaps.push(BaselineGap::NoNewPrivileges);
     }
-    gaps.extend(limit_gaps(host.limits, *limits));
+    gaps.extend(limit_gaps(host.limits, limits));
     for target in existing.required_mounts {
         let target = target.trim_end_matches('/');
         if !info
@@ -185,34 +232,7 @@ pub fn check_reuse(
             want: "none".to_string(),
         });
     }
-
-    let requests: Vec<PermissionRequest> = permissions
-        .into_iter()
-        .map(|permission| {
-            let status = match &permission {
-                Permission::EngineSocket(_) => RequestStatus::Forbidden,
-                p if grants.allows(p) => RequestStatus::Granted,
-                _ => RequestStatus::Refused,
-            };
-            PermissionRequest {
-                permission,
-                source: source.clone(),
-                status,
-            }
-        })
-        .collect();
-    let refused = requests
-        .iter()
-        .any(|r| matches!(r.status, RequestStatus::Refused | RequestStatus::Forbidden));
-    if refused || !gaps.is_empty() {
-        return Err(SecurityError::ReuseRefused {
-            container: short(&info.id).to_string(),
-            profile: profile.name().to_string(),
-            requests,
-            gaps,
-        });
-    }
-    Ok(requests)
+    gaps
 }
 
 fn limit_gaps(have: crate::engine::Limits, max: ProfileLimits) -> Vec<BaselineGap> {
