@@ -6,6 +6,9 @@ use crate::security::audit::facts::ContainerFacts;
 use crate::security::audit::heuristics::is_proxy_name;
 use crate::security::audit::scoring::{Evidence, Risk, ev};
 
+/// What an allowlist does not stop, said with every allowlist's evidence.
+const ALLOWLIST_LIMITS: &str = "does not stop exfiltration to an allowed destination (or through a broad `*.suffix` entry), domain fronting behind an allowed name, or timing and volume channels; contents are not recorded";
+
 /// The evidence for network policy.
 pub(in crate::security::audit) fn evidence(
     f: &ContainerFacts,
@@ -33,7 +36,7 @@ pub(in crate::security::audit) fn evidence(
             ));
             out.push(ev(
                 "allowlist limits",
-                "does not stop exfiltration to an allowed destination (or through a broad `*.suffix` entry), domain fronting behind an allowed name, or timing and volume channels; contents are not recorded",
+                ALLOWLIST_LIMITS,
                 Risk::Safe,
             ));
         }
@@ -71,7 +74,7 @@ pub(in crate::security::audit) fn evidence(
                 ));
                 out.push(ev(
                     "allowlist limits",
-                    "does not stop exfiltration to an allowed destination (or through a broad `*.suffix` entry), domain fronting behind an allowed name, or timing and volume channels; contents are not recorded",
+                    ALLOWLIST_LIMITS,
                     Risk::Safe,
                 ));
             } else if all_internal {
@@ -104,6 +107,14 @@ pub(in crate::security::audit) fn evidence(
         }
         None => out.push(ev("network", "not observable", Risk::Weak)),
     }
+    out.extend(ports_evidence(f));
+    out
+}
+
+/// The published ports: each one's host address (all interfaces is reachable from other
+/// machines) and `--publish-all`; not observable from inside.
+fn ports_evidence(f: &ContainerFacts) -> Vec<Evidence> {
+    let mut out = Vec::new();
     match &f.ports {
         Some(ports) => {
             for p in ports {
