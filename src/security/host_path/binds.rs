@@ -170,6 +170,19 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     /// A bind of `source` at `target`.
+    /// Each mount of `spec` as (source, target, read-only).
+    fn triples(spec: &ContainerSpec) -> Vec<(String, String, bool)> {
+        spec.mounts
+            .iter()
+            .map(|m| (m.source.clone().unwrap(), m.target.clone(), m.read_only))
+            .collect()
+    }
+
+    /// One expected (source, target, read-only).
+    fn own(source: &str, target: &str, read_only: bool) -> (String, String, bool) {
+        (source.to_string(), target.to_string(), read_only)
+    }
+
     fn bind(source: &str, target: &str, read_only: bool) -> Mount {
         Mount {
             kind: MountKind::Bind,
@@ -308,12 +321,7 @@ mod tests {
         ];
         let skip = ["/workspace", "/workspace/.git", "/workspace/libs/sub"].map(String::from);
         let changed = keep_covered(&mut spec, &covers, &skip);
-        let got: Vec<(String, String, bool)> = spec
-            .mounts
-            .iter()
-            .map(|m| (m.source.clone().unwrap(), m.target.clone(), m.read_only))
-            .collect();
-        let own = |s: &str, t: &str, ro| (s.to_string(), t.to_string(), ro);
+        let got = triples(&spec);
         assert_eq!(
             got,
             [
@@ -378,12 +386,7 @@ mod tests {
             "/workspace/.git/hooks".into(),
         ];
         let changed = keep_read_only(&mut spec, &protected);
-        let got: Vec<(String, String, bool)> = spec
-            .mounts
-            .iter()
-            .map(|m| (m.source.clone().unwrap(), m.target.clone(), m.read_only))
-            .collect();
-        let own = |s: &str, t: &str, ro| (s.to_string(), t.to_string(), ro);
+        let got = triples(&spec);
         assert_eq!(
             got,
             [
