@@ -503,8 +503,83 @@ mod tests {
         let c = cover_provider("p".into(), &provider, &ws);
         let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["bin/prov", "prov.yaml"], "{c:?}");
-        let c = cover_provider("p".into(), &serde_json::json!({"type": "awsprov"}), &ws);
-        assert!(c.files.is_empty() && c.uncovered.is_empty(), "{c:?}");
+        // a plain name is looked up by Compose and run in the folder Compose runs in: `sh`
+        // ran the workspace's `compose` (attack 23, N19), so no grant of it stands
+        for program in ["awsprov", "sh"] {
+            let c = cover_provider("p".into(), &serde_json::json!({"type": program}), &ws);
+            assert!(c.files.is_empty() && c.digest().is_none(), "{c:?}");
+            assert!(
+                c.uncovered
+                    .iter()
+                    .any(|u| u.starts_with(&format!("`{program}`"))),
+                "{c:?}"
+            );
+        }
+    }
+
+    /// Attack 23: a program on no list, a wrapper, `printf -v`, an engine CLI's global option,
+    /// a program behind another name and a script the container can write were standing
+    /// grants pinning nothing; each ran the agent's code on the host. Each is a one-run grant
+    /// now, naming the word.
+    #[test]
+    fn programs_not_known_to_leave_the_project_alone_are_one_run_grants() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (dir, ws) = attack_workspace();
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
+        // npm's real file, called by its own name
+        let npm_cli = dir.path().join("npm-cli.js");
+        std::fs::write(&npm_cli, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&npm_cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let npm_line = format!("{} run -s init", npm_cli.display());
+        // a link named like a standard program to a shell
+        let links = dir.path().join("links");
+        std::fs::create_dir_all(&links).unwrap();
+        std::os::unix::fs::symlink("/bin/sh", links.join("mkdir")).unwrap();
+        let link_line = format!("{}/mkdir -p x", links.display());
+        // a script in a folder other users can write (a volume's `_data`, as the host sees it)
+        let volume = dir.path().join("volume");
+        std::fs::create_dir_all(&volume).unwrap();
+        std::fs::write(volume.join("init.sh"), "true\n").unwrap();
+        std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let volume_line = format!("sh {}/init.sh", volume.display());
+        let volume_word = format!("`{}/init.sh`", volume.display());
+        for (line, word) in [
+            ("bash -c 'printf -v PATH %s%s too ls; ls'", "`printf`"),
+            ("docker --log-level error compose run app", "`docker`"),
+            ("podman --root /x compose up", "`podman`"),
+            ("docker run --rm busybox", "`docker`"),
+            ("prove -Q", "`prove`"),
+            ("setarch x86_64 make -s", "`setarch`"),
+            ("ssh-agent make", "`ssh-agent`"),
+            (npm_line.as_str(), "`"),
+            (link_line.as_str(), "`"),
+            (volume_line.as_str(), volume_word.as_str()),
+            (
+                "sh /var/lib/docker/volumes/v/_data/init.sh",
+                "`/var/lib/docker",
+            ),
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+            assert!(
+                c.uncovered.iter().any(|u| u.starts_with(word)),
+                "{line}: {word} not named in {c:?}"
+            );
+        }
+        let c = cover(&npm_line);
+        assert!(
+            c.uncovered.iter().any(|u| u.contains("npm-cli.js")),
+            "{c:?}"
+        );
+        let c = cover(&link_line);
+        assert!(
+            c.uncovered
+                .iter()
+                .any(|u| u.contains("not the program its name says")),
+            "{c:?}"
+        );
     }
 
     /// The script's content is what the grant binds: rewriting it (what an agent did, J7)

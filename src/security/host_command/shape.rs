@@ -12,14 +12,18 @@
 //!   redirections `<`, `>`, `>>` (an optional file descriptor number before, `>&N`). No
 //!   assignment word (`NAME=value`), no control structure or keyword, no subshell, group,
 //!   substitution, glob, extglob, brace, `~`, `&`, heredoc or comment-hidden quoting.
-//! - **Program**: a plain name that is one of the [`PRINTS_ONLY`] builtins, or is found on the
-//!   host's `PATH` (devcell's) in an absolute folder outside the workspace before any relative
-//!   or workspace entry; or a path to a regular workspace file (pinned), or an absolute path
-//!   outside the workspace (not through `/proc` or `/dev`). Not one of [`RUNS_OTHERS`]
-//!   (programs that run, find or re-aim other commands: `cd`, `env`, `exec`, `eval`, `xargs`,
-//!   `find`, …) nor one of [`READS_PROJECT`] (programs that read project files on their own
-//!   from the folder they run in: `make`, `npm`, `node`, `python`, `git`, …). Unknown programs
-//!   are judged by their words only.
+//! - **Program**: a path to a regular workspace file (pinned); or one of the [`PRINTS_ONLY`]
+//!   builtins (`printf` with no option: `printf -v` assigns); or one of
+//!   [`STANDING_PROGRAMS`] (programs known to read only the files their words name), a shell,
+//!   `perl`/`ruby`, or an engine CLI with a subcommand of `ENGINE_STANDING` right after it,
+//!   found on the host's `PATH` (devcell's) in an absolute folder outside the workspace before
+//!   any relative or workspace entry, or named by an absolute path outside the workspace (not
+//!   through `/proc` or `/dev`). A file outside the workspace must be one the container cannot
+//!   write ([`trusted_outside`]) and be the kind of program its name says (a link named
+//!   `mkdir` to `make` is not). Every other program is a one-run grant: [`RUNS_OTHERS`]
+//!   (programs that run, find or re-aim other commands) and [`READS_PROJECT`] (programs that
+//!   read project files from the folder they run in) say why by name; any program on no list
+//!   may do either (attack 23: `prove`, `setarch x86_64 make`, npm's `npm-cli.js`).
 //! - **Shells** (`sh`, `bash`, …): options, then `-c <string>` (the string judged the same way,
 //!   up to [`MAX_DEPTH`] levels) or a script that is a pinned workspace file or a path outside
 //!   the workspace. `perl` and `ruby` likewise, a script right after the program.
@@ -181,9 +185,74 @@ pub const READS_PROJECT: &[&str] = &[
 /// Name prefixes of [`READS_PROJECT`] programs (`python3.12`, `pip3`, `nodejs`).
 const READS_PROJECT_PREFIXES: &[&str] = &["python", "pip", "node"];
 
-/// `docker`/`podman` subcommands that read the project on their own (a Compose file, a build
-/// context and its Dockerfile).
-const ENGINE_BUILDS: &[&str] = &["compose", "build", "buildx", "bake", "stack", "image"];
+/// Programs a standing grant may run by name: each reads and writes only the files its words
+/// name (pinned or judged) and runs no other program on its own (attack 23, N3, N8: a list of
+/// programs known to read the project, such as `make`, missed `prove`, `setarch make`,
+/// `ssh-agent make`; so the list is of programs known to leave the project alone, and any
+/// other program is a one-run grant).
+pub const STANDING_PROGRAMS: &[&str] = &[
+    "basename",
+    "cat",
+    "chmod",
+    "cmp",
+    "cp",
+    "cut",
+    "date",
+    "diff",
+    "dirname",
+    "grep",
+    "head",
+    "id",
+    "ln",
+    "ls",
+    "md5sum",
+    "mkdir",
+    "mktemp",
+    "mv",
+    "printenv",
+    "pwd",
+    "readlink",
+    "realpath",
+    "rm",
+    "rmdir",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "sleep",
+    "stat",
+    "tail",
+    "tee",
+    "touch",
+    "tr",
+    "uname",
+    "uniq",
+    "wc",
+    "whoami",
+];
+
+/// Multi-call programs a standard program may be a link to (the name it is called by picks
+/// what it does).
+const MULTI_CALL: &[&str] = &["busybox", "coreutils", "toybox"];
+
+/// `docker`/`podman`/`nerdctl` subcommands a standing grant may run, given right after the
+/// program: none reads a Compose file, a build context or another file of the folder it runs
+/// in. A global option before the subcommand (`docker --log-level error compose`, attack 23,
+/// N2) hides which subcommand runs, so it is a one-run grant.
+const ENGINE_STANDING: &[&str] = &[
+    "pull", "network", "volume", "info", "version", "inspect", "tag", "ps", "rm", "stop", "kill",
+];
+
+/// Folders where engines keep their volumes and container files: what a container writes
+/// lands there on the host, so a program or script there is the container's to change
+/// (attack 23, N12). `~` is the host user's home.
+const ENGINE_DATA_ROOTS: &[&str] = &[
+    "/var/lib/docker",
+    "/var/lib/containers",
+    "/var/lib/containerd",
+    "/var/lib/nerdctl",
+    "~/.local/share/docker",
+    "~/.local/share/containers",
+];
 
 /// Shells whose command line devcell reads: options, then `-c <string>` or a script.
 const SHELLS: &[&str] = &[
@@ -251,6 +320,14 @@ pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
     let mut out = Judged::default();
     if program_word.contains('/') {
         program(program_word, place, &mut out);
+    } else if !program_word.is_empty() {
+        // Compose looks a plain name up itself, on `PATH` and as a CLI plugin, and runs it in
+        // the folder Compose runs in (`type: sh` ran `sh compose …`, the workspace's file
+        // `compose`: attack 23, N19): nothing a grant pins.
+        out.refuse(
+            program_word,
+            "a provider program Compose looks up by name: what it runs and reads is not pinned",
+        );
     }
     out
 }
@@ -479,10 +556,16 @@ fn simple(
             "an assignment: it changes where the shell or the program finds what it runs",
         );
     }
-    let name = match program(&first.text, place, out) {
-        Some(name) => name,
-        None => return,
+    let Some(Program { name, pinned }) = program(&first.text, place, out) else {
+        return;
     };
+    if name == "printf" && args.first().is_some_and(|a| a.text.starts_with('-')) {
+        // bash's `printf -v NAME` assigns a variable (`printf -v PATH …`: attack 23, N1)
+        return out.refuse(
+            &first.text,
+            "`printf` given an option: `printf -v` assigns a variable, as `NAME=value` does",
+        );
+    }
     if PRINTS_ONLY.contains(&name.as_str()) && !first.text.contains('/') {
         return;
     }
@@ -492,7 +575,7 @@ fn simple(
             "it runs, finds or re-aims other commands: what runs is not a word a grant pins",
         );
     }
-    if reads_project(&name, args) {
+    if reads_project(&name) {
         return out.refuse(
             &first.text,
             "it reads project files on its own from the folder it runs in, which a grant does \
@@ -501,6 +584,19 @@ fn simple(
     }
     if SHELLS.contains(&name.as_str()) {
         return shell_command(&first.text, args, place, depth, out);
+    }
+    if is_engine(&name) {
+        return engine_command(&first.text, args, place, depth, out);
+    }
+    if !pinned
+        && !STANDING_PROGRAMS.contains(&name.as_str())
+        && !SCRIPT_RUNNERS.contains(&name.as_str())
+    {
+        return out.refuse(
+            &first.text,
+            "a program devcell does not know to leave the project alone: it may read or run \
+             files of the folder it runs in, which a grant does not pin",
+        );
     }
     if SCRIPT_RUNNERS.contains(&name.as_str()) {
         return match args.split_first() {
@@ -532,44 +628,79 @@ fn is_assignment(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '[' || c == ']')
 }
 
-/// Whether the program `name` with `args` reads project files on its own.
-fn reads_project(name: &str, args: &[Word]) -> bool {
-    if READS_PROJECT.contains(&name) || READS_PROJECT_PREFIXES.iter().any(|p| name.starts_with(p)) {
-        return true;
-    }
-    if matches!(name, "docker" | "podman" | "nerdctl") {
-        let sub = args.iter().find(|a| !a.text.starts_with('-'));
-        return sub.is_none_or(|s| ENGINE_BUILDS.contains(&s.text.as_str()));
-    }
-    false
+/// Whether the program `name` reads project files on its own (`make`, `npm`, `git`, …).
+fn reads_project(name: &str) -> bool {
+    READS_PROJECT.contains(&name) || READS_PROJECT_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// The name of the program `word` runs (its last path part), or `None` (and a reason) when
-/// it is not one a standing grant may cover. A workspace file is pinned.
-fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<String> {
+/// Whether `name` is an engine's CLI.
+fn is_engine(name: &str) -> bool {
+    matches!(name, "docker" | "podman" | "nerdctl")
+}
+
+/// Judges an engine CLI's command: a subcommand of [`ENGINE_STANDING`] right after the
+/// program, then its arguments; anything else is a one-run grant.
+fn engine_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, out: &mut Judged) {
+    match args.split_first() {
+        Some((sub, rest)) if ENGINE_STANDING.contains(&sub.text.as_str()) => {
+            for arg in rest {
+                argument(&arg.text, place, depth, out);
+            }
+        }
+        Some((sub, _)) if sub.text.starts_with('-') => out.refuse(
+            program,
+            "an engine command with a global option before its subcommand: which subcommand \
+             runs, and what it reads, is not a word a grant pins",
+        ),
+        _ => out.refuse(
+            program,
+            "an engine subcommand that may read project files (a Compose file, a build \
+             context) or run a container from them, which a grant does not pin",
+        ),
+    }
+}
+
+/// The program a command's first word runs.
+struct Program {
+    /// The name it is called by (its last path part).
+    name: String,
+    /// Whether it is a workspace file the grant pins.
+    pinned: bool,
+}
+
+/// The program `word` runs, or `None` (and a reason) when it is not one a standing grant may
+/// cover. A workspace file is pinned; a file outside the workspace must be one the container
+/// cannot write ([`trusted_outside`]) and be what its name says ([`same_kind`]).
+fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
     let name = word.rsplit('/').next().unwrap_or(word).to_string();
-    if word.contains('/') {
-        return match path_word(word, place) {
+    let found = if word.contains('/') {
+        match path_word(word, place) {
             PathWord::Pinned(file) => {
                 out.files.insert(file);
-                Some(name)
+                return Some(Program { name, pinned: true });
             }
-            PathWord::Outside => Some(name),
-            PathWord::Refused(why) => {
-                out.refuse(word, &why);
-                None
-            }
-            PathWord::Missing => {
-                out.refuse(word, "no such file in the workspace to pin");
-                None
-            }
-        };
-    }
-    if PRINTS_ONLY.contains(&word) || RUNS_OTHERS.contains(&word) || KEYWORDS.contains(&word) {
-        return Some(name);
-    }
-    match on_path(word, place) {
-        Ok(()) => Some(name),
+            PathWord::Outside => Ok(place.cwd.join(word)),
+            PathWord::Refused(why) => Err(why),
+            PathWord::Missing => Err("no such file in the workspace to pin".to_string()),
+        }
+    } else if PRINTS_ONLY.contains(&word) || RUNS_OTHERS.contains(&word) || KEYWORDS.contains(&word)
+    {
+        return Some(Program {
+            name,
+            pinned: false,
+        });
+    } else {
+        on_path(word, place)
+    };
+    let checked = found.and_then(|file| {
+        trusted_outside(&file)?;
+        same_kind(&name, &file)
+    });
+    match checked {
+        Ok(()) => Some(Program {
+            name,
+            pinned: false,
+        }),
         Err(why) => {
             out.refuse(word, &why);
             None
@@ -577,10 +708,101 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<String> {
     }
 }
 
+/// What kind of program a name is, for [`same_kind`].
+#[derive(PartialEq, Eq)]
+enum Kind {
+    Shell,
+    ScriptRunner,
+    Engine,
+    Standing,
+    Other,
+}
+
+fn kind(name: &str) -> Kind {
+    if SHELLS.contains(&name) {
+        Kind::Shell
+    } else if SCRIPT_RUNNERS.contains(&name) {
+        Kind::ScriptRunner
+    } else if is_engine(name) {
+        Kind::Engine
+    } else if STANDING_PROGRAMS.contains(&name) || PRINTS_ONLY.contains(&name) {
+        Kind::Standing
+    } else {
+        Kind::Other
+    }
+}
+
+/// Whether the file `file` (links followed) is the kind of program its name `name` says: a
+/// link `/tmp/x/mkdir` to `make`, or npm's `npm-cli.js` behind `npm`, is judged by what runs
+/// (attack 23, N11). A link to a multi-call program ([`MULTI_CALL`]) does what its name says.
+fn same_kind(name: &str, file: &Path) -> Result<(), String> {
+    let resolved = resolve(file).unwrap_or_else(|_| file.to_path_buf());
+    let real = resolved
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let wanted = kind(name);
+    if real == name
+        || MULTI_CALL.contains(&real.as_str())
+        || (wanted != Kind::Other && kind(&real) == wanted)
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "`{}` is `{real}`, not the program its name says: what runs is judged by what it is",
+        file.display()
+    ))
+}
+
+/// Whether `file`, outside the workspace, is one the container cannot write: it exists, is
+/// owned by root or by devcell's user, as is each folder above it, none of them writable by
+/// another user (a folder with the sticky bit, such as `/tmp`, keeps others' files out), and
+/// it is under no folder where an engine keeps container data ([`ENGINE_DATA_ROOTS`]).
+/// A script in a named volume's `_data` folder was the container's to change (attack 23,
+/// N12).
+pub fn trusted_outside(file: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = file.display();
+    let resolved = resolve(file).map_err(|e| format!("devcell cannot resolve `{shown}`: {e}"))?;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    for root in ENGINE_DATA_ROOTS {
+        let root = match (root.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            (Some(_), None) => continue,
+            (None, _) => Path::new(root).to_path_buf(),
+        };
+        if resolved.starts_with(&root) {
+            return Err(format!(
+                "`{shown}` is under `{}`, where an engine keeps what containers write",
+                root.display()
+            ));
+        }
+    }
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    let mut at = Some(resolved.as_path());
+    while let Some(path) = at {
+        let meta = std::fs::symlink_metadata(path)
+            .map_err(|e| format!("`{}` cannot be read: {e}", path.display()))?;
+        if meta.uid() != 0 && Some(meta.uid()) != me {
+            return Err(format!(
+                "`{}` is owned by uid {}, neither root nor devcell's user",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        let others_write = meta.mode() & 0o022 != 0;
+        let sticky_folder = meta.is_dir() && meta.mode() & 0o1000 != 0;
+        if others_write && !(sticky_folder && path != resolved.as_path()) {
+            return Err(format!("`{}` is writable by other users", path.display()));
+        }
+        at = path.parent();
+    }
+    Ok(())
+}
 /// Whether the plain program name `name` is found on `PATH` in an absolute folder outside the
 /// workspace before any entry that is relative, empty (the current folder) or in the
 /// workspace (where the shell would look first, and the agent can write).
-fn on_path(name: &str, place: &Place<'_>) -> Result<(), String> {
+fn on_path(name: &str, place: &Place<'_>) -> Result<std::path::PathBuf, String> {
     let Some(path) = place.path else {
         return Err("`PATH` is unknown: devcell cannot tell which program runs".into());
     };
@@ -605,7 +827,7 @@ fn on_path(name: &str, place: &Place<'_>) -> Result<(), String> {
         {
             use std::os::unix::fs::PermissionsExt as _;
             if meta.permissions().mode() & 0o111 != 0 {
-                return Ok(());
+                return Ok(candidate);
             }
         }
     }
@@ -672,7 +894,11 @@ fn script_word(word: &str, place: &Place<'_>, out: &mut Judged) {
         PathWord::Pinned(file) => {
             out.files.insert(file);
         }
-        PathWord::Outside if word.starts_with('/') => {}
+        PathWord::Outside if word.starts_with('/') => {
+            if let Err(why) = trusted_outside(Path::new(word)) {
+                out.refuse(word, &why);
+            }
+        }
         PathWord::Outside | PathWord::Missing => {
             out.refuse(word, "a script that is no workspace file devcell can pin")
         }
