@@ -218,6 +218,95 @@ pub fn judge_network(
     ))
 }
 
+/// The `purpose` of the plan's volume mounts of an external container: a volume its owner
+/// mounted that is no bind of a host folder (its `source` names it), or one devcell cannot
+/// resolve (`source` says why; attack M5).
+pub const EXTERNAL_VOLUME_MOUNT: &str = "externalVolume";
+
+/// The plan's mounts of an external container, from its mounts as the host sees them
+/// ([`crate::security::volumes::mounts_as_host_sees`]: a bind-backed volume is the bind it
+/// is): binds as [`EXTERNAL_MOUNT`], volumes as [`EXTERNAL_VOLUME_MOUNT`]; tmpfs and the
+/// like hold nothing of the host and are left out.
+fn planned_mounts(seen: &[crate::engine::MountInfo]) -> Vec<PlannedMount> {
+    seen.iter()
+        .filter_map(|m| {
+            let (source, purpose) = match m.kind.as_str() {
+                "bind" => (m.source.clone(), EXTERNAL_MOUNT),
+                "volume" => (
+                    m.name.clone().unwrap_or_else(|| m.source.clone()),
+                    EXTERNAL_VOLUME_MOUNT,
+                ),
+                crate::security::volumes::UNRESOLVED_VOLUME => {
+                    (m.source.clone(), EXTERNAL_VOLUME_MOUNT)
+                }
+                _ => return None,
+            };
+            Some(PlannedMount {
+                source,
+                target: m.destination.clone(),
+                read_only: !m.rw,
+                purpose: purpose.into(),
+            })
+        })
+        .collect()
+}
+
+/// What an external handoff does with git, for its plan: the container's binds are its
+/// owner's, so the agent works on the host's files and sees the host's `.git` only read-only
+/// (rule 4 of spec-note 0524 refused anything else).
+const EXTERNAL_GIT: &str = "no container git directories and no fetch-back: the agent works on the workspace's files through the container's own binds, and the host's `.git` is bound read-only or not at all (a writable one is refused); the `.git` entries are compared when the agent ends";
+
+/// `handoff --plan --container ID` of a container devcell did not create (spec-note 0526):
+/// the plan the handoff would carry out there (the container judged as the handoff judges
+/// it, its mounts as the host sees them, `set-up`'s judgement and the agent's user; a root
+/// agent under `hardened` refused as the handoff refuses it), with nothing begun: no session,
+/// no hook, no exec, no context file. `None` when `opts.container` names no container devcell
+/// did not create (the usual plan applies).
+///
+/// Errors: as the handoff's before its session ([`OpsError::NamedContainer`], the plan's,
+/// `set-up`'s judgement: [`OpsError::Security`]).
+pub(in crate::handoff) async fn plan(
+    engine: &dyn Engine,
+    opts: &HandoffOptions,
+) -> Result<Option<crate::handoff::plan::HandoffPlan>> {
+    let Some(info) = foreign(engine, opts).await? else {
+        return Ok(None);
+    };
+    let h = Handoff {
+        engine,
+        opts,
+        reporter: &crate::progress::NoopReporter,
+        group: None,
+    };
+    let mut stop: StopSignal<'_> = Box::pin(futures_util::stream::pending());
+    let (p, target, _) = h.prepare_external(&info, &mut stop).await?;
+    let judged =
+        crate::ops::set_up::judge_running(engine, &h.set_up_options(&info, &target), info.clone())
+            .await?;
+    let profile = judged.profile.name();
+    refuse_root_agent(&info.name, profile, &judged.permissions)?;
+    let mut plan = p.plan;
+    plan.profile = profile.to_string();
+    plan.permissions = judged.permissions.clone();
+    plan.warnings.extend(
+        judged
+            .warnings
+            .iter()
+            .map(|w| ("handoff".to_string(), w.to_string())),
+    );
+    plan.external = Some(crate::handoff::plan::PlannedExternal {
+        name: info.name.clone(),
+        root: judged
+            .permissions
+            .iter()
+            .any(|r| r.permission == crate::security::Permission::Root),
+        remote_user: judged.remote_user,
+        exec_user: judged.exec_user,
+        git: EXTERNAL_GIT.into(),
+    });
+    Ok(Some(plan))
+}
+
 /// The workspace as the container sees it: its root and repositories at `target`.
 fn in_container(mut ws: Workspace, target: &str) -> Workspace {
     let root = ws.root.clone();
@@ -430,17 +519,7 @@ impl Handoff<'_> {
             id: Some(info.id.clone()),
             labels: BTreeMap::new(),
         };
-        plan.mounts = info
-            .mounts
-            .iter()
-            .filter(|m| m.kind == "bind")
-            .map(|m| PlannedMount {
-                source: m.source.clone(),
-                target: m.destination.clone(),
-                read_only: !m.rw,
-                purpose: EXTERNAL_MOUNT.into(),
-            })
-            .collect();
+        plan.mounts = planned_mounts(&seen.mounts);
         Ok((p, target, network))
     }
 
@@ -482,8 +561,19 @@ impl Handoff<'_> {
         info: &ContainerInfo,
         target: &str,
     ) -> Result<(SetUpResult, Attached)> {
+        crate::ops::set_up::set_up_attached(
+            self.engine,
+            &self.set_up_options(info, target),
+            self.reporter,
+        )
+        .await
+    }
+
+    /// `set-up`'s options for the container `info`, its hooks run in `target` (the
+    /// workspace's folder there): no configuration of the workspace's, the agent's grants.
+    fn set_up_options(&self, info: &ContainerInfo, target: &str) -> SetUpOptions {
         let opts = self.opts;
-        let set_up = SetUpOptions {
+        SetUpOptions {
             container_id: info.id.clone(),
             config: None,
             env: opts.env.clone(),
@@ -501,8 +591,7 @@ impl Handoff<'_> {
             settings: opts.settings.clone(),
             workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
             workspace_folder: Some(target.to_string()),
-        };
-        crate::ops::set_up::set_up_attached(self.engine, &set_up, self.reporter).await
+        }
     }
 
     /// The context file and `AGENTS.md` (when absent) in the workspace root, with the
@@ -762,6 +851,45 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_shows_binds_and_volumes_as_the_host_sees_them() {
+        let volume = |name: &str, kind: &str, source: &str| MountInfo {
+            kind: kind.into(),
+            name: Some(name.into()),
+            source: source.into(),
+            ..bind("", "/v", true)
+        };
+        let tmpfs = MountInfo {
+            kind: "tmpfs".into(),
+            ..bind("", "/tmp", true)
+        };
+        let planned = planned_mounts(&[
+            bind("/h/ws", "/src", true),
+            volume("cache", "volume", "/var/lib/docker/volumes/cache/_data"),
+            volume(
+                "odd",
+                crate::security::volumes::UNRESOLVED_VOLUME,
+                "the volume `odd` (the engine does not know it)",
+            ),
+            tmpfs,
+        ]);
+        let shown: Vec<(&str, &str)> = planned
+            .iter()
+            .map(|m| (m.source.as_str(), m.purpose.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("/h/ws", EXTERNAL_MOUNT),
+                ("cache", EXTERNAL_VOLUME_MOUNT),
+                (
+                    "the volume `odd` (the engine does not know it)",
+                    EXTERNAL_VOLUME_MOUNT
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn a_container_with_a_network_needs_network_default() {
         let mut info = container(Vec::new());
         info.host.network_mode = "none".into();
@@ -883,6 +1011,21 @@ mod tests {
         );
 
         let right = opts(&format!("{}:/src:rw", ws.display()));
+        // its plan (spec-note 0526): judged, the user named, nothing run, begun or written
+        let execs = engine.execs().len();
+        let sessions = || store.load(&ws).unwrap().map(|s| s.sessions.len());
+        let before = sessions();
+        let planned = plan(&engine, &right).await.unwrap().expect("external");
+        let external = planned.external.as_ref().unwrap();
+        assert_eq!(external.remote_user, "1000:1000");
+        assert!(!external.root);
+        assert_eq!(planned.container.action, EXTERNAL_ACTION);
+        assert_eq!(planned.cwd, "/src");
+        assert_eq!(engine.execs().len(), execs, "the plan ran nothing");
+        assert_eq!(sessions(), before, "no session begun");
+        assert!(!ws.join(".devcell").exists(), "no context file");
+        let e = plan(&engine, &root).await.unwrap_err();
+        assert!(e.to_string().contains("as root"), "{e}");
         let r = super::super::handoff_with(&engine, &right, streams(), stop(), &reporter)
             .await
             .unwrap();
