@@ -896,7 +896,8 @@ impl Drop for TestVolume {
 /// git) and does nothing: no exec in the container (the engine's events name none, as they do
 /// after a real handoff), no session, no context file, the container running as before. The
 /// same container run as root: the plan refuses as the handoff does, and `--allow root` shows
-/// the root user.
+/// the root user. Then the handoff's environment record (spec-note 0527): marked external,
+/// refused by `--environment`, and `env export` names the container instead.
 #[test]
 fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     let Some(ctx) = TestContext::busybox("handoff_plan_external") else {
@@ -1072,6 +1073,7 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     nothing_happened("after the root plans");
 
     // The check above can fail: the handoff itself does exec in the container.
+    let record_file = ctx.tmp().join("external-environment.json");
     let out = ctx.output(
         "handoff",
         &[
@@ -1081,6 +1083,10 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
             config,
             "--container",
             &c.id,
+            "--environment-out",
+            record_file.to_str().unwrap(),
+            "--format",
+            "json",
         ],
     );
     assert_eq!(
@@ -1091,6 +1097,63 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     );
     assert_ne!(execs(&c), 0, "the handoff execs");
     assert!(ctx.path().join("agent-was-here").exists());
+
+    // Its environment record (spec-note 0527): marked external, the container's image by id,
+    // its user and its mounts as the host sees them; the same in `env show --session`.
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let session = v["result"]["session"]["id"].as_str().unwrap().to_string();
+    let (code, shown, stderr) = run(
+        &ctx,
+        "env show",
+        &["--session", &session, "--format", "json"],
+    );
+    assert_eq!(code, Some(0), "{shown}\n{stderr}");
+    let record = &shown["result"];
+    assert_eq!(record["command"], "handoff", "{shown}");
+    assert_eq!(record["external"]["container"], c.id.as_str(), "{shown}");
+    assert_eq!(record["external"]["user"], "1000:1000", "{shown}");
+    assert_eq!(record["image"]["id"], c.inspect("{{.Image}}"), "{shown}");
+    let mounts = record["external"]["mounts"].as_array().unwrap();
+    assert!(
+        mounts.iter().any(|m| m["type"] == "bind"
+            && m["source"] == cache.to_str().unwrap()
+            && m["target"] == "/cache"
+            && m["readOnly"] == true),
+        "{shown}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_file).unwrap()).unwrap();
+    assert_eq!(
+        &written, record,
+        "--environment-out writes the session's record"
+    );
+
+    // It cannot be recreated, and `env export` names the container it is instead of
+    // "no container".
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "writer",
+            "--config-file",
+            config,
+            "--container",
+            &c.id,
+            "--environment",
+            record_file.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("recreates an environment devcell makes"),
+        "{stderr}"
+    );
+    let out = ctx.output("env export", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("which devcell did not create"), "{stderr}");
+    assert!(stderr.contains(&c.id[..12]), "{stderr}");
 }
 
 /// Issue 29 item 4 (spec-note 0525): two handoffs of one group (`--cleanup on-exit`) run side

@@ -323,9 +323,20 @@ fn in_container(mut ws: Workspace, target: &str) -> Workspace {
     ws
 }
 
-/// What an external handoff refuses in its options before anything runs: the dotfiles and
+/// What an external handoff refuses in its options before anything runs: `--environment`
+/// (spec-note 0527: devcell cannot recreate a container it did not make), the dotfiles and
 /// the agent's credential mounts (both need a mount only creation can add).
 fn refuse_options(opts: &HandoffOptions, p: &Prepared, named: &str) -> Result<()> {
+    if let Some((path, _)) = &opts.environment.recorded {
+        return Err(refused(
+            named,
+            format!(
+                "`--environment {}` recreates an environment devcell makes, and devcell did not make this container (its owner chose its image, mounts and user)",
+                path.display()
+            ),
+            "drop `--environment` (`--environment-out` records this handoff's environment), or drop `--container`".into(),
+        ));
+    }
     if opts.dotfiles.is_some() {
         return Err(refused(
             named,
@@ -381,6 +392,8 @@ impl Handoff<'_> {
         }
         live.warnings
             .extend(set_up.warnings.iter().map(ToString::to_string));
+        self.record_environment(&info, &p, &set_up, &attached, &network, &live)
+            .await;
         let _ = writeln!(
             log,
             "# devcell handoff session {}: agent `{}` in external container {} (devcell never stops or removes it)",
@@ -591,6 +604,50 @@ impl Handoff<'_> {
             settings: opts.settings.clone(),
             workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
             workspace_folder: Some(target.to_string()),
+        }
+    }
+
+    /// The session's environment record (spec-note 0527): the container's image by digest,
+    /// its mounts as the host sees them, the user the agent runs as, marked `external`; kept
+    /// as the workspace's last record and named by the session. A record that cannot be made
+    /// or kept leaves the session without one (`env show` says so), as a handoff's does.
+    async fn record_environment(
+        &self,
+        info: &ContainerInfo,
+        p: &Prepared,
+        set_up: &SetUpResult,
+        attached: &Attached,
+        network: &str,
+        live: &Live,
+    ) {
+        let mut grants = p.plan.grants.clone();
+        grants.sort();
+        grants.dedup();
+        let security = crate::ops::environment::SecurityRecord {
+            profile: set_up.profile.clone(),
+            grants,
+            network: network.to_string(),
+        };
+        let made = async {
+            let seen = crate::security::volumes::mounts_as_host_sees(self.engine, &info.mounts)
+                .await
+                .map_err(OpsError::from)?;
+            let record = crate::ops::environment::record_external(
+                self.engine,
+                info,
+                &seen,
+                (&set_up.remote_user, attached.exec_user.as_deref()),
+                security,
+            )
+            .await?;
+            let store = crate::ops::environment::EnvironmentStore::new(live.store.root());
+            let hash = store.store(&live.root, &record)?;
+            live.store
+                .set_environment(&live.root, &live.id, &hash)
+                .map_err(OpsError::from)
+        };
+        if let Err(e) = made.await {
+            tracing::debug!("no environment record: {e}");
         }
     }
 
@@ -1031,6 +1088,18 @@ mod tests {
             .unwrap();
         assert_eq!(r.container_id.as_deref(), Some(id.as_str()));
         assert!(r.session.external);
+        // its environment record (spec-note 0527): the container's image, user and mounts
+        let records = crate::ops::environment::EnvironmentStore::new(store.root());
+        let record = records
+            .load(r.session.environment.as_deref().expect("a record"))
+            .unwrap();
+        let external = record.external.as_ref().expect("marked external");
+        assert_eq!(external.container, id);
+        assert_eq!(external.user, "1000:1000");
+        assert_eq!(external.mounts.len(), 1);
+        assert_eq!(external.mounts[0].source, ws.to_string_lossy());
+        assert_eq!(record.image.references, ["someone/base:1"]);
+        assert_eq!(records.last(&ws).unwrap().as_ref(), Some(&record));
         let agent = engine
             .execs()
             .into_iter()
