@@ -104,6 +104,23 @@ pub async fn handoff(
     handoff_with(&*engine, opts, streams, stop, reporter).await
 }
 
+/// `handoff --plan`: [`crate::handoff::plan::plan`], or, when `--container` names a running
+/// container devcell did not create, the plan of a handoff into it, judged as the handoff
+/// judges it and with nothing begun or run (spec-note 0526).
+///
+/// Errors: as [`crate::handoff::plan::plan`]; an external container's refusals as the
+/// handoff's before its session.
+pub async fn plan(opts: &HandoffOptions) -> Result<crate::handoff::plan::HandoffPlan> {
+    if opts.container.is_some()
+        && opts.runtime != Some(AgentRuntime::Host)
+        && let Ok(engine) = crate::engine::connect().await
+        && let Some(plan) = external::plan(&*engine, opts).await?
+    {
+        return Ok(plan);
+    }
+    crate::handoff::plan::plan(opts).await
+}
+
 /// [`handoff`] through `engine` (its host socket, [`Engine::host_socket`], never mountable).
 ///
 /// Errors: the plan's errors; [`OpsError::Product`] (a `StateError`) with `SessionActive` when a session is

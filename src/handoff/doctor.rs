@@ -37,7 +37,8 @@ pub enum Severity {
 pub struct Finding {
     /// Stable snake_case code (`engine_reachable`, `engine_unreachable`, `cgroup_limits`,
     /// `cgroup_limits_unenforced`, `orphaned_container`, `missing_mount`, `stale_session`,
-    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `external_container`, `unused_mirror`, `cache_dir`, `cache_dir_unwritable`,
+    /// `workspace_gone`, `corrupt_state`, `orphaned_task`, `external_container`, `handoff_group`,
+    /// `handoff_group_dead_member`, `handoff_group_stale`, `unused_mirror`, `cache_dir`, `cache_dir_unwritable`,
     /// `unused_image`, `images_unknown`).
     pub code: String,
     /// `error`, `warning` or `ok`.
@@ -142,6 +143,7 @@ pub async fn doctor_with(
         check_cgroups(engine, &mut report, &mut findings).await;
         check_containers(engine, &external, &mut running, &mut findings).await;
         check_external(engine, &external, &mut running, &mut findings).await;
+        check_groups(engine, store.root(), &mut findings).await;
         check_egress_proxies(engine, &mut findings).await;
         check_images(engine, &mut findings).await;
     }
@@ -358,6 +360,131 @@ async fn check_external(
             None,
         ));
     }
+}
+
+/// What the engine says of a group's container, for [`group_findings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Running,
+    Stopped,
+    Gone,
+}
+
+/// Each handoff group of the state root `root` (spec-note 0528), its container asked of
+/// `engine`: see [`group_findings`].
+async fn check_groups(engine: &dyn Engine, root: &Path, findings: &mut Vec<Finding>) {
+    let records = crate::handoff::group::GroupStore::new(root).all();
+    let mut seen = std::collections::HashMap::new();
+    for id in records.iter().filter_map(|r| r.container_id.clone()) {
+        let state = match engine.inspect_container(&id).await {
+            Ok(Some(i)) if i.running => Seen::Running,
+            Ok(Some(_)) => Seen::Stopped,
+            Ok(None) => Seen::Gone,
+            // unknown: judged as neither gone nor there
+            Err(_) => continue,
+        };
+        seen.insert(id, state);
+    }
+    findings.extend(group_findings(
+        &records,
+        &crate::handoff::state::process_alive,
+        &|id| seen.get(id).copied(),
+    ));
+}
+
+/// The findings of the group `records`: each group (`handoff_group`, ok: its policy, container
+/// and members); each member that never ended but whose devcell process is gone
+/// (`handoff_group_dead_member`, warning: it is not counted, and under `on-exit` its death
+/// means nobody removes the container while no other member runs); and a group that holds
+/// nothing any more or that `on-exit` should have emptied (`handoff_group_stale`, warning): no
+/// live member and its container gone (or never made), or under `on-exit` still there.
+/// `alive` judges a member's devcell (pid and start time); `container` is what the engine says
+/// of an id (`None`: unknown, then nothing is judged stale).
+fn group_findings(
+    records: &[crate::handoff::group::GroupRecord],
+    alive: &dyn Fn(u32, Option<u64>) -> bool,
+    container: &dyn Fn(&str) -> Option<Seen>,
+) -> Vec<Finding> {
+    use crate::handoff::group_request::Cleanup;
+    let mut out = Vec::new();
+    for r in records {
+        let workspace = r.workspace.display().to_string();
+        let live = r.live_members(alive).count();
+        let seen = r.container_id.as_deref().map(|id| (id, container(id)));
+        let shown = match seen {
+            None => "none".to_string(),
+            Some((id, Some(Seen::Running))) => format!("{} (running)", short_id(id)),
+            Some((id, Some(Seen::Stopped))) => format!("{} (stopped)", short_id(id)),
+            Some((id, Some(Seen::Gone))) => format!("{} (gone)", short_id(id)),
+            Some((id, None)) => format!("{} (unknown)", short_id(id)),
+        };
+        out.push(finding(
+            "handoff_group",
+            Severity::Ok,
+            format!(
+                "handoff group `{}` of workspace `{workspace}` (cleanup {}): container {shown}, {live} live of {} member(s)",
+                r.name,
+                r.cleanup,
+                r.members.len()
+            ),
+            None,
+        ));
+        for m in r
+            .members
+            .iter()
+            .filter(|m| m.ended_at.is_none() && !m.live(alive))
+        {
+            out.push(finding(
+                "handoff_group_dead_member",
+                Severity::Warning,
+                format!(
+                    "member {} of handoff group `{}` never ended: its devcell (pid {}) is gone, so it is not counted",
+                    m.session.as_deref().unwrap_or("(no session yet)"),
+                    r.name,
+                    m.pid
+                ),
+                Some(NextAction::manual(
+                    "nothing runs for it; its session shows as stale in `devcell status`, and the group's next member to end (or `devcell delete`) settles the group",
+                )),
+            ));
+        }
+        let stale = live == 0
+            && match seen {
+                None | Some((_, Some(Seen::Gone))) => true,
+                Some((_, Some(_))) => r.cleanup == Cleanup::OnExit,
+                Some((_, None)) => false,
+            };
+        if stale {
+            let why = match seen {
+                Some((id, Some(Seen::Running | Seen::Stopped))) => format!(
+                    "its cleanup is on-exit, but no member is live and its container {} is still there (its last member's devcell died before it could remove it)",
+                    short_id(id)
+                ),
+                _ => "no member is live and its container is gone: the record holds nothing".into(),
+            };
+            out.push(finding(
+                "handoff_group_stale",
+                Severity::Warning,
+                format!(
+                    "handoff group `{}` of workspace `{workspace}`: {why}",
+                    r.name
+                ),
+                Some(NextAction::command(
+                    format!(
+                        "remove the workspace's container and forget its groups (`{}`)",
+                        r.name
+                    ),
+                    [
+                        "devcell",
+                        "delete",
+                        "--workspace-folder",
+                        workspace.as_str(),
+                    ],
+                )),
+            ));
+        }
+    }
+    out
 }
 
 /// Egress proxies whose container is gone (spec-note 0502).
@@ -596,4 +723,156 @@ fn dir_size(dir: &Path) -> u64 {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::group::{GroupKey, GroupRecord, GroupStore, KeyFields, Member};
+    use crate::handoff::group_request::{Cleanup, GroupName};
+
+    /// A member of devcell process `pid`, ended or not.
+    fn member(session: &str, pid: u32, ended: bool) -> Member {
+        Member {
+            session: Some(session.into()),
+            pid,
+            pid_start: None,
+            joined_at: "2026-01-01T00:00:00Z".into(),
+            ended_at: ended.then(|| "2026-01-01T01:00:00Z".into()),
+        }
+    }
+
+    /// Writes group `name` of `/w` into the state folder `root` as a handoff would.
+    fn write(root: &Path, name: &str, cleanup: Cleanup, container: Option<&str>, m: Vec<Member>) {
+        let key = GroupKey::from_fields(KeyFields {
+            workspace: "/w".into(),
+            configuration: "sha256:aa".into(),
+            image: "busybox".into(),
+            features: Vec::new(),
+            profile: "hardened".into(),
+            grants: Vec::new(),
+            network: "none".into(),
+            egress: Vec::new(),
+            limits: String::new(),
+            mounts: Vec::new(),
+        });
+        let name = GroupName::try_from(name.to_string()).unwrap();
+        GroupStore::new(root)
+            .update(&name, |r| {
+                *r = Some(GroupRecord {
+                    schema_version: crate::handoff::group::SCHEMA_VERSION,
+                    name: name.clone(),
+                    workspace: "/w".into(),
+                    cleanup,
+                    key_sha256: key.sha256(),
+                    key: key.clone(),
+                    container_id: container.map(str::to_string),
+                    members: m,
+                });
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Over a state folder: every group reported with its members; a member whose devcell
+    /// died (pid 99) named; a group holding nothing, and an `on-exit` group whose container
+    /// outlived its last member, reported stale with `devcell delete` as the fix; a `manual`
+    /// group whose container stays (as it should) and a live group are not.
+    #[test]
+    fn doctor_reports_each_group_its_dead_members_and_stale_records() {
+        let state = tempfile::tempdir().unwrap();
+        let root = state.path();
+        write(
+            root,
+            "live",
+            Cleanup::OnExit,
+            Some("aaaaaaaaaaaaaaaa"),
+            vec![member("s1", 10, false), member("s2", 99, false)],
+        );
+        write(
+            root,
+            "kept",
+            Cleanup::Manual,
+            Some("bbbbbbbbbbbbbbbb"),
+            vec![member("s3", 11, true)],
+        );
+        write(
+            root,
+            "empty",
+            Cleanup::Manual,
+            Some("cccccccccccccccc"),
+            vec![member("s4", 12, true)],
+        );
+        write(
+            root,
+            "left",
+            Cleanup::OnExit,
+            Some("dddddddddddddddd"),
+            vec![member("s5", 99, false)],
+        );
+        let records = GroupStore::new(root).all();
+        assert_eq!(records.len(), 4);
+        let alive = |pid: u32, _: Option<u64>| pid != 99;
+        let container = |id: &str| match &id[..1] {
+            "c" => Some(Seen::Gone),
+            "b" => Some(Seen::Stopped),
+            _ => Some(Seen::Running),
+        };
+        let found = group_findings(&records, &alive, &container);
+        let of =
+            |code: &str| -> Vec<&Finding> { found.iter().filter(|f| f.code == code).collect() };
+
+        let groups = of("handoff_group");
+        assert_eq!(groups.len(), 4, "{found:#?}");
+        assert!(
+            groups.iter().any(|f| f.message.contains("`live`")
+                && f.message
+                    .contains("aaaaaaaaaaaa (running), 1 live of 2 member(s)")),
+            "{found:#?}"
+        );
+
+        let dead = of("handoff_group_dead_member");
+        let dead: Vec<&str> = dead.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(dead.len(), 2, "{dead:?}");
+        assert!(
+            dead[0].contains("member s5 of handoff group `left`") || dead[1].contains("member s5")
+        );
+        assert!(
+            dead.iter()
+                .any(|m| m.contains("member s2 of handoff group `live`"))
+        );
+
+        let stale = of("handoff_group_stale");
+        let names: Vec<&str> = stale
+            .iter()
+            .map(|f| {
+                if f.message.contains("`empty`") {
+                    "empty"
+                } else if f.message.contains("`left`") {
+                    "left"
+                } else {
+                    "other"
+                }
+            })
+            .collect();
+        assert_eq!(names, ["empty", "left"], "{stale:#?}");
+        for f in &stale {
+            assert_eq!(f.severity, Severity::Warning);
+            assert_eq!(
+                f.fix.as_ref().and_then(|a| a.command.clone()).unwrap(),
+                ["devcell", "delete", "--workspace-folder", "/w"]
+            );
+        }
+        assert!(
+            stale[1].message.contains("dddddddddddd is still there"),
+            "{stale:#?}"
+        );
+
+        // an engine that did not answer: nothing is judged stale by its container
+        let unknown = group_findings(&records, &alive, &|_| None);
+        assert!(
+            unknown.iter().all(|f| f.code != "handoff_group_stale"),
+            "{unknown:#?}"
+        );
+    }
 }

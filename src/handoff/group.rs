@@ -732,6 +732,13 @@ impl GroupStore {
     /// Every group whose record names `workspace` (for `status` and `delete`); unreadable
     /// records are left out.
     pub fn of_workspace(&self, workspace: &Path) -> Vec<GroupRecord> {
+        let mut out = self.all();
+        out.retain(|r| r.workspace == workspace);
+        out
+    }
+
+    /// Every group's record, by name (for `doctor`); unreadable records are left out.
+    pub fn all(&self) -> Vec<GroupRecord> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -742,7 +749,6 @@ impl GroupStore {
                 let name = GroupName::try_from(file.strip_suffix(".json")?.to_string()).ok()?;
                 self.load(&name).ok().flatten()
             })
-            .filter(|r| r.workspace == workspace)
             .collect();
         out.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         out

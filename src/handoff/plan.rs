@@ -232,6 +232,10 @@ pub struct HandoffPlan {
     pub runtime: AgentRuntime,
     /// What isolates it: `container`, or `none` on the host.
     pub isolation: String,
+    /// A container devcell did not create (`--container`, spec-notes 0524 and 0526): who the
+    /// agent runs as there and what becomes of git; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<PlannedExternal>,
     /// Non-fatal findings as envelope `(code, message)` pairs (the workspace's, a repository
     /// git could not read, a host variable not set); in the envelope's `warnings` only.
     #[serde(skip)]
@@ -272,6 +276,25 @@ impl HandoffPlan {
             })
             .collect()
     }
+}
+
+/// What the plan of a handoff into a container devcell did not create adds (spec-note 0526):
+/// `set-up`'s judgement of it, made without running anything in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedExternal {
+    /// The container's name.
+    pub name: String,
+    /// Who the hooks and the agent run as: the merged `remoteUser` (its `devcontainer.metadata`
+    /// label), else the container's user, else `root`.
+    pub remote_user: String,
+    /// Under `hardened`: the numeric `uid:gid` every exec runs as (`null`: by name).
+    pub exec_user: Option<String>,
+    /// Whether that user is root (uid 0). Under `hardened` such an agent is refused unless
+    /// `--allow root` grants it, and then the plan fails as the handoff would.
+    pub root: bool,
+    /// What becomes of the workspace's git: one sentence.
+    pub git: String,
 }
 
 /// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`
@@ -1238,6 +1261,7 @@ fn plan_of_workspace(
         verification: inputs.verification,
         runtime,
         isolation: runtime.isolation().to_string(),
+        external: None,
         warnings: Vec::new(),
     }
 }

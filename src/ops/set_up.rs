@@ -196,6 +196,96 @@ pub async fn set_up_attached(
         "setting up container {}",
         short(&container.id)
     )));
+    let judged = judge_running(engine, opts, container).await?;
+    let audit_score = audit_score(engine, &judged.container.id, opts.workspace_git_dirs).await;
+    let attached = attach_running(
+        engine,
+        opts,
+        &judged.container,
+        judged
+            .workspace_folder
+            .clone()
+            .or_else(|| opts.workspace_folder.clone()),
+        (judged.merged.clone(), judged.entries.clone()),
+        (&judged.remote_user, judged.exec_user.clone()),
+    )
+    .await?;
+    let lifecycle = run_hooks(
+        engine,
+        &attached,
+        BringUpKind::Running,
+        opts.plan,
+        opts.dotfiles.as_ref(),
+        &opts.remote_env,
+        &IndexMap::new(),
+        &[],
+        reporter,
+    )
+    .await?;
+    let SetUpJudgement {
+        container,
+        remote_user,
+        profile,
+        permissions,
+        gaps,
+        warnings,
+        configuration,
+        merged,
+        ..
+    } = judged;
+    let result = SetUpResult {
+        container_id: container.id.clone(),
+        remote_user,
+        profile: profile.name().to_string(),
+        permissions,
+        gaps,
+        audit_score,
+        audit_max: security::audit::MAX_SCORE,
+        lifecycle,
+        warnings,
+        configuration: opts.include_configuration.then_some(configuration),
+        merged_configuration: opts.include_merged_configuration.then_some(merged),
+    };
+    Ok((result, attached))
+}
+
+/// What `set-up` decides of a running container before anything runs in it: its users, the
+/// profile and the container judged against it, and the configuration merged from its label
+/// and `--config`. A handoff's plan of a container devcell did not create reads this and
+/// runs nothing (spec-note 0526).
+#[derive(Debug, Clone)]
+pub struct SetUpJudgement {
+    /// The container as the engine reported it.
+    pub container: ContainerInfo,
+    /// The merged `remoteUser`, else the container's user, else `root`: who the hooks and a
+    /// handoff's agent run as.
+    pub remote_user: String,
+    /// Under `hardened`: the numeric `uid:gid` every exec runs as (`None`: the name).
+    pub exec_user: Option<String>,
+    /// The profile the container is judged under.
+    pub profile: SecurityProfile,
+    /// What the container has beyond the hardened baseline, with the grants' say on each.
+    pub permissions: Vec<PermissionRequest>,
+    /// The baseline it lacks.
+    pub gaps: Vec<BaselineGap>,
+    /// Non-fatal findings: the container's weaknesses, config warnings.
+    pub warnings: Vec<Warning>,
+    configuration: Value,
+    merged: Value,
+    entries: Vec<Value>,
+    workspace_folder: Option<String>,
+}
+
+/// Judges the running `container` for `set-up` (see [`SetUpJudgement`]); runs nothing in it.
+///
+/// Errors: [`OpsError::Config`] (`--config`, a bad `${containerEnv}`), [`OpsError::Security`]
+/// (`SetUpRefused`, a refused host variable, an unknown profile or grant),
+/// [`OpsError::InvalidLimit`], the engine's.
+pub async fn judge_running(
+    engine: &dyn Engine,
+    opts: &SetUpOptions,
+    container: ContainerInfo,
+) -> Result<SetUpJudgement> {
     let config = read_config(opts.config.as_deref(), &opts.env)?;
     let mut warnings = config.warnings;
     let crate::security::Choice {
@@ -235,49 +325,24 @@ pub async fn set_up_attached(
         &mut warnings,
     )
     .await?;
-    let audit_score = audit_score(engine, &container.id, opts.workspace_git_dirs).await;
     // Under `hardened` every exec runs as numeric `uid:gid`: no group of the image's
     // `/etc/group` (spec-note 0400, "the image's groups").
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let exec_user =
         crate::ops::exec_user::resolve_running(engine, &container, &remote_user, hardened).await;
-    let attached = attach_running(
-        engine,
-        opts,
-        &container,
-        config
-            .workspace_folder
-            .or_else(|| opts.workspace_folder.clone()),
-        (merged.clone(), entries),
-        (&remote_user, exec_user),
-    )
-    .await?;
-    let lifecycle = run_hooks(
-        engine,
-        &attached,
-        BringUpKind::Running,
-        opts.plan,
-        opts.dotfiles.as_ref(),
-        &opts.remote_env,
-        &IndexMap::new(),
-        &[],
-        reporter,
-    )
-    .await?;
-    let result = SetUpResult {
-        container_id: container.id.clone(),
+    Ok(SetUpJudgement {
+        container,
         remote_user,
-        profile: profile.name().to_string(),
+        exec_user,
+        profile,
         permissions,
         gaps,
-        audit_score,
-        audit_max: security::audit::MAX_SCORE,
-        lifecycle,
         warnings,
-        configuration: opts.include_configuration.then_some(configuration),
-        merged_configuration: opts.include_merged_configuration.then_some(merged),
-    };
-    Ok((result, attached))
+        configuration,
+        merged,
+        entries,
+        workspace_folder: config.workspace_folder,
+    })
 }
 
 /// The container `set-up` is for: it must exist and run.

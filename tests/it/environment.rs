@@ -879,6 +879,283 @@ fn handoff_of_a_container_devcell_did_not_create_leaves_it_running_after_delete(
     assert!(!ctx.path().join("agent-was-here").exists(), "the agent ran");
 }
 
+/// A named volume the test made, removed when dropped (after the containers using it).
+struct TestVolume(String);
+
+impl Drop for TestVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["volume", "rm", "-f", &self.0])
+            .output();
+    }
+}
+
+/// Issue 29 item 2 (spec-note 0526): `handoff --plan --container ID` of a container devcell
+/// did not create prints what the handoff would do there (its mounts as the host sees them, a
+/// bind-backed volume as the folder it binds; its user; the agent's argv, context file and
+/// git) and does nothing: no exec in the container (the engine's events name none, as they do
+/// after a real handoff), no session, no context file, the container running as before. The
+/// same container run as root: the plan refuses as the handoff does, and `--allow root` shows
+/// the root user. Then the handoff's environment record (spec-note 0527): marked external,
+/// refused by `--environment`, and `env export` names the container instead.
+#[test]
+fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
+    let Some(ctx) = TestContext::busybox("handoff_plan_external") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let ws = ws.to_str().unwrap();
+    let cache = ctx.tmp().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let cache = std::fs::canonicalize(cache).unwrap();
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.writer]\ncommand = [\"sh\", \"-c\", \"echo hi > agent-was-here\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "1000:1000", ws])
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let volume = TestVolume(unique("devcell-test-plan"));
+    let made = std::process::Command::new("docker")
+        .args([
+            "volume",
+            "create",
+            "--opt",
+            "type=none",
+            "--opt",
+            "o=bind",
+            "--opt",
+        ])
+        .arg(format!("device={}", cache.display()))
+        .arg(&volume.0)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let start = |user: &[&str]| {
+        let mut options = vec!["--network", "none"];
+        options.extend_from_slice(user);
+        let bind = format!("{ws}:/src");
+        let vol = format!("{}:/cache:ro", volume.0);
+        options.extend_from_slice(&["-v", &bind, "-v", &vol]);
+        crate::support::docker::TestContainer::run_with(&options, BUSYBOX_IMAGE, &["sleep", "600"])
+    };
+    let c = start(&["-u", "1000:1000"]);
+    let started = c.inspect("{{.State.StartedAt}}");
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .saturating_sub(1)
+        .to_string();
+    // every exec the engine created in `c` since the test began (its events, kept by the engine)
+    let execs = |c: &crate::support::docker::TestContainer| {
+        let until = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 1;
+        let out = std::process::Command::new("docker")
+            .args(["events", "--since", &since, "--until", &until.to_string()])
+            .args(["--filter", &format!("container={}", c.id)])
+            .args(["--format", "{{.Action}}"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|a| a.starts_with("exec_create"))
+            .count()
+    };
+    let plan = |id: &str, extra: &[&str], format: &str| {
+        let mut args = vec![
+            "--plan",
+            "--agent",
+            "writer",
+            "--config-file",
+            config,
+            "--container",
+            id,
+            "--format",
+            format,
+        ];
+        args.extend_from_slice(extra);
+        ctx.output("handoff", &args)
+    };
+    let nothing_happened = |when: &str| {
+        assert_eq!(execs(&c), 0, "no exec ran {when}");
+        assert_eq!(c.inspect("{{.State.Running}}"), "true", "{when}");
+        assert_eq!(c.inspect("{{.State.StartedAt}}"), started, "{when}");
+        for file in ["agent-was-here", ".devcell/context.json", "AGENTS.md"] {
+            assert!(!ctx.path().join(file).exists(), "{file} written {when}");
+        }
+        let (code, v, stderr) = run(&ctx, "status", &["--format", "json"]);
+        assert_eq!(code, Some(0), "{v}\n{stderr}");
+        assert_eq!(
+            v["result"]["sessions"],
+            serde_json::json!([]),
+            "{when}: {v}"
+        );
+    };
+
+    let out = plan(&c.id, &[], "json");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["result"];
+    assert_eq!(p["container"]["action"], "external", "{v}");
+    assert_eq!(p["container"]["id"], c.id.as_str(), "{v}");
+    assert_eq!(p["cwd"], "/src", "{v}");
+    assert_eq!(p["contextPath"], "/src/.devcell/context.json", "{v}");
+    assert_eq!(
+        p["command"],
+        serde_json::json!(["sh", "-c", "echo hi > agent-was-here"]),
+        "{v}"
+    );
+    assert_eq!(p["profile"], "hardened", "{v}");
+    assert_eq!(p["network"], "none", "{v}");
+    assert_eq!(p["external"]["remoteUser"], "1000:1000", "{v}");
+    assert_eq!(p["external"]["root"], false, "{v}");
+    assert!(
+        p["external"]["git"]
+            .as_str()
+            .unwrap()
+            .contains("no container git directories"),
+        "{v}"
+    );
+    let mounts = p["mounts"].as_array().unwrap();
+    let has = |source: &str, target: &str, read_only: bool| {
+        mounts.iter().any(|m| {
+            m["source"] == source
+                && m["target"] == target
+                && m["readOnly"] == read_only
+                && m["purpose"] == "external"
+        })
+    };
+    assert!(has(ws, "/src", false), "{v}");
+    // the bind-backed volume, as the host sees it: the folder it binds
+    assert!(has(cache.to_str().unwrap(), "/cache", true), "{v}");
+    nothing_happened("after the JSON plan");
+
+    let out = plan(&c.id, &[], "text");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("container  external"), "{text}");
+    assert!(text.contains("user       1000:1000"), "{text}");
+    assert!(
+        text.contains("git        no container git directories"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("mount      {ws} -> /src (external)")),
+        "{text}"
+    );
+    nothing_happened("after the text plan");
+
+    // The same container as root: refused as the handoff refuses it; granted, shown as root.
+    let as_root = start(&[]);
+    let out = plan(&as_root.id, &[], "json");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the agent would run as root"), "{stderr}");
+    let out = plan(&as_root.id, &["--allow", "root"], "json");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["external"]["root"], true, "{v}");
+    assert_eq!(execs(&as_root), 0, "no exec ran in the root container");
+    nothing_happened("after the root plans");
+
+    // The check above can fail: the handoff itself does exec in the container.
+    let record_file = ctx.tmp().join("external-environment.json");
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "writer",
+            "--config-file",
+            config,
+            "--container",
+            &c.id,
+            "--environment-out",
+            record_file.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(execs(&c), 0, "the handoff execs");
+    assert!(ctx.path().join("agent-was-here").exists());
+
+    // Its environment record (spec-note 0527): marked external, the container's image by id,
+    // its user and its mounts as the host sees them; the same in `env show --session`.
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let session = v["result"]["session"]["id"].as_str().unwrap().to_string();
+    let (code, shown, stderr) = run(
+        &ctx,
+        "env show",
+        &["--session", &session, "--format", "json"],
+    );
+    assert_eq!(code, Some(0), "{shown}\n{stderr}");
+    let record = &shown["result"];
+    assert_eq!(record["command"], "handoff", "{shown}");
+    assert_eq!(record["external"]["container"], c.id.as_str(), "{shown}");
+    assert_eq!(record["external"]["user"], "1000:1000", "{shown}");
+    assert_eq!(record["image"]["id"], c.inspect("{{.Image}}"), "{shown}");
+    let mounts = record["external"]["mounts"].as_array().unwrap();
+    assert!(
+        mounts.iter().any(|m| m["type"] == "bind"
+            && m["source"] == cache.to_str().unwrap()
+            && m["target"] == "/cache"
+            && m["readOnly"] == true),
+        "{shown}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_file).unwrap()).unwrap();
+    assert_eq!(
+        &written, record,
+        "--environment-out writes the session's record"
+    );
+
+    // It cannot be recreated, and `env export` names the container it is instead of
+    // "no container".
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "writer",
+            "--config-file",
+            config,
+            "--container",
+            &c.id,
+            "--environment",
+            record_file.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("recreates an environment devcell makes"),
+        "{stderr}"
+    );
+    let out = ctx.output("env export", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("which devcell did not create"), "{stderr}");
+    assert!(stderr.contains(&c.id[..12]), "{stderr}");
+}
+
 /// Issue 29 item 4 (spec-note 0525): two handoffs of one group (`--cleanup on-exit`) run side
 /// by side in one container (the same id, each its own session); a third whose network
 /// differs is refused (exit 2) naming `network`, and begins nothing; the container is still

@@ -11,10 +11,10 @@ use crate::cli::commands::{
     Extras, environment_request, exit, failure, finish, folder, runtime_own_signals, terminal_sizes,
 };
 use crate::cli::output::{self, StderrReporter};
-use crate::handoff::agent::handoff;
+use crate::handoff::agent::{handoff, plan};
 use crate::handoff::context::AgentRuntime;
 use crate::handoff::envelope::{Envelope, ErrorBody, ErrorCode, NextAction};
-use crate::handoff::plan::{HandoffOptions, HandoffPlan, plan};
+use crate::handoff::plan::{HandoffOptions, HandoffPlan};
 use crate::handoff::session::AgentStreams;
 use crate::ops::options::SecurityOptions;
 use crate::ops::{LockfileMode, OpsError};
@@ -531,6 +531,20 @@ fn render_plan(p: &HandoffPlan) -> String {
                 n => format!(", {n} permissions"),
             }
         );
+    }
+    if let Some(x) = &p.external {
+        let _ = writeln!(
+            s,
+            "  user       {}{}{} (container {}, devcell did not create it)",
+            x.remote_user,
+            x.exec_user
+                .as_deref()
+                .map(|u| format!(" as {u}"))
+                .unwrap_or_default(),
+            if x.root { ", root" } else { "" },
+            x.name
+        );
+        let _ = writeln!(s, "  git        {}", x.git);
     }
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);

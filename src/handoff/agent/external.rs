@@ -218,6 +218,95 @@ pub fn judge_network(
     ))
 }
 
+/// The `purpose` of the plan's volume mounts of an external container: a volume its owner
+/// mounted that is no bind of a host folder (its `source` names it), or one devcell cannot
+/// resolve (`source` says why; attack M5).
+pub const EXTERNAL_VOLUME_MOUNT: &str = "externalVolume";
+
+/// The plan's mounts of an external container, from its mounts as the host sees them
+/// ([`crate::security::volumes::mounts_as_host_sees`]: a bind-backed volume is the bind it
+/// is): binds as [`EXTERNAL_MOUNT`], volumes as [`EXTERNAL_VOLUME_MOUNT`]; tmpfs and the
+/// like hold nothing of the host and are left out.
+fn planned_mounts(seen: &[crate::engine::MountInfo]) -> Vec<PlannedMount> {
+    seen.iter()
+        .filter_map(|m| {
+            let (source, purpose) = match m.kind.as_str() {
+                "bind" => (m.source.clone(), EXTERNAL_MOUNT),
+                "volume" => (
+                    m.name.clone().unwrap_or_else(|| m.source.clone()),
+                    EXTERNAL_VOLUME_MOUNT,
+                ),
+                crate::security::volumes::UNRESOLVED_VOLUME => {
+                    (m.source.clone(), EXTERNAL_VOLUME_MOUNT)
+                }
+                _ => return None,
+            };
+            Some(PlannedMount {
+                source,
+                target: m.destination.clone(),
+                read_only: !m.rw,
+                purpose: purpose.into(),
+            })
+        })
+        .collect()
+}
+
+/// What an external handoff does with git, for its plan: the container's binds are its
+/// owner's, so the agent works on the host's files and sees the host's `.git` only read-only
+/// (rule 4 of spec-note 0524 refused anything else).
+const EXTERNAL_GIT: &str = "no container git directories and no fetch-back: the agent works on the workspace's files through the container's own binds, and the host's `.git` is bound read-only or not at all (a writable one is refused); the `.git` entries are compared when the agent ends";
+
+/// `handoff --plan --container ID` of a container devcell did not create (spec-note 0526):
+/// the plan the handoff would carry out there (the container judged as the handoff judges
+/// it, its mounts as the host sees them, `set-up`'s judgement and the agent's user; a root
+/// agent under `hardened` refused as the handoff refuses it), with nothing begun: no session,
+/// no hook, no exec, no context file. `None` when `opts.container` names no container devcell
+/// did not create (the usual plan applies).
+///
+/// Errors: as the handoff's before its session ([`OpsError::NamedContainer`], the plan's,
+/// `set-up`'s judgement: [`OpsError::Security`]).
+pub(in crate::handoff) async fn plan(
+    engine: &dyn Engine,
+    opts: &HandoffOptions,
+) -> Result<Option<crate::handoff::plan::HandoffPlan>> {
+    let Some(info) = foreign(engine, opts).await? else {
+        return Ok(None);
+    };
+    let h = Handoff {
+        engine,
+        opts,
+        reporter: &crate::progress::NoopReporter,
+        group: None,
+    };
+    let mut stop: StopSignal<'_> = Box::pin(futures_util::stream::pending());
+    let (p, target, _) = h.prepare_external(&info, &mut stop).await?;
+    let judged =
+        crate::ops::set_up::judge_running(engine, &h.set_up_options(&info, &target), info.clone())
+            .await?;
+    let profile = judged.profile.name();
+    refuse_root_agent(&info.name, profile, &judged.permissions)?;
+    let mut plan = p.plan;
+    plan.profile = profile.to_string();
+    plan.permissions = judged.permissions.clone();
+    plan.warnings.extend(
+        judged
+            .warnings
+            .iter()
+            .map(|w| ("handoff".to_string(), w.to_string())),
+    );
+    plan.external = Some(crate::handoff::plan::PlannedExternal {
+        name: info.name.clone(),
+        root: judged
+            .permissions
+            .iter()
+            .any(|r| r.permission == crate::security::Permission::Root),
+        remote_user: judged.remote_user,
+        exec_user: judged.exec_user,
+        git: EXTERNAL_GIT.into(),
+    });
+    Ok(Some(plan))
+}
+
 /// The workspace as the container sees it: its root and repositories at `target`.
 fn in_container(mut ws: Workspace, target: &str) -> Workspace {
     let root = ws.root.clone();
@@ -234,9 +323,20 @@ fn in_container(mut ws: Workspace, target: &str) -> Workspace {
     ws
 }
 
-/// What an external handoff refuses in its options before anything runs: the dotfiles and
+/// What an external handoff refuses in its options before anything runs: `--environment`
+/// (spec-note 0527: devcell cannot recreate a container it did not make), the dotfiles and
 /// the agent's credential mounts (both need a mount only creation can add).
 fn refuse_options(opts: &HandoffOptions, p: &Prepared, named: &str) -> Result<()> {
+    if let Some((path, _)) = &opts.environment.recorded {
+        return Err(refused(
+            named,
+            format!(
+                "`--environment {}` recreates an environment devcell makes, and devcell did not make this container (its owner chose its image, mounts and user)",
+                path.display()
+            ),
+            "drop `--environment` (`--environment-out` records this handoff's environment), or drop `--container`".into(),
+        ));
+    }
     if opts.dotfiles.is_some() {
         return Err(refused(
             named,
@@ -292,6 +392,8 @@ impl Handoff<'_> {
         }
         live.warnings
             .extend(set_up.warnings.iter().map(ToString::to_string));
+        self.record_environment(&info, &p, &set_up, &attached, &network, &live)
+            .await;
         let _ = writeln!(
             log,
             "# devcell handoff session {}: agent `{}` in external container {} (devcell never stops or removes it)",
@@ -430,17 +532,7 @@ impl Handoff<'_> {
             id: Some(info.id.clone()),
             labels: BTreeMap::new(),
         };
-        plan.mounts = info
-            .mounts
-            .iter()
-            .filter(|m| m.kind == "bind")
-            .map(|m| PlannedMount {
-                source: m.source.clone(),
-                target: m.destination.clone(),
-                read_only: !m.rw,
-                purpose: EXTERNAL_MOUNT.into(),
-            })
-            .collect();
+        plan.mounts = planned_mounts(&seen.mounts);
         Ok((p, target, network))
     }
 
@@ -482,8 +574,19 @@ impl Handoff<'_> {
         info: &ContainerInfo,
         target: &str,
     ) -> Result<(SetUpResult, Attached)> {
+        crate::ops::set_up::set_up_attached(
+            self.engine,
+            &self.set_up_options(info, target),
+            self.reporter,
+        )
+        .await
+    }
+
+    /// `set-up`'s options for the container `info`, its hooks run in `target` (the
+    /// workspace's folder there): no configuration of the workspace's, the agent's grants.
+    fn set_up_options(&self, info: &ContainerInfo, target: &str) -> SetUpOptions {
         let opts = self.opts;
-        let set_up = SetUpOptions {
+        SetUpOptions {
             container_id: info.id.clone(),
             config: None,
             env: opts.env.clone(),
@@ -501,8 +604,51 @@ impl Handoff<'_> {
             settings: opts.settings.clone(),
             workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
             workspace_folder: Some(target.to_string()),
+        }
+    }
+
+    /// The session's environment record (spec-note 0527): the container's image by digest,
+    /// its mounts as the host sees them, the user the agent runs as, marked `external`; kept
+    /// as the workspace's last record and named by the session. A record that cannot be made
+    /// or kept leaves the session without one (`env show` says so), as a handoff's does.
+    async fn record_environment(
+        &self,
+        info: &ContainerInfo,
+        p: &Prepared,
+        set_up: &SetUpResult,
+        attached: &Attached,
+        network: &str,
+        live: &Live,
+    ) {
+        let mut grants = p.plan.grants.clone();
+        grants.sort();
+        grants.dedup();
+        let security = crate::ops::environment::SecurityRecord {
+            profile: set_up.profile.clone(),
+            grants,
+            network: network.to_string(),
         };
-        crate::ops::set_up::set_up_attached(self.engine, &set_up, self.reporter).await
+        let made = async {
+            let seen = crate::security::volumes::mounts_as_host_sees(self.engine, &info.mounts)
+                .await
+                .map_err(OpsError::from)?;
+            let record = crate::ops::environment::record_external(
+                self.engine,
+                info,
+                &seen,
+                (&set_up.remote_user, attached.exec_user.as_deref()),
+                security,
+            )
+            .await?;
+            let store = crate::ops::environment::EnvironmentStore::new(live.store.root());
+            let hash = store.store(&live.root, &record)?;
+            live.store
+                .set_environment(&live.root, &live.id, &hash)
+                .map_err(OpsError::from)
+        };
+        if let Err(e) = made.await {
+            tracing::debug!("no environment record: {e}");
+        }
     }
 
     /// The context file and `AGENTS.md` (when absent) in the workspace root, with the
@@ -762,6 +908,45 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_shows_binds_and_volumes_as_the_host_sees_them() {
+        let volume = |name: &str, kind: &str, source: &str| MountInfo {
+            kind: kind.into(),
+            name: Some(name.into()),
+            source: source.into(),
+            ..bind("", "/v", true)
+        };
+        let tmpfs = MountInfo {
+            kind: "tmpfs".into(),
+            ..bind("", "/tmp", true)
+        };
+        let planned = planned_mounts(&[
+            bind("/h/ws", "/src", true),
+            volume("cache", "volume", "/var/lib/docker/volumes/cache/_data"),
+            volume(
+                "odd",
+                crate::security::volumes::UNRESOLVED_VOLUME,
+                "the volume `odd` (the engine does not know it)",
+            ),
+            tmpfs,
+        ]);
+        let shown: Vec<(&str, &str)> = planned
+            .iter()
+            .map(|m| (m.source.as_str(), m.purpose.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("/h/ws", EXTERNAL_MOUNT),
+                ("cache", EXTERNAL_VOLUME_MOUNT),
+                (
+                    "the volume `odd` (the engine does not know it)",
+                    EXTERNAL_VOLUME_MOUNT
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn a_container_with_a_network_needs_network_default() {
         let mut info = container(Vec::new());
         info.host.network_mode = "none".into();
@@ -877,11 +1062,38 @@ mod tests {
         );
 
         let right = opts(&format!("{}:/src:rw", ws.display()));
+        // its plan (spec-note 0526): judged, the user named, nothing run, begun or written
+        let execs = engine.execs().len();
+        let sessions = || store.load(&ws).unwrap().map(|s| s.sessions.len());
+        let before = sessions();
+        let planned = plan(&engine, &right).await.unwrap().expect("external");
+        let external = planned.external.as_ref().unwrap();
+        assert_eq!(external.remote_user, "1000:1000");
+        assert!(!external.root);
+        assert_eq!(planned.container.action, EXTERNAL_ACTION);
+        assert_eq!(planned.cwd, "/src");
+        assert_eq!(engine.execs().len(), execs, "the plan ran nothing");
+        assert_eq!(sessions(), before, "no session begun");
+        assert!(!ws.join(".devcell").exists(), "no context file");
+        let e = plan(&engine, &root).await.unwrap_err();
+        assert!(e.to_string().contains("as root"), "{e}");
         let r = super::super::handoff_with(&engine, &right, streams(), stop(), &reporter)
             .await
             .unwrap();
         assert_eq!(r.container_id.as_deref(), Some(id.as_str()));
         assert!(r.session.external);
+        // its environment record (spec-note 0527): the container's image, user and mounts
+        let records = crate::ops::environment::EnvironmentStore::new(store.root());
+        let record = records
+            .load(r.session.environment.as_deref().expect("a record"))
+            .unwrap();
+        let external = record.external.as_ref().expect("marked external");
+        assert_eq!(external.container, id);
+        assert_eq!(external.user, "1000:1000");
+        assert_eq!(external.mounts.len(), 1);
+        assert_eq!(external.mounts[0].source, ws.to_string_lossy());
+        assert_eq!(record.image.references, ["someone/base:1"]);
+        assert_eq!(records.last(&ws).unwrap().as_ref(), Some(&record));
         let agent = engine
             .execs()
             .into_iter()

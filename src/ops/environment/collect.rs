@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::model::{
     BaseImage, BuiltImage, ConfigurationRecord, ENVIRONMENT_SCHEMA_VERSION, EnvironmentRecord,
-    FeaturePin, MAX_HASHED_BYTES, SecurityRecord, sha256_of,
+    ExternalRecord, FeaturePin, MAX_HASHED_BYTES, MountRecord, SecurityRecord, sha256_of,
 };
 use crate::config::model::ConfigKind;
 use crate::engine::Engine;
@@ -276,6 +276,7 @@ pub async fn record(engine: &dyn Engine, parts: RecordParts<'_>) -> Result<Envir
         image: parts.image,
         security: parts.security,
         verify: verify_commands(&parts.loaded.value),
+        external: None,
     })
 }
 
@@ -311,6 +312,70 @@ pub async fn record_up(
         },
     };
     record(engine, parts).await
+}
+
+/// The record of a handoff into the container `info` devcell did not create (spec-note 0527):
+/// no configuration or Features of devcell's (empty), the base image the image the container
+/// runs (by its id: the registry digest the engine recorded for it, else its local id), and
+/// the container under `external`: `seen` (its mounts as the host sees them) and the user the
+/// agent ran as (`user`; `exec_user`, the numeric one under `hardened`).
+///
+/// Errors: the engine's.
+pub async fn record_external(
+    engine: &dyn Engine,
+    info: &crate::engine::ContainerInfo,
+    seen: &[crate::engine::MountInfo],
+    (user, exec_user): (&str, Option<&str>),
+    security: SecurityRecord,
+) -> Result<EnvironmentRecord> {
+    let parsed = crate::formats::image_reference::ImageReference::parse(&info.image).ok();
+    let image = engine.inspect_image(&info.image_id).await?;
+    let mut base = base_from_inspect(info.image.clone(), parsed.as_ref(), image.as_ref());
+    if let Some(digest) = parsed.as_ref().and_then(|p| p.digest()) {
+        base.digest = Some(digest.to_string());
+        base.local_id = None;
+        base.not_reproducible = None;
+    }
+    let empty = Value::Object(serde_json::Map::new());
+    Ok(EnvironmentRecord {
+        schema_version: ENVIRONMENT_SCHEMA_VERSION,
+        devcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: "handoff".to_string(),
+        configuration: ConfigurationRecord {
+            file: String::new(),
+            files: BTreeMap::new(),
+            configuration: empty.clone(),
+            merged: empty,
+        },
+        base_image: base,
+        features: BTreeMap::new(),
+        image: BuiltImage {
+            id: info.image_id.clone(),
+            references: vec![info.image.clone()],
+            pushed: BTreeMap::new(),
+        },
+        security,
+        verify: Vec::new(),
+        external: Some(ExternalRecord {
+            container: info.id.clone(),
+            name: info.name.clone(),
+            user: user.to_string(),
+            exec_user: exec_user.map(str::to_string),
+            mounts: seen
+                .iter()
+                .map(|m| MountRecord {
+                    kind: m.kind.clone(),
+                    source: if m.kind == "volume" {
+                        m.name.clone().unwrap_or_else(|| m.source.clone())
+                    } else {
+                        m.source.clone()
+                    },
+                    target: m.destination.clone(),
+                    read_only: !m.rw,
+                })
+                .collect(),
+        }),
+    })
 }
 
 /// The record of a `build`: the image built, tagged and pushed, and its Features' resolution.

@@ -170,6 +170,7 @@ pub(super) async fn current_inputs(
         image: BuiltImage::default(),
         security,
         verify: verify_commands(&loaded.value),
+        external: None,
     })
 }
 
@@ -188,6 +189,7 @@ pub async fn check_drift(
     let Some((path, recorded)) = &request.recorded else {
         return Ok(Vec::new());
     };
+    refuse_external(path, recorded)?;
     reporter.report(crate::progress::Event::Status(format!(
         "checking the environment against `{}`",
         path.display()
@@ -207,6 +209,28 @@ pub async fn check_drift(
             message: format!("environment drift (allowed): {d}"),
         })
         .collect())
+}
+
+/// A record of a handoff into a container devcell did not create describes it, and cannot be
+/// recreated: its owner chose its image, mounts and user, none of which a configuration of
+/// the workspace says (spec-note 0527).
+///
+/// Errors: [`OpsError::Unsupported`] naming the record and the container.
+pub fn refuse_external(path: &std::path::Path, recorded: &EnvironmentRecord) -> Result<()> {
+    let Some(external) = &recorded.external else {
+        return Ok(());
+    };
+    Err(OpsError::Unsupported {
+        message: format!(
+            "the environment record `{}` is of a handoff into the container `{}` ({}), which devcell did not create: its owner chose its image, mounts and user, so devcell cannot recreate it",
+            path.display(),
+            external.name,
+            crate::ops::target::short(&external.container)
+        ),
+        hint: Some(
+            "hand off into that container again with `--container`, or record an environment devcell makes (`devcell up --environment-out FILE`)".into(),
+        ),
+    })
 }
 
 /// What the recreated environment produced differently from the record (the image id,
@@ -234,6 +258,25 @@ mod tests {
     use super::*;
     use crate::ops::environment::fixtures::sample;
     use crate::ops::environment::model::sha256_of;
+
+    #[test]
+    fn a_record_of_an_external_container_is_refused_by_name() {
+        let path = std::path::Path::new("env.json");
+        assert!(refuse_external(path, &sample()).is_ok());
+        let mut record = sample();
+        record.external = Some(crate::ops::environment::ExternalRecord {
+            container: "0123456789abcdef".into(),
+            name: "devbox".into(),
+            user: "1000:1000".into(),
+            exec_user: Some("1000:1000".into()),
+            mounts: Vec::new(),
+        });
+        let e = refuse_external(path, &record).unwrap_err().to_string();
+        assert!(
+            e.contains("`env.json`") && e.contains("`devbox` (0123456789ab)"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn an_identical_record_has_no_differences() {

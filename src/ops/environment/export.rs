@@ -288,7 +288,12 @@ pub async fn export_agent_runner_with(
         &[],
         crate::lifecycle::probe::UserEnvProbe::default(),
     )
-    .await?;
+    .await
+    .map_err(|e| {
+        let last = crate::ops::environment::EnvironmentStore::open_default()
+            .and_then(|store| store.last(&target.workspace_folder).ok().flatten());
+        external_instead(e, last.as_ref())
+    })?;
     let judged = ContainerInfo {
         mounts: crate::security::volumes::mounts_as_host_sees(engine, &attached.container.mounts)
             .await?,
@@ -308,10 +313,82 @@ pub async fn export_agent_runner_with(
     )
 }
 
+/// When the workspace has no container of devcell's (nor a configuration to find one by) and
+/// its last environment is a handoff
+/// into a container devcell did not create (spec-note 0527): a refusal saying so instead of
+/// "no container". devcell exports only containers it made and owns; the external one is its
+/// owner's to hand to agent-runner. Any other error is returned as it is.
+fn external_instead(
+    err: OpsError,
+    last: Option<&crate::ops::environment::EnvironmentRecord>,
+) -> OpsError {
+    let no_container = matches!(
+        err,
+        OpsError::NoContainer { .. }
+            | OpsError::NoConfiguration { .. }
+            | OpsError::Config(crate::config::ConfigError::NotFound { .. })
+    );
+    match last.and_then(|r| r.external.as_ref()) {
+        Some(external) if no_container => OpsError::Unsupported {
+            message: format!(
+                "the workspace has no container devcell made; its last environment is the container `{}` ({}), which devcell did not create, and `env export` hands agent-runner only a container devcell owns",
+                external.name,
+                crate::ops::target::short(&external.container)
+            ),
+            hint: Some(format!(
+                "name that container in an agent-runner `mode: existing` environment yourself (`container: {}`), or `devcell up` the workspace and export its container",
+                external.name
+            )),
+        },
+        _ => err,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::MountInfo;
+
+    #[test]
+    fn a_workspace_whose_last_environment_is_external_is_refused_by_name() {
+        let none = || OpsError::NoContainer {
+            labels: "devcontainer.local_folder=/w".into(),
+            expected: false,
+        };
+        let mut record = crate::ops::environment::fixtures::sample();
+        assert!(matches!(
+            external_instead(none(), Some(&record)),
+            OpsError::NoContainer { .. }
+        ));
+        assert!(matches!(
+            external_instead(none(), None),
+            OpsError::NoContainer { .. }
+        ));
+        record.external = Some(crate::ops::environment::ExternalRecord {
+            container: "0123456789abcdef".into(),
+            name: "devbox".into(),
+            user: "1000:1000".into(),
+            exec_user: None,
+            mounts: Vec::new(),
+        });
+        let e = external_instead(none(), Some(&record));
+        assert!(
+            e.to_string()
+                .contains("the container `devbox` (0123456789ab)"),
+            "{e}"
+        );
+        let unconfigured = OpsError::NoConfiguration { root: "/w".into() };
+        assert!(
+            external_instead(unconfigured, Some(&record))
+                .to_string()
+                .contains("`devbox`")
+        );
+        let other = OpsError::NotRunning { id: "x".into() };
+        assert!(matches!(
+            external_instead(other, Some(&record)),
+            OpsError::NotRunning { .. }
+        ));
+    }
 
     fn mount(kind: &str, source: &str, destination: &str, rw: bool) -> MountInfo {
         MountInfo::of(kind, source, destination, rw)

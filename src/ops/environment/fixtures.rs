@@ -42,5 +42,6 @@ pub(crate) fn sample() -> EnvironmentRecord {
             network: "none".into(),
         },
         verify: vec!["true".into()],
+        external: None,
     }
 }

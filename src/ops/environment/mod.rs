@@ -35,13 +35,13 @@ pub mod store;
 
 pub use crate::ops::error::Difference;
 pub use collect::{
-    RecordParts, base_image, configuration_record, feature_pins, record, record_build, record_up,
-    security_record, verify_commands,
+    RecordParts, base_image, configuration_record, feature_pins, record, record_build,
+    record_external, record_up, security_record, verify_commands,
 };
 pub use drift::{check_drift, differences, outcome_differences, outcome_warnings};
 pub use model::{
     BaseImage, BuiltImage, ConfigurationRecord, ENVIRONMENT_SCHEMA_VERSION, EnvironmentRecord,
-    FeaturePin, SecurityRecord, read_record, sha256_of, write_record,
+    ExternalRecord, FeaturePin, MountRecord, SecurityRecord, read_record, sha256_of, write_record,
 };
 pub use pins::RecordedFeatures;
 pub use store::EnvironmentStore;

@@ -37,6 +37,43 @@ pub struct EnvironmentRecord {
     pub security: SecurityRecord,
     /// `customizations.devcell.verify`: the commands `devcell verify` runs.
     pub verify: Vec<String>,
+    /// A handoff into a container devcell did not create (`handoff --container`, spec-note
+    /// 0527): what its owner made it with. Such a record describes, it cannot be recreated:
+    /// `--environment` refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalRecord>,
+}
+
+/// The container of an external handoff's record, as the engine reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExternalRecord {
+    /// The container's id.
+    pub container: String,
+    /// Its name.
+    pub name: String,
+    /// The user the agent ran as (the merged `remoteUser`, else the container's user).
+    pub user: String,
+    /// Under `hardened`: the numeric `uid:gid` the agent's exec ran as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_user: Option<String>,
+    /// Its mounts as the host sees them (a bind-backed volume as the bind it is).
+    pub mounts: Vec<MountRecord>,
+}
+
+/// One mount of an external container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MountRecord {
+    /// `bind`, `volume`, `tmpfs`, … (`unresolved-volume`: a volume devcell could not resolve).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The host folder (a bind), the volume's name, or why it is unresolved.
+    pub source: String,
+    /// Where it is in the container.
+    pub target: String,
+    /// Whether it is read-only.
+    pub read_only: bool,
 }
 
 /// The configuration part of a record.
@@ -183,12 +220,30 @@ mod tests {
         )
         .unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
+        let mut external = sample();
+        external.external = Some(ExternalRecord {
+            container: "0123456789abcdef".into(),
+            name: "devbox".into(),
+            user: "1000:1000".into(),
+            exec_user: Some("1000:1000".into()),
+            mounts: vec![MountRecord {
+                kind: "bind".into(),
+                source: "/h/ws".into(),
+                target: "/src".into(),
+                read_only: false,
+            }],
+        });
+        write_record(&path, &external).unwrap();
+        assert_eq!(read_record(&path).unwrap(), external);
+        for record in [external, sample()] {
+            let value = serde_json::to_value(record).unwrap();
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{errors:?}");
+        }
         let value = serde_json::to_value(sample()).unwrap();
-        let errors: Vec<String> = validator
-            .iter_errors(&value)
-            .map(|e| e.to_string())
-            .collect();
-        assert!(errors.is_empty(), "{errors:?}");
         let mut extra = value.clone();
         extra["surprise"] = json!(1);
         assert!(!validator.is_valid(&extra));
