@@ -15,6 +15,7 @@ use super::refs::read_refs;
 use super::report::{Base, FetchBack, KeptReason, KeptRef, RefUpdate};
 use super::{ContainerGitError, HostRepo, MAX_CHANGED_REFS, NAMESPACE, Result};
 use crate::config::hostgit;
+use crate::security::registries::BEFORE_AGENT;
 
 impl ContainerGitDir {
     /// Brings the agent's commits back into the host repository `host` (see the module docs):
@@ -103,6 +104,7 @@ impl ContainerGitDir {
             match rules.judge(&base, &host_refs, name, value, &kept_as)? {
                 Ok(update) => {
                     if move_host_ref(host, &update, &kept_as, hex_len) {
+                        record_before_agent(host, &update, base.head_commit.as_ref(), hex_len);
                         host_refs.insert(name.clone(), value.clone());
                         if update.old.is_some() {
                             report.fast_forwarded.push(update);
@@ -319,6 +321,41 @@ impl Rules<'_> {
             })
         })
     }
+}
+
+/// Records the commit the user had before the agent's commits came into the branch of
+/// `update`, at [`BEFORE_AGENT`]`/heads/<branch>`: its old value, or for a new branch the
+/// host `HEAD`'s commit when the handoff began (`head_commit`; none in a repository without
+/// commits). Written only when absent, so it stays at the user's commit through later
+/// sessions until the user deletes it; the registry judgement reads the committed side there
+/// too (attack K12, spec-note 0400). A record git refuses is not written: the fetch-back goes
+/// on.
+fn record_before_agent(
+    host: &HostRepo<'_>,
+    update: &RefUpdate,
+    head_commit: Option<&String>,
+    hex_len: usize,
+) {
+    let (Some(short), Some(user)) = (
+        update.name.strip_prefix("refs/"),
+        update.old.as_ref().or(head_commit),
+    ) else {
+        return;
+    };
+    let record = format!("{BEFORE_AGENT}/{short}");
+    let absent = "0".repeat(hex_len);
+    let _ = host_git(
+        host,
+        host.common_dir,
+        &[
+            "update-ref",
+            "-m",
+            "devcell: before the agent",
+            &record,
+            user,
+            &absent,
+        ],
+    );
 }
 
 /// Applies `update` to the host ref (only if it still holds the old value) and removes the

@@ -190,9 +190,18 @@ fn a_commit_comes_back_as_a_fast_forward_and_a_new_branch_is_created() {
     assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
     // nothing left in devcell's namespace for what the host took
     assert_eq!(
-        git(&f.work, &["for-each-ref", "refs/devcell/"]),
+        git(&f.work, &["for-each-ref", "refs/devcell/s1/"]),
         "",
         "{report:?}"
+    );
+    // what the user had before is recorded, and the registry judgement's committed side reads
+    // it beside `HEAD` (attack K12): the agent's `a.txt` is not the only committed version
+    let old = base.head_commit.clone().unwrap();
+    assert_eq!(f.rev("refs/devcell/before-agent/heads/main"), old);
+    assert_eq!(f.rev("refs/devcell/before-agent/heads/feature"), old);
+    assert_eq!(
+        crate::security::registries::committed_texts(&f.work.join("a.txt")),
+        vec![Some("two\n".to_string()), Some("one\n".to_string())]
     );
     // a second fetch-back has nothing more to do
     assert!(f.fetch_back(&cgd).is_empty());
