@@ -373,7 +373,7 @@ pub(crate) fn fetch_back_lines(
                 "the host could not write it (its name conflicts with a host ref)"
             }
             KeptReason::ShadowsRef => {
-                "its name would be read as a remote-tracking branch or one of git's own refs"
+                "its name could be read as something else (a remote's branch, a tag, a `git describe` name, a short commit id or one of git's own refs)"
             }
             KeptReason::UncoveredSubmodule => {
                 "its commit has a submodule at a path devcell did not cover in this session, whose nested repository the host's git would enter"

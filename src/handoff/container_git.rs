@@ -31,6 +31,7 @@ mod host_git;
 mod import;
 mod inflated;
 mod mounts;
+mod names;
 mod nofollow;
 mod refs;
 mod repo_git;

@@ -382,8 +382,8 @@ pub(crate) async fn registry_requests(
     closed: bool,
 ) -> Result<Vec<PermissionRequest>> {
     use security::registries::{
-        Named, build_args, committed_text, configuration_names, dockerfile_hosts, image_host,
-        judge_registries,
+        Named, build_args, committed_texts, configuration_names, dockerfile_hosts, image_host,
+        judge_registries, named_by_every,
     };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(Vec::new());
@@ -431,25 +431,40 @@ pub(crate) async fn registry_requests(
     if named.is_empty() {
         return Ok(Vec::new());
     }
-    // the committed side: what `HEAD` has of the same files
+    // the committed side: what `HEAD` has of the same files, and what the user had before a
+    // fetch-back brought the agent's commits into that branch: a host every version names
     let resolved = |p: &Path| host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
-    let committed_config = committed_text(&resolved(&loaded.config_file))
-        .and_then(|text| crate::config::jsonc::parse(&loaded.config_file, &text).ok())
-        .map(|document| document.value);
-    let mut committed: std::collections::BTreeSet<String> = committed_config
-        .as_ref()
-        .map(|v| configuration_names(v).into_iter().map(|n| n.host).collect())
-        .unwrap_or_default();
+    let parse = |text: &str| {
+        crate::config::jsonc::parse(&loaded.config_file, text)
+            .ok()
+            .map(|document| document.value)
+    };
+    let config_versions = committed_texts(&resolved(&loaded.config_file));
+    let mut committed = named_by_every(&config_versions, |_, text| {
+        parse(text)
+            .map(|v| {
+                configuration_names(&v)
+                    .into_iter()
+                    .map(|n| n.host)
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
     if let Some((_, _, request)) = &dockerfile {
-        let args = committed_config
-            .as_ref()
-            .map(build_args)
-            .unwrap_or_default();
         let absolute =
             std::path::absolute(&request.dockerfile).unwrap_or(request.dockerfile.clone());
-        if let Some(text) = committed_text(&resolved(&absolute)) {
-            committed.extend(dockerfile_hosts(&text, &args));
-        }
+        let versions = committed_texts(&resolved(&absolute));
+        // each Dockerfile version with the arguments of the configuration's same version
+        committed.extend(named_by_every(&versions, |index, text| {
+            let args = config_versions
+                .get(index)
+                .and_then(Option::as_deref)
+                .and_then(parse)
+                .as_ref()
+                .map(build_args)
+                .unwrap_or_default();
+            dockerfile_hosts(text, &args)
+        }));
     }
     Ok(judge_registries(
         profile, grants, closed, &named, &committed,

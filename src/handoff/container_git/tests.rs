@@ -173,9 +173,18 @@ fn a_commit_comes_back_as_a_fast_forward_and_a_new_branch_is_created() {
     assert_eq!(git(&f.work, &["status", "--porcelain"]), "");
     // nothing left in devcell's namespace for what the host took
     assert_eq!(
-        git(&f.work, &["for-each-ref", "refs/devcell/"]),
+        git(&f.work, &["for-each-ref", "refs/devcell/s1/"]),
         "",
         "{report:?}"
+    );
+    // what the user had before is recorded, and the registry judgement's committed side reads
+    // it beside `HEAD` (attack K12): the agent's `a.txt` is not the only committed version
+    let old = base.head_commit.clone().unwrap();
+    assert_eq!(f.rev("refs/devcell/before-agent/heads/main"), old);
+    assert_eq!(f.rev("refs/devcell/before-agent/heads/feature"), old);
+    assert_eq!(
+        crate::security::registries::committed_texts(&f.work.join("a.txt")),
+        vec![Some("two\n".to_string()), Some("one\n".to_string())]
     );
     // a second fetch-back has nothing more to do
     assert!(f.fetch_back(&cgd).is_empty());
@@ -737,4 +746,63 @@ fn a_new_branch_conflicting_with_a_host_branch_is_kept_and_later_handoffs_go_on(
         again.created.is_empty() && again.fast_forwarded.is_empty(),
         "{again:?}"
     );
+}
+
+/// Attack M4: in a workspace with a tag `v1.0`, a commit after it and a remote `upstream`
+/// (and `mirror`) configured but never fetched, the agent's new branches named like a `git describe` name,
+/// those remotes' branches, a version a tag could take, a conventional remote and `stash` are
+/// kept aside under `refs/devcell/s1/`, not created: the host's `git describe` name still
+/// names the user's commit. A plain name still comes back.
+#[test]
+fn new_branches_named_like_describe_names_or_unfetched_remotes_are_kept_aside() {
+    let f = Fixture::new();
+    git(&f.work, &["tag", "v1.0"]);
+    std::fs::write(f.work.join("a.txt"), "two\n").unwrap();
+    git(&f.work, &["commit", "-qam", "second"]);
+    git(
+        &f.work,
+        &[
+            "remote",
+            "add",
+            "upstream",
+            "https://example.invalid/up.git",
+        ],
+    );
+    let described = git(&f.work, &["describe", "--tags"]);
+    assert!(described.starts_with("v1.0-1-g"), "{described}");
+    let second = f.rev("HEAD");
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), "agent\n").unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "agent"]);
+    let theirs = agent(&dir, &f.work, &["rev-parse", "HEAD"]);
+    let names = [
+        "upstream/main",
+        described.as_str(),
+        "v1.1",
+        "origin",
+        "stash",
+    ];
+    for name in names.iter().chain(&["feature"]) {
+        agent(
+            &dir,
+            &f.work,
+            &["update-ref", &format!("refs/heads/{name}"), &theirs],
+        );
+    }
+    let report = f.fetch_back(&cgd);
+    for name in names {
+        let full = format!("refs/heads/{name}");
+        assert!(
+            report.kept.iter().any(|k| k.name == full
+                && k.reason == KeptReason::ShadowsRef
+                && k.kept_as.as_deref() == Some(&format!("refs/devcell/s1/heads/{name}"))),
+            "{name}: {report:?}"
+        );
+        assert!(!report.created.iter().any(|u| u.name == full), "{report:?}");
+        assert_eq!(git(&f.work, &["for-each-ref", &full]), "", "{name}");
+        assert_eq!(f.rev(&format!("refs/devcell/s1/heads/{name}")), theirs);
+    }
+    assert_eq!(f.rev(&described), second);
+    assert_eq!(f.rev("feature"), theirs);
 }
