@@ -120,9 +120,9 @@ pub(crate) struct GitWatch {
 
 /// Once `up`'s lifecycle hooks ran (or failed): each git entry the container created in the
 /// workspace is moved into devcell's state (`<state>/quarantine/<stamp>/<path>`,
-/// [`crate::security::git_quarantine`]; attack N7, spec-note 0448), said as an `error:`
-/// status line now and, when `up` succeeded, as a warning and an entry of the result's
-/// `quarantinedGit`. `result` is returned otherwise unchanged.
+/// [`crate::security::git_quarantine`]; attack N7, spec-note 0448), said as a warning and an
+/// entry of the result's `quarantinedGit`, or, when `up` failed, as an `error:` status line.
+/// `result` is returned otherwise unchanged.
 ///
 /// Errors: `result`'s own.
 pub(crate) fn after_hooks(
@@ -138,10 +138,16 @@ pub(crate) fn after_hooks(
     let outcome =
         git_quarantine::quarantine_new(&watch.root, &watch.before, &keep, into.as_deref());
     let messages = outcome.messages();
-    for m in &messages {
-        reporter.report(Event::Status(format!("error: {m}")));
-    }
-    let mut result = result?;
+    let mut result = match result {
+        Ok(result) => result,
+        Err(e) => {
+            // no result to carry them: said now
+            for m in &messages {
+                reporter.report(Event::Status(format!("error: {m}")));
+            }
+            return Err(e);
+        }
+    };
     result.warnings.extend(messages.into_iter().map(warning));
     result.quarantined_git = outcome.moved;
     Ok(result)
