@@ -341,3 +341,66 @@ fn a_git_directory_a_hook_creates_is_not_left_for_the_hosts_git() {
     }
     target.assert_untouched();
 }
+
+/// Attack N6: `handoff --container` of a container running as root whose
+/// `devcontainer.metadata` label (repository-derived when the repository's Dockerfile made
+/// it) has a `postAttachCommand` that records `id` and leaves a root set-uid copy of busybox
+/// in the workspace. Under `hardened` the root agent is refused before anything runs in the
+/// container (spec-note 0449): no `HOOK-ID`, no set-uid file.
+#[test]
+fn an_external_root_containers_hooks_do_not_run_before_the_refusal() {
+    let Some(ctx) = crate::support::context::TestContext::busybox(
+        "an_external_root_containers_hooks_do_not_run_before_the_refusal",
+    ) else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    support::git::git(ctx.path(), &["init", "-q"]);
+    support::git::git(ctx.path(), &["add", "-A"]);
+    support::git::git(ctx.path(), &["commit", "-q", "-m", "c1"]);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let empty = ctx.tmp().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let metadata = serde_json::json!([{
+        "postAttachCommand": "id > /workspace/HOOK-ID; cp /bin/busybox /workspace/suid-bb; chmod 4755 /workspace/suid-bb"
+    }])
+    .to_string();
+    let c = support::docker::TestContainer::run_with(
+        &[
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace", ws.display()),
+            "-v",
+            &format!("{}:/workspace/.git:ro", empty.display()),
+            "--label",
+            &format!("devcontainer.metadata={metadata}"),
+        ],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.benign]\ncommand = [\"sh\", \"-c\", \"echo agent ran > /workspace/AGENT-RAN\"]\n",
+    )
+    .unwrap();
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "benign",
+            "--config-file",
+            config.to_str().unwrap(),
+            "--container",
+            &c.id,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
+    assert!(stderr.contains("the agent would run as root"), "{stderr}");
+    for file in ["HOOK-ID", "AGENT-RAN", "suid-bb"] {
+        assert!(!ws.join(file).exists(), "{file} exists: {stderr}");
+    }
+}
