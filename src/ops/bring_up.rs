@@ -63,6 +63,9 @@ pub struct UpResult {
     pub egress: Option<crate::ops::egress::EgressStatus>,
     /// The Compose project name of a Compose configuration (`composeProjectName`).
     pub compose_project_name: Option<String>,
+    /// The git entries the container created in the workspace that `up` moved aside once the
+    /// hooks ran (spec-note 0448); shown as `devcell.quarantinedGit` when any.
+    pub quarantined_git: Vec<crate::security::git_quarantine::Quarantined>,
     /// The configuration as loaded and judged at the start of `up`: what a handoff attaches
     /// its agent with, never loaded a second time (spec-note 0400).
     pub(crate) loaded: LoadedConfiguration,
@@ -148,6 +151,9 @@ impl UpResult {
         // Only an allowlist container has an egress channel; other results keep their shape.
         if let Some(egress) = &self.egress {
             devcell["egress"] = json!(egress);
+        }
+        if !self.quarantined_git.is_empty() {
+            devcell["quarantinedGit"] = json!(self.quarantined_git);
         }
         out.insert("devcell".into(), devcell);
         Value::Object(out)
@@ -404,6 +410,7 @@ pub(crate) fn up_result(
             .then(|| attached.merged.clone()),
         egress,
         compose_project_name,
+        quarantined_git: Vec::new(),
         loaded,
         merged: attached.merged.clone(),
     }

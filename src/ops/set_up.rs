@@ -73,7 +73,16 @@ pub struct SetUpOptions {
     /// Where the hooks run when `--config` names no `workspaceFolder` (`None`: a folder the
     /// remote user can use): a handoff's workspace in a container devcell did not create.
     pub workspace_folder: Option<String>,
+    /// A refusal judged on the container, its profile's name and its permission requests
+    /// once they are computed, before anything runs in the container (no environment probe,
+    /// no hook): a handoff refuses a root agent here (attack N6). `None`: nothing more.
+    pub refuse_before_running: Option<RefuseBeforeRunning>,
 }
+
+/// See [`SetUpOptions::refuse_before_running`]: the container, the profile's name
+/// (`hardened`/`reference`) and the permission requests.
+pub type RefuseBeforeRunning =
+    fn(&ContainerInfo, &str, &[security::PermissionRequest]) -> Result<()>;
 
 /// The result of [`set_up`].
 #[derive(Debug, Clone)]
@@ -325,6 +334,10 @@ pub async fn judge_running(
         &mut warnings,
     )
     .await?;
+    // judged before anything runs in the container (attack N6)
+    if let Some(refuse) = opts.refuse_before_running {
+        refuse(&container, profile.name(), &permissions)?;
+    }
     // Under `hardened` every exec runs as numeric `uid:gid`: no group of the image's
     // `/etc/group` (spec-note 0400, "the image's groups").
     let hardened = matches!(profile, SecurityProfile::Hardened(_));

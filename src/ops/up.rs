@@ -86,15 +86,20 @@ pub async fn up_with(
     let chosen = load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
-    let (opts, git_warnings) = crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
+    let (opts, git_warnings, git_watch) =
+        crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
     let opts = &opts;
-    let mut result = if chosen.loaded.typed.kind() == ConfigKind::Compose {
-        crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await?
-    } else {
+    let result = async {
+        if chosen.loaded.typed.kind() == ConfigKind::Compose {
+            return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
+        }
         supported_kind(&chosen.loaded)?;
         let judged = judge_up(engine, opts, chosen, &[], reporter).await?;
-        up_judged(engine, opts, judged, reporter).await?
+        up_judged(engine, opts, judged, reporter).await
     };
+    // a git entry the hooks created is moved aside (spec-note 0448)
+    let result = crate::ops::workspace_git::after_hooks(git_watch.as_ref(), result.await, reporter);
+    let mut result = result?;
     result.warnings.extend(git_warnings);
     Ok(result)
 }

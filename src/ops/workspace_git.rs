@@ -13,16 +13,19 @@
 //! behaviour, for users who commit inside the container), with a warning. Under `reference`
 //! nothing changes.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::diagnostics::Warning;
 use crate::engine::{Mount, MountKind};
+use crate::ops::bring_up::UpResult;
 use crate::ops::error::Result;
 use crate::ops::options::UpOptions;
 use crate::ops::permissions::UpChoice;
 use crate::progress::{Event, Reporter};
 use crate::security::SecurityProfile;
 use crate::security::git_cover::{self, Known, Plan, Walk};
+use crate::security::git_quarantine;
 
 /// Where the covers are bound when no workspace mount shows the root (a Compose configuration,
 /// `"workspaceMount": ""`): outside the workspace; every bind of the root repeats them there.
@@ -34,14 +37,16 @@ const DETACHED_ROOT: &str = "/run/devcell/workspace-git";
 ///
 /// Errors: [`crate::security::SecurityError::UncoveredGit`] naming what cannot be covered;
 /// [`crate::ops::OpsError::Engine`] for a `workspaceMount` that does not parse.
+/// The third value is what [`after_hooks`] compares the workspace with once the container's
+/// hooks ran (`None` when nothing is covered: not `hardened`, or `workspace-git:rw`).
 pub(crate) fn covered(
     opts: &UpOptions,
     chosen: &UpChoice,
     reporter: &dyn Reporter,
-) -> Result<(UpOptions, Vec<Warning>)> {
+) -> Result<(UpOptions, Vec<Warning>, Option<GitWatch>)> {
     let mut opts = opts.clone();
     if !matches!(chosen.profile, SecurityProfile::Hardened(_)) {
-        return Ok((opts, Vec::new()));
+        return Ok((opts, Vec::new(), None));
     }
     if chosen.grants.workspace_git_rw {
         return Ok((
@@ -49,18 +54,25 @@ pub(crate) fn covered(
             vec![warning(
                 "the workspace's git directories are writable by the container (`--allow workspace-git:rw`): a lifecycle hook or anything run in it can change what the host's git runs (`core.fsmonitor`, hooks); check `.git/config` before running git on the host".to_string(),
             )],
+            None,
         ));
     }
     let (root, container_root, attached) = root_of(chosen)?;
     let walk = Walk::of(&root);
+    let watch = GitWatch {
+        root: root.clone(),
+        before: walk.found.iter().map(|f| f.rel.clone()).collect(),
+        keep: chosen.grants.created_git.clone(),
+    };
     let accepts = |rel: &str| git_cover::accepted_by(Some(&chosen.grants.uncovered_git), rel);
-    let plan =
-        git_cover::judge(&root, &Known::root_only(&root), &walk, &accepts).map_err(|items| {
-            crate::security::SecurityError::UncoveredGit {
-                root: root.clone(),
-                items,
-            }
-        })?;
+    let refused = |items| crate::security::SecurityError::UncoveredGit {
+        root: root.clone(),
+        items,
+    };
+    let mut plan =
+        git_cover::judge(&root, &Known::root_only(&root), &walk, &accepts).map_err(refused)?;
+    // submodule folders not checked out, read-only (attack N7)
+    git_cover::cover_gitlinks(&root, &walk, &mut plan, &accepts).map_err(refused)?;
     let warnings = plan
         .accepted
         .iter()
@@ -74,7 +86,7 @@ pub(crate) fn covered(
         })
         .collect();
     if plan.entries.is_empty() {
-        return Ok((opts, warnings));
+        return Ok((opts, warnings, Some(watch)));
     }
     reporter.report(Event::Status(notice(&plan)));
     let binds = plan.binds(&root, &container_root);
@@ -91,7 +103,54 @@ pub(crate) fn covered(
             read_only: b.read_only,
         });
     }
-    Ok((opts, warnings))
+    Ok((opts, warnings, Some(watch)))
+}
+
+/// The git entries of the workspace when `up` started, to compare with once its hooks ran
+/// ([`after_hooks`], spec-note 0448).
+#[derive(Debug, Clone)]
+pub(crate) struct GitWatch {
+    /// The covered root (canonical).
+    root: PathBuf,
+    /// The git entries found there at the start (relative).
+    before: BTreeSet<String>,
+    /// The entries the user accepted (`--allow created-git:<path>`).
+    keep: BTreeSet<String>,
+}
+
+/// Once `up`'s lifecycle hooks ran (or failed): each git entry the container created in the
+/// workspace is moved into devcell's state (`<state>/quarantine/<stamp>/<path>`,
+/// [`crate::security::git_quarantine`]; attack N7, spec-note 0448), said as a warning and an
+/// entry of the result's `quarantinedGit`, or, when `up` failed, as an `error:` status line.
+/// `result` is returned otherwise unchanged.
+///
+/// Errors: `result`'s own.
+pub(crate) fn after_hooks(
+    watch: Option<&GitWatch>,
+    result: Result<UpResult>,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
+    let Some(watch) = watch else {
+        return result;
+    };
+    let into = crate::ops::state_folder::default_root().map(|r| git_quarantine::folder_in(&r));
+    let keep = |rel: &str| watch.keep.contains(rel);
+    let outcome =
+        git_quarantine::quarantine_new(&watch.root, &watch.before, &keep, into.as_deref());
+    let messages = outcome.messages();
+    let mut result = match result {
+        Ok(result) => result,
+        Err(e) => {
+            // no result to carry them: said now
+            for m in &messages {
+                reporter.report(Event::Status(format!("error: {m}")));
+            }
+            return Err(e);
+        }
+    };
+    result.warnings.extend(messages.into_iter().map(warning));
+    result.quarantined_git = outcome.moved;
+    Ok(result)
 }
 
 /// The host root whose git entries are covered (canonical), where the container sees it, and
@@ -223,5 +282,68 @@ mod tests {
                 .workspace_git_rw
         );
         assert!(crate::security::Grants::parse(&["workspace-git:ro"]).is_err());
+    }
+
+    /// Attack N7: a submodule (gitlink) folder that is not checked out is bound read-only on
+    /// itself (a hook cannot make `lib/.git` there for the host's `git status` to enter), the
+    /// folders above it on themselves; a gitlink with no folder is refused, naming its grant.
+    #[test]
+    fn a_submodule_folder_not_checked_out_is_bound_read_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(root.join("lib")).unwrap();
+        std::fs::create_dir_all(root.join("deps/x")).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        for p in ["lib", "deps/x/sub"] {
+            let info = format!("160000,{},{p}", "1".repeat(40));
+            git(&["update-index", "--add", "--cacheinfo", &info]);
+        }
+        let walk = Walk::of(&root);
+        let judge = |accepts: &dyn Fn(&str) -> bool| {
+            let mut plan =
+                git_cover::judge(&root, &Known::root_only(&root), &walk, accepts).unwrap();
+            git_cover::cover_gitlinks(&root, &walk, &mut plan, accepts).map(|()| plan)
+        };
+        let refused = judge(&|_| false).unwrap_err();
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].grant(), "--allow uncovered-git:deps/x/sub");
+        std::fs::create_dir_all(root.join("deps/x/sub")).unwrap();
+        let plan = judge(&|_| false).unwrap();
+        let binds: Vec<(String, bool)> = plan
+            .binds(&root, "/w")
+            .into_iter()
+            .map(|b| (b.target, b.read_only))
+            .collect();
+        for want in [
+            ("/w/.git", true),
+            ("/w/lib", true),
+            ("/w/deps/x/sub", true),
+            ("/w/deps", false),
+            ("/w/deps/x", false),
+        ] {
+            assert!(
+                binds.contains(&(want.0.to_string(), want.1)),
+                "{want:?} in {binds:?}"
+            );
+        }
+        // checked out: its own `.git` is the walk's entry, the folder stays writable
+        std::fs::create_dir_all(root.join("lib/.git")).unwrap();
+        let walk = Walk::of(&root);
+        let mut plan =
+            git_cover::judge(&root, &Known::root_only(&root), &walk, &|_| false).unwrap();
+        git_cover::cover_gitlinks(&root, &walk, &mut plan, &|_| false).unwrap();
+        assert!(plan.entries.contains(&"lib/.git".to_string()));
+        assert!(!plan.entries.contains(&"lib".to_string()));
     }
 }

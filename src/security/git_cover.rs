@@ -48,6 +48,13 @@ pub enum Why {
     /// The workspace folder itself is laid out as a git directory (`HEAD` with `objects/` and
     /// `refs/`, or `commondir`): it cannot be bound read-only on itself (attack L2/L3).
     RootIsGitDir,
+    /// A gitlink (submodule) of a repository's index whose folder is missing, not a folder,
+    /// or below a symbolic link: a `.git` made there is one the host's `git status` enters
+    /// (attack N7).
+    GitlinkNoFolder,
+    /// A repository's index that cannot be read: its gitlinks (submodule folders) are not
+    /// known.
+    IndexUnreadable,
 }
 
 impl std::fmt::Display for Why {
@@ -71,6 +78,12 @@ impl std::fmt::Display for Why {
                 "devcell's walk for git entries did not read this folder whole: the workspace is larger or deeper than it reads (1,000,000 folders, 32 levels), so a git directory in it is not known",
             ),
             Why::TooMany(n) => write!(f, "{n} nested `.git` entries, more than the {MAX_COVERED} devcell covers"),
+            Why::GitlinkNoFolder => f.write_str(
+                "a submodule (gitlink) of the repository whose folder is missing or below a symbolic link: a git directory made there is one the host's `git status` enters",
+            ),
+            Why::IndexUnreadable => f.write_str(
+                "a repository whose index cannot be read, so its submodule folders are not known",
+            ),
             Why::RootIsGitDir => f.write_str(
                 "the workspace folder is itself laid out as a git directory (`HEAD` with `objects/` and `refs/`, or `commondir`), which git takes as the repository of every folder in it",
             ),
@@ -420,5 +433,148 @@ fn folders_above(root: &Path, entries: &[String], known: &Known) -> Vec<String> 
     }
     let mut out: Vec<String> = out.into_iter().collect();
     out.sort_by_key(|r| (r.matches('/').count(), r.clone()));
+    out
+}
+
+/// The most gitlinks [`cover_gitlinks`] covers (each is a mount or a few).
+pub const MAX_GITLINKS: usize = 64;
+
+/// Adds to `plan` (made by [`judge`] from `walk` at `root`) each submodule folder of the
+/// covered repositories that is not checked out (attack N7): for each git directory the plan
+/// covers (a `.git` folder, or a `.git` file naming a covered one), each gitlink of its index
+/// whose folder holds no `.git` is bound **read-only on itself** (an entry of the plan), and
+/// the folders above it on themselves, as a handoff covers such a folder
+/// (`handoff::container_git::submodules`). Otherwise a lifecycle hook makes `lib/.git` there
+/// and the host's `git status` at the root enters the "populated" submodule and runs its
+/// `core.fsmonitor`. A checked-out submodule's `.git` is an entry of the walk already.
+///
+/// Errors: a gitlink whose folder is missing or below a link ([`Why::GitlinkNoFolder`]), an
+/// index that cannot be read ([`Why::IndexUnreadable`]), more than [`MAX_GITLINKS`]
+/// gitlinks ([`Why::TooMany`]), none of them accepted by `accepts`.
+pub fn cover_gitlinks(
+    root: &Path,
+    walk: &Walk,
+    plan: &mut Plan,
+    accepts: &dyn Fn(&str) -> bool,
+) -> Result<(), Vec<Uncoverable>> {
+    let mut uncoverable = Vec::new();
+    let mut added = Vec::new();
+    let covered: Vec<PathBuf> = plan.entries.iter().map(|r| root.join(r)).collect();
+    for f in &walk.found {
+        if f.bare || !plan.entries.contains(&f.rel) || !f.rel.ends_with(".git") {
+            continue;
+        }
+        let dot_git = root.join(&f.rel);
+        let Some(work_tree) = dot_git.parent() else {
+            continue;
+        };
+        let git_dir = match f.kind {
+            FileKind::Dir => dot_git.clone(),
+            FileKind::File => match link_target(&dot_git, work_tree, "gitdir:") {
+                Ok(Some(dir)) => dir,
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if !crate::security::git_entries::is_git_directory(&git_dir) {
+            // git takes no repository here: it reads no index either
+            continue;
+        }
+        let common_dir = match link_target(&git_dir.join("commondir"), &git_dir, "") {
+            Ok(Some(common)) => common,
+            _ => git_dir.clone(),
+        };
+        let Some(paths) = gitlinks(&git_dir, &common_dir, work_tree) else {
+            uncoverable.push(Uncoverable {
+                rel: f.rel.clone(),
+                why: Why::IndexUnreadable,
+            });
+            continue;
+        };
+        for path in paths {
+            let folder = work_tree.join(&path);
+            let Ok(rel) = folder.strip_prefix(root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().into_owned();
+            if covered.iter().any(|c| folder.starts_with(c)) || added.contains(&rel) {
+                continue;
+            }
+            if !real_folders(work_tree, &path) {
+                uncoverable.push(Uncoverable {
+                    rel,
+                    why: Why::GitlinkNoFolder,
+                });
+            } else if folder.join(".git").symlink_metadata().is_err() {
+                added.push(rel);
+            }
+        }
+    }
+    if added.len() > MAX_GITLINKS {
+        uncoverable.push(Uncoverable {
+            rel: "*".into(),
+            why: Why::TooMany(added.len()),
+        });
+        added.truncate(MAX_GITLINKS);
+    }
+    let (accepted, refused): (Vec<_>, Vec<_>) =
+        uncoverable.into_iter().partition(|u| accepts(&u.rel));
+    if !refused.is_empty() {
+        return Err(refused);
+    }
+    plan.accepted.extend(accepted);
+    let above = folders_above(root, &added, &Known::root_only(root));
+    plan.entries.extend(added);
+    let mut folders: BTreeSet<String> = plan.folders.drain(..).collect();
+    folders.extend(above);
+    plan.folders = folders.into_iter().collect();
+    plan.folders
+        .sort_by_key(|r| (r.matches('/').count(), r.clone()));
+    Ok(())
+}
+
+/// Whether every part of `path` below `base` is a real folder (no link, none missing).
+fn real_folders(base: &Path, path: &str) -> bool {
+    let mut at = base.to_path_buf();
+    Path::new(path).components().all(|c| {
+        at.push(c);
+        at.symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink())
+    })
+}
+
+/// The gitlink paths (mode 160000) of the index of the repository `git_dir` (with
+/// `common_dir`, working tree `work_tree`), relative to its working tree, read through
+/// devcell's private git directory (nothing the repository configures runs); only plain
+/// relative paths ([`parse_gitlinks`]). `None` when the index cannot be read (git fails or
+/// takes too long).
+pub fn gitlinks(git_dir: &Path, common_dir: &Path, work_tree: &Path) -> Option<Vec<String>> {
+    use crate::config::hostgit;
+    let private = hostgit::PrivateGitDir::new(git_dir, common_dir, work_tree).ok()?;
+    let mut git = private.command(&[]);
+    git.args(["ls-files", "--stage", "-z"]);
+    let out = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE).ok()?;
+    out.status
+        .success()
+        .then(|| parse_gitlinks(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The gitlink paths in `ls-files --stage -z` output whose every component is a plain name
+/// (no `.`, `..`, root, nor `.git`), sorted, once each.
+pub fn parse_gitlinks(listed: &str) -> Vec<String> {
+    let mut out: Vec<String> = listed
+        .split('\0')
+        .filter(|entry| entry.starts_with("160000 "))
+        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_string()))
+        .filter(|path| {
+            !path.is_empty()
+                && Path::new(path).components().all(|c| match c {
+                    std::path::Component::Normal(n) => n != ".git" && !n.is_empty(),
+                    _ => false,
+                })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
     out
 }

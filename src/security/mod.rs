@@ -20,6 +20,7 @@ pub mod egress_requests;
 pub mod error;
 pub mod git_cover;
 pub mod git_entries;
+pub mod git_quarantine;
 pub mod gpu;
 pub mod host_command;
 pub mod host_env;

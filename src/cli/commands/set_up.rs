@@ -37,6 +37,7 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
             },
             settings,
             workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
+            refuse_before_running: None,
             workspace_folder: None,
         };
         let result = with_progress(|reporter| async move { set_up(&opts, &*reporter).await });

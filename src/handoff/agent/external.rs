@@ -381,15 +381,20 @@ impl Handoff<'_> {
             self.reporter.report(Event::Status(line));
         }
         let (mut live, mut log) = self.begin_external(&p, &info).await?;
+        // a root agent is refused inside `set-up`, before anything runs in the container
+        // (attack N6); whatever ran before a refusal or failure is scanned for all the same
         let (set_up, attached) =
             match unless_stopped(&mut stop, self.set_up_external(&info, &target)).await {
                 Ok(Ok(done)) => done,
-                Ok(Err(e)) => return Err(live.fail(e)),
-                Err(signal) => return Err(live.signaled(signal)),
+                Ok(Err(e)) => {
+                    self.scan_after_failure(&mut live, &p);
+                    return Err(live.fail(e));
+                }
+                Err(signal) => {
+                    self.scan_after_failure(&mut live, &p);
+                    return Err(live.signaled(signal));
+                }
             };
-        if let Err(e) = refuse_root_agent(&info.name, &p.plan.profile, &set_up.permissions) {
-            return Err(live.fail(e));
-        }
         live.warnings
             .extend(set_up.warnings.iter().map(ToString::to_string));
         self.record_environment(&info, &p, &set_up, &attached, &network, &live)
@@ -604,6 +609,9 @@ impl Handoff<'_> {
             settings: opts.settings.clone(),
             workspace_git_dirs: crate::handoff::audit::workspace_git_dirs,
             workspace_folder: Some(target.to_string()),
+            refuse_before_running: Some(|info, profile, permissions| {
+                refuse_root_agent(&info.name, profile, permissions)
+            }),
         }
     }
 
@@ -735,6 +743,14 @@ impl Handoff<'_> {
             l.note(&format!("# devcell: agent ended: {outcome:?}"));
         }
         Ok((exit_code, signal, outcome))
+    }
+
+    /// The end's scans after `set-up` was refused or failed: set-id bits and device nodes
+    /// ([`Self::scan_external`]) and the git entries made since the start (moved aside,
+    /// [`Self::check_git_identity`]), said as status lines (the result is an error).
+    fn scan_after_failure(&self, live: &mut Live, p: &Prepared) {
+        self.scan_external(live, p);
+        self.check_git_identity(live);
     }
 
     /// Under `hardened`: the workspace scanned for set-id files and device nodes the agent

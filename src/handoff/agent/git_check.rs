@@ -2,8 +2,9 @@
 //! said in its own result and on stderr, not only by the next `status` (spec-note 0400, K4).
 
 use super::{Handoff, Live};
-use crate::handoff::git_identity::{GitDirChange, compare_changes, record};
+use crate::handoff::git_identity::{GitDirChange, GitIdentity, compare_changes, record};
 use crate::progress::Event;
+use crate::security::git_quarantine;
 
 impl Handoff<'_> {
     /// Compares the `.git` entries below the workspace with the record made at the handoff's
@@ -21,7 +22,9 @@ impl Handoff<'_> {
         else {
             return Vec::new();
         };
-        let found = compare_changes(&before, &record(&live.root));
+        // what the agent created is moved aside first (attack N15, spec-note 0448)
+        let mut found = self.quarantine_created(&before, live);
+        found.extend(compare_changes(&before, &record(&live.root)));
         for change in &found {
             let level = if change.loud { "error" } else { "warning" };
             self.reporter.report(Event::Status(format!(
@@ -32,5 +35,36 @@ impl Handoff<'_> {
                 .push(format!("{}: {}", change.code, change.message));
         }
         found
+    }
+
+    /// Moves each git entry made since the handoff's start (not in `before`) and not accepted
+    /// (`--allow created-git:<path>`) into `<state>/quarantine/<stamp>/`
+    /// ([`crate::security::git_quarantine`], shared with `up`): a loud `git_dir_quarantined`
+    /// change each. One that cannot be moved stays, and the comparison names it
+    /// (`git_dir_created`).
+    fn quarantine_created(&self, before: &GitIdentity, live: &Live) -> Vec<GitDirChange> {
+        let allow: Vec<String> = self
+            .opts
+            .settings
+            .security
+            .allow
+            .iter()
+            .chain(self.opts.security.allow.iter())
+            .filter_map(|a| a.strip_prefix("created-git:"))
+            .map(|p| p.trim_end_matches('/').to_string())
+            .collect();
+        let keep = |rel: &str| allow.iter().any(|a| a == rel);
+        let into = git_quarantine::folder_in(live.store.root());
+        let before = before.entries.keys().cloned().collect();
+        let outcome = git_quarantine::quarantine_new(&live.root, &before, &keep, Some(&into));
+        outcome
+            .moved
+            .iter()
+            .map(|q| GitDirChange {
+                code: "git_dir_quarantined".into(),
+                message: q.message(),
+                loud: true,
+            })
+            .collect()
     }
 }

@@ -7,7 +7,7 @@
 //! or names a git directory outside the superproject's `modules/`) is bound read-only. Every
 //! gitlink gets a cover or the handoff is refused before the container is made ([`expand`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::ContainerGitError;
 pub use super::repo_git::FolderBind;
@@ -135,37 +135,10 @@ pub fn expand(gits: &mut Vec<RepoGit>, slots_root: &Path) -> Result<(), Containe
     Ok(())
 }
 
-/// The gitlink paths (mode 160000) of `g`'s index, read through devcell's private git
-/// directory (nothing the repository configures runs); only plain relative paths. `None`
-/// when the index cannot be read (git fails or takes too long).
+/// The gitlink paths of `g`'s index ([`crate::security::git_cover::gitlinks`], shared with
+/// a plain `up`); `None` when the index cannot be read.
 fn gitlinks(g: &RepoGit) -> Option<Vec<String>> {
-    let private = hostgit::PrivateGitDir::new(&g.git_dir, &g.common_dir, &g.work_tree).ok()?;
-    let mut git = private.command(&[]);
-    git.args(["ls-files", "--stage", "-z"]);
-    let out = hostgit::output_within(&mut git, hostgit::QUICK_DEADLINE).ok()?;
-    out.status
-        .success()
-        .then(|| parse_gitlinks(&String::from_utf8_lossy(&out.stdout)))
-}
-
-/// The gitlink paths in `ls-files --stage -z` output whose every component is a plain name
-/// (no `.`, `..`, root, nor `.git`).
-fn parse_gitlinks(listed: &str) -> Vec<String> {
-    let mut out: Vec<String> = listed
-        .split('\0')
-        .filter(|entry| entry.starts_with("160000 "))
-        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_string()))
-        .filter(|path| {
-            !path.is_empty()
-                && Path::new(path).components().all(|c| match c {
-                    Component::Normal(n) => n != ".git" && !n.is_empty(),
-                    _ => false,
-                })
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+    crate::security::git_cover::gitlinks(&g.git_dir, &g.common_dir, &g.work_tree)
 }
 
 /// Every folder strictly between `parent`'s working tree and the gitlink `path`, bound
@@ -242,6 +215,7 @@ fn linked_git_dir(parent: &RepoGit, folder: &Path, dot_git: &Path) -> Option<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::git_cover::parse_gitlinks;
 
     #[test]
     fn only_gitlinks_with_plain_relative_paths() {

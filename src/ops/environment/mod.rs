@@ -163,20 +163,24 @@ async fn up_checked(
     let chosen = crate::ops::up::load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
-    let (opts, git_warnings) = crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
+    let (opts, git_warnings, git_watch) =
+        crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
     let opts = &opts;
+    // a git entry the hooks created is moved aside (spec-note 0448)
+    let after = |up| crate::ops::workspace_git::after_hooks(git_watch.as_ref(), up, reporter);
     let compose = chosen.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
     let (drift, mut result) = if compose {
         // judged as the plan judges it: only Compose's `config` and engine reads run
         crate::ops::compose_up::preview_compose(engine, opts, &chosen, &[]).await?;
         let drift = check_drift(engine, opts, request, None, reporter).await?;
-        let up = crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await?;
+        let up =
+            after(crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await)?;
         (drift, up)
     } else {
         crate::ops::up::supported_kind(&chosen.loaded)?;
         let judged = crate::ops::up::judge_up(engine, opts, chosen, &[], reporter).await?;
         let drift = check_drift(engine, opts, request, None, reporter).await?;
-        let up = crate::ops::up::up_judged(engine, opts, judged, reporter).await?;
+        let up = after(crate::ops::up::up_judged(engine, opts, judged, reporter).await)?;
         (drift, up)
     };
     result.warnings.extend(drift);

@@ -393,12 +393,14 @@ fn an_agents_commit_comes_back_as_a_fast_forward_and_its_new_branch_appears() {
     human_session(&[&ws], &origin, &target);
 }
 
-/// A repository the agent creates in the workspace is its own to configure: devcell cannot
-/// stop a human from running git there, so `status` names it loudly (`git_dir_created`) and
-/// runs no git in it.
+/// Attack N15: a git directory the agent creates in the workspace (`tool/.git` in a new
+/// folder, `src/.git` in a tracked one, each with `core.fsmonitor`) is moved at the handoff's
+/// end into devcell's state and named loudly (`git_dir_quarantined`, spec-note 0448): the
+/// human's `git status` in `src` and in `tool` runs nothing, and `status` has nothing left to
+/// name.
 #[test]
-fn a_repository_the_agent_creates_is_named_loudly() {
-    let test = "a_repository_the_agent_creates_is_named_loudly";
+fn a_git_directory_the_agent_creates_is_moved_aside() {
+    let test = "a_git_directory_the_agent_creates_is_moved_aside";
     if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
         return;
     }
@@ -406,45 +408,50 @@ fn a_repository_the_agent_creates_is_named_loudly() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("repo");
     repo_at(&ws, Some(&config()));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/main.c"), "int main;\n").unwrap();
+    git(&ws, &["add", "src"]);
+    git(&ws, &["commit", "-q", "-m", "src"]);
     give_to_workspace_owner(tmp.path());
     let script = format!(
-        "mkdir -p /workspace/tool/.git && \
-         printf '[core]\\n\\tfsmonitor = touch {}\\n' > /workspace/tool/.git/config",
+        "cd /workspace; for d in tool/.git src/.git; do mkdir -p $d/objects $d/refs && \
+         echo 'ref: refs/heads/main' > $d/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {}; false\"\\n' > $d/config; done",
         target.marker().display()
     );
     let host = Host::new(&["sh", "-c", &script], &[]);
     let r = handoff_ok(&host, &ws);
-    assert!(ws.join("tool/.git/config").exists(), "the agent made it");
-    // the handoff itself says so, at its end (attack K4), not only the next `status`
     let changes = r["result"]["gitDirChanges"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert!(
-        changes.iter().any(|c| c["code"] == "git_dir_created"
-            && c["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("tool/.git"))),
-        "{r}"
-    );
+    for rel in ["tool/.git", "src/.git"] {
+        assert!(!ws.join(rel).exists(), "{rel} is moved aside: {r}");
+        assert!(
+            changes.iter().any(|c| c["code"] == "git_dir_quarantined"
+                && c["loud"] == true
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&format!("`{rel}`")))),
+            "{r}"
+        );
+    }
+    assert!(ws.join("src/main.c").exists());
+    for dir in [ws.join("src"), ws.join("tool")] {
+        let _ = human_git(&dir, &["status"]);
+    }
+    target.assert_untouched();
     let out = host.status(&ws);
     let s = envelope(&out);
     assert_eq!(out.status.code(), Some(0), "{s}");
-    let created: Vec<&Value> = s["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["code"] == "git_dir_created")
-        .collect();
-    assert_eq!(created.len(), 1, "{s}");
     assert!(
-        created[0]["message"]
-            .as_str()
+        !s["warnings"]
+            .as_array()
             .unwrap()
-            .contains("tool/.git"),
+            .iter()
+            .any(|w| w["code"] == "git_dir_created"),
         "{s}"
     );
-    target.assert_untouched();
 }
 
 /// A superproject at `ws` (as [`repo_at`]) with a checked-out submodule at `libs/sub` (its git
@@ -1554,7 +1561,8 @@ fn a_linked_worktree_inside_the_workspace_cannot_be_repointed() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(changes.len(), 1, "{r}");
-    assert_eq!(changes[0]["code"], "git_dir_created", "{r}");
+    // moved aside (its `HEAD`) at the end (spec-note 0448)
+    assert_eq!(changes[0]["code"], "git_dir_quarantined", "{r}");
     assert_eq!(changes[0]["loud"], true, "{r}");
     assert!(
         changes[0]["message"]
@@ -1568,11 +1576,10 @@ fn a_linked_worktree_inside_the_workspace_cannot_be_repointed() {
 
 /// Attack L2: the agent lays out a folder of the user's own repository (`docs`) as a git
 /// directory with no `.git` name (`HEAD`, `objects/`, `refs/`, a `config` with
-/// `core.worktree = ..` and `core.fsmonitor`): git's discovery takes it as the repository of
-/// `docs` before it reaches the workspace's `.git`. The handoff names it at its end, loudly
-/// (`git_dir_created`, `loud`), and so does `status`; the human's git there, with the setting
-/// docs/security.md recommends (`safe.bareRepository=explicit`), runs nothing; nor does their
-/// git in the repository itself.
+/// `core.worktree = ..` and `core.fsmonitor`): git's discovery would take it as the repository
+/// of `docs` before it reaches the workspace's `.git`. The handoff moves its `HEAD` aside at
+/// its end (the folder's files stay) and says so loudly (`git_dir_quarantined`, spec-note
+/// 0448): the human's git in `docs` is the repository's again and runs nothing.
 #[test]
 fn a_folder_the_agent_makes_bare_repository_shaped_is_named_loudly() {
     let test = "a_folder_the_agent_makes_bare_repository_shaped_is_named_loudly";
@@ -1596,37 +1603,23 @@ fn a_folder_the_agent_makes_bare_repository_shaped_is_named_loudly() {
     );
     let host = Host::new(&["sh", "-c", &script], &[]);
     let r = handoff_ok(&host, &ws);
-    assert!(ws.join("docs/HEAD").exists(), "the agent made it");
+    assert!(!ws.join("docs/HEAD").exists(), "moved aside: {r}");
+    assert!(ws.join("docs/readme.md").exists() && ws.join("docs/config").exists());
     let changes = r["result"]["gitDirChanges"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     assert!(
-        changes.iter().any(|c| c["code"] == "git_dir_created"
+        changes.iter().any(|c| c["code"] == "git_dir_quarantined"
             && c["loud"] == true
             && c["message"]
                 .as_str()
-                .is_some_and(|m| m.contains("`docs`") && m.contains("git status"))),
+                .is_some_and(|m| m.contains("`docs/HEAD`"))),
         "{r}"
     );
-    let out = host.status(&ws);
-    let s = envelope(&out);
+    let out = human_git(&ws.join("docs"), &["status"]);
     assert!(
-        s["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["code"] == "git_dir_created"
-                && w["message"].as_str().is_some_and(|m| m.contains("`docs`"))),
-        "{s}"
-    );
-    // the human, with `safe.bareRepository=explicit`: git refuses the folder, runs nothing
-    let out = human_git(
-        &ws.join("docs"),
-        &["-c", "safe.bareRepository=explicit", "status"],
-    );
-    assert!(
-        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("bare repository"),
+        out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

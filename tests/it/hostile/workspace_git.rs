@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::support::deadline::Bounded as _;
 use crate::support::{self, docker::BUSYBOX_IMAGE, hostile::HostileRepo};
 
 fn mkfifo(path: &std::path::Path) {
@@ -254,4 +255,152 @@ fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
         serde_json::json!([]),
         "no session: {v}"
     );
+}
+
+/// `git status` as the user on the host, in `dir`, with a fresh `HOME` (no user configuration).
+fn host_git_status(dir: &std::path::Path) {
+    let home = tempfile::tempdir().unwrap();
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output();
+}
+
+/// Attack N7: under `hardened`, a lifecycle hook makes a NEW git directory with
+/// `core.fsmonitor`: `lib/.git` in the folder of a submodule that is not checked out (the
+/// committed index has the gitlink `lib` and `.gitmodules`: the host's `git status` at the
+/// root enters it), and `src/.git` in a tracked folder. The submodule folder is bound
+/// read-only (the hook cannot make `lib/.git`), and what the hook made elsewhere is moved into
+/// devcell's state once the hooks ran, said in the result (spec-note 0448): the user's
+/// `git status` at the root and in `src` runs nothing.
+#[test]
+fn a_git_directory_a_hook_creates_is_not_left_for_the_hosts_git() {
+    let Some(repo) =
+        HostileRepo::busybox("a_git_directory_a_hook_creates_is_not_left_for_the_hosts_git")
+    else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let hook = format!(
+        "plant() {{ mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
+           printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config; }}; \
+         plant lib/.git && echo planted-lib; plant src/.git && echo planted-src; true",
+        m = target.marker().display()
+    );
+    repo.config(
+        &serde_json::json!({"image": BUSYBOX_IMAGE, "postCreateCommand": hook}).to_string(),
+    )
+    .file(
+        ".gitmodules",
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.invalid/lib.git\n",
+    )
+    .file("src/main.c", "int main(void) { return 0; }\n");
+    support::git::git(repo.path(), &["add", "-A"]);
+    let gitlink = format!("160000,{},lib", "1".repeat(40));
+    support::git::git(
+        repo.path(),
+        &["update-index", "--add", "--cacheinfo", &gitlink],
+    );
+    std::fs::create_dir_all(repo.path().join("lib")).unwrap();
+    repo.commit();
+    let state = tempfile::tempdir().unwrap();
+    let up: crate::support::context::Run = repo
+        .context()
+        .command()
+        .env("DEVCELL_STATE_DIR", state.path())
+        .args(["up", "--workspace-folder"])
+        .arg(repo.path())
+        .long_output()
+        .expect("devcell runs")
+        .into();
+    up.ok();
+    let result = up.last_json();
+    assert_eq!(result["outcome"], "success", "{}", up.stderr);
+    assert!(
+        !up.stderr.contains("planted-lib"),
+        "the submodule's folder is read-only: {}",
+        up.stderr
+    );
+    assert!(!repo.path().join("lib/.git").exists());
+    // the hook made `src/.git`; it is moved aside, loudly
+    assert!(up.stderr.contains("planted-src"), "{}", up.stderr);
+    assert!(!repo.path().join("src/.git").exists());
+    assert!(repo.path().join("src/main.c").exists());
+    assert!(up.stderr.contains("git_dir_quarantined"), "{}", up.stderr);
+    let moved = &result["devcell"]["quarantinedGit"][0];
+    assert_eq!(moved["path"], "src/.git", "{result}");
+    let to = std::path::PathBuf::from(moved["movedTo"].as_str().unwrap());
+    assert!(
+        to.starts_with(state.path()) && to.join("config").is_file(),
+        "{to:?}"
+    );
+    for dir in [repo.path().to_path_buf(), repo.path().join("src")] {
+        host_git_status(&dir);
+    }
+    target.assert_untouched();
+}
+
+/// Attack N6: `handoff --container` of a container running as root whose
+/// `devcontainer.metadata` label (repository-derived when the repository's Dockerfile made
+/// it) has a `postAttachCommand` that records `id` and leaves a root set-uid copy of busybox
+/// in the workspace. Under `hardened` the root agent is refused before anything runs in the
+/// container (spec-note 0449): no `HOOK-ID`, no set-uid file.
+#[test]
+fn an_external_root_containers_hooks_do_not_run_before_the_refusal() {
+    let Some(ctx) = crate::support::context::TestContext::busybox(
+        "an_external_root_containers_hooks_do_not_run_before_the_refusal",
+    ) else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    ctx.write("README.md", "the task\n");
+    support::git::git(ctx.path(), &["init", "-q"]);
+    support::git::git(ctx.path(), &["add", "-A"]);
+    support::git::git(ctx.path(), &["commit", "-q", "-m", "c1"]);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let empty = ctx.tmp().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let metadata = serde_json::json!([{
+        "postAttachCommand": "id > /workspace/HOOK-ID; cp /bin/busybox /workspace/suid-bb; chmod 4755 /workspace/suid-bb"
+    }])
+    .to_string();
+    let c = support::docker::TestContainer::run_with(
+        &[
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace", ws.display()),
+            "-v",
+            &format!("{}:/workspace/.git:ro", empty.display()),
+            "--label",
+            &format!("devcontainer.metadata={metadata}"),
+        ],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.benign]\ncommand = [\"sh\", \"-c\", \"echo agent ran > /workspace/AGENT-RAN\"]\n",
+    )
+    .unwrap();
+    let out = ctx.output(
+        "handoff",
+        &[
+            "--agent",
+            "benign",
+            "--config-file",
+            config.to_str().unwrap(),
+            "--container",
+            &c.id,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
+    assert!(stderr.contains("the agent would run as root"), "{stderr}");
+    for file in ["HOOK-ID", "AGENT-RAN", "suid-bb"] {
+        assert!(!ws.join(file).exists(), "{file} exists: {stderr}");
+    }
 }
