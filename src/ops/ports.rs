@@ -624,7 +624,16 @@ mod tests {
             "otherPortsAttributes": {"onAutoForward": "silent"}
         });
         let (forwards, skipped) = plan_forwards(&merged, &[flag(9000, 8080)], true);
-        let got: Vec<(Option<&str>, u16, u16, Option<&str>, Option<&str>, bool)> = forwards
+        /// (service, container port, requested port, label, onAutoForward, requireLocalPort)
+        type Row<'a> = (
+            Option<&'a str>,
+            u16,
+            u16,
+            Option<&'a str>,
+            Option<&'a str>,
+            bool,
+        );
+        let got: Vec<Row> = forwards
             .iter()
             .map(|f| {
                 (

@@ -178,10 +178,10 @@ struct Running(std::process::Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
+        if let Ok(pid) = i32::try_from(self.0.id())
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
