@@ -48,7 +48,11 @@ pub enum Command {
     Down(DownArgs),
     /// Stop the dev container (the same as `down` without `--remove`).
     Stop(ContainerArgs),
-    /// Feature tools: package, publish, resolve-dependencies, info, generate-docs.
+    /// Forward `forwardPorts` and `--port`s from 127.0.0.1 on the host into the running dev
+    /// container, through the engine's exec API (nothing published; works under network
+    /// `none`), until interrupted.
+    Ports(PortsArgs),
+    /// Feature tools: package, publish, resolve-dependencies, info, generate-docs, test.
     #[command(subcommand)]
     Features(FeaturesCommand),
     /// Template tools: apply, publish, metadata, generate-docs.
@@ -1124,6 +1128,34 @@ pub struct RunUserCommandsOwnArgs {
     /// then stop (`postStartCommand` and `postAttachCommand` are not run)
     #[arg(long)]
     pub stop_for_personalization: bool,
+}
+
+/// `devcell ports`.
+#[derive(Debug, Args)]
+pub struct PortsArgs {
+    /// Container identity.
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    /// Also forward host port HOST (on 127.0.0.1; 0: any free port) to container port
+    /// CONTAINER; `PORT` alone is the same number on both sides (repeatable).
+    #[arg(long = "port", value_name = "HOST:CONTAINER", value_parser = crate::ops::ports::parse_port_flag)]
+    pub port: Vec<crate::ops::ports::PortFlag>,
+    /// The container (id or name) instead of a lookup by the id labels; without
+    /// `--workspace-folder`, `--config` or `--override-config` no devcontainer.json is read.
+    #[arg(long, value_name = "ID")]
+    pub container_id: Option<String>,
+    /// Grant what the configuration, read again, uses beyond what `up` judged, as for `exec`
+    /// (repeatable).
+    #[arg(long, value_name = "PERMISSION")]
+    pub allow: Vec<String>,
+    /// `text`: one line per forward on stderr; `json`: also one JSON line on stdout
+    /// (`{"forwards": [{"host", "hostPort", "containerPort", "label", …}], "notForwarded": […]}`)
+    /// once every port listens.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// Docker CLI, host state and log flags.
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// `devcell down`.

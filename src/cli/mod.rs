@@ -100,6 +100,7 @@ pub fn main() -> ExitCode {
             container,
             remove: false,
         }),
+        Command::Ports(args) => commands::ports::run(args),
         Command::Features(args::FeaturesCommand::Package(args)) => {
             commands::features_package::run(args)
         }

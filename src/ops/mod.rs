@@ -1,6 +1,6 @@
 //! L4: the Dev Container spec's operations, one file per reference CLI command ([`up`],
 //! [`build`], [`exec`], [`set_up`], [`read_configuration`], [`run_user_commands`], [`down`],
-//! [`outdated`], [`resolve_dependencies`], [`features_publish`]), each a short list of named steps over the shared step modules:
+//! [`outdated`], [`resolve_dependencies`], [`features_publish`], devcell's own [`ports`]), each a short list of named steps over the shared step modules:
 //! [`load`] (the one loading pipeline), [`options`] (what the caller asks), [`target`] (find the container), [`attach`] (its merged
 //! metadata, user, folder and remote environment), [`entries`] (the metadata entries merged
 //! before anything exists), [`permissions`] and [`preview`] (the security decision), [`image`]
@@ -49,6 +49,8 @@ pub mod marker_record;
 pub mod options;
 pub mod outdated;
 pub mod permissions;
+pub mod ports;
+pub mod ports_relay;
 pub mod preview;
 pub mod read_configuration;
 pub mod resolve_dependencies;

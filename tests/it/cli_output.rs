@@ -19,6 +19,7 @@ const COMMANDS: &[&[&str]] = &[
     &["set-up"],
     &["down"],
     &["stop"],
+    &["ports"],
     &["features"],
     &["features", "package"],
     &["features", "publish"],

@@ -18,6 +18,7 @@ pub mod fetch;
 pub mod handoff;
 pub mod mail;
 pub mod outdated;
+pub mod ports;
 pub mod prune;
 pub mod read_configuration;
 pub mod run_user_commands;
