@@ -114,6 +114,14 @@ pub fn status_of(workspace: &Path, state_root: &Path) -> MailStatus {
     }
 }
 
+/// The mail log of the group of the workspace at `workspace` (its repository's key, as
+/// `devcell mail` finds it), when it exists: what `delete` keeps and names (spec-note 0534).
+pub fn log_of(workspace: &Path, state_root: &Path) -> Option<std::path::PathBuf> {
+    let (_, key) = super::source::locate(workspace).ok()?;
+    let log = state_root.join("mail").join(&key).join("log.jsonl");
+    log.is_file().then_some(log)
+}
+
 /// Every message of the repository's group (the host user's view); empty without a log.
 fn host_views(workspace: &Path, state_root: &Path) -> Vec<crate::mail::MessageView> {
     let Ok((_, key)) = super::source::locate(workspace) else {
