@@ -287,6 +287,10 @@ pub struct StatusArgs {
     /// devcell user settings file.
     #[arg(long)]
     pub config_file: Option<PathBuf>,
+    /// Every workspace devcell knows on this machine, each with its clone tasks and pending
+    /// mail, read from devcell's state only (no engine is asked).
+    #[arg(long, conflicts_with = "workspace_folder")]
+    pub all: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

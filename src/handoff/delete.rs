@@ -113,6 +113,11 @@ pub struct Kept {
     /// or removed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub external_containers: Vec<String>,
+    /// The mail log of the workspace's group (`<state>/mail/<group>/log.jsonl`): the history of
+    /// its tasks' messages, kept as session logs are; `delete` never removes it (spec-note
+    /// 0534). Absent when the workspace has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_log: Option<PathBuf>,
 }
 
 /// One folder `delete` kept, and what it is.
@@ -244,6 +249,7 @@ pub async fn delete_with(
     kept.environments = forgotten.copies;
     forget_state(&store, &root, state.as_ref(), &mut removed, &mut kept)?;
     removed.groups = crate::handoff::group::forget(store.root(), &root);
+    kept.mail_log = crate::handoff::task::mail::log_of(&root, store.root());
     keep_folders(&root, &mut kept);
     let mut remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
     remaining

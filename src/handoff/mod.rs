@@ -37,4 +37,5 @@ pub mod repository;
 pub mod session;
 pub mod state;
 pub mod status;
+pub mod status_all;
 pub mod task;

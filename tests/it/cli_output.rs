@@ -256,3 +256,25 @@ fn outdated_and_upgrade_without_oci_features() {
     let upgrade = ctx.run("upgrade", &["--dry-run"]);
     assert_run_snapshot!("upgrade_dry_run", Some(&ctx), upgrade);
 }
+
+/// `status --all` (spec-note 0439): with `--workspace-folder` it is a usage error naming both
+/// flags; alone, over a state folder devcell never wrote, one envelope listing nothing, and
+/// the state folder is not made.
+#[test]
+fn status_all_refuses_a_workspace_folder() {
+    let ctx = TestContext::new("status-all").isolated();
+    let run = ctx.devcell(&["status", "--all", "--workspace-folder", "."]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("--all and --workspace-folder are mutually exclusive"),
+        "{}",
+        run.stderr
+    );
+    let run = ctx.devcell(&["status", "--all", "--format", "json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["ok"], true, "{v:#}");
+    assert_eq!(v["result"]["workspaces"], serde_json::json!([]), "{v:#}");
+    assert!(!ctx.state().exists(), "nothing made");
+}

@@ -19,6 +19,7 @@ use crate::support::hostile::HostTarget;
 
 mod budget;
 mod compose;
+mod recovery;
 
 /// One test host: devcell's home, state and cache in a temporary folder, agents by name.
 pub(crate) struct Host {

@@ -228,6 +228,51 @@ fn three_clone_tasks_talk_through_the_mediator_only() {
     for f in &folders {
         assert!(!Path::new(f).join("mail.sock").exists(), "{f}");
     }
+
+    // issue 30 item 5 (spec-note 0534): the group's log outlives `delete --task` of one task
+    // and `delete` of the whole workspace, which names it as kept
+    let logs = |host: &Host| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(host.state().join("mail"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|g| g.path().join("log.jsonl"))
+            .filter(|l| l.is_file())
+            .collect()
+    };
+    let log = logs(&host);
+    assert_eq!(log.len(), 1, "{log:?}");
+    let before = std::fs::read(&log[0]).unwrap();
+    let folder = repo.to_str().unwrap();
+    ok(&host.run(&[
+        "delete",
+        "--workspace-folder",
+        folder,
+        "--task",
+        "ta",
+        "--format",
+        "json",
+    ]));
+    assert!(
+        std::fs::read(&log[0]).unwrap().starts_with(&before),
+        "the log survives delete --task"
+    );
+    assert_eq!(
+        messages(&mail_list(&host, &repo)).len(),
+        4,
+        "every message listed"
+    );
+    let d = ok(&host.run(&["delete", "--workspace-folder", folder, "--format", "json"]));
+    assert_eq!(
+        d["result"]["kept"]["mailLog"],
+        log[0].to_str().unwrap(),
+        "{d:#}"
+    );
+    assert!(
+        std::fs::read(&log[0]).unwrap().starts_with(&before),
+        "the log survives delete of the workspace"
+    );
+    assert_eq!(messages(&mail_list(&host, &repo)).len(), 4, "still listed");
     target.assert_untouched();
 }
 

@@ -100,6 +100,9 @@ fn render(r: &DeleteResult) -> String {
     for e in &r.kept.environments {
         let _ = writeln!(s, "kept environment record {}", e.display());
     }
+    if let Some(l) = &r.kept.mail_log {
+        let _ = writeln!(s, "kept mail log {} (the tasks' messages)", l.display());
+    }
     for v in &r.kept.volumes {
         let _ = writeln!(s, "kept volume {v} (the repository's data)");
     }

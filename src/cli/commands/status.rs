@@ -6,9 +6,13 @@ use std::process::ExitCode;
 use crate::cli::args::StatusArgs;
 use crate::cli::commands::{Extras, finish, folder, own_block_on};
 use crate::handoff::status::{StatusOptions, StatusResult, status};
+use crate::handoff::status_all::{AllStatus, LastSession, TaskEntry, TaskState, status_all};
 
 /// Runs `status`: the workspace's container, sessions and git state.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    if args.all {
+        return run_all(args);
+    }
     let result = (|| {
         let settings = crate::settings::load(args.config_file.as_deref())?;
         let opts = StatusOptions {
@@ -22,6 +26,131 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         warnings: r.warnings.clone(),
         next_actions: r.next_actions(),
     }))
+}
+
+/// `status --all`: every workspace of devcell's state (spec-note 0439).
+fn run_all(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let result = crate::settings::load(args.config_file.as_deref())
+        .map_err(crate::ops::OpsError::from)
+        .and_then(|_| status_all(None));
+    Ok(finish(args.format, result, render_all, |r| Extras {
+        warnings: r.warnings.clone(),
+        next_actions: Vec::new(),
+    }))
+}
+
+fn render_all(r: &AllStatus) -> String {
+    let mut s = String::new();
+    if r.workspaces.is_empty() && r.mail_groups.is_empty() {
+        let _ = writeln!(s, "no workspaces in {}", r.state_root.display());
+    }
+    for w in &r.workspaces {
+        let _ = writeln!(
+            s,
+            "workspace {}{}: container {}{}",
+            w.workspace.display(),
+            if w.exists { "" } else { " (folder gone)" },
+            w.container.as_deref().map_or("none".to_string(), short_id),
+            w.last_session
+                .as_ref()
+                .map(|x| format!(", {}", session_words(x)))
+                .unwrap_or_default()
+        );
+        for t in &w.tasks {
+            let _ = writeln!(s, "  {}", task_all_line(t));
+        }
+        mail_lines(&mut s, "  ", &w.mail, &w.escalations);
+    }
+    for g in &r.mail_groups {
+        let _ = writeln!(s, "mail group {} (no workspace listed):", g.group);
+        mail_lines(&mut s, "  ", &g.mail, &g.escalations);
+    }
+    for (_, w) in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// The first 12 characters of a container id.
+fn short_id(id: &str) -> String {
+    id.chars().take(12).collect()
+}
+
+/// `session ID agent `A` live, started T[, ended: OUTCOME]`.
+fn session_words(x: &LastSession) -> String {
+    format!(
+        "session {} agent `{}` {}, started {}{}",
+        x.id,
+        x.agent,
+        x.status.as_str(),
+        x.started_at,
+        x.outcome
+            .as_ref()
+            .map(|o| format!(", ended: {o}"))
+            .unwrap_or_default()
+    )
+}
+
+/// One task of `status --all`: name, state, branch, container, and per repository what was
+/// fetched and when.
+fn task_all_line(t: &TaskEntry) -> String {
+    let short = |o: &str| o[..o.len().min(12)].to_string();
+    let repos: Vec<String> = t
+        .repos
+        .iter()
+        .map(|r| {
+            let f = &r.fetch;
+            let what = match (&f.fetched, &f.tip) {
+                (Some(x), Some(tip)) if x == tip => format!("fetched {}", short(x)),
+                (Some(x), _) => format!("fetched {}, NOT the branch's latest commit", short(x)),
+                (None, Some(tip)) if *tip == f.base => "no commits yet".to_string(),
+                (None, Some(_)) => "NOT fetched".to_string(),
+                (None, None) => "branch unreadable".to_string(),
+            };
+            let at = r
+                .fetched_at
+                .as_deref()
+                .map(|a| format!(" (last fetch {a})"))
+                .unwrap_or_default();
+            match &f.repo {
+                Some(repo) => format!("{repo}: {what}{at}"),
+                None => format!("{what}{at}"),
+            }
+        })
+        .collect();
+    format!(
+        "task {} {} on {}, container {}: {}",
+        t.task,
+        match t.state {
+            TaskState::New => "new",
+            TaskState::Live => "live",
+            TaskState::Ended => "ended",
+            TaskState::Stale =>
+                "stale (devcell was killed: `devcell fetch --task` brings its commits back)",
+        },
+        t.branch,
+        t.container.as_deref().map_or("none".to_string(), short_id),
+        repos.join("; ")
+    )
+}
+
+/// The mail and escalation lines of a workspace or a group, each after `indent`.
+fn mail_lines(
+    s: &mut String,
+    indent: &str,
+    mail: &[crate::handoff::task::mail::TaskMail],
+    escalations: &[crate::handoff::task::mail::PendingEscalation],
+) {
+    for m in mail {
+        let _ = writeln!(
+            s,
+            "{indent}mail {}: {} unacknowledged, {} held for you ({} escalated)",
+            m.task, m.unacknowledged, m.held, m.escalated
+        );
+    }
+    for e in escalations {
+        let _ = writeln!(s, "{indent}{}", escalation_line(e));
+    }
 }
 
 fn render(r: &StatusResult) -> String {

@@ -114,12 +114,35 @@ pub fn status_of(workspace: &Path, state_root: &Path) -> MailStatus {
     }
 }
 
+/// The mail log of the group of the workspace at `workspace` (its repository's key, as
+/// `devcell mail` finds it), when it exists: what `delete` keeps and names (spec-note 0534).
+pub fn log_of(workspace: &Path, state_root: &Path) -> Option<std::path::PathBuf> {
+    let (_, key) = super::source::locate(workspace).ok()?;
+    let log = state_root.join("mail").join(&key).join("log.jsonl");
+    log.is_file().then_some(log)
+}
+
 /// Every message of the repository's group (the host user's view); empty without a log.
 fn host_views(workspace: &Path, state_root: &Path) -> Vec<crate::mail::MessageView> {
     let Ok((_, key)) = super::source::locate(workspace) else {
         return Vec::new();
     };
-    let Ok(group) = GroupName::new(&key) else {
+    group_views(state_root, &key)
+}
+
+/// [`status_of`] for the mail group named `group` (`status --all`, which reads every group of
+/// the state folder); empty for a name that is no group or has no log.
+pub fn status_of_group(state_root: &Path, group: &str) -> MailStatus {
+    let views = group_views(state_root, group);
+    MailStatus {
+        tasks: task_mail(&views),
+        escalations: pending_escalations(&views),
+    }
+}
+
+/// Every message of the group `group` (the host user's view); empty without a log.
+fn group_views(state_root: &Path, group: &str) -> Vec<crate::mail::MessageView> {
+    let Ok(group) = GroupName::new(group) else {
         return Vec::new();
     };
     if !state_root
