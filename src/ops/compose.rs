@@ -99,7 +99,7 @@ pub(crate) fn judge_compose_files(
     profile: &SecurityProfile,
     grants: &Grants,
 ) -> Result<Vec<crate::security::PermissionRequest>> {
-    let (files, _) = compose_files(loaded, env);
+    let (files, explicit_env_file) = compose_files(loaded, env);
     if let Some(bomb) = crate::security::compose_files::alias_bomb(&files) {
         return Err(OpsError::Unsupported {
             message: format!(
@@ -112,10 +112,14 @@ pub(crate) fn judge_compose_files(
     let home = env.get("HOME").map(PathBuf::from);
     let places =
         crate::security::host_path::Places::new(&loaded.workspace_folder, home.as_deref(), None);
+    let env_file =
+        crate::security::compose_files::project_env_file(&files, explicit_env_file.as_deref())
+            .unwrap_or_else(|| loaded.workspace_folder.join(".env"));
     let requests = crate::security::compose_files::compose_file_requests(
         profile,
         &loaded.config_file,
         &files,
+        &env_file,
         &places,
         grants,
     );
@@ -152,12 +156,20 @@ pub(crate) async fn compose_target_unjudged(
     compose_path: Option<&str>,
     security: (&SecurityProfile, &Grants),
 ) -> Result<ComposeTarget> {
-    let (files, env_file) = compose_files(loaded, env);
+    let (files, explicit_env_file) = compose_files(loaded, env);
     let cli = ComposeCli::locate(None, compose_path)
         .await?
         .with_env(compose_env(security.0, security.1, env));
+    let env_file = Some(pinned_env_file(
+        &cli,
+        loaded,
+        env,
+        &files,
+        explicit_env_file.as_deref(),
+        security,
+    )?);
     let model = cli.config(None, &files, env_file.as_deref()).await?;
-    let dot_env = read_dot_env(&loaded.workspace_folder.join(".env"));
+    let dot_env = read_dot_env(&loaded.workspace_folder);
     let name = project_name(&ProjectNameInputs {
         env: env.get("COMPOSE_PROJECT_NAME").map(String::as_str),
         workspace_dot_env: dot_env.as_deref(),
@@ -219,6 +231,37 @@ pub(crate) async fn compose_target_unjudged(
     Ok(target)
 }
 
+/// devcell's own copy of the project's env file ([`crate::security::compose_files::project_env_file`],
+/// read by [`crate::security::compose_files::read_project_env`]: a link or a path leaving the
+/// workspace is refused unless granted), written in the CLI's private folder
+/// ([`ComposeCli::pin_env_file`]; empty when there is none): every Compose command gets it as
+/// `--env-file`, so Compose never opens an env file the repository chose (spec-note 0614).
+///
+/// Errors: [`OpsError::Security`] (`PathOutside`, `PathUnresolvable`); [`OpsError::Unsupported`]
+/// when the copy cannot be written.
+fn pinned_env_file(
+    cli: &ComposeCli,
+    loaded: &LoadedConfiguration,
+    env: &HashMap<String, String>,
+    files: &[PathBuf],
+    explicit: Option<&Path>,
+    (profile, grants): (&SecurityProfile, &Grants),
+) -> Result<PathBuf> {
+    let home = env.get("HOME").map(PathBuf::from);
+    let places =
+        crate::security::host_path::Places::new(&loaded.workspace_folder, home.as_deref(), None);
+    let bytes = match crate::security::compose_files::project_env_file(files, explicit) {
+        Some(path) => {
+            crate::security::compose_files::read_project_env(profile, &path, &places, grants)?
+        }
+        None => Vec::new(),
+    };
+    cli.pin_env_file(&bytes).map_err(|e| OpsError::Unsupported {
+        message: format!("cannot write devcell's copy of the Compose project's env file: {e}"),
+        hint: None,
+    })
+}
+
 /// The Compose files of a configuration and the `--env-file` to pass (spec-note 0608, the
 /// reference CLI's rule): `dockerComposeFile` (a string or a non-empty array) resolved against
 /// devcontainer.json's folder, with no env file. An empty array leaves the choice to the
@@ -241,7 +284,7 @@ pub(crate) fn compose_files(
     }
     let workspace = &loaded.workspace_folder;
     let dot_env_path = workspace.join(".env");
-    let dot_env = read_dot_env(&dot_env_path);
+    let dot_env = read_dot_env(workspace);
     let files = default_compose_files(
         workspace,
         env.get("COMPOSE_FILE").map(String::as_str),
@@ -611,15 +654,20 @@ pub(crate) fn project_labels(project: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(PROJECT_LABEL.to_string(), project.to_string())])
 }
 
-fn read_dot_env(path: &Path) -> Option<String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
+/// `<workspace>/.env` (its first [`DOT_ENV_MAX`] bytes), when it is a regular file that is,
+/// or resolves to, one inside the workspace, read without following a link swapped in since:
+/// one linking out of the workspace is not read here (the pinned env file refuses it,
+/// spec-note 0614).
+fn read_dot_env(workspace: &Path) -> Option<String> {
+    use crate::security::host_path::{Place, Places, read_no_follow, resolve};
+    let resolved = resolve(&workspace.join(".env")).ok()?;
+    if Places::new(workspace, None, None).place(&resolved) != Place::Workspace {
         return None;
     }
-    let mut text = String::new();
-    file.take(DOT_ENV_MAX).read_to_string(&mut text).ok()?;
-    Some(text)
+    let bytes =
+        read_no_follow(&resolved, crate::security::compose_files::MAX_FILE_BYTES).ok()??;
+    let end = bytes.len().min(DOT_ENV_MAX as usize);
+    Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
 }
 
 fn up_services(service: &str, run_services: Option<&[String]>) -> Vec<String> {

@@ -31,11 +31,20 @@ struct Stage {
     from: Vec<String>,
 }
 
-/// The stages of `text`, with the build's `args` (over the `ARG` defaults before the first
-/// `FROM`) expanded in what each stage names.
-fn stages(text: &str, args: &BTreeMap<String, String>) -> Vec<Stage> {
+/// The stages of `text` in each reading a builder may give it (one per escape character,
+/// [`super::dockerfile::escape_chars`]; attack N4), with the build's `args` (over the `ARG`
+/// defaults before the first `FROM`) expanded in what each stage names.
+fn readings(text: &str, args: &BTreeMap<String, String>) -> Vec<Vec<Stage>> {
     // Read as the builder reads it: a leading BOM dropped before the directives (attack M3).
-    let (text, escape) = super::dockerfile::read(text);
+    let (text, escapes) = super::dockerfile::read(text);
+    escapes
+        .into_iter()
+        .map(|escape| stages(text, escape, args))
+        .collect()
+}
+
+/// The stages of `text` read with `escape` ([`readings`]).
+fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stage> {
     let mut defaults = args.clone();
     let mut stages: Vec<Stage> = Vec::new();
     for instruction in super::dockerfile::dockerfile_instructions(text, escape) {
@@ -143,6 +152,9 @@ fn reached(stages: &[Stage], target: Option<&str>, reach: Reach) -> Vec<usize> {
 fn is_image(stages: &[Stage], index: usize, name: &str) -> bool {
     !name.is_empty()
         && !name.eq_ignore_ascii_case("scratch")
+        // no reference holds an escape character (a word of the other escape's reading,
+        // `FROM `` ` `` read with `\`): no builder pulls it
+        && !name.contains(['`', '\\'])
         && stage_index(stages, index, name).is_none()
 }
 
@@ -156,12 +168,13 @@ pub fn reached_bases(
     target: Option<&str>,
     reach: Reach,
 ) -> Vec<String> {
-    let stages = stages(text, args);
     let mut bases: Vec<String> = Vec::new();
-    for i in reached(&stages, target, reach) {
-        let base = &stages[i].base;
-        if is_image(&stages, i, base) && !bases.contains(base) {
-            bases.push(base.clone());
+    for stages in readings(text, args) {
+        for i in reached(&stages, target, reach) {
+            let base = &stages[i].base;
+            if is_image(&stages, i, base) && !bases.contains(base) {
+                bases.push(base.clone());
+            }
         }
     }
     bases
@@ -176,16 +189,31 @@ pub fn pulled_images(
     target: Option<&str>,
     reach: Reach,
 ) -> Vec<String> {
-    let stages = stages(text, args);
-    let reached = reached(&stages, target, reach);
-    images_named_by(&stages, reached)
+    union(readings(text, args).iter().map(|stages| {
+        let reached = reached(stages, target, reach);
+        images_named_by(stages, reached)
+    }))
 }
 
 /// Every image any stage names (its base, its `--from` images), whatever the target: what a
 /// Dockerfile *names*, as the committed side of the registry judgement reads it (attack K12).
 pub fn named_images(text: &str, args: &BTreeMap<String, String>) -> Vec<String> {
-    let stages = stages(text, args);
-    images_named_by(&stages, 0..stages.len())
+    union(
+        readings(text, args)
+            .iter()
+            .map(|stages| images_named_by(stages, 0..stages.len())),
+    )
+}
+
+/// The names of `lists`, in order, each once.
+fn union(lists: impl Iterator<Item = Vec<String>>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in lists.flatten() {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// The images the stages at `indices` of `stages` name (base, then `--from`), in order,
@@ -242,6 +270,28 @@ mod tests {
         assert_eq!(
             base_images(base, &args(&[]), None, Reach::UpToTarget),
             ["evil/base:1"]
+        );
+    }
+
+    /// Attack N4: with `# check=` before `# escape=`` ` ``, the classic builder keeps `\`
+    /// and BuildKit takes `` ` ``: a `FROM` or a `COPY --from` continued in either reading is
+    /// an image of the build (and a `FROM` continued with a U+00A0 after `\` is not joined,
+    /// attack N5).
+    #[test]
+    fn both_escape_readings_name_their_images() {
+        let text = "# check=skip=all\n# escape=`\nFROM \\\n  evil/classic:1\nCOPY `\n  --from=evil/buildkit:2 / /\n";
+        let pulled = pulled_images(text, &args(&[]), None, Reach::UpToTarget);
+        assert!(pulled.contains(&"evil/classic:1".to_string()), "{pulled:?}");
+        assert!(
+            pulled.contains(&"evil/buildkit:2".to_string()),
+            "{pulled:?}"
+        );
+        let named = named_images(text, &args(&[]));
+        assert!(named.contains(&"evil/classic:1".to_string()), "{named:?}");
+        let nbsp = "FROM a AS one \\\u{a0}\nFROM evil/next:1\n";
+        assert_eq!(
+            reached_bases(nbsp, &args(&[]), None, Reach::UpToTarget),
+            ["a", "evil/next:1"]
         );
     }
 

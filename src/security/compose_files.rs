@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
+use super::error::SecurityError;
 use super::host_path::{Place, Places, resolve};
 use super::policy::{Grants, Permission, PermissionRequest, Source, judge};
 use super::profile::SecurityProfile;
@@ -47,10 +48,17 @@ struct Pending {
 /// judged under `profile` with `grants`: `config_file` is devcontainer.json (the source of a
 /// top-level file outside the workspace), `places` the workspace and home folder. Pure but for
 /// reading the files and resolving symbolic links.
+///
+/// `env_file` is the project's env file ([`project_env_file`]): one that is, or links to, a
+/// file outside the workspace is a request (`compose-file:`), as is the `.env` of an included
+/// project's folder (compose-go reads it when the include names no `env_file`): Compose reads
+/// their `key=value` lines as variables it interpolates into image tags and the containers'
+/// environment (spec-note 0614, attacks N17).
 pub fn compose_file_requests(
     profile: &SecurityProfile,
     config_file: &Path,
     files: &[PathBuf],
+    env_file: &Path,
     places: &Places,
     grants: &Grants,
 ) -> Vec<PermissionRequest> {
@@ -60,6 +68,23 @@ pub fn compose_file_requests(
     };
     let project_dir = first.parent().unwrap_or(Path::new("/")).to_path_buf();
     let shown_config = shown(config_file, places);
+    if present(env_file) {
+        judge_path(
+            env_file,
+            places,
+            &mut asked,
+            Source::ComposeFile {
+                // as written (`shown` would name where the link points)
+                file: env_file
+                    .strip_prefix(&places.workspace)
+                    .unwrap_or(env_file)
+                    .to_string_lossy()
+                    .into_owned(),
+                key: "the project's env file".to_string(),
+            },
+            Kind::File,
+        );
+    }
     let mut pending: Vec<Pending> = Vec::new();
     for f in files {
         if let Some(p) = outside(f, places) {
@@ -116,6 +141,67 @@ pub fn compose_file_requests(
         }
     }
     requests
+}
+
+/// The env file Compose reads for a project's interpolation when it is given none: `.env` in
+/// the first of `files`' folder (compose-go's project folder), or `explicit` (the reference
+/// CLI's `<workspace>/.env` for an empty `dockerComposeFile`, spec-note 0608). `None`
+/// without files.
+pub fn project_env_file(files: &[PathBuf], explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(e) = explicit {
+        return Some(e.to_path_buf());
+    }
+    Some(files.first()?.parent()?.join(".env"))
+}
+
+/// Reads the project's env file `path` ([`project_env_file`]) for devcell to hand Compose as
+/// its own copy (`--env-file`), so Compose never opens a path the repository chose (spec-note
+/// 0614): resolved first; inside the workspace, or outside and granted
+/// (`--allow compose-file:<resolved>`, or the `reference` profile), the resolved file is read
+/// without following a link swapped in since ([`super::host_path::read_no_follow`], at most
+/// [`MAX_FILE_BYTES`]). No file, or a folder (Compose skips both): empty.
+///
+/// Errors: [`SecurityError::PathOutside`] for a file (or a link to one) outside the workspace
+/// not granted; [`SecurityError::PathUnresolvable`] for one that cannot be resolved or read
+/// (a link swapped in after it was resolved, not a regular file, too large).
+pub fn read_project_env(
+    profile: &SecurityProfile,
+    path: &Path,
+    places: &Places,
+    grants: &Grants,
+) -> Result<Vec<u8>, SecurityError> {
+    let what = "the Compose project's env file (`.env`)";
+    let unresolvable = |message: String| SecurityError::PathUnresolvable {
+        what: what.to_string(),
+        written: path.to_path_buf(),
+        message,
+    };
+    if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(Vec::new());
+    }
+    let resolved = resolve(path).map_err(|e| unresolvable(e.to_string()))?;
+    let place = places.place(&resolved);
+    let permission = Permission::ComposeFile(resolved.to_string_lossy().into_owned());
+    let grantable = matches!(place, Place::Outside | Place::HostHome);
+    let allowed = place == Place::Workspace
+        || matches!(profile, SecurityProfile::Reference)
+        || (grantable && grants.allows(&permission));
+    if !allowed {
+        return Err(SecurityError::PathOutside {
+            what: what.to_string(),
+            written: path.to_path_buf(),
+            resolved,
+            place: place.describe(),
+            grant: grantable.then(|| permission.grant_flag()).flatten(),
+        });
+    }
+    if std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.is_dir()) {
+        return Ok(Vec::new());
+    }
+    match super::host_path::read_no_follow(&resolved, MAX_FILE_BYTES) {
+        Ok(bytes) => Ok(bytes.unwrap_or_default()),
+        Err(e) => Err(unresolvable(e.to_string())),
+    }
 }
 
 /// The first of the Compose `files` (regular, at most [`MAX_FILE_BYTES`]) whose aliases expand
@@ -246,6 +332,12 @@ fn file_paths(
     }
 }
 
+/// Whether there is something at `path` (a file, or a link, dangling or not) that Compose
+/// would read as an env file (a folder it skips).
+fn present(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir())
+}
+
 /// The paths the `include` entry `i` of a document names (its `path`s, `project_directory`
 /// and `env_file`s), pushed to `asked` (when outside the workspace); the included files to
 /// `pending`, with the folder their own relative paths are resolved from.
@@ -317,6 +409,12 @@ fn include_paths(
         let path = absolute(e, &from.working_dir, places);
         let k = key("env_file", (!single("env_file")).then_some(j));
         judge_path(&path, places, asked, source(k), Kind::File);
+    }
+    // without `env_file`, compose-go reads the `.env` of the included project's folder
+    let dot_env = project_dir.join(".env");
+    if env_files.is_empty() && present(&dot_env) {
+        let k = format!("include[{i}] (its folder's `.env`)");
+        judge_path(&dot_env, places, asked, source(k), Kind::File);
     }
 }
 
@@ -436,6 +534,7 @@ mod tests {
                 &SecurityProfile::default(),
                 &self.root.join("repo/.devcontainer/devcontainer.json"),
                 &[self.root.join("repo/.devcontainer/compose.yml")],
+                &self.root.join("repo/.devcontainer/.env"),
                 &self.places(),
                 &grants,
             )
@@ -579,6 +678,7 @@ mod tests {
             &SecurityProfile::default(),
             &dc.join("devcontainer.json"),
             std::slice::from_ref(&other),
+            &t.root.join("outside/.env"),
             &t.places(),
             &Grants::default(),
         );
@@ -596,12 +696,96 @@ mod tests {
                 &SecurityProfile::Reference,
                 &dc.join("devcontainer.json"),
                 &[other],
+                &t.root.join("outside/.env"),
                 &t.places(),
                 &Grants::default()
             )[0]
             .status,
             RequestStatus::AllowedByProfile
         );
+    }
+
+    /// Attack (issue 25, N17): `.devcontainer/.env -> ~/.aws/credentials`. Compose (on the
+    /// host) read it and interpolated its values into an image tag: a host secret left in a
+    /// registry request. The project's env file linking out of the workspace is a request, as
+    /// is an included project's `.env`; devcell's own read of it refuses the link unless
+    /// granted, and reads a workspace file (or a link within the workspace) as it is.
+    #[test]
+    fn a_project_env_file_linking_out_of_the_workspace_is_a_request_and_never_read() {
+        let t = Tree::new();
+        let secret = t.write(
+            "home/.aws/credentials",
+            "aws_secret_access_key=HOSTSECRET\n",
+        );
+        t.write(
+            "repo/.devcontainer/compose.yml",
+            "include: [sub/inc.yml]\nservices: {app: {image: a}}\n",
+        );
+        t.write(
+            "repo/.devcontainer/sub/inc.yml",
+            "services: {b: {image: b}}\n",
+        );
+        let env = t.root.join("repo/.devcontainer/.env");
+        std::os::unix::fs::symlink(&secret, &env).unwrap();
+        std::os::unix::fs::symlink(&secret, t.root.join("repo/.devcontainer/sub/.env")).unwrap();
+        let flag = format!("--allow compose-file:{}", secret.display());
+        let refused = t.refused(&[]);
+        assert_eq!(
+            refused,
+            [
+                (
+                    flag.clone(),
+                    "Compose file `.devcontainer/.env` (`the project's env file`)".to_string()
+                ),
+                (
+                    flag.clone(),
+                    "Compose file `.devcontainer/compose.yml` (`include[0] (its folder's `.env`)`)"
+                        .to_string()
+                ),
+            ]
+        );
+        let places = t.places();
+        let hardened = SecurityProfile::default();
+        let err = read_project_env(&hardened, &env, &places, &Grants::default()).unwrap_err();
+        assert!(
+            matches!(&err, SecurityError::PathOutside { grant: Some(g), .. } if *g == flag),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("HOSTSECRET"), "{err}");
+        // granted (or under `reference`), the file it resolves to is read
+        let grant = Grants::parse(&[&flag["--allow ".len()..]]).unwrap();
+        let read = read_project_env(&hardened, &env, &places, &grant).unwrap();
+        assert_eq!(read, b"aws_secret_access_key=HOSTSECRET\n");
+        let reference = SecurityProfile::Reference;
+        let read = read_project_env(&reference, &env, &places, &Grants::default()).unwrap();
+        assert_eq!(read, b"aws_secret_access_key=HOSTSECRET\n");
+        // within the workspace: a file, a link to one; none, or a folder: empty
+        std::fs::remove_file(&env).unwrap();
+        assert!(t.refused(&[]).len() == 1);
+        t.write("repo/.env.dev", "K=v\n");
+        std::os::unix::fs::symlink("../.env.dev", &env).unwrap();
+        assert_eq!(t.refused(&[]).len(), 1);
+        let read = read_project_env(&hardened, &env, &places, &Grants::default()).unwrap();
+        assert_eq!(read, b"K=v\n");
+        std::fs::remove_file(&env).unwrap();
+        let read = read_project_env(&hardened, &env, &places, &Grants::default()).unwrap();
+        assert!(read.is_empty());
+        std::fs::create_dir(&env).unwrap();
+        let read = read_project_env(&hardened, &env, &places, &Grants::default()).unwrap();
+        assert!(read.is_empty());
+        // a dangling link out of the workspace is judged where it points
+        std::fs::remove_dir(&env).unwrap();
+        std::os::unix::fs::symlink(t.root.join("home/none"), &env).unwrap();
+        assert!(read_project_env(&hardened, &env, &places, &Grants::default()).is_err());
+        assert_eq!(
+            project_env_file(&[t.root.join("repo/.devcontainer/compose.yml")], None),
+            Some(env.clone())
+        );
+        assert_eq!(
+            project_env_file(&[], Some(&t.root.join("repo/.env"))),
+            Some(t.root.join("repo/.env"))
+        );
+        assert_eq!(project_env_file(&[], None), None);
     }
 
     #[test]

@@ -394,58 +394,66 @@ pub fn has_cache_mount(text: &str) -> bool {
         .any(|(instruction, escape)| mounts_a_cache(instruction, *escape))
 }
 
-/// A Dockerfile's text as its builder reads it, and its escape character: a leading UTF-8
-/// byte-order mark dropped (BuildKit and the classic builder drop it; attack M3, where it hid
-/// the `# escape=` directive from devcell only), then [`escape_char`]. Every check of the
-/// text reads it through here.
-pub(super) fn read(text: &str) -> (&str, char) {
+/// A Dockerfile's text as its builder reads it, and the escape characters to read it with: a
+/// leading UTF-8 byte-order mark dropped (BuildKit and the classic builder drop it; attack M3,
+/// where it hid the `# escape=` directive from devcell only), then [`escape_chars`]. Every
+/// check of the text reads it through here, once per escape character.
+pub(super) fn read(text: &str) -> (&str, Vec<char>) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    (text, escape_char(text))
+    (text, escape_chars(text))
 }
 
 /// The instructions of a Dockerfile as [`read`] reads them, each with the escape character
-/// it was read with.
+/// it was read with: every reading's, one after the other.
 fn read_instructions(text: &str) -> Vec<(String, char)> {
-    let (text, escape) = read(text);
-    dockerfile_instructions(text, escape)
+    let (text, escapes) = read(text);
+    escapes
         .into_iter()
-        .map(|i| (i, escape))
+        .flat_map(|escape| {
+            dockerfile_instructions(text, escape)
+                .into_iter()
+                .map(move |i| (i, escape))
+        })
         .collect()
 }
 
-/// The escape character of a Dockerfile: the `# escape=` parser directive among the
-/// directives that open it, else `\`.
-pub(super) fn escape_char(text: &str) -> char {
+/// The escape characters a Dockerfile may be read with, `\` first: `\`, and `` ` `` when a
+/// `# escape=`` ` `` line appears anywhere in the comment block that opens the file (blank
+/// lines and `#` lines before the first instruction). Builders disagree on where the parser
+/// directives end (attack N4: the classic builder of Docker 20.10 knows only `escape` and
+/// `syntax`, so a `# check=…` line before `# escape=` ends its directives and it keeps `\`,
+/// while BuildKit reads on), so no one reading is chosen: every check judges the text with
+/// each, and asks the union. `escape` accepts no other value (the builders refuse one).
+pub(super) fn escape_chars(text: &str) -> Vec<char> {
+    let mut escapes = vec!['\\'];
     for line in text.lines() {
-        let Some(directive) = line.trim().strip_prefix('#') else {
-            break;
-        };
-        let Some((key, value)) = directive.split_once('=') else {
-            break;
-        };
-        let key = key.trim();
-        // An unknown directive is a comment, and after a comment the builder reads no more
-        // directives (Dockerfile reference, "Parser directives"; attack M3).
-        if !["escape", "syntax", "check"]
-            .iter()
-            .any(|k| key.eq_ignore_ascii_case(k))
-        {
-            break;
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
         }
-        if key.eq_ignore_ascii_case("escape") {
-            return match value.trim() {
-                "`" => '`',
-                _ => '\\',
-            };
+        let Some(comment) = line.strip_prefix('#') else {
+            break;
+        };
+        if let Some((key, value)) = comment.split_once('=')
+            && key.trim().eq_ignore_ascii_case("escape")
+            && value.trim() == "`"
+            && !escapes.contains(&'`')
+        {
+            escapes.push('`');
         }
     }
-    '\\'
+    escapes
 }
 
 /// The instructions of a Dockerfile, continued lines joined (the escape character and line
 /// break dropped), comment and blank lines left out. A comment line is never continued: the
 /// parser directive `# escape=`` ` ends with the escape character, and joining the next line
 /// to it hid the first instruction (a `FROM` whose `ONBUILD` triggers run) from every check.
+///
+/// A line continues when it ends in `escape` followed only by spaces and tabs (after its line
+/// break characters `\r`/`\n`): the builders' rule, byte for byte (`\\[ \t]*$`). Rust's
+/// `trim_end` drops every Unicode blank, and a U+00A0 after the escape joined the next line
+/// (an `ADD <url>`) into the one before for devcell only (attack N5).
 pub(super) fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
     let mut instructions = Vec::new();
     let mut current: Option<String> = None;
@@ -455,7 +463,7 @@ pub(super) fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
             continue;
         }
         let mut part = current.take().unwrap_or_default();
-        match line.trim_end().strip_suffix(escape) {
+        match continued(line, escape) {
             Some(head) => {
                 part.push_str(head);
                 current = Some(part);
@@ -468,6 +476,14 @@ pub(super) fn dockerfile_instructions(text: &str, escape: char) -> Vec<String> {
     }
     instructions.extend(current);
     instructions
+}
+
+/// `line` without its escape character when the builder continues it on the next line
+/// (`escape`, then only spaces and tabs, then the line break); `None` otherwise.
+pub(super) fn continued(line: &str, escape: char) -> Option<&str> {
+    line.trim_end_matches(['\r', '\n'])
+        .trim_end_matches([' ', '\t'])
+        .strip_suffix(escape)
 }
 
 /// Whether one joined instruction has a `--mount` flag of `type=cache`, or one whose value
@@ -695,5 +711,59 @@ mod tests {
             let text = format!("FROM a\nADD {local} /x\n");
             assert!(remote_sources(&text).is_empty(), "{local}");
         }
+    }
+
+    /// Attack N4: `# check=…` before `# escape=`` ` ``. The classic builder (Docker 20.10)
+    /// knows only `escape` and `syntax`, so `check` ends its directives and it keeps `\`;
+    /// BuildKit reads on and takes `` ` ``. devcell read `` ` `` only, and the `ADD \` + URL
+    /// line the classic builder joined was never judged. Both readings are judged now, and
+    /// the union asked: the URL, a host-network step and a cache mount hidden that way.
+    #[test]
+    fn an_escape_directive_anywhere_in_the_opening_comments_is_read_both_ways() {
+        let hosts = |text: &str| -> Vec<String> {
+            remote_sources(text).into_iter().map(|(h, _)| h).collect()
+        };
+        let check =
+            "# check=skip=all\n# escape=`\nFROM a\nADD \\\n  http://127.0.0.1:18423/df-check /x\n";
+        assert_eq!(hosts(check), ["127.0.0.1:18423"]);
+        // the other way round: what BuildKit joins with `` ` `` is judged too
+        let backtick =
+            "# check=skip=all\n# escape=`\nFROM a\nADD `\n  http://127.0.0.1:18424/bk /x\n";
+        assert_eq!(hosts(backtick), ["127.0.0.1:18424"]);
+        let run = "# check=skip=all\n#  ESCAPE = `\n\nFROM a\nRUN \\\n --network=host true\n";
+        assert_eq!(asked(run), ["--allow network:host <- RUN --network=host"]);
+        let cache = "# x\n# escape=`\nFROM a\nRUN \\\n --mount=type=cache,target=/c true\n";
+        assert!(has_cache_mount(cache));
+        assert_eq!(escape_chars(check), ['\\', '`']);
+        // after the first instruction, `# escape=` is a comment to every builder
+        assert_eq!(escape_chars("FROM a\n# escape=`\n"), ['\\']);
+        assert_eq!(escape_chars("# escape=\\\nFROM a\n"), ['\\']);
+    }
+
+    /// Attack N5: a U+00A0 (or a vertical tab, a form feed) after a line's `\`. Rust's
+    /// `trim_end` dropped it and joined the next line (an `ADD <url>`) into the `RUN`; the
+    /// builders continue a line only on the escape followed by spaces and tabs, so to them
+    /// the `ADD` is an instruction of its own. It is judged as one now.
+    #[test]
+    fn only_spaces_and_tabs_after_the_escape_continue_a_line() {
+        for blank in ["\u{a0}", "\u{2000}", "\u{3000}", "\u{85}", "\x0b", "\x0c"] {
+            let text =
+                format!("FROM a\nRUN true \\{blank}\nADD http://127.0.0.1:18423/df-nbsp /x\n");
+            let hosts: Vec<String> = remote_sources(&text).into_iter().map(|(h, _)| h).collect();
+            assert_eq!(hosts, ["127.0.0.1:18423"], "{blank:?}");
+            let run = format!("FROM a\nRUN true \\{blank}\nRUN --network=host true\n");
+            assert_eq!(
+                asked(&run),
+                ["--allow network:host <- RUN --network=host"],
+                "{blank:?}"
+            );
+        }
+        // spaces, tabs and line-break characters after the escape do continue it
+        assert_eq!(
+            dockerfile_instructions("RUN a \\ \t\r\nb\nRUN c \\\r\r\nd\n", '\\'),
+            ["RUN a b", "RUN c d"]
+        );
+        assert_eq!(continued("RUN x \\\u{a0}", '\\'), None);
+        assert_eq!(continued("RUN x \\ \t", '\\'), Some("RUN x "));
     }
 }

