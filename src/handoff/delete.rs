@@ -249,7 +249,6 @@ pub async fn delete_with(
     kept.environments = forgotten.copies;
     forget_state(&store, &root, state.as_ref(), &mut removed, &mut kept)?;
     removed.groups = crate::handoff::group::forget(store.root(), &root);
-    kept.mail_log = crate::handoff::task::mail::log_of(&root, store.root());
     keep_folders(&root, &mut kept);
     let mut remaining = remaining(engine, &labels, &root, &projects, &removed).await?;
     remaining

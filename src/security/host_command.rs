@@ -503,9 +503,11 @@ mod tests {
         let c = cover_provider("p".into(), &provider, &ws);
         let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["bin/prov", "prov.yaml"], "{c:?}");
-        // a plain name is looked up by Compose and run in the folder Compose runs in: `sh`
-        // ran the workspace's `compose` (attack 23, N19), so no grant of it stands
-        for program in ["awsprov", "sh"] {
+        let c = cover_provider("p".into(), &serde_json::json!({"type": "awsprov"}), &ws);
+        assert!(c.files.is_empty() && c.uncovered.is_empty(), "{c:?}");
+        // a shell, an interpreter or a build tool reads a file of the folder Compose runs in:
+        // `sh` ran the workspace's `compose` (attack 23, N19), so no grant of it stands
+        for program in ["sh", "make", "npx"] {
             let c = cover_provider("p".into(), &serde_json::json!({"type": program}), &ws);
             assert!(c.files.is_empty() && c.digest().is_none(), "{c:?}");
             assert!(

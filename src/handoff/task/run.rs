@@ -841,13 +841,18 @@ pub async fn delete_workspace(
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<WorkspaceDeleted> {
     let engine = crate::engine::connect().await?;
-    let tasks = match state_root(opts.state_root.as_deref()) {
-        Ok(state) => {
-            delete_all_tasks(&*engine, &opts.workspace_folder, force, &state, reporter).await?
+    let state = state_root(opts.state_root.as_deref()).ok();
+    let tasks = match &state {
+        Some(state) => {
+            delete_all_tasks(&*engine, &opts.workspace_folder, force, state, reporter).await?
         }
-        Err(_) => Vec::new(),
+        None => Vec::new(),
     };
-    let workspace = crate::handoff::delete::delete_with(&*engine, opts, reporter).await?;
+    let mut workspace = crate::handoff::delete::delete_with(&*engine, opts, reporter).await?;
+    // the mail log is the workspace's history: kept, and named (spec-note 0534)
+    workspace.kept.mail_log = state
+        .as_deref()
+        .and_then(|state| super::mail::log_of(&opts.workspace_folder, state));
     Ok(WorkspaceDeleted { workspace, tasks })
 }
 

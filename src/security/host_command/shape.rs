@@ -320,13 +320,19 @@ pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
     let mut out = Judged::default();
     if program_word.contains('/') {
         program(program_word, place, &mut out);
-    } else if !program_word.is_empty() {
-        // Compose looks a plain name up itself, on `PATH` and as a CLI plugin, and runs it in
-        // the folder Compose runs in (`type: sh` ran `sh compose …`, the workspace's file
-        // `compose`: attack 23, N19): nothing a grant pins.
+    } else if SHELLS.contains(&program_word)
+        || SCRIPT_RUNNERS.contains(&program_word)
+        || RUNS_OTHERS.contains(&program_word)
+        || reads_project(program_word)
+    {
+        // Compose runs `<type> compose …`: a shell or an interpreter reads a file named
+        // `compose`, a build tool its project file, from the folder Compose runs in (`type: sh`
+        // ran the workspace's `compose`: attack 23, N19). devcell runs Compose in a folder of
+        // its own now; such a program is still granted per run only.
         out.refuse(
             program_word,
-            "a provider program Compose looks up by name: what it runs and reads is not pinned",
+            "a provider program that reads files of the folder Compose runs in: what it runs \
+             is not pinned",
         );
     }
     out

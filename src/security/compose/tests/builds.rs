@@ -26,8 +26,9 @@ fn cache_mounts_are_found_across_lines_and_unreadable_dockerfiles_count() {
     assert!(!has_cache_mount(
         "FROM a\nRUN --mount=type=secret,id=a \\\n  cat /run/secrets/a $HOME\n"
     ));
-    // with a backtick escape a backslash ends nothing
-    assert!(!has_cache_mount(
+    // with a backtick escape declared, both readings are judged (attack 23, N4: a builder
+    // that stops reading directives early keeps the backslash), so the joined line counts
+    assert!(has_cache_mount(
         "# escape=`\nFROM a\nRUN --mount=type=\\\ncache true\n"
     ));
 
