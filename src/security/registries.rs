@@ -432,13 +432,13 @@ mod tests {
         let file = dir.join("Dockerfile");
         std::fs::write(&file, "FROM busybox\n").unwrap();
         assert_eq!(
-            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD"),
+            committed_text_at(dir, Path::new("Dockerfile"), "HEAD"),
             None,
             "not a repository"
         );
         git(&["init", "-q", "-b", "main"]);
         assert_eq!(
-            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD"),
+            committed_text_at(dir, Path::new("Dockerfile"), "HEAD"),
             None,
             "no HEAD"
         );
@@ -446,7 +446,7 @@ mod tests {
         git(&["commit", "-q", "-m", "c"]);
         std::fs::write(&file, "FROM evil.example.test/x:s3cr3t\n").unwrap();
         assert_eq!(
-            committed_text_at(&dir, Path::new("Dockerfile"), "HEAD").as_deref(),
+            committed_text_at(dir, Path::new("Dockerfile"), "HEAD").as_deref(),
             Some("FROM busybox\n")
         );
         // the agent's commit brought in by a fetch-back, with the user's commit recorded: both
@@ -476,7 +476,7 @@ mod tests {
         let untracked = dir.join("Other");
         std::fs::write(&untracked, "FROM busybox\n").unwrap();
         assert_eq!(
-            committed_text_at(&dir, Path::new("Other"), "HEAD"),
+            committed_text_at(dir, Path::new("Other"), "HEAD"),
             None,
             "untracked"
         );
