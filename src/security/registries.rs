@@ -454,13 +454,13 @@ mod tests {
         let agents = "FROM busybox AS a\nFROM evil.example.test/x:s3cr3t\n".to_string();
         std::fs::write(&file, &agents).unwrap();
         git(&["commit", "-q", "-am", "agent"]);
-        assert_eq!(committed_texts(&file, &dir), vec![Some(agents.clone())]);
+        assert_eq!(committed_texts(&file, dir), vec![Some(agents.clone())]);
         git(&[
             "update-ref",
             &format!("{BEFORE_AGENT}/heads/main"),
             "HEAD~1",
         ]);
-        let versions = committed_texts(&file, &dir);
+        let versions = committed_texts(&file, dir);
         assert_eq!(
             versions,
             vec![Some(agents), Some("FROM busybox\n".to_string())]
