@@ -165,17 +165,8 @@ pub const BEFORE_AGENT: &str = "refs/devcell/before-agent";
 /// ([`BEFORE_AGENT`]), as an object name. Empty when `folder` is in no repository or git does
 /// not answer within its quick deadline.
 fn committed_revisions(folder: &Path) -> Vec<String> {
-    let run = |args: &[&str]| -> Option<String> {
-        let mut git = crate::config::hostgit::command(folder, &[]);
-        git.args(args);
-        let out = crate::config::hostgit::output_within(
-            &mut git,
-            crate::config::hostgit::quick_deadline(),
-        )
-        .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let run = |args: &[&str]| {
+        quick_git(folder, args).map(|out| String::from_utf8_lossy(&out).trim().to_string())
     };
     if run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]).is_none() {
         return Vec::new();
@@ -238,21 +229,11 @@ pub fn named_by_every(
 /// repository configures runs) as data (`cat-file`, no filter or text conversion), at most
 /// [`COMMITTED_MAX`] bytes. `None` when there is none: not a repository, no such revision, a
 /// file git does not track there, one too large, or git failing or not answering within its
-/// quick deadline. `path` is what the working tree's file resolves to (a link's target), so the
-/// committed file is the one read.
+/// quick deadline. The caller gives `relative` below what the working tree's file resolves to
+/// (a link's target), so the committed file is the one read.
 pub fn committed_text_at(repository: &Path, relative: &Path, rev: &str) -> Option<String> {
-    let folder = repository;
     let object = format!("{rev}:./{}", relative.to_str()?);
-    let run = |args: &[&str]| -> Option<Vec<u8>> {
-        let mut git = crate::config::hostgit::command(folder, &[]);
-        git.args(args);
-        let out = crate::config::hostgit::output_within(
-            &mut git,
-            crate::config::hostgit::quick_deadline(),
-        )
-        .ok()?;
-        out.status.success().then_some(out.stdout)
-    };
+    let run = |args: &[&str]| quick_git(repository, args);
     let kind = run(&["cat-file", "-t", &object])?;
     if String::from_utf8_lossy(&kind).trim() != "blob" {
         return None;
@@ -264,6 +245,18 @@ pub fn committed_text_at(repository: &Path, relative: &Path, rev: &str) -> Optio
     }
     let bytes = run(&["cat-file", "blob", &object])?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The standard output of devcell's hardened host git run with `args` in `folder`
+/// ([`crate::config::hostgit::command`]), `None` when it fails or does not answer within its
+/// quick deadline.
+fn quick_git(folder: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let mut git = crate::config::hostgit::command(folder, &[]);
+    git.args(args);
+    let out =
+        crate::config::hostgit::output_within(&mut git, crate::config::hostgit::quick_deadline())
+            .ok()?;
+    out.status.success().then_some(out.stdout)
 }
 
 #[cfg(test)]
@@ -411,23 +404,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
+            crate::config::hostgit::test_git(dir, args);
         };
         let file = dir.join("Dockerfile");
         std::fs::write(&file, "FROM busybox\n").unwrap();
@@ -486,23 +463,7 @@ mod tests {
         std::fs::create_dir_all(&nested).unwrap();
         std::fs::write(nested.join("Dockerfile"), "FROM evil.example.test/x\n").unwrap();
         let in_nested = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&nested)
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
+            crate::config::hostgit::test_git(&nested, args);
         };
         in_nested(&["init", "-q", "-b", "main"]);
         in_nested(&["add", "Dockerfile"]);
