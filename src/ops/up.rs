@@ -83,23 +83,73 @@ pub async fn up_with(
     opts: &UpOptions,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
+    up_with_check(engine, opts, None::<&std::convert::Infallible>, reporter).await
+}
+
+/// A check that runs once the configuration is judged and before anything runs on the host
+/// or the engine ([`up_with_check`]): `--environment FILE`'s drift check
+/// ([`crate::ops::environment`], spec-note 0400, F7), so a refused configuration pulls no
+/// image and resolves no Feature for it.
+pub(crate) trait JudgedCheck {
+    /// The check's warnings, added to the result's after the hooks' and before the git
+    /// directories' ones.
+    ///
+    /// Errors: the check's refusal (nothing was run, pulled, built or created).
+    async fn check(
+        &self,
+        engine: &dyn Engine,
+        opts: &UpOptions,
+        reporter: &dyn Reporter,
+    ) -> Result<Vec<Warning>>;
+}
+
+/// No check: what [`up_with`] passes.
+impl JudgedCheck for std::convert::Infallible {
+    async fn check(&self, _: &dyn Engine, _: &UpOptions, _: &dyn Reporter) -> Result<Vec<Warning>> {
+        match *self {}
+    }
+}
+
+/// `up`'s one flow ([`up_with`]), with `check` run between the judgement and the bring-up:
+/// load ([`load_up`]) → cover the workspace's git directories → Compose ([`up_compose`](crate::ops::compose_up::up_compose),
+/// judged first by [`preview_compose`](crate::ops::compose_up::preview_compose) when there is
+/// a check) or [`judge_up`] → `check` → [`up_judged`] → move aside a git entry the hooks
+/// created.
+///
+/// Errors: as [`up_with`]; the check's.
+pub(crate) async fn up_with_check(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    check: Option<&impl JudgedCheck>,
+    reporter: &dyn Reporter,
+) -> Result<UpResult> {
     let chosen = load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
     let (opts, git_warnings, git_watch) =
         crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
     let opts = &opts;
+    let mut checked = Vec::new();
     let result = async {
         if chosen.loaded.typed.kind() == ConfigKind::Compose {
+            if let Some(check) = check {
+                // judged as the plan judges it: only Compose's `config` and engine reads run
+                crate::ops::compose_up::preview_compose(engine, opts, &chosen, &[]).await?;
+                checked = check.check(engine, opts, reporter).await?;
+            }
             return crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await;
         }
         supported_kind(&chosen.loaded)?;
         let judged = judge_up(engine, opts, chosen, &[], reporter).await?;
+        if let Some(check) = check {
+            checked = check.check(engine, opts, reporter).await?;
+        }
         up_judged(engine, opts, judged, reporter).await
     };
     // a git entry the hooks created is moved aside (spec-note 0448)
     let result = crate::ops::workspace_git::after_hooks(git_watch.as_ref(), result.await, reporter);
     let mut result = result?;
+    result.warnings.extend(checked);
     result.warnings.extend(git_warnings);
     Ok(result)
 }

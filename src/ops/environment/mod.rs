@@ -148,7 +148,8 @@ pub async fn up_recorded(
 
 /// `up`, with `--environment FILE` checked against the record only once the configuration is
 /// judged (spec-note 0400, F7): a refused configuration pulls no image and resolves no
-/// Feature for the drift check, as it would not for `up` itself.
+/// Feature for the drift check, as it would not for `up` itself. `up`'s one flow
+/// ([`crate::ops::up::up_with_check`]) runs the check.
 ///
 /// Errors: as `up`; [`OpsError::EnvironmentDrift`](crate::ops::error::OpsError::EnvironmentDrift).
 async fn up_checked(
@@ -157,35 +158,21 @@ async fn up_checked(
     request: &EnvironmentRequest,
     reporter: &dyn Reporter,
 ) -> Result<UpResult> {
-    if request.recorded.is_none() {
-        return crate::ops::up::up_with(engine, opts, reporter).await;
+    let check = request.recorded.as_ref().map(|_| request);
+    crate::ops::up::up_with_check(engine, opts, check, reporter).await
+}
+
+/// The drift check of `--environment FILE` ([`check_drift`]), between `up`'s judgement and
+/// its bring-up.
+impl crate::ops::up::JudgedCheck for EnvironmentRequest {
+    async fn check(
+        &self,
+        engine: &dyn crate::engine::Engine,
+        opts: &UpOptions,
+        reporter: &dyn Reporter,
+    ) -> Result<Vec<Warning>> {
+        check_drift(engine, opts, self, None, reporter).await
     }
-    let chosen = crate::ops::up::load_up(opts)?;
-    crate::ops::load::report_warnings(&chosen.loaded, reporter);
-    // the workspace's git directories read-only under `hardened` (spec-note 0446)
-    let (opts, git_warnings, git_watch) =
-        crate::ops::workspace_git::covered(opts, &chosen, reporter)?;
-    let opts = &opts;
-    // a git entry the hooks created is moved aside (spec-note 0448)
-    let after = |up| crate::ops::workspace_git::after_hooks(git_watch.as_ref(), up, reporter);
-    let compose = chosen.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
-    let (drift, mut result) = if compose {
-        // judged as the plan judges it: only Compose's `config` and engine reads run
-        crate::ops::compose_up::preview_compose(engine, opts, &chosen, &[]).await?;
-        let drift = check_drift(engine, opts, request, None, reporter).await?;
-        let up =
-            after(crate::ops::compose_up::up_compose(engine, opts, chosen, &[], reporter).await)?;
-        (drift, up)
-    } else {
-        crate::ops::up::supported_kind(&chosen.loaded)?;
-        let judged = crate::ops::up::judge_up(engine, opts, chosen, &[], reporter).await?;
-        let drift = check_drift(engine, opts, request, None, reporter).await?;
-        let up = after(crate::ops::up::up_judged(engine, opts, judged, reporter).await)?;
-        (drift, up)
-    };
-    result.warnings.extend(drift);
-    result.warnings.extend(git_warnings);
-    Ok(result)
 }
 
 /// `build` ([`crate::ops::build::build_with`]) and its environment record ([`record_build`]).
