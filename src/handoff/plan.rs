@@ -678,63 +678,17 @@ pub(super) async fn prepare(
     let dotfiles = with_dotfiles(opts, &ws, host, network, &mut mounts, &mut warnings)?;
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
-    let target = TargetOptions {
-        workspace_folder: ws.root.clone(),
-        config: config_file.clone(),
-        mount_workspace_git_root: false,
-        id_labels: Vec::new(),
-        env: opts.env.clone(),
-        workspace_override: Some(WorkspaceOverride {
-            mount: mounts.workspace,
-            folder: ws.container_root.clone(),
-        }),
-        ..TargetOptions::default()
-    };
-    let (image, features, container, config_warnings) = match &config_file {
-        Some(_) if !host => planned_container(&target, engine, judged.confine).await?,
-        _ => (
-            String::new(),
-            Vec::new(),
-            PlannedContainer {
-                action: "none".into(),
-                id: None,
-                labels: BTreeMap::new(),
-            },
-            Vec::new(),
-        ),
-    };
-    if let Some(named) = &opts.container {
-        crate::handoff::named_container::check_planned(
-            engine,
-            named,
-            &container,
-            image.starts_with(COMPOSE_PLAN_PREFIX),
-            profile,
-        )
-        .await?;
-    }
-    let cwd = match &opts.primary {
-        Some(_) => ws
-            .primary()
-            .map(|r| r.container_path.clone())
-            .unwrap_or_else(|| ws.container_root.clone()),
-        None => ws.container_root.clone(),
-    };
+    let target = handoff_target(opts, &ws, config_file.clone(), mounts.workspace);
+    let (image, features, container, config_warnings) =
+        plan_container(opts, engine, &target, host, judged.confine, profile).await?;
+    let cwd = agent_cwd(opts, &ws);
     let plan = HandoffPlan {
         config_file,
         image,
         features,
         profile: shown_profile,
         network: shown_network,
-        egress: if !host && network == NetworkMode::Allowlist {
-            crate::ops::egress::user_entries(
-                &opts.settings,
-                Some(&opts.agent),
-                &opts.security.egress_allow,
-            )?
-        } else {
-            Vec::new()
-        },
+        egress: planned_egress(opts, host, network)?,
         limits: judged.limits,
         mounts: mounts.planned,
         dotfiles: dotfiles.as_ref().map(|d| d.planned.clone()),
@@ -764,6 +718,100 @@ pub(super) async fn prepare(
         cwd,
         warnings,
     })
+}
+
+/// The target a handoff brings up: the workspace root, the configuration found, the
+/// caller's environment and the handoff's workspace mount and folder.
+fn handoff_target(
+    opts: &HandoffOptions,
+    ws: &Workspace,
+    config: Option<PathBuf>,
+    mount: Option<crate::engine::Mount>,
+) -> TargetOptions {
+    TargetOptions {
+        workspace_folder: ws.root.clone(),
+        config,
+        mount_workspace_git_root: false,
+        id_labels: Vec::new(),
+        env: opts.env.clone(),
+        workspace_override: Some(WorkspaceOverride {
+            mount,
+            folder: ws.container_root.clone(),
+        }),
+        ..TargetOptions::default()
+    }
+}
+
+/// The image, Features, container and configuration warnings of the plan
+/// ([`planned_container`]; none on the host or without a configuration), with `--container`'s
+/// named container checked against it.
+///
+/// Errors: as [`planned_container`]; the named container's refusal.
+async fn plan_container(
+    opts: &HandoffOptions,
+    engine: Option<&dyn Engine>,
+    target: &TargetOptions,
+    host: bool,
+    confine: Option<crate::security::Grants>,
+    profile: Profile,
+) -> Result<(
+    String,
+    Vec<String>,
+    PlannedContainer,
+    Vec<crate::diagnostics::Warning>,
+)> {
+    let (image, features, container, config_warnings) = match &target.config {
+        Some(_) if !host => planned_container(target, engine, confine).await?,
+        _ => (
+            String::new(),
+            Vec::new(),
+            PlannedContainer {
+                action: "none".into(),
+                id: None,
+                labels: BTreeMap::new(),
+            },
+            Vec::new(),
+        ),
+    };
+    if let Some(named) = &opts.container {
+        crate::handoff::named_container::check_planned(
+            engine,
+            named,
+            &container,
+            image.starts_with(COMPOSE_PLAN_PREFIX),
+            profile,
+        )
+        .await?;
+    }
+    Ok((image, features, container, config_warnings))
+}
+
+/// Where the agent starts: the `--primary` repository's folder in the container, else the
+/// workspace root's.
+fn agent_cwd(opts: &HandoffOptions, ws: &Workspace) -> String {
+    match &opts.primary {
+        Some(_) => ws
+            .primary()
+            .map(|r| r.container_path.clone())
+            .unwrap_or_else(|| ws.container_root.clone()),
+        None => ws.container_root.clone(),
+    }
+}
+
+/// The egress allowlist's entries the plan shows (the settings', the agent's and the flags'),
+/// for a container under `allowlist`; none otherwise.
+///
+/// Errors: as [`crate::ops::egress::user_entries`].
+fn planned_egress(opts: &HandoffOptions, host: bool, network: NetworkMode) -> Result<Vec<String>> {
+    if !host && network == NetworkMode::Allowlist {
+        crate::ops::egress::user_entries(
+            &opts.settings,
+            Some(&opts.agent),
+            &opts.security.egress_allow,
+        )
+    } else {
+        Ok(Vec::new())
+    }
 }
 
 /// The agent's settings (`[agents.NAME]`), with a command to run.

@@ -556,16 +556,73 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
     let mut warnings = Vec::new();
     let root_has_config = has_devcontainer(&root);
 
-    let mut repos = Vec::new();
     let mut untrusted_git_dirs = Vec::new();
+    let (layout, mut repos) = find_repos(
+        &root,
+        &name,
+        &container_root,
+        options,
+        &mut untrusted_git_dirs,
+        &mut warnings,
+    )?;
+    warnings.extend(unreadable_warnings(&repos));
+    let primary = choose_primary(layout, &repos, options.primary.as_deref(), root_has_config)?;
+    if let Some(index) = primary {
+        repos[index].role = RepoRole::Primary;
+        let p = repos.remove(index);
+        repos.insert(0, p);
+    }
+    let config_folder = match repos.first() {
+        Some(p) if p.role == RepoRole::Primary && p.has_devcontainer => Some(p.host_path.clone()),
+        _ if root_has_config => Some(root.clone()),
+        _ => None,
+    };
+    warnings.extend(untrusted_git_dirs.iter().map(untrusted_warning));
+    let (git_mounts, protected) = git_mounts_of(
+        &repos,
+        &root,
+        &container_root,
+        options,
+        &untrusted_git_dirs,
+        &mut warnings,
+    )?;
+
+    Ok(Workspace {
+        name,
+        root,
+        container_root,
+        layout,
+        repos,
+        config_folder,
+        git_mounts,
+        protected,
+        untrusted_git_dirs,
+        warnings,
+    })
+}
+
+/// The workspace's layout and its repositories, described ([`describe`]): the root when it is
+/// one, else each child that is one. A `.git` an agent created is none of the workspace's
+/// repositories until accepted (a warning says so).
+///
+/// Errors: as [`describe`] and [`children`].
+fn find_repos(
+    root: &Path,
+    name: &str,
+    container_root: &str,
+    options: &InspectOptions,
+    untrusted_git_dirs: &mut Vec<UntrustedGitDir>,
+    warnings: &mut Vec<WorkspaceWarning>,
+) -> Result<(Layout, Vec<Repo>), WorkspaceError> {
+    let mut repos = Vec::new();
     let mut describe = |dir: &Path, name: String, container_path: String| {
         describe(
             dir,
             name,
             container_path,
-            &root,
+            root,
             options.trusted_git_dirs.as_deref(),
-            &mut untrusted_git_dirs,
+            untrusted_git_dirs,
         )
     };
     // a `.git` an agent created is none of the workspace's repositories until accepted
@@ -582,15 +639,19 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
         });
         false
     };
-    let layout = if adopted(".git", &root, &mut warnings) {
-        repos.push(describe(&root, name.clone(), container_root.clone())?);
+    let layout = if adopted(".git", root, warnings) {
+        repos.push(describe(
+            root,
+            name.to_string(),
+            container_root.to_string(),
+        )?);
         Layout::Repository
     } else if root.join(".git").symlink_metadata().is_ok() {
         // the root's own `.git` was created: nothing is a repository of the workspace
         Layout::Plain
     } else {
-        for (child_name, path) in children(&root, &mut warnings)? {
-            if adopted(&format!("{child_name}/.git"), &path, &mut warnings) {
+        for (child_name, path) in children(root, warnings)? {
+            if adopted(&format!("{child_name}/.git"), &path, warnings) {
                 let container_path =
                     format!("{}/{}", container_root.trim_end_matches('/'), child_name);
                 repos.push(describe(&path, child_name, container_path)?);
@@ -602,34 +663,43 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
             Layout::MultiRepository
         }
     };
+    Ok((layout, repos))
+}
 
-    for repo in repos.iter() {
-        if let Some(error) = &repo.git_error {
-            warnings.push(WorkspaceWarning {
+/// A warning for each repository git could not describe.
+fn unreadable_warnings(repos: &[Repo]) -> Vec<WorkspaceWarning> {
+    repos
+        .iter()
+        .filter_map(|repo| {
+            let error = repo.git_error.as_ref()?;
+            Some(WorkspaceWarning {
                 code: "git_unreadable".into(),
                 message: format!(
                     "repository `{}`: {error}; its branch, commit and changes are unknown",
                     repo.name
                 ),
-            });
-        }
-    }
-    let primary = choose_primary(layout, &repos, options.primary.as_deref(), root_has_config)?;
-    if let Some(index) = primary {
-        repos[index].role = RepoRole::Primary;
-        let p = repos.remove(index);
-        repos.insert(0, p);
-    }
-    let config_folder = match repos.first() {
-        Some(p) if p.role == RepoRole::Primary && p.has_devcontainer => Some(p.host_path.clone()),
-        _ if root_has_config => Some(root.clone()),
-        _ => None,
-    };
+            })
+        })
+        .collect()
+}
 
+/// The git directories to mount (nested ones pruned) and, with `protect_git_config`, the
+/// read-only overlays of their common `config` files, for every repository whose git
+/// directories are trusted or granted (an untrusted one is neither read nor mounted,
+/// spec-note 0411); alternates and shadowing warnings are added to `warnings`.
+///
+/// Errors: as [`mounts_for`].
+fn git_mounts_of(
+    repos: &[Repo],
+    root: &Path,
+    container_root: &str,
+    options: &InspectOptions,
+    untrusted_git_dirs: &[UntrustedGitDir],
+    warnings: &mut Vec<WorkspaceWarning>,
+) -> Result<(Vec<GitMount>, Vec<GitMount>), WorkspaceError> {
     let mut git_mounts = Vec::new();
     let mut protected: Vec<GitMount> = Vec::new();
-    warnings.extend(untrusted_git_dirs.iter().map(untrusted_warning));
-    for repo in &repos {
+    for repo in repos {
         if untrusted_git_dirs
             .iter()
             .any(|w| w.repo == repo.name && !w.granted)
@@ -637,12 +707,12 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
             // neither read nor mounted (spec-note 0411)
             continue;
         }
-        let (mounts, container_git, container_common) = mounts_for(repo, &root, &container_root)?;
+        let (mounts, container_git, container_common) = mounts_for(repo, root, container_root)?;
         for (host, container_path) in mounts {
             add_mount(&mut git_mounts, &host, container_path, &repo.name);
         }
         if options.protect_git_config {
-            for p in protect_common_dir(repo, &container_git, &container_common, &mut warnings) {
+            for p in protect_common_dir(repo, &container_git, &container_common, warnings) {
                 if let Some(existing) = protected
                     .iter_mut()
                     .find(|e| e.host_path == p.host_path && e.container_path == p.container_path)
@@ -653,25 +723,13 @@ pub fn inspect(root: &Path, options: &InspectOptions) -> Result<Workspace, Works
                 }
             }
         }
-        alternates_warnings(repo, &root, &mut warnings);
+        alternates_warnings(repo, root, warnings);
     }
     prune_nested(&mut git_mounts);
     protected
         .sort_by(|a, b| (&a.host_path, &a.container_path).cmp(&(&b.host_path, &b.container_path)));
-    shadowing_warnings(&git_mounts, &container_root, &mut warnings);
-
-    Ok(Workspace {
-        name,
-        root,
-        container_root,
-        layout,
-        repos,
-        config_folder,
-        git_mounts,
-        protected,
-        untrusted_git_dirs,
-        warnings,
-    })
+    shadowing_warnings(&git_mounts, container_root, warnings);
+    Ok((git_mounts, protected))
 }
 
 /// The warning for a git directory a repository's link names outside devcell's trust: trusted

@@ -231,62 +231,8 @@ impl State {
                 client_id,
                 decisions,
                 escalate_command,
-            } => {
-                let recipients = decisions
-                    .iter()
-                    .map(|(task, d)| {
-                        let (state, escalated) = match d.action {
-                            Action::Forward => (RecipientState::Queued, false),
-                            Action::Hold => (RecipientState::Held, false),
-                            Action::Escalate => (RecipientState::Held, true),
-                            Action::Drop => (RecipientState::Dropped, false),
-                        };
-                        let mut delivery = Delivery::new(state, escalated);
-                        if d.action == Action::Drop {
-                            delivery.reason = Some("dropped by policy".into());
-                        }
-                        (task.clone(), delivery)
-                    })
-                    .collect();
-                if let Party::Task(from) = &message.from {
-                    *self.sent_bytes.entry(from.clone()).or_default() +=
-                        (logged_len(&message.subject) + logged_len(&message.body)) as u64;
-                    let sends = self.recent_sends.entry(from.clone()).or_default();
-                    sends.push_back(message.created_at);
-                    while sends
-                        .front()
-                        .is_some_and(|t| line.at - *t > chrono::Duration::minutes(2))
-                    {
-                        sends.pop_front();
-                    }
-                }
-                self.messages.insert(
-                    message.id.clone(),
-                    Entry {
-                        message: message.clone(),
-                        client_id: *client_id,
-                        recipients,
-                        escalation: escalate_command.then_some(EscalationStatus {
-                            state: EscalationState::Pending,
-                            at: None,
-                            exit: None,
-                            signal: None,
-                            timed_out: false,
-                            error: None,
-                        }),
-                    },
-                );
-            }
-            Event::Refused { from, .. } => {
-                let refusals = self.recent_refusals.entry(from.clone()).or_default();
-                refusals.push_back(line.at);
-                while refusals
-                    .front()
-                    .is_some_and(|t| line.at - *t > chrono::Duration::minutes(1))
-                {
-                    refusals.pop_front();
-                }
-            }
+            } => self.accepted(line.at, message, *client_id, decisions, *escalate_command),
+            Event::Refused { from, .. } => self.refused(from, line.at),
             Event::State {
                 id,
                 task,
@@ -295,32 +241,12 @@ impl State {
                 reason,
                 ..
             } => {
-                let Some(d) = self
+                if let Some(d) = self
                     .messages
                     .get_mut(id)
                     .and_then(|e| e.recipients.get_mut(task))
-                else {
-                    return;
-                };
-                d.state = *state;
-                d.lease_until = *lease_until;
-                if reason.is_some() {
-                    d.reason.clone_from(reason);
-                }
-                match state {
-                    RecipientState::Delivered => {
-                        d.delivered_at.get_or_insert(line.at);
-                    }
-                    RecipientState::Read => {
-                        d.delivered_at.get_or_insert(line.at);
-                        d.read_at = Some(line.at);
-                        d.reads += 1;
-                    }
-                    RecipientState::Acknowledged => {
-                        d.acknowledged_at = Some(line.at);
-                        d.lease_until = None;
-                    }
-                    _ => {}
+                {
+                    delivery_changed(d, line.at, *state, *lease_until, reason);
                 }
             }
             Event::TornTail { saved_to, .. } => self.torn.push(saved_to.clone()),
@@ -328,12 +254,8 @@ impl State {
             Event::EscalationStarted { id, .. } => {
                 if let Some(e) = self.messages.get_mut(id) {
                     e.escalation = Some(EscalationStatus {
-                        state: EscalationState::Started,
                         at: Some(line.at),
-                        exit: None,
-                        signal: None,
-                        timed_out: false,
-                        error: None,
+                        ..escalation(EscalationState::Started)
                     });
                 }
             }
@@ -350,6 +272,122 @@ impl State {
                 }
             }
         }
+    }
+
+    /// An accepted message: its deliveries as the policy decided them ([`deliveries`]), the
+    /// sender's share of the log and recent sends ([`State::sent`]), and its escalation due
+    /// when `escalate_command`.
+    fn accepted(
+        &mut self,
+        at: DateTime<Utc>,
+        message: &Message,
+        client_id: bool,
+        decisions: &BTreeMap<TaskName, LoggedDecision>,
+        escalate_command: bool,
+    ) {
+        if let Party::Task(from) = &message.from {
+            self.sent(from, at, message);
+        }
+        self.messages.insert(
+            message.id.clone(),
+            Entry {
+                message: message.clone(),
+                client_id,
+                recipients: deliveries(decisions),
+                escalation: escalate_command.then(|| escalation(EscalationState::Pending)),
+            },
+        );
+    }
+
+    /// A task's accepted send: its bytes of subject and body counted, its send time kept for
+    /// the rate bound (the last two minutes of them, as of `at`).
+    fn sent(&mut self, from: &TaskName, at: DateTime<Utc>, message: &Message) {
+        *self.sent_bytes.entry(from.clone()).or_default() +=
+            (logged_len(&message.subject) + logged_len(&message.body)) as u64;
+        let sends = self.recent_sends.entry(from.clone()).or_default();
+        sends.push_back(message.created_at);
+        while sends
+            .front()
+            .is_some_and(|t| at - *t > chrono::Duration::minutes(2))
+        {
+            sends.pop_front();
+        }
+    }
+
+    /// A logged refusal of `from` at `at`, kept for the refusal bound (the last minute of them).
+    fn refused(&mut self, from: &Party, at: DateTime<Utc>) {
+        let refusals = self.recent_refusals.entry(from.clone()).or_default();
+        refusals.push_back(at);
+        while refusals
+            .front()
+            .is_some_and(|t| at - *t > chrono::Duration::minutes(1))
+        {
+            refusals.pop_front();
+        }
+    }
+}
+
+/// The deliveries of an accepted message, one per recipient, as the policy decided them
+/// (an escalated one is held until the user decides).
+fn deliveries(decisions: &BTreeMap<TaskName, LoggedDecision>) -> BTreeMap<TaskName, Delivery> {
+    decisions
+        .iter()
+        .map(|(task, d)| {
+            let (state, escalated) = match d.action {
+                Action::Forward => (RecipientState::Queued, false),
+                Action::Hold => (RecipientState::Held, false),
+                Action::Escalate => (RecipientState::Held, true),
+                Action::Drop => (RecipientState::Dropped, false),
+            };
+            let mut delivery = Delivery::new(state, escalated);
+            if d.action == Action::Drop {
+                delivery.reason = Some("dropped by policy".into());
+            }
+            (task.clone(), delivery)
+        })
+        .collect()
+}
+
+/// One recipient's delivery moved to `state` at `at`: its lease, its reason when one is given,
+/// and the times of delivery, reading and acknowledgement.
+fn delivery_changed(
+    d: &mut Delivery,
+    at: DateTime<Utc>,
+    state: RecipientState,
+    lease_until: Option<DateTime<Utc>>,
+    reason: &Option<String>,
+) {
+    d.state = state;
+    d.lease_until = lease_until;
+    if reason.is_some() {
+        d.reason.clone_from(reason);
+    }
+    match state {
+        RecipientState::Delivered => {
+            d.delivered_at.get_or_insert(at);
+        }
+        RecipientState::Read => {
+            d.delivered_at.get_or_insert(at);
+            d.read_at = Some(at);
+            d.reads += 1;
+        }
+        RecipientState::Acknowledged => {
+            d.acknowledged_at = Some(at);
+            d.lease_until = None;
+        }
+        _ => {}
+    }
+}
+
+/// An escalation in `state` with nothing run yet.
+fn escalation(state: EscalationState) -> EscalationStatus {
+    EscalationStatus {
+        state,
+        at: None,
+        exit: None,
+        signal: None,
+        timed_out: false,
+        error: None,
     }
 }
 

@@ -407,8 +407,20 @@ fn failed(args: &HandoffArgs, err: OpsError, offer_host: bool) -> ExitCode {
     exit(env.exit_code())
 }
 
+/// The plan as `handoff --plan` prints it in text, one section after another.
 fn render_plan(p: &HandoffPlan) -> String {
     let mut s = String::new();
+    render_plan_workspace(&mut s, p);
+    render_plan_security(&mut s, p);
+    render_plan_mounts(&mut s, p);
+    render_plan_container(&mut s, p);
+    render_plan_command(&mut s, p);
+    s
+}
+
+/// The plan's first lines: what is handed to which agent, the runtime, the warnings, the
+/// configuration, the layout and the repositories.
+fn render_plan_workspace(s: &mut String, p: &HandoffPlan) {
     let _ = writeln!(
         s,
         "plan: hand `{}` to agent `{}`",
@@ -455,6 +467,11 @@ fn render_plan(p: &HandoffPlan) -> String {
                 .unwrap_or_default()
         );
     }
+}
+
+/// The image, its Features and what the container may do: the profile and network, the egress
+/// destinations, the limits, grants, permissions and their notes.
+fn render_plan_security(s: &mut String, p: &HandoffPlan) {
     let _ = writeln!(s, "  image      {}", p.image);
     let _ = writeln!(
         s,
@@ -488,6 +505,10 @@ fn render_plan(p: &HandoffPlan) -> String {
     for note in &p.permission_notes {
         let _ = writeln!(s, "  note       {note}");
     }
+}
+
+/// The mounts, the agent's variables and secrets (names only) and the dotfiles.
+fn render_plan_mounts(s: &mut String, p: &HandoffPlan) {
     for m in &p.mounts {
         let _ = writeln!(
             s,
@@ -503,6 +524,10 @@ fn render_plan(p: &HandoffPlan) -> String {
     if let Some(d) = &p.dotfiles {
         let _ = writeln!(s, "  dotfiles   {}", crate::handoff::dotfiles::describe(d));
     }
+}
+
+/// The container (and Compose services), or the user's own container devcell did not create.
+fn render_plan_container(s: &mut String, p: &HandoffPlan) {
     let _ = writeln!(
         s,
         "  container  {}{}",
@@ -546,6 +571,10 @@ fn render_plan(p: &HandoffPlan) -> String {
         );
         let _ = writeln!(s, "  git        {}", x.git);
     }
+}
+
+/// The agent's command and folder, the context file and the verification commands.
+fn render_plan_command(s: &mut String, p: &HandoffPlan) {
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);
     if p.verification.is_empty() {
@@ -554,7 +583,6 @@ fn render_plan(p: &HandoffPlan) -> String {
     for v in &p.verification {
         let _ = writeln!(s, "  verify     {v}");
     }
-    s
 }
 
 /// `a, b` or `(none)`.

@@ -82,6 +82,17 @@ pub fn override_file(
 /// values stay. `spec.name` is not written: Compose names the project's containers.
 pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
     let mut s = Map::new();
+    process_keys(spec, &mut s);
+    storage_keys(spec, &mut s);
+    security_keys(spec, &mut s);
+    network_keys(spec, &mut s);
+    device_keys(spec, &mut s);
+    s
+}
+
+/// The process: `image`, `entrypoint`, `command`, `user`, `working_dir`, `hostname`,
+/// `environment`, `labels`.
+fn process_keys(spec: &ContainerSpec, s: &mut Map<String, Value>) {
     let mut put = |key: &str, value: Value| {
         s.insert(key.to_string(), value);
     };
@@ -109,6 +120,13 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
     if !spec.labels.is_empty() {
         put("labels", json!(spec.labels));
     }
+}
+
+/// The mounts: `volumes` (long syntax), `tmpfs`.
+fn storage_keys(spec: &ContainerSpec, s: &mut Map<String, Value>) {
+    let mut put = |key: &str, value: Value| {
+        s.insert(key.to_string(), value);
+    };
     if !spec.mounts.is_empty() {
         put(
             "volumes",
@@ -129,6 +147,14 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
             .collect();
         put("tmpfs", json!(tmpfs));
     }
+}
+
+/// What the container may do and use: `init`, `privileged`, `read_only`, `cap_add`,
+/// `cap_drop`, `security_opt`, `extra_hosts`, `pids_limit`, `mem_limit` (bytes), `cpus`.
+fn security_keys(spec: &ContainerSpec, s: &mut Map<String, Value>) {
+    let mut put = |key: &str, value: Value| {
+        s.insert(key.to_string(), value);
+    };
     if let Some(init) = spec.init {
         put("init", json!(init));
     }
@@ -157,6 +183,13 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
     if let Some(c) = spec.limits.nano_cpus {
         put("cpus", json!(c as f64 / 1e9));
     }
+}
+
+/// The network: `network_mode`, `ports` (long syntax).
+fn network_keys(spec: &ContainerSpec, s: &mut Map<String, Value>) {
+    let mut put = |key: &str, value: Value| {
+        s.insert(key.to_string(), value);
+    };
     if let Some(n) = &spec.network_mode {
         put("network_mode", json!(n));
     }
@@ -179,6 +212,14 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
             .collect();
         put("ports", Value::Array(ports));
     }
+}
+
+/// The devices: `devices`, `shm_size` (bytes), `ulimits`, the GPUs
+/// (`deploy.resources.reservations.devices`).
+fn device_keys(spec: &ContainerSpec, s: &mut Map<String, Value>) {
+    let mut put = |key: &str, value: Value| {
+        s.insert(key.to_string(), value);
+    };
     if !spec.devices.is_empty() {
         let devices: Vec<String> = spec
             .devices
@@ -206,7 +247,6 @@ pub fn service_override(spec: &ContainerSpec) -> Map<String, Value> {
             json!({"resources": {"reservations": {"devices": [gpus]}}}),
         );
     }
-    s
 }
 
 /// A mount in Compose's long `volumes` syntax. A bind never creates its host path (as

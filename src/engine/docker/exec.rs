@@ -26,102 +26,17 @@ impl DockerEngine {
         sizes: Option<tokio::sync::watch::Receiver<TtySize>>,
     ) -> Result<ExecResult> {
         let sizes = sizes.filter(|_| request.tty);
-        let config = exec_config(request, !matches!(input, ExecInput::None), sizes.as_ref());
-        let created = match self.docker.create_exec(id, config).await {
-            Ok(c) => c,
-            Err(e) if is_not_found(&e) => {
-                return Err(EngineError::NoSuchContainer { id: id.to_string() });
-            }
-            Err(e) => return Err(self.api("create exec", id)(e)),
-        };
-        let started = self
-            .docker
-            .start_exec(
-                &created.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty: request.tty,
-                    output_capacity: None,
-                }),
-            )
-            .await
-            .map_err(self.api("start exec", id))?;
-        let StartExecResults::Attached {
-            output: mut stream,
-            input: mut stdin,
-        } = started
-        else {
-            return Err(EngineError::ExecIo {
-                container: id.to_string(),
-                source: std::io::Error::other("the engine detached the exec"),
-            });
-        };
+        let has_input = !matches!(input, ExecInput::None);
+        let (exec, mut stream, stdin) = self
+            .start_attached(id, request, has_input, sizes.as_ref())
+            .await?;
         let io_err = |source| EngineError::ExecIo {
             container: id.to_string(),
             source,
         };
-        let feed = async move {
-            match input {
-                ExecInput::None => Ok(()),
-                ExecInput::Bytes(bytes) => {
-                    stdin.write_all(&bytes).await?;
-                    stdin.shutdown().await
-                }
-                ExecInput::Stream(mut reader) => {
-                    tokio::io::copy(&mut reader, &mut stdin).await?;
-                    stdin.shutdown().await
-                }
-            }
-        };
+        let feed = feed_input(input, stdin);
         let mut result = ExecResult::default();
-        let drain = async {
-            let mut pending_out = String::new();
-            let mut pending_err = String::new();
-            let mut sink = output;
-            while let Some(item) = stream.next().await {
-                let item = item.map_err(self.api("exec output", id))?;
-                let (is_err, bytes) = match item {
-                    LogOutput::StdErr { message } => (true, message),
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        (false, message)
-                    }
-                    LogOutput::StdIn { .. } => continue,
-                };
-                match &mut sink {
-                    ExecOutput::Collect => {
-                        if is_err {
-                            result.stderr.extend_from_slice(&bytes);
-                        } else {
-                            result.stdout.extend_from_slice(&bytes);
-                        }
-                    }
-                    ExecOutput::Report(reporter) => {
-                        let pending = if is_err {
-                            &mut pending_err
-                        } else {
-                            &mut pending_out
-                        };
-                        drain_lines(pending, &String::from_utf8_lossy(&bytes), |l| {
-                            reporter.report(Event::Output(l))
-                        });
-                    }
-                    ExecOutput::Write { stdout, stderr } => {
-                        let w: &mut (dyn AsyncWrite + Send + Unpin) =
-                            if is_err { stderr } else { stdout };
-                        w.write_all(&bytes).await.map_err(io_err)?;
-                        w.flush().await.map_err(io_err)?;
-                    }
-                }
-            }
-            if let ExecOutput::Report(reporter) = &sink {
-                for tail in [pending_out, pending_err] {
-                    if !tail.is_empty() {
-                        reporter.report(Event::Output(tail));
-                    }
-                }
-            }
-            Ok::<_, EngineError>(())
-        };
+        let drain = self.drain_output(id, &mut stream, output, &mut result);
         // The output ends when the process exits; stop feeding stdin then (like `docker exec
         // -i`), so an input that never reaches end of file cannot keep the exec open. The TTY
         // size is followed until then.
@@ -130,7 +45,7 @@ impl DockerEngine {
             tokio::pin!(drain);
             let mut fed = Ok(());
             let mut feeding = true;
-            let resize = self.follow_sizes(&created.id, sizes);
+            let resize = self.follow_sizes(&exec, sizes);
             tokio::pin!(resize);
             let drained = loop {
                 tokio::select! {
@@ -151,8 +66,111 @@ impl DockerEngine {
         {
             return Err(io_err(e));
         }
-        result.exit_code = self.exit_code(&created.id, id).await?;
+        result.exit_code = self.exit_code(&exec, id).await?;
         Ok(result)
+    }
+
+    /// Creates the exec of `request` in container `id` and starts it attached: its id, its
+    /// output stream and its stdin.
+    ///
+    /// Errors: [`EngineError::NoSuchContainer`]; the engine's; [`EngineError::ExecIo`] when the
+    /// engine detached the exec.
+    async fn start_attached(
+        &self,
+        id: &str,
+        request: &ExecRequest,
+        has_input: bool,
+        sizes: Option<&tokio::sync::watch::Receiver<TtySize>>,
+    ) -> Result<(String, ExecStream, ExecStdin)> {
+        let config = exec_config(request, has_input, sizes);
+        let created = match self.docker.create_exec(id, config).await {
+            Ok(c) => c,
+            Err(e) if is_not_found(&e) => {
+                return Err(EngineError::NoSuchContainer { id: id.to_string() });
+            }
+            Err(e) => return Err(self.api("create exec", id)(e)),
+        };
+        let started = self
+            .docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: request.tty,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(self.api("start exec", id))?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(EngineError::ExecIo {
+                container: id.to_string(),
+                source: std::io::Error::other("the engine detached the exec"),
+            });
+        };
+        Ok((created.id, output, input))
+    }
+
+    /// The exec's output until it ends, into `output`: collected into `result`, reported line
+    /// by line (a last unterminated line of each stream reported at the end) or written and
+    /// flushed as it comes.
+    ///
+    /// Errors: the engine's; [`EngineError::ExecIo`] when a writer fails.
+    async fn drain_output(
+        &self,
+        id: &str,
+        stream: &mut ExecStream,
+        output: ExecOutput<'_>,
+        result: &mut ExecResult,
+    ) -> Result<()> {
+        let io_err = |source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        };
+        let mut pending_out = String::new();
+        let mut pending_err = String::new();
+        let mut sink = output;
+        while let Some(item) = stream.next().await {
+            let item = item.map_err(self.api("exec output", id))?;
+            let (is_err, bytes) = match item {
+                LogOutput::StdErr { message } => (true, message),
+                LogOutput::StdOut { message } | LogOutput::Console { message } => (false, message),
+                LogOutput::StdIn { .. } => continue,
+            };
+            match &mut sink {
+                ExecOutput::Collect => {
+                    if is_err {
+                        result.stderr.extend_from_slice(&bytes);
+                    } else {
+                        result.stdout.extend_from_slice(&bytes);
+                    }
+                }
+                ExecOutput::Report(reporter) => {
+                    let pending = if is_err {
+                        &mut pending_err
+                    } else {
+                        &mut pending_out
+                    };
+                    drain_lines(pending, &String::from_utf8_lossy(&bytes), |l| {
+                        reporter.report(Event::Output(l))
+                    });
+                }
+                ExecOutput::Write { stdout, stderr } => {
+                    let w: &mut (dyn AsyncWrite + Send + Unpin) =
+                        if is_err { stderr } else { stdout };
+                    w.write_all(&bytes).await.map_err(io_err)?;
+                    w.flush().await.map_err(io_err)?;
+                }
+            }
+        }
+        if let ExecOutput::Report(reporter) = &sink {
+            for tail in [pending_out, pending_err] {
+                if !tail.is_empty() {
+                    reporter.report(Event::Output(tail));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The exec's exit code, once the engine has recorded it: the output stream can end a
@@ -200,6 +218,32 @@ impl DockerEngine {
             }
         }
         std::future::pending::<()>().await
+    }
+}
+
+/// An attached exec's output, as the engine streams it.
+type ExecStream = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>>
+            + Send,
+    >,
+>;
+
+/// An attached exec's stdin.
+type ExecStdin = std::pin::Pin<Box<dyn AsyncWrite + Send>>;
+
+/// Writes `input` to the exec's stdin, then closes it (the process sees end of file).
+async fn feed_input(input: ExecInput, mut stdin: ExecStdin) -> std::io::Result<()> {
+    match input {
+        ExecInput::None => Ok(()),
+        ExecInput::Bytes(bytes) => {
+            stdin.write_all(&bytes).await?;
+            stdin.shutdown().await
+        }
+        ExecInput::Stream(mut reader) => {
+            tokio::io::copy(&mut reader, &mut stdin).await?;
+            stdin.shutdown().await
+        }
     }
 }
 

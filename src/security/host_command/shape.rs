@@ -395,109 +395,148 @@ fn read_quoted(
     }
 }
 
-/// The simple commands of `text`, or the first piece devcell does not read with why.
-fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
-    let mut commands: Vec<Simple> = vec![Simple::default()];
-    let mut word: Option<Word> = None;
-    // a redirection waiting for its target, as written
-    let mut pending: Option<String> = None;
-    let mut chars = text.chars().peekable();
-    let unread = |c: char, why: &'static str| Err((c.to_string(), why));
-    macro_rules! finish_word {
-        () => {
-            if let Some(w) = word.take() {
-                let current = commands.last_mut().expect("one command");
-                match pending.take() {
-                    Some(_) => current.redirects.push(Redirect { target: Some(w) }),
-                    None => current.words.push(w),
-                }
+/// A piece devcell does not read, as written, with why.
+type Unread = (String, &'static str);
+
+/// `c` as the piece devcell does not read, with why.
+fn unread<T>(c: char, why: &'static str) -> Result<T, Unread> {
+    Err((c.to_string(), why))
+}
+
+/// The characters of a shell string, one look ahead.
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+/// What [`lex`] has read so far.
+struct Lexer {
+    /// The simple commands, the last one being read.
+    commands: Vec<Simple>,
+    /// The word being read.
+    word: Option<Word>,
+    /// A redirection waiting for its target, as written.
+    pending: Option<String>,
+}
+
+impl Lexer {
+    /// The word being read ends: it is the pending redirection's target, else the current
+    /// command's next word.
+    fn finish_word(&mut self) {
+        if let Some(w) = self.word.take() {
+            let current = self.commands.last_mut().expect("one command");
+            match self.pending.take() {
+                Some(_) => current.redirects.push(Redirect { target: Some(w) }),
+                None => current.words.push(w),
             }
-        };
+        }
     }
+
+    /// The word being read, begun (`quoted` or not) when there is none.
+    fn word(&mut self, quoted: bool) -> &mut Word {
+        self.word.get_or_insert_with(|| Word {
+            text: String::new(),
+            quoted,
+        })
+    }
+
+    /// `\n` or `;`: the next command (`;;` is not read).
+    fn separator(&mut self, c: char, chars: &mut Chars<'_>) -> Result<(), Unread> {
+        self.finish_word();
+        if c == ';' && chars.peek() == Some(&';') {
+            return unread(c, "`;;` belongs to a control structure");
+        }
+        if self.pending.is_some() {
+            return unread(c, "a redirection without its target");
+        }
+        self.commands.push(Simple::default());
+        Ok(())
+    }
+
+    /// `&&`, `||` or `|`: the next command (`|&` and `&` are not read).
+    fn control(&mut self, c: char, chars: &mut Chars<'_>) -> Result<(), Unread> {
+        self.finish_word();
+        if self.pending.is_some() {
+            return unread(c, "a redirection without its target");
+        }
+        match (c, chars.peek()) {
+            ('&', Some('&')) | ('|', Some('|')) => {
+                chars.next();
+            }
+            ('|', Some('&')) => return unread(c, "`|&` is not read by devcell"),
+            ('|', _) => {}
+            _ => return unread(c, "a command run in the background"),
+        }
+        self.commands.push(Simple::default());
+        Ok(())
+    }
+
+    /// `<`, `>` or `>>` (after an unquoted descriptor word, if any), waiting for its target;
+    /// `>&N` (a descriptor, complete). Heredocs and other redirections are not read.
+    fn redirection(&mut self, c: char, chars: &mut Chars<'_>) -> Result<(), Unread> {
+        let fd = match &self.word {
+            Some(w) if !w.quoted && w.text.chars().all(|d| d.is_ascii_digit()) => {
+                self.word.take().map(|w| w.text)
+            }
+            _ => None,
+        };
+        self.finish_word();
+        if self.pending.is_some() {
+            return unread(c, "a redirection without its target");
+        }
+        let mut op = fd.unwrap_or_default();
+        op.push(c);
+        match (c, chars.peek().copied()) {
+            ('>', Some('>')) => {
+                op.push('>');
+                chars.next();
+            }
+            ('>', Some('&')) => {
+                chars.next();
+                let mut to = String::new();
+                while let Some(d) = chars.peek().copied().filter(|d| d.is_ascii_digit()) {
+                    to.push(d);
+                    chars.next();
+                }
+                if to.is_empty() {
+                    return unread(c, "a redirection devcell does not read");
+                }
+                self.commands
+                    .last_mut()
+                    .expect("one command")
+                    .redirects
+                    .push(Redirect { target: None });
+                return Ok(());
+            }
+            (_, Some('<' | '>' | '&' | '|' | '(')) => {
+                return unread(c, "a heredoc or redirection devcell does not read");
+            }
+            _ => {}
+        }
+        self.pending = Some(op);
+        Ok(())
+    }
+}
+
+/// The simple commands of `text`, or the first piece devcell does not read with why.
+fn lex(text: &str) -> Result<Vec<Simple>, Unread> {
+    let mut lx = Lexer {
+        commands: vec![Simple::default()],
+        word: None,
+        pending: None,
+    };
+    let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            ' ' | '\t' => finish_word!(),
-            '\n' | ';' => {
-                finish_word!();
-                if c == ';' && chars.peek() == Some(&';') {
-                    return unread(c, "`;;` belongs to a control structure");
-                }
-                if pending.is_some() {
-                    return unread(c, "a redirection without its target");
-                }
-                commands.push(Simple::default());
-            }
-            '&' | '|' => {
-                finish_word!();
-                if pending.is_some() {
-                    return unread(c, "a redirection without its target");
-                }
-                match (c, chars.peek()) {
-                    ('&', Some('&')) | ('|', Some('|')) => {
-                        chars.next();
-                    }
-                    ('|', Some('&')) => return unread(c, "`|&` is not read by devcell"),
-                    ('|', _) => {}
-                    _ => return unread(c, "a command run in the background"),
-                }
-                commands.push(Simple::default());
-            }
-            '<' | '>' => {
-                let fd = match &word {
-                    Some(w) if !w.quoted && w.text.chars().all(|d| d.is_ascii_digit()) => {
-                        word.take().map(|w| w.text)
-                    }
-                    _ => None,
-                };
-                finish_word!();
-                if pending.is_some() {
-                    return unread(c, "a redirection without its target");
-                }
-                let mut op = fd.unwrap_or_default();
-                op.push(c);
-                match (c, chars.peek().copied()) {
-                    ('>', Some('>')) => {
-                        op.push('>');
-                        chars.next();
-                    }
-                    ('>', Some('&')) => {
-                        chars.next();
-                        let mut to = String::new();
-                        while let Some(d) = chars.peek().copied().filter(|d| d.is_ascii_digit()) {
-                            to.push(d);
-                            chars.next();
-                        }
-                        if to.is_empty() {
-                            return unread(c, "a redirection devcell does not read");
-                        }
-                        commands
-                            .last_mut()
-                            .expect("one command")
-                            .redirects
-                            .push(Redirect { target: None });
-                        continue;
-                    }
-                    (_, Some('<' | '>' | '&' | '|' | '(')) => {
-                        return unread(c, "a heredoc or redirection devcell does not read");
-                    }
-                    _ => {}
-                }
-                pending = Some(op);
-            }
-            '\'' | '"' => {
-                let w = word.get_or_insert_with(|| Word {
-                    text: String::new(),
-                    quoted: true,
-                });
-                read_quoted(&mut chars, w, c)?;
-            }
-            '#' if word.is_none() => {
+            ' ' | '\t' => lx.finish_word(),
+            '\n' | ';' => lx.separator(c, &mut chars)?,
+            '&' | '|' => lx.control(c, &mut chars)?,
+            '<' | '>' => lx.redirection(c, &mut chars)?,
+            '\'' | '"' => read_quoted(&mut chars, lx.word(true), c)?,
+            '#' if lx.word.is_none() => {
                 for n in chars.by_ref() {
                     if n == '\n' {
                         break;
                     }
                 }
-                commands.push(Simple::default());
+                lx.commands.push(Simple::default());
             }
             '$' | '`' | '*' | '?' | '~' | '!' => {
                 return unread(
@@ -505,8 +544,8 @@ fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
                     "expanded when the command runs (a variable, a substitution, a glob or `~`)",
                 );
             }
-            '[' | ']' if word.is_none() && matches!(chars.peek(), None | Some(' ' | '\t')) => {
-                word = Some(Word {
+            '[' | ']' if lx.word.is_none() && matches!(chars.peek(), None | Some(' ' | '\t')) => {
+                lx.word = Some(Word {
                     text: c.to_string(),
                     quoted: false,
                 });
@@ -517,20 +556,15 @@ fn lex(text: &str) -> Result<Vec<Simple>, (String, &'static str)> {
                     "a subshell, a group, a glob, brace expansion or an escape devcell does not read",
                 );
             }
-            c => word
-                .get_or_insert_with(|| Word {
-                    text: String::new(),
-                    quoted: false,
-                })
-                .text
-                .push(c),
+            c => lx.word(false).text.push(c),
         }
     }
-    finish_word!();
-    if pending.is_some() {
+    lx.finish_word();
+    if lx.pending.is_some() {
         return Err(("<>".into(), "a redirection without its target"));
     }
-    Ok(commands
+    Ok(lx
+        .commands
         .into_iter()
         .filter(|c| !c.words.is_empty() || !c.redirects.is_empty())
         .collect())

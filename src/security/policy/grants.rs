@@ -131,17 +131,59 @@ impl Grants {
         Ok(grants)
     }
 
-    /// Adds one `--allow` value (see [`Grants::parse`]).
+    /// Adds one `--allow` value (see [`Grants::parse`]): a word ([`Grants::add_word`]) or a
+    /// `kind:value` grant, dispatched by its kind.
+    ///
+    /// Errors: [`SecurityError::InvalidGrant`] naming the value.
     pub fn add(&mut self, value: &str) -> Result<()> {
         let bad = |message: &str| SecurityError::InvalidGrant {
             value: value.to_string(),
             message: message.to_string(),
         };
         match value.split_once(':') {
-            None if value == "privileged" => self.privileged = true,
-            None if value == "root" => self.root = true,
-            None if value == "host-command" => self.host_command = true,
-            Some(("host-command", bound)) => {
+            None => self.add_word(value, &bad),
+            Some(("device", _)) if crate::security::gpu::is_gpu_grant(value) => {
+                self.gpu = true;
+                Ok(())
+            }
+            Some((
+                kind @ ("host-command" | "gitdir" | "mount" | "compose-file" | "uncovered-git"
+                | "created-git" | "workspace-git"),
+                v,
+            )) => self.add_host_grant(kind, v, &bad),
+            Some((
+                kind @ ("egress" | "env" | "volume" | "image-tag" | "build-context" | "registry"
+                | "publish"),
+                v,
+            )) => self.add_named_grant(kind, v, &bad),
+            Some((kind, v)) => self.add_engine_grant(kind, v, &bad),
+        }
+    }
+
+    /// A grant of one word: `privileged`, `root`, `host-command`, `build-network`, `gpu`.
+    fn add_word(&mut self, value: &str, bad: &dyn Fn(&str) -> SecurityError) -> Result<()> {
+        match value {
+            "privileged" => self.privileged = true,
+            "root" => self.root = true,
+            "host-command" => self.host_command = true,
+            "build-network" => self.build_network = true,
+            _ if crate::security::gpu::is_gpu_grant(value) => self.gpu = true,
+            _ => return Err(bad("unknown permission")),
+        }
+        Ok(())
+    }
+
+    /// A grant about the host and the workspace: `host-command:sha256:<hex>`, `gitdir:`,
+    /// `mount:`, `compose-file:` (absolute host paths), `uncovered-git:`, `created-git:`
+    /// (workspace-relative paths), `workspace-git:rw`.
+    fn add_host_grant(
+        &mut self,
+        kind: &str,
+        v: &str,
+        bad: &dyn Fn(&str) -> SecurityError,
+    ) -> Result<()> {
+        match (kind, v) {
+            ("host-command", bound) => {
                 let digest = bound
                     .strip_prefix("sha256:")
                     .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -150,60 +192,143 @@ impl Grants {
                     })?;
                 self.host_commands.insert(digest.to_ascii_lowercase());
             }
-            Some(("gitdir", p)) => {
+            ("gitdir", p) => {
                 let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
                 self.git_dirs.insert(p);
             }
-            None if value == "build-network" => self.build_network = true,
-            None | Some(("device", _)) if crate::security::gpu::is_gpu_grant(value) => {
-                self.gpu = true;
+            ("mount", p) => {
+                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
+                self.mounts.insert(p);
             }
-            Some(("egress", d)) => {
+            ("compose-file", p) => {
+                let p = if p.contains('$') {
+                    Some(p.to_string())
+                } else {
+                    normalize_path(p)
+                };
+                let p = p.ok_or_else(|| bad("expected an absolute host path"))?;
+                self.compose_files.insert(p);
+            }
+            ("uncovered-git", p) => {
+                let p = workspace_relative(p).ok_or_else(|| {
+                    bad(
+                        "expected a path relative to the workspace root (`uncovered-git:vendor/lib/.git`) or `uncovered-git:*`",
+                    )
+                })?;
+                self.uncovered_git.insert(p.to_string());
+            }
+            ("created-git", p) => {
+                let p = workspace_relative(p).ok_or_else(|| {
+                    bad("expected a path relative to the workspace root (`created-git:tools/.git`)")
+                })?;
+                self.created_git.insert(p.to_string());
+            }
+            ("workspace-git", "rw") => self.workspace_git_rw = true,
+            ("workspace-git", _) => {
+                return Err(bad(
+                    "expected `workspace-git:rw` (the workspace's git directories writable by the container)",
+                ));
+            }
+            _ => return Err(bad("unknown permission")),
+        }
+        Ok(())
+    }
+
+    /// A grant that names something: `egress:`, `env:`, `volume:`, `image-tag:`,
+    /// `build-context:`, `registry:`, `publish:`.
+    fn add_named_grant(
+        &mut self,
+        kind: &str,
+        v: &str,
+        bad: &dyn Fn(&str) -> SecurityError,
+    ) -> Result<()> {
+        match (kind, v) {
+            ("egress", d) => {
                 let d = word(d).ok_or_else(|| {
                     bad("expected an egress destination (`egress:host[:port][=address]`)")
                 })?;
                 self.egress.insert(egress_key(d));
             }
-            Some(("env", n)) => {
+            ("env", n) => {
                 // A name as `${localEnv:NAME}` or `-e NAME` can spell it (no `=`, no NUL).
                 if n.is_empty() || n.contains(['=', '\0']) {
                     return Err(bad("expected an environment variable name (`env:NAME`)"));
                 }
                 self.env.insert(n.to_string());
             }
-            Some(("network", "host")) => self.host_network = true,
-            Some(("namespace", n)) if namespace_grant(n) => {
+            ("volume", v) => {
+                if v.is_empty() || v.contains(['/', '\0']) {
+                    return Err(bad("expected a volume name (`volume:NAME`)"));
+                }
+                self.volumes.insert(v.to_string());
+            }
+            ("image-tag", t) => {
+                let t = word(t)
+                    .ok_or_else(|| bad("expected an image reference (`image-tag:NAME[:TAG]`)"))?;
+                self.image_tags.insert(t.to_string());
+            }
+            ("build-context", u) => {
+                let u = word(u)
+                    .ok_or_else(|| bad("expected a build context URL (`build-context:URL`)"))?;
+                self.build_contexts.insert(u.to_string());
+            }
+            ("registry", h) => {
+                if h.is_empty() || h.contains(['/', '@']) || h.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "expected a registry host, with its port if it has one (`registry:registry.example.com`, `registry:docker.io`)",
+                    ));
+                }
+                self.registries.insert(h.to_ascii_lowercase());
+            }
+            ("publish", a) => {
+                if a != "*" && split_publish_grant(a).is_none() {
+                    return Err(bad(
+                        "expected `publish:<ip>:<port>`, `publish:<ip>:*` or `publish:*`",
+                    ));
+                }
+                self.publish.insert(a.to_string());
+            }
+            _ => return Err(bad("unknown permission")),
+        }
+        Ok(())
+    }
+
+    /// A grant of an engine option: `network:`, `namespace:`, `device-cgroup-rule:`,
+    /// `runtime-option:`, `cap:`, `security-opt:`, `device:`; any other kind is unknown.
+    fn add_engine_grant(
+        &mut self,
+        kind: &str,
+        v: &str,
+        bad: &dyn Fn(&str) -> SecurityError,
+    ) -> Result<()> {
+        match (kind, v) {
+            ("network", "host") => self.host_network = true,
+            ("namespace", n) if namespace_grant(n) => {
                 self.namespaces.insert(n.to_string());
             }
-            Some(("namespace", _)) => {
+            ("namespace", _) => {
                 return Err(bad(
                     "expected `namespace:<pid|ipc|uts|userns|cgroup|volumes_from|network>:<mode>` (`namespace:pid:host`)",
                 ));
             }
-            Some(("device-cgroup-rule", r)) if !r.trim().is_empty() => {
+            ("device-cgroup-rule", r) if !r.trim().is_empty() => {
                 self.device_cgroup_rules.insert(r.to_string());
             }
-            Some(("runtime-option", o))
-                if o.split_once('=').is_some_and(|(k, _)| !k.is_empty()) =>
-            {
+            ("runtime-option", o) if o.split_once('=').is_some_and(|(k, _)| !k.is_empty()) => {
                 self.runtime_options.insert(o.to_string());
             }
-            Some(("cap", c)) if !c.is_empty() => {
+            ("cap", c) if !c.is_empty() => {
                 self.capabilities.insert(normalize_cap(c));
             }
-            Some(("mount", p)) => {
-                let p = normalize_path(p).ok_or_else(|| bad("expected an absolute host path"))?;
-                self.mounts.insert(p);
-            }
-            Some(("security-opt", o)) if !o.is_empty() => {
+            ("security-opt", o) if !o.is_empty() => {
                 self.security_opts.insert(o.to_string());
             }
-            Some(("device", d))
+            ("device", d)
                 if d.starts_with('/') || crate::security::gpu::is_reservation_device(d) =>
             {
                 self.devices.insert(d.to_string());
             }
-            Some(("network", n)) => match network_permission(n) {
+            ("network", n) => match network_permission(n) {
                 Some(Permission::Network(n)) => {
                     self.networks.insert(n);
                 }
@@ -213,67 +338,6 @@ impl Grants {
                     ));
                 }
             },
-            Some(("volume", v)) => {
-                if v.is_empty() || v.contains(['/', '\0']) {
-                    return Err(bad("expected a volume name (`volume:NAME`)"));
-                }
-                self.volumes.insert(v.to_string());
-            }
-            Some(("image-tag", t)) => {
-                let t = word(t)
-                    .ok_or_else(|| bad("expected an image reference (`image-tag:NAME[:TAG]`)"))?;
-                self.image_tags.insert(t.to_string());
-            }
-            Some(("build-context", u)) => {
-                let u = word(u)
-                    .ok_or_else(|| bad("expected a build context URL (`build-context:URL`)"))?;
-                self.build_contexts.insert(u.to_string());
-            }
-            Some(("compose-file", p)) => {
-                let p = if p.contains('$') {
-                    Some(p.to_string())
-                } else {
-                    normalize_path(p)
-                };
-                let p = p.ok_or_else(|| bad("expected an absolute host path"))?;
-                self.compose_files.insert(p);
-            }
-            Some(("uncovered-git", p)) => {
-                let p = workspace_relative(p).ok_or_else(|| {
-                    bad(
-                        "expected a path relative to the workspace root (`uncovered-git:vendor/lib/.git`) or `uncovered-git:*`",
-                    )
-                })?;
-                self.uncovered_git.insert(p.to_string());
-            }
-            Some(("registry", h)) => {
-                if h.is_empty() || h.contains(['/', '@']) || h.contains(char::is_whitespace) {
-                    return Err(bad(
-                        "expected a registry host, with its port if it has one (`registry:registry.example.com`, `registry:docker.io`)",
-                    ));
-                }
-                self.registries.insert(h.to_ascii_lowercase());
-            }
-            Some(("created-git", p)) => {
-                let p = workspace_relative(p).ok_or_else(|| {
-                    bad("expected a path relative to the workspace root (`created-git:tools/.git`)")
-                })?;
-                self.created_git.insert(p.to_string());
-            }
-            Some(("workspace-git", "rw")) => self.workspace_git_rw = true,
-            Some(("workspace-git", _)) => {
-                return Err(bad(
-                    "expected `workspace-git:rw` (the workspace's git directories writable by the container)",
-                ));
-            }
-            Some(("publish", a)) => {
-                if a != "*" && split_publish_grant(a).is_none() {
-                    return Err(bad(
-                        "expected `publish:<ip>:<port>`, `publish:<ip>:*` or `publish:*`",
-                    ));
-                }
-                self.publish.insert(a.to_string());
-            }
             _ => return Err(bad("unknown permission")),
         }
         Ok(())
