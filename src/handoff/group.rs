@@ -20,7 +20,7 @@
 //! make.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
@@ -687,15 +687,8 @@ impl GroupStore {
             .create(&self.dir)
             .map_err(|e| self.io(&self.dir, e))?;
         let lock_path = self.dir.join(format!("{name}.lock"));
-        let lock = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| self.io(&lock_path, e))?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| self.io(&lock_path, e))?;
+        let lock =
+            crate::ops::state_folder::lock_file(&lock_path).map_err(|e| self.io(&lock_path, e))?;
         let path = self.path(name);
         let before = self.load(name)?;
         let mut record = before.clone();
