@@ -733,8 +733,9 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
         on_path(word, place)
     };
     let checked = found.and_then(|file| {
-        trusted_outside(&file)?;
-        same_kind(&name, &file)
+        // judged once: the kind is read from the file whose folders were judged
+        let resolved = trusted_outside(&file)?;
+        same_kind(&name, &file, &resolved)
     });
     match checked {
         Ok(()) => Some(Program {
@@ -772,11 +773,11 @@ fn kind(name: &str) -> Kind {
     }
 }
 
-/// Whether the file `file` (links followed) is the kind of program its name `name` says: a
-/// link `/tmp/x/mkdir` to `make`, or npm's `npm-cli.js` behind `npm`, is judged by what runs
-/// (attack 23, N11). A link to a multi-call program ([`MULTI_CALL`]) does what its name says.
-fn same_kind(name: &str, file: &Path) -> Result<(), String> {
-    let resolved = resolve(file).unwrap_or_else(|_| file.to_path_buf());
+/// Whether the file `file`, `resolved` (links followed, as [`trusted_outside`] resolved it), is
+/// the kind of program its name `name` says: a link `/tmp/x/mkdir` to `make`, or npm's
+/// `npm-cli.js` behind `npm`, is judged by what runs (attack 23, N11). A link to a multi-call
+/// program ([`MULTI_CALL`]) does what its name says.
+fn same_kind(name: &str, file: &Path, resolved: &Path) -> Result<(), String> {
     let real = resolved
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -799,8 +800,10 @@ fn same_kind(name: &str, file: &Path) -> Result<(), String> {
 /// another user (a folder with the sticky bit, such as `/tmp`, keeps others' files out), and
 /// it is under no folder where an engine keeps container data ([`ENGINE_DATA_ROOTS`]).
 /// A script in a named volume's `_data` folder was the container's to change (attack 23,
-/// N12).
-pub fn trusted_outside(file: &Path) -> Result<(), String> {
+/// N12). Answers the file resolved (links followed): the one judged, and the one to read.
+///
+/// Errors: why the container could write it (or it cannot be resolved or read).
+pub fn trusted_outside(file: &Path) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::MetadataExt as _;
     let shown = file.display();
     let resolved = resolve(file).map_err(|e| format!("devcell cannot resolve `{shown}`: {e}"))?;
@@ -837,8 +840,9 @@ pub fn trusted_outside(file: &Path) -> Result<(), String> {
         }
         at = path.parent();
     }
-    Ok(())
+    Ok(resolved)
 }
+
 /// Whether the plain program name `name` is found on `PATH` in an absolute folder outside the
 /// workspace before any entry that is relative, empty (the current folder) or in the
 /// workspace (where the shell would look first, and the agent can write).
