@@ -172,8 +172,6 @@ fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
     support::git::git(ctx.path(), &["init", "-q"]);
     let ws = std::fs::canonicalize(ctx.path()).unwrap();
     let config_before = std::fs::read(ws.join(".git/config")).unwrap();
-    let empty = ctx.tmp().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
     let volume = support::per_run("devcell-test-wsvol");
     ctx.cleanup().volume(&volume);
     let made = std::process::Command::new("docker")
@@ -193,39 +191,14 @@ fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
-    let c = support::docker::TestContainer::run_with(
-        &[
-            "--network",
-            "none",
-            "-v",
-            &format!("{}:/workspace", ws.display()),
-            "-v",
-            &format!("{}:/workspace/.git:ro", empty.display()),
-            "-v",
-            &format!("{volume}:/cache"),
-        ],
-        BUSYBOX_IMAGE,
-        &["sleep", "600"],
-    );
+    let c = external_busybox(&ctx, &ws, &["-v", &format!("{volume}:/cache")]);
     let marker = ctx.tmp().join("agent-ran");
-    let config = ctx.tmp().join("config.toml");
-    std::fs::write(
-        &config,
-        "[agents.evil]\ncommand = [\"sh\", \"-c\", \"touch /cache/agent-ran; printf '[core]\\\\n\\\\tfsmonitor = true\\\\n' >> /cache/.git/config\"]\n",
-    )
-    .unwrap();
-    let out = ctx.output(
-        "handoff",
-        &[
-            "--agent",
-            "evil",
-            "--config-file",
-            config.to_str().unwrap(),
-            "--container",
-            &c.id,
-            "--format",
-            "json",
-        ],
+    let out = handoff_external(
+        &ctx,
+        "evil",
+        "[\"sh\", \"-c\", \"touch /cache/agent-ran; printf '[core]\\\\n\\\\tfsmonitor = true\\\\n' >> /cache/.git/config\"]",
+        &c.id,
+        &["--format", "json"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
@@ -360,42 +333,21 @@ fn an_external_root_containers_hooks_do_not_run_before_the_refusal() {
     support::git::git(ctx.path(), &["add", "-A"]);
     support::git::git(ctx.path(), &["commit", "-q", "-m", "c1"]);
     let ws = std::fs::canonicalize(ctx.path()).unwrap();
-    let empty = ctx.tmp().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
     let metadata = serde_json::json!([{
         "postAttachCommand": "id > /workspace/HOOK-ID; cp /bin/busybox /workspace/suid-bb; chmod 4755 /workspace/suid-bb"
     }])
     .to_string();
-    let c = support::docker::TestContainer::run_with(
-        &[
-            "--network",
-            "none",
-            "-v",
-            &format!("{}:/workspace", ws.display()),
-            "-v",
-            &format!("{}:/workspace/.git:ro", empty.display()),
-            "--label",
-            &format!("devcontainer.metadata={metadata}"),
-        ],
-        BUSYBOX_IMAGE,
-        &["sleep", "600"],
+    let c = external_busybox(
+        &ctx,
+        &ws,
+        &["--label", &format!("devcontainer.metadata={metadata}")],
     );
-    let config = ctx.tmp().join("config.toml");
-    std::fs::write(
-        &config,
-        "[agents.benign]\ncommand = [\"sh\", \"-c\", \"echo agent ran > /workspace/AGENT-RAN\"]\n",
-    )
-    .unwrap();
-    let out = ctx.output(
-        "handoff",
-        &[
-            "--agent",
-            "benign",
-            "--config-file",
-            config.to_str().unwrap(),
-            "--container",
-            &c.id,
-        ],
+    let out = handoff_external(
+        &ctx,
+        "benign",
+        "[\"sh\", \"-c\", \"echo agent ran > /workspace/AGENT-RAN\"]",
+        &c.id,
+        &[],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "refused: {stderr}");
@@ -403,4 +355,50 @@ fn an_external_root_containers_hooks_do_not_run_before_the_refusal() {
     for file in ["HOOK-ID", "AGENT-RAN", "suid-bb"] {
         assert!(!ws.join(file).exists(), "{file} exists: {stderr}");
     }
+}
+
+/// A container devcell did not create (busybox, no network) with the workspace `ws` at
+/// `/workspace` and its `.git` hidden under a read-only bind of an empty folder, plus `extra`
+/// `docker run` options.
+fn external_busybox(
+    ctx: &crate::support::context::TestContext,
+    ws: &std::path::Path,
+    extra: &[&str],
+) -> support::docker::TestContainer {
+    let empty = ctx.tmp().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut options = vec![
+        "--network".to_string(),
+        "none".to_string(),
+        "-v".to_string(),
+        format!("{}:/workspace", ws.display()),
+        "-v".to_string(),
+        format!("{}:/workspace/.git:ro", empty.display()),
+    ];
+    options.extend(extra.iter().map(|o| o.to_string()));
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    support::docker::TestContainer::run_with(&options, BUSYBOX_IMAGE, &["sleep", "600"])
+}
+
+/// `handoff --agent AGENT --container ID` plus `extra`, with a settings file (`--config-file`)
+/// whose `[agents.AGENT]` runs `command` (a TOML array).
+fn handoff_external(
+    ctx: &crate::support::context::TestContext,
+    agent: &str,
+    command: &str,
+    container: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(&config, format!("[agents.{agent}]\ncommand = {command}\n")).unwrap();
+    let mut args = vec![
+        "--agent",
+        agent,
+        "--config-file",
+        config.to_str().unwrap(),
+        "--container",
+        container,
+    ];
+    args.extend_from_slice(extra);
+    ctx.output("handoff", &args)
 }
