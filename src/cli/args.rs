@@ -894,6 +894,17 @@ pub struct RemoteArgs {
     pub default_user_env_probe: Option<String>,
 }
 
+/// Flags shared by `up` and `set-up`: the configuration in their result.
+#[derive(Debug, Clone, Args)]
+pub struct IncludeConfigurationArgs {
+    /// Include the configuration read in the result.
+    #[arg(long)]
+    pub include_configuration: bool,
+    /// Include the merged configuration in the result.
+    #[arg(long)]
+    pub include_merged_configuration: bool,
+}
+
 /// Flags shared by the commands that run lifecycle hooks.
 #[derive(Debug, Clone, Args)]
 pub struct HookArgs {
@@ -972,12 +983,9 @@ pub struct UpArgs {
     /// Fail unless the container already exists.
     #[arg(long)]
     pub expect_existing_container: bool,
-    /// Include the configuration read in the result.
-    #[arg(long)]
-    pub include_configuration: bool,
-    /// Include the merged configuration in the result.
-    #[arg(long)]
-    pub include_merged_configuration: bool,
+    /// What the result includes of the configuration.
+    #[command(flatten)]
+    pub include: IncludeConfigurationArgs,
     /// Extra mount, Docker `--mount` syntax (repeatable); granted by being asked for here.
     #[arg(long, value_name = "MOUNT")]
     pub mount: Vec<String>,
@@ -1264,12 +1272,9 @@ pub struct SetUpArgs {
     /// Stop after the `waitFor` hook.
     #[arg(long)]
     pub skip_non_blocking_commands: bool,
-    /// Include the configuration read in the result.
-    #[arg(long)]
-    pub include_configuration: bool,
-    /// Include the merged configuration in the result.
-    #[arg(long)]
-    pub include_merged_configuration: bool,
+    /// What the result includes of the configuration.
+    #[command(flatten)]
+    pub include: IncludeConfigurationArgs,
     /// In-container data folders (`--container-data-folder` is honoured).
     #[command(flatten)]
     pub container_data: ContainerDataArgs,

@@ -27,8 +27,8 @@ pub fn run(args: SetUpArgs) -> anyhow::Result<ExitCode> {
             dotfiles: dotfiles(&args.dotfiles)?,
             remote_env,
             default_user_env_probe: probe,
-            include_configuration: args.include_configuration,
-            include_merged_configuration: args.include_merged_configuration,
+            include_configuration: args.include.include_configuration,
+            include_merged_configuration: args.include.include_merged_configuration,
             container_data_folder: args.container_data.container_data_folder.clone(),
             security: SecurityOptions {
                 profile: args.security_profile,
