@@ -6,7 +6,12 @@
 //! folder matches everything under it. The Dockerfile and `.dockerignore` are always sent.
 
 use std::fs;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{CWD, Dir, Mode, OFlags, openat, readlinkat};
 
 use globset::{GlobBuilder, GlobMatcher};
 
@@ -216,8 +221,16 @@ pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
     if let Some(rel) = &inside {
         always.push(rel.clone());
     }
+    let root_dir = openat(
+        CWD,
+        &context_abs,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io_err(&context_abs)(e.into()))?;
     walk(
         &context_abs,
+        &root_dir,
         &context_abs,
         &ignore,
         &always,
@@ -246,9 +259,16 @@ pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
     })
 }
 
+/// Appends every entry below the open folder `dir` (at `dir_path`, `root`-relative names) to
+/// `builder`. Each entry is opened relative to its folder's handle without following a link
+/// (`O_PATH|O_NOFOLLOW`), its type read from that handle, and a folder is entered through it:
+/// a running container that turns a listed folder into a link to a host folder (attack O6)
+/// can neither send the host folder's files nor make devcell read them. A file is read from a
+/// handle checked to be the entry that was listed; a changed one fails the pack.
 fn walk<F, G>(
     root: &Path,
-    dir: &Path,
+    dir: &OwnedFd,
+    dir_path: &Path,
     ignore: &Dockerignore,
     always: &[String],
     builder: &mut tar::Builder<Vec<u8>>,
@@ -258,34 +278,119 @@ where
     F: Fn(&Path) -> G,
     G: FnOnce(std::io::Error) -> EngineError,
 {
-    let mut entries: Vec<_> = fs::read_dir(dir)
-        .map_err(io_err(dir))?
-        .collect::<std::io::Result<_>>()
-        .map_err(io_err(dir))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
+    for name in sorted_names(dir).map_err(io_err(dir_path))? {
+        let path = dir_path.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
         let rel = match path.strip_prefix(root) {
             Ok(r) => to_slash(r),
             Err(_) => continue,
         };
-        let file_type = entry.file_type().map_err(io_err(&path))?;
+        let handle = openat(
+            dir,
+            name.as_c_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err(&path)(e.into()))?;
+        let handle = fs::File::from(handle);
+        let meta = handle.metadata().map_err(io_err(&path))?;
+        let file_type = meta.file_type();
         let excluded = ignore.is_excluded(&rel) && !always.contains(&rel);
         if file_type.is_dir() {
             if excluded && !ignore.has_negations() {
                 continue;
             }
             if !excluded {
-                builder.append_dir(&rel, &path).map_err(io_err(&path))?;
+                append_header(builder, &meta, &rel, std::io::empty()).map_err(io_err(&path))?;
             }
-            walk(root, &path, ignore, always, builder, io_err)?;
-        } else if !excluded {
+            let inner = openat(
+                &handle,
+                c".",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| io_err(&path)(e.into()))?;
+            walk(root, &inner, &path, ignore, always, builder, io_err)?;
+        } else if excluded {
+            continue;
+        } else if file_type.is_symlink() {
+            let target =
+                readlinkat(&handle, c"", Vec::new()).map_err(|e| io_err(&path)(e.into()))?;
+            let target = std::ffi::OsStr::from_bytes(target.as_bytes());
+            let mut header = tar::Header::new_gnu();
+            header.set_metadata(&meta);
+            header.set_size(0);
             builder
-                .append_path_with_name(&path, &rel)
+                .append_link(&mut header, &rel, target)
                 .map_err(io_err(&path))?;
+        } else if file_type.is_file() {
+            let (file, now) = open_listed(dir, &name, &meta).map_err(io_err(&path))?;
+            // never more than the header says, even if the file grows meanwhile
+            let data = std::io::Read::take(file, now.len());
+            append_header(builder, &now, &rel, data).map_err(io_err(&path))?;
+        } else if file_type.is_socket() {
+            // a socket has no content to send (Docker's own archive skips it too)
+            continue;
+        } else {
+            // FIFOs and device nodes: a header only, never opened
+            append_header(builder, &meta, &rel, std::io::empty()).map_err(io_err(&path))?;
         }
     }
     Ok(())
+}
+
+/// The names in the open folder `dir` (without `.` and `..`), sorted.
+fn sorted_names(dir: &OwnedFd) -> std::io::Result<Vec<std::ffi::CString>> {
+    let mut names = Vec::new();
+    for entry in Dir::read_from(dir)? {
+        let name = entry?.file_name().to_owned();
+        if name.as_bytes() != b"." && name.as_bytes() != b".." {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Opens the regular file `name` in `dir` for reading, without following a link and without
+/// blocking, and checks it is the entry `listed` describes (same device and inode); with its
+/// metadata now.
+fn open_listed(
+    dir: &OwnedFd,
+    name: &std::ffi::CStr,
+    listed: &fs::Metadata,
+) -> std::io::Result<(fs::File, fs::Metadata)> {
+    let fd = openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = fs::File::from(fd);
+    let now = file.metadata()?;
+    if now.dev() != listed.dev() || now.ino() != listed.ino() || !now.file_type().is_file() {
+        return Err(std::io::Error::other(
+            "it changed while the build context was packed (a running container writes the context?); stop the workspace's containers and build again",
+        ));
+    }
+    Ok((file, now))
+}
+
+/// Appends one entry whose header is made from `meta`, with `data` as its content.
+fn append_header(
+    builder: &mut tar::Builder<Vec<u8>>,
+    meta: &fs::Metadata,
+    rel: &str,
+    data: impl std::io::Read,
+) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata(meta);
+    let kind = meta.file_type();
+    if kind.is_char_device() || kind.is_block_device() {
+        let device = meta.rdev();
+        header.set_device_major(rustix::fs::major(device))?;
+        header.set_device_minor(rustix::fs::minor(device))?;
+    }
+    builder.append_data(&mut header, rel, data)
 }
 
 fn to_slash(path: &Path) -> String {
@@ -426,5 +531,53 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/ctx"), "{err}");
+    }
+
+    /// Attack O6: a container that writes the context turns a listed folder into a link to a
+    /// host folder while devcell packs. However the race falls, no file of the host folder is
+    /// ever in the archive (a pack may fail instead). With the listing's types and path-based
+    /// reads, most of these packs held the host file.
+    #[test]
+    fn pack_never_follows_a_folder_swapped_for_a_link_while_packing() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ctx = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        fs::write(host.path().join("id_rsa"), "HOST-SECRET").unwrap();
+        let root = ctx.path().to_path_buf();
+        fs::create_dir_all(root.join("aaa")).unwrap();
+        for i in 0..300 {
+            fs::write(root.join(format!("aaa/{i}")), "x").unwrap();
+        }
+        fs::create_dir_all(root.join("zzz")).unwrap();
+        fs::write(root.join("zzz/README"), "ok").unwrap();
+        fs::write(root.join("Dockerfile"), "FROM scratch").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (stop, root, host) = (stop.clone(), root.clone(), host.path().to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = fs::rename(root.join("zzz"), root.join("zzz.real"));
+                    let _ = std::os::unix::fs::symlink(&host, root.join("zzz"));
+                    std::thread::yield_now();
+                    let _ = fs::remove_file(root.join("zzz"));
+                    let _ = fs::rename(root.join("zzz.real"), root.join("zzz"));
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let mut packed_ok = 0;
+        for _ in 0..150 {
+            let Ok(packed) = pack(&root, &root.join("Dockerfile")) else {
+                continue;
+            };
+            packed_ok += 1;
+            let names = names(&packed.tar);
+            let outside: Vec<_> = names.iter().filter(|n| n.ends_with("id_rsa")).collect();
+            assert!(outside.is_empty(), "a host file was packed: {outside:?}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert!(packed_ok > 0, "no pack succeeded");
     }
 }
