@@ -58,6 +58,10 @@ pub struct Outcome {
     pub moved: Vec<Quarantined>,
     /// Each new entry left in place, with the reason (the user must not run git there).
     pub failed: Vec<(String, String)>,
+    /// The folders the walk did not look into whole (relative; `*` for the whole workspace):
+    /// past its bounds or unreadable, so a git entry the container made there is not known
+    /// (attack O9).
+    pub unwalked: Vec<String>,
 }
 
 impl Outcome {
@@ -72,12 +76,37 @@ impl Outcome {
                 "git_dir_created: `{rel}` was created in the workspace by the container and devcell could not move it aside ({why}): do not run git in it or below it before checking it (`git config --file <.git>/config --list`)"
             )
         });
-        moved.chain(failed).collect()
+        let unwalked = self
+            .unwalked_message()
+            .map(|m| format!("git_walk_incomplete: {m}"));
+        moved.chain(failed).chain(unwalked).collect()
+    }
+
+    /// The warning for the folders the walk did not look into (without its code), if any.
+    pub fn unwalked_message(&self) -> Option<String> {
+        (!self.unwalked.is_empty()).then(|| {
+            let shown: Vec<String> = self
+                .unwalked
+                .iter()
+                .take(git_entries::MAX_CUT_SHOWN)
+                .map(|rel| format!("`{rel}`"))
+                .collect();
+            let more = self.unwalked.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!(
+                "devcell could not look for git directories the container made in {}{more} (past the walk's bounds, or unreadable): do not run git in or below them before checking them (`find <folder> -name .git`)",
+                shown.join(", ")
+            )
+        })
     }
 
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
-        self.moved.is_empty() && self.failed.is_empty()
+        self.moved.is_empty() && self.failed.is_empty() && self.unwalked.is_empty()
     }
 }
 
@@ -95,6 +124,7 @@ pub fn quarantine_new(
 ) -> Outcome {
     let mut out = Outcome::default();
     let walk = git_entries::find(root);
+    out.unwalked = unwalked(&walk);
     let stamp = into
         .and_then(Path::file_name)
         .map(|n| n.to_string_lossy().into_owned())
@@ -118,6 +148,18 @@ pub fn quarantine_new(
         }
     }
     out
+}
+
+/// What `walk` did not look into: its cut and unlisted folders, or `*` when it was cut in
+/// more folders than it names.
+fn unwalked(walk: &git_entries::GitEntries) -> Vec<String> {
+    let mut folders: Vec<String> = walk.cut.iter().chain(&walk.unlisted).cloned().collect();
+    if walk.truncated && walk.cut.is_empty() {
+        folders.insert(0, "*".to_string());
+    }
+    folders.sort();
+    folders.dedup();
+    folders
 }
 
 /// A fresh quarantine folder below `state_root`: `quarantine/<seconds since the epoch>-<pid>`
@@ -249,5 +291,33 @@ mod tests {
         let err = move_aside(&root, "sub/.git", Some(&into), "1").unwrap_err();
         assert!(err.contains("link"), "{err}");
         assert!(elsewhere.join(".git").is_dir());
+    }
+
+    /// Attack O9: a `.git` the container makes past the walk's depth bound is not found, and
+    /// the walk says so: the outcome names the folder it did not enter, as a warning.
+    #[test]
+    fn a_walk_cut_by_its_bounds_is_said() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let before: BTreeSet<String> = [".git".to_string()].into();
+        let deep: PathBuf = (0..git_entries::MAX_DEPTH + 2).map(|_| "d").collect();
+        std::fs::create_dir_all(root.join(&deep).join(".git")).unwrap();
+        let into = folder_in(&tmp.path().join("state"));
+        let out = quarantine_new(&root, &before, &|_| false, Some(&into));
+        assert!(out.moved.is_empty(), "{:?}", out.moved);
+        assert!(!out.unwalked.is_empty());
+        assert!(!out.is_empty());
+        let messages = out.messages();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].starts_with("git_walk_incomplete:"),
+            "{messages:?}"
+        );
+        assert!(messages[0].contains("`d/d/"), "{messages:?}");
+        // a walk within its bounds says nothing
+        std::fs::remove_dir_all(root.join("d")).unwrap();
+        let out = quarantine_new(&root, &before, &|_| false, Some(&into));
+        assert!(out.is_empty(), "{out:?}");
     }
 }

@@ -57,6 +57,12 @@ impl Handoff<'_> {
         let into = git_quarantine::folder_in(live.store.root());
         let before = before.entries.keys().cloned().collect();
         let outcome = git_quarantine::quarantine_new(&live.root, &before, &keep, Some(&into));
+        let unwalked = outcome.unwalked_message().map(|message| GitDirChange {
+            // attack O9: what the walk could not see is said, not taken as clean
+            code: "git_walk_incomplete".into(),
+            message,
+            loud: true,
+        });
         outcome
             .moved
             .iter()
@@ -65,6 +71,7 @@ impl Handoff<'_> {
                 message: q.message(),
                 loud: true,
             })
+            .chain(unwalked)
             .collect()
     }
 }
