@@ -1208,37 +1208,8 @@ fn handoffs_of_a_group_share_its_container_and_on_exit_removes_it_after_the_last
             .spawn()
             .unwrap()
     };
-    let status = || {
-        let (code, v, stderr) = run(&ctx, "status", &["--format", "json"]);
-        assert_eq!(code, Some(0), "{v}\n{stderr}");
-        v["result"].clone()
-    };
-    // until `n` sessions run in a container (bounded: a handoff that never starts fails here)
-    let live_in_container = |n: usize| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        loop {
-            let st = status();
-            let sessions = st["sessions"].as_array().cloned().unwrap_or_default();
-            let running = sessions
-                .iter()
-                .filter(|s| s["status"] == "live" && s["containerId"].is_string())
-                .count();
-            if running == n {
-                return st;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{n} sessions never ran: {st}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    };
-    let container_exists = |id: &str| {
-        std::process::Command::new("docker")
-            .args(["inspect", "-f", "{{.State.Running}}", id])
-            .output()
-            .unwrap()
-    };
+    let status = || workspace_status(&ctx);
+    let live_in_container = |n: usize| live_in_container(&ctx, n);
 
     let a = spawn("wait-a");
     live_in_container(1);
@@ -1324,4 +1295,114 @@ fn handoffs_of_a_group_share_its_container_and_on_exit_removes_it_after_the_last
     let st = status();
     assert!(st["groups"][0]["containerId"].is_null(), "{st}");
     assert!(st["recordedContainer"].is_null(), "{st}");
+}
+
+/// `status --format json`'s result for the context's workspace.
+fn workspace_status(ctx: &TestContext) -> Value {
+    let (code, v, stderr) = run(ctx, "status", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{v}\n{stderr}");
+    v["result"].clone()
+}
+
+/// `status` once `n` sessions run in a container (bounded: a handoff that never starts fails
+/// here).
+fn live_in_container(ctx: &TestContext, n: usize) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let st = workspace_status(ctx);
+        let sessions = st["sessions"].as_array().cloned().unwrap_or_default();
+        let running = sessions
+            .iter()
+            .filter(|s| s["status"] == "live" && s["containerId"].is_string())
+            .count();
+        if running == n {
+            return st;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} sessions never ran: {st}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// `docker inspect -f {{.State.Running}} ID`.
+fn container_exists(id: &str) -> std::process::Output {
+    std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}", id])
+        .output()
+        .unwrap()
+}
+
+/// Issue 29 (spec-note 0529): two handoffs that name no group on the command line, grouped
+/// only by `[handoff] group` and `cleanup` in config.toml, run side by side in one container
+/// (the same id, each its own session, `status` shows the configured group and policy), and
+/// `on-exit` from config.toml removes the container after the last ends.
+#[test]
+fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
+    let Some(ctx) = TestContext::busybox("handoff_group_config") else {
+        return;
+    };
+    let ctx = ctx.isolated().delete_on_drop().config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+    ));
+    let group = format!("c-{}", crate::support::run_token());
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[handoff]\ngroup = \"{group}\"\ncleanup = \"on-exit\"\n\
+             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
+             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
+        ),
+    )
+    .unwrap();
+    let spawn = |agent: &str| {
+        ctx.command()
+            .args([
+                "handoff",
+                "--workspace-folder",
+                ctx.path().to_str().unwrap(),
+                "--agent",
+                agent,
+                "--config-file",
+                config.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("wait-a");
+    live_in_container(&ctx, 1);
+    let b = spawn("wait-b");
+    let st = live_in_container(&ctx, 2);
+    let sessions = st["sessions"].as_array().unwrap();
+    let id = sessions[0]["containerId"].as_str().unwrap().to_string();
+    assert_eq!(
+        sessions[1]["containerId"],
+        id.as_str(),
+        "one container: {st}"
+    );
+    assert!(
+        sessions.iter().all(|s| s["group"] == group.as_str()),
+        "{st}"
+    );
+    assert_eq!(st["groups"][0]["name"], group.as_str(), "{st}");
+    assert_eq!(st["groups"][0]["cleanup"], "on-exit", "{st}");
+    assert_eq!(ctx.containers(), vec![id.clone()]);
+
+    for (child, release) in [(a, "release-a"), (b, "release-b")] {
+        std::fs::write(ctx.path().join(release), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    }
+    assert!(
+        !container_exists(&id).status.success(),
+        "removed after the last"
+    );
+    assert!(ctx.containers().is_empty());
 }
