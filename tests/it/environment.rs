@@ -1337,7 +1337,9 @@ fn container_exists(id: &str) -> std::process::Output {
 /// Issue 29 (spec-note 0529): two handoffs that name no group on the command line, grouped
 /// only by `[handoff] group` and `cleanup` in config.toml, run side by side in one container
 /// (the same id, each its own session, `status` shows the configured group and policy), and
-/// `on-exit` from config.toml removes the container after the last ends.
+/// `on-exit` from config.toml removes the container after the last ends. Each member has its
+/// own context file (spec-note 0161: `.devcell/sessions/<session>/context.json`, named by
+/// `$DEVCELL_CONTEXT`), not the other's.
 #[test]
 fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
     let Some(ctx) = TestContext::busybox("handoff_group_config") else {
@@ -1352,8 +1354,8 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
         &config,
         format!(
             "[handoff]\ngroup = \"{group}\"\ncleanup = \"on-exit\"\n\
-             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
-             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
+             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"echo $DEVCELL_CONTEXT > ctx-a; while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
+             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"echo $DEVCELL_CONTEXT > ctx-b; while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
         ),
     )
     .unwrap();
@@ -1405,4 +1407,22 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
         "removed after the last"
     );
     assert!(ctx.containers().is_empty());
+
+    // each member's own context file, the one its `$DEVCELL_CONTEXT` names
+    let mut agents = Vec::new();
+    for session in &sessions[..2] {
+        let file = ctx
+            .path()
+            .join(".devcell/sessions")
+            .join(session["id"].as_str().unwrap())
+            .join("context.json");
+        let written = read(&file);
+        let agent = written["agent"]["name"].as_str().unwrap().to_string();
+        let suffix = agent.strip_prefix("wait-").unwrap();
+        let named = std::fs::read_to_string(ctx.path().join(format!("ctx-{suffix}"))).unwrap();
+        assert_eq!(written["contextPath"], named.trim(), "{written}");
+        agents.push(agent);
+    }
+    agents.sort();
+    assert_eq!(agents, ["wait-a", "wait-b"]);
 }
