@@ -1058,6 +1058,25 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     );
     nothing_happened("after the text plan");
 
+    // The plan says what devcell will and will not do with it, and what the container already
+    // has beyond `hardened` is reported, not offered as a grant (the handoff only warns).
+    assert!(
+        text.contains("lifecycle  devcell runs the hooks")
+            && text.contains("never starts, stops or removes it"),
+        "{text}"
+    );
+    let ptrace = start(&["-u", "1000:1000", "--cap-add", "SYS_PTRACE"]);
+    let out = plan(&ptrace.id, &[], "text");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("permission") && l.contains("SYS_PTRACE"))
+        .unwrap_or_else(|| panic!("no SYS_PTRACE permission line: {text}"));
+    assert!(line.contains("already in the container"), "{line}");
+    assert!(!line.contains("grant with"), "{line}");
+    assert_eq!(execs(&ptrace), 0, "no exec ran in the SYS_PTRACE container");
+
     // The same container as root: refused as the handoff refuses it; granted, shown as root.
     let as_root = start(&[]);
     let out = plan(&as_root.id, &[], "json");
@@ -1126,6 +1145,24 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     assert_eq!(
         &written, record,
         "--environment-out writes the session's record"
+    );
+    // ... and it is the workspace's last record: what `env show` prints (spec-note 0527)
+    let (code, last, stderr) = run(&ctx, "env show", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{last}\n{stderr}");
+    assert_eq!(&last["result"], record, "the workspace's last record");
+    let out = ctx.output("env show", &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("external      container {}", c.id)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  mount       {} -> /cache (bind, ro)",
+            cache.display()
+        )),
+        "{text}"
     );
 
     // It cannot be recreated, and `env export` names the container it is instead of

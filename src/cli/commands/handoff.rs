@@ -555,6 +555,7 @@ fn render_plan(p: &HandoffPlan) -> String {
             x.name
         );
         let _ = writeln!(s, "  git        {}", x.git);
+        let _ = writeln!(s, "  lifecycle  {}", x.lifecycle);
     }
     let _ = writeln!(s, "  command    {:?} in {}", p.command, p.cwd);
     let _ = writeln!(s, "  context    {}", p.context_path);
