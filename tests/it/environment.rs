@@ -1391,8 +1391,8 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
         &config,
         format!(
             "[handoff]\ngroup = \"{group}\"\ncleanup = \"on-exit\"\n\
-             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"echo $DEVCELL_CONTEXT > ctx-a; while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
-             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"echo $DEVCELL_CONTEXT > ctx-b; while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
+             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"echo context=$DEVCELL_CONTEXT; while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
+             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"echo context=$DEVCELL_CONTEXT; while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
         ),
     )
     .unwrap();
@@ -1433,11 +1433,14 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
     assert_eq!(st["groups"][0]["cleanup"], "on-exit", "{st}");
     assert_eq!(ctx.containers(), vec![id.clone()]);
 
-    for (child, release) in [(a, "release-a"), (b, "release-b")] {
-        std::fs::write(ctx.path().join(release), "").unwrap();
+    // (under `--format json` the agent's output is devcell's stderr)
+    let mut printed = std::collections::BTreeMap::new();
+    for (child, agent) in [(a, "a"), (b, "b")] {
+        std::fs::write(ctx.path().join(format!("release-{agent}")), "").unwrap();
         let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(0), "{stderr}");
+        printed.insert(format!("wait-{agent}"), stderr);
     }
     assert!(
         !container_exists(&id).status.success(),
@@ -1455,9 +1458,12 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
             .join("context.json");
         let written = read(&file);
         let agent = written["agent"]["name"].as_str().unwrap().to_string();
-        let suffix = agent.strip_prefix("wait-").unwrap();
-        let named = std::fs::read_to_string(ctx.path().join(format!("ctx-{suffix}"))).unwrap();
-        assert_eq!(written["contextPath"], named.trim(), "{written}");
+        let named = format!("context={}", written["contextPath"].as_str().unwrap());
+        assert!(
+            printed[&agent].contains(&named),
+            "{named}: {}",
+            printed[&agent]
+        );
         agents.push(agent);
     }
     agents.sort();
