@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use crate::cli::args::StatusArgs;
 use crate::cli::commands::{Extras, finish, folder, own_block_on};
 use crate::handoff::status::{StatusOptions, StatusResult, status};
-use crate::handoff::status_all::{AllStatus, LastSession, TaskEntry, TaskState, status_all};
+use crate::handoff::status_all::{
+    AllStatus, LastSession, RepositoryState, TaskEntry, TaskState, status_all,
+};
 
 /// Runs `status`: the workspace's container, sessions and git state.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -119,12 +121,21 @@ fn task_all_line(t: &TaskEntry) -> String {
         })
         .collect();
     format!(
-        "task {} {} on {}, container {}: {}",
+        "task {} {} on {}, container {}: {}{repository}",
         t.task,
         match t.state {
             TaskState::New => "new",
             TaskState::Live => "live",
             TaskState::Ended => "ended",
+    let repository = match t.repository {
+        RepositoryState::Present => "",
+        RepositoryState::Replaced => {
+            " [its repository was REPLACED by another: `devcell prune --tasks` removes it once nothing would be lost]"
+        }
+        RepositoryState::Gone => {
+            " [its repository is GONE: `devcell prune --tasks` removes it once nothing would be lost]"
+        }
+    };
             TaskState::Stale =>
                 "stale (devcell was killed: `devcell fetch --task` brings its commits back)",
         },

@@ -863,6 +863,16 @@ pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
 /// by repository name); as [`list`], a task one of whose repositories is not the one it was
 /// made from is skipped.
 pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
+    list_all_tasks(state_root, key)
+        .into_iter()
+        // the tasks of a repository that was at this path before are not this one's
+        .filter(|records| records.iter().all(TaskRecord::same_repository))
+        .collect()
+}
+
+/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
+/// (`status --all` lists them, marked, so they can be removed).
+pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
     let root = tasks_root(state_root, key);
     let mut out: Vec<Vec<TaskRecord>> = std::fs::read_dir(&root)
         .into_iter()
@@ -870,8 +880,6 @@ pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| load_folder(&e.path()).ok())
-        // the tasks of a repository that was at this path before are not this one's
-        .filter(|records| records.iter().all(TaskRecord::same_repository))
         .collect();
     out.sort_by(|a, b| a[0].task.cmp(&b[0].task));
     out
