@@ -17,10 +17,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let result = (|| {
         let settings = crate::settings::load(args.config_file.as_deref())?;
+        let mail_group = args
+            .mail_group
+            .as_deref()
+            .map(crate::mail::GroupName::new)
+            .transpose()
+            .map_err(crate::ops::OpsError::from)?;
         let opts = StatusOptions {
             workspace_folder: folder(args.workspace_folder.as_deref()),
             settings,
             state_root: None,
+            mail_group,
         };
         own_block_on(status(&opts))
     })();
@@ -120,13 +127,6 @@ fn task_all_line(t: &TaskEntry) -> String {
             }
         })
         .collect();
-    format!(
-        "task {} {} on {}, container {}: {}{repository}",
-        t.task,
-        match t.state {
-            TaskState::New => "new",
-            TaskState::Live => "live",
-            TaskState::Ended => "ended",
     let repository = match t.repository {
         RepositoryState::Present => "",
         RepositoryState::Replaced => {
@@ -136,6 +136,13 @@ fn task_all_line(t: &TaskEntry) -> String {
             " [its repository is GONE: `devcell prune --tasks` removes it once nothing would be lost]"
         }
     };
+    format!(
+        "task {} {} on {}, container {}: {}{repository}",
+        t.task,
+        match t.state {
+            TaskState::New => "new",
+            TaskState::Live => "live",
+            TaskState::Ended => "ended",
             TaskState::Stale =>
                 "stale (devcell was killed: `devcell fetch --task` brings its commits back)",
         },
@@ -173,6 +180,9 @@ fn render(r: &StatusResult) -> String {
         r.layout.as_str()
     );
     task_lines(&mut s, r);
+    if let Some(group) = &r.mail_group {
+        let _ = writeln!(s, "mail group {group}:");
+    }
     for m in &r.mail {
         let _ = writeln!(
             s,
