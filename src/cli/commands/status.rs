@@ -17,14 +17,14 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let result = (|| {
         let settings = crate::settings::load(args.config_file.as_deref())?;
+        let workspace_folder = folder(args.workspace_folder.as_deref());
         let mail_group = args
             .mail_group
             .as_deref()
-            .map(crate::mail::GroupName::new)
-            .transpose()
-            .map_err(crate::ops::OpsError::from)?;
+            .map(|name| crate::handoff::mail_host::group_of(&workspace_folder, Some(name)))
+            .transpose()?;
         let opts = StatusOptions {
-            workspace_folder: folder(args.workspace_folder.as_deref()),
+            workspace_folder,
             settings,
             state_root: None,
             mail_group,
